@@ -1,0 +1,58 @@
+"""Domain errors. Domain code raises these; servers map them to gRPC status
+codes in one place (:mod:`recallatron.grpcserver`)."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base of every error a caller may see. The message never names rows the
+    caller may not see."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(DomainError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.description = message
+
+
+class NotFound(DomainError):
+    pass
+
+
+class FailedPrecondition(DomainError):
+    def __init__(self, message: str, subject: str = "") -> None:
+        super().__init__(message)
+        self.subject = subject
+
+
+class RevisionMismatch(DomainError):
+    """The loser of a compare-and-set race (ABORTED)."""
+
+    def __init__(self, memory_id: str, expected: int, current: int) -> None:
+        super().__init__(
+            f"expected_revision: memory {memory_id} is at revision {current}, not {expected}"
+        )
+        self.memory_id = memory_id
+        self.expected = expected
+        self.current = current
+
+
+class AlreadyExists(DomainError):
+    pass
+
+
+class Unauthenticated(DomainError):
+    pass
+
+
+class PermissionDenied(DomainError):
+    pass
+
+
+class Unavailable(DomainError):
+    pass

@@ -1,0 +1,50 @@
+"""Client channels every service uses to reach its peers: one service config
+(retries of UNAVAILABLE, round-robin over resolved addresses), keepalive and
+message limits, built in one place. Every outgoing call passes a deadline."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+
+from recallatron.settings import CommonSettings
+
+_SERVICE_CONFIG = json.dumps(
+    {
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "methodConfig": [
+            {
+                "name": [{}],
+                # Only UNAVAILABLE is retried: the call never reached a server
+                # or the server was going away. Writes are safe to retry
+                # because they carry a client request id.
+                "retryPolicy": {
+                    "maxAttempts": 3,
+                    "initialBackoff": "0.05s",
+                    "maxBackoff": "0.5s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ],
+    }
+)
+
+
+def make_channel(target: str, settings: CommonSettings | None = None) -> grpc.Channel:
+    limit = settings.max_message_bytes if settings else 8 * 1024 * 1024
+    return grpc.insecure_channel(
+        target,
+        options=[
+            ("grpc.service_config", _SERVICE_CONFIG),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            # Reconnect quickly after a peer restarts.
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 2_000),
+        ],
+    )

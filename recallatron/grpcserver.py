@@ -1,0 +1,218 @@
+"""The server side every service shares: options, health, reflection, error
+mapping, metrics and graceful shutdown, built in one place."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent import futures
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
+from prometheus_client import Counter, Histogram, start_http_server
+
+from recallatron import errors
+from recallatron.settings import CommonSettings
+
+log = logging.getLogger("recallatron.server")
+
+RPC_LATENCY = Histogram(
+    "recallatron_rpc_duration_seconds",
+    "Server-side latency of each RPC.",
+    ["method"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+RPC_STATUS = Counter(
+    "recallatron_rpc_total", "RPCs served, by method and status code.", ["method", "code"]
+)
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def _pack(message: Any) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def status_for(error: errors.DomainError) -> status_pb2.Status:
+    """The one mapping from domain errors to gRPC status with rich details."""
+    details: list[any_pb2.Any] = []
+    if isinstance(error, errors.InvalidArgument):
+        code = code_pb2.INVALID_ARGUMENT
+        details.append(
+            _pack(
+                error_details_pb2.BadRequest(
+                    field_violations=[
+                        error_details_pb2.BadRequest.FieldViolation(
+                            field=error.field, description=error.description
+                        )
+                    ]
+                )
+            )
+        )
+    elif isinstance(error, errors.RevisionMismatch):
+        code = code_pb2.ABORTED
+        details.append(
+            _pack(
+                error_details_pb2.ErrorInfo(
+                    reason="REVISION_MISMATCH",
+                    domain="recallatron",
+                    metadata={
+                        "memory_id": error.memory_id,
+                        "expected_revision": str(error.expected),
+                        "current_revision": str(error.current),
+                    },
+                )
+            )
+        )
+    elif isinstance(error, errors.FailedPrecondition):
+        code = code_pb2.FAILED_PRECONDITION
+        if error.subject:
+            details.append(
+                _pack(
+                    error_details_pb2.PreconditionFailure(
+                        violations=[
+                            error_details_pb2.PreconditionFailure.Violation(
+                                type="TRUST", subject=error.subject, description=error.message
+                            )
+                        ]
+                    )
+                )
+            )
+    elif isinstance(error, errors.NotFound):
+        code = code_pb2.NOT_FOUND
+    elif isinstance(error, errors.AlreadyExists):
+        code = code_pb2.ALREADY_EXISTS
+    elif isinstance(error, errors.Unauthenticated):
+        code = code_pb2.UNAUTHENTICATED
+    elif isinstance(error, errors.PermissionDenied):
+        code = code_pb2.PERMISSION_DENIED
+    elif isinstance(error, errors.Unavailable):
+        code = code_pb2.UNAVAILABLE
+    else:
+        code = code_pb2.INTERNAL
+    return status_pb2.Status(code=code, message=error.message, details=details)
+
+
+class _ServiceInterceptor(grpc.ServerInterceptor):
+    """Maps domain errors to status codes and records latency and status metrics."""
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method
+        inner = handler.unary_unary
+
+        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+            start = time.perf_counter()
+            code = "OK"
+            try:
+                return inner(request, context)
+            except errors.DomainError as exc:
+                status = status_for(exc)
+                code = _CODES[status.code].name
+                context.abort_with_status(rpc_status.to_status(status))
+            except Exception:
+                aborted = context.code()
+                if aborted not in (None, grpc.StatusCode.OK):
+                    # The handler aborted the call itself; pass it on.
+                    code = aborted.name
+                    raise
+                code = "INTERNAL"
+                log.exception("unhandled error in %s", method)
+                context.abort(grpc.StatusCode.INTERNAL, "internal error")
+            finally:
+                RPC_LATENCY.labels(method).observe(time.perf_counter() - start)
+                RPC_STATUS.labels(method, code).inc()
+
+        return grpc.unary_unary_rpc_method_handler(
+            wrapped,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+class Server:
+    """A gRPC server with health (NOT_SERVING until :meth:`set_serving`),
+    reflection, error mapping, metrics and a SIGTERM drain."""
+
+    def __init__(self, settings: CommonSettings, service_names: Iterable[str]) -> None:
+        self.settings = settings
+        self.service_names = list(service_names)
+        options = [
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", settings.max_message_bytes),
+            # Keep idle client connections alive through proxies, but refuse
+            # pings more frequent than clients are configured to send.
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+        ]
+        self.grpc_server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=settings.server_threads),
+            interceptors=[_ServiceInterceptor()],
+            options=options,
+        )
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
+        for name in [*self.service_names, ""]:
+            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._stopped = threading.Event()
+        self.port = 0
+
+    def start(self, address: str) -> int:
+        reflection.enable_server_reflection(
+            [*self.service_names, reflection.SERVICE_NAME, health.SERVICE_NAME], self.grpc_server
+        )
+        self.port = self.grpc_server.add_insecure_port(address)
+        if self.port == 0:
+            raise RuntimeError(f"could not bind {address}")
+        self.grpc_server.start()
+        if self.settings.metrics_port:
+            start_http_server(self.settings.metrics_port)
+        return self.port
+
+    def set_serving(self, serving: bool = True) -> None:
+        state = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in [*self.service_names, ""]:
+            self.health.set(name, state)
+
+    def wait_for_termination(self, on_stop: Callable[[], None] | None = None) -> None:
+        """Blocks until SIGTERM or SIGINT, then drains: health goes NOT_SERVING,
+        new calls are refused, in-flight calls get the grace period to finish."""
+
+        def _handle(signum: int, _frame: object) -> None:
+            log.info("signal received, draining", extra={"signal": signum})
+            self._stopped.set()
+
+        signal.signal(signal.SIGTERM, _handle)
+        signal.signal(signal.SIGINT, _handle)
+        self._stopped.wait()
+        self.health.enter_graceful_shutdown()
+        self.grpc_server.stop(self.settings.shutdown_grace_seconds).wait()
+        if on_stop is not None:
+            on_stop()
+        log.info("stopped")
+
+    def stop(self) -> None:
+        self._stopped.set()

@@ -1,0 +1,30 @@
+"""Settings shared by every service. Each service defines one typed settings
+object that extends :class:`CommonSettings`; values come from the environment
+(prefix ``RECALLATRON_``) with defaults that work locally with no setup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_state_dir() -> Path:
+    """Where the local stack keeps its data (Postgres, models, operator token)."""
+    return REPO_ROOT / ".recallatron"
+
+
+class CommonSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RECALLATRON_", extra="ignore")
+
+    log_level: str = "INFO"
+    # Port for the Prometheus /metrics endpoint; 0 disables it.
+    metrics_port: int = 0
+    # Largest gRPC message accepted or sent, in bytes.
+    max_message_bytes: int = 8 * 1024 * 1024
+    # Worker threads of the gRPC server.
+    server_threads: int = 16
+    # Seconds in-flight calls get to finish after SIGTERM.
+    shutdown_grace_seconds: float = 10.0

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from recallatron.settings import CommonSettings
+
+
+class RankSettings(CommonSettings):
+    rank_listen: str = "127.0.0.1:7403"
+    store_target: str = "127.0.0.1:7401"
+    embed_target: str = "127.0.0.1:7402"
+    # Deadlines of the calls one recall makes, in seconds.
+    embed_timeout_seconds: float = 0.5
+    store_timeout_seconds: float = 2.0
+    rerank_timeout_seconds: float = 2.0
+    # Candidates each arm returns.
+    arm_limit: int = 100
+    # RRF constant (SPEC 5.4).
+    rrf_k: int = 60
+    # Most candidates the permission walk considers.
+    walk_limit: int = 500

@@ -1,0 +1,213 @@
+"""The control plane: workspaces (and where their database lives), members,
+hashed tokens, workspace settings."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg.errors import UniqueViolation
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from services.store import queries as q
+from services.store.db import Databases
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+TOKEN_PREFIX = "rct_"
+RECALL_MODES = ("lexical", "dense", "hybrid")
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings:
+    default_recall_mode: str = "hybrid"
+    dense_floor: float = 0.30
+    rerank_depth: int = 20
+    expiry_days: int = 0  # off
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkspaceSettings:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    slug: str
+    server: str
+    database_name: str
+    settings: WorkspaceSettings
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Member:
+    id: str
+    workspace_id: str
+    handle: str
+    role: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Identity:
+    workspace_id: str
+    workspace_slug: str
+    member_id: str
+    role: str
+
+
+def hash_token(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def parse_uuid(value: str, field_name: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise errors.InvalidArgument(field_name, "must be a UUID") from None
+
+
+def validate_settings(s: WorkspaceSettings) -> None:
+    if s.default_recall_mode not in RECALL_MODES:
+        raise errors.InvalidArgument("settings.default_recall_mode", "lexical, dense or hybrid")
+    if not 0.0 <= s.dense_floor <= 1.0:
+        raise errors.InvalidArgument("settings.dense_floor", "must lie in [0, 1]")
+    if not 0 <= s.rerank_depth <= 100:
+        raise errors.InvalidArgument("settings.rerank_depth", "must lie in [0, 100]")
+    if not 0 <= s.expiry_days <= 36_500:
+        raise errors.InvalidArgument("settings.expiry_days", "must lie in [0, 36500]; 0 is off")
+
+
+@dataclass
+class ControlPlane:
+    dbs: Databases
+    _workspaces: dict[str, Workspace] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def create_workspace(self, slug: str, server: str = "") -> Workspace:
+        if not SLUG_RE.match(slug or ""):
+            raise errors.InvalidArgument(
+                "slug", "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
+            )
+        with self.dbs.control_conn() as conn:
+            if conn.execute(q.WORKSPACE_ID_BY_SLUG, (slug,)).fetchone():
+                raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
+        workspace_id = str(uuid.uuid4())
+        database = f"ws_{uuid.UUID(workspace_id).hex}"
+        if server:
+            self.dbs.ensure_server(server)
+        # The database is made and migrated before the workspace is recorded,
+        # so a recorded workspace always has a usable database.
+        self.dbs.create_database(server or self.dbs.default_server, database)
+        try:
+            with self.dbs.control_conn() as conn:
+                conn.execute(
+                    q.INSERT_WORKSPACE,
+                    (workspace_id, slug, server, database, Jsonb(WorkspaceSettings().to_json())),
+                )
+        except UniqueViolation:
+            raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists") from None
+        return self.workspace(workspace_id)
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        cached = self._workspaces.get(workspace_id)
+        if cached is not None:
+            return cached
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.WORKSPACE_BY_ID, (workspace_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("workspace not found")
+        ws = Workspace(row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5])
+        with self._lock:
+            self._workspaces[workspace_id] = ws
+        return ws
+
+    def all_workspaces(self) -> list[str]:
+        with self.dbs.control_conn() as conn:
+            return [str(r[0]) for r in conn.execute(q.ALL_WORKSPACE_IDS)]
+
+    def update_settings(self, workspace_id: str, changes: dict[str, Any]) -> WorkspaceSettings:
+        current = self.workspace(workspace_id).settings
+        merged = WorkspaceSettings.from_json({**current.to_json(), **changes})
+        validate_settings(merged)
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.UPDATE_WORKSPACE_SETTINGS, (Jsonb(merged.to_json()), workspace_id))
+        with self._lock:
+            self._workspaces.pop(workspace_id, None)
+        return merged
+
+    def settings(self, workspace_id: str, fresh: bool = False) -> WorkspaceSettings:
+        if fresh:
+            with self._lock:
+                self._workspaces.pop(workspace_id, None)
+        return self.workspace(workspace_id).settings
+
+    def create_member(self, workspace_id: str, handle: str, role: str) -> Member:
+        workspace_id = parse_uuid(workspace_id, "workspace_id")
+        self.workspace(workspace_id)
+        if not HANDLE_RE.match(handle or ""):
+            raise errors.InvalidArgument(
+                "handle", "1-63 characters of letters, digits, '.', '_' and '-'"
+            )
+        if role not in ("owner", "member"):
+            raise errors.InvalidArgument("role", "must be owner or member")
+        member_id = str(uuid.uuid4())
+        try:
+            with self.dbs.control_conn() as conn:
+                conn.execute(q.INSERT_MEMBER, (member_id, workspace_id, handle, role))
+        except UniqueViolation:
+            raise errors.AlreadyExists(f"handle: {handle!r} is taken in this workspace") from None
+        return self.member(member_id)
+
+    def member(self, member_id: str) -> Member:
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.MEMBER_BY_ID, (member_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("member not found")
+        return Member(str(row[0]), str(row[1]), row[2], row[3], row[4])
+
+    def member_in_workspace(self, workspace_id: str, member_id: str) -> bool:
+        with self.dbs.control_conn() as conn:
+            return (
+                conn.execute(q.MEMBER_IN_WORKSPACE, (member_id, workspace_id)).fetchone()
+                is not None
+            )
+
+    def create_token(self, member_id: str, label: str = "") -> tuple[str, str]:
+        member_id = parse_uuid(member_id, "member_id")
+        self.member(member_id)
+        if len(label) > 200:
+            raise errors.InvalidArgument("label", "at most 200 characters")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = str(uuid.uuid4())
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.INSERT_TOKEN, (token_id, member_id, hash_token(token), label))
+        return token, token_id
+
+    def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
+        token_id = parse_uuid(token_id, "token_id")
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.REVOKE_TOKEN, (token_id, workspace_id, workspace_id)).fetchone()
+        if row is None:
+            raise errors.NotFound("token not found")
+
+    def authenticate(self, token: str) -> Identity:
+        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            raise errors.NotFound("unknown token")
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.AUTHENTICATE, (hash_token(token),)).fetchone()
+        if row is None:
+            raise errors.NotFound("unknown token")
+        return Identity(str(row[0]), row[1], str(row[2]), row[3])

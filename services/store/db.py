@@ -1,0 +1,192 @@
+"""Connections: the admin connection to each Postgres server, one bounded pool
+per workspace database for the tools (as the non-owner app role, so row-level
+security holds), and the caller set per transaction."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from recallatron import errors
+from services.store import migrate
+from services.store.settings import StoreSettings
+
+log = logging.getLogger("recallatron.store.db")
+
+CONTROL_DATABASE = "recallatron"
+APP_ROLE = "recallatron_app"
+_BOOTSTRAP_LOCK = 7_401_000
+
+
+@dataclass(frozen=True)
+class Caller:
+    workspace_id: str
+    member_id: str
+    purpose: str  # one of the four purposes, as stored
+
+
+def with_database(server_url: str, database: str, **overrides: str) -> str:
+    params = conninfo_to_dict(server_url)
+    params["dbname"] = database
+    params.update(overrides)
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+class Databases:
+    """Everything the store knows about where data lives."""
+
+    def __init__(self, settings: StoreSettings) -> None:
+        if not settings.database_url:
+            raise RuntimeError(
+                "RECALLATRON_DATABASE_URL is not set (`recallatron up` sets it to the "
+                "embedded Postgres)"
+            )
+        self.settings = settings
+        self.default_server = settings.database_url
+        self._pools: dict[str, ConnectionPool] = {}
+        self._owner_pools: dict[str, ConnectionPool] = {}
+        self._lock = threading.Lock()
+        self.control: ConnectionPool | None = None
+
+    # -- bootstrap ---------------------------------------------------------
+
+    def bootstrap(self) -> None:
+        """Creates the app role and the control database if missing, applies the
+        control migrations. Safe to run from several processes at once."""
+        self.ensure_server(self.default_server)
+        with psycopg.connect(self.default_server, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
+            try:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (CONTROL_DATABASE,)
+                ).fetchone()
+                if not exists:
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {}").format(sql.Identifier(CONTROL_DATABASE))
+                    )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
+        control_url = with_database(self.default_server, CONTROL_DATABASE)
+        migrate.apply_migrations(control_url, "control")
+        self.control = ConnectionPool(
+            control_url,
+            min_size=1,
+            max_size=self.settings.pool_max_size,
+            timeout=self.settings.pool_timeout_seconds,
+            kwargs={"options": f"-c statement_timeout={self.settings.statement_timeout_ms}"},
+            open=True,
+            name="control",
+        )
+
+    def ensure_server(self, server_url: str) -> None:
+        """The app role exists on a server (roles are per server)."""
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
+            try:
+                if not conn.execute(
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)
+                ).fetchone():
+                    conn.execute(
+                        sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS").format(
+                            sql.Identifier(APP_ROLE)
+                        )
+                    )
+                if self.settings.app_password:
+                    conn.execute(
+                        sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                            sql.Identifier(APP_ROLE), sql.Literal(self.settings.app_password)
+                        )
+                    )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
+
+    def create_database(self, server_url: str, database: str) -> None:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+        self.migrate_workspace(server_url, database)
+
+    def migrate_workspace(self, server_url: str, database: str) -> list[str]:
+        url = with_database(server_url or self.default_server, database)
+        return migrate.apply_migrations(url, "workspace")
+
+    # -- pools -------------------------------------------------------------
+
+    def _pool(self, cache: dict[str, ConnectionPool], server: str, database: str, app: bool,
+              ) -> ConnectionPool:
+        key = f"{server}|{database}"
+        pool = cache.get(key)
+        if pool is not None:
+            return pool
+        with self._lock:
+            pool = cache.get(key)
+            if pool is None:
+                base = server or self.default_server
+                overrides = {"user": APP_ROLE} if app else {}
+                if app and self.settings.app_password:
+                    overrides["password"] = self.settings.app_password
+                pool = ConnectionPool(
+                    with_database(base, database, **overrides),
+                    min_size=self.settings.pool_min_size,
+                    max_size=self.settings.pool_max_size,
+                    timeout=self.settings.pool_timeout_seconds,
+                    kwargs={
+                        "options": f"-c statement_timeout={self.settings.statement_timeout_ms}"
+                    },
+                    open=True,
+                    name=f"{'app' if app else 'owner'}:{database}",
+                )
+                cache[key] = pool
+        return pool
+
+    def app_pool(self, server: str, database: str) -> ConnectionPool:
+        return self._pool(self._pools, server, database, app=True)
+
+    def owner_pool(self, server: str, database: str) -> ConnectionPool:
+        return self._pool(self._owner_pools, server, database, app=False)
+
+    def pools(self) -> dict[str, ConnectionPool]:
+        return {**self._pools, **self._owner_pools}
+
+    @contextmanager
+    def control_conn(self) -> Iterator[psycopg.Connection]:
+        assert self.control is not None, "bootstrap() first"
+        with translate_db_errors(), self.control.connection() as conn:
+            yield conn
+
+    def close(self) -> None:
+        for pool in [*self._pools.values(), *self._owner_pools.values()]:
+            pool.close()
+        if self.control is not None:
+            self.control.close()
+
+
+@contextmanager
+def translate_db_errors() -> Iterator[None]:
+    """A database that cannot be reached is UNAVAILABLE to the caller, fast."""
+    try:
+        yield
+    except PoolTimeout as exc:
+        raise errors.Unavailable("database unavailable: no connection in time") from exc
+    except psycopg.OperationalError as exc:
+        raise errors.Unavailable("database unavailable") from exc
+
+
+@contextmanager
+def caller_transaction(pool: ConnectionPool, caller: Caller) -> Iterator[psycopg.Connection]:
+    """A transaction whose every query sees only what the caller may see: the
+    row-level security policies read these two settings, local to it."""
+    with translate_db_errors(), pool.connection() as conn, conn.transaction():
+        conn.execute(
+            "SELECT set_config('recallatron.member_id', %s, true),"
+            " set_config('recallatron.purpose', %s, true)",
+            (caller.member_id, caller.purpose),
+        )
+        yield conn

@@ -1,0 +1,442 @@
+"""The memory tools (SPEC 7) as plain domain code. Every query runs inside
+`caller_transaction`, so row-level security applies eligibility (SPEC 4) to
+each one; not visible answers exactly like not there."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.errors import UniqueViolation
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from services.store import memory_queries as mq
+from services.store import trust as trust_rules
+from services.store import validation as v
+from services.store.control import ControlPlane
+from services.store.db import Caller, Databases, caller_transaction
+from services.store.trust import EMPTY, AudienceValue, Trust, _Empty
+
+
+@dataclass(frozen=True)
+class MentionIn:
+    entity_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    kind: str | None
+    title: str
+    body: str
+    confidence: float | None = None
+    # EMPTY: not given (the tool's default applies).
+    audience: AudienceValue | _Empty = EMPTY
+    purposes: Sequence[str | None] = ()
+    mentions: Sequence[MentionIn] = ()
+    about_ids: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Ref:
+    id: str
+    visible: bool
+    title: str = ""
+    kind: str = ""
+
+
+@dataclass
+class MemoryView:
+    id: str
+    kind: str
+    title: str
+    body: str
+    confidence: float
+    origin: str
+    revision: int
+    audience: str | None
+    purposes: list[str]
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    superseded_by_id: str | None
+    links: list[tuple[str, Ref]] = field(default_factory=list)
+    mentions: list[tuple[str, str]] = field(default_factory=list)
+    supersedes: list[Ref] = field(default_factory=list)
+    superseded_by: list[Ref] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    memory: MemoryView
+    replayed: bool
+    superseded: MemoryView | None = None
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    id: str
+    forgotten_at: datetime
+    replayed: bool
+
+
+def _view(row: Sequence[Any]) -> MemoryView:
+    return MemoryView(
+        id=str(row[0]),
+        kind=row[1],
+        title=row[2],
+        body=row[3],
+        confidence=row[4],
+        origin=row[5],
+        revision=row[6],
+        superseded_by_id=str(row[7]) if row[7] else None,
+        audience=str(row[8]) if row[8] else None,
+        purposes=sorted(row[9], key=v.PURPOSES.index),
+        created_by=str(row[10]),
+        created_at=row[11],
+        updated_at=row[12],
+    )
+
+
+class MemoryStore:
+    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
+        self.dbs = dbs
+        self.control = control
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _pool(self, caller: Caller) -> Any:
+        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
+        return self.dbs.app_pool(ws.server, ws.database_name)
+
+    def _owner_pool(self, caller: Caller) -> Any:
+        ws = self.control.workspace(caller.workspace_id)
+        return self.dbs.owner_pool(ws.server, ws.database_name)
+
+    def _check_audience(self, caller: Caller, audience: AudienceValue | _Empty) -> None:
+        if isinstance(audience, _Empty) or audience is None:
+            return
+        member = v.uuid_str(audience, "audience.member_id")
+        if not self.control.member_in_workspace(caller.workspace_id, member):
+            raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
+
+    def _replay(
+        self, conn: psycopg.Connection, caller: Caller, request_id: str, tool: str
+    ) -> str | None:
+        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, request_id)).fetchone()
+        if row is None:
+            return None
+        if row[0] != tool:
+            raise errors.InvalidArgument(
+                "request_id", f"already used for a different call ({row[0]})"
+            )
+        return str(row[1])
+
+    def _own_write(self, caller: Caller, memory_id: str) -> MemoryView:
+        """A write the caller made, read back even when the caller's own
+        eligibility does not cover it (say, written for another member)."""
+        with self._owner_pool(caller).connection() as conn:
+            row = conn.execute(mq.OWN_MEMORY, (memory_id, caller.member_id)).fetchone()
+        if row is None:
+            raise errors.NotFound("memory not found")
+        return _view(row)
+
+    def _insert(
+        self,
+        conn: psycopg.Connection,
+        caller: Caller,
+        memory_id: str,
+        new: NewMemory,
+        origin: str,
+        trust: Trust,
+        links: Sequence[tuple[str, str]],
+    ) -> None:
+        conn.execute(
+            mq.INSERT_MEMORY,
+            (
+                memory_id,
+                new.kind,
+                new.title,
+                new.body,
+                v.confidence(new.confidence),
+                origin,
+                trust.audience,
+                sorted(trust.purposes),
+                caller.member_id,
+            ),
+        )
+        for kind, target in links:
+            conn.execute(mq.INSERT_LINK, (memory_id, kind, target))
+        for i, mention in enumerate(new.mentions):
+            if mention.entity_id is not None:
+                entity_id = v.uuid_str(mention.entity_id, f"mentions[{i}].entity_id")
+                if conn.execute(mq.ENTITY_EXISTS, (entity_id,)).fetchone() is None:
+                    raise errors.InvalidArgument(f"mentions[{i}].entity_id", "no such entity")
+            else:
+                entity_id = str(uuid.uuid4())
+                conn.execute(mq.INSERT_ENTITY, (entity_id, mention.name))
+            conn.execute(mq.INSERT_MENTION, (memory_id, entity_id))
+
+    def _validate_new(self, new: NewMemory) -> None:
+        v.kind(new.kind)
+        v.text(new.title, "title", v.MAX_TITLE)
+        v.text(new.body, "body", v.MAX_BODY, required=False)
+        v.confidence(new.confidence)
+        v.purposes(new.purposes)
+        if len(new.mentions) > v.MAX_MENTIONS:
+            raise errors.InvalidArgument("mentions", f"at most {v.MAX_MENTIONS} allowed")
+        for i, m in enumerate(new.mentions):
+            if (m.entity_id is None) == (m.name is None):
+                raise errors.InvalidArgument(f"mentions[{i}]", "give an entity_id or a name")
+            if m.entity_id is not None:
+                v.uuid_str(m.entity_id, f"mentions[{i}].entity_id")
+            else:
+                v.text(m.name or "", f"mentions[{i}].name", v.MAX_ENTITY_NAME)
+        ids = [m.entity_id for m in new.mentions if m.entity_id]
+        if len(set(ids)) != len(ids):
+            raise errors.InvalidArgument("mentions", "an entity is mentioned twice")
+        v.uuid_list(list(new.about_ids), "about_ids", v.MAX_LINKS)
+
+    def _visible_ids(self, conn: psycopg.Connection, ids: Sequence[str]) -> set[str]:
+        return {str(r[0]) for r in conn.execute(mq.VISIBLE_IDS, (list(ids),))}
+
+    def _audit(
+        self,
+        conn: psycopg.Connection,
+        caller: Caller,
+        action: str,
+        memory_id: str,
+        request_id: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        conn.execute(
+            mq.INSERT_AUDIT,
+            (caller.member_id, action, memory_id, request_id, Jsonb(detail or {})),
+        )
+
+    def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
+        """Runs `write(conn)` once per (member, request id). A retry, or a
+        concurrent duplicate, gets the first result's memory id back."""
+        request_id = v.request_id(request_id)
+        pool = self._pool(caller)
+        try:
+            with caller_transaction(pool, caller) as conn:
+                existing = self._replay(conn, caller, request_id, tool)
+                if existing is not None:
+                    return existing, True
+                memory_id = write(conn)
+                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, request_id, tool, memory_id))
+                return memory_id, False
+        except UniqueViolation as exc:
+            if "request_key" not in str(exc.diag.constraint_name or ""):
+                raise
+            with caller_transaction(pool, caller) as conn:
+                existing = self._replay(conn, caller, request_id, tool)
+            assert existing is not None
+            return existing, True
+
+    # -- tools -------------------------------------------------------------
+
+    def remember(self, caller: Caller, request_id: str, new: NewMemory) -> WriteResult:
+        self._validate_new(new)
+        self._check_audience(caller, new.audience)
+        # Default audience: the caller alone. Sharing is a deliberate choice.
+        audience = caller.member_id if isinstance(new.audience, _Empty) else new.audience
+        trust = Trust(audience, v.purposes(new.purposes) or frozenset({"assist"}))
+        about = v.uuid_list(list(new.about_ids), "about_ids", v.MAX_LINKS)
+
+        def write(conn: psycopg.Connection) -> str:
+            if about and self._visible_ids(conn, about) != set(about):
+                raise errors.NotFound("about_ids: a memory was not found")
+            memory_id = str(uuid.uuid4())
+            links = [("about", t) for t in about]
+            self._insert(conn, caller, memory_id, new, "told", trust, links)
+            self._audit(conn, caller, "remember", memory_id, request_id)
+            return memory_id
+
+        memory_id, replayed = self._idempotent(caller, request_id, "remember", write)
+        return WriteResult(self._read_back(caller, memory_id), replayed)
+
+    def derive(
+        self, caller: Caller, request_id: str, source_ids: Sequence[str], new: NewMemory
+    ) -> WriteResult:
+        sources = v.uuid_list(list(source_ids), "source_ids", v.MAX_LINKS, min_items=1)
+        self._validate_new(new)
+        self._check_audience(caller, new.audience)
+
+        def write(conn: psycopg.Connection) -> str:
+            rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
+            if len(rows) != len(sources):
+                raise errors.NotFound("source_ids: a source memory was not found")
+            allowed = trust_rules.intersect(
+                [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
+            )
+            trust = trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)
+            memory_id = str(uuid.uuid4())
+            links = [("derived_from", s) for s in sources]
+            self._insert(conn, caller, memory_id, new, "derived", trust, links)
+            self._audit(conn, caller, "derive", memory_id, request_id)
+            return memory_id
+
+        memory_id, replayed = self._idempotent(caller, request_id, "derive", write)
+        return WriteResult(self._read_back(caller, memory_id), replayed)
+
+    def _cas_failure(self, conn: psycopg.Connection, memory_id: str, expected: int) -> None:
+        row = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("memory not found")
+        revision, superseded_by = row
+        if superseded_by is not None:
+            raise errors.FailedPrecondition(
+                "id: the memory was superseded and can no longer change", subject="id"
+            )
+        raise errors.RevisionMismatch(memory_id, expected, revision)
+
+    def correct(
+        self,
+        caller: Caller,
+        request_id: str,
+        memory_id: str,
+        expected_revision: int,
+        title: str | None,
+        body: str | None,
+        confidence: float | None,
+        reason: str,
+    ) -> WriteResult:
+        memory_id = v.uuid_str(memory_id, "id")
+        if expected_revision < 1:
+            raise errors.InvalidArgument("expected_revision", "must be the revision you read (>= 1)")
+        if title is None and body is None and confidence is None:
+            raise errors.InvalidArgument("title", "give a new title, body or confidence")
+        if title is not None:
+            v.text(title, "title", v.MAX_TITLE)
+        if body is not None:
+            v.text(body, "body", v.MAX_BODY, required=False)
+        if confidence is not None:
+            v.confidence(confidence)
+        v.text(reason, "reason", v.MAX_REASON)
+
+        def write(conn: psycopg.Connection) -> str:
+            updated = conn.execute(
+                mq.CORRECT, (title, body, confidence, memory_id, expected_revision)
+            ).rowcount
+            if updated != 1:
+                self._cas_failure(conn, memory_id, expected_revision)
+            self._audit(
+                conn, caller, "correct", memory_id, request_id,
+                {"reason": reason, "revision": expected_revision + 1},
+            )
+            return memory_id
+
+        result_id, replayed = self._idempotent(caller, request_id, "correct", write)
+        return WriteResult(self._read_back(caller, result_id), replayed)
+
+    def supersede(
+        self,
+        caller: Caller,
+        request_id: str,
+        memory_id: str,
+        expected_revision: int,
+        new: NewMemory,
+        reason: str,
+    ) -> WriteResult:
+        memory_id = v.uuid_str(memory_id, "id")
+        if expected_revision < 1:
+            raise errors.InvalidArgument("expected_revision", "must be the revision you read (>= 1)")
+        self._validate_new(new)
+        self._check_audience(caller, new.audience)
+        v.text(reason, "reason", v.MAX_REASON, required=False)
+
+        def write(conn: psycopg.Connection) -> str:
+            old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
+            if old is None:
+                raise errors.NotFound("memory not found")
+            # The replacement keeps the old memory's audience and purposes
+            # unless the caller sets them.
+            audience = (
+                (str(old[1]) if old[1] else None)
+                if isinstance(new.audience, _Empty)
+                else new.audience
+            )
+            purposes = v.purposes(new.purposes) or frozenset(old[2])
+            new_id = str(uuid.uuid4())
+            self._insert(conn, caller, new_id, new, "told", Trust(audience, purposes), [])
+            updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
+            if updated != 1:
+                self._cas_failure(conn, memory_id, expected_revision)
+            self._audit(
+                conn, caller, "supersede", new_id, request_id,
+                {"reason": reason, "superseded_id": memory_id},
+            )
+            return new_id
+
+        new_id, replayed = self._idempotent(caller, request_id, "supersede", write)
+        result = self._read_back(caller, new_id)
+        old_view = self.read(caller, [memory_id], with_provenance=True)
+        return WriteResult(result, replayed, old_view[0] if old_view else None)
+
+    def forget(self, caller: Caller, request_id: str, memory_id: str, reason: str) -> ForgetResult:
+        memory_id = v.uuid_str(memory_id, "id")
+        v.text(reason, "reason", v.MAX_REASON)
+
+        def write(conn: psycopg.Connection) -> str:
+            row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
+            if row is None or row[0] is None:
+                raise errors.NotFound("memory not found")
+            self._audit(conn, caller, "forget", memory_id, request_id, {"reason": reason})
+            return memory_id
+
+        result_id, replayed = self._idempotent(caller, request_id, "forget", write)
+        with self._owner_pool(caller).connection() as conn:
+            row = conn.execute(mq.TOMBSTONE_TIME, (result_id,)).fetchone()
+        return ForgetResult(result_id, row[0], replayed)
+
+    # -- reads -------------------------------------------------------------
+
+    def _read_back(self, caller: Caller, memory_id: str) -> MemoryView:
+        found = self.read(caller, [memory_id], with_provenance=True)
+        return found[0] if found else self._own_write(caller, memory_id)
+
+    def read(
+        self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
+    ) -> list[MemoryView]:
+        wanted = v.uuid_list(list(ids), "ids", v.MAX_READ_IDS, min_items=1)
+        with caller_transaction(self._pool(caller), caller) as conn:
+            rows = {str(r[0]): _view(r) for r in conn.execute(mq.MEMORIES_BY_ID, (wanted,))}
+            if with_provenance and rows:
+                self._provenance(conn, rows)
+        return [rows[i] for i in wanted if i in rows]
+
+    def _provenance(self, conn: psycopg.Connection, views: dict[str, MemoryView]) -> None:
+        ids = list(views)
+        for memory_id, kind, target, title, target_kind in conn.execute(mq.LINKS_OF, (ids,)):
+            ref = (
+                Ref(str(target), True, title, target_kind)
+                if title is not None
+                else Ref("", False)
+            )
+            views[str(memory_id)].links.append((kind, ref))
+        for memory_id, entity_id, name in conn.execute(mq.MENTIONS_OF, (ids,)):
+            views[str(memory_id)].mentions.append((str(entity_id), name))
+        for memory_id, direction, depth, ref_id, title, kind in conn.execute(
+            mq.SUPERSESSION_CHAINS, (ids, ids)
+        ):
+            ref = Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False)
+            view = views[str(memory_id)]
+            (view.supersedes if direction == "older" else view.superseded_by).append(ref)
+            del depth  # ordering is done in SQL
+
+    def admit(self, caller: Caller, ids: Sequence[str]) -> list[str]:
+        """The permission walk (SPEC 5.5): keeps, in order, the candidates the
+        caller may see whose every linked memory, transitively, the caller may
+        also see and is not forgotten."""
+        wanted = v.uuid_list(list(ids), "ids", 500)
+        if not wanted:
+            return []
+        with caller_transaction(self._pool(caller), caller) as conn:
+            return [str(r[0]) for r in conn.execute(mq.ADMIT, (wanted, wanted))]

@@ -1,0 +1,110 @@
+"""Named SQL of the memory tools. Each runs inside a caller transaction, where
+row-level security restricts `memory` (and, through it, links, mentions and
+embeddings) to what the caller may see."""
+
+MEMORY_COLUMNS = """
+m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
+m.superseded_by_id, m.audience_member_id, m.purposes::text[], m.created_by, m.created_at,
+m.updated_at
+"""
+
+INSERT_MEMORY = """
+INSERT INTO memory (id, kind, title, body, confidence, origin, audience_member_id, purposes,
+                    created_by)
+VALUES (%s, %s::memory_kind, %s, %s, %s, %s::memory_origin, %s, %s::purpose[], %s)
+"""
+INSERT_LINK = "INSERT INTO memory_link (memory_id, kind, target_id) VALUES (%s, %s::link_kind, %s)"
+ENTITY_EXISTS = "SELECT 1 FROM entity WHERE id = %s"
+INSERT_ENTITY = "INSERT INTO entity (id, name) VALUES (%s, %s)"
+INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s)"
+INSERT_AUDIT = """
+INSERT INTO audit_log (member_id, action, memory_id, request_id, detail) VALUES (%s, %s, %s, %s, %s)
+"""
+REQUEST_KEY = "SELECT tool, memory_id FROM request_key WHERE member_id = %s AND request_id = %s"
+INSERT_REQUEST_KEY = """
+INSERT INTO request_key (member_id, request_id, tool, memory_id) VALUES (%s, %s, %s, %s)
+"""
+VISIBLE_IDS = "SELECT id FROM memory WHERE id = ANY(%s::uuid[])"
+TRUST_OF = """
+SELECT id, audience_member_id, purposes::text[] FROM memory WHERE id = ANY(%s::uuid[])
+"""
+STATE_OF = "SELECT revision, superseded_by_id FROM memory WHERE id = %s"
+
+# Compare-and-set: one statement, so of racing callers with the same expected
+# revision exactly one matches; the others find the new revision.
+CORRECT = """
+UPDATE memory SET title = coalesce(%s, title), body = coalesce(%s, body),
+                  confidence = coalesce(%s, confidence),
+                  revision = revision + 1, updated_at = now()
+WHERE id = %s AND revision = %s AND superseded_by_id IS NULL
+"""
+SUPERSEDE = """
+UPDATE memory SET superseded_by_id = %s, revision = revision + 1, updated_at = now()
+WHERE id = %s AND revision = %s AND superseded_by_id IS NULL
+"""
+# Through the tombstone function (see migration 0001): NULL when not visible.
+FORGET = "SELECT forget_memory(%s, %s)"
+TOMBSTONE_TIME = "SELECT invalidated_at FROM memory WHERE id = %s"
+OWN_MEMORY = f"""
+SELECT {MEMORY_COLUMNS} FROM memory m
+WHERE m.id = %s AND m.created_by = %s AND m.invalidated_at IS NULL
+"""
+
+MEMORIES_BY_ID = f"SELECT {MEMORY_COLUMNS} FROM memory m WHERE m.id = ANY(%s::uuid[])"
+
+# Targets the caller may not see come back with a NULL title.
+LINKS_OF = """
+SELECT l.memory_id, l.kind::text, l.target_id, t.title, t.kind::text
+FROM memory_link l LEFT JOIN memory t ON t.id = l.target_id
+WHERE l.memory_id = ANY(%s::uuid[])
+ORDER BY l.memory_id, l.kind, t.created_at NULLS LAST
+"""
+MENTIONS_OF = """
+SELECT mn.memory_id, e.id, e.name
+FROM mention mn JOIN entity e ON e.id = mn.entity_id
+WHERE mn.memory_id = ANY(%s::uuid[])
+ORDER BY mn.memory_id, e.name
+"""
+# Both directions of the supersession chain, nearest first. A step into a
+# memory the caller may not see ends the chain with an anonymous entry.
+SUPERSESSION_CHAINS = """
+WITH RECURSIVE newer(root, depth, id, title, kind, next_id) AS (
+    SELECT m.id, 0, m.id, m.title, m.kind::text, m.superseded_by_id
+    FROM memory m WHERE m.id = ANY(%s::uuid[])
+  UNION ALL
+    SELECT n.root, n.depth + 1, x.id, x.title, x.kind::text, x.superseded_by_id
+    FROM newer n JOIN memory x ON x.id = n.next_id
+    WHERE n.depth < 100
+), older(root, depth, id, title, kind) AS (
+    SELECT m.id, 0, m.id, m.title, m.kind::text FROM memory m WHERE m.id = ANY(%s::uuid[])
+  UNION ALL
+    SELECT o.root, o.depth + 1, x.id, x.title, x.kind::text
+    FROM older o JOIN memory x ON x.superseded_by_id = o.id
+    WHERE o.depth < 100
+)
+SELECT root, 'newer' AS direction, depth, id, title, kind FROM newer WHERE depth > 0
+UNION ALL
+SELECT n.root, 'newer', n.depth + 1, NULL, NULL, NULL FROM newer n
+WHERE n.next_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory x WHERE x.id = n.next_id)
+UNION ALL
+SELECT root, 'older', depth, id, title, kind FROM older WHERE depth > 0
+ORDER BY 1, 2, 3
+"""
+
+# The permission walk: a candidate is admitted when it and every memory
+# reachable along its links are visible to the caller (eligible, not
+# forgotten). Links of a memory the caller cannot see are themselves hidden,
+# so the walk stops there, and the candidate is already refused.
+ADMIT = """
+WITH RECURSIVE walk(root, node) AS (
+    SELECT c.id, c.id FROM unnest(%s::uuid[]) AS c(id)
+  UNION
+    SELECT w.root, l.target_id FROM walk w JOIN memory_link l ON l.memory_id = w.node
+)
+SELECT c.id FROM unnest(%s::uuid[]) WITH ORDINALITY AS c(id, ord)
+WHERE NOT EXISTS (
+    SELECT 1 FROM walk w
+    WHERE w.root = c.id AND NOT EXISTS (SELECT 1 FROM memory m WHERE m.id = w.node)
+)
+ORDER BY c.ord
+"""

@@ -1,0 +1,32 @@
+"""Named, parameterised SQL of the store. Nothing here is assembled from user
+text; eligibility is not repeated here because row-level security applies it
+to every query on the workspace tables."""
+
+# -- control plane -----------------------------------------------------------
+
+WORKSPACE_ID_BY_SLUG = "SELECT id FROM workspace WHERE slug = %s"
+INSERT_WORKSPACE = """
+INSERT INTO workspace (id, slug, server, database_name, settings) VALUES (%s, %s, %s, %s, %s)
+"""
+WORKSPACE_BY_ID = """
+SELECT id::text, slug, server, database_name, settings, created_at FROM workspace WHERE id = %s
+"""
+ALL_WORKSPACE_IDS = "SELECT id FROM workspace ORDER BY created_at"
+UPDATE_WORKSPACE_SETTINGS = """
+UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
+"""
+INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
+MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
+MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
+INSERT_TOKEN = "INSERT INTO access_token (id, member_id, token_sha256, label) VALUES (%s, %s, %s, %s)"
+REVOKE_TOKEN = """
+UPDATE access_token t SET revoked_at = coalesce(t.revoked_at, now())
+FROM member m
+WHERE t.id = %s AND m.id = t.member_id AND (%s::uuid IS NULL OR m.workspace_id = %s::uuid)
+RETURNING t.id
+"""
+AUTHENTICATE = """
+SELECT w.id, w.slug, m.id, m.role
+FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
+WHERE t.token_sha256 = %s AND t.revoked_at IS NULL
+"""

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from recallatron.settings import CommonSettings, default_state_dir
+
+
+class StoreSettings(CommonSettings):
+    # Address the store's gRPC server binds.
+    store_listen: str = "127.0.0.1:7401"
+    # Admin connection to the default Postgres server (creates databases and
+    # roles, runs migrations). Empty: the local embedded Postgres, whose URL
+    # `recallatron up` passes in; see docs/operations.md.
+    database_url: str = ""
+    # Role the tool queries run as: not the owner, so row-level security holds.
+    app_role: str = "recallatron_app"
+    app_password: str = ""
+    # Connections per workspace database pool.
+    pool_min_size: int = 1
+    pool_max_size: int = 8
+    # Seconds a caller waits for a pooled connection before UNAVAILABLE.
+    pool_timeout_seconds: float = 5.0
+    # Per-statement limit inside Postgres (milliseconds).
+    statement_timeout_ms: int = 15_000
+    # The embed service, used only by the embedding job.
+    embed_target: str = "127.0.0.1:7402"
+    embed_timeout_seconds: float = 30.0
+    state_dir: Path = default_state_dir()

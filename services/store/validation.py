@@ -1,0 +1,84 @@
+"""Input rules shared by every write. Limits are documented in docs/api.md."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+
+from recallatron import errors
+
+KINDS = ("note", "fact", "decision", "summary")
+PURPOSES = ("assist", "automate", "personalize", "audit")
+
+MAX_TITLE = 300
+MAX_BODY = 20_000
+MAX_REASON = 1_000
+MAX_REQUEST_ID = 128
+MAX_ENTITY_NAME = 200
+MAX_MENTIONS = 50
+MAX_LINKS = 50
+MAX_READ_IDS = 100
+
+
+def text(value: str, field: str, max_len: int, required: bool = True) -> str:
+    if "\x00" in value:
+        raise errors.InvalidArgument(field, "must not contain NUL characters")
+    if required and not value.strip():
+        raise errors.InvalidArgument(field, "is required")
+    if len(value) > max_len:
+        raise errors.InvalidArgument(field, f"at most {max_len} characters")
+    return value
+
+
+def request_id(value: str) -> str:
+    if not value:
+        raise errors.InvalidArgument("request_id", "is required (any unique string per write)")
+    if len(value) > MAX_REQUEST_ID or not value.isprintable():
+        raise errors.InvalidArgument(
+            "request_id", f"at most {MAX_REQUEST_ID} printable characters"
+        )
+    return value
+
+
+def kind(value: str | None) -> str:
+    if value not in KINDS:
+        raise errors.InvalidArgument("kind", "must be one of note, fact, decision, summary")
+    return value
+
+
+def confidence(value: float | None, default: float = 1.0) -> float:
+    if value is None:
+        return default
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise errors.InvalidArgument("confidence", "must lie in [0, 1]")
+    return value
+
+
+def purposes(values: Sequence[str | None], field: str = "purposes") -> frozenset[str]:
+    out: set[str] = set()
+    for v in values:
+        if v not in PURPOSES:
+            raise errors.InvalidArgument(
+                field, "each must be one of assist, automate, personalize, audit"
+            )
+        out.add(v)
+    return frozenset(out)
+
+
+def uuid_str(value: str, field: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise errors.InvalidArgument(field, "must be a UUID") from None
+
+
+def uuid_list(values: Sequence[str], field: str, max_items: int, min_items: int = 0) -> list[str]:
+    if len(values) < min_items:
+        raise errors.InvalidArgument(field, f"at least {min_items} required")
+    if len(values) > max_items:
+        raise errors.InvalidArgument(field, f"at most {max_items} allowed")
+    out = [uuid_str(v, f"{field}[{i}]") for i, v in enumerate(values)]
+    if len(set(out)) != len(out):
+        raise errors.InvalidArgument(field, "contains duplicates")
+    return out
