@@ -14,3 +14,13 @@ class EmbedSettings(CommonSettings):
     onnx_threads: int = 2
     max_batch: int = 64
     max_text_chars: int = 8_000
+    # Passages per Rerank call; above the largest rerank depth a workspace may set.
+    max_rerank_passages: int = 200
+    # Texts per ONNX run when embedding: length-sorted chunks keep padding small.
+    embed_chunk_size: int = 32
+    # Pairs per ONNX run when re-ranking (measured: chunks of 8 beat one padded batch).
+    rerank_chunk_size: int = 8
+    # While the bi-encoder cannot be loaded (models not prepared yet), retry this often.
+    load_retry_seconds: float = 5.0
+    # When set, the bound port is written here once the server listens (port 0 picks one).
+    port_file: str = ""

@@ -1,0 +1,5 @@
+"""`python -m services.embed` serves the embed service."""
+
+from services.embed.server import main
+
+raise SystemExit(main())
