@@ -3,6 +3,8 @@ codes in one place (:mod:`recallatron.grpcserver`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DomainError(Exception):
     """Base of every error a caller may see. The message never names rows the
@@ -56,3 +58,13 @@ class PermissionDenied(DomainError):
 
 class Unavailable(DomainError):
     pass
+
+
+class Relayed(DomainError):
+    """A status from a peer service, passed on to our caller unchanged
+    (code, message and rich details)."""
+
+    def __init__(self, code: int, message: str, details: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details or []

@@ -48,3 +48,16 @@ def make_channel(target: str, settings: CommonSettings | None = None) -> grpc.Ch
             ("grpc.max_reconnect_backoff_ms", 2_000),
         ],
     )
+
+
+def peer_serving(channel: grpc.Channel, timeout: float = 1.0) -> bool:
+    """True when the peer's standard health service says SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    try:
+        resp = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=timeout
+        )
+    except grpc.RpcError:
+        return False
+    return bool(resp.status == health_pb2.HealthCheckResponse.SERVING)

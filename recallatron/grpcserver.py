@@ -4,6 +4,7 @@ mapping, metrics and graceful shutdown, built in one place."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -47,6 +48,8 @@ def _pack(message: Any) -> any_pb2.Any:
 def status_for(error: errors.DomainError) -> status_pb2.Status:
     """The one mapping from domain errors to gRPC status with rich details."""
     details: list[any_pb2.Any] = []
+    if isinstance(error, errors.Relayed):
+        return status_pb2.Status(code=error.code, message=error.message, details=error.details)
     if isinstance(error, errors.InvalidArgument):
         code = code_pb2.INVALID_ARGUMENT
         details.append(
@@ -173,7 +176,8 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
         for name in [*self.service_names, ""]:
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        self._stopped = threading.Event()
+        # Set by SIGTERM/SIGINT; start-up waits (say, for Postgres) watch it.
+        self.stopped = threading.Event()
         self.port = 0
 
     def start(self, address: str) -> int:
@@ -186,6 +190,19 @@ class Server:
         self.grpc_server.start()
         if self.settings.metrics_port:
             start_http_server(self.settings.metrics_port)
+
+        def _handle(signum: int, _frame: object) -> None:
+            log.info("signal received, draining", extra={"signal": signum})
+            self.stopped.set()
+
+        signal.signal(signal.SIGTERM, _handle)
+        signal.signal(signal.SIGINT, _handle)
+        # Lets a parent that started us on port 0 learn the port.
+        port_file = os.environ.get("RECALLATRON_PORT_FILE")
+        if port_file:
+            with open(port_file + ".tmp", "w") as f:
+                f.write(str(self.port))
+            os.replace(port_file + ".tmp", port_file)
         return self.port
 
     def set_serving(self, serving: bool = True) -> None:
@@ -201,13 +218,7 @@ class Server:
         """Blocks until SIGTERM or SIGINT, then drains: health goes NOT_SERVING,
         new calls are refused, in-flight calls get the grace period to finish."""
 
-        def _handle(signum: int, _frame: object) -> None:
-            log.info("signal received, draining", extra={"signal": signum})
-            self._stopped.set()
-
-        signal.signal(signal.SIGTERM, _handle)
-        signal.signal(signal.SIGINT, _handle)
-        self._stopped.wait()
+        self.stopped.wait()
         self.health.enter_graceful_shutdown()
         self.grpc_server.stop(self.settings.shutdown_grace_seconds).wait()
         if on_stop is not None:
@@ -215,4 +226,4 @@ class Server:
         log.info("stopped")
 
     def stop(self) -> None:
-        self._stopped.set()
+        self.stopped.set()

@@ -63,13 +63,19 @@ class LocalPostgres:
         self.process = subprocess.Popen(
             [
                 str(_commands.POSTGRES_BIN_PATH / "postgres"),
-                "-D", str(self.data_dir),
-                "-h", "127.0.0.1",
-                "-p", str(self.port),
+                "-D",
+                str(self.data_dir),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
                 # No unix socket: loopback TCP is all the services use.
-                "-c", "unix_socket_directories=",
-                "-c", "max_connections=200",
-                "-c", "shared_buffers=256MB",
+                "-c",
+                "unix_socket_directories=",
+                "-c",
+                "max_connections=200",
+                "-c",
+                "shared_buffers=256MB",
             ],
             stdout=log,
             stderr=log,
@@ -80,7 +86,8 @@ class LocalPostgres:
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(
-                    f"postgres exited with {self.process.returncode}; see {self.data_dir}/server.log"
+                    f"postgres exited with {self.process.returncode}; "
+                    f"see {self.data_dir}/server.log"
                 )
             try:
                 with psycopg.connect(self.url, connect_timeout=2):

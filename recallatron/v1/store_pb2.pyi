@@ -215,17 +215,21 @@ class CreateTokenRequest(_message.Message):
 
     MEMBER_ID_FIELD_NUMBER: _builtins.int
     LABEL_FIELD_NUMBER: _builtins.int
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
+    workspace_id: _builtins.str
+    """When set, the member must belong to this workspace."""
     def __init__(
         self,
         *,
         member_id: _builtins.str = ...,
         label: _builtins.str = ...,
+        workspace_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -259,15 +263,19 @@ class RevokeTokenRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOKEN_ID_FIELD_NUMBER: _builtins.int
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
     token_id: _builtins.str
+    workspace_id: _builtins.str
+    """When set, the token must belong to a member of this workspace."""
     def __init__(
         self,
         *,
         token_id: _builtins.str = ...,
+        workspace_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["token_id", b"token_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["token_id", b"token_id", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -185,9 +185,13 @@ class ControlPlane:
                 is not None
             )
 
-    def create_token(self, member_id: str, label: str = "") -> tuple[str, str]:
+    def create_token(
+        self, member_id: str, label: str = "", workspace_id: str | None = None
+    ) -> tuple[str, str]:
         member_id = parse_uuid(member_id, "member_id")
-        self.member(member_id)
+        member = self.member(member_id)
+        if workspace_id and member.workspace_id != workspace_id:
+            raise errors.NotFound("member not found")
         if len(label) > 200:
             raise errors.InvalidArgument("label", "at most 200 characters")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)

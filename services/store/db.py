@@ -86,6 +86,18 @@ class Databases:
             name="control",
         )
 
+    def wait_and_bootstrap(self, stop: threading.Event, retry_seconds: float = 1.0) -> bool:
+        """Bootstraps, retrying while Postgres is not reachable yet. False when
+        stopped first."""
+        while not stop.is_set():
+            try:
+                self.bootstrap()
+                return True
+            except psycopg.OperationalError as exc:
+                log.warning("postgres not reachable yet; retrying", extra={"error": str(exc)})
+                stop.wait(retry_seconds)
+        return False
+
     def ensure_server(self, server_url: str) -> None:
         """The app role exists on a server (roles are per server)."""
         with psycopg.connect(server_url, autocommit=True) as conn:
@@ -119,8 +131,13 @@ class Databases:
 
     # -- pools -------------------------------------------------------------
 
-    def _pool(self, cache: dict[str, ConnectionPool], server: str, database: str, app: bool,
-              ) -> ConnectionPool:
+    def _pool(
+        self,
+        cache: dict[str, ConnectionPool],
+        server: str,
+        database: str,
+        app: bool,
+    ) -> ConnectionPool:
         key = f"{server}|{database}"
         pool = cache.get(key)
         if pool is not None:

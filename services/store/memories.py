@@ -310,7 +310,9 @@ class MemoryStore:
     ) -> WriteResult:
         memory_id = v.uuid_str(memory_id, "id")
         if expected_revision < 1:
-            raise errors.InvalidArgument("expected_revision", "must be the revision you read (>= 1)")
+            raise errors.InvalidArgument(
+                "expected_revision", "must be the revision you read (>= 1)"
+            )
         if title is None and body is None and confidence is None:
             raise errors.InvalidArgument("title", "give a new title, body or confidence")
         if title is not None:
@@ -328,7 +330,11 @@ class MemoryStore:
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
             self._audit(
-                conn, caller, "correct", memory_id, request_id,
+                conn,
+                caller,
+                "correct",
+                memory_id,
+                request_id,
                 {"reason": reason, "revision": expected_revision + 1},
             )
             return memory_id
@@ -347,7 +353,9 @@ class MemoryStore:
     ) -> WriteResult:
         memory_id = v.uuid_str(memory_id, "id")
         if expected_revision < 1:
-            raise errors.InvalidArgument("expected_revision", "must be the revision you read (>= 1)")
+            raise errors.InvalidArgument(
+                "expected_revision", "must be the revision you read (>= 1)"
+            )
         self._validate_new(new)
         self._check_audience(caller, new.audience)
         v.text(reason, "reason", v.MAX_REASON, required=False)
@@ -370,7 +378,11 @@ class MemoryStore:
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
             self._audit(
-                conn, caller, "supersede", new_id, request_id,
+                conn,
+                caller,
+                "supersede",
+                new_id,
+                request_id,
                 {"reason": reason, "superseded_id": memory_id},
             )
             return new_id
@@ -416,9 +428,7 @@ class MemoryStore:
         ids = list(views)
         for memory_id, kind, target, title, target_kind in conn.execute(mq.LINKS_OF, (ids,)):
             ref = (
-                Ref(str(target), True, title, target_kind)
-                if title is not None
-                else Ref("", False)
+                Ref(str(target), True, title, target_kind) if title is not None else Ref("", False)
             )
             views[str(memory_id)].links.append((kind, ref))
         for memory_id, entity_id, name in conn.execute(mq.MENTIONS_OF, (ids,)):

@@ -38,9 +38,7 @@ def apply_migrations(conninfo: str, kind: str) -> list[str]:
                     continue
                 with conn.transaction():
                     conn.execute(sql)  # type: ignore[call-overload]  # trusted files
-                    conn.execute(
-                        "INSERT INTO schema_migration (version) VALUES (%s)", (version,)
-                    )
+                    conn.execute("INSERT INTO schema_migration (version) VALUES (%s)", (version,))
                 log.info("migration applied", extra={"kind": kind, "version": version})
                 applied_now.append(version)
         finally:

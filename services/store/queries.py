@@ -18,7 +18,9 @@ UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
 MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
 MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
-INSERT_TOKEN = "INSERT INTO access_token (id, member_id, token_sha256, label) VALUES (%s, %s, %s, %s)"
+INSERT_TOKEN = (
+    "INSERT INTO access_token (id, member_id, token_sha256, label) VALUES (%s, %s, %s, %s)"
+)
 REVOKE_TOKEN = """
 UPDATE access_token t SET revoked_at = coalesce(t.revoked_at, now())
 FROM member m

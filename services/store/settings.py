@@ -26,3 +26,9 @@ class StoreSettings(CommonSettings):
     embed_target: str = "127.0.0.1:7402"
     embed_timeout_seconds: float = 30.0
     state_dir: Path = default_state_dir()
+    # The embedding job.
+    job_batch_size: int = 32
+    job_poll_seconds: float = 0.5
+    # A claimed batch not finished within this many seconds is claimed again.
+    job_lease_seconds: float = 60.0
+    job_max_backoff_seconds: float = 5.0

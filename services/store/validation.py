@@ -35,9 +35,7 @@ def request_id(value: str) -> str:
     if not value:
         raise errors.InvalidArgument("request_id", "is required (any unique string per write)")
     if len(value) > MAX_REQUEST_ID or not value.isprintable():
-        raise errors.InvalidArgument(
-            "request_id", f"at most {MAX_REQUEST_ID} printable characters"
-        )
+        raise errors.InvalidArgument("request_id", f"at most {MAX_REQUEST_ID} printable characters")
     return value
 
 

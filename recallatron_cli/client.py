@@ -1,0 +1,247 @@
+"""A small client of the gateway, so scripts and tests need not touch raw stubs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from recallatron.grpcclient import make_channel
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.v1 import gateway_pb2_grpc
+
+PURPOSES = {"assist": 1, "automate": 2, "personalize": 3, "audit": 4}
+KINDS = {"note": 1, "fact": 2, "decision": 3, "summary": 4}
+MODES = {"lexical": 1, "dense": 2, "hybrid": 3}
+
+
+def audience(value: str | None) -> cpb.Audience | None:
+    """'workspace', a member id, or None for the default (only the caller)."""
+    if value is None:
+        return None
+    if value == "workspace":
+        return cpb.Audience(workspace=True)
+    return cpb.Audience(member_id=value)
+
+
+def mentions(names: Sequence[str] = (), entity_ids: Sequence[str] = ()) -> list[cpb.MentionInput]:
+    return [cpb.MentionInput(name=n) for n in names] + [
+        cpb.MentionInput(entity_id=e) for e in entity_ids
+    ]
+
+
+class Client:
+    def __init__(self, address: str, token: str, timeout: float = 10.0) -> None:
+        self.channel = make_channel(address)
+        self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
+        self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
+        self.token = token
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _md(self) -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {self.token}")]
+
+    def call(self, stub_method: Any, request: Any, timeout: float | None = None) -> Any:
+        return stub_method(request, metadata=self._md(), timeout=timeout or self.timeout)
+
+    # -- tools -------------------------------------------------------------
+
+    def remember(
+        self,
+        title: str,
+        body: str = "",
+        kind: str = "note",
+        *,
+        audience_to: str | None = None,
+        purposes: Sequence[str] = (),
+        mention_names: Sequence[str] = (),
+        mention_ids: Sequence[str] = (),
+        about: Sequence[str] = (),
+        confidence: float | None = None,
+        purpose: str = "assist",
+        request_id: str | None = None,
+    ) -> pb.RememberResponse:
+        req = pb.RememberRequest(
+            request_id=request_id or str(uuid.uuid4()),
+            kind=KINDS[kind],
+            title=title,
+            body=body,
+            purposes=[PURPOSES[p] for p in purposes],
+            mentions=mentions(mention_names, mention_ids),
+            about_ids=list(about),
+            purpose=PURPOSES[purpose],
+        )
+        aud = audience(audience_to)
+        if aud is not None:
+            req.audience.CopyFrom(aud)
+        if confidence is not None:
+            req.confidence = confidence
+        return self.call(self.memory.Remember, req)
+
+    def read(self, ids: Sequence[str], purpose: str = "assist") -> pb.ReadResponse:
+        return self.call(self.memory.Read, pb.ReadRequest(ids=list(ids), purpose=PURPOSES[purpose]))
+
+    def recall(
+        self,
+        query: str,
+        mode: str | None = None,
+        limit: int = 10,
+        purpose: str = "assist",
+        kinds: Sequence[str] = (),
+        mention_ids: Sequence[str] = (),
+        include_superseded: bool = False,
+        skip_rerank: bool = False,
+        timeout: float | None = None,
+    ) -> pb.RecallResponse:
+        req = pb.RecallRequest(
+            query=query,
+            mode=MODES[mode] if mode else 0,
+            limit=limit,
+            purpose=PURPOSES[purpose],
+            filters=cpb.RecallFilters(
+                kinds=[KINDS[k] for k in kinds],
+                mention_entity_ids=list(mention_ids),
+                include_superseded=include_superseded,
+            ),
+            skip_rerank=skip_rerank,
+        )
+        return self.call(self.memory.Recall, req, timeout)
+
+    def derive(
+        self,
+        sources: Sequence[str],
+        title: str,
+        body: str = "",
+        kind: str = "summary",
+        *,
+        audience_to: str | None = None,
+        purposes: Sequence[str] = (),
+        purpose: str = "assist",
+        request_id: str | None = None,
+    ) -> pb.DeriveResponse:
+        req = pb.DeriveRequest(
+            request_id=request_id or str(uuid.uuid4()),
+            source_ids=list(sources),
+            kind=KINDS[kind],
+            title=title,
+            body=body,
+            purposes=[PURPOSES[p] for p in purposes],
+            purpose=PURPOSES[purpose],
+        )
+        aud = audience(audience_to)
+        if aud is not None:
+            req.audience.CopyFrom(aud)
+        return self.call(self.memory.Derive, req)
+
+    def correct(
+        self,
+        memory_id: str,
+        expected_revision: int,
+        reason: str,
+        *,
+        title: str | None = None,
+        body: str | None = None,
+        confidence: float | None = None,
+        purpose: str = "assist",
+        request_id: str | None = None,
+    ) -> pb.CorrectResponse:
+        req = pb.CorrectRequest(
+            request_id=request_id or str(uuid.uuid4()),
+            id=memory_id,
+            expected_revision=expected_revision,
+            reason=reason,
+            purpose=PURPOSES[purpose],
+        )
+        if title is not None:
+            req.title = title
+        if body is not None:
+            req.body = body
+        if confidence is not None:
+            req.confidence = confidence
+        return self.call(self.memory.Correct, req)
+
+    def supersede(
+        self,
+        memory_id: str,
+        expected_revision: int,
+        title: str,
+        body: str = "",
+        kind: str = "note",
+        reason: str = "",
+        *,
+        purpose: str = "assist",
+        request_id: str | None = None,
+    ) -> pb.SupersedeResponse:
+        req = pb.SupersedeRequest(
+            request_id=request_id or str(uuid.uuid4()),
+            id=memory_id,
+            expected_revision=expected_revision,
+            kind=KINDS[kind],
+            title=title,
+            body=body,
+            reason=reason,
+            purpose=PURPOSES[purpose],
+        )
+        return self.call(self.memory.Supersede, req)
+
+    def forget(
+        self, memory_id: str, reason: str, purpose: str = "assist", request_id: str | None = None
+    ) -> pb.ForgetResponse:
+        req = pb.ForgetRequest(
+            request_id=request_id or str(uuid.uuid4()),
+            id=memory_id,
+            reason=reason,
+            purpose=PURPOSES[purpose],
+        )
+        return self.call(self.memory.Forget, req)
+
+    # -- admin -------------------------------------------------------------
+
+    def create_workspace(self, slug: str) -> pb.AdminServiceCreateWorkspaceResponse:
+        return self.call(
+            self.admin.CreateWorkspace, pb.AdminServiceCreateWorkspaceRequest(slug=slug)
+        )
+
+    def create_member(
+        self, workspace_id: str, handle: str, owner: bool = False
+    ) -> pb.AdminServiceCreateMemberResponse:
+        return self.call(
+            self.admin.CreateMember,
+            pb.AdminServiceCreateMemberRequest(
+                workspace_id=workspace_id,
+                handle=handle,
+                role=cpb.ROLE_OWNER if owner else cpb.ROLE_MEMBER,
+            ),
+        )
+
+    def create_token(self, member_id: str, label: str = "") -> pb.AdminServiceCreateTokenResponse:
+        return self.call(
+            self.admin.CreateToken,
+            pb.AdminServiceCreateTokenRequest(member_id=member_id, label=label),
+        )
+
+    def revoke_token(self, token_id: str) -> None:
+        self.call(self.admin.RevokeToken, pb.AdminServiceRevokeTokenRequest(token_id=token_id))
+
+    def update_settings(self, **changes: Any) -> pb.UpdateSettingsResponse:
+        from recallatron.v1 import store_pb2
+
+        settings = store_pb2.WorkspaceSettings()
+        for key, value in changes.items():
+            if key == "default_recall_mode":
+                value = MODES[value]
+            setattr(settings, key, value)
+        return self.call(
+            self.admin.UpdateSettings,
+            pb.UpdateSettingsRequest(settings=settings, update_fields=list(changes)),
+        )
+
+
+def is_status(exc: BaseException, code: grpc.StatusCode) -> bool:
+    return isinstance(exc, grpc.RpcError) and exc.code() == code  # type: ignore[attr-defined]

@@ -1,0 +1,433 @@
+"""The `recallatron` command: the local stack, operator commands, and the
+tools from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from recallatron.settings import default_state_dir
+from recallatron_cli.client import Client
+
+DEFAULT_GATEWAY = "127.0.0.1:7400"
+
+
+def _state_dir() -> Path:
+    return Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
+
+
+def _admin_token() -> str:
+    token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
+    path = _state_dir() / "admin-token"
+    if not token and path.exists():
+        token = path.read_text().strip()
+    return token
+
+
+def _client(args: argparse.Namespace, admin: bool = False) -> Client:
+    token = args.token or (_admin_token() if admin else os.environ.get("RECALLATRON_TOKEN", ""))
+    if not token:
+        sys.exit("no token: pass --token or set RECALLATRON_TOKEN")
+    return Client(args.gateway, token)
+
+
+def _print(args: argparse.Namespace, message: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(MessageToDict(message, preserving_proto_field_name=True), indent=2))
+    else:
+        print(text)
+
+
+def _memory_text(m: Any) -> str:
+    from recallatron.v1 import common_pb2 as cpb
+
+    audience = "workspace" if m.audience.workspace else f"member {m.audience.member_id}"
+    lines = [
+        f"{m.id}  [{cpb.Kind.Name(m.kind).removeprefix('KIND_').lower()}] {m.title}",
+        f"  revision {m.revision} · {cpb.Origin.Name(m.origin).removeprefix('ORIGIN_').lower()}"
+        f" · confidence {m.confidence:.2f} · {m.created_at.ToDatetime():%Y-%m-%d %H:%M} UTC",
+        f"  audience {audience} · purposes "
+        + ", ".join(cpb.Purpose.Name(p).removeprefix("PURPOSE_").lower() for p in m.purposes),
+    ]
+    if m.body:
+        lines.append("  " + m.body.replace("\n", "\n  "))
+    for link in m.links:
+        kind = cpb.LinkKind.Name(link.kind).removeprefix("LINK_KIND_").lower()
+        target = link.target.title if link.target.visible else "(not visible to you)"
+        lines.append(f"  {kind} -> {link.target.id} {target}")
+    if m.superseded_by_id:
+        lines.append(f"  superseded by {m.superseded_by_id}")
+    for mention in m.mentions:
+        lines.append(f"  mentions {mention.name} ({mention.entity_id})")
+    return "\n".join(lines)
+
+
+# -- the stack ----------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from recallatron_cli.stack import Stack, StackConfig
+
+    state = _state_dir()
+    config = StackConfig(
+        state_dir=state,
+        database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
+        models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", state / "models")),
+        cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
+    )
+    stack = Stack(config)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"starting Postgres and services (state in {state}) ...", flush=True)
+    stack.start()
+    try:
+        print(f"ready gateway={stack.gateway}", flush=True)
+        if args.demo:
+            demo(stack.gateway, stack.admin_token, state)
+        print("serving; Ctrl-C stops everything", flush=True)
+        while not stop.is_set():
+            stop.wait(1.0)
+            for name, proc in stack.processes.items():
+                if proc.poll() is not None:
+                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
+                    stop.set()
+    finally:
+        print("stopping ...", flush=True)
+        stack.stop()
+        print("stopped", flush=True)
+    return 0
+
+
+def demo(gateway: str, admin_token: str, state: Path) -> None:
+    """Shows the stack working: a workspace, a member, a memory read back. The
+    demo member's token is kept in the state directory and reused."""
+    creds_path = state / "demo.json"
+    creds = json.loads(creds_path.read_text()) if creds_path.exists() else None
+    if creds is not None:
+        client = Client(gateway, creds["token"])
+        print(f"workspace {creds['slug']} ({creds['workspace_id']}) reused")
+    else:
+        admin = Client(gateway, admin_token)
+        slug = f"demo-{uuid.uuid4().hex[:8]}"
+        ws = admin.create_workspace(slug).workspace
+        member = admin.create_member(ws.id, "ada", owner=True).member
+        token = admin.create_token(member.id, "demo").token
+        creds = {"slug": slug, "workspace_id": ws.id, "member_id": member.id, "token": token}
+        fd = os.open(creds_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(creds, f)
+        print(f"workspace {slug} ({ws.id}) created; member ada ({member.id}), owner")
+        client = Client(gateway, token)
+    made = client.remember(
+        "The team standup moved to 9:30",
+        "From next Monday the daily standup starts at 9:30 instead of 9:00.",
+        kind="decision",
+        audience_to="workspace",
+        mention_names=["standup"],
+    ).memory
+    print(f"remembered {made.id}")
+    read = client.read([made.id]).memories[0]
+    print("read back:\n" + _memory_text(read))
+    print(f"try: RECALLATRON_TOKEN={creds['token']} recallatron read {made.id}")
+
+
+def cmd_migrate_db(args: argparse.Namespace) -> int:
+    from services.store.control import ControlPlane
+    from services.store.db import Databases
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings())
+    dbs.bootstrap()
+    control = ControlPlane(dbs)
+    for workspace_id in control.all_workspaces():
+        ws = control.workspace(workspace_id)
+        applied = dbs.migrate_workspace(ws.server, ws.database_name)
+        print(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
+    dbs.close()
+    print("migrations done")
+    return 0
+
+
+def _job(settings: Any = None) -> Any:
+    from services.store.control import ControlPlane
+    from services.store.db import Databases
+    from services.store.embedding_job import EmbeddingJob
+    from services.store.settings import StoreSettings
+
+    settings = settings or StoreSettings()
+    dbs = Databases(settings)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if not dbs.wait_and_bootstrap(stop):
+        sys.exit(0)
+    job = EmbeddingJob(settings, dbs, ControlPlane(dbs))
+    job.stop_event = stop
+    return job
+
+
+def cmd_embed_job(args: argparse.Namespace) -> int:
+    from recallatron.logs import configure_logging
+    from services.store.settings import StoreSettings
+
+    settings = StoreSettings()
+    log = configure_logging("embedding-job", settings.log_level)
+    if settings.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.metrics_port)
+    job = _job(settings)
+    log.info("embedding job running")
+    job.run_forever()
+    job.dbs.close()
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    job = _job()
+    workspaces = job.control.all_workspaces()
+    if args.workspace:
+        workspaces = [w for w in workspaces if job.control.workspace(w).slug == args.workspace]
+        if not workspaces:
+            sys.exit(f"no workspace {args.workspace!r}")
+    for workspace_id in workspaces:
+        slug = job.control.workspace(workspace_id).slug
+        queued = job.enqueue_rebuild(workspace_id, force=args.force)
+        print(f"{slug}: {queued} memories queued", flush=True)
+        done = job.drain(workspace_id, lambda left, s=slug: print(f"{s}: {left} left", flush=True))
+        dropped = job.drop_stale(workspace_id)
+        print(f"{slug}: {done} embedded, {dropped} stale vectors removed", flush=True)
+    job.dbs.close()
+    return 0
+
+
+def cmd_prepare_models(args: argparse.Namespace) -> int:
+    from services.embed import prepare
+
+    return int(prepare.main(args.rest))
+
+
+# -- admin ----------------------------------------------------------------------
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    client = _client(args, admin=True)
+    if args.admin_cmd == "create-workspace":
+        resp = client.create_workspace(args.slug)
+        _print(args, resp, f"workspace {resp.workspace.slug} {resp.workspace.id}")
+    elif args.admin_cmd == "create-member":
+        resp = client.create_member(args.workspace, args.handle, owner=args.owner)
+        _print(args, resp, f"member {resp.member.handle} {resp.member.id}")
+    elif args.admin_cmd == "create-token":
+        resp = client.create_token(args.member, args.label)
+        _print(args, resp, f"token {resp.token}\n(id {resp.token_id}; shown once)")
+    elif args.admin_cmd == "revoke-token":
+        client.revoke_token(args.token_id)
+        print("revoked")
+    return 0
+
+
+# -- tools -------------------------------------------------------------------------
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    resp = _client(args).remember(
+        args.title,
+        args.body,
+        args.kind,
+        audience_to=args.audience,
+        purposes=args.purposes or (),
+        mention_names=args.mention or (),
+        about=args.about or (),
+        confidence=args.confidence,
+        request_id=args.request_id,
+    )
+    _print(args, resp, ("(replayed) " if resp.replayed else "") + _memory_text(resp.memory))
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    resp = _client(args).read(args.ids, purpose=args.purpose)
+    _print(args, resp, "\n\n".join(_memory_text(m) for m in resp.memories))
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    resp = _client(args).recall(
+        args.query,
+        mode=args.mode,
+        limit=args.limit,
+        purpose=args.purpose,
+        skip_rerank=args.no_rerank,
+    )
+    o = resp.outcome
+    head = (
+        f"dense_available={o.dense_available} reranked={o.reranked} counts: lexical "
+        f"{o.counts.lexical}, dense {o.counts.dense}, fused {o.counts.fused}, admitted "
+        f"{o.counts.admitted}"
+    )
+    if not o.dense_available:
+        head += f"\n(dense arm: {o.dense_unavailable_reason})"
+    items = [f"{i + 1}. {_memory_text(r.memory)}" for i, r in enumerate(o.results)]
+    _print(args, resp, "\n".join([head, *items]))
+    return 0
+
+
+def cmd_correct(args: argparse.Namespace) -> int:
+    resp = _client(args).correct(
+        args.id,
+        args.revision,
+        args.reason,
+        title=args.title,
+        body=args.body,
+        confidence=args.confidence,
+    )
+    _print(args, resp, _memory_text(resp.memory))
+    return 0
+
+
+def cmd_supersede(args: argparse.Namespace) -> int:
+    resp = _client(args).supersede(
+        args.id, args.revision, args.title, args.body, args.kind, args.reason
+    )
+    _print(args, resp, _memory_text(resp.memory))
+    return 0
+
+
+def cmd_derive(args: argparse.Namespace) -> int:
+    resp = _client(args).derive(
+        args.sources,
+        args.title,
+        args.body,
+        args.kind,
+        audience_to=args.audience,
+        purposes=args.purposes or (),
+    )
+    _print(args, resp, _memory_text(resp.memory))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    resp = _client(args).forget(args.id, args.reason)
+    _print(args, resp, f"forgotten {resp.id}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="recallatron", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    up = sub.add_parser("up", help="start Postgres and every service locally")
+    up.add_argument("--demo", action="store_true", help="show it working once ready")
+    up.set_defaults(func=cmd_up)
+    sub.add_parser("migrate-db", help="bootstrap and migrate every database").set_defaults(
+        func=cmd_migrate_db
+    )
+    sub.add_parser("embed-job", help="run the embedding job").set_defaults(func=cmd_embed_job)
+    rb = sub.add_parser("rebuild", help="re-embed a workspace (or all)")
+    rb.add_argument("--workspace", help="slug; default all")
+    rb.add_argument("--force", action="store_true", help="re-embed even current vectors")
+    rb.set_defaults(func=cmd_rebuild)
+    pm = sub.add_parser("prepare-models", help="export the models to ONNX (cached)")
+    pm.add_argument("rest", nargs=argparse.REMAINDER)
+    pm.set_defaults(func=cmd_prepare_models)
+
+    def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
+        p.add_argument("--token", default="")
+        p.add_argument("--json", action="store_true")
+        return p
+
+    admin = with_client(sub.add_parser("admin", help="operator and owner calls"))
+    admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
+    admin_sub.add_parser("create-workspace").add_argument("slug")
+    cm = admin_sub.add_parser("create-member")
+    cm.add_argument("--workspace", required=True)
+    cm.add_argument("handle")
+    cm.add_argument("--owner", action="store_true")
+    ct = admin_sub.add_parser("create-token")
+    ct.add_argument("member")
+    ct.add_argument("--label", default="")
+    admin_sub.add_parser("revoke-token").add_argument("token_id")
+    admin.set_defaults(func=cmd_admin)
+
+    def new_memory_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("title")
+        p.add_argument("body", nargs="?", default="")
+        p.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+        p.add_argument("--audience", help="'workspace' or a member id; default: only you")
+        p.add_argument("--purpose", dest="purposes", action="append")
+        p.add_argument("--confidence", type=float)
+
+    r = with_client(sub.add_parser("remember"))
+    new_memory_args(r)
+    r.add_argument("--mention", action="append")
+    r.add_argument("--about", action="append")
+    r.add_argument("--request-id")
+    r.set_defaults(func=cmd_remember)
+
+    rd = with_client(sub.add_parser("read"))
+    rd.add_argument("ids", nargs="+")
+    rd.add_argument("--purpose", default="assist")
+    rd.set_defaults(func=cmd_read)
+
+    rc = with_client(sub.add_parser("recall"))
+    rc.add_argument("query")
+    rc.add_argument("--mode", choices=["lexical", "dense", "hybrid"])
+    rc.add_argument("--limit", type=int, default=10)
+    rc.add_argument("--purpose", default="assist")
+    rc.add_argument("--no-rerank", action="store_true")
+    rc.set_defaults(func=cmd_recall)
+
+    c = with_client(sub.add_parser("correct"))
+    c.add_argument("id")
+    c.add_argument("--revision", type=int, required=True)
+    c.add_argument("--reason", required=True)
+    c.add_argument("--title")
+    c.add_argument("--body")
+    c.add_argument("--confidence", type=float)
+    c.set_defaults(func=cmd_correct)
+
+    s = with_client(sub.add_parser("supersede"))
+    s.add_argument("id")
+    s.add_argument("--revision", type=int, required=True)
+    s.add_argument("--reason", default="")
+    s.add_argument("title")
+    s.add_argument("body", nargs="?", default="")
+    s.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+    s.set_defaults(func=cmd_supersede)
+
+    d = with_client(sub.add_parser("derive"))
+    d.add_argument("--source", dest="sources", action="append", required=True)
+    new_memory_args(d)
+    d.set_defaults(func=cmd_derive, kind="summary")
+
+    f = with_client(sub.add_parser("forget"))
+    f.add_argument("id")
+    f.add_argument("--reason", required=True)
+    f.set_defaults(func=cmd_forget)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except grpc.RpcError as exc:
+        print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The whole stack on one machine: Postgres (embedded default, or an external
+one by URL) and the four services plus the embedding job, each a separate
+process on loopback. Used by `recallatron up` and by the integration tests."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from recallatron.grpcclient import peer_serving
+from recallatron_cli.localpg import LocalPostgres
+
+SERVICES = ("store", "embed", "rank", "gateway")
+DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
+DEFAULT_PG_PORT = 7432
+
+
+@dataclass
+class StackConfig:
+    state_dir: Path
+    # External Postgres admin URL; empty: the embedded server in state_dir/pgdata.
+    database_url: str = ""
+    pg_port: int = DEFAULT_PG_PORT
+    # 0 picks a free port.
+    ports: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
+    admin_token: str = ""
+    models_dir: Path | None = None
+    cross_encoder_dir: str = ""
+    embedding_job: bool = True
+    env: dict[str, str] = field(default_factory=dict)
+    start_timeout: float = 180.0
+
+
+class Stack:
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.state_dir = config.state_dir.resolve()
+        self.log_dir = self.state_dir / "logs"
+        self.postgres: LocalPostgres | None = None
+        self.database_url = config.database_url
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: dict[str, int] = {}
+        self.admin_token = config.admin_token or self._admin_token()
+
+    def _admin_token(self) -> str:
+        """The local operator token, kept in the state directory (mode 0600)."""
+        path = self.state_dir / "admin-token"
+        if path.exists():
+            return path.read_text().strip()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        token = "rcadm_" + secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token)
+        return token
+
+    def address(self, name: str) -> str:
+        return f"127.0.0.1:{self.ports[name]}"
+
+    @property
+    def gateway(self) -> str:
+        return self.address("gateway")
+
+    def _env(self, name: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.config.env)
+        env.update(
+            {
+                "RECALLATRON_DATABASE_URL": self.database_url,
+                "RECALLATRON_ADMIN_TOKEN": self.admin_token,
+                "RECALLATRON_STATE_DIR": str(self.state_dir),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if self.config.models_dir is not None:
+            env["RECALLATRON_MODELS_DIR"] = str(self.config.models_dir)
+        if self.config.cross_encoder_dir:
+            env["RECALLATRON_CROSS_ENCODER_DIR"] = self.config.cross_encoder_dir
+        for peer in SERVICES:
+            if peer in self.ports:
+                env[f"RECALLATRON_{peer.upper()}_TARGET"] = self.address(peer)
+        if name in SERVICES:
+            env[f"RECALLATRON_{name.upper()}_LISTEN"] = (
+                f"127.0.0.1:{self.config.ports.get(name, 0)}"
+            )
+            env["RECALLATRON_PORT_FILE"] = str(self.state_dir / "run" / f"{name}.port")
+        return env
+
+    def start_postgres(self) -> None:
+        if self.database_url:
+            return
+        self.postgres = LocalPostgres(self.state_dir / "pgdata", self.config.pg_port)
+        self.postgres.start()
+        self.database_url = self.postgres.url
+
+    def start_service(self, name: str) -> None:
+        (self.state_dir / "run").mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        port_file = self.state_dir / "run" / f"{name}.port"
+        port_file.unlink(missing_ok=True)
+        if name == "embedding-job":
+            cmd = [sys.executable, "-m", "recallatron_cli.main", "embed-job"]
+        else:
+            cmd = [sys.executable, "-m", f"services.{name}"]
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.processes[name] = subprocess.Popen(
+            cmd, env=self._env(name), stdout=log, stderr=log, start_new_session=True
+        )
+        if name in SERVICES:
+            self.ports[name] = self._await_port(name, port_file)
+            # A restart binds the same port, so peers keep finding it.
+            self.config.ports[name] = self.ports[name]
+
+    def _await_port(self, name: str, port_file: Path) -> int:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            self._check_alive(name)
+            if port_file.exists():
+                return int(port_file.read_text())
+            time.sleep(0.05)
+        raise RuntimeError(f"{name} did not bind a port; see {self.log_dir / (name + '.log')}")
+
+    def _check_alive(self, name: str) -> None:
+        proc = self.processes[name]
+        if proc.poll() is not None:
+            tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
+
+    def wait_serving(self, name: str, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.config.start_timeout)
+        channel = grpc.insecure_channel(self.address(name))
+        try:
+            while time.monotonic() < deadline:
+                self._check_alive(name)
+                if peer_serving(channel, timeout=1.0):
+                    return
+                time.sleep(0.1)
+        finally:
+            channel.close()
+        raise RuntimeError(f"{name} not SERVING after {timeout}s; see {self.log_dir}/{name}.log")
+
+    def start(self) -> None:
+        try:
+            self.start_postgres()
+            for name in SERVICES:
+                self.start_service(name)
+            if self.config.embedding_job:
+                self.start_service("embedding-job")
+            for name in SERVICES:
+                self.wait_serving(name)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop_service(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
+        proc = self.processes.get(name)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def restart_service(self, name: str) -> None:
+        self.stop_service(name)
+        self.start_service(name)
+        if name in SERVICES:
+            self.wait_serving(name)
+
+    def stop(self) -> None:
+        for name in ["embedding-job", *reversed(SERVICES)]:
+            self.stop_service(name)
+        if self.postgres is not None:
+            self.postgres.stop()

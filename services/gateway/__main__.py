@@ -1,0 +1,40 @@
+"""`python -m services.gateway`: the public gateway."""
+
+from __future__ import annotations
+
+from recallatron.grpcclient import peer_serving
+from recallatron.grpcserver import Server
+from recallatron.logs import configure_logging
+from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
+from services.gateway.server import AdminServicer, Auth, MemoryServicer, Peers
+from services.gateway.settings import GatewaySettings
+
+
+def main() -> None:
+    settings = GatewaySettings()
+    log = configure_logging("gateway", settings.log_level)
+    services = gateway_pb2.DESCRIPTOR.services_by_name
+    server = Server(
+        settings, [services["MemoryService"].full_name, services["AdminService"].full_name]
+    )
+    peers = Peers(settings)
+    auth = Auth(peers, settings.admin_token)
+    gateway_pb2_grpc.add_MemoryServiceServicer_to_server(
+        MemoryServicer(peers, auth), server.grpc_server
+    )
+    gateway_pb2_grpc.add_AdminServiceServicer_to_server(
+        AdminServicer(peers, auth), server.grpc_server
+    )
+    port = server.start(settings.gateway_listen)
+    log.info("listening", extra={"port": port})
+    # The gateway can answer (auth needs the store) once the store serves;
+    # until then it reports NOT_SERVING.
+    while not server.stopped.is_set() and not peer_serving(peers.store_channel):
+        server.stopped.wait(0.5)
+    server.set_serving()
+    log.info("serving")
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()

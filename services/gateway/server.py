@@ -1,0 +1,331 @@
+"""The public API: authentication, request checks, the seven tools and the
+admin calls, forwarded to store and rank with deadlines."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from grpc_status import rpc_status
+
+from recallatron import convert, errors
+from recallatron.grpcclient import make_channel
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
+from services.gateway.settings import GatewaySettings
+from services.gateway.tools import TOOLS
+
+Resp = TypeVar("Resp")
+
+MAX_RECALL_LIMIT = 50
+DEFAULT_RECALL_LIMIT = 10
+MAX_QUERY_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class Identity:
+    workspace_id: str
+    member_id: str
+    role: int
+
+
+def bearer_token(context: grpc.ServicerContext) -> str:
+    for key, value in context.invocation_metadata():
+        if key == "authorization":
+            scheme, _, token = str(value).partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            raise errors.Unauthenticated("authorization: expected 'Bearer <token>'")
+    raise errors.Unauthenticated("authorization: missing bearer token")
+
+
+class Peers:
+    """Stubs of the store and rank services; every call has a deadline, and a
+    peer's error status is relayed unchanged (an unreachable peer or a missed
+    deadline becomes UNAVAILABLE)."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.store_channel = make_channel(settings.store_target, settings)
+        self.store = store_pb2_grpc.StoreServiceStub(self.store_channel)
+        self.rank = rank_pb2_grpc.RankServiceStub(make_channel(settings.rank_target, settings))
+
+    def call(self, method: Callable[..., Resp], request: Any, timeout: float) -> Resp:
+        try:
+            return method(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            code = exc.code()  # type: ignore[attr-defined]
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise errors.Unavailable(
+                    "a backing service is unavailable; retry shortly"
+                ) from None
+            status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+            if status is not None:
+                raise errors.Relayed(status.code, status.message, list(status.details)) from None
+            raise errors.Relayed(code.value[0], exc.details() or "") from None  # type: ignore[attr-defined]
+
+    def store_call(self, name: str, request: Any) -> Any:
+        return self.call(getattr(self.store, name), request, self.settings.store_timeout_seconds)
+
+
+class Auth:
+    def __init__(self, peers: Peers, admin_token: str) -> None:
+        self.peers = peers
+        self.admin_token = admin_token
+
+    def member(self, context: grpc.ServicerContext) -> Identity:
+        token = bearer_token(context)
+        try:
+            resp = self.peers.store_call("Authenticate", store_pb2.AuthenticateRequest(token=token))
+        except errors.Relayed as exc:
+            if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
+                raise errors.Unauthenticated("authorization: unknown or revoked token") from None
+            raise
+        return Identity(resp.workspace_id, resp.member_id, resp.role)
+
+    def is_operator(self, context: grpc.ServicerContext) -> bool:
+        token = bearer_token(context)
+        return bool(self.admin_token) and hmac.compare_digest(token, self.admin_token)
+
+    def operator_or_owner(self, context: grpc.ServicerContext) -> Identity | None:
+        """None for the operator; the owner's identity otherwise."""
+        if self.is_operator(context):
+            return None
+        ident = self.member(context)
+        if ident.role != cpb.ROLE_OWNER:
+            raise errors.PermissionDenied("this call needs a workspace owner's token")
+        return ident
+
+
+def caller(ident: Identity, purpose: int) -> cpb.Caller:
+    convert.purpose_str(purpose, "purpose")  # rejects numbers outside the enum
+    return cpb.Caller(
+        workspace_id=ident.workspace_id,
+        member_id=ident.member_id,
+        purpose=purpose or cpb.PURPOSE_ASSIST,
+        role=ident.role,
+    )
+
+
+class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
+    def __init__(self, peers: Peers, auth: Auth) -> None:
+        self.peers = peers
+        self.auth = auth
+
+    def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
+        ident = self.auth.member(context)
+        if not request.query.strip():
+            raise errors.InvalidArgument("query", "is required")
+        if len(request.query) > MAX_QUERY_CHARS:
+            raise errors.InvalidArgument("query", f"at most {MAX_QUERY_CHARS} characters")
+        if "\x00" in request.query:
+            raise errors.InvalidArgument("query", "must not contain NUL characters")
+        if request.limit < 0 or request.limit > MAX_RECALL_LIMIT:
+            raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
+        convert.mode_str(request.mode, "mode")
+        resp = self.peers.call(
+            self.peers.rank.Rank,
+            rank_pb2.RankRequest(
+                caller=caller(ident, request.purpose),
+                query=request.query,
+                mode=request.mode,
+                limit=request.limit or DEFAULT_RECALL_LIMIT,
+                filters=request.filters,
+                skip_rerank=request.skip_rerank,
+            ),
+            self.peers.settings.rank_timeout_seconds,
+        )
+        return pb.RecallResponse(outcome=resp.outcome)
+
+    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
+        ident = self.auth.member(context)
+        resp = self.peers.store_call(
+            "GetMemories",
+            store_pb2.GetMemoriesRequest(
+                caller=caller(ident, request.purpose), ids=request.ids, with_provenance=True
+            ),
+        )
+        if resp.not_found_ids:
+            # Not visible reads exactly like not there (SPEC 4).
+            raise errors.NotFound(f"ids: not found: {', '.join(resp.not_found_ids)}")
+        return pb.ReadResponse(memories=resp.memories)
+
+    def Remember(
+        self,
+        request: pb.RememberRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.RememberResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.CreateMemoryRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("CreateMemory", store_request)
+        return pb.RememberResponse(memory=resp.memory, replayed=resp.replayed)
+
+    def Derive(
+        self,
+        request: pb.DeriveRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.DeriveResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.DeriveMemoryRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("DeriveMemory", store_request)
+        return pb.DeriveResponse(memory=resp.memory, replayed=resp.replayed)
+
+    def Correct(
+        self,
+        request: pb.CorrectRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CorrectResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.CorrectMemoryRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("CorrectMemory", store_request)
+        return pb.CorrectResponse(memory=resp.memory, replayed=resp.replayed)
+
+    def Supersede(
+        self,
+        request: pb.SupersedeRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.SupersedeResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.SupersedeMemoryRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("SupersedeMemory", store_request)
+        return pb.SupersedeResponse(
+            memory=resp.memory, superseded=resp.superseded, replayed=resp.replayed
+        )
+
+    def Forget(
+        self,
+        request: pb.ForgetRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.ForgetResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.ForgetMemoryRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("ForgetMemory", store_request)
+        return pb.ForgetResponse(id=resp.id, forgotten_at=resp.forgotten_at, replayed=resp.replayed)
+
+    def DescribeTools(
+        self,
+        request: pb.DescribeToolsRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.DescribeToolsResponse:
+        return pb.DescribeToolsResponse(
+            tools=[
+                pb.ToolDescription(
+                    name=t.name, description=t.description, input_schema_json=t.schema_json()
+                )
+                for t in TOOLS
+            ]
+        )
+
+
+def _copy_fields(src: Any, dst: Any, exclude: set[str]) -> None:
+    """Copies the fields both messages share by name (the tool request and its
+    store counterpart are kept field-compatible)."""
+    for fd, value in src.ListFields():
+        if fd.name in exclude:
+            continue
+        target = getattr(dst, fd.name)
+        if fd.is_repeated:
+            target.extend(value)
+        elif fd.message_type is not None:
+            target.CopyFrom(value)
+        else:
+            setattr(dst, fd.name, value)
+
+
+class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
+    def __init__(self, peers: Peers, auth: Auth) -> None:
+        self.peers = peers
+        self.auth = auth
+
+    def CreateWorkspace(
+        self, request: pb.AdminServiceCreateWorkspaceRequest, context: grpc.ServicerContext
+    ) -> pb.AdminServiceCreateWorkspaceResponse:
+        if not self.auth.is_operator(context):
+            raise errors.PermissionDenied("creating a workspace needs the operator token")
+        resp = self.peers.store_call(
+            "CreateWorkspace",
+            store_pb2.CreateWorkspaceRequest(slug=request.slug, server=request.server),
+        )
+        return pb.AdminServiceCreateWorkspaceResponse(workspace=resp.workspace)
+
+    def CreateMember(
+        self, request: pb.AdminServiceCreateMemberRequest, context: grpc.ServicerContext
+    ) -> pb.AdminServiceCreateMemberResponse:
+        owner = self.auth.operator_or_owner(context)
+        workspace_id = request.workspace_id
+        if owner is not None:
+            if workspace_id and workspace_id != owner.workspace_id:
+                raise errors.NotFound("workspace_id: workspace not found")
+            workspace_id = owner.workspace_id
+        resp = self.peers.store_call(
+            "CreateMember",
+            store_pb2.CreateMemberRequest(
+                workspace_id=workspace_id, handle=request.handle, role=request.role
+            ),
+        )
+        return pb.AdminServiceCreateMemberResponse(member=resp.member)
+
+    def CreateToken(
+        self, request: pb.AdminServiceCreateTokenRequest, context: grpc.ServicerContext
+    ) -> pb.AdminServiceCreateTokenResponse:
+        owner = self.auth.operator_or_owner(context)
+        resp = self.peers.store_call(
+            "CreateToken",
+            store_pb2.CreateTokenRequest(
+                member_id=request.member_id,
+                label=request.label,
+                workspace_id=owner.workspace_id if owner else "",
+            ),
+        )
+        return pb.AdminServiceCreateTokenResponse(token=resp.token, token_id=resp.token_id)
+
+    def RevokeToken(
+        self, request: pb.AdminServiceRevokeTokenRequest, context: grpc.ServicerContext
+    ) -> pb.AdminServiceRevokeTokenResponse:
+        owner = self.auth.operator_or_owner(context)
+        self.peers.store_call(
+            "RevokeToken",
+            store_pb2.RevokeTokenRequest(
+                token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
+            ),
+        )
+        return pb.AdminServiceRevokeTokenResponse()
+
+    def GetSettings(
+        self,
+        request: pb.GetSettingsRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.GetSettingsResponse:
+        ident = self.auth.member(context)
+        resp = self.peers.store_call(
+            "GetWorkspaceSettings",
+            store_pb2.GetWorkspaceSettingsRequest(workspace_id=ident.workspace_id),
+        )
+        return pb.GetSettingsResponse(settings=resp.settings)
+
+    def UpdateSettings(
+        self,
+        request: pb.UpdateSettingsRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.UpdateSettingsResponse:
+        ident = self.auth.member(context)
+        if ident.role != cpb.ROLE_OWNER:
+            raise errors.PermissionDenied("only a workspace owner may change its settings")
+        resp = self.peers.store_call(
+            "UpdateWorkspaceSettings",
+            store_pb2.UpdateWorkspaceSettingsRequest(
+                caller=caller(ident, cpb.PURPOSE_ASSIST),
+                settings=request.settings,
+                update_fields=request.update_fields,
+            ),
+        )
+        return pb.UpdateSettingsResponse(settings=resp.settings)

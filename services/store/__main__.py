@@ -1,0 +1,39 @@
+"""`python -m services.store`: the store service."""
+
+from __future__ import annotations
+
+from recallatron.grpcserver import Server
+from recallatron.logs import configure_logging
+from recallatron.v1 import store_pb2, store_pb2_grpc
+from services.store.control import ControlPlane
+from services.store.db import Databases
+from services.store.memories import MemoryStore
+from services.store.recall import RecallQueries
+from services.store.server import StoreServicer
+from services.store.settings import StoreSettings
+
+
+def main() -> None:
+    settings = StoreSettings()
+    log = configure_logging("store", settings.log_level)
+    server = Server(settings, [store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name])
+    dbs = Databases(settings)
+    control = ControlPlane(dbs)
+    servicer = StoreServicer(control, MemoryStore(dbs, control), RecallQueries(dbs, control))
+    store_pb2_grpc.add_StoreServiceServicer_to_server(servicer, server.grpc_server)
+    port = server.start(settings.store_listen)
+    log.info("listening", extra={"port": port})
+    # NOT_SERVING until the database is reachable and migrated; a database
+    # that is not up yet is waited for, not fatal (services start in any order).
+    if not dbs.wait_and_bootstrap(server.stopped):
+        return
+    for workspace_id in control.all_workspaces():
+        ws = control.workspace(workspace_id)
+        dbs.migrate_workspace(ws.server, ws.database_name)
+    server.set_serving()
+    log.info("serving")
+    server.wait_for_termination(on_stop=dbs.close)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""The store's gRPC adapter: translates messages to domain calls and back.
+Errors are domain exceptions, mapped to status codes by recallatron.grpcserver."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from recallatron import convert, errors
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import store_pb2 as pb
+from recallatron.v1 import store_pb2_grpc
+from services.store import control as ctl
+from services.store import embedding_job
+from services.store.db import Caller
+from services.store.memories import MemoryStore, MemoryView, MentionIn, NewMemory, Ref
+from services.store.recall import Candidate, Filters, RecallQueries
+from services.store.trust import EMPTY, AudienceValue, _Empty
+
+SETTINGS_FIELDS = {"default_recall_mode", "dense_floor", "rerank_depth", "expiry_days"}
+
+
+def caller_of(msg: cpb.Caller) -> Caller:
+    purpose = convert.purpose_str(msg.purpose, "caller.purpose") or "assist"
+    if not msg.workspace_id or not msg.member_id:
+        raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
+    return Caller(msg.workspace_id, msg.member_id, purpose)
+
+
+def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
+    if not present:
+        return EMPTY
+    which = msg.WhichOneof("scope")
+    if which == "member_id":
+        return msg.member_id
+    if which == "workspace" and msg.workspace:
+        return None
+    raise errors.InvalidArgument("audience", "set workspace=true or a member_id")
+
+
+def mentions_of(items: Sequence[cpb.MentionInput]) -> list[MentionIn]:
+    out = []
+    for i, m in enumerate(items):
+        which = m.WhichOneof("target")
+        if which == "entity_id":
+            out.append(MentionIn(entity_id=m.entity_id))
+        elif which == "name":
+            out.append(MentionIn(name=m.name))
+        else:
+            raise errors.InvalidArgument(f"mentions[{i}]", "give an entity_id or a name")
+    return out
+
+
+def new_memory(req: object) -> NewMemory:
+    r = req  # a request with the NewMemory fields
+    return NewMemory(
+        kind=convert.kind_str(r.kind),  # type: ignore[attr-defined]
+        title=r.title,  # type: ignore[attr-defined]
+        body=r.body,  # type: ignore[attr-defined]
+        confidence=r.confidence if r.HasField("confidence") else None,  # type: ignore[attr-defined]
+        audience=audience_of(r.audience, r.HasField("audience")),  # type: ignore[attr-defined]
+        purposes=[
+            convert.purpose_str(p, f"purposes[{i}]")
+            for i, p in enumerate(r.purposes)  # type: ignore[attr-defined]
+        ],
+        mentions=mentions_of(r.mentions),  # type: ignore[attr-defined]
+        about_ids=list(getattr(r, "about_ids", [])),
+    )
+
+
+def filters_of(msg: cpb.RecallFilters) -> Filters:
+    kinds = []
+    for i, k in enumerate(msg.kinds):
+        kind = convert.kind_str(k, f"filters.kinds[{i}]")
+        if kind is None:
+            raise errors.InvalidArgument(f"filters.kinds[{i}]", "must be a kind")
+        kinds.append(kind)
+    return Filters(kinds, list(msg.mention_entity_ids), msg.include_superseded)
+
+
+def candidates_msg(items: Sequence[Candidate]) -> list[pb.Candidate]:
+    return [pb.Candidate(id=c.id, rank=c.rank, score=c.score) for c in items]
+
+
+def ref_msg(ref: Ref) -> cpb.MemoryRef:
+    return cpb.MemoryRef(
+        id=ref.id,
+        visible=ref.visible,
+        title=ref.title,
+        kind=convert.kind_enum(ref.kind) if ref.kind else 0,
+    )
+
+
+def memory_msg(m: MemoryView) -> cpb.Memory:
+    audience = cpb.Audience(member_id=m.audience) if m.audience else cpb.Audience(workspace=True)
+    return cpb.Memory(
+        id=m.id,
+        kind=convert.kind_enum(m.kind),
+        title=m.title,
+        body=m.body,
+        confidence=m.confidence,
+        origin=convert.origin_enum(m.origin),
+        revision=m.revision,
+        audience=audience,
+        purposes=[convert.purpose_enum(p) for p in m.purposes],
+        created_by=m.created_by,
+        created_at=convert.timestamp(m.created_at),
+        updated_at=convert.timestamp(m.updated_at),
+        superseded_by_id=m.superseded_by_id or "",
+        links=[cpb.Link(kind=convert.link_enum(k), target=ref_msg(r)) for k, r in m.links],
+        mentions=[cpb.Mention(entity_id=e, name=n) for e, n in m.mentions],
+        supersedes=[ref_msg(r) for r in m.supersedes],
+        superseded_by=[ref_msg(r) for r in m.superseded_by],
+    )
+
+
+def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
+    return pb.WorkspaceSettings(
+        default_recall_mode=convert.mode_enum(s.default_recall_mode),
+        dense_floor=s.dense_floor,
+        rerank_depth=s.rerank_depth,
+        expiry_days=s.expiry_days,
+    )
+
+
+def workspace_msg(w: ctl.Workspace) -> pb.Workspace:
+    return pb.Workspace(
+        id=w.id,
+        slug=w.slug,
+        database_name=w.database_name,
+        server=w.server,
+        settings=settings_msg(w.settings),
+        created_at=convert.timestamp(w.created_at),
+    )
+
+
+class StoreServicer(store_pb2_grpc.StoreServiceServicer):
+    def __init__(
+        self, control: ctl.ControlPlane, memories: MemoryStore, recall: RecallQueries
+    ) -> None:
+        self.control = control
+        self.memories = memories
+        self.recall = recall
+
+    # -- control plane -----------------------------------------------------
+
+    def CreateWorkspace(
+        self,
+        request: pb.CreateWorkspaceRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CreateWorkspaceResponse:
+        ws = self.control.create_workspace(request.slug, request.server)
+        return pb.CreateWorkspaceResponse(workspace=workspace_msg(ws))
+
+    def CreateMember(
+        self,
+        request: pb.CreateMemberRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CreateMemberResponse:
+        role = convert.role_str(request.role) or "member"
+        m = self.control.create_member(request.workspace_id, request.handle, role)
+        return pb.CreateMemberResponse(
+            member=pb.Member(
+                id=m.id,
+                workspace_id=m.workspace_id,
+                handle=m.handle,
+                role=convert.role_enum(m.role),
+                created_at=convert.timestamp(m.created_at),
+            )
+        )
+
+    def CreateToken(
+        self,
+        request: pb.CreateTokenRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CreateTokenResponse:
+        token, token_id = self.control.create_token(
+            request.member_id, request.label, request.workspace_id or None
+        )
+        return pb.CreateTokenResponse(token=token, token_id=token_id)
+
+    def RevokeToken(
+        self,
+        request: pb.RevokeTokenRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.RevokeTokenResponse:
+        self.control.revoke_token(request.token_id, request.workspace_id or None)
+        return pb.RevokeTokenResponse()
+
+    def Authenticate(
+        self,
+        request: pb.AuthenticateRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.AuthenticateResponse:
+        ident = self.control.authenticate(request.token)
+        return pb.AuthenticateResponse(
+            workspace_id=ident.workspace_id,
+            member_id=ident.member_id,
+            role=convert.role_enum(ident.role),
+            workspace_slug=ident.workspace_slug,
+        )
+
+    def GetWorkspaceSettings(
+        self, request: pb.GetWorkspaceSettingsRequest, context: grpc.ServicerContext
+    ) -> pb.GetWorkspaceSettingsResponse:
+        ws_id = ctl.parse_uuid(request.workspace_id, "workspace_id")
+        return pb.GetWorkspaceSettingsResponse(settings=settings_msg(self.control.settings(ws_id)))
+
+    def UpdateWorkspaceSettings(
+        self,
+        request: pb.UpdateWorkspaceSettingsRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.UpdateWorkspaceSettingsResponse:
+        caller = caller_of(request.caller)
+        if request.caller.role != cpb.ROLE_OWNER:
+            raise errors.PermissionDenied("only a workspace owner may change its settings")
+        if not request.update_fields:
+            raise errors.InvalidArgument("update_fields", "name at least one setting to change")
+        changes: dict[str, object] = {}
+        s = request.settings
+        for name in request.update_fields:
+            if name not in SETTINGS_FIELDS:
+                raise errors.InvalidArgument("update_fields", f"unknown setting {name!r}")
+            if name == "default_recall_mode":
+                mode = convert.mode_str(s.default_recall_mode, "settings.default_recall_mode")
+                if mode is None:
+                    raise errors.InvalidArgument(
+                        "settings.default_recall_mode", "lexical, dense or hybrid"
+                    )
+                changes[name] = mode
+            else:
+                changes[name] = getattr(s, name)
+        merged = self.control.update_settings(caller.workspace_id, changes)
+        return pb.UpdateWorkspaceSettingsResponse(settings=settings_msg(merged))
+
+    # -- memory tools ------------------------------------------------------
+
+    def CreateMemory(
+        self,
+        request: pb.CreateMemoryRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CreateMemoryResponse:
+        result = self.memories.remember(
+            caller_of(request.caller), request.request_id, new_memory(request)
+        )
+        return pb.CreateMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+
+    def DeriveMemory(
+        self,
+        request: pb.DeriveMemoryRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.DeriveMemoryResponse:
+        result = self.memories.derive(
+            caller_of(request.caller),
+            request.request_id,
+            list(request.source_ids),
+            new_memory(request),
+        )
+        return pb.DeriveMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+
+    def CorrectMemory(
+        self,
+        request: pb.CorrectMemoryRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CorrectMemoryResponse:
+        result = self.memories.correct(
+            caller_of(request.caller),
+            request.request_id,
+            request.id,
+            request.expected_revision,
+            request.title if request.HasField("title") else None,
+            request.body if request.HasField("body") else None,
+            request.confidence if request.HasField("confidence") else None,
+            request.reason,
+        )
+        return pb.CorrectMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+
+    def SupersedeMemory(
+        self,
+        request: pb.SupersedeMemoryRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.SupersedeMemoryResponse:
+        result = self.memories.supersede(
+            caller_of(request.caller),
+            request.request_id,
+            request.id,
+            request.expected_revision,
+            new_memory(request),
+            request.reason,
+        )
+        return pb.SupersedeMemoryResponse(
+            memory=memory_msg(result.memory),
+            superseded=memory_msg(result.superseded) if result.superseded else None,
+            replayed=result.replayed,
+        )
+
+    def ForgetMemory(
+        self,
+        request: pb.ForgetMemoryRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.ForgetMemoryResponse:
+        result = self.memories.forget(
+            caller_of(request.caller), request.request_id, request.id, request.reason
+        )
+        return pb.ForgetMemoryResponse(
+            id=result.id,
+            forgotten_at=convert.timestamp(result.forgotten_at),
+            replayed=result.replayed,
+        )
+
+    def GetMemories(
+        self,
+        request: pb.GetMemoriesRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.GetMemoriesResponse:
+        found = self.memories.read(
+            caller_of(request.caller), list(request.ids), request.with_provenance
+        )
+        seen = {m.id for m in found}
+        return pb.GetMemoriesResponse(
+            memories=[memory_msg(m) for m in found],
+            not_found_ids=[i for i in request.ids if i not in seen],
+        )
+
+    # -- recall support ----------------------------------------------------
+
+    def LexicalCandidates(
+        self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
+    ) -> pb.LexicalCandidatesResponse:
+        result = self.recall.lexical(
+            caller_of(request.caller), request.query, request.limit, filters_of(request.filters)
+        )
+        return pb.LexicalCandidatesResponse(
+            candidates=candidates_msg(result.candidates),
+            terms_kept=result.terms_kept,
+            terms_dropped=result.terms_dropped,
+        )
+
+    def DenseCandidates(
+        self, request: pb.DenseCandidatesRequest, context: grpc.ServicerContext
+    ) -> pb.DenseCandidatesResponse:
+        result = self.recall.dense(
+            caller_of(request.caller),
+            list(request.vector),
+            request.model_id,
+            embedding_job.EMBED_INPUT_VERSION,
+            request.limit,
+            filters_of(request.filters),
+        )
+        return pb.DenseCandidatesResponse(
+            candidates=candidates_msg(result.candidates),
+            embeddings_available=result.embeddings_available,
+            floor=result.floor,
+        )
+
+    def AdmitCandidates(
+        self, request: pb.AdmitCandidatesRequest, context: grpc.ServicerContext
+    ) -> pb.AdmitCandidatesResponse:
+        admitted = self.memories.admit(caller_of(request.caller), list(request.ids))
+        return pb.AdmitCandidatesResponse(admitted_ids=admitted)
+
+    def GetEmbeddingStatus(
+        self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
+    ) -> pb.GetEmbeddingStatusResponse:
+        memories, embedded, pending = embedding_job.status(
+            self.memories.dbs, self.control, ctl.parse_uuid(request.workspace_id, "workspace_id")
+        )
+        return pb.GetEmbeddingStatusResponse(
+            memories=memories,
+            embedded=embedded,
+            pending=pending,
+            input_version=embedding_job.EMBED_INPUT_VERSION,
+        )
