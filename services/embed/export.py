@@ -15,7 +15,7 @@ import importlib.metadata
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -150,6 +150,12 @@ def _save_tokenizer(hf_tokenizer: Any, path: Path, max_length: int) -> None:
     tokenizer.save(str(path))
 
 
+def tokenizer_max_length(hf_tokenizer: Any) -> int:
+    # Tokenizers without a configured limit report a huge sentinel value.
+    limit = int(getattr(hf_tokenizer, "model_max_length", 512) or 512)
+    return limit if limit <= 8192 else 512
+
+
 def _pad_id(hf_tokenizer: Any) -> int:
     pad = hf_tokenizer.pad_token_id
     return int(pad) if pad is not None else 0
@@ -171,12 +177,12 @@ def export_bi_encoder(out_dir: Path, log: Callable[[str], None] = print) -> Mani
     kinds = [type(module).__name__ for module in st]
     if kinds != ["Transformer", "Pooling", "Normalize"]:
         raise ExportError(f"unexpected sentence-transformers pipeline {kinds}")
-    pooling = st[1].get_config_dict()
+    pooling: dict[str, Any] = cast(Any, st[1]).get_config_dict()
     if pooling.get("pooling_mode", "mean") != "mean" and not pooling.get(
         "pooling_mode_mean_tokens"
     ):
         raise ExportError(f"expected mean pooling, found {pooling}")
-    max_length = int(st.max_seq_length)
+    max_length = int(st.max_seq_length or 0)
     if max_length != BI_ENCODER_MAX_LENGTH:
         raise ExportError(f"expected max length {BI_ENCODER_MAX_LENGTH}, found {max_length}")
 
@@ -189,7 +195,7 @@ def export_bi_encoder(out_dir: Path, log: Callable[[str], None] = print) -> Mani
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     log("exporting to ONNX")
-    graph = _Graph(st[0].auto_model, names, _mean_pool_normalise)
+    graph = _Graph(cast(Any, st[0]).auto_model, names, _mean_pool_normalise)
     input_names = _export(graph, dict(examples), "sentence_embedding", out_dir / MODEL_FILE)
     _save_tokenizer(tokenizer, out_dir / TOKENIZER_FILE, max_length)
 
@@ -236,10 +242,11 @@ def export_cross_encoder(
     ce.eval()
     if ce.num_labels != 1:
         raise ExportError(f"expected a cross-encoder with one label, {source} has {ce.num_labels}")
-    activation = ce.activation_fn
-    if not isinstance(activation, torch.nn.Module):
-        raise ExportError(f"unsupported activation {activation!r}: expected a torch module")
-    max_length = int(ce.max_seq_length)
+    activation_fn: object = ce.activation_fn
+    if not isinstance(activation_fn, torch.nn.Module):
+        raise ExportError(f"unsupported activation {activation_fn!r}: expected a torch module")
+    activation: torch.nn.Module = activation_fn
+    max_length = int(ce.max_seq_length or tokenizer_max_length(ce.tokenizer))
     tokenizer = ce.tokenizer
     names = _input_names(tokenizer)
     examples = tokenizer(
@@ -256,7 +263,7 @@ def export_cross_encoder(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     log("exporting to ONNX")
-    graph = _Graph(ce[0].auto_model, names, head)
+    graph = _Graph(cast(Any, ce[0]).auto_model, names, head)
     input_names = _export(graph, dict(examples), "scores", out_dir / MODEL_FILE)
     _save_tokenizer(tokenizer, out_dir / TOKENIZER_FILE, max_length)
     manifest = Manifest(

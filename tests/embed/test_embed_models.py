@@ -1,0 +1,153 @@
+"""The plain model code, in process: tokenisation, chunking, ordering, validation,
+manifests and preparation's cache."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from recallatron import errors
+from services.embed.manifest import (
+    BI_ENCODER_DIRNAME,
+    EMBED_INPUT_VERSION,
+    MANIFEST_NAME,
+    TOKENIZER_FILE,
+    compose_embed_input,
+    read_manifest,
+)
+from services.embed.models import (
+    BiEncoder,
+    EmbedModels,
+    ModelLoadError,
+    length_sorted_chunks,
+    pad_chunk,
+)
+from services.embed.prepare import bi_encoder_status, main, prepare_cross_encoder
+from services.embed.settings import EmbedSettings
+
+LONG = " ".join(["The quarterly report covers revenue, churn and hiring plans."] * 40)
+
+
+@pytest.fixture(scope="module")
+def bi_encoder(bi_encoder_dir: Path) -> BiEncoder:
+    return BiEncoder(bi_encoder_dir, threads=2, chunk_size=4)
+
+
+def test_tokenizer_truncates_at_256_and_does_not_pad(bi_encoder: BiEncoder) -> None:
+    # The shipped tokenizer.json truncates at 128 and pads everything to 128.
+    long, short = bi_encoder.tokenize([LONG, "hello"])
+    assert len(long.ids) == 256
+    assert len(short.ids) == 3  # [CLS] hello [SEP]
+
+
+def test_chunks_are_length_sorted_and_padded_to_their_longest(bi_encoder: BiEncoder) -> None:
+    texts = [LONG, "a", "a b c d e f", "a b", LONG[:200], "x"]
+    encodings = bi_encoder.tokenize(texts)
+    chunks = list(length_sorted_chunks(encodings, 4))
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(texts)))
+    lengths = [len(encodings[i].ids) for chunk in chunks for i in chunk]
+    assert lengths == sorted(lengths)
+    first = pad_chunk([encodings[i] for i in chunks[0]], 0, bi_encoder.input_names)
+    assert first["input_ids"].shape == (4, max(len(encodings[i].ids) for i in chunks[0]))
+    assert first["attention_mask"].sum() == sum(len(encodings[i].ids) for i in chunks[0])
+
+
+def test_batched_embeddings_equal_single_ones_in_order(bi_encoder: BiEncoder) -> None:
+    texts = [LONG, "a", "the staging database", "", "🙂 emoji", "a b c d e f g", "x" * 50]
+    together = bi_encoder.embed(texts)
+    alone = np.vstack([bi_encoder.embed([t]) for t in texts])
+    assert together.dtype == np.float32
+    assert together.shape == (len(texts), 384)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    # Different texts give different vectors: no row was copied to the wrong place.
+    assert float(together[1] @ together[2]) < 0.9
+
+
+def _models(bi_encoder_dir: Path, **overrides: Any) -> EmbedModels:
+    settings = EmbedSettings.model_construct(models_dir=bi_encoder_dir.parent, **overrides)
+    return EmbedModels(settings)
+
+
+def test_validation_names_the_field(bi_encoder_dir: Path) -> None:
+    models = _models(
+        bi_encoder_dir, max_batch=3, max_text_chars=10, max_rerank_passages=2, cross_encoder_dir=""
+    )
+    cases = [
+        (lambda: models.embed([]), "texts"),
+        (lambda: models.embed(["a", "b", "c", "d"]), "texts"),
+        (lambda: models.embed(["a", "b", "c" * 11]), "texts[2]"),
+        (lambda: models.rerank("", ["p"]), "query"),
+        (lambda: models.rerank("q" * 11, ["p"]), "query"),
+        (lambda: models.rerank("q", []), "passages"),
+        (lambda: models.rerank("q", ["a", "b", "c"]), "passages"),
+        (lambda: models.rerank("q", ["a", "b" * 11]), "passages[1]"),
+    ]
+    for call, field in cases:
+        with pytest.raises(errors.InvalidArgument) as raised:
+            call()
+        assert raised.value.field == field
+
+
+def test_embed_before_loading_is_unavailable_and_rerank_without_model_fails(
+    bi_encoder_dir: Path,
+) -> None:
+    models = _models(bi_encoder_dir, cross_encoder_dir="")
+    with pytest.raises(errors.Unavailable):
+        models.embed(["hello"])
+    assert not models.load_cross_encoder()
+    with pytest.raises(errors.FailedPrecondition, match="RECALLATRON_CROSS_ENCODER_DIR"):
+        models.rerank("q", ["p"])
+    models.load_bi_encoder()
+    _model, vectors = models.embed(["hello"])
+    assert vectors.shape == (1, 384)
+    info = models.info()
+    assert info.embed_input_version == EMBED_INPUT_VERSION
+    assert info.cross_encoder is None and not info.cross_encoder_loaded
+
+
+def test_a_tampered_file_is_refused(bi_encoder_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / BI_ENCODER_DIRNAME
+    shutil.copytree(bi_encoder_dir, copy)
+    assert bi_encoder_status(copy) is None
+    tokenizer = copy / TOKENIZER_FILE
+    tokenizer.write_text(tokenizer.read_text(encoding="utf-8") + " ", encoding="utf-8")
+    with pytest.raises(ModelLoadError, match="sha256"):
+        BiEncoder(copy)
+    assert "sha256" in (bi_encoder_status(copy) or "")
+    (copy / MANIFEST_NAME).unlink()
+    assert "does not exist" in (bi_encoder_status(copy) or "")
+
+
+def test_preparing_again_is_a_no_op(
+    models_dir: Path, bi_encoder_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = (bi_encoder_dir / "model.onnx").stat().st_mtime_ns
+    assert main(["--models-dir", str(models_dir)]) == 0
+    assert "up to date" in capsys.readouterr().err
+    assert (bi_encoder_dir / "model.onnx").stat().st_mtime_ns == before
+    assert read_manifest(bi_encoder_dir, "bi-encoder").embed_input_version == EMBED_INPUT_VERSION
+
+
+def test_cross_encoder_export_refuses_to_overwrite_a_foreign_directory(
+    tiny_cross_encoder: tuple[Path, Path], tmp_path: Path
+) -> None:
+    hf_dir, _onnx_dir = tiny_cross_encoder
+    foreign = tmp_path / "somebody-elses"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a prepared model directory"):
+        prepare_cross_encoder(str(hf_dir), foreign)
+    assert (foreign / "notes.txt").read_text(encoding="utf-8") == "keep me"
+    assert main(["cross-encoder", "--from", str(hf_dir), "--out", str(foreign)]) == 1
+
+
+def test_embed_input_composition() -> None:
+    assert compose_embed_input("Staging DB", "On the shared cluster.") == (
+        "Staging DB\nOn the shared cluster."
+    )
+    assert EMBED_INPUT_VERSION == "title-body-v1"
