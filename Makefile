@@ -1,0 +1,51 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+BUF_VERSION := 1.75.0
+BUF := .tools/node_modules/.bin/buf
+
+.PHONY: run test check lint protos protos-check buf-lint models clean
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch only from the local CPU build (any other spec pulls CUDA wheels).
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[models,dev]"
+	touch $(INSTALLED)
+
+models: $(INSTALLED)
+	$(VENV)/bin/recallatron prepare-models
+
+# Starts Postgres (embedded) and every service, shows it working, keeps serving.
+run: models
+	$(VENV)/bin/recallatron up --demo
+
+$(BUF):
+	npm install --silent --no-audit --no-fund --prefix .tools @bufbuild/buf@$(BUF_VERSION)
+
+# Regenerates the Python stubs (and .pyi) from protos/.
+protos: $(INSTALLED)
+	PYTHON=$(PY) scripts/gen_protos.sh
+
+protos-check: protos
+	git diff --exit-code -- recallatron/v1 || (echo "generated stubs are stale: run make protos and commit" && exit 1)
+	test -z "$$(git status --porcelain -- recallatron/v1)" || (echo "untracked generated stubs" && exit 1)
+
+buf-lint: $(BUF)
+	cd protos && ../$(BUF) lint
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+check: protos-check buf-lint lint
+
+test: models check
+	$(PY) -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) .tools

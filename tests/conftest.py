@@ -1,0 +1,102 @@
+"""Session fixtures shared by the integration tests: prepared models and one
+real stack (embedded Postgres in a temporary directory, the four services and
+the embedding job as separate processes on free ports)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from recallatron_cli.client import Client
+from recallatron_cli.stack import Stack, StackConfig
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+# Which services the session stack runs (all unless narrowed for debugging).
+TEST_SERVICES = tuple(
+    os.environ.get("RECALLATRON_TEST_SERVICES", "store,embed,rank,gateway").split(",")
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def prepared_models_dir() -> Path:
+    """The bi-encoder exported to ONNX once (a no-op when already cached)."""
+    from services.embed.prepare import prepare_bi_encoder
+    from services.embed.settings import EmbedSettings
+
+    directory = Path(EmbedSettings().models_dir)
+    prepare_bi_encoder(directory, log=lambda _msg: None)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, prepared_models_dir: Path) -> Iterator[Stack]:
+    state = tmp_path_factory.mktemp("stack")
+    running = Stack(
+        StackConfig(
+            state_dir=state,
+            pg_port=free_port(),
+            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
+            models_dir=prepared_models_dir,
+            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
+            services=TEST_SERVICES,
+        )
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def operator(stack: Stack) -> Iterator[Client]:
+    client = Client(stack.gateway, stack.admin_token)
+    yield client
+    client.close()
+
+
+@dataclass
+class Team:
+    """A fresh workspace with members, each with a client holding its token."""
+
+    workspace_id: str
+    database_name: str
+    slug: str
+    members: dict[str, str] = field(default_factory=dict)  # handle -> member id
+    clients: dict[str, Client] = field(default_factory=dict)  # handle -> client
+    token_ids: dict[str, str] = field(default_factory=dict)
+
+
+def make_team(stack: Stack, operator: Client, handles: tuple[str, ...]) -> Team:
+    slug = f"t-{uuid.uuid4().hex[:12]}"
+    ws = operator.create_workspace(slug).workspace
+    team = Team(ws.id, ws.database_name, slug)
+    for i, handle in enumerate(handles):
+        member = operator.create_member(ws.id, handle, owner=(i == 0)).member
+        token = operator.create_token(member.id, "test")
+        team.members[handle] = member.id
+        team.clients[handle] = Client(stack.gateway, token.token)
+        team.token_ids[handle] = token.token_id
+    return team
+
+
+@pytest.fixture
+def team(stack: Stack, operator: Client) -> Iterator[Team]:
+    """Owner `ada`, members `bob` and `cy`, in a workspace of their own."""
+    t = make_team(stack, operator, ("ada", "bob", "cy"))
+    yield t
+    for client in t.clients.values():
+        client.close()

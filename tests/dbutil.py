@@ -1,0 +1,57 @@
+"""Direct database access for assertions the API cannot make (row checksums,
+pg_dump): as the admin role, outside row-level security."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psycopg
+
+from recallatron_cli.localpg import _commands
+from recallatron_cli.stack import Stack
+from services.store.db import with_database
+
+# The embedding job's tables (embedding_job, memory_embedding) change in the
+# background as vectors are written; they derive from `memory` by trigger, so
+# `memory` stands for them in a checksum.
+WORKSPACE_TABLES = (
+    "memory",
+    "memory_link",
+    "entity",
+    "mention",
+    "request_key",
+    "audit_log",
+    "term_stat",
+    "corpus_stat",
+)
+
+
+def workspace_url(stack: Stack, database: str) -> str:
+    return with_database(stack.database_url, database)
+
+
+def checksum(stack: Stack, database: str) -> dict[str, str]:
+    """A digest of every row of every workspace table."""
+    out = {}
+    with psycopg.connect(workspace_url(stack, database)) as conn:
+        for table in WORKSPACE_TABLES:
+            row = conn.execute(
+                f"SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '')"  # noqa: E501
+                f" FROM {table} t"
+            ).fetchone()
+            out[table] = row[0] if row else ""
+    return out
+
+
+def pg_dump(stack: Stack, database: str) -> str:
+    return subprocess.run(
+        [str(_commands.POSTGRES_BIN_PATH / "pg_dump"), "--inserts", workspace_url(stack, database)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def query(stack: Stack, database: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:
+    with psycopg.connect(workspace_url(stack, database)) as conn:
+        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
