@@ -11,9 +11,12 @@ class RankSettings(CommonSettings):
     embed_timeout_seconds: float = 0.5
     store_timeout_seconds: float = 2.0
     rerank_timeout_seconds: float = 2.0
-    # Candidates each arm returns.
+    # Candidates each arm returns; at most half of walk_limit, so the whole
+    # fused list is always walked.
     arm_limit: int = 100
     # RRF constant (SPEC 5.4).
     rrf_k: int = 60
     # Most candidates the permission walk considers.
     walk_limit: int = 500
+    # How long workspace settings (default mode, rerank depth) are reused.
+    settings_cache_seconds: float = 5.0

@@ -1,0 +1,516 @@
+"""`recallatron eval`: retrieval quality of recall on BEIR-format datasets.
+
+Each dataset (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``) is loaded
+into a fresh workspace through the public tools (``remember``, audience the
+workspace), then, once every memory is embedded, every query with relevance
+judgements is run through the gateway's ``recall`` once per mode. The figures
+are Recall@5, Recall@10, nDCG@10 and MRR@10, micro-averaged over all queries of
+all datasets given, with per-dataset and per-category break-downs.
+
+Hybrid and the single arms come from the same workspace and the same candidate
+lists: every hybrid result carries the lexical and dense rank it was fused
+from, and the command checks them against the single-arm runs of the same
+query (``same_runs`` in the output: ranks that disagree, fused scores that are
+not the sum of 1 / (60 + rank)).
+
+Without ``--gateway`` a temporary local stack (embedded Postgres and every
+service) is started in a temporary directory and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from recallatron.settings import default_state_dir
+from recallatron_cli.client import Client
+
+MODES = ("lexical", "dense", "hybrid")
+METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr@10")
+DEPTH = 10
+RRF_K = 60
+MAX_TITLE = 300
+MAX_BODY = 20_000
+MAX_QUERY = 2_000
+# Degraded answers (dense arm unavailable) are retried this many times: the
+# figures measure retrieval, not a transiently slow embed service.
+DEGRADED_RETRIES = 5
+WORKERS = 2
+
+
+# -- the dataset ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    category: str = ""
+
+
+@dataclass
+class Dataset:
+    name: str
+    documents: list[Document]
+    queries: list[Query]
+    # query id -> corpus id -> graded relevance (> 0)
+    qrels: dict[str, dict[str, int]]
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def load_dataset(directory: Path) -> Dataset:
+    documents = [
+        Document(str(d["_id"]), str(d.get("title") or ""), str(d.get("text") or ""))
+        for d in _jsonl(directory / "corpus.jsonl")
+    ]
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    with (directory / "qrels" / "test.tsv").open(encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            parts = line.rstrip("\n").split("\t")
+            if i == 0 and parts[0] == "query-id":
+                continue
+            if len(parts) >= 3 and int(parts[2]) > 0:
+                qrels[parts[0]][parts[1]] = int(parts[2])
+    queries = []
+    for q in _jsonl(directory / "queries.jsonl"):
+        if str(q["_id"]) in qrels:
+            category = (q.get("metadata") or {}).get("category", "")
+            queries.append(Query(str(q["_id"]), str(q["text"]), str(category)))
+    return Dataset(directory.resolve().name, documents, queries, dict(qrels))
+
+
+def memory_text(doc: Document) -> tuple[str, str]:
+    """(title, body) of the memory a document becomes. Documents without a
+    title get their text's opening words as one."""
+    text = doc.text.strip()
+    title = doc.title.strip()
+    if not title:
+        title = text[:80].rsplit(" ", 1)[0] if len(text) > 80 else text
+    return title[:MAX_TITLE], text[:MAX_BODY]
+
+
+# -- the metrics ----------------------------------------------------------------
+
+
+def query_metrics(ranked: Sequence[str], relevant: dict[str, int]) -> dict[str, float]:
+    """Recall@5, Recall@10 (share of the relevant documents found), nDCG@10
+    (graded gains, log2 discount) and MRR@10 of one ranked list."""
+    top = list(ranked[:DEPTH])
+    found = [d for d in top if d in relevant]
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(top))
+    ideal = sorted(relevant.values(), reverse=True)[:DEPTH]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    first = next((i for i, d in enumerate(top) if d in relevant), None)
+    return {
+        "recall@5": len([d for d in top[:5] if d in relevant]) / len(relevant),
+        "recall@10": len(found) / len(relevant),
+        "ndcg@10": dcg / idcg if idcg else 0.0,
+        "mrr@10": 1.0 / (first + 1) if first is not None else 0.0,
+    }
+
+
+def mean(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    if not rows:
+        return {m: 0.0 for m in METRICS}
+    return {m: round(sum(r[m] for r in rows) / len(rows), 4) for m in METRICS}
+
+
+# -- one run --------------------------------------------------------------------
+
+
+@dataclass
+class Hit:
+    """One recall result as the eval keeps it."""
+
+    doc: str
+    lexical_rank: int
+    dense_rank: int
+    fused_score: float
+
+
+@dataclass
+class Run:
+    hits: list[Hit]
+    dense_available: bool
+    reranked: bool
+
+
+@dataclass
+class ModeRuns:
+    runs: dict[tuple[str, str], Run] = field(default_factory=dict)
+    degraded: int = 0
+
+
+def _retrying(call: Callable[[], Any], attempts: int = 5) -> Any:
+    for attempt in range(attempts):
+        try:
+            return call()
+        except grpc.RpcError as exc:
+            code = exc.code()  # type: ignore[attr-defined]
+            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+class Workspace:
+    """A fresh workspace holding one dataset, and a member's client of it."""
+
+    def __init__(self, gateway: str, admin_token: str, dataset: Dataset) -> None:
+        admin = Client(gateway, admin_token, timeout=60)
+        slug = f"eval-{_slug(dataset.name)}-{uuid.uuid4().hex[:8]}"
+        self.workspace = admin.create_workspace(slug).workspace
+        member = admin.create_member(self.workspace.id, "eval", owner=True).member
+        token = admin.create_token(member.id, label="recallatron eval").token
+        admin.close()
+        self.client = Client(gateway, token, timeout=30)
+        self.dataset = dataset
+        # memory id <-> corpus id
+        self.doc_of: dict[str, str] = {}
+        self.memory_of: dict[str, str] = {}
+
+    def load(self) -> None:
+        def remember(doc: Document) -> tuple[str, str]:
+            title, body = memory_text(doc)
+            resp = _retrying(
+                lambda: self.client.remember(
+                    title,
+                    body,
+                    audience_to="workspace",
+                    request_id=f"eval-{self.workspace.id}-{doc.id}"[:128],
+                )
+            )
+            return doc.id, resp.memory.id
+
+        with ThreadPoolExecutor(WORKERS) as pool:
+            for doc_id, memory_id in pool.map(remember, self.dataset.documents):
+                self.memory_of[doc_id] = memory_id
+                self.doc_of[memory_id] = doc_id
+
+    def _embedded(self, doc: Document) -> bool:
+        """True once the dense arm finds this memory by its own text, which is
+        exactly what was embedded: so it is embedded and searchable."""
+        title, body = memory_text(doc)
+        resp = _retrying(
+            lambda: self.client.recall(
+                f"{title}\n{body}"[:MAX_QUERY], mode="dense", limit=20, skip_rerank=True
+            )
+        )
+        outcome = resp.outcome
+        wanted = self.memory_of[doc.id]
+        return outcome.dense_available and any(r.memory.id == wanted for r in outcome.results)
+
+    def wait_embedded(self, timeout: float = 900.0, log: Callable[[str], None] = print) -> None:
+        """Waits until every memory is embedded. The embedding job works in
+        the order memories were written, so the last one is watched first;
+        then each is checked, and the stragglers again until none is left."""
+        deadline = time.monotonic() + timeout
+        last = self.dataset.documents[-1]
+        while not self._embedded(last):
+            if time.monotonic() > deadline:
+                raise TimeoutError("memories were not embedded in time")
+            time.sleep(1.0)
+        pending = list(self.dataset.documents)
+        while pending:
+            with ThreadPoolExecutor(WORKERS) as pool:
+                done = list(pool.map(self._embedded, pending))
+            pending = [d for d, ok in zip(pending, done, strict=True) if not ok]
+            if pending:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(pending)} memories were not embedded in time")
+                log(f"  {self.dataset.name}: {len(pending)} memories not embedded yet")
+                time.sleep(2.0)
+
+    def run(self, query: Query, mode: str, rerank: bool) -> tuple[Run, int]:
+        """One recall; an answer without the dense arm (in a mode that wants
+        it) is retried. Returns the run and how many answers were degraded."""
+        degraded = 0
+        while True:
+            resp = _retrying(
+                lambda: self.client.recall(
+                    query.text[:MAX_QUERY], mode=mode, limit=DEPTH, skip_rerank=not rerank
+                )
+            )
+            outcome = resp.outcome
+            wants_dense = mode != "lexical"
+            if wants_dense and not outcome.dense_available and degraded < DEGRADED_RETRIES:
+                degraded += 1
+                time.sleep(0.5)
+                continue
+            hits = [
+                Hit(
+                    self.doc_of.get(r.memory.id, ""),
+                    r.scores.lexical_rank,
+                    r.scores.dense_rank,
+                    r.scores.fused_score,
+                )
+                for r in outcome.results
+            ]
+            run = Run(hits, outcome.dense_available, outcome.reranked)
+            return run, int(wants_dense and not outcome.dense_available)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _slug(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+    return (cleaned or "dataset")[:40]
+
+
+def same_runs(
+    hybrid: dict[tuple[str, str], Run],
+    lexical: dict[tuple[str, str], Run],
+    dense: dict[tuple[str, str], Run],
+) -> dict[str, int]:
+    """Checks that hybrid was fused from the very candidate lists the single
+    arms returned: for every hybrid result also returned by an arm's run of the
+    same query, the arm rank agrees; every fused score is the RRF sum of its
+    ranks; and a hybrid result an arm ranked within the depth is in that arm's
+    run."""
+    checked = rank_mismatches = score_mismatches = 0
+    for key, run in hybrid.items():
+        arm_ranks = {
+            "lexical": {h.doc: h.lexical_rank for h in lexical[key].hits}
+            if key in lexical
+            else None,
+            "dense": {h.doc: h.dense_rank for h in dense[key].hits} if key in dense else None,
+        }
+        for hit in run.hits:
+            expected = sum(1.0 / (RRF_K + r) for r in (hit.lexical_rank, hit.dense_rank) if r)
+            checked += 1
+            if not math.isclose(hit.fused_score, expected, rel_tol=1e-9, abs_tol=1e-12):
+                score_mismatches += 1
+            for arm, rank in (("lexical", hit.lexical_rank), ("dense", hit.dense_rank)):
+                ranks = arm_ranks[arm]
+                if ranks is None:
+                    continue
+                if hit.doc in ranks:
+                    checked += 1
+                    rank_mismatches += int(ranks[hit.doc] != rank)
+                elif 0 < rank <= len(ranks):
+                    # Ranked within the arm run's depth, yet absent from it.
+                    checked += 1
+                    rank_mismatches += 1
+    return {
+        "checked": checked,
+        "rank_mismatches": rank_mismatches,
+        "fused_score_mismatches": score_mismatches,
+    }
+
+
+# -- the stack ------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def temporary_stack(log: Callable[[str], None]) -> Iterator[tuple[str, str]]:
+    """A whole local stack in a temporary directory; yields (gateway, admin token)."""
+    from recallatron_cli.stack import Stack, StackConfig
+
+    state = Path(tempfile.mkdtemp(prefix="recallatron-eval-"))
+    models = Path(os.environ.get("RECALLATRON_MODELS_DIR") or default_state_dir() / "models")
+    stack = Stack(
+        StackConfig(
+            state_dir=state,
+            pg_port=_free_port(),
+            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
+            models_dir=models,
+            cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
+        )
+    )
+    log(f"starting a temporary stack in {state} ...")
+    try:
+        stack.start()
+        yield stack.gateway, stack.admin_token
+    finally:
+        stack.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+# -- the command ----------------------------------------------------------------
+
+
+def evaluate(
+    gateway: str,
+    admin_token: str,
+    datasets: Sequence[Dataset],
+    modes: Sequence[str] = MODES,
+    rerank: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Runs the evaluation; returns one object keyed by mode."""
+    per_query: dict[str, list[tuple[Dataset, Query, dict[str, float]]]] = defaultdict(list)
+    runs: dict[str, ModeRuns] = {m: ModeRuns() for m in modes}
+    for dataset in datasets:
+        log(f"{dataset.name}: loading {len(dataset.documents)} documents ...")
+        ws = Workspace(gateway, admin_token, dataset)
+        try:
+            ws.load()
+            if any(m != "lexical" for m in modes):
+                log(f"{dataset.name}: waiting for every memory to be embedded ...")
+                ws.wait_embedded(log=log)
+            log(f"{dataset.name}: {len(dataset.queries)} queries x {', '.join(modes)} ...")
+            for mode in modes:
+
+                def one(
+                    query: Query, mode: str = mode, ws: Workspace = ws
+                ) -> tuple[Query, Run, int]:
+                    run, degraded = ws.run(query, mode, rerank)
+                    return query, run, degraded
+
+                with ThreadPoolExecutor(WORKERS) as pool:
+                    for query, run, degraded in pool.map(one, dataset.queries):
+                        runs[mode].runs[(dataset.name, query.id)] = run
+                        runs[mode].degraded += degraded
+                        scores = query_metrics([h.doc for h in run.hits], dataset.qrels[query.id])
+                        per_query[mode].append((dataset, query, scores))
+        finally:
+            ws.close()
+
+    report: dict[str, Any] = {}
+    for mode in modes:
+        rows = per_query[mode]
+        by_dataset: dict[str, list[dict[str, float]]] = defaultdict(list)
+        by_category: dict[str, list[dict[str, float]]] = defaultdict(list)
+        for dataset, query, scores in rows:
+            by_dataset[dataset.name].append(scores)
+            if query.category:
+                by_category[query.category].append(scores)
+        report[mode] = {
+            **mean([s for _, _, s in rows]),
+            "queries": len(rows),
+            "degraded": runs[mode].degraded,
+            "per_dataset": {name: {**mean(v), "queries": len(v)} for name, v in by_dataset.items()},
+            "per_category": {
+                c: {**mean(v), "queries": len(v)} for c, v in sorted(by_category.items())
+            },
+        }
+    if "hybrid" in modes and not rerank:
+        report["hybrid"]["same_runs"] = same_runs(
+            runs["hybrid"].runs,
+            runs["lexical"].runs if "lexical" in modes else {},
+            runs["dense"].runs if "dense" in modes else {},
+        )
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    names = sorted({n for r in report.values() for n in r["per_dataset"]})
+    header = f"{'mode':<8} {'dataset':<16} {'queries':>7} " + " ".join(f"{m:>9}" for m in METRICS)
+    lines = [header, "-" * len(header)]
+    for mode, r in report.items():
+        scopes = [(n, r["per_dataset"][n]) for n in names if n in r["per_dataset"]]
+        if len(scopes) > 1:
+            scopes.append(("all (micro)", r))
+        for name, s in scopes:
+            lines.append(
+                f"{mode:<8} {name:<16} {s['queries']:>7} "
+                + " ".join(f"{s[m]:>9.3f}" for m in METRICS)
+            )
+    for mode, r in report.items():
+        if r["degraded"]:
+            lines.append(f"{mode}: {r['degraded']} answers without the dense arm")
+    if "same_runs" in report.get("hybrid", {}):
+        s = report["hybrid"]["same_runs"]
+        lines.append(
+            f"hybrid vs the arms' runs: {s['checked']} checks, {s['rank_mismatches']} rank "
+            f"and {s['fused_score_mismatches']} fused-score mismatches"
+        )
+    return "\n".join(lines)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    modes = list(dict.fromkeys(args.mode or MODES))
+    if not args.rerank and "hybrid" in modes:
+        # The arms run first so that hybrid can be checked against them.
+        modes = [m for m in MODES if m in modes]
+    datasets = [load_dataset(Path(d)) for d in args.datasets]
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    if args.gateway:
+        token = args.token or os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
+        if not token:
+            state = Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
+            path = state / "admin-token"
+            token = path.read_text().strip() if path.is_file() else ""
+        if not token:
+            sys.exit("no operator token: pass --token or set RECALLATRON_ADMIN_TOKEN")
+        report = evaluate(args.gateway, token, datasets, modes, args.rerank, log)
+    else:
+        with temporary_stack(log) as (gateway, token):
+            report = evaluate(gateway, token, datasets, modes, args.rerank, log)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_report(report))
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "eval",
+        help="retrieval quality of recall on BEIR-format datasets",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("datasets", nargs="+", metavar="DATASET_DIR")
+    p.add_argument(
+        "--mode", action="append", choices=MODES, help="repeat for several; default all three"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object keyed by mode")
+    p.add_argument("--gateway", help="a running gateway; default: a temporary local stack")
+    p.add_argument("--token", default="", help="operator token of that gateway")
+    p.add_argument("--rerank", action="store_true", help="let the cross-encoder re-rank")
+    p.set_defaults(func=cmd_eval)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="recallatron")
+    add_parser(parser.add_subparsers(dest="cmd", required=True))
+    args = parser.parse_args(["eval", *(argv if argv is not None else sys.argv[1:])])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

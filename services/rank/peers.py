@@ -1,0 +1,150 @@
+"""The pipeline's two peers over gRPC: adapters that turn stub calls into the
+plain interfaces of :mod:`services.rank.pipeline`, each call with a deadline.
+
+Store failures are the recall's failure (UNAVAILABLE, or the store's own
+status relayed), except in the dense arm, which degrades. Embed failures
+always degrade, so they become :class:`pipeline.Unavailable`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from grpc_status import rpc_status
+
+from recallatron import convert, errors
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import embed_pb2, embed_pb2_grpc, store_pb2, store_pb2_grpc
+from services.rank.pipeline import (
+    DEFAULT_MODE,
+    Candidate,
+    DenseArm,
+    QueryVector,
+    Unavailable,
+    WorkspaceSettings,
+)
+
+Resp = TypeVar("Resp")
+
+_KINDS = {
+    grpc.StatusCode.UNAVAILABLE: "unavailable",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "timeout",
+    grpc.StatusCode.FAILED_PRECONDITION: "absent",
+}
+
+
+def _relay(exc: grpc.RpcError) -> errors.DomainError:
+    """A store error as the domain error the recall raises."""
+    code = exc.code()  # type: ignore[attr-defined]
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return errors.Unavailable("the store is unavailable; retry shortly")
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    if status is not None:
+        return errors.Relayed(status.code, status.message, list(status.details))
+    return errors.Relayed(code.value[0], exc.details() or "")  # type: ignore[attr-defined]
+
+
+def _unavailable(exc: grpc.RpcError, peer: str, timeout: float) -> Unavailable:
+    code = exc.code()  # type: ignore[attr-defined]
+    kind = _KINDS.get(code, "failed")
+    if kind == "unavailable":
+        return Unavailable(kind, f"the {peer} is unavailable")
+    if kind == "timeout":
+        return Unavailable(kind, f"the {peer} did not answer within {timeout:g} s")
+    if kind == "absent":
+        return Unavailable(kind, exc.details() or "not configured")  # type: ignore[attr-defined]
+    return Unavailable(kind, f"the {peer} failed ({code.name}): {exc.details()}")  # type: ignore[attr-defined]
+
+
+def _candidates(items: Sequence[store_pb2.Candidate]) -> list[Candidate]:
+    return [Candidate(c.id, c.rank, c.score) for c in items]
+
+
+class StoreClient:
+    def __init__(self, channel: grpc.Channel, timeout: float) -> None:
+        self.stub = store_pb2_grpc.StoreServiceStub(channel)
+        self.timeout = timeout
+
+    def _call(self, method: Callable[..., Resp], request: Any) -> Resp:
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise _relay(exc) from None
+
+    def settings(self, workspace_id: str) -> WorkspaceSettings:
+        resp = self._call(
+            self.stub.GetWorkspaceSettings,
+            store_pb2.GetWorkspaceSettingsRequest(workspace_id=workspace_id),
+        )
+        s = resp.settings
+        return WorkspaceSettings(
+            default_recall_mode=convert.mode_str(s.default_recall_mode) or DEFAULT_MODE,
+            rerank_depth=s.rerank_depth,
+        )
+
+    def lexical(
+        self, caller: cpb.Caller, query: str, limit: int, filters: cpb.RecallFilters
+    ) -> list[Candidate]:
+        resp = self._call(
+            self.stub.LexicalCandidates,
+            store_pb2.LexicalCandidatesRequest(
+                caller=caller, query=query, limit=limit, filters=filters
+            ),
+        )
+        return _candidates(resp.candidates)
+
+    def dense(
+        self, caller: cpb.Caller, vector: QueryVector, limit: int, filters: cpb.RecallFilters
+    ) -> DenseArm:
+        request = store_pb2.DenseCandidatesRequest(
+            caller=caller,
+            vector=vector.values,
+            model_id=vector.model_id,
+            limit=limit,
+            filters=filters,
+        )
+        try:
+            resp = self.stub.DenseCandidates(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise _unavailable(exc, "store", self.timeout) from None
+        return DenseArm(_candidates(resp.candidates), resp.embeddings_available)
+
+    def admit(self, caller: cpb.Caller, ids: Sequence[str]) -> list[str]:
+        resp = self._call(
+            self.stub.AdmitCandidates, store_pb2.AdmitCandidatesRequest(caller=caller, ids=ids)
+        )
+        return list(resp.admitted_ids)
+
+    def hydrate(self, caller: cpb.Caller, ids: Sequence[str]) -> dict[str, cpb.Memory]:
+        resp = self._call(
+            self.stub.GetMemories,
+            store_pb2.GetMemoriesRequest(caller=caller, ids=ids, with_provenance=True),
+        )
+        return {m.id: m for m in resp.memories}
+
+
+class EmbedClient:
+    def __init__(self, channel: grpc.Channel, embed_timeout: float, rerank_timeout: float) -> None:
+        self.stub = embed_pb2_grpc.EmbedServiceStub(channel)
+        self.embed_timeout = embed_timeout
+        self.rerank_timeout = rerank_timeout
+
+    def embed_query(self, text: str) -> QueryVector:
+        try:
+            resp = self.stub.Embed(embed_pb2.EmbedRequest(texts=[text]), timeout=self.embed_timeout)
+        except grpc.RpcError as exc:
+            raise _unavailable(exc, "embed service", self.embed_timeout) from None
+        if len(resp.vectors) != 1:
+            raise Unavailable("failed", "the embed service returned no vector")
+        return QueryVector(resp.model_id, list(resp.vectors[0].values))
+
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        try:
+            resp = self.stub.Rerank(
+                embed_pb2.RerankRequest(query=query, passages=passages),
+                timeout=self.rerank_timeout,
+            )
+        except grpc.RpcError as exc:
+            raise _unavailable(exc, "cross-encoder", self.rerank_timeout) from None
+        return list(resp.scores)

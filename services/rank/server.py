@@ -1,0 +1,123 @@
+"""The gRPC face of the rank service: a thin servicer over
+:class:`services.rank.pipeline.Pipeline`, and the process entry point."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from recallatron import convert, errors
+from recallatron.grpcclient import make_channel
+from recallatron.grpcserver import Server
+from recallatron.logs import configure_logging
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import rank_pb2, rank_pb2_grpc
+from services.rank.peers import EmbedClient, StoreClient
+from services.rank.pipeline import Outcome, Pipeline, PipelineConfig, Request
+from services.rank.settings import RankSettings
+
+SERVICE_NAME = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 100
+MAX_QUERY_CHARS = 2_000
+
+log = logging.getLogger("recallatron.rank")
+
+
+def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
+    return cpb.RecallOutcome(
+        results=[
+            cpb.RecallResult(
+                memory=r.memory,
+                scores=cpb.RecallScores(
+                    lexical_rank=r.scores.lexical_rank,
+                    lexical_score=r.scores.lexical_score,
+                    dense_rank=r.scores.dense_rank,
+                    dense_cosine=r.scores.dense_cosine,
+                    fused_score=r.scores.fused_score,
+                    rerank_score=r.scores.rerank_score,
+                ),
+            )
+            for r in outcome.results
+        ],
+        mode=cpb.RecallMode.ValueType(convert.mode_enum(outcome.mode)),
+        dense_available=outcome.dense_available,
+        dense_unavailable_reason=outcome.dense_unavailable_reason,
+        reranked=outcome.reranked,
+        rerank_unavailable_reason=outcome.rerank_unavailable_reason,
+        counts=cpb.RecallCounts(
+            lexical=outcome.counts.lexical,
+            dense=outcome.counts.dense,
+            fused=outcome.counts.fused,
+            admitted=outcome.counts.admitted,
+        ),
+    )
+
+
+def request_of(msg: rank_pb2.RankRequest) -> Request:
+    if not msg.caller.workspace_id or not msg.caller.member_id:
+        raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
+    if not msg.query.strip():
+        raise errors.InvalidArgument("query", "is required")
+    if len(msg.query) > MAX_QUERY_CHARS:
+        raise errors.InvalidArgument("query", f"at most {MAX_QUERY_CHARS} characters")
+    limit = msg.limit or DEFAULT_LIMIT
+    if not 1 <= limit <= MAX_LIMIT:
+        raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_LIMIT}]")
+    return Request(
+        caller=msg.caller,
+        workspace_id=msg.caller.workspace_id,
+        query=msg.query,
+        mode=convert.mode_str(msg.mode, "mode"),
+        limit=limit,
+        filters=msg.filters,
+        skip_rerank=msg.skip_rerank,
+    )
+
+
+class RankServicer(rank_pb2_grpc.RankServiceServicer):
+    def __init__(self, pipeline: Pipeline[cpb.Memory]) -> None:
+        self.pipeline = pipeline
+
+    def Rank(
+        self, request: rank_pb2.RankRequest, context: grpc.ServicerContext
+    ) -> rank_pb2.RankResponse:
+        outcome = self.pipeline.recall(request_of(request))
+        return rank_pb2.RankResponse(outcome=outcome_msg(outcome))
+
+
+def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
+    store = StoreClient(
+        make_channel(settings.store_target, settings), settings.store_timeout_seconds
+    )
+    embed = EmbedClient(
+        make_channel(settings.embed_target, settings),
+        settings.embed_timeout_seconds,
+        settings.rerank_timeout_seconds,
+    )
+    config = PipelineConfig(
+        arm_limit=settings.arm_limit,
+        rrf_k=settings.rrf_k,
+        walk_limit=settings.walk_limit,
+        settings_cache_seconds=settings.settings_cache_seconds,
+    )
+    executor = ThreadPoolExecutor(max_workers=settings.server_threads, thread_name_prefix="arm")
+    return Pipeline(store, embed, config, executor)
+
+
+def main() -> None:
+    settings = RankSettings()
+    configure_logging("rank", settings.log_level)
+    server = Server(settings, [SERVICE_NAME])
+    rank_pb2_grpc.add_RankServiceServicer_to_server(
+        RankServicer(build_pipeline(settings)), server.grpc_server
+    )
+    port = server.start(settings.rank_listen)
+    log.info("listening", extra={"port": port})
+    # Serving from the start: without embed the answers degrade, and without
+    # the store each call fails on its own with UNAVAILABLE.
+    server.set_serving()
+    log.info("serving")
+    server.wait_for_termination()
