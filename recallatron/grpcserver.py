@@ -160,6 +160,9 @@ class Server:
         options = [
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
+            # Two servers on one port would split calls between them silently:
+            # binding a port in use must fail instead.
+            ("grpc.so_reuseport", 0),
             # Keep idle client connections alive through proxies, but refuse
             # pings more frequent than clients are configured to send.
             ("grpc.keepalive_time_ms", 60_000),

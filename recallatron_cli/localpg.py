@@ -57,14 +57,7 @@ class LocalPostgres:
 
     def start(self, timeout: float = 30.0) -> None:
         self.init()
-        # A server left running from an unclean stop holds the data directory.
-        pidfile = self.data_dir / "postmaster.pid"
-        if pidfile.exists():
-            try:
-                pid = int(pidfile.read_text().splitlines()[0])
-                os.kill(pid, 0)
-            except (ValueError, ProcessLookupError, IndexError):
-                pidfile.unlink(missing_ok=True)
+        self._stop_leftover()
         log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
             [
@@ -102,6 +95,25 @@ class LocalPostgres:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+
+    def _stop_leftover(self, timeout: float = 30.0) -> None:
+        """A server left running by an earlier run that was killed holds the
+        data directory: stop it (fast shutdown) before starting ours."""
+        pidfile = self.data_dir / "postmaster.pid"
+        if not pidfile.exists():
+            return
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+            os.kill(pid, signal.SIGINT)
+        except (ValueError, IndexError, ProcessLookupError, PermissionError):
+            return  # stale file: postgres itself handles it
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Fast shutdown (SIGINT): active transactions roll back, data is flushed."""

@@ -86,11 +86,15 @@ def cmd_up(args: argparse.Namespace) -> int:
         cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
     )
     stack = Stack(config)
-    stop = threading.Event()
+    stop = stack.abort  # a signal during start-up abandons it; later, stops serving
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(f"starting Postgres and services (state in {state}) ...", flush=True)
-    stack.start()
+    try:
+        stack.start()
+    except RuntimeError as exc:
+        print(f"could not start: {exc}", file=sys.stderr)
+        return 1
     try:
         print(f"ready gateway={stack.gateway}", flush=True)
         if args.demo:

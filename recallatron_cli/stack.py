@@ -4,11 +4,14 @@ process on loopback. Used by `recallatron up` and by the integration tests."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,13 @@ from recallatron_cli.localpg import LocalPostgres
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
 DEFAULT_PG_PORT = 7432
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM if the stack's process dies, even by
+    SIGKILL, so no service outlives it."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -51,6 +61,8 @@ class Stack:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
         self.admin_token = config.admin_token or self._admin_token()
+        # Set (say, by a signal) to abandon a start that is still waiting.
+        self.abort = threading.Event()
 
     def _admin_token(self) -> str:
         """The local operator token, kept in the state directory (mode 0600)."""
@@ -114,7 +126,12 @@ class Stack:
             cmd = [sys.executable, "-m", f"services.{name}"]
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         self.processes[name] = subprocess.Popen(
-            cmd, env=self._env(name), stdout=log, stderr=log, start_new_session=True
+            cmd,
+            env=self._env(name),
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         if name in SERVICES:
             self.ports[name] = self._await_port(name, port_file)
@@ -131,6 +148,8 @@ class Stack:
         raise RuntimeError(f"{name} did not bind a port; see {self.log_dir / (name + '.log')}")
 
     def _check_alive(self, name: str) -> None:
+        if self.abort.is_set():
+            raise RuntimeError("start abandoned")
         proc = self.processes[name]
         if proc.poll() is not None:
             tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
