@@ -509,6 +509,46 @@ class RecallCounts(_message.Message):
 Global___RecallCounts: _TypeAlias = RecallCounts  # noqa: Y015
 
 @_typing.final
+class HistoryEntry(_message.Message):
+    """An old conversation turn brought over by migration: owner-only evidence,
+    never a memory.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    OCCURRED_AT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    chat_id: _builtins.str
+    role: _builtins.str
+    text: _builtins.str
+    score: _builtins.float
+    """ts_rank_cd of the match."""
+    @_builtins.property
+    def occurred_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        chat_id: _builtins.str = ...,
+        role: _builtins.str = ...,
+        text: _builtins.str = ...,
+        occurred_at: _timestamp_pb2.Timestamp | None = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "id", b"id", "occurred_at", b"occurred_at", "role", b"role", "score", b"score", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistoryEntry: _TypeAlias = HistoryEntry  # noqa: Y015
+
+@_typing.final
 class RecallOutcome(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -519,6 +559,7 @@ class RecallOutcome(_message.Message):
     RERANKED_FIELD_NUMBER: _builtins.int
     RERANK_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     COUNTS_FIELD_NUMBER: _builtins.int
+    HISTORY_FIELD_NUMBER: _builtins.int
     mode: Global___RecallMode.ValueType
     dense_available: _builtins.bool
     dense_unavailable_reason: _builtins.str
@@ -530,6 +571,12 @@ class RecallOutcome(_message.Message):
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallResult]: ...
     @_builtins.property
     def counts(self) -> Global___RecallCounts: ...
+    @_builtins.property
+    def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryEntry]:
+        """Only when the workspace owner asked for history: matching turns, in their
+        own list, never mixed with memories.
+        """
+
     def __init__(
         self,
         *,
@@ -540,10 +587,11 @@ class RecallOutcome(_message.Message):
         reranked: _builtins.bool = ...,
         rerank_unavailable_reason: _builtins.str = ...,
         counts: Global___RecallCounts | None = ...,
+        history: _abc.Iterable[Global___HistoryEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "mode", b"mode", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "history", b"history", "mode", b"mode", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

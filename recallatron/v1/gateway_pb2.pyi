@@ -31,6 +31,7 @@ class RecallRequest(_message.Message):
     PURPOSE_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     mode: _common_pb2.RecallMode.ValueType
     limit: _builtins.int
@@ -39,6 +40,10 @@ class RecallRequest(_message.Message):
     """The purpose of this call; default assist."""
     skip_rerank: _builtins.bool
     """Skip the cross-encoder for this call."""
+    include_history: _builtins.bool
+    """The owner may ask for migrated conversation history as well (searched
+    lexically, returned in its own list). For anyone else there is none.
+    """
     @_builtins.property
     def filters(self) -> _common_pb2.RecallFilters: ...
     def __init__(
@@ -50,10 +55,11 @@ class RecallRequest(_message.Message):
         purpose: _common_pb2.Purpose.ValueType = ...,
         filters: _common_pb2.RecallFilters | None = ...,
         skip_rerank: _builtins.bool = ...,
+        include_history: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "limit", b"limit", "mode", b"mode", "purpose", b"purpose", "query", b"query", "skip_rerank", b"skip_rerank"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "include_history", b"include_history", "limit", b"limit", "mode", b"mode", "purpose", b"purpose", "query", b"query", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -800,3 +806,175 @@ class UpdateSettingsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___UpdateSettingsResponse: _TypeAlias = UpdateSettingsResponse  # noqa: Y015
+
+@_typing.final
+class CaptureRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    SPEAKER_MEMBER_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    OCCURRED_AT_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    speaker_member_id: _builtins.str
+    """The member who spoke; default: the caller."""
+    text: _builtins.str
+    purpose: _common_pb2.Purpose.ValueType
+    @_builtins.property
+    def occurred_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        speaker_member_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+        occurred_at: _timestamp_pb2.Timestamp | None = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at", "purpose", b"purpose", "request_id", b"request_id", "speaker_member_id", b"speaker_member_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureRequest: _TypeAlias = CaptureRequest  # noqa: Y015
+
+@_typing.final
+class CaptureResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    stored: _builtins.bool
+    reason: _builtins.str
+    """Why nothing was stored (empty, hedged, a question, ...), or what was."""
+    @_builtins.property
+    def memory(self) -> _common_pb2.Memory:
+        """The memory stored, when stored."""
+
+    def __init__(
+        self,
+        *,
+        stored: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        memory: _common_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "reason", b"reason", "stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureResponse: _TypeAlias = CaptureResponse  # noqa: Y015
+
+@_typing.final
+class DuplicatePair(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_FIELD_NUMBER: _builtins.int
+    SECOND_FIELD_NUMBER: _builtins.int
+    COSINE_FIELD_NUMBER: _builtins.int
+    cosine: _builtins.float
+    @_builtins.property
+    def first(self) -> _common_pb2.Memory: ...
+    @_builtins.property
+    def second(self) -> _common_pb2.Memory: ...
+    def __init__(
+        self,
+        *,
+        first: _common_pb2.Memory | None = ...,
+        second: _common_pb2.Memory | None = ...,
+        cosine: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["first", b"first", "second", b"second"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cosine", b"cosine", "first", b"first", "second", b"second"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DuplicatePair: _TypeAlias = DuplicatePair  # noqa: Y015
+
+@_typing.final
+class ListDuplicatePairsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    limit: _builtins.int
+    """Most pairs returned; default 50."""
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDuplicatePairsRequest: _TypeAlias = ListDuplicatePairsRequest  # noqa: Y015
+
+@_typing.final
+class ListDuplicatePairsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAIRS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___DuplicatePair]: ...
+    def __init__(
+        self,
+        *,
+        pairs: _abc.Iterable[Global___DuplicatePair] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDuplicatePairsResponse: _TypeAlias = ListDuplicatePairsResponse  # noqa: Y015
+
+@_typing.final
+class DismissDuplicatePairRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_ID_FIELD_NUMBER: _builtins.int
+    SECOND_ID_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    first_id: _builtins.str
+    second_id: _builtins.str
+    purpose: _common_pb2.Purpose.ValueType
+    def __init__(
+        self,
+        *,
+        first_id: _builtins.str = ...,
+        second_id: _builtins.str = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_id", b"first_id", "purpose", b"purpose", "second_id", b"second_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DismissDuplicatePairRequest: _TypeAlias = DismissDuplicatePairRequest  # noqa: Y015
+
+@_typing.final
+class DismissDuplicatePairResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DismissDuplicatePairResponse: _TypeAlias = DismissDuplicatePairResponse  # noqa: Y015

@@ -76,6 +76,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.DescribeToolsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.DescribeToolsResponse.FromString,
                 _registered_method=True)
+        self.Capture = channel.unary_unary(
+                '/recallatron.v1.MemoryService/Capture',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -132,6 +137,14 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Capture(self, request, context):
+        """Stores a memory from one conversation turn only when it plainly asks to
+        remember or record something; otherwise a no-op with the reason.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +187,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DescribeTools,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.DescribeToolsRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.DescribeToolsResponse.SerializeToString,
+            ),
+            'Capture': grpc.unary_unary_rpc_method_handler(
+                    servicer.Capture,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.CaptureRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.CaptureResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -394,6 +412,155 @@ class MemoryService:
             '/recallatron.v1.MemoryService/DescribeTools',
             recallatron_dot_v1_dot_gateway__pb2.DescribeToolsRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.DescribeToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Capture(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/Capture',
+            recallatron_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ReviewServiceStub:
+    """Dedup review for people: proposed pairs, and their decisions. Nothing
+    merges by itself; supersede and forget go through MemoryService.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListDuplicatePairs = channel.unary_unary(
+                '/recallatron.v1.ReviewService/ListDuplicatePairs',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListDuplicatePairsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListDuplicatePairsResponse.FromString,
+                _registered_method=True)
+        self.DismissDuplicatePair = channel.unary_unary(
+                '/recallatron.v1.ReviewService/DismissDuplicatePair',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.FromString,
+                _registered_method=True)
+
+
+class ReviewServiceServicer:
+    """Dedup review for people: proposed pairs, and their decisions. Nothing
+    merges by itself; supersede and forget go through MemoryService.
+    """
+
+    def ListDuplicatePairs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DismissDuplicatePair(self, request, context):
+        """"Keep both": the pair is never proposed again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReviewServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListDuplicatePairs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDuplicatePairs,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListDuplicatePairsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListDuplicatePairsResponse.SerializeToString,
+            ),
+            'DismissDuplicatePair': grpc.unary_unary_rpc_method_handler(
+                    servicer.DismissDuplicatePair,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'recallatron.v1.ReviewService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('recallatron.v1.ReviewService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ReviewService:
+    """Dedup review for people: proposed pairs, and their decisions. Nothing
+    merges by itself; supersede and forget go through MemoryService.
+    """
+
+    @staticmethod
+    def ListDuplicatePairs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/ListDuplicatePairs',
+            recallatron_dot_v1_dot_gateway__pb2.ListDuplicatePairsRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.ListDuplicatePairsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DismissDuplicatePair(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/DismissDuplicatePair',
+            recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.FromString,
             options,
             channel_credentials,
             insecure,

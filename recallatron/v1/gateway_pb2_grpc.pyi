@@ -44,6 +44,10 @@ class MemoryServiceStub:
     Forget: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ForgetRequest, _gateway_pb2.ForgetResponse]
     DescribeTools: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DescribeToolsRequest, _gateway_pb2.DescribeToolsResponse]
     """Names, descriptions and JSON input schemas of the seven tools, for agents."""
+    Capture: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CaptureRequest, _gateway_pb2.CaptureResponse]
+    """Stores a memory from one conversation turn only when it plainly asks to
+    remember or record something; otherwise a no-op with the reason.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -61,6 +65,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     Forget: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ForgetRequest, _gateway_pb2.ForgetResponse]  # type: ignore[assignment]
     DescribeTools: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DescribeToolsRequest, _gateway_pb2.DescribeToolsResponse]  # type: ignore[assignment]
     """Names, descriptions and JSON input schemas of the seven tools, for agents."""
+    Capture: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CaptureRequest, _gateway_pb2.CaptureResponse]  # type: ignore[assignment]
+    """Stores a memory from one conversation turn only when it plainly asks to
+    remember or record something; otherwise a no-op with the reason.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The public API: the seven tools. Every call carries
@@ -124,7 +132,63 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_pb2.DescribeToolsResponse, _abc.Awaitable[_gateway_pb2.DescribeToolsResponse]]:
         """Names, descriptions and JSON input schemas of the seven tools, for agents."""
 
+    @_abc_1.abstractmethod
+    def Capture(
+        self,
+        request: _gateway_pb2.CaptureRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.CaptureResponse, _abc.Awaitable[_gateway_pb2.CaptureResponse]]:
+        """Stores a memory from one conversation turn only when it plainly asks to
+        remember or record something; otherwise a no-op with the reason.
+        """
+
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class ReviewServiceStub:
+    """Dedup review for people: proposed pairs, and their decisions. Nothing
+    merges by itself; supersede and forget go through MemoryService.
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> ReviewServiceAsyncStub: ...
+    ListDuplicatePairs: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListDuplicatePairsRequest, _gateway_pb2.ListDuplicatePairsResponse]
+    DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]
+    """"Keep both": the pair is never proposed again."""
+
+@_typing.type_check_only
+class ReviewServiceAsyncStub(ReviewServiceStub):
+    """Dedup review for people: proposed pairs, and their decisions. Nothing
+    merges by itself; supersede and forget go through MemoryService.
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    ListDuplicatePairs: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListDuplicatePairsRequest, _gateway_pb2.ListDuplicatePairsResponse]  # type: ignore[assignment]
+    DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]  # type: ignore[assignment]
+    """"Keep both": the pair is never proposed again."""
+
+class ReviewServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Dedup review for people: proposed pairs, and their decisions. Nothing
+    merges by itself; supersede and forget go through MemoryService.
+    """
+
+    @_abc_1.abstractmethod
+    def ListDuplicatePairs(
+        self,
+        request: _gateway_pb2.ListDuplicatePairsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListDuplicatePairsResponse, _abc.Awaitable[_gateway_pb2.ListDuplicatePairsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DismissDuplicatePair(
+        self,
+        request: _gateway_pb2.DismissDuplicatePairRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.DismissDuplicatePairResponse, _abc.Awaitable[_gateway_pb2.DismissDuplicatePairResponse]]:
+        """"Keep both": the pair is never proposed again."""
+
+def add_ReviewServiceServicer_to_server(servicer: ReviewServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class AdminServiceStub:
     """Operator and owner calls. CreateWorkspace needs the operator token;

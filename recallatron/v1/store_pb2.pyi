@@ -1107,3 +1107,165 @@ class GetEmbeddingStatusResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetEmbeddingStatusResponse: _TypeAlias = GetEmbeddingStatusResponse  # noqa: Y015
+
+@_typing.final
+class SearchHistoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    limit: _builtins.int
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        query: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "limit", b"limit", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchHistoryRequest: _TypeAlias = SearchHistoryRequest  # noqa: Y015
+
+@_typing.final
+class SearchHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.HistoryEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[_common_pb2.HistoryEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchHistoryResponse: _TypeAlias = SearchHistoryResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceListDuplicatePairsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    MIN_COSINE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    window: _builtins.int
+    """Newest memories considered (at most 500)."""
+    min_cosine: _builtins.float
+    limit: _builtins.int
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        window: _builtins.int = ...,
+        min_cosine: _builtins.float = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "limit", b"limit", "min_cosine", b"min_cosine", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceListDuplicatePairsRequest: _TypeAlias = StoreServiceListDuplicatePairsRequest  # noqa: Y015
+
+@_typing.final
+class StoreDuplicatePair(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_ID_FIELD_NUMBER: _builtins.int
+    SECOND_ID_FIELD_NUMBER: _builtins.int
+    COSINE_FIELD_NUMBER: _builtins.int
+    first_id: _builtins.str
+    second_id: _builtins.str
+    cosine: _builtins.float
+    def __init__(
+        self,
+        *,
+        first_id: _builtins.str = ...,
+        second_id: _builtins.str = ...,
+        cosine: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cosine", b"cosine", "first_id", b"first_id", "second_id", b"second_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreDuplicatePair: _TypeAlias = StoreDuplicatePair  # noqa: Y015
+
+@_typing.final
+class StoreServiceListDuplicatePairsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAIRS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreDuplicatePair]: ...
+    def __init__(
+        self,
+        *,
+        pairs: _abc.Iterable[Global___StoreDuplicatePair] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceListDuplicatePairsResponse: _TypeAlias = StoreServiceListDuplicatePairsResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceDismissDuplicatePairRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    FIRST_ID_FIELD_NUMBER: _builtins.int
+    SECOND_ID_FIELD_NUMBER: _builtins.int
+    first_id: _builtins.str
+    second_id: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        first_id: _builtins.str = ...,
+        second_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "first_id", b"first_id", "second_id", b"second_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceDismissDuplicatePairRequest: _TypeAlias = StoreServiceDismissDuplicatePairRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceDismissDuplicatePairResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceDismissDuplicatePairResponse: _TypeAlias = StoreServiceDismissDuplicatePairResponse  # noqa: Y015

@@ -122,6 +122,21 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.GetEmbeddingStatusRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.GetEmbeddingStatusResponse.FromString,
                 _registered_method=True)
+        self.SearchHistory = channel.unary_unary(
+                '/recallatron.v1.StoreService/SearchHistory',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.SearchHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.SearchHistoryResponse.FromString,
+                _registered_method=True)
+        self.ListDuplicatePairs = channel.unary_unary(
+                '/recallatron.v1.StoreService/ListDuplicatePairs',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsResponse.FromString,
+                _registered_method=True)
+        self.DismissDuplicatePair = channel.unary_unary(
+                '/recallatron.v1.StoreService/DismissDuplicatePair',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -240,6 +255,27 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchHistory(self, request, context):
+        """Owner-only history evidence, searched lexically.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDuplicatePairs(self, request, context):
+        """Dedup review: pairs at cosine >= 0.80 among the newest memories the
+        caller may see, dismissed pairs left out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DismissDuplicatePair(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -327,6 +363,21 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.GetEmbeddingStatus,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.GetEmbeddingStatusRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.GetEmbeddingStatusResponse.SerializeToString,
+            ),
+            'SearchHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchHistory,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.SearchHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.SearchHistoryResponse.SerializeToString,
+            ),
+            'ListDuplicatePairs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDuplicatePairs,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsResponse.SerializeToString,
+            ),
+            'DismissDuplicatePair': grpc.unary_unary_rpc_method_handler(
+                    servicer.DismissDuplicatePair,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -791,6 +842,87 @@ class StoreService:
             '/recallatron.v1.StoreService/GetEmbeddingStatus',
             recallatron_dot_v1_dot_store__pb2.GetEmbeddingStatusRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.GetEmbeddingStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/SearchHistory',
+            recallatron_dot_v1_dot_store__pb2.SearchHistoryRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.SearchHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDuplicatePairs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/ListDuplicatePairs',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DismissDuplicatePair(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/DismissDuplicatePair',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -63,6 +63,13 @@ class StoreServiceStub:
     """
     GetEmbeddingStatus: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetEmbeddingStatusRequest, _store_pb2.GetEmbeddingStatusResponse]
     """Embedding backlog of a workspace (for waiting and for metrics)."""
+    SearchHistory: _grpc.UnaryUnaryMultiCallable[_store_pb2.SearchHistoryRequest, _store_pb2.SearchHistoryResponse]
+    """Owner-only history evidence, searched lexically."""
+    ListDuplicatePairs: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListDuplicatePairsRequest, _store_pb2.StoreServiceListDuplicatePairsResponse]
+    """Dedup review: pairs at cosine >= 0.80 among the newest memories the
+    caller may see, dismissed pairs left out.
+    """
+    DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceDismissDuplicatePairRequest, _store_pb2.StoreServiceDismissDuplicatePairResponse]
 
 @_typing.type_check_only
 class StoreServiceAsyncStub(StoreServiceStub):
@@ -99,6 +106,13 @@ class StoreServiceAsyncStub(StoreServiceStub):
     """
     GetEmbeddingStatus: _aio.UnaryUnaryMultiCallable[_store_pb2.GetEmbeddingStatusRequest, _store_pb2.GetEmbeddingStatusResponse]  # type: ignore[assignment]
     """Embedding backlog of a workspace (for waiting and for metrics)."""
+    SearchHistory: _aio.UnaryUnaryMultiCallable[_store_pb2.SearchHistoryRequest, _store_pb2.SearchHistoryResponse]  # type: ignore[assignment]
+    """Owner-only history evidence, searched lexically."""
+    ListDuplicatePairs: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListDuplicatePairsRequest, _store_pb2.StoreServiceListDuplicatePairsResponse]  # type: ignore[assignment]
+    """Dedup review: pairs at cosine >= 0.80 among the newest memories the
+    caller may see, dismissed pairs left out.
+    """
+    DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceDismissDuplicatePairRequest, _store_pb2.StoreServiceDismissDuplicatePairResponse]  # type: ignore[assignment]
 
 class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     """Postgres: the control plane, one database per workspace, eligibility in SQL,
@@ -234,5 +248,30 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.GetEmbeddingStatusResponse, _abc.Awaitable[_store_pb2.GetEmbeddingStatusResponse]]:
         """Embedding backlog of a workspace (for waiting and for metrics)."""
+
+    @_abc_1.abstractmethod
+    def SearchHistory(
+        self,
+        request: _store_pb2.SearchHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.SearchHistoryResponse, _abc.Awaitable[_store_pb2.SearchHistoryResponse]]:
+        """Owner-only history evidence, searched lexically."""
+
+    @_abc_1.abstractmethod
+    def ListDuplicatePairs(
+        self,
+        request: _store_pb2.StoreServiceListDuplicatePairsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceListDuplicatePairsResponse, _abc.Awaitable[_store_pb2.StoreServiceListDuplicatePairsResponse]]:
+        """Dedup review: pairs at cosine >= 0.80 among the newest memories the
+        caller may see, dismissed pairs left out.
+        """
+
+    @_abc_1.abstractmethod
+    def DismissDuplicatePair(
+        self,
+        request: _store_pb2.StoreServiceDismissDuplicatePairRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceDismissDuplicatePairResponse, _abc.Awaitable[_store_pb2.StoreServiceDismissDuplicatePairResponse]]: ...
 
 def add_StoreServiceServicer_to_server(servicer: StoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

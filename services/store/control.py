@@ -7,6 +7,7 @@ import hashlib
 import re
 import secrets
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -90,10 +91,15 @@ def validate_settings(s: WorkspaceSettings) -> None:
         raise errors.InvalidArgument("settings.expiry_days", "must lie in [0, 36500]; 0 is off")
 
 
+# Workspace records (location, settings) are cached this long, so that a
+# settings change made through another store replica takes effect soon.
+WORKSPACE_CACHE_SECONDS = 5.0
+
+
 @dataclass
 class ControlPlane:
     dbs: Databases
-    _workspaces: dict[str, Workspace] = field(default_factory=dict)
+    _workspaces: dict[str, tuple[float, Workspace]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def create_workspace(self, slug: str, server: str = "") -> Workspace:
@@ -123,15 +129,15 @@ class ControlPlane:
 
     def workspace(self, workspace_id: str) -> Workspace:
         cached = self._workspaces.get(workspace_id)
-        if cached is not None:
-            return cached
+        if cached is not None and time.monotonic() - cached[0] < WORKSPACE_CACHE_SECONDS:
+            return cached[1]
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.WORKSPACE_BY_ID, (workspace_id,)).fetchone()
         if row is None:
             raise errors.NotFound("workspace not found")
         ws = Workspace(row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5])
         with self._lock:
-            self._workspaces[workspace_id] = ws
+            self._workspaces[workspace_id] = (time.monotonic(), ws)
         return ws
 
     def all_workspaces(self) -> list[str]:

@@ -27,6 +27,7 @@ CORPUS_DOCS = "SELECT docs FROM corpus_stat"
 _FILTERS = """
   AND (%(include_superseded)s OR m.superseded_by_id IS NULL)
   AND (cardinality(%(kinds)s::memory_kind[]) = 0 OR m.kind = ANY(%(kinds)s::memory_kind[]))
+  AND (%(expiry_days)s = 0 OR m.updated_at >= now() - make_interval(days => %(expiry_days)s))
   AND (cardinality(%(entities)s::uuid[]) = 0 OR EXISTS (
         SELECT 1 FROM mention mn
         WHERE mn.memory_id = m.id AND mn.entity_id = ANY(%(entities)s::uuid[])))
@@ -117,13 +118,17 @@ def _check_limit(limit: int) -> int:
     return limit
 
 
-def _filter_params(filters: Filters) -> dict[str, object]:
+def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
     kinds = [v.kind(k) for k in filters.kinds]
     entities = v.uuid_list(list(filters.mention_entity_ids), "filters.mention_entity_ids", 50)
     return {
         "include_superseded": filters.include_superseded,
         "kinds": kinds,
         "entities": entities,
+        # The opt-in expiry gate (0 = off): memories not renewed (corrected or
+        # superseded, which moves updated_at) within the gate are left out of
+        # recall. Nothing is deleted; turning the gate off restores them.
+        "expiry_days": expiry_days,
     }
 
 
@@ -138,7 +143,8 @@ class RecallQueries:
 
     def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:
         v.text(query, "query", MAX_QUERY_CHARS)
-        params = {**_filter_params(filters), "limit": _check_limit(limit)}
+        expiry_days = self.control.settings(caller.workspace_id).expiry_days
+        params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
         with caller_transaction(self._pool(caller), caller) as conn:  # type: ignore[arg-type]
             row = conn.execute(LEXEMES, (query,)).fetchone()
             terms: list[str] = list(dict.fromkeys(row[0])) if row and row[0] else []
@@ -170,7 +176,7 @@ class RecallQueries:
         settings = self.control.settings(caller.workspace_id)
         floor = settings.dense_floor if floor is None else floor
         params = {
-            **_filter_params(filters),
+            **_filter_params(filters, settings.expiry_days),
             "limit": _check_limit(limit),
             "vector": "[" + ",".join(repr(float(x)) for x in vector) + "]",
             "model_id": model_id,
