@@ -81,14 +81,18 @@ RUN groupadd --system --gid 10001 recallatron \
 COPY --from=build /opt/venv /opt/venv
 COPY --from=models --chown=0:0 /opt/recallatron/models /opt/recallatron/models
 
+# PYTHONSAFEPATH: `python -m` does not put the working directory on sys.path.
+# HOME: the user has none; anything that insists on one gets the tmp emptyDir.
 ENV PATH=/opt/venv/bin:${PATH} \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    PYTHONSAFEPATH=1 \
+    HOME=/tmp \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     RECALLATRON_MODELS_DIR=/opt/recallatron/models
 
-WORKDIR /tmp
+WORKDIR /opt/recallatron
 USER 10001:10001
 
 EXPOSE 7400 7401 7402 7403 9100
