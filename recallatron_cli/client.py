@@ -229,6 +229,22 @@ class Client:
     def revoke_token(self, token_id: str) -> None:
         self.call(self.admin.RevokeToken, pb.AdminServiceRevokeTokenRequest(token_id=token_id))
 
+    def status(self) -> pb.GetStatusResponse:
+        return self.call(self.admin.GetStatus, pb.GetStatusRequest())
+
+    def wait_embedded(self, timeout: float = 600.0, poll: float = 0.5) -> pb.GetStatusResponse:
+        """Blocks until the embedding job has caught up (owner token)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if status.pending == 0 and status.embedded >= status.memories:
+                return status
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"embedding not done: {status}")
+            time.sleep(poll)
+
     def update_settings(self, **changes: Any) -> pb.UpdateSettingsResponse:
         from recallatron.v1 import store_pb2
 

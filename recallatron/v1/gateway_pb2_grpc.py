@@ -613,6 +613,11 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.UpdateSettingsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.UpdateSettingsResponse.FromString,
                 _registered_method=True)
+        self.GetStatus = channel.unary_unary(
+                '/recallatron.v1.AdminService/GetStatus',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -656,6 +661,13 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStatus(self, request, context):
+        """Memory and embedding counts of the caller's workspace (owner token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -688,6 +700,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.UpdateSettings,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.UpdateSettingsRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.UpdateSettingsResponse.SerializeToString,
+            ),
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -854,6 +871,33 @@ class AdminService:
             '/recallatron.v1.AdminService/UpdateSettings',
             recallatron_dot_v1_dot_gateway__pb2.UpdateSettingsRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.UpdateSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.AdminService/GetStatus',
+            recallatron_dot_v1_dot_gateway__pb2.GetStatusRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.GetStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -205,6 +205,8 @@ class AdminServiceStub:
     RevokeToken: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRevokeTokenRequest, _gateway_pb2.AdminServiceRevokeTokenResponse]
     GetSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]
     UpdateSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]
+    GetStatus: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]
+    """Memory and embedding counts of the caller's workspace (owner token)."""
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -219,6 +221,8 @@ class AdminServiceAsyncStub(AdminServiceStub):
     RevokeToken: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRevokeTokenRequest, _gateway_pb2.AdminServiceRevokeTokenResponse]  # type: ignore[assignment]
     GetSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]  # type: ignore[assignment]
     UpdateSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
+    GetStatus: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]  # type: ignore[assignment]
+    """Memory and embedding counts of the caller's workspace (owner token)."""
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """Operator and owner calls. CreateWorkspace needs the operator token;
@@ -266,5 +270,13 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.UpdateSettingsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.UpdateSettingsResponse, _abc.Awaitable[_gateway_pb2.UpdateSettingsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetStatus(
+        self,
+        request: _gateway_pb2.GetStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.GetStatusResponse, _abc.Awaitable[_gateway_pb2.GetStatusResponse]]:
+        """Memory and embedding counts of the caller's workspace (owner token)."""
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -329,3 +329,19 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             ),
         )
         return pb.UpdateSettingsResponse(settings=resp.settings)
+
+    def GetStatus(
+        self,
+        request: pb.GetStatusRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.GetStatusResponse:
+        ident = self.auth.member(context)
+        if ident.role != cpb.ROLE_OWNER:
+            raise errors.PermissionDenied("only a workspace owner may read its status")
+        resp = self.peers.store_call(
+            "GetEmbeddingStatus",
+            store_pb2.GetEmbeddingStatusRequest(workspace_id=ident.workspace_id),
+        )
+        return pb.GetStatusResponse(
+            memories=resp.memories, embedded=resp.embedded, pending=resp.pending
+        )
