@@ -267,9 +267,10 @@ def test_both_overlays_render_recallatron(rendered):
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 def test_every_object_validates_against_the_kubernetes_schema(overlay, version):
-    kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="pip install kubernetes-validate==1.37.0"
-    )
+    try:
+        import kubernetes_validate
+    except ImportError:
+        pytest.fail("the schemas are missing: pip install kubernetes-validate==1.37.0")
     name, objs = overlay
     errors = []
     for obj in objs:
@@ -488,7 +489,11 @@ def test_dev_database_url_points_at_the_in_cluster_postgres(rendered):
     pg_labels = pod_template(pg)["metadata"]["labels"]
     assert selector_matches({"matchLabels": svc["spec"]["selector"]}, pg_labels)
     assert pg["spec"]["volumeClaimTemplates"], "dev Postgres keeps its data on a PVC"
-    assert "pgvector" in pod_template(pg)["spec"]["containers"][0]["image"]
+    pg_container = pod_template(pg)["spec"]["containers"][0]
+    assert "pgvector" in pg_container["image"]
+    # PostgreSQL 18 images refuse a volume at the pre-18 path .../data.
+    mounts = {m["name"]: m["mountPath"] for m in pg_container["volumeMounts"]}
+    assert mounts["data"] == "/var/lib/postgresql", mounts
     pg_env = container_env(objs, pod_template(pg)["spec"]["containers"][0]).values
     assert url.password == pg_env["POSTGRES_PASSWORD"]
     assert url.username == "postgres", "the admin connection needs a role that bypasses RLS"
