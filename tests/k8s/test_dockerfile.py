@@ -178,7 +178,13 @@ def test_build_context_has_every_copied_source_and_keeps_state_out(dockerfile):
     readme = pyproject["project"].get("readme")
     if isinstance(readme, str):
         assert readme in copied, "pyproject names a readme the build context lacks"
-    for path in (".venv/lib/x.py", ".git/config", ".recallatron/pg/PG_VERSION", "tests/test_x.py"):
+    for path in (
+        ".venv/lib/x.py",
+        ".git/config",
+        ".recallatron/pg/PG_VERSION",
+        ".tools/node_modules/.bin/buf",
+        "tests/test_x.py",
+    ):
         assert ignored(path), f"{path} would be sent to the builder"
     # The package's own files, SQL migrations included, are sent.
     for path in REPO.glob("services/**/*.sql"):
