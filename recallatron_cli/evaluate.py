@@ -219,39 +219,10 @@ class Workspace:
                 self.memory_of[doc_id] = memory_id
                 self.doc_of[memory_id] = doc_id
 
-    def _embedded(self, doc: Document) -> bool:
-        """True once the dense arm finds this memory by its own text, which is
-        exactly what was embedded: so it is embedded and searchable."""
-        title, body = memory_text(doc)
-        resp = _retrying(
-            lambda: self.client.recall(
-                f"{title}\n{body}"[:MAX_QUERY], mode="dense", limit=20, skip_rerank=True
-            )
-        )
-        outcome = resp.outcome
-        wanted = self.memory_of[doc.id]
-        return outcome.dense_available and any(r.memory.id == wanted for r in outcome.results)
-
-    def wait_embedded(self, timeout: float = 900.0, log: Callable[[str], None] = print) -> None:
-        """Waits until every memory is embedded. The embedding job works in
-        the order memories were written, so the last one is watched first;
-        then each is checked, and the stragglers again until none is left."""
-        deadline = time.monotonic() + timeout
-        last = self.dataset.documents[-1]
-        while not self._embedded(last):
-            if time.monotonic() > deadline:
-                raise TimeoutError("memories were not embedded in time")
-            time.sleep(1.0)
-        pending = list(self.dataset.documents)
-        while pending:
-            with ThreadPoolExecutor(WORKERS) as pool:
-                done = list(pool.map(self._embedded, pending))
-            pending = [d for d, ok in zip(pending, done, strict=True) if not ok]
-            if pending:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{len(pending)} memories were not embedded in time")
-                log(f"  {self.dataset.name}: {len(pending)} memories not embedded yet")
-                time.sleep(2.0)
+    def wait_embedded(self, timeout: float = 900.0) -> None:
+        """Waits until the embedding job has embedded every memory (the
+        workspace status an owner may read)."""
+        self.client.wait_embedded(timeout=timeout)
 
     def run(self, query: Query, mode: str, rerank: bool) -> tuple[Run, int]:
         """One recall; an answer without the dense arm (in a mode that wants
@@ -386,7 +357,7 @@ def evaluate(
             ws.load()
             if any(m != "lexical" for m in modes):
                 log(f"{dataset.name}: waiting for every memory to be embedded ...")
-                ws.wait_embedded(log=log)
+                ws.wait_embedded()
             log(f"{dataset.name}: {len(dataset.queries)} queries x {', '.join(modes)} ...")
             for mode in modes:
 

@@ -421,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("id")
     f.add_argument("--reason", required=True)
     f.set_defaults(func=cmd_forget)
+
+    from recallatron_cli import load
+
+    load.add_parser(sub)
     return parser
 
 
