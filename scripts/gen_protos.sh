@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
+# The mypy plugins (protoc-gen-mypy, protoc-gen-mypy_grpc) live beside python.
+PATH="$(dirname "$(command -v "$PY")"):$PATH"
 out=recallatron/v1
 rm -f "$out"/*_pb2*.py "$out"/*_pb2*.pyi
 "$PY" -m grpc_tools.protoc -I protos \
