@@ -1,0 +1,136 @@
+"""Dedup review (SPEC 8): near-duplicate pairs among the newest memories a
+caller may see, and the "keep both" decision. Every query runs inside the
+caller's transaction, so row-level security decides what exists: a pair is
+only ever made of two memories the caller may see, and a dismissal cannot be
+written for (or reveal) a memory the caller may not see."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from services.store import validation as v
+from services.store.control import ControlPlane
+from services.store.db import Caller, Databases, caller_transaction
+from services.store.embedding_job import EMBED_INPUT_VERSION
+
+MAX_WINDOW = 500
+DEFAULT_WINDOW = 500
+DEFAULT_MIN_COSINE = 0.80
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+# The vectors compared must come from one model: the one the embedding job
+# wrote last with the current input stamp (after a model change, rebuild
+# replaces the older vectors; until then they are left out, not mixed in).
+# Superseded and forgotten memories have no vector (the sync trigger drops
+# it), so they never form a pair. 500 x 500 / 2 cosines is cheap in SQL.
+PAIRS = """
+WITH current_model AS (
+    SELECT e.model_id FROM memory_embedding e
+    WHERE e.input_version = %(input_version)s
+    ORDER BY e.created_at DESC
+    LIMIT 1
+), recent AS (
+    SELECT m.id, e.embedding
+    FROM memory m JOIN memory_embedding e ON e.memory_id = m.id
+    WHERE e.input_version = %(input_version)s
+      AND e.model_id = (SELECT model_id FROM current_model)
+      AND m.superseded_by_id IS NULL
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(window)s
+)
+SELECT a.id, b.id, 1 - (a.embedding <=> b.embedding) AS cosine
+FROM recent a JOIN recent b ON a.id < b.id
+WHERE 1 - (a.embedding <=> b.embedding) >= %(min_cosine)s
+  AND NOT EXISTS (
+        SELECT 1 FROM dismissed_pair d WHERE d.first_id = a.id AND d.second_id = b.id)
+ORDER BY cosine DESC, a.id, b.id
+LIMIT %(limit)s
+"""
+VISIBLE_COUNT = "SELECT count(*) FROM memory WHERE id = ANY(%s::uuid[])"
+DISMISS = """
+INSERT INTO dismissed_pair (first_id, second_id, dismissed_by) VALUES (%s, %s, %s)
+ON CONFLICT (first_id, second_id) DO NOTHING
+"""
+AUDIT = """
+INSERT INTO audit_log (member_id, action, memory_id, detail) VALUES (%s, 'dismiss_pair', %s, %s)
+"""
+
+
+@dataclass(frozen=True)
+class Pair:
+    first_id: str
+    second_id: str
+    cosine: float
+
+
+def canonical(first_id: str, second_id: str) -> tuple[str, str]:
+    """The pair's two ids, validated, in the order Postgres sorts uuids."""
+    a = v.uuid_str(first_id, "first_id")
+    b = v.uuid_str(second_id, "second_id")
+    if a == b:
+        raise errors.InvalidArgument("second_id", "must differ from first_id")
+    lo, hi = sorted((uuid.UUID(a), uuid.UUID(b)))
+    return str(lo), str(hi)
+
+
+def _window(value: int) -> int:
+    if value == 0:
+        return DEFAULT_WINDOW
+    if not 1 <= value <= MAX_WINDOW:
+        raise errors.InvalidArgument("window", f"must lie in [1, {MAX_WINDOW}]")
+    return value
+
+
+def _min_cosine(value: float) -> float:
+    if value == 0:
+        return DEFAULT_MIN_COSINE
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise errors.InvalidArgument("min_cosine", "must lie in (0, 1]")
+    return value
+
+
+def _limit(value: int) -> int:
+    if value == 0:
+        return DEFAULT_LIMIT
+    if not 1 <= value <= MAX_LIMIT:
+        raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_LIMIT}]")
+    return value
+
+
+class DedupStore:
+    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
+        self.dbs = dbs
+        self.control = control
+
+    def _pool(self, caller: Caller):  # type: ignore[no-untyped-def]
+        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
+        return self.dbs.app_pool(ws.server, ws.database_name)
+
+    def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:
+        params = {
+            "input_version": EMBED_INPUT_VERSION,
+            "window": _window(window),
+            "min_cosine": _min_cosine(min_cosine),
+            "limit": _limit(limit),
+        }
+        with caller_transaction(self._pool(caller), caller) as conn:
+            rows = conn.execute(PAIRS, params).fetchall()
+        # Float rounding can put an identical pair a hair above 1.
+        return [Pair(str(a), str(b), min(float(c), 1.0)) for a, b, c in rows]
+
+    def dismiss(self, caller: Caller, first_id: str, second_id: str) -> None:
+        """Keep both: the pair is never proposed again. Idempotent. A pair
+        with a memory the caller may not see is not found, like any other."""
+        lo, hi = canonical(first_id, second_id)
+        with caller_transaction(self._pool(caller), caller) as conn:
+            row = conn.execute(VISIBLE_COUNT, ([lo, hi],)).fetchone()
+            if row is None or row[0] != 2:
+                raise errors.NotFound("memory not found")
+            if conn.execute(DISMISS, (lo, hi, caller.member_id)).rowcount == 1:
+                conn.execute(AUDIT, (caller.member_id, lo, Jsonb({"second_id": hi})))
