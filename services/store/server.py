@@ -14,6 +14,7 @@ from recallatron.v1 import store_pb2_grpc
 from services.store import control as ctl
 from services.store import embedding_job
 from services.store.db import Caller
+from services.store.dedup import DedupStore
 from services.store.memories import MemoryStore, MemoryView, MentionIn, NewMemory, Ref
 from services.store.recall import Candidate, Filters, RecallQueries
 from services.store.trust import EMPTY, AudienceValue, _Empty
@@ -142,6 +143,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self.control = control
         self.memories = memories
         self.recall = recall
+        self.dedup = DedupStore(memories.dbs, control)
 
     # -- control plane -----------------------------------------------------
 
@@ -372,3 +374,24 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             pending=pending,
             input_version=embedding_job.EMBED_INPUT_VERSION,
         )
+
+    # -- dedup review ------------------------------------------------------
+
+    def ListDuplicatePairs(
+        self, request: pb.StoreServiceListDuplicatePairsRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceListDuplicatePairsResponse:
+        pairs = self.dedup.pairs(
+            caller_of(request.caller), request.window, request.min_cosine, request.limit
+        )
+        return pb.StoreServiceListDuplicatePairsResponse(
+            pairs=[
+                pb.StoreDuplicatePair(first_id=p.first_id, second_id=p.second_id, cosine=p.cosine)
+                for p in pairs
+            ]
+        )
+
+    def DismissDuplicatePair(
+        self, request: pb.StoreServiceDismissDuplicatePairRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceDismissDuplicatePairResponse:
+        self.dedup.dismiss(caller_of(request.caller), request.first_id, request.second_id)
+        return pb.StoreServiceDismissDuplicatePairResponse()
