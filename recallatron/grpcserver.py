@@ -169,6 +169,10 @@ class Server:
             ("grpc.keepalive_timeout_ms", 20_000),
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
+            # Clients resolve DNS again only when a connection closes: cycling
+            # connections lets round-robin clients find pods added by scaling.
+            ("grpc.max_connection_age_ms", 300_000),
+            ("grpc.max_connection_age_grace_ms", 30_000),
         ]
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=settings.server_threads),
