@@ -7,9 +7,13 @@ PY=${PYTHON:-python}
 # The mypy plugins (protoc-gen-mypy, protoc-gen-mypy_grpc) live beside python.
 PATH="$(dirname "$(command -v "$PY")"):$PATH"
 out=recallatron/v1
-rm -f "$out"/*_pb2*.py "$out"/*_pb2*.pyi
+# Generate aside first, so a failure leaves the committed stubs in place.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 "$PY" -m grpc_tools.protoc -I protos \
-  --python_out=. --grpc_python_out=. \
-  --mypy_out=. --mypy_grpc_out=. \
+  --python_out="$tmp" --grpc_python_out="$tmp" \
+  --mypy_out="$tmp" --mypy_grpc_out="$tmp" \
   protos/recallatron/v1/*.proto
+rm -f "$out"/*_pb2*.py "$out"/*_pb2*.pyi
+cp "$tmp"/recallatron/v1/* "$out"/
 touch "$out/__init__.py"
