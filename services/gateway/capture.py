@@ -1,0 +1,355 @@
+"""Capture (SPEC 8): from one conversation turn, a memory only when the person
+plainly tells the assistant to remember or record something. Rules, not a
+model, and conservative on purpose: a missed capture costs a retyped
+sentence, a wrong one puts a false claim into memory. So anything empty,
+hedged, hypothetical, a question, negated, or unclear about what to store is
+a no-op with the reason.
+
+The rules, in order:
+1. nothing but whitespace, punctuation or filler -> empty;
+2. a question (a '?' or an opening question word) -> question;
+3. a conditional or imagined case (if, suppose, what if, would, ...) -> hypothetical;
+4. a hedge anywhere (maybe, I think, not sure, probably, ...) -> hedged;
+5. no opening directive (remember that, note that, record that, don't forget
+   that, for the record, ...), or a negated one -> no request;
+6. the directive's object is missing -> empty; it points outside the turn
+   (this, that, it, what we said), asks for a reminder (remember to ...),
+   names a particular person as audience, or is under three words -> ambiguous.
+Only what passes all six is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_TITLE_CHARS = 80
+MIN_CONTENT_WORDS = 3
+
+# Categories of the outcome; the first is the only one that stores.
+STORE = "store"
+EMPTY = "empty"
+QUESTION = "question"
+HYPOTHETICAL = "hypothetical"
+HEDGED = "hedged"
+NO_REQUEST = "no_request"
+AMBIGUOUS = "ambiguous"
+
+SPEAKER = "speaker"
+WORKSPACE = "workspace"
+
+
+@dataclass(frozen=True)
+class Capture:
+    store: bool
+    category: str
+    reason: str
+    kind: str = ""
+    title: str = ""
+    body: str = ""
+    # SPEAKER (only the person who spoke) unless the turn says the team.
+    audience: str = SPEAKER
+
+
+def _no(category: str, reason: str) -> Capture:
+    return Capture(False, category, reason)
+
+
+_I = re.IGNORECASE
+
+# Openers that carry no meaning of their own ("OK, so, please remember ...").
+_FILLER = re.compile(
+    r"^(?:ok(?:ay)?|alright|all right|so|also|and|hey|hi|hello|great|thanks|thank you|"
+    r"please|pls|oh|well|one more thing|btw|by the way|assistant|right|cool|fyi)\b[\s,.:;!\-]*",
+    _I,
+)
+_QUESTION_WORDS = re.compile(
+    r"^(?:what|who|whom|whose|when|where|why|how|which|does|did|can|could|would|should|"
+    r"is|are|was|were|will|shall|am|isn't|aren't|doesn't|didn't|won't|wouldn't|shouldn't|"
+    r"couldn't|can't)\b",
+    _I,
+)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|what if|suppose|supposing|imagine|imagining|hypothetically|in case|assuming|"
+    r"assume|let's say|lets say|say we|were to|would|wouldn't|would've|could we|in theory|"
+    r"theoretically|unless|in the event|whether|pretend|in a world where|someday)\b",
+    _I,
+)
+_HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|probably|possibly|might|mightn't|may be|may have|may not|"
+    r"we may|it may|they may|i think|i thought|i guess|i suppose|i believe|i assume|"
+    r"i feel like|not sure|unsure|not certain|uncertain|could be|likely|unlikely|apparently|"
+    r"supposedly|allegedly|tentative|tentatively|kind of|sort of|seems|seem to|seemed|"
+    r"iirc|if i recall|i'm told|unconfirmed|not confirmed|to be confirmed|tbc|tbd|"
+    r"or something|or so|i doubt|hopefully|rumou?r(?:ed)?|"
+    r"i reckon|presumably|guess)\b",
+    _I,
+)
+# Asking not to store: anywhere in the turn ("..., but don't note that").
+_NEGATED = re.compile(
+    r"\b(?:don'?t|do not|never|no need to|you don'?t need to|stop)\s+(?:\w+\s+)?"
+    r"(?:remember|record|note|save|store|log|keep|write)"
+    r"(?:\s+down)?(?:\s+(?:that|this|it|anything|any of)\b|\s*[:.,!;]|\s*$)|"
+    r"^(?:never ?mind|forget (?:that|this|it|about)|scratch that|ignore (?:that|this))\b",
+    _I,
+)
+
+# Directives at the start of the turn. Each maps to (kind, rest of the turn).
+_DECISION_WORDS = r"(?:the |our |this |a )?decision"
+_DIRECTIVES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^(?:please\s+)?(?:don'?t|do not) forget(?:\s+that\b|\s*:|\s*,)", _I), "fact"),
+    (
+        re.compile(
+            r"^(?:i (?:want|need) you to|i'?d like you to)\s+"
+            r"(?:remember|note|record|keep in mind)(?:\s+that\b|\s*:)",
+            _I,
+        ),
+        "fact",
+    ),
+    (
+        re.compile(
+            rf"^(?:please\s+)?(?:record|log|note|remember|save)\s+{_DECISION_WORDS}"
+            r"(?:\s+that\b|\s*:)",
+            _I,
+        ),
+        "decision",
+    ),
+    (re.compile(r"^(?:please\s+)?for the record\s*[,:\-]", _I), "fact"),
+    (
+        re.compile(
+            r"^(?:please\s+)?(?:do\s+)?remember(?:\s+(?:this|the following))?"
+            r"(?:\s+for\s+(?:the\s+(?:whole\s+)?team|everyone|all of us|me))?(?:\s+that\b|\s*:)",
+            _I,
+        ),
+        "fact",
+    ),
+    (re.compile(r"^(?:please\s+)?keep in mind(?:\s+that\b|\s*:)", _I), "fact"),
+    (
+        re.compile(
+            r"^(?:please\s+)?(?:record|log|store|save)(?:\s+(?:this|the fact))?(?:\s+that\b|\s*:)",
+            _I,
+        ),
+        "fact",
+    ),
+    (
+        re.compile(
+            r"^(?:please\s+)?(?:add|save|put|commit)\s+(?:this\s+)?(?:to|in|into)\s+"
+            r"(?:your\s+|the\s+)?memory(?:\s+that\b|\s*:)",
+            _I,
+        ),
+        "fact",
+    ),
+    (
+        re.compile(
+            r"^(?:please\s+)?(?:make|take|add|jot down|write down|leave)\s+(?:a\s+)?note"
+            r"(?:\s+(?:of this|for (?:the\s+(?:whole\s+)?team|everyone|me)))?(?:\s+that\b|\s*:)",
+            _I,
+        ),
+        "note",
+    ),
+    (
+        re.compile(
+            r"^(?:please\s+)?(?:note|jot down|write down)(?:\s+down)?"
+            r"(?:\s+for\s+(?:the\s+(?:whole\s+)?team|everyone|me))?(?:\s+that\b|\s*:)",
+            _I,
+        ),
+        "note",
+    ),
+    # "Remember <claim>" without "that": accepted only when the rest is a claim
+    # (checked below: not "remember to ...", "remember when ...").
+    (re.compile(r"^(?:please\s+)?(?:do\s+)?remember\b[\s,]*", _I), "fact"),
+]
+
+_TEAM_IN_DIRECTIVE = re.compile(r"\bfor (?:the (?:whole )?team|everyone|all of us)\b", _I)
+# The same directives after the claim: "<claim> - please remember that."
+_TRAILING = re.compile(
+    r"^(?P<content>.+?)[\s,;:.!\-\u2013\u2014]+(?:so\s+)?(?:please\s+)?"
+    r"(?P<directive>(?:remember|note|record|log|save|store)\s+(?:that|this|it)"
+    r"(?:\s+for\s+(?:the\s+(?:whole\s+)?team|everyone|all of us))?|"
+    r"make a note of (?:that|this|it)|keep (?:that|this|it) in mind|for the record)[\s.!]*$",
+    _I,
+)
+_TEAM_PREFIX = re.compile(
+    r"^(?:for (?:the (?:whole )?team|everyone|all of us|the workspace)|team-wide|workspace-wide)"
+    r"\s*[,:\-]?\s*",
+    _I,
+)
+_PRIVATE_PREFIX = re.compile(r"^(?:(?:just|only) for me|privately|for me)\s*[,:\-]?\s*", _I)
+# "Remember for Bob that ...": an audience we cannot resolve to a member.
+_OTHER_PREFIX = re.compile(r"^for\s+(?P<who>[\w']+(?:\s+[\w']+)?)\s*(?:that\b|:)", _I)
+_SHARE_SUFFIX = re.compile(
+    r"(?:[,;.]\s*|\s+-\s+|\s+and\s+)(?:and\s+)?(?:please\s+)?"
+    r"(?:(?:share|show)\s+(?:it\s+|this\s+|that\s+)?with|tell|let)\s+"
+    r"(?P<who>[\w' ]+?)(?:\s+know)?[\s.!]*$",
+    _I,
+)
+_AUDIENCE_SUFFIX = re.compile(
+    r"[\s,;\-]*(?:(?P<team>for (?:the (?:whole )?team|everyone|all of us)|"
+    r"so (?:that )?(?:everyone|the (?:whole )?team) knows|team-wide|workspace-wide)|"
+    r"(?:(?:just|only) for me|privately|for my eyes only|keep it private))[\s.!]*$",
+    _I,
+)
+_TEAM_WORDS = re.compile(
+    r"^(?:the (?:whole )?team|everyone|everybody|all of us|the workspace)$", _I
+)
+_SELF_WORDS = re.compile(r"^(?:me|myself)$", _I)
+
+# Objects that point outside the turn, or are not a claim.
+_DEICTIC = re.compile(
+    r"^(?:this|that|it|these|those|they|them|he|she|him|her|his|its|their|"
+    r"the above|above|the same|same|what|whatever|everything|anything|something|"
+    r"all (?:of )?(?:this|that|it)|the last|my last|the previous|earlier|as discussed|"
+    r"as i said|as we said|the thing|the stuff|stuff|things)\b",
+    _I,
+)
+_REMINDER = re.compile(r"^(?:to|when|where|why|how|who|whom|which|whether|me|us)\b", _I)
+_DECISION_CONTENT = re.compile(
+    r"^(?:we|i|the team|they|everyone)\s+(?:have\s+|'ve\s+|all\s+)?"
+    r"(?:decided|agreed|chose|settled on|are going with|'re going with|will go with|picked)\b|"
+    r"^(?:the\s+)?decision\s*(?:is|was|:)",
+    _I,
+)
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_SENTENCE_END = re.compile(r"(?<=[.!;])\s+")
+_QUOTES = " \t,:;-\"'\u201c\u201d"
+# Typographic apostrophes read as plain ones ("don\u2019t" is "don't").
+_APOSTROPHES = str.maketrans({"\u2018": "'", "\u2019": "'"})
+
+
+def _strip_fillers(text: str) -> str:
+    previous = None
+    while previous != text:
+        previous = text
+        text = _FILLER.sub("", text, count=1).lstrip()
+    return text
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def _title(content: str) -> str:
+    first = _SENTENCE_END.split(content, maxsplit=1)[0].rstrip(" .!;:")
+    if len(first) <= MAX_TITLE_CHARS:
+        return first
+    cut = first[: MAX_TITLE_CHARS - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return cut + "…"
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _directive(opening: str) -> tuple[str, str, str] | None:
+    """(kind, directive, the rest) for a turn that opens or closes with a
+    request to remember or record; None otherwise."""
+    for pattern, kind in _DIRECTIVES:
+        match = pattern.match(opening)
+        if match:
+            return kind, match.group(0), opening[match.end() :]
+    trailing = _TRAILING.match(opening)
+    if trailing:
+        directive = trailing.group("directive")
+        kind = "note" if "note" in directive.lower() else "fact"
+        return kind, directive, trailing.group("content")
+    return None
+
+
+def decide(text: str) -> Capture:
+    """What one turn asks to store, if anything. Plain and deterministic."""
+    flat = " ".join(text.translate(_APOSTROPHES).split())
+    if not _words(flat):
+        return _no(EMPTY, "empty turn: nothing to store")
+    opening = _strip_fillers(flat)
+    if not _words(opening):
+        return _no(EMPTY, "only filler words: nothing to store")
+    if "?" in flat or _QUESTION_WORDS.match(opening):
+        return _no(QUESTION, "a question: it asks, it does not state anything to store")
+    hypothetical = _HYPOTHETICAL.search(flat)
+    if hypothetical:
+        return _no(
+            HYPOTHETICAL,
+            f"hypothetical ('{hypothetical.group(0)}'): a conditional or imagined case is not "
+            "a claim to store",
+        )
+    hedge = _HEDGE.search(flat)
+    if hedge:
+        return _no(HEDGED, f"hedged ('{hedge.group(0)}'): only plainly stated claims are stored")
+    if _NEGATED.search(opening):
+        return _no(NO_REQUEST, "asks not to store anything")
+    found = _directive(opening)
+    if found is None:
+        return _no(
+            NO_REQUEST,
+            "no explicit request to remember or record (say 'remember that ...' or "
+            "'note that ...')",
+        )
+    kind, directive, rest = found
+
+    audience = WORKSPACE if _TEAM_IN_DIRECTIVE.search(directive) else SPEAKER
+    content = rest.strip(_QUOTES)
+    prefix = _TEAM_PREFIX.match(content)
+    if prefix:
+        audience, content = WORKSPACE, content[prefix.end() :]
+    elif _PRIVATE_PREFIX.match(content):
+        content = _PRIVATE_PREFIX.sub("", content, count=1)
+    other = _OTHER_PREFIX.match(content)
+    if other:
+        return _no(
+            AMBIGUOUS,
+            f"names a particular audience ('{other.group('who')}'): use remember with that "
+            "member's id",
+        )
+    share = _SHARE_SUFFIX.search(content)
+    if share:
+        who = share.group("who").strip()
+        if _TEAM_WORDS.match(who):
+            audience = WORKSPACE
+        elif not _SELF_WORDS.match(who):
+            return _no(
+                AMBIGUOUS,
+                f"names a particular audience ('{who}'): use remember with that member's id",
+            )
+        content = content[: share.start()]
+    suffix = _AUDIENCE_SUFFIX.search(content)
+    if suffix:
+        if suffix.group("team"):
+            audience = WORKSPACE
+        content = content[: suffix.start()]
+    content = content.strip(_QUOTES)
+
+    if not _words(content):
+        if re.search(r"\b(?:this|that|it)\s*:?$", directive, _I):
+            return _no(AMBIGUOUS, "unclear what to store: 'that' points outside this turn")
+        return _no(EMPTY, "asks to remember but says nothing to store")
+    if directive.strip(" ,:;").lower().endswith("remember") and _REMINDER.match(content):
+        return _no(
+            AMBIGUOUS,
+            "a reminder or a recollection ('remember to/when ...'), not a claim to store",
+        )
+    if _DEICTIC.match(content):
+        return _no(
+            AMBIGUOUS,
+            "unclear what to store: it points to something outside this turn "
+            f"('{_words(content)[0]}')",
+        )
+    if len(_words(content)) < MIN_CONTENT_WORDS:
+        return _no(AMBIGUOUS, "too short to be a claim: say what to remember in a sentence")
+
+    if kind != "decision" and _DECISION_CONTENT.match(content):
+        kind = "decision"
+    content = _capitalised(content)
+    if not content.endswith((".", "!")):
+        content += "."
+    title = _capitalised(_title(content))
+    body = "" if title == content.rstrip(".!") else content
+    who = "the workspace" if audience == WORKSPACE else "the speaker only"
+    return Capture(
+        True,
+        STORE,
+        f"stored: an explicit request to record a {kind}; audience {who}",
+        kind=kind,
+        title=title,
+        body=body,
+        audience=audience,
+    )
