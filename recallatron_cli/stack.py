@@ -4,8 +4,6 @@ process on loopback. Used by `recallatron up` and by the integration tests."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import secrets
 import signal
@@ -26,11 +24,20 @@ DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
 DEFAULT_PG_PORT = 7432
 
 
-def _die_with_parent() -> None:
-    """Linux: the child gets SIGTERM if the stack's process dies, even by
-    SIGKILL, so no service outlives it."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# Linux: the child gets SIGTERM if the stack's process dies, even by SIGKILL,
+# so no service outlives it (PR_SET_PDEATHSIG, kept across exec). Set by a
+# small launcher that then becomes the real command, not by a preexec_fn:
+# that forces fork() in a parent whose gRPC threads are live, and gRPC's fork
+# handlers then sometimes abort the child before it execs (seen restarting a
+# service from the tests).
+_GUARDED = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)\n"
+    "except OSError:\n"
+    "    pass\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
+)
 
 
 @dataclass
@@ -126,12 +133,11 @@ class Stack:
             cmd = [sys.executable, "-m", f"services.{name}"]
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         self.processes[name] = subprocess.Popen(
-            cmd,
+            [sys.executable, "-c", _GUARDED, *cmd[1:]],
             env=self._env(name),
             stdout=log,
             stderr=log,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
         if name in SERVICES:
             self.ports[name] = self._await_port(name, port_file)
