@@ -1,0 +1,109 @@
+"""Fixtures of the recall tests: the session's real stack (embedded Postgres,
+store, embed, rank, gateway and the embedding job as processes), fresh
+workspaces per test, and helpers that wait for the asynchronous parts (the
+embedding job, reconnecting channels, cached settings) by polling."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from recallatron_cli.client import Client
+from recallatron_cli.stack import Stack
+
+# Generous: the machine is shared; nothing here measures time.
+WAIT_SECONDS = 120.0
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], what: str, timeout: float = WAIT_SECONDS) -> T:
+    """Polls until ``probe`` returns something other than None or False."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(prepared_models_dir: Path) -> Path:
+    """The ONNX directory of the tiny random cross-encoder (built once, cached)."""
+    pytest.importorskip("torch")
+    from services.embed.testing import prepare_tiny_cross_encoder
+
+    _, onnx_dir = prepare_tiny_cross_encoder(
+        prepared_models_dir.parent / "test-models" / "tiny-cross-encoder"
+    )
+    return onnx_dir
+
+
+@dataclass
+class Member:
+    id: str
+    client: Client
+
+
+@dataclass
+class Workspace:
+    id: str
+    owner: Member
+    members: dict[str, Member]
+    admin: Client
+
+
+class RecallStack:
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.admin = Client(stack.gateway, stack.admin_token, timeout=60)
+
+    def workspace(self, *members: str) -> Workspace:
+        """A fresh workspace with an owner and the named plain members."""
+        ws = self.admin.create_workspace(f"recall-{uuid.uuid4().hex[:12]}").workspace
+
+        def member(handle: str, owner: bool) -> Member:
+            m = self.admin.create_member(ws.id, handle, owner=owner).member
+            token = self.admin.create_token(m.id).token
+            return Member(m.id, Client(self.stack.gateway, token, timeout=30))
+
+        owner = member("owner", True)
+        return Workspace(ws.id, owner, {h: member(h, False) for h in members}, self.admin)
+
+    def use_cross_encoder(self, directory: Path | None) -> None:
+        """Restarts the embed process when its cross-encoder must change."""
+        wanted = str(directory) if directory else ""
+        if self.stack.config.cross_encoder_dir != wanted:
+            self.stack.config.cross_encoder_dir = wanted
+            self.stack.restart_service("embed")
+
+    def dense_recall(self, client: Client, query: str, **kwargs: Any) -> Any:
+        """A recall in which the dense arm took part (rank's channel to a
+        restarted embed service may need a moment to reconnect)."""
+
+        def probe() -> Any:
+            outcome = client.recall(query, **kwargs).outcome
+            return outcome if outcome.dense_available else None
+
+        return wait_for(probe, "the dense arm to take part")
+
+    def close(self) -> None:
+        self.admin.close()
+
+
+@pytest.fixture(scope="session")
+def recall_stack(stack: Stack) -> Iterator[RecallStack]:
+    """The session stack (tests/conftest.py), with the helpers above."""
+    rs = RecallStack(stack)
+    try:
+        yield rs
+    finally:
+        rs.close()

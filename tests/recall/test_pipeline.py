@@ -1,0 +1,286 @@
+"""The recall pipeline in isolation: RRF arithmetic, mode resolution, the
+walk and the counts, degrade and rerank, with in-memory fakes of its peers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from services.rank.pipeline import (
+    Candidate,
+    DenseArm,
+    Pipeline,
+    PipelineConfig,
+    QueryVector,
+    Request,
+    Unavailable,
+    WorkspaceSettings,
+    rrf,
+)
+
+
+def c(memory_id: str, rank: int, score: float = 0.5) -> Candidate:
+    return Candidate(memory_id, rank, score)
+
+
+# -- RRF --------------------------------------------------------------------------
+
+
+def test_rrf_on_a_known_fixture() -> None:
+    lexical = [c("a", 1, 0.9), c("b", 2, 0.5), c("c", 3, 0.1)]
+    dense = [c("b", 1, 0.8), c("d", 2, 0.7)]
+    fused = rrf(lexical, dense, k=60)
+    assert [f.id for f in fused] == ["b", "a", "d", "c"]
+    expected = {"b": 1 / 62 + 1 / 61, "a": 1 / 61, "d": 1 / 62, "c": 1 / 63}
+    for f in fused:
+        assert math.isclose(f.scores.fused_score, expected[f.id], rel_tol=1e-12)
+    b = fused[0].scores
+    assert (b.lexical_rank, b.lexical_score, b.dense_rank, b.dense_cosine) == (2, 0.5, 1, 0.8)
+    assert fused[1].scores.dense_rank == 0 and fused[2].scores.lexical_rank == 0
+
+
+def test_rrf_constant_and_ties() -> None:
+    # Rank 1 of either arm alone scores the same; the better single rank,
+    # then the lexical arm, then the id decide.
+    fused = rrf([c("x", 1), c("y", 3)], [c("z", 1), c("w", 2)], k=1)
+    assert [f.id for f in fused] == ["x", "z", "w", "y"]
+    assert math.isclose(fused[0].scores.fused_score, 1 / 2)
+    assert math.isclose(fused[3].scores.fused_score, 1 / 4)
+    assert rrf([], []) == []
+
+
+# -- fakes ------------------------------------------------------------------------
+
+
+@dataclass
+class Mem:
+    id: str
+    title: str
+    body: str = ""
+
+
+@dataclass
+class FakeStore:
+    lexical_rows: list[Candidate] = field(default_factory=list)
+    dense_rows: list[Candidate] = field(default_factory=list)
+    embeddings_available: bool = True
+    refused: set[str] = field(default_factory=set)
+    default_mode: str = "hybrid"
+    rerank_depth: int = 20
+    dense_error: Unavailable | None = None
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def settings(self, workspace_id: str) -> WorkspaceSettings:
+        self.calls.append(("settings", workspace_id))
+        return WorkspaceSettings(self.default_mode, self.rerank_depth)
+
+    def lexical(self, caller: Any, query: str, limit: int, filters: Any) -> list[Candidate]:
+        self.calls.append(("lexical", limit))
+        return self.lexical_rows[:limit]
+
+    def dense(self, caller: Any, vector: QueryVector, limit: int, filters: Any) -> DenseArm:
+        self.calls.append(("dense", limit))
+        if self.dense_error is not None:
+            raise self.dense_error
+        return DenseArm(self.dense_rows[:limit], self.embeddings_available)
+
+    def admit(self, caller: Any, ids: Sequence[str]) -> list[str]:
+        self.calls.append(("admit", list(ids)))
+        return [i for i in ids if i not in self.refused]
+
+    def hydrate(self, caller: Any, ids: Sequence[str]) -> Mapping[str, Mem]:
+        self.calls.append(("hydrate", list(ids)))
+        return {i: Mem(i, f"title {i}", f"body {i}") for i in ids}
+
+    def called(self, name: str) -> list[Any]:
+        return [arg for n, arg in self.calls if n == name]
+
+
+@dataclass
+class FakeEmbed:
+    embed_error: Unavailable | None = None
+    rerank_error: Unavailable | None = None
+    score: Callable[[str], float] = lambda passage: 0.0
+    reranked: list[list[str]] = field(default_factory=list)
+
+    def embed_query(self, text: str) -> QueryVector:
+        if self.embed_error is not None:
+            raise self.embed_error
+        return QueryVector("model", [0.0] * 384)
+
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        if self.rerank_error is not None:
+            raise self.rerank_error
+        self.reranked.append(list(passages))
+        return [self.score(p) for p in passages]
+
+
+def request(mode: str | None = "hybrid", limit: int = 10, skip_rerank: bool = True) -> Request:
+    return Request(
+        caller="caller",
+        workspace_id="ws",
+        query="where is the office",
+        mode=mode,
+        limit=limit,
+        skip_rerank=skip_rerank,
+    )
+
+
+def pipeline(store: FakeStore, embed: FakeEmbed | None = None, **config: Any) -> Pipeline[Mem]:
+    return Pipeline(store, embed or FakeEmbed(), PipelineConfig(settings_cache_seconds=0, **config))
+
+
+def ids(outcome: Any) -> list[str]:
+    return [r.memory.id for r in outcome.results]
+
+
+# -- modes ------------------------------------------------------------------------
+
+
+def test_modes_choose_the_arms() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)], dense_rows=[c("c", 1), c("a", 2)])
+    p = pipeline(store)
+
+    lexical = p.recall(request("lexical"))
+    assert lexical.mode == "lexical" and ids(lexical) == ["a", "b"]
+    assert all(r.scores.dense_rank == 0 for r in lexical.results)
+    assert not store.called("dense")
+
+    dense = p.recall(request("dense"))
+    assert dense.mode == "dense" and ids(dense) == ["c", "a"] and dense.dense_available
+    assert all(r.scores.lexical_rank == 0 for r in dense.results)
+    assert len(store.called("lexical")) == 1
+
+    hybrid = p.recall(request("hybrid"))
+    assert ids(hybrid) == ["a", "c", "b"]
+    assert hybrid.results[0].scores.lexical_rank == 1 and hybrid.results[0].scores.dense_rank == 2
+
+
+def test_workspace_default_applies_when_the_caller_does_not_choose() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("b", 1)], default_mode="dense")
+    p = pipeline(store)
+    assert p.recall(request(None)).mode == "dense"
+    assert p.recall(request("lexical")).mode == "lexical"
+    store.default_mode = ""
+    assert p.recall(request(None)).mode == "hybrid"
+
+
+def test_arm_limit_and_limit() -> None:
+    store = FakeStore(lexical_rows=[c(f"m{i}", i) for i in range(1, 31)])
+    outcome = pipeline(store, arm_limit=25).recall(request("lexical", limit=5))
+    assert store.called("lexical") == [25]
+    assert ids(outcome) == ["m1", "m2", "m3", "m4", "m5"]
+    assert outcome.counts.lexical == 25
+    with pytest.raises(ValueError):
+        pipeline(store, arm_limit=300, walk_limit=500)
+
+
+# -- the walk and the counts ------------------------------------------------------
+
+
+def test_walk_in_rank_order_and_counts_after_it() -> None:
+    store = FakeStore(
+        lexical_rows=[c("a", 1), c("hidden", 2), c("b", 3)],
+        dense_rows=[c("hidden", 1), c("c", 2), c("a", 3)],
+        refused={"hidden"},
+    )
+    outcome = pipeline(store).recall(request("hybrid"))
+    # One batched walk over the whole fused list, in fused order.
+    assert store.called("admit") == [["hidden", "a", "c", "b"]]
+    assert ids(outcome) == ["a", "c", "b"]
+    assert "hidden" not in store.called("hydrate")[0]
+    counts = outcome.counts
+    assert (counts.lexical, counts.dense, counts.fused, counts.admitted) == (2, 2, 3, 3)
+
+
+def test_nothing_found() -> None:
+    store = FakeStore()
+    outcome = pipeline(store).recall(request("hybrid", skip_rerank=False))
+    assert outcome.results == [] and outcome.counts.admitted == 0
+    assert not store.called("admit") and not store.called("hydrate")
+    assert not outcome.reranked
+
+
+# -- degrade ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+def test_embed_down_degrades_to_the_lexical_rows(mode: str) -> None:
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)], dense_rows=[c("c", 1)])
+    embed = FakeEmbed(embed_error=Unavailable("unavailable", "the embed service is unavailable"))
+    outcome = pipeline(store, embed).recall(request(mode))
+    assert outcome.mode == mode
+    assert not outcome.dense_available
+    assert "embed service is unavailable" in outcome.dense_unavailable_reason
+    assert ids(outcome) == ["a", "b"]
+    assert outcome.counts.dense == 0 and outcome.counts.lexical == 2
+    assert not store.called("dense")
+
+
+def test_no_current_embeddings_degrades() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1)], embeddings_available=False)
+    outcome = pipeline(store).recall(request("hybrid"))
+    assert not outcome.dense_available
+    assert "embedded" in outcome.dense_unavailable_reason
+    assert ids(outcome) == ["a"]
+
+
+def test_dense_store_query_failing_degrades() -> None:
+    store = FakeStore(
+        lexical_rows=[c("a", 1)],
+        dense_error=Unavailable("timeout", "the store did not answer within 2 s"),
+    )
+    outcome = pipeline(store).recall(request("dense"))
+    assert not outcome.dense_available and "2 s" in outcome.dense_unavailable_reason
+    assert ids(outcome) == ["a"]
+
+
+# -- rerank -----------------------------------------------------------------------
+
+
+def test_rerank_reorders_only_the_admitted_head() -> None:
+    store = FakeStore(
+        lexical_rows=[c("a", 1), c("secret", 2), c("b", 3), c("c", 4), c("d", 5)],
+        refused={"secret"},
+        rerank_depth=3,
+    )
+    # The cross-encoder prefers later letters.
+    embed = FakeEmbed(score=lambda passage: float(ord(passage.split()[1][0])))
+    outcome = pipeline(store, embed).recall(request("lexical", limit=4, skip_rerank=False))
+    assert outcome.reranked and outcome.rerank_unavailable_reason == ""
+    assert embed.reranked == [["title a\nbody a", "title b\nbody b", "title c\nbody c"]]
+    # The first three (admitted) rows re-ordered; the fourth keeps its fused place.
+    assert ids(outcome) == ["c", "b", "a", "d"]
+    assert [r.scores.rerank_score for r in outcome.results[:3]] == [99.0, 98.0, 97.0]
+    assert outcome.results[3].scores.rerank_score == 0.0
+
+
+def test_rerank_deeper_than_the_limit_brings_rows_up() -> None:
+    store = FakeStore(lexical_rows=[c(x, i) for i, x in enumerate("abcdef", start=1)])
+    embed = FakeEmbed(score=lambda passage: float(ord(passage.split()[1][0])))
+    outcome = pipeline(store, embed).recall(request("lexical", limit=2, skip_rerank=False))
+    assert ids(outcome) == ["f", "e"]
+
+
+def test_no_cross_encoder_keeps_the_fused_order() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)])
+    embed = FakeEmbed(rerank_error=Unavailable("absent", "no cross-encoder configured"))
+    outcome = pipeline(store, embed).recall(request("lexical", skip_rerank=False))
+    assert not outcome.reranked
+    assert outcome.rerank_unavailable_reason == "no cross-encoder configured"
+    assert ids(outcome) == ["a", "b"]
+
+
+def test_skip_rerank_and_depth_zero() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1)])
+    embed = FakeEmbed()
+    skipped = pipeline(store, embed).recall(request("lexical", skip_rerank=True))
+    assert not skipped.reranked and "request" in skipped.rerank_unavailable_reason
+    store.rerank_depth = 0
+    off = pipeline(store, embed).recall(request("lexical", skip_rerank=False))
+    assert not off.reranked and "depth" in off.rerank_unavailable_reason
+    assert embed.reranked == []
