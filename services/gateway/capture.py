@@ -20,8 +20,10 @@ Only what passes all six is stored.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 MAX_TITLE_CHARS = 80
 MIN_CONTENT_WORDS = 3
@@ -353,3 +355,20 @@ def decide(text: str) -> Capture:
         body=body,
         audience=audience,
     )
+
+
+def request_id_for(member_id: str, text: str, occurred_at: datetime | None) -> str:
+    """A request id from the turn itself, so capturing the same turn twice
+    (a retry, a replayed transcript) stores one memory."""
+    stamp = occurred_at.astimezone(UTC).isoformat() if occurred_at else ""
+    digest = hashlib.sha256(f"{member_id}\x00{stamp}\x00{text}".encode()).hexdigest()
+    return f"capture-{digest[:48]}"
+
+
+def body_with_time(body: str, occurred_at: datetime | None) -> str:
+    """A memory is a dated claim: when the turn was said is kept with it (the
+    memory's own created_at is when it was captured)."""
+    if occurred_at is None:
+        return body
+    said = f"Said on {occurred_at.astimezone(UTC):%Y-%m-%d at %H:%M} UTC."
+    return f"{body}\n\n{said}" if body else said

@@ -1,0 +1,81 @@
+"""ReviewService: dedup pairs for a person to decide on (SPEC 8). The store
+finds the pairs under the caller's eligibility; here they are filled in with
+the full memories (read under the same caller), so a pair never carries a
+memory the caller may not see. Nothing is merged here: supersede and forget
+go through MemoryService."""
+
+from __future__ import annotations
+
+import grpc
+
+from recallatron import errors
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.v1 import gateway_pb2_grpc, store_pb2
+from services.gateway.server import Auth, Peers, caller
+
+# SPEC 8: pairs at cosine >= 0.80 among at most the 500 newest memories.
+WINDOW = 500
+MIN_COSINE = 0.80
+DEFAULT_PAIRS = 50
+MAX_PAIRS = 200
+# The store reads at most this many ids per call.
+READ_CHUNK = 100
+
+
+class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
+    def __init__(self, peers: Peers, auth: Auth) -> None:
+        self.peers = peers
+        self.auth = auth
+
+    def ListDuplicatePairs(
+        self, request: pb.ListDuplicatePairsRequest, context: grpc.ServicerContext
+    ) -> pb.ListDuplicatePairsResponse:
+        ident = self.auth.member(context)
+        if not 0 <= request.limit <= MAX_PAIRS:
+            raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_PAIRS}]")
+        who = caller(ident, request.purpose)
+        found = self.peers.store_call(
+            "ListDuplicatePairs",
+            store_pb2.StoreServiceListDuplicatePairsRequest(
+                caller=who,
+                window=WINDOW,
+                min_cosine=MIN_COSINE,
+                limit=request.limit or DEFAULT_PAIRS,
+            ),
+        )
+        ids = list(dict.fromkeys(i for p in found.pairs for i in (p.first_id, p.second_id)))
+        memories: dict[str, cpb.Memory] = {}
+        for start in range(0, len(ids), READ_CHUNK):
+            resp = self.peers.store_call(
+                "GetMemories",
+                store_pb2.GetMemoriesRequest(
+                    caller=who, ids=ids[start : start + READ_CHUNK], with_provenance=True
+                ),
+            )
+            memories.update((m.id, m) for m in resp.memories)
+        # A memory changed (forgotten, superseded) between the two reads
+        # leaves its pair out rather than half-filled.
+        return pb.ListDuplicatePairsResponse(
+            pairs=[
+                pb.DuplicatePair(
+                    first=memories[p.first_id], second=memories[p.second_id], cosine=p.cosine
+                )
+                for p in found.pairs
+                if p.first_id in memories and p.second_id in memories
+            ]
+        )
+
+    def DismissDuplicatePair(
+        self, request: pb.DismissDuplicatePairRequest, context: grpc.ServicerContext
+    ) -> pb.DismissDuplicatePairResponse:
+        ident = self.auth.member(context)
+        self.peers.store_call(
+            "DismissDuplicatePair",
+            store_pb2.StoreServiceDismissDuplicatePairRequest(
+                caller=caller(ident, request.purpose),
+                first_id=request.first_id,
+                second_id=request.second_id,
+            ),
+        )
+        return pb.DismissDuplicatePairResponse()

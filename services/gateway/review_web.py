@@ -1,0 +1,575 @@
+"""The dedup review page (SPEC 8): a small HTTP server inside the gateway
+process. A person signs in with their member token; every read and every
+decision is a call to the gateway's own gRPC API with that token, so the same
+authentication, eligibility and validation apply as for any agent.
+
+Sessions: the token is entered once in a form and kept on the server, in
+memory; the browser holds only a random session id in an HttpOnly,
+SameSite=Strict cookie. Page scripts can never read the token (there are no
+scripts at all: plain HTML forms), a cross-site form cannot ride on the
+cookie, and every form carries a per-session CSRF token as well. A gateway
+restart signs everyone out, which is the safe direction.
+
+Decisions, one pair at a time, nothing automatic:
+- keep both: the pair is dismissed and never proposed again;
+- supersede one with the other's text: the outdated memory is superseded by
+  a new memory carrying the kept memory's kind, title, body, confidence and
+  mentions (the supersede tool always writes a new memory); the outdated one
+  stays readable and points to it, its audience and purposes carry over;
+- forget one, with a reason.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import grpc
+
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_cli.client import PURPOSES, Client
+
+log = logging.getLogger("recallatron.gateway.review_web")
+
+COOKIE = "recallatron_review"
+SESSION_IDLE_SECONDS = 2 * 3600
+SESSION_MAX_SECONDS = 12 * 3600
+MAX_FORM_BYTES = 64 * 1024
+MAX_REASON_CHARS = 1000
+PAIRS_SHOWN = 50
+
+ClientFactory = Callable[[str], Client]
+
+
+@dataclass
+class Session:
+    client: Client
+    csrf: str
+    created: float
+    seen: float
+    flash: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Sessions:
+    """Signed-in people, by random session id; expired ones are dropped."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def create(self, client: Client) -> str:
+        sid = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            self._items[sid] = Session(client, secrets.token_urlsafe(24), now, now)
+        return sid
+
+    def get(self, sid: str | None) -> Session | None:
+        if not sid:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            session = self._items.get(sid)
+            if session is not None:
+                session.seen = now
+            return session
+
+    def drop(self, sid: str | None) -> None:
+        with self._lock:
+            session = self._items.pop(sid or "", None)
+        if session is not None:
+            session.client.close()
+
+    def close(self) -> None:
+        with self._lock:
+            items, self._items = list(self._items.values()), {}
+        for session in items:
+            session.client.close()
+
+    def _expire(self, now: float) -> None:
+        for sid, s in list(self._items.items()):
+            if now - s.seen > SESSION_IDLE_SECONDS or now - s.created > SESSION_MAX_SECONDS:
+                del self._items[sid]
+                s.client.close()
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/html; charset=utf-8"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def redirect(location: str, headers: list[tuple[str, str]] | None = None) -> Response:
+    return Response(HTTPStatus.SEE_OTHER, headers=[("Location", location), *(headers or [])])
+
+
+# -- rendering ---------------------------------------------------------------
+
+e = html.escape
+
+STYLE = """
+:root { --ink: #1d2430; --muted: #5b6576; --line: #d8dde6; --accent: #2456a6; --warn: #a62424; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, sans-serif; color: var(--ink); margin: 0; background: #f5f6f8; }
+header.top { display: flex; gap: 1rem; align-items: center; padding: .8rem 1.5rem;
+  background: #fff; border-bottom: 1px solid var(--line); }
+header.top h1 { font-size: 1.1rem; margin: 0 auto 0 0; }
+main { max-width: 1200px; margin: 0 auto; padding: 1rem 1.5rem 3rem; }
+.lead { color: var(--muted); }
+.flash { padding: .6rem .9rem; border-radius: 6px; margin: .5rem 0; background: #e7f0ff; }
+.flash.error { background: #fde8e8; color: var(--warn); }
+section.pair { background: #fff; border: 1px solid var(--line); border-radius: 8px;
+  padding: 1rem; margin: 1rem 0; }
+section.pair h2 { font-size: 1rem; margin: 0 0 .6rem; }
+.sides { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
+article.memory { border: 1px solid var(--line); border-radius: 6px; padding: .8rem; }
+article.memory h3 { margin: .2rem 0 .4rem; font-size: 1.05rem; }
+.label { display: inline-block; min-width: 1.6rem; text-align: center; font-weight: 700;
+  background: var(--accent); color: #fff; border-radius: 4px; margin-right: .4rem; }
+.kind { color: var(--muted); text-transform: uppercase; font-size: .75rem; letter-spacing: .05em; }
+.body { white-space: pre-wrap; margin: .4rem 0 .8rem; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .1rem .8rem; margin: 0;
+  font-size: .85rem; }
+dl.meta dt { color: var(--muted); }
+dl.meta dd { margin: 0; overflow-wrap: anywhere; }
+.provenance { font-size: .85rem; margin-top: .6rem; }
+.provenance h4 { margin: .2rem 0; font-size: .85rem; color: var(--muted); }
+.provenance ul { margin: 0; padding-left: 1.1rem; }
+.decisions { display: flex; flex-wrap: wrap; gap: .6rem; margin-top: .9rem; align-items: end; }
+.decisions form { display: flex; gap: .4rem; align-items: center; }
+.decisions .hint { flex-basis: 100%; color: var(--muted); font-size: .8rem; margin: 0; }
+button { font: inherit; padding: .35rem .8rem; border-radius: 5px; border: 1px solid var(--accent);
+  background: #fff; color: var(--accent); cursor: pointer; }
+button.danger { border-color: var(--warn); color: var(--warn); }
+input[type=text], input[type=password], select { font: inherit; padding: .3rem .5rem;
+  border: 1px solid var(--line); border-radius: 5px; }
+form.signin { max-width: 28rem; margin: 4rem auto; background: #fff; padding: 1.5rem;
+  border: 1px solid var(--line); border-radius: 8px; display: grid; gap: .8rem; }
+.empty { color: var(--muted); padding: 2rem 0; }
+"""
+
+
+def page(title: str, content: str, top: str = "") -> bytes:
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)}</title><link rel=stylesheet href=/review.css></head><body>"
+        f"<header class=top><h1>Recallatron · dedup review</h1>{top}</header>"
+        f"<main>{content}</main></body></html>"
+    ).encode()
+
+
+def _enum_name(enum: Any, value: int, prefix: str) -> str:
+    try:
+        return str(enum.Name(value)).removeprefix(prefix).lower()
+    except ValueError:
+        return str(value)
+
+
+def _when(ts: Any) -> str:
+    return f"{ts.ToDatetime():%Y-%m-%d %H:%M} UTC" if ts.seconds else "-"
+
+
+def _audience(m: cpb.Memory) -> str:
+    if m.audience.workspace:
+        return "the workspace"
+    return f"one member ({m.audience.member_id})"
+
+
+def _ref(ref: cpb.MemoryRef) -> str:
+    text = e(ref.title) if ref.visible else "<em>not visible to you</em>"
+    return f"{text} <code>{e(ref.id)}</code>"
+
+
+def memory_card(label: str, m: cpb.Memory) -> str:
+    purposes = ", ".join(_enum_name(cpb.Purpose, p, "PURPOSE_") for p in m.purposes)
+    rows = [
+        ("Created", _when(m.created_at)),
+        ("Updated", _when(m.updated_at)),
+        ("Origin", _enum_name(cpb.Origin, m.origin, "ORIGIN_")),
+        ("Revision", str(m.revision)),
+        ("Confidence", f"{m.confidence:.2f}"),
+        ("Audience", _audience(m)),
+        ("Purposes", purposes),
+        ("Created by", m.created_by),
+        ("Id", m.id),
+    ]
+    meta = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
+    items = [
+        f"<li>{e(_enum_name(cpb.LinkKind, link.kind, 'LINK_KIND_'))} → {_ref(link.target)}</li>"
+        for link in m.links
+    ]
+    items += [f"<li>supersedes → {_ref(r)}</li>" for r in m.supersedes]
+    items += [f"<li>superseded by → {_ref(r)}</li>" for r in m.superseded_by]
+    items += [f"<li>mentions {e(x.name)} <code>{e(x.entity_id)}</code></li>" for x in m.mentions]
+    provenance = "".join(items) or "<li>none: told directly, no links or mentions</li>"
+    return (
+        f'<article class=memory data-testid="memory-{e(label)}" data-id="{e(m.id)}">'
+        f"<span class=label>{e(label)}</span>"
+        f"<span class=kind>{e(_enum_name(cpb.Kind, m.kind, 'KIND_'))}</span>"
+        f"<h3>{e(m.title)}</h3><p class=body>{e(m.body)}</p><dl class=meta>{meta}</dl>"
+        f"<div class=provenance><h4>Provenance</h4><ul>{provenance}</ul></div></article>"
+    )
+
+
+def _hidden(**values: str) -> str:
+    return "".join(f'<input type=hidden name="{e(k)}" value="{e(v)}">' for k, v in values.items())
+
+
+def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
+    a, b = pair.first, pair.second
+    common = {"csrf": csrf, "purpose": purpose, "first_id": a.id, "second_id": b.id}
+
+    def form(action: str, button: str, css: str = "", extra: str = "", **fields: str) -> str:
+        return (
+            f'<form method=post action=/decide data-testid="{e(action)}">'
+            f"{_hidden(**common, action=action.split(':')[0], **fields)}{extra}"
+            f'<button type=submit class="{css}">{e(button)}</button></form>'
+        )
+
+    def supersede(old: cpb.Memory, new: cpb.Memory, old_label: str, new_label: str) -> str:
+        return form(
+            f"supersede:{old_label}",
+            f"Supersede {old_label} with {new_label}'s text",
+            retire_id=old.id,
+            retire_revision=str(old.revision),
+            keep_id=new.id,
+            keep_revision=str(new.revision),
+        )
+
+    def forget(m: cpb.Memory, label: str) -> str:
+        reason = (
+            f"<input type=text name=reason required maxlength={MAX_REASON_CHARS} "
+            f'placeholder="why forget {e(label)}" aria-label="reason to forget {e(label)}">'
+        )
+        return form(f"forget:{label}", f"Forget {label}", "danger", reason, target_id=m.id)
+
+    return (
+        f'<section class=pair data-testid=pair data-first="{e(a.id)}" data-second="{e(b.id)}">'
+        f"<h2>cosine {pair.cosine:.3f}</h2>"
+        f"<div class=sides>{memory_card('A', a)}{memory_card('B', b)}</div>"
+        "<div class=decisions>"
+        f"{form('keep', 'Keep both')}"
+        f"{supersede(a, b, 'A', 'B')}{supersede(b, a, 'B', 'A')}"
+        f"{forget(a, 'A')}{forget(b, 'B')}"
+        "<p class=hint>Keep both: never proposed again. Supersede: the outdated one is "
+        "replaced by a new memory with the other's text and stays readable, pointing to it. "
+        "Forget: its text and embedding are purged; a tombstone keeps links valid.</p>"
+        "</div></section>"
+    )
+
+
+def signin_page(error: str = "") -> bytes:
+    message = f'<p class="flash error" role=alert>{e(error)}</p>' if error else ""
+    return page(
+        "Sign in · dedup review",
+        "<form class=signin method=post action=/signin>"
+        "<h2>Sign in</h2><p class=lead>With your member token (the one your agents use). It "
+        "stays on the server for this session; the browser keeps only a session cookie.</p>"
+        f"{message}<label>Member token <input type=password name=token required "
+        "autocomplete=off autofocus data-testid=token></label>"
+        "<button type=submit data-testid=signin>Sign in</button></form>",
+    )
+
+
+def _status_text(exc: grpc.RpcError) -> str:
+    code = exc.code()  # type: ignore[attr-defined]
+    return f"{code.name}: {exc.details()}"  # type: ignore[attr-defined]
+
+
+# -- the application -----------------------------------------------------------
+
+
+class ReviewApp:
+    """Request handling without the HTTP plumbing (and so testable alone)."""
+
+    def __init__(self, gateway_target: str, client_factory: ClientFactory | None = None) -> None:
+        self.gateway_target = gateway_target
+        self.client_factory = client_factory or (lambda token: Client(gateway_target, token))
+        self.sessions = Sessions()
+
+    def handle(
+        self, method: str, target: str, cookies: dict[str, str], form: dict[str, str]
+    ) -> Response:
+        url = urlsplit(target)
+        path = url.path
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        sid = cookies.get(COOKIE)
+        session = self.sessions.get(sid)
+        if method == "GET" and path == "/review.css":
+            return Response(
+                HTTPStatus.OK,
+                STYLE.encode(),
+                "text/css; charset=utf-8",
+                [("Cache-Control", "max-age=3600")],
+            )
+        if method == "GET" and path == "/":
+            if session is None:
+                return Response(HTTPStatus.OK, signin_page())
+            return self.review(session, query.get("purpose", "assist"))
+        if method == "POST" and path == "/signin":
+            return self.signin(form.get("token", ""))
+        if method == "POST" and path in ("/signout", "/decide"):
+            if session is None:
+                return redirect("/")
+            if not secrets.compare_digest(form.get("csrf", ""), session.csrf):
+                return Response(HTTPStatus.FORBIDDEN, page("Refused", "<p>Stale form.</p>"))
+            if path == "/signout":
+                self.sessions.drop(sid)
+                return redirect("/", [("Set-Cookie", _cookie("", max_age=0))])
+            purpose = form.get("purpose", "assist")
+            self.decide(session, form, purpose)
+            return redirect(f"/?purpose={purpose if purpose in PURPOSES else 'assist'}")
+        return Response(HTTPStatus.NOT_FOUND, page("Not found", "<p>Not found.</p>"))
+
+    def signin(self, token: str) -> Response:
+        token = token.strip()
+        if not token:
+            return Response(HTTPStatus.BAD_REQUEST, signin_page("Enter your member token."))
+        client = self.client_factory(token)
+        try:
+            client.duplicate_pairs(limit=1)
+        except grpc.RpcError as exc:
+            client.close()
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:  # type: ignore[attr-defined]
+                return Response(
+                    HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
+                )
+            return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
+        sid = self.sessions.create(client)
+        return redirect("/", [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
+
+    def review(self, session: Session, purpose: str) -> Response:
+        if purpose not in PURPOSES:
+            purpose = "assist"
+        flashes = "".join(
+            f'<p class="flash {e(level)}" role=status data-testid=flash>{e(text)}</p>'
+            for level, text in session.flash
+        )
+        session.flash.clear()
+        try:
+            pairs = list(session.client.duplicate_pairs(purpose=purpose, limit=PAIRS_SHOWN).pairs)
+        except grpc.RpcError as exc:
+            pairs = []
+            flashes += f'<p class="flash error" role=alert>{e(_status_text(exc))}</p>'
+        options = "".join(
+            f'<option value="{p}"{" selected" if p == purpose else ""}>{p}</option>'
+            for p in PURPOSES
+        )
+        top = (
+            "<form method=get action=/><label>Purpose <select name=purpose>"
+            f"{options}</select></label> <button type=submit>Show</button></form>"
+            f"<form method=post action=/signout>{_hidden(csrf=session.csrf)}"
+            "<button type=submit data-testid=signout>Sign out</button></form>"
+        )
+        lead = (
+            "<p class=lead>Pairs of memories you may see for this purpose, at cosine ≥ 0.80 "
+            "among your 500 newest, most alike first. Closeness in meaning is not sameness: "
+            "read both, then decide. Nothing changes until you do.</p>"
+        )
+        body = "".join(pair_section(p, session.csrf, purpose) for p in pairs) or (
+            "<p class=empty data-testid=no-pairs>No pairs to review.</p>"
+        )
+        return Response(HTTPStatus.OK, page("Dedup review", lead + flashes + body, top))
+
+    def decide(self, session: Session, form: dict[str, str], purpose: str) -> None:
+        """Carries out one decision; its outcome goes to the next page view."""
+        if purpose not in PURPOSES:
+            session.flash.append(("error", "Unknown purpose."))
+            return
+        action = form.get("action", "")
+        client = session.client
+        try:
+            if action == "keep":
+                client.dismiss_pair(form.get("first_id", ""), form.get("second_id", ""), purpose)
+                session.flash.append(("ok", "Kept both; this pair will not be proposed again."))
+            elif action == "forget":
+                reason = form.get("reason", "").strip()
+                if not reason or len(reason) > MAX_REASON_CHARS:
+                    session.flash.append(
+                        ("error", f"Forgetting needs a reason (1 to {MAX_REASON_CHARS} chars).")
+                    )
+                    return
+                target = form.get("target_id", "")
+                client.forget(target, reason, purpose=purpose, request_id=_request_id())
+                session.flash.append(("ok", f"Forgot {target}."))
+            elif action == "supersede":
+                self._supersede(session, form, purpose)
+            else:
+                session.flash.append(("error", "Unknown decision."))
+        except grpc.RpcError as exc:
+            session.flash.append(("error", _explain(exc)))
+
+    def _supersede(self, session: Session, form: dict[str, str], purpose: str) -> None:
+        client = session.client
+        retire_id, keep_id = form.get("retire_id", ""), form.get("keep_id", "")
+        try:
+            retire_rev, keep_rev = int(form["retire_revision"]), int(form["keep_revision"])
+        except (KeyError, ValueError):
+            session.flash.append(("error", "The form was incomplete; look again."))
+            return
+        kept = client.read([keep_id], purpose=purpose).memories[0]
+        if kept.revision != keep_rev:
+            session.flash.append(
+                ("error", f"{keep_id} changed since you looked (now revision {kept.revision}).")
+            )
+            return
+        request = pb.SupersedeRequest(
+            request_id=_request_id(),
+            id=retire_id,
+            expected_revision=retire_rev,
+            kind=kept.kind,
+            title=kept.title,
+            body=kept.body,
+            confidence=kept.confidence,
+            mentions=[cpb.MentionInput(entity_id=m.entity_id) for m in kept.mentions],
+            reason=f"dedup review: replaced with the text of {keep_id}",
+            purpose=PURPOSES[purpose],
+        )
+        resp = client.call(client.memory.Supersede, request)
+        session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
+
+
+def _request_id() -> str:
+    return f"review-{uuid.uuid4()}"
+
+
+def _explain(exc: grpc.RpcError) -> str:
+    code = exc.code()  # type: ignore[attr-defined]
+    if code == grpc.StatusCode.ABORTED:
+        return f"It changed since you looked; nothing was done. ({_status_text(exc)})"
+    if code == grpc.StatusCode.NOT_FOUND:
+        return f"It is gone or no longer visible to you; nothing was done. ({_status_text(exc)})"
+    return _status_text(exc)
+
+
+def _cookie(value: str, max_age: int) -> str:
+    return f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}"
+
+
+# -- HTTP ------------------------------------------------------------------------
+
+SECURITY_HEADERS = [
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+        "base-uri 'none'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+]
+
+
+def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "recallatron-review"
+        sys_version = ""
+
+        def do_GET(self) -> None:
+            self._serve("GET", {})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_FORM_BYTES:
+                self._send(Response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, b"too large"))
+                return
+            origin = self.headers.get("Origin")
+            if origin and urlsplit(origin).netloc != self.headers.get("Host", ""):
+                # A form posted from another site: refused before anything runs.
+                self._send(Response(HTTPStatus.FORBIDDEN, b"cross-site form refused"))
+                return
+            raw = self.rfile.read(length).decode("utf-8", errors="replace")
+            form = {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+            self._serve("POST", form)
+
+        def _serve(self, method: str, form: dict[str, str]) -> None:
+            jar = SimpleCookie()
+            try:
+                jar.load(self.headers.get("Cookie", ""))
+            except Exception:
+                jar = SimpleCookie()
+            cookies = {k: m.value for k, m in jar.items()}
+            try:
+                response = app.handle(method, self.path, cookies, form)
+            except Exception:
+                log.exception("review page error")
+                response = Response(
+                    HTTPStatus.INTERNAL_SERVER_ERROR, page("Error", "<p>Error.</p>")
+                )
+            self._send(response)
+
+        def _send(self, response: Response) -> None:
+            self.send_response(response.status)
+            self.send_header("Content-Type", response.content_type)
+            self.send_header("Content-Length", str(len(response.body)))
+            own = {k for k, _ in response.headers}
+            for key, value in [*SECURITY_HEADERS, *response.headers]:
+                if (key, value) in SECURITY_HEADERS and key in own:
+                    continue  # the response sets its own (say, caching of the stylesheet)
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(response.body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("http " + format, *args)
+
+    return Handler
+
+
+def _split(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class ReviewWeb:
+    """The page's HTTP server, in a daemon thread of the gateway process."""
+
+    def __init__(self, listen: str, gateway_target: str) -> None:
+        self.app = ReviewApp(gateway_target)
+        host, port = _split(listen)
+        # Binding a port in use fails here, at start-up, not silently later.
+        self.httpd = ThreadingHTTPServer((host, port), _handler(self.app))
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, name="review-web", daemon=True
+        )
+
+    def start(self, port_file: str = "") -> int:
+        self.thread.start()
+        if port_file:
+            with open(port_file + ".tmp", "w") as f:
+                f.write(str(self.port))
+            os.replace(port_file + ".tmp", port_file)
+        return self.port
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.app.sessions.close()
+
+
+def gateway_target(gateway_listen: str, port: int) -> str:
+    """The gateway's own gRPC address as seen from inside its process."""
+    host, _ = _split(gateway_listen)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
