@@ -6,6 +6,8 @@ from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
+from services.gateway.review import ReviewServicer
+from services.gateway.review_web import ReviewWeb, gateway_target
 from services.gateway.server import AdminServicer, Auth, MemoryServicer, Peers
 from services.gateway.settings import GatewaySettings
 
@@ -15,7 +17,8 @@ def main() -> None:
     log = configure_logging("gateway", settings.log_level)
     services = gateway_pb2.DESCRIPTOR.services_by_name
     server = Server(
-        settings, [services["MemoryService"].full_name, services["AdminService"].full_name]
+        settings,
+        [services[name].full_name for name in ("MemoryService", "AdminService", "ReviewService")],
     )
     peers = Peers(settings)
     auth = Auth(peers, settings.admin_token)
@@ -25,15 +28,23 @@ def main() -> None:
     gateway_pb2_grpc.add_AdminServiceServicer_to_server(
         AdminServicer(peers, auth), server.grpc_server
     )
+    gateway_pb2_grpc.add_ReviewServiceServicer_to_server(
+        ReviewServicer(peers, auth), server.grpc_server
+    )
     port = server.start(settings.gateway_listen)
     log.info("listening", extra={"port": port})
+    # The dedup review page calls this gateway's own gRPC API with each person's token.
+    review = None
+    if settings.review_listen not in ("", "0"):
+        review = ReviewWeb(settings.review_listen, gateway_target(settings.gateway_listen, port))
+        log.info("review page", extra={"port": review.start(settings.review_port_file)})
     # The gateway can answer (auth needs the store) once the store serves;
     # until then it reports NOT_SERVING.
     while not server.stopped.is_set() and not peer_serving(peers.store_channel):
         server.stopped.wait(0.5)
     server.set_serving()
     log.info("serving")
-    server.wait_for_termination()
+    server.wait_for_termination(on_stop=review.stop if review else None)
 
 
 if __name__ == "__main__":

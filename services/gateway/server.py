@@ -6,6 +6,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
@@ -16,6 +17,7 @@ from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
+from services.gateway import capture
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import TOOLS
 
@@ -24,6 +26,9 @@ Resp = TypeVar("Resp")
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10
 MAX_QUERY_CHARS = 2_000
+MAX_TURN_CHARS = 20_000
+# Clock skew tolerated on a turn's time.
+TURN_CLOCK_SKEW = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,47 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         _copy_fields(request, store_request, exclude={"purpose"})
         resp = self.peers.store_call("ForgetMemory", store_request)
         return pb.ForgetResponse(id=resp.id, forgotten_at=resp.forgotten_at, replayed=resp.replayed)
+
+    def Capture(
+        self,
+        request: pb.CaptureRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CaptureResponse:
+        ident = self.auth.member(context)
+        if request.speaker_member_id not in ("", ident.member_id):
+            # An agent captures the turns of the member it acts for, nobody else's.
+            raise errors.InvalidArgument(
+                "speaker_member_id", "must be empty or the member whose token this is"
+            )
+        if len(request.text) > MAX_TURN_CHARS or "\x00" in request.text:
+            raise errors.InvalidArgument(
+                "text", f"at most {MAX_TURN_CHARS} characters, no NUL characters"
+            )
+        occurred = request.occurred_at.ToDatetime(UTC) if request.HasField("occurred_at") else None
+        if occurred is not None and occurred > datetime.now(UTC) + TURN_CLOCK_SKEW:
+            raise errors.InvalidArgument("occurred_at", "must not lie in the future")
+        said = capture.decide(request.text)
+        if not said.store:
+            return pb.CaptureResponse(stored=False, reason=said.reason)
+        audience = (
+            cpb.Audience(workspace=True)
+            if said.audience == capture.WORKSPACE
+            else cpb.Audience(member_id=ident.member_id)
+        )
+        resp = self.peers.store_call(
+            "CreateMemory",
+            store_pb2.CreateMemoryRequest(
+                caller=caller(ident, request.purpose),
+                request_id=request.request_id
+                or capture.request_id_for(ident.member_id, request.text, occurred),
+                kind=convert.kind_enum(said.kind),
+                title=said.title,
+                body=capture.body_with_time(said.body, occurred),
+                audience=audience,
+                purposes=[request.purpose or cpb.PURPOSE_ASSIST],
+            ),
+        )
+        return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
 
     def DescribeTools(
         self,
