@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -38,6 +39,7 @@ class Client:
         self.channel = make_channel(address)
         self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
         self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
+        self.review = gateway_pb2_grpc.ReviewServiceStub(self.channel)
         self.token = token
         self.timeout = timeout
 
@@ -200,6 +202,45 @@ class Client:
             purpose=PURPOSES[purpose],
         )
         return self.call(self.memory.Forget, req)
+
+    def capture(
+        self,
+        text: str,
+        *,
+        occurred_at: datetime | None = None,
+        speaker_member_id: str = "",
+        purpose: str = "assist",
+        request_id: str = "",
+    ) -> pb.CaptureResponse:
+        req = pb.CaptureRequest(
+            request_id=request_id,
+            speaker_member_id=speaker_member_id,
+            text=text,
+            purpose=PURPOSES[purpose],
+        )
+        if occurred_at is not None:
+            req.occurred_at.FromDatetime(occurred_at)
+        return self.call(self.memory.Capture, req)
+
+    # -- dedup review ------------------------------------------------------
+
+    def duplicate_pairs(
+        self, purpose: str = "assist", limit: int = 0
+    ) -> pb.ListDuplicatePairsResponse:
+        return self.call(
+            self.review.ListDuplicatePairs,
+            pb.ListDuplicatePairsRequest(purpose=PURPOSES[purpose], limit=limit),
+        )
+
+    def dismiss_pair(
+        self, first_id: str, second_id: str, purpose: str = "assist"
+    ) -> pb.DismissDuplicatePairResponse:
+        return self.call(
+            self.review.DismissDuplicatePair,
+            pb.DismissDuplicatePairRequest(
+                first_id=first_id, second_id=second_id, purpose=PURPOSES[purpose]
+            ),
+        )
 
     # -- admin -------------------------------------------------------------
 
