@@ -90,6 +90,12 @@ class Stack:
     def gateway(self) -> str:
         return self.address("gateway")
 
+    @property
+    def review_url(self) -> str:
+        """The dedup review page, once the gateway has started it."""
+        port = (self.state_dir / "run" / "review.port").read_text().strip()
+        return f"http://127.0.0.1:{port}/"
+
     def _env(self, name: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.config.env)
@@ -113,6 +119,15 @@ class Stack:
                 f"127.0.0.1:{self.config.ports.get(name, 0)}"
             )
             env["RECALLATRON_PORT_FILE"] = str(self.state_dir / "run" / f"{name}.port")
+        if name == "gateway":
+            # The review page follows the gateway: a free port when the gateway
+            # got one, and the same port again on a restart.
+            review_file = self.state_dir / "run" / "review.port"
+            if review_file.exists():
+                env.setdefault("RECALLATRON_REVIEW_LISTEN", f"127.0.0.1:{review_file.read_text()}")
+            elif not self.config.ports.get("gateway"):
+                env.setdefault("RECALLATRON_REVIEW_LISTEN", "127.0.0.1:0")
+            env["RECALLATRON_REVIEW_PORT_FILE"] = str(review_file)
         return env
 
     def start_postgres(self) -> None:
