@@ -15,6 +15,7 @@ from services.store import control as ctl
 from services.store import embedding_job
 from services.store.db import Caller
 from services.store.dedup import DedupStore
+from services.store.history import HistorySearch
 from services.store.memories import MemoryStore, MemoryView, MentionIn, NewMemory, Ref
 from services.store.recall import Candidate, Filters, RecallQueries
 from services.store.trust import EMPTY, AudienceValue, _Empty
@@ -361,6 +362,27 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     ) -> pb.AdmitCandidatesResponse:
         admitted = self.memories.admit(caller_of(request.caller), list(request.ids))
         return pb.AdmitCandidatesResponse(admitted_ids=admitted)
+
+    def SearchHistory(
+        self, request: pb.SearchHistoryRequest, context: grpc.ServicerContext
+    ) -> pb.SearchHistoryResponse:
+        # Owner-only: anyone else gets an empty list (see services/store/history.py).
+        hits = HistorySearch(self.memories.dbs, self.control).search(
+            caller_of(request.caller), request.query, request.limit
+        )
+        return pb.SearchHistoryResponse(
+            entries=[
+                cpb.HistoryEntry(
+                    id=h.id,
+                    chat_id=h.chat_id,
+                    role=h.role,
+                    text=h.text,
+                    occurred_at=convert.timestamp(h.occurred_at),
+                    score=h.score,
+                )
+                for h in hits
+            ]
+        )
 
     def GetEmbeddingStatus(
         self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
