@@ -1,0 +1,517 @@
+"""A realistic old store, generated deterministically from a seed: the SQLite
+file (turns over many chats and sessions with their FTS5 index, session
+digests, curated memory items in varied statuses, memory-to-entity edges) and
+graph.jsonl (entity records with sparse relations, later restatements,
+confirm and supersede patches, an orphan patch and a torn last line).
+
+Alongside the files it returns what a correct migration must produce, worked
+out from the generator's own bookkeeping rather than by reading the files,
+so that tests compare the importer against an independent answer.
+
+    python -m services.store.legacy.generate OUT_DIR [--seed N] [--turns N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE turns (
+    id       INTEGER PRIMARY KEY,
+    chat_id  TEXT NOT NULL,
+    role     TEXT NOT NULL,
+    text     TEXT NOT NULL,
+    ts       TEXT NOT NULL
+);
+CREATE INDEX turns_chat_ts ON turns (chat_id, ts);
+CREATE VIRTUAL TABLE turns_fts USING fts5 (text, content='turns', content_rowid='id');
+CREATE TABLE session_digests (
+    id          INTEGER PRIMARY KEY,
+    chat_id     TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    ended_at    TEXT NOT NULL,
+    turn_count  INTEGER NOT NULL,
+    digest      TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+);
+CREATE TABLE memory_items (
+    id            INTEGER PRIMARY KEY,
+    kind          TEXT NOT NULL,
+    title         TEXT NOT NULL,
+    body          TEXT NOT NULL,
+    confidence    REAL NOT NULL,
+    status        TEXT NOT NULL,
+    scope         TEXT,
+    source_chat_id TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT,
+    confirmed_at  TEXT
+);
+CREATE TABLE memory_item_entities (
+    memory_id  INTEGER NOT NULL REFERENCES memory_items (id),
+    entity_id  TEXT NOT NULL,
+    PRIMARY KEY (memory_id, entity_id)
+);
+"""
+
+START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+# A gap longer than this opened a new session in the old store.
+SESSION_GAP = timedelta(hours=2)
+
+FIRST = [
+    "Robin", "Maya", "Tomas", "Ines", "Kwame", "Lena", "Arjun", "Sofia", "Dmitri", "Hana",
+    "Oskar", "Priya", "Mateo", "Yuki", "Elif", "Noah", "Amara", "Jonas", "Leila", "Felix",
+    "Chiara", "Ravi", "Greta", "Tariq", "Nadia", "Bruno", "Sina", "Marek", "Aiko", "Emre",
+]  # fmt: skip
+LAST = [
+    "Goodwin", "Okafor", "Lindqvist", "Moreau", "Tanaka", "Castillo", "Brandt", "Iyer",
+    "Novak", "Haddad", "Keller", "Sato", "Ferreira", "Walsh", "Kowalski", "Mensah",
+]  # fmt: skip
+PROJECTS = [
+    "billing rewrite", "mobile onboarding", "search relaunch", "warehouse sensors",
+    "quarterly planning", "design system", "data retention policy", "support bot",
+    "invoice export", "release train", "garden shed build", "kitchen renovation",
+    "marathon training", "tax filing", "conference talk", "podcast pilot",
+]  # fmt: skip
+PLACES = [
+    "Lisbon", "Porto", "Berlin", "Utrecht", "Kyoto", "Montreal", "Nairobi", "Tallinn",
+    "the office", "the co-working space", "the allotment", "the climbing gym",
+]  # fmt: skip
+ORGS = [
+    "Northwind", "Acme Logistics", "Bluefin Bank", "Helios Energy", "Tern Studio",
+    "Quillworks", "Fernhill School", "Orbit Health",
+]  # fmt: skip
+TOOLS = [
+    "Postgres", "Kubernetes", "Grafana", "Figma", "Linear", "Terraform", "Sentry", "Notion",
+    "Jenkins", "Redis",
+]  # fmt: skip
+VERBS = [
+    "review", "ship", "draft", "schedule", "fix", "plan", "test", "migrate", "price", "sketch",
+]  # fmt: skip
+THINGS = [
+    "the invoice template", "the deploy checklist", "the standup notes", "the budget sheet",
+    "the API contract", "the flaky test", "the onboarding emails", "the dashboard",
+    "the backup job", "the travel booking", "the dentist appointment", "the grant application",
+    "the on-call rota", "the vendor contract", "the release notes", "the sprint board",
+]  # fmt: skip
+WHEN = [
+    "on Monday", "before Friday", "next week", "after the retro", "by the end of the month",
+    "tomorrow morning", "this afternoon", "before the board meeting",
+]  # fmt: skip
+USER_LINES = [
+    "Can you remind me what we decided about {thing} for the {project}?",
+    "{person} says we should {verb} {thing} {when}.",
+    "I spoke with {person} in {place}; they want to {verb} {thing}.",
+    "Note that {person} moved {thing} for the {project} to {when}.",
+    "What did {person} say about {tool} last time?",
+    "Let's {verb} {thing} {when}, and loop in {person}.",
+    "The {project} is blocked on {thing}; {person} owns it.",
+    "Please draft a message to {person} about the {project}.",
+    "I prefer to {verb} {thing} in the morning, not late at night.",
+    "{org} asked whether we can {verb} {thing} using {tool}.",
+]
+ASSISTANT_LINES = [
+    "Noted: {person} will {verb} {thing} {when} for the {project}.",
+    "Last time {person} said {tool} was fine for the {project}, with a caveat about cost.",
+    "Here is a draft for {person}: the {project} needs {thing} {when}.",
+    "You decided to {verb} {thing} {when}; {person} agreed in {place}.",
+    "I found two earlier mentions of {thing}; both point to {person} at {org}.",
+    "Understood. I will keep {thing} on the list for the {project}.",
+    "{tool} should work for that; {person} set it up for {org} before.",
+    "Summary so far: {thing}, the {project}, and a follow-up with {person} {when}.",
+]
+# Words used nowhere else, planted in single turns so a test can find them.
+NEEDLES = [
+    ("quetzalcoatlus", "The spare server key is taped inside the quetzalcoatlus poster frame."),
+    ("marmalade", "Remember: the Wi-Fi password at the cabin is marmalade-wombat-42."),
+    ("zeppelinfield", "Book the team offsite at the Zeppelinfield hall for the summer party."),
+]
+
+OLD_KINDS = ["fact", "preference", "decision", "procedure", "note", "summary"]
+KIND_TO_NEW = {"preference": "fact", "procedure": "note"}
+STATUS_WEIGHTS = {"confirmed": 70, "candidate": 15, "rejected": 8, "superseded": 7}
+ENTITY_TYPES = ["person", "project", "place", "organisation", "tool"]
+RELATION_VERBS = {
+    "person": ["works_on", "knows", "works_at"],
+    "project": ["uses", "part_of"],
+    "organisation": ["based_in"],
+    "place": ["near"],
+    "tool": ["replaces"],
+}
+
+
+def iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Truth:
+    """What a correct migration of the generated store produces."""
+
+    seed: int
+    turns: int = 0
+    turns_empty: int = 0
+    history_entries: int = 0
+    chats: int = 0
+    sessions: int = 0
+    session_digests: int = 0
+    memory_items: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    memories: int = 0
+    memories_shared: int = 0
+    memories_titled_from_body: int = 0
+    kinds_mapped: dict[str, int] = field(default_factory=dict)
+    entity_records: int = 0
+    entities: int = 0
+    entities_restated: int = 0
+    entities_superseded: int = 0
+    confirm_patches: int = 0
+    supersede_patches: int = 0
+    orphan_patches: int = 0
+    malformed_lines: int = 0
+    entity_edges: int = 0
+    edges: int = 0
+    # For confirmed items only:
+    mentions: int = 0
+    mentions_redirected: int = 0
+    mentions_unknown_entity: int = 0
+    mentions_same_after_supersession: int = 0
+    entities_created: int = 0
+    # keyword -> (turn id, text)
+    needles: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # old entity id -> the id that stands for it after folding
+    final_entity: dict[str, str] = field(default_factory=dict)
+    entity_names: dict[str, str] = field(default_factory=dict)
+    # confirmed item id -> the final entity ids it mentions
+    item_mentions: dict[int, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Gen:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.truth = Truth(seed=seed)
+
+    def person(self) -> str:
+        return f"{self.rng.choice(FIRST)} {self.rng.choice(LAST)}"
+
+    def fill(self, template: str) -> str:
+        r = self.rng
+        return template.format(
+            person=self.person() if r.random() < 0.5 else r.choice(FIRST),
+            project=r.choice(PROJECTS),
+            place=r.choice(PLACES),
+            org=r.choice(ORGS),
+            tool=r.choice(TOOLS),
+            verb=r.choice(VERBS),
+            thing=r.choice(THINGS),
+            when=r.choice(WHEN),
+        )
+
+    # -- the conversation ledger ---------------------------------------------
+
+    def turns(self, n_turns: int, n_chats: int) -> tuple[list[tuple], list[tuple]]:
+        r = self.rng
+        chats = [f"tg-{1000 + i}" for i in range(n_chats - 2)] + ["cli-main", "desktop"]
+        clocks = {c: START + timedelta(hours=r.randint(0, 72)) for c in chats}
+        turns: list[tuple] = []
+        digests: list[tuple] = []
+        needle_at = set(r.sample(range(200, n_turns - 200), len(NEEDLES)))
+        needles = iter(NEEDLES)
+        while len(turns) < n_turns:
+            chat = r.choice(chats)
+            # A new session: more than two hours after the chat's last turn.
+            t = clocks[chat] + SESSION_GAP + timedelta(minutes=r.randint(5, 60 * 24 * 6))
+            started = t
+            size = min(r.randint(4, 22), n_turns - len(turns))
+            topic = r.choice(PROJECTS)
+            for k in range(size):
+                turn_id = len(turns) + 1
+                if k:
+                    t += timedelta(seconds=r.randint(20, 900))
+                role = "user" if k % 2 == 0 else "assistant"
+                if turn_id - 1 in needle_at:
+                    word, text = next(needles)
+                    self.truth.needles[word] = (turn_id, text)
+                elif role == "assistant" and r.random() < 0.02:
+                    # Tool-call placeholders: a turn with no text at all.
+                    role, text = "tool", ""
+                    self.truth.turns_empty += 1
+                else:
+                    lines = USER_LINES if role == "user" else ASSISTANT_LINES
+                    text = " ".join(self.fill(r.choice(lines)) for _ in range(r.randint(1, 3)))
+                turns.append((turn_id, chat, role, text, iso(t)))
+            clocks[chat] = t
+            digests.append(
+                (
+                    len(digests) + 1,
+                    chat,
+                    iso(started),
+                    iso(t),
+                    size,
+                    f"Session about the {topic}: {size} turns. " + self.fill(r.choice(USER_LINES)),
+                    iso(t + timedelta(minutes=1)),
+                )
+            )
+        self.truth.turns = len(turns)
+        self.truth.history_entries = len(turns) - self.truth.turns_empty
+        self.truth.chats = len({t[1] for t in turns})
+        self.truth.sessions = self.truth.session_digests = len(digests)
+        return turns, digests
+
+    # -- the graph -------------------------------------------------------------
+
+    def graph(self, n_entities: int) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Lines of graph.jsonl, and the final record of every id."""
+        r = self.rng
+        lines: list[dict[str, Any]] = []
+        final: dict[str, dict[str, Any]] = {}
+        names_used: set[str] = set()
+
+        def name_for(kind: str) -> str:
+            for _ in range(1000):
+                name = {
+                    "person": self.person(),
+                    "project": r.choice(PROJECTS).title(),
+                    "place": r.choice(PLACES),
+                    "organisation": r.choice(ORGS),
+                    "tool": r.choice(TOOLS),
+                }[kind]
+                if kind != "person":
+                    name = f"{name} {r.randint(2, 99)}" if name in names_used else name
+                if name not in names_used:
+                    names_used.add(name)
+                    return name
+            raise RuntimeError("ran out of names")
+
+        def record(eid: str, kind: str, name: str, t: datetime) -> dict[str, Any]:
+            rec: dict[str, Any] = {
+                "id": eid,
+                "name": name,
+                "type": kind,
+                "properties": {},
+                "source": f"chat:{r.choice(['tg-1000', 'cli-main', 'desktop'])}",
+                "confidence": round(r.uniform(0.5, 0.9), 2),
+                "valid_from": iso(t),
+                "valid_until": None,
+                "superseded_by": None,
+            }
+            if kind == "person" and r.random() < 0.5:
+                roles = ["designer", "engineer", "accountant", "coach"]
+                rec["properties"]["role"] = r.choice(roles)
+            return rec
+
+        base = n_entities - n_entities // 10
+        ids = [f"ent_{i:04d}" for i in range(1, base + 1)]
+        for i, eid in enumerate(ids):
+            kind = ENTITY_TYPES[i % len(ENTITY_TYPES)]
+            rec = record(eid, kind, name_for(kind), START + timedelta(hours=7 * i))
+            lines.append(rec)
+            final[eid] = rec
+        # Sparse relations between existing entities.
+        for eid in ids:
+            rec = final[eid]
+            if r.random() < 0.45:
+                verbs = RELATION_VERBS[rec["type"]]
+                rec["properties"]["relations"] = {
+                    v: sorted(r.sample(ids, r.randint(1, 2))) for v in r.sample(verbs, 1)
+                }
+        # Restatements: a full record appended again for an id (later wins).
+        for eid in r.sample(ids, 6):
+            again = json.loads(json.dumps(final[eid]))
+            again["properties"]["note"] = "restated"
+            again["properties"].pop("relations", None)
+            lines.append(again)
+            final[eid] = again
+            self.truth.entities_restated += 1
+        # Confirmations.
+        for eid in r.sample(ids, len(ids) * 2 // 5):
+            c = round(r.uniform(0.9, 1.0), 2)
+            lines.append({"patch": "confirm", "id": eid, "at": iso(START), "confidence": c})
+            self.truth.confirm_patches += 1
+        # Duplicates resolved later: a replacement record, then a supersede
+        # patch; a few replacements are themselves superseded again (chains).
+        replaced = r.sample([e for e in ids if final[e]["type"] == "person"], n_entities // 10)
+        replacements: list[str] = []
+        for k, old in enumerate(replaced):
+            new_id = f"ent_{base + k + 1:04d}"
+            # The fuller name the duplicate turned out to mean.
+            first = final[old]["name"].split()[0]
+            name = f"{first} {LAST[k % len(LAST)]}"
+            while name in names_used:
+                name = f"{first} {r.choice('ABCDEFGHJKLMNPRSTVW')}. {r.choice(LAST)}"
+            names_used.add(name)
+            rec = record(new_id, "person", name, START)
+            rec["valid_from"] = iso(START + timedelta(days=120 + k))
+            lines.append(rec)
+            final[new_id] = rec
+            replacements.append(new_id)
+        for old, new_id in zip(replaced, replacements, strict=True):
+            at = iso(START + timedelta(days=121))
+            lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
+            final[old]["superseded_by"] = new_id
+            self.truth.supersede_patches += 1
+        for k in range(3):
+            old, new_id = replacements[k], replacements[k + 3]
+            at = iso(START + timedelta(days=150))
+            lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
+            final[old]["superseded_by"] = new_id
+            self.truth.supersede_patches += 1
+        # A patch for an id that never had a record.
+        lines.append({"patch": "confirm", "id": "ent_9001", "at": iso(START)})
+        self.truth.orphan_patches += 1
+        self.truth.confirm_patches += 1
+        self.truth.entity_records = sum(1 for line in lines if "patch" not in line)
+        self.truth.entities = len(final)
+        self.truth.entities_superseded = sum(1 for f in final.values() if f["superseded_by"])
+        self.truth.entity_edges = sum(
+            len(ts) for f in final.values() for ts in f["properties"].get("relations", {}).values()
+        )
+        for eid in final:
+            end = eid
+            while final[end]["superseded_by"]:
+                end = final[end]["superseded_by"]
+            self.truth.final_entity[eid] = end
+            self.truth.entity_names[eid] = final[eid]["name"]
+        return lines, final
+
+    # -- curated memory items ---------------------------------------------------
+
+    def items(self, n_items: int, entity_ids: list[str]) -> tuple[list[tuple], list[tuple]]:
+        r = self.rng
+        t = self.truth
+        statuses = list(STATUS_WEIGHTS)
+        weights = list(STATUS_WEIGHTS.values())
+        superseded_olds = [e for e in entity_ids if t.final_entity[e] != e]
+        items: list[tuple] = []
+        edges: list[tuple] = []
+        used_final: set[str] = set()
+        for i in range(1, n_items + 1):
+            status = r.choices(statuses, weights)[0]
+            kind = r.choice(OLD_KINDS)
+            created = START + timedelta(hours=r.randint(0, 24 * 200), minutes=r.randint(0, 59))
+            updated = created + timedelta(days=r.randint(0, 40)) if r.random() < 0.6 else None
+            body = " ".join(self.fill(r.choice(USER_LINES)) for _ in range(r.randint(1, 3)))
+            title = f"{r.choice(VERBS).title()} {r.choice(THINGS)} for the {r.choice(PROJECTS)}"
+            if i % 97 == 0:
+                title = ""  # the old store allowed it; the body's first line stands in
+            scope = "shared" if r.random() < 0.15 else None
+            items.append(
+                (
+                    i,
+                    kind,
+                    title,
+                    body,
+                    round(r.uniform(0.55, 1.0), 2),
+                    status,
+                    scope,
+                    r.choice(["tg-1000", "cli-main", "desktop"]),
+                    iso(created),
+                    iso(updated) if updated else None,
+                    iso(created + timedelta(hours=1)) if status == "confirmed" else None,
+                )
+            )
+            mentioned = set(r.sample(entity_ids, r.randint(0, 3)))
+            if i % 9 == 0:
+                mentioned.add(r.choice(superseded_olds))
+            if i % 61 == 0:
+                # The duplicate and its replacement both linked: one mention.
+                old = r.choice(superseded_olds)
+                mentioned |= {old, t.final_entity[old]}
+            if i % 131 == 0:
+                mentioned.add("ent_8888")  # no such record in the graph
+            for eid in sorted(mentioned):
+                edges.append((i, eid))
+            t.edges += len(mentioned)
+            if status != "confirmed":
+                continue
+            t.memories += 1
+            t.memories_shared += scope is not None
+            t.memories_titled_from_body += title == ""
+            if kind in KIND_TO_NEW:
+                key = f"{kind} -> {KIND_TO_NEW[kind]}"
+                t.kinds_mapped[key] = t.kinds_mapped.get(key, 0) + 1
+            finals: list[str] = []
+            for eid in sorted(mentioned):
+                if eid not in t.final_entity:
+                    t.mentions_unknown_entity += 1
+                    continue
+                end = t.final_entity[eid]
+                if end in finals:
+                    t.mentions_same_after_supersession += 1
+                    continue
+                finals.append(end)
+                t.mentions_redirected += end != eid
+            t.mentions += len(finals)
+            t.item_mentions[i] = finals
+            used_final.update(finals)
+        t.memory_items = len(items)
+        t.statuses = {s: sum(1 for it in items if it[5] == s) for s in statuses}
+        t.entities_created = len(used_final)
+        return items, edges
+
+
+def generate(
+    out_dir: Path, seed: int = 7, turns: int = 4_200, items: int = 523, entities: int = 300
+) -> Truth:
+    """Writes old-store.sqlite and graph.jsonl into out_dir (replacing them)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gen = _Gen(seed)
+    turn_rows, digests = gen.turns(turns, n_chats=9)
+    graph_lines, final = gen.graph(entities)
+    item_rows, edges = gen.items(items, sorted(final))
+
+    db_path = out_dir / "old-store.sqlite"
+    db_path.unlink(missing_ok=True)
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.executescript(SCHEMA)
+        conn.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?)", turn_rows)
+        conn.execute("INSERT INTO turns_fts (turns_fts) VALUES ('rebuild')")
+        conn.executemany("INSERT INTO session_digests VALUES (?, ?, ?, ?, ?, ?, ?)", digests)
+        conn.executemany(
+            "INSERT INTO memory_items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", item_rows
+        )
+        conn.executemany("INSERT INTO memory_item_entities VALUES (?, ?)", edges)
+    conn.close()
+
+    with (out_dir / "graph.jsonl").open("w") as f:
+        for line in graph_lines:
+            f.write(json.dumps(line) + "\n")
+        # The write that was cut off when the old process died.
+        f.write('{"id": "ent_0007", "patch": "confi')
+    gen.truth.malformed_lines = 1
+    return gen.truth
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--turns", type=int, default=4_200)
+    parser.add_argument("--items", type=int, default=523)
+    parser.add_argument("--entities", type=int, default=300)
+    parser.add_argument("--truth", action="store_true", help="print every expected figure")
+    args = parser.parse_args(argv)
+    truth = generate(args.out_dir, args.seed, args.turns, args.items, args.entities)
+    data = truth.to_json()
+    if not args.truth:
+        for key in ("needles", "final_entity", "entity_names", "item_mentions"):
+            data.pop(key)
+    print(json.dumps(data, indent=2))
+    print(f"wrote {args.out_dir / 'old-store.sqlite'} and {args.out_dir / 'graph.jsonl'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

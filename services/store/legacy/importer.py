@@ -1,0 +1,346 @@
+"""The migration from the old store into one workspace, for one owner.
+
+Runs against the workspace database directly, as its owner role (origin
+`migrated` and the original times are not writable through the app role),
+with the caller still set to the owner so row-level security checks hold.
+Each batch is one transaction holding its rows and their ledger entries, and
+every id is derived from the old id: an interrupted run leaves whole batches,
+and a rerun skips what is there and writes the rest, ending exactly where one
+clean run ends. Imported memories are queued for embedding by the insert
+trigger; the embedding job does the rest."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from recallatron import errors
+from services.store.control import ControlPlane
+from services.store.db import Caller, Databases, caller_transaction, with_database
+from services.store.legacy import plan
+from services.store.legacy import queries as q
+from services.store.legacy.oldstore import Graph, SqliteStore, fold_graph
+from services.store.legacy.report import Report, Section
+
+MAX_BATCH_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class Target:
+    workspace_id: str
+    slug: str
+    server: str
+    database: str
+    owner_id: str
+    owner_handle: str
+
+
+@dataclass(frozen=True)
+class BatchDone:
+    number: int
+    source: str  # "turn" or "memory_item"
+    rows: int
+    imported: int
+    dry_run: bool
+
+
+def resolve_target(dbs: Databases, control: ControlPlane, workspace: str, owner: str) -> Target:
+    """The workspace by slug or id, and its owner by handle or id. The owner
+    must hold the owner role: history is visible to that member alone and is
+    searched only for owners."""
+    with dbs.control_conn() as conn:
+        ws_row = conn.execute(q.WORKSPACE_BY_SLUG_OR_ID, {"w": workspace}).fetchone()
+        if ws_row is None:
+            raise errors.NotFound(f"--workspace: no workspace {workspace!r}")
+        m_row = conn.execute(q.MEMBER_BY_HANDLE_OR_ID, {"ws": ws_row[0], "m": owner}).fetchone()
+    if m_row is None:
+        raise errors.NotFound(f"--owner: no member {owner!r} in workspace {ws_row[1]}")
+    if m_row[2] != "owner":
+        raise errors.InvalidArgument("--owner", f"{m_row[1]} is not an owner of {ws_row[1]}")
+    ws = control.workspace(ws_row[0])
+    return Target(ws.id, ws.slug, ws.server, ws.database_name, m_row[0], m_row[1])
+
+
+class Importer:
+    def __init__(
+        self,
+        dbs: Databases,
+        control: ControlPlane,
+        batch_size: int = plan.DEFAULT_BATCH_SIZE,
+        on_batch: Callable[[BatchDone], None] | None = None,
+    ) -> None:
+        if not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise errors.InvalidArgument("--batch-size", f"must lie in [1, {MAX_BATCH_SIZE}]")
+        self.dbs = dbs
+        self.control = control
+        self.batch_size = batch_size
+        self.on_batch = on_batch
+
+    def run(
+        self,
+        sqlite_path: Path,
+        graph_path: Path,
+        workspace: str,
+        owner: str,
+        dry_run: bool = False,
+        report: Report | None = None,
+    ) -> Report:
+        """Imports (or, dry, counts) everything; returns the report. `report`
+        is filled in as batches commit, so a caller still has it when the run
+        is interrupted."""
+        started = time.monotonic()
+        report = report if report is not None else Report()
+        target = resolve_target(self.dbs, self.control, workspace, owner)
+        report.workspace, report.owner, report.dry_run = target.slug, target.owner_handle, dry_run
+        # The history table and ledger come with migration 0003; a workspace
+        # whose store has not restarted since may not have it yet.
+        self.dbs.migrate_workspace(target.server, target.database)
+        sqlite = SqliteStore(sqlite_path)
+        graph = fold_graph(graph_path)
+        pool = self.dbs.owner_pool(target.server, target.database)
+        caller = Caller(target.workspace_id, target.owner_id, "assist")
+        ids = plan.Ids(target.owner_handle)
+        url = with_database(target.server or self.dbs.default_server, target.database)
+        try:
+            with psycopg.connect(url, autocommit=True) as lock_conn:
+                row = lock_conn.execute(q.TRY_LOCK, (q.IMPORT_LOCK_KEY,)).fetchone()
+                if not (row and row[0]):
+                    raise errors.FailedPrecondition(
+                        "another migration into this workspace is running; try again later"
+                    )
+                self._describe(report, sqlite, graph)
+                run = _Run(self, report, pool, caller, ids, target, dry_run)
+                run.turns(sqlite)
+                run.memory_items(sqlite, graph)
+            report.complete = True
+        finally:
+            sqlite.close()
+            report.seconds = time.monotonic() - started
+        return report
+
+    @staticmethod
+    def _describe(report: Report, sqlite: SqliteStore, graph: Graph) -> None:
+        s = graph.stats
+        report.graph = {
+            "lines": s.lines,
+            "records": s.records,
+            "entities": len(graph.entities),
+            "restated": s.restated,
+            "patches": dict(sorted(s.patches.items())),
+            "orphan_patches": s.orphan_patches,
+            "unknown_patch_ops": s.unknown_ops,
+            "malformed": s.malformed,
+            "superseded": sum(1 for e in graph.entities.values() if e.superseded_by),
+            "confirmed": sum(1 for e in graph.entities.values() if e.confirmed),
+        }
+        report.entity_edges_read = graph.entity_edges()
+        report.session_digests_read = sqlite.digest_count()
+
+
+class _Run:
+    """One run's state: the report it fills and where it writes."""
+
+    def __init__(
+        self,
+        importer: Importer,
+        report: Report,
+        pool: Any,
+        caller: Caller,
+        ids: plan.Ids,
+        target: Target,
+        dry_run: bool,
+    ) -> None:
+        self.importer = importer
+        self.report = report
+        self.pool = pool
+        self.caller = caller
+        self.ids = ids
+        self.owner = target.owner_id
+        self.dry_run = dry_run
+
+    def _present(
+        self, conn: psycopg.Connection, source: str, source_ids: Sequence[str]
+    ) -> set[str]:
+        rows = conn.execute(q.LEDGER_PRESENT, (self.owner, source, list(source_ids)))
+        return {r[0] for r in rows}
+
+    def _batch_done(self, source: str, rows: int, imported: int) -> None:
+        self.report.batches += 1
+        if self.importer.on_batch is not None:
+            done = BatchDone(self.report.batches, source, rows, imported, self.dry_run)
+            self.importer.on_batch(done)
+
+    # -- turns -> history entries ----------------------------------------------
+
+    def turns(self, sqlite: SqliteStore) -> None:
+        section = self.report.turns
+        for batch in sqlite.turn_batches(self.importer.batch_size):
+            section.read += len(batch)
+            rows: list[plan.HistoryRow] = []
+            for turn in batch:
+                planned = plan.plan_turn(turn, self.ids)
+                if isinstance(planned, str):
+                    section.skipped[planned] += 1
+                else:
+                    rows.append(planned)
+            imported = self._write_turns(rows)
+            self._batch_done("turn", len(batch), imported)
+
+    def _write_turns(self, rows: list[plan.HistoryRow]) -> int:
+        section = self.report.turns
+        if not rows:
+            return 0
+        with caller_transaction(self.pool, self.caller) as conn:
+            present = self._present(conn, "turn", [r.source_id for r in rows])
+            new = [r for r in rows if r.source_id not in present]
+            section.already_present += len(rows) - len(new)
+            if self.dry_run or not new:
+                section.imported += len(new)
+                return len(new)
+            inserted = conn.execute(
+                q.INSERT_HISTORY,
+                (
+                    self.owner,
+                    [r.id for r in new],
+                    [r.chat_id for r in new],
+                    [r.role for r in new],
+                    [r.text for r in new],
+                    [r.occurred_at for r in new],
+                ),
+            ).fetchall()
+            conn.execute(
+                q.INSERT_LEDGER,
+                (self.owner, "turn", [r.source_id for r in new], [r.id for r in new]),
+            )
+        # Counted once committed, so an interrupted batch is not reported.
+        section.imported += len(inserted)
+        section.already_present += len(new) - len(inserted)
+        return len(inserted)
+
+    # -- memory items -> memories, edges -> mentions ---------------------------
+
+    def memory_items(self, sqlite: SqliteStore, graph: Graph) -> None:
+        report = self.report
+        items = sqlite.memory_items()
+        rows: list[plan.MemoryRow] = []
+        for item in items:
+            report.memory_items.read += 1
+            report.mentions.read += len(item.entity_ids)
+            planned = plan.plan_item(item, self.ids, graph)
+            if isinstance(planned, str):
+                report.memory_items.skipped[planned] += 1
+                report.mentions.skipped["memory item not imported"] += len(item.entity_ids)
+            else:
+                rows.append(planned)
+                if planned.mapped_from:
+                    report.kinds_mapped[f"{planned.mapped_from} -> {planned.kind}"] += 1
+        entities = plan.entity_rows(rows, graph, self.ids)
+        self._account_entities(graph, entities)
+        size = self.importer.batch_size
+        for start in range(0, len(rows), size):
+            batch = rows[start : start + size]
+            imported = self._write_items(batch, entities)
+            self._batch_done("memory_item", len(batch), imported)
+
+    def _account_entities(self, graph: Graph, used: dict[str, plan.EntityRow]) -> None:
+        section = self.report.entities
+        section.read = len(graph.entities)
+        with caller_transaction(self.pool, self.caller) as conn:
+            present = self._present(conn, "entity", list(used))
+        section.already_present = len(present)
+        if self.dry_run:
+            section.imported = len(used) - len(present)
+        for old_id, entity in graph.entities.items():
+            if old_id in used:
+                continue
+            if entity.superseded_by:
+                section.skipped["superseded (its replacement is used)"] += 1
+            else:
+                section.skipped["not mentioned by an imported memory"] += 1
+
+    def _write_items(self, rows: list[plan.MemoryRow], entities: dict[str, plan.EntityRow]) -> int:
+        mentions = Section()
+        redirected = 0
+        with caller_transaction(self.pool, self.caller) as conn:
+            present = self._present(conn, "memory_item", [r.source_id for r in rows])
+            new = [r for r in rows if r.source_id not in present]
+            pairs: list[tuple[str, str]] = []
+            needed: dict[str, None] = {}
+            for r in rows:
+                targets: list[str] = []
+                for m in r.mentions:
+                    if m.resolved_old_id is None:
+                        mentions.skipped[m.how] += 1
+                    elif m.resolved_old_id in targets:
+                        mentions.skipped["same entity as another edge, after supersession"] += 1
+                    else:
+                        targets.append(m.resolved_old_id)
+                        if r.source_id in present:
+                            mentions.already_present += 1
+                        else:
+                            mentions.imported += 1
+                            redirected += m.how != "self"
+                if r.source_id not in present:
+                    pairs.extend((r.id, entities[old].id) for old in targets)
+                    needed.update(dict.fromkeys(targets))
+            inserted: list[Any] = []
+            made: list[Any] = []
+            if new and not self.dry_run:
+                inserted, made = self._insert_items(conn, new, [entities[o] for o in needed], pairs)
+        # Counted once committed, so an interrupted batch is not reported.
+        report = self.report
+        report.memory_items.already_present += len(present)
+        report.memory_items.imported += len(new) if self.dry_run else len(inserted)
+        report.memory_items.already_present += 0 if self.dry_run else len(new) - len(inserted)
+        report.entities.imported += len(made)
+        report.mentions.imported += mentions.imported
+        report.mentions.already_present += mentions.already_present
+        report.mentions.skipped.update(mentions.skipped)
+        report.mentions_redirected += redirected
+        return len(new) if self.dry_run else len(inserted)
+
+    def _insert_items(
+        self,
+        conn: psycopg.Connection,
+        new: list[plan.MemoryRow],
+        entities: list[plan.EntityRow],
+        pairs: list[tuple[str, str]],
+    ) -> tuple[list[Any], list[Any]]:
+        inserted = conn.execute(
+            q.INSERT_MEMORIES,
+            (
+                self.owner,
+                [r.id for r in new],
+                [r.kind for r in new],
+                [r.title for r in new],
+                [r.body for r in new],
+                [r.confidence for r in new],
+                [self.owner if r.owner_only else None for r in new],
+                [r.created_at for r in new],
+                [r.updated_at for r in new],
+            ),
+        ).fetchall()
+        made = conn.execute(
+            q.INSERT_ENTITIES,
+            (
+                [e.id for e in entities],
+                [e.name for e in entities],
+                [e.created_at for e in entities],
+            ),
+        ).fetchall()
+        conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))
+        conn.execute(q.INSERT_AUDIT, (self.owner, [r.id for r in new], [r.source_id for r in new]))
+        conn.execute(
+            q.INSERT_LEDGER,
+            (self.owner, "memory_item", [r.source_id for r in new], [r.id for r in new]),
+        )
+        conn.execute(
+            q.INSERT_LEDGER,
+            (self.owner, "entity", [e.source_id for e in entities], [e.id for e in entities]),
+        )
+        return inserted, made

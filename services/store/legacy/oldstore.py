@@ -1,0 +1,281 @@
+"""Reading the old store (docs/migration.md describes the format): one SQLite
+file (conversation turns with an FTS5 index, session digests, curated memory
+items and their entity edges) and an append-only `graph.jsonl` of entity
+records plus confirm and supersede patch lines, folded here at read time the
+way the old store's loader did. Plain Python, no database of ours."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REQUIRED_TABLES = ("turns", "session_digests", "memory_items", "memory_item_entities")
+
+
+class OldStoreError(Exception):
+    """The files are not an old store this reader understands."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    id: int
+    chat_id: str
+    role: str
+    text: str
+    ts: str
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    id: int
+    kind: str
+    title: str
+    body: str
+    confidence: float | None
+    status: str
+    scope: str | None
+    created_at: str
+    updated_at: str | None
+    entity_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class Entity:
+    id: str
+    name: str
+    type: str
+    properties: dict[str, Any]
+    source: str
+    confidence: float
+    valid_from: str | None
+    valid_until: str | None
+    superseded_by: str | None
+    confirmed: bool = False
+    confirmed_at: str | None = None
+
+    def relations(self) -> list[tuple[str, str]]:
+        """(verb, entity id) pairs kept sparsely in properties.relations."""
+        rel = self.properties.get("relations")
+        if not isinstance(rel, dict):
+            return []
+        out = []
+        for verb, targets in rel.items():
+            if isinstance(targets, str):
+                targets = [targets]
+            if isinstance(targets, list):
+                out.extend((str(verb), str(t)) for t in targets if isinstance(t, str | int))
+        return out
+
+
+def parse_time(value: object) -> datetime | None:
+    """ISO-8601 text (a trailing Z allowed; no zone means UTC) or Unix
+    seconds; None when unreadable."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(float(value), UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    try:
+        parsed = datetime.fromisoformat(str(value).strip())
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# -- the SQLite file ----------------------------------------------------------
+
+
+class SqliteStore:
+    """Read-only access to the old store's SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        if not path.is_file():
+            raise OldStoreError(f"--sqlite: no such file: {path}")
+        self.path = path
+        # Read-only: the migration never changes the old store.
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {
+                r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+        except sqlite3.DatabaseError as exc:
+            raise OldStoreError(f"--sqlite: not a SQLite database: {exc}") from None
+        missing = [t for t in REQUIRED_TABLES if t not in names]
+        if missing:
+            raise OldStoreError(f"--sqlite: not an old store: missing {', '.join(missing)}")
+        self.has_fts = "turns_fts" in names
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def digest_count(self) -> int:
+        row = self.conn.execute("SELECT count(*) FROM session_digests").fetchone()
+        return int(row[0])
+
+    def turn_batches(self, size: int) -> Iterator[list[Turn]]:
+        """Every turn in id order, `size` at a time (the ledger may be large)."""
+        cur = self.conn.execute("SELECT id, chat_id, role, text, ts FROM turns ORDER BY id")
+        while rows := cur.fetchmany(size):
+            yield [
+                Turn(int(r[0]), str(r[1] or ""), str(r[2] or ""), str(r[3] or ""), r[4])
+                for r in rows
+            ]
+
+    def memory_items(self) -> list[MemoryItem]:
+        edges: dict[int, list[str]] = {}
+        for memory_id, entity_id in self.conn.execute(
+            "SELECT memory_id, entity_id FROM memory_item_entities ORDER BY memory_id, entity_id"
+        ):
+            edges.setdefault(int(memory_id), []).append(str(entity_id))
+        items = []
+        for r in self.conn.execute(
+            "SELECT id, kind, title, body, confidence, status, scope, created_at, updated_at"
+            " FROM memory_items ORDER BY id"
+        ):
+            items.append(
+                MemoryItem(
+                    id=int(r[0]),
+                    kind=str(r[1] or ""),
+                    title=str(r[2] or ""),
+                    body=str(r[3] or ""),
+                    confidence=None if r[4] is None else float(r[4]),
+                    status=str(r[5] or ""),
+                    scope=r[6],
+                    created_at=r[7],
+                    updated_at=r[8],
+                    entity_ids=tuple(edges.get(int(r[0]), ())),
+                )
+            )
+        return items
+
+
+# -- graph.jsonl ----------------------------------------------------------------
+
+
+@dataclass
+class FoldStats:
+    lines: int = 0
+    records: int = 0
+    # A record for an id already seen: the later one stands.
+    restated: int = 0
+    patches: Counter[str] = field(default_factory=Counter)
+    # Patches for an id with no record before them.
+    orphan_patches: int = 0
+    unknown_ops: int = 0
+    # Lines that are not JSON objects of either shape (a torn last write).
+    malformed: int = 0
+
+
+@dataclass(frozen=True)
+class Resolution:
+    entity_id: str | None
+    # "self", "replaced", or why there is no usable entity / replacement.
+    how: str
+
+
+@dataclass
+class Graph:
+    entities: dict[str, Entity]
+    stats: FoldStats
+
+    def resolve(self, entity_id: str) -> Resolution:
+        """The entity that stands for `entity_id` now: itself, or the end of
+        its supersession chain. A chain that loops or leads to an id with no
+        record stops at the last entity that has one."""
+        if entity_id not in self.entities:
+            return Resolution(None, "unknown entity")
+        seen = {entity_id}
+        current = entity_id
+        while True:
+            nxt = self.entities[current].superseded_by
+            if not nxt:
+                break
+            if nxt in seen:
+                return Resolution(current, "replacement chain loops")
+            if nxt not in self.entities:
+                return Resolution(current, "replacement missing")
+            seen.add(nxt)
+            current = nxt
+        return Resolution(current, "self" if current == entity_id else "replaced")
+
+    def entity_edges(self) -> int:
+        return sum(len(e.relations()) for e in self.entities.values())
+
+
+def _entity(obj: dict[str, Any]) -> Entity:
+    props = obj.get("properties")
+    confidence = obj.get("confidence")
+    return Entity(
+        id=str(obj["id"]),
+        name=str(obj.get("name") or ""),
+        type=str(obj.get("type") or ""),
+        properties=props if isinstance(props, dict) else {},
+        source=str(obj.get("source") or ""),
+        confidence=float(confidence) if isinstance(confidence, int | float) else 0.0,
+        valid_from=obj.get("valid_from"),
+        valid_until=obj.get("valid_until"),
+        superseded_by=str(obj["superseded_by"]) if obj.get("superseded_by") else None,
+        confirmed=bool(obj.get("confirmed", False)),
+    )
+
+
+def fold_graph(path: Path) -> Graph:
+    """Reads graph.jsonl in file order: entity records add (or restate) an
+    entity, patch lines change the state of one already recorded."""
+    if not path.is_file():
+        raise OldStoreError(f"--graph: no such file: {path}")
+    entities: dict[str, Entity] = {}
+    stats = FoldStats()
+    with path.open("rb") as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            stats.lines += 1
+            try:
+                obj = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                stats.malformed += 1
+                continue
+            if not isinstance(obj, dict) or not obj.get("id"):
+                stats.malformed += 1
+                continue
+            op = obj.get("patch")
+            if op is None:
+                if not obj.get("name") and not obj.get("type"):
+                    stats.malformed += 1
+                    continue
+                stats.records += 1
+                entity = _entity(obj)
+                if entity.id in entities:
+                    stats.restated += 1
+                entities[entity.id] = entity
+                continue
+            if op not in ("confirm", "supersede"):
+                stats.unknown_ops += 1
+                continue
+            by = obj.get("superseded_by")
+            if op == "supersede" and (not by or str(by) == str(obj["id"])):
+                stats.malformed += 1
+                continue
+            stats.patches[op] += 1
+            target = entities.get(str(obj["id"]))
+            if target is None:
+                stats.orphan_patches += 1
+                continue
+            if op == "confirm":
+                target.confirmed = True
+                target.confirmed_at = obj.get("at")
+                if isinstance(obj.get("confidence"), int | float):
+                    target.confidence = float(obj["confidence"])
+            else:
+                target.superseded_by = str(by)
+                target.valid_until = obj.get("at") or target.valid_until
+    return Graph(entities, stats)

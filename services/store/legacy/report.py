@@ -1,0 +1,112 @@
+"""The migration report: what was read, imported, already there from an
+earlier run, skipped and why, and what was deliberately not carried."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+ENTITY_EDGES_REASON = "the workspace schema has no entity-to-entity edges yet (SPEC 3)"
+DIGESTS_REASON = "session digests summarise turns that are imported as history themselves"
+
+
+@dataclass
+class Section:
+    read: int = 0
+    # New rows written now (in a dry run: that would be written).
+    imported: int = 0
+    # Present from an earlier run: left as they are.
+    already_present: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "read": self.read,
+            "imported": self.imported,
+            "already_present": self.already_present,
+            "skipped": dict(sorted(self.skipped.items())),
+        }
+
+    def line(self, name: str) -> str:
+        text = (
+            f"{name}: read {self.read}, imported {self.imported}, "
+            f"already present {self.already_present}, skipped {sum(self.skipped.values())}"
+        )
+        for reason, n in sorted(self.skipped.items()):
+            text += f"\n    {n:>6}  {reason}"
+        return text
+
+
+@dataclass
+class Report:
+    workspace: str = ""
+    owner: str = ""
+    dry_run: bool = False
+    turns: Section = field(default_factory=Section)
+    memory_items: Section = field(default_factory=Section)
+    # Old kind -> new kind, for kinds that have no namesake.
+    kinds_mapped: Counter[str] = field(default_factory=Counter)
+    entities: Section = field(default_factory=Section)
+    mentions: Section = field(default_factory=Section)
+    # Mentions of a superseded entity that now name its replacement.
+    mentions_redirected: int = 0
+    graph: dict[str, Any] = field(default_factory=dict)
+    entity_edges_read: int = 0
+    session_digests_read: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    complete: bool = False
+
+    def changed_anything(self) -> bool:
+        return any(
+            s.imported for s in (self.turns, self.memory_items, self.entities, self.mentions)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace,
+            "owner": self.owner,
+            "dry_run": self.dry_run,
+            "complete": self.complete,
+            "turns": self.turns.to_json(),
+            "memory_items": {
+                **self.memory_items.to_json(),
+                "kinds_mapped": dict(sorted(self.kinds_mapped.items())),
+            },
+            "entities": self.entities.to_json(),
+            "mentions": {**self.mentions.to_json(), "redirected": self.mentions_redirected},
+            "graph": self.graph,
+            "not_carried": {
+                "entity_edges": {"read": self.entity_edges_read, "reason": ENTITY_EDGES_REASON},
+                "session_digests": {"read": self.session_digests_read, "reason": DIGESTS_REASON},
+            },
+            "batches": self.batches,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def to_text(self) -> str:
+        head = "dry run: nothing written" if self.dry_run else "migration"
+        state = "complete" if self.complete else "INCOMPLETE (rerun to finish)"
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds_mapped.items())) or "none"
+        g = self.graph
+        lines = [
+            f"{head} into workspace {self.workspace} for owner {self.owner}: {state}",
+            self.turns.line("turns -> history entries"),
+            self.memory_items.line("memory items -> memories (origin migrated)"),
+            f"    kinds mapped: {kinds}",
+            self.entities.line("entities"),
+            self.mentions.line("memory-to-entity edges -> mentions"),
+            f"    redirected to a replacement entity: {self.mentions_redirected}",
+            (
+                f"graph.jsonl: {g.get('lines', 0)} lines, {g.get('records', 0)} records "
+                f"({g.get('restated', 0)} restated), patches {g.get('patches', {})}, "
+                f"{g.get('orphan_patches', 0)} orphan patches, {g.get('malformed', 0)} "
+                f"malformed lines; {g.get('superseded', 0)} entities superseded, "
+                f"{g.get('confirmed', 0)} confirmed"
+            ),
+            f"not carried: {self.entity_edges_read} entity-to-entity edges ({ENTITY_EDGES_REASON})",
+            f"not carried: {self.session_digests_read} session digests ({DIGESTS_REASON})",
+            f"{self.batches} batches in {self.seconds:.2f} s",
+        ]
+        return "\n".join(lines)
