@@ -1,0 +1,1 @@
+"""Migration from the old store (docs/migration.md)."""
