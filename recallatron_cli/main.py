@@ -425,6 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     from recallatron_cli import load
 
     load.add_parser(sub)
+
+    from services.store.legacy import cli as legacy_cli
+
+    legacy_cli.add_parser(sub)
     return parser
 
 
