@@ -51,10 +51,16 @@ def _unavailable(exc: grpc.RpcError, peer: str, timeout: float) -> Unavailable:
     if kind == "unavailable":
         return Unavailable(kind, f"the {peer} is unavailable")
     if kind == "timeout":
-        return Unavailable(kind, f"the {peer} did not answer within {timeout:g} s")
+        return Unavailable(kind, f"the {peer} did not answer within {timeout:.2g} s")
     if kind == "absent":
         return Unavailable(kind, exc.details() or "not configured")  # type: ignore[attr-defined]
     return Unavailable(kind, f"the {peer} failed ({code.name}): {exc.details()}")  # type: ignore[attr-defined]
+
+
+def _capped(default: float, timeout: float | None) -> float:
+    """The call's own deadline, or what is left of the recall's when nearer
+    (never zero: gRPC then fails the call at once with DEADLINE_EXCEEDED)."""
+    return default if timeout is None else max(0.001, min(default, timeout))
 
 
 def _candidates(items: Sequence[store_pb2.Candidate]) -> list[Candidate]:
@@ -66,16 +72,17 @@ class StoreClient:
         self.stub = store_pb2_grpc.StoreServiceStub(channel)
         self.timeout = timeout
 
-    def _call(self, method: Callable[..., Resp], request: Any) -> Resp:
+    def _call(self, method: Callable[..., Resp], request: Any, timeout: float | None) -> Resp:
         try:
-            return method(request, timeout=self.timeout)
+            return method(request, timeout=_capped(self.timeout, timeout))
         except grpc.RpcError as exc:
             raise _relay(exc) from None
 
-    def settings(self, workspace_id: str) -> WorkspaceSettings:
+    def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings:
         resp = self._call(
             self.stub.GetWorkspaceSettings,
             store_pb2.GetWorkspaceSettingsRequest(workspace_id=workspace_id),
+            timeout,
         )
         s = resp.settings
         return WorkspaceSettings(
@@ -84,18 +91,29 @@ class StoreClient:
         )
 
     def lexical(
-        self, caller: cpb.Caller, query: str, limit: int, filters: cpb.RecallFilters
+        self,
+        caller: cpb.Caller,
+        query: str,
+        limit: int,
+        filters: cpb.RecallFilters,
+        timeout: float | None = None,
     ) -> list[Candidate]:
         resp = self._call(
             self.stub.LexicalCandidates,
             store_pb2.LexicalCandidatesRequest(
                 caller=caller, query=query, limit=limit, filters=filters
             ),
+            timeout,
         )
         return _candidates(resp.candidates)
 
     def dense(
-        self, caller: cpb.Caller, vector: QueryVector, limit: int, filters: cpb.RecallFilters
+        self,
+        caller: cpb.Caller,
+        vector: QueryVector,
+        limit: int,
+        filters: cpb.RecallFilters,
+        timeout: float | None = None,
     ) -> DenseArm:
         request = store_pb2.DenseCandidatesRequest(
             caller=caller,
@@ -104,22 +122,30 @@ class StoreClient:
             limit=limit,
             filters=filters,
         )
+        deadline = _capped(self.timeout, timeout)
         try:
-            resp = self.stub.DenseCandidates(request, timeout=self.timeout)
+            resp = self.stub.DenseCandidates(request, timeout=deadline)
         except grpc.RpcError as exc:
-            raise _unavailable(exc, "store", self.timeout) from None
+            raise _unavailable(exc, "store", deadline) from None
         return DenseArm(_candidates(resp.candidates), resp.embeddings_available)
 
-    def admit(self, caller: cpb.Caller, ids: Sequence[str]) -> list[str]:
+    def admit(
+        self, caller: cpb.Caller, ids: Sequence[str], timeout: float | None = None
+    ) -> list[str]:
         resp = self._call(
-            self.stub.AdmitCandidates, store_pb2.AdmitCandidatesRequest(caller=caller, ids=ids)
+            self.stub.AdmitCandidates,
+            store_pb2.AdmitCandidatesRequest(caller=caller, ids=ids),
+            timeout,
         )
         return list(resp.admitted_ids)
 
-    def hydrate(self, caller: cpb.Caller, ids: Sequence[str]) -> dict[str, cpb.Memory]:
+    def hydrate(
+        self, caller: cpb.Caller, ids: Sequence[str], timeout: float | None = None
+    ) -> dict[str, cpb.Memory]:
         resp = self._call(
             self.stub.GetMemories,
             store_pb2.GetMemoriesRequest(caller=caller, ids=ids, with_provenance=True),
+            timeout,
         )
         return {m.id: m for m in resp.memories}
 
@@ -130,21 +156,24 @@ class EmbedClient:
         self.embed_timeout = embed_timeout
         self.rerank_timeout = rerank_timeout
 
-    def embed_query(self, text: str) -> QueryVector:
+    def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
+        deadline = _capped(self.embed_timeout, timeout)
         try:
-            resp = self.stub.Embed(embed_pb2.EmbedRequest(texts=[text]), timeout=self.embed_timeout)
+            resp = self.stub.Embed(embed_pb2.EmbedRequest(texts=[text]), timeout=deadline)
         except grpc.RpcError as exc:
-            raise _unavailable(exc, "embed service", self.embed_timeout) from None
+            raise _unavailable(exc, "embed service", deadline) from None
         if len(resp.vectors) != 1:
             raise Unavailable("failed", "the embed service returned no vector")
         return QueryVector(resp.model_id, list(resp.vectors[0].values))
 
-    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+    def rerank(
+        self, query: str, passages: Sequence[str], timeout: float | None = None
+    ) -> list[float]:
+        deadline = _capped(self.rerank_timeout, timeout)
         try:
             resp = self.stub.Rerank(
-                embed_pb2.RerankRequest(query=query, passages=passages),
-                timeout=self.rerank_timeout,
+                embed_pb2.RerankRequest(query=query, passages=passages), timeout=deadline
             )
         except grpc.RpcError as exc:
-            raise _unavailable(exc, "cross-encoder", self.rerank_timeout) from None
+            raise _unavailable(exc, "cross-encoder", deadline) from None
         return list(resp.scores)

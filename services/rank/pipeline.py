@@ -38,6 +38,10 @@ DEFAULT_MODE = "hybrid"
 # The cross-encoder reads at most a few hundred tokens; longer passages only
 # cost transfer and tokenisation.
 MAX_PASSAGE_CHARS = 2_000
+# Kept back from the caller's deadline to build and send the answer.
+ANSWER_RESERVE_SECONDS = 0.05
+# Below this, a cross-encoder call cannot finish: the fused order stands.
+MIN_RERANK_SECONDS = 0.05
 
 T = TypeVar("T")
 
@@ -102,18 +106,31 @@ M_co = TypeVar("M_co", bound=Passage, covariant=True)
 
 class StorePort(Protocol[M_co]):
     """The store calls of one recall. ``caller`` and ``filters`` are passed
-    through untouched. Errors other than the dense arm's are the caller's
-    problem (a recall cannot answer without the store)."""
+    through untouched; ``timeout`` (seconds) caps the call's own deadline when
+    the recall's deadline is nearer. Errors other than the dense arm's are the
+    caller's problem (a recall cannot answer without the store); the dense arm
+    raises :class:`Unavailable`."""
 
-    def settings(self, workspace_id: str) -> WorkspaceSettings: ...
+    def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings: ...
 
-    def lexical(self, caller: Any, query: str, limit: int, filters: Any) -> list[Candidate]: ...
+    def lexical(
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
+    ) -> list[Candidate]: ...
 
-    def dense(self, caller: Any, vector: QueryVector, limit: int, filters: Any) -> DenseArm: ...
+    def dense(
+        self,
+        caller: Any,
+        vector: QueryVector,
+        limit: int,
+        filters: Any,
+        timeout: float | None = None,
+    ) -> DenseArm: ...
 
-    def admit(self, caller: Any, ids: Sequence[str]) -> list[str]: ...
+    def admit(self, caller: Any, ids: Sequence[str], timeout: float | None = None) -> list[str]: ...
 
-    def hydrate(self, caller: Any, ids: Sequence[str]) -> Mapping[str, M_co]:
+    def hydrate(
+        self, caller: Any, ids: Sequence[str], timeout: float | None = None
+    ) -> Mapping[str, M_co]:
         """The memories (with provenance) the caller may still see, by id."""
         ...
 
@@ -121,9 +138,11 @@ class StorePort(Protocol[M_co]):
 class EmbedPort(Protocol):
     """Raise :class:`Unavailable` when the embed service cannot answer."""
 
-    def embed_query(self, text: str) -> QueryVector: ...
+    def embed_query(self, text: str, timeout: float | None = None) -> QueryVector: ...
 
-    def rerank(self, query: str, passages: Sequence[str]) -> list[float]: ...
+    def rerank(
+        self, query: str, passages: Sequence[str], timeout: float | None = None
+    ) -> list[float]: ...
 
 
 # -- what it answers ------------------------------------------------------------
@@ -187,6 +206,9 @@ class Request:
     limit: int
     filters: Any = None
     skip_rerank: bool = False
+    # time.monotonic() by which the answer is due (the caller's deadline);
+    # every call is capped to what is left of it. None: no deadline.
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -238,19 +260,19 @@ class _SettingsCache:
     """Workspace settings for a few seconds: read on every recall, changed
     rarely, and a stale value for seconds is harmless."""
 
-    def __init__(self, load: Callable[[str], WorkspaceSettings], ttl: float) -> None:
+    def __init__(self, load: Callable[[str, float | None], WorkspaceSettings], ttl: float) -> None:
         self.load = load
         self.ttl = ttl
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[float, WorkspaceSettings]] = {}
 
-    def get(self, workspace_id: str) -> WorkspaceSettings:
+    def get(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings:
         now = time.monotonic()
         with self._lock:
             hit = self._entries.get(workspace_id)
         if hit is not None and now - hit[0] < self.ttl:
             return hit[1]
-        value = self.load(workspace_id)
+        value = self.load(workspace_id, timeout)
         with self._lock:
             self._entries[workspace_id] = (now, value)
         return value
@@ -288,6 +310,17 @@ class Pipeline(Generic[M]):
             raise ValueError("arm_limit must be at most half of walk_limit")
         self.settings = _SettingsCache(store.settings, self.config.settings_cache_seconds)
         self.executor = executor or ThreadPoolExecutor(max_workers=16, thread_name_prefix="arm")
+        # The embed service's reachability as last seen, to log its changes once.
+        self._embed_down = False
+        self._embed_lock = threading.Lock()
+
+    @staticmethod
+    def _left(request: Request) -> float | None:
+        """Seconds left for peer calls before the caller's deadline, keeping a
+        little back to answer; None when there is no deadline."""
+        if request.deadline is None:
+            return None
+        return max(0.0, request.deadline - time.monotonic() - ANSWER_RESERVE_SECONDS)
 
     def resolve_mode(self, request: Request, settings: WorkspaceSettings) -> str:
         mode = request.mode or settings.default_recall_mode or DEFAULT_MODE
@@ -295,7 +328,7 @@ class Pipeline(Generic[M]):
 
     def recall(self, request: Request) -> Outcome[M]:
         start = time.perf_counter()
-        settings = self.settings.get(request.workspace_id)
+        settings = self.settings.get(request.workspace_id, self._left(request))
         mode = self.resolve_mode(request, settings)
         metrics.RECALLS.labels(mode).inc()
 
@@ -319,7 +352,12 @@ class Pipeline(Generic[M]):
 
         fused = rrf(lexical, dense_rows, self.config.rrf_k)[: self.config.walk_limit]
         admitted_ids = (
-            _timed("walk", lambda: self.store.admit(request.caller, [f.id for f in fused]))
+            _timed(
+                "walk",
+                lambda: self.store.admit(
+                    request.caller, [f.id for f in fused], timeout=self._left(request)
+                ),
+            )
             if fused
             else []
         )
@@ -337,7 +375,12 @@ class Pipeline(Generic[M]):
         rerank_depth = 0 if request.skip_rerank else max(0, settings.rerank_depth)
         head = admitted[: max(request.limit, rerank_depth)]
         by_id = (
-            _timed("hydrate", lambda: self.store.hydrate(request.caller, [f.id for f in head]))
+            _timed(
+                "hydrate",
+                lambda: self.store.hydrate(
+                    request.caller, [f.id for f in head], timeout=self._left(request)
+                ),
+            )
             if head
             else {}
         )
@@ -361,20 +404,32 @@ class Pipeline(Generic[M]):
         return _timed(
             "lexical",
             lambda: self.store.lexical(
-                request.caller, request.query, self.config.arm_limit, request.filters
+                request.caller,
+                request.query,
+                self.config.arm_limit,
+                request.filters,
+                timeout=self._left(request),
             ),
         )
 
     def _dense(self, request: Request) -> _DenseOutcome:
         try:
-            vector = _timed("embed", lambda: self.embed.embed_query(request.query))
+            vector = _timed(
+                "embed", lambda: self.embed.embed_query(request.query, timeout=self._left(request))
+            )
         except Unavailable as exc:
+            self._embed_reachable(False, exc.message)
             return _DenseOutcome(None, f"query embedding: {exc.message}", f"embed_{exc.kind}")
+        self._embed_reachable(True)
         try:
             arm = _timed(
                 "dense",
                 lambda: self.store.dense(
-                    request.caller, vector, self.config.arm_limit, request.filters
+                    request.caller,
+                    vector,
+                    self.config.arm_limit,
+                    request.filters,
+                    timeout=self._left(request),
                 ),
             )
         except Unavailable as exc:
@@ -397,10 +452,16 @@ class Pipeline(Generic[M]):
             return False, "the workspace's rerank depth is 0"
         if not results:
             return False, "nothing to re-rank"
+        left = self._left(request)
+        if left is not None and left < MIN_RERANK_SECONDS:
+            metrics.DEGRADED.labels("rerank", "no_time").inc()
+            return False, "no time left for the cross-encoder within the caller's deadline"
         top = results[:depth]
         passages = [_passage(r.memory) for r in top]
         try:
-            scores = _timed("rerank", lambda: self.embed.rerank(request.query, passages))
+            scores = _timed(
+                "rerank", lambda: self.embed.rerank(request.query, passages, timeout=left)
+            )
         except Unavailable as exc:
             metrics.DEGRADED.labels("rerank", exc.kind).inc()
             return False, exc.message
@@ -412,6 +473,17 @@ class Pipeline(Generic[M]):
         order = sorted(range(len(top)), key=lambda i: -top[i].scores.rerank_score)
         results[: len(top)] = [top[i] for i in order]
         return True, ""
+
+    def _embed_reachable(self, reachable: bool, why: str = "") -> None:
+        """Logs when the embed service stops or starts answering (each recall
+        in between is counted in the degrade metric, not logged)."""
+        with self._embed_lock:
+            changed = self._embed_down == reachable
+            self._embed_down = not reachable
+        if changed and reachable:
+            log.info("embed service answers again; the dense arm is back")
+        elif changed:
+            log.warning("dense arm unavailable; answering with lexical rows", extra={"why": why})
 
 
 def _passage(memory: Passage) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -56,7 +57,7 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
     )
 
 
-def request_of(msg: rank_pb2.RankRequest) -> Request:
+def request_of(msg: rank_pb2.RankRequest, time_remaining: float | None = None) -> Request:
     if not msg.caller.workspace_id or not msg.caller.member_id:
         raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
     if not msg.query.strip():
@@ -74,6 +75,7 @@ def request_of(msg: rank_pb2.RankRequest) -> Request:
         limit=limit,
         filters=msg.filters,
         skip_rerank=msg.skip_rerank,
+        deadline=None if time_remaining is None else time.monotonic() + time_remaining,
     )
 
 
@@ -84,7 +86,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
     def Rank(
         self, request: rank_pb2.RankRequest, context: grpc.ServicerContext
     ) -> rank_pb2.RankResponse:
-        outcome = self.pipeline.recall(request_of(request))
+        outcome = self.pipeline.recall(request_of(request, context.time_remaining()))
         return rank_pb2.RankResponse(outcome=outcome_msg(outcome))
 
 

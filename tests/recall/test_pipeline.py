@@ -4,6 +4,7 @@ walk and the counts, degrade and rerank, with in-memory fakes of its peers."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,27 +74,44 @@ class FakeStore:
     rerank_depth: int = 20
     dense_error: Unavailable | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    timeouts: list[float | None] = field(default_factory=list)
 
-    def settings(self, workspace_id: str) -> WorkspaceSettings:
+    def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings:
         self.calls.append(("settings", workspace_id))
+        self.timeouts.append(timeout)
         return WorkspaceSettings(self.default_mode, self.rerank_depth)
 
-    def lexical(self, caller: Any, query: str, limit: int, filters: Any) -> list[Candidate]:
+    def lexical(
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
+    ) -> list[Candidate]:
         self.calls.append(("lexical", limit))
+        self.timeouts.append(timeout)
         return self.lexical_rows[:limit]
 
-    def dense(self, caller: Any, vector: QueryVector, limit: int, filters: Any) -> DenseArm:
+    def dense(
+        self,
+        caller: Any,
+        vector: QueryVector,
+        limit: int,
+        filters: Any,
+        timeout: float | None = None,
+    ) -> DenseArm:
         self.calls.append(("dense", limit))
+        self.timeouts.append(timeout)
         if self.dense_error is not None:
             raise self.dense_error
         return DenseArm(self.dense_rows[:limit], self.embeddings_available)
 
-    def admit(self, caller: Any, ids: Sequence[str]) -> list[str]:
+    def admit(self, caller: Any, ids: Sequence[str], timeout: float | None = None) -> list[str]:
         self.calls.append(("admit", list(ids)))
+        self.timeouts.append(timeout)
         return [i for i in ids if i not in self.refused]
 
-    def hydrate(self, caller: Any, ids: Sequence[str]) -> Mapping[str, Mem]:
+    def hydrate(
+        self, caller: Any, ids: Sequence[str], timeout: float | None = None
+    ) -> Mapping[str, Mem]:
         self.calls.append(("hydrate", list(ids)))
+        self.timeouts.append(timeout)
         return {i: Mem(i, f"title {i}", f"body {i}") for i in ids}
 
     def called(self, name: str) -> list[Any]:
@@ -107,19 +125,26 @@ class FakeEmbed:
     score: Callable[[str], float] = lambda passage: 0.0
     reranked: list[list[str]] = field(default_factory=list)
 
-    def embed_query(self, text: str) -> QueryVector:
+    def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
         if self.embed_error is not None:
             raise self.embed_error
         return QueryVector("model", [0.0] * 384)
 
-    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+    def rerank(
+        self, query: str, passages: Sequence[str], timeout: float | None = None
+    ) -> list[float]:
         if self.rerank_error is not None:
             raise self.rerank_error
         self.reranked.append(list(passages))
         return [self.score(p) for p in passages]
 
 
-def request(mode: str | None = "hybrid", limit: int = 10, skip_rerank: bool = True) -> Request:
+def request(
+    mode: str | None = "hybrid",
+    limit: int = 10,
+    skip_rerank: bool = True,
+    deadline: float | None = None,
+) -> Request:
     return Request(
         caller="caller",
         workspace_id="ws",
@@ -127,6 +152,7 @@ def request(mode: str | None = "hybrid", limit: int = 10, skip_rerank: bool = Tr
         mode=mode,
         limit=limit,
         skip_rerank=skip_rerank,
+        deadline=deadline,
     )
 
 
@@ -284,3 +310,25 @@ def test_skip_rerank_and_depth_zero() -> None:
     off = pipeline(store, embed).recall(request("lexical", skip_rerank=False))
     assert not off.reranked and "depth" in off.rerank_unavailable_reason
     assert embed.reranked == []
+
+
+# -- deadlines --------------------------------------------------------------------
+
+
+def test_calls_are_capped_by_the_callers_deadline() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1)])
+    embed = FakeEmbed()
+    pipeline(store, embed).recall(request("hybrid", deadline=time.monotonic() + 3.0))
+    assert store.timeouts and all(t is not None and 0 < t < 3.0 for t in store.timeouts)
+    pipeline(store, embed).recall(request("hybrid"))
+    assert store.timeouts[-1] is None
+
+
+def test_no_time_left_skips_the_cross_encoder() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)])
+    embed = FakeEmbed(score=lambda passage: 1.0)
+    outcome = pipeline(store, embed).recall(
+        request("lexical", skip_rerank=False, deadline=time.monotonic())
+    )
+    assert not outcome.reranked and "deadline" in outcome.rerank_unavailable_reason
+    assert embed.reranked == [] and ids(outcome) == ["a", "b"]
