@@ -132,6 +132,18 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         if request.limit < 0 or request.limit > MAX_RECALL_LIMIT:
             raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
         convert.mode_str(request.mode, "mode")
+        # History evidence exists only for the workspace owner: for anyone
+        # else the flag changes nothing. Searched while rank works.
+        history = None
+        if request.include_history and ident.role == cpb.ROLE_OWNER:
+            history = self.peers.store.SearchHistory.future(
+                store_pb2.SearchHistoryRequest(
+                    caller=caller(ident, request.purpose),
+                    query=request.query,
+                    limit=request.limit or DEFAULT_RECALL_LIMIT,
+                ),
+                timeout=self.peers.settings.store_timeout_seconds,
+            )
         resp = self.peers.call(
             self.peers.rank.Rank,
             rank_pb2.RankRequest(
@@ -144,6 +156,11 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             ),
             self.peers.settings.rank_timeout_seconds,
         )
+        if history is not None:
+            pending = history
+            # Through peers.call for the same error translation as any call.
+            found = self.peers.call(lambda _req, timeout: pending.result(), None, 0)
+            resp.outcome.history.extend(found.entries)
         return pb.RecallResponse(outcome=resp.outcome)
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
