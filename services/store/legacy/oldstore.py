@@ -64,7 +64,7 @@ class Entity:
         rel = self.properties.get("relations")
         if not isinstance(rel, dict):
             return []
-        out = []
+        out: list[tuple[str, str]] = []
         for verb, targets in rel.items():
             if isinstance(targets, str):
                 targets = [targets]
