@@ -1,0 +1,1 @@
+"""An MCP server exposing Recallatron's seven memory tools to agents."""

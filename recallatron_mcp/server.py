@@ -1,0 +1,161 @@
+"""The MCP server: exactly the seven tools, with the names, descriptions and
+input schemas of services/gateway/tools.py, forwarded to the gateway with the
+member's token. Over stdio (one member: RECALLATRON_TOKEN) or streamable HTTP
+(the member's token in each request's `Authorization: Bearer` header, else
+RECALLATRON_TOKEN).
+
+Tool failures come back as tool results with is_error set and a message an
+agent can act on, never as protocol errors or stack traces."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from recallatron_cli.client import Client
+from recallatron_mcp import tools
+from services.gateway.tools import TOOLS
+
+log = logging.getLogger("recallatron.mcp")
+
+DEFAULT_GATEWAY = "127.0.0.1:7400"
+DEFAULT_HTTP = "127.0.0.1:7420"
+INSTRUCTIONS = (
+    "Recallatron is this member's and team's memory. Recall on demand only; nothing is "
+    "injected. A memory is a dated claim with provenance, not current truth: read the "
+    "provenance and dates before the content. Store only what someone plainly told you "
+    "(remember) or what you concluded from memories you can see (derive)."
+)
+
+
+class Clients:
+    """One gateway client per token, shared by the calls made with it."""
+
+    def __init__(self, gateway: str, default_token: str) -> None:
+        self.gateway = gateway
+        self.default_token = default_token
+        self._by_token: dict[str, Client] = {}
+        self._lock = threading.Lock()
+
+    def get(self, token: str) -> Client:
+        with self._lock:
+            client = self._by_token.get(token)
+            if client is None:
+                client = self._by_token[token] = Client(self.gateway, token)
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._by_token.values():
+                client.close()
+            self._by_token.clear()
+
+
+def _token(ctx: ServerRequestContext[Any], default: str) -> str:
+    """The HTTP request's bearer token when there is one, else the default."""
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get("authorization", "") if headers is not None else ""
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return default
+
+
+def _text(payload: Any) -> list[types.TextContent]:
+    return [types.TextContent(type="text", text=json.dumps(payload, indent=1, ensure_ascii=False))]
+
+
+def build_server(clients: Clients) -> Server[Any]:
+    listed = [
+        types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+        for t in TOOLS
+    ]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        token = _token(ctx, clients.default_token)
+        arguments = dict(params.arguments or {})
+        if not token:
+            return types.CallToolResult(
+                content=_text(
+                    "UNAUTHENTICATED: no member token. Ask the person to set RECALLATRON_TOKEN "
+                    "(or send 'Authorization: Bearer <member token>' over HTTP)."
+                ),
+                is_error=True,
+            )
+        client = clients.get(token)
+        try:
+            # gRPC calls block: off the event loop.
+            result = await anyio.to_thread.run_sync(tools.call, client, params.name, arguments)
+        except tools.ToolError as exc:
+            return types.CallToolResult(content=_text(str(exc)), is_error=True)
+        except Exception:
+            log.exception("tool call failed", extra={"tool": params.name})
+            return types.CallToolResult(
+                content=_text("INTERNAL: the tool failed unexpectedly; retry later."),
+                is_error=True,
+            )
+        return types.CallToolResult(content=_text(result), structured_content=result)
+
+    return Server(
+        "recallatron",
+        version="0.1.0",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def serve_http(server: Server[Any], listen: str) -> None:
+    import uvicorn
+
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    app = server.streamable_http_app(host=host)
+    uvicorn.run(app, host=host, port=int(port), log_level="warning")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="recallatron mcp", description=__doc__)
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
+    parser.add_argument(
+        "--listen",
+        default=os.environ.get("RECALLATRON_MCP_LISTEN", DEFAULT_HTTP),
+        help="host:port for --transport http (the endpoint is /mcp)",
+    )
+    args = parser.parse_args(argv)
+    # stdout belongs to the protocol on stdio: logs go to stderr.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    clients = Clients(args.gateway, os.environ.get("RECALLATRON_TOKEN", ""))
+    server = build_server(clients)
+    try:
+        if args.transport == "stdio":
+            anyio.run(serve_stdio, server)
+        else:
+            serve_http(server, args.listen)
+    finally:
+        clients.close()
+    return 0

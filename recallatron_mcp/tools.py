@@ -1,0 +1,334 @@
+"""The seven tools as MCP calls: JSON arguments (shaped by the schemas in
+services/gateway/tools.py) become gateway requests; gateway answers become
+JSON an agent can read; gRPC errors become messages that say what was wrong
+and what to do next."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import jsonschema
+from google.protobuf import timestamp_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_cli.client import KINDS, MODES, PURPOSES, Client
+from services.gateway.tools import TOOLS
+
+SCHEMAS = {t.name: t.input_schema for t in TOOLS}
+
+
+class ToolError(Exception):
+    """A failure the agent should read: what was wrong and what to do."""
+
+
+# -- arguments -> requests -------------------------------------------------------
+
+
+def check_arguments(name: str, arguments: dict[str, Any]) -> None:
+    """The tool's own JSON schema, checked before anything is sent."""
+    schema = SCHEMAS.get(name)
+    if schema is None:
+        raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(SCHEMAS)}")
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = sorted(validator.iter_errors(arguments), key=lambda err: list(err.path))
+    if problems:
+        lines = []
+        for err in problems[:5]:
+            where = ".".join(str(p) for p in err.absolute_path) or "(arguments)"
+            lines.append(f"{where}: {err.message}")
+        raise ToolError(
+            "INVALID_ARGUMENT (nothing was sent): "
+            + "; ".join(lines)
+            + f". Fix the arguments to match the {name} tool's input schema and call again."
+        )
+
+
+def _purpose(args: dict[str, Any]) -> int:
+    return PURPOSES[args.get("purpose", "assist")]
+
+
+def _audience(value: str | None) -> cpb.Audience | None:
+    if value is None:
+        return None
+    return cpb.Audience(workspace=True) if value == "workspace" else cpb.Audience(member_id=value)
+
+
+def _mentions(items: list[dict[str, str]]) -> list[cpb.MentionInput]:
+    out = []
+    for item in items:
+        if "entity_id" in item:
+            out.append(cpb.MentionInput(entity_id=item["entity_id"]))
+        elif "name" in item:
+            out.append(cpb.MentionInput(name=item["name"]))
+        else:
+            raise ToolError(
+                "INVALID_ARGUMENT (nothing was sent): mentions: each item needs an entity_id "
+                "or a name. Fix it and call again."
+            )
+    return out
+
+
+def _new_memory_fields(req: Any, args: dict[str, Any]) -> None:
+    """The fields remember, derive and supersede share."""
+    req.kind = KINDS[args["kind"]]
+    req.title = args["title"]
+    req.body = args.get("body", "")
+    if "confidence" in args:
+        req.confidence = float(args["confidence"])
+    audience = _audience(args.get("audience"))
+    if audience is not None:
+        req.audience.CopyFrom(audience)
+    req.purposes.extend(PURPOSES[p] for p in args.get("purposes", []))
+    req.mentions.extend(_mentions(args.get("mentions", [])))
+
+
+def _recall(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    req = pb.RecallRequest(
+        query=args["query"],
+        mode=MODES[args["mode"]] if "mode" in args else 0,
+        limit=int(args.get("limit", 10)),
+        purpose=_purpose(args),
+        filters=cpb.RecallFilters(
+            kinds=[KINDS[k] for k in args.get("kinds", [])],
+            mention_entity_ids=list(args.get("mentions", [])),
+            include_superseded=bool(args.get("include_superseded", False)),
+        ),
+    )
+    return outcome_json(client.call(client.memory.Recall, req).outcome)
+
+
+def _read(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    resp = client.call(
+        client.memory.Read, pb.ReadRequest(ids=list(args["ids"]), purpose=_purpose(args))
+    )
+    return {"memories": [memory_json(m) for m in resp.memories]}
+
+
+def _remember(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    req = pb.RememberRequest(request_id=args["request_id"], purpose=_purpose(args))
+    _new_memory_fields(req, args)
+    req.about_ids.extend(args.get("about", []))
+    resp = client.call(client.memory.Remember, req)
+    return {"memory": memory_json(resp.memory), "replayed": resp.replayed}
+
+
+def _derive(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    req = pb.DeriveRequest(
+        request_id=args["request_id"], source_ids=list(args["sources"]), purpose=_purpose(args)
+    )
+    _new_memory_fields(req, args)
+    resp = client.call(client.memory.Derive, req)
+    return {"memory": memory_json(resp.memory), "replayed": resp.replayed}
+
+
+def _correct(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    req = pb.CorrectRequest(
+        request_id=args["request_id"],
+        id=args["id"],
+        expected_revision=int(args["expected_revision"]),
+        reason=args["reason"],
+        purpose=_purpose(args),
+    )
+    for key in ("title", "body"):
+        if key in args:
+            setattr(req, key, args[key])
+    if "confidence" in args:
+        req.confidence = float(args["confidence"])
+    resp = client.call(client.memory.Correct, req)
+    return {"memory": memory_json(resp.memory), "replayed": resp.replayed}
+
+
+def _supersede(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    req = pb.SupersedeRequest(
+        request_id=args["request_id"],
+        id=args["id"],
+        expected_revision=int(args["expected_revision"]),
+        reason=args.get("reason", ""),
+        purpose=_purpose(args),
+    )
+    _new_memory_fields(req, args)
+    resp = client.call(client.memory.Supersede, req)
+    return {
+        "memory": memory_json(resp.memory),
+        "superseded": memory_json(resp.superseded),
+        "replayed": resp.replayed,
+    }
+
+
+def _forget(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    req = pb.ForgetRequest(
+        request_id=args["request_id"], id=args["id"], reason=args["reason"], purpose=_purpose(args)
+    )
+    resp = client.call(client.memory.Forget, req)
+    return {"id": resp.id, "forgotten_at": _time(resp.forgotten_at), "replayed": resp.replayed}
+
+
+CALLS: dict[str, Callable[[Client, dict[str, Any]], dict[str, Any]]] = {
+    "recall": _recall,
+    "read": _read,
+    "remember": _remember,
+    "derive": _derive,
+    "correct": _correct,
+    "supersede": _supersede,
+    "forget": _forget,
+}
+assert set(CALLS) == set(SCHEMAS), "every tool has exactly one call"
+
+
+def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Runs one tool; raises ToolError with an actionable message on failure."""
+    check_arguments(name, arguments)
+    try:
+        return CALLS[name](client, arguments)
+    except grpc.RpcError as exc:
+        raise ToolError(explain(exc, name, arguments)) from None
+
+
+# -- answers -> JSON ---------------------------------------------------------------
+
+
+def _name(enum: Any, value: int, prefix: str) -> str:
+    try:
+        return str(enum.Name(value)).removeprefix(prefix).lower()
+    except ValueError:
+        return str(value)
+
+
+def _time(ts: timestamp_pb2.Timestamp) -> str:
+    return ts.ToJsonString() if ts.seconds or ts.nanos else ""
+
+
+def _ref(ref: cpb.MemoryRef) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": ref.id, "visible": ref.visible}
+    if ref.visible:
+        out["title"] = ref.title
+        out["kind"] = _name(cpb.Kind, ref.kind, "KIND_")
+    return out
+
+
+def memory_json(m: cpb.Memory) -> dict[str, Any]:
+    """A memory with its date and provenance first: it is a dated claim made by
+    someone, to be weighed before it is used."""
+    return {
+        "id": m.id,
+        "created_at": _time(m.created_at),
+        "created_by": m.created_by,
+        "origin": _name(cpb.Origin, m.origin, "ORIGIN_"),
+        "confidence": round(m.confidence, 4),
+        "revision": m.revision,
+        "superseded_by_id": m.superseded_by_id or None,
+        "links": [
+            {"kind": _name(cpb.LinkKind, link.kind, "LINK_KIND_"), **_ref(link.target)}
+            for link in m.links
+        ],
+        "supersedes": [_ref(r) for r in m.supersedes],
+        "superseded_by": [_ref(r) for r in m.superseded_by],
+        "mentions": [{"entity_id": x.entity_id, "name": x.name} for x in m.mentions],
+        "audience": "workspace" if m.audience.workspace else m.audience.member_id,
+        "purposes": [_name(cpb.Purpose, p, "PURPOSE_") for p in m.purposes],
+        "kind": _name(cpb.Kind, m.kind, "KIND_"),
+        "title": m.title,
+        "body": m.body,
+        "updated_at": _time(m.updated_at),
+    }
+
+
+def outcome_json(o: cpb.RecallOutcome) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "mode": _name(cpb.RecallMode, o.mode, "RECALL_MODE_"),
+        "dense_available": o.dense_available,
+        "reranked": o.reranked,
+    }
+    if not o.dense_available:
+        out["dense_unavailable_reason"] = o.dense_unavailable_reason
+    if not o.reranked:
+        out["rerank_unavailable_reason"] = o.rerank_unavailable_reason
+    out["counts"] = {
+        "lexical": o.counts.lexical,
+        "dense": o.counts.dense,
+        "fused": o.counts.fused,
+        "admitted": o.counts.admitted,
+    }
+    out["results"] = [
+        {
+            **memory_json(r.memory),
+            "scores": {
+                "lexical_rank": r.scores.lexical_rank,
+                "dense_rank": r.scores.dense_rank,
+                "dense_cosine": round(r.scores.dense_cosine, 4),
+                "fused_score": round(r.scores.fused_score, 6),
+                "rerank_score": round(r.scores.rerank_score, 4),
+            },
+        }
+        for r in o.results
+    ]
+    return out
+
+
+# -- errors -> what to do ------------------------------------------------------------
+
+
+def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
+    """STATUS: what was wrong (with the field when known). What to do."""
+    code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
+    details: str = exc.details() or ""  # type: ignore[attr-defined]
+    fields: list[str] = []
+    revision: dict[str, str] = {}
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    for any_detail in status.details if status is not None else []:
+        bad = error_details_pb2.BadRequest()
+        info = error_details_pb2.ErrorInfo()
+        if any_detail.Unpack(bad):
+            fields += [f"{v.field}: {v.description}" for v in bad.field_violations]
+        elif any_detail.Unpack(info) and info.reason == "REVISION_MISMATCH":
+            revision = dict(info.metadata)
+    what = "; ".join(fields) if fields else details
+    if code == grpc.StatusCode.ABORTED and revision:
+        current = revision.get("current_revision", "?")
+        todo = (
+            "The memory changed since you read it. Read it again (read tool, id "
+            f"{revision.get('memory_id', arguments.get('id', ''))}), check your change still "
+            f"applies, and retry with expected_revision {current} and a new request_id."
+        )
+    else:
+        todo = _HINTS.get(code, "Unexpected failure; retry later, and report it if it persists.")
+    return f"{code.name}: {what}. {todo}"
+
+
+_HINTS = {
+    grpc.StatusCode.INVALID_ARGUMENT: "Nothing was changed. Fix the named field and call again.",
+    grpc.StatusCode.NOT_FOUND: (
+        "No memory with that id exists for you (it may not be visible to you, or not for "
+        "this purpose). Check the id, or recall to find the right one; do not retry as is."
+    ),
+    grpc.StatusCode.ABORTED: (
+        "The memory changed since you read it. Read it again and retry with its current "
+        "revision and a new request_id."
+    ),
+    grpc.StatusCode.FAILED_PRECONDITION: (
+        "Nothing was changed. The request conflicts with the memories' state or trust "
+        "rules (for derive: sources with no audience or purpose in common); change the "
+        "request rather than retrying it."
+    ),
+    grpc.StatusCode.ALREADY_EXISTS: (
+        "That request_id was used for a different call; use a new request_id."
+    ),
+    grpc.StatusCode.UNAUTHENTICATED: (
+        "The member token is missing, unknown or revoked. Ask the person to set "
+        "RECALLATRON_TOKEN (or the HTTP Authorization header) to a valid member token."
+    ),
+    grpc.StatusCode.PERMISSION_DENIED: "This member may not do this; ask a workspace owner.",
+    grpc.StatusCode.UNAVAILABLE: (
+        "The memory service is unreachable right now; retry in a few seconds with the same "
+        "request_id (a retried write is never applied twice)."
+    ),
+    grpc.StatusCode.DEADLINE_EXCEEDED: (
+        "The memory service did not answer in time; retry with the same request_id."
+    ),
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "The request or answer is too large; ask for less.",
+}
