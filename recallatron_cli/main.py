@@ -183,6 +183,7 @@ def _job(settings: Any = None) -> Any:
 
 def cmd_embed_job(args: argparse.Namespace) -> int:
     from recallatron.logs import configure_logging
+    from services.store import embedding_job  # noqa: F401 - registers its metrics first
     from services.store.settings import StoreSettings
 
     settings = StoreSettings()

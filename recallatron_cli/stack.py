@@ -54,6 +54,8 @@ class StackConfig:
     embedding_job: bool = True
     # Which of SERVICES to start (all by default).
     services: tuple[str, ...] = SERVICES
+    # Prometheus /metrics port per process (service name or "embedding-job").
+    metrics_ports: dict[str, int] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     start_timeout: float = 180.0
 
@@ -114,6 +116,8 @@ class Stack:
         for peer in SERVICES:
             if peer in self.ports:
                 env[f"RECALLATRON_{peer.upper()}_TARGET"] = self.address(peer)
+        if name in self.config.metrics_ports:
+            env["RECALLATRON_METRICS_PORT"] = str(self.config.metrics_ports[name])
         if name in SERVICES:
             env[f"RECALLATRON_{name.upper()}_LISTEN"] = (
                 f"127.0.0.1:{self.config.ports.get(name, 0)}"

@@ -54,6 +54,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, prepared_models_dir: Path) -
             models_dir=prepared_models_dir,
             env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
             services=TEST_SERVICES,
+            metrics_ports={name: free_port() for name in (*TEST_SERVICES, "embedding-job")},
         )
     )
     running.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import store_pb2, store_pb2_grpc
+from services.store import pool_metrics
 from services.store.control import ControlPlane
 from services.store.db import Databases
 from services.store.memories import MemoryStore
@@ -18,6 +19,7 @@ def main() -> None:
     log = configure_logging("store", settings.log_level)
     server = Server(settings, [store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name])
     dbs = Databases(settings)
+    pool_metrics.register(dbs.pools)
     control = ControlPlane(dbs)
     servicer = StoreServicer(control, MemoryStore(dbs, control), RecallQueries(dbs, control))
     store_pb2_grpc.add_StoreServiceServicer_to_server(servicer, server.grpc_server)

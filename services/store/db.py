@@ -170,7 +170,8 @@ class Databases:
         return self._pool(self._owner_pools, server, database, app=False)
 
     def pools(self) -> dict[str, ConnectionPool]:
-        return {**self._pools, **self._owner_pools}
+        control = {"control": self.control} if self.control is not None else {}
+        return {**control, **self._pools, **self._owner_pools}
 
     @contextmanager
     def control_conn(self) -> Iterator[psycopg.Connection]:

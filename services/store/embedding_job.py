@@ -129,6 +129,7 @@ class EmbeddingJob:
         return self.dbs.owner_pool(ws.server, ws.database_name)
 
     def claim(self, workspace_id: str) -> Batch:
+        BACKLOG.labels(workspace_id)  # exported from the first look, even at zero
         with self._pool(workspace_id).connection() as conn:
             rows = conn.execute(
                 CLAIM, (self.settings.job_lease_seconds, self.settings.job_batch_size)
