@@ -214,10 +214,12 @@ class Workspace:
             )
             return doc.id, resp.memory.id
 
-        with ThreadPoolExecutor(WORKERS) as pool:
-            for doc_id, memory_id in pool.map(remember, self.dataset.documents):
-                self.memory_of[doc_id] = memory_id
-                self.doc_of[memory_id] = doc_id
+        # One at a time, in corpus order: rows that score alike are ordered by
+        # creation time, so this keeps the figures the same from run to run.
+        for doc in self.dataset.documents:
+            doc_id, memory_id = remember(doc)
+            self.memory_of[doc_id] = memory_id
+            self.doc_of[memory_id] = doc_id
 
     def wait_embedded(self, timeout: float = 900.0) -> None:
         """Waits until the embedding job has embedded every memory (the

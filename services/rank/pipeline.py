@@ -22,6 +22,7 @@ run, the fused order stands.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -233,8 +234,9 @@ def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -
     returned the row of 1 / (k + rank), ranks from 1 as each arm gave them.
 
     Ties (common: rank 1 of one arm against rank 1 of the other) go to the row
-    with the better single rank, then to the lexical arm's row, then by id, so
-    the order is deterministic."""
+    with the better single rank, then to the better lexical rank (a row the
+    lexical arm found before one it did not), so the order never depends on
+    memory ids."""
     by_id: dict[str, Scores] = {}
     for c in lexical:
         s = by_id.setdefault(c.id, Scores())
@@ -248,7 +250,8 @@ def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -
     def key(item: tuple[str, Scores]) -> tuple[float, int, int, str]:
         memory_id, s = item
         ranks = [r for r in (s.lexical_rank, s.dense_rank) if r > 0]
-        return (-s.fused_score, min(ranks), 0 if s.lexical_rank else 1, memory_id)
+        lexical = s.lexical_rank or sys.maxsize
+        return (-s.fused_score, min(ranks), lexical, memory_id)
 
     return [Fused(i, s) for i, s in sorted(by_id.items(), key=key)]
 

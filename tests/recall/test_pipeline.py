@@ -52,6 +52,10 @@ def test_rrf_constant_and_ties() -> None:
     assert math.isclose(fused[0].scores.fused_score, 1 / 2)
     assert math.isclose(fused[3].scores.fused_score, 1 / 4)
     assert rrf([], []) == []
+    # Equal sums from mirrored ranks: the better lexical rank first.
+    mirrored = rrf([c("p", 3), c("q", 10)], [c("q", 3), c("p", 10)])
+    assert [f.id for f in mirrored] == ["p", "q"]
+    assert mirrored[0].scores.fused_score == mirrored[1].scores.fused_score
 
 
 # -- fakes ------------------------------------------------------------------------
