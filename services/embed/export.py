@@ -217,7 +217,11 @@ def export_bi_encoder(out_dir: Path, log: Callable[[str], None] = print) -> Mani
             "version": importlib.metadata.version(BI_ENCODER_PACKAGE),
         },
         exported_with=_versions(),
-        details={"pooling": "mean", "normalized": True, "embed_input": "title + '\\n' + body"},
+        details={
+            "pooling": "mean",
+            "normalized": True,
+            "embed_input": "title + '\\n' + body, or the title alone",
+        },
     )
     write_manifest(out_dir, manifest)
 

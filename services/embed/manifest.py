@@ -38,8 +38,9 @@ EMBED_INPUT_VERSION = "title-body-v1"
 
 
 def compose_embed_input(title: str, body: str) -> str:
-    """The text embedded for a memory under :data:`EMBED_INPUT_VERSION`."""
-    return f"{title}\n{body}"
+    """The text embedded for a memory under :data:`EMBED_INPUT_VERSION`: the title,
+    a newline, the body (the title alone when the body is empty)."""
+    return f"{title}\n{body}" if body else title
 
 
 class ManifestError(Exception):

@@ -150,4 +150,5 @@ def test_embed_input_composition() -> None:
     assert compose_embed_input("Staging DB", "On the shared cluster.") == (
         "Staging DB\nOn the shared cluster."
     )
+    assert compose_embed_input("Staging DB", "") == "Staging DB"
     assert EMBED_INPUT_VERSION == "title-body-v1"
