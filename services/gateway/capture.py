@@ -162,10 +162,17 @@ _DIRECTIVES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^(?:please\s+)?(?:do\s+)?remember\b[\s,]*", _I), "fact"),
 ]
 
+# A directive verb whose object is not a stated claim ("Record it", "Note what we said").
+_DIRECTIVE_VERB = re.compile(
+    r"^(?:please\s+)?(?:remember|note|record|save|store|log|keep|make a note|jot down|"
+    r"write down)\b",
+    _I,
+)
 _TEAM_IN_DIRECTIVE = re.compile(r"\bfor (?:the (?:whole )?team|everyone|all of us)\b", _I)
-# The same directives after the claim: "<claim> - please remember that."
+# The same directives after the claim, past a punctuation mark: "<claim>, please
+# remember that." (without the mark, "You need not note that" would store its head).
 _TRAILING = re.compile(
-    r"^(?P<content>.+?)[\s,;:.!\-\u2013\u2014]+(?:so\s+)?(?:please\s+)?"
+    r"^(?P<content>.+?)\s*[,;:.!\-\u2013\u2014]+\s*(?:so\s+)?(?:please\s+)?"
     r"(?P<directive>(?:remember|note|record|log|save|store)\s+(?:that|this|it)"
     r"(?:\s+for\s+(?:the\s+(?:whole\s+)?team|everyone|all of us))?|"
     r"make a note of (?:that|this|it)|keep (?:that|this|it) in mind|for the record)[\s.!]*$",
@@ -280,6 +287,11 @@ def decide(text: str) -> Capture:
     if _NEGATED.search(opening):
         return _no(NO_REQUEST, "asks not to store anything")
     found = _directive(opening)
+    if found is None and _DIRECTIVE_VERB.match(opening):
+        return _no(
+            AMBIGUOUS,
+            "asks to store something but does not state it: say 'remember that <claim>'",
+        )
     if found is None:
         return _no(
             NO_REQUEST,
@@ -321,7 +333,7 @@ def decide(text: str) -> Capture:
     content = content.strip(_QUOTES)
 
     if not _words(content):
-        if re.search(r"\b(?:this|that|it)\s*:?$", directive, _I):
+        if re.search(r"\b(?:this|that|it)\s*$", directive, _I):
             return _no(AMBIGUOUS, "unclear what to store: 'that' points outside this turn")
         return _no(EMPTY, "asks to remember but says nothing to store")
     if directive.strip(" ,:;").lower().endswith("remember") and _REMINDER.match(content):
