@@ -1,0 +1,474 @@
+"""`recallatron migrate` against the real stack: a generated old store goes
+in, counts match the generator's, a rerun changes nothing, an interrupted
+run finished by a rerun equals a clean run, folded patches are honoured,
+history is the owner's alone; and the opt-in expiry gate."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.v1 import store_pb2, store_pb2_grpc
+from recallatron_cli.client import Client
+from recallatron_cli.main import main as cli_main
+from recallatron_cli.stack import Stack
+from services.store.db import with_database
+from services.store.legacy import plan
+from services.store.legacy.generate import Truth, generate
+from tests import dbutil
+from tests.conftest import Team, make_team
+
+pytestmark = pytest.mark.integration
+
+# The migration's own tables, beside those dbutil.checksum covers.
+HISTORY_TABLES = ("history_entry", "history_term_stat", "history_corpus_stat", "legacy_import")
+
+# Everything the migration writes, without what differs between two runs of
+# the same data in two workspaces: audit ids and times, and the owner's
+# member id (ids are keyed by the owner's handle, the same in both).
+DUMP = {
+    "history_entry": "SELECT id, owner_member_id, chat_id, role, text, search::text,"
+    " occurred_at FROM history_entry",
+    "history_term_stat": "SELECT * FROM history_term_stat",
+    "history_corpus_stat": "SELECT * FROM history_corpus_stat",
+    "legacy_import": "SELECT * FROM legacy_import",
+    "memory": "SELECT id, kind, title, body, search::text, confidence, origin, revision,"
+    " superseded_by_id, invalidated_at, audience_member_id, purposes, created_by, created_at,"
+    " updated_at FROM memory",
+    "entity": "SELECT * FROM entity",
+    "mention": "SELECT * FROM mention",
+    "term_stat": "SELECT * FROM term_stat",
+    "corpus_stat": "SELECT * FROM corpus_stat",
+    "audit_log": "SELECT member_id, action, memory_id, request_id, detail FROM audit_log",
+    "embedding_queue": "SELECT count(*) FROM (SELECT memory_id FROM embedding_job"
+    " UNION SELECT memory_id FROM memory_embedding) queued",
+}
+
+
+@dataclass
+class OldStore:
+    sqlite: Path
+    graph: Path
+    truth: Truth
+
+
+@dataclass
+class Migrated:
+    team: Team
+    report: dict[str, Any]
+
+
+def env(stack: Stack) -> dict[str, str]:
+    return {**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url}
+
+
+def migrate_args(old: OldStore, team: Team, *extra: str) -> list[str]:
+    return [
+        "migrate",
+        "--sqlite",
+        str(old.sqlite),
+        "--graph",
+        str(old.graph),
+        "--workspace",
+        team.slug,
+        "--owner",
+        "ada",
+        "--json",
+        *extra,
+    ]
+
+
+def run_cli(stack: Stack, args: list[str]) -> tuple[int, str, str]:
+    """The command in-process (the subprocess start-up is paid only where a
+    process has to be killed)."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    os.environ["RECALLATRON_DATABASE_URL"] = stack.database_url
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli_main(args)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return code, out.getvalue(), err.getvalue()
+
+
+def migrate(stack: Stack, old: OldStore, team: Team, *extra: str) -> dict[str, Any]:
+    code, out, err = run_cli(stack, migrate_args(old, team, *extra))
+    assert code == 0, err
+    return json.loads(out)
+
+
+def data_dump(stack: Stack, team: Team) -> dict[str, list[str]]:
+    owner = team.members["ada"]
+    out = {}
+    with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
+        for name, sql in DUMP.items():
+            rows = [repr(r).replace(owner, "OWNER") for r in conn.execute(sql)]  # type: ignore[call-overload]
+            out[name] = sorted(rows)
+    return out
+
+
+def history_checksum(stack: Stack, team: Team) -> dict[str, Any]:
+    return {
+        t: dbutil.query(
+            stack,
+            team.database_name,
+            f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))"
+            f" FROM {t} t",
+        )
+        for t in HISTORY_TABLES
+    }
+
+
+@pytest.fixture(scope="module")
+def old_store(tmp_path_factory: pytest.TempPathFactory) -> OldStore:
+    out = tmp_path_factory.mktemp("old-store")
+    truth = generate(out, seed=7)
+    return OldStore(out / "old-store.sqlite", out / "graph.jsonl", truth)
+
+
+@pytest.fixture(scope="module")
+def migrated(stack: Stack, operator: Client, old_store: OldStore) -> Iterator[Migrated]:
+    team = make_team(stack, operator, ("ada", "bob"))
+    yield Migrated(team, migrate(stack, old_store, team))
+    for client in team.clients.values():
+        client.close()
+
+
+def test_counts_match_the_generator(stack: Stack, migrated: Migrated, old_store: OldStore) -> None:
+    t, r, team = old_store.truth, migrated.report, migrated.team
+    assert r["complete"] and not r["dry_run"]
+    assert r["turns"] == {
+        "read": t.turns,
+        "imported": t.history_entries,
+        "already_present": 0,
+        "skipped": {"empty text": t.turns_empty},
+    }
+    items = r["memory_items"]
+    assert (items["read"], items["imported"]) == (t.memory_items, t.memories)
+    assert items["skipped"] == {
+        f"not confirmed (status {s})": n for s, n in t.statuses.items() if s != "confirmed"
+    }
+    assert items["kinds_mapped"] == t.kinds_mapped
+    assert r["entities"]["imported"] == t.entities_created
+    assert r["entities"]["read"] == t.entities
+    mentions = r["mentions"]
+    assert mentions["read"] == t.edges
+    assert (mentions["imported"], mentions["redirected"]) == (t.mentions, t.mentions_redirected)
+    assert mentions["skipped"]["unknown entity"] == t.mentions_unknown_entity
+    assert (
+        mentions["skipped"]["same entity as another edge, after supersession"]
+        == t.mentions_same_after_supersession
+    )
+    assert r["graph"]["malformed"] == t.malformed_lines
+    assert r["graph"]["orphan_patches"] == t.orphan_patches
+    carried = r["not_carried"]
+    assert carried["entity_edges"]["read"] == t.entity_edges
+    assert carried["session_digests"]["read"] == t.session_digests
+
+    def one(sql: str, *params: object) -> Any:
+        return dbutil.query(stack, team.database_name, sql, params)[0][0]
+
+    owner = team.members["ada"]
+    assert one("SELECT count(*) FROM history_entry") == t.history_entries
+    assert one("SELECT count(DISTINCT owner_member_id)::text FROM history_entry") == "1"
+    assert one("SELECT count(*) FROM memory WHERE origin = 'migrated'") == t.memories
+    assert one("SELECT count(*) FROM memory WHERE audience_member_id IS NULL") == t.memories_shared
+    assert one("SELECT count(*) FROM entity") == t.entities_created
+    assert one("SELECT count(*) FROM mention") == t.mentions
+    assert (
+        one(
+            "SELECT count(*) FROM memory WHERE created_by = %s AND purposes = '{assist}'"
+            " AND (audience_member_id IS NULL OR audience_member_id = %s)",
+            owner,
+            owner,
+        )
+        == t.memories
+    )
+    queued = one(DUMP["embedding_queue"])
+    assert queued == t.memories, "every imported memory is queued for the embedding job"
+    # Original times kept.
+    old = sqlite3.connect(old_store.sqlite)
+    item_id, created, updated = old.execute(
+        "SELECT id, created_at, updated_at FROM memory_items"
+        " WHERE status = 'confirmed' AND updated_at IS NOT NULL ORDER BY id LIMIT 1"
+    ).fetchone()
+    old.close()
+    memory_id = plan.Ids("ada").memory_item(item_id)
+    times = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+        " to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        " FROM memory WHERE id = %s",
+        (memory_id,),
+    )
+    assert times == [(created, updated)]
+
+
+def test_second_run_changes_nothing(stack: Stack, migrated: Migrated, old_store: OldStore) -> None:
+    team, t = migrated.team, old_store.truth
+    before = (dbutil.checksum(stack, team.database_name), history_checksum(stack, team))
+    again = migrate(stack, old_store, team)
+    assert (dbutil.checksum(stack, team.database_name), history_checksum(stack, team)) == before
+    assert again["turns"]["imported"] == 0 and again["turns"]["already_present"] == (
+        t.history_entries
+    )
+    assert again["memory_items"]["imported"] == 0
+    assert again["memory_items"]["already_present"] == t.memories
+    assert again["entities"]["imported"] == 0
+    assert again["entities"]["already_present"] == t.entities_created
+    assert again["mentions"]["imported"] == 0
+    assert again["mentions"]["already_present"] == t.mentions
+
+
+def test_dry_run_writes_nothing_and_counts_the_same(
+    stack: Stack, operator: Client, migrated: Migrated, old_store: OldStore
+) -> None:
+    team = make_team(stack, operator, ("ada",))
+    before = (dbutil.checksum(stack, team.database_name), history_checksum(stack, team))
+    dry = migrate(stack, old_store, team, "--dry-run")
+    assert (dbutil.checksum(stack, team.database_name), history_checksum(stack, team)) == before
+    real = migrated.report
+    for section in ("turns", "memory_items", "entities", "mentions", "not_carried", "graph"):
+        assert dry[section] == real[section], section
+    assert dry["dry_run"] is True
+
+
+def test_refusals_name_the_argument(
+    stack: Stack, migrated: Migrated, old_store: OldStore, tmp_path: Path
+) -> None:
+    team = migrated.team
+    before = history_checksum(stack, team)
+    args = migrate_args(old_store, team)
+    cases: list[tuple[list[str], str]] = [
+        ([*args[:8], "bob", "--json"], "--owner: bob is not an owner"),
+        ([*args[:8], "nobody", "--json"], "--owner: no member 'nobody'"),
+        ([*args[:6], "no-such-workspace", *args[7:]], "--workspace: no workspace"),
+        ([args[0], "--sqlite", str(tmp_path / "x.sqlite"), *args[3:]], "--sqlite: no such file"),
+        ([*args, "--batch-size", "0"], "--batch-size"),
+    ]
+    for argv, message in cases:
+        code, _, err = run_cli(stack, argv)
+        assert code == 2 and message in err, (argv, err)
+    assert history_checksum(stack, team) == before
+
+
+def _start_and_stop(stack: Stack, args: list[str], sig: int) -> tuple[int, str]:
+    """Runs the command as a process and sends `sig` once it reports its first
+    committed batch. Returns the exit code and stdout."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recallatron_cli.main", *args],
+        env=env(stack),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "committed" in line:
+                proc.send_signal(sig)
+                break
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out
+
+
+def test_interrupted_runs_then_a_rerun_equal_one_clean_run(
+    stack: Stack, operator: Client, migrated: Migrated, old_store: OldStore
+) -> None:
+    team = make_team(stack, operator, ("ada", "bob"))
+    args = migrate_args(old_store, team, "--batch-size", "50")
+
+    # SIGTERM: the batch in flight rolls back, the report says so.
+    code, out = _start_and_stop(stack, args, signal.SIGTERM)
+    assert code == 130, out
+    report = json.loads(out)
+    assert report["complete"] is False and report["turns"]["imported"] > 0
+    counted = dbutil.query(stack, team.database_name, "SELECT count(*) FROM history_entry")[0][0]
+    assert counted == report["turns"]["imported"]
+
+    # SIGKILL: no chance to tidy up at all.
+    code, _ = _start_and_stop(stack, args, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    partial = dbutil.query(stack, team.database_name, "SELECT count(*) FROM legacy_import")[0][0]
+    total = dbutil.query(stack, migrated.team.database_name, "SELECT count(*) FROM legacy_import")
+    assert 0 < partial < total[0][0], "the kill landed mid-import"
+
+    final = migrate(stack, old_store, team)
+    assert final["complete"]
+    assert final["turns"]["imported"] + final["turns"]["already_present"] == (
+        old_store.truth.history_entries
+    )
+    assert data_dump(stack, team) == data_dump(stack, migrated.team)
+
+
+def test_folded_patches_are_honoured(migrated: Migrated, old_store: OldStore) -> None:
+    """A memory linked to a superseded entity mentions the replacement, by
+    the replacement's name, through the end of a supersession chain."""
+    t, ada = old_store.truth, migrated.team.clients["ada"]
+    direct: dict[str, str] = {}
+    for line in old_store.graph.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            obj = json.loads(line)
+            if obj.get("patch") == "supersede":
+                direct[obj["id"]] = obj["superseded_by"]
+    chained = {old for old, new in direct.items() if new in direct}
+    assert chained, "the generator writes supersession chains"
+    old = sqlite3.connect(old_store.sqlite)
+    edges = old.execute(
+        "SELECT e.memory_id, e.entity_id FROM memory_item_entities e"
+        " JOIN memory_items i ON i.id = e.memory_id WHERE i.status = 'confirmed'"
+        " ORDER BY e.memory_id"
+    ).fetchall()
+    not_imported = old.execute(
+        "SELECT id FROM memory_items WHERE status <> 'confirmed' ORDER BY id LIMIT 5"
+    ).fetchall()
+    old.close()
+    ids = plan.Ids("ada")
+    replaced = [(m, e) for m, e in edges if e in direct]
+    in_chain = [(m, e) for m, e in replaced if e in chained]
+    assert replaced and in_chain
+    assert t.final_entity[in_chain[0][1]] == direct[direct[in_chain[0][1]]]
+    for item_id, old_entity in [replaced[0], in_chain[0]]:
+        final = t.final_entity[old_entity]
+        memory = ada.read([ids.memory_item(item_id)]).memories[0]
+        mentions = {(m.entity_id, m.name) for m in memory.mentions}
+        assert (ids.entity(final), t.entity_names[final]) in mentions
+        assert ids.entity(old_entity) not in {m.entity_id for m in memory.mentions}
+        assert {m.name for m in memory.mentions} == {
+            t.entity_names[e] for e in t.item_mentions[item_id]
+        }
+        assert memory.origin == cpb.ORIGIN_MIGRATED
+    # Items the old store had not confirmed did not come over.
+    for (item_id,) in not_imported:
+        with pytest.raises(grpc.RpcError) as err:
+            ada.read([ids.memory_item(item_id)])
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def recall(client: Client, query: str, include_history: bool, mode: int = 1) -> pb.RecallResponse:
+    request = pb.RecallRequest(
+        query=query, mode=mode, include_history=include_history, skip_rerank=True
+    )
+    return client.call(client.memory.Recall, request)
+
+
+def test_history_is_the_owners_alone(stack: Stack, migrated: Migrated, old_store: OldStore) -> None:
+    team, t = migrated.team, old_store.truth
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    for word, (turn_id, text) in t.needles.items():
+        outcome = recall(ada, word, include_history=True).outcome
+        assert [h.text for h in outcome.history] == [text]
+        assert outcome.history[0].id == plan.Ids("ada").turn(turn_id)
+        assert outcome.history[0].score > 0 and outcome.history[0].chat_id
+        # Its own list: the turn is not a memory.
+        assert not any(r.memory.body == text for r in outcome.results)
+        assert not recall(ada, word, include_history=False).outcome.history
+        # For anyone else, history does not exist: no entries, no error.
+        assert not recall(bob, word, include_history=True).outcome.history
+    # Hybrid too, beside the memories the owner may see.
+    outcome = recall(ada, "invoice template billing rewrite", True, mode=3).outcome
+    assert outcome.results and outcome.history
+
+    # The store answers nobody but an owner of the workspace, whatever role
+    # the request claims; row-level security holds beneath that.
+    word = next(iter(t.needles))
+    channel = grpc.insecure_channel(stack.address("store"))
+    store = store_pb2_grpc.StoreServiceStub(channel)
+
+    def search(member: str, role: int) -> list[str]:
+        caller = cpb.Caller(
+            workspace_id=team.workspace_id, member_id=member, purpose=cpb.PURPOSE_ASSIST, role=role
+        )
+        request = store_pb2.SearchHistoryRequest(caller=caller, query=word, limit=5)
+        return [e.text for e in store.SearchHistory(request, timeout=10).entries]
+
+    assert search(team.members["ada"], cpb.ROLE_OWNER) == [t.needles[word][1]]
+    assert search(team.members["bob"], cpb.ROLE_MEMBER) == []
+    assert search(team.members["bob"], cpb.ROLE_OWNER) == []
+    channel.close()
+
+    app_url = with_database(stack.database_url, team.database_name, user="recallatron_app")
+    with psycopg.connect(app_url) as conn:
+        for member, expected in ((team.members["bob"], 0), (team.members["ada"], None)):
+            conn.execute("SELECT set_config('recallatron.member_id', %s, true)", (member,))
+            seen = conn.execute("SELECT count(*) FROM history_entry").fetchone()
+            stats = conn.execute("SELECT count(*) FROM history_term_stat").fetchone()
+            assert seen is not None and stats is not None
+            if expected == 0:
+                assert (seen[0], stats[0]) == (0, 0)
+            else:
+                assert seen[0] == t.history_entries and stats[0] > 0
+            conn.rollback()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT count(*) FROM legacy_import")
+
+
+def poll(check: Callable[[], bool], timeout: float = 15.0) -> bool:
+    """Workspace settings are cached for a few seconds by the services."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.3)
+    return check()
+
+
+def test_expiry_gate_on_and_off(stack: Stack, operator: Client) -> None:
+    team = make_team(stack, operator, ("ada",))
+    ada = team.clients["ada"]
+    made = [
+        ada.remember(f"Heliotrope review {n}", f"The heliotrope dashboard, part {n}.").memory
+        for n in range(3)
+    ]
+    fresh, old, renewed = (m.id for m in made)
+    aged = (old, renewed)
+    dbutil_exec(
+        stack,
+        team,
+        "UPDATE memory SET created_at = now() - interval '400 days',"
+        " updated_at = now() - interval '400 days' WHERE id = ANY(%s::uuid[])",
+        (list(aged),),
+    )
+
+    def found() -> set[str]:
+        return {r.memory.id for r in recall(ada, "heliotrope", False).outcome.results}
+
+    assert found() == {fresh, old, renewed}, "off by default"
+    ada.update_settings(expiry_days=365)
+    assert poll(lambda: found() == {fresh}), found()
+    # Renewed (corrected): back, and nothing was ever deleted.
+    ada.correct(renewed, 1, "still true", body="The heliotrope dashboard, part 2, checked.")
+    assert poll(lambda: found() == {fresh, renewed}), found()
+    count = dbutil.query(stack, team.database_name, "SELECT count(*) FROM memory")[0][0]
+    assert count == 3
+    ada.update_settings(expiry_days=0)
+    assert poll(lambda: found() == {fresh, old, renewed}), found()
+
+
+def dbutil_exec(stack: Stack, team: Team, sql: str, params: tuple[object, ...]) -> None:
+    with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
+        conn.execute(sql, params)  # type: ignore[arg-type]
