@@ -75,13 +75,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from services.store.settings import StoreSettings
 
     report = Report()
-    signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         dbs = Databases(StoreSettings())
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     code = 0
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         dbs.bootstrap()
         importer = Importer(dbs, ControlPlane(dbs), args.batch_size, on_batch=_progress)
@@ -95,6 +95,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print("interrupted: committed batches stay; rerun to finish", file=sys.stderr)
         code = EXIT_INTERRUPTED
     finally:
+        signal.signal(signal.SIGTERM, previous)
         dbs.close()
     print(json.dumps(report.to_json(), indent=2) if args.json else report.to_text(), flush=True)
     return code

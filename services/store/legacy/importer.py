@@ -108,11 +108,13 @@ class Importer:
         url = with_database(target.server or self.dbs.default_server, target.database)
         try:
             with psycopg.connect(url, autocommit=True) as lock_conn:
-                row = lock_conn.execute(q.TRY_LOCK, (q.IMPORT_LOCK_KEY,)).fetchone()
-                if not (row and row[0]):
+                lock_conn.execute(q.LOCK_TIMEOUT, (q.LOCK_WAIT,))
+                try:
+                    lock_conn.execute(q.LOCK, (q.IMPORT_LOCK_KEY,))
+                except psycopg.errors.LockNotAvailable:
                     raise errors.FailedPrecondition(
                         "another migration into this workspace is running; try again later"
-                    )
+                    ) from None
                 self._describe(report, sqlite, graph)
                 run = _Run(self, report, pool, caller, ids, target, dry_run)
                 run.turns(sqlite)

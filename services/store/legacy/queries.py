@@ -13,9 +13,13 @@ WHERE workspace_id = %(ws)s AND (handle = %(m)s OR id::text = %(m)s)
 
 # -- workspace database ----------------------------------------------------------
 
-# One migration at a time per workspace database (session-level lock).
-TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+# One migration at a time per workspace database (session-level lock). A
+# run waits a little: the lock of a run just killed goes with its session,
+# which the server notices shortly after.
+LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %s, false)"
+LOCK = "SELECT pg_advisory_lock(%s)"
 IMPORT_LOCK_KEY = 7_401_010
+LOCK_WAIT = "20s"
 
 LEDGER_PRESENT = """
 SELECT source_id FROM legacy_import
