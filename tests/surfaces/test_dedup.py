@@ -1,0 +1,150 @@
+"""Dedup pairs through the gateway's ReviewService against the real stack:
+no pair ever carries a memory the member may not see (audience, purpose,
+forgotten), dismissals are refused exactly like missing rows when a memory is
+not visible, "keep both" is never proposed again, and the window holds the
+newest memories."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+import pytest
+
+from recallatron.grpcclient import make_channel
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import store_pb2, store_pb2_grpc
+from recallatron_cli.client import Client
+from recallatron_cli.stack import Stack
+from tests import dbutil
+from tests.conftest import Team
+from tests.surfaces.dedup_data import NEAR_DUPLICATES, UNRELATED, wait_embedded
+
+pytestmark = pytest.mark.integration
+
+
+def pairs_of(client: Client, purpose: str = "assist") -> set[frozenset[str]]:
+    resp = client.duplicate_pairs(purpose=purpose)
+    cosines = [p.cosine for p in resp.pairs]
+    assert cosines == sorted(cosines, reverse=True), "best first"
+    assert all(0.80 <= c <= 1.0 for c in cosines)
+    for p in resp.pairs:
+        # Each side is a full memory this member can read for this purpose.
+        read = client.read([p.first.id, p.second.id], purpose=purpose).memories
+        assert [m.id for m in read] == [p.first.id, p.second.id]
+        assert p.first.title and p.second.title
+    return {frozenset((p.first.id, p.second.id)) for p in resp.pairs}
+
+
+def refused(fn) -> grpc.RpcError:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.RpcError) as err:
+        fn()
+    return err.value
+
+
+def test_pairs_never_show_what_the_member_may_not_see(stack: Stack, team: Team) -> None:
+    ada, bob, cy = (team.clients[h] for h in ("ada", "bob", "cy"))
+    (a1, a2), (b1, b2), (w, a3), (c1, c2), (f1, f2) = NEAR_DUPLICATES
+    # Private near-duplicates of two members, side by side in one workspace.
+    ada1 = ada.remember(*a1).memory.id
+    ada2 = ada.remember(*a2).memory.id
+    bob1 = bob.remember(*b1).memory.id
+    bob2 = bob.remember(*b2).memory.id
+    # A workspace memory close to one only ada may see.
+    shared = cy.remember(*w, audience_to="workspace").memory.id
+    ada3 = ada.remember(*a3).memory.id
+    # Close to each other, but stored for audit only.
+    audit1 = cy.remember(*c1, audience_to="workspace", purposes=["audit"]).memory.id
+    audit2 = cy.remember(*c2, audience_to="workspace", purposes=["audit"]).memory.id
+    # A pair ada will forget half of.
+    gone1 = ada.remember(*f1).memory.id
+    gone2 = ada.remember(*f2).memory.id
+    others = [ada.remember(*u, audience_to="workspace").memory.id for u in UNRELATED]
+    everything = [ada1, ada2, bob1, bob2, shared, ada3, audit1, audit2, gone1, gone2, *others]
+    wait_embedded(stack, team, everything)
+
+    assert pairs_of(ada) == {
+        frozenset((ada1, ada2)),
+        frozenset((shared, ada3)),
+        frozenset((gone1, gone2)),
+    }
+    assert pairs_of(bob) == {frozenset((bob1, bob2))}
+    assert pairs_of(cy) == set()
+    assert pairs_of(cy, "audit") == pairs_of(ada, "audit") == {frozenset((audit1, audit2))}
+
+    # Dismissing a pair with a memory one may not see reads exactly like
+    # dismissing ids that do not exist, and writes nothing.
+    ghost = refused(lambda: bob.dismiss_pair(str(uuid.uuid4()), str(uuid.uuid4())))
+    for first, second in ((ada1, ada2), (shared, ada3), (bob1, ada1)):
+        err = refused(lambda f=first, s=second: bob.dismiss_pair(f, s))
+        assert (err.code(), err.details()) == (ghost.code(), ghost.details())
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+    err = refused(lambda: ada.dismiss_pair(audit1, audit2))  # assist: not visible
+    assert (err.code(), err.details()) == (ghost.code(), ghost.details())
+    assert dbutil.query(stack, team.database_name, "SELECT count(*) FROM dismissed_pair") == [(0,)]
+
+    # Keep both: never proposed again, for anyone (a judgement on the two memories).
+    ada.dismiss_pair(ada3, shared)  # either order
+    ada.dismiss_pair(shared, ada3)  # idempotent
+    assert frozenset((shared, ada3)) not in pairs_of(ada)
+    cy.dismiss_pair(audit1, audit2, purpose="audit")
+    assert pairs_of(ada, "audit") == set()
+
+    # A forgotten memory leaves its pairs.
+    ada.forget(gone1, "duplicate")
+    assert pairs_of(ada) == {frozenset((ada1, ada2))}
+
+
+def test_window_holds_the_newest_memories(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    (p, q), _, _, _, _ = NEAR_DUPLICATES
+    oldest = ada.remember(*p).memory.id
+    middle = ada.remember(*q).memory.id
+    newest = ada.remember(p[0] + ".", p[1]).memory.id
+    wait_embedded(stack, team, [oldest, middle, newest])
+    channel = make_channel(stack.address("store"))
+    store = store_pb2_grpc.StoreServiceStub(channel)
+    who = cpb.Caller(
+        workspace_id=team.workspace_id,
+        member_id=team.members["ada"],
+        purpose=cpb.PURPOSE_ASSIST,
+        role=cpb.ROLE_OWNER,
+    )
+    try:
+
+        def pairs(window: int) -> set[frozenset[str]]:
+            req = store_pb2.StoreServiceListDuplicatePairsRequest(
+                caller=who, window=window, min_cosine=0.8
+            )
+            return {
+                frozenset((x.first_id, x.second_id)) for x in store.ListDuplicatePairs(req).pairs
+            }
+
+        assert pairs(2) == {frozenset((middle, newest))}
+        assert len(pairs(3)) == 3
+        for window, field in ((501, "window"), (-1, "window")):
+            req = store_pb2.StoreServiceListDuplicatePairsRequest(caller=who, window=window)
+            err = refused(lambda r=req: store.ListDuplicatePairs(r))
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert err.details().startswith(field)
+    finally:
+        channel.close()
+
+
+def test_review_calls_validate_their_input(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    for limit in (-1, 201):
+        err = refused(lambda n=limit: ada.duplicate_pairs(limit=n))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "limit" in err.details()
+    same = str(uuid.uuid4())
+    err = refused(lambda: ada.dismiss_pair(same, same))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith("second_id")
+    err = refused(lambda: ada.dismiss_pair("not-a-uuid", same))
+    assert err.details().startswith("first_id")
+    anonymous = Client(stack.gateway, "not-a-token")
+    try:
+        err = refused(lambda: anonymous.duplicate_pairs())
+        assert err.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        anonymous.close()
