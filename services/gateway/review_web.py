@@ -160,6 +160,7 @@ button { font: inherit; padding: .35rem .8rem; border-radius: 5px; border: 1px s
 button.danger { border-color: var(--warn); color: var(--warn); }
 input[type=text], input[type=password], select { font: inherit; padding: .3rem .5rem;
   border: 1px solid var(--line); border-radius: 5px; }
+.decisions input[type=text] { width: 11rem; }
 form.signin { max-width: 28rem; margin: 4rem auto; background: #fff; padding: 1.5rem;
   border: 1px solid var(--line); border-radius: 8px; display: grid; gap: .8rem; }
 .empty { color: var(--muted); padding: 2rem 0; }
@@ -473,7 +474,8 @@ SECURITY_HEADERS = [
         "base-uri 'none'",
     ),
     ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
+    # Not no-referrer: with it, browsers send "Origin: null" on our own forms.
+    ("Referrer-Policy", "same-origin"),
     ("Cache-Control", "no-store"),
 ]
 
