@@ -22,7 +22,20 @@ EXIT_INTERRUPTED = 130
 
 
 class Interrupted(Exception):
-    """SIGTERM: stop at the batch in flight (it rolls back) and report."""
+    """Stopped by a signal: committed batches stay, the report says so."""
+
+
+class _Stop:
+    """The first SIGTERM lets the batch in flight commit and stops after it;
+    a second one stops at once (the batch in flight rolls back)."""
+
+    requested = False
+
+    @classmethod
+    def on_signal(cls, *_: object) -> None:
+        if cls.requested:
+            raise Interrupted
+        cls.requested = True
 
 
 def add_parser(sub: Any) -> None:
@@ -59,10 +72,8 @@ def _progress(done: BatchDone) -> None:
         file=sys.stderr,
         flush=True,
     )
-
-
-def _raise_interrupted(*_: object) -> None:
-    raise Interrupted
+    if _Stop.requested:
+        raise Interrupted
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -81,7 +92,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     code = 0
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    _Stop.requested = False
+    previous = signal.signal(signal.SIGTERM, _Stop.on_signal)
     try:
         dbs.bootstrap()
         importer = Importer(dbs, ControlPlane(dbs), args.batch_size, on_batch=_progress)
