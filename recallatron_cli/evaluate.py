@@ -103,7 +103,8 @@ def load_dataset(directory: Path) -> Dataset:
                 qrels[parts[0]][parts[1]] = int(parts[2])
     queries = []
     for q in _jsonl(directory / "queries.jsonl"):
-        if str(q["_id"]) in qrels:
+        # Queries without judgements (or without text) cannot be scored.
+        if str(q["_id"]) in qrels and str(q.get("text") or "").strip():
             category = (q.get("metadata") or {}).get("category", "")
             queries.append(Query(str(q["_id"]), str(q["text"]), str(category)))
     return Dataset(directory.resolve().name, documents, queries, dict(qrels))
@@ -228,7 +229,7 @@ class Workspace:
 
     def run(self, query: Query, mode: str, rerank: bool) -> tuple[Run, int]:
         """One recall; an answer without the dense arm (in a mode that wants
-        it) is retried. Returns the run and how many answers were degraded."""
+        it) is retried. Returns the run and 1 if it stayed degraded, else 0."""
         degraded = 0
         while True:
             resp = _retrying(
