@@ -103,5 +103,25 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
                 assert _visible(team.clients[handle], memory_id, purpose) == eligible(
                     trust, forgotten, member, purpose
                 ), (handle, purpose, trust, forgotten)
+    # Recall, every arm: nothing outside the caller's eligible set, in the
+    # results or in the counts.
+    team.clients[HANDLES[0]].wait_embedded(timeout=120, poll=0.2)
+    for handle in HANDLES:
+        member = team.members[handle]
+        for purpose in PURPOSE_NAMES:
+            allowed = {
+                i for i, (trust, gone) in truth.items() if eligible(trust, gone, member, purpose)
+            }
+            for mode in ("lexical", "dense", "hybrid"):
+                outcome = (
+                    team.clients[handle]
+                    .recall("memory derived", mode=mode, limit=50, purpose=purpose)
+                    .outcome
+                )
+                got = {r.memory.id for r in outcome.results}
+                assert got <= allowed, (handle, purpose, mode)
+                assert outcome.counts.admitted <= len(allowed)
+                assert outcome.counts.lexical <= len(allowed)
+                assert outcome.counts.dense <= len(allowed)
     for client in team.clients.values():
         client.close()
