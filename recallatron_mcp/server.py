@@ -22,13 +22,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from recallatron_cli.client import Client
-from recallatron_mcp import tools
+from recallatron_mcp import options, tools
 from services.gateway.tools import TOOLS
 
 log = logging.getLogger("recallatron.mcp")
 
-DEFAULT_GATEWAY = "127.0.0.1:7400"
-DEFAULT_HTTP = "127.0.0.1:7420"
 INSTRUCTIONS = (
     "Recallatron is this member's and team's memory. Recall on demand only; nothing is "
     "injected. A memory is a dated claim with provenance, not current truth: read the "
@@ -137,16 +135,7 @@ def serve_http(server: Server[Any], listen: str) -> None:
     uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="recallatron mcp", description=__doc__)
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
-    parser.add_argument(
-        "--listen",
-        default=os.environ.get("RECALLATRON_MCP_LISTEN", DEFAULT_HTTP),
-        help="host:port for --transport http (the endpoint is /mcp)",
-    )
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     # stdout belongs to the protocol on stdio: logs go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     clients = Clients(args.gateway, os.environ.get("RECALLATRON_TOKEN", ""))
@@ -159,3 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         clients.close()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recallatron_mcp", description=__doc__)
+    options.add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,43 @@
+"""The surfaces' CLI commands against the real stack: capture, pairs, keep-both."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from recallatron_cli.main import main
+from recallatron_cli.stack import Stack
+from tests.conftest import Team
+from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
+
+pytestmark = pytest.mark.integration
+
+
+def test_capture_pairs_and_keep_both(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = team.clients["ada"].token
+    common = ["--gateway", stack.gateway, "--token", token]
+
+    assert main(["capture", "Maybe remember that the bus is late.", *common]) == 0
+    assert capsys.readouterr().out.startswith("not stored: hedged")
+
+    (first, second), *_ = NEAR_DUPLICATES
+    ids = []
+    for title, body in (first, second):
+        turn = f"Remember that {title[0].lower()}{title[1:]}. {body}"
+        assert main(["capture", turn, "--at", "2026-05-04T09:30", "--json", *common]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["stored"] is True and out["memory"]["origin"] == "ORIGIN_TOLD"
+        ids.append(out["memory"]["id"])
+    wait_embedded(stack, team, ids)
+
+    assert main(["pairs", "--json", *common]) == 0
+    pairs = json.loads(capsys.readouterr().out)["pairs"]
+    assert [{p["first"]["id"], p["second"]["id"]} for p in pairs] == [set(ids)]
+
+    assert main(["keep-both", *ids, *common]) == 0
+    assert "kept both" in capsys.readouterr().out
+    assert main(["pairs", *common]) == 0
+    assert capsys.readouterr().out.strip() == "no pairs to review"
