@@ -430,6 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
     from services.store.legacy import cli as legacy_cli
 
     legacy_cli.add_parser(sub)
+
+    from recallatron_cli import surfaces
+
+    surfaces.add_parser(sub)
     return parser
 
 
