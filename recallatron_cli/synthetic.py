@@ -7,16 +7,30 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-PEOPLE = [
+FIRST_NAMES = [
     "Ada", "Bruno", "Chen", "Dana", "Elif", "Farah", "Goran", "Hana", "Ivan", "Jia", "Kofi",
     "Lena", "Mateo", "Nia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Vera",
-    "Wen", "Yusuf", "Zoe", "Aiko", "Bilal", "Carmen", "Dmitri", "Esther",
+    "Wen", "Yusuf", "Zoe", "Aiko", "Bilal", "Carmen", "Dmitri", "Esther", "Femi", "Greta",
+    "Hiro", "Ines", "Jonas", "Kira", "Luis", "Mira", "Noor", "Oskar",
 ]  # fmt: skip
-PROJECTS = [
+LAST_NAMES = [
+    "Okafor", "Lindqvist", "Moreau", "Tanaka", "Novak", "Haddad", "Castillo", "Brennan",
+    "Kowalski", "Mensah", "Rossi", "Sato", "Petrov", "Nguyen", "Silva", "Fischer", "Adeyemi",
+    "Larsen", "Dubois", "Ortega", "Ibrahim", "Kaur", "Walsh", "Yilmaz", "Costa", "Berg",
+    "Ivanova", "Park", "Mwangi", "Schmidt",
+]  # fmt: skip
+# A workspace knows many people (first + last name) and many projects.
+PEOPLE = [f"{first} {last}" for first in FIRST_NAMES for last in LAST_NAMES]
+PROJECT_ADJECTIVES = [
+    "Amber", "Blue", "Crimson", "Silent", "Golden", "Iron", "Northern", "Rapid", "Hidden",
+    "Bright", "Quiet", "Wild",
+]  # fmt: skip
+PROJECT_NOUNS = [
     "Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Falcon", "Granite", "Harbor", "Indigo",
     "Juniper", "Kestrel", "Lumen", "Meridian", "Nimbus", "Orchid", "Pioneer", "Quartz",
     "Redwood", "Sierra", "Tundra",
 ]  # fmt: skip
+PROJECTS = [f"{a} {n}" for a in PROJECT_ADJECTIVES for n in PROJECT_NOUNS]
 TOPICS = [
     "billing migration", "search latency", "onboarding flow", "quarterly budget",
     "vendor contract", "on-call rotation", "data retention policy", "mobile release",
