@@ -105,8 +105,8 @@ class Report:
                 f"malformed lines; {g.get('superseded', 0)} entities superseded, "
                 f"{g.get('confirmed', 0)} confirmed"
             ),
-            f"not carried: {self.entity_edges_read} entity-to-entity edges ({ENTITY_EDGES_REASON})",
-            f"not carried: {self.session_digests_read} session digests ({DIGESTS_REASON})",
+            f"not carried: {self.entity_edges_read} entity-to-entity edges: {ENTITY_EDGES_REASON}",
+            f"not carried: {self.session_digests_read} session digests: {DIGESTS_REASON}",
             f"{self.batches} batches in {self.seconds:.2f} s",
         ]
         return "\n".join(lines)
