@@ -100,8 +100,8 @@ class Importer:
         # The history table and ledger come with migration 0003; a workspace
         # whose store has not restarted since may not have it yet.
         self.dbs.migrate_workspace(target.server, target.database)
-        sqlite = SqliteStore(sqlite_path)
         graph = fold_graph(graph_path)
+        sqlite = SqliteStore(sqlite_path)
         pool = self.dbs.owner_pool(target.server, target.database)
         caller = Caller(target.workspace_id, target.owner_id, "assist")
         ids = plan.Ids(target.owner_handle)
@@ -200,8 +200,8 @@ class _Run:
         with caller_transaction(self.pool, self.caller) as conn:
             present = self._present(conn, "turn", [r.source_id for r in rows])
             new = [r for r in rows if r.source_id not in present]
-            section.already_present += len(rows) - len(new)
             if self.dry_run or not new:
+                section.already_present += len(present)
                 section.imported += len(new)
                 return len(new)
             inserted = conn.execute(
@@ -221,7 +221,7 @@ class _Run:
             )
         # Counted once committed, so an interrupted batch is not reported.
         section.imported += len(inserted)
-        section.already_present += len(new) - len(inserted)
+        section.already_present += len(present) + len(new) - len(inserted)
         return len(inserted)
 
     # -- memory items -> memories, edges -> mentions ---------------------------
