@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
@@ -37,7 +39,9 @@ def main() -> None:
     review = None
     if settings.review_listen not in ("", "0"):
         review = ReviewWeb(settings.review_listen, gateway_target(settings.gateway_listen, port))
-        log.info("review page", extra={"port": review.start(settings.review_port_file)})
+        # Like RECALLATRON_PORT_FILE: tells a parent that asked for port 0 where it is.
+        port_file = os.environ.get("RECALLATRON_REVIEW_PORT_FILE", "")
+        log.info("review page", extra={"port": review.start(port_file)})
     # The gateway can answer (auth needs the store) once the store serves;
     # until then it reports NOT_SERVING.
     while not server.stopped.is_set() and not peer_serving(peers.store_channel):

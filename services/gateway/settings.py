@@ -15,5 +15,3 @@ class GatewaySettings(CommonSettings):
     # The dedup review page (HTTP): host:port ("host:0" picks a free port);
     # "0" or empty turns the page off.
     review_listen: str = "127.0.0.1:7410"
-    # Where the review page's bound port is written (for a parent that asked for port 0).
-    review_port_file: str = ""
