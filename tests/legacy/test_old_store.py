@@ -202,3 +202,5 @@ def test_planning_rules(tmp_path: Path) -> None:
         "empty text"
     )
     assert plan.plan_turn(Turn(7, "tg-1", "user", "hi", "garbage"), ids) == "unreadable time"
+    huge = Turn(8, "tg-1", "user", "log " * 60_000, "2026-05-01T10:00:00Z")
+    assert plan.plan_turn(huge, ids) == "text over 200000 characters"

@@ -32,6 +32,9 @@ KIND_MAP = {
 }
 # An item without a title gets one from its body, this long at most.
 DERIVED_TITLE_CHARS = 80
+# Longer turns (pasted logs, say) are skipped: their search vector could
+# pass Postgres's tsvector size limit and fail the whole batch.
+MAX_TURN_CHARS = 200_000
 # Only memory items in this status are curated knowledge worth carrying.
 IMPORTED_STATUS = "confirmed"
 SHARED_SCOPES = ("shared", "workspace", "team")
@@ -108,6 +111,8 @@ def plan_turn(turn: Turn, ids: Ids) -> HistoryRow | str:
         return "empty text"
     if _bad_text(turn.text) or _bad_text(turn.chat_id) or _bad_text(turn.role):
         return "text holds NUL characters"
+    if len(turn.text) > MAX_TURN_CHARS:
+        return f"text over {MAX_TURN_CHARS} characters"
     occurred = parse_time(turn.ts)
     if occurred is None:
         return "unreadable time"
