@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: run test check lint protos protos-check buf-lint models clean
+.PHONY: run test check lint protos protos-check buf-lint models eval bench clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,13 @@ check: protos-check buf-lint lint
 
 test: models check
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# Not part of `make test`: retrieval quality on the dev data, and latency.
+eval: models
+	$(VENV)/bin/recallatron eval ../shared/eval/locomo-dev/conv-26 ../shared/eval/locomo-dev/conv-30 ../shared/eval/locomo-dev/conv-41
+
+bench: models
+	$(PY) -m benchmarks.recall_bench --memories 10000 100000 --out docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) .tools

@@ -423,9 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--reason", required=True)
     f.set_defaults(func=cmd_forget)
 
-    from recallatron_cli import load
+    from recallatron_cli import evaluate, load
 
     load.add_parser(sub)
+    evaluate.add_parser(sub)
 
     from services.store.legacy import cli as legacy_cli
 

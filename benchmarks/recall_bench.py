@@ -1,0 +1,441 @@
+"""The recall benchmark suite (not part of `make test`): `make bench`, or
+
+    python -m benchmarks.recall_bench --memories 10000 100000 --out docs/benchmarks.md
+
+For each corpus size it starts the stack (embedded Postgres, every service as
+a process, the tiny test cross-encoder standing in for the real one), seeds a
+synthetic workspace (reused across runs), then measures through the gateway:
+recall latency by mode at concurrency 1 and 8, the highest open-loop rate
+with p99 under 100 ms, the cost of the service split (the same pipeline run
+in this process on the same SQL and ONNX sessions), the write path under
+recall load, and where the time goes in one hybrid recall."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from recallatron_cli import synthetic
+from recallatron_cli.client import Client
+from recallatron_cli.load import Recorder, run_closed_loop, run_open_loop, seed_workspace
+from recallatron_cli.stack import Stack, StackConfig
+
+MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True)]
+RATES = [25, 50, 75, 100, 150, 200, 300]
+RERANK_DEPTH = 20
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """Sum and count of the rank stage histogram, by stage."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        for kind in ("sum", "count"):
+            prefix = f'recallatron_rank_stage_seconds_{kind}{{stage="'
+            if line.startswith(prefix):
+                stage = line[len(prefix) :].split('"')[0]
+                out[(stage, kind)] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+class InProcess:
+    """The same recall pipeline in this process: the store's own query code
+    against the same Postgres, the embed service's own ONNX sessions."""
+
+    def __init__(self, stack: Stack, models_dir: Path, cross_encoder_dir: str) -> None:
+        from services.embed.models import BiEncoder, CrossEncoder
+        from services.rank.pipeline import Pipeline, PipelineConfig
+        from services.store.control import ControlPlane
+        from services.store.db import Databases
+        from services.store.memories import MemoryStore
+        from services.store.recall import RecallQueries
+        from services.store.settings import StoreSettings
+
+        self.dbs = Databases(StoreSettings(database_url=stack.database_url))
+        self.dbs.bootstrap()
+        self.control = ControlPlane(self.dbs)
+        self.memories = MemoryStore(self.dbs, self.control)
+        self.recall_queries = RecallQueries(self.dbs, self.control)
+        self.bi = BiEncoder(models_dir / "all-MiniLM-L6-v2")
+        self.cross = CrossEncoder(Path(cross_encoder_dir)) if cross_encoder_dir else None
+        self.pipeline = Pipeline(_Store(self), _Embed(self), PipelineConfig())
+
+    def recall(self, workspace_id: str, member_id: str, query: str, mode: str) -> Any:
+        from services.rank.pipeline import Request
+        from services.store.db import Caller
+        from services.store.recall import Filters
+
+        caller = Caller(workspace_id, member_id, "assist")
+        return self.pipeline.recall(
+            Request(caller, workspace_id, query, mode, 10, Filters(), skip_rerank=True)
+        )
+
+    def close(self) -> None:
+        self.dbs.close()
+
+
+class _Store:
+    def __init__(self, p: InProcess) -> None:
+        self.p = p
+
+    def settings(self, workspace_id: str, timeout: float | None = None) -> Any:
+        from services.rank.pipeline import WorkspaceSettings
+
+        s = self.p.control.settings(workspace_id)
+        return WorkspaceSettings(s.default_recall_mode, s.rerank_depth)
+
+    def lexical(
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
+    ) -> Any:
+        from services.rank.pipeline import Candidate
+
+        res = self.p.recall_queries.lexical(caller, query, limit, filters)
+        return [Candidate(c.id, c.rank, c.score) for c in res.candidates]
+
+    def dense(
+        self, caller: Any, vector: Any, limit: int, filters: Any, timeout: float | None = None
+    ) -> Any:
+        from services.rank.pipeline import Candidate, DenseArm
+        from services.store.embedding_job import EMBED_INPUT_VERSION
+
+        res = self.p.recall_queries.dense(
+            caller, vector.values, vector.model_id, EMBED_INPUT_VERSION, limit, filters
+        )
+        return DenseArm(
+            [Candidate(c.id, c.rank, c.score) for c in res.candidates], res.embeddings_available
+        )
+
+    def admit(self, caller: Any, ids: Any, timeout: float | None = None) -> list[str]:
+        return self.p.memories.admit(caller, ids)
+
+    def hydrate(self, caller: Any, ids: Any, timeout: float | None = None) -> dict[str, Any]:
+        return {m.id: m for m in self.p.memories.read(caller, ids, with_provenance=True)}
+
+
+class _Embed:
+    def __init__(self, p: InProcess) -> None:
+        self.p = p
+
+    def embed_query(self, text: str, timeout: float | None = None) -> Any:
+        from services.rank.pipeline import QueryVector
+
+        return QueryVector(self.p.bi.model_id, [float(x) for x in self.p.bi.embed([text])[0]])
+
+    def rerank(self, query: str, passages: Any, timeout: float | None = None) -> list[float]:
+        assert self.p.cross is not None
+        return [float(x) for x in self.p.cross.score(query, passages)]
+
+
+def closed(
+    client: Client, qs: list[str], mode: str, rerank: bool, concurrency: int, duration: float
+) -> dict[str, Any]:
+    recorder = Recorder()
+
+    def call(i: int) -> Any:
+        return client.recall(
+            qs[i % len(qs)], mode=mode, limit=10, skip_rerank=not rerank, timeout=10
+        )
+
+    elapsed = run_closed_loop(call, concurrency, duration, recorder)
+    return recorder.summary(elapsed)
+
+
+def opened(client: Client, qs: list[str], rate: float, duration: float) -> dict[str, Any]:
+    recorder = Recorder()
+
+    def call(i: int) -> Any:
+        return client.recall(qs[i % len(qs)], mode="hybrid", limit=10, skip_rerank=True, timeout=10)
+
+    elapsed = run_open_loop(call, rate, duration, recorder, max_workers=128)
+    return recorder.summary(elapsed)
+
+
+def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) -> dict[str, Any]:
+    metrics = {name: free_port() for name in ("gateway", "store", "embed", "rank", "embedding-job")}
+    stack = Stack(
+        StackConfig(
+            state_dir=Path(f"{args.state_prefix}{n}"),
+            pg_port=free_port(),
+            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
+            models_dir=models_dir,
+            cross_encoder_dir=tiny,
+            metrics_ports=metrics,
+            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
+        )
+    )
+    stack.start()
+    out: dict[str, Any] = {"memories": n}
+    try:
+        admin = Client(stack.gateway, stack.admin_token, timeout=60)
+        client = seed_workspace(
+            admin, stack.gateway, n, args.seed, Path(f"{args.state_prefix}{n}") / "load-creds", log
+        )
+        client.wait_embedded(timeout=7200)
+        client.update_settings(rerank_depth=RERANK_DEPTH)
+        qs = synthetic.queries(1000, seed=args.seed + 1)
+        for i in range(30):  # warm up
+            client.recall(qs[i], skip_rerank=True)
+        out["closed"] = {}
+        for mode, rerank in MODES:
+            for c in (1, 8):
+                key = f"{mode}{'+rerank' if rerank else ''}@c{c}"
+                out["closed"][key] = closed(client, qs, mode, rerank, c, args.duration)
+                log(f"{n} {key}: {out['closed'][key]}")
+        out["open"] = {}
+        for rate in RATES:
+            r = opened(client, qs, rate, args.duration)
+            out["open"][rate] = r
+            log(f"{n} open {rate}/s: {r}")
+            if r["p99_ms"] > 100 or r["errors"]:
+                break
+        out["split"] = split_cost(stack, client, qs, models_dir, tiny, args)
+        out["stages"] = stages(stack, client, qs, metrics["rank"], args)
+        out["writes"] = write_path(client, qs, args)
+    finally:
+        stack.stop()
+    return out
+
+
+def split_cost(
+    stack: Stack,
+    client: Client,
+    qs: list[str],
+    models_dir: Path,
+    tiny: str,
+    args: argparse.Namespace,
+) -> dict[str, float]:
+    """p50 in this process versus through the gateway, interleaved in blocks of
+    50 so both see the same machine."""
+    ident = _identity(stack, client)
+    local = InProcess(stack, models_dir, tiny)
+    try:
+        in_proc: list[float] = []
+        via: list[float] = []
+        for block in range(args.split_blocks):
+            for i in range(50):
+                q = qs[(block * 50 + i) % len(qs)]
+                t = time.perf_counter()
+                local.recall(ident[0], ident[1], q, "hybrid")
+                in_proc.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                client.recall(q, mode="hybrid", skip_rerank=True)
+                via.append(time.perf_counter() - t)
+    finally:
+        local.close()
+    p50_in, p50_via = statistics.median(in_proc) * 1000, statistics.median(via) * 1000
+    return {
+        "in_process_p50_ms": round(p50_in, 2),
+        "services_p50_ms": round(p50_via, 2),
+        "ratio": round(p50_via / p50_in, 2),
+    }
+
+
+def _identity(stack: Stack, client: Client) -> tuple[str, str]:
+    import grpc
+
+    from recallatron.v1 import store_pb2, store_pb2_grpc
+
+    stub = store_pb2_grpc.StoreServiceStub(grpc.insecure_channel(stack.address("store")))
+    resp = stub.Authenticate(store_pb2.AuthenticateRequest(token=client.token), timeout=5)
+    return resp.workspace_id, resp.member_id
+
+
+def stages(
+    stack: Stack, client: Client, qs: list[str], port: int, args: argparse.Namespace
+) -> dict[str, float]:
+    """Mean time per stage of hybrid recalls (no rerank), from the rank
+    service's own histogram, over a concurrency-1 run."""
+    before = scrape(port)
+    closed(client, qs, "hybrid", False, 1, args.duration)
+    after = scrape(port)
+    out = {}
+    for (stage, kind), value in after.items():
+        if kind != "sum":
+            continue
+        count = after.get((stage, "count"), 0) - before.get((stage, "count"), 0)
+        total = value - before.get((stage, "sum"), 0)
+        if count > 0:
+            out[stage] = round(total / count * 1000, 2)
+    return out
+
+
+def write_path(client: Client, qs: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """remember latency and embedding throughput while recall load (4 workers)
+    runs."""
+    stop = threading.Event()
+    load = Recorder()
+
+    def loader() -> None:
+        i = 0
+        while not stop.is_set():
+            t = time.perf_counter()
+            try:
+                client.recall(qs[i % len(qs)], mode="hybrid", skip_rerank=True)
+                load.record(time.perf_counter() - t)
+            except Exception as exc:  # counted, not fatal
+                load.record(time.perf_counter() - t, type(exc).__name__)
+            i += 1
+
+    threads = [threading.Thread(target=loader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    writes = Recorder()
+    count = args.write_count
+    items = list(synthetic.memories(count, seed=args.seed + 99))
+    started = time.perf_counter()
+    base = client.status().embedded
+    for m in items:
+        t = time.perf_counter()
+        client.remember(m.title, m.body, m.kind, audience_to="workspace")
+        writes.record(time.perf_counter() - t)
+    write_elapsed = time.perf_counter() - started
+    status = client.wait_embedded(timeout=3600, poll=0.2)
+    embed_elapsed = time.perf_counter() - started
+    stop.set()
+    for t in threads:
+        t.join()
+    return {
+        "remember": writes.summary(write_elapsed),
+        "embedded": status.embedded - base,
+        "embedding_per_s": round((status.embedded - base) / embed_elapsed, 1),
+        "recall_under_writes": load.summary(embed_elapsed),
+    }
+
+
+def render(results: list[dict[str, Any]], argv: list[str]) -> str:
+    cmd = "python -m benchmarks.recall_bench " + " ".join(argv)
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Command: `{cmd}` (or `make bench`). Machine: {os.cpu_count()} cores, "
+        f"{platform.machine()}, Python {platform.python_version()}, PostgreSQL 18 + pgvector "
+        "0.8.6 (embedded), every service a separate process on loopback; the load generator "
+        "runs on the same machine. Measured through the gateway with `recallatron load`'s "
+        "recorder (HdrHistogram, milliseconds). Queries: 1,000 synthetic questions; limit 10. "
+        f"Rerank: the tiny test cross-encoder, depth {RERANK_DEPTH}.",
+        "",
+    ]
+    for r in results:
+        n = r["memories"]
+        lines += [
+            f"## {n:,} memories",
+            "",
+            "| mode | concurrency | p50 | p95 | p99 | p99.9 | max | req/s | errors |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for key, s in r["closed"].items():
+            mode, c = key.split("@c")
+            lines.append(
+                f"| {mode} | {c} | {s['p50_ms']} | {s['p95_ms']} | {s['p99_ms']} | "
+                f"{s['p999_ms']} | {s['max_ms']} | {s['throughput_rps']} | "
+                f"{sum(s['errors'].values())} |"
+            )
+        lines += [
+            "",
+            "Open loop, hybrid without rerank (latency from each request's intended send time):",
+            "",
+            "| rate/s | p50 | p99 | max | achieved req/s | errors |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for rate, s in r["open"].items():
+            lines.append(
+                f"| {rate} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} | "
+                f"{s['throughput_rps']} | {sum(s['errors'].values())} |"
+            )
+        sustained = [int(k) for k, s in r["open"].items() if s["p99_ms"] <= 100 and not s["errors"]]
+        lines += [
+            "",
+            f"Highest rate tried with p99 <= 100 ms: {max(sustained) if sustained else 'none'}"
+            " recalls/s.",
+            "",
+        ]
+        sp = r["split"]
+        lines += [
+            f"Service split (hybrid, no rerank, p50, interleaved): in process "
+            f"{sp['in_process_p50_ms']} ms, through gateway -> rank -> store/embed "
+            f"{sp['services_p50_ms']} ms: ratio {sp['ratio']}.",
+            "",
+        ]
+        lines += [
+            "Where the time goes in one hybrid recall (mean ms per stage, rank's own "
+            "histogram; embed and dense run one after the other while lexical runs "
+            "beside them):",
+            "",
+            "| stage | mean ms |",
+            "| --- | --- |",
+        ]
+        for stage, ms in sorted(r["stages"].items()):
+            lines.append(f"| {stage} | {ms} |")
+        w = r["writes"]
+        lines += [
+            "",
+            f"Write path under recall load (4 workers): remember p50 "
+            f"{w['remember']['p50_ms']} ms, p99 {w['remember']['p99_ms']} ms; the "
+            f"embedding job embedded {w['embedded']} memories at {w['embedding_per_s']}/s; "
+            f"recall meanwhile p50 {w['recall_under_writes']['p50_ms']} ms, p99 "
+            f"{w['recall_under_writes']['p99_ms']} ms.",
+            "",
+        ]
+    if len(results) >= 2:
+        small, large = results[0], results[-1]
+        lines += [
+            f"## Growth: p50 at {large['memories']:,} over p50 at {small['memories']:,}",
+            "",
+            "| mode | ratio |",
+            "| --- | --- |",
+        ]
+        for key, s in large["closed"].items():
+            if key.endswith("@c1"):
+                base = small["closed"][key]["p50_ms"]
+                lines.append(f"| {key[:-3]} | {round(s['p50_ms'] / base, 2) if base else '-'} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser()
+    p.add_argument("--memories", type=int, nargs="+", default=[10_000, 100_000])
+    p.add_argument("--duration", type=float, default=20.0)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--split-blocks", type=int, default=6)
+    p.add_argument("--write-count", type=int, default=300)
+    p.add_argument("--state-prefix", default="/tmp/rl")
+    p.add_argument("--out", default="docs/benchmarks.md")
+    args = p.parse_args(argv)
+    from recallatron.settings import default_state_dir
+    from services.embed.prepare import prepare_bi_encoder
+    from services.embed.testing import prepare_tiny_cross_encoder
+
+    models_dir = Path(os.environ.get("RECALLATRON_MODELS_DIR", default_state_dir() / "models"))
+    prepare_bi_encoder(models_dir, log=log)
+    _, tiny = prepare_tiny_cross_encoder(models_dir.parent / "test-models" / "tiny-cross-encoder")
+    results = [bench_size(n, args, str(tiny), models_dir) for n in args.memories]
+    Path(args.out).write_text(render(results, argv))
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
