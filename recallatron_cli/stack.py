@@ -98,7 +98,7 @@ class Stack:
         port = (self.state_dir / "run" / "review.port").read_text().strip()
         return f"http://127.0.0.1:{port}/"
 
-    def _env(self, name: str) -> dict[str, str]:
+    def env_for(self, name: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.config.env)
         env.update(
@@ -153,7 +153,7 @@ class Stack:
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-c", _GUARDED, *cmd[1:]],
-            env=self._env(name),
+            env=self.env_for(name),
             stdout=log,
             stderr=log,
             start_new_session=True,

@@ -1,0 +1,203 @@
+"""The embedding job (SPEC 6): vectors after commit, replaced on correct,
+gone on supersede and forget, a backlog that survives the embed service being
+down, several workers without double work, and rebuild after a stamp change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import psycopg
+import pytest
+
+from recallatron_cli.stack import Stack
+from services.embed.models import BiEncoder
+from services.store.db import CONTROL_DATABASE, with_database
+from services.store.embedding_job import EMBED_INPUT_VERSION, embed_input
+from tests import dbutil
+from tests.conftest import Team, free_port
+
+pytestmark = pytest.mark.integration
+
+VECTOR = "SELECT embedding::text, input_version FROM memory_embedding WHERE memory_id = %s"
+
+
+def wait_for(predicate, timeout: float = 120.0, poll: float = 0.2):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(poll)
+
+
+def vector_of(stack: Stack, team: Team, memory_id: str) -> np.ndarray | None:
+    rows = dbutil.query(stack, team.database_name, VECTOR, (memory_id,))
+    if not rows:
+        return None
+    assert rows[0][1] == EMBED_INPUT_VERSION
+    return np.array([float(x) for x in rows[0][0].strip("[]").split(",")], dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def encoder(prepared_models_dir) -> BiEncoder:  # type: ignore[no-untyped-def]
+    return BiEncoder(prepared_models_dir / "all-MiniLM-L6-v2")
+
+
+def test_vector_follows_the_memory(stack: Stack, team: Team, encoder: BiEncoder) -> None:
+    ada = team.clients["ada"]
+    m = ada.remember("Lunch order", "Ada orders the falafel wrap", audience_to="workspace").memory
+    first = wait_for(lambda: vector_of(stack, team, m.id))
+    expected = encoder.embed([embed_input("Lunch order", "Ada orders the falafel wrap")])[0]
+    assert float(np.dot(first, expected)) > 0.9999
+    ada.correct(m.id, 1, "changed her mind", body="Ada orders the lentil soup")
+
+    def replaced() -> np.ndarray | None:
+        v = vector_of(stack, team, m.id)
+        return v if v is not None and float(np.dot(v, first)) < 0.9999 else None
+
+    second = wait_for(replaced)
+    expected = encoder.embed([embed_input("Lunch order", "Ada orders the lentil soup")])[0]
+    assert float(np.dot(second, expected)) > 0.9999
+    new = ada.supersede(m.id, 2, "Lunch order, final", "Soup it is").memory
+    assert vector_of(stack, team, m.id) is None
+    wait_for(lambda: vector_of(stack, team, new.id))
+    ada.forget(new.id, "not worth keeping")
+    assert vector_of(stack, team, new.id) is None
+
+
+def test_backlog_survives_the_embed_service_being_down(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    ada.wait_embedded(timeout=120)
+    stack.stop_service("embed")
+    try:
+        made = [
+            ada.remember(f"Written while embed is down {i}", audience_to="workspace").memory.id
+            for i in range(40)
+        ]
+        time.sleep(1.0)
+        status = ada.status()
+        assert status.pending >= 40  # writes succeeded; the backlog grew
+    finally:
+        stack.start_service("embed")
+        stack.wait_serving("embed")
+    started = time.monotonic()
+    drained = ada.wait_embedded(timeout=180, poll=0.2)
+    elapsed = time.monotonic() - started
+    assert drained.pending == 0
+    for memory_id in made:
+        assert vector_of(stack, team, memory_id) is not None
+    print(f"backlog of {len(made)} drained {elapsed:.1f}s after the embed service returned")
+
+
+def _embedded_total(port: int) -> float | None:
+    """The worker's count of stored vectors; None while it is not up yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("recallatron_embedding_job_embedded_total "):
+            return float(line.split()[1])
+    return None
+
+
+def global_backlog(stack: Stack) -> int:
+    """Queued memories across every workspace (the workers serve them all)."""
+    with psycopg.connect(with_database(stack.database_url, CONTROL_DATABASE)) as conn:
+        databases = [r[0] for r in conn.execute("SELECT database_name FROM workspace")]
+    return sum(
+        dbutil.query(stack, db, "SELECT count(*) FROM embedding_job")[0][0] for db in databases
+    )
+
+
+def test_two_workers_embed_every_memory_exactly_once(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    wait_for(lambda: global_backlog(stack) == 0 or None)
+    stack.stop_service("embedding-job")
+    workers: list[subprocess.Popen[bytes]] = []
+    ports = [free_port(), free_port()]
+    try:
+        for port in ports:
+            env = {
+                **stack.env_for("embedding-job"),
+                "RECALLATRON_METRICS_PORT": str(port),
+                "RECALLATRON_JOB_BATCH_SIZE": "4",
+                "RECALLATRON_JOB_POLL_SECONDS": "0.05",
+            }
+            workers.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "recallatron_cli.main", "embed-job"], env=env
+                )
+            )
+        # Both workers are up and polling before the work arrives, so both get some.
+        for port in ports:
+            wait_for(lambda p=port: _embedded_total(p), timeout=60)
+        made = [
+            ada.remember(f"Batch item {i}", f"body {i}", audience_to="workspace").memory.id
+            for i in range(150)
+        ]
+        ada.wait_embedded(timeout=300, poll=0.2)
+        totals = [_embedded_total(p) or 0.0 for p in ports]
+    finally:
+        for w in workers:
+            w.terminate()
+            w.wait(30)
+        stack.start_service("embedding-job")
+    # Both worked, and together they stored each queued vector once: a
+    # vector stored twice would show in the sum.
+    assert all(t > 0 for t in totals), totals
+    assert sum(totals) == len(made)
+    rows = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT count(*), count(DISTINCT memory_id) FROM memory_embedding"
+        " WHERE memory_id = ANY(%s::uuid[])",
+        (made,),
+    )
+    assert rows[0] == (150, 150)
+
+
+def test_a_new_input_version_is_rebuilt_and_old_rows_unused(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    for i in range(5):
+        ada.remember(
+            f"Rebuild candidate {i}", "Rebuilds keep recall working", audience_to="workspace"
+        )
+    ada.wait_embedded(timeout=120)
+    assert ada.recall("rebuild candidate", mode="dense").outcome.dense_available
+    # Pretend every vector was written under an older embed-input version.
+    dbutil.query(
+        stack,
+        team.database_name,
+        "UPDATE memory_embedding SET input_version = 'title-body-v0' RETURNING 1",
+    )
+    out = ada.recall("rebuild candidate", mode="dense").outcome
+    assert not out.dense_available  # stale rows are not used
+    proc = subprocess.run(
+        [sys.executable, "-m", "recallatron_cli.main", "rebuild", "--workspace", team.slug],
+        env=stack.env_for("embedding-job"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "stale vectors removed" in proc.stdout
+    rows = dbutil.query(
+        stack, team.database_name, "SELECT input_version, count(*) FROM memory_embedding GROUP BY 1"
+    )
+    assert [r[0] for r in rows] == [EMBED_INPUT_VERSION]
+    live = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT count(*) FROM memory WHERE invalidated_at IS NULL AND superseded_by_id IS NULL",
+    )[0][0]
+    assert rows[0][1] == live
+    out = ada.recall("rebuild candidate", mode="dense").outcome
+    assert out.dense_available and out.results
