@@ -309,10 +309,7 @@ class MemoryStore:
         reason: str,
     ) -> WriteResult:
         memory_id = v.uuid_str(memory_id, "id")
-        if expected_revision < 1:
-            raise errors.InvalidArgument(
-                "expected_revision", "must be the revision you read (>= 1)"
-            )
+        v.revision(expected_revision)
         if title is None and body is None and confidence is None:
             raise errors.InvalidArgument("title", "give a new title, body or confidence")
         if title is not None:
@@ -352,10 +349,7 @@ class MemoryStore:
         reason: str,
     ) -> WriteResult:
         memory_id = v.uuid_str(memory_id, "id")
-        if expected_revision < 1:
-            raise errors.InvalidArgument(
-                "expected_revision", "must be the revision you read (>= 1)"
-            )
+        v.revision(expected_revision)
         self._validate_new(new)
         self._check_audience(caller, new.audience)
         v.text(reason, "reason", v.MAX_REASON, required=False)

@@ -80,3 +80,9 @@ def uuid_list(values: Sequence[str], field: str, max_items: int, min_items: int 
     if len(set(out)) != len(out):
         raise errors.InvalidArgument(field, "contains duplicates")
     return out
+
+
+def revision(value: int) -> int:
+    if value < 1:
+        raise errors.InvalidArgument("expected_revision", "must be the revision you read (>= 1)")
+    return value
