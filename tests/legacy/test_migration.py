@@ -240,10 +240,20 @@ def test_second_run_changes_nothing(stack: Stack, migrated: Migrated, old_store:
     assert again["mentions"]["already_present"] == t.mentions
 
 
+@pytest.fixture(scope="module")
+def second_team(stack: Stack, operator: Client) -> Iterator[Team]:
+    """A workspace for the dry run and then the interrupted runs (the
+    databases of a session add up: one for both)."""
+    team = make_team(stack, operator, ("ada", "bob"))
+    yield team
+    for client in team.clients.values():
+        client.close()
+
+
 def test_dry_run_writes_nothing_and_counts_the_same(
-    stack: Stack, operator: Client, migrated: Migrated, old_store: OldStore
+    stack: Stack, second_team: Team, migrated: Migrated, old_store: OldStore
 ) -> None:
-    team = make_team(stack, operator, ("ada",))
+    team = second_team
     before = (dbutil.checksum(stack, team.database_name), history_checksum(stack, team))
     dry = migrate(stack, old_store, team, "--dry-run")
     assert (dbutil.checksum(stack, team.database_name), history_checksum(stack, team)) == before
@@ -297,9 +307,10 @@ def _start_and_stop(stack: Stack, args: list[str], sig: int) -> tuple[int, str]:
 
 
 def test_interrupted_runs_then_a_rerun_equal_one_clean_run(
-    stack: Stack, operator: Client, migrated: Migrated, old_store: OldStore
+    stack: Stack, second_team: Team, migrated: Migrated, old_store: OldStore
 ) -> None:
-    team = make_team(stack, operator, ("ada", "bob"))
+    team = second_team
+    assert dbutil.query(stack, team.database_name, "SELECT count(*) FROM legacy_import") == [(0,)]
     args = migrate_args(old_store, team, "--batch-size", "50")
 
     # SIGTERM: the batch in flight rolls back, the report says so.
