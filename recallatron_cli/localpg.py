@@ -72,7 +72,7 @@ class LocalPostgres:
                 "-c",
                 "unix_socket_directories=",
                 "-c",
-                "max_connections=200",
+                "max_connections=500",
                 "-c",
                 "shared_buffers=256MB",
             ],

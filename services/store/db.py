@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,8 +52,9 @@ class Databases:
             )
         self.settings = settings
         self.default_server = settings.database_url
-        self._pools: dict[str, ConnectionPool] = {}
-        self._owner_pools: dict[str, ConnectionPool] = {}
+        # Least recently used first, for eviction.
+        self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
+        self._owner_pools: OrderedDict[str, ConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
         self.control: ConnectionPool | None = None
 
@@ -133,18 +135,17 @@ class Databases:
 
     def _pool(
         self,
-        cache: dict[str, ConnectionPool],
+        cache: OrderedDict[str, ConnectionPool],
         server: str,
         database: str,
         app: bool,
     ) -> ConnectionPool:
         key = f"{server}|{database}"
-        pool = cache.get(key)
-        if pool is not None:
-            return pool
         with self._lock:
             pool = cache.get(key)
-            if pool is None:
+            if pool is not None:
+                cache.move_to_end(key)
+            else:
                 base = server or self.default_server
                 overrides = {"user": APP_ROLE} if app else {}
                 if app and self.settings.app_password:
@@ -152,7 +153,10 @@ class Databases:
                 pool = ConnectionPool(
                     with_database(base, database, **overrides),
                     min_size=self.settings.pool_min_size,
-                    max_size=self.settings.pool_max_size,
+                    max_size=(
+                        self.settings.pool_max_size if app else self.settings.owner_pool_max_size
+                    ),
+                    max_idle=self.settings.pool_max_idle_seconds,
                     timeout=self.settings.pool_timeout_seconds,
                     kwargs={
                         "options": f"-c statement_timeout={self.settings.statement_timeout_ms}"
@@ -161,6 +165,10 @@ class Databases:
                     name=f"{'app' if app else 'owner'}:{database}",
                 )
                 cache[key] = pool
+                if len(cache) > self.settings.max_open_pools:
+                    _, oldest = cache.popitem(last=False)
+                    # Connections still in use close as they are returned.
+                    oldest.close(timeout=0)
         return pool
 
     def app_pool(self, server: str, database: str) -> ConnectionPool:

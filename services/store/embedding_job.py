@@ -201,15 +201,29 @@ class EmbeddingJob:
         """The worker loop: every workspace, batch after batch; backs off
         while the embed service is unreachable and drains when it returns."""
         backoff = 0.0
+        # A workspace with nothing queued is looked at less and less often (up
+        # to job_idle_max_seconds), so many quiet workspaces cost little.
+        idle: dict[str, tuple[float, float]] = {}  # workspace -> (next look, interval)
+        poll = self.settings.job_poll_seconds
         while not self.stop_event.is_set():
             busy = False
             try:
                 for workspace_id in self.control.all_workspaces():
+                    now = time.monotonic()
+                    next_look, interval = idle.get(workspace_id, (0.0, 0.0))
+                    if now < next_look:
+                        continue
                     batch = self.claim(workspace_id)
                     if batch.rows:
                         busy = True
+                        idle.pop(workspace_id, None)
                         self.process(batch)
-                    self.backlog(workspace_id)
+                        self.backlog(workspace_id)
+                    else:
+                        if not interval:
+                            self.backlog(workspace_id)
+                        interval = min(max(interval * 2, poll), self.settings.job_idle_max_seconds)
+                        idle[workspace_id] = (now + interval, interval)
                 backoff = 0.0
             except grpc.RpcError as exc:
                 backoff = min(max(backoff * 2, 0.2), self.settings.job_max_backoff_seconds)

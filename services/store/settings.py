@@ -12,12 +12,18 @@ class StoreSettings(CommonSettings):
     # roles, runs migrations). Empty: the local embedded Postgres, whose URL
     # `recallatron up` passes in; see docs/operations.md.
     database_url: str = ""
-    # Role the tool queries run as: not the owner, so row-level security holds.
-    app_role: str = "recallatron_app"
     app_password: str = ""
     # Connections per workspace database pool.
-    pool_min_size: int = 1
+    # Per workspace: no connection is kept for a workspace nobody uses, and
+    # idle ones close after pool_max_idle_seconds, so many workspaces on one
+    # server do not exhaust its connections.
+    pool_min_size: int = 0
     pool_max_size: int = 8
+    pool_max_idle_seconds: float = 60.0
+    # Owner-role pools serve migrations and the embedding job: small.
+    owner_pool_max_size: int = 2
+    # Pools kept open at once; the least recently used beyond it is closed.
+    max_open_pools: int = 256
     # Seconds a caller waits for a pooled connection before UNAVAILABLE.
     pool_timeout_seconds: float = 5.0
     # Per-statement limit inside Postgres (milliseconds).
@@ -32,3 +38,5 @@ class StoreSettings(CommonSettings):
     # A claimed batch not finished within this many seconds is claimed again.
     job_lease_seconds: float = 60.0
     job_max_backoff_seconds: float = 5.0
+    # Longest a workspace with nothing queued waits to be looked at again.
+    job_idle_max_seconds: float = 2.0
