@@ -345,3 +345,31 @@ def test_two_workspaces_share_nothing(stack, operator) -> None:  # type: ignore[
     # Owner calls stay within their workspace too.
     err = rpc_error(lambda: two.clients["ada"].create_token(one.members["bob"]))
     assert err.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_remember_defaults_and_entities_never_merged(team: Team) -> None:
+    ada = team.clients["ada"]
+    first = ada.remember("Met Sam at the fair", mention_names=["Sam"]).memory
+    # Default audience: only the caller; default purposes: {assist}; origin told.
+    assert first.audience.member_id == team.members["ada"]
+    assert list(first.purposes) == [1]
+    assert first.origin == 1 and first.revision == 1 and first.confidence == 1.0
+    second = ada.remember("Sam sent the invoice", mention_names=["Sam"]).memory
+    # Two mentions by the same name are two entities: names are never merged.
+    assert first.mentions[0].name == second.mentions[0].name == "Sam"
+    assert first.mentions[0].entity_id != second.mentions[0].entity_id
+    # Mentioning by id links to that very entity.
+    third = ada.remember("Sam paid", mention_ids=[first.mentions[0].entity_id]).memory
+    assert third.mentions[0].entity_id == first.mentions[0].entity_id
+
+
+def test_superseded_memories_leave_recall_unless_asked(team: Team) -> None:
+    ada = team.clients["ada"]
+    old = ada.remember("Quokka offsite in Perth", audience_to="workspace").memory
+    new = ada.supersede(old.id, 1, "Quokka offsite moved to Fremantle").memory
+    plain = {r.memory.id for r in ada.recall("quokka offsite", mode="lexical").outcome.results}
+    assert new.id in plain and old.id not in plain
+    asked = ada.recall("quokka offsite", mode="lexical", include_superseded=True).outcome
+    assert {old.id, new.id} <= {r.memory.id for r in asked.results}
+    # The superseded memory stays readable, pointing at its successor.
+    assert ada.read([old.id]).memories[0].superseded_by_id == new.id
