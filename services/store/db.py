@@ -183,7 +183,9 @@ class Databases:
 
     @contextmanager
     def control_conn(self) -> Iterator[psycopg.Connection]:
-        assert self.control is not None, "bootstrap() first"
+        if self.control is None:
+            # The server takes calls while it still waits for Postgres at start.
+            raise errors.Unavailable("database unavailable: the store is starting")
         with translate_db_errors(), self.control.connection() as conn:
             yield conn
 
