@@ -27,6 +27,9 @@ from services.gateway.tools import TOOLS
 
 log = logging.getLogger("recallatron.mcp")
 
+# Gateway clients kept open at once (one per member token seen over HTTP).
+MAX_CLIENTS = 64
+
 INSTRUCTIONS = (
     "Recallatron is this member's and team's memory. Recall on demand only; nothing is "
     "injected. A memory is a dated claim with provenance, not current truth: read the "
@@ -46,9 +49,13 @@ class Clients:
 
     def get(self, token: str) -> Client:
         with self._lock:
-            client = self._by_token.get(token)
+            client = self._by_token.pop(token, None)
             if client is None:
-                client = self._by_token[token] = Client(self.gateway, token)
+                client = Client(self.gateway, token)
+                if len(self._by_token) >= MAX_CLIENTS:
+                    # Least recently used first (dicts keep insertion order).
+                    self._by_token.pop(next(iter(self._by_token))).close()
+            self._by_token[token] = client
             return client
 
     def close(self) -> None:

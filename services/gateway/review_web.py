@@ -330,7 +330,7 @@ class ReviewApp:
         if method == "POST" and path in ("/signout", "/decide"):
             if session is None:
                 return redirect("/")
-            if not secrets.compare_digest(form.get("csrf", ""), session.csrf):
+            if not secrets.compare_digest(form.get("csrf", "").encode(), session.csrf.encode()):
                 return Response(HTTPStatus.FORBIDDEN, page("Refused", "<p>Stale form.</p>"))
             if path == "/signout":
                 self.sessions.drop(sid)

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from recallatron_cli.stack import Stack
+from tests import dbutil
 from tests.conftest import Team
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
 
@@ -134,3 +135,41 @@ def test_review_page_end_to_end(stack: Stack, team: Team) -> None:
             assert shown == {m.id for m in hidden}
         finally:
             browser.close()
+
+
+def test_review_page_refuses_forged_and_cross_site_posts(stack: Stack, team: Team) -> None:
+    """Without a browser: a decision needs the session cookie, the session's
+    CSRF token and no foreign Origin; each refusal changes nothing."""
+    import http.client
+    from urllib.parse import urlencode, urlsplit
+
+    ada = team.clients["ada"]
+    a = ada.remember("Quarterly numbers go to finance on the 3rd").memory
+    b = ada.remember("Quarterly numbers are sent to finance on the 3rd").memory
+    host = urlsplit(stack.review_url).netloc
+
+    def post(path: str, form: dict[str, str], headers: dict[str, str]) -> http.client.HTTPResponse:
+        conn = http.client.HTTPConnection(host, timeout=10)
+        body = urlencode(form)
+        conn.request(
+            "POST",
+            path,
+            body,
+            {"Content-Type": "application/x-www-form-urlencoded", **headers},
+        )
+        return conn.getresponse()
+
+    signed_in = post("/signin", {"token": ada.token}, {})
+    assert signed_in.status == 303
+    cookie = signed_in.getheader("Set-Cookie", "")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    session = {"Cookie": cookie.split(";")[0]}
+    keep = {"action": "keep", "first_id": a.id, "second_id": b.id, "purpose": "assist"}
+
+    assert post("/decide", {**keep, "csrf": "forged"}, session).status == 403
+    assert post("/decide", {**keep, "csrf": "\u00e9"}, session).status == 403
+    foreign = {**session, "Origin": "http://attacker.example"}
+    assert post("/decide", {**keep, "csrf": "forged"}, foreign).status == 403
+    assert post("/decide", keep, {}).status == 303  # no session: back to sign-in
+    rows = dbutil.query(stack, team.database_name, "SELECT count(*) FROM dismissed_pair")
+    assert rows == [(0,)]
