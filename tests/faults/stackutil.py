@@ -1,0 +1,116 @@
+"""A private stack per fault module: its own embedded Postgres, services on
+free ports and a state directory outside pytest's tmp tree, so killing
+processes here never disturbs the session stack other tests share."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+
+from recallatron.v1 import gateway_pb2_grpc
+from recallatron_cli.client import Client
+from recallatron_cli.stack import Stack, StackConfig
+from tests.conftest import free_port
+
+T = TypeVar("T")
+
+# Codes that mean "the call may not have happened; retry with the same request id".
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def new_stack(models_dir: Path, env: dict[str, str] | None = None) -> Stack:
+    state = Path(tempfile.mkdtemp(prefix="recallatron-faults-"))
+    return Stack(
+        StackConfig(
+            state_dir=state,
+            pg_port=free_port(),
+            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
+            models_dir=models_dir,
+            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2", **(env or {})},
+        )
+    )
+
+
+@contextmanager
+def running(stack: Stack) -> Iterator[Stack]:
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
+        # Kept for a look at the logs when asked to.
+        if not os.environ.get("RECALLATRON_KEEP_FAULT_STATE"):
+            shutil.rmtree(stack.state_dir, ignore_errors=True)
+
+
+def plain_client(address: str, token: str, timeout: float = 10.0) -> Client:
+    """A client whose channel does not retry by itself (the project's channels
+    retry UNAVAILABLE): every failure reaches the test, which retries with
+    the same request id, as an agent would."""
+    client = Client(address, token, timeout)
+    client.channel.close()
+    client.channel = grpc.insecure_channel(address, options=[("grpc.enable_retries", 0)])
+    client.memory = gateway_pb2_grpc.MemoryServiceStub(client.channel)
+    client.admin = gateway_pb2_grpc.AdminServiceStub(client.channel)
+    client.review = gateway_pb2_grpc.ReviewServiceStub(client.channel)
+    return client
+
+
+def owner_client(stack: Stack, slug: str) -> tuple[Client, str, str]:
+    """A workspace with one owner: its (non-retrying) client, workspace id and
+    database name."""
+    operator = Client(stack.gateway, stack.admin_token)
+    try:
+        ws = operator.create_workspace(slug).workspace
+        member = operator.create_member(ws.id, "owner", owner=True).member
+        token = operator.create_token(member.id, "faults").token
+    finally:
+        operator.close()
+    return plain_client(stack.gateway, token), ws.id, ws.database_name
+
+
+def until_ok(call: Callable[[], T], timeout: float = 60.0, pause: float = 0.2) -> T:
+    """Retries a call that fails only with a retryable status, until it answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as exc:
+            if exc.code() not in RETRYABLE or time.monotonic() > deadline:  # type: ignore[attr-defined]
+                raise
+            time.sleep(pause)
+
+
+def restart_postgres(stack: Stack, attempts: int = 20) -> None:
+    """Starts the embedded server again; right after a kill -9 its old
+    backends may still hold shared memory for a moment, so retry briefly."""
+    assert stack.postgres is not None
+    for attempt in range(attempts):
+        try:
+            stack.postgres.start()
+            return
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+
+
+def record(name: str, **figures: object) -> None:
+    """Appends a test's figures (JSON lines) to $RECALLATRON_FIGURES when set,
+    the source of the counts in docs/reliability.md."""
+    import json
+    import os
+
+    print(name, figures)
+    path = os.environ.get("RECALLATRON_FIGURES")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"test": name, **figures}, default=str) + "\n")
