@@ -95,16 +95,24 @@ ORDER BY 1, 2, 3
 # reachable along its links are visible to the caller (eligible, not
 # forgotten). Links of a memory the caller cannot see are themselves hidden,
 # so the walk stops there, and the candidate is already refused.
+# The planner cannot estimate row-level security (it reads the caller from
+# settings) and, left alone, hashes every link and every visible memory of
+# the workspace: the fences below (OFFSET 0, a scalar subquery) keep it to
+# one index lookup per link and per node, a cost that follows the candidates,
+# not the corpus.
 ADMIT = """
 WITH RECURSIVE walk(root, node) AS (
     SELECT c.id, c.id FROM unnest(%s::uuid[]) AS c(id)
   UNION
-    SELECT w.root, l.target_id FROM walk w JOIN memory_link l ON l.memory_id = w.node
+    SELECT w.root, l.target_id
+    FROM walk w CROSS JOIN LATERAL (
+        SELECT target_id FROM memory_link WHERE memory_id = w.node OFFSET 0
+    ) l
+), hidden AS MATERIALIZED (
+    SELECT DISTINCT w.root FROM walk w
+    WHERE (SELECT count(*) FROM memory m WHERE m.id = w.node) = 0
 )
 SELECT c.id FROM unnest(%s::uuid[]) WITH ORDINALITY AS c(id, ord)
-WHERE NOT EXISTS (
-    SELECT 1 FROM walk w
-    WHERE w.root = c.id AND NOT EXISTS (SELECT 1 FROM memory m WHERE m.id = w.node)
-)
+WHERE c.id NOT IN (SELECT root FROM hidden)
 ORDER BY c.ord
 """

@@ -60,7 +60,7 @@ FROM (
 ORDER BY score DESC, c.created_at DESC, c.id
 LIMIT %(limit)s
 """
-CANDIDATE_CAP = 1_000
+CANDIDATE_CAP = 500
 
 # The inner query walks the HNSW index (iterative scan keeps going until
 # enough rows pass the eligibility filter, which row-level security applies
