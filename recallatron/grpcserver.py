@@ -10,10 +10,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -22,6 +24,7 @@ from prometheus_client import Counter, Histogram, start_http_server
 
 from recallatron import errors
 from recallatron.settings import CommonSettings
+from recallatron.wire import undecodable_field
 
 log = logging.getLogger("recallatron.server")
 
@@ -107,6 +110,11 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
     return status_pb2.Status(code=code, message=error.message, details=details)
 
 
+@dataclass(frozen=True)
+class _Undecodable:
+    field: str
+
+
 class _ServiceInterceptor(grpc.ServerInterceptor):
     """Maps domain errors to status codes and records latency and status metrics."""
 
@@ -120,11 +128,27 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
             return handler
         method = handler_call_details.method
         inner = handler.unary_unary
+        parse = handler.request_deserializer
+
+        def deserialize(data: bytes) -> Any:
+            # A refused request (say, a string field that is not UTF-8) is the
+            # client's error: the handler answers INVALID_ARGUMENT naming it.
+            try:
+                return parse(data) if parse else data
+            except DecodeError:
+                message_class = getattr(parse, "__self__", None)
+                descriptor = getattr(message_class, "DESCRIPTOR", None)
+                field = undecodable_field(descriptor, data) if descriptor else ""
+                return _Undecodable(field or "request")
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             start = time.perf_counter()
             code = "OK"
             try:
+                if isinstance(request, _Undecodable):
+                    raise errors.InvalidArgument(
+                        request.field, "could not be decoded (string fields must be UTF-8)"
+                    )
                 return inner(request, context)
             except errors.DomainError as exc:
                 status = status_for(exc)
@@ -145,7 +169,7 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
 
         return grpc.unary_unary_rpc_method_handler(
             wrapped,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=deserialize,
             response_serializer=handler.response_serializer,
         )
 
