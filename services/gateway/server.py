@@ -239,6 +239,9 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         context: grpc.ServicerContext,
     ) -> pb.CaptureResponse:
         ident = self.auth.member(context)
+        # Checked before deciding: a turn not worth storing is still refused
+        # for a bad purpose.
+        convert.purpose_str(request.purpose, "purpose")
         if request.speaker_member_id not in ("", ident.member_id):
             # An agent captures the turns of the member it acts for, nobody else's.
             raise errors.InvalidArgument(
