@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: run test check lint protos protos-check buf-lint models eval bench clean
 
@@ -35,6 +36,10 @@ protos-check: protos
 	git diff --exit-code -- recallatron/v1 || (echo "generated stubs are stale: run make protos and commit" && exit 1)
 	test -z "$$(git status --porcelain -- recallatron/v1)" || (echo "untracked generated stubs" && exit 1)
 
+# Debian's Chromium for the browser test (Playwright drives it; no download).
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 buf-lint: $(BUF)
 	cd protos && ../$(BUF) lint
 
@@ -44,7 +49,7 @@ lint: $(INSTALLED)
 
 check: protos-check buf-lint lint
 
-test: models check
+test: models check $(CHROMIUM)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Not part of `make test`: retrieval quality on the dev data, and latency.

@@ -97,6 +97,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     try:
         print(f"ready gateway={stack.gateway}", flush=True)
+        if stack.review_url:
+            print(f"dedup review page: {stack.review_url}", flush=True)
         if args.demo:
             demo(stack.gateway, stack.admin_token, state)
         print("serving; Ctrl-C stops everything", flush=True)
