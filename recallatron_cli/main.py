@@ -4,6 +4,7 @@ tools from a shell."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -97,7 +98,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     try:
         print(f"ready gateway={stack.gateway}", flush=True)
-        if stack.review_url:
+        with contextlib.suppress(OSError):  # the page may be switched off
             print(f"dedup review page: {stack.review_url}", flush=True)
         if args.demo:
             demo(stack.gateway, stack.admin_token, state)
