@@ -60,6 +60,10 @@ class Unavailable(DomainError):
     pass
 
 
+class ResourceExhausted(DomainError):
+    pass
+
+
 class Relayed(DomainError):
     """A status from a peer service, passed on to our caller unchanged
     (code, message and rich details)."""

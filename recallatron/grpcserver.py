@@ -105,6 +105,8 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
         code = code_pb2.PERMISSION_DENIED
     elif isinstance(error, errors.Unavailable):
         code = code_pb2.UNAVAILABLE
+    elif isinstance(error, errors.ResourceExhausted):
+        code = code_pb2.RESOURCE_EXHAUSTED
     else:
         code = code_pb2.INTERNAL
     return status_pb2.Status(code=code, message=error.message, details=details)

@@ -8,6 +8,7 @@ from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
+from services.gateway.ratelimit import RateLimiter
 from services.gateway.review import ReviewServicer
 from services.gateway.review_web import ReviewWeb, gateway_target
 from services.gateway.server import AdminServicer, Auth, MemoryServicer, Peers
@@ -23,7 +24,11 @@ def main() -> None:
         [services[name].full_name for name in ("MemoryService", "AdminService", "ReviewService")],
     )
     peers = Peers(settings)
-    auth = Auth(peers, settings.admin_token)
+    auth = Auth(
+        peers,
+        settings.admin_token,
+        RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
+    )
     gateway_pb2_grpc.add_MemoryServiceServicer_to_server(
         MemoryServicer(peers, auth), server.grpc_server
     )

@@ -18,6 +18,7 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
 from services.gateway import capture
+from services.gateway.ratelimit import RateLimiter
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import TOOLS
 
@@ -78,12 +79,18 @@ class Peers:
 
 
 class Auth:
-    def __init__(self, peers: Peers, admin_token: str) -> None:
+    def __init__(self, peers: Peers, admin_token: str, limiter: RateLimiter | None = None) -> None:
         self.peers = peers
         self.admin_token = admin_token
+        self.limiter = limiter or RateLimiter(0, 1)
+
+    def token(self, context: grpc.ServicerContext) -> str:
+        token = bearer_token(context)
+        self.limiter.check(token)
+        return token
 
     def member(self, context: grpc.ServicerContext) -> Identity:
-        token = bearer_token(context)
+        token = self.token(context)
         try:
             resp = self.peers.store_call("Authenticate", store_pb2.AuthenticateRequest(token=token))
         except errors.Relayed as exc:
@@ -93,7 +100,7 @@ class Auth:
         return Identity(resp.workspace_id, resp.member_id, resp.role)
 
     def is_operator(self, context: grpc.ServicerContext) -> bool:
-        token = bearer_token(context)
+        token = self.token(context)
         return bool(self.admin_token) and hmac.compare_digest(token, self.admin_token)
 
     def operator_or_owner(self, context: grpc.ServicerContext) -> Identity | None:

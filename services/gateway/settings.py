@@ -12,6 +12,11 @@ class GatewaySettings(CommonSettings):
     # Operator token for workspace creation; empty disables the admin surface
     # for everything but owners. `recallatron up` generates one locally.
     admin_token: str = ""
+    # Calls per second each bearer token may make (a token bucket holding
+    # `rate_limit_burst`); over it, RESOURCE_EXHAUSTED. 0 turns the limit off.
+    # Generous by default so agents, tests and benchmarks are not throttled.
+    rate_limit_per_second: float = 1000.0
+    rate_limit_burst: int = 2000
     # The dedup review page (HTTP): host:port ("host:0" picks a free port);
     # "0" or empty turns the page off.
     review_listen: str = "127.0.0.1:7410"
