@@ -100,6 +100,7 @@ class Client:
         include_superseded: bool = False,
         skip_rerank: bool = False,
         timeout: float | None = None,
+        include_history: bool = False,
     ) -> pb.RecallResponse:
         req = pb.RecallRequest(
             query=query,
@@ -112,6 +113,7 @@ class Client:
                 include_superseded=include_superseded,
             ),
             skip_rerank=skip_rerank,
+            include_history=include_history,
         )
         return self.call(self.memory.Recall, req, timeout)
 

@@ -278,6 +278,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         limit=args.limit,
         purpose=args.purpose,
         skip_rerank=args.no_rerank,
+        include_history=args.history,
     )
     o = resp.outcome
     head = (
@@ -288,6 +289,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if not o.dense_available:
         head += f"\n(dense arm: {o.dense_unavailable_reason})"
     items = [f"{i + 1}. {_memory_text(r.memory)}" for i, r in enumerate(o.results)]
+    items += [
+        f"history {h.occurred_at.ToDatetime():%Y-%m-%d %H:%M} [{h.chat_id} {h.role}] {h.text}"
+        for h in o.history
+    ]
     _print(args, resp, "\n".join([head, *items]))
     return 0
 
@@ -396,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--limit", type=int, default=10)
     rc.add_argument("--purpose", default="assist")
     rc.add_argument("--no-rerank", action="store_true")
+    rc.add_argument(
+        "--history", action="store_true", help="owners: also search migrated conversation history"
+    )
     rc.set_defaults(func=cmd_recall)
 
     c = with_client(sub.add_parser("correct"))
