@@ -31,6 +31,7 @@ from recallatron_cli.stack import Stack, StackConfig
 MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True)]
 RATES = [25, 50, 75, 100, 150, 200, 300]
 RERANK_DEPTH = 20
+ANALYSIS = "## Targets and analysis"
 
 
 def log(message: str) -> None:
@@ -432,7 +433,12 @@ def main(argv: list[str] | None = None) -> int:
     prepare_bi_encoder(models_dir, log=log)
     _, tiny = prepare_tiny_cross_encoder(models_dir.parent / "test-models" / "tiny-cross-encoder")
     results = [bench_size(n, args, str(tiny), models_dir) for n in args.memories]
-    Path(args.out).write_text(render(results, argv))
+    out = Path(args.out)
+    # The hand-written analysis at the end of the file survives a rerun.
+    kept = ""
+    if out.exists() and ANALYSIS in out.read_text():
+        kept = out.read_text()[out.read_text().index(ANALYSIS) :]
+    out.write_text(render(results, argv) + ("\n" + kept if kept else ""))
     log(f"wrote {args.out}")
     return 0
 
