@@ -5,6 +5,8 @@ message limits, built in one place. Every outgoing call passes a deadline."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import grpc
 
@@ -32,22 +34,31 @@ _SERVICE_CONFIG = json.dumps(
 )
 
 
-def make_channel(target: str, settings: CommonSettings | None = None) -> grpc.Channel:
+def make_channel(
+    target: str, settings: CommonSettings | None = None, ca_file: str | None = None
+) -> grpc.Channel:
+    """A channel to a peer; TLS, verified against `ca_file` (default: the
+    settings' tls_ca_file, else RECALLATRON_TLS_CA_FILE), when one is given."""
     limit = settings.max_message_bytes if settings else 8 * 1024 * 1024
-    return grpc.insecure_channel(
-        target,
-        options=[
-            ("grpc.service_config", _SERVICE_CONFIG),
-            ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.keepalive_time_ms", 30_000),
-            ("grpc.keepalive_timeout_ms", 10_000),
-            # Reconnect quickly after a peer restarts.
-            ("grpc.initial_reconnect_backoff_ms", 200),
-            ("grpc.max_reconnect_backoff_ms", 2_000),
-        ],
-    )
+    if ca_file is None:
+        ca_file = (
+            settings.tls_ca_file if settings else os.environ.get("RECALLATRON_TLS_CA_FILE", "")
+        )
+    options = [
+        ("grpc.service_config", _SERVICE_CONFIG),
+        ("grpc.enable_retries", 1),
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        # Reconnect quickly after a peer restarts.
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 2_000),
+    ]
+    if ca_file:
+        credentials = grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes())
+        return grpc.secure_channel(target, credentials, options=options)
+    return grpc.insecure_channel(target, options=options)
 
 
 def peer_serving(channel: grpc.Channel, timeout: float = 1.0) -> bool:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -217,7 +218,14 @@ class Server:
         reflection.enable_server_reflection(
             [*self.service_names, reflection.SERVICE_NAME, health.SERVICE_NAME], self.grpc_server
         )
-        self.port = self.grpc_server.add_insecure_port(address)
+        s = self.settings
+        if s.tls_cert_file and s.tls_key_file:
+            credentials = grpc.ssl_server_credentials(
+                [(Path(s.tls_key_file).read_bytes(), Path(s.tls_cert_file).read_bytes())]
+            )
+            self.port = self.grpc_server.add_secure_port(address, credentials)
+        else:
+            self.port = self.grpc_server.add_insecure_port(address)
         if self.port == 0:
             raise RuntimeError(f"could not bind {address}")
         self.grpc_server.start()

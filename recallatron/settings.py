@@ -28,3 +28,9 @@ class CommonSettings(BaseSettings):
     server_threads: int = 16
     # Seconds in-flight calls get to finish after SIGTERM.
     shutdown_grace_seconds: float = 10.0
+    # TLS. A server presents tls_cert_file + tls_key_file (PEM) when both are
+    # set; clients connect with TLS, verifying peers against tls_ca_file, when
+    # it is set. Empty: plaintext (loopback, or a mesh that does mTLS).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_ca_file: str = ""

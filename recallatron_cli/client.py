@@ -35,8 +35,11 @@ def mentions(names: Sequence[str] = (), entity_ids: Sequence[str] = ()) -> list[
 
 
 class Client:
-    def __init__(self, address: str, token: str, timeout: float = 10.0) -> None:
-        self.channel = make_channel(address)
+    def __init__(
+        self, address: str, token: str, timeout: float = 10.0, ca_file: str | None = None
+    ) -> None:
+        # TLS when a CA is given (or RECALLATRON_TLS_CA_FILE is set).
+        self.channel = make_channel(address, ca_file=ca_file)
         self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
         self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
         self.review = gateway_pb2_grpc.ReviewServiceStub(self.channel)

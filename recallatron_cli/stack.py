@@ -14,9 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
-from recallatron.grpcclient import peer_serving
+from recallatron.grpcclient import make_channel, peer_serving
 from recallatron_cli.localpg import LocalPostgres
 
 SERVICES = ("store", "embed", "rank", "gateway")
@@ -182,7 +180,9 @@ class Stack:
 
     def wait_serving(self, name: str, timeout: float | None = None) -> None:
         deadline = time.monotonic() + (timeout or self.config.start_timeout)
-        channel = grpc.insecure_channel(self.address(name))
+        channel = make_channel(
+            self.address(name), ca_file=self.env_for(name).get("RECALLATRON_TLS_CA_FILE", "")
+        )
         try:
             while time.monotonic() < deadline:
                 self._check_alive(name)

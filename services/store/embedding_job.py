@@ -93,8 +93,8 @@ class Batch:
 class Embedder:
     """The embed service, reached with a deadline."""
 
-    def __init__(self, target: str, timeout: float) -> None:
-        self.stub = embed_pb2_grpc.EmbedServiceStub(make_channel(target))
+    def __init__(self, target: str, timeout: float, settings: StoreSettings | None = None) -> None:
+        self.stub = embed_pb2_grpc.EmbedServiceStub(make_channel(target, settings))
         self.timeout = timeout
 
     def embed(self, texts: Sequence[str]) -> tuple[str, list[list[float]]]:
@@ -121,7 +121,9 @@ class EmbeddingJob:
         self.settings = settings
         self.dbs = dbs
         self.control = control
-        self.embedder = embedder or Embedder(settings.embed_target, settings.embed_timeout_seconds)
+        self.embedder = embedder or Embedder(
+            settings.embed_target, settings.embed_timeout_seconds, settings
+        )
         self.stop_event = threading.Event()
 
     def _pool(self, workspace_id: str):  # type: ignore[no-untyped-def]
