@@ -103,8 +103,8 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
                 assert _visible(team.clients[handle], memory_id, purpose) == eligible(
                     trust, forgotten, member, purpose
                 ), (handle, purpose, trust, forgotten)
-    # Recall, every arm: nothing outside the caller's eligible set, in the
-    # results or in the counts.
+    # Recall, every arm and with filters, and dedup proposals: nothing outside
+    # the caller's eligible set, in the results, the pairs or the counts.
     team.clients[HANDLES[0]].wait_embedded(timeout=120, poll=0.2)
     for handle in HANDLES:
         member = team.members[handle]
@@ -123,5 +123,17 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
                 assert outcome.counts.admitted <= len(allowed)
                 assert outcome.counts.lexical <= len(allowed)
                 assert outcome.counts.dense <= len(allowed)
+            client = team.clients[handle]
+            filtered = client.recall(
+                "memory derived",
+                limit=50,
+                purpose=purpose,
+                kinds=["summary", "note"],
+                include_superseded=True,
+            ).outcome
+            assert {r.memory.id for r in filtered.results} <= allowed
+            # Dedup proposals: both sides of every pair are the caller's to see.
+            for pair in client.duplicate_pairs(purpose=purpose).pairs:
+                assert {pair.first.id, pair.second.id} <= allowed, (handle, purpose)
     for client in team.clients.values():
         client.close()
