@@ -26,7 +26,7 @@ from typing import Any
 from recallatron_cli import synthetic
 from recallatron_cli.client import Client
 from recallatron_cli.load import Recorder, run_closed_loop, run_open_loop, seed_workspace
-from recallatron_cli.stack import Stack, StackConfig
+from recallatron_cli.stack import Stack, StackConfig, free_port
 
 MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True)]
 RATES = [25, 50, 75, 100, 150, 200, 300]
@@ -36,14 +36,6 @@ ANALYSIS = "## Targets and analysis"
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> dict[tuple[str, str], float]:

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -308,23 +307,17 @@ def same_runs(
 # -- the stack ------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def temporary_stack(log: Callable[[str], None]) -> Iterator[tuple[str, str]]:
     """A whole local stack in a temporary directory; yields (gateway, admin token)."""
-    from recallatron_cli.stack import Stack, StackConfig
+    from recallatron_cli.stack import Stack, StackConfig, free_port
 
     state = Path(tempfile.mkdtemp(prefix="recallatron-eval-"))
     models = Path(os.environ.get("RECALLATRON_MODELS_DIR") or default_state_dir() / "models")
     stack = Stack(
         StackConfig(
             state_dir=state,
-            pg_port=_free_port(),
+            pg_port=free_port(),
             ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
             models_dir=models,
             cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),

@@ -222,12 +222,12 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
         yield args.gateway, token
         return
-    from recallatron_cli.stack import Stack, StackConfig
+    from recallatron_cli.stack import Stack, StackConfig, free_port
 
     env = {"RECALLATRON_JOB_POLL_SECONDS": "0.2"}
     config = StackConfig(
         state_dir=Path(args.state_dir),
-        pg_port=_free_port(),
+        pg_port=free_port(),
         ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
         models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", "") or _default_models()),
         cross_encoder_dir=args.cross_encoder or "",
@@ -245,14 +245,6 @@ def _default_models() -> Path:
     from recallatron.settings import default_state_dir
 
     return default_state_dir() / "models"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _log(message: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -36,6 +37,13 @@ _GUARDED = (
     "    pass\n"
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
 )
+
+
+def free_port() -> int:
+    """A loopback port free now, for a stack started on ports of its own."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass

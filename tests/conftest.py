@@ -5,16 +5,17 @@ the embedding job as separate processes on free ports)."""
 from __future__ import annotations
 
 import os
-import socket
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from recallatron_cli.client import Client
-from recallatron_cli.stack import Stack, StackConfig
+from recallatron_cli.stack import Stack, StackConfig, free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -26,10 +27,24 @@ TEST_SERVICES = tuple(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Generous: the machine is shared; nothing waited for here is a timing check.
+WAIT_SECONDS = 120.0
+
+T = TypeVar("T")
+
+
+def wait_for(
+    probe: Callable[[], T | None], what: str = "a condition", timeout: float = WAIT_SECONDS
+) -> T:
+    """Polls until ``probe`` returns something other than None or False."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="session")

@@ -18,22 +18,11 @@ from services.embed.models import BiEncoder
 from services.store.db import CONTROL_DATABASE, with_database
 from services.store.embedding_job import EMBED_INPUT_VERSION, embed_input
 from tests import dbutil
-from tests.conftest import Team, free_port
+from tests.conftest import Team, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
 VECTOR = "SELECT embedding::text, input_version FROM memory_embedding WHERE memory_id = %s"
-
-
-def wait_for(predicate, timeout: float = 120.0, poll: float = 0.2):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(poll)
 
 
 def vector_of(stack: Stack, team: Team, memory_id: str) -> np.ndarray | None:
@@ -52,7 +41,7 @@ def encoder(prepared_models_dir) -> BiEncoder:  # type: ignore[no-untyped-def]
 def test_vector_follows_the_memory(stack: Stack, team: Team, encoder: BiEncoder) -> None:
     ada = team.clients["ada"]
     m = ada.remember("Lunch order", "Ada orders the falafel wrap", audience_to="workspace").memory
-    first = wait_for(lambda: vector_of(stack, team, m.id))
+    first = wait_for(lambda: vector_of(stack, team, m.id), "the first vector")
     expected = encoder.embed([embed_input("Lunch order", "Ada orders the falafel wrap")])[0]
     assert float(np.dot(first, expected)) > 0.9999
     ada.correct(m.id, 1, "changed her mind", body="Ada orders the lentil soup")
@@ -61,12 +50,12 @@ def test_vector_follows_the_memory(stack: Stack, team: Team, encoder: BiEncoder)
         v = vector_of(stack, team, m.id)
         return v if v is not None and float(np.dot(v, first)) < 0.9999 else None
 
-    second = wait_for(replaced)
+    second = wait_for(replaced, "the corrected text's vector")
     expected = encoder.embed([embed_input("Lunch order", "Ada orders the lentil soup")])[0]
     assert float(np.dot(second, expected)) > 0.9999
     new = ada.supersede(m.id, 2, "Lunch order, final", "Soup it is").memory
     assert vector_of(stack, team, m.id) is None
-    wait_for(lambda: vector_of(stack, team, new.id))
+    wait_for(lambda: vector_of(stack, team, new.id), "the successor's vector")
     ada.forget(new.id, "not worth keeping")
     assert vector_of(stack, team, new.id) is None
 
@@ -119,7 +108,7 @@ def global_backlog(stack: Stack) -> int:
 
 def test_two_workers_embed_every_memory_exactly_once(stack: Stack, team: Team) -> None:
     ada = team.clients["ada"]
-    wait_for(lambda: global_backlog(stack) == 0 or None)
+    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
     stack.stop_service("embedding-job")
     workers: list[subprocess.Popen[bytes]] = []
     ports = [free_port(), free_port()]
@@ -138,7 +127,7 @@ def test_two_workers_embed_every_memory_exactly_once(stack: Stack, team: Team) -
             )
         # Both workers are up and polling before the work arrives, so both get some.
         for port in ports:
-            wait_for(lambda p=port: _embedded_total(p), timeout=60)
+            wait_for(lambda p=port: _embedded_total(p), "the worker to start", timeout=60)
         made = [
             ada.remember(f"Batch item {i}", f"body {i}", audience_to="workspace").memory.id
             for i in range(150)

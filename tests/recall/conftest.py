@@ -5,34 +5,17 @@ embedding job, reconnecting channels, cached settings) by polling."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack
-
-# Generous: the machine is shared; nothing here measures time.
-WAIT_SECONDS = 120.0
-
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], what: str, timeout: float = WAIT_SECONDS) -> T:
-    """Polls until ``probe`` returns something other than None or False."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+from tests.conftest import wait_for
 
 
 @pytest.fixture(scope="session")
