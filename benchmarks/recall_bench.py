@@ -38,6 +38,42 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _tree_cpu(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each named process and all
+    its descendants, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    out: dict[str, float] = {}
+    for name, root in roots.items():
+        total = 0.0
+        for pid in used:
+            p = pid
+            while p > 1 and p != root:
+                p = parent.get(p, 0)
+            if p == root:
+                total += used[pid]
+        out[name] = total
+    return out
+
+
+def cpu_roots(stack: Stack) -> dict[str, int]:
+    roots = {name: proc.pid for name, proc in stack.processes.items()}
+    if stack.postgres is not None and stack.postgres.process is not None:
+        roots["postgres"] = stack.postgres.process.pid
+    roots["load generator"] = os.getpid()
+    return roots
+
+
 def scrape(port: int) -> dict[tuple[str, str], float]:
     """Sum and count of the rank stage histogram, by stage."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
@@ -119,11 +155,11 @@ class _Store:
             [Candidate(c.id, c.rank, c.score) for c in res.candidates], res.embeddings_available
         )
 
-    def admit(self, caller: Any, ids: Any, timeout: float | None = None) -> list[str]:
-        return self.p.memories.admit(caller, ids)
+    def walk(self, caller: Any, ids: Any, hydrate: int, timeout: float | None = None) -> Any:
+        from services.rank.pipeline import Walked
 
-    def hydrate(self, caller: Any, ids: Any, timeout: float | None = None) -> dict[str, Any]:
-        return {m.id: m for m in self.p.memories.read(caller, ids, with_provenance=True)}
+        walk = self.p.memories.walk(caller, ids, hydrate)
+        return Walked(walk.admitted, {m.id: m for m in walk.memories})
 
 
 class _Embed:
@@ -256,13 +292,17 @@ def _identity(stack: Stack, client: Client) -> tuple[str, str]:
 
 def stages(
     stack: Stack, client: Client, qs: list[str], port: int, args: argparse.Namespace
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Mean time per stage of hybrid recalls (no rerank), from the rank
-    service's own histogram, over a concurrency-1 run."""
+    service's own histogram, over a concurrency-1 run; and the CPU each
+    process spent per recall meanwhile."""
+    roots = cpu_roots(stack)
     before = scrape(port)
-    closed(client, qs, "hybrid", False, 1, args.duration)
+    cpu_before = _tree_cpu(roots)
+    run = closed(client, qs, "hybrid", False, 1, args.duration)
+    cpu_after = _tree_cpu(roots)
     after = scrape(port)
-    out = {}
+    out: dict[str, Any] = {}
     for (stage, kind), value in after.items():
         if kind != "sum":
             continue
@@ -270,6 +310,11 @@ def stages(
         total = value - before.get((stage, "sum"), 0)
         if count > 0:
             out[stage] = round(total / count * 1000, 2)
+    # The load generator's own process includes this benchmark's threads.
+    out["cpu_ms"] = {
+        name: round((cpu_after[name] - cpu_before[name]) / run["requests"] * 1000, 2)
+        for name in roots
+    }
     return out
 
 
@@ -378,8 +423,24 @@ def render(results: list[dict[str, Any]], argv: list[str]) -> str:
             "| stage | mean ms |",
             "| --- | --- |",
         ]
+        cpu = r["stages"].pop("cpu_ms", {})
         for stage, ms in sorted(r["stages"].items()):
             lines.append(f"| {stage} | {ms} |")
+        if cpu:
+            total = sum(cpu.values())
+            lines += [
+                "",
+                "CPU per hybrid recall (no rerank), by process, over the same run (each "
+                "process with its children, from /proc):",
+                "",
+                "| process | CPU ms per recall |",
+                "| --- | --- |",
+                *[f"| {name} | {ms} |" for name, ms in sorted(cpu.items(), key=lambda kv: -kv[1])],
+                f"| total | {round(total, 2)} |",
+                "",
+                f"At {round(total, 1)} ms of CPU per recall, {os.cpu_count()} cores serve at most "
+                f"{round(1000 * (os.cpu_count() or 1) / total)} recalls/s with every core busy.",
+            ]
         w = r["writes"]
         lines += [
             "",

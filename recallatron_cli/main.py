@@ -196,8 +196,16 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
 
         start_http_server(settings.metrics_port)
     job = _job(settings)
-    log.info("embedding job running")
-    job.run_forever()
+    log.info("embedding job running", extra={"workers": settings.job_workers})
+    # Claims use SKIP LOCKED, so workers never take the same rows.
+    workers = [
+        threading.Thread(target=job.run_forever, name=f"embed-worker-{i}")
+        for i in range(max(1, settings.job_workers))
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
     job.dbs.close()
     return 0
 

@@ -1018,19 +1018,27 @@ class AdmitCandidatesRequest(_message.Message):
 
     CALLER_FIELD_NUMBER: _builtins.int
     IDS_FIELD_NUMBER: _builtins.int
+    HYDRATE_LIMIT_FIELD_NUMBER: _builtins.int
+    hydrate_limit: _builtins.int
+    """How many of the admitted memories to return with provenance, first
+    first (0 to 100).
+    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
-    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 500."""
+
     def __init__(
         self,
         *,
         caller: _common_pb2.Caller | None = ...,
         ids: _abc.Iterable[_builtins.str] | None = ...,
+        hydrate_limit: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "ids", b"ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "hydrate_limit", b"hydrate_limit", "ids", b"ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1041,18 +1049,24 @@ class AdmitCandidatesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ADMITTED_IDS_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def admitted_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The admitted subset, in the order asked."""
+
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]:
+        """The first hydrate_limit of them, with provenance, in the same order."""
 
     def __init__(
         self,
         *,
         admitted_ids: _abc.Iterable[_builtins.str] | None = ...,
+        memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_ids", b"admitted_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_ids", b"admitted_ids", "memories", b"memories"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

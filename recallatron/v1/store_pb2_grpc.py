@@ -242,7 +242,8 @@ class StoreServiceServicer:
 
     def AdmitCandidates(self, request, context):
         """The permission walk: which candidates are admitted for the caller, in
-        the order given, following every link.
+        the order given, following every link; and the first admitted memories
+        read with provenance in the same transaction (one call, one snapshot).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -59,7 +59,8 @@ class StoreServiceStub:
     DenseCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]
     AdmitCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.AdmitCandidatesRequest, _store_pb2.AdmitCandidatesResponse]
     """The permission walk: which candidates are admitted for the caller, in
-    the order given, following every link.
+    the order given, following every link; and the first admitted memories
+    read with provenance in the same transaction (one call, one snapshot).
     """
     GetEmbeddingStatus: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetEmbeddingStatusRequest, _store_pb2.GetEmbeddingStatusResponse]
     """Embedding backlog of a workspace (for waiting and for metrics)."""
@@ -102,7 +103,8 @@ class StoreServiceAsyncStub(StoreServiceStub):
     DenseCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]  # type: ignore[assignment]
     AdmitCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.AdmitCandidatesRequest, _store_pb2.AdmitCandidatesResponse]  # type: ignore[assignment]
     """The permission walk: which candidates are admitted for the caller, in
-    the order given, following every link.
+    the order given, following every link; and the first admitted memories
+    read with provenance in the same transaction (one call, one snapshot).
     """
     GetEmbeddingStatus: _aio.UnaryUnaryMultiCallable[_store_pb2.GetEmbeddingStatusRequest, _store_pb2.GetEmbeddingStatusResponse]  # type: ignore[assignment]
     """Embedding backlog of a workspace (for waiting and for metrics)."""
@@ -238,7 +240,8 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.AdmitCandidatesResponse, _abc.Awaitable[_store_pb2.AdmitCandidatesResponse]]:
         """The permission walk: which candidates are admitted for the caller, in
-        the order given, following every link.
+        the order given, following every link; and the first admitted memories
+        read with provenance in the same transaction (one call, one snapshot).
         """
 
     @_abc_1.abstractmethod

@@ -11,7 +11,10 @@ class EmbedSettings(CommonSettings):
     models_dir: Path = default_state_dir() / "models"
     # A cross-encoder directory (model.onnx + tokenizer.json); empty: none.
     cross_encoder_dir: str = ""
-    onnx_threads: int = 2
+    # ONNX Runtime threads per call. One: a query embedding costs ~3 ms of CPU
+    # on one thread against ~4.4 ms spread over two (measured, docs/embeddings.md),
+    # and concurrent calls already use every core.
+    onnx_threads: int = 1
     max_batch: int = 64
     max_text_chars: int = 8_000
     # Passages per Rerank call; above the largest rerank depth a workspace may set.

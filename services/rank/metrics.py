@@ -7,7 +7,8 @@ from prometheus_client import Counter, Histogram
 
 STAGE_SECONDS = Histogram(
     "recallatron_rank_stage_seconds",
-    "Latency of each recall stage: embed, lexical, dense, walk, hydrate, rerank, recall.",
+    "Latency of each recall stage: embed, lexical, dense, walk (the permission walk and "
+    "reading the top admitted rows), rerank, recall.",
     ["stage"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )

@@ -22,6 +22,7 @@ from services.rank.pipeline import (
     DenseArm,
     QueryVector,
     Unavailable,
+    Walked,
     WorkspaceSettings,
 )
 
@@ -129,25 +130,19 @@ class StoreClient:
             raise _unavailable(exc, "store", deadline) from None
         return DenseArm(_candidates(resp.candidates), resp.embeddings_available)
 
-    def admit(
-        self, caller: cpb.Caller, ids: Sequence[str], timeout: float | None = None
-    ) -> list[str]:
+    def walk(
+        self,
+        caller: cpb.Caller,
+        ids: Sequence[str],
+        hydrate: int,
+        timeout: float | None = None,
+    ) -> Walked[cpb.Memory]:
         resp = self._call(
             self.stub.AdmitCandidates,
-            store_pb2.AdmitCandidatesRequest(caller=caller, ids=ids),
+            store_pb2.AdmitCandidatesRequest(caller=caller, ids=ids, hydrate_limit=hydrate),
             timeout,
         )
-        return list(resp.admitted_ids)
-
-    def hydrate(
-        self, caller: cpb.Caller, ids: Sequence[str], timeout: float | None = None
-    ) -> dict[str, cpb.Memory]:
-        resp = self._call(
-            self.stub.GetMemories,
-            store_pb2.GetMemoriesRequest(caller=caller, ids=ids, with_provenance=True),
-            timeout,
-        )
-        return {m.id: m for m in resp.memories}
+        return Walked(list(resp.admitted_ids), {m.id: m for m in resp.memories})
 
 
 class EmbedClient:

@@ -9,9 +9,9 @@ adapters live in :mod:`services.rank.peers`. The steps, in order:
    query, then the store's HNSW query (both arms apply eligibility in SQL);
 3. fuse with Reciprocal Rank Fusion, ranks from 1;
 4. walk the fused list in rank order (up to ``walk_limit`` candidates) through
-   the store's link walk; only admitted rows go on;
-5. hydrate the top admitted rows (with provenance) and re-rank the first
-   ``rerank_depth`` of them with the cross-encoder;
+   the store's link walk; only admitted rows go on, and the store reads the
+   top admitted rows (with provenance) in the same call;
+5. re-rank the first ``rerank_depth`` of them with the cross-encoder;
 6. count, after the walk.
 
 Degrade, never refuse: when the dense arm cannot contribute the lexical rows
@@ -105,6 +105,14 @@ M = TypeVar("M", bound=Passage)
 M_co = TypeVar("M_co", bound=Passage, covariant=True)
 
 
+@dataclass(frozen=True)
+class Walked(Generic[M_co]):
+    # The admitted ids, in the order given.
+    admitted: list[str]
+    # The first admitted memories, by id.
+    memories: Mapping[str, M_co]
+
+
 class StorePort(Protocol[M_co]):
     """The store calls of one recall. ``caller`` and ``filters`` are passed
     through untouched; ``timeout`` (seconds) caps the call's own deadline when
@@ -127,12 +135,11 @@ class StorePort(Protocol[M_co]):
         timeout: float | None = None,
     ) -> DenseArm: ...
 
-    def admit(self, caller: Any, ids: Sequence[str], timeout: float | None = None) -> list[str]: ...
-
-    def hydrate(
-        self, caller: Any, ids: Sequence[str], timeout: float | None = None
-    ) -> Mapping[str, M_co]:
-        """The memories (with provenance) the caller may still see, by id."""
+    def walk(
+        self, caller: Any, ids: Sequence[str], hydrate: int, timeout: float | None = None
+    ) -> Walked[M_co]:
+        """The permission walk over ``ids``, and the first ``hydrate``
+        admitted memories (with provenance)."""
         ...
 
 
@@ -354,17 +361,19 @@ class Pipeline(Generic[M]):
             metrics.ARM_CANDIDATES.labels("dense").observe(len(dense_rows))
 
         fused = rrf(lexical, dense_rows, self.config.rrf_k)[: self.config.walk_limit]
-        admitted_ids = (
+        rerank_depth = 0 if request.skip_rerank else max(0, settings.rerank_depth)
+        hydrate = max(request.limit, rerank_depth)
+        walked: Walked[M] = (
             _timed(
                 "walk",
-                lambda: self.store.admit(
-                    request.caller, [f.id for f in fused], timeout=self._left(request)
+                lambda: self.store.walk(
+                    request.caller, [f.id for f in fused], hydrate, timeout=self._left(request)
                 ),
             )
             if fused
-            else []
+            else Walked([], {})
         )
-        admitted_set = set(admitted_ids)
+        admitted_set = set(walked.admitted)
         admitted = [f for f in fused if f.id in admitted_set]
         counts = Counts(
             lexical=sum(1 for f in admitted if f.scores.lexical_rank),
@@ -375,20 +384,8 @@ class Pipeline(Generic[M]):
         metrics.ARM_CANDIDATES.labels("fused").observe(len(fused))
         metrics.ARM_CANDIDATES.labels("admitted").observe(len(admitted))
 
-        rerank_depth = 0 if request.skip_rerank else max(0, settings.rerank_depth)
-        head = admitted[: max(request.limit, rerank_depth)]
-        by_id = (
-            _timed(
-                "hydrate",
-                lambda: self.store.hydrate(
-                    request.caller, [f.id for f in head], timeout=self._left(request)
-                ),
-            )
-            if head
-            else {}
-        )
-        # A row forgotten between the walk and hydration simply drops out.
-        results = [Result(by_id[f.id], f.scores) for f in head if f.id in by_id]
+        head = admitted[:hydrate]
+        results = [Result(walked.memories[f.id], f.scores) for f in head if f.id in walked.memories]
 
         reranked, rerank_reason = self._rerank(request, results, rerank_depth)
         outcome: Outcome[M] = Outcome(

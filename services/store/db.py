@@ -7,13 +7,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from recallatron import errors
@@ -85,6 +86,7 @@ class Databases:
             timeout=self.settings.pool_timeout_seconds,
             kwargs={"options": f"-c statement_timeout={self.settings.statement_timeout_ms}"},
             open=True,
+            configure=configure_connection,
             name="control",
         )
 
@@ -162,6 +164,7 @@ class Databases:
                         "options": f"-c statement_timeout={self.settings.statement_timeout_ms}"
                     },
                     open=True,
+                    configure=configure_connection,
                     name=f"{'app' if app else 'owner'}:{database}",
                 )
                 cache[key] = pool
@@ -207,14 +210,30 @@ def translate_db_errors() -> Iterator[None]:
         raise errors.Unavailable("database unavailable") from exc
 
 
+def configure_connection(conn: psycopg.Connection) -> None:
+    """uuid columns come back as their canonical text: every caller wants a
+    string, and building a uuid.UUID per row cost more than some queries."""
+    conn.adapters.register_loader("uuid", TextLoader)
+
+
+# Every transaction-local setting in one statement (keys and values are
+# parameters; the keys come from this code, never from a request).
+SET_LOCALS = "SELECT set_config(k, v, true) FROM unnest(%s::text[], %s::text[]) AS s(k, v)"
+
+
 @contextmanager
-def caller_transaction(pool: ConnectionPool, caller: Caller) -> Iterator[psycopg.Connection]:
+def caller_transaction(
+    pool: ConnectionPool, caller: Caller, settings: Mapping[str, str] | None = None
+) -> Iterator[psycopg.Connection]:
     """A transaction whose every query sees only what the caller may see: the
-    row-level security policies read these two settings, local to it."""
+    row-level security policies read the first two settings, local to it.
+    ``settings`` adds more transaction-local ones (planner, HNSW) to the same
+    statement."""
+    local = {
+        "recallatron.member_id": caller.member_id,
+        "recallatron.purpose": caller.purpose,
+        **(settings or {}),
+    }
     with translate_db_errors(), pool.connection() as conn, conn.transaction():
-        conn.execute(
-            "SELECT set_config('recallatron.member_id', %s, true),"
-            " set_config('recallatron.purpose', %s, true)",
-            (caller.member_id, caller.purpose),
-        )
+        conn.execute(SET_LOCALS, (list(local), list(local.values())))
         yield conn

@@ -18,11 +18,12 @@ from recallatron import errors
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
-from services.store.recall import LEXEMES, MAX_QUERY_CHARS, select_terms, tsquery_text
+from services.store.recall import MAX_QUERY_CHARS, select_terms, tsquery_text
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 10
 
+LEXEMES = "SELECT tsvector_to_array(to_tsvector('english', %s))"
 HISTORY_TERM_DOCS = "SELECT lexeme, docs FROM history_term_stat WHERE lexeme = ANY(%s)"
 HISTORY_CORPUS_DOCS = "SELECT docs FROM history_corpus_stat"
 SEARCH_HISTORY = """

@@ -103,6 +103,18 @@ def _view(row: Sequence[Any]) -> MemoryView:
     )
 
 
+# The permission walk's limit (SPEC 5.5).
+MAX_WALK = 500
+
+
+@dataclass(frozen=True)
+class Walk:
+    # The admitted candidates, in the order given.
+    admitted: list[str]
+    # The first of them, read with provenance.
+    memories: list[MemoryView]
+
+
 class MemoryStore:
     def __init__(self, dbs: Databases, control: ControlPlane) -> None:
         self.dbs = dbs
@@ -203,7 +215,7 @@ class MemoryStore:
         v.uuid_list(list(new.about_ids), "about_ids", v.MAX_LINKS)
 
     def _visible_ids(self, conn: psycopg.Connection, ids: Sequence[str]) -> set[str]:
-        return {str(r[0]) for r in conn.execute(mq.VISIBLE_IDS, (list(ids),))}
+        return {str(r[0]) for r in conn.execute(mq.VISIBLE_IDS, (v.uuid_array(list(ids)),))}
 
     def _audit(
         self,
@@ -413,23 +425,33 @@ class MemoryStore:
     ) -> list[MemoryView]:
         wanted = v.uuid_list(list(ids), "ids", v.MAX_READ_IDS, min_items=1)
         with caller_transaction(self._pool(caller), caller) as conn:
-            rows = {str(r[0]): _view(r) for r in conn.execute(mq.MEMORIES_BY_ID, (wanted,))}
-            if with_provenance and rows:
-                self._provenance(conn, rows)
+            return self._read(conn, wanted, with_provenance)
+
+    def _read(
+        self, conn: psycopg.Connection, wanted: list[str], with_provenance: bool
+    ) -> list[MemoryView]:
+        """The visible memories among ``wanted`` (validated ids), in that order."""
+        ids = v.uuid_array(wanted)
+        rows = {str(r[0]): _view(r) for r in conn.execute(mq.MEMORIES_BY_ID, (ids,))}
+        if with_provenance and rows:
+            self._provenance(conn, rows)
         return [rows[i] for i in wanted if i in rows]
 
     def _provenance(self, conn: psycopg.Connection, views: dict[str, MemoryView]) -> None:
-        ids = list(views)
-        for memory_id, kind, target, title, target_kind in conn.execute(mq.LINKS_OF, (ids,)):
+        ids = v.uuid_array(list(views))
+        # Three independent queries: one round trip.
+        with conn.pipeline():
+            links = conn.execute(mq.LINKS_OF, (ids,))
+            mentions = conn.execute(mq.MENTIONS_OF, (ids,))
+            chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids))
+        for memory_id, kind, target, title, target_kind in links.fetchall():
             ref = (
                 Ref(str(target), True, title, target_kind) if title is not None else Ref("", False)
             )
             views[str(memory_id)].links.append((kind, ref))
-        for memory_id, entity_id, name in conn.execute(mq.MENTIONS_OF, (ids,)):
+        for memory_id, entity_id, name in mentions.fetchall():
             views[str(memory_id)].mentions.append((str(entity_id), name))
-        for memory_id, direction, depth, ref_id, title, kind in conn.execute(
-            mq.SUPERSESSION_CHAINS, (ids, ids)
-        ):
+        for memory_id, direction, depth, ref_id, title, kind in chains.fetchall():
             ref = Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False)
             view = views[str(memory_id)]
             (view.supersedes if direction == "older" else view.superseded_by).append(ref)
@@ -439,8 +461,19 @@ class MemoryStore:
         """The permission walk (SPEC 5.5): keeps, in order, the candidates the
         caller may see whose every linked memory, transitively, the caller may
         also see and is not forgotten."""
-        wanted = v.uuid_list(list(ids), "ids", 500)
+        return self.walk(caller, ids, 0).admitted
+
+    def walk(self, caller: Caller, ids: Sequence[str], hydrate: int) -> Walk:
+        """The permission walk, then the first ``hydrate`` admitted memories
+        read with provenance, in one transaction (one snapshot: a memory the
+        walk admitted cannot vanish before it is read)."""
+        wanted = v.uuid_list(list(ids), "ids", MAX_WALK)
+        if not 0 <= hydrate <= v.MAX_READ_IDS:
+            raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {v.MAX_READ_IDS}]")
         if not wanted:
-            return []
+            return Walk([], [])
         with caller_transaction(self._pool(caller), caller) as conn:
-            return [str(r[0]) for r in conn.execute(mq.ADMIT, (wanted, wanted))]
+            array = v.uuid_array(wanted)
+            admitted = [r[0] for r in conn.execute(mq.ADMIT, (array, array))]
+            memories = self._read(conn, admitted[:hydrate], True) if hydrate and admitted else []
+        return Walk(admitted, memories)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from recallatron import errors
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction
+from services.store.db import SET_LOCALS, Caller, Databases, caller_transaction
 
 # Terms at or above this share of the workspace's memories are dropped from a
 # query of three terms or more (SPEC 5.2).
@@ -20,9 +20,14 @@ MAX_LIMIT = 500
 # HNSW candidate list; at least the LIMIT, or pgvector returns fewer rows.
 EF_SEARCH = 100
 
-LEXEMES = "SELECT tsvector_to_array(to_tsvector('english', %s))"
-TERM_DOCS = "SELECT lexeme, docs FROM term_stat WHERE lexeme = ANY(%s)"
-CORPUS_DOCS = "SELECT docs FROM corpus_stat"
+# The query's distinct lexemes with their document frequencies and the
+# corpus size, all from the trigger-maintained statistics (no corpus scan).
+TERMS = """
+SELECT t.lexeme, coalesce(s.docs, 0), (SELECT docs FROM corpus_stat)
+FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS t(lexeme)
+LEFT JOIN term_stat s ON s.lexeme = t.lexeme
+ORDER BY t.lexeme
+"""
 
 _FILTERS = """
   AND (%(include_superseded)s OR m.superseded_by_id IS NULL)
@@ -36,7 +41,7 @@ _FILTERS = """
 # Every match is ranked when the kept terms' document frequencies say the
 # matches are few (the common case with the 15% rule).
 LEXICAL = f"""
-SELECT m.id, ts_rank_cd(m.search, q.query) AS score
+SELECT m.id::text, ts_rank_cd(m.search, q.query) AS score
 FROM memory m, (SELECT %(tsquery)s::tsquery AS query) q
 WHERE m.search @@ q.query
 {_FILTERS}
@@ -47,19 +52,28 @@ LIMIT %(limit)s
 # matches are ranked: ranking costs per match, and a lexical arm that ranks
 # every match grows with the corpus (MEASUREMENTS: 9 ms under 1,000 matches,
 # 192 ms above 15,000). Recency is the tie-breaker a memory service wants.
+# Of those, ts_rank (a tenth of ts_rank_cd's cost: 0.3 against 3.5 ms for
+# 500 rows) keeps the best PREFILTER_FACTOR x limit for ts_rank_cd to order:
+# on the 10k benchmark corpus the top 100 were the same rows in 299 queries
+# of 299 (docs/benchmarks.md).
 LEXICAL_CAPPED = f"""
-SELECT c.id, ts_rank_cd(c.search, c.query) AS score
+SELECT c.id::text, ts_rank_cd(c.search, c.query) AS score
 FROM (
-    SELECT m.id, m.search, m.created_at, q.query
-    FROM memory m, (SELECT %(tsquery)s::tsquery AS query) q
-    WHERE m.search @@ q.query
-    {_FILTERS}
-    ORDER BY m.created_at DESC
-    LIMIT %(cap)s
+    SELECT n.id, n.search, n.created_at, n.query FROM (
+        SELECT m.id, m.search, m.created_at, q.query
+        FROM memory m, (SELECT %(tsquery)s::tsquery AS query) q
+        WHERE m.search @@ q.query
+        {_FILTERS}
+        ORDER BY m.created_at DESC
+        LIMIT %(cap)s
+    ) n
+    ORDER BY ts_rank(n.search, n.query) DESC, n.created_at DESC, n.id
+    LIMIT %(prefilter)s
 ) c
 ORDER BY score DESC, c.created_at DESC, c.id
 LIMIT %(limit)s
 """
+PREFILTER_FACTOR = 2
 CANDIDATE_CAP = 500
 
 # The inner query walks the HNSW index (iterative scan keeps going until
@@ -68,7 +82,7 @@ CANDIDATE_CAP = 500
 # floor is applied outside so it does not defeat the index order. Vectors
 # exist only for live, unsuperseded memories.
 DENSE = """
-SELECT id, cosine FROM (
+SELECT id::text, cosine FROM (
     SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)s::vector) AS cosine
     FROM memory_embedding e
     WHERE e.model_id = %(model_id)s AND e.input_version = %(input_version)s
@@ -173,13 +187,13 @@ class RecallQueries:
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
         params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
         with caller_transaction(self._pool(caller), caller) as conn:  # type: ignore[arg-type]
-            row = conn.execute(LEXEMES, (query,)).fetchone()
-            terms: list[str] = list(dict.fromkeys(row[0])) if row and row[0] else []
-            if not terms:
+            rows = conn.execute(TERMS, (query,)).fetchall()
+            if not rows:
                 return LexicalResult([])
-            docs = {r[0]: int(r[1]) for r in conn.execute(TERM_DOCS, (terms,))}
-            corpus_row = conn.execute(CORPUS_DOCS).fetchone()
-            kept, dropped = select_terms(terms, docs, int(corpus_row[0]) if corpus_row else 0)
+            terms = [r[0] for r in rows]
+            docs = {r[0]: int(r[1]) for r in rows}
+            corpus = int(rows[0][2] or 0)
+            kept, dropped = select_terms(terms, docs, corpus)
             params["tsquery"] = tsquery_text(kept)
             # An upper bound of the matches, from the statistics we keep anyway.
             matches = sum(docs.get(t, 0) for t in kept)
@@ -189,16 +203,20 @@ class RecallQueries:
             # Many: walk the created_at index newest first and stop at the
             # cap, a cost that does not grow with the corpus.
             capped = matches > CANDIDATE_CAP
-            conn.execute(
-                "SELECT set_config('enable_seqscan', 'off', true),"
-                " set_config('enable_bitmapscan', %s, true)",
-                ("off" if capped else "on",),
-            )
             if capped:
                 params["cap"] = CANDIDATE_CAP
-                rows = conn.execute(LEXICAL_CAPPED, params).fetchall()
-            else:
-                rows = conn.execute(LEXICAL, params).fetchall()
+                params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
+            # One round trip for the planner settings and the query.
+            with conn.pipeline():
+                conn.execute(
+                    SET_LOCALS,
+                    (
+                        ["enable_seqscan", "enable_bitmapscan"],
+                        ["off", "off" if capped else "on"],
+                    ),
+                )
+                cur = conn.execute(LEXICAL_CAPPED if capped else LEXICAL, params)
+            rows = cur.fetchall()
         return LexicalResult(
             [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)], kept, dropped
         )
@@ -227,19 +245,21 @@ class RecallQueries:
             "input_version": input_version,
             "floor": floor,
         }
-        with caller_transaction(self._pool(caller), caller) as conn:  # type: ignore[arg-type]
-            available_row = conn.execute(HAS_EMBEDDINGS, (model_id, input_version)).fetchone()
-            if not (available_row and available_row[0]):
-                return DenseResult([], False, floor)
-            # Iterative scan: a selective eligibility filter must not starve
-            # the arm (MEASUREMENTS: 2% filter without it returns ~2 of 50);
-            # the planner walks the HNSW index (see migration 0005).
-            conn.execute(
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                " set_config('hnsw.ef_search', %s, true)",
-                (str(max(EF_SEARCH, limit)),),
-            )
+        # Iterative scan: a selective eligibility filter must not starve the
+        # arm (MEASUREMENTS: 2% filter without it returns ~2 of 50); the
+        # planner walks the HNSW index (see migration 0005).
+        hnsw = {
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(max(EF_SEARCH, limit)),
+        }
+        with caller_transaction(self._pool(caller), caller, hnsw) as conn:  # type: ignore[arg-type]
             rows = conn.execute(DENSE, params).fetchall()
+            # No row: tell "nothing near enough" from "nothing embedded yet"
+            # (the latter is a degrade the answer must report).
+            if not rows:
+                available_row = conn.execute(HAS_EMBEDDINGS, (model_id, input_version)).fetchone()
+                if not (available_row and available_row[0]):
+                    return DenseResult([], False, floor)
         return DenseResult(
             [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)], True, floor
         )

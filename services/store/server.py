@@ -360,8 +360,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def AdmitCandidates(
         self, request: pb.AdmitCandidatesRequest, context: grpc.ServicerContext
     ) -> pb.AdmitCandidatesResponse:
-        admitted = self.memories.admit(caller_of(request.caller), list(request.ids))
-        return pb.AdmitCandidatesResponse(admitted_ids=admitted)
+        walk = self.memories.walk(
+            caller_of(request.caller), list(request.ids), request.hydrate_limit
+        )
+        return pb.AdmitCandidatesResponse(
+            admitted_ids=walk.admitted, memories=[memory_msg(m) for m in walk.memories]
+        )
 
     def SearchHistory(
         self, request: pb.SearchHistoryRequest, context: grpc.ServicerContext

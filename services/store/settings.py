@@ -40,3 +40,6 @@ class StoreSettings(CommonSettings):
     job_max_backoff_seconds: float = 5.0
     # Longest a workspace with nothing queued waits to be looked at again.
     job_idle_max_seconds: float = 2.0
+    # Batches in flight at once, each in its own thread: the embed service runs
+    # one ONNX thread per call, so two calls keep two cores busy.
+    job_workers: int = 2

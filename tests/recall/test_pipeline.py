@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from services.rank.pipeline import (
     QueryVector,
     Request,
     Unavailable,
+    Walked,
     WorkspaceSettings,
     rrf,
 )
@@ -106,17 +107,14 @@ class FakeStore:
             raise self.dense_error
         return DenseArm(self.dense_rows[:limit], self.embeddings_available)
 
-    def admit(self, caller: Any, ids: Sequence[str], timeout: float | None = None) -> list[str]:
+    def walk(
+        self, caller: Any, ids: Sequence[str], hydrate: int, timeout: float | None = None
+    ) -> Walked[Mem]:
         self.calls.append(("admit", list(ids)))
         self.timeouts.append(timeout)
-        return [i for i in ids if i not in self.refused]
-
-    def hydrate(
-        self, caller: Any, ids: Sequence[str], timeout: float | None = None
-    ) -> Mapping[str, Mem]:
-        self.calls.append(("hydrate", list(ids)))
-        self.timeouts.append(timeout)
-        return {i: Mem(i, f"title {i}", f"body {i}") for i in ids}
+        admitted = [i for i in ids if i not in self.refused]
+        self.calls.append(("hydrate", admitted[:hydrate]))
+        return Walked(admitted, {i: Mem(i, f"title {i}", f"body {i}") for i in admitted[:hydrate]})
 
     def called(self, name: str) -> list[Any]:
         return [arg for n, arg in self.calls if n == name]
