@@ -121,17 +121,30 @@ class _Undecodable:
 class _ServiceInterceptor(grpc.ServerInterceptor):
     """Maps domain errors to status codes and records latency and status metrics."""
 
+    def __init__(self) -> None:
+        # The wrapped handler of each method, built once: gRPC asks on every call.
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+
     def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
+        method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None:
+            return cached
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        method = handler_call_details.method
+        wrapped_handler = self._wrap(method, handler)
+        self._wrapped[method] = wrapped_handler
+        return wrapped_handler
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
         parse = handler.request_deserializer
+        latency = RPC_LATENCY.labels(method)
 
         def deserialize(data: bytes) -> Any:
             # A refused request (say, a string field that is not UTF-8) is the
@@ -167,7 +180,7 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
                 log.exception("unhandled error in %s", method)
                 context.abort(grpc.StatusCode.INTERNAL, "internal error")
             finally:
-                RPC_LATENCY.labels(method).observe(time.perf_counter() - start)
+                latency.observe(time.perf_counter() - start)
                 RPC_STATUS.labels(method, code).inc()
 
         return grpc.unary_unary_rpc_method_handler(

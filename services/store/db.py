@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
+from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.string import TextLoader
@@ -164,7 +165,7 @@ class Databases:
                         "options": f"-c statement_timeout={self.settings.statement_timeout_ms}"
                     },
                     open=True,
-                    configure=configure_connection,
+                    configure=configure_workspace_connection,
                     name=f"{'app' if app else 'owner'}:{database}",
                 )
                 cache[key] = pool
@@ -214,6 +215,15 @@ def configure_connection(conn: psycopg.Connection) -> None:
     """uuid columns come back as their canonical text: every caller wants a
     string, and building a uuid.UUID per row cost more than some queries."""
     conn.adapters.register_loader("uuid", TextLoader)
+
+
+def configure_workspace_connection(conn: psycopg.Connection) -> None:
+    """As :func:`configure_connection`, and vectors go out in pgvector's binary
+    form (numpy arrays as ``%b`` parameters): formatting 384 floats as text
+    took ~0.3 ms a vector."""
+    configure_connection(conn)
+    register_vector(conn)
+    conn.commit()  # the type lookups opened a transaction; a pool wants it idle
 
 
 # Every transaction-local setting in one statement (keys and values are

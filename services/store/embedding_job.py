@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 from prometheus_client import Counter, Gauge
 
 from recallatron.grpcclient import make_channel
@@ -54,7 +55,7 @@ RETURNING j.memory_id, j.text_revision, m.title, m.body
 COMPLETE = "DELETE FROM embedding_job WHERE memory_id = %s AND text_revision = %s"
 STORE_VECTOR = """
 INSERT INTO memory_embedding (memory_id, model_id, input_version, embedding)
-VALUES (%s, %s, %s, %s::vector)
+VALUES (%s, %s, %s, %b)
 ON CONFLICT (memory_id, model_id, input_version) DO UPDATE SET embedding = EXCLUDED.embedding,
     created_at = now()
 """
@@ -106,8 +107,9 @@ class Embedder:
         return info.embedder.model_id
 
 
-def _vector_literal(values: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in values) + "]"
+def _vector(values: Sequence[float]) -> np.ndarray:
+    # Sent in pgvector's binary form (see services.store.db).
+    return np.asarray(values, dtype=np.float32)
 
 
 class EmbeddingJob:
@@ -158,7 +160,7 @@ class EmbeddingJob:
                 if conn.execute(COMPLETE, (memory_id, revision)).rowcount == 1:
                     conn.execute(
                         STORE_VECTOR,
-                        (memory_id, model_id, EMBED_INPUT_VERSION, _vector_literal(vector)),
+                        (memory_id, model_id, EMBED_INPUT_VERSION, _vector(vector)),
                     )
                     stored += 1
         EMBEDDED.inc(stored)

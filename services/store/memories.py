@@ -432,7 +432,7 @@ class MemoryStore:
     ) -> list[MemoryView]:
         """The visible memories among ``wanted`` (validated ids), in that order."""
         ids = v.uuid_array(wanted)
-        rows = {str(r[0]): _view(r) for r in conn.execute(mq.MEMORIES_BY_ID, (ids,))}
+        rows = {str(r[0]): _view(r) for r in conn.execute(mq.MEMORIES_BY_ID, (ids,)).fetchall()}
         if with_provenance and rows:
             self._provenance(conn, rows)
         return [rows[i] for i in wanted if i in rows]
@@ -474,6 +474,6 @@ class MemoryStore:
             return Walk([], [])
         with caller_transaction(self._pool(caller), caller) as conn:
             array = v.uuid_array(wanted)
-            admitted = [r[0] for r in conn.execute(mq.ADMIT, (array, array))]
+            admitted = [r[0] for r in conn.execute(mq.ADMIT, (array, array)).fetchall()]
             memories = self._read(conn, admitted[:hydrate], True) if hydrate and admitted else []
         return Walk(admitted, memories)

@@ -3,9 +3,10 @@ by row-level security inside the caller's transaction."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from recallatron import errors
 from services.store import validation as v
@@ -83,7 +84,7 @@ CANDIDATE_CAP = 500
 # exist only for live, unsuperseded memories.
 DENSE = """
 SELECT id::text, cosine FROM (
-    SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)s::vector) AS cosine
+    SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
     FROM memory_embedding e
     WHERE e.model_id = %(model_id)s AND e.input_version = %(input_version)s
       AND (cardinality(%(kinds)s::memory_kind[]) = 0 OR e.kind = ANY(%(kinds)s::memory_kind[]))
@@ -92,7 +93,7 @@ SELECT id::text, cosine FROM (
       AND (cardinality(%(entities)s::uuid[]) = 0 OR EXISTS (
             SELECT 1 FROM mention mn
             WHERE mn.memory_id = e.memory_id AND mn.entity_id = ANY(%(entities)s::uuid[])))
-    ORDER BY e.embedding <=> %(vector)s::vector
+    ORDER BY e.embedding <=> %(vector)b
     LIMIT %(limit)s
 ) nearest
 WHERE cosine >= %(floor)s
@@ -231,7 +232,8 @@ class RecallQueries:
         filters: Filters,
         floor: float | None = None,
     ) -> DenseResult:
-        if len(vector) != 384 or not all(math.isfinite(x) for x in vector):
+        values = np.asarray(vector, dtype=np.float32)
+        if values.shape != (384,) or not np.isfinite(values).all():
             raise errors.InvalidArgument("vector", "must hold 384 finite numbers")
         if not model_id:
             raise errors.InvalidArgument("model_id", "is required")
@@ -240,7 +242,7 @@ class RecallQueries:
         params = {
             **_filter_params(filters, settings.expiry_days),
             "limit": _check_limit(limit),
-            "vector": "[" + ",".join(repr(float(x)) for x in vector) + "]",
+            "vector": values,
             "model_id": model_id,
             "input_version": input_version,
             "floor": floor,

@@ -84,7 +84,15 @@ def uuid_list(values: Sequence[str], field: str, max_items: int, min_items: int 
         raise errors.InvalidArgument(field, f"at least {min_items} required")
     if len(values) > max_items:
         raise errors.InvalidArgument(field, f"at most {max_items} allowed")
-    out = [uuid_str(v, f"{field}[{i}]") for i, v in enumerate(values)]
+    try:
+        # All canonical (the common case): checked without a Python-level loop.
+        canonical = all(map(_CANONICAL_UUID.fullmatch, values))
+    except TypeError:
+        canonical = False
+    if canonical:
+        out = list(values)
+    else:
+        out = [uuid_str(v, f"{field}[{i}]") for i, v in enumerate(values)]
     if len(set(out)) != len(out):
         raise errors.InvalidArgument(field, "contains duplicates")
     return out
