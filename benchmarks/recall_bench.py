@@ -473,10 +473,10 @@ def render(results: list[dict[str, Any]], argv: list[str]) -> str:
             "In process = the same pipeline code, SQL and ONNX session in the benchmark's "
             "process, interleaved with the service calls (the split measurement above). "
             f"A bare gRPC round trip (health check to the gateway) takes "
-            f"{sp.get('grpc_rtt_p50_ms', '-')} ms at p50; a hybrid recall makes six "
-            "hops on its critical path (client -> gateway, gateway -> store to authenticate, "
-            "gateway -> rank, rank -> embed, rank -> store for the dense arm, rank -> store "
-            "for the walk).",
+            f"{sp.get('grpc_rtt_p50_ms', '-')} ms at p50; a hybrid recall makes five "
+            "hops on its critical path (client -> gateway, gateway -> rank, rank -> embed, "
+            "rank -> store for the dense arm, rank -> store for the walk; the gateway's "
+            "authentication comes from its cache).",
         ]
         if cpu:
             total = sum(cpu.values())

@@ -297,6 +297,45 @@ class RevokeTokenResponse(_message.Message):
 Global___RevokeTokenResponse: _TypeAlias = RevokeTokenResponse  # noqa: Y015
 
 @_typing.final
+class WatchRevocationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchRevocationsRequest: _TypeAlias = WatchRevocationsRequest  # noqa: Y015
+
+@_typing.final
+class WatchRevocationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBSCRIBED_FIELD_NUMBER: _builtins.int
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    subscribed: _builtins.bool
+    """Set on the first message only: every revocation from here on follows."""
+    token_id: _builtins.str
+    """The revoked token (every later message)."""
+    def __init__(
+        self,
+        *,
+        subscribed: _builtins.bool = ...,
+        token_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["subscribed", b"subscribed", "token_id", b"token_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchRevocationsResponse: _TypeAlias = WatchRevocationsResponse  # noqa: Y015
+
+@_typing.final
 class AuthenticateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

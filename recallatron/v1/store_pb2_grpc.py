@@ -62,6 +62,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.AuthenticateRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.AuthenticateResponse.FromString,
                 _registered_method=True)
+        self.WatchRevocations = channel.unary_stream(
+                '/recallatron.v1.StoreService/WatchRevocations',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsResponse.FromString,
+                _registered_method=True)
         self.GetWorkspaceSettings = channel.unary_unary(
                 '/recallatron.v1.StoreService/GetWorkspaceSettings',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.GetWorkspaceSettingsRequest.SerializeToString,
@@ -173,6 +178,16 @@ class StoreServiceServicer:
     def Authenticate(self, request, context):
         """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
         token is unknown or revoked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchRevocations(self, request, context):
+        """Token revocations as they commit, for gateways that cache Authenticate:
+        the first message says the stream is live; each later one names a revoked
+        token. The stream ends whenever the store could miss one, and a cache
+        built on it must then be dropped.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -304,6 +319,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.Authenticate,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.AuthenticateRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.AuthenticateResponse.SerializeToString,
+            ),
+            'WatchRevocations': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchRevocations,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsResponse.SerializeToString,
             ),
             'GetWorkspaceSettings': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWorkspaceSettings,
@@ -519,6 +539,33 @@ class StoreService:
             '/recallatron.v1.StoreService/Authenticate',
             recallatron_dot_v1_dot_store__pb2.AuthenticateRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.AuthenticateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchRevocations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/recallatron.v1.StoreService/WatchRevocations',
+            recallatron_dot_v1_dot_store__pb2.WatchRevocationsRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.WatchRevocationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

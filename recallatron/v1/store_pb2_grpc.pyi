@@ -45,6 +45,12 @@ class StoreServiceStub:
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
     token is unknown or revoked.
     """
+    WatchRevocations: _grpc.UnaryStreamMultiCallable[_store_pb2.WatchRevocationsRequest, _store_pb2.WatchRevocationsResponse]
+    """Token revocations as they commit, for gateways that cache Authenticate:
+    the first message says the stream is live; each later one names a revoked
+    token. The stream ends whenever the store could miss one, and a cache
+    built on it must then be dropped.
+    """
     GetWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]
     UpdateWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]
     CreateMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateMemoryRequest, _store_pb2.CreateMemoryResponse]
@@ -88,6 +94,12 @@ class StoreServiceAsyncStub(StoreServiceStub):
     Authenticate: _aio.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]  # type: ignore[assignment]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
     token is unknown or revoked.
+    """
+    WatchRevocations: _aio.UnaryStreamMultiCallable[_store_pb2.WatchRevocationsRequest, _store_pb2.WatchRevocationsResponse]  # type: ignore[assignment]
+    """Token revocations as they commit, for gateways that cache Authenticate:
+    the first message says the stream is live; each later one names a revoked
+    token. The stream ends whenever the store could miss one, and a cache
+    built on it must then be dropped.
     """
     GetWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]  # type: ignore[assignment]
     UpdateWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]  # type: ignore[assignment]
@@ -159,6 +171,18 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_store_pb2.AuthenticateResponse, _abc.Awaitable[_store_pb2.AuthenticateResponse]]:
         """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
         token is unknown or revoked.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchRevocations(
+        self,
+        request: _store_pb2.WatchRevocationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_store_pb2.WatchRevocationsResponse], _abc.AsyncIterator[_store_pb2.WatchRevocationsResponse]]:
+        """Token revocations as they commit, for gateways that cache Authenticate:
+        the first message says the stream is live; each later one names a revoked
+        token. The stream ends whenever the store could miss one, and a cache
+        built on it must then be dropped.
         """
 
     @_abc_1.abstractmethod

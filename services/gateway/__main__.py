@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
+from services.gateway.authcache import AuthCache, RevocationWatcher
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.review import ReviewServicer
 from services.gateway.review_web import ReviewWeb, gateway_target
@@ -24,10 +26,13 @@ def main() -> None:
         [services[name].full_name for name in ("MemoryService", "AdminService", "ReviewService")],
     )
     peers = Peers(settings)
+    cache = AuthCache(settings.auth_cache_seconds, settings.auth_cache_entries)
+    watcher = RevocationWatcher(peers.store_channel, cache, threading.Event())
     auth = Auth(
         peers,
         settings.admin_token,
         RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
+        cache,
     )
     gateway_pb2_grpc.add_MemoryServiceServicer_to_server(
         MemoryServicer(peers, auth), server.grpc_server
@@ -51,9 +56,16 @@ def main() -> None:
     # until then it reports NOT_SERVING.
     while not server.stopped.is_set() and not peer_serving(peers.store_channel):
         server.stopped.wait(0.5)
+    watcher.start()
     server.set_serving()
     log.info("serving")
-    server.wait_for_termination(on_stop=review.stop if review else None)
+
+    def on_stop() -> None:
+        watcher.close()
+        if review:
+            review.stop()
+
+    server.wait_for_termination(on_stop=on_stop)
 
 
 if __name__ == "__main__":

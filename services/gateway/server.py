@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -18,6 +17,7 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
 from services.gateway import capture
+from services.gateway.authcache import AuthCache, Identity
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import TOOLS
@@ -30,13 +30,6 @@ MAX_QUERY_CHARS = 2_000
 MAX_TURN_CHARS = 20_000
 # Clock skew tolerated on a turn's time.
 TURN_CLOCK_SKEW = timedelta(minutes=5)
-
-
-@dataclass(frozen=True)
-class Identity:
-    workspace_id: str
-    member_id: str
-    role: int
 
 
 def bearer_token(context: grpc.ServicerContext) -> str:
@@ -79,10 +72,18 @@ class Peers:
 
 
 class Auth:
-    def __init__(self, peers: Peers, admin_token: str, limiter: RateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        peers: Peers,
+        admin_token: str,
+        limiter: RateLimiter | None = None,
+        cache: AuthCache | None = None,
+    ) -> None:
         self.peers = peers
         self.admin_token = admin_token
         self.limiter = limiter or RateLimiter(0, 1)
+        # Off (never live) unless a RevocationWatcher drives it.
+        self.cache = cache or AuthCache(0, 0)
 
     def token(self, context: grpc.ServicerContext) -> str:
         token = bearer_token(context)
@@ -91,13 +92,19 @@ class Auth:
 
     def member(self, context: grpc.ServicerContext) -> Identity:
         token = self.token(context)
+        cached = self.cache.get(token)
+        if cached is not None:
+            return cached
+        generation = self.cache.generation()
         try:
             resp = self.peers.store_call("Authenticate", store_pb2.AuthenticateRequest(token=token))
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
                 raise errors.Unauthenticated("authorization: unknown or revoked token") from None
             raise
-        return Identity(resp.workspace_id, resp.member_id, resp.role)
+        identity = Identity(resp.workspace_id, resp.member_id, resp.role)
+        self.cache.put(token, identity, generation)
+        return identity
 
     def is_operator(self, context: grpc.ServicerContext) -> bool:
         token = self.token(context)
@@ -371,6 +378,8 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
             ),
         )
+        # At once on this gateway; others hear of it through the revocation stream.
+        self.auth.cache.flush()
         return pb.AdminServiceRevokeTokenResponse()
 
     def GetSettings(

@@ -17,6 +17,11 @@ class GatewaySettings(CommonSettings):
     # Generous by default so agents, tests and benchmarks are not throttled.
     rate_limit_per_second: float = 1000.0
     rate_limit_burst: int = 2000
+    # Authenticated tokens are remembered this long (0: ask the store on every
+    # call), and only while the store's revocation stream is live: a revoked
+    # token is refused as soon as the revocation reaches this gateway.
+    auth_cache_seconds: float = 30.0
+    auth_cache_entries: int = 10_000
     # The dedup review page (HTTP): host:port ("host:0" picks a free port);
     # "0" or empty turns the page off.
     review_listen: str = "127.0.0.1:7410"

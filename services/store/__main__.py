@@ -10,6 +10,7 @@ from services.store.control import ControlPlane
 from services.store.db import Databases
 from services.store.memories import MemoryStore
 from services.store.recall import RecallQueries
+from services.store.revocations import RevocationFeed
 from services.store.server import StoreServicer
 from services.store.settings import StoreSettings
 
@@ -21,7 +22,10 @@ def main() -> None:
     dbs = Databases(settings)
     pool_metrics.register(dbs.pools)
     control = ControlPlane(dbs)
-    servicer = StoreServicer(control, MemoryStore(dbs, control), RecallQueries(dbs, control))
+    revocations = RevocationFeed(dbs.control_url(), server.stopped)
+    servicer = StoreServicer(
+        control, MemoryStore(dbs, control), RecallQueries(dbs, control), revocations, server.stopped
+    )
     store_pb2_grpc.add_StoreServiceServicer_to_server(servicer, server.grpc_server)
     port = server.start(settings.store_listen)
     log.info("listening", extra={"port": port})
@@ -32,6 +36,7 @@ def main() -> None:
     for workspace_id in control.all_workspaces():
         ws = control.workspace(workspace_id)
         dbs.migrate_workspace(ws.server, ws.database_name)
+    revocations.start()
     server.set_serving()
     log.info("serving")
     server.wait_for_termination(on_stop=dbs.close)

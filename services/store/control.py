@@ -210,6 +210,8 @@ class ControlPlane:
         token_id = parse_uuid(token_id, "token_id")
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.REVOKE_TOKEN, (token_id, workspace_id, workspace_id)).fetchone()
+            if row is not None:
+                conn.execute(q.NOTIFY_REVOKED, (token_id,))
         if row is None:
             raise errors.NotFound("token not found")
 

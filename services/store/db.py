@@ -185,6 +185,9 @@ class Databases:
         control = {"control": self.control} if self.control is not None else {}
         return {**control, **self._pools, **self._owner_pools}
 
+    def control_url(self) -> str:
+        return with_database(self.default_server, CONTROL_DATABASE)
+
     @contextmanager
     def control_conn(self) -> Iterator[psycopg.Connection]:
         if self.control is None:

@@ -32,3 +32,6 @@ SELECT w.id, w.slug, m.id, m.role
 FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
 WHERE t.token_sha256 = %s AND t.revoked_at IS NULL
 """
+# Committed with the revocation: every store process listening passes it on
+# to the gateways watching (services/store/revocations.py).
+NOTIFY_REVOKED = "SELECT pg_notify('recallatron_revocations', %s)"

@@ -3,7 +3,9 @@ Errors are domain exceptions, mapped to status codes by recallatron.grpcserver."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Iterator, Sequence
 
 import grpc
 
@@ -18,6 +20,7 @@ from services.store.dedup import DedupStore
 from services.store.history import HistorySearch
 from services.store.memories import MemoryStore, MemoryView, MentionIn, NewMemory, Ref
 from services.store.recall import Candidate, Filters, RecallQueries
+from services.store.revocations import RevocationFeed
 from services.store.trust import EMPTY, AudienceValue, _Empty
 
 SETTINGS_FIELDS = {"default_recall_mode", "dense_floor", "rerank_depth", "expiry_days"}
@@ -139,12 +142,20 @@ def workspace_msg(w: ctl.Workspace) -> pb.Workspace:
 
 class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def __init__(
-        self, control: ctl.ControlPlane, memories: MemoryStore, recall: RecallQueries
+        self,
+        control: ctl.ControlPlane,
+        memories: MemoryStore,
+        recall: RecallQueries,
+        revocations: RevocationFeed | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.control = control
         self.memories = memories
         self.recall = recall
         self.dedup = DedupStore(memories.dbs, control)
+        self.revocations = revocations
+        # Set when the server drains: open watch streams end at once.
+        self.stopping = stopping or threading.Event()
 
     # -- control plane -----------------------------------------------------
 
@@ -190,6 +201,29 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     ) -> pb.RevokeTokenResponse:
         self.control.revoke_token(request.token_id, request.workspace_id or None)
         return pb.RevokeTokenResponse()
+
+    def WatchRevocations(
+        self, request: pb.WatchRevocationsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.WatchRevocationsResponse]:
+        # A stream: the error-mapping interceptor wraps unary calls only.
+        try:
+            if self.revocations is None:
+                raise errors.Unavailable("this store does not publish revocations")
+            subscription = self.revocations.subscribe()
+        except errors.Unavailable as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
+        try:
+            yield pb.WatchRevocationsResponse(subscribed=True)
+            while context.is_active() and not self.stopping.is_set():
+                try:
+                    token_id = subscription.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if token_id is None:
+                    return  # the feed may have missed one: the watcher starts over
+                yield pb.WatchRevocationsResponse(token_id=token_id)
+        finally:
+            self.revocations.unsubscribe(subscription)
 
     def Authenticate(
         self,

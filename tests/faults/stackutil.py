@@ -26,8 +26,9 @@ T = TypeVar("T")
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def new_stack(models_dir: Path, env: dict[str, str] | None = None) -> Stack:
+def new_stack(models_dir: Path, env: dict[str, str] | None = None, metrics: bool = False) -> Stack:
     state = Path(tempfile.mkdtemp(prefix="recallatron-faults-"))
+    names = ("gateway", "store", "embed", "rank", "embedding-job")
     return Stack(
         StackConfig(
             state_dir=state,
@@ -35,6 +36,7 @@ def new_stack(models_dir: Path, env: dict[str, str] | None = None) -> Stack:
             ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
             models_dir=models_dir,
             env={"RECALLATRON_JOB_POLL_SECONDS": "0.2", **(env or {})},
+            metrics_ports={name: free_port() for name in names} if metrics else {},
         )
     )
 

@@ -1,0 +1,152 @@
+"""Authentication without a store round trip per call, and without trusting a
+revoked token: identities are cached only while this gateway watches the
+store's revocation stream (WatchRevocations), and every revocation empties the
+cache. A lookup that began before a revocation cannot put its now stale
+answer in afterwards (the generation check in :meth:`AuthCache.put`)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from prometheus_client import Counter, Gauge
+
+from recallatron.v1 import store_pb2, store_pb2_grpc
+
+log = logging.getLogger("recallatron.gateway.authcache")
+
+LOOKUPS = Counter(
+    "recallatron_gateway_auth_cache_total",
+    "Token lookups: answered from the cache (hit) or by the store (miss).",
+    ["result"],
+)
+LIVE = Gauge(
+    "recallatron_gateway_auth_cache_live",
+    "1 while the revocation stream is live and identities may be cached.",
+)
+# Reconnecting to the revocation stream: first wait, and the longest.
+MIN_BACKOFF_SECONDS = 0.1
+MAX_BACKOFF_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Identity:
+    workspace_id: str
+    member_id: str
+    role: int
+
+
+def _key(token: str) -> bytes:
+    # Tokens themselves are not kept in memory longer than a call.
+    return hashlib.sha256(token.encode()).digest()
+
+
+class AuthCache:
+    def __init__(self, max_age_seconds: float, max_entries: int) -> None:
+        self.max_age = max_age_seconds
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[bytes, tuple[float, Identity]] = OrderedDict()
+        self._live = False
+        self._generation = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_age > 0 and self.max_entries > 0
+
+    def get(self, token: str) -> Identity | None:
+        key = _key(token)
+        with self._lock:
+            hit = self._entries.get(key) if self._live else None
+            if hit is not None and time.monotonic() - hit[0] < self.max_age:
+                self._entries.move_to_end(key)
+                LOOKUPS.labels("hit").inc()
+                return hit[1]
+            if hit is not None:
+                del self._entries[key]
+        LOOKUPS.labels("miss").inc()
+        return None
+
+    def generation(self) -> int:
+        """Read before asking the store; pass to :meth:`put` with its answer."""
+        with self._lock:
+            return self._generation
+
+    def put(self, token: str, identity: Identity, generation: int) -> None:
+        """Keeps the store's answer, unless the cache was emptied (a revocation,
+        or the stream going down) since ``generation`` was read."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if not self._live or generation != self._generation:
+                return
+            self._entries[_key(token)] = (time.monotonic(), identity)
+            self._entries.move_to_end(_key(token))
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
+
+    def set_live(self, live: bool) -> None:
+        """Caching starts (empty) when the stream says it is live and stops
+        (emptied) when it ends."""
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
+            self._live = live and self.enabled
+        LIVE.set(1 if live and self.enabled else 0)
+
+
+class RevocationWatcher:
+    """Keeps a WatchRevocations stream open to the store, reconnecting with
+    backoff, and drives the cache from it."""
+
+    def __init__(self, channel: grpc.Channel, cache: AuthCache, stop: threading.Event) -> None:
+        self.stub = store_pb2_grpc.StoreServiceStub(channel)
+        self.cache = cache
+        self.stop = stop
+        self._call: Any = None
+        self._thread = threading.Thread(target=self._run, name="revocations", daemon=True)
+
+    def start(self) -> None:
+        if self.cache.enabled:
+            self._thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+
+    def _run(self) -> None:
+        backoff = MIN_BACKOFF_SECONDS
+        while not self.stop.is_set():
+            # The one call without a deadline: it is meant to stay open.
+            self._call = self.stub.WatchRevocations(store_pb2.WatchRevocationsRequest())
+            try:
+                for message in self._call:
+                    if message.subscribed:
+                        self.cache.set_live(True)
+                        backoff = MIN_BACKOFF_SECONDS
+                        log.info("revocation stream live; caching authentication")
+                    else:
+                        self.cache.flush()
+            except grpc.RpcError as exc:
+                if not self.stop.is_set():
+                    log.info(
+                        "revocation stream down; authenticating every call",
+                        extra={"code": str(exc.code())},  # type: ignore[attr-defined]
+                    )
+            finally:
+                self.cache.set_live(False)
+            self.stop.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)

@@ -1,0 +1,69 @@
+"""The gateway's authentication cache: caches only while live, never keeps an
+answer that a revocation overtook, and forgets on every revocation."""
+
+from __future__ import annotations
+
+import time
+
+from services.gateway.authcache import AuthCache, Identity
+
+ADA = Identity("ws", "ada", 1)
+
+
+def live_cache(max_age: float = 30.0, entries: int = 100) -> AuthCache:
+    cache = AuthCache(max_age, entries)
+    cache.set_live(True)
+    return cache
+
+
+def test_nothing_is_cached_until_the_stream_is_live() -> None:
+    cache = AuthCache(30.0, 100)
+    cache.put("tok", ADA, cache.generation())
+    assert cache.get("tok") is None
+    cache.set_live(True)
+    cache.put("tok", ADA, cache.generation())
+    assert cache.get("tok") == ADA
+
+
+def test_a_revocation_empties_the_cache() -> None:
+    cache = live_cache()
+    cache.put("tok", ADA, cache.generation())
+    cache.flush()
+    assert cache.get("tok") is None
+
+
+def test_an_answer_overtaken_by_a_revocation_is_not_kept() -> None:
+    cache = live_cache()
+    generation = cache.generation()  # the lookup starts ...
+    cache.flush()  # ... a revocation arrives meanwhile ...
+    cache.put("tok", ADA, generation)  # ... and its answer comes back
+    assert cache.get("tok") is None
+
+
+def test_the_stream_going_down_empties_and_stops_the_cache() -> None:
+    cache = live_cache()
+    cache.put("tok", ADA, cache.generation())
+    generation = cache.generation()
+    cache.set_live(False)
+    assert cache.get("tok") is None
+    cache.put("tok", ADA, generation)
+    cache.put("tok", ADA, cache.generation())
+    assert cache.get("tok") is None
+
+
+def test_entries_expire_and_the_oldest_go_first() -> None:
+    cache = live_cache(max_age=0.05, entries=2)
+    cache.put("a", ADA, cache.generation())
+    cache.put("b", ADA, cache.generation())
+    cache.put("c", ADA, cache.generation())
+    assert cache.get("a") is None  # evicted: two entries at most
+    assert cache.get("c") == ADA
+    time.sleep(0.06)
+    assert cache.get("c") is None  # expired
+
+
+def test_zero_turns_it_off() -> None:
+    cache = AuthCache(0, 100)
+    cache.set_live(True)
+    cache.put("tok", ADA, cache.generation())
+    assert cache.get("tok") is None
