@@ -113,7 +113,7 @@ def main() -> int:
     for (label, c), rs in runs.items():
         p50s = " / ".join(str(r["p50_ms"]) for r in rs)
         p99s = " / ".join(str(r["p99_ms"]) for r in rs)
-        rps = statistics.median(r["throughput_rps"] for r in rs)
+        rps = round(statistics.median(r["throughput_rps"] for r in rs), 1)
         print(f"| {label} | {c} | {p50s} | {p99s} | {rps} |")
     return 0
 
