@@ -354,6 +354,80 @@ def split_cost(
     }
 
 
+def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -> dict[str, float]:
+    """p50 ms of each step of a hybrid recall measured by itself, one after the
+    other in this process (no other recall running): the query embedding, the
+    two arms' SQL, the walk with hydration, and a bare gRPC round trip."""
+    from services.rank.pipeline import rrf
+    from services.store.db import Caller
+    from services.store.embedding_job import EMBED_INPUT_VERSION
+    from services.store.recall import Filters
+
+    workspace_id, member_id = _identity(stack, client)
+    caller = Caller(workspace_id, member_id, "assist")
+    local = InProcess(stack, models_dir, "")
+    times: dict[str, list[float]] = {}
+
+    def timed(step: str, fn: Any) -> Any:
+        t = time.perf_counter()
+        value = fn()
+        times.setdefault(step, []).append(time.perf_counter() - t)
+        return value
+
+    try:
+        for q in qs[:300]:
+            vector = timed("embed (ONNX, one thread)", lambda q=q: local.bi.embed([q])[0])
+            lexical = timed(
+                "lexical arm (store code + SQL)",
+                lambda q=q: local.recall_queries.lexical(caller, q, 100, Filters()),
+            )
+            dense = timed(
+                "dense arm (store code + SQL)",
+                lambda v=vector: local.recall_queries.dense(
+                    caller, v, local.bi.model_id, EMBED_INPUT_VERSION, 100, Filters()
+                ),
+            )
+            fused = rrf(_candidates(lexical.candidates), _candidates(dense.candidates))
+            timed(
+                "walk + hydration of 10 (store code + SQL)",
+                lambda f=fused: local.memories.walk(caller, [x.id for x in f], 10),
+            )
+    finally:
+        local.close()
+    out = {step: round(statistics.median(ts[20:]) * 1000, 2) for step, ts in times.items()}
+    out["bare gRPC round trip"] = round(grpc_rtt(stack), 3)
+    return out
+
+
+def _candidates(rows: Any) -> list[Any]:
+    from services.rank.pipeline import Candidate
+
+    return [Candidate(c.id, c.rank, c.score) for c in rows]
+
+
+def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[str, float]:
+    stack = Stack(
+        StackConfig(
+            state_dir=Path(f"{args.state_prefix}{n}"),
+            pg_port=free_port(),
+            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
+            models_dir=models_dir,
+            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
+        )
+    )
+    stack.start()
+    try:
+        admin = Client(stack.gateway, stack.admin_token, timeout=60)
+        client = seed_workspace(
+            admin, stack.gateway, n, args.seed, Path(f"{args.state_prefix}{n}") / "load-creds", log
+        )
+        client.wait_embedded(timeout=7200)
+        prewarm(stack, _identity(stack, client)[0])
+        return steps_alone(stack, client, synthetic.queries(1000, seed=args.seed + 1), models_dir)
+    finally:
+        stack.stop()
+
+
 def _identity(stack: Stack, client: Client) -> tuple[str, str]:
     import grpc
 
@@ -565,6 +639,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-count", type=int, default=300)
     p.add_argument("--state-prefix", default="/tmp/rl")
     p.add_argument("--out", default="docs/benchmarks.md")
+    p.add_argument(
+        "--steps-alone",
+        action="store_true",
+        help="only print each step's cost by itself (a markdown table); docs untouched",
+    )
     args = p.parse_args(argv)
     from recallatron.settings import default_state_dir
     from services.embed.prepare import prepare_bi_encoder
@@ -573,6 +652,13 @@ def main(argv: list[str] | None = None) -> int:
     models_dir = Path(os.environ.get("RECALLATRON_MODELS_DIR", default_state_dir() / "models"))
     prepare_bi_encoder(models_dir, log=log)
     _, tiny = prepare_tiny_cross_encoder(models_dir.parent / "test-models" / "tiny-cross-encoder")
+    if args.steps_alone:
+        alone = {n: run_steps_alone(n, args, models_dir) for n in args.memories}
+        print("| step | " + " | ".join(f"{n:,} memories, p50 ms" for n in alone) + " |")
+        print("| --- |" + " --- |" * len(alone))
+        for step in next(iter(alone.values())):
+            print(f"| {step} | " + " | ".join(str(r[step]) for r in alone.values()) + " |")
+        return 0
     results = [bench_size(n, args, str(tiny), models_dir) for n in args.memories]
     out = Path(args.out)
     # The hand-written analysis at the end of the file survives a rerun.
