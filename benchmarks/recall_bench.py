@@ -206,19 +206,30 @@ def opened(client: Client, qs: list[str], rate: float, duration: float) -> dict[
     return recorder.summary(elapsed)
 
 
-def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) -> dict[str, Any]:
-    metrics = {name: free_port() for name in ("gateway", "store", "embed", "rank", "embedding-job")}
-    stack = Stack(
+def new_stack(
+    n: int,
+    args: argparse.Namespace,
+    models_dir: Path,
+    tiny: str = "",
+    metrics: dict[str, int] | None = None,
+) -> Stack:
+    """The stack on the size's own state directory (its seeded workspace reused)."""
+    return Stack(
         StackConfig(
             state_dir=Path(f"{args.state_prefix}{n}"),
             pg_port=free_port(),
             ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
             models_dir=models_dir,
             cross_encoder_dir=tiny,
-            metrics_ports=metrics,
+            metrics_ports=metrics or {},
             env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
         )
     )
+
+
+def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) -> dict[str, Any]:
+    metrics = {name: free_port() for name in ("gateway", "store", "embed", "rank", "embedding-job")}
+    stack = new_stack(n, args, models_dir, tiny, metrics)
     stack.start()
     out: dict[str, Any] = {"memories": n}
     try:
@@ -406,15 +417,7 @@ def _candidates(rows: Any) -> list[Any]:
 
 
 def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[str, float]:
-    stack = Stack(
-        StackConfig(
-            state_dir=Path(f"{args.state_prefix}{n}"),
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir,
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
-        )
-    )
+    stack = new_stack(n, args, models_dir)
     stack.start()
     try:
         admin = Client(stack.gateway, stack.admin_token, timeout=60)
