@@ -27,6 +27,7 @@ from recallatron_cli import synthetic
 from recallatron_cli.client import Client
 from recallatron_cli.load import Recorder, run_closed_loop, run_open_loop, seed_workspace
 from recallatron_cli.stack import Stack, StackConfig, free_port
+from services.store.recall import CANDIDATE_CAP
 
 MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True)]
 # Open-loop rates tried in turn until p99 passes 100 ms (fine steps where this
@@ -385,8 +386,13 @@ def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -
         times.setdefault(step, []).append(time.perf_counter() - t)
         return value
 
+    agree = capped = 0
     try:
         for q in qs[:300]:
+            same = _prefilter_agrees(local, caller, q)
+            if same is not None:
+                capped += 1
+                agree += same
             vector = timed("embed (ONNX, one thread)", lambda q=q: local.bi.embed([q])[0])
             lexical = timed(
                 "lexical arm (store code + SQL)",
@@ -407,7 +413,55 @@ def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -
         local.close()
     out = {step: round(statistics.median(ts[20:]) * 1000, 2) for step, ts in times.items()}
     out["bare gRPC round trip"] = round(grpc_rtt(stack), 3)
+    log(
+        f"lexical prefilter: top 100 identical to ranking all {CANDIDATE_CAP} newest matches "
+        f"with ts_rank_cd in {agree} of {capped} queries that took the capped path"
+    )
     return out
+
+
+# The capped lexical query without the ts_rank prefilter: every one of the
+# newest matches ranked by ts_rank_cd (what services.store.recall did before).
+def _exact_capped() -> str:
+    from services.store.recall import NEWEST_MATCHES
+
+    return f"""
+SELECT c.id::text FROM ({NEWEST_MATCHES}) c
+ORDER BY ts_rank_cd(c.search, c.query) DESC, c.created_at DESC, c.id
+LIMIT %(limit)s
+"""
+
+
+def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
+    """Whether the lexical arm's 100 rows equal the exact ranking's; None when
+    the query does not take the capped path."""
+    from services.store import recall as r
+    from services.store.db import caller_transaction
+
+    pool = local.recall_queries._pool(caller)
+    # The lexical arm's own planner settings on its capped path.
+    planner = {
+        "enable_seqscan": "off",
+        "enable_bitmapscan": "off",
+        "max_parallel_workers_per_gather": "0",
+    }
+    with caller_transaction(pool, caller, planner) as conn:  # type: ignore[arg-type]
+        rows = conn.execute(r.TERMS, (query,)).fetchall()
+        if not rows:
+            return None
+        docs = {row[0]: int(row[1]) for row in rows}
+        kept, _ = r.select_terms([row[0] for row in rows], docs, int(rows[0][2] or 0))
+        if sum(docs.get(t, 0) for t in kept) <= r.CANDIDATE_CAP:
+            return None
+        params = {
+            **r._filter_params(r.Filters(), 0),
+            "limit": 100,
+            "cap": r.CANDIDATE_CAP,
+            "tsquery": r.tsquery_text(kept),
+        }
+        exact = {row[0] for row in conn.execute(_exact_capped(), params)}
+    arm = local.recall_queries.lexical(caller, query, 100, r.Filters())
+    return {c.id for c in arm.candidates} == exact
 
 
 def _candidates(rows: Any) -> list[Any]:

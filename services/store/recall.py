@@ -53,21 +53,22 @@ LIMIT %(limit)s
 # matches are ranked: ranking costs per match, and a lexical arm that ranks
 # every match grows with the corpus (MEASUREMENTS: 9 ms under 1,000 matches,
 # 192 ms above 15,000). Recency is the tie-breaker a memory service wants.
-# Of those, ts_rank (a tenth of ts_rank_cd's cost: 0.3 against 3.5 ms for
+# Of those, ts_rank (a tenth of ts_rank_cd's cost: 0.5 against 3.9 ms for
 # 500 rows) keeps the best PREFILTER_FACTOR x limit for ts_rank_cd to order:
-# on the 10k benchmark corpus the top 100 were the same rows in 299 queries
-# of 299 (docs/benchmarks.md).
+# on the benchmark corpora the top 100 were the same rows in 598 capped
+# queries of 599 (docs/benchmarks.md).
+NEWEST_MATCHES = f"""
+SELECT m.id, m.search, m.created_at, q.query
+FROM memory m, (SELECT %(tsquery)s::tsquery AS query) q
+WHERE m.search @@ q.query
+{_FILTERS}
+ORDER BY m.created_at DESC
+LIMIT %(cap)s
+"""
 LEXICAL_CAPPED = f"""
 SELECT c.id::text, ts_rank_cd(c.search, c.query) AS score
 FROM (
-    SELECT n.id, n.search, n.created_at, n.query FROM (
-        SELECT m.id, m.search, m.created_at, q.query
-        FROM memory m, (SELECT %(tsquery)s::tsquery AS query) q
-        WHERE m.search @@ q.query
-        {_FILTERS}
-        ORDER BY m.created_at DESC
-        LIMIT %(cap)s
-    ) n
+    SELECT n.id, n.search, n.created_at, n.query FROM ({NEWEST_MATCHES}) n
     ORDER BY ts_rank(n.search, n.query) DESC, n.created_at DESC, n.id
     LIMIT %(prefilter)s
 ) c
