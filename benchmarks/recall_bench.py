@@ -144,23 +144,18 @@ class _Store:
     def lexical(
         self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
     ) -> Any:
-        from services.rank.pipeline import Candidate
-
-        res = self.p.recall_queries.lexical(caller, query, limit, filters)
-        return [Candidate(c.id, c.rank, c.score) for c in res.candidates]
+        return _candidates(self.p.recall_queries.lexical(caller, query, limit, filters).candidates)
 
     def dense(
         self, caller: Any, vector: Any, limit: int, filters: Any, timeout: float | None = None
     ) -> Any:
-        from services.rank.pipeline import Candidate, DenseArm
+        from services.rank.pipeline import DenseArm
         from services.store.embedding_job import EMBED_INPUT_VERSION
 
         res = self.p.recall_queries.dense(
             caller, vector.values, vector.model_id, EMBED_INPUT_VERSION, limit, filters
         )
-        return DenseArm(
-            [Candidate(c.id, c.rank, c.score) for c in res.candidates], res.embeddings_available
-        )
+        return DenseArm(_candidates(res.candidates), res.embeddings_available)
 
     def walk(self, caller: Any, ids: Any, hydrate: int, timeout: float | None = None) -> Any:
         from services.rank.pipeline import Walked
@@ -440,24 +435,15 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
 
     pool = local.recall_queries._pool(caller)
     # The lexical arm's own planner settings on its capped path.
-    planner = {
-        "enable_seqscan": "off",
-        "enable_bitmapscan": "off",
-        "max_parallel_workers_per_gather": "0",
-    }
-    with caller_transaction(pool, caller, planner) as conn:  # type: ignore[arg-type]
-        rows = conn.execute(r.TERMS, (query,)).fetchall()
-        if not rows:
-            return None
-        docs = {row[0]: int(row[1]) for row in rows}
-        kept, _ = r.select_terms([row[0] for row in rows], docs, int(rows[0][2] or 0))
-        if sum(docs.get(t, 0) for t in kept) <= r.CANDIDATE_CAP:
+    with caller_transaction(pool, caller, r.lexical_planner(True)) as conn:  # type: ignore[arg-type]
+        terms = r.query_terms(conn, query)
+        if terms is None or not terms.capped:
             return None
         params = {
             **r._filter_params(r.Filters(), 0),
             "limit": 100,
             "cap": r.CANDIDATE_CAP,
-            "tsquery": r.tsquery_text(kept),
+            "tsquery": r.tsquery_text(terms.kept),
         }
         exact = {row[0] for row in conn.execute(_exact_capped(), params)}
     arm = local.recall_queries.lexical(caller, query, 100, r.Filters())

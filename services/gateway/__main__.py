@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 
 from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server
@@ -27,7 +26,7 @@ def main() -> None:
     )
     peers = Peers(settings)
     cache = AuthCache(settings.auth_cache_seconds, settings.auth_cache_entries)
-    watcher = RevocationWatcher(peers.store_channel, cache, threading.Event())
+    watcher = RevocationWatcher(peers.store_channel, cache)
     auth = Auth(
         peers,
         settings.admin_token,

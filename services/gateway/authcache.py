@@ -6,7 +6,6 @@ answer in afterwards (the generation check in :meth:`AuthCache.put`)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -18,6 +17,7 @@ import grpc
 from prometheus_client import Counter, Gauge
 
 from recallatron.v1 import store_pb2, store_pb2_grpc
+from services.gateway.ratelimit import token_key
 
 log = logging.getLogger("recallatron.gateway.authcache")
 
@@ -42,11 +42,6 @@ class Identity:
     role: int
 
 
-def _key(token: str) -> bytes:
-    # Tokens themselves are not kept in memory longer than a call.
-    return hashlib.sha256(token.encode()).digest()
-
-
 class AuthCache:
     def __init__(self, max_age_seconds: float, max_entries: int) -> None:
         self.max_age = max_age_seconds
@@ -61,7 +56,7 @@ class AuthCache:
         return self.max_age > 0 and self.max_entries > 0
 
     def get(self, token: str) -> Identity | None:
-        key = _key(token)
+        key = token_key(token)
         with self._lock:
             hit = self._entries.get(key) if self._live else None
             if hit is not None and time.monotonic() - hit[0] < self.max_age:
@@ -83,11 +78,12 @@ class AuthCache:
         or the stream going down) since ``generation`` was read."""
         if not self.enabled:
             return
+        key = token_key(token)
         with self._lock:
             if not self._live or generation != self._generation:
                 return
-            self._entries[_key(token)] = (time.monotonic(), identity)
-            self._entries.move_to_end(_key(token))
+            self._entries[key] = (time.monotonic(), identity)
+            self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
@@ -110,10 +106,10 @@ class RevocationWatcher:
     """Keeps a WatchRevocations stream open to the store, reconnecting with
     backoff, and drives the cache from it."""
 
-    def __init__(self, channel: grpc.Channel, cache: AuthCache, stop: threading.Event) -> None:
+    def __init__(self, channel: grpc.Channel, cache: AuthCache) -> None:
         self.stub = store_pb2_grpc.StoreServiceStub(channel)
         self.cache = cache
-        self.stop = stop
+        self.stop = threading.Event()
         self._call: Any = None
         self._thread = threading.Thread(target=self._run, name="revocations", daemon=True)
 

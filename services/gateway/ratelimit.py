@@ -14,6 +14,11 @@ from recallatron import errors
 _IDLE_SECONDS = 300.0
 
 
+def token_key(token: str) -> bytes:
+    """What the gateway keeps of a token: its sha256."""
+    return hashlib.sha256(token.encode()).digest()
+
+
 class RateLimiter:
     def __init__(self, per_second: float, burst: int) -> None:
         self.per_second = per_second
@@ -26,7 +31,7 @@ class RateLimiter:
         """Takes one call from the token's bucket; 0 per second is no limit."""
         if self.per_second <= 0:
             return
-        key = hashlib.sha256(token.encode()).digest()
+        key = token_key(token)
         now = time.monotonic()
         with self._lock:
             tokens, last = self._buckets.get(key, (float(self.burst), now))

@@ -457,16 +457,12 @@ class MemoryStore:
             (view.supersedes if direction == "older" else view.superseded_by).append(ref)
             del depth  # ordering is done in SQL
 
-    def admit(self, caller: Caller, ids: Sequence[str]) -> list[str]:
+    def walk(self, caller: Caller, ids: Sequence[str], hydrate: int) -> Walk:
         """The permission walk (SPEC 5.5): keeps, in order, the candidates the
         caller may see whose every linked memory, transitively, the caller may
-        also see and is not forgotten."""
-        return self.walk(caller, ids, 0).admitted
-
-    def walk(self, caller: Caller, ids: Sequence[str], hydrate: int) -> Walk:
-        """The permission walk, then the first ``hydrate`` admitted memories
-        read with provenance, in one transaction (one snapshot: a memory the
-        walk admitted cannot vanish before it is read)."""
+        also see and is not forgotten; then reads the first ``hydrate`` of them
+        with provenance in the same transaction (one snapshot: a memory the walk
+        admitted cannot vanish before it is read)."""
         wanted = v.uuid_list(list(ids), "ids", MAX_WALK)
         if not 0 <= hydrate <= v.MAX_READ_IDS:
             raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {v.MAX_READ_IDS}]")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import psycopg
 
 from recallatron import errors
 from services.store import validation as v
@@ -175,6 +176,41 @@ def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
     }
 
 
+@dataclass(frozen=True)
+class QueryTerms:
+    kept: list[str]
+    dropped: list[str]
+    # The planner cannot estimate the eligibility filter (it reads the caller
+    # from settings), guesses that almost nothing passes and scans the whole
+    # table. Few matches: the GIN index finds them. Many (the kept terms'
+    # document frequencies, an upper bound of the matches, add up to more than
+    # CANDIDATE_CAP): walk the created_at index newest first and stop at the
+    # cap, a cost that does not grow with the corpus.
+    capped: bool
+
+
+def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
+    """The query's terms after the 15% rule, from the statistics we keep
+    anyway; None when the query has no terms."""
+    rows = conn.execute(TERMS, (query,)).fetchall()
+    if not rows:
+        return None
+    docs = {r[0]: int(r[1]) for r in rows}
+    kept, dropped = select_terms([r[0] for r in rows], docs, int(rows[0][2] or 0))
+    return QueryTerms(kept, dropped, sum(docs.get(t, 0) for t in kept) > CANDIDATE_CAP)
+
+
+def lexical_planner(capped: bool) -> dict[str, str]:
+    """Transaction-local planner settings for the lexical query (see
+    QueryTerms.capped). No parallel workers: at 100k the planner started two
+    for the capped walk, ~7 ms before the first row of a 500-row LIMIT."""
+    return {
+        "enable_seqscan": "off",
+        "enable_bitmapscan": "off" if capped else "on",
+        "max_parallel_workers_per_gather": "0",
+    }
+
+
 class RecallQueries:
     def __init__(self, dbs: Databases, control: ControlPlane) -> None:
         self.dbs = dbs
@@ -189,40 +225,23 @@ class RecallQueries:
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
         params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
         with caller_transaction(self._pool(caller), caller) as conn:  # type: ignore[arg-type]
-            rows = conn.execute(TERMS, (query,)).fetchall()
-            if not rows:
+            terms = query_terms(conn, query)
+            if terms is None:
                 return LexicalResult([])
-            terms = [r[0] for r in rows]
-            docs = {r[0]: int(r[1]) for r in rows}
-            corpus = int(rows[0][2] or 0)
-            kept, dropped = select_terms(terms, docs, corpus)
-            params["tsquery"] = tsquery_text(kept)
-            # An upper bound of the matches, from the statistics we keep anyway.
-            matches = sum(docs.get(t, 0) for t in kept)
-            # The planner cannot estimate the eligibility filter (it reads the
-            # caller from settings), guesses that almost nothing passes and
-            # scans the whole table. Few matches: the GIN index finds them.
-            # Many: walk the created_at index newest first and stop at the
-            # cap, a cost that does not grow with the corpus.
-            capped = matches > CANDIDATE_CAP
-            if capped:
+            params["tsquery"] = tsquery_text(terms.kept)
+            if terms.capped:
                 params["cap"] = CANDIDATE_CAP
                 params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
-            # One round trip for the planner settings and the query. No
-            # parallel workers: at 100k the planner started two for the capped
-            # walk, ~7 ms before the first row of a 500-row LIMIT.
+            planner = lexical_planner(terms.capped)
+            # One round trip for the planner settings and the query.
             with conn.pipeline():
-                conn.execute(
-                    SET_LOCALS,
-                    (
-                        ["enable_seqscan", "enable_bitmapscan", "max_parallel_workers_per_gather"],
-                        ["off", "off" if capped else "on", "0"],
-                    ),
-                )
-                cur = conn.execute(LEXICAL_CAPPED if capped else LEXICAL, params)
+                conn.execute(SET_LOCALS, (list(planner), list(planner.values())))
+                cur = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params)
             rows = cur.fetchall()
         return LexicalResult(
-            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)], kept, dropped
+            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
+            terms.kept,
+            terms.dropped,
         )
 
     def dense(

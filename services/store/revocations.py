@@ -42,11 +42,6 @@ class RevocationFeed:
     def start(self) -> None:
         self._thread.start()
 
-    @property
-    def live(self) -> bool:
-        with self._lock:
-            return self._live
-
     def subscribe(self) -> Subscription:
         """A queue of every revocation from now on. UNAVAILABLE while the
         listener is not connected (nothing could be promised)."""
