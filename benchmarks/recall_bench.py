@@ -5,10 +5,18 @@
 For each corpus size it starts the stack (embedded Postgres, every service as
 a process, the tiny test cross-encoder standing in for the real one), seeds a
 synthetic workspace (reused across runs), then measures through the gateway:
-recall latency by mode at concurrency 1 and 8, the highest open-loop rate
-with p99 under 100 ms, the cost of the service split (the same pipeline run
-in this process on the same SQL and ONNX sessions), the write path under
-recall load, and where the time goes in one hybrid recall."""
+recall latency by mode at concurrency 1 and 8, overall and per query class
+(rare terms, common terms, entity names, questions: `recallatron load`'s
+mix), the same for a narrow caller (member 0 recalling for audit, who sees a
+small part of the workspace), the highest open-loop rate with p99 under
+100 ms, the cost of the service split (the same pipeline run in this process
+on the same SQL and ONNX sessions), the write path under recall load, and
+where the time goes in one hybrid recall.
+
+No query repeats within a measured run (a run stops early if the mix runs
+out); each run starts the mix afresh, so runs share queries. The stack has no
+result or embedding cache; were one added, runs would need their own
+queries, or the figures would flatter it."""
 
 from __future__ import annotations
 
@@ -20,12 +28,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from recallatron_cli import synthetic
 from recallatron_cli.client import Client
-from recallatron_cli.load import Recorder, run_closed_loop, run_open_loop, seed_workspace
+from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store.recall import CANDIDATE_CAP
 
@@ -35,6 +44,11 @@ MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", Tru
 RATES = [20, 30, 40, 50, 60, 80, 100, 150, 200]
 RERANK_DEPTH = 20
 ANALYSIS = "## Targets and analysis"
+# Distinct queries per class: far more than a 20 s run sends here.
+POOL = 6000
+CLASSES = synthetic.QUERY_CLASSES
+# The narrow caller: the owner (member 0) recalling for audit.
+NARROW_MEMBER, NARROW_PURPOSE = 0, "audit"
 
 
 def log(message: str) -> None:
@@ -157,10 +171,14 @@ class _Store:
         )
         return DenseArm(_candidates(res.candidates), res.embeddings_available)
 
-    def walk(self, caller: Any, ids: Any, hydrate: int, timeout: float | None = None) -> Any:
+    def walk(
+        self, caller: Any, ids: Any, hydrate: int, filters: Any, timeout: float | None = None
+    ) -> Any:
         from services.rank.pipeline import Walked
 
-        walk = self.p.memories.walk(caller, ids, hydrate)
+        walk = self.p.memories.walk(
+            caller, ids, hydrate, bool(filters and filters.include_superseded)
+        )
         return Walked(walk.admitted, {m.id: m for m in walk.memories})
 
 
@@ -179,27 +197,41 @@ class _Embed:
 
 
 def closed(
-    client: Client, qs: list[str], mode: str, rerank: bool, concurrency: int, duration: float
+    client: Client,
+    pools: dict[str, list[str]],
+    mode: str,
+    rerank: bool,
+    concurrency: int,
+    duration: float,
+    purpose: str = "assist",
 ) -> dict[str, Any]:
-    recorder = Recorder()
+    """A closed-loop run over the mix (from its start), overall and per class."""
 
-    def call(i: int) -> Any:
+    def recall(query: str) -> Any:
         return client.recall(
-            qs[i % len(qs)], mode=mode, limit=10, skip_rerank=not rerank, timeout=10
+            query, mode=mode, limit=10, purpose=purpose, skip_rerank=not rerank, timeout=10
         )
 
-    elapsed = run_closed_loop(call, concurrency, duration, recorder)
-    return recorder.summary(elapsed)
+    result = measure(recall, QueryMix(pools), duration, concurrency=concurrency)
+    if result["exhausted"]:
+        log(f"{mode} c{concurrency}: stopped early, the query mix ran out")
+    return result
 
 
-def opened(client: Client, qs: list[str], rate: float, duration: float) -> dict[str, Any]:
-    recorder = Recorder()
+def opened(
+    client: Client, pools: dict[str, list[str]], rate: float, duration: float
+) -> dict[str, Any]:
+    def recall(query: str) -> Any:
+        return client.recall(query, mode="hybrid", limit=10, skip_rerank=True, timeout=10)
 
-    def call(i: int) -> Any:
-        return client.recall(qs[i % len(qs)], mode="hybrid", limit=10, skip_rerank=True, timeout=10)
+    return measure(recall, QueryMix(pools), duration, rate=rate, max_workers=128)
 
-    elapsed = run_open_loop(call, rate, duration, recorder, max_workers=128)
-    return recorder.summary(elapsed)
+
+def mix_sequence(pools: dict[str, list[str]]) -> list[str]:
+    """The mix in the order a run sends it, up to its first repeat: the
+    query list of the measurements that take one query after another."""
+    mix = QueryMix(pools)
+    return [mix.at(i) for i in range(mix.capacity())]
 
 
 def new_stack(
@@ -230,30 +262,51 @@ def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) ->
     out: dict[str, Any] = {"memories": n}
     try:
         admin = Client(stack.gateway, stack.admin_token, timeout=60)
-        client = seed_workspace(
-            admin, stack.gateway, n, args.seed, Path(f"{args.state_prefix}{n}") / "load-creds", log
+        clients = seed_workspace(
+            admin,
+            stack.gateway,
+            n,
+            args.seed,
+            Path(f"{args.state_prefix}{n}") / "load-creds",
+            log,
+            members=args.members,
         )
+        client = clients[0]
         client.wait_embedded(timeout=7200)
         client.update_settings(rerank_depth=RERANK_DEPTH)
-        qs = synthetic.queries(1000, seed=args.seed + 1)
+        # The class mix; its rare words are those of this size's corpus.
+        pools = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
+        qs = mix_sequence(pools)
         prewarm(stack, _identity(stack, client)[0])
         for mode, _ in MODES[:3]:  # warm up, not recorded
-            closed(client, qs, mode, False, 2, args.warmup)
+            closed(client, pools, mode, False, 2, args.warmup)
         out["closed"] = {}
         for mode, rerank in MODES:
             for c in (1, 8):
                 key = f"{mode}{'+rerank' if rerank else ''}@c{c}"
-                out["closed"][key] = closed(client, qs, mode, rerank, c, args.duration)
+                out["closed"][key] = closed(client, pools, mode, rerank, c, args.duration)
                 log(f"{n} {key}: {out['closed'][key]}")
+        # The narrow caller, one recall at a time, every mode.
+        narrow = clients[NARROW_MEMBER]
+        out["narrow_share"] = synthetic.visible_share(
+            n, args.seed, len(clients), NARROW_MEMBER, NARROW_PURPOSE
+        )
+        out["narrow"] = {}
+        for mode, rerank in MODES:
+            key = f"{mode}{'+rerank' if rerank else ''}@c1"
+            out["narrow"][key] = closed(
+                narrow, pools, mode, rerank, 1, args.duration, purpose=NARROW_PURPOSE
+            )
+            log(f"{n} narrow {key}: {out['narrow'][key]}")
         out["open"] = {}
         for rate in RATES:
-            r = opened(client, qs, rate, args.duration)
+            r = opened(client, pools, rate, args.duration)
             out["open"][rate] = r
             log(f"{n} open {rate}/s: {r}")
             if r["p99_ms"] > 100 or r["errors"]:
                 break
         out["split"] = split_cost(stack, client, qs, models_dir, tiny, args)
-        out["stages"] = stages(stack, client, qs, metrics["rank"], args)
+        out["stages"] = stages(stack, client, pools, metrics["rank"], args)
         out["writes"] = write_path(client, qs, args)
     finally:
         stack.stop()
@@ -415,27 +468,15 @@ def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -
     return out
 
 
-# The capped lexical query without the ts_rank prefilter: every one of the
-# newest matches ranked by ts_rank_cd (what services.store.recall did before).
-def _exact_capped() -> str:
-    from services.store.recall import NEWEST_MATCHES
-
-    return f"""
-SELECT c.id::text FROM ({NEWEST_MATCHES}) c
-ORDER BY ts_rank_cd(c.search, c.query) DESC, c.created_at DESC, c.id
-LIMIT %(limit)s
-"""
-
-
 def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
-    """Whether the lexical arm's 100 rows equal the exact ranking's; None when
-    the query does not take the capped path."""
+    """Whether the lexical arm's 100 rows equal the exact ranking's (every one
+    of the newest matches ranked by ts_rank_cd: the capped function with no
+    prefilter); None when the query does not take the capped path."""
     from services.store import recall as r
     from services.store.db import caller_transaction
 
     pool = local.recall_queries._pool(caller)
-    # The lexical arm's own planner settings on its capped path.
-    with caller_transaction(pool, caller, r.lexical_planner(True)) as conn:  # type: ignore[arg-type]
+    with caller_transaction(pool, caller) as conn:  # type: ignore[arg-type]
         terms = r.query_terms(conn, query)
         if terms is None or not terms.capped:
             return None
@@ -443,9 +484,10 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
             **r._filter_params(r.Filters(), 0),
             "limit": 100,
             "cap": r.CANDIDATE_CAP,
+            "prefilter": r.CANDIDATE_CAP,
             "tsquery": r.tsquery_text(terms.kept),
         }
-        exact = {row[0] for row in conn.execute(_exact_capped(), params)}
+        exact = {row[0] for row in conn.execute(r.LEXICAL_CAPPED, params)}
     arm = local.recall_queries.lexical(caller, query, 100, r.Filters())
     return {c.id for c in arm.candidates} == exact
 
@@ -462,11 +504,18 @@ def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[
     try:
         admin = Client(stack.gateway, stack.admin_token, timeout=60)
         client = seed_workspace(
-            admin, stack.gateway, n, args.seed, Path(f"{args.state_prefix}{n}") / "load-creds", log
-        )
+            admin,
+            stack.gateway,
+            n,
+            args.seed,
+            Path(f"{args.state_prefix}{n}") / "load-creds",
+            log,
+            members=args.members,
+        )[0]
         client.wait_embedded(timeout=7200)
         prewarm(stack, _identity(stack, client)[0])
-        return steps_alone(stack, client, synthetic.queries(1000, seed=args.seed + 1), models_dir)
+        pools = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
+        return steps_alone(stack, client, mix_sequence(pools), models_dir)
     finally:
         stack.stop()
 
@@ -482,7 +531,11 @@ def _identity(stack: Stack, client: Client) -> tuple[str, str]:
 
 
 def stages(
-    stack: Stack, client: Client, qs: list[str], port: int, args: argparse.Namespace
+    stack: Stack,
+    client: Client,
+    pools: dict[str, list[str]],
+    port: int,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     """Mean time per stage of hybrid recalls (no rerank), from the rank
     service's own histogram, over a concurrency-1 run; and the CPU each
@@ -490,7 +543,7 @@ def stages(
     roots = cpu_roots(stack)
     before = scrape(port)
     cpu_before = _tree_cpu(roots)
-    run = closed(client, qs, "hybrid", False, 1, args.duration)
+    run = closed(client, pools, "hybrid", False, 1, args.duration)
     cpu_after = _tree_cpu(roots)
     after = scrape(port)
     out: dict[str, Any] = {}
@@ -552,6 +605,72 @@ def write_path(client: Client, qs: list[str], args: argparse.Namespace) -> dict[
     }
 
 
+def _ratio(large: float, small: float) -> float | str:
+    return round(large / small, 2) if small else "-"
+
+
+def _mode_and_c(key: str) -> tuple[str, str]:
+    mode, c = key.split("@c")
+    return mode, c
+
+
+def class_rows(runs: dict[str, dict[str, Any]], classes: Sequence[str] = CLASSES) -> list[str]:
+    """Markdown rows, one per run (key "mode@cN"): each class's p50 / p99 ms
+    and the distinct queries the run sent."""
+    rows = []
+    for key, s in runs.items():
+        mode, c = _mode_and_c(key)
+        cells = [
+            f"{s['classes'][k]['p50_ms']} / {s['classes'][k]['p99_ms']}"
+            if k in s.get("classes", {})
+            else "-"
+            for k in classes
+        ]
+        rows.append(
+            f"| {mode} | {c} | " + " | ".join(cells) + f" | {s.get('distinct_queries', '-')} |"
+        )
+    return rows
+
+
+def narrow_rows(
+    narrow: dict[str, dict[str, Any]],
+    full: dict[str, dict[str, Any]],
+    classes: Sequence[str] = CLASSES,
+) -> list[str]:
+    """Markdown rows, one per mode: the narrow caller's p50 ms overall and
+    per class, and the full caller's overall p50 at the same concurrency."""
+    rows = []
+    for key, s in narrow.items():
+        mode, _ = _mode_and_c(key)
+        cells = [str(s["classes"][k]["p50_ms"]) if k in s["classes"] else "-" for k in classes]
+        base = full.get(key, {}).get("p50_ms", "-")
+        rows.append(f"| {mode} | {s['p50_ms']} | " + " | ".join(cells) + f" | {base} |")
+    return rows
+
+
+def growth_rows(
+    small: dict[str, Any], large: dict[str, Any], classes: Sequence[str] = CLASSES
+) -> list[str]:
+    """Markdown rows: p50 at the large size over p50 at the small one, overall
+    and per class, for each closed-loop run and each narrow-caller run."""
+    rows = []
+    for section, caller in (("closed", "owner, assist"), ("narrow", "narrow: owner, audit")):
+        for key, s in large.get(section, {}).items():
+            base = small.get(section, {}).get(key)
+            if base is None:
+                continue
+            mode, c = _mode_and_c(key)
+            cells = [
+                str(_ratio(s["classes"][k]["p50_ms"], base["classes"][k]["p50_ms"]))
+                if k in s.get("classes", {}) and k in base.get("classes", {})
+                else "-"
+                for k in classes
+            ]
+            overall = _ratio(s["p50_ms"], base["p50_ms"])
+            rows.append(f"| {mode} | {c} | {caller} | {overall} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def render(results: list[dict[str, Any]], argv: list[str]) -> str:
     cmd = "python -m benchmarks.recall_bench " + " ".join(argv)
     lines = [
@@ -563,10 +682,17 @@ def render(results: list[dict[str, Any]], argv: list[str]) -> str:
         "runs on the same machine. Before measuring, the workspace's tables and indexes are "
         "read into the OS cache (pg_prewarm) and each mode runs for the warm-up time "
         "unrecorded. Measured through the gateway with `recallatron load`'s "
-        "recorder (HdrHistogram, milliseconds). Queries: 1,000 synthetic questions; limit 10. "
-        f"Rerank: the tiny test cross-encoder, depth {RERANK_DEPTH}.",
+        "recorder (HdrHistogram, milliseconds). Queries: `recallatron load`'s mix, round "
+        "robin across four classes: rare (a pseudo-word that about six memories of the "
+        "corpus carry), common (topics and phrases in many memories), entity (a person's "
+        "or a project's name) and question (natural-language questions); up to "
+        f"{POOL:,} distinct queries per class, none repeated within a run; limit 10. "
+        f"Rerank: the tiny test cross-encoder, depth {RERANK_DEPTH}. The seed has "
+        "several members, private and workspace memories and several purposes; the "
+        "caller is the owner (member 0) recalling for assist unless named.",
         "",
     ]
+    class_head = " | ".join(CLASSES)
     for r in results:
         n = r["memories"]
         lines += [
@@ -584,15 +710,35 @@ def render(results: list[dict[str, Any]], argv: list[str]) -> str:
             )
         lines += [
             "",
+            "By query class (p50 / p99 ms):",
+            "",
+            f"| mode | concurrency | {class_head} | distinct queries |",
+            "| --- | --- |" + " --- |" * len(CLASSES) + " --- |",
+            *class_rows(r["closed"]),
+        ]
+        if r.get("narrow"):
+            lines += [
+                "",
+                f"Narrow caller: member {NARROW_MEMBER} recalling for {NARROW_PURPOSE}, who may "
+                f"see {r['narrow_share']:.1%} of the workspace; concurrency 1, p50 ms (the "
+                "last column: the owner recalling for assist, from the first table):",
+                "",
+                f"| mode | all | {class_head} | assist, all |",
+                "| --- | --- |" + " --- |" * len(CLASSES) + " --- |",
+                *narrow_rows(r["narrow"], r["closed"]),
+            ]
+        lines += [
+            "",
             "Open loop, hybrid without rerank (latency from each request's intended send time):",
             "",
-            "| rate/s | p50 | p99 | max | achieved req/s | errors |",
-            "| --- | --- | --- | --- | --- | --- |",
+            "| rate/s | p50 | p99 | max | achieved req/s | errors | p99 by class |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
         ]
         for rate, s in r["open"].items():
+            by_class = ", ".join(f"{k} {c['p99_ms']}" for k, c in s.get("classes", {}).items())
             lines.append(
                 f"| {rate} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} | "
-                f"{s['throughput_rps']} | {sum(s['errors'].values())} |"
+                f"{s['throughput_rps']} | {sum(s['errors'].values())} | {by_class or '-'} |"
             )
         sustained = [int(k) for k, s in r["open"].items() if s["p99_ms"] <= 100 and not s["errors"]]
         lines += [
@@ -657,16 +803,16 @@ def render(results: list[dict[str, Any]], argv: list[str]) -> str:
         ]
     if len(results) >= 2:
         small, large = results[0], results[-1]
+        class_head = " | ".join(CLASSES)
         lines += [
             f"## Growth: p50 at {large['memories']:,} over p50 at {small['memories']:,}",
             "",
-            "| mode | ratio |",
-            "| --- | --- |",
+            "Overall and per query class:",
+            "",
+            f"| mode | concurrency | caller | all | {class_head} |",
+            "| --- | --- | --- | --- |" + " --- |" * len(CLASSES),
+            *growth_rows(small, large),
         ]
-        for key, s in large["closed"].items():
-            if key.endswith("@c1"):
-                base = small["closed"][key]["p50_ms"]
-                lines.append(f"| {key[:-3]} | {round(s['p50_ms'] / base, 2) if base else '-'} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -678,6 +824,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=20.0)
     p.add_argument("--warmup", type=float, default=10.0, help="seconds per mode, not recorded")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--members", type=int, default=8)
     p.add_argument("--split-blocks", type=int, default=6)
     p.add_argument("--write-count", type=int, default=300)
     p.add_argument("--state-prefix", default="/tmp/rl")

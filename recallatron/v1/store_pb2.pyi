@@ -1058,9 +1058,14 @@ class AdmitCandidatesRequest(_message.Message):
     CALLER_FIELD_NUMBER: _builtins.int
     IDS_FIELD_NUMBER: _builtins.int
     HYDRATE_LIMIT_FIELD_NUMBER: _builtins.int
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
     hydrate_limit: _builtins.int
     """How many of the admitted memories to return with provenance, first
     first (0 to 100).
+    """
+    include_superseded: _builtins.bool
+    """Admit superseded candidates too (the recall's filter). Without it a
+    memory superseded after the arms ran is refused by the walk.
     """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
@@ -1074,10 +1079,11 @@ class AdmitCandidatesRequest(_message.Message):
         caller: _common_pb2.Caller | None = ...,
         ids: _abc.Iterable[_builtins.str] | None = ...,
         hydrate_limit: _builtins.int = ...,
+        include_superseded: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "hydrate_limit", b"hydrate_limit", "ids", b"ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "hydrate_limit", b"hydrate_limit", "ids", b"ids", "include_superseded", b"include_superseded"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -135,11 +135,17 @@ class StoreClient:
         caller: cpb.Caller,
         ids: Sequence[str],
         hydrate: int,
+        filters: cpb.RecallFilters | None = None,
         timeout: float | None = None,
     ) -> Walked[cpb.Memory]:
         resp = self._call(
             self.stub.AdmitCandidates,
-            store_pb2.AdmitCandidatesRequest(caller=caller, ids=ids, hydrate_limit=hydrate),
+            store_pb2.AdmitCandidatesRequest(
+                caller=caller,
+                ids=ids,
+                hydrate_limit=hydrate,
+                include_superseded=bool(filters and filters.include_superseded),
+            ),
             timeout,
         )
         return Walked(list(resp.admitted_ids), {m.id: m for m in resp.memories})

@@ -136,10 +136,17 @@ class StorePort(Protocol[M_co]):
     ) -> DenseArm: ...
 
     def walk(
-        self, caller: Any, ids: Sequence[str], hydrate: int, timeout: float | None = None
+        self,
+        caller: Any,
+        ids: Sequence[str],
+        hydrate: int,
+        filters: Any,
+        timeout: float | None = None,
     ) -> Walked[M_co]:
         """The permission walk over ``ids``, and the first ``hydrate``
-        admitted memories (with provenance)."""
+        admitted memories (with provenance), in one snapshot: what it refuses
+        (no longer visible, superseded unless ``filters`` ask for those) is
+        not answered, whatever the arms saw."""
         ...
 
 
@@ -367,7 +374,11 @@ class Pipeline(Generic[M]):
             _timed(
                 "walk",
                 lambda: self.store.walk(
-                    request.caller, [f.id for f in fused], hydrate, timeout=self._left(request)
+                    request.caller,
+                    [f.id for f in fused],
+                    hydrate,
+                    request.filters,
+                    timeout=self._left(request),
                 ),
             )
             if fused

@@ -103,8 +103,14 @@ def _view(row: Sequence[Any]) -> MemoryView:
     )
 
 
-# The permission walk's limit (SPEC 5.5).
+# The permission walk's limits (design §5.5; docs/recall.md): candidates per
+# walk; a candidate's provenance at most MAX_WALK_DEPTH links deep and
+# reaching at most MAX_WALK_REACH memories; at most WALK_BUDGET memories
+# reached by all candidates together.
 MAX_WALK = 500
+MAX_WALK_DEPTH = 64
+MAX_WALK_REACH = 1_000
+WALK_BUDGET = 5_000
 
 
 @dataclass(frozen=True)
@@ -182,8 +188,9 @@ class MemoryStore:
                 caller.member_id,
             ),
         )
-        for kind, target in links:
-            conn.execute(mq.INSERT_LINK, (memory_id, kind, target))
+        if links:
+            kinds, targets = zip(*links, strict=True)
+            conn.execute(mq.INSERT_LINKS, (memory_id, list(kinds), list(targets)))
         for i, mention in enumerate(new.mentions):
             if mention.entity_id is not None:
                 entity_id = v.uuid_str(mention.entity_id, f"mentions[{i}].entity_id")
@@ -457,7 +464,9 @@ class MemoryStore:
             (view.supersedes if direction == "older" else view.superseded_by).append(ref)
             del depth  # ordering is done in SQL
 
-    def walk(self, caller: Caller, ids: Sequence[str], hydrate: int) -> Walk:
+    def walk(
+        self, caller: Caller, ids: Sequence[str], hydrate: int, include_superseded: bool = False
+    ) -> Walk:
         """The permission walk (SPEC 5.5): keeps, in order, the candidates the
         caller may see whose every linked memory, transitively, the caller may
         also see and is not forgotten; then reads the first ``hydrate`` of them
@@ -470,6 +479,13 @@ class MemoryStore:
             return Walk([], [])
         with caller_transaction(self._pool(caller), caller) as conn:
             array = v.uuid_array(wanted)
-            admitted = [r[0] for r in conn.execute(mq.ADMIT, (array, array)).fetchall()]
+            params = {
+                "ids": array,
+                "include_superseded": include_superseded,
+                "max_depth": MAX_WALK_DEPTH,
+                "max_reach": MAX_WALK_REACH,
+                "budget": WALK_BUDGET,
+            }
+            admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]
             memories = self._read(conn, admitted[:hydrate], True) if hydrate and admitted else []
         return Walk(admitted, memories)

@@ -1,5 +1,6 @@
-"""The two candidate queries of recall (SPEC 5.2, 5.3), eligibility applied
-by row-level security inside the caller's transaction."""
+"""The two candidate queries of recall (design §5.2, 5.3), eligibility applied
+in SQL inside the caller's transaction: by row-level security for the dense
+arm, explicitly by the lexical arm's functions (migration 0006)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import psycopg
 from recallatron import errors
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import SET_LOCALS, Caller, Databases, caller_transaction
+from services.store.db import Caller, Databases, caller_transaction
 
 # Terms at or above this share of the workspace's memories are dropped from a
 # query of three terms or more (SPEC 5.2).
@@ -22,33 +23,32 @@ MAX_LIMIT = 500
 # HNSW candidate list; at least the LIMIT, or pgvector returns fewer rows.
 EF_SEARCH = 100
 
-# The query's distinct lexemes with their document frequencies and the
-# corpus size, all from the trigger-maintained statistics (no corpus scan).
+# The query's distinct lexemes with their document frequencies and the corpus
+# size, over the memories the caller may see (the workspace's statistics plus
+# the caller's own, for the caller's purpose: migration 0006), from the
+# trigger-maintained statistics (no corpus scan). Row security on the
+# statistics says the same; the explicit conditions let the primary key serve.
 TERMS = """
-SELECT t.lexeme, coalesce(s.docs, 0), (SELECT docs FROM corpus_stat)
+WITH visible(audience) AS (VALUES (stat_audience(NULL)), (caller_member()))
+SELECT t.lexeme,
+       coalesce((SELECT sum(s.docs) FROM term_stat s, visible a
+                 WHERE s.lexeme = t.lexeme AND s.purpose = caller_purpose()
+                   AND s.audience = a.audience), 0),
+       coalesce((SELECT sum(c.docs) FROM corpus_stat c, visible a
+                 WHERE c.purpose = caller_purpose() AND c.audience = a.audience), 0)
 FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS t(lexeme)
-LEFT JOIN term_stat s ON s.lexeme = t.lexeme
 ORDER BY t.lexeme
 """
 
-_FILTERS = """
-  AND (%(include_superseded)s OR m.superseded_by_id IS NULL)
-  AND (cardinality(%(kinds)s::memory_kind[]) = 0 OR m.kind = ANY(%(kinds)s::memory_kind[]))
-  AND (%(expiry_days)s = 0 OR m.updated_at >= now() - make_interval(days => %(expiry_days)s))
-  AND (cardinality(%(entities)s::uuid[]) = 0 OR EXISTS (
-        SELECT 1 FROM mention mn
-        WHERE mn.memory_id = m.id AND mn.entity_id = ANY(%(entities)s::uuid[])))
-"""
-
+# The arm runs in SECURITY DEFINER functions (migration 0006) that read the
+# GIN index and apply the eligibility rule explicitly: beneath row-level
+# security `@@` is not leakproof and would be checked on every visible row.
 # Every match is ranked when the kept terms' document frequencies say the
 # matches are few (the common case with the 15% rule).
-LEXICAL = f"""
-SELECT m.id::text, ts_rank_cd(m.search, q.query) AS score
-FROM memory m, (SELECT %(tsquery)s::tsquery AS query) q
-WHERE m.search @@ q.query
-{_FILTERS}
-ORDER BY score DESC, m.created_at DESC, m.id
-LIMIT %(limit)s
+LEXICAL = """
+SELECT id::text, score FROM lexical_candidates(
+    %(tsquery)s::tsquery, %(limit)s, %(include_superseded)s, %(kinds)s::memory_kind[],
+    %(expiry_days)s, %(entities)s::uuid[])
 """
 # When they say the matches are many, only the most recent CANDIDATE_CAP
 # matches are ranked: ranking costs per match, and a lexical arm that ranks
@@ -58,23 +58,10 @@ LIMIT %(limit)s
 # 500 rows) keeps the best PREFILTER_FACTOR x limit for ts_rank_cd to order:
 # on the benchmark corpora the top 100 were the same rows in 598 capped
 # queries of 599 (docs/benchmarks.md).
-NEWEST_MATCHES = f"""
-SELECT m.id, m.search, m.created_at, q.query
-FROM memory m, (SELECT %(tsquery)s::tsquery AS query) q
-WHERE m.search @@ q.query
-{_FILTERS}
-ORDER BY m.created_at DESC
-LIMIT %(cap)s
-"""
-LEXICAL_CAPPED = f"""
-SELECT c.id::text, ts_rank_cd(c.search, c.query) AS score
-FROM (
-    SELECT n.id, n.search, n.created_at, n.query FROM ({NEWEST_MATCHES}) n
-    ORDER BY ts_rank(n.search, n.query) DESC, n.created_at DESC, n.id
-    LIMIT %(prefilter)s
-) c
-ORDER BY score DESC, c.created_at DESC, c.id
-LIMIT %(limit)s
+LEXICAL_CAPPED = """
+SELECT id::text, score FROM lexical_candidates_newest(
+    %(tsquery)s::tsquery, %(limit)s, %(cap)s, %(prefilter)s, %(include_superseded)s,
+    %(kinds)s::memory_kind[], %(expiry_days)s, %(entities)s::uuid[])
 """
 PREFILTER_FACTOR = 2
 CANDIDATE_CAP = 500
@@ -180,12 +167,12 @@ def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
 class QueryTerms:
     kept: list[str]
     dropped: list[str]
-    # The planner cannot estimate the eligibility filter (it reads the caller
-    # from settings), guesses that almost nothing passes and scans the whole
-    # table. Few matches: the GIN index finds them. Many (the kept terms'
-    # document frequencies, an upper bound of the matches, add up to more than
-    # CANDIDATE_CAP): walk the created_at index newest first and stop at the
-    # cap, a cost that does not grow with the corpus.
+    # Few matches: the GIN index finds them. Many (the kept terms' document
+    # frequencies over what the caller may see, an upper bound of the
+    # caller's matches, add up to more than CANDIDATE_CAP): walk the
+    # created_at index newest first and stop at the cap, a cost that does not
+    # grow with the corpus. Both come from the caller's own statistics, so
+    # neither the path nor the rows depend on memories the caller may not see.
     capped: bool
 
 
@@ -198,17 +185,6 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     docs = {r[0]: int(r[1]) for r in rows}
     kept, dropped = select_terms([r[0] for r in rows], docs, int(rows[0][2] or 0))
     return QueryTerms(kept, dropped, sum(docs.get(t, 0) for t in kept) > CANDIDATE_CAP)
-
-
-def lexical_planner(capped: bool) -> dict[str, str]:
-    """Transaction-local planner settings for the lexical query (see
-    QueryTerms.capped). No parallel workers: at 100k the planner started two
-    for the capped walk, ~7 ms before the first row of a 500-row LIMIT."""
-    return {
-        "enable_seqscan": "off",
-        "enable_bitmapscan": "off" if capped else "on",
-        "max_parallel_workers_per_gather": "0",
-    }
 
 
 class RecallQueries:
@@ -232,12 +208,7 @@ class RecallQueries:
             if terms.capped:
                 params["cap"] = CANDIDATE_CAP
                 params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
-            planner = lexical_planner(terms.capped)
-            # One round trip for the planner settings and the query.
-            with conn.pipeline():
-                conn.execute(SET_LOCALS, (list(planner), list(planner.values())))
-                cur = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params)
-            rows = cur.fetchall()
+            rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
         return LexicalResult(
             [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
             terms.kept,

@@ -395,7 +395,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self, request: pb.AdmitCandidatesRequest, context: grpc.ServicerContext
     ) -> pb.AdmitCandidatesResponse:
         walk = self.memories.walk(
-            caller_of(request.caller), list(request.ids), request.hydrate_limit
+            caller_of(request.caller),
+            list(request.ids),
+            request.hydrate_limit,
+            request.include_superseded,
         )
         return pb.AdmitCandidatesResponse(
             admitted_ids=walk.admitted, memories=[memory_msg(m) for m in walk.memories]

@@ -58,13 +58,18 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
     team = make_team(stack, operator, HANDLES)
     truth: dict[str, tuple[Trust, bool]] = {}
     order: list[str] = []
+    # Each told memory's title holds a word no other memory has: a rare-term
+    # lexical query finds it alone, through the GIN index (migration 0006).
+    rare: dict[str, str] = {}
     for creator, audience, purposes in memories:
         aud = "workspace" if audience == "workspace" else team.members[audience]
+        word = "rare" + "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:8])
         m = (
             team.clients[creator]
-            .remember(f"memory {uuid.uuid4().hex[:6]}", audience_to=aud, purposes=sorted(purposes))
+            .remember(f"memory {word}", audience_to=aud, purposes=sorted(purposes))
             .memory
         )
+        rare[m.id] = word
         truth[m.id] = (Trust(None if audience == "workspace" else aud, purposes), False)
         order.append(m.id)
     for handle, purpose, picks in derivations:
@@ -132,6 +137,11 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
                 include_superseded=True,
             ).outcome
             assert {r.memory.id for r in filtered.results} <= allowed
+            for memory_id, word in rare.items():
+                outcome = client.recall(word, mode="lexical", purpose=purpose).outcome
+                got = {r.memory.id for r in outcome.results}
+                assert got == ({memory_id} & allowed), (handle, purpose, word)
+                assert outcome.counts.lexical == len(got)
             # Dedup proposals: both sides of every pair are the caller's to see.
             for pair in client.duplicate_pairs(purpose=purpose).pairs:
                 assert {pair.first.id, pair.second.id} <= allowed, (handle, purpose)

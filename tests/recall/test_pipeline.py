@@ -108,7 +108,12 @@ class FakeStore:
         return DenseArm(self.dense_rows[:limit], self.embeddings_available)
 
     def walk(
-        self, caller: Any, ids: Sequence[str], hydrate: int, timeout: float | None = None
+        self,
+        caller: Any,
+        ids: Sequence[str],
+        hydrate: int,
+        filters: Any,
+        timeout: float | None = None,
     ) -> Walked[Mem]:
         self.calls.append(("admit", list(ids)))
         self.timeouts.append(timeout)
