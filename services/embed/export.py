@@ -220,7 +220,8 @@ def export_bi_encoder(out_dir: Path, log: Callable[[str], None] = print) -> Mani
         details={
             "pooling": "mean",
             "normalized": True,
-            "embed_input": "title + '\\n' + body, or the title alone",
+            "embed_input": "title + '\\n' + body; the body alone when it holds the title; "
+            "the title alone when there is no body",
         },
     )
     write_manifest(out_dir, manifest)

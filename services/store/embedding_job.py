@@ -16,6 +16,7 @@ import grpc
 import numpy as np
 from prometheus_client import Counter, Gauge
 
+from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
 from services.store.control import ControlPlane
@@ -24,13 +25,10 @@ from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store.embedding_job")
 
-# The embed input: its composition is versioned. Changing it (or the model)
-# makes every stored vector stale; the dense arm uses only rows of this stamp.
-EMBED_INPUT_VERSION = "title-body-v1"
-
-
-def embed_input(title: str, body: str) -> str:
-    return f"{title}\n{body}" if body else title
+# The embed input: its composition is versioned (recallatron.embed_input).
+# Changing it (or the model) makes every stored vector stale; the dense arm
+# uses only rows of this stamp.
+embed_input = compose
 
 
 EMBEDDED = Counter("recallatron_embedding_job_embedded_total", "Memories embedded.")

@@ -151,4 +151,8 @@ def test_embed_input_composition() -> None:
         "Staging DB\nOn the shared cluster."
     )
     assert compose_embed_input("Staging DB", "") == "Staging DB"
-    assert EMBED_INPUT_VERSION == "title-body-v1"
+    # A body that already names its title is embedded alone (any case).
+    assert compose_embed_input("Caroline", "caroline went to the LGBTQ support group.") == (
+        "caroline went to the LGBTQ support group."
+    )
+    assert EMBED_INPUT_VERSION == "title-unless-in-body-v1"
