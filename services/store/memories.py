@@ -103,14 +103,9 @@ def _view(row: Sequence[Any]) -> MemoryView:
     )
 
 
-# The permission walk's limits (design §5.5; docs/recall.md): candidates per
-# walk; a candidate's provenance at most MAX_WALK_DEPTH links deep and
-# reaching at most MAX_WALK_REACH memories; at most WALK_BUDGET memories
-# reached by all candidates together.
+# The permission walk's limit (design §5.5): candidates per walk, each one
+# row read (docs/recall.md, "Recall at scale").
 MAX_WALK = 500
-MAX_WALK_DEPTH = 64
-MAX_WALK_REACH = 1_000
-WALK_BUDGET = 5_000
 
 
 @dataclass(frozen=True)
@@ -479,13 +474,7 @@ class MemoryStore:
             return Walk([], [])
         with caller_transaction(self._pool(caller), caller) as conn:
             array = v.uuid_array(wanted)
-            params = {
-                "ids": array,
-                "include_superseded": include_superseded,
-                "max_depth": MAX_WALK_DEPTH,
-                "max_reach": MAX_WALK_REACH,
-                "budget": WALK_BUDGET,
-            }
+            params = {"ids": array, "include_superseded": include_superseded}
             admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]
             memories = self._read(conn, admitted[:hydrate], True) if hydrate and admitted else []
         return Walk(admitted, memories)

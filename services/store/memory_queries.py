@@ -13,8 +13,8 @@ INSERT INTO memory (id, kind, title, body, confidence, origin, audience_member_i
                     created_by)
 VALUES (%s, %s::memory_kind, %s, %s, %s, %s::memory_origin, %s, %s::purpose[], %s)
 """
-# All of a memory's links in one statement: the trigger that measures its
-# provenance (migration 0006) then runs once.
+# All of a memory's links in one statement: the trigger that folds them into
+# its provenance (migration 0006) then runs once.
 INSERT_LINKS = """
 INSERT INTO memory_link (memory_id, kind, target_id)
 SELECT %s, k, t FROM unnest(%s::link_kind[], %s::uuid[]) AS l(k, t)
@@ -99,59 +99,23 @@ ORDER BY 1, 2, 3
 # The permission walk (design §5.5): a candidate is admitted when it is
 # visible, not superseded (unless asked for; a memory superseded after the
 # arms ran is refused here, in the snapshot the answer is read from), and
-# every memory reachable along its links is visible to the caller (eligible,
-# not forgotten). Links of a memory the caller cannot see are themselves
-# hidden, so the walk stops there, and its candidates are refused.
-#
-# Bounded (docs/recall.md): a candidate whose provenance is deeper than
-# %(max_depth)s links or reaches more than %(max_reach)s memories is refused
-# without a walk (both measured at creation, migration 0006), and candidates
-# are walked in the order given only while the memories they reach add up to
-# %(budget)s. The walk visits each distinct memory once, however many
-# candidates reach it (a long derive chain costs its length, not its length
-# times the candidates in it); then the refusal flows back from the hidden
-# memories along the reversed links, within what was reached.
-#
-# The planner cannot estimate row-level security (it reads the caller from
-# settings) and, left alone, hashes every link and every visible memory of
-# the workspace: the fences (OFFSET 0, scalar subqueries) keep it to index
-# lookups per link and per node, a cost that follows the candidates.
+# every memory reachable along its links is visible to the caller and not
+# forgotten. That last part is kept on each memory (migration 0006: the
+# intersections of its provenance's audiences and purposes, and whether any
+# of it is forgotten), so the walk reads one row per candidate, whatever the
+# depth or width of its provenance. The LATERAL fence keeps it to one primary
+# key lookup per candidate (left alone, the planner cannot estimate row
+# security and may hash every visible memory).
 ADMIT = """
-WITH RECURSIVE candidate AS MATERIALIZED (
-    SELECT c.id, c.ord, m.link_depth, m.link_reach
-    FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS c(id, ord)
-    CROSS JOIN LATERAL (
-        SELECT x.link_depth, x.link_reach FROM memory x
-        WHERE x.id = c.id AND (%(include_superseded)s OR x.superseded_by_id IS NULL)
-        OFFSET 0
-    ) m
-), walked AS MATERIALIZED (
-    SELECT id, ord, link_reach FROM (
-        SELECT id, ord, link_reach, sum(link_reach) OVER (ORDER BY ord) AS spent
-        FROM candidate
-        WHERE link_depth <= %(max_depth)s AND link_reach <= %(max_reach)s
-    ) b
-    WHERE spent <= %(budget)s
-), reach(node) AS (
-    SELECT id FROM walked WHERE link_reach > 0
-  UNION
-    SELECT l.target_id
-    FROM reach r CROSS JOIN LATERAL (
-        SELECT target_id FROM memory_link WHERE memory_id = r.node OFFSET 0
-    ) l
-), hidden AS MATERIALIZED (
-    SELECT r.node FROM reach r
-    WHERE (SELECT count(*) FROM memory m WHERE m.id = r.node) = 0
-), refused(node) AS (
-    SELECT node FROM hidden
-  UNION
-    SELECT l.memory_id
-    FROM refused f CROSS JOIN LATERAL (
-        SELECT memory_id FROM memory_link WHERE target_id = f.node OFFSET 0
-    ) l
-    WHERE l.memory_id IN (SELECT node FROM reach)
-)
-SELECT w.id FROM walked w
-WHERE w.link_reach = 0 OR w.id NOT IN (SELECT node FROM refused)
-ORDER BY w.ord
+SELECT c.id FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS c(id, ord)
+CROSS JOIN LATERAL (
+    SELECT 1 FROM memory x
+    WHERE x.id = c.id
+      AND (%(include_superseded)s OR x.superseded_by_id IS NULL)
+      AND NOT x.provenance_forgotten
+      AND (x.provenance_audience IS NULL OR x.provenance_audience = caller_member())
+      AND caller_purpose() = ANY (x.provenance_purposes)
+    OFFSET 0
+) m
+ORDER BY c.ord
 """

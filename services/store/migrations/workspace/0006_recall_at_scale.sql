@@ -218,66 +218,142 @@ GRANT EXECUTE ON FUNCTION lexical_candidates(tsquery, integer, boolean, memory_k
 GRANT EXECUTE ON FUNCTION lexical_candidates_newest(
     tsquery, integer, integer, integer, boolean, memory_kind[], integer, uuid[]) TO recallatron_app;
 
--- 3. What bounds the permission walk -------------------------------------------
+-- 3. The permission walk, one row per candidate -------------------------------
 --
--- Links are written once, with their memory, and point only to memories that
--- existed then, so the length of a memory's longest chain of links and the
--- number of memories it reaches are fixed at creation. The walk refuses a
--- candidate whose provenance is deeper or wider than its documented caps
--- without walking it (services/store/memory_queries.py, ADMIT). Both counts
--- cover every linked memory, whoever may see it: a refusal for size can only
--- matter when every linked memory is visible (any hidden one refuses the
--- candidate anyway), so they reveal nothing.
+-- A candidate is admitted when every memory reachable along its links is
+-- visible to the caller and not forgotten (design §5.5). Links are written
+-- once, with their memory, and point only to memories that existed then;
+-- audience and purposes never change; forget is final. So what the walk
+-- needs of a memory's whole provenance is fixed at its creation except for
+-- forget, and is kept on the memory itself:
+--   provenance_audience  the intersection of the audiences of the memory and
+--                        everything it reaches: NULL the workspace, a member,
+--                        or provenance_nobody() when two members meet
+--   provenance_purposes  the intersection of their purposes
+--   provenance_forgotten something it reaches is forgotten
+-- The first two are computed from the direct targets when the links are
+-- inserted (their own values already cover what they reach); forget marks
+-- every memory that reaches the forgotten one, once. The walk then reads one
+-- row per candidate, however deep or wide its provenance (services/store/
+-- memory_queries.py, ADMIT), and admits exactly what a walk along the links
+-- would: every reached memory is visible to (member, purpose) exactly when
+-- the intersections are the workspace or that member and hold the purpose.
+
+-- Stands for "no one": the audiences of two different members met.
+CREATE FUNCTION provenance_nobody() RETURNS uuid
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid $$;
 
 ALTER TABLE memory
-    ADD COLUMN link_depth integer NOT NULL DEFAULT 0,
-    ADD COLUMN link_reach integer NOT NULL DEFAULT 0;
+    ADD COLUMN provenance_audience uuid,
+    ADD COLUMN provenance_purposes purpose[],
+    ADD COLUMN provenance_forgotten boolean NOT NULL DEFAULT false;
+UPDATE memory SET provenance_audience = audience_member_id, provenance_purposes = purposes;
+ALTER TABLE memory ALTER COLUMN provenance_purposes SET NOT NULL;
 
--- Counting stops past this: the walk's per-candidate cap is below it.
-CREATE FUNCTION link_reach_limit() RETURNS integer
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1001 $$;
+-- A memory's own trust is its provenance's until links say otherwise.
+CREATE FUNCTION memory_provenance_init() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.provenance_audience := NEW.audience_member_id;
+    NEW.provenance_purposes := NEW.purposes;
+    NEW.provenance_forgotten := false;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_provenance_init BEFORE INSERT ON memory
+    FOR EACH ROW EXECUTE FUNCTION memory_provenance_init();
 
-CREATE FUNCTION memory_link_measure(subject uuid) RETURNS void
+-- Folds a memory's direct targets into its provenance. The targets are
+-- locked FOR SHARE: a forget of one of them either commits first (and is
+-- seen here, the row re-read after the wait) or waits for this transaction
+-- and then finds this memory's link when it marks what reaches it.
+CREATE FUNCTION memory_provenance_fold(subject uuid) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 DECLARE
-    depth integer;
-    widest integer;
-    reach integer;
+    aud uuid;
+    purp purpose[];
+    gone boolean;
+    t record;
 BEGIN
-    SELECT 1 + max(t.link_depth), max(t.link_reach) INTO depth, widest
-    FROM memory_link l JOIN memory t ON t.id = l.target_id
-    WHERE l.memory_id = subject;
-    IF depth IS NULL THEN
-        RETURN;
-    END IF;
-    IF widest >= link_reach_limit() THEN
-        reach := link_reach_limit();
-    ELSE
-        -- Distinct memories reachable, counted up to the limit only.
-        WITH RECURSIVE r(node) AS (
-            SELECT target_id FROM memory_link WHERE memory_id = subject
-          UNION
-            SELECT l.target_id FROM r JOIN memory_link l ON l.memory_id = r.node
-        )
-        SELECT count(*) INTO reach FROM (SELECT node FROM r LIMIT link_reach_limit()) x;
-    END IF;
-    UPDATE memory SET link_depth = depth, link_reach = reach WHERE id = subject;
+    SELECT m.provenance_audience, m.provenance_purposes, m.provenance_forgotten
+    INTO aud, purp, gone FROM memory m WHERE m.id = subject;
+    FOR t IN
+        SELECT x.provenance_audience AS audience, x.provenance_purposes AS purposes,
+               x.provenance_forgotten OR x.invalidated_at IS NOT NULL AS forgotten
+        FROM memory x
+        WHERE x.id IN (SELECT l.target_id FROM memory_link l WHERE l.memory_id = subject)
+        ORDER BY x.id
+        FOR SHARE OF x
+    LOOP
+        IF t.audience IS NOT NULL AND aud IS NULL THEN
+            aud := t.audience;
+        ELSIF t.audience IS NOT NULL AND t.audience <> aud THEN
+            aud := provenance_nobody();
+        END IF;
+        purp := ARRAY(SELECT unnest(purp) INTERSECT SELECT unnest(t.purposes) ORDER BY 1);
+        gone := gone OR t.forgotten;
+    END LOOP;
+    UPDATE memory
+    SET provenance_audience = aud, provenance_purposes = purp, provenance_forgotten = gone
+    WHERE id = subject;
 END $$;
 
-CREATE FUNCTION memory_link_measure_new() RETURNS trigger
+CREATE FUNCTION memory_provenance_links() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 BEGIN
-    PERFORM memory_link_measure(n.memory_id)
+    PERFORM memory_provenance_fold(n.memory_id)
     FROM (SELECT DISTINCT memory_id FROM new_links ORDER BY memory_id) n;
     RETURN NULL;
 END $$;
-
-CREATE TRIGGER memory_link_measure AFTER INSERT ON memory_link
+CREATE TRIGGER memory_provenance_links AFTER INSERT ON memory_link
     REFERENCING NEW TABLE AS new_links
-    FOR EACH STATEMENT EXECUTE FUNCTION memory_link_measure_new();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_provenance_links();
 
--- Existing links, oldest memory first (a memory's targets are older).
-SELECT memory_link_measure(s.memory_id)
-FROM (SELECT DISTINCT l.memory_id, m.created_at
-      FROM memory_link l JOIN memory m ON m.id = l.memory_id
-      ORDER BY m.created_at, l.memory_id) s;
+-- Forget marks every memory that reaches the forgotten one. The walk up the
+-- reversed links stops at memories already marked (what reaches them is
+-- marked too), so each memory is marked once, on the write that forgets.
+CREATE FUNCTION memory_provenance_forget() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+BEGIN
+    IF OLD.invalidated_at IS NULL AND NEW.invalidated_at IS NOT NULL THEN
+        WITH RECURSIVE up(id) AS (
+            SELECT l.memory_id FROM memory_link l WHERE l.target_id = NEW.id
+          UNION
+            SELECT l.memory_id FROM up JOIN memory_link l ON l.target_id = up.id
+            WHERE NOT (SELECT x.provenance_forgotten FROM memory x WHERE x.id = up.id)
+        )
+        UPDATE memory m SET provenance_forgotten = true
+        FROM up WHERE m.id = up.id AND NOT m.provenance_forgotten;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_provenance_forget AFTER UPDATE OF invalidated_at ON memory
+    FOR EACH ROW EXECUTE FUNCTION memory_provenance_forget();
+
+-- Existing memories, oldest first (a memory's targets are older); then again
+-- until nothing changes, for memories that share a creation time.
+DO $$
+DECLARE
+    before text;
+    after text;
+BEGIN
+    LOOP
+        SELECT md5(string_agg(id::text || coalesce(provenance_audience::text, '')
+                              || provenance_purposes::text || provenance_forgotten::text,
+                              ',' ORDER BY id))
+        INTO before FROM memory;
+        PERFORM memory_provenance_fold(s.memory_id)
+        FROM (SELECT DISTINCT l.memory_id, m.created_at
+              FROM memory_link l JOIN memory m ON m.id = l.memory_id
+              ORDER BY m.created_at, l.memory_id) s;
+        UPDATE memory m SET provenance_forgotten = true
+        WHERE NOT m.provenance_forgotten AND EXISTS (
+            SELECT 1 FROM memory_link l JOIN memory t ON t.id = l.target_id
+            WHERE l.memory_id = m.id AND (t.invalidated_at IS NOT NULL OR t.provenance_forgotten));
+        SELECT md5(string_agg(id::text || coalesce(provenance_audience::text, '')
+                              || provenance_purposes::text || provenance_forgotten::text,
+                              ',' ORDER BY id))
+        INTO after FROM memory;
+        EXIT WHEN before IS NOT DISTINCT FROM after;
+    END LOOP;
+END $$;

@@ -1,0 +1,161 @@
+"""Write throughput: `remember` from concurrent writers (not part of `make test`):
+
+    python -m benchmarks.write_bench --writers 8 --duration 20 [--same-member] [--json]
+
+Starts its own stack (embedded Postgres in a fresh state directory, every
+service a process on loopback, the embedding job running as the stack starts
+it, so it embeds the new memories during the run), creates a workspace and
+--members members with a token each, then runs --writers closed-loop writers,
+writer k as member k % members (--same-member: all as one member), each with
+its own gRPC channel, calling remember with synthetic text (workspace
+audience, purpose assist). A warm-up, not recorded, precedes --duration
+seconds of measurement; latency per call goes to `recallatron load`'s
+HdrHistogram recorder. Compare --writers 8 with --writers 1: writers that
+queue on one lock add no throughput."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import services
+from recallatron_cli import synthetic
+from recallatron_cli.client import Client
+from recallatron_cli.load import Recorder, run_closed_loop
+from recallatron_cli.stack import Stack, StackConfig, free_port
+
+Text = tuple[str, str, str]  # kind, title, body
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def texts(writers: int, per_writer: int, seed: int) -> list[list[Text]]:
+    """Each writer's own synthetic memories (its own seed), reused in turn."""
+    return [
+        [(m.kind, m.title, m.body) for m in synthetic.memories(per_writer, seed=seed + 1000 * w)]
+        for w in range(writers)
+    ]
+
+
+def make_call(clients: list[Client], pool: list[list[Text]], position: list[int]) -> Any:
+    """A closed-loop call: each worker thread takes the next writer slot on
+    its first call and keeps it (its client and its texts)."""
+    local = threading.local()
+    slots = itertools.count()
+
+    def call(_: int) -> Any:
+        if not hasattr(local, "writer"):
+            local.writer = next(slots)
+        w = local.writer
+        kind, title, body = pool[w][position[w] % len(pool[w])]
+        position[w] += 1
+        return clients[w].remember(title, body, kind, audience_to="workspace", purpose="assist")
+
+    return call
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    own_dir = not args.state_dir
+    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="recallatron-write-"))
+    models = os.environ.get("RECALLATRON_MODELS_DIR", "")
+    if not models:
+        from recallatron.settings import default_state_dir
+
+        models = str(default_state_dir() / "models")
+    stack = Stack(
+        StackConfig(
+            state_dir=state_dir,
+            pg_port=free_port(),
+            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
+            models_dir=Path(models),
+            embedding_job=not args.no_embedding_job,
+            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
+        )
+    )
+    log(f"code: {Path(services.__file__).parent.parent}; state: {state_dir}")
+    stack.start()
+    try:
+        admin = Client(stack.gateway, stack.admin_token, timeout=60)
+        ws = admin.create_workspace(f"write-{int(time.time() * 1000)}").workspace
+        tokens: list[str] = []
+        for k in range(1 if args.same_member else args.members):
+            member = admin.create_member(ws.id, f"writer{k}", owner=k == 0).member
+            tokens.append(admin.create_token(member.id, "write-bench").token)
+        clients = [Client(stack.gateway, tokens[w % len(tokens)]) for w in range(args.writers)]
+        pool = texts(args.writers, args.texts, args.seed)
+        position = [0] * args.writers
+        run_closed_loop(make_call(clients, pool, position), args.writers, args.warmup, Recorder())
+        before = clients[0].status()
+        recorder = Recorder()
+        elapsed = run_closed_loop(
+            make_call(clients, pool, position), args.writers, args.duration, recorder
+        )
+        after = clients[0].status()
+    finally:
+        stack.stop()
+        if own_dir:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    s = recorder.summary(elapsed)
+    return {
+        "command": shlex.join([sys.executable, "-m", "benchmarks.write_bench", *sys.argv[1:]]),
+        "code": str(Path(services.__file__).parent.parent),
+        "writers": args.writers,
+        "members": min(len(tokens), args.writers),
+        "embedding_job": not args.no_embedding_job,
+        "duration_s": round(elapsed, 2),
+        "remember_per_s": s["throughput_rps"],
+        "p50_ms": s["p50_ms"],
+        "p95_ms": s["p95_ms"],
+        "p99_ms": s["p99_ms"],
+        "max_ms": s["max_ms"],
+        "requests": s["requests"],
+        "errors": s["errors"],
+        "embedded_during_run": after.embedded - before.embedded,
+        "memories_at_end": after.memories,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--writers", type=int, default=8)
+    p.add_argument("--members", type=int, default=8, help="members the writers write as")
+    p.add_argument("--same-member", action="store_true", help="every writer as one member")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds measured")
+    p.add_argument("--warmup", type=float, default=3.0, help="seconds, not recorded")
+    p.add_argument("--texts", type=int, default=5000, help="synthetic memories per writer")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-embedding-job", action="store_true", help="stack without the job")
+    p.add_argument("--state-dir", default="", help="default: a fresh temporary one, removed")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    r = run(args)
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    errors = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "none"
+    print(
+        f"$ {r['command']}\n"
+        f"code {r['code']}; {r['writers']} writers as {r['members']} member(s); "
+        f"embedding job {'on' if r['embedding_job'] else 'off'}\n"
+        f"remember {r['remember_per_s']}/s ({r['requests']} in {r['duration_s']} s)  "
+        f"p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms  max {r['max_ms']} ms  errors: {errors}\n"
+        f"embedded during the run: {r['embedded_during_run']}; "
+        f"memories at the end: {r['memories_at_end']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
