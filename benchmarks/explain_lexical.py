@@ -41,6 +41,22 @@ LIMIT %(limit)s
 """
 
 
+def explained_as_app_role(conn: psycopg.Connection, plans: list[str]) -> None:
+    """Turns a superuser connection into one acting as the services' role whose
+    every statement's plan, nested ones included (the statement inside a
+    function), arrives as a notice appended to `plans` (auto_explain)."""
+    conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
+    conn.execute("LOAD 'auto_explain'")
+    for name, value in [
+        ("auto_explain.log_min_duration", "0"),
+        ("auto_explain.log_nested_statements", "on"),
+        ("auto_explain.log_analyze", "on"),
+        ("auto_explain.log_level", "notice"),
+    ]:
+        conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+    conn.execute(f"SET ROLE {APP_ROLE}")
+
+
 def _plans(url: str, member: str, purpose: str, lexemes: list[str]) -> dict[str, str]:
     params = {
         **r._filter_params(r.Filters(), 0),
@@ -49,16 +65,7 @@ def _plans(url: str, member: str, purpose: str, lexemes: list[str]) -> dict[str,
     }
     notices: list[str] = []
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("LOAD 'auto_explain'")
-        for name, value in [
-            ("auto_explain.log_min_duration", "0"),
-            ("auto_explain.log_nested_statements", "on"),
-            ("auto_explain.log_analyze", "on"),
-            ("auto_explain.log_level", "notice"),
-        ]:
-            conn.execute("SELECT set_config(%s, %s, false)", (name, value))
-        conn.execute(f"SET ROLE {APP_ROLE}")
+        explained_as_app_role(conn, notices)
         with conn.transaction():
             keys = ["recallatron.member_id", "recallatron.purpose", "enable_seqscan"]
             conn.execute(SET_LOCALS, (keys, [member, purpose, "off"]))

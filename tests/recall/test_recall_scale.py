@@ -13,6 +13,7 @@ import grpc
 import psycopg
 import pytest
 
+from benchmarks.explain_lexical import explained_as_app_role
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron_cli.client import Client
@@ -55,16 +56,7 @@ def test_lexical_arm_reads_the_gin_index_under_the_app_role(stack: Stack, team: 
     with psycopg.connect(workspace_url(stack, team.database_name), autocommit=True) as conn:
         # auto_explain shows the plan of the statement inside the function.
         plans: list[str] = []
-        conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
-        conn.execute("LOAD 'auto_explain'")
-        for name, value in [
-            ("auto_explain.log_min_duration", "0"),
-            ("auto_explain.log_nested_statements", "on"),
-            ("auto_explain.log_analyze", "on"),
-            ("auto_explain.log_level", "notice"),
-        ]:
-            conn.execute("SELECT set_config(%s, %s, false)", (name, value))
-        conn.execute(f"SET ROLE {APP_ROLE}")
+        explained_as_app_role(conn, plans)
         rows_for: dict[str, set[str]] = {}
         for who in ("ada", "bob"):
             with conn.transaction():
