@@ -81,6 +81,7 @@ def _plans(url: str, member: str, purpose: str, lexemes: list[str]) -> dict[str,
             capped = terms.capped
             params["prefilter"] = r.PREFILTER_FACTOR * 100
             params["cap"] = r.CANDIDATE_CAP
+            params["by_index"] = terms.by_index
             notices.clear()
             conn.execute(r.LEXICAL_CAPPED if capped else r.LEXICAL, params).fetchall()
     inner = next((n for n in notices if "FROM memory x" in n), "\n".join(notices))

@@ -486,6 +486,7 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
             "cap": r.CANDIDATE_CAP,
             "prefilter": r.CANDIDATE_CAP,
             "tsquery": r.tsquery_text(terms.kept),
+            "by_index": terms.by_index,
         }
         exact = {row[0] for row in conn.execute(r.LEXICAL_CAPPED, params)}
     arm = local.recall_queries.lexical(caller, query, 100, r.Filters())

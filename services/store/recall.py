@@ -28,6 +28,8 @@ EF_SEARCH = 100
 # the caller's own, for the caller's purpose: migration 0006), from the
 # trigger-maintained statistics (no corpus scan). Row security on the
 # statistics says the same; the explicit conditions let the primary key serve.
+# The last column, the planner's estimate of all memories, only chooses how
+# the capped path finds its rows (the same rows either way).
 TERMS = """
 WITH visible(audience) AS (VALUES (stat_audience(NULL)), (caller_member()))
 SELECT t.lexeme,
@@ -35,7 +37,8 @@ SELECT t.lexeme,
                  WHERE s.lexeme = t.lexeme AND s.purpose = caller_purpose()
                    AND s.audience = a.audience), 0),
        coalesce((SELECT sum(c.docs) FROM corpus_stat c, visible a
-                 WHERE c.purpose = caller_purpose() AND c.audience = a.audience), 0)
+                 WHERE c.purpose = caller_purpose() AND c.audience = a.audience), 0),
+       (SELECT reltuples FROM pg_class WHERE oid = 'memory'::regclass)
 FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS t(lexeme)
 ORDER BY t.lexeme
 """
@@ -61,7 +64,7 @@ SELECT id::text, score FROM lexical_candidates(
 LEXICAL_CAPPED = """
 SELECT id::text, score FROM lexical_candidates_newest(
     %(tsquery)s::tsquery, %(limit)s, %(cap)s, %(prefilter)s, %(include_superseded)s,
-    %(kinds)s::memory_kind[], %(expiry_days)s, %(entities)s::uuid[])
+    %(kinds)s::memory_kind[], %(expiry_days)s, %(entities)s::uuid[], %(by_index)s)
 """
 PREFILTER_FACTOR = 2
 CANDIDATE_CAP = 500
@@ -174,6 +177,11 @@ class QueryTerms:
     # grow with the corpus. Both come from the caller's own statistics, so
     # neither the path nor the rows depend on memories the caller may not see.
     capped: bool
+    # How the capped path finds the newest CANDIDATE_CAP matches (the same
+    # rows either way): reading the caller's matches from the GIN index costs
+    # about their number, m; walking the created_at index until the cap
+    # passes costs about CANDIDATE_CAP x memories / m. The walk when cheaper.
+    by_index: bool = False
 
 
 def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
@@ -183,8 +191,14 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     if not rows:
         return None
     docs = {r[0]: int(r[1]) for r in rows}
-    kept, dropped = select_terms([r[0] for r in rows], docs, int(rows[0][2] or 0))
-    return QueryTerms(kept, dropped, sum(docs.get(t, 0) for t in kept) > CANDIDATE_CAP)
+    corpus = int(rows[0][2] or 0)
+    kept, dropped = select_terms([r[0] for r in rows], docs, corpus)
+    matches = sum(docs.get(t, 0) for t in kept)
+    # reltuples is -1 before the first ANALYZE; the caller's corpus bounds it.
+    memories = max(float(rows[0][3] or 0), corpus)
+    return QueryTerms(
+        kept, dropped, matches > CANDIDATE_CAP, matches * matches > CANDIDATE_CAP * memories
+    )
 
 
 class RecallQueries:
@@ -207,6 +221,7 @@ class RecallQueries:
             params["tsquery"] = tsquery_text(terms.kept)
             if terms.capped:
                 params["cap"] = CANDIDATE_CAP
+                params["by_index"] = terms.by_index
                 params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
             rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
         return LexicalResult(

@@ -134,6 +134,53 @@ GRANT SELECT ON term_stat, corpus_stat TO recallatron_app;
 -- the one whose matches weigh more: lexical nDCG@10 0.566 -> 0.573 on the dev
 -- data, docs/recall.md), then the newer memory, then the id.
 
+-- The GIN index holds each memory's audience and purposes beside its lexemes
+-- (btree_gin for the uuid), so a search reads the caller's matches only (the
+-- caller's purpose; the workspace's audience or the caller's own), not every
+-- match of the workspace: a caller who sees 5% of it pays for 5%.
+CREATE EXTENSION IF NOT EXISTS btree_gin;
+ALTER TABLE memory
+    ADD COLUMN audience_key uuid GENERATED ALWAYS AS (stat_audience(audience_member_id)) STORED;
+DROP INDEX memory_search_idx;
+CREATE INDEX memory_search_idx ON memory USING gin (audience_key, purposes, search);
+
+-- The matches of the current caller's audiences and purpose, one index scan
+-- per audience (the fences keep each scan on the index). Inlined into the
+-- functions below; called by anyone else it runs beneath row security.
+CREATE FUNCTION caller_matches(query tsquery) RETURNS SETOF memory
+    LANGUAGE sql STABLE
+    AS $$
+    (SELECT * FROM memory x
+     WHERE x.audience_key = stat_audience(NULL) AND x.purposes @> ARRAY[caller_purpose()]
+       AND x.search @@ query
+     OFFSET 0)
+    UNION ALL
+    (SELECT * FROM memory x
+     WHERE x.audience_key = caller_member() AND x.purposes @> ARRAY[caller_purpose()]
+       AND x.search @@ query
+     OFFSET 0)
+$$;
+
+-- Recall's filters (design §5) on one memory row, inlined where it is used
+-- (its body holds no subquery, or the planner would call it per row); the
+-- entity filter's lookup runs only when the recall asks for it.
+CREATE FUNCTION mentions_any(memory uuid, entities uuid[]) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$ SELECT EXISTS (SELECT 1 FROM mention mn
+                         WHERE mn.memory_id = memory AND mn.entity_id = ANY (entities)) $$;
+
+CREATE FUNCTION passes_recall_filters(
+    memory_id uuid, superseded_by_id uuid, kind memory_kind, updated_at timestamptz,
+    include_superseded boolean, kinds memory_kind[], expiry_days integer, entities uuid[]
+) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT (include_superseded OR superseded_by_id IS NULL)
+       AND (cardinality(kinds) = 0 OR kind = ANY (kinds))
+       AND (expiry_days = 0 OR updated_at >= now() - make_interval(days => expiry_days))
+       AND (cardinality(entities) = 0 OR mentions_any(memory_id, entities))
+$$;
+
 -- Every match ranked: the kept terms' document frequencies (over what the
 -- caller may see) say the matches are few.
 CREATE FUNCTION lexical_candidates(
@@ -148,75 +195,94 @@ CREATE FUNCTION lexical_candidates(
     AS $$
 #variable_conflict use_column
 BEGIN
-    -- The fence (OFFSET 0) keeps the scan on the match alone, so the GIN
-    -- index finds the matches and eligibility is checked on them only (left
-    -- free, the planner may pick the audience index and filter every row of
-    -- the audience for the term).
     RETURN QUERY
     SELECT m.id, ts_rank_cd(m.search, query) AS score
-    FROM (SELECT * FROM memory x WHERE x.search @@ query OFFSET 0) m
+    FROM caller_matches(query) m
     WHERE is_eligible(m.invalidated_at, m.audience_member_id, m.purposes)
-      AND (include_superseded OR m.superseded_by_id IS NULL)
-      AND (cardinality(kinds) = 0 OR m.kind = ANY (kinds))
-      AND (expiry_days = 0 OR m.updated_at >= now() - make_interval(days => expiry_days))
-      AND (cardinality(entities) = 0 OR EXISTS (
-            SELECT 1 FROM mention mn WHERE mn.memory_id = m.id AND mn.entity_id = ANY (entities)))
+      AND passes_recall_filters(m.id, m.superseded_by_id, m.kind, m.updated_at,
+                                  include_superseded, kinds, expiry_days, entities)
     ORDER BY score DESC, ts_rank(m.search, query) DESC, m.created_at DESC, m.id
     LIMIT lim;
 END $$;
 
--- Many matches: only the newest `cap` eligible matches are ranked (a cost
--- that does not grow with the corpus); ts_rank, a tenth of ts_rank_cd's
--- cost, keeps the best `prefilter` of them for ts_rank_cd to order
--- (docs/benchmarks.md). The created_at index is walked newest first.
+-- Many matches: only the newest `cap` eligible matches are ranked; ts_rank,
+-- a tenth of ts_rank_cd's cost, keeps the best `prefilter` of them for
+-- ts_rank_cd to order (docs/benchmarks.md). Two ways to find the newest
+-- `cap`, with the same rows: read the caller's matches from the index and
+-- keep the newest (cost: the caller's matches), or walk the created_at index
+-- newest first until `cap` pass (cost: cap x memories / caller's matches).
+-- The caller says which (`by_index`: the walk), from the statistics. Ties
+-- of creation time (one transaction's memories) go to the greater id, so
+-- both ways keep the same rows.
 CREATE FUNCTION lexical_candidates_newest(
     query tsquery, lim integer, cap integer, prefilter integer, include_superseded boolean,
-    kinds memory_kind[], expiry_days integer, entities uuid[]
+    kinds memory_kind[], expiry_days integer, entities uuid[], by_index boolean
 ) RETURNS TABLE (id uuid, score real)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path = public
     SET plan_cache_mode = force_custom_plan
     SET enable_seqscan = off
-    SET enable_bitmapscan = off
+    SET enable_bitmapscan = on
     SET max_parallel_workers_per_gather = 0
     AS $$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY
-    SELECT c.id, ts_rank_cd(c.search, query) AS score
-    FROM (
-        SELECT n.id, n.search, n.created_at, ts_rank(n.search, query) AS quick FROM (
-            -- Newest first along the created_at index, stopping at the cap
-            -- (the fence keeps the planner from trading that walk for the
-            -- audience index and a sort of every eligible match).
-            SELECT m.id, m.search, m.created_at
-            FROM (SELECT * FROM memory x WHERE x.search @@ query
-                  ORDER BY x.created_at DESC OFFSET 0) m
-            WHERE is_eligible(m.invalidated_at, m.audience_member_id, m.purposes)
-              AND (include_superseded OR m.superseded_by_id IS NULL)
-              AND (cardinality(kinds) = 0 OR m.kind = ANY (kinds))
-              AND (expiry_days = 0 OR m.updated_at >= now() - make_interval(days => expiry_days))
-              AND (cardinality(entities) = 0 OR EXISTS (
-                    SELECT 1 FROM mention mn
-                    WHERE mn.memory_id = m.id AND mn.entity_id = ANY (entities)))
-            ORDER BY m.created_at DESC
-            LIMIT cap
-        ) n
-        ORDER BY quick DESC, n.created_at DESC, n.id
-        LIMIT prefilter
-    ) c
-    ORDER BY score DESC, c.quick DESC, c.created_at DESC, c.id
-    LIMIT lim;
+    IF by_index THEN
+        -- Local to this call (the SET clause above restores it): the walk
+        -- must not be traded for a bitmap scan and a sort.
+        PERFORM set_config('enable_bitmapscan', 'off', true);
+        RETURN QUERY
+        SELECT c.id, ts_rank_cd(c.search, query) AS score
+        FROM (
+            SELECT n.id, n.search, n.created_at, ts_rank(n.search, query) AS quick FROM (
+                -- The fence keeps the walk on the created_at index.
+                SELECT m.id, m.search, m.created_at
+                FROM (SELECT * FROM memory x WHERE x.search @@ query
+                      ORDER BY x.created_at DESC, x.id DESC OFFSET 0) m
+                WHERE is_eligible(m.invalidated_at, m.audience_member_id, m.purposes)
+                  AND passes_recall_filters(m.id, m.superseded_by_id, m.kind, m.updated_at,
+                                  include_superseded, kinds, expiry_days, entities)
+                ORDER BY m.created_at DESC, m.id DESC
+                LIMIT cap
+            ) n
+            ORDER BY quick DESC, n.created_at DESC, n.id
+            LIMIT prefilter
+        ) c
+        ORDER BY score DESC, c.quick DESC, c.created_at DESC, c.id
+        LIMIT lim;
+    ELSE
+        RETURN QUERY
+        SELECT c.id, ts_rank_cd(c.search, query) AS score
+        FROM (
+            SELECT n.id, n.search, n.created_at, ts_rank(n.search, query) AS quick FROM (
+                SELECT m.id, m.search, m.created_at
+                FROM caller_matches(query) m
+                WHERE is_eligible(m.invalidated_at, m.audience_member_id, m.purposes)
+                  AND passes_recall_filters(m.id, m.superseded_by_id, m.kind, m.updated_at,
+                                  include_superseded, kinds, expiry_days, entities)
+                ORDER BY m.created_at DESC, m.id DESC
+                LIMIT cap
+            ) n
+            ORDER BY quick DESC, n.created_at DESC, n.id
+            LIMIT prefilter
+        ) c
+        ORDER BY score DESC, c.quick DESC, c.created_at DESC, c.id
+        LIMIT lim;
+    END IF;
 END $$;
 
+REVOKE ALL ON FUNCTION caller_matches(tsquery) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mentions_any(uuid, uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION lexical_candidates(tsquery, integer, boolean, memory_kind[], integer, uuid[])
     FROM PUBLIC;
 REVOKE ALL ON FUNCTION lexical_candidates_newest(
-    tsquery, integer, integer, integer, boolean, memory_kind[], integer, uuid[]) FROM PUBLIC;
+    tsquery, integer, integer, integer, boolean, memory_kind[], integer, uuid[], boolean)
+    FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lexical_candidates(tsquery, integer, boolean, memory_kind[], integer, uuid[])
     TO recallatron_app;
 GRANT EXECUTE ON FUNCTION lexical_candidates_newest(
-    tsquery, integer, integer, integer, boolean, memory_kind[], integer, uuid[]) TO recallatron_app;
+    tsquery, integer, integer, integer, boolean, memory_kind[], integer, uuid[], boolean)
+    TO recallatron_app;
 
 -- 3. The permission walk, one row per candidate -------------------------------
 --
