@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.client import Client
 from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store.recall import CANDIDATE_CAP

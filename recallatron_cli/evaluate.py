@@ -38,8 +38,8 @@ from typing import Any
 
 import grpc
 
+from recallatron.client import Client
 from recallatron.settings import default_state_dir
-from recallatron_cli.client import Client
 
 MODES = ("lexical", "dense", "hybrid")
 METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr@10")

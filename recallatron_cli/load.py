@@ -34,8 +34,8 @@ from typing import Any
 import grpc
 from hdrh.histogram import HdrHistogram
 
+from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.client import Client
 
 # Microseconds, up to a minute, 3 significant digits.
 _LOWEST_US, _HIGHEST_US, _DIGITS = 1, 60_000_000, 3

@@ -1,5 +1,5 @@
 """The MCP server: exactly the seven tools, with the names, descriptions and
-input schemas of services/gateway/tools.py, forwarded to the gateway with the
+input schemas of recallatron/tools.py, forwarded to the gateway with the
 member's token. Over stdio (one member: RECALLATRON_TOKEN) or streamable HTTP
 (the member's token in each request's `Authorization: Bearer` header, else
 RECALLATRON_TOKEN).
@@ -21,9 +21,9 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
+from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
-from services.gateway.tools import TOOLS
 
 log = logging.getLogger("recallatron.mcp")
 

@@ -1,5 +1,5 @@
 """The seven tools as MCP calls: JSON arguments (shaped by the schemas in
-services/gateway/tools.py) become gateway requests; gateway answers become
+recallatron/tools.py) become gateway requests; gateway answers become
 JSON an agent can read; gRPC errors become messages that say what was wrong
 and what to do next."""
 
@@ -14,10 +14,10 @@ from google.protobuf import timestamp_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from recallatron.client import KINDS, MODES, PURPOSES, Client
+from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.client import KINDS, MODES, PURPOSES, Client
-from services.gateway.tools import TOOLS
 
 SCHEMAS = {t.name: t.input_schema for t in TOOLS}
 

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from recallatron_cli.stack import Stack, StackConfig, free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -38,9 +38,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import grpc
 
+from recallatron.client import PURPOSES, Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.client import PURPOSES, Client
 
 log = logging.getLogger("recallatron.gateway.review_web")
 

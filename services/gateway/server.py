@@ -13,6 +13,7 @@ from grpc_status import rpc_status
 
 from recallatron import convert, errors
 from recallatron.grpcclient import make_channel
+from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
@@ -20,7 +21,6 @@ from services.gateway import capture
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.settings import GatewaySettings
-from services.gateway.tools import TOOLS
 
 Resp = TypeVar("Resp")
 

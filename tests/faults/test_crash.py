@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from recallatron_cli.stack import Stack
 from tests.faults.load import WriteLoad, audit, run_writes
 from tests.faults.stackutil import (

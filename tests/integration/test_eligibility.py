@@ -10,7 +10,7 @@ import grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recallatron_cli.client import PURPOSES, Client
+from recallatron.client import PURPOSES, Client
 from services.store.trust import Trust, eligible, intersect
 from tests.conftest import make_team
 

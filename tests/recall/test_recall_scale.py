@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from recallatron.client import Client
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked

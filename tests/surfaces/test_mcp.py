@@ -21,8 +21,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from recallatron.tools import TOOLS
 from recallatron_cli.stack import Stack
-from services.gateway.tools import TOOLS
 from tests.conftest import Team, free_port
 
 pytestmark = pytest.mark.integration

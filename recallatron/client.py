@@ -1,7 +1,9 @@
-"""A small client of the gateway, so scripts and tests need not touch raw stubs."""
+"""A small client of the gateway, so the CLI, the MCP server, the review page,
+scripts and tests need not touch raw stubs."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -13,6 +15,14 @@ from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc
+
+DEFAULT_GATEWAY = "127.0.0.1:7400"
+
+
+def default_gateway() -> str:
+    """The gateway address: RECALLATRON_GATEWAY, else the local stack's."""
+    return os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY)
+
 
 PURPOSES = {"assist": 1, "automate": 2, "personalize": 3, "audit": 4}
 KINDS = {"note": 1, "fact": 2, "decision": 3, "summary": 4}
