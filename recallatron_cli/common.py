@@ -16,6 +16,7 @@ from google.protobuf.json_format import MessageToDict
 
 from recallatron.client import Client, default_gateway
 from recallatron.settings import default_state_dir
+from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, LINK_KIND, ORIGIN, PURPOSE, PURPOSES
 
 
 def state_dir() -> Path:
@@ -38,6 +39,11 @@ def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def purpose_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """--purpose: the one purpose a call is made for."""
+    p.add_argument("--purpose", choices=PURPOSES, default=DEFAULT_PURPOSE, help=help)
+
+
 def client(args: argparse.Namespace, admin: bool = False) -> Client:
     token = args.token or (admin_token() if admin else os.environ.get("RECALLATRON_TOKEN", ""))
     if not token:
@@ -54,20 +60,17 @@ def show(args: argparse.Namespace, message: Any, text: str) -> None:
 
 
 def memory_text(m: Any) -> str:
-    from recallatron.v1 import common_pb2 as cpb
-
     audience = "workspace" if m.audience.workspace else f"member {m.audience.member_id}"
     lines = [
-        f"{m.id}  [{cpb.Kind.Name(m.kind).removeprefix('KIND_').lower()}] {m.title}",
-        f"  revision {m.revision} · {cpb.Origin.Name(m.origin).removeprefix('ORIGIN_').lower()}"
+        f"{m.id}  [{KIND.name(m.kind)}] {m.title}",
+        f"  revision {m.revision} · {ORIGIN.name(m.origin)}"
         f" · confidence {m.confidence:.2f} · {m.created_at.ToDatetime():%Y-%m-%d %H:%M} UTC",
-        f"  audience {audience} · purposes "
-        + ", ".join(cpb.Purpose.Name(p).removeprefix("PURPOSE_").lower() for p in m.purposes),
+        f"  audience {audience} · purposes " + ", ".join(PURPOSE.name(p) for p in m.purposes),
     ]
     if m.body:
         lines.append("  " + m.body.replace("\n", "\n  "))
     for link in m.links:
-        kind = cpb.LinkKind.Name(link.kind).removeprefix("LINK_KIND_").lower()
+        kind = LINK_KIND.name(link.kind)
         target = link.target.title if link.target.visible else "(not visible to you)"
         lines.append(f"  {kind} -> {link.target.id} {target}")
     if m.superseded_by_id:

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from recallatron.client import Client
+from recallatron.vocabulary import KINDS, MODES, PURPOSES
 from recallatron_cli import common
 from recallatron_cli.common import client_options, memory_text, show
 
@@ -327,9 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     def new_memory_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("title")
         p.add_argument("body", nargs="?", default="")
-        p.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+        p.add_argument("--kind", default="note", choices=KINDS)
         p.add_argument("--audience", help="'workspace' or a member id; default: only you")
-        p.add_argument("--purpose", dest="purposes", action="append")
+        p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
         p.add_argument("--confidence", type=float)
 
     r = client_options(sub.add_parser("remember"))
@@ -341,14 +342,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     rd = client_options(sub.add_parser("read"))
     rd.add_argument("ids", nargs="+")
-    rd.add_argument("--purpose", default="assist")
+    common.purpose_option(rd)
     rd.set_defaults(func=cmd_read)
 
     rc = client_options(sub.add_parser("recall"))
     rc.add_argument("query")
-    rc.add_argument("--mode", choices=["lexical", "dense", "hybrid"])
+    rc.add_argument("--mode", choices=MODES)
     rc.add_argument("--limit", type=int, default=10)
-    rc.add_argument("--purpose", default="assist")
+    common.purpose_option(rc)
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument(
         "--history", action="store_true", help="owners: also search migrated conversation history"
@@ -370,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="")
     s.add_argument("title")
     s.add_argument("body", nargs="?", default="")
-    s.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+    s.add_argument("--kind", default="note", choices=KINDS)
     s.set_defaults(func=cmd_supersede)
 
     d = client_options(sub.add_parser("derive"))

@@ -50,7 +50,7 @@ def cmd_keep_both(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        common.client_options(p).add_argument("--purpose", default="assist")
+        common.purpose_option(common.client_options(p))
         return p
 
     from recallatron_mcp import options

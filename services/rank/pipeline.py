@@ -30,12 +30,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from recallatron.vocabulary import DEFAULT_MODE, MODES
 from services.rank import metrics
 
 log = logging.getLogger("recallatron.rank.pipeline")
 
-MODES = ("lexical", "dense", "hybrid")
-DEFAULT_MODE = "hybrid"
 # The cross-encoder reads at most a few hundred tokens; longer passages only
 # cost transfer and tokenisation.
 MAX_PASSAGE_CHARS = 2_000

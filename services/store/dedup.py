@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
+from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
-from services.store.embedding_job import EMBED_INPUT_VERSION
 
 MAX_WINDOW = 500
 DEFAULT_WINDOW = 500

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recallatron import errors
+from recallatron.vocabulary import MAX_QUERY_CHARS
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
-from services.store.recall import MAX_QUERY_CHARS, select_terms, tsquery_text
+from services.store.recall import select_terms, tsquery_text
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 10

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 from recallatron import errors
 
-PURPOSES = ("assist", "automate", "personalize", "audit")
-
 # None stands for the whole workspace; a string is one member id.
 AudienceValue = str | None
 

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recallatron import errors
-from services.store.trust import EMPTY, PURPOSES, Trust, eligible, intersect, narrow
+from recallatron.vocabulary import PURPOSES
+from services.store.trust import EMPTY, Trust, eligible, intersect, narrow
 
 MEMBERS = ["m1", "m2", "m3"]
 audiences = st.one_of(st.none(), st.sampled_from(MEMBERS))
