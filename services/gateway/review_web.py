@@ -1,4 +1,4 @@
-"""The dedup review page (SPEC 8): a small HTTP server inside the gateway
+"""The dedup review page (design §8.1): a small HTTP server inside the gateway
 process. A person signs in with their member token; every read and every
 decision is a call to the gateway's own gRPC API with that token, so the same
 authentication, eligibility and validation apply as for any agent.

@@ -191,7 +191,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             ),
         )
         if resp.not_found_ids:
-            # Not visible reads exactly like not there (SPEC 4).
+            # Not visible reads exactly like not there (design §4).
             raise errors.NotFound(f"ids: not found: {', '.join(resp.not_found_ids)}")
         return pb.ReadResponse(memories=resp.memories)
 

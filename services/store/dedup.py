@@ -1,4 +1,4 @@
-"""Dedup review (SPEC 8): near-duplicate pairs among the newest memories a
+"""Dedup review (design §8.1): near-duplicate pairs among the newest memories a
 caller may see, and the "keep both" decision. Every query runs inside the
 caller's transaction, so row-level security decides what exists: a pair is
 only ever made of two memories the caller may see, and a dismissal cannot be

@@ -1,4 +1,4 @@
-"""History evidence search (SPEC 3, 8): the old conversation turns brought
+"""History evidence search (design §3.2, §8.4): the old conversation turns brought
 over by migration, searched lexically for the workspace owner they belong to.
 
 For anyone else history does not exist: a caller who is not an owner of the

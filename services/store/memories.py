@@ -1,5 +1,5 @@
-"""The memory tools (SPEC 7) as plain domain code. Every query runs inside
-`caller_transaction`, so row-level security applies eligibility (SPEC 4) to
+"""The memory tools (design §7) as plain domain code. Every query runs inside
+`caller_transaction`, so row-level security applies eligibility (design §4) to
 each one; not visible answers exactly like not there."""
 
 from __future__ import annotations
@@ -478,7 +478,7 @@ class MemoryStore:
     def walk(
         self, caller: Caller, ids: Sequence[str], hydrate: int, include_superseded: bool = False
     ) -> Walk:
-        """The permission walk (SPEC 5.5): keeps, in order, the candidates the
+        """The permission walk (design §5.5): keeps, in order, the candidates the
         caller may see whose every linked memory, transitively, the caller may
         also see and is not forgotten; then reads the first ``hydrate`` of them
         with provenance in the same transaction (one snapshot: a memory the walk

@@ -17,7 +17,7 @@ from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
 
 # Terms at or above this share of the workspace's memories are dropped from a
-# query of three terms or more (SPEC 5.2).
+# query of three terms or more (design §5.2).
 DF_CUTOFF = 0.15
 MAX_LIMIT = 500
 # HNSW candidate list; at least the LIMIT, or pgvector returns fewer rows.

@@ -1,4 +1,4 @@
-"""Crashes under write load (SPEC 9): kill -9 the store, then Postgres, while
+"""Crashes under write load (design §9): kill -9 the store, then Postgres, while
 8 clients write 500 memories and retry with the same request id; afterwards
 every acknowledged memory exists exactly once and no write is half applied.
 Then Postgres restarted under load: calls fail fast with UNAVAILABLE while it

@@ -1,4 +1,4 @@
-"""Start order and degraded dependencies (SPEC 5, 9), on a stack of its own
+"""Start order and degraded dependencies (design §5.9, §9), on a stack of its own
 whose services start before Postgres exists: they wait, answer UNAVAILABLE,
 then serve with no manual step. Then the embed service dies or hangs under
 a recall load (recall keeps answering, dense_available=false), and rank or

@@ -1,4 +1,4 @@
-"""Eligibility (SPEC 4) over random members, audiences, purposes and
+"""Eligibility (design §4) over random members, audiences, purposes and
 derivation chains: no tool reveals a memory the caller may not see, and a
 derived memory carries exactly the intersection of its sources' trust."""
 

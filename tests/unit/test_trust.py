@@ -1,4 +1,4 @@
-"""The derivation rules of SPEC 4 as properties."""
+"""The derivation rules of design §4 as properties."""
 
 from __future__ import annotations
 

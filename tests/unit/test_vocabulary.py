@@ -13,9 +13,8 @@ from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.vocabulary import KIND, MODE, PURPOSE
 
-MIGRATION = (
-    Path(__file__).resolve().parents[2] / "services/store/migrations/workspace/0001_memory.sql"
-)
+REPO = Path(__file__).resolve().parents[2]
+MIGRATION = REPO / "services/store/migrations/workspace/0001_memory.sql"
 
 
 def test_names_come_from_the_proto_enums() -> None:
@@ -72,3 +71,11 @@ def test_tool_schemas_state_the_checked_limits() -> None:
     for props in tools.values():
         assert props["purpose"]["enum"] == list(vocabulary.PURPOSES)
         assert props["purpose"]["default"] == vocabulary.DEFAULT_PURPOSE
+
+
+def test_the_api_document_states_the_same_limits() -> None:
+    api = (REPO / "docs/api.md").read_text()
+    rows = re.findall(r"^\| `([A-Z_]+)`[^|]*\| (\d+) \|$", api, re.MULTILINE)
+    assert len(rows) >= 10
+    for name, value in rows:
+        assert getattr(vocabulary, name) == int(value), name

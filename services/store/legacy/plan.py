@@ -19,7 +19,7 @@ DEFAULT_BATCH_SIZE = 500
 # Fixed: the ids of imported rows derive from it, so never change it.
 LEGACY_NAMESPACE = uuid.UUID("6f1d2b1e-7c1a-5d43-9a0e-3c52f0d1b7a4")
 
-# Old kinds without a namesake among the four (SPEC 3).
+# Old kinds without a namesake among the four (design §3.2).
 KIND_MAP = {
     "fact": "fact",
     "decision": "decision",
