@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import grpc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from recallatron.client import Client
 from recallatron.vocabulary import MODES, PURPOSE, PURPOSES
 from services.store.trust import Trust, eligible, intersect
 from tests.conftest import make_team
+
+pytestmark = pytest.mark.integration
 
 HANDLES = ("ada", "bob", "cy")
 
