@@ -71,6 +71,12 @@ class Tool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    # What calling it does, for agents (MCP tool annotations). Every tool works
+    # only on this workspace's memory (a closed world). Idempotent: the same
+    # arguments again change nothing more (a write's request_id replays it).
+    read_only: bool
+    destructive: bool
+    idempotent: bool = True
 
     def schema_json(self) -> str:
         return json.dumps(self.input_schema, sort_keys=True)
@@ -113,6 +119,8 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["query"],
         ),
+        read_only=True,
+        destructive=False,
     ),
     Tool(
         "read",
@@ -126,6 +134,8 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["ids"],
         ),
+        read_only=True,
+        destructive=False,
     ),
     Tool(
         "remember",
@@ -141,6 +151,8 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["request_id", "kind", "title"],
         ),
+        read_only=False,
+        destructive=False,
     ),
     Tool(
         "derive",
@@ -161,6 +173,8 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["request_id", "sources", "kind", "title"],
         ),
+        read_only=False,
+        destructive=False,
     ),
     Tool(
         "correct",
@@ -179,6 +193,9 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["request_id", "id", "expected_revision", "reason"],
         ),
+        read_only=False,
+        # Overwrites title, body or confidence in place.
+        destructive=True,
     ),
     Tool(
         "supersede",
@@ -195,6 +212,9 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["request_id", "id", "expected_revision", "kind", "title"],
         ),
+        read_only=False,
+        # Nothing is lost: the old memory stays readable and points to its successor.
+        destructive=False,
     ),
     Tool(
         "forget",
@@ -209,5 +229,8 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["request_id", "id", "reason"],
         ),
+        read_only=False,
+        # Purges the text and the embedding.
+        destructive=True,
     ),
 )

@@ -308,9 +308,6 @@ _HINTS = {
         "rules (for derive: sources with no audience or purpose in common); change the "
         "request rather than retrying it."
     ),
-    grpc.StatusCode.ALREADY_EXISTS: (
-        "That request_id was used for a different call; use a new request_id."
-    ),
     grpc.StatusCode.UNAUTHENTICATED: (
         "The member token is missing, unknown or revoked. Ask the person to set "
         "RECALLATRON_TOKEN (or the HTTP Authorization header) to a valid member token."
@@ -323,5 +320,9 @@ _HINTS = {
     grpc.StatusCode.DEADLINE_EXCEEDED: (
         "The memory service did not answer in time; retry with the same request_id."
     ),
-    grpc.StatusCode.RESOURCE_EXHAUSTED: "The request or answer is too large; ask for less.",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: (
+        "Too many calls with this member token right now (the gateway's rate limit), or a "
+        "message too large: wait a second and retry with the same request_id; if it "
+        "persists, ask for less."
+    ),
 }
