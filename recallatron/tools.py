@@ -55,6 +55,12 @@ _REQUEST_ID = {
     "description": "Unique per write; a retry with the same id returns the first result.",
 }
 _REASON = {"type": "string", "maxLength": MAX_REASON}
+# A change to one memory, refused when it changed since it was read.
+_REVISION_CHECKED = {
+    "request_id": _REQUEST_ID,
+    "id": {"type": "string"},
+    "expected_revision": {"type": "integer", "minimum": 1},
+}
 _NEW_MEMORY = {
     "kind": {"type": "string", "enum": list(KINDS)},
     "title": {"type": "string", "maxLength": MAX_TITLE},
@@ -182,9 +188,7 @@ TOOLS: tuple[Tool, ...] = (
         "someone changed it since, the call is refused with the current revision: read again.",
         _schema(
             {
-                "request_id": _REQUEST_ID,
-                "id": {"type": "string"},
-                "expected_revision": {"type": "integer", "minimum": 1},
+                **_REVISION_CHECKED,
                 "title": _NEW_MEMORY["title"],
                 "body": _NEW_MEMORY["body"],
                 "confidence": {"type": "number", "minimum": 0, "maximum": 1},
@@ -203,9 +207,7 @@ TOOLS: tuple[Tool, ...] = (
         "points to its successor. Pass the revision you read.",
         _schema(
             {
-                "request_id": _REQUEST_ID,
-                "id": {"type": "string"},
-                "expected_revision": {"type": "integer", "minimum": 1},
+                **_REVISION_CHECKED,
                 **_NEW_MEMORY,
                 "reason": _REASON,
                 "purpose": _PURPOSE_PARAM,
