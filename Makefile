@@ -1,4 +1,5 @@
-# The two commands a newcomer needs: `make run` and `make test`.
+# The two commands a newcomer needs: `make run` and `make test` (`make test-fast`
+# for the tests that need no stack, in seconds).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test check lint protos protos-check buf-lint models eval bench clean
+.PHONY: run test test-fast check lint protos protos-check buf-lint models eval bench clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +52,11 @@ check: protos-check buf-lint lint
 
 test: models check $(CHROMIUM)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# Every test without the `integration` marker: no Postgres, no service process, no
+# prepared models, no browser (tests/README.md). Under a minute.
+test-fast: $(INSTALLED)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not integration"
 
 # Not part of `make test`: retrieval quality on the dev data, and latency.
 eval: models

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 
-from recallatron_cli import synthetic
+from recallatron_cli import common, synthetic
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store import recall as r
 from services.store.db import APP_ROLE, SET_LOCALS, with_database
@@ -95,7 +95,7 @@ def main() -> None:
     p.add_argument("--memories", type=int, default=100_000)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--members", type=int, default=8)
-    p.add_argument("--purpose", default="assist")
+    common.purpose_option(p)
     args = p.parse_args()
     state = Path(args.state_dir)
     stack = Stack(

@@ -31,8 +31,8 @@ from benchmarks.recall_bench import (
     new_stack,
     prewarm,
 )
+from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.client import Client
 from recallatron_cli.load import seed_workspace
 
 MODES = ("lexical", "dense", "hybrid")

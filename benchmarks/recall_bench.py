@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.client import Client
 from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store.recall import CANDIDATE_CAP
@@ -163,8 +163,8 @@ class _Store:
     def dense(
         self, caller: Any, vector: Any, limit: int, filters: Any, timeout: float | None = None
     ) -> Any:
+        from recallatron.embed_input import EMBED_INPUT_VERSION
         from services.rank.pipeline import DenseArm
-        from services.store.embedding_job import EMBED_INPUT_VERSION
 
         res = self.p.recall_queries.dense(
             caller, vector.values, vector.model_id, EMBED_INPUT_VERSION, limit, filters
@@ -418,9 +418,9 @@ def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -
     """p50 ms of each step of a hybrid recall measured by itself, one after the
     other in this process (no other recall running): the query embedding, the
     two arms' SQL, the walk with hydration, and a bare gRPC round trip."""
+    from recallatron.embed_input import EMBED_INPUT_VERSION
     from services.rank.pipeline import rrf
     from services.store.db import Caller
-    from services.store.embedding_job import EMBED_INPUT_VERSION
     from services.store.recall import Filters
 
     workspace_id, member_id = _identity(stack, client)

@@ -79,8 +79,8 @@ from pathlib import Path
 from typing import Any
 
 import services
+from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.client import Client
 from recallatron_cli.load import QueryMix, measure, seed_workspace
 from recallatron_cli.stack import Stack, StackConfig, free_port
 

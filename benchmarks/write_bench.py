@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import services
+from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.client import Client
 from recallatron_cli.load import Recorder, run_closed_loop
 from recallatron_cli.stack import Stack, StackConfig, free_port
 

@@ -38,16 +38,13 @@ from typing import Any
 
 import grpc
 
+from recallatron.client import Client
 from recallatron.settings import default_state_dir
-from recallatron_cli.client import Client
+from recallatron.vocabulary import MAX_BODY, MAX_QUERY_CHARS, MAX_TITLE, MODES
 
-MODES = ("lexical", "dense", "hybrid")
 METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr@10")
 DEPTH = 10
 RRF_K = 60
-MAX_TITLE = 300
-MAX_BODY = 20_000
-MAX_QUERY = 2_000
 # Degraded answers (dense arm unavailable) are retried this many times: the
 # figures measure retrieval, not a transiently slow embed service.
 DEGRADED_RETRIES = 5
@@ -233,7 +230,7 @@ class Workspace:
         while True:
             resp = _retrying(
                 lambda: self.client.recall(
-                    query.text[:MAX_QUERY], mode=mode, limit=DEPTH, skip_rerank=not rerank
+                    query.text[:MAX_QUERY_CHARS], mode=mode, limit=DEPTH, skip_rerank=not rerank
                 )
             )
             outcome = resp.outcome

@@ -34,8 +34,9 @@ from typing import Any
 import grpc
 from hdrh.histogram import HdrHistogram
 
-from recallatron_cli import synthetic
-from recallatron_cli.client import Client
+from recallatron.client import Client
+from recallatron.vocabulary import DEFAULT_MODE, MODES
+from recallatron_cli import common, synthetic
 
 # Microseconds, up to a minute, 3 significant digits.
 _LOWEST_US, _HIGHEST_US, _DIGITS = 1, 60_000_000, 3
@@ -561,7 +562,7 @@ def add_parser(sub: Any) -> None:
     loop.add_argument("--concurrency", type=int, default=1, help="closed loop workers")
     loop.add_argument("--rate", type=float, default=0.0, help="open loop, requests per second")
     p.add_argument("--duration", type=float, default=30.0, help="seconds")
-    p.add_argument("--mode", choices=["lexical", "dense", "hybrid"], default="hybrid")
+    p.add_argument("--mode", choices=MODES, default=DEFAULT_MODE)
     p.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--cross-encoder", help="cross-encoder dir for the own stack")
     p.add_argument("--seed", type=int, default=7)
@@ -582,12 +583,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="wrap round a used-up pool instead of stopping; a cache may then flatter the figures",
     )
-    p.add_argument(
-        "--purpose",
-        choices=["assist", "automate", "personalize", "audit"],
-        default="assist",
-        help="the purpose recalls are made for",
-    )
+    common.purpose_option(p, help="the purpose recalls are made for")
     p.add_argument(
         "--member",
         type=int,

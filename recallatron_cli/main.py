@@ -15,63 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf.json_format import MessageToDict
 
-from recallatron.settings import default_state_dir
-from recallatron_cli.client import Client
-
-DEFAULT_GATEWAY = "127.0.0.1:7400"
-
-
-def _state_dir() -> Path:
-    return Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
-
-
-def _admin_token() -> str:
-    token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
-    path = _state_dir() / "admin-token"
-    if not token and path.exists():
-        token = path.read_text().strip()
-    return token
-
-
-def _client(args: argparse.Namespace, admin: bool = False) -> Client:
-    token = args.token or (_admin_token() if admin else os.environ.get("RECALLATRON_TOKEN", ""))
-    if not token:
-        sys.exit("no token: pass --token or set RECALLATRON_TOKEN")
-    return Client(args.gateway, token)
-
-
-def _print(args: argparse.Namespace, message: Any, text: str) -> None:
-    if args.json:
-        print(json.dumps(MessageToDict(message, preserving_proto_field_name=True), indent=2))
-    else:
-        print(text)
-
-
-def _memory_text(m: Any) -> str:
-    from recallatron.v1 import common_pb2 as cpb
-
-    audience = "workspace" if m.audience.workspace else f"member {m.audience.member_id}"
-    lines = [
-        f"{m.id}  [{cpb.Kind.Name(m.kind).removeprefix('KIND_').lower()}] {m.title}",
-        f"  revision {m.revision} · {cpb.Origin.Name(m.origin).removeprefix('ORIGIN_').lower()}"
-        f" · confidence {m.confidence:.2f} · {m.created_at.ToDatetime():%Y-%m-%d %H:%M} UTC",
-        f"  audience {audience} · purposes "
-        + ", ".join(cpb.Purpose.Name(p).removeprefix("PURPOSE_").lower() for p in m.purposes),
-    ]
-    if m.body:
-        lines.append("  " + m.body.replace("\n", "\n  "))
-    for link in m.links:
-        kind = cpb.LinkKind.Name(link.kind).removeprefix("LINK_KIND_").lower()
-        target = link.target.title if link.target.visible else "(not visible to you)"
-        lines.append(f"  {kind} -> {link.target.id} {target}")
-    if m.superseded_by_id:
-        lines.append(f"  superseded by {m.superseded_by_id}")
-    for mention in m.mentions:
-        lines.append(f"  mentions {mention.name} ({mention.entity_id})")
-    return "\n".join(lines)
-
+from recallatron.client import Client
+from recallatron.vocabulary import KINDS, MODES, PURPOSES
+from recallatron_cli import common
+from recallatron_cli.common import client_options, memory_text, show
 
 # -- the stack ----------------------------------------------------------------
 
@@ -79,7 +27,7 @@ def _memory_text(m: Any) -> str:
 def cmd_up(args: argparse.Namespace) -> int:
     from recallatron_cli.stack import Stack, StackConfig
 
-    state = _state_dir()
+    state = common.state_dir()
     config = StackConfig(
         state_dir=state,
         database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
@@ -145,7 +93,7 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
     ).memory
     print(f"remembered {made.id}")
     read = client.read([made.id]).memories[0]
-    print("read back:\n" + _memory_text(read))
+    print("read back:\n" + memory_text(read))
     print(f"try: RECALLATRON_TOKEN={creds['token']} recallatron read {made.id}")
 
 
@@ -238,16 +186,16 @@ def cmd_prepare_models(args: argparse.Namespace) -> int:
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
-    client = _client(args, admin=True)
+    client = common.client(args, admin=True)
     if args.admin_cmd == "create-workspace":
         resp = client.create_workspace(args.slug)
-        _print(args, resp, f"workspace {resp.workspace.slug} {resp.workspace.id}")
+        show(args, resp, f"workspace {resp.workspace.slug} {resp.workspace.id}")
     elif args.admin_cmd == "create-member":
         resp = client.create_member(args.workspace, args.handle, owner=args.owner)
-        _print(args, resp, f"member {resp.member.handle} {resp.member.id}")
+        show(args, resp, f"member {resp.member.handle} {resp.member.id}")
     elif args.admin_cmd == "create-token":
         resp = client.create_token(args.member, args.label)
-        _print(args, resp, f"token {resp.token}\n(id {resp.token_id}; shown once)")
+        show(args, resp, f"token {resp.token}\n(id {resp.token_id}; shown once)")
     elif args.admin_cmd == "revoke-token":
         client.revoke_token(args.token_id)
         print("revoked")
@@ -258,7 +206,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
-    resp = _client(args).remember(
+    resp = common.client(args).remember(
         args.title,
         args.body,
         args.kind,
@@ -269,18 +217,18 @@ def cmd_remember(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         request_id=args.request_id,
     )
-    _print(args, resp, ("(replayed) " if resp.replayed else "") + _memory_text(resp.memory))
+    show(args, resp, ("(replayed) " if resp.replayed else "") + memory_text(resp.memory))
     return 0
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    resp = _client(args).read(args.ids, purpose=args.purpose)
-    _print(args, resp, "\n\n".join(_memory_text(m) for m in resp.memories))
+    resp = common.client(args).read(args.ids, purpose=args.purpose)
+    show(args, resp, "\n\n".join(memory_text(m) for m in resp.memories))
     return 0
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    resp = _client(args).recall(
+    resp = common.client(args).recall(
         args.query,
         mode=args.mode,
         limit=args.limit,
@@ -296,17 +244,17 @@ def cmd_recall(args: argparse.Namespace) -> int:
     )
     if not o.dense_available:
         head += f"\n(dense arm: {o.dense_unavailable_reason})"
-    items = [f"{i + 1}. {_memory_text(r.memory)}" for i, r in enumerate(o.results)]
+    items = [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
     items += [
         f"history {h.occurred_at.ToDatetime():%Y-%m-%d %H:%M} [{h.chat_id} {h.role}] {h.text}"
         for h in o.history
     ]
-    _print(args, resp, "\n".join([head, *items]))
+    show(args, resp, "\n".join([head, *items]))
     return 0
 
 
 def cmd_correct(args: argparse.Namespace) -> int:
-    resp = _client(args).correct(
+    resp = common.client(args).correct(
         args.id,
         args.revision,
         args.reason,
@@ -314,20 +262,20 @@ def cmd_correct(args: argparse.Namespace) -> int:
         body=args.body,
         confidence=args.confidence,
     )
-    _print(args, resp, _memory_text(resp.memory))
+    show(args, resp, memory_text(resp.memory))
     return 0
 
 
 def cmd_supersede(args: argparse.Namespace) -> int:
-    resp = _client(args).supersede(
+    resp = common.client(args).supersede(
         args.id, args.revision, args.title, args.body, args.kind, args.reason
     )
-    _print(args, resp, _memory_text(resp.memory))
+    show(args, resp, memory_text(resp.memory))
     return 0
 
 
 def cmd_derive(args: argparse.Namespace) -> int:
-    resp = _client(args).derive(
+    resp = common.client(args).derive(
         args.sources,
         args.title,
         args.body,
@@ -335,13 +283,13 @@ def cmd_derive(args: argparse.Namespace) -> int:
         audience_to=args.audience,
         purposes=args.purposes or (),
     )
-    _print(args, resp, _memory_text(resp.memory))
+    show(args, resp, memory_text(resp.memory))
     return 0
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    resp = _client(args).forget(args.id, args.reason)
-    _print(args, resp, f"forgotten {resp.id}")
+    resp = common.client(args).forget(args.id, args.reason)
+    show(args, resp, f"forgotten {resp.id}")
     return 0
 
 
@@ -364,13 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("rest", nargs=argparse.REMAINDER)
     pm.set_defaults(func=cmd_prepare_models)
 
-    def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
-        p.add_argument("--token", default="")
-        p.add_argument("--json", action="store_true")
-        return p
-
-    admin = with_client(sub.add_parser("admin", help="operator and owner calls"))
+    admin = client_options(sub.add_parser("admin", help="operator and owner calls"))
     admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
     admin_sub.add_parser("create-workspace").add_argument("slug")
     cm = admin_sub.add_parser("create-member")
@@ -386,35 +328,35 @@ def build_parser() -> argparse.ArgumentParser:
     def new_memory_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("title")
         p.add_argument("body", nargs="?", default="")
-        p.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+        p.add_argument("--kind", default="note", choices=KINDS)
         p.add_argument("--audience", help="'workspace' or a member id; default: only you")
-        p.add_argument("--purpose", dest="purposes", action="append")
+        p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
         p.add_argument("--confidence", type=float)
 
-    r = with_client(sub.add_parser("remember"))
+    r = client_options(sub.add_parser("remember"))
     new_memory_args(r)
     r.add_argument("--mention", action="append")
     r.add_argument("--about", action="append")
     r.add_argument("--request-id")
     r.set_defaults(func=cmd_remember)
 
-    rd = with_client(sub.add_parser("read"))
+    rd = client_options(sub.add_parser("read"))
     rd.add_argument("ids", nargs="+")
-    rd.add_argument("--purpose", default="assist")
+    common.purpose_option(rd)
     rd.set_defaults(func=cmd_read)
 
-    rc = with_client(sub.add_parser("recall"))
+    rc = client_options(sub.add_parser("recall"))
     rc.add_argument("query")
-    rc.add_argument("--mode", choices=["lexical", "dense", "hybrid"])
+    rc.add_argument("--mode", choices=MODES)
     rc.add_argument("--limit", type=int, default=10)
-    rc.add_argument("--purpose", default="assist")
+    common.purpose_option(rc)
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument(
         "--history", action="store_true", help="owners: also search migrated conversation history"
     )
     rc.set_defaults(func=cmd_recall)
 
-    c = with_client(sub.add_parser("correct"))
+    c = client_options(sub.add_parser("correct"))
     c.add_argument("id")
     c.add_argument("--revision", type=int, required=True)
     c.add_argument("--reason", required=True)
@@ -423,21 +365,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--confidence", type=float)
     c.set_defaults(func=cmd_correct)
 
-    s = with_client(sub.add_parser("supersede"))
+    s = client_options(sub.add_parser("supersede"))
     s.add_argument("id")
     s.add_argument("--revision", type=int, required=True)
     s.add_argument("--reason", default="")
     s.add_argument("title")
     s.add_argument("body", nargs="?", default="")
-    s.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+    s.add_argument("--kind", default="note", choices=KINDS)
     s.set_defaults(func=cmd_supersede)
 
-    d = with_client(sub.add_parser("derive"))
+    d = client_options(sub.add_parser("derive"))
     d.add_argument("--source", dest="sources", action="append", required=True)
     new_memory_args(d)
     d.set_defaults(func=cmd_derive, kind="summary")
 
-    f = with_client(sub.add_parser("forget"))
+    f = client_options(sub.add_parser("forget"))
     f.add_argument("id")
     f.add_argument("--reason", required=True)
     f.set_defaults(func=cmd_forget)

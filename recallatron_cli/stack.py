@@ -4,6 +4,7 @@ process on loopback. Used by `recallatron up` and by the integration tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,24 @@ _GUARDED = (
     "    pass\n"
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
 )
+
+
+def last_error(log_text: str) -> str | None:
+    """A service's own reason, from its JSON log: the message (and `error`) of
+    the last ERROR or CRITICAL record; None when it logged none, or when the log
+    ends in plain text (a traceback says more than an earlier record)."""
+    lines = [line for line in log_text.splitlines() if line.strip()]
+    if lines and not lines[-1].lstrip().startswith("{"):
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("level") in ("ERROR", "CRITICAL"):
+            error = record.get("error") or record.get("exc_info")
+            return f"{record.get('message')}" + (f" ({error})" if error else "")
+    return None
 
 
 def free_port() -> int:
@@ -138,6 +158,10 @@ class Stack:
             elif not self.config.ports.get("gateway"):
                 env.setdefault("RECALLATRON_REVIEW_LISTEN", "127.0.0.1:0")
             env["RECALLATRON_REVIEW_PORT_FILE"] = str(review_file)
+        if name == "embed":
+            # Without prepared models the stack cannot serve: the embed service
+            # exits with its reason at once instead of waiting for them.
+            env.setdefault("RECALLATRON_WAIT_FOR_MODELS", "false")
         return env
 
     def start_postgres(self) -> None:
@@ -172,34 +196,49 @@ class Stack:
     def _await_port(self, name: str, port_file: Path) -> int:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            self._check_alive(name)
+            self._check_alive([name])
             if port_file.exists():
                 return int(port_file.read_text())
             time.sleep(0.05)
-        raise RuntimeError(f"{name} did not bind a port; see {self.log_dir / (name + '.log')}")
+        raise RuntimeError(self._failure(name, "did not bind a port within 60 s"))
 
-    def _check_alive(self, name: str) -> None:
+    def _failure(self, name: str, what: str) -> str:
+        """What went wrong with a service, in its own words when its log has them."""
+        log = self.log_dir / f"{name}.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        reason = last_error(text)
+        if reason is None:
+            return f"{name} {what}; its log ends:\n{text[-3000:]}\n(see {log})"
+        return f"{name} {what}: {reason} (see {log})"
+
+    def _check_alive(self, names: Iterable[str]) -> None:
         if self.abort.is_set():
             raise RuntimeError("start abandoned")
-        proc = self.processes[name]
-        if proc.poll() is not None:
-            tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
+        for name in names:
+            proc = self.processes[name]
+            if proc.poll() is not None:
+                raise RuntimeError(self._failure(name, f"exited with {proc.returncode}"))
 
-    def wait_serving(self, name: str, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout or self.config.start_timeout)
+    def wait_serving(
+        self, name: str, timeout: float | None = None, watch: Iterable[str] = ()
+    ) -> None:
+        """Until ``name`` reports SERVING; fails as soon as it, or a process in
+        ``watch``, exits."""
+        timeout = timeout or self.config.start_timeout
+        deadline = time.monotonic() + timeout
+        watched = list(dict.fromkeys([name, *watch]))
         channel = make_channel(
             self.address(name), ca_file=self.env_for(name).get("RECALLATRON_TLS_CA_FILE", "")
         )
         try:
             while time.monotonic() < deadline:
-                self._check_alive(name)
+                self._check_alive(watched)
                 if peer_serving(channel, timeout=1.0):
                     return
                 time.sleep(0.1)
         finally:
             channel.close()
-        raise RuntimeError(f"{name} not SERVING after {timeout}s; see {self.log_dir}/{name}.log")
+        raise RuntimeError(self._failure(name, f"not SERVING after {timeout:g} s"))
 
     def start(self) -> None:
         try:
@@ -209,7 +248,8 @@ class Stack:
             if self.config.embedding_job:
                 self.start_service("embedding-job")
             for name in self.config.services:
-                self.wait_serving(name)
+                # Any process that exits meanwhile fails the start at once.
+                self.wait_serving(name, watch=self.processes)
         except BaseException:
             self.stop()
             raise

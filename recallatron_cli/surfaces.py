@@ -5,11 +5,10 @@ and `recallatron keep-both` (dedup review from a shell)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import UTC, datetime
 
-DEFAULT_GATEWAY = "127.0.0.1:7400"
+from recallatron_cli import common
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -19,46 +18,39 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from recallatron_cli import main as cli
-
     text = sys.stdin.read() if args.text == "-" else args.text
     occurred = datetime.fromisoformat(args.at) if args.at else None
     if occurred is not None and occurred.tzinfo is None:
         occurred = occurred.replace(tzinfo=UTC)
-    resp = cli._client(args).capture(
+    resp = common.client(args).capture(
         text, occurred_at=occurred, purpose=args.purpose, request_id=args.request_id or ""
     )
-    summary = resp.reason if not resp.stored else f"{resp.reason}\n{cli._memory_text(resp.memory)}"
-    cli._print(args, resp, ("stored: " if resp.stored else "not stored: ") + summary)
+    summary = (
+        resp.reason if not resp.stored else f"{resp.reason}\n{common.memory_text(resp.memory)}"
+    )
+    common.show(args, resp, ("stored: " if resp.stored else "not stored: ") + summary)
     return 0
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
-    from recallatron_cli import main as cli
-
-    resp = cli._client(args).duplicate_pairs(purpose=args.purpose, limit=args.limit)
+    resp = common.client(args).duplicate_pairs(purpose=args.purpose, limit=args.limit)
     blocks = [
-        f"cosine {p.cosine:.3f}\nA {cli._memory_text(p.first)}\nB {cli._memory_text(p.second)}"
+        f"cosine {p.cosine:.3f}\nA {common.memory_text(p.first)}\nB {common.memory_text(p.second)}"
         for p in resp.pairs
     ]
-    cli._print(args, resp, "\n\n".join(blocks) or "no pairs to review")
+    common.show(args, resp, "\n\n".join(blocks) or "no pairs to review")
     return 0
 
 
 def cmd_keep_both(args: argparse.Namespace) -> int:
-    from recallatron_cli import main as cli
-
-    resp = cli._client(args).dismiss_pair(args.first, args.second, purpose=args.purpose)
-    cli._print(args, resp, "kept both; the pair will not be proposed again")
+    resp = common.client(args).dismiss_pair(args.first, args.second, purpose=args.purpose)
+    common.show(args, resp, "kept both; the pair will not be proposed again")
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
-        p.add_argument("--token", default="")
-        p.add_argument("--json", action="store_true")
-        p.add_argument("--purpose", default="assist")
+        common.purpose_option(common.client_options(p))
         return p
 
     from recallatron_mcp import options

@@ -166,7 +166,7 @@ def memories(count: int, seed: int = 7, members: int = 1) -> Iterator[SyntheticM
             sources = m.derived_from
             if sources:
                 # A derivation's author must see every source, and the
-                # sources' purposes must meet (SPEC 4); else it is told.
+                # sources' purposes must meet (design §4); else it is told.
                 shared = set(purposes)
                 for j in sources:
                     src = made[j]
@@ -411,7 +411,7 @@ def visible_share(
     count: int, seed: int = 7, members: int = 1, member: int = 0, purpose: str = "assist"
 ) -> float:
     """The share of memories(count, seed, members) that `member` recalling
-    for `purpose` may see (SPEC 4: the workspace's or its own, and for that
+    for `purpose` may see (design §4: the workspace's or its own, and for that
     purpose), by the generator's own audience and purposes."""
     if count <= 0:
         return 0.0

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 
-DEFAULT_GATEWAY = "127.0.0.1:7400"
+from recallatron.client import default_gateway
+
 DEFAULT_HTTP = "127.0.0.1:7420"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
+    parser.add_argument("--gateway", default=default_gateway())
     parser.add_argument(
         "--listen",
         default=os.environ.get("RECALLATRON_MCP_LISTEN", DEFAULT_HTTP),

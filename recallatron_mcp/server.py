@@ -1,5 +1,5 @@
 """The MCP server: exactly the seven tools, with the names, descriptions and
-input schemas of services/gateway/tools.py, forwarded to the gateway with the
+input schemas of recallatron/tools.py, forwarded to the gateway with the
 member's token. Over stdio (one member: RECALLATRON_TOKEN) or streamable HTTP
 (the member's token in each request's `Authorization: Bearer` header, else
 RECALLATRON_TOKEN).
@@ -21,21 +21,50 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
+from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
-from services.gateway.tools import TOOLS
 
 log = logging.getLogger("recallatron.mcp")
 
 # Gateway clients kept open at once (one per member token seen over HTTP).
 MAX_CLIENTS = 64
 
+# What the tool descriptions do not say: when to reach for the tools at all.
 INSTRUCTIONS = (
-    "Recallatron is this member's and team's memory. Recall on demand only; nothing is "
-    "injected. A memory is a dated claim with provenance, not current truth: read the "
-    "provenance and dates before the content. Store only what someone plainly told you "
-    "(remember) or what you concluded from memories you can see (derive)."
+    "Recallatron is the memory of the member you act for and of their workspace. Nothing "
+    "from it reaches this conversation unless you call a tool.\n"
+    "- Call recall before you say you have no context about a person, project or past "
+    "decision, and before asking the person something they may have told you already.\n"
+    "- When an answer rests on a memory, say so, with its date.\n"
+    "- Store only what someone plainly told you, or what you concluded from memories "
+    "you can see; never a guess. Recall first: correct or supersede what is already "
+    "there rather than storing it twice.\n"
+    "- Choose the purpose that says why you ask: assist when helping in conversation, "
+    "automate when acting on systems, personalize when tailoring to the member, audit "
+    "when reviewing. Share with the workspace only what the person meant to share.\n"
+    "- When a call fails, its message says what to do next; a write retried with the "
+    "same request_id is never applied twice."
 )
+
+
+def listed_tools() -> list[types.Tool]:
+    """The catalogue's tools as MCP lists them, each with its annotations (an
+    unannotated tool reads as destructive and open-world)."""
+    return [
+        types.Tool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            annotations=types.ToolAnnotations(
+                read_only_hint=t.read_only,
+                destructive_hint=t.destructive,
+                idempotent_hint=t.idempotent,
+                open_world_hint=False,
+            ),
+        )
+        for t in TOOLS
+    ]
 
 
 class Clients:
@@ -80,10 +109,7 @@ def _text(payload: Any) -> list[types.TextContent]:
 
 
 def build_server(clients: Clients) -> Server[Any]:
-    listed = [
-        types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
-        for t in TOOLS
-    ]
+    listed = listed_tools()
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

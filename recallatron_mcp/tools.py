@@ -1,5 +1,5 @@
 """The seven tools as MCP calls: JSON arguments (shaped by the schemas in
-services/gateway/tools.py) become gateway requests; gateway answers become
+recallatron/tools.py) become gateway requests; gateway answers become
 JSON an agent can read; gRPC errors become messages that say what was wrong
 and what to do next."""
 
@@ -14,10 +14,19 @@ from google.protobuf import timestamp_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from recallatron.client import Client, audience
+from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.client import KINDS, MODES, PURPOSES, Client
-from services.gateway.tools import TOOLS
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    DEFAULT_RECALL_LIMIT,
+    KIND,
+    LINK_KIND,
+    MODE,
+    ORIGIN,
+    PURPOSE,
+)
 
 SCHEMAS = {t.name: t.input_schema for t in TOOLS}
 
@@ -49,13 +58,7 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
 
 
 def _purpose(args: dict[str, Any]) -> int:
-    return PURPOSES[args.get("purpose", "assist")]
-
-
-def _audience(value: str | None) -> cpb.Audience | None:
-    if value is None:
-        return None
-    return cpb.Audience(workspace=True) if value == "workspace" else cpb.Audience(member_id=value)
+    return PURPOSE.value(args.get("purpose", DEFAULT_PURPOSE))
 
 
 def _mentions(items: list[dict[str, str]]) -> list[cpb.MentionInput]:
@@ -75,26 +78,26 @@ def _mentions(items: list[dict[str, str]]) -> list[cpb.MentionInput]:
 
 def _new_memory_fields(req: Any, args: dict[str, Any]) -> None:
     """The fields remember, derive and supersede share."""
-    req.kind = KINDS[args["kind"]]
+    req.kind = KIND.value(args["kind"])
     req.title = args["title"]
     req.body = args.get("body", "")
     if "confidence" in args:
         req.confidence = float(args["confidence"])
-    audience = _audience(args.get("audience"))
-    if audience is not None:
-        req.audience.CopyFrom(audience)
-    req.purposes.extend(PURPOSES[p] for p in args.get("purposes", []))
+    aud = audience(args.get("audience"))
+    if aud is not None:
+        req.audience.CopyFrom(aud)
+    req.purposes.extend(PURPOSE.value(p) for p in args.get("purposes", []))
     req.mentions.extend(_mentions(args.get("mentions", [])))
 
 
 def _recall(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     req = pb.RecallRequest(
         query=args["query"],
-        mode=MODES[args["mode"]] if "mode" in args else 0,
-        limit=int(args.get("limit", 10)),
+        mode=MODE.value(args["mode"]) if "mode" in args else 0,
+        limit=int(args.get("limit", DEFAULT_RECALL_LIMIT)),
         purpose=_purpose(args),
         filters=cpb.RecallFilters(
-            kinds=[KINDS[k] for k in args.get("kinds", [])],
+            kinds=[KIND.value(k) for k in args.get("kinds", [])],
             mention_entity_ids=list(args.get("mentions", [])),
             include_superseded=bool(args.get("include_superseded", False)),
         ),
@@ -192,13 +195,6 @@ def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]
 # -- answers -> JSON ---------------------------------------------------------------
 
 
-def _name(enum: Any, value: int, prefix: str) -> str:
-    try:
-        return str(enum.Name(value)).removeprefix(prefix).lower()
-    except ValueError:
-        return str(value)
-
-
 def _time(ts: timestamp_pb2.Timestamp) -> str:
     return ts.ToJsonString() if ts.seconds or ts.nanos else ""
 
@@ -207,7 +203,7 @@ def _ref(ref: cpb.MemoryRef) -> dict[str, Any]:
     out: dict[str, Any] = {"id": ref.id, "visible": ref.visible}
     if ref.visible:
         out["title"] = ref.title
-        out["kind"] = _name(cpb.Kind, ref.kind, "KIND_")
+        out["kind"] = KIND.name(ref.kind)
     return out
 
 
@@ -218,20 +214,17 @@ def memory_json(m: cpb.Memory) -> dict[str, Any]:
         "id": m.id,
         "created_at": _time(m.created_at),
         "created_by": m.created_by,
-        "origin": _name(cpb.Origin, m.origin, "ORIGIN_"),
+        "origin": ORIGIN.name(m.origin),
         "confidence": round(m.confidence, 4),
         "revision": m.revision,
         "superseded_by_id": m.superseded_by_id or None,
-        "links": [
-            {"kind": _name(cpb.LinkKind, link.kind, "LINK_KIND_"), **_ref(link.target)}
-            for link in m.links
-        ],
+        "links": [{"kind": LINK_KIND.name(link.kind), **_ref(link.target)} for link in m.links],
         "supersedes": [_ref(r) for r in m.supersedes],
         "superseded_by": [_ref(r) for r in m.superseded_by],
         "mentions": [{"entity_id": x.entity_id, "name": x.name} for x in m.mentions],
         "audience": "workspace" if m.audience.workspace else m.audience.member_id,
-        "purposes": [_name(cpb.Purpose, p, "PURPOSE_") for p in m.purposes],
-        "kind": _name(cpb.Kind, m.kind, "KIND_"),
+        "purposes": [PURPOSE.name(p) for p in m.purposes],
+        "kind": KIND.name(m.kind),
         "title": m.title,
         "body": m.body,
         "updated_at": _time(m.updated_at),
@@ -240,7 +233,7 @@ def memory_json(m: cpb.Memory) -> dict[str, Any]:
 
 def outcome_json(o: cpb.RecallOutcome) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "mode": _name(cpb.RecallMode, o.mode, "RECALL_MODE_"),
+        "mode": MODE.name(o.mode),
         "dense_available": o.dense_available,
         "reranked": o.reranked,
     }
@@ -315,9 +308,6 @@ _HINTS = {
         "rules (for derive: sources with no audience or purpose in common); change the "
         "request rather than retrying it."
     ),
-    grpc.StatusCode.ALREADY_EXISTS: (
-        "That request_id was used for a different call; use a new request_id."
-    ),
     grpc.StatusCode.UNAUTHENTICATED: (
         "The member token is missing, unknown or revoked. Ask the person to set "
         "RECALLATRON_TOKEN (or the HTTP Authorization header) to a valid member token."
@@ -330,5 +320,9 @@ _HINTS = {
     grpc.StatusCode.DEADLINE_EXCEEDED: (
         "The memory service did not answer in time; retry with the same request_id."
     ),
-    grpc.StatusCode.RESOURCE_EXHAUSTED: "The request or answer is too large; ask for less.",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: (
+        "Too many calls with this member token right now (the gateway's rate limit), or a "
+        "message too large: wait a second and retry with the same request_id; if it "
+        "persists, ask for less."
+    ),
 }

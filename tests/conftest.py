@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from recallatron_cli.stack import Stack, StackConfig, free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -25,6 +25,29 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 TEST_SERVICES = tuple(
     os.environ.get("RECALLATRON_TEST_SERVICES", "store,embed,rank,gateway").split(",")
 )
+
+
+# Fixtures that start something beyond the test's own process (Postgres and the
+# services, model preparation, PyTorch, an embed process): a test that uses one,
+# directly or through another fixture, must carry the `integration` marker
+# (tests/README.md), so `make test-fast` never waits for a stack.
+STACK_FIXTURES = frozenset(
+    {"stack", "prepared_models_dir", "models_dir", "st_model", "start_embed"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = [
+        item.nodeid
+        for item in items
+        if STACK_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and item.get_closest_marker("integration") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use a stack fixture without the integration marker "
+            "(tests/README.md): " + ", ".join(unmarked)
+        )
 
 
 # Generous: the machine is shared; nothing waited for here is a timing check.

@@ -33,7 +33,7 @@ class _KindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Kind.ValueType],
     KIND_SUMMARY: _Kind.ValueType  # 4
 
 class Kind(_Kind, metaclass=_KindEnumTypeWrapper):
-    """The four kinds of memory (SPEC 3)."""
+    """The four kinds of memory (design §3.2)."""
 
 KIND_UNSPECIFIED: Kind.ValueType  # 0
 KIND_NOTE: Kind.ValueType  # 1
@@ -54,7 +54,7 @@ class _OriginEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Origin.ValueTy
     ORIGIN_MIGRATED: _Origin.ValueType  # 3
 
 class Origin(_Origin, metaclass=_OriginEnumTypeWrapper):
-    """Where a memory came from (SPEC 3)."""
+    """Where a memory came from (design §3.2)."""
 
 ORIGIN_UNSPECIFIED: Origin.ValueType  # 0
 ORIGIN_TOLD: Origin.ValueType  # 1
@@ -75,7 +75,7 @@ class _PurposeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Purpose.Value
     PURPOSE_AUDIT: _Purpose.ValueType  # 4
 
 class Purpose(_Purpose, metaclass=_PurposeEnumTypeWrapper):
-    """The closed set of purposes (SPEC 4)."""
+    """The closed set of purposes (design §4)."""
 
 PURPOSE_UNSPECIFIED: Purpose.ValueType  # 0
 PURPOSE_ASSIST: Purpose.ValueType  # 1
@@ -480,7 +480,7 @@ Global___RecallResult: _TypeAlias = RecallResult  # noqa: Y015
 
 @_typing.final
 class RecallCounts(_message.Message):
-    """Counts taken after the permission walk (SPEC 5.7)."""
+    """Counts taken after the permission walk (design §5.7)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -32,7 +32,9 @@ class RankRequest(_message.Message):
     """Unspecified: the workspace default."""
     limit: _builtins.int
     skip_rerank: _builtins.bool
-    """When false, skip the cross-encoder even if one is loaded."""
+    """When true, skip the cross-encoder even if one is loaded: the fused order
+    stands and the outcome says reranked = false.
+    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property

@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class RankServiceStub:
-    """The recall pipeline (SPEC 5): arms in parallel, RRF, permission walk,
+    """The recall pipeline (design §5): arms in parallel, RRF, permission walk,
     rerank, degrade.
     """
 
@@ -44,7 +44,7 @@ class RankServiceStub:
 
 
 class RankServiceServicer:
-    """The recall pipeline (SPEC 5): arms in parallel, RRF, permission walk,
+    """The recall pipeline (design §5): arms in parallel, RRF, permission walk,
     rerank, degrade.
     """
 
@@ -71,7 +71,7 @@ def add_RankServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RankService:
-    """The recall pipeline (SPEC 5): arms in parallel, RRF, permission walk,
+    """The recall pipeline (design §5): arms in parallel, RRF, permission walk,
     rerank, degrade.
     """
 

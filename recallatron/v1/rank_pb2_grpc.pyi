@@ -27,7 +27,7 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class RankServiceStub:
-    """The recall pipeline (SPEC 5): arms in parallel, RRF, permission walk,
+    """The recall pipeline (design §5): arms in parallel, RRF, permission walk,
     rerank, degrade.
     """
 
@@ -39,7 +39,7 @@ class RankServiceStub:
 
 @_typing.type_check_only
 class RankServiceAsyncStub(RankServiceStub):
-    """The recall pipeline (SPEC 5): arms in parallel, RRF, permission walk,
+    """The recall pipeline (design §5): arms in parallel, RRF, permission walk,
     rerank, degrade.
     """
 
@@ -47,7 +47,7 @@ class RankServiceAsyncStub(RankServiceStub):
     Rank: _aio.UnaryUnaryMultiCallable[_rank_pb2.RankRequest, _rank_pb2.RankResponse]  # type: ignore[assignment]
 
 class RankServiceServicer(metaclass=_abc_1.ABCMeta):
-    """The recall pipeline (SPEC 5): arms in parallel, RRF, permission walk,
+    """The recall pipeline (design §5): arms in parallel, RRF, permission walk,
     rerank, degrade.
     """
 

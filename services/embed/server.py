@@ -73,11 +73,16 @@ def write_port_file(path: str, port: int) -> None:
     os.replace(tmp, target)
 
 
+NOT_LOADED = "bi-encoder not loaded; run `recallatron prepare-models`"
+
+
 def load_models(
     models: EmbedModels, server: Server, settings: EmbedSettings, stop: threading.Event
-) -> None:
+) -> bool | None:
     """Loads the cross-encoder (optional), then the bi-encoder, retrying until the
-    models are prepared; health turns SERVING once the bi-encoder is loaded."""
+    models are prepared; health turns SERVING once the bi-encoder is loaded (True).
+    With ``wait_for_models`` off it gives up at the first failure instead (False).
+    None: stopped before either."""
     models.load_cross_encoder()
     warned = False
     while not stop.is_set():
@@ -85,18 +90,19 @@ def load_models(
             models.load_bi_encoder()
         except ModelLoadError as exc:
             # Logged loudly once, then quietly: an operator may prepare models later.
-            level = logging.DEBUG if warned else logging.ERROR
-            log.log(
-                level,
-                "bi-encoder not loaded; run `recallatron prepare-models`",
-                extra={"error": str(exc), "retry_seconds": settings.load_retry_seconds},
-            )
+            extra: dict[str, object] = {"error": str(exc)}
+            if settings.wait_for_models:
+                extra["retry_seconds"] = settings.load_retry_seconds
+            log.log(logging.DEBUG if warned else logging.ERROR, NOT_LOADED, extra=extra)
+            if not settings.wait_for_models:
+                return False
             warned = True
             stop.wait(settings.load_retry_seconds)
             continue
         server.set_serving(True)
         log.info("serving")
-        return
+        return True
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,9 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     if settings.port_file:
         write_port_file(settings.port_file, port)
     stop = threading.Event()
-    loader = threading.Thread(
-        target=load_models, args=(models, server, settings, stop), name="model-loader", daemon=True
-    )
-    loader.start()
+    gave_up = threading.Event()
+
+    def load() -> None:
+        if load_models(models, server, settings, stop) is False:
+            gave_up.set()
+            server.stop()
+
+    threading.Thread(target=load, name="model-loader", daemon=True).start()
     server.wait_for_termination(on_stop=stop.set)
-    return 0
+    # Stopped for want of models, not by a signal: a failure the parent sees.
+    return 1 if gave_up.is_set() else 0

@@ -25,5 +25,9 @@ class EmbedSettings(CommonSettings):
     rerank_chunk_size: int = 8
     # While the bi-encoder cannot be loaded (models not prepared yet), retry this often.
     load_retry_seconds: float = 5.0
+    # False: exit (status 1) with the reason instead of retrying, so a stack that
+    # cannot serve without the models fails at once (`recallatron up` sets it). A
+    # pod keeps the default and waits, NOT_SERVING, for its models to be filled in.
+    wait_for_models: bool = True
     # When set, the bound port is written here once the server listens (port 0 picks one).
     port_file: str = ""

@@ -1,4 +1,4 @@
-"""Capture (SPEC 8): from one conversation turn, a memory only when the person
+"""Capture (design §8.2): from one conversation turn, a memory only when the person
 plainly tells the assistant to remember or record something. Rules, not a
 model, and conservative on purpose: a missed capture costs a retyped
 sentence, a wrong one puts a false claim into memory. So anything empty,

@@ -1,4 +1,4 @@
-"""ReviewService: dedup pairs for a person to decide on (SPEC 8). The store
+"""ReviewService: dedup pairs for a person to decide on (design §8.1). The store
 finds the pairs under the caller's eligibility; here they are filled in with
 the full memories (read under the same caller), so a pair never carries a
 memory the caller may not see. Nothing is merged here: supersede and forget
@@ -14,7 +14,7 @@ from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, store_pb2
 from services.gateway.server import Auth, Peers, caller
 
-# SPEC 8: pairs at cosine >= 0.80 among at most the 500 newest memories.
+# design §8.1: pairs at cosine >= 0.80 among at most the 500 newest memories.
 WINDOW = 500
 MIN_COSINE = 0.80
 DEFAULT_PAIRS = 50

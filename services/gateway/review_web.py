@@ -1,4 +1,4 @@
-"""The dedup review page (SPEC 8): a small HTTP server inside the gateway
+"""The dedup review page (design §8.1): a small HTTP server inside the gateway
 process. A person signs in with their member token; every read and every
 decision is a call to the gateway's own gRPC API with that token, so the same
 authentication, eligibility and validation apply as for any agent.
@@ -38,9 +38,18 @@ from urllib.parse import parse_qs, urlsplit
 
 import grpc
 
+from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.client import PURPOSES, Client
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    KIND,
+    LINK_KIND,
+    MAX_REASON,
+    ORIGIN,
+    PURPOSE,
+    PURPOSES,
+)
 
 log = logging.getLogger("recallatron.gateway.review_web")
 
@@ -48,7 +57,6 @@ COOKIE = "recallatron_review"
 SESSION_IDLE_SECONDS = 2 * 3600
 SESSION_MAX_SECONDS = 12 * 3600
 MAX_FORM_BYTES = 64 * 1024
-MAX_REASON_CHARS = 1000
 PAIRS_SHOWN = 50
 
 ClientFactory = Callable[[str], Client]
@@ -177,13 +185,6 @@ def page(title: str, content: str, top: str = "") -> bytes:
     ).encode()
 
 
-def _enum_name(enum: Any, value: int, prefix: str) -> str:
-    try:
-        return str(enum.Name(value)).removeprefix(prefix).lower()
-    except ValueError:
-        return str(value)
-
-
 def _when(ts: Any) -> str:
     return f"{ts.ToDatetime():%Y-%m-%d %H:%M} UTC" if ts.seconds else "-"
 
@@ -200,11 +201,11 @@ def _ref(ref: cpb.MemoryRef) -> str:
 
 
 def memory_card(label: str, m: cpb.Memory) -> str:
-    purposes = ", ".join(_enum_name(cpb.Purpose, p, "PURPOSE_") for p in m.purposes)
+    purposes = ", ".join(PURPOSE.name(p) for p in m.purposes)
     rows = [
         ("Created", _when(m.created_at)),
         ("Updated", _when(m.updated_at)),
-        ("Origin", _enum_name(cpb.Origin, m.origin, "ORIGIN_")),
+        ("Origin", ORIGIN.name(m.origin)),
         ("Revision", str(m.revision)),
         ("Confidence", f"{m.confidence:.2f}"),
         ("Audience", _audience(m)),
@@ -213,10 +214,7 @@ def memory_card(label: str, m: cpb.Memory) -> str:
         ("Id", m.id),
     ]
     meta = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
-    items = [
-        f"<li>{e(_enum_name(cpb.LinkKind, link.kind, 'LINK_KIND_'))} → {_ref(link.target)}</li>"
-        for link in m.links
-    ]
+    items = [f"<li>{e(LINK_KIND.name(link.kind))} → {_ref(link.target)}</li>" for link in m.links]
     items += [f"<li>supersedes → {_ref(r)}</li>" for r in m.supersedes]
     items += [f"<li>superseded by → {_ref(r)}</li>" for r in m.superseded_by]
     items += [f"<li>mentions {e(x.name)} <code>{e(x.entity_id)}</code></li>" for x in m.mentions]
@@ -224,7 +222,7 @@ def memory_card(label: str, m: cpb.Memory) -> str:
     return (
         f'<article class=memory data-testid="memory-{e(label)}" data-id="{e(m.id)}">'
         f"<span class=label>{e(label)}</span>"
-        f"<span class=kind>{e(_enum_name(cpb.Kind, m.kind, 'KIND_'))}</span>"
+        f"<span class=kind>{e(KIND.name(m.kind))}</span>"
         f"<h3>{e(m.title)}</h3><p class=body>{e(m.body)}</p><dl class=meta>{meta}</dl>"
         f"<div class=provenance><h4>Provenance</h4><ul>{provenance}</ul></div></article>"
     )
@@ -257,7 +255,7 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
 
     def forget(m: cpb.Memory, label: str) -> str:
         reason = (
-            f"<input type=text name=reason required maxlength={MAX_REASON_CHARS} "
+            f"<input type=text name=reason required maxlength={MAX_REASON} "
             f'placeholder="why forget {e(label)}" aria-label="reason to forget {e(label)}">'
         )
         return form(f"forget:{label}", f"Forget {label}", "danger", reason, target_id=m.id)
@@ -324,7 +322,7 @@ class ReviewApp:
         if method == "GET" and path == "/":
             if session is None:
                 return Response(HTTPStatus.OK, signin_page())
-            return self.review(session, query.get("purpose", "assist"))
+            return self.review(session, query.get("purpose", DEFAULT_PURPOSE))
         if method == "POST" and path == "/signin":
             return self.signin(form.get("token", ""))
         if method == "POST" and path in ("/signout", "/decide"):
@@ -335,9 +333,9 @@ class ReviewApp:
             if path == "/signout":
                 self.sessions.drop(sid)
                 return redirect("/", [("Set-Cookie", _cookie("", max_age=0))])
-            purpose = form.get("purpose", "assist")
+            purpose = form.get("purpose", DEFAULT_PURPOSE)
             self.decide(session, form, purpose)
-            return redirect(f"/?purpose={purpose if purpose in PURPOSES else 'assist'}")
+            return redirect(f"/?purpose={purpose if purpose in PURPOSES else DEFAULT_PURPOSE}")
         return Response(HTTPStatus.NOT_FOUND, page("Not found", "<p>Not found.</p>"))
 
     def signin(self, token: str) -> Response:
@@ -359,7 +357,7 @@ class ReviewApp:
 
     def review(self, session: Session, purpose: str) -> Response:
         if purpose not in PURPOSES:
-            purpose = "assist"
+            purpose = DEFAULT_PURPOSE
         flashes = "".join(
             f'<p class="flash {e(level)}" role=status data-testid=flash>{e(text)}</p>'
             for level, text in session.flash
@@ -403,9 +401,9 @@ class ReviewApp:
                 session.flash.append(("ok", "Kept both; this pair will not be proposed again."))
             elif action == "forget":
                 reason = form.get("reason", "").strip()
-                if not reason or len(reason) > MAX_REASON_CHARS:
+                if not reason or len(reason) > MAX_REASON:
                     session.flash.append(
-                        ("error", f"Forgetting needs a reason (1 to {MAX_REASON_CHARS} chars).")
+                        ("error", f"Forgetting needs a reason (1 to {MAX_REASON} chars).")
                     )
                     return
                 target = form.get("target_id", "")
@@ -442,7 +440,7 @@ class ReviewApp:
             confidence=kept.confidence,
             mentions=[cpb.MentionInput(entity_id=m.entity_id) for m in kept.mentions],
             reason=f"dedup review: replaced with the text of {keep_id}",
-            purpose=PURPOSES[purpose],
+            purpose=PURPOSE.value(purpose),
         )
         resp = client.call(client.memory.Supersede, request)
         session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))

@@ -11,23 +11,28 @@ from typing import Any, TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from recallatron import convert, errors
+from recallatron import errors
 from recallatron.grpcclient import make_channel
+from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
+from recallatron.vocabulary import (
+    DEFAULT_RECALL_LIMIT,
+    KIND,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_LIMIT,
+    MAX_TURN_CHARS,
+    MODE,
+    PURPOSE,
+)
 from services.gateway import capture
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.settings import GatewaySettings
-from services.gateway.tools import TOOLS
 
 Resp = TypeVar("Resp")
 
-MAX_RECALL_LIMIT = 50
-DEFAULT_RECALL_LIMIT = 10
-MAX_QUERY_CHARS = 2_000
-MAX_TURN_CHARS = 20_000
 # Clock skew tolerated on a turn's time.
 TURN_CLOCK_SKEW = timedelta(minutes=5)
 
@@ -121,7 +126,7 @@ class Auth:
 
 
 def caller(ident: Identity, purpose: int) -> cpb.Caller:
-    convert.purpose_str(purpose, "purpose")  # rejects numbers outside the enum
+    PURPOSE.parse(purpose, "purpose")  # rejects numbers outside the enum
     return cpb.Caller(
         workspace_id=ident.workspace_id,
         member_id=ident.member_id,
@@ -145,7 +150,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             raise errors.InvalidArgument("query", "must not contain NUL characters")
         if request.limit < 0 or request.limit > MAX_RECALL_LIMIT:
             raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
-        convert.mode_str(request.mode, "mode")
+        MODE.parse(request.mode, "mode")
         # History evidence exists only for the workspace owner: for anyone
         # else the flag changes nothing. Searched while rank works.
         history = None
@@ -186,7 +191,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             ),
         )
         if resp.not_found_ids:
-            # Not visible reads exactly like not there (SPEC 4).
+            # Not visible reads exactly like not there (design §4).
             raise errors.NotFound(f"ids: not found: {', '.join(resp.not_found_ids)}")
         return pb.ReadResponse(memories=resp.memories)
 
@@ -255,7 +260,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         # Checked before deciding: a turn not worth storing is still refused
         # for a bad purpose.
-        convert.purpose_str(request.purpose, "purpose")
+        PURPOSE.parse(request.purpose, "purpose")
         if request.speaker_member_id not in ("", ident.member_id):
             # An agent captures the turns of the member it acts for, nobody else's.
             raise errors.InvalidArgument(
@@ -282,7 +287,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
                 caller=caller(ident, request.purpose),
                 request_id=request.request_id
                 or capture.request_id_for(ident.member_id, request.text, occurred),
-                kind=convert.kind_enum(said.kind),
+                kind=KIND.value(said.kind),
                 title=said.title,
                 body=capture.body_with_time(said.body, occurred),
                 audience=audience,

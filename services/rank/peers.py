@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from recallatron import convert, errors
+from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, embed_pb2_grpc, store_pb2, store_pb2_grpc
+from recallatron.vocabulary import DEFAULT_MODE, MODE
 from services.rank.pipeline import (
-    DEFAULT_MODE,
     Candidate,
     DenseArm,
     QueryVector,
@@ -87,7 +87,8 @@ class StoreClient:
         )
         s = resp.settings
         return WorkspaceSettings(
-            default_recall_mode=convert.mode_str(s.default_recall_mode) or DEFAULT_MODE,
+            default_recall_mode=MODE.parse(s.default_recall_mode, "default_recall_mode")
+            or DEFAULT_MODE,
             rerank_depth=s.rerank_depth,
         )
 

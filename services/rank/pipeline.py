@@ -1,4 +1,4 @@
-"""The recall pipeline (SPEC 5), in plain Python.
+"""The recall pipeline (design §5), in plain Python.
 
 It knows nothing of gRPC: it talks to the store and the embed service through
 the two small interfaces below (:class:`StorePort`, :class:`EmbedPort`), whose
@@ -30,12 +30,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from recallatron.vocabulary import DEFAULT_MODE, MODES
 from services.rank import metrics
 
 log = logging.getLogger("recallatron.rank.pipeline")
 
-MODES = ("lexical", "dense", "hybrid")
-DEFAULT_MODE = "hybrid"
 # The cross-encoder reads at most a few hundred tokens; longer passages only
 # cost transfer and tokenisation.
 MAX_PASSAGE_CHARS = 2_000
@@ -181,7 +180,7 @@ class Result(Generic[M]):
 
 @dataclass(frozen=True)
 class Counts:
-    """All taken after the permission walk (SPEC 5.7), so none of them ever
+    """All taken after the permission walk (design §5.7), so none of them ever
     counts a row the caller may not see:
 
     - ``lexical``: admitted rows the lexical arm returned;
@@ -244,7 +243,7 @@ class Fused:
 
 
 def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -> list[Fused]:
-    """Reciprocal Rank Fusion (SPEC 5.4): score = sum over the arms that
+    """Reciprocal Rank Fusion (design §5.4): score = sum over the arms that
     returned the row of 1 / (k + rank), ranks from 1 as each arm gave them.
 
     Ties (common: rank 1 of one arm against rank 1 of the other) go to the row

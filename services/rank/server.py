@@ -9,12 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from recallatron import convert, errors
+from recallatron import errors
 from recallatron.grpcclient import make_channel
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import rank_pb2, rank_pb2_grpc
+from recallatron.vocabulary import MAX_QUERY_CHARS, MODE
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Outcome, Pipeline, PipelineConfig, Request
 from services.rank.settings import RankSettings
@@ -22,7 +23,6 @@ from services.rank.settings import RankSettings
 SERVICE_NAME = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
-MAX_QUERY_CHARS = 2_000
 
 log = logging.getLogger("recallatron.rank")
 
@@ -43,7 +43,7 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
             )
             for r in outcome.results
         ],
-        mode=cpb.RecallMode.ValueType(convert.mode_enum(outcome.mode)),
+        mode=cpb.RecallMode.ValueType(MODE.value(outcome.mode)),
         dense_available=outcome.dense_available,
         dense_unavailable_reason=outcome.dense_unavailable_reason,
         reranked=outcome.reranked,
@@ -71,7 +71,7 @@ def request_of(msg: rank_pb2.RankRequest, time_remaining: float | None = None) -
         caller=msg.caller,
         workspace_id=msg.caller.workspace_id,
         query=msg.query,
-        mode=convert.mode_str(msg.mode, "mode"),
+        mode=MODE.parse(msg.mode, "mode"),
         limit=limit,
         filters=msg.filters,
         skip_rerank=msg.skip_rerank,

@@ -14,7 +14,7 @@ class RankSettings(CommonSettings):
     # Candidates each arm returns; at most half of walk_limit, so the whole
     # fused list is always walked.
     arm_limit: int = 100
-    # RRF constant (SPEC 5.4).
+    # RRF constant (design §5.4).
     rrf_k: int = 60
     # Most candidates the permission walk considers.
     walk_limit: int = 500

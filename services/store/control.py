@@ -17,18 +17,18 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
+from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES
 from services.store import queries as q
 from services.store.db import Databases
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TOKEN_PREFIX = "rct_"
-RECALL_MODES = ("lexical", "dense", "hybrid")
 
 
 @dataclass(frozen=True)
 class WorkspaceSettings:
-    default_recall_mode: str = "hybrid"
+    default_recall_mode: str = DEFAULT_MODE
     dense_floor: float = 0.30
     rerank_depth: int = 20
     expiry_days: int = 0  # off
@@ -81,8 +81,8 @@ def parse_uuid(value: str, field_name: str) -> str:
 
 
 def validate_settings(s: WorkspaceSettings) -> None:
-    if s.default_recall_mode not in RECALL_MODES:
-        raise errors.InvalidArgument("settings.default_recall_mode", "lexical, dense or hybrid")
+    if s.default_recall_mode not in MODES:
+        raise errors.InvalidArgument("settings.default_recall_mode", MODE.one_of())
     if not 0.0 <= s.dense_floor <= 1.0:
         raise errors.InvalidArgument("settings.dense_floor", "must lie in [0, 1]")
     if not 0 <= s.rerank_depth <= 100:

@@ -1,4 +1,4 @@
-"""Dedup review (SPEC 8): near-duplicate pairs among the newest memories a
+"""Dedup review (design §8.1): near-duplicate pairs among the newest memories a
 caller may see, and the "keep both" decision. Every query runs inside the
 caller's transaction, so row-level security decides what exists: a pair is
 only ever made of two memories the caller may see, and a dismissal cannot be
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
+from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
-from services.store.embedding_job import EMBED_INPUT_VERSION
 
 MAX_WINDOW = 500
 DEFAULT_WINDOW = 500

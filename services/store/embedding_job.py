@@ -1,4 +1,4 @@
-"""The embedding job (SPEC 6): embeds memories after they commit, never in the
+"""The embedding job (design §6): embeds memories after they commit, never in the
 write path. Memories enter the `embedding_job` queue by trigger in their own
 transaction; workers here claim batches with FOR UPDATE SKIP LOCKED and a
 lease, call the embed service outside any transaction, and store a vector only

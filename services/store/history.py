@@ -1,4 +1,4 @@
-"""History evidence search (SPEC 3, 8): the old conversation turns brought
+"""History evidence search (design §3.2, §8.4): the old conversation turns brought
 over by migration, searched lexically for the workspace owner they belong to.
 
 For anyone else history does not exist: a caller who is not an owner of the
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recallatron import errors
+from recallatron.vocabulary import MAX_QUERY_CHARS
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
-from services.store.recall import MAX_QUERY_CHARS, select_terms, tsquery_text
+from services.store.recall import select_terms, tsquery_text
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 10

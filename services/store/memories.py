@@ -1,5 +1,5 @@
-"""The memory tools (SPEC 7) as plain domain code. Every query runs inside
-`caller_transaction`, so row-level security applies eligibility (SPEC 4) to
+"""The memory tools (design §7) as plain domain code. Every query runs inside
+`caller_transaction`, so row-level security applies eligibility (design §4) to
 each one; not visible answers exactly like not there."""
 
 from __future__ import annotations
@@ -15,6 +15,17 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    MAX_BODY,
+    MAX_ENTITY_NAME,
+    MAX_LINKS,
+    MAX_MENTIONS,
+    MAX_READ_IDS,
+    MAX_REASON,
+    MAX_TITLE,
+    PURPOSES,
+)
 from services.store import memory_queries as mq
 from services.store import trust as trust_rules
 from services.store import validation as v
@@ -96,7 +107,7 @@ def _view(row: Sequence[Any]) -> MemoryView:
         revision=row[6],
         superseded_by_id=str(row[7]) if row[7] else None,
         audience=str(row[8]) if row[8] else None,
-        purposes=sorted(row[9], key=v.PURPOSES.index),
+        purposes=sorted(row[9], key=PURPOSES.index),
         created_by=str(row[10]),
         created_at=row[11],
         updated_at=row[12],
@@ -198,23 +209,23 @@ class MemoryStore:
 
     def _validate_new(self, new: NewMemory) -> None:
         v.kind(new.kind)
-        v.text(new.title, "title", v.MAX_TITLE)
-        v.text(new.body, "body", v.MAX_BODY, required=False)
+        v.text(new.title, "title", MAX_TITLE)
+        v.text(new.body, "body", MAX_BODY, required=False)
         v.confidence(new.confidence)
         v.purposes(new.purposes)
-        if len(new.mentions) > v.MAX_MENTIONS:
-            raise errors.InvalidArgument("mentions", f"at most {v.MAX_MENTIONS} allowed")
+        if len(new.mentions) > MAX_MENTIONS:
+            raise errors.InvalidArgument("mentions", f"at most {MAX_MENTIONS} allowed")
         for i, m in enumerate(new.mentions):
             if (m.entity_id is None) == (m.name is None):
                 raise errors.InvalidArgument(f"mentions[{i}]", "give an entity_id or a name")
             if m.entity_id is not None:
                 v.uuid_str(m.entity_id, f"mentions[{i}].entity_id")
             else:
-                v.text(m.name or "", f"mentions[{i}].name", v.MAX_ENTITY_NAME)
+                v.text(m.name or "", f"mentions[{i}].name", MAX_ENTITY_NAME)
         ids = [m.entity_id for m in new.mentions if m.entity_id]
         if len(set(ids)) != len(ids):
             raise errors.InvalidArgument("mentions", "an entity is mentioned twice")
-        v.uuid_list(list(new.about_ids), "about_ids", v.MAX_LINKS)
+        v.uuid_list(list(new.about_ids), "about_ids", MAX_LINKS)
 
     def _visible_ids(self, conn: psycopg.Connection, ids: Sequence[str]) -> set[str]:
         return {str(r[0]) for r in conn.execute(mq.VISIBLE_IDS, (v.uuid_array(list(ids)),))}
@@ -261,8 +272,8 @@ class MemoryStore:
         self._check_audience(caller, new.audience)
         # Default audience: the caller alone. Sharing is a deliberate choice.
         audience = caller.member_id if isinstance(new.audience, _Empty) else new.audience
-        trust = Trust(audience, v.purposes(new.purposes) or frozenset({"assist"}))
-        about = v.uuid_list(list(new.about_ids), "about_ids", v.MAX_LINKS)
+        trust = Trust(audience, v.purposes(new.purposes) or frozenset({DEFAULT_PURPOSE}))
+        about = v.uuid_list(list(new.about_ids), "about_ids", MAX_LINKS)
 
         def write(conn: psycopg.Connection) -> str:
             if about and self._visible_ids(conn, about) != set(about):
@@ -279,7 +290,7 @@ class MemoryStore:
     def derive(
         self, caller: Caller, request_id: str, source_ids: Sequence[str], new: NewMemory
     ) -> WriteResult:
-        sources = v.uuid_list(list(source_ids), "source_ids", v.MAX_LINKS, min_items=1)
+        sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS, min_items=1)
         self._validate_new(new)
         self._check_audience(caller, new.audience)
 
@@ -327,12 +338,12 @@ class MemoryStore:
         if title is None and body is None and confidence is None:
             raise errors.InvalidArgument("title", "give a new title, body or confidence")
         if title is not None:
-            v.text(title, "title", v.MAX_TITLE)
+            v.text(title, "title", MAX_TITLE)
         if body is not None:
-            v.text(body, "body", v.MAX_BODY, required=False)
+            v.text(body, "body", MAX_BODY, required=False)
         if confidence is not None:
             v.confidence(confidence)
-        v.text(reason, "reason", v.MAX_REASON)
+        v.text(reason, "reason", MAX_REASON)
 
         def write(conn: psycopg.Connection) -> str:
             updated = conn.execute(
@@ -366,7 +377,7 @@ class MemoryStore:
         v.revision(expected_revision)
         self._validate_new(new)
         self._check_audience(caller, new.audience)
-        v.text(reason, "reason", v.MAX_REASON, required=False)
+        v.text(reason, "reason", MAX_REASON, required=False)
 
         def write(conn: psycopg.Connection) -> str:
             old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
@@ -402,7 +413,7 @@ class MemoryStore:
 
     def forget(self, caller: Caller, request_id: str, memory_id: str, reason: str) -> ForgetResult:
         memory_id = v.uuid_str(memory_id, "id")
-        v.text(reason, "reason", v.MAX_REASON)
+        v.text(reason, "reason", MAX_REASON)
 
         def write(conn: psycopg.Connection) -> str:
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
@@ -425,7 +436,7 @@ class MemoryStore:
     def read(
         self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
     ) -> list[MemoryView]:
-        wanted = v.uuid_list(list(ids), "ids", v.MAX_READ_IDS, min_items=1)
+        wanted = v.uuid_list(list(ids), "ids", MAX_READ_IDS, min_items=1)
         with caller_transaction(self._pool(caller), caller) as conn:
             return self._read(conn, wanted, with_provenance)
 
@@ -462,14 +473,14 @@ class MemoryStore:
     def walk(
         self, caller: Caller, ids: Sequence[str], hydrate: int, include_superseded: bool = False
     ) -> Walk:
-        """The permission walk (SPEC 5.5): keeps, in order, the candidates the
+        """The permission walk (design §5.5): keeps, in order, the candidates the
         caller may see whose every linked memory, transitively, the caller may
         also see and is not forgotten; then reads the first ``hydrate`` of them
         with provenance in the same transaction (one snapshot: a memory the walk
         admitted cannot vanish before it is read)."""
         wanted = v.uuid_list(list(ids), "ids", MAX_WALK)
-        if not 0 <= hydrate <= v.MAX_READ_IDS:
-            raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {v.MAX_READ_IDS}]")
+        if not 0 <= hydrate <= MAX_READ_IDS:
+            raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {MAX_READ_IDS}]")
         if not wanted:
             return Walk([], [])
         with caller_transaction(self._pool(caller), caller) as conn:

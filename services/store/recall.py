@@ -11,14 +11,14 @@ import numpy as np
 import psycopg
 
 from recallatron import errors
+from recallatron.vocabulary import MAX_QUERY_CHARS
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
 
 # Terms at or above this share of the workspace's memories are dropped from a
-# query of three terms or more (SPEC 5.2).
+# query of three terms or more (design §5.2).
 DF_CUTOFF = 0.15
-MAX_QUERY_CHARS = 2_000
 MAX_LIMIT = 500
 # HNSW candidate list; at least the LIMIT, or pgvector returns fewer rows.
 EF_SEARCH = 100

@@ -13,6 +13,15 @@ from recallatron import convert, errors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2 as pb
 from recallatron.v1 import store_pb2_grpc
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    KIND,
+    LINK_KIND,
+    MODE,
+    ORIGIN,
+    PURPOSE,
+    ROLE,
+)
 from services.store import control as ctl
 from services.store import embedding_job
 from services.store.db import Caller
@@ -27,7 +36,7 @@ SETTINGS_FIELDS = {"default_recall_mode", "dense_floor", "rerank_depth", "expiry
 
 
 def caller_of(msg: cpb.Caller) -> Caller:
-    purpose = convert.purpose_str(msg.purpose, "caller.purpose") or "assist"
+    purpose = PURPOSE.parse(msg.purpose, "caller.purpose") or DEFAULT_PURPOSE
     if not msg.workspace_id or not msg.member_id:
         raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
     return Caller(msg.workspace_id, msg.member_id, purpose)
@@ -60,13 +69,13 @@ def mentions_of(items: Sequence[cpb.MentionInput]) -> list[MentionIn]:
 def new_memory(req: object) -> NewMemory:
     r = req  # a request with the NewMemory fields
     return NewMemory(
-        kind=convert.kind_str(r.kind),  # type: ignore[attr-defined]
+        kind=KIND.parse(r.kind, "kind"),  # type: ignore[attr-defined]
         title=r.title,  # type: ignore[attr-defined]
         body=r.body,  # type: ignore[attr-defined]
         confidence=r.confidence if r.HasField("confidence") else None,  # type: ignore[attr-defined]
         audience=audience_of(r.audience, r.HasField("audience")),  # type: ignore[attr-defined]
         purposes=[
-            convert.purpose_str(p, f"purposes[{i}]")
+            PURPOSE.parse(p, f"purposes[{i}]")
             for i, p in enumerate(r.purposes)  # type: ignore[attr-defined]
         ],
         mentions=mentions_of(r.mentions),  # type: ignore[attr-defined]
@@ -77,7 +86,7 @@ def new_memory(req: object) -> NewMemory:
 def filters_of(msg: cpb.RecallFilters) -> Filters:
     kinds = []
     for i, k in enumerate(msg.kinds):
-        kind = convert.kind_str(k, f"filters.kinds[{i}]")
+        kind = KIND.parse(k, f"filters.kinds[{i}]")
         if kind is None:
             raise errors.InvalidArgument(f"filters.kinds[{i}]", "must be a kind")
         kinds.append(kind)
@@ -93,7 +102,7 @@ def ref_msg(ref: Ref) -> cpb.MemoryRef:
         id=ref.id,
         visible=ref.visible,
         title=ref.title,
-        kind=convert.kind_enum(ref.kind) if ref.kind else 0,
+        kind=KIND.value(ref.kind) if ref.kind else 0,
     )
 
 
@@ -101,19 +110,19 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
     audience = cpb.Audience(member_id=m.audience) if m.audience else cpb.Audience(workspace=True)
     return cpb.Memory(
         id=m.id,
-        kind=convert.kind_enum(m.kind),
+        kind=KIND.value(m.kind),
         title=m.title,
         body=m.body,
         confidence=m.confidence,
-        origin=convert.origin_enum(m.origin),
+        origin=ORIGIN.value(m.origin),
         revision=m.revision,
         audience=audience,
-        purposes=[convert.purpose_enum(p) for p in m.purposes],
+        purposes=[PURPOSE.value(p) for p in m.purposes],
         created_by=m.created_by,
         created_at=convert.timestamp(m.created_at),
         updated_at=convert.timestamp(m.updated_at),
         superseded_by_id=m.superseded_by_id or "",
-        links=[cpb.Link(kind=convert.link_enum(k), target=ref_msg(r)) for k, r in m.links],
+        links=[cpb.Link(kind=LINK_KIND.value(k), target=ref_msg(r)) for k, r in m.links],
         mentions=[cpb.Mention(entity_id=e, name=n) for e, n in m.mentions],
         supersedes=[ref_msg(r) for r in m.supersedes],
         superseded_by=[ref_msg(r) for r in m.superseded_by],
@@ -122,7 +131,7 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
 
 def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
     return pb.WorkspaceSettings(
-        default_recall_mode=convert.mode_enum(s.default_recall_mode),
+        default_recall_mode=MODE.value(s.default_recall_mode),
         dense_floor=s.dense_floor,
         rerank_depth=s.rerank_depth,
         expiry_days=s.expiry_days,
@@ -172,14 +181,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateMemberRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateMemberResponse:
-        role = convert.role_str(request.role) or "member"
+        role = ROLE.parse(request.role, "role") or "member"
         m = self.control.create_member(request.workspace_id, request.handle, role)
         return pb.CreateMemberResponse(
             member=pb.Member(
                 id=m.id,
                 workspace_id=m.workspace_id,
                 handle=m.handle,
-                role=convert.role_enum(m.role),
+                role=ROLE.value(m.role),
                 created_at=convert.timestamp(m.created_at),
             )
         )
@@ -234,7 +243,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         return pb.AuthenticateResponse(
             workspace_id=ident.workspace_id,
             member_id=ident.member_id,
-            role=convert.role_enum(ident.role),
+            role=ROLE.value(ident.role),
             workspace_slug=ident.workspace_slug,
         )
 
@@ -260,11 +269,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             if name not in SETTINGS_FIELDS:
                 raise errors.InvalidArgument("update_fields", f"unknown setting {name!r}")
             if name == "default_recall_mode":
-                mode = convert.mode_str(s.default_recall_mode, "settings.default_recall_mode")
+                mode = MODE.parse(s.default_recall_mode, "settings.default_recall_mode")
                 if mode is None:
-                    raise errors.InvalidArgument(
-                        "settings.default_recall_mode", "lexical, dense or hybrid"
-                    )
+                    raise errors.InvalidArgument("settings.default_recall_mode", MODE.one_of())
                 changes[name] = mode
             else:
                 changes[name] = getattr(s, name)

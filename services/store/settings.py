@@ -10,7 +10,8 @@ class StoreSettings(CommonSettings):
     store_listen: str = "127.0.0.1:7401"
     # Admin connection to the default Postgres server (creates databases and
     # roles, runs migrations). Empty: the local embedded Postgres, whose URL
-    # `recallatron up` passes in; see docs/operations.md.
+    # `recallatron up` passes in; see README.md (Configuration) and
+    # docs/kubernetes.md (Secrets).
     database_url: str = ""
     app_password: str = ""
     # Connections per workspace database pool.

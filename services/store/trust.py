@@ -1,4 +1,4 @@
-"""The derivation rules of SPEC 4, as plain functions: a derived memory gets
+"""The derivation rules of design §4, as plain functions: a derived memory gets
 the intersection of its sources' audiences and purposes, never the union, and
 a caller may narrow that, never widen it."""
 
@@ -8,8 +8,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from recallatron import errors
-
-PURPOSES = ("assist", "automate", "personalize", "audit")
 
 # None stands for the whole workspace; a string is one member id.
 AudienceValue = str | None
@@ -86,7 +84,7 @@ def narrow(
 
 
 def eligible(trust: Trust, forgotten: bool, member_id: str, purpose: str) -> bool:
-    """SPEC 4 eligibility, as the row-level security policy states it in SQL.
+    """design §4 eligibility, as the row-level security policy states it in SQL.
     Used by tests as the oracle the database is checked against."""
     return (
         not forgotten

@@ -1,4 +1,5 @@
-"""Input rules shared by every write. Limits are documented in docs/api.md."""
+"""Input rules shared by every write. The names and limits are those of
+recallatron.vocabulary, which the tool schemas state too."""
 
 from __future__ import annotations
 
@@ -8,18 +9,7 @@ import uuid
 from collections.abc import Sequence
 
 from recallatron import errors
-
-KINDS = ("note", "fact", "decision", "summary")
-PURPOSES = ("assist", "automate", "personalize", "audit")
-
-MAX_TITLE = 300
-MAX_BODY = 20_000
-MAX_REASON = 1_000
-MAX_REQUEST_ID = 128
-MAX_ENTITY_NAME = 200
-MAX_MENTIONS = 50
-MAX_LINKS = 50
-MAX_READ_IDS = 100
+from recallatron.vocabulary import KIND, KINDS, MAX_REQUEST_ID, PURPOSE, PURPOSES
 
 
 def text(value: str, field: str, max_len: int, required: bool = True) -> str:
@@ -42,7 +32,7 @@ def request_id(value: str) -> str:
 
 def kind(value: str | None) -> str:
     if value not in KINDS:
-        raise errors.InvalidArgument("kind", "must be one of note, fact, decision, summary")
+        raise errors.InvalidArgument("kind", f"must be one of {KIND.one_of()}")
     return value
 
 
@@ -58,9 +48,7 @@ def purposes(values: Sequence[str | None], field: str = "purposes") -> frozenset
     out: set[str] = set()
     for v in values:
         if v not in PURPOSES:
-            raise errors.InvalidArgument(
-                field, "each must be one of assist, automate, personalize, audit"
-            )
+            raise errors.InvalidArgument(field, f"each must be one of {PURPOSE.one_of()}")
         out.add(v)
     return frozenset(out)
 

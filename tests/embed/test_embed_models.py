@@ -16,7 +16,6 @@ from services.embed.manifest import (
     EMBED_INPUT_VERSION,
     MANIFEST_NAME,
     TOKENIZER_FILE,
-    compose_embed_input,
     read_manifest,
 )
 from services.embed.models import (
@@ -28,6 +27,8 @@ from services.embed.models import (
 )
 from services.embed.prepare import bi_encoder_status, main, prepare_cross_encoder
 from services.embed.settings import EmbedSettings
+
+pytestmark = pytest.mark.integration
 
 LONG = " ".join(["The quarterly report covers revenue, churn and hiring plans."] * 40)
 
@@ -144,15 +145,3 @@ def test_cross_encoder_export_refuses_to_overwrite_a_foreign_directory(
         prepare_cross_encoder(str(hf_dir), foreign)
     assert (foreign / "notes.txt").read_text(encoding="utf-8") == "keep me"
     assert main(["cross-encoder", "--from", str(hf_dir), "--out", str(foreign)]) == 1
-
-
-def test_embed_input_composition() -> None:
-    assert compose_embed_input("Staging DB", "On the shared cluster.") == (
-        "Staging DB\nOn the shared cluster."
-    )
-    assert compose_embed_input("Staging DB", "") == "Staging DB"
-    # A body that already names its title is embedded alone (any case).
-    assert compose_embed_input("Caroline", "caroline went to the LGBTQ support group.") == (
-        "caroline went to the LGBTQ support group."
-    )
-    assert EMBED_INPUT_VERSION == "title-unless-in-body-v1"

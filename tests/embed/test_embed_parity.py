@@ -6,10 +6,13 @@ import random
 from typing import Any
 
 import numpy as np
+import pytest
 
 from recallatron.v1 import embed_pb2
 from services.embed.manifest import BI_ENCODER_DIMENSIONS, BI_ENCODER_ID
 from services.embed.testing import EmbedProcess
+
+pytestmark = pytest.mark.integration
 
 HANDWRITTEN = [
     "",

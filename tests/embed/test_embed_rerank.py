@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from recallatron.v1 import embed_pb2
 from services.embed.testing import TINY_CROSS_ENCODER_ID, EmbedProcess
+
+pytestmark = pytest.mark.integration
 
 QUERY = "where is the staging database hosted?"
 PASSAGES = [

@@ -26,6 +26,8 @@ from services.embed.server import SERVICE_NAME
 from services.embed.settings import EmbedSettings
 from services.embed.testing import EmbedProcess
 
+pytestmark = pytest.mark.integration
+
 # The defaults: the server processes run without the caller's RECALLATRON_ variables.
 LIMITS = EmbedSettings.model_construct()
 SERVING = health_pb2.HealthCheckResponse.SERVING

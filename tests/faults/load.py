@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.faults.stackutil import RETRYABLE

@@ -15,8 +15,8 @@ from typing import TypeVar
 
 import grpc
 
+from recallatron.client import Client
 from recallatron.v1 import gateway_pb2_grpc
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack, StackConfig
 from tests.conftest import free_port
 

@@ -1,4 +1,4 @@
-"""Crashes under write load (SPEC 9): kill -9 the store, then Postgres, while
+"""Crashes under write load (design §9): kill -9 the store, then Postgres, while
 8 clients write 500 memories and retry with the same request id; afterwards
 every acknowledged memory exists exactly once and no write is half applied.
 Then Postgres restarted under load: calls fail fast with UNAVAILABLE while it
@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from recallatron_cli.stack import Stack
 from tests.faults.load import WriteLoad, audit, run_writes
 from tests.faults.stackutil import (

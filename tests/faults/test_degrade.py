@@ -1,4 +1,4 @@
-"""Start order and degraded dependencies (SPEC 5, 9), on a stack of its own
+"""Start order and degraded dependencies (design §5.9, §9), on a stack of its own
 whose services start before Postgres exists: they wait, answer UNAVAILABLE,
 then serve with no manual step. Then the embed service dies or hangs under
 a recall load (recall keeps answering, dense_available=false), and rank or
@@ -16,8 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.client import Client
 from recallatron_cli.localpg import LocalPostgres
 from recallatron_cli.stack import SERVICES, Stack
 from tests.faults.stackutil import new_stack, owner_client, plain_client, record, until_ok

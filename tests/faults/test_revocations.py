@@ -10,8 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.v1 import store_pb2, store_pb2_grpc
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack
 from tests.conftest import wait_for
 from tests.faults.stackutil import new_stack, owner_client, running, until_ok

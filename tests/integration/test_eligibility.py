@@ -1,4 +1,4 @@
-"""Eligibility (SPEC 4) over random members, audiences, purposes and
+"""Eligibility (design §4) over random members, audiences, purposes and
 derivation chains: no tool reveals a memory the caller may not see, and a
 derived memory carries exactly the intersection of its sources' trust."""
 
@@ -7,21 +7,24 @@ from __future__ import annotations
 import uuid
 
 import grpc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recallatron_cli.client import PURPOSES, Client
+from recallatron.client import Client
+from recallatron.vocabulary import MODES, PURPOSE, PURPOSES
 from services.store.trust import Trust, eligible, intersect
 from tests.conftest import make_team
 
+pytestmark = pytest.mark.integration
+
 HANDLES = ("ada", "bob", "cy")
-PURPOSE_NAMES = tuple(PURPOSES)
 
 memory_specs = st.lists(
     st.tuples(
         st.sampled_from(HANDLES),  # creator
         st.sampled_from(("workspace", *HANDLES)),  # audience
-        st.frozensets(st.sampled_from(PURPOSE_NAMES), min_size=1),
+        st.frozensets(st.sampled_from(PURPOSES), min_size=1),
     ),
     min_size=2,
     max_size=6,
@@ -29,7 +32,7 @@ memory_specs = st.lists(
 derive_specs = st.lists(
     st.tuples(
         st.sampled_from(HANDLES),
-        st.sampled_from(PURPOSE_NAMES),
+        st.sampled_from(PURPOSES),
         st.lists(st.integers(0, 20), min_size=1, max_size=3),
     ),
     max_size=4,
@@ -86,7 +89,7 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
         got_audience = d.audience.member_id if d.audience.member_id else None
         assert (got_audience, set(d.purposes)) == (
             expected.audience,
-            {PURPOSES[p] for p in expected.purposes},
+            {PURPOSE.value(p) for p in expected.purposes},
         )
         truth[d.id] = (expected, False)
         order.append(d.id)
@@ -94,7 +97,7 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
         first = order[0]
         creator_trust = truth[first][0]
         for handle in HANDLES:
-            for purpose in PURPOSE_NAMES:
+            for purpose in PURPOSES:
                 if eligible(creator_trust, False, team.members[handle], purpose):
                     team.clients[handle].forget(first, "test", purpose=purpose)
                     truth[first] = (creator_trust, True)
@@ -103,7 +106,7 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
                 break
     for handle in HANDLES:
         member = team.members[handle]
-        for purpose in PURPOSE_NAMES:
+        for purpose in PURPOSES:
             for memory_id, (trust, forgotten) in truth.items():
                 assert _visible(team.clients[handle], memory_id, purpose) == eligible(
                     trust, forgotten, member, purpose
@@ -113,11 +116,11 @@ def test_no_tool_reveals_what_the_caller_may_not_see(
     team.clients[HANDLES[0]].wait_embedded(timeout=120, poll=0.2)
     for handle in HANDLES:
         member = team.members[handle]
-        for purpose in PURPOSE_NAMES:
+        for purpose in PURPOSES:
             allowed = {
                 i for i, (trust, gone) in truth.items() if eligible(trust, gone, member, purpose)
             }
-            for mode in ("lexical", "dense", "hybrid"):
+            for mode in MODES:
                 outcome = (
                     team.clients[handle]
                     .recall("memory derived", mode=mode, limit=50, purpose=purpose)

@@ -1,4 +1,4 @@
-"""The embedding job (SPEC 6): vectors after commit, replaced on correct,
+"""The embedding job (design §6): vectors after commit, replaced on correct,
 gone on supersede and forget, a backlog that survives the embed service being
 down, several workers without double work, and rebuild after a stamp change."""
 

@@ -13,8 +13,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from recallatron.client import Client
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
-from recallatron_cli.client import Client
 from recallatron_cli.localpg import LocalPostgres
 from tests.conftest import Team, free_port
 

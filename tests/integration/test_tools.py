@@ -13,7 +13,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from tests import dbutil
 from tests.conftest import Team, make_team
 

@@ -23,10 +23,10 @@ import grpc
 import psycopg
 import pytest
 
+from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2, store_pb2_grpc
-from recallatron_cli.client import Client
 from recallatron_cli.main import main as cli_main
 from recallatron_cli.stack import Stack
 from services.store.db import with_database

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from recallatron_cli.stack import Stack
 from tests.conftest import wait_for
 

@@ -1,7 +1,8 @@
 """Recall that holds for any corpus and any caller, against the real stack:
 the lexical arm reads its GIN index under the app role, document frequencies
 count only what the caller may see, the walk's snapshot decides what is
-answered, and the walk is bounded."""
+answered, and the walk reads one row per candidate however deep or wide the
+provenance."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import psycopg
 import pytest
 
 from benchmarks.explain_lexical import explained_as_app_role
+from recallatron.client import Client
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked

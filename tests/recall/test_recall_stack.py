@@ -13,9 +13,9 @@ from typing import Any
 import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
-from recallatron_cli.client import Client
 from tests.recall.conftest import RecallStack, Workspace, wait_for
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import grpc
 import psycopg
 import pytest
 
-from recallatron_cli.client import Client
+from recallatron.client import Client
 from recallatron_cli.stack import Stack
 from services.store.db import CONTROL_DATABASE, with_database
 from tests.conftest import Team

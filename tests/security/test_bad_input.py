@@ -16,9 +16,9 @@ from google.protobuf.internal import encoder
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import Team, make_team

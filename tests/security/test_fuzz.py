@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack
 from tests.conftest import Team, make_team
 from tests.faults.stackutil import record

@@ -12,8 +12,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.grpcclient import make_channel
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack, StackConfig
 from tests.conftest import free_port
 

@@ -1,5 +1,5 @@
 """Labelled conversation turns for capture: explicit requests to store, and
-each class of no-op (SPEC 8: anything empty or ambiguous is a no-op). Written
+each class of no-op (design §8.2: anything empty or ambiguous is a no-op). Written
 by hand to include the traps: negations, reported speech, polite questions,
 conditionals inside otherwise plain requests, pronouns pointing elsewhere."""
 

@@ -11,10 +11,10 @@ import uuid
 import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2, store_pb2_grpc
-from recallatron_cli.client import Client
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import Team

@@ -21,8 +21,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from recallatron.tools import TOOLS
 from recallatron_cli.stack import Stack
-from services.gateway.tools import TOOLS
 from tests.conftest import Team, free_port
 
 pytestmark = pytest.mark.integration
@@ -83,6 +83,11 @@ def test_mcp_stdio_session(stack: Stack, team: Team) -> None:
                     # One source for names, descriptions and schemas.
                     assert tool.description == by_name[tool.name].description
                     assert tool.input_schema == by_name[tool.name].input_schema
+                    hints = tool.annotations
+                    assert hints is not None and hints.open_world_hint is False
+                    assert hints.read_only_hint is by_name[tool.name].read_only
+                    assert hints.destructive_hint is by_name[tool.name].destructive
+                    assert hints.idempotent_hint is True
                 recall_text = next(t.description for t in listed if t.name == "recall")
                 assert "nearest rows, not the relevant ones" in recall_text
                 assert "dated claim" in recall_text and "provenance" in recall_text

@@ -1,4 +1,4 @@
-"""The derivation rules of SPEC 4 as properties."""
+"""The derivation rules of design §4 as properties."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recallatron import errors
-from services.store.trust import EMPTY, PURPOSES, Trust, eligible, intersect, narrow
+from recallatron.vocabulary import PURPOSES
+from services.store.trust import EMPTY, Trust, eligible, intersect, narrow
 
 MEMBERS = ["m1", "m2", "m3"]
 audiences = st.one_of(st.none(), st.sampled_from(MEMBERS))

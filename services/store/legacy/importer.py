@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 
 from recallatron import errors
+from recallatron.vocabulary import DEFAULT_PURPOSE
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction, with_database
 from services.store.legacy import plan
@@ -103,7 +104,7 @@ class Importer:
         graph = fold_graph(graph_path)
         sqlite = SqliteStore(sqlite_path)
         pool = self.dbs.owner_pool(target.server, target.database)
-        caller = Caller(target.workspace_id, target.owner_id, "assist")
+        caller = Caller(target.workspace_id, target.owner_id, DEFAULT_PURPOSE)
         ids = plan.Ids(target.owner_handle)
         url = with_database(target.server or self.dbs.default_server, target.database)
         try:

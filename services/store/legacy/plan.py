@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from services.store import validation as v
+from recallatron.vocabulary import MAX_BODY, MAX_ENTITY_NAME, MAX_TITLE
 from services.store.legacy.oldstore import Graph, MemoryItem, Turn, parse_time
 
 # Rows per transaction: big enough to be quick, small enough that an
@@ -19,7 +19,7 @@ DEFAULT_BATCH_SIZE = 500
 # Fixed: the ids of imported rows derive from it, so never change it.
 LEGACY_NAMESPACE = uuid.UUID("6f1d2b1e-7c1a-5d43-9a0e-3c52f0d1b7a4")
 
-# Old kinds without a namesake among the four (SPEC 3).
+# Old kinds without a namesake among the four (design §3.2).
 KIND_MAP = {
     "fact": "fact",
     "decision": "decision",
@@ -34,7 +34,7 @@ KIND_MAP = {
 DERIVED_TITLE_CHARS = 80
 # Longer turns (pasted logs, say) are skipped: their search vector could
 # pass Postgres's tsvector size limit and fail the whole batch.
-MAX_TURN_CHARS = 200_000
+MAX_HISTORY_TURN_CHARS = 200_000
 # Only memory items in this status are curated knowledge worth carrying.
 IMPORTED_STATUS = "confirmed"
 SHARED_SCOPES = ("shared", "workspace", "team")
@@ -111,8 +111,8 @@ def plan_turn(turn: Turn, ids: Ids) -> HistoryRow | str:
         return "empty text"
     if _bad_text(turn.text) or _bad_text(turn.chat_id) or _bad_text(turn.role):
         return "text holds NUL characters"
-    if len(turn.text) > MAX_TURN_CHARS:
-        return f"text over {MAX_TURN_CHARS} characters"
+    if len(turn.text) > MAX_HISTORY_TURN_CHARS:
+        return f"text over {MAX_HISTORY_TURN_CHARS} characters"
     occurred = parse_time(turn.ts)
     if occurred is None:
         return "unreadable time"
@@ -128,8 +128,8 @@ def _title(item: MemoryItem) -> str:
         title = " ".join(first.split())
         if len(title) > DERIVED_TITLE_CHARS:
             title = title[: DERIVED_TITLE_CHARS - 1].rstrip() + "…"
-    if len(title) > v.MAX_TITLE:
-        title = title[: v.MAX_TITLE - 1].rstrip() + "…"
+    if len(title) > MAX_TITLE:
+        title = title[: MAX_TITLE - 1].rstrip() + "…"
     return title
 
 
@@ -149,8 +149,8 @@ def plan_item(item: MemoryItem, ids: Ids, graph: Graph) -> MemoryRow | str:
     title = _title(item)
     if not title:
         return "no title and no body"
-    if len(item.body) > v.MAX_BODY:
-        return f"body over {v.MAX_BODY} characters"
+    if len(item.body) > MAX_BODY:
+        return f"body over {MAX_BODY} characters"
     created = parse_time(item.created_at)
     if created is None:
         return "unreadable time"
@@ -194,7 +194,7 @@ def entity_rows(rows: Sequence[MemoryRow], graph: Graph, ids: Ids) -> dict[str, 
             out[m.resolved_old_id] = EntityRow(
                 ids.entity(m.resolved_old_id),
                 m.resolved_old_id,
-                name[: v.MAX_ENTITY_NAME],
+                name[:MAX_ENTITY_NAME],
                 parse_time(entity.valid_from) or row.created_at,
             )
     return out

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-ENTITY_EDGES_REASON = "the workspace schema has no entity-to-entity edges yet (SPEC 3)"
+ENTITY_EDGES_REASON = "the workspace schema has no entity-to-entity edges yet (design §3.3)"
 DIGESTS_REASON = "session digests summarise turns that are imported as history themselves"
 
 

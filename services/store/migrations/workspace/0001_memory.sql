@@ -1,6 +1,6 @@
 -- One workspace's memories, their links and mentions, embeddings, the
 -- embedding job queue, idempotency keys and the audit trail.
--- Eligibility (SPEC 4) lives here once, as row-level security policies.
+-- Eligibility (design §4) lives here once, as row-level security policies.
 
 CREATE EXTENSION IF NOT EXISTS vector;
 
@@ -154,7 +154,7 @@ CREATE TABLE audit_log (
     detail      jsonb NOT NULL DEFAULT '{}'::jsonb
 );
 
--- Eligibility, once (SPEC 4): audience is the workspace or the caller, the
+-- Eligibility, once (design §4): audience is the workspace or the caller, the
 -- caller's purpose is one of the memory's, and it is not forgotten. The
 -- policies and the tombstone function below all use this one function.
 CREATE FUNCTION is_eligible(invalidated_at timestamptz, audience_member_id uuid,

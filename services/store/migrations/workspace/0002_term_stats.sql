@@ -1,4 +1,4 @@
--- Document frequencies for the lexical arm's 15% rule (SPEC 5.2), kept
+-- Document frequencies for the lexical arm's 15% rule (design §5.2), kept
 -- current by a trigger so that a query never scans the corpus for them.
 
 CREATE TABLE term_stat (

@@ -1,4 +1,4 @@
--- History evidence (SPEC 3): old conversation turns brought over by migration
+-- History evidence (design §3.2): old conversation turns brought over by migration
 -- from the old store. Owner-only, keyword-searchable, explicitly not memories:
 -- no kind, no trust fields, never a recall candidate, never embedded.
 

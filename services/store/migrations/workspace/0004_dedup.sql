@@ -1,4 +1,4 @@
--- Dedup review (SPEC 8): pairs a person chose to keep both of ("keep both").
+-- Dedup review (design §8.1): pairs a person chose to keep both of ("keep both").
 -- A dismissed pair is never proposed again, to anyone in the workspace: the
 -- decision is about the two memories, not about who looked at them. The ids
 -- are stored in a canonical order (first_id < second_id).

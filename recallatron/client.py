@@ -1,7 +1,9 @@
-"""A small client of the gateway, so scripts and tests need not touch raw stubs."""
+"""A small client of the gateway, so the CLI, the MCP server, the review page,
+scripts and tests need not touch raw stubs."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -13,10 +15,14 @@ from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc
+from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, MODE, PURPOSE
 
-PURPOSES = {"assist": 1, "automate": 2, "personalize": 3, "audit": 4}
-KINDS = {"note": 1, "fact": 2, "decision": 3, "summary": 4}
-MODES = {"lexical": 1, "dense": 2, "hybrid": 3}
+DEFAULT_GATEWAY = "127.0.0.1:7400"
+
+
+def default_gateway() -> str:
+    """The gateway address: RECALLATRON_GATEWAY, else the local stack's."""
+    return os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY)
 
 
 def audience(value: str | None) -> cpb.Audience | None:
@@ -69,18 +75,18 @@ class Client:
         mention_ids: Sequence[str] = (),
         about: Sequence[str] = (),
         confidence: float | None = None,
-        purpose: str = "assist",
+        purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
     ) -> pb.RememberResponse:
         req = pb.RememberRequest(
             request_id=request_id or str(uuid.uuid4()),
-            kind=KINDS[kind],
+            kind=KIND.value(kind),
             title=title,
             body=body,
-            purposes=[PURPOSES[p] for p in purposes],
+            purposes=[PURPOSE.value(p) for p in purposes],
             mentions=mentions(mention_names, mention_ids),
             about_ids=list(about),
-            purpose=PURPOSES[purpose],
+            purpose=PURPOSE.value(purpose),
         )
         aud = audience(audience_to)
         if aud is not None:
@@ -89,15 +95,17 @@ class Client:
             req.confidence = confidence
         return self.call(self.memory.Remember, req)
 
-    def read(self, ids: Sequence[str], purpose: str = "assist") -> pb.ReadResponse:
-        return self.call(self.memory.Read, pb.ReadRequest(ids=list(ids), purpose=PURPOSES[purpose]))
+    def read(self, ids: Sequence[str], purpose: str = DEFAULT_PURPOSE) -> pb.ReadResponse:
+        return self.call(
+            self.memory.Read, pb.ReadRequest(ids=list(ids), purpose=PURPOSE.value(purpose))
+        )
 
     def recall(
         self,
         query: str,
         mode: str | None = None,
         limit: int = 10,
-        purpose: str = "assist",
+        purpose: str = DEFAULT_PURPOSE,
         kinds: Sequence[str] = (),
         mention_ids: Sequence[str] = (),
         include_superseded: bool = False,
@@ -107,11 +115,11 @@ class Client:
     ) -> pb.RecallResponse:
         req = pb.RecallRequest(
             query=query,
-            mode=MODES[mode] if mode else 0,
+            mode=MODE.value(mode) if mode else 0,
             limit=limit,
-            purpose=PURPOSES[purpose],
+            purpose=PURPOSE.value(purpose),
             filters=cpb.RecallFilters(
-                kinds=[KINDS[k] for k in kinds],
+                kinds=[KIND.value(k) for k in kinds],
                 mention_entity_ids=list(mention_ids),
                 include_superseded=include_superseded,
             ),
@@ -129,17 +137,17 @@ class Client:
         *,
         audience_to: str | None = None,
         purposes: Sequence[str] = (),
-        purpose: str = "assist",
+        purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
     ) -> pb.DeriveResponse:
         req = pb.DeriveRequest(
             request_id=request_id or str(uuid.uuid4()),
             source_ids=list(sources),
-            kind=KINDS[kind],
+            kind=KIND.value(kind),
             title=title,
             body=body,
-            purposes=[PURPOSES[p] for p in purposes],
-            purpose=PURPOSES[purpose],
+            purposes=[PURPOSE.value(p) for p in purposes],
+            purpose=PURPOSE.value(purpose),
         )
         aud = audience(audience_to)
         if aud is not None:
@@ -155,7 +163,7 @@ class Client:
         title: str | None = None,
         body: str | None = None,
         confidence: float | None = None,
-        purpose: str = "assist",
+        purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
     ) -> pb.CorrectResponse:
         req = pb.CorrectRequest(
@@ -163,7 +171,7 @@ class Client:
             id=memory_id,
             expected_revision=expected_revision,
             reason=reason,
-            purpose=PURPOSES[purpose],
+            purpose=PURPOSE.value(purpose),
         )
         if title is not None:
             req.title = title
@@ -182,29 +190,33 @@ class Client:
         kind: str = "note",
         reason: str = "",
         *,
-        purpose: str = "assist",
+        purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
     ) -> pb.SupersedeResponse:
         req = pb.SupersedeRequest(
             request_id=request_id or str(uuid.uuid4()),
             id=memory_id,
             expected_revision=expected_revision,
-            kind=KINDS[kind],
+            kind=KIND.value(kind),
             title=title,
             body=body,
             reason=reason,
-            purpose=PURPOSES[purpose],
+            purpose=PURPOSE.value(purpose),
         )
         return self.call(self.memory.Supersede, req)
 
     def forget(
-        self, memory_id: str, reason: str, purpose: str = "assist", request_id: str | None = None
+        self,
+        memory_id: str,
+        reason: str,
+        purpose: str = DEFAULT_PURPOSE,
+        request_id: str | None = None,
     ) -> pb.ForgetResponse:
         req = pb.ForgetRequest(
             request_id=request_id or str(uuid.uuid4()),
             id=memory_id,
             reason=reason,
-            purpose=PURPOSES[purpose],
+            purpose=PURPOSE.value(purpose),
         )
         return self.call(self.memory.Forget, req)
 
@@ -214,14 +226,14 @@ class Client:
         *,
         occurred_at: datetime | None = None,
         speaker_member_id: str = "",
-        purpose: str = "assist",
+        purpose: str = DEFAULT_PURPOSE,
         request_id: str = "",
     ) -> pb.CaptureResponse:
         req = pb.CaptureRequest(
             request_id=request_id,
             speaker_member_id=speaker_member_id,
             text=text,
-            purpose=PURPOSES[purpose],
+            purpose=PURPOSE.value(purpose),
         )
         if occurred_at is not None:
             req.occurred_at.FromDatetime(occurred_at)
@@ -230,20 +242,20 @@ class Client:
     # -- dedup review ------------------------------------------------------
 
     def duplicate_pairs(
-        self, purpose: str = "assist", limit: int = 0
+        self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
     ) -> pb.ListDuplicatePairsResponse:
         return self.call(
             self.review.ListDuplicatePairs,
-            pb.ListDuplicatePairsRequest(purpose=PURPOSES[purpose], limit=limit),
+            pb.ListDuplicatePairsRequest(purpose=PURPOSE.value(purpose), limit=limit),
         )
 
     def dismiss_pair(
-        self, first_id: str, second_id: str, purpose: str = "assist"
+        self, first_id: str, second_id: str, purpose: str = DEFAULT_PURPOSE
     ) -> pb.DismissDuplicatePairResponse:
         return self.call(
             self.review.DismissDuplicatePair,
             pb.DismissDuplicatePairRequest(
-                first_id=first_id, second_id=second_id, purpose=PURPOSES[purpose]
+                first_id=first_id, second_id=second_id, purpose=PURPOSE.value(purpose)
             ),
         )
 
@@ -297,7 +309,7 @@ class Client:
         settings = store_pb2.WorkspaceSettings()
         for key, value in changes.items():
             if key == "default_recall_mode":
-                value = MODES[value]
+                value = MODE.value(value)
             setattr(settings, key, value)
         return self.call(
             self.admin.UpdateSettings,

@@ -1,6 +1,7 @@
 """The seven tools as agents see them: names, descriptions and JSON input
 schemas. One place, shared by the gateway's DescribeTools and any agent-facing
-adapter (MCP)."""
+adapter (MCP). The names and limits are recallatron.vocabulary's, the ones the
+servers check."""
 
 from __future__ import annotations
 
@@ -8,14 +9,28 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ["note", "fact", "decision", "summary"]
-PURPOSES = ["assist", "automate", "personalize", "audit"]
-MODES = ["lexical", "dense", "hybrid"]
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    DEFAULT_RECALL_LIMIT,
+    KINDS,
+    MAX_BODY,
+    MAX_ENTITY_NAME,
+    MAX_LINKS,
+    MAX_MENTIONS,
+    MAX_QUERY_CHARS,
+    MAX_READ_IDS,
+    MAX_REASON,
+    MAX_RECALL_LIMIT,
+    MAX_REQUEST_ID,
+    MAX_TITLE,
+    MODES,
+    PURPOSES,
+)
 
 _PURPOSE_PARAM = {
     "type": "string",
-    "enum": PURPOSES,
-    "default": "assist",
+    "enum": list(PURPOSES),
+    "default": DEFAULT_PURPOSE,
     "description": "Why you are asking; only memories stored for this purpose are visible.",
 }
 _AUDIENCE = {
@@ -24,28 +39,35 @@ _AUDIENCE = {
 }
 _MENTIONS = {
     "type": "array",
-    "maxItems": 50,
+    "maxItems": MAX_MENTIONS,
     "items": {
         "type": "object",
         "properties": {
             "entity_id": {"type": "string", "format": "uuid"},
-            "name": {"type": "string", "maxLength": 200},
+            "name": {"type": "string", "maxLength": MAX_ENTITY_NAME},
         },
         "description": "An existing entity by id, or a name that creates a new entity.",
     },
 }
 _REQUEST_ID = {
     "type": "string",
-    "maxLength": 128,
+    "maxLength": MAX_REQUEST_ID,
     "description": "Unique per write; a retry with the same id returns the first result.",
 }
+_REASON = {"type": "string", "maxLength": MAX_REASON}
+# A change to one memory, refused when it changed since it was read.
+_REVISION_CHECKED = {
+    "request_id": _REQUEST_ID,
+    "id": {"type": "string"},
+    "expected_revision": {"type": "integer", "minimum": 1},
+}
 _NEW_MEMORY = {
-    "kind": {"type": "string", "enum": KINDS},
-    "title": {"type": "string", "maxLength": 300},
-    "body": {"type": "string", "maxLength": 20000},
+    "kind": {"type": "string", "enum": list(KINDS)},
+    "title": {"type": "string", "maxLength": MAX_TITLE},
+    "body": {"type": "string", "maxLength": MAX_BODY},
     "confidence": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
     "audience": _AUDIENCE,
-    "purposes": {"type": "array", "items": {"type": "string", "enum": PURPOSES}},
+    "purposes": {"type": "array", "items": {"type": "string", "enum": list(PURPOSES)}},
     "mentions": _MENTIONS,
 }
 
@@ -55,6 +77,12 @@ class Tool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    # What calling it does, for agents (MCP tool annotations). Every tool works
+    # only on this workspace's memory (a closed world). Idempotent: the same
+    # arguments again change nothing more (a write's request_id replays it).
+    read_only: bool
+    destructive: bool
+    idempotent: bool = True
 
     def schema_json(self) -> str:
         return json.dumps(self.input_schema, sort_keys=True)
@@ -82,16 +110,23 @@ TOOLS: tuple[Tool, ...] = (
         "never refused.",
         _schema(
             {
-                "query": {"type": "string", "maxLength": 2000},
-                "mode": {"type": "string", "enum": MODES},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+                "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
+                "mode": {"type": "string", "enum": list(MODES)},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_RECALL_LIMIT,
+                    "default": DEFAULT_RECALL_LIMIT,
+                },
                 "purpose": _PURPOSE_PARAM,
-                "kinds": {"type": "array", "items": {"type": "string", "enum": KINDS}},
+                "kinds": {"type": "array", "items": {"type": "string", "enum": list(KINDS)}},
                 "mentions": {"type": "array", "items": {"type": "string", "format": "uuid"}},
                 "include_superseded": {"type": "boolean", "default": False},
             },
             ["query"],
         ),
+        read_only=True,
+        destructive=False,
     ),
     Tool(
         "read",
@@ -100,11 +135,13 @@ TOOLS: tuple[Tool, ...] = (
         "audience, purposes and times. An id you may not see reads as not found.",
         _schema(
             {
-                "ids": {"type": "array", "items": {"type": "string"}, "maxItems": 100},
+                "ids": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_READ_IDS},
                 "purpose": _PURPOSE_PARAM,
             },
             ["ids"],
         ),
+        read_only=True,
+        destructive=False,
     ),
     Tool(
         "remember",
@@ -115,11 +152,13 @@ TOOLS: tuple[Tool, ...] = (
             {
                 "request_id": _REQUEST_ID,
                 **_NEW_MEMORY,
-                "about": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
+                "about": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LINKS},
                 "purpose": _PURPOSE_PARAM,
             },
             ["request_id", "kind", "title"],
         ),
+        read_only=False,
+        destructive=False,
     ),
     Tool(
         "derive",
@@ -129,12 +168,19 @@ TOOLS: tuple[Tool, ...] = (
         _schema(
             {
                 "request_id": _REQUEST_ID,
-                "sources": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "sources": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "maxItems": MAX_LINKS,
+                },
                 **_NEW_MEMORY,
                 "purpose": _PURPOSE_PARAM,
             },
             ["request_id", "sources", "kind", "title"],
         ),
+        read_only=False,
+        destructive=False,
     ),
     Tool(
         "correct",
@@ -142,17 +188,18 @@ TOOLS: tuple[Tool, ...] = (
         "someone changed it since, the call is refused with the current revision: read again.",
         _schema(
             {
-                "request_id": _REQUEST_ID,
-                "id": {"type": "string"},
-                "expected_revision": {"type": "integer", "minimum": 1},
-                "title": {"type": "string", "maxLength": 300},
-                "body": {"type": "string", "maxLength": 20000},
+                **_REVISION_CHECKED,
+                "title": _NEW_MEMORY["title"],
+                "body": _NEW_MEMORY["body"],
                 "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                "reason": {"type": "string", "maxLength": 1000},
+                "reason": _REASON,
                 "purpose": _PURPOSE_PARAM,
             },
             ["request_id", "id", "expected_revision", "reason"],
         ),
+        read_only=False,
+        # Overwrites title, body or confidence in place.
+        destructive=True,
     ),
     Tool(
         "supersede",
@@ -160,15 +207,16 @@ TOOLS: tuple[Tool, ...] = (
         "points to its successor. Pass the revision you read.",
         _schema(
             {
-                "request_id": _REQUEST_ID,
-                "id": {"type": "string"},
-                "expected_revision": {"type": "integer", "minimum": 1},
+                **_REVISION_CHECKED,
                 **_NEW_MEMORY,
-                "reason": {"type": "string", "maxLength": 1000},
+                "reason": _REASON,
                 "purpose": _PURPOSE_PARAM,
             },
             ["request_id", "id", "expected_revision", "kind", "title"],
         ),
+        read_only=False,
+        # Nothing is lost: the old memory stays readable and points to its successor.
+        destructive=False,
     ),
     Tool(
         "forget",
@@ -178,10 +226,13 @@ TOOLS: tuple[Tool, ...] = (
             {
                 "request_id": _REQUEST_ID,
                 "id": {"type": "string"},
-                "reason": {"type": "string", "maxLength": 1000},
+                "reason": _REASON,
                 "purpose": _PURPOSE_PARAM,
             },
             ["request_id", "id", "reason"],
         ),
+        read_only=False,
+        # Purges the text and the embedding.
+        destructive=True,
     ),
 )

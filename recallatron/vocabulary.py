@@ -1,0 +1,92 @@
+"""One vocabulary for every layer: the plain names the domain code, the
+database, the CLI, the review page and the agent-facing JSON use for the proto
+enums (`KIND_NOTE` <-> "note"), derived from the generated enums so a new value
+in the .proto reaches them all; and the limits the servers check, which the
+tool schemas (recallatron.tools) state from the same constants.
+
+The workspace database declares the same names as Postgres enum types
+(migration 0001); tests/unit/test_vocabulary.py checks they agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recallatron import errors
+from recallatron.v1 import common_pb2 as cpb
+
+
+class Terms:
+    """One proto enum as lowercase names without the prefix, in declaration
+    order, UNSPECIFIED left out."""
+
+    def __init__(self, enum: Any, prefix: str) -> None:
+        self.enum = enum
+        self.prefix = prefix
+        self.values: dict[str, int] = {
+            str(name).removeprefix(prefix).lower(): int(number)
+            for name, number in enum.items()
+            if not str(name).endswith("_UNSPECIFIED")
+        }
+        self.names: tuple[str, ...] = tuple(self.values)
+
+    def value(self, name: str) -> int:
+        """The enum number of a name of this vocabulary (KeyError otherwise)."""
+        return self.values[name]
+
+    def name(self, value: int) -> str:
+        """For display: 'unspecified' for 0, the number itself for a value this
+        build does not know (a newer peer), never an exception."""
+        try:
+            return str(self.enum.Name(value)).removeprefix(self.prefix).lower()
+        except ValueError:
+            return str(value)
+
+    def parse(self, value: int, field: str) -> str | None:
+        """A request's enum field: None for UNSPECIFIED, InvalidArgument naming
+        ``field`` for a number outside the enum."""
+        if value == 0:
+            return None
+        for name, number in self.values.items():
+            if number == value:
+                return name
+        raise errors.InvalidArgument(field, f"unknown value {value}")
+
+    def one_of(self) -> str:
+        """'a, b or c', for error messages."""
+        *rest, last = self.names
+        return f"{', '.join(rest)} or {last}" if rest else last
+
+
+KIND = Terms(cpb.Kind, "KIND_")
+ORIGIN = Terms(cpb.Origin, "ORIGIN_")
+PURPOSE = Terms(cpb.Purpose, "PURPOSE_")
+LINK_KIND = Terms(cpb.LinkKind, "LINK_KIND_")
+MODE = Terms(cpb.RecallMode, "RECALL_MODE_")
+ROLE = Terms(cpb.Role, "ROLE_")
+
+KINDS = KIND.names
+PURPOSES = PURPOSE.names
+MODES = MODE.names
+
+# A caller that names no purpose acts for this one; a new memory given no
+# purposes is stored for it.
+DEFAULT_PURPOSE = "assist"
+# Recall mode when neither the request nor the workspace settings name one.
+DEFAULT_MODE = "hybrid"
+
+# -- limits: checked by the servers, stated in the tool schemas -----------------
+
+MAX_TITLE = 300
+MAX_BODY = 20_000
+MAX_REASON = 1_000
+MAX_REQUEST_ID = 128
+MAX_ENTITY_NAME = 200
+MAX_MENTIONS = 50
+# about_ids of remember, source_ids of derive.
+MAX_LINKS = 50
+MAX_READ_IDS = 100
+MAX_QUERY_CHARS = 2_000
+MAX_RECALL_LIMIT = 50
+DEFAULT_RECALL_LIMIT = 10
+# One captured conversation turn.
+MAX_TURN_CHARS = 20_000

@@ -1,0 +1,80 @@
+"""What every command of the `recallatron` CLI shares: where the local state
+lives, the client a command talks through, the gateway options, and how a
+memory or an answer is printed. Imported by `main` and `surfaces` (which
+never import each other's internals)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from recallatron.client import Client, default_gateway
+from recallatron.settings import default_state_dir
+from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, LINK_KIND, ORIGIN, PURPOSE, PURPOSES
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
+
+
+def admin_token() -> str:
+    token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
+    path = state_dir() / "admin-token"
+    if not token and path.exists():
+        token = path.read_text().strip()
+    return token
+
+
+def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--gateway, --token and --json, for a command that calls the gateway."""
+    p.add_argument("--gateway", default=default_gateway())
+    p.add_argument("--token", default="")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def purpose_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """--purpose: the one purpose a call is made for."""
+    p.add_argument("--purpose", choices=PURPOSES, default=DEFAULT_PURPOSE, help=help)
+
+
+def client(args: argparse.Namespace, admin: bool = False) -> Client:
+    token = args.token or (admin_token() if admin else os.environ.get("RECALLATRON_TOKEN", ""))
+    if not token:
+        sys.exit("no token: pass --token or set RECALLATRON_TOKEN")
+    return Client(args.gateway, token)
+
+
+def show(args: argparse.Namespace, message: Any, text: str) -> None:
+    """The answer as JSON with --json, else as text."""
+    if args.json:
+        print(json.dumps(MessageToDict(message, preserving_proto_field_name=True), indent=2))
+    else:
+        print(text)
+
+
+def memory_text(m: Any) -> str:
+    audience = "workspace" if m.audience.workspace else f"member {m.audience.member_id}"
+    lines = [
+        f"{m.id}  [{KIND.name(m.kind)}] {m.title}",
+        f"  revision {m.revision} · {ORIGIN.name(m.origin)}"
+        f" · confidence {m.confidence:.2f} · {m.created_at.ToDatetime():%Y-%m-%d %H:%M} UTC",
+        f"  audience {audience} · purposes " + ", ".join(PURPOSE.name(p) for p in m.purposes),
+    ]
+    if m.body:
+        lines.append("  " + m.body.replace("\n", "\n  "))
+    for link in m.links:
+        kind = LINK_KIND.name(link.kind)
+        target = link.target.title if link.target.visible else "(not visible to you)"
+        lines.append(f"  {kind} -> {link.target.id} {target}")
+    if m.superseded_by_id:
+        lines.append(f"  superseded by {m.superseded_by_id}")
+    for mention in m.mentions:
+        lines.append(f"  mentions {mention.name} ({mention.entity_id})")
+    return "\n".join(lines)

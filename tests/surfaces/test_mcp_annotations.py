@@ -1,0 +1,50 @@
+"""The MCP server's tools/list and instructions, in process (no stack, no
+gateway call): every tool annotated, the annotations those of the catalogue,
+and instructions that add to the tool descriptions rather than repeat them."""
+
+from __future__ import annotations
+
+import anyio
+from mcp import Client
+
+from recallatron.tools import TOOLS
+from recallatron_mcp.server import INSTRUCTIONS, Clients, build_server
+
+READ_ONLY = {"recall", "read"}
+DESTRUCTIVE = {"correct", "forget"}
+
+
+def listed() -> tuple[list[dict[str, object]], str | None]:
+    async def run() -> tuple[list[dict[str, object]], str | None]:
+        server = build_server(Clients("127.0.0.1:1", ""))
+        async with Client(server, mode="legacy") as client:
+            tools = (await client.list_tools()).tools
+            dumped = [t.model_dump(by_alias=True, exclude_none=True) for t in tools]
+            return dumped, client.instructions
+
+    return anyio.run(run)
+
+
+def test_every_tool_carries_all_four_annotations() -> None:
+    tools, _ = listed()
+    assert [t["name"] for t in tools] == [t.name for t in TOOLS]
+    for tool in tools:
+        name = tool["name"]
+        assert tool["annotations"] == {
+            "readOnlyHint": name in READ_ONLY,
+            "destructiveHint": name in DESTRUCTIVE,
+            "idempotentHint": True,
+            "openWorldHint": False,
+        }, name
+
+
+def test_instructions_add_to_the_descriptions() -> None:
+    _, instructions = listed()
+    assert instructions == INSTRUCTIONS
+    assert "Call recall before you say you have no context" in INSTRUCTIONS
+    assert "plainly told you" in INSTRUCTIONS
+    # Not a repeat of any description: no sentence of one appears in them.
+    for tool in TOOLS:
+        for sentence in tool.description.split(". "):
+            if len(sentence) > 30:
+                assert sentence not in INSTRUCTIONS, (tool.name, sentence)
