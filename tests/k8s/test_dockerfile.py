@@ -5,6 +5,8 @@ agreement with the manifests and pyproject.toml."""
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import re
 import shlex
 import shutil
@@ -164,6 +166,23 @@ def test_dockerignore_matcher_is_faithful_on_known_cases():
     assert not ignored("services/store/db.py")
 
 
+def _imported_packages(packages: set[str], local: set[str]) -> set[str]:
+    """The project's top-level packages that the modules of `packages` import."""
+    found: set[str] = set()
+    for package in packages:
+        for path in (REPO / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and node.level == 0
+                    else []
+                )
+                found |= {n.split(".")[0] for n in names} & local
+    return found
+
+
 def test_build_context_has_every_copied_source_and_keeps_state_out(dockerfile):
     for source in _context_sources(dockerfile):
         assert (REPO / source).exists(), f"COPY {source}: not in the repository"
@@ -172,9 +191,13 @@ def test_build_context_has_every_copied_source_and_keeps_state_out(dockerfile):
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     copied = set(_context_sources(dockerfile))
-    for pattern in include:
-        top = pattern.rstrip("*")
-        assert top in copied, f"package {top} is installed but not copied into the image"
+    # Every top-level package that setuptools' patterns match (a pattern like
+    # `recallatron*` matches recallatron_mcp too), and every one of the
+    # project's packages that the copied code imports, is copied.
+    tops = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()}
+    installed = {t for t in tops for pattern in include if fnmatch.fnmatch(t, pattern)}
+    for top in sorted(installed | _imported_packages(copied & tops, tops)):
+        assert top in copied, f"package {top} is installed or imported but not copied"
     readme = pyproject["project"].get("readme")
     if isinstance(readme, str):
         assert readme in copied, "pyproject names a readme the build context lacks"
