@@ -91,6 +91,37 @@ SELECT id::text, cosine FROM (
 WHERE cosine >= %(floor)s
 ORDER BY cosine DESC, id
 """
+# A narrow caller's vectors ranked exactly (migration 0006, 2b): cheaper
+# than the filtered HNSW scan when the caller may see few memories, and exact.
+DENSE_EXACT = """
+SELECT id::text, cosine FROM dense_candidates_exact(
+    %(vector)b, %(model_id)s, %(input_version)s, %(limit)s, %(kinds)s::memory_kind[],
+    %(expiry_days)s, %(entities)s::uuid[])
+WHERE cosine >= %(floor)s
+ORDER BY cosine DESC, id
+"""
+# How many memories the caller may see (the caller's own statistics) and the
+# planner's estimate of all vectors: what decides between the two dense plans.
+CALLER_CORPUS = """
+SELECT coalesce(sum(c.docs), 0),
+       (SELECT reltuples FROM pg_class WHERE oid = 'memory_embedding'::regclass)
+FROM corpus_stat c
+WHERE c.purpose = caller_purpose() AND c.audience IN (stat_audience(NULL), caller_member())
+"""
+# The exact plan while the caller sees at most this share of the vectors (or
+# EXACT_MIN_ROWS) and at most EXACT_MAX_ROWS of them: ranking 5,563 vectors
+# exactly took 4.7 ms where the filtered HNSW scan for the same 5.6% caller
+# took about 20 ms (docs/benchmarks.md); ranking a half of 100,000 would not.
+EXACT_SHARE = 0.1
+EXACT_MIN_ROWS = 2_000
+EXACT_MAX_ROWS = 20_000
+
+
+def dense_exact(visible: int, vectors: float) -> bool:
+    """Whether the caller's vectors are few enough to rank them all exactly."""
+    return visible <= min(EXACT_MAX_ROWS, max(EXACT_MIN_ROWS, EXACT_SHARE * vectors))
+
+
 HAS_EMBEDDINGS = """
 SELECT EXISTS (SELECT 1 FROM memory_embedding WHERE model_id = %s AND input_version = %s)
 """
@@ -263,7 +294,9 @@ class RecallQueries:
             "hnsw.ef_search": str(max(EF_SEARCH, limit)),
         }
         with caller_transaction(self._pool(caller), caller, hnsw) as conn:  # type: ignore[arg-type]
-            rows = conn.execute(DENSE, params).fetchall()
+            row = conn.execute(CALLER_CORPUS).fetchone()
+            exact = row is not None and dense_exact(int(row[0]), float(row[1] or 0))
+            rows = conn.execute(DENSE_EXACT if exact else DENSE, params).fetchall()
             # No row: tell "nothing near enough" from "nothing embedded yet"
             # (the latter is a degrade the answer must report).
             if not rows:

@@ -6,11 +6,13 @@ provenance."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import grpc
+import numpy as np
 import psycopg
 import pytest
 
@@ -123,6 +125,55 @@ def test_both_ways_of_the_capped_path_find_the_same_rows(stack: Stack, team: Tea
         assert found[True] == found[False]
         assert len(found[True]) == 100
     del bob
+
+
+def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
+    """A narrow caller's vectors ranked exactly, and the filtered HNSW scan,
+    give the same rows on a corpus small enough for HNSW to be exact, and
+    neither gives a vector the caller may not see."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    topics = ["budget", "hiring", "launch", "travel", "security", "pricing"]
+    for i in range(36):
+        topic = topics[i % len(topics)]
+        ada.remember(
+            f"{topic.title()} note {i}",
+            f"Notes about the {topic} plan, number {i}.",
+            audience_to="workspace" if i % 3 else None,
+            purposes=["assist", "audit"] if i % 4 == 0 else ["assist"],
+        )
+    ada.wait_embedded(timeout=120, poll=0.2)
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        model = conn.execute("SELECT model_id, input_version FROM memory_embedding LIMIT 1")
+        model_id, version = model.fetchone()  # type: ignore[misc]
+        probe = conn.execute("SELECT embedding::text FROM memory_embedding LIMIT 1").fetchone()
+    vector = np.array(json.loads(probe[0]), dtype=np.float32)  # type: ignore[index]
+    for who, purpose in (("bob", "assist"), ("bob", "audit"), ("ada", "audit")):
+        with _app_conn(stack, team, who, purpose) as conn:
+            from pgvector.psycopg import register_vector
+
+            register_vector(conn)
+            conn.execute(SET_LOCALS, (["hnsw.iterative_scan"], ["relaxed_order"]))
+            params = {
+                **r._filter_params(r.Filters(), 0),
+                "limit": 50,
+                "vector": vector,
+                "model_id": model_id,
+                "input_version": version,
+                "floor": 0.0,
+            }
+            hnsw = [row[0] for row in conn.execute(r.DENSE, params)]
+            exact = [row[0] for row in conn.execute(r.DENSE_EXACT, params)]
+            visible = {str(row[0]) for row in conn.execute("SELECT id FROM memory")}
+        assert exact == hnsw, (who, purpose)
+        assert set(exact) <= visible and exact, (who, purpose)
+    del bob
+
+
+def test_the_dense_plan_follows_the_callers_share() -> None:
+    assert r.dense_exact(500, -1)  # never analysed: few rows are ranked exactly
+    assert r.dense_exact(5_563, 100_300)  # the narrow caller at 100k
+    assert not r.dense_exact(54_000, 100_300)  # the owner at 100k
+    assert not r.dense_exact(25_000, 1_000_000)  # never more than EXACT_MAX_ROWS
 
 
 def test_the_app_role_cannot_bypass_row_security(stack: Stack, team: Team) -> None:

@@ -284,6 +284,56 @@ GRANT EXECUTE ON FUNCTION lexical_candidates_newest(
     tsquery, integer, integer, integer, boolean, memory_kind[], integer, uuid[], boolean)
     TO recallatron_app;
 
+-- 2b. The dense arm for a narrow caller -----------------------------------------
+--
+-- pgvector's filtered HNSW scan visits about 1/selectivity as many vectors to
+-- find its rows: for a caller who may see 5% of the workspace it was the
+-- slowest part of recall (docs/benchmarks.md). Such a caller's vectors are
+-- few, and ranking them all exactly is cheaper (5,563 vectors at 100,000
+-- memories: 4.7 ms) and exact. The vectors' copies of their memory's trust
+-- (migration 0005) are indexed like the lexemes: one scan per audience, the
+-- caller's purpose. Eligibility is applied as the policy does, explicitly,
+-- before the distance order.
+ALTER TABLE memory_embedding
+    ADD COLUMN audience_key uuid GENERATED ALWAYS AS (stat_audience(audience_member_id)) STORED;
+CREATE INDEX memory_embedding_trust_idx ON memory_embedding USING gin (audience_key, purposes);
+
+CREATE FUNCTION dense_candidates_exact(
+    query vector, model text, version text, lim integer, kinds memory_kind[],
+    expiry_days integer, entities uuid[]
+) RETURNS TABLE (id uuid, cosine double precision)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path = public
+    SET plan_cache_mode = force_custom_plan
+    SET enable_seqscan = off
+    SET max_parallel_workers_per_gather = 0
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT e.memory_id, 1 - (e.embedding <=> query)
+    FROM (
+        (SELECT * FROM memory_embedding x
+         WHERE x.audience_key = stat_audience(NULL) AND x.purposes @> ARRAY[caller_purpose()]
+         OFFSET 0)
+        UNION ALL
+        (SELECT * FROM memory_embedding x
+         WHERE x.audience_key = caller_member() AND x.purposes @> ARRAY[caller_purpose()]
+         OFFSET 0)
+    ) e
+    WHERE vector_is_eligible(e.audience_member_id, e.purposes)
+      AND e.model_id = model AND e.input_version = version
+      AND (cardinality(kinds) = 0 OR e.kind = ANY (kinds))
+      AND (expiry_days = 0 OR e.memory_updated_at >= now() - make_interval(days => expiry_days))
+      AND (cardinality(entities) = 0 OR mentions_any(e.memory_id, entities))
+    ORDER BY e.embedding <=> query, e.memory_id
+    LIMIT lim;
+END $$;
+REVOKE ALL ON FUNCTION dense_candidates_exact(
+    vector, text, text, integer, memory_kind[], integer, uuid[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dense_candidates_exact(
+    vector, text, text, integer, memory_kind[], integer, uuid[]) TO recallatron_app;
+
 -- 3. The permission walk, one row per candidate -------------------------------
 --
 -- A candidate is admitted when every memory reachable along its links is
