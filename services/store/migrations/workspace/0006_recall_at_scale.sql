@@ -321,7 +321,9 @@ BEGIN
          WHERE x.audience_key = caller_member() AND x.purposes @> ARRAY[caller_purpose()]
          OFFSET 0)
     ) e
-    WHERE vector_is_eligible(e.audience_member_id, e.purposes)
+    -- is_eligible itself, inlined (vector_is_eligible, which the policy
+    -- uses to stay opaque to the planner, would cost a call per vector).
+    WHERE is_eligible(NULL, e.audience_member_id, e.purposes)
       AND e.model_id = model AND e.input_version = version
       AND (cardinality(kinds) = 0 OR e.kind = ANY (kinds))
       AND (expiry_days = 0 OR e.memory_updated_at >= now() - make_interval(days => expiry_days))
