@@ -70,6 +70,13 @@ def _memory_text(m: Any) -> str:
         lines.append(f"  superseded by {m.superseded_by_id}")
     for mention in m.mentions:
         lines.append(f"  mentions {mention.name} ({mention.entity_id})")
+    for r in m.revisions:
+        action = cpb.RevisionAction.Name(r.action).removeprefix("REVISION_ACTION_").lower()
+        lines.append(
+            f"  revision {r.revision} {action} by {r.changed_by}"
+            f" at {r.changed_at.ToDatetime():%Y-%m-%d %H:%M} UTC"
+            + (f": {r.reason}" if r.reason else "")
+        )
     return "\n".join(lines)
 
 

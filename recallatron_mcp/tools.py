@@ -235,6 +235,17 @@ def memory_json(m: cpb.Memory) -> dict[str, Any]:
         "title": m.title,
         "body": m.body,
         "updated_at": _time(m.updated_at),
+        # Who changed it, when and why (read only).
+        "revisions": [
+            {
+                "revision": r.revision,
+                "action": _name(cpb.RevisionAction, r.action, "REVISION_ACTION_"),
+                "changed_by": r.changed_by,
+                "changed_at": _time(r.changed_at),
+                "reason": r.reason,
+            }
+            for r in m.revisions
+        ],
     }
 
 

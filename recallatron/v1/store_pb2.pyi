@@ -28,6 +28,7 @@ class WorkspaceSettings(_message.Message):
     DENSE_FLOOR_FIELD_NUMBER: _builtins.int
     RERANK_DEPTH_FIELD_NUMBER: _builtins.int
     EXPIRY_DAYS_FIELD_NUMBER: _builtins.int
+    MEMBERS_MAY_EDIT_FIELD_NUMBER: _builtins.int
     default_recall_mode: _common_pb2.RecallMode.ValueType
     dense_floor: _builtins.float
     """Minimum cosine for the dense arm (default 0.30)."""
@@ -35,6 +36,11 @@ class WorkspaceSettings(_message.Message):
     """How many admitted rows the cross-encoder re-ranks."""
     expiry_days: _builtins.int
     """Expiry gate in days; 0 means off (the default)."""
+    members_may_edit: _builtins.bool
+    """Who may correct, supersede or forget a memory. False (the default): its
+    author and the workspace's owners. True: also any member who can see a
+    memory whose audience is the whole workspace.
+    """
     def __init__(
         self,
         *,
@@ -42,10 +48,11 @@ class WorkspaceSettings(_message.Message):
         dense_floor: _builtins.float = ...,
         rerank_depth: _builtins.int = ...,
         expiry_days: _builtins.int = ...,
+        members_may_edit: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_recall_mode", b"default_recall_mode", "dense_floor", b"dense_floor", "expiry_days", b"expiry_days", "rerank_depth", b"rerank_depth"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_recall_mode", b"default_recall_mode", "dense_floor", b"dense_floor", "expiry_days", b"expiry_days", "members_may_edit", b"members_may_edit", "rerank_depth", b"rerank_depth"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -32,6 +32,9 @@ class WorkspaceSettings:
     dense_floor: float = 0.30
     rerank_depth: int = 20
     expiry_days: int = 0  # off
+    # Who may change a memory: False, its author and the owners; True, also
+    # any member who can see it when its audience is the workspace.
+    members_may_edit: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorkspaceSettings:
@@ -89,6 +92,8 @@ def validate_settings(s: WorkspaceSettings) -> None:
         raise errors.InvalidArgument("settings.rerank_depth", "must lie in [0, 100]")
     if not 0 <= s.expiry_days <= 36_500:
         raise errors.InvalidArgument("settings.expiry_days", "must lie in [0, 36500]; 0 is off")
+    if not isinstance(s.members_may_edit, bool):
+        raise errors.InvalidArgument("settings.members_may_edit", "must be true or false")
 
 
 # Workspace records (location, settings) are cached this long, so that a

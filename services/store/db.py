@@ -34,6 +34,7 @@ class Caller:
     workspace_id: str
     member_id: str
     purpose: str  # one of the four purposes, as stored
+    role: str = "member"  # "owner" or "member", as the gateway authenticated it
 
 
 def with_database(server_url: str, database: str, **overrides: str) -> str:

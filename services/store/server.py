@@ -23,14 +23,27 @@ from services.store.recall import Candidate, Filters, RecallQueries
 from services.store.revocations import RevocationFeed
 from services.store.trust import EMPTY, AudienceValue, _Empty
 
-SETTINGS_FIELDS = {"default_recall_mode", "dense_floor", "rerank_depth", "expiry_days"}
+SETTINGS_FIELDS = {
+    "default_recall_mode",
+    "dense_floor",
+    "rerank_depth",
+    "expiry_days",
+    "members_may_edit",
+}
+REVISION_ACTIONS = {
+    "create": cpb.REVISION_ACTION_CREATE,
+    "correct": cpb.REVISION_ACTION_CORRECT,
+    "supersede": cpb.REVISION_ACTION_SUPERSEDE,
+    "forget": cpb.REVISION_ACTION_FORGET,
+}
 
 
 def caller_of(msg: cpb.Caller) -> Caller:
     purpose = convert.purpose_str(msg.purpose, "caller.purpose") or "assist"
     if not msg.workspace_id or not msg.member_id:
         raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
-    return Caller(msg.workspace_id, msg.member_id, purpose)
+    role = "owner" if msg.role == cpb.ROLE_OWNER else "member"
+    return Caller(msg.workspace_id, msg.member_id, purpose, role)
 
 
 def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
@@ -117,6 +130,16 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
         mentions=[cpb.Mention(entity_id=e, name=n) for e, n in m.mentions],
         supersedes=[ref_msg(r) for r in m.supersedes],
         superseded_by=[ref_msg(r) for r in m.superseded_by],
+        revisions=[
+            cpb.Revision(
+                revision=r.revision,
+                action=REVISION_ACTIONS[r.action],
+                changed_by=r.changed_by,
+                changed_at=convert.timestamp(r.changed_at),
+                reason=r.reason,
+            )
+            for r in m.revisions
+        ],
     )
 
 
@@ -126,6 +149,7 @@ def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
         dense_floor=s.dense_floor,
         rerank_depth=s.rerank_depth,
         expiry_days=s.expiry_days,
+        members_may_edit=s.members_may_edit,
     )
 
 
