@@ -122,7 +122,9 @@ class InProcess:
         from services.store.recall import RecallQueries
         from services.store.settings import StoreSettings
 
-        self.dbs = Databases(StoreSettings(database_url=stack.database_url))
+        self.dbs = Databases(
+            StoreSettings(database_url=stack.database_url, app_password=stack.app_password)
+        )
         self.dbs.bootstrap()
         self.control = ControlPlane(self.dbs)
         self.memories = MemoryStore(self.dbs, self.control)
@@ -354,7 +356,7 @@ def prewarm(stack: Stack, workspace_id: str) -> None:
     from services.store.db import Databases, with_database
     from services.store.settings import StoreSettings
 
-    dbs = Databases(StoreSettings(database_url=stack.database_url))
+    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
     dbs.bootstrap()
     try:
         ws = ControlPlane(dbs).workspace(workspace_id)

@@ -21,6 +21,8 @@ from recallatron_cli.localpg import LocalPostgres
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
 DEFAULT_PG_PORT = 7432
+# The processes that connect to Postgres (and so get its URL and passwords).
+DATABASE_USERS = ("store", "embedding-job")
 
 
 # Linux: the child gets SIGTERM if the stack's process dies, even by SIGKILL,
@@ -109,12 +111,19 @@ class Stack:
         env.update(self.config.env)
         env.update(
             {
-                "RECALLATRON_DATABASE_URL": self.database_url,
                 "RECALLATRON_ADMIN_TOKEN": self.admin_token,
                 "RECALLATRON_STATE_DIR": str(self.state_dir),
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if name in DATABASE_USERS:
+            # Only the processes that talk to Postgres get its credentials.
+            env["RECALLATRON_DATABASE_URL"] = self.database_url
+            if self.postgres is not None:
+                env["RECALLATRON_APP_PASSWORD"] = self.postgres.app_password
+        else:
+            env.pop("RECALLATRON_DATABASE_URL", None)
+            env.pop("RECALLATRON_APP_PASSWORD", None)
         if self.config.models_dir is not None:
             env["RECALLATRON_MODELS_DIR"] = str(self.config.models_dir)
         if self.config.cross_encoder_dir:
@@ -139,6 +148,16 @@ class Stack:
                 env.setdefault("RECALLATRON_REVIEW_LISTEN", "127.0.0.1:0")
             env["RECALLATRON_REVIEW_PORT_FILE"] = str(review_file)
         return env
+
+    @property
+    def app_password(self) -> str:
+        """The app role's password the store is given ('' when it is left to
+        the environment, as with an external Postgres)."""
+        if self.postgres is not None:
+            return self.postgres.app_password
+        return self.config.env.get("RECALLATRON_APP_PASSWORD") or os.environ.get(
+            "RECALLATRON_APP_PASSWORD", ""
+        )
 
     def start_postgres(self) -> None:
         if self.database_url:

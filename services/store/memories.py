@@ -323,27 +323,26 @@ class MemoryStore:
 
     def _may_change(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> int:
         """Who may change a memory (SPEC 4): its author and the workspace's
-        owners; with the workspace setting ``members_may_edit``, also any
-        member who can see it when its audience is the whole workspace. A
-        memory the caller cannot see is not found, as anywhere else; one it
-        can see but may not change is PERMISSION_DENIED, before anything is
-        written. Returns its revision. Author and audience never change, so
-        the answer holds for the rest of the transaction."""
+        owners; the member a memory is addressed to, who is its only reader
+        (its author cannot see it any more, so without this nobody could
+        forget it, and the change reaches nobody else); and, with the
+        workspace setting ``members_may_edit``, any member who can see a
+        memory whose audience is the whole workspace. A memory the caller
+        cannot see is not found, as anywhere else; one it can see but may not
+        change is PERMISSION_DENIED, before anything is written. Returns its
+        revision. Author and audience never change, so the answer holds for
+        the rest of the transaction."""
         row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
         if row is None:
             raise errors.NotFound("memory not found")
         created_by, audience, revision = str(row[0]), row[1], int(row[2])
-        if created_by == caller.member_id or caller.role == "owner":
+        if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
             return revision
         if audience is None and self.control.settings(caller.workspace_id).members_may_edit:
             return revision
         raise errors.PermissionDenied(
             "id: only the memory's author or a workspace owner may change it"
-            + (
-                ""
-                if audience is not None
-                else " (an owner can open workspace memories to every member: members_may_edit)"
-            )
+            " (an owner can open workspace memories to every member: members_may_edit)"
         )
 
     def _revision(
