@@ -3,6 +3,7 @@ mapping, metrics and graceful shutdown, built in one place."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import signal
@@ -41,6 +42,15 @@ RPC_STATUS = Counter(
 
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+# The full name of the method the current thread serves ("/pkg.Service/Method"),
+# set around each call by the interceptor below.
+_METHOD: contextvars.ContextVar[str] = contextvars.ContextVar("recallatron_method", default="")
+
+
+def current_method() -> str:
+    """The method being served in this thread ('' outside a call)."""
+    return _METHOD.get()
 
 
 def _pack(message: Any) -> any_pb2.Any:
@@ -160,6 +170,7 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             start = time.perf_counter()
             code = "OK"
+            method_token = _METHOD.set(method)
             try:
                 if isinstance(request, _Undecodable):
                     raise errors.InvalidArgument(
@@ -180,6 +191,7 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
                 log.exception("unhandled error in %s", method)
                 context.abort(grpc.StatusCode.INTERNAL, "internal error")
             finally:
+                _METHOD.reset(method_token)
                 latency.observe(time.perf_counter() - start)
                 RPC_STATUS.labels(method, code).inc()
 

@@ -253,8 +253,26 @@ def cmd_admin(args: argparse.Namespace) -> int:
         resp = client.create_member(args.workspace, args.handle, owner=args.owner)
         _print(args, resp, f"member {resp.member.handle} {resp.member.id}")
     elif args.admin_cmd == "create-token":
-        resp = client.create_token(args.member, args.label)
-        _print(args, resp, f"token {resp.token}\n(id {resp.token_id}; shown once)")
+        from recallatron_cli.client import PURPOSES
+
+        purposes = [p for value in args.purposes or () for p in value.split(",") if p]
+        unknown = [p for p in purposes if p not in PURPOSES]
+        if unknown:
+            sys.exit(f"unknown purpose {unknown[0]!r}: one of {', '.join(PURPOSES)}")
+        resp = client.create_token(args.member, args.label, purposes, args.read_only)
+        scope = ", ".join(
+            [
+                *(["purposes " + "/".join(purposes)] if purposes else []),
+                *(["read-only"] if args.read_only else []),
+            ]
+        )
+        _print(
+            args,
+            resp,
+            f"token {resp.token}\n(id {resp.token_id}; shown once"
+            + (f"; scope: {scope}" if scope else "")
+            + ")",
+        )
     elif args.admin_cmd == "revoke-token":
         client.revoke_token(args.token_id)
         print("revoked")
@@ -387,6 +405,17 @@ def build_parser() -> argparse.ArgumentParser:
     ct = admin_sub.add_parser("create-token")
     ct.add_argument("member")
     ct.add_argument("--label", default="")
+    ct.add_argument(
+        "--purposes",
+        action="append",
+        help="limit the token to these purposes (comma-separated or repeated): "
+        "assist, automate, personalize, audit; default all",
+    )
+    ct.add_argument(
+        "--read-only",
+        action="store_true",
+        help="limit the token to the read-only calls (recall, read, review listing)",
+    )
     admin_sub.add_parser("revoke-token").add_argument("token_id")
     admin.set_defaults(func=cmd_admin)
 

@@ -223,20 +223,32 @@ class CreateTokenRequest(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _builtins.int
     LABEL_FIELD_NUMBER: _builtins.int
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
     workspace_id: _builtins.str
     """When set, the member must belong to this workspace."""
+    read_only: _builtins.bool
+    """Scope: read-only tools only (recall, read, review listing, settings and
+    status reads).
+    """
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """Scope: the purposes the token may act for (empty: all four)."""
+
     def __init__(
         self,
         *,
         member_id: _builtins.str = ...,
         label: _builtins.str = ...,
         workspace_id: _builtins.str = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        read_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -369,10 +381,17 @@ class AuthenticateResponse(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     WORKSPACE_SLUG_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
     workspace_id: _builtins.str
     member_id: _builtins.str
     role: _common_pb2.Role.ValueType
     workspace_slug: _builtins.str
+    read_only: _builtins.bool
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """The token's scope: its purposes (empty: all) and whether it is read-only."""
+
     def __init__(
         self,
         *,
@@ -380,10 +399,12 @@ class AuthenticateResponse(_message.Message):
         member_id: _builtins.str = ...,
         role: _common_pb2.Role.ValueType = ...,
         workspace_slug: _builtins.str = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        read_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -40,6 +40,10 @@ class Identity:
     workspace_id: str
     member_id: str
     role: int
+    # The token's scope (services/gateway/scopes.py): purposes (empty: all)
+    # and read-only.
+    purposes: frozenset[int] = frozenset()
+    read_only: bool = False
 
 
 class AuthCache:

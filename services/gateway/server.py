@@ -13,10 +13,11 @@ from grpc_status import rpc_status
 
 from recallatron import convert, errors
 from recallatron.grpcclient import make_channel
+from recallatron.grpcserver import current_method
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
-from services.gateway import capture
+from services.gateway import capture, scopes
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.settings import GatewaySettings
@@ -91,6 +92,13 @@ class Auth:
         return token
 
     def member(self, context: grpc.ServicerContext) -> Identity:
+        """The member a token belongs to, with the call checked against the
+        token's scope."""
+        ident = self._identity(context)
+        scopes.check_call(ident.purposes, ident.read_only, current_method())
+        return ident
+
+    def _identity(self, context: grpc.ServicerContext) -> Identity:
         token = self.token(context)
         cached = self.cache.get(token)
         if cached is not None:
@@ -102,7 +110,13 @@ class Auth:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
                 raise errors.Unauthenticated("authorization: unknown or revoked token") from None
             raise
-        identity = Identity(resp.workspace_id, resp.member_id, resp.role)
+        identity = Identity(
+            resp.workspace_id,
+            resp.member_id,
+            resp.role,
+            frozenset(resp.purposes),
+            resp.read_only,
+        )
         self.cache.put(token, identity, generation)
         return identity
 
@@ -121,12 +135,16 @@ class Auth:
 
 
 def caller(ident: Identity, purpose: int) -> cpb.Caller:
+    """The identity sent to store and rank; the purpose checked against the
+    token's scope."""
     convert.purpose_str(purpose, "purpose")  # rejects numbers outside the enum
+    purpose = purpose or cpb.PURPOSE_ASSIST
+    scopes.check_purpose(ident.purposes, ident.read_only, purpose)
     return cpb.Caller(
         workspace_id=ident.workspace_id,
         member_id=ident.member_id,
-        purpose=purpose or cpb.PURPOSE_ASSIST,
-        role=ident.role,
+        purpose=purpose,  # type: ignore[arg-type]
+        role=ident.role,  # type: ignore[arg-type]
     )
 
 
@@ -256,6 +274,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         # Checked before deciding: a turn not worth storing is still refused
         # for a bad purpose.
         convert.purpose_str(request.purpose, "purpose")
+        scopes.check_purpose(ident.purposes, ident.read_only, request.purpose or cpb.PURPOSE_ASSIST)
         if request.speaker_member_id not in ("", ident.member_id):
             # An agent captures the turns of the member it acts for, nobody else's.
             raise errors.InvalidArgument(
@@ -364,6 +383,8 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 member_id=request.member_id,
                 label=request.label,
                 workspace_id=owner.workspace_id if owner else "",
+                purposes=request.purposes,
+                read_only=request.read_only,
             ),
         )
         return pb.AdminServiceCreateTokenResponse(token=resp.token, token_id=resp.token_id)

@@ -24,6 +24,7 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TOKEN_PREFIX = "rct_"
 RECALL_MODES = ("lexical", "dense", "hybrid")
+PURPOSES = ("assist", "automate", "personalize", "audit")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,9 @@ class Identity:
     workspace_slug: str
     member_id: str
     role: str
+    # The token's scope: its purposes (empty: all) and read-only.
+    purposes: tuple[str, ...] = ()
+    read_only: bool = False
 
 
 def hash_token(token: str) -> bytes:
@@ -197,7 +201,12 @@ class ControlPlane:
             )
 
     def create_token(
-        self, member_id: str, label: str = "", workspace_id: str | None = None
+        self,
+        member_id: str,
+        label: str = "",
+        workspace_id: str | None = None,
+        purposes: tuple[str, ...] = (),
+        read_only: bool = False,
     ) -> tuple[str, str]:
         member_id = parse_uuid(member_id, "member_id")
         member = self.member(member_id)
@@ -208,7 +217,17 @@ class ControlPlane:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = str(uuid.uuid4())
         with self.dbs.control_conn() as conn:
-            conn.execute(q.INSERT_TOKEN, (token_id, member_id, hash_token(token), label))
+            conn.execute(
+                q.INSERT_TOKEN,
+                (
+                    token_id,
+                    member_id,
+                    hash_token(token),
+                    label,
+                    sorted(set(purposes), key=PURPOSES.index) or None,
+                    read_only,
+                ),
+            )
         return token, token_id
 
     def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
@@ -227,4 +246,4 @@ class ControlPlane:
             row = conn.execute(q.AUTHENTICATE, (hash_token(token),)).fetchone()
         if row is None:
             raise errors.NotFound("unknown token")
-        return Identity(str(row[0]), row[1], str(row[2]), row[3])
+        return Identity(str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5])

@@ -213,8 +213,18 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateTokenResponse:
+        purposes = []
+        for i, p in enumerate(request.purposes):
+            purpose = convert.purpose_str(p, f"purposes[{i}]")
+            if purpose is None:
+                raise errors.InvalidArgument(f"purposes[{i}]", "must be a purpose")
+            purposes.append(purpose)
         token, token_id = self.control.create_token(
-            request.member_id, request.label, request.workspace_id or None
+            request.member_id,
+            request.label,
+            request.workspace_id or None,
+            tuple(purposes),
+            request.read_only,
         )
         return pb.CreateTokenResponse(token=token, token_id=token_id)
 
@@ -260,6 +270,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             member_id=ident.member_id,
             role=convert.role_enum(ident.role),
             workspace_slug=ident.workspace_slug,
+            purposes=[convert.purpose_enum(p) for p in ident.purposes],
+            read_only=ident.read_only,
         )
 
     def GetWorkspaceSettings(
