@@ -523,11 +523,15 @@ def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[
 
 
 def _identity(stack: Stack, client: Client) -> tuple[str, str]:
-    import grpc
-
+    from recallatron import internal_auth
+    from recallatron.grpcclient import make_channel
     from recallatron.v1 import store_pb2, store_pb2_grpc
 
-    stub = store_pb2_grpc.StoreServiceStub(grpc.insecure_channel(stack.address("store")))
+    channel = internal_auth.member_channel(
+        make_channel(stack.address("store")),
+        internal_auth.Signer(stack.internal_key, "benchmark"),
+    )
+    stub = store_pb2_grpc.StoreServiceStub(channel)
     resp = stub.Authenticate(store_pb2.AuthenticateRequest(token=client.token), timeout=5)
     return resp.workspace_id, resp.member_id
 

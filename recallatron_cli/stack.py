@@ -17,6 +17,7 @@ from pathlib import Path
 
 from recallatron.grpcclient import make_channel, peer_serving
 from recallatron_cli.localpg import LocalPostgres
+from recallatron_cli.secretfiles import read_or_create
 
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
@@ -78,6 +79,10 @@ class Stack:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
         self.admin_token = config.admin_token or self._admin_token()
+        # The stack's internal key: every call to store, rank and embed carries
+        # an assertion signed with it (recallatron/internal_auth.py).
+        self.internal_key_file = self.state_dir / "internal.key"
+        read_or_create(self.internal_key_file)
         # Set (say, by a signal) to abandon a start that is still waiting.
         self.abort = threading.Event()
 
@@ -92,6 +97,14 @@ class Stack:
         with os.fdopen(fd, "w") as f:
             f.write(token)
         return token
+
+    @property
+    def internal_key(self) -> bytes:
+        """The stack's internal key (for tools and tests that call store,
+        rank or embed directly; see recallatron.internal_auth)."""
+        from recallatron.internal_auth import load_key
+
+        return load_key(key_file=str(self.internal_key_file))
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name]}"
@@ -116,6 +129,9 @@ class Stack:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if not {"RECALLATRON_INTERNAL_KEY", "RECALLATRON_INTERNAL_KEY_FILE"} & set(self.config.env):
+            env.pop("RECALLATRON_INTERNAL_KEY", None)
+            env["RECALLATRON_INTERNAL_KEY_FILE"] = str(self.internal_key_file)
         if name in DATABASE_USERS:
             # Only the processes that talk to Postgres get its credentials.
             env["RECALLATRON_DATABASE_URL"] = self.database_url

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from recallatron import convert, errors
+from recallatron import convert, errors, internal_auth
 from recallatron.grpcclient import make_channel
 from recallatron.grpcserver import current_method
 from recallatron.v1 import common_pb2 as cpb
@@ -43,19 +43,53 @@ def bearer_token(context: grpc.ServicerContext) -> str:
     raise errors.Unauthenticated("authorization: missing bearer token")
 
 
+# Whom an internal call is vouched for (recallatron/internal_auth.py): the
+# Caller inside the request (None), a member's identity, the operator, or the
+# gateway itself as a service.
+Vouch = Identity | str | None
+OPERATOR = internal_auth.OPERATOR
+SEARCH_HISTORY = internal_auth.store_method("SearchHistory")
+SERVICE = internal_auth.SERVICE
+
+
 class Peers:
-    """Stubs of the store and rank services; every call has a deadline, and a
-    peer's error status is relayed unchanged (an unreachable peer or a missed
-    deadline becomes UNAVAILABLE)."""
+    """Stubs of the store and rank services; every call has a deadline and a
+    caller assertion signed with the stack's key (the gateway vouches for the
+    identity it authenticated), and a peer's error status is relayed unchanged
+    (an unreachable peer or a missed deadline becomes UNAVAILABLE)."""
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
+        self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
         self.store_channel = make_channel(settings.store_target, settings)
         self.store = store_pb2_grpc.StoreServiceStub(self.store_channel)
         self.rank = rank_pb2_grpc.RankServiceStub(make_channel(settings.rank_target, settings))
 
-    def call(self, method: Callable[..., Resp], request: Any, timeout: float) -> Resp:
+    def assertion(self, methods: list[str] | tuple[str, ...], request: Any, vouch: Vouch) -> str:
+        """The assertion for one call: for the request's Caller unless ``vouch``
+        says otherwise. Only identities the gateway authenticated get here."""
+        if vouch == OPERATOR:
+            return self.signer.operator(methods)
+        if vouch == SERVICE:
+            return self.signer.service(methods)
+        if isinstance(vouch, Identity):
+            who = cpb.Caller(
+                workspace_id=vouch.workspace_id,
+                member_id=vouch.member_id,
+                role=vouch.role,  # type: ignore[arg-type]
+                purpose=cpb.PURPOSE_ASSIST,
+            )
+            return self.signer.member(who, methods)
+        if vouch is None and request.HasField("caller"):
+            return self.signer.member(request.caller, methods)
+        raise AssertionError(f"no identity to vouch for in {type(request).__name__}")
+
+    def call(
+        self, method: Callable[..., Resp], request: Any, timeout: float, assertion: str = ""
+    ) -> Resp:
         try:
+            if assertion:
+                return method(request, timeout=timeout, metadata=internal_auth.metadata(assertion))
             return method(request, timeout=timeout)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
@@ -68,8 +102,11 @@ class Peers:
                 raise errors.Relayed(status.code, status.message, list(status.details)) from None
             raise errors.Relayed(code.value[0], exc.details() or "") from None  # type: ignore[attr-defined]
 
-    def store_call(self, name: str, request: Any) -> Any:
-        return self.call(getattr(self.store, name), request, self.settings.store_timeout_seconds)
+    def store_call(self, name: str, request: Any, vouch: Vouch = None) -> Any:
+        assertion = self.assertion([internal_auth.store_method(name)], request, vouch)
+        return self.call(
+            getattr(self.store, name), request, self.settings.store_timeout_seconds, assertion
+        )
 
 
 class Auth:
@@ -105,7 +142,9 @@ class Auth:
             return cached
         generation = self.cache.generation()
         try:
-            resp = self.peers.store_call("Authenticate", store_pb2.AuthenticateRequest(token=token))
+            resp = self.peers.store_call(
+                "Authenticate", store_pb2.AuthenticateRequest(token=token), SERVICE
+            )
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
                 raise errors.Unauthenticated("authorization: unknown or revoked token") from None
@@ -167,26 +206,34 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         # History evidence exists only for the workspace owner: for anyone
         # else the flag changes nothing. Searched while rank works.
         history = None
+        who = caller(ident, request.purpose)
         if request.include_history and ident.role == cpb.ROLE_OWNER:
-            history = self.peers.store.SearchHistory.future(
-                store_pb2.SearchHistoryRequest(
-                    caller=caller(ident, request.purpose),
-                    query=request.query,
-                    limit=request.limit or DEFAULT_RECALL_LIMIT,
-                ),
-                timeout=self.peers.settings.store_timeout_seconds,
+            search = store_pb2.SearchHistoryRequest(
+                caller=who, query=request.query, limit=request.limit or DEFAULT_RECALL_LIMIT
             )
+            history = self.peers.store.SearchHistory.future(
+                search,
+                timeout=self.peers.settings.store_timeout_seconds,
+                metadata=internal_auth.metadata(
+                    self.peers.assertion(
+                        [internal_auth.store_method("SearchHistory")], search, None
+                    )
+                ),
+            )
+        rank_request = rank_pb2.RankRequest(
+            caller=who,
+            query=request.query,
+            mode=request.mode,
+            limit=request.limit or DEFAULT_RECALL_LIMIT,
+            filters=request.filters,
+            skip_rerank=request.skip_rerank,
+        )
+        # Good for the rank call and the store and embed calls rank makes with it.
         resp = self.peers.call(
             self.peers.rank.Rank,
-            rank_pb2.RankRequest(
-                caller=caller(ident, request.purpose),
-                query=request.query,
-                mode=request.mode,
-                limit=request.limit or DEFAULT_RECALL_LIMIT,
-                filters=request.filters,
-                skip_rerank=request.skip_rerank,
-            ),
+            rank_request,
             self.peers.settings.rank_timeout_seconds,
+            self.peers.assertion(internal_auth.RECALL_METHODS, rank_request, None),
         )
         if history is not None:
             pending = history
@@ -353,6 +400,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         resp = self.peers.store_call(
             "CreateWorkspace",
             store_pb2.CreateWorkspaceRequest(slug=request.slug, server=request.server),
+            OPERATOR,
         )
         return pb.AdminServiceCreateWorkspaceResponse(workspace=resp.workspace)
 
@@ -370,6 +418,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             store_pb2.CreateMemberRequest(
                 workspace_id=workspace_id, handle=request.handle, role=request.role
             ),
+            owner or OPERATOR,
         )
         return pb.AdminServiceCreateMemberResponse(member=resp.member)
 
@@ -386,6 +435,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 purposes=request.purposes,
                 read_only=request.read_only,
             ),
+            owner or OPERATOR,
         )
         return pb.AdminServiceCreateTokenResponse(token=resp.token, token_id=resp.token_id)
 
@@ -398,6 +448,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             store_pb2.RevokeTokenRequest(
                 token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
             ),
+            owner or OPERATOR,
         )
         # At once on this gateway; others hear of it through the revocation stream.
         self.auth.cache.flush()
@@ -412,6 +463,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         resp = self.peers.store_call(
             "GetWorkspaceSettings",
             store_pb2.GetWorkspaceSettingsRequest(workspace_id=ident.workspace_id),
+            ident,
         )
         return pb.GetSettingsResponse(settings=resp.settings)
 
@@ -444,6 +496,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         resp = self.peers.store_call(
             "GetEmbeddingStatus",
             store_pb2.GetEmbeddingStatusRequest(workspace_id=ident.workspace_id),
+            ident,
         )
         return pb.GetStatusResponse(
             memories=resp.memories, embedded=resp.embedded, pending=resp.pending

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import grpc
 
-from recallatron import convert, errors
+from recallatron import convert, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2 as pb
 from recallatron.v1 import store_pb2_grpc
@@ -39,6 +39,9 @@ REVISION_ACTIONS = {
 
 
 def caller_of(msg: cpb.Caller) -> Caller:
+    """The request's Caller, which must be exactly the member the call's
+    assertion vouches for (recallatron/internal_auth.py)."""
+    internal_auth.check_caller(msg)
     purpose = convert.purpose_str(msg.purpose, "caller.purpose") or "assist"
     if not msg.workspace_id or not msg.member_id:
         raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
@@ -188,6 +191,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateWorkspaceRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateWorkspaceResponse:
+        internal_auth.check_kind(internal_auth.OPERATOR)
         ws = self.control.create_workspace(request.slug, request.server)
         return pb.CreateWorkspaceResponse(workspace=workspace_msg(ws))
 
@@ -196,6 +200,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateMemberRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateMemberResponse:
+        internal_auth.check_admin(request.workspace_id)
         role = convert.role_str(request.role) or "member"
         m = self.control.create_member(request.workspace_id, request.handle, role)
         return pb.CreateMemberResponse(
@@ -213,6 +218,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateTokenResponse:
+        internal_auth.check_admin(request.workspace_id)
         purposes = []
         for i, p in enumerate(request.purposes):
             purpose = convert.purpose_str(p, f"purposes[{i}]")
@@ -233,6 +239,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.RevokeTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.RevokeTokenResponse:
+        internal_auth.check_admin(request.workspace_id)
         self.control.revoke_token(request.token_id, request.workspace_id or None)
         return pb.RevokeTokenResponse()
 
@@ -241,9 +248,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     ) -> Iterator[pb.WatchRevocationsResponse]:
         # A stream: the error-mapping interceptor wraps unary calls only.
         try:
+            internal_auth.check_kind(internal_auth.SERVICE)
             if self.revocations is None:
                 raise errors.Unavailable("this store does not publish revocations")
             subscription = self.revocations.subscribe()
+        except errors.Unauthenticated as exc:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
         except errors.Unavailable as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
         try:
@@ -264,6 +274,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.AuthenticateRequest,
         context: grpc.ServicerContext,
     ) -> pb.AuthenticateResponse:
+        internal_auth.check_kind(internal_auth.SERVICE)
         ident = self.control.authenticate(request.token)
         return pb.AuthenticateResponse(
             workspace_id=ident.workspace_id,
@@ -277,6 +288,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetWorkspaceSettings(
         self, request: pb.GetWorkspaceSettingsRequest, context: grpc.ServicerContext
     ) -> pb.GetWorkspaceSettingsResponse:
+        internal_auth.check_workspace(request.workspace_id)
         ws_id = ctl.parse_uuid(request.workspace_id, "workspace_id")
         return pb.GetWorkspaceSettingsResponse(settings=settings_msg(self.control.settings(ws_id)))
 
@@ -464,6 +476,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetEmbeddingStatus(
         self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetEmbeddingStatusResponse:
+        internal_auth.check_workspace(request.workspace_id)
         memories, embedded, pending = embedding_job.status(
             self.memories.dbs, self.control, ctl.parse_uuid(request.workspace_id, "workspace_id")
         )
