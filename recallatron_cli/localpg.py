@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psycopg
 
-from recallatron_cli.secretfiles import read_or_create, write_private
+from recallatron_cli.secretfiles import private_dir, private_log, read_or_create, write_private
 
 # The wheel probes a runtime directory at import and warns when XDG_RUNTIME_DIR
 # is unset; we never use that directory (the server is started here, below).
@@ -81,6 +81,17 @@ def hba_is_secure(text: str) -> bool:
     return True
 
 
+def server_group() -> int | None:
+    """The group the embedded server runs as when started by root (it alone
+    may pass through the state directory), else None."""
+    if platform.system() == "Windows" or os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(_SYSTEM_USER).pw_gid
+    except KeyError:
+        return None
+
+
 class LocalPostgres:
     def __init__(self, data_dir: Path, port: int, secrets_dir: Path | None = None) -> None:
         self.data_dir = data_dir.resolve()
@@ -127,7 +138,11 @@ class LocalPostgres:
         write_private(self.passfile, "\n".join(lines) + "\n")
 
     def _user_kwargs(self) -> dict[str, object]:
-        return {"user": _SYSTEM_USER} if self._as_root else {}
+        if not self._as_root:
+            return {}
+        # Its own group too (not root's): the state directory lets only it through.
+        entry = pwd.getpwnam(_SYSTEM_USER)
+        return {"user": _SYSTEM_USER, "group": entry.pw_gid, "extra_groups": []}
 
     def init(self) -> None:
         """The data directory, made if new, and secured (see the module)."""
@@ -141,13 +156,23 @@ class LocalPostgres:
             self._secure(hba)
 
     def _prepare(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.secrets_dir, server_group())
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self._as_root:
             ensure_user_exists(_SYSTEM_USER)
+            # Opens every directory above the data directory to all users
+            # (o+rx) so that the server's own user can reach it...
             ensure_prefix_permissions(self.data_dir)
             ensure_prefix_permissions(_commands.POSTGRES_BIN_PATH)
             entry = pwd.getpwnam(_SYSTEM_USER)
             os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
+            # ...and the one holding it and the passwords is closed again: only
+            # that user's group may pass through it (0710), nobody may list it.
+            parent = self.data_dir.parent
+            os.chown(parent, -1, entry.pw_gid)
+            parent.chmod(0o710)
+            if self.secrets_dir != parent:
+                private_dir(self.secrets_dir, entry.pw_gid)
 
     def _initdb(self) -> None:
         """A new cluster, made open and secured by :meth:`_secure` before it
@@ -210,7 +235,7 @@ class LocalPostgres:
         self._stop_leftover()
         self.init()
         self._write_passfile()
-        log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - owned by the child
+        log = private_log(self.data_dir / "server.log")
         command = [
             str(_commands.POSTGRES_BIN_PATH / "postgres"),
             "-D",

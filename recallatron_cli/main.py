@@ -19,6 +19,7 @@ from google.protobuf.json_format import MessageToDict
 
 from recallatron.settings import default_state_dir
 from recallatron_cli.client import Client
+from recallatron_cli.secretfiles import TOKEN_HELP, token_from, write_private
 
 DEFAULT_GATEWAY = "127.0.0.1:7400"
 
@@ -28,7 +29,7 @@ def _state_dir() -> Path:
 
 
 def _admin_token() -> str:
-    token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
+    token = token_from(env="RECALLATRON_ADMIN_TOKEN")
     path = _state_dir() / "admin-token"
     if not token and path.exists():
         token = path.read_text().strip()
@@ -36,9 +37,13 @@ def _admin_token() -> str:
 
 
 def _client(args: argparse.Namespace, admin: bool = False) -> Client:
-    token = args.token or (_admin_token() if admin else os.environ.get("RECALLATRON_TOKEN", ""))
+    """A client with the token from --token, --token-file, RECALLATRON_TOKEN or
+    RECALLATRON_TOKEN_FILE (admin: else the operator token of the local stack)."""
+    token = token_from(args.token, getattr(args, "token_file", "") or "")
+    if not token and admin:
+        token = _admin_token()
     if not token:
-        sys.exit("no token: pass --token or set RECALLATRON_TOKEN")
+        sys.exit("no token: set RECALLATRON_TOKEN or RECALLATRON_TOKEN_FILE, or pass --token-file")
     return Client(args.gateway, token)
 
 
@@ -125,12 +130,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def demo(gateway: str, admin_token: str, state: Path) -> None:
     """Shows the stack working: a workspace, a member, a memory read back. The
-    demo member's token is kept in the state directory and reused."""
+    demo member's token is kept in the state directory (0600) and reused; it
+    is shown once, when it is made, never again (nor in any log)."""
     creds_path = state / "demo.json"
+    token_path = state / "demo-token"
     creds = json.loads(creds_path.read_text()) if creds_path.exists() else None
     if creds is not None:
+        if not token_path.exists():
+            write_private(token_path, creds["token"])
         client = Client(gateway, creds["token"])
         print(f"workspace {creds['slug']} ({creds['workspace_id']}) reused")
+        print(f"its owner token is in {token_path} (mode 0600)")
     else:
         admin = Client(gateway, admin_token)
         slug = f"demo-{uuid.uuid4().hex[:8]}"
@@ -138,10 +148,10 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
         member = admin.create_member(ws.id, "ada", owner=True).member
         token = admin.create_token(member.id, "demo").token
         creds = {"slug": slug, "workspace_id": ws.id, "member_id": member.id, "token": token}
-        fd = os.open(creds_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(creds, f)
+        write_private(creds_path, json.dumps(creds))
+        write_private(token_path, token)
         print(f"workspace {slug} ({ws.id}) created; member ada ({member.id}), owner")
+        print(f"owner token, shown this once (kept in {token_path}, mode 0600):\n  {token}")
         client = Client(gateway, token)
     made = client.remember(
         "The team standup moved to 9:30",
@@ -153,7 +163,7 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
     print(f"remembered {made.id}")
     read = client.read([made.id]).memories[0]
     print("read back:\n" + _memory_text(read))
-    print(f"try: RECALLATRON_TOKEN={creds['token']} recallatron read {made.id}")
+    print(f"try: RECALLATRON_TOKEN_FILE={token_path} recallatron read {made.id}")
 
 
 def cmd_migrate_db(args: argparse.Namespace) -> int:
@@ -370,6 +380,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_token_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--token", default="", help=f"the token itself: {TOKEN_HELP}")
+    p.add_argument("--token-file", default="", help="a file holding the token (mode 0600)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="recallatron", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -391,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
-        p.add_argument("--token", default="")
+        add_token_arguments(p)
         p.add_argument("--json", action="store_true")
         return p
 

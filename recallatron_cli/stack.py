@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recallatron.grpcclient import make_channel, peer_serving
-from recallatron_cli.localpg import LocalPostgres
-from recallatron_cli.secretfiles import read_or_create
+from recallatron_cli.localpg import LocalPostgres, server_group
+from recallatron_cli.secretfiles import private_dir, private_log, read_or_create
 
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
@@ -74,6 +74,8 @@ class Stack:
         self.config = config
         self.state_dir = config.state_dir.resolve()
         self.log_dir = self.state_dir / "logs"
+        # Keys, passwords, tokens and logs: this user's alone (0700/0600).
+        private_dir(self.state_dir, server_group())
         self.postgres: LocalPostgres | None = None
         self.database_url = config.database_url
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -183,15 +185,15 @@ class Stack:
         self.database_url = self.postgres.url
 
     def start_service(self, name: str) -> None:
-        (self.state_dir / "run").mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir / "run")
+        private_dir(self.log_dir)
         port_file = self.state_dir / "run" / f"{name}.port"
         port_file.unlink(missing_ok=True)
         if name == "embedding-job":
             cmd = [sys.executable, "-m", "recallatron_cli.main", "embed-job"]
         else:
             cmd = [sys.executable, "-m", f"services.{name}"]
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        log = private_log(self.log_dir / f"{name}.log")
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-c", _GUARDED, *cmd[1:]],
             env=self.env_for(name),

@@ -56,7 +56,9 @@ def cmd_keep_both(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--gateway", default=os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY))
-        p.add_argument("--token", default="")
+        from recallatron_cli.main import add_token_arguments
+
+        add_token_arguments(p)
         p.add_argument("--json", action="store_true")
         p.add_argument("--purpose", default="assist")
         return p
