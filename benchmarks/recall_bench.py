@@ -122,7 +122,9 @@ class InProcess:
         from services.store.recall import RecallQueries
         from services.store.settings import StoreSettings
 
-        self.dbs = Databases(StoreSettings(database_url=stack.database_url))
+        self.dbs = Databases(
+            StoreSettings(database_url=stack.database_url, app_password=stack.app_password)
+        )
         self.dbs.bootstrap()
         self.control = ControlPlane(self.dbs)
         self.memories = MemoryStore(self.dbs, self.control)
@@ -354,7 +356,7 @@ def prewarm(stack: Stack, workspace_id: str) -> None:
     from services.store.db import Databases, with_database
     from services.store.settings import StoreSettings
 
-    dbs = Databases(StoreSettings(database_url=stack.database_url))
+    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
     dbs.bootstrap()
     try:
         ws = ControlPlane(dbs).workspace(workspace_id)
@@ -522,11 +524,15 @@ def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[
 
 
 def _identity(stack: Stack, client: Client) -> tuple[str, str]:
-    import grpc
-
+    from recallatron import internal_auth
+    from recallatron.grpcclient import make_channel
     from recallatron.v1 import store_pb2, store_pb2_grpc
 
-    stub = store_pb2_grpc.StoreServiceStub(grpc.insecure_channel(stack.address("store")))
+    channel = internal_auth.member_channel(
+        make_channel(stack.address("store")),
+        internal_auth.Signer(stack.internal_key, "benchmark"),
+    )
+    stub = store_pb2_grpc.StoreServiceStub(channel)
     resp = stub.Authenticate(store_pb2.AuthenticateRequest(token=client.token), timeout=5)
     return resp.workspace_id, resp.member_id
 

@@ -229,7 +229,7 @@ def workspace_url(stack: Stack, layout: Layout) -> str:
     from services.store.db import Databases, with_database
     from services.store.settings import StoreSettings
 
-    dbs = Databases(StoreSettings(database_url=stack.database_url))
+    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
     dbs.bootstrap()
     try:
         ws = ControlPlane(dbs).workspace(layout.workspace_id)

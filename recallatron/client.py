@@ -278,10 +278,22 @@ class Client:
             ),
         )
 
-    def create_token(self, member_id: str, label: str = "") -> pb.AdminServiceCreateTokenResponse:
+    def create_token(
+        self,
+        member_id: str,
+        label: str = "",
+        purposes: Sequence[str] = (),
+        read_only: bool = False,
+    ) -> pb.AdminServiceCreateTokenResponse:
+        """A token; scoped to ``purposes`` (empty: all) and to the read-only calls."""
         return self.call(
             self.admin.CreateToken,
-            pb.AdminServiceCreateTokenRequest(member_id=member_id, label=label),
+            pb.AdminServiceCreateTokenRequest(
+                member_id=member_id,
+                label=label,
+                purposes=[PURPOSE.value(p) for p in purposes],
+                read_only=read_only,
+            ),
         )
 
     def revoke_token(self, token_id: str) -> None:

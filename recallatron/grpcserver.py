@@ -3,6 +3,7 @@ mapping, metrics and graceful shutdown, built in one place."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import signal
@@ -23,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 from prometheus_client import Counter, Histogram, start_http_server
 
-from recallatron import errors
+from recallatron import errors, internal_auth
 from recallatron.settings import CommonSettings
 from recallatron.wire import undecodable_field
 
@@ -41,6 +42,15 @@ RPC_STATUS = Counter(
 
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+# The full name of the method the current thread serves ("/pkg.Service/Method"),
+# set around each call by the interceptor below.
+_METHOD: contextvars.ContextVar[str] = contextvars.ContextVar("recallatron_method", default="")
+
+
+def current_method() -> str:
+    """The method being served in this thread ('' outside a call)."""
+    return _METHOD.get()
 
 
 def _pack(message: Any) -> any_pb2.Any:
@@ -119,11 +129,16 @@ class _Undecodable:
 
 
 class _ServiceInterceptor(grpc.ServerInterceptor):
-    """Maps domain errors to status codes and records latency and status metrics."""
+    """Maps domain errors to status codes and records latency and status
+    metrics. With an internal key (store, rank, embed), every call but health
+    and reflection must carry a valid caller assertion
+    (recallatron/internal_auth.py), checked before the handler runs; its
+    claims are the handler's for the call."""
 
-    def __init__(self) -> None:
+    def __init__(self, internal_key: bytes = b"") -> None:
         # The wrapped handler of each method, built once: gRPC asks on every call.
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        self.internal_key = internal_key
 
     def intercept_service(
         self,
@@ -135,16 +150,50 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
         if cached is not None:
             return cached
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
-        wrapped_handler = self._wrap(method, handler)
+        guarded = bool(self.internal_key) and not method.startswith(internal_auth.OPEN_PREFIXES)
+        if handler.unary_unary is not None:
+            wrapped_handler = self._wrap(method, handler, guarded)
+        elif handler.unary_stream is not None and guarded:
+            wrapped_handler = self._wrap_stream(method, handler)
+        elif guarded:
+            # No internal method streams from the client; refuse rather than pass.
+            wrapped_handler = _refuse(method)
+        else:
+            return handler
         self._wrapped[method] = wrapped_handler
         return wrapped_handler
 
-    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def _wrap_stream(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        inner = handler.unary_stream
+        key = self.internal_key
+
+        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                claims, token = internal_auth.authenticate(key, method, context)
+            except errors.DomainError as exc:
+                RPC_STATUS.labels(method, "UNAUTHENTICATED").inc()
+                context.abort_with_status(rpc_status.to_status(status_for(exc)))
+            leave = internal_auth.enter(claims, token)
+            try:
+                yield from inner(request, context)
+            finally:
+                leave()
+
+        return grpc.unary_stream_rpc_method_handler(
+            wrapped,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler, guarded: bool = False
+    ) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
         parse = handler.request_deserializer
         latency = RPC_LATENCY.labels(method)
+        key = self.internal_key
 
         def deserialize(data: bytes) -> Any:
             # A refused request (say, a string field that is not UTF-8) is the
@@ -160,7 +209,12 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             start = time.perf_counter()
             code = "OK"
+            method_token = _METHOD.set(method)
+            leave = None
             try:
+                if guarded:
+                    # Before anything else, the request's content included.
+                    leave = internal_auth.enter(*internal_auth.authenticate(key, method, context))
                 if isinstance(request, _Undecodable):
                     raise errors.InvalidArgument(
                         request.field, "could not be decoded (string fields must be UTF-8)"
@@ -180,6 +234,9 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
                 log.exception("unhandled error in %s", method)
                 context.abort(grpc.StatusCode.INTERNAL, "internal error")
             finally:
+                if leave is not None:
+                    leave()
+                _METHOD.reset(method_token)
                 latency.observe(time.perf_counter() - start)
                 RPC_STATUS.labels(method, code).inc()
 
@@ -190,12 +247,30 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
         )
 
 
+def _refuse(method: str) -> grpc.RpcMethodHandler:
+    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "internal call: not accepted")
+
+    return grpc.stream_stream_rpc_method_handler(refuse)
+
+
 class Server:
     """A gRPC server with health (NOT_SERVING until :meth:`set_serving`),
-    reflection, error mapping, metrics and a SIGTERM drain."""
+    reflection, error mapping, metrics and a SIGTERM drain. ``internal``: a
+    service inside the stack (store, rank, embed), whose every call but
+    health and reflection must carry a caller assertion signed with the
+    stack's internal key; without a key it does not start."""
 
-    def __init__(self, settings: CommonSettings, service_names: Iterable[str]) -> None:
+    def __init__(
+        self, settings: CommonSettings, service_names: Iterable[str], internal: bool = False
+    ) -> None:
         self.settings = settings
+        internal_key = settings.internal_signing_key() if internal else b""
+        if internal and not internal_key:
+            raise RuntimeError(
+                "no internal key: set RECALLATRON_INTERNAL_KEY_FILE (or RECALLATRON_INTERNAL_KEY) "
+                "to the stack's key; `recallatron up` generates one in the state directory"
+            )
         self.service_names = list(service_names)
         options = [
             ("grpc.max_receive_message_length", settings.max_message_bytes),
@@ -216,7 +291,7 @@ class Server:
         ]
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=settings.server_threads),
-            interceptors=[_ServiceInterceptor()],
+            interceptors=[_ServiceInterceptor(internal_key)],
             options=options,
         )
         self.health = health.HealthServicer()

@@ -34,3 +34,14 @@ class CommonSettings(BaseSettings):
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_ca_file: str = ""
+    # The stack's internal key (recallatron/internal_auth.py): every call to
+    # store, rank and embed carries an assertion signed with it. Give the key
+    # itself or, better, a file holding it (mode 0600; a Kubernetes Secret).
+    # `recallatron up` generates one into the state directory.
+    internal_key: str = ""
+    internal_key_file: str = ""
+
+    def internal_signing_key(self) -> bytes:
+        from recallatron.internal_auth import load_key
+
+        return load_key(self.internal_key, self.internal_key_file)

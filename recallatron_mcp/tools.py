@@ -26,6 +26,7 @@ from recallatron.vocabulary import (
     MODE,
     ORIGIN,
     PURPOSE,
+    REVISION_ACTION,
 )
 
 SCHEMAS = {t.name: t.input_schema for t in TOOLS}
@@ -228,6 +229,17 @@ def memory_json(m: cpb.Memory) -> dict[str, Any]:
         "title": m.title,
         "body": m.body,
         "updated_at": _time(m.updated_at),
+        # Who changed it, when and why (read only).
+        "revisions": [
+            {
+                "revision": r.revision,
+                "action": REVISION_ACTION.name(r.action),
+                "changed_by": r.changed_by,
+                "changed_at": _time(r.changed_at),
+                "reason": r.reason,
+            }
+            for r in m.revisions
+        ],
     }
 
 

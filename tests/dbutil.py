@@ -21,6 +21,7 @@ WORKSPACE_TABLES = (
     "mention",
     "request_key",
     "audit_log",
+    "memory_revision",
     "term_stat",
     "corpus_stat",
 )

@@ -137,6 +137,31 @@ ROLE_OWNER: Role.ValueType  # 1
 ROLE_MEMBER: Role.ValueType  # 2
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
+class _RevisionAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RevisionActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RevisionAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    REVISION_ACTION_UNSPECIFIED: _RevisionAction.ValueType  # 0
+    REVISION_ACTION_CREATE: _RevisionAction.ValueType  # 1
+    """Written: remember, derive, supersede's new memory, migration."""
+    REVISION_ACTION_CORRECT: _RevisionAction.ValueType  # 2
+    REVISION_ACTION_SUPERSEDE: _RevisionAction.ValueType  # 3
+    """Replaced by a newer memory (superseded_by_id)."""
+    REVISION_ACTION_FORGET: _RevisionAction.ValueType  # 4
+
+class RevisionAction(_RevisionAction, metaclass=_RevisionActionEnumTypeWrapper): ...
+
+REVISION_ACTION_UNSPECIFIED: RevisionAction.ValueType  # 0
+REVISION_ACTION_CREATE: RevisionAction.ValueType  # 1
+"""Written: remember, derive, supersede's new memory, migration."""
+REVISION_ACTION_CORRECT: RevisionAction.ValueType  # 2
+REVISION_ACTION_SUPERSEDE: RevisionAction.ValueType  # 3
+"""Replaced by a newer memory (superseded_by_id)."""
+REVISION_ACTION_FORGET: RevisionAction.ValueType  # 4
+Global___RevisionAction: _TypeAlias = RevisionAction  # noqa: Y015
+
 @_typing.final
 class Audience(_message.Message):
     """Who may see a memory: the whole workspace or exactly one member."""
@@ -323,6 +348,7 @@ class Memory(_message.Message):
     MENTIONS_FIELD_NUMBER: _builtins.int
     SUPERSEDES_FIELD_NUMBER: _builtins.int
     SUPERSEDED_BY_FIELD_NUMBER: _builtins.int
+    REVISIONS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     kind: Global___Kind.ValueType
     title: _builtins.str
@@ -355,6 +381,10 @@ class Memory(_message.Message):
     def superseded_by(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryRef]:
         """Newer memories that replaced this one, nearest first."""
 
+    @_builtins.property
+    def revisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Revision]:
+        """Who changed it, when and why, oldest first (read only; empty in recall)."""
+
     def __init__(
         self,
         *,
@@ -375,14 +405,50 @@ class Memory(_message.Message):
         mentions: _abc.Iterable[Global___Mention] | None = ...,
         supersedes: _abc.Iterable[Global___MemoryRef] | None = ...,
         superseded_by: _abc.Iterable[Global___MemoryRef] | None = ...,
+        revisions: _abc.Iterable[Global___Revision] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "body", b"body", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "origin", b"origin", "purposes", b"purposes", "revision", b"revision", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "body", b"body", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "origin", b"origin", "purposes", b"purposes", "revision", b"revision", "revisions", b"revisions", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Memory: _TypeAlias = Memory  # noqa: Y015
+
+@_typing.final
+class Revision(_message.Message):
+    """One change of a memory: the revision it produced, who made it and why."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISION_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    CHANGED_BY_FIELD_NUMBER: _builtins.int
+    CHANGED_AT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    action: Global___RevisionAction.ValueType
+    changed_by: _builtins.str
+    """The member who made the change."""
+    reason: _builtins.str
+    @_builtins.property
+    def changed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        revision: _builtins.int = ...,
+        action: Global___RevisionAction.ValueType = ...,
+        changed_by: _builtins.str = ...,
+        changed_at: _timestamp_pb2.Timestamp | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "changed_at", b"changed_at", "changed_by", b"changed_by", "reason", b"reason", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Revision: _TypeAlias = Revision  # noqa: Y015
 
 @_typing.final
 class RecallFilters(_message.Message):

@@ -652,17 +652,31 @@ class AdminServiceCreateTokenRequest(_message.Message):
 
     MEMBER_ID_FIELD_NUMBER: _builtins.int
     LABEL_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
+    read_only: _builtins.bool
+    """Scope: only the read-only calls (Recall, Read, DescribeTools,
+    ListDuplicatePairs, GetSettings, GetStatus).
+    """
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """Scope: the purposes the token may act for (empty: all four). A call for
+        another purpose is PERMISSION_DENIED.
+        """
+
     def __init__(
         self,
         *,
         member_id: _builtins.str = ...,
         label: _builtins.str = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        read_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -28,6 +28,7 @@ class WorkspaceSettings(_message.Message):
     DENSE_FLOOR_FIELD_NUMBER: _builtins.int
     RERANK_DEPTH_FIELD_NUMBER: _builtins.int
     EXPIRY_DAYS_FIELD_NUMBER: _builtins.int
+    MEMBERS_MAY_EDIT_FIELD_NUMBER: _builtins.int
     default_recall_mode: _common_pb2.RecallMode.ValueType
     dense_floor: _builtins.float
     """Minimum cosine for the dense arm (default 0.30)."""
@@ -35,6 +36,11 @@ class WorkspaceSettings(_message.Message):
     """How many admitted rows the cross-encoder re-ranks."""
     expiry_days: _builtins.int
     """Expiry gate in days; 0 means off (the default)."""
+    members_may_edit: _builtins.bool
+    """Who may correct, supersede or forget a memory. False (the default): its
+    author and the workspace's owners. True: also any member who can see a
+    memory whose audience is the whole workspace.
+    """
     def __init__(
         self,
         *,
@@ -42,10 +48,11 @@ class WorkspaceSettings(_message.Message):
         dense_floor: _builtins.float = ...,
         rerank_depth: _builtins.int = ...,
         expiry_days: _builtins.int = ...,
+        members_may_edit: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_recall_mode", b"default_recall_mode", "dense_floor", b"dense_floor", "expiry_days", b"expiry_days", "rerank_depth", b"rerank_depth"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_recall_mode", b"default_recall_mode", "dense_floor", b"dense_floor", "expiry_days", b"expiry_days", "members_may_edit", b"members_may_edit", "rerank_depth", b"rerank_depth"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -216,20 +223,32 @@ class CreateTokenRequest(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _builtins.int
     LABEL_FIELD_NUMBER: _builtins.int
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
     workspace_id: _builtins.str
     """When set, the member must belong to this workspace."""
+    read_only: _builtins.bool
+    """Scope: read-only tools only (recall, read, review listing, settings and
+    status reads).
+    """
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """Scope: the purposes the token may act for (empty: all four)."""
+
     def __init__(
         self,
         *,
         member_id: _builtins.str = ...,
         label: _builtins.str = ...,
         workspace_id: _builtins.str = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        read_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -362,10 +381,17 @@ class AuthenticateResponse(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     WORKSPACE_SLUG_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
     workspace_id: _builtins.str
     member_id: _builtins.str
     role: _common_pb2.Role.ValueType
     workspace_slug: _builtins.str
+    read_only: _builtins.bool
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """The token's scope: its purposes (empty: all) and whether it is read-only."""
+
     def __init__(
         self,
         *,
@@ -373,10 +399,12 @@ class AuthenticateResponse(_message.Message):
         member_id: _builtins.str = ...,
         role: _common_pb2.Role.ValueType = ...,
         workspace_slug: _builtins.str = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        read_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = EmbedSettings()
     configure_logging("embed", settings.log_level)
     models = EmbedModels(settings)
-    server = Server(settings, [SERVICE_NAME])
+    server = Server(settings, [SERVICE_NAME], internal=True)
     embed_pb2_grpc.add_EmbedServiceServicer_to_server(EmbedServicer(models), server.grpc_server)
     port = server.start(settings.embed_listen)
     log.info("listening", extra={"address": settings.embed_listen, "port": port})

@@ -21,6 +21,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from recallatron import internal_auth
 from recallatron.settings import REPO_ROOT
 from recallatron.v1 import embed_pb2_grpc
 
@@ -120,6 +121,10 @@ class EmbedProcess:
             }
         )
         full_env.update(env)
+        # Calls need the stack's credential: a key of this process's own.
+        self.internal_key = full_env.setdefault(
+            "RECALLATRON_INTERNAL_KEY", internal_auth.new_key()
+        ).encode()
         self._log_handle = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "services.embed"],
@@ -134,9 +139,12 @@ class EmbedProcess:
             self.stop()
             raise
         self.address = f"127.0.0.1:{self.port}"
-        self.channel = grpc.insecure_channel(self.address)
+        self.plain_channel = grpc.insecure_channel(self.address)
+        self.channel = internal_auth.member_channel(
+            self.plain_channel, internal_auth.Signer(self.internal_key, "test")
+        )
         self.stub = embed_pb2_grpc.EmbedServiceStub(self.channel)
-        self.health = health_pb2_grpc.HealthStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.plain_channel)
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -167,8 +175,8 @@ class EmbedProcess:
 
     def stop(self) -> int:
         """SIGTERM, as Kubernetes stops a pod; returns the exit code."""
-        if hasattr(self, "channel"):
-            self.channel.close()
+        if hasattr(self, "plain_channel"):
+            self.plain_channel.close()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:

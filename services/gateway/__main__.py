@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from recallatron import internal_auth
 from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
@@ -26,7 +27,8 @@ def main() -> None:
     )
     peers = Peers(settings)
     cache = AuthCache(settings.auth_cache_seconds, settings.auth_cache_entries)
-    watcher = RevocationWatcher(peers.store_channel, cache)
+    watch = internal_auth.store_method("WatchRevocations")
+    watcher = RevocationWatcher(peers.store_channel, cache, lambda: peers.signer.service([watch]))
     auth = Auth(
         peers,
         settings.admin_token,

@@ -10,12 +10,14 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from prometheus_client import Counter, Gauge
 
+from recallatron import internal_auth
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from services.gateway.ratelimit import token_key
 
@@ -40,6 +42,10 @@ class Identity:
     workspace_id: str
     member_id: str
     role: int
+    # The token's scope (services/gateway/scopes.py): purposes (empty: all)
+    # and read-only.
+    purposes: frozenset[int] = frozenset()
+    read_only: bool = False
 
 
 class AuthCache:
@@ -106,9 +112,13 @@ class RevocationWatcher:
     """Keeps a WatchRevocations stream open to the store, reconnecting with
     backoff, and drives the cache from it."""
 
-    def __init__(self, channel: grpc.Channel, cache: AuthCache) -> None:
+    def __init__(
+        self, channel: grpc.Channel, cache: AuthCache, assertion: Callable[[], str] | None = None
+    ) -> None:
         self.stub = store_pb2_grpc.StoreServiceStub(channel)
         self.cache = cache
+        # A fresh caller assertion for each connection (the store's is internal).
+        self.assertion = assertion
         self.stop = threading.Event()
         self._call: Any = None
         self._thread = threading.Thread(target=self._run, name="revocations", daemon=True)
@@ -127,7 +137,12 @@ class RevocationWatcher:
         backoff = MIN_BACKOFF_SECONDS
         while not self.stop.is_set():
             # The one call without a deadline: it is meant to stay open.
-            self._call = self.stub.WatchRevocations(store_pb2.WatchRevocationsRequest())
+            metadata = (
+                ((internal_auth.HEADER, self.assertion()),) if self.assertion is not None else None
+            )
+            self._call = self.stub.WatchRevocations(
+                store_pb2.WatchRevocationsRequest(), metadata=metadata
+            )
             try:
                 for message in self._call:
                     if message.subscribed:

@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from recallatron import errors
+from recallatron import errors, internal_auth
 from recallatron.grpcclient import make_channel
+from recallatron.grpcserver import current_method
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
@@ -26,7 +27,7 @@ from recallatron.vocabulary import (
     MODE,
     PURPOSE,
 )
-from services.gateway import capture
+from services.gateway import capture, scopes
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.settings import GatewaySettings
@@ -47,19 +48,53 @@ def bearer_token(context: grpc.ServicerContext) -> str:
     raise errors.Unauthenticated("authorization: missing bearer token")
 
 
+# Whom an internal call is vouched for (recallatron/internal_auth.py): the
+# Caller inside the request (None), a member's identity, the operator, or the
+# gateway itself as a service.
+Vouch = Identity | str | None
+OPERATOR = internal_auth.OPERATOR
+SEARCH_HISTORY = internal_auth.store_method("SearchHistory")
+SERVICE = internal_auth.SERVICE
+
+
 class Peers:
-    """Stubs of the store and rank services; every call has a deadline, and a
-    peer's error status is relayed unchanged (an unreachable peer or a missed
-    deadline becomes UNAVAILABLE)."""
+    """Stubs of the store and rank services; every call has a deadline and a
+    caller assertion signed with the stack's key (the gateway vouches for the
+    identity it authenticated), and a peer's error status is relayed unchanged
+    (an unreachable peer or a missed deadline becomes UNAVAILABLE)."""
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
+        self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
         self.store_channel = make_channel(settings.store_target, settings)
         self.store = store_pb2_grpc.StoreServiceStub(self.store_channel)
         self.rank = rank_pb2_grpc.RankServiceStub(make_channel(settings.rank_target, settings))
 
-    def call(self, method: Callable[..., Resp], request: Any, timeout: float) -> Resp:
+    def assertion(self, methods: list[str] | tuple[str, ...], request: Any, vouch: Vouch) -> str:
+        """The assertion for one call: for the request's Caller unless ``vouch``
+        says otherwise. Only identities the gateway authenticated get here."""
+        if vouch == OPERATOR:
+            return self.signer.operator(methods)
+        if vouch == SERVICE:
+            return self.signer.service(methods)
+        if isinstance(vouch, Identity):
+            who = cpb.Caller(
+                workspace_id=vouch.workspace_id,
+                member_id=vouch.member_id,
+                role=vouch.role,  # type: ignore[arg-type]
+                purpose=cpb.PURPOSE_ASSIST,
+            )
+            return self.signer.member(who, methods)
+        if vouch is None and request.HasField("caller"):
+            return self.signer.member(request.caller, methods)
+        raise AssertionError(f"no identity to vouch for in {type(request).__name__}")
+
+    def call(
+        self, method: Callable[..., Resp], request: Any, timeout: float, assertion: str = ""
+    ) -> Resp:
         try:
+            if assertion:
+                return method(request, timeout=timeout, metadata=internal_auth.metadata(assertion))
             return method(request, timeout=timeout)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
@@ -72,8 +107,11 @@ class Peers:
                 raise errors.Relayed(status.code, status.message, list(status.details)) from None
             raise errors.Relayed(code.value[0], exc.details() or "") from None  # type: ignore[attr-defined]
 
-    def store_call(self, name: str, request: Any) -> Any:
-        return self.call(getattr(self.store, name), request, self.settings.store_timeout_seconds)
+    def store_call(self, name: str, request: Any, vouch: Vouch = None) -> Any:
+        assertion = self.assertion([internal_auth.store_method(name)], request, vouch)
+        return self.call(
+            getattr(self.store, name), request, self.settings.store_timeout_seconds, assertion
+        )
 
 
 class Auth:
@@ -96,18 +134,33 @@ class Auth:
         return token
 
     def member(self, context: grpc.ServicerContext) -> Identity:
+        """The member a token belongs to, with the call checked against the
+        token's scope."""
+        ident = self._identity(context)
+        scopes.check_call(ident.purposes, ident.read_only, current_method())
+        return ident
+
+    def _identity(self, context: grpc.ServicerContext) -> Identity:
         token = self.token(context)
         cached = self.cache.get(token)
         if cached is not None:
             return cached
         generation = self.cache.generation()
         try:
-            resp = self.peers.store_call("Authenticate", store_pb2.AuthenticateRequest(token=token))
+            resp = self.peers.store_call(
+                "Authenticate", store_pb2.AuthenticateRequest(token=token), SERVICE
+            )
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
                 raise errors.Unauthenticated("authorization: unknown or revoked token") from None
             raise
-        identity = Identity(resp.workspace_id, resp.member_id, resp.role)
+        identity = Identity(
+            resp.workspace_id,
+            resp.member_id,
+            resp.role,
+            frozenset(resp.purposes),
+            resp.read_only,
+        )
         self.cache.put(token, identity, generation)
         return identity
 
@@ -126,12 +179,16 @@ class Auth:
 
 
 def caller(ident: Identity, purpose: int) -> cpb.Caller:
+    """The identity sent to store and rank; the purpose checked against the
+    token's scope."""
     PURPOSE.parse(purpose, "purpose")  # rejects numbers outside the enum
+    purpose = purpose or cpb.PURPOSE_ASSIST
+    scopes.check_purpose(ident.purposes, ident.read_only, purpose)
     return cpb.Caller(
         workspace_id=ident.workspace_id,
         member_id=ident.member_id,
-        purpose=purpose or cpb.PURPOSE_ASSIST,
-        role=ident.role,
+        purpose=purpose,  # type: ignore[arg-type]
+        role=ident.role,  # type: ignore[arg-type]
     )
 
 
@@ -154,26 +211,34 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         # History evidence exists only for the workspace owner: for anyone
         # else the flag changes nothing. Searched while rank works.
         history = None
+        who = caller(ident, request.purpose)
         if request.include_history and ident.role == cpb.ROLE_OWNER:
-            history = self.peers.store.SearchHistory.future(
-                store_pb2.SearchHistoryRequest(
-                    caller=caller(ident, request.purpose),
-                    query=request.query,
-                    limit=request.limit or DEFAULT_RECALL_LIMIT,
-                ),
-                timeout=self.peers.settings.store_timeout_seconds,
+            search = store_pb2.SearchHistoryRequest(
+                caller=who, query=request.query, limit=request.limit or DEFAULT_RECALL_LIMIT
             )
+            history = self.peers.store.SearchHistory.future(
+                search,
+                timeout=self.peers.settings.store_timeout_seconds,
+                metadata=internal_auth.metadata(
+                    self.peers.assertion(
+                        [internal_auth.store_method("SearchHistory")], search, None
+                    )
+                ),
+            )
+        rank_request = rank_pb2.RankRequest(
+            caller=who,
+            query=request.query,
+            mode=request.mode,
+            limit=request.limit or DEFAULT_RECALL_LIMIT,
+            filters=request.filters,
+            skip_rerank=request.skip_rerank,
+        )
+        # Good for the rank call and the store and embed calls rank makes with it.
         resp = self.peers.call(
             self.peers.rank.Rank,
-            rank_pb2.RankRequest(
-                caller=caller(ident, request.purpose),
-                query=request.query,
-                mode=request.mode,
-                limit=request.limit or DEFAULT_RECALL_LIMIT,
-                filters=request.filters,
-                skip_rerank=request.skip_rerank,
-            ),
+            rank_request,
             self.peers.settings.rank_timeout_seconds,
+            self.peers.assertion(internal_auth.RECALL_METHODS, rank_request, None),
         )
         if history is not None:
             pending = history
@@ -261,6 +326,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         # Checked before deciding: a turn not worth storing is still refused
         # for a bad purpose.
         PURPOSE.parse(request.purpose, "purpose")
+        scopes.check_purpose(ident.purposes, ident.read_only, request.purpose or cpb.PURPOSE_ASSIST)
         if request.speaker_member_id not in ("", ident.member_id):
             # An agent captures the turns of the member it acts for, nobody else's.
             raise errors.InvalidArgument(
@@ -339,6 +405,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         resp = self.peers.store_call(
             "CreateWorkspace",
             store_pb2.CreateWorkspaceRequest(slug=request.slug, server=request.server),
+            OPERATOR,
         )
         return pb.AdminServiceCreateWorkspaceResponse(workspace=resp.workspace)
 
@@ -356,6 +423,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             store_pb2.CreateMemberRequest(
                 workspace_id=workspace_id, handle=request.handle, role=request.role
             ),
+            owner or OPERATOR,
         )
         return pb.AdminServiceCreateMemberResponse(member=resp.member)
 
@@ -369,7 +437,10 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 member_id=request.member_id,
                 label=request.label,
                 workspace_id=owner.workspace_id if owner else "",
+                purposes=request.purposes,
+                read_only=request.read_only,
             ),
+            owner or OPERATOR,
         )
         return pb.AdminServiceCreateTokenResponse(token=resp.token, token_id=resp.token_id)
 
@@ -382,6 +453,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             store_pb2.RevokeTokenRequest(
                 token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
             ),
+            owner or OPERATOR,
         )
         # At once on this gateway; others hear of it through the revocation stream.
         self.auth.cache.flush()
@@ -396,6 +468,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         resp = self.peers.store_call(
             "GetWorkspaceSettings",
             store_pb2.GetWorkspaceSettingsRequest(workspace_id=ident.workspace_id),
+            ident,
         )
         return pb.GetSettingsResponse(settings=resp.settings)
 
@@ -428,6 +501,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         resp = self.peers.store_call(
             "GetEmbeddingStatus",
             store_pb2.GetEmbeddingStatusRequest(workspace_id=ident.workspace_id),
+            ident,
         )
         return pb.GetStatusResponse(
             memories=resp.memories, embedded=resp.embedded, pending=resp.pending

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import grpc
 
-from recallatron import errors
+from recallatron import errors, internal_auth
 from recallatron.grpcclient import make_channel
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
@@ -86,16 +89,29 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
     def Rank(
         self, request: rank_pb2.RankRequest, context: grpc.ServicerContext
     ) -> rank_pb2.RankResponse:
+        # Rank acts only for the member the gateway vouched for; the store
+        # checks the same again on each call rank makes with it.
+        internal_auth.check_caller(request.caller)
         outcome = self.pipeline.recall(request_of(request, context.time_remaining()))
         return rank_pb2.RankResponse(outcome=outcome_msg(outcome))
 
 
+class ContextExecutor(ThreadPoolExecutor):
+    """Runs each task in a copy of the submitter's context, so an arm in its
+    own thread forwards the recall's caller assertion as the recall does."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+
 def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
+    # Every call to store and embed carries the assertion the recall came with.
     store = StoreClient(
-        make_channel(settings.store_target, settings), settings.store_timeout_seconds
+        internal_auth.forwarding_channel(make_channel(settings.store_target, settings)),
+        settings.store_timeout_seconds,
     )
     embed = EmbedClient(
-        make_channel(settings.embed_target, settings),
+        internal_auth.forwarding_channel(make_channel(settings.embed_target, settings)),
         settings.embed_timeout_seconds,
         settings.rerank_timeout_seconds,
     )
@@ -105,14 +121,14 @@ def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
         walk_limit=settings.walk_limit,
         settings_cache_seconds=settings.settings_cache_seconds,
     )
-    executor = ThreadPoolExecutor(max_workers=settings.server_threads, thread_name_prefix="arm")
+    executor = ContextExecutor(max_workers=settings.server_threads, thread_name_prefix="arm")
     return Pipeline(store, embed, config, executor)
 
 
 def main() -> None:
     settings = RankSettings()
     configure_logging("rank", settings.log_level)
-    server = Server(settings, [SERVICE_NAME])
+    server = Server(settings, [SERVICE_NAME], internal=True)
     rank_pb2_grpc.add_RankServiceServicer_to_server(
         RankServicer(build_pipeline(settings)), server.grpc_server
     )

@@ -18,7 +18,11 @@ from services.store.settings import StoreSettings
 def main() -> None:
     settings = StoreSettings()
     log = configure_logging("store", settings.log_level)
-    server = Server(settings, [store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name])
+    server = Server(
+        settings,
+        [store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name],
+        internal=True,
+    )
     dbs = Databases(settings)
     pool_metrics.register(dbs.pools)
     control = ControlPlane(dbs)

@@ -17,7 +17,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
-from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES
+from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES
 from services.store import queries as q
 from services.store.db import Databases
 
@@ -32,6 +32,9 @@ class WorkspaceSettings:
     dense_floor: float = 0.30
     rerank_depth: int = 20
     expiry_days: int = 0  # off
+    # Who may change a memory: False, its author and the owners; True, also
+    # any member who can see it when its audience is the workspace.
+    members_may_edit: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorkspaceSettings:
@@ -67,6 +70,9 @@ class Identity:
     workspace_slug: str
     member_id: str
     role: str
+    # The token's scope: its purposes (empty: all) and read-only.
+    purposes: tuple[str, ...] = ()
+    read_only: bool = False
 
 
 def hash_token(token: str) -> bytes:
@@ -89,6 +95,8 @@ def validate_settings(s: WorkspaceSettings) -> None:
         raise errors.InvalidArgument("settings.rerank_depth", "must lie in [0, 100]")
     if not 0 <= s.expiry_days <= 36_500:
         raise errors.InvalidArgument("settings.expiry_days", "must lie in [0, 36500]; 0 is off")
+    if not isinstance(s.members_may_edit, bool):
+        raise errors.InvalidArgument("settings.members_may_edit", "must be true or false")
 
 
 # Workspace records (location, settings) are cached this long, so that a
@@ -192,7 +200,12 @@ class ControlPlane:
             )
 
     def create_token(
-        self, member_id: str, label: str = "", workspace_id: str | None = None
+        self,
+        member_id: str,
+        label: str = "",
+        workspace_id: str | None = None,
+        purposes: tuple[str, ...] = (),
+        read_only: bool = False,
     ) -> tuple[str, str]:
         member_id = parse_uuid(member_id, "member_id")
         member = self.member(member_id)
@@ -203,7 +216,17 @@ class ControlPlane:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = str(uuid.uuid4())
         with self.dbs.control_conn() as conn:
-            conn.execute(q.INSERT_TOKEN, (token_id, member_id, hash_token(token), label))
+            conn.execute(
+                q.INSERT_TOKEN,
+                (
+                    token_id,
+                    member_id,
+                    hash_token(token),
+                    label,
+                    sorted(set(purposes), key=PURPOSES.index) or None,
+                    read_only,
+                ),
+            )
         return token, token_id
 
     def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
@@ -222,4 +245,4 @@ class ControlPlane:
             row = conn.execute(q.AUTHENTICATE, (hash_token(token),)).fetchone()
         if row is None:
             raise errors.NotFound("unknown token")
-        return Identity(str(row[0]), row[1], str(row[2]), row[3])
+        return Identity(str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5])

@@ -34,6 +34,7 @@ class Caller:
     workspace_id: str
     member_id: str
     purpose: str  # one of the four purposes, as stored
+    role: str = "member"  # "owner" or "member", as the gateway authenticated it
 
 
 def with_database(server_url: str, database: str, **overrides: str) -> str:
@@ -53,6 +54,11 @@ class Databases:
                 "embedded Postgres)"
             )
         self.settings = settings
+        if not settings.app_password:
+            log.warning(
+                "RECALLATRON_APP_PASSWORD is not set: the app role gets no password, and "
+                "a Postgres that asks every role for one (the embedded one does) refuses it"
+            )
         self.default_server = settings.database_url
         # Least recently used first, for eviction.
         self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()

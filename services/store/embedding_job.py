@@ -16,8 +16,10 @@ import grpc
 import numpy as np
 from prometheus_client import Counter, Gauge
 
+from recallatron import internal_auth
 from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
+from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
 from services.store.control import ControlPlane
 from services.store.db import Databases
@@ -93,7 +95,12 @@ class Embedder:
     """The embed service, reached with a deadline."""
 
     def __init__(self, target: str, timeout: float, settings: StoreSettings | None = None) -> None:
-        self.stub = embed_pb2_grpc.EmbedServiceStub(make_channel(target, settings))
+        channel = make_channel(target, settings)
+        key = settings.internal_signing_key() if settings is not None else b""
+        if key:
+            # Each call carries a service assertion (recallatron/internal_auth.py).
+            channel = internal_auth.service_channel(channel, Signer(key, "embedding-job"))
+        self.stub = embed_pb2_grpc.EmbedServiceStub(channel)
         self.timeout = timeout
 
     def embed(self, texts: Sequence[str]) -> tuple[str, list[list[float]]]:

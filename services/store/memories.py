@@ -61,6 +61,15 @@ class Ref:
     kind: str = ""
 
 
+@dataclass(frozen=True)
+class RevisionView:
+    revision: int
+    action: str  # create | correct | supersede | forget
+    changed_by: str
+    reason: str
+    changed_at: datetime
+
+
 @dataclass
 class MemoryView:
     id: str
@@ -80,6 +89,7 @@ class MemoryView:
     mentions: list[tuple[str, str]] = field(default_factory=list)
     supersedes: list[Ref] = field(default_factory=list)
     superseded_by: list[Ref] = field(default_factory=list)
+    revisions: list[RevisionView] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -322,6 +332,41 @@ class MemoryStore:
             )
         raise errors.RevisionMismatch(memory_id, expected, revision)
 
+    def _may_change(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> int:
+        """Who may change a memory (design §4): its author and the workspace's
+        owners; the member a memory is addressed to, who is its only reader
+        (its author cannot see it any more, so without this nobody could
+        forget it, and the change reaches nobody else); and, with the
+        workspace setting ``members_may_edit``, any member who can see a
+        memory whose audience is the whole workspace. A memory the caller
+        cannot see is not found, as anywhere else; one it can see but may not
+        change is PERMISSION_DENIED, before anything is written. Returns its
+        revision. Author and audience never change, so the answer holds for
+        the rest of the transaction."""
+        row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("memory not found")
+        created_by, audience, revision = str(row[0]), row[1], int(row[2])
+        if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
+            return revision
+        if audience is None and self.control.settings(caller.workspace_id).members_may_edit:
+            return revision
+        raise errors.PermissionDenied(
+            "id: only the memory's author or a workspace owner may change it"
+            " (an owner can open workspace memories to every member: members_may_edit)"
+        )
+
+    def _revision(
+        self,
+        conn: psycopg.Connection,
+        caller: Caller,
+        memory_id: str,
+        revision: int,
+        action: str,
+        reason: str,
+    ) -> None:
+        conn.execute(mq.INSERT_REVISION, (memory_id, revision, action, caller.member_id, reason))
+
     def correct(
         self,
         caller: Caller,
@@ -346,11 +391,13 @@ class MemoryStore:
         v.text(reason, "reason", MAX_REASON)
 
         def write(conn: psycopg.Connection) -> str:
+            self._may_change(conn, caller, memory_id)
             updated = conn.execute(
                 mq.CORRECT, (title, body, confidence, memory_id, expected_revision)
             ).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
+            self._revision(conn, caller, memory_id, expected_revision + 1, "correct", reason)
             self._audit(
                 conn,
                 caller,
@@ -380,6 +427,7 @@ class MemoryStore:
         v.text(reason, "reason", MAX_REASON, required=False)
 
         def write(conn: psycopg.Connection) -> str:
+            self._may_change(conn, caller, memory_id)
             old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
             if old is None:
                 raise errors.NotFound("memory not found")
@@ -396,6 +444,7 @@ class MemoryStore:
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
+            self._revision(conn, caller, memory_id, expected_revision + 1, "supersede", reason)
             self._audit(
                 conn,
                 caller,
@@ -416,9 +465,11 @@ class MemoryStore:
         v.text(reason, "reason", MAX_REASON)
 
         def write(conn: psycopg.Connection) -> str:
+            revision = self._may_change(conn, caller, memory_id)
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
             if row is None or row[0] is None:
                 raise errors.NotFound("memory not found")
+            self._revision(conn, caller, memory_id, revision, "forget", reason)
             self._audit(conn, caller, "forget", memory_id, request_id, {"reason": reason})
             return memory_id
 
@@ -438,25 +489,37 @@ class MemoryStore:
     ) -> list[MemoryView]:
         wanted = v.uuid_list(list(ids), "ids", MAX_READ_IDS, min_items=1)
         with caller_transaction(self._pool(caller), caller) as conn:
-            return self._read(conn, wanted, with_provenance)
+            return self._read(conn, wanted, with_provenance, with_revisions=with_provenance)
 
     def _read(
-        self, conn: psycopg.Connection, wanted: list[str], with_provenance: bool
+        self,
+        conn: psycopg.Connection,
+        wanted: list[str],
+        with_provenance: bool,
+        with_revisions: bool = False,
     ) -> list[MemoryView]:
         """The visible memories among ``wanted`` (validated ids), in that order."""
         ids = v.uuid_array(wanted)
         rows = {str(r[0]): _view(r) for r in conn.execute(mq.MEMORIES_BY_ID, (ids,)).fetchall()}
         if with_provenance and rows:
-            self._provenance(conn, rows)
+            self._provenance(conn, rows, with_revisions)
         return [rows[i] for i in wanted if i in rows]
 
-    def _provenance(self, conn: psycopg.Connection, views: dict[str, MemoryView]) -> None:
+    def _provenance(
+        self, conn: psycopg.Connection, views: dict[str, MemoryView], with_revisions: bool
+    ) -> None:
         ids = v.uuid_array(list(views))
-        # Three independent queries: one round trip.
+        # Independent queries: one round trip.
         with conn.pipeline():
             links = conn.execute(mq.LINKS_OF, (ids,))
             mentions = conn.execute(mq.MENTIONS_OF, (ids,))
             chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids))
+            revisions = conn.execute(mq.REVISIONS_OF, (ids,)) if with_revisions else None
+        if revisions is not None:
+            for memory_id, revision, action, changed_by, reason, changed_at in revisions:
+                views[str(memory_id)].revisions.append(
+                    RevisionView(revision, action, str(changed_by), reason, changed_at)
+                )
         for memory_id, kind, target, title, target_kind in links.fetchall():
             ref = (
                 Ref(str(target), True, title, target_kind) if title is not None else Ref("", False)

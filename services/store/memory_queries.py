@@ -34,6 +34,18 @@ TRUST_OF = """
 SELECT id, audience_member_id, purposes::text[] FROM memory WHERE id = ANY(%s::uuid[])
 """
 STATE_OF = "SELECT revision, superseded_by_id FROM memory WHERE id = %s"
+# Who may change it: its author, its audience (NULL: the workspace) and its
+# revision, for the rule in MemoryStore._may_change.
+CHANGE_SUBJECT = "SELECT created_by, audience_member_id, revision FROM memory WHERE id = %s"
+INSERT_REVISION = """
+INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason)
+VALUES (%s, %s, %s, %s, %s)
+"""
+REVISIONS_OF = """
+SELECT memory_id, revision, action, changed_by, reason, changed_at FROM memory_revision
+WHERE memory_id = ANY(%s::uuid[])
+ORDER BY memory_id, id
+"""
 
 # Compare-and-set: one statement, so of racing callers with the same expected
 # revision exactly one matches; the others find the new revision.

@@ -18,9 +18,10 @@ UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
 MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
 MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
-INSERT_TOKEN = (
-    "INSERT INTO access_token (id, member_id, token_sha256, label) VALUES (%s, %s, %s, %s)"
-)
+INSERT_TOKEN = """
+INSERT INTO access_token (id, member_id, token_sha256, label, purposes, read_only)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
 REVOKE_TOKEN = """
 UPDATE access_token t SET revoked_at = coalesce(t.revoked_at, now())
 FROM member m
@@ -28,7 +29,7 @@ WHERE t.id = %s AND m.id = t.member_id AND (%s::uuid IS NULL OR m.workspace_id =
 RETURNING t.id
 """
 AUTHENTICATE = """
-SELECT w.id, w.slug, m.id, m.role
+SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only
 FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
 WHERE t.token_sha256 = %s AND t.revoked_at IS NULL
 """

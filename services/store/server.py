@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import grpc
 
-from recallatron import convert, errors
+from recallatron import convert, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2 as pb
 from recallatron.v1 import store_pb2_grpc
@@ -32,14 +32,30 @@ from services.store.recall import Candidate, Filters, RecallQueries
 from services.store.revocations import RevocationFeed
 from services.store.trust import EMPTY, AudienceValue, _Empty
 
-SETTINGS_FIELDS = {"default_recall_mode", "dense_floor", "rerank_depth", "expiry_days"}
+SETTINGS_FIELDS = {
+    "default_recall_mode",
+    "dense_floor",
+    "rerank_depth",
+    "expiry_days",
+    "members_may_edit",
+}
+REVISION_ACTIONS = {
+    "create": cpb.REVISION_ACTION_CREATE,
+    "correct": cpb.REVISION_ACTION_CORRECT,
+    "supersede": cpb.REVISION_ACTION_SUPERSEDE,
+    "forget": cpb.REVISION_ACTION_FORGET,
+}
 
 
 def caller_of(msg: cpb.Caller) -> Caller:
+    """The request's Caller, which must be exactly the member the call's
+    assertion vouches for (recallatron/internal_auth.py)."""
+    internal_auth.check_caller(msg)
     purpose = PURPOSE.parse(msg.purpose, "caller.purpose") or DEFAULT_PURPOSE
     if not msg.workspace_id or not msg.member_id:
         raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
-    return Caller(msg.workspace_id, msg.member_id, purpose)
+    role = "owner" if msg.role == cpb.ROLE_OWNER else "member"
+    return Caller(msg.workspace_id, msg.member_id, purpose, role)
 
 
 def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
@@ -126,6 +142,16 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
         mentions=[cpb.Mention(entity_id=e, name=n) for e, n in m.mentions],
         supersedes=[ref_msg(r) for r in m.supersedes],
         superseded_by=[ref_msg(r) for r in m.superseded_by],
+        revisions=[
+            cpb.Revision(
+                revision=r.revision,
+                action=REVISION_ACTIONS[r.action],
+                changed_by=r.changed_by,
+                changed_at=convert.timestamp(r.changed_at),
+                reason=r.reason,
+            )
+            for r in m.revisions
+        ],
     )
 
 
@@ -135,6 +161,7 @@ def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
         dense_floor=s.dense_floor,
         rerank_depth=s.rerank_depth,
         expiry_days=s.expiry_days,
+        members_may_edit=s.members_may_edit,
     )
 
 
@@ -173,6 +200,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateWorkspaceRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateWorkspaceResponse:
+        internal_auth.check_kind(internal_auth.OPERATOR)
         ws = self.control.create_workspace(request.slug, request.server)
         return pb.CreateWorkspaceResponse(workspace=workspace_msg(ws))
 
@@ -181,6 +209,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateMemberRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateMemberResponse:
+        internal_auth.check_admin(request.workspace_id)
         role = ROLE.parse(request.role, "role") or "member"
         m = self.control.create_member(request.workspace_id, request.handle, role)
         return pb.CreateMemberResponse(
@@ -198,8 +227,19 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.CreateTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateTokenResponse:
+        internal_auth.check_admin(request.workspace_id)
+        purposes = []
+        for i, p in enumerate(request.purposes):
+            purpose = PURPOSE.parse(p, f"purposes[{i}]")
+            if purpose is None:
+                raise errors.InvalidArgument(f"purposes[{i}]", "must be a purpose")
+            purposes.append(purpose)
         token, token_id = self.control.create_token(
-            request.member_id, request.label, request.workspace_id or None
+            request.member_id,
+            request.label,
+            request.workspace_id or None,
+            tuple(purposes),
+            request.read_only,
         )
         return pb.CreateTokenResponse(token=token, token_id=token_id)
 
@@ -208,6 +248,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.RevokeTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.RevokeTokenResponse:
+        internal_auth.check_admin(request.workspace_id)
         self.control.revoke_token(request.token_id, request.workspace_id or None)
         return pb.RevokeTokenResponse()
 
@@ -216,9 +257,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     ) -> Iterator[pb.WatchRevocationsResponse]:
         # A stream: the error-mapping interceptor wraps unary calls only.
         try:
+            internal_auth.check_kind(internal_auth.SERVICE)
             if self.revocations is None:
                 raise errors.Unavailable("this store does not publish revocations")
             subscription = self.revocations.subscribe()
+        except errors.Unauthenticated as exc:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
         except errors.Unavailable as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
         try:
@@ -239,17 +283,21 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         request: pb.AuthenticateRequest,
         context: grpc.ServicerContext,
     ) -> pb.AuthenticateResponse:
+        internal_auth.check_kind(internal_auth.SERVICE)
         ident = self.control.authenticate(request.token)
         return pb.AuthenticateResponse(
             workspace_id=ident.workspace_id,
             member_id=ident.member_id,
             role=ROLE.value(ident.role),
             workspace_slug=ident.workspace_slug,
+            purposes=[PURPOSE.value(p) for p in ident.purposes],
+            read_only=ident.read_only,
         )
 
     def GetWorkspaceSettings(
         self, request: pb.GetWorkspaceSettingsRequest, context: grpc.ServicerContext
     ) -> pb.GetWorkspaceSettingsResponse:
+        internal_auth.check_workspace(request.workspace_id)
         ws_id = ctl.parse_uuid(request.workspace_id, "workspace_id")
         return pb.GetWorkspaceSettingsResponse(settings=settings_msg(self.control.settings(ws_id)))
 
@@ -435,6 +483,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetEmbeddingStatus(
         self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetEmbeddingStatusResponse:
+        internal_auth.check_workspace(request.workspace_id)
         memories, embedded, pending = embedding_job.status(
             self.memories.dbs, self.control, ctl.parse_uuid(request.workspace_id, "workspace_id")
         )

@@ -13,6 +13,7 @@ import pytest
 from recallatron.client import Client
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron_cli.stack import Stack
+from tests import internal
 from tests.conftest import wait_for
 from tests.faults.stackutil import new_stack, owner_client, running, until_ok
 from tests.integration.test_metrics import scrape
@@ -61,7 +62,7 @@ def test_cache_follows_the_stream_across_a_store_restart(fault_stack: Stack) -> 
     until_ok(lambda: bob.read([memory_id]))
 
     # Revoked at the store, not through the gateway: only the stream tells it.
-    store = store_pb2_grpc.StoreServiceStub(grpc.insecure_channel(fault_stack.address("store")))
+    store = store_pb2_grpc.StoreServiceStub(internal.channel(fault_stack, "store"))
     store.RevokeToken(store_pb2.RevokeTokenRequest(token_id=created.token_id), timeout=5)
     wait_for(lambda: _refused(bob, memory_id), "the revoked token refused", 10)
     bob.close()

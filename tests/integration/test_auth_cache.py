@@ -8,6 +8,7 @@ import pytest
 
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron_cli.stack import Stack
+from tests import internal
 from tests.conftest import Team, wait_for
 from tests.integration.test_metrics import scrape
 
@@ -42,7 +43,7 @@ def test_a_revocation_at_the_store_reaches_the_gateway(stack: Stack, team: Team)
         timeout=30,
     )
     # Revoked behind the gateway's back (as through another gateway replica).
-    store = store_pb2_grpc.StoreServiceStub(grpc.insecure_channel(stack.address("store")))
+    store = store_pb2_grpc.StoreServiceStub(internal.channel(stack, "store"))
     store.RevokeToken(store_pb2.RevokeTokenRequest(token_id=team.token_ids["bob"]), timeout=5)
     wait_for(lambda: _refused(lambda: bob.read([memory_id])), "the revoked token refused", 10)
     # Others' cached identities were dropped with it, and come back.

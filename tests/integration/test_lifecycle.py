@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from recallatron import internal_auth
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
 from recallatron_cli.stack import Stack
 from services.store import migrate
@@ -47,6 +48,9 @@ def test_migrations_twice_and_concurrently(stack: Stack) -> None:
     assert [r[0] for r in rows] == everything
 
 
+KEY = internal_auth.new_key()
+
+
 def test_sigterm_lets_the_in_flight_call_finish(tmp_path: Path, prepared_models_dir: Path) -> None:
     port_file = tmp_path / "embed.port"
     env = dict(
@@ -55,13 +59,17 @@ def test_sigterm_lets_the_in_flight_call_finish(tmp_path: Path, prepared_models_
         RECALLATRON_PORT_FILE=str(port_file),
         RECALLATRON_MODELS_DIR=str(prepared_models_dir),
         RECALLATRON_SHUTDOWN_GRACE_SECONDS="30",
+        RECALLATRON_INTERNAL_KEY=KEY,
     )
     proc = subprocess.Popen([sys.executable, "-m", "services.embed"], env=env)
     try:
         deadline = time.monotonic() + 60
         while not port_file.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        channel = grpc.insecure_channel(f"127.0.0.1:{port_file.read_text()}")
+        channel = internal_auth.member_channel(
+            grpc.insecure_channel(f"127.0.0.1:{port_file.read_text()}"),
+            internal_auth.Signer(KEY.encode(), "test"),
+        )
         stub = embed_pb2_grpc.EmbedServiceStub(channel)
         grpc.channel_ready_future(channel).result(timeout=30)
         # Wait until the model is loaded, then start a slow batch.

@@ -112,6 +112,8 @@ def test_store_started_before_postgres_waits_then_serves(tmp_path, prepared_mode
     port_file = tmp_path / "store.port"
     env = {
         "RECALLATRON_DATABASE_URL": pg.url,
+        "RECALLATRON_APP_PASSWORD": pg.app_password,
+        "RECALLATRON_INTERNAL_KEY": "k" * 32,
         "RECALLATRON_STORE_LISTEN": "127.0.0.1:0",
         "RECALLATRON_PORT_FILE": str(port_file),
         "PATH": "/usr/bin:/bin",

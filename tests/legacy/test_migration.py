@@ -32,7 +32,7 @@ from recallatron_cli.stack import Stack
 from services.store.db import with_database
 from services.store.legacy import plan
 from services.store.legacy.generate import Truth, generate
-from tests import dbutil
+from tests import dbutil, internal
 from tests.conftest import Team, make_team
 
 pytestmark = pytest.mark.integration
@@ -407,7 +407,7 @@ def test_history_is_the_owners_alone(stack: Stack, migrated: Migrated, old_store
     # The store answers nobody but an owner of the workspace, whatever role
     # the request claims; row-level security holds beneath that.
     word = next(iter(t.needles))
-    channel = grpc.insecure_channel(stack.address("store"))
+    channel = internal.channel(stack, "store")
     store = store_pb2_grpc.StoreServiceStub(channel)
 
     def search(member: str, role: int) -> list[str]:

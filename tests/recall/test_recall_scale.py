@@ -18,13 +18,13 @@ import pytest
 
 from benchmarks.explain_lexical import explained_as_app_role
 from recallatron.client import Client
-from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron_cli.stack import Stack
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked
 from services.store import recall as r
 from services.store.db import APP_ROLE, SET_LOCALS
+from tests import internal
 from tests.conftest import Team
 from tests.dbutil import workspace_url
 
@@ -304,8 +304,8 @@ def test_a_memory_changed_between_the_arms_and_the_walk_is_never_answered(
 ) -> None:
     ada = team.clients["ada"]
     between: list[Any] = []
-    store = _RacingStore(StoreClient(make_channel(stack.address("store")), 10.0), between)
-    embed = EmbedClient(make_channel(stack.address("embed")), 10.0, 10.0)
+    store = _RacingStore(StoreClient(internal.channel(stack, "store"), 10.0), between)
+    embed = EmbedClient(internal.channel(stack, "embed"), 10.0, 10.0)
     pipeline: Pipeline[cpb.Memory] = Pipeline(store, embed)  # type: ignore[arg-type]
     caller = cpb.Caller(
         workspace_id=team.workspace_id,

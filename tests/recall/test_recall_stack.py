@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
+from tests import internal
 from tests.recall.conftest import RecallStack, Workspace, wait_for
 
 pytestmark = pytest.mark.integration
@@ -331,7 +331,7 @@ def test_tiny_cross_encoder_reorders_the_admitted_rows(
 
     # The order is the cross-encoder's own, asked directly for the fused rows.
     passages = [f"{r.memory.title}\n{r.memory.body}" for r in fused.results]
-    with grpc.insecure_channel(recall_stack.stack.address("embed")) as channel:
+    with internal.channel(recall_stack.stack, "embed") as channel:
         scores = (
             embed_pb2_grpc.EmbedServiceStub(channel)
             .Rerank(embed_pb2.RerankRequest(query=query, passages=passages), timeout=30)

@@ -12,11 +12,10 @@ import grpc
 import pytest
 
 from recallatron.client import Client
-from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron_cli.stack import Stack
-from tests import dbutil
+from tests import dbutil, internal
 from tests.conftest import Team
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, UNRELATED, wait_embedded
 
@@ -102,7 +101,7 @@ def test_window_holds_the_newest_memories(stack: Stack, team: Team) -> None:
     middle = ada.remember(*q).memory.id
     newest = ada.remember(p[0] + ".", p[1]).memory.id
     wait_embedded(stack, team, [oldest, middle, newest])
-    channel = make_channel(stack.address("store"))
+    channel = internal.channel(stack, "store")
     store = store_pb2_grpc.StoreServiceStub(channel)
     who = cpb.Caller(
         workspace_id=team.workspace_id,

@@ -1,0 +1,418 @@
+"""Calls inside the stack authenticate (design §4, "Inside the stack"; issue 21).
+
+Every call to store, rank and embed carries a *caller assertion* in metadata:
+a short-lived statement, signed with the stack's internal key (HMAC-SHA256),
+of who the call is for and which methods it may reach:
+
+- ``member``: a member the gateway authenticated with a token: workspace,
+  member, role, purpose. The store and rank then act only for exactly that
+  Caller (:func:`check_caller`): a request whose Caller differs is refused.
+- ``operator``: the gateway verified the operator token (CreateWorkspace and
+  the other admin calls without an owner).
+- ``service``: a stack process acting for nobody in particular: the gateway
+  authenticating tokens and watching revocations, the embedding job embedding.
+
+An assertion names the methods it is good for (the one the gateway calls, or
+for a recall the rank call and the store and embed calls rank makes with it,
+which rank forwards unchanged) and expires after ``TTL_SECONDS``. The server
+side (:class:`recallatron.grpcserver.Server` with ``internal=True``) refuses
+any other call with UNAUTHENTICATED, before the handler runs; health checks
+and reflection stay open (they reveal no data: the method names are the
+published protos).
+
+The key is 32 random bytes that only the stack's processes hold: generated
+into the state directory (mode 0600) by ``recallatron up``, or mounted from a
+Kubernetes Secret. Anyone holding it can sign any assertion, so every process
+given it is trusted as much as the gateway; see docs/reliability.md."""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from recallatron import errors
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import embed_pb2, rank_pb2, store_pb2
+
+HEADER = "x-recallatron-assertion"
+VERSION = "v1"
+# How long an assertion is good for, and the most a verifier accepts (a
+# longer one was not made by this code).
+TTL_SECONDS = 30.0
+MAX_TTL_SECONDS = 60.0
+# Clocks of the stack's machines may differ this much.
+CLOCK_SKEW_SECONDS = 5.0
+MIN_KEY_BYTES = 32
+
+MEMBER = "member"
+OPERATOR = "operator"
+SERVICE = "service"
+KINDS = (MEMBER, OPERATOR, SERVICE)
+
+# Methods that stay open: the standard health service and reflection.
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+_SIGNED = b"recallatron-caller-assertion-" + VERSION.encode() + b"."
+
+
+def method(module: Any, service: str, name: str) -> str:
+    """The full name of a method, checked against the service's descriptor."""
+    descriptor = module.DESCRIPTOR.services_by_name[service]
+    if name not in descriptor.methods_by_name:
+        raise KeyError(f"{service} has no method {name}")
+    return f"/{descriptor.full_name}/{name}"
+
+
+def store_method(name: str) -> str:
+    return method(store_pb2, "StoreService", name)
+
+
+def embed_method(name: str) -> str:
+    return method(embed_pb2, "EmbedService", name)
+
+
+RANK = method(rank_pb2, "RankService", "Rank")
+# One recall: the rank call and what rank calls with the assertion it got.
+RECALL_METHODS = (
+    RANK,
+    store_method("GetWorkspaceSettings"),
+    store_method("LexicalCandidates"),
+    store_method("DenseCandidates"),
+    store_method("AdmitCandidates"),
+    embed_method("Embed"),
+    embed_method("Rerank"),
+)
+
+
+# -- the key -----------------------------------------------------------------------
+
+
+def load_key(key: str = "", key_file: str = "") -> bytes:
+    """The stack's internal key: ``key`` itself, else the content of
+    ``key_file``; at least 32 bytes. Empty when neither is set."""
+    text = key or (Path(key_file).read_text() if key_file else "")
+    raw = text.strip().encode()
+    if raw and len(raw) < MIN_KEY_BYTES:
+        raise ValueError(f"the internal key must hold at least {MIN_KEY_BYTES} bytes")
+    return raw
+
+
+def new_key() -> str:
+    """A new key as text (URL-safe base64 of 32 random bytes)."""
+    return secrets.token_urlsafe(32)
+
+
+# -- assertions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claims:
+    kind: str
+    methods: tuple[str, ...]
+    expires: float
+    issuer: str = ""
+    workspace_id: str = ""
+    member_id: str = ""
+    role: int = 0
+    purpose: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "k": self.kind,
+            "m": list(self.methods),
+            "e": round(self.expires, 3),
+            "i": self.issuer,
+            "w": self.workspace_id,
+            "u": self.member_id,
+            "r": self.role,
+            "p": self.purpose,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Claims:
+        claims = cls(
+            kind=str(data["k"]),
+            methods=tuple(str(m) for m in data["m"]),
+            expires=float(data["e"]),
+            issuer=str(data.get("i", "")),
+            workspace_id=str(data.get("w", "")),
+            member_id=str(data.get("u", "")),
+            role=int(data.get("r", 0)),
+            purpose=int(data.get("p", 0)),
+        )
+        if claims.kind not in KINDS:
+            raise ValueError("unknown kind")
+        return claims
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _mac(key: bytes, payload: str) -> bytes:
+    return hmac.new(key, _SIGNED + payload.encode(), hashlib.sha256).digest()
+
+
+def encode(key: bytes, claims: Claims) -> str:
+    payload = _b64(json.dumps(claims.as_json(), separators=(",", ":"), sort_keys=True).encode())
+    return f"{VERSION}.{payload}.{_b64(_mac(key, payload))}"
+
+
+def verify(key: bytes, token: str, called: str, now: float | None = None) -> Claims:
+    """The claims of a valid assertion for method ``called``; Unauthenticated
+    (saying why, never echoing the token) otherwise."""
+    now = time.time() if now is None else now
+    parts = token.split(".")
+    if len(parts) != 3 or parts[0] != VERSION or len(token) > 8192:
+        raise errors.Unauthenticated("internal call: malformed caller assertion")
+    payload, signature = parts[1], parts[2]
+    try:
+        given = _unb64(signature)
+    except ValueError:
+        raise errors.Unauthenticated("internal call: malformed caller assertion") from None
+    if not hmac.compare_digest(given, _mac(key, payload)):
+        raise errors.Unauthenticated("internal call: the caller assertion's signature is wrong")
+    try:
+        claims = Claims.from_json(json.loads(_unb64(payload)))
+    except (ValueError, KeyError, TypeError):
+        raise errors.Unauthenticated("internal call: malformed caller assertion") from None
+    if claims.expires <= now - CLOCK_SKEW_SECONDS:
+        raise errors.Unauthenticated("internal call: the caller assertion has expired")
+    if claims.expires > now + MAX_TTL_SECONDS + CLOCK_SKEW_SECONDS:
+        raise errors.Unauthenticated("internal call: the caller assertion lives too long")
+    if called not in claims.methods:
+        raise errors.Unauthenticated(
+            f"internal call: the caller assertion is not good for {called.rsplit('/', 1)[-1]}"
+        )
+    return claims
+
+
+class Signer:
+    """Makes assertions with the stack's key, each good for ``ttl`` seconds."""
+
+    def __init__(self, key: bytes, issuer: str, ttl: float = TTL_SECONDS) -> None:
+        if len(key) < MIN_KEY_BYTES:
+            raise ValueError("no internal key: set RECALLATRON_INTERNAL_KEY_FILE")
+        self.key = key
+        self.issuer = issuer
+        self.ttl = ttl
+
+    def _sign(self, kind: str, methods: Iterable[str], **fields: Any) -> str:
+        claims = Claims(
+            kind=kind,
+            methods=tuple(methods),
+            expires=time.time() + self.ttl,
+            issuer=self.issuer,
+            **fields,
+        )
+        return encode(self.key, claims)
+
+    def member(self, caller: cpb.Caller, methods: Iterable[str]) -> str:
+        """For the member (and purpose) of a Caller the gateway authenticated."""
+        return self._sign(
+            MEMBER,
+            methods,
+            workspace_id=caller.workspace_id,
+            member_id=caller.member_id,
+            role=int(caller.role),
+            purpose=int(caller.purpose) or cpb.PURPOSE_ASSIST,
+        )
+
+    def owner(self, workspace_id: str, member_id: str, methods: Iterable[str]) -> str:
+        return self._sign(
+            MEMBER,
+            methods,
+            workspace_id=workspace_id,
+            member_id=member_id,
+            role=cpb.ROLE_OWNER,
+            purpose=cpb.PURPOSE_ASSIST,
+        )
+
+    def operator(self, methods: Iterable[str]) -> str:
+        return self._sign(OPERATOR, methods)
+
+    def service(self, methods: Iterable[str]) -> str:
+        return self._sign(SERVICE, methods)
+
+
+def metadata(token: str) -> tuple[tuple[str, str]]:
+    return ((HEADER, token),)
+
+
+# -- the server side: what the current call was vouched for ---------------------------
+
+_CLAIMS: contextvars.ContextVar[Claims | None] = contextvars.ContextVar(
+    "recallatron_claims", default=None
+)
+_TOKEN: contextvars.ContextVar[str] = contextvars.ContextVar("recallatron_assertion", default="")
+
+
+def authenticate(key: bytes, called: str, context: grpc.ServicerContext) -> tuple[Claims, str]:
+    """The verified claims of the call being served, and its assertion."""
+    token = ""
+    for k, v in context.invocation_metadata() or ():
+        if k == HEADER:
+            token = str(v)
+            break
+    if not token:
+        raise errors.Unauthenticated("internal call: no caller assertion (the stack's credential)")
+    return verify(key, token, called), token
+
+
+def enter(claims: Claims, token: str) -> Callable[[], None]:
+    """Makes ``claims`` the current call's; returns the function that undoes it."""
+    claims_token = _CLAIMS.set(claims)
+    raw_token = _TOKEN.set(token)
+
+    def leave() -> None:
+        _CLAIMS.reset(claims_token)
+        _TOKEN.reset(raw_token)
+
+    return leave
+
+
+def asserted() -> Claims:
+    """The current call's verified claims. Only inside an internal server's
+    handler; anywhere else (a bug) it refuses."""
+    claims = _CLAIMS.get()
+    if claims is None:
+        raise errors.Unauthenticated("internal call: not authenticated")
+    return claims
+
+
+def forwarded() -> str:
+    """The assertion the current call came with, to pass on (rank does)."""
+    return _TOKEN.get()
+
+
+def _mismatch(what: str) -> errors.Unauthenticated:
+    return errors.Unauthenticated(f"caller: {what} is not the one the caller assertion vouches for")
+
+
+def check_caller(caller: cpb.Caller) -> Claims:
+    """The request's Caller is exactly the member the assertion vouches for."""
+    claims = asserted()
+    if claims.kind != MEMBER:
+        raise _mismatch("a member")
+    if caller.workspace_id != claims.workspace_id:
+        raise _mismatch("the workspace")
+    if caller.member_id != claims.member_id:
+        raise _mismatch("the member")
+    if int(caller.role) != claims.role:
+        raise _mismatch("the role")
+    if (int(caller.purpose) or cpb.PURPOSE_ASSIST) != claims.purpose:
+        raise _mismatch("the purpose")
+    return claims
+
+
+def check_workspace(workspace_id: str) -> Claims:
+    """A call about one workspace: for a member of it (or the operator)."""
+    claims = asserted()
+    if claims.kind == OPERATOR:
+        return claims
+    if claims.kind != MEMBER or claims.workspace_id != workspace_id:
+        raise _mismatch("the workspace")
+    return claims
+
+
+def check_admin(workspace_id: str) -> Claims:
+    """An admin call: the operator, or an owner of the workspace named (which
+    must then be named)."""
+    claims = asserted()
+    if claims.kind == OPERATOR:
+        return claims
+    if claims.kind != MEMBER or not workspace_id or claims.workspace_id != workspace_id:
+        raise _mismatch("the workspace")
+    if claims.role != cpb.ROLE_OWNER:
+        raise errors.PermissionDenied("this call needs a workspace owner")
+    return claims
+
+
+def check_kind(*kinds: str) -> Claims:
+    claims = asserted()
+    if claims.kind not in kinds:
+        raise _mismatch(" or ".join(kinds))
+    return claims
+
+
+# -- the client side -----------------------------------------------------------------
+
+
+class _Details:
+    def __init__(self, details: grpc.ClientCallDetails, extra: tuple[tuple[str, str], ...]):
+        self.method = details.method
+        self.timeout = details.timeout
+        self.metadata = [*(details.metadata or ()), *extra]
+        self.credentials = details.credentials
+        self.wait_for_ready = details.wait_for_ready
+        self.compression = details.compression
+
+
+class _Attach(
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+):
+    def __init__(self, token_for: Callable[[str], str]) -> None:
+        self.token_for = token_for
+
+    def _details(self, details: grpc.ClientCallDetails) -> Any:
+        if any(k == HEADER for k, _ in details.metadata or ()):
+            return details
+        token = self.token_for(details.method)
+        return _Details(details, metadata(token) if token else ())
+
+    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+
+def forwarding_channel(channel: grpc.Channel) -> grpc.Channel:
+    """A channel whose calls carry the assertion the current call came with
+    (rank's calls to store and embed, made for the recall it serves)."""
+    return grpc.intercept_channel(channel, _Attach(lambda _method: forwarded()))
+
+
+def service_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
+    """A channel whose calls carry a fresh service assertion for each method
+    (the embedding job's calls to embed)."""
+    return grpc.intercept_channel(channel, _Attach(lambda m: signer.service([m])))
+
+
+def member_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
+    """A channel whose calls are vouched for the Caller inside each request
+    (requests without one: as the operator, or as a service where the store
+    asks for that). For tests and tools that call store, rank or embed
+    directly with the stack's key; the gateway vouches explicitly
+    (services/gateway/server.py)."""
+
+    class _FromRequest(_Attach):
+        def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+            if hasattr(request, "caller") and request.HasField("caller"):
+                methods = RECALL_METHODS if details.method == RANK else [details.method]
+                token = signer.member(request.caller, methods)
+                return continuation(_Details(details, metadata(token)), request)
+            return continuation(self._details(details), request)
+
+    service_methods = {store_method("Authenticate"), store_method("WatchRevocations")}
+
+    def other(m: str) -> str:
+        return signer.service([m]) if m in service_methods else signer.operator([m])
+
+    return grpc.intercept_channel(channel, _FromRequest(other))

@@ -1,0 +1,166 @@
+"""Token scopes (design §3; issue 21): a token may be limited to some purposes
+and to the read-only calls. A call outside its scope is PERMISSION_DENIED,
+names the scope, and changes nothing; every gateway method is either a
+read-only call or refused to a read-only token; a scoped token cannot manage
+members, tokens or settings (so it cannot mint itself a wider one)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_cli.main import main
+from recallatron_cli.stack import Stack
+from services.gateway.scopes import READ_ONLY_CALLS
+from tests import dbutil
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+DENIED = grpc.StatusCode.PERMISSION_DENIED
+OTHER_PURPOSES = ("automate", "personalize", "audit")
+
+
+def denied(call: Callable[[], Any]) -> str:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    assert info.value.code() == DENIED, info.value.details()
+    return str(info.value.details())
+
+
+def scoped(stack: Stack, operator: Client, member_id: str, **scope: Any) -> Client:
+    token = operator.create_token(member_id, "scoped", **scope).token
+    return Client(stack.gateway, token)
+
+
+def every_tool(c: Client, memory_id: str, purpose: str) -> dict[str, Callable[[], Any]]:
+    """One call of every tool (and review call) for ``purpose``."""
+    return {
+        "recall": lambda: c.recall("budget", purpose=purpose),
+        "read": lambda: c.read([memory_id], purpose=purpose),
+        "remember": lambda: c.remember("new", purposes=[purpose], purpose=purpose),
+        "derive": lambda: c.derive([memory_id], "derived", purpose=purpose),
+        "correct": lambda: c.correct(memory_id, 1, "why", body="x", purpose=purpose),
+        "supersede": lambda: c.supersede(memory_id, 1, "t", "", "note", "why", purpose=purpose),
+        "forget": lambda: c.forget(memory_id, "why", purpose=purpose),
+        "capture": lambda: c.capture("Remember that the office opens at 9.", purpose=purpose),
+        "pairs": lambda: c.duplicate_pairs(purpose=purpose),
+        "dismiss": lambda: c.dismiss_pair(memory_id, memory_id, purpose),
+    }
+
+
+def test_a_purpose_scoped_token_is_refused_every_other_purpose(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    bob_id = team.members["bob"]
+    owned = (
+        team.clients["bob"]
+        .remember(
+            "Bob's budget",
+            "all purposes",
+            audience_to="workspace",
+            purposes=["assist", "automate", "personalize", "audit"],
+        )
+        .memory
+    )
+    assist_only = scoped(stack, operator, bob_id, purposes=["assist"])
+    before = dbutil.checksum(stack, team.database_name)
+    for purpose in OTHER_PURPOSES:
+        for name, call in every_tool(assist_only, owned.id, purpose).items():
+            message = denied(call)
+            assert "token scope" in message and "assist" in message, (name, message)
+            assert purpose in message, (name, message)
+    assert dbutil.checksum(stack, team.database_name) == before
+    # Inside its scope the token works as the member's own.
+    assert assist_only.read([owned.id], purpose="assist").memories[0].id == owned.id
+    made = assist_only.remember("assist note", purpose="assist").memory
+    assert made.created_by == bob_id
+    # The default purpose (assist) is inside; an audit-only token refuses it.
+    audit_only = scoped(stack, operator, bob_id, purposes=["audit"])
+    assert "audit" in denied(lambda: audit_only.read([owned.id]))
+    assert audit_only.read([owned.id], purpose="audit").memories[0].id == owned.id
+
+
+def test_a_read_only_token_reads_and_writes_nothing(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    ada_id = team.members["ada"]
+    memory = team.clients["ada"].remember("Owner budget", "$10k", audience_to="workspace").memory
+    reader = scoped(stack, operator, ada_id, read_only=True)
+    before = dbutil.checksum(stack, team.database_name)
+    tools = every_tool(reader, memory.id, "assist")
+    for name in ("remember", "derive", "correct", "supersede", "forget", "capture", "dismiss"):
+        assert "read-only" in denied(tools[name]), name
+    for name in ("recall", "read", "pairs"):
+        tools[name]()
+    reader.status()
+    assert reader.call(reader.admin.GetSettings, pb.GetSettingsRequest()).settings
+    assert dbutil.checksum(stack, team.database_name) == before
+
+
+def test_every_gateway_method_is_read_only_or_refused_to_a_read_only_token(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """Listed from the service descriptors, so a new method cannot slip by."""
+    reader = scoped(stack, operator, team.members["ada"], read_only=True)
+    before = dbutil.checksum(stack, team.database_name)
+    seen = set()
+    for service in pb.DESCRIPTOR.services_by_name.values():
+        for method in service.methods:
+            full = f"/{service.full_name}/{method.name}"
+            seen.add(full)
+            if full in READ_ONLY_CALLS:
+                continue
+            request_class = _message_class(method.input_type.full_name)
+            call = reader.channel.unary_unary(
+                full,
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=lambda b: b,
+            )
+            with pytest.raises(grpc.RpcError) as info:
+                call(request_class(), metadata=reader._md(), timeout=10)
+            assert info.value.code() == DENIED, (full, info.value.details())
+    assert seen > READ_ONLY_CALLS
+    assert dbutil.checksum(stack, team.database_name) == before
+
+
+def test_a_scoped_token_cannot_manage_members_tokens_or_settings(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    ada_id = team.members["ada"]
+    for scope in ({"purposes": ["assist"]}, {"read_only": True}):
+        owner = scoped(stack, operator, ada_id, **scope)
+        assert "token scope" in denied(lambda o=owner: o.create_token(ada_id, "wider"))
+        assert "token scope" in denied(lambda o=owner: o.create_member(team.workspace_id, "eve"))
+        assert "token scope" in denied(lambda o=owner: o.revoke_token(team.token_ids["bob"]))
+        assert "token scope" in denied(lambda o=owner: o.update_settings(rerank_depth=5))
+    # Bob's unscoped token still works: the revoke was refused.
+    assert team.clients["bob"].recall("anything").outcome is not None
+
+
+def test_create_token_from_the_command_line_with_a_scope(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--gateway", stack.gateway, "--token", stack.admin_token]
+    member = team.members["cy"]
+    scope = ["create-token", member, "--purposes", "assist", "--read-only"]
+    assert main(["admin", *common, "--json", *scope]) == 0
+    token = json.loads(capsys.readouterr().out)["token"]
+    cy = Client(stack.gateway, token)
+    cy.recall("anything")
+    assert "read-only" in denied(lambda: cy.remember("no"))
+    assert "assist" in denied(lambda: cy.recall("anything", purpose="audit"))
+    assert main(["admin", *common, *scope]) == 0
+    assert "scope: purposes assist, read-only" in capsys.readouterr().out
+
+
+def _message_class(full_name: str) -> type:
+    from google.protobuf import symbol_database
+
+    return symbol_database.Default().GetSymbol(full_name)  # type: ignore[no-any-return]
