@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 import psycopg
 
 from recallatron_cli import common, synthetic
+from recallatron_cli.load import models_dir
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store import recall as r
 from services.store.db import APP_ROLE, SET_LOCALS, with_database
@@ -103,9 +103,7 @@ def main() -> None:
             state_dir=state,
             pg_port=free_port(),
             ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=Path(
-                os.environ.get("RECALLATRON_MODELS_DIR", "") or ".recallatron/models"
-            ).resolve(),
+            models_dir=models_dir(),
         )
     )
     stack.start()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
 from benchmarks.recall_bench import (
     CLASSES,
@@ -30,10 +29,11 @@ from benchmarks.recall_bench import (
     log,
     new_stack,
     prewarm,
+    seeded,
 )
 from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.load import seed_workspace
+from recallatron_cli.load import models_dir
 
 MODES = ("lexical", "dense", "hybrid")
 CALLERS = (("owner, assist", 0, "assist"), ("narrow: owner, audit", NARROW_MEMBER, NARROW_PURPOSE))
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--members", type=int, default=8)
     p.add_argument("--state-prefix", default="/tmp/rl")
     args = p.parse_args(argv)
-    models = Path(".recallatron/models").resolve()
+    models = models_dir()
     sizes = list(args.memories)
     stacks = {n: new_stack(n, args, models) for n in sizes}
     clients: dict[int, list[Client]] = {}
@@ -56,12 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n, stack in stacks.items():
             stack.start()
-            admin = Client(stack.gateway, stack.admin_token, timeout=60)
-            creds = Path(f"{args.state_prefix}{n}") / "load-creds"
-            clients[n] = seed_workspace(
-                admin, stack.gateway, n, args.seed, creds, log, members=args.members
-            )
-            clients[n][0].wait_embedded(timeout=7200)
+            clients[n] = seeded(stack, n, args)
             pools[n] = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
             prewarm(stack, _identity(stack, clients[n][0])[0])
             for mode in MODES:  # warm, not recorded

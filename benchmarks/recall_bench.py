@@ -35,6 +35,7 @@ from typing import Any
 from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace
+from recallatron_cli.load import models_dir as load_models_dir
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store.recall import CANDIDATE_CAP
 
@@ -257,24 +258,31 @@ def new_stack(
     )
 
 
+def seeded(stack: Stack, n: int, args: argparse.Namespace) -> list[Client]:
+    """One client per member of the size's seeded workspace (seeded now when
+    missing, reused otherwise), once every memory is embedded."""
+    admin = Client(stack.gateway, stack.admin_token, timeout=60)
+    clients = seed_workspace(
+        admin,
+        stack.gateway,
+        n,
+        args.seed,
+        Path(f"{args.state_prefix}{n}") / "load-creds",
+        log,
+        members=args.members,
+    )
+    clients[0].wait_embedded(timeout=7200)
+    return clients
+
+
 def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) -> dict[str, Any]:
     metrics = {name: free_port() for name in ("gateway", "store", "embed", "rank", "embedding-job")}
     stack = new_stack(n, args, models_dir, tiny, metrics)
     stack.start()
     out: dict[str, Any] = {"memories": n}
     try:
-        admin = Client(stack.gateway, stack.admin_token, timeout=60)
-        clients = seed_workspace(
-            admin,
-            stack.gateway,
-            n,
-            args.seed,
-            Path(f"{args.state_prefix}{n}") / "load-creds",
-            log,
-            members=args.members,
-        )
+        clients = seeded(stack, n, args)
         client = clients[0]
-        client.wait_embedded(timeout=7200)
         client.update_settings(rerank_depth=RERANK_DEPTH)
         # The class mix; its rare words are those of this size's corpus.
         pools = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
@@ -505,17 +513,7 @@ def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[
     stack = new_stack(n, args, models_dir)
     stack.start()
     try:
-        admin = Client(stack.gateway, stack.admin_token, timeout=60)
-        client = seed_workspace(
-            admin,
-            stack.gateway,
-            n,
-            args.seed,
-            Path(f"{args.state_prefix}{n}") / "load-creds",
-            log,
-            members=args.members,
-        )[0]
-        client.wait_embedded(timeout=7200)
+        client = seeded(stack, n, args)[0]
         prewarm(stack, _identity(stack, client)[0])
         pools = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
         return steps_alone(stack, client, mix_sequence(pools), models_dir)
@@ -842,11 +840,10 @@ def main(argv: list[str] | None = None) -> int:
         help="only print each step's cost by itself (a markdown table); docs untouched",
     )
     args = p.parse_args(argv)
-    from recallatron.settings import default_state_dir
     from services.embed.prepare import prepare_bi_encoder
     from services.embed.testing import prepare_tiny_cross_encoder
 
-    models_dir = Path(os.environ.get("RECALLATRON_MODELS_DIR", default_state_dir() / "models"))
+    models_dir = load_models_dir()
     prepare_bi_encoder(models_dir, log=log)
     _, tiny = prepare_tiny_cross_encoder(models_dir.parent / "test-models" / "tiny-cross-encoder")
     if args.steps_alone:

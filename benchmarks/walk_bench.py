@@ -81,7 +81,7 @@ from typing import Any
 import services
 from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.load import QueryMix, measure, seed_workspace
+from recallatron_cli.load import QueryMix, measure, models_dir, seed_workspace
 from recallatron_cli.stack import Stack, StackConfig, free_port
 
 MARKERS = {"chain": "chainmark", "fan-in": "fanmark", "control": "ctrlmark"}
@@ -509,18 +509,13 @@ def run_phase(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     state_dir = Path(tempfile.mkdtemp(prefix="recallatron-walk-"))
-    models = os.environ.get("RECALLATRON_MODELS_DIR", "")
-    if not models:
-        from recallatron.settings import default_state_dir
-
-        models = str(default_state_dir() / "models")
     rank_port = free_port()
     stack = Stack(
         StackConfig(
             state_dir=state_dir,
             pg_port=free_port(),
             ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=Path(models),
+            models_dir=models_dir(),
             metrics_ports={"rank": rank_port},
             env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
         )

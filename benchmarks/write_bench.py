@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shlex
 import shutil
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 import services
 from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.load import Recorder, run_closed_loop
+from recallatron_cli.load import Recorder, models_dir, run_closed_loop
 from recallatron_cli.stack import Stack, StackConfig, free_port
 
 Text = tuple[str, str, str]  # kind, title, body
@@ -69,17 +68,12 @@ def make_call(clients: list[Client], pool: list[list[Text]], position: list[int]
 def run(args: argparse.Namespace) -> dict[str, Any]:
     own_dir = not args.state_dir
     state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="recallatron-write-"))
-    models = os.environ.get("RECALLATRON_MODELS_DIR", "")
-    if not models:
-        from recallatron.settings import default_state_dir
-
-        models = str(default_state_dir() / "models")
     stack = Stack(
         StackConfig(
             state_dir=state_dir,
             pg_port=free_port(),
             ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=Path(models),
+            models_dir=models_dir(),
             embedding_job=not args.no_embedding_job,
             env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
         )

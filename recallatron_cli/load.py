@@ -429,7 +429,7 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         state_dir=Path(args.state_dir),
         pg_port=free_port(),
         ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-        models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", "") or _default_models()),
+        models_dir=models_dir(),
         cross_encoder_dir=args.cross_encoder or "",
         env=env,
     )
@@ -441,10 +441,11 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         stack.stop()
 
 
-def _default_models() -> Path:
+def models_dir() -> Path:
+    """The prepared models: RECALLATRON_MODELS_DIR, else the local state's."""
     from recallatron.settings import default_state_dir
 
-    return default_state_dir() / "models"
+    return Path(os.environ.get("RECALLATRON_MODELS_DIR", "") or default_state_dir() / "models")
 
 
 def _log(message: str) -> None:
