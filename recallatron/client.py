@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
@@ -38,6 +39,84 @@ def mentions(names: Sequence[str] = (), entity_ids: Sequence[str] = ()) -> list[
     return [cpb.MentionInput(name=n) for n in names] + [
         cpb.MentionInput(entity_id=e) for e in entity_ids
     ]
+
+
+# -- the graph's JSON shapes (recallatron/tools.py) as messages --------------------
+
+GraphItems = Sequence[dict[str, Any]]
+
+
+def rfc3339(value: str, field: str) -> datetime:
+    """An RFC 3339 time with its offset ("2026-05-01T09:00:00Z")."""
+    try:
+        at = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field}: not an RFC 3339 time: {value!r:.60}") from None
+    if at.tzinfo is None:
+        raise ValueError(f"{field}: an RFC 3339 time needs its offset (Z or +hh:mm)")
+    return at
+
+
+def _ts(value: str, field: str) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(rfc3339(value, field))
+    return ts
+
+
+def entity(item: dict[str, Any]) -> cpb.MentionInput:
+    """{entity_id} or {name, type?}."""
+    if "entity_id" in item:
+        return cpb.MentionInput(entity_id=item["entity_id"], type=item.get("type", ""))
+    return cpb.MentionInput(name=item.get("name", ""), type=item.get("type", ""))
+
+
+def _span(msg: Any, item: dict[str, Any], where: str) -> None:
+    for key in ("valid_from", "valid_until"):
+        if item.get(key):
+            getattr(msg, key).CopyFrom(_ts(item[key], f"{where}.{key}"))
+    if item.get("confidence") is not None:
+        msg.confidence = float(item["confidence"])
+
+
+def claims(items: GraphItems) -> list[cpb.ClaimInput]:
+    out = []
+    for i, item in enumerate(items):
+        msg = cpb.ClaimInput(
+            entity=entity(item.get("entity", {})),
+            attribute=item.get("attribute", ""),
+            value=item.get("value", ""),
+        )
+        _span(msg, item, f"claims[{i}]")
+        out.append(msg)
+    return out
+
+
+def relations(items: GraphItems) -> list[cpb.RelationInput]:
+    out = []
+    for i, item in enumerate(items):
+        msg = cpb.RelationInput(
+            subject=entity(item.get("subject", {})),
+            predicate=item.get("predicate", ""),
+            object=entity(item.get("object", {})),
+        )
+        _span(msg, item, f"relations[{i}]")
+        out.append(msg)
+    return out
+
+
+def aliases(items: GraphItems) -> list[cpb.AliasInput]:
+    return [
+        cpb.AliasInput(entity=entity(item.get("entity", {})), alias=item.get("alias", ""))
+        for item in items
+    ]
+
+
+def _graph(
+    req: Any, claim_items: GraphItems, relation_items: GraphItems, alias_items: GraphItems
+) -> None:
+    req.claims.extend(claims(claim_items))
+    req.relations.extend(relations(relation_items))
+    req.aliases.extend(aliases(alias_items))
 
 
 class Client:
@@ -77,6 +156,9 @@ class Client:
         confidence: float | None = None,
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
     ) -> pb.RememberResponse:
         req = pb.RememberRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -93,6 +175,7 @@ class Client:
             req.audience.CopyFrom(aud)
         if confidence is not None:
             req.confidence = confidence
+        _graph(req, claims, relations, aliases)
         return self.call(self.memory.Remember, req)
 
     def read(self, ids: Sequence[str], purpose: str = DEFAULT_PURPOSE) -> pb.ReadResponse:
@@ -139,6 +222,9 @@ class Client:
         purposes: Sequence[str] = (),
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
     ) -> pb.DeriveResponse:
         req = pb.DeriveRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -152,6 +238,7 @@ class Client:
         aud = audience(audience_to)
         if aud is not None:
             req.audience.CopyFrom(aud)
+        _graph(req, claims, relations, aliases)
         return self.call(self.memory.Derive, req)
 
     def correct(
@@ -165,6 +252,10 @@ class Client:
         confidence: float | None = None,
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
+        replace_claims: bool = False,
     ) -> pb.CorrectResponse:
         req = pb.CorrectRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -179,6 +270,8 @@ class Client:
             req.body = body
         if confidence is not None:
             req.confidence = confidence
+        _graph(req, claims, relations, aliases)
+        req.replace_claims = replace_claims
         return self.call(self.memory.Correct, req)
 
     def supersede(
@@ -192,6 +285,10 @@ class Client:
         *,
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
+        replace_claims: bool = False,
     ) -> pb.SupersedeResponse:
         req = pb.SupersedeRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -203,7 +300,42 @@ class Client:
             reason=reason,
             purpose=PURPOSE.value(purpose),
         )
+        _graph(req, claims, relations, aliases)
+        req.replace_claims = replace_claims
         return self.call(self.memory.Supersede, req)
+
+    def lookup(
+        self,
+        name: str,
+        as_of: str | None = None,
+        purpose: str = DEFAULT_PURPOSE,
+        include_history: bool = False,
+    ) -> pb.LookupResponse:
+        req = pb.LookupRequest(
+            name=name, purpose=PURPOSE.value(purpose), include_history=include_history
+        )
+        if as_of:
+            req.as_of.CopyFrom(_ts(as_of, "as_of"))
+        return self.call(self.memory.Lookup, req)
+
+    def neighbors(
+        self,
+        entity_id: str,
+        hops: int = 1,
+        predicates: Sequence[str] = (),
+        as_of: str | None = None,
+        purpose: str = DEFAULT_PURPOSE,
+        timeout: float | None = None,
+    ) -> pb.NeighborsResponse:
+        req = pb.NeighborsRequest(
+            entity_id=entity_id,
+            hops=hops,
+            predicates=list(predicates),
+            purpose=PURPOSE.value(purpose),
+        )
+        if as_of:
+            req.as_of.CopyFrom(_ts(as_of, "as_of"))
+        return self.call(self.memory.Neighbors, req, timeout)
 
     def forget(
         self,

@@ -142,6 +142,9 @@ class RememberRequest(_message.Message):
     MENTIONS_FIELD_NUMBER: _builtins.int
     ABOUT_IDS_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client request id: a retry with the same id returns the first result."""
     kind: _common_pb2.Kind.ValueType
@@ -162,6 +165,12 @@ class RememberRequest(_message.Message):
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
     @_builtins.property
     def about_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -175,10 +184,13 @@ class RememberRequest(_message.Message):
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         about_ids: _abc.Iterable[_builtins.str] | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "audience", b"audience", "body", b"body", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -223,6 +235,9 @@ class DeriveRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     kind: _common_pb2.Kind.ValueType
     title: _builtins.str
@@ -239,6 +254,12 @@ class DeriveRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -252,10 +273,13 @@ class DeriveRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -298,6 +322,10 @@ class CorrectRequest(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -306,6 +334,16 @@ class CorrectRequest(_message.Message):
     confidence: _builtins.float
     reason: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    replace_claims: _builtins.bool
+    """Replace the memory's current claims, relations and aliases by those given
+    (none: drop them); the old ones stay in its history, retired.
+    """
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -317,10 +355,14 @@ class CorrectRequest(_message.Message):
         confidence: _builtins.float | None = ...,
         reason: _builtins.str = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "confidence", b"confidence", "title", b"title"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "purpose", b"purpose", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "aliases", b"aliases", "body", b"body", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "purpose", b"purpose", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__body: _TypeAlias = _typing.Literal["body"]  # noqa: Y015
     _WhichOneofArgType__body: _TypeAlias = _typing.Literal["_body", b"_body"]  # noqa: Y015
@@ -376,6 +418,10 @@ class SupersedeRequest(_message.Message):
     MENTIONS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -385,12 +431,22 @@ class SupersedeRequest(_message.Message):
     confidence: _builtins.float
     reason: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    replace_claims: _builtins.bool
+    """The new memory states the claims given (none: no claims); without this
+    it carries the old memory's current claims, which retire with it.
+    """
     @_builtins.property
     def audience(self) -> _common_pb2.Audience: ...
     @_builtins.property
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -406,10 +462,14 @@ class SupersedeRequest(_message.Message):
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         reason: _builtins.str = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -1035,3 +1095,122 @@ class GetStatusResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class LookupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Exact name or alias, compared with case, accents and surrounding spaces folded."""
+    purpose: _common_pb2.Purpose.ValueType
+    include_history: _builtins.bool
+    """Also the claims that are no longer current (retired or out of their valid time)."""
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp:
+        """Answer as of this time (valid time and record time); default now."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        include_history: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "include_history", b"include_history", "name", b"name", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupRequest: _TypeAlias = LookupRequest  # noqa: Y015
+
+@_typing.final
+class LookupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]: ...
+    def __init__(
+        self,
+        *,
+        entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupResponse: _TypeAlias = LookupResponse  # noqa: Y015
+
+@_typing.final
+class NeighborsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    HOPS_FIELD_NUMBER: _builtins.int
+    PREDICATES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    hops: _builtins.int
+    """1..3."""
+    purpose: _common_pb2.Purpose.ValueType
+    @_builtins.property
+    def predicates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only relations with one of these predicates; default all."""
+
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity_id: _builtins.str = ...,
+        hops: _builtins.int = ...,
+        predicates: _abc.Iterable[_builtins.str] | None = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "entity_id", b"entity_id", "hops", b"hops", "predicates", b"predicates", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NeighborsRequest: _TypeAlias = NeighborsRequest  # noqa: Y015
+
+@_typing.final
+class NeighborsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODES_FIELD_NUMBER: _builtins.int
+    EDGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """A cap on nodes or edges was reached (vocabulary: MAX_NEIGHBOR_NODES, MAX_NEIGHBOR_EDGES)."""
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.GraphNode]:
+        """The start first (depth 0), then by depth."""
+
+    @_builtins.property
+    def edges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationClaim]: ...
+    def __init__(
+        self,
+        *,
+        nodes: _abc.Iterable[_common_pb2.GraphNode] | None = ...,
+        edges: _abc.Iterable[_common_pb2.RelationClaim] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["edges", b"edges", "nodes", b"nodes", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NeighborsResponse: _TypeAlias = NeighborsResponse  # noqa: Y015

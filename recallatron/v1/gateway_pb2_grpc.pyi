@@ -48,6 +48,11 @@ class MemoryServiceStub:
     """Stores a memory from one conversation turn only when it plainly asks to
     remember or record something; otherwise a no-op with the reason.
     """
+    Lookup: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]
+    """The graph tools: entities by exact name or alias, with the claims the
+    caller may see; and a bounded walk over visible relations.
+    """
+    Neighbors: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -69,6 +74,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Stores a memory from one conversation turn only when it plainly asks to
     remember or record something; otherwise a no-op with the reason.
     """
+    Lookup: _aio.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]  # type: ignore[assignment]
+    """The graph tools: entities by exact name or alias, with the claims the
+    caller may see; and a bounded walk over visible relations.
+    """
+    Neighbors: _aio.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]  # type: ignore[assignment]
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The public API: the seven tools. Every call carries
@@ -141,6 +151,23 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Stores a memory from one conversation turn only when it plainly asks to
         remember or record something; otherwise a no-op with the reason.
         """
+
+    @_abc_1.abstractmethod
+    def Lookup(
+        self,
+        request: _gateway_pb2.LookupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.LookupResponse, _abc.Awaitable[_gateway_pb2.LookupResponse]]:
+        """The graph tools: entities by exact name or alias, with the claims the
+        caller may see; and a bounded walk over visible relations.
+        """
+
+    @_abc_1.abstractmethod
+    def Neighbors(
+        self,
+        request: _gateway_pb2.NeighborsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.NeighborsResponse, _abc.Awaitable[_gateway_pb2.NeighborsResponse]]: ...
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

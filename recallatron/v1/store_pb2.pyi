@@ -513,6 +513,9 @@ class CreateMemoryRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
     ABOUT_IDS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     kind: _common_pb2.Kind.ValueType
     title: _builtins.str
@@ -528,6 +531,12 @@ class CreateMemoryRequest(_message.Message):
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
     @_builtins.property
     def about_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -541,10 +550,13 @@ class CreateMemoryRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         about_ids: _abc.Iterable[_builtins.str] | None = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -590,6 +602,9 @@ class DeriveMemoryRequest(_message.Message):
     AUDIENCE_FIELD_NUMBER: _builtins.int
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     kind: _common_pb2.Kind.ValueType
     title: _builtins.str
@@ -607,6 +622,12 @@ class DeriveMemoryRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -620,10 +641,13 @@ class DeriveMemoryRequest(_message.Message):
         audience: _common_pb2.Audience | None = ...,
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -666,6 +690,10 @@ class CorrectMemoryRequest(_message.Message):
     BODY_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -673,8 +701,18 @@ class CorrectMemoryRequest(_message.Message):
     body: _builtins.str
     confidence: _builtins.float
     reason: _builtins.str
+    replace_claims: _builtins.bool
+    """Replace the memory's current claims, relations and aliases by those given
+    (none: drop them); the old ones stay in its history, retired.
+    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -686,10 +724,14 @@ class CorrectMemoryRequest(_message.Message):
         body: _builtins.str | None = ...,
         confidence: _builtins.float | None = ...,
         reason: _builtins.str = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "caller", b"caller", "confidence", b"confidence", "title", b"title"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "caller", b"caller", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "aliases", b"aliases", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__body: _TypeAlias = _typing.Literal["body"]  # noqa: Y015
     _WhichOneofArgType__body: _TypeAlias = _typing.Literal["_body", b"_body"]  # noqa: Y015
@@ -745,6 +787,10 @@ class SupersedeMemoryRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -753,6 +799,10 @@ class SupersedeMemoryRequest(_message.Message):
     body: _builtins.str
     confidence: _builtins.float
     reason: _builtins.str
+    replace_claims: _builtins.bool
+    """The new memory states the claims given (none: no claims); without this
+    it carries the old memory's current claims, which retire with it.
+    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
@@ -761,6 +811,12 @@ class SupersedeMemoryRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -776,10 +832,14 @@ class SupersedeMemoryRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         reason: _builtins.str = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -1356,3 +1416,114 @@ class StoreServiceDismissDuplicatePairResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StoreServiceDismissDuplicatePairResponse: _TypeAlias = StoreServiceDismissDuplicatePairResponse  # noqa: Y015
+
+@_typing.final
+class LookupEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    include_history: _builtins.bool
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        name: _builtins.str = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        include_history: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller", "include_history", b"include_history", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupEntitiesRequest: _TypeAlias = LookupEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class LookupEntitiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]: ...
+    def __init__(
+        self,
+        *,
+        entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupEntitiesResponse: _TypeAlias = LookupEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class EntityNeighborsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    HOPS_FIELD_NUMBER: _builtins.int
+    PREDICATES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    hops: _builtins.int
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def predicates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        entity_id: _builtins.str = ...,
+        hops: _builtins.int = ...,
+        predicates: _abc.Iterable[_builtins.str] | None = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller", "entity_id", b"entity_id", "hops", b"hops", "predicates", b"predicates"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityNeighborsRequest: _TypeAlias = EntityNeighborsRequest  # noqa: Y015
+
+@_typing.final
+class EntityNeighborsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODES_FIELD_NUMBER: _builtins.int
+    EDGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.GraphNode]: ...
+    @_builtins.property
+    def edges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationClaim]: ...
+    def __init__(
+        self,
+        *,
+        nodes: _abc.Iterable[_common_pb2.GraphNode] | None = ...,
+        edges: _abc.Iterable[_common_pb2.RelationClaim] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["edges", b"edges", "nodes", b"nodes", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityNeighborsResponse: _TypeAlias = EntityNeighborsResponse  # noqa: Y015

@@ -60,6 +60,9 @@ class StoreServiceStub:
     SupersedeMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.SupersedeMemoryRequest, _store_pb2.SupersedeMemoryResponse]
     ForgetMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.ForgetMemoryRequest, _store_pb2.ForgetMemoryResponse]
     GetMemories: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]
+    LookupEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]
+    """The graph (design §7): lookup by exact name or alias, bounded traversal."""
+    EntityNeighbors: _grpc.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]
     LexicalCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]
     """Recall support."""
     DenseCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]
@@ -110,6 +113,9 @@ class StoreServiceAsyncStub(StoreServiceStub):
     SupersedeMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.SupersedeMemoryRequest, _store_pb2.SupersedeMemoryResponse]  # type: ignore[assignment]
     ForgetMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.ForgetMemoryRequest, _store_pb2.ForgetMemoryResponse]  # type: ignore[assignment]
     GetMemories: _aio.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]  # type: ignore[assignment]
+    LookupEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]  # type: ignore[assignment]
+    """The graph (design §7): lookup by exact name or alias, bounded traversal."""
+    EntityNeighbors: _aio.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]  # type: ignore[assignment]
     LexicalCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]  # type: ignore[assignment]
     """Recall support."""
     DenseCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]  # type: ignore[assignment]
@@ -241,6 +247,21 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _store_pb2.GetMemoriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.GetMemoriesResponse, _abc.Awaitable[_store_pb2.GetMemoriesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def LookupEntities(
+        self,
+        request: _store_pb2.LookupEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.LookupEntitiesResponse, _abc.Awaitable[_store_pb2.LookupEntitiesResponse]]:
+        """The graph (design §7): lookup by exact name or alias, bounded traversal."""
+
+    @_abc_1.abstractmethod
+    def EntityNeighbors(
+        self,
+        request: _store_pb2.EntityNeighborsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.EntityNeighborsResponse, _abc.Awaitable[_store_pb2.EntityNeighborsResponse]]: ...
 
     @_abc_1.abstractmethod
     def LexicalCandidates(

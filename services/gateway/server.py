@@ -362,6 +362,22 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         )
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
 
+    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.LookupEntitiesRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("LookupEntities", store_request)
+        return pb.LookupResponse(entities=resp.entities)
+
+    def Neighbors(
+        self, request: pb.NeighborsRequest, context: grpc.ServicerContext
+    ) -> pb.NeighborsResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.EntityNeighborsRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("EntityNeighbors", store_request)
+        return pb.NeighborsResponse(nodes=resp.nodes, edges=resp.edges, truncated=resp.truncated)
+
     def DescribeTools(
         self,
         request: pb.DescribeToolsRequest,

@@ -19,9 +19,6 @@ INSERT_LINKS = """
 INSERT INTO memory_link (memory_id, kind, target_id)
 SELECT %s, k, t FROM unnest(%s::link_kind[], %s::uuid[]) AS l(k, t)
 """
-ENTITY_EXISTS = "SELECT 1 FROM entity WHERE id = %s"
-INSERT_ENTITY = "INSERT INTO entity (id, name) VALUES (%s, %s)"
-INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s)"
 INSERT_AUDIT = """
 INSERT INTO audit_log (member_id, action, memory_id, request_id, detail) VALUES (%s, %s, %s, %s, %s)
 """

@@ -26,6 +26,16 @@ from services.store import control as ctl
 from services.store import embedding_job
 from services.store.db import Caller
 from services.store.dedup import DedupStore
+from services.store.graph import GraphStore
+from services.store.graph_adapter import (
+    alias_msg,
+    attribute_msg,
+    card_msg,
+    entity_of,
+    graph_of,
+    nodes_msg,
+    relation_msg,
+)
 from services.store.history import HistorySearch
 from services.store.memories import MemoryStore, MemoryView, MentionIn, NewMemory, Ref
 from services.store.recall import Candidate, Filters, RecallQueries
@@ -70,16 +80,7 @@ def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
 
 
 def mentions_of(items: Sequence[cpb.MentionInput]) -> list[MentionIn]:
-    out = []
-    for i, m in enumerate(items):
-        which = m.WhichOneof("target")
-        if which == "entity_id":
-            out.append(MentionIn(entity_id=m.entity_id))
-        elif which == "name":
-            out.append(MentionIn(name=m.name))
-        else:
-            raise errors.InvalidArgument(f"mentions[{i}]", "give an entity_id or a name")
-    return out
+    return [entity_of(m, f"mentions[{i}]") for i, m in enumerate(items)]
 
 
 def new_memory(req: object) -> NewMemory:
@@ -96,6 +97,7 @@ def new_memory(req: object) -> NewMemory:
         ],
         mentions=mentions_of(r.mentions),  # type: ignore[attr-defined]
         about_ids=list(getattr(r, "about_ids", [])),
+        graph=graph_of(r),
     )
 
 
@@ -152,6 +154,9 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
             )
             for r in m.revisions
         ],
+        claims=[attribute_msg(a) for a in m.claims],
+        relations=[relation_msg(r) for r in m.relations],
+        aliases=[alias_msg(a) for a in m.aliases],
     )
 
 
@@ -189,6 +194,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self.memories = memories
         self.recall = recall
         self.dedup = DedupStore(memories.dbs, control)
+        self.graph = GraphStore(memories.dbs, control)
         self.revocations = revocations
         # Set when the server drains: open watch streams end at once.
         self.stopping = stopping or threading.Event()
@@ -365,6 +371,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             request.body if request.HasField("body") else None,
             request.confidence if request.HasField("confidence") else None,
             request.reason,
+            graph_of(request),
+            request.replace_claims,
         )
         return pb.CorrectMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
 
@@ -380,6 +388,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             request.expected_revision,
             new_memory(request),
             request.reason,
+            request.replace_claims,
         )
         return pb.SupersedeMemoryResponse(
             memory=memory_msg(result.memory),
@@ -416,6 +425,33 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         )
 
     # -- recall support ----------------------------------------------------
+
+    def LookupEntities(
+        self, request: pb.LookupEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.LookupEntitiesResponse:
+        cards = self.graph.lookup(
+            caller_of(request.caller),
+            request.name,
+            convert.when(request.as_of, request.HasField("as_of")),
+            request.include_history,
+        )
+        return pb.LookupEntitiesResponse(entities=[card_msg(c) for c in cards])
+
+    def EntityNeighbors(
+        self, request: pb.EntityNeighborsRequest, context: grpc.ServicerContext
+    ) -> pb.EntityNeighborsResponse:
+        found = self.graph.neighbors(
+            caller_of(request.caller),
+            request.entity_id,
+            request.hops,
+            list(request.predicates),
+            convert.when(request.as_of, request.HasField("as_of")),
+        )
+        return pb.EntityNeighborsResponse(
+            nodes=nodes_msg(found.nodes),
+            edges=[relation_msg(r) for r in found.edges],
+            truncated=found.truncated,
+        )
 
     def LexicalCandidates(
         self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
