@@ -7,9 +7,7 @@ from __future__ import annotations
 
 ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
 INSERT_ENTITY = "INSERT INTO entity (id, name, type, name_key) VALUES (%s, %s, %s, %s)"
-INSERT_MENTION = (
-    "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
-)
+INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 
 # Every entity a memory's claims name is mentioned by it: entity visibility
 # rests on mentions (0008_graph.sql).
