@@ -19,7 +19,7 @@ import grpc
 from recallatron.client import Client
 from recallatron.secretfiles import write_private
 from recallatron.vocabulary import KINDS, MODES, PURPOSES
-from recallatron_cli import common
+from recallatron_cli import common, graph
 from recallatron_cli.common import client_options, memory_text, show
 
 # -- the stack ----------------------------------------------------------------
@@ -238,6 +238,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         about=args.about or (),
         confidence=args.confidence,
         request_id=args.request_id,
+        **graph.graph_items(args),
     )
     show(args, resp, ("(replayed) " if resp.replayed else "") + memory_text(resp.memory))
     return 0
@@ -283,6 +284,8 @@ def cmd_correct(args: argparse.Namespace) -> int:
         title=args.title,
         body=args.body,
         confidence=args.confidence,
+        replace_claims=args.replace_claims,
+        **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
@@ -290,7 +293,14 @@ def cmd_correct(args: argparse.Namespace) -> int:
 
 def cmd_supersede(args: argparse.Namespace) -> int:
     resp = common.client(args).supersede(
-        args.id, args.revision, args.title, args.body, args.kind, args.reason
+        args.id,
+        args.revision,
+        args.title,
+        args.body,
+        args.kind,
+        args.reason,
+        replace_claims=args.replace_claims,
+        **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
@@ -304,6 +314,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
         args.kind,
         audience_to=args.audience,
         purposes=args.purposes or (),
+        **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
@@ -365,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--audience", help="'workspace' or a member id; default: only you")
         p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
         p.add_argument("--confidence", type=float)
+        graph.graph_arguments(p)
 
     r = client_options(sub.add_parser("remember"))
     new_memory_args(r)
@@ -396,6 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--title")
     c.add_argument("--body")
     c.add_argument("--confidence", type=float)
+    graph.graph_arguments(c)
+    c.add_argument("--replace-claims", action="store_true", help="drop claims not given")
     c.set_defaults(func=cmd_correct)
 
     s = client_options(sub.add_parser("supersede"))
@@ -405,6 +419,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("title")
     s.add_argument("body", nargs="?", default="")
     s.add_argument("--kind", default="note", choices=KINDS)
+    graph.graph_arguments(s)
+    s.add_argument(
+        "--replace-claims", action="store_true", help="do not carry the old memory's claims"
+    )
     s.set_defaults(func=cmd_supersede)
 
     d = client_options(sub.add_parser("derive"))
@@ -416,6 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("id")
     f.add_argument("--reason", required=True)
     f.set_defaults(func=cmd_forget)
+
+    graph.add_parser(sub)
 
     from recallatron_cli import evaluate, load
 
