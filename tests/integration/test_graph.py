@@ -13,6 +13,12 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
+from recallatron.vocabulary import (
+    MAX_CARD_ITEMS,
+    MAX_NEIGHBOR_EDGES,
+    MAX_NEIGHBOR_NODES,
+    MAX_RELATIONS,
+)
 from tests import dbutil
 from tests.conftest import Team
 
@@ -375,3 +381,37 @@ def test_hops_out_of_range(team: Team, hops: int) -> None:
     memory = ada.remember("n", mention_names=["Node"])
     err = rpc_error(lambda: ada.neighbors(memory.memory.mentions[0].entity_id, hops=hops))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "hops" in (err.details() or "")
+
+
+def test_traversal_from_a_hub_of_10000_relations_stays_within_caps_and_deadline(
+    team: Team,
+) -> None:
+    ada = team.clients["ada"]
+    hub = ada.remember("The hub", mention_names=["Hub"], audience_to="workspace").memory
+    hub_id = hub.mentions[0].entity_id
+    for batch in range(10_000 // MAX_RELATIONS):
+        ada.remember(
+            f"Spokes {batch}",
+            audience_to="workspace",
+            mention_ids=[hub_id],
+            relations=[
+                {
+                    "subject": {"entity_id": hub_id},
+                    "predicate": "links",
+                    "object": {"name": f"Spoke {batch}-{k}"},
+                }
+                for k in range(MAX_RELATIONS)
+            ],
+        )
+    # Three hops from a spoke cross the hub and fan out again: the caps hold,
+    # within the call's deadline.
+    spoke = ada.lookup("Spoke 0-0").entities[0].id
+    for start, hops in ((hub_id, 1), (hub_id, 3), (spoke, 3)):
+        walked = ada.neighbors(start, hops=hops, timeout=5.0)
+        assert walked.truncated
+        assert len(walked.nodes) <= MAX_NEIGHBOR_NODES
+        assert len(walked.edges) <= MAX_NEIGHBOR_EDGES
+        ids = {n.entity.id for n in walked.nodes}
+        assert all({e.subject.id, e.object.id} <= ids for e in walked.edges)
+    card = ada.lookup("Hub").entities[0]
+    assert card.truncated and len(card.relations) == MAX_CARD_ITEMS
