@@ -261,6 +261,8 @@ def test_mcp_graph_session(stack: Stack, team: Team) -> None:
                 assert not gone.is_error
                 again = await _call(s, log, "lookup", {"name": "Robin Goodwin"})
                 assert _payload(again)["entities"] == []
+                walk = await _call(s, log, "neighbors", {"entity_id": card["id"]})
+                assert walk.is_error and _payload(walk).startswith("NOT_FOUND: entity_id")
 
     anyio.run(run)
     log.save("mcp-graph-transcript.txt")
