@@ -299,25 +299,29 @@ class GraphWriter:
             )
             for i, a in enumerate(graph.aliases)
         ]
+        # Every entity a claim names is mentioned by the memory: entity
+        # visibility rests on mentions (0008_graph.sql).
+        named = [r[2] for r in attributes] + [r[2] for r in relations]
+        named += [r[4] for r in relations] + [r[2] for r in aliases]
         with self.conn.cursor() as cur:
             new = [(e[0], e[1], e[2], key) for key, e in self._new.items()]
             if new:
                 cur.executemany(gq.INSERT_ENTITY, new)
                 self._known.update(e[0] for e in new)
                 self._new.clear()
-            if mentioned:
-                cur.executemany(gq.INSERT_MENTION, [(memory_id, e) for e in mentioned])
+            self._mention(cur, memory_id, [*mentioned, *named])
             if attributes:
                 cur.executemany(gq.INSERT_ATTRIBUTE, attributes)
             if relations:
                 cur.executemany(gq.INSERT_RELATION, relations)
             if aliases:
                 cur.executemany(gq.INSERT_ALIAS, aliases)
-        if graph:
-            self.mention_claimed(memory_id)
 
-    def mention_claimed(self, memory_id: str) -> None:
-        self.conn.execute(gq.MENTION_CLAIMED, {"memory": memory_id})
+    @staticmethod
+    def _mention(cur: psycopg.Cursor[Any], memory_id: str, entities: Sequence[str]) -> None:
+        unique = list(dict.fromkeys(entities))
+        if unique:
+            cur.executemany(gq.INSERT_MENTION, [(memory_id, e) for e in unique])
 
     def retire(self, memory_id: str) -> None:
         for statement in gq.RETIRE:
@@ -325,9 +329,12 @@ class GraphWriter:
 
     def carry(self, old_id: str, new_id: str) -> None:
         """Supersede: the successor states the old memory's current claims."""
-        for statement in gq.CARRY:
-            self.conn.execute(statement, {"old": old_id, "new": new_id})
-        self.mention_claimed(new_id)
+        params = {"old": old_id, "new": new_id}
+        named = [str(r[0]) for r in self.conn.execute(gq.CARRIED_ENTITIES, params).fetchall()]
+        with self.conn.cursor() as cur:
+            for statement in gq.CARRY:
+                cur.execute(statement, params)
+            self._mention(cur, new_id, named)
 
 
 # -- reading a memory's claims ---------------------------------------------------

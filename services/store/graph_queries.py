@@ -9,17 +9,14 @@ ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
 INSERT_ENTITY = "INSERT INTO entity (id, name, type, name_key) VALUES (%s, %s, %s, %s)"
 INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 
-# Every entity a memory's claims name is mentioned by it: entity visibility
-# rests on mentions (0008_graph.sql).
-MENTION_CLAIMED = """
-INSERT INTO mention (memory_id, entity_id)
-SELECT %(memory)s, x.entity_id FROM (
-    SELECT entity_id FROM attribute_claim WHERE memory_id = %(memory)s
-    UNION SELECT subject_id FROM relation_claim WHERE memory_id = %(memory)s
-    UNION SELECT object_id FROM relation_claim WHERE memory_id = %(memory)s
-    UNION SELECT entity_id FROM entity_alias WHERE memory_id = %(memory)s
-) x
-ON CONFLICT DO NOTHING
+# The entities the old memory's current claims name, which its successor
+# mentions when it carries them (read before: the successor may be written for
+# someone else, whose rows the writer cannot read back).
+CARRIED_ENTITIES = """
+SELECT entity_id FROM attribute_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+UNION SELECT subject_id FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+UNION SELECT object_id FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+UNION SELECT entity_id FROM entity_alias WHERE memory_id = %(old)s AND retired_at IS NULL
 """
 INSERT_ATTRIBUTE = """
 INSERT INTO attribute_claim

@@ -415,3 +415,30 @@ def test_traversal_from_a_hub_of_10000_relations_stays_within_caps_and_deadline(
         assert all({e.subject.id, e.object.id} <= ids for e in walked.edges)
     card = ada.lookup("Hub").entities[0]
     assert card.truncated and len(card.relations) == MAX_CARD_ITEMS
+
+
+def test_claims_written_for_another_member_reach_that_member(team: Team) -> None:
+    """The writer cannot read the memory back once it is another member's; its
+    claims' entities are still mentioned, so the addressee sees them."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    memory = ada.remember(
+        "For Bob",
+        audience_to=team.members["bob"],
+        claims=[{"entity": {"name": "Bob's dentist"}, "attribute": "day", "value": "Tuesday"}],
+        relations=[
+            {
+                "subject": {"name": "Bob's dentist"},
+                "predicate": "near",
+                "object": {"name": "The station"},
+            }
+        ],
+    ).memory
+    read = bob.read([memory.id]).memories[0]
+    assert sorted(m.name for m in read.mentions) == ["Bob's dentist", "The station"]
+    card = bob.lookup("bob's dentist").entities[0]
+    assert [a.value for a in card.attributes] == ["Tuesday"]
+    assert [r.other.name for r in card.relations] == ["The station"]
+    assert ada.lookup("Bob's dentist").entities == []
+    # Superseded by Bob: the successor carries the claims.
+    moved = bob.supersede(read.id, read.revision, "For Cy now")
+    assert moved.memory.claims and bob.lookup("Bob's dentist").entities
