@@ -28,6 +28,7 @@ from recallatron.vocabulary import (
 )
 from services.store import memory_queries as mq
 from services.store import trust as trust_rules
+from services.store.erasure import request_key
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
@@ -159,10 +160,8 @@ class MemoryStore:
         if not self.control.member_in_workspace(caller.workspace_id, member):
             raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
 
-    def _replay(
-        self, conn: psycopg.Connection, caller: Caller, request_id: str, tool: str
-    ) -> str | None:
-        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, request_id)).fetchone()
+    def _replay(self, conn: psycopg.Connection, caller: Caller, key: str, tool: str) -> str | None:
+        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
         if row is None:
             return None
         if row[0] != tool:
@@ -249,29 +248,29 @@ class MemoryStore:
         request_id: str,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        conn.execute(
-            mq.INSERT_AUDIT,
-            (caller.member_id, action, memory_id, request_id, Jsonb(detail or {})),
-        )
+        # The request id as its hash, as in request_key (design §8, "Erasure").
+        key = request_key(caller.member_id, request_id)
+        conn.execute(mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {})))
 
     def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
         """Runs `write(conn)` once per (member, request id). A retry, or a
         concurrent duplicate, gets the first result's memory id back."""
-        request_id = v.request_id(request_id)
+        # Stored and looked up as a hash only (design §8, "Erasure").
+        key = request_key(caller.member_id, v.request_id(request_id))
         pool = self._pool(caller)
         try:
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, request_id, tool)
+                existing = self._replay(conn, caller, key, tool)
                 if existing is not None:
                     return existing, True
                 memory_id = write(conn)
-                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, request_id, tool, memory_id))
+                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id))
                 return memory_id, False
         except UniqueViolation as exc:
             if "request_key" not in str(exc.diag.constraint_name or ""):
                 raise
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, request_id, tool)
+                existing = self._replay(conn, caller, key, tool)
             assert existing is not None
             return existing, True
 
