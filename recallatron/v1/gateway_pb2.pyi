@@ -376,6 +376,7 @@ class SupersedeRequest(_message.Message):
     MENTIONS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -391,6 +392,14 @@ class SupersedeRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Optional: the memories the new text comes from. The new memory is then
+        derived from them (derived_from links, origin derived) and gets the
+        intersection of their audiences and purposes and the replaced memory's,
+        narrowed by audience/purposes when set; an empty one is refused.
+        """
+
     def __init__(
         self,
         *,
@@ -406,10 +415,11 @@ class SupersedeRequest(_message.Message):
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         reason: _builtins.str = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015

@@ -745,6 +745,7 @@ class SupersedeMemoryRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -761,6 +762,10 @@ class SupersedeMemoryRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """As SupersedeRequest.source_ids: derive the new memory from these."""
+
     def __init__(
         self,
         *,
@@ -776,10 +781,11 @@ class SupersedeMemoryRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         reason: _builtins.str = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015

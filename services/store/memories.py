@@ -418,28 +418,32 @@ class MemoryStore:
         expected_revision: int,
         new: NewMemory,
         reason: str,
+        source_ids: Sequence[str] = (),
     ) -> WriteResult:
         memory_id = v.uuid_str(memory_id, "id")
         v.revision(expected_revision)
         self._validate_new(new)
         self._check_audience(caller, new.audience)
         v.text(reason, "reason", MAX_REASON, required=False)
+        sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS)
 
         def write(conn: psycopg.Connection) -> str:
             self._may_change(conn, caller, memory_id)
             old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
             if old is None:
                 raise errors.NotFound("memory not found")
-            # The replacement keeps the old memory's audience and purposes
-            # unless the caller sets them.
-            audience = (
-                (str(old[1]) if old[1] else None)
-                if isinstance(new.audience, _Empty)
-                else new.audience
-            )
-            purposes = v.purposes(new.purposes) or frozenset(old[2])
+            old_trust = Trust(str(old[1]) if old[1] else None, frozenset(old[2]))
+            if sources:
+                trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
+            else:
+                # The replacement keeps the old memory's audience and
+                # purposes unless the caller sets them.
+                audience = old_trust.audience if isinstance(new.audience, _Empty) else new.audience
+                purposes = v.purposes(new.purposes) or old_trust.purposes
+                trust, origin = Trust(audience, purposes), "told"
             new_id = str(uuid.uuid4())
-            self._insert(conn, caller, new_id, new, "told", Trust(audience, purposes), [])
+            links = [("derived_from", s) for s in sources]
+            self._insert(conn, caller, new_id, new, origin, trust, links)
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
@@ -458,6 +462,20 @@ class MemoryStore:
         result = self._read_back(caller, new_id)
         old_view = self.read(caller, [memory_id], with_provenance=True)
         return WriteResult(result, replayed, old_view[0] if old_view else None)
+
+    def _supersede_from(
+        self, conn: psycopg.Connection, sources: list[str], old: Trust, new: NewMemory
+    ) -> Trust:
+        """A replacement whose text comes from other memories (the review
+        page's "supersede A with B's text") follows the derive rule (design
+        §4): the intersection of the sources' trust and the replaced memory's,
+        narrowed as asked, never wider; an empty one is refused."""
+        rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
+        if len(rows) != len(sources):
+            raise errors.NotFound("source_ids: a source memory was not found")
+        found = [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
+        allowed = trust_rules.intersect([old, *found])
+        return trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)
 
     def forget(self, caller: Caller, request_id: str, memory_id: str, reason: str) -> ForgetResult:
         memory_id = v.uuid_str(memory_id, "id")

@@ -380,6 +380,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             request.expected_revision,
             new_memory(request),
             request.reason,
+            list(request.source_ids),
         )
         return pb.SupersedeMemoryResponse(
             memory=memory_msg(result.memory),
