@@ -28,9 +28,19 @@ from recallatron_cli.common import client_options, memory_text, show
 def cmd_up(args: argparse.Namespace) -> int:
     from recallatron_cli.stack import Stack, StackConfig
 
+    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS
+
     state = common.state_dir()
+    # Ports: the defaults, each one movable (RECALLATRON_PG_PORT,
+    # RECALLATRON_GATEWAY_PORT, ...; 0 picks a free one).
+    ports = {
+        name: int(os.environ.get(f"RECALLATRON_{name.upper()}_PORT", port))
+        for name, port in DEFAULT_PORTS.items()
+    }
     config = StackConfig(
         state_dir=state,
+        pg_port=int(os.environ.get("RECALLATRON_PG_PORT", DEFAULT_PG_PORT)),
+        ports=ports,
         database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
         models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", state / "models")),
         cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
