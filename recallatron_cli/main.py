@@ -26,9 +26,7 @@ from recallatron_cli.common import client_options, memory_text, show
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from recallatron_cli.stack import Stack, StackConfig
-
-    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS
+    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS, Stack, StackConfig
 
     state = common.state_dir()
     # Ports: the defaults, each one movable (RECALLATRON_PG_PORT,
@@ -203,9 +201,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
     control = ControlPlane(dbs)
     try:
         found = [
-            w
-            for w in control.all_workspaces()
-            if args.workspace in (w, control.workspace(w).slug)
+            w for w in control.all_workspaces() if args.workspace in (w, control.workspace(w).slug)
         ]
         if not found:
             sys.exit(f"no workspace {args.workspace!r}")
@@ -214,8 +210,10 @@ def cmd_scrub(args: argparse.Namespace) -> int:
         dbs.close()
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"scrubbed {args.workspace}: {len(report.tables)} tables rewritten, "
-          f"WAL cycled {report.wal_cycles} times")
+    print(
+        f"scrubbed {args.workspace}: {len(report.tables)} tables rewritten, "
+        f"WAL cycled {report.wal_cycles} times"
+    )
     return 0
 
 

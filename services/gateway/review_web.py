@@ -29,6 +29,7 @@ capped in number and closed when idle.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import logging
@@ -676,13 +677,11 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.slots.acquire(blocking=False):
-            try:
+            with contextlib.suppress(OSError):
                 request.sendall(
                     b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
                     b"Connection: close\r\nRetry-After: 1\r\n\r\n"
                 )
-            except OSError:
-                pass
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)

@@ -28,10 +28,10 @@ from recallatron.vocabulary import (
 )
 from services.store import memory_queries as mq
 from services.store import trust as trust_rules
-from services.store.erasure import request_key
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
+from services.store.erasure import request_key
 from services.store.trust import EMPTY, AudienceValue, Trust, _Empty
 
 
@@ -250,7 +250,9 @@ class MemoryStore:
     ) -> None:
         # The request id as its hash, as in request_key (design §8, "Erasure").
         key = request_key(caller.member_id, request_id)
-        conn.execute(mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {})))
+        conn.execute(
+            mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {}))
+        )
 
     def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
         """Runs `write(conn)` once per (member, request id). A retry, or a

@@ -38,7 +38,10 @@ def test_request_ids_are_stored_as_hashes(stack: Stack, team: Team) -> None:
     assert rid not in dump and forget_rid not in dump
     member = team.members["ada"]
     keys = dbutil.query(
-        stack, team.database_name, "SELECT request_id FROM request_key WHERE memory_id = %s", (m.id,)
+        stack,
+        team.database_name,
+        "SELECT request_id FROM request_key WHERE memory_id = %s",
+        (m.id,),
     )
     assert {k[0] for k in keys} == {request_key(member, rid), request_key(member, forget_rid)}
     audited = dbutil.query(

@@ -54,8 +54,15 @@ def test_a_duplicate_request_id_leaves_the_first_answered(silent_gateway: str) -
     env = {**os.environ, "RECALLATRON_GATEWAY": silent_gateway}
     env.pop("RECALLATRON_TOKEN", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "recallatron_mcp", "--transport", "http", "--listen",
-         f"127.0.0.1:{port}"],
+        [
+            sys.executable,
+            "-m",
+            "recallatron_mcp",
+            "--transport",
+            "http",
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
         env=env,
         cwd=str(REPO),
         stdout=subprocess.DEVNULL,
