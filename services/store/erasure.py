@@ -1,4 +1,4 @@
-"""Forget, completely (design §8, "Erasure"): what forget cannot do inside a
+"""Forget, completely (design §8.6): what forget cannot do inside a
 transaction. A client's request id is kept only as a hash, so a descriptive
 one ("remember-bobs-diagnosis") never reaches a page; and `scrub` rewrites
 what still holds a forgotten memory's text after forget has committed: the

@@ -248,7 +248,7 @@ class MemoryStore:
         request_id: str,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        # The request id as its hash, as in request_key (design §8, "Erasure").
+        # The request id as its hash, as in request_key (design §8.6).
         key = request_key(caller.member_id, request_id)
         conn.execute(
             mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {}))
@@ -257,7 +257,7 @@ class MemoryStore:
     def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
         """Runs `write(conn)` once per (member, request id). A retry, or a
         concurrent duplicate, gets the first result's memory id back."""
-        # Stored and looked up as a hash only (design §8, "Erasure").
+        # Stored and looked up as a hash only (design §8.6).
         key = request_key(caller.member_id, v.request_id(request_id))
         pool = self._pool(caller)
         try:

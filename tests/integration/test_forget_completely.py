@@ -1,4 +1,4 @@
-"""Forget, completely (design §8, "Erasure"): request ids are stored only as
+"""Forget, completely (design §8.6): request ids are stored only as
 hashes (old rows rewritten, idempotency kept), and after forget and the
 operator's `recallatron scrub` no file of the data directory holds a
 forgotten memory's title, body or request id."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -91,6 +92,22 @@ def _grep(directory: Path, needles: list[str]) -> list[str]:
     return found
 
 
+def _named(stack: Stack, database: str, hits: list[str]) -> list[str]:
+    """Each hit in a relation's file with the relation's name."""
+    out = []
+    for hit in hits:
+        path, _, needle = hit.partition(": ")
+        node = Path(path).name.split(".")[0].split("_")[0]
+        name = ""
+        if "/base/" in path and node.isdigit():
+            rows = dbutil.query(
+                stack, database, "SELECT pg_filenode_relation(0, %s)::text", (node,)
+            )
+            name = f" ({rows[0][0]})" if rows and rows[0][0] else ""
+        out.append(f"{path}{name}: {needle}")
+    return out
+
+
 def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: Team) -> None:
     ada = team.clients["ada"]
     tag = uuid.uuid4().hex
@@ -113,7 +130,9 @@ def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: 
     # What forget, a checkpoint and a plain VACUUM leave (the heap, the
     # search index, term_stat, the WAL): the check can fail.
     assert any(title in line or f"zqtitle{tag[:12]}" in line for line in before), before
+    named = _named(stack, team.database_name, before)
     env = {**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url}
+    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "recallatron_cli.main", "scrub", "--workspace", team.slug],
         capture_output=True,
@@ -124,8 +143,10 @@ def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: 
     )
     assert done.returncode == 0, done.stderr
     assert f"scrubbed {team.slug}" in done.stdout
+    elapsed = time.monotonic() - started
     after = _grep(data, needles)
-    print(f"grep -rlaF over {data} after forget: {len(before)} hits", *before, sep="\n  ")
+    print(f"grep -rlaF over {data} after forget: {len(before)} hits", *named, sep="\n  ")
+    print(f"recallatron scrub --workspace {team.slug} ({elapsed:.1f} s):\n{done.stdout}")
     print(f"after scrub: {len(after)} hits", *after, sep="\n  ")
     assert after == []
     # The workspace still works after its tables were rewritten.

@@ -326,7 +326,7 @@ def test_writes_leave_an_audit_trail(stack, team: Team) -> None:  # type: ignore
     )
     assert [r[0] for r in rows] == ["remember", "correct", "forget"]
     assert {r[1] for r in rows} == {team.members["ada"]}
-    # The request id as its hash only (design §8, "Erasure").
+    # The request id as its hash only (design §8.6).
     assert rows[0][2] == request_key(team.members["ada"], rid) != rid
 
 

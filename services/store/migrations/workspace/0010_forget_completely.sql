@@ -1,4 +1,4 @@
--- Forget, completely (design §8, "Erasure"): a client's request id is kept
+-- Forget, completely (design §8.6): a client's request id is kept
 -- only as a hash, sha256 of "<member id>:<request id>" in hex, as
 -- services/store/erasure.py computes it for every new write. The rows made
 -- before are rewritten the same way, so a retry of an old write still finds
