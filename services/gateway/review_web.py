@@ -310,7 +310,9 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
         f"{supersede(a, b, 'A', 'B')}{supersede(b, a, 'B', 'A')}"
         f"{forget(a, 'A')}{forget(b, 'B')}"
         "<p class=hint>Keep both: never proposed again. Supersede: the outdated one is "
-        "replaced by a new memory with the other's text and stays readable, pointing to it. "
+        "replaced by a new memory with the other's text and stays readable, pointing to it; "
+        "the new memory is derived from the kept one and reaches only the audience and "
+        "purposes both share. "
         "Forget: its text and embedding are purged; a tombstone keeps links valid.</p>"
         "</div></section>"
     )
