@@ -38,6 +38,9 @@ WORKSPACE_TABLES = """
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm') ORDER BY c.relname
 """
+# Copies a table's live rows into new files (indexes rebuilt, statistics
+# sampled afresh); the table's name comes from WORKSPACE_TABLES.
+REWRITE_TABLE = "VACUUM (FULL, ANALYZE) {}"
 # ANALYZE samples column values (most common values, histogram bounds) into
 # pg_statistic; the rows it replaces are dead tuples of that catalog.
 STATISTICS_CATALOG = "VACUUM FULL pg_catalog.pg_statistic"
@@ -86,9 +89,7 @@ def scrub(
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [str(r[0]) for r in conn.execute(WORKSPACE_TABLES).fetchall()]
         for table in tables:
-            conn.execute(
-                sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier("public", table))
-            )
+            conn.execute(sql.SQL(REWRITE_TABLE).format(sql.Identifier("public", table)))
             report.tables.append(table)
             log(f"rewrote {table}")
         conn.execute(STATISTICS_CATALOG)
