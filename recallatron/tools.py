@@ -313,7 +313,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "forget",
         "Invalidate a memory with a reason, only when asked: its text and embedding are purged "
-        "and a tombstone keeps links valid. Nothing expires by itself.",
+        "and a tombstone keeps links valid. The tombstone keeps the reason exactly as you give "
+        "it, so say why in general terms and never repeat the forgotten content in it. "
+        "Nothing expires by itself.",
         _schema(
             {
                 "request_id": _REQUEST_ID,

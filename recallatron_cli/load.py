@@ -352,7 +352,9 @@ def seed_workspace(
     if creds_path.exists():
         creds = json.loads(creds_path.read_text())
         clients = [Client(gateway, t, timeout=30) for t in creds["tokens"]]
-        if clients[0].status().memories >= memories:
+        # The owner's status counts only what the owner may see (not the
+        # other members' private memories): the seed records its own count.
+        if creds.get("seeded", 0) >= memories or clients[0].status().memories >= memories:
             log(f"reusing seeded workspace {slug}")
             return clients
     else:
@@ -365,6 +367,8 @@ def seed_workspace(
         creds_path.write_text(json.dumps({"workspace_id": ws.id, "tokens": tokens}))
         clients = [Client(gateway, t, timeout=30) for t in tokens]
     _seed(clients, memories, seed, log)
+    creds = json.loads(creds_path.read_text())
+    creds_path.write_text(json.dumps({**creds, "seeded": memories}))
     return clients
 
 

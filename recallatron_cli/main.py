@@ -26,11 +26,19 @@ from recallatron_cli.common import client_options, memory_text, show
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from recallatron_cli.stack import Stack, StackConfig
+    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS, Stack, StackConfig
 
     state = common.state_dir()
+    # Ports: the defaults, each one movable (RECALLATRON_PG_PORT,
+    # RECALLATRON_GATEWAY_PORT, ...; 0 picks a free one).
+    ports = {
+        name: int(os.environ.get(f"RECALLATRON_{name.upper()}_PORT", port))
+        for name, port in DEFAULT_PORTS.items()
+    }
     config = StackConfig(
         state_dir=state,
+        pg_port=int(os.environ.get("RECALLATRON_PG_PORT", DEFAULT_PG_PORT)),
+        ports=ports,
         database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
         models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", state / "models")),
         cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
@@ -179,6 +187,33 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         dropped = job.drop_stale(workspace_id)
         print(f"{slug}: {done} embedded, {dropped} stale vectors removed", flush=True)
     job.dbs.close()
+    return 0
+
+
+def cmd_scrub(args: argparse.Namespace) -> int:
+    from services.store.control import ControlPlane
+    from services.store.db import Databases
+    from services.store.erasure import scrub
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings())
+    dbs.bootstrap()
+    control = ControlPlane(dbs)
+    try:
+        found = [
+            w for w in control.all_workspaces() if args.workspace in (w, control.workspace(w).slug)
+        ]
+        if not found:
+            sys.exit(f"no workspace {args.workspace!r}")
+        report = scrub(dbs, control, found[0], lambda msg: print(msg, flush=True))
+    finally:
+        dbs.close()
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(
+        f"scrubbed {args.workspace}: {len(report.tables)} tables rewritten, "
+        f"WAL cycled {report.wal_cycles} times"
+    )
     return 0
 
 
@@ -341,6 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--workspace", help="slug; default all")
     rb.add_argument("--force", action="store_true", help="re-embed even current vectors")
     rb.set_defaults(func=cmd_rebuild)
+    sc = sub.add_parser(
+        "scrub",
+        help="rewrite a workspace's tables and cycle the WAL so that no file of the data "
+        "directory keeps forgotten text (docs/reliability.md)",
+    )
+    sc.add_argument("--workspace", required=True, help="slug or id")
+    sc.set_defaults(func=cmd_scrub)
     pm = sub.add_parser("prepare-models", help="export the models to ONNX (cached)")
     pm.add_argument("rest", nargs=argparse.REMAINDER)
     pm.set_defaults(func=cmd_prepare_models)

@@ -25,6 +25,7 @@ from recallatron.client import Client
 from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
+from recallatron_mcp.inflight import OneRequestPerId
 
 log = logging.getLogger("recallatron.mcp")
 
@@ -167,7 +168,8 @@ def serve_http(server: Server[Any], listen: str) -> None:
 
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    app = server.streamable_http_app(host=host)
+    # A duplicate request id must not leave the first request hanging.
+    app = OneRequestPerId(server.streamable_http_app(host=host))
     uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 

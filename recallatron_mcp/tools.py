@@ -38,19 +38,38 @@ class ToolError(Exception):
 
 # -- arguments -> requests -------------------------------------------------------
 
+# How much of a caller's own value an error quotes: enough to recognise it;
+# a 5 MB argument must not come back as a 5 MB error in the agent's context.
+QUOTE_CHARS = 80
+# And the most one problem's description may take.
+PROBLEM_CHARS = 300
+
+
+def clip(text: str, limit: int = QUOTE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _problem(err: Any) -> str:
+    """A schema violation's message with the offending value quoted short."""
+    quoted = repr(err.instance)
+    message = str(err.message).replace(quoted, clip(quoted))
+    return clip(message, PROBLEM_CHARS)
+
 
 def check_arguments(name: str, arguments: dict[str, Any]) -> None:
     """The tool's own JSON schema, checked before anything is sent."""
     schema = SCHEMAS.get(name)
     if schema is None:
-        raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(SCHEMAS)}")
+        raise ToolError(f"unknown tool {clip(repr(name))}; the tools are: {', '.join(SCHEMAS)}")
     validator = jsonschema.Draft202012Validator(schema)
     problems = sorted(validator.iter_errors(arguments), key=lambda err: list(err.path))
     if problems:
         lines = []
         for err in problems[:5]:
             where = ".".join(str(p) for p in err.absolute_path) or "(arguments)"
-            lines.append(f"{where}: {err.message}")
+            lines.append(f"{clip(where)}: {_problem(err)}")
         raise ToolError(
             "INVALID_ARGUMENT (nothing was sent): "
             + "; ".join(lines)
@@ -396,7 +415,7 @@ def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
             fields += [f"{v.field}: {v.description}" for v in bad.field_violations]
         elif any_detail.Unpack(info) and info.reason == "REVISION_MISMATCH":
             revision = dict(info.metadata)
-    what = "; ".join(fields) if fields else details
+    what = clip("; ".join(fields) if fields else details, PROBLEM_CHARS)
     if code == grpc.StatusCode.ABORTED and revision:
         current = revision.get("current_revision", "?")
         todo = (

@@ -422,6 +422,7 @@ class SupersedeRequest(_message.Message):
     RELATIONS_FIELD_NUMBER: _builtins.int
     ALIASES_FIELD_NUMBER: _builtins.int
     REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -447,6 +448,14 @@ class SupersedeRequest(_message.Message):
     def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
     @_builtins.property
     def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Optional: the memories the new text comes from. The new memory is then
+        derived from them (derived_from links, origin derived) and gets the
+        intersection of their audiences and purposes and the replaced memory's,
+        narrowed by audience/purposes when set; an empty one is refused.
+        """
+
     def __init__(
         self,
         *,
@@ -466,10 +475,11 @@ class SupersedeRequest(_message.Message):
         relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
         aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
         replace_claims: _builtins.bool = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015

@@ -791,6 +791,7 @@ class SupersedeMemoryRequest(_message.Message):
     RELATIONS_FIELD_NUMBER: _builtins.int
     ALIASES_FIELD_NUMBER: _builtins.int
     REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -817,6 +818,10 @@ class SupersedeMemoryRequest(_message.Message):
     def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
     @_builtins.property
     def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """As SupersedeRequest.source_ids: derive the new memory from these."""
+
     def __init__(
         self,
         *,
@@ -836,10 +841,11 @@ class SupersedeMemoryRequest(_message.Message):
         relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
         aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
         replace_claims: _builtins.bool = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015

@@ -31,6 +31,7 @@ from services.store import trust as trust_rules
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
+from services.store.erasure import request_key
 from services.store.trust import EMPTY, AudienceValue, Trust, _Empty
 
 # A mention names an entity exactly as a claim does.
@@ -161,10 +162,8 @@ class MemoryStore:
         if not self.control.member_in_workspace(caller.workspace_id, member):
             raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
 
-    def _replay(
-        self, conn: psycopg.Connection, caller: Caller, request_id: str, tool: str
-    ) -> str | None:
-        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, request_id)).fetchone()
+    def _replay(self, conn: psycopg.Connection, caller: Caller, key: str, tool: str) -> str | None:
+        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
         if row is None:
             return None
         if row[0] != tool:
@@ -241,29 +240,31 @@ class MemoryStore:
         request_id: str,
         detail: dict[str, Any] | None = None,
     ) -> None:
+        # The request id as its hash, as in request_key (design §8.6).
+        key = request_key(caller.member_id, request_id)
         conn.execute(
-            mq.INSERT_AUDIT,
-            (caller.member_id, action, memory_id, request_id, Jsonb(detail or {})),
+            mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {}))
         )
 
     def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
         """Runs `write(conn)` once per (member, request id). A retry, or a
         concurrent duplicate, gets the first result's memory id back."""
-        request_id = v.request_id(request_id)
+        # Stored and looked up as a hash only (design §8.6).
+        key = request_key(caller.member_id, v.request_id(request_id))
         pool = self._pool(caller)
         try:
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, request_id, tool)
+                existing = self._replay(conn, caller, key, tool)
                 if existing is not None:
                     return existing, True
                 memory_id = write(conn)
-                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, request_id, tool, memory_id))
+                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id))
                 return memory_id, False
         except UniqueViolation as exc:
             if "request_key" not in str(exc.diag.constraint_name or ""):
                 raise
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, request_id, tool)
+                existing = self._replay(conn, caller, key, tool)
             assert existing is not None
             return existing, True
 
@@ -424,6 +425,7 @@ class MemoryStore:
         new: NewMemory,
         reason: str,
         replace_claims: bool = False,
+        source_ids: Sequence[str] = (),
     ) -> WriteResult:
         """The successor states ``new.graph`` when given (or nothing, with
         ``replace_claims``), else the old memory's current claims again; the
@@ -433,22 +435,25 @@ class MemoryStore:
         self._validate_new(new)
         self._check_audience(caller, new.audience)
         v.text(reason, "reason", MAX_REASON, required=False)
+        sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS)
 
         def write(conn: psycopg.Connection) -> str:
             self._may_change(conn, caller, memory_id)
             old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
             if old is None:
                 raise errors.NotFound("memory not found")
-            # The replacement keeps the old memory's audience and purposes
-            # unless the caller sets them.
-            audience = (
-                (str(old[1]) if old[1] else None)
-                if isinstance(new.audience, _Empty)
-                else new.audience
-            )
-            purposes = v.purposes(new.purposes) or frozenset(old[2])
+            old_trust = Trust(str(old[1]) if old[1] else None, frozenset(old[2]))
+            if sources:
+                trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
+            else:
+                # The replacement keeps the old memory's audience and
+                # purposes unless the caller sets them.
+                audience = old_trust.audience if isinstance(new.audience, _Empty) else new.audience
+                purposes = v.purposes(new.purposes) or old_trust.purposes
+                trust, origin = Trust(audience, purposes), "told"
             new_id = str(uuid.uuid4())
-            writer = self._insert(conn, caller, new_id, new, "told", Trust(audience, purposes), [])
+            links = [("derived_from", s) for s in sources]
+            writer = self._insert(conn, caller, new_id, new, origin, trust, links)
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
@@ -470,6 +475,20 @@ class MemoryStore:
         result = self._read_back(caller, new_id)
         old_view = self.read(caller, [memory_id], with_provenance=True)
         return WriteResult(result, replayed, old_view[0] if old_view else None)
+
+    def _supersede_from(
+        self, conn: psycopg.Connection, sources: list[str], old: Trust, new: NewMemory
+    ) -> Trust:
+        """A replacement whose text comes from other memories (the review
+        page's "supersede A with B's text") follows the derive rule (design
+        §4): the intersection of the sources' trust and the replaced memory's,
+        narrowed as asked, never wider; an empty one is refused."""
+        rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
+        if len(rows) != len(sources):
+            raise errors.NotFound("source_ids: a source memory was not found")
+        found = [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
+        allowed = trust_rules.intersect([old, *found])
+        return trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)
 
     def forget(self, caller: Caller, request_id: str, memory_id: str, reason: str) -> ForgetResult:
         memory_id = v.uuid_str(memory_id, "id")

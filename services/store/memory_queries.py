@@ -2,10 +2,12 @@
 row-level security restricts `memory` (and, through it, links, mentions and
 embeddings) to what the caller may see."""
 
+# The successor's id only when the caller may see it (row-level security
+# filters the subquery): an id one may not see is never shown (design §4).
 MEMORY_COLUMNS = """
 m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
-m.superseded_by_id, m.audience_member_id, m.purposes::text[], m.created_by, m.created_at,
-m.updated_at
+(SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id), m.audience_member_id,
+m.purposes::text[], m.created_by, m.created_at, m.updated_at
 """
 
 INSERT_MEMORY = """

@@ -389,6 +389,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             new_memory(request),
             request.reason,
             request.replace_claims,
+            list(request.source_ids),
         )
         return pb.SupersedeMemoryResponse(
             memory=memory_msg(result.memory),
@@ -519,9 +520,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetEmbeddingStatus(
         self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetEmbeddingStatusResponse:
-        internal_auth.check_workspace(request.workspace_id)
+        claims = internal_auth.check_workspace(request.workspace_id)
+        # A member (an owner) counts what they may see; the operator, all.
+        member = claims.member_id if claims.kind == internal_auth.MEMBER else None
         memories, embedded, pending = embedding_job.status(
-            self.memories.dbs, self.control, ctl.parse_uuid(request.workspace_id, "workspace_id")
+            self.memories.dbs,
+            self.control,
+            ctl.parse_uuid(request.workspace_id, "workspace_id"),
+            member,
         )
         return pb.GetEmbeddingStatusResponse(
             memories=memories,
