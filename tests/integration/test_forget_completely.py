@@ -114,7 +114,16 @@ def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: 
     title = f"Canary zqtitle{tag[:12]}"
     body = f"The canary's secret body zqbody{tag[12:24]} must leave no trace."
     rid = f"zqrequest-{tag}"
-    m = ada.remember(title, body, audience_to="workspace", request_id=rid).memory
+    mention = f"Zqmention {tag[24:30]}"
+    value = f"zqvalue{tag[:8]}"
+    m = ada.remember(
+        title,
+        body,
+        audience_to="workspace",
+        request_id=rid,
+        mention_names=[mention],
+        claims=[{"entity": {"name": mention}, "attribute": "secret", "value": value}],
+    ).memory
     # Let the embedding job and autovacuum see it, as in real use.
     ada.recall(title, mode="lexical")
     ada.forget(m.id, "canary", request_id=rid + "-forget")
@@ -125,7 +134,7 @@ def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: 
     data = stack.state_dir / "pgdata"
     # Each string, and each distinctive word alone (the search index and
     # term_stat keep words, not the whole text).
-    needles = [title, body, rid, f"zqtitle{tag[:12]}", f"zqbody{tag[12:24]}"]
+    needles = [title, body, rid, f"zqtitle{tag[:12]}", f"zqbody{tag[12:24]}", mention, value]
     before = _grep(data, needles)
     # What forget, a checkpoint and a plain VACUUM leave (the heap, the
     # search index, term_stat, the WAL): the check can fail.
