@@ -100,7 +100,8 @@ INSERT INTO relation_claim (id, memory_id, subject_id, predicate, object_id, con
     SELECT r.id, r.memory_id, s.id, r.predicate, o.id, 0.8
     FROM rels r JOIN ents s ON s.i = r.s JOIN ents o ON o.i = r.o;
 INSERT INTO mention (memory_id, entity_id)
-    SELECT r.memory_id, e.id FROM rels r JOIN ents e ON e.i IN (r.s, r.o)
+    SELECT r.memory_id, e.id FROM rels r JOIN ents e ON e.i = r.s
+    UNION SELECT r.memory_id, e.id FROM rels r JOIN ents e ON e.i = r.o
     ON CONFLICT DO NOTHING;
 -- No embedding job runs here; its queue is not part of the graph.
 DELETE FROM embedding_job;

@@ -188,7 +188,9 @@ TOOLS: tuple[Tool, ...] = (
         "provenance (derived_from and about links, supersession, mentions) before the items. "
         "The response says whether the dense arm and the re-ranker took part "
         "(dense_available, reranked); when they did not, results are lexical or unranked, "
-        "never refused.",
+        "never refused. When the query names an entity exactly, its card (as lookup gives "
+        "it) comes beside the results in entities; mentions restricts the results to "
+        "memories mentioning the given entity ids.",
         _schema(
             {
                 "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},

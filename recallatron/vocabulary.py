@@ -106,6 +106,10 @@ MAX_ALIASES = 20
 # Lookup: entities of one name, and items per list of an entity's card.
 MAX_LOOKUP_ENTITIES = 20
 MAX_CARD_ITEMS = 200
+# Recall: entity cards for names a query contains, and the longest name (in
+# words) looked for.
+MAX_RECALL_ENTITIES = 5
+MAX_NAME_WORDS = 6
 # Neighbors: hops, and the most nodes and edges one answer carries.
 MAX_HOPS = 3
 MAX_NEIGHBOR_NODES = 200

@@ -302,7 +302,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     )
     if not o.dense_available:
         head += f"\n(dense arm: {o.dense_unavailable_reason})"
-    items = [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
+    items = [f"entity {graph.card_text(c)}" for c in o.entities]
+    items += [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
     items += [
         f"history {h.occurred_at.ToDatetime():%Y-%m-%d %H:%M} [{h.chat_id} {h.role}] {h.text}"
         for h in o.history

@@ -382,6 +382,8 @@ def outcome_json(o: cpb.RecallOutcome) -> dict[str, Any]:
         "fused": o.counts.fused,
         "admitted": o.counts.admitted,
     }
+    # The entities the query names exactly, as lookup gives them.
+    out["entities"] = [card_json(c) for c in o.entities]
     out["results"] = [
         {
             **memory_json(r.memory),

@@ -1072,6 +1072,7 @@ class RecallOutcome(_message.Message):
     RERANK_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     COUNTS_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
     mode: Global___RecallMode.ValueType
     dense_available: _builtins.bool
     dense_unavailable_reason: _builtins.str
@@ -1089,6 +1090,13 @@ class RecallOutcome(_message.Message):
         own list, never mixed with memories.
         """
 
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityCard]:
+        """The entities the query names exactly (a name or alias the caller may
+        see), each as lookup gives it, longest name first; at most
+        MAX_RECALL_ENTITIES. Beside the ranked memories, never instead of them.
+        """
+
     def __init__(
         self,
         *,
@@ -1100,10 +1108,11 @@ class RecallOutcome(_message.Message):
         rerank_unavailable_reason: _builtins.str = ...,
         counts: Global___RecallCounts | None = ...,
         history: _abc.Iterable[Global___HistoryEntry] | None = ...,
+        entities: _abc.Iterable[Global___EntityCard] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "history", b"history", "mode", b"mode", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "history", b"history", "mode", b"mode", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -117,6 +117,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.FromString,
                 _registered_method=True)
+        self.NamedEntities = channel.unary_unary(
+                '/recallatron.v1.StoreService/NamedEntities',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.FromString,
+                _registered_method=True)
         self.LexicalCandidates = channel.unary_unary(
                 '/recallatron.v1.StoreService/LexicalCandidates',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.LexicalCandidatesRequest.SerializeToString,
@@ -265,6 +270,13 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NamedEntities(self, request, context):
+        """The entities a text names exactly (recall's entity cards).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def LexicalCandidates(self, request, context):
         """Recall support.
         """
@@ -397,6 +409,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.EntityNeighbors,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.SerializeToString,
+            ),
+            'NamedEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.NamedEntities,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.SerializeToString,
             ),
             'LexicalCandidates': grpc.unary_unary_rpc_method_handler(
                     servicer.LexicalCandidates,
@@ -869,6 +886,33 @@ class StoreService:
             '/recallatron.v1.StoreService/EntityNeighbors',
             recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NamedEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/NamedEntities',
+            recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.FromString,
             options,
             channel_credentials,
             insecure,

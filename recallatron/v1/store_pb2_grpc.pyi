@@ -63,6 +63,8 @@ class StoreServiceStub:
     LookupEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]
     """The graph (design §7): lookup by exact name or alias, bounded traversal."""
     EntityNeighbors: _grpc.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]
+    NamedEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]
+    """The entities a text names exactly (recall's entity cards)."""
     LexicalCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]
     """Recall support."""
     DenseCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]
@@ -116,6 +118,8 @@ class StoreServiceAsyncStub(StoreServiceStub):
     LookupEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]  # type: ignore[assignment]
     """The graph (design §7): lookup by exact name or alias, bounded traversal."""
     EntityNeighbors: _aio.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]  # type: ignore[assignment]
+    NamedEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]  # type: ignore[assignment]
+    """The entities a text names exactly (recall's entity cards)."""
     LexicalCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]  # type: ignore[assignment]
     """Recall support."""
     DenseCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]  # type: ignore[assignment]
@@ -262,6 +266,14 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _store_pb2.EntityNeighborsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.EntityNeighborsResponse, _abc.Awaitable[_store_pb2.EntityNeighborsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def NamedEntities(
+        self,
+        request: _store_pb2.NamedEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.NamedEntitiesResponse, _abc.Awaitable[_store_pb2.NamedEntitiesResponse]]:
+        """The entities a text names exactly (recall's entity cards)."""
 
     @_abc_1.abstractmethod
     def LexicalCandidates(

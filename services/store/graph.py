@@ -24,8 +24,10 @@ from recallatron.vocabulary import (
     MAX_ENTITY_NAME,
     MAX_HOPS,
     MAX_LOOKUP_ENTITIES,
+    MAX_NAME_WORDS,
     MAX_NEIGHBOR_EDGES,
     MAX_NEIGHBOR_NODES,
+    MAX_RECALL_ENTITIES,
     MAX_RELATIONS,
 )
 from services.store import graph_queries as gq
@@ -387,6 +389,59 @@ def claims_of(
 
 # -- the graph tools -------------------------------------------------------------
 
+# Characters a query's words shed at their ends before they are compared
+# with names ("Robin?" names Robin).
+_PUNCTUATION = "\"'`.,;:!?()[]{}<>«»“”\u2018\u2019"
+# Words of a recall query looked at for names.
+_MAX_QUERY_WORDS = 64
+
+
+def _cards(
+    conn: psycopg.Connection, found: Sequence[Sequence[Any]], params: dict[str, Any]
+) -> list[EntityCard]:
+    """Each found entity (id, name, type) with its lists, as of params["at"]
+    (or everything, with params["history"]), each cut at MAX_CARD_ITEMS."""
+    if not found:
+        return []
+    cards = {str(r[0]): EntityCard(_ref(r[0], r[1], r[2])) for r in found}
+    params = {**params, "ids": v.uuid_array(list(cards)), "cap": MAX_CARD_ITEMS + 1}
+    with conn.pipeline():
+        attrs = conn.execute(gq.CARD_ATTRIBUTES, params)
+        rels = conn.execute(gq.CARD_RELATIONS, params)
+        aliases = conn.execute(gq.CARD_ALIASES, params)
+        mentions = conn.execute(gq.CARD_MENTIONED_BY, params)
+    for eid, attr, value, vf, vu, conf, mid, stated, retired in attrs.fetchall():
+        card = cards[str(eid)]
+        card.attributes.append(
+            AttributeView(card.entity, attr, value, vf, vu, conf, str(mid), stated, retired)
+        )
+    for row in rels.fetchall():
+        cards[str(row[0])].relations.append(
+            EntityRelationView(
+                row[5],
+                row[1],
+                _ref(row[2], row[3], row[4]),
+                row[6],
+                row[7],
+                row[8],
+                str(row[9]),
+                row[10],
+                row[11],
+            )
+        )
+    for eid, alias, mid, stated, retired in aliases.fetchall():
+        card = cards[str(eid)]
+        card.aliases.append(AliasView(card.entity, alias, str(mid), stated, retired))
+    for eid, mid in mentions.fetchall():
+        cards[str(eid)].mentioned_by.append(str(mid))
+    for card in cards.values():
+        for name_ in ("attributes", "relations", "aliases", "mentioned_by"):
+            items = getattr(card, name_)
+            if len(items) > MAX_CARD_ITEMS:
+                del items[MAX_CARD_ITEMS:]
+                card.truncated = True
+    return list(cards.values())
+
 
 class GraphStore:
     def __init__(self, dbs: Databases, control: ControlPlane) -> None:
@@ -414,50 +469,33 @@ class GraphStore:
             "at": at,
             "history": include_history,
             "limit": MAX_LOOKUP_ENTITIES,
-            "cap": MAX_CARD_ITEMS + 1,
         }
         with caller_transaction(self._pool(caller), caller) as conn:
-            found = conn.execute(gq.LOOKUP, params).fetchall()
-            if not found:
-                return []
-            cards = {str(r[0]): EntityCard(_ref(r[0], r[1], r[2])) for r in found}
-            params["ids"] = v.uuid_array(list(cards))
-            with conn.pipeline():
-                attrs = conn.execute(gq.CARD_ATTRIBUTES, params)
-                rels = conn.execute(gq.CARD_RELATIONS, params)
-                aliases = conn.execute(gq.CARD_ALIASES, params)
-                mentions = conn.execute(gq.CARD_MENTIONED_BY, params)
-            for eid, attr, value, vf, vu, conf, mid, stated, retired in attrs.fetchall():
-                card = cards[str(eid)]
-                card.attributes.append(
-                    AttributeView(card.entity, attr, value, vf, vu, conf, str(mid), stated, retired)
-                )
-            for row in rels.fetchall():
-                cards[str(row[0])].relations.append(
-                    EntityRelationView(
-                        row[5],
-                        row[1],
-                        _ref(row[2], row[3], row[4]),
-                        row[6],
-                        row[7],
-                        row[8],
-                        str(row[9]),
-                        row[10],
-                        row[11],
-                    )
-                )
-            for eid, alias, mid, stated, retired in aliases.fetchall():
-                card = cards[str(eid)]
-                card.aliases.append(AliasView(card.entity, alias, str(mid), stated, retired))
-            for eid, mid in mentions.fetchall():
-                cards[str(eid)].mentioned_by.append(str(mid))
-        for card in cards.values():
-            for name_ in ("attributes", "relations", "aliases", "mentioned_by"):
-                items = getattr(card, name_)
-                if len(items) > MAX_CARD_ITEMS:
-                    del items[MAX_CARD_ITEMS:]
-                    card.truncated = True
-        return list(cards.values())
+            return _cards(conn, conn.execute(gq.LOOKUP, params).fetchall(), params)
+
+    def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
+        """The entities ``text`` names exactly: every run of up to
+        MAX_NAME_WORDS words (ends stripped of punctuation) that is the name
+        or a current alias of an entity the caller may see, as lookup gives
+        it now. For recall's entity cards; a query naming nothing costs one
+        indexed probe."""
+        words = [w.strip(_PUNCTUATION) for w in rules.name_key(text).split(" ")]
+        words = [w for w in words if w][:_MAX_QUERY_WORDS]
+        keys = {
+            " ".join(words[i : i + n])
+            for n in range(1, MAX_NAME_WORDS + 1)
+            for i in range(len(words) - n + 1)
+        }
+        if not keys:
+            return []
+        params: dict[str, Any] = {
+            "keys": sorted(keys),
+            "at": datetime.now(UTC),
+            "history": False,
+            "limit": MAX_RECALL_ENTITIES,
+        }
+        with caller_transaction(self._pool(caller), caller) as conn:
+            return _cards(conn, conn.execute(gq.NAMED, params).fetchall(), params)
 
     def neighbors(
         self,

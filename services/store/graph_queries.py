@@ -107,6 +107,19 @@ WHERE e.id IN (
 ORDER BY e.created_at, e.id
 LIMIT %(limit)s
 """
+# Entities whose name or current alias is one of the keys %(keys)s (the word
+# runs of a recall query), longest name first.
+NAMED = f"""
+SELECT e.id, e.name, e.type FROM entity e
+WHERE e.id IN (
+    SELECT id FROM entity WHERE name_key = ANY(%(keys)s::text[])
+    UNION
+    SELECT a.entity_id FROM entity_alias a
+    WHERE a.alias_key = ANY(%(keys)s::text[]) AND {_ALIAS_CURRENT}
+)
+ORDER BY length(e.name) DESC, e.created_at, e.id
+LIMIT %(limit)s
+"""
 # The cards' lists, each newest statement first and cut at %(cap)s per entity
 # (one more, to tell that it was cut).
 CARD_ATTRIBUTES = f"""

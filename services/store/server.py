@@ -454,6 +454,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             truncated=found.truncated,
         )
 
+    def NamedEntities(
+        self, request: pb.NamedEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.NamedEntitiesResponse:
+        cards = self.graph.named_in(caller_of(request.caller), request.text)
+        return pb.NamedEntitiesResponse(entities=[card_msg(c) for c in cards])
+
     def LexicalCandidates(
         self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
     ) -> pb.LexicalCandidatesResponse:

@@ -442,3 +442,41 @@ def test_claims_written_for_another_member_reach_that_member(team: Team) -> None
     # Superseded by Bob: the successor carries the claims.
     moved = bob.supersede(read.id, read.revision, "For Cy now")
     assert moved.memory.claims and bob.lookup("Bob's dentist").entities
+
+
+def test_recall_carries_the_card_of_an_entity_the_query_names(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    shared = ada.remember(
+        "Apollo launch plan",
+        "The Apollo launch is planned for June.",
+        audience_to="workspace",
+        claims=[
+            {
+                "entity": {"name": "Apollo Launch", "type": "project"},
+                "attribute": "month",
+                "value": "June",
+            }
+        ],
+    ).memory
+    other = ada.remember("Launch checklist", "A launch needs a checklist.", audience_to="workspace")
+    ada.remember(
+        "Ada's private contact",
+        claims=[{"entity": {"name": "Quentin Marsh"}, "attribute": "phone", "value": "555"}],
+    )
+    outcome = bob.recall("when is the apollo launch?", mode="lexical").outcome
+    assert [c.name for c in outcome.entities] == ["Apollo Launch"]
+    assert outcome.entities[0].attributes[0].value == "June"
+    # Cards sit beside the ranked memories; the filter narrows to mentions.
+    entity_id = outcome.entities[0].id
+    assert {r.memory.id for r in outcome.results} >= {shared.id, other.memory.id}
+    only = bob.recall("launch", mode="lexical", mention_ids=[entity_id]).outcome
+    assert [r.memory.id for r in only.results] == [shared.id]
+    # A name known only from another member's private memory has no card,
+    # and answers exactly as a name nobody used.
+    hidden = bob.recall("what is Quentin Marsh's number", mode="lexical").outcome
+    assert list(hidden.entities) == []
+    assert [c.name for c in ada.recall("Quentin Marsh", mode="lexical").outcome.entities] == [
+        "Quentin Marsh"
+    ]
+    # Part of a name is not the name.
+    assert list(bob.recall("apollo", mode="lexical").outcome.entities) == []
