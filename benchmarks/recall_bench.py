@@ -21,6 +21,7 @@ queries, or the figures would flatter it."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import plots
 from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace
@@ -676,7 +678,7 @@ def growth_rows(
     return rows
 
 
-def render(results: list[dict[str, Any]], argv: list[str]) -> str:
+def render(results: list[dict[str, Any]], argv: list[str], pictures: Sequence[str] = ()) -> str:
     cmd = "python -m benchmarks.recall_bench " + " ".join(argv)
     lines = [
         "# Benchmarks",
@@ -819,6 +821,7 @@ def render(results: list[dict[str, Any]], argv: list[str]) -> str:
             *growth_rows(small, large),
         ]
         lines.append("")
+    lines += pictures
     return "\n".join(lines)
 
 
@@ -834,6 +837,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-count", type=int, default=300)
     p.add_argument("--state-prefix", default="/tmp/rl")
     p.add_argument("--out", default="docs/benchmarks.md")
+    p.add_argument(
+        "--pictures", default="docs/benchmarks", help="where the plots go (SVG, linked from --out)"
+    )
+    p.add_argument("--json", default="", help="also save the raw results here (benchmarks.plots)")
     p.add_argument(
         "--steps-alone",
         action="store_true",
@@ -855,11 +862,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = [bench_size(n, args, str(tiny), models_dir) for n in args.memories]
     out = Path(args.out)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results))
+    # Drawn before render, which consumes the CPU figures.
+    drawn = plots.bench_pictures(results, Path(args.pictures))
+    pictures = [
+        "## Pictures",
+        "",
+        "Latency against percentile on the nines scale (HdrHistogram's percentile "
+        "distribution; the maximum is off the scale and in the tables), from the runs above:",
+        "",
+        *plots.markdown(drawn, out),
+    ]
     # The hand-written analysis at the end of the file survives a rerun.
     kept = ""
     if out.exists() and ANALYSIS in out.read_text():
         kept = out.read_text()[out.read_text().index(ANALYSIS) :]
-    out.write_text(render(results, argv) + ("\n" + kept if kept else ""))
+    out.write_text(render(results, argv, pictures) + ("\n" + kept if kept else ""))
     log(f"wrote {args.out}")
     return 0
 

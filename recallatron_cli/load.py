@@ -77,7 +77,33 @@ class Recorder:
             "throughput_rps": round(self.requests / elapsed_s, 2) if elapsed_s > 0 else 0.0,
             "requests": self.requests,
             "errors": dict(self.errors),
+            "distribution": self.distribution(),
         }
+
+    def distribution(self) -> list[list[float]]:
+        """[percentile, ms] pairs spaced evenly on the nines scale (0, 90, 99,
+        99.9, ... in tenths of a decade) up to the last percentile the sample
+        count resolves, then the maximum: the data of an HdrHistogram
+        percentile plot. Empty without samples."""
+        h = self.histogram
+        count = h.get_total_count()
+        if not count:
+            return []
+        points = []
+        for step in range(NINES_STEPS + 1):
+            percentile = 100.0 * (1.0 - 10.0 ** (-step / 10.0))
+            # Beyond 1 - 1/count every percentile is the maximum.
+            if step and 1.0 - percentile / 100.0 < 1.0 / count:
+                break
+            points.append(
+                [round(percentile, 5), round(h.get_value_at_percentile(percentile) / 1000.0, 3)]
+            )
+        points.append([100.0, round(h.get_max_value() / 1000.0, 3)])
+        return points
+
+
+# Five nines (99.999%) in tenths of a decade.
+NINES_STEPS = 50
 
 
 class QueryMix:
@@ -329,6 +355,7 @@ def class_summary(recorder: Recorder, distinct: int) -> dict[str, Any]:
         "requests": s["requests"],
         "errors": s["errors"],
         "distinct_queries": distinct,
+        "distribution": s["distribution"],
     }
 
 
