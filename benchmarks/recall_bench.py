@@ -36,7 +36,7 @@ from typing import Any
 from benchmarks import plots
 from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace
+from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace, wait_embedded
 from recallatron_cli.load import models_dir as load_models_dir
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store.recall import CANDIDATE_CAP
@@ -273,7 +273,7 @@ def seeded(stack: Stack, n: int, args: argparse.Namespace) -> list[Client]:
         log,
         members=args.members,
     )
-    clients[0].wait_embedded(timeout=7200)
+    wait_embedded(clients[0], timeout=7200)
     return clients
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import grpc
 
 from recallatron.client import Client
+from recallatron.progress import Progress
 from recallatron.settings import default_state_dir
 from recallatron.vocabulary import MAX_BODY, MAX_QUERY_CHARS, MAX_TITLE, MODES
 
@@ -213,15 +214,21 @@ class Workspace:
 
         # One at a time, in corpus order: rows that score alike are ordered by
         # creation time, so this keeps the figures the same from run to run.
-        for doc in self.dataset.documents:
-            doc_id, memory_id = remember(doc)
-            self.memory_of[doc_id] = memory_id
-            self.doc_of[memory_id] = doc_id
+        documents = self.dataset.documents
+        with Progress(f"{self.dataset.name}: loading", len(documents), "documents") as bar:
+            for doc in documents:
+                doc_id, memory_id = remember(doc)
+                self.memory_of[doc_id] = memory_id
+                self.doc_of[memory_id] = doc_id
+                bar.advance()
 
     def wait_embedded(self, timeout: float = 900.0) -> None:
         """Waits until the embedding job has embedded every memory (the
         workspace status an owner may read)."""
-        self.client.wait_embedded(timeout=timeout)
+        with Progress(f"{self.dataset.name}: embedding", unit="memories") as bar:
+            self.client.wait_embedded(
+                timeout=timeout, on_status=lambda s: bar.update(s.embedded, s.memories)
+            )
 
     def run(self, query: Query, mode: str, rerank: bool) -> tuple[Run, int]:
         """One recall; an answer without the dense arm (in a mode that wants
@@ -360,8 +367,12 @@ def evaluate(
                     run, degraded = ws.run(query, mode, rerank)
                     return query, run, degraded
 
-                with ThreadPoolExecutor(WORKERS) as pool:
+                with (
+                    Progress(f"{dataset.name}: {mode}", len(dataset.queries), "queries") as bar,
+                    ThreadPoolExecutor(WORKERS) as pool,
+                ):
                     for query, run, degraded in pool.map(one, dataset.queries):
+                        bar.advance()
                         runs[mode].runs[(dataset.name, query.id)] = run
                         runs[mode].degraded += degraded
                         scores = query_metrics([h.doc for h in run.hits], dataset.qrels[query.id])
@@ -427,6 +438,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         # The arms run first so that hybrid can be checked against them.
         modes = [m for m in MODES if m in modes]
     datasets = [load_dataset(Path(d)) for d in args.datasets]
+    if args.plot:
+        from recallatron_cli.plots import pyplot
+
+        pyplot()  # before the long run: a missing matplotlib says so now
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -443,6 +458,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         with temporary_stack(log) as (gateway, token):
             report = evaluate(gateway, token, datasets, modes, args.rerank, log)
+    if args.plot:
+        from recallatron_cli.plots import eval_plot
+
+        log(f"drew {eval_plot(report, Path(args.plot))}")
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -465,6 +484,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--gateway", help="a running gateway; default: a temporary local stack")
     p.add_argument("--token", default="", help="operator token of that gateway")
     p.add_argument("--rerank", action="store_true", help="let the cross-encoder re-rank")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw recall@k per mode and per query category (.svg or .png)",
+    )
     p.set_defaults(func=cmd_eval)
     return p
 

@@ -35,6 +35,7 @@ import grpc
 from hdrh.histogram import HdrHistogram
 
 from recallatron.client import Client
+from recallatron.progress import Progress
 from recallatron.vocabulary import DEFAULT_MODE, MODES
 from recallatron_cli import common, synthetic
 
@@ -93,7 +94,7 @@ class Recorder:
         for step in range(NINES_STEPS + 1):
             percentile = 100.0 * (1.0 - 10.0 ** (-step / 10.0))
             # Beyond 1 - 1/count every percentile is the maximum.
-            if step and 1.0 - percentile / 100.0 < 1.0 / count:
+            if step and (1.0 - percentile / 100.0) * count < 1.0 - 1e-9:
                 break
             points.append(
                 [round(percentile, 5), round(h.get_value_at_percentile(percentile) / 1000.0, 3)]
@@ -430,12 +431,23 @@ def _seed(clients: list[Client], count: int, seed: int, log: Callable[[str], Non
 
     # Chunks keep derivations' sources (the 10 before) written first.
     chunk = 200
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with (
+        Progress("seeding", total=count, unit="memories") as bar,
+        ThreadPoolExecutor(max_workers=8) as pool,
+    ):
         for begin in range(0, count, chunk):
-            list(pool.map(write, range(begin, min(begin + chunk, count))))
-            if (begin // chunk) % 25 == 0:
-                log(f"seeded {min(begin + chunk, count)}/{count}")
+            for _ in pool.map(write, range(begin, min(begin + chunk, count))):
+                bar.advance()
     log(f"seeded {count} memories in {time.perf_counter() - started:.1f}s")
+
+
+def wait_embedded(client: Client, timeout: float) -> Any:
+    """Waits until the job has embedded every memory of the client's
+    workspace, showing how far it is; returns the last status."""
+    with Progress("embedding", unit="memories") as bar:
+        return client.wait_embedded(
+            timeout=timeout, on_status=lambda s: bar.update(s.embedded, s.memories)
+        )
 
 
 # -- the command ------------------------------------------------------------------
@@ -523,7 +535,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"{len(clients)} members"
             )
         started = time.perf_counter()
-        status = clients[0].wait_embedded(timeout=args.embed_timeout)
+        status = wait_embedded(clients[0], args.embed_timeout)
         log(
             f"embedded {status.embedded}/{status.memories} "
             f"(waited {time.perf_counter() - started:.1f}s)"

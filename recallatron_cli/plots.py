@@ -18,7 +18,7 @@ Distribution = Sequence[Sequence[float]]
 _NINES_LABELS = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     try:
         import matplotlib
     except ImportError as exc:
@@ -58,7 +58,7 @@ def latency_nines(
     """One panel per entry (side by side, same latency scale), one line per
     series: latency (ms) against percentile on the nines scale. The 100th
     percentile (the maximum) has no place on that scale and is left out."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(
         1, len(panels), figsize=(4.6 * len(panels), 3.4), sharey=True, squeeze=False
     )
@@ -94,7 +94,7 @@ def grouped_bars(
 ) -> Path:
     """Bars by category (the inner keys, in the order of the first group),
     one bar per group side by side, each labelled with its value."""
-    plt = _pyplot()
+    plt = pyplot()
     names = list(dict.fromkeys(k for g in groups.values() for k in g))
     count = max(1, len(groups))
     width = 0.8 / count
@@ -125,7 +125,7 @@ def grouped_bars(
 def eval_plot(report: Mapping[str, Any], path: Path, metrics: Sequence[str] = ()) -> Path:
     """`recallatron eval --plot`: recall@k per mode (all queries) beside
     recall@10 per mode in each query category."""
-    plt = _pyplot()
+    plt = pyplot()
     modes = list(report)
     ks = list(metrics) or [m for m in ("recall@5", "recall@10") if m in report[modes[0]]]
     categories = sorted({c for r in report.values() for c in r.get("per_category", {})})
