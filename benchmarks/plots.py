@@ -23,8 +23,11 @@ def _size(r: dict[str, Any]) -> str:
     return f"{r['memories']:,} memories"
 
 
-def bench_pictures(results: Sequence[dict[str, Any]], directory: Path) -> list[tuple[str, Path]]:
-    """(caption, file) of each picture drawn into ``directory``."""
+def bench_pictures(
+    results: Sequence[dict[str, Any]], directory: Path, suffix: str = ".svg"
+) -> list[tuple[str, Path]]:
+    """(caption, file) of each picture drawn into ``directory`` (SVG, or PNG
+    with suffix ".png")."""
     drawn: list[tuple[str, Path]] = []
     for c in (1, 8):
         panels = [
@@ -44,7 +47,7 @@ def bench_pictures(results: Sequence[dict[str, Any]], directory: Path) -> list[t
                 f"Recall latency by percentile, {what}, one line per mode",
                 latency_nines(
                     panels,
-                    directory / f"latency-c{c}.svg",
+                    directory / f"latency-c{c}{suffix}",
                     f"recall latency by mode, {what} (closed loop)",
                 ),
             )
@@ -66,7 +69,7 @@ def bench_pictures(results: Sequence[dict[str, Any]], directory: Path) -> list[t
                 "Hybrid recall latency by percentile, one client, one line per query class",
                 latency_nines(
                     panels,
-                    directory / "latency-classes.svg",
+                    directory / f"latency-classes{suffix}",
                     "hybrid recall latency by query class, one client",
                 ),
             )
@@ -81,7 +84,7 @@ def bench_pictures(results: Sequence[dict[str, Any]], directory: Path) -> list[t
                 "CPU per hybrid recall (no rerank) by process",
                 grouped_bars(
                     groups,
-                    directory / "cpu-per-recall.svg",
+                    directory / f"cpu-per-recall{suffix}",
                     "CPU per hybrid recall by process",
                     "CPU ms per recall",
                 ),
@@ -103,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", type=Path, help="recall_bench --json output")
     p.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
+    p.add_argument("--format", choices=("svg", "png"), default="svg")
     args = p.parse_args(argv)
     results = json.loads(args.results.read_text())
-    for caption, path in bench_pictures(results, args.out):
+    for caption, path in bench_pictures(results, args.out, "." + args.format):
         print(f"{path}: {caption}")
     return 0
 

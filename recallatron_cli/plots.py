@@ -79,7 +79,7 @@ def latency_nines(
         ax.set_xticks(ticks, _NINES_LABELS[: len(ticks)])
         ax.set_xlim(0, ticks[-1])
     axes[0][0].set_ylabel("latency, ms")
-    fig.suptitle(title)
+    fig.suptitle(title, y=1.03)
     path = _save(fig, path)
     plt.close(fig)
     return path
@@ -98,7 +98,7 @@ def grouped_bars(
     names = list(dict.fromkeys(k for g in groups.values() for k in g))
     count = max(1, len(groups))
     width = 0.8 / count
-    size = (6.4, 0.45 * len(names) * count + 1.2) if horizontal else (6.4, 3.4)
+    size = (6.4, 0.28 * len(names) * count + 1.2) if horizontal else (6.4, 3.4)
     fig, ax = plt.subplots(figsize=size)
     for i, (group, values) in enumerate(groups.items()):
         offsets = [j + (i - (count - 1) / 2) * width for j in range(len(names))]
@@ -158,7 +158,7 @@ def eval_plot(report: Mapping[str, Any], path: Path, metrics: Sequence[str] = ()
         )
         by_category.set_title("recall@10 by query category")
         by_category.tick_params(axis="x", labelrotation=30)
-    fig.suptitle("recallatron eval: " + ", ".join(modes))
+    fig.suptitle("recallatron eval: " + ", ".join(modes), y=1.03)
     path = _save(fig, path)
     plt.close(fig)
     return path
