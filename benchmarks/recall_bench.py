@@ -58,6 +58,11 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def brief(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's figures for the log, without its distributions."""
+    return {k: v for k, v in run.items() if k not in ("distribution", "classes")}
+
+
 def _tree_cpu(roots: dict[str, int]) -> dict[str, float]:
     """CPU seconds (user + system) used so far by each named process and all
     its descendants, from /proc (Linux); this process alone (its children are
@@ -297,7 +302,7 @@ def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) ->
             for c in (1, 8):
                 key = f"{mode}{'+rerank' if rerank else ''}@c{c}"
                 out["closed"][key] = closed(client, pools, mode, rerank, c, args.duration)
-                log(f"{n} {key}: {out['closed'][key]}")
+                log(f"{n} {key}: {brief(out['closed'][key])}")
         # The narrow caller, one recall at a time, every mode.
         narrow = clients[NARROW_MEMBER]
         out["narrow_share"] = synthetic.visible_share(
@@ -309,12 +314,12 @@ def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) ->
             out["narrow"][key] = closed(
                 narrow, pools, mode, rerank, 1, args.duration, purpose=NARROW_PURPOSE
             )
-            log(f"{n} narrow {key}: {out['narrow'][key]}")
+            log(f"{n} narrow {key}: {brief(out['narrow'][key])}")
         out["open"] = {}
         for rate in RATES:
             r = opened(client, pools, rate, args.duration)
             out["open"][rate] = r
-            log(f"{n} open {rate}/s: {r}")
+            log(f"{n} open {rate}/s: {brief(r)}")
             if r["p99_ms"] > 100 or r["errors"]:
                 break
         out["split"] = split_cost(stack, client, qs, models_dir, tiny, args)
