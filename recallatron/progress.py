@@ -81,6 +81,9 @@ class Progress:
         self.interval = _interval() if interval is None else interval
         self.clock = clock
         self.completed = 0.0
+        # The count first set by update(): a wait that starts part-way (say,
+        # most memories already embedded) has its rate from there.
+        self._base: float | None = None
         self._lock = threading.Lock()
         self._started = clock()
         self._last_line = self._started
@@ -134,7 +137,8 @@ class Progress:
         elapsed = self.clock() - self._started
         unit = f" {self.unit}" if self.unit else ""
         done = _count(self.completed)
-        rate = self.completed / elapsed if elapsed > 0 else 0.0
+        progressed = self.completed - (self._base or 0.0)
+        rate = progressed / elapsed if elapsed > 0 else 0.0
         if self.total:
             head = f"{self.description}: {done}/{_count(self.total)}{unit}"
             head += f" ({100.0 * self.completed / self.total:.0f}%)"
@@ -142,7 +146,7 @@ class Progress:
             head = f"{self.description}: {done}{unit}"
         if final:
             return f"{head}, done in {duration(elapsed)}" + (
-                f" ({rate:,.1f}/s)" if rate and self.completed > 1 else ""
+                f" ({rate:,.1f}/s)" if rate and progressed > 1 else ""
             )
         parts = [head, f"{rate:,.1f}/s" if rate else "-/s", f"{duration(elapsed)} so far"]
         if self.total and rate > 0 and self.completed < self.total:
@@ -165,11 +169,15 @@ class Progress:
 
     def advance(self, amount: float = 1) -> None:
         with self._lock:
+            if self._base is None:
+                self._base = 0.0
             self._set(self.completed + amount, None)
 
     def update(self, completed: float, total: float | None = None) -> None:
         """Sets the count (and the total, when it becomes known or changes)."""
         with self._lock:
+            if self._base is None:
+                self._base = completed
             self._set(completed, total)
 
     def _set(self, completed: float, total: float | None) -> None:

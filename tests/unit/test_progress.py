@@ -57,6 +57,7 @@ def test_plain_lines_come_at_the_interval_with_rate_and_time_left() -> None:
 
 
 def test_an_unknown_total_then_a_known_one() -> None:
+    """A wait that starts at 50: its rate counts from there."""
     out, clock = io.StringIO(), Clock()
     bar = Progress("embedding", unit="memories", stream=out, mode="lines", interval=0, clock=clock)
     clock.now = 5
@@ -66,10 +67,18 @@ def test_an_unknown_total_then_a_known_one() -> None:
     bar.close()
     bar.close()  # twice is once
     assert out.getvalue().splitlines() == [
-        "embedding: 50 memories, 10.0/s, 5s so far",
-        "embedding: 100/400 memories (25%), 10.0/s, 10s so far, ~30s left",
-        "embedding: 100/400 memories (25%), done in 10s (10.0/s)",
+        "embedding: 50 memories, -/s, 5s so far",
+        "embedding: 100/400 memories (25%), 5.0/s, 10s so far, ~1m00s left",
+        "embedding: 100/400 memories (25%), done in 10s (5.0/s)",
     ]
+
+
+def test_a_wait_already_done_shows_no_rate() -> None:
+    """The rate counts from the first count seen, not from zero."""
+    out, clock = io.StringIO(), Clock()
+    with Progress("embedding", unit="memories", stream=out, mode="lines", clock=clock) as bar:
+        bar.update(11_200, total=11_200)
+    assert out.getvalue() == "embedding: 11,200/11,200 memories (100%), done in 0s\n"
 
 
 def test_off_writes_nothing_and_nothing_goes_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
