@@ -132,8 +132,9 @@ class Progress:
         self._bar.start()
         self._task = self._bar.add_task(self.description, total=self.total)
 
-    def line(self, final: bool = False) -> str:
-        """The plain line for the current state."""
+    def line(self, final: bool = False, stopped: bool = False) -> str:
+        """The plain line for the current state (the last one: ``final``;
+        of work cut short: ``stopped``)."""
         elapsed = self.clock() - self._started
         unit = f" {self.unit}" if self.unit else ""
         done = _count(self.completed)
@@ -145,7 +146,8 @@ class Progress:
         else:
             head = f"{self.description}: {done}{unit}"
         if final:
-            return f"{head}, done in {duration(elapsed)}" + (
+            ending = "stopped after" if stopped else "done in"
+            return f"{head}, {ending} {duration(elapsed)}" + (
                 f" ({rate:,.1f}/s)" if rate and progressed > 1 else ""
             )
         parts = [head, f"{rate:,.1f}/s" if rate else "-/s", f"{duration(elapsed)} so far"]
@@ -194,7 +196,8 @@ class Progress:
                 self._last_line = now
                 self._emit(self.line())
 
-    def close(self) -> None:
+    def close(self, stopped: bool = False) -> None:
+        """Ends the display; ``stopped``: the work did not finish."""
         with self._lock:
             if self._closed:
                 return
@@ -203,7 +206,7 @@ class Progress:
                 self._bar.update(self._task, completed=self.completed, total=self.total)
                 self._bar.stop()
             elif self.mode == "lines":
-                self._emit(self.line(final=True))
+                self._emit(self.line(final=True, stopped=stopped))
 
     def __enter__(self) -> Progress:
         return self
@@ -214,7 +217,7 @@ class Progress:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
+        self.close(stopped=kind is not None)
 
 
 def _count(value: float) -> str:

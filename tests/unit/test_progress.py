@@ -133,6 +133,18 @@ def test_workers_may_advance_at_once() -> None:
     assert out.getvalue().startswith("parallel: 8,000/8,000 (100%), done in")
 
 
+def test_work_cut_short_says_so() -> None:
+    out, clock = io.StringIO(), Clock()
+    with (
+        pytest.raises(KeyboardInterrupt),
+        Progress("importing turns", 4000, "rows", stream=out, mode="lines", clock=clock) as bar,
+    ):
+        clock.now = 2
+        bar.advance(500)
+        raise KeyboardInterrupt
+    assert out.getvalue() == "importing turns: 500/4,000 rows (12%), stopped after 2s (250.0/s)\n"
+
+
 def test_durations_read_well() -> None:
     assert [duration(s) for s in (0, 9.6, 61, 3599, 3600 * 2 + 180)] == [
         "0s",

@@ -97,9 +97,9 @@ class _Shown:
         if _Stop.requested:
             raise Interrupted
 
-    def close(self) -> None:
+    def close(self, stopped: bool = False) -> None:
         if self.bar is not None:
-            self.bar.close()
+            self.bar.close(stopped)
             self.bar = None
 
 
@@ -129,9 +129,11 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             args.sqlite, args.graph, args.workspace, args.owner, args.dry_run, report=report
         )
     except (errors.DomainError, OldStoreError) as exc:
+        shown.close(stopped=True)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (KeyboardInterrupt, Interrupted):
+        shown.close(stopped=True)
         print("interrupted: committed batches stay; rerun to finish", file=sys.stderr)
         code = EXIT_INTERRUPTED
     finally:
