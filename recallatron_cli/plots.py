@@ -105,6 +105,8 @@ def grouped_bars(
         heights = [values.get(n, 0.0) for n in names]
         bars = (ax.barh if horizontal else ax.bar)(offsets, heights, width, label=group)
         ax.bar_label(bars, fmt="%.3g", padding=2, fontsize=7)
+    # Room for the value labels past the longest bar.
+    ax.margins(**({"x": 0.08} if horizontal else {"y": 0.08}))
     if horizontal:
         ax.set_yticks(range(len(names)), names)
         ax.invert_yaxis()  # the first category on top
