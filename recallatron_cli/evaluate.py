@@ -345,20 +345,16 @@ def evaluate(
     datasets: Sequence[Dataset],
     modes: Sequence[str] = MODES,
     rerank: bool = False,
-    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Runs the evaluation; returns one object keyed by mode."""
+    """Runs the evaluation (its progress on stderr); returns one object keyed by mode."""
     per_query: dict[str, list[tuple[Dataset, Query, dict[str, float]]]] = defaultdict(list)
     runs: dict[str, ModeRuns] = {m: ModeRuns() for m in modes}
     for dataset in datasets:
-        log(f"{dataset.name}: loading {len(dataset.documents)} documents ...")
         ws = Workspace(gateway, admin_token, dataset)
         try:
             ws.load()
             if any(m != "lexical" for m in modes):
-                log(f"{dataset.name}: waiting for every memory to be embedded ...")
                 ws.wait_embedded()
-            log(f"{dataset.name}: {len(dataset.queries)} queries x {', '.join(modes)} ...")
             for mode in modes:
 
                 def one(
@@ -454,10 +450,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             token = path.read_text().strip() if path.is_file() else ""
         if not token:
             sys.exit("no operator token: pass --token or set RECALLATRON_ADMIN_TOKEN")
-        report = evaluate(args.gateway, token, datasets, modes, args.rerank, log)
+        report = evaluate(args.gateway, token, datasets, modes, args.rerank)
     else:
         with temporary_stack(log) as (gateway, token):
-            report = evaluate(gateway, token, datasets, modes, args.rerank, log)
+            report = evaluate(gateway, token, datasets, modes, args.rerank)
     if args.plot:
         from recallatron_cli.plots import eval_plot
 

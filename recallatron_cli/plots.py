@@ -143,14 +143,14 @@ def eval_plot(report: Mapping[str, Any], path: Path, metrics: Sequence[str] = ()
             drawn = ax.bar(offsets, [value(mode, label) for label in labels], width, label=mode)
             ax.bar_label(drawn, fmt="%.2f", padding=1, fontsize=6)
         ax.set_xticks(range(len(labels)), labels)
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(0, 1.12)  # room for the legend above the bars
         ax.grid(True, axis="y", alpha=0.3)
 
     overall = axes[0][0]
     bars(overall, ks, lambda mode, k: report[mode][k])
     overall.set_title(f"all queries ({report[modes[0]]['queries']})")
     overall.set_ylabel("share of relevant documents found")
-    overall.legend(frameon=False, loc="lower right")
+    overall.legend(frameon=False, loc="upper left", ncol=len(modes))
     if categories:
         by_category = axes[0][1]
         bars(
@@ -159,7 +159,8 @@ def eval_plot(report: Mapping[str, Any], path: Path, metrics: Sequence[str] = ()
             lambda mode, c: report[mode].get("per_category", {}).get(c, {}).get("recall@10", 0.0),
         )
         by_category.set_title("recall@10 by query category")
-        by_category.tick_params(axis="x", labelrotation=30)
+        if max(len(c) for c in categories) > 6:
+            by_category.tick_params(axis="x", labelrotation=30)
     fig.suptitle("recallatron eval: " + ", ".join(modes), y=1.03)
     path = _save(fig, path)
     plt.close(fig)
