@@ -392,14 +392,13 @@ def seed_workspace(
         creds_dir.mkdir(parents=True, exist_ok=True)
         creds_path.write_text(json.dumps({"workspace_id": ws.id, "tokens": tokens}))
         clients = [Client(gateway, t, timeout=30) for t in tokens]
-    _seed(clients, memories, seed, log)
+    _seed(clients, memories, seed)
     return clients
 
 
-def _seed(clients: list[Client], count: int, seed: int, log: Callable[[str], None]) -> None:
+def _seed(clients: list[Client], count: int, seed: int) -> None:
     items = list(synthetic.memories(count, seed, members=len(clients)))
     ids: list[str | None] = [None] * count
-    started = time.perf_counter()
 
     def write(i: int) -> None:
         m = items[i]
@@ -438,7 +437,6 @@ def _seed(clients: list[Client], count: int, seed: int, log: Callable[[str], Non
         for begin in range(0, count, chunk):
             for _ in pool.map(write, range(begin, min(begin + chunk, count))):
                 bar.advance()
-    log(f"seeded {count} memories in {time.perf_counter() - started:.1f}s")
 
 
 def wait_embedded(client: Client, timeout: float) -> Any:
@@ -534,12 +532,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"recallatron load: --member {args.member}: the workspace has "
                 f"{len(clients)} members"
             )
-        started = time.perf_counter()
-        status = wait_embedded(clients[0], args.embed_timeout)
-        log(
-            f"embedded {status.embedded}/{status.memories} "
-            f"(waited {time.perf_counter() - started:.1f}s)"
-        )
+        wait_embedded(clients[0], args.embed_timeout)
         client = clients[args.member]
         rerank = args.rerank
         share = synthetic.visible_share(
