@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -434,13 +434,21 @@ class Client:
     def status(self) -> pb.GetStatusResponse:
         return self.call(self.admin.GetStatus, pb.GetStatusRequest())
 
-    def wait_embedded(self, timeout: float = 600.0, poll: float = 0.5) -> pb.GetStatusResponse:
-        """Blocks until the embedding job has caught up (owner token)."""
+    def wait_embedded(
+        self,
+        timeout: float = 600.0,
+        poll: float = 0.5,
+        on_status: Callable[[pb.GetStatusResponse], None] | None = None,
+    ) -> pb.GetStatusResponse:
+        """Blocks until the embedding job has caught up (owner token);
+        ``on_status`` sees every status read (progress)."""
         import time
 
         deadline = time.monotonic() + timeout
         while True:
             status = self.status()
+            if on_status is not None:
+                on_status(status)
             if status.pending == 0 and status.embedded >= status.memories:
                 return status
             if time.monotonic() > deadline:

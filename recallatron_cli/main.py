@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from recallatron.client import Client
+from recallatron.progress import Progress
 from recallatron.secretfiles import write_private
 from recallatron.vocabulary import KINDS, MODES, PURPOSES
 from recallatron_cli import common, graph
@@ -119,10 +120,13 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     dbs = Databases(StoreSettings())
     dbs.bootstrap()
     control = ControlPlane(dbs)
-    for workspace_id in control.all_workspaces():
-        ws = control.workspace(workspace_id)
-        applied = dbs.migrate_workspace(ws.server, ws.database_name)
-        print(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
+    workspaces = control.all_workspaces()
+    with Progress("migrating", len(workspaces), "workspaces") as bar:
+        for workspace_id in workspaces:
+            ws = control.workspace(workspace_id)
+            applied = dbs.migrate_workspace(ws.server, ws.database_name)
+            bar.echo(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
+            bar.advance()
     dbs.close()
     print("migrations done")
     return 0
@@ -183,7 +187,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         slug = job.control.workspace(workspace_id).slug
         queued = job.enqueue_rebuild(workspace_id, force=args.force)
         print(f"{slug}: {queued} memories queued", flush=True)
-        done = job.drain(workspace_id, lambda left, s=slug: print(f"{s}: {left} left", flush=True))
+        with Progress(f"{slug}: embedding", queued, "memories") as bar:
+            # The backlog left; writes meanwhile may keep it above the queued count.
+            done = job.drain(workspace_id, lambda left, b=bar, q=queued: b.update(max(0, q - left)))
         dropped = job.drop_stale(workspace_id)
         print(f"{slug}: {done} embedded, {dropped} stale vectors removed", flush=True)
     job.dbs.close()
