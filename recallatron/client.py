@@ -159,6 +159,7 @@ class Client:
         claims: GraphItems = (),
         relations: GraphItems = (),
         aliases: GraphItems = (),
+        episode_id: str = "",
     ) -> pb.RememberResponse:
         req = pb.RememberRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -169,6 +170,7 @@ class Client:
             mentions=mentions(mention_names, mention_ids),
             about_ids=list(about),
             purpose=PURPOSE.value(purpose),
+            episode_id=episode_id,
         )
         aud = audience(audience_to)
         if aud is not None:
@@ -360,16 +362,67 @@ class Client:
         speaker_member_id: str = "",
         purpose: str = DEFAULT_PURPOSE,
         request_id: str = "",
+        episode_id: str = "",
     ) -> pb.CaptureResponse:
         req = pb.CaptureRequest(
             request_id=request_id,
             speaker_member_id=speaker_member_id,
             text=text,
             purpose=PURPOSE.value(purpose),
+            episode_id=episode_id,
         )
         if occurred_at is not None:
             req.occurred_at.FromDatetime(occurred_at)
         return self.call(self.memory.Capture, req)
+
+    def create_episode(
+        self,
+        title: str,
+        started_at: str,
+        ended_at: str | None = None,
+        *,
+        audience_to: str | None = None,
+        purposes: Sequence[str] = (),
+        member_ids: Sequence[str] = (),
+        entity_ids: Sequence[str] = (),
+        purpose: str = DEFAULT_PURPOSE,
+    ) -> pb.CreateEpisodeResponse:
+        req = pb.CreateEpisodeRequest(
+            title=title,
+            purposes=[PURPOSE.value(p) for p in purposes],
+            member_ids=list(member_ids),
+            entity_ids=list(entity_ids),
+            purpose=PURPOSE.value(purpose),
+        )
+        req.started_at.CopyFrom(_ts(started_at, "started_at"))
+        if ended_at:
+            req.ended_at.CopyFrom(_ts(ended_at, "ended_at"))
+        aud = audience(audience_to)
+        if aud is not None:
+            req.audience.CopyFrom(aud)
+        return self.call(self.memory.CreateEpisode, req)
+
+    def timeline(
+        self,
+        entity_id: str = "",
+        episode_id: str = "",
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        page_token: str = "",
+        purpose: str = DEFAULT_PURPOSE,
+    ) -> pb.TimelineResponse:
+        req = pb.TimelineRequest(
+            entity_id=entity_id,
+            episode_id=episode_id,
+            page_token=page_token,
+            purpose=PURPOSE.value(purpose),
+        )
+        if start:
+            getattr(req, "from").CopyFrom(_ts(start, "from"))
+        if end:
+            req.to.CopyFrom(_ts(end, "to"))
+        return self.call(self.memory.Timeline, req)
 
     # -- dedup review ------------------------------------------------------
 

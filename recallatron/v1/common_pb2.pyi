@@ -782,6 +782,7 @@ class Memory(_message.Message):
     CLAIMS_FIELD_NUMBER: _builtins.int
     RELATIONS_FIELD_NUMBER: _builtins.int
     ALIASES_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     kind: Global___Kind.ValueType
     title: _builtins.str
@@ -792,6 +793,8 @@ class Memory(_message.Message):
     created_by: _builtins.str
     superseded_by_id: _builtins.str
     """Set when a newer memory replaced this one."""
+    episode_id: _builtins.str
+    """Its episode, when the reader may see that episode."""
     @_builtins.property
     def audience(self) -> Global___Audience: ...
     @_builtins.property
@@ -852,10 +855,11 @@ class Memory(_message.Message):
         claims: _abc.Iterable[Global___AttributeClaim] | None = ...,
         relations: _abc.Iterable[Global___RelationClaim] | None = ...,
         aliases: _abc.Iterable[Global___AliasClaim] | None = ...,
+        episode_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "origin", b"origin", "purposes", b"purposes", "relations", b"relations", "revision", b"revision", "revisions", b"revisions", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "episode_id", b"episode_id", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "origin", b"origin", "purposes", b"purposes", "relations", b"relations", "revision", b"revision", "revisions", b"revisions", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1117,3 +1121,42 @@ class RecallOutcome(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecallOutcome: _TypeAlias = RecallOutcome  # noqa: Y015
+
+@_typing.final
+class TimelineEvent(_message.Message):
+    """One event of a timeline: when (valid time where a claim states one, else
+    record time), what, and the memory that says so.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """memory | claim_start | claim_end | relation_start | relation_end |
+    correction | supersession
+    """
+    memory_id: _builtins.str
+    entity_id: _builtins.str
+    summary: _builtins.str
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        kind: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        entity_id: _builtins.str = ...,
+        summary: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "entity_id", b"entity_id", "kind", b"kind", "memory_id", b"memory_id", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimelineEvent: _TypeAlias = TimelineEvent  # noqa: Y015

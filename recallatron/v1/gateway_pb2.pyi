@@ -145,6 +145,7 @@ class RememberRequest(_message.Message):
     CLAIMS_FIELD_NUMBER: _builtins.int
     RELATIONS_FIELD_NUMBER: _builtins.int
     ALIASES_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client request id: a retry with the same id returns the first result."""
     kind: _common_pb2.Kind.ValueType
@@ -153,6 +154,8 @@ class RememberRequest(_message.Message):
     confidence: _builtins.float
     """0..1; default 1."""
     purpose: _common_pb2.Purpose.ValueType
+    episode_id: _builtins.str
+    """The episode it belongs to (one you may see)."""
     @_builtins.property
     def audience(self) -> _common_pb2.Audience:
         """Default: the caller only."""
@@ -187,10 +190,11 @@ class RememberRequest(_message.Message):
         claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
         relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
         aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        episode_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "episode_id", b"episode_id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -900,11 +904,16 @@ class CaptureRequest(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     OCCURRED_AT_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     speaker_member_id: _builtins.str
     """The member who spoke; default: the caller."""
     text: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    episode_id: _builtins.str
+    """The episode the turn belongs to; default: the speaker's open one (turns
+    more than 2 hours apart start a new one).
+    """
     @_builtins.property
     def occurred_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -915,10 +924,11 @@ class CaptureRequest(_message.Message):
         text: _builtins.str = ...,
         occurred_at: _timestamp_pb2.Timestamp | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        episode_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at", "purpose", b"purpose", "request_id", b"request_id", "speaker_member_id", b"speaker_member_id", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_id", b"episode_id", "occurred_at", b"occurred_at", "purpose", b"purpose", "request_id", b"request_id", "speaker_member_id", b"speaker_member_id", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1224,3 +1234,136 @@ class NeighborsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NeighborsResponse: _TypeAlias = NeighborsResponse  # noqa: Y015
+
+@_typing.final
+class CreateEpisodeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TITLE_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    AUDIENCE_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    MEMBER_IDS_FIELD_NUMBER: _builtins.int
+    ENTITY_IDS_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    title: _builtins.str
+    purpose: _common_pb2.Purpose.ValueType
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp:
+        """Default: started_at."""
+
+    @_builtins.property
+    def audience(self) -> _common_pb2.Audience:
+        """Default: the caller only."""
+
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """Default: {assist}."""
+
+    @_builtins.property
+    def member_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Participants: members of the workspace, and entities you may see."""
+
+    @_builtins.property
+    def entity_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        title: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+        audience: _common_pb2.Audience | None = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        member_ids: _abc.Iterable[_builtins.str] | None = ...,
+        entity_ids: _abc.Iterable[_builtins.str] | None = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "ended_at", b"ended_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "ended_at", b"ended_at", "entity_ids", b"entity_ids", "member_ids", b"member_ids", "purpose", b"purpose", "purposes", b"purposes", "started_at", b"started_at", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateEpisodeRequest: _TypeAlias = CreateEpisodeRequest  # noqa: Y015
+
+@_typing.final
+class CreateEpisodeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_id", b"episode_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateEpisodeResponse: _TypeAlias = CreateEpisodeResponse  # noqa: Y015
+
+@_typing.final
+class TimelineRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    """One of them, or neither for the whole workspace."""
+    episode_id: _builtins.str
+    page_token: _builtins.str
+    purpose: _common_pb2.Purpose.ValueType
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity_id: _builtins.str = ...,
+        episode_id: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        page_token: _builtins.str = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "episode_id", b"episode_id", "from", b"from", "page_token", b"page_token", "purpose", b"purpose", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimelineRequest: _TypeAlias = TimelineRequest  # noqa: Y015
+
+@_typing.final
+class TimelineResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this page is the last."""
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.TimelineEvent]:
+        """At most MAX_TIMELINE_EVENTS, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[_common_pb2.TimelineEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimelineResponse: _TypeAlias = TimelineResponse  # noqa: Y015

@@ -91,6 +91,16 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.FromString,
                 _registered_method=True)
+        self.CreateEpisode = channel.unary_unary(
+                '/recallatron.v1.MemoryService/CreateEpisode',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.FromString,
+                _registered_method=True)
+        self.Timeline = channel.unary_unary(
+                '/recallatron.v1.MemoryService/Timeline',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -169,6 +179,19 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateEpisode(self, request, context):
+        """Episodes (dated spans of a conversation or event) and timelines.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Timeline(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -226,6 +249,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Neighbors,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.SerializeToString,
+            ),
+            'CreateEpisode': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateEpisode,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.SerializeToString,
+            ),
+            'Timeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.Timeline,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -527,6 +560,60 @@ class MemoryService:
             '/recallatron.v1.MemoryService/Neighbors',
             recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/CreateEpisode',
+            recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Timeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/Timeline',
+            recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -516,11 +516,15 @@ class CreateMemoryRequest(_message.Message):
     CLAIMS_FIELD_NUMBER: _builtins.int
     RELATIONS_FIELD_NUMBER: _builtins.int
     ALIASES_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    CAPTURED_AT_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     kind: _common_pb2.Kind.ValueType
     title: _builtins.str
     body: _builtins.str
     confidence: _builtins.float
+    episode_id: _builtins.str
+    """The episode it belongs to (one the caller may see)."""
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
@@ -537,6 +541,12 @@ class CreateMemoryRequest(_message.Message):
     def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
     @_builtins.property
     def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
+    @_builtins.property
+    def captured_at(self) -> _timestamp_pb2.Timestamp:
+        """Set by capture: the turn's time. Without an episode_id the memory joins
+        the speaker's episode still open then (a gap of 2 hours at most), or opens one.
+        """
+
     def __init__(
         self,
         *,
@@ -553,10 +563,12 @@ class CreateMemoryRequest(_message.Message):
         claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
         relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
         aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        episode_id: _builtins.str = ...,
+        captured_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "captured_at", b"captured_at", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "captured_at", b"captured_at", "claims", b"claims", "confidence", b"confidence", "episode_id", b"episode_id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -1576,3 +1588,130 @@ class NamedEntitiesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NamedEntitiesResponse: _TypeAlias = NamedEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceCreateEpisodeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    AUDIENCE_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    MEMBER_IDS_FIELD_NUMBER: _builtins.int
+    ENTITY_IDS_FIELD_NUMBER: _builtins.int
+    title: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def audience(self) -> _common_pb2.Audience:
+        """Default: the caller only."""
+
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """Default: {assist}."""
+
+    @_builtins.property
+    def member_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def entity_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        title: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+        audience: _common_pb2.Audience | None = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        member_ids: _abc.Iterable[_builtins.str] | None = ...,
+        entity_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "caller", b"caller", "ended_at", b"ended_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "caller", b"caller", "ended_at", b"ended_at", "entity_ids", b"entity_ids", "member_ids", b"member_ids", "purposes", b"purposes", "started_at", b"started_at", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceCreateEpisodeRequest: _TypeAlias = StoreServiceCreateEpisodeRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceCreateEpisodeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_id", b"episode_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceCreateEpisodeResponse: _TypeAlias = StoreServiceCreateEpisodeResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceTimelineRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    episode_id: _builtins.str
+    page_token: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        entity_id: _builtins.str = ...,
+        episode_id: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "entity_id", b"entity_id", "episode_id", b"episode_id", "from", b"from", "page_token", b"page_token", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceTimelineRequest: _TypeAlias = StoreServiceTimelineRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceTimelineResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.TimelineEvent]: ...
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[_common_pb2.TimelineEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceTimelineResponse: _TypeAlias = StoreServiceTimelineResponse  # noqa: Y015

@@ -65,6 +65,9 @@ class StoreServiceStub:
     EntityNeighbors: _grpc.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]
     NamedEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]
     """The entities a text names exactly (recall's entity cards)."""
+    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceCreateEpisodeRequest, _store_pb2.StoreServiceCreateEpisodeResponse]
+    """Episodes and timelines."""
+    Timeline: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceTimelineRequest, _store_pb2.StoreServiceTimelineResponse]
     LexicalCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]
     """Recall support."""
     DenseCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]
@@ -120,6 +123,9 @@ class StoreServiceAsyncStub(StoreServiceStub):
     EntityNeighbors: _aio.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]  # type: ignore[assignment]
     NamedEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]  # type: ignore[assignment]
     """The entities a text names exactly (recall's entity cards)."""
+    CreateEpisode: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceCreateEpisodeRequest, _store_pb2.StoreServiceCreateEpisodeResponse]  # type: ignore[assignment]
+    """Episodes and timelines."""
+    Timeline: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceTimelineRequest, _store_pb2.StoreServiceTimelineResponse]  # type: ignore[assignment]
     LexicalCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]  # type: ignore[assignment]
     """Recall support."""
     DenseCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]  # type: ignore[assignment]
@@ -274,6 +280,21 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.NamedEntitiesResponse, _abc.Awaitable[_store_pb2.NamedEntitiesResponse]]:
         """The entities a text names exactly (recall's entity cards)."""
+
+    @_abc_1.abstractmethod
+    def CreateEpisode(
+        self,
+        request: _store_pb2.StoreServiceCreateEpisodeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceCreateEpisodeResponse, _abc.Awaitable[_store_pb2.StoreServiceCreateEpisodeResponse]]:
+        """Episodes and timelines."""
+
+    @_abc_1.abstractmethod
+    def Timeline(
+        self,
+        request: _store_pb2.StoreServiceTimelineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceTimelineResponse, _abc.Awaitable[_store_pb2.StoreServiceTimelineResponse]]: ...
 
     @_abc_1.abstractmethod
     def LexicalCandidates(

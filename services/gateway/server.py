@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from recallatron import errors, internal_auth
+from recallatron import convert, errors, internal_auth
 from recallatron.grpcclient import make_channel
 from recallatron.grpcserver import current_method
 from recallatron.tools import TOOLS
@@ -384,6 +384,10 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
                 body=capture.body_with_time(said.body, occurred),
                 audience=audience,
                 purposes=[request.purpose or cpb.PURPOSE_ASSIST],
+                episode_id=request.episode_id,
+                captured_at=request.occurred_at
+                if request.HasField("occurred_at")
+                else convert.timestamp(datetime.now(UTC)),
             ),
         )
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
@@ -403,6 +407,26 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         _copy_fields(request, store_request, exclude={"purpose"})
         resp = self.peers.store_call("EntityNeighbors", store_request)
         return pb.NeighborsResponse(nodes=resp.nodes, edges=resp.edges, truncated=resp.truncated)
+
+    def CreateEpisode(
+        self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.CreateEpisodeResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.StoreServiceCreateEpisodeRequest(
+            caller=caller(ident, request.purpose)
+        )
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("CreateEpisode", store_request)
+        return pb.CreateEpisodeResponse(episode_id=resp.episode_id)
+
+    def Timeline(
+        self, request: pb.TimelineRequest, context: grpc.ServicerContext
+    ) -> pb.TimelineResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.StoreServiceTimelineRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("Timeline", store_request)
+        return pb.TimelineResponse(events=resp.events, next_page_token=resp.next_page_token)
 
     def DescribeTools(
         self,

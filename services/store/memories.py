@@ -4,6 +4,7 @@ each one; not visible answers exactly like not there."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from recallatron.vocabulary import (
     MAX_TITLE,
     PURPOSES,
 )
+from services.store import episodes
 from services.store import graph as graph_
 from services.store import memory_queries as mq
 from services.store import trust as trust_rules
@@ -51,6 +53,8 @@ class NewMemory:
     about_ids: Sequence[str] = ()
     # The claims, relations and aliases the memory states.
     graph: graph_.GraphIn = graph_.NO_GRAPH
+    # The episode it belongs to (one the caller may see), if any.
+    episode_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ class MemoryView:
     created_at: datetime
     updated_at: datetime
     superseded_by_id: str | None
+    # The memory's episode, when the reader may see it.
+    episode_id: str | None = None
     links: list[tuple[str, Ref]] = field(default_factory=list)
     mentions: list[tuple[str, str]] = field(default_factory=list)
     supersedes: list[Ref] = field(default_factory=list)
@@ -124,6 +130,7 @@ def _view(row: Sequence[Any]) -> MemoryView:
         created_by=str(row[10]),
         created_at=row[11],
         updated_at=row[12],
+        episode_id=str(row[13]) if row[13] else None,
     )
 
 
@@ -203,6 +210,7 @@ class MemoryStore:
                 trust.audience,
                 sorted(trust.purposes),
                 caller.member_id,
+                new.episode_id,
             ),
         )
         if links:
@@ -270,8 +278,18 @@ class MemoryStore:
 
     # -- tools -------------------------------------------------------------
 
-    def remember(self, caller: Caller, request_id: str, new: NewMemory) -> WriteResult:
+    def remember(
+        self,
+        caller: Caller,
+        request_id: str,
+        new: NewMemory,
+        captured_at: datetime | None = None,
+    ) -> WriteResult:
+        """A told memory. ``captured_at`` (capture's turn time) puts it, when
+        it names no episode, in the speaker's episode open then, or a new one."""
         self._validate_new(new)
+        if new.episode_id:
+            v.uuid_str(new.episode_id, "episode_id")
         self._check_audience(caller, new.audience)
         # Default audience: the caller alone. Sharing is a deliberate choice.
         audience = caller.member_id if isinstance(new.audience, _Empty) else new.audience
@@ -283,7 +301,15 @@ class MemoryStore:
                 raise errors.NotFound("about_ids: a memory was not found")
             memory_id = str(uuid.uuid4())
             links = [("about", t) for t in about]
-            self._insert(conn, caller, memory_id, new, "told", trust, links)
+            episode = new.episode_id
+            if episode:
+                episode = episodes.check_visible(conn, episode)
+            elif captured_at is not None:
+                # The episode is the speaker's own, for the turn's purpose.
+                own = Trust(caller.member_id, frozenset({caller.purpose}))
+                episode = episodes.for_capture(conn, caller, captured_at, own)
+            placed = dataclasses.replace(new, episode_id=episode or None)
+            self._insert(conn, caller, memory_id, placed, "told", trust, links)
             self._audit(conn, caller, "remember", memory_id, request_id)
             return memory_id
 

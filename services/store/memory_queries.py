@@ -7,13 +7,14 @@ embeddings) to what the caller may see."""
 MEMORY_COLUMNS = """
 m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
 (SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id), m.audience_member_id,
-m.purposes::text[], m.created_by, m.created_at, m.updated_at
+m.purposes::text[], m.created_by, m.created_at, m.updated_at,
+(SELECT ep.id FROM episode ep WHERE ep.id = m.episode_id)
 """
 
 INSERT_MEMORY = """
 INSERT INTO memory (id, kind, title, body, confidence, origin, audience_member_id, purposes,
-                    created_by)
-VALUES (%s, %s::memory_kind, %s, %s, %s, %s::memory_origin, %s, %s::purpose[], %s)
+                    created_by, episode_id)
+VALUES (%s, %s::memory_kind, %s, %s, %s, %s::memory_origin, %s, %s::purpose[], %s, %s)
 """
 # All of a memory's links in one statement: the trigger that folds them into
 # its provenance (migration 0006) then runs once.

@@ -480,3 +480,132 @@ def test_recall_carries_the_card_of_an_entity_the_query_names(team: Team) -> Non
     ]
     # Part of a name is not the name.
     assert list(bob.recall("apollo", mode="lexical").outcome.entities) == []
+
+
+def test_timeline_of_an_entity_in_valid_time_order_with_paging(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    first = ada.remember(
+        "Vale elected",
+        audience_to="workspace",
+        claims=[
+            {
+                "entity": {"name": "Mayor Vale"},
+                "attribute": "office",
+                "value": "mayor",
+                "valid_from": "2020-01-01T00:00:00Z",
+                "valid_until": "2024-01-01T00:00:00Z",
+            }
+        ],
+    ).memory
+    vale = first.claims[0].entity.id
+    second = ada.remember(
+        "Vale's party",
+        audience_to="workspace",
+        mention_ids=[vale],
+        relations=[
+            {
+                "subject": {"entity_id": vale},
+                "predicate": "member_of",
+                "object": {"name": "Civic Party"},
+                "valid_from": "2019-05-01T00:00:00Z",
+            }
+        ],
+    ).memory
+    private = ada.remember(
+        "Vale's health",
+        mention_ids=[vale],
+        claims=[
+            {
+                "entity": {"entity_id": vale},
+                "attribute": "health",
+                "value": "private",
+                "valid_from": "2021-01-01T00:00:00Z",
+            }
+        ],
+    ).memory
+    fixed = ada.correct(second.id, second.revision, "typo", title="Vale's party (fixed)").memory
+    got = bob.timeline(entity_id=vale).events
+    kinds = [(e.kind, e.memory_id) for e in got]
+    assert kinds[:3] == [
+        ("relation_start", second.id),
+        ("claim_start", first.id),
+        ("claim_end", first.id),
+    ]
+    assert ("memory", first.id) in kinds and ("memory", second.id) in kinds
+    assert ("correction", fixed.id) in kinds
+    # Only what Bob may see: nothing of Ada's private memory.
+    assert all(e.memory_id != private.id for e in got)
+    assert any(e.memory_id == private.id for e in ada.timeline(entity_id=vale).events)
+    ats = [e.at.ToDatetime() for e in got]
+    assert ats == sorted(ats)
+    # A window, and a forgotten memory's events vanish.
+    window = bob.timeline(entity_id=vale, start="2019-01-01T00:00:00Z", end="2023-01-01T00:00:00Z")
+    assert [e.kind for e in window.events] == ["relation_start", "claim_start"]
+    ada.forget(first.id, "gone")
+    assert all(e.memory_id != first.id for e in bob.timeline(entity_id=vale).events)
+    err = rpc_error(lambda: bob.timeline(entity_id=str(uuid.uuid4())))
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+    err = rpc_error(lambda: bob.timeline(page_token="not-a-token"))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "page_token" in (err.details() or "")
+
+
+def test_timeline_pages_through_the_workspace(team: Team) -> None:
+    from recallatron.vocabulary import MAX_TIMELINE_EVENTS
+
+    ada = team.clients["ada"]
+    made = {ada.remember(f"note {i}", audience_to="workspace").memory.id for i in range(130)}
+    seen: list[str] = []
+    token = ""
+    pages = 0
+    while True:
+        page = ada.timeline(page_token=token)
+        assert len(page.events) <= MAX_TIMELINE_EVENTS
+        seen += [e.memory_id for e in page.events if e.kind == "memory"]
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+    assert pages == 2 and set(seen) == made and len(seen) == len(made)
+
+
+def test_episodes_hold_their_memories_and_their_own_trust(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    mine = ada.create_episode("Ada's 1:1", "2026-11-30T10:00:00Z", "2026-11-30T11:00:00Z")
+    shared = ada.create_episode(
+        "Team retro",
+        "2026-11-30T14:00:00Z",
+        audience_to="workspace",
+        member_ids=[team.members["bob"]],
+    )
+    a = ada.remember("Retro point", audience_to="workspace", episode_id=shared.episode_id).memory
+    b = ada.remember("Private point", episode_id=mine.episode_id).memory
+    assert a.episode_id == shared.episode_id and b.episode_id == mine.episode_id
+    assert [e.memory_id for e in bob.timeline(episode_id=shared.episode_id).events] == [a.id]
+    # Bob may not see Ada's private episode: not in a timeline, not on a write.
+    err = rpc_error(lambda: bob.timeline(episode_id=mine.episode_id))
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+    err = rpc_error(lambda: bob.remember("x", episode_id=mine.episode_id))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "episode_id" in (err.details() or "")
+    # A workspace memory in a private episode: Bob reads it, not its episode.
+    c = ada.remember("Shared, from the 1:1", audience_to="workspace", episode_id=mine.episode_id)
+    assert bob.read([c.memory.id]).memories[0].episode_id == ""
+
+
+@pytest.mark.parametrize(
+    ("gap_minutes", "same"), [(0, True), (119, True), (120, True), (121, False), (600, False)]
+)
+def test_captured_turns_share_an_episode_until_a_two_hour_gap(
+    team: Team, gap_minutes: int, same: bool
+) -> None:
+    from datetime import timedelta
+
+    ada = team.clients["ada"]
+    start = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+    first = ada.capture("Remember that the standup moves to 9:15.", occurred_at=start)
+    second = ada.capture(
+        "Remember that the retro is on Fridays.",
+        occurred_at=start + timedelta(minutes=gap_minutes),
+    )
+    assert first.stored and second.stored
+    assert first.memory.episode_id
+    assert (first.memory.episode_id == second.memory.episode_id) is same
