@@ -359,7 +359,9 @@ def test_record_planning_rules(tmp_path: Path) -> None:
     assert (entities["o"].name, entities["o"].type) == ("Northwind", None)
     only_a = plan.entity_rows([], [a], graph, ids)
     assert only_a["o"].created_at == a.created_at
-    typed = fold_graph(_graph(tmp_path, [rec("p", "Pat", type="Team Lead")]))
+    typed = fold_graph(
+        _graph(tmp_path, [rec("p", "Pat", type="Team Lead", valid_from="2026-01-01")])
+    )
     assert plan.entity_rows([], plan.plan_records(typed, ids, {})[0], typed, ids)["p"].type == (
         "team_lead"
     )
