@@ -239,6 +239,8 @@ class Truth:
     entity_attributes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     # (stating record, final subject, predicate, final object)
     relations: list[tuple[str, str, str, str]] = field(default_factory=list)
+    # superseded old id -> its direct replacement
+    superseded_by: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -448,6 +450,8 @@ class _Gen:
             t.entity_types[eid] = rec["type"]
             retired = rec["superseded_by"] is not None
             t.supersessions += retired
+            if retired:
+                t.superseded_by[eid] = rec["superseded_by"]
             subject = t.final_entity[eid]
             attributes: list[tuple[str, str]] = []
             for key, value in rec["properties"].items():
@@ -603,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
             "entity_types",
             "entity_attributes",
             "relations",
+            "superseded_by",
         ):
             data.pop(key)
     print(json.dumps(data, indent=2))
