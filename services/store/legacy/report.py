@@ -120,7 +120,7 @@ class Report:
             self.memory_items.line("memory items -> memories (origin migrated)"),
             f"    kinds mapped: {kinds}",
             self.entities.line("entities"),
-            f"    with a type: {self.entities_typed}",
+            f"    imported with a type: {self.entities_typed}",
             self.mentions.line("memory-to-entity edges -> mentions"),
             f"    redirected to a replacement entity: {self.mentions_redirected}",
             self.records.line("entity records -> memories (origin migrated)"),
