@@ -10,7 +10,7 @@ clean run ends. Imported memories are queued for embedding by the insert
 trigger; the embedding job does the rest.
 
 After the turns, each entity record of graph.jsonl becomes a memory that
-states the record's properties and edges as graph claims (design §3, §8), its
+states the record's properties and edges as graph claims (design §3.3, §8.4), its
 supersede patch a supersession; then the memory items, which mention the
 same entity rows."""
 

@@ -263,7 +263,7 @@ def _clean(text: str) -> str:
 
 
 def identifier_from(text: str, prefix: str) -> str | None:
-    """An old name made an identifier (design §3: `^[a-z][a-z0-9_]*$`, at
+    """An old name made an identifier (design §3.3: `^[a-z][a-z0-9_]*$`, at
     most 64 characters): accents dropped, a camelCase boundary and every run
     of other characters one underscore, lower case, `prefix` before a leading
     digit. None when no letter or digit is left. "Home City" and "homeCity"
