@@ -413,8 +413,10 @@ def test_interrupted_runs_then_a_rerun_equal_one_clean_run(
     assert 0 < partial < total[0][0], "the kill landed mid-import"
 
     # SIGTERM among the entity records: the graph part resumes too. The
-    # batch in flight commits, then the run stops.
-    code, out = _start_and_stop(stack, args, signal.SIGTERM, at="importing entity records: ")
+    # batch in flight commits, then the run stops (small batches, so that it
+    # stops well before the last).
+    small = migrate_args(old_store, team, "--batch-size", "20")
+    code, out = _start_and_stop(stack, small, signal.SIGTERM, at="importing entity records: ")
     assert code == 130, out
     report = json.loads(out)
     records = report["entity_records"]

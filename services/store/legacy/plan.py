@@ -9,7 +9,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -563,6 +563,3 @@ def plan_records(
     rows.sort(key=lambda r: (r.depth, r.created_at, r.source_id))
     return rows, skipped
 
-
-def named_entities(records: Iterable[RecordRow]) -> set[str]:
-    return {old_id for r in records for old_id in r.mentions}
