@@ -562,4 +562,3 @@ def plan_records(
     rows = [replace(r, depth=depth_of(k)) for k, r in planned.items()]
     rows.sort(key=lambda r: (r.depth, r.created_at, r.source_id))
     return rows, skipped
-
