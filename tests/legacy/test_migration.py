@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from recallatron_cli.main import main as cli_main
 from recallatron_cli.stack import Stack
 from services.store.db import with_database
 from services.store.legacy import plan
-from services.store.legacy.generate import Truth, generate
+from services.store.legacy.generate import START, Truth, generate
 from tests import dbutil, internal
 from tests.conftest import Team, make_team
 
@@ -625,6 +626,53 @@ def test_supersede_patches_become_supersession(
     assert memory.superseded_by_id == ids.entity_record(new)
     assert memory.origin == cpb.ORIGIN_MIGRATED and old in memory.body
     assert t.entity_names[old] in memory.title
+
+
+def test_superseded_records_answer_for_their_time(migrated: Migrated, old_store: OldStore) -> None:
+    """`lookup` as of a time before a supersede patch answers with the claims
+    of the records current then: the duplicate's before the patch (and before
+    its replacement's record was written), a chain's middle between its two
+    patches. The record times are the old store's, not the import's."""
+    t, ada = old_store.truth, migrated.team.clients["ada"]
+    ids = plan.Ids("ada")
+
+    def at(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    def current_then(old_id: str, when: datetime) -> bool:
+        ended = t.superseded_at.get(old_id)
+        return at(t.record_valid_from[old_id]) <= when and (ended is None or at(ended) > when)
+
+    targets = sorted({t.final_entity[e] for e in t.superseded_by})
+    checked = 0
+    for when in (START + timedelta(days=100), START + timedelta(days=130)):
+        stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        live = [e for e in t.record_valid_from if current_then(e, when)]
+        for final in targets:
+            folded = [e for e in live if t.final_entity[e] == final]
+            cards = ada.lookup(t.entity_names[final], as_of=stamp).entities
+            assert len(cards) == 1
+            card = cards[0]
+            assert sorted((a.attribute, a.value, a.memory_id) for a in card.attributes) == sorted(
+                (attr, value, ids.entity_record(e))
+                for e in folded
+                for attr, value in t.entity_attributes[e]
+            ), (stamp, final)
+            outgoing = sorted(
+                (p, ids.entity(o), ids.entity_record(r))
+                for r, s_, p, o in t.relations
+                if s_ == final and r in live
+            )
+            assert (
+                sorted(
+                    (x.predicate, x.other.id, x.memory_id)
+                    for x in card.relations
+                    if x.direction == cpb.RELATION_DIRECTION_OUTGOING
+                )
+                == outgoing
+            ), (stamp, final)
+            checked += bool(folded and any(e != final for e in folded))
+    assert checked, "some duplicates' claims were current at the times asked"
 
 
 def recall(client: Client, query: str, include_history: bool, mode: int = 1) -> pb.RecallResponse:

@@ -239,8 +239,11 @@ class Truth:
     entity_attributes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     # (stating record, final subject, predicate, final object)
     relations: list[tuple[str, str, str, str]] = field(default_factory=list)
-    # superseded old id -> its direct replacement
+    # superseded old id -> its direct replacement, and the time of the patch
     superseded_by: dict[str, str] = field(default_factory=dict)
+    superseded_at: dict[str, str] = field(default_factory=dict)
+    # old entity id -> its record's valid_from, which stands for when it was written
+    record_valid_from: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -410,12 +413,14 @@ class _Gen:
             at = iso(START + timedelta(days=121))
             lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
             final[old]["superseded_by"] = new_id
+            self.truth.superseded_at[old] = at
             self.truth.supersede_patches += 1
         for k in range(3):
             old, new_id = replacements[k], replacements[k + 3]
             at = iso(START + timedelta(days=150))
             lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
             final[old]["superseded_by"] = new_id
+            self.truth.superseded_at[old] = at
             self.truth.supersede_patches += 1
         # A patch for an id that never had a record.
         lines.append({"patch": "confirm", "id": "ent_9001", "at": iso(START)})
@@ -448,6 +453,7 @@ class _Gen:
             t.record_memories += 1
             t.entity_confidence.setdefault(eid, rec["confidence"])
             t.entity_types[eid] = rec["type"]
+            t.record_valid_from[eid] = rec["valid_from"]
             retired = rec["superseded_by"] is not None
             t.supersessions += retired
             if retired:
@@ -608,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
             "entity_attributes",
             "relations",
             "superseded_by",
+            "superseded_at",
+            "record_valid_from",
         ):
             data.pop(key)
     print(json.dumps(data, indent=2))
