@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -259,9 +260,9 @@ class _Run:
         self._account_entities(graph, entities)
         size = self.importer.batch_size
         for start in range(0, len(records), size):
-            batch = records[start : start + size]
-            imported = self._write_records(batch, entities)
-            self._batch_done("entity_record", len(batch), imported)
+            record_batch = records[start : start + size]
+            imported = self._write_records(record_batch, entities)
+            self._batch_done("entity_record", len(record_batch), imported)
         for start in range(0, len(rows), size):
             batch = rows[start : start + size]
             imported = self._write_items(batch, entities)
@@ -394,7 +395,7 @@ class _Run:
         pairs = [(r.id, entities[o].id) for r in new for o in r.mentions]
         conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))
 
-        def retired(r: plan.RecordRow) -> Any:
+        def retired(r: plan.RecordRow) -> datetime | None:
             return r.supersession.at if r.supersession is not None else None
 
         attrs = [(r, a) for r in new for a in r.attributes]

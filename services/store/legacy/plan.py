@@ -409,7 +409,8 @@ def _record_text(entity: Entity, graph: Graph, confidence: float) -> tuple[str, 
         head += f", type {kind}"
     if _clean(entity.source):
         head += f", source {_clean(entity.source)}"
-    head += f", confidence {confidence:g}"
+    if entity.confidence is not None:
+        head += f", confidence {confidence:g}"
     if entity.valid_from:
         head += f", valid from {_clean(str(entity.valid_from))}"
     if entity.valid_until:
