@@ -303,13 +303,14 @@ class Client:
         return self.call(self.admin.GetStatus, pb.GetStatusRequest())
 
     def wait_embedded(self, timeout: float = 600.0, poll: float = 0.5) -> pb.GetStatusResponse:
-        """Blocks until the embedding job has caught up (owner token)."""
+        """Blocks until the embedding job has caught up (owner token): parked
+        memories wait for a change, not for the job."""
         import time
 
         deadline = time.monotonic() + timeout
         while True:
             status = self.status()
-            if status.pending == 0 and status.embedded >= status.memories:
+            if status.pending == 0 and status.embedded + status.parked >= status.memories:
                 return status
             if time.monotonic() > deadline:
                 raise TimeoutError(f"embedding not done: {status}")

@@ -504,5 +504,9 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             ident,
         )
         return pb.GetStatusResponse(
-            memories=resp.memories, embedded=resp.embedded, pending=resp.pending
+            memories=resp.memories,
+            embedded=resp.embedded,
+            pending=resp.pending,
+            parked=resp.parked,
+            parked_reasons=resp.parked_reasons,
         )

@@ -484,14 +484,16 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetEmbeddingStatusResponse:
         internal_auth.check_workspace(request.workspace_id)
-        memories, embedded, pending = embedding_job.status(
+        status = embedding_job.status(
             self.memories.dbs, self.control, ctl.parse_uuid(request.workspace_id, "workspace_id")
         )
         return pb.GetEmbeddingStatusResponse(
-            memories=memories,
-            embedded=embedded,
-            pending=pending,
+            memories=status.memories,
+            embedded=status.embedded,
+            pending=status.pending,
             input_version=embedding_job.EMBED_INPUT_VERSION,
+            parked=status.parked,
+            parked_reasons=[pb.ParkedReason(reason=r, count=n) for r, n in status.parked_reasons],
         )
 
     # -- dedup review ------------------------------------------------------
