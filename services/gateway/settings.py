@@ -17,6 +17,15 @@ class GatewaySettings(CommonSettings):
     # Generous by default so agents, tests and benchmarks are not throttled.
     rate_limit_per_second: float = 1000.0
     rate_limit_burst: int = 2000
+    # Failed authentications (tokens the store does not know) per client
+    # address: a bucket of `auth_failure_burst` refilled at this rate; when it
+    # is empty, unknown tokens from that address get RESOURCE_EXHAUSTED without
+    # asking the store. Known tokens are not affected. 0 turns it off.
+    auth_failures_per_second: float = 2.0
+    auth_failure_burst: int = 20
+    # One token's outstanding calls (running or waiting), within its
+    # workspace's share (recallatron/settings.py, workspace_concurrency).
+    token_outstanding: int = 48
     # Authenticated tokens are remembered this long (0: ask the store on every
     # call), and only while the store's revocation stream is live: a revoked
     # token is refused as soon as the revocation reaches this gateway.
