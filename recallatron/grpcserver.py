@@ -73,6 +73,7 @@ def internal_key_of(key: bytes) -> KeyOf:
 
     return key_of
 
+
 # The full name of the method the current thread serves ("/pkg.Service/Method"),
 # set around each call by the interceptor below.
 _METHOD: contextvars.ContextVar[str] = contextvars.ContextVar("recallatron_method", default="")
