@@ -14,9 +14,14 @@ from collections.abc import Callable
 
 from recallatron import errors
 
+# gRPC reports a call without a deadline as ~292 years left.
+NO_DEADLINE_SECONDS = 1e9
+
 
 class Scope:
     def __init__(self, remaining: float | None) -> None:
+        if remaining is not None and remaining >= NO_DEADLINE_SECONDS:
+            remaining = None
         self.deadline = None if remaining is None else time.monotonic() + remaining
         self._lock = threading.Lock()
         self._next = 0

@@ -90,9 +90,10 @@ def unary(
     abandoned, so a peer stops work nobody waits for."""
     timeout = deadline.capped(timeout)
     scope = deadline.current()
-    if scope is None:
+    start = getattr(method, "future", None)
+    if scope is None or start is None:
         return method(request, timeout=timeout, metadata=metadata)
-    future = method.future(request, timeout=timeout, metadata=metadata)  # type: ignore[attr-defined]
+    future = start(request, timeout=timeout, metadata=metadata)
     take_back = scope.on_abandon(future.cancel)
     try:
         return future.result()  # type: ignore[no-any-return]

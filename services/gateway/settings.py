@@ -23,8 +23,12 @@ class GatewaySettings(CommonSettings):
     # asking the store. Known tokens are not affected. 0 turns it off.
     auth_failures_per_second: float = 2.0
     auth_failure_burst: int = 20
-    # One token's outstanding calls (running or waiting), within its
-    # workspace's share (recallatron/settings.py, workspace_concurrency).
+    # A workspace's calls served at once by this gateway (recallatron/settings.py):
+    # 2, because each recall below it keeps both cores of a small machine busy
+    # (docs/reliability.md, "Fair sharing": another workspace's p50 stays within
+    # 2x of idle at 2, not at 4). One token's outstanding calls (running or
+    # waiting) within that share.
+    workspace_concurrency: int = 2
     token_outstanding: int = 48
     # Authenticated tokens are remembered this long (0: ask the store on every
     # call), and only while the store's revocation stream is live: a revoked
