@@ -92,6 +92,8 @@ def unary(
     scope = deadline.current()
     start = getattr(method, "future", None)
     if scope is None or start is None:
+        if metadata is None:  # a plain callable in place of a stub takes no metadata
+            return method(request, timeout=timeout)
         return method(request, timeout=timeout, metadata=metadata)
     future = start(request, timeout=timeout, metadata=metadata)
     take_back = scope.on_abandon(future.cancel)

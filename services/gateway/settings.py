@@ -21,8 +21,8 @@ class GatewaySettings(CommonSettings):
     # address: a bucket of `auth_failure_burst` refilled at this rate; when it
     # is empty, unknown tokens from that address get RESOURCE_EXHAUSTED without
     # asking the store. Known tokens are not affected. 0 turns it off.
-    auth_failures_per_second: float = 2.0
-    auth_failure_burst: int = 20
+    auth_failures_per_second: float = 10.0
+    auth_failure_burst: int = 100
     # A workspace's calls served at once by this gateway (recallatron/settings.py):
     # 2, because each recall below it keeps both cores of a small machine busy
     # (docs/reliability.md, "Fair sharing": another workspace's p50 stays within
