@@ -403,6 +403,8 @@ class Server:
             ("grpc.max_connection_age_ms", 300_000),
             ("grpc.max_connection_age_grace_ms", 30_000),
         ]
+        if settings.max_streams_per_connection > 0:
+            options.append(("grpc.max_concurrent_streams", settings.max_streams_per_connection))
         # Handlers run on a fair pool: a queue per workspace, threads in turn
         # (recallatron/fairness.py). The key comes from the call's assertion
         # inside the stack, from ``key_of`` (the gateway's tokens) outside it.

@@ -35,6 +35,11 @@ class CommonSettings(BaseSettings):
     # Calls one token (in the store, rank and embed: one member) may have
     # outstanding, running or waiting; 0: only the workspace's limit.
     token_outstanding: int = 0
+    # Calls in flight on one client connection (HTTP/2 streams); the client
+    # holds back the rest, so a flood on one connection costs this server
+    # nothing past it. 0: gRPC's default (no limit). Only for servers whose
+    # clients do not multiplex many tenants on one connection (the gateway).
+    max_streams_per_connection: int = 0
     # Seconds in-flight calls get to finish after SIGTERM.
     shutdown_grace_seconds: float = 10.0
     # TLS. A server presents tls_cert_file + tls_key_file (PEM) when both are

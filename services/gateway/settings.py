@@ -30,6 +30,9 @@ class GatewaySettings(CommonSettings):
     # waiting) within that share.
     workspace_concurrency: int = 2
     token_outstanding: int = 48
+    # Below a workspace's share plus its queue (2 + 64): 1,000 calls sent at
+    # once on one connection wait in the client, not here (docs/reliability.md).
+    max_streams_per_connection: int = 64
     # Authenticated tokens are remembered this long (0: ask the store on every
     # call), and only while the store's revocation stream is live: a revoked
     # token is refused as soon as the revocation reaches this gateway.
