@@ -493,8 +493,9 @@ class Client:
         poll: float = 0.5,
         on_status: Callable[[pb.GetStatusResponse], None] | None = None,
     ) -> pb.GetStatusResponse:
-        """Blocks until the embedding job has caught up (owner token);
-        ``on_status`` sees every status read (progress)."""
+        """Blocks until the embedding job has caught up (owner token): parked
+        memories wait for a change, not for the job. ``on_status`` sees every
+        status read (progress)."""
         import time
 
         deadline = time.monotonic() + timeout
@@ -502,7 +503,7 @@ class Client:
             status = self.status()
             if on_status is not None:
                 on_status(status)
-            if status.pending == 0 and status.embedded >= status.memories:
+            if status.pending == 0 and status.embedded + status.parked >= status.memories:
                 return status
             if time.monotonic() > deadline:
                 raise TimeoutError(f"embedding not done: {status}")

@@ -61,7 +61,16 @@ class Unavailable(DomainError):
 
 
 class ResourceExhausted(DomainError):
-    pass
+    """Over a limit; ``retry_after`` (seconds, 0: none given) is the hint
+    sent as google.rpc.RetryInfo."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class DeadlineExceeded(DomainError):
+    """The call's deadline passed (or its client went away) before the work."""
 
 
 class Relayed(DomainError):

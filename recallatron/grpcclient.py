@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 
+from recallatron import deadline, errors
 from recallatron.settings import CommonSettings
+
+Resp = TypeVar("Resp")
 
 _SERVICE_CONFIG = json.dumps(
     {
@@ -72,3 +77,29 @@ def peer_serving(channel: grpc.Channel, timeout: float = 1.0) -> bool:
     except grpc.RpcError:
         return False
     return bool(resp.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def unary(
+    method: Callable[..., Resp],
+    request: Any,
+    timeout: float,
+    metadata: Sequence[tuple[str, str]] | None = None,
+) -> Resp:
+    """A unary call made while serving one (design §9): its deadline is never
+    later than the served call's, and it is cancelled when the served call is
+    abandoned, so a peer stops work nobody waits for."""
+    timeout = deadline.capped(timeout)
+    scope = deadline.current()
+    start = getattr(method, "future", None)
+    if scope is None or start is None:
+        if metadata is None:  # a plain callable in place of a stub takes no metadata
+            return method(request, timeout=timeout)
+        return method(request, timeout=timeout, metadata=metadata)
+    future = start(request, timeout=timeout, metadata=metadata)
+    take_back = scope.on_abandon(future.cancel)
+    try:
+        return future.result()  # type: ignore[no-any-return]
+    except grpc.FutureCancelledError:
+        raise errors.DeadlineExceeded("abandoned by its caller") from None
+    finally:
+        take_back()

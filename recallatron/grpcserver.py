@@ -9,14 +9,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent import futures
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -24,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 from prometheus_client import Counter, Histogram, start_http_server
 
-from recallatron import errors, internal_auth
+from recallatron import deadline, errors, fairness, internal_auth
 from recallatron.settings import CommonSettings
 from recallatron.wire import undecodable_field
 
@@ -41,7 +41,38 @@ RPC_STATUS = Counter(
 )
 
 
+REFUSED = Counter(
+    "recallatron_fair_refused_total",
+    "Calls refused with RESOURCE_EXHAUSTED: their workspace or token had too many outstanding.",
+    ["method"],
+)
+
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+# Finds the fairness key of a call (recallatron/fairness.py) from its method
+# and metadata: (key, sub-key), or None for a call under no key.
+KeyOf = Callable[[str, Sequence[tuple[str, Any]]], "tuple[str, str] | None"]
+
+
+def internal_key_of(key: bytes) -> KeyOf:
+    """For store, rank and embed: the workspace and member of a verified
+    member assertion; the kind and issuer of any other. None when the
+    assertion does not verify (the handler refuses the call)."""
+
+    def key_of(method: str, metadata: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
+        token = next((str(v) for k, v in metadata or () if k == internal_auth.HEADER), "")
+        if not token:
+            return None
+        try:
+            claims = internal_auth.verify(key, token, method)
+        except errors.DomainError:
+            return None
+        if claims.kind == internal_auth.MEMBER:
+            return f"workspace:{claims.workspace_id}", f"member:{claims.member_id}"
+        return f"{claims.kind}:{claims.issuer}", ""
+
+    return key_of
+
 
 # The full name of the method the current thread serves ("/pkg.Service/Method"),
 # set around each call by the interceptor below.
@@ -118,6 +149,12 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
         code = code_pb2.UNAVAILABLE
     elif isinstance(error, errors.ResourceExhausted):
         code = code_pb2.RESOURCE_EXHAUSTED
+        if error.retry_after > 0:
+            delay = duration_pb2.Duration()
+            delay.FromTimedelta(timedelta(seconds=error.retry_after))
+            details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
+    elif isinstance(error, errors.DeadlineExceeded):
+        code = code_pb2.DEADLINE_EXCEEDED
     else:
         code = code_pb2.INTERNAL
     return status_pb2.Status(code=code, message=error.message, details=details)
@@ -135,10 +172,17 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
     (recallatron/internal_auth.py), checked before the handler runs; its
     claims are the handler's for the call."""
 
-    def __init__(self, internal_key: bytes = b"") -> None:
+    def __init__(
+        self,
+        internal_key: bytes = b"",
+        executor: fairness.FairExecutor | None = None,
+        key_of: KeyOf | None = None,
+    ) -> None:
         # The wrapped handler of each method, built once: gRPC asks on every call.
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
         self.internal_key = internal_key
+        self.executor = executor
+        self.key_of = key_of
 
     def intercept_service(
         self,
@@ -147,8 +191,31 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
     ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
         cached = self._wrapped.get(method)
-        if cached is not None:
+        if cached is None:
+            cached = self._build(continuation, handler_call_details)
+        if cached is None or self.executor is None or self.key_of is None:
             return cached
+        if method.startswith(internal_auth.OPEN_PREFIXES) or cached.unary_unary is None:
+            # Streams (the revocation watch) live as long as their peer: they
+            # would hold a key's share for good.
+            return cached
+        # Runs in the server's polling thread, in the context the call's
+        # handler is then submitted from: the executor reads the ticket there.
+        found = self.key_of(method, handler_call_details.invocation_metadata)
+        if found is None:
+            return cached
+        ticket = self.executor.admit(*found)
+        fairness.TICKET.set(ticket)
+        if ticket.refused:
+            return _overloaded(method, cached, ticket.retry_after)
+        return cached
+
+    def _build(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        method = handler_call_details.method
         handler = continuation(handler_call_details)
         if handler is None:
             return handler
@@ -211,7 +278,16 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
             code = "OK"
             method_token = _METHOD.set(method)
             leave = None
+            # What is left of the client's deadline, and a hook to stop the
+            # work the handler started when the call ends first.
+            scope = deadline.Scope(context.time_remaining())
+            leave_scope = deadline.enter(scope)
+            if not context.add_callback(scope.abandon):
+                scope.abandon()
             try:
+                left = scope.remaining()
+                if scope.abandoned or (left is not None and left <= 0):
+                    raise errors.DeadlineExceeded("the deadline passed while the call waited")
                 if guarded:
                     # Before anything else, the request's content included.
                     leave = internal_auth.enter(*internal_auth.authenticate(key, method, context))
@@ -234,6 +310,8 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
                 log.exception("unhandled error in %s", method)
                 context.abort(grpc.StatusCode.INTERNAL, "internal error")
             finally:
+                scope.finish()
+                leave_scope()
                 if leave is not None:
                     leave()
                 _METHOD.reset(method_token)
@@ -245,6 +323,38 @@ class _ServiceInterceptor(grpc.ServerInterceptor):
             request_deserializer=deserialize,
             response_serializer=handler.response_serializer,
         )
+
+
+def _overloaded(
+    method: str, handler: grpc.RpcMethodHandler, retry_after: float
+) -> grpc.RpcMethodHandler:
+    """Answers RESOURCE_EXHAUSTED with a retry hint, without reading the request."""
+    status = rpc_status.to_status(
+        status_for(
+            errors.ResourceExhausted(
+                "overloaded: too many calls of this workspace or token are in progress; "
+                f"retry in {retry_after:.2f} s",
+                retry_after,
+            )
+        )
+    )
+
+    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+        REFUSED.labels(method).inc()
+        RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc()
+        context.abort_with_status(status)
+
+    def refuse_stream(request: Any, context: grpc.ServicerContext) -> Any:
+        refuse(request, context)
+        yield  # pragma: no cover - abort raises
+
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            refuse_stream, response_serializer=handler.response_serializer
+        )
+    return grpc.unary_unary_rpc_method_handler(
+        refuse, response_serializer=handler.response_serializer
+    )
 
 
 def _refuse(method: str) -> grpc.RpcMethodHandler:
@@ -262,7 +372,11 @@ class Server:
     stack's internal key; without a key it does not start."""
 
     def __init__(
-        self, settings: CommonSettings, service_names: Iterable[str], internal: bool = False
+        self,
+        settings: CommonSettings,
+        service_names: Iterable[str],
+        internal: bool = False,
+        key_of: KeyOf | None = None,
     ) -> None:
         self.settings = settings
         internal_key = settings.internal_signing_key() if internal else b""
@@ -289,9 +403,23 @@ class Server:
             ("grpc.max_connection_age_ms", 300_000),
             ("grpc.max_connection_age_grace_ms", 30_000),
         ]
+        if settings.max_streams_per_connection > 0:
+            options.append(("grpc.max_concurrent_streams", settings.max_streams_per_connection))
+        # Handlers run on a fair pool: a queue per workspace, threads in turn
+        # (recallatron/fairness.py). The key comes from the call's assertion
+        # inside the stack, from ``key_of`` (the gateway's tokens) outside it.
+        self.executor = fairness.FairExecutor(
+            settings.server_threads,
+            fairness.Limits(
+                settings.workspace_concurrency, settings.workspace_queue, settings.token_outstanding
+            ),
+            name="rpc",
+        )
+        if key_of is None and internal_key:
+            key_of = internal_key_of(internal_key)
         self.grpc_server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=settings.server_threads),
-            interceptors=[_ServiceInterceptor(internal_key)],
+            self.executor,
+            interceptors=[_ServiceInterceptor(internal_key, self.executor, key_of)],
             options=options,
         )
         self.health = health.HealthServicer()

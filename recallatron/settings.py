@@ -26,6 +26,20 @@ class CommonSettings(BaseSettings):
     max_message_bytes: int = 8 * 1024 * 1024
     # Worker threads of the gRPC server.
     server_threads: int = 16
+    # Fair sharing of those threads (recallatron/fairness.py, design §9): calls
+    # of one workspace served at once by this process, and waiting beyond
+    # those; more are refused at once with RESOURCE_EXHAUSTED and a retry hint.
+    # A waiting call holds no thread, so other workspaces are served meanwhile.
+    workspace_concurrency: int = 4
+    workspace_queue: int = 64
+    # Calls one token (in the store, rank and embed: one member) may have
+    # outstanding, running or waiting; 0: only the workspace's limit.
+    token_outstanding: int = 0
+    # Calls in flight on one client connection (HTTP/2 streams); the client
+    # holds back the rest, so a flood on one connection costs this server
+    # nothing past it. 0: gRPC's default (no limit). Only for servers whose
+    # clients do not multiplex many tenants on one connection (the gateway).
+    max_streams_per_connection: int = 0
     # Seconds in-flight calls get to finish after SIGTERM.
     shutdown_grace_seconds: float = 10.0
     # TLS. A server presents tls_cert_file + tls_key_file (PEM) when both are

@@ -1095,22 +1095,34 @@ class GetStatusResponse(_message.Message):
     MEMORIES_FIELD_NUMBER: _builtins.int
     EMBEDDED_FIELD_NUMBER: _builtins.int
     PENDING_FIELD_NUMBER: _builtins.int
+    PARKED_FIELD_NUMBER: _builtins.int
+    PARKED_REASONS_FIELD_NUMBER: _builtins.int
     memories: _builtins.int
     """Live memories (neither forgotten nor superseded)."""
     embedded: _builtins.int
     """Vectors of the current embed-input version."""
     pending: _builtins.int
     """Memories waiting for the embedding job."""
+    parked: _builtins.int
+    """Memories the embedding job gave up on after its last attempt; a change
+    of their text (correct) or a rebuild queues them again.
+    """
+    @_builtins.property
+    def parked_reasons(self) -> _containers.RepeatedCompositeFieldContainer[_store_pb2.ParkedReason]:
+        """Why, most common first (the embed service's status), with a count each."""
+
     def __init__(
         self,
         *,
         memories: _builtins.int = ...,
         embedded: _builtins.int = ...,
         pending: _builtins.int = ...,
+        parked: _builtins.int = ...,
+        parked_reasons: _abc.Iterable[_store_pb2.ParkedReason] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedded", b"embedded", "memories", b"memories", "pending", b"pending"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedded", b"embedded", "memories", b"memories", "parked", b"parked", "parked_reasons", b"parked_reasons", "pending", b"pending"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

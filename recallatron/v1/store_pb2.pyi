@@ -1251,11 +1251,19 @@ class GetEmbeddingStatusResponse(_message.Message):
     PENDING_FIELD_NUMBER: _builtins.int
     MODEL_ID_FIELD_NUMBER: _builtins.int
     INPUT_VERSION_FIELD_NUMBER: _builtins.int
+    PARKED_FIELD_NUMBER: _builtins.int
+    PARKED_REASONS_FIELD_NUMBER: _builtins.int
     memories: _builtins.int
     embedded: _builtins.int
     pending: _builtins.int
     model_id: _builtins.str
     input_version: _builtins.str
+    parked: _builtins.int
+    """Memories parked after their last failed embedding attempt (not in pending)."""
+    @_builtins.property
+    def parked_reasons(self) -> _containers.RepeatedCompositeFieldContainer[Global___ParkedReason]:
+        """Why, most common first: the embed service's status, with a count each."""
+
     def __init__(
         self,
         *,
@@ -1264,14 +1272,38 @@ class GetEmbeddingStatusResponse(_message.Message):
         pending: _builtins.int = ...,
         model_id: _builtins.str = ...,
         input_version: _builtins.str = ...,
+        parked: _builtins.int = ...,
+        parked_reasons: _abc.Iterable[Global___ParkedReason] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedded", b"embedded", "input_version", b"input_version", "memories", b"memories", "model_id", b"model_id", "pending", b"pending"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedded", b"embedded", "input_version", b"input_version", "memories", b"memories", "model_id", b"model_id", "parked", b"parked", "parked_reasons", b"parked_reasons", "pending", b"pending"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetEmbeddingStatusResponse: _TypeAlias = GetEmbeddingStatusResponse  # noqa: Y015
+
+@_typing.final
+class ParkedReason(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ParkedReason: _TypeAlias = ParkedReason  # noqa: Y015
 
 @_typing.final
 class SearchHistoryRequest(_message.Message):

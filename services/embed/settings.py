@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from recallatron.embed_input import MAX_INPUT_CHARS
 from recallatron.settings import CommonSettings, default_state_dir
 
 
@@ -16,7 +17,9 @@ class EmbedSettings(CommonSettings):
     # and concurrent calls already use every core.
     onnx_threads: int = 1
     max_batch: int = 64
-    max_text_chars: int = 8_000
+    # Longest text per call: at least what the embedding job sends (a lower
+    # setting makes longer memories fail alone and park, design §6).
+    max_text_chars: int = MAX_INPUT_CHARS
     # Passages per Rerank call; above the largest rerank depth a workspace may set.
     max_rerank_passages: int = 200
     # Texts per ONNX run when embedding: length-sorted chunks keep padding small.

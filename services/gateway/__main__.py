@@ -10,7 +10,7 @@ from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.authcache import AuthCache, RevocationWatcher
-from services.gateway.ratelimit import RateLimiter
+from services.gateway.ratelimit import FailureLimiter, RateLimiter, fair_key_of
 from services.gateway.review import ReviewServicer
 from services.gateway.review_web import ReviewWeb, gateway_target
 from services.gateway.server import AdminServicer, Auth, MemoryServicer, Peers
@@ -21,12 +21,14 @@ def main() -> None:
     settings = GatewaySettings()
     log = configure_logging("gateway", settings.log_level)
     services = gateway_pb2.DESCRIPTOR.services_by_name
+    cache = AuthCache(settings.auth_cache_seconds, settings.auth_cache_entries)
     server = Server(
         settings,
         [services[name].full_name for name in ("MemoryService", "AdminService", "ReviewService")],
+        # Calls are served fairly by workspace once their token is known.
+        key_of=fair_key_of(cache.workspace_of),
     )
     peers = Peers(settings)
-    cache = AuthCache(settings.auth_cache_seconds, settings.auth_cache_entries)
     watch = internal_auth.store_method("WatchRevocations")
     watcher = RevocationWatcher(peers.store_channel, cache, lambda: peers.signer.service([watch]))
     auth = Auth(
@@ -34,6 +36,7 @@ def main() -> None:
         settings.admin_token,
         RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
         cache,
+        FailureLimiter(settings.auth_failures_per_second, settings.auth_failure_burst),
     )
     gateway_pb2_grpc.add_MemoryServiceServicer_to_server(
         MemoryServicer(peers, auth), server.grpc_server

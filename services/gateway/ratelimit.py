@@ -1,14 +1,21 @@
 """Per-token rate limit of the gateway: a token bucket per bearer token (keyed
 by its sha256, so no token is kept in memory in the clear). Over the limit a
-call gets RESOURCE_EXHAUSTED before anything else runs."""
+call gets RESOURCE_EXHAUSTED before anything else runs. The same buckets,
+charged only for failed authentications and keyed by the peer's address,
+limit floods of bad tokens (:class:`FailureLimiter`). And the key the fair
+scheduler serves a call under (:func:`fair_key_of`, recallatron/fairness.py):
+its workspace when the token is known, else the token."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from recallatron import errors
+from recallatron.grpcserver import KeyOf
 
 # Buckets idle this long are dropped, so random tokens cannot grow the table.
 _IDLE_SECONDS = 300.0
@@ -31,22 +38,84 @@ class RateLimiter:
         """Takes one call from the token's bucket; 0 per second is no limit."""
         if self.per_second <= 0:
             return
-        key = token_key(token)
+        wait = self._take(token_key(token), charge=True)
+        if wait:
+            raise errors.ResourceExhausted(
+                f"authorization: rate limit of {self.per_second:g} calls/s for this token; "
+                f"retry in {wait:.2f} s",
+                wait,
+            )
+
+    def _take(self, key: bytes, charge: bool) -> float:
+        """0 when the bucket holds a call (taken when ``charge``); otherwise
+        the seconds until it will."""
         now = time.monotonic()
         with self._lock:
             tokens, last = self._buckets.get(key, (float(self.burst), now))
             tokens = min(float(self.burst), tokens + (now - last) * self.per_second)
             allowed = tokens >= 1.0
-            self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
+            self._buckets[key] = (tokens - 1.0 if allowed and charge else tokens, now)
             if now - self._last_sweep > _IDLE_SECONDS:
                 self._sweep(now)
-        if not allowed:
-            raise errors.ResourceExhausted(
-                f"authorization: rate limit of {self.per_second:g} calls/s for this token; "
-                "retry shortly"
-            )
+        return 0.0 if allowed else (1.0 - tokens) / self.per_second
 
     def _sweep(self, now: float) -> None:
         self._last_sweep = now
         for key in [k for k, (_, last) in self._buckets.items() if now - last > _IDLE_SECONDS]:
             del self._buckets[key]
+
+
+def peer_address(peer: str) -> str:
+    """The address of a gRPC peer without its port ("ipv4:10.0.0.7:51234"
+    -> "ipv4:10.0.0.7"): one bucket per client host, not per connection."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        host, _, _port = rest.rpartition(":")
+        return f"{kind}:{host}"
+    return peer
+
+
+class FailureLimiter:
+    """Failed authentications per peer address: a bucket of ``burst``
+    refilled at ``per_second``, spent only by a token the store does not
+    know. An empty bucket refuses unknown tokens from that address with
+    RESOURCE_EXHAUSTED before the store is asked; tokens already known (the
+    auth cache) are not affected. 0 per second is no limit."""
+
+    def __init__(self, per_second: float, burst: int) -> None:
+        self.buckets = RateLimiter(per_second, burst)
+
+    def check(self, peer: str) -> None:
+        if self.buckets.per_second <= 0:
+            return
+        wait = self.buckets._take(token_key(peer_address(peer)), charge=False)
+        if wait:
+            raise errors.ResourceExhausted(
+                "authorization: too many failed authentications from this address; "
+                f"retry in {wait:.2f} s",
+                wait,
+            )
+
+    def failed(self, peer: str) -> None:
+        if self.buckets.per_second > 0:
+            self.buckets._take(token_key(peer_address(peer)), charge=True)
+
+
+def fair_key_of(workspace_of: Any) -> KeyOf:
+    """The gateway's fairness key: ``workspace:<id>`` when the auth cache
+    knows the token (``workspace_of`` takes its key), ``token:<hash>``
+    otherwise; the sub-key is always the token."""
+
+    def key_of(method: str, metadata: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
+        for k, v in metadata or ():
+            if k == "authorization":
+                scheme, _, token = str(v).partition(" ")
+                if scheme.lower() != "bearer" or not token.strip():
+                    return None
+                key = token_key(token.strip())
+                sub = "token:" + key[:12].hex()
+                workspace = workspace_of(key)
+                return (f"workspace:{workspace}" if workspace else sub), sub
+        return None
+
+    return key_of

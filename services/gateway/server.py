@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from recallatron import convert, errors, internal_auth
-from recallatron.grpcclient import make_channel
+from recallatron import convert, deadline, errors, internal_auth
+from recallatron.grpcclient import make_channel, unary
 from recallatron.grpcserver import current_method
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
@@ -30,7 +30,7 @@ from recallatron.vocabulary import (
 )
 from services.gateway import capture, scopes
 from services.gateway.authcache import AuthCache, Identity
-from services.gateway.ratelimit import RateLimiter
+from services.gateway.ratelimit import FailureLimiter, RateLimiter
 from services.gateway.settings import GatewaySettings
 
 Resp = TypeVar("Resp")
@@ -94,10 +94,10 @@ class Peers:
     def call(
         self, method: Callable[..., Resp], request: Any, timeout: float, assertion: str = ""
     ) -> Resp:
+        # Never longer than our own caller waits, and cancelled if it leaves (design §9).
         try:
-            if assertion:
-                return method(request, timeout=timeout, metadata=internal_auth.metadata(assertion))
-            return method(request, timeout=timeout)
+            metadata = internal_auth.metadata(assertion) if assertion else None
+            return unary(method, request, timeout, metadata)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -123,10 +123,12 @@ class Auth:
         admin_token: str,
         limiter: RateLimiter | None = None,
         cache: AuthCache | None = None,
+        failures: FailureLimiter | None = None,
     ) -> None:
         self.peers = peers
         self.admin_token = admin_token
         self.limiter = limiter or RateLimiter(0, 1)
+        self.failures = failures or FailureLimiter(0, 1)
         # Off (never live) unless a RevocationWatcher drives it.
         self.cache = cache or AuthCache(0, 0)
 
@@ -147,6 +149,8 @@ class Auth:
         cached = self.cache.get(token)
         if cached is not None:
             return cached
+        # A peer that sent too many unknown tokens is refused before the store is asked.
+        self.failures.check(context.peer())
         generation = self.cache.generation()
         try:
             resp = self.peers.store_call(
@@ -154,6 +158,7 @@ class Auth:
             )
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
+                self.failures.failed(context.peer())
                 raise errors.Unauthenticated("authorization: unknown or revoked token") from None
             raise
         identity = Identity(
@@ -220,7 +225,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             )
             history = self.peers.store.SearchHistory.future(
                 search,
-                timeout=self.peers.settings.store_timeout_seconds,
+                timeout=deadline.capped(self.peers.settings.store_timeout_seconds),
                 metadata=internal_auth.metadata(
                     self.peers.assertion(
                         [internal_auth.store_method("SearchHistory")], search, None
@@ -257,7 +262,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ask = store_pb2.NamedEntitiesRequest(caller=who, text=query)
         return self.peers.store.NamedEntities.future(
             ask,
-            timeout=self.peers.settings.store_timeout_seconds,
+            timeout=deadline.capped(self.peers.settings.store_timeout_seconds),
             metadata=internal_auth.metadata(
                 self.peers.assertion([internal_auth.store_method("NamedEntities")], ask, None)
             ),
@@ -570,5 +575,9 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             ident,
         )
         return pb.GetStatusResponse(
-            memories=resp.memories, embedded=resp.embedded, pending=resp.pending
+            memories=resp.memories,
+            embedded=resp.embedded,
+            pending=resp.pending,
+            parked=resp.parked,
+            parked_reasons=resp.parked_reasons,
         )

@@ -17,6 +17,22 @@ class GatewaySettings(CommonSettings):
     # Generous by default so agents, tests and benchmarks are not throttled.
     rate_limit_per_second: float = 1000.0
     rate_limit_burst: int = 2000
+    # Failed authentications (tokens the store does not know) per client
+    # address: a bucket of `auth_failure_burst` refilled at this rate; when it
+    # is empty, unknown tokens from that address get RESOURCE_EXHAUSTED without
+    # asking the store. Known tokens are not affected. 0 turns it off.
+    auth_failures_per_second: float = 10.0
+    auth_failure_burst: int = 100
+    # A workspace's calls served at once by this gateway (recallatron/settings.py):
+    # 2, because each recall below it keeps both cores of a small machine busy
+    # (docs/reliability.md, "Fair sharing": another workspace's p50 stays within
+    # 2x of idle at 2, not at 4). One token's outstanding calls (running or
+    # waiting) within that share.
+    workspace_concurrency: int = 2
+    token_outstanding: int = 48
+    # Below a workspace's share plus its queue (2 + 64): 1,000 calls sent at
+    # once on one connection wait in the client, not here (docs/reliability.md).
+    max_streams_per_connection: int = 64
     # Authenticated tokens are remembered this long (0: ask the store on every
     # call), and only while the store's revocation stream is live: a revoked
     # token is refused as soon as the revocation reaches this gateway.

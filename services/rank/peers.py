@@ -14,6 +14,7 @@ import grpc
 from grpc_status import rpc_status
 
 from recallatron import errors
+from recallatron.grpcclient import unary
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, embed_pb2_grpc, store_pb2, store_pb2_grpc
 from recallatron.vocabulary import DEFAULT_MODE, MODE
@@ -75,7 +76,7 @@ class StoreClient:
 
     def _call(self, method: Callable[..., Resp], request: Any, timeout: float | None) -> Resp:
         try:
-            return method(request, timeout=_capped(self.timeout, timeout))
+            return unary(method, request, _capped(self.timeout, timeout))
         except grpc.RpcError as exc:
             raise _relay(exc) from None
 
@@ -126,7 +127,7 @@ class StoreClient:
         )
         deadline = _capped(self.timeout, timeout)
         try:
-            resp = self.stub.DenseCandidates(request, timeout=deadline)
+            resp = unary(self.stub.DenseCandidates, request, deadline)
         except grpc.RpcError as exc:
             raise _unavailable(exc, "store", deadline) from None
         return DenseArm(_candidates(resp.candidates), resp.embeddings_available)

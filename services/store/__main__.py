@@ -18,6 +18,9 @@ from services.store.settings import StoreSettings
 def main() -> None:
     settings = StoreSettings()
     log = configure_logging("store", settings.log_level)
+    # A workspace's calls never outnumber its pool's connections, so a
+    # running handler does not wait for one behind its own workspace.
+    settings.workspace_concurrency = min(settings.workspace_concurrency, settings.pool_max_size)
     server = Server(
         settings,
         [store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name],

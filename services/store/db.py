@@ -8,6 +8,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from recallatron import errors
+from recallatron import deadline, errors
 from services.store import migrate
 from services.store.settings import StoreSettings
 
@@ -199,8 +200,10 @@ class Databases:
         if self.control is None:
             # The server takes calls while it still waits for Postgres at start.
             raise errors.Unavailable("database unavailable: the store is starting")
-        with translate_db_errors(), self.control.connection() as conn:
-            yield conn
+        with translate_db_errors():
+            timeout = deadline.capped(self.control.timeout)
+            with self.control.connection(timeout=timeout) as conn, cancelled_if_abandoned(conn):
+                yield conn
 
     def close(self) -> None:
         for pool in [*self._pools.values(), *self._owner_pools.values()]:
@@ -214,6 +217,9 @@ def translate_db_errors() -> Iterator[None]:
     """A database that cannot be reached is UNAVAILABLE to the caller, fast."""
     try:
         yield
+    except psycopg.errors.QueryCanceled as exc:
+        # statement_timeout (the call's deadline) or a cancel for an abandoned call.
+        raise errors.DeadlineExceeded("the statement was stopped at the call's deadline") from exc
     except PoolTimeout as exc:
         raise errors.Unavailable("database unavailable: no connection in time") from exc
     except psycopg.OperationalError as exc:
@@ -240,6 +246,65 @@ def configure_workspace_connection(conn: psycopg.Connection) -> None:
 SET_LOCALS = "SELECT set_config(k, v, true) FROM unnest(%s::text[], %s::text[]) AS s(k, v)"
 
 
+# Cancel requests go out from here, not from the gRPC thread that learns a
+# call was abandoned (sending one opens a connection to the server).
+_CANCELLER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pg-cancel")
+CANCEL_TIMEOUT_SECONDS = 2.0
+
+
+class _CancelGuard:
+    """Cancels what a connection runs for an abandoned call, and only while
+    the call still holds it: the lock keeps a late cancel from reaching the
+    next call the pool lends the connection to."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.released = False
+
+    def fire(self) -> None:
+        _CANCELLER.submit(self._cancel)
+
+    def _cancel(self) -> None:
+        with self.lock:
+            if self.released:
+                return
+            try:
+                self.conn.cancel_safe(timeout=CANCEL_TIMEOUT_SECONDS)
+                log.info("statement cancelled: its call was abandoned")
+            except Exception as exc:  # a failed cancel leaves statement_timeout to act
+                log.warning("could not cancel a statement", extra={"error": str(exc)})
+
+    def release(self) -> None:
+        with self.lock:
+            self.released = True
+
+
+@contextmanager
+def cancelled_if_abandoned(conn: psycopg.Connection) -> Iterator[None]:
+    """While the block runs, the statement in progress is cancelled when the
+    current call is abandoned (its deadline passed, its client cancelled)."""
+    scope = deadline.current()
+    if scope is None:
+        yield
+        return
+    guard = _CancelGuard(conn)
+    take_back = scope.on_abandon(guard.fire)
+    try:
+        yield
+    finally:
+        take_back()
+        guard.release()
+
+
+def _fixed_timeout_ms(pool: ConnectionPool) -> int:
+    """The statement_timeout the pool opens its connections with."""
+    options = str((pool.kwargs or {}).get("options", ""))
+    _, found, value = options.partition("statement_timeout=")
+    digits = value.split()[0] if found and value.split() else ""
+    return int(digits) if digits.isdigit() else 2**31 - 1
+
+
 @contextmanager
 def caller_transaction(
     pool: ConnectionPool, caller: Caller, settings: Mapping[str, str] | None = None
@@ -247,12 +312,31 @@ def caller_transaction(
     """A transaction whose every query sees only what the caller may see: the
     row-level security policies read the first two settings, local to it.
     ``settings`` adds more transaction-local ones (planner, HNSW) to the same
-    statement."""
+    statement.
+
+    Inside a call with a deadline (design §9) the work ends with it: the wait
+    for a connection is capped by what is left (a thread never waits on a
+    pool past its call), ``statement_timeout`` is set to it when nearer than
+    the pool's fixed one, and the statement in progress is cancelled when the
+    call is abandoned."""
+    left = deadline.remaining()
     local = {
         "recallatron.member_id": caller.member_id,
         "recallatron.purpose": caller.purpose,
         **(settings or {}),
     }
-    with translate_db_errors(), pool.connection() as conn, conn.transaction():
+    timeout = pool.timeout if left is None else min(pool.timeout, left)
+    with (
+        translate_db_errors(),
+        pool.connection(timeout=timeout) as conn,
+        cancelled_if_abandoned(conn),
+        conn.transaction(),
+    ):
+        if left is not None:
+            # Read again: the connection may have taken a while to come.
+            left = deadline.remaining() or left
+            ms = max(1, int(left * 1000))
+            if ms < _fixed_timeout_ms(pool):
+                local["statement_timeout"] = str(ms)
         conn.execute(SET_LOCALS, (list(local), list(local.values())))
         yield conn

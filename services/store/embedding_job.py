@@ -2,7 +2,14 @@
 write path. Memories enter the `embedding_job` queue by trigger in their own
 transaction; workers here claim batches with FOR UPDATE SKIP LOCKED and a
 lease, call the embed service outside any transaction, and store a vector only
-if the memory's text is still the one they embedded."""
+if the memory's text is still the one they embedded.
+
+Failures are isolated per row: when the embed service refuses a batch, each
+row is tried alone, so one bad row fails alone; a failing row is retried with
+backoff and parked after ``job_row_max_attempts`` with its reason (GetStatus,
+``recallatron_embedding_job_parked``). An unreachable embed service costs no
+attempts: the rows go back to the queue and the worker backs off. A workspace
+whose database fails is backed off alone."""
 
 from __future__ import annotations
 
@@ -36,6 +43,29 @@ embed_input = compose
 EMBEDDED = Counter("recallatron_embedding_job_embedded_total", "Memories embedded.")
 FAILURES = Counter("recallatron_embedding_job_failures_total", "Failed embed calls.")
 BACKLOG = Gauge("recallatron_embedding_job_backlog", "Queued memories.", ["workspace"])
+ROW_FAILURES = Counter(
+    "recallatron_embedding_job_row_failures_total",
+    "Memories the embed service refused when sent alone, by status code.",
+    ["code"],
+)
+PARKED = Gauge(
+    "recallatron_embedding_job_parked",
+    "Memories parked after their last failed attempt, by workspace.",
+    ["workspace"],
+)
+
+# Codes that say the embed service (not the row) is the problem: the rows go
+# back to the queue without spending an attempt.
+TRANSIENT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+# A parked row's reason is kept this short (a status, never memory text).
+MAX_REASON_CHARS = 300
 
 CLAIM = """
 UPDATE embedding_job j
@@ -59,11 +89,27 @@ VALUES (%s, %s, %s, %b)
 ON CONFLICT (memory_id, model_id, input_version) DO UPDATE SET embedding = EXCLUDED.embedding,
     created_at = now()
 """
+# Back to the queue without spending the attempt the claim counted.
 RELEASE = """
-UPDATE embedding_job SET next_attempt_at = now() + make_interval(secs => %s)
+UPDATE embedding_job SET next_attempt_at = now() + make_interval(secs => %s),
+    attempts = greatest(attempts - 1, 0)
 WHERE memory_id = ANY(%s)
 """
-BACKLOG_COUNT = "SELECT count(*) FROM embedding_job"
+# One row failed alone: retried after a backoff doubling per attempt, parked
+# ('infinity': never due) once it has had its last. Only for the text tried.
+ROW_FAILED = """
+UPDATE embedding_job SET last_error = %(reason)s,
+    next_attempt_at = CASE WHEN attempts >= %(max_attempts)s THEN 'infinity'::timestamptz
+        ELSE now() + make_interval(secs => least(
+            %(base)s * power(2, greatest(attempts - 1, 0)), %(cap)s)) END
+WHERE memory_id = %(memory_id)s AND text_revision = %(revision)s
+RETURNING next_attempt_at = 'infinity'::timestamptz
+"""
+BACKLOG_COUNT = """
+SELECT count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
+       count(*) FILTER (WHERE next_attempt_at = 'infinity')
+FROM embedding_job
+"""
 # Memories whose current-stamp vector is missing: queued by rebuild.
 ENQUEUE_MISSING = """
 INSERT INTO embedding_job (memory_id, text_revision)
@@ -72,14 +118,15 @@ WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL
   AND (%s OR NOT EXISTS (
         SELECT 1 FROM memory_embedding e
         WHERE e.memory_id = m.id AND e.model_id = %s AND e.input_version = %s))
-ON CONFLICT (memory_id) DO UPDATE SET next_attempt_at = now(), attempts = 0
+ON CONFLICT (memory_id) DO UPDATE SET next_attempt_at = now(), attempts = 0, last_error = NULL
 """
 DROP_STALE = """
 DELETE FROM memory_embedding WHERE model_id <> %s OR input_version <> %s
 """
 # Counts over what one member may see by audience (the workspace's and their
 # own; NULL: every memory, for the operator): an owner's status must not count
-# members' private memories (design §4, "Not found means not found").
+# members' private memories (design §4, "Not found means not found"). Pending
+# leaves parked rows out: they wait for a change, not for the job.
 STATUS = """
 WITH seen AS (
     SELECT id FROM memory
@@ -91,8 +138,27 @@ SELECT
    WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL),
   (SELECT count(*) FROM memory_embedding e JOIN seen ON seen.id = e.memory_id
    WHERE e.input_version = %(version)s),
-  (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id)
+  (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
+   WHERE j.next_attempt_at <> 'infinity'),
+  (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
+   WHERE j.next_attempt_at = 'infinity')
 """
+PARKED_REASONS = """
+SELECT j.last_error, count(*) FROM embedding_job j JOIN memory m ON m.id = j.memory_id
+WHERE j.next_attempt_at = 'infinity'
+  AND (%(member)s::uuid IS NULL OR m.audience_member_id IS NULL
+       OR m.audience_member_id = %(member)s::uuid)
+GROUP BY j.last_error ORDER BY count(*) DESC, j.last_error LIMIT %(limit)s
+"""
+
+
+class EmbedUnavailable(Exception):
+    """The embed service could not be reached; the claimed rows are back in
+    the queue."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        super().__init__(f"embed service unavailable ({code.name})")
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -156,22 +222,91 @@ class EmbeddingJob:
         return Batch(workspace_id, [(str(r[0]), int(r[1]), r[2], r[3]) for r in rows])
 
     def process(self, batch: Batch) -> int:
-        """Embeds one claimed batch; returns how many vectors were stored."""
+        """Embeds one claimed batch; returns how many vectors were stored.
+        Raises :class:`EmbedUnavailable` when the embed service cannot be
+        reached (the rows are back in the queue)."""
         texts = [embed_input(title, body) for _, _, title, body in batch.rows]
         try:
             model_id, vectors = self.embedder.embed(texts)
-        except grpc.RpcError:
+        except grpc.RpcError as exc:
             FAILURES.inc()
-            # Leave the rows to be claimed again after a short pause.
-            with self._pool(batch.workspace).connection() as conn:
-                conn.execute(
-                    RELEASE,
-                    (self.settings.job_max_backoff_seconds, [r[0] for r in batch.rows]),
-                )
-            raise
+            if exc.code() in TRANSIENT or len(batch.rows) == 1:  # type: ignore[attr-defined]
+                return self._alone(batch.workspace, batch.rows, exc)
+            # The service refused the batch: one row may be at fault, so each
+            # is tried alone and only the bad one fails.
+            log.info(
+                "embed call refused; trying each memory alone",
+                extra={"workspace": batch.workspace, "rows": len(batch.rows)},
+            )
+            return self._alone(batch.workspace, batch.rows)
+        return self._store(batch.workspace, batch.rows, model_id, vectors)
+
+    def _alone(
+        self,
+        workspace: str,
+        rows: Sequence[tuple[str, int, str, str]],
+        failed: grpc.RpcError | None = None,
+    ) -> int:
+        """Each row in its own call (``failed``: the first row's call already
+        failed so). A transient failure puts the rest back and raises."""
         stored = 0
-        with self._pool(batch.workspace).connection() as conn, conn.transaction():
-            for (memory_id, revision, _, _), vector in zip(batch.rows, vectors, strict=True):
+        for i, row in enumerate(rows):
+            memory_id, revision, title, body = row
+            exc = failed if i == 0 else None
+            if exc is None:
+                try:
+                    model_id, vectors = self.embedder.embed([embed_input(title, body)])
+                except grpc.RpcError as err:
+                    exc = err
+                else:
+                    stored += self._store(workspace, [row], model_id, vectors)
+                    continue
+            code = exc.code()  # type: ignore[attr-defined]
+            if code in TRANSIENT:
+                self._release(workspace, [r[0] for r in rows[i:]])
+                raise EmbedUnavailable(code) from exc
+            self._row_failed(workspace, memory_id, revision, code, exc.details() or "")  # type: ignore[attr-defined]
+        return stored
+
+    def _release(self, workspace: str, memory_ids: list[str]) -> None:
+        with self._pool(workspace).connection() as conn:
+            conn.execute(RELEASE, (self.settings.job_max_backoff_seconds, memory_ids))
+
+    def _row_failed(
+        self, workspace: str, memory_id: str, revision: int, code: grpc.StatusCode, details: str
+    ) -> None:
+        ROW_FAILURES.labels(code.name).inc()
+        reason = f"{code.name}: {details}"[:MAX_REASON_CHARS]
+        s = self.settings
+        with self._pool(workspace).connection() as conn:
+            row = conn.execute(
+                ROW_FAILED,
+                {
+                    "reason": reason,
+                    "max_attempts": s.job_row_max_attempts,
+                    "base": s.job_row_backoff_seconds,
+                    "cap": s.job_row_max_backoff_seconds,
+                    "memory_id": memory_id,
+                    "revision": revision,
+                },
+            ).fetchone()
+        parked = bool(row and row[0])
+        log.log(
+            logging.WARNING if parked else logging.INFO,
+            "memory parked: the embed service refused it" if parked else "embedding failed",
+            extra={"workspace": workspace, "memory_id": memory_id, "reason": reason},
+        )
+
+    def _store(
+        self,
+        workspace: str,
+        rows: Sequence[tuple[str, int, str, str]],
+        model_id: str,
+        vectors: Sequence[Sequence[float]],
+    ) -> int:
+        stored = 0
+        with self._pool(workspace).connection() as conn, conn.transaction():
+            for (memory_id, revision, _, _), vector in zip(rows, vectors, strict=True):
                 if conn.execute(COMPLETE, (memory_id, revision)).rowcount == 1:
                     conn.execute(
                         STORE_VECTOR,
@@ -182,10 +317,12 @@ class EmbeddingJob:
         return stored
 
     def backlog(self, workspace_id: str) -> int:
+        """Rows waiting (parked ones left out); sets both gauges."""
         with self._pool(workspace_id).connection() as conn:
             row = conn.execute(BACKLOG_COUNT).fetchone()
-        count = int(row[0]) if row else 0
+        count, parked = (int(row[0]), int(row[1])) if row else (0, 0)
         BACKLOG.labels(workspace_id).set(count)
+        PARKED.labels(workspace_id).set(parked)
         return count
 
     def enqueue_rebuild(self, workspace_id: str, force: bool = False) -> int:
@@ -218,40 +355,55 @@ class EmbeddingJob:
 
     def run_forever(self) -> None:
         """The worker loop: every workspace, batch after batch; backs off
-        while the embed service is unreachable and drains when it returns."""
+        while the embed service is unreachable and drains when it returns.
+        A workspace whose database fails is backed off alone: the others go on."""
         backoff = 0.0
         # A workspace with nothing queued is looked at less and less often (up
         # to job_idle_max_seconds), so many quiet workspaces cost little.
         idle: dict[str, tuple[float, float]] = {}  # workspace -> (next look, interval)
+        failing: dict[str, tuple[float, float]] = {}  # workspace -> (next look, backoff)
         poll = self.settings.job_poll_seconds
+        cap = self.settings.job_max_backoff_seconds
+        idle_max = self.settings.job_idle_max_seconds
         while not self.stop_event.is_set():
             busy = False
             try:
                 for workspace_id in self.control.all_workspaces():
                     now = time.monotonic()
                     next_look, interval = idle.get(workspace_id, (0.0, 0.0))
-                    if now < next_look:
+                    if now < max(next_look, failing.get(workspace_id, (0.0, 0.0))[0]):
                         continue
-                    batch = self.claim(workspace_id)
-                    if batch.rows:
-                        busy = True
-                        idle.pop(workspace_id, None)
-                        self.process(batch)
-                        self.backlog(workspace_id)
-                    else:
-                        if not interval:
+                    try:
+                        batch = self.claim(workspace_id)
+                        if batch.rows:
+                            busy = True
+                            idle.pop(workspace_id, None)
+                            self.process(batch)
                             self.backlog(workspace_id)
-                        interval = min(max(interval * 2, poll), self.settings.job_idle_max_seconds)
-                        idle[workspace_id] = (now + interval, interval)
+                        else:
+                            if not interval:
+                                self.backlog(workspace_id)
+                            interval = min(max(interval * 2, poll), idle_max)
+                            idle[workspace_id] = (now + interval, interval)
+                        failing.pop(workspace_id, None)
+                    except EmbedUnavailable:
+                        raise
+                    except Exception:
+                        pause = min(max(failing.get(workspace_id, (0.0, 0.0))[1] * 2, 0.2), cap)
+                        failing[workspace_id] = (time.monotonic() + pause, pause)
+                        log.exception(
+                            "embedding job error in one workspace; backing it off",
+                            extra={"workspace": workspace_id, "backoff_s": pause},
+                        )
                 backoff = 0.0
-            except grpc.RpcError as exc:
-                backoff = min(max(backoff * 2, 0.2), self.settings.job_max_backoff_seconds)
+            except EmbedUnavailable as exc:
+                backoff = min(max(backoff * 2, 0.2), cap)
                 log.warning(
                     "embed service unavailable; backing off",
-                    extra={"code": str(exc.code()), "backoff_s": backoff},  # type: ignore[attr-defined]
+                    extra={"code": exc.code.name, "backoff_s": backoff},
                 )
             except Exception:
-                backoff = min(max(backoff * 2, 0.2), self.settings.job_max_backoff_seconds)
+                backoff = min(max(backoff * 2, 0.2), cap)
                 log.exception("embedding job error; backing off")
             if backoff:
                 self.stop_event.wait(backoff)
@@ -259,14 +411,32 @@ class EmbeddingJob:
                 self.stop_event.wait(self.settings.job_poll_seconds)
 
 
+@dataclass(frozen=True)
+class EmbeddingStatus:
+    memories: int
+    embedded: int
+    pending: int
+    parked: int
+    # The most common reasons rows were parked for, with their counts.
+    parked_reasons: list[tuple[str, int]]
+
+
 def status(
     dbs: Databases, control: ControlPlane, workspace_id: str, member_id: str | None = None
-) -> tuple[int, int, int]:
-    """(memories, embedded, pending) among what ``member_id`` may see by
-    audience; every memory when None (the operator)."""
+) -> EmbeddingStatus:
+    """The counts among what ``member_id`` may see by audience; every memory
+    when None (the operator). Parked reasons are the embed service's status
+    texts, never memory text."""
     ws = control.workspace(workspace_id)
     params = {"member": member_id, "version": EMBED_INPUT_VERSION}
     with dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
         row = conn.execute(STATUS, params).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1]), int(row[2])
+        assert row is not None
+        reasons = conn.execute(PARKED_REASONS, {**params, "limit": 5}).fetchall() if row[3] else []
+    return EmbeddingStatus(
+        int(row[0]),
+        int(row[1]),
+        int(row[2]),
+        int(row[3]),
+        [(str(r[0] or ""), int(r[1])) for r in reasons],
+    )

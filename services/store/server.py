@@ -589,17 +589,19 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         claims = internal_auth.check_workspace(request.workspace_id)
         # A member (an owner) counts what they may see; the operator, all.
         member = claims.member_id if claims.kind == internal_auth.MEMBER else None
-        memories, embedded, pending = embedding_job.status(
+        status = embedding_job.status(
             self.memories.dbs,
             self.control,
             ctl.parse_uuid(request.workspace_id, "workspace_id"),
             member,
         )
         return pb.GetEmbeddingStatusResponse(
-            memories=memories,
-            embedded=embedded,
-            pending=pending,
+            memories=status.memories,
+            embedded=status.embedded,
+            pending=status.pending,
             input_version=embedding_job.EMBED_INPUT_VERSION,
+            parked=status.parked,
+            parked_reasons=[pb.ParkedReason(reason=r, count=n) for r, n in status.parked_reasons],
         )
 
     # -- dedup review ------------------------------------------------------

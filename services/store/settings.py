@@ -39,6 +39,12 @@ class StoreSettings(CommonSettings):
     # A claimed batch not finished within this many seconds is claimed again.
     job_lease_seconds: float = 60.0
     job_max_backoff_seconds: float = 5.0
+    # A memory the embed service refuses is retried alone, after a backoff
+    # that doubles from job_row_backoff_seconds up to job_row_max_backoff_seconds,
+    # and parked after job_row_max_attempts (design §6): GetStatus shows why.
+    job_row_max_attempts: int = 5
+    job_row_backoff_seconds: float = 1.0
+    job_row_max_backoff_seconds: float = 300.0
     # Longest a workspace with nothing queued waits to be looked at again.
     job_idle_max_seconds: float = 2.0
     # Batches in flight at once, each in its own thread: the embed service runs

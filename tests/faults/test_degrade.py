@@ -31,6 +31,9 @@ ENV = {
     "RECALLATRON_STORE_TIMEOUT_SECONDS": str(STORE_TIMEOUT),
     "RECALLATRON_RANK_TIMEOUT_SECONDS": str(RANK_TIMEOUT),
     "RECALLATRON_POOL_TIMEOUT_SECONDS": "1",
+    # The recall load's 4 threads (one workspace) all run at once, so a hung
+    # peer is felt by 4 calls in parallel (the gateway's fair share is 2).
+    "RECALLATRON_WORKSPACE_CONCURRENCY": "4",
 }
 TOPICS = ("harbour", "glacier", "orchard", "lantern", "compass", "meadow")
 

@@ -191,3 +191,27 @@ def test_a_new_input_version_is_rebuilt_and_old_rows_unused(stack: Stack, team: 
     assert rows[0][1] == live
     out = ada.recall("rebuild candidate", mode="dense").outcome
     assert out.dense_available and out.results
+
+
+def test_a_long_private_memory_does_not_stall_its_neighbours(
+    stack: Stack, team: Team, encoder: BiEncoder
+) -> None:
+    """The store takes bodies of up to 20,000 characters; the model reads 256
+    tokens. One such memory (private to bob) is embedded from what the model
+    reads, and the 20 memories cy writes beside it are embedded too."""
+    bob, cy = team.clients["bob"], team.clients["cy"]
+    words = " ".join(f"harbour{i} crane{i % 7} manifest" for i in range(1_000))
+    body = words[:8_500]
+    long = bob.remember("Shipping ledger", body).memory
+    neighbours = [
+        cy.remember(f"Neighbour {i}", f"cy's note number {i}").memory.id for i in range(20)
+    ]
+
+    def all_embedded() -> bool:
+        return all(vector_of(stack, team, m) is not None for m in [long.id, *neighbours])
+
+    wait_for(all_embedded, "the long memory and its 20 neighbours to be embedded", timeout=60)
+    # What the model reads of the whole text is what was embedded.
+    expected = encoder.embed([embed_input("Shipping ledger", body)])[0]
+    got = vector_of(stack, team, long.id)
+    assert got is not None and float(np.dot(got, expected)) > 0.9999

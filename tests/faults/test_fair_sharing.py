@@ -1,0 +1,188 @@
+"""Fair sharing (design §9; issue 22) on a stack of its own: work a client
+abandoned stops in Postgres (pg_stat_activity) within 100 ms of its deadline
+or of its cancel; a workspace whose calls pile up is refused fast with
+RESOURCE_EXHAUSTED and a retry hint while another workspace is served; and a
+flood of unknown tokens from one address is limited. A workspace's calls are
+made to wait by a lock held on its `memory` table, so nothing here depends
+on how fast this machine is."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import psycopg
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from recallatron.client import Client
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_cli.stack import Stack
+from tests import dbutil
+from tests.conftest import wait_for
+from tests.faults.stackutil import new_stack, owner_client, plain_client, record, running
+
+pytestmark = pytest.mark.integration
+
+QUEUE = 8
+ENV = {
+    "RECALLATRON_WORKSPACE_QUEUE": str(QUEUE),
+    "RECALLATRON_AUTH_FAILURE_BURST": "5",
+    "RECALLATRON_AUTH_FAILURES_PER_SECOND": "0.2",
+}
+# Backends of the app role busy with a statement in one database.
+BUSY = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = %s AND usename = 'recallatron_app' AND state = 'active'
+"""
+
+
+@pytest.fixture(scope="module")
+def stack(prepared_models_dir: Path) -> Iterator[Stack]:
+    with running(new_stack(prepared_models_dir, ENV)) as started:
+        yield started
+
+
+@contextmanager
+def locked(stack: Stack, database: str) -> Iterator[None]:
+    """Every statement on the workspace's memories waits while this holds."""
+    with psycopg.connect(dbutil.workspace_url(stack, database)) as conn:
+        conn.execute("LOCK TABLE memory IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+def busy(stack: Stack, database: str) -> int:
+    return int(dbutil.query(stack, "postgres", BUSY, (database,))[0][0])
+
+
+def workspace(stack: Stack, slug: str) -> tuple[Client, str, str]:
+    client, _, database = owner_client(stack, f"{slug}-{uuid.uuid4().hex[:6]}")
+    memory_id = client.remember(f"{slug} note", "something to read").memory.id
+    return client, database, memory_id
+
+
+def read_request(memory_id: str) -> pb.ReadRequest:
+    return pb.ReadRequest(ids=[memory_id])
+
+
+def test_a_statement_stops_at_its_calls_deadline(stack: Stack) -> None:
+    client, database, memory_id = workspace(stack, "deadline")
+    with locked(stack, database):
+        outcome: list[grpc.StatusCode] = []
+        started = time.monotonic()
+
+        def read() -> None:
+            try:
+                client.memory.Read(read_request(memory_id), metadata=client._md(), timeout=1.0)
+            except grpc.RpcError as exc:
+                outcome.append(exc.code())  # type: ignore[attr-defined]
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        wait_for(lambda: busy(stack, database) >= 1, "the read to wait on the lock", 5)
+        thread.join()
+        # 100 ms after the client's deadline, nothing of it runs any more.
+        time.sleep(max(0.0, started + 1.0 + 0.1 - time.monotonic()))
+        left = busy(stack, database)
+    assert outcome and outcome[0] in (
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNAVAILABLE,
+    )
+    assert left == 0
+    client.close()
+
+
+def test_a_cancelled_call_stops_its_statement(stack: Stack) -> None:
+    client, database, memory_id = workspace(stack, "cancel")
+    with locked(stack, database):
+        future = client.memory.Read.future(
+            read_request(memory_id), metadata=client._md(), timeout=30
+        )
+        wait_for(lambda: busy(stack, database) >= 1, "the read to wait on the lock", 5)
+        future.cancel()
+        time.sleep(0.1)
+        left = busy(stack, database)
+    assert left == 0
+    client.close()
+
+
+def _retry_delay(exc: grpc.RpcError) -> float:
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    assert status is not None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            return info.retry_delay.ToTimedelta().total_seconds()
+    return 0.0
+
+
+def test_a_piled_up_workspace_is_refused_while_another_is_served(stack: Stack) -> None:
+    noisy, noisy_db, noisy_id = workspace(stack, "noisy")
+    quiet, _, quiet_id = workspace(stack, "quiet")
+    codes: Counter[str] = Counter()
+    hints: list[float] = []
+    lock = threading.Lock()
+
+    def read() -> None:
+        try:
+            noisy.memory.Read(read_request(noisy_id), metadata=noisy._md(), timeout=5)
+            code = "OK"
+        except grpc.RpcError as exc:
+            code = exc.code().name  # type: ignore[attr-defined]
+            if code == "RESOURCE_EXHAUSTED":
+                with lock:
+                    hints.append(_retry_delay(exc))
+        with lock:
+            codes[code] += 1
+
+    with locked(stack, noisy_db):
+        threads = [threading.Thread(target=read) for _ in range(40)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: codes["RESOURCE_EXHAUSTED"] > 0 or None, "a refusal", 10)
+        # The noisy workspace's calls wait (or are refused); the quiet one's is served.
+        got = quiet.memory.Read(read_request(quiet_id), metadata=quiet._md(), timeout=2)
+        assert [m.id for m in got.memories] == [quiet_id]
+        still_waiting = 40 - sum(codes.values())
+    for t in threads:
+        t.join()
+    record("fair_refusals", codes=dict(codes), waiting_while_quiet_served=still_waiting)
+    # At most its share ran or waited; the rest were told when to come back.
+    assert codes["RESOURCE_EXHAUSTED"] >= 40 - (4 + QUEUE) * 2  # gateway and store shares
+    assert hints and all(h > 0 for h in hints)
+    assert still_waiting > 0
+    noisy.close()
+    quiet.close()
+
+
+def test_a_flood_of_unknown_tokens_is_limited_per_address(stack: Stack) -> None:
+    client, _, memory_id = workspace(stack, "flood")
+    client.read([memory_id])  # known to the gateway now
+    codes: Counter[str] = Counter()
+    for _ in range(30):
+        stranger = plain_client(stack.gateway, "rc_" + uuid.uuid4().hex)
+        try:
+            stranger.read([memory_id])
+        except grpc.RpcError as exc:
+            codes[exc.code().name] += 1  # type: ignore[attr-defined]
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # type: ignore[attr-defined]
+                assert _retry_delay(exc) > 0
+        finally:
+            stranger.close()
+    record("auth_flood", codes=dict(codes))
+    assert codes["UNAUTHENTICATED"] <= 6  # the burst (and a refill)
+    assert codes["RESOURCE_EXHAUSTED"] >= 24
+    # A token the gateway knows is served all along.
+    assert [m.id for m in client.read([memory_id]).memories] == [memory_id]
+    client.close()
