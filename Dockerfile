@@ -12,7 +12,9 @@
 #   runtime  python slim + /opt/venv + the prepared models, non-root, no build
 #            tools, no torch. Pods never download anything.
 #
-# Build:  docker build -t recallatron:0.1.0 .
+# Build:  docker build -t recallatron:0.1.0 .   (where a registry is reachable)
+#         make image                             (here: podman, a local base image
+#                                                 and torch from the local wheel)
 # See docs/kubernetes.md.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -24,6 +26,11 @@ FROM ${PYTHON_IMAGE} AS models
 # nothing here runs on a GPU. Override for a mirror with --build-arg.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG TORCH_VERSION=2.13.0
+# Build-time only (pip reads them from the environment; never in a layer):
+# a directory of wheels mounted into the RUN steps (`podman build --volume`)
+# and a CA bundle for reaching the package index. Empty: pip's defaults.
+ARG PIP_FIND_LINKS=
+ARG PIP_CERT=
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -53,6 +60,8 @@ RUN pip install ".[models]" \
 
 # ---------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
+
+ARG PIP_CERT=
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
