@@ -75,14 +75,14 @@ base() {
   fi
   local root
   root=$(mktemp -d /var/tmp/recallatron-base.XXXXXX)
-  trap 'rm -rf "$root"' RETURN
   echo "debootstrap $SUITE from $(mirror) ..."
-  debootstrap --variant=minbase \
+  if ! debootstrap --variant=minbase \
     --include=python3.11,python3.11-venv,python3-pip,ca-certificates,netbase \
-    "$SUITE" "$root" "$(mirror)" >"$root.log" 2>&1 || {
+    "$SUITE" "$root" "$(mirror)" >"$root.log" 2>&1; then
     tail -30 "$root.log"
+    rm -rf "$root" "$root.log"
     exit 1
-  }
+  fi
   rm -f "$root.log"
   # What the Dockerfile expects of python:3.11-slim: `python` on PATH, and pip
   # allowed to install outside a venv (the models stage does).
@@ -94,6 +94,7 @@ base() {
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["python"]' \
     - "$BASE_IMAGE" >/dev/null
+  rm -rf "$root"
   echo "base image $BASE_IMAGE imported"
 }
 
