@@ -56,7 +56,7 @@ buf-breaking: $(BUF)
 	  cd protos && ../$(BUF) breaking --against "$$tmp/protos"
 
 # The container image, localhost/recallatron:dev, with rootful podman: installs
-# podman, runc and debootstrap when missing and makes the base image from the
+# podman, runc and mmdebstrap when missing and makes the base image from the
 # Debian mirror (scripts/image.sh; no registry is needed).
 image:
 	scripts/image.sh build

@@ -3,7 +3,7 @@
 # Debian's package mirror and PyPI but no container registry (docs/kubernetes.md,
 # "Building the image").
 #
-#   scripts/image.sh install   podman, runc and debootstrap from Debian (if missing)
+#   scripts/image.sh install   podman, runc and mmdebstrap from Debian (if missing)
 #   scripts/image.sh conf      writes .tools/podman/containers.conf, prints its path
 #   scripts/image.sh base      the python:3.11-slim-bookworm stand-in (if missing)
 #   scripts/image.sh build     all of the above, then the image itself
@@ -23,7 +23,7 @@ install() {
   local missing=()
   command -v podman >/dev/null || missing+=(podman)
   command -v runc >/dev/null || missing+=(runc)
-  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
   if ((${#missing[@]})); then
     apt-get update -qq
     # No recommends: crun (which refuses this kernel's hybrid cgroup layout)
@@ -75,8 +75,11 @@ base() {
   fi
   local root
   root=$(mktemp -d /var/tmp/recallatron-base.XXXXXX)
-  echo "debootstrap $SUITE from $(mirror) ..."
-  if ! debootstrap --variant=minbase \
+  echo "bootstrapping $SUITE (minbase) from $(mirror) ..."
+  # mmdebstrap, not debootstrap: the same minbase system from the same mirror,
+  # but apt downloads it in 25 s where debootstrap's one-by-one fetches took
+  # 100 s here. It leaves no apt lists or package cache behind.
+  if ! mmdebstrap --variant=minbase \
     --include=python3.11,python3.11-venv,python3-pip,ca-certificates,netbase \
     "$SUITE" "$root" "$(mirror)" >"$root.log" 2>&1; then
     tail -30 "$root.log"
