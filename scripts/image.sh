@@ -78,8 +78,10 @@ base() {
   echo "bootstrapping $SUITE (minbase) from $(mirror) ..."
   # mmdebstrap, not debootstrap: the same minbase system from the same mirror,
   # but apt downloads it in 25 s where debootstrap's one-by-one fetches took
-  # 100 s here. It leaves no apt lists or package cache behind.
+  # 100 s here. Its merged-usr hook makes /bin etc. links itself instead of
+  # installing usrmerge, which would pull in perl (50 MB).
   if ! mmdebstrap --variant=minbase \
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --include=python3.11,python3.11-venv,python3-pip,ca-certificates,netbase \
     "$SUITE" "$root" "$(mirror)" >"$root.log" 2>&1; then
     tail -30 "$root.log"
