@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=${IMAGE:-localhost/recallatron:dev}
+# The tag the smoke test runs (tests/k8s/test_image.py reads the same variable).
+IMAGE=${RECALLATRON_IMAGE:-localhost/recallatron:dev}
 BASE_IMAGE=${BASE_IMAGE:-localhost/recallatron-base:bookworm}
 SUITE=bookworm
 CONF_DIR=$PWD/.tools/podman

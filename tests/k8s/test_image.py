@@ -158,7 +158,14 @@ class Pod:
     def run(self, component: str, detach: bool = True) -> subprocess.CompletedProcess:
         p = self.processes[component]
         self.started.append(self.name(component))
-        args = ["run", "--name", self.name(component), "--network", f"container:{self.pg}"]
+        args = [
+            "run",
+            "--name",
+            self.name(component),
+            "--label",
+            f"recallatron.smoke={self.prefix}",
+        ]
+        args += ["--network", f"container:{self.pg}"]
         args += [*p.flags, "--env-file", str(self.env_file(p))]
         args += ["-d"] if detach else []
         return podman(*args, IMAGE, *p.command, timeout=START_SECONDS, check=detach)
@@ -210,6 +217,7 @@ def start_postgres(pod: Pod, password: str) -> None:
     pod.started.append(pod.pg)
     podman(
         "run", "-d", "--name", pod.pg, "--network", "none",
+        "--label", f"recallatron.smoke={pod.prefix}",
         "--user", "10001:10001", "--read-only", "--read-only-tmpfs=false",
         "--tmpfs", "/tmp:rw,size=64m,mode=1777",
         "--tmpfs", "/var/lib/postgresql:rw,size=1g,mode=1777",
