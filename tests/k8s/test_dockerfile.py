@@ -286,7 +286,7 @@ def test_every_package_the_entry_points_import_is_copied(rendered, dockerfile):
     closure = _import_closure(entries, tops)
     needed = {m.split(".")[0] for m in closure}
     assert {"recallatron", "recallatron_cli", "recallatron_mcp", "services"} <= needed
-    installs_project = re.compile(r"pip install\s+\"?\.(\[|\"|\s|$)")
+    installs_project = re.compile(r"pip install(\s+--\S+)*\s+\"?\.(\[|\"|\s|$)")
     stages = [n for n, s in dockerfile.items() if any(installs_project.search(a) for _, a in s)]
     assert len(stages) == 2, stages  # models (with the extra) and build
     for name in stages:

@@ -122,7 +122,7 @@ def processes_from_manifests(objs: list[dict]) -> dict[str, Process]:
         out[component] = Process(
             component,
             int(pod.get("terminationGracePeriodSeconds", 30)),
-            list(c["command"]),
+            [*c["command"], *c.get("args", [])],
             values,
             flags,
             list(probe),
