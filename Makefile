@@ -8,6 +8,7 @@ INSTALLED := $(VENV)/.installed
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 CHROMIUM := /usr/bin/chromium
+PROMTOOL := /usr/bin/promtool
 
 .PHONY: run test test-fast check lint protos protos-check buf-lint buf-breaking models eval bench clean \
 	image image-test
@@ -42,6 +43,11 @@ protos-check: protos
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
+# promtool checks and unit-tests the alert rules (k8s/monitoring/): Debian's
+# prometheus package ships it.
+$(PROMTOOL):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+
 buf-lint: $(BUF)
 	cd protos && ../$(BUF) lint
 
@@ -71,20 +77,21 @@ lint: $(INSTALLED)
 
 check: protos-check buf-lint buf-breaking lint
 
-test: models check image $(CHROMIUM)
+test: models check image $(CHROMIUM) $(PROMTOOL)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Every test without the `integration` marker: no Postgres, no service process, no
 # prepared models, no browser (tests/README.md). Under a minute.
-test-fast: $(INSTALLED) $(BUF)
+test-fast: $(INSTALLED) $(BUF) $(PROMTOOL)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not integration"
 
-# Not part of `make test`: retrieval quality on the dev data, and latency.
+# Not part of `make test`: retrieval quality on the dev data, and latency (with
+# its pictures in docs/benchmarks/).
 eval: models
 	$(VENV)/bin/recallatron eval ../shared/eval/locomo-dev/conv-26 ../shared/eval/locomo-dev/conv-30 ../shared/eval/locomo-dev/conv-41
 
 bench: models
-	$(PY) -m benchmarks.recall_bench --memories 10000 100000 --out docs/benchmarks.md
+	$(PY) -m benchmarks.recall_bench --memories 10000 100000 --out docs/benchmarks.md --pictures docs/benchmarks
 
 clean:
 	rm -rf $(VENV) .tools

@@ -21,6 +21,7 @@ queries, or the figures would flatter it."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -32,9 +33,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import plots
 from recallatron.client import Client
 from recallatron_cli import synthetic
-from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace
+from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace, wait_embedded
 from recallatron_cli.load import models_dir as load_models_dir
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store.recall import CANDIDATE_CAP
@@ -54,6 +56,11 @@ NARROW_MEMBER, NARROW_PURPOSE = 0, "audit"
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def brief(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's figures for the log, without its distributions."""
+    return {k: v for k, v in run.items() if k not in ("distribution", "classes")}
 
 
 def _tree_cpu(roots: dict[str, int]) -> dict[str, float]:
@@ -271,7 +278,7 @@ def seeded(stack: Stack, n: int, args: argparse.Namespace) -> list[Client]:
         log,
         members=args.members,
     )
-    clients[0].wait_embedded(timeout=7200)
+    wait_embedded(clients[0], timeout=7200)
     return clients
 
 
@@ -295,7 +302,7 @@ def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) ->
             for c in (1, 8):
                 key = f"{mode}{'+rerank' if rerank else ''}@c{c}"
                 out["closed"][key] = closed(client, pools, mode, rerank, c, args.duration)
-                log(f"{n} {key}: {out['closed'][key]}")
+                log(f"{n} {key}: {brief(out['closed'][key])}")
         # The narrow caller, one recall at a time, every mode.
         narrow = clients[NARROW_MEMBER]
         out["narrow_share"] = synthetic.visible_share(
@@ -307,12 +314,12 @@ def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) ->
             out["narrow"][key] = closed(
                 narrow, pools, mode, rerank, 1, args.duration, purpose=NARROW_PURPOSE
             )
-            log(f"{n} narrow {key}: {out['narrow'][key]}")
+            log(f"{n} narrow {key}: {brief(out['narrow'][key])}")
         out["open"] = {}
         for rate in RATES:
             r = opened(client, pools, rate, args.duration)
             out["open"][rate] = r
-            log(f"{n} open {rate}/s: {r}")
+            log(f"{n} open {rate}/s: {brief(r)}")
             if r["p99_ms"] > 100 or r["errors"]:
                 break
         out["split"] = split_cost(stack, client, qs, models_dir, tiny, args)
@@ -676,7 +683,7 @@ def growth_rows(
     return rows
 
 
-def render(results: list[dict[str, Any]], argv: list[str]) -> str:
+def render(results: list[dict[str, Any]], argv: list[str], pictures: Sequence[str] = ()) -> str:
     cmd = "python -m benchmarks.recall_bench " + " ".join(argv)
     lines = [
         "# Benchmarks",
@@ -819,6 +826,7 @@ def render(results: list[dict[str, Any]], argv: list[str]) -> str:
             *growth_rows(small, large),
         ]
         lines.append("")
+    lines += pictures
     return "\n".join(lines)
 
 
@@ -834,6 +842,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-count", type=int, default=300)
     p.add_argument("--state-prefix", default="/tmp/rl")
     p.add_argument("--out", default="docs/benchmarks.md")
+    p.add_argument(
+        "--pictures", default="docs/benchmarks", help="where the plots go (SVG, linked from --out)"
+    )
+    p.add_argument("--json", default="", help="also save the raw results here (benchmarks.plots)")
     p.add_argument(
         "--steps-alone",
         action="store_true",
@@ -855,11 +867,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = [bench_size(n, args, str(tiny), models_dir) for n in args.memories]
     out = Path(args.out)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results))
+    # Drawn before render, which consumes the CPU figures.
+    drawn = plots.bench_pictures(results, Path(args.pictures))
+    pictures = [
+        "## Pictures",
+        "",
+        "Latency against percentile on the nines scale (HdrHistogram's percentile "
+        "distribution; the maximum is off the scale and in the tables), from the runs above:",
+        "",
+        *plots.markdown(drawn, out),
+    ]
     # The hand-written analysis at the end of the file survives a rerun.
     kept = ""
     if out.exists() and ANALYSIS in out.read_text():
         kept = out.read_text()[out.read_text().index(ANALYSIS) :]
-    out.write_text(render(results, argv) + ("\n" + kept if kept else ""))
+    out.write_text(render(results, argv, pictures) + ("\n" + kept if kept else ""))
     log(f"wrote {args.out}")
     return 0
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
@@ -38,6 +39,84 @@ def mentions(names: Sequence[str] = (), entity_ids: Sequence[str] = ()) -> list[
     return [cpb.MentionInput(name=n) for n in names] + [
         cpb.MentionInput(entity_id=e) for e in entity_ids
     ]
+
+
+# -- the graph's JSON shapes (recallatron/tools.py) as messages --------------------
+
+GraphItems = Sequence[dict[str, Any]]
+
+
+def rfc3339(value: str, field: str) -> datetime:
+    """An RFC 3339 time with its offset ("2026-05-01T09:00:00Z")."""
+    try:
+        at = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field}: not an RFC 3339 time: {value!r:.60}") from None
+    if at.tzinfo is None:
+        raise ValueError(f"{field}: an RFC 3339 time needs its offset (Z or +hh:mm)")
+    return at
+
+
+def _ts(value: str, field: str) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(rfc3339(value, field))
+    return ts
+
+
+def entity(item: dict[str, Any]) -> cpb.MentionInput:
+    """{entity_id} or {name, type?}."""
+    if "entity_id" in item:
+        return cpb.MentionInput(entity_id=item["entity_id"], type=item.get("type", ""))
+    return cpb.MentionInput(name=item.get("name", ""), type=item.get("type", ""))
+
+
+def _span(msg: Any, item: dict[str, Any], where: str) -> None:
+    for key in ("valid_from", "valid_until"):
+        if item.get(key):
+            getattr(msg, key).CopyFrom(_ts(item[key], f"{where}.{key}"))
+    if item.get("confidence") is not None:
+        msg.confidence = float(item["confidence"])
+
+
+def claims(items: GraphItems) -> list[cpb.ClaimInput]:
+    out = []
+    for i, item in enumerate(items):
+        msg = cpb.ClaimInput(
+            entity=entity(item.get("entity", {})),
+            attribute=item.get("attribute", ""),
+            value=item.get("value", ""),
+        )
+        _span(msg, item, f"claims[{i}]")
+        out.append(msg)
+    return out
+
+
+def relations(items: GraphItems) -> list[cpb.RelationInput]:
+    out = []
+    for i, item in enumerate(items):
+        msg = cpb.RelationInput(
+            subject=entity(item.get("subject", {})),
+            predicate=item.get("predicate", ""),
+            object=entity(item.get("object", {})),
+        )
+        _span(msg, item, f"relations[{i}]")
+        out.append(msg)
+    return out
+
+
+def aliases(items: GraphItems) -> list[cpb.AliasInput]:
+    return [
+        cpb.AliasInput(entity=entity(item.get("entity", {})), alias=item.get("alias", ""))
+        for item in items
+    ]
+
+
+def _graph(
+    req: Any, claim_items: GraphItems, relation_items: GraphItems, alias_items: GraphItems
+) -> None:
+    req.claims.extend(claims(claim_items))
+    req.relations.extend(relations(relation_items))
+    req.aliases.extend(aliases(alias_items))
 
 
 class Client:
@@ -77,6 +156,10 @@ class Client:
         confidence: float | None = None,
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
+        episode_id: str = "",
     ) -> pb.RememberResponse:
         req = pb.RememberRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -87,12 +170,14 @@ class Client:
             mentions=mentions(mention_names, mention_ids),
             about_ids=list(about),
             purpose=PURPOSE.value(purpose),
+            episode_id=episode_id,
         )
         aud = audience(audience_to)
         if aud is not None:
             req.audience.CopyFrom(aud)
         if confidence is not None:
             req.confidence = confidence
+        _graph(req, claims, relations, aliases)
         return self.call(self.memory.Remember, req)
 
     def read(self, ids: Sequence[str], purpose: str = DEFAULT_PURPOSE) -> pb.ReadResponse:
@@ -139,6 +224,9 @@ class Client:
         purposes: Sequence[str] = (),
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
     ) -> pb.DeriveResponse:
         req = pb.DeriveRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -152,6 +240,7 @@ class Client:
         aud = audience(audience_to)
         if aud is not None:
             req.audience.CopyFrom(aud)
+        _graph(req, claims, relations, aliases)
         return self.call(self.memory.Derive, req)
 
     def correct(
@@ -165,6 +254,10 @@ class Client:
         confidence: float | None = None,
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
+        replace_claims: bool = False,
     ) -> pb.CorrectResponse:
         req = pb.CorrectRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -179,6 +272,8 @@ class Client:
             req.body = body
         if confidence is not None:
             req.confidence = confidence
+        _graph(req, claims, relations, aliases)
+        req.replace_claims = replace_claims
         return self.call(self.memory.Correct, req)
 
     def supersede(
@@ -192,6 +287,10 @@ class Client:
         *,
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        claims: GraphItems = (),
+        relations: GraphItems = (),
+        aliases: GraphItems = (),
+        replace_claims: bool = False,
     ) -> pb.SupersedeResponse:
         req = pb.SupersedeRequest(
             request_id=request_id or str(uuid.uuid4()),
@@ -203,7 +302,42 @@ class Client:
             reason=reason,
             purpose=PURPOSE.value(purpose),
         )
+        _graph(req, claims, relations, aliases)
+        req.replace_claims = replace_claims
         return self.call(self.memory.Supersede, req)
+
+    def lookup(
+        self,
+        name: str,
+        as_of: str | None = None,
+        purpose: str = DEFAULT_PURPOSE,
+        include_history: bool = False,
+    ) -> pb.LookupResponse:
+        req = pb.LookupRequest(
+            name=name, purpose=PURPOSE.value(purpose), include_history=include_history
+        )
+        if as_of:
+            req.as_of.CopyFrom(_ts(as_of, "as_of"))
+        return self.call(self.memory.Lookup, req)
+
+    def neighbors(
+        self,
+        entity_id: str,
+        hops: int = 1,
+        predicates: Sequence[str] = (),
+        as_of: str | None = None,
+        purpose: str = DEFAULT_PURPOSE,
+        timeout: float | None = None,
+    ) -> pb.NeighborsResponse:
+        req = pb.NeighborsRequest(
+            entity_id=entity_id,
+            hops=hops,
+            predicates=list(predicates),
+            purpose=PURPOSE.value(purpose),
+        )
+        if as_of:
+            req.as_of.CopyFrom(_ts(as_of, "as_of"))
+        return self.call(self.memory.Neighbors, req, timeout)
 
     def forget(
         self,
@@ -228,16 +362,67 @@ class Client:
         speaker_member_id: str = "",
         purpose: str = DEFAULT_PURPOSE,
         request_id: str = "",
+        episode_id: str = "",
     ) -> pb.CaptureResponse:
         req = pb.CaptureRequest(
             request_id=request_id,
             speaker_member_id=speaker_member_id,
             text=text,
             purpose=PURPOSE.value(purpose),
+            episode_id=episode_id,
         )
         if occurred_at is not None:
             req.occurred_at.FromDatetime(occurred_at)
         return self.call(self.memory.Capture, req)
+
+    def create_episode(
+        self,
+        title: str,
+        started_at: str,
+        ended_at: str | None = None,
+        *,
+        audience_to: str | None = None,
+        purposes: Sequence[str] = (),
+        member_ids: Sequence[str] = (),
+        entity_ids: Sequence[str] = (),
+        purpose: str = DEFAULT_PURPOSE,
+    ) -> pb.CreateEpisodeResponse:
+        req = pb.CreateEpisodeRequest(
+            title=title,
+            purposes=[PURPOSE.value(p) for p in purposes],
+            member_ids=list(member_ids),
+            entity_ids=list(entity_ids),
+            purpose=PURPOSE.value(purpose),
+        )
+        req.started_at.CopyFrom(_ts(started_at, "started_at"))
+        if ended_at:
+            req.ended_at.CopyFrom(_ts(ended_at, "ended_at"))
+        aud = audience(audience_to)
+        if aud is not None:
+            req.audience.CopyFrom(aud)
+        return self.call(self.memory.CreateEpisode, req)
+
+    def timeline(
+        self,
+        entity_id: str = "",
+        episode_id: str = "",
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        page_token: str = "",
+        purpose: str = DEFAULT_PURPOSE,
+    ) -> pb.TimelineResponse:
+        req = pb.TimelineRequest(
+            entity_id=entity_id,
+            episode_id=episode_id,
+            page_token=page_token,
+            purpose=PURPOSE.value(purpose),
+        )
+        if start:
+            getattr(req, "from").CopyFrom(_ts(start, "from"))
+        if end:
+            req.to.CopyFrom(_ts(end, "to"))
+        return self.call(self.memory.Timeline, req)
 
     # -- dedup review ------------------------------------------------------
 
@@ -302,13 +487,21 @@ class Client:
     def status(self) -> pb.GetStatusResponse:
         return self.call(self.admin.GetStatus, pb.GetStatusRequest())
 
-    def wait_embedded(self, timeout: float = 600.0, poll: float = 0.5) -> pb.GetStatusResponse:
-        """Blocks until the embedding job has caught up (owner token)."""
+    def wait_embedded(
+        self,
+        timeout: float = 600.0,
+        poll: float = 0.5,
+        on_status: Callable[[pb.GetStatusResponse], None] | None = None,
+    ) -> pb.GetStatusResponse:
+        """Blocks until the embedding job has caught up (owner token);
+        ``on_status`` sees every status read (progress)."""
         import time
 
         deadline = time.monotonic() + timeout
         while True:
             status = self.status()
+            if on_status is not None:
+                on_status(status)
             if status.pending == 0 and status.embedded >= status.memories:
                 return status
             if time.monotonic() > deadline:

@@ -91,3 +91,28 @@ MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10
 # One captured conversation turn.
 MAX_TURN_CHARS = 20_000
+
+# -- the graph (design §3, §7) ---------------------------------------------------
+
+# Attribute names, predicates and entity types: an open vocabulary of
+# identifiers (a lowercase letter, then lowercase letters, digits or "_").
+IDENTIFIER_PATTERN = r"^[a-z][a-z0-9_]*$"
+MAX_IDENTIFIER = 64
+MAX_CLAIM_VALUE = 2_000
+# Per write: attribute claims, relation claims, aliases.
+MAX_CLAIMS = 100
+MAX_RELATIONS = 100
+MAX_ALIASES = 20
+# Lookup: entities of one name, and items per list of an entity's card.
+MAX_LOOKUP_ENTITIES = 20
+MAX_CARD_ITEMS = 200
+# Recall: entity cards for names a query contains, and the longest name (in
+# words) looked for.
+MAX_RECALL_ENTITIES = 5
+MAX_NAME_WORDS = 6
+# Neighbors: hops, and the most nodes and edges one answer carries.
+MAX_HOPS = 3
+MAX_NEIGHBOR_NODES = 200
+MAX_NEIGHBOR_EDGES = 500
+# Timeline: events per page.
+MAX_TIMELINE_EVENTS = 100

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,37 +71,59 @@ def client(args: argparse.Namespace, admin: bool = False) -> Client:
     return Client(args.gateway, token)
 
 
+# What a terminal would act on rather than show: C0 controls but newline and
+# tab, DEL, C1 controls (ESC and CSI start escape sequences), and the
+# bidirectional overrides that reorder what is shown.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, newlines: bool = True) -> str:
+    """``text`` safe to print: memory text is anyone's writing, and a
+    terminal escape in it must show as text, never run (``\\x1b``)."""
+    text = _CONTROLS.sub(_escape, text)
+    return text if newlines else text.replace("\n", "\\n").replace("\t", "\\t")
+
+
 def show(args: argparse.Namespace, message: Any, text: str) -> None:
-    """The answer as JSON with --json, else as text."""
+    """The answer as JSON with --json (control characters escaped by the
+    encoder), else as text with control characters escaped."""
     if args.json:
         print(json.dumps(MessageToDict(message, preserving_proto_field_name=True), indent=2))
     else:
-        print(text)
+        print(printable(text))
 
 
 def memory_text(m: Any) -> str:
-    audience = "workspace" if m.audience.workspace else f"member {m.audience.member_id}"
+    """A memory as text; every field from the memory is made printable (a
+    title or name keeps to its line)."""
+    one = lambda value: printable(value, newlines=False)  # noqa: E731
+    audience = "workspace" if m.audience.workspace else f"member {one(m.audience.member_id)}"
     lines = [
-        f"{m.id}  [{KIND.name(m.kind)}] {m.title}",
+        f"{one(m.id)}  [{KIND.name(m.kind)}] {one(m.title)}",
         f"  revision {m.revision} · {ORIGIN.name(m.origin)}"
         f" · confidence {m.confidence:.2f} · {m.created_at.ToDatetime():%Y-%m-%d %H:%M} UTC",
         f"  audience {audience} · purposes " + ", ".join(PURPOSE.name(p) for p in m.purposes),
     ]
     if m.body:
-        lines.append("  " + m.body.replace("\n", "\n  "))
+        lines.append("  " + printable(m.body).replace("\n", "\n  "))
     for link in m.links:
         kind = LINK_KIND.name(link.kind)
-        target = link.target.title if link.target.visible else "(not visible to you)"
-        lines.append(f"  {kind} -> {link.target.id} {target}")
+        target = one(link.target.title) if link.target.visible else "(not visible to you)"
+        lines.append(f"  {kind} -> {one(link.target.id)} {target}")
     if m.superseded_by_id:
-        lines.append(f"  superseded by {m.superseded_by_id}")
+        lines.append(f"  superseded by {one(m.superseded_by_id)}")
     for mention in m.mentions:
-        lines.append(f"  mentions {mention.name} ({mention.entity_id})")
+        lines.append(f"  mentions {one(mention.name)} ({one(mention.entity_id)})")
     for r in m.revisions:
         action = REVISION_ACTION.name(r.action)
         lines.append(
-            f"  revision {r.revision} {action} by {r.changed_by}"
+            f"  revision {r.revision} {action} by {one(r.changed_by)}"
             f" at {r.changed_at.ToDatetime():%Y-%m-%d %H:%M} UTC"
-            + (f": {r.reason}" if r.reason else "")
+            + (f": {one(r.reason)}" if r.reason else "")
         )
     return "\n".join(lines)

@@ -39,6 +39,7 @@ from typing import Any
 import grpc
 
 from recallatron.client import Client
+from recallatron.progress import Progress
 from recallatron.settings import default_state_dir
 from recallatron.vocabulary import MAX_BODY, MAX_QUERY_CHARS, MAX_TITLE, MODES
 
@@ -213,15 +214,21 @@ class Workspace:
 
         # One at a time, in corpus order: rows that score alike are ordered by
         # creation time, so this keeps the figures the same from run to run.
-        for doc in self.dataset.documents:
-            doc_id, memory_id = remember(doc)
-            self.memory_of[doc_id] = memory_id
-            self.doc_of[memory_id] = doc_id
+        documents = self.dataset.documents
+        with Progress(f"{self.dataset.name}: loading", len(documents), "documents") as bar:
+            for doc in documents:
+                doc_id, memory_id = remember(doc)
+                self.memory_of[doc_id] = memory_id
+                self.doc_of[memory_id] = doc_id
+                bar.advance()
 
     def wait_embedded(self, timeout: float = 900.0) -> None:
         """Waits until the embedding job has embedded every memory (the
         workspace status an owner may read)."""
-        self.client.wait_embedded(timeout=timeout)
+        with Progress(f"{self.dataset.name}: embedding", unit="memories") as bar:
+            self.client.wait_embedded(
+                timeout=timeout, on_status=lambda s: bar.update(s.embedded, s.memories)
+            )
 
     def run(self, query: Query, mode: str, rerank: bool) -> tuple[Run, int]:
         """One recall; an answer without the dense arm (in a mode that wants
@@ -338,20 +345,16 @@ def evaluate(
     datasets: Sequence[Dataset],
     modes: Sequence[str] = MODES,
     rerank: bool = False,
-    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Runs the evaluation; returns one object keyed by mode."""
+    """Runs the evaluation (its progress on stderr); returns one object keyed by mode."""
     per_query: dict[str, list[tuple[Dataset, Query, dict[str, float]]]] = defaultdict(list)
     runs: dict[str, ModeRuns] = {m: ModeRuns() for m in modes}
     for dataset in datasets:
-        log(f"{dataset.name}: loading {len(dataset.documents)} documents ...")
         ws = Workspace(gateway, admin_token, dataset)
         try:
             ws.load()
             if any(m != "lexical" for m in modes):
-                log(f"{dataset.name}: waiting for every memory to be embedded ...")
                 ws.wait_embedded()
-            log(f"{dataset.name}: {len(dataset.queries)} queries x {', '.join(modes)} ...")
             for mode in modes:
 
                 def one(
@@ -360,8 +363,12 @@ def evaluate(
                     run, degraded = ws.run(query, mode, rerank)
                     return query, run, degraded
 
-                with ThreadPoolExecutor(WORKERS) as pool:
+                with (
+                    Progress(f"{dataset.name}: {mode}", len(dataset.queries), "queries") as bar,
+                    ThreadPoolExecutor(WORKERS) as pool,
+                ):
                     for query, run, degraded in pool.map(one, dataset.queries):
+                        bar.advance()
                         runs[mode].runs[(dataset.name, query.id)] = run
                         runs[mode].degraded += degraded
                         scores = query_metrics([h.doc for h in run.hits], dataset.qrels[query.id])
@@ -427,6 +434,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         # The arms run first so that hybrid can be checked against them.
         modes = [m for m in MODES if m in modes]
     datasets = [load_dataset(Path(d)) for d in args.datasets]
+    if args.plot:
+        from recallatron_cli.plots import pyplot
+
+        pyplot()  # before the long run: a missing matplotlib says so now
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -439,10 +450,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             token = path.read_text().strip() if path.is_file() else ""
         if not token:
             sys.exit("no operator token: pass --token or set RECALLATRON_ADMIN_TOKEN")
-        report = evaluate(args.gateway, token, datasets, modes, args.rerank, log)
+        report = evaluate(args.gateway, token, datasets, modes, args.rerank)
     else:
         with temporary_stack(log) as (gateway, token):
-            report = evaluate(gateway, token, datasets, modes, args.rerank, log)
+            report = evaluate(gateway, token, datasets, modes, args.rerank)
+    if args.plot:
+        from recallatron_cli.plots import eval_plot
+
+        log(f"drew {eval_plot(report, Path(args.plot))}")
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -465,6 +480,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--gateway", help="a running gateway; default: a temporary local stack")
     p.add_argument("--token", default="", help="operator token of that gateway")
     p.add_argument("--rerank", action="store_true", help="let the cross-encoder re-rank")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw recall@k per mode and per query category (.svg or .png)",
+    )
     p.set_defaults(func=cmd_eval)
     return p
 

@@ -35,6 +35,7 @@ import grpc
 from hdrh.histogram import HdrHistogram
 
 from recallatron.client import Client
+from recallatron.progress import Progress
 from recallatron.vocabulary import DEFAULT_MODE, MODES
 from recallatron_cli import common, synthetic
 
@@ -77,7 +78,33 @@ class Recorder:
             "throughput_rps": round(self.requests / elapsed_s, 2) if elapsed_s > 0 else 0.0,
             "requests": self.requests,
             "errors": dict(self.errors),
+            "distribution": self.distribution(),
         }
+
+    def distribution(self) -> list[list[float]]:
+        """[percentile, ms] pairs spaced evenly on the nines scale (0, 90, 99,
+        99.9, ... in tenths of a decade) up to the last percentile the sample
+        count resolves, then the maximum: the data of an HdrHistogram
+        percentile plot. Empty without samples."""
+        h = self.histogram
+        count = h.get_total_count()
+        if not count:
+            return []
+        points = []
+        for step in range(NINES_STEPS + 1):
+            percentile = 100.0 * (1.0 - 10.0 ** (-step / 10.0))
+            # Beyond 1 - 1/count every percentile is the maximum.
+            if step and (1.0 - percentile / 100.0) * count < 1.0 - 1e-9:
+                break
+            points.append(
+                [round(percentile, 5), round(h.get_value_at_percentile(percentile) / 1000.0, 3)]
+            )
+        points.append([100.0, round(h.get_max_value() / 1000.0, 3)])
+        return points
+
+
+# Five nines (99.999%) in tenths of a decade.
+NINES_STEPS = 50
 
 
 class QueryMix:
@@ -329,6 +356,7 @@ def class_summary(recorder: Recorder, distinct: int) -> dict[str, Any]:
         "requests": s["requests"],
         "errors": s["errors"],
         "distinct_queries": distinct,
+        "distribution": s["distribution"],
     }
 
 
@@ -352,7 +380,9 @@ def seed_workspace(
     if creds_path.exists():
         creds = json.loads(creds_path.read_text())
         clients = [Client(gateway, t, timeout=30) for t in creds["tokens"]]
-        if clients[0].status().memories >= memories:
+        # The owner's status counts only what the owner may see (not the
+        # other members' private memories): the seed records its own count.
+        if creds.get("seeded", 0) >= memories or clients[0].status().memories >= memories:
             log(f"reusing seeded workspace {slug}")
             return clients
     else:
@@ -364,14 +394,15 @@ def seed_workspace(
         creds_dir.mkdir(parents=True, exist_ok=True)
         creds_path.write_text(json.dumps({"workspace_id": ws.id, "tokens": tokens}))
         clients = [Client(gateway, t, timeout=30) for t in tokens]
-    _seed(clients, memories, seed, log)
+    _seed(clients, memories, seed)
+    creds = json.loads(creds_path.read_text())
+    creds_path.write_text(json.dumps({**creds, "seeded": memories}))
     return clients
 
 
-def _seed(clients: list[Client], count: int, seed: int, log: Callable[[str], None]) -> None:
+def _seed(clients: list[Client], count: int, seed: int) -> None:
     items = list(synthetic.memories(count, seed, members=len(clients)))
     ids: list[str | None] = [None] * count
-    started = time.perf_counter()
 
     def write(i: int) -> None:
         m = items[i]
@@ -403,12 +434,22 @@ def _seed(clients: list[Client], count: int, seed: int, log: Callable[[str], Non
 
     # Chunks keep derivations' sources (the 10 before) written first.
     chunk = 200
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with (
+        Progress("seeding", total=count, unit="memories") as bar,
+        ThreadPoolExecutor(max_workers=8) as pool,
+    ):
         for begin in range(0, count, chunk):
-            list(pool.map(write, range(begin, min(begin + chunk, count))))
-            if (begin // chunk) % 25 == 0:
-                log(f"seeded {min(begin + chunk, count)}/{count}")
-    log(f"seeded {count} memories in {time.perf_counter() - started:.1f}s")
+            for _ in pool.map(write, range(begin, min(begin + chunk, count))):
+                bar.advance()
+
+
+def wait_embedded(client: Client, timeout: float) -> Any:
+    """Waits until the job has embedded every memory of the client's
+    workspace, showing how far it is; returns the last status."""
+    with Progress("embedding", unit="memories") as bar:
+        return client.wait_embedded(
+            timeout=timeout, on_status=lambda s: bar.update(s.embedded, s.memories)
+        )
 
 
 # -- the command ------------------------------------------------------------------
@@ -495,12 +536,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"recallatron load: --member {args.member}: the workspace has "
                 f"{len(clients)} members"
             )
-        started = time.perf_counter()
-        status = clients[0].wait_embedded(timeout=args.embed_timeout)
-        log(
-            f"embedded {status.embedded}/{status.memories} "
-            f"(waited {time.perf_counter() - started:.1f}s)"
-        )
+        wait_embedded(clients[0], args.embed_timeout)
         client = clients[args.member]
         rerank = args.rerank
         share = synthetic.visible_share(

@@ -48,6 +48,30 @@ _AS_USER = (
     "os.setuid(pw.pw_uid)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
+# The server is tied to the process that starts it: on Linux it gets SIGINT
+# (fast shutdown) when that process dies, by any signal, SIGKILL included
+# (PR_SET_PDEATHSIG, kept across exec; set after the user switch, which
+# clears it). Without this a killed `recallatron up` left Postgres running in
+# its own session. The kernel counts the starting *thread*: start() is called
+# from the thread that lives as long as the stack (the main one in `up`).
+# Arguments: the expected parent pid, the user to become ('' for none), then
+# the command.
+_TIED = (
+    "import ctypes, os, pwd, signal, sys\n"
+    "parent, user = int(sys.argv[1]), sys.argv[2]\n"
+    "if user:\n"
+    "    pw = pwd.getpwnam(user)\n"
+    "    os.setgroups([])\n"
+    "    os.setgid(pw.pw_gid)\n"
+    "    os.setuid(pw.pw_uid)\n"
+    "try:\n"
+    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGINT)\n"
+    "except OSError:\n"
+    "    pass\n"
+    "if os.getppid() != parent:\n"
+    "    sys.exit('the process starting postgres is gone')\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
+)
 
 
 SUPERUSER = "postgres"
@@ -252,8 +276,8 @@ class LocalPostgres:
             "-c",
             "shared_buffers=256MB",
         ]
-        if self._as_root:
-            command = [sys.executable, "-c", _AS_USER, _SYSTEM_USER, *command]
+        user = _SYSTEM_USER if self._as_root else ""
+        command = [sys.executable, "-c", _TIED, str(os.getpid()), user, *command]
         self.process = subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:

@@ -17,20 +17,29 @@ from typing import Any
 import grpc
 
 from recallatron.client import Client
+from recallatron.progress import Progress
 from recallatron.secretfiles import write_private
 from recallatron.vocabulary import KINDS, MODES, PURPOSES
-from recallatron_cli import common
+from recallatron_cli import common, graph
 from recallatron_cli.common import client_options, memory_text, show
 
 # -- the stack ----------------------------------------------------------------
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from recallatron_cli.stack import Stack, StackConfig
+    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS, Stack, StackConfig
 
     state = common.state_dir()
+    # Ports: the defaults, each one movable (RECALLATRON_PG_PORT,
+    # RECALLATRON_GATEWAY_PORT, ...; 0 picks a free one).
+    ports = {
+        name: int(os.environ.get(f"RECALLATRON_{name.upper()}_PORT", port))
+        for name, port in DEFAULT_PORTS.items()
+    }
     config = StackConfig(
         state_dir=state,
+        pg_port=int(os.environ.get("RECALLATRON_PG_PORT", DEFAULT_PG_PORT)),
+        ports=ports,
         database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
         models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", state / "models")),
         cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
@@ -111,10 +120,13 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     dbs = Databases(StoreSettings())
     dbs.bootstrap()
     control = ControlPlane(dbs)
-    for workspace_id in control.all_workspaces():
-        ws = control.workspace(workspace_id)
-        applied = dbs.migrate_workspace(ws.server, ws.database_name)
-        print(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
+    workspaces = control.all_workspaces()
+    with Progress("migrating", len(workspaces), "workspaces") as bar:
+        for workspace_id in workspaces:
+            ws = control.workspace(workspace_id)
+            applied = dbs.migrate_workspace(ws.server, ws.database_name)
+            bar.echo(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
+            bar.advance()
     dbs.close()
     print("migrations done")
     return 0
@@ -179,10 +191,39 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         slug = job.control.workspace(workspace_id).slug
         queued = job.enqueue_rebuild(workspace_id, force=args.force)
         print(f"{slug}: {queued} memories queued", flush=True)
-        done = job.drain(workspace_id, lambda left, s=slug: print(f"{s}: {left} left", flush=True))
+        with Progress(f"{slug}: embedding", queued, "memories") as bar:
+            # The backlog left; writes meanwhile may keep it above the queued count.
+            done = job.drain(workspace_id, lambda left, b=bar, q=queued: b.update(max(0, q - left)))
         dropped = job.drop_stale(workspace_id)
         print(f"{slug}: {done} embedded, {dropped} stale vectors removed", flush=True)
     job.dbs.close()
+    return 0
+
+
+def cmd_scrub(args: argparse.Namespace) -> int:
+    from services.store.control import ControlPlane
+    from services.store.db import Databases
+    from services.store.erasure import scrub
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings())
+    dbs.bootstrap()
+    control = ControlPlane(dbs)
+    try:
+        found = [
+            w for w in control.all_workspaces() if args.workspace in (w, control.workspace(w).slug)
+        ]
+        if not found:
+            sys.exit(f"no workspace {args.workspace!r}")
+        report = scrub(dbs, control, found[0], lambda msg: print(msg, flush=True))
+    finally:
+        dbs.close()
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(
+        f"scrubbed {args.workspace}: {len(report.tables)} tables rewritten, "
+        f"WAL cycled {report.wal_cycles} times"
+    )
     return 0
 
 
@@ -242,6 +283,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         about=args.about or (),
         confidence=args.confidence,
         request_id=args.request_id,
+        **graph.graph_items(args),
     )
     show(args, resp, ("(replayed) " if resp.replayed else "") + memory_text(resp.memory))
     return 0
@@ -270,7 +312,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     )
     if not o.dense_available:
         head += f"\n(dense arm: {o.dense_unavailable_reason})"
-    items = [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
+    items = [f"entity {graph.card_text(c)}" for c in o.entities]
+    items += [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
     items += [
         f"history {h.occurred_at.ToDatetime():%Y-%m-%d %H:%M} [{h.chat_id} {h.role}] {h.text}"
         for h in o.history
@@ -287,6 +330,8 @@ def cmd_correct(args: argparse.Namespace) -> int:
         title=args.title,
         body=args.body,
         confidence=args.confidence,
+        replace_claims=args.replace_claims,
+        **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
@@ -294,7 +339,14 @@ def cmd_correct(args: argparse.Namespace) -> int:
 
 def cmd_supersede(args: argparse.Namespace) -> int:
     resp = common.client(args).supersede(
-        args.id, args.revision, args.title, args.body, args.kind, args.reason
+        args.id,
+        args.revision,
+        args.title,
+        args.body,
+        args.kind,
+        args.reason,
+        replace_claims=args.replace_claims,
+        **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
@@ -308,6 +360,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
         args.kind,
         audience_to=args.audience,
         purposes=args.purposes or (),
+        **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
@@ -334,6 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--workspace", help="slug; default all")
     rb.add_argument("--force", action="store_true", help="re-embed even current vectors")
     rb.set_defaults(func=cmd_rebuild)
+    sc = sub.add_parser(
+        "scrub",
+        help="rewrite a workspace's tables and cycle the WAL so that no file of the data "
+        "directory keeps forgotten text (docs/reliability.md)",
+    )
+    sc.add_argument("--workspace", required=True, help="slug or id")
+    sc.set_defaults(func=cmd_scrub)
     pm = sub.add_parser("prepare-models", help="export the models to ONNX (cached)")
     pm.add_argument("rest", nargs=argparse.REMAINDER)
     pm.set_defaults(func=cmd_prepare_models)
@@ -369,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--audience", help="'workspace' or a member id; default: only you")
         p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
         p.add_argument("--confidence", type=float)
+        graph.graph_arguments(p)
 
     r = client_options(sub.add_parser("remember"))
     new_memory_args(r)
@@ -400,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--title")
     c.add_argument("--body")
     c.add_argument("--confidence", type=float)
+    graph.graph_arguments(c)
+    c.add_argument("--replace-claims", action="store_true", help="drop claims not given")
     c.set_defaults(func=cmd_correct)
 
     s = client_options(sub.add_parser("supersede"))
@@ -409,6 +472,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("title")
     s.add_argument("body", nargs="?", default="")
     s.add_argument("--kind", default="note", choices=KINDS)
+    graph.graph_arguments(s)
+    s.add_argument(
+        "--replace-claims", action="store_true", help="do not carry the old memory's claims"
+    )
     s.set_defaults(func=cmd_supersede)
 
     d = client_options(sub.add_parser("derive"))
@@ -420,6 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("id")
     f.add_argument("--reason", required=True)
     f.set_defaults(func=cmd_forget)
+
+    graph.add_parser(sub)
 
     from recallatron_cli import evaluate, load
 

@@ -1,4 +1,5 @@
-"""The MCP server: exactly the seven tools, with the names, descriptions and
+"""The MCP server: exactly the seven tools and the graph's lookup and
+neighbors, with the names, descriptions and
 input schemas of recallatron/tools.py, forwarded to the gateway with the
 member's token. Over stdio (one member: RECALLATRON_TOKEN or
 RECALLATRON_TOKEN_FILE) or streamable HTTP (the member's token in each
@@ -24,6 +25,7 @@ from recallatron.client import Client
 from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
+from recallatron_mcp.inflight import OneRequestPerId
 
 log = logging.getLogger("recallatron.mcp")
 
@@ -37,6 +39,8 @@ INSTRUCTIONS = (
     "- Call recall before you say you have no context about a person, project or past "
     "decision, and before asking the person something they may have told you already.\n"
     "- When an answer rests on a memory, say so, with its date.\n"
+    "- To learn what is known about a named person, project or thing, call lookup with "
+    "its exact name; every attribute and relation is a claim stated by a memory.\n"
     "- Store only what someone plainly told you, or what you concluded from memories "
     "you can see; never a guess. Recall first: correct or supersede what is already "
     "there rather than storing it twice.\n"
@@ -164,7 +168,8 @@ def serve_http(server: Server[Any], listen: str) -> None:
 
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    app = server.streamable_http_app(host=host)
+    # A duplicate request id must not leave the first request hanging.
+    app = OneRequestPerId(server.streamable_http_app(host=host))
     uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 

@@ -14,7 +14,7 @@ from google.protobuf import timestamp_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from recallatron.client import Client, audience
+from recallatron.client import Client, aliases, audience, claims, relations
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
@@ -38,19 +38,38 @@ class ToolError(Exception):
 
 # -- arguments -> requests -------------------------------------------------------
 
+# How much of a caller's own value an error quotes: enough to recognise it;
+# a 5 MB argument must not come back as a 5 MB error in the agent's context.
+QUOTE_CHARS = 80
+# And the most one problem's description may take.
+PROBLEM_CHARS = 300
+
+
+def clip(text: str, limit: int = QUOTE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _problem(err: Any) -> str:
+    """A schema violation's message with the offending value quoted short."""
+    quoted = repr(err.instance)
+    message = str(err.message).replace(quoted, clip(quoted))
+    return clip(message, PROBLEM_CHARS)
+
 
 def check_arguments(name: str, arguments: dict[str, Any]) -> None:
     """The tool's own JSON schema, checked before anything is sent."""
     schema = SCHEMAS.get(name)
     if schema is None:
-        raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(SCHEMAS)}")
+        raise ToolError(f"unknown tool {clip(repr(name))}; the tools are: {', '.join(SCHEMAS)}")
     validator = jsonschema.Draft202012Validator(schema)
     problems = sorted(validator.iter_errors(arguments), key=lambda err: list(err.path))
     if problems:
         lines = []
         for err in problems[:5]:
             where = ".".join(str(p) for p in err.absolute_path) or "(arguments)"
-            lines.append(f"{where}: {err.message}")
+            lines.append(f"{clip(where)}: {_problem(err)}")
         raise ToolError(
             "INVALID_ARGUMENT (nothing was sent): "
             + "; ".join(lines)
@@ -68,7 +87,7 @@ def _mentions(items: list[dict[str, str]]) -> list[cpb.MentionInput]:
         if "entity_id" in item:
             out.append(cpb.MentionInput(entity_id=item["entity_id"]))
         elif "name" in item:
-            out.append(cpb.MentionInput(name=item["name"]))
+            out.append(cpb.MentionInput(name=item["name"], type=item.get("type", "")))
         else:
             raise ToolError(
                 "INVALID_ARGUMENT (nothing was sent): mentions: each item needs an entity_id "
@@ -89,6 +108,15 @@ def _new_memory_fields(req: Any, args: dict[str, Any]) -> None:
         req.audience.CopyFrom(aud)
     req.purposes.extend(PURPOSE.value(p) for p in args.get("purposes", []))
     req.mentions.extend(_mentions(args.get("mentions", [])))
+    _graph_fields(req, args)
+
+
+def _graph_fields(req: Any, args: dict[str, Any]) -> None:
+    req.claims.extend(claims(args.get("claims", [])))
+    req.relations.extend(relations(args.get("relations", [])))
+    req.aliases.extend(aliases(args.get("aliases", [])))
+    if "replace_claims" in args:
+        req.replace_claims = bool(args["replace_claims"])
 
 
 def _recall(client: Client, args: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +171,7 @@ def _correct(client: Client, args: dict[str, Any]) -> dict[str, Any]:
             setattr(req, key, args[key])
     if "confidence" in args:
         req.confidence = float(args["confidence"])
+    _graph_fields(req, args)
     resp = client.call(client.memory.Correct, req)
     return {"memory": memory_json(resp.memory), "replayed": resp.replayed}
 
@@ -172,6 +201,31 @@ def _forget(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     return {"id": resp.id, "forgotten_at": _time(resp.forgotten_at), "replayed": resp.replayed}
 
 
+def _lookup(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    resp = client.lookup(
+        args["name"],
+        as_of=args.get("as_of"),
+        purpose=args.get("purpose", DEFAULT_PURPOSE),
+        include_history=bool(args.get("include_history", False)),
+    )
+    return {"entities": [card_json(c) for c in resp.entities]}
+
+
+def _neighbors(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    resp = client.neighbors(
+        args["entity_id"],
+        hops=int(args.get("hops", 1)),
+        predicates=list(args.get("predicates", [])),
+        as_of=args.get("as_of"),
+        purpose=args.get("purpose", DEFAULT_PURPOSE),
+    )
+    return {
+        "nodes": [{**_entity(n.entity), "depth": n.depth} for n in resp.nodes],
+        "edges": [_relation(r) for r in resp.edges],
+        "truncated": resp.truncated,
+    }
+
+
 CALLS: dict[str, Callable[[Client, dict[str, Any]], dict[str, Any]]] = {
     "recall": _recall,
     "read": _read,
@@ -180,6 +234,8 @@ CALLS: dict[str, Callable[[Client, dict[str, Any]], dict[str, Any]]] = {
     "correct": _correct,
     "supersede": _supersede,
     "forget": _forget,
+    "lookup": _lookup,
+    "neighbors": _neighbors,
 }
 assert set(CALLS) == set(SCHEMAS), "every tool has exactly one call"
 
@@ -189,6 +245,10 @@ def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]
     check_arguments(name, arguments)
     try:
         return CALLS[name](client, arguments)
+    except ValueError as exc:  # a time that is not RFC 3339
+        raise ToolError(
+            f"INVALID_ARGUMENT (nothing was sent): {exc}. Fix it and call again."
+        ) from None
     except grpc.RpcError as exc:
         raise ToolError(explain(exc, name, arguments)) from None
 
@@ -240,6 +300,69 @@ def memory_json(m: cpb.Memory) -> dict[str, Any]:
             }
             for r in m.revisions
         ],
+        # The graph claims it states (read only).
+        "claims": [{"entity": _entity(a.entity), **_attribute(a)} for a in m.claims],
+        "relations": [_relation(r) for r in m.relations],
+        "aliases": [
+            {"entity": _entity(a.entity), "alias": a.alias, "memory_id": a.memory_id}
+            for a in m.aliases
+        ],
+    }
+
+
+def _entity(e: cpb.EntityRef) -> dict[str, Any]:
+    return {"id": e.id, "name": e.name, "type": e.type or None}
+
+
+def _stated(c: Any) -> dict[str, Any]:
+    """When a claim holds (valid time) and when it was said (record time)."""
+    return {
+        "valid_from": _time(c.valid_from) or None,
+        "valid_until": _time(c.valid_until) or None,
+        "confidence": round(c.confidence, 4),
+        "memory_id": c.memory_id,
+        "stated_at": _time(c.stated_at),
+        "retired_at": _time(c.retired_at) or None,
+    }
+
+
+def _attribute(a: cpb.AttributeClaim) -> dict[str, Any]:
+    return {"attribute": a.attribute, "value": a.value, **_stated(a)}
+
+
+def _relation(r: cpb.RelationClaim) -> dict[str, Any]:
+    return {
+        "subject": _entity(r.subject),
+        "predicate": r.predicate,
+        "object": _entity(r.object),
+        **_stated(r),
+    }
+
+
+_DIRECTION = {
+    cpb.RELATION_DIRECTION_OUTGOING: "outgoing",
+    cpb.RELATION_DIRECTION_INCOMING: "incoming",
+}
+
+
+def card_json(c: cpb.EntityCard) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "name": c.name,
+        "type": c.type or None,
+        "aliases": list(c.aliases),
+        "attributes": [_attribute(a) for a in c.attributes],
+        "relations": [
+            {
+                "predicate": r.predicate,
+                "direction": _DIRECTION.get(r.direction, ""),
+                "other": {"id": r.other.id, "name": r.other.name},
+                **_stated(r),
+            }
+            for r in c.relations
+        ],
+        "mentioned_by": list(c.mentioned_by),
+        "truncated": c.truncated,
     }
 
 
@@ -259,6 +382,8 @@ def outcome_json(o: cpb.RecallOutcome) -> dict[str, Any]:
         "fused": o.counts.fused,
         "admitted": o.counts.admitted,
     }
+    # The entities the query names exactly, as lookup gives them.
+    out["entities"] = [card_json(c) for c in o.entities]
     out["results"] = [
         {
             **memory_json(r.memory),
@@ -292,7 +417,7 @@ def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
             fields += [f"{v.field}: {v.description}" for v in bad.field_violations]
         elif any_detail.Unpack(info) and info.reason == "REVISION_MISMATCH":
             revision = dict(info.metadata)
-    what = "; ".join(fields) if fields else details
+    what = clip("; ".join(fields) if fields else details, PROBLEM_CHARS)
     if code == grpc.StatusCode.ABORTED and revision:
         current = revision.get("current_revision", "?")
         todo = (
@@ -308,8 +433,9 @@ def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
 _HINTS = {
     grpc.StatusCode.INVALID_ARGUMENT: "Nothing was changed. Fix the named field and call again.",
     grpc.StatusCode.NOT_FOUND: (
-        "No memory with that id exists for you (it may not be visible to you, or not for "
-        "this purpose). Check the id, or recall to find the right one; do not retry as is."
+        "No memory or entity with that id exists for you (it may not be visible to you, or "
+        "not for this purpose). Check the id, or recall or lookup to find the right one; do "
+        "not retry as is."
     ),
     grpc.StatusCode.ABORTED: (
         "The memory changed since you read it. Read it again and retry with its current "

@@ -21,6 +21,11 @@ for overlay in k8s/overlays/*/; do
   echo "rendered $overlay -> $out/$name.yaml ($(grep -c '^kind:' "$out/$name.yaml") objects)"
   kubernetes-validate --strict --quiet -k "$K8S_VERSION" "$out/$name.yaml"
 done
+# The monitoring bundle (dashboard and alert rules as ConfigMaps); promtool
+# checks the rules themselves in tests/k8s/test_monitoring.py.
+kubectl kustomize k8s/monitoring > "$out/monitoring.yaml"
+kubernetes-validate --strict --quiet -k "$K8S_VERSION" "$out/monitoring.yaml"
+echo "rendered k8s/monitoring -> $out/monitoring.yaml"
 hadolint Dockerfile
 echo "hadolint: Dockerfile ok"
 python -m pytest -q tests/k8s

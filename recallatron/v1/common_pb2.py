@@ -25,27 +25,29 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brecallatron/v1/common.proto\x12\x0erecallatron.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n\x08\x41udience\x12\x13\n\tworkspace\x18\x01 \x01(\x08H\x00\x12\x13\n\tmember_id\x18\x02 \x01(\tH\x00\x42\x07\n\x05scope\"\x7f\n\x06\x43\x61ller\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12(\n\x07purpose\x18\x03 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\"\n\x04role\x18\x04 \x01(\x0e\x32\x14.recallatron.v1.Role\"[\n\tMemoryRef\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07visible\x18\x02 \x01(\x08\x12\r\n\x05title\x18\x03 \x01(\t\x12\"\n\x04kind\x18\x04 \x01(\x0e\x32\x14.recallatron.v1.Kind\"Y\n\x04Link\x12&\n\x04kind\x18\x01 \x01(\x0e\x32\x18.recallatron.v1.LinkKind\x12)\n\x06target\x18\x02 \x01(\x0b\x32\x19.recallatron.v1.MemoryRef\"*\n\x07Mention\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"=\n\x0cMentionInput\x12\x13\n\tentity_id\x18\x01 \x01(\tH\x00\x12\x0e\n\x04name\x18\x02 \x01(\tH\x00\x42\x08\n\x06target\"\xe6\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\"\n\x04kind\x18\x02 \x01(\x0e\x32\x14.recallatron.v1.Kind\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x12\n\nconfidence\x18\x05 \x01(\x01\x12&\n\x06origin\x18\x06 \x01(\x0e\x32\x16.recallatron.v1.Origin\x12\x10\n\x08revision\x18\x07 \x01(\x03\x12*\n\x08\x61udience\x18\x08 \x01(\x0b\x32\x18.recallatron.v1.Audience\x12)\n\x08purposes\x18\t \x03(\x0e\x32\x17.recallatron.v1.Purpose\x12\x12\n\ncreated_by\x18\n \x01(\t\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10superseded_by_id\x18\r \x01(\t\x12#\n\x05links\x18\x0e \x03(\x0b\x32\x14.recallatron.v1.Link\x12)\n\x08mentions\x18\x0f \x03(\x0b\x32\x17.recallatron.v1.Mention\x12-\n\nsupersedes\x18\x10 \x03(\x0b\x32\x19.recallatron.v1.MemoryRef\x12\x30\n\rsuperseded_by\x18\x11 \x03(\x0b\x32\x19.recallatron.v1.MemoryRef\x12+\n\trevisions\x18\x12 \x03(\x0b\x32\x18.recallatron.v1.Revision\"\xa0\x01\n\x08Revision\x12\x10\n\x08revision\x18\x01 \x01(\x03\x12.\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x1e.recallatron.v1.RevisionAction\x12\x12\n\nchanged_by\x18\x03 \x01(\t\x12.\n\nchanged_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x05 \x01(\t\"l\n\rRecallFilters\x12#\n\x05kinds\x18\x01 \x03(\x0e\x32\x14.recallatron.v1.Kind\x12\x1a\n\x12mention_entity_ids\x18\x02 \x03(\t\x12\x1a\n\x12include_superseded\x18\x03 \x01(\x08\"\x90\x01\n\x0cRecallScores\x12\x14\n\x0clexical_rank\x18\x01 \x01(\x05\x12\x15\n\rlexical_score\x18\x02 \x01(\x01\x12\x12\n\ndense_rank\x18\x03 \x01(\x05\x12\x14\n\x0c\x64\x65nse_cosine\x18\x04 \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x05 \x01(\x01\x12\x14\n\x0crerank_score\x18\x06 \x01(\x01\"d\n\x0cRecallResult\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12,\n\x06scores\x18\x02 \x01(\x0b\x32\x1c.recallatron.v1.RecallScores\"O\n\x0cRecallCounts\x12\x0f\n\x07lexical\x18\x01 \x01(\x05\x12\r\n\x05\x64\x65nse\x18\x02 \x01(\x05\x12\r\n\x05\x66used\x18\x03 \x01(\x05\x12\x10\n\x08\x61\x64mitted\x18\x04 \x01(\x05\"\x87\x01\n\x0cHistoryEntry\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05score\x18\x06 \x01(\x01\"\xb5\x02\n\rRecallOutcome\x12-\n\x07results\x18\x01 \x03(\x0b\x32\x1c.recallatron.v1.RecallResult\x12(\n\x04mode\x18\x02 \x01(\x0e\x32\x1a.recallatron.v1.RecallMode\x12\x17\n\x0f\x64\x65nse_available\x18\x03 \x01(\x08\x12 \n\x18\x64\x65nse_unavailable_reason\x18\x04 \x01(\t\x12\x10\n\x08reranked\x18\x05 \x01(\x08\x12!\n\x19rerank_unavailable_reason\x18\x06 \x01(\t\x12,\n\x06\x63ounts\x18\x07 \x01(\x0b\x32\x1c.recallatron.v1.RecallCounts\x12-\n\x07history\x18\x08 \x03(\x0b\x32\x1c.recallatron.v1.HistoryEntry*_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_NOTE\x10\x01\x12\r\n\tKIND_FACT\x10\x02\x12\x11\n\rKIND_DECISION\x10\x03\x12\x10\n\x0cKIND_SUMMARY\x10\x04*Z\n\x06Origin\x12\x16\n\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0f\n\x0bORIGIN_TOLD\x10\x01\x12\x12\n\x0eORIGIN_DERIVED\x10\x02\x12\x13\n\x0fORIGIN_MIGRATED\x10\x03*x\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x12\n\x0ePURPOSE_ASSIST\x10\x01\x12\x14\n\x10PURPOSE_AUTOMATE\x10\x02\x12\x17\n\x13PURPOSE_PERSONALIZE\x10\x03\x12\x11\n\rPURPOSE_AUDIT\x10\x04*V\n\x08LinkKind\x12\x19\n\x15LINK_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16LINK_KIND_DERIVED_FROM\x10\x01\x12\x13\n\x0fLINK_KIND_ABOUT\x10\x02*q\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x01\x12\x15\n\x11RECALL_MODE_DENSE\x10\x02\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x03*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nROLE_OWNER\x10\x01\x12\x0f\n\x0bROLE_MEMBER\x10\x02*\xa5\x01\n\x0eRevisionAction\x12\x1f\n\x1bREVISION_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16REVISION_ACTION_CREATE\x10\x01\x12\x1b\n\x17REVISION_ACTION_CORRECT\x10\x02\x12\x1d\n\x19REVISION_ACTION_SUPERSEDE\x10\x03\x12\x1a\n\x16REVISION_ACTION_FORGET\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brecallatron/v1/common.proto\x12\x0erecallatron.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n\x08\x41udience\x12\x13\n\tworkspace\x18\x01 \x01(\x08H\x00\x12\x13\n\tmember_id\x18\x02 \x01(\tH\x00\x42\x07\n\x05scope\"\x7f\n\x06\x43\x61ller\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12(\n\x07purpose\x18\x03 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\"\n\x04role\x18\x04 \x01(\x0e\x32\x14.recallatron.v1.Role\"[\n\tMemoryRef\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07visible\x18\x02 \x01(\x08\x12\r\n\x05title\x18\x03 \x01(\t\x12\"\n\x04kind\x18\x04 \x01(\x0e\x32\x14.recallatron.v1.Kind\"Y\n\x04Link\x12&\n\x04kind\x18\x01 \x01(\x0e\x32\x18.recallatron.v1.LinkKind\x12)\n\x06target\x18\x02 \x01(\x0b\x32\x19.recallatron.v1.MemoryRef\"*\n\x07Mention\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"K\n\x0cMentionInput\x12\x13\n\tentity_id\x18\x01 \x01(\tH\x00\x12\x0e\n\x04name\x18\x02 \x01(\tH\x00\x12\x0c\n\x04type\x18\x03 \x01(\tB\x08\n\x06target\"\xe5\x01\n\nClaimInput\x12,\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x1c.recallatron.v1.MentionInput\x12\x11\n\tattribute\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\x12.\n\nvalid_from\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x00\x88\x01\x01\x42\r\n\x0b_confidence\"\x88\x02\n\rRelationInput\x12-\n\x07subject\x18\x01 \x01(\x0b\x32\x1c.recallatron.v1.MentionInput\x12\x11\n\tpredicate\x18\x02 \x01(\t\x12,\n\x06object\x18\x03 \x01(\x0b\x32\x1c.recallatron.v1.MentionInput\x12.\n\nvalid_from\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x00\x88\x01\x01\x42\r\n\x0b_confidence\"I\n\nAliasInput\x12,\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x1c.recallatron.v1.MentionInput\x12\r\n\x05\x61lias\x18\x02 \x01(\t\"3\n\tEntityRef\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\"\xc4\x02\n\x0e\x41ttributeClaim\x12)\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x19.recallatron.v1.EntityRef\x12\x11\n\tattribute\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\x12.\n\nvalid_from\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nconfidence\x18\x06 \x01(\x01\x12\x11\n\tmemory_id\x18\x07 \x01(\t\x12-\n\tstated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nretired_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe0\x02\n\rRelationClaim\x12*\n\x07subject\x18\x01 \x01(\x0b\x32\x19.recallatron.v1.EntityRef\x12\x11\n\tpredicate\x18\x02 \x01(\t\x12)\n\x06object\x18\x03 \x01(\x0b\x32\x19.recallatron.v1.EntityRef\x12.\n\nvalid_from\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nconfidence\x18\x06 \x01(\x01\x12\x11\n\tmemory_id\x18\x07 \x01(\t\x12-\n\tstated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nretired_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb8\x01\n\nAliasClaim\x12)\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x19.recallatron.v1.EntityRef\x12\r\n\x05\x61lias\x18\x02 \x01(\t\x12\x11\n\tmemory_id\x18\x03 \x01(\t\x12-\n\tstated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nretired_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xea\x02\n\x0e\x45ntityRelation\x12\x11\n\tpredicate\x18\x01 \x01(\t\x12\x34\n\tdirection\x18\x02 \x01(\x0e\x32!.recallatron.v1.RelationDirection\x12(\n\x05other\x18\x03 \x01(\x0b\x32\x19.recallatron.v1.EntityRef\x12.\n\nvalid_from\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bvalid_until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nconfidence\x18\x06 \x01(\x01\x12\x11\n\tmemory_id\x18\x07 \x01(\t\x12-\n\tstated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nretired_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x87\x02\n\nEntityCard\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0f\n\x07\x61liases\x18\x04 \x03(\t\x12\x32\n\nattributes\x18\x05 \x03(\x0b\x32\x1e.recallatron.v1.AttributeClaim\x12\x31\n\trelations\x18\x06 \x03(\x0b\x32\x1e.recallatron.v1.EntityRelation\x12\x14\n\x0cmentioned_by\x18\x07 \x03(\t\x12\x30\n\x0c\x61lias_claims\x18\x08 \x03(\x0b\x32\x1a.recallatron.v1.AliasClaim\x12\x11\n\ttruncated\x18\t \x01(\x08\"E\n\tGraphNode\x12)\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x19.recallatron.v1.EntityRef\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x05\"\x89\x06\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\"\n\x04kind\x18\x02 \x01(\x0e\x32\x14.recallatron.v1.Kind\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x12\n\nconfidence\x18\x05 \x01(\x01\x12&\n\x06origin\x18\x06 \x01(\x0e\x32\x16.recallatron.v1.Origin\x12\x10\n\x08revision\x18\x07 \x01(\x03\x12*\n\x08\x61udience\x18\x08 \x01(\x0b\x32\x18.recallatron.v1.Audience\x12)\n\x08purposes\x18\t \x03(\x0e\x32\x17.recallatron.v1.Purpose\x12\x12\n\ncreated_by\x18\n \x01(\t\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10superseded_by_id\x18\r \x01(\t\x12#\n\x05links\x18\x0e \x03(\x0b\x32\x14.recallatron.v1.Link\x12)\n\x08mentions\x18\x0f \x03(\x0b\x32\x17.recallatron.v1.Mention\x12-\n\nsupersedes\x18\x10 \x03(\x0b\x32\x19.recallatron.v1.MemoryRef\x12\x30\n\rsuperseded_by\x18\x11 \x03(\x0b\x32\x19.recallatron.v1.MemoryRef\x12+\n\trevisions\x18\x12 \x03(\x0b\x32\x18.recallatron.v1.Revision\x12.\n\x06\x63laims\x18\x13 \x03(\x0b\x32\x1e.recallatron.v1.AttributeClaim\x12\x30\n\trelations\x18\x14 \x03(\x0b\x32\x1d.recallatron.v1.RelationClaim\x12+\n\x07\x61liases\x18\x15 \x03(\x0b\x32\x1a.recallatron.v1.AliasClaim\x12\x12\n\nepisode_id\x18\x16 \x01(\t\"\xa0\x01\n\x08Revision\x12\x10\n\x08revision\x18\x01 \x01(\x03\x12.\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x1e.recallatron.v1.RevisionAction\x12\x12\n\nchanged_by\x18\x03 \x01(\t\x12.\n\nchanged_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x05 \x01(\t\"l\n\rRecallFilters\x12#\n\x05kinds\x18\x01 \x03(\x0e\x32\x14.recallatron.v1.Kind\x12\x1a\n\x12mention_entity_ids\x18\x02 \x03(\t\x12\x1a\n\x12include_superseded\x18\x03 \x01(\x08\"\x90\x01\n\x0cRecallScores\x12\x14\n\x0clexical_rank\x18\x01 \x01(\x05\x12\x15\n\rlexical_score\x18\x02 \x01(\x01\x12\x12\n\ndense_rank\x18\x03 \x01(\x05\x12\x14\n\x0c\x64\x65nse_cosine\x18\x04 \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x05 \x01(\x01\x12\x14\n\x0crerank_score\x18\x06 \x01(\x01\"d\n\x0cRecallResult\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12,\n\x06scores\x18\x02 \x01(\x0b\x32\x1c.recallatron.v1.RecallScores\"O\n\x0cRecallCounts\x12\x0f\n\x07lexical\x18\x01 \x01(\x05\x12\r\n\x05\x64\x65nse\x18\x02 \x01(\x05\x12\r\n\x05\x66used\x18\x03 \x01(\x05\x12\x10\n\x08\x61\x64mitted\x18\x04 \x01(\x05\"\x87\x01\n\x0cHistoryEntry\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05score\x18\x06 \x01(\x01\"\xe3\x02\n\rRecallOutcome\x12-\n\x07results\x18\x01 \x03(\x0b\x32\x1c.recallatron.v1.RecallResult\x12(\n\x04mode\x18\x02 \x01(\x0e\x32\x1a.recallatron.v1.RecallMode\x12\x17\n\x0f\x64\x65nse_available\x18\x03 \x01(\x08\x12 \n\x18\x64\x65nse_unavailable_reason\x18\x04 \x01(\t\x12\x10\n\x08reranked\x18\x05 \x01(\x08\x12!\n\x19rerank_unavailable_reason\x18\x06 \x01(\t\x12,\n\x06\x63ounts\x18\x07 \x01(\x0b\x32\x1c.recallatron.v1.RecallCounts\x12-\n\x07history\x18\x08 \x03(\x0b\x32\x1c.recallatron.v1.HistoryEntry\x12,\n\x08\x65ntities\x18\t \x03(\x0b\x32\x1a.recallatron.v1.EntityCard\"|\n\rTimelineEvent\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\tmemory_id\x18\x03 \x01(\t\x12\x11\n\tentity_id\x18\x04 \x01(\t\x12\x0f\n\x07summary\x18\x05 \x01(\t*_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_NOTE\x10\x01\x12\r\n\tKIND_FACT\x10\x02\x12\x11\n\rKIND_DECISION\x10\x03\x12\x10\n\x0cKIND_SUMMARY\x10\x04*Z\n\x06Origin\x12\x16\n\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0f\n\x0bORIGIN_TOLD\x10\x01\x12\x12\n\x0eORIGIN_DERIVED\x10\x02\x12\x13\n\x0fORIGIN_MIGRATED\x10\x03*x\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x12\n\x0ePURPOSE_ASSIST\x10\x01\x12\x14\n\x10PURPOSE_AUTOMATE\x10\x02\x12\x17\n\x13PURPOSE_PERSONALIZE\x10\x03\x12\x11\n\rPURPOSE_AUDIT\x10\x04*V\n\x08LinkKind\x12\x19\n\x15LINK_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16LINK_KIND_DERIVED_FROM\x10\x01\x12\x13\n\x0fLINK_KIND_ABOUT\x10\x02*q\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x01\x12\x15\n\x11RECALL_MODE_DENSE\x10\x02\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x03*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nROLE_OWNER\x10\x01\x12\x0f\n\x0bROLE_MEMBER\x10\x02*y\n\x11RelationDirection\x12\"\n\x1eRELATION_DIRECTION_UNSPECIFIED\x10\x00\x12\x1f\n\x1bRELATION_DIRECTION_OUTGOING\x10\x01\x12\x1f\n\x1bRELATION_DIRECTION_INCOMING\x10\x02*\xa5\x01\n\x0eRevisionAction\x12\x1f\n\x1bREVISION_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16REVISION_ACTION_CREATE\x10\x01\x12\x1b\n\x17REVISION_ACTION_CORRECT\x10\x02\x12\x1d\n\x19REVISION_ACTION_SUPERSEDE\x10\x03\x12\x1a\n\x16REVISION_ACTION_FORGET\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'recallatron.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_KIND']._serialized_start=2233
-  _globals['_KIND']._serialized_end=2328
-  _globals['_ORIGIN']._serialized_start=2330
-  _globals['_ORIGIN']._serialized_end=2420
-  _globals['_PURPOSE']._serialized_start=2422
-  _globals['_PURPOSE']._serialized_end=2542
-  _globals['_LINKKIND']._serialized_start=2544
-  _globals['_LINKKIND']._serialized_end=2630
-  _globals['_RECALLMODE']._serialized_start=2632
-  _globals['_RECALLMODE']._serialized_end=2745
-  _globals['_ROLE']._serialized_start=2747
-  _globals['_ROLE']._serialized_end=2808
-  _globals['_REVISIONACTION']._serialized_start=2811
-  _globals['_REVISIONACTION']._serialized_end=2976
+  _globals['_KIND']._serialized_start=4780
+  _globals['_KIND']._serialized_end=4875
+  _globals['_ORIGIN']._serialized_start=4877
+  _globals['_ORIGIN']._serialized_end=4967
+  _globals['_PURPOSE']._serialized_start=4969
+  _globals['_PURPOSE']._serialized_end=5089
+  _globals['_LINKKIND']._serialized_start=5091
+  _globals['_LINKKIND']._serialized_end=5177
+  _globals['_RECALLMODE']._serialized_start=5179
+  _globals['_RECALLMODE']._serialized_end=5292
+  _globals['_ROLE']._serialized_start=5294
+  _globals['_ROLE']._serialized_end=5355
+  _globals['_RELATIONDIRECTION']._serialized_start=5357
+  _globals['_RELATIONDIRECTION']._serialized_end=5478
+  _globals['_REVISIONACTION']._serialized_start=5481
+  _globals['_REVISIONACTION']._serialized_end=5646
   _globals['_AUDIENCE']._serialized_start=80
   _globals['_AUDIENCE']._serialized_end=141
   _globals['_CALLER']._serialized_start=143
@@ -57,21 +59,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MENTION']._serialized_start=456
   _globals['_MENTION']._serialized_end=498
   _globals['_MENTIONINPUT']._serialized_start=500
-  _globals['_MENTIONINPUT']._serialized_end=561
-  _globals['_MEMORY']._serialized_start=564
-  _globals['_MEMORY']._serialized_end=1178
-  _globals['_REVISION']._serialized_start=1181
-  _globals['_REVISION']._serialized_end=1341
-  _globals['_RECALLFILTERS']._serialized_start=1343
-  _globals['_RECALLFILTERS']._serialized_end=1451
-  _globals['_RECALLSCORES']._serialized_start=1454
-  _globals['_RECALLSCORES']._serialized_end=1598
-  _globals['_RECALLRESULT']._serialized_start=1600
-  _globals['_RECALLRESULT']._serialized_end=1700
-  _globals['_RECALLCOUNTS']._serialized_start=1702
-  _globals['_RECALLCOUNTS']._serialized_end=1781
-  _globals['_HISTORYENTRY']._serialized_start=1784
-  _globals['_HISTORYENTRY']._serialized_end=1919
-  _globals['_RECALLOUTCOME']._serialized_start=1922
-  _globals['_RECALLOUTCOME']._serialized_end=2231
+  _globals['_MENTIONINPUT']._serialized_end=575
+  _globals['_CLAIMINPUT']._serialized_start=578
+  _globals['_CLAIMINPUT']._serialized_end=807
+  _globals['_RELATIONINPUT']._serialized_start=810
+  _globals['_RELATIONINPUT']._serialized_end=1074
+  _globals['_ALIASINPUT']._serialized_start=1076
+  _globals['_ALIASINPUT']._serialized_end=1149
+  _globals['_ENTITYREF']._serialized_start=1151
+  _globals['_ENTITYREF']._serialized_end=1202
+  _globals['_ATTRIBUTECLAIM']._serialized_start=1205
+  _globals['_ATTRIBUTECLAIM']._serialized_end=1529
+  _globals['_RELATIONCLAIM']._serialized_start=1532
+  _globals['_RELATIONCLAIM']._serialized_end=1884
+  _globals['_ALIASCLAIM']._serialized_start=1887
+  _globals['_ALIASCLAIM']._serialized_end=2071
+  _globals['_ENTITYRELATION']._serialized_start=2074
+  _globals['_ENTITYRELATION']._serialized_end=2436
+  _globals['_ENTITYCARD']._serialized_start=2439
+  _globals['_ENTITYCARD']._serialized_end=2702
+  _globals['_GRAPHNODE']._serialized_start=2704
+  _globals['_GRAPHNODE']._serialized_end=2773
+  _globals['_MEMORY']._serialized_start=2776
+  _globals['_MEMORY']._serialized_end=3553
+  _globals['_REVISION']._serialized_start=3556
+  _globals['_REVISION']._serialized_end=3716
+  _globals['_RECALLFILTERS']._serialized_start=3718
+  _globals['_RECALLFILTERS']._serialized_end=3826
+  _globals['_RECALLSCORES']._serialized_start=3829
+  _globals['_RECALLSCORES']._serialized_end=3973
+  _globals['_RECALLRESULT']._serialized_start=3975
+  _globals['_RECALLRESULT']._serialized_end=4075
+  _globals['_RECALLCOUNTS']._serialized_start=4077
+  _globals['_RECALLCOUNTS']._serialized_end=4156
+  _globals['_HISTORYENTRY']._serialized_start=4159
+  _globals['_HISTORYENTRY']._serialized_end=4294
+  _globals['_RECALLOUTCOME']._serialized_start=4297
+  _globals['_RECALLOUTCOME']._serialized_end=4652
+  _globals['_TIMELINEEVENT']._serialized_start=4654
+  _globals['_TIMELINEEVENT']._serialized_end=4778
 # @@protoc_insertion_point(module_scope)

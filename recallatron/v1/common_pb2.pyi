@@ -137,6 +137,27 @@ ROLE_OWNER: Role.ValueType  # 1
 ROLE_MEMBER: Role.ValueType  # 2
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
+class _RelationDirection:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RelationDirectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RelationDirection.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RELATION_DIRECTION_UNSPECIFIED: _RelationDirection.ValueType  # 0
+    RELATION_DIRECTION_OUTGOING: _RelationDirection.ValueType  # 1
+    """The entity is the subject: entity predicate other."""
+    RELATION_DIRECTION_INCOMING: _RelationDirection.ValueType  # 2
+    """The entity is the object: other predicate entity."""
+
+class RelationDirection(_RelationDirection, metaclass=_RelationDirectionEnumTypeWrapper): ...
+
+RELATION_DIRECTION_UNSPECIFIED: RelationDirection.ValueType  # 0
+RELATION_DIRECTION_OUTGOING: RelationDirection.ValueType  # 1
+"""The entity is the subject: entity predicate other."""
+RELATION_DIRECTION_INCOMING: RelationDirection.ValueType  # 2
+"""The entity is the object: other predicate entity."""
+Global___RelationDirection: _TypeAlias = RelationDirection  # noqa: Y015
+
 class _RevisionAction:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -302,30 +323,439 @@ Global___Mention: _TypeAlias = Mention  # noqa: Y015
 @_typing.final
 class MentionInput(_message.Message):
     """A mention on a write: an existing entity by id, or a new entity by name.
-    Names are never merged: each name creates a new entity.
+    Names are never merged across writes: each name creates a new entity (within
+    one write, the same normalised name in mentions, claims and relations is one
+    new entity). Claims and relations name their entities the same way.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTITY_ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
     entity_id: _builtins.str
     name: _builtins.str
+    type: _builtins.str
+    """A new entity's type label (an identifier such as person or project);
+    only with a name.
+    """
     def __init__(
         self,
         *,
         entity_id: _builtins.str = ...,
         name: _builtins.str = ...,
+        type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "name", b"name", "target", b"target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "name", b"name", "target", b"target"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "name", b"name", "target", b"target", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["entity_id", "name"]  # noqa: Y015
     _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
 
 Global___MentionInput: _TypeAlias = MentionInput  # noqa: Y015
+
+@_typing.final
+class ClaimInput(_message.Message):
+    """An attribute claim on a write: the memory states that the entity's
+    attribute has this value, valid from..until (either open).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    ATTRIBUTE_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_UNTIL_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    attribute: _builtins.str
+    value: _builtins.str
+    confidence: _builtins.float
+    """0..1; default 1."""
+    @_builtins.property
+    def entity(self) -> Global___MentionInput: ...
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity: Global___MentionInput | None = ...,
+        attribute: _builtins.str = ...,
+        value: _builtins.str = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_until: _timestamp_pb2.Timestamp | None = ...,
+        confidence: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "confidence", b"confidence", "entity", b"entity", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "attribute", b"attribute", "confidence", b"confidence", "entity", b"entity", "valid_from", b"valid_from", "valid_until", b"valid_until", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
+    _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence) -> _WhichOneofReturnType__confidence | None: ...
+
+Global___ClaimInput: _TypeAlias = ClaimInput  # noqa: Y015
+
+@_typing.final
+class RelationInput(_message.Message):
+    """A relation claim on a write: subject predicate object."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    PREDICATE_FIELD_NUMBER: _builtins.int
+    OBJECT_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_UNTIL_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    predicate: _builtins.str
+    confidence: _builtins.float
+    @_builtins.property
+    def subject(self) -> Global___MentionInput: ...
+    @_builtins.property
+    def object(self) -> Global___MentionInput: ...
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        subject: Global___MentionInput | None = ...,
+        predicate: _builtins.str = ...,
+        object: Global___MentionInput | None = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_until: _timestamp_pb2.Timestamp | None = ...,
+        confidence: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "confidence", b"confidence", "object", b"object", "subject", b"subject", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "confidence", b"confidence", "object", b"object", "predicate", b"predicate", "subject", b"subject", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
+    _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence) -> _WhichOneofReturnType__confidence | None: ...
+
+Global___RelationInput: _TypeAlias = RelationInput  # noqa: Y015
+
+@_typing.final
+class AliasInput(_message.Message):
+    """An alias claim on a write: another name the entity goes by."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    ALIAS_FIELD_NUMBER: _builtins.int
+    alias: _builtins.str
+    @_builtins.property
+    def entity(self) -> Global___MentionInput: ...
+    def __init__(
+        self,
+        *,
+        entity: Global___MentionInput | None = ...,
+        alias: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias", b"alias", "entity", b"entity"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AliasInput: _TypeAlias = AliasInput  # noqa: Y015
+
+@_typing.final
+class EntityRef(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    name: _builtins.str
+    type: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "name", b"name", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityRef: _TypeAlias = EntityRef  # noqa: Y015
+
+@_typing.final
+class AttributeClaim(_message.Message):
+    """An attribute claim as stored: stated by memory_id at stated_at, current
+    until retired_at (unset while current).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    ATTRIBUTE_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_UNTIL_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    STATED_AT_FIELD_NUMBER: _builtins.int
+    RETIRED_AT_FIELD_NUMBER: _builtins.int
+    attribute: _builtins.str
+    value: _builtins.str
+    confidence: _builtins.float
+    memory_id: _builtins.str
+    @_builtins.property
+    def entity(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_until(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def stated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def retired_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity: Global___EntityRef | None = ...,
+        attribute: _builtins.str = ...,
+        value: _builtins.str = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_until: _timestamp_pb2.Timestamp | None = ...,
+        confidence: _builtins.float = ...,
+        memory_id: _builtins.str = ...,
+        stated_at: _timestamp_pb2.Timestamp | None = ...,
+        retired_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "retired_at", b"retired_at", "stated_at", b"stated_at", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "confidence", b"confidence", "entity", b"entity", "memory_id", b"memory_id", "retired_at", b"retired_at", "stated_at", b"stated_at", "valid_from", b"valid_from", "valid_until", b"valid_until", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AttributeClaim: _TypeAlias = AttributeClaim  # noqa: Y015
+
+@_typing.final
+class RelationClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    PREDICATE_FIELD_NUMBER: _builtins.int
+    OBJECT_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_UNTIL_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    STATED_AT_FIELD_NUMBER: _builtins.int
+    RETIRED_AT_FIELD_NUMBER: _builtins.int
+    predicate: _builtins.str
+    confidence: _builtins.float
+    memory_id: _builtins.str
+    @_builtins.property
+    def subject(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def object(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_until(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def stated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def retired_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        subject: Global___EntityRef | None = ...,
+        predicate: _builtins.str = ...,
+        object: Global___EntityRef | None = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_until: _timestamp_pb2.Timestamp | None = ...,
+        confidence: _builtins.float = ...,
+        memory_id: _builtins.str = ...,
+        stated_at: _timestamp_pb2.Timestamp | None = ...,
+        retired_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["object", b"object", "retired_at", b"retired_at", "stated_at", b"stated_at", "subject", b"subject", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "memory_id", b"memory_id", "object", b"object", "predicate", b"predicate", "retired_at", b"retired_at", "stated_at", b"stated_at", "subject", b"subject", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelationClaim: _TypeAlias = RelationClaim  # noqa: Y015
+
+@_typing.final
+class AliasClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    ALIAS_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    STATED_AT_FIELD_NUMBER: _builtins.int
+    RETIRED_AT_FIELD_NUMBER: _builtins.int
+    alias: _builtins.str
+    memory_id: _builtins.str
+    @_builtins.property
+    def entity(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def stated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def retired_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity: Global___EntityRef | None = ...,
+        alias: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        stated_at: _timestamp_pb2.Timestamp | None = ...,
+        retired_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "retired_at", b"retired_at", "stated_at", b"stated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias", b"alias", "entity", b"entity", "memory_id", b"memory_id", "retired_at", b"retired_at", "stated_at", b"stated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AliasClaim: _TypeAlias = AliasClaim  # noqa: Y015
+
+@_typing.final
+class EntityRelation(_message.Message):
+    """A relation seen from one entity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PREDICATE_FIELD_NUMBER: _builtins.int
+    DIRECTION_FIELD_NUMBER: _builtins.int
+    OTHER_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_UNTIL_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    STATED_AT_FIELD_NUMBER: _builtins.int
+    RETIRED_AT_FIELD_NUMBER: _builtins.int
+    predicate: _builtins.str
+    direction: Global___RelationDirection.ValueType
+    confidence: _builtins.float
+    memory_id: _builtins.str
+    @_builtins.property
+    def other(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_until(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def stated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def retired_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        predicate: _builtins.str = ...,
+        direction: Global___RelationDirection.ValueType = ...,
+        other: Global___EntityRef | None = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_until: _timestamp_pb2.Timestamp | None = ...,
+        confidence: _builtins.float = ...,
+        memory_id: _builtins.str = ...,
+        stated_at: _timestamp_pb2.Timestamp | None = ...,
+        retired_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["other", b"other", "retired_at", b"retired_at", "stated_at", b"stated_at", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "direction", b"direction", "memory_id", b"memory_id", "other", b"other", "predicate", b"predicate", "retired_at", b"retired_at", "stated_at", b"stated_at", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityRelation: _TypeAlias = EntityRelation  # noqa: Y015
+
+@_typing.final
+class EntityCard(_message.Message):
+    """What lookup knows about one entity, from the claims the caller may see."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    MENTIONED_BY_FIELD_NUMBER: _builtins.int
+    ALIAS_CLAIMS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    name: _builtins.str
+    type: _builtins.str
+    truncated: _builtins.bool
+    """A list was cut at its cap (vocabulary: MAX_CARD_ITEMS)."""
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def attributes(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttributeClaim]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityRelation]: ...
+    @_builtins.property
+    def mentioned_by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Ids of the visible memories that mention it, newest first."""
+
+    @_builtins.property
+    def alias_claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___AliasClaim]:
+        """The aliases with the memories that state them."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        type: _builtins.str = ...,
+        aliases: _abc.Iterable[_builtins.str] | None = ...,
+        attributes: _abc.Iterable[Global___AttributeClaim] | None = ...,
+        relations: _abc.Iterable[Global___EntityRelation] | None = ...,
+        mentioned_by: _abc.Iterable[_builtins.str] | None = ...,
+        alias_claims: _abc.Iterable[Global___AliasClaim] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias_claims", b"alias_claims", "aliases", b"aliases", "attributes", b"attributes", "id", b"id", "mentioned_by", b"mentioned_by", "name", b"name", "relations", b"relations", "truncated", b"truncated", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityCard: _TypeAlias = EntityCard  # noqa: Y015
+
+@_typing.final
+class GraphNode(_message.Message):
+    """An entity reached by neighbors, with its hop distance from the start."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    DEPTH_FIELD_NUMBER: _builtins.int
+    depth: _builtins.int
+    @_builtins.property
+    def entity(self) -> Global___EntityRef: ...
+    def __init__(
+        self,
+        *,
+        entity: Global___EntityRef | None = ...,
+        depth: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "entity", b"entity"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphNode: _TypeAlias = GraphNode  # noqa: Y015
 
 @_typing.final
 class Memory(_message.Message):
@@ -349,6 +779,10 @@ class Memory(_message.Message):
     SUPERSEDES_FIELD_NUMBER: _builtins.int
     SUPERSEDED_BY_FIELD_NUMBER: _builtins.int
     REVISIONS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     kind: Global___Kind.ValueType
     title: _builtins.str
@@ -359,6 +793,8 @@ class Memory(_message.Message):
     created_by: _builtins.str
     superseded_by_id: _builtins.str
     """Set when a newer memory replaced this one."""
+    episode_id: _builtins.str
+    """Its episode, when the reader may see that episode."""
     @_builtins.property
     def audience(self) -> Global___Audience: ...
     @_builtins.property
@@ -385,6 +821,16 @@ class Memory(_message.Message):
     def revisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Revision]:
         """Who changed it, when and why, oldest first (read only; empty in recall)."""
 
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttributeClaim]:
+        """The graph claims this memory states, current ones first (read only;
+        empty in recall).
+        """
+
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[Global___RelationClaim]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[Global___AliasClaim]: ...
     def __init__(
         self,
         *,
@@ -406,10 +852,14 @@ class Memory(_message.Message):
         supersedes: _abc.Iterable[Global___MemoryRef] | None = ...,
         superseded_by: _abc.Iterable[Global___MemoryRef] | None = ...,
         revisions: _abc.Iterable[Global___Revision] | None = ...,
+        claims: _abc.Iterable[Global___AttributeClaim] | None = ...,
+        relations: _abc.Iterable[Global___RelationClaim] | None = ...,
+        aliases: _abc.Iterable[Global___AliasClaim] | None = ...,
+        episode_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "body", b"body", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "origin", b"origin", "purposes", b"purposes", "revision", b"revision", "revisions", b"revisions", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "episode_id", b"episode_id", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "origin", b"origin", "purposes", b"purposes", "relations", b"relations", "revision", b"revision", "revisions", b"revisions", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -626,6 +1076,7 @@ class RecallOutcome(_message.Message):
     RERANK_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     COUNTS_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
     mode: Global___RecallMode.ValueType
     dense_available: _builtins.bool
     dense_unavailable_reason: _builtins.str
@@ -643,6 +1094,13 @@ class RecallOutcome(_message.Message):
         own list, never mixed with memories.
         """
 
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityCard]:
+        """The entities the query names exactly (a name or alias the caller may
+        see), each as lookup gives it, longest name first; at most
+        MAX_RECALL_ENTITIES. Beside the ranked memories, never instead of them.
+        """
+
     def __init__(
         self,
         *,
@@ -654,11 +1112,51 @@ class RecallOutcome(_message.Message):
         rerank_unavailable_reason: _builtins.str = ...,
         counts: Global___RecallCounts | None = ...,
         history: _abc.Iterable[Global___HistoryEntry] | None = ...,
+        entities: _abc.Iterable[Global___EntityCard] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "history", b"history", "mode", b"mode", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "history", b"history", "mode", b"mode", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecallOutcome: _TypeAlias = RecallOutcome  # noqa: Y015
+
+@_typing.final
+class TimelineEvent(_message.Message):
+    """One event of a timeline: when (valid time where a claim states one, else
+    record time), what, and the memory that says so.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """memory | claim_start | claim_end | relation_start | relation_end |
+    correction | supersession
+    """
+    memory_id: _builtins.str
+    entity_id: _builtins.str
+    summary: _builtins.str
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        kind: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        entity_id: _builtins.str = ...,
+        summary: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "entity_id", b"entity_id", "kind", b"kind", "memory_id", b"memory_id", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimelineEvent: _TypeAlias = TimelineEvent  # noqa: Y015

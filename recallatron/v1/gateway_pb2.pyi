@@ -142,6 +142,10 @@ class RememberRequest(_message.Message):
     MENTIONS_FIELD_NUMBER: _builtins.int
     ABOUT_IDS_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client request id: a retry with the same id returns the first result."""
     kind: _common_pb2.Kind.ValueType
@@ -150,6 +154,8 @@ class RememberRequest(_message.Message):
     confidence: _builtins.float
     """0..1; default 1."""
     purpose: _common_pb2.Purpose.ValueType
+    episode_id: _builtins.str
+    """The episode it belongs to (one you may see)."""
     @_builtins.property
     def audience(self) -> _common_pb2.Audience:
         """Default: the caller only."""
@@ -162,6 +168,12 @@ class RememberRequest(_message.Message):
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
     @_builtins.property
     def about_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -175,10 +187,14 @@ class RememberRequest(_message.Message):
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         about_ids: _abc.Iterable[_builtins.str] | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        episode_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "audience", b"audience", "body", b"body", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "episode_id", b"episode_id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -223,6 +239,9 @@ class DeriveRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     kind: _common_pb2.Kind.ValueType
     title: _builtins.str
@@ -239,6 +258,12 @@ class DeriveRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -252,10 +277,13 @@ class DeriveRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -298,6 +326,10 @@ class CorrectRequest(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -306,6 +338,16 @@ class CorrectRequest(_message.Message):
     confidence: _builtins.float
     reason: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    replace_claims: _builtins.bool
+    """Replace the memory's current claims, relations and aliases by those given
+    (none: drop them); the old ones stay in its history, retired.
+    """
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -317,10 +359,14 @@ class CorrectRequest(_message.Message):
         confidence: _builtins.float | None = ...,
         reason: _builtins.str = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "confidence", b"confidence", "title", b"title"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "purpose", b"purpose", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "aliases", b"aliases", "body", b"body", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "purpose", b"purpose", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__body: _TypeAlias = _typing.Literal["body"]  # noqa: Y015
     _WhichOneofArgType__body: _TypeAlias = _typing.Literal["_body", b"_body"]  # noqa: Y015
@@ -376,6 +422,11 @@ class SupersedeRequest(_message.Message):
     MENTIONS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -385,12 +436,30 @@ class SupersedeRequest(_message.Message):
     confidence: _builtins.float
     reason: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    replace_claims: _builtins.bool
+    """The new memory states the claims given (none: no claims); without this
+    it carries the old memory's current claims, which retire with it.
+    """
     @_builtins.property
     def audience(self) -> _common_pb2.Audience: ...
     @_builtins.property
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Optional: the memories the new text comes from. The new memory is then
+        derived from them (derived_from links, origin derived) and gets the
+        intersection of their audiences and purposes and the replaced memory's,
+        narrowed by audience/purposes when set; an empty one is refused.
+        """
+
     def __init__(
         self,
         *,
@@ -406,10 +475,15 @@ class SupersedeRequest(_message.Message):
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         reason: _builtins.str = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -830,11 +904,16 @@ class CaptureRequest(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     OCCURRED_AT_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     speaker_member_id: _builtins.str
     """The member who spoke; default: the caller."""
     text: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    episode_id: _builtins.str
+    """The episode the turn belongs to; default: the speaker's open one (turns
+    more than 2 hours apart start a new one).
+    """
     @_builtins.property
     def occurred_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -845,10 +924,11 @@ class CaptureRequest(_message.Message):
         text: _builtins.str = ...,
         occurred_at: _timestamp_pb2.Timestamp | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        episode_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at", "purpose", b"purpose", "request_id", b"request_id", "speaker_member_id", b"speaker_member_id", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_id", b"episode_id", "occurred_at", b"occurred_at", "purpose", b"purpose", "request_id", b"request_id", "speaker_member_id", b"speaker_member_id", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1035,3 +1115,255 @@ class GetStatusResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class LookupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Exact name or alias, compared with case, accents and surrounding spaces folded."""
+    purpose: _common_pb2.Purpose.ValueType
+    include_history: _builtins.bool
+    """Also the claims that are no longer current (retired or out of their valid time)."""
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp:
+        """Answer as of this time (valid time and record time); default now."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        include_history: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "include_history", b"include_history", "name", b"name", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupRequest: _TypeAlias = LookupRequest  # noqa: Y015
+
+@_typing.final
+class LookupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]: ...
+    def __init__(
+        self,
+        *,
+        entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupResponse: _TypeAlias = LookupResponse  # noqa: Y015
+
+@_typing.final
+class NeighborsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    HOPS_FIELD_NUMBER: _builtins.int
+    PREDICATES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    hops: _builtins.int
+    """1..3."""
+    purpose: _common_pb2.Purpose.ValueType
+    @_builtins.property
+    def predicates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only relations with one of these predicates; default all."""
+
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity_id: _builtins.str = ...,
+        hops: _builtins.int = ...,
+        predicates: _abc.Iterable[_builtins.str] | None = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "entity_id", b"entity_id", "hops", b"hops", "predicates", b"predicates", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NeighborsRequest: _TypeAlias = NeighborsRequest  # noqa: Y015
+
+@_typing.final
+class NeighborsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODES_FIELD_NUMBER: _builtins.int
+    EDGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """A cap on nodes or edges was reached (vocabulary: MAX_NEIGHBOR_NODES, MAX_NEIGHBOR_EDGES)."""
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.GraphNode]:
+        """The start first (depth 0), then by depth."""
+
+    @_builtins.property
+    def edges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationClaim]: ...
+    def __init__(
+        self,
+        *,
+        nodes: _abc.Iterable[_common_pb2.GraphNode] | None = ...,
+        edges: _abc.Iterable[_common_pb2.RelationClaim] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["edges", b"edges", "nodes", b"nodes", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NeighborsResponse: _TypeAlias = NeighborsResponse  # noqa: Y015
+
+@_typing.final
+class CreateEpisodeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TITLE_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    AUDIENCE_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    MEMBER_IDS_FIELD_NUMBER: _builtins.int
+    ENTITY_IDS_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    title: _builtins.str
+    purpose: _common_pb2.Purpose.ValueType
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp:
+        """Default: started_at."""
+
+    @_builtins.property
+    def audience(self) -> _common_pb2.Audience:
+        """Default: the caller only."""
+
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """Default: {assist}."""
+
+    @_builtins.property
+    def member_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Participants: members of the workspace, and entities you may see."""
+
+    @_builtins.property
+    def entity_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        title: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+        audience: _common_pb2.Audience | None = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        member_ids: _abc.Iterable[_builtins.str] | None = ...,
+        entity_ids: _abc.Iterable[_builtins.str] | None = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "ended_at", b"ended_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "ended_at", b"ended_at", "entity_ids", b"entity_ids", "member_ids", b"member_ids", "purpose", b"purpose", "purposes", b"purposes", "started_at", b"started_at", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateEpisodeRequest: _TypeAlias = CreateEpisodeRequest  # noqa: Y015
+
+@_typing.final
+class CreateEpisodeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_id", b"episode_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateEpisodeResponse: _TypeAlias = CreateEpisodeResponse  # noqa: Y015
+
+@_typing.final
+class TimelineRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    """One of them, or neither for the whole workspace."""
+    episode_id: _builtins.str
+    page_token: _builtins.str
+    purpose: _common_pb2.Purpose.ValueType
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity_id: _builtins.str = ...,
+        episode_id: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        page_token: _builtins.str = ...,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "episode_id", b"episode_id", "from", b"from", "page_token", b"page_token", "purpose", b"purpose", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimelineRequest: _TypeAlias = TimelineRequest  # noqa: Y015
+
+@_typing.final
+class TimelineResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this page is the last."""
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.TimelineEvent]:
+        """At most MAX_TIMELINE_EVENTS, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[_common_pb2.TimelineEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimelineResponse: _TypeAlias = TimelineResponse  # noqa: Y015

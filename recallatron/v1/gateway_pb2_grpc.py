@@ -81,6 +81,26 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
                 _registered_method=True)
+        self.Lookup = channel.unary_unary(
+                '/recallatron.v1.MemoryService/Lookup',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.LookupRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.LookupResponse.FromString,
+                _registered_method=True)
+        self.Neighbors = channel.unary_unary(
+                '/recallatron.v1.MemoryService/Neighbors',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.FromString,
+                _registered_method=True)
+        self.CreateEpisode = channel.unary_unary(
+                '/recallatron.v1.MemoryService/CreateEpisode',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.FromString,
+                _registered_method=True)
+        self.Timeline = channel.unary_unary(
+                '/recallatron.v1.MemoryService/Timeline',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -145,6 +165,33 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Lookup(self, request, context):
+        """The graph tools: entities by exact name or alias, with the claims the
+        caller may see; and a bounded walk over visible relations.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Neighbors(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateEpisode(self, request, context):
+        """Episodes (dated spans of a conversation or event) and timelines.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Timeline(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -192,6 +239,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Capture,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.CaptureRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.CaptureResponse.SerializeToString,
+            ),
+            'Lookup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lookup,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.LookupRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.LookupResponse.SerializeToString,
+            ),
+            'Neighbors': grpc.unary_unary_rpc_method_handler(
+                    servicer.Neighbors,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.SerializeToString,
+            ),
+            'CreateEpisode': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateEpisode,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.SerializeToString,
+            ),
+            'Timeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.Timeline,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -439,6 +506,114 @@ class MemoryService:
             '/recallatron.v1.MemoryService/Capture',
             recallatron_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lookup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/Lookup',
+            recallatron_dot_v1_dot_gateway__pb2.LookupRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.LookupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Neighbors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/Neighbors',
+            recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/CreateEpisode',
+            recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Timeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/Timeline',
+            recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -48,6 +48,14 @@ class MemoryServiceStub:
     """Stores a memory from one conversation turn only when it plainly asks to
     remember or record something; otherwise a no-op with the reason.
     """
+    Lookup: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]
+    """The graph tools: entities by exact name or alias, with the claims the
+    caller may see; and a bounded walk over visible relations.
+    """
+    Neighbors: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]
+    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]
+    """Episodes (dated spans of a conversation or event) and timelines."""
+    Timeline: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -69,6 +77,14 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Stores a memory from one conversation turn only when it plainly asks to
     remember or record something; otherwise a no-op with the reason.
     """
+    Lookup: _aio.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]  # type: ignore[assignment]
+    """The graph tools: entities by exact name or alias, with the claims the
+    caller may see; and a bounded walk over visible relations.
+    """
+    Neighbors: _aio.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]  # type: ignore[assignment]
+    CreateEpisode: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]  # type: ignore[assignment]
+    """Episodes (dated spans of a conversation or event) and timelines."""
+    Timeline: _aio.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]  # type: ignore[assignment]
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The public API: the seven tools. Every call carries
@@ -141,6 +157,38 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Stores a memory from one conversation turn only when it plainly asks to
         remember or record something; otherwise a no-op with the reason.
         """
+
+    @_abc_1.abstractmethod
+    def Lookup(
+        self,
+        request: _gateway_pb2.LookupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.LookupResponse, _abc.Awaitable[_gateway_pb2.LookupResponse]]:
+        """The graph tools: entities by exact name or alias, with the claims the
+        caller may see; and a bounded walk over visible relations.
+        """
+
+    @_abc_1.abstractmethod
+    def Neighbors(
+        self,
+        request: _gateway_pb2.NeighborsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.NeighborsResponse, _abc.Awaitable[_gateway_pb2.NeighborsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateEpisode(
+        self,
+        request: _gateway_pb2.CreateEpisodeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.CreateEpisodeResponse, _abc.Awaitable[_gateway_pb2.CreateEpisodeResponse]]:
+        """Episodes (dated spans of a conversation or event) and timelines."""
+
+    @_abc_1.abstractmethod
+    def Timeline(
+        self,
+        request: _gateway_pb2.TimelineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.TimelineResponse, _abc.Awaitable[_gateway_pb2.TimelineResponse]]: ...
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -513,11 +513,18 @@ class CreateMemoryRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
     ABOUT_IDS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    CAPTURED_AT_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     kind: _common_pb2.Kind.ValueType
     title: _builtins.str
     body: _builtins.str
     confidence: _builtins.float
+    episode_id: _builtins.str
+    """The episode it belongs to (one the caller may see)."""
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
@@ -528,6 +535,18 @@ class CreateMemoryRequest(_message.Message):
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
     @_builtins.property
     def about_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
+    @_builtins.property
+    def captured_at(self) -> _timestamp_pb2.Timestamp:
+        """Set by capture: the turn's time. Without an episode_id the memory joins
+        the speaker's episode still open then (a gap of 2 hours at most), or opens one.
+        """
+
     def __init__(
         self,
         *,
@@ -541,10 +560,15 @@ class CreateMemoryRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         about_ids: _abc.Iterable[_builtins.str] | None = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        episode_id: _builtins.str = ...,
+        captured_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "captured_at", b"captured_at", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "captured_at", b"captured_at", "claims", b"claims", "confidence", b"confidence", "episode_id", b"episode_id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -590,6 +614,9 @@ class DeriveMemoryRequest(_message.Message):
     AUDIENCE_FIELD_NUMBER: _builtins.int
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     kind: _common_pb2.Kind.ValueType
     title: _builtins.str
@@ -607,6 +634,12 @@ class DeriveMemoryRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -620,10 +653,13 @@ class DeriveMemoryRequest(_message.Message):
         audience: _common_pb2.Audience | None = ...,
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -666,6 +702,10 @@ class CorrectMemoryRequest(_message.Message):
     BODY_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -673,8 +713,18 @@ class CorrectMemoryRequest(_message.Message):
     body: _builtins.str
     confidence: _builtins.float
     reason: _builtins.str
+    replace_claims: _builtins.bool
+    """Replace the memory's current claims, relations and aliases by those given
+    (none: drop them); the old ones stay in its history, retired.
+    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
     def __init__(
         self,
         *,
@@ -686,10 +736,14 @@ class CorrectMemoryRequest(_message.Message):
         body: _builtins.str | None = ...,
         confidence: _builtins.float | None = ...,
         reason: _builtins.str = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "caller", b"caller", "confidence", b"confidence", "title", b"title"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "body", b"body", "caller", b"caller", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_body", b"_body", "_confidence", b"_confidence", "_title", b"_title", "aliases", b"aliases", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__body: _TypeAlias = _typing.Literal["body"]  # noqa: Y015
     _WhichOneofArgType__body: _TypeAlias = _typing.Literal["_body", b"_body"]  # noqa: Y015
@@ -745,6 +799,11 @@ class SupersedeMemoryRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    REPLACE_CLAIMS_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     expected_revision: _builtins.int
@@ -753,6 +812,10 @@ class SupersedeMemoryRequest(_message.Message):
     body: _builtins.str
     confidence: _builtins.float
     reason: _builtins.str
+    replace_claims: _builtins.bool
+    """The new memory states the claims given (none: no claims); without this
+    it carries the old memory's current claims, which retire with it.
+    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
@@ -761,6 +824,16 @@ class SupersedeMemoryRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]: ...
     @_builtins.property
     def mentions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MentionInput]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ClaimInput]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """As SupersedeRequest.source_ids: derive the new memory from these."""
+
     def __init__(
         self,
         *,
@@ -776,10 +849,15 @@ class SupersedeMemoryRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         mentions: _abc.Iterable[_common_pb2.MentionInput] | None = ...,
         reason: _builtins.str = ...,
+        claims: _abc.Iterable[_common_pb2.ClaimInput] | None = ...,
+        relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
+        aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
+        replace_claims: _builtins.bool = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "caller", b"caller", "confidence", b"confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "body", b"body", "caller", b"caller", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "aliases", b"aliases", "audience", b"audience", "body", b"body", "caller", b"caller", "claims", b"claims", "confidence", b"confidence", "expected_revision", b"expected_revision", "id", b"id", "kind", b"kind", "mentions", b"mentions", "purposes", b"purposes", "reason", b"reason", "relations", b"relations", "replace_claims", b"replace_claims", "request_id", b"request_id", "source_ids", b"source_ids", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -1356,3 +1434,284 @@ class StoreServiceDismissDuplicatePairResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StoreServiceDismissDuplicatePairResponse: _TypeAlias = StoreServiceDismissDuplicatePairResponse  # noqa: Y015
+
+@_typing.final
+class LookupEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    include_history: _builtins.bool
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        name: _builtins.str = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        include_history: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller", "include_history", b"include_history", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupEntitiesRequest: _TypeAlias = LookupEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class LookupEntitiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]: ...
+    def __init__(
+        self,
+        *,
+        entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupEntitiesResponse: _TypeAlias = LookupEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class EntityNeighborsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    HOPS_FIELD_NUMBER: _builtins.int
+    PREDICATES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    hops: _builtins.int
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def predicates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        entity_id: _builtins.str = ...,
+        hops: _builtins.int = ...,
+        predicates: _abc.Iterable[_builtins.str] | None = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller", "entity_id", b"entity_id", "hops", b"hops", "predicates", b"predicates"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityNeighborsRequest: _TypeAlias = EntityNeighborsRequest  # noqa: Y015
+
+@_typing.final
+class EntityNeighborsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODES_FIELD_NUMBER: _builtins.int
+    EDGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.GraphNode]: ...
+    @_builtins.property
+    def edges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationClaim]: ...
+    def __init__(
+        self,
+        *,
+        nodes: _abc.Iterable[_common_pb2.GraphNode] | None = ...,
+        edges: _abc.Iterable[_common_pb2.RelationClaim] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["edges", b"edges", "nodes", b"nodes", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityNeighborsResponse: _TypeAlias = EntityNeighborsResponse  # noqa: Y015
+
+@_typing.final
+class NamedEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NamedEntitiesRequest: _TypeAlias = NamedEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class NamedEntitiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]: ...
+    def __init__(
+        self,
+        *,
+        entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NamedEntitiesResponse: _TypeAlias = NamedEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceCreateEpisodeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    AUDIENCE_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    MEMBER_IDS_FIELD_NUMBER: _builtins.int
+    ENTITY_IDS_FIELD_NUMBER: _builtins.int
+    title: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def audience(self) -> _common_pb2.Audience:
+        """Default: the caller only."""
+
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """Default: {assist}."""
+
+    @_builtins.property
+    def member_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def entity_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        title: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+        audience: _common_pb2.Audience | None = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        member_ids: _abc.Iterable[_builtins.str] | None = ...,
+        entity_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "caller", b"caller", "ended_at", b"ended_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "caller", b"caller", "ended_at", b"ended_at", "entity_ids", b"entity_ids", "member_ids", b"member_ids", "purposes", b"purposes", "started_at", b"started_at", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceCreateEpisodeRequest: _TypeAlias = StoreServiceCreateEpisodeRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceCreateEpisodeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_id", b"episode_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceCreateEpisodeResponse: _TypeAlias = StoreServiceCreateEpisodeResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceTimelineRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.str
+    episode_id: _builtins.str
+    page_token: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        entity_id: _builtins.str = ...,
+        episode_id: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "entity_id", b"entity_id", "episode_id", b"episode_id", "from", b"from", "page_token", b"page_token", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceTimelineRequest: _TypeAlias = StoreServiceTimelineRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceTimelineResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.TimelineEvent]: ...
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[_common_pb2.TimelineEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceTimelineResponse: _TypeAlias = StoreServiceTimelineResponse  # noqa: Y015

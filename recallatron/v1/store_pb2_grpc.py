@@ -107,6 +107,31 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesResponse.FromString,
                 _registered_method=True)
+        self.LookupEntities = channel.unary_unary(
+                '/recallatron.v1.StoreService/LookupEntities',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesResponse.FromString,
+                _registered_method=True)
+        self.EntityNeighbors = channel.unary_unary(
+                '/recallatron.v1.StoreService/EntityNeighbors',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.FromString,
+                _registered_method=True)
+        self.NamedEntities = channel.unary_unary(
+                '/recallatron.v1.StoreService/NamedEntities',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.FromString,
+                _registered_method=True)
+        self.CreateEpisode = channel.unary_unary(
+                '/recallatron.v1.StoreService/CreateEpisode',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeResponse.FromString,
+                _registered_method=True)
+        self.Timeline = channel.unary_unary(
+                '/recallatron.v1.StoreService/Timeline',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineResponse.FromString,
+                _registered_method=True)
         self.LexicalCandidates = channel.unary_unary(
                 '/recallatron.v1.StoreService/LexicalCandidates',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.LexicalCandidatesRequest.SerializeToString,
@@ -242,6 +267,39 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LookupEntities(self, request, context):
+        """The graph (design §7): lookup by exact name or alias, bounded traversal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EntityNeighbors(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NamedEntities(self, request, context):
+        """The entities a text names exactly (recall's entity cards).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateEpisode(self, request, context):
+        """Episodes and timelines.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Timeline(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def LexicalCandidates(self, request, context):
         """Recall support.
         """
@@ -364,6 +422,31 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.GetMemories,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesResponse.SerializeToString,
+            ),
+            'LookupEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.LookupEntities,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesResponse.SerializeToString,
+            ),
+            'EntityNeighbors': grpc.unary_unary_rpc_method_handler(
+                    servicer.EntityNeighbors,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.SerializeToString,
+            ),
+            'NamedEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.NamedEntities,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.SerializeToString,
+            ),
+            'CreateEpisode': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateEpisode,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeResponse.SerializeToString,
+            ),
+            'Timeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.Timeline,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineResponse.SerializeToString,
             ),
             'LexicalCandidates': grpc.unary_unary_rpc_method_handler(
                     servicer.LexicalCandidates,
@@ -782,6 +865,141 @@ class StoreService:
             '/recallatron.v1.StoreService/GetMemories',
             recallatron_dot_v1_dot_store__pb2.GetMemoriesRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.GetMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/LookupEntities',
+            recallatron_dot_v1_dot_store__pb2.LookupEntitiesRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.LookupEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EntityNeighbors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/EntityNeighbors',
+            recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NamedEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/NamedEntities',
+            recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/CreateEpisode',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Timeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/Timeline',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,

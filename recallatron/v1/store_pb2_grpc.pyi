@@ -60,6 +60,14 @@ class StoreServiceStub:
     SupersedeMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.SupersedeMemoryRequest, _store_pb2.SupersedeMemoryResponse]
     ForgetMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.ForgetMemoryRequest, _store_pb2.ForgetMemoryResponse]
     GetMemories: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]
+    LookupEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]
+    """The graph (design §7): lookup by exact name or alias, bounded traversal."""
+    EntityNeighbors: _grpc.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]
+    NamedEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]
+    """The entities a text names exactly (recall's entity cards)."""
+    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceCreateEpisodeRequest, _store_pb2.StoreServiceCreateEpisodeResponse]
+    """Episodes and timelines."""
+    Timeline: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceTimelineRequest, _store_pb2.StoreServiceTimelineResponse]
     LexicalCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]
     """Recall support."""
     DenseCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]
@@ -110,6 +118,14 @@ class StoreServiceAsyncStub(StoreServiceStub):
     SupersedeMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.SupersedeMemoryRequest, _store_pb2.SupersedeMemoryResponse]  # type: ignore[assignment]
     ForgetMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.ForgetMemoryRequest, _store_pb2.ForgetMemoryResponse]  # type: ignore[assignment]
     GetMemories: _aio.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]  # type: ignore[assignment]
+    LookupEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]  # type: ignore[assignment]
+    """The graph (design §7): lookup by exact name or alias, bounded traversal."""
+    EntityNeighbors: _aio.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]  # type: ignore[assignment]
+    NamedEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]  # type: ignore[assignment]
+    """The entities a text names exactly (recall's entity cards)."""
+    CreateEpisode: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceCreateEpisodeRequest, _store_pb2.StoreServiceCreateEpisodeResponse]  # type: ignore[assignment]
+    """Episodes and timelines."""
+    Timeline: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceTimelineRequest, _store_pb2.StoreServiceTimelineResponse]  # type: ignore[assignment]
     LexicalCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]  # type: ignore[assignment]
     """Recall support."""
     DenseCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]  # type: ignore[assignment]
@@ -241,6 +257,44 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _store_pb2.GetMemoriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.GetMemoriesResponse, _abc.Awaitable[_store_pb2.GetMemoriesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def LookupEntities(
+        self,
+        request: _store_pb2.LookupEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.LookupEntitiesResponse, _abc.Awaitable[_store_pb2.LookupEntitiesResponse]]:
+        """The graph (design §7): lookup by exact name or alias, bounded traversal."""
+
+    @_abc_1.abstractmethod
+    def EntityNeighbors(
+        self,
+        request: _store_pb2.EntityNeighborsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.EntityNeighborsResponse, _abc.Awaitable[_store_pb2.EntityNeighborsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def NamedEntities(
+        self,
+        request: _store_pb2.NamedEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.NamedEntitiesResponse, _abc.Awaitable[_store_pb2.NamedEntitiesResponse]]:
+        """The entities a text names exactly (recall's entity cards)."""
+
+    @_abc_1.abstractmethod
+    def CreateEpisode(
+        self,
+        request: _store_pb2.StoreServiceCreateEpisodeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceCreateEpisodeResponse, _abc.Awaitable[_store_pb2.StoreServiceCreateEpisodeResponse]]:
+        """Episodes and timelines."""
+
+    @_abc_1.abstractmethod
+    def Timeline(
+        self,
+        request: _store_pb2.StoreServiceTimelineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceTimelineResponse, _abc.Awaitable[_store_pb2.StoreServiceTimelineResponse]]: ...
 
     @_abc_1.abstractmethod
     def LexicalCandidates(

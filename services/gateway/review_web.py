@@ -15,16 +15,27 @@ Decisions, one pair at a time, nothing automatic:
 - supersede one with the other's text: the outdated memory is superseded by
   a new memory carrying the kept memory's kind, title, body, confidence and
   mentions (the supersede tool always writes a new memory); the outdated one
-  stays readable and points to it, its audience and purposes carry over;
+  stays readable and points to it. The new memory is derived from the kept
+  one (a derived_from link) and gets the derive rule's trust (design §4):
+  the intersection of both memories' audiences and purposes, so the kept
+  text never reaches anyone it was not written for;
 - forget one, with a reason.
+
+Bounds: a request's head (request line and headers) and form body are
+capped and a body is refused by its declared length before any of it is
+read; sign-in sessions are capped per token and in all; connections are
+capped in number and closed when idle.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import html
 import logging
 import os
 import secrets
+import sys
 import threading
 import time
 import uuid
@@ -57,6 +68,15 @@ COOKIE = "recallatron_review"
 SESSION_IDLE_SECONDS = 2 * 3600
 SESSION_MAX_SECONDS = 12 * 3600
 MAX_FORM_BYTES = 64 * 1024
+# The request line and headers together (a browser sends well under 8 KiB).
+MAX_HEAD_BYTES = 16 * 1024
+# Each session holds a gateway client; a token signing in again and again
+# replaces its own oldest session, and past the total nobody new signs in.
+MAX_SESSIONS_PER_TOKEN = 8
+MAX_SESSIONS = 1024
+# Open connections (one thread each), and how long one may sit idle.
+MAX_CONNECTIONS = 64
+IDLE_SECONDS = 30.0
 PAIRS_SHOWN = 50
 
 ClientFactory = Callable[[str], Client]
@@ -69,6 +89,12 @@ class Session:
     created: float
     seen: float
     flash: list[tuple[str, str]] = field(default_factory=list)
+    # A digest of the token it signed in with (for the per-token cap).
+    owner: str = ""
+
+
+class TooManySessions(Exception):
+    pass
 
 
 class Sessions:
@@ -78,13 +104,28 @@ class Sessions:
         self._items: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def create(self, client: Client) -> str:
+    def create(self, client: Client, token: str = "") -> str:
+        """A new session; TooManySessions when the total is reached (the
+        token's own oldest session makes way when the token has its share)."""
         sid = secrets.token_urlsafe(32)
         now = time.monotonic()
+        owner = hashlib.sha256(token.encode()).hexdigest()
+        dropped: list[Session] = []
         with self._lock:
             self._expire(now)
-            self._items[sid] = Session(client, secrets.token_urlsafe(24), now, now)
+            own = sorted((s.created, k) for k, s in self._items.items() if s.owner == owner)
+            for _, k in own[: max(0, len(own) - MAX_SESSIONS_PER_TOKEN + 1)]:
+                dropped.append(self._items.pop(k))
+            if len(self._items) >= MAX_SESSIONS:
+                raise TooManySessions()
+            self._items[sid] = Session(client, secrets.token_urlsafe(24), now, now, owner=owner)
+        for session in dropped:
+            session.client.close()
         return sid
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
 
     def get(self, sid: str | None) -> Session | None:
         if not sid:
@@ -269,7 +310,9 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
         f"{supersede(a, b, 'A', 'B')}{supersede(b, a, 'B', 'A')}"
         f"{forget(a, 'A')}{forget(b, 'B')}"
         "<p class=hint>Keep both: never proposed again. Supersede: the outdated one is "
-        "replaced by a new memory with the other's text and stays readable, pointing to it. "
+        "replaced by a new memory with the other's text and stays readable, pointing to it; "
+        "the new memory is derived from the kept one and reaches only the audience and "
+        "purposes both share. "
         "Forget: its text and embedding are purged; a tombstone keeps links valid.</p>"
         "</div></section>"
     )
@@ -352,7 +395,14 @@ class ReviewApp:
                     HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
                 )
             return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
-        sid = self.sessions.create(client)
+        try:
+            sid = self.sessions.create(client, token)
+        except TooManySessions:
+            client.close()
+            return Response(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                signin_page("Too many people are signed in; try again later."),
+            )
         return redirect("/", [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
 
     def review(self, session: Session, purpose: str) -> Response:
@@ -441,6 +491,9 @@ class ReviewApp:
             mentions=[cpb.MentionInput(entity_id=m.entity_id) for m in kept.mentions],
             reason=f"dedup review: replaced with the text of {keep_id}",
             purpose=PURPOSE.value(purpose),
+            # Derived from the kept memory: the store gives the successor the
+            # intersection of both memories' trust (design §4), never A's alone.
+            source_ids=[keep_id],
         )
         resp = client.call(client.memory.Supersede, request)
         session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
@@ -478,23 +531,91 @@ SECURITY_HEADERS = [
 ]
 
 
+class HeadTooLarge(Exception):
+    pass
+
+
+class _HeadLimit:
+    """The connection's reader, counting what the request line and headers
+    take (http.server reads both with readline) against MAX_HEAD_BYTES; the
+    count starts again with each request. Bodies are read with read()."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.left = MAX_HEAD_BYTES
+
+    def readline(self, size: int = -1) -> bytes:
+        cap = self.left + 1 if size < 0 else min(size, self.left + 1)
+        line: bytes = self.raw.readline(cap)
+        self.left -= len(line)
+        if self.left < 0:
+            raise HeadTooLarge()
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+def content_length(value: str | None) -> int | Response:
+    """The declared body length, or the answer that refuses it unread."""
+    if value is None or not value.strip():
+        return 0
+    if not value.strip().isdigit():
+        return Response(HTTPStatus.BAD_REQUEST, b"Content-Length: not a length", "text/plain")
+    length = int(value)
+    if length > MAX_FORM_BYTES:
+        return Response(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            f"Content-Length: at most {MAX_FORM_BYTES} bytes".encode(),
+            "text/plain",
+        )
+    return length
+
+
 def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "recallatron-review"
         sys_version = ""
+        # Each read waits at most this long: an idle connection is closed.
+        timeout = IDLE_SECONDS
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile = _HeadLimit(self.rfile)  # type: ignore[assignment]
+
+        def handle_one_request(self) -> None:
+            self.rfile.left = MAX_HEAD_BYTES  # type: ignore[attr-defined]
+            try:
+                super().handle_one_request()
+            except HeadTooLarge:
+                self.close_connection = True
+                self.requestline = getattr(self, "requestline", "")
+                self.request_version = getattr(self, "request_version", "HTTP/1.0")
+                self.command = getattr(self, "command", None) or "GET"
+                self._send(
+                    Response(
+                        HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        f"request head: at most {MAX_HEAD_BYTES} bytes".encode(),
+                        "text/plain",
+                    )
+                )
 
         def do_GET(self) -> None:
             self._serve("GET", {})
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_FORM_BYTES:
-                self._send(Response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, b"too large"))
+            if self.headers.get("Transfer-Encoding"):
+                # Only a declared length is read (and bounded before reading).
+                self._refuse(Response(HTTPStatus.LENGTH_REQUIRED, b"send Content-Length"))
+                return
+            length = content_length(self.headers.get("Content-Length"))
+            if isinstance(length, Response):
+                self._refuse(length)
                 return
             origin = self.headers.get("Origin")
             if origin and urlsplit(origin).netloc != self.headers.get("Host", ""):
                 # A form posted from another site: refused before anything runs.
-                self._send(Response(HTTPStatus.FORBIDDEN, b"cross-site form refused"))
+                self._refuse(Response(HTTPStatus.FORBIDDEN, b"cross-site form refused"))
                 return
             raw = self.rfile.read(length).decode("utf-8", errors="replace")
             form = {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
@@ -514,6 +635,13 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
                 response = Response(
                     HTTPStatus.INTERNAL_SERVER_ERROR, page("Error", "<p>Error.</p>")
                 )
+            self._send(response)
+
+        def _refuse(self, response: Response) -> None:
+            """Answers without reading the body; the connection then closes, as
+            the unread body must not be taken for the next request."""
+            self.close_connection = True
+            response.headers.append(("Connection", "close"))
             self._send(response)
 
         def _send(self, response: Response) -> None:
@@ -539,6 +667,41 @@ def _split(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS of them: one more is
+    answered 503 and closed at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(
+                    b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                    b"Connection: close\r\nRetry-After: 1\r\n\r\n"
+                )
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A peer gone mid-answer is routine; anything else is logged, not printed.
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            log.debug("review page: connection ended early")
+        else:
+            log.exception("review page: connection failed")
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 class ReviewWeb:
     """The page's HTTP server, in a daemon thread of the gateway process."""
 
@@ -546,7 +709,7 @@ class ReviewWeb:
         self.app = ReviewApp(gateway_target)
         host, port = _split(listen)
         # Binding a port in use fails here, at start-up, not silently later.
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self.app))
+        self.httpd = BoundedHTTPServer((host, port), _handler(self.app))
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
         self.thread = threading.Thread(

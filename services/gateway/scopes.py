@@ -29,7 +29,9 @@ def _methods(service: str, names: tuple[str, ...]) -> frozenset[str]:
 
 # What a read-only token may call: the calls that change nothing.
 READ_ONLY_CALLS = (
-    _methods("MemoryService", ("Recall", "Read", "DescribeTools"))
+    _methods(
+        "MemoryService", ("Recall", "Read", "DescribeTools", "Lookup", "Neighbors", "Timeline")
+    )
     | _methods("ReviewService", ("ListDuplicatePairs",))
     | _methods("AdminService", ("GetSettings", "GetStatus"))
 )

@@ -4,6 +4,7 @@ admin calls, forwarded to store and rank with deadlines."""
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -11,7 +12,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from recallatron import errors, internal_auth
+from recallatron import convert, errors, internal_auth
 from recallatron.grpcclient import make_channel
 from recallatron.grpcserver import current_method
 from recallatron.tools import TOOLS
@@ -33,6 +34,7 @@ from services.gateway.ratelimit import RateLimiter
 from services.gateway.settings import GatewaySettings
 
 Resp = TypeVar("Resp")
+log = logging.getLogger("recallatron.gateway")
 
 # Clock skew tolerated on a turn's time.
 TURN_CLOCK_SKEW = timedelta(minutes=5)
@@ -225,6 +227,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
                     )
                 ),
             )
+        named = self._named_entities(who, request.query)
         rank_request = rank_pb2.RankRequest(
             caller=who,
             query=request.query,
@@ -245,7 +248,30 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             # Through peers.call for the same error translation as any call.
             found = self.peers.call(lambda _req, timeout: pending.result(), None, 0)
             resp.outcome.history.extend(found.entries)
+        resp.outcome.entities.extend(self._cards(named))
         return pb.RecallResponse(outcome=resp.outcome)
+
+    def _named_entities(self, who: cpb.Caller, query: str) -> Any:
+        """The store's entity cards for the names the query contains, asked
+        while rank works."""
+        ask = store_pb2.NamedEntitiesRequest(caller=who, text=query)
+        return self.peers.store.NamedEntities.future(
+            ask,
+            timeout=self.peers.settings.store_timeout_seconds,
+            metadata=internal_auth.metadata(
+                self.peers.assertion([internal_auth.store_method("NamedEntities")], ask, None)
+            ),
+        )
+
+    @staticmethod
+    def _cards(pending: Any) -> list[cpb.EntityCard]:
+        # Cards sit beside the ranked memories: without them recall still
+        # answers (design §5, degrade, never refuse).
+        try:
+            return list(pending.result().entities)
+        except grpc.RpcError as exc:
+            log.warning("entity cards unavailable", extra={"code": str(exc.code())})  # type: ignore[attr-defined]
+            return []
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
         ident = self.auth.member(context)
@@ -358,9 +384,49 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
                 body=capture.body_with_time(said.body, occurred),
                 audience=audience,
                 purposes=[request.purpose or cpb.PURPOSE_ASSIST],
+                episode_id=request.episode_id,
+                captured_at=request.occurred_at
+                if request.HasField("occurred_at")
+                else convert.timestamp(datetime.now(UTC)),
             ),
         )
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
+
+    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.LookupEntitiesRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("LookupEntities", store_request)
+        return pb.LookupResponse(entities=resp.entities)
+
+    def Neighbors(
+        self, request: pb.NeighborsRequest, context: grpc.ServicerContext
+    ) -> pb.NeighborsResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.EntityNeighborsRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("EntityNeighbors", store_request)
+        return pb.NeighborsResponse(nodes=resp.nodes, edges=resp.edges, truncated=resp.truncated)
+
+    def CreateEpisode(
+        self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.CreateEpisodeResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.StoreServiceCreateEpisodeRequest(
+            caller=caller(ident, request.purpose)
+        )
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("CreateEpisode", store_request)
+        return pb.CreateEpisodeResponse(episode_id=resp.episode_id)
+
+    def Timeline(
+        self, request: pb.TimelineRequest, context: grpc.ServicerContext
+    ) -> pb.TimelineResponse:
+        ident = self.auth.member(context)
+        store_request = store_pb2.StoreServiceTimelineRequest(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        resp = self.peers.store_call("Timeline", store_request)
+        return pb.TimelineResponse(events=resp.events, next_page_token=resp.next_page_token)
 
     def DescribeTools(
         self,

@@ -77,11 +77,21 @@ ON CONFLICT (memory_id) DO UPDATE SET next_attempt_at = now(), attempts = 0
 DROP_STALE = """
 DELETE FROM memory_embedding WHERE model_id <> %s OR input_version <> %s
 """
+# Counts over what one member may see by audience (the workspace's and their
+# own; NULL: every memory, for the operator): an owner's status must not count
+# members' private memories (design §4, "Not found means not found").
 STATUS = """
+WITH seen AS (
+    SELECT id FROM memory
+    WHERE %(member)s::uuid IS NULL OR audience_member_id IS NULL
+       OR audience_member_id = %(member)s::uuid
+)
 SELECT
-  (SELECT count(*) FROM memory WHERE invalidated_at IS NULL AND superseded_by_id IS NULL),
-  (SELECT count(*) FROM memory_embedding WHERE input_version = %s),
-  (SELECT count(*) FROM embedding_job)
+  (SELECT count(*) FROM memory m JOIN seen USING (id)
+   WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL),
+  (SELECT count(*) FROM memory_embedding e JOIN seen ON seen.id = e.memory_id
+   WHERE e.input_version = %(version)s),
+  (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id)
 """
 
 
@@ -253,9 +263,14 @@ class EmbeddingJob:
                 self.stop_event.wait(self.settings.job_poll_seconds)
 
 
-def status(dbs: Databases, control: ControlPlane, workspace_id: str) -> tuple[int, int, int]:
+def status(
+    dbs: Databases, control: ControlPlane, workspace_id: str, member_id: str | None = None
+) -> tuple[int, int, int]:
+    """(memories, embedded, pending) among what ``member_id`` may see by
+    audience; every memory when None (the operator)."""
     ws = control.workspace(workspace_id)
+    params = {"member": member_id, "version": EMBED_INPUT_VERSION}
     with dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
-        row = conn.execute(STATUS, (EMBED_INPUT_VERSION,)).fetchone()
+        row = conn.execute(STATUS, params).fetchone()
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2])

@@ -4,6 +4,7 @@ each one; not visible answers exactly like not there."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,6 @@ from recallatron import errors
 from recallatron.vocabulary import (
     DEFAULT_PURPOSE,
     MAX_BODY,
-    MAX_ENTITY_NAME,
     MAX_LINKS,
     MAX_MENTIONS,
     MAX_READ_IDS,
@@ -26,18 +26,18 @@ from recallatron.vocabulary import (
     MAX_TITLE,
     PURPOSES,
 )
+from services.store import episodes
+from services.store import graph as graph_
 from services.store import memory_queries as mq
 from services.store import trust as trust_rules
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
+from services.store.erasure import request_key
 from services.store.trust import EMPTY, AudienceValue, Trust, _Empty
 
-
-@dataclass(frozen=True)
-class MentionIn:
-    entity_id: str | None = None
-    name: str | None = None
+# A mention names an entity exactly as a claim does.
+MentionIn = graph_.EntityIn
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ class NewMemory:
     purposes: Sequence[str | None] = ()
     mentions: Sequence[MentionIn] = ()
     about_ids: Sequence[str] = ()
+    # The claims, relations and aliases the memory states.
+    graph: graph_.GraphIn = graph_.NO_GRAPH
+    # The episode it belongs to (one the caller may see), if any.
+    episode_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,11 +89,16 @@ class MemoryView:
     created_at: datetime
     updated_at: datetime
     superseded_by_id: str | None
+    # The memory's episode, when the reader may see it.
+    episode_id: str | None = None
     links: list[tuple[str, Ref]] = field(default_factory=list)
     mentions: list[tuple[str, str]] = field(default_factory=list)
     supersedes: list[Ref] = field(default_factory=list)
     superseded_by: list[Ref] = field(default_factory=list)
     revisions: list[RevisionView] = field(default_factory=list)
+    claims: list[graph_.AttributeView] = field(default_factory=list)
+    relations: list[graph_.RelationView] = field(default_factory=list)
+    aliases: list[graph_.AliasView] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,7 @@ def _view(row: Sequence[Any]) -> MemoryView:
         created_by=str(row[10]),
         created_at=row[11],
         updated_at=row[12],
+        episode_id=str(row[13]) if row[13] else None,
     )
 
 
@@ -159,10 +169,8 @@ class MemoryStore:
         if not self.control.member_in_workspace(caller.workspace_id, member):
             raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
 
-    def _replay(
-        self, conn: psycopg.Connection, caller: Caller, request_id: str, tool: str
-    ) -> str | None:
-        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, request_id)).fetchone()
+    def _replay(self, conn: psycopg.Connection, caller: Caller, key: str, tool: str) -> str | None:
+        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
         if row is None:
             return None
         if row[0] != tool:
@@ -189,7 +197,7 @@ class MemoryStore:
         origin: str,
         trust: Trust,
         links: Sequence[tuple[str, str]],
-    ) -> None:
+    ) -> graph_.GraphWriter:
         conn.execute(
             mq.INSERT_MEMORY,
             (
@@ -202,20 +210,15 @@ class MemoryStore:
                 trust.audience,
                 sorted(trust.purposes),
                 caller.member_id,
+                new.episode_id,
             ),
         )
         if links:
             kinds, targets = zip(*links, strict=True)
             conn.execute(mq.INSERT_LINKS, (memory_id, list(kinds), list(targets)))
-        for i, mention in enumerate(new.mentions):
-            if mention.entity_id is not None:
-                entity_id = v.uuid_str(mention.entity_id, f"mentions[{i}].entity_id")
-                if conn.execute(mq.ENTITY_EXISTS, (entity_id,)).fetchone() is None:
-                    raise errors.InvalidArgument(f"mentions[{i}].entity_id", "no such entity")
-            else:
-                entity_id = str(uuid.uuid4())
-                conn.execute(mq.INSERT_ENTITY, (entity_id, mention.name))
-            conn.execute(mq.INSERT_MENTION, (memory_id, entity_id))
+        writer = graph_.GraphWriter(conn)
+        writer.write(memory_id, new.mentions, new.graph)
+        return writer
 
     def _validate_new(self, new: NewMemory) -> None:
         v.kind(new.kind)
@@ -226,12 +229,8 @@ class MemoryStore:
         if len(new.mentions) > MAX_MENTIONS:
             raise errors.InvalidArgument("mentions", f"at most {MAX_MENTIONS} allowed")
         for i, m in enumerate(new.mentions):
-            if (m.entity_id is None) == (m.name is None):
-                raise errors.InvalidArgument(f"mentions[{i}]", "give an entity_id or a name")
-            if m.entity_id is not None:
-                v.uuid_str(m.entity_id, f"mentions[{i}].entity_id")
-            else:
-                v.text(m.name or "", f"mentions[{i}].name", MAX_ENTITY_NAME)
+            graph_.validate_entity(m, f"mentions[{i}]")
+        graph_.validate(new.graph)
         ids = [m.entity_id for m in new.mentions if m.entity_id]
         if len(set(ids)) != len(ids):
             raise errors.InvalidArgument("mentions", "an entity is mentioned twice")
@@ -249,36 +248,48 @@ class MemoryStore:
         request_id: str,
         detail: dict[str, Any] | None = None,
     ) -> None:
+        # The request id as its hash, as in request_key (design §8.6).
+        key = request_key(caller.member_id, request_id)
         conn.execute(
-            mq.INSERT_AUDIT,
-            (caller.member_id, action, memory_id, request_id, Jsonb(detail or {})),
+            mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {}))
         )
 
     def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
         """Runs `write(conn)` once per (member, request id). A retry, or a
         concurrent duplicate, gets the first result's memory id back."""
-        request_id = v.request_id(request_id)
+        # Stored and looked up as a hash only (design §8.6).
+        key = request_key(caller.member_id, v.request_id(request_id))
         pool = self._pool(caller)
         try:
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, request_id, tool)
+                existing = self._replay(conn, caller, key, tool)
                 if existing is not None:
                     return existing, True
                 memory_id = write(conn)
-                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, request_id, tool, memory_id))
+                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id))
                 return memory_id, False
         except UniqueViolation as exc:
             if "request_key" not in str(exc.diag.constraint_name or ""):
                 raise
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, request_id, tool)
+                existing = self._replay(conn, caller, key, tool)
             assert existing is not None
             return existing, True
 
     # -- tools -------------------------------------------------------------
 
-    def remember(self, caller: Caller, request_id: str, new: NewMemory) -> WriteResult:
+    def remember(
+        self,
+        caller: Caller,
+        request_id: str,
+        new: NewMemory,
+        captured_at: datetime | None = None,
+    ) -> WriteResult:
+        """A told memory. ``captured_at`` (capture's turn time) puts it, when
+        it names no episode, in the speaker's episode open then, or a new one."""
         self._validate_new(new)
+        if new.episode_id:
+            v.uuid_str(new.episode_id, "episode_id")
         self._check_audience(caller, new.audience)
         # Default audience: the caller alone. Sharing is a deliberate choice.
         audience = caller.member_id if isinstance(new.audience, _Empty) else new.audience
@@ -290,7 +301,15 @@ class MemoryStore:
                 raise errors.NotFound("about_ids: a memory was not found")
             memory_id = str(uuid.uuid4())
             links = [("about", t) for t in about]
-            self._insert(conn, caller, memory_id, new, "told", trust, links)
+            episode = new.episode_id
+            if episode:
+                episode = episodes.check_visible(conn, episode)
+            elif captured_at is not None:
+                # The episode is the speaker's own, for the turn's purpose.
+                own = Trust(caller.member_id, frozenset({caller.purpose}))
+                episode = episodes.for_capture(conn, caller, captured_at, own)
+            placed = dataclasses.replace(new, episode_id=episode or None)
+            self._insert(conn, caller, memory_id, placed, "told", trust, links)
             self._audit(conn, caller, "remember", memory_id, request_id)
             return memory_id
 
@@ -377,11 +396,17 @@ class MemoryStore:
         body: str | None,
         confidence: float | None,
         reason: str,
+        graph: graph_.GraphIn = graph_.NO_GRAPH,
+        replace_claims: bool = False,
     ) -> WriteResult:
+        """Edits in place. Claims given (or ``replace_claims`` with none)
+        replace the memory's current claims, which stay in its history, retired."""
         memory_id = v.uuid_str(memory_id, "id")
         v.revision(expected_revision)
-        if title is None and body is None and confidence is None:
-            raise errors.InvalidArgument("title", "give a new title, body or confidence")
+        replace = replace_claims or bool(graph)
+        if title is None and body is None and confidence is None and not replace:
+            raise errors.InvalidArgument("title", "give a new title, body, confidence or claims")
+        graph_.validate(graph)
         if title is not None:
             v.text(title, "title", MAX_TITLE)
         if body is not None:
@@ -397,6 +422,12 @@ class MemoryStore:
             ).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
+            if replace:
+                # After the update: the row is this transaction's, which the
+                # claim tables' policies ask of a change (0008_graph.sql).
+                writer = graph_.GraphWriter(conn)
+                writer.retire(memory_id)
+                writer.write(memory_id, (), graph)
             self._revision(conn, caller, memory_id, expected_revision + 1, "correct", reason)
             self._audit(
                 conn,
@@ -419,31 +450,42 @@ class MemoryStore:
         expected_revision: int,
         new: NewMemory,
         reason: str,
+        replace_claims: bool = False,
+        source_ids: Sequence[str] = (),
     ) -> WriteResult:
+        """The successor states ``new.graph`` when given (or nothing, with
+        ``replace_claims``), else the old memory's current claims again; the
+        old memory's claims retire with it and stay in its history."""
         memory_id = v.uuid_str(memory_id, "id")
         v.revision(expected_revision)
         self._validate_new(new)
         self._check_audience(caller, new.audience)
         v.text(reason, "reason", MAX_REASON, required=False)
+        sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS)
 
         def write(conn: psycopg.Connection) -> str:
             self._may_change(conn, caller, memory_id)
             old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
             if old is None:
                 raise errors.NotFound("memory not found")
-            # The replacement keeps the old memory's audience and purposes
-            # unless the caller sets them.
-            audience = (
-                (str(old[1]) if old[1] else None)
-                if isinstance(new.audience, _Empty)
-                else new.audience
-            )
-            purposes = v.purposes(new.purposes) or frozenset(old[2])
+            old_trust = Trust(str(old[1]) if old[1] else None, frozenset(old[2]))
+            if sources:
+                trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
+            else:
+                # The replacement keeps the old memory's audience and
+                # purposes unless the caller sets them.
+                audience = old_trust.audience if isinstance(new.audience, _Empty) else new.audience
+                purposes = v.purposes(new.purposes) or old_trust.purposes
+                trust, origin = Trust(audience, purposes), "told"
             new_id = str(uuid.uuid4())
-            self._insert(conn, caller, new_id, new, "told", Trust(audience, purposes), [])
+            links = [("derived_from", s) for s in sources]
+            writer = self._insert(conn, caller, new_id, new, origin, trust, links)
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision)
+            if not (replace_claims or new.graph):
+                writer.carry(memory_id, new_id)
+            writer.retire(memory_id)
             self._revision(conn, caller, memory_id, expected_revision + 1, "supersede", reason)
             self._audit(
                 conn,
@@ -459,6 +501,20 @@ class MemoryStore:
         result = self._read_back(caller, new_id)
         old_view = self.read(caller, [memory_id], with_provenance=True)
         return WriteResult(result, replayed, old_view[0] if old_view else None)
+
+    def _supersede_from(
+        self, conn: psycopg.Connection, sources: list[str], old: Trust, new: NewMemory
+    ) -> Trust:
+        """A replacement whose text comes from other memories (the review
+        page's "supersede A with B's text") follows the derive rule (design
+        §4): the intersection of the sources' trust and the replaced memory's,
+        narrowed as asked, never wider; an empty one is refused."""
+        rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
+        if len(rows) != len(sources):
+            raise errors.NotFound("source_ids: a source memory was not found")
+        found = [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
+        allowed = trust_rules.intersect([old, *found])
+        return trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)
 
     def forget(self, caller: Caller, request_id: str, memory_id: str, reason: str) -> ForgetResult:
         memory_id = v.uuid_str(memory_id, "id")
@@ -515,6 +571,12 @@ class MemoryStore:
             mentions = conn.execute(mq.MENTIONS_OF, (ids,))
             chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids))
             revisions = conn.execute(mq.REVISIONS_OF, (ids,)) if with_revisions else None
+        if with_revisions:
+            claims, relations, aliases = graph_.claims_of(conn, ids)
+            for memory_id, view in views.items():
+                view.claims = claims.get(memory_id, [])
+                view.relations = relations.get(memory_id, [])
+                view.aliases = aliases.get(memory_id, [])
         if revisions is not None:
             for memory_id, revision, action, changed_by, reason, changed_at in revisions:
                 views[str(memory_id)].revisions.append(

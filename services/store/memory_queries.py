@@ -2,16 +2,19 @@
 row-level security restricts `memory` (and, through it, links, mentions and
 embeddings) to what the caller may see."""
 
+# The successor's id only when the caller may see it (row-level security
+# filters the subquery): an id one may not see is never shown (design §4).
 MEMORY_COLUMNS = """
 m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
-m.superseded_by_id, m.audience_member_id, m.purposes::text[], m.created_by, m.created_at,
-m.updated_at
+(SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id), m.audience_member_id,
+m.purposes::text[], m.created_by, m.created_at, m.updated_at,
+(SELECT ep.id FROM episode ep WHERE ep.id = m.episode_id)
 """
 
 INSERT_MEMORY = """
 INSERT INTO memory (id, kind, title, body, confidence, origin, audience_member_id, purposes,
-                    created_by)
-VALUES (%s, %s::memory_kind, %s, %s, %s, %s::memory_origin, %s, %s::purpose[], %s)
+                    created_by, episode_id)
+VALUES (%s, %s::memory_kind, %s, %s, %s, %s::memory_origin, %s, %s::purpose[], %s, %s)
 """
 # All of a memory's links in one statement: the trigger that folds them into
 # its provenance (migration 0006) then runs once.
@@ -19,9 +22,6 @@ INSERT_LINKS = """
 INSERT INTO memory_link (memory_id, kind, target_id)
 SELECT %s, k, t FROM unnest(%s::link_kind[], %s::uuid[]) AS l(k, t)
 """
-ENTITY_EXISTS = "SELECT 1 FROM entity WHERE id = %s"
-INSERT_ENTITY = "INSERT INTO entity (id, name) VALUES (%s, %s)"
-INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s)"
 INSERT_AUDIT = """
 INSERT INTO audit_log (member_id, action, memory_id, request_id, detail) VALUES (%s, %s, %s, %s, %s)
 """

@@ -26,11 +26,23 @@ from services.store import control as ctl
 from services.store import embedding_job
 from services.store.db import Caller
 from services.store.dedup import DedupStore
+from services.store.episodes import EpisodeStore, NewEpisode
+from services.store.graph import GraphStore
+from services.store.graph_adapter import (
+    alias_msg,
+    attribute_msg,
+    card_msg,
+    entity_of,
+    graph_of,
+    nodes_msg,
+    relation_msg,
+)
 from services.store.history import HistorySearch
 from services.store.memories import MemoryStore, MemoryView, MentionIn, NewMemory, Ref
 from services.store.recall import Candidate, Filters, RecallQueries
 from services.store.revocations import RevocationFeed
-from services.store.trust import EMPTY, AudienceValue, _Empty
+from services.store.timeline import TimelineStore
+from services.store.trust import EMPTY, AudienceValue, Trust, _Empty
 
 SETTINGS_FIELDS = {
     "default_recall_mode",
@@ -70,16 +82,7 @@ def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
 
 
 def mentions_of(items: Sequence[cpb.MentionInput]) -> list[MentionIn]:
-    out = []
-    for i, m in enumerate(items):
-        which = m.WhichOneof("target")
-        if which == "entity_id":
-            out.append(MentionIn(entity_id=m.entity_id))
-        elif which == "name":
-            out.append(MentionIn(name=m.name))
-        else:
-            raise errors.InvalidArgument(f"mentions[{i}]", "give an entity_id or a name")
-    return out
+    return [entity_of(m, f"mentions[{i}]") for i, m in enumerate(items)]
 
 
 def new_memory(req: object) -> NewMemory:
@@ -96,6 +99,8 @@ def new_memory(req: object) -> NewMemory:
         ],
         mentions=mentions_of(r.mentions),  # type: ignore[attr-defined]
         about_ids=list(getattr(r, "about_ids", [])),
+        graph=graph_of(r),
+        episode_id=getattr(r, "episode_id", "") or None,
     )
 
 
@@ -138,6 +143,7 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
         created_at=convert.timestamp(m.created_at),
         updated_at=convert.timestamp(m.updated_at),
         superseded_by_id=m.superseded_by_id or "",
+        episode_id=m.episode_id or "",
         links=[cpb.Link(kind=LINK_KIND.value(k), target=ref_msg(r)) for k, r in m.links],
         mentions=[cpb.Mention(entity_id=e, name=n) for e, n in m.mentions],
         supersedes=[ref_msg(r) for r in m.supersedes],
@@ -152,6 +158,9 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
             )
             for r in m.revisions
         ],
+        claims=[attribute_msg(a) for a in m.claims],
+        relations=[relation_msg(r) for r in m.relations],
+        aliases=[alias_msg(a) for a in m.aliases],
     )
 
 
@@ -189,6 +198,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self.memories = memories
         self.recall = recall
         self.dedup = DedupStore(memories.dbs, control)
+        self.graph = GraphStore(memories.dbs, control)
+        self.episodes = EpisodeStore(memories.dbs, control)
+        self.timelines = TimelineStore(memories.dbs, control)
         self.revocations = revocations
         # Set when the server drains: open watch streams end at once.
         self.stopping = stopping or threading.Event()
@@ -334,7 +346,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         context: grpc.ServicerContext,
     ) -> pb.CreateMemoryResponse:
         result = self.memories.remember(
-            caller_of(request.caller), request.request_id, new_memory(request)
+            caller_of(request.caller),
+            request.request_id,
+            new_memory(request),
+            convert.when(request.captured_at, request.HasField("captured_at")),
         )
         return pb.CreateMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
 
@@ -365,6 +380,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             request.body if request.HasField("body") else None,
             request.confidence if request.HasField("confidence") else None,
             request.reason,
+            graph_of(request),
+            request.replace_claims,
         )
         return pb.CorrectMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
 
@@ -380,6 +397,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             request.expected_revision,
             new_memory(request),
             request.reason,
+            request.replace_claims,
+            list(request.source_ids),
         )
         return pb.SupersedeMemoryResponse(
             memory=memory_msg(result.memory),
@@ -416,6 +435,90 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         )
 
     # -- recall support ----------------------------------------------------
+
+    def LookupEntities(
+        self, request: pb.LookupEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.LookupEntitiesResponse:
+        cards = self.graph.lookup(
+            caller_of(request.caller),
+            request.name,
+            convert.when(request.as_of, request.HasField("as_of")),
+            request.include_history,
+        )
+        return pb.LookupEntitiesResponse(entities=[card_msg(c) for c in cards])
+
+    def EntityNeighbors(
+        self, request: pb.EntityNeighborsRequest, context: grpc.ServicerContext
+    ) -> pb.EntityNeighborsResponse:
+        found = self.graph.neighbors(
+            caller_of(request.caller),
+            request.entity_id,
+            request.hops,
+            list(request.predicates),
+            convert.when(request.as_of, request.HasField("as_of")),
+        )
+        return pb.EntityNeighborsResponse(
+            nodes=nodes_msg(found.nodes),
+            edges=[relation_msg(r) for r in found.edges],
+            truncated=found.truncated,
+        )
+
+    def NamedEntities(
+        self, request: pb.NamedEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.NamedEntitiesResponse:
+        cards = self.graph.named_in(caller_of(request.caller), request.text)
+        return pb.NamedEntitiesResponse(entities=[card_msg(c) for c in cards])
+
+    def CreateEpisode(
+        self, request: pb.StoreServiceCreateEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceCreateEpisodeResponse:
+        caller = caller_of(request.caller)
+        started = convert.when(request.started_at, request.HasField("started_at"))
+        if started is None:
+            raise errors.InvalidArgument("started_at", "is required")
+        audience = audience_of(request.audience, request.HasField("audience"))
+        purposes = frozenset(
+            PURPOSE.parse(p, f"purposes[{i}]") or DEFAULT_PURPOSE
+            for i, p in enumerate(request.purposes)
+        ) or frozenset({DEFAULT_PURPOSE})
+        trust = Trust(caller.member_id if isinstance(audience, _Empty) else audience, purposes)
+        episode_id = self.episodes.create(
+            caller,
+            NewEpisode(
+                request.title,
+                started,
+                convert.when(request.ended_at, request.HasField("ended_at")),
+                trust,
+                list(request.member_ids),
+                list(request.entity_ids),
+            ),
+        )
+        return pb.StoreServiceCreateEpisodeResponse(episode_id=episode_id)
+
+    def Timeline(
+        self, request: pb.StoreServiceTimelineRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceTimelineResponse:
+        page = self.timelines.timeline(
+            caller_of(request.caller),
+            request.entity_id or None,
+            request.episode_id or None,
+            convert.when(getattr(request, "from"), request.HasField("from")),
+            convert.when(request.to, request.HasField("to")),
+            request.page_token,
+        )
+        return pb.StoreServiceTimelineResponse(
+            events=[
+                cpb.TimelineEvent(
+                    at=convert.timestamp(e.at),
+                    kind=e.kind,
+                    memory_id=e.memory_id,
+                    entity_id=e.entity_id or "",
+                    summary=e.summary,
+                )
+                for e in page.events
+            ],
+            next_page_token=page.next_page_token,
+        )
 
     def LexicalCandidates(
         self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
@@ -483,9 +586,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetEmbeddingStatus(
         self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetEmbeddingStatusResponse:
-        internal_auth.check_workspace(request.workspace_id)
+        claims = internal_auth.check_workspace(request.workspace_id)
+        # A member (an owner) counts what they may see; the operator, all.
+        member = claims.member_id if claims.kind == internal_auth.MEMBER else None
         memories, embedded, pending = embedding_job.status(
-            self.memories.dbs, self.control, ctl.parse_uuid(request.workspace_id, "workspace_id")
+            self.memories.dbs,
+            self.control,
+            ctl.parse_uuid(request.workspace_id, "workspace_id"),
+            member,
         )
         return pb.GetEmbeddingStatusResponse(
             memories=memories,

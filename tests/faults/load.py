@@ -124,9 +124,11 @@ SELECT m.title, m.id::text,
 FROM memory m WHERE starts_with(m.title, %s)
 """
 # Rows of the load that point at no memory of the load (a write half applied).
+# Request ids are stored as hashes (services/store/erasure.py): the audit rows
+# of the load are those of its writes' actions.
 _ORPHANS = """
 SELECT
-  (SELECT count(*) FROM audit_log a WHERE starts_with(a.request_id, %s)
+  (SELECT count(*) FROM audit_log a WHERE a.action = ANY (%s)
      AND NOT EXISTS (SELECT 1 FROM memory m WHERE m.id = a.memory_id))
 + (SELECT count(*) FROM entity e WHERE starts_with(e.name, %s)
      AND NOT EXISTS (SELECT 1 FROM mention x WHERE x.entity_id = e.id))
@@ -147,5 +149,5 @@ def audit(stack: Stack, database: str, load: WriteLoad) -> Audit:
             mismatched += 1
     doubled = sum(len(found) - 1 for found in by_title.values())
     half = sum(1 for row in rows if tuple(row[2:]) != (1, 1, 1, 1))
-    orphans = dbutil.query(stack, database, _ORPHANS, (load.prefix, f"e-{load.prefix}"))[0][0]
+    orphans = dbutil.query(stack, database, _ORPHANS, (["remember"], f"e-{load.prefix}"))[0][0]
     return Audit(len(load.acked), lost, mismatched, doubled, half, int(orphans), len(rows))

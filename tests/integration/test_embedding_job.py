@@ -178,6 +178,7 @@ def test_a_new_input_version_is_rebuilt_and_old_rows_unused(stack: Stack, team: 
     )
     assert proc.returncode == 0, proc.stderr
     assert "stale vectors removed" in proc.stdout
+    assert f"{team.slug}: embedding: 5/5 memories (100%), done in" in proc.stderr  # progress
     rows = dbutil.query(
         stack, team.database_name, "SELECT input_version, count(*) FROM memory_embedding GROUP BY 1"
     )

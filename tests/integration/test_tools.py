@@ -14,6 +14,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from recallatron.client import Client
+from services.store.erasure import request_key
 from tests import dbutil
 from tests.conftest import Team, make_team
 
@@ -325,7 +326,8 @@ def test_writes_leave_an_audit_trail(stack, team: Team) -> None:  # type: ignore
     )
     assert [r[0] for r in rows] == ["remember", "correct", "forget"]
     assert {r[1] for r in rows} == {team.members["ada"]}
-    assert rows[0][2] == rid
+    # The request id as its hash only (design §8.6).
+    assert rows[0][2] == request_key(team.members["ada"], rid) != rid
 
 
 def test_two_workspaces_share_nothing(stack, operator) -> None:  # type: ignore[no-untyped-def]

@@ -284,10 +284,11 @@ def test_refusals_name_the_argument(
 
 def _start_and_stop(stack: Stack, args: list[str], sig: int) -> tuple[int, str]:
     """Runs the command as a process and sends `sig` once it reports its first
-    committed batch. Returns the exit code and stdout."""
+    committed batch (a progress line after every batch). Returns the exit code
+    and stdout."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "recallatron_cli.main", *args],
-        env=env(stack),
+        env={**env(stack), "RECALLATRON_PROGRESS": "lines", "RECALLATRON_PROGRESS_SECONDS": "0"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -295,7 +296,7 @@ def _start_and_stop(stack: Stack, args: list[str], sig: int) -> tuple[int, str]:
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
-            if "committed" in line:
+            if line.startswith("importing turns: "):
                 proc.send_signal(sig)
                 break
         out, _ = proc.communicate(timeout=60)

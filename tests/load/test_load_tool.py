@@ -20,6 +20,7 @@ from recallatron_cli import synthetic
 from recallatron_cli.load import (
     QueryMix,
     Recorder,
+    class_summary,
     format_result,
     measure,
     open_loop_offsets,
@@ -405,7 +406,11 @@ def test_load_smoke_run_against_the_stack(stack, tmp_path) -> None:  # type: ign
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    # stdout is the answer alone; progress went to stderr as plain lines (no terminal).
+    result = json.loads(proc.stdout)
+    assert "seeding: 120/120 memories (100%), done in" in proc.stderr
+    assert re.search(r"embedding: \d+/\d+ memories \(100%\), done in", proc.stderr)
+    assert "\x1b[" not in proc.stderr
     for key in (
         "p50_ms",
         "p95_ms",
@@ -475,3 +480,61 @@ def test_load_smoke_run_against_the_stack(stack, tmp_path) -> None:  # type: ign
     # the run stops (of 12 scheduled) rather than repeat one.
     assert narrow["classes"]["file"]["requests"] == 3 and narrow["repeats"] == 0
     assert narrow["classes"]["rare"]["requests"] == 4 and narrow["exhausted"]
+
+
+def test_the_distribution_climbs_the_nines_to_the_maximum() -> None:
+    r = Recorder()
+    for ms in range(1, 1001):
+        r.record(ms / 1000)
+    points = r.distribution()
+    percentiles = [p for p, _ in points]
+    assert percentiles[0] == 0.0 and percentiles[-1] == 100.0
+    assert 90.0 in percentiles and 99.0 in percentiles and 99.9 in percentiles
+    # 1,000 samples resolve nothing past 99.9%: the next point is the maximum.
+    assert percentiles[-2] == 99.9
+    assert [ms for _, ms in points] == sorted(ms for _, ms in points)
+    assert dict(points)[99.0] == pytest.approx(990, rel=1e-3)
+    assert points[-1][1] == pytest.approx(1000, rel=1e-3)
+    assert Recorder().distribution() == []
+    assert r.summary(1.0)["distribution"] == points
+
+
+def test_bench_pictures_are_drawn_from_the_results(tmp_path: Path) -> None:
+    from benchmarks import plots
+
+    def run(base: float) -> dict[str, Any]:
+        r = Recorder()
+        for ms in range(1, 201):
+            r.record(base * (1 + ms / 200) / 1000)
+        s = r.summary(1.0)
+        s["classes"] = {c: class_summary(r, 200) for c in synthetic.QUERY_CLASSES}
+        return s
+
+    results = [
+        {
+            "memories": n,
+            "closed": {f"{m}@c{c}": run(scale * c) for m in ("lexical", "hybrid") for c in (1, 8)},
+            "stages": {"cpu_ms": {"postgres": 6.8 * scale, "embed": 3.4, "gateway": 0.9}},
+        }
+        for n, scale in ((10_000, 1.0), (100_000, 1.4))
+    ]
+    drawn = plots.bench_pictures(results, tmp_path / "docs" / "benchmarks")
+    names = [path.name for _, path in drawn]
+    assert names == [
+        "latency-c1.svg",
+        "latency-c8.svg",
+        "latency-classes.svg",
+        "cpu-per-recall.svg",
+    ]
+    c1 = (tmp_path / "docs" / "benchmarks" / "latency-c1.svg").read_text()
+    for label in ("10,000 memories", "100,000 memories", "lexical", "hybrid", "99.9%"):
+        assert label in c1, label
+    assert "hybrid+rerank" not in c1
+    classes = (tmp_path / "docs" / "benchmarks" / "latency-classes.svg").read_text()
+    assert all(c in classes for c in synthetic.QUERY_CLASSES)
+    cpu = (tmp_path / "docs" / "benchmarks" / "cpu-per-recall.svg").read_text()
+    assert "postgres" in cpu and "9.52" in cpu  # 6.8 x 1.4, labelled on its bar
+    page = tmp_path / "docs" / "benchmarks.md"
+    assert plots.markdown(drawn, page)[0] == (
+        "![Recall latency by percentile, one client, one line per mode](benchmarks/latency-c1.svg)"
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from recallatron_cli import evaluate
+from recallatron_cli.plots import eval_plot as evaluate_plot
 from tests.recall.conftest import RecallStack
 
 MINI_BEIR = Path(__file__).resolve().parent.parent / "data" / "mini-beir"
@@ -39,11 +40,21 @@ def test_the_dataset_loads() -> None:
 
 
 @pytest.mark.integration
-def test_eval_on_mini_beir(recall_stack: RecallStack, capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_on_mini_beir(
+    recall_stack: RecallStack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     stack = recall_stack.stack
+    plot = tmp_path / "eval.svg"
     argv = [str(MINI_BEIR), "--json", "--gateway", stack.gateway, "--token", stack.admin_token]
-    assert evaluate.main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
+    assert evaluate.main([*argv, "--plot", str(plot)]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    # Progress of each phase on stderr, the answer alone on stdout.
+    for phase in ("loading: 60/60 documents", "lexical: 34/34 queries", "hybrid: 34/34 queries"):
+        assert f"mini-beir: {phase} (100%), done in" in captured.err, phase
+    svg = plot.read_text()
+    assert svg.startswith("<?xml") and "<svg" in svg
+    assert all(mode in svg for mode in ("lexical", "dense", "hybrid"))
     assert list(report) == ["lexical", "dense", "hybrid"]
     for mode, figures in report.items():
         assert figures["queries"] == 34, mode
@@ -55,3 +66,24 @@ def test_eval_on_mini_beir(recall_stack: RecallStack, capsys: pytest.CaptureFixt
     same = report["hybrid"]["same_runs"]
     assert same["checked"] > 34
     assert same["rank_mismatches"] == 0 and same["fused_score_mismatches"] == 0
+
+
+def test_the_plot_shows_every_mode_and_category(tmp_path: Path) -> None:
+    def figures(r5: float, r10: float) -> dict[str, float]:
+        return {"recall@5": r5, "recall@10": r10, "ndcg@10": 0.5, "mrr@10": 0.5, "queries": 9}
+
+    report = {
+        mode: {
+            **figures(0.4 + k / 10, 0.5 + k / 10),
+            "per_category": {"multi-hop": figures(0.3, 0.4), "temporal": figures(0.2, 0.35)},
+        }
+        for k, mode in enumerate(("lexical", "dense", "hybrid"))
+    }
+    svg = evaluate_plot(report, tmp_path / "quality.svg").read_text()
+    for label in ("lexical", "dense", "hybrid", "multi-hop", "temporal", "recall@5", "recall@10"):
+        assert label in svg, label
+    # Each bar is labelled with its value: hybrid's recall@10 of 0.70.
+    assert "0.70" in svg
+    # Without categories, one panel: no category axis.
+    flat = {m: {k: v for k, v in r.items() if k != "per_category"} for m, r in report.items()}
+    assert "by query category" not in evaluate_plot(flat, tmp_path / "flat.svg").read_text()

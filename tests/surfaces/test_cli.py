@@ -41,3 +41,41 @@ def test_capture_pairs_and_keep_both(
     assert "kept both" in capsys.readouterr().out
     assert main(["pairs", *common]) == 0
     assert capsys.readouterr().out.strip() == "no pairs to review"
+
+
+def test_graph_commands(stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]) -> None:
+    token = team.clients["ada"].token
+    common = ["--gateway", stack.gateway, "--token", token]
+    args = [
+        "remember",
+        "Robin leads Apollo",
+        "--claim",
+        "Robin Goodwin:city=Lisbon",
+        "--relation",
+        "Robin Goodwin:leads:Apollo",
+        "--alias",
+        "Robin Goodwin=Robin",
+        "--entity-type",
+        "Robin Goodwin=person",
+        "--valid-from",
+        "2026-05-01T00:00:00Z",
+        "--json",
+        *common,
+    ]
+    assert main(args) == 0
+    memory = json.loads(capsys.readouterr().out)["memory"]
+    assert [c["value"] for c in memory["claims"]] == ["Lisbon"]
+
+    assert main(["lookup", "robin", *common]) == 0
+    text = capsys.readouterr().out
+    assert "Robin Goodwin [person]" in text and "also known as Robin" in text
+    assert "city = Lisbon (valid 2026-05-01 to …)" in text and "-leads-> Apollo" in text
+
+    assert main(["lookup", "Robin Goodwin", "--json", *common]) == 0
+    card = json.loads(capsys.readouterr().out)["entities"][0]
+    assert main(["neighbors", card["id"], "--hops", "2", *common]) == 0
+    text = capsys.readouterr().out
+    assert "Apollo" in text and "Robin Goodwin -leads-> Apollo" in text
+
+    assert main(["lookup", "nobody here", *common]) == 0
+    assert "no entity named" in capsys.readouterr().out

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 SEVEN = {"recall", "read", "remember", "derive", "correct", "supersede", "forget"}
+LISTED = SEVEN | {"lookup", "neighbors"}
 
 
 class Transcript:
@@ -77,7 +78,7 @@ def test_mcp_stdio_session(stack: Stack, team: Team) -> None:
                 await s.initialize()
                 listed = (await s.list_tools()).tools
                 log.add("<-", "tools/list", [t.name for t in listed])
-                assert {t.name for t in listed} == SEVEN and len(listed) == 7
+                assert {t.name for t in listed} == LISTED and len(listed) == 9
                 by_name = {t.name: t for t in TOOLS}
                 for tool in listed:
                     # One source for names, descriptions and schemas.
@@ -183,6 +184,90 @@ def test_mcp_stdio_session(stack: Stack, team: Team) -> None:
     log.save("mcp-stdio-transcript.txt")
 
 
+def test_mcp_graph_session(stack: Stack, team: Team) -> None:
+    """remember with claims, lookup, neighbors, forget, lookup again, through
+    the SDK's own client over stdio; the transcript is kept."""
+    token = team.clients["ada"].token
+    log = Transcript()
+
+    async def run() -> None:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "recallatron_mcp", "--transport", "stdio"],
+            env={"RECALLATRON_TOKEN": token, "RECALLATRON_GATEWAY": stack.gateway},
+            cwd=str(REPO),
+        )
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                listed = {t.name: t for t in (await s.list_tools()).tools}
+                for name in ("lookup", "neighbors"):
+                    assert "dated statement made by one memory" in listed[name].description
+                    assert listed[name].annotations.read_only_hint is True  # type: ignore[union-attr]
+                made = await _call(
+                    s,
+                    log,
+                    "remember",
+                    {
+                        "request_id": str(uuid.uuid4()),
+                        "kind": "fact",
+                        "title": "Robin Goodwin leads Apollo",
+                        "body": "Robin Goodwin has led the Apollo project from Lisbon since May.",
+                        "audience": "workspace",
+                        "claims": [
+                            {
+                                "entity": {"name": "Robin Goodwin", "type": "person"},
+                                "attribute": "city",
+                                "value": "Lisbon",
+                                "valid_from": "2026-05-01T00:00:00Z",
+                            }
+                        ],
+                        "relations": [
+                            {
+                                "subject": {"name": "Robin Goodwin"},
+                                "predicate": "leads",
+                                "object": {"name": "Apollo", "type": "project"},
+                            }
+                        ],
+                        "aliases": [{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
+                    },
+                )
+                assert not made.is_error, _payload(made)
+                memory = _payload(made)["memory"]
+                assert [c["value"] for c in memory["claims"]] == ["Lisbon"]
+
+                found = await _call(s, log, "lookup", {"name": "robin"})
+                cards = _payload(found)["entities"]
+                assert len(cards) == 1 and cards[0]["name"] == "Robin Goodwin"
+                card = cards[0]
+                assert card["type"] == "person" and card["aliases"] == ["Robin"]
+                assert card["attributes"][0]["memory_id"] == memory["id"]
+                assert card["relations"][0]["other"]["name"] == "Apollo"
+
+                near = await _call(s, log, "neighbors", {"entity_id": card["id"], "hops": 2})
+                walked = _payload(near)
+                assert [n["name"] for n in walked["nodes"]] == ["Robin Goodwin", "Apollo"]
+                assert walked["edges"][0]["predicate"] == "leads"
+
+                bad = await _call(s, log, "neighbors", {"entity_id": card["id"], "hops": 9})
+                assert bad.is_error and "INVALID_ARGUMENT" in _payload(bad)
+
+                gone = await _call(
+                    s,
+                    log,
+                    "forget",
+                    {"request_id": str(uuid.uuid4()), "id": memory["id"], "reason": "asked"},
+                )
+                assert not gone.is_error
+                again = await _call(s, log, "lookup", {"name": "Robin Goodwin"})
+                assert _payload(again)["entities"] == []
+                walk = await _call(s, log, "neighbors", {"entity_id": card["id"]})
+                assert walk.is_error and _payload(walk).startswith("NOT_FOUND: entity_id")
+
+    anyio.run(run)
+    log.save("mcp-graph-transcript.txt")
+
+
 def test_mcp_streamable_http_with_bearer_token(stack: Stack, team: Team) -> None:
     bob = team.clients["bob"]
     mine = bob.remember("Bob keeps the on-call rota in the wiki", audience_to="workspace").memory
@@ -216,7 +301,7 @@ def test_mcp_streamable_http_with_bearer_token(stack: Stack, team: Team) -> None
             ClientSession(r, w) as s,
         ):
             await s.initialize()
-            assert {t.name for t in (await s.list_tools()).tools} == SEVEN
+            assert {t.name for t in (await s.list_tools()).tools} == LISTED
             result = await s.call_tool("recall", {"query": "on-call rota", "mode": "lexical"})
             assert not result.is_error
             assert mine.id in [r["id"] for r in _payload(result)["results"]]

@@ -68,6 +68,16 @@ def test_tool_schemas_state_the_checked_limits() -> None:
     assert tools["derive"]["sources"]["maxItems"] == vocabulary.MAX_LINKS
     assert tools["read"]["ids"]["maxItems"] == vocabulary.MAX_READ_IDS
     assert tools["forget"]["reason"]["maxLength"] == vocabulary.MAX_REASON
+    claim = remember["claims"]["items"]["properties"]
+    assert remember["claims"]["maxItems"] == vocabulary.MAX_CLAIMS
+    assert remember["relations"]["maxItems"] == vocabulary.MAX_RELATIONS
+    assert remember["aliases"]["maxItems"] == vocabulary.MAX_ALIASES
+    assert claim["value"]["maxLength"] == vocabulary.MAX_CLAIM_VALUE
+    assert claim["attribute"]["pattern"] == vocabulary.IDENTIFIER_PATTERN
+    assert claim["attribute"]["maxLength"] == vocabulary.MAX_IDENTIFIER
+    assert claim["entity"]["properties"]["name"]["maxLength"] == vocabulary.MAX_ENTITY_NAME
+    assert tools["neighbors"]["hops"]["maximum"] == vocabulary.MAX_HOPS
+    assert tools["lookup"]["name"]["maxLength"] == vocabulary.MAX_ENTITY_NAME
     for props in tools.values():
         assert props["purpose"]["enum"] == list(vocabulary.PURPOSES)
         assert props["purpose"]["default"] == vocabulary.DEFAULT_PURPOSE

@@ -7,10 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recallatron.progress import Progress
 from services.store.legacy.plan import DEFAULT_BATCH_SIZE
 from services.store.legacy.report import Report
 
@@ -63,17 +66,41 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_migrate)
 
 
-def _progress(done: BatchDone) -> None:
-    # stderr, so that --json output stays parseable.
-    state = "checked (dry run)" if done.dry_run else "committed"
-    print(
-        f"batch {done.number} {state}: {done.rows} {done.source.replace('_', ' ')}s read, "
-        f"{done.imported} new",
-        file=sys.stderr,
-        flush=True,
-    )
-    if _Stop.requested:
-        raise Interrupted
+def turn_count(path: Path) -> int | None:
+    """The old store's turns, for the progress bar (None if unreadable: the
+    importer then says what is wrong with the file)."""
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT count(*) FROM turns").fetchone()[0])
+    except sqlite3.Error:
+        return None
+
+
+class _Shown:
+    """Progress on stderr (so that --json output stays parseable), one bar
+    per source: turns (their count known), then memory items."""
+
+    def __init__(self, turns: int | None) -> None:
+        self.turns = turns
+        self.bar: Progress | None = None
+        self.source = ""
+
+    def __call__(self, done: BatchDone) -> None:
+        if done.source != self.source:
+            self.close()
+            self.source = done.source
+            total = self.turns if done.source == "turn" else None
+            verb = "checking" if done.dry_run else "importing"
+            self.bar = Progress(f"{verb} {done.source.replace('_', ' ')}s", total, "rows")
+        assert self.bar is not None
+        self.bar.advance(done.rows)
+        if _Stop.requested:
+            raise Interrupted
+
+    def close(self, stopped: bool = False) -> None:
+        if self.bar is not None:
+            self.bar.close(stopped)
+            self.bar = None
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -93,20 +120,24 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     code = 0
     _Stop.requested = False
+    shown = _Shown(turn_count(args.sqlite))
     previous = signal.signal(signal.SIGTERM, _Stop.on_signal)
     try:
         dbs.bootstrap()
-        importer = Importer(dbs, ControlPlane(dbs), args.batch_size, on_batch=_progress)
+        importer = Importer(dbs, ControlPlane(dbs), args.batch_size, on_batch=shown)
         importer.run(
             args.sqlite, args.graph, args.workspace, args.owner, args.dry_run, report=report
         )
     except (errors.DomainError, OldStoreError) as exc:
+        shown.close(stopped=True)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (KeyboardInterrupt, Interrupted):
+        shown.close(stopped=True)
         print("interrupted: committed batches stay; rerun to finish", file=sys.stderr)
         code = EXIT_INTERRUPTED
     finally:
+        shown.close()
         signal.signal(signal.SIGTERM, previous)
         dbs.close()
     print(json.dumps(report.to_json(), indent=2) if args.json else report.to_text(), flush=True)

@@ -23,6 +23,7 @@ from recallatron import errors
 from recallatron.vocabulary import DEFAULT_PURPOSE
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction, with_database
+from services.store.graph_rules import name_key
 from services.store.legacy import plan
 from services.store.legacy import queries as q
 from services.store.legacy.oldstore import Graph, SqliteStore, fold_graph
@@ -334,6 +335,7 @@ class _Run:
                 [e.id for e in entities],
                 [e.name for e in entities],
                 [e.created_at for e in entities],
+                [name_key(e.name) for e in entities],
             ),
         ).fetchall()
         conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))

@@ -55,8 +55,8 @@ ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
 INSERT_ENTITIES = """
-INSERT INTO entity (id, name, created_at)
-SELECT * FROM unnest(%s::uuid[], %s::text[], %s::timestamptz[])
+INSERT INTO entity (id, name, created_at, name_key)
+SELECT * FROM unnest(%s::uuid[], %s::text[], %s::timestamptz[], %s::text[])
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 """

@@ -1,0 +1,162 @@
+"""The graph on the command line: `lookup` and `neighbors`, and the claim
+options of remember, derive, correct and supersede.
+
+    --claim "Robin Goodwin:city=Lisbon"     an attribute claim
+    --relation "Robin Goodwin:leads:Apollo" a relation claim
+    --alias "Robin Goodwin=Robin"           an alias
+    --entity-type "Robin Goodwin=person"    a new entity's type
+    --graph FILE                            claims, relations and aliases as JSON
+                                            (the agents' shape; - for stdin)
+
+An entity is a name (a new entity; the same name within one call is one
+entity) or @ENTITY_ID (an existing one)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from recallatron.v1 import common_pb2 as cpb
+from recallatron_cli import common
+
+
+def graph_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("graph claims stated by the memory")
+    g.add_argument("--claim", action="append", default=[], metavar="ENTITY:ATTRIBUTE=VALUE")
+    g.add_argument("--relation", action="append", default=[], metavar="SUBJECT:PREDICATE:OBJECT")
+    g.add_argument("--alias", action="append", default=[], metavar="ENTITY=ALIAS")
+    g.add_argument("--entity-type", action="append", default=[], metavar="NAME=TYPE")
+    g.add_argument("--valid-from", help="RFC 3339; for every claim and relation of this call")
+    g.add_argument("--valid-until", help="RFC 3339; for every claim and relation of this call")
+    g.add_argument("--graph", metavar="FILE", help="JSON {claims, relations, aliases}; - stdin")
+
+
+def _split(text: str, sep: str, option: str, parts: int) -> list[str]:
+    pieces = text.split(sep, parts - 1)
+    if len(pieces) != parts or not all(p.strip() for p in pieces):
+        sys.exit(f"{option}: expected {option.upper()} as in the help, got {text!r}")
+    return [p.strip() for p in pieces]
+
+
+def graph_items(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """The claims, relations and aliases the options give, in the agents' shape."""
+    types = dict(_split(t, "=", "--entity-type", 2) for t in args.entity_type)
+
+    def entity(text: str) -> dict[str, Any]:
+        if text.startswith("@"):
+            return {"entity_id": text[1:]}
+        out: dict[str, Any] = {"name": text}
+        if text in types:
+            out["type"] = types[text]
+        return out
+
+    span = {k: v for k, v in (("valid_from", args.valid_from), ("valid_until", args.valid_until))}
+    span = {k: v for k, v in span.items() if v}
+    items: dict[str, list[dict[str, Any]]] = {"claims": [], "relations": [], "aliases": []}
+    if args.graph:
+        handle = sys.stdin if args.graph == "-" else open(args.graph)  # noqa: SIM115
+        with handle:
+            given = json.load(handle)
+        for key in items:
+            items[key].extend(given.get(key, []))
+    for text in args.claim:
+        name, rest = _split(text, ":", "--claim", 2)
+        attribute, value = _split(rest, "=", "--claim", 2)
+        items["claims"].append(
+            {"entity": entity(name), "attribute": attribute, "value": value, **span}
+        )
+    for text in args.relation:
+        subject, predicate, obj = _split(text, ":", "--relation", 3)
+        items["relations"].append(
+            {"subject": entity(subject), "predicate": predicate, "object": entity(obj), **span}
+        )
+    for text in args.alias:
+        name, alias = _split(text, "=", "--alias", 2)
+        items["aliases"].append({"entity": entity(name), "alias": alias})
+    return items
+
+
+def _when(ts: Any) -> str:
+    return f"{ts.ToDatetime():%Y-%m-%d}" if ts.seconds else "…"
+
+
+def _claim_line(c: Any, what: str) -> str:
+    said = f"stated {c.stated_at.ToDatetime():%Y-%m-%d %H:%M} by memory {c.memory_id}"
+    if c.retired_at.seconds:
+        said += f", retired {c.retired_at.ToDatetime():%Y-%m-%d %H:%M}"
+    valid = ""
+    if c.valid_from.seconds or c.valid_until.seconds:
+        valid = f" (valid {_when(c.valid_from)} to {_when(c.valid_until)})"
+    return f"  {what}{valid} · confidence {c.confidence:.2f} · {said}"
+
+
+def card_text(card: cpb.EntityCard) -> str:
+    head = f"{card.id}  {card.name}" + (f" [{card.type}]" if card.type else "")
+    lines = [head]
+    if card.aliases:
+        lines.append("  also known as " + ", ".join(card.aliases))
+    for a in card.attributes:
+        lines.append(_claim_line(a, f"{a.attribute} = {a.value}"))
+    for r in card.relations:
+        arrow = (
+            f"-{r.predicate}-> {r.other.name}"
+            if r.direction == cpb.RELATION_DIRECTION_OUTGOING
+            else f"<-{r.predicate}- {r.other.name}"
+        )
+        lines.append(_claim_line(r, arrow))
+    if card.mentioned_by:
+        lines.append("  mentioned by " + ", ".join(card.mentioned_by))
+    if card.truncated:
+        lines.append("  (lists cut at their cap)")
+    return "\n".join(lines)
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    resp = common.client(args).lookup(
+        args.name, as_of=args.as_of, purpose=args.purpose, include_history=args.history
+    )
+    text = "\n\n".join(card_text(c) for c in resp.entities) or f"no entity named {args.name!r}"
+    common.show(args, resp, text)
+    return 0
+
+
+def cmd_neighbors(args: argparse.Namespace) -> int:
+    resp = common.client(args).neighbors(
+        args.entity_id,
+        hops=args.hops,
+        predicates=args.predicate,
+        as_of=args.as_of,
+        purpose=args.purpose,
+    )
+    names = {n.entity.id: n.entity.name for n in resp.nodes}
+    lines = [f"{'  ' * n.depth}{n.entity.name} ({n.entity.id}) depth {n.depth}" for n in resp.nodes]
+    lines += [
+        _claim_line(e, f"{names[e.subject.id]} -{e.predicate}-> {names[e.object.id]}")
+        for e in resp.edges
+    ]
+    if resp.truncated:
+        lines.append("(cut at the node or edge cap)")
+    common.show(args, resp, "\n".join(lines))
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    lk = common.client_options(
+        sub.add_parser("lookup", help="entities by exact name or alias, with their claims")
+    )
+    lk.add_argument("name")
+    lk.add_argument("--as-of", help="RFC 3339: answer as of this time")
+    lk.add_argument("--history", action="store_true", help="also claims no longer current")
+    common.purpose_option(lk)
+    lk.set_defaults(func=cmd_lookup)
+    nb = common.client_options(
+        sub.add_parser("neighbors", help="entities related to one, up to 3 hops")
+    )
+    nb.add_argument("entity_id")
+    nb.add_argument("--hops", type=int, default=1)
+    nb.add_argument("--predicate", action="append", default=[])
+    nb.add_argument("--as-of", help="RFC 3339: walk the relations as of this time")
+    common.purpose_option(nb)
+    nb.set_defaults(func=cmd_neighbors)

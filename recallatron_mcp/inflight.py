@@ -1,0 +1,114 @@
+"""One request per JSON-RPC id at a time in an MCP session (streamable HTTP).
+
+The SDK's HTTP transport keeps one response stream per request id: a second
+request with an id still in flight takes that id's stream, so the first
+request's POST never gets an answer and hangs (and the second gets the
+first's). JSON-RPC says ids are unique among a session's pending requests,
+so a duplicate is the client's mistake; it is refused at once here, with a
+JSON-RPC error on its own POST, and the request already running keeps its
+answer. Over stdio every answer goes out on the one stream, so nothing
+hangs there."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SESSION_HEADER = b"mcp-session-id"
+# JSON-RPC's "Invalid Request".
+INVALID_REQUEST = -32600
+# Bodies longer than this are passed on unread for the transport to refuse
+# (the SDK's own limit is smaller).
+MAX_PEEK_BYTES = 8 * 1024 * 1024
+
+
+def _request_ids(body: bytes) -> list[Any]:
+    """The ids of the requests (not notifications or responses) in a body."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return []
+    items = payload if isinstance(payload, list) else [payload]
+    return [
+        item["id"]
+        for item in items
+        if isinstance(item, dict) and "method" in item and item.get("id") is not None
+    ]
+
+
+class OneRequestPerId:
+    """ASGI middleware around the SDK's streamable HTTP app."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        # (session id, JSON of the request id) of requests being answered.
+        self.in_flight: set[tuple[bytes, str]] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session = dict(scope.get("headers") or ()).get(SESSION_HEADER)
+        if scope.get("type") != "http" or scope.get("method") != "POST" or not session:
+            await self.app(scope, receive, send)
+            return
+        body, replay = await self._peek(receive)
+        keys = [(session, json.dumps(i)) for i in _request_ids(body)]
+        taken = [k for k in keys if k in self.in_flight]
+        if taken:
+            await self._refuse(send, json.loads(taken[0][1]))
+            return
+        self.in_flight.update(keys)
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            self.in_flight.difference_update(keys)
+
+    async def _peek(self, receive: Receive) -> tuple[bytes, Receive]:
+        """The body (whole, unless longer than MAX_PEEK_BYTES) and a receive
+        that gives the app the same messages again."""
+        chunks: list[Message] = []
+        size = 0
+        more = True
+        while more and size <= MAX_PEEK_BYTES:
+            message = await receive()
+            chunks.append(message)
+            if message.get("type") != "http.request":
+                break
+            size += len(message.get("body", b""))
+            more = bool(message.get("more_body"))
+        body = b"".join(m.get("body", b"") for m in chunks) if not more else b""
+
+        async def replay() -> Message:
+            if chunks:
+                return chunks.pop(0)
+            return await receive()
+
+        return body, replay
+
+    async def _refuse(self, send: Send, request_id: Any) -> None:
+        error = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {
+                "code": INVALID_REQUEST,
+                "message": "a request with this id is still in flight in this session; "
+                "give each request a new id",
+            },
+        }
+        body = json.dumps(error).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 409,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

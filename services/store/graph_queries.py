@@ -1,0 +1,194 @@
+"""Named SQL of the graph (design §3, §7). Every statement runs inside
+`caller_transaction`, so the row-level security of 0008_graph.sql decides what
+each one sees: a claim is visible exactly when its stating memory is, an
+entity only through a visible mention."""
+
+from __future__ import annotations
+
+ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
+INSERT_ENTITY = "INSERT INTO entity (id, name, type, name_key) VALUES (%s, %s, %s, %s)"
+INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+
+# The entities the old memory's current claims name, which its successor
+# mentions when it carries them (read before: the successor may be written for
+# someone else, whose rows the writer cannot read back).
+CARRIED_ENTITIES = """
+SELECT entity_id FROM attribute_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+UNION SELECT subject_id FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+UNION SELECT object_id FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+UNION SELECT entity_id FROM entity_alias WHERE memory_id = %(old)s AND retired_at IS NULL
+"""
+INSERT_ATTRIBUTE = """
+INSERT INTO attribute_claim
+    (id, memory_id, entity_id, attribute, value, valid_from, valid_until, confidence)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+"""
+INSERT_RELATION = """
+INSERT INTO relation_claim
+    (id, memory_id, subject_id, predicate, object_id, valid_from, valid_until, confidence)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+"""
+INSERT_ALIAS = """
+INSERT INTO entity_alias (id, memory_id, entity_id, alias, alias_key) VALUES (%s, %s, %s, %s, %s)
+"""
+
+# Correct and supersede: a memory's current claims stop being current now;
+# they stay, retired, in its history.
+RETIRE = (
+    "UPDATE attribute_claim SET retired_at = now() WHERE memory_id = %s AND retired_at IS NULL",
+    "UPDATE relation_claim SET retired_at = now() WHERE memory_id = %s AND retired_at IS NULL",
+    "UPDATE entity_alias SET retired_at = now() WHERE memory_id = %s AND retired_at IS NULL",
+)
+# Supersede: the successor states the old memory's current claims again.
+CARRY = (
+    """
+    INSERT INTO attribute_claim
+        (id, memory_id, entity_id, attribute, value, valid_from, valid_until, confidence)
+    SELECT gen_random_uuid(), %(new)s, entity_id, attribute, value, valid_from, valid_until,
+           confidence
+    FROM attribute_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+    """,
+    """
+    INSERT INTO relation_claim
+        (id, memory_id, subject_id, predicate, object_id, valid_from, valid_until, confidence)
+    SELECT gen_random_uuid(), %(new)s, subject_id, predicate, object_id, valid_from,
+           valid_until, confidence
+    FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+    """,
+    """
+    INSERT INTO entity_alias (id, memory_id, entity_id, alias, alias_key)
+    SELECT gen_random_uuid(), %(new)s, entity_id, alias, alias_key
+    FROM entity_alias WHERE memory_id = %(old)s AND retired_at IS NULL
+    """,
+)
+
+# What a memory states, for read: current claims first, then by time.
+CLAIMS_OF = """
+SELECT c.memory_id, e.id, e.name, e.type, c.attribute, c.value, c.valid_from, c.valid_until,
+       c.confidence, c.stated_at, c.retired_at
+FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
+WHERE c.memory_id = ANY(%s::uuid[])
+ORDER BY c.memory_id, c.retired_at IS NOT NULL, c.stated_at DESC, e.name, c.attribute, c.id
+"""
+RELATIONS_OF = """
+SELECT r.memory_id, s.id, s.name, s.type, r.predicate, o.id, o.name, o.type, r.valid_from,
+       r.valid_until, r.confidence, r.stated_at, r.retired_at
+FROM relation_claim r JOIN entity s ON s.id = r.subject_id JOIN entity o ON o.id = r.object_id
+WHERE r.memory_id = ANY(%s::uuid[])
+ORDER BY r.memory_id, r.retired_at IS NOT NULL, r.stated_at DESC, s.name, r.predicate, r.id
+"""
+ALIASES_OF = """
+SELECT a.memory_id, e.id, e.name, e.type, a.alias, a.stated_at, a.retired_at
+FROM entity_alias a JOIN entity e ON e.id = a.entity_id
+WHERE a.memory_id = ANY(%s::uuid[])
+ORDER BY a.memory_id, a.retired_at IS NOT NULL, a.stated_at DESC, a.alias, a.id
+"""
+
+# A claim is current at %(at)s when it was stated by then, not yet retired,
+# and valid then (either end open). %(history)s lifts the condition.
+_CURRENT = """
+(%(history)s OR ({t}.stated_at <= %(at)s
+                 AND ({t}.retired_at IS NULL OR {t}.retired_at > %(at)s)
+                 AND ({t}.valid_from IS NULL OR {t}.valid_from <= %(at)s)
+                 AND ({t}.valid_until IS NULL OR {t}.valid_until > %(at)s)))
+"""
+_ALIAS_CURRENT = """
+(%(history)s OR (a.stated_at <= %(at)s AND (a.retired_at IS NULL OR a.retired_at > %(at)s)))
+"""
+
+# Entities by exact name or alias key, oldest first.
+LOOKUP = f"""
+SELECT e.id, e.name, e.type FROM entity e
+WHERE e.id IN (
+    SELECT id FROM entity WHERE name_key = %(key)s
+    UNION
+    SELECT a.entity_id FROM entity_alias a WHERE a.alias_key = %(key)s AND {_ALIAS_CURRENT}
+)
+ORDER BY e.created_at, e.id
+LIMIT %(limit)s
+"""
+# Entities whose name or current alias is one of the keys %(keys)s (the word
+# runs of a recall query), longest name first.
+NAMED = f"""
+SELECT e.id, e.name, e.type FROM entity e
+WHERE e.id IN (
+    SELECT id FROM entity WHERE name_key = ANY(%(keys)s::text[])
+    UNION
+    SELECT a.entity_id FROM entity_alias a
+    WHERE a.alias_key = ANY(%(keys)s::text[]) AND {_ALIAS_CURRENT}
+)
+ORDER BY length(e.name) DESC, e.created_at, e.id
+LIMIT %(limit)s
+"""
+# The cards' lists, each newest statement first and cut at %(cap)s per entity
+# (one more, to tell that it was cut).
+CARD_ATTRIBUTES = f"""
+SELECT x.entity_id, x.attribute, x.value, x.valid_from, x.valid_until, x.confidence,
+       x.memory_id, x.stated_at, x.retired_at
+FROM unnest(%(ids)s::uuid[]) AS q(id)
+CROSS JOIN LATERAL (
+    SELECT c.* FROM attribute_claim c
+    WHERE c.entity_id = q.id AND {_CURRENT.format(t="c")}
+    ORDER BY c.stated_at DESC, c.attribute, c.id
+    LIMIT %(cap)s
+) x
+"""
+CARD_RELATIONS = f"""
+SELECT x.me, x.direction, o.id, o.name, o.type, x.predicate, x.valid_from, x.valid_until,
+       x.confidence, x.memory_id, x.stated_at, x.retired_at
+FROM unnest(%(ids)s::uuid[]) AS q(id)
+CROSS JOIN LATERAL (
+    SELECT * FROM (
+        SELECT q.id AS me, 'outgoing' AS direction, r.object_id AS other, r.*
+        FROM relation_claim r WHERE r.subject_id = q.id AND {_CURRENT.format(t="r")}
+        UNION ALL
+        SELECT q.id, 'incoming', r.subject_id, r.*
+        FROM relation_claim r WHERE r.object_id = q.id AND {_CURRENT.format(t="r")}
+    ) both_ways
+    ORDER BY stated_at DESC, predicate, id
+    LIMIT %(cap)s
+) x
+JOIN entity o ON o.id = x.other
+"""
+CARD_ALIASES = f"""
+SELECT a.entity_id, a.alias, a.memory_id, a.stated_at, a.retired_at
+FROM entity_alias a
+WHERE a.entity_id = ANY(%(ids)s::uuid[]) AND {_ALIAS_CURRENT}
+ORDER BY a.entity_id, a.stated_at DESC, a.alias, a.id
+"""
+# Visible memories mentioning each entity, newest first; superseded ones only
+# with the history, and none written after %(at)s.
+CARD_MENTIONED_BY = """
+SELECT q.id, x.id
+FROM unnest(%(ids)s::uuid[]) AS q(id)
+CROSS JOIN LATERAL (
+    SELECT m.id FROM mention mn JOIN memory m ON m.id = mn.memory_id
+    WHERE mn.entity_id = q.id
+      AND (%(history)s OR (m.superseded_by_id IS NULL AND m.created_at <= %(at)s))
+    ORDER BY m.created_at DESC, m.id
+    LIMIT %(cap)s
+) x
+"""
+
+# One hop of neighbors: the visible current relations touching the frontier,
+# newest statement first, at most %(limit)s.
+NEIGHBOR_EDGES = f"""
+SELECT * FROM (
+    SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
+           r.confidence, r.memory_id, r.stated_at, r.retired_at
+    FROM relation_claim r
+    WHERE r.subject_id = ANY(%(frontier)s::uuid[])
+      AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
+      AND {_CURRENT.format(t="r")}
+    UNION
+    SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
+           r.confidence, r.memory_id, r.stated_at, r.retired_at
+    FROM relation_claim r
+    WHERE r.object_id = ANY(%(frontier)s::uuid[])
+      AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
+      AND {_CURRENT.format(t="r")}
+) edges
+ORDER BY stated_at DESC, id
+LIMIT %(limit)s
+"""
+ENTITIES = "SELECT id, name, type FROM entity WHERE id = ANY(%s::uuid[])"

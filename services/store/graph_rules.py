@@ -1,0 +1,45 @@
+"""Input rules of the graph (design §3, §7): identifiers, values, times, and
+the one normalisation by which names and aliases are looked up. Plain
+functions; the limits are recallatron.vocabulary's, which the tool schemas
+state too."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import datetime
+
+from recallatron import errors
+from recallatron.vocabulary import IDENTIFIER_PATTERN, MAX_IDENTIFIER
+
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+_SPACES = re.compile(r"\s+")
+
+
+def name_key(name: str) -> str:
+    """The lookup key of a name or alias: compatibility-decomposed, accents
+    (combining marks) dropped, case folded, inner runs of spaces made one and
+    the ends stripped. "  Zoë  Ångström" and "zoe angstrom" share a key."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _SPACES.sub(" ", bare.casefold()).strip()
+
+
+def identifier(value: str, field: str) -> str:
+    if not value:
+        raise errors.InvalidArgument(field, "is required")
+    if len(value) > MAX_IDENTIFIER or not _IDENTIFIER.match(value):
+        raise errors.InvalidArgument(
+            field,
+            f"must be an identifier: a lowercase letter, then lowercase letters, digits or _,"
+            f" at most {MAX_IDENTIFIER} characters",
+        )
+    return value
+
+
+def valid_span(
+    valid_from: datetime | None, valid_until: datetime | None, field: str
+) -> tuple[datetime | None, datetime | None]:
+    if valid_from is not None and valid_until is not None and valid_until < valid_from:
+        raise errors.InvalidArgument(f"{field}.valid_until", "must not lie before valid_from")
+    return valid_from, valid_until

@@ -1,0 +1,163 @@
+"""Forget, completely (design §8.6): request ids are stored only as
+hashes (old rows rewritten, idempotency kept), and after forget and the
+operator's `recallatron scrub` no file of the data directory holds a
+forgotten memory's title, body or request id."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from recallatron_cli.stack import Stack
+from services.store.erasure import request_key
+from tests import dbutil
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+MIGRATION = REPO / "services/store/migrations/workspace/0010_forget_completely.sql"
+
+
+def test_request_ids_are_stored_as_hashes(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    rid = f"remember-ada-private-{uuid.uuid4().hex}"
+    m = ada.remember("Hashed request id", audience_to="workspace", request_id=rid).memory
+    # A retry is still recognised by its hash.
+    again = ada.remember("Hashed request id", audience_to="workspace", request_id=rid)
+    assert again.replayed and again.memory.id == m.id
+    forget_rid = f"forget-it-{uuid.uuid4().hex}"
+    ada.forget(m.id, "asked", request_id=forget_rid)
+    dump = dbutil.pg_dump(stack, team.database_name)
+    assert rid not in dump and forget_rid not in dump
+    member = team.members["ada"]
+    keys = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT request_id FROM request_key WHERE memory_id = %s",
+        (m.id,),
+    )
+    assert {k[0] for k in keys} == {request_key(member, rid), request_key(member, forget_rid)}
+    audited = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT request_id FROM audit_log WHERE memory_id = %s ORDER BY id",
+        (m.id,),
+    )
+    assert [a[0] for a in audited] == [request_key(member, rid), request_key(member, forget_rid)]
+    assert ada.forget(m.id, "asked", request_id=forget_rid).replayed
+
+
+def test_request_keys_made_before_hashing_still_replay(stack: Stack, team: Team) -> None:
+    """Rows written with the plain id (before migration 0010) are rewritten by
+    it, and their retries still replay the first result."""
+    ada = team.clients["ada"]
+    rid = f"old-style-{uuid.uuid4().hex}"
+    m = ada.remember("Written before hashing", request_id=rid).memory
+    member = team.members["ada"]
+    with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
+        # As the row stood before 0010: the plain id in both tables.
+        conn.execute("UPDATE request_key SET request_id = %s WHERE memory_id = %s", (rid, m.id))
+        conn.execute("UPDATE audit_log SET request_id = %s WHERE memory_id = %s", (rid, m.id))
+        conn.execute(MIGRATION.read_text())  # type: ignore[call-overload]
+    rows = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT k.request_id, a.request_id FROM request_key k JOIN audit_log a USING (memory_id)"
+        " WHERE k.memory_id = %s",
+        (m.id,),
+    )
+    assert rows == [(request_key(member, rid), request_key(member, rid))]
+    again = ada.remember("Written before hashing", request_id=rid)
+    assert again.replayed and again.memory.id == m.id
+
+
+def _grep(directory: Path, needles: list[str]) -> list[str]:
+    """``grep -F`` of every file under ``directory`` (binary files as text):
+    one line per file and needle found."""
+    found = []
+    for needle in needles:
+        done = subprocess.run(
+            ["grep", "-rlaF", "--", needle, str(directory)], capture_output=True, text=True
+        )
+        assert done.returncode in (0, 1), done.stderr
+        found += [f"{path}: {needle}" for path in done.stdout.split()]
+    return found
+
+
+def _named(stack: Stack, database: str, hits: list[str]) -> list[str]:
+    """Each hit in a relation's file with the relation's name."""
+    out = []
+    for hit in hits:
+        path, _, needle = hit.partition(": ")
+        node = Path(path).name.split(".")[0].split("_")[0]
+        name = ""
+        if "/base/" in path and node.isdigit():
+            rows = dbutil.query(
+                stack, database, "SELECT pg_filenode_relation(0, %s)::text", (node,)
+            )
+            name = f" ({rows[0][0]})" if rows and rows[0][0] else ""
+        out.append(f"{path}{name}: {needle}")
+    return out
+
+
+def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    tag = uuid.uuid4().hex
+    title = f"Canary zqtitle{tag[:12]}"
+    body = f"The canary's secret body zqbody{tag[12:24]} must leave no trace."
+    rid = f"zqrequest-{tag}"
+    mention = f"Zqmention {tag[24:30]}"
+    value = f"zqvalue{tag[:8]}"
+    m = ada.remember(
+        title,
+        body,
+        audience_to="workspace",
+        request_id=rid,
+        mention_names=[mention],
+        claims=[{"entity": {"name": mention}, "attribute": "secret", "value": value}],
+    ).memory
+    # Let the embedding job and autovacuum see it, as in real use.
+    ada.recall(title, mode="lexical")
+    ada.forget(m.id, "canary", request_id=rid + "-forget")
+    # What an operator might try first: neither removes the dead tuples' text.
+    with psycopg.connect(dbutil.workspace_url(stack, team.database_name), autocommit=True) as c:
+        c.execute("CHECKPOINT")
+        c.execute("VACUUM")
+    data = stack.state_dir / "pgdata"
+    # Each string, and each distinctive word alone (the search index and
+    # term_stat keep words, not the whole text).
+    needles = [title, body, rid, f"zqtitle{tag[:12]}", f"zqbody{tag[12:24]}", mention, value]
+    before = _grep(data, needles)
+    # What forget, a checkpoint and a plain VACUUM leave (the heap, the
+    # search index, term_stat, the WAL): the check can fail.
+    assert any(title in line or f"zqtitle{tag[:12]}" in line for line in before), before
+    named = _named(stack, team.database_name, before)
+    env = {**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "recallatron_cli.main", "scrub", "--workspace", team.slug],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"scrubbed {team.slug}" in done.stdout
+    elapsed = time.monotonic() - started
+    after = _grep(data, needles)
+    print(f"grep -rlaF over {data} after forget: {len(before)} hits", *named, sep="\n  ")
+    print(f"recallatron scrub --workspace {team.slug} ({elapsed:.1f} s):\n{done.stdout}")
+    print(f"after scrub: {len(after)} hits", *after, sep="\n  ")
+    assert after == []
+    # The workspace still works after its tables were rewritten.
+    kept = ada.remember("After the scrub", audience_to="workspace").memory
+    assert ada.read([kept.id]).memories[0].title == "After the scrub"

@@ -1,0 +1,173 @@
+"""The monitoring bundle (k8s/monitoring/), offline: the alert rules pass
+`promtool check rules` and their unit tests (`promtool test rules`), every
+dashboard query parses as PromQL, every alert is tested firing and quiet, and
+the bundle renders with kustomize. Whether the services export what these
+name: tests/integration/test_monitoring_metrics.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.k8s import monitoring
+from tests.k8s.conftest import K8S, kustomize_build
+
+# The alerts the issue names and the operators' docs promise.
+REQUIRED_ALERTS = {
+    "RecallatronDenseArmDegraded",
+    "RecallatronRerankDegraded",
+    "RecallatronEmbeddingBacklogGrowing",
+    "RecallatronEmbeddingStalled",
+    "RecallatronRecallLatencyHigh",
+    "RecallatronErrorRate",
+    "RecallatronRateLimited",
+    "RecallatronPoolSaturated",
+}
+
+
+def promtool(*args: str, cwd: Path = monitoring.MONITORING) -> subprocess.CompletedProcess[str]:
+    tool = shutil.which("promtool")
+    if tool is None:
+        pytest.fail("promtool is not installed: apt-get install prometheus (make test does)")
+    return subprocess.run(
+        [tool, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_rules_pass_promtool_check() -> None:
+    done = promtool("check", "rules", monitoring.ALERTS.name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(monitoring.alert_rules())} rules found" in done.stdout
+
+
+def test_the_rules_pass_their_unit_tests() -> None:
+    done = promtool("test", "rules", monitoring.ALERT_TESTS.name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout
+
+
+def test_a_broken_rule_fails_its_unit_test(tmp_path: Path) -> None:
+    """The unit tests can fail: a dense-arm alert that never fires does."""
+    rules = monitoring.ALERTS.read_text()
+    assert rules.count("> 0.05") >= 1
+    (tmp_path / monitoring.ALERTS.name).write_text(rules.replace("> 0.05", "> 0.9", 1))
+    shutil.copy(monitoring.ALERT_TESTS, tmp_path)
+    done = promtool("test", "rules", monitoring.ALERT_TESTS.name, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "RecallatronDenseArmDegraded" in done.stdout + done.stderr
+
+
+def test_every_alert_is_documented_and_tested_firing_and_quiet() -> None:
+    rules = {r["alert"]: r for r in monitoring.alert_rules()}
+    assert set(rules) >= REQUIRED_ALERTS
+    for name, rule in rules.items():
+        assert rule.get("for"), name
+        assert rule["labels"]["severity"] in ("info", "warning", "critical"), name
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
+    cases: dict[str, dict[str, int]] = {name: {"firing": 0, "quiet": 0} for name in rules}
+    tests = yaml.safe_load(monitoring.ALERT_TESTS.read_text())
+    assert tests["rule_files"] == [monitoring.ALERTS.name]
+    for test in tests["tests"]:
+        for case in test["alert_rule_test"]:
+            cases[case["alertname"]]["firing" if case["exp_alerts"] else "quiet"] += 1
+    assert {n: c for n, c in cases.items() if not (c["firing"] and c["quiet"])} == {}
+
+
+def test_the_operators_docs_name_every_alert() -> None:
+    docs = (K8S.parent / "docs" / "kubernetes.md").read_text()
+    assert "k8s/monitoring" in docs and "promtool" in docs
+    missing = [r["alert"] for r in monitoring.alert_rules() if r["alert"] not in docs]
+    assert missing == []
+
+
+def test_every_dashboard_query_parses_as_promql(tmp_path: Path) -> None:
+    """promtool parses rule files only: each query becomes a recording rule."""
+    queries = [q for q in monitoring.dashboard_queries() if not q.where.startswith("variable")]
+    assert len(queries) >= 15
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard:query_{i}", "expr": q.expr}
+                    for i, q in enumerate(queries)
+                ],
+            }
+        ]
+    }
+    path = tmp_path / "dashboard-queries.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    done = promtool("check", "rules", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_dashboard_is_a_grafana_dashboard_over_every_area() -> None:
+    board = monitoring.dashboard()
+    assert board["uid"] and board["title"] and board["schemaVersion"] >= 36
+    names = [v["name"] for v in board["templating"]["list"]]
+    assert names[0] == "datasource" and "namespace" in names
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in monitoring.panels():
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"], panel["title"]
+        assert all(t["expr"] for t in panel["targets"]), panel["title"]
+        assert len({t["refId"] for t in panel["targets"]}) == len(panel["targets"])
+    # No two panels overlap on the grid.
+    cells: set[tuple[int, int]] = set()
+    for panel in board["panels"]:
+        g = panel["gridPos"]
+        xs, ys = range(g["x"], g["x"] + g["w"]), range(g["y"], g["y"] + g["h"])
+        area = {(x, y) for x in xs for y in ys}
+        assert not area & cells, panel["title"]
+        assert g["x"] + g["w"] <= 24
+        cells |= area
+    read = set().union(*(q.metrics for q in monitoring.dashboard_queries()))
+    for metric in (
+        "recallatron_rpc_total",  # calls per RPC and status, refusals
+        "recallatron_rpc_duration_seconds_bucket",  # latency per RPC
+        "recallatron_rank_stage_seconds_bucket",  # recall stages
+        "recallatron_rank_degraded_total",  # dense_available / reranked = false
+        "recallatron_rank_recalls_total",
+        "recallatron_embedding_job_backlog",
+        "recallatron_embedding_job_embedded_total",
+        "recallatron_pool_waiting",  # pool saturation
+        "recallatron_pool_max",
+    ):
+        assert metric in read, metric
+
+
+def test_the_bundle_renders_with_the_files_inside() -> None:
+    objects = kustomize_build(monitoring.MONITORING)
+    by_name = {o["metadata"]["name"]: o for o in objects}
+    assert {o["kind"] for o in objects} == {"ConfigMap"}
+    dashboard = by_name["recallatron-dashboard"]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["recallatron.json"]) == monitoring.dashboard()
+    rules = by_name["recallatron-alerts"]
+    assert rules["data"]["recallatron-alerts.yaml"] == monitoring.ALERTS.read_text()
+
+
+def test_the_query_reader_finds_names_and_labels() -> None:
+    """The reader the metric check relies on, on a known expression."""
+    q = monitoring.Query(
+        "example",
+        'sum by (namespace, le) (rate(recallatron_x_bucket{method="/recallatron.v1.A/B", '
+        'code=~"OK|INTERNAL"}[5m])) / ignoring(code) recallatron_y_total',
+        {"pool"},
+    )
+    assert q.metrics == {"recallatron_x_bucket", "recallatron_y_total"}
+    assert q.matched() == {"recallatron_x_bucket": {"method", "code"}}
+    assert q.grouped() == {"namespace", "le", "code"}
+    exported = {"recallatron_x_bucket": {"method", "le"}}
+    assert monitoring.unexported([q], exported) == [
+        "example: no service exports recallatron_y_total",
+        "example: recallatron_x_bucket carries no label 'code'",
+        "example: no metric it reads carries the label 'code'",
+        "example: no metric it reads carries the label 'pool'",
+    ]

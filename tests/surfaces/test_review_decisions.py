@@ -1,0 +1,87 @@
+"""The review page's "supersede A with B's text" never widens B's text
+(design §4): the successor is derived from B, with the intersection of both
+memories' audiences and purposes and a derived_from link. Driven through the
+page's application (services/gateway/review_web.ReviewApp) with a member's
+real gateway client, as a signed-in session would; the browser's part is in
+test_review_page.py."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_cli.stack import Stack
+from services.gateway.review_web import ReviewApp, Session
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+
+def _session(team: Team, handle: str) -> Session:
+    now = time.monotonic()
+    return Session(team.clients[handle], "csrf", now, now)
+
+
+def test_supersede_with_the_other_text_takes_the_intersection(stack: Stack, team: Team) -> None:
+    ada, cy = team.clients["ada"], team.clients["cy"]
+    # A: for the whole workspace, to assist. B: written for ada alone, to
+    # assist and to personalize: its text was never meant for cy.
+    a = ada.remember("Standup is at 9:30", audience_to="workspace", purposes=["assist"]).memory
+    b = ada.remember(
+        "Standup is at 9:30; Ada joins late on Mondays (therapy)",
+        purposes=["assist", "personalize"],
+    ).memory
+    assert b.audience.member_id == team.members["ada"]
+    session = _session(team, "ada")
+    app = ReviewApp(stack.gateway)
+    form = {
+        "action": "supersede",
+        "retire_id": a.id,
+        "retire_revision": str(a.revision),
+        "keep_id": b.id,
+        "keep_revision": str(b.revision),
+    }
+    app.decide(session, form, "assist")
+    assert session.flash and session.flash[-1][0] == "ok", session.flash
+    old = ada.read([a.id]).memories[0]
+    successor = ada.read([old.superseded_by_id]).memories[0]
+    assert successor.body == b.body
+    # workspace ∩ ada = ada; {assist} ∩ {assist, personalize} = {assist}
+    assert successor.audience.member_id == team.members["ada"]
+    assert list(successor.purposes) == [cpb.PURPOSE_ASSIST]
+    assert successor.origin == cpb.ORIGIN_DERIVED
+    assert [(link.kind, link.target.id) for link in successor.links] == [
+        (cpb.LINK_KIND_DERIVED_FROM, b.id)
+    ]
+    # cy, who could read A, cannot read B's text through its successor.
+    with pytest.raises(grpc.RpcError) as err:
+        cy.read([successor.id])
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+    recalled = cy.recall("Ada joins late on Mondays therapy", mode="lexical").outcome.results
+    assert successor.id not in [r.memory.id for r in recalled]
+
+
+def test_supersede_from_sources_refuses_a_wider_trust(team: Team) -> None:
+    """The store's rule, as the page relies on it: asking for more than the
+    intersection is refused, and nothing is written."""
+    ada = team.clients["ada"]
+    a = ada.remember("Release train leaves Friday", audience_to="workspace").memory
+    b = ada.remember("Release train leaves Friday (Ada's notes)").memory
+    request = pb.SupersedeRequest(
+        request_id="widen-through-supersede",
+        id=a.id,
+        expected_revision=a.revision,
+        kind=cpb.KIND_NOTE,
+        title=b.title,
+        audience=cpb.Audience(workspace=True),
+        source_ids=[b.id],
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        ada.call(ada.memory.Supersede, request)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert "audience" in err.value.details()  # type: ignore[attr-defined]
+    assert ada.read([a.id]).memories[0].revision == a.revision
