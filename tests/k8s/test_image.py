@@ -326,15 +326,15 @@ def test_embed_job_liveness_fails_while_it_hangs_with_work_queued(pod: Pod) -> N
     manifest = podman("exec", job, *probe, check=False)
     assert manifest.returncode == 0, manifest.stdout + manifest.stderr
     # The same probe with a short limit, so the hang is seen in seconds. A
-    # working job beats at least every poll (0.5 s), so 4 s passes.
-    short = [*probe[:4], "4", *probe[5:]]
+    # working job beats at least every poll (0.5 s), so 6 s passes.
+    short = [*probe[:4], "6", *probe[5:]]
     assert podman("exec", job, *short, check=False).returncode == 0
 
     podman("kill", "--signal", "STOP", job)
     try:
         queued = pod.client("remember", pod.gateway, token, "Parking moves to level 3", "")
         assert pod.client("status", pod.gateway, token)["pending"] >= 1
-        time.sleep(6)
+        time.sleep(8)
         hung = podman("exec", job, *short, check=False)
         assert hung.returncode == 1, hung.stdout + hung.stderr
         assert "no progress" in hung.stderr, hung.stderr
