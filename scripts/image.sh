@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Recallatron image with rootful podman, on a machine that reaches
 # Debian's package mirror and PyPI but no container registry (docs/kubernetes.md,
-# "Building the image").
+# "Building here, without a registry").
 #
 #   scripts/image.sh install   podman, runc and mmdebstrap from Debian (if missing)
 #   scripts/image.sh conf      writes .tools/podman/containers.conf, prints its path
@@ -27,8 +27,9 @@ install() {
   command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
   if ((${#missing[@]})); then
     apt-get update -qq
-    # No recommends: crun (which refuses this kernel's hybrid cgroup layout)
-    # and the rootless helpers are not wanted.
+    # runc named with podman satisfies its "crun | runc" dependency, so crun
+    # (which refuses this kernel's hybrid cgroup layout) is never installed;
+    # no recommends: the rootless helpers are not wanted.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       "${missing[@]}" >/dev/null
   fi
