@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
+INSPECTOR_VERSION := 0.15.0
+INSPECTOR := .tools/node_modules/.bin/mcp-inspector
 CHROMIUM := /usr/bin/chromium
 PROMTOOL := /usr/bin/promtool
 
@@ -30,6 +32,10 @@ run: models
 
 $(BUF):
 	npm install --silent --no-audit --no-fund --prefix .tools @bufbuild/buf@$(BUF_VERSION)
+
+# The MCP Inspector's CLI, for the third-party-client test of the MCP server.
+$(INSPECTOR):
+	npm install --silent --no-audit --no-fund --prefix .tools @modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
 
 # Regenerates the Python stubs (and .pyi) from protos/.
 protos: $(INSTALLED)
@@ -77,7 +83,7 @@ lint: $(INSTALLED)
 
 check: protos-check buf-lint buf-breaking lint
 
-test: models check image $(CHROMIUM) $(PROMTOOL)
+test: models check image $(CHROMIUM) $(PROMTOOL) $(INSPECTOR)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Every test without the `integration` marker: no Postgres, no service process, no

@@ -32,6 +32,7 @@ from recallatron.vocabulary import (
     MAX_RECALL_LIMIT,
     MAX_RELATIONS,
     MAX_REQUEST_ID,
+    MAX_TIMELINE_EVENTS,
     MAX_TITLE,
     MODES,
     PURPOSES,
@@ -238,6 +239,11 @@ TOOLS: tuple[Tool, ...] = (
                 "request_id": _REQUEST_ID,
                 **_NEW_MEMORY,
                 "about": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LINKS},
+                "episode_id": {
+                    "type": "string",
+                    "format": "uuid",
+                    "description": "The episode (conversation or event) it belongs to.",
+                },
                 "purpose": _PURPOSE_PARAM,
             },
             ["request_id", "kind", "title"],
@@ -367,6 +373,28 @@ TOOLS: tuple[Tool, ...] = (
                 "purpose": _PURPOSE_PARAM,
             },
             ["entity_id"],
+        ),
+        read_only=True,
+        destructive=False,
+    ),
+    Tool(
+        "timeline",
+        "What happened, in valid-time order: for an entity (entity_id), an episode "
+        "(episode_id) or, with neither, the whole workspace, between from and to: memories "
+        "written, claims and relations that start or end, corrections and supersessions, "
+        "each with the memory that says so. Only what you may see. An event is a dated "
+        "statement by a memory, not current truth: read the memory before relying on it. "
+        f"At most {MAX_TIMELINE_EVENTS} events per page; pass next_page_token for more.",
+        _schema(
+            {
+                "entity_id": {"type": "string", "format": "uuid"},
+                "episode_id": {"type": "string", "format": "uuid"},
+                "from": {**_TIME, "description": "From this time (RFC 3339, inclusive)."},
+                "to": {**_TIME, "description": "Until this time (RFC 3339, exclusive)."},
+                "page_token": {"type": "string", "maxLength": 1000},
+                "purpose": _PURPOSE_PARAM,
+            },
+            [],
         ),
         read_only=True,
         destructive=False,

@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from recallatron.v1 import common_pb2 as cpb
+from recallatron.vocabulary import PURPOSES
 from recallatron_cli import common
 
 
@@ -142,6 +143,39 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_timeline(args: argparse.Namespace) -> int:
+    resp = common.client(args).timeline(
+        args.entity or "",
+        args.episode or "",
+        start=args.start,
+        end=args.end,
+        page_token=args.page_token,
+        purpose=args.purpose,
+    )
+    lines = [
+        f"{e.at.ToDatetime():%Y-%m-%d %H:%M}  {e.kind:<15} {e.summary}  (memory {e.memory_id})"
+        for e in resp.events
+    ]
+    if resp.next_page_token:
+        lines.append(f"more: --page-token {resp.next_page_token}")
+    common.show(args, resp, "\n".join(lines) or "no events")
+    return 0
+
+
+def cmd_episode(args: argparse.Namespace) -> int:
+    resp = common.client(args).create_episode(
+        args.title,
+        args.start,
+        args.end,
+        audience_to=args.audience,
+        purposes=args.purposes or (),
+        member_ids=args.member,
+        entity_ids=args.entity,
+    )
+    common.show(args, resp, f"episode {resp.episode_id}")
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     lk = common.client_options(
         sub.add_parser("lookup", help="entities by exact name or alias, with their claims")
@@ -160,3 +194,22 @@ def add_parser(sub: Any) -> None:
     nb.add_argument("--as-of", help="RFC 3339: walk the relations as of this time")
     common.purpose_option(nb)
     nb.set_defaults(func=cmd_neighbors)
+    tl = common.client_options(
+        sub.add_parser("timeline", help="events of an entity, an episode or the workspace")
+    )
+    tl.add_argument("--entity", help="an entity id")
+    tl.add_argument("--episode", help="an episode id")
+    tl.add_argument("--from", dest="start", help="RFC 3339, inclusive")
+    tl.add_argument("--to", dest="end", help="RFC 3339, exclusive")
+    tl.add_argument("--page-token", default="")
+    common.purpose_option(tl)
+    tl.set_defaults(func=cmd_timeline)
+    ep = common.client_options(sub.add_parser("episode", help="record an episode"))
+    ep.add_argument("title")
+    ep.add_argument("--start", required=True, help="RFC 3339")
+    ep.add_argument("--end", help="RFC 3339; default: the start")
+    ep.add_argument("--audience", help="'workspace' or a member id; default: only you")
+    ep.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
+    ep.add_argument("--member", action="append", default=[], help="a participant member id")
+    ep.add_argument("--entity", action="append", default=[], help="a participant entity id")
+    ep.set_defaults(func=cmd_episode)

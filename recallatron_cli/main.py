@@ -283,6 +283,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         about=args.about or (),
         confidence=args.confidence,
         request_id=args.request_id,
+        episode_id=args.episode,
         **graph.graph_items(args),
     )
     show(args, resp, ("(replayed) " if resp.replayed else "") + memory_text(resp.memory))
@@ -436,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mention", action="append")
     r.add_argument("--about", action="append")
     r.add_argument("--request-id")
+    r.add_argument("--episode", default="", help="the episode it belongs to")
     r.set_defaults(func=cmd_remember)
 
     rd = client_options(sub.add_parser("read"))

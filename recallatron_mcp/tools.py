@@ -145,6 +145,7 @@ def _remember(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     req = pb.RememberRequest(request_id=args["request_id"], purpose=_purpose(args))
     _new_memory_fields(req, args)
     req.about_ids.extend(args.get("about", []))
+    req.episode_id = args.get("episode_id", "")
     resp = client.call(client.memory.Remember, req)
     return {"memory": memory_json(resp.memory), "replayed": resp.replayed}
 
@@ -226,6 +227,30 @@ def _neighbors(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _timeline(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    resp = client.timeline(
+        args.get("entity_id", ""),
+        args.get("episode_id", ""),
+        start=args.get("from"),
+        end=args.get("to"),
+        page_token=args.get("page_token", ""),
+        purpose=args.get("purpose", DEFAULT_PURPOSE),
+    )
+    return {
+        "events": [
+            {
+                "at": _time(e.at),
+                "kind": e.kind,
+                "memory_id": e.memory_id,
+                "entity_id": e.entity_id or None,
+                "summary": e.summary,
+            }
+            for e in resp.events
+        ],
+        "next_page_token": resp.next_page_token or None,
+    }
+
+
 CALLS: dict[str, Callable[[Client, dict[str, Any]], dict[str, Any]]] = {
     "recall": _recall,
     "read": _read,
@@ -236,6 +261,7 @@ CALLS: dict[str, Callable[[Client, dict[str, Any]], dict[str, Any]]] = {
     "forget": _forget,
     "lookup": _lookup,
     "neighbors": _neighbors,
+    "timeline": _timeline,
 }
 assert set(CALLS) == set(SCHEMAS), "every tool has exactly one call"
 
@@ -279,6 +305,7 @@ def memory_json(m: cpb.Memory) -> dict[str, Any]:
         "confidence": round(m.confidence, 4),
         "revision": m.revision,
         "superseded_by_id": m.superseded_by_id or None,
+        "episode_id": m.episode_id or None,
         "links": [{"kind": LINK_KIND.name(link.kind), **_ref(link.target)} for link in m.links],
         "supersedes": [_ref(r) for r in m.supersedes],
         "superseded_by": [_ref(r) for r in m.superseded_by],

@@ -1,7 +1,9 @@
 """`recallatron migrate` against the real stack: a generated old store goes
-in, counts match the generator's, a rerun changes nothing, an interrupted
-run finished by a rerun equals a clean run, folded patches are honoured,
-history is the owner's alone; and the opt-in expiry gate."""
+in, counts match the generator's, the old graph's properties and edges arrive
+as claims (through the gateway's lookup and neighbors, and in SQL), a rerun
+changes nothing, an interrupted run finished by a rerun equals a clean run,
+folded patches are honoured, history is the owner's alone; and the opt-in
+expiry gate."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,7 @@ from recallatron_cli.main import main as cli_main
 from recallatron_cli.stack import Stack
 from services.store.db import with_database
 from services.store.legacy import plan
-from services.store.legacy.generate import Truth, generate
+from services.store.legacy.generate import START, Truth, generate
 from tests import dbutil, internal
 from tests.conftest import Team, make_team
 
@@ -54,6 +57,10 @@ DUMP = {
     " updated_at FROM memory",
     "entity": "SELECT * FROM entity",
     "mention": "SELECT * FROM mention",
+    "attribute_claim": "SELECT * FROM attribute_claim",
+    "relation_claim": "SELECT * FROM relation_claim",
+    "memory_revision": "SELECT memory_id, revision, action, changed_by, reason, changed_at"
+    " FROM memory_revision",
     "term_stat": "SELECT * FROM term_stat",
     "corpus_stat": "SELECT * FROM corpus_stat",
     "audit_log": "SELECT member_id, action, memory_id, request_id, detail FROM audit_log",
@@ -170,6 +177,8 @@ def test_counts_match_the_generator(stack: Stack, migrated: Migrated, old_store:
     assert items["kinds_mapped"] == t.kinds_mapped
     assert r["entities"]["imported"] == t.entities_created
     assert r["entities"]["read"] == t.entities
+    assert r["entities"]["typed"] == t.entities_typed
+    assert r["entities"]["skipped"] == {"superseded (its replacement is used)": t.supersessions}
     mentions = r["mentions"]
     assert mentions["read"] == t.edges
     assert (mentions["imported"], mentions["redirected"]) == (t.mentions, t.mentions_redirected)
@@ -180,9 +189,40 @@ def test_counts_match_the_generator(stack: Stack, migrated: Migrated, old_store:
     )
     assert r["graph"]["malformed"] == t.malformed_lines
     assert r["graph"]["orphan_patches"] == t.orphan_patches
-    carried = r["not_carried"]
-    assert carried["entity_edges"]["read"] == t.entity_edges
-    assert carried["session_digests"]["read"] == t.session_digests
+    assert r["not_carried"] == {
+        "session_digests": {
+            "read": t.session_digests,
+            "reason": "session digests summarise turns that are imported as history themselves",
+        }
+    }
+    assert r["entity_records"] == {
+        "read": t.entities,
+        "imported": t.record_memories,
+        "already_present": 0,
+        "skipped": {},
+        "mentions": t.record_mentions,
+    }
+    assert r["attribute_claims"] == {
+        "read": t.attribute_claims + sum(t.attribute_claims_skipped.values()),
+        "imported": t.attribute_claims,
+        "already_present": 0,
+        "skipped": t.attribute_claims_skipped,
+        "retired": t.attribute_claims_retired,
+    }
+    assert r["relation_claims"] == {
+        "read": t.entity_edges,
+        "imported": t.relation_claims,
+        "already_present": 0,
+        "skipped": {},
+        "retired": t.relation_claims_retired,
+    }
+    assert t.relation_claims == t.entity_edges == 160
+    assert r["supersessions"] == {
+        "read": t.entities_superseded,
+        "imported": t.supersessions,
+        "already_present": 0,
+        "skipped": {},
+    }
 
     def one(sql: str, *params: object) -> Any:
         return dbutil.query(stack, team.database_name, sql, params)[0][0]
@@ -190,10 +230,28 @@ def test_counts_match_the_generator(stack: Stack, migrated: Migrated, old_store:
     owner = team.members["ada"]
     assert one("SELECT count(*) FROM history_entry") == t.history_entries
     assert one("SELECT count(DISTINCT owner_member_id)::text FROM history_entry") == "1"
-    assert one("SELECT count(*) FROM memory WHERE origin = 'migrated'") == t.memories
+    memories = t.memories + t.record_memories
+    assert one("SELECT count(*) FROM memory WHERE origin = 'migrated'") == memories
+    # Memories by the ledger's kind of old record.
+    assert dict(
+        dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT l.source, count(m.id) FROM legacy_import l"
+            " LEFT JOIN memory m ON m.id = l.target_id GROUP BY l.source",
+        )
+    ) == {
+        "turn": 0,
+        "entity": 0,
+        "memory_item": t.memories,
+        "entity_record": t.record_memories,
+    }
+    assert one("SELECT count(*) FROM legacy_import WHERE source = 'entity'") == t.entities_created
+    # Record memories are the owner's: the old graph knew no audience.
     assert one("SELECT count(*) FROM memory WHERE audience_member_id IS NULL") == t.memories_shared
     assert one("SELECT count(*) FROM entity") == t.entities_created
-    assert one("SELECT count(*) FROM mention") == t.mentions
+    assert one("SELECT count(*) FROM entity WHERE type IS NOT NULL") == t.entities_typed
+    assert one("SELECT count(*) FROM mention") == t.mentions + t.record_mentions
     assert (
         one(
             "SELECT count(*) FROM memory WHERE created_by = %s AND purposes = '{assist}'"
@@ -201,10 +259,12 @@ def test_counts_match_the_generator(stack: Stack, migrated: Migrated, old_store:
             owner,
             owner,
         )
-        == t.memories
+        == memories
     )
     queued = one(DUMP["embedding_queue"])
-    assert queued == t.memories, "every imported memory is queued for the embedding job"
+    assert queued == memories - t.supersessions, (
+        "every imported memory but the superseded is queued for the embedding job"
+    )
     # Original times kept.
     old = sqlite3.connect(old_store.sqlite)
     item_id, created, updated = old.execute(
@@ -238,6 +298,16 @@ def test_second_run_changes_nothing(stack: Stack, migrated: Migrated, old_store:
     assert again["entities"]["already_present"] == t.entities_created
     assert again["mentions"]["imported"] == 0
     assert again["mentions"]["already_present"] == t.mentions
+    for section, present in (
+        ("entity_records", t.record_memories),
+        ("attribute_claims", t.attribute_claims),
+        ("relation_claims", t.relation_claims),
+        ("supersessions", t.supersessions),
+    ):
+        assert again[section]["imported"] == 0, section
+        assert again[section]["already_present"] == present, section
+    assert again["entity_records"]["mentions"] == 0
+    assert again["attribute_claims"]["retired"] == again["relation_claims"]["retired"] == 0
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +328,19 @@ def test_dry_run_writes_nothing_and_counts_the_same(
     dry = migrate(stack, old_store, team, "--dry-run")
     assert (dbutil.checksum(stack, team.database_name), history_checksum(stack, team)) == before
     real = migrated.report
-    for section in ("turns", "memory_items", "entities", "mentions", "not_carried", "graph"):
+    sections = (
+        "turns",
+        "memory_items",
+        "entities",
+        "mentions",
+        "entity_records",
+        "attribute_claims",
+        "relation_claims",
+        "supersessions",
+        "not_carried",
+        "graph",
+    )
+    for section in sections:
         assert dry[section] == real[section], section
     assert dry["dry_run"] is True
 
@@ -282,10 +364,12 @@ def test_refusals_name_the_argument(
     assert history_checksum(stack, team) == before
 
 
-def _start_and_stop(stack: Stack, args: list[str], sig: int) -> tuple[int, str]:
+def _start_and_stop(
+    stack: Stack, args: list[str], sig: int, at: str = "importing turns: "
+) -> tuple[int, str]:
     """Runs the command as a process and sends `sig` once it reports its first
-    committed batch (a progress line after every batch). Returns the exit code
-    and stdout."""
+    committed batch of a source (a progress line after every batch, starting
+    with `at`). Returns the exit code and stdout."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "recallatron_cli.main", *args],
         env={**env(stack), "RECALLATRON_PROGRESS": "lines", "RECALLATRON_PROGRESS_SECONDS": "0"},
@@ -296,7 +380,7 @@ def _start_and_stop(stack: Stack, args: list[str], sig: int) -> tuple[int, str]:
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
-            if line.startswith("importing turns: "):
+            if line.startswith(at):
                 proc.send_signal(sig)
                 break
         out, _ = proc.communicate(timeout=60)
@@ -328,6 +412,24 @@ def test_interrupted_runs_then_a_rerun_equal_one_clean_run(
     partial = dbutil.query(stack, team.database_name, "SELECT count(*) FROM legacy_import")[0][0]
     total = dbutil.query(stack, migrated.team.database_name, "SELECT count(*) FROM legacy_import")
     assert 0 < partial < total[0][0], "the kill landed mid-import"
+
+    # SIGTERM among the entity records: the graph part resumes too. The
+    # batch in flight commits, then the run stops (small batches, so that it
+    # stops well before the last).
+    small = migrate_args(old_store, team, "--batch-size", "20")
+    code, out = _start_and_stop(stack, small, signal.SIGTERM, at="importing entity records: ")
+    assert code == 130, out
+    report = json.loads(out)
+    records = report["entity_records"]
+    assert 0 < records["imported"] < old_store.truth.record_memories
+    written = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT count(*) FROM legacy_import WHERE source = %s",
+        ("entity_record",),
+    )[0][0]
+    assert written == records["imported"]
+    assert report["memory_items"]["imported"] == 0, "stopped before the memory items"
 
     final = migrate(stack, old_store, team)
     assert final["complete"]
@@ -379,6 +481,198 @@ def test_folded_patches_are_honoured(migrated: Migrated, old_store: OldStore) ->
         with pytest.raises(grpc.RpcError) as err:
             ada.read([ids.memory_item(item_id)])
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _current(t: Truth) -> list[tuple[str, str, str, str]]:
+    """The old edges stated by records nothing superseded."""
+    return [r for r in t.relations if r[0] not in t.superseded_by]
+
+
+def test_entity_graph_arrives_through_the_gateway(migrated: Migrated, old_store: OldStore) -> None:
+    """Every final entity through `lookup`, as the owner: its type, its
+    record's properties as current attribute claims (with the record's
+    confidence, stated by its record memory), the edges of records nothing
+    superseded as current relations both ways; with the history, the retired
+    claims of the records superseded into it. Another member sees none of it."""
+    t, team = old_store.truth, migrated.team
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    ids = plan.Ids("ada")
+    current = _current(t)
+    finals = sorted(set(t.final_entity.values()))
+    assert len(finals) == t.entities_created
+    bob_saw = 0
+    for old_id in finals:
+        name = t.entity_names[old_id]
+        cards = ada.lookup(name).entities
+        assert [c.id for c in cards] == [ids.entity(old_id)], name
+        card = cards[0]
+        assert (card.name, card.type) == (name, t.entity_types[old_id])
+        assert sorted((a.attribute, a.value) for a in card.attributes) == sorted(
+            t.entity_attributes[old_id]
+        ), name
+        for a in card.attributes:
+            assert a.memory_id == ids.entity_record(old_id)
+            assert a.confidence == pytest.approx(t.entity_confidence[old_id])
+            assert not a.HasField("retired_at")
+        outgoing = sorted((p, ids.entity(o)) for _, s_, p, o in current if s_ == old_id)
+        incoming = sorted((p, ids.entity(s_)) for _, s_, p, o in current if o == old_id)
+        got = card.relations
+        assert (
+            sorted(
+                (r.predicate, r.other.id)
+                for r in got
+                if r.direction == cpb.RELATION_DIRECTION_OUTGOING
+            )
+            == outgoing
+        ), name
+        assert (
+            sorted(
+                (r.predicate, r.other.id)
+                for r in got
+                if r.direction == cpb.RELATION_DIRECTION_INCOMING
+            )
+            == incoming
+        ), name
+        assert ids.entity_record(old_id) in card.mentioned_by
+
+        folded_in = [e for e in t.superseded_by if t.final_entity[e] == old_id]
+        if folded_in:
+            history = ada.lookup(name, include_history=True).entities[0]
+            retired = sorted(
+                (a.attribute, a.value, a.memory_id)
+                for a in history.attributes
+                if a.HasField("retired_at")
+            )
+            assert retired == sorted(
+                (attr, value, ids.entity_record(e))
+                for e in folded_in
+                for attr, value in t.entity_attributes[e]
+            ), name
+
+        # Bob may see the entity through a shared memory item, never the
+        # owner's record claims.
+        for c in bob.lookup(name).entities:
+            bob_saw += 1
+            assert (list(c.attributes), list(c.relations)) == ([], []), name
+            assert ids.entity_record(old_id) not in c.mentioned_by
+    assert bob_saw, "shared memory items make some entities visible to bob"
+
+    # neighbors: one hop from each entity with edges is exactly its current
+    # relations, both ways.
+    touched = sorted({s_ for _, s_, _, _ in current} | {o for _, _, _, o in current})
+    for old_id in touched[:40]:
+        hood = ada.neighbors(ids.entity(old_id), hops=1)
+        assert not hood.truncated
+        edges = sorted((e.subject.id, e.predicate, e.object.id) for e in hood.edges)
+        assert edges == sorted(
+            (ids.entity(s_), p, ids.entity(o)) for _, s_, p, o in current if old_id in (s_, o)
+        ), t.entity_names[old_id]
+        assert all(e.memory_id for e in hood.edges)
+    varied = ada.lookup(t.entity_names[t.varied_entity]).entities[0]
+    assert {a.attribute: a.value for a in varied.attributes}["home_office"] == (
+        '{"desk": 4, "floor": "2"}'
+    )
+
+
+def test_supersede_patches_become_supersession(
+    stack: Stack, migrated: Migrated, old_store: OldStore
+) -> None:
+    t, team = old_store.truth, migrated.team
+    ids = plan.Ids("ada")
+
+    def rows(sql: str) -> list[tuple]:
+        return dbutil.query(stack, team.database_name, sql)
+
+    superseded = rows(
+        "SELECT m.id::text, m.superseded_by_id::text, m.revision FROM memory m"
+        " WHERE m.superseded_by_id IS NOT NULL"
+    )
+    assert sorted(superseded) == sorted(
+        (ids.entity_record(old), ids.entity_record(new), 2) for old, new in t.superseded_by.items()
+    )
+    assert rows(
+        "SELECT count(*) FROM memory_revision WHERE action = 'supersede'"
+        " AND reason = 'supersede patch of the old store''s graph'"
+    ) == [(t.supersessions,)]
+    # The superseded records' claims are retired, at the patch time; nothing else is.
+    for table, retired in (
+        ("attribute_claim", t.attribute_claims_retired),
+        ("relation_claim", t.relation_claims_retired),
+    ):
+        assert rows(f"SELECT count(*) FROM {table} WHERE retired_at IS NOT NULL") == [(retired,)]
+        assert rows(
+            f"SELECT count(*) FROM {table} c JOIN memory m ON m.id = c.memory_id"
+            " WHERE (c.retired_at IS NOT NULL) <> (m.superseded_by_id IS NOT NULL)"
+            "    OR c.stated_at <> m.created_at OR c.retired_at < c.stated_at"
+        ) == [(0,)]
+        # Stated by record memories only, each with the record's confidence.
+        assert rows(
+            f"SELECT count(*) FROM {table} c WHERE NOT EXISTS (SELECT 1 FROM legacy_import l"
+            " JOIN memory m ON m.id = l.target_id"
+            " WHERE l.source = 'entity_record' AND l.target_id = c.memory_id"
+            " AND m.confidence = c.confidence)"
+        ) == [(0,)]
+    # Every entity a claim names is mentioned by the stating memory.
+    assert rows(
+        "SELECT count(*) FROM (SELECT memory_id, entity_id FROM attribute_claim"
+        " UNION SELECT memory_id, subject_id FROM relation_claim"
+        " UNION SELECT memory_id, object_id FROM relation_claim) n"
+        " WHERE NOT EXISTS (SELECT 1 FROM mention mn"
+        " WHERE mn.memory_id = n.memory_id AND mn.entity_id = n.entity_id)"
+    ) == [(0,)]
+    # The superseded record reads as such through the gateway.
+    old, new = next(iter(t.superseded_by.items()))
+    memory = migrated.team.clients["ada"].read([ids.entity_record(old)]).memories[0]
+    assert memory.superseded_by_id == ids.entity_record(new)
+    assert memory.origin == cpb.ORIGIN_MIGRATED and old in memory.body
+    assert t.entity_names[old] in memory.title
+
+
+def test_superseded_records_answer_for_their_time(migrated: Migrated, old_store: OldStore) -> None:
+    """`lookup` as of a time before a supersede patch answers with the claims
+    of the records current then: the duplicate's before the patch (and before
+    its replacement's record was written), a chain's middle between its two
+    patches. The record times are the old store's, not the import's."""
+    t, ada = old_store.truth, migrated.team.clients["ada"]
+    ids = plan.Ids("ada")
+
+    def at(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    def current_then(old_id: str, when: datetime) -> bool:
+        ended = t.superseded_at.get(old_id)
+        return at(t.record_valid_from[old_id]) <= when and (ended is None or at(ended) > when)
+
+    targets = sorted({t.final_entity[e] for e in t.superseded_by})
+    checked = 0
+    for when in (START + timedelta(days=100), START + timedelta(days=130)):
+        stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        live = [e for e in t.record_valid_from if current_then(e, when)]
+        for final in targets:
+            folded = [e for e in live if t.final_entity[e] == final]
+            cards = ada.lookup(t.entity_names[final], as_of=stamp).entities
+            assert len(cards) == 1
+            card = cards[0]
+            assert sorted((a.attribute, a.value, a.memory_id) for a in card.attributes) == sorted(
+                (attr, value, ids.entity_record(e))
+                for e in folded
+                for attr, value in t.entity_attributes[e]
+            ), (stamp, final)
+            outgoing = sorted(
+                (p, ids.entity(o), ids.entity_record(r))
+                for r, s_, p, o in t.relations
+                if s_ == final and r in live
+            )
+            assert (
+                sorted(
+                    (x.predicate, x.other.id, x.memory_id)
+                    for x in card.relations
+                    if x.direction == cpb.RELATION_DIRECTION_OUTGOING
+                )
+                == outgoing
+            ), (stamp, final)
+            checked += bool(folded and any(e != final for e in folded))
+    assert checked, "some duplicates' claims were current at the times asked"
 
 
 def recall(client: Client, query: str, include_history: bool, mode: int = 1) -> pb.RecallResponse:

@@ -88,7 +88,55 @@ def test_reader_and_fold_agree_with_the_generator(generated: tuple[Path, Truth])
     rows = [r for r in (plan.plan_item(i, ids, graph) for i in items) if not isinstance(r, str)]
     assert len(rows) == truth.memories
     assert sum(not r.owner_only for r in rows) == truth.memories_shared
-    assert len(plan.entity_rows(rows, graph, ids)) == truth.entities_created
+    records, skipped = plan.plan_records(graph, ids, plan.item_mention_times(rows))
+    assert not skipped and len(records) == truth.record_memories
+    entities = plan.entity_rows(rows, records, graph, ids)
+    assert len(entities) == truth.entities_created
+    assert sum(1 for e in entities.values() if e.type) == truth.entities_typed
+    assert {e.type for e in entities.values()} == {
+        "person",
+        "project",
+        "place",
+        "organisation",
+        "tool",
+    }
+
+
+def test_record_plans_agree_with_the_generator(generated: tuple[Path, Truth]) -> None:
+    """Each folded record's planned claims against the generator's own
+    account of them, record by record."""
+    out, truth = generated
+    graph = fold_graph(out / "graph.jsonl")
+    ids = plan.Ids("ada")
+    records, _ = plan.plan_records(graph, ids, {})
+    by_id = {r.source_id: r for r in records}
+    assert set(by_id) == set(truth.entity_attributes)
+    for old_id, attributes in truth.entity_attributes.items():
+        r = by_id[old_id]
+        assert sorted((a.attribute, a.value) for a in r.attributes) == sorted(attributes), old_id
+        assert {a.entity_old_id for a in r.attributes} <= {truth.final_entity[old_id]}
+        assert r.confidence == truth.entity_confidence[old_id]
+        assert r.id == ids.entity_record(old_id)
+        assert old_id in r.body and truth.entity_names[old_id] in r.title
+    planned = sorted(
+        (r.source_id, x.subject_old_id, x.predicate, x.object_old_id)
+        for r in records
+        for x in r.relations
+    )
+    assert planned == sorted(truth.relations)
+    assert sum(len(r.mentions) for r in records) == truth.record_mentions
+    superseded = [r for r in records if r.supersession is not None]
+    assert len(superseded) == truth.supersessions
+    position = {r.source_id: i for i, r in enumerate(records)}
+    for r in superseded:
+        assert r.supersession is not None
+        by = r.supersession.by_old_id
+        assert graph.entities[r.source_id].superseded_by == by
+        # Written after its replacement, so the pointer has a target.
+        assert position[by] < position[r.source_id]
+        assert r.supersession.at >= r.created_at and r.updated_at >= r.supersession.at
+    varied = by_id[truth.varied_entity]
+    assert sorted(varied.attributes_skipped) == sorted(truth.attribute_claims_skipped)
 
 
 def _graph(tmp_path: Path, lines: list[object], tail: str = "") -> Path:
@@ -204,3 +252,116 @@ def test_planning_rules(tmp_path: Path) -> None:
     assert plan.plan_turn(Turn(7, "tg-1", "user", "hi", "garbage"), ids) == "unreadable time"
     huge = Turn(8, "tg-1", "user", "log " * 60_000, "2026-05-01T10:00:00Z")
     assert plan.plan_turn(huge, ids) == "text over 200000 characters"
+
+
+def test_identifiers_and_values() -> None:
+    cases = {
+        "role": "role",
+        "Home City": "home_city",
+        "homeOffice": "home_office",
+        "e-mail  address": "e_mail_address",
+        "__private__": "private",
+        "2fa": "attr_2fa",
+        "Ångström Ünit": "angstrom_unit",
+        "x" * 70: "x" * 64,
+        "a" * 63 + " b": "a" * 63,
+        "★": None,
+        "": None,
+    }
+    for raw, expected in cases.items():
+        assert plan.identifier_from(raw, "attr_") == expected, raw
+    assert plan.claim_value("Lisbon") == ("Lisbon", None)
+    assert plan.claim_value(3.5) == ("3.5", None)
+    assert plan.claim_value(False) == ("false", None)
+    assert plan.claim_value({"b": 1, "a": [1, "é"]}) == ('{"a": [1, "é"], "b": 1}', None)
+    assert plan.claim_value(None) == ("", "no value (null)")
+    assert plan.claim_value("   ") == ("", "empty value")
+    assert plan.claim_value("a\x00b") == ("", "value holds NUL characters")
+    assert plan.claim_value("v" * 2000)[1] is None
+    assert plan.claim_value("v" * 2001) == ("", "value over 2000 characters")
+
+
+def test_record_planning_rules(tmp_path: Path) -> None:
+    path = _graph(
+        tmp_path,
+        [
+            rec(
+                "a",
+                "Robin",
+                type="Person",
+                confidence=0.6,
+                valid_from="2026-03-01T00:00:00Z",
+                properties={
+                    "City": "Porto",
+                    "relations": {"knows": ["c", "c2", "ghost"], "Works At!": "o", "★": ["o"]},
+                },
+            ),
+            rec("c", "Robin Goodwin", valid_from="2026-02-01T00:00:00Z"),
+            rec("c2", "R. Goodwin", valid_from="2026-04-01T00:00:00Z"),
+            rec("o", "Northwind", type="", properties={"relations": "o"}),
+            rec("d", "Loop one", valid_from="2026-01-01T00:00:00Z", properties={"x": "1"}),
+            rec("e", "Loop two", valid_from="2026-01-01T00:00:00Z"),
+            rec(
+                "f",
+                "Backwards",
+                valid_from="2026-05-01T00:00:00Z",
+                valid_until="2026-04-01T00:00:00Z",
+                properties={"x": "1", "relations": {"knows": ["c"]}},
+            ),
+            {"patch": "supersede", "id": "c2", "superseded_by": "c", "at": "2026-06-01T00:00:00Z"},
+            {"patch": "supersede", "id": "a", "superseded_by": "c2", "at": "2026-07-01T00:00:00Z"},
+            {"patch": "supersede", "id": "d", "superseded_by": "e"},
+            {"patch": "supersede", "id": "e", "superseded_by": "d"},
+        ],
+    )
+    graph = fold_graph(path)
+    ids = plan.Ids("ada")
+    records, skipped = plan.plan_records(graph, ids, {})
+    # "o" has no time at all and no memory item links it.
+    assert skipped == {"o": "no readable time"}
+    assert plan.plan_record(graph.entities["o"], ids, graph, datetime(2026, 1, 1, tzinfo=UTC))
+    by = {r.source_id: r for r in records}
+    a = by["a"]
+    # Claims about the entity that stands for "a" (the end of its chain).
+    assert [(x.entity_old_id, x.attribute, x.value) for x in a.attributes] == [
+        ("c", "city", "Porto")
+    ]
+    assert [(x.subject_old_id, x.predicate, x.object_old_id) for x in a.relations] == [
+        ("c", "knows", "c"),
+        ("c", "works_at", "o"),
+    ]
+    assert sorted(a.relations_skipped) == [
+        "same relation as another of the record, after supersession",
+        "unknown target entity",
+        "verb with no letter or digit",
+    ]
+    assert a.mentions == ("c", "o")
+    assert a.supersession is not None and a.supersession.by_old_id == "c2"
+    assert a.supersession.by_memory_id == ids.entity_record("c2")
+    assert a.supersession.at == datetime(2026, 7, 1, tzinfo=UTC)
+    assert (a.attributes_read, a.relations_read) == (1, 5)
+    # Replacements first: c, then c2 (superseded by c), then a.
+    order = [r.source_id for r in records]
+    assert order.index("c") < order.index("c2") < order.index("a")
+    assert (by["c"].depth, by["c2"].depth, by["a"].depth) == (0, 1, 2)
+    # A loop supersedes nothing, and each record speaks for itself.
+    assert by["d"].supersession is None and by["d"].supersession_skipped == (
+        "replacement chain loops"
+    )
+    assert [x.entity_old_id for x in by["d"].attributes] == ["d"]
+    assert by["f"].attributes == () and by["f"].relations == ()
+    assert by["f"].attributes_skipped == ("valid_until before valid_from",)
+    assert by["f"].relations_skipped == ("valid_until before valid_from",)
+    entities = plan.entity_rows([], records, graph, ids)
+    assert entities["c"].type == "person" and "a" not in entities
+    assert entities["c"].created_at == datetime(2026, 2, 1, tzinfo=UTC)
+    # "o" is named by a's relation though its own record is skipped.
+    assert (entities["o"].name, entities["o"].type) == ("Northwind", None)
+    only_a = plan.entity_rows([], [a], graph, ids)
+    assert only_a["o"].created_at == a.created_at
+    typed = fold_graph(
+        _graph(tmp_path, [rec("p", "Pat", type="Team Lead", valid_from="2026-01-01")])
+    )
+    assert plan.entity_rows([], plan.plan_records(typed, ids, {})[0], typed, ids)["p"].type == (
+        "team_lead"
+    )

@@ -79,3 +79,20 @@ def test_graph_commands(stack: Stack, team: Team, capsys: pytest.CaptureFixture[
 
     assert main(["lookup", "nobody here", *common]) == 0
     assert "no entity named" in capsys.readouterr().out
+
+
+def test_episode_and_timeline_commands(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = team.clients["ada"].token
+    common = ["--gateway", stack.gateway, "--token", token]
+    assert (
+        main(["episode", "Planning day", "--start", "2026-11-02T09:00:00Z", "--json", *common]) == 0
+    )
+    episode = json.loads(capsys.readouterr().out)["episode_id"]
+    assert main(["remember", "Plan agreed", "--episode", episode, "--json", *common]) == 0
+    memory = json.loads(capsys.readouterr().out)["memory"]
+    assert memory["episode_id"] == episode
+    assert main(["timeline", "--episode", episode, *common]) == 0
+    text = capsys.readouterr().out
+    assert "memory" in text and "Plan agreed" in text and memory["id"] in text

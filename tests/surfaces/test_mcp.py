@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 SEVEN = {"recall", "read", "remember", "derive", "correct", "supersede", "forget"}
-LISTED = SEVEN | {"lookup", "neighbors"}
+LISTED = SEVEN | {"lookup", "neighbors", "timeline"}
 
 
 class Transcript:
@@ -78,7 +78,7 @@ def test_mcp_stdio_session(stack: Stack, team: Team) -> None:
                 await s.initialize()
                 listed = (await s.list_tools()).tools
                 log.add("<-", "tools/list", [t.name for t in listed])
-                assert {t.name for t in listed} == LISTED and len(listed) == 9
+                assert {t.name for t in listed} == LISTED and len(listed) == 10
                 by_name = {t.name: t for t in TOOLS}
                 for tool in listed:
                     # One source for names, descriptions and schemas.

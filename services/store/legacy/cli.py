@@ -47,8 +47,10 @@ def add_parser(sub: Any) -> None:
         help="import the old store (SQLite + graph.jsonl) into a workspace",
         description=(
             "Turns become owner-only history, confirmed memory items become memories of "
-            "origin migrated, memory-to-entity edges become mentions. Safe to rerun: what "
-            "is there is left alone. See docs/migration.md."
+            "origin migrated, memory-to-entity edges become mentions; each entity record "
+            "becomes a memory stating its properties and edges as graph claims, its "
+            "supersede patch a supersession. Safe to rerun: what is there is left alone. "
+            "See docs/migration.md."
         ),
     )
     p.add_argument("--sqlite", type=Path, required=True, help="the old store's SQLite file")
@@ -78,7 +80,8 @@ def turn_count(path: Path) -> int | None:
 
 class _Shown:
     """Progress on stderr (so that --json output stays parseable), one bar
-    per source: turns (their count known), then memory items."""
+    per source: turns (their count known), then entity records, then memory
+    items."""
 
     def __init__(self, turns: int | None) -> None:
         self.turns = turns

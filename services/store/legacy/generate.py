@@ -1,8 +1,9 @@
 """A realistic old store, generated deterministically from a seed: the SQLite
 file (turns over many chats and sessions with their FTS5 index, session
 digests, curated memory items in varied statuses, memory-to-entity edges) and
-graph.jsonl (entity records with sparse relations, later restatements,
-confirm and supersede patches, an orphan patch and a torn last line).
+graph.jsonl (entity records with sparse relations and properties of every
+shape, later restatements, confirm and supersede patches, an orphan patch and
+a torn last line).
 
 Alongside the files it returns what a correct migration must produce, worked
 out from the generator's own bookkeeping rather than by reading the files,
@@ -146,6 +147,29 @@ RELATION_VERBS = {
     "place": ["near"],
     "tool": ["replaces"],
 }
+# Properties of every shape the old store allowed, planted on one entity
+# record: (name as written, value, the attribute it must become or None,
+# the claim's text or why there is no claim). Written out by hand, not
+# computed, so that the migration is checked against an independent answer.
+VARIED_PROPERTIES: list[tuple[str, Any, str | None, str]] = [
+    ("Home City", "Lisbon", "home_city", "Lisbon"),
+    ("founded", 1998, "founded", "1998"),
+    ("languages", ["pt", "en"], "languages", '["pt", "en"]'),
+    ("remote", True, "remote", "true"),
+    ("homeOffice", {"floor": "2", "desk": 4}, "home_office", '{"desk": 4, "floor": "2"}'),
+    ("2fa", "enabled", "attr_2fa", "enabled"),
+    ("Ünïcode Näme", "Zoë", "unicode_name", "Zoë"),
+    (
+        "The Very Long Property Name That Somebody Typed Into The Old Store Once Upon A Time",
+        "yes",
+        "the_very_long_property_name_that_somebody_typed_into_the_old_sto",
+        "yes",
+    ),
+    ("nickname", "", None, "empty value"),
+    ("maiden_name", None, None, "no value (null)"),
+    ("bio", "word " * 500, None, "value over 2000 characters"),
+    ("★", "star", None, "attribute name with no letter or digit"),
+]
 
 
 def iso(t: datetime) -> str:
@@ -192,6 +216,34 @@ class Truth:
     entity_names: dict[str, str] = field(default_factory=dict)
     # confirmed item id -> the final entity ids it mentions
     item_mentions: dict[int, list[str]] = field(default_factory=dict)
+    # The graph claims: every folded entity record becomes a memory stating
+    # its properties (but relations) as attribute claims and its edges as
+    # relation claims about the final entities; a superseded record's memory
+    # is superseded by its replacement's and its claims are retired.
+    record_memories: int = 0
+    record_mentions: int = 0
+    attribute_claims: int = 0
+    attribute_claims_retired: int = 0
+    attribute_claims_skipped: dict[str, int] = field(default_factory=dict)
+    relation_claims: int = 0
+    relation_claims_retired: int = 0
+    supersessions: int = 0
+    entities_typed: int = 0
+    # The record carrying VARIED_PROPERTIES.
+    varied_entity: str = ""
+    # old entity id -> its confidence after the confirm patches
+    entity_confidence: dict[str, float] = field(default_factory=dict)
+    entity_types: dict[str, str] = field(default_factory=dict)
+    # old entity id -> [(attribute, value)] its record states (current unless
+    # the record was superseded)
+    entity_attributes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    # (stating record, final subject, predicate, final object)
+    relations: list[tuple[str, str, str, str]] = field(default_factory=list)
+    # superseded old id -> its direct replacement, and the time of the patch
+    superseded_by: dict[str, str] = field(default_factory=dict)
+    superseded_at: dict[str, str] = field(default_factory=dict)
+    # old entity id -> its record's valid_from, which stands for when it was written
+    record_valid_from: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -339,6 +391,7 @@ class _Gen:
             c = round(r.uniform(0.9, 1.0), 2)
             lines.append({"patch": "confirm", "id": eid, "at": iso(START), "confidence": c})
             self.truth.confirm_patches += 1
+            self.truth.entity_confidence[eid] = c
         # Duplicates resolved later: a replacement record, then a supersede
         # patch; a few replacements are themselves superseded again (chains).
         replaced = r.sample([e for e in ids if final[e]["type"] == "person"], n_entities // 10)
@@ -360,12 +413,14 @@ class _Gen:
             at = iso(START + timedelta(days=121))
             lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
             final[old]["superseded_by"] = new_id
+            self.truth.superseded_at[old] = at
             self.truth.supersede_patches += 1
         for k in range(3):
             old, new_id = replacements[k], replacements[k + 3]
             at = iso(START + timedelta(days=150))
             lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
             final[old]["superseded_by"] = new_id
+            self.truth.superseded_at[old] = at
             self.truth.supersede_patches += 1
         # A patch for an id that never had a record.
         lines.append({"patch": "confirm", "id": "ent_9001", "at": iso(START)})
@@ -383,7 +438,47 @@ class _Gen:
                 end = final[end]["superseded_by"]
             self.truth.final_entity[eid] = end
             self.truth.entity_names[eid] = final[eid]["name"]
+        # Planted last, drawing nothing from the generator's random stream, so
+        # every other figure stays as it was.
+        varied = next(e for e in ids if final[e]["type"] == "organisation")
+        final[varied]["properties"].update({k: v for k, v, _, _ in VARIED_PROPERTIES})
+        self.truth.varied_entity = varied
+        self._claims(final)
         return lines, final
+
+    def _claims(self, final: dict[str, dict[str, Any]]) -> None:
+        t = self.truth
+        expected = {k: (name, text) for k, _, name, text in VARIED_PROPERTIES}
+        for eid, rec in final.items():
+            t.record_memories += 1
+            t.entity_confidence.setdefault(eid, rec["confidence"])
+            t.entity_types[eid] = rec["type"]
+            t.record_valid_from[eid] = rec["valid_from"]
+            retired = rec["superseded_by"] is not None
+            t.supersessions += retired
+            if retired:
+                t.superseded_by[eid] = rec["superseded_by"]
+            subject = t.final_entity[eid]
+            attributes: list[tuple[str, str]] = []
+            for key, value in rec["properties"].items():
+                if key == "relations":
+                    continue
+                name, text = expected.get(key, (key, value))
+                if name is None:
+                    t.attribute_claims_skipped[text] = t.attribute_claims_skipped.get(text, 0) + 1
+                    continue
+                attributes.append((name, text))
+            t.entity_attributes[eid] = attributes
+            t.attribute_claims += len(attributes)
+            t.attribute_claims_retired += len(attributes) if retired else 0
+            named = {subject}
+            for verb, targets in rec["properties"].get("relations", {}).items():
+                for target in targets:
+                    t.relations.append((eid, subject, verb, t.final_entity[target]))
+                    named.add(t.final_entity[target])
+                    t.relation_claims += 1
+                    t.relation_claims_retired += retired
+            t.record_mentions += len(named)
 
     # -- curated memory items ---------------------------------------------------
 
@@ -457,7 +552,10 @@ class _Gen:
             used_final.update(finals)
         t.memory_items = len(items)
         t.statuses = {s: sum(1 for it in items if it[5] == s) for s in statuses}
+        # The record memories mention every final entity besides.
+        used_final.update(t.final_entity.values())
         t.entities_created = len(used_final)
+        t.entities_typed = len(used_final)
         return items, edges
 
 
@@ -506,7 +604,19 @@ def main(argv: list[str] | None = None) -> int:
     truth = generate(args.out_dir, args.seed, args.turns, args.items, args.entities)
     data = truth.to_json()
     if not args.truth:
-        for key in ("needles", "final_entity", "entity_names", "item_mentions"):
+        for key in (
+            "needles",
+            "final_entity",
+            "entity_names",
+            "item_mentions",
+            "entity_confidence",
+            "entity_types",
+            "entity_attributes",
+            "relations",
+            "superseded_by",
+            "superseded_at",
+            "record_valid_from",
+        ):
             data.pop(key)
     print(json.dumps(data, indent=2))
     print(f"wrote {args.out_dir / 'old-store.sqlite'} and {args.out_dir / 'graph.jsonl'}")

@@ -7,13 +7,19 @@ Each batch is one transaction holding its rows and their ledger entries, and
 every id is derived from the old id: an interrupted run leaves whole batches,
 and a rerun skips what is there and writes the rest, ending exactly where one
 clean run ends. Imported memories are queued for embedding by the insert
-trigger; the embedding job does the rest."""
+trigger; the embedding job does the rest.
+
+After the turns, each entity record of graph.jsonl becomes a memory that
+states the record's properties and edges as graph claims (design §3.3, §8.4), its
+supersede patch a supersession; then the memory items, which mention the
+same entity rows."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +51,7 @@ class Target:
 @dataclass(frozen=True)
 class BatchDone:
     number: int
-    source: str  # "turn" or "memory_item"
+    source: str  # "turn", "entity_record" or "memory_item"
     rows: int
     imported: int
     dry_run: bool
@@ -120,7 +126,7 @@ class Importer:
                 self._describe(report, sqlite, graph)
                 run = _Run(self, report, pool, caller, ids, target, dry_run)
                 run.turns(sqlite)
-                run.memory_items(sqlite, graph)
+                run.graph_and_items(sqlite, graph)
             report.complete = True
         finally:
             sqlite.close()
@@ -142,7 +148,6 @@ class Importer:
             "superseded": sum(1 for e in graph.entities.values() if e.superseded_by),
             "confirmed": sum(1 for e in graph.entities.values() if e.confirmed),
         }
-        report.entity_edges_read = graph.entity_edges()
         report.session_digests_read = sqlite.digest_count()
 
 
@@ -166,6 +171,9 @@ class _Run:
         self.ids = ids
         self.owner = target.owner_id
         self.dry_run = dry_run
+        # Entity rows (and typed ones) the batch in flight made.
+        self._made = 0
+        self._typed = 0
 
     def _present(
         self, conn: psycopg.Connection, source: str, source_ids: Sequence[str]
@@ -226,9 +234,12 @@ class _Run:
         section.already_present += len(present) + len(new) - len(inserted)
         return len(inserted)
 
-    # -- memory items -> memories, edges -> mentions ---------------------------
+    # -- entity records, memory items -----------------------------------------
 
-    def memory_items(self, sqlite: SqliteStore, graph: Graph) -> None:
+    def graph_and_items(self, sqlite: SqliteStore, graph: Graph) -> None:
+        """Plans everything first (the entity rows and the records' times
+        depend on the items), then writes the records' memories, replacements
+        before what they supersede, then the items."""
         report = self.report
         items = sqlite.memory_items()
         rows: list[plan.MemoryRow] = []
@@ -243,13 +254,34 @@ class _Run:
                 rows.append(planned)
                 if planned.mapped_from:
                     report.kinds_mapped[f"{planned.mapped_from} -> {planned.kind}"] += 1
-        entities = plan.entity_rows(rows, graph, self.ids)
+        records, skipped = plan.plan_records(graph, self.ids, plan.item_mention_times(rows))
+        self._account_skipped_records(graph, skipped)
+        entities = plan.entity_rows(rows, records, graph, self.ids)
         self._account_entities(graph, entities)
         size = self.importer.batch_size
+        for start in range(0, len(records), size):
+            record_batch = records[start : start + size]
+            imported = self._write_records(record_batch, entities)
+            self._batch_done("entity_record", len(record_batch), imported)
         for start in range(0, len(rows), size):
             batch = rows[start : start + size]
             imported = self._write_items(batch, entities)
             self._batch_done("memory_item", len(batch), imported)
+
+    def _account_skipped_records(self, graph: Graph, skipped: dict[str, str]) -> None:
+        report = self.report
+        report.records.read = len(graph.entities)
+        for old_id, why in skipped.items():
+            entity = graph.entities[old_id]
+            report.records.skipped[why] += 1
+            attributes, edges = plan.property_counts(entity)
+            report.attributes.read += attributes
+            report.attributes.skipped["record not imported"] += attributes
+            report.relations.read += edges
+            report.relations.skipped["record not imported"] += edges
+            if entity.superseded_by:
+                report.supersessions.read += 1
+                report.supersessions.skipped["record not imported"] += 1
 
     def _account_entities(self, graph: Graph, used: dict[str, plan.EntityRow]) -> None:
         section = self.report.entities
@@ -259,6 +291,9 @@ class _Run:
         section.already_present = len(present)
         if self.dry_run:
             section.imported = len(used) - len(present)
+            self.report.entities_typed = sum(
+                1 for k, e in used.items() if k not in present and e.type
+            )
         for old_id, entity in graph.entities.items():
             if old_id in used:
                 continue
@@ -267,7 +302,169 @@ class _Run:
             else:
                 section.skipped["not mentioned by an imported memory"] += 1
 
+    def _insert_entities(self, conn: psycopg.Connection, entities: list[plan.EntityRow]) -> None:
+        """The entity rows a batch needs that no earlier batch made."""
+        made = conn.execute(
+            q.INSERT_ENTITIES,
+            (
+                [e.id for e in entities],
+                [e.name for e in entities],
+                [e.type for e in entities],
+                [e.created_at for e in entities],
+                [name_key(e.name) for e in entities],
+            ),
+        ).fetchall()
+        conn.execute(
+            q.INSERT_LEDGER,
+            (self.owner, "entity", [e.source_id for e in entities], [e.id for e in entities]),
+        )
+        self._made += len(made)
+        self._typed += sum(1 for r in made if r[1])
+
+    # -- entity records -> memories stating claims -----------------------------
+
+    def _write_records(
+        self, rows: list[plan.RecordRow], entities: dict[str, plan.EntityRow]
+    ) -> int:
+        self._made = self._typed = 0
+        with caller_transaction(self.pool, self.caller) as conn:
+            present = self._present(conn, "entity_record", [r.source_id for r in rows])
+            new = [r for r in rows if r.source_id not in present]
+            inserted: list[Any] = []
+            if new and not self.dry_run:
+                inserted = self._insert_records(conn, new, entities)
+        # Counted once committed, so an interrupted batch is not reported.
+        report = self.report
+        for r in rows:
+            fresh = r.source_id not in present
+            report.attributes.read += r.attributes_read
+            report.attributes.skipped.update(r.attributes_skipped)
+            report.relations.read += r.relations_read
+            report.relations.skipped.update(r.relations_skipped)
+            if fresh:
+                report.attributes.imported += len(r.attributes)
+                report.relations.imported += len(r.relations)
+                report.record_mentions += len(r.mentions)
+                if r.supersession is not None:
+                    report.attributes_retired += len(r.attributes)
+                    report.relations_retired += len(r.relations)
+            else:
+                report.attributes.already_present += len(r.attributes)
+                report.relations.already_present += len(r.relations)
+            if r.supersession is not None:
+                report.supersessions.read += 1
+                if fresh:
+                    report.supersessions.imported += 1
+                else:
+                    report.supersessions.already_present += 1
+            elif r.supersession_skipped is not None:
+                report.supersessions.read += 1
+                report.supersessions.skipped[r.supersession_skipped] += 1
+        imported = len(new) if self.dry_run else len(inserted)
+        report.records.already_present += len(present)
+        report.records.imported += imported
+        report.records.already_present += 0 if self.dry_run else len(new) - len(inserted)
+        report.entities.imported += self._made
+        report.entities_typed += self._typed
+        return imported
+
+    def _insert_records(
+        self,
+        conn: psycopg.Connection,
+        new: list[plan.RecordRow],
+        entities: dict[str, plan.EntityRow],
+    ) -> list[Any]:
+        inserted = conn.execute(
+            q.INSERT_MEMORIES,
+            (
+                self.owner,
+                [r.id for r in new],
+                [plan.RECORD_KIND] * len(new),
+                [r.title for r in new],
+                [r.body for r in new],
+                [r.confidence for r in new],
+                # The old graph knew no audience: the owner's alone.
+                [self.owner] * len(new),
+                [r.created_at for r in new],
+                [r.updated_at for r in new],
+            ),
+        ).fetchall()
+        needed = dict.fromkeys(old for r in new for old in r.mentions)
+        self._insert_entities(conn, [entities[o] for o in needed])
+        # Every entity a claim names is mentioned: visibility rests on it.
+        pairs = [(r.id, entities[o].id) for r in new for o in r.mentions]
+        conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))
+
+        def retired(r: plan.RecordRow) -> datetime | None:
+            return r.supersession.at if r.supersession is not None else None
+
+        attrs = [(r, a) for r in new for a in r.attributes]
+        conn.execute(
+            q.INSERT_ATTRIBUTE_CLAIMS,
+            (
+                [a.id for _, a in attrs],
+                [r.id for r, _ in attrs],
+                [entities[a.entity_old_id].id for _, a in attrs],
+                [a.attribute for _, a in attrs],
+                [a.value for _, a in attrs],
+                [r.valid_from for r, _ in attrs],
+                [r.valid_until for r, _ in attrs],
+                [r.confidence for r, _ in attrs],
+                [r.created_at for r, _ in attrs],
+                [retired(r) for r, _ in attrs],
+            ),
+        )
+        rels = [(r, x) for r in new for x in r.relations]
+        conn.execute(
+            q.INSERT_RELATION_CLAIMS,
+            (
+                [x.id for _, x in rels],
+                [r.id for r, _ in rels],
+                [entities[x.subject_old_id].id for _, x in rels],
+                [x.predicate for _, x in rels],
+                [entities[x.object_old_id].id for _, x in rels],
+                [r.valid_from for r, _ in rels],
+                [r.valid_until for r, _ in rels],
+                [r.confidence for r, _ in rels],
+                [r.created_at for r, _ in rels],
+                [retired(r) for r, _ in rels],
+            ),
+        )
+        superseded = [r for r in new if r.supersession is not None]
+        if superseded:
+            done = conn.execute(
+                q.SUPERSEDE,
+                (
+                    [r.id for r in superseded],
+                    [r.supersession.by_memory_id for r in superseded if r.supersession],
+                ),
+            ).fetchall()
+            revision = {str(row[0]): int(row[1]) for row in done}
+            at = {r.id: r.supersession.at for r in superseded if r.supersession}
+            conn.execute(
+                q.INSERT_SUPERSEDE_REVISIONS,
+                (
+                    self.owner,
+                    plan.SUPERSEDE_REASON,
+                    list(revision),
+                    list(revision.values()),
+                    [at[m] for m in revision],
+                ),
+            )
+        conn.execute(
+            q.INSERT_AUDIT,
+            (self.owner, "entity_record", [r.id for r in new], [r.source_id for r in new]),
+        )
+        conn.execute(
+            q.INSERT_LEDGER,
+            (self.owner, "entity_record", [r.source_id for r in new], [r.id for r in new]),
+        )
+        return inserted
+
+    # -- memory items -> memories, edges -> mentions ---------------------------
+
     def _write_items(self, rows: list[plan.MemoryRow], entities: dict[str, plan.EntityRow]) -> int:
+        self._made = self._typed = 0
         mentions = Section()
         redirected = 0
         with caller_transaction(self.pool, self.caller) as conn:
@@ -293,15 +490,15 @@ class _Run:
                     pairs.extend((r.id, entities[old].id) for old in targets)
                     needed.update(dict.fromkeys(targets))
             inserted: list[Any] = []
-            made: list[Any] = []
             if new and not self.dry_run:
-                inserted, made = self._insert_items(conn, new, [entities[o] for o in needed], pairs)
+                inserted = self._insert_items(conn, new, [entities[o] for o in needed], pairs)
         # Counted once committed, so an interrupted batch is not reported.
         report = self.report
         report.memory_items.already_present += len(present)
         report.memory_items.imported += len(new) if self.dry_run else len(inserted)
         report.memory_items.already_present += 0 if self.dry_run else len(new) - len(inserted)
-        report.entities.imported += len(made)
+        report.entities.imported += self._made
+        report.entities_typed += self._typed
         report.mentions.imported += mentions.imported
         report.mentions.already_present += mentions.already_present
         report.mentions.skipped.update(mentions.skipped)
@@ -314,7 +511,7 @@ class _Run:
         new: list[plan.MemoryRow],
         entities: list[plan.EntityRow],
         pairs: list[tuple[str, str]],
-    ) -> tuple[list[Any], list[Any]]:
+    ) -> list[Any]:
         inserted = conn.execute(
             q.INSERT_MEMORIES,
             (
@@ -329,23 +526,14 @@ class _Run:
                 [r.updated_at for r in new],
             ),
         ).fetchall()
-        made = conn.execute(
-            q.INSERT_ENTITIES,
-            (
-                [e.id for e in entities],
-                [e.name for e in entities],
-                [e.created_at for e in entities],
-                [name_key(e.name) for e in entities],
-            ),
-        ).fetchall()
+        self._insert_entities(conn, entities)
         conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))
-        conn.execute(q.INSERT_AUDIT, (self.owner, [r.id for r in new], [r.source_id for r in new]))
+        conn.execute(
+            q.INSERT_AUDIT,
+            (self.owner, "memory_item", [r.id for r in new], [r.source_id for r in new]),
+        )
         conn.execute(
             q.INSERT_LEDGER,
             (self.owner, "memory_item", [r.source_id for r in new], [r.id for r in new]),
         )
-        conn.execute(
-            q.INSERT_LEDGER,
-            (self.owner, "entity", [e.source_id for e in entities], [e.id for e in entities]),
-        )
-        return inserted, made
+        return inserted

@@ -52,12 +52,15 @@ class Entity:
     type: str
     properties: dict[str, Any]
     source: str
-    confidence: float
+    # None: the record gave none.
+    confidence: float | None
     valid_from: str | None
     valid_until: str | None
     superseded_by: str | None
     confirmed: bool = False
     confirmed_at: str | None = None
+    # The time of the supersede patch that set superseded_by, as written.
+    superseded_at: str | None = None
 
     def relations(self) -> list[tuple[str, str]]:
         """(verb, entity id) pairs kept sparsely in properties.relations."""
@@ -219,7 +222,9 @@ def _entity(obj: dict[str, Any]) -> Entity:
         type=str(obj.get("type") or ""),
         properties=props if isinstance(props, dict) else {},
         source=str(obj.get("source") or ""),
-        confidence=float(confidence) if isinstance(confidence, int | float) else 0.0,
+        confidence=float(confidence)
+        if isinstance(confidence, int | float) and not isinstance(confidence, bool)
+        else None,
         valid_from=obj.get("valid_from"),
         valid_until=obj.get("valid_until"),
         superseded_by=str(obj["superseded_by"]) if obj.get("superseded_by") else None,
@@ -277,5 +282,6 @@ def fold_graph(path: Path) -> Graph:
                     target.confidence = float(obj["confidence"])
             else:
                 target.superseded_by = str(by)
+                target.superseded_at = obj.get("at")
                 target.valid_until = obj.get("at") or target.valid_until
     return Graph(entities, stats)

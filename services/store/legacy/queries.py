@@ -55,10 +55,10 @@ ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
 INSERT_ENTITIES = """
-INSERT INTO entity (id, name, created_at, name_key)
-SELECT * FROM unnest(%s::uuid[], %s::text[], %s::timestamptz[], %s::text[])
+INSERT INTO entity (id, name, type, created_at, name_key)
+SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::timestamptz[], %s::text[])
 ON CONFLICT (id) DO NOTHING
-RETURNING id
+RETURNING id, type IS NOT NULL
 """
 INSERT_MENTIONS = """
 INSERT INTO mention (memory_id, entity_id)
@@ -67,6 +67,42 @@ ON CONFLICT DO NOTHING
 """
 INSERT_AUDIT = """
 INSERT INTO audit_log (member_id, action, memory_id, detail)
-SELECT %s, 'migrate', u.id, jsonb_build_object('source', 'memory_item', 'source_id', u.source_id)
+SELECT %s, 'migrate', u.id, jsonb_build_object('source', %s::text, 'source_id', u.source_id)
 FROM unnest(%s::uuid[], %s::text[]) AS u(id, source_id)
+"""
+
+# A record memory's claims, stated when the record was written and, for a
+# superseded record, retired when it was superseded: the old times, not the
+# import's, so that every run writes the same rows.
+INSERT_ATTRIBUTE_CLAIMS = """
+INSERT INTO attribute_claim (id, memory_id, entity_id, attribute, value, valid_from, valid_until,
+                             confidence, stated_at, retired_at)
+SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[], %s::text[], %s::text[],
+                     %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::timestamptz[],
+                     %s::timestamptz[])
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+"""
+INSERT_RELATION_CLAIMS = """
+INSERT INTO relation_claim (id, memory_id, subject_id, predicate, object_id, valid_from,
+                            valid_until, confidence, stated_at, retired_at)
+SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[], %s::text[], %s::uuid[],
+                     %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::timestamptz[],
+                     %s::timestamptz[])
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+"""
+# Supersession as the supersede tool leaves it: the pointer, the next
+# revision (the update trigger drops the memory's embedding job), and a
+# revision row at the old store's time. Only memories this transaction wrote.
+SUPERSEDE = """
+UPDATE memory m SET superseded_by_id = u.by_id, revision = m.revision + 1
+FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, by_id)
+WHERE m.id = u.id AND m.superseded_by_id IS NULL AND created_in_this_transaction(m.id)
+RETURNING m.id, m.revision
+"""
+INSERT_SUPERSEDE_REVISIONS = """
+INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason, changed_at)
+SELECT u.id, u.revision, 'supersede', %s, %s, u.at
+FROM unnest(%s::uuid[], %s::bigint[], %s::timestamptz[]) AS u(id, revision, at)
 """

@@ -1,5 +1,7 @@
 """The migration report: what was read, imported, already there from an
-earlier run, skipped and why, and what was deliberately not carried."""
+earlier run, skipped and why, and what was deliberately not carried. The
+graph's part: entity records -> memories, their properties -> attribute
+claims, their edges -> relation claims, supersede patches -> supersession."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-ENTITY_EDGES_REASON = "the workspace schema has no entity-to-entity edges yet (design §3.3)"
 DIGESTS_REASON = "session digests summarise turns that are imported as history themselves"
 
 
@@ -48,19 +49,39 @@ class Report:
     # Old kind -> new kind, for kinds that have no namesake.
     kinds_mapped: Counter[str] = field(default_factory=Counter)
     entities: Section = field(default_factory=Section)
+    # Entity rows written with a type (their record's, made an identifier).
+    entities_typed: int = 0
     mentions: Section = field(default_factory=Section)
     # Mentions of a superseded entity that now name its replacement.
     mentions_redirected: int = 0
+    records: Section = field(default_factory=Section)
+    # Mentions the imported record memories carry (every entity they name).
+    record_mentions: int = 0
+    attributes: Section = field(default_factory=Section)
+    relations: Section = field(default_factory=Section)
+    # Of the imported claims: stated by a superseded record, so retired.
+    attributes_retired: int = 0
+    relations_retired: int = 0
+    supersessions: Section = field(default_factory=Section)
     graph: dict[str, Any] = field(default_factory=dict)
-    entity_edges_read: int = 0
     session_digests_read: int = 0
     batches: int = 0
     seconds: float = 0.0
     complete: bool = False
 
     def changed_anything(self) -> bool:
-        return any(
-            s.imported for s in (self.turns, self.memory_items, self.entities, self.mentions)
+        return any(s.imported for s in self._sections())
+
+    def _sections(self) -> tuple[Section, ...]:
+        return (
+            self.turns,
+            self.memory_items,
+            self.entities,
+            self.mentions,
+            self.records,
+            self.attributes,
+            self.relations,
+            self.supersessions,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -74,11 +95,14 @@ class Report:
                 **self.memory_items.to_json(),
                 "kinds_mapped": dict(sorted(self.kinds_mapped.items())),
             },
-            "entities": self.entities.to_json(),
+            "entities": {**self.entities.to_json(), "typed": self.entities_typed},
             "mentions": {**self.mentions.to_json(), "redirected": self.mentions_redirected},
+            "entity_records": {**self.records.to_json(), "mentions": self.record_mentions},
+            "attribute_claims": {**self.attributes.to_json(), "retired": self.attributes_retired},
+            "relation_claims": {**self.relations.to_json(), "retired": self.relations_retired},
+            "supersessions": self.supersessions.to_json(),
             "graph": self.graph,
             "not_carried": {
-                "entity_edges": {"read": self.entity_edges_read, "reason": ENTITY_EDGES_REASON},
                 "session_digests": {"read": self.session_digests_read, "reason": DIGESTS_REASON},
             },
             "batches": self.batches,
@@ -96,8 +120,16 @@ class Report:
             self.memory_items.line("memory items -> memories (origin migrated)"),
             f"    kinds mapped: {kinds}",
             self.entities.line("entities"),
+            f"    imported with a type: {self.entities_typed}",
             self.mentions.line("memory-to-entity edges -> mentions"),
             f"    redirected to a replacement entity: {self.mentions_redirected}",
+            self.records.line("entity records -> memories (origin migrated)"),
+            f"    mentioning the entities their claims name: {self.record_mentions} mentions",
+            self.attributes.line("entity properties -> attribute claims"),
+            f"    retired (stated by a superseded record): {self.attributes_retired}",
+            self.relations.line("entity-to-entity edges -> relation claims"),
+            f"    retired (stated by a superseded record): {self.relations_retired}",
+            self.supersessions.line("supersede patches -> supersessions"),
             (
                 f"graph.jsonl: {g.get('lines', 0)} lines, {g.get('records', 0)} records "
                 f"({g.get('restated', 0)} restated), patches {g.get('patches', {})}, "
@@ -105,7 +137,6 @@ class Report:
                 f"malformed lines; {g.get('superseded', 0)} entities superseded, "
                 f"{g.get('confirmed', 0)} confirmed"
             ),
-            f"not carried: {self.entity_edges_read} entity-to-entity edges: {ENTITY_EDGES_REASON}",
             f"not carried: {self.session_digests_read} session digests: {DIGESTS_REASON}",
             f"{self.batches} batches in {self.seconds:.2f} s",
         ]

@@ -1,0 +1,141 @@
+"""The MCP server as a third-party client sees it: the MCP Inspector's CLI
+(`mcp-inspector --cli`, installed by `make test` under .tools/) lists and calls
+the tools over stdio and over streamable HTTP. Its tools/list output is kept
+under test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recallatron.tools import TOOLS
+from recallatron_cli.stack import Stack
+from tests.conftest import Team, free_port
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+INSPECTOR = REPO / ".tools" / "node_modules" / ".bin" / "mcp-inspector"
+ARTIFACTS = REPO / "test-artifacts"
+
+
+def inspect(target: list[str], *args: str, env: dict[str, str] | None = None) -> Any:
+    assert INSPECTOR.exists(), f"{INSPECTOR} is missing: `make test` installs it"
+    done = subprocess.run(
+        [str(INSPECTOR), "--cli", *target, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def stdio(stack: Stack, token: str) -> list[str]:
+    return [
+        "-e",
+        f"RECALLATRON_TOKEN={token}",
+        "-e",
+        f"RECALLATRON_GATEWAY={stack.gateway}",
+        sys.executable,
+        "-m",
+        "recallatron_mcp",
+        "--transport",
+        "stdio",
+    ]
+
+
+def test_inspector_lists_and_calls_the_tools_over_stdio(stack: Stack, team: Team) -> None:
+    target = stdio(stack, team.clients["ada"].token)
+    listed = inspect(target, "--method", "tools/list")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "mcp-inspector-tools-list.json").write_text(json.dumps(listed, indent=1))
+    by_name = {t.name: t for t in TOOLS}
+    assert [t["name"] for t in listed["tools"]] == list(by_name)
+    for tool in listed["tools"]:
+        hints = tool["annotations"]
+        assert hints["readOnlyHint"] is by_name[tool["name"]].read_only
+        assert hints["destructiveHint"] is by_name[tool["name"]].destructive
+        assert hints["openWorldHint"] is False
+        assert tool["inputSchema"] == by_name[tool["name"]].input_schema
+    word = f"inspected{uuid.uuid4().hex[:8]}"
+    made = inspect(
+        target,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "remember",
+        "--tool-arg",
+        f"request_id={uuid.uuid4()}",
+        "kind=fact",
+        f"title=The {word} release ships on Monday",
+        "audience=workspace",
+    )
+    assert made.get("isError") is not True, made
+    memory = made["structuredContent"]["memory"]
+    found = inspect(
+        target, "--method", "tools/call", "--tool-name", "recall", "--tool-arg", f"query={word}"
+    )
+    assert memory["id"] in [r["id"] for r in found["structuredContent"]["results"]]
+    bad = inspect(target, "--method", "tools/call", "--tool-name", "lookup", "--tool-arg", "nam=x")
+    assert bad["isError"] is True
+    assert "INVALID_ARGUMENT" in bad["content"][0]["text"]
+
+
+def test_inspector_lists_the_tools_over_streamable_http(stack: Stack, team: Team) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "RECALLATRON_GATEWAY": stack.gateway,
+        "RECALLATRON_TOKEN": team.clients["bob"].token,
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "recallatron_mcp",
+            "--transport",
+            "http",
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                listed = inspect([url, "--transport", "http"], "--method", "tools/list")
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        assert [t["name"] for t in listed["tools"]] == [t.name for t in TOOLS]
+        card = inspect(
+            [url, "--transport", "http"],
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "lookup",
+            "--tool-arg",
+            "name=nobody by this name",
+        )
+        assert card["structuredContent"] == {"entities": []}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
