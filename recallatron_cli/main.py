@@ -153,6 +153,8 @@ def _job(settings: Any = None) -> Any:
 def cmd_embed_job(args: argparse.Namespace) -> int:
     from recallatron.logs import configure_logging
     from services.store import embedding_job  # noqa: F401 - registers its metrics first
+    from services.store.heartbeat import FILE_NAME as HEARTBEAT_FILE
+    from services.store.heartbeat import Heartbeat
     from services.store.settings import StoreSettings
 
     settings = StoreSettings()
@@ -162,6 +164,8 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
 
         start_http_server(settings.metrics_port)
     job = _job(settings)
+    # Read by the Deployment's liveness probe (k8s/base/embed-job.yaml).
+    job.beat = Heartbeat(Path(settings.state_dir) / HEARTBEAT_FILE).beat
     log.info("embedding job running", extra={"workers": settings.job_workers})
     # Claims use SKIP LOCKED, so workers never take the same rows.
     workers = [

@@ -208,6 +208,8 @@ class EmbeddingJob:
             settings.embed_target, settings.embed_timeout_seconds, settings
         )
         self.stop_event = threading.Event()
+        # Called at every step of the worker loop (services/store/heartbeat.py).
+        self.beat: Callable[[], None] = lambda: None
 
     def _pool(self, workspace_id: str):  # type: ignore[no-untyped-def]
         ws = self.control.workspace(workspace_id)
@@ -366,9 +368,11 @@ class EmbeddingJob:
         cap = self.settings.job_max_backoff_seconds
         idle_max = self.settings.job_idle_max_seconds
         while not self.stop_event.is_set():
+            self.beat()
             busy = False
             try:
                 for workspace_id in self.control.all_workspaces():
+                    self.beat()
                     now = time.monotonic()
                     next_look, interval = idle.get(workspace_id, (0.0, 0.0))
                     if now < max(next_look, failing.get(workspace_id, (0.0, 0.0))[0]):

@@ -214,6 +214,87 @@ def test_build_context_has_every_copied_source_and_keeps_state_out(dockerfile):
         assert not ignored(str(path.relative_to(REPO))), path
 
 
+def _module_file(module: str) -> Path | None:
+    base = REPO.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def _import_closure(entry_modules: set[str], tops: set[str]) -> set[str]:
+    """Every module of ours reachable by imports (at any depth, imports inside
+    functions included: the CLI imports lazily) from the entry modules."""
+    seen: set[str] = set()
+    todo = list(entry_modules)
+    while todo:
+        module = todo.pop()
+        path = _module_file(module)
+        if module in seen or path is None:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        package = parts if path.name == "__init__.py" else parts[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                root = ".".join([*base, *([node.module] if node.module else [])])
+                # `from a import b` may import the submodule a.b.
+                names = [root, *(f"{root}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in tops:
+                    # A module's parents run first (their __init__).
+                    chain = name.split(".")
+                    todo += [".".join(chain[: i + 1]) for i in range(len(chain))]
+    return seen
+
+
+def _entry_modules(rendered) -> set[str]:
+    """What the image is asked to run: the console scripts, and every
+    `python -m` of the manifests (commands and exec probes)."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    entries = {target.split(":")[0] for target in pyproject["project"]["scripts"].values()}
+    for objs in rendered.values():
+        for obj in objs:
+            if obj["kind"] not in ("Deployment", "Job"):
+                continue
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                commands = [c.get("command", [])]
+                commands += [
+                    c.get(probe, {}).get("exec", {}).get("command", [])
+                    for probe in ("startupProbe", "readinessProbe", "livenessProbe")
+                ]
+                for command in commands:
+                    if command[:2] == ["python", "-m"]:
+                        module = command[2]
+                        main = f"{module}.__main__"
+                        entries.add(main if _module_file(main) else module)
+    return entries
+
+
+def test_every_package_the_entry_points_import_is_copied(rendered, dockerfile):
+    """The issue this guards against: the CLI imports recallatron_mcp while it
+    builds its parser, so an image without it fails every `recallatron`
+    command, `prepare-models` at build time included."""
+    tops = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()}
+    entries = _entry_modules(rendered)
+    assert "recallatron_cli.main" in entries and "services.store.heartbeat" in entries
+    closure = _import_closure(entries, tops)
+    needed = {m.split(".")[0] for m in closure}
+    assert {"recallatron", "recallatron_cli", "recallatron_mcp", "services"} <= needed
+    installs_project = re.compile(r"pip install(\s+--\S+)*\s+\"?\.(\[|\"|\s|$)")
+    stages = [n for n, s in dockerfile.items() if any(installs_project.search(a) for _, a in s)]
+    assert len(stages) == 2, stages  # models (with the extra) and build
+    for name in stages:
+        copied = set(_context_sources({name: dockerfile[name]}))
+        missing = sorted(needed - copied)
+        assert not missing, f"stage {name} installs the project without {missing}"
+
+
 def test_manifest_commands_exist_in_the_image_path(rendered, dockerfile):
     """`recallatron` and `python` resolve through the runtime PATH."""
     path = env_of(dockerfile["runtime"])["PATH"]
