@@ -609,3 +609,13 @@ def test_captured_turns_share_an_episode_until_a_two_hour_gap(
     assert first.stored and second.stored
     assert first.memory.episode_id
     assert (first.memory.episode_id == second.memory.episode_id) is same
+
+
+def test_forget_removes_an_entity_that_took_part_in_an_episode(team: Team) -> None:
+    ada = team.clients["ada"]
+    memory = ada.remember("Met Noor", mention_names=["Noor Haddad"]).memory
+    noor = memory.mentions[0].entity_id
+    episode = ada.create_episode("Coffee", "2026-11-03T08:00:00Z", entity_ids=[noor])
+    ada.forget(memory.id, "asked to")
+    assert ada.lookup("Noor Haddad").entities == []
+    assert [e.memory_id for e in ada.timeline(episode_id=episode.episode_id).events] == []

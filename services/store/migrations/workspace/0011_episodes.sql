@@ -22,7 +22,8 @@ CREATE INDEX episode_speaker_idx ON episode (speaker_member_id, ended_at DESC)
 CREATE TABLE episode_participant (
     episode_id  uuid NOT NULL REFERENCES episode (id),
     member_id   uuid,
-    entity_id   uuid REFERENCES entity (id),
+    -- Forget removes an entity nothing mentions any more; its participation goes too.
+    entity_id   uuid REFERENCES entity (id) ON DELETE CASCADE,
     CHECK ((member_id IS NULL) <> (entity_id IS NULL))
 );
 CREATE INDEX episode_participant_idx ON episode_participant (episode_id);
