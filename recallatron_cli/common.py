@@ -119,6 +119,16 @@ def memory_text(m: Any) -> str:
         lines.append(f"  superseded by {one(m.superseded_by_id)}")
     for mention in m.mentions:
         lines.append(f"  mentions {one(mention.name)} ({one(mention.entity_id)})")
+    for c in m.claims:
+        retired = " (retired)" if c.retired_at.seconds else ""
+        lines.append(f"  states {one(c.entity.name)}: {one(c.attribute)} = {one(c.value)}{retired}")
+    for r in m.relations:
+        retired = " (retired)" if r.retired_at.seconds else ""
+        lines.append(
+            f"  states {one(r.subject.name)} {one(r.predicate)} {one(r.object.name)}{retired}"
+        )
+    for a in m.aliases:
+        lines.append(f"  states {one(a.entity.name)} is also {one(a.alias)}")
     for r in m.revisions:
         action = REVISION_ACTION.name(r.action)
         lines.append(

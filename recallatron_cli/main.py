@@ -27,7 +27,7 @@ from recallatron_cli.common import client_options, memory_text, show
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS, Stack, StackConfig
+    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS, Stack, StackConfig, free_port
 
     state = common.state_dir()
     # Ports: the defaults, each one movable (RECALLATRON_PG_PORT,
@@ -38,7 +38,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     }
     config = StackConfig(
         state_dir=state,
-        pg_port=int(os.environ.get("RECALLATRON_PG_PORT", DEFAULT_PG_PORT)),
+        # Postgres takes no port 0: a free one is chosen here.
+        pg_port=int(os.environ.get("RECALLATRON_PG_PORT", DEFAULT_PG_PORT)) or free_port(),
         ports=ports,
         database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
         models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", state / "models")),
@@ -105,11 +106,21 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
         kind="decision",
         audience_to="workspace",
         mention_names=["standup"],
+        claims=[
+            {
+                "entity": {"name": "standup", "type": "meeting"},
+                "attribute": "starts_at",
+                "value": "09:30",
+            }
+        ],
     ).memory
     print(f"remembered {made.id}")
     read = client.read([made.id]).memories[0]
     print("read back:\n" + memory_text(read))
+    card = client.lookup("Standup").entities[-1]
+    print("the graph knows, stated by that memory:\n" + graph.card_text(card))
     print(f"try: RECALLATRON_TOKEN_FILE={token_path} recallatron read {made.id}")
+    print(f"     RECALLATRON_TOKEN_FILE={token_path} recallatron lookup standup")
 
 
 def cmd_migrate_db(args: argparse.Namespace) -> int:
