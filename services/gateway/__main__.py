@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from recallatron import internal_auth
+from recallatron import internal_auth, tracing
 from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
@@ -73,4 +73,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tracing.setup("gateway")
     main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from recallatron import tracing
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import store_pb2, store_pb2_grpc
@@ -50,4 +51,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tracing.setup("store", database=True)
     main()
