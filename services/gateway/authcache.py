@@ -164,7 +164,7 @@ class RevocationWatcher:
                 if not self.stop.is_set():
                     log.info(
                         "revocation stream down; authenticating every call",
-                        extra={"code": str(exc.code())},  # type: ignore[attr-defined]
+                        extra={"code": str(exc.code())},
                     )
             finally:
                 self.cache.set_live(False)
