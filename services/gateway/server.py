@@ -83,7 +83,7 @@ class Peers:
             who = cpb.Caller(
                 workspace_id=vouch.workspace_id,
                 member_id=vouch.member_id,
-                role=vouch.role,  # type: ignore[arg-type]
+                role=vouch.role,
                 purpose=cpb.PURPOSE_ASSIST,
             )
             return self.signer.member(who, methods)
@@ -185,7 +185,7 @@ class Auth:
         return ident
 
 
-def caller(ident: Identity, purpose: int) -> cpb.Caller:
+def caller(ident: Identity, purpose: cpb.Purpose.ValueType) -> cpb.Caller:
     """The identity sent to store and rank; the purpose checked against the
     token's scope."""
     PURPOSE.parse(purpose, "purpose")  # rejects numbers outside the enum
@@ -194,8 +194,8 @@ def caller(ident: Identity, purpose: int) -> cpb.Caller:
     return cpb.Caller(
         workspace_id=ident.workspace_id,
         member_id=ident.member_id,
-        purpose=purpose,  # type: ignore[arg-type]
-        role=ident.role,  # type: ignore[arg-type]
+        purpose=purpose,
+        role=ident.role,
     )
 
 
