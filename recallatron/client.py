@@ -200,7 +200,7 @@ class Client:
     ) -> pb.RecallResponse:
         req = pb.RecallRequest(
             query=query,
-            mode=MODE.value(mode) if mode else 0,
+            mode=MODE.value(mode) if mode else cpb.RECALL_MODE_UNSPECIFIED,
             limit=limit,
             purpose=PURPOSE.value(purpose),
             filters=cpb.RecallFilters(
@@ -524,4 +524,4 @@ class Client:
 
 
 def is_status(exc: BaseException, code: grpc.StatusCode) -> bool:
-    return isinstance(exc, grpc.RpcError) and exc.code() == code  # type: ignore[attr-defined]
+    return isinstance(exc, grpc.RpcError) and exc.code() == code

@@ -165,7 +165,7 @@ class _Undecodable:
     field: str
 
 
-class _ServiceInterceptor(grpc.ServerInterceptor):
+class _ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no grpc stubs
     """Maps domain errors to status codes and records latency and status
     metrics. With an internal key (store, rank, embed), every call but health
     and reflection must carry a valid caller assertion

@@ -9,27 +9,35 @@ The workspace database declares the same names as Postgres enum types
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
 
+if TYPE_CHECKING:
+    # Only in the stubs (types-protobuf): the metaclass of every generated enum,
+    # generic in its ValueType (a NewType of int per enum).
+    from google.protobuf.internal.enum_type_wrapper import _EnumTypeWrapper
 
-class Terms:
+_V = TypeVar("_V", bound=int)
+
+
+class Terms(Generic[_V]):
     """One proto enum as lowercase names without the prefix, in declaration
-    order, UNSPECIFIED left out."""
+    order, UNSPECIFIED left out. ``value`` gives the enum's own ValueType, so a
+    message field of that enum takes it as is."""
 
-    def __init__(self, enum: Any, prefix: str) -> None:
+    def __init__(self, enum: _EnumTypeWrapper[_V], prefix: str) -> None:
         self.enum = enum
         self.prefix = prefix
-        self.values: dict[str, int] = {
-            str(name).removeprefix(prefix).lower(): int(number)
+        self.values: dict[str, _V] = {
+            str(name).removeprefix(prefix).lower(): number
             for name, number in enum.items()
             if not str(name).endswith("_UNSPECIFIED")
         }
         self.names: tuple[str, ...] = tuple(self.values)
 
-    def value(self, name: str) -> int:
+    def value(self, name: str) -> _V:
         """The enum number of a name of this vocabulary (KeyError otherwise)."""
         return self.values[name]
 
@@ -37,7 +45,8 @@ class Terms:
         """For display: 'unspecified' for 0, the number itself for a value this
         build does not know (a newer peer), never an exception."""
         try:
-            return str(self.enum.Name(value)).removeprefix(self.prefix).lower()
+            # Any int: a number outside the enum is the ValueError below.
+            return str(self.enum.Name(cast(_V, value))).removeprefix(self.prefix).lower()
         except ValueError:
             return str(value)
 

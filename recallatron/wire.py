@@ -46,7 +46,7 @@ def undecodable_field(descriptor: Descriptor, data: bytes, prefix: str = "") -> 
                         chunk.decode("utf-8")
                     except UnicodeDecodeError:
                         return name
-                elif field.type == FieldDescriptor.TYPE_MESSAGE:
+                elif field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None:
                     found = undecodable_field(field.message_type, chunk, name + ".")
                     if found:
                         return found

@@ -264,7 +264,8 @@ def export_cross_encoder(
     )
 
     def head(output: Any, _mask: torch.Tensor) -> torch.Tensor:
-        return activation(output.logits)
+        scores: torch.Tensor = activation(output.logits)
+        return scores
 
     out_dir.mkdir(parents=True, exist_ok=True)
     log("exporting to ONNX")

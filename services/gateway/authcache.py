@@ -18,6 +18,7 @@ import grpc
 from prometheus_client import Counter, Gauge
 
 from recallatron import internal_auth
+from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from services.gateway.ratelimit import token_key
 
@@ -41,7 +42,7 @@ MAX_BACKOFF_SECONDS = 5.0
 class Identity:
     workspace_id: str
     member_id: str
-    role: int
+    role: cpb.Role.ValueType
     # The token's scope (services/gateway/scopes.py): purposes (empty: all)
     # and read-only.
     purposes: frozenset[int] = frozenset()
@@ -164,7 +165,7 @@ class RevocationWatcher:
                 if not self.stop.is_set():
                     log.info(
                         "revocation stream down; authenticating every call",
-                        extra={"code": str(exc.code())},  # type: ignore[attr-defined]
+                        extra={"code": str(exc.code())},
                     )
             finally:
                 self.cache.set_live(False)

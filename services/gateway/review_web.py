@@ -332,8 +332,8 @@ def signin_page(error: str = "") -> bytes:
 
 
 def _status_text(exc: grpc.RpcError) -> str:
-    code = exc.code()  # type: ignore[attr-defined]
-    return f"{code.name}: {exc.details()}"  # type: ignore[attr-defined]
+    code = exc.code()
+    return f"{code.name}: {exc.details()}"
 
 
 # -- the application -----------------------------------------------------------
@@ -390,7 +390,7 @@ class ReviewApp:
             client.duplicate_pairs(limit=1)
         except grpc.RpcError as exc:
             client.close()
-            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:  # type: ignore[attr-defined]
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 return Response(
                     HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
                 )
@@ -504,7 +504,7 @@ def _request_id() -> str:
 
 
 def _explain(exc: grpc.RpcError) -> str:
-    code = exc.code()  # type: ignore[attr-defined]
+    code = exc.code()
     if code == grpc.StatusCode.ABORTED:
         return f"It changed since you looked; nothing was done. ({_status_text(exc)})"
     if code == grpc.StatusCode.NOT_FOUND:

@@ -13,6 +13,8 @@ token. Refusals are PERMISSION_DENIED and name the scope."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2
@@ -45,7 +47,8 @@ SCOPED_CALLS = (
 
 
 def _purpose_name(value: int) -> str:
-    return cpb.Purpose.Name(value).removeprefix("PURPOSE_").lower()
+    # A stored int: Name wants the enum's ValueType (a NewType of int).
+    return cpb.Purpose.Name(cast(cpb.Purpose.ValueType, value)).removeprefix("PURPOSE_").lower()
 
 
 def describe(purposes: frozenset[int], read_only: bool) -> str:

@@ -83,7 +83,7 @@ class Peers:
             who = cpb.Caller(
                 workspace_id=vouch.workspace_id,
                 member_id=vouch.member_id,
-                role=vouch.role,  # type: ignore[arg-type]
+                role=vouch.role,
                 purpose=cpb.PURPOSE_ASSIST,
             )
             return self.signer.member(who, methods)
@@ -99,15 +99,15 @@ class Peers:
             metadata = internal_auth.metadata(assertion) if assertion else None
             return unary(method, request, timeout, metadata)
         except grpc.RpcError as exc:
-            code = exc.code()  # type: ignore[attr-defined]
+            code = exc.code()
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise errors.Unavailable(
                     "a backing service is unavailable; retry shortly"
                 ) from None
-            status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+            status = rpc_status.from_call(exc)
             if status is not None:
                 raise errors.Relayed(status.code, status.message, list(status.details)) from None
-            raise errors.Relayed(code.value[0], exc.details() or "") from None  # type: ignore[attr-defined]
+            raise errors.Relayed(code.value[0], exc.details() or "") from None
 
     def store_call(self, name: str, request: Any, vouch: Vouch = None) -> Any:
         assertion = self.assertion([internal_auth.store_method(name)], request, vouch)
@@ -185,7 +185,7 @@ class Auth:
         return ident
 
 
-def caller(ident: Identity, purpose: int) -> cpb.Caller:
+def caller(ident: Identity, purpose: cpb.Purpose.ValueType) -> cpb.Caller:
     """The identity sent to store and rank; the purpose checked against the
     token's scope."""
     PURPOSE.parse(purpose, "purpose")  # rejects numbers outside the enum
@@ -194,8 +194,8 @@ def caller(ident: Identity, purpose: int) -> cpb.Caller:
     return cpb.Caller(
         workspace_id=ident.workspace_id,
         member_id=ident.member_id,
-        purpose=purpose,  # type: ignore[arg-type]
-        role=ident.role,  # type: ignore[arg-type]
+        purpose=purpose,
+        role=ident.role,
     )
 
 
@@ -275,7 +275,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         try:
             return list(pending.result().entities)
         except grpc.RpcError as exc:
-            log.warning("entity cards unavailable", extra={"code": str(exc.code())})  # type: ignore[attr-defined]
+            log.warning("entity cards unavailable", extra={"code": str(exc.code())})
             return []
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:

@@ -38,25 +38,25 @@ _KINDS = {
 
 def _relay(exc: grpc.RpcError) -> errors.DomainError:
     """A store error as the domain error the recall raises."""
-    code = exc.code()  # type: ignore[attr-defined]
+    code = exc.code()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return errors.Unavailable("the store is unavailable; retry shortly")
-    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    status = rpc_status.from_call(exc)
     if status is not None:
         return errors.Relayed(status.code, status.message, list(status.details))
-    return errors.Relayed(code.value[0], exc.details() or "")  # type: ignore[attr-defined]
+    return errors.Relayed(code.value[0], exc.details() or "")
 
 
 def _unavailable(exc: grpc.RpcError, peer: str, timeout: float) -> Unavailable:
-    code = exc.code()  # type: ignore[attr-defined]
+    code = exc.code()
     kind = _KINDS.get(code, "failed")
     if kind == "unavailable":
         return Unavailable(kind, f"the {peer} is unavailable")
     if kind == "timeout":
         return Unavailable(kind, f"the {peer} did not answer within {timeout:.2g} s")
     if kind == "absent":
-        return Unavailable(kind, exc.details() or "not configured")  # type: ignore[attr-defined]
-    return Unavailable(kind, f"the {peer} failed ({code.name}): {exc.details()}")  # type: ignore[attr-defined]
+        return Unavailable(kind, exc.details() or "not configured")
+    return Unavailable(kind, f"the {peer} failed ({code.name}): {exc.details()}")
 
 
 def _capped(default: float, timeout: float | None) -> float:

@@ -299,7 +299,8 @@ def cancelled_if_abandoned(conn: psycopg.Connection) -> Iterator[None]:
 
 def _fixed_timeout_ms(pool: ConnectionPool) -> int:
     """The statement_timeout the pool opens its connections with."""
-    options = str((pool.kwargs or {}).get("options", ""))
+    kwargs = pool.kwargs() if callable(pool.kwargs) else pool.kwargs or {}
+    options = str(kwargs.get("options", ""))
     _, found, value = options.partition("statement_timeout=")
     digits = value.split()[0] if found and value.split() else ""
     return int(digits) if digits.isdigit() else 2**31 - 1

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
 
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
@@ -108,7 +109,7 @@ class DedupStore:
         self.dbs = dbs
         self.control = control
 
-    def _pool(self, caller: Caller):  # type: ignore[no-untyped-def]
+    def _pool(self, caller: Caller) -> ConnectionPool:
         ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
         return self.dbs.app_pool(ws.server, ws.database_name)
 

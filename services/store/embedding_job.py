@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 from prometheus_client import Counter, Gauge
+from psycopg_pool import ConnectionPool
 
 from recallatron import internal_auth
 from recallatron.embed_input import EMBED_INPUT_VERSION, compose
@@ -184,7 +185,9 @@ class Embedder:
         return resp.model_id, [list(vec.values) for vec in resp.vectors]
 
     def model_id(self) -> str:
-        info = self.stub.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=self.timeout)
+        info: embed_pb2.GetModelInfoResponse = self.stub.GetModelInfo(
+            embed_pb2.GetModelInfoRequest(), timeout=self.timeout
+        )
         return info.embedder.model_id
 
 
@@ -211,7 +214,7 @@ class EmbeddingJob:
         # Called at every step of the worker loop (services/store/heartbeat.py).
         self.beat: Callable[[], None] = lambda: None
 
-    def _pool(self, workspace_id: str):  # type: ignore[no-untyped-def]
+    def _pool(self, workspace_id: str) -> ConnectionPool:
         ws = self.control.workspace(workspace_id)
         return self.dbs.owner_pool(ws.server, ws.database_name)
 
@@ -232,7 +235,7 @@ class EmbeddingJob:
             model_id, vectors = self.embedder.embed(texts)
         except grpc.RpcError as exc:
             FAILURES.inc()
-            if exc.code() in TRANSIENT or len(batch.rows) == 1:  # type: ignore[attr-defined]
+            if exc.code() in TRANSIENT or len(batch.rows) == 1:
                 return self._alone(batch.workspace, batch.rows, exc)
             # The service refused the batch: one row may be at fault, so each
             # is tried alone and only the bad one fails.
@@ -263,11 +266,11 @@ class EmbeddingJob:
                 else:
                     stored += self._store(workspace, [row], model_id, vectors)
                     continue
-            code = exc.code()  # type: ignore[attr-defined]
+            code = exc.code()
             if code in TRANSIENT:
                 self._release(workspace, [r[0] for r in rows[i:]])
                 raise EmbedUnavailable(code) from exc
-            self._row_failed(workspace, memory_id, revision, code, exc.details() or "")  # type: ignore[attr-defined]
+            self._row_failed(workspace, memory_id, revision, code, exc.details() or "")
         return stored
 
     def _release(self, workspace: str, memory_ids: list[str]) -> None:

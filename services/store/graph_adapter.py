@@ -133,7 +133,7 @@ def card_msg(card: graph.EntityCard) -> cpb.EntityCard:
         relations=[
             cpb.EntityRelation(
                 predicate=r.predicate,
-                direction=_DIRECTION[r.direction],  # type: ignore[arg-type]
+                direction=_DIRECTION[r.direction],
                 other=entity_msg(r.other),
                 confidence=r.confidence,
                 memory_id=r.memory_id,

@@ -18,7 +18,7 @@ _LOCK_KEY = 7_401_001
 def migration_files(kind: str) -> list[tuple[str, str]]:
     """(version, sql) of the `control` or `workspace` migrations, in order."""
     folder = resources.files("services.store") / "migrations" / kind
-    files = sorted(f for f in folder.iterdir() if f.name.endswith(".sql"))
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     return [(f.name.removesuffix(".sql"), f.read_text()) for f in files]
 
 
@@ -37,7 +37,7 @@ def apply_migrations(conninfo: str, kind: str) -> list[str]:
                 if version in done:
                     continue
                 with conn.transaction():
-                    conn.execute(sql)  # type: ignore[call-overload]  # trusted files
+                    conn.execute(sql)  # trusted files
                     conn.execute("INSERT INTO schema_migration (version) VALUES (%s)", (version,))
                 log.info("migration applied", extra={"kind": kind, "version": version})
                 applied_now.append(version)

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import grpc
 
-from recallatron import convert, errors, internal_auth
+from recallatron import convert, embed_input, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2 as pb
 from recallatron.v1 import store_pb2_grpc
@@ -123,7 +123,7 @@ def ref_msg(ref: Ref) -> cpb.MemoryRef:
         id=ref.id,
         visible=ref.visible,
         title=ref.title,
-        kind=KIND.value(ref.kind) if ref.kind else 0,
+        kind=KIND.value(ref.kind) if ref.kind else cpb.KIND_UNSPECIFIED,
     )
 
 
@@ -277,6 +277,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
         except errors.Unavailable as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
+        assert self.revocations is not None  # context.abort raised otherwise
         try:
             yield pb.WatchRevocationsResponse(subscribed=True)
             while context.is_active() and not self.stopping.is_set():
@@ -539,7 +540,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             caller_of(request.caller),
             list(request.vector),
             request.model_id,
-            embedding_job.EMBED_INPUT_VERSION,
+            embed_input.EMBED_INPUT_VERSION,
             request.limit,
             filters_of(request.filters),
         )
@@ -599,7 +600,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             memories=status.memories,
             embedded=status.embedded,
             pending=status.pending,
-            input_version=embedding_job.EMBED_INPUT_VERSION,
+            input_version=embed_input.EMBED_INPUT_VERSION,
             parked=status.parked,
             parked_reasons=[pb.ParkedReason(reason=r, count=n) for r, n in status.parked_reasons],
         )

@@ -272,12 +272,14 @@ class _Gen:
 
     # -- the conversation ledger ---------------------------------------------
 
-    def turns(self, n_turns: int, n_chats: int) -> tuple[list[tuple], list[tuple]]:
+    def turns(
+        self, n_turns: int, n_chats: int
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         r = self.rng
         chats = [f"tg-{1000 + i}" for i in range(n_chats - 2)] + ["cli-main", "desktop"]
         clocks = {c: START + timedelta(hours=r.randint(0, 72)) for c in chats}
-        turns: list[tuple] = []
-        digests: list[tuple] = []
+        turns: list[tuple[Any, ...]] = []
+        digests: list[tuple[Any, ...]] = []
         needle_at = set(r.sample(range(200, n_turns - 200), len(NEEDLES)))
         needles = iter(NEEDLES)
         while len(turns) < n_turns:
@@ -482,14 +484,16 @@ class _Gen:
 
     # -- curated memory items ---------------------------------------------------
 
-    def items(self, n_items: int, entity_ids: list[str]) -> tuple[list[tuple], list[tuple]]:
+    def items(
+        self, n_items: int, entity_ids: list[str]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         r = self.rng
         t = self.truth
         statuses = list(STATUS_WEIGHTS)
         weights = list(STATUS_WEIGHTS.values())
         superseded_olds = [e for e in entity_ids if t.final_entity[e] != e]
-        items: list[tuple] = []
-        edges: list[tuple] = []
+        items: list[tuple[Any, ...]] = []
+        edges: list[tuple[Any, ...]] = []
         used_final: set[str] = set()
         for i in range(1, n_items + 1):
             status = r.choices(statuses, weights)[0]
