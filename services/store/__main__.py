@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import store_pb2, store_pb2_grpc
@@ -37,6 +39,14 @@ def main() -> None:
     # that is not up yet is waited for, not fatal (services start in any order).
     if not dbs.wait_and_bootstrap(server.stopped):
         return
+    try:
+        # Unknown server names fail here, at start-up (docs/servers.md).
+        control.check_recorded_servers()
+    except RuntimeError as exc:
+        log.error("cannot serve", extra={"error": str(exc)})
+        server.stop()
+        sys.exit(1)
+    dbs.ensure_all_servers()
     for workspace_id in control.all_workspaces():
         ws = control.workspace(workspace_id)
         dbs.migrate_workspace(ws.server, ws.database_name)
