@@ -254,6 +254,42 @@ def cmd_servers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_move_workspace(args: argparse.Namespace) -> int:
+    """Moves a live workspace to another named server (docs/servers.md,
+    Moving); a rerun after an interruption finishes or rolls back."""
+    from recallatron import errors
+    from services.store.control import ControlPlane
+    from services.store.db import Databases
+    from services.store.moving import Mover
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings())
+    dbs.bootstrap()
+    control = ControlPlane(dbs)
+    # SIGTERM ends the move like Ctrl-C: the cleanup of an unsealed move runs.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        found = [
+            w for w in control.all_workspaces() if args.workspace in (w, control.workspace(w).slug)
+        ]
+        if not found:
+            sys.exit(f"no workspace {args.workspace!r}")
+        mover = Mover(dbs, control, lambda msg: print(msg, flush=True))
+        report = mover.move(found[0], args.to, keep_source=args.keep_source)
+    except errors.DomainError as exc:
+        sys.exit(f"error: {exc.message}")
+    finally:
+        dbs.close()
+    print(
+        f"moved {report.workspace} from {report.source} to {report.target} in "
+        f"{report.total_seconds:.1f} s (copy {report.copied_seconds:.1f} s, writes held "
+        f"{report.fence_seconds * 1000:.0f} ms)"
+        + (f"; resumed from {report.resumed_from}" if report.resumed_from else ""),
+        flush=True,
+    )
+    return 0
+
+
 def cmd_prepare_models(args: argparse.Namespace) -> int:
     from services.embed import prepare
 
@@ -436,6 +472,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sv_sub.add_parser("undrain", help="open it for new workspaces again").add_argument("name")
     sv.set_defaults(func=cmd_servers)
+    mv = sub.add_parser(
+        "move-workspace",
+        help="move a live workspace to another named server (docs/servers.md, Moving)",
+    )
+    mv.add_argument("workspace", help="slug or id")
+    mv.add_argument("--to", required=True, help="the target server's name")
+    mv.add_argument(
+        "--keep-source",
+        action="store_true",
+        help="keep the old database (renamed, closed to connections) instead of dropping it",
+    )
+    mv.set_defaults(func=cmd_move_workspace)
     pm = sub.add_parser("prepare-models", help="export the models to ONNX (cached)")
     pm.add_argument("rest", nargs=argparse.REMAINDER)
     pm.set_defaults(func=cmd_prepare_models)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 SERVER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 # `name=url` pairs split at a comma that starts the next pair: a multi-host
@@ -132,6 +132,29 @@ def server_map(database_url: str, default: str, pairs: str, directory: str) -> S
             "RECALLATRON_POSTGRES_SERVERS"
         )
     return ServerMap(urls, default)
+
+
+def with_inline_password(url: str) -> str:
+    """``url`` with the password its libpq password file holds written into
+    it: for a connection Postgres itself opens (a subscription), which cannot
+    read this process's password file. Never log the result."""
+    params = conninfo_to_dict(url)
+    passfile = params.pop("passfile", None)
+    if passfile and not params.get("password"):
+        want = [
+            str(params.get("host") or "localhost"),
+            str(params.get("port") or "5432"),
+            str(params.get("dbname") or ""),
+            str(params.get("user") or ""),
+        ]
+        for line in Path(str(passfile)).read_text().splitlines():
+            fields = line.split(":", 4)
+            if len(fields) == 5 and all(
+                f in ("*", w) for f, w in zip(fields[:4], want, strict=True)
+            ):
+                params["password"] = fields[4]
+                break
+    return make_conninfo(**params)  # type: ignore[arg-type]
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

@@ -22,3 +22,15 @@ CREATE TABLE postgres_server (
     draining    boolean NOT NULL DEFAULT false,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- A workspace being moved to another server (docs/servers.md, Moving): at
+-- most one move per workspace; a rerun of an interrupted move reads its
+-- state here and finishes it (sealed, switched) or rolls it back (copying).
+CREATE TABLE workspace_move (
+    workspace_id    uuid PRIMARY KEY REFERENCES workspace (id),
+    source          text NOT NULL,
+    target          text NOT NULL CHECK (target ~ '^[a-z][a-z0-9-]{0,62}$'),
+    state           text NOT NULL CHECK (state IN ('copying', 'sealed', 'switched')),
+    started_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now()
+);
