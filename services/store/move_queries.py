@@ -65,6 +65,7 @@ BACKEND_PID = "SELECT pg_backend_pid()"
 CURRENT_LSN = "SELECT pg_current_wal_lsn()::text"
 
 # -- target --
+AS_REPLICA = "SET session_replication_role = replica"
 SUBSCRIPTION_EXISTS = "SELECT 1 FROM pg_subscription WHERE subname = %s"
 # Initial copy done: every table of the subscription is ready ('r').
 NOT_READY_TABLES = """
