@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 
 import psycopg
 from psycopg import sql
-from psycopg.errors import LockNotAvailable
+from psycopg.errors import DeadlockDetected, LockNotAvailable
 
 from recallatron import errors
 from services.store import migrate
@@ -46,9 +46,12 @@ from services.store.servers import with_inline_password
 # Longest the cut-over waits for the target to catch up before giving up
 # (the move is then rolled back, the source serving throughout).
 CATCH_UP_SECONDS = 30.0
-# Longest the fence waits for its locks per try (a long write holds one).
-LOCK_TIMEOUT = "2s"
-LOCK_TRIES = 5
+# The fence takes its locks in short tries: a write may hold one table and
+# want another the fence holds, and a try that gives up long before
+# Postgres's deadlock check (deadlock_timeout, 1 s) means the write is never
+# the one cancelled: it only waits a moment.
+LOCK_TIMEOUT = "50ms"
+LOCK_TRIES = 400
 # For tests of interrupted moves: stop (and wait to be killed) after this step.
 PAUSE_ENV = "RECALLATRON_MOVE_PAUSE_AFTER"
 MARKER_TABLE = "recallatron_move_marker"
@@ -250,9 +253,10 @@ class Mover:
                 fence.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
                 fence.execute(lock)
                 return time.monotonic()
-            except LockNotAvailable:
+            except (LockNotAvailable, DeadlockDetected):
                 fence.rollback()
-                self.log(f"fence: a long write holds a lock; retrying ({attempt + 1})")
+                if attempt % 20 == 19:
+                    self.log(f"fence: writes hold the tables; still trying ({attempt + 1})")
         raise errors.Unavailable("fence: could not lock the workspace's tables")
 
     def _seal(self, source: str, database: str, keep: list[int]) -> None:

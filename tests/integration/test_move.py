@@ -212,15 +212,18 @@ def test_a_move_under_load_loses_and_doubles_nothing(two: Stack, operator: Clien
     assert recorded(two, workspace_id) == ("b", 0)
     assert not leftovers(two, database)
     # Every acknowledged write is in the new database exactly once, whole.
-    titles = Counter(
-        r[0]
-        for r in rows(two, "b", database, "SELECT title FROM memory WHERE title LIKE 'Writer %'")
+    written = rows(
+        two, "b", database, "SELECT title, id::text FROM memory WHERE title LIKE 'Writer %'"
     )
+    titles = Counter(t for t, _ in written)
     assert len(acked) > 50
     assert sorted(titles) == sorted(t for _, t, _ in acked)
     assert set(titles.values()) == {1}
-    keys = rows(two, "b", database, "SELECT request_id, memory_id::text FROM request_key")
-    assert {(r, m) for r, _, m in acked} <= set(keys)
+    # Each acknowledgement named the row that holds its write (a retry
+    # answered with the first result), and its request id is kept.
+    assert dict(written) == {t: m for _, t, m in acked}
+    keyed = rows(two, "b", database, "SELECT memory_id::text FROM request_key")
+    assert {m for _, _, m in acked} <= {r[0] for r in keyed}
     unwhole = rows(
         two,
         "b",
