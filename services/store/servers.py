@@ -174,3 +174,30 @@ def place(names: Iterable[str], counts: Mapping[str, int], draining: Iterable[st
     if not open_names:
         return None
     return min(open_names, key=lambda n: (counts.get(n, 0), n))
+
+
+def connection_budget(
+    *,
+    max_open_pools: int,
+    pool_max_size: int,
+    owner_pool_max_size: int,
+    server_threads: int,
+    job_workers: int,
+    store_replicas: int,
+    job_replicas: int,
+    default_server: bool,
+) -> int:
+    """The most connections the stores and embedding jobs open on one server
+    (docs/servers.md, Connection budget): per replica, its open pools at
+    their largest, plus the calls still in flight on pools just evicted (a
+    pool closes its busy connections as they come back), plus on the default
+    server the control pool and the store's revocation listener."""
+    control = pool_max_size if default_server else 0
+    store = (
+        max_open_pools * (pool_max_size + owner_pool_max_size)
+        + server_threads
+        + control
+        + (1 if default_server else 0)
+    )
+    job = max_open_pools * owner_pool_max_size + job_workers + control
+    return store_replicas * store + job_replicas * job
