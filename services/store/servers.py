@@ -15,6 +15,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 SERVER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 # `name=url` pairs split at a comma that starts the next pair: a multi-host
 # URL (`postgresql://h1,h2/db`) keeps its own commas.
+_SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _PAIR_SPLIT = re.compile(r",\s*(?=[a-z][a-z0-9-]{0,62}=)")
 
 
@@ -71,7 +72,7 @@ def parse_pairs(text: str) -> dict[str, str]:
         if not sep or not url.strip():
             raise ServerConfigError(
                 f"RECALLATRON_POSTGRES_SERVERS: expected name=url pairs, got an entry "
-                f"named {name[:64]!r} without a URL"
+                f"named {_shown(name)} without a URL"
             )
         _check_name(name, "RECALLATRON_POSTGRES_SERVERS")
         if name in out:
@@ -101,10 +102,16 @@ def read_dir(directory: str) -> dict[str, str]:
     return out
 
 
+def _shown(name: str) -> str:
+    """A name for an error message; anything else (a URL given without its
+    name, which may hold a password) is not echoed."""
+    return repr(name) if _SHOWABLE.match(name) else "(not shown: it is no name)"
+
+
 def _check_name(name: str, where: str) -> None:
     if not SERVER_NAME_RE.match(name):
         raise ServerConfigError(
-            f"{where}: server name {name[:64]!r} must be 1-63 characters of a-z, 0-9 "
+            f"{where}: server name {_shown(name)} must be 1-63 characters of a-z, 0-9 "
             "and '-', starting with a letter"
         )
 

@@ -30,6 +30,8 @@ def test_pairs_keep_the_commas_of_a_multi_host_url() -> None:
         ("a=", "without a URL"),
         ("Bad=postgresql://x", "must be 1-63 characters"),
         (f"a={A},a={A}", "named twice"),
+        # A URL without its name: refused, and not echoed.
+        ("postgresql://admin:s3cret-a@pg-a/postgres?sslmode=require", "not shown"),
     ],
 )
 def test_bad_pairs_are_refused_with_the_setting_named(text: str, says: str) -> None:
