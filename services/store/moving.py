@@ -46,6 +46,9 @@ from services.store.servers import with_inline_password
 # Longest the cut-over waits for the target to catch up before giving up
 # (the move is then rolled back, the source serving throughout).
 CATCH_UP_SECONDS = 30.0
+# Before the fence: markers until one arrives this fast (or this many tried).
+CLOSE_ENOUGH_SECONDS = 0.2
+CATCH_UP_ROUNDS = 30
 # The fence takes its locks in short tries: a write may hold one table and
 # want another the fence holds, and a try that gives up long before
 # Postgres's deadlock check (deadlock_timeout, 1 s) means the write is never
@@ -214,21 +217,16 @@ class Mover:
             tables = [r[0] for r in tables_conn.execute(q.PUBLISHED_TABLES).fetchall()]
         # The marker is written while the fence holds the others.
         tables = [t for t in tables if t != MARKER_TABLE]
+        # Close the gap first, unfenced: the fence then waits only for the
+        # writes of the last round trip, not for a backlog.
+        for _ in range(CATCH_UP_ROUNDS):
+            if self._marker_round_trip(source, target, database) < CLOSE_ENOUGH_SECONDS:
+                break
         fence = psycopg.connect(self.dbs.database_url(source, database))
         try:
             fenced_at = self._fence(fence, tables)
-            token = str(uuid.uuid4())
-            with self._conn(source, database) as conn:
-                conn.execute(q.WRITE_MARKER, (token,))
+            self._marker_round_trip(source, target, database)
             with self._conn(target, database) as conn:
-                deadline = time.monotonic() + CATCH_UP_SECONDS
-                while True:
-                    row = conn.execute(q.READ_MARKER).fetchone()
-                    if row is not None and row[0] == token:
-                        break
-                    if time.monotonic() > deadline:
-                        raise errors.Unavailable("the target did not catch up in time")
-                    time.sleep(0.01)
                 # Identity columns go on where the source stopped.
                 for name, value in fence.execute(q.SEQUENCES).fetchall():
                     conn.execute(q.SET_SEQUENCE, (name, value))
@@ -243,6 +241,22 @@ class Mover:
             # Before the seal this lifts the fence and the source serves on;
             # after it, nothing is left to write there.
             fence.close()
+
+    def _marker_round_trip(self, source: str, target: str, database: str) -> float:
+        """Seconds until a marker committed on the source now is applied on
+        the target: every commit before it has been applied then."""
+        began = time.monotonic()
+        token = str(uuid.uuid4())
+        with self._conn(source, database) as conn:
+            conn.execute(q.WRITE_MARKER, (token,))
+        with self._conn(target, database) as conn:
+            while True:
+                row = conn.execute(q.READ_MARKER).fetchone()
+                if row is not None and row[0] == token:
+                    return time.monotonic() - began
+                if time.monotonic() - began > CATCH_UP_SECONDS:
+                    raise errors.Unavailable("the target did not catch up in time")
+                time.sleep(0.01)
 
     def _fence(self, fence: psycopg.Connection, tables: list[str]) -> float:
         lock = sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(
