@@ -3,6 +3,8 @@ Identifiers (tables, the publication, subscription and slot) are composed
 with psycopg.sql from names this code makes, never from request text."""
 
 # -- control plane --
+# Held by the mover's own session for the whole move (namespace 7401).
+TRY_MOVE_LOCK = "SELECT pg_try_advisory_lock(7401, hashtext(%s::text))"
 MOVE_OF = "SELECT source, target, state FROM workspace_move WHERE workspace_id = %s"
 INSERT_MOVE = """
 INSERT INTO workspace_move (workspace_id, source, target, state) VALUES (%s, %s, %s, 'copying')

@@ -108,8 +108,20 @@ class Mover:
     # -- the move -----------------------------------------------------------
 
     def move(self, workspace_id: str, target: str, keep_source: bool = False) -> MoveReport:
-        began = time.monotonic()
         self.dbs.server_url(target)  # a configured name, or InvalidArgument
+        # One mover per workspace: a rerun while another still runs would
+        # otherwise take its move for an interrupted one. The lock is the
+        # session's, so a killed mover's goes with its connection.
+        with psycopg.connect(self.dbs.control_url(), autocommit=True) as guard:
+            row = guard.execute(q.TRY_MOVE_LOCK, (workspace_id,)).fetchone()
+            if row is None or not row[0]:
+                raise errors.FailedPrecondition(
+                    "workspace: another move of this workspace is running", "workspace"
+                )
+            return self._move(workspace_id, target, keep_source)
+
+    def _move(self, workspace_id: str, target: str, keep_source: bool) -> MoveReport:
+        began = time.monotonic()
         self.control.settings(workspace_id, fresh=True)  # the record as it is now
         ws = self.control.workspace(workspace_id)
         with self._control() as conn:

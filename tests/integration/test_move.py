@@ -24,6 +24,7 @@ import pytest
 from recallatron.client import Client
 from recallatron_cli.stack import Stack, StackConfig, free_port
 from services.store.db import CONTROL_DATABASE, with_database
+from tests.integration.test_servers import secrets_of
 
 pytestmark = pytest.mark.integration
 
@@ -245,6 +246,10 @@ def test_a_move_under_load_loses_and_doubles_nothing(two: Stack, operator: Clien
     # New writes land on the new server.
     after = retrying(lambda: ada.remember("Written after the move", request_id="after")).memory.id
     assert rows(two, "b", database, f"SELECT count(*) FROM memory WHERE id = '{after}'") == [(1,)]
+    # No URL or password reached a log meanwhile.
+    logs = "\n".join(p.read_text(errors="replace") for p in two.log_dir.iterdir())
+    for secret in secrets_of(two):
+        assert secret not in logs and secret not in out
     print(
         f"\nmove under load: {moved_in:.1f} s; {len(acked)} writes acknowledged; "
         f"write latency p50 {statistics.median(pauses) * 1000:.0f} ms, max "
@@ -271,6 +276,12 @@ def test_a_move_killed_at_a_step_ends_like_a_clean_one(
             break
     else:
         raise AssertionError(f"the move ended before {step}: {proc.wait()}")
+    if step == "copying":
+        # While it runs, a second mover is refused rather than undoing it.
+        second = move(two, slug)
+        out, _ = second.communicate(timeout=120)
+        assert second.returncode == 1
+        assert "another move of this workspace is running" in out
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     # Interrupted: still served, from exactly one database.
