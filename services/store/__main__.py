@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import psycopg
+
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import store_pb2, store_pb2_grpc
@@ -49,7 +51,15 @@ def main() -> None:
     dbs.ensure_all_servers()
     for workspace_id in control.all_workspaces():
         ws = control.workspace(workspace_id)
-        dbs.migrate_workspace(ws.server, ws.database_name)
+        try:
+            dbs.migrate_workspace(ws.server, ws.database_name)
+        except psycopg.OperationalError as exc:
+            # A server that is down (or a database sealed by a move) must
+            # not stop the others serving: its workspaces are UNAVAILABLE.
+            log.warning(
+                "workspace database not reachable; not migrated",
+                extra={"workspace": ws.slug, "server": ws.server, "error": dbs.redact(str(exc))},
+            )
     revocations.start()
     server.set_serving()
     log.info("serving")
