@@ -266,7 +266,8 @@ def cmd_move_workspace(args: argparse.Namespace) -> int:
     dbs = Databases(StoreSettings())
     dbs.bootstrap()
     control = ControlPlane(dbs)
-    # SIGTERM ends the move like Ctrl-C: the cleanup of an unsealed move runs.
+    # SIGTERM ends the move like Ctrl-C: a move not yet sealed rolls back at
+    # once (one past the seal is finished by a rerun).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         found = [

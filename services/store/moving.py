@@ -155,7 +155,7 @@ class Mover:
             self._copy(workspace_id, ws.database_name, ws.server, target)
             report.copied_seconds = time.monotonic() - began
             report.fence_seconds = self._cut_over(workspace_id, ws.database_name, ws.server, target)
-        except Exception:
+        except BaseException:  # SIGTERM and Ctrl-C too (the CLI makes both KeyboardInterrupt)
             with self._control() as conn:
                 row = conn.execute(q.MOVE_OF, (workspace_id,)).fetchone()
             if row is not None and row[2] == "copying":

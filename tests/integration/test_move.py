@@ -297,3 +297,23 @@ def test_a_move_killed_at_a_step_ends_like_a_clean_one(
     assert [m.id for m in read] == ids
     assert rows(two, "b", database, "SELECT count(*) FROM memory") == [(20,)]
     ada.close()
+
+
+def test_sigterm_before_the_seal_rolls_the_move_back_at_once(two: Stack, operator: Client) -> None:
+    workspace_id, slug, database, ada = team(two, operator)
+    ada.remember("A note that stays where it is")
+    proc = move(two, slug, pause_after="copied")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "step: copied":
+            break
+    proc.send_signal(signal.SIGTERM)
+    out = proc.stdout.read()
+    assert proc.wait(60) != 0
+    assert "rolled back: the source serves as before" in out
+    assert recorded(two, workspace_id) == ("default", 0)
+    assert database not in {
+        r[0] for r in rows(two, "b", "postgres", "SELECT datname FROM pg_database")
+    }
+    assert retrying(lambda: ada.remember("Written after the rollback")).memory.id
+    ada.close()
