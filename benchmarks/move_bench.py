@@ -117,8 +117,8 @@ def main() -> None:
                     "move_seconds": round(duration, 1),
                     "fence_ms": int(fence.group(1)) if fence else None,
                     "writes": len(pauses),
-                    "write_p50_ms": round(statistics.median(pauses) * 1000, 1),
-                    "write_max_ms": round(max(pauses) * 1000, 1),
+                    "write_p50_ms": round(statistics.median(pauses) * 1000, 1) if pauses else None,
+                    "write_max_ms": round(max(pauses) * 1000, 1) if pauses else None,
                     "move_output": last,
                 }
             )
