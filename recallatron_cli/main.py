@@ -150,6 +150,9 @@ def _job(settings: Any = None) -> Any:
         control.check_recorded_servers()  # unknown server names fail at start-up
     except RuntimeError as exc:
         sys.exit(f"embedding job cannot run: {exc}")
+    from services.store.follow import MoveFollower
+
+    MoveFollower(dbs.control_url(), stop, control.forget_workspace).start()
     job = EmbeddingJob(settings, dbs, control)
     job.stop_event = stop
     return job

@@ -12,6 +12,7 @@ from recallatron.v1 import store_pb2, store_pb2_grpc
 from services.store import pool_metrics
 from services.store.control import ControlPlane
 from services.store.db import Databases
+from services.store.follow import MoveFollower
 from services.store.memories import MemoryStore
 from services.store.recall import RecallQueries
 from services.store.revocations import RevocationFeed
@@ -61,6 +62,7 @@ def main() -> None:
                 extra={"workspace": ws.slug, "server": ws.server, "error": dbs.redact(str(exc))},
             )
     revocations.start()
+    MoveFollower(dbs.control_url(), server.stopped, control.forget_workspace).start()
     server.set_serving()
     log.info("serving")
     server.wait_for_termination(on_stop=dbs.close)

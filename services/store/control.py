@@ -213,6 +213,11 @@ class ControlPlane:
             self._workspaces[workspace_id] = (time.monotonic(), ws)
         return ws
 
+    def forget_workspace(self, workspace_id: str) -> None:
+        """Drops the cached record (the workspace moved: services/store/follow.py)."""
+        with self._lock:
+            self._workspaces.pop(workspace_id, None)
+
     def all_workspaces(self) -> list[str]:
         with self.dbs.control_conn() as conn:
             return [str(r[0]) for r in conn.execute(q.ALL_WORKSPACE_IDS)]

@@ -17,6 +17,9 @@ SWITCH_WORKSPACE = """
 UPDATE workspace SET server = %s, updated_at = now() WHERE id = %s AND server = %s
 """
 WORKSPACE_SERVER = "SELECT server FROM workspace WHERE id = %s"
+# Delivered at the switch's commit: replicas drop their cached record
+# (services/store/follow.py).
+NOTIFY_MOVED = "SELECT pg_notify('recallatron_workspace_moved', %s)"
 
 # -- either server --
 DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"

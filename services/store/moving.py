@@ -307,6 +307,7 @@ class Mover:
             if row is None or row[0] != target:
                 raise errors.FailedPrecondition("the workspace's record changed during the move")
             conn.execute(q.SET_MOVE_STATE, ("switched", workspace_id))
+            conn.execute(q.NOTIFY_MOVED, (workspace_id,))
         self.control.settings(workspace_id, fresh=True)
         self._step("switched")
 
