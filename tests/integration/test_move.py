@@ -246,9 +246,12 @@ def test_a_move_under_load_loses_and_doubles_nothing(two: Stack, operator: Clien
     # New writes land on the new server.
     after = retrying(lambda: ada.remember("Written after the move", request_id="after")).memory.id
     assert rows(two, "b", database, f"SELECT count(*) FROM memory WHERE id = '{after}'") == [(1,)]
-    # The replicas followed at once (the switch's NOTIFY): a write that met a
-    # stale record would have waited out the 5 s pool timeout.
-    assert max(pauses) < 4.5
+    # The replicas followed at once (the switch's NOTIFY): only a write that
+    # reached a store between the seal and the switch (milliseconds) meets
+    # the sealed source and waits out the 5 s pool timeout; without the
+    # NOTIFY every write of the cache's 5 s would.
+    slow = sum(p > 1.0 for p in pauses)
+    assert slow <= 8, f"{slow} writes took over a second"
     # No URL or password reached a log meanwhile.
     logs = "\n".join(p.read_text(errors="replace") for p in two.log_dir.iterdir())
     for secret in secrets_of(two):
@@ -256,7 +259,7 @@ def test_a_move_under_load_loses_and_doubles_nothing(two: Stack, operator: Clien
     print(
         f"\nmove under load: {moved_in:.1f} s; {len(acked)} writes acknowledged; "
         f"write latency p50 {statistics.median(pauses) * 1000:.0f} ms, max "
-        f"{max(pauses) * 1000:.0f} ms; recall {recall_ok['right']} right, "
+        f"{max(pauses) * 1000:.0f} ms, {slow} over 1 s; recall {recall_ok['right']} right, "
         f"{recall_ok['unavailable']} UNAVAILABLE; {out.strip().splitlines()[-1]}"
     )
     ada.close()
