@@ -198,13 +198,15 @@ def connection_budget(
     (docs/servers.md, Connection budget): per replica, its open pools at
     their largest, plus the calls still in flight on pools just evicted (a
     pool closes its busy connections as they come back), plus on the default
-    server the control pool and the store's revocation listener."""
+    server the control pool and the listeners (the store's revocation and
+    move listeners, the job's move listener)."""
     control = pool_max_size if default_server else 0
+    listeners = 1 if default_server else 0
     store = (
         max_open_pools * (pool_max_size + owner_pool_max_size)
         + server_threads
         + control
-        + (1 if default_server else 0)
+        + 2 * listeners
     )
-    job = max_open_pools * owner_pool_max_size + job_workers + control
+    job = max_open_pools * owner_pool_max_size + job_workers + control + listeners
     return store_replicas * store + job_replicas * job
