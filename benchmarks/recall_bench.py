@@ -368,14 +368,14 @@ def prewarm(stack: Stack, workspace_id: str) -> None:
     import psycopg
 
     from services.store.control import ControlPlane
-    from services.store.db import Databases, with_database
+    from services.store.db import Databases
     from services.store.settings import StoreSettings
 
     dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
     dbs.bootstrap()
     try:
         ws = ControlPlane(dbs).workspace(workspace_id)
-        url = with_database(ws.server or stack.database_url, ws.database_name)
+        url = dbs.database_url(ws.server, ws.database_name)
     finally:
         dbs.close()
     with psycopg.connect(url, autocommit=True) as conn:

@@ -226,14 +226,14 @@ def seed_control(client: Client, layout: Layout, count: int, texts: Texts) -> No
 def workspace_url(stack: Stack, layout: Layout) -> str:
     """The workspace database's URL, as the operator."""
     from services.store.control import ControlPlane
-    from services.store.db import Databases, with_database
+    from services.store.db import Databases
     from services.store.settings import StoreSettings
 
     dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
     dbs.bootstrap()
     try:
         ws = ControlPlane(dbs).workspace(layout.workspace_id)
-        return with_database(ws.server or stack.database_url, ws.database_name)
+        return dbs.database_url(ws.server, ws.database_name)
     finally:
         dbs.close()
 

@@ -446,9 +446,14 @@ class Client:
 
     # -- admin -------------------------------------------------------------
 
-    def create_workspace(self, slug: str) -> pb.AdminServiceCreateWorkspaceResponse:
+    def create_workspace(
+        self, slug: str, server: str = ""
+    ) -> pb.AdminServiceCreateWorkspaceResponse:
+        """``server``: a configured server's name; empty lets the placement
+        policy pick (docs/servers.md)."""
         return self.call(
-            self.admin.CreateWorkspace, pb.AdminServiceCreateWorkspaceRequest(slug=slug)
+            self.admin.CreateWorkspace,
+            pb.AdminServiceCreateWorkspaceRequest(slug=slug, server=server),
         )
 
     def create_member(

@@ -273,6 +273,10 @@ class LocalPostgres:
             "unix_socket_directories=",
             "-c",
             "max_connections=500",
+            # Moving a workspace to another server replicates it logically
+            # (services/store/moving.py).
+            "-c",
+            "wal_level=logical",
             "-c",
             "shared_buffers=256MB",
         ]

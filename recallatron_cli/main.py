@@ -156,7 +156,15 @@ def _job(settings: Any = None) -> Any:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     if not dbs.wait_and_bootstrap(stop):
         sys.exit(0)
-    job = EmbeddingJob(settings, dbs, ControlPlane(dbs))
+    control = ControlPlane(dbs)
+    try:
+        control.check_recorded_servers()  # unknown server names fail at start-up
+    except RuntimeError as exc:
+        sys.exit(f"embedding job cannot run: {exc}")
+    from services.store.follow import MoveFollower
+
+    MoveFollower(dbs.control_url(), stop, control.forget_workspace).start()
+    job = EmbeddingJob(settings, dbs, control)
     job.stop_event = stop
     return job
 
@@ -238,6 +246,69 @@ def cmd_scrub(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_servers(args: argparse.Namespace) -> int:
+    """Named Postgres servers: list them, mark one draining or open again.
+    Runs with the store's settings (names only are shown; docs/servers.md)."""
+    from recallatron import errors
+    from services.store.control import ControlPlane
+    from services.store.db import Databases
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings())
+    dbs.bootstrap()
+    control = ControlPlane(dbs)
+    try:
+        if args.servers_cmd in ("drain", "undrain"):
+            control.set_draining(args.name, args.servers_cmd == "drain")
+        for s in control.servers():
+            marks = [m for m, on in (("default", s.default), ("draining", s.draining)) if on]
+            print(
+                f"{s.name}\t{s.workspaces} workspaces" + (f"\t{', '.join(marks)}" if marks else "")
+            )
+    except errors.DomainError as exc:
+        sys.exit(f"error: {exc.message}")
+    finally:
+        dbs.close()
+    return 0
+
+
+def cmd_move_workspace(args: argparse.Namespace) -> int:
+    """Moves a live workspace to another named server (docs/servers.md,
+    Moving); a rerun after an interruption finishes or rolls back."""
+    from recallatron import errors
+    from services.store.control import ControlPlane
+    from services.store.db import Databases
+    from services.store.moving import Mover
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings())
+    dbs.bootstrap()
+    control = ControlPlane(dbs)
+    # SIGTERM ends the move like Ctrl-C: a move not yet sealed rolls back at
+    # once (one past the seal is finished by a rerun).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        found = [
+            w for w in control.all_workspaces() if args.workspace in (w, control.workspace(w).slug)
+        ]
+        if not found:
+            sys.exit(f"no workspace {args.workspace!r}")
+        mover = Mover(dbs, control, lambda msg: print(msg, flush=True))
+        report = mover.move(found[0], args.to, keep_source=args.keep_source)
+    except errors.DomainError as exc:
+        sys.exit(f"error: {exc.message}")
+    finally:
+        dbs.close()
+    print(
+        f"moved {report.workspace} from {report.source} to {report.target} in "
+        f"{report.total_seconds:.1f} s (copy {report.copied_seconds:.1f} s, writes held "
+        f"{report.fence_seconds * 1000:.0f} ms)"
+        + (f"; resumed from {report.resumed_from}" if report.resumed_from else ""),
+        flush=True,
+    )
+    return 0
+
+
 def cmd_prepare_models(args: argparse.Namespace) -> int:
     from services.embed import prepare
 
@@ -250,8 +321,13 @@ def cmd_prepare_models(args: argparse.Namespace) -> int:
 def cmd_admin(args: argparse.Namespace) -> int:
     client = common.client(args, admin=True)
     if args.admin_cmd == "create-workspace":
-        resp = client.create_workspace(args.slug)
-        show(args, resp, f"workspace {resp.workspace.slug} {resp.workspace.id}")
+        resp = client.create_workspace(args.slug, args.server or "")
+        show(
+            args,
+            resp,
+            f"workspace {resp.workspace.slug} {resp.workspace.id} on server "
+            f"{resp.workspace.server}",
+        )
     elif args.admin_cmd == "create-member":
         resp = client.create_member(args.workspace, args.handle, owner=args.owner)
         show(args, resp, f"member {resp.member.handle} {resp.member.id}")
@@ -406,13 +482,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.add_argument("--workspace", required=True, help="slug or id")
     sc.set_defaults(func=cmd_scrub)
+    sv = sub.add_parser(
+        "servers", help="the named Postgres servers: list, drain, undrain (docs/servers.md)"
+    )
+    sv_sub = sv.add_subparsers(dest="servers_cmd", required=True)
+    sv_sub.add_parser("list", help="each server, its workspace count and marks")
+    sv_sub.add_parser("drain", help="new workspaces are no longer placed on it").add_argument(
+        "name"
+    )
+    sv_sub.add_parser("undrain", help="open it for new workspaces again").add_argument("name")
+    sv.set_defaults(func=cmd_servers)
+    mv = sub.add_parser(
+        "move-workspace",
+        help="move a live workspace to another named server (docs/servers.md, Moving)",
+    )
+    mv.add_argument("workspace", help="slug or id")
+    mv.add_argument("--to", required=True, help="the target server's name")
+    mv.add_argument(
+        "--keep-source",
+        action="store_true",
+        help="keep the old database (renamed, closed to connections) instead of dropping it",
+    )
+    mv.set_defaults(func=cmd_move_workspace)
     pm = sub.add_parser("prepare-models", help="export the models to ONNX (cached)")
     pm.add_argument("rest", nargs=argparse.REMAINDER)
     pm.set_defaults(func=cmd_prepare_models)
 
     admin = client_options(sub.add_parser("admin", help="operator and owner calls"))
     admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
-    admin_sub.add_parser("create-workspace").add_argument("slug")
+    cw = admin_sub.add_parser("create-workspace")
+    cw.add_argument("slug")
+    cw.add_argument(
+        "--server",
+        help="the configured Postgres server's name; default: the placement policy "
+        "(fewest workspaces among servers not draining; docs/servers.md)",
+    )
     cm = admin_sub.add_parser("create-member")
     cm.add_argument("--workspace", required=True)
     cm.add_argument("handle")

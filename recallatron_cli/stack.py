@@ -87,6 +87,10 @@ class StackConfig:
     metrics_ports: dict[str, int] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     start_timeout: float = 180.0
+    # More embedded Postgres servers, by name, beside the default one (each
+    # in state_dir/pgdata-<name>, on a free port): named to the store as
+    # RECALLATRON_POSTGRES_SERVERS (docs/servers.md).
+    extra_servers: tuple[str, ...] = ()
 
 
 class Stack:
@@ -97,6 +101,7 @@ class Stack:
         # Keys, passwords, tokens and logs: this user's alone (0700/0600).
         private_dir(self.state_dir, server_group())
         self.postgres: LocalPostgres | None = None
+        self.extra_postgres: dict[str, LocalPostgres] = {}
         self.database_url = config.database_url
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
@@ -159,9 +164,16 @@ class Stack:
             env["RECALLATRON_DATABASE_URL"] = self.database_url
             if self.postgres is not None:
                 env["RECALLATRON_APP_PASSWORD"] = self.postgres.app_password
+            if self.extra_postgres and "RECALLATRON_POSTGRES_SERVERS" not in self.config.env:
+                env["RECALLATRON_POSTGRES_SERVERS"] = self.servers_setting
         else:
-            env.pop("RECALLATRON_DATABASE_URL", None)
-            env.pop("RECALLATRON_APP_PASSWORD", None)
+            for secret in (
+                "RECALLATRON_DATABASE_URL",
+                "RECALLATRON_APP_PASSWORD",
+                "RECALLATRON_POSTGRES_SERVERS",
+                "RECALLATRON_POSTGRES_SERVERS_DIR",
+            ):
+                env.pop(secret, None)
         if self.config.models_dir is not None:
             env["RECALLATRON_MODELS_DIR"] = str(self.config.models_dir)
         if self.config.cross_encoder_dir:
@@ -201,7 +213,22 @@ class Stack:
             "RECALLATRON_APP_PASSWORD", ""
         )
 
+    @property
+    def servers_setting(self) -> str:
+        """RECALLATRON_POSTGRES_SERVERS for the extra embedded servers."""
+        return ",".join(f"{name}={pg.url}" for name, pg in self.extra_postgres.items())
+
     def start_postgres(self) -> None:
+        for name in self.config.extra_servers:
+            # Passwords and pgpass apart per server; the app role's password
+            # is the default server's, which the store sets on every server.
+            pg = LocalPostgres(
+                self.state_dir / f"pgdata-{name}",
+                free_port(),
+                secrets_dir=private_dir(self.state_dir / "servers") / name,
+            )
+            pg.start()
+            self.extra_postgres[name] = pg
         if self.database_url:
             return
         self.postgres = LocalPostgres(self.state_dir / "pgdata", self.config.pg_port)
@@ -313,3 +340,5 @@ class Stack:
             self.stop_service(name)
         if self.postgres is not None:
             self.postgres.stop()
+        for pg in self.extra_postgres.values():
+            pg.stop()

@@ -641,6 +641,9 @@ class AdminServiceCreateWorkspaceRequest(_message.Message):
     SERVER_FIELD_NUMBER: _builtins.int
     slug: _builtins.str
     server: _builtins.str
+    """Optional: the name of a configured Postgres server; empty lets the
+    placement policy pick (fewest workspaces among servers not draining).
+    """
     def __init__(
         self,
         *,

@@ -72,6 +72,9 @@ class Workspace(_message.Message):
     slug: _builtins.str
     database_name: _builtins.str
     server: _builtins.str
+    """The NAME of the Postgres server the database lives on (never a URL:
+    names map to URLs in the store's settings only).
+    """
     @_builtins.property
     def settings(self) -> Global___WorkspaceSettings: ...
     @_builtins.property
@@ -134,8 +137,8 @@ class CreateWorkspaceRequest(_message.Message):
     SERVER_FIELD_NUMBER: _builtins.int
     slug: _builtins.str
     server: _builtins.str
-    """Optional: another Postgres server URL recorded for this workspace;
-    empty means the default server.
+    """Optional: the name of a configured Postgres server; empty lets the
+    placement policy pick (fewest workspaces among servers not draining).
     """
     def __init__(
         self,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
+import psycopg
+
 from recallatron import tracing
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
@@ -9,6 +13,7 @@ from recallatron.v1 import store_pb2, store_pb2_grpc
 from services.store import pool_metrics
 from services.store.control import ControlPlane
 from services.store.db import Databases
+from services.store.follow import MoveFollower
 from services.store.memories import MemoryStore
 from services.store.recall import RecallQueries
 from services.store.revocations import RevocationFeed
@@ -41,10 +46,27 @@ def main() -> None:
     # that is not up yet is waited for, not fatal (services start in any order).
     if not dbs.wait_and_bootstrap(server.stopped):
         return
+    try:
+        # Unknown server names fail here, at start-up (docs/servers.md).
+        control.check_recorded_servers()
+    except RuntimeError as exc:
+        log.error("cannot serve", extra={"error": str(exc)})
+        server.stop()
+        sys.exit(1)
+    dbs.ensure_all_servers()
     for workspace_id in control.all_workspaces():
         ws = control.workspace(workspace_id)
-        dbs.migrate_workspace(ws.server, ws.database_name)
+        try:
+            dbs.migrate_workspace(ws.server, ws.database_name)
+        except psycopg.OperationalError as exc:
+            # A server that is down (or a database sealed by a move) must
+            # not stop the others serving: its workspaces are UNAVAILABLE.
+            log.warning(
+                "workspace database not reachable; not migrated",
+                extra={"workspace": ws.slug, "server": ws.server, "error": dbs.redact(str(exc))},
+            )
     revocations.start()
+    MoveFollower(dbs.control_url(), server.stopped, control.forget_workspace).start()
     server.set_serving()
     log.info("serving")
     server.wait_for_termination(on_stop=dbs.close)

@@ -20,6 +20,7 @@ from recallatron import errors
 from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES
 from services.store import queries as q
 from services.store.db import Databases
+from services.store.servers import place
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -53,6 +54,14 @@ class Workspace:
     database_name: str
     settings: WorkspaceSettings
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    name: str
+    workspaces: int
+    draining: bool
+    default: bool
 
 
 @dataclass(frozen=True)
@@ -118,13 +127,13 @@ class ControlPlane:
         with self.dbs.control_conn() as conn:
             if conn.execute(q.WORKSPACE_ID_BY_SLUG, (slug,)).fetchone():
                 raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
+        server = self.choose_server(server)
         workspace_id = str(uuid.uuid4())
         database = f"ws_{uuid.UUID(workspace_id).hex}"
-        if server:
-            self.dbs.ensure_server(server)
+        self.dbs.ensure_server(server)
         # The database is made and migrated before the workspace is recorded,
         # so a recorded workspace always has a usable database.
-        self.dbs.create_database(server or self.dbs.default_server, database)
+        self.dbs.create_database(server, database)
         try:
             with self.dbs.control_conn() as conn:
                 conn.execute(
@@ -134,6 +143,62 @@ class ControlPlane:
         except UniqueViolation:
             raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists") from None
         return self.workspace(workspace_id)
+
+    # -- named servers (docs/servers.md) ------------------------------------
+
+    def servers(self) -> list[ServerStatus]:
+        """Every configured server with its workspace count and drain mark."""
+        with self.dbs.control_conn() as conn:
+            counts = {r[0]: int(r[1]) for r in conn.execute(q.WORKSPACES_PER_SERVER)}
+            draining = {r[0] for r in conn.execute(q.DRAINING_SERVERS)}
+        return [
+            ServerStatus(n, counts.get(n, 0), n in draining, n == self.dbs.default_server)
+            for n in self.dbs.servers.names
+        ]
+
+    def choose_server(self, requested: str) -> str:
+        """The named server, checked; or the placement policy's choice."""
+        statuses = {s.name: s for s in self.servers()}
+        if requested:
+            if requested not in statuses:
+                self.dbs.server_url(requested)  # InvalidArgument naming the field
+            if statuses[requested].draining:
+                raise errors.FailedPrecondition(
+                    f"server: {requested!r} is draining; mark it open again first "
+                    "(recallatron servers undrain)",
+                    "server",
+                )
+            return requested
+        chosen = place(
+            statuses,
+            {n: s.workspaces for n, s in statuses.items()},
+            [n for n, s in statuses.items() if s.draining],
+        )
+        if chosen is None:
+            raise errors.FailedPrecondition(
+                "server: every configured server is draining; name one or open one", "server"
+            )
+        return chosen
+
+    def set_draining(self, server: str, draining: bool) -> None:
+        self.dbs.server_url(server)  # a configured name, or InvalidArgument
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.SET_SERVER_DRAINING, (server, draining))
+
+    def check_recorded_servers(self) -> None:
+        """Every server a workspace records is named in settings: checked at
+        start-up, so an unknown name fails there, not at the first call."""
+        with self.dbs.control_conn() as conn:
+            counts = {r[0]: int(r[1]) for r in conn.execute(q.WORKSPACES_PER_SERVER)}
+        unknown = sorted(set(counts) - set(self.dbs.servers.names))
+        if unknown:
+            listed = ", ".join(f"{n!r} ({counts[n]} workspaces)" for n in unknown)
+            raise RuntimeError(
+                f"workspaces are recorded on servers the settings do not name: {listed}; "
+                "configured: "
+                + ", ".join(self.dbs.servers.names)
+                + " (RECALLATRON_POSTGRES_SERVERS or RECALLATRON_POSTGRES_SERVERS_DIR)"
+            )
 
     def workspace(self, workspace_id: str) -> Workspace:
         cached = self._workspaces.get(workspace_id)
@@ -147,6 +212,11 @@ class ControlPlane:
         with self._lock:
             self._workspaces[workspace_id] = (time.monotonic(), ws)
         return ws
+
+    def forget_workspace(self, workspace_id: str) -> None:
+        """Drops the cached record (the workspace moved: services/store/follow.py)."""
+        with self._lock:
+            self._workspaces.pop(workspace_id, None)
 
     def all_workspaces(self) -> list[str]:
         with self.dbs.control_conn() as conn:

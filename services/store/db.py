@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from recallatron import deadline, errors
 from services.store import migrate
+from services.store.servers import ServerConfigError, UnknownServer, redact, server_map
 from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store.db")
@@ -49,23 +50,49 @@ class Databases:
     """Everything the store knows about where data lives."""
 
     def __init__(self, settings: StoreSettings) -> None:
-        if not settings.database_url:
-            raise RuntimeError(
-                "RECALLATRON_DATABASE_URL is not set (`recallatron up` sets it to the "
-                "embedded Postgres)"
-            )
         self.settings = settings
+        try:
+            # Names -> admin URLs, from settings only (design §3); a bad or
+            # missing entry stops the start-up here, before serving.
+            self.servers = server_map(
+                settings.database_url,
+                settings.default_server,
+                settings.postgres_servers,
+                settings.postgres_servers_dir,
+            )
+        except ServerConfigError as exc:
+            raise RuntimeError(str(exc)) from None
         if not settings.app_password:
             log.warning(
                 "RECALLATRON_APP_PASSWORD is not set: the app role gets no password, and "
                 "a Postgres that asks every role for one (the embedded one does) refuses it"
             )
-        self.default_server = settings.database_url
+        # The default server's name: the control plane lives there.
+        self.default_server = self.servers.default
         # Least recently used first, for eviction.
         self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
         self._owner_pools: OrderedDict[str, ConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
         self.control: ConnectionPool | None = None
+
+    def server_url(self, server: str) -> str:
+        """A configured server's admin URL ('' is the default server). Never
+        put it in an answer or a log."""
+        try:
+            return self.servers.url(server)
+        except UnknownServer:
+            raise errors.InvalidArgument(
+                "server",
+                f"unknown server {server[:64]!r}; configured: " + ", ".join(self.servers.names),
+            ) from None
+
+    def database_url(self, server: str, database: str, **overrides: str) -> str:
+        """Admin URL of one database on a named server."""
+        return with_database(self.server_url(server), database, **overrides)
+
+    def secrets(self) -> list[str]:
+        """What must never reach an answer or a log (see servers.redact)."""
+        return self.servers.secrets([self.settings.app_password])
 
     # -- bootstrap ---------------------------------------------------------
 
@@ -73,7 +100,7 @@ class Databases:
         """Creates the app role and the control database if missing, applies the
         control migrations. Safe to run from several processes at once."""
         self.ensure_server(self.default_server)
-        with psycopg.connect(self.default_server, autocommit=True) as conn:
+        with psycopg.connect(self.server_url(self.default_server), autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
             try:
                 exists = conn.execute(
@@ -85,7 +112,7 @@ class Databases:
                     )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
-        control_url = with_database(self.default_server, CONTROL_DATABASE)
+        control_url = self.control_url()
         migrate.apply_migrations(control_url, "control")
         self.control = ConnectionPool(
             control_url,
@@ -106,13 +133,32 @@ class Databases:
                 self.bootstrap()
                 return True
             except psycopg.OperationalError as exc:
-                log.warning("postgres not reachable yet; retrying", extra={"error": str(exc)})
+                log.warning(
+                    "postgres not reachable yet; retrying",
+                    extra={"server": self.default_server, "error": self.redact(str(exc))},
+                )
                 stop.wait(retry_seconds)
         return False
 
-    def ensure_server(self, server_url: str) -> None:
-        """The app role exists on a server (roles are per server)."""
-        with psycopg.connect(server_url, autocommit=True) as conn:
+    def ensure_all_servers(self) -> None:
+        """The app role on every configured server, so its password follows
+        a rotation everywhere; a server not reachable now is only logged
+        (its workspaces answer UNAVAILABLE until it is)."""
+        for name in self.servers.names:
+            try:
+                self.ensure_server(name)
+            except psycopg.OperationalError as exc:
+                log.warning(
+                    "postgres server not reachable",
+                    extra={"server": name, "error": self.redact(str(exc))},
+                )
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.secrets())
+
+    def ensure_server(self, server: str) -> None:
+        """The app role exists on a named server (roles are per server)."""
+        with psycopg.connect(self.server_url(server), autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
             try:
                 if not conn.execute(
@@ -132,14 +178,13 @@ class Databases:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
 
-    def create_database(self, server_url: str, database: str) -> None:
-        with psycopg.connect(server_url, autocommit=True) as conn:
+    def create_database(self, server: str, database: str) -> None:
+        with psycopg.connect(self.server_url(server), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-        self.migrate_workspace(server_url, database)
+        self.migrate_workspace(server, database)
 
-    def migrate_workspace(self, server_url: str, database: str) -> list[str]:
-        url = with_database(server_url or self.default_server, database)
-        return migrate.apply_migrations(url, "workspace")
+    def migrate_workspace(self, server: str, database: str) -> list[str]:
+        return migrate.apply_migrations(self.database_url(server, database), "workspace")
 
     # -- pools -------------------------------------------------------------
 
@@ -150,13 +195,14 @@ class Databases:
         database: str,
         app: bool,
     ) -> ConnectionPool:
+        server = server or self.default_server
         key = f"{server}|{database}"
         with self._lock:
             pool = cache.get(key)
             if pool is not None:
                 cache.move_to_end(key)
             else:
-                base = server or self.default_server
+                base = self.server_url(server)
                 overrides = {"user": APP_ROLE} if app else {}
                 if app and self.settings.app_password:
                     overrides["password"] = self.settings.app_password
@@ -193,7 +239,16 @@ class Databases:
         return {**control, **self._pools, **self._owner_pools}
 
     def control_url(self) -> str:
-        return with_database(self.default_server, CONTROL_DATABASE)
+        return self.database_url(self.default_server, CONTROL_DATABASE)
+
+    def forget_pools(self, server: str, database: str) -> None:
+        """Closes a database's pools (after a move: its old location)."""
+        key = f"{server or self.default_server}|{database}"
+        with self._lock:
+            pools = [c.pop(key, None) for c in (self._pools, self._owner_pools)]
+        for pool in pools:
+            if pool is not None:
+                pool.close(timeout=0)
 
     @contextmanager
     def control_conn(self) -> Iterator[psycopg.Connection]:

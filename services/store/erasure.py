@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from services.store.control import ControlPlane
-from services.store.db import Databases, with_database
+from services.store.db import Databases
 
 # The stored form of a request id: sha256 of "<member id>:<request id>",
 # hex. The member id salts it (one member's ids cannot be matched against
@@ -84,7 +84,7 @@ def scrub(
     workspace wait for it (other workspaces do not), so run it in a quiet
     moment or a maintenance window (docs/reliability.md)."""
     ws = control.workspace(workspace_id)
-    url = with_database(ws.server or dbs.default_server, ws.database_name)
+    url = dbs.database_url(ws.server, ws.database_name)
     report = ScrubReport()
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [str(r[0]) for r in conn.execute(WORKSPACE_TABLES).fetchall()]

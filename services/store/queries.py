@@ -12,6 +12,13 @@ WORKSPACE_BY_ID = """
 SELECT id::text, slug, server, database_name, settings, created_at FROM workspace WHERE id = %s
 """
 ALL_WORKSPACE_IDS = "SELECT id FROM workspace ORDER BY created_at"
+# -- named servers (docs/servers.md) --
+WORKSPACES_PER_SERVER = "SELECT server, count(*) FROM workspace GROUP BY server"
+DRAINING_SERVERS = "SELECT name FROM postgres_server WHERE draining"
+SET_SERVER_DRAINING = """
+INSERT INTO postgres_server (name, draining) VALUES (%s, %s)
+ON CONFLICT (name) DO UPDATE SET draining = excluded.draining, updated_at = now()
+"""
 UPDATE_WORKSPACE_SETTINGS = """
 UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 """

@@ -14,6 +14,13 @@ class StoreSettings(CommonSettings):
     # docs/kubernetes.md (Secrets).
     database_url: str = ""
     app_password: str = ""
+    # Named Postgres servers (docs/servers.md). The server above is named
+    # default_server and holds the control plane; more come as `name=url`
+    # pairs and/or as one file per name holding its URL (a mounted Secret).
+    # The control plane records names only; each replica resolves them here.
+    default_server: str = "default"
+    postgres_servers: str = ""
+    postgres_servers_dir: str = ""
     # Connections per workspace database pool.
     # Per workspace: no connection is kept for a workspace nobody uses, and
     # idle ones close after pool_max_idle_seconds, so many workspaces on one

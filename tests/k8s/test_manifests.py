@@ -499,6 +499,27 @@ def test_dev_database_url_points_at_the_in_cluster_postgres(rendered):
     assert url.username == "postgres", "the admin connection needs a role that bypasses RLS"
 
 
+def test_prod_names_a_second_server_from_a_mounted_secret(rendered):
+    """docs/servers.md: every process reading StoreSettings mounts the
+    servers Secret where RECALLATRON_POSTGRES_SERVERS_DIR points, read-only."""
+    objs = rendered["prod"]
+    doc = (REPO / "docs" / "kubernetes.md").read_text()
+    readers = [
+        (w, spec, c)
+        for w, spec, c in recallatron_containers(objs)
+        if process_of(c).settings == "services.store.settings:StoreSettings"
+    ]
+    assert len(readers) == 3  # store, the embedding job, the migration Job
+    for w, spec, c in readers:
+        directory = container_env(objs, c).values["RECALLATRON_POSTGRES_SERVERS_DIR"]
+        mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+        assert directory in mounts and mounts[directory].get("readOnly"), w["metadata"]["name"]
+        volume = next(v for v in spec["volumes"] if v["name"] == mounts[directory]["name"])
+        assert volume["secret"]["secretName"] == "recallatron-postgres-servers"
+        assert volume["secret"]["defaultMode"] & 0o007 == 0, "no access for others"
+    assert "recallatron-postgres-servers" in doc
+
+
 def test_prod_has_no_in_cluster_database(rendered):
     objs = rendered["prod"]
     assert not by_kind(objs, "StatefulSet")

@@ -28,7 +28,7 @@ import psycopg
 from recallatron import errors
 from recallatron.vocabulary import DEFAULT_PURPOSE
 from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction, with_database
+from services.store.db import Caller, Databases, caller_transaction
 from services.store.graph_rules import name_key
 from services.store.legacy import plan
 from services.store.legacy import queries as q
@@ -113,7 +113,7 @@ class Importer:
         pool = self.dbs.owner_pool(target.server, target.database)
         caller = Caller(target.workspace_id, target.owner_id, DEFAULT_PURPOSE)
         ids = plan.Ids(target.owner_handle)
-        url = with_database(target.server or self.dbs.default_server, target.database)
+        url = self.dbs.database_url(target.server, target.database)
         try:
             with psycopg.connect(url, autocommit=True) as lock_conn:
                 lock_conn.execute(q.LOCK_TIMEOUT, (q.LOCK_WAIT,))

@@ -1,0 +1,83 @@
+"""Named Postgres servers (docs/servers.md): parsing the settings, keeping
+URLs and passwords out of text, and the placement policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.store.servers import (
+    ServerConfigError,
+    UnknownServer,
+    parse_pairs,
+    place,
+    redact,
+    server_map,
+)
+
+A = "postgresql://admin:s3cret-a@pg-a.internal:5432/postgres"
+B = "postgresql://admin@h1:5432,h2:5432/postgres?passfile=/run/secrets/pgpass-b"
+
+
+def test_pairs_keep_the_commas_of_a_multi_host_url() -> None:
+    assert parse_pairs(f"a={A}, b={B}\n") == {"a": A, "b": B}
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("a=", "without a URL"),
+        ("Bad=postgresql://x", "must be 1-63 characters"),
+        (f"a={A},a={A}", "named twice"),
+        # A URL without its name: refused, and not echoed.
+        ("postgresql://admin:s3cret-a@pg-a/postgres?sslmode=require", "not shown"),
+    ],
+)
+def test_bad_pairs_are_refused_with_the_setting_named(text: str, says: str) -> None:
+    with pytest.raises(ServerConfigError) as info:
+        parse_pairs(text)
+    assert "RECALLATRON_POSTGRES_SERVERS" in str(info.value) and says in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_the_map_joins_the_default_url_pairs_and_secret_files(tmp_path: Path) -> None:
+    (tmp_path / "c").write_text("postgresql://c.internal/postgres\n")
+    (tmp_path / "..data").mkdir()  # a Secret volume's own bookkeeping
+    servers = server_map("postgresql://d/postgres", "default", f"a={A}", str(tmp_path))
+    assert servers.names == ["a", "c", "default"]
+    assert servers.url("c") == "postgresql://c.internal/postgres"
+    assert servers.url("") == "postgresql://d/postgres"
+    with pytest.raises(UnknownServer):
+        servers.url("zz")
+
+
+def test_the_default_server_needs_a_url() -> None:
+    with pytest.raises(ServerConfigError) as info:
+        server_map("", "default", f"a={A}", "")
+    assert "RECALLATRON_DATABASE_URL" in str(info.value)
+    assert server_map("", "a", f"a={A}", "").default == "a"
+
+
+def test_one_name_with_two_urls_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("postgresql://elsewhere/postgres")
+    with pytest.raises(ServerConfigError) as info:
+        server_map("postgresql://d/postgres", "default", f"a={A}", str(tmp_path))
+    assert "'a'" in str(info.value) and "elsewhere" not in str(info.value)
+
+
+def test_redaction_takes_out_urls_passwords_and_password_files() -> None:
+    servers = server_map("postgresql://d/postgres", "default", f"a={A},b={B}", "")
+    secrets = servers.secrets(["app-password-x"])
+    text = f"failed: {A} then password s3cret-a and /run/secrets/pgpass-b and app-password-x"
+    out = redact(text, secrets)
+    for leaked in (A, "s3cret-a", "/run/secrets/pgpass-b", "app-password-x"):
+        assert leaked not in out
+    assert out.startswith("failed: ***")
+
+
+def test_placement_picks_the_fewest_workspaces_skipping_draining() -> None:
+    names = ["a", "b", "c"]
+    assert place(names, {"a": 3, "b": 1, "c": 1}, []) == "b"  # ties: first name
+    assert place(names, {"a": 3, "b": 1, "c": 2}, ["b"]) == "c"
+    assert place(names, {}, ["a", "b", "c"]) is None
