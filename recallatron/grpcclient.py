@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from grpc_status import rpc_status
 
 from recallatron import deadline, errors
 from recallatron.settings import CommonSettings
@@ -77,6 +78,20 @@ def peer_serving(channel: grpc.Channel, timeout: float = 1.0) -> bool:
     except grpc.RpcError:
         return False
     return bool(resp.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def relay(exc: grpc.RpcError, peer: str = "a backing service") -> errors.DomainError:
+    """The one translation of a peer's failure into the error this service
+    answers with (design §9): a peer that is unreachable or past its deadline
+    becomes UNAVAILABLE with a retry hint; any other status is passed on as it
+    came, code, message and rich details."""
+    code = exc.code()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return errors.Unavailable(f"{peer} is unavailable; retry shortly")
+    status = rpc_status.from_call(exc)
+    if status is not None:
+        return errors.Relayed(status.code, status.message, list(status.details))
+    return errors.Relayed(code.value[0], exc.details() or "")
 
 
 def unary(

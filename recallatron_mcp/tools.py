@@ -436,14 +436,19 @@ def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
     details: str = exc.details() or ""  # type: ignore[attr-defined]
     fields: list[str] = []
     revision: dict[str, str] = {}
+    # The server's own retry hint (google.rpc.RetryInfo), when it sent one.
+    retry_after: float | None = None
     status = rpc_status.from_call(exc)  # type: ignore[arg-type]
     for any_detail in status.details if status is not None else []:
         bad = error_details_pb2.BadRequest()
         info = error_details_pb2.ErrorInfo()
+        retry = error_details_pb2.RetryInfo()
         if any_detail.Unpack(bad):
             fields += [f"{v.field}: {v.description}" for v in bad.field_violations]
         elif any_detail.Unpack(info) and info.reason == "REVISION_MISMATCH":
             revision = dict(info.metadata)
+        elif any_detail.Unpack(retry):
+            retry_after = retry.retry_delay.ToTimedelta().total_seconds()
     what = clip("; ".join(fields) if fields else details, PROBLEM_CHARS)
     if code == grpc.StatusCode.ABORTED and revision:
         current = revision.get("current_revision", "?")
@@ -454,6 +459,8 @@ def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
         )
     else:
         todo = _HINTS.get(code, "Unexpected failure; retry later, and report it if it persists.")
+    if retry_after is not None:
+        todo += f" The service asks you to wait {retry_after:.1f} s before retrying."
     return f"{code.name}: {what}. {todo}"
 
 

@@ -36,7 +36,7 @@ class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
             raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_PAIRS}]")
         who = caller(ident, request.purpose)
         found = self.peers.store_call(
-            "ListDuplicatePairs",
+            self.peers.store.ListDuplicatePairs,
             store_pb2.StoreServiceListDuplicatePairsRequest(
                 caller=who,
                 window=WINDOW,
@@ -48,7 +48,7 @@ class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
         memories: dict[str, cpb.Memory] = {}
         for start in range(0, len(ids), READ_CHUNK):
             resp = self.peers.store_call(
-                "GetMemories",
+                self.peers.store.GetMemories,
                 store_pb2.GetMemoriesRequest(
                     caller=who, ids=ids[start : start + READ_CHUNK], with_provenance=True
                 ),
@@ -71,7 +71,7 @@ class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
     ) -> pb.DismissDuplicatePairResponse:
         ident = self.auth.member(context)
         self.peers.store_call(
-            "DismissDuplicatePair",
+            self.peers.store.DismissDuplicatePair,
             store_pb2.StoreServiceDismissDuplicatePairRequest(
                 caller=caller(ident, request.purpose),
                 first_id=request.first_id,

@@ -10,10 +10,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
-from grpc_status import rpc_status
 
 from recallatron import convert, deadline, errors, internal_auth
-from recallatron.grpcclient import make_channel, unary
+from recallatron.grpcclient import make_channel, relay, unary
 from recallatron.grpcserver import current_method
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
@@ -55,7 +54,6 @@ def bearer_token(context: grpc.ServicerContext) -> str:
 # gateway itself as a service.
 Vouch = Identity | str | None
 OPERATOR = internal_auth.OPERATOR
-SEARCH_HISTORY = internal_auth.store_method("SearchHistory")
 SERVICE = internal_auth.SERVICE
 
 
@@ -70,6 +68,11 @@ class Peers:
         self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
         self.store_channel = make_channel(settings.store_target, settings)
         self.store = store_pb2_grpc.StoreServiceStub(self.store_channel)
+        # The store methods' names by their stub attribute, for the assertions.
+        self._store_names = {
+            id(getattr(self.store, m.name)): m.name
+            for m in store_pb2.DESCRIPTOR.services_by_name["StoreService"].methods
+        }
         self.rank = rank_pb2_grpc.RankServiceStub(make_channel(settings.rank_target, settings))
 
     def assertion(self, methods: list[str] | tuple[str, ...], request: Any, vouch: Vouch) -> str:
@@ -99,21 +102,26 @@ class Peers:
             metadata = internal_auth.metadata(assertion) if assertion else None
             return unary(method, request, timeout, metadata)
         except grpc.RpcError as exc:
-            code = exc.code()
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise errors.Unavailable(
-                    "a backing service is unavailable; retry shortly"
-                ) from None
-            status = rpc_status.from_call(exc)
-            if status is not None:
-                raise errors.Relayed(status.code, status.message, list(status.details)) from None
-            raise errors.Relayed(code.value[0], exc.details() or "") from None
+            raise relay(exc) from None
 
-    def store_call(self, name: str, request: Any, vouch: Vouch = None) -> Any:
-        assertion = self.assertion([internal_auth.store_method(name)], request, vouch)
+    def store_call(self, method: Callable[..., Resp], request: Any, vouch: Vouch = None) -> Resp:
+        """A call to one of the store stub's methods (``self.store.GetMemories``),
+        with the assertion for exactly that method."""
         return self.call(
-            getattr(self.store, name), request, self.settings.store_timeout_seconds, assertion
+            method, request, self.settings.store_timeout_seconds, self._for(method, request, vouch)
         )
+
+    def store_future(self, method: Any, request: Any, vouch: Vouch = None) -> Any:
+        """The same call started in the background (its ``.result()`` later)."""
+        return method.future(
+            request,
+            timeout=deadline.capped(self.settings.store_timeout_seconds),
+            metadata=internal_auth.metadata(self._for(method, request, vouch)),
+        )
+
+    def _for(self, method: Any, request: Any, vouch: Vouch) -> str:
+        name = self._store_names[id(method)]
+        return self.assertion([internal_auth.store_method(name)], request, vouch)
 
 
 class Auth:
@@ -154,7 +162,7 @@ class Auth:
         generation = self.cache.generation()
         try:
             resp = self.peers.store_call(
-                "Authenticate", store_pb2.AuthenticateRequest(token=token), SERVICE
+                self.peers.store.Authenticate, store_pb2.AuthenticateRequest(token=token), SERVICE
             )
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
@@ -223,15 +231,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             search = store_pb2.SearchHistoryRequest(
                 caller=who, query=request.query, limit=request.limit or DEFAULT_RECALL_LIMIT
             )
-            history = self.peers.store.SearchHistory.future(
-                search,
-                timeout=deadline.capped(self.peers.settings.store_timeout_seconds),
-                metadata=internal_auth.metadata(
-                    self.peers.assertion(
-                        [internal_auth.store_method("SearchHistory")], search, None
-                    )
-                ),
-            )
+            history = self.peers.store_future(self.peers.store.SearchHistory, search)
         named = self._named_entities(who, request.query)
         rank_request = rank_pb2.RankRequest(
             caller=who,
@@ -260,13 +260,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         """The store's entity cards for the names the query contains, asked
         while rank works."""
         ask = store_pb2.NamedEntitiesRequest(caller=who, text=query)
-        return self.peers.store.NamedEntities.future(
-            ask,
-            timeout=deadline.capped(self.peers.settings.store_timeout_seconds),
-            metadata=internal_auth.metadata(
-                self.peers.assertion([internal_auth.store_method("NamedEntities")], ask, None)
-            ),
-        )
+        return self.peers.store_future(self.peers.store.NamedEntities, ask)
 
     @staticmethod
     def _cards(pending: Any) -> list[cpb.EntityCard]:
@@ -281,7 +275,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
         ident = self.auth.member(context)
         resp = self.peers.store_call(
-            "GetMemories",
+            self.peers.store.GetMemories,
             store_pb2.GetMemoriesRequest(
                 caller=caller(ident, request.purpose), ids=request.ids, with_provenance=True
             ),
@@ -299,7 +293,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.CreateMemoryRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("CreateMemory", store_request)
+        resp = self.peers.store_call(self.peers.store.CreateMemory, store_request)
         return pb.RememberResponse(memory=resp.memory, replayed=resp.replayed)
 
     def Derive(
@@ -310,7 +304,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.DeriveMemoryRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("DeriveMemory", store_request)
+        resp = self.peers.store_call(self.peers.store.DeriveMemory, store_request)
         return pb.DeriveResponse(memory=resp.memory, replayed=resp.replayed)
 
     def Correct(
@@ -321,7 +315,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.CorrectMemoryRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("CorrectMemory", store_request)
+        resp = self.peers.store_call(self.peers.store.CorrectMemory, store_request)
         return pb.CorrectResponse(memory=resp.memory, replayed=resp.replayed)
 
     def Supersede(
@@ -332,7 +326,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.SupersedeMemoryRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("SupersedeMemory", store_request)
+        resp = self.peers.store_call(self.peers.store.SupersedeMemory, store_request)
         return pb.SupersedeResponse(
             memory=resp.memory, superseded=resp.superseded, replayed=resp.replayed
         )
@@ -345,7 +339,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.ForgetMemoryRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("ForgetMemory", store_request)
+        resp = self.peers.store_call(self.peers.store.ForgetMemory, store_request)
         return pb.ForgetResponse(id=resp.id, forgotten_at=resp.forgotten_at, replayed=resp.replayed)
 
     def Capture(
@@ -379,7 +373,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             else cpb.Audience(member_id=ident.member_id)
         )
         resp = self.peers.store_call(
-            "CreateMemory",
+            self.peers.store.CreateMemory,
             store_pb2.CreateMemoryRequest(
                 caller=caller(ident, request.purpose),
                 request_id=request.request_id
@@ -401,7 +395,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.LookupEntitiesRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("LookupEntities", store_request)
+        resp = self.peers.store_call(self.peers.store.LookupEntities, store_request)
         return pb.LookupResponse(entities=resp.entities)
 
     def Neighbors(
@@ -410,7 +404,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.EntityNeighborsRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("EntityNeighbors", store_request)
+        resp = self.peers.store_call(self.peers.store.EntityNeighbors, store_request)
         return pb.NeighborsResponse(nodes=resp.nodes, edges=resp.edges, truncated=resp.truncated)
 
     def CreateEpisode(
@@ -421,7 +415,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             caller=caller(ident, request.purpose)
         )
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("CreateEpisode", store_request)
+        resp = self.peers.store_call(self.peers.store.CreateEpisode, store_request)
         return pb.CreateEpisodeResponse(episode_id=resp.episode_id)
 
     def Timeline(
@@ -430,7 +424,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         ident = self.auth.member(context)
         store_request = store_pb2.StoreServiceTimelineRequest(caller=caller(ident, request.purpose))
         _copy_fields(request, store_request, exclude={"purpose"})
-        resp = self.peers.store_call("Timeline", store_request)
+        resp = self.peers.store_call(self.peers.store.Timeline, store_request)
         return pb.TimelineResponse(events=resp.events, next_page_token=resp.next_page_token)
 
     def DescribeTools(
@@ -474,7 +468,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         if not self.auth.is_operator(context):
             raise errors.PermissionDenied("creating a workspace needs the operator token")
         resp = self.peers.store_call(
-            "CreateWorkspace",
+            self.peers.store.CreateWorkspace,
             store_pb2.CreateWorkspaceRequest(slug=request.slug, server=request.server),
             OPERATOR,
         )
@@ -490,7 +484,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 raise errors.NotFound("workspace_id: workspace not found")
             workspace_id = owner.workspace_id
         resp = self.peers.store_call(
-            "CreateMember",
+            self.peers.store.CreateMember,
             store_pb2.CreateMemberRequest(
                 workspace_id=workspace_id, handle=request.handle, role=request.role
             ),
@@ -503,7 +497,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     ) -> pb.AdminServiceCreateTokenResponse:
         owner = self.auth.operator_or_owner(context)
         resp = self.peers.store_call(
-            "CreateToken",
+            self.peers.store.CreateToken,
             store_pb2.CreateTokenRequest(
                 member_id=request.member_id,
                 label=request.label,
@@ -520,7 +514,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     ) -> pb.AdminServiceRevokeTokenResponse:
         owner = self.auth.operator_or_owner(context)
         self.peers.store_call(
-            "RevokeToken",
+            self.peers.store.RevokeToken,
             store_pb2.RevokeTokenRequest(
                 token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
             ),
@@ -537,7 +531,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     ) -> pb.GetSettingsResponse:
         ident = self.auth.member(context)
         resp = self.peers.store_call(
-            "GetWorkspaceSettings",
+            self.peers.store.GetWorkspaceSettings,
             store_pb2.GetWorkspaceSettingsRequest(workspace_id=ident.workspace_id),
             ident,
         )
@@ -552,7 +546,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         if ident.role != cpb.ROLE_OWNER:
             raise errors.PermissionDenied("only a workspace owner may change its settings")
         resp = self.peers.store_call(
-            "UpdateWorkspaceSettings",
+            self.peers.store.UpdateWorkspaceSettings,
             store_pb2.UpdateWorkspaceSettingsRequest(
                 caller=caller(ident, cpb.PURPOSE_ASSIST),
                 settings=request.settings,
@@ -570,7 +564,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         if ident.role != cpb.ROLE_OWNER:
             raise errors.PermissionDenied("only a workspace owner may read its status")
         resp = self.peers.store_call(
-            "GetEmbeddingStatus",
+            self.peers.store.GetEmbeddingStatus,
             store_pb2.GetEmbeddingStatusRequest(workspace_id=ident.workspace_id),
             ident,
         )

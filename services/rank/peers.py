@@ -3,7 +3,7 @@ plain interfaces of :mod:`services.rank.pipeline`, each call with a deadline.
 
 Store failures are the recall's failure (UNAVAILABLE, or the store's own
 status relayed), except in the dense arm, which degrades. Embed failures
-always degrade, so they become :class:`pipeline.Unavailable`."""
+always degrade, so they become :class:`pipeline.Degraded`."""
 
 from __future__ import annotations
 
@@ -11,18 +11,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
-from grpc_status import rpc_status
 
-from recallatron import errors
-from recallatron.grpcclient import unary
+from recallatron.grpcclient import relay, unary
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, embed_pb2_grpc, store_pb2, store_pb2_grpc
 from recallatron.vocabulary import DEFAULT_MODE, MODE
 from services.rank.pipeline import (
     Candidate,
+    Degraded,
     DenseArm,
     QueryVector,
-    Unavailable,
     Walked,
     WorkspaceSettings,
 )
@@ -36,27 +34,16 @@ _KINDS = {
 }
 
 
-def _relay(exc: grpc.RpcError) -> errors.DomainError:
-    """A store error as the domain error the recall raises."""
-    code = exc.code()
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return errors.Unavailable("the store is unavailable; retry shortly")
-    status = rpc_status.from_call(exc)
-    if status is not None:
-        return errors.Relayed(status.code, status.message, list(status.details))
-    return errors.Relayed(code.value[0], exc.details() or "")
-
-
-def _unavailable(exc: grpc.RpcError, peer: str, timeout: float) -> Unavailable:
+def _unavailable(exc: grpc.RpcError, peer: str, timeout: float) -> Degraded:
     code = exc.code()
     kind = _KINDS.get(code, "failed")
     if kind == "unavailable":
-        return Unavailable(kind, f"the {peer} is unavailable")
+        return Degraded(kind, f"the {peer} is unavailable")
     if kind == "timeout":
-        return Unavailable(kind, f"the {peer} did not answer within {timeout:.2g} s")
+        return Degraded(kind, f"the {peer} did not answer within {timeout:.2g} s")
     if kind == "absent":
-        return Unavailable(kind, exc.details() or "not configured")
-    return Unavailable(kind, f"the {peer} failed ({code.name}): {exc.details()}")
+        return Degraded(kind, exc.details() or "not configured")
+    return Degraded(kind, f"the {peer} failed ({code.name}): {exc.details()}")
 
 
 def _capped(default: float, timeout: float | None) -> float:
@@ -78,7 +65,7 @@ class StoreClient:
         try:
             return unary(method, request, _capped(self.timeout, timeout))
         except grpc.RpcError as exc:
-            raise _relay(exc) from None
+            raise relay(exc, "the store") from None
 
     def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings:
         resp = self._call(
@@ -166,7 +153,7 @@ class EmbedClient:
         except grpc.RpcError as exc:
             raise _unavailable(exc, "embed service", deadline) from None
         if len(resp.vectors) != 1:
-            raise Unavailable("failed", "the embed service returned no vector")
+            raise Degraded("failed", "the embed service returned no vector")
         return QueryVector(resp.model_id, list(resp.vectors[0].values))
 
     def rerank(

@@ -79,7 +79,7 @@ class WorkspaceSettings:
     rerank_depth: int = 20
 
 
-class Unavailable(Exception):
+class Degraded(Exception):
     """A peer could not serve one part of a recall. ``kind`` is a short metric
     label (``unavailable``, ``timeout``, ``absent``, ``failed``); the message
     says why in words an operator understands."""
@@ -117,7 +117,7 @@ class StorePort(Protocol[M_co]):
     through untouched; ``timeout`` (seconds) caps the call's own deadline when
     the recall's deadline is nearer. Errors other than the dense arm's are the
     caller's problem (a recall cannot answer without the store); the dense arm
-    raises :class:`Unavailable`."""
+    raises :class:`Degraded`."""
 
     def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings: ...
 
@@ -150,7 +150,7 @@ class StorePort(Protocol[M_co]):
 
 
 class EmbedPort(Protocol):
-    """Raise :class:`Unavailable` when the embed service cannot answer."""
+    """Raise :class:`Degraded` when the embed service cannot answer."""
 
     def embed_query(self, text: str, timeout: float | None = None) -> QueryVector: ...
 
@@ -427,7 +427,7 @@ class Pipeline(Generic[M]):
             vector = _timed(
                 "embed", lambda: self.embed.embed_query(request.query, timeout=self._left(request))
             )
-        except Unavailable as exc:
+        except Degraded as exc:
             self._embed_reachable(False, exc.message)
             return _DenseOutcome(None, f"query embedding: {exc.message}", f"embed_{exc.kind}")
         self._embed_reachable(True)
@@ -442,7 +442,7 @@ class Pipeline(Generic[M]):
                     timeout=self._left(request),
                 ),
             )
-        except Unavailable as exc:
+        except Degraded as exc:
             return _DenseOutcome(None, f"dense candidates: {exc.message}", f"store_{exc.kind}")
         if not arm.embeddings_available:
             return _DenseOutcome(
@@ -472,7 +472,7 @@ class Pipeline(Generic[M]):
             scores = _timed(
                 "rerank", lambda: self.embed.rerank(request.query, passages, timeout=left)
             )
-        except Unavailable as exc:
+        except Degraded as exc:
             metrics.DEGRADED.labels("rerank", exc.kind).inc()
             return False, exc.message
         if len(scores) != len(top):

@@ -13,12 +13,12 @@ import pytest
 
 from services.rank.pipeline import (
     Candidate,
+    Degraded,
     DenseArm,
     Pipeline,
     PipelineConfig,
     QueryVector,
     Request,
-    Unavailable,
     Walked,
     WorkspaceSettings,
     rrf,
@@ -77,7 +77,7 @@ class FakeStore:
     refused: set[str] = field(default_factory=set)
     default_mode: str = "hybrid"
     rerank_depth: int = 20
-    dense_error: Unavailable | None = None
+    dense_error: Degraded | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)
     timeouts: list[float | None] = field(default_factory=list)
 
@@ -127,8 +127,8 @@ class FakeStore:
 
 @dataclass
 class FakeEmbed:
-    embed_error: Unavailable | None = None
-    rerank_error: Unavailable | None = None
+    embed_error: Degraded | None = None
+    rerank_error: Degraded | None = None
     score: Callable[[str], float] = lambda passage: 0.0
     reranked: list[list[str]] = field(default_factory=list)
 
@@ -244,7 +244,7 @@ def test_nothing_found() -> None:
 @pytest.mark.parametrize("mode", ["hybrid", "dense"])
 def test_embed_down_degrades_to_the_lexical_rows(mode: str) -> None:
     store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)], dense_rows=[c("c", 1)])
-    embed = FakeEmbed(embed_error=Unavailable("unavailable", "the embed service is unavailable"))
+    embed = FakeEmbed(embed_error=Degraded("unavailable", "the embed service is unavailable"))
     outcome = pipeline(store, embed).recall(request(mode))
     assert outcome.mode == mode
     assert not outcome.dense_available
@@ -265,7 +265,7 @@ def test_no_current_embeddings_degrades() -> None:
 def test_dense_store_query_failing_degrades() -> None:
     store = FakeStore(
         lexical_rows=[c("a", 1)],
-        dense_error=Unavailable("timeout", "the store did not answer within 2 s"),
+        dense_error=Degraded("timeout", "the store did not answer within 2 s"),
     )
     outcome = pipeline(store).recall(request("dense"))
     assert not outcome.dense_available and "2 s" in outcome.dense_unavailable_reason
@@ -301,7 +301,7 @@ def test_rerank_deeper_than_the_limit_brings_rows_up() -> None:
 
 def test_no_cross_encoder_keeps_the_fused_order() -> None:
     store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)])
-    embed = FakeEmbed(rerank_error=Unavailable("absent", "no cross-encoder configured"))
+    embed = FakeEmbed(rerank_error=Degraded("absent", "no cross-encoder configured"))
     outcome = pipeline(store, embed).recall(request("lexical", skip_rerank=False))
     assert not outcome.reranked
     assert outcome.rerank_unavailable_reason == "no cross-encoder configured"
