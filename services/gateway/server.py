@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from recallatron import convert, deadline, errors, internal_auth
 from recallatron.grpcclient import make_channel, relay, unary
@@ -33,6 +34,7 @@ from services.gateway.ratelimit import FailureLimiter, RateLimiter
 from services.gateway.settings import GatewaySettings
 
 Resp = TypeVar("Resp")
+Req = TypeVar("Req", bound=Message)
 log = logging.getLogger("recallatron.gateway")
 
 # Clock skew tolerated on a turn's time.
@@ -212,6 +214,14 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         self.peers = peers
         self.auth = auth
 
+    def _as_store(self, request: Any, context: grpc.ServicerContext, store_type: type[Req]) -> Req:
+        """A tool's request as the store's, for the member the token belongs to
+        (the two are kept field-compatible; the purpose becomes the caller's)."""
+        ident = self.auth.member(context)
+        store_request = store_type(caller=caller(ident, request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        return store_request
+
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         ident = self.auth.member(context)
         if not request.query.strip():
@@ -290,9 +300,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.RememberRequest,
         context: grpc.ServicerContext,
     ) -> pb.RememberResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.CreateMemoryRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.CreateMemoryRequest)
         resp = self.peers.store_call(self.peers.store.CreateMemory, store_request)
         return pb.RememberResponse(memory=resp.memory, replayed=resp.replayed)
 
@@ -301,9 +309,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.DeriveRequest,
         context: grpc.ServicerContext,
     ) -> pb.DeriveResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.DeriveMemoryRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.DeriveMemoryRequest)
         resp = self.peers.store_call(self.peers.store.DeriveMemory, store_request)
         return pb.DeriveResponse(memory=resp.memory, replayed=resp.replayed)
 
@@ -312,9 +318,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.CorrectRequest,
         context: grpc.ServicerContext,
     ) -> pb.CorrectResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.CorrectMemoryRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.CorrectMemoryRequest)
         resp = self.peers.store_call(self.peers.store.CorrectMemory, store_request)
         return pb.CorrectResponse(memory=resp.memory, replayed=resp.replayed)
 
@@ -323,9 +327,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.SupersedeRequest,
         context: grpc.ServicerContext,
     ) -> pb.SupersedeResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.SupersedeMemoryRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.SupersedeMemoryRequest)
         resp = self.peers.store_call(self.peers.store.SupersedeMemory, store_request)
         return pb.SupersedeResponse(
             memory=resp.memory, superseded=resp.superseded, replayed=resp.replayed
@@ -336,9 +338,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.ForgetRequest,
         context: grpc.ServicerContext,
     ) -> pb.ForgetResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.ForgetMemoryRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.ForgetMemoryRequest)
         resp = self.peers.store_call(self.peers.store.ForgetMemory, store_request)
         return pb.ForgetResponse(id=resp.id, forgotten_at=resp.forgotten_at, replayed=resp.replayed)
 
@@ -392,38 +392,28 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
 
     def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.LookupEntitiesRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.LookupEntitiesRequest)
         resp = self.peers.store_call(self.peers.store.LookupEntities, store_request)
         return pb.LookupResponse(entities=resp.entities)
 
     def Neighbors(
         self, request: pb.NeighborsRequest, context: grpc.ServicerContext
     ) -> pb.NeighborsResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.EntityNeighborsRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.EntityNeighborsRequest)
         resp = self.peers.store_call(self.peers.store.EntityNeighbors, store_request)
         return pb.NeighborsResponse(nodes=resp.nodes, edges=resp.edges, truncated=resp.truncated)
 
     def CreateEpisode(
         self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
     ) -> pb.CreateEpisodeResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.StoreServiceCreateEpisodeRequest(
-            caller=caller(ident, request.purpose)
-        )
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.StoreServiceCreateEpisodeRequest)
         resp = self.peers.store_call(self.peers.store.CreateEpisode, store_request)
         return pb.CreateEpisodeResponse(episode_id=resp.episode_id)
 
     def Timeline(
         self, request: pb.TimelineRequest, context: grpc.ServicerContext
     ) -> pb.TimelineResponse:
-        ident = self.auth.member(context)
-        store_request = store_pb2.StoreServiceTimelineRequest(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
+        store_request = self._as_store(request, context, store_pb2.StoreServiceTimelineRequest)
         resp = self.peers.store_call(self.peers.store.Timeline, store_request)
         return pb.TimelineResponse(events=resp.events, next_page_token=resp.next_page_token)
 

@@ -15,11 +15,13 @@ from typing import Any
 
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
 
 from recallatron import errors
 from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES
 from services.store import queries as q
-from services.store.db import Databases
+from services.store import validation
+from services.store.db import Caller, Databases
 from services.store.servers import place
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -199,6 +201,12 @@ class ControlPlane:
                 + ", ".join(self.dbs.servers.names)
                 + " (RECALLATRON_POSTGRES_SERVERS or RECALLATRON_POSTGRES_SERVERS_DIR)"
             )
+
+    def caller_pool(self, caller: Caller) -> ConnectionPool:
+        """The app role's pool of the caller's workspace database: every
+        caller transaction runs on it (row-level security as the caller)."""
+        ws = self.workspace(validation.uuid_str(caller.workspace_id, "caller.workspace_id"))
+        return self.dbs.app_pool(ws.server, ws.database_name)
 
     def workspace(self, workspace_id: str) -> Workspace:
         cached = self._workspaces.get(workspace_id)

@@ -11,7 +11,6 @@ import uuid
 from dataclasses import dataclass
 
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
@@ -109,10 +108,6 @@ class DedupStore:
         self.dbs = dbs
         self.control = control
 
-    def _pool(self, caller: Caller) -> ConnectionPool:
-        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
-        return self.dbs.app_pool(ws.server, ws.database_name)
-
     def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:
         params = {
             "input_version": EMBED_INPUT_VERSION,
@@ -120,7 +115,7 @@ class DedupStore:
             "min_cosine": _min_cosine(min_cosine),
             "limit": _limit(limit),
         }
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             rows = conn.execute(PAIRS, params).fetchall()
         # Float rounding can put an identical pair a hair above 1.
         return [Pair(str(a), str(b), min(float(c), 1.0)) for a, b, c in rows]
@@ -129,7 +124,7 @@ class DedupStore:
         """Keep both: the pair is never proposed again. Idempotent. A pair
         with a memory the caller may not see is not found, like any other."""
         lo, hi = canonical(first_id, second_id)
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             row = conn.execute(VISIBLE_COUNT, ([lo, hi],)).fetchone()
             if row is None or row[0] != 2:
                 raise errors.NotFound("memory not found")

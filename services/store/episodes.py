@@ -8,15 +8,15 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import psycopg
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_MENTIONS, MAX_TITLE
+from services.store import graph_queries as gq
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction
+from services.store.db import Caller, caller_transaction
 from services.store.trust import Trust
 
 # Captured turns of one speaker share an episode until a silence longer than
@@ -42,7 +42,6 @@ WHERE speaker_member_id = %(speaker)s AND %(purpose)s::purpose = ANY (purposes)
 ORDER BY ended_at DESC
 LIMIT 1
 """
-ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
 EXTEND = "UPDATE episode SET ended_at = greatest(ended_at, %s) WHERE id = %s"
 
 
@@ -91,13 +90,8 @@ def for_capture(conn: psycopg.Connection, caller: Caller, at: datetime, trust: T
 
 
 class EpisodeStore:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
+    def __init__(self, control: ControlPlane) -> None:
         self.control = control
-
-    def _pool(self, caller: Caller) -> Any:
-        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
-        return self.dbs.app_pool(ws.server, ws.database_name)
 
     def create(self, caller: Caller, new: NewEpisode) -> str:
         """A new episode; its participants are members of the workspace and
@@ -117,9 +111,9 @@ class EpisodeStore:
                 raise errors.InvalidArgument(f"member_ids[{i}]", "no such member in this workspace")
         entities = v.uuid_list(list(new.entity_ids), "entity_ids", MAX_MENTIONS)
         episode_id = str(uuid.uuid4())
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             for i, entity in enumerate(entities):
-                if conn.execute(ENTITY_VISIBLE, (entity,)).fetchone() is None:
+                if conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
                     raise errors.InvalidArgument(f"entity_ids[{i}]", "no such entity")
             conn.execute(
                 INSERT,

@@ -34,7 +34,7 @@ from services.store import graph_queries as gq
 from services.store import graph_rules as rules
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction
+from services.store.db import Caller, caller_transaction
 
 # Predicates one neighbors call may filter on.
 MAX_PREDICATES = 20
@@ -181,12 +181,6 @@ def validate_entity(ref: EntityIn, where: str) -> None:
             rules.identifier(ref.type, f"{where}.type")
 
 
-def _span(
-    valid_from: datetime | None, valid_until: datetime | None, where: str
-) -> tuple[datetime | None, datetime | None]:
-    return rules.valid_span(valid_from, valid_until, where)
-
-
 def validate(graph: GraphIn) -> None:
     """Every rule a write's graph part must meet, before anything is written."""
     if len(graph.claims) > MAX_CLAIMS:
@@ -200,14 +194,14 @@ def validate(graph: GraphIn) -> None:
         validate_entity(c.entity, f"{where}.entity")
         rules.identifier(c.attribute, f"{where}.attribute")
         v.text(c.value, f"{where}.value", MAX_CLAIM_VALUE)
-        _span(c.valid_from, c.valid_until, where)
+        rules.valid_span(c.valid_from, c.valid_until, where)
         _confidence(c.confidence, where)
     for i, r in enumerate(graph.relations):
         where = f"relations[{i}]"
         validate_entity(r.subject, f"{where}.subject")
         rules.identifier(r.predicate, f"{where}.predicate")
         validate_entity(r.object, f"{where}.object")
-        _span(r.valid_from, r.valid_until, where)
+        rules.valid_span(r.valid_from, r.valid_until, where)
         _confidence(r.confidence, where)
     for i, a in enumerate(graph.aliases):
         where = f"aliases[{i}]"
@@ -444,13 +438,8 @@ def _cards(
 
 
 class GraphStore:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
+    def __init__(self, control: ControlPlane) -> None:
         self.control = control
-
-    def _pool(self, caller: Caller) -> Any:
-        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
-        return self.dbs.app_pool(ws.server, ws.database_name)
 
     def lookup(
         self, caller: Caller, name: str, as_of: datetime | None, include_history: bool = False
@@ -470,7 +459,7 @@ class GraphStore:
             "history": include_history,
             "limit": MAX_LOOKUP_ENTITIES,
         }
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             return _cards(conn, conn.execute(gq.LOOKUP, params).fetchall(), params)
 
     def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
@@ -494,7 +483,7 @@ class GraphStore:
             "history": False,
             "limit": MAX_RECALL_ENTITIES,
         }
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             return _cards(conn, conn.execute(gq.NAMED, params).fetchall(), params)
 
     def neighbors(
@@ -520,7 +509,7 @@ class GraphStore:
         seen: set[str] = set()
         raw: list[tuple[Any, ...]] = []
         truncated = False
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             if conn.execute(gq.ENTITY_VISIBLE, (start,)).fetchone() is None:
                 raise errors.NotFound("entity_id: entity not found")
             frontier = [start]

@@ -154,10 +154,6 @@ class MemoryStore:
 
     # -- plumbing ----------------------------------------------------------
 
-    def _pool(self, caller: Caller) -> Any:
-        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
-        return self.dbs.app_pool(ws.server, ws.database_name)
-
     def _owner_pool(self, caller: Caller) -> Any:
         ws = self.control.workspace(caller.workspace_id)
         return self.dbs.owner_pool(ws.server, ws.database_name)
@@ -259,7 +255,7 @@ class MemoryStore:
         concurrent duplicate, gets the first result's memory id back."""
         # Stored and looked up as a hash only (design §8.6).
         key = request_key(caller.member_id, v.request_id(request_id))
-        pool = self._pool(caller)
+        pool = self.control.caller_pool(caller)
         try:
             with caller_transaction(pool, caller) as conn:
                 existing = self._replay(conn, caller, key, tool)
@@ -544,7 +540,7 @@ class MemoryStore:
         self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
     ) -> list[MemoryView]:
         wanted = v.uuid_list(list(ids), "ids", MAX_READ_IDS, min_items=1)
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             return self._read(conn, wanted, with_provenance, with_revisions=with_provenance)
 
     def _read(
@@ -608,7 +604,7 @@ class MemoryStore:
             raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {MAX_READ_IDS}]")
         if not wanted:
             return Walk([], [])
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             array = v.uuid_array(wanted)
             params = {"ids": array, "include_superseded": include_superseded}
             admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]

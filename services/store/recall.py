@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_QUERY_CHARS
@@ -238,15 +237,11 @@ class RecallQueries:
         self.dbs = dbs
         self.control = control
 
-    def _pool(self, caller: Caller) -> ConnectionPool:
-        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
-        return self.dbs.app_pool(ws.server, ws.database_name)
-
     def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:
         v.text(query, "query", MAX_QUERY_CHARS)
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
         params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
-        with caller_transaction(self._pool(caller), caller) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             terms = query_terms(conn, query)
             if terms is None:
                 return LexicalResult([])
@@ -294,7 +289,7 @@ class RecallQueries:
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(max(EF_SEARCH, limit)),
         }
-        with caller_transaction(self._pool(caller), caller, hnsw) as conn:
+        with caller_transaction(self.control.caller_pool(caller), caller, hnsw) as conn:
             row = conn.execute(CALLER_CORPUS).fetchone()
             exact = row is not None and dense_exact(int(row[0]), float(row[1] or 0))
             rows = conn.execute(DENSE_EXACT if exact else DENSE, params).fetchall()

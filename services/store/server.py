@@ -198,9 +198,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self.memories = memories
         self.recall = recall
         self.dedup = DedupStore(memories.dbs, control)
-        self.graph = GraphStore(memories.dbs, control)
-        self.episodes = EpisodeStore(memories.dbs, control)
-        self.timelines = TimelineStore(memories.dbs, control)
+        self.graph = GraphStore(control)
+        self.episodes = EpisodeStore(control)
+        self.timelines = TimelineStore(control)
         self.revocations = revocations
         # Set when the server drains: open watch streams end at once.
         self.stopping = stopping or threading.Event()

@@ -11,13 +11,14 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_TIMELINE_EVENTS
+from services.store import episodes
+from services.store import graph_queries as gq
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction
+from services.store.db import Caller, caller_transaction
 
 # The kinds of event, in the order they sort at one instant.
 KINDS = (
@@ -92,8 +93,6 @@ WHERE (%(from)s::timestamptz IS NULL OR at >= %(from)s::timestamptz)
 ORDER BY at, array_position(%(kinds)s::text[], kind), key
 LIMIT %(limit)s
 """
-ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
-EPISODE_VISIBLE = "SELECT 1 FROM episode WHERE id = %s"
 
 
 @dataclass(frozen=True)
@@ -141,13 +140,8 @@ def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str |
 
 
 class TimelineStore:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
+    def __init__(self, control: ControlPlane) -> None:
         self.control = control
-
-    def _pool(self, caller: Caller) -> Any:
-        ws = self.control.workspace(v.uuid_str(caller.workspace_id, "caller.workspace_id"))
-        return self.dbs.app_pool(ws.server, ws.database_name)
 
     def timeline(
         self,
@@ -170,10 +164,10 @@ class TimelineStore:
             raise errors.InvalidArgument("to", "must not lie before from")
         subject = f"entity:{entity}" if entity else f"episode:{episode}" if episode else "all"
         after_at, after_kind, after_key = _after(page_token, subject)
-        with caller_transaction(self._pool(caller), caller) as conn:
-            if entity and conn.execute(ENTITY_VISIBLE, (entity,)).fetchone() is None:
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            if entity and conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
                 raise errors.NotFound("entity_id: entity not found")
-            if episode and conn.execute(EPISODE_VISIBLE, (episode,)).fetchone() is None:
+            if episode and conn.execute(episodes.VISIBLE, (episode,)).fetchone() is None:
                 raise errors.NotFound("episode_id: episode not found")
             rows = conn.execute(
                 EVENTS,
