@@ -444,6 +444,50 @@ class Client:
             ),
         )
 
+    def entity_pairs(
+        self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
+    ) -> pb.ListEntityPairsResponse:
+        return self.call(
+            self.review.ListEntityPairs,
+            pb.ListEntityPairsRequest(purpose=PURPOSE.value(purpose), limit=limit),
+        )
+
+    def merge_entities(
+        self, kept_id: str, merged_id: str, purpose: str = DEFAULT_PURPOSE
+    ) -> pb.MergeEntitiesResponse:
+        return self.call(
+            self.review.MergeEntities,
+            pb.MergeEntitiesRequest(
+                kept_id=kept_id, merged_id=merged_id, purpose=PURPOSE.value(purpose)
+            ),
+        )
+
+    def keep_entities_apart(
+        self, first_id: str, second_id: str, purpose: str = DEFAULT_PURPOSE
+    ) -> pb.KeepEntitiesApartResponse:
+        return self.call(
+            self.review.KeepEntitiesApart,
+            pb.KeepEntitiesApartRequest(
+                first_id=first_id, second_id=second_id, purpose=PURPOSE.value(purpose)
+            ),
+        )
+
+    def undo_entity_merge(
+        self, merge_id: str, purpose: str = DEFAULT_PURPOSE
+    ) -> pb.UndoEntityMergeResponse:
+        return self.call(
+            self.review.UndoEntityMerge,
+            pb.UndoEntityMergeRequest(merge_id=merge_id, purpose=PURPOSE.value(purpose)),
+        )
+
+    def entity_merges(
+        self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
+    ) -> pb.ListEntityMergesResponse:
+        return self.call(
+            self.review.ListEntityMerges,
+            pb.ListEntityMergesRequest(purpose=PURPOSE.value(purpose), limit=limit),
+        )
+
     # -- admin -------------------------------------------------------------
 
     def create_workspace(

@@ -125,3 +125,7 @@ MAX_NEIGHBOR_NODES = 200
 MAX_NEIGHBOR_EDGES = 500
 # Timeline: events per page.
 MAX_TIMELINE_EVENTS = 100
+# Entity merge (design §8.5): the most entities one merged group may hold,
+# and why a pair of entities is proposed.
+MAX_ENTITY_GROUP = 20
+ENTITY_PAIR_REASONS = ("same_name", "same_alias", "name_prefix", "close_context")

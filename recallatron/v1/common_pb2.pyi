@@ -692,6 +692,7 @@ class EntityCard(_message.Message):
     MENTIONED_BY_FIELD_NUMBER: _builtins.int
     ALIAS_CLAIMS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
+    MERGED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     type: _builtins.str
@@ -711,6 +712,12 @@ class EntityCard(_message.Message):
     def alias_claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___AliasClaim]:
         """The aliases with the memories that state them."""
 
+    @_builtins.property
+    def merged(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityRef]:
+        """The entities a person merged into this one (the card holds their lists
+        too), oldest first; id and name above are the group's head.
+        """
+
     def __init__(
         self,
         *,
@@ -723,10 +730,11 @@ class EntityCard(_message.Message):
         mentioned_by: _abc.Iterable[_builtins.str] | None = ...,
         alias_claims: _abc.Iterable[Global___AliasClaim] | None = ...,
         truncated: _builtins.bool = ...,
+        merged: _abc.Iterable[Global___EntityRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias_claims", b"alias_claims", "aliases", b"aliases", "attributes", b"attributes", "id", b"id", "mentioned_by", b"mentioned_by", "name", b"name", "relations", b"relations", "truncated", b"truncated", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias_claims", b"alias_claims", "aliases", b"aliases", "attributes", b"attributes", "id", b"id", "mentioned_by", b"mentioned_by", "merged", b"merged", "name", b"name", "relations", b"relations", "truncated", b"truncated", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -740,22 +748,102 @@ class GraphNode(_message.Message):
 
     ENTITY_FIELD_NUMBER: _builtins.int
     DEPTH_FIELD_NUMBER: _builtins.int
+    MERGED_FIELD_NUMBER: _builtins.int
     depth: _builtins.int
     @_builtins.property
     def entity(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def merged(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityRef]:
+        """The entities merged into this one, reached through any of them."""
+
     def __init__(
         self,
         *,
         entity: Global___EntityRef | None = ...,
         depth: _builtins.int = ...,
+        merged: _abc.Iterable[Global___EntityRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "entity", b"entity"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "entity", b"entity", "merged", b"merged"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GraphNode: _TypeAlias = GraphNode  # noqa: Y015
+
+@_typing.final
+class EntityPair(_message.Message):
+    """Two entities that may be one, for a person to decide on: each shown as
+    its card; why they were proposed (same_name, same_alias, name_prefix,
+    close_context); the cosine of their mention contexts when both have one.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_FIELD_NUMBER: _builtins.int
+    SECOND_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    CONTEXT_COSINE_FIELD_NUMBER: _builtins.int
+    context_cosine: _builtins.float
+    @_builtins.property
+    def first(self) -> Global___EntityCard: ...
+    @_builtins.property
+    def second(self) -> Global___EntityCard: ...
+    @_builtins.property
+    def reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        first: Global___EntityCard | None = ...,
+        second: Global___EntityCard | None = ...,
+        reasons: _abc.Iterable[_builtins.str] | None = ...,
+        context_cosine: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_cosine", b"_context_cosine", "context_cosine", b"context_cosine", "first", b"first", "second", b"second"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_cosine", b"_context_cosine", "context_cosine", b"context_cosine", "first", b"first", "reasons", b"reasons", "second", b"second"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__context_cosine: _TypeAlias = _typing.Literal["context_cosine"]  # noqa: Y015
+    _WhichOneofArgType__context_cosine: _TypeAlias = _typing.Literal["_context_cosine", b"_context_cosine"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__context_cosine) -> _WhichOneofReturnType__context_cosine | None: ...
+
+Global___EntityPair: _TypeAlias = EntityPair  # noqa: Y015
+
+@_typing.final
+class EntityMerge(_message.Message):
+    """A merge decision in force: merged answers through kept until undone."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    KEPT_FIELD_NUMBER: _builtins.int
+    MERGED_FIELD_NUMBER: _builtins.int
+    DECIDED_BY_FIELD_NUMBER: _builtins.int
+    DECIDED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    decided_by: _builtins.str
+    @_builtins.property
+    def kept(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def merged(self) -> Global___EntityRef: ...
+    @_builtins.property
+    def decided_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        kept: Global___EntityRef | None = ...,
+        merged: Global___EntityRef | None = ...,
+        decided_by: _builtins.str = ...,
+        decided_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decided_at", b"decided_at", "kept", b"kept", "merged", b"merged"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decided_at", b"decided_at", "decided_by", b"decided_by", "id", b"id", "kept", b"kept", "merged", b"merged"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityMerge: _TypeAlias = EntityMerge  # noqa: Y015
 
 @_typing.final
 class Memory(_message.Message):

@@ -1077,6 +1077,219 @@ class DismissDuplicatePairResponse(_message.Message):
 Global___DismissDuplicatePairResponse: _TypeAlias = DismissDuplicatePairResponse  # noqa: Y015
 
 @_typing.final
+class ListEntityPairsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    limit: _builtins.int
+    """Most pairs returned; default 20, at most 100."""
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntityPairsRequest: _TypeAlias = ListEntityPairsRequest  # noqa: Y015
+
+@_typing.final
+class ListEntityPairsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAIRS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pairs(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityPair]: ...
+    def __init__(
+        self,
+        *,
+        pairs: _abc.Iterable[_common_pb2.EntityPair] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntityPairsResponse: _TypeAlias = ListEntityPairsResponse  # noqa: Y015
+
+@_typing.final
+class MergeEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    KEPT_ID_FIELD_NUMBER: _builtins.int
+    MERGED_ID_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    kept_id: _builtins.str
+    """The entity whose name the merged pair answers with."""
+    merged_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        kept_id: _builtins.str = ...,
+        merged_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kept_id", b"kept_id", "merged_id", b"merged_id", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergeEntitiesRequest: _TypeAlias = MergeEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class MergeEntitiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MERGE_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """False when the two already answered as one (nothing was written)."""
+    @_builtins.property
+    def merge(self) -> _common_pb2.EntityMerge: ...
+    def __init__(
+        self,
+        *,
+        merge: _common_pb2.EntityMerge | None = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["merge", b"merge"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "merge", b"merge"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergeEntitiesResponse: _TypeAlias = MergeEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class KeepEntitiesApartRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    FIRST_ID_FIELD_NUMBER: _builtins.int
+    SECOND_ID_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    first_id: _builtins.str
+    second_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        first_id: _builtins.str = ...,
+        second_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_id", b"first_id", "purpose", b"purpose", "second_id", b"second_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeepEntitiesApartRequest: _TypeAlias = KeepEntitiesApartRequest  # noqa: Y015
+
+@_typing.final
+class KeepEntitiesApartResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeepEntitiesApartResponse: _TypeAlias = KeepEntitiesApartResponse  # noqa: Y015
+
+@_typing.final
+class UndoEntityMergeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    MERGE_ID_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    merge_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        merge_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["merge_id", b"merge_id", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UndoEntityMergeRequest: _TypeAlias = UndoEntityMergeRequest  # noqa: Y015
+
+@_typing.final
+class UndoEntityMergeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UndoEntityMergeResponse: _TypeAlias = UndoEntityMergeResponse  # noqa: Y015
+
+@_typing.final
+class ListEntityMergesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    limit: _builtins.int
+    """Most merges returned, newest first; default 50, at most 200."""
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "purpose", b"purpose"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntityMergesRequest: _TypeAlias = ListEntityMergesRequest  # noqa: Y015
+
+@_typing.final
+class ListEntityMergesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MERGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def merges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityMerge]: ...
+    def __init__(
+        self,
+        *,
+        merges: _abc.Iterable[_common_pb2.EntityMerge] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["merges", b"merges"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntityMergesResponse: _TypeAlias = ListEntityMergesResponse  # noqa: Y015
+
+@_typing.final
 class GetStatusRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

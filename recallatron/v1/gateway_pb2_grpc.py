@@ -646,6 +646,31 @@ class ReviewServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.FromString,
                 _registered_method=True)
+        self.ListEntityPairs = channel.unary_unary(
+                '/recallatron.v1.ReviewService/ListEntityPairs',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsResponse.FromString,
+                _registered_method=True)
+        self.MergeEntities = channel.unary_unary(
+                '/recallatron.v1.ReviewService/MergeEntities',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesResponse.FromString,
+                _registered_method=True)
+        self.KeepEntitiesApart = channel.unary_unary(
+                '/recallatron.v1.ReviewService/KeepEntitiesApart',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartResponse.FromString,
+                _registered_method=True)
+        self.UndoEntityMerge = channel.unary_unary(
+                '/recallatron.v1.ReviewService/UndoEntityMerge',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeResponse.FromString,
+                _registered_method=True)
+        self.ListEntityMerges = channel.unary_unary(
+                '/recallatron.v1.ReviewService/ListEntityMerges',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.FromString,
+                _registered_method=True)
 
 
 class ReviewServiceServicer:
@@ -666,6 +691,39 @@ class ReviewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEntityPairs(self, request, context):
+        """Entity pairs that may be one entity (owners only). Nothing merges by
+        itself: an owner merges (reversibly), keeps a pair apart (never proposed
+        again), or undoes a merge.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeEntities(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KeepEntitiesApart(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoEntityMerge(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntityMerges(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReviewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -678,6 +736,31 @@ def add_ReviewServiceServicer_to_server(servicer, server):
                     servicer.DismissDuplicatePair,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.SerializeToString,
+            ),
+            'ListEntityPairs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityPairs,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsResponse.SerializeToString,
+            ),
+            'MergeEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeEntities,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesResponse.SerializeToString,
+            ),
+            'KeepEntitiesApart': grpc.unary_unary_rpc_method_handler(
+                    servicer.KeepEntitiesApart,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartResponse.SerializeToString,
+            ),
+            'UndoEntityMerge': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoEntityMerge,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeResponse.SerializeToString,
+            ),
+            'ListEntityMerges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityMerges,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -736,6 +819,141 @@ class ReviewService:
             '/recallatron.v1.ReviewService/DismissDuplicatePair',
             recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityPairs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/ListEntityPairs',
+            recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/MergeEntities',
+            recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KeepEntitiesApart(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/KeepEntitiesApart',
+            recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoEntityMerge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/UndoEntityMerge',
+            recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityMerges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/ListEntityMerges',
+            recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.FromString,
             options,
             channel_credentials,
             insecure,

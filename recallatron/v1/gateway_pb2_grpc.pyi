@@ -204,6 +204,15 @@ class ReviewServiceStub:
     ListDuplicatePairs: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListDuplicatePairsRequest, _gateway_pb2.ListDuplicatePairsResponse]
     DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]
     """"Keep both": the pair is never proposed again."""
+    ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]
+    """Entity pairs that may be one entity (owners only). Nothing merges by
+    itself: an owner merges (reversibly), keeps a pair apart (never proposed
+    again), or undoes a merge.
+    """
+    MergeEntities: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.MergeEntitiesRequest, _gateway_pb2.MergeEntitiesResponse]
+    KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]
+    UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]
+    ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]
 
 @_typing.type_check_only
 class ReviewServiceAsyncStub(ReviewServiceStub):
@@ -215,6 +224,15 @@ class ReviewServiceAsyncStub(ReviewServiceStub):
     ListDuplicatePairs: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListDuplicatePairsRequest, _gateway_pb2.ListDuplicatePairsResponse]  # type: ignore[assignment]
     DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]  # type: ignore[assignment]
     """"Keep both": the pair is never proposed again."""
+    ListEntityPairs: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]  # type: ignore[assignment]
+    """Entity pairs that may be one entity (owners only). Nothing merges by
+    itself: an owner merges (reversibly), keeps a pair apart (never proposed
+    again), or undoes a merge.
+    """
+    MergeEntities: _aio.UnaryUnaryMultiCallable[_gateway_pb2.MergeEntitiesRequest, _gateway_pb2.MergeEntitiesResponse]  # type: ignore[assignment]
+    KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]  # type: ignore[assignment]
+    UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]  # type: ignore[assignment]
+    ListEntityMerges: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]  # type: ignore[assignment]
 
 class ReviewServiceServicer(metaclass=_abc_1.ABCMeta):
     """Dedup review for people: proposed pairs, and their decisions. Nothing
@@ -235,6 +253,45 @@ class ReviewServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.DismissDuplicatePairResponse, _abc.Awaitable[_gateway_pb2.DismissDuplicatePairResponse]]:
         """"Keep both": the pair is never proposed again."""
+
+    @_abc_1.abstractmethod
+    def ListEntityPairs(
+        self,
+        request: _gateway_pb2.ListEntityPairsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListEntityPairsResponse, _abc.Awaitable[_gateway_pb2.ListEntityPairsResponse]]:
+        """Entity pairs that may be one entity (owners only). Nothing merges by
+        itself: an owner merges (reversibly), keeps a pair apart (never proposed
+        again), or undoes a merge.
+        """
+
+    @_abc_1.abstractmethod
+    def MergeEntities(
+        self,
+        request: _gateway_pb2.MergeEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.MergeEntitiesResponse, _abc.Awaitable[_gateway_pb2.MergeEntitiesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def KeepEntitiesApart(
+        self,
+        request: _gateway_pb2.KeepEntitiesApartRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.KeepEntitiesApartResponse, _abc.Awaitable[_gateway_pb2.KeepEntitiesApartResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UndoEntityMerge(
+        self,
+        request: _gateway_pb2.UndoEntityMergeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.UndoEntityMergeResponse, _abc.Awaitable[_gateway_pb2.UndoEntityMergeResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListEntityMerges(
+        self,
+        request: _gateway_pb2.ListEntityMergesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListEntityMergesResponse, _abc.Awaitable[_gateway_pb2.ListEntityMergesResponse]]: ...
 
 def add_ReviewServiceServicer_to_server(servicer: ReviewServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -1750,3 +1750,218 @@ class StoreServiceTimelineResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StoreServiceTimelineResponse: _TypeAlias = StoreServiceTimelineResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceListEntityPairsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceListEntityPairsRequest: _TypeAlias = StoreServiceListEntityPairsRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceListEntityPairsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAIRS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pairs(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityPair]: ...
+    def __init__(
+        self,
+        *,
+        pairs: _abc.Iterable[_common_pb2.EntityPair] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceListEntityPairsResponse: _TypeAlias = StoreServiceListEntityPairsResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceMergeEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    KEPT_ID_FIELD_NUMBER: _builtins.int
+    MERGED_ID_FIELD_NUMBER: _builtins.int
+    kept_id: _builtins.str
+    merged_id: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        kept_id: _builtins.str = ...,
+        merged_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "kept_id", b"kept_id", "merged_id", b"merged_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceMergeEntitiesRequest: _TypeAlias = StoreServiceMergeEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceMergeEntitiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MERGE_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """False when the two already answered as one (nothing was written)."""
+    @_builtins.property
+    def merge(self) -> _common_pb2.EntityMerge: ...
+    def __init__(
+        self,
+        *,
+        merge: _common_pb2.EntityMerge | None = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["merge", b"merge"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "merge", b"merge"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceMergeEntitiesResponse: _TypeAlias = StoreServiceMergeEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceKeepEntitiesApartRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    FIRST_ID_FIELD_NUMBER: _builtins.int
+    SECOND_ID_FIELD_NUMBER: _builtins.int
+    first_id: _builtins.str
+    second_id: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        first_id: _builtins.str = ...,
+        second_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "first_id", b"first_id", "second_id", b"second_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceKeepEntitiesApartRequest: _TypeAlias = StoreServiceKeepEntitiesApartRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceKeepEntitiesApartResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceKeepEntitiesApartResponse: _TypeAlias = StoreServiceKeepEntitiesApartResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceUndoEntityMergeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    MERGE_ID_FIELD_NUMBER: _builtins.int
+    merge_id: _builtins.str
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        merge_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "merge_id", b"merge_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceUndoEntityMergeRequest: _TypeAlias = StoreServiceUndoEntityMergeRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceUndoEntityMergeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceUndoEntityMergeResponse: _TypeAlias = StoreServiceUndoEntityMergeResponse  # noqa: Y015
+
+@_typing.final
+class StoreServiceListEntityMergesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    @_builtins.property
+    def caller(self) -> _common_pb2.Caller: ...
+    def __init__(
+        self,
+        *,
+        caller: _common_pb2.Caller | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceListEntityMergesRequest: _TypeAlias = StoreServiceListEntityMergesRequest  # noqa: Y015
+
+@_typing.final
+class StoreServiceListEntityMergesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MERGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def merges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityMerge]: ...
+    def __init__(
+        self,
+        *,
+        merges: _abc.Iterable[_common_pb2.EntityMerge] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["merges", b"merges"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreServiceListEntityMergesResponse: _TypeAlias = StoreServiceListEntityMergesResponse  # noqa: Y015

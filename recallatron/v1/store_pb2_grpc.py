@@ -167,6 +167,31 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.FromString,
                 _registered_method=True)
+        self.ListEntityPairs = channel.unary_unary(
+                '/recallatron.v1.StoreService/ListEntityPairs',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsResponse.FromString,
+                _registered_method=True)
+        self.MergeEntities = channel.unary_unary(
+                '/recallatron.v1.StoreService/MergeEntities',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesResponse.FromString,
+                _registered_method=True)
+        self.KeepEntitiesApart = channel.unary_unary(
+                '/recallatron.v1.StoreService/KeepEntitiesApart',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartResponse.FromString,
+                _registered_method=True)
+        self.UndoEntityMerge = channel.unary_unary(
+                '/recallatron.v1.StoreService/UndoEntityMerge',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeResponse.FromString,
+                _registered_method=True)
+        self.ListEntityMerges = channel.unary_unary(
+                '/recallatron.v1.StoreService/ListEntityMerges',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -350,6 +375,37 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEntityPairs(self, request, context):
+        """Entity merge, decided by an owner (design §8.5).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeEntities(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KeepEntitiesApart(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoEntityMerge(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntityMerges(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -482,6 +538,31 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.DismissDuplicatePair,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.SerializeToString,
+            ),
+            'ListEntityPairs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityPairs,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsResponse.SerializeToString,
+            ),
+            'MergeEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeEntities,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesResponse.SerializeToString,
+            ),
+            'KeepEntitiesApart': grpc.unary_unary_rpc_method_handler(
+                    servicer.KeepEntitiesApart,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartResponse.SerializeToString,
+            ),
+            'UndoEntityMerge': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoEntityMerge,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeResponse.SerializeToString,
+            ),
+            'ListEntityMerges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityMerges,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1189,6 +1270,141 @@ class StoreService:
             '/recallatron.v1.StoreService/DismissDuplicatePair',
             recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityPairs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/ListEntityPairs',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/MergeEntities',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KeepEntitiesApart(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/KeepEntitiesApart',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoEntityMerge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/UndoEntityMerge',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityMerges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/ListEntityMerges',
+            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesResponse.FromString,
             options,
             channel_credentials,
             insecure,

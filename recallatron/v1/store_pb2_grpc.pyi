@@ -85,6 +85,12 @@ class StoreServiceStub:
     caller may see, dismissed pairs left out.
     """
     DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceDismissDuplicatePairRequest, _store_pb2.StoreServiceDismissDuplicatePairResponse]
+    ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityPairsRequest, _store_pb2.StoreServiceListEntityPairsResponse]
+    """Entity merge, decided by an owner (design §8.5)."""
+    MergeEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceMergeEntitiesRequest, _store_pb2.StoreServiceMergeEntitiesResponse]
+    KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceKeepEntitiesApartRequest, _store_pb2.StoreServiceKeepEntitiesApartResponse]
+    UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceUndoEntityMergeRequest, _store_pb2.StoreServiceUndoEntityMergeResponse]
+    ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityMergesRequest, _store_pb2.StoreServiceListEntityMergesResponse]
 
 @_typing.type_check_only
 class StoreServiceAsyncStub(StoreServiceStub):
@@ -143,6 +149,12 @@ class StoreServiceAsyncStub(StoreServiceStub):
     caller may see, dismissed pairs left out.
     """
     DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceDismissDuplicatePairRequest, _store_pb2.StoreServiceDismissDuplicatePairResponse]  # type: ignore[assignment]
+    ListEntityPairs: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityPairsRequest, _store_pb2.StoreServiceListEntityPairsResponse]  # type: ignore[assignment]
+    """Entity merge, decided by an owner (design §8.5)."""
+    MergeEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceMergeEntitiesRequest, _store_pb2.StoreServiceMergeEntitiesResponse]  # type: ignore[assignment]
+    KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceKeepEntitiesApartRequest, _store_pb2.StoreServiceKeepEntitiesApartResponse]  # type: ignore[assignment]
+    UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceUndoEntityMergeRequest, _store_pb2.StoreServiceUndoEntityMergeResponse]  # type: ignore[assignment]
+    ListEntityMerges: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityMergesRequest, _store_pb2.StoreServiceListEntityMergesResponse]  # type: ignore[assignment]
 
 class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     """Postgres: the control plane, one database per workspace, eligibility in SQL,
@@ -354,5 +366,41 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _store_pb2.StoreServiceDismissDuplicatePairRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.StoreServiceDismissDuplicatePairResponse, _abc.Awaitable[_store_pb2.StoreServiceDismissDuplicatePairResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListEntityPairs(
+        self,
+        request: _store_pb2.StoreServiceListEntityPairsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceListEntityPairsResponse, _abc.Awaitable[_store_pb2.StoreServiceListEntityPairsResponse]]:
+        """Entity merge, decided by an owner (design §8.5)."""
+
+    @_abc_1.abstractmethod
+    def MergeEntities(
+        self,
+        request: _store_pb2.StoreServiceMergeEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceMergeEntitiesResponse, _abc.Awaitable[_store_pb2.StoreServiceMergeEntitiesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def KeepEntitiesApart(
+        self,
+        request: _store_pb2.StoreServiceKeepEntitiesApartRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceKeepEntitiesApartResponse, _abc.Awaitable[_store_pb2.StoreServiceKeepEntitiesApartResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UndoEntityMerge(
+        self,
+        request: _store_pb2.StoreServiceUndoEntityMergeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceUndoEntityMergeResponse, _abc.Awaitable[_store_pb2.StoreServiceUndoEntityMergeResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListEntityMerges(
+        self,
+        request: _store_pb2.StoreServiceListEntityMergesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.StoreServiceListEntityMergesResponse, _abc.Awaitable[_store_pb2.StoreServiceListEntityMergesResponse]]: ...
 
 def add_StoreServiceServicer_to_server(servicer: StoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,4 +1,5 @@
-"""ReviewService: dedup pairs for a person to decide on (design §8.1). The store
+"""ReviewService: dedup pairs and entity pairs for a person to decide on
+(design §8.1, §8.5). For dedup pairs the store
 finds the pairs under the caller's eligibility; here they are filled in with
 the full memories (read under the same caller), so a pair never carries a
 memory the caller may not see. Nothing is merged here: supersede and forget
@@ -79,3 +80,70 @@ class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
             ),
         )
         return pb.DismissDuplicatePairResponse()
+
+    # -- entity merge (design §8.5): the store decides what the caller may
+    # see and that only an owner decides; here the calls are relayed.
+
+    def ListEntityPairs(
+        self, request: pb.ListEntityPairsRequest, context: grpc.ServicerContext
+    ) -> pb.ListEntityPairsResponse:
+        ident = self.auth.member(context)
+        found = self.peers.store_call(
+            self.peers.store.ListEntityPairs,
+            store_pb2.StoreServiceListEntityPairsRequest(
+                caller=caller(ident, request.purpose), limit=request.limit
+            ),
+        )
+        return pb.ListEntityPairsResponse(pairs=found.pairs)
+
+    def MergeEntities(
+        self, request: pb.MergeEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.MergeEntitiesResponse:
+        ident = self.auth.member(context)
+        done = self.peers.store_call(
+            self.peers.store.MergeEntities,
+            store_pb2.StoreServiceMergeEntitiesRequest(
+                caller=caller(ident, request.purpose),
+                kept_id=request.kept_id,
+                merged_id=request.merged_id,
+            ),
+        )
+        return pb.MergeEntitiesResponse(merge=done.merge, created=done.created)
+
+    def KeepEntitiesApart(
+        self, request: pb.KeepEntitiesApartRequest, context: grpc.ServicerContext
+    ) -> pb.KeepEntitiesApartResponse:
+        ident = self.auth.member(context)
+        self.peers.store_call(
+            self.peers.store.KeepEntitiesApart,
+            store_pb2.StoreServiceKeepEntitiesApartRequest(
+                caller=caller(ident, request.purpose),
+                first_id=request.first_id,
+                second_id=request.second_id,
+            ),
+        )
+        return pb.KeepEntitiesApartResponse()
+
+    def UndoEntityMerge(
+        self, request: pb.UndoEntityMergeRequest, context: grpc.ServicerContext
+    ) -> pb.UndoEntityMergeResponse:
+        ident = self.auth.member(context)
+        self.peers.store_call(
+            self.peers.store.UndoEntityMerge,
+            store_pb2.StoreServiceUndoEntityMergeRequest(
+                caller=caller(ident, request.purpose), merge_id=request.merge_id
+            ),
+        )
+        return pb.UndoEntityMergeResponse()
+
+    def ListEntityMerges(
+        self, request: pb.ListEntityMergesRequest, context: grpc.ServicerContext
+    ) -> pb.ListEntityMergesResponse:
+        ident = self.auth.member(context)
+        found = self.peers.store_call(
+            self.peers.store.ListEntityMerges,
+            store_pb2.StoreServiceListEntityMergesRequest(
+                caller=caller(ident, request.purpose), limit=request.limit
+            ),
+        )
+        return pb.ListEntityMergesResponse(merges=found.merges)

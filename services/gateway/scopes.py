@@ -34,7 +34,7 @@ READ_ONLY_CALLS = (
     _methods(
         "MemoryService", ("Recall", "Read", "DescribeTools", "Lookup", "Neighbors", "Timeline")
     )
-    | _methods("ReviewService", ("ListDuplicatePairs",))
+    | _methods("ReviewService", ("ListDuplicatePairs", "ListEntityPairs", "ListEntityMerges"))
     | _methods("AdminService", ("GetSettings", "GetStatus"))
 )
 # What any scoped token may call: the tools and the review, and reading the

@@ -29,13 +29,14 @@ MAX_LIMIT = 500
 # replaces the older vectors; until then they are left out, not mixed in).
 # Superseded and forgotten memories have no vector (the sync trigger drops
 # it), so they never form a pair. 500 x 500 / 2 cosines is cheap in SQL.
-PAIRS = """
-WITH current_model AS (
+CURRENT_MODEL = """current_model AS (
     SELECT e.model_id FROM memory_embedding e
     WHERE e.input_version = %(input_version)s
     ORDER BY e.created_at DESC
     LIMIT 1
-), recent AS (
+)"""
+PAIRS = f"""
+WITH {CURRENT_MODEL}, recent AS (
     SELECT m.id, e.embedding
     FROM memory m JOIN memory_embedding e ON e.memory_id = m.id
     WHERE e.input_version = %(input_version)s

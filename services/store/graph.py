@@ -30,6 +30,7 @@ from recallatron.vocabulary import (
     MAX_RECALL_ENTITIES,
     MAX_RELATIONS,
 )
+from services.store import entity_groups
 from services.store import graph_queries as gq
 from services.store import graph_rules as rules
 from services.store import validation as v
@@ -91,11 +92,7 @@ class GraphIn:
 NO_GRAPH = GraphIn()
 
 
-@dataclass(frozen=True)
-class EntityRefView:
-    id: str
-    name: str
-    type: str | None
+EntityRefView = entity_groups.EntityRef
 
 
 @dataclass(frozen=True)
@@ -154,6 +151,8 @@ class EntityCard:
     aliases: list[AliasView] = field(default_factory=list)
     mentioned_by: list[str] = field(default_factory=list)
     truncated: bool = False
+    # The entities a person merged into this one (design §8.5), oldest first.
+    merged: list[EntityRefView] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -161,6 +160,8 @@ class Neighborhood:
     nodes: list[tuple[EntityRefView, int]]
     edges: list[RelationView]
     truncated: bool
+    # Per node id, the entities merged into it.
+    merged: dict[str, list[EntityRefView]] = field(default_factory=dict)
 
 
 # -- validation ------------------------------------------------------------------
@@ -394,27 +395,42 @@ def _cards(
     conn: psycopg.Connection, found: Sequence[Sequence[Any]], params: dict[str, Any]
 ) -> list[EntityCard]:
     """Each found entity (id, name, type) with its lists, as of params["at"]
-    (or everything, with params["history"]), each cut at MAX_CARD_ITEMS."""
+    (or everything, with params["history"]), each cut at MAX_CARD_ITEMS. An
+    entity merged with others answers as one card for its whole group, under
+    the group's head, with every member's lists (design §8.5)."""
     if not found:
         return []
-    cards = {str(r[0]): EntityCard(_ref(r[0], r[1], r[2])) for r in found}
-    params = {**params, "ids": v.uuid_array(list(cards)), "cap": MAX_CARD_ITEMS + 1}
+    grouped = entity_groups.groups(conn, [str(r[0]) for r in found])
+    cards: dict[str, EntityCard] = {}
+    card_of: dict[str, EntityCard] = {}
+    for row in found:
+        group = grouped.get(str(row[0]))
+        if group is None or group.head.id in cards:
+            continue
+        card = EntityCard(group.head, merged=list(group.merged))
+        cards[group.head.id] = card
+        card_of.update((member, card) for member in group.ids)
+    params = {**params, "ids": v.uuid_array(list(card_of)), "cap": MAX_CARD_ITEMS + 1}
     with conn.pipeline():
         attrs = conn.execute(gq.CARD_ATTRIBUTES, params)
         rels = conn.execute(gq.CARD_RELATIONS, params)
         aliases = conn.execute(gq.CARD_ALIASES, params)
         mentions = conn.execute(gq.CARD_MENTIONED_BY, params)
     for eid, attr, value, vf, vu, conf, mid, stated, retired in attrs.fetchall():
-        card = cards[str(eid)]
+        card = card_of[str(eid)]
         card.attributes.append(
             AttributeView(card.entity, attr, value, vf, vu, conf, str(mid), stated, retired)
         )
-    for row in rels.fetchall():
-        cards[str(row[0])].relations.append(
+    relation_rows = rels.fetchall()
+    # The other end of a relation answers through its own group too.
+    others = entity_groups.groups(conn, [str(row[2]) for row in relation_rows])
+    for row in relation_rows:
+        other = others.get(str(row[2]))
+        card_of[str(row[0])].relations.append(
             EntityRelationView(
                 row[5],
                 row[1],
-                _ref(row[2], row[3], row[4]),
+                other.head if other else _ref(row[2], row[3], row[4]),
                 row[6],
                 row[7],
                 row[8],
@@ -424,17 +440,34 @@ def _cards(
             )
         )
     for eid, alias, mid, stated, retired in aliases.fetchall():
-        card = cards[str(eid)]
+        card = card_of[str(eid)]
         card.aliases.append(AliasView(card.entity, alias, str(mid), stated, retired))
-    for eid, mid in mentions.fetchall():
-        cards[str(eid)].mentioned_by.append(str(mid))
+    mentioned: dict[int, list[tuple[datetime, str]]] = {}
+    for eid, mid, created in mentions.fetchall():
+        mentioned.setdefault(id(card_of[str(eid)]), []).append((created, str(mid)))
     for card in cards.values():
+        if card.merged:
+            # Several members' lists: one order again, newest statement first.
+            card.attributes.sort(key=lambda a: a.stated_at, reverse=True)
+            card.relations.sort(key=lambda r: r.stated_at, reverse=True)
+            card.aliases.sort(key=lambda a: a.stated_at, reverse=True)
+        by_memory = sorted(mentioned.get(id(card), []), key=lambda m: (-m[0].timestamp(), m[1]))
+        card.mentioned_by = list(dict.fromkeys(mid for _, mid in by_memory))
         for name_ in ("attributes", "relations", "aliases", "mentioned_by"):
             items = getattr(card, name_)
             if len(items) > MAX_CARD_ITEMS:
                 del items[MAX_CARD_ITEMS:]
                 card.truncated = True
     return list(cards.values())
+
+
+def cards_by_id(conn: psycopg.Connection, ids: Sequence[str]) -> dict[str, EntityCard]:
+    """The current card of each id the caller may see, keyed by that id (the
+    members of one merged group share their group's card)."""
+    found = conn.execute(gq.ENTITIES, (v.uuid_array(list(ids)),)).fetchall()
+    cards = _cards(conn, found, {"at": datetime.now(UTC), "history": False})
+    by_member = {m.id: c for c in cards for m in (c.entity, *c.merged)}
+    return {i: by_member[i] for i in ids if i in by_member}
 
 
 class GraphStore:
@@ -505,14 +538,20 @@ class GraphStore:
             raise errors.InvalidArgument("predicates", f"at most {MAX_PREDICATES} allowed")
         wanted = [rules.identifier(p, f"predicates[{i}]") for i, p in enumerate(predicates)]
         at = as_of or datetime.now(UTC)
-        depth_of: dict[str, int] = {start: 0}
+        # Nodes are groups (design §8.5): each keyed by its head, reached
+        # through any member, and walked on from all of its members.
+        group_of: dict[str, entity_groups.Group] = {}
+        depth_of: dict[str, int] = {}
         seen: set[str] = set()
         raw: list[tuple[Any, ...]] = []
         truncated = False
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
-            if conn.execute(gq.ENTITY_VISIBLE, (start,)).fetchone() is None:
+            first = entity_groups.groups(conn, [start]).get(start)
+            if first is None:
                 raise errors.NotFound("entity_id: entity not found")
-            frontier = [start]
+            group_of.update((m, first) for m in first.ids)
+            depth_of[first.head.id] = 0
+            frontier = first.ids
             for depth in range(1, hops + 1):
                 room = MAX_NEIGHBOR_EDGES - len(raw)
                 if not frontier or room <= 0:
@@ -530,41 +569,37 @@ class GraphStore:
                 if len(rows) > room:
                     rows = rows[:room]
                     truncated = True
+                unknown = {str(r[i]) for r in rows for i in (1, 3)} - group_of.keys()
+                for group in entity_groups.groups(conn, sorted(unknown)).values():
+                    group_of.update((m, group) for m in group.ids)
                 next_frontier: list[str] = []
                 for row in rows:
                     claim_id = str(row[0])
                     if claim_id in seen:
                         continue
-                    ends = (str(row[1]), str(row[3]))
+                    ends = {group_of[str(row[1])].head.id, group_of[str(row[3])].head.id}
                     new_ends = [e for e in ends if e not in depth_of]
-                    if len(depth_of) + len(set(new_ends)) > MAX_NEIGHBOR_NODES:
+                    if len(depth_of) + len(new_ends) > MAX_NEIGHBOR_NODES:
                         truncated = True
                         continue
                     for e in new_ends:
                         depth_of[e] = depth
-                        next_frontier.append(e)
+                        next_frontier.extend(group_of[e].ids)
                     seen.add(claim_id)
                     raw.append(row)
                 frontier = next_frontier
-            names = {
-                str(r[0]): _ref(r[0], r[1], r[2])
-                for r in conn.execute(gq.ENTITIES, (v.uuid_array(list(depth_of)),)).fetchall()
-            }
+        heads = {g.head.id: g for g in group_of.values()}
+        names = {h: g.head for h, g in heads.items()}
+
+        def node(entity: Any) -> EntityRefView:
+            return names[group_of[str(entity)].head.id]
+
         views = [
-            RelationView(
-                names[str(r[1])],
-                r[2],
-                names[str(r[3])],
-                r[4],
-                r[5],
-                r[6],
-                str(r[7]),
-                r[8],
-                r[9],
-            )
+            RelationView(node(r[1]), r[2], node(r[3]), r[4], r[5], r[6], str(r[7]), r[8], r[9])
             for r in raw
         ]
         nodes = sorted(
             ((names[e], d) for e, d in depth_of.items()), key=lambda n: (n[1], n[0].name, n[0].id)
         )
-        return Neighborhood(nodes, views, truncated)
+        merged = {h: list(heads[h].merged) for h in depth_of if heads[h].merged}
+        return Neighborhood(nodes, views, truncated, merged)

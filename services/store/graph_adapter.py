@@ -4,12 +4,11 @@ services/store/graph.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from recallatron import convert, errors
 from recallatron.v1 import common_pb2 as cpb
-from services.store import graph
+from services.store import entity_merge, graph
 
 
 def entity_of(msg: cpb.MentionInput, where: str) -> graph.EntityIn:
@@ -145,8 +144,35 @@ def card_msg(card: graph.EntityCard) -> cpb.EntityCard:
         mentioned_by=card.mentioned_by,
         alias_claims=[alias_msg(a) for a in card.aliases],
         truncated=card.truncated,
+        merged=[entity_msg(m) for m in card.merged],
     )
 
 
-def nodes_msg(nodes: Sequence[tuple[graph.EntityRefView, int]]) -> list[cpb.GraphNode]:
-    return [cpb.GraphNode(entity=entity_msg(e), depth=d) for e, d in nodes]
+def nodes_msg(found: graph.Neighborhood) -> list[cpb.GraphNode]:
+    return [
+        cpb.GraphNode(
+            entity=entity_msg(e),
+            depth=d,
+            merged=[entity_msg(m) for m in found.merged.get(e.id, ())],
+        )
+        for e, d in found.nodes
+    ]
+
+
+def pair_msg(pair: entity_merge.EntityPair) -> cpb.EntityPair:
+    msg = cpb.EntityPair(
+        first=card_msg(pair.first), second=card_msg(pair.second), reasons=pair.reasons
+    )
+    if pair.context_cosine is not None:
+        msg.context_cosine = pair.context_cosine
+    return msg
+
+
+def merge_msg(merge: entity_merge.Merge) -> cpb.EntityMerge:
+    return cpb.EntityMerge(
+        id=merge.id,
+        kept=entity_msg(merge.kept),
+        merged=entity_msg(merge.merged),
+        decided_by=merge.decided_by,
+        decided_at=convert.timestamp(merge.decided_at),
+    )

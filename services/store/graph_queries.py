@@ -6,6 +6,7 @@ entity only through a visible mention."""
 from __future__ import annotations
 
 ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
+ENTITIES = "SELECT id, name, type FROM entity WHERE id = ANY(%s::uuid[]) ORDER BY created_at, id"
 INSERT_ENTITY = "INSERT INTO entity (id, name, type, name_key) VALUES (%s, %s, %s, %s)"
 INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 
@@ -159,10 +160,10 @@ ORDER BY a.entity_id, a.stated_at DESC, a.alias, a.id
 # Visible memories mentioning each entity, newest first; superseded ones only
 # with the history, and none written after %(at)s.
 CARD_MENTIONED_BY = """
-SELECT q.id, x.id
+SELECT q.id, x.id, x.created_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
-    SELECT m.id FROM mention mn JOIN memory m ON m.id = mn.memory_id
+    SELECT m.id, m.created_at FROM mention mn JOIN memory m ON m.id = mn.memory_id
     WHERE mn.entity_id = q.id
       AND (%(history)s OR (m.superseded_by_id IS NULL AND m.created_at <= %(at)s))
     ORDER BY m.created_at DESC, m.id
@@ -191,4 +192,3 @@ SELECT * FROM (
 ORDER BY stated_at DESC, id
 LIMIT %(limit)s
 """
-ENTITIES = "SELECT id, name, type FROM entity WHERE id = ANY(%s::uuid[])"

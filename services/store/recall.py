@@ -12,6 +12,7 @@ import psycopg
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_QUERY_CHARS
+from services.store import entity_groups
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, Databases, caller_transaction
@@ -197,6 +198,15 @@ def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
     }
 
 
+def _merged_mentions(conn: psycopg.Connection, params: dict[str, object]) -> None:
+    """The mention filter takes in the entities merged with each named one
+    (design §8.5), as the caller sees the merges: expanded here, in the
+    caller's transaction, before any function that runs as its owner."""
+    named = params["entities"]
+    if isinstance(named, list) and named:
+        params["entities"] = entity_groups.expand(conn, named)
+
+
 @dataclass(frozen=True)
 class QueryTerms:
     kept: list[str]
@@ -242,6 +252,7 @@ class RecallQueries:
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
         params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            _merged_mentions(conn, params)
             terms = query_terms(conn, query)
             if terms is None:
                 return LexicalResult([])
@@ -290,6 +301,7 @@ class RecallQueries:
             "hnsw.ef_search": str(max(EF_SEARCH, limit)),
         }
         with caller_transaction(self.control.caller_pool(caller), caller, hnsw) as conn:
+            _merged_mentions(conn, params)
             row = conn.execute(CALLER_CORPUS).fetchone()
             exact = row is not None and dense_exact(int(row[0]), float(row[1] or 0))
             rows = conn.execute(DENSE_EXACT if exact else DENSE, params).fetchall()

@@ -26,6 +26,7 @@ from services.store import control as ctl
 from services.store import embedding_job
 from services.store.db import Caller
 from services.store.dedup import DedupStore
+from services.store.entity_merge import EntityMergeStore
 from services.store.episodes import EpisodeStore, NewEpisode
 from services.store.graph import GraphStore
 from services.store.graph_adapter import (
@@ -34,7 +35,9 @@ from services.store.graph_adapter import (
     card_msg,
     entity_of,
     graph_of,
+    merge_msg,
     nodes_msg,
+    pair_msg,
     relation_msg,
 )
 from services.store.history import HistorySearch
@@ -199,6 +202,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self.recall = recall
         self.dedup = DedupStore(memories.dbs, control)
         self.graph = GraphStore(control)
+        self.entity_merge = EntityMergeStore(control)
         self.episodes = EpisodeStore(control)
         self.timelines = TimelineStore(control)
         self.revocations = revocations
@@ -459,7 +463,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             convert.when(request.as_of, request.HasField("as_of")),
         )
         return pb.EntityNeighborsResponse(
-            nodes=nodes_msg(found.nodes),
+            nodes=nodes_msg(found),
             edges=[relation_msg(r) for r in found.edges],
             truncated=found.truncated,
         )
@@ -625,3 +629,35 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     ) -> pb.StoreServiceDismissDuplicatePairResponse:
         self.dedup.dismiss(caller_of(request.caller), request.first_id, request.second_id)
         return pb.StoreServiceDismissDuplicatePairResponse()
+
+    def ListEntityPairs(
+        self, request: pb.StoreServiceListEntityPairsRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceListEntityPairsResponse:
+        pairs = self.entity_merge.pairs(caller_of(request.caller), request.limit)
+        return pb.StoreServiceListEntityPairsResponse(pairs=[pair_msg(p) for p in pairs])
+
+    def MergeEntities(
+        self, request: pb.StoreServiceMergeEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceMergeEntitiesResponse:
+        merge, created = self.entity_merge.merge(
+            caller_of(request.caller), request.kept_id, request.merged_id
+        )
+        return pb.StoreServiceMergeEntitiesResponse(merge=merge_msg(merge), created=created)
+
+    def KeepEntitiesApart(
+        self, request: pb.StoreServiceKeepEntitiesApartRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceKeepEntitiesApartResponse:
+        self.entity_merge.keep_apart(caller_of(request.caller), request.first_id, request.second_id)
+        return pb.StoreServiceKeepEntitiesApartResponse()
+
+    def UndoEntityMerge(
+        self, request: pb.StoreServiceUndoEntityMergeRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceUndoEntityMergeResponse:
+        self.entity_merge.undo(caller_of(request.caller), request.merge_id)
+        return pb.StoreServiceUndoEntityMergeResponse()
+
+    def ListEntityMerges(
+        self, request: pb.StoreServiceListEntityMergesRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceListEntityMergesResponse:
+        merges = self.entity_merge.merges(caller_of(request.caller), request.limit)
+        return pb.StoreServiceListEntityMergesResponse(merges=[merge_msg(m) for m in merges])

@@ -14,8 +14,7 @@ from datetime import datetime
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_TIMELINE_EVENTS
-from services.store import episodes
-from services.store import graph_queries as gq
+from services.store import entity_groups, episodes
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, caller_transaction
@@ -31,15 +30,16 @@ KINDS = (
     "relation_end",
 )
 
-# Each arm narrows to the subject: %(entity)s or %(episode)s, NULL for the
-# whole workspace. `at` is valid time where the claim states one, else when it
-# was stated.
+# Each arm narrows to the subject: %(entities)s (an entity's group, design
+# §8.5, answering as %(entity)s) or %(episode)s, NULL for the whole
+# workspace. `at` is valid time where the claim states one, else when it was
+# stated.
 EVENTS = """
 WITH subject AS (
     SELECT m.id FROM memory m
-    WHERE (%(entity)s::uuid IS NULL
+    WHERE (%(entities)s::uuid[] IS NULL
            OR EXISTS (SELECT 1 FROM mention mn
-                      WHERE mn.memory_id = m.id AND mn.entity_id = %(entity)s::uuid))
+                      WHERE mn.memory_id = m.id AND mn.entity_id = ANY(%(entities)s::uuid[])))
       AND (%(episode)s::uuid IS NULL OR m.episode_id = %(episode)s::uuid)
 ), events AS (
     SELECT m.created_at AS at, 'memory' AS kind, m.id AS memory_id, NULL::uuid AS entity_id,
@@ -49,21 +49,22 @@ WITH subject AS (
     SELECT coalesce(c.valid_from, c.stated_at), 'claim_start', c.memory_id, c.entity_id,
            e.name || ': ' || c.attribute || ' = ' || c.value, c.id::text
     FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
-    WHERE (%(entity)s::uuid IS NULL OR c.entity_id = %(entity)s::uuid)
+    WHERE (%(entities)s::uuid[] IS NULL OR c.entity_id = ANY(%(entities)s::uuid[]))
       AND c.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT c.valid_until, 'claim_end', c.memory_id, c.entity_id,
            e.name || ': ' || c.attribute || ' = ' || c.value || ' ends', c.id::text
     FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
     WHERE c.valid_until IS NOT NULL
-      AND (%(entity)s::uuid IS NULL OR c.entity_id = %(entity)s::uuid)
+      AND (%(entities)s::uuid[] IS NULL OR c.entity_id = ANY(%(entities)s::uuid[]))
       AND c.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT coalesce(r.valid_from, r.stated_at), 'relation_start', r.memory_id,
            CASE WHEN %(entity)s::uuid IS NULL THEN r.subject_id ELSE %(entity)s::uuid END,
            s.name || ' ' || r.predicate || ' ' || o.name, r.id::text
     FROM relation_claim r JOIN entity s ON s.id = r.subject_id JOIN entity o ON o.id = r.object_id
-    WHERE (%(entity)s::uuid IS NULL OR %(entity)s::uuid IN (r.subject_id, r.object_id))
+    WHERE (%(entities)s::uuid[] IS NULL
+           OR r.subject_id = ANY(%(entities)s::uuid[]) OR r.object_id = ANY(%(entities)s::uuid[]))
       AND r.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT r.valid_until, 'relation_end', r.memory_id,
@@ -71,7 +72,8 @@ WITH subject AS (
            s.name || ' ' || r.predicate || ' ' || o.name || ' ends', r.id::text
     FROM relation_claim r JOIN entity s ON s.id = r.subject_id JOIN entity o ON o.id = r.object_id
     WHERE r.valid_until IS NOT NULL
-      AND (%(entity)s::uuid IS NULL OR %(entity)s::uuid IN (r.subject_id, r.object_id))
+      AND (%(entities)s::uuid[] IS NULL
+           OR r.subject_id = ANY(%(entities)s::uuid[]) OR r.object_id = ANY(%(entities)s::uuid[]))
       AND r.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT rv.changed_at,
@@ -165,14 +167,16 @@ class TimelineStore:
         subject = f"entity:{entity}" if entity else f"episode:{episode}" if episode else "all"
         after_at, after_kind, after_key = _after(page_token, subject)
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
-            if entity and conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
+            group = entity_groups.groups(conn, [entity]).get(entity) if entity else None
+            if entity and group is None:
                 raise errors.NotFound("entity_id: entity not found")
             if episode and conn.execute(episodes.VISIBLE, (episode,)).fetchone() is None:
                 raise errors.NotFound("episode_id: episode not found")
             rows = conn.execute(
                 EVENTS,
                 {
-                    "entity": entity,
+                    "entity": group.head.id if group else None,
+                    "entities": group.ids if group else None,
                     "episode": episode,
                     "from": start,
                     "to": end,
@@ -183,8 +187,12 @@ class TimelineStore:
                     "limit": MAX_TIMELINE_EVENTS + 1,
                 },
             ).fetchall()
+        # A claim about a merged member is an event of the group's head.
+        head = {m: group.head.id for m in group.ids} if group else {}
         events = [
-            Event(r[0], r[1], str(r[2]), str(r[3]) if r[3] else None, r[4], r[5])
+            Event(
+                r[0], r[1], str(r[2]), head.get(str(r[3]), str(r[3])) if r[3] else None, r[4], r[5]
+            )
             for r in rows[:MAX_TIMELINE_EVENTS]
         ]
         more = len(rows) > MAX_TIMELINE_EVENTS
