@@ -21,6 +21,12 @@ Decisions, one pair at a time, nothing automatic:
   text never reaches anyone it was not written for;
 - forget one, with a reason.
 
+Entity pairs (design §8.5), shown to owners: two entities that may be one,
+side by side with what the owner may see of each (attributes, relations,
+aliases, mentioning memories) and why they were proposed. The owner merges
+(keeping one's name; reversible, nothing rewritten), keeps them apart (never
+proposed again), or undoes a merge in force. Nothing merges by itself.
+
 Bounds: a request's head (request line and headers) and form body are
 capped and a body is refused by its declared length before any of it is
 read; sign-in sessions are capped per token and in all; connections are
@@ -78,6 +84,16 @@ MAX_SESSIONS = 1024
 MAX_CONNECTIONS = 64
 IDLE_SECONDS = 30.0
 PAIRS_SHOWN = 50
+ENTITY_PAIRS_SHOWN = 20
+MERGES_SHOWN = 50
+# Titles of the memories an entity card cites, read in one call at most.
+CITED_MEMORIES = 100
+REASON_TEXT = {
+    "same_name": "the same name",
+    "same_alias": "a name or alias of one is the other's",
+    "name_prefix": "one name begins the other, and they share a co-mentioned entity",
+    "close_context": "the memories mentioning them say close things",
+}
 
 ClientFactory = Callable[[str], Client]
 
@@ -213,6 +229,15 @@ input[type=text], input[type=password], select { font: inherit; padding: .3rem .
 form.signin { max-width: 28rem; margin: 4rem auto; background: #fff; padding: 1.5rem;
   border: 1px solid var(--line); border-radius: 8px; display: grid; gap: .8rem; }
 .empty { color: var(--muted); padding: 2rem 0; }
+h2.part { font-size: 1.05rem; margin: 2rem 0 .3rem; }
+article.entity { border: 1px solid var(--line); border-radius: 6px; padding: .8rem; }
+article.entity h3 { margin: .2rem 0 .4rem; font-size: 1.05rem; }
+article.entity ul { margin: .2rem 0 .6rem; padding-left: 1.1rem; font-size: .9rem; }
+article.entity h4 { margin: .5rem 0 .1rem; font-size: .85rem; color: var(--muted); }
+.reasons { color: var(--muted); font-size: .9rem; margin: 0 0 .6rem; }
+table.merges { border-collapse: collapse; width: 100%; background: #fff; font-size: .9rem; }
+table.merges td, table.merges th { border-bottom: 1px solid var(--line); padding: .4rem;
+  text-align: left; }
 """
 
 
@@ -221,7 +246,7 @@ def page(title: str, content: str, top: str = "") -> bytes:
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f"<title>{e(title)}</title><link rel=stylesheet href=/review.css></head><body>"
-        f"<header class=top><h1>Recallatron · dedup review</h1>{top}</header>"
+        f"<header class=top><h1>Recallatron · review</h1>{top}</header>"
         f"<main>{content}</main></body></html>"
     ).encode()
 
@@ -315,6 +340,91 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
         "purposes both share. "
         "Forget: its text and embedding are purged; a tombstone keeps links valid.</p>"
         "</div></section>"
+    )
+
+
+def _relation(r: cpb.EntityRelation) -> str:
+    arrow = "→" if r.direction == cpb.RELATION_DIRECTION_OUTGOING else "←"
+    return f"<li>{e(r.predicate)} {arrow} {e(r.other.name)} <code>{e(r.other.id)}</code></li>"
+
+
+def entity_card(label: str, card: cpb.EntityCard, titles: dict[str, str]) -> str:
+    """One side of an entity pair: what the owner may see of it."""
+    rows = [("Type", card.type or "-"), ("Id", card.id)]
+    if card.merged:
+        rows.append(("Merged with", ", ".join(f"{m.name} ({m.id})" for m in card.merged)))
+    if card.aliases:
+        rows.append(("Aliases", ", ".join(card.aliases)))
+    meta = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
+    attributes = (
+        "".join(f"<li>{e(a.attribute)} = {e(a.value)}</li>" for a in card.attributes)
+        or "<li>none</li>"
+    )
+    relations = "".join(_relation(r) for r in card.relations) or "<li>none</li>"
+    cited = (
+        "".join(
+            f"<li>{e(titles.get(m, '(changed since)'))} <code>{e(m)}</code></li>"
+            for m in card.mentioned_by
+        )
+        or "<li>none</li>"
+    )
+    more = "<p class=hint>Lists cut at their cap.</p>" if card.truncated else ""
+    return (
+        f'<article class=entity data-testid="entity-{e(label)}" data-entity="{e(card.id)}">'
+        f"<span class=label>{e(label)}</span><span class=kind>entity</span>"
+        f"<h3>{e(card.name)}</h3><dl class=meta>{meta}</dl>"
+        f"<h4>Attributes</h4><ul>{attributes}</ul>"
+        f"<h4>Relations</h4><ul>{relations}</ul>"
+        f"<h4>Mentioned by</h4><ul>{cited}</ul>{more}</article>"
+    )
+
+
+def entity_pair_section(
+    pair: cpb.EntityPair, titles: dict[str, str], csrf: str, purpose: str
+) -> str:
+    a, b = pair.first, pair.second
+
+    def form(action: str, button: str, css: str = "", **fields: str) -> str:
+        return (
+            f'<form method=post action=/decide data-testid="{e(action)}">'
+            f"{_hidden(csrf=csrf, purpose=purpose, action=action.split(':')[0], **fields)}"
+            f'<button type=submit class="{css}">{e(button)}</button></form>'
+        )
+
+    why = "; ".join(REASON_TEXT.get(r, r) for r in pair.reasons)
+    if pair.HasField("context_cosine"):
+        why += f" (mention contexts at cosine {pair.context_cosine:.3f})"
+    return (
+        f'<section class=pair data-testid=entity-pair data-first="{e(a.id)}" '
+        f'data-second="{e(b.id)}"><h2>{e(a.name)} · {e(b.name)}</h2>'
+        f"<p class=reasons>Proposed because: {e(why)}.</p>"
+        f"<div class=sides>{entity_card('A', a, titles)}{entity_card('B', b, titles)}</div>"
+        "<div class=decisions>"
+        f"{form('merge:A', 'Merge, keep the name of A', kept_id=a.id, merged_id=b.id)}"
+        f"{form('merge:B', 'Merge, keep the name of B', kept_id=b.id, merged_id=a.id)}"
+        f"{form('apart', 'Keep apart', first_id=a.id, second_id=b.id)}"
+        "<p class=hint>Merge: lookup, neighbors, timelines and recall answer through one "
+        "entity with both names, for everyone who can see both; nothing is rewritten, and "
+        "the merge can be undone below. Keep apart: never proposed again.</p>"
+        "</div></section>"
+    )
+
+
+def merges_table(merges: list[cpb.EntityMerge], csrf: str, purpose: str) -> str:
+    if not merges:
+        return "<p class=empty data-testid=no-merges>No merges in force.</p>"
+    rows = "".join(
+        f'<tr data-testid=merge data-merge="{e(m.id)}"><td>{e(m.merged.name)} '
+        f"<code>{e(m.merged.id)}</code></td><td>{e(m.kept.name)} <code>{e(m.kept.id)}</code>"
+        f"</td><td>{e(_when(m.decided_at))}</td><td>"
+        f'<form method=post action=/decide data-testid="undo">'
+        f"{_hidden(csrf=csrf, purpose=purpose, action='undo', merge_id=m.id)}"
+        "<button type=submit>Undo</button></form></td></tr>"
+        for m in merges
+    )
+    return (
+        "<table class=merges><tr><th>Merged</th><th>Into</th><th>Decided</th><th></th></tr>"
+        f"{rows}</table>"
     )
 
 
@@ -436,7 +546,40 @@ class ReviewApp:
         body = "".join(pair_section(p, session.csrf, purpose) for p in pairs) or (
             "<p class=empty data-testid=no-pairs>No pairs to review.</p>"
         )
+        body = "<h2 class=part>Memory pairs</h2>" + body + self.entities(session, purpose)
         return Response(HTTPStatus.OK, page("Dedup review", lead + flashes + body, top))
+
+    def entities(self, session: Session, purpose: str) -> str:
+        """The entity part of the page: owners only (a member is told so)."""
+        client = session.client
+        try:
+            pairs = list(client.entity_pairs(purpose=purpose, limit=ENTITY_PAIRS_SHOWN).pairs)
+            merges = list(client.entity_merges(purpose=purpose, limit=MERGES_SHOWN).merges)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
+                return (
+                    "<h2 class=part>Entity pairs</h2><p class=empty data-testid=entity-owners>"
+                    "Only a workspace owner decides on entity merges.</p>"
+                )
+            return f'<p class="flash error" role=alert>{e(_status_text(exc))}</p>'
+        cited = list(
+            dict.fromkeys(m for p in pairs for c in (p.first, p.second) for m in c.mentioned_by)
+        )[:CITED_MEMORIES]
+        titles: dict[str, str] = {}
+        if cited:
+            with contextlib.suppress(grpc.RpcError):
+                # A memory changed since is shown by id alone.
+                titles = {m.id: m.title for m in client.read(cited, purpose=purpose).memories}
+        shown = "".join(entity_pair_section(p, titles, session.csrf, purpose) for p in pairs)
+        return (
+            "<h2 class=part>Entity pairs</h2><p class=lead>Entities you may see for this purpose "
+            "that may be one: the same name or alias, a name that begins another with a "
+            "co-mentioned entity in common, or close mention contexts. A name is not a "
+            "person: read both sides, then decide.</p>"
+            + (shown or "<p class=empty data-testid=no-entity-pairs>No entity pairs.</p>")
+            + "<h2 class=part>Merged entities</h2>"
+            + merges_table(merges, session.csrf, purpose)
+        )
 
     def decide(self, session: Session, form: dict[str, str], purpose: str) -> None:
         """Carries out one decision; its outcome goes to the next page view."""
@@ -461,6 +604,26 @@ class ReviewApp:
                 session.flash.append(("ok", f"Forgot {target}."))
             elif action == "supersede":
                 self._supersede(session, form, purpose)
+            elif action == "merge":
+                done = client.merge_entities(
+                    form.get("kept_id", ""), form.get("merged_id", ""), purpose
+                )
+                session.flash.append(
+                    (
+                        "ok",
+                        f"Merged {done.merge.merged.name} into {done.merge.kept.name}."
+                        if done.created
+                        else "They already answer as one entity; nothing changed.",
+                    )
+                )
+            elif action == "apart":
+                client.keep_entities_apart(
+                    form.get("first_id", ""), form.get("second_id", ""), purpose
+                )
+                session.flash.append(("ok", "Kept apart; this pair will not be proposed again."))
+            elif action == "undo":
+                client.undo_entity_merge(form.get("merge_id", ""), purpose)
+                session.flash.append(("ok", "Undid the merge; both answer on their own again."))
             else:
                 session.flash.append(("error", "Unknown decision."))
         except grpc.RpcError as exc:

@@ -20,6 +20,7 @@ from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import Team, make_team
 from tests.surfaces.dedup_data import wait_embedded
+from tests.surfaces.entity_data import entity, write_robins
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +29,6 @@ def rpc_error(fn) -> grpc.RpcError:  # type: ignore[no-untyped-def]
     with pytest.raises(grpc.RpcError) as err:
         fn()
     return err.value
-
-
-def entity(memory, name: str) -> str:  # type: ignore[no-untyped-def]
-    return next(m.entity_id for m in memory.mentions if m.name == name)
 
 
 def graph_view(client: Client, names: list[str], ids: list[str]) -> dict[str, object]:
@@ -49,55 +46,7 @@ def graph_view(client: Client, names: list[str], ids: list[str]) -> dict[str, ob
 
 @pytest.fixture
 def robins(team: Team) -> dict[str, str]:
-    """Two entities that are one person, written apart: "Robin Goodwin" (who
-    leads Apollo, lives in Lisbon) and "Robin" (who works with Apollo, and
-    whose role is stated)."""
-    ada = team.clients["ada"]
-    first = ada.remember(
-        "Robin Goodwin leads Apollo",
-        "Robin Goodwin leads the Apollo project from Lisbon.",
-        kind="fact",
-        mention_names=["Robin Goodwin", "Apollo"],
-        claims=[
-            {
-                "entity": {"name": "Robin Goodwin", "type": "person"},
-                "attribute": "city",
-                "value": "Lisbon",
-            },
-        ],
-        relations=[
-            {
-                "subject": {"name": "Robin Goodwin"},
-                "predicate": "leads",
-                "object": {"name": "Apollo"},
-            },
-        ],
-    ).memory
-    apollo = entity(first, "Apollo")
-    second = ada.remember(
-        "Robin on Apollo",
-        "Robin reviews every Apollo release.",
-        kind="fact",
-        mention_names=["Robin"],
-        mention_ids=[apollo],
-        claims=[
-            {
-                "entity": {"name": "Robin", "type": "person"},
-                "attribute": "role",
-                "value": "release reviewer",
-            },
-        ],
-        relations=[
-            {"subject": {"name": "Robin"}, "predicate": "reviews", "object": {"entity_id": apollo}},
-        ],
-    ).memory
-    return {
-        "goodwin": entity(first, "Robin Goodwin"),
-        "robin": entity(second, "Robin"),
-        "apollo": apollo,
-        "first_memory": first.id,
-        "second_memory": second.id,
-    }
+    return write_robins(team.clients["ada"])
 
 
 def test_proposes_a_name_prefix_with_a_shared_co_mention(

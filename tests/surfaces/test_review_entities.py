@@ -1,0 +1,149 @@
+"""The entity pairs of the review page (design §8.5) in real headless
+Chromium: an owner sees two entities side by side with their evidence, merges
+them, sees the merge listed and undoes it, keeps a pair apart; a member is
+told that only owners decide; and the new forms hold the page's session and
+CSRF rules. Screenshots before and after a merge go to test-artifacts/."""
+
+from __future__ import annotations
+
+import http.client
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from recallatron_cli.stack import Stack
+from tests import dbutil
+from tests.conftest import Team
+from tests.surfaces.entity_data import write_robins
+from tests.surfaces.test_review_page import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, sign_in
+
+pytestmark = pytest.mark.integration
+
+
+def merges_in(stack: Stack, team: Team) -> list[tuple[object, ...]]:
+    return dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT kept_id::text, merged_id::text, undone_at FROM entity_merge",
+    )
+
+
+def test_entity_pairs_merge_undo_and_keep_apart_in_a_browser(stack: Stack, team: Team) -> None:
+    assert Path(CHROMIUM).exists(), "needs Debian's chromium: apt-get install -y chromium"
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    robins = write_robins(ada, audience_to="workspace")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1360, "height": 1000})
+            page = context.new_page()
+            sign_in(page, stack.review_url, ada.token)
+            pair = page.locator("[data-testid=entity-pair]").filter(
+                has=page.locator(f'[data-entity="{robins["robin"]}"]')
+            )
+            expect(pair).to_have_count(1)
+            expect(pair).to_contain_text("one name begins the other")
+            goodwin = pair.locator(f'[data-entity="{robins["goodwin"]}"]')
+            for text in (
+                "Robin Goodwin",
+                "person",
+                "city = Lisbon",
+                "leads → Apollo",
+                "Robin Goodwin leads Apollo",
+            ):
+                expect(goodwin).to_contain_text(text)
+            robin = pair.locator(f'[data-entity="{robins["robin"]}"]')
+            for text in ("role = release reviewer", "reviews → Apollo", "Robin on Apollo"):
+                expect(robin).to_contain_text(text)
+            expect(page.get_by_test_id("no-merges")).to_be_visible()
+            assert merges_in(stack, team) == []  # showing a pair decides nothing
+            page.screenshot(path=str(ARTIFACTS / "review-entities.png"), full_page=True)
+
+            # Merge, keeping Robin Goodwin's name.
+            side = "A" if pair.get_attribute("data-first") == robins["goodwin"] else "B"
+            pair.get_by_role("button", name=f"Merge, keep the name of {side}").click()
+            expect(page.get_by_test_id("flash")).to_contain_text("Merged Robin into Robin Goodwin")
+            expect(pair).to_have_count(0)
+            row = page.get_by_test_id("merge")
+            expect(row).to_have_count(1)
+            expect(row).to_contain_text("Robin")
+            page.screenshot(path=str(ARTIFACTS / "review-entities-after.png"), full_page=True)
+            (card,) = ada.lookup("Robin").entities
+            assert card.id == robins["goodwin"] and [m.name for m in card.merged] == ["Robin"]
+
+            # Undo: both answer on their own and the pair is proposed again.
+            row.get_by_role("button", name="Undo").click()
+            expect(page.get_by_test_id("flash")).to_contain_text("Undid the merge")
+            expect(page.get_by_test_id("no-merges")).to_be_visible()
+            assert [c.id for c in ada.lookup("Robin").entities] == [robins["robin"]]
+            expect(pair).to_have_count(1)
+
+            # Keep apart: never proposed again, and nothing merged.
+            pair.get_by_role("button", name="Keep apart").click()
+            expect(page.get_by_test_id("flash")).to_contain_text("Kept apart")
+            expect(pair).to_have_count(0)
+            assert all(
+                {p.first.id, p.second.id} != {robins["goodwin"], robins["robin"]}
+                for p in ada.entity_pairs().pairs
+            )
+            page.get_by_test_id("signout").click()
+
+            # A member sees the same entities but decides nothing.
+            sign_in(page, stack.review_url, bob.token)
+            expect(page.get_by_test_id("entity-owners")).to_be_visible()
+            assert page.locator("[data-entity]").count() == 0
+        finally:
+            browser.close()
+    assert [r[2] is not None for r in merges_in(stack, team)] == [True]
+
+
+def test_entity_forms_need_the_session_and_its_csrf_token(stack: Stack, team: Team) -> None:
+    """Without a browser: merge, keep apart and undo each need the session
+    cookie, its CSRF token and no foreign Origin; a refusal changes nothing."""
+    ada = team.clients["ada"]
+    robins = write_robins(ada)
+    host = urlsplit(stack.review_url).netloc
+
+    def post(path: str, form: dict[str, str], headers: dict[str, str]) -> http.client.HTTPResponse:
+        conn = http.client.HTTPConnection(host, timeout=10)
+        conn.request(
+            "POST",
+            path,
+            urlencode(form),
+            {"Content-Type": "application/x-www-form-urlencoded", **headers},
+        )
+        return conn.getresponse()
+
+    signed_in = post("/signin", {"token": ada.token}, {})
+    assert signed_in.status == 303
+    session = {"Cookie": signed_in.getheader("Set-Cookie", "").split(";")[0]}
+    merge = {
+        "action": "merge",
+        "kept_id": robins["goodwin"],
+        "merged_id": robins["robin"],
+        "purpose": "assist",
+    }
+    apart = {
+        "action": "apart",
+        "first_id": robins["goodwin"],
+        "second_id": robins["robin"],
+        "purpose": "assist",
+    }
+    for form in (merge, apart):
+        assert post("/decide", {**form, "csrf": "forged"}, session).status == 403
+        foreign = {**session, "Origin": "http://attacker.example"}
+        assert post("/decide", {**form, "csrf": "forged"}, foreign).status == 403
+        assert post("/decide", form, {}).status == 303  # no session: back to sign-in
+    assert merges_in(stack, team) == []
+    rows = dbutil.query(stack, team.database_name, "SELECT count(*) FROM entity_pair_apart")
+    assert rows == [(0,)]
+
+    done = ada.merge_entities(robins["goodwin"], robins["robin"]).merge
+    undo = {"action": "undo", "merge_id": done.id, "purpose": "assist"}
+    assert post("/decide", {**undo, "csrf": "forged"}, session).status == 403
+    assert post("/decide", undo, {}).status == 303
+    assert [r[2] for r in merges_in(stack, team)] == [None]  # still in force
