@@ -341,9 +341,12 @@ TOOLS: tuple[Tool, ...] = (
         "lookup",
         "What the memory knows about an entity, by its exact name or alias (case, accents and "
         "surrounding spaces do not matter; a part of a name does not match). Returns every "
-        "entity of that name you may see (two may share a name; nothing merges them), each "
-        "with its type, aliases, current attributes and relations, and the ids of the "
-        "memories that mention it. " + _CLAIM_CAVEAT + " as_of answers for a past time; "
+        "entity of that name you may see (two may share a name; nothing merges them by "
+        "itself), each with its type, aliases, current attributes and relations, and the ids "
+        "of the memories that mention it. Entities a workspace owner merged answer as one "
+        "card, listing the others under merged. "
+        + _CLAIM_CAVEAT
+        + " as_of answers for a past time; "
         f"include_history adds claims no longer current. At most {MAX_CARD_ITEMS} items per "
         "list (truncated says so).",
         _schema(

@@ -96,6 +96,8 @@ def _claim_line(c: Any, what: str) -> str:
 def card_text(card: cpb.EntityCard) -> str:
     head = f"{card.id}  {card.name}" + (f" [{card.type}]" if card.type else "")
     lines = [head]
+    if card.merged:
+        lines.append("  merged with " + ", ".join(f"{m.name} ({m.id})" for m in card.merged))
     if card.aliases:
         lines.append("  also known as " + ", ".join(card.aliases))
     for a in card.attributes:

@@ -221,7 +221,10 @@ def _neighbors(client: Client, args: dict[str, Any]) -> dict[str, Any]:
         purpose=args.get("purpose", DEFAULT_PURPOSE),
     )
     return {
-        "nodes": [{**_entity(n.entity), "depth": n.depth} for n in resp.nodes],
+        "nodes": [
+            {**_entity(n.entity), "depth": n.depth, "merged": [_entity(m) for m in n.merged]}
+            for n in resp.nodes
+        ],
         "edges": [_relation(r) for r in resp.edges],
         "truncated": resp.truncated,
     }
@@ -390,6 +393,8 @@ def card_json(c: cpb.EntityCard) -> dict[str, Any]:
         ],
         "mentioned_by": list(c.mentioned_by),
         "truncated": c.truncated,
+        # Entities a person merged into this one: the card answers for all.
+        "merged": [_entity(m) for m in c.merged],
     }
 
 
