@@ -33,8 +33,8 @@ from services.store.dedup import CURRENT_MODEL
 PAIR_MEMORIES = 1000
 PAIR_ENTITIES = 500
 # Mention contexts (the mean embedding of the memories mentioning each
-# entity) at least this close propose a pair; measured in docs/graph.md.
-CONTEXT_MIN_COSINE = 0.90
+# entity) at least this close propose a pair.
+CONTEXT_MIN_COSINE = 0.74  # docs/graph.md "Mention contexts: the threshold"
 DEFAULT_PAIRS = 20
 MAX_PAIRS = 100
 DEFAULT_MERGES = 50
