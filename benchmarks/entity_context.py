@@ -107,6 +107,17 @@ def centroid(vectors: dict[str, np.ndarray], conversation: str, docs: Sequence[s
     return np.mean([vectors[f"{conversation}/{d}"] for d in docs], axis=0)
 
 
+def centered(vectors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each vector less its conversation's mean, as the store centres mention
+    contexts on the mean of the memories it looks at (a mean of many memories
+    otherwise drifts toward the workspace's mean, close to any other)."""
+    means: dict[str, list[np.ndarray]] = {}
+    for key, vector in vectors.items():
+        means.setdefault(key.split("/", 1)[0], []).append(vector)
+    mean = {c: np.mean(rows, axis=0) for c, rows in means.items()}
+    return {k: v - mean[k.split("/", 1)[0]] for k, v in vectors.items()}
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
@@ -180,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=200, help="unrelated draws per conversation")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
+        "--raw", action="store_true", help="compare uncentred means (the rule before centring)"
+    )
+    parser.add_argument(
         "--max-false",
         type=float,
         default=0.01,
@@ -203,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     keys = sorted(inputs)
     vectors = dict(zip(keys, model.embed([inputs[k] for k in keys]), strict=True))
+    if not args.raw:
+        vectors = centered(vectors)
     pairs = measure(entities, vectors)
     by_speaker = measure(speakers, vectors)
     grid = thresholds(args.low, args.high, args.step)
@@ -212,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "-m", "benchmarks.entity_context", *sys.argv[1:]])
     print(f"command: {command}")
     print(
-        f"{model.model_id}, embed input {EMBED_INPUT_VERSION}; {args.data.name}: "
+        f"{model.model_id}, embed input {EMBED_INPUT_VERSION}, "
+        f"{'uncentred' if args.raw else 'centred on each conversation mean'}; {args.data.name}: "
         f"{pairs.conversations} conversations, {pairs.entities} evidence-set entities over "
         f"{pairs.texts} texts ({len(keys)} embedded); {len(pairs.same)} same-entity pairs, "
         f"{len(pairs.different)} different-entity pairs; {elapsed:.1f} s"

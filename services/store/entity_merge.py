@@ -33,8 +33,9 @@ from services.store.dedup import CURRENT_MODEL
 PAIR_MEMORIES = 1000
 PAIR_ENTITIES = 500
 # Mention contexts (the mean embedding of the memories mentioning each
-# entity) at least this close propose a pair.
-CONTEXT_MIN_COSINE = 0.74  # docs/graph.md "Mention contexts: the threshold"
+# entity, less the mean of the window's memories) at least this close
+# propose a pair.
+CONTEXT_MIN_COSINE = 0.56  # docs/graph.md "Mention contexts: the threshold"
 DEFAULT_PAIRS = 20
 MAX_PAIRS = 100
 DEFAULT_MERGES = 50
@@ -45,7 +46,7 @@ MAX_MERGES = 200
 #   alias equal to the other's;
 # - name_prefix: one name is a whole-word prefix of the other ("robin" of
 #   "robin goodwin") and the two share a co-mentioned entity;
-# - close_context: their mention contexts are close, their types agree (or
+# - close_context: their mention contexts (centred) are close, their types agree (or
 #   one has none) and no memory mentions both (entities named together in
 #   one memory are two things, and would share their context trivially).
 PAIRS = f"""
@@ -87,8 +88,15 @@ WITH {CURRENT_MODEL}, recent_memory AS (
         JOIN mention cb ON cb.entity_id = ca.entity_id
         JOIN mention mb ON mb.memory_id = cb.memory_id AND mb.entity_id = b.id
         WHERE ma.entity_id = a.id)
+), window_mean AS (
+    -- Contexts are centred on the window's mean: a mean of many memories
+    -- otherwise drifts toward it, and so toward every other such mean.
+    SELECT avg(me.embedding) AS mean
+    FROM recent_memory rm JOIN memory_embedding me ON me.memory_id = rm.id
+    WHERE me.input_version = %(input_version)s
+      AND me.model_id = (SELECT model_id FROM current_model)
 ), context AS (
-    SELECT mn.entity_id AS id, avg(me.embedding) AS centroid
+    SELECT mn.entity_id AS id, avg(me.embedding) - (SELECT mean FROM window_mean) AS centroid
     FROM mention mn
     JOIN memory m ON m.id = mn.memory_id
     JOIN memory_embedding me ON me.memory_id = m.id
@@ -103,14 +111,15 @@ WITH {CURRENT_MODEL}, recent_memory AS (
     JOIN recent ra ON ra.id = a.id
     JOIN recent rb ON rb.id = b.id
     WHERE (ra.type IS NULL OR rb.type IS NULL OR ra.type = rb.type)
-      AND 1 - (a.centroid <=> b.centroid) >= %(min_cosine)s
+      -- As a distance: a zero context (NaN cosine) never passes.
+      AND (a.centroid <=> b.centroid) <= 1 - %(min_cosine)s
       AND NOT EXISTS (SELECT 1 FROM mention x JOIN mention y ON y.memory_id = x.memory_id
                       WHERE x.entity_id = a.id AND y.entity_id = b.id)
 ), candidates AS (
     SELECT * FROM by_key UNION ALL SELECT * FROM by_prefix UNION ALL SELECT * FROM by_context
 )
 SELECT c.first_id, c.second_id, array_agg(DISTINCT c.reason) AS reasons,
-       1 - (ca.centroid <=> cb.centroid) AS cosine
+       nullif(1 - (ca.centroid <=> cb.centroid), 'NaN') AS cosine
 FROM candidates c
 LEFT JOIN context ca ON ca.id = c.first_id
 LEFT JOIN context cb ON cb.id = c.second_id

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from recallatron.client import Client
 from recallatron_cli.stack import Stack
+from services.store.entity_merge import CONTEXT_MIN_COSINE
 from tests import dbutil
 from tests.conftest import Team, make_team
-from tests.surfaces.dedup_data import wait_embedded
+from tests.surfaces.dedup_data import NEAR_DUPLICATES, UNRELATED, wait_embedded
 from tests.surfaces.entity_data import entity, write_robins
 
 pytestmark = pytest.mark.integration
@@ -87,6 +88,27 @@ def test_same_names_and_aliases_are_proposed(team: Team) -> None:
     assert "same_name" in reasons[frozenset((pa, pb))]
     assert "same_alias" in reasons[frozenset((pa, pc))]
     assert "same_alias" in reasons[frozenset((pb, pc))]
+
+
+def test_close_mention_contexts_are_proposed(stack: Stack, team: Team) -> None:
+    """Two differently named entities whose memories say the same thing (and
+    which no memory names together) are proposed on their contexts alone;
+    entities of unrelated memories are not."""
+    ada = team.clients["ada"]
+    (first, second), *others = NEAR_DUPLICATES
+    a = ada.remember(*first, mention_names=["staging-db"]).memory
+    b = ada.remember(*second, mention_names=["The weekend database"]).memory
+    rest = [
+        ada.remember(title, body, mention_names=[f"topic {i}"]).memory
+        for i, (title, body) in enumerate([p for pair in others for p in pair[:1]] + UNRELATED)
+    ]
+    wait_embedded(stack, team, [a.id, b.id, *(m.id for m in rest)])
+    pairs = {frozenset((p.first.id, p.second.id)): p for p in ada.entity_pairs().pairs}
+    pair = pairs[frozenset((entity(a, "staging-db"), entity(b, "The weekend database")))]
+    assert list(pair.reasons) == ["close_context"]
+    assert pair.HasField("context_cosine") and pair.context_cosine >= CONTEXT_MIN_COSINE
+    topics = {entity(m, m.mentions[0].name) for m in rest}
+    assert not [p for p in pairs if p <= topics]
 
 
 def test_merge_answers_as_one_and_undo_restores_everything(
