@@ -20,9 +20,10 @@ test_graph*.py prove the API writes the same rows). At scale 1:
 
 Scale 10 multiplies every count by 10 (one hub then holds about 5,000
 relations). Measured at concurrency 1, --duration seconds each, members in
-turn: lookup of a random entity's name (visible or not to that member), and
-neighbors hops=2 from a random entity the member may see; latency per call in
-`recallatron load`'s HdrHistogram recorder."""
+turn: lookup of a random entity's name (visible or not to that member),
+neighbors hops=2 from a random entity the member may see, and the review page's
+entity pairs for the owner (the window of its 1,000 newest memories); latency
+per call in `recallatron load`'s HdrHistogram recorder."""
 
 from __future__ import annotations
 
@@ -190,8 +191,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             k = next(turn) % len(clients)
             return clients[k].neighbors(rng.choice(starts[k]), hops=2)
 
+        def entity_pairs(i: int) -> Any:
+            # The review page's proposals, as the owner (member 0) sees them.
+            return clients[0].entity_pairs()
+
         results: dict[str, Any] = {}
-        for name, call in (("lookup", lookup), ("neighbors_2hop", neighbors)):
+        calls = (("lookup", lookup), ("neighbors_2hop", neighbors), ("entity_pairs", entity_pairs))
+        for name, call in calls:
             run_closed_loop(call, 1, args.warmup, Recorder())
             recorder = Recorder()
             elapsed = run_closed_loop(call, 1, args.duration, recorder)
