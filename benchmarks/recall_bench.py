@@ -136,7 +136,7 @@ class InProcess:
         self.dbs.bootstrap()
         self.control = ControlPlane(self.dbs)
         self.memories = MemoryStore(self.dbs, self.control)
-        self.recall_queries = RecallQueries(self.dbs, self.control)
+        self.recall_queries = RecallQueries(self.control)
         self.bi = BiEncoder(models_dir / "all-MiniLM-L6-v2")
         self.cross = CrossEncoder(Path(cross_encoder_dir)) if cross_encoder_dir else None
         self.pipeline = Pipeline(_Store(self), _Embed(self), PipelineConfig())
@@ -492,8 +492,7 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
     from services.store import recall as r
     from services.store.db import caller_transaction
 
-    pool = local.recall_queries._pool(caller)
-    with caller_transaction(pool, caller) as conn:  # type: ignore[arg-type]
+    with caller_transaction(local.control.caller_pool(caller), caller) as conn:
         terms = r.query_terms(conn, query)
         if terms is None or not terms.capped:
             return None
