@@ -174,7 +174,7 @@ def _retrying(call: Callable[[], Any], attempts: int = 5) -> Any:
         try:
             return call()
         except grpc.RpcError as exc:
-            code = exc.code()  # type: ignore[attr-defined]
+            code = exc.code()
             if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise
             if attempt == attempts - 1:

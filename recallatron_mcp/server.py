@@ -108,7 +108,7 @@ def _token(ctx: ServerRequestContext[Any], default: str) -> str:
     return default
 
 
-def _text(payload: Any) -> list[types.TextContent]:
+def _text(payload: Any) -> list[types.ContentBlock]:
     return [types.TextContent(type="text", text=json.dumps(payload, indent=1, ensure_ascii=False))]
 
 

@@ -51,7 +51,7 @@ def clip(text: str, limit: int = QUOTE_CHARS) -> str:
     return f"{text[:limit]}… ({len(text)} characters)"
 
 
-def _problem(err: Any) -> str:
+def _problem(err: jsonschema.ValidationError) -> str:
     """A schema violation's message with the offending value quoted short."""
     quoted = repr(err.instance)
     message = str(err.message).replace(quoted, clip(quoted))
@@ -77,7 +77,7 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
         )
 
 
-def _purpose(args: dict[str, Any]) -> int:
+def _purpose(args: dict[str, Any]) -> cpb.Purpose.ValueType:
     return PURPOSE.value(args.get("purpose", DEFAULT_PURPOSE))
 
 
@@ -122,7 +122,7 @@ def _graph_fields(req: Any, args: dict[str, Any]) -> None:
 def _recall(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     req = pb.RecallRequest(
         query=args["query"],
-        mode=MODE.value(args["mode"]) if "mode" in args else 0,
+        mode=MODE.value(args["mode"]) if "mode" in args else cpb.RECALL_MODE_UNSPECIFIED,
         limit=int(args.get("limit", DEFAULT_RECALL_LIMIT)),
         purpose=_purpose(args),
         filters=cpb.RecallFilters(
@@ -432,13 +432,13 @@ def outcome_json(o: cpb.RecallOutcome) -> dict[str, Any]:
 
 def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
     """STATUS: what was wrong (with the field when known). What to do."""
-    code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
-    details: str = exc.details() or ""  # type: ignore[attr-defined]
+    code: grpc.StatusCode = exc.code()
+    details: str = exc.details() or ""
     fields: list[str] = []
     revision: dict[str, str] = {}
     # The server's own retry hint (google.rpc.RetryInfo), when it sent one.
     retry_after: float | None = None
-    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    status = rpc_status.from_call(exc)
     for any_detail in status.details if status is not None else []:
         bad = error_details_pb2.BadRequest()
         info = error_details_pb2.ErrorInfo()
