@@ -463,23 +463,16 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
         yield args.gateway, token
         return
-    from recallatron_cli.stack import Stack, StackConfig, free_port
+    from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
 
-    env = {"RECALLATRON_JOB_POLL_SECONDS": "0.2"}
-    config = StackConfig(
-        state_dir=Path(args.state_dir),
-        pg_port=free_port(),
-        ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-        models_dir=models_dir(),
+    config = own_config(
+        Path(args.state_dir),
+        models_dir(),
+        env=FAST_JOB,
         cross_encoder_dir=args.cross_encoder or "",
-        env=env,
     )
-    stack = Stack(config)
-    stack.start()
-    try:
+    with running(Stack(config)) as stack:
         yield stack.gateway, stack.admin_token
-    finally:
-        stack.stop()
 
 
 def models_dir() -> Path:
