@@ -81,8 +81,9 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Strict for recallatron/ and services/; the files, the strictness and the few
-# targeted relaxations (generated stubs, untyped libraries) are in pyproject.toml.
+# Strict for recallatron/, services/, recallatron_cli/ and recallatron_mcp/; the
+# files, the strictness and the few targeted relaxations (generated stubs,
+# untyped libraries) are in pyproject.toml.
 mypy: $(INSTALLED)
 	$(VENV)/bin/python -m mypy
 

@@ -21,7 +21,7 @@ import psycopg
 
 from recallatron_cli import common, synthetic
 from recallatron_cli.load import models_dir
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import Stack, own_config, running
 from services.store import recall as r
 from services.store.db import APP_ROLE, SET_LOCALS, with_database
 
@@ -98,16 +98,8 @@ def main() -> None:
     common.purpose_option(p)
     args = p.parse_args()
     state = Path(args.state_dir)
-    stack = Stack(
-        StackConfig(
-            state_dir=state,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir(),
-        )
-    )
-    stack.start()
-    try:
+    stack = Stack(own_config(state, models_dir()))
+    with running(stack):
         slug = f"load-{args.memories}-{args.seed}" + (
             f"-m{args.members}" if args.members > 1 else ""
         )
@@ -130,8 +122,6 @@ def main() -> None:
             "rare | common": _plans(url, member, args.purpose, [rare_lexeme, "follow"]),
         }
         print(json.dumps(out, indent=1))
-    finally:
-        stack.stop()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ import itertools
 import json
 import random
 import shlex
-import shutil
 import sys
 import tempfile
 import time
@@ -44,7 +43,7 @@ import psycopg
 import services
 from recallatron.client import Client
 from recallatron_cli.load import Recorder, models_dir, run_closed_loop
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import Stack, own_config, running
 from services.store.db import with_database
 
 ATTRIBUTES_PER_ENTITY = 10
@@ -147,18 +146,9 @@ def seed(url: str, members: list[str], scale: int) -> dict[str, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     own_dir = not args.state_dir
     state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="recallatron-graph-"))
-    stack = Stack(
-        StackConfig(
-            state_dir=state_dir,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir(),
-            embedding_job=False,
-        )
-    )
+    stack = Stack(own_config(state_dir, models_dir(), embedding_job=False))
     log(f"code: {Path(services.__file__).parent.parent}; state: {state_dir}")
-    stack.start()
-    try:
+    with running(stack, remove_state=own_dir):
         admin = Client(stack.gateway, stack.admin_token, timeout=60)
         ws = admin.create_workspace(f"graph-{int(time.time() * 1000)}").workspace
         members, clients = [], []
@@ -203,10 +193,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elapsed = run_closed_loop(call, 1, args.duration, recorder)
             results[name] = recorder.summary(elapsed)
         truncated = sum(clients[0].neighbors(s, hops=2).truncated for s in starts[0][:50])
-    finally:
-        stack.stop()
-        if own_dir:
-            shutil.rmtree(state_dir, ignore_errors=True)
     return {
         "command": shlex.join([sys.executable, "-m", "benchmarks.graph_bench", *sys.argv[1:]]),
         "code": str(Path(services.__file__).parent.parent),

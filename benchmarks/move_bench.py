@@ -24,7 +24,7 @@ import grpc
 
 from recallatron.client import Client
 from recallatron_cli.load import seed_workspace
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import Stack, own_config, running
 
 
 def main() -> None:
@@ -35,16 +35,8 @@ def main() -> None:
         "--state-dir", default=str(Path(tempfile.gettempdir()) / "recallatron-move-bench")
     )
     args = parser.parse_args()
-    stack = Stack(
-        StackConfig(
-            state_dir=Path(args.state_dir),
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            extra_servers=("b",),
-        )
-    )
-    stack.start()
-    try:
+    stack = Stack(own_config(Path(args.state_dir), extra_servers=("b",)))
+    with running(stack):
         admin = Client(stack.gateway, stack.admin_token, timeout=60)
         clients = seed_workspace(
             admin,
@@ -123,8 +115,6 @@ def main() -> None:
                 }
             )
         )
-    finally:
-        stack.stop()
 
 
 def _server_of(stack: Stack, slug: str) -> str:

@@ -40,7 +40,7 @@ from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import MODE
 from recallatron_cli.load import models_dir
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
 
 CHAIN = 1_000
 QUIET_MEMORIES = 300
@@ -258,25 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     state = Path(tempfile.mkdtemp(prefix="recallatron-noisy-"))
-    stack = Stack(
-        StackConfig(
-            state_dir=state,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir(),
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
-        )
-    )
-    stack.start()
-    try:
+    stack = Stack(own_config(state, models_dir(), env=FAST_JOB))
+    with running(stack):
         token, quiet = seed(stack)
         measure_quiet(quiet, 40)  # warm-up
         idle, idle_codes = measure_quiet(quiet, args.calls)
         log(f"idle: {percentiles(idle)}")
         runs = {heavy: under_load(stack, state, token, quiet, heavy, args) for heavy in args.heavy}
         quiet.close()
-    finally:
-        stack.stop()
     idle_p50 = max(percentiles(idle)["p50_ms"], 0.1)
     result = {
         "label": args.label,

@@ -38,7 +38,7 @@ from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace, wait_embedded
 from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
 from services.store.recall import CANDIDATE_CAP
 
 MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True)]
@@ -136,7 +136,7 @@ class InProcess:
         self.dbs.bootstrap()
         self.control = ControlPlane(self.dbs)
         self.memories = MemoryStore(self.dbs, self.control)
-        self.recall_queries = RecallQueries(self.dbs, self.control)
+        self.recall_queries = RecallQueries(self.control)
         self.bi = BiEncoder(models_dir / "all-MiniLM-L6-v2")
         self.cross = CrossEncoder(Path(cross_encoder_dir)) if cross_encoder_dir else None
         self.pipeline = Pipeline(_Store(self), _Embed(self), PipelineConfig())
@@ -253,14 +253,12 @@ def new_stack(
 ) -> Stack:
     """The stack on the size's own state directory (its seeded workspace reused)."""
     return Stack(
-        StackConfig(
-            state_dir=Path(f"{args.state_prefix}{n}"),
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir,
+        own_config(
+            Path(f"{args.state_prefix}{n}"),
+            models_dir,
+            env=FAST_JOB,
+            metrics_ports=metrics,
             cross_encoder_dir=tiny,
-            metrics_ports=metrics or {},
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
         )
     )
 
@@ -283,11 +281,10 @@ def seeded(stack: Stack, n: int, args: argparse.Namespace) -> list[Client]:
 
 
 def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) -> dict[str, Any]:
-    metrics = {name: free_port() for name in ("gateway", "store", "embed", "rank", "embedding-job")}
+    metrics = metrics_everywhere()
     stack = new_stack(n, args, models_dir, tiny, metrics)
-    stack.start()
     out: dict[str, Any] = {"memories": n}
-    try:
+    with running(stack):
         clients = seeded(stack, n, args)
         client = clients[0]
         client.update_settings(rerank_depth=RERANK_DEPTH)
@@ -325,8 +322,6 @@ def bench_size(n: int, args: argparse.Namespace, tiny: str, models_dir: Path) ->
         out["split"] = split_cost(stack, client, qs, models_dir, tiny, args)
         out["stages"] = stages(stack, client, pools, metrics["rank"], args)
         out["writes"] = write_path(client, qs, args)
-    finally:
-        stack.stop()
     return out
 
 
@@ -492,8 +487,7 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
     from services.store import recall as r
     from services.store.db import caller_transaction
 
-    pool = local.recall_queries._pool(caller)
-    with caller_transaction(pool, caller) as conn:  # type: ignore[arg-type]
+    with caller_transaction(local.control.caller_pool(caller), caller) as conn:
         terms = r.query_terms(conn, query)
         if terms is None or not terms.capped:
             return None
@@ -517,15 +511,11 @@ def _candidates(rows: Any) -> list[Any]:
 
 
 def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[str, float]:
-    stack = new_stack(n, args, models_dir)
-    stack.start()
-    try:
+    with running(new_stack(n, args, models_dir)) as stack:
         client = seeded(stack, n, args)[0]
         prewarm(stack, _identity(stack, client)[0])
         pools = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
         return steps_alone(stack, client, mix_sequence(pools), models_dir)
-    finally:
-        stack.stop()
 
 
 def _identity(stack: Stack, client: Client) -> tuple[str, str]:

@@ -64,7 +64,6 @@ import json
 import os
 import platform
 import shlex
-import shutil
 import statistics
 import sys
 import tempfile
@@ -82,7 +81,7 @@ import services
 from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import QueryMix, measure, models_dir, seed_workspace
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import FAST_JOB, Stack, free_port, own_config, running
 
 MARKERS = {"chain": "chainmark", "fan-in": "fanmark", "control": "ctrlmark"}
 # Derive takes at most this many sources (services/store/validation.py MAX_LINKS).
@@ -511,19 +510,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     state_dir = Path(tempfile.mkdtemp(prefix="recallatron-walk-"))
     rank_port = free_port()
     stack = Stack(
-        StackConfig(
-            state_dir=state_dir,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir(),
-            metrics_ports={"rank": rank_port},
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
-        )
+        own_config(state_dir, models_dir(), env=FAST_JOB, metrics_ports={"rank": rank_port})
     )
     log(f"code: {Path(services.__file__).parent.parent}; state: {state_dir}")
     load_before = os.getloadavg()
-    stack.start()
-    try:
+    with running(stack, remove_state=not args.keep_state):
         admin = Client(stack.gateway, stack.admin_token, timeout=60)
         creds = state_dir / "load-creds"
         client = seed_workspace(
@@ -563,12 +554,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         phases.append(
             run_phase("a fan-in root forgotten", client, observer, pools2, warm2, args, rank_port)
         )
-    finally:
-        stack.stop()
-        if args.keep_state:
-            log(f"kept {state_dir}")
-        else:
-            shutil.rmtree(state_dir, ignore_errors=True)
+    if args.keep_state:
+        log(f"kept {state_dir}")
     load_after = os.getloadavg()
     return {
         "command": shlex.join(["python", "-m", "benchmarks.walk_bench", *sys.argv[1:]]),

@@ -19,7 +19,6 @@ import argparse
 import itertools
 import json
 import shlex
-import shutil
 import sys
 import tempfile
 import threading
@@ -31,7 +30,7 @@ import services
 from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import Recorder, models_dir, run_closed_loop
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
 
 Text = tuple[str, str, str]  # kind, title, body
 
@@ -69,18 +68,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     own_dir = not args.state_dir
     state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="recallatron-write-"))
     stack = Stack(
-        StackConfig(
-            state_dir=state_dir,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir(),
-            embedding_job=not args.no_embedding_job,
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
-        )
+        own_config(state_dir, models_dir(), env=FAST_JOB, embedding_job=not args.no_embedding_job)
     )
     log(f"code: {Path(services.__file__).parent.parent}; state: {state_dir}")
-    stack.start()
-    try:
+    with running(stack, remove_state=own_dir):
         admin = Client(stack.gateway, stack.admin_token, timeout=60)
         ws = admin.create_workspace(f"write-{int(time.time() * 1000)}").workspace
         tokens: list[str] = []
@@ -97,10 +88,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             make_call(clients, pool, position), args.writers, args.duration, recorder
         )
         after = clients[0].status()
-    finally:
-        stack.stop()
-        if own_dir:
-            shutil.rmtree(state_dir, ignore_errors=True)
     s = recorder.summary(elapsed)
     return {
         "command": shlex.join([sys.executable, "-m", "benchmarks.write_bench", *sys.argv[1:]]),

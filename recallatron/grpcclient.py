@@ -1,16 +1,23 @@
 """Client channels every service uses to reach its peers: one service config
 (retries of UNAVAILABLE, round-robin over resolved addresses), keepalive and
-message limits, built in one place. Every outgoing call passes a deadline."""
+message limits, built in one place. Every outgoing call passes a deadline.
+
+A failed call's status is read in one place too (:func:`peer_status`): the
+relay turns it into the error a service answers with (:func:`relay`), and
+:func:`advice` into what an agent should do about it (the MCP tools' errors)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from recallatron import deadline, errors
@@ -80,18 +87,144 @@ def peer_serving(channel: grpc.Channel, timeout: float = 1.0) -> bool:
     return bool(resp.status == health_pb2.HealthCheckResponse.SERVING)
 
 
+@dataclass(frozen=True)
+class PeerStatus:
+    """A failed call's status, read once: its code and message and the rich
+    details our servers send (recallatron/grpcserver.py ``status_for``)."""
+
+    code: grpc.StatusCode
+    message: str
+    # As sent (google.protobuf.Any), for passing on unchanged.
+    details: tuple[Any, ...] = ()
+    # "field: description" of each google.rpc.BadRequest violation.
+    fields: tuple[str, ...] = ()
+    # The REVISION_MISMATCH ErrorInfo's metadata: memory_id, expected_revision,
+    # current_revision.
+    revision: Mapping[str, str] = field(default_factory=dict)
+    # The server's google.rpc.RetryInfo, in seconds, when it sent one.
+    retry_after: float | None = None
+
+    @property
+    def problem(self) -> str:
+        """What was wrong: the named fields when there are any."""
+        return "; ".join(self.fields) if self.fields else self.message
+
+
+def peer_status(exc: grpc.RpcError) -> PeerStatus:
+    """The status of a failed call, with the details we understand unpacked."""
+    status = rpc_status.from_call(exc)
+    if status is None:
+        return PeerStatus(exc.code(), exc.details() or "")
+    fields: list[str] = []
+    revision: dict[str, str] = {}
+    retry_after: float | None = None
+    for detail in status.details:
+        bad = error_details_pb2.BadRequest()
+        info = error_details_pb2.ErrorInfo()
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(bad):
+            fields += [f"{v.field}: {v.description}" for v in bad.field_violations]
+        elif detail.Unpack(info) and info.reason == "REVISION_MISMATCH":
+            revision = dict(info.metadata)
+        elif detail.Unpack(retry):
+            retry_after = retry.retry_delay.ToTimedelta().total_seconds()
+    return PeerStatus(
+        exc.code(),
+        status.message,
+        tuple(status.details),
+        tuple(fields),
+        revision,
+        retry_after,
+    )
+
+
 def relay(exc: grpc.RpcError, peer: str = "a backing service") -> errors.DomainError:
     """The one translation of a peer's failure into the error this service
     answers with (design §9): a peer that is unreachable or past its deadline
     becomes UNAVAILABLE with a retry hint; any other status is passed on as it
     came, code, message and rich details."""
-    code = exc.code()
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    status = peer_status(exc)
+    if status.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return errors.Unavailable(f"{peer} is unavailable; retry shortly")
-    status = rpc_status.from_call(exc)
-    if status is not None:
-        return errors.Relayed(status.code, status.message, list(status.details))
-    return errors.Relayed(code.value[0], exc.details() or "")
+    return errors.Relayed(status.code.value[0], status.message, list(status.details))
+
+
+_BUSY = (
+    "The service refuses calls for a moment (a rate limit, or too many calls in progress; "
+    "the message says which): wait {wait} and retry with the same request_id."
+)
+# What an agent should do about each status the gateway answers with, after
+# the relay: a peer's failure reaches it as the peer sent it, or as
+# UNAVAILABLE. RESOURCE_EXHAUSTED and ABORTED depend on their details
+# (:func:`advice`).
+HINTS: dict[grpc.StatusCode, str] = {
+    grpc.StatusCode.INVALID_ARGUMENT: "Nothing was changed. Fix the named field and call again.",
+    grpc.StatusCode.NOT_FOUND: (
+        "No memory or entity with that id exists for you (it may not be visible to you, or "
+        "not for this purpose). Check the id, or recall or lookup to find the right one; do "
+        "not retry as is."
+    ),
+    grpc.StatusCode.ALREADY_EXISTS: (
+        "Nothing was changed: one by that name exists. Use the existing one or pick another name."
+    ),
+    grpc.StatusCode.ABORTED: (
+        "The memory changed since you read it. Read it again and retry with its current "
+        "revision and a new request_id."
+    ),
+    grpc.StatusCode.FAILED_PRECONDITION: (
+        "Nothing was changed. The request conflicts with the memories' state or trust "
+        "rules (for derive: sources with no audience or purpose in common); change the "
+        "request rather than retrying it."
+    ),
+    grpc.StatusCode.UNAUTHENTICATED: (
+        "The member token is missing, unknown or revoked. Ask the person to set "
+        "RECALLATRON_TOKEN (or the HTTP Authorization header) to a valid member token."
+    ),
+    grpc.StatusCode.PERMISSION_DENIED: "This member may not do this; ask a workspace owner.",
+    grpc.StatusCode.UNAVAILABLE: (
+        "The memory service is unreachable right now; retry in a few seconds with the same "
+        "request_id (a retried write is never applied twice)."
+    ),
+    grpc.StatusCode.DEADLINE_EXCEEDED: (
+        "The memory service did not answer in time; retry with the same request_id."
+    ),
+    # The gateway's rate limits and the fair scheduler's refusal always send
+    # RetryInfo (advice() then gives the delay); without it, a wait of its own.
+    grpc.StatusCode.RESOURCE_EXHAUSTED: _BUSY.format(wait="a few seconds"),
+}
+UNEXPECTED = "Unexpected failure; retry later, and report it if it persists."
+# gRPC's own refusal of a message over the size limit (RESOURCE_EXHAUSTED, no
+# RetryInfo): the one case where waiting does not help.
+_TOO_LARGE = "larger than max"
+TOO_LARGE = "The message is larger than the service accepts: send less; do not retry as is."
+
+
+def advice(status: PeerStatus) -> str:
+    """What an agent should do about a failed call: the one table above,
+    made exact by the status's details (the current revision, the server's
+    retry delay)."""
+    code = status.code
+    if code == grpc.StatusCode.ABORTED and status.revision:
+        return (
+            "The memory changed since you read it. Read it again (read tool, id "
+            f"{status.revision.get('memory_id', '')}), check your change still applies, and "
+            f"retry with expected_revision {status.revision.get('current_revision', '?')} "
+            "and a new request_id."
+        )
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        if status.retry_after is not None:
+            return _BUSY.format(wait=f"{_seconds(status.retry_after)}, as the service asks,")
+        if _TOO_LARGE in status.message:
+            return TOO_LARGE
+    todo = HINTS.get(code, UNEXPECTED)
+    if status.retry_after is not None:
+        todo += f" The service asks you to wait {_seconds(status.retry_after)} before retrying."
+    return todo
+
+
+def _seconds(delay: float) -> str:
+    """A retry delay to a tenth of a second, rounded up: never shorter than asked."""
+    return f"{math.ceil(delay * 10) / 10:.1f} s"
 
 
 def unary(

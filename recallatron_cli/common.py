@@ -101,7 +101,10 @@ def show(args: argparse.Namespace, message: Any, text: str) -> None:
 def memory_text(m: Any) -> str:
     """A memory as text; every field from the memory is made printable (a
     title or name keeps to its line)."""
-    one = lambda value: printable(value, newlines=False)  # noqa: E731
+
+    def one(value: str) -> str:
+        return printable(value, newlines=False)
+
     audience = "workspace" if m.audience.workspace else f"member {one(m.audience.member_id)}"
     lines = [
         f"{one(m.id)}  [{KIND.name(m.kind)}] {one(m.title)}",

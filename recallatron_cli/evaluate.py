@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -174,7 +173,7 @@ def _retrying(call: Callable[[], Any], attempts: int = 5) -> Any:
         try:
             return call()
         except grpc.RpcError as exc:
-            code = exc.code()  # type: ignore[attr-defined]
+            code = exc.code()
             if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise
             if attempt == attempts - 1:
@@ -314,26 +313,16 @@ def same_runs(
 @contextmanager
 def temporary_stack(log: Callable[[str], None]) -> Iterator[tuple[str, str]]:
     """A whole local stack in a temporary directory; yields (gateway, admin token)."""
-    from recallatron_cli.stack import Stack, StackConfig, free_port
+    from recallatron_cli.stack import Stack, own_config, running
 
     state = Path(tempfile.mkdtemp(prefix="recallatron-eval-"))
     models = Path(os.environ.get("RECALLATRON_MODELS_DIR") or default_state_dir() / "models")
-    stack = Stack(
-        StackConfig(
-            state_dir=state,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models,
-            cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
-        )
+    config = own_config(
+        state, models, cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", "")
     )
     log(f"starting a temporary stack in {state} ...")
-    try:
-        stack.start()
+    with running(Stack(config), remove_state=True) as stack:
         yield stack.gateway, stack.admin_token
-    finally:
-        stack.stop()
-        shutil.rmtree(state, ignore_errors=True)
 
 
 # -- the command ----------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TypedDict
 
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.vocabulary import PURPOSES
@@ -41,7 +41,16 @@ def _split(text: str, sep: str, option: str, parts: int) -> list[str]:
     return [p.strip() for p in pieces]
 
 
-def graph_items(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+class GraphItems(TypedDict):
+    """The graph keyword arguments of the client's remember, derive, correct
+    and supersede."""
+
+    claims: list[dict[str, Any]]
+    relations: list[dict[str, Any]]
+    aliases: list[dict[str, Any]]
+
+
+def graph_items(args: argparse.Namespace) -> GraphItems:
     """The claims, relations and aliases the options give, in the agents' shape."""
     types = dict(_split(t, "=", "--entity-type", 2) for t in args.entity_type)
 
@@ -55,13 +64,16 @@ def graph_items(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 
     span = {k: v for k, v in (("valid_from", args.valid_from), ("valid_until", args.valid_until))}
     span = {k: v for k, v in span.items() if v}
-    items: dict[str, list[dict[str, Any]]] = {"claims": [], "relations": [], "aliases": []}
+    given: dict[str, Any] = {}
     if args.graph:
         handle = sys.stdin if args.graph == "-" else open(args.graph)  # noqa: SIM115
         with handle:
             given = json.load(handle)
-        for key in items:
-            items[key].extend(given.get(key, []))
+    items: GraphItems = {
+        "claims": list(given.get("claims", [])),
+        "relations": list(given.get("relations", [])),
+        "aliases": list(given.get("aliases", [])),
+    }
     for text in args.claim:
         name, rest = _split(text, ":", "--claim", 2)
         attribute, value = _split(rest, "=", "--claim", 2)

@@ -67,7 +67,7 @@ class Recorder:
         h = self.histogram
 
         def ms(percentile: float) -> float:
-            return round(h.get_value_at_percentile(percentile) / 1000.0, 3)
+            return round(int(h.get_value_at_percentile(percentile)) / 1000.0, 3)
 
         return {
             "p50_ms": ms(50),
@@ -210,7 +210,7 @@ def _outcome(call: Callable[[], Any]) -> str | None:
     try:
         call()
     except grpc.RpcError as exc:
-        return exc.code().name  # type: ignore[attr-defined, no-any-return]
+        return str(exc.code().name)
     return None
 
 
@@ -409,18 +409,19 @@ def _seed(clients: list[Client], count: int, seed: int) -> None:
         client = clients[m.author]
         # Deterministic request ids: a rerun after an interruption resumes.
         rid = f"load-{seed}-{i}"
-        if m.derived_from and all(ids[j] for j in m.derived_from):
-            resp = client.derive(
-                [ids[j] for j in m.derived_from],  # type: ignore[misc]
+        sources = [s for s in (ids[j] for j in m.derived_from) if s]
+        if m.derived_from and len(sources) == len(m.derived_from):
+            ids[i] = client.derive(
+                sources,
                 m.title,
                 m.body,
                 m.kind,
                 purposes=m.purposes,
                 purpose=m.purposes[0],
                 request_id=rid,
-            )
+            ).memory.id
         else:
-            resp = client.remember(
+            ids[i] = client.remember(
                 m.title,
                 m.body,
                 m.kind,
@@ -429,8 +430,7 @@ def _seed(clients: list[Client], count: int, seed: int) -> None:
                 purpose=m.purposes[0],
                 mention_names=m.mentions,
                 request_id=rid,
-            )
-        ids[i] = resp.memory.id
+            ).memory.id
 
     # Chunks keep derivations' sources (the 10 before) written first.
     chunk = 200
@@ -463,23 +463,16 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
         yield args.gateway, token
         return
-    from recallatron_cli.stack import Stack, StackConfig, free_port
+    from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
 
-    env = {"RECALLATRON_JOB_POLL_SECONDS": "0.2"}
-    config = StackConfig(
-        state_dir=Path(args.state_dir),
-        pg_port=free_port(),
-        ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-        models_dir=models_dir(),
+    config = own_config(
+        Path(args.state_dir),
+        models_dir(),
+        env=FAST_JOB,
         cross_encoder_dir=args.cross_encoder or "",
-        env=env,
     )
-    stack = Stack(config)
-    stack.start()
-    try:
+    with running(Stack(config)) as stack:
         yield stack.gateway, stack.admin_token
-    finally:
-        stack.stop()
 
 
 def models_dir() -> Path:

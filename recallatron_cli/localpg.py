@@ -201,8 +201,11 @@ class LocalPostgres:
     def _initdb(self) -> None:
         """A new cluster, made open and secured by :meth:`_secure` before it
         ever serves (initdb would otherwise need the password in a file the
-        server's own user can read)."""
-        _commands.initdb(
+        server's own user can read). The wheel sets its command functions on
+        the module by name at import; its factory builds this one where a
+        reader and a type checker can see it."""
+        initdb = _commands.create_command_function("initdb")
+        initdb(
             ["--auth=trust", "--encoding=utf8", "-U", SUPERUSER],
             pgdata=self.data_dir,
             **self._user_kwargs(),

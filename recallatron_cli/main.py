@@ -321,22 +321,22 @@ def cmd_prepare_models(args: argparse.Namespace) -> int:
 def cmd_admin(args: argparse.Namespace) -> int:
     client = common.client(args, admin=True)
     if args.admin_cmd == "create-workspace":
-        resp = client.create_workspace(args.slug, args.server or "")
+        made = client.create_workspace(args.slug, args.server or "")
         show(
             args,
-            resp,
-            f"workspace {resp.workspace.slug} {resp.workspace.id} on server "
-            f"{resp.workspace.server}",
+            made,
+            f"workspace {made.workspace.slug} {made.workspace.id} on server "
+            f"{made.workspace.server}",
         )
     elif args.admin_cmd == "create-member":
-        resp = client.create_member(args.workspace, args.handle, owner=args.owner)
-        show(args, resp, f"member {resp.member.handle} {resp.member.id}")
+        member = client.create_member(args.workspace, args.handle, owner=args.owner)
+        show(args, member, f"member {member.member.handle} {member.member.id}")
     elif args.admin_cmd == "create-token":
         purposes = [p for value in args.purposes or () for p in value.split(",") if p]
         unknown = [p for p in purposes if p not in PURPOSES]
         if unknown:
             sys.exit(f"unknown purpose {unknown[0]!r}: one of {', '.join(PURPOSES)}")
-        resp = client.create_token(args.member, args.label, purposes, args.read_only)
+        token = client.create_token(args.member, args.label, purposes, args.read_only)
         scope = ", ".join(
             [
                 *(["purposes " + "/".join(purposes)] if purposes else []),
@@ -345,8 +345,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
         )
         show(
             args,
-            resp,
-            f"token {resp.token}\n(id {resp.token_id}; shown once"
+            token,
+            f"token {token.token}\n(id {token.token_id}; shown once"
             + (f"; scope: {scope}" if scope else "")
             + ")",
         )
@@ -627,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except grpc.RpcError as exc:
-        print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -342,3 +344,54 @@ class Stack:
             self.postgres.stop()
         for pg in self.extra_postgres.values():
             pg.stop()
+
+
+# The embedding job polls every 0.2 s instead of its default: a run that
+# waits for its memories to be embedded does not wait a poll interval each time.
+FAST_JOB = {"RECALLATRON_JOB_POLL_SECONDS": "0.2"}
+
+
+def metrics_everywhere(services: tuple[str, ...] = SERVICES) -> dict[str, int]:
+    """A free /metrics port for each service and the embedding job."""
+    return {name: free_port() for name in (*services, "embedding-job")}
+
+
+def own_config(
+    state_dir: Path,
+    models_dir: Path | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    services: tuple[str, ...] = SERVICES,
+    metrics_ports: dict[str, int] | None = None,
+    cross_encoder_dir: str = "",
+    embedding_job: bool = True,
+    extra_servers: tuple[str, ...] = (),
+) -> StackConfig:
+    """A stack of its own beside any other (the tests', the benchmarks', the
+    evaluation's): embedded Postgres on a free port and every service on one
+    picked at start."""
+    return StackConfig(
+        state_dir=state_dir,
+        pg_port=free_port(),
+        ports={name: 0 for name in SERVICES},
+        models_dir=models_dir,
+        cross_encoder_dir=cross_encoder_dir,
+        embedding_job=embedding_job,
+        services=services,
+        metrics_ports=dict(metrics_ports or {}),
+        env=dict(env or {}),
+        extra_servers=extra_servers,
+    )
+
+
+@contextmanager
+def running(stack: Stack, remove_state: bool = False) -> Iterator[Stack]:
+    """The stack started for the block and stopped however the block ends;
+    with ``remove_state`` (a temporary state directory), removed after."""
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
+        if remove_state:
+            shutil.rmtree(stack.state_dir, ignore_errors=True)

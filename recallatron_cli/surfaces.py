@@ -48,7 +48,7 @@ def cmd_keep_both(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         common.purpose_option(common.client_options(p))
         return p

@@ -17,11 +17,13 @@ import threading
 from typing import Any
 
 import anyio
+import grpc
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from recallatron.client import Client
+from recallatron.grpcclient import PeerStatus
 from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
@@ -31,6 +33,10 @@ log = logging.getLogger("recallatron.mcp")
 
 # Gateway clients kept open at once (one per member token seen over HTTP).
 MAX_CLIENTS = 64
+
+# Failures of this server's own, told like the gateway's (tools.failure).
+NO_TOKEN = PeerStatus(grpc.StatusCode.UNAUTHENTICATED, "no member token")
+FAILED = PeerStatus(grpc.StatusCode.INTERNAL, "the tool failed unexpectedly")
 
 # What the tool descriptions do not say: when to reach for the tools at all.
 INSTRUCTIONS = (
@@ -108,7 +114,7 @@ def _token(ctx: ServerRequestContext[Any], default: str) -> str:
     return default
 
 
-def _text(payload: Any) -> list[types.TextContent]:
+def _text(payload: Any) -> list[types.ContentBlock]:
     return [types.TextContent(type="text", text=json.dumps(payload, indent=1, ensure_ascii=False))]
 
 
@@ -127,10 +133,7 @@ def build_server(clients: Clients) -> Server[Any]:
         arguments = dict(params.arguments or {})
         if not token:
             return types.CallToolResult(
-                content=_text(
-                    "UNAUTHENTICATED: no member token. Ask the person to set RECALLATRON_TOKEN "
-                    "(or send 'Authorization: Bearer <member token>' over HTTP)."
-                ),
+                content=_text(tools.failure(NO_TOKEN)),
                 is_error=True,
             )
         client = clients.get(token)
@@ -142,7 +145,7 @@ def build_server(clients: Clients) -> Server[Any]:
         except Exception:
             log.exception("tool call failed", extra={"tool": params.name})
             return types.CallToolResult(
-                content=_text("INTERNAL: the tool failed unexpectedly; retry later."),
+                content=_text(tools.failure(FAILED)),
                 is_error=True,
             )
         return types.CallToolResult(content=_text(result), structured_content=result)

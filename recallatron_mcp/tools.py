@@ -1,7 +1,7 @@
 """The seven tools as MCP calls: JSON arguments (shaped by the schemas in
 recallatron/tools.py) become gateway requests; gateway answers become
 JSON an agent can read; gRPC errors become messages that say what was wrong
-and what to do next."""
+and what to do next (the advice of the shared relay, recallatron/grpcclient.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from typing import Any
 import grpc
 import jsonschema
 from google.protobuf import timestamp_pb2
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from recallatron.client import Client, aliases, audience, claims, relations
+from recallatron.grpcclient import PeerStatus, advice, peer_status
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
@@ -51,7 +50,7 @@ def clip(text: str, limit: int = QUOTE_CHARS) -> str:
     return f"{text[:limit]}… ({len(text)} characters)"
 
 
-def _problem(err: Any) -> str:
+def _problem(err: jsonschema.ValidationError) -> str:
     """A schema violation's message with the offending value quoted short."""
     quoted = repr(err.instance)
     message = str(err.message).replace(quoted, clip(quoted))
@@ -77,7 +76,7 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
         )
 
 
-def _purpose(args: dict[str, Any]) -> int:
+def _purpose(args: dict[str, Any]) -> cpb.Purpose.ValueType:
     return PURPOSE.value(args.get("purpose", DEFAULT_PURPOSE))
 
 
@@ -122,7 +121,7 @@ def _graph_fields(req: Any, args: dict[str, Any]) -> None:
 def _recall(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     req = pb.RecallRequest(
         query=args["query"],
-        mode=MODE.value(args["mode"]) if "mode" in args else 0,
+        mode=MODE.value(args["mode"]) if "mode" in args else cpb.RECALL_MODE_UNSPECIFIED,
         limit=int(args.get("limit", DEFAULT_RECALL_LIMIT)),
         purpose=_purpose(args),
         filters=cpb.RecallFilters(
@@ -279,7 +278,7 @@ def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]
             f"INVALID_ARGUMENT (nothing was sent): {exc}. Fix it and call again."
         ) from None
     except grpc.RpcError as exc:
-        raise ToolError(explain(exc, name, arguments)) from None
+        raise ToolError(failure(peer_status(exc))) from None
 
 
 # -- answers -> JSON ---------------------------------------------------------------
@@ -435,71 +434,7 @@ def outcome_json(o: cpb.RecallOutcome) -> dict[str, Any]:
 # -- errors -> what to do ------------------------------------------------------------
 
 
-def explain(exc: grpc.RpcError, name: str, arguments: dict[str, Any]) -> str:
-    """STATUS: what was wrong (with the field when known). What to do."""
-    code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
-    details: str = exc.details() or ""  # type: ignore[attr-defined]
-    fields: list[str] = []
-    revision: dict[str, str] = {}
-    # The server's own retry hint (google.rpc.RetryInfo), when it sent one.
-    retry_after: float | None = None
-    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
-    for any_detail in status.details if status is not None else []:
-        bad = error_details_pb2.BadRequest()
-        info = error_details_pb2.ErrorInfo()
-        retry = error_details_pb2.RetryInfo()
-        if any_detail.Unpack(bad):
-            fields += [f"{v.field}: {v.description}" for v in bad.field_violations]
-        elif any_detail.Unpack(info) and info.reason == "REVISION_MISMATCH":
-            revision = dict(info.metadata)
-        elif any_detail.Unpack(retry):
-            retry_after = retry.retry_delay.ToTimedelta().total_seconds()
-    what = clip("; ".join(fields) if fields else details, PROBLEM_CHARS)
-    if code == grpc.StatusCode.ABORTED and revision:
-        current = revision.get("current_revision", "?")
-        todo = (
-            "The memory changed since you read it. Read it again (read tool, id "
-            f"{revision.get('memory_id', arguments.get('id', ''))}), check your change still "
-            f"applies, and retry with expected_revision {current} and a new request_id."
-        )
-    else:
-        todo = _HINTS.get(code, "Unexpected failure; retry later, and report it if it persists.")
-    if retry_after is not None:
-        todo += f" The service asks you to wait {retry_after:.1f} s before retrying."
-    return f"{code.name}: {what}. {todo}"
-
-
-_HINTS = {
-    grpc.StatusCode.INVALID_ARGUMENT: "Nothing was changed. Fix the named field and call again.",
-    grpc.StatusCode.NOT_FOUND: (
-        "No memory or entity with that id exists for you (it may not be visible to you, or "
-        "not for this purpose). Check the id, or recall or lookup to find the right one; do "
-        "not retry as is."
-    ),
-    grpc.StatusCode.ABORTED: (
-        "The memory changed since you read it. Read it again and retry with its current "
-        "revision and a new request_id."
-    ),
-    grpc.StatusCode.FAILED_PRECONDITION: (
-        "Nothing was changed. The request conflicts with the memories' state or trust "
-        "rules (for derive: sources with no audience or purpose in common); change the "
-        "request rather than retrying it."
-    ),
-    grpc.StatusCode.UNAUTHENTICATED: (
-        "The member token is missing, unknown or revoked. Ask the person to set "
-        "RECALLATRON_TOKEN (or the HTTP Authorization header) to a valid member token."
-    ),
-    grpc.StatusCode.PERMISSION_DENIED: "This member may not do this; ask a workspace owner.",
-    grpc.StatusCode.UNAVAILABLE: (
-        "The memory service is unreachable right now; retry in a few seconds with the same "
-        "request_id (a retried write is never applied twice)."
-    ),
-    grpc.StatusCode.DEADLINE_EXCEEDED: (
-        "The memory service did not answer in time; retry with the same request_id."
-    ),
-    grpc.StatusCode.RESOURCE_EXHAUSTED: (
-        "Too many calls with this member token right now (the gateway's rate limit), or a "
-        "message too large: wait a second and retry with the same request_id; if it "
-        "persists, ask for less."
-    ),
-}
+def failure(status: PeerStatus) -> str:
+    """STATUS: what was wrong (with the field when known). What to do (the
+    shared plumbing's advice, recallatron/grpcclient.py)."""
+    return f"{status.code.name}: {clip(status.problem, PROBLEM_CHARS)}. {advice(status)}"

@@ -15,7 +15,10 @@ from typing import TypeVar
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
+
+# Tests that start processes of their own take their ports from here.
+from recallatron_cli.stack import free_port as free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -83,28 +86,27 @@ def prepared_models_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory, prepared_models_dir: Path) -> Iterator[Stack]:
-    state = tmp_path_factory.mktemp("stack")
-    running = Stack(
-        StackConfig(
-            state_dir=state,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=prepared_models_dir,
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
-            services=TEST_SERVICES,
-            metrics_ports={name: free_port() for name in (*TEST_SERVICES, "embedding-job")},
-        )
+    config = own_config(
+        tmp_path_factory.mktemp("stack"),
+        prepared_models_dir,
+        env=FAST_JOB,
+        services=TEST_SERVICES,
+        metrics_ports=metrics_everywhere(TEST_SERVICES),
     )
-    running.start()
-    yield running
-    running.stop()
+    with running(Stack(config)) as started:
+        yield started
+
+
+def operator_of(stack: Stack) -> Iterator[Client]:
+    """The body of an `operator` fixture: a client with the stack's operator token."""
+    client = Client(stack.gateway, stack.admin_token)
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="session")
 def operator(stack: Stack) -> Iterator[Client]:
-    client = Client(stack.gateway, stack.admin_token)
-    yield client
-    client.close()
+    yield from operator_of(stack)
 
 
 @dataclass

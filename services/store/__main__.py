@@ -37,7 +37,7 @@ def main() -> None:
     control = ControlPlane(dbs)
     revocations = RevocationFeed(dbs.control_url(), server.stopped)
     servicer = StoreServicer(
-        control, MemoryStore(dbs, control), RecallQueries(dbs, control), revocations, server.stopped
+        control, MemoryStore(dbs, control), RecallQueries(control), revocations, server.stopped
     )
     store_pb2_grpc.add_StoreServiceServicer_to_server(servicer, server.grpc_server)
     port = server.start(settings.store_listen)

@@ -16,7 +16,7 @@ from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction
+from services.store.db import Caller, caller_transaction
 
 MAX_WINDOW = 500
 DEFAULT_WINDOW = 500
@@ -105,8 +105,7 @@ def _limit(value: int) -> int:
 
 
 class DedupStore:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
+    def __init__(self, control: ControlPlane) -> None:
         self.control = control
 
     def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:

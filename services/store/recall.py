@@ -15,7 +15,7 @@ from recallatron.vocabulary import MAX_QUERY_CHARS
 from services.store import entity_groups
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction
+from services.store.db import Caller, caller_transaction
 
 # Terms at or above this share of the workspace's memories are dropped from a
 # query of three terms or more (design §5.2).
@@ -243,8 +243,7 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
 
 
 class RecallQueries:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
+    def __init__(self, control: ControlPlane) -> None:
         self.control = control
 
     def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:

@@ -200,7 +200,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self.control = control
         self.memories = memories
         self.recall = recall
-        self.dedup = DedupStore(memories.dbs, control)
+        self.dedup = DedupStore(control)
         self.graph = GraphStore(control)
         self.entity_merge = EntityMergeStore(control)
         self.episodes = EpisodeStore(control)

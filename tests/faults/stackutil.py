@@ -5,11 +5,10 @@ processes here never disturbs the session stack other tests share."""
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,8 +16,8 @@ import grpc
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2_grpc
-from recallatron_cli.stack import Stack, StackConfig
-from tests.conftest import free_port
+from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config
+from recallatron_cli.stack import running as stack_running
 
 T = TypeVar("T")
 
@@ -27,30 +26,20 @@ RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def new_stack(models_dir: Path, env: dict[str, str] | None = None, metrics: bool = False) -> Stack:
-    state = Path(tempfile.mkdtemp(prefix="recallatron-faults-"))
-    names = ("gateway", "store", "embed", "rank", "embedding-job")
     return Stack(
-        StackConfig(
-            state_dir=state,
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=models_dir,
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2", **(env or {})},
-            metrics_ports={name: free_port() for name in names} if metrics else {},
+        own_config(
+            Path(tempfile.mkdtemp(prefix="recallatron-faults-")),
+            models_dir,
+            env={**FAST_JOB, **(env or {})},
+            metrics_ports=metrics_everywhere() if metrics else None,
         )
     )
 
 
-@contextmanager
-def running(stack: Stack) -> Iterator[Stack]:
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.stop()
-        # Kept for a look at the logs when asked to.
-        if not os.environ.get("RECALLATRON_KEEP_FAULT_STATE"):
-            shutil.rmtree(stack.state_dir, ignore_errors=True)
+def running(stack: Stack) -> AbstractContextManager[Stack]:
+    """The stack started for the block; its state removed after, unless kept
+    for a look at the logs (RECALLATRON_KEEP_FAULT_STATE)."""
+    return stack_running(stack, remove_state=not os.environ.get("RECALLATRON_KEEP_FAULT_STATE"))
 
 
 def plain_client(address: str, token: str, timeout: float = 10.0) -> Client:

@@ -16,12 +16,11 @@ import psycopg
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import Stack, own_config, running
 from services.store.servers import connection_budget
 
 pytestmark = pytest.mark.integration
 
-SERVICES = ("store", "embed", "rank", "gateway")
 SMALL = {
     "RECALLATRON_POOL_MAX_SIZE": "2",
     "RECALLATRON_OWNER_POOL_MAX_SIZE": "1",
@@ -41,18 +40,9 @@ WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory, prepared_models_dir: Path) -> Iterator[Stack]:
-    stack = Stack(
-        StackConfig(
-            state_dir=tmp_path_factory.mktemp("budget"),
-            pg_port=free_port(),
-            ports={name: 0 for name in SERVICES},
-            models_dir=prepared_models_dir,
-            env=SMALL,
-        )
-    )
-    stack.start()
-    yield stack
-    stack.stop()
+    config = own_config(tmp_path_factory.mktemp("budget"), prepared_models_dir, env=SMALL)
+    with running(Stack(config)) as stack:
+        yield stack
 
 
 def test_many_busy_workspaces_stay_within_the_budget(small: Stack) -> None:

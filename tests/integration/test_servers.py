@@ -19,38 +19,30 @@ import psycopg
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
 from services.store.db import CONTROL_DATABASE, with_database
+from tests.conftest import operator_of
 from tests.surfaces.dedup_data import NEAR_DUPLICATES
 
 pytestmark = pytest.mark.integration
 
-SERVICES = ("store", "embed", "rank", "gateway")
-
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory, prepared_models_dir: Path) -> Iterator[Stack]:
-    stack = Stack(
-        StackConfig(
-            state_dir=tmp_path_factory.mktemp("two-servers"),
-            pg_port=free_port(),
-            ports={name: 0 for name in SERVICES},
-            models_dir=prepared_models_dir,
-            env={"RECALLATRON_JOB_POLL_SECONDS": "0.2"},
-            metrics_ports={name: free_port() for name in (*SERVICES, "embedding-job")},
-            extra_servers=("b",),
-        )
+    config = own_config(
+        tmp_path_factory.mktemp("two-servers"),
+        prepared_models_dir,
+        env=FAST_JOB,
+        metrics_ports=metrics_everywhere(),
+        extra_servers=("b",),
     )
-    stack.start()
-    yield stack
-    stack.stop()
+    with running(Stack(config)) as stack:
+        yield stack
 
 
 @pytest.fixture(scope="module")
 def operator(two: Stack) -> Iterator[Client]:
-    client = Client(two.gateway, two.admin_token)
-    yield client
-    client.close()
+    yield from operator_of(two)
 
 
 # Everything the stack answered, for the secrets check at the end.

@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack, StackConfig, free_port
+from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
 from tests.conftest import make_team, wait_for
 
 pytestmark = pytest.mark.integration
@@ -90,25 +90,20 @@ def traced_stack(
     tmp_path_factory: pytest.TempPathFactory, prepared_models_dir: Path, receiver
 ) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
     _, port = receiver
-    stack = Stack(
-        StackConfig(
-            state_dir=tmp_path_factory.mktemp("traced"),
-            pg_port=free_port(),
-            ports={"gateway": 0, "store": 0, "embed": 0, "rank": 0},
-            models_dir=prepared_models_dir,
-            # The standard variables only: the endpoint turns tracing on.
-            env={
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-                "OTEL_EXPORTER_OTLP_INSECURE": "true",
-                # Export every 100 ms rather than 5 s: the test waits for it.
-                "OTEL_BSP_SCHEDULE_DELAY": "100",
-                "RECALLATRON_JOB_POLL_SECONDS": "0.2",
-            },
-        )
+    config = own_config(
+        tmp_path_factory.mktemp("traced"),
+        prepared_models_dir,
+        # The standard variables only: the endpoint turns tracing on.
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_EXPORTER_OTLP_INSECURE": "true",
+            # Export every 100 ms rather than 5 s: the test waits for it.
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            **FAST_JOB,
+        },
     )
-    stack.start()
-    yield stack
-    stack.stop()
+    with running(Stack(config)) as stack:
+        yield stack
 
 
 def _descends(span: Span, ancestor: Span, by_id: dict[bytes, Span]) -> bool:

@@ -8,24 +8,19 @@ arrives; it ends with the client's deadline (10 s) as a tool error."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
-from tests.conftest import free_port
+from tests.surfaces.mcp_server import http_server
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 ACCEPT = "application/json, text/event-stream"
 
 
@@ -50,35 +45,8 @@ def _messages(response: httpx2.Response) -> list[dict[str, Any]]:
 
 
 def test_a_duplicate_request_id_leaves_the_first_answered(silent_gateway: str) -> None:
-    port = free_port()
-    env = {**os.environ, "RECALLATRON_GATEWAY": silent_gateway}
-    env.pop("RECALLATRON_TOKEN", None)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "recallatron_mcp",
-            "--transport",
-            "http",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
-        env=env,
-        cwd=str(REPO),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    base = {"Accept": ACCEPT, "Authorization": "Bearer rc_not_checked_here"}
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx2.get(f"http://127.0.0.1:{port}/", timeout=2)
-                break
-            except httpx2.TransportError:
-                assert time.monotonic() < deadline, "MCP HTTP server did not start"
-                time.sleep(0.2)
+    with http_server(silent_gateway) as url:
+        base = {"Accept": ACCEPT, "Authorization": "Bearer rc_not_checked_here"}
         init = httpx2.post(
             url,
             headers=base,
@@ -135,6 +103,3 @@ def test_a_duplicate_request_id_leaves_the_first_answered(silent_gateway: str) -
         assert [a["id"] for a in answers] == [7]
         # Its own answer: the gateway did not answer in time, as a tool error.
         assert answers[0]["result"]["isError"] is True
-    finally:
-        proc.terminate()
-        proc.wait(10)

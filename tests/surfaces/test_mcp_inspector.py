@@ -6,23 +6,20 @@ under test-artifacts/."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from recallatron.tools import TOOLS
 from recallatron_cli.stack import Stack
-from tests.conftest import Team, free_port
+from tests.conftest import Team
+from tests.surfaces.mcp_server import REPO, http_server
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 INSPECTOR = REPO / ".tools" / "node_modules" / ".bin" / "mcp-inspector"
 ARTIFACTS = REPO / "test-artifacts"
 
@@ -93,38 +90,8 @@ def test_inspector_lists_and_calls_the_tools_over_stdio(stack: Stack, team: Team
 
 
 def test_inspector_lists_the_tools_over_streamable_http(stack: Stack, team: Team) -> None:
-    port = free_port()
-    env = {
-        **os.environ,
-        "RECALLATRON_GATEWAY": stack.gateway,
-        "RECALLATRON_TOKEN": team.clients["bob"].token,
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "recallatron_mcp",
-            "--transport",
-            "http",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                listed = inspect([url, "--transport", "http"], "--method", "tools/list")
-                break
-            except AssertionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+    with http_server(stack.gateway, team.clients["bob"].token) as url:
+        listed = inspect([url, "--transport", "http"], "--method", "tools/list")
         assert [t["name"] for t in listed["tools"]] == [t.name for t in TOOLS]
         card = inspect(
             [url, "--transport", "http"],
@@ -136,6 +103,3 @@ def test_inspector_lists_the_tools_over_streamable_http(stack: Stack, team: Team
             "name=nobody by this name",
         )
         assert card["structuredContent"] == {"entities": []}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
