@@ -1,6 +1,7 @@
 """CLI commands of the agent and operator surfaces: `recallatron mcp` (the MCP
 server), `recallatron capture` (one conversation turn), `recallatron pairs`
-and `recallatron keep-both` (dedup review from a shell)."""
+and `recallatron keep-both` (dedup review from a shell), and the entity
+review: `entity-pairs`, `merge`, `keep-apart`, `merges`, `undo-merge` (owners)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from datetime import UTC, datetime
 
 from recallatron_cli import common
+from recallatron_cli.graph import card_text
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -48,6 +50,52 @@ def cmd_keep_both(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_entity_pairs(args: argparse.Namespace) -> int:
+    resp = common.client(args).entity_pairs(purpose=args.purpose, limit=args.limit)
+    blocks = []
+    for p in resp.pairs:
+        why = ", ".join(p.reasons)
+        if p.HasField("context_cosine"):
+            why += f" (context cosine {p.context_cosine:.3f})"
+        blocks.append(f"{why}\nA {card_text(p.first)}\nB {card_text(p.second)}")
+    common.show(args, resp, "\n\n".join(blocks) or "no entity pairs to review")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    resp = common.client(args).merge_entities(args.kept, args.merged, purpose=args.purpose)
+    text = (
+        f"merged {resp.merge.merged.name} into {resp.merge.kept.name} (merge {resp.merge.id})"
+        if resp.created
+        else f"already one entity (merge {resp.merge.id}); nothing changed"
+    )
+    common.show(args, resp, text)
+    return 0
+
+
+def cmd_keep_apart(args: argparse.Namespace) -> int:
+    resp = common.client(args).keep_entities_apart(args.first, args.second, purpose=args.purpose)
+    common.show(args, resp, "kept apart; the pair will not be proposed again")
+    return 0
+
+
+def cmd_merges(args: argparse.Namespace) -> int:
+    resp = common.client(args).entity_merges(purpose=args.purpose, limit=args.limit)
+    lines = [
+        f"{m.id}  {m.merged.name} ({m.merged.id}) -> {m.kept.name} ({m.kept.id})"
+        f"  {m.decided_at.ToDatetime():%Y-%m-%d %H:%M}"
+        for m in resp.merges
+    ]
+    common.show(args, resp, "\n".join(lines) or "no merges in force")
+    return 0
+
+
+def cmd_undo_merge(args: argparse.Namespace) -> int:
+    resp = common.client(args).undo_entity_merge(args.merge_id, purpose=args.purpose)
+    common.show(args, resp, "undone; both entities answer on their own again")
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def with_client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         common.purpose_option(common.client_options(p))
@@ -75,3 +123,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     k.add_argument("first")
     k.add_argument("second")
     k.set_defaults(func=cmd_keep_both)
+
+    ep = with_client(sub.add_parser("entity-pairs", help="entity pairs that may be one (owners)"))
+    ep.add_argument("--limit", type=int, default=0)
+    ep.set_defaults(func=cmd_entity_pairs)
+    mg = with_client(sub.add_parser("merge", help="merge two entities, reversibly (owners)"))
+    mg.add_argument("kept", help="the entity whose name the two answer with")
+    mg.add_argument("merged")
+    mg.set_defaults(func=cmd_merge)
+    ka = with_client(sub.add_parser("keep-apart", help="an entity pair never proposed again"))
+    ka.add_argument("first")
+    ka.add_argument("second")
+    ka.set_defaults(func=cmd_keep_apart)
+    ms = with_client(sub.add_parser("merges", help="entity merges in force (owners)"))
+    ms.add_argument("--limit", type=int, default=0)
+    ms.set_defaults(func=cmd_merges)
+    um = with_client(sub.add_parser("undo-merge", help="undo an entity merge (owners)"))
+    um.add_argument("merge_id")
+    um.set_defaults(func=cmd_undo_merge)

@@ -1,4 +1,5 @@
-"""The surfaces' CLI commands against the real stack: capture, pairs, keep-both."""
+"""The surfaces' CLI commands against the real stack: capture, pairs, keep-both, the
+entity review."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from recallatron_cli.main import main
 from recallatron_cli.stack import Stack
 from tests.conftest import Team
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
+from tests.surfaces.entity_data import write_robins
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +98,27 @@ def test_episode_and_timeline_commands(
     assert main(["timeline", "--episode", episode, *common]) == 0
     text = capsys.readouterr().out
     assert "memory" in text and "Plan agreed" in text and memory["id"] in text
+
+
+def test_entity_review_commands(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    robins = write_robins(team.clients["ada"])
+    common = ["--gateway", stack.gateway, "--token", team.clients["ada"].token]
+
+    assert main(["entity-pairs", *common]) == 0
+    text = capsys.readouterr().out
+    assert "name_prefix" in text and "Robin Goodwin [person]" in text
+
+    assert main(["merge", robins["goodwin"], robins["robin"], "--json", *common]) == 0
+    merge = json.loads(capsys.readouterr().out)["merge"]
+    assert main(["lookup", "Robin", *common]) == 0
+    assert f"merged with Robin ({robins['robin']})" in capsys.readouterr().out
+    assert main(["merges", *common]) == 0
+    assert merge["id"] in capsys.readouterr().out
+
+    assert main(["undo-merge", merge["id"], *common]) == 0
+    assert "undone" in capsys.readouterr().out
+    assert main(["keep-apart", robins["goodwin"], robins["robin"], *common]) == 0
+    assert main(["entity-pairs", *common]) == 0
+    assert capsys.readouterr().out.strip().endswith("no entity pairs to review")
