@@ -132,6 +132,8 @@ LIMIT %(limit)s
 VISIBLE_COUNT = "SELECT count(*) FROM entity WHERE id = ANY(%s::uuid[])"
 INSERT_MERGE = """
 INSERT INTO entity_merge (id, kept_id, merged_id, decided_by) VALUES (%s, %s, %s, %s)
+ON CONFLICT (least(kept_id, merged_id), greatest(kept_id, merged_id))
+    WHERE undone_at IS NULL DO NOTHING
 RETURNING decided_at
 """
 UNDO_MERGE = """
@@ -260,7 +262,9 @@ class EntityMergeStore:
                 )
             merge_id = str(uuid.uuid4())
             row = conn.execute(INSERT_MERGE, (merge_id, kept, merged, caller.member_id)).fetchone()
-            assert row is not None
+            if row is None:
+                # The same decision, taken at the same moment, won.
+                return self._merges(conn, 1, [kept, merged])[0], False
             conn.execute(
                 AUDIT,
                 (

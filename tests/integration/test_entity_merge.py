@@ -8,6 +8,7 @@ evidence for, and only an owner decides."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -186,6 +187,19 @@ def test_merge_answers_as_one_and_undo_restores_everything(
         {p.first.id, p.second.id} == {robins["goodwin"], robins["robin"]}
         for p in ada.entity_pairs().pairs
     )
+
+
+def test_the_same_merge_at_once_is_written_once(
+    stack: Stack, team: Team, robins: dict[str, str]
+) -> None:
+    ada = team.clients["ada"]
+    pair = [(robins["goodwin"], robins["robin"]), (robins["robin"], robins["goodwin"])]
+    with ThreadPoolExecutor(8) as pool:
+        done = list(pool.map(lambda i: ada.merge_entities(*pair[i % 2]), range(8)))
+    assert sum(d.created for d in done) == 1
+    assert len({d.merge.id for d in done}) == 1
+    rows = dbutil.query(stack, team.database_name, "SELECT count(*) FROM entity_merge")
+    assert rows == [(1,)]
 
 
 def test_keep_apart_is_never_proposed_again(team: Team, robins: dict[str, str]) -> None:

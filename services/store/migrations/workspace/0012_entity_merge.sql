@@ -17,6 +17,11 @@ CREATE TABLE entity_merge (
     CHECK (kept_id <> merged_id),
     CHECK ((undone_by IS NULL) = (undone_at IS NULL))
 );
+-- One merge in force per pair, whichever way it points: a decision taken
+-- twice at once is written once.
+CREATE UNIQUE INDEX entity_merge_pair_idx
+    ON entity_merge (least(kept_id, merged_id), greatest(kept_id, merged_id))
+    WHERE undone_at IS NULL;
 CREATE INDEX entity_merge_kept_idx ON entity_merge (kept_id) WHERE undone_at IS NULL;
 CREATE INDEX entity_merge_merged_idx ON entity_merge (merged_id) WHERE undone_at IS NULL;
 
