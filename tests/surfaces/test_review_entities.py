@@ -7,17 +7,16 @@ CSRF rules. Screenshots before and after a merge go to test-artifacts/."""
 from __future__ import annotations
 
 import http.client
-from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
+from tests.surfaces.browser import ARTIFACTS, browser_page, sign_in
 from tests.surfaces.entity_data import write_robins
-from tests.surfaces.test_review_page import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, sign_in
 
 pytestmark = pytest.mark.integration
 
@@ -31,73 +30,65 @@ def merges_in(stack: Stack, team: Team) -> list[tuple[object, ...]]:
 
 
 def test_entity_pairs_merge_undo_and_keep_apart_in_a_browser(stack: Stack, team: Team) -> None:
-    assert Path(CHROMIUM).exists(), "needs Debian's chromium: apt-get install -y chromium"
     ada, bob = team.clients["ada"], team.clients["bob"]
     robins = write_robins(ada, audience_to="workspace")
-    ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1360, "height": 1000})
-            page = context.new_page()
-            sign_in(page, stack.review_url, ada.token)
-            pair = page.locator("[data-testid=entity-pair]").filter(
-                has=page.locator(f'[data-entity="{robins["robin"]}"]')
-            )
-            expect(pair).to_have_count(1)
-            expect(pair).to_contain_text("one name begins the other")
-            goodwin = pair.locator(f'[data-entity="{robins["goodwin"]}"]')
-            for text in (
-                "Robin Goodwin",
-                "person",
-                "city = Lisbon",
-                "leads → Apollo",
-                "Robin Goodwin leads Apollo",
-            ):
-                expect(goodwin).to_contain_text(text)
-            robin = pair.locator(f'[data-entity="{robins["robin"]}"]')
-            for text in ("role = release reviewer", "reviews → Apollo", "Robin on Apollo"):
-                expect(robin).to_contain_text(text)
-            expect(page.get_by_test_id("no-merges")).to_be_visible()
-            assert merges_in(stack, team) == []  # showing a pair decides nothing
-            page.screenshot(path=str(ARTIFACTS / "review-entities.png"), full_page=True)
+    with browser_page() as (_, page):
+        sign_in(page, stack.review_url, ada.token)
+        pair = page.locator("[data-testid=entity-pair]").filter(
+            has=page.locator(f'[data-entity="{robins["robin"]}"]')
+        )
+        expect(pair).to_have_count(1)
+        expect(pair).to_contain_text("one name begins the other")
+        goodwin = pair.locator(f'[data-entity="{robins["goodwin"]}"]')
+        for text in (
+            "Robin Goodwin",
+            "person",
+            "city = Lisbon",
+            "leads → Apollo",
+            "Robin Goodwin leads Apollo",
+        ):
+            expect(goodwin).to_contain_text(text)
+        robin = pair.locator(f'[data-entity="{robins["robin"]}"]')
+        for text in ("role = release reviewer", "reviews → Apollo", "Robin on Apollo"):
+            expect(robin).to_contain_text(text)
+        expect(page.get_by_test_id("no-merges")).to_be_visible()
+        assert merges_in(stack, team) == []  # showing a pair decides nothing
+        page.screenshot(path=str(ARTIFACTS / "review-entities.png"), full_page=True)
 
-            # Merge, keeping Robin Goodwin's name.
-            side = "A" if pair.get_attribute("data-first") == robins["goodwin"] else "B"
-            pair.get_by_role("button", name=f"Merge, keep the name of {side}").click()
-            expect(page.get_by_test_id("flash")).to_contain_text("Merged Robin into Robin Goodwin")
-            expect(pair).to_have_count(0)
-            row = page.get_by_test_id("merge")
-            expect(row).to_have_count(1)
-            expect(row).to_contain_text("Robin")
-            page.screenshot(path=str(ARTIFACTS / "review-entities-after.png"), full_page=True)
-            (card,) = ada.lookup("Robin").entities
-            assert card.id == robins["goodwin"] and [m.name for m in card.merged] == ["Robin"]
+        # Merge, keeping Robin Goodwin's name.
+        side = "A" if pair.get_attribute("data-first") == robins["goodwin"] else "B"
+        pair.get_by_role("button", name=f"Merge, keep the name of {side}").click()
+        expect(page.get_by_test_id("flash")).to_contain_text("Merged Robin into Robin Goodwin")
+        expect(pair).to_have_count(0)
+        row = page.get_by_test_id("merge")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text("Robin")
+        page.screenshot(path=str(ARTIFACTS / "review-entities-after.png"), full_page=True)
+        (card,) = ada.lookup("Robin").entities
+        assert card.id == robins["goodwin"] and [m.name for m in card.merged] == ["Robin"]
 
-            # Undo: both answer on their own and the pair is proposed again.
-            row.get_by_role("button", name="Undo").click()
-            expect(page.get_by_test_id("flash")).to_contain_text("Undid the merge")
-            expect(page.get_by_test_id("no-merges")).to_be_visible()
-            assert [c.id for c in ada.lookup("Robin").entities] == [robins["robin"]]
-            expect(pair).to_have_count(1)
+        # Undo: both answer on their own and the pair is proposed again.
+        row.get_by_role("button", name="Undo").click()
+        expect(page.get_by_test_id("flash")).to_contain_text("Undid the merge")
+        expect(page.get_by_test_id("no-merges")).to_be_visible()
+        assert [c.id for c in ada.lookup("Robin").entities] == [robins["robin"]]
+        expect(pair).to_have_count(1)
 
-            # Keep apart: never proposed again, and nothing merged.
-            pair.get_by_role("button", name="Keep apart").click()
-            expect(page.get_by_test_id("flash")).to_contain_text("Kept apart")
-            expect(pair).to_have_count(0)
-            assert all(
-                {p.first.id, p.second.id} != {robins["goodwin"], robins["robin"]}
-                for p in ada.entity_pairs().pairs
-            )
-            page.get_by_test_id("signout").click()
+        # Keep apart: never proposed again, and nothing merged.
+        pair.get_by_role("button", name="Keep apart").click()
+        expect(page.get_by_test_id("flash")).to_contain_text("Kept apart")
+        expect(pair).to_have_count(0)
+        assert all(
+            {p.first.id, p.second.id} != {robins["goodwin"], robins["robin"]}
+            for p in ada.entity_pairs().pairs
+        )
+        page.get_by_test_id("signout").click()
 
-            # A member sees the same entities but decides nothing.
-            sign_in(page, stack.review_url, bob.token)
-            expect(page.get_by_test_id("entity-owners")).to_be_visible()
-            assert page.locator("[data-entity]").count() == 0
-        finally:
-            browser.close()
+        # A member sees the same entities but decides nothing.
+        sign_in(page, stack.review_url, bob.token)
+        expect(page.get_by_test_id("entity-owners")).to_be_visible()
+        assert page.locator("[data-entity]").count() == 0
     assert [r[2] is not None for r in merges_in(stack, team)] == [True]
 
 

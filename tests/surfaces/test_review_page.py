@@ -6,39 +6,17 @@ Screenshots are kept under test-artifacts/."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import grpc
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
+from tests.surfaces.browser import ARTIFACTS, browser_page, sign_in
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
 
 pytestmark = pytest.mark.integration
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# As root in a container, without a network: no sandbox, no background traffic.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-
-def sign_in(page: Page, url: str, token: str) -> None:
-    page.goto(url)
-    page.fill("[data-testid=token]", token)
-    page.click("[data-testid=signin]")
 
 
 def pair_with(page: Page, memory_id: str):  # type: ignore[no-untyped-def]
@@ -46,7 +24,6 @@ def pair_with(page: Page, memory_id: str):  # type: ignore[no-untyped-def]
 
 
 def test_review_page_end_to_end(stack: Stack, team: Team) -> None:
-    assert Path(CHROMIUM).exists(), "needs Debian's chromium: apt-get install -y chromium"
     ada, bob = team.clients["ada"], team.clients["bob"]
     (k1, k2), (f1, f2), (s1, s2), (h1, h2), _ = NEAR_DUPLICATES
     keep = [ada.remember(*k1, audience_to="workspace").memory, ada.remember(*k2).memory]
@@ -59,82 +36,74 @@ def test_review_page_end_to_end(stack: Stack, team: Team) -> None:
     hidden = [bob.remember(*h1).memory, bob.remember(*h2).memory]
     ada_ids = {m.id for m in keep + forget + supersede}
     wait_embedded(stack, team, [*ada_ids, *(m.id for m in hidden)])
-    ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1360, "height": 1000})
-            page = context.new_page()
+    with browser_page() as (context, page):
+        sign_in(page, stack.review_url, "rc_not_a_token")
+        expect(page.get_by_role("alert")).to_contain_text("unknown or revoked")
 
-            sign_in(page, stack.review_url, "rc_not_a_token")
-            expect(page.get_by_role("alert")).to_contain_text("unknown or revoked")
+        sign_in(page, stack.review_url, ada.token)
+        pairs = page.locator("[data-testid=pair]")
+        expect(pairs).to_have_count(3)
+        shown = set(page.locator("[data-id]").evaluate_all("els => els.map(e => e.dataset.id)"))
+        assert shown == ada_ids
+        assert not shown & {m.id for m in hidden}
+        # Side by side, with dates, origin, revision and provenance.
+        card = pair_with(page, supersede[1].id).locator(f'[data-id="{supersede[1].id}"]')
+        for text in (s2[0], "Created", "told", "Revision", "mentions VPN", "Provenance"):
+            expect(card).to_contain_text(text)
+        page.screenshot(path=str(ARTIFACTS / "review-page.png"), full_page=True)
 
-            sign_in(page, stack.review_url, ada.token)
-            pairs = page.locator("[data-testid=pair]")
-            expect(pairs).to_have_count(3)
-            shown = set(page.locator("[data-id]").evaluate_all("els => els.map(e => e.dataset.id)"))
-            assert shown == ada_ids
-            assert not shown & {m.id for m in hidden}
-            # Side by side, with dates, origin, revision and provenance.
-            card = pair_with(page, supersede[1].id).locator(f'[data-id="{supersede[1].id}"]')
-            for text in (s2[0], "Created", "told", "Revision", "mentions VPN", "Provenance"):
-                expect(card).to_contain_text(text)
-            page.screenshot(path=str(ARTIFACTS / "review-page.png"), full_page=True)
+        # The token stays on the server: the browser holds an HttpOnly session id.
+        (cookie,) = context.cookies()
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert ada.token not in cookie["value"] and ada.token not in page.content()
 
-            # The token stays on the server: the browser holds an HttpOnly session id.
-            (cookie,) = context.cookies()
-            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
-            assert ada.token not in cookie["value"] and ada.token not in page.content()
+        # Keep both: gone from the page and never proposed again.
+        pair_with(page, keep[0].id).get_by_role("button", name="Keep both").click()
+        expect(page.get_by_test_id("flash")).to_contain_text("Kept both")
+        expect(pairs).to_have_count(2)
+        listed = {frozenset((p.first.id, p.second.id)) for p in ada.duplicate_pairs().pairs}
+        assert frozenset(m.id for m in keep) not in listed
 
-            # Keep both: gone from the page and never proposed again.
-            pair_with(page, keep[0].id).get_by_role("button", name="Keep both").click()
-            expect(page.get_by_test_id("flash")).to_contain_text("Kept both")
-            expect(pairs).to_have_count(2)
-            listed = {frozenset((p.first.id, p.second.id)) for p in ada.duplicate_pairs().pairs}
-            assert frozenset(m.id for m in keep) not in listed
+        # Forget one, with a reason: its text is purged.
+        target = pair_with(page, forget[0].id)
+        victim = target.get_attribute("data-first")
+        target.get_by_label("reason to forget A").fill("same as B")
+        target.get_by_role("button", name="Forget A").click()
+        expect(page.get_by_test_id("flash")).to_contain_text(f"Forgot {victim}")
+        with pytest.raises(grpc.RpcError) as err:
+            ada.read([victim])  # type: ignore[list-item]
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
-            # Forget one, with a reason: its text is purged.
-            target = pair_with(page, forget[0].id)
-            victim = target.get_attribute("data-first")
-            target.get_by_label("reason to forget A").fill("same as B")
-            target.get_by_role("button", name="Forget A").click()
-            expect(page.get_by_test_id("flash")).to_contain_text(f"Forgot {victim}")
-            with pytest.raises(grpc.RpcError) as err:
-                ada.read([victim])  # type: ignore[list-item]
-            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        # Supersede one with the other's text: the old one stays readable,
+        # points to a new memory carrying the kept one's content.
+        target = pair_with(page, supersede[0].id)
+        old_id = target.get_attribute("data-first")
+        kept = next(m for m in supersede if m.id != old_id)
+        target.get_by_role("button", name="Supersede A with B's text").click()
+        expect(page.get_by_test_id("flash")).to_contain_text(f"Superseded {old_id}")
+        old = ada.read([old_id]).memories[0]  # type: ignore[list-item]
+        assert old.superseded_by_id and old.revision == 2
+        successor = ada.read([old.superseded_by_id]).memories[0]
+        assert (successor.title, successor.body, successor.kind) == (
+            kept.title,
+            kept.body,
+            kept.kind,
+        )
+        assert [m.name for m in successor.mentions] == [m.name for m in kept.mentions]
+        # (The successor and the kept memory may pair up again once embedded.)
+        expect(pair_with(page, old_id)).to_have_count(0)  # type: ignore[arg-type]
+        page.screenshot(path=str(ARTIFACTS / "review-page-after.png"), full_page=True)
 
-            # Supersede one with the other's text: the old one stays readable,
-            # points to a new memory carrying the kept one's content.
-            target = pair_with(page, supersede[0].id)
-            old_id = target.get_attribute("data-first")
-            kept = next(m for m in supersede if m.id != old_id)
-            target.get_by_role("button", name="Supersede A with B's text").click()
-            expect(page.get_by_test_id("flash")).to_contain_text(f"Superseded {old_id}")
-            old = ada.read([old_id]).memories[0]  # type: ignore[list-item]
-            assert old.superseded_by_id and old.revision == 2
-            successor = ada.read([old.superseded_by_id]).memories[0]
-            assert (successor.title, successor.body, successor.kind) == (
-                kept.title,
-                kept.body,
-                kept.kind,
-            )
-            assert [m.name for m in successor.mentions] == [m.name for m in kept.mentions]
-            # (The successor and the kept memory may pair up again once embedded.)
-            expect(pair_with(page, old_id)).to_have_count(0)  # type: ignore[arg-type]
-            page.screenshot(path=str(ARTIFACTS / "review-page-after.png"), full_page=True)
+        page.get_by_test_id("signout").click()
+        expect(page.get_by_test_id("token")).to_be_visible()
+        assert context.cookies() == []
 
-            page.get_by_test_id("signout").click()
-            expect(page.get_by_test_id("token")).to_be_visible()
-            assert context.cookies() == []
-
-            # Bob sees his own pair only.
-            sign_in(page, stack.review_url, bob.token)
-            expect(pairs).to_have_count(1)
-            shown = set(page.locator("[data-id]").evaluate_all("els => els.map(e => e.dataset.id)"))
-            assert shown == {m.id for m in hidden}
-        finally:
-            browser.close()
+        # Bob sees his own pair only.
+        sign_in(page, stack.review_url, bob.token)
+        expect(pairs).to_have_count(1)
+        shown = set(page.locator("[data-id]").evaluate_all("els => els.map(e => e.dataset.id)"))
+        assert shown == {m.id for m in hidden}
 
 
 def test_review_page_refuses_forged_and_cross_site_posts(stack: Stack, team: Team) -> None:
