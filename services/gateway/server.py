@@ -13,7 +13,7 @@ import grpc
 from google.protobuf.message import Message
 
 from recallatron import convert, deadline, errors, internal_auth
-from recallatron.grpcclient import make_channel, relay, unary
+from recallatron.grpcclient import peer_channel, relay, unary
 from recallatron.grpcserver import current_method
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
@@ -68,14 +68,14 @@ class Peers:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
-        self.store_channel = make_channel(settings.store_target, settings)
+        self.store_channel = peer_channel(settings.store_target, settings)
         self.store = store_pb2_grpc.StoreServiceStub(self.store_channel)
         # The store methods' names by their stub attribute, for the assertions.
         self._store_names = {
             id(getattr(self.store, m.name)): m.name
             for m in store_pb2.DESCRIPTOR.services_by_name["StoreService"].methods
         }
-        self.rank = rank_pb2_grpc.RankServiceStub(make_channel(settings.rank_target, settings))
+        self.rank = rank_pb2_grpc.RankServiceStub(peer_channel(settings.rank_target, settings))
 
     def assertion(self, methods: list[str] | tuple[str, ...], request: Any, vouch: Vouch) -> str:
         """The assertion for one call: for the request's Caller unless ``vouch``

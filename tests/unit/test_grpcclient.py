@@ -1,9 +1,8 @@
-"""Channels' background calls (recallatron/grpcclient.py): one thread delivers
-their results for the channel's life, and it ends with the channel."""
+"""A service's channels to its peers (recallatron/grpcclient.py): one thread
+delivers their background calls' results for the process's life."""
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +13,8 @@ import grpc
 import pytest
 
 from recallatron import deadline, errors
-from recallatron.grpcclient import keep_spinning, make_channel, unary
+from recallatron.grpcclient import keep_spinning, make_channel, peer_channel, unary
+from recallatron.settings import CommonSettings
 
 METHOD = "/test.Echo/Echo"
 
@@ -55,9 +55,10 @@ def address() -> Iterator[str]:
     server.stop(0)
 
 
-def test_one_thread_serves_every_background_call_and_ends_on_close(address: str) -> None:
+def test_one_thread_serves_every_background_call(address: str) -> None:
     before = _spinners()
-    channel = make_channel(address)
+    # Kept for the process's life, as a service keeps its peers' channels.
+    channel = peer_channel(address, CommonSettings())
     call: Any = channel.unary_unary(METHOD)
     assert _spinners() == before + 1
     for i in range(20):
@@ -67,37 +68,30 @@ def test_one_thread_serves_every_background_call_and_ends_on_close(address: str)
     assert call(b"blocking", timeout=5) == b"blocking"
     # gRPC never started a thread of its own beside it.
     assert _spinners() == before + 1
-    channel.close()
-    assert _settle(before) == before
-
-
-def test_the_thread_ends_when_the_channel_is_collected(address: str) -> None:
-    before = _spinners()
-    channel = make_channel(address)
-    assert channel.unary_unary(METHOD).future(b"y", timeout=5).result() == b"y"
-    del channel
-    gc.collect()
-    assert _settle(before) == before
+    # A plain channel has gRPC's own: one per call at a time, ended after it.
+    plain = make_channel(address)
+    try:
+        assert plain.unary_unary(METHOD).future(b"p", timeout=5).result() == b"p"
+        assert _settle(before + 1) == before + 1
+    finally:
+        plain.close()
 
 
 def test_an_abandoned_call_is_still_cancelled(address: str) -> None:
-    channel = make_channel(address)
+    channel = peer_channel(address, CommonSettings())
+    call: Any = channel.unary_unary(METHOD)
+    scope = deadline.Scope(10.0)
+    leave = deadline.enter(scope)
+    threading.Timer(0.2, scope.abandon).start()
+    started = time.monotonic()
     try:
-        call: Any = channel.unary_unary(METHOD)
-        scope = deadline.Scope(10.0)
-        leave = deadline.enter(scope)
-        threading.Timer(0.2, scope.abandon).start()
-        started = time.monotonic()
-        try:
-            with pytest.raises(errors.DeadlineExceeded):
-                unary(call, b"wait", 5.0)
-        finally:
-            leave()
-        assert time.monotonic() - started < 2
-        # The channel goes on serving.
-        assert call.future(b"after", timeout=5).result() == b"after"
+        with pytest.raises(errors.DeadlineExceeded):
+            unary(call, b"wait", 5.0)
     finally:
-        channel.close()
+        leave()
+    assert time.monotonic() - started < 2
+    # The channel goes on serving.
+    assert call.future(b"after", timeout=5).result() == b"after"
 
 
 def test_a_channel_with_calls_in_flight_is_left_as_it_came(address: str) -> None:
