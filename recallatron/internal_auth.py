@@ -83,9 +83,12 @@ def embed_method(name: str) -> str:
 
 
 RANK = method(rank_pb2, "RankService", "Rank")
-# One recall: the rank call and what rank calls with the assertion it got.
+# One recall: the rank call and what rank calls with the assertion it got,
+# and the entity cards the gateway asks the store for beside it (one
+# assertion signed per recall, checked once by each process).
 RECALL_METHODS = (
     RANK,
+    store_method("NamedEntities"),
     store_method("GetWorkspaceSettings"),
     store_method("LexicalCandidates"),
     store_method("DenseCandidates"),
