@@ -38,7 +38,14 @@ from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace, wait_embedded
 from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
+from recallatron_cli.stack import (
+    FAST_JOB,
+    Stack,
+    free_port,
+    metrics_everywhere,
+    own_config,
+    running,
+)
 from services.store.recall import CANDIDATE_CAP
 
 MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True)]
@@ -518,6 +525,40 @@ def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[
         return steps_alone(stack, client, mix_sequence(pools), models_dir)
 
 
+def run_split_only(n: int, args: argparse.Namespace, models_dir: Path, tiny: str) -> dict[str, Any]:
+    """The service split measurement alone (the same code as in a full run),
+    with the per-stage means through the services over a concurrency-1 run."""
+    port = free_port()
+    with running(new_stack(n, args, models_dir, tiny, {"rank": port})) as stack:
+        client = seeded(stack, n, args)[0]
+        client.update_settings(rerank_depth=RERANK_DEPTH)
+        prewarm(stack, _identity(stack, client)[0])
+        pools = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
+        closed(client, pools, "hybrid", False, 1, args.warmup)
+        split = split_cost(stack, client, mix_sequence(pools), models_dir, tiny, args)
+        split["stages"] = stages(stack, client, pools, port, args)
+        return split
+
+
+def print_split(results: dict[int, dict[str, Any]]) -> None:
+    for n, sp in results.items():
+        print(
+            f"{n:,} memories: in process {sp['in_process_p50_ms']} ms, through gateway -> "
+            f"rank -> store/embed {sp['services_p50_ms']} ms: ratio {sp['ratio']}; "
+            f"bare gRPC round trip {sp['grpc_rtt_p50_ms']} ms"
+        )
+        print("")
+        print("| stage | through the services | in process |")
+        print("| --- | --- | --- |")
+        through = {k: v for k, v in sp["stages"].items() if k != "cpu_ms"}
+        for stage, ms in sorted(through.items()):
+            print(f"| {stage} | {ms} | {sp['in_process_stages'].get(stage, '-')} |")
+        cpu = sp["stages"].get("cpu_ms", {})
+        print("")
+        print("CPU ms per recall: " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
+        print("")
+
+
 def _identity(stack: Stack, client: Client) -> tuple[str, str]:
     from recallatron import internal_auth
     from recallatron.grpcclient import make_channel
@@ -841,6 +882,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only print each step's cost by itself (a markdown table); docs untouched",
     )
+    p.add_argument(
+        "--split-only",
+        action="store_true",
+        help="only measure the service split and the stages (printed); docs untouched",
+    )
     args = p.parse_args(argv)
     from services.embed.prepare import prepare_bi_encoder
     from services.embed.testing import prepare_tiny_cross_encoder
@@ -854,6 +900,9 @@ def main(argv: list[str] | None = None) -> int:
         print("| --- |" + " --- |" * len(alone))
         for step in next(iter(alone.values())):
             print(f"| {step} | " + " | ".join(str(r[step]) for r in alone.values()) + " |")
+        return 0
+    if args.split_only:
+        print_split({n: run_split_only(n, args, models_dir, str(tiny)) for n in args.memories})
         return 0
     results = [bench_size(n, args, str(tiny), models_dir) for n in args.memories]
     out = Path(args.out)

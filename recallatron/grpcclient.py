@@ -9,8 +9,10 @@ relay turns it into the error a service answers with (:func:`relay`), and
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,8 @@ from recallatron import deadline, errors
 from recallatron.settings import CommonSettings
 
 Resp = TypeVar("Resp")
+
+log = logging.getLogger("recallatron.grpcclient")
 
 _SERVICE_CONFIG = json.dumps(
     {
@@ -72,6 +76,61 @@ def make_channel(
         credentials = grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes())
         return grpc.secure_channel(target, credentials, options=options)
     return grpc.insecure_channel(target, options=options)
+
+
+def peer_channel(target: str, settings: CommonSettings) -> grpc.Channel:
+    """A service's channel to one of its peers (the gateway's to store and
+    rank, rank's to store and embed): :func:`make_channel`, made once and kept
+    for the process's life, never closed, with :func:`keep_spinning`."""
+    channel = make_channel(target, settings)
+    keep_spinning(channel)
+    return channel
+
+
+def keep_spinning(channel: grpc.Channel) -> bool:
+    """Gives a channel that lives as long as its process one thread that
+    delivers the results of its background calls (``.future()``, which
+    :func:`unary` uses to cancel a call its caller abandoned).
+
+    gRPC starts that thread when a background call begins on a channel with
+    none in flight and ends it when the last one completes, so one call at a
+    time starts a thread per call: ~0.2-0.4 ms a hop on two cores (a thread
+    start and its first scheduling), more than the round trip itself. The
+    thread here holds one count of the channel's in-flight calls, so gRPC's
+    own is never started. It keeps the channel open (closing it would free
+    the queue the thread waits on): only for channels never closed. It reads
+    gRPC's internal call state; where that is not as expected (another gRPC
+    version), the channel is left as it came. True when kept."""
+    state: Any = getattr(channel, "_call_state", None)
+    if state is None:  # an intercepted channel (tracing on): the one inside
+        state = getattr(getattr(channel, "_channel", None), "_call_state", None)
+    if not all(hasattr(state, a) for a in ("lock", "channel", "managed_calls")):
+        return False
+    with state.lock:
+        if state.managed_calls:
+            return False  # gRPC's own thread is running: not ours to replace
+        state.managed_calls = 1
+    threading.Thread(target=_spin, args=(state,), name="grpc-spin", daemon=True).start()
+    return True
+
+
+def _spin(state: Any) -> None:
+    from grpc._cython import cygrpc
+
+    while True:
+        event = state.channel.next_call_event()
+        if event.completion_type == cygrpc.CompletionType.queue_timeout:
+            continue
+        if event.tag is None:  # the queue shut down
+            return
+        try:
+            completed = event.tag(event)
+        except Exception:  # gRPC's own loop would end here; the channel goes on
+            log.exception("a call's completion handler failed")
+            continue
+        if completed:
+            with state.lock:
+                state.managed_calls -= 1
 
 
 def peer_serving(channel: grpc.Channel, timeout: float = 1.0) -> bool:

@@ -83,9 +83,12 @@ def embed_method(name: str) -> str:
 
 
 RANK = method(rank_pb2, "RankService", "Rank")
-# One recall: the rank call and what rank calls with the assertion it got.
+# One recall: the rank call and what rank calls with the assertion it got,
+# and the entity cards the gateway asks the store for beside it (one
+# assertion signed per recall, checked once by each process).
 RECALL_METHODS = (
     RANK,
+    store_method("NamedEntities"),
     store_method("GetWorkspaceSettings"),
     store_method("LexicalCandidates"),
     store_method("DenseCandidates"),
@@ -173,10 +176,21 @@ def encode(key: bytes, claims: Claims) -> str:
     return f"{VERSION}.{payload}.{_b64(_mac(key, payload))}"
 
 
-def verify(key: bytes, token: str, called: str, now: float | None = None) -> Claims:
-    """The claims of a valid assertion for method ``called``; Unauthenticated
-    (saying why, never echoing the token) otherwise."""
-    now = time.time() if now is None else now
+# Assertions whose signature checked out, by key and token: one recall's
+# assertion reaches a process several times (rank's calls to the store, the
+# fairness key read before the handler's check), and each is good for
+# seconds. Only the signature and the decoding are remembered; expiry and
+# the method are checked on every call.
+_VERIFIED: dict[tuple[bytes, str], Claims] = {}
+_VERIFIED_MAX = 4096
+
+
+def _signed_claims(key: bytes, token: str) -> Claims:
+    """The claims of a token whose signature is the key's; Unauthenticated
+    otherwise. Remembered (``_VERIFIED``) once checked."""
+    cached = _VERIFIED.get((key, token))
+    if cached is not None:
+        return cached
     parts = token.split(".")
     if len(parts) != 3 or parts[0] != VERSION or len(token) > 8192:
         raise errors.Unauthenticated("internal call: malformed caller assertion")
@@ -191,6 +205,18 @@ def verify(key: bytes, token: str, called: str, now: float | None = None) -> Cla
         claims = Claims.from_json(json.loads(_unb64(payload)))
     except (ValueError, KeyError, TypeError):
         raise errors.Unauthenticated("internal call: malformed caller assertion") from None
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        # Tokens live seconds: dropping them all costs one check each again.
+        _VERIFIED.clear()
+    _VERIFIED[(key, token)] = claims
+    return claims
+
+
+def verify(key: bytes, token: str, called: str, now: float | None = None) -> Claims:
+    """The claims of a valid assertion for method ``called``; Unauthenticated
+    (saying why, never echoing the token) otherwise."""
+    now = time.time() if now is None else now
+    claims = _signed_claims(key, token)
     if claims.expires <= now - CLOCK_SKEW_SECONDS:
         raise errors.Unauthenticated("internal call: the caller assertion has expired")
     if claims.expires > now + MAX_TTL_SECONDS + CLOCK_SKEW_SECONDS:

@@ -13,7 +13,7 @@ import grpc
 from google.protobuf.message import Message
 
 from recallatron import convert, deadline, errors, internal_auth
-from recallatron.grpcclient import make_channel, relay, unary
+from recallatron.grpcclient import peer_channel, relay, unary
 from recallatron.grpcserver import current_method
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
@@ -68,14 +68,14 @@ class Peers:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
-        self.store_channel = make_channel(settings.store_target, settings)
+        self.store_channel = peer_channel(settings.store_target, settings)
         self.store = store_pb2_grpc.StoreServiceStub(self.store_channel)
         # The store methods' names by their stub attribute, for the assertions.
         self._store_names = {
             id(getattr(self.store, m.name)): m.name
             for m in store_pb2.DESCRIPTOR.services_by_name["StoreService"].methods
         }
-        self.rank = rank_pb2_grpc.RankServiceStub(make_channel(settings.rank_target, settings))
+        self.rank = rank_pb2_grpc.RankServiceStub(peer_channel(settings.rank_target, settings))
 
     def assertion(self, methods: list[str] | tuple[str, ...], request: Any, vouch: Vouch) -> str:
         """The assertion for one call: for the request's Caller unless ``vouch``
@@ -113,12 +113,15 @@ class Peers:
             method, request, self.settings.store_timeout_seconds, self._for(method, request, vouch)
         )
 
-    def store_future(self, method: Any, request: Any, vouch: Vouch = None) -> Any:
-        """The same call started in the background (its ``.result()`` later)."""
+    def store_future(
+        self, method: Any, request: Any, vouch: Vouch = None, assertion: str = ""
+    ) -> Any:
+        """The same call started in the background (its ``.result()`` later);
+        with ``assertion``, that one (good for the method) instead of a new one."""
         return method.future(
             request,
             timeout=deadline.capped(self.settings.store_timeout_seconds),
-            metadata=internal_auth.metadata(self._for(method, request, vouch)),
+            metadata=internal_auth.metadata(assertion or self._for(method, request, vouch)),
         )
 
     def _for(self, method: Any, request: Any, vouch: Vouch) -> str:
@@ -242,7 +245,6 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
                 caller=who, query=request.query, limit=request.limit or DEFAULT_RECALL_LIMIT
             )
             history = self.peers.store_future(self.peers.store.SearchHistory, search)
-        named = self._named_entities(who, request.query)
         rank_request = rank_pb2.RankRequest(
             caller=who,
             query=request.query,
@@ -251,12 +253,12 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             filters=request.filters,
             skip_rerank=request.skip_rerank,
         )
-        # Good for the rank call and the store and embed calls rank makes with it.
+        # Good for the rank call, the store and embed calls rank makes with
+        # it, and the entity cards asked for meanwhile.
+        assertion = self.peers.assertion(internal_auth.RECALL_METHODS, rank_request, None)
+        named = self._named_entities(who, request.query, assertion)
         resp = self.peers.call(
-            self.peers.rank.Rank,
-            rank_request,
-            self.peers.settings.rank_timeout_seconds,
-            self.peers.assertion(internal_auth.RECALL_METHODS, rank_request, None),
+            self.peers.rank.Rank, rank_request, self.peers.settings.rank_timeout_seconds, assertion
         )
         if history is not None:
             pending = history
@@ -266,11 +268,11 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         resp.outcome.entities.extend(self._cards(named))
         return pb.RecallResponse(outcome=resp.outcome)
 
-    def _named_entities(self, who: cpb.Caller, query: str) -> Any:
+    def _named_entities(self, who: cpb.Caller, query: str, assertion: str) -> Any:
         """The store's entity cards for the names the query contains, asked
-        while rank works."""
+        while rank works (with the recall's assertion)."""
         ask = store_pb2.NamedEntitiesRequest(caller=who, text=query)
-        return self.peers.store_future(self.peers.store.NamedEntities, ask)
+        return self.peers.store_future(self.peers.store.NamedEntities, ask, assertion=assertion)
 
     @staticmethod
     def _cards(pending: Any) -> list[cpb.EntityCard]:

@@ -46,6 +46,25 @@ def test_another_key_expiry_and_lifetime() -> None:
         internal_auth.verify(KEY, token, GET)
 
 
+def test_a_remembered_assertion_is_still_checked_on_every_call() -> None:
+    token = internal_auth.Signer(KEY, "test").member(CALLER, [GET])
+    assert internal_auth.verify(KEY, token, GET).member_id == "m"
+    assert (KEY, token) in internal_auth._VERIFIED
+    # Remembered, yet expiry, the method and the key count each time.
+    with pytest.raises(errors.Unauthenticated, match="expired"):
+        internal_auth.verify(KEY, token, GET, now=time.time() + 60)
+    with pytest.raises(errors.Unauthenticated, match="not good for"):
+        internal_auth.verify(KEY, token, internal_auth.store_method("CreateToken"))
+    with pytest.raises(errors.Unauthenticated, match="signature"):
+        internal_auth.verify(b"y" * 32, token, GET)
+    # One character off is another token: checked from scratch.
+    version, payload, signature = token.split(".")
+    forged = f"{version}.{payload}.{'A' if signature[0] != 'A' else 'B'}{signature[1:]}"
+    with pytest.raises(errors.Unauthenticated, match="signature"):
+        internal_auth.verify(KEY, forged, GET)
+    assert (KEY, forged) not in internal_auth._VERIFIED
+
+
 def test_keys_must_be_long_enough() -> None:
     with pytest.raises(ValueError):
         internal_auth.load_key("short")

@@ -1,0 +1,105 @@
+"""A service's channels to its peers (recallatron/grpcclient.py): one thread
+delivers their background calls' results for the process's life."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+import pytest
+
+from recallatron import deadline, errors
+from recallatron.grpcclient import keep_spinning, make_channel, peer_channel, unary
+from recallatron.settings import CommonSettings
+
+METHOD = "/test.Echo/Echo"
+
+
+def _spinners() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "grpc-spin")
+
+
+def _settle(expected: int) -> int:
+    for _ in range(50):
+        if _spinners() == expected:
+            break
+        time.sleep(0.02)
+    return _spinners()
+
+
+@pytest.fixture()
+def address() -> Iterator[str]:
+    release = threading.Event()
+
+    def echo(request: bytes, context: grpc.ServicerContext) -> bytes:
+        if request == b"wait":
+            release.wait(5)
+        return request
+
+    server = grpc.server(ThreadPoolExecutor(4))
+    server.add_generic_rpc_handlers(
+        [
+            grpc.method_handlers_generic_handler(
+                "test.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+            )
+        ]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    release.set()
+    server.stop(0)
+
+
+def test_one_thread_serves_every_background_call(address: str) -> None:
+    before = _spinners()
+    # Kept for the process's life, as a service keeps its peers' channels.
+    channel = peer_channel(address, CommonSettings())
+    call: Any = channel.unary_unary(METHOD)
+    assert _spinners() == before + 1
+    for i in range(20):
+        assert call.future(str(i).encode(), timeout=5).result() == str(i).encode()
+    futures = [call.future(b"x", timeout=5) for _ in range(5)]
+    assert [f.result() for f in futures] == [b"x"] * 5
+    assert call(b"blocking", timeout=5) == b"blocking"
+    # gRPC never started a thread of its own beside it.
+    assert _spinners() == before + 1
+    # A plain channel has gRPC's own: one per call at a time, ended after it.
+    plain = make_channel(address)
+    try:
+        assert plain.unary_unary(METHOD).future(b"p", timeout=5).result() == b"p"
+        assert _settle(before + 1) == before + 1
+    finally:
+        plain.close()
+
+
+def test_an_abandoned_call_is_still_cancelled(address: str) -> None:
+    channel = peer_channel(address, CommonSettings())
+    call: Any = channel.unary_unary(METHOD)
+    scope = deadline.Scope(10.0)
+    leave = deadline.enter(scope)
+    threading.Timer(0.2, scope.abandon).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(errors.DeadlineExceeded):
+            unary(call, b"wait", 5.0)
+    finally:
+        leave()
+    assert time.monotonic() - started < 2
+    # The channel goes on serving.
+    assert call.future(b"after", timeout=5).result() == b"after"
+
+
+def test_a_channel_with_calls_in_flight_is_left_as_it_came(address: str) -> None:
+    channel = grpc.insecure_channel(address)
+    try:
+        call: Any = channel.unary_unary(METHOD)
+        pending = call.future(b"wait", timeout=5)
+        assert not keep_spinning(channel)
+        pending.cancel()
+    finally:
+        channel.close()
