@@ -19,6 +19,7 @@ import pytest
 from benchmarks.explain_lexical import explained_as_app_role
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
+from recallatron.vocabulary import PURPOSES
 from recallatron_cli.stack import Stack
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked
@@ -127,52 +128,108 @@ def test_both_ways_of_the_capped_path_find_the_same_rows(stack: Stack, team: Tea
     del bob
 
 
-def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
-    """A narrow caller's vectors ranked exactly, and the filtered HNSW scan,
-    give the same rows on a corpus small enough for HNSW to be exact, and
-    neither gives a vector the caller may not see."""
+def _dense_corpus(team: Team) -> None:
+    """Workspace and private memories of several purpose mixes, embedded."""
     ada, bob = team.clients["ada"], team.clients["bob"]
     topics = ["budget", "hiring", "launch", "travel", "security", "pricing"]
+    mixes = [["assist"], ["assist", "audit"], ["audit"], ["automate", "personalize"]]
     for i in range(36):
         topic = topics[i % len(topics)]
-        ada.remember(
+        (bob if i % 5 == 0 else ada).remember(
             f"{topic.title()} note {i}",
             f"Notes about the {topic} plan, number {i}.",
             audience_to="workspace" if i % 3 else None,
-            purposes=["assist", "audit"] if i % 4 == 0 else ["assist"],
+            purposes=mixes[i % len(mixes)],
         )
     ada.wait_embedded(timeout=120, poll=0.2)
+
+
+def _dense_params(stack: Stack, team: Team, purpose: str) -> dict[str, Any]:
     with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
         model = conn.execute("SELECT model_id, input_version FROM memory_embedding LIMIT 1")
         model_id, version = model.fetchone()  # type: ignore[misc]
         probe = conn.execute("SELECT embedding::text FROM memory_embedding LIMIT 1").fetchone()
-    vector = np.array(json.loads(probe[0]), dtype=np.float32)  # type: ignore[index]
-    for who, purpose in (("bob", "assist"), ("bob", "audit"), ("ada", "audit")):
-        with _app_conn(stack, team, who, purpose) as conn:
-            from pgvector.psycopg import register_vector
+    return {
+        **r._filter_params(r.Filters(), 0),
+        "limit": 50,
+        "vector": np.array(json.loads(probe[0]), dtype=np.float32),  # type: ignore[index]
+        "model_id": model_id,
+        "input_version": version,
+        "floor": 0.0,
+        "purpose": purpose,
+    }
 
+
+def _eligible_vectors(stack: Stack, team: Team, member: str, purpose: str) -> set[str]:
+    """The caller's eligible vectors, by the rule itself (design §4), read as
+    the database owner: no policy involved."""
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        rows = conn.execute(
+            "SELECT e.memory_id::text FROM memory_embedding e JOIN memory m ON m.id = e.memory_id"
+            " WHERE (m.audience_member_id IS NULL OR m.audience_member_id = %s)"
+            "   AND %s::purpose = ANY (m.purposes) AND m.invalidated_at IS NULL",
+            (team.members[member], purpose),
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+CALLERS = [(who, purpose) for who in ("ada", "bob", "cy") for purpose in PURPOSES]
+
+
+def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
+    """A caller's vectors ranked exactly, and the filtered HNSW scan of their
+    purpose's graph, give the same rows on a corpus small enough for HNSW to
+    be exact: every vector the caller may see, and none other, for every
+    member and purpose."""
+    _dense_corpus(team)
+    from pgvector.psycopg import register_vector
+
+    for who, purpose in CALLERS:
+        params = _dense_params(stack, team, purpose)
+        with _app_conn(stack, team, who, purpose) as conn:
             register_vector(conn)
             conn.execute(SET_LOCALS, (["hnsw.iterative_scan"], ["relaxed_order"]))
-            params = {
-                **r._filter_params(r.Filters(), 0),
-                "limit": 50,
-                "vector": vector,
-                "model_id": model_id,
-                "input_version": version,
-                "floor": 0.0,
-            }
             hnsw = [row[0] for row in conn.execute(r.DENSE, params)]
             exact = [row[0] for row in conn.execute(r.DENSE_EXACT, params)]
-            visible = {str(row[0]) for row in conn.execute("SELECT id FROM memory")}
         assert exact == hnsw, (who, purpose)
-        assert set(exact) <= visible and exact, (who, purpose)
-    del bob
+        assert set(exact) == _eligible_vectors(stack, team, who, purpose), (who, purpose)
+
+
+def test_the_dense_scan_walks_the_graph_of_the_callers_purpose(stack: Stack, team: Team) -> None:
+    """Under the app role, the HNSW scan reads the partial index of the
+    caller's purpose (migration 0013), also once the driver prepares the
+    statement (a custom plan, so the purpose proves the index's predicate),
+    and still returns only vectors the caller may see."""
+    _dense_corpus(team)
+    from pgvector.psycopg import register_vector
+
+    for who, purpose in CALLERS:
+        params = _dense_params(stack, team, purpose)
+        with _app_conn(stack, team, who, purpose) as conn:
+            register_vector(conn)
+            # As the store sets them; the other plans off, so that a corpus
+            # this small still shows which index the scan would take.
+            keys = ["hnsw.iterative_scan", "plan_cache_mode", "enable_seqscan", "enable_bitmapscan"]
+            conn.execute(SET_LOCALS, (keys, ["relaxed_order", "force_custom_plan", "off", "off"]))
+            index = f"Index Scan using memory_embedding_{purpose}_hnsw_idx"
+            # Prepared, and run past the point where Postgres would try a
+            # generic plan.
+            for _ in range(8):
+                plan = "\n".join(
+                    row[0] for row in conn.execute("EXPLAIN " + r.DENSE, params, prepare=True)
+                )
+                assert index in plan, plan
+                got = {row[0] for row in conn.execute(r.DENSE, params, prepare=True)}
+                assert got == _eligible_vectors(stack, team, who, purpose), (who, purpose)
 
 
 def test_the_dense_plan_follows_the_callers_share() -> None:
     assert r.dense_exact(500, -1)  # never analysed: few rows are ranked exactly
-    assert r.dense_exact(5_563, 100_300)  # the narrow caller at 100k
-    assert not r.dense_exact(54_000, 100_300)  # the owner at 100k
+    # The narrow caller at 100k sees 5,563 of the 9,910 vectors of the audit
+    # graph: the graph's scan, which visits about 1/share as many vectors.
+    assert not r.dense_exact(5_563, 9_910)
+    assert r.dense_exact(5_563, 100_300)  # a caller who sees 5.5% of the graph
+    assert not r.dense_exact(54_000, 97_000)  # the owner at 100k
     assert not r.dense_exact(25_000, 1_000_000)  # never more than EXACT_MAX_ROWS
 
 
