@@ -221,9 +221,27 @@ class QueryTerms:
     capped: bool
     # How the capped path finds the newest CANDIDATE_CAP matches (the same
     # rows either way): reading the caller's matches from the GIN index costs
-    # about their number, m; walking the created_at index until the cap
-    # passes costs about CANDIDATE_CAP x memories / m. The walk when cheaper.
+    # about their posting entries, the sum of the kept terms' document
+    # frequencies; walking the created_at index until the cap passes costs
+    # about CANDIDATE_CAP x memories / matches rows, at most CANDIDATE_CAP x
+    # memories / the largest document frequency (the terms may all be in the
+    # same memories). A walked row costs WALK_COST of a match read from the
+    # GIN index (the walk reads the heap in the order rows were written). The
+    # walk when cheaper.
     by_index: bool = False
+
+
+# Measured on 100,000 memories (docs/benchmarks.md, "The capped path"): of 97
+# capped queries, every one with largest x sum <= 0.145 x cap x memories was
+# faster on the GIN index, and nearly all from 0.166 up were faster walked.
+WALK_COST = 0.15
+
+
+def walk_is_cheaper(docs: Sequence[int], memories: float) -> bool:
+    """Whether walking the created_at index finds the newest CANDIDATE_CAP
+    matches of terms with these document frequencies sooner than reading
+    their matches from the GIN index."""
+    return max(docs, default=0) * sum(docs) > WALK_COST * CANDIDATE_CAP * memories
 
 
 def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
@@ -235,11 +253,11 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     docs = {r[0]: int(r[1]) for r in rows}
     corpus = int(rows[0][2] or 0)
     kept, dropped = select_terms([r[0] for r in rows], docs, corpus)
-    matches = sum(docs.get(t, 0) for t in kept)
+    kept_docs = [docs.get(t, 0) for t in kept]
     # reltuples is -1 before the first ANALYZE; the caller's corpus bounds it.
     memories = max(float(rows[0][3] or 0), corpus)
     return QueryTerms(
-        kept, dropped, matches > CANDIDATE_CAP, matches * matches > CANDIDATE_CAP * memories
+        kept, dropped, sum(kept_docs) > CANDIDATE_CAP, walk_is_cheaper(kept_docs, memories)
     )
 
 
