@@ -50,43 +50,75 @@ def _terms(conn: psycopg.Connection, query: str) -> dict[str, tuple[int, int]]:
 # -- the lexical arm on its index --------------------------------------------------
 
 
+def _eligible(stack: Stack, team: Team, member: str, purpose: str, select: str) -> set[str]:
+    """The ids `select` (a query over `memory m`, with or without a WHERE)
+    gives that the caller may see, by the rule itself (design §4), read as the
+    database owner: no policy involved."""
+    rule = (
+        "(m.audience_member_id IS NULL OR m.audience_member_id = %s)"
+        " AND %s::purpose = ANY (m.purposes) AND m.invalidated_at IS NULL"
+    )
+    joiner = " AND " if " WHERE " in select else " WHERE "
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        rows = conn.execute(select + joiner + rule, (team.members[member], purpose)).fetchall()
+    return {row[0] for row in rows}
+
+
 def test_lexical_arm_reads_the_gin_index_under_the_app_role(stack: Stack, team: Team) -> None:
+    """For every member and purpose, the arm reads the GIN index of the
+    caller's purpose only (migration 0013; the other purposes' branches never
+    run) and returns exactly the matches the caller may see."""
     ada, bob = team.clients["ada"], team.clients["bob"]
     for i in range(40):
         ada.remember(f"Weekly note {i}", "Nothing rare in here.", audience_to="workspace")
     shared = ada.remember("Quasarwick rollout", "Rare word.", audience_to="workspace").memory.id
     private = ada.remember("Quasarwick budget", "Only ada's.").memory.id
+    mixes = [["audit"], ["assist", "automate"], ["personalize", "audit"]]
+    for i, purposes in enumerate(mixes):
+        author = ada if i % 2 else bob
+        author.remember(f"Quasarwick audit {i}", "Rare word.", purposes=purposes)
+        author.remember(
+            f"Quasarwick review {i}", "Rare word.", audience_to="workspace", purposes=purposes
+        )
 
     with psycopg.connect(workspace_url(stack, team.database_name), autocommit=True) as conn:
         # auto_explain shows the plan of the statement inside the function.
         plans: list[str] = []
         explained_as_app_role(conn, plans)
-        rows_for: dict[str, set[str]] = {}
-        for who in ("ada", "bob"):
-            with conn.transaction():
-                conn.execute(
-                    SET_LOCALS,
-                    (
-                        ["recallatron.member_id", "recallatron.purpose"],
-                        [team.members[who], "assist"],
-                    ),
-                )
-                params = {
-                    **r._filter_params(r.Filters(), 0),
-                    "limit": 50,
-                    "tsquery": r.tsquery_text(["quasarwick"]),
-                }
-                rows_for[who] = {row[0] for row in conn.execute(r.LEXICAL, params)}
-    nested = [p for p in plans if "memory_search_idx" in p or "Seq Scan" in p]
-    assert nested, plans
-    for plan in nested:
-        assert "Bitmap Index Scan on memory_search_idx" in plan, plan
-        assert "Seq Scan on memory" not in plan, plan
-    assert rows_for["ada"] == {shared, private}
+        rows_for: dict[tuple[str, str], set[str]] = {}
+        for who in ("ada", "bob", "cy"):
+            for purpose in PURPOSES:
+                plans.clear()
+                with conn.transaction():
+                    conn.execute(
+                        SET_LOCALS,
+                        (
+                            ["recallatron.member_id", "recallatron.purpose"],
+                            [team.members[who], purpose],
+                        ),
+                    )
+                    params = {
+                        **r._filter_params(r.Filters(), 0),
+                        "limit": 50,
+                        "tsquery": r.tsquery_text(["quasarwick"]),
+                    }
+                    rows_for[(who, purpose)] = {row[0] for row in conn.execute(r.LEXICAL, params)}
+                nested = [p for p in plans if "memory_search_" in p or "Seq Scan" in p]
+                assert nested, plans
+                for plan in nested:
+                    assert f"Bitmap Index Scan on memory_search_{purpose}_idx" in plan, plan
+                    assert "Seq Scan on memory" not in plan, plan
+                    for line in plan.splitlines():
+                        if "Index Scan on memory_search_" in line and purpose not in line:
+                            assert "never executed" in line, plan
+    for (who, purpose), got in rows_for.items():
+        matches = "SELECT m.id::text FROM memory m WHERE m.search @@ 'quasarwick'::tsquery"
+        assert got == _eligible(stack, team, who, purpose, matches), (who, purpose)
+    assert {shared, private} <= rows_for[("ada", "assist")]
     # The function applies eligibility itself: bob never sees ada's private row.
-    assert rows_for["bob"] == {shared}
+    assert shared in rows_for[("bob", "assist")] and private not in rows_for[("bob", "assist")]
     got = {x.memory.id for x in bob.recall("quasarwick", mode="lexical").outcome.results}
-    assert got == {shared}
+    assert got == rows_for[("bob", "assist")]
 
 
 def test_both_ways_of_the_capped_path_find_the_same_rows(stack: Stack, team: Team) -> None:
@@ -161,16 +193,13 @@ def _dense_params(stack: Stack, team: Team, purpose: str) -> dict[str, Any]:
 
 
 def _eligible_vectors(stack: Stack, team: Team, member: str, purpose: str) -> set[str]:
-    """The caller's eligible vectors, by the rule itself (design §4), read as
-    the database owner: no policy involved."""
-    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
-        rows = conn.execute(
-            "SELECT e.memory_id::text FROM memory_embedding e JOIN memory m ON m.id = e.memory_id"
-            " WHERE (m.audience_member_id IS NULL OR m.audience_member_id = %s)"
-            "   AND %s::purpose = ANY (m.purposes) AND m.invalidated_at IS NULL",
-            (team.members[member], purpose),
-        ).fetchall()
-    return {row[0] for row in rows}
+    return _eligible(
+        stack,
+        team,
+        member,
+        purpose,
+        "SELECT e.memory_id::text FROM memory_embedding e JOIN memory m ON m.id = e.memory_id",
+    )
 
 
 CALLERS = [(who, purpose) for who in ("ada", "bob", "cy") for purpose in PURPOSES]
