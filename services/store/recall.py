@@ -231,9 +231,10 @@ class QueryTerms:
     by_index: bool = False
 
 
-# Measured on 100,000 memories (docs/benchmarks.md, "The capped path"): of 97
-# capped queries, every one with largest x sum <= 0.145 x cap x memories was
-# faster on the GIN index, and nearly all from 0.166 up were faster walked.
+# Measured on 100,000 memories (docs/benchmarks.md, "What changed";
+# benchmarks.arm_paths): of 210 capped queries, all 13 with largest x sum <=
+# 0.145 x cap x memories were faster on the GIN index, and 191 of the 197
+# above 0.15 faster walked.
 WALK_COST = 0.15
 
 
