@@ -89,29 +89,39 @@ def _plans(url: str, member: str, purpose: str, lexemes: list[str]) -> dict[str,
     return {"before": before, "after": after, "capped": str(capped)}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def seeded_owner(server_url: str, args: argparse.Namespace) -> tuple[str, str]:
+    """The database of the workspace `recallatron load` seeded for
+    --memories/--seed/--members, and its owner's member id."""
+    slug = f"load-{args.memories}-{args.seed}" + (f"-m{args.members}" if args.members > 1 else "")
+    with psycopg.connect(with_database(server_url, "recallatron")) as conn:
+        row = conn.execute(
+            "SELECT w.database_name, m.id FROM workspace w JOIN member m"
+            " ON m.workspace_id = w.id WHERE w.slug = %s ORDER BY m.handle LIMIT 1",
+            (slug,),
+        ).fetchone()
+    if row is None:
+        sys.exit(f"no seeded workspace {slug} in {args.state_dir}")
+    return str(row[0]), str(row[1])
+
+
+def seeded_arguments(doc: str) -> argparse.ArgumentParser:
+    """A parser with the options that name a seeded workspace (seeded_owner)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--state-dir", required=True)
     p.add_argument("--memories", type=int, default=100_000)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--members", type=int, default=8)
+    return p
+
+
+def main() -> None:
+    p = seeded_arguments(__doc__ or "")
     common.purpose_option(p)
     args = p.parse_args()
     state = Path(args.state_dir)
     stack = Stack(own_config(state, models_dir()))
     with running(stack):
-        slug = f"load-{args.memories}-{args.seed}" + (
-            f"-m{args.members}" if args.members > 1 else ""
-        )
-        with psycopg.connect(with_database(stack.database_url, "recallatron")) as conn:
-            row = conn.execute(
-                "SELECT w.database_name, m.id FROM workspace w JOIN member m"
-                " ON m.workspace_id = w.id WHERE w.slug = %s ORDER BY m.handle LIMIT 1",
-                (slug,),
-            ).fetchone()
-        if row is None:
-            sys.exit(f"no seeded workspace {slug} in {state}")
-        database, member = row[0], str(row[1])
+        database, member = seeded_owner(stack.database_url, args)
         url = with_database(stack.database_url, database)
         rare = synthetic.rare_word(0)
         with psycopg.connect(url) as conn:

@@ -70,16 +70,19 @@ SELECT id::text, score FROM lexical_candidates_newest(
 PREFILTER_FACTOR = 2
 CANDIDATE_CAP = 500
 
-# The inner query walks the HNSW index (iterative scan keeps going until
-# enough rows pass the eligibility filter, which row-level security applies
-# to the vector's own copy of its memory's trust, see migration 0005); the
-# floor is applied outside so it does not defeat the index order. Vectors
-# exist only for live, unsuperseded memories.
+# The inner query walks the HNSW graph of the caller's purpose (migration
+# 0013: the purpose, a value in a custom plan, proves the partial index's
+# predicate; iterative scan keeps going until enough rows pass the
+# eligibility filter, which row-level security applies to the vector's own
+# copy of its memory's trust, see migration 0005); the floor is applied
+# outside so it does not defeat the index order. Vectors exist only for live,
+# unsuperseded memories.
 DENSE = """
 SELECT id::text, cosine FROM (
     SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
     FROM memory_embedding e
-    WHERE e.model_id = %(model_id)s AND e.input_version = %(input_version)s
+    WHERE e.purposes @> ARRAY[%(purpose)s::purpose]
+      AND e.model_id = %(model_id)s AND e.input_version = %(input_version)s
       AND (cardinality(%(kinds)s::memory_kind[]) = 0 OR e.kind = ANY(%(kinds)s::memory_kind[]))
       AND (%(expiry_days)s = 0
            OR e.memory_updated_at >= now() - make_interval(days => %(expiry_days)s))
@@ -93,7 +96,8 @@ WHERE cosine >= %(floor)s
 ORDER BY cosine DESC, id
 """
 # A narrow caller's vectors ranked exactly (migration 0006, 2b): cheaper
-# than the filtered HNSW scan when the caller may see few memories, and exact.
+# than the filtered HNSW scan when the caller may see few of the vectors of
+# their purpose's graph, and exact.
 DENSE_EXACT = """
 SELECT id::text, cosine FROM dense_candidates_exact(
     %(vector)b, %(model_id)s, %(input_version)s, %(limit)s, %(kinds)s::memory_kind[],
@@ -102,25 +106,32 @@ WHERE cosine >= %(floor)s
 ORDER BY cosine DESC, id
 """
 # How many memories the caller may see (the caller's own statistics) and the
-# planner's estimate of all vectors: what decides between the two dense plans.
+# planner's estimate of the vectors in their purpose's graph (the partial
+# index's entries, migration 0013): what decides between the two dense plans.
 CALLER_CORPUS = """
 SELECT coalesce(sum(c.docs), 0),
-       (SELECT reltuples FROM pg_class WHERE oid = 'memory_embedding'::regclass)
+       (SELECT i.reltuples FROM pg_class i
+        WHERE i.oid = to_regclass('memory_embedding_' || caller_purpose() || '_hnsw_idx'))
 FROM corpus_stat c
 WHERE c.purpose = caller_purpose() AND c.audience IN (stat_audience(NULL), caller_member())
 """
-# The exact plan while the caller sees at most this share of the vectors (or
-# EXACT_MIN_ROWS) and at most EXACT_MAX_ROWS of them: ranking 5,563 vectors
-# exactly took 4.7 ms where the filtered HNSW scan for the same 5.6% caller
-# took about 20 ms (docs/benchmarks.md); ranking a half of 100,000 would not.
+# The exact plan while the caller sees at most this share of their purpose's
+# graph (or EXACT_MIN_ROWS) and at most EXACT_MAX_ROWS vectors: the filtered
+# HNSW scan visits about 1/share as many vectors as it returns, so a caller
+# who sees 5.6% of the graph took about 20 ms, where ranking their 5,563
+# vectors exactly took 4.7 ms (docs/benchmarks.md); ranking a half of 100,000
+# would not. Within their purpose's own graph a caller usually sees a large
+# share (the narrow caller at 100,000: 5,563 of about 6,900 audit vectors),
+# and the scan costs what an owner's does.
 EXACT_SHARE = 0.1
 EXACT_MIN_ROWS = 2_000
 EXACT_MAX_ROWS = 20_000
 
 
-def dense_exact(visible: int, vectors: float) -> bool:
-    """Whether the caller's vectors are few enough to rank them all exactly."""
-    return visible <= min(EXACT_MAX_ROWS, max(EXACT_MIN_ROWS, EXACT_SHARE * vectors))
+def dense_exact(visible: int, graph: float) -> bool:
+    """Whether the caller's vectors are few enough, in all or against the
+    graph of their purpose (``graph`` vectors), to rank them all exactly."""
+    return visible <= min(EXACT_MAX_ROWS, max(EXACT_MIN_ROWS, EXACT_SHARE * graph))
 
 
 HAS_EMBEDDINGS = """
@@ -220,9 +231,28 @@ class QueryTerms:
     capped: bool
     # How the capped path finds the newest CANDIDATE_CAP matches (the same
     # rows either way): reading the caller's matches from the GIN index costs
-    # about their number, m; walking the created_at index until the cap
-    # passes costs about CANDIDATE_CAP x memories / m. The walk when cheaper.
+    # about their posting entries, the sum of the kept terms' document
+    # frequencies; walking the created_at index until the cap passes costs
+    # about CANDIDATE_CAP x memories / matches rows, at most CANDIDATE_CAP x
+    # memories / the largest document frequency (the terms may all be in the
+    # same memories). A walked row costs WALK_COST of a match read from the
+    # GIN index (the walk reads the heap in the order rows were written). The
+    # walk when cheaper.
     by_index: bool = False
+
+
+# Measured on 100,000 memories (docs/benchmarks.md, "What changed";
+# benchmarks.arm_paths): of 210 capped queries, all 13 with largest x sum <=
+# 0.145 x cap x memories were faster on the GIN index, and 191 of the 197
+# above 0.15 faster walked.
+WALK_COST = 0.15
+
+
+def walk_is_cheaper(docs: Sequence[int], memories: float) -> bool:
+    """Whether walking the created_at index finds the newest CANDIDATE_CAP
+    matches of terms with these document frequencies sooner than reading
+    their matches from the GIN index."""
+    return max(docs, default=0) * sum(docs) > WALK_COST * CANDIDATE_CAP * memories
 
 
 def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
@@ -234,11 +264,11 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     docs = {r[0]: int(r[1]) for r in rows}
     corpus = int(rows[0][2] or 0)
     kept, dropped = select_terms([r[0] for r in rows], docs, corpus)
-    matches = sum(docs.get(t, 0) for t in kept)
+    kept_docs = [docs.get(t, 0) for t in kept]
     # reltuples is -1 before the first ANALYZE; the caller's corpus bounds it.
     memories = max(float(rows[0][3] or 0), corpus)
     return QueryTerms(
-        kept, dropped, matches > CANDIDATE_CAP, matches * matches > CANDIDATE_CAP * memories
+        kept, dropped, sum(kept_docs) > CANDIDATE_CAP, walk_is_cheaper(kept_docs, memories)
     )
 
 
@@ -291,13 +321,18 @@ class RecallQueries:
             "model_id": model_id,
             "input_version": input_version,
             "floor": floor,
+            "purpose": caller.purpose,
         }
         # Iterative scan: a selective eligibility filter must not starve the
         # arm (MEASUREMENTS: 2% filter without it returns ~2 of 50); the
-        # planner walks the HNSW index (see migration 0005).
+        # planner walks the HNSW index (see migration 0005), the graph of the
+        # caller's purpose: a custom plan, in which the purpose is a value
+        # that proves the partial index's predicate (a generic plan, which
+        # the driver's prepared statements may get, could not use it).
         hnsw = {
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(max(EF_SEARCH, limit)),
+            "plan_cache_mode": "force_custom_plan",
         }
         with caller_transaction(self.control.caller_pool(caller), caller, hnsw) as conn:
             _merged_mentions(conn, params)

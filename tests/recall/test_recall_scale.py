@@ -19,6 +19,7 @@ import pytest
 from benchmarks.explain_lexical import explained_as_app_role
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
+from recallatron.vocabulary import PURPOSES
 from recallatron_cli.stack import Stack
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked
@@ -49,48 +50,92 @@ def _terms(conn: psycopg.Connection, query: str) -> dict[str, tuple[int, int]]:
 # -- the lexical arm on its index --------------------------------------------------
 
 
+def _eligible(stack: Stack, team: Team, member: str, purpose: str, select: str) -> set[str]:
+    """The ids `select` (a query over `memory m`, with or without a WHERE)
+    gives that the caller may see, by the rule itself (design §4), read as the
+    database owner: no policy involved."""
+    rule = (
+        "(m.audience_member_id IS NULL OR m.audience_member_id = %s)"
+        " AND %s::purpose = ANY (m.purposes) AND m.invalidated_at IS NULL"
+    )
+    joiner = " AND " if " WHERE " in select else " WHERE "
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        rows = conn.execute(select + joiner + rule, (team.members[member], purpose)).fetchall()
+    return {row[0] for row in rows}
+
+
 def test_lexical_arm_reads_the_gin_index_under_the_app_role(stack: Stack, team: Team) -> None:
+    """For every member and purpose, the arm reads the GIN index of the
+    caller's purpose only (migration 0013; the other purposes' branches never
+    run) and returns exactly the matches the caller may see."""
     ada, bob = team.clients["ada"], team.clients["bob"]
-    for i in range(40):
-        ada.remember(f"Weekly note {i}", "Nothing rare in here.", audience_to="workspace")
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        # A workspace of some size (direct inserts; the triggers keep the
+        # statistics), analysed as autovacuum would: the planner's choice of
+        # index is the one it makes at scale.
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes, created_by)"
+            " SELECT gen_random_uuid(), 'note', 'Weekly note ' || i, 'Nothing rare in here.',"
+            "  1, 'told', (ARRAY['{assist}', '{audit}', '{assist,personalize}', '{automate}'])"
+            "  [1 + i %% 4]::purpose[], %s::uuid FROM generate_series(1, 4000) AS i",
+            (team.members["ada"],),
+        )
+        conn.execute("ANALYZE memory")
     shared = ada.remember("Quasarwick rollout", "Rare word.", audience_to="workspace").memory.id
     private = ada.remember("Quasarwick budget", "Only ada's.").memory.id
+    mixes = [["audit"], ["assist", "automate"], ["personalize", "audit"]]
+    for i, purposes in enumerate(mixes):
+        author = ada if i % 2 else bob
+        author.remember(f"Quasarwick audit {i}", "Rare word.", purposes=purposes)
+        author.remember(
+            f"Quasarwick review {i}", "Rare word.", audience_to="workspace", purposes=purposes
+        )
 
     with psycopg.connect(workspace_url(stack, team.database_name), autocommit=True) as conn:
         # auto_explain shows the plan of the statement inside the function.
         plans: list[str] = []
         explained_as_app_role(conn, plans)
-        rows_for: dict[str, set[str]] = {}
-        for who in ("ada", "bob"):
-            with conn.transaction():
-                conn.execute(
-                    SET_LOCALS,
-                    (
-                        ["recallatron.member_id", "recallatron.purpose"],
-                        [team.members[who], "assist"],
-                    ),
-                )
-                params = {
-                    **r._filter_params(r.Filters(), 0),
-                    "limit": 50,
-                    "tsquery": r.tsquery_text(["quasarwick"]),
-                }
-                rows_for[who] = {row[0] for row in conn.execute(r.LEXICAL, params)}
-    nested = [p for p in plans if "memory_search_idx" in p or "Seq Scan" in p]
-    assert nested, plans
-    for plan in nested:
-        assert "Bitmap Index Scan on memory_search_idx" in plan, plan
-        assert "Seq Scan on memory" not in plan, plan
-    assert rows_for["ada"] == {shared, private}
+        rows_for: dict[tuple[str, str], set[str]] = {}
+        for who in ("ada", "bob", "cy"):
+            for purpose in PURPOSES:
+                plans.clear()
+                with conn.transaction():
+                    conn.execute(
+                        SET_LOCALS,
+                        (
+                            ["recallatron.member_id", "recallatron.purpose"],
+                            [team.members[who], purpose],
+                        ),
+                    )
+                    params = {
+                        **r._filter_params(r.Filters(), 0),
+                        "limit": 50,
+                        "tsquery": r.tsquery_text(["quasarwick"]),
+                    }
+                    rows_for[(who, purpose)] = {row[0] for row in conn.execute(r.LEXICAL, params)}
+                nested = [p for p in plans if "memory_search_" in p or "Seq Scan" in p]
+                assert nested, plans
+                for plan in nested:
+                    assert f"Bitmap Index Scan on memory_search_{purpose}_idx" in plan, plan
+                    assert "Seq Scan on memory" not in plan, plan
+                    for line in plan.splitlines():
+                        if "Index Scan on memory_search_" in line and purpose not in line:
+                            assert "never executed" in line, plan
+    for (who, purpose), got in rows_for.items():
+        matches = "SELECT m.id::text FROM memory m WHERE m.search @@ 'quasarwick'::tsquery"
+        assert got == _eligible(stack, team, who, purpose, matches), (who, purpose)
+    assert {shared, private} <= rows_for[("ada", "assist")]
     # The function applies eligibility itself: bob never sees ada's private row.
-    assert rows_for["bob"] == {shared}
+    assert shared in rows_for[("bob", "assist")] and private not in rows_for[("bob", "assist")]
     got = {x.memory.id for x in bob.recall("quasarwick", mode="lexical").outcome.results}
-    assert got == {shared}
+    assert got == rows_for[("bob", "assist")]
 
 
 def test_both_ways_of_the_capped_path_find_the_same_rows(stack: Stack, team: Team) -> None:
-    """Many matches: reading the caller's matches from the GIN index and
-    walking the created_at index newest first give the same newest rows."""
+    """Many matches: reading the caller's matches from the GIN index of their
+    purpose and walking the created_at index newest first give the same
+    newest rows, for a caller of the common purpose and of a rare one, and
+    only rows the caller may see."""
     ada, bob = team.members["ada"], team.members["bob"]
     with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
         # Direct inserts (the triggers keep the statistics): 900 matches, a
@@ -104,10 +149,10 @@ def test_both_ways_of_the_capped_path_find_the_same_rows(stack: Stack, team: Tea
             " FROM generate_series(1, 900) AS i",
             (ada, ada),
         )
-    for who in ("ada", "bob"):
-        with _app_conn(stack, team, who) as conn:
+    for who, purpose in (("ada", "assist"), ("bob", "assist"), ("ada", "audit"), ("bob", "audit")):
+        with _app_conn(stack, team, who, purpose) as conn:
             terms = r.query_terms(conn, "capword")
-            assert terms is not None and terms.capped
+            assert terms is not None and (terms.capped or purpose == "audit")
             params = {
                 **r._filter_params(r.Filters(), 0),
                 "limit": 100,
@@ -122,57 +167,113 @@ def test_both_ways_of_the_capped_path_find_the_same_rows(stack: Stack, team: Tea
                 ]
                 for by_index in (True, False)
             }
-        assert found[True] == found[False]
-        assert len(found[True]) == 100
+        assert found[True] == found[False], (who, purpose)
+        matches = "SELECT m.id::text FROM memory m WHERE m.search @@ 'capword'::tsquery"
+        eligible = _eligible(stack, team, who, purpose, matches)
+        assert len(found[True]) == min(100, len(eligible))
+        assert {str(row[0]) for row in found[True]} <= eligible
     del bob
 
 
-def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
-    """A narrow caller's vectors ranked exactly, and the filtered HNSW scan,
-    give the same rows on a corpus small enough for HNSW to be exact, and
-    neither gives a vector the caller may not see."""
+def _dense_corpus(team: Team) -> None:
+    """Workspace and private memories of several purpose mixes, embedded."""
     ada, bob = team.clients["ada"], team.clients["bob"]
     topics = ["budget", "hiring", "launch", "travel", "security", "pricing"]
+    mixes = [["assist"], ["assist", "audit"], ["audit"], ["automate", "personalize"]]
     for i in range(36):
         topic = topics[i % len(topics)]
-        ada.remember(
+        (bob if i % 5 == 0 else ada).remember(
             f"{topic.title()} note {i}",
             f"Notes about the {topic} plan, number {i}.",
             audience_to="workspace" if i % 3 else None,
-            purposes=["assist", "audit"] if i % 4 == 0 else ["assist"],
+            purposes=mixes[i % len(mixes)],
         )
     ada.wait_embedded(timeout=120, poll=0.2)
+
+
+def _dense_params(stack: Stack, team: Team, purpose: str) -> dict[str, Any]:
     with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
         model = conn.execute("SELECT model_id, input_version FROM memory_embedding LIMIT 1")
         model_id, version = model.fetchone()  # type: ignore[misc]
         probe = conn.execute("SELECT embedding::text FROM memory_embedding LIMIT 1").fetchone()
-    vector = np.array(json.loads(probe[0]), dtype=np.float32)  # type: ignore[index]
-    for who, purpose in (("bob", "assist"), ("bob", "audit"), ("ada", "audit")):
-        with _app_conn(stack, team, who, purpose) as conn:
-            from pgvector.psycopg import register_vector
+    return {
+        **r._filter_params(r.Filters(), 0),
+        "limit": 50,
+        "vector": np.array(json.loads(probe[0]), dtype=np.float32),  # type: ignore[index]
+        "model_id": model_id,
+        "input_version": version,
+        "floor": 0.0,
+        "purpose": purpose,
+    }
 
+
+def _eligible_vectors(stack: Stack, team: Team, member: str, purpose: str) -> set[str]:
+    return _eligible(
+        stack,
+        team,
+        member,
+        purpose,
+        "SELECT e.memory_id::text FROM memory_embedding e JOIN memory m ON m.id = e.memory_id",
+    )
+
+
+CALLERS = [(who, purpose) for who in ("ada", "bob", "cy") for purpose in PURPOSES]
+
+
+def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
+    """A caller's vectors ranked exactly, and the filtered HNSW scan of their
+    purpose's graph, give the same rows on a corpus small enough for HNSW to
+    be exact: every vector the caller may see, and none other, for every
+    member and purpose."""
+    _dense_corpus(team)
+    from pgvector.psycopg import register_vector
+
+    for who, purpose in CALLERS:
+        params = _dense_params(stack, team, purpose)
+        with _app_conn(stack, team, who, purpose) as conn:
             register_vector(conn)
             conn.execute(SET_LOCALS, (["hnsw.iterative_scan"], ["relaxed_order"]))
-            params = {
-                **r._filter_params(r.Filters(), 0),
-                "limit": 50,
-                "vector": vector,
-                "model_id": model_id,
-                "input_version": version,
-                "floor": 0.0,
-            }
             hnsw = [row[0] for row in conn.execute(r.DENSE, params)]
             exact = [row[0] for row in conn.execute(r.DENSE_EXACT, params)]
-            visible = {str(row[0]) for row in conn.execute("SELECT id FROM memory")}
         assert exact == hnsw, (who, purpose)
-        assert set(exact) <= visible and exact, (who, purpose)
-    del bob
+        assert set(exact) == _eligible_vectors(stack, team, who, purpose), (who, purpose)
+
+
+def test_the_dense_scan_walks_the_graph_of_the_callers_purpose(stack: Stack, team: Team) -> None:
+    """Under the app role, the HNSW scan reads the partial index of the
+    caller's purpose (migration 0013), also once the driver prepares the
+    statement (a custom plan, so the purpose proves the index's predicate),
+    and still returns only vectors the caller may see."""
+    _dense_corpus(team)
+    from pgvector.psycopg import register_vector
+
+    for who, purpose in CALLERS:
+        params = _dense_params(stack, team, purpose)
+        with _app_conn(stack, team, who, purpose) as conn:
+            register_vector(conn)
+            # As the store sets them; the other plans off, so that a corpus
+            # this small still shows which index the scan would take.
+            keys = ["hnsw.iterative_scan", "plan_cache_mode", "enable_seqscan", "enable_bitmapscan"]
+            conn.execute(SET_LOCALS, (keys, ["relaxed_order", "force_custom_plan", "off", "off"]))
+            index = f"Index Scan using memory_embedding_{purpose}_hnsw_idx"
+            # Prepared, and run past the point where Postgres would try a
+            # generic plan.
+            for _ in range(8):
+                plan = "\n".join(
+                    row[0] for row in conn.execute("EXPLAIN " + r.DENSE, params, prepare=True)
+                )
+                assert index in plan, plan
+                got = {row[0] for row in conn.execute(r.DENSE, params, prepare=True)}
+                assert got == _eligible_vectors(stack, team, who, purpose), (who, purpose)
 
 
 def test_the_dense_plan_follows_the_callers_share() -> None:
     assert r.dense_exact(500, -1)  # never analysed: few rows are ranked exactly
-    assert r.dense_exact(5_563, 100_300)  # the narrow caller at 100k
-    assert not r.dense_exact(54_000, 100_300)  # the owner at 100k
+    # The narrow caller at 100k sees 5,563 of the 9,910 vectors of the audit
+    # graph: the graph's scan, which visits about 1/share as many vectors.
+    assert not r.dense_exact(5_563, 9_910)
+    assert r.dense_exact(5_563, 100_300)  # a caller who sees 5.5% of the graph
+    assert not r.dense_exact(54_000, 97_000)  # the owner at 100k
     assert not r.dense_exact(25_000, 1_000_000)  # never more than EXACT_MAX_ROWS
 
 

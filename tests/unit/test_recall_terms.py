@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.store.recall import select_terms, tsquery_text
+from services.store.recall import select_terms, tsquery_text, walk_is_cheaper
 
 
 def test_fewer_than_three_terms_drop_nothing() -> None:
@@ -36,3 +36,14 @@ def test_tsquery_text_quotes_every_term(terms: list[str]) -> None:
     assert text.count(" | ") == len(terms) - 1
     for t in terms:
         assert "'" + t.replace("\\", "\\\\").replace("'", "''") + "'" in text
+
+
+def test_the_capped_path_walks_when_the_matches_are_many_and_apart() -> None:
+    # 101,500 memories, the measured cases (docs/benchmarks.md): two names of
+    # about 2,200 memories each, rarely together, are walked; two words of
+    # about 1,900 that always come together are read from the GIN index.
+    assert walk_is_cheaper([1_726, 2_206], 101_500)
+    assert not walk_is_cheaper([1_909, 1_909], 101_500)
+    # A term in a tenth of the memories is walked; no terms, no walk.
+    assert walk_is_cheaper([10_150], 101_500)
+    assert not walk_is_cheaper([], 101_500)
