@@ -80,7 +80,7 @@ def dense(conn: psycopg.Connection, member: str, probes: int) -> list[dict[str, 
                 conn,
                 member,
                 purpose,
-                **{"hnsw.iterative_scan": "relaxed_order", "plan_cache_mode": "force_custom_plan"},
+                **{"hnsw.iterative_scan": "relaxed_order"},
             )
             visible, graph = conn.execute(r.CALLER_CORPUS).fetchone()  # type: ignore[misc]
             for vector in vectors:
@@ -91,11 +91,12 @@ def dense(conn: psycopg.Connection, member: str, probes: int) -> list[dict[str, 
                     "model_id": model_id,
                     "input_version": version,
                     "floor": 0.0,
-                    "purpose": purpose,
                 }
-                hnsw.append(_median_ms(lambda p=params: conn.execute(r.DENSE, p).fetchall()))
+                hnsw.append(
+                    _median_ms(lambda p=params, q=r.DENSE[purpose]: conn.execute(q, p).fetchall())
+                )
                 exact.append(_median_ms(lambda p=params: conn.execute(r.DENSE_EXACT, p).fetchall()))
-                a = {row[0] for row in conn.execute(r.DENSE, params)}
+                a = {row[0] for row in conn.execute(r.DENSE[purpose], params)}
                 b = {row[0] for row in conn.execute(r.DENSE_EXACT, params)}
                 overlap.append(len(a & b) / max(1, len(b)))
         out.append(

@@ -203,7 +203,6 @@ def _dense_params(stack: Stack, team: Team, purpose: str) -> dict[str, Any]:
         "model_id": model_id,
         "input_version": version,
         "floor": 0.0,
-        "purpose": purpose,
     }
 
 
@@ -233,7 +232,7 @@ def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
         with _app_conn(stack, team, who, purpose) as conn:
             register_vector(conn)
             conn.execute(SET_LOCALS, (["hnsw.iterative_scan"], ["relaxed_order"]))
-            hnsw = [row[0] for row in conn.execute(r.DENSE, params)]
+            hnsw = [row[0] for row in conn.execute(r.DENSE[purpose], params)]
             exact = [row[0] for row in conn.execute(r.DENSE_EXACT, params)]
         assert exact == hnsw, (who, purpose)
         assert set(exact) == _eligible_vectors(stack, team, who, purpose), (who, purpose)
@@ -242,7 +241,8 @@ def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
 def test_the_dense_scan_walks_the_graph_of_the_callers_purpose(stack: Stack, team: Team) -> None:
     """Under the app role, the HNSW scan reads the partial index of the
     caller's purpose (migration 0013), also once the driver prepares the
-    statement (a custom plan, so the purpose proves the index's predicate),
+    statement and Postgres caches a generic plan (the purpose is written into
+    the purpose's own statement, so that plan proves the index's predicate),
     and still returns only vectors the caller may see."""
     _dense_corpus(team)
     from pgvector.psycopg import register_vector
@@ -253,17 +253,18 @@ def test_the_dense_scan_walks_the_graph_of_the_callers_purpose(stack: Stack, tea
             register_vector(conn)
             # As the store sets them; the other plans off, so that a corpus
             # this small still shows which index the scan would take.
-            keys = ["hnsw.iterative_scan", "plan_cache_mode", "enable_seqscan", "enable_bitmapscan"]
-            conn.execute(SET_LOCALS, (keys, ["relaxed_order", "force_custom_plan", "off", "off"]))
+            keys = ["hnsw.iterative_scan", "enable_seqscan", "enable_bitmapscan"]
+            conn.execute(SET_LOCALS, (keys, ["relaxed_order", "off", "off"]))
             index = f"Index Scan using memory_embedding_{purpose}_hnsw_idx"
             # Prepared, and run past the point where Postgres would try a
             # generic plan.
             for _ in range(8):
                 plan = "\n".join(
-                    row[0] for row in conn.execute("EXPLAIN " + r.DENSE, params, prepare=True)
+                    row[0]
+                    for row in conn.execute("EXPLAIN " + r.DENSE[purpose], params, prepare=True)
                 )
                 assert index in plan, plan
-                got = {row[0] for row in conn.execute(r.DENSE, params, prepare=True)}
+                got = {row[0] for row in conn.execute(r.DENSE[purpose], params, prepare=True)}
                 assert got == _eligible_vectors(stack, team, who, purpose), (who, purpose)
 
 
