@@ -130,6 +130,7 @@ class InProcess:
 
     def __init__(self, stack: Stack, models_dir: Path, cross_encoder_dir: str) -> None:
         from services.embed.models import BiEncoder, CrossEncoder
+        from services.embed.settings import EmbedSettings
         from services.rank.pipeline import Pipeline, PipelineConfig
         from services.store.control import ControlPlane
         from services.store.db import Databases
@@ -144,8 +145,23 @@ class InProcess:
         self.control = ControlPlane(self.dbs)
         self.memories = MemoryStore(self.dbs, self.control)
         self.recall_queries = RecallQueries(self.control)
-        self.bi = BiEncoder(models_dir / "all-MiniLM-L6-v2")
-        self.cross = CrossEncoder(Path(cross_encoder_dir)) if cross_encoder_dir else None
+        # The embed service's own ONNX settings (one thread per call), so that
+        # the in-process pipeline runs the model as the service does.
+        embed = EmbedSettings()
+        self.bi = BiEncoder(
+            models_dir / "all-MiniLM-L6-v2",
+            threads=embed.onnx_threads,
+            chunk_size=embed.embed_chunk_size,
+        )
+        self.cross = (
+            CrossEncoder(
+                Path(cross_encoder_dir),
+                threads=embed.onnx_threads,
+                chunk_size=embed.rerank_chunk_size,
+            )
+            if cross_encoder_dir
+            else None
+        )
         self.pipeline = Pipeline(_Store(self), _Embed(self), PipelineConfig())
 
     def recall(self, workspace_id: str, member_id: str, query: str, mode: str) -> Any:
