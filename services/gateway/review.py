@@ -70,80 +70,56 @@ class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
     def DismissDuplicatePair(
         self, request: pb.DismissDuplicatePairRequest, context: grpc.ServicerContext
     ) -> pb.DismissDuplicatePairResponse:
-        ident = self.auth.member(context)
-        self.peers.store_call(
-            self.peers.store.DismissDuplicatePair,
-            store_pb2.StoreServiceDismissDuplicatePairRequest(
-                caller=caller(ident, request.purpose),
-                first_id=request.first_id,
-                second_id=request.second_id,
-            ),
+        store_request = self.auth.as_store(
+            request, context, store_pb2.StoreServiceDismissDuplicatePairRequest
         )
+        self.peers.store_call(self.peers.store.DismissDuplicatePair, store_request)
         return pb.DismissDuplicatePairResponse()
 
-    # -- entity merge (design §8.5): the store decides what the caller may
-    # see and that only an owner decides; here the calls are relayed.
+    # Entity merge (design §8.5): the store decides what the caller may see
+    # and that only an owner decides; these calls relay.
 
     def ListEntityPairs(
         self, request: pb.ListEntityPairsRequest, context: grpc.ServicerContext
     ) -> pb.ListEntityPairsResponse:
-        ident = self.auth.member(context)
-        found = self.peers.store_call(
-            self.peers.store.ListEntityPairs,
-            store_pb2.StoreServiceListEntityPairsRequest(
-                caller=caller(ident, request.purpose), limit=request.limit
-            ),
+        store_request = self.auth.as_store(
+            request, context, store_pb2.StoreServiceListEntityPairsRequest
         )
+        found = self.peers.store_call(self.peers.store.ListEntityPairs, store_request)
         return pb.ListEntityPairsResponse(pairs=found.pairs)
 
     def MergeEntities(
         self, request: pb.MergeEntitiesRequest, context: grpc.ServicerContext
     ) -> pb.MergeEntitiesResponse:
-        ident = self.auth.member(context)
-        done = self.peers.store_call(
-            self.peers.store.MergeEntities,
-            store_pb2.StoreServiceMergeEntitiesRequest(
-                caller=caller(ident, request.purpose),
-                kept_id=request.kept_id,
-                merged_id=request.merged_id,
-            ),
+        store_request = self.auth.as_store(
+            request, context, store_pb2.StoreServiceMergeEntitiesRequest
         )
+        done = self.peers.store_call(self.peers.store.MergeEntities, store_request)
         return pb.MergeEntitiesResponse(merge=done.merge, created=done.created)
 
     def KeepEntitiesApart(
         self, request: pb.KeepEntitiesApartRequest, context: grpc.ServicerContext
     ) -> pb.KeepEntitiesApartResponse:
-        ident = self.auth.member(context)
-        self.peers.store_call(
-            self.peers.store.KeepEntitiesApart,
-            store_pb2.StoreServiceKeepEntitiesApartRequest(
-                caller=caller(ident, request.purpose),
-                first_id=request.first_id,
-                second_id=request.second_id,
-            ),
+        store_request = self.auth.as_store(
+            request, context, store_pb2.StoreServiceKeepEntitiesApartRequest
         )
+        self.peers.store_call(self.peers.store.KeepEntitiesApart, store_request)
         return pb.KeepEntitiesApartResponse()
 
     def UndoEntityMerge(
         self, request: pb.UndoEntityMergeRequest, context: grpc.ServicerContext
     ) -> pb.UndoEntityMergeResponse:
-        ident = self.auth.member(context)
-        self.peers.store_call(
-            self.peers.store.UndoEntityMerge,
-            store_pb2.StoreServiceUndoEntityMergeRequest(
-                caller=caller(ident, request.purpose), merge_id=request.merge_id
-            ),
+        store_request = self.auth.as_store(
+            request, context, store_pb2.StoreServiceUndoEntityMergeRequest
         )
+        self.peers.store_call(self.peers.store.UndoEntityMerge, store_request)
         return pb.UndoEntityMergeResponse()
 
     def ListEntityMerges(
         self, request: pb.ListEntityMergesRequest, context: grpc.ServicerContext
     ) -> pb.ListEntityMergesResponse:
-        ident = self.auth.member(context)
-        found = self.peers.store_call(
-            self.peers.store.ListEntityMerges,
-            store_pb2.StoreServiceListEntityMergesRequest(
-                caller=caller(ident, request.purpose), limit=request.limit
-            ),
+        store_request = self.auth.as_store(
+            request, context, store_pb2.StoreServiceListEntityMergesRequest
         )
+        found = self.peers.store_call(self.peers.store.ListEntityMerges, store_request)
         return pb.ListEntityMergesResponse(merges=found.merges)

@@ -157,6 +157,14 @@ class Auth:
         scopes.check_call(ident.purposes, ident.read_only, current_method())
         return ident
 
+    def as_store(self, request: Any, context: grpc.ServicerContext, store_type: type[Req]) -> Req:
+        """A request as the store's, for the member the token belongs to (the
+        two messages are kept field-compatible; the purpose becomes the
+        caller's)."""
+        store_request = store_type(caller=caller(self.member(context), request.purpose))
+        _copy_fields(request, store_request, exclude={"purpose"})
+        return store_request
+
     def _identity(self, context: grpc.ServicerContext) -> Identity:
         token = self.token(context)
         cached = self.cache.get(token)
@@ -216,14 +224,6 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     def __init__(self, peers: Peers, auth: Auth) -> None:
         self.peers = peers
         self.auth = auth
-
-    def _as_store(self, request: Any, context: grpc.ServicerContext, store_type: type[Req]) -> Req:
-        """A tool's request as the store's, for the member the token belongs to
-        (the two are kept field-compatible; the purpose becomes the caller's)."""
-        ident = self.auth.member(context)
-        store_request = store_type(caller=caller(ident, request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
-        return store_request
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         ident = self.auth.member(context)
@@ -302,7 +302,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.RememberRequest,
         context: grpc.ServicerContext,
     ) -> pb.RememberResponse:
-        store_request = self._as_store(request, context, store_pb2.CreateMemoryRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.CreateMemoryRequest)
         resp = self.peers.store_call(self.peers.store.CreateMemory, store_request)
         return pb.RememberResponse(memory=resp.memory, replayed=resp.replayed)
 
@@ -311,7 +311,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.DeriveRequest,
         context: grpc.ServicerContext,
     ) -> pb.DeriveResponse:
-        store_request = self._as_store(request, context, store_pb2.DeriveMemoryRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.DeriveMemoryRequest)
         resp = self.peers.store_call(self.peers.store.DeriveMemory, store_request)
         return pb.DeriveResponse(memory=resp.memory, replayed=resp.replayed)
 
@@ -320,7 +320,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.CorrectRequest,
         context: grpc.ServicerContext,
     ) -> pb.CorrectResponse:
-        store_request = self._as_store(request, context, store_pb2.CorrectMemoryRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.CorrectMemoryRequest)
         resp = self.peers.store_call(self.peers.store.CorrectMemory, store_request)
         return pb.CorrectResponse(memory=resp.memory, replayed=resp.replayed)
 
@@ -329,7 +329,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.SupersedeRequest,
         context: grpc.ServicerContext,
     ) -> pb.SupersedeResponse:
-        store_request = self._as_store(request, context, store_pb2.SupersedeMemoryRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.SupersedeMemoryRequest)
         resp = self.peers.store_call(self.peers.store.SupersedeMemory, store_request)
         return pb.SupersedeResponse(
             memory=resp.memory, superseded=resp.superseded, replayed=resp.replayed
@@ -340,7 +340,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         request: pb.ForgetRequest,
         context: grpc.ServicerContext,
     ) -> pb.ForgetResponse:
-        store_request = self._as_store(request, context, store_pb2.ForgetMemoryRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.ForgetMemoryRequest)
         resp = self.peers.store_call(self.peers.store.ForgetMemory, store_request)
         return pb.ForgetResponse(id=resp.id, forgotten_at=resp.forgotten_at, replayed=resp.replayed)
 
@@ -394,28 +394,30 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
 
     def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
-        store_request = self._as_store(request, context, store_pb2.LookupEntitiesRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.LookupEntitiesRequest)
         resp = self.peers.store_call(self.peers.store.LookupEntities, store_request)
         return pb.LookupResponse(entities=resp.entities)
 
     def Neighbors(
         self, request: pb.NeighborsRequest, context: grpc.ServicerContext
     ) -> pb.NeighborsResponse:
-        store_request = self._as_store(request, context, store_pb2.EntityNeighborsRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.EntityNeighborsRequest)
         resp = self.peers.store_call(self.peers.store.EntityNeighbors, store_request)
         return pb.NeighborsResponse(nodes=resp.nodes, edges=resp.edges, truncated=resp.truncated)
 
     def CreateEpisode(
         self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
     ) -> pb.CreateEpisodeResponse:
-        store_request = self._as_store(request, context, store_pb2.StoreServiceCreateEpisodeRequest)
+        store_request = self.auth.as_store(
+            request, context, store_pb2.StoreServiceCreateEpisodeRequest
+        )
         resp = self.peers.store_call(self.peers.store.CreateEpisode, store_request)
         return pb.CreateEpisodeResponse(episode_id=resp.episode_id)
 
     def Timeline(
         self, request: pb.TimelineRequest, context: grpc.ServicerContext
     ) -> pb.TimelineResponse:
-        store_request = self._as_store(request, context, store_pb2.StoreServiceTimelineRequest)
+        store_request = self.auth.as_store(request, context, store_pb2.StoreServiceTimelineRequest)
         resp = self.peers.store_call(self.peers.store.Timeline, store_request)
         return pb.TimelineResponse(events=resp.events, next_page_token=resp.next_page_token)
 
