@@ -72,20 +72,9 @@ class Pair:
 
 def canonical(first_id: str, second_id: str) -> tuple[str, str]:
     """The pair's two ids, validated, in the order Postgres sorts uuids."""
-    a = v.uuid_str(first_id, "first_id")
-    b = v.uuid_str(second_id, "second_id")
-    if a == b:
-        raise errors.InvalidArgument("second_id", "must differ from first_id")
-    lo, hi = sorted((uuid.UUID(a), uuid.UUID(b)))
-    return str(lo), str(hi)
-
-
-def _window(value: int) -> int:
-    if value == 0:
-        return DEFAULT_WINDOW
-    if not 1 <= value <= MAX_WINDOW:
-        raise errors.InvalidArgument("window", f"must lie in [1, {MAX_WINDOW}]")
-    return value
+    a, b = v.two_uuids(first_id, second_id, "first_id", "second_id")
+    lo, hi = sorted((a, b), key=uuid.UUID)
+    return lo, hi
 
 
 def _min_cosine(value: float) -> float:
@@ -96,14 +85,6 @@ def _min_cosine(value: float) -> float:
     return value
 
 
-def _limit(value: int) -> int:
-    if value == 0:
-        return DEFAULT_LIMIT
-    if not 1 <= value <= MAX_LIMIT:
-        raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_LIMIT}]")
-    return value
-
-
 class DedupStore:
     def __init__(self, control: ControlPlane) -> None:
         self.control = control
@@ -111,9 +92,9 @@ class DedupStore:
     def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:
         params = {
             "input_version": EMBED_INPUT_VERSION,
-            "window": _window(window),
+            "window": v.count(window, "window", DEFAULT_WINDOW, MAX_WINDOW),
             "min_cosine": _min_cosine(min_cosine),
-            "limit": _limit(limit),
+            "limit": v.count(limit, "limit", DEFAULT_LIMIT, MAX_LIMIT),
         }
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             rows = conn.execute(PAIRS, params).fetchall()

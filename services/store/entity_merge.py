@@ -26,7 +26,7 @@ from services.store import entity_groups, graph
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, caller_transaction
-from services.store.dedup import CURRENT_MODEL
+from services.store.dedup import CURRENT_MODEL, canonical
 
 # The entities looked at: those mentioned by the caller's newest memories
 # (a bounded window, as dedup review's), at most this many.
@@ -181,22 +181,6 @@ def _owner(caller: Caller) -> None:
         raise errors.PermissionDenied("only a workspace owner may decide on entity merges")
 
 
-def _bounded(value: int, field: str, default: int, most: int) -> int:
-    if value == 0:
-        return default
-    if not 1 <= value <= most:
-        raise errors.InvalidArgument(field, f"must lie in [1, {most}]")
-    return value
-
-
-def _two(first_id: str, second_id: str, first: str, second: str) -> tuple[str, str]:
-    a = v.uuid_str(first_id, first)
-    b = v.uuid_str(second_id, second)
-    if a == b:
-        raise errors.InvalidArgument(second, f"must differ from {first}")
-    return a, b
-
-
 class EntityMergeStore:
     def __init__(self, control: ControlPlane) -> None:
         self.control = control
@@ -206,7 +190,7 @@ class EntityMergeStore:
         entities already one (for the caller) or kept apart are not proposed;
         a pair whose sides belong to merged groups is shown group to group."""
         _owner(caller)
-        limit = _bounded(limit, "limit", DEFAULT_PAIRS, MAX_PAIRS)
+        limit = v.count(limit, "limit", DEFAULT_PAIRS, MAX_PAIRS)
         params = {
             "input_version": EMBED_INPUT_VERSION,
             "memories": PAIR_MEMORIES,
@@ -243,7 +227,7 @@ class EntityMergeStore:
         both answer as one, under the kept entity's group. Two entities that
         already answer as one are left as they are (False)."""
         _owner(caller)
-        kept, merged = _two(kept_id, merged_id, "kept_id", "merged_id")
+        kept, merged = v.two_uuids(kept_id, merged_id, "kept_id", "merged_id")
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             grouped = entity_groups.groups(conn, [kept, merged])
             if kept not in grouped or merged not in grouped:
@@ -289,8 +273,7 @@ class EntityMergeStore:
         """The pair is never proposed again. Idempotent. Entities that
         answer as one must be undone first."""
         _owner(caller)
-        a, b = _two(first_id, second_id, "first_id", "second_id")
-        lo, hi = sorted((a, b), key=uuid.UUID)
+        lo, hi = canonical(first_id, second_id)
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             grouped = entity_groups.groups(conn, [lo, hi])
             if lo not in grouped or hi not in grouped:
@@ -328,7 +311,7 @@ class EntityMergeStore:
     def merges(self, caller: Caller, limit: int = 0) -> list[Merge]:
         """The merges in force the caller may see, newest first."""
         _owner(caller)
-        limit = _bounded(limit, "limit", DEFAULT_MERGES, MAX_MERGES)
+        limit = v.count(limit, "limit", DEFAULT_MERGES, MAX_MERGES)
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             return self._merges(conn, limit, None)
 

@@ -67,6 +67,24 @@ def uuid_str(value: str, field: str) -> str:
         raise errors.InvalidArgument(field, "must be a UUID") from None
 
 
+def two_uuids(first: str, second: str, first_field: str, second_field: str) -> tuple[str, str]:
+    """Two ids that must name two different rows (a pair to decide on)."""
+    a = uuid_str(first, first_field)
+    b = uuid_str(second, second_field)
+    if a == b:
+        raise errors.InvalidArgument(second_field, f"must differ from {first_field}")
+    return a, b
+
+
+def count(value: int, field: str, default: int, most: int) -> int:
+    """A requested number of rows: 0 for the default, else within [1, most]."""
+    if value == 0:
+        return default
+    if not 1 <= value <= most:
+        raise errors.InvalidArgument(field, f"must lie in [1, {most}]")
+    return value
+
+
 def uuid_list(values: Sequence[str], field: str, max_items: int, min_items: int = 0) -> list[str]:
     if len(values) < min_items:
         raise errors.InvalidArgument(field, f"at least {min_items} required")
