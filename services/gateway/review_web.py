@@ -298,16 +298,25 @@ def _hidden(**values: str) -> str:
     return "".join(f'<input type=hidden name="{e(k)}" value="{e(v)}">' for k, v in values.items())
 
 
+def decision_form(
+    action: str, button: str, fields: dict[str, str], css: str = "", extra: str = ""
+) -> str:
+    """One decision, posted to /decide: its action is the part of ``action``
+    before a colon (the whole names the form for tests); ``fields`` carry the
+    session's CSRF token, the purpose and what the decision is about."""
+    return (
+        f'<form method=post action=/decide data-testid="{e(action)}">'
+        f"{_hidden(**fields, action=action.split(':')[0])}{extra}"
+        f'<button type=submit class="{css}">{e(button)}</button></form>'
+    )
+
+
 def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
     a, b = pair.first, pair.second
     common = {"csrf": csrf, "purpose": purpose, "first_id": a.id, "second_id": b.id}
 
     def form(action: str, button: str, css: str = "", extra: str = "", **fields: str) -> str:
-        return (
-            f'<form method=post action=/decide data-testid="{e(action)}">'
-            f"{_hidden(**common, action=action.split(':')[0], **fields)}{extra}"
-            f'<button type=submit class="{css}">{e(button)}</button></form>'
-        )
+        return decision_form(action, button, {**common, **fields}, css, extra)
 
     def supersede(old: cpb.Memory, new: cpb.Memory, old_label: str, new_label: str) -> str:
         return form(
@@ -384,12 +393,8 @@ def entity_pair_section(
 ) -> str:
     a, b = pair.first, pair.second
 
-    def form(action: str, button: str, css: str = "", **fields: str) -> str:
-        return (
-            f'<form method=post action=/decide data-testid="{e(action)}">'
-            f"{_hidden(csrf=csrf, purpose=purpose, action=action.split(':')[0], **fields)}"
-            f'<button type=submit class="{css}">{e(button)}</button></form>'
-        )
+    def form(action: str, button: str, **fields: str) -> str:
+        return decision_form(action, button, {"csrf": csrf, "purpose": purpose, **fields})
 
     why = "; ".join(REASON_TEXT.get(r, r) for r in pair.reasons)
     if pair.HasField("context_cosine"):
@@ -417,9 +422,8 @@ def merges_table(merges: list[cpb.EntityMerge], csrf: str, purpose: str) -> str:
         f'<tr data-testid=merge data-merge="{e(m.id)}"><td>{e(m.merged.name)} '
         f"<code>{e(m.merged.id)}</code></td><td>{e(m.kept.name)} <code>{e(m.kept.id)}</code>"
         f"</td><td>{e(_when(m.decided_at))}</td><td>"
-        f'<form method=post action=/decide data-testid="undo">'
-        f"{_hidden(csrf=csrf, purpose=purpose, action='undo', merge_id=m.id)}"
-        "<button type=submit>Undo</button></form></td></tr>"
+        + decision_form("undo", "Undo", {"csrf": csrf, "purpose": purpose, "merge_id": m.id})
+        + "</td></tr>"
         for m in merges
     )
     return (
