@@ -1,12 +1,15 @@
-"""Headless Chromium for the review page tests: Debian's chromium driven by
-Playwright's Python package (no browser download), and where screenshots go."""
+"""The review page from a test: headless Chromium (Debian's chromium driven by
+Playwright's Python package, no browser download), where screenshots go, and
+plain form posts for the checks that need no browser."""
 
 from __future__ import annotations
 
+import http.client
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 
@@ -43,3 +46,17 @@ def sign_in(page: Page, url: str, token: str) -> None:
     page.goto(url)
     page.fill("[data-testid=token]", token)
     page.click("[data-testid=signin]")
+
+
+def post_form(
+    url: str, path: str, form: dict[str, str], headers: dict[str, str]
+) -> http.client.HTTPResponse:
+    """One form post to the page at ``url``, with these headers only."""
+    conn = http.client.HTTPConnection(urlsplit(url).netloc, timeout=10)
+    conn.request(
+        "POST",
+        path,
+        urlencode(form),
+        {"Content-Type": "application/x-www-form-urlencoded", **headers},
+    )
+    return conn.getresponse()

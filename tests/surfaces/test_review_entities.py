@@ -7,7 +7,6 @@ CSRF rules. Screenshots before and after a merge go to test-artifacts/."""
 from __future__ import annotations
 
 import http.client
-from urllib.parse import urlencode, urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -15,7 +14,7 @@ from playwright.sync_api import expect
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
-from tests.surfaces.browser import ARTIFACTS, browser_page, sign_in
+from tests.surfaces.browser import ARTIFACTS, browser_page, post_form, sign_in
 from tests.surfaces.entity_data import write_robins
 
 pytestmark = pytest.mark.integration
@@ -97,17 +96,9 @@ def test_entity_forms_need_the_session_and_its_csrf_token(stack: Stack, team: Te
     cookie, its CSRF token and no foreign Origin; a refusal changes nothing."""
     ada = team.clients["ada"]
     robins = write_robins(ada)
-    host = urlsplit(stack.review_url).netloc
 
     def post(path: str, form: dict[str, str], headers: dict[str, str]) -> http.client.HTTPResponse:
-        conn = http.client.HTTPConnection(host, timeout=10)
-        conn.request(
-            "POST",
-            path,
-            urlencode(form),
-            {"Content-Type": "application/x-www-form-urlencoded", **headers},
-        )
-        return conn.getresponse()
+        return post_form(stack.review_url, path, form, headers)
 
     signed_in = post("/signin", {"token": ada.token}, {})
     assert signed_in.status == 303

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
-from tests.surfaces.browser import ARTIFACTS, browser_page, sign_in
+from tests.surfaces.browser import ARTIFACTS, browser_page, post_form, sign_in
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
 
 pytestmark = pytest.mark.integration
@@ -110,23 +110,13 @@ def test_review_page_refuses_forged_and_cross_site_posts(stack: Stack, team: Tea
     """Without a browser: a decision needs the session cookie, the session's
     CSRF token and no foreign Origin; each refusal changes nothing."""
     import http.client
-    from urllib.parse import urlencode, urlsplit
 
     ada = team.clients["ada"]
     a = ada.remember("Quarterly numbers go to finance on the 3rd").memory
     b = ada.remember("Quarterly numbers are sent to finance on the 3rd").memory
-    host = urlsplit(stack.review_url).netloc
 
     def post(path: str, form: dict[str, str], headers: dict[str, str]) -> http.client.HTTPResponse:
-        conn = http.client.HTTPConnection(host, timeout=10)
-        body = urlencode(form)
-        conn.request(
-            "POST",
-            path,
-            body,
-            {"Content-Type": "application/x-www-form-urlencoded", **headers},
-        )
-        return conn.getresponse()
+        return post_form(stack.review_url, path, form, headers)
 
     signed_in = post("/signin", {"token": ada.token}, {})
     assert signed_in.status == 303
