@@ -20,6 +20,7 @@ from services.rank.pipeline import (
     Candidate,
     Degraded,
     DenseArm,
+    LexicalArm,
     QueryVector,
     Walked,
     WorkspaceSettings,
@@ -86,16 +87,27 @@ class StoreClient:
         query: str,
         limit: int,
         filters: cpb.RecallFilters,
+        cards: bool = False,
         timeout: float | None = None,
-    ) -> list[Candidate]:
+    ) -> LexicalArm[cpb.EntityCard]:
         resp = self._call(
             self.stub.LexicalCandidates,
             store_pb2.LexicalCandidatesRequest(
-                caller=caller, query=query, limit=limit, filters=filters
+                caller=caller, query=query, limit=limit, filters=filters, entity_cards=cards
             ),
             timeout,
         )
-        return _candidates(resp.candidates)
+        return LexicalArm(_candidates(resp.candidates), list(resp.entities))
+
+    def entity_cards(
+        self, caller: cpb.Caller, text: str, timeout: float | None = None
+    ) -> list[cpb.EntityCard]:
+        resp = self._call(
+            self.stub.NamedEntities,
+            store_pb2.NamedEntitiesRequest(caller=caller, text=text),
+            timeout,
+        )
+        return list(resp.entities)
 
     def dense(
         self,
