@@ -134,7 +134,6 @@ class InProcess:
         from services.rank.pipeline import Pipeline, PipelineConfig
         from services.store.control import ControlPlane
         from services.store.db import Databases
-        from services.store.graph import GraphStore
         from services.store.memories import MemoryStore
         from services.store.recall import RecallQueries
         from services.store.settings import StoreSettings
@@ -146,7 +145,6 @@ class InProcess:
         self.control = ControlPlane(self.dbs)
         self.memories = MemoryStore(self.dbs, self.control)
         self.recall_queries = RecallQueries(self.control)
-        self.graph = GraphStore(self.control)
         # The embed service's own ONNX settings (one thread per call), so that
         # the in-process pipeline runs the model as the service does.
         embed = EmbedSettings()
@@ -173,18 +171,7 @@ class InProcess:
 
         caller = Caller(workspace_id, member_id, "assist")
         return self.pipeline.recall(
-            # With the entity cards, as the gateway asks: the same work as a
-            # recall through the services.
-            Request(
-                caller,
-                workspace_id,
-                query,
-                mode,
-                10,
-                Filters(),
-                skip_rerank=True,
-                entity_cards=True,
-            )
+            Request(caller, workspace_id, query, mode, 10, Filters(), skip_rerank=True)
         )
 
     def close(self) -> None:
@@ -202,21 +189,9 @@ class _Store:
         return WorkspaceSettings(s.default_recall_mode, s.rerank_depth)
 
     def lexical(
-        self,
-        caller: Any,
-        query: str,
-        limit: int,
-        filters: Any,
-        cards: bool = False,
-        timeout: float | None = None,
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
     ) -> Any:
-        from services.rank.pipeline import LexicalArm
-
-        res = self.p.recall_queries.lexical(caller, query, limit, filters, entity_cards=cards)
-        return LexicalArm(_candidates(res.candidates), res.cards)
-
-    def entity_cards(self, caller: Any, text: str, timeout: float | None = None) -> Any:
-        return self.p.graph.named_in(caller, text)
+        return _candidates(self.p.recall_queries.lexical(caller, query, limit, filters).candidates)
 
     def dense(
         self, caller: Any, vector: Any, limit: int, filters: Any, timeout: float | None = None

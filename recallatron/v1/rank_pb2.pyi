@@ -27,7 +27,6 @@ class RankRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
-    ENTITY_CARDS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     mode: _common_pb2.RecallMode.ValueType
     """Unspecified: the workspace default."""
@@ -35,10 +34,6 @@ class RankRequest(_message.Message):
     skip_rerank: _builtins.bool
     """When true, skip the cross-encoder even if one is loaded: the fused order
     stands and the outcome says reranked = false.
-    """
-    entity_cards: _builtins.bool
-    """Also the cards of the entities the query names (RecallOutcome.entities),
-    read with the lexical arm (or beside the dense arm in mode dense).
     """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
@@ -53,11 +48,10 @@ class RankRequest(_message.Message):
         limit: _builtins.int = ...,
         filters: _common_pb2.RecallFilters | None = ...,
         skip_rerank: _builtins.bool = ...,
-        entity_cards: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "entity_cards", b"entity_cards", "filters", b"filters", "limit", b"limit", "mode", b"mode", "query", b"query", "skip_rerank", b"skip_rerank"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters", "limit", b"limit", "mode", b"mode", "query", b"query", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

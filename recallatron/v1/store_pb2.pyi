@@ -1045,14 +1045,8 @@ class LexicalCandidatesRequest(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
-    ENTITY_CARDS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
-    entity_cards: _builtins.bool
-    """Also the cards of the entities the query names (as NamedEntities gives
-    them), read in the arm's transaction: a recall's cards cost no call of
-    their own.
-    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
@@ -1064,11 +1058,10 @@ class LexicalCandidatesRequest(_message.Message):
         query: _builtins.str = ...,
         limit: _builtins.int = ...,
         filters: _common_pb2.RecallFilters | None = ...,
-        entity_cards: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "entity_cards", b"entity_cards", "filters", b"filters", "limit", b"limit", "query", b"query"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters", "limit", b"limit", "query", b"query"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1081,7 +1074,6 @@ class LexicalCandidatesResponse(_message.Message):
     CANDIDATES_FIELD_NUMBER: _builtins.int
     TERMS_KEPT_FIELD_NUMBER: _builtins.int
     TERMS_DROPPED_FIELD_NUMBER: _builtins.int
-    ENTITIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___Candidate]: ...
     @_builtins.property
@@ -1090,23 +1082,16 @@ class LexicalCandidatesResponse(_message.Message):
 
     @_builtins.property
     def terms_dropped(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
-    @_builtins.property
-    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]:
-        """Only when entity_cards was asked for; empty when the cards could not be
-        read (the candidates stand).
-        """
-
     def __init__(
         self,
         *,
         candidates: _abc.Iterable[Global___Candidate] | None = ...,
         terms_kept: _abc.Iterable[_builtins.str] | None = ...,
         terms_dropped: _abc.Iterable[_builtins.str] | None = ...,
-        entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "entities", b"entities", "terms_dropped", b"terms_dropped", "terms_kept", b"terms_kept"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "terms_dropped", b"terms_dropped", "terms_kept", b"terms_kept"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -252,12 +252,11 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             limit=request.limit or DEFAULT_RECALL_LIMIT,
             filters=request.filters,
             skip_rerank=request.skip_rerank,
-            # The cards of the entities the query names come with the ranked
-            # memories: rank reads them with its lexical arm.
-            entity_cards=True,
         )
-        # Good for the rank call and the store and embed calls rank makes with it.
+        # Good for the rank call, the store and embed calls rank makes with
+        # it, and the entity cards asked for meanwhile.
         assertion = self.peers.assertion(internal_auth.RECALL_METHODS, rank_request, None)
+        named = self._named_entities(who, request.query, assertion)
         resp = self.peers.call(
             self.peers.rank.Rank, rank_request, self.peers.settings.rank_timeout_seconds, assertion
         )
@@ -266,7 +265,24 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             # Through peers.call for the same error translation as any call.
             found = self.peers.call(lambda _req, timeout: pending.result(), None, 0)
             resp.outcome.history.extend(found.entries)
+        resp.outcome.entities.extend(self._cards(named))
         return pb.RecallResponse(outcome=resp.outcome)
+
+    def _named_entities(self, who: cpb.Caller, query: str, assertion: str) -> Any:
+        """The store's entity cards for the names the query contains, asked
+        while rank works (with the recall's assertion)."""
+        ask = store_pb2.NamedEntitiesRequest(caller=who, text=query)
+        return self.peers.store_future(self.peers.store.NamedEntities, ask, assertion=assertion)
+
+    @staticmethod
+    def _cards(pending: Any) -> list[cpb.EntityCard]:
+        # Cards sit beside the ranked memories: without them recall still
+        # answers (design §5, degrade, never refuse).
+        try:
+            return list(pending.result().entities)
+        except grpc.RpcError as exc:
+            log.warning("entity cards unavailable", extra={"code": str(exc.code())})
+            return []
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
         ident = self.auth.member(context)

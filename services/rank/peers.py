@@ -20,7 +20,6 @@ from services.rank.pipeline import (
     Candidate,
     Degraded,
     DenseArm,
-    LexicalArm,
     QueryVector,
     Walked,
     WorkspaceSettings,
@@ -87,27 +86,16 @@ class StoreClient:
         query: str,
         limit: int,
         filters: cpb.RecallFilters,
-        cards: bool = False,
         timeout: float | None = None,
-    ) -> LexicalArm[cpb.EntityCard]:
+    ) -> list[Candidate]:
         resp = self._call(
             self.stub.LexicalCandidates,
             store_pb2.LexicalCandidatesRequest(
-                caller=caller, query=query, limit=limit, filters=filters, entity_cards=cards
+                caller=caller, query=query, limit=limit, filters=filters
             ),
             timeout,
         )
-        return LexicalArm(_candidates(resp.candidates), list(resp.entities))
-
-    def entity_cards(
-        self, caller: cpb.Caller, text: str, timeout: float | None = None
-    ) -> list[cpb.EntityCard]:
-        resp = self._call(
-            self.stub.NamedEntities,
-            store_pb2.NamedEntitiesRequest(caller=caller, text=text),
-            timeout,
-        )
-        return list(resp.entities)
+        return _candidates(resp.candidates)
 
     def dense(
         self,

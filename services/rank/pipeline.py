@@ -102,16 +102,6 @@ class Passage(Protocol):
 
 M = TypeVar("M", bound=Passage)
 M_co = TypeVar("M_co", bound=Passage, covariant=True)
-# An entity card as the store gives it (opaque to the pipeline).
-C = TypeVar("C")
-C_co = TypeVar("C_co", covariant=True)
-
-
-@dataclass(frozen=True)
-class LexicalArm(Generic[C_co]):
-    candidates: list[Candidate]
-    # The cards of the entities the query names, when asked for.
-    cards: Sequence[C_co] = ()
 
 
 @dataclass(frozen=True)
@@ -122,7 +112,7 @@ class Walked(Generic[M_co]):
     memories: Mapping[str, M_co]
 
 
-class StorePort(Protocol[M_co, C_co]):
+class StorePort(Protocol[M_co]):
     """The store calls of one recall. ``caller`` and ``filters`` are passed
     through untouched; ``timeout`` (seconds) caps the call's own deadline when
     the recall's deadline is nearer. Errors other than the dense arm's are the
@@ -132,22 +122,8 @@ class StorePort(Protocol[M_co, C_co]):
     def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings: ...
 
     def lexical(
-        self,
-        caller: Any,
-        query: str,
-        limit: int,
-        filters: Any,
-        cards: bool = False,
-        timeout: float | None = None,
-    ) -> LexicalArm[C_co]:
-        """The lexical arm's rows; with ``cards``, also the entity cards of
-        the names in ``query``, read in the same store call."""
-        ...
-
-    def entity_cards(self, caller: Any, text: str, timeout: float | None = None) -> Sequence[C_co]:
-        """The entity cards of the names in ``text`` (mode dense, where no
-        lexical arm runs to carry them)."""
-        ...
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
+    ) -> list[Candidate]: ...
 
     def dense(
         self,
@@ -224,7 +200,7 @@ class Counts:
 
 
 @dataclass
-class Outcome(Generic[M, C]):
+class Outcome(Generic[M]):
     results: list[Result[M]]
     mode: str
     dense_available: bool
@@ -232,9 +208,6 @@ class Outcome(Generic[M, C]):
     reranked: bool = False
     rerank_unavailable_reason: str = ""
     counts: Counts = field(default_factory=Counts)
-    # The entities the query names, when the request asked (beside the
-    # results, never instead of them: without them the recall still answers).
-    entities: list[C] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -247,8 +220,6 @@ class Request:
     limit: int
     filters: Any = None
     skip_rerank: bool = False
-    # Also the cards of the entities the query names.
-    entity_cards: bool = False
     # time.monotonic() by which the answer is due (the caller's deadline);
     # every call is capped to what is left of it. None: no deadline.
     deadline: float | None = None
@@ -338,10 +309,10 @@ class _DenseOutcome:
     kind: str = ""
 
 
-class Pipeline(Generic[M, C]):
+class Pipeline(Generic[M]):
     def __init__(
         self,
-        store: StorePort[M, C],
+        store: StorePort[M],
         embed: EmbedPort,
         config: PipelineConfig | None = None,
         executor: ThreadPoolExecutor | None = None,
@@ -371,20 +342,15 @@ class Pipeline(Generic[M, C]):
         mode = request.mode or settings.default_recall_mode or DEFAULT_MODE
         return mode if mode in MODES else DEFAULT_MODE
 
-    def recall(self, request: Request) -> Outcome[M, C]:
+    def recall(self, request: Request) -> Outcome[M]:
         start = time.perf_counter()
         settings = self.settings.get(request.workspace_id, self._left(request))
         mode = self.resolve_mode(request, settings)
         metrics.RECALLS.labels(mode).inc()
 
-        # The entity cards ride on the lexical arm's store call; in mode dense
-        # they have a call of their own beside the dense arm.
-        lexical_future: Future[LexicalArm[C]] | None = None
-        cards_future: Future[Sequence[C]] | None = None
+        lexical_future: Future[list[Candidate]] | None = None
         if mode in ("lexical", "hybrid"):
-            lexical_future = self.executor.submit(self._lexical, request, request.entity_cards)
-        elif request.entity_cards:
-            cards_future = self.executor.submit(self._cards, request)
+            lexical_future = self.executor.submit(self._lexical, request)
         dense = _DenseOutcome(None)
         if mode in ("dense", "hybrid"):
             # The dense arm runs here while the lexical arm runs in its thread.
@@ -393,10 +359,8 @@ class Pipeline(Generic[M, C]):
                 metrics.DEGRADED.labels("dense", dense.kind).inc()
                 if lexical_future is None:
                     # Degrade, never refuse: the lexical rows answer in mode dense too.
-                    lexical_future = self.executor.submit(self._lexical, request, False)
-        arm = lexical_future.result() if lexical_future is not None else LexicalArm([])
-        lexical = arm.candidates
-        cards = cards_future.result() if cards_future is not None else arm.cards
+                    lexical_future = self.executor.submit(self._lexical, request)
+        lexical = lexical_future.result() if lexical_future is not None else []
         dense_rows = dense.arm.candidates if dense.arm is not None else []
         metrics.ARM_CANDIDATES.labels("lexical").observe(len(lexical))
         if dense.arm is not None:
@@ -434,7 +398,7 @@ class Pipeline(Generic[M, C]):
         results = [Result(walked.memories[f.id], f.scores) for f in head if f.id in walked.memories]
 
         reranked, rerank_reason = self._rerank(request, results, rerank_depth)
-        outcome: Outcome[M, C] = Outcome(
+        outcome: Outcome[M] = Outcome(
             results=results[: request.limit],
             mode=mode,
             dense_available=dense.arm is not None,
@@ -442,12 +406,11 @@ class Pipeline(Generic[M, C]):
             reranked=reranked,
             rerank_unavailable_reason=rerank_reason,
             counts=counts,
-            entities=list(cards),
         )
         metrics.STAGE_SECONDS.labels("recall").observe(time.perf_counter() - start)
         return outcome
 
-    def _lexical(self, request: Request, cards: bool) -> LexicalArm[C]:
+    def _lexical(self, request: Request) -> list[Candidate]:
         return _timed(
             "lexical",
             lambda: self.store.lexical(
@@ -455,20 +418,9 @@ class Pipeline(Generic[M, C]):
                 request.query,
                 self.config.arm_limit,
                 request.filters,
-                cards=cards,
                 timeout=self._left(request),
             ),
         )
-
-    def _cards(self, request: Request) -> Sequence[C]:
-        # Cards sit beside the ranked memories: without them the recall
-        # still answers (degrade, never refuse).
-        try:
-            return self.store.entity_cards(request.caller, request.query, self._left(request))
-        except Exception as exc:
-            metrics.DEGRADED.labels("cards", "failed").inc()
-            log.warning("entity cards unavailable", extra={"error": str(exc)})
-            return []
 
     def _dense(self, request: Request) -> _DenseOutcome:
         try:

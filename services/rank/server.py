@@ -30,7 +30,7 @@ MAX_LIMIT = 100
 log = logging.getLogger("recallatron.rank")
 
 
-def outcome_msg(outcome: Outcome[cpb.Memory, cpb.EntityCard]) -> cpb.RecallOutcome:
+def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
     return cpb.RecallOutcome(
         results=[
             cpb.RecallResult(
@@ -57,7 +57,6 @@ def outcome_msg(outcome: Outcome[cpb.Memory, cpb.EntityCard]) -> cpb.RecallOutco
             fused=outcome.counts.fused,
             admitted=outcome.counts.admitted,
         ),
-        entities=outcome.entities,
     )
 
 
@@ -79,13 +78,12 @@ def request_of(msg: rank_pb2.RankRequest, time_remaining: float | None = None) -
         limit=limit,
         filters=msg.filters,
         skip_rerank=msg.skip_rerank,
-        entity_cards=msg.entity_cards,
         deadline=None if time_remaining is None else time.monotonic() + time_remaining,
     )
 
 
 class RankServicer(rank_pb2_grpc.RankServiceServicer):
-    def __init__(self, pipeline: Pipeline[cpb.Memory, cpb.EntityCard]) -> None:
+    def __init__(self, pipeline: Pipeline[cpb.Memory]) -> None:
         self.pipeline = pipeline
 
     def Rank(
@@ -106,7 +104,7 @@ class ContextExecutor(ThreadPoolExecutor):
         return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
 
-def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory, cpb.EntityCard]:
+def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
     # Every call to store and embed carries the assertion the recall came with.
     store = StoreClient(
         internal_auth.forwarding_channel(peer_channel(settings.store_target, settings)),

@@ -391,39 +391,6 @@ _PUNCTUATION = "\"'`.,;:!?()[]{}<>«»“”\u2018\u2019"
 _MAX_QUERY_WORDS = 64
 
 
-def name_keys(text: str) -> list[str]:
-    """Every run of up to MAX_NAME_WORDS words of ``text`` (normalised, ends
-    stripped of punctuation): the names it may contain."""
-    words = [w.strip(_PUNCTUATION) for w in rules.name_key(text).split(" ")]
-    words = [w for w in words if w][:_MAX_QUERY_WORDS]
-    return sorted(
-        {
-            " ".join(words[i : i + n])
-            for n in range(1, MAX_NAME_WORDS + 1)
-            for i in range(len(words) - n + 1)
-        }
-    )
-
-
-def named_cards(conn: psycopg.Connection, text: str) -> list[EntityCard]:
-    """The entities ``text`` names exactly: every run of up to MAX_NAME_WORDS
-    words that is the name or a current alias of an entity the caller may
-    see, as lookup gives it now. Recall's entity cards, read inside a caller
-    transaction already open (the lexical arm's, so a recall pays no call and
-    no transaction of their own); a query naming nothing costs one indexed
-    probe."""
-    keys = name_keys(text)
-    if not keys:
-        return []
-    params: dict[str, Any] = {
-        "keys": keys,
-        "at": datetime.now(UTC),
-        "history": False,
-        "limit": MAX_RECALL_ENTITIES,
-    }
-    return _cards(conn, conn.execute(gq.NAMED, params).fetchall(), params)
-
-
 def _cards(
     conn: psycopg.Connection, found: Sequence[Sequence[Any]], params: dict[str, Any]
 ) -> list[EntityCard]:
@@ -529,12 +496,28 @@ class GraphStore:
             return _cards(conn, conn.execute(gq.LOOKUP, params).fetchall(), params)
 
     def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
-        """The entities ``text`` names exactly (:func:`named_cards`), in a
-        transaction of their own."""
-        if not name_keys(text):
+        """The entities ``text`` names exactly: every run of up to
+        MAX_NAME_WORDS words (ends stripped of punctuation) that is the name
+        or a current alias of an entity the caller may see, as lookup gives
+        it now. For recall's entity cards; a query naming nothing costs one
+        indexed probe."""
+        words = [w.strip(_PUNCTUATION) for w in rules.name_key(text).split(" ")]
+        words = [w for w in words if w][:_MAX_QUERY_WORDS]
+        keys = {
+            " ".join(words[i : i + n])
+            for n in range(1, MAX_NAME_WORDS + 1)
+            for i in range(len(words) - n + 1)
+        }
+        if not keys:
             return []
+        params: dict[str, Any] = {
+            "keys": sorted(keys),
+            "at": datetime.now(UTC),
+            "history": False,
+            "limit": MAX_RECALL_ENTITIES,
+        }
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
-            return named_cards(conn, text)
+            return _cards(conn, conn.execute(gq.NAMED, params).fetchall(), params)
 
     def neighbors(
         self,

@@ -4,10 +4,8 @@ arm, explicitly by the lexical arm's functions (migration 0006)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import psycopg
@@ -18,9 +16,6 @@ from services.store import entity_groups
 from services.store import validation as v
 from services.store.control import ControlPlane
 from services.store.db import Caller, caller_transaction
-from services.store.graph import EntityCard, named_cards
-
-log = logging.getLogger("recallatron.store.recall")
 
 # Terms at or above this share of the workspace's memories are dropped from a
 # query of three terms or more (design §5.2).
@@ -169,20 +164,6 @@ class LexicalResult:
     candidates: list[Candidate]
     terms_kept: list[str] = field(default_factory=list)
     terms_dropped: list[str] = field(default_factory=list)
-    # The entities the query names, when asked for (RecallQueries.lexical).
-    cards: list[EntityCard] = field(default_factory=list)
-
-
-def _cards_beside(conn: psycopg.Connection, query: str) -> list[EntityCard]:
-    """Recall's entity cards sit beside its rows (design §5, degrade, never
-    refuse): when they cannot be read, the arm answers without them. A
-    savepoint keeps the arm's transaction usable either way."""
-    try:
-        with conn.transaction():
-            return named_cards(conn, query)
-    except psycopg.Error as exc:
-        log.warning("entity cards unavailable", extra={"error": type(exc).__name__})
-        return []
 
 
 @dataclass(frozen=True)
@@ -301,39 +282,25 @@ class RecallQueries:
     def __init__(self, control: ControlPlane) -> None:
         self.control = control
 
-    def lexical(
-        self,
-        caller: Caller,
-        query: str,
-        limit: int,
-        filters: Filters,
-        entity_cards: bool = False,
-    ) -> LexicalResult:
-        """The lexical arm; with ``entity_cards``, also the cards of the
-        entities the query names (recall's, :func:`graph.named_cards`), read
-        after the arm's rows in the same transaction."""
+    def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:
         v.text(query, "query", MAX_QUERY_CHARS)
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
         params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
-        rows: list[tuple[Any, ...]] = []
         with caller_transaction(self.control.caller_pool(caller), caller) as conn:
             _merged_mentions(conn, params)
             terms = query_terms(conn, query)
-            if terms is not None:
-                params["tsquery"] = tsquery_text(terms.kept)
-                if terms.capped:
-                    params["cap"] = CANDIDATE_CAP
-                    params["by_index"] = terms.by_index
-                    params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
-                rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
-            cards = _cards_beside(conn, query) if entity_cards else []
-        if terms is None:
-            return LexicalResult([], cards=cards)
+            if terms is None:
+                return LexicalResult([])
+            params["tsquery"] = tsquery_text(terms.kept)
+            if terms.capped:
+                params["cap"] = CANDIDATE_CAP
+                params["by_index"] = terms.by_index
+                params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
+            rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
         return LexicalResult(
             [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
             terms.kept,
             terms.dropped,
-            cards,
         )
 
     def dense(

@@ -529,17 +529,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
     ) -> pb.LexicalCandidatesResponse:
         result = self.recall.lexical(
-            caller_of(request.caller),
-            request.query,
-            request.limit,
-            filters_of(request.filters),
-            entity_cards=request.entity_cards,
+            caller_of(request.caller), request.query, request.limit, filters_of(request.filters)
         )
         return pb.LexicalCandidatesResponse(
             candidates=candidates_msg(result.candidates),
             terms_kept=result.terms_kept,
             terms_dropped=result.terms_dropped,
-            entities=[card_msg(c) for c in result.cards],
         )
 
     def DenseCandidates(

@@ -15,7 +15,6 @@ from services.rank.pipeline import (
     Candidate,
     Degraded,
     DenseArm,
-    LexicalArm,
     Pipeline,
     PipelineConfig,
     QueryVector,
@@ -79,9 +78,6 @@ class FakeStore:
     default_mode: str = "hybrid"
     rerank_depth: int = 20
     dense_error: Degraded | None = None
-    # The entity cards the store knows for any query, and a failure of their own call.
-    cards: list[str] = field(default_factory=list)
-    cards_error: Exception | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)
     timeouts: list[float | None] = field(default_factory=list)
 
@@ -91,24 +87,11 @@ class FakeStore:
         return WorkspaceSettings(self.default_mode, self.rerank_depth)
 
     def lexical(
-        self,
-        caller: Any,
-        query: str,
-        limit: int,
-        filters: Any,
-        cards: bool = False,
-        timeout: float | None = None,
-    ) -> LexicalArm[str]:
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
+    ) -> list[Candidate]:
         self.calls.append(("lexical", limit))
-        self.calls.append(("lexical cards", cards))
         self.timeouts.append(timeout)
-        return LexicalArm(self.lexical_rows[:limit], self.cards if cards else [])
-
-    def entity_cards(self, caller: Any, text: str, timeout: float | None = None) -> list[str]:
-        self.calls.append(("entity_cards", text))
-        if self.cards_error is not None:
-            raise self.cards_error
-        return self.cards
+        return self.lexical_rows[:limit]
 
     def dense(
         self,
@@ -168,7 +151,6 @@ def request(
     limit: int = 10,
     skip_rerank: bool = True,
     deadline: float | None = None,
-    entity_cards: bool = False,
 ) -> Request:
     return Request(
         caller="caller",
@@ -177,14 +159,11 @@ def request(
         mode=mode,
         limit=limit,
         skip_rerank=skip_rerank,
-        entity_cards=entity_cards,
         deadline=deadline,
     )
 
 
-def pipeline(
-    store: FakeStore, embed: FakeEmbed | None = None, **config: Any
-) -> Pipeline[Mem, str]:
+def pipeline(store: FakeStore, embed: FakeEmbed | None = None, **config: Any) -> Pipeline[Mem]:
     return Pipeline(store, embed or FakeEmbed(), PipelineConfig(settings_cache_seconds=0, **config))
 
 
@@ -360,48 +339,3 @@ def test_no_time_left_skips_the_cross_encoder() -> None:
     )
     assert not outcome.reranked and "deadline" in outcome.rerank_unavailable_reason
     assert embed.reranked == [] and ids(outcome) == ["a", "b"]
-
-
-# -- entity cards ---------------------------------------------------------------------
-
-
-def test_entity_cards_ride_on_the_lexical_arm_in_hybrid_and_lexical_modes() -> None:
-    for mode in ("hybrid", "lexical"):
-        store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("b", 1)], cards=["Ada"])
-        out = pipeline(store).recall(request(mode=mode, entity_cards=True))
-        assert out.entities == ["Ada"]
-        assert store.called("lexical cards") == [True]
-        assert store.called("entity_cards") == []
-
-
-def test_entity_cards_have_their_own_call_in_dense_mode() -> None:
-    store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("b", 1)], cards=["Ada"])
-    out = pipeline(store).recall(request(mode="dense", entity_cards=True))
-    assert out.entities == ["Ada"]
-    assert store.called("entity_cards") == ["where is the office"]
-    assert store.called("lexical") == []
-
-
-def test_dense_mode_degraded_to_lexical_asks_for_the_cards_once() -> None:
-    store = FakeStore(lexical_rows=[c("a", 1)], embeddings_available=False, cards=["Ada"])
-    out = pipeline(store).recall(request(mode="dense", entity_cards=True))
-    assert out.entities == ["Ada"]
-    assert store.called("entity_cards") == ["where is the office"]
-    assert store.called("lexical cards") == [False]
-    assert [r.memory.id for r in out.results] == ["a"]
-
-
-def test_a_failing_entity_card_call_leaves_the_recall_answering() -> None:
-    store = FakeStore(dense_rows=[c("b", 1)], cards=["Ada"], cards_error=RuntimeError("down"))
-    out = pipeline(store).recall(request(mode="dense", entity_cards=True))
-    assert out.entities == []
-    assert [r.memory.id for r in out.results] == ["b"]
-
-
-def test_no_entity_cards_unless_asked() -> None:
-    store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("b", 1)], cards=["Ada"])
-    for mode in ("hybrid", "dense"):
-        out = pipeline(store).recall(request(mode=mode))
-        assert out.entities == []
-    assert store.called("entity_cards") == []
-    assert store.called("lexical cards") == [False]

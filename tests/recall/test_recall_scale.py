@@ -408,7 +408,7 @@ def test_a_memory_changed_between_the_arms_and_the_walk_is_never_answered(
     between: list[Any] = []
     store = _RacingStore(StoreClient(internal.channel(stack, "store"), 10.0), between)
     embed = EmbedClient(internal.channel(stack, "embed"), 10.0, 10.0)
-    pipeline: Pipeline[cpb.Memory, cpb.EntityCard] = Pipeline(store, embed)  # type: ignore[arg-type]
+    pipeline: Pipeline[cpb.Memory] = Pipeline(store, embed)  # type: ignore[arg-type]
     caller = cpb.Caller(
         workspace_id=team.workspace_id,
         member_id=team.members["ada"],
