@@ -149,7 +149,11 @@ class EmbedClient:
     def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
         deadline = _capped(self.embed_timeout, timeout)
         try:
-            resp = self.stub.Embed(embed_pb2.EmbedRequest(texts=[text]), timeout=deadline)
+            # Through unary() as every peer call: cancelled when the recall is
+            # abandoned, and delivered by the channel's thread, which answers
+            # sooner than a blocking call's own wait when the peer works for
+            # milliseconds (benchmarks/hop_bench.py --busy).
+            resp = unary(self.stub.Embed, embed_pb2.EmbedRequest(texts=[text]), deadline)
         except grpc.RpcError as exc:
             raise _unavailable(exc, "embed service", deadline) from None
         if len(resp.vectors) != 1:
@@ -161,8 +165,8 @@ class EmbedClient:
     ) -> list[float]:
         deadline = _capped(self.rerank_timeout, timeout)
         try:
-            resp = self.stub.Rerank(
-                embed_pb2.RerankRequest(query=query, passages=passages), timeout=deadline
+            resp = unary(
+                self.stub.Rerank, embed_pb2.RerankRequest(query=query, passages=passages), deadline
             )
         except grpc.RpcError as exc:
             raise _unavailable(exc, "cross-encoder", deadline) from None
