@@ -441,13 +441,17 @@ def split_cost(
         in_proc: list[float] = []
         with_cards: list[float] = []
         via: list[float] = []
+        # This process's CPU over the in-process recalls (pipeline alone):
+        # ONNX, the store's code and psycopg, the pipeline.
+        cpu = 0.0
         before = _local_stage_sums()
         for block in range(args.split_blocks):
             for i in range(50):
                 q = qs[(block * 50 + i) % len(qs)]
-                t = time.perf_counter()
+                c, t = time.process_time(), time.perf_counter()
                 local.recall(ident[0], ident[1], q, "hybrid")
                 in_proc.append(time.perf_counter() - t)
+                cpu += time.process_time() - c
                 t = time.perf_counter()
                 local.recall(ident[0], ident[1], q, "hybrid", cards=True)
                 with_cards.append(time.perf_counter() - t)
@@ -470,6 +474,7 @@ def split_cost(
         "services_p50_ms": round(p50_via, 2),
         "ratio": round(p50_via / p50_cards, 2),
         "ratio_pipeline_only": round(p50_via / p50_in, 2),
+        "in_process_cpu_ms": round(cpu / len(in_proc) * 1000, 2),
         "in_process_stages": stages,
         "grpc_rtt_p50_ms": round(grpc_rtt(stack), 3),
     }
@@ -605,6 +610,10 @@ def print_split(results: dict[int, dict[str, Any]]) -> None:
         cpu = sp["stages"].get("cpu_ms", {})
         print("")
         print("CPU ms per recall: " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
+        print(
+            f"CPU ms per recall in process (this process, the pipeline alone): "
+            f"{sp['in_process_cpu_ms']}"
+        )
         print("")
 
 
