@@ -403,14 +403,29 @@ def seed_workspace(
 def _seed(clients: list[Client], count: int, seed: int) -> None:
     items = list(synthetic.memories(count, seed, members=len(clients)))
     ids: list[str | None] = [None] * count
+    # Set when a memory's write has ended (written or failed): a derivation
+    # waits for its sources, which are earlier and so already submitted.
+    ended = [threading.Event() for _ in range(count)]
 
     def write(i: int) -> None:
+        try:
+            _write(i)
+        finally:
+            ended[i].set()
+
+    def _write(i: int) -> None:
         m = items[i]
         client = clients[m.author]
-        # Deterministic request ids: a rerun after an interruption resumes.
+        # Deterministic request ids: a rerun after an interruption resumes,
+        # and makes the same call for each id (a derivation is always one:
+        # never a told memory because its sources were still being written).
         rid = f"load-{seed}-{i}"
+        for j in m.derived_from:
+            ended[j].wait()
         sources = [s for s in (ids[j] for j in m.derived_from) if s]
-        if m.derived_from and len(sources) == len(m.derived_from):
+        if m.derived_from:
+            if len(sources) != len(m.derived_from):
+                raise RuntimeError(f"memory {i}: a source could not be written")
             ids[i] = client.derive(
                 sources,
                 m.title,

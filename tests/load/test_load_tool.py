@@ -538,3 +538,52 @@ def test_bench_pictures_are_drawn_from_the_results(tmp_path: Path) -> None:
     assert plots.markdown(drawn, page)[0] == (
         "![Recall latency by percentile, one client, one line per mode](benchmarks/latency-c1.svg)"
     )
+
+
+class _RecordingClient:
+    """Stands in for a member's client in the seed: records each write's
+    request id and call, answers after a delay of the caller's choosing."""
+
+    def __init__(self, calls: dict[str, str], delay: Any) -> None:
+        self.calls = calls
+        self.delay = delay
+
+    def _answer(self, call: str, request_id: str) -> Any:
+        time.sleep(self.delay(request_id))
+        self.calls[request_id] = call
+        memory = type("M", (), {"id": f"id-{request_id}"})()
+        return type("R", (), {"memory": memory})()
+
+    def remember(self, *args: Any, request_id: str, **kwargs: Any) -> Any:
+        return self._answer("remember", request_id)
+
+    def derive(self, sources: list[str], *args: Any, request_id: str, **kwargs: Any) -> Any:
+        assert all(sources), "a derivation written before its sources"
+        return self._answer("derive", request_id)
+
+
+def test_a_seed_makes_the_same_call_for_each_request_id_however_writes_finish() -> None:
+    """A rerun of an interrupted seed replays its request ids: each must be
+    the same call as the first time, or the store refuses it ("request_id
+    already used for a different call"). A derivation's sources are written
+    just before it, by other threads; it must wait for them, never fall back
+    to a told memory because they are still being written."""
+    from recallatron_cli.load import _seed
+
+    count, members = 300, 1
+    items = list(synthetic.memories(count, 7, members=members))
+    derived = {f"load-7-{i}" for i, m in enumerate(items) if m.derived_from}
+    assert derived  # the corpus has derivations to check
+
+    def slow_sources(request_id: str) -> float:
+        # Told memories answer slowly: a derivation's sources, written just
+        # before it by the other threads, are still in flight when it starts.
+        return 0.0 if request_id in derived else 0.01
+
+    runs = []
+    for delay in (slow_sources, lambda _rid: 0.0):
+        calls: dict[str, str] = {}
+        _seed([_RecordingClient(calls, delay) for _ in range(members)], count, 7)  # type: ignore[list-item]
+        runs.append(calls)
+    assert runs[0] == runs[1]
+    assert {rid for rid, call in runs[0].items() if call == "derive"} == derived
