@@ -429,8 +429,8 @@ def split_cost(
     tiny: str,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """p50 in this process versus through the gateway, one query after the
-    other so all see the same machine: the pipeline alone in this process,
+    """p50 in this process versus through the gateway, taking turns so all
+    see the same machine: the pipeline alone in this process,
     the pipeline with the entity cards the gateway builds beside it (the same
     work as a recall through the services: ``ratio`` compares these), and
     through the services; the in-process stage means (the same pipeline code
@@ -443,21 +443,27 @@ def split_cost(
         via: list[float] = []
         # This process's CPU over the in-process recalls (pipeline alone):
         # ONNX, the store's code and psycopg, the pipeline.
-        cpu = 0.0
+        cpu = [0.0]
+
+        def alone(q: str) -> None:
+            c = time.process_time()
+            local.recall(ident[0], ident[1], q, "hybrid")
+            cpu[0] += time.process_time() - c
+
+        ways: list[tuple[list[float], Any]] = [
+            (in_proc, alone),
+            (with_cards, lambda q: local.recall(ident[0], ident[1], q, "hybrid", cards=True)),
+            (via, lambda q: client.recall(q, mode="hybrid", skip_rerank=True)),
+        ]
         before = _local_stage_sums()
-        for block in range(args.split_blocks):
-            for i in range(50):
-                q = qs[(block * 50 + i) % len(qs)]
-                c, t = time.process_time(), time.perf_counter()
-                local.recall(ident[0], ident[1], q, "hybrid")
-                in_proc.append(time.perf_counter() - t)
-                cpu += time.process_time() - c
-                t = time.perf_counter()
-                local.recall(ident[0], ident[1], q, "hybrid", cards=True)
-                with_cards.append(time.perf_counter() - t)
-                t = time.perf_counter()
-                client.recall(q, mode="hybrid", skip_rerank=True)
-                via.append(time.perf_counter() - t)
+        # The ways take turns, each with queries of its own from the same mix:
+        # a query just run another way would find Postgres's pages warm.
+        for turn in range(args.split_blocks * 50 * len(ways)):
+            times, recall = ways[turn % len(ways)]
+            q = qs[turn % len(qs)]
+            t = time.perf_counter()
+            recall(q)
+            times.append(time.perf_counter() - t)
         after = _local_stage_sums()
     finally:
         local.close()
@@ -474,7 +480,7 @@ def split_cost(
         "services_p50_ms": round(p50_via, 2),
         "ratio": round(p50_via / p50_cards, 2),
         "ratio_pipeline_only": round(p50_via / p50_in, 2),
-        "in_process_cpu_ms": round(cpu / len(in_proc) * 1000, 2),
+        "in_process_cpu_ms": round(cpu[0] / len(in_proc) * 1000, 2),
         "in_process_stages": stages,
         "grpc_rtt_p50_ms": round(grpc_rtt(stack), 3),
     }
