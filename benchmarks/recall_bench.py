@@ -581,15 +581,15 @@ def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[
 def run_split_only(n: int, args: argparse.Namespace, models_dir: Path, tiny: str) -> dict[str, Any]:
     """The service split measurement alone (the same code as in a full run),
     with the per-stage means through the services over a concurrency-1 run."""
-    port = free_port()
-    with running(new_stack(n, args, models_dir, tiny, {"rank": port})) as stack:
+    ports = {name: free_port() for name in ("gateway", "rank", "store", "embed")}
+    with running(new_stack(n, args, models_dir, tiny, ports)) as stack:
         client = seeded(stack, n, args)[0]
         client.update_settings(rerank_depth=RERANK_DEPTH)
         prewarm(stack, _identity(stack, client)[0])
         pools = synthetic.query_mix(POOL, n, args.seed, args.seed + 1, CLASSES)
         closed(client, pools, "hybrid", False, 1, args.warmup)
         split = split_cost(stack, client, mix_sequence(pools), models_dir, tiny, args)
-        split["stages"] = stages(stack, client, pools, port, args)
+        split["stages"] = stages(stack, client, pools, ports["rank"], args, ports)
         return split
 
 
@@ -610,7 +610,7 @@ def print_split(results: dict[int, dict[str, Any]]) -> None:
         print("")
         print("| stage | through the services | in process |")
         print("| --- | --- | --- |")
-        through = {k: v for k, v in sp["stages"].items() if k != "cpu_ms"}
+        through = {k: v for k, v in sp["stages"].items() if k not in ("cpu_ms", "hops_ms")}
         for stage, ms in sorted(through.items()):
             print(f"| {stage} | {ms} | {sp['in_process_stages'].get(stage, '-')} |")
         cpu = sp["stages"].get("cpu_ms", {})
@@ -620,6 +620,11 @@ def print_split(results: dict[int, dict[str, Any]]) -> None:
             f"CPU ms per recall in process (this process, the pipeline alone): "
             f"{sp['in_process_cpu_ms']}"
         )
+        print("")
+        print("| hop, beyond its callee's handler (mean ms) | |")
+        print("| --- | --- |")
+        for hop, ms in sp["stages"].get("hops_ms", {}).items():
+            print(f"| {hop} | {ms} |")
         print("")
 
 
@@ -643,16 +648,21 @@ def stages(
     pools: dict[str, list[str]],
     port: int,
     args: argparse.Namespace,
+    served_ports: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Mean time per stage of hybrid recalls (no rerank), from the rank
     service's own histogram, over a concurrency-1 run; and the CPU each
-    process spent per recall meanwhile."""
+    process spent per recall meanwhile. With ``served_ports`` (each service's
+    metrics port), also each hop's cost beyond its callee's handler
+    (:func:`hops`)."""
     roots = cpu_roots(stack)
     before = scrape(port)
+    served_before = {n: scrape_served(p) for n, p in (served_ports or {}).items()}
     cpu_before = _tree_cpu(roots)
     run = closed(client, pools, "hybrid", False, 1, args.duration)
     cpu_after = _tree_cpu(roots)
     after = scrape(port)
+    served_after = {n: scrape_served(p) for n, p in (served_ports or {}).items()}
     out: dict[str, Any] = {}
     for (stage, kind), value in after.items():
         if kind != "sum":
@@ -666,7 +676,55 @@ def stages(
         name: round((cpu_after[name] - cpu_before[name]) / run["requests"] * 1000, 2)
         for name in roots
     }
+    if served_ports:
+        served = {
+            name: {
+                method: (sums[0] - served_before[name].get(method, (0.0, 0.0))[0])
+                / max(1.0, sums[1] - served_before[name].get(method, (0.0, 0.0))[1])
+                * 1000
+                for method, sums in served_after[name].items()
+            }
+            for name in served_ports
+        }
+        out["hops_ms"] = hops(run["mean_ms"], out, served)
     return out
+
+
+def scrape_served(port: int) -> dict[str, tuple[float, float]]:
+    """(sum, count) of a service's server-side latency histogram, by method name."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        for i, kind in enumerate(("sum", "count")):
+            prefix = f'recallatron_rpc_duration_seconds_{kind}{{method="'
+            if line.startswith(prefix):
+                method = line[len(prefix) :].split('"')[0].rsplit("/", 1)[-1]
+                out.setdefault(method, [0.0, 0.0])[i] = float(line.rsplit(" ", 1)[1])
+    return {m: (v[0], v[1]) for m, v in out.items()}
+
+
+def hops(
+    client_mean_ms: float, stage: dict[str, Any], served: dict[str, dict[str, float]]
+) -> dict[str, float]:
+    """Each hop of a hybrid recall beyond its callee's own handler, in mean ms:
+    the caller's time for the call less the callee's server-side time (its
+    latency histogram). Transport, both ends' gRPC work and waiting for a
+    thread, in the middle of a real recall."""
+    gateway, rank = served["gateway"].get("Recall", 0.0), served["rank"].get("Rank", 0.0)
+    store, embed = served["store"], served["embed"]
+    pairs = {
+        "client -> gateway": (client_mean_ms, gateway),
+        "gateway's handling and gateway -> rank": (gateway, rank),
+        "rank -> embed": (stage.get("embed", 0.0), embed.get("Embed", 0.0)),
+        "rank -> store, lexical arm": (
+            stage.get("lexical", 0.0),
+            store.get("LexicalCandidates", 0.0),
+        ),
+        "rank -> store, dense arm": (stage.get("dense", 0.0), store.get("DenseCandidates", 0.0)),
+        "rank -> store, walk": (stage.get("walk", 0.0), store.get("AdmitCandidates", 0.0)),
+    }
+    return {name: round(caller - callee, 2) for name, (caller, callee) in pairs.items()}
 
 
 def write_path(client: Client, qs: list[str], args: argparse.Namespace) -> dict[str, Any]:

@@ -75,6 +75,7 @@ class Recorder:
             "p99_ms": ms(99),
             "p999_ms": ms(99.9),
             "max_ms": round(h.get_max_value() / 1000.0, 3),
+            "mean_ms": round(h.get_mean_value() / 1000.0, 3),
             "throughput_rps": round(self.requests / elapsed_s, 2) if elapsed_s > 0 else 0.0,
             "requests": self.requests,
             "errors": dict(self.errors),
