@@ -339,3 +339,49 @@ def test_no_time_left_skips_the_cross_encoder() -> None:
     )
     assert not outcome.reranked and "deadline" in outcome.rerank_unavailable_reason
     assert embed.reranked == [] and ids(outcome) == ["a", "b"]
+
+
+# -- when the lexical arm starts ------------------------------------------------------
+
+
+@dataclass
+class _SlowEmbed(FakeEmbed):
+    """An embedding that takes 50 ms and says when it ended."""
+
+    ended: list[float] = field(default_factory=list)
+
+    def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
+        time.sleep(0.05)
+        self.ended.append(time.monotonic())
+        return super().embed_query(text, timeout)
+
+
+@dataclass
+class _TimedStore(FakeStore):
+    lexical_started: list[float] = field(default_factory=list)
+
+    def lexical(
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
+    ) -> list[Candidate]:
+        self.lexical_started.append(time.monotonic())
+        return super().lexical(caller, query, limit, filters, timeout)
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_lexical_arm_starts_beside_or_after_the_embedding(after: bool) -> None:
+    store = _TimedStore(lexical_rows=[c("a", 1), c("b", 2)], dense_rows=[c("b", 1), c("c", 2)])
+    embed = _SlowEmbed()
+    out = pipeline(store, embed, lexical_after_embedding=after).recall(request())
+    # The same answer either way: only when the lexical arm starts differs.
+    assert ids(out) == ["b", "a", "c"]
+    assert out.dense_available
+    assert (store.lexical_started[0] >= embed.ended[0]) is after
+
+
+def test_lexical_after_embedding_still_answers_when_the_embedding_fails() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("b", 1)])
+    embed = FakeEmbed(embed_error=Degraded("unavailable", "the embed service is unavailable"))
+    out = pipeline(store, embed, lexical_after_embedding=True).recall(request())
+    assert ids(out) == ["a"]
+    assert not out.dense_available
+    assert store.called("lexical") == [100]
