@@ -333,7 +333,14 @@ def _size(n: int, scale: float) -> dict[str, Any]:
         "narrow_share": 0.0556,
         "narrow": {"hybrid@c1": _run(3.0 * scale, cls)},
         "open": {20: _run(7.0, cls)},
-        "split": {"in_process_p50_ms": 3.0, "services_p50_ms": 6.0, "ratio": 2.0},
+        "split": {
+            "in_process_p50_ms": 3.0,
+            "in_process_cards_p50_ms": 3.2,
+            "services_p50_ms": 6.0,
+            "ratio": 1.88,
+            "ratio_pipeline_only": 2.0,
+            "in_process_cpu_ms": 2.5,
+        },
         "stages": {"recall": 5.0},
         "writes": {
             "remember": {"p50_ms": 1.0, "p99_ms": 2.0},
