@@ -167,14 +167,7 @@ class InProcess:
             if cross_encoder_dir
             else None
         )
-        # The stack's rank settings, so both pipelines run the same way.
-        rank_env = stack.env_for("rank")
-        after = rank_env.get("RECALLATRON_LEXICAL_AFTER_EMBEDDING", "false").lower()
-        self.pipeline = Pipeline(
-            _Store(self),
-            _Embed(self),
-            PipelineConfig(lexical_after_embedding=after in ("1", "true", "yes")),
-        )
+        self.pipeline = Pipeline(_Store(self), _Embed(self), PipelineConfig())
 
     def recall(
         self, workspace_id: str, member_id: str, query: str, mode: str, cards: bool = False

@@ -64,11 +64,6 @@ def last_error(log_text: str) -> str | None:
     return None
 
 
-# At most this many cores, a stack's processes are started for sharing them
-# (measured on two).
-FEW_CORES = 2
-
-
 def free_port() -> int:
     """A loopback port free now, for a stack started on ports of its own."""
     with socket.socket() as s:
@@ -204,11 +199,6 @@ class Stack:
             elif not self.config.ports.get("gateway"):
                 env.setdefault("RECALLATRON_REVIEW_LISTEN", "127.0.0.1:0")
             env["RECALLATRON_REVIEW_PORT_FILE"] = str(review_file)
-        if name == "rank" and (os.cpu_count() or 1) <= FEW_CORES:
-            # Every process of this stack shares the machine's few cores: the
-            # query embedding, on recall's critical path, runs alone
-            # (services/rank/settings.py; docs/benchmarks.md measures both).
-            env.setdefault("RECALLATRON_LEXICAL_AFTER_EMBEDDING", "true")
         if name == "embed":
             # Without prepared models the stack cannot serve: the embed service
             # exits with its reason at once instead of waiting for them.

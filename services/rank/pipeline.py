@@ -231,13 +231,6 @@ class PipelineConfig:
     rrf_k: int = 60
     walk_limit: int = 500
     settings_cache_seconds: float = 5.0
-    # In hybrid mode, start the lexical arm once the query is embedded instead
-    # of beside the embedding. The arms still run side by side; only the
-    # embedding runs alone. Better where the services, Postgres and the model
-    # share a few cores (the embedding is on the critical path and the lexical
-    # arm, beside it, takes its CPU); worse where they do not (the overlap is
-    # then free). docs/benchmarks.md has both.
-    lexical_after_embedding: bool = False
 
 
 # -- fusion ---------------------------------------------------------------------
@@ -356,18 +349,12 @@ class Pipeline(Generic[M]):
         metrics.RECALLS.labels(mode).inc()
 
         lexical_future: Future[list[Candidate]] | None = None
-        if mode == "lexical" or (mode == "hybrid" and not self.config.lexical_after_embedding):
+        if mode in ("lexical", "hybrid"):
             lexical_future = self.executor.submit(self._lexical, request)
         dense = _DenseOutcome(None)
         if mode in ("dense", "hybrid"):
-            embedded = self._embed(request)
-            if mode == "hybrid" and lexical_future is None:
-                # lexical_after_embedding: the embedding ran alone.
-                lexical_future = self.executor.submit(self._lexical, request)
             # The dense arm runs here while the lexical arm runs in its thread.
-            dense = (
-                self._dense(request, embedded) if isinstance(embedded, QueryVector) else embedded
-            )
+            dense = self._dense(request)
             if dense.arm is None:
                 metrics.DEGRADED.labels("dense", dense.kind).inc()
                 if lexical_future is None:
@@ -435,8 +422,7 @@ class Pipeline(Generic[M]):
             ),
         )
 
-    def _embed(self, request: Request) -> QueryVector | _DenseOutcome:
-        """The query's vector, or the dense arm's outcome when it cannot be had."""
+    def _dense(self, request: Request) -> _DenseOutcome:
         try:
             vector = _timed(
                 "embed", lambda: self.embed.embed_query(request.query, timeout=self._left(request))
@@ -445,9 +431,6 @@ class Pipeline(Generic[M]):
             self._embed_reachable(False, exc.message)
             return _DenseOutcome(None, f"query embedding: {exc.message}", f"embed_{exc.kind}")
         self._embed_reachable(True)
-        return vector
-
-    def _dense(self, request: Request, vector: QueryVector) -> _DenseOutcome:
         try:
             arm = _timed(
                 "dense",

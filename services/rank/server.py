@@ -120,7 +120,6 @@ def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
         rrf_k=settings.rrf_k,
         walk_limit=settings.walk_limit,
         settings_cache_seconds=settings.settings_cache_seconds,
-        lexical_after_embedding=settings.lexical_after_embedding,
     )
     executor = ContextExecutor(max_workers=settings.server_threads, thread_name_prefix="arm")
     return Pipeline(store, embed, config, executor)

@@ -20,8 +20,3 @@ class RankSettings(CommonSettings):
     walk_limit: int = 500
     # How long workspace settings (default mode, rerank depth) are reused.
     settings_cache_seconds: float = 5.0
-    # Hybrid recall starts its lexical arm once the query is embedded, not
-    # beside the embedding: for a stack whose processes share a few cores
-    # (`recallatron up` turns it on on a machine of at most two); see
-    # PipelineConfig.lexical_after_embedding.
-    lexical_after_embedding: bool = False
