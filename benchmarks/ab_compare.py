@@ -65,12 +65,17 @@ def load(tree: Path, args: argparse.Namespace, concurrency: int, models: Path) -
     return dict(json.loads(out.stdout))
 
 
-def main() -> int:
-    p = argparse.ArgumentParser()
+def revision_arguments(p: argparse.ArgumentParser) -> None:
+    """The two revisions and the seeded data they run on (this and ab_interleaved)."""
     p.add_argument("--before", required=True)
     p.add_argument("--after", default="HEAD")
     p.add_argument("--memories", type=int, default=10_000)
     p.add_argument("--state-prefix", default="/tmp/rl")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    revision_arguments(p)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--duration", type=float, default=20.0)
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from benchmarks import recall_bench as rb
-from benchmarks.ab_compare import REPO, worktree
+from benchmarks.ab_compare import REPO, revision_arguments, worktree
 from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import models_dir as load_models_dir
@@ -66,10 +66,7 @@ def _ratio_interval(
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--before", required=True)
-    p.add_argument("--after", default="HEAD")
-    p.add_argument("--memories", type=int, default=10_000)
-    p.add_argument("--state-prefix", default="/tmp/rl")
+    revision_arguments(p)
     p.add_argument("--queries", type=int, default=2000)
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--seed", type=int, default=7)
