@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -64,8 +65,38 @@ def last_error(log_text: str) -> str | None:
     return None
 
 
+# Ports handed out by free_port in this process: two picks never collide.
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    """Where the kernel's range for outgoing connections' ports begins."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A loopback port free now, for a stack started on ports of its own."""
+    """A loopback port free now, for a stack started on ports of its own.
+
+    Picked below the kernel's ephemeral range: a port the kernel hands out
+    (port 0) may meanwhile become the local end of some outgoing connection
+    (a Postgres client's, say) before the stack binds it, and the service
+    then fails with "Address already in use"."""
+    low, high = 10_000, _ephemeral_start()
+    rng = random.SystemRandom()
+    for _ in range(200) if high - low > 1000 else ():
+        port = rng.randrange(low, high)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
