@@ -110,17 +110,33 @@ def cpu_roots(stack: Stack) -> dict[str, int]:
     return roots
 
 
-def scrape(port: int) -> dict[tuple[str, str], float]:
-    """Sum and count of the rank stage histogram, by stage."""
+def scrape(
+    port: int, histogram: str = "recallatron_rank_stage_seconds", label: str = "stage"
+) -> dict[tuple[str, str], float]:
+    """Sum and count of a histogram on a process's /metrics, by the value of
+    one label (by default rank's stage histogram, by stage)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
-    out: dict[tuple[str, str], float] = {}
-    for line in text.splitlines():
-        for kind in ("sum", "count"):
-            prefix = f'recallatron_rank_stage_seconds_{kind}{{stage="'
-            if line.startswith(prefix):
-                stage = line[len(prefix) :].split('"')[0]
-                out[(stage, kind)] = float(line.rsplit(" ", 1)[1])
+    kinds = {f"{histogram}_sum": "sum", f"{histogram}_count": "count"}
+    return {
+        (sample.labels[label], kinds[sample.name]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name in kinds
+    }
+
+
+def means_ms(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
+) -> dict[str, float]:
+    """Mean ms per label value over what two scrapes (:func:`scrape`) saw between them."""
+    out: dict[str, float] = {}
+    for (key, kind), total in after.items():
+        count = after.get((key, "count"), 0) - before.get((key, "count"), 0)
+        if kind == "sum" and count > 0:
+            out[key] = (total - before.get((key, "sum"), 0)) / count * 1000
     return out
 
 
@@ -656,52 +672,33 @@ def stages(
     metrics port), also each hop's cost beyond its callee's handler
     (:func:`hops`)."""
     roots = cpu_roots(stack)
-    before = scrape(port)
-    served_before = {n: scrape_served(p) for n, p in (served_ports or {}).items()}
+    ports = served_ports or {}
+
+    def served() -> dict[str, dict[tuple[str, str], float]]:
+        rpc = "recallatron_rpc_duration_seconds"
+        return {name: scrape(p, rpc, "method") for name, p in ports.items()}
+
+    before, served_before = scrape(port), served()
     cpu_before = _tree_cpu(roots)
     run = closed(client, pools, "hybrid", False, 1, args.duration)
     cpu_after = _tree_cpu(roots)
-    after = scrape(port)
-    served_after = {n: scrape_served(p) for n, p in (served_ports or {}).items()}
-    out: dict[str, Any] = {}
-    for (stage, kind), value in after.items():
-        if kind != "sum":
-            continue
-        count = after.get((stage, "count"), 0) - before.get((stage, "count"), 0)
-        total = value - before.get((stage, "sum"), 0)
-        if count > 0:
-            out[stage] = round(total / count * 1000, 2)
+    after, served_after = scrape(port), served()
+    out: dict[str, Any] = {stage: round(ms, 2) for stage, ms in means_ms(before, after).items()}
     # The load generator's own process includes this benchmark's threads.
     out["cpu_ms"] = {
         name: round((cpu_after[name] - cpu_before[name]) / run["requests"] * 1000, 2)
         for name in roots
     }
-    if served_ports:
-        served = {
+    if ports:
+        handlers = {
             name: {
-                method: (sums[0] - served_before[name].get(method, (0.0, 0.0))[0])
-                / max(1.0, sums[1] - served_before[name].get(method, (0.0, 0.0))[1])
-                * 1000
-                for method, sums in served_after[name].items()
+                method.rsplit("/", 1)[-1]: ms
+                for method, ms in means_ms(served_before[name], served_after[name]).items()
             }
-            for name in served_ports
+            for name in ports
         }
-        out["hops_ms"] = hops(run["mean_ms"], out, served)
+        out["hops_ms"] = hops(run["mean_ms"], out, handlers)
     return out
-
-
-def scrape_served(port: int) -> dict[str, tuple[float, float]]:
-    """(sum, count) of a service's server-side latency histogram, by method name."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    out: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        for i, kind in enumerate(("sum", "count")):
-            prefix = f'recallatron_rpc_duration_seconds_{kind}{{method="'
-            if line.startswith(prefix):
-                method = line[len(prefix) :].split('"')[0].rsplit("/", 1)[-1]
-                out.setdefault(method, [0.0, 0.0])[i] = float(line.rsplit(" ", 1)[1])
-    return {m: (v[0], v[1]) for m, v in out.items()}
 
 
 def hops(
