@@ -36,6 +36,15 @@ def worktree(rev: str, where: Path) -> Path:
     return where
 
 
+def remove_worktree(tree: Path) -> None:
+    """Removes a tree :func:`worktree` added (what is left of it, if anything)."""
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+        check=False,
+        capture_output=True,
+    )
+
+
 def load(tree: Path, args: argparse.Namespace, concurrency: int, models: Path) -> dict[str, Any]:
     """One run of the tree's own load tool, in its own stack."""
     env = {
@@ -104,11 +113,7 @@ def main() -> int:
                         )
         finally:
             for tree in trees.values():
-                subprocess.run(
-                    ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
-                    check=False,
-                    capture_output=True,
-                )
+                remove_worktree(tree)
     print(
         f"hybrid recall, no rerank, {args.memories:,} memories, {args.duration:g} s per run, "
         f"{args.rounds} rounds interleaved; before = {args.before}, after = {args.after}"

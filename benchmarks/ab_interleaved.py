@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from benchmarks import recall_bench as rb
-from benchmarks.ab_compare import REPO, revision_arguments, worktree
+from benchmarks.ab_compare import REPO, remove_worktree, revision_arguments, worktree
 from recallatron.client import Client
 from recallatron_cli import synthetic
 from recallatron_cli.load import models_dir as load_models_dir
@@ -41,11 +41,6 @@ from recallatron_cli.stack import Stack, own_config, running
 def _stack(state_dir: Path, tree: Path, models: Path) -> Stack:
     # The services run from the revision's tree (PYTHONPATH of the children).
     return Stack(own_config(state_dir, models, env={"PYTHONPATH": str(tree)}))
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _ratio_interval(
@@ -122,10 +117,7 @@ def main() -> int:
             shutil.rmtree(copy, ignore_errors=True)
             for tree in trees.values():
                 if tree != REPO:
-                    subprocess.run(
-                        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
-                        capture_output=True,
-                    )
+                    remove_worktree(tree)
     b, a = times["before"], times["after"]
     low, high = _ratio_interval(b, a)
     print(
@@ -135,9 +127,10 @@ def main() -> int:
     print("| revision | p50 ms | p90 ms | p99 ms | mean ms |")
     print("| --- | --- | --- | --- | --- |")
     for name, ts in (("before", b), ("after", a)):
+        cuts = statistics.quantiles(ts, n=100)
         print(
-            f"| {name} | {statistics.median(ts):.2f} | {_percentile(ts, 0.9):.2f} | "
-            f"{_percentile(ts, 0.99):.2f} | {statistics.mean(ts):.2f} |"
+            f"| {name} | {statistics.median(ts):.2f} | {cuts[89]:.2f} | "
+            f"{cuts[98]:.2f} | {statistics.mean(ts):.2f} |"
         )
     print(
         f"p50 after / before: {statistics.median(a) / statistics.median(b):.3f} "
