@@ -86,7 +86,9 @@ def free_port() -> int:
     then fails with "Address already in use"."""
     low, high = 10_000, _ephemeral_start()
     rng = random.SystemRandom()
-    for _ in range(200) if high - low > 1000 else ():
+    # A range too small to find a port in by chance: the kernel's pick below.
+    attempts = 200 if high - low > 1000 else 0
+    for _ in range(attempts):
         port = rng.randrange(low, high)
         if port in _HANDED_OUT:
             continue
