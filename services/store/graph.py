@@ -35,7 +35,7 @@ from services.store import graph_queries as gq
 from services.store import graph_rules as rules
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, caller_transaction
+from services.store.db import GENERIC_PLANS, Caller, caller_transaction
 
 # Predicates one neighbors call may filter on.
 MAX_PREDICATES = 20
@@ -492,7 +492,8 @@ class GraphStore:
             "history": include_history,
             "limit": MAX_LOOKUP_ENTITIES,
         }
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        pool = self.control.caller_pool(caller)
+        with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
             return _cards(conn, conn.execute(gq.LOOKUP, params).fetchall(), params)
 
     def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
@@ -516,7 +517,8 @@ class GraphStore:
             "history": False,
             "limit": MAX_RECALL_ENTITIES,
         }
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        pool = self.control.caller_pool(caller)
+        with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
             return _cards(conn, conn.execute(gq.NAMED, params).fetchall(), params)
 
     def neighbors(

@@ -15,7 +15,7 @@ from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES
 from services.store import entity_groups
 from services.store import validation as v
 from services.store.control import ControlPlane
-from services.store.db import Caller, caller_transaction
+from services.store.db import GENERIC_PLANS, Caller, caller_transaction
 
 # Terms at or above this share of the workspace's memories are dropped from a
 # query of three terms or more (design §5.2).
@@ -286,7 +286,10 @@ class RecallQueries:
         v.text(query, "query", MAX_QUERY_CHARS)
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
         params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        # The arm's own functions plan their statements for each call (their
+        # SET clause); the term statistics need no custom plan.
+        pool = self.control.caller_pool(caller)
+        with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
             _merged_mentions(conn, params)
             terms = query_terms(conn, query)
             if terms is None:

@@ -545,3 +545,103 @@ def test_a_wide_fan_in_is_walked_once(stack: Stack, team: Team) -> None:
     outcome = ada.recall("wideword", mode="lexical", limit=50).outcome
     assert outcome.counts.admitted == 52
     assert {x.memory.id for x in outcome.results} <= {*sources, open_summary, secret, ada_summary}
+
+
+# -- planned once per connection ---------------------------------------------------
+
+# The tables the lexical arm's statistics and the entity cards read.
+_CARD_TABLES = (
+    "memory",
+    "mention",
+    "entity",
+    "entity_alias",
+    "attribute_claim",
+    "relation_claim",
+    "term_stat",
+    "corpus_stat",
+)
+_CARD_STATEMENTS = (
+    "FROM term_stat",
+    "FROM entity_group(",
+    "FROM attribute_claim",
+    "FROM relation_claim",
+    "FROM entity_alias",
+    "FROM mention mn",
+)
+
+
+def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
+    stack: Stack, team: Team
+) -> None:
+    """Once the driver has prepared them, the statements of the lexical arm's
+    transaction and of the entity cards are never planned again per execution
+    (db.GENERIC_PLANS: custom plans cost more planning than running), and each
+    generic plan can still read the indexes: with sequential scans disabled,
+    none is left in it."""
+    from services.store.control import ControlPlane
+    from services.store.db import Caller, Databases
+    from services.store.graph import GraphStore
+    from services.store.settings import StoreSettings
+
+    ada = team.clients["ada"]
+    ada.remember(
+        "Robin leads Apollo",
+        "Robin Goodwin leads the Apollo project from Lisbon.",
+        mention_names=["Robin Goodwin"],
+        claims=[{"entity": {"name": "Robin Goodwin"}, "attribute": "city", "value": "Lisbon"}],
+        relations=[
+            {
+                "subject": {"name": "Robin Goodwin"},
+                "predicate": "leads",
+                "object": {"name": "Apollo"},
+            }
+        ],
+        aliases=[{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
+    )
+    # One connection, so that every execution lands on the session read below.
+    dbs = Databases(
+        StoreSettings(
+            database_url=stack.database_url,
+            app_password=stack.app_password,
+            pool_min_size=1,
+            pool_max_size=1,
+        )
+    )
+    try:
+        dbs.bootstrap()
+        control = ControlPlane(dbs)
+        caller = Caller(team.workspace_id, team.members["ada"], "assist")
+        queries, graph = r.RecallQueries(control), GraphStore(control)
+        for _ in range(8):  # past the driver's prepare threshold (5)
+            (card,) = graph.named_in(caller, "what does Robin Goodwin lead?")
+            assert card.attributes and card.relations and card.aliases and card.mentioned_by
+            assert queries.lexical(caller, "Apollo project Lisbon", 50, r.Filters()).candidates
+        with control.caller_pool(caller).connection() as conn:
+            prepared = conn.execute(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            ).fetchall()
+            conn.rollback()
+            # Each statement of the two transactions, by what it reads.
+            ours = {
+                marker: [row for row in prepared if marker in row[0]] for marker in _CARD_STATEMENTS
+            }
+            for table, rows in ours.items():
+                assert rows, (table, prepared)
+                for statement, generic, custom in rows:
+                    assert custom == 0 and generic >= 1, (statement, generic, custom)
+            with conn.transaction():
+                conn.execute(
+                    SET_LOCALS,
+                    (
+                        ["recallatron.member_id", "recallatron.purpose", "enable_seqscan"],
+                        [team.members["ada"], "assist", "off"],
+                    ),
+                )
+                for statement in {row[0] for rows in ours.values() for row in rows}:
+                    plan = "\n".join(
+                        row[0] for row in conn.execute(f"EXPLAIN (GENERIC_PLAN) {statement}")
+                    )
+                    for table in _CARD_TABLES:
+                        assert f"Seq Scan on {table} " not in plan + " ", plan
+    finally:
+        dbs.close()
