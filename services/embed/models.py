@@ -18,6 +18,7 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from recallatron import errors
+from services.embed.combining import QueryCombiner
 from services.embed.manifest import (
     BI_ENCODER_DIRNAME,
     BI_ENCODER_KIND,
@@ -212,6 +213,9 @@ class EmbedModels:
         self.cross_encoder: CrossEncoder | None = None
         self.cross_encoder_error = NO_CROSS_ENCODER
         self.cross_encoder_manifest: Manifest | None = None
+        self.queries: QueryCombiner[BiEncoder] = QueryCombiner(
+            self._embed_batch, settings.query_batch_max
+        )
 
     @property
     def bi_encoder_dir(self) -> Path:
@@ -281,6 +285,13 @@ class EmbedModels:
             )
         for i, text in enumerate(texts):
             self._check_text(f"texts[{i}]", text)
+        if len(texts) == 1 and self.settings.query_batch_max > 1:
+            # A recall's query: combined with those arriving meanwhile.
+            model, vector = self.queries.embed(texts[0])
+            return model, vector[np.newaxis, :]
+        return self._embed_batch(texts)
+
+    def _embed_batch(self, texts: Sequence[str]) -> tuple[BiEncoder, np.ndarray]:
         model = self.bi_encoder
         if model is None:
             raise errors.Unavailable(

@@ -22,6 +22,10 @@ class EmbedSettings(CommonSettings):
     max_text_chars: int = MAX_INPUT_CHARS
     # Passages per Rerank call; above the largest rerank depth a workspace may set.
     max_rerank_passages: int = 200
+    # Single-text calls (recall queries) that arrive while one runs are run
+    # together, up to this many per ONNX run (services/embed/combining.py);
+    # 1 runs every call on its own.
+    query_batch_max: int = 16
     # Texts per ONNX run when embedding: length-sorted chunks keep padding small.
     embed_chunk_size: int = 32
     # Pairs per ONNX run when re-ranking (measured: chunks of 8 beat one padded batch).

@@ -145,3 +145,20 @@ def test_cross_encoder_export_refuses_to_overwrite_a_foreign_directory(
         prepare_cross_encoder(str(hf_dir), foreign)
     assert (foreign / "notes.txt").read_text(encoding="utf-8") == "keep me"
     assert main(["cross-encoder", "--from", str(hf_dir), "--out", str(foreign)]) == 1
+
+
+def test_concurrent_query_embeddings_each_get_their_own_vector(
+    bi_encoder: BiEncoder, bi_encoder_dir: Path
+) -> None:
+    """Single-text calls from many threads go through the query combiner:
+    each answer is that text's vector alone, whatever batch it ran in."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    models = _models(bi_encoder_dir, query_batch_max=16)
+    models.load_bi_encoder()
+    texts = [f"query {i}: {word}" for i, word in enumerate(LONG.split()[:48])]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda t: models.embed([t])[1], texts))
+    for text, answer in zip(texts, answers, strict=True):
+        assert answer.shape == (1, 384)
+        np.testing.assert_allclose(answer[0], bi_encoder.embed([text])[0], atol=1e-5)
