@@ -1,11 +1,12 @@
 """One ONNX run for the query embeddings that arrive while the model is busy.
 
-Plain code (no gRPC). A single-text call runs at once when no other is
-running: one client pays nothing for the batching. A call that arrives while
-one runs waits for it, and then the calls waiting run as one batch, led by
-the oldest of them; a batch costs less per text than single runs (measured on
-one ONNX thread: 2.4 ms for one query, 3.6 for two, 5.9 for four;
-docs/benchmarks.md), so a busy service keeps up with more recalls.
+Plain code (no gRPC). A single-text call runs at once while fewer than
+``max_runs`` runs are going (one a core): a lone client, or two on two cores,
+pay nothing for it. A call that arrives while all of them run waits, and the
+calls waiting then run as one batch, led by the oldest of them. A batch costs
+less CPU per text than single runs (on one ONNX thread: 2.4 ms for one query,
+3.6 for two, 5.9 for four; docs/benchmarks.md), so a busy service spends less
+of the cores on each recall.
 """
 
 from __future__ import annotations
@@ -32,48 +33,53 @@ BATCH_TEXTS = Histogram(
 class _Waiter(Generic[M]):
     text: str
     done: threading.Event = field(default_factory=threading.Event)
-    # Set (with done) when this waiter is to run the next batch itself.
-    leads: bool = False
+    # Set (with done) when this waiter is to run these waiters, itself first.
+    batch: list[_Waiter[M]] | None = None
     result: tuple[M, np.ndarray] | None = None
     error: BaseException | None = None
 
 
 class QueryCombiner(Generic[M]):
-    """Embeds one text at a time for many threads, combining those that wait.
+    """Embeds one text at a time for many threads: up to ``max_runs`` runs at
+    once (one a core keeps them all busy), and the calls that arrive while
+    all of them run wait and go together, up to ``max_batch`` a run.
 
     ``run`` embeds a batch and returns the model that did it with one row per
     text; an exception it raises reaches every call of that batch."""
 
     def __init__(
-        self, run: Callable[[Sequence[str]], tuple[M, np.ndarray]], max_batch: int
+        self,
+        run: Callable[[Sequence[str]], tuple[M, np.ndarray]],
+        max_batch: int,
+        max_runs: int = 1,
     ) -> None:
         self._run = run
         self.max_batch = max(1, max_batch)
+        self.max_runs = max(1, max_runs)
         self._lock = threading.Lock()
         self._waiting: deque[_Waiter[M]] = deque()
-        # Invariant: a waiter is queued only while a batch runs.
-        self._busy = False
+        # Invariant: a call waits only while max_runs runs are going.
+        self._running = 0
 
     def embed(self, text: str) -> tuple[M, np.ndarray]:
         me: _Waiter[M] = _Waiter(text)
         with self._lock:
-            self._waiting.append(me)
-            leads = not self._busy
-            self._busy = True
-        if not leads:
+            if self._running < self.max_runs:
+                self._running += 1
+                batch: list[_Waiter[M]] | None = [me]
+            else:
+                self._waiting.append(me)
+                batch = None
+        if batch is None:
             me.done.wait()
-            if not me.leads:
-                return self._outcome(me)
-        self._lead()
+            batch = me.batch
+        if batch is not None:
+            self._lead(batch)
         return self._outcome(me)
 
-    def _lead(self) -> None:
-        """Runs the oldest waiters (the leader first among them) as one batch,
-        then hands the lead to the oldest still waiting, or ends it."""
-        with self._lock:
-            batch = [
-                self._waiting.popleft() for _ in range(min(self.max_batch, len(self._waiting)))
-            ]
+    def _lead(self, batch: list[_Waiter[M]]) -> None:
+        """Runs ``batch`` and answers it, then hands the oldest waiters (as
+        many as a run takes) to the first of them to run, or ends this run."""
         BATCH_TEXTS.observe(len(batch))
         try:
             model, vectors = self._run([w.text for w in batch])
@@ -84,15 +90,16 @@ class QueryCombiner(Generic[M]):
             for row, w in enumerate(batch):
                 w.result = (model, vectors[row])
         for w in batch:
-            w.leads = False
+            w.batch = None
             w.done.set()
         with self._lock:
-            if self._waiting:
-                nxt = self._waiting[0]
-                nxt.leads = True
-                nxt.done.set()
-            else:
-                self._busy = False
+            if not self._waiting:
+                self._running -= 1
+                return
+            n = min(self.max_batch, len(self._waiting))
+            nxt = [self._waiting.popleft() for _ in range(n)]
+        nxt[0].batch = nxt
+        nxt[0].done.set()
 
     @staticmethod
     def _outcome(waiter: _Waiter[M]) -> tuple[M, np.ndarray]:

@@ -214,7 +214,7 @@ class EmbedModels:
         self.cross_encoder_error = NO_CROSS_ENCODER
         self.cross_encoder_manifest: Manifest | None = None
         self.queries: QueryCombiner[BiEncoder] = QueryCombiner(
-            self._embed_batch, settings.query_batch_max
+            self._embed_batch, settings.query_batch_max, settings.query_runs
         )
 
     @property

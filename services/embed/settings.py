@@ -26,6 +26,9 @@ class EmbedSettings(CommonSettings):
     # together, up to this many per ONNX run (services/embed/combining.py);
     # 1 runs every call on its own.
     query_batch_max: int = 16
+    # ONNX runs of queries at once before further ones wait to be combined:
+    # one a core (each run uses onnx_threads).
+    query_runs: int = 2
     # Texts per ONNX run when embedding: length-sorted chunks keep padding small.
     embed_chunk_size: int = 32
     # Pairs per ONNX run when re-ranking (measured: chunks of 8 beat one padded batch).

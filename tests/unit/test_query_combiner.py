@@ -114,3 +114,25 @@ def test_a_failing_batch_fails_its_calls_and_the_next_batch_runs() -> None:
         assert later.result(10)[1].tolist() == [5, ord("l")]
     # Nothing is left waiting: a new call runs at once again.
     assert combiner.embed("z")[1].tolist() == [1, ord("z")]
+
+
+def test_up_to_max_runs_run_at_once_and_only_later_calls_wait() -> None:
+    model = _Model()
+    combiner = QueryCombiner(model.run, max_batch=16, max_runs=2)
+    model.gate.clear()
+    with ThreadPoolExecutor(5) as pool:
+        running = [pool.submit(combiner.embed, t) for t in ("one", "two")]
+        deadline = time.monotonic() + 10
+        while len(model.batches) < 2:  # both run at once, neither waits
+            assert time.monotonic() < deadline, model.batches
+            time.sleep(0.001)
+        waiting = {t: pool.submit(combiner.embed, t) for t in ("three", "four", "five")}
+        _queued(combiner, 3)
+        model.gate.set()
+        for future, text in zip(running, ("one", "two"), strict=True):
+            assert future.result(10)[1].tolist() == [len(text), ord(text[0])]
+        for text, future in waiting.items():
+            assert future.result(10)[1].tolist() == [len(text), ord(text[0])]
+    assert sorted(map(len, model.batches[:2])) == [1, 1]
+    # The first run to end takes every waiting call into one batch.
+    assert sorted(model.batches[2]) == ["five", "four", "three"] and len(model.batches) == 3
