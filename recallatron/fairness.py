@@ -44,6 +44,10 @@ class Limits:
     queue: int
     # Calls of one sub-key outstanding (running or waiting); 0: no limit.
     sub_limit: int = 0
+    # Calls of one key running at once while no other key has a call
+    # outstanding (work-conserving: a lone tenant may use what its share
+    # would leave idle); 0 or below ``concurrency``: ``concurrency``.
+    alone: int = 0
 
 
 @dataclass
@@ -85,7 +89,10 @@ class _Key:
 class FairExecutor(Executor):
     def __init__(self, workers: int, limits: Limits, name: str = "fair") -> None:
         self.workers = max(1, workers)
-        self.limits = Limits(max(1, limits.concurrency), max(0, limits.queue), limits.sub_limit)
+        concurrency = max(1, limits.concurrency)
+        self.limits = Limits(
+            concurrency, max(0, limits.queue), limits.sub_limit, max(concurrency, limits.alone)
+        )
         self._cond = threading.Condition()
         self._keys: dict[str, _Key] = {}
         self._subs: dict[str, int] = {}
@@ -165,27 +172,37 @@ class FairExecutor(Executor):
 
     # -- the workers -----------------------------------------------------------
 
+    def _limit(self) -> int:
+        """A key's running calls allowed now: more while it is the only key
+        with calls outstanding (a key is kept only while it has some)."""
+        return self.limits.alone if len(self._keys) <= 1 else self.limits.concurrency
+
     def _make_ready(self, key: str, state: _Key) -> None:
-        if state.queue and state.running < self.limits.concurrency and key not in self._in_ready:
+        if state.queue and state.running < self._limit() and key not in self._in_ready:
             self._ready.append(key)
             self._in_ready.add(key)
 
     def _next(self) -> _Task | None:
         with self._cond:
-            while not self._express and not self._ready:
-                if self._shutdown:
-                    return None
-                self._cond.wait()
-            if self._express:
-                return self._express.popleft()
-            key = self._ready.popleft()
-            self._in_ready.discard(key)
-            state = self._keys[key]
-            task = state.queue.popleft()
-            state.running += 1
-            # Back of the line: every other ready key goes first.
-            self._make_ready(key, state)
-            return task
+            while True:
+                while not self._express and not self._ready:
+                    if self._shutdown:
+                        return None
+                    self._cond.wait()
+                if self._express:
+                    return self._express.popleft()
+                key = self._ready.popleft()
+                self._in_ready.discard(key)
+                state = self._keys[key]
+                if state.running >= self._limit():
+                    # Made ready while it was alone; another key came since.
+                    # It is made ready again once within its share (_done).
+                    continue
+                task = state.queue.popleft()
+                state.running += 1
+                # Back of the line: every other ready key goes first.
+                self._make_ready(key, state)
+                return task
 
     def _done(self, task: _Task, seconds: float) -> None:
         ticket = task.ticket
@@ -204,6 +221,11 @@ class FairExecutor(Executor):
                     self._subs.pop(ticket.sub, None)
             if state.outstanding <= 0 and not state.queue:
                 del self._keys[ticket.key]
+                if len(self._keys) == 1:
+                    # The key left alone may now run more.
+                    (other_key, other) = next(iter(self._keys.items()))
+                    self._make_ready(other_key, other)
+                    self._cond.notify()
             else:
                 self._make_ready(ticket.key, state)
                 self._cond.notify()

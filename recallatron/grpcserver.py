@@ -411,7 +411,10 @@ class Server:
         self.executor = fairness.FairExecutor(
             settings.server_threads,
             fairness.Limits(
-                settings.workspace_concurrency, settings.workspace_queue, settings.token_outstanding
+                settings.workspace_concurrency,
+                settings.workspace_queue,
+                settings.token_outstanding,
+                settings.workspace_concurrency_alone,
             ),
             name="rpc",
         )

@@ -31,6 +31,11 @@ class CommonSettings(BaseSettings):
     # those; more are refused at once with RESOURCE_EXHAUSTED and a retry hint.
     # A waiting call holds no thread, so other workspaces are served meanwhile.
     workspace_concurrency: int = 4
+    # While a workspace is the only one with calls here, it may run this many
+    # at once (0: workspace_concurrency): its share must not leave cores idle
+    # when nobody else wants them. Another workspace's first call brings it
+    # back to its share (new calls wait until it is within it).
+    workspace_concurrency_alone: int = 0
     workspace_queue: int = 64
     # Calls one token (in the store, rank and embed: one member) may have
     # outstanding, running or waiting; 0: only the workspace's limit.

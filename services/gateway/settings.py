@@ -29,6 +29,10 @@ class GatewaySettings(CommonSettings):
     # 2x of idle at 2, not at 4). One token's outstanding calls (running or
     # waiting) within that share.
     workspace_concurrency: int = 2
+    # Alone, a workspace keeps both cores busy only with more recalls in
+    # flight than 2 (measured at 8 clients: 112 against 89-105 recalls/s;
+    # docs/reliability.md, "Fair sharing").
+    workspace_concurrency_alone: int = 4
     token_outstanding: int = 48
     # Below a workspace's share plus its queue (2 + 64): 1,000 calls sent at
     # once on one connection wait in the client, not here (docs/reliability.md).

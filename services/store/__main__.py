@@ -27,6 +27,9 @@ def main() -> None:
     # A workspace's calls never outnumber its pool's connections, so a
     # running handler does not wait for one behind its own workspace.
     settings.workspace_concurrency = min(settings.workspace_concurrency, settings.pool_max_size)
+    settings.workspace_concurrency_alone = min(
+        settings.workspace_concurrency_alone, settings.pool_max_size
+    )
     server = Server(
         settings,
         [store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name],

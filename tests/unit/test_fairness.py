@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from concurrent.futures import Future
 
 import pytest
@@ -91,4 +92,64 @@ def test_an_exception_reaches_the_future() -> None:
     with pytest.raises(ValueError):
         _submit(pool, pool.admit("k"), boom).result(timeout=10)
     assert pool.outstanding("k") == 0
+    pool.shutdown()
+
+
+def _running_soon(futures: list[Future], n: int) -> None:  # type: ignore[type-arg]
+    deadline = time.monotonic() + 10
+    while sum(f.running() for f in futures) < n:
+        assert time.monotonic() < deadline, sum(f.running() for f in futures)
+        time.sleep(0.001)
+
+
+def test_a_lone_key_uses_more_than_its_share_until_another_key_comes() -> None:
+    """Work-conserving shares: alone, a key runs up to ``alone`` calls at once;
+    once another key has a call outstanding, the first starts no new call
+    until it is back within ``concurrency``, and the other is served at once;
+    when the other leaves, the first may run ``alone`` again."""
+    pool = FairExecutor(8, Limits(concurrency=2, queue=100, alone=4))
+    hold = [threading.Event() for _ in range(8)]
+    try:
+        first = [_submit(pool, pool.admit("a"), hold[i].wait) for i in range(6)]
+        _running_soon(first, 4)
+        time.sleep(0.05)
+        assert sum(f.running() for f in first) == 4  # alone: 4, not 2 and not 6
+        other = _submit(pool, pool.admit("b"), lambda: "served")
+        assert other.result(timeout=10) == "served"
+        # b is done and gone: a is alone again; but while b was there, a's
+        # waiting calls stayed waiting. Hold b's place with a second call.
+        gate = threading.Event()
+        b_call = _submit(pool, pool.admit("b"), gate.wait)
+        _running_soon([b_call], 1)
+        for i in range(3):  # a: 4 running -> 1; within its share of 2 only then
+            hold[i].set()
+        deadline = time.monotonic() + 10
+        while sum(f.done() for f in first) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        _running_soon(first, 2)
+        time.sleep(0.05)
+        assert sum(f.running() for f in first) == 2  # back to its share of 2
+        gate.set()  # b leaves: a may run up to 4 again (3 left in all)
+        b_call.result(timeout=10)
+        _running_soon(first, 3)
+    finally:
+        for event in hold:
+            event.set()
+    assert all(f.result(timeout=10) for f in first)
+    pool.shutdown()
+
+
+def test_without_alone_a_key_keeps_its_share() -> None:
+    pool = FairExecutor(8, Limits(concurrency=2, queue=100))
+    assert pool.limits.alone == 2
+    release = threading.Event()
+    try:
+        futures = [_submit(pool, pool.admit("a"), release.wait) for _ in range(5)]
+        _running_soon(futures, 2)
+        time.sleep(0.05)
+        assert sum(f.running() for f in futures) == 2
+    finally:
+        release.set()
+    assert all(f.result(timeout=10) for f in futures)
     pool.shutdown()
