@@ -44,10 +44,13 @@ class Limits:
     queue: int
     # Calls of one sub-key outstanding (running or waiting); 0: no limit.
     sub_limit: int = 0
-    # Calls of one key running at once while no other key has a call
-    # outstanding (work-conserving: a lone tenant may use what its share
-    # would leave idle); 0 or below ``concurrency``: ``concurrency``.
+    # Calls of one key running at once while no other key has had a call
+    # outstanding for ``alone_after`` seconds (work-conserving: a lone tenant
+    # may use what its share would leave idle); 0 or below ``concurrency``:
+    # ``concurrency``. The wait keeps a neighbour that calls one call after
+    # another from meeting the extra calls in every gap between its calls.
     alone: int = 0
+    alone_after: float = 2.0
 
 
 @dataclass
@@ -91,8 +94,14 @@ class FairExecutor(Executor):
         self.workers = max(1, workers)
         concurrency = max(1, limits.concurrency)
         self.limits = Limits(
-            concurrency, max(0, limits.queue), limits.sub_limit, max(concurrency, limits.alone)
+            concurrency,
+            max(0, limits.queue),
+            limits.sub_limit,
+            max(concurrency, limits.alone),
+            limits.alone_after,
         )
+        # When each key last had a call outstanding (for ``alone``).
+        self._last_seen: dict[str, float] = {}
         self._cond = threading.Condition()
         self._keys: dict[str, _Key] = {}
         self._subs: dict[str, int] = {}
@@ -172,13 +181,24 @@ class FairExecutor(Executor):
 
     # -- the workers -----------------------------------------------------------
 
-    def _limit(self) -> int:
-        """A key's running calls allowed now: more while it is the only key
-        with calls outstanding (a key is kept only while it has some)."""
-        return self.limits.alone if len(self._keys) <= 1 else self.limits.concurrency
+    def _limit(self, key: str) -> int:
+        """``key``'s running calls allowed now: ``alone`` while no other key
+        has had a call outstanding for ``alone_after`` seconds."""
+        lim = self.limits
+        if lim.alone == lim.concurrency:
+            return lim.concurrency
+        if any(k != key for k in self._keys):
+            return lim.concurrency
+        now = time.monotonic()
+        for other, seen in list(self._last_seen.items()):
+            if now - seen >= lim.alone_after:
+                del self._last_seen[other]  # long gone: forgotten
+            elif other != key:
+                return lim.concurrency
+        return lim.alone
 
     def _make_ready(self, key: str, state: _Key) -> None:
-        if state.queue and state.running < self._limit() and key not in self._in_ready:
+        if state.queue and state.running < self._limit(key) and key not in self._in_ready:
             self._ready.append(key)
             self._in_ready.add(key)
 
@@ -194,7 +214,7 @@ class FairExecutor(Executor):
                 key = self._ready.popleft()
                 self._in_ready.discard(key)
                 state = self._keys[key]
-                if state.running >= self._limit():
+                if state.running >= self._limit(key):
                     # Made ready while it was alone; another key came since.
                     # It is made ready again once within its share (_done).
                     continue
@@ -219,13 +239,10 @@ class FairExecutor(Executor):
                     self._subs[ticket.sub] = left
                 else:
                     self._subs.pop(ticket.sub, None)
+            if self.limits.alone > self.limits.concurrency:
+                self._last_seen[ticket.key] = time.monotonic()
             if state.outstanding <= 0 and not state.queue:
                 del self._keys[ticket.key]
-                if len(self._keys) == 1:
-                    # The key left alone may now run more.
-                    (other_key, other) = next(iter(self._keys.items()))
-                    self._make_ready(other_key, other)
-                    self._cond.notify()
             else:
                 self._make_ready(ticket.key, state)
                 self._cond.notify()

@@ -106,37 +106,37 @@ def test_a_lone_key_uses_more_than_its_share_until_another_key_comes() -> None:
     """Work-conserving shares: alone, a key runs up to ``alone`` calls at once;
     once another key has a call outstanding, the first starts no new call
     until it is back within ``concurrency``, and the other is served at once;
-    when the other leaves, the first may run ``alone`` again."""
-    pool = FairExecutor(8, Limits(concurrency=2, queue=100, alone=4))
+    only ``alone_after`` seconds after the other's last call may the first
+    run ``alone`` again."""
+    pool = FairExecutor(10, Limits(concurrency=2, queue=100, alone=4, alone_after=0.3))
     hold = [threading.Event() for _ in range(8)]
     try:
-        first = [_submit(pool, pool.admit("a"), hold[i].wait) for i in range(6)]
-        _running_soon(first, 4)
+        a = [_submit(pool, pool.admit("a"), hold[i].wait) for i in range(8)]
+        _running_soon(a, 4)
         time.sleep(0.05)
-        assert sum(f.running() for f in first) == 4  # alone: 4, not 2 and not 6
-        other = _submit(pool, pool.admit("b"), lambda: "served")
-        assert other.result(timeout=10) == "served"
-        # b is done and gone: a is alone again; but while b was there, a's
-        # waiting calls stayed waiting. Hold b's place with a second call.
+        assert [f.running() for f in a] == [True] * 4 + [False] * 4  # alone: 4, not 2
         gate = threading.Event()
-        b_call = _submit(pool, pool.admit("b"), gate.wait)
-        _running_soon([b_call], 1)
-        for i in range(3):  # a: 4 running -> 1; within its share of 2 only then
+        b = _submit(pool, pool.admit("b"), gate.wait)
+        _running_soon([b], 1)  # b is served at once
+        for i in range(3):
             hold[i].set()
-        deadline = time.monotonic() + 10
-        while sum(f.done() for f in first) < 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        _running_soon(first, 2)
+        _running_soon(a, 2)
         time.sleep(0.05)
-        assert sum(f.running() for f in first) == 2  # back to its share of 2
-        gate.set()  # b leaves: a may run up to 4 again (3 left in all)
-        b_call.result(timeout=10)
-        _running_soon(first, 3)
+        assert [f.running() for f in a] == [False] * 3 + [True] * 2 + [False] * 3  # its share
+        gate.set()
+        b.result(timeout=10)
+        hold[3].set()  # b has just left: a stays within its share
+        _running_soon(a, 2)
+        time.sleep(0.05)
+        assert sum(f.running() for f in a) == 2
+        time.sleep(0.3)  # b's last call is alone_after ago
+        hold[4].set()
+        _running_soon(a, 3)  # 5, 6 and 7: alone again
+        assert [f.running() for f in a][5:] == [True] * 3
     finally:
         for event in hold:
             event.set()
-    assert all(f.result(timeout=10) for f in first)
+    assert all(f.result(timeout=10) for f in a)
     pool.shutdown()
 
 
