@@ -415,6 +415,7 @@ class Server:
                 settings.workspace_queue,
                 settings.token_outstanding,
                 settings.workspace_concurrency_alone,
+                settings.workspace_alone_after_seconds,
             ),
             name="rpc",
         )

@@ -36,6 +36,10 @@ class CommonSettings(BaseSettings):
     # when nobody else wants them. Another workspace's first call brings it
     # back to its share (new calls wait until it is within it).
     workspace_concurrency_alone: int = 0
+    # ...counting as alone once no other workspace has had a call here for
+    # this long, so that a neighbour calling one call after another never
+    # meets the lent calls in the gaps between its calls.
+    workspace_alone_after_seconds: float = 2.0
     workspace_queue: int = 64
     # Calls one token (in the store, rank and embed: one member) may have
     # outstanding, running or waiting; 0: only the workspace's limit.
