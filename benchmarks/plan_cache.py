@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--members", type=int, default=8)
     parser.add_argument("--warmup", type=float, default=0)
+    parser.add_argument(
+        "--query-class", choices=rb.CLASSES, default=None, help="only this class of the mix"
+    )
     args = parser.parse_args(argv)
     models = load_models_dir()
     from services.store.db import Caller
@@ -80,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             pools = synthetic.query_mix(
                 rb.POOL, args.memories, args.seed, args.seed + 1, rb.CLASSES
             )
+            if args.query_class:
+                pools = {args.query_class: pools[args.query_class]}
             queries = rb.mix_sequence(pools)[: 2 * args.queries + 40]
             vectors = local.bi.embed(queries)
             arms: dict[str, Callable[[int], Any]] = {
@@ -102,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(
                 f"{args.memories:,} memories, member {args.member} for assist, "
-                f"{args.queries} calls per arm and mode"
+                f"{args.queries} calls per arm and mode, "
+                f"queries: {args.query_class or 'the whole mix'}"
             )
             print("| statement | plan_cache_mode | p50 ms | mean ms | answers differing |")
             print("| --- | --- | --- | --- | --- |")
