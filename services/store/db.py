@@ -305,7 +305,7 @@ SET_LOCALS = "SELECT set_config(k, v, true) FROM unnest(%s::text[], %s::text[]) 
 # still plan each execution afresh, row-level security included, whenever it
 # costs its generic plan above a custom one. Measured at 10,000 memories: the
 # entity cards' five statements spent 2.3 ms planning against 0.1 ms running;
-# generic plans took a card lookup from 1.8 to 0.7 ms (6.5 to 3.0 ms at
+# generic plans took a card lookup from 4.2 to 0.6 ms (5.4 to 1.8 ms at
 # 100,000), with the same answers (docs/benchmarks.md). Not for the dense
 # arm, whose plan follows the caller's filters.
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
