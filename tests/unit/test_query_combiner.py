@@ -64,10 +64,9 @@ def test_a_lone_call_runs_at_once_in_its_own_thread() -> None:
     assert model.threads == [threading.current_thread().name] * 2
 
 
-def test_calls_arriving_during_a_run_go_together_and_each_gets_its_own_row() -> None:
-    model = _Model()
-    combiner = QueryCombiner(model.run, max_batch=16)
-    texts = ["apple", "bb", "cherry", "d", "eeee"]
+def _behind_a_run(model: _Model, combiner: QueryCombiner[str], texts: list[str]) -> None:
+    """Holds a first call's run, sends ``texts`` meanwhile, lets it go; every
+    call answers with its own text's row."""
     with ThreadPoolExecutor(len(texts) + 1) as pool:
         first = _hold_first_batch(model, combiner, pool)
         waiting = {t: pool.submit(combiner.embed, t) for t in texts}
@@ -76,22 +75,20 @@ def test_calls_arriving_during_a_run_go_together_and_each_gets_its_own_row() -> 
         assert first.result(10)[1].tolist() == [5, ord("f")]
         for text, future in waiting.items():
             assert future.result(10)[1].tolist() == [len(text), ord(text[0])]
+
+
+def test_calls_arriving_during_a_run_go_together_and_each_gets_its_own_row() -> None:
+    model = _Model()
+    texts = ["apple", "bb", "cherry", "d", "eeee"]
+    _behind_a_run(model, QueryCombiner(model.run, max_batch=16), texts)
     assert model.batches[0] == ["first"]
     assert sorted(model.batches[1]) == sorted(texts) and len(model.batches) == 2
 
 
 def test_no_batch_holds_more_than_max_batch() -> None:
     model = _Model()
-    combiner = QueryCombiner(model.run, max_batch=2)
     texts = ["a1", "b22", "c333", "d4444", "e55555"]
-    with ThreadPoolExecutor(len(texts) + 1) as pool:
-        first = _hold_first_batch(model, combiner, pool)
-        waiting = {t: pool.submit(combiner.embed, t) for t in texts}
-        _queued(combiner, len(texts))
-        model.gate.set()
-        first.result(10)
-        for text, future in waiting.items():
-            assert future.result(10)[1].tolist() == [len(text), ord(text[0])]
+    _behind_a_run(model, QueryCombiner(model.run, max_batch=2), texts)
     assert [len(b) for b in model.batches] == [1, 2, 2, 1]
     assert sorted(t for b in model.batches[1:] for t in b) == sorted(texts)
 
