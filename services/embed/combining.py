@@ -5,7 +5,7 @@ Plain code (no gRPC). A single-text call runs at once while fewer than
 pay nothing for it. A call that arrives while all of them run waits, and the
 calls waiting then run as one batch, led by the oldest of them. A batch costs
 less CPU per text than single runs (on one ONNX thread: 2.4 ms for one query,
-3.6 for two, 5.9 for four; docs/benchmarks.md), so a busy service spends less
+3.6 for two, 5.9 for four; docs/embeddings.md), so a busy service spends less
 of the cores on each recall.
 """
 

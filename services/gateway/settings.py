@@ -30,8 +30,8 @@ class GatewaySettings(CommonSettings):
     # waiting) within that share.
     workspace_concurrency: int = 2
     # Alone, a workspace keeps both cores busy only with more recalls in
-    # flight than 2 (measured at 8 clients: 112 against 89-105 recalls/s;
-    # docs/reliability.md, "Fair sharing").
+    # flight than 2 (measured at 8 clients: 104 against 90 recalls/s, the
+    # mean of three rounds; docs/reliability.md, "Fair sharing").
     workspace_concurrency_alone: int = 4
     token_outstanding: int = 48
     # Below a workspace's share plus its queue (2 + 64): 1,000 calls sent at

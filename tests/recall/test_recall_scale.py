@@ -625,8 +625,8 @@ def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
             ours = {
                 marker: [row for row in prepared if marker in row[0]] for marker in _CARD_STATEMENTS
             }
-            for table, rows in ours.items():
-                assert rows, (table, prepared)
+            for marker, rows in ours.items():
+                assert rows, (marker, prepared)
                 for statement, generic, custom in rows:
                     assert custom == 0 and generic >= 1, (statement, generic, custom)
             with conn.transaction():
