@@ -25,7 +25,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -81,14 +80,9 @@ def main() -> int:
         # Seeded (when missing) by the after revision's own stack.
         with running(_stack(after_state, trees["after"], models)) as stack:
             rb.seeded(stack, n, args)
-        # Beside the original (a private temporary directory would shut out
-        # the Postgres user); `cp -a` keeps the data directory's owner.
         before_prefix = f"{args.state_prefix}ab-before-"
         copy = Path(f"{before_prefix}{n}")
-        shutil.rmtree(copy, ignore_errors=True)
-        subprocess.run(["cp", "-a", str(after_state), str(copy)], check=True)
-        # Ports the original's last run kept: the copy picks its own.
-        shutil.rmtree(copy / "run", ignore_errors=True)
+        rb.copy_state(after_state, copy)
         try:
             with (
                 running(_stack(copy, trees["before"], models)) as sb,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psycopg
 
+from benchmarks.recall_bench import copy_state
 from recallatron_cli.load import models_dir as load_models_dir
 from recallatron_cli.localpg import LocalPostgres
 
@@ -64,10 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (source / "load-creds").is_dir():
         sys.exit(f"{source} holds no seeded workspace: run `recallatron load` on it first")
     copy = Path(f"{args.state_prefix}profile-{args.memories}")
-    shutil.rmtree(copy, ignore_errors=True)
-    # cp -a: the server's own user must still own its files.
-    subprocess.run(["cp", "-a", str(source), str(copy)], check=True)
-    shutil.rmtree(copy / "run", ignore_errors=True)
+    copy_state(source, copy)
     try:
         with (copy / "pgdata" / "postgresql.conf").open("a") as conf:
             conf.write(SETTINGS)
