@@ -15,7 +15,6 @@ Needs prepared models (`recallatron prepare-models`).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import tempfile
@@ -23,8 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from benchmarks import recall_bench as rb
 from benchmarks.embed_bench import WORDS
 from recallatron.v1 import embed_pb2
 from recallatron_cli.stack import free_port
@@ -32,28 +30,17 @@ from services.embed.settings import EmbedSettings
 from services.embed.testing import EmbedProcess
 
 VARIANTS = {"one run per call": "1", "combined": str(EmbedSettings().query_batch_max)}
-TICKS = os.sysconf("SC_CLK_TCK")
+BATCH_HISTOGRAM = "recallatron_embed_query_batch_texts"
 
 
 def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+    return rb._tree_cpu({"server": pid})["server"]
 
 
 def _batch_texts(port: int) -> tuple[float, float]:
     """(sum, count) of the combiner's texts-per-run histogram."""
-    import urllib.request
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    total = count = 0.0
-    for family in text_string_to_metric_families(text):
-        if family.name == "recallatron_embed_query_batch_texts":
-            for sample in family.samples:
-                if sample.name.endswith("_sum"):
-                    total = sample.value
-                elif sample.name.endswith("_count"):
-                    count = sample.value
-    return total, count
+    scraped = rb.scrape(port, BATCH_HISTOGRAM, "")
+    return scraped.get(("", "sum"), 0.0), scraped.get(("", "count"), 0.0)
 
 
 def _turn(process: EmbedProcess, clients: int, calls: int, rng: random.Random) -> list[float]:

@@ -24,7 +24,9 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -110,18 +112,30 @@ def cpu_roots(stack: Stack) -> dict[str, int]:
     return roots
 
 
+def copy_state(source: Path, copy: Path) -> None:
+    """A copy of a seeded state directory at ``copy`` (replaced if there):
+    `cp -a` keeps the data directory's owner (the Postgres user's), and the
+    ports the original's last run kept are left behind (the copy picks its
+    own). Beside the original: a private temporary directory would shut out
+    the Postgres user."""
+    shutil.rmtree(copy, ignore_errors=True)
+    subprocess.run(["cp", "-a", str(source), str(copy)], check=True)
+    shutil.rmtree(copy / "run", ignore_errors=True)
+
+
 def scrape(
     port: int, histogram: str = "recallatron_rank_stage_seconds", label: str = "stage"
 ) -> dict[tuple[str, str], float]:
     """Sum and count of a histogram on a process's /metrics, by the value of
-    one label (by default rank's stage histogram, by stage)."""
+    one label (by default rank's stage histogram, by stage); a histogram
+    without that label is keyed by ""."""
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
     kinds = {f"{histogram}_sum": "sum", f"{histogram}_count": "count"}
     return {
-        (sample.labels[label], kinds[sample.name]): sample.value
+        (sample.labels.get(label, ""), kinds[sample.name]): sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
         if sample.name in kinds
