@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         local = rb.InProcess(stack, models, "")
         try:
             caller = Caller(workspace_id, member_id, "assist")
-            embedding = local.recall_queries.dense  # the model id the job wrote
+            # The model and input version the embedding job wrote the vectors with.
             model_id, version = local.bi.model_id, local.bi.embed_input_version
             pools = synthetic.query_mix(
                 rb.POOL, args.memories, args.seed, args.seed + 1, rb.CLASSES
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 ],
                 "dense arm": lambda i: [
                     (c.id, round(c.score, 6))
-                    for c in embedding(
+                    for c in local.recall_queries.dense(
                         caller, vectors[i], model_id, version, 50, Filters()
                     ).candidates
                 ],
