@@ -57,7 +57,12 @@ class PermissionDenied(DomainError):
 
 
 class Unavailable(DomainError):
-    pass
+    """A dependency cannot serve now; ``retry_after`` (seconds, 0: none
+    given) is the hint sent as google.rpc.RetryInfo."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ResourceExhausted(DomainError):

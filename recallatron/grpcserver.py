@@ -145,10 +145,12 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
         code = code_pb2.UNAUTHENTICATED
     elif isinstance(error, errors.PermissionDenied):
         code = code_pb2.PERMISSION_DENIED
-    elif isinstance(error, errors.Unavailable):
-        code = code_pb2.UNAVAILABLE
-    elif isinstance(error, errors.ResourceExhausted):
-        code = code_pb2.RESOURCE_EXHAUSTED
+    elif isinstance(error, errors.Unavailable | errors.ResourceExhausted):
+        code = (
+            code_pb2.UNAVAILABLE
+            if isinstance(error, errors.Unavailable)
+            else code_pb2.RESOURCE_EXHAUSTED
+        )
         if error.retry_after > 0:
             delay = duration_pb2.Duration()
             delay.FromTimedelta(timedelta(seconds=error.retry_after))

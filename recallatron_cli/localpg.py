@@ -116,10 +116,22 @@ def server_group() -> int | None:
         return None
 
 
+# The embedded server's connection limit; the services' budgets are checked
+# against it at start-up (docs/servers.md, Connection budget).
+DEFAULT_MAX_CONNECTIONS = 500
+
+
 class LocalPostgres:
-    def __init__(self, data_dir: Path, port: int, secrets_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        secrets_dir: Path | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.port = port
+        self.max_connections = max_connections
         # Where the password files live: beside the data directory (which the
         # server's own user owns), readable by this user only.
         self.secrets_dir = (secrets_dir or self.data_dir.parent).resolve()
@@ -275,7 +287,7 @@ class LocalPostgres:
             "-c",
             "unix_socket_directories=",
             "-c",
-            "max_connections=500",
+            f"max_connections={self.max_connections}",
             # Moving a workspace to another server replicates it logically
             # (services/store/moving.py).
             "-c",

@@ -124,22 +124,50 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
 
 
 def cmd_migrate_db(args: argparse.Namespace) -> int:
+    """Every workspace database (and each server's template) brought to the
+    current migration level, ``--parallel`` at once. Each database is
+    migrated in its own transactions under its own lock, so an interrupted
+    run is resumed by running it again: what is done is skipped."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     from services.store.control import ControlPlane
     from services.store.db import Databases
     from services.store.settings import StoreSettings
 
-    dbs = Databases(StoreSettings())
+    parallel = max(1, args.parallel)
+    dbs = Databases(StoreSettings(), admin_connections=parallel)
     dbs.bootstrap()
     control = ControlPlane(dbs)
-    workspaces = control.all_workspaces()
-    with Progress("migrating", len(workspaces), "workspaces") as bar:
-        for workspace_id in workspaces:
-            ws = control.workspace(workspace_id)
-            applied = dbs.migrate_workspace(ws.server, ws.database_name)
-            bar.echo(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
-            bar.advance()
-    dbs.close()
-    print("migrations done")
+    workspaces = control.all_workspace_locations()
+    failed = 0
+    try:
+        for server in {ws.server for ws in workspaces} | {dbs.default_server}:
+            dbs.refresh_template(server)
+        with (
+            Progress("migrating", len(workspaces), "workspaces") as bar,
+            ThreadPoolExecutor(parallel, thread_name_prefix="migrate") as pool,
+        ):
+            futures = {
+                pool.submit(dbs.migrate_workspace, ws.server, ws.database_name): ws
+                for ws in workspaces
+            }
+            for future in as_completed(futures):
+                ws = futures[future]
+                try:
+                    applied = future.result()
+                except Exception as exc:  # reported, the others go on
+                    failed += 1
+                    bar.echo(f"{ws.slug}: failed: {dbs.redact(str(exc))}")
+                else:
+                    if applied or args.verbose:
+                        bar.echo(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
+                bar.advance()
+    finally:
+        dbs.close()
+    if failed:
+        print(f"migrations done, {failed} workspaces failed: run again to retry them")
+        return 1
+    print(f"migrations done: {len(workspaces)} workspaces")
     return 0
 
 
@@ -150,7 +178,7 @@ def _job(settings: Any = None) -> Any:
     from services.store.settings import StoreSettings
 
     settings = settings or StoreSettings()
-    dbs = Databases(settings)
+    dbs = Databases(settings, process="embedding job")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -159,6 +187,7 @@ def _job(settings: Any = None) -> Any:
     control = ControlPlane(dbs)
     try:
         control.check_recorded_servers()  # unknown server names fail at start-up
+        dbs.ensure_all_servers()  # and a budget the servers cannot hold
     except RuntimeError as exc:
         sys.exit(f"embedding job cannot run: {exc}")
     from services.store.follow import MoveFollower
@@ -183,6 +212,16 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
 
         start_http_server(settings.metrics_port)
     job = _job(settings)
+    from services.store import queries
+    from services.store.work_marks import WorkListener
+
+    WorkListener(
+        job.dbs.control_url(),
+        job.queue,
+        job.stop_event,
+        lambda conn: [str(r[0]) for r in conn.execute(queries.WORK_MARKS)],
+        refresh_seconds=settings.job_marks_refresh_seconds,
+    ).start()
     # Read by the Deployment's liveness probe (k8s/base/embed-job.yaml).
     job.beat = Heartbeat(Path(settings.state_dir) / HEARTBEAT_FILE).beat
     log.info("embedding job running", extra={"workers": settings.job_workers})
@@ -209,6 +248,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     for workspace_id in workspaces:
         slug = job.control.workspace(workspace_id).slug
         queued = job.enqueue_rebuild(workspace_id, force=args.force)
+        # Marked too: should this command stop, the running job carries on.
+        job.control.mark_work(workspace_id)
         print(f"{slug}: {queued} memories queued", flush=True)
         with Progress(f"{slug}: embedding", queued, "memories") as bar:
             # The backlog left; writes meanwhile may keep it above the queued count.
@@ -467,9 +508,14 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start Postgres and every service locally")
     up.add_argument("--demo", action="store_true", help="show it working once ready")
     up.set_defaults(func=cmd_up)
-    sub.add_parser("migrate-db", help="bootstrap and migrate every database").set_defaults(
-        func=cmd_migrate_db
+    migrate_db = sub.add_parser("migrate-db", help="bootstrap and migrate every database")
+    migrate_db.add_argument(
+        "--parallel", type=int, default=4, help="databases migrated at once (default 4)"
     )
+    migrate_db.add_argument(
+        "--verbose", action="store_true", help="name every workspace, not only those changed"
+    )
+    migrate_db.set_defaults(func=cmd_migrate_db)
     sub.add_parser("embed-job", help="run the embedding job").set_defaults(func=cmd_embed_job)
     rb = sub.add_parser("rebuild", help="re-embed a workspace (or all)")
     rb.add_argument("--workspace", help="slug; default all")

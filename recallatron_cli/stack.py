@@ -22,7 +22,7 @@ from pathlib import Path
 
 from recallatron.grpcclient import make_channel, peer_serving
 from recallatron.secretfiles import private_dir, private_log, read_or_create
-from recallatron_cli.localpg import LocalPostgres, server_group
+from recallatron_cli.localpg import DEFAULT_MAX_CONNECTIONS, LocalPostgres, server_group
 
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
@@ -126,6 +126,8 @@ class StackConfig:
     # in state_dir/pgdata-<name>, on a free port): named to the store as
     # RECALLATRON_POSTGRES_SERVERS (docs/servers.md).
     extra_servers: tuple[str, ...] = ()
+    # The embedded default server's max_connections.
+    pg_max_connections: int = DEFAULT_MAX_CONNECTIONS
 
 
 class Stack:
@@ -266,7 +268,11 @@ class Stack:
             self.extra_postgres[name] = pg
         if self.database_url:
             return
-        self.postgres = LocalPostgres(self.state_dir / "pgdata", self.config.pg_port)
+        self.postgres = LocalPostgres(
+            self.state_dir / "pgdata",
+            self.config.pg_port,
+            max_connections=self.config.pg_max_connections,
+        )
         self.postgres.start()
         self.database_url = self.postgres.url
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 
 import psycopg
 
@@ -20,10 +22,28 @@ from services.store.revocations import RevocationFeed
 from services.store.server import StoreServicer
 from services.store.settings import StoreSettings
 
+log = logging.getLogger("recallatron.store")
+
+
+def migrate_all(dbs: Databases, control: ControlPlane, stop: threading.Event) -> None:
+    """Every workspace database brought up to date, one after another."""
+    for ws in control.all_workspace_locations():
+        if stop.is_set():
+            return
+        try:
+            dbs.ensure_migrated(ws.server, ws.database_name)
+        except psycopg.OperationalError as exc:
+            # A server that is down (or a database sealed by a move) must
+            # not stop the others serving: its workspaces are UNAVAILABLE.
+            log.warning(
+                "workspace database not reachable; not migrated",
+                extra={"workspace": ws.slug, "server": ws.server, "error": dbs.redact(str(exc))},
+            )
+
 
 def main() -> None:
     settings = StoreSettings()
-    log = configure_logging("store", settings.log_level)
+    configure_logging("store", settings.log_level)
     # A workspace's calls never outnumber its pool's connections, so a
     # running handler does not wait for one behind its own workspace.
     settings.workspace_concurrency = min(settings.workspace_concurrency, settings.pool_max_size)
@@ -36,7 +56,7 @@ def main() -> None:
         internal=True,
     )
     dbs = Databases(settings)
-    pool_metrics.register(dbs.pools)
+    pool_metrics.register(dbs.pools, dbs.budgets)
     control = ControlPlane(dbs)
     revocations = RevocationFeed(dbs.control_url(), server.stopped)
     servicer = StoreServicer(
@@ -47,27 +67,22 @@ def main() -> None:
     log.info("listening", extra={"port": port})
     # NOT_SERVING until the database is reachable and migrated; a database
     # that is not up yet is waited for, not fatal (services start in any order).
-    if not dbs.wait_and_bootstrap(server.stopped):
-        return
     try:
+        if not dbs.wait_and_bootstrap(server.stopped):
+            return
         # Unknown server names fail here, at start-up (docs/servers.md).
         control.check_recorded_servers()
-    except RuntimeError as exc:
+        dbs.ensure_all_servers()
+    except RuntimeError as exc:  # BudgetTooLarge among them: both numbers said
         log.error("cannot serve", extra={"error": str(exc)})
         server.stop()
         sys.exit(1)
-    dbs.ensure_all_servers()
-    for workspace_id in control.all_workspaces():
-        ws = control.workspace(workspace_id)
-        try:
-            dbs.migrate_workspace(ws.server, ws.database_name)
-        except psycopg.OperationalError as exc:
-            # A server that is down (or a database sealed by a move) must
-            # not stop the others serving: its workspaces are UNAVAILABLE.
-            log.warning(
-                "workspace database not reachable; not migrated",
-                extra={"workspace": ws.slug, "server": ws.server, "error": dbs.redact(str(exc))},
-            )
+    # Serving before every workspace has been visited: each is brought up to
+    # date before its first use, and all of them in the background.
+    dbs.migrate_on_first_use = True
+    threading.Thread(
+        target=migrate_all, args=(dbs, control, server.stopped), name="migrate", daemon=True
+    ).start()
     revocations.start()
     MoveFollower(dbs.control_url(), server.stopped, control.forget_workspace).start()
     server.set_serving()

@@ -15,13 +15,12 @@ from typing import Any
 
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
 from recallatron import errors
 from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES
 from services.store import queries as q
 from services.store import validation
-from services.store.db import Caller, Databases
+from services.store.db import Caller, Databases, WorkspacePool
 from services.store.servers import place
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -108,6 +107,10 @@ def validate_settings(s: WorkspaceSettings) -> None:
         raise errors.InvalidArgument("settings.expiry_days", "must lie in [0, 36500]; 0 is off")
     if not isinstance(s.members_may_edit, bool):
         raise errors.InvalidArgument("settings.members_may_edit", "must be true or false")
+
+
+def _workspace(row: Any) -> Workspace:
+    return Workspace(row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5])
 
 
 # Workspace records (location, settings) are cached this long, so that a
@@ -202,7 +205,7 @@ class ControlPlane:
                 + " (RECALLATRON_POSTGRES_SERVERS or RECALLATRON_POSTGRES_SERVERS_DIR)"
             )
 
-    def caller_pool(self, caller: Caller) -> ConnectionPool:
+    def caller_pool(self, caller: Caller) -> WorkspacePool:
         """The app role's pool of the caller's workspace database: every
         caller transaction runs on it (row-level security as the caller)."""
         ws = self.workspace(validation.uuid_str(caller.workspace_id, "caller.workspace_id"))
@@ -216,7 +219,7 @@ class ControlPlane:
             row = conn.execute(q.WORKSPACE_BY_ID, (workspace_id,)).fetchone()
         if row is None:
             raise errors.NotFound("workspace not found")
-        ws = Workspace(row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5])
+        ws = _workspace(row)
         with self._lock:
             self._workspaces[workspace_id] = (time.monotonic(), ws)
         return ws
@@ -225,6 +228,29 @@ class ControlPlane:
         """Drops the cached record (the workspace moved: services/store/follow.py)."""
         with self._lock:
             self._workspaces.pop(workspace_id, None)
+
+    # -- work marks (services/store/work_marks.py) ---------------------------
+
+    def mark_work(self, workspace_id: str) -> None:
+        """After a write that queued background work has committed: the
+        embedding job is woken for this workspace (and only this one)."""
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.MARK_WORK, (workspace_id,))
+
+    def work_seq(self, workspace_id: str) -> int | None:
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.WORK_SEQ, (workspace_id,)).fetchone()
+        return int(row[0]) if row else None
+
+    def clear_work(self, workspace_id: str, seq: int) -> bool:
+        """Clears the mark ``seq``; False when a newer mark stands."""
+        with self.dbs.control_conn() as conn:
+            return conn.execute(q.CLEAR_WORK, (workspace_id, seq)).rowcount == 1
+
+    def all_workspace_locations(self) -> list[Workspace]:
+        """Every workspace record, in one query (for a walk over all of them)."""
+        with self.dbs.control_conn() as conn:
+            return [_workspace(row) for row in conn.execute(q.ALL_WORKSPACES)]
 
     def all_workspaces(self) -> list[str]:
         with self.dbs.control_conn() as conn:

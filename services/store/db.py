@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -21,14 +20,28 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from recallatron import deadline, errors
 from services.store import migrate
-from services.store.servers import ServerConfigError, UnknownServer, redact, server_map
+from services.store.budget import BudgetTimeout, DatabasePool, PoolClosed, Reaper, ServerBudget
+from services.store.servers import (
+    ADMIN_CONNECTIONS,
+    ServerConfigError,
+    UnknownServer,
+    check_connections,
+    demand,
+    redact,
+    server_map,
+)
 from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store.db")
 
 CONTROL_DATABASE = "recallatron"
+# Every workspace database is a copy of this one, kept at the current
+# migration level (design §10): a copy takes a fraction of running them all.
+TEMPLATE_DATABASE = "recallatron_template"
 APP_ROLE = "recallatron_app"
 _BOOTSTRAP_LOCK = 7_401_000
+_TEMPLATE_LOCK = 7_401_002
+PROCESSES = ("store", "embedding job")
 
 
 @dataclass(frozen=True)
@@ -47,10 +60,20 @@ def with_database(server_url: str, database: str, **overrides: str) -> str:
 
 
 class Databases:
-    """Everything the store knows about where data lives."""
+    """Everything the store knows about where data lives. ``process`` names
+    whose connection budget this process spends (the store's or the
+    embedding job's)."""
 
-    def __init__(self, settings: StoreSettings) -> None:
+    def __init__(
+        self,
+        settings: StoreSettings,
+        process: str = "store",
+        admin_connections: int = ADMIN_CONNECTIONS,
+    ) -> None:
+        if process not in PROCESSES:
+            raise ValueError(f"process must be one of {PROCESSES}")
         self.settings = settings
+        self.process = process
         try:
             # Names -> admin URLs, from settings only (design §3); a bad or
             # missing entry stops the start-up here, before serving.
@@ -69,10 +92,22 @@ class Databases:
             )
         # The default server's name: the control plane lives there.
         self.default_server = self.servers.default
-        # Least recently used first, for eviction.
-        self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
-        self._owner_pools: OrderedDict[str, ConnectionPool] = OrderedDict()
+        self.budget_size = (
+            settings.connection_budget if process == "store" else settings.job_connection_budget
+        )
+        self._budgets: dict[str, ServerBudget] = {}
         self._lock = threading.Lock()
+        # Admin connections (databases made, migrations) at once, per process.
+        self._admin_slots = threading.BoundedSemaphore(admin_connections)
+        # Servers whose budget was checked, and whose template is current.
+        self._checked: set[str] = set()
+        self._templates: set[str] = set()
+        # Workspace databases known to be at the current migration level (the
+        # store checks each before its first use, not all of them at start).
+        self._migrated: set[str] = set()
+        self.migrate_on_first_use = False
+        self._reaper = Reaper(self.budgets, min(1.0, settings.pool_max_idle_seconds / 2))
+        self._reaper.start()
         self.control: ConnectionPool | None = None
 
     def server_url(self, server: str) -> str:
@@ -96,11 +131,19 @@ class Databases:
 
     # -- bootstrap ---------------------------------------------------------
 
+    @contextmanager
+    def admin(self, server: str, database: str = "") -> Iterator[psycopg.Connection]:
+        """An admin connection (autocommit), outside the budget but counted
+        in the start-up check: at most ADMIN_CONNECTIONS at once."""
+        url = self.database_url(server, database) if database else self.server_url(server)
+        with self._admin_slots, psycopg.connect(url, autocommit=True) as conn:
+            yield conn
+
     def bootstrap(self) -> None:
         """Creates the app role and the control database if missing, applies the
         control migrations. Safe to run from several processes at once."""
         self.ensure_server(self.default_server)
-        with psycopg.connect(self.server_url(self.default_server), autocommit=True) as conn:
+        with self.admin(self.default_server) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
             try:
                 exists = conn.execute(
@@ -113,16 +156,48 @@ class Databases:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
         control_url = self.control_url()
-        migrate.apply_migrations(control_url, "control")
+        with self._admin_slots:
+            migrate.apply_migrations(control_url, "control")
         self.control = ConnectionPool(
             control_url,
             min_size=1,
-            max_size=self.settings.pool_max_size,
+            max_size=self.settings.control_pool_max_size,
             timeout=self.settings.pool_timeout_seconds,
             kwargs={"options": f"-c statement_timeout={self.settings.statement_timeout_ms}"},
             open=True,
             configure=configure_connection,
             name="control",
+        )
+
+    def check_budget(self, server: str, conn: psycopg.Connection) -> int:
+        """The start-up check (docs/servers.md): the store's and the job's
+        connections on ``server``, times their replicas, against its
+        max_connections less its reserved slots and the operators' reserve.
+        Raises BudgetTooLarge; returns the connections asked for."""
+        row = conn.execute(
+            "SELECT current_setting('max_connections')::int,"
+            " current_setting('superuser_reserved_connections')::int"
+            " + coalesce(current_setting('reserved_connections', true), '0')::int"
+        ).fetchone()
+        assert row is not None
+        s = self.settings
+        default = server == self.default_server
+        control = s.control_pool_max_size
+        return check_connections(
+            server,
+            max_connections=int(row[0]),
+            reserved=int(row[1]),
+            reserve=s.connection_reserve,
+            processes={
+                "store": (
+                    s.store_replicas,
+                    demand("store", s.connection_budget, control, default),
+                ),
+                "embedding job": (
+                    s.job_replicas,
+                    demand("embedding job", s.job_connection_budget, control, default),
+                ),
+            },
         )
 
     def wait_and_bootstrap(self, stop: threading.Event, retry_seconds: float = 1.0) -> bool:
@@ -157,8 +232,12 @@ class Databases:
         return redact(text, self.secrets())
 
     def ensure_server(self, server: str) -> None:
-        """The app role exists on a named server (roles are per server)."""
-        with psycopg.connect(self.server_url(server), autocommit=True) as conn:
+        """The app role exists on a named server (roles are per server), and
+        the budgets fit the server (checked once per process)."""
+        with self.admin(server) as conn:
+            if server not in self._checked:
+                self.check_budget(server, conn)
+                self._checked.add(server)
             conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
             try:
                 if not conn.execute(
@@ -179,76 +258,130 @@ class Databases:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
 
     def create_database(self, server: str, database: str) -> None:
-        with psycopg.connect(self.server_url(server), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-        self.migrate_workspace(server, database)
+        """A new workspace database: a copy of the server's template, which is
+        brought to the current migration level first (under a lock that also
+        keeps every other copier and migrator out while it is copied)."""
+        server = server or self.default_server
+        with self._template_lock(server) as conn:
+            if server not in self._templates:
+                self._migrate_template(server, conn)
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(database), sql.Identifier(TEMPLATE_DATABASE)
+                )
+            )
+        self._migrated.add(f"{server}|{database}")
+
+    def refresh_template(self, server: str) -> None:
+        """The server's template at the current migration level (migrate-db)."""
+        with self._template_lock(server) as conn:
+            self._migrate_template(server, conn)
+
+    @contextmanager
+    def _template_lock(self, server: str) -> Iterator[psycopg.Connection]:
+        with self.admin(server) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK,))
+            try:
+                yield conn
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK,))
+
+    def _migrate_template(self, server: str, conn: psycopg.Connection) -> None:
+        if not conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE_DATABASE,)
+        ).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE_DATABASE)))
+        # Its own connection, closed before any copy: a template may have
+        # no session while it is copied. Outside the admin slots (this
+        # caller holds one, and the lock keeps the work serial).
+        migrate.apply_migrations(self.database_url(server, TEMPLATE_DATABASE), "workspace")
+        self._templates.add(server)
+
+    def ensure_migrated(self, server: str, database: str) -> None:
+        """Migrates a workspace database unless this process already has."""
+        if f"{server or self.default_server}|{database}" not in self._migrated:
+            self.migrate_workspace(server, database)
 
     def migrate_workspace(self, server: str, database: str) -> list[str]:
-        return migrate.apply_migrations(self.database_url(server, database), "workspace")
+        with self._admin_slots:
+            applied = migrate.apply_migrations(self.database_url(server, database), "workspace")
+        self._migrated.add(f"{server or self.default_server}|{database}")
+        return applied
 
     # -- pools -------------------------------------------------------------
 
-    def _pool(
-        self,
-        cache: OrderedDict[str, ConnectionPool],
-        server: str,
-        database: str,
-        app: bool,
-    ) -> ConnectionPool:
+    def budget(self, server: str) -> ServerBudget:
+        """This process's budget on a server (made at its first use)."""
         server = server or self.default_server
-        key = f"{server}|{database}"
         with self._lock:
-            pool = cache.get(key)
-            if pool is not None:
-                cache.move_to_end(key)
-            else:
-                base = self.server_url(server)
-                overrides = {"user": APP_ROLE} if app else {}
-                if app and self.settings.app_password:
-                    overrides["password"] = self.settings.app_password
-                pool = ConnectionPool(
-                    with_database(base, database, **overrides),
-                    min_size=self.settings.pool_min_size,
-                    max_size=(
-                        self.settings.pool_max_size if app else self.settings.owner_pool_max_size
-                    ),
-                    max_idle=self.settings.pool_max_idle_seconds,
-                    timeout=self.settings.pool_timeout_seconds,
-                    kwargs={
-                        "options": f"-c statement_timeout={self.settings.statement_timeout_ms}"
-                    },
-                    open=True,
-                    configure=configure_workspace_connection,
-                    name=f"{'app' if app else 'owner'}:{database}",
+            found = self._budgets.get(server)
+            if found is None:
+                found = self._budgets[server] = ServerBudget(
+                    server, self.budget_size, self.settings.pool_max_idle_seconds
                 )
-                cache[key] = pool
-                if len(cache) > self.settings.max_open_pools:
-                    _, oldest = cache.popitem(last=False)
-                    # Connections still in use close as they are returned.
-                    oldest.close(timeout=0)
+            return found
+
+    def budgets(self) -> list[ServerBudget]:
+        with self._lock:
+            return list(self._budgets.values())
+
+    def _pool(self, server: str, database: str, app: bool) -> WorkspacePool:
+        server = server or self.default_server
+        if self.migrate_on_first_use:
+            # A store start serves before it has visited every workspace: a
+            # workspace is brought up to date before its first use instead.
+            with translate_db_errors():
+                self.ensure_migrated(server, database)
+        key = f"{'app' if app else 'owner'}:{database}"
+        budget = self.budget(server)
+
+        def make() -> DatabasePool:
+            overrides = {"user": APP_ROLE} if app else {}
+            if app and self.settings.app_password:
+                overrides["password"] = self.settings.app_password
+            s = self.settings
+            return WorkspacePool(
+                budget,
+                key,
+                with_database(self.server_url(server), database, **overrides),
+                max_size=s.pool_max_size if app else s.owner_pool_max_size,
+                timeout=s.pool_timeout_seconds,
+                statement_timeout_ms=s.statement_timeout_ms,
+                configure=configure_workspace_connection,
+                name=key,
+            )
+
+        pool = budget.pool(key, make)
+        assert isinstance(pool, WorkspacePool)
         return pool
 
-    def app_pool(self, server: str, database: str) -> ConnectionPool:
-        return self._pool(self._pools, server, database, app=True)
+    def app_pool(self, server: str, database: str) -> WorkspacePool:
+        return self._pool(server, database, app=True)
 
-    def owner_pool(self, server: str, database: str) -> ConnectionPool:
-        return self._pool(self._owner_pools, server, database, app=False)
+    def owner_pool(self, server: str, database: str) -> WorkspacePool:
+        return self._pool(server, database, app=False)
 
-    def pools(self) -> dict[str, ConnectionPool]:
-        control = {"control": self.control} if self.control is not None else {}
-        return {**control, **self._pools, **self._owner_pools}
+    def pools(self) -> dict[str, ConnectionPool | DatabasePool]:
+        control: dict[str, ConnectionPool | DatabasePool] = (
+            {"control": self.control} if self.control is not None else {}
+        )
+        for budget in self.budgets():
+            with budget.lock:
+                control.update(budget.pools)
+        return control
 
     def control_url(self) -> str:
         return self.database_url(self.default_server, CONTROL_DATABASE)
 
     def forget_pools(self, server: str, database: str) -> None:
         """Closes a database's pools (after a move: its old location)."""
-        key = f"{server or self.default_server}|{database}"
-        with self._lock:
-            pools = [c.pop(key, None) for c in (self._pools, self._owner_pools)]
-        for pool in pools:
+        budget = self.budget(server)
+        for role in ("app", "owner"):
+            with budget.lock:
+                pool = budget.pools.get(f"{role}:{database}")
             if pool is not None:
-                pool.close(timeout=0)
+                pool.close()
+        self._migrated.discard(f"{server or self.default_server}|{database}")
 
     @contextmanager
     def control_conn(self) -> Iterator[psycopg.Connection]:
@@ -261,8 +394,9 @@ class Databases:
                 yield conn
 
     def close(self) -> None:
-        for pool in [*self._pools.values(), *self._owner_pools.values()]:
-            pool.close()
+        self._reaper.stop.set()
+        for budget in self.budgets():
+            budget.close()
         if self.control is not None:
             self.control.close()
 
@@ -275,10 +409,17 @@ def translate_db_errors() -> Iterator[None]:
     except psycopg.errors.QueryCanceled as exc:
         # statement_timeout (the call's deadline) or a cancel for an abandoned call.
         raise errors.DeadlineExceeded("the statement was stopped at the call's deadline") from exc
+    except BudgetTimeout as exc:
+        # The connection budget is spent (design §10): retry shortly.
+        raise errors.Unavailable(
+            "database busy: no connection within the wait allowed; retry", exc.retry_after
+        ) from exc
     except PoolTimeout as exc:
-        raise errors.Unavailable("database unavailable: no connection in time") from exc
+        raise errors.Unavailable("database unavailable: no connection in time", 1.0) from exc
+    except PoolClosed as exc:
+        raise errors.Unavailable("database unavailable: the workspace moved; retry", 0.2) from exc
     except psycopg.OperationalError as exc:
-        raise errors.Unavailable("database unavailable") from exc
+        raise errors.Unavailable("database unavailable", 1.0) from exc
 
 
 def configure_connection(conn: psycopg.Connection) -> None:
@@ -362,18 +503,28 @@ def cancelled_if_abandoned(conn: psycopg.Connection) -> Iterator[None]:
         guard.release()
 
 
-def _fixed_timeout_ms(pool: ConnectionPool) -> int:
-    """The statement_timeout the pool opens its connections with."""
-    kwargs = pool.kwargs() if callable(pool.kwargs) else pool.kwargs or {}
-    options = str(kwargs.get("options", ""))
-    _, found, value = options.partition("statement_timeout=")
-    digits = value.split()[0] if found and value.split() else ""
-    return int(digits) if digits.isdigit() else 2**31 - 1
+class WorkspacePool(DatabasePool):
+    """A workspace database's connections, lent the way every store call
+    wants them: database and budget errors become the domain's (one place,
+    :func:`translate_db_errors`), and inside a call with a deadline the wait
+    is capped by what is left of it and the statement in progress is
+    cancelled when the call is abandoned."""
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+        wait = self.timeout if timeout is None else timeout
+        left = deadline.remaining()
+        with (
+            translate_db_errors(),
+            super().connection(wait if left is None else min(wait, left)) as conn,
+            cancelled_if_abandoned(conn),
+        ):
+            yield conn
 
 
 @contextmanager
 def caller_transaction(
-    pool: ConnectionPool, caller: Caller, settings: Mapping[str, str] | None = None
+    pool: WorkspacePool, caller: Caller, settings: Mapping[str, str] | None = None
 ) -> Iterator[psycopg.Connection]:
     """A transaction whose every query sees only what the caller may see: the
     row-level security policies read the first two settings, local to it.
@@ -391,18 +542,12 @@ def caller_transaction(
         "recallatron.purpose": caller.purpose,
         **(settings or {}),
     }
-    timeout = pool.timeout if left is None else min(pool.timeout, left)
-    with (
-        translate_db_errors(),
-        pool.connection(timeout=timeout) as conn,
-        cancelled_if_abandoned(conn),
-        conn.transaction(),
-    ):
+    with pool.connection() as conn, conn.transaction():
         if left is not None:
             # Read again: the connection may have taken a while to come.
             left = deadline.remaining() or left
             ms = max(1, int(left * 1000))
-            if ms < _fixed_timeout_ms(pool):
+            if ms < pool.statement_timeout_ms:
                 local["statement_timeout"] = str(ms)
         conn.execute(SET_LOCALS, (list(local), list(local.values())))
         yield conn

@@ -9,7 +9,10 @@ row is tried alone, so one bad row fails alone; a failing row is retried with
 backoff and parked after ``job_row_max_attempts`` with its reason (GetStatus,
 ``recallatron_embedding_job_parked``). An unreachable embed service costs no
 attempts: the rows go back to the queue and the worker backs off. A workspace
-whose database fails is backed off alone."""
+whose database fails is backed off alone.
+
+Only workspaces with work are visited: writes mark them in the control plane
+and the job is notified (services/store/work_marks.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 from prometheus_client import Counter, Gauge
-from psycopg_pool import ConnectionPool
 
 from recallatron import internal_auth
 from recallatron.embed_input import EMBED_INPUT_VERSION, compose
@@ -30,8 +32,9 @@ from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
 from services.store.control import ControlPlane
-from services.store.db import Databases
+from services.store.db import Databases, WorkspacePool
 from services.store.settings import StoreSettings
+from services.store.work_marks import WorkQueue
 
 log = logging.getLogger("recallatron.store.embedding_job")
 
@@ -105,6 +108,15 @@ UPDATE embedding_job SET last_error = %(reason)s,
             %(base)s * power(2, greatest(attempts - 1, 0)), %(cap)s)) END
 WHERE memory_id = %(memory_id)s AND text_revision = %(revision)s
 RETURNING next_attempt_at = 'infinity'::timestamptz
+"""
+# When the earliest row not parked is due (seconds from now; NULL: none),
+# and how many rows are queued and parked.
+NEXT_DUE = """
+SELECT extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at <> 'infinity')
+                         - now()),
+       count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
+       count(*) FILTER (WHERE next_attempt_at = 'infinity')
+FROM embedding_job
 """
 BACKLOG_COUNT = """
 SELECT count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
@@ -211,10 +223,12 @@ class EmbeddingJob:
             settings.embed_target, settings.embed_timeout_seconds, settings
         )
         self.stop_event = threading.Event()
+        # The marked workspaces (fed by a WorkListener; services/store/work_marks.py).
+        self.queue = WorkQueue()
         # Called at every step of the worker loop (services/store/heartbeat.py).
         self.beat: Callable[[], None] = lambda: None
 
-    def _pool(self, workspace_id: str) -> ConnectionPool:
+    def _pool(self, workspace_id: str) -> WorkspacePool:
         ws = self.control.workspace(workspace_id)
         return self.dbs.owner_pool(ws.server, ws.database_name)
 
@@ -358,64 +372,62 @@ class EmbeddingJob:
                 progress(self.backlog(workspace_id))
         return total
 
+    def visit(self, workspace_id: str) -> float | None:
+        """One look at a marked workspace: a batch embedded when one is due.
+        Returns when to look again (monotonic), None when nothing is left to
+        do (its mark is then cleared, unless a newer one stands)."""
+        seq = self.control.work_seq(workspace_id)  # read before the claim
+        batch = self.claim(workspace_id)
+        if batch.rows:
+            self.process(batch)
+            self.backlog(workspace_id)
+            return time.monotonic()  # again, after the others now due
+        with self._pool(workspace_id).connection() as conn:
+            row = conn.execute(NEXT_DUE).fetchone()
+        assert row is not None
+        due_in, queued, parked = row[0], int(row[1]), int(row[2])
+        BACKLOG.labels(workspace_id).set(queued)
+        PARKED.labels(workspace_id).set(parked)
+        if due_in is not None:
+            # Rows leased, backing off or just released: looked at when due.
+            return time.monotonic() + max(float(due_in), 0.05)
+        if seq is not None and not self.control.clear_work(workspace_id, seq):
+            return time.monotonic()  # marked again meanwhile
+        return None
+
     def run_forever(self) -> None:
-        """The worker loop: every workspace, batch after batch; backs off
-        while the embed service is unreachable and drains when it returns.
-        A workspace whose database fails is backed off alone: the others go on."""
-        backoff = 0.0
-        # A workspace with nothing queued is looked at less and less often (up
-        # to job_idle_max_seconds), so many quiet workspaces cost little.
-        idle: dict[str, tuple[float, float]] = {}  # workspace -> (next look, interval)
-        failing: dict[str, tuple[float, float]] = {}  # workspace -> (next look, backoff)
-        poll = self.settings.job_poll_seconds
+        """A worker: takes the marked workspace due first, one batch at a
+        time (services/store/work_marks.py); backs off while the embed
+        service is unreachable and drains when it returns. A workspace whose
+        database fails is backed off alone: the others go on."""
+        failing: dict[str, float] = {}  # workspace -> its current backoff
         cap = self.settings.job_max_backoff_seconds
-        idle_max = self.settings.job_idle_max_seconds
         while not self.stop_event.is_set():
             self.beat()
-            busy = False
+            workspace_id = self.queue.take(timeout=1.0)
+            if workspace_id is None:
+                continue
+            next_at: float | None = time.monotonic()
             try:
-                for workspace_id in self.control.all_workspaces():
-                    self.beat()
-                    now = time.monotonic()
-                    next_look, interval = idle.get(workspace_id, (0.0, 0.0))
-                    if now < max(next_look, failing.get(workspace_id, (0.0, 0.0))[0]):
-                        continue
-                    try:
-                        batch = self.claim(workspace_id)
-                        if batch.rows:
-                            busy = True
-                            idle.pop(workspace_id, None)
-                            self.process(batch)
-                            self.backlog(workspace_id)
-                        else:
-                            if not interval:
-                                self.backlog(workspace_id)
-                            interval = min(max(interval * 2, poll), idle_max)
-                            idle[workspace_id] = (now + interval, interval)
-                        failing.pop(workspace_id, None)
-                    except EmbedUnavailable:
-                        raise
-                    except Exception:
-                        pause = min(max(failing.get(workspace_id, (0.0, 0.0))[1] * 2, 0.2), cap)
-                        failing[workspace_id] = (time.monotonic() + pause, pause)
-                        log.exception(
-                            "embedding job error in one workspace; backing it off",
-                            extra={"workspace": workspace_id, "backoff_s": pause},
-                        )
-                backoff = 0.0
+                next_at = self.visit(workspace_id)
+                failing.pop(workspace_id, None)
             except EmbedUnavailable as exc:
-                backoff = min(max(backoff * 2, 0.2), cap)
                 log.warning(
                     "embed service unavailable; backing off",
-                    extra={"code": exc.code.name, "backoff_s": backoff},
+                    extra={"code": exc.code.name, "backoff_s": cap},
                 )
+                self.queue.done(workspace_id, time.monotonic() + cap)
+                self.stop_event.wait(cap)
+                continue
             except Exception:
-                backoff = min(max(backoff * 2, 0.2), cap)
-                log.exception("embedding job error; backing off")
-            if backoff:
-                self.stop_event.wait(backoff)
-            elif not busy:
-                self.stop_event.wait(self.settings.job_poll_seconds)
+                pause = min(max(failing.get(workspace_id, 0.0) * 2, 0.2), cap)
+                failing[workspace_id] = pause
+                next_at = time.monotonic() + pause
+                log.exception(
+                    "embedding job error in one workspace; backing it off",
+                    extra={"workspace": workspace_id, "backoff_s": pause},
+                )
+            self.queue.done(workspace_id, next_at)
 
 
 @dataclass(frozen=True)

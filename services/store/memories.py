@@ -147,6 +147,10 @@ class Walk:
     memories: list[MemoryView]
 
 
+# The tools whose writes queue memories for the embedding job (by trigger).
+QUEUES_EMBEDDING = frozenset({"remember", "derive", "correct", "supersede"})
+
+
 class MemoryStore:
     def __init__(self, dbs: Databases, control: ControlPlane) -> None:
         self.dbs = dbs
@@ -259,18 +263,23 @@ class MemoryStore:
         try:
             with caller_transaction(pool, caller) as conn:
                 existing = self._replay(conn, caller, key, tool)
-                if existing is not None:
-                    return existing, True
-                memory_id = write(conn)
-                conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id))
-                return memory_id, False
+                if existing is None:
+                    memory_id = write(conn)
+                    conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id))
+            result = (memory_id, False) if existing is None else (existing, True)
         except UniqueViolation as exc:
             if "request_key" not in str(exc.diag.constraint_name or ""):
                 raise
             with caller_transaction(pool, caller) as conn:
                 existing = self._replay(conn, caller, key, tool)
             assert existing is not None
-            return existing, True
+            result = (existing, True)
+        if tool in QUEUES_EMBEDDING:
+            # Committed, not yet acknowledged: the embedding job is woken for
+            # this workspace (a retry that replays marks again, in case the
+            # first attempt failed between its commit and this mark).
+            self.control.mark_work(caller.workspace_id)
+        return result
 
     # -- tools -------------------------------------------------------------
 

@@ -309,6 +309,8 @@ class Mover:
             conn.execute(q.SET_MOVE_STATE, ("switched", workspace_id))
             conn.execute(q.NOTIFY_MOVED, (workspace_id,))
         self.control.settings(workspace_id, fresh=True)
+        # Rows queued at the source came along: the job looks at the new place.
+        self.control.mark_work(workspace_id)
         self._step("switched")
 
     def _clean_up(

@@ -12,6 +12,10 @@ WORKSPACE_BY_ID = """
 SELECT id::text, slug, server, database_name, settings, created_at FROM workspace WHERE id = %s
 """
 ALL_WORKSPACE_IDS = "SELECT id FROM workspace ORDER BY created_at"
+ALL_WORKSPACES = """
+SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+ORDER BY created_at
+"""
 # -- named servers (docs/servers.md) --
 WORKSPACES_PER_SERVER = "SELECT server, count(*) FROM workspace GROUP BY server"
 DRAINING_SERVERS = "SELECT name FROM postgres_server WHERE draining"
@@ -43,3 +47,16 @@ WHERE t.token_sha256 = %s AND t.revoked_at IS NULL
 # Committed with the revocation: every store process listening passes it on
 # to the gateways watching (services/store/revocations.py).
 NOTIFY_REVOKED = "SELECT pg_notify('recallatron_revocations', %s)"
+# -- work marks (migrations/control/0004_work_marks.sql) --
+# Marks a workspace as having background work and wakes the embedding job.
+MARK_WORK = """
+WITH marked AS (
+    INSERT INTO workspace_work (workspace_id) VALUES (%s)
+    ON CONFLICT (workspace_id) DO UPDATE SET seq = workspace_work.seq + 1, marked_at = now()
+    RETURNING workspace_id
+)
+SELECT pg_notify('recallatron_work', workspace_id::text) FROM marked
+"""
+WORK_MARKS = "SELECT workspace_id::text, seq FROM workspace_work"
+WORK_SEQ = "SELECT seq FROM workspace_work WHERE workspace_id = %s"
+CLEAR_WORK = "DELETE FROM workspace_work WHERE workspace_id = %s AND seq = %s"

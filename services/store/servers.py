@@ -183,30 +183,62 @@ def place(names: Iterable[str], counts: Mapping[str, int], draining: Iterable[st
     return min(open_names, key=lambda n: (counts.get(n, 0), n))
 
 
-def connection_budget(
-    *,
-    max_open_pools: int,
-    pool_max_size: int,
-    owner_pool_max_size: int,
-    server_threads: int,
-    job_workers: int,
-    store_replicas: int,
-    job_replicas: int,
-    default_server: bool,
-) -> int:
-    """The most connections the stores and embedding jobs open on one server
-    (docs/servers.md, Connection budget): per replica, its open pools at
-    their largest, plus the calls still in flight on pools just evicted (a
-    pool closes its busy connections as they come back), plus on the default
-    server the control pool and the listeners (the store's revocation and
-    move listeners, the job's move listener)."""
-    control = pool_max_size if default_server else 0
-    listeners = 1 if default_server else 0
-    store = (
-        max_open_pools * (pool_max_size + owner_pool_max_size)
-        + server_threads
-        + control
-        + 2 * listeners
+# Connections outside the budget, per process (docs/servers.md): the admin
+# connections that create databases and run migrations (at most this many at
+# once), and the LISTEN connections on the default server (the store: token
+# revocations and moves; the embedding job: moves and work marks).
+ADMIN_CONNECTIONS = 2
+LISTENERS = {"store": 2, "embedding job": 2}
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The most connections one process opens on one server."""
+
+    budget: int  # workspace databases, shared (services/store/budget.py)
+    control: int  # the control plane's pool: the default server only
+    listeners: int
+    admin: int = ADMIN_CONNECTIONS
+
+    @property
+    def total(self) -> int:
+        return self.budget + self.control + self.listeners + self.admin
+
+
+def demand(process: str, budget: int, control_pool: int, default_server: bool) -> Demand:
+    return Demand(
+        budget,
+        control_pool if default_server else 0,
+        LISTENERS[process] if default_server else 0,
     )
-    job = max_open_pools * owner_pool_max_size + job_workers + control + listeners
-    return store_replicas * store + job_replicas * job
+
+
+class BudgetTooLarge(RuntimeError):
+    """The processes' budgets, times their replicas, exceed what the server allows."""
+
+
+def check_connections(
+    server: str,
+    *,
+    max_connections: int,
+    reserved: int,
+    reserve: int,
+    processes: Mapping[str, tuple[int, Demand]],
+) -> int:
+    """Raises :class:`BudgetTooLarge` unless every process's connections, times
+    its replicas, fit in ``max_connections`` less the server's own reserved
+    slots and ``reserve`` kept for operators. Returns the total asked for."""
+    asked = sum(replicas * d.total for replicas, d in processes.values())
+    allowed = max_connections - reserved - reserve
+    if asked > allowed:
+        parts = " + ".join(
+            f"{name} {replicas} x {d.total}" for name, (replicas, d) in processes.items()
+        )
+        raise BudgetTooLarge(
+            f"connection budget: server {server!r} would need {parts} = {asked} connections, "
+            f"but allows {allowed} (max_connections {max_connections} - {reserved} reserved by "
+            f"the server - {reserve} kept for operators, RECALLATRON_CONNECTION_RESERVE); lower "
+            "RECALLATRON_CONNECTION_BUDGET / RECALLATRON_JOB_CONNECTION_BUDGET or the replicas, "
+            "or raise the server's max_connections"
+        )
+    return asked

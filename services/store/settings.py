@@ -21,17 +21,26 @@ class StoreSettings(CommonSettings):
     default_server: str = "default"
     postgres_servers: str = ""
     postgres_servers_dir: str = ""
-    # Connections per workspace database pool.
-    # Per workspace: no connection is kept for a workspace nobody uses, and
-    # idle ones close after pool_max_idle_seconds, so many workspaces on one
-    # server do not exhaust its connections.
-    pool_min_size: int = 0
+    # The connection budget (services/store/budget.py, docs/servers.md): per
+    # Postgres server, the most connections this process opens to workspace
+    # databases, shared by all of them; the embedding job has its own.
+    connection_budget: int = 16
+    job_connection_budget: int = 4
+    # Connections one workspace database may hold at once (app role, and the
+    # owner role for migrations and the embedding job), within the budget.
     pool_max_size: int = 8
-    pool_max_idle_seconds: float = 60.0
-    # Owner-role pools serve migrations and the embedding job: small.
     owner_pool_max_size: int = 2
-    # Pools kept open at once; the least recently used beyond it is closed.
-    max_open_pools: int = 256
+    # An idle connection closes after this long, so a workspace nobody uses
+    # holds none; a busy one beyond the budget takes an idle one's place.
+    pool_max_idle_seconds: float = 5.0
+    # The control plane's pool (one per process, on the default server).
+    control_pool_max_size: int = 4
+    # What the start-up check counts against each server's max_connections
+    # (docs/servers.md): the replicas of the store and of the embedding job,
+    # and connections kept free for operators (psql, backups, migrate-db).
+    store_replicas: int = 1
+    job_replicas: int = 1
+    connection_reserve: int = 10
     # Seconds a caller waits for a pooled connection before UNAVAILABLE.
     pool_timeout_seconds: float = 5.0
     # Per-statement limit inside Postgres (milliseconds).
@@ -40,9 +49,12 @@ class StoreSettings(CommonSettings):
     embed_target: str = "127.0.0.1:7402"
     embed_timeout_seconds: float = 30.0
     state_dir: Path = default_state_dir()
-    # The embedding job.
+    # The embedding job. It learns which workspaces have work from the
+    # control plane's work marks (a notification each); it reads every mark
+    # again this often in case a notification was missed.
     job_batch_size: int = 32
     job_poll_seconds: float = 0.5
+    job_marks_refresh_seconds: float = 30.0
     # A claimed batch not finished within this many seconds is claimed again.
     job_lease_seconds: float = 60.0
     job_max_backoff_seconds: float = 5.0
@@ -52,8 +64,6 @@ class StoreSettings(CommonSettings):
     job_row_max_attempts: int = 5
     job_row_backoff_seconds: float = 1.0
     job_row_max_backoff_seconds: float = 300.0
-    # Longest a workspace with nothing queued waits to be looked at again.
-    job_idle_max_seconds: float = 2.0
     # Batches in flight at once, each in its own thread: the embed service runs
     # one ONNX thread per call, so two calls keep two cores busy.
     job_workers: int = 2

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2_grpc
@@ -92,6 +94,18 @@ def restart_postgres(stack: Stack, attempts: int = 20) -> None:
             if attempt == attempts - 1:
                 raise
             time.sleep(0.5)
+
+
+def retry_delay(exc: grpc.RpcError) -> float:
+    """The google.rpc.RetryInfo hint of a refusal, in seconds (0: none)."""
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    assert status is not None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            return float(info.retry_delay.ToTimedelta().total_seconds())
+    return 0.0
 
 
 def record(name: str, **figures: object) -> None:

@@ -19,15 +19,20 @@ from pathlib import Path
 import grpc
 import psycopg
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_cli.stack import Stack
 from tests import dbutil
 from tests.conftest import wait_for
-from tests.faults.stackutil import new_stack, owner_client, plain_client, record, running
+from tests.faults.stackutil import (
+    new_stack,
+    owner_client,
+    plain_client,
+    record,
+    retry_delay,
+    running,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -116,17 +121,6 @@ def test_a_cancelled_call_stops_its_statement(stack: Stack) -> None:
     client.close()
 
 
-def _retry_delay(exc: grpc.RpcError) -> float:
-    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
-    assert status is not None
-    for detail in status.details:
-        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
-            info = error_details_pb2.RetryInfo()
-            detail.Unpack(info)
-            return info.retry_delay.ToTimedelta().total_seconds()
-    return 0.0
-
-
 def test_a_piled_up_workspace_is_refused_while_another_is_served(stack: Stack) -> None:
     noisy, noisy_db, noisy_id = workspace(stack, "noisy")
     quiet, _, quiet_id = workspace(stack, "quiet")
@@ -142,7 +136,7 @@ def test_a_piled_up_workspace_is_refused_while_another_is_served(stack: Stack) -
             code = exc.code().name  # type: ignore[attr-defined]
             if code == "RESOURCE_EXHAUSTED":
                 with lock:
-                    hints.append(_retry_delay(exc))
+                    hints.append(retry_delay(exc))
         with lock:
             codes[code] += 1
 
@@ -177,7 +171,7 @@ def test_a_flood_of_unknown_tokens_is_limited_per_address(stack: Stack) -> None:
         except grpc.RpcError as exc:
             codes[exc.code().name] += 1  # type: ignore[attr-defined]
             if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # type: ignore[attr-defined]
-                assert _retry_delay(exc) > 0
+                assert retry_delay(exc) > 0
         finally:
             stranger.close()
     record("auth_flood", codes=dict(codes))

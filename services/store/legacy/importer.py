@@ -127,6 +127,9 @@ class Importer:
                 run = _Run(self, report, pool, caller, ids, target, dry_run)
                 run.turns(sqlite)
                 run.graph_and_items(sqlite, graph)
+            if not dry_run:
+                # The migrated memories are queued for embedding: wake the job.
+                self.control.mark_work(target.workspace_id)
             report.complete = True
         finally:
             sqlite.close()
