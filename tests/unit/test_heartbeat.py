@@ -70,8 +70,13 @@ class Down(grpc.RpcError):
 
 
 class OneWorkspace:
-    def all_workspaces(self) -> list[str]:
-        return ["ws"]
+    """A control plane in which one workspace stays marked as having work."""
+
+    def work_seq(self, workspace_id: str) -> int:
+        return 1
+
+    def clear_work(self, workspace_id: str, seq: int) -> bool:
+        return False
 
 
 def job_with(claim, process, tmp_path: Path) -> tuple[EmbeddingJob, Path]:  # type: ignore[no-untyped-def]
@@ -80,6 +85,7 @@ def job_with(claim, process, tmp_path: Path) -> tuple[EmbeddingJob, Path]:  # ty
     job.claim = claim  # type: ignore[method-assign]
     job.process = process  # type: ignore[method-assign]
     job.backlog = lambda _ws: 1  # type: ignore[method-assign]
+    job.queue.mark("ws")
     path = tmp_path / "hb"
     job.beat = Heartbeat(path, min_interval=0.02).beat
     return job, path

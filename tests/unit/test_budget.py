@@ -1,0 +1,208 @@
+"""The connection budget's rules (services/store/budget.py), on stand-in
+connections: the bound, the order of waiters, an idle workspace giving way to
+a busy one, the timeout with its retry hint, idle connections closing, a
+closed pool failing its waiters. The real thing, on a real server:
+tests/integration/test_connection_budget.py and test_many_workspaces.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from psycopg.pq import TransactionStatus
+
+from services.store.budget import BudgetTimeout, DatabasePool, PoolClosed, ServerBudget
+
+
+class FakeConn:
+    def __init__(self, key: str, opened: list[str]) -> None:
+        self.key = key
+        self.closed = False
+        self.broken = False
+        self.opened = opened
+
+        class Info:
+            transaction_status = TransactionStatus.IDLE
+
+        self.info = Info()
+
+        class PgConn:
+            @property
+            def socket(self) -> int:
+                raise OSError("no socket")
+
+        self.pgconn = PgConn()
+
+    def close(self) -> None:
+        self.closed = True
+
+    def commit(self) -> None:
+        pass
+
+    def rollback(self) -> None:
+        pass
+
+
+class FakePool(DatabasePool):
+    def __init__(self, budget: ServerBudget, key: str, opened: list[str], max_size: int = 2):
+        super().__init__(budget, key, "", max_size=max_size, timeout=5.0, statement_timeout_ms=1)
+        self.opened = opened
+        self.gate: threading.Event | None = None
+
+    def _connect(self) -> Any:
+        self.opened.append(self.key)
+        return FakeConn(self.key, self.opened)
+
+
+def make(budget: ServerBudget, key: str, opened: list[str], max_size: int = 2) -> FakePool:
+    """Through the budget, as the store makes its pools."""
+    pool = budget.pool(key, lambda: FakePool(budget, key, opened, max_size))
+    assert isinstance(pool, FakePool)
+    return pool
+
+
+def _open_count(budget: ServerBudget) -> int:
+    return int(budget.stats()["open"])
+
+
+def test_never_more_open_than_the_budget() -> None:
+    budget = ServerBudget("s", limit=3, idle_seconds=60)
+    opened: list[str] = []
+    pools = [make(budget, f"db{i}", opened) for i in range(6)]
+    peak = [0]
+    lock = threading.Lock()
+
+    def use(pool: FakePool) -> None:
+        for _ in range(20):
+            with pool.connection(timeout=10):
+                with lock:
+                    peak[0] = max(peak[0], _open_count(budget))
+                time.sleep(0.001)
+
+    threads = [threading.Thread(target=use, args=(p,)) for p in pools for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert 0 < peak[0] <= 3
+    assert _open_count(budget) <= 3
+    # Busy databases took the places of idle ones: more opened than fit at once.
+    assert len(opened) > 3
+
+
+def test_an_idle_database_gives_way_to_a_busy_one() -> None:
+    budget = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    quiet, busy = make(budget, "quiet", opened), make(budget, "busy", opened)
+    with quiet.connection():
+        pass
+    assert quiet.get_stats()["pool_available"] == 1
+    with busy.connection() as conn:
+        assert conn.key == "busy"
+        assert quiet.get_stats()["pool_available"] == 0
+    assert _open_count(budget) == 1
+
+
+def test_waiters_are_served_in_order_of_arrival() -> None:
+    budget = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    holder = make(budget, "holder", opened)
+    pools = [make(budget, f"w{i}", opened) for i in range(4)]
+    served: list[str] = []
+    release = threading.Event()
+
+    def hold() -> None:
+        with holder.connection():
+            release.wait(10)
+
+    def wait_for(pool: FakePool) -> None:
+        with pool.connection(timeout=10):
+            served.append(pool.key)
+
+    first = threading.Thread(target=hold)
+    first.start()
+    while holder.get_stats()["pool_size"] == 0:
+        time.sleep(0.001)
+    threads = []
+    for pool in pools:
+        t = threading.Thread(target=wait_for, args=(pool,))
+        t.start()
+        threads.append(t)
+        # Arrived: waiting in the queue before the next one starts.
+        while pool.get_stats()["requests_waiting"] == 0:
+            time.sleep(0.001)
+    release.set()
+    for t in [first, *threads]:
+        t.join(10)
+    assert served == ["w0", "w1", "w2", "w3"]
+
+
+def test_a_wait_past_the_timeout_is_refused_with_a_hint() -> None:
+    budget = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    a, b = make(budget, "a", opened), make(budget, "b", opened)
+    with a.connection(), pytest.raises(BudgetTimeout) as refused:
+        b.budget.acquire(b, 0.05)
+    assert refused.value.retry_after > 0
+    assert b.get_stats()["requests_errors"] == 1
+    assert budget.stats()["waiting"] == 0
+    # And the budget is whole again afterwards.
+    with b.connection(timeout=1) as conn:
+        assert conn.key == "b"
+
+
+def test_a_database_never_takes_more_than_its_cap() -> None:
+    budget = ServerBudget("s", limit=10, idle_seconds=60)
+    opened: list[str] = []
+    pool = make(budget, "one", opened, max_size=2)
+    with pool.connection(), pool.connection(), pytest.raises(BudgetTimeout):
+        budget.acquire(pool, 0.05)
+
+
+def test_idle_connections_close_and_empty_pools_are_forgotten() -> None:
+    budget = ServerBudget("s", limit=4, idle_seconds=0.05)
+    opened: list[str] = []
+    pool = make(budget, "db", opened)
+    with pool.connection() as conn:
+        pass
+    assert _open_count(budget) == 1
+    time.sleep(0.06)
+    assert budget.close_idle() == 1
+    assert conn.closed and _open_count(budget) == 0
+    time.sleep(0.06)
+    budget.close_idle()
+    assert "db" not in budget.pools
+
+
+def test_a_broken_connection_frees_its_place() -> None:
+    budget = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    pool = make(budget, "db", opened)
+    with pool.connection() as conn:
+        conn.broken = True
+    assert _open_count(budget) == 0 and pool.get_stats()["pool_size"] == 0
+
+
+def test_closing_a_pool_fails_its_waiters_at_once() -> None:
+    budget = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    a = make(budget, "a", opened)
+    b = make(budget, "b", opened)
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            budget.acquire(b, 10)
+        except PoolClosed as exc:
+            errors.append(exc)
+
+    with a.connection():
+        t = threading.Thread(target=wait)
+        t.start()
+        while b.get_stats()["requests_waiting"] == 0:
+            time.sleep(0.001)
+        b.close()
+        t.join(5)
+    assert len(errors) == 1
