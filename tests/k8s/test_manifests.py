@@ -409,6 +409,23 @@ def test_env_is_exactly_the_settings_each_process_reads(overlay):
     assert not problems, "\n".join(problems)
 
 
+def test_the_budget_check_counts_the_replicas_deployed(overlay):
+    """The start-up connection check (docs/servers.md) multiplies each
+    process's connections by the replicas it is told about: they must be the
+    Deployments' own."""
+    name, objs = overlay
+    for component, key in (
+        ("store", "RECALLATRON_STORE_REPLICAS"),
+        ("embed-job", "RECALLATRON_JOB_REPLICAS"),
+    ):
+        workload = workload_by_component(objs, component)
+        container = next(
+            c for c in all_containers(workload["spec"]["template"]["spec"]) if is_recallatron(c)
+        )
+        told = container_env(objs, container).values[key]
+        assert told == str(workload["spec"]["replicas"]), f"{name} {component}: {key}={told}"
+
+
 def test_settings_values_parse_with_the_settings_classes(overlay, monkeypatch):
     """Every provided value is valid for its field (types, not just names)."""
     _name, objs = overlay
