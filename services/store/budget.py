@@ -124,7 +124,11 @@ class DatabasePool:
         self.name = name or key
         # Guarded by the budget's lock.
         self.idle: deque[tuple[psycopg.Connection, float]] = deque()
+        # In use, being opened among them.
         self.in_use = 0
+        self.opening = 0
+        # When a connection was last handed to a caller.
+        self.handed_at = 0.0
         self.waiting = 0
         self.timeouts = 0
         self.last_used = time.monotonic()
@@ -178,12 +182,15 @@ class DatabasePool:
 class ServerBudget:
     """One server's connections in this process: at most ``limit`` open."""
 
-    def __init__(self, server: str, limit: int, idle_seconds: float) -> None:
+    def __init__(
+        self, server: str, limit: int, idle_seconds: float, grow_after: float = 0.01
+    ) -> None:
         if limit < 1:
             raise ValueError("a connection budget must allow at least one connection")
         self.server = server
         self.limit = limit
         self.idle_seconds = idle_seconds
+        self.grow_after = grow_after
         self.lock = threading.Lock()
         self.pools: dict[str, DatabasePool] = {}
         self.waiters: deque[_Waiter] = deque()
@@ -203,6 +210,7 @@ class ServerBudget:
 
     def acquire(self, pool: DatabasePool, timeout: float) -> psycopg.Connection:
         started = time.monotonic()
+        end = started + max(0.0, timeout)
         waiter = _Waiter(pool)
         with self.lock:
             if pool.closed:
@@ -211,14 +219,19 @@ class ServerBudget:
             pool.waiting += 1
             self.waiters.append(waiter)
             self._dispatch()
-        if not waiter.event.wait(max(0.0, timeout)):
+        # Woken at least every grow_after: a waiter held back so that its
+        # database's busy connection could come back may open one of its own.
+        while not waiter.event.wait(max(0.0, min(end - time.monotonic(), self.grow_after))):
             with self.lock:
-                if not waiter.event.is_set():
+                if waiter.event.is_set():
+                    break
+                if time.monotonic() >= end:
                     self.waiters.remove(waiter)
                     pool.waiting -= 1
                     pool.timeouts += 1
                     self.timeouts += 1
                     raise BudgetTimeout(self.server, time.monotonic() - started, min(1.0, timeout))
+                self._dispatch()
         if waiter.conn is not None:
             return waiter.conn
         if not waiter.slot:
@@ -226,13 +239,18 @@ class ServerBudget:
         if waiter.victim is not None:
             close_and_wait(waiter.victim)
         try:
-            return pool._connect()
+            conn = pool._connect()
         except BaseException:
             with self.lock:
                 self.open -= 1
                 pool.in_use -= 1
+                pool.opening -= 1
                 self._dispatch()
             raise
+        with self.lock:
+            pool.opening -= 1
+            pool.handed_at = time.monotonic()
+        return conn
 
     def release(self, pool: DatabasePool, conn: psycopg.Connection) -> None:
         status = conn.info.transaction_status if not conn.closed else TransactionStatus.UNKNOWN
@@ -255,16 +273,25 @@ class ServerBudget:
     def _dispatch(self) -> None:
         """Grants what can be granted, in order of arrival. A waiter held back
         by its own database's cap does not hold back the others; one held back
-        by the budget does (no later caller passes it). Under the lock."""
+        by the budget does (no later caller passes it). A database that has a
+        connection on its way, or handed one out less than ``grow_after``
+        ago, waits for it before it opens another: a new backend costs more
+        than a short wait (docs/servers.md, "Connection budget"). Under the
+        lock."""
+        now = time.monotonic()
         for waiter in list(self.waiters):
             pool = waiter.pool
             if pool.in_use >= pool.max_size:
                 continue
             if pool.idle:
                 waiter.conn = pool.idle.pop()[0]  # the most recent: still warm
+                pool.handed_at = now
+            elif pool.in_use and (pool.opening or now - pool.handed_at < self.grow_after):
+                continue
             elif self.open < self.limit:
                 self.open += 1
                 waiter.slot = True
+                pool.opening += 1
             else:
                 victim = self._oldest_idle()
                 if victim is None:
@@ -272,6 +299,7 @@ class ServerBudget:
                 # The slot passes from the victim to the waiter, which closes
                 # the victim before it opens its own.
                 waiter.victim, waiter.slot = victim, True
+                pool.opening += 1
             pool.in_use += 1
             pool.waiting -= 1
             self.waiters.remove(waiter)

@@ -320,7 +320,10 @@ class Databases:
             found = self._budgets.get(server)
             if found is None:
                 found = self._budgets[server] = ServerBudget(
-                    server, self.budget_size, self.settings.pool_max_idle_seconds
+                    server,
+                    self.budget_size,
+                    self.settings.pool_max_idle_seconds,
+                    self.settings.pool_grow_after_seconds,
                 )
             return found
 

@@ -206,3 +206,28 @@ def test_closing_a_pool_fails_its_waiters_at_once() -> None:
         b.close()
         t.join(5)
     assert len(errors) == 1
+
+
+def test_a_second_caller_waits_for_a_busy_connection_before_opening_another() -> None:
+    budget = ServerBudget("s", limit=4, idle_seconds=60, grow_after=10.0)
+    opened: list[str] = []
+    pool = make(budget, "db", opened)
+    got: list[Any] = []
+    with pool.connection() as first:
+        t = threading.Thread(target=lambda: got.append(budget.acquire(pool, 30)))
+        t.start()
+        while pool.get_stats()["requests_waiting"] == 0:
+            time.sleep(0.001)
+    t.join(10)
+    # The second caller had the first's connection back: one backend, not two.
+    assert got == [first] and opened == ["db"]
+    budget.release(pool, got[0])
+
+
+def test_a_caller_opens_its_own_once_the_busy_one_stays_busy() -> None:
+    budget = ServerBudget("s", limit=4, idle_seconds=60, grow_after=0.02)
+    opened: list[str] = []
+    pool = make(budget, "db", opened)
+    with pool.connection(), pool.connection(timeout=5):
+        pass
+    assert opened == ["db", "db"]
