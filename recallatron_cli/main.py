@@ -215,6 +215,8 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
     from services.store import queries
     from services.store.work_marks import WorkListener
 
+    if settings.job_sweep_on_start:
+        job.queue.mark_all(job.control.all_workspaces())
     WorkListener(
         job.dbs.control_url(),
         job.queue,

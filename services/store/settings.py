@@ -60,6 +60,11 @@ class StoreSettings(CommonSettings):
     job_batch_size: int = 32
     job_poll_seconds: float = 0.5
     job_marks_refresh_seconds: float = 30.0
+    # At start, the job looks once at every workspace, marked or not: rows
+    # queued by writes that marked nothing (a store of a version before the
+    # marks, during a rolling upgrade; a write killed between its commit and
+    # its mark, so never acknowledged) are embedded all the same.
+    job_sweep_on_start: bool = True
     # A claimed batch not finished within this many seconds is claimed again.
     job_lease_seconds: float = 60.0
     job_max_backoff_seconds: float = 5.0
