@@ -294,6 +294,12 @@ class LocalPostgres:
             "wal_level=logical",
             "-c",
             "shared_buffers=256MB",
+            # Autovacuum looks at every database once per naptime, idle ones
+            # included: with one database per workspace the default (1 min)
+            # made it the server's largest idle cost at a few hundred
+            # workspaces (docs/servers.md, "How many workspaces a server holds").
+            "-c",
+            "autovacuum_naptime=300s",
         ]
         user = _SYSTEM_USER if self._as_root else ""
         command = [sys.executable, "-c", _TIED, str(os.getpid()), user, *command]
