@@ -124,33 +124,33 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
 
 
 def cmd_migrate_db(args: argparse.Namespace) -> int:
-    """Every workspace database (and each server's template) brought to the
-    current migration level, ``--parallel`` at once. Each database is
-    migrated in its own transactions under its own lock, so an interrupted
-    run is resumed by running it again: what is done is skipped."""
+    """Every workspace database recorded below the current migration level
+    (``--all``: every one) and each server's template brought to it,
+    ``--parallel`` at once. Each database migrates in its own transactions
+    under its own lock and records its level when done, so an interrupted run
+    is resumed by running it again: what is done is skipped."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from services.store.control import ControlPlane
     from services.store.db import Databases
+    from services.store.migrate import latest_version
     from services.store.settings import StoreSettings
 
     parallel = max(1, args.parallel)
     dbs = Databases(StoreSettings(), admin_connections=parallel)
     dbs.bootstrap()
     control = ControlPlane(dbs)
-    workspaces = control.all_workspace_locations()
+    everything = control.all_workspace_locations()
+    workspaces = everything if args.all else control.below_current()
     failed = 0
     try:
-        for server in {ws.server for ws in workspaces} | {dbs.default_server}:
+        for server in {ws.server for ws in everything} | {dbs.default_server}:
             dbs.refresh_template(server)
         with (
             Progress("migrating", len(workspaces), "workspaces") as bar,
             ThreadPoolExecutor(parallel, thread_name_prefix="migrate") as pool,
         ):
-            futures = {
-                pool.submit(dbs.migrate_workspace, ws.server, ws.database_name): ws
-                for ws in workspaces
-            }
+            futures = {pool.submit(control.migrate, ws): ws for ws in workspaces}
             for future in as_completed(futures):
                 ws = futures[future]
                 try:
@@ -167,7 +167,10 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     if failed:
         print(f"migrations done, {failed} workspaces failed: run again to retry them")
         return 1
-    print(f"migrations done: {len(workspaces)} workspaces")
+    print(
+        f"migrations done: {len(workspaces)} workspaces brought to "
+        f"{latest_version('workspace')}, {len(everything) - len(workspaces)} already there"
+    )
     return 0
 
 
@@ -516,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate_db.add_argument(
         "--verbose", action="store_true", help="name every workspace, not only those changed"
+    )
+    migrate_db.add_argument(
+        "--all", action="store_true", help="visit every workspace, not only those recorded behind"
     )
     migrate_db.set_defaults(func=cmd_migrate_db)
     sub.add_parser("embed-job", help="run the embedding job").set_defaults(func=cmd_embed_job)

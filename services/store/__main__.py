@@ -26,12 +26,13 @@ log = logging.getLogger("recallatron.store")
 
 
 def migrate_all(dbs: Databases, control: ControlPlane, stop: threading.Event) -> None:
-    """Every workspace database brought up to date, one after another."""
-    for ws in control.all_workspace_locations():
+    """Every workspace database not recorded at the current level brought up
+    to date, one after another."""
+    for ws in control.below_current():
         if stop.is_set():
             return
         try:
-            dbs.ensure_migrated(ws.server, ws.database_name)
+            control.migrate(ws)
         except psycopg.OperationalError as exc:
             # A server that is down (or a database sealed by a move) must
             # not stop the others serving: its workspaces are UNAVAILABLE.
@@ -79,6 +80,7 @@ def main() -> None:
         sys.exit(1)
     # Serving before every workspace has been visited: each is brought up to
     # date before its first use, and all of them in the background.
+    control.known_current()
     dbs.migrate_on_first_use = True
     threading.Thread(
         target=migrate_all, args=(dbs, control, server.stopped), name="migrate", daemon=True

@@ -18,8 +18,8 @@ from psycopg.types.json import Jsonb
 
 from recallatron import errors
 from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES
+from services.store import migrate, validation
 from services.store import queries as q
-from services.store import validation
 from services.store.db import Caller, Databases, WorkspacePool
 from services.store.servers import place
 
@@ -143,7 +143,14 @@ class ControlPlane:
             with self.dbs.control_conn() as conn:
                 conn.execute(
                     q.INSERT_WORKSPACE,
-                    (workspace_id, slug, server, database, Jsonb(WorkspaceSettings().to_json())),
+                    (
+                        workspace_id,
+                        slug,
+                        server,
+                        database,
+                        Jsonb(WorkspaceSettings().to_json()),
+                        migrate.latest_version("workspace"),
+                    ),
                 )
         except UniqueViolation:
             raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists") from None
@@ -246,6 +253,28 @@ class ControlPlane:
         """Clears the mark ``seq``; False when a newer mark stands."""
         with self.dbs.control_conn() as conn:
             return conn.execute(q.CLEAR_WORK, (workspace_id, seq)).rowcount == 1
+
+    # -- migration levels ----------------------------------------------------
+
+    def migrate(self, ws: Workspace) -> list[str]:
+        """Brings a workspace database to the current level and records it."""
+        applied = self.dbs.migrate_workspace(ws.server, ws.database_name)
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.SET_SCHEMA_VERSION, (migrate.latest_version("workspace"), ws.id))
+        return applied
+
+    def known_current(self) -> None:
+        """Tells the databases which workspaces are recorded at the current
+        level, so that none of them is visited before its first use."""
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(q.WORKSPACES_AT_VERSION, (migrate.latest_version("workspace"),))
+            self.dbs.mark_migrated((str(r[0]), str(r[1])) for r in rows)
+
+    def below_current(self) -> list[Workspace]:
+        """The workspaces not recorded at the current level (to migrate)."""
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(q.WORKSPACES_BELOW_VERSION, (migrate.latest_version("workspace"),))
+            return [_workspace(row) for row in rows]
 
     def all_workspace_locations(self) -> list[Workspace]:
         """Every workspace record, in one query (for a walk over all of them)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +43,7 @@ APP_ROLE = "recallatron_app"
 _BOOTSTRAP_LOCK = 7_401_000
 _TEMPLATE_LOCK = 7_401_002
 PROCESSES = ("store", "embedding job")
+ADMIN_WAIT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -135,11 +136,22 @@ class Databases:
     # -- bootstrap ---------------------------------------------------------
 
     @contextmanager
+    def admin_slot(self) -> Iterator[None]:
+        """One of the admin connections this process may hold at once; a
+        caller that cannot have one in a minute is told to retry."""
+        if not self._admin_slots.acquire(timeout=ADMIN_WAIT_SECONDS):
+            raise errors.Unavailable("database busy: migrations or new databases queued", 1.0)
+        try:
+            yield
+        finally:
+            self._admin_slots.release()
+
+    @contextmanager
     def admin(self, server: str, database: str = "") -> Iterator[psycopg.Connection]:
         """An admin connection (autocommit), outside the budget but counted
         in the start-up check: at most ADMIN_CONNECTIONS at once."""
         url = self.database_url(server, database) if database else self.server_url(server)
-        with self._admin_slots, psycopg.connect(url, autocommit=True) as conn:
+        with self.admin_slot(), psycopg.connect(url, autocommit=True) as conn:
             yield conn
 
     def bootstrap(self) -> None:
@@ -159,7 +171,7 @@ class Databases:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
         control_url = self.control_url()
-        with self._admin_slots:
+        with self.admin_slot():
             migrate.apply_migrations(control_url, "control")
         self.control = ConnectionPool(
             control_url,
@@ -300,13 +312,17 @@ class Databases:
         migrate.apply_migrations(self.database_url(server, TEMPLATE_DATABASE), "workspace")
         self._templates.add(server)
 
+    def mark_migrated(self, locations: Iterable[tuple[str, str]]) -> None:
+        """(server, database) pairs known to be at the current level."""
+        self._migrated.update(f"{server}|{database}" for server, database in locations)
+
     def ensure_migrated(self, server: str, database: str) -> None:
         """Migrates a workspace database unless this process already has."""
         if f"{server or self.default_server}|{database}" not in self._migrated:
             self.migrate_workspace(server, database)
 
     def migrate_workspace(self, server: str, database: str) -> list[str]:
-        with self._admin_slots:
+        with self.admin_slot():
             applied = migrate.apply_migrations(self.database_url(server, database), "workspace")
         self._migrated.add(f"{server or self.default_server}|{database}")
         return applied

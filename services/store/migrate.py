@@ -22,6 +22,11 @@ def migration_files(kind: str) -> list[tuple[str, str]]:
     return [(f.name.removesuffix(".sql"), f.read_text()) for f in files]
 
 
+def latest_version(kind: str) -> str:
+    """The version a database of this kind is at once fully migrated."""
+    return migration_files(kind)[-1][0]
+
+
 def apply_migrations(conninfo: str, kind: str) -> list[str]:
     """Applies what is missing; returns the versions applied now."""
     applied_now: list[str] = []

@@ -6,7 +6,15 @@ to every query on the workspace tables."""
 
 WORKSPACE_ID_BY_SLUG = "SELECT id FROM workspace WHERE slug = %s"
 INSERT_WORKSPACE = """
-INSERT INTO workspace (id, slug, server, database_name, settings) VALUES (%s, %s, %s, %s, %s)
+INSERT INTO workspace (id, slug, server, database_name, settings, schema_version)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
+SET_SCHEMA_VERSION = "UPDATE workspace SET schema_version = %s WHERE id = %s"
+# (server, database) of the workspaces at a migration level, and the others.
+WORKSPACES_AT_VERSION = "SELECT server, database_name FROM workspace WHERE schema_version = %s"
+WORKSPACES_BELOW_VERSION = """
+SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+WHERE schema_version IS DISTINCT FROM %s ORDER BY created_at
 """
 WORKSPACE_BY_ID = """
 SELECT id::text, slug, server, database_name, settings, created_at FROM workspace WHERE id = %s

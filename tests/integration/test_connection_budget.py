@@ -35,7 +35,7 @@ SMALL = {
     "RECALLATRON_POOL_MAX_SIZE": "2",
     "RECALLATRON_OWNER_POOL_MAX_SIZE": "1",
     # Short waits, so that refusals happen and are seen.
-    "RECALLATRON_POOL_TIMEOUT_SECONDS": "0.5",
+    "RECALLATRON_POOL_TIMEOUT_SECONDS": "0.1",
     "RECALLATRON_JOB_WORKERS": "2",
 }
 WORKSPACES = 16

@@ -6,6 +6,8 @@ numbers; a new workspace is a copy of the migrated template."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ import pytest
 from recallatron.client import Client
 from recallatron_cli.stack import Stack, StackConfig, own_config, running
 from services.store.db import CONTROL_DATABASE, TEMPLATE_DATABASE
-from services.store.migrate import migration_files
+from services.store.migrate import latest_version, migration_files
 from services.store.servers import demand
 from services.store.settings import StoreSettings
 from tests import dbutil
@@ -145,6 +147,40 @@ def test_a_new_workspace_is_a_copy_of_the_migrated_template(crowded: Stack) -> N
             got = [r[0] for r in conn.execute("SELECT version FROM schema_migration ORDER BY 1")]
         assert got == versions, database
     operator.close()
+
+
+def test_migrate_db_brings_every_workspace_up_in_parallel_and_resumes(crowded: Stack) -> None:
+    """Workspaces recorded below the current level are migrated (here: their
+    databases are current, so the pass records the level and applies nothing);
+    a second run finds nothing left to apply."""
+    control = dbutil.workspace_url(crowded, CONTROL_DATABASE)
+    with psycopg.connect(control, autocommit=True) as ctl:
+        total = ctl.execute("SELECT count(*) FROM workspace").fetchone()
+        ctl.execute("UPDATE workspace SET schema_version = NULL")
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "recallatron_cli.main", "migrate-db", "--parallel", "3"],
+            env={**crowded.env_for("store"), "RECALLATRON_PROGRESS": "lines"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    assert total is not None
+    for behind in (total[0], 0):
+        done = run()
+        assert done.returncode == 0, done.stderr
+        level = latest_version("workspace")
+        assert f"migrations done: {behind} workspaces brought to {level}" in done.stdout
+        progress = f"{behind}/{behind} workspaces (100%)" if behind else "migrating: 0 workspaces"
+        assert progress in done.stderr
+        with psycopg.connect(control, autocommit=True) as ctl:
+            below = ctl.execute(
+                "SELECT count(*) FROM workspace WHERE schema_version IS DISTINCT FROM %s",
+                (latest_version("workspace"),),
+            ).fetchone()
+        assert below == (0,)
 
 
 def test_a_budget_the_server_cannot_hold_stops_the_start(

@@ -231,3 +231,25 @@ def test_a_caller_opens_its_own_once_the_busy_one_stays_busy() -> None:
     with pool.connection(), pool.connection(timeout=5):
         pass
     assert opened == ["db", "db"]
+
+
+def test_a_spent_budget_answers_unavailable_with_a_retry_hint() -> None:
+    """The one place pool errors become statuses (services/store/db.py):
+    a wait past the budget is UNAVAILABLE with google.rpc.RetryInfo."""
+    from google.rpc import code_pb2, error_details_pb2
+
+    from recallatron import errors
+    from recallatron.grpcserver import status_for
+    from services.store.db import translate_db_errors
+
+    with pytest.raises(errors.Unavailable) as mapped, translate_db_errors():
+        raise BudgetTimeout("default", 5.0, 1.0)
+    status = status_for(mapped.value)
+    assert status.code == code_pb2.UNAVAILABLE
+    hints = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            hints.append(info.retry_delay.ToTimedelta().total_seconds())
+    assert hints == [1.0]

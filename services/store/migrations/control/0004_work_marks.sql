@@ -13,3 +13,8 @@ CREATE TABLE workspace_work (
 -- Existing workspaces may hold queued rows from before marks existed: each
 -- is visited once, and cleared if it has none.
 INSERT INTO workspace_work (workspace_id) SELECT id FROM workspace;
+
+-- The migration level of each workspace database, as its last migration
+-- recorded it: a store start visits only the databases below the current
+-- level, and serves before it has (design §10).
+ALTER TABLE workspace ADD COLUMN schema_version text;
