@@ -271,6 +271,49 @@ def pictures(results: list[dict[str, Any]], directory: Path) -> list[Path]:
     return [path]
 
 
+def table(results: list[dict[str, Any]]) -> str:
+    """The markdown table of docs/benchmarks.md, "Many workspaces on one server"."""
+    rows = [
+        (
+            "CreateWorkspace p50 / p99 (ms)",
+            lambda r: "{:.0f} / {:.0f}".format(r["creation_ms"]["p50"], r["creation_ms"]["p99"]),
+        ),
+        ("connections on the server at rest", lambda r: str(r["connections_at_rest"])),
+        ("connections, peak during the recalls", lambda r: str(r["connections_peak_recall"])),
+        (
+            "idle CPU of the stack, % of one core",
+            lambda r: "{:.1f} (Postgres {:.1f})".format(
+                r["idle_cpu_percent_of_a_core"]["total"],
+                r["idle_cpu_percent_of_a_core"]["postgres"],
+            ),
+        ),
+        (
+            "write to dense-searchable p50 / p99 (ms)",
+            lambda r: "{:.0f} / {:.0f}".format(
+                r["write_to_searchable_ms"]["p50"], r["write_to_searchable_ms"]["p99"]
+            ),
+        ),
+        (
+            "recall p50 / p99, one workspace (ms)",
+            lambda r: "{:.1f} / {:.1f}".format(
+                r["recall_ms"]["one workspace"]["p50"], r["recall_ms"]["one workspace"]["p99"]
+            ),
+        ),
+        (
+            "recall p50 / p99, all in turn (ms)",
+            lambda r: "{:.1f} / {:.1f}".format(
+                r["recall_ms"]["round robin"]["p50"], r["recall_ms"]["round robin"]["p99"]
+            ),
+        ),
+        ("p50 all in turn / one workspace", lambda r: "{:.2f}".format(r["recall_ratio_p50"])),
+        ("disk per workspace database (MB)", lambda r: "{:.1f}".format(r["disk_per_workspace_mb"])),
+    ]
+    head = "| workspaces | " + " | ".join(f"{r['workspaces']:,}" for r in results) + " |"
+    lines = [head, "| --- |" + " --- |" * len(results)]
+    lines += [f"| {name} | " + " | ".join(cell(r) for r in results) + " |" for name, cell in rows]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workspaces", type=int, nargs="+", default=[100, 300, 1000])
@@ -280,7 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--pictures", type=Path)
     parser.add_argument("--state-dir", type=Path)
+    parser.add_argument("--table", type=Path, help="print the table of a saved --out file and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.table.read_text())["results"]))
+        return 0
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="tenants-"))
     results = []
     with running(Stack(own_config(state, load_models_dir()))) as stack:
@@ -295,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pictures:
         for path in pictures(results, args.pictures):
             log(f"drew {path}")
+    print(table(results))
     return 0
 
 
