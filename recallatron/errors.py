@@ -56,11 +56,15 @@ class PermissionDenied(DomainError):
     pass
 
 
-class Unavailable(DomainError):
-    """A dependency cannot serve now; ``retry_after`` (seconds, 0: none
-    given) is the hint sent as google.rpc.RetryInfo."""
+# The retry hint of an UNAVAILABLE that names none of its own.
+RETRY_AFTER_SECONDS = 1.0
 
-    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+
+class Unavailable(DomainError):
+    """A dependency cannot serve now; ``retry_after`` (seconds) is the hint
+    sent as google.rpc.RetryInfo: every UNAVAILABLE says when to try again."""
+
+    def __init__(self, message: str, retry_after: float = RETRY_AFTER_SECONDS) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 

@@ -200,11 +200,12 @@ def peer_status(exc: grpc.RpcError) -> PeerStatus:
 def relay(exc: grpc.RpcError, peer: str = "a backing service") -> errors.DomainError:
     """The one translation of a peer's failure into the error this service
     answers with (design §9): a peer that is unreachable or past its deadline
-    becomes UNAVAILABLE with a retry hint; any other status is passed on as it
-    came, code, message and rich details."""
+    becomes UNAVAILABLE with a retry hint (the peer's own when it gave one);
+    any other status is passed on as it came, code, message and rich details."""
     status = peer_status(exc)
     if status.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return errors.Unavailable(f"{peer} is unavailable; retry shortly")
+        hint = status.retry_after or errors.RETRY_AFTER_SECONDS
+        return errors.Unavailable(f"{peer} is unavailable; retry shortly", hint)
     return errors.Relayed(status.code.value[0], status.message, list(status.details))
 
 

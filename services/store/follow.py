@@ -10,20 +10,16 @@ lags: the notification only shortens it."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 
-import psycopg
-
-log = logging.getLogger("recallatron.store.follow")
+from services.store.listen import Listener
 
 # The channel of services.store.move_queries.NOTIFY_MOVED.
-LISTEN = "LISTEN recallatron_workspace_moved"
-POLL_SECONDS = 0.5
+CHANNEL = "recallatron_workspace_moved"
 
 
-class MoveFollower:
+class MoveFollower(Listener):
     def __init__(
         self,
         control_url: str,
@@ -31,26 +27,6 @@ class MoveFollower:
         on_moved: Callable[[str], None],
         retry_seconds: float = 1.0,
     ) -> None:
-        self.control_url = control_url
-        self.stop = stop
-        self.on_moved = on_moved
-        self.retry_seconds = retry_seconds
-        self._thread = threading.Thread(target=self._run, name="move-follower", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                with psycopg.connect(self.control_url, autocommit=True) as conn:
-                    conn.execute(LISTEN)
-                    while not self.stop.is_set():
-                        for notify in conn.notifies(timeout=POLL_SECONDS):
-                            self.on_moved(notify.payload)
-            except psycopg.Error as exc:
-                log.warning(
-                    "move listener lost its connection; retrying",
-                    extra={"error": type(exc).__name__},
-                )
-            self.stop.wait(self.retry_seconds)
+        super().__init__(
+            "move-follower", control_url, CHANNEL, stop, on_moved, retry_seconds=retry_seconds
+        )

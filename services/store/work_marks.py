@@ -13,18 +13,16 @@ it. An idle workspace has no mark: it costs no query and no connection."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 
 import psycopg
 
-log = logging.getLogger("recallatron.store.work_marks")
+from services.store.listen import Listener
 
 # The channel of services.store.queries.MARK_WORK.
-LISTEN = "LISTEN recallatron_work"
-POLL_SECONDS = 0.5
+CHANNEL = "recallatron_work"
 
 
 class WorkQueue:
@@ -90,8 +88,10 @@ class WorkQueue:
             return len(self._due) + len(self._taken)
 
 
-class WorkListener:
-    """Feeds a :class:`WorkQueue` from the control plane's work marks."""
+class WorkListener(Listener):
+    """Feeds a :class:`WorkQueue` from the control plane's work marks: each
+    notification, and every mark read again on each (re)connect and every
+    ``refresh_seconds``."""
 
     def __init__(
         self,
@@ -102,37 +102,17 @@ class WorkListener:
         refresh_seconds: float = 30.0,
         retry_seconds: float = 1.0,
     ) -> None:
-        self.control_url = control_url
-        self.queue = queue
-        self.stop = stop
-        self.marks = marks
-        self.refresh_seconds = refresh_seconds
-        self.retry_seconds = retry_seconds
-        self.ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="work-listener", daemon=True)
+        def read(conn: psycopg.Connection) -> None:
+            queue.mark_all(marks(conn))
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                with psycopg.connect(self.control_url, autocommit=True) as conn:
-                    # Listening first: a mark made while the marks are read
-                    # is then either read or notified.
-                    conn.execute(LISTEN)
-                    self.queue.mark_all(self.marks(conn))
-                    self.ready.set()
-                    read_at = time.monotonic()
-                    while not self.stop.is_set():
-                        for notify in conn.notifies(timeout=POLL_SECONDS):
-                            self.queue.mark(notify.payload)
-                        if time.monotonic() - read_at >= self.refresh_seconds:
-                            self.queue.mark_all(self.marks(conn))
-                            read_at = time.monotonic()
-            except psycopg.Error as exc:
-                log.warning(
-                    "work listener lost its connection; retrying",
-                    extra={"error": type(exc).__name__},
-                )
-            self.stop.wait(self.retry_seconds)
+        super().__init__(
+            "work-listener",
+            control_url,
+            CHANNEL,
+            stop,
+            queue.mark,
+            on_connect=read,
+            every=read,
+            every_seconds=refresh_seconds,
+            retry_seconds=retry_seconds,
+        )
