@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from services.store.servers import (
+    BudgetTooLarge,
     ServerConfigError,
     UnknownServer,
+    check_connections,
+    demand,
     parse_pairs,
     place,
     redact,
@@ -81,3 +84,26 @@ def test_placement_picks_the_fewest_workspaces_skipping_draining() -> None:
     assert place(names, {"a": 3, "b": 1, "c": 1}, []) == "b"  # ties: first name
     assert place(names, {"a": 3, "b": 1, "c": 2}, ["b"]) == "c"
     assert place(names, {}, ["a", "b", "c"]) is None
+
+
+def test_the_start_up_check_counts_replicas_and_says_both_numbers() -> None:
+    store = demand("store", 16, 4, default_server=True)
+    job = demand("embedding job", 4, 4, default_server=True)
+    assert (store.total, job.total) == (16 + 4 + 2 + 2, 4 + 4 + 2 + 2)
+    # Another server: only the budget and the admin connections.
+    assert demand("store", 16, 4, default_server=False).total == 16 + 2
+    fits = check_connections(
+        "default", max_connections=100, reserved=3, reserve=10, processes={"store": (2, store)}
+    )
+    assert fits == 48
+    with pytest.raises(BudgetTooLarge) as refused:
+        check_connections(
+            "default",
+            max_connections=60,
+            reserved=3,
+            reserve=10,
+            processes={"store": (2, store), "embedding job": (1, job)},
+        )
+    message = str(refused.value)
+    assert "store 2 x 24 + embedding job 1 x 12 = 60 connections" in message
+    assert "allows 47 (max_connections 60 - 3 reserved by the server - 10 kept" in message
