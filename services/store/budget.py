@@ -124,11 +124,11 @@ class DatabasePool:
         self.name = name or key
         # Guarded by the budget's lock.
         self.idle: deque[tuple[psycopg.Connection, float]] = deque()
-        # In use, being opened among them.
+        # In use (being opened among them).
         self.in_use = 0
-        self.opening = 0
-        # When a connection was last handed to a caller.
-        self.handed_at = 0.0
+        # When its first connection since it last had none was granted: for
+        # grow_after from then the workspace has just woken up.
+        self.woke_at = 0.0
         self.waiting = 0
         self.timeouts = 0
         self.last_used = time.monotonic()
@@ -219,8 +219,8 @@ class ServerBudget:
             pool.waiting += 1
             self.waiters.append(waiter)
             self._dispatch()
-        # Woken at least every grow_after: a waiter held back so that its
-        # database's busy connection could come back may open one of its own.
+        # Woken at least every grow_after: a waiter held back while its
+        # workspace was waking up may open a connection of its own after it.
         while not waiter.event.wait(max(0.0, min(end - time.monotonic(), self.grow_after))):
             with self.lock:
                 if waiter.event.is_set():
@@ -239,18 +239,13 @@ class ServerBudget:
         if waiter.victim is not None:
             close_and_wait(waiter.victim)
         try:
-            conn = pool._connect()
+            return pool._connect()
         except BaseException:
             with self.lock:
                 self.open -= 1
                 pool.in_use -= 1
-                pool.opening -= 1
                 self._dispatch()
             raise
-        with self.lock:
-            pool.opening -= 1
-            pool.handed_at = time.monotonic()
-        return conn
 
     def release(self, pool: DatabasePool, conn: psycopg.Connection) -> None:
         status = conn.info.transaction_status if not conn.closed else TransactionStatus.UNKNOWN
@@ -273,11 +268,12 @@ class ServerBudget:
     def _dispatch(self) -> None:
         """Grants what can be granted, in order of arrival. A waiter held back
         by its own database's cap does not hold back the others; one held back
-        by the budget does (no later caller passes it). A database that has a
-        connection on its way, or handed one out less than ``grow_after``
-        ago, waits for it before it opens another: a new backend costs more
-        than a short wait (docs/servers.md, "Connection budget"). Under the
-        lock."""
+        by the budget does (no later caller passes it). For ``grow_after``
+        after a workspace wakes up (its first connection since it had none),
+        its concurrent calls share that connection instead of opening one
+        each: a new backend costs a connect and its own catalog and plan
+        caches, more than the wait (docs/servers.md, "Connection budget").
+        Under the lock."""
         now = time.monotonic()
         for waiter in list(self.waiters):
             pool = waiter.pool
@@ -285,21 +281,21 @@ class ServerBudget:
                 continue
             if pool.idle:
                 waiter.conn = pool.idle.pop()[0]  # the most recent: still warm
-                pool.handed_at = now
-            elif pool.in_use and (pool.opening or now - pool.handed_at < self.grow_after):
+            elif pool.in_use and now - pool.woke_at < self.grow_after:
                 continue
-            elif self.open < self.limit:
-                self.open += 1
-                waiter.slot = True
-                pool.opening += 1
             else:
-                victim = self._oldest_idle()
-                if victim is None:
-                    return
-                # The slot passes from the victim to the waiter, which closes
-                # the victim before it opens its own.
-                waiter.victim, waiter.slot = victim, True
-                pool.opening += 1
+                if not pool.in_use:
+                    pool.woke_at = now
+                if self.open < self.limit:
+                    self.open += 1
+                else:
+                    victim = self._oldest_idle()
+                    if victim is None:
+                        return
+                    # The slot passes from the victim to the waiter, which
+                    # closes the victim before it opens its own.
+                    waiter.victim = victim
+                waiter.slot = True
             pool.in_use += 1
             pool.waiting -= 1
             self.waiters.remove(waiter)

@@ -33,11 +33,12 @@ class StoreSettings(CommonSettings):
     # An idle connection closes after this long, so a workspace nobody uses
     # holds none; a busy one beyond the budget takes an idle one's place.
     pool_max_idle_seconds: float = 5.0
-    # A caller of a workspace whose connections are all busy waits this long
-    # for one to come back before it opens another (a new backend costs
-    # 6-15 ms here; a statement usually less): concurrent calls to a workspace
-    # just woken share one connection instead of opening one each.
-    pool_grow_after_seconds: float = 0.01
+    # For this long after a workspace wakes up (its first connection since it
+    # had none), its concurrent calls share that connection rather than open
+    # one each: a new backend costs a connect and its own catalog and plan
+    # caches filled from scratch. Recall over 150 workspaces in turn, p50:
+    # 137-143 ms opening at once, 60-65 ms sharing (docs/benchmarks.md).
+    pool_grow_after_seconds: float = 0.05
     # The control plane's pool (one per process, on the default server).
     control_pool_max_size: int = 4
     # What the start-up check counts against each server's max_connections

@@ -253,3 +253,16 @@ def test_a_spent_budget_answers_unavailable_with_a_retry_hint() -> None:
             detail.Unpack(info)
             hints.append(info.retry_delay.ToTimedelta().total_seconds())
     assert hints == [1.0]
+
+
+def test_a_workspace_awake_for_a_while_grows_at_once() -> None:
+    """Only a workspace that has just woken shares its first connection; one
+    in use for longer than grow_after opens more as its callers need them."""
+    budget = ServerBudget("s", limit=4, idle_seconds=60, grow_after=10.0)
+    opened: list[str] = []
+    pool = make(budget, "db", opened)
+    with pool.connection():
+        pool.woke_at -= 20.0  # as if its first connection came 20 s ago
+        with pool.connection(timeout=0.5):  # far below grow_after: no wait
+            pass
+    assert opened == ["db", "db"]
