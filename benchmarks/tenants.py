@@ -20,6 +20,9 @@ count it measures:
 - disk per workspace (pg_database_size, mean over the workspace databases).
 
 It prints one JSON object per count and, with --out, writes them all.
+With --breakdown it measures only where a recall on a workspace just woken
+spends its time: recall over all workspaces in turn and on one workspace, each
+service's handler time by method over each run.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import psycopg
 from benchmarks.recall_bench import _tree_cpu, cpu_roots
 from recallatron.client import Client
 from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.stack import Stack, own_config, running
+from recallatron_cli.stack import Stack, metrics_everywhere, own_config, running
 from services.store.db import with_database
 
 TOPICS = ["heron", "ledger", "orchard", "lantern", "granite", "harbour", "meadow", "quartz"]
@@ -235,6 +238,40 @@ def measure(t: Tenants, count: int, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def breakdown(t: Tenants, metrics: dict[str, int], calls: int) -> dict[str, Any]:
+    """Recall over every workspace in turn, then on one workspace, twice each,
+    with each service's handler time by method (its /metrics) over each run:
+    where a workspace just woken costs more."""
+    from benchmarks.recall_bench import means_ms, scrape
+
+    out: dict[str, Any] = {}
+    one = t.workspaces[0][2]
+    others = [w[2] for w in t.workspaces[1:]]
+    for n, (name, pick) in enumerate(
+        [("all in turn", lambda k: others[k % len(others)]), ("one workspace", lambda k: one)] * 2
+    ):
+        services = ("store", "rank", "gateway")
+        before = {
+            s: scrape(metrics[s], "recallatron_rpc_duration_seconds", "method") for s in services
+        }
+        times = []
+        for k in range(calls):
+            started = time.perf_counter()
+            pick(k + 7 * n).recall("report filed", mode="hybrid", skip_rerank=True)
+            times.append((time.perf_counter() - started) * 1000)
+        after = {
+            s: scrape(metrics[s], "recallatron_rpc_duration_seconds", "method") for s in services
+        }
+        out[f"{name} #{n // 2 + 1}"] = {
+            "p50_ms": pct(times, 50),
+            "handler_mean_ms": {
+                s: {m.rsplit("/", 1)[-1]: v for m, v in means_ms(before[s], after[s]).items()}
+                for s in services
+            },
+        }
+    return out
+
+
 def pictures(results: list[dict[str, Any]], directory: Path) -> list[Path]:
     from recallatron_cli.plots import pyplot
 
@@ -330,6 +367,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="tenants-"))
     results = []
+    if args.breakdown:
+        metrics = metrics_everywhere()
+        config = own_config(state, load_models_dir(), metrics_ports=metrics)
+        with running(Stack(config)) as stack:
+            t = Tenants(stack)
+            t.grow(args.workspaces[0])
+            for _, _, client, _ in t.workspaces:
+                client.wait_embedded(timeout=600)
+            print(json.dumps(breakdown(t, metrics, args.recalls), indent=1))
+        return 0
     with running(Stack(own_config(state, load_models_dir()))) as stack:
         t = Tenants(stack)
         for count in sorted(args.workspaces):
