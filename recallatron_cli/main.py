@@ -226,6 +226,7 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
         job.stop_event,
         lambda conn: [str(r[0]) for r in conn.execute(queries.WORK_MARKS)],
         refresh_seconds=settings.job_marks_refresh_seconds,
+        everything=lambda conn: [str(r[0]) for r in conn.execute(queries.ALL_WORKSPACE_IDS)],
     ).start()
     # Read by the Deployment's liveness probe (k8s/base/embed-job.yaml).
     job.beat = Heartbeat(Path(settings.state_dir) / HEARTBEAT_FILE).beat

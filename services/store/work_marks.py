@@ -91,7 +91,7 @@ class WorkQueue:
 class WorkListener(Listener):
     """Feeds a :class:`WorkQueue` from the control plane's work marks: each
     notification, and every mark read again on each (re)connect and every
-    ``refresh_seconds``."""
+    ``refresh_seconds``; after a lost connection, ``everything``."""
 
     def __init__(
         self,
@@ -101,9 +101,21 @@ class WorkListener(Listener):
         marks: Callable[[psycopg.Connection], list[str]],
         refresh_seconds: float = 30.0,
         retry_seconds: float = 1.0,
+        everything: Callable[[psycopg.Connection], list[str]] | None = None,
     ) -> None:
+        connected = [False]
+
         def read(conn: psycopg.Connection) -> None:
             queue.mark_all(marks(conn))
+
+        def reconnected(conn: psycopg.Connection) -> None:
+            # Connected again after a loss (Postgres may have restarted, and
+            # marks are committed without waiting for their flush): every
+            # workspace is looked at once, not only the marked ones.
+            if connected[0] and everything is not None:
+                queue.mark_all(everything(conn))
+            connected[0] = True
+            read(conn)
 
         super().__init__(
             "work-listener",
@@ -111,7 +123,7 @@ class WorkListener(Listener):
             CHANNEL,
             stop,
             queue.mark,
-            on_connect=read,
+            on_connect=reconnected,
             every=read,
             every_seconds=refresh_seconds,
             retry_seconds=retry_seconds,
