@@ -183,7 +183,7 @@ class ServerBudget:
     """One server's connections in this process: at most ``limit`` open."""
 
     def __init__(
-        self, server: str, limit: int, idle_seconds: float, grow_after: float = 0.01
+        self, server: str, limit: int, idle_seconds: float, grow_after: float = 0.05
     ) -> None:
         if limit < 1:
             raise ValueError("a connection budget must allow at least one connection")
