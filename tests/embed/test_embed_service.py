@@ -12,7 +12,6 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
-from grpc_status import rpc_status
 
 from recallatron.v1 import embed_pb2
 from services.embed.manifest import (
@@ -25,6 +24,7 @@ from services.embed.manifest import (
 from services.embed.server import SERVICE_NAME
 from services.embed.settings import EmbedSettings
 from services.embed.testing import EmbedProcess
+from tests.faults.stackutil import rich_detail
 
 pytestmark = pytest.mark.integration
 
@@ -43,14 +43,9 @@ def _error(call: Callable[[], object]) -> grpc.RpcError:
 def _bad_field(error: grpc.RpcError) -> str:
     """The field named by the BadRequest detail of an INVALID_ARGUMENT status."""
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    assert status is not None
-    for detail in status.details:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            return str(bad.field_violations[0].field)
-    raise AssertionError(f"no BadRequest detail in {status}")
+    bad = rich_detail(error, error_details_pb2.BadRequest)
+    assert bad is not None, f"no BadRequest detail in {error.details()}"
+    return str(bad.field_violations[0].field)
 
 
 @pytest.mark.parametrize(

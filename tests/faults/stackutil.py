@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -22,6 +23,7 @@ from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_confi
 from recallatron_cli.stack import running as stack_running
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 
 # Codes that mean "the call may not have happened; retry with the same request id".
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -96,16 +98,22 @@ def restart_postgres(stack: Stack, attempts: int = 20) -> None:
             time.sleep(0.5)
 
 
-def retry_delay(exc: grpc.RpcError) -> float:
-    """The google.rpc.RetryInfo hint of a refusal, in seconds (0: none)."""
+def rich_detail(exc: grpc.RpcError, message: type[M]) -> M | None:
+    """The first rich-status detail of a refusal of the given type, if any."""
     status = rpc_status.from_call(exc)  # type: ignore[arg-type]
     assert status is not None
     for detail in status.details:
-        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
-            info = error_details_pb2.RetryInfo()
-            detail.Unpack(info)
-            return float(info.retry_delay.ToTimedelta().total_seconds())
-    return 0.0
+        if detail.Is(message.DESCRIPTOR):
+            found = message()
+            detail.Unpack(found)
+            return found
+    return None
+
+
+def retry_delay(exc: grpc.RpcError) -> float:
+    """The google.rpc.RetryInfo hint of a refusal, in seconds (0: none)."""
+    info = rich_detail(exc, error_details_pb2.RetryInfo)
+    return float(info.retry_delay.ToTimedelta().total_seconds()) if info else 0.0
 
 
 def record(name: str, **figures: object) -> None:
