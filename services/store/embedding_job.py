@@ -364,6 +364,10 @@ class EmbeddingJob:
             batch = self.claim(workspace_id)
             if not batch.rows:
                 if self.backlog(workspace_id) == 0:
+                    if progress:
+                        # The queue is empty, whoever embedded it (the running
+                        # job, woken by the same rows, may take some).
+                        progress(0)
                     return total
                 time.sleep(self.settings.job_poll_seconds)
                 continue
