@@ -75,7 +75,6 @@ class Databases:
         if process not in PROCESSES:
             raise ValueError(f"process must be one of {PROCESSES}")
         self.settings = settings
-        self.process = process
         try:
             # Names -> admin URLs, from settings only (design §3); a bad or
             # missing entry stops the start-up here, before serving.
