@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +17,9 @@ from typing import Any
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
+from google.protobuf.message_factory import GetMessageClass
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -490,3 +492,30 @@ class Server:
 
     def stop(self) -> None:
         self.stopped.set()
+
+
+def add_methods(
+    server: grpc.Server, service: ServiceDescriptor, handlers: Mapping[str, Callable[..., Any]]
+) -> None:
+    """Serves ``service`` from one handler per method, found by name (the
+    generated ``add_*Servicer_to_server`` does the same from a servicer's
+    attributes); a method without a handler refuses to start."""
+    missing = [m.name for m in service.methods if m.name not in handlers]
+    if missing:
+        raise TypeError(f"{service.name}: no handler for {', '.join(missing)}")
+    table = {}
+    for m in service.methods:
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if m.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        table[m.name] = make(
+            handlers[m.name],
+            request_deserializer=GetMessageClass(m.input_type).FromString,
+            response_serializer=GetMessageClass(m.output_type).SerializeToString,
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, table),)
+    )
+    server.add_registered_method_handlers(service.full_name, table)

@@ -146,6 +146,7 @@ class RememberRequest(_message.Message):
     RELATIONS_FIELD_NUMBER: _builtins.int
     ALIASES_FIELD_NUMBER: _builtins.int
     EPISODE_ID_FIELD_NUMBER: _builtins.int
+    OCCURRED_AT_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client request id: a retry with the same id returns the first result."""
     kind: _common_pb2.Kind.ValueType
@@ -174,6 +175,13 @@ class RememberRequest(_message.Message):
     def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RelationInput]: ...
     @_builtins.property
     def aliases(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AliasInput]: ...
+    @_builtins.property
+    def occurred_at(self) -> _timestamp_pb2.Timestamp:
+        """When what it records was said or happened (default now; not in the
+        future). Without an episode_id the memory joins the member's episode
+        still open then (a gap of 2 hours at most), or opens one.
+        """
+
     def __init__(
         self,
         *,
@@ -191,10 +199,11 @@ class RememberRequest(_message.Message):
         relations: _abc.Iterable[_common_pb2.RelationInput] | None = ...,
         aliases: _abc.Iterable[_common_pb2.AliasInput] | None = ...,
         episode_id: _builtins.str = ...,
+        occurred_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "audience", b"audience", "confidence", b"confidence", "occurred_at", b"occurred_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "episode_id", b"episode_id", "kind", b"kind", "mentions", b"mentions", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "about_ids", b"about_ids", "aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "episode_id", b"episode_id", "kind", b"kind", "mentions", b"mentions", "occurred_at", b"occurred_at", "purpose", b"purpose", "purposes", b"purposes", "relations", b"relations", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015

@@ -10,10 +10,11 @@ from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.authcache import AuthCache, RevocationWatcher
+from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter, fair_key_of
 from services.gateway.review import ReviewServicer
 from services.gateway.review_web import ReviewWeb, gateway_target
-from services.gateway.server import AdminServicer, Auth, MemoryServicer, Peers
+from services.gateway.server import AdminServicer, Auth, MemoryServicer
 from services.gateway.settings import GatewaySettings
 
 

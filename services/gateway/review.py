@@ -13,7 +13,8 @@ from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc, store_pb2
-from services.gateway.server import Auth, Peers, caller
+from services.gateway import peers as calls
+from services.gateway.server import Forwarding, caller
 
 # design §8.1: pairs at cosine >= 0.80 among at most the 500 newest memories.
 WINDOW = 500
@@ -24,11 +25,9 @@ MAX_PAIRS = 200
 READ_CHUNK = 100
 
 
-class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
-    def __init__(self, peers: Peers, auth: Auth) -> None:
-        self.peers = peers
-        self.auth = auth
-
+# The decisions and the entity merge (design §8.5): the store decides what the
+# caller may see and that only an owner decides; these calls are forwarded.
+class ReviewServicer(Forwarding, gateway_pb2_grpc.ReviewServiceServicer):
     def ListDuplicatePairs(
         self, request: pb.ListDuplicatePairsRequest, context: grpc.ServicerContext
     ) -> pb.ListDuplicatePairsResponse:
@@ -36,23 +35,25 @@ class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
         if not 0 <= request.limit <= MAX_PAIRS:
             raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_PAIRS}]")
         who = caller(ident, request.purpose)
-        found = self.peers.store_call(
-            self.peers.store.ListDuplicatePairs,
+        found = self.peers.store.call(
+            calls.LIST_DUPLICATE_PAIRS,
             store_pb2.StoreServiceListDuplicatePairsRequest(
                 caller=who,
                 window=WINDOW,
                 min_cosine=MIN_COSINE,
                 limit=request.limit or DEFAULT_PAIRS,
             ),
+            self.peers.member(who, calls.LIST_DUPLICATE_PAIRS.path),
         )
         ids = list(dict.fromkeys(i for p in found.pairs for i in (p.first_id, p.second_id)))
         memories: dict[str, cpb.Memory] = {}
         for start in range(0, len(ids), READ_CHUNK):
-            resp = self.peers.store_call(
-                self.peers.store.GetMemories,
+            resp = self.peers.store.call(
+                calls.GET_MEMORIES,
                 store_pb2.GetMemoriesRequest(
                     caller=who, ids=ids[start : start + READ_CHUNK], with_provenance=True
                 ),
+                self.peers.member(who, calls.GET_MEMORIES.path),
             )
             memories.update((m.id, m) for m in resp.memories)
         # A memory changed (forgotten, superseded) between the two reads
@@ -70,56 +71,29 @@ class ReviewServicer(gateway_pb2_grpc.ReviewServiceServicer):
     def DismissDuplicatePair(
         self, request: pb.DismissDuplicatePairRequest, context: grpc.ServicerContext
     ) -> pb.DismissDuplicatePairResponse:
-        store_request = self.auth.as_store(
-            request, context, store_pb2.StoreServiceDismissDuplicatePairRequest
-        )
-        self.peers.store_call(self.peers.store.DismissDuplicatePair, store_request)
-        return pb.DismissDuplicatePairResponse()
-
-    # Entity merge (design §8.5): the store decides what the caller may see
-    # and that only an owner decides; these calls relay.
+        return self.forward(calls.DISMISS_DUPLICATE_PAIR, request, context)
 
     def ListEntityPairs(
         self, request: pb.ListEntityPairsRequest, context: grpc.ServicerContext
     ) -> pb.ListEntityPairsResponse:
-        store_request = self.auth.as_store(
-            request, context, store_pb2.StoreServiceListEntityPairsRequest
-        )
-        found = self.peers.store_call(self.peers.store.ListEntityPairs, store_request)
-        return pb.ListEntityPairsResponse(pairs=found.pairs)
+        return self.forward(calls.LIST_ENTITY_PAIRS, request, context)
 
     def MergeEntities(
         self, request: pb.MergeEntitiesRequest, context: grpc.ServicerContext
     ) -> pb.MergeEntitiesResponse:
-        store_request = self.auth.as_store(
-            request, context, store_pb2.StoreServiceMergeEntitiesRequest
-        )
-        done = self.peers.store_call(self.peers.store.MergeEntities, store_request)
-        return pb.MergeEntitiesResponse(merge=done.merge, created=done.created)
+        return self.forward(calls.MERGE_ENTITIES, request, context)
 
     def KeepEntitiesApart(
         self, request: pb.KeepEntitiesApartRequest, context: grpc.ServicerContext
     ) -> pb.KeepEntitiesApartResponse:
-        store_request = self.auth.as_store(
-            request, context, store_pb2.StoreServiceKeepEntitiesApartRequest
-        )
-        self.peers.store_call(self.peers.store.KeepEntitiesApart, store_request)
-        return pb.KeepEntitiesApartResponse()
+        return self.forward(calls.KEEP_ENTITIES_APART, request, context)
 
     def UndoEntityMerge(
         self, request: pb.UndoEntityMergeRequest, context: grpc.ServicerContext
     ) -> pb.UndoEntityMergeResponse:
-        store_request = self.auth.as_store(
-            request, context, store_pb2.StoreServiceUndoEntityMergeRequest
-        )
-        self.peers.store_call(self.peers.store.UndoEntityMerge, store_request)
-        return pb.UndoEntityMergeResponse()
+        return self.forward(calls.UNDO_ENTITY_MERGE, request, context)
 
     def ListEntityMerges(
         self, request: pb.ListEntityMergesRequest, context: grpc.ServicerContext
     ) -> pb.ListEntityMergesResponse:
-        store_request = self.auth.as_store(
-            request, context, store_pb2.StoreServiceListEntityMergesRequest
-        )
-        found = self.peers.store_call(self.peers.store.ListEntityMerges, store_request)
-        return pb.ListEntityMergesResponse(merges=found.merges)
+        return self.forward(calls.LIST_ENTITY_MERGES, request, context)

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
-from recallatron import convert, deadline, errors, internal_auth
-from recallatron.grpcclient import peer_channel, relay, unary
+from recallatron import convert, errors, internal_auth
 from recallatron.grpcserver import current_method
+from recallatron.peer import Method, Pending
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron.v1 import gateway_pb2_grpc, rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
+from recallatron.v1 import gateway_pb2_grpc, rank_pb2, store_pb2
 from recallatron.vocabulary import (
     DEFAULT_RECALL_LIMIT,
     KIND,
@@ -29,16 +28,12 @@ from recallatron.vocabulary import (
     PURPOSE,
 )
 from services.gateway import capture, scopes
+from services.gateway import peers as calls
 from services.gateway.authcache import AuthCache, Identity
+from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter
-from services.gateway.settings import GatewaySettings
 
-Resp = TypeVar("Resp")
-Req = TypeVar("Req", bound=Message)
 log = logging.getLogger("recallatron.gateway")
-
-# Clock skew tolerated on a turn's time.
-TURN_CLOCK_SKEW = timedelta(minutes=5)
 
 
 def bearer_token(context: grpc.ServicerContext) -> str:
@@ -49,84 +44,6 @@ def bearer_token(context: grpc.ServicerContext) -> str:
                 return token.strip()
             raise errors.Unauthenticated("authorization: expected 'Bearer <token>'")
     raise errors.Unauthenticated("authorization: missing bearer token")
-
-
-# Whom an internal call is vouched for (recallatron/internal_auth.py): the
-# Caller inside the request (None), a member's identity, the operator, or the
-# gateway itself as a service.
-Vouch = Identity | str | None
-OPERATOR = internal_auth.OPERATOR
-SERVICE = internal_auth.SERVICE
-
-
-class Peers:
-    """Stubs of the store and rank services; every call has a deadline and a
-    caller assertion signed with the stack's key (the gateway vouches for the
-    identity it authenticated), and a peer's error status is relayed unchanged
-    (an unreachable peer or a missed deadline becomes UNAVAILABLE)."""
-
-    def __init__(self, settings: GatewaySettings) -> None:
-        self.settings = settings
-        self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
-        self.store_channel = peer_channel(settings.store_target, settings)
-        self.store = store_pb2_grpc.StoreServiceStub(self.store_channel)
-        # The store methods' names by their stub attribute, for the assertions.
-        self._store_names = {
-            id(getattr(self.store, m.name)): m.name
-            for m in store_pb2.DESCRIPTOR.services_by_name["StoreService"].methods
-        }
-        self.rank = rank_pb2_grpc.RankServiceStub(peer_channel(settings.rank_target, settings))
-
-    def assertion(self, methods: list[str] | tuple[str, ...], request: Any, vouch: Vouch) -> str:
-        """The assertion for one call: for the request's Caller unless ``vouch``
-        says otherwise. Only identities the gateway authenticated get here."""
-        if vouch == OPERATOR:
-            return self.signer.operator(methods)
-        if vouch == SERVICE:
-            return self.signer.service(methods)
-        if isinstance(vouch, Identity):
-            who = cpb.Caller(
-                workspace_id=vouch.workspace_id,
-                member_id=vouch.member_id,
-                role=vouch.role,
-                purpose=cpb.PURPOSE_ASSIST,
-            )
-            return self.signer.member(who, methods)
-        if vouch is None and request.HasField("caller"):
-            return self.signer.member(request.caller, methods)
-        raise AssertionError(f"no identity to vouch for in {type(request).__name__}")
-
-    def call(
-        self, method: Callable[..., Resp], request: Any, timeout: float, assertion: str = ""
-    ) -> Resp:
-        # Never longer than our own caller waits, and cancelled if it leaves (design §9).
-        try:
-            metadata = internal_auth.metadata(assertion) if assertion else None
-            return unary(method, request, timeout, metadata)
-        except grpc.RpcError as exc:
-            raise relay(exc) from None
-
-    def store_call(self, method: Callable[..., Resp], request: Any, vouch: Vouch = None) -> Resp:
-        """A call to one of the store stub's methods (``self.store.GetMemories``),
-        with the assertion for exactly that method."""
-        return self.call(
-            method, request, self.settings.store_timeout_seconds, self._for(method, request, vouch)
-        )
-
-    def store_future(
-        self, method: Any, request: Any, vouch: Vouch = None, assertion: str = ""
-    ) -> Any:
-        """The same call started in the background (its ``.result()`` later);
-        with ``assertion``, that one (good for the method) instead of a new one."""
-        return method.future(
-            request,
-            timeout=deadline.capped(self.settings.store_timeout_seconds),
-            metadata=internal_auth.metadata(assertion or self._for(method, request, vouch)),
-        )
-
-    def _for(self, method: Any, request: Any, vouch: Vouch) -> str:
-        name = self._store_names[id(method)]
-        return self.assertion([internal_auth.store_method(name)], request, vouch)
 
 
 class Auth:
@@ -157,14 +74,6 @@ class Auth:
         scopes.check_call(ident.purposes, ident.read_only, current_method())
         return ident
 
-    def as_store(self, request: Any, context: grpc.ServicerContext, store_type: type[Req]) -> Req:
-        """A request as the store's, for the member the token belongs to (the
-        two messages are kept field-compatible; the purpose becomes the
-        caller's)."""
-        store_request = store_type(caller=caller(self.member(context), request.purpose))
-        _copy_fields(request, store_request, exclude={"purpose"})
-        return store_request
-
     def _identity(self, context: grpc.ServicerContext) -> Identity:
         token = self.token(context)
         cached = self.cache.get(token)
@@ -174,8 +83,10 @@ class Auth:
         self.failures.check(context.peer())
         generation = self.cache.generation()
         try:
-            resp = self.peers.store_call(
-                self.peers.store.Authenticate, store_pb2.AuthenticateRequest(token=token), SERVICE
+            resp = self.peers.store.call(
+                calls.AUTHENTICATE,
+                store_pb2.AuthenticateRequest(token=token),
+                self.peers.service(calls.AUTHENTICATE.path),
             )
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
@@ -220,10 +131,69 @@ def caller(ident: Identity, purpose: cpb.Purpose.ValueType) -> cpb.Caller:
     )
 
 
-class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
+# Every public tool request names the purpose its caller acts for.
+PURPOSE_FIELD = "purpose"
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+
+class Forwarding:
+    """A public service whose tools the store's ToolService answers with the
+    request and the response as they are (tools.proto): one path for the
+    token, its scope, the purpose, the caller assertion, the deadline and the
+    relay of the store's status: each tool's handler is one call naming its method."""
+
     def __init__(self, peers: Peers, auth: Auth) -> None:
         self.peers = peers
         self.auth = auth
+
+    def forward(self, m: Method[Req, Resp], request: Req, context: grpc.ServicerContext) -> Resp:
+        who = caller(self.auth.member(context), getattr(request, PURPOSE_FIELD))
+        return self.peers.store.call(m, request, self.peers.member(who, m.path))
+
+
+class MemoryServicer(Forwarding, gateway_pb2_grpc.MemoryServiceServicer):
+    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
+        return self.forward(calls.READ, request, context)
+
+    def Remember(
+        self, request: pb.RememberRequest, context: grpc.ServicerContext
+    ) -> pb.RememberResponse:
+        return self.forward(calls.REMEMBER, request, context)
+
+    def Derive(self, request: pb.DeriveRequest, context: grpc.ServicerContext) -> pb.DeriveResponse:
+        return self.forward(calls.DERIVE, request, context)
+
+    def Correct(
+        self, request: pb.CorrectRequest, context: grpc.ServicerContext
+    ) -> pb.CorrectResponse:
+        return self.forward(calls.CORRECT, request, context)
+
+    def Supersede(
+        self, request: pb.SupersedeRequest, context: grpc.ServicerContext
+    ) -> pb.SupersedeResponse:
+        return self.forward(calls.SUPERSEDE, request, context)
+
+    def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext) -> pb.ForgetResponse:
+        return self.forward(calls.FORGET, request, context)
+
+    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
+        return self.forward(calls.LOOKUP, request, context)
+
+    def Neighbors(
+        self, request: pb.NeighborsRequest, context: grpc.ServicerContext
+    ) -> pb.NeighborsResponse:
+        return self.forward(calls.NEIGHBORS, request, context)
+
+    def CreateEpisode(
+        self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.CreateEpisodeResponse:
+        return self.forward(calls.CREATE_EPISODE, request, context)
+
+    def Timeline(
+        self, request: pb.TimelineRequest, context: grpc.ServicerContext
+    ) -> pb.TimelineResponse:
+        return self.forward(calls.TIMELINE, request, context)
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         ident = self.auth.member(context)
@@ -244,7 +214,9 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             search = store_pb2.SearchHistoryRequest(
                 caller=who, query=request.query, limit=request.limit or DEFAULT_RECALL_LIMIT
             )
-            history = self.peers.store_future(self.peers.store.SearchHistory, search)
+            history = self.peers.store.start(
+                calls.SEARCH_HISTORY, search, self.peers.member(who, calls.SEARCH_HISTORY.path)
+            )
         rank_request = rank_pb2.RankRequest(
             caller=who,
             query=request.query,
@@ -255,94 +227,27 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         )
         # Good for the rank call, the store and embed calls rank makes with
         # it, and the entity cards asked for meanwhile.
-        assertion = self.peers.assertion(internal_auth.RECALL_METHODS, rank_request, None)
-        named = self._named_entities(who, request.query, assertion)
-        resp = self.peers.call(
-            self.peers.rank.Rank, rank_request, self.peers.settings.rank_timeout_seconds, assertion
+        assertion = self.peers.member(who, *internal_auth.RECALL_METHODS)
+        named = self.peers.store.start(
+            calls.NAMED_ENTITIES,
+            store_pb2.NamedEntitiesRequest(caller=who, text=request.query),
+            assertion,
         )
+        resp = self.peers.rank.call(calls.RANK, rank_request, assertion)
         if history is not None:
-            pending = history
-            # Through peers.call for the same error translation as any call.
-            found = self.peers.call(lambda _req, timeout: pending.result(), None, 0)
-            resp.outcome.history.extend(found.entries)
+            resp.outcome.history.extend(history.result().entries)
         resp.outcome.entities.extend(self._cards(named))
         return pb.RecallResponse(outcome=resp.outcome)
 
-    def _named_entities(self, who: cpb.Caller, query: str, assertion: str) -> Any:
-        """The store's entity cards for the names the query contains, asked
-        while rank works (with the recall's assertion)."""
-        ask = store_pb2.NamedEntitiesRequest(caller=who, text=query)
-        return self.peers.store_future(self.peers.store.NamedEntities, ask, assertion=assertion)
-
     @staticmethod
-    def _cards(pending: Any) -> list[cpb.EntityCard]:
+    def _cards(pending: Pending[store_pb2.NamedEntitiesResponse]) -> list[cpb.EntityCard]:
         # Cards sit beside the ranked memories: without them recall still
         # answers (design §5, degrade, never refuse).
         try:
             return list(pending.result().entities)
-        except grpc.RpcError as exc:
-            log.warning("entity cards unavailable", extra={"code": str(exc.code())})
+        except errors.DomainError as exc:
+            log.warning("entity cards unavailable", extra={"error": type(exc).__name__})
             return []
-
-    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
-        ident = self.auth.member(context)
-        resp = self.peers.store_call(
-            self.peers.store.GetMemories,
-            store_pb2.GetMemoriesRequest(
-                caller=caller(ident, request.purpose), ids=request.ids, with_provenance=True
-            ),
-        )
-        if resp.not_found_ids:
-            # Not visible reads exactly like not there (design §4).
-            raise errors.NotFound(f"ids: not found: {', '.join(resp.not_found_ids)}")
-        return pb.ReadResponse(memories=resp.memories)
-
-    def Remember(
-        self,
-        request: pb.RememberRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.RememberResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.CreateMemoryRequest)
-        resp = self.peers.store_call(self.peers.store.CreateMemory, store_request)
-        return pb.RememberResponse(memory=resp.memory, replayed=resp.replayed)
-
-    def Derive(
-        self,
-        request: pb.DeriveRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.DeriveResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.DeriveMemoryRequest)
-        resp = self.peers.store_call(self.peers.store.DeriveMemory, store_request)
-        return pb.DeriveResponse(memory=resp.memory, replayed=resp.replayed)
-
-    def Correct(
-        self,
-        request: pb.CorrectRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.CorrectResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.CorrectMemoryRequest)
-        resp = self.peers.store_call(self.peers.store.CorrectMemory, store_request)
-        return pb.CorrectResponse(memory=resp.memory, replayed=resp.replayed)
-
-    def Supersede(
-        self,
-        request: pb.SupersedeRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.SupersedeResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.SupersedeMemoryRequest)
-        resp = self.peers.store_call(self.peers.store.SupersedeMemory, store_request)
-        return pb.SupersedeResponse(
-            memory=resp.memory, superseded=resp.superseded, replayed=resp.replayed
-        )
-
-    def Forget(
-        self,
-        request: pb.ForgetRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.ForgetResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.ForgetMemoryRequest)
-        resp = self.peers.store_call(self.peers.store.ForgetMemory, store_request)
-        return pb.ForgetResponse(id=resp.id, forgotten_at=resp.forgotten_at, replayed=resp.replayed)
 
     def Capture(
         self,
@@ -351,9 +256,8 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     ) -> pb.CaptureResponse:
         ident = self.auth.member(context)
         # Checked before deciding: a turn not worth storing is still refused
-        # for a bad purpose.
-        PURPOSE.parse(request.purpose, "purpose")
-        scopes.check_purpose(ident.purposes, ident.read_only, request.purpose or cpb.PURPOSE_ASSIST)
+        # for a bad purpose or time.
+        who = caller(ident, request.purpose)
         if request.speaker_member_id not in ("", ident.member_id):
             # An agent captures the turns of the member it acts for, nobody else's.
             raise errors.InvalidArgument(
@@ -363,9 +267,9 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             raise errors.InvalidArgument(
                 "text", f"at most {MAX_TURN_CHARS} characters, no NUL characters"
             )
-        occurred = request.occurred_at.ToDatetime(UTC) if request.HasField("occurred_at") else None
-        if occurred is not None and occurred > datetime.now(UTC) + TURN_CLOCK_SKEW:
-            raise errors.InvalidArgument("occurred_at", "must not lie in the future")
+        occurred = convert.not_future(
+            convert.when(request.occurred_at, request.HasField("occurred_at")), "occurred_at"
+        )
         said = capture.decide(request.text)
         if not said.store:
             return pb.CaptureResponse(stored=False, reason=said.reason)
@@ -374,52 +278,22 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             if said.audience == capture.WORKSPACE
             else cpb.Audience(member_id=ident.member_id)
         )
-        resp = self.peers.store_call(
-            self.peers.store.CreateMemory,
-            store_pb2.CreateMemoryRequest(
-                caller=caller(ident, request.purpose),
+        resp = self.peers.store.call(
+            calls.REMEMBER,
+            pb.RememberRequest(
                 request_id=request.request_id
                 or capture.request_id_for(ident.member_id, request.text, occurred),
                 kind=KIND.value(said.kind),
                 title=said.title,
                 body=capture.body_with_time(said.body, occurred),
                 audience=audience,
-                purposes=[request.purpose or cpb.PURPOSE_ASSIST],
+                purposes=[who.purpose],
                 episode_id=request.episode_id,
-                captured_at=request.occurred_at
-                if request.HasField("occurred_at")
-                else convert.timestamp(datetime.now(UTC)),
+                occurred_at=convert.timestamp(occurred or datetime.now(UTC)),
             ),
+            self.peers.member(who, calls.REMEMBER.path),
         )
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
-
-    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.LookupEntitiesRequest)
-        resp = self.peers.store_call(self.peers.store.LookupEntities, store_request)
-        return pb.LookupResponse(entities=resp.entities)
-
-    def Neighbors(
-        self, request: pb.NeighborsRequest, context: grpc.ServicerContext
-    ) -> pb.NeighborsResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.EntityNeighborsRequest)
-        resp = self.peers.store_call(self.peers.store.EntityNeighbors, store_request)
-        return pb.NeighborsResponse(nodes=resp.nodes, edges=resp.edges, truncated=resp.truncated)
-
-    def CreateEpisode(
-        self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
-    ) -> pb.CreateEpisodeResponse:
-        store_request = self.auth.as_store(
-            request, context, store_pb2.StoreServiceCreateEpisodeRequest
-        )
-        resp = self.peers.store_call(self.peers.store.CreateEpisode, store_request)
-        return pb.CreateEpisodeResponse(episode_id=resp.episode_id)
-
-    def Timeline(
-        self, request: pb.TimelineRequest, context: grpc.ServicerContext
-    ) -> pb.TimelineResponse:
-        store_request = self.auth.as_store(request, context, store_pb2.StoreServiceTimelineRequest)
-        resp = self.peers.store_call(self.peers.store.Timeline, store_request)
-        return pb.TimelineResponse(events=resp.events, next_page_token=resp.next_page_token)
 
     def DescribeTools(
         self,
@@ -436,21 +310,6 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         )
 
 
-def _copy_fields(src: Any, dst: Any, exclude: set[str]) -> None:
-    """Copies the fields both messages share by name (the tool request and its
-    store counterpart are kept field-compatible)."""
-    for fd, value in src.ListFields():
-        if fd.name in exclude:
-            continue
-        target = getattr(dst, fd.name)
-        if fd.is_repeated:
-            target.extend(value)
-        elif fd.message_type is not None:
-            target.CopyFrom(value)
-        else:
-            setattr(dst, fd.name, value)
-
-
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     def __init__(self, peers: Peers, auth: Auth) -> None:
         self.peers = peers
@@ -461,12 +320,15 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     ) -> pb.AdminServiceCreateWorkspaceResponse:
         if not self.auth.is_operator(context):
             raise errors.PermissionDenied("creating a workspace needs the operator token")
-        resp = self.peers.store_call(
-            self.peers.store.CreateWorkspace,
+        resp = self.peers.store.call(
+            calls.CREATE_WORKSPACE,
             store_pb2.CreateWorkspaceRequest(slug=request.slug, server=request.server),
-            OPERATOR,
+            self.peers.operator(calls.CREATE_WORKSPACE.path),
         )
         return pb.AdminServiceCreateWorkspaceResponse(workspace=resp.workspace)
+
+    def _vouch(self, owner: Identity | None, path: str) -> str:
+        return self.peers.identity(owner, path) if owner else self.peers.operator(path)
 
     def CreateMember(
         self, request: pb.AdminServiceCreateMemberRequest, context: grpc.ServicerContext
@@ -477,12 +339,12 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             if workspace_id and workspace_id != owner.workspace_id:
                 raise errors.NotFound("workspace_id: workspace not found")
             workspace_id = owner.workspace_id
-        resp = self.peers.store_call(
-            self.peers.store.CreateMember,
+        resp = self.peers.store.call(
+            calls.CREATE_MEMBER,
             store_pb2.CreateMemberRequest(
                 workspace_id=workspace_id, handle=request.handle, role=request.role
             ),
-            owner or OPERATOR,
+            self._vouch(owner, calls.CREATE_MEMBER.path),
         )
         return pb.AdminServiceCreateMemberResponse(member=resp.member)
 
@@ -490,8 +352,8 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminServiceCreateTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceCreateTokenResponse:
         owner = self.auth.operator_or_owner(context)
-        resp = self.peers.store_call(
-            self.peers.store.CreateToken,
+        resp = self.peers.store.call(
+            calls.CREATE_TOKEN,
             store_pb2.CreateTokenRequest(
                 member_id=request.member_id,
                 label=request.label,
@@ -499,7 +361,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 purposes=request.purposes,
                 read_only=request.read_only,
             ),
-            owner or OPERATOR,
+            self._vouch(owner, calls.CREATE_TOKEN.path),
         )
         return pb.AdminServiceCreateTokenResponse(token=resp.token, token_id=resp.token_id)
 
@@ -507,12 +369,12 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminServiceRevokeTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceRevokeTokenResponse:
         owner = self.auth.operator_or_owner(context)
-        self.peers.store_call(
-            self.peers.store.RevokeToken,
+        self.peers.store.call(
+            calls.REVOKE_TOKEN,
             store_pb2.RevokeTokenRequest(
                 token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
             ),
-            owner or OPERATOR,
+            self._vouch(owner, calls.REVOKE_TOKEN.path),
         )
         # At once on this gateway; others hear of it through the revocation stream.
         self.auth.cache.flush()
@@ -524,10 +386,10 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         context: grpc.ServicerContext,
     ) -> pb.GetSettingsResponse:
         ident = self.auth.member(context)
-        resp = self.peers.store_call(
-            self.peers.store.GetWorkspaceSettings,
+        resp = self.peers.store.call(
+            calls.GET_SETTINGS,
             store_pb2.GetWorkspaceSettingsRequest(workspace_id=ident.workspace_id),
-            ident,
+            self.peers.identity(ident, calls.GET_SETTINGS.path),
         )
         return pb.GetSettingsResponse(settings=resp.settings)
 
@@ -539,13 +401,13 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         ident = self.auth.member(context)
         if ident.role != cpb.ROLE_OWNER:
             raise errors.PermissionDenied("only a workspace owner may change its settings")
-        resp = self.peers.store_call(
-            self.peers.store.UpdateWorkspaceSettings,
+        who = caller(ident, cpb.PURPOSE_ASSIST)
+        resp = self.peers.store.call(
+            calls.UPDATE_SETTINGS,
             store_pb2.UpdateWorkspaceSettingsRequest(
-                caller=caller(ident, cpb.PURPOSE_ASSIST),
-                settings=request.settings,
-                update_fields=request.update_fields,
+                caller=who, settings=request.settings, update_fields=request.update_fields
             ),
+            self.peers.member(who, calls.UPDATE_SETTINGS.path),
         )
         return pb.UpdateSettingsResponse(settings=resp.settings)
 
@@ -557,10 +419,10 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         ident = self.auth.member(context)
         if ident.role != cpb.ROLE_OWNER:
             raise errors.PermissionDenied("only a workspace owner may read its status")
-        resp = self.peers.store_call(
-            self.peers.store.GetEmbeddingStatus,
+        resp = self.peers.store.call(
+            calls.GET_STATUS,
             store_pb2.GetEmbeddingStatusRequest(workspace_id=ident.workspace_id),
-            ident,
+            self.peers.identity(ident, calls.GET_STATUS.path),
         )
         return pb.GetStatusResponse(
             memories=resp.memories,

@@ -7,14 +7,13 @@ always degrade, so they become :class:`pipeline.Degraded`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import grpc
 
-from recallatron.grpcclient import relay, unary
+from recallatron.peer import Peer, method
 from recallatron.v1 import common_pb2 as cpb
-from recallatron.v1 import embed_pb2, embed_pb2_grpc, store_pb2, store_pb2_grpc
+from recallatron.v1 import embed_pb2, store_pb2
 from recallatron.vocabulary import DEFAULT_MODE, MODE
 from services.rank.pipeline import (
     Candidate,
@@ -25,7 +24,28 @@ from services.rank.pipeline import (
     WorkspaceSettings,
 )
 
-Resp = TypeVar("Resp")
+_STORE = store_pb2.DESCRIPTOR.services_by_name["StoreService"]
+_EMBED = embed_pb2.DESCRIPTOR.services_by_name["EmbedService"]
+SETTINGS = method(
+    _STORE,
+    "GetWorkspaceSettings",
+    store_pb2.GetWorkspaceSettingsRequest,
+    store_pb2.GetWorkspaceSettingsResponse,
+)
+LEXICAL = method(
+    _STORE,
+    "LexicalCandidates",
+    store_pb2.LexicalCandidatesRequest,
+    store_pb2.LexicalCandidatesResponse,
+)
+DENSE = method(
+    _STORE, "DenseCandidates", store_pb2.DenseCandidatesRequest, store_pb2.DenseCandidatesResponse
+)
+ADMIT = method(
+    _STORE, "AdmitCandidates", store_pb2.AdmitCandidatesRequest, store_pb2.AdmitCandidatesResponse
+)
+EMBED = method(_EMBED, "Embed", embed_pb2.EmbedRequest, embed_pb2.EmbedResponse)
+RERANK = method(_EMBED, "Rerank", embed_pb2.RerankRequest, embed_pb2.RerankResponse)
 
 _KINDS = {
     grpc.StatusCode.UNAVAILABLE: "unavailable",
@@ -46,32 +66,20 @@ def _unavailable(exc: grpc.RpcError, peer: str, timeout: float) -> Degraded:
     return Degraded(kind, f"the {peer} failed ({code.name}): {exc.details()}")
 
 
-def _capped(default: float, timeout: float | None) -> float:
-    """The call's own deadline, or what is left of the recall's when nearer
-    (never zero: gRPC then fails the call at once with DEADLINE_EXCEEDED)."""
-    return default if timeout is None else max(0.001, min(default, timeout))
-
-
 def _candidates(items: Sequence[store_pb2.Candidate]) -> list[Candidate]:
     return [Candidate(c.id, c.rank, c.score) for c in items]
 
 
 class StoreClient:
-    def __init__(self, channel: grpc.Channel, timeout: float) -> None:
-        self.stub = store_pb2_grpc.StoreServiceStub(channel)
-        self.timeout = timeout
+    """The store, its calls carrying the recall's own assertion (the channel
+    forwards it: recallatron.internal_auth.forwarding_channel)."""
 
-    def _call(self, method: Callable[..., Resp], request: Any, timeout: float | None) -> Resp:
-        try:
-            return unary(method, request, _capped(self.timeout, timeout))
-        except grpc.RpcError as exc:
-            raise relay(exc, "the store") from None
+    def __init__(self, channel: grpc.Channel, timeout: float) -> None:
+        self.peer = Peer(channel, timeout, "the store")
 
     def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings:
-        resp = self._call(
-            self.stub.GetWorkspaceSettings,
-            store_pb2.GetWorkspaceSettingsRequest(workspace_id=workspace_id),
-            timeout,
+        resp = self.peer.call(
+            SETTINGS, store_pb2.GetWorkspaceSettingsRequest(workspace_id=workspace_id), "", timeout
         )
         s = resp.settings
         return WorkspaceSettings(
@@ -88,11 +96,12 @@ class StoreClient:
         filters: cpb.RecallFilters,
         timeout: float | None = None,
     ) -> list[Candidate]:
-        resp = self._call(
-            self.stub.LexicalCandidates,
+        resp = self.peer.call(
+            LEXICAL,
             store_pb2.LexicalCandidatesRequest(
                 caller=caller, query=query, limit=limit, filters=filters
             ),
+            "",
             timeout,
         )
         return _candidates(resp.candidates)
@@ -112,11 +121,10 @@ class StoreClient:
             limit=limit,
             filters=filters,
         )
-        deadline = _capped(self.timeout, timeout)
         try:
-            resp = unary(self.stub.DenseCandidates, request, deadline)
+            resp = self.peer.raw(DENSE, request, "", timeout)
         except grpc.RpcError as exc:
-            raise _unavailable(exc, "store", deadline) from None
+            raise _unavailable(exc, "store", self.peer.limit(timeout)) from None
         return DenseArm(_candidates(resp.candidates), resp.embeddings_available)
 
     def walk(
@@ -127,14 +135,15 @@ class StoreClient:
         filters: cpb.RecallFilters | None = None,
         timeout: float | None = None,
     ) -> Walked[cpb.Memory]:
-        resp = self._call(
-            self.stub.AdmitCandidates,
+        resp = self.peer.call(
+            ADMIT,
             store_pb2.AdmitCandidatesRequest(
                 caller=caller,
                 ids=ids,
                 hydrate_limit=hydrate,
                 include_superseded=bool(filters and filters.include_superseded),
             ),
+            "",
             timeout,
         )
         return Walked(list(resp.admitted_ids), {m.id: m for m in resp.memories})
@@ -142,20 +151,18 @@ class StoreClient:
 
 class EmbedClient:
     def __init__(self, channel: grpc.Channel, embed_timeout: float, rerank_timeout: float) -> None:
-        self.stub = embed_pb2_grpc.EmbedServiceStub(channel)
-        self.embed_timeout = embed_timeout
-        self.rerank_timeout = rerank_timeout
+        self.embedder = Peer(channel, embed_timeout, "the embed service")
+        self.reranker = Peer(channel, rerank_timeout, "the cross-encoder")
 
     def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
-        deadline = _capped(self.embed_timeout, timeout)
         try:
-            # Through unary() as every peer call: cancelled when the recall is
-            # abandoned, and delivered by the channel's thread, which answers
-            # sooner than a blocking call's own wait when the peer works for
-            # milliseconds (benchmarks/hop_bench.py --busy).
-            resp = unary(self.stub.Embed, embed_pb2.EmbedRequest(texts=[text]), deadline)
+            # As every peer call: cancelled when the recall is abandoned, and
+            # delivered by the channel's thread, which answers sooner than a
+            # blocking call's own wait when the peer works for milliseconds
+            # (benchmarks/hop_bench.py --busy).
+            resp = self.embedder.raw(EMBED, embed_pb2.EmbedRequest(texts=[text]), "", timeout)
         except grpc.RpcError as exc:
-            raise _unavailable(exc, "embed service", deadline) from None
+            raise _unavailable(exc, "embed service", self.embedder.limit(timeout)) from None
         if len(resp.vectors) != 1:
             raise Degraded("failed", "the embed service returned no vector")
         return QueryVector(resp.model_id, list(resp.vectors[0].values))
@@ -163,11 +170,9 @@ class EmbedClient:
     def rerank(
         self, query: str, passages: Sequence[str], timeout: float | None = None
     ) -> list[float]:
-        deadline = _capped(self.rerank_timeout, timeout)
+        request = embed_pb2.RerankRequest(query=query, passages=passages)
         try:
-            resp = unary(
-                self.stub.Rerank, embed_pb2.RerankRequest(query=query, passages=passages), deadline
-            )
+            resp = self.reranker.raw(RERANK, request, "", timeout)
         except grpc.RpcError as exc:
-            raise _unavailable(exc, "cross-encoder", deadline) from None
+            raise _unavailable(exc, "cross-encoder", self.reranker.limit(timeout)) from None
         return list(resp.scores)

@@ -9,9 +9,9 @@ import threading
 import psycopg
 
 from recallatron import tracing
-from recallatron.grpcserver import Server
+from recallatron.grpcserver import Server, add_methods
 from recallatron.logs import configure_logging
-from recallatron.v1 import store_pb2, store_pb2_grpc
+from recallatron.v1 import store_pb2, tools_pb2, tools_pb2_grpc
 from services.store import pool_metrics
 from services.store.control import ControlPlane
 from services.store.db import Databases
@@ -23,6 +23,8 @@ from services.store.server import StoreServicer
 from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store")
+STORE_SERVICE = store_pb2.DESCRIPTOR.services_by_name["StoreService"]
+TOOL_SERVICE = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
 
 
 def migrate_all(dbs: Databases, control: ControlPlane, stop: threading.Event) -> None:
@@ -53,7 +55,7 @@ def main() -> None:
     )
     server = Server(
         settings,
-        [store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name],
+        [STORE_SERVICE.full_name, TOOL_SERVICE.full_name],
         internal=True,
     )
     dbs = Databases(settings)
@@ -63,7 +65,8 @@ def main() -> None:
     servicer = StoreServicer(
         control, MemoryStore(dbs, control), RecallQueries(control), revocations, server.stopped
     )
-    store_pb2_grpc.add_StoreServiceServicer_to_server(servicer, server.grpc_server)
+    add_methods(server.grpc_server, STORE_SERVICE, servicer.handlers())
+    tools_pb2_grpc.add_ToolServiceServicer_to_server(servicer.tools, server.grpc_server)
     port = server.start(settings.store_listen)
     log.info("listening", extra={"port": port})
     # NOT_SERVING until the database is reachable and migrated; a database

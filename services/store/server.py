@@ -5,190 +5,49 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 
 from recallatron import convert, embed_input, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2 as pb
-from recallatron.v1 import store_pb2_grpc
 from recallatron.vocabulary import (
-    DEFAULT_PURPOSE,
-    KIND,
-    LINK_KIND,
     MODE,
-    ORIGIN,
     PURPOSE,
     ROLE,
 )
 from services.store import control as ctl
 from services.store import embedding_job
-from services.store.db import Caller
 from services.store.dedup import DedupStore
 from services.store.entity_merge import EntityMergeStore
-from services.store.episodes import EpisodeStore, NewEpisode
+from services.store.episodes import EpisodeStore
 from services.store.graph import GraphStore
 from services.store.graph_adapter import (
-    alias_msg,
-    attribute_msg,
     card_msg,
-    entity_of,
-    graph_of,
-    merge_msg,
-    nodes_msg,
-    pair_msg,
-    relation_msg,
 )
 from services.store.history import HistorySearch
-from services.store.memories import MemoryStore, MemoryView, MentionIn, NewMemory, Ref
-from services.store.recall import Candidate, Filters, RecallQueries
+from services.store.memories import MemoryStore
+from services.store.messages import (
+    SETTINGS_FIELDS,
+    caller_of,
+    candidates_msg,
+    filters_of,
+    memory_msg,
+    settings_msg,
+    workspace_msg,
+)
+from services.store.recall import RecallQueries
 from services.store.revocations import RevocationFeed
 from services.store.timeline import TimelineStore
-from services.store.trust import EMPTY, AudienceValue, Trust, _Empty
-
-SETTINGS_FIELDS = {
-    "default_recall_mode",
-    "dense_floor",
-    "rerank_depth",
-    "expiry_days",
-    "members_may_edit",
-}
-REVISION_ACTIONS = {
-    "create": cpb.REVISION_ACTION_CREATE,
-    "correct": cpb.REVISION_ACTION_CORRECT,
-    "supersede": cpb.REVISION_ACTION_SUPERSEDE,
-    "forget": cpb.REVISION_ACTION_FORGET,
-}
+from services.store.tool_server import ToolServicer, legacy_methods
 
 
-def caller_of(msg: cpb.Caller) -> Caller:
-    """The request's Caller, which must be exactly the member the call's
-    assertion vouches for (recallatron/internal_auth.py)."""
-    internal_auth.check_caller(msg)
-    purpose = PURPOSE.parse(msg.purpose, "caller.purpose") or DEFAULT_PURPOSE
-    if not msg.workspace_id or not msg.member_id:
-        raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
-    role = "owner" if msg.role == cpb.ROLE_OWNER else "member"
-    return Caller(msg.workspace_id, msg.member_id, purpose, role)
+class StoreServicer:
+    """StoreService: its own methods here, the mirrored tool methods answered
+    by the ToolService's code (:func:`handlers`)."""
 
-
-def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
-    if not present:
-        return EMPTY
-    which = msg.WhichOneof("scope")
-    if which == "member_id":
-        return msg.member_id
-    if which == "workspace" and msg.workspace:
-        return None
-    raise errors.InvalidArgument("audience", "set workspace=true or a member_id")
-
-
-def mentions_of(items: Sequence[cpb.MentionInput]) -> list[MentionIn]:
-    return [entity_of(m, f"mentions[{i}]") for i, m in enumerate(items)]
-
-
-def new_memory(req: object) -> NewMemory:
-    r = req  # a request with the NewMemory fields
-    return NewMemory(
-        kind=KIND.parse(r.kind, "kind"),  # type: ignore[attr-defined]
-        title=r.title,  # type: ignore[attr-defined]
-        body=r.body,  # type: ignore[attr-defined]
-        confidence=r.confidence if r.HasField("confidence") else None,  # type: ignore[attr-defined]
-        audience=audience_of(r.audience, r.HasField("audience")),  # type: ignore[attr-defined]
-        purposes=[
-            PURPOSE.parse(p, f"purposes[{i}]")
-            for i, p in enumerate(r.purposes)  # type: ignore[attr-defined]
-        ],
-        mentions=mentions_of(r.mentions),  # type: ignore[attr-defined]
-        about_ids=list(getattr(r, "about_ids", [])),
-        graph=graph_of(r),
-        episode_id=getattr(r, "episode_id", "") or None,
-    )
-
-
-def filters_of(msg: cpb.RecallFilters) -> Filters:
-    kinds = []
-    for i, k in enumerate(msg.kinds):
-        kind = KIND.parse(k, f"filters.kinds[{i}]")
-        if kind is None:
-            raise errors.InvalidArgument(f"filters.kinds[{i}]", "must be a kind")
-        kinds.append(kind)
-    return Filters(kinds, list(msg.mention_entity_ids), msg.include_superseded)
-
-
-def candidates_msg(items: Sequence[Candidate]) -> list[pb.Candidate]:
-    return [pb.Candidate(id=c.id, rank=c.rank, score=c.score) for c in items]
-
-
-def ref_msg(ref: Ref) -> cpb.MemoryRef:
-    return cpb.MemoryRef(
-        id=ref.id,
-        visible=ref.visible,
-        title=ref.title,
-        kind=KIND.value(ref.kind) if ref.kind else cpb.KIND_UNSPECIFIED,
-    )
-
-
-def memory_msg(m: MemoryView) -> cpb.Memory:
-    audience = cpb.Audience(member_id=m.audience) if m.audience else cpb.Audience(workspace=True)
-    return cpb.Memory(
-        id=m.id,
-        kind=KIND.value(m.kind),
-        title=m.title,
-        body=m.body,
-        confidence=m.confidence,
-        origin=ORIGIN.value(m.origin),
-        revision=m.revision,
-        audience=audience,
-        purposes=[PURPOSE.value(p) for p in m.purposes],
-        created_by=m.created_by,
-        created_at=convert.timestamp(m.created_at),
-        updated_at=convert.timestamp(m.updated_at),
-        superseded_by_id=m.superseded_by_id or "",
-        episode_id=m.episode_id or "",
-        links=[cpb.Link(kind=LINK_KIND.value(k), target=ref_msg(r)) for k, r in m.links],
-        mentions=[cpb.Mention(entity_id=e, name=n) for e, n in m.mentions],
-        supersedes=[ref_msg(r) for r in m.supersedes],
-        superseded_by=[ref_msg(r) for r in m.superseded_by],
-        revisions=[
-            cpb.Revision(
-                revision=r.revision,
-                action=REVISION_ACTIONS[r.action],
-                changed_by=r.changed_by,
-                changed_at=convert.timestamp(r.changed_at),
-                reason=r.reason,
-            )
-            for r in m.revisions
-        ],
-        claims=[attribute_msg(a) for a in m.claims],
-        relations=[relation_msg(r) for r in m.relations],
-        aliases=[alias_msg(a) for a in m.aliases],
-    )
-
-
-def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
-    return pb.WorkspaceSettings(
-        default_recall_mode=MODE.value(s.default_recall_mode),
-        dense_floor=s.dense_floor,
-        rerank_depth=s.rerank_depth,
-        expiry_days=s.expiry_days,
-        members_may_edit=s.members_may_edit,
-    )
-
-
-def workspace_msg(w: ctl.Workspace) -> pb.Workspace:
-    return pb.Workspace(
-        id=w.id,
-        slug=w.slug,
-        database_name=w.database_name,
-        server=w.server,
-        settings=settings_msg(w.settings),
-        created_at=convert.timestamp(w.created_at),
-    )
-
-
-class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def __init__(
         self,
         control: ctl.ControlPlane,
@@ -205,6 +64,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self.entity_merge = EntityMergeStore(control)
         self.episodes = EpisodeStore(control)
         self.timelines = TimelineStore(control)
+        self.tools = ToolServicer(
+            memories, self.graph, self.episodes, self.timelines, self.dedup, self.entity_merge
+        )
         self.revocations = revocations
         # Set when the server drains: open watch streams end at once.
         self.stopping = stopping or threading.Event()
@@ -345,86 +207,6 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     # -- memory tools ------------------------------------------------------
 
-    def CreateMemory(
-        self,
-        request: pb.CreateMemoryRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.CreateMemoryResponse:
-        result = self.memories.remember(
-            caller_of(request.caller),
-            request.request_id,
-            new_memory(request),
-            convert.when(request.captured_at, request.HasField("captured_at")),
-        )
-        return pb.CreateMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
-
-    def DeriveMemory(
-        self,
-        request: pb.DeriveMemoryRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.DeriveMemoryResponse:
-        result = self.memories.derive(
-            caller_of(request.caller),
-            request.request_id,
-            list(request.source_ids),
-            new_memory(request),
-        )
-        return pb.DeriveMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
-
-    def CorrectMemory(
-        self,
-        request: pb.CorrectMemoryRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.CorrectMemoryResponse:
-        result = self.memories.correct(
-            caller_of(request.caller),
-            request.request_id,
-            request.id,
-            request.expected_revision,
-            request.title if request.HasField("title") else None,
-            request.body if request.HasField("body") else None,
-            request.confidence if request.HasField("confidence") else None,
-            request.reason,
-            graph_of(request),
-            request.replace_claims,
-        )
-        return pb.CorrectMemoryResponse(memory=memory_msg(result.memory), replayed=result.replayed)
-
-    def SupersedeMemory(
-        self,
-        request: pb.SupersedeMemoryRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.SupersedeMemoryResponse:
-        result = self.memories.supersede(
-            caller_of(request.caller),
-            request.request_id,
-            request.id,
-            request.expected_revision,
-            new_memory(request),
-            request.reason,
-            request.replace_claims,
-            list(request.source_ids),
-        )
-        return pb.SupersedeMemoryResponse(
-            memory=memory_msg(result.memory),
-            superseded=memory_msg(result.superseded) if result.superseded else None,
-            replayed=result.replayed,
-        )
-
-    def ForgetMemory(
-        self,
-        request: pb.ForgetMemoryRequest,
-        context: grpc.ServicerContext,
-    ) -> pb.ForgetMemoryResponse:
-        result = self.memories.forget(
-            caller_of(request.caller), request.request_id, request.id, request.reason
-        )
-        return pb.ForgetMemoryResponse(
-            id=result.id,
-            forgotten_at=convert.timestamp(result.forgotten_at),
-            replayed=result.replayed,
-        )
-
     def GetMemories(
         self,
         request: pb.GetMemoriesRequest,
@@ -441,89 +223,11 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     # -- recall support ----------------------------------------------------
 
-    def LookupEntities(
-        self, request: pb.LookupEntitiesRequest, context: grpc.ServicerContext
-    ) -> pb.LookupEntitiesResponse:
-        cards = self.graph.lookup(
-            caller_of(request.caller),
-            request.name,
-            convert.when(request.as_of, request.HasField("as_of")),
-            request.include_history,
-        )
-        return pb.LookupEntitiesResponse(entities=[card_msg(c) for c in cards])
-
-    def EntityNeighbors(
-        self, request: pb.EntityNeighborsRequest, context: grpc.ServicerContext
-    ) -> pb.EntityNeighborsResponse:
-        found = self.graph.neighbors(
-            caller_of(request.caller),
-            request.entity_id,
-            request.hops,
-            list(request.predicates),
-            convert.when(request.as_of, request.HasField("as_of")),
-        )
-        return pb.EntityNeighborsResponse(
-            nodes=nodes_msg(found),
-            edges=[relation_msg(r) for r in found.edges],
-            truncated=found.truncated,
-        )
-
     def NamedEntities(
         self, request: pb.NamedEntitiesRequest, context: grpc.ServicerContext
     ) -> pb.NamedEntitiesResponse:
         cards = self.graph.named_in(caller_of(request.caller), request.text)
         return pb.NamedEntitiesResponse(entities=[card_msg(c) for c in cards])
-
-    def CreateEpisode(
-        self, request: pb.StoreServiceCreateEpisodeRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceCreateEpisodeResponse:
-        caller = caller_of(request.caller)
-        started = convert.when(request.started_at, request.HasField("started_at"))
-        if started is None:
-            raise errors.InvalidArgument("started_at", "is required")
-        audience = audience_of(request.audience, request.HasField("audience"))
-        purposes = frozenset(
-            PURPOSE.parse(p, f"purposes[{i}]") or DEFAULT_PURPOSE
-            for i, p in enumerate(request.purposes)
-        ) or frozenset({DEFAULT_PURPOSE})
-        trust = Trust(caller.member_id if isinstance(audience, _Empty) else audience, purposes)
-        episode_id = self.episodes.create(
-            caller,
-            NewEpisode(
-                request.title,
-                started,
-                convert.when(request.ended_at, request.HasField("ended_at")),
-                trust,
-                list(request.member_ids),
-                list(request.entity_ids),
-            ),
-        )
-        return pb.StoreServiceCreateEpisodeResponse(episode_id=episode_id)
-
-    def Timeline(
-        self, request: pb.StoreServiceTimelineRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceTimelineResponse:
-        page = self.timelines.timeline(
-            caller_of(request.caller),
-            request.entity_id or None,
-            request.episode_id or None,
-            convert.when(getattr(request, "from"), request.HasField("from")),
-            convert.when(request.to, request.HasField("to")),
-            request.page_token,
-        )
-        return pb.StoreServiceTimelineResponse(
-            events=[
-                cpb.TimelineEvent(
-                    at=convert.timestamp(e.at),
-                    kind=e.kind,
-                    memory_id=e.memory_id,
-                    entity_id=e.entity_id or "",
-                    summary=e.summary,
-                )
-                for e in page.events
-            ],
-            next_page_token=page.next_page_token,
-        )
 
     def LexicalCandidates(
         self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
@@ -624,40 +328,11 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             ]
         )
 
-    def DismissDuplicatePair(
-        self, request: pb.StoreServiceDismissDuplicatePairRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceDismissDuplicatePairResponse:
-        self.dedup.dismiss(caller_of(request.caller), request.first_id, request.second_id)
-        return pb.StoreServiceDismissDuplicatePairResponse()
-
-    def ListEntityPairs(
-        self, request: pb.StoreServiceListEntityPairsRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceListEntityPairsResponse:
-        pairs = self.entity_merge.pairs(caller_of(request.caller), request.limit)
-        return pb.StoreServiceListEntityPairsResponse(pairs=[pair_msg(p) for p in pairs])
-
-    def MergeEntities(
-        self, request: pb.StoreServiceMergeEntitiesRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceMergeEntitiesResponse:
-        merge, created = self.entity_merge.merge(
-            caller_of(request.caller), request.kept_id, request.merged_id
-        )
-        return pb.StoreServiceMergeEntitiesResponse(merge=merge_msg(merge), created=created)
-
-    def KeepEntitiesApart(
-        self, request: pb.StoreServiceKeepEntitiesApartRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceKeepEntitiesApartResponse:
-        self.entity_merge.keep_apart(caller_of(request.caller), request.first_id, request.second_id)
-        return pb.StoreServiceKeepEntitiesApartResponse()
-
-    def UndoEntityMerge(
-        self, request: pb.StoreServiceUndoEntityMergeRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceUndoEntityMergeResponse:
-        self.entity_merge.undo(caller_of(request.caller), request.merge_id)
-        return pb.StoreServiceUndoEntityMergeResponse()
-
-    def ListEntityMerges(
-        self, request: pb.StoreServiceListEntityMergesRequest, context: grpc.ServicerContext
-    ) -> pb.StoreServiceListEntityMergesResponse:
-        merges = self.entity_merge.merges(caller_of(request.caller), request.limit)
-        return pb.StoreServiceListEntityMergesResponse(merges=[merge_msg(m) for m in merges])
+    def handlers(self) -> dict[str, Callable[..., Any]]:
+        """StoreService's handlers by method name (recallatron.grpcserver.add_methods)."""
+        own = {
+            m.name: getattr(self, m.name)
+            for m in pb.DESCRIPTOR.services_by_name["StoreService"].methods
+            if hasattr(self, m.name)
+        }
+        return {**own, **legacy_methods(self.tools)}

@@ -23,7 +23,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from recallatron import internal_auth
 from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
-from recallatron.v1 import rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
+from recallatron.v1 import (
+    rank_pb2,
+    rank_pb2_grpc,
+    store_pb2,
+    store_pb2_grpc,
+    tools_pb2,  # noqa: F401 (its ToolService in the descriptor pool)
+)
 from recallatron_cli.stack import Stack
 from services.store.db import CONTROL_DATABASE, with_database
 from tests import dbutil

@@ -1,0 +1,129 @@
+"""The gateway's peers, store and rank, and the methods it calls on them,
+each with its message types (recallatron/peer.py). Every call carries an
+assertion for exactly the identity the gateway authenticated."""
+
+from __future__ import annotations
+
+from google.protobuf.message import Message
+
+from recallatron import internal_auth
+from recallatron.grpcclient import peer_channel
+from recallatron.peer import Method, Peer, method, methods
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as gpb
+from recallatron.v1 import rank_pb2, store_pb2, tools_pb2
+from recallatron.v1 import rank_pb2 as rpb
+from recallatron.v1 import store_pb2 as spb
+from services.gateway.authcache import Identity
+from services.gateway.settings import GatewaySettings
+
+_STORE = store_pb2.DESCRIPTOR.services_by_name["StoreService"]
+AUTHENTICATE = method(_STORE, "Authenticate", spb.AuthenticateRequest, spb.AuthenticateResponse)
+CREATE_WORKSPACE = method(
+    _STORE, "CreateWorkspace", spb.CreateWorkspaceRequest, spb.CreateWorkspaceResponse
+)
+CREATE_MEMBER = method(_STORE, "CreateMember", spb.CreateMemberRequest, spb.CreateMemberResponse)
+CREATE_TOKEN = method(_STORE, "CreateToken", spb.CreateTokenRequest, spb.CreateTokenResponse)
+REVOKE_TOKEN = method(_STORE, "RevokeToken", spb.RevokeTokenRequest, spb.RevokeTokenResponse)
+GET_SETTINGS = method(
+    _STORE,
+    "GetWorkspaceSettings",
+    spb.GetWorkspaceSettingsRequest,
+    spb.GetWorkspaceSettingsResponse,
+)
+UPDATE_SETTINGS = method(
+    _STORE,
+    "UpdateWorkspaceSettings",
+    spb.UpdateWorkspaceSettingsRequest,
+    spb.UpdateWorkspaceSettingsResponse,
+)
+GET_STATUS = method(
+    _STORE, "GetEmbeddingStatus", spb.GetEmbeddingStatusRequest, spb.GetEmbeddingStatusResponse
+)
+SEARCH_HISTORY = method(
+    _STORE, "SearchHistory", spb.SearchHistoryRequest, spb.SearchHistoryResponse
+)
+NAMED_ENTITIES = method(
+    _STORE, "NamedEntities", spb.NamedEntitiesRequest, spb.NamedEntitiesResponse
+)
+GET_MEMORIES = method(_STORE, "GetMemories", spb.GetMemoriesRequest, spb.GetMemoriesResponse)
+LIST_DUPLICATE_PAIRS = method(
+    _STORE,
+    "ListDuplicatePairs",
+    spb.StoreServiceListDuplicatePairsRequest,
+    spb.StoreServiceListDuplicatePairsResponse,
+)
+RANK = method(
+    rank_pb2.DESCRIPTOR.services_by_name["RankService"], "Rank", rpb.RankRequest, rpb.RankResponse
+)
+# The tools the store answers with the public messages (tools.proto).
+_TOOLS = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
+TOOLS: dict[str, Method[Message, Message]] = methods(_TOOLS)
+READ = method(_TOOLS, "Read", gpb.ReadRequest, gpb.ReadResponse)
+REMEMBER = method(_TOOLS, "Remember", gpb.RememberRequest, gpb.RememberResponse)
+DERIVE = method(_TOOLS, "Derive", gpb.DeriveRequest, gpb.DeriveResponse)
+CORRECT = method(_TOOLS, "Correct", gpb.CorrectRequest, gpb.CorrectResponse)
+SUPERSEDE = method(_TOOLS, "Supersede", gpb.SupersedeRequest, gpb.SupersedeResponse)
+FORGET = method(_TOOLS, "Forget", gpb.ForgetRequest, gpb.ForgetResponse)
+LOOKUP = method(_TOOLS, "Lookup", gpb.LookupRequest, gpb.LookupResponse)
+NEIGHBORS = method(_TOOLS, "Neighbors", gpb.NeighborsRequest, gpb.NeighborsResponse)
+CREATE_EPISODE = method(
+    _TOOLS, "CreateEpisode", gpb.CreateEpisodeRequest, gpb.CreateEpisodeResponse
+)
+TIMELINE = method(_TOOLS, "Timeline", gpb.TimelineRequest, gpb.TimelineResponse)
+DISMISS_DUPLICATE_PAIR = method(
+    _TOOLS,
+    "DismissDuplicatePair",
+    gpb.DismissDuplicatePairRequest,
+    gpb.DismissDuplicatePairResponse,
+)
+LIST_ENTITY_PAIRS = method(
+    _TOOLS, "ListEntityPairs", gpb.ListEntityPairsRequest, gpb.ListEntityPairsResponse
+)
+MERGE_ENTITIES = method(
+    _TOOLS, "MergeEntities", gpb.MergeEntitiesRequest, gpb.MergeEntitiesResponse
+)
+KEEP_ENTITIES_APART = method(
+    _TOOLS, "KeepEntitiesApart", gpb.KeepEntitiesApartRequest, gpb.KeepEntitiesApartResponse
+)
+UNDO_ENTITY_MERGE = method(
+    _TOOLS, "UndoEntityMerge", gpb.UndoEntityMergeRequest, gpb.UndoEntityMergeResponse
+)
+LIST_ENTITY_MERGES = method(
+    _TOOLS, "ListEntityMerges", gpb.ListEntityMergesRequest, gpb.ListEntityMergesResponse
+)
+
+
+class Peers:
+    """Store and rank, and the stack's signer: the gateway vouches only for
+    identities it authenticated (recallatron/internal_auth.py)."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
+        self.store_channel = peer_channel(settings.store_target, settings)
+        self.store = Peer(self.store_channel, settings.store_timeout_seconds, "the store")
+        self.rank = Peer(
+            peer_channel(settings.rank_target, settings), settings.rank_timeout_seconds, "rank"
+        )
+
+    def member(self, who: cpb.Caller, *paths: str) -> str:
+        """An assertion for a member (and purpose) the gateway authenticated,
+        good for the methods of ``paths`` (``Method.path``)."""
+        return self.signer.member(who, paths)
+
+    def identity(self, ident: Identity, *paths: str) -> str:
+        """For a member's identity, as a call about the workspace (no purpose)."""
+        who = cpb.Caller(
+            workspace_id=ident.workspace_id,
+            member_id=ident.member_id,
+            role=ident.role,
+            purpose=cpb.PURPOSE_ASSIST,
+        )
+        return self.member(who, *paths)
+
+    def operator(self, *paths: str) -> str:
+        return self.signer.operator(paths)
+
+    def service(self, *paths: str) -> str:
+        return self.signer.service(paths)
