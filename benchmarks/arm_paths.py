@@ -36,8 +36,8 @@ from recallatron.vocabulary import PURPOSES
 from recallatron_cli import synthetic
 from recallatron_cli.localpg import LocalPostgres
 from recallatron_cli.stack import free_port
-from services.store import recall as r
-from services.store.db import APP_ROLE, SET_LOCALS, with_database
+from services.store.domain import recall as r
+from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
 
 RUNS = 3
 

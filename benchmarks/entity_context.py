@@ -1,6 +1,6 @@
 """How close two mention contexts must be to propose an entity pair: the
 threshold of entity merge's close_context rule (CONTEXT_MIN_COSINE in
-services/store/entity_merge.py), measured on real text with the real model.
+services/store/domain/entity_merge.py), measured on real text with the real model.
 
 Not a test: prints the distribution of context cosines for pairs that are one
 entity and pairs that are two, and for each candidate threshold the share of
@@ -53,7 +53,7 @@ from recallatron_cli.evaluate import load_dataset, memory_text
 from recallatron_cli.load import models_dir as default_models_dir
 from services.embed.manifest import BI_ENCODER_DIRNAME
 from services.embed.models import BiEncoder
-from services.store.entity_merge import CONTEXT_MIN_COSINE
+from services.store.domain.entity_merge import CONTEXT_MIN_COSINE
 
 DATA = Path("/work/shared/eval/locomo-dev")
 

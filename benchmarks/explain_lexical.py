@@ -22,8 +22,8 @@ import psycopg
 from recallatron_cli import common, synthetic
 from recallatron_cli.load import models_dir
 from recallatron_cli.stack import Stack, own_config, running
-from services.store import recall as r
-from services.store.db import APP_ROLE, SET_LOCALS, with_database
+from services.store.domain import recall as r
+from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
 
 # The arm before migration 0006, verbatim: the match beneath the policy.
 BEFORE = """

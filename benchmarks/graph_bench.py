@@ -44,7 +44,7 @@ import services
 from recallatron.client import Client
 from recallatron_cli.load import Recorder, models_dir, run_closed_loop
 from recallatron_cli.stack import Stack, own_config, running
-from services.store.db import with_database
+from services.store.infrastructure.db import with_database
 
 ATTRIBUTES_PER_ENTITY = 10
 RELATIONS_PER_MEMORY = 10

@@ -120,7 +120,7 @@ def main() -> None:
 def _server_of(stack: Stack, slug: str) -> str:
     import psycopg
 
-    from services.store.db import CONTROL_DATABASE, with_database
+    from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 
     with psycopg.connect(with_database(stack.database_url, CONTROL_DATABASE)) as conn:
         row = conn.execute("SELECT server FROM workspace WHERE slug = %s", (slug,)).fetchone()

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import services.store.db as db
-import services.store.graph as graph_module
-import services.store.recall as recall_module
+import services.store.domain.graph as graph_module
+import services.store.domain.recall as recall_module
+import services.store.infrastructure.db as db
 from benchmarks import recall_bench as rb
 from recallatron_cli import synthetic
 from recallatron_cli.load import models_dir as load_models_dir
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     models = load_models_dir()
-    from services.store.db import Caller
-    from services.store.recall import Filters
+    from services.store.domain.recall import Filters
+    from services.store.infrastructure.db import Caller
 
     with running(rb.new_stack(args.memories, args, models)) as stack:
         clients = rb.seeded(stack, args.memories, args)

@@ -48,7 +48,7 @@ from recallatron_cli.stack import (
     own_config,
     running,
 )
-from services.store.recall import CANDIDATE_CAP
+from services.store.domain.recall import CANDIDATE_CAP
 
 MODES = [("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True)]
 # Open-loop rates tried in turn until p99 passes 100 ms (fine steps where this
@@ -164,11 +164,11 @@ class InProcess:
         from services.embed.models import BiEncoder, CrossEncoder
         from services.embed.settings import EmbedSettings
         from services.rank.pipeline import Pipeline, PipelineConfig
-        from services.store.control import ControlPlane
-        from services.store.db import Databases
-        from services.store.graph import GraphStore
-        from services.store.memories import MemoryStore
-        from services.store.recall import RecallQueries
+        from services.store.domain.control import ControlPlane
+        from services.store.domain.graph import GraphStore
+        from services.store.domain.memories import MemoryStore
+        from services.store.domain.recall import RecallQueries
+        from services.store.infrastructure.db import Databases
         from services.store.settings import StoreSettings
 
         self.dbs = Databases(
@@ -207,8 +207,8 @@ class InProcess:
         as the gateway does beside its rank call: then it does the same work
         as a recall through the services."""
         from services.rank.pipeline import Request
-        from services.store.db import Caller
-        from services.store.recall import Filters
+        from services.store.domain.recall import Filters
+        from services.store.infrastructure.db import Caller
 
         caller = Caller(workspace_id, member_id, "assist")
         named = self.cards.submit(self.graph.named_in, caller, query) if cards else None
@@ -431,8 +431,8 @@ def prewarm(stack: Stack, workspace_id: str) -> None:
     than the first ones paying for the disk."""
     import psycopg
 
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
+    from services.store.domain.control import ControlPlane
+    from services.store.infrastructure.db import Databases
     from services.store.settings import StoreSettings
 
     dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
@@ -522,8 +522,8 @@ def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -
     two arms' SQL, the walk with hydration, and a bare gRPC round trip."""
     from recallatron.embed_input import EMBED_INPUT_VERSION
     from services.rank.pipeline import rrf
-    from services.store.db import Caller
-    from services.store.recall import Filters
+    from services.store.domain.recall import Filters
+    from services.store.infrastructure.db import Caller
 
     workspace_id, member_id = _identity(stack, client)
     caller = Caller(workspace_id, member_id, "assist")
@@ -574,8 +574,8 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
     """Whether the lexical arm's 100 rows equal the exact ranking's (every one
     of the newest matches ranked by ts_rank_cd: the capped function with no
     prefilter); None when the query does not take the capped path."""
-    from services.store import recall as r
-    from services.store.db import caller_transaction
+    from services.store.domain import recall as r
+    from services.store.infrastructure.db import caller_transaction
 
     with caller_transaction(local.control.caller_pool(caller), caller) as conn:
         terms = r.query_terms(conn, query)

@@ -45,7 +45,7 @@ from benchmarks.recall_bench import _tree_cpu, cpu_roots
 from recallatron.client import Client
 from recallatron_cli.load import models_dir as load_models_dir
 from recallatron_cli.stack import Stack, metrics_everywhere, own_config, running
-from services.store.db import with_database
+from services.store.infrastructure.db import with_database
 
 TOPICS = ["heron", "ledger", "orchard", "lantern", "granite", "harbour", "meadow", "quartz"]
 BACKENDS = """

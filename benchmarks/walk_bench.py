@@ -6,7 +6,7 @@
 The target (docs/recall.md, "Recall at scale"): a 1,000-deep derive chain and
 a 1,000-wide fan-in leave recall latency within 2x of a corpus without them.
 
-The walk (services/store/memory_queries.py, ADMIT) reads one row per
+The walk (services/store/sql/memory_queries.py, ADMIT) reads one row per
 candidate: each memory keeps its provenance's trust (migration 0006, section
 3: provenance_audience / provenance_purposes, intersections over everything
 it reaches, folded from the direct targets when its links are inserted;
@@ -84,7 +84,7 @@ from recallatron_cli.load import QueryMix, measure, models_dir, seed_workspace
 from recallatron_cli.stack import FAST_JOB, Stack, free_port, own_config, running
 
 MARKERS = {"chain": "chainmark", "fan-in": "fanmark", "control": "ctrlmark"}
-# Derive takes at most this many sources (services/store/validation.py MAX_LINKS).
+# Derive takes at most this many sources (services/store/domain/validation.py MAX_LINKS).
 MAX_SOURCES = 50
 MODES = ("hybrid", "lexical")
 CONTROL = "control"
@@ -224,8 +224,8 @@ def seed_control(client: Client, layout: Layout, count: int, texts: Texts) -> No
 
 def workspace_url(stack: Stack, layout: Layout) -> str:
     """The workspace database's URL, as the operator."""
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
+    from services.store.domain.control import ControlPlane
+    from services.store.infrastructure.db import Databases
     from services.store.settings import StoreSettings
 
     dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))

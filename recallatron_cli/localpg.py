@@ -75,7 +75,7 @@ _TIED = (
 
 
 SUPERUSER = "postgres"
-APP_ROLE = "recallatron_app"  # as services.store.db.APP_ROLE (created by the store)
+APP_ROLE = "recallatron_app"  # as services.store.infrastructure.db.APP_ROLE (created by the store)
 
 # The only authentication the embedded server accepts: a password, for every
 # role, database and address (there is no unix socket; see start()).
@@ -289,7 +289,7 @@ class LocalPostgres:
             "-c",
             f"max_connections={self.max_connections}",
             # Moving a workspace to another server replicates it logically
-            # (services/store/moving.py).
+            # (services/store/domain/moving.py).
             "-c",
             "wal_level=logical",
             "-c",

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -131,9 +130,9 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     is resumed by running it again: what is done is skipped."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
-    from services.store.migrate import latest_version
+    from services.store.domain.control import ControlPlane
+    from services.store.infrastructure.db import Databases
+    from services.store.infrastructure.migrate import latest_version
     from services.store.settings import StoreSettings
 
     parallel = max(1, args.parallel)
@@ -175,73 +174,15 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
 
 
 def _job(settings: Any = None) -> Any:
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
-    from services.store.embedding_job import EmbeddingJob
-    from services.store.settings import StoreSettings
+    from services.embedding_job.__main__ import build
 
-    settings = settings or StoreSettings()
-    dbs = Databases(settings, process="embedding job")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    if not dbs.wait_and_bootstrap(stop):
-        sys.exit(0)
-    control = ControlPlane(dbs)
-    try:
-        control.check_recorded_servers()  # unknown server names fail at start-up
-        dbs.ensure_all_servers()  # and a budget the servers cannot hold
-    except RuntimeError as exc:
-        sys.exit(f"embedding job cannot run: {exc}")
-    from services.store.follow import MoveFollower
-
-    MoveFollower(dbs.control_url(), stop, control.forget_workspace).start()
-    job = EmbeddingJob(settings, dbs, control)
-    job.stop_event = stop
-    return job
+    return build(settings)
 
 
 def cmd_embed_job(args: argparse.Namespace) -> int:
-    from recallatron.logs import configure_logging
-    from services.store import embedding_job  # noqa: F401 - registers its metrics first
-    from services.store.heartbeat import FILE_NAME as HEARTBEAT_FILE
-    from services.store.heartbeat import Heartbeat
-    from services.store.settings import StoreSettings
+    from services.embedding_job.__main__ import main
 
-    settings = StoreSettings()
-    log = configure_logging("embedding-job", settings.log_level)
-    if settings.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(settings.metrics_port)
-    job = _job(settings)
-    from services.store import queries
-    from services.store.work_marks import WorkListener
-
-    if settings.job_sweep_on_start:
-        job.queue.mark_all(job.control.all_workspaces())
-    WorkListener(
-        job.dbs.control_url(),
-        job.queue,
-        job.stop_event,
-        lambda conn: [str(r[0]) for r in conn.execute(queries.WORK_MARKS)],
-        refresh_seconds=settings.job_marks_refresh_seconds,
-        everything=lambda conn: [str(r[0]) for r in conn.execute(queries.ALL_WORKSPACE_IDS)],
-    ).start()
-    # Read by the Deployment's liveness probe (k8s/base/embed-job.yaml).
-    job.beat = Heartbeat(Path(settings.state_dir) / HEARTBEAT_FILE).beat
-    log.info("embedding job running", extra={"workers": settings.job_workers})
-    # Claims use SKIP LOCKED, so workers never take the same rows.
-    workers = [
-        threading.Thread(target=job.run_forever, name=f"embed-worker-{i}")
-        for i in range(max(1, settings.job_workers))
-    ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    job.dbs.close()
-    return 0
+    return main()
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -267,9 +208,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
-    from services.store.erasure import scrub
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.erasure import scrub
+    from services.store.infrastructure.db import Databases
     from services.store.settings import StoreSettings
 
     dbs = Databases(StoreSettings())
@@ -297,8 +238,8 @@ def cmd_servers(args: argparse.Namespace) -> int:
     """Named Postgres servers: list them, mark one draining or open again.
     Runs with the store's settings (names only are shown; docs/servers.md)."""
     from recallatron import errors
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
+    from services.store.domain.control import ControlPlane
+    from services.store.infrastructure.db import Databases
     from services.store.settings import StoreSettings
 
     dbs = Databases(StoreSettings())
@@ -323,9 +264,9 @@ def cmd_move_workspace(args: argparse.Namespace) -> int:
     """Moves a live workspace to another named server (docs/servers.md,
     Moving); a rerun after an interruption finishes or rolls back."""
     from recallatron import errors
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
-    from services.store.moving import Mover
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.moving import Mover
+    from services.store.infrastructure.db import Databases
     from services.store.settings import StoreSettings
 
     dbs = Databases(StoreSettings())

@@ -282,7 +282,7 @@ class Stack:
         port_file = self.state_dir / "run" / f"{name}.port"
         port_file.unlink(missing_ok=True)
         if name == "embedding-job":
-            cmd = [sys.executable, "-m", "recallatron_cli.main", "embed-job"]
+            cmd = [sys.executable, "-m", "services.embedding_job"]
         else:
             cmd = [sys.executable, "-m", f"services.{name}"]
         log = private_log(self.log_dir / f"{name}.log")

@@ -9,7 +9,7 @@ import psycopg
 
 from recallatron_cli.localpg import _commands
 from recallatron_cli.stack import Stack
-from services.store.db import with_database
+from services.store.infrastructure.db import with_database
 
 # The embedding job's tables (embedding_job, memory_embedding) change in the
 # background as vectors are written; they derive from `memory` by trigger, so

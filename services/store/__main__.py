@@ -12,14 +12,14 @@ from recallatron import tracing
 from recallatron.grpcserver import Server, add_methods
 from recallatron.logs import configure_logging
 from recallatron.v1 import store_pb2, tools_pb2, tools_pb2_grpc
-from services.store import pool_metrics
-from services.store.control import ControlPlane
-from services.store.db import Databases
-from services.store.follow import MoveFollower
-from services.store.memories import MemoryStore
-from services.store.recall import RecallQueries
-from services.store.revocations import RevocationFeed
-from services.store.server import StoreServicer
+from services.store.api.server import StoreServicer
+from services.store.domain.control import ControlPlane
+from services.store.domain.memories import MemoryStore
+from services.store.domain.recall import RecallQueries
+from services.store.domain.revocations import RevocationFeed
+from services.store.infrastructure import pool_metrics
+from services.store.infrastructure.db import Databases
+from services.store.infrastructure.follow import MoveFollower
 from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store")

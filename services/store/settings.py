@@ -21,7 +21,7 @@ class StoreSettings(CommonSettings):
     default_server: str = "default"
     postgres_servers: str = ""
     postgres_servers_dir: str = ""
-    # The connection budget (services/store/budget.py, docs/servers.md): per
+    # The connection budget (services/store/infrastructure/budget.py, docs/servers.md): per
     # Postgres server, the most connections this process opens to workspace
     # databases, shared by all of them; the embedding job has its own.
     connection_budget: int = 16

@@ -124,7 +124,7 @@ SELECT m.title, m.id::text,
 FROM memory m WHERE starts_with(m.title, %s)
 """
 # Rows of the load that point at no memory of the load (a write half applied).
-# Request ids are stored as hashes (services/store/erasure.py): the audit rows
+# Request ids are stored as hashes (services/store/domain/erasure.py): the audit rows
 # of the load are those of its writes' actions.
 _ORPHANS = """
 SELECT

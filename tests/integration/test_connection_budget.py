@@ -20,7 +20,7 @@ import pytest
 
 from recallatron.client import Client
 from recallatron_cli.stack import Stack, own_config, running
-from services.store.servers import demand
+from services.store.infrastructure.servers import demand
 from tests.faults.stackutil import retry_delay
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ def small(tmp_path_factory: pytest.TempPathFactory, prepared_models_dir: Path) -
 
 
 def test_sixteen_busy_workspaces_keep_the_bound_and_every_write(small: Stack) -> None:
-    # The start-up check's own count for these settings (services/store/servers.py).
+    # The start-up check's own count for these settings (services/store/infrastructure/servers.py).
     bound = (
         demand("store", BUDGET, CONTROL_POOL, True).total
         + demand("embedding job", JOB_BUDGET, CONTROL_POOL, True).total

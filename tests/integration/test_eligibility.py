@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from recallatron.client import Client
 from recallatron.vocabulary import MODES, PURPOSE, PURPOSES
-from services.store.trust import Trust, eligible, intersect
+from services.store.domain.trust import Trust, eligible, intersect
 from tests.conftest import make_team
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ import pytest
 
 from recallatron_cli.stack import Stack
 from services.embed.models import BiEncoder
-from services.store.db import CONTROL_DATABASE, with_database
-from services.store.embedding_job import EMBED_INPUT_VERSION, embed_input
+from services.embedding_job.job import EMBED_INPUT_VERSION, embed_input
+from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests import dbutil
 from tests.conftest import Team, free_port, wait_for
 

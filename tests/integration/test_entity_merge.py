@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from recallatron.client import Client
 from recallatron_cli.stack import Stack
-from services.store.entity_merge import CONTEXT_MIN_COSINE
+from services.store.domain.entity_merge import CONTEXT_MIN_COSINE
 from tests import dbutil
 from tests.conftest import Team, make_team
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, UNRELATED, wait_embedded

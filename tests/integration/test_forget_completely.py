@@ -16,14 +16,14 @@ import psycopg
 import pytest
 
 from recallatron_cli.stack import Stack
-from services.store.erasure import request_key
+from services.store.domain.erasure import request_key
 from tests import dbutil
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-MIGRATION = REPO / "services/store/migrations/workspace/0010_forget_completely.sql"
+MIGRATION = REPO / "services/store/sql/migrations/workspace/0010_forget_completely.sql"
 
 
 def test_request_ids_are_stored_as_hashes(stack: Stack, team: Team) -> None:

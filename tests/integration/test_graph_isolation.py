@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.vocabulary import PURPOSES
-from services.store.trust import Trust, eligible
+from services.store.domain.trust import Trust, eligible
 from tests.conftest import make_team
 
 pytestmark = pytest.mark.integration

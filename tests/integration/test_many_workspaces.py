@@ -18,9 +18,9 @@ import pytest
 
 from recallatron.client import Client
 from recallatron_cli.stack import Stack, StackConfig, own_config, running
-from services.store.db import CONTROL_DATABASE, TEMPLATE_DATABASE
-from services.store.migrate import latest_version, migration_files
-from services.store.servers import demand
+from services.store.infrastructure.db import CONTROL_DATABASE, TEMPLATE_DATABASE
+from services.store.infrastructure.migrate import latest_version, migration_files
+from services.store.infrastructure.servers import demand
 from services.store.settings import StoreSettings
 from tests import dbutil
 from tests.conftest import wait_for

@@ -14,7 +14,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from recallatron.client import Client
-from services.store.erasure import request_key
+from services.store.domain.erasure import request_key
 from tests import dbutil
 from tests.conftest import Team, make_team
 

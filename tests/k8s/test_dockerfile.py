@@ -163,7 +163,7 @@ def test_dockerignore_matcher_is_faithful_on_known_cases():
     assert ignored(".venv/bin/python")
     assert ignored("services/store/__pycache__/db.cpython-311.pyc")
     assert ignored(".git/HEAD")
-    assert not ignored("services/store/db.py")
+    assert not ignored("services/store/infrastructure/db.py")
 
 
 def _imported_packages(packages: set[str], local: set[str]) -> set[str]:
@@ -282,7 +282,7 @@ def test_every_package_the_entry_points_import_is_copied(rendered, dockerfile):
     command, `prepare-models` at build time included."""
     tops = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()}
     entries = _entry_modules(rendered)
-    assert "recallatron_cli.main" in entries and "services.store.heartbeat" in entries
+    assert "recallatron_cli.main" in entries and "services.embedding_job.heartbeat" in entries
     closure = _import_closure(entries, tops)
     needed = {m.split(".")[0] for m in closure}
     assert {"recallatron", "recallatron_cli", "recallatron_mcp", "services"} <= needed

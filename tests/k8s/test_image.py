@@ -321,7 +321,7 @@ def test_embed_job_liveness_fails_while_it_hangs_with_work_queued(pod: Pod) -> N
     assert token, "needs the workspace made by the recall test"
     job = pod.name("embed-job")
     probe = pod.processes["embed-job"].liveness
-    assert probe[:4] == ["python", "-m", "services.store.heartbeat", "--max-age"], probe
+    assert probe[:4] == ["python", "-m", "services.embedding_job.heartbeat", "--max-age"], probe
     # The manifest's probe as the kubelet runs it, inside the container.
     manifest = podman("exec", job, *probe, check=False)
     assert manifest.returncode == 0, manifest.stdout + manifest.stderr

@@ -32,7 +32,7 @@ from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron_cli.main import main as cli_main
 from recallatron_cli.stack import Stack
-from services.store.db import with_database
+from services.store.infrastructure.db import with_database
 from services.store.legacy import plan
 from services.store.legacy.generate import START, Truth, generate
 from tests import dbutil, internal

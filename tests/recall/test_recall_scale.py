@@ -23,8 +23,8 @@ from recallatron.vocabulary import PURPOSES
 from recallatron_cli.stack import Stack
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked
-from services.store import recall as r
-from services.store.db import APP_ROLE, SET_LOCALS
+from services.store.domain import recall as r
+from services.store.infrastructure.db import APP_ROLE, SET_LOCALS
 from tests import internal
 from tests.conftest import Team
 from tests.dbutil import workspace_url
@@ -578,9 +578,9 @@ def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
     (db.GENERIC_PLANS: custom plans cost more planning than running), and each
     generic plan can still read the indexes: with sequential scans disabled,
     none is left in it."""
-    from services.store.control import ControlPlane
-    from services.store.db import Caller, Databases
-    from services.store.graph import GraphStore
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.graph import GraphStore
+    from services.store.infrastructure.db import Caller, Databases
     from services.store.settings import StoreSettings
 
     ada = team.clients["ada"]

@@ -20,7 +20,7 @@ import pytest
 
 from recallatron.client import Client
 from recallatron_cli.stack import Stack
-from services.store.db import CONTROL_DATABASE, with_database
+from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration

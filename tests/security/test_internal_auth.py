@@ -31,7 +31,7 @@ from recallatron.v1 import (
     tools_pb2,  # noqa: F401 (its ToolService in the descriptor pool)
 )
 from recallatron_cli.stack import Stack
-from services.store.db import CONTROL_DATABASE, with_database
+from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests import dbutil
 from tests.conftest import Team
 

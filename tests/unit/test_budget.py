@@ -1,4 +1,4 @@
-"""The connection budget's rules (services/store/budget.py), on stand-in
+"""The connection budget's rules (services/store/infrastructure/budget.py), on stand-in
 connections: the bound, the order of waiters, an idle workspace giving way to
 a busy one, the timeout with its retry hint, idle connections closing, a
 closed pool failing its waiters. The real thing, on a real server:
@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 from psycopg.pq import TransactionStatus
 
-from services.store.budget import BudgetTimeout, DatabasePool, PoolClosed, ServerBudget
+from services.store.infrastructure.budget import (
+    BudgetTimeout,
+    DatabasePool,
+    PoolClosed,
+    ServerBudget,
+)
 
 
 class FakeConn:
@@ -234,13 +239,13 @@ def test_a_caller_opens_its_own_once_the_busy_one_stays_busy() -> None:
 
 
 def test_a_spent_budget_answers_unavailable_with_a_retry_hint() -> None:
-    """The one place pool errors become statuses (services/store/db.py):
+    """The one place pool errors become statuses (services/store/infrastructure/db.py):
     a wait past the budget is UNAVAILABLE with google.rpc.RetryInfo."""
     from google.rpc import code_pb2, error_details_pb2
 
     from recallatron import errors
     from recallatron.grpcserver import status_for
-    from services.store.db import translate_db_errors
+    from services.store.infrastructure.db import translate_db_errors
 
     with pytest.raises(errors.Unavailable) as mapped, translate_db_errors():
         raise BudgetTimeout("default", 5.0, 1.0)

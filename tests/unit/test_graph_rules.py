@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recallatron import errors
-from services.store import graph
-from services.store.graph_rules import identifier, name_key, valid_span
+from services.store.domain import graph
+from services.store.domain.graph_rules import identifier, name_key, valid_span
 
 
 @pytest.mark.parametrize(

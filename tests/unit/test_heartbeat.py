@@ -1,4 +1,4 @@
-"""The embedding job's liveness heartbeat (services/store/heartbeat.py): what
+"""The embedding job's liveness heartbeat (services/embedding_job/heartbeat.py): what
 the exec probe concludes from the file, and that the job's worker loop keeps
 it fresh while it works or waits out an embed outage, and lets it go stale
 when a step hangs. The probe inside the real image, with the job hung by
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import grpc
 
-from services.store.embedding_job import Batch, EmbeddingJob
-from services.store.heartbeat import Heartbeat, check, main
+from services.embedding_job.heartbeat import Heartbeat, check, main
+from services.embedding_job.job import Batch, EmbeddingJob
 from services.store.settings import StoreSettings
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.store.recall import select_terms, tsquery_text, walk_is_cheaper
+from services.store.domain.recall import select_terms, tsquery_text, walk_is_cheaper
 
 
 def test_fewer_than_three_terms_drop_nothing() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.store.servers import (
+from services.store.infrastructure.servers import (
     BudgetTooLarge,
     ServerConfigError,
     UnknownServer,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from recallatron import errors
 from recallatron.vocabulary import PURPOSES
-from services.store.trust import EMPTY, Trust, eligible, intersect, narrow
+from services.store.domain.trust import EMPTY, Trust, eligible, intersect, narrow
 
 MEMBERS = ["m1", "m2", "m3"]
 audiences = st.one_of(st.none(), st.sampled_from(MEMBERS))

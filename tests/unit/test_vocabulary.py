@@ -14,7 +14,7 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.vocabulary import KIND, MODE, PURPOSE
 
 REPO = Path(__file__).resolve().parents[2]
-MIGRATION = REPO / "services/store/migrations/workspace/0001_memory.sql"
+MIGRATION = REPO / "services/store/sql/migrations/workspace/0001_memory.sql"
 
 
 def test_names_come_from_the_proto_enums() -> None:

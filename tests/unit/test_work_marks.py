@@ -1,4 +1,4 @@
-"""The embedding job's queue of marked workspaces (services/store/work_marks.py):
+"""The embedding job's queue of marked workspaces (services/store/infrastructure/work_marks.py):
 earliest due first, one worker per workspace, a mark made while a workspace
 is taken brings it back at once, and a workspace handed back with nothing
 left leaves the queue."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from services.store.work_marks import WorkQueue
+from services.store.infrastructure.work_marks import WorkQueue
 
 
 class Clock:

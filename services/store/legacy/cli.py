@@ -109,8 +109,8 @@ class _Shown:
 def cmd_migrate(args: argparse.Namespace) -> int:
     # Imported here: the database stack is not needed by the other commands.
     from recallatron import errors
-    from services.store.control import ControlPlane
-    from services.store.db import Databases
+    from services.store.domain.control import ControlPlane
+    from services.store.infrastructure.db import Databases
     from services.store.legacy.importer import Importer
     from services.store.legacy.oldstore import OldStoreError
     from services.store.settings import StoreSettings

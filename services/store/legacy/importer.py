@@ -27,9 +27,9 @@ import psycopg
 
 from recallatron import errors
 from recallatron.vocabulary import DEFAULT_PURPOSE
-from services.store.control import ControlPlane
-from services.store.db import Caller, Databases, caller_transaction
-from services.store.graph_rules import name_key
+from services.store.domain.control import ControlPlane
+from services.store.domain.graph_rules import name_key
+from services.store.infrastructure.db import Caller, Databases, caller_transaction
 from services.store.legacy import plan
 from services.store.legacy import queries as q
 from services.store.legacy.oldstore import Graph, SqliteStore, fold_graph

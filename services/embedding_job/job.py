@@ -1,0 +1,412 @@
+"""The embedding job (design §6): embeds memories after they commit, never in the
+write path. Memories enter the `embedding_job` queue by trigger in their own
+transaction; workers here claim batches with FOR UPDATE SKIP LOCKED and a
+lease, call the embed service outside any transaction, and store a vector only
+if the memory's text is still the one they embedded.
+
+Failures are isolated per row: when the embed service refuses a batch, each
+row is tried alone, so one bad row fails alone; a failing row is retried with
+backoff and parked after ``job_row_max_attempts`` with its reason (GetStatus,
+``recallatron_embedding_job_parked``). An unreachable embed service costs no
+attempts: the rows go back to the queue and the worker backs off. A workspace
+whose database fails is backed off alone.
+
+Only workspaces with work are visited: writes mark them in the control plane
+and the job is notified (services/store/infrastructure/work_marks.py)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+from prometheus_client import Counter, Gauge
+
+from recallatron import internal_auth
+from recallatron.embed_input import EMBED_INPUT_VERSION, compose
+from recallatron.grpcclient import make_channel
+from recallatron.internal_auth import Signer
+from recallatron.v1 import embed_pb2, embed_pb2_grpc
+from services.store.domain.control import ControlPlane
+from services.store.infrastructure.db import Databases, WorkspacePool
+from services.store.infrastructure.work_marks import WorkQueue
+from services.store.settings import StoreSettings
+
+log = logging.getLogger("recallatron.store.embedding_job")
+
+# The embed input: its composition is versioned (recallatron.embed_input).
+# Changing it (or the model) makes every stored vector stale; the dense arm
+# uses only rows of this stamp.
+embed_input = compose
+
+
+EMBEDDED = Counter("recallatron_embedding_job_embedded_total", "Memories embedded.")
+FAILURES = Counter("recallatron_embedding_job_failures_total", "Failed embed calls.")
+BACKLOG = Gauge("recallatron_embedding_job_backlog", "Queued memories.", ["workspace"])
+ROW_FAILURES = Counter(
+    "recallatron_embedding_job_row_failures_total",
+    "Memories the embed service refused when sent alone, by status code.",
+    ["code"],
+)
+PARKED = Gauge(
+    "recallatron_embedding_job_parked",
+    "Memories parked after their last failed attempt, by workspace.",
+    ["workspace"],
+)
+
+# Codes that say the embed service (not the row) is the problem: the rows go
+# back to the queue without spending an attempt.
+TRANSIENT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+# A parked row's reason is kept this short (a status, never memory text).
+MAX_REASON_CHARS = 300
+
+CLAIM = """
+UPDATE embedding_job j
+SET next_attempt_at = now() + make_interval(secs => %s), attempts = j.attempts + 1
+FROM (
+    SELECT memory_id FROM embedding_job
+    WHERE next_attempt_at <= now()
+    ORDER BY enqueued_at
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED
+) due, memory m
+WHERE j.memory_id = due.memory_id AND m.id = j.memory_id
+RETURNING j.memory_id, j.text_revision, m.title, m.body
+"""
+# Only the worker that removes the queue entry for this exact text stores a
+# vector: a memory corrected or forgotten meanwhile is skipped.
+COMPLETE = "DELETE FROM embedding_job WHERE memory_id = %s AND text_revision = %s"
+STORE_VECTOR = """
+INSERT INTO memory_embedding (memory_id, model_id, input_version, embedding)
+VALUES (%s, %s, %s, %b)
+ON CONFLICT (memory_id, model_id, input_version) DO UPDATE SET embedding = EXCLUDED.embedding,
+    created_at = now()
+"""
+# Back to the queue without spending the attempt the claim counted.
+RELEASE = """
+UPDATE embedding_job SET next_attempt_at = now() + make_interval(secs => %s),
+    attempts = greatest(attempts - 1, 0)
+WHERE memory_id = ANY(%s)
+"""
+# One row failed alone: retried after a backoff doubling per attempt, parked
+# ('infinity': never due) once it has had its last. Only for the text tried.
+ROW_FAILED = """
+UPDATE embedding_job SET last_error = %(reason)s,
+    next_attempt_at = CASE WHEN attempts >= %(max_attempts)s THEN 'infinity'::timestamptz
+        ELSE now() + make_interval(secs => least(
+            %(base)s * power(2, greatest(attempts - 1, 0)), %(cap)s)) END
+WHERE memory_id = %(memory_id)s AND text_revision = %(revision)s
+RETURNING next_attempt_at = 'infinity'::timestamptz
+"""
+# When the earliest row not parked is due (seconds from now; NULL: none),
+# and how many rows are queued and parked.
+NEXT_DUE = """
+SELECT extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at <> 'infinity')
+                         - now()),
+       count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
+       count(*) FILTER (WHERE next_attempt_at = 'infinity')
+FROM embedding_job
+"""
+BACKLOG_COUNT = """
+SELECT count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
+       count(*) FILTER (WHERE next_attempt_at = 'infinity')
+FROM embedding_job
+"""
+# Memories whose current-stamp vector is missing: queued by rebuild.
+ENQUEUE_MISSING = """
+INSERT INTO embedding_job (memory_id, text_revision)
+SELECT m.id, m.revision FROM memory m
+WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL
+  AND (%s OR NOT EXISTS (
+        SELECT 1 FROM memory_embedding e
+        WHERE e.memory_id = m.id AND e.model_id = %s AND e.input_version = %s))
+ON CONFLICT (memory_id) DO UPDATE SET next_attempt_at = now(), attempts = 0, last_error = NULL
+"""
+DROP_STALE = """
+DELETE FROM memory_embedding WHERE model_id <> %s OR input_version <> %s
+"""
+# Counts over what one member may see by audience (the workspace's and their
+# own; NULL: every memory, for the operator): an owner's status must not count
+# members' private memories (design §4, "Not found means not found"). Pending
+# leaves parked rows out: they wait for a change, not for the job.
+
+
+class EmbedUnavailable(Exception):
+    """The embed service could not be reached; the claimed rows are back in
+    the queue."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        super().__init__(f"embed service unavailable ({code.name})")
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Batch:
+    workspace: str
+    rows: list[tuple[str, int, str, str]]
+
+
+class Embedder:
+    """The embed service, reached with a deadline."""
+
+    def __init__(self, target: str, timeout: float, settings: StoreSettings | None = None) -> None:
+        channel = make_channel(target, settings)
+        key = settings.internal_signing_key() if settings is not None else b""
+        if key:
+            # Each call carries a service assertion (recallatron/internal_auth.py).
+            channel = internal_auth.service_channel(channel, Signer(key, "embedding-job"))
+        self.stub = embed_pb2_grpc.EmbedServiceStub(channel)
+        self.timeout = timeout
+
+    def embed(self, texts: Sequence[str]) -> tuple[str, list[list[float]]]:
+        resp = self.stub.Embed(embed_pb2.EmbedRequest(texts=list(texts)), timeout=self.timeout)
+        return resp.model_id, [list(vec.values) for vec in resp.vectors]
+
+    def model_id(self) -> str:
+        info: embed_pb2.GetModelInfoResponse = self.stub.GetModelInfo(
+            embed_pb2.GetModelInfoRequest(), timeout=self.timeout
+        )
+        return info.embedder.model_id
+
+
+def _vector(values: Sequence[float]) -> np.ndarray:
+    # Sent in pgvector's binary form (see services.store.infrastructure.db).
+    return np.asarray(values, dtype=np.float32)
+
+
+class EmbeddingJob:
+    def __init__(
+        self,
+        settings: StoreSettings,
+        dbs: Databases,
+        control: ControlPlane,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.settings = settings
+        self.dbs = dbs
+        self.control = control
+        self.embedder = embedder or Embedder(
+            settings.embed_target, settings.embed_timeout_seconds, settings
+        )
+        self.stop_event = threading.Event()
+        # The marked workspaces (fed by a WorkListener:
+        # services/store/infrastructure/work_marks.py).
+        self.queue = WorkQueue()
+        # Called at every step of the worker loop (services/embedding_job/heartbeat.py).
+        self.beat: Callable[[], None] = lambda: None
+
+    def _pool(self, workspace_id: str) -> WorkspacePool:
+        ws = self.control.workspace(workspace_id)
+        return self.dbs.owner_pool(ws.server, ws.database_name)
+
+    def claim(self, workspace_id: str) -> Batch:
+        BACKLOG.labels(workspace_id)  # exported from the first look, even at zero
+        with self._pool(workspace_id).connection() as conn:
+            rows = conn.execute(
+                CLAIM, (self.settings.job_lease_seconds, self.settings.job_batch_size)
+            ).fetchall()
+        return Batch(workspace_id, [(str(r[0]), int(r[1]), r[2], r[3]) for r in rows])
+
+    def process(self, batch: Batch) -> int:
+        """Embeds one claimed batch; returns how many vectors were stored.
+        Raises :class:`EmbedUnavailable` when the embed service cannot be
+        reached (the rows are back in the queue)."""
+        texts = [embed_input(title, body) for _, _, title, body in batch.rows]
+        try:
+            model_id, vectors = self.embedder.embed(texts)
+        except grpc.RpcError as exc:
+            FAILURES.inc()
+            if exc.code() in TRANSIENT or len(batch.rows) == 1:
+                return self._alone(batch.workspace, batch.rows, exc)
+            # The service refused the batch: one row may be at fault, so each
+            # is tried alone and only the bad one fails.
+            log.info(
+                "embed call refused; trying each memory alone",
+                extra={"workspace": batch.workspace, "rows": len(batch.rows)},
+            )
+            return self._alone(batch.workspace, batch.rows)
+        return self._store(batch.workspace, batch.rows, model_id, vectors)
+
+    def _alone(
+        self,
+        workspace: str,
+        rows: Sequence[tuple[str, int, str, str]],
+        failed: grpc.RpcError | None = None,
+    ) -> int:
+        """Each row in its own call (``failed``: the first row's call already
+        failed so). A transient failure puts the rest back and raises."""
+        stored = 0
+        for i, row in enumerate(rows):
+            memory_id, revision, title, body = row
+            exc = failed if i == 0 else None
+            if exc is None:
+                try:
+                    model_id, vectors = self.embedder.embed([embed_input(title, body)])
+                except grpc.RpcError as err:
+                    exc = err
+                else:
+                    stored += self._store(workspace, [row], model_id, vectors)
+                    continue
+            code = exc.code()
+            if code in TRANSIENT:
+                self._release(workspace, [r[0] for r in rows[i:]])
+                raise EmbedUnavailable(code) from exc
+            self._row_failed(workspace, memory_id, revision, code, exc.details() or "")
+        return stored
+
+    def _release(self, workspace: str, memory_ids: list[str]) -> None:
+        with self._pool(workspace).connection() as conn:
+            conn.execute(RELEASE, (self.settings.job_max_backoff_seconds, memory_ids))
+
+    def _row_failed(
+        self, workspace: str, memory_id: str, revision: int, code: grpc.StatusCode, details: str
+    ) -> None:
+        ROW_FAILURES.labels(code.name).inc()
+        reason = f"{code.name}: {details}"[:MAX_REASON_CHARS]
+        s = self.settings
+        with self._pool(workspace).connection() as conn:
+            row = conn.execute(
+                ROW_FAILED,
+                {
+                    "reason": reason,
+                    "max_attempts": s.job_row_max_attempts,
+                    "base": s.job_row_backoff_seconds,
+                    "cap": s.job_row_max_backoff_seconds,
+                    "memory_id": memory_id,
+                    "revision": revision,
+                },
+            ).fetchone()
+        parked = bool(row and row[0])
+        log.log(
+            logging.WARNING if parked else logging.INFO,
+            "memory parked: the embed service refused it" if parked else "embedding failed",
+            extra={"workspace": workspace, "memory_id": memory_id, "reason": reason},
+        )
+
+    def _store(
+        self,
+        workspace: str,
+        rows: Sequence[tuple[str, int, str, str]],
+        model_id: str,
+        vectors: Sequence[Sequence[float]],
+    ) -> int:
+        stored = 0
+        with self._pool(workspace).connection() as conn, conn.transaction():
+            for (memory_id, revision, _, _), vector in zip(rows, vectors, strict=True):
+                if conn.execute(COMPLETE, (memory_id, revision)).rowcount == 1:
+                    conn.execute(
+                        STORE_VECTOR,
+                        (memory_id, model_id, EMBED_INPUT_VERSION, _vector(vector)),
+                    )
+                    stored += 1
+        EMBEDDED.inc(stored)
+        return stored
+
+    def backlog(self, workspace_id: str) -> int:
+        """Rows waiting (parked ones left out); sets both gauges."""
+        with self._pool(workspace_id).connection() as conn:
+            row = conn.execute(BACKLOG_COUNT).fetchone()
+        count, parked = (int(row[0]), int(row[1])) if row else (0, 0)
+        BACKLOG.labels(workspace_id).set(count)
+        PARKED.labels(workspace_id).set(parked)
+        return count
+
+    def enqueue_rebuild(self, workspace_id: str, force: bool = False) -> int:
+        """Queues every live memory lacking a vector of the current model and
+        stamp (all of them with force); vectors of other stamps are dropped
+        once no longer needed, by `drop_stale`."""
+        model_id = self.embedder.model_id()
+        with self._pool(workspace_id).connection() as conn:
+            return conn.execute(ENQUEUE_MISSING, (force, model_id, EMBED_INPUT_VERSION)).rowcount
+
+    def drop_stale(self, workspace_id: str) -> int:
+        model_id = self.embedder.model_id()
+        with self._pool(workspace_id).connection() as conn:
+            return conn.execute(DROP_STALE, (model_id, EMBED_INPUT_VERSION)).rowcount
+
+    def drain(self, workspace_id: str, progress: Callable[[int], None] | None = None) -> int:
+        """Processes a workspace's queue until it is empty (used by rebuild)."""
+        total = 0
+        while not self.stop_event.is_set():
+            batch = self.claim(workspace_id)
+            if not batch.rows:
+                if self.backlog(workspace_id) == 0:
+                    if progress:
+                        # The queue is empty, whoever embedded it (the running
+                        # job, woken by the same rows, may take some).
+                        progress(0)
+                    return total
+                time.sleep(self.settings.job_poll_seconds)
+                continue
+            total += self.process(batch)
+            if progress:
+                progress(self.backlog(workspace_id))
+        return total
+
+    def visit(self, workspace_id: str) -> float | None:
+        """One look at a marked workspace: a batch embedded when one is due.
+        Returns when to look again (monotonic), None when nothing is left to
+        do (its mark is then cleared, unless a newer one stands)."""
+        seq = self.control.work_seq(workspace_id)  # read before the claim
+        batch = self.claim(workspace_id)
+        if batch.rows:
+            self.process(batch)
+            self.backlog(workspace_id)
+            return time.monotonic()  # again, after the others now due
+        with self._pool(workspace_id).connection() as conn:
+            row = conn.execute(NEXT_DUE).fetchone()
+        assert row is not None
+        due_in, queued, parked = row[0], int(row[1]), int(row[2])
+        BACKLOG.labels(workspace_id).set(queued)
+        PARKED.labels(workspace_id).set(parked)
+        if due_in is not None:
+            # Rows leased, backing off or just released: looked at when due.
+            return time.monotonic() + max(float(due_in), 0.05)
+        if seq is not None and not self.control.clear_work(workspace_id, seq):
+            return time.monotonic()  # marked again meanwhile
+        return None
+
+    def run_forever(self) -> None:
+        """A worker: takes the marked workspace due first, one batch at a
+        time (services/store/infrastructure/work_marks.py); backs off while the embed
+        service is unreachable and drains when it returns. A workspace whose
+        database fails is backed off alone: the others go on."""
+        failing: dict[str, float] = {}  # workspace -> its current backoff
+        cap = self.settings.job_max_backoff_seconds
+        while not self.stop_event.is_set():
+            self.beat()
+            workspace_id = self.queue.take(timeout=1.0)
+            if workspace_id is None:
+                continue
+            next_at: float | None = time.monotonic()
+            try:
+                next_at = self.visit(workspace_id)
+                failing.pop(workspace_id, None)
+            except EmbedUnavailable as exc:
+                log.warning(
+                    "embed service unavailable; backing off",
+                    extra={"code": exc.code.name, "backoff_s": cap},
+                )
+                self.queue.done(workspace_id, time.monotonic() + cap)
+                self.stop_event.wait(cap)
+                continue
+            except Exception:
+                pause = min(max(failing.get(workspace_id, 0.0) * 2, 0.2), cap)
+                failing[workspace_id] = pause
+                next_at = time.monotonic() + pause
+                log.exception(
+                    "embedding job error in one workspace; backing it off",
+                    extra={"workspace": workspace_id, "backoff_s": pause},
+                )
+            self.queue.done(workspace_id, next_at)

@@ -1,0 +1,1 @@
+"""The store's gRPC adapters: messages to domain calls and back."""

@@ -1,0 +1,170 @@
+"""The store's message conversions: domain values to and from the protobuf
+messages, shared by its two gRPC adapters (server.py, tool_server.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from recallatron import convert, errors, internal_auth
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import store_pb2 as pb
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    KIND,
+    LINK_KIND,
+    MODE,
+    ORIGIN,
+    PURPOSE,
+)
+from services.store.api.graph_adapter import (
+    alias_msg,
+    attribute_msg,
+    entity_of,
+    graph_of,
+    relation_msg,
+)
+from services.store.domain import control as ctl
+from services.store.domain.memories import MemoryView, MentionIn, NewMemory, Ref
+from services.store.domain.recall import Candidate, Filters
+from services.store.domain.trust import EMPTY, AudienceValue, _Empty
+from services.store.infrastructure.db import Caller
+
+SETTINGS_FIELDS = {
+    "default_recall_mode",
+    "dense_floor",
+    "rerank_depth",
+    "expiry_days",
+    "members_may_edit",
+}
+REVISION_ACTIONS = {
+    "create": cpb.REVISION_ACTION_CREATE,
+    "correct": cpb.REVISION_ACTION_CORRECT,
+    "supersede": cpb.REVISION_ACTION_SUPERSEDE,
+    "forget": cpb.REVISION_ACTION_FORGET,
+}
+
+
+def caller_of(msg: cpb.Caller) -> Caller:
+    """The request's Caller, which must be exactly the member the call's
+    assertion vouches for (recallatron/internal_auth.py)."""
+    internal_auth.check_caller(msg)
+    purpose = PURPOSE.parse(msg.purpose, "caller.purpose") or DEFAULT_PURPOSE
+    if not msg.workspace_id or not msg.member_id:
+        raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
+    role = "owner" if msg.role == cpb.ROLE_OWNER else "member"
+    return Caller(msg.workspace_id, msg.member_id, purpose, role)
+
+
+def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
+    if not present:
+        return EMPTY
+    which = msg.WhichOneof("scope")
+    if which == "member_id":
+        return msg.member_id
+    if which == "workspace" and msg.workspace:
+        return None
+    raise errors.InvalidArgument("audience", "set workspace=true or a member_id")
+
+
+def mentions_of(items: Sequence[cpb.MentionInput]) -> list[MentionIn]:
+    return [entity_of(m, f"mentions[{i}]") for i, m in enumerate(items)]
+
+
+def new_memory(req: object) -> NewMemory:
+    r = req  # a request with the NewMemory fields
+    return NewMemory(
+        kind=KIND.parse(r.kind, "kind"),  # type: ignore[attr-defined]
+        title=r.title,  # type: ignore[attr-defined]
+        body=r.body,  # type: ignore[attr-defined]
+        confidence=r.confidence if r.HasField("confidence") else None,  # type: ignore[attr-defined]
+        audience=audience_of(r.audience, r.HasField("audience")),  # type: ignore[attr-defined]
+        purposes=[
+            PURPOSE.parse(p, f"purposes[{i}]")
+            for i, p in enumerate(r.purposes)  # type: ignore[attr-defined]
+        ],
+        mentions=mentions_of(r.mentions),  # type: ignore[attr-defined]
+        about_ids=list(getattr(r, "about_ids", [])),
+        graph=graph_of(r),
+        episode_id=getattr(r, "episode_id", "") or None,
+    )
+
+
+def filters_of(msg: cpb.RecallFilters) -> Filters:
+    kinds = []
+    for i, k in enumerate(msg.kinds):
+        kind = KIND.parse(k, f"filters.kinds[{i}]")
+        if kind is None:
+            raise errors.InvalidArgument(f"filters.kinds[{i}]", "must be a kind")
+        kinds.append(kind)
+    return Filters(kinds, list(msg.mention_entity_ids), msg.include_superseded)
+
+
+def candidates_msg(items: Sequence[Candidate]) -> list[pb.Candidate]:
+    return [pb.Candidate(id=c.id, rank=c.rank, score=c.score) for c in items]
+
+
+def ref_msg(ref: Ref) -> cpb.MemoryRef:
+    return cpb.MemoryRef(
+        id=ref.id,
+        visible=ref.visible,
+        title=ref.title,
+        kind=KIND.value(ref.kind) if ref.kind else cpb.KIND_UNSPECIFIED,
+    )
+
+
+def memory_msg(m: MemoryView) -> cpb.Memory:
+    audience = cpb.Audience(member_id=m.audience) if m.audience else cpb.Audience(workspace=True)
+    return cpb.Memory(
+        id=m.id,
+        kind=KIND.value(m.kind),
+        title=m.title,
+        body=m.body,
+        confidence=m.confidence,
+        origin=ORIGIN.value(m.origin),
+        revision=m.revision,
+        audience=audience,
+        purposes=[PURPOSE.value(p) for p in m.purposes],
+        created_by=m.created_by,
+        created_at=convert.timestamp(m.created_at),
+        updated_at=convert.timestamp(m.updated_at),
+        superseded_by_id=m.superseded_by_id or "",
+        episode_id=m.episode_id or "",
+        links=[cpb.Link(kind=LINK_KIND.value(k), target=ref_msg(r)) for k, r in m.links],
+        mentions=[cpb.Mention(entity_id=e, name=n) for e, n in m.mentions],
+        supersedes=[ref_msg(r) for r in m.supersedes],
+        superseded_by=[ref_msg(r) for r in m.superseded_by],
+        revisions=[
+            cpb.Revision(
+                revision=r.revision,
+                action=REVISION_ACTIONS[r.action],
+                changed_by=r.changed_by,
+                changed_at=convert.timestamp(r.changed_at),
+                reason=r.reason,
+            )
+            for r in m.revisions
+        ],
+        claims=[attribute_msg(a) for a in m.claims],
+        relations=[relation_msg(r) for r in m.relations],
+        aliases=[alias_msg(a) for a in m.aliases],
+    )
+
+
+def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
+    return pb.WorkspaceSettings(
+        default_recall_mode=MODE.value(s.default_recall_mode),
+        dense_floor=s.dense_floor,
+        rerank_depth=s.rerank_depth,
+        expiry_days=s.expiry_days,
+        members_may_edit=s.members_may_edit,
+    )
+
+
+def workspace_msg(w: ctl.Workspace) -> pb.Workspace:
+    return pb.Workspace(
+        id=w.id,
+        slug=w.slug,
+        database_name=w.database_name,
+        server=w.server,
+        settings=settings_msg(w.settings),
+        created_at=convert.timestamp(w.created_at),
+    )

@@ -1,0 +1,338 @@
+"""The store's gRPC adapter: translates messages to domain calls and back.
+Errors are domain exceptions, mapped to status codes by recallatron.grpcserver."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from recallatron import convert, embed_input, errors, internal_auth
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import store_pb2 as pb
+from recallatron.vocabulary import (
+    MODE,
+    PURPOSE,
+    ROLE,
+)
+from services.store.api.graph_adapter import (
+    card_msg,
+)
+from services.store.api.messages import (
+    SETTINGS_FIELDS,
+    caller_of,
+    candidates_msg,
+    filters_of,
+    memory_msg,
+    settings_msg,
+    workspace_msg,
+)
+from services.store.api.tool_server import ToolServicer, legacy_methods
+from services.store.domain import control as ctl
+from services.store.domain import embedding_status
+from services.store.domain.dedup import DedupStore
+from services.store.domain.entity_merge import EntityMergeStore
+from services.store.domain.episodes import EpisodeStore
+from services.store.domain.graph import GraphStore
+from services.store.domain.history import HistorySearch
+from services.store.domain.memories import MemoryStore
+from services.store.domain.recall import RecallQueries
+from services.store.domain.revocations import RevocationFeed
+from services.store.domain.timeline import TimelineStore
+
+
+class StoreServicer:
+    """StoreService: its own methods here, the mirrored tool methods answered
+    by the ToolService's code (:func:`handlers`)."""
+
+    def __init__(
+        self,
+        control: ctl.ControlPlane,
+        memories: MemoryStore,
+        recall: RecallQueries,
+        revocations: RevocationFeed | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.control = control
+        self.memories = memories
+        self.recall = recall
+        self.dedup = DedupStore(control)
+        self.graph = GraphStore(control)
+        self.entity_merge = EntityMergeStore(control)
+        self.episodes = EpisodeStore(control)
+        self.timelines = TimelineStore(control)
+        self.tools = ToolServicer(
+            memories, self.graph, self.episodes, self.timelines, self.dedup, self.entity_merge
+        )
+        self.revocations = revocations
+        # Set when the server drains: open watch streams end at once.
+        self.stopping = stopping or threading.Event()
+
+    # -- control plane -----------------------------------------------------
+
+    def CreateWorkspace(
+        self,
+        request: pb.CreateWorkspaceRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CreateWorkspaceResponse:
+        internal_auth.check_kind(internal_auth.OPERATOR)
+        ws = self.control.create_workspace(request.slug, request.server)
+        return pb.CreateWorkspaceResponse(workspace=workspace_msg(ws))
+
+    def CreateMember(
+        self,
+        request: pb.CreateMemberRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CreateMemberResponse:
+        internal_auth.check_admin(request.workspace_id)
+        role = ROLE.parse(request.role, "role") or "member"
+        m = self.control.create_member(request.workspace_id, request.handle, role)
+        return pb.CreateMemberResponse(
+            member=pb.Member(
+                id=m.id,
+                workspace_id=m.workspace_id,
+                handle=m.handle,
+                role=ROLE.value(m.role),
+                created_at=convert.timestamp(m.created_at),
+            )
+        )
+
+    def CreateToken(
+        self,
+        request: pb.CreateTokenRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.CreateTokenResponse:
+        internal_auth.check_admin(request.workspace_id)
+        purposes = []
+        for i, p in enumerate(request.purposes):
+            purpose = PURPOSE.parse(p, f"purposes[{i}]")
+            if purpose is None:
+                raise errors.InvalidArgument(f"purposes[{i}]", "must be a purpose")
+            purposes.append(purpose)
+        token, token_id = self.control.create_token(
+            request.member_id,
+            request.label,
+            request.workspace_id or None,
+            tuple(purposes),
+            request.read_only,
+        )
+        return pb.CreateTokenResponse(token=token, token_id=token_id)
+
+    def RevokeToken(
+        self,
+        request: pb.RevokeTokenRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.RevokeTokenResponse:
+        internal_auth.check_admin(request.workspace_id)
+        self.control.revoke_token(request.token_id, request.workspace_id or None)
+        return pb.RevokeTokenResponse()
+
+    def WatchRevocations(
+        self, request: pb.WatchRevocationsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.WatchRevocationsResponse]:
+        # A stream: the error-mapping interceptor wraps unary calls only.
+        try:
+            internal_auth.check_kind(internal_auth.SERVICE)
+            if self.revocations is None:
+                raise errors.Unavailable("this store does not publish revocations")
+            subscription = self.revocations.subscribe()
+        except errors.Unauthenticated as exc:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
+        except errors.Unavailable as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
+        assert self.revocations is not None  # context.abort raised otherwise
+        try:
+            yield pb.WatchRevocationsResponse(subscribed=True)
+            while context.is_active() and not self.stopping.is_set():
+                try:
+                    token_id = subscription.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if token_id is None:
+                    return  # the feed may have missed one: the watcher starts over
+                yield pb.WatchRevocationsResponse(token_id=token_id)
+        finally:
+            self.revocations.unsubscribe(subscription)
+
+    def Authenticate(
+        self,
+        request: pb.AuthenticateRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.AuthenticateResponse:
+        internal_auth.check_kind(internal_auth.SERVICE)
+        ident = self.control.authenticate(request.token)
+        return pb.AuthenticateResponse(
+            workspace_id=ident.workspace_id,
+            member_id=ident.member_id,
+            role=ROLE.value(ident.role),
+            workspace_slug=ident.workspace_slug,
+            purposes=[PURPOSE.value(p) for p in ident.purposes],
+            read_only=ident.read_only,
+        )
+
+    def GetWorkspaceSettings(
+        self, request: pb.GetWorkspaceSettingsRequest, context: grpc.ServicerContext
+    ) -> pb.GetWorkspaceSettingsResponse:
+        internal_auth.check_workspace(request.workspace_id)
+        ws_id = ctl.parse_uuid(request.workspace_id, "workspace_id")
+        return pb.GetWorkspaceSettingsResponse(settings=settings_msg(self.control.settings(ws_id)))
+
+    def UpdateWorkspaceSettings(
+        self,
+        request: pb.UpdateWorkspaceSettingsRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.UpdateWorkspaceSettingsResponse:
+        caller = caller_of(request.caller)
+        if request.caller.role != cpb.ROLE_OWNER:
+            raise errors.PermissionDenied("only a workspace owner may change its settings")
+        if not request.update_fields:
+            raise errors.InvalidArgument("update_fields", "name at least one setting to change")
+        changes: dict[str, object] = {}
+        s = request.settings
+        for name in request.update_fields:
+            if name not in SETTINGS_FIELDS:
+                raise errors.InvalidArgument("update_fields", f"unknown setting {name!r}")
+            if name == "default_recall_mode":
+                mode = MODE.parse(s.default_recall_mode, "settings.default_recall_mode")
+                if mode is None:
+                    raise errors.InvalidArgument("settings.default_recall_mode", MODE.one_of())
+                changes[name] = mode
+            else:
+                changes[name] = getattr(s, name)
+        merged = self.control.update_settings(caller.workspace_id, changes)
+        return pb.UpdateWorkspaceSettingsResponse(settings=settings_msg(merged))
+
+    # -- memory tools ------------------------------------------------------
+
+    def GetMemories(
+        self,
+        request: pb.GetMemoriesRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.GetMemoriesResponse:
+        found = self.memories.read(
+            caller_of(request.caller), list(request.ids), request.with_provenance
+        )
+        seen = {m.id for m in found}
+        return pb.GetMemoriesResponse(
+            memories=[memory_msg(m) for m in found],
+            not_found_ids=[i for i in request.ids if i not in seen],
+        )
+
+    # -- recall support ----------------------------------------------------
+
+    def NamedEntities(
+        self, request: pb.NamedEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.NamedEntitiesResponse:
+        cards = self.graph.named_in(caller_of(request.caller), request.text)
+        return pb.NamedEntitiesResponse(entities=[card_msg(c) for c in cards])
+
+    def LexicalCandidates(
+        self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
+    ) -> pb.LexicalCandidatesResponse:
+        result = self.recall.lexical(
+            caller_of(request.caller), request.query, request.limit, filters_of(request.filters)
+        )
+        return pb.LexicalCandidatesResponse(
+            candidates=candidates_msg(result.candidates),
+            terms_kept=result.terms_kept,
+            terms_dropped=result.terms_dropped,
+        )
+
+    def DenseCandidates(
+        self, request: pb.DenseCandidatesRequest, context: grpc.ServicerContext
+    ) -> pb.DenseCandidatesResponse:
+        result = self.recall.dense(
+            caller_of(request.caller),
+            list(request.vector),
+            request.model_id,
+            embed_input.EMBED_INPUT_VERSION,
+            request.limit,
+            filters_of(request.filters),
+        )
+        return pb.DenseCandidatesResponse(
+            candidates=candidates_msg(result.candidates),
+            embeddings_available=result.embeddings_available,
+            floor=result.floor,
+        )
+
+    def AdmitCandidates(
+        self, request: pb.AdmitCandidatesRequest, context: grpc.ServicerContext
+    ) -> pb.AdmitCandidatesResponse:
+        walk = self.memories.walk(
+            caller_of(request.caller),
+            list(request.ids),
+            request.hydrate_limit,
+            request.include_superseded,
+        )
+        return pb.AdmitCandidatesResponse(
+            admitted_ids=walk.admitted, memories=[memory_msg(m) for m in walk.memories]
+        )
+
+    def SearchHistory(
+        self, request: pb.SearchHistoryRequest, context: grpc.ServicerContext
+    ) -> pb.SearchHistoryResponse:
+        # Owner-only: anyone else gets an empty list (see services/store/domain/history.py).
+        hits = HistorySearch(self.memories.dbs, self.control).search(
+            caller_of(request.caller), request.query, request.limit
+        )
+        return pb.SearchHistoryResponse(
+            entries=[
+                cpb.HistoryEntry(
+                    id=h.id,
+                    chat_id=h.chat_id,
+                    role=h.role,
+                    text=h.text,
+                    occurred_at=convert.timestamp(h.occurred_at),
+                    score=h.score,
+                )
+                for h in hits
+            ]
+        )
+
+    def GetEmbeddingStatus(
+        self, request: pb.GetEmbeddingStatusRequest, context: grpc.ServicerContext
+    ) -> pb.GetEmbeddingStatusResponse:
+        claims = internal_auth.check_workspace(request.workspace_id)
+        # A member (an owner) counts what they may see; the operator, all.
+        member = claims.member_id if claims.kind == internal_auth.MEMBER else None
+        status = embedding_status.status(
+            self.memories.dbs,
+            self.control,
+            ctl.parse_uuid(request.workspace_id, "workspace_id"),
+            member,
+        )
+        return pb.GetEmbeddingStatusResponse(
+            memories=status.memories,
+            embedded=status.embedded,
+            pending=status.pending,
+            input_version=embed_input.EMBED_INPUT_VERSION,
+            parked=status.parked,
+            parked_reasons=[pb.ParkedReason(reason=r, count=n) for r, n in status.parked_reasons],
+        )
+
+    # -- dedup review ------------------------------------------------------
+
+    def ListDuplicatePairs(
+        self, request: pb.StoreServiceListDuplicatePairsRequest, context: grpc.ServicerContext
+    ) -> pb.StoreServiceListDuplicatePairsResponse:
+        pairs = self.dedup.pairs(
+            caller_of(request.caller), request.window, request.min_cosine, request.limit
+        )
+        return pb.StoreServiceListDuplicatePairsResponse(
+            pairs=[
+                pb.StoreDuplicatePair(first_id=p.first_id, second_id=p.second_id, cosine=p.cosine)
+                for p in pairs
+            ]
+        )
+
+    def handlers(self) -> dict[str, Callable[..., Any]]:
+        """StoreService's handlers by method name (recallatron.grpcserver.add_methods)."""
+        own = {
+            m.name: getattr(self, m.name)
+            for m in pb.DESCRIPTOR.services_by_name["StoreService"].methods
+            if hasattr(self, m.name)
+        }
+        return {**own, **legacy_methods(self.tools)}

@@ -1,0 +1,353 @@
+"""The store's ToolService (tools.proto): the tools, taking the public request
+messages and answering the public responses, for exactly the member the
+call's assertion vouches for. A tool's messages are defined once, in
+gateway.proto; this adapter turns them into domain calls.
+
+StoreService's older mirrored methods (CreateMemory and the others, whose
+requests carry a Caller) answer through the same code: :func:`legacy` copies
+the mirrored request into the public one by field name and the public answer
+back (a gateway of the previous version, during a rolling upgrade)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from recallatron import convert, errors, internal_auth
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.v1 import store_pb2 as spb
+from recallatron.v1 import tools_pb2_grpc
+from recallatron.vocabulary import DEFAULT_PURPOSE, PURPOSE
+from services.store.api.graph_adapter import (
+    card_msg,
+    graph_of,
+    merge_msg,
+    nodes_msg,
+    pair_msg,
+    relation_msg,
+)
+from services.store.api.messages import audience_of, memory_msg, new_memory
+from services.store.domain.dedup import DedupStore
+from services.store.domain.entity_merge import EntityMergeStore
+from services.store.domain.episodes import EpisodeStore, NewEpisode
+from services.store.domain.graph import GraphStore
+from services.store.domain.memories import MemoryStore
+from services.store.domain.timeline import TimelineStore
+from services.store.domain.trust import Trust, _Empty
+from services.store.infrastructure.db import Caller
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+
+def asserted_caller() -> Caller:
+    """The member (and purpose) the call's assertion vouches for."""
+    claims = internal_auth.check_kind(internal_auth.MEMBER)
+    purpose = PURPOSE.parse(claims.purpose, "caller.purpose") or DEFAULT_PURPOSE
+    role = "owner" if claims.role == cpb.ROLE_OWNER else "member"
+    return Caller(claims.workspace_id, claims.member_id, purpose, role)
+
+
+class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
+    def __init__(
+        self,
+        memories: MemoryStore,
+        graph: GraphStore,
+        episodes: EpisodeStore,
+        timelines: TimelineStore,
+        dedup: DedupStore,
+        entity_merge: EntityMergeStore,
+    ) -> None:
+        self.memories = memories
+        self.graph = graph
+        self.episodes = episodes
+        self.timelines = timelines
+        self.dedup = dedup
+        self.entity_merge = entity_merge
+
+    # -- the seven tools (design §7) -------------------------------------------------
+
+    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
+        found = self.memories.read(asserted_caller(), list(request.ids), True)
+        seen = {m.id for m in found}
+        missing = [i for i in request.ids if i not in seen]
+        if missing:
+            # Not visible reads exactly like not there (design §4).
+            raise errors.NotFound(f"ids: not found: {', '.join(missing)}")
+        return pb.ReadResponse(memories=[memory_msg(m) for m in found])
+
+    def Remember(
+        self, request: pb.RememberRequest, context: grpc.ServicerContext
+    ) -> pb.RememberResponse:
+        occurred = convert.not_future(
+            convert.when(request.occurred_at, request.HasField("occurred_at")), "occurred_at"
+        )
+        result = self.memories.remember(
+            asserted_caller(), request.request_id, new_memory(request), occurred
+        )
+        return pb.RememberResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+
+    def Derive(self, request: pb.DeriveRequest, context: grpc.ServicerContext) -> pb.DeriveResponse:
+        result = self.memories.derive(
+            asserted_caller(), request.request_id, list(request.source_ids), new_memory(request)
+        )
+        return pb.DeriveResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+
+    def Correct(
+        self, request: pb.CorrectRequest, context: grpc.ServicerContext
+    ) -> pb.CorrectResponse:
+        result = self.memories.correct(
+            asserted_caller(),
+            request.request_id,
+            request.id,
+            request.expected_revision,
+            request.title if request.HasField("title") else None,
+            request.body if request.HasField("body") else None,
+            request.confidence if request.HasField("confidence") else None,
+            request.reason,
+            graph_of(request),
+            request.replace_claims,
+        )
+        return pb.CorrectResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+
+    def Supersede(
+        self, request: pb.SupersedeRequest, context: grpc.ServicerContext
+    ) -> pb.SupersedeResponse:
+        result = self.memories.supersede(
+            asserted_caller(),
+            request.request_id,
+            request.id,
+            request.expected_revision,
+            new_memory(request),
+            request.reason,
+            request.replace_claims,
+            list(request.source_ids),
+        )
+        return pb.SupersedeResponse(
+            memory=memory_msg(result.memory),
+            superseded=memory_msg(result.superseded) if result.superseded else None,
+            replayed=result.replayed,
+        )
+
+    def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext) -> pb.ForgetResponse:
+        result = self.memories.forget(
+            asserted_caller(), request.request_id, request.id, request.reason
+        )
+        return pb.ForgetResponse(
+            id=result.id,
+            forgotten_at=convert.timestamp(result.forgotten_at),
+            replayed=result.replayed,
+        )
+
+    # -- the graph ---------------------------------------------------------------------
+
+    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
+        cards = self.graph.lookup(
+            asserted_caller(),
+            request.name,
+            convert.when(request.as_of, request.HasField("as_of")),
+            request.include_history,
+        )
+        return pb.LookupResponse(entities=[card_msg(c) for c in cards])
+
+    def Neighbors(
+        self, request: pb.NeighborsRequest, context: grpc.ServicerContext
+    ) -> pb.NeighborsResponse:
+        found = self.graph.neighbors(
+            asserted_caller(),
+            request.entity_id,
+            request.hops,
+            list(request.predicates),
+            convert.when(request.as_of, request.HasField("as_of")),
+        )
+        return pb.NeighborsResponse(
+            nodes=nodes_msg(found),
+            edges=[relation_msg(r) for r in found.edges],
+            truncated=found.truncated,
+        )
+
+    def CreateEpisode(
+        self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.CreateEpisodeResponse:
+        caller = asserted_caller()
+        started = convert.when(request.started_at, request.HasField("started_at"))
+        if started is None:
+            raise errors.InvalidArgument("started_at", "is required")
+        audience = audience_of(request.audience, request.HasField("audience"))
+        purposes = frozenset(
+            PURPOSE.parse(p, f"purposes[{i}]") or DEFAULT_PURPOSE
+            for i, p in enumerate(request.purposes)
+        ) or frozenset({DEFAULT_PURPOSE})
+        trust = Trust(caller.member_id if isinstance(audience, _Empty) else audience, purposes)
+        episode_id = self.episodes.create(
+            caller,
+            NewEpisode(
+                request.title,
+                started,
+                convert.when(request.ended_at, request.HasField("ended_at")),
+                trust,
+                list(request.member_ids),
+                list(request.entity_ids),
+            ),
+        )
+        return pb.CreateEpisodeResponse(episode_id=episode_id)
+
+    def Timeline(
+        self, request: pb.TimelineRequest, context: grpc.ServicerContext
+    ) -> pb.TimelineResponse:
+        page = self.timelines.timeline(
+            asserted_caller(),
+            request.entity_id or None,
+            request.episode_id or None,
+            convert.when(getattr(request, "from"), request.HasField("from")),
+            convert.when(request.to, request.HasField("to")),
+            request.page_token,
+        )
+        return pb.TimelineResponse(
+            events=[
+                cpb.TimelineEvent(
+                    at=convert.timestamp(e.at),
+                    kind=e.kind,
+                    memory_id=e.memory_id,
+                    entity_id=e.entity_id or "",
+                    summary=e.summary,
+                )
+                for e in page.events
+            ],
+            next_page_token=page.next_page_token,
+        )
+
+    # -- the review page's decisions -------------------------------------------------------
+
+    def DismissDuplicatePair(
+        self, request: pb.DismissDuplicatePairRequest, context: grpc.ServicerContext
+    ) -> pb.DismissDuplicatePairResponse:
+        self.dedup.dismiss(asserted_caller(), request.first_id, request.second_id)
+        return pb.DismissDuplicatePairResponse()
+
+    def ListEntityPairs(
+        self, request: pb.ListEntityPairsRequest, context: grpc.ServicerContext
+    ) -> pb.ListEntityPairsResponse:
+        pairs = self.entity_merge.pairs(asserted_caller(), request.limit)
+        return pb.ListEntityPairsResponse(pairs=[pair_msg(p) for p in pairs])
+
+    def MergeEntities(
+        self, request: pb.MergeEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.MergeEntitiesResponse:
+        merge, created = self.entity_merge.merge(
+            asserted_caller(), request.kept_id, request.merged_id
+        )
+        return pb.MergeEntitiesResponse(merge=merge_msg(merge), created=created)
+
+    def KeepEntitiesApart(
+        self, request: pb.KeepEntitiesApartRequest, context: grpc.ServicerContext
+    ) -> pb.KeepEntitiesApartResponse:
+        self.entity_merge.keep_apart(asserted_caller(), request.first_id, request.second_id)
+        return pb.KeepEntitiesApartResponse()
+
+    def UndoEntityMerge(
+        self, request: pb.UndoEntityMergeRequest, context: grpc.ServicerContext
+    ) -> pb.UndoEntityMergeResponse:
+        self.entity_merge.undo(asserted_caller(), request.merge_id)
+        return pb.UndoEntityMergeResponse()
+
+    def ListEntityMerges(
+        self, request: pb.ListEntityMergesRequest, context: grpc.ServicerContext
+    ) -> pb.ListEntityMergesResponse:
+        merges = self.entity_merge.merges(asserted_caller(), request.limit)
+        return pb.ListEntityMergesResponse(merges=[merge_msg(m) for m in merges])
+
+
+# -- StoreService's mirrored methods --------------------------------------------------------
+
+# A mirrored request's fields that the public request names otherwise.
+RENAMED = {"captured_at": "occurred_at"}
+
+
+def copy_fields(src: Message, dst: Message, exclude: frozenset[str] = frozenset()) -> None:
+    """Copies the fields ``src`` holds into the field of the same name (or
+    RENAMED) of ``dst``; the two messages are field-compatible."""
+    for fd, value in src.ListFields():
+        if fd.name in exclude:
+            continue
+        name = RENAMED.get(fd.name, fd.name)
+        if fd.is_repeated:
+            getattr(dst, name).extend(value)
+        elif fd.message_type is not None:
+            getattr(dst, name).CopyFrom(value)
+        else:
+            setattr(dst, name, value)
+
+
+def legacy(
+    tool: Callable[[Req, grpc.ServicerContext], Message],
+    public: type[Req],
+    answer: type[Resp],
+) -> Callable[[Message, grpc.ServicerContext], Resp]:
+    """A mirrored StoreService method answered by ``tool``: its Caller must be
+    exactly the member the assertion vouches for (who the tool then acts for)."""
+
+    def handle(request: Message, context: grpc.ServicerContext) -> Resp:
+        internal_auth.check_caller(getattr(request, "caller"))  # noqa: B009 (any mirror)
+        asked = public()
+        copy_fields(request, asked, frozenset({"caller"}))
+        out = answer()
+        copy_fields(tool(asked, context), out)
+        return out
+
+    return handle
+
+
+def legacy_methods(
+    tools: ToolServicer,
+) -> dict[str, Callable[[Message, grpc.ServicerContext], Message]]:
+    """StoreService's mirrored methods by name, each answered by its tool."""
+    return {
+        "CreateMemory": legacy(tools.Remember, pb.RememberRequest, spb.CreateMemoryResponse),
+        "DeriveMemory": legacy(tools.Derive, pb.DeriveRequest, spb.DeriveMemoryResponse),
+        "CorrectMemory": legacy(tools.Correct, pb.CorrectRequest, spb.CorrectMemoryResponse),
+        "SupersedeMemory": legacy(
+            tools.Supersede, pb.SupersedeRequest, spb.SupersedeMemoryResponse
+        ),
+        "ForgetMemory": legacy(tools.Forget, pb.ForgetRequest, spb.ForgetMemoryResponse),
+        "LookupEntities": legacy(tools.Lookup, pb.LookupRequest, spb.LookupEntitiesResponse),
+        "EntityNeighbors": legacy(
+            tools.Neighbors, pb.NeighborsRequest, spb.EntityNeighborsResponse
+        ),
+        "CreateEpisode": legacy(
+            tools.CreateEpisode, pb.CreateEpisodeRequest, spb.StoreServiceCreateEpisodeResponse
+        ),
+        "Timeline": legacy(tools.Timeline, pb.TimelineRequest, spb.StoreServiceTimelineResponse),
+        "DismissDuplicatePair": legacy(
+            tools.DismissDuplicatePair,
+            pb.DismissDuplicatePairRequest,
+            spb.StoreServiceDismissDuplicatePairResponse,
+        ),
+        "ListEntityPairs": legacy(
+            tools.ListEntityPairs,
+            pb.ListEntityPairsRequest,
+            spb.StoreServiceListEntityPairsResponse,
+        ),
+        "MergeEntities": legacy(
+            tools.MergeEntities, pb.MergeEntitiesRequest, spb.StoreServiceMergeEntitiesResponse
+        ),
+        "KeepEntitiesApart": legacy(
+            tools.KeepEntitiesApart,
+            pb.KeepEntitiesApartRequest,
+            spb.StoreServiceKeepEntitiesApartResponse,
+        ),
+        "UndoEntityMerge": legacy(
+            tools.UndoEntityMerge,
+            pb.UndoEntityMergeRequest,
+            spb.StoreServiceUndoEntityMergeResponse,
+        ),
+        "ListEntityMerges": legacy(
+            tools.ListEntityMerges,
+            pb.ListEntityMergesRequest,
+            spb.StoreServiceListEntityMergesResponse,
+        ),
+    }

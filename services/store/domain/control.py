@@ -1,0 +1,383 @@
+"""The control plane: workspaces (and where their database lives), members,
+hashed tokens, workspace settings."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg.errors import UniqueViolation
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES
+from services.store.domain import validation
+from services.store.infrastructure import migrate
+from services.store.infrastructure.db import Caller, Databases, WorkspacePool
+from services.store.infrastructure.servers import place
+from services.store.sql import queries as q
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+TOKEN_PREFIX = "rct_"
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings:
+    default_recall_mode: str = DEFAULT_MODE
+    dense_floor: float = 0.30
+    rerank_depth: int = 20
+    expiry_days: int = 0  # off
+    # Who may change a memory: False, its author and the owners; True, also
+    # any member who can see it when its audience is the workspace.
+    members_may_edit: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkspaceSettings:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    slug: str
+    server: str
+    database_name: str
+    settings: WorkspaceSettings
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    name: str
+    workspaces: int
+    draining: bool
+    default: bool
+
+
+@dataclass(frozen=True)
+class Member:
+    id: str
+    workspace_id: str
+    handle: str
+    role: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Identity:
+    workspace_id: str
+    workspace_slug: str
+    member_id: str
+    role: str
+    # The token's scope: its purposes (empty: all) and read-only.
+    purposes: tuple[str, ...] = ()
+    read_only: bool = False
+
+
+def hash_token(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def parse_uuid(value: str, field_name: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise errors.InvalidArgument(field_name, "must be a UUID") from None
+
+
+def validate_settings(s: WorkspaceSettings) -> None:
+    if s.default_recall_mode not in MODES:
+        raise errors.InvalidArgument("settings.default_recall_mode", MODE.one_of())
+    if not 0.0 <= s.dense_floor <= 1.0:
+        raise errors.InvalidArgument("settings.dense_floor", "must lie in [0, 1]")
+    if not 0 <= s.rerank_depth <= 100:
+        raise errors.InvalidArgument("settings.rerank_depth", "must lie in [0, 100]")
+    if not 0 <= s.expiry_days <= 36_500:
+        raise errors.InvalidArgument("settings.expiry_days", "must lie in [0, 36500]; 0 is off")
+    if not isinstance(s.members_may_edit, bool):
+        raise errors.InvalidArgument("settings.members_may_edit", "must be true or false")
+
+
+def _workspace(row: Any) -> Workspace:
+    return Workspace(row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5])
+
+
+# Workspace records (location, settings) are cached this long, so that a
+# settings change made through another store replica takes effect soon.
+WORKSPACE_CACHE_SECONDS = 5.0
+
+
+@dataclass
+class ControlPlane:
+    dbs: Databases
+    _workspaces: dict[str, tuple[float, Workspace]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def create_workspace(self, slug: str, server: str = "") -> Workspace:
+        if not SLUG_RE.match(slug or ""):
+            raise errors.InvalidArgument(
+                "slug", "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
+            )
+        with self.dbs.control_conn() as conn:
+            if conn.execute(q.WORKSPACE_ID_BY_SLUG, (slug,)).fetchone():
+                raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
+        server = self.choose_server(server)
+        workspace_id = str(uuid.uuid4())
+        database = f"ws_{uuid.UUID(workspace_id).hex}"
+        self.dbs.ensure_server(server)
+        # The database is made and migrated before the workspace is recorded,
+        # so a recorded workspace always has a usable database.
+        self.dbs.create_database(server, database)
+        try:
+            with self.dbs.control_conn() as conn:
+                conn.execute(
+                    q.INSERT_WORKSPACE,
+                    (
+                        workspace_id,
+                        slug,
+                        server,
+                        database,
+                        Jsonb(WorkspaceSettings().to_json()),
+                        migrate.latest_version("workspace"),
+                    ),
+                )
+        except UniqueViolation:
+            raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists") from None
+        return self.workspace(workspace_id)
+
+    # -- named servers (docs/servers.md) ------------------------------------
+
+    def servers(self) -> list[ServerStatus]:
+        """Every configured server with its workspace count and drain mark."""
+        with self.dbs.control_conn() as conn:
+            counts = {r[0]: int(r[1]) for r in conn.execute(q.WORKSPACES_PER_SERVER)}
+            draining = {r[0] for r in conn.execute(q.DRAINING_SERVERS)}
+        return [
+            ServerStatus(n, counts.get(n, 0), n in draining, n == self.dbs.default_server)
+            for n in self.dbs.servers.names
+        ]
+
+    def choose_server(self, requested: str) -> str:
+        """The named server, checked; or the placement policy's choice."""
+        statuses = {s.name: s for s in self.servers()}
+        if requested:
+            if requested not in statuses:
+                self.dbs.server_url(requested)  # InvalidArgument naming the field
+            if statuses[requested].draining:
+                raise errors.FailedPrecondition(
+                    f"server: {requested!r} is draining; mark it open again first "
+                    "(recallatron servers undrain)",
+                    "server",
+                )
+            return requested
+        chosen = place(
+            statuses,
+            {n: s.workspaces for n, s in statuses.items()},
+            [n for n, s in statuses.items() if s.draining],
+        )
+        if chosen is None:
+            raise errors.FailedPrecondition(
+                "server: every configured server is draining; name one or open one", "server"
+            )
+        return chosen
+
+    def set_draining(self, server: str, draining: bool) -> None:
+        self.dbs.server_url(server)  # a configured name, or InvalidArgument
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.SET_SERVER_DRAINING, (server, draining))
+
+    def check_recorded_servers(self) -> None:
+        """Every server a workspace records is named in settings: checked at
+        start-up, so an unknown name fails there, not at the first call."""
+        with self.dbs.control_conn() as conn:
+            counts = {r[0]: int(r[1]) for r in conn.execute(q.WORKSPACES_PER_SERVER)}
+        unknown = sorted(set(counts) - set(self.dbs.servers.names))
+        if unknown:
+            listed = ", ".join(f"{n!r} ({counts[n]} workspaces)" for n in unknown)
+            raise RuntimeError(
+                f"workspaces are recorded on servers the settings do not name: {listed}; "
+                "configured: "
+                + ", ".join(self.dbs.servers.names)
+                + " (RECALLATRON_POSTGRES_SERVERS or RECALLATRON_POSTGRES_SERVERS_DIR)"
+            )
+
+    def caller_pool(self, caller: Caller) -> WorkspacePool:
+        """The app role's pool of the caller's workspace database: every
+        caller transaction runs on it (row-level security as the caller)."""
+        ws = self.workspace(validation.uuid_str(caller.workspace_id, "caller.workspace_id"))
+        return self.dbs.app_pool(ws.server, ws.database_name)
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        cached = self._workspaces.get(workspace_id)
+        if cached is not None and time.monotonic() - cached[0] < WORKSPACE_CACHE_SECONDS:
+            return cached[1]
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.WORKSPACE_BY_ID, (workspace_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("workspace not found")
+        ws = _workspace(row)
+        with self._lock:
+            self._workspaces[workspace_id] = (time.monotonic(), ws)
+        return ws
+
+    def forget_workspace(self, workspace_id: str) -> None:
+        """Drops the cached record (the workspace moved:
+        services/store/infrastructure/follow.py)."""
+        with self._lock:
+            self._workspaces.pop(workspace_id, None)
+
+    # -- work marks (services/store/infrastructure/work_marks.py) ---------------------------
+
+    def mark_work(self, workspace_id: str) -> None:
+        """After a write that queued background work has committed: the
+        embedding job is woken for this workspace (and only this one)."""
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.MARK_WORK, (workspace_id,))
+
+    def work_seq(self, workspace_id: str) -> int | None:
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.WORK_SEQ, (workspace_id,)).fetchone()
+        return int(row[0]) if row else None
+
+    def clear_work(self, workspace_id: str, seq: int) -> bool:
+        """Clears the mark ``seq``; False when a newer mark stands."""
+        with self.dbs.control_conn() as conn:
+            return conn.execute(q.CLEAR_WORK, (workspace_id, seq)).rowcount == 1
+
+    # -- migration levels ----------------------------------------------------
+
+    def migrate(self, ws: Workspace) -> list[str]:
+        """Brings a workspace database to the current level and records it."""
+        applied = self.dbs.migrate_workspace(ws.server, ws.database_name)
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.SET_SCHEMA_VERSION, (migrate.latest_version("workspace"), ws.id))
+        return applied
+
+    def known_current(self) -> None:
+        """Tells the databases which workspaces are recorded at the current
+        level, so that none of them is visited before its first use."""
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(q.WORKSPACES_AT_VERSION, (migrate.latest_version("workspace"),))
+            self.dbs.mark_migrated((str(r[0]), str(r[1])) for r in rows)
+
+    def below_current(self) -> list[Workspace]:
+        """The workspaces not recorded at the current level (to migrate)."""
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(q.WORKSPACES_BELOW_VERSION, (migrate.latest_version("workspace"),))
+            return [_workspace(row) for row in rows]
+
+    def all_workspace_locations(self) -> list[Workspace]:
+        """Every workspace record, in one query (for a walk over all of them)."""
+        with self.dbs.control_conn() as conn:
+            return [_workspace(row) for row in conn.execute(q.ALL_WORKSPACES)]
+
+    def all_workspaces(self) -> list[str]:
+        with self.dbs.control_conn() as conn:
+            return [str(r[0]) for r in conn.execute(q.ALL_WORKSPACE_IDS)]
+
+    def update_settings(self, workspace_id: str, changes: dict[str, Any]) -> WorkspaceSettings:
+        current = self.workspace(workspace_id).settings
+        merged = WorkspaceSettings.from_json({**current.to_json(), **changes})
+        validate_settings(merged)
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.UPDATE_WORKSPACE_SETTINGS, (Jsonb(merged.to_json()), workspace_id))
+        with self._lock:
+            self._workspaces.pop(workspace_id, None)
+        return merged
+
+    def settings(self, workspace_id: str, fresh: bool = False) -> WorkspaceSettings:
+        if fresh:
+            with self._lock:
+                self._workspaces.pop(workspace_id, None)
+        return self.workspace(workspace_id).settings
+
+    def create_member(self, workspace_id: str, handle: str, role: str) -> Member:
+        workspace_id = parse_uuid(workspace_id, "workspace_id")
+        self.workspace(workspace_id)
+        if not HANDLE_RE.match(handle or ""):
+            raise errors.InvalidArgument(
+                "handle", "1-63 characters of letters, digits, '.', '_' and '-'"
+            )
+        if role not in ("owner", "member"):
+            raise errors.InvalidArgument("role", "must be owner or member")
+        member_id = str(uuid.uuid4())
+        try:
+            with self.dbs.control_conn() as conn:
+                conn.execute(q.INSERT_MEMBER, (member_id, workspace_id, handle, role))
+        except UniqueViolation:
+            raise errors.AlreadyExists(f"handle: {handle!r} is taken in this workspace") from None
+        return self.member(member_id)
+
+    def member(self, member_id: str) -> Member:
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.MEMBER_BY_ID, (member_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("member not found")
+        return Member(str(row[0]), str(row[1]), row[2], row[3], row[4])
+
+    def member_in_workspace(self, workspace_id: str, member_id: str) -> bool:
+        with self.dbs.control_conn() as conn:
+            return (
+                conn.execute(q.MEMBER_IN_WORKSPACE, (member_id, workspace_id)).fetchone()
+                is not None
+            )
+
+    def create_token(
+        self,
+        member_id: str,
+        label: str = "",
+        workspace_id: str | None = None,
+        purposes: tuple[str, ...] = (),
+        read_only: bool = False,
+    ) -> tuple[str, str]:
+        member_id = parse_uuid(member_id, "member_id")
+        member = self.member(member_id)
+        if workspace_id and member.workspace_id != workspace_id:
+            raise errors.NotFound("member not found")
+        if len(label) > 200:
+            raise errors.InvalidArgument("label", "at most 200 characters")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = str(uuid.uuid4())
+        with self.dbs.control_conn() as conn:
+            conn.execute(
+                q.INSERT_TOKEN,
+                (
+                    token_id,
+                    member_id,
+                    hash_token(token),
+                    label,
+                    sorted(set(purposes), key=PURPOSES.index) or None,
+                    read_only,
+                ),
+            )
+        return token, token_id
+
+    def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
+        token_id = parse_uuid(token_id, "token_id")
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.REVOKE_TOKEN, (token_id, workspace_id, workspace_id)).fetchone()
+            if row is not None:
+                conn.execute(q.NOTIFY_REVOKED, (token_id,))
+        if row is None:
+            raise errors.NotFound("token not found")
+
+    def authenticate(self, token: str) -> Identity:
+        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            raise errors.NotFound("unknown token")
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.AUTHENTICATE, (hash_token(token),)).fetchone()
+        if row is None:
+            raise errors.NotFound("unknown token")
+        return Identity(str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5])

@@ -1,0 +1,113 @@
+"""Dedup review (design §8.1): near-duplicate pairs among the newest memories a
+caller may see, and the "keep both" decision. Every query runs inside the
+caller's transaction, so row-level security decides what exists: a pair is
+only ever made of two memories the caller may see, and a dismissal cannot be
+written for (or reveal) a memory the caller may not see."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from recallatron.embed_input import EMBED_INPUT_VERSION
+from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
+from services.store.infrastructure.db import Caller, caller_transaction
+
+MAX_WINDOW = 500
+DEFAULT_WINDOW = 500
+DEFAULT_MIN_COSINE = 0.80
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+# The vectors compared must come from one model: the one the embedding job
+# wrote last with the current input stamp (after a model change, rebuild
+# replaces the older vectors; until then they are left out, not mixed in).
+# Superseded and forgotten memories have no vector (the sync trigger drops
+# it), so they never form a pair. 500 x 500 / 2 cosines is cheap in SQL.
+CURRENT_MODEL = """current_model AS (
+    SELECT e.model_id FROM memory_embedding e
+    WHERE e.input_version = %(input_version)s
+    ORDER BY e.created_at DESC
+    LIMIT 1
+)"""
+PAIRS = f"""
+WITH {CURRENT_MODEL}, recent AS (
+    SELECT m.id, e.embedding
+    FROM memory m JOIN memory_embedding e ON e.memory_id = m.id
+    WHERE e.input_version = %(input_version)s
+      AND e.model_id = (SELECT model_id FROM current_model)
+      AND m.superseded_by_id IS NULL
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(window)s
+)
+SELECT a.id, b.id, 1 - (a.embedding <=> b.embedding) AS cosine
+FROM recent a JOIN recent b ON a.id < b.id
+WHERE 1 - (a.embedding <=> b.embedding) >= %(min_cosine)s
+  AND NOT EXISTS (
+        SELECT 1 FROM dismissed_pair d WHERE d.first_id = a.id AND d.second_id = b.id)
+ORDER BY cosine DESC, a.id, b.id
+LIMIT %(limit)s
+"""
+VISIBLE_COUNT = "SELECT count(*) FROM memory WHERE id = ANY(%s::uuid[])"
+DISMISS = """
+INSERT INTO dismissed_pair (first_id, second_id, dismissed_by) VALUES (%s, %s, %s)
+ON CONFLICT (first_id, second_id) DO NOTHING
+"""
+AUDIT = """
+INSERT INTO audit_log (member_id, action, memory_id, detail) VALUES (%s, 'dismiss_pair', %s, %s)
+"""
+
+
+@dataclass(frozen=True)
+class Pair:
+    first_id: str
+    second_id: str
+    cosine: float
+
+
+def canonical(first_id: str, second_id: str) -> tuple[str, str]:
+    """The pair's two ids, validated, in the order Postgres sorts uuids."""
+    a, b = v.two_uuids(first_id, second_id, "first_id", "second_id")
+    lo, hi = sorted((a, b), key=uuid.UUID)
+    return lo, hi
+
+
+def _min_cosine(value: float) -> float:
+    if value == 0:
+        return DEFAULT_MIN_COSINE
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise errors.InvalidArgument("min_cosine", "must lie in (0, 1]")
+    return value
+
+
+class DedupStore:
+    def __init__(self, control: ControlPlane) -> None:
+        self.control = control
+
+    def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:
+        params = {
+            "input_version": EMBED_INPUT_VERSION,
+            "window": v.count(window, "window", DEFAULT_WINDOW, MAX_WINDOW),
+            "min_cosine": _min_cosine(min_cosine),
+            "limit": v.count(limit, "limit", DEFAULT_LIMIT, MAX_LIMIT),
+        }
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            rows = conn.execute(PAIRS, params).fetchall()
+        # Float rounding can put an identical pair a hair above 1.
+        return [Pair(str(a), str(b), min(float(c), 1.0)) for a, b, c in rows]
+
+    def dismiss(self, caller: Caller, first_id: str, second_id: str) -> None:
+        """Keep both: the pair is never proposed again. Idempotent. A pair
+        with a memory the caller may not see is not found, like any other."""
+        lo, hi = canonical(first_id, second_id)
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            row = conn.execute(VISIBLE_COUNT, ([lo, hi],)).fetchone()
+            if row is None or row[0] != 2:
+                raise errors.NotFound("memory not found")
+            if conn.execute(DISMISS, (lo, hi, caller.member_id)).rowcount == 1:
+                conn.execute(AUDIT, (caller.member_id, lo, Jsonb({"second_id": hi})))

@@ -1,0 +1,330 @@
+"""Entity merge, decided by a person (design §8.5): pairs of entities that may
+be one, proposed for the review page, and an owner's decisions on them:
+merge (a reversible record; nothing about either entity is rewritten),
+keep apart (never proposed again), undo a merge. Nothing here merges on a
+pair's strength: a merge is written only by `merge`, which the page calls on
+an owner's explicit decision.
+
+Everything runs inside the caller's transaction, so row-level security
+decides what exists: an entity only through a mention the caller may see, a
+decision only while both its entities exist for the caller. A proposal, and
+every piece of evidence shown with it, is made of what the caller may see."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from recallatron.embed_input import EMBED_INPUT_VERSION
+from recallatron.vocabulary import MAX_ENTITY_GROUP
+from services.store.domain import entity_groups, graph
+from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
+from services.store.domain.dedup import CURRENT_MODEL, canonical
+from services.store.infrastructure.db import Caller, caller_transaction
+
+# The entities looked at: those mentioned by the caller's newest memories
+# (a bounded window, as dedup review's), at most this many.
+PAIR_MEMORIES = 1000
+PAIR_ENTITIES = 500
+# Mention contexts (the mean embedding of the memories mentioning each
+# entity, less the mean of the window's memories) at least this close
+# propose a pair.
+CONTEXT_MIN_COSINE = 0.56  # docs/graph.md "Mention contexts: the threshold"
+DEFAULT_PAIRS = 20
+MAX_PAIRS = 100
+DEFAULT_MERGES = 50
+MAX_MERGES = 200
+
+# One statement: the window, the three rules, the decisions already taken.
+# - same_name / same_alias: equal normalised names, or a name or current
+#   alias equal to the other's;
+# - name_prefix: one name is a whole-word prefix of the other ("robin" of
+#   "robin goodwin") and the two share a co-mentioned entity;
+# - close_context: their mention contexts (centred) are close, their types agree (or
+#   one has none) and no memory mentions both (entities named together in
+#   one memory are two things, and would share their context trivially).
+PAIRS = f"""
+WITH {CURRENT_MODEL}, recent_memory AS (
+    SELECT m.id, m.created_at FROM memory m
+    WHERE m.superseded_by_id IS NULL
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(memories)s
+), recent AS (
+    SELECT e.id, e.name_key, e.type
+    FROM entity e
+    JOIN (SELECT mn.entity_id, max(rm.created_at) AS seen
+          FROM mention mn JOIN recent_memory rm ON rm.id = mn.memory_id
+          GROUP BY mn.entity_id) s ON s.entity_id = e.id
+    ORDER BY s.seen DESC, e.id
+    LIMIT %(entities)s
+), keys AS (
+    SELECT r.id, r.name_key AS key, true AS is_name FROM recent r
+    UNION
+    SELECT a.entity_id, a.alias_key, false
+    FROM entity_alias a JOIN recent r ON r.id = a.entity_id
+    WHERE a.retired_at IS NULL
+), by_key AS (
+    SELECT a.id AS first_id, b.id AS second_id,
+           CASE WHEN bool_or(a.is_name AND b.is_name) THEN 'same_name'
+                ELSE 'same_alias' END AS reason
+    FROM keys a JOIN keys b ON a.key = b.key AND a.id < b.id
+    GROUP BY a.id, b.id
+), by_prefix AS (
+    SELECT least(a.id, b.id), greatest(a.id, b.id), 'name_prefix'
+    FROM recent a JOIN recent b
+      ON length(b.name_key) > length(a.name_key)
+     AND left(b.name_key, length(a.name_key) + 1) = a.name_key || ' '
+    WHERE EXISTS (
+        SELECT 1
+        FROM mention ma
+        JOIN mention ca ON ca.memory_id = ma.memory_id
+                       AND ca.entity_id <> a.id AND ca.entity_id <> b.id
+        JOIN mention cb ON cb.entity_id = ca.entity_id
+        JOIN mention mb ON mb.memory_id = cb.memory_id AND mb.entity_id = b.id
+        WHERE ma.entity_id = a.id)
+), window_mean AS (
+    -- Contexts are centred on the window's mean: a mean of many memories
+    -- otherwise drifts toward it, and so toward every other such mean.
+    SELECT avg(me.embedding) AS mean
+    FROM recent_memory rm JOIN memory_embedding me ON me.memory_id = rm.id
+    WHERE me.input_version = %(input_version)s
+      AND me.model_id = (SELECT model_id FROM current_model)
+), context AS (
+    SELECT mn.entity_id AS id, avg(me.embedding) - (SELECT mean FROM window_mean) AS centroid
+    FROM mention mn
+    JOIN memory m ON m.id = mn.memory_id
+    JOIN memory_embedding me ON me.memory_id = m.id
+    WHERE mn.entity_id IN (SELECT id FROM recent)
+      AND m.superseded_by_id IS NULL
+      AND me.input_version = %(input_version)s
+      AND me.model_id = (SELECT model_id FROM current_model)
+    GROUP BY mn.entity_id
+), by_context AS (
+    SELECT a.id, b.id, 'close_context'
+    FROM context a JOIN context b ON a.id < b.id
+    JOIN recent ra ON ra.id = a.id
+    JOIN recent rb ON rb.id = b.id
+    WHERE (ra.type IS NULL OR rb.type IS NULL OR ra.type = rb.type)
+      -- As a distance: a zero context (NaN cosine) never passes.
+      AND (a.centroid <=> b.centroid) <= 1 - %(min_cosine)s
+      AND NOT EXISTS (SELECT 1 FROM mention x JOIN mention y ON y.memory_id = x.memory_id
+                      WHERE x.entity_id = a.id AND y.entity_id = b.id)
+), candidates AS (
+    SELECT * FROM by_key UNION ALL SELECT * FROM by_prefix UNION ALL SELECT * FROM by_context
+)
+SELECT c.first_id, c.second_id, array_agg(DISTINCT c.reason) AS reasons,
+       nullif(1 - (ca.centroid <=> cb.centroid), 'NaN') AS cosine
+FROM candidates c
+LEFT JOIN context ca ON ca.id = c.first_id
+LEFT JOIN context cb ON cb.id = c.second_id
+WHERE NOT EXISTS (SELECT 1 FROM entity_pair_apart d
+                  WHERE d.first_id = c.first_id AND d.second_id = c.second_id)
+GROUP BY c.first_id, c.second_id, ca.centroid, cb.centroid
+ORDER BY bool_or(c.reason <> 'close_context') DESC, cosine DESC NULLS LAST, c.first_id, c.second_id
+LIMIT %(limit)s
+"""
+VISIBLE_COUNT = "SELECT count(*) FROM entity WHERE id = ANY(%s::uuid[])"
+INSERT_MERGE = """
+INSERT INTO entity_merge (id, kept_id, merged_id, decided_by) VALUES (%s, %s, %s, %s)
+ON CONFLICT (least(kept_id, merged_id), greatest(kept_id, merged_id))
+    WHERE undone_at IS NULL DO NOTHING
+RETURNING decided_at
+"""
+UNDO_MERGE = """
+UPDATE entity_merge SET undone_at = now(), undone_by = %(me)s
+WHERE id = %(id)s AND undone_at IS NULL
+RETURNING kept_id, merged_id
+"""
+KEEP_APART = """
+INSERT INTO entity_pair_apart (first_id, second_id, decided_by) VALUES (%s, %s, %s)
+ON CONFLICT (first_id, second_id) DO NOTHING
+"""
+MERGES = """
+SELECT m.id, k.id, k.name, k.type, x.id, x.name, x.type, m.decided_by, m.decided_at
+FROM entity_merge m JOIN entity k ON k.id = m.kept_id JOIN entity x ON x.id = m.merged_id
+WHERE m.undone_at IS NULL
+  AND (%(pair)s::uuid[] IS NULL OR (m.kept_id = ANY(%(pair)s::uuid[])
+                                    AND m.merged_id = ANY(%(pair)s::uuid[])))
+ORDER BY m.decided_at DESC, m.id
+LIMIT %(limit)s
+"""
+AUDIT = """
+INSERT INTO audit_log (member_id, action, detail) VALUES (%s, %s, %s)
+"""
+
+
+@dataclass(frozen=True)
+class EntityPair:
+    first: graph.EntityCard
+    second: graph.EntityCard
+    reasons: list[str]
+    context_cosine: float | None
+
+
+@dataclass(frozen=True)
+class Merge:
+    id: str
+    kept: graph.EntityRefView
+    merged: graph.EntityRefView
+    decided_by: str
+    decided_at: datetime
+
+
+def _owner(caller: Caller) -> None:
+    if caller.role != "owner":
+        raise errors.PermissionDenied("only a workspace owner may decide on entity merges")
+
+
+class EntityMergeStore:
+    def __init__(self, control: ControlPlane) -> None:
+        self.control = control
+
+    def pairs(self, caller: Caller, limit: int = 0) -> list[EntityPair]:
+        """Proposed pairs, each as two cards of what the caller may see. Two
+        entities already one (for the caller) or kept apart are not proposed;
+        a pair whose sides belong to merged groups is shown group to group."""
+        _owner(caller)
+        limit = v.count(limit, "limit", DEFAULT_PAIRS, MAX_PAIRS)
+        params = {
+            "input_version": EMBED_INPUT_VERSION,
+            "memories": PAIR_MEMORIES,
+            "entities": PAIR_ENTITIES,
+            "min_cosine": CONTEXT_MIN_COSINE,
+            # More rows than shown: pairs inside one group fall away below.
+            "limit": limit * 4,
+        }
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            rows = conn.execute(PAIRS, params).fetchall()
+            ids = list(dict.fromkeys(str(i) for r in rows for i in (r[0], r[1])))
+            cards = graph.cards_by_id(conn, ids)
+        out: list[EntityPair] = []
+        shown: set[tuple[str, str]] = set()
+        for first_id, second_id, reasons, cosine in rows:
+            a, b = cards.get(str(first_id)), cards.get(str(second_id))
+            if a is None or b is None or a is b:
+                continue
+            key = (min(a.entity.id, b.entity.id), max(a.entity.id, b.entity.id))
+            if key in shown:
+                continue
+            shown.add(key)
+            out.append(
+                EntityPair(
+                    a, b, sorted(reasons), None if cosine is None else min(float(cosine), 1.0)
+                )
+            )
+            if len(out) == limit:
+                break
+        return out
+
+    def merge(self, caller: Caller, kept_id: str, merged_id: str) -> tuple[Merge, bool]:
+        """Records that ``merged_id`` is ``kept_id`` (reversibly); afterwards
+        both answer as one, under the kept entity's group. Two entities that
+        already answer as one are left as they are (False)."""
+        _owner(caller)
+        kept, merged = v.two_uuids(kept_id, merged_id, "kept_id", "merged_id")
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            grouped = entity_groups.groups(conn, [kept, merged])
+            if kept not in grouped or merged not in grouped:
+                raise errors.NotFound("entity not found")
+            if merged in grouped[kept].ids:
+                existing = self._merges(conn, 1, [kept, merged])
+                if existing:
+                    return existing[0], False
+                raise errors.FailedPrecondition(
+                    "the two entities already answer as one through other merges"
+                )
+            size = len(grouped[kept].ids) + len(grouped[merged].ids)
+            if size > MAX_ENTITY_GROUP:
+                raise errors.FailedPrecondition(
+                    f"a merged entity holds at most {MAX_ENTITY_GROUP} entities", "merged_id"
+                )
+            merge_id = str(uuid.uuid4())
+            row = conn.execute(INSERT_MERGE, (merge_id, kept, merged, caller.member_id)).fetchone()
+            if row is None:
+                # The same decision, taken at the same moment, won.
+                return self._merges(conn, 1, [kept, merged])[0], False
+            conn.execute(
+                AUDIT,
+                (
+                    caller.member_id,
+                    "merge_entities",
+                    Jsonb({"merge_id": merge_id, "kept_id": kept, "merged_id": merged}),
+                ),
+            )
+            names = {m.id: m for g in grouped.values() for m in g.members}
+        return (
+            Merge(
+                merge_id,
+                names[kept],
+                names[merged],
+                caller.member_id,
+                row[0],
+            ),
+            True,
+        )
+
+    def keep_apart(self, caller: Caller, first_id: str, second_id: str) -> None:
+        """The pair is never proposed again. Idempotent. Entities that
+        answer as one must be undone first."""
+        _owner(caller)
+        lo, hi = canonical(first_id, second_id)
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            grouped = entity_groups.groups(conn, [lo, hi])
+            if lo not in grouped or hi not in grouped:
+                raise errors.NotFound("entity not found")
+            if hi in grouped[lo].ids:
+                raise errors.FailedPrecondition("the two entities are merged; undo the merge first")
+            if conn.execute(KEEP_APART, (lo, hi, caller.member_id)).rowcount == 1:
+                conn.execute(
+                    AUDIT,
+                    (
+                        caller.member_id,
+                        "keep_entities_apart",
+                        Jsonb({"first_id": lo, "second_id": hi}),
+                    ),
+                )
+
+    def undo(self, caller: Caller, merge_id: str) -> None:
+        """Ends a merge in force; both entities answer on their own again
+        (the record stays, with who undid it and when)."""
+        _owner(caller)
+        mid = v.uuid_str(merge_id, "merge_id")
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            row = conn.execute(UNDO_MERGE, {"id": mid, "me": caller.member_id}).fetchone()
+            if row is None:
+                raise errors.NotFound("merge_id: no merge in force with that id")
+            conn.execute(
+                AUDIT,
+                (
+                    caller.member_id,
+                    "undo_entity_merge",
+                    Jsonb({"merge_id": mid, "kept_id": str(row[0]), "merged_id": str(row[1])}),
+                ),
+            )
+
+    def merges(self, caller: Caller, limit: int = 0) -> list[Merge]:
+        """The merges in force the caller may see, newest first."""
+        _owner(caller)
+        limit = v.count(limit, "limit", DEFAULT_MERGES, MAX_MERGES)
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            return self._merges(conn, limit, None)
+
+    @staticmethod
+    def _merges(conn: psycopg.Connection, limit: int, pair: list[str] | None) -> list[Merge]:
+        rows = conn.execute(MERGES, {"limit": limit, "pair": pair}).fetchall()
+        return [
+            Merge(
+                str(r[0]),
+                graph.EntityRefView(str(r[1]), r[2], r[3]),
+                graph.EntityRefView(str(r[4]), r[5], r[6]),
+                str(r[7]),
+                r[8],
+            )
+            for r in rows
+        ]

@@ -1,0 +1,140 @@
+"""Episodes (design §3.3): dated spans of one conversation or event, with
+their own audience and purposes under a memory's eligibility (row-level
+security, 0011_episodes.sql). Plain domain code on the caller's connection."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import psycopg
+
+from recallatron import errors
+from recallatron.vocabulary import MAX_MENTIONS, MAX_TITLE
+from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
+from services.store.domain.trust import Trust
+from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.sql import graph_queries as gq
+
+# Captured turns of one speaker share an episode until a silence longer than
+# this (the old store's rule); then a new one begins.
+CAPTURE_GAP = timedelta(hours=2)
+
+VISIBLE = "SELECT id FROM episode WHERE id = %s"
+INSERT = """
+INSERT INTO episode (id, title, started_at, ended_at, audience_member_id, purposes,
+                     speaker_member_id, created_by)
+VALUES (%s, %s, %s, %s, %s, %s::purpose[], %s, %s)
+"""
+INSERT_PARTICIPANTS = """
+INSERT INTO episode_participant (episode_id, member_id, entity_id)
+SELECT %s, u.member_id, u.entity_id FROM unnest(%s::uuid[], %s::uuid[]) AS u(member_id, entity_id)
+"""
+# The speaker's capture episode that was still open at `at`: its last turn
+# no more than CAPTURE_GAP before, and it did not start after `at`.
+OPEN_CAPTURE = """
+SELECT id FROM episode
+WHERE speaker_member_id = %(speaker)s AND %(purpose)s::purpose = ANY (purposes)
+  AND started_at <= %(at)s AND ended_at >= %(at)s - %(gap)s::interval
+ORDER BY ended_at DESC
+LIMIT 1
+"""
+EXTEND = "UPDATE episode SET ended_at = greatest(ended_at, %s) WHERE id = %s"
+
+
+@dataclass(frozen=True)
+class NewEpisode:
+    title: str
+    started_at: datetime
+    ended_at: datetime | None
+    trust: Trust
+    member_ids: Sequence[str] = ()
+    entity_ids: Sequence[str] = ()
+
+
+def check_visible(conn: psycopg.Connection, episode_id: str, field: str = "episode_id") -> str:
+    episode_id = v.uuid_str(episode_id, field)
+    if conn.execute(VISIBLE, (episode_id,)).fetchone() is None:
+        raise errors.InvalidArgument(field, "no such episode")
+    return episode_id
+
+
+def for_capture(conn: psycopg.Connection, caller: Caller, at: datetime, trust: Trust) -> str:
+    """The episode a captured turn of ``caller`` at ``at`` falls into: the
+    open one (extended to ``at``), else a new one of the caller's own."""
+    row = conn.execute(
+        OPEN_CAPTURE,
+        {"speaker": caller.member_id, "purpose": caller.purpose, "at": at, "gap": CAPTURE_GAP},
+    ).fetchone()
+    if row is not None:
+        conn.execute(EXTEND, (at, row[0]))
+        return str(row[0])
+    episode_id = str(uuid.uuid4())
+    conn.execute(
+        INSERT,
+        (
+            episode_id,
+            f"Conversation of {at:%Y-%m-%d %H:%M} UTC",
+            at,
+            at,
+            trust.audience,
+            sorted(trust.purposes),
+            caller.member_id,
+            caller.member_id,
+        ),
+    )
+    return episode_id
+
+
+class EpisodeStore:
+    def __init__(self, control: ControlPlane) -> None:
+        self.control = control
+
+    def create(self, caller: Caller, new: NewEpisode) -> str:
+        """A new episode; its participants are members of the workspace and
+        entities the caller may see."""
+        v.text(new.title, "title", MAX_TITLE)
+        audience = new.trust.audience
+        if audience is not None and not self.control.member_in_workspace(
+            caller.workspace_id, v.uuid_str(audience, "audience.member_id")
+        ):
+            raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
+        ended = new.ended_at or new.started_at
+        if ended < new.started_at:
+            raise errors.InvalidArgument("ended_at", "must not lie before started_at")
+        members = v.uuid_list(list(new.member_ids), "member_ids", MAX_MENTIONS)
+        for i, member in enumerate(members):
+            if not self.control.member_in_workspace(caller.workspace_id, member):
+                raise errors.InvalidArgument(f"member_ids[{i}]", "no such member in this workspace")
+        entities = v.uuid_list(list(new.entity_ids), "entity_ids", MAX_MENTIONS)
+        episode_id = str(uuid.uuid4())
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            for i, entity in enumerate(entities):
+                if conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
+                    raise errors.InvalidArgument(f"entity_ids[{i}]", "no such entity")
+            conn.execute(
+                INSERT,
+                (
+                    episode_id,
+                    new.title,
+                    new.started_at,
+                    ended,
+                    new.trust.audience,
+                    sorted(new.trust.purposes),
+                    None,
+                    caller.member_id,
+                ),
+            )
+            if members or entities:
+                conn.execute(
+                    INSERT_PARTICIPANTS,
+                    (
+                        episode_id,
+                        members + [None] * len(entities),
+                        [None] * len(members) + entities,
+                    ),
+                )
+        return episode_id

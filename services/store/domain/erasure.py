@@ -1,0 +1,119 @@
+"""Forget, completely (design §8.6): what forget cannot do inside a
+transaction. A client's request id is kept only as a hash, so a descriptive
+one ("remember-bobs-diagnosis") never reaches a page; and `scrub` rewrites
+what still holds a forgotten memory's text after forget has committed: the
+dead tuples of the workspace's tables and indexes, the planner statistics
+sampled from them, and the WAL that logged them (docs/reliability.md,
+"Forget and what keeps a copy")."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import sql
+
+from services.store.domain.control import ControlPlane
+from services.store.infrastructure.db import Databases
+
+# The stored form of a request id: sha256 of "<member id>:<request id>",
+# hex. The member id salts it (one member's ids cannot be matched against
+# another's); migration 0010 rewrote the rows made before it the same way.
+REQUEST_KEY_VERSION = "sha256"
+
+
+def request_key(member_id: str, request_id: str) -> str:
+    # Lower case: Postgres writes a uuid so (migration 0010 hashes uuid::text).
+    return hashlib.sha256(f"{member_id.lower()}:{request_id}".encode()).hexdigest()
+
+
+# -- scrub -----------------------------------------------------------------------
+
+# Every table of the workspace's own schema: forget touches several (memory,
+# its GIN index, term_stat, the embedding tables, request_key, audit_log), and
+# a table forget does not touch costs only its rewrite.
+WORKSPACE_TABLES = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm') ORDER BY c.relname
+"""
+# Copies a table's live rows into new files (indexes rebuilt, statistics
+# sampled afresh); the table's name comes from WORKSPACE_TABLES.
+REWRITE_TABLE = "VACUUM (FULL, ANALYZE) {}"
+# ANALYZE samples column values (most common values, histogram bounds) into
+# pg_statistic; the rows it replaces are dead tuples of that catalog.
+STATISTICS_CATALOG = "VACUUM FULL pg_catalog.pg_statistic"
+WAL_FILES = "SELECT count(*) FROM pg_ls_waldir()"
+# Segments kept beyond what recovery needs (wal_keep_size) stay on disk, so
+# the cycle must reach past them too.
+WAL_KEPT_SEGMENTS = """
+SELECT ceil(pg_size_bytes(current_setting('wal_keep_size'))::numeric
+            / pg_size_bytes(current_setting('wal_segment_size')))::int
+"""
+SWITCH_WAL = "SELECT pg_switch_wal()"
+CHECKPOINT = "CHECKPOINT"
+# What keeps old WAL out of this command's reach.
+ARCHIVING = "SELECT current_setting('archive_mode')"
+SLOTS = "SELECT slot_name FROM pg_replication_slots ORDER BY 1"
+
+
+@dataclass
+class ScrubReport:
+    tables: list[str] = field(default_factory=list)
+    wal_cycles: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def scrub(
+    dbs: Databases,
+    control: ControlPlane,
+    workspace_id: str,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> ScrubReport:
+    """Rewrites every table of one workspace's database (VACUUM FULL, which
+    copies only live rows into new files and drops the old ones, indexes
+    rebuilt), refreshes and compacts the statistics sampled from them, then
+    cycles the WAL: each cycle (a segment switch and a checkpoint) lets
+    Postgres remove or recycle the segments before it, and a recycled segment
+    is overwritten by the next switch, so after one cycle more than the
+    segments on disk no file of pg_wal holds WAL from before the rewrite.
+
+    Needs the server's admin role (superuser, as `recallatron up` has). Takes
+    each table's ACCESS EXCLUSIVE lock while it is rewritten: calls on that
+    workspace wait for it (other workspaces do not), so run it in a quiet
+    moment or a maintenance window (docs/reliability.md)."""
+    ws = control.workspace(workspace_id)
+    url = dbs.database_url(ws.server, ws.database_name)
+    report = ScrubReport()
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [str(r[0]) for r in conn.execute(WORKSPACE_TABLES).fetchall()]
+        for table in tables:
+            conn.execute(sql.SQL(REWRITE_TABLE).format(sql.Identifier("public", table)))
+            report.tables.append(table)
+            log(f"rewrote {table}")
+        conn.execute(STATISTICS_CATALOG)
+        log("rewrote pg_statistic")
+        row = conn.execute(WAL_FILES).fetchone()
+        kept = conn.execute(WAL_KEPT_SEGMENTS).fetchone()
+        files = int(row[0]) if row else 0
+        cycles = max(files, int(kept[0]) if kept and kept[0] else 0) + 2
+        for _ in range(cycles):
+            conn.execute(SWITCH_WAL)
+            conn.execute(CHECKPOINT)
+        report.wal_cycles = cycles
+        log(f"cycled the WAL {cycles} times")
+        archiving = conn.execute(ARCHIVING).fetchone()
+        if archiving and archiving[0] != "off":
+            report.warnings.append(
+                "archive_mode is on: archived WAL segments keep the forgotten text until the "
+                "archive's retention removes them"
+            )
+        slots = [str(r[0]) for r in conn.execute(SLOTS).fetchall()]
+        if slots:
+            report.warnings.append(
+                "replication slots hold WAL back and replicas keep their own copy: "
+                + ", ".join(slots)
+                + " (scrub each replica, or rebuild it from a fresh base backup)"
+            )
+    return report

@@ -1,0 +1,84 @@
+"""History evidence search (design §3.2, §8.4): the old conversation turns brought
+over by migration, searched lexically for the workspace owner they belong to.
+
+For anyone else history does not exist: a caller who is not an owner of the
+workspace (by the control plane, not by what the request claims) gets an
+empty list, never an error, so the answer does not even reveal whether the
+workspace holds any. Row-level security then limits an owner to the rows
+recorded for that owner. History is never a memory: it is not embedded, not
+fused, not re-ranked, and the expiry gate (which is about memories) does not
+apply to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from recallatron import errors
+from recallatron.vocabulary import MAX_QUERY_CHARS
+from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
+from services.store.domain.recall import select_terms, tsquery_text
+from services.store.infrastructure.db import Caller, Databases, caller_transaction
+
+MAX_LIMIT = 100
+DEFAULT_LIMIT = 10
+
+LEXEMES = "SELECT tsvector_to_array(to_tsvector('english', %s))"
+HISTORY_TERM_DOCS = "SELECT lexeme, docs FROM history_term_stat WHERE lexeme = ANY(%s)"
+HISTORY_CORPUS_DOCS = "SELECT docs FROM history_corpus_stat"
+SEARCH_HISTORY = """
+SELECT h.id::text, h.chat_id, h.role, h.text, h.occurred_at, ts_rank_cd(h.search, q.query) AS score
+FROM history_entry h, (SELECT %(tsquery)s::tsquery AS query) q
+WHERE h.search @@ q.query
+ORDER BY score DESC, h.occurred_at DESC, h.id
+LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class HistoryHit:
+    id: str
+    chat_id: str
+    role: str
+    text: str
+    occurred_at: datetime
+    score: float
+
+
+class HistorySearch:
+    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
+        self.dbs = dbs
+        self.control = control
+
+    def _is_owner(self, caller: Caller) -> bool:
+        try:
+            member = self.control.member(v.uuid_str(caller.member_id, "caller.member_id"))
+        except errors.NotFound:
+            return False
+        return member.workspace_id == caller.workspace_id and member.role == "owner"
+
+    def search(self, caller: Caller, query: str, limit: int) -> list[HistoryHit]:
+        v.text(query, "query", MAX_QUERY_CHARS)
+        if limit < 0 or limit > MAX_LIMIT:
+            raise errors.InvalidArgument(
+                "limit", f"must lie in [0, {MAX_LIMIT}]; 0 is {DEFAULT_LIMIT}"
+            )
+        workspace_id = v.uuid_str(caller.workspace_id, "caller.workspace_id")
+        if not self._is_owner(caller):
+            return []
+        ws = self.control.workspace(workspace_id)
+        pool = self.dbs.app_pool(ws.server, ws.database_name)
+        with caller_transaction(pool, caller) as conn:
+            row = conn.execute(LEXEMES, (query,)).fetchone()
+            terms: list[str] = list(dict.fromkeys(row[0])) if row and row[0] else []
+            if not terms:
+                return []
+            # The 15% rule of the lexical arm, over this owner's history.
+            docs = {r[0]: int(r[1]) for r in conn.execute(HISTORY_TERM_DOCS, (terms,))}
+            corpus_row = conn.execute(HISTORY_CORPUS_DOCS).fetchone()
+            kept, _ = select_terms(terms, docs, int(corpus_row[0]) if corpus_row else 0)
+            rows = conn.execute(
+                SEARCH_HISTORY, {"tsquery": tsquery_text(kept), "limit": limit or DEFAULT_LIMIT}
+            ).fetchall()
+        return [HistoryHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]

@@ -1,0 +1,355 @@
+"""The two candidate queries of recall (design §5.2, 5.3), eligibility applied
+in SQL inside the caller's transaction: by row-level security for the dense
+arm, explicitly by the lexical arm's functions (migration 0006)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import psycopg
+
+from recallatron import errors
+from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES
+from services.store.domain import entity_groups
+from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
+from services.store.infrastructure.db import GENERIC_PLANS, Caller, caller_transaction
+
+# Terms at or above this share of the workspace's memories are dropped from a
+# query of three terms or more (design §5.2).
+DF_CUTOFF = 0.15
+MAX_LIMIT = 500
+# HNSW candidate list; at least the LIMIT, or pgvector returns fewer rows.
+EF_SEARCH = 100
+
+# The query's distinct lexemes with their document frequencies and the corpus
+# size, over the memories the caller may see (the workspace's statistics plus
+# the caller's own, for the caller's purpose: migration 0006), from the
+# trigger-maintained statistics (no corpus scan). Row security on the
+# statistics says the same; the explicit conditions let the primary key serve.
+# The last column, the planner's estimate of all memories, only chooses how
+# the capped path finds its rows (the same rows either way).
+TERMS = """
+WITH visible(audience) AS (VALUES (stat_audience(NULL)), (caller_member()))
+SELECT t.lexeme,
+       coalesce((SELECT sum(s.docs) FROM term_stat s, visible a
+                 WHERE s.lexeme = t.lexeme AND s.purpose = caller_purpose()
+                   AND s.audience = a.audience), 0),
+       coalesce((SELECT sum(c.docs) FROM corpus_stat c, visible a
+                 WHERE c.purpose = caller_purpose() AND c.audience = a.audience), 0),
+       (SELECT reltuples FROM pg_class WHERE oid = 'memory'::regclass)
+FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS t(lexeme)
+ORDER BY t.lexeme
+"""
+
+# The arm runs in SECURITY DEFINER functions (migration 0006) that read the
+# GIN index and apply the eligibility rule explicitly: beneath row-level
+# security `@@` is not leakproof and would be checked on every visible row.
+# Every match is ranked when the kept terms' document frequencies say the
+# matches are few (the common case with the 15% rule).
+LEXICAL = """
+SELECT id::text, score FROM lexical_candidates(
+    %(tsquery)s::tsquery, %(limit)s, %(include_superseded)s, %(kinds)s::memory_kind[],
+    %(expiry_days)s, %(entities)s::uuid[])
+"""
+# When they say the matches are many, only the most recent CANDIDATE_CAP
+# matches are ranked: ranking costs per match, and a lexical arm that ranks
+# every match grows with the corpus (MEASUREMENTS: 9 ms under 1,000 matches,
+# 192 ms above 15,000). Recency is the tie-breaker a memory service wants.
+# Of those, ts_rank (a tenth of ts_rank_cd's cost: 0.5 against 3.9 ms for
+# 500 rows) keeps the best PREFILTER_FACTOR x limit for ts_rank_cd to order:
+# on the benchmark corpora the top 100 were the same rows in 598 capped
+# queries of 599 (docs/benchmarks.md).
+LEXICAL_CAPPED = """
+SELECT id::text, score FROM lexical_candidates_newest(
+    %(tsquery)s::tsquery, %(limit)s, %(cap)s, %(prefilter)s, %(include_superseded)s,
+    %(kinds)s::memory_kind[], %(expiry_days)s, %(entities)s::uuid[], %(by_index)s)
+"""
+PREFILTER_FACTOR = 2
+CANDIDATE_CAP = 500
+
+# The inner query walks the HNSW graph of the caller's purpose (migration
+# 0013: the purpose, a value in a custom plan, proves the partial index's
+# predicate; iterative scan keeps going until enough rows pass the
+# eligibility filter, which row-level security applies to the vector's own
+# copy of its memory's trust, see migration 0005); the floor is applied
+# outside so it does not defeat the index order. Vectors exist only for live,
+# unsuperseded memories.
+_DENSE = """
+SELECT id::text, cosine FROM (
+    SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
+    FROM memory_embedding e
+    WHERE e.purposes @> ARRAY['{purpose}'::purpose]
+      AND e.model_id = %(model_id)s AND e.input_version = %(input_version)s
+      AND (cardinality(%(kinds)s::memory_kind[]) = 0 OR e.kind = ANY(%(kinds)s::memory_kind[]))
+      AND (%(expiry_days)s = 0
+           OR e.memory_updated_at >= now() - make_interval(days => %(expiry_days)s))
+      AND (cardinality(%(entities)s::uuid[]) = 0 OR EXISTS (
+            SELECT 1 FROM mention mn
+            WHERE mn.memory_id = e.memory_id AND mn.entity_id = ANY(%(entities)s::uuid[])))
+    ORDER BY e.embedding <=> %(vector)b
+    LIMIT %(limit)s
+) nearest
+WHERE cosine >= %(floor)s
+ORDER BY cosine DESC, id
+"""
+# One statement per purpose, the purpose written into it from the closed set
+# (never from a request): its prepared plan, cached like any other, proves the
+# predicate of that purpose's partial index. A parameter would need a custom
+# plan on every execution (measured: 1.7-2.0 ms against 0.8-0.9 ms for the
+# whole statement at 10,000 memories) for the planner to see the purpose.
+DENSE = {purpose: _DENSE.replace("{purpose}", purpose) for purpose in PURPOSES}
+# A narrow caller's vectors ranked exactly (migration 0006, 2b): cheaper
+# than the filtered HNSW scan when the caller may see few of the vectors of
+# their purpose's graph, and exact.
+DENSE_EXACT = """
+SELECT id::text, cosine FROM dense_candidates_exact(
+    %(vector)b, %(model_id)s, %(input_version)s, %(limit)s, %(kinds)s::memory_kind[],
+    %(expiry_days)s, %(entities)s::uuid[])
+WHERE cosine >= %(floor)s
+ORDER BY cosine DESC, id
+"""
+# How many memories the caller may see (the caller's own statistics) and the
+# planner's estimate of the vectors in their purpose's graph (the partial
+# index's entries, migration 0013): what decides between the two dense plans.
+CALLER_CORPUS = """
+SELECT coalesce(sum(c.docs), 0),
+       (SELECT i.reltuples FROM pg_class i
+        WHERE i.oid = to_regclass('memory_embedding_' || caller_purpose() || '_hnsw_idx'))
+FROM corpus_stat c
+WHERE c.purpose = caller_purpose() AND c.audience IN (stat_audience(NULL), caller_member())
+"""
+# The exact plan while the caller sees at most this share of their purpose's
+# graph (or EXACT_MIN_ROWS) and at most EXACT_MAX_ROWS vectors: the filtered
+# HNSW scan visits about 1/share as many vectors as it returns, so a caller
+# who sees 5.6% of the graph took about 20 ms, where ranking their 5,563
+# vectors exactly took 4.7 ms (docs/benchmarks.md); ranking a half of 100,000
+# would not. Within their purpose's own graph a caller usually sees a large
+# share (the narrow caller at 100,000: 5,563 of about 6,900 audit vectors),
+# and the scan costs what an owner's does.
+EXACT_SHARE = 0.1
+EXACT_MIN_ROWS = 2_000
+EXACT_MAX_ROWS = 20_000
+
+
+def dense_exact(visible: int, graph: float) -> bool:
+    """Whether the caller's vectors are few enough, in all or against the
+    graph of their purpose (``graph`` vectors), to rank them all exactly."""
+    return visible <= min(EXACT_MAX_ROWS, max(EXACT_MIN_ROWS, EXACT_SHARE * graph))
+
+
+HAS_EMBEDDINGS = """
+SELECT EXISTS (SELECT 1 FROM memory_embedding WHERE model_id = %s AND input_version = %s)
+"""
+
+
+@dataclass(frozen=True)
+class Filters:
+    kinds: Sequence[str] = ()
+    mention_entity_ids: Sequence[str] = ()
+    include_superseded: bool = False
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class LexicalResult:
+    candidates: list[Candidate]
+    terms_kept: list[str] = field(default_factory=list)
+    terms_dropped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DenseResult:
+    candidates: list[Candidate]
+    embeddings_available: bool
+    floor: float
+
+
+def select_terms(
+    terms: Sequence[str], docs: dict[str, int], corpus: int
+) -> tuple[list[str], list[str]]:
+    """The 15% rule: from three terms up, drop every term found in 15% or more
+    of the memories; if all would go, keep the rarest."""
+    if len(terms) < 3 or corpus <= 0:
+        return list(terms), []
+    cutoff = DF_CUTOFF * corpus
+    kept = [t for t in terms if docs.get(t, 0) < cutoff]
+    if not kept:
+        rarest = min(terms, key=lambda t: (docs.get(t, 0), t))
+        kept = [rarest]
+    return kept, [t for t in terms if t not in kept]
+
+
+def tsquery_text(terms: Sequence[str]) -> str:
+    """An OR of already-normalised lexemes, each quoted (so tsquery operators
+    in user text are only ever literal characters)."""
+    quoted = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
+    return " | ".join(quoted)
+
+
+def _check_limit(limit: int) -> int:
+    if limit <= 0 or limit > MAX_LIMIT:
+        raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_LIMIT}]")
+    return limit
+
+
+def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
+    kinds = [v.kind(k) for k in filters.kinds]
+    entities = v.uuid_list(list(filters.mention_entity_ids), "filters.mention_entity_ids", 50)
+    return {
+        "include_superseded": filters.include_superseded,
+        "kinds": kinds,
+        "entities": entities,
+        # The opt-in expiry gate (0 = off): memories not renewed (corrected or
+        # superseded, which moves updated_at) within the gate are left out of
+        # recall. Nothing is deleted; turning the gate off restores them.
+        "expiry_days": expiry_days,
+    }
+
+
+def _merged_mentions(conn: psycopg.Connection, params: dict[str, object]) -> None:
+    """The mention filter takes in the entities merged with each named one
+    (design §8.5), as the caller sees the merges: expanded here, in the
+    caller's transaction, before any function that runs as its owner."""
+    named = params["entities"]
+    if isinstance(named, list) and named:
+        params["entities"] = entity_groups.expand(conn, named)
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    kept: list[str]
+    dropped: list[str]
+    # Few matches: the GIN index finds them. Many (the kept terms' document
+    # frequencies over what the caller may see, an upper bound of the
+    # caller's matches, add up to more than CANDIDATE_CAP): walk the
+    # created_at index newest first and stop at the cap, a cost that does not
+    # grow with the corpus. Both come from the caller's own statistics, so
+    # neither the path nor the rows depend on memories the caller may not see.
+    capped: bool
+    # How the capped path finds the newest CANDIDATE_CAP matches (the same
+    # rows either way): reading the caller's matches from the GIN index costs
+    # about their posting entries, the sum of the kept terms' document
+    # frequencies; walking the created_at index until the cap passes costs
+    # about CANDIDATE_CAP x memories / matches rows, at most CANDIDATE_CAP x
+    # memories / the largest document frequency (the terms may all be in the
+    # same memories). A walked row costs WALK_COST of a match read from the
+    # GIN index (the walk reads the heap in the order rows were written). The
+    # walk when cheaper.
+    by_index: bool = False
+
+
+# Measured on 100,000 memories (docs/benchmarks.md, "What changed";
+# benchmarks.arm_paths): of 210 capped queries, all 13 with largest x sum <=
+# 0.145 x cap x memories were faster on the GIN index, and 191 of the 197
+# above 0.15 faster walked.
+WALK_COST = 0.15
+
+
+def walk_is_cheaper(docs: Sequence[int], memories: float) -> bool:
+    """Whether walking the created_at index finds the newest CANDIDATE_CAP
+    matches of terms with these document frequencies sooner than reading
+    their matches from the GIN index."""
+    return max(docs, default=0) * sum(docs) > WALK_COST * CANDIDATE_CAP * memories
+
+
+def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
+    """The query's terms after the 15% rule, from the statistics we keep
+    anyway; None when the query has no terms."""
+    rows = conn.execute(TERMS, (query,)).fetchall()
+    if not rows:
+        return None
+    docs = {r[0]: int(r[1]) for r in rows}
+    corpus = int(rows[0][2] or 0)
+    kept, dropped = select_terms([r[0] for r in rows], docs, corpus)
+    kept_docs = [docs.get(t, 0) for t in kept]
+    # reltuples is -1 before the first ANALYZE; the caller's corpus bounds it.
+    memories = max(float(rows[0][3] or 0), corpus)
+    return QueryTerms(
+        kept, dropped, sum(kept_docs) > CANDIDATE_CAP, walk_is_cheaper(kept_docs, memories)
+    )
+
+
+class RecallQueries:
+    def __init__(self, control: ControlPlane) -> None:
+        self.control = control
+
+    def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:
+        v.text(query, "query", MAX_QUERY_CHARS)
+        expiry_days = self.control.settings(caller.workspace_id).expiry_days
+        params = {**_filter_params(filters, expiry_days), "limit": _check_limit(limit)}
+        # The arm's own functions plan their statements for each call (their
+        # SET clause); the term statistics need no custom plan.
+        pool = self.control.caller_pool(caller)
+        with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
+            _merged_mentions(conn, params)
+            terms = query_terms(conn, query)
+            if terms is None:
+                return LexicalResult([])
+            params["tsquery"] = tsquery_text(terms.kept)
+            if terms.capped:
+                params["cap"] = CANDIDATE_CAP
+                params["by_index"] = terms.by_index
+                params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
+            rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
+        return LexicalResult(
+            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
+            terms.kept,
+            terms.dropped,
+        )
+
+    def dense(
+        self,
+        caller: Caller,
+        vector: Sequence[float],
+        model_id: str,
+        input_version: str,
+        limit: int,
+        filters: Filters,
+        floor: float | None = None,
+    ) -> DenseResult:
+        values = np.asarray(vector, dtype=np.float32)
+        if values.shape != (384,) or not np.isfinite(values).all():
+            raise errors.InvalidArgument("vector", "must hold 384 finite numbers")
+        if not model_id:
+            raise errors.InvalidArgument("model_id", "is required")
+        settings = self.control.settings(caller.workspace_id)
+        floor = settings.dense_floor if floor is None else floor
+        params = {
+            **_filter_params(filters, settings.expiry_days),
+            "limit": _check_limit(limit),
+            "vector": values,
+            "model_id": model_id,
+            "input_version": input_version,
+            "floor": floor,
+        }
+        # Iterative scan: a selective eligibility filter must not starve the
+        # arm (MEASUREMENTS: 2% filter without it returns ~2 of 50); the
+        # planner walks the HNSW index (see migration 0005), the graph of the
+        # caller's purpose (its own statement, DENSE).
+        hnsw = {
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(max(EF_SEARCH, limit)),
+        }
+        with caller_transaction(self.control.caller_pool(caller), caller, hnsw) as conn:
+            _merged_mentions(conn, params)
+            row = conn.execute(CALLER_CORPUS).fetchone()
+            exact = row is not None and dense_exact(int(row[0]), float(row[1] or 0))
+            rows = conn.execute(DENSE_EXACT if exact else DENSE[caller.purpose], params).fetchall()
+            # No row: tell "nothing near enough" from "nothing embedded yet"
+            # (the latter is a degrade the answer must report).
+            if not rows:
+                available_row = conn.execute(HAS_EMBEDDINGS, (model_id, input_version)).fetchone()
+                if not (available_row and available_row[0]):
+                    return DenseResult([], False, floor)
+        return DenseResult(
+            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)], True, floor
+        )

@@ -1,0 +1,2 @@
+"""The store's infrastructure: connections and their budget, servers, listeners,
+work marks, the migrations runner."""

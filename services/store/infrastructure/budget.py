@@ -1,0 +1,380 @@
+"""The connection budget (design §10, docs/servers.md): per Postgres server and
+per process, one cap on the connections open to it, shared by every workspace
+database on that server, so that the cost follows the busy workspaces and a
+thousand idle ones hold nothing.
+
+- A database's connections are lent from its :class:`DatabasePool`, capped per
+  database (a workspace never takes the whole budget) and, all together, by
+  its server's :class:`ServerBudget`.
+- Callers wait in one queue per server, in order of arrival, for a bounded
+  time; past it they get :class:`BudgetTimeout` (UNAVAILABLE with a retry
+  hint, mapped in ``services.store.infrastructure.db.translate_db_errors``).
+- When the budget is spent and another database has a connection idle, that
+  connection is closed to make room: an idle workspace gives way to a busy
+  one. Idle connections close by themselves after ``idle_seconds``.
+- A close counts until the server has let the backend go (the socket reached
+  its end), so the bound holds on the server's own count, not just here.
+
+Why not psycopg_pool for these: its pools are one per database, each with its
+own size and background workers that retry a failed connect on their own, so
+a cap shared across databases cannot be put on them. The control plane's
+single pool stays a psycopg_pool ``ConnectionPool``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+log = logging.getLogger("recallatron.store.budget")
+
+# How long a close waits for the server to end the backend before it counts
+# the slot free anyway (a server that does not answer frees it by itself).
+CLOSE_WAIT_SECONDS = 2.0
+
+
+class BudgetTimeout(Exception):
+    """No connection within the wait allowed; the caller may retry."""
+
+    def __init__(self, server: str, waited: float, retry_after: float) -> None:
+        super().__init__(
+            f"server {server!r}: every connection of this process's budget is in use "
+            f"(waited {waited:.1f} s)"
+        )
+        self.retry_after = retry_after
+
+
+class PoolClosed(Exception):
+    """The database's pool was closed (its workspace moved or was removed)."""
+
+
+def close_and_wait(conn: psycopg.Connection, timeout: float = CLOSE_WAIT_SECONDS) -> None:
+    """Closes ``conn`` and waits until the server has ended its backend: the
+    backend leaves the server's process table before its socket closes, so
+    the end of the socket says the slot is free on the server too."""
+    fd = -1
+    try:
+        if not conn.closed:
+            fd = os.dup(conn.pgconn.socket)
+    except (OSError, psycopg.Error):
+        fd = -1
+    try:
+        conn.close()
+    except Exception as exc:  # a broken connection still frees its slot
+        log.debug("close failed", extra={"error": str(exc)})
+    if fd < 0:
+        return
+    try:
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready and not os.read(fd, 65536):
+                return
+    except OSError:
+        return  # the socket is gone: so is the backend's end of it
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class _Waiter:
+    pool: DatabasePool
+    event: threading.Event = field(default_factory=threading.Event)
+    # Set when granted: an idle connection, or None with ``slot`` True (open
+    # a new one, after closing ``victim`` when one is given).
+    conn: psycopg.Connection | None = None
+    slot: bool = False
+    victim: psycopg.Connection | None = None
+
+
+class DatabasePool:
+    """The connections of one database (and role) on a server's budget. Its
+    interface is the part of psycopg_pool's that the store uses."""
+
+    def __init__(
+        self,
+        budget: ServerBudget,
+        key: str,
+        conninfo: str,
+        *,
+        max_size: int,
+        timeout: float,
+        statement_timeout_ms: int,
+        configure: Callable[[psycopg.Connection], None] | None = None,
+        name: str = "",
+    ) -> None:
+        self.budget = budget
+        self.key = key
+        self.conninfo = conninfo
+        self.max_size = max_size
+        self.timeout = timeout
+        self.statement_timeout_ms = statement_timeout_ms
+        self.configure = configure
+        self.name = name or key
+        # Guarded by the budget's lock.
+        self.idle: deque[tuple[psycopg.Connection, float]] = deque()
+        # In use (being opened among them).
+        self.in_use = 0
+        # When its first connection since it last had none was granted: for
+        # grow_after from then the workspace has just woken up.
+        self.woke_at = 0.0
+        self.waiting = 0
+        self.timeouts = 0
+        self.last_used = time.monotonic()
+        self.closed = False
+
+    def _connect(self) -> psycopg.Connection:
+        conn = psycopg.connect(
+            self.conninfo,
+            options=f"-c statement_timeout={self.statement_timeout_ms}",
+            connect_timeout=max(1, int(self.timeout)),
+        )
+        try:
+            if self.configure is not None:
+                self.configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+        """A connection for the block: committed when it ends, rolled back on
+        an error (as psycopg_pool's), then lent to the next caller."""
+        conn = self.budget.acquire(self, self.timeout if timeout is None else timeout)
+        try:
+            yield conn
+            if not conn.closed and conn.info.transaction_status == TransactionStatus.INTRANS:
+                conn.commit()
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status != TransactionStatus.UNKNOWN:
+                with suppress(psycopg.Error):
+                    conn.rollback()
+            raise
+        finally:
+            self.budget.release(self, conn)
+
+    def get_stats(self) -> dict[str, int]:
+        with self.budget.lock:
+            idle = len(self.idle)
+            return {
+                "pool_size": idle + self.in_use,
+                "pool_available": idle,
+                "requests_waiting": self.waiting,
+                "requests_errors": self.timeouts,
+            }
+
+    def close(self) -> None:
+        self.budget.drop(self)
+
+
+class ServerBudget:
+    """One server's connections in this process: at most ``limit`` open."""
+
+    def __init__(
+        self, server: str, limit: int, idle_seconds: float, grow_after: float = 0.05
+    ) -> None:
+        if limit < 1:
+            raise ValueError("a connection budget must allow at least one connection")
+        self.server = server
+        self.limit = limit
+        self.idle_seconds = idle_seconds
+        self.grow_after = grow_after
+        self.lock = threading.Lock()
+        self.pools: dict[str, DatabasePool] = {}
+        self.waiters: deque[_Waiter] = deque()
+        # Connections open, being opened, or closing (until the server let go).
+        self.open = 0
+        self.timeouts = 0
+
+    # -- lending -----------------------------------------------------------
+
+    def pool(self, key: str, make: Callable[[], DatabasePool]) -> DatabasePool:
+        with self.lock:
+            pool = self.pools.get(key)
+            if pool is None or pool.closed:
+                pool = self.pools[key] = make()
+            pool.last_used = time.monotonic()
+            return pool
+
+    def acquire(self, pool: DatabasePool, timeout: float) -> psycopg.Connection:
+        started = time.monotonic()
+        end = started + max(0.0, timeout)
+        waiter = _Waiter(pool)
+        with self.lock:
+            if pool.closed:
+                raise PoolClosed(pool.name)
+            pool.last_used = started
+            pool.waiting += 1
+            self.waiters.append(waiter)
+            self._dispatch()
+        # Woken at least every grow_after: a waiter held back while its
+        # workspace was waking up may open a connection of its own after it.
+        while not waiter.event.wait(max(0.0, min(end - time.monotonic(), self.grow_after))):
+            with self.lock:
+                if waiter.event.is_set():
+                    break
+                if time.monotonic() >= end:
+                    self.waiters.remove(waiter)
+                    pool.waiting -= 1
+                    pool.timeouts += 1
+                    self.timeouts += 1
+                    raise BudgetTimeout(self.server, time.monotonic() - started, min(1.0, timeout))
+                self._dispatch()
+        if waiter.conn is not None:
+            return waiter.conn
+        if not waiter.slot:
+            raise PoolClosed(pool.name)
+        if waiter.victim is not None:
+            close_and_wait(waiter.victim)
+        try:
+            return pool._connect()
+        except BaseException:
+            with self.lock:
+                self.open -= 1
+                pool.in_use -= 1
+                self._dispatch()
+            raise
+
+    def release(self, pool: DatabasePool, conn: psycopg.Connection) -> None:
+        status = conn.info.transaction_status if not conn.closed else TransactionStatus.UNKNOWN
+        keep = status == TransactionStatus.IDLE and not conn.broken
+        with self.lock:
+            pool.in_use -= 1
+            pool.last_used = time.monotonic()
+            if keep and not pool.closed:
+                pool.idle.append((conn, pool.last_used))
+                self._dispatch()
+                return
+        self._discard(conn)
+
+    def _discard(self, conn: psycopg.Connection) -> None:
+        close_and_wait(conn)
+        with self.lock:
+            self.open -= 1
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Grants what can be granted, in order of arrival. A waiter held back
+        by its own database's cap does not hold back the others; one held back
+        by the budget does (no later caller passes it). For ``grow_after``
+        after a workspace wakes up (its first connection since it had none),
+        its concurrent calls share that connection instead of opening one
+        each: a new backend costs a connect and its own catalog and plan
+        caches, more than the wait (docs/servers.md, "Connection budget").
+        Under the lock."""
+        now = time.monotonic()
+        for waiter in list(self.waiters):
+            pool = waiter.pool
+            if pool.in_use >= pool.max_size:
+                continue
+            if pool.idle:
+                waiter.conn = pool.idle.pop()[0]  # the most recent: still warm
+            elif pool.in_use and now - pool.woke_at < self.grow_after:
+                continue
+            else:
+                if not pool.in_use:
+                    pool.woke_at = now
+                if self.open < self.limit:
+                    self.open += 1
+                else:
+                    victim = self._oldest_idle()
+                    if victim is None:
+                        return
+                    # The slot passes from the victim to the waiter, which
+                    # closes the victim before it opens its own.
+                    waiter.victim = victim
+                waiter.slot = True
+            pool.in_use += 1
+            pool.waiting -= 1
+            self.waiters.remove(waiter)
+            waiter.event.set()
+
+    def _oldest_idle(self) -> psycopg.Connection | None:
+        oldest: DatabasePool | None = None
+        for pool in self.pools.values():
+            if pool.idle and (oldest is None or pool.idle[0][1] < oldest.idle[0][1]):
+                oldest = pool
+        return oldest.idle.popleft()[0] if oldest is not None else None
+
+    # -- upkeep ------------------------------------------------------------
+
+    def close_idle(self, now: float | None = None) -> int:
+        """Closes connections idle longer than ``idle_seconds`` and forgets
+        pools with nothing open and nobody waiting. Returns how many closed."""
+        now = time.monotonic() if now is None else now
+        expired: list[psycopg.Connection] = []
+        with self.lock:
+            for key, pool in list(self.pools.items()):
+                while pool.idle and now - pool.idle[0][1] >= self.idle_seconds:
+                    expired.append(pool.idle.popleft()[0])
+                unused = not pool.idle and not pool.in_use and not pool.waiting
+                if unused and now - pool.last_used >= self.idle_seconds:
+                    del self.pools[key]
+        for conn in expired:
+            self._discard(conn)
+        return len(expired)
+
+    def drop(self, pool: DatabasePool) -> None:
+        """Closes a pool: its idle connections now, those in use as they come
+        back; its waiting callers get :class:`PoolClosed` at once."""
+        with self.lock:
+            pool.closed = True
+            if self.pools.get(pool.key) is pool:
+                del self.pools[pool.key]
+            idle = [c for c, _ in pool.idle]
+            pool.idle.clear()
+            for waiter in [w for w in self.waiters if w.pool is pool]:
+                self.waiters.remove(waiter)
+                pool.waiting -= 1
+                waiter.event.set()  # granted nothing: acquire raises PoolClosed
+        for conn in idle:
+            self._discard(conn)
+
+    def close(self) -> None:
+        with self.lock:
+            pools = list(self.pools.values())
+        for pool in pools:
+            self.drop(pool)
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "open": self.open,
+                "limit": self.limit,
+                "waiting": len(self.waiters),
+                "timeouts": self.timeouts,
+                "idle": sum(len(p.idle) for p in self.pools.values()),
+            }
+
+
+class Reaper:
+    """Closes idle connections of every budget about once a second."""
+
+    def __init__(self, budgets: Callable[[], list[ServerBudget]], interval: float) -> None:
+        self.budgets = budgets
+        self.interval = interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="pg-idle-reaper", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval):
+            for budget in self.budgets():
+                try:
+                    budget.close_idle()
+                except Exception:  # the next round tries again
+                    log.exception("closing idle connections failed")

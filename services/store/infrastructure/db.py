@@ -1,0 +1,593 @@
+"""Connections: the admin connection to each Postgres server, one bounded pool
+per workspace database for the tools (as the non-owner app role, so row-level
+security holds), and the caller set per transaction."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psycopg
+from pgvector.psycopg.vector import register_vector_info
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.types import TypeInfo
+from psycopg.types.string import TextLoader
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from recallatron import deadline, errors
+from services.store.infrastructure import migrate
+from services.store.infrastructure.budget import (
+    BudgetTimeout,
+    DatabasePool,
+    PoolClosed,
+    Reaper,
+    ServerBudget,
+)
+from services.store.infrastructure.servers import (
+    ADMIN_CONNECTIONS,
+    ServerConfigError,
+    UnknownServer,
+    check_connections,
+    demand,
+    redact,
+    server_map,
+)
+from services.store.settings import StoreSettings
+
+log = logging.getLogger("recallatron.store.db")
+
+CONTROL_DATABASE = "recallatron"
+# Every workspace database is a copy of this one, kept at the current
+# migration level (design §10): a copy takes a fraction of running them all.
+TEMPLATE_DATABASE = "recallatron_template"
+APP_ROLE = "recallatron_app"
+_BOOTSTRAP_LOCK = 7_401_000
+_TEMPLATE_LOCK = 7_401_002
+PROCESSES = ("store", "embedding job")
+ADMIN_WAIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Caller:
+    workspace_id: str
+    member_id: str
+    purpose: str  # one of the four purposes, as stored
+    role: str = "member"  # "owner" or "member", as the gateway authenticated it
+
+
+def with_database(server_url: str, database: str, **overrides: str) -> str:
+    params = conninfo_to_dict(server_url)
+    params["dbname"] = database
+    params.update(overrides)
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+class Databases:
+    """Everything the store knows about where data lives. ``process`` names
+    whose connection budget this process spends (the store's or the
+    embedding job's)."""
+
+    def __init__(
+        self,
+        settings: StoreSettings,
+        process: str = "store",
+        admin_connections: int = ADMIN_CONNECTIONS,
+    ) -> None:
+        if process not in PROCESSES:
+            raise ValueError(f"process must be one of {PROCESSES}")
+        self.settings = settings
+        try:
+            # Names -> admin URLs, from settings only (design §3); a bad or
+            # missing entry stops the start-up here, before serving.
+            self.servers = server_map(
+                settings.database_url,
+                settings.default_server,
+                settings.postgres_servers,
+                settings.postgres_servers_dir,
+            )
+        except ServerConfigError as exc:
+            raise RuntimeError(str(exc)) from None
+        if not settings.app_password:
+            log.warning(
+                "RECALLATRON_APP_PASSWORD is not set: the app role gets no password, and "
+                "a Postgres that asks every role for one (the embedded one does) refuses it"
+            )
+        # The default server's name: the control plane lives there.
+        self.default_server = self.servers.default
+        self.budget_size = (
+            settings.connection_budget if process == "store" else settings.job_connection_budget
+        )
+        self._budgets: dict[str, ServerBudget] = {}
+        self._lock = threading.Lock()
+        # Admin connections (databases made, migrations) at once, per process.
+        self._admin_slots = threading.BoundedSemaphore(admin_connections)
+        # Servers whose budget was checked, and whose template is current.
+        self._checked: set[str] = set()
+        self._templates: set[str] = set()
+        # Workspace databases known to be at the current migration level (the
+        # store checks each before its first use, not all of them at start).
+        self._migrated: set[str] = set()
+        self.migrate_on_first_use = False
+        # Each workspace database's vector type (its oid is the database's own).
+        self._vector_types: dict[str, TypeInfo] = {}
+        self._reaper = Reaper(self.budgets, min(1.0, settings.pool_max_idle_seconds / 2))
+        self._reaper.start()
+        self.control: ConnectionPool | None = None
+
+    def server_url(self, server: str) -> str:
+        """A configured server's admin URL ('' is the default server). Never
+        put it in an answer or a log."""
+        try:
+            return self.servers.url(server)
+        except UnknownServer:
+            raise errors.InvalidArgument(
+                "server",
+                f"unknown server {server[:64]!r}; configured: " + ", ".join(self.servers.names),
+            ) from None
+
+    def database_url(self, server: str, database: str, **overrides: str) -> str:
+        """Admin URL of one database on a named server."""
+        return with_database(self.server_url(server), database, **overrides)
+
+    def secrets(self) -> list[str]:
+        """What must never reach an answer or a log (see servers.redact)."""
+        return self.servers.secrets([self.settings.app_password])
+
+    # -- bootstrap ---------------------------------------------------------
+
+    @contextmanager
+    def admin_slot(self) -> Iterator[None]:
+        """One of the admin connections this process may hold at once; a
+        caller that cannot have one in a minute is told to retry."""
+        if not self._admin_slots.acquire(timeout=ADMIN_WAIT_SECONDS):
+            raise errors.Unavailable("database busy: migrations or new databases queued", 1.0)
+        try:
+            yield
+        finally:
+            self._admin_slots.release()
+
+    @contextmanager
+    def admin(self, server: str, database: str = "") -> Iterator[psycopg.Connection]:
+        """An admin connection (autocommit), outside the budget but counted
+        in the start-up check: at most ADMIN_CONNECTIONS at once."""
+        url = self.database_url(server, database) if database else self.server_url(server)
+        with self.admin_slot(), psycopg.connect(url, autocommit=True) as conn:
+            yield conn
+
+    def bootstrap(self) -> None:
+        """Creates the app role and the control database if missing, applies the
+        control migrations. Safe to run from several processes at once."""
+        self.ensure_server(self.default_server)
+        with self.admin(self.default_server) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
+            try:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (CONTROL_DATABASE,)
+                ).fetchone()
+                if not exists:
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {}").format(sql.Identifier(CONTROL_DATABASE))
+                    )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
+        control_url = self.control_url()
+        with self.admin_slot():
+            migrate.apply_migrations(control_url, "control")
+        self.control = ConnectionPool(
+            control_url,
+            min_size=1,
+            max_size=self.settings.control_pool_max_size,
+            timeout=self.settings.pool_timeout_seconds,
+            kwargs={"options": f"-c statement_timeout={self.settings.statement_timeout_ms}"},
+            open=True,
+            configure=configure_connection,
+            name="control",
+        )
+
+    def check_budget(self, server: str, conn: psycopg.Connection) -> int:
+        """The start-up check (docs/servers.md): the store's and the job's
+        connections on ``server``, times their replicas, against its
+        max_connections less its reserved slots and the operators' reserve.
+        Raises BudgetTooLarge; returns the connections asked for."""
+        row = conn.execute(
+            "SELECT current_setting('max_connections')::int,"
+            " current_setting('superuser_reserved_connections')::int"
+            " + coalesce(current_setting('reserved_connections', true), '0')::int"
+        ).fetchone()
+        assert row is not None
+        s = self.settings
+        default = server == self.default_server
+        control = s.control_pool_max_size
+        return check_connections(
+            server,
+            max_connections=int(row[0]),
+            reserved=int(row[1]),
+            reserve=s.connection_reserve,
+            processes={
+                "store": (
+                    s.store_replicas,
+                    demand("store", s.connection_budget, control, default),
+                ),
+                "embedding job": (
+                    s.job_replicas,
+                    demand("embedding job", s.job_connection_budget, control, default),
+                ),
+            },
+        )
+
+    def wait_and_bootstrap(self, stop: threading.Event, retry_seconds: float = 1.0) -> bool:
+        """Bootstraps, retrying while Postgres is not reachable yet. False when
+        stopped first."""
+        while not stop.is_set():
+            try:
+                self.bootstrap()
+                return True
+            except psycopg.OperationalError as exc:
+                log.warning(
+                    "postgres not reachable yet; retrying",
+                    extra={"server": self.default_server, "error": self.redact(str(exc))},
+                )
+                stop.wait(retry_seconds)
+        return False
+
+    def ensure_all_servers(self) -> None:
+        """The app role on every configured server, so its password follows
+        a rotation everywhere; a server not reachable now is only logged
+        (its workspaces answer UNAVAILABLE until it is)."""
+        for name in self.servers.names:
+            try:
+                self.ensure_server(name)
+            except psycopg.OperationalError as exc:
+                log.warning(
+                    "postgres server not reachable",
+                    extra={"server": name, "error": self.redact(str(exc))},
+                )
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.secrets())
+
+    def ensure_server(self, server: str) -> None:
+        """The app role exists on a named server (roles are per server), and
+        the budgets fit the server (checked once per process)."""
+        with self.admin(server) as conn:
+            if server not in self._checked:
+                self.check_budget(server, conn)
+                self._checked.add(server)
+            conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
+            try:
+                if not conn.execute(
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)
+                ).fetchone():
+                    conn.execute(
+                        sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS").format(
+                            sql.Identifier(APP_ROLE)
+                        )
+                    )
+                if self.settings.app_password:
+                    conn.execute(
+                        sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                            sql.Identifier(APP_ROLE), sql.Literal(self.settings.app_password)
+                        )
+                    )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
+
+    def create_database(self, server: str, database: str) -> None:
+        """A new workspace database: a copy of the server's template, which is
+        brought to the current migration level first (under a lock that also
+        keeps every other copier and migrator out while it is copied)."""
+        server = server or self.default_server
+        with self._template_lock(server) as conn:
+            if server not in self._templates:
+                self._migrate_template(server, conn)
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(database), sql.Identifier(TEMPLATE_DATABASE)
+                )
+            )
+        self._migrated.add(f"{server}|{database}")
+
+    def refresh_template(self, server: str) -> None:
+        """The server's template at the current migration level (migrate-db)."""
+        with self._template_lock(server) as conn:
+            self._migrate_template(server, conn)
+
+    @contextmanager
+    def _template_lock(self, server: str) -> Iterator[psycopg.Connection]:
+        with self.admin(server) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK,))
+            try:
+                yield conn
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK,))
+
+    def _migrate_template(self, server: str, conn: psycopg.Connection) -> None:
+        if not conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE_DATABASE,)
+        ).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE_DATABASE)))
+        # Its own connection, closed before any copy: a template may have
+        # no session while it is copied. Outside the admin slots (this
+        # caller holds one, and the lock keeps the work serial).
+        migrate.apply_migrations(self.database_url(server, TEMPLATE_DATABASE), "workspace")
+        self._templates.add(server)
+
+    def mark_migrated(self, locations: Iterable[tuple[str, str]]) -> None:
+        """(server, database) pairs known to be at the current level."""
+        self._migrated.update(f"{server}|{database}" for server, database in locations)
+
+    def ensure_migrated(self, server: str, database: str) -> None:
+        """Migrates a workspace database unless this process already has."""
+        if f"{server or self.default_server}|{database}" not in self._migrated:
+            self.migrate_workspace(server, database)
+
+    def migrate_workspace(self, server: str, database: str) -> list[str]:
+        with self.admin_slot():
+            applied = migrate.apply_migrations(self.database_url(server, database), "workspace")
+        self._migrated.add(f"{server or self.default_server}|{database}")
+        return applied
+
+    # -- pools -------------------------------------------------------------
+
+    def budget(self, server: str) -> ServerBudget:
+        """This process's budget on a server (made at its first use)."""
+        server = server or self.default_server
+        with self._lock:
+            found = self._budgets.get(server)
+            if found is None:
+                found = self._budgets[server] = ServerBudget(
+                    server,
+                    self.budget_size,
+                    self.settings.pool_max_idle_seconds,
+                    self.settings.pool_grow_after_seconds,
+                )
+            return found
+
+    def budgets(self) -> list[ServerBudget]:
+        with self._lock:
+            return list(self._budgets.values())
+
+    def _pool(self, server: str, database: str, app: bool) -> WorkspacePool:
+        server = server or self.default_server
+        if self.migrate_on_first_use:
+            # A store start serves before it has visited every workspace: a
+            # workspace is brought up to date before its first use instead.
+            with translate_db_errors():
+                self.ensure_migrated(server, database)
+        key = f"{'app' if app else 'owner'}:{database}"
+        budget = self.budget(server)
+
+        def make() -> DatabasePool:
+            overrides = {"user": APP_ROLE} if app else {}
+            if app and self.settings.app_password:
+                overrides["password"] = self.settings.app_password
+            s = self.settings
+            return WorkspacePool(
+                budget,
+                key,
+                with_database(self.server_url(server), database, **overrides),
+                max_size=s.pool_max_size if app else s.owner_pool_max_size,
+                timeout=s.pool_timeout_seconds,
+                statement_timeout_ms=s.statement_timeout_ms,
+                configure=lambda conn: self._configure_workspace(conn, server, database),
+                name=key,
+            )
+
+        pool = budget.pool(key, make)
+        assert isinstance(pool, WorkspacePool)
+        return pool
+
+    def _configure_workspace(self, conn: psycopg.Connection, server: str, database: str) -> None:
+        key = f"{server}|{database}"
+        vector = self._vector_types.get(key)
+        if vector is None:
+            vector = TypeInfo.fetch(conn, "vector")
+            conn.commit()  # the lookup opened a transaction; a pool wants it idle
+            if vector is None:
+                raise psycopg.OperationalError(f"database {database}: no vector type")
+            self._vector_types[key] = vector
+        configure_workspace_connection(conn, vector)
+
+    def app_pool(self, server: str, database: str) -> WorkspacePool:
+        return self._pool(server, database, app=True)
+
+    def owner_pool(self, server: str, database: str) -> WorkspacePool:
+        return self._pool(server, database, app=False)
+
+    def pools(self) -> dict[str, ConnectionPool | DatabasePool]:
+        control: dict[str, ConnectionPool | DatabasePool] = (
+            {"control": self.control} if self.control is not None else {}
+        )
+        for budget in self.budgets():
+            with budget.lock:
+                control.update(budget.pools)
+        return control
+
+    def control_url(self) -> str:
+        return self.database_url(self.default_server, CONTROL_DATABASE)
+
+    def forget_pools(self, server: str, database: str) -> None:
+        """Closes a database's pools (after a move: its old location)."""
+        budget = self.budget(server)
+        for role in ("app", "owner"):
+            with budget.lock:
+                pool = budget.pools.get(f"{role}:{database}")
+            if pool is not None:
+                pool.close()
+        self._migrated.discard(f"{server or self.default_server}|{database}")
+        self._vector_types.pop(f"{server or self.default_server}|{database}", None)
+
+    @contextmanager
+    def control_conn(self) -> Iterator[psycopg.Connection]:
+        if self.control is None:
+            # The server takes calls while it still waits for Postgres at start.
+            raise errors.Unavailable("database unavailable: the store is starting")
+        with translate_db_errors():
+            timeout = deadline.capped(self.control.timeout)
+            with self.control.connection(timeout=timeout) as conn, cancelled_if_abandoned(conn):
+                yield conn
+
+    def close(self) -> None:
+        self._reaper.stop.set()
+        for budget in self.budgets():
+            budget.close()
+        if self.control is not None:
+            self.control.close()
+
+
+@contextmanager
+def translate_db_errors() -> Iterator[None]:
+    """A database that cannot be reached is UNAVAILABLE to the caller, fast."""
+    try:
+        yield
+    except psycopg.errors.QueryCanceled as exc:
+        # statement_timeout (the call's deadline) or a cancel for an abandoned call.
+        raise errors.DeadlineExceeded("the statement was stopped at the call's deadline") from exc
+    except BudgetTimeout as exc:
+        # The connection budget is spent (design §10): retry shortly.
+        raise errors.Unavailable(
+            "database busy: no connection within the wait allowed; retry", exc.retry_after
+        ) from exc
+    except PoolTimeout as exc:
+        raise errors.Unavailable("database unavailable: no connection in time", 1.0) from exc
+    except PoolClosed as exc:
+        raise errors.Unavailable("database unavailable: the workspace moved; retry", 0.2) from exc
+    except psycopg.OperationalError as exc:
+        raise errors.Unavailable("database unavailable", 1.0) from exc
+
+
+def configure_connection(conn: psycopg.Connection) -> None:
+    """uuid columns come back as their canonical text: every caller wants a
+    string, and building a uuid.UUID per row cost more than some queries."""
+    conn.adapters.register_loader("uuid", TextLoader)
+
+
+def configure_workspace_connection(conn: psycopg.Connection, vector: TypeInfo) -> None:
+    """As :func:`configure_connection`, and vectors go out in pgvector's binary
+    form (numpy arrays as ``%b`` parameters): formatting 384 floats as text
+    took ~0.3 ms a vector. ``vector`` is the database's vector type, looked up
+    once per database: pgvector's own register_vector looks up four types,
+    four round trips on every new connection (5 ms measured)."""
+    configure_connection(conn)
+    register_vector_info(conn, vector)
+
+
+# Every transaction-local setting in one statement (keys and values are
+# parameters; the keys come from this code, never from a request).
+SET_LOCALS = "SELECT set_config(k, v, true) FROM unnest(%s::text[], %s::text[]) AS s(k, v)"
+
+# For a transaction whose statements plan the same whatever their values (ids
+# in arrays, flags, a time): the driver prepares them, but Postgres would
+# still plan each execution afresh, row-level security included, whenever it
+# costs its generic plan above a custom one. Measured at 10,000 memories: the
+# entity cards' five statements spent 2.3 ms planning against 0.1 ms running;
+# generic plans took a card lookup from 4.2 to 0.6 ms (5.4 to 1.8 ms at
+# 100,000), with the same answers (docs/benchmarks.md). Not for the dense
+# arm, whose plan follows the caller's filters.
+GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+
+
+# Cancel requests go out from here, not from the gRPC thread that learns a
+# call was abandoned (sending one opens a connection to the server).
+_CANCELLER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pg-cancel")
+CANCEL_TIMEOUT_SECONDS = 2.0
+
+
+class _CancelGuard:
+    """Cancels what a connection runs for an abandoned call, and only while
+    the call still holds it: the lock keeps a late cancel from reaching the
+    next call the pool lends the connection to."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.released = False
+
+    def fire(self) -> None:
+        _CANCELLER.submit(self._cancel)
+
+    def _cancel(self) -> None:
+        with self.lock:
+            if self.released:
+                return
+            try:
+                self.conn.cancel_safe(timeout=CANCEL_TIMEOUT_SECONDS)
+                log.info("statement cancelled: its call was abandoned")
+            except Exception as exc:  # a failed cancel leaves statement_timeout to act
+                log.warning("could not cancel a statement", extra={"error": str(exc)})
+
+    def release(self) -> None:
+        with self.lock:
+            self.released = True
+
+
+@contextmanager
+def cancelled_if_abandoned(conn: psycopg.Connection) -> Iterator[None]:
+    """While the block runs, the statement in progress is cancelled when the
+    current call is abandoned (its deadline passed, its client cancelled)."""
+    scope = deadline.current()
+    if scope is None:
+        yield
+        return
+    guard = _CancelGuard(conn)
+    take_back = scope.on_abandon(guard.fire)
+    try:
+        yield
+    finally:
+        take_back()
+        guard.release()
+
+
+class WorkspacePool(DatabasePool):
+    """A workspace database's connections, lent the way every store call
+    wants them: database and budget errors become the domain's (one place,
+    :func:`translate_db_errors`), and inside a call with a deadline the wait
+    is capped by what is left of it and the statement in progress is
+    cancelled when the call is abandoned."""
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+        wait = self.timeout if timeout is None else timeout
+        left = deadline.remaining()
+        with (
+            translate_db_errors(),
+            super().connection(wait if left is None else min(wait, left)) as conn,
+            cancelled_if_abandoned(conn),
+        ):
+            yield conn
+
+
+@contextmanager
+def caller_transaction(
+    pool: WorkspacePool, caller: Caller, settings: Mapping[str, str] | None = None
+) -> Iterator[psycopg.Connection]:
+    """A transaction whose every query sees only what the caller may see: the
+    row-level security policies read the first two settings, local to it.
+    ``settings`` adds more transaction-local ones (planner, HNSW) to the same
+    statement.
+
+    Inside a call with a deadline (design §9) the work ends with it: the wait
+    for a connection is capped by what is left (a thread never waits on a
+    pool past its call), ``statement_timeout`` is set to it when nearer than
+    the pool's fixed one, and the statement in progress is cancelled when the
+    call is abandoned."""
+    left = deadline.remaining()
+    local = {
+        "recallatron.member_id": caller.member_id,
+        "recallatron.purpose": caller.purpose,
+        **(settings or {}),
+    }
+    with pool.connection() as conn, conn.transaction():
+        if left is not None:
+            # Read again: the connection may have taken a while to come.
+            left = deadline.remaining() or left
+            ms = max(1, int(left * 1000))
+            if ms < pool.statement_timeout_ms:
+                local["statement_timeout"] = str(ms)
+        conn.execute(SET_LOCALS, (list(local), list(local.values())))
+        yield conn

@@ -1,0 +1,244 @@
+"""Named Postgres servers (design §3): the control plane records a workspace's
+server by name; names map to admin URLs (and so to credentials) in the
+store's settings only. This module holds the pure parts: reading the names
+from settings, keeping URLs out of text, and the placement policy."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+SERVER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+# `name=url` pairs split at a comma that starts the next pair: a multi-host
+# URL (`postgresql://h1,h2/db`) keeps its own commas.
+_SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_PAIR_SPLIT = re.compile(r",\s*(?=[a-z][a-z0-9-]{0,62}=)")
+
+
+class ServerConfigError(ValueError):
+    """The settings name servers badly; raised at start-up, before serving."""
+
+
+@dataclass(frozen=True)
+class ServerMap:
+    """Server name -> admin URL, and the default server's name."""
+
+    urls: Mapping[str, str]
+    default: str
+
+    def url(self, name: str) -> str:
+        """The admin URL of a configured server ('' means the default)."""
+        try:
+            return self.urls[name or self.default]
+        except KeyError:
+            raise UnknownServer(name) from None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.urls)
+
+    def secrets(self, extra: Iterable[str] = ()) -> list[str]:
+        """Every string that must never reach an answer or a log: the URLs,
+        the passwords and password files in them, and ``extra``."""
+        found = set(self.urls.values()) | {e for e in extra if e}
+        for url in self.urls.values():
+            try:
+                params = conninfo_to_dict(url)
+            except Exception:  # a bad URL is itself kept out: it is in the list
+                continue
+            found |= {str(params[k]) for k in ("password", "passfile") if params.get(k)}
+        return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+
+
+class UnknownServer(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def parse_pairs(text: str) -> dict[str, str]:
+    """``name=url,name=url`` (commas or newlines between pairs)."""
+    out: dict[str, str] = {}
+    for raw in _PAIR_SPLIT.split(text.replace("\n", ",").strip(", ")):
+        item = raw.strip()
+        if not item:
+            continue
+        name, sep, url = item.partition("=")
+        name = name.strip()
+        if not sep or not url.strip():
+            raise ServerConfigError(
+                f"RECALLATRON_POSTGRES_SERVERS: expected name=url pairs, got an entry "
+                f"named {_shown(name)} without a URL"
+            )
+        _check_name(name, "RECALLATRON_POSTGRES_SERVERS")
+        if name in out:
+            raise ServerConfigError(f"RECALLATRON_POSTGRES_SERVERS: {name!r} is named twice")
+        out[name] = url.strip()
+    return out
+
+
+def read_dir(directory: str) -> dict[str, str]:
+    """One file per server, named after it, holding its URL (a mounted
+    Kubernetes Secret: one key per server). Dot files (the Secret volume's
+    own bookkeeping) are skipped."""
+    if not directory:
+        return {}
+    path = Path(directory)
+    if not path.is_dir():
+        raise ServerConfigError(f"RECALLATRON_POSTGRES_SERVERS_DIR: {directory} is not a directory")
+    out: dict[str, str] = {}
+    for entry in sorted(path.iterdir()):
+        if entry.name.startswith(".") or not entry.is_file():
+            continue
+        _check_name(entry.name, "RECALLATRON_POSTGRES_SERVERS_DIR")
+        url = entry.read_text().strip()
+        if not url:
+            raise ServerConfigError(f"RECALLATRON_POSTGRES_SERVERS_DIR: {entry.name} is empty")
+        out[entry.name] = url
+    return out
+
+
+def _shown(name: str) -> str:
+    """A name for an error message; anything else (a URL given without its
+    name, which may hold a password) is not echoed."""
+    return repr(name) if _SHOWABLE.match(name) else "(not shown: it is no name)"
+
+
+def _check_name(name: str, where: str) -> None:
+    if not SERVER_NAME_RE.match(name):
+        raise ServerConfigError(
+            f"{where}: server name {_shown(name)} must be 1-63 characters of a-z, 0-9 "
+            "and '-', starting with a letter"
+        )
+
+
+def server_map(database_url: str, default: str, pairs: str, directory: str) -> ServerMap:
+    """Every configured server: ``database_url`` is the default server's (the
+    control plane lives there), the others come from the pairs and the
+    directory. A name given twice with different URLs is an error."""
+    _check_name(default, "RECALLATRON_DEFAULT_SERVER")
+    urls: dict[str, str] = {}
+    sources = [
+        ({default: database_url} if database_url else {}),
+        parse_pairs(pairs),
+        read_dir(directory),
+    ]
+    for source in sources:
+        for name, url in source.items():
+            if name in urls and urls[name] != url:
+                raise ServerConfigError(f"server {name!r} is given two different URLs")
+            urls[name] = url
+    if default not in urls:
+        raise ServerConfigError(
+            f"no URL for the default server {default!r}: set RECALLATRON_DATABASE_URL "
+            "(`recallatron up` sets it to the embedded Postgres) or name it in "
+            "RECALLATRON_POSTGRES_SERVERS"
+        )
+    return ServerMap(urls, default)
+
+
+def with_inline_password(url: str) -> str:
+    """``url`` with the password its libpq password file holds written into
+    it: for a connection Postgres itself opens (a subscription), which cannot
+    read this process's password file. Never log the result."""
+    params = conninfo_to_dict(url)
+    passfile = params.pop("passfile", None)
+    if passfile and not params.get("password"):
+        want = [
+            str(params.get("host") or "localhost"),
+            str(params.get("port") or "5432"),
+            str(params.get("dbname") or ""),
+            str(params.get("user") or ""),
+        ]
+        for line in Path(str(passfile)).read_text().splitlines():
+            fields = line.split(":", 4)
+            if len(fields) == 5 and all(
+                f in ("*", w) for f, w in zip(fields[:4], want, strict=True)
+            ):
+                params["password"] = fields[4]
+                break
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret replaced (for errors that quote libpq)."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+def place(names: Iterable[str], counts: Mapping[str, int], draining: Iterable[str]) -> str | None:
+    """The placement policy (docs/servers.md): the server with the fewest
+    workspaces among those not draining, ties to the first name in order;
+    None when every server drains."""
+    skip = set(draining)
+    open_names = sorted(n for n in names if n not in skip)
+    if not open_names:
+        return None
+    return min(open_names, key=lambda n: (counts.get(n, 0), n))
+
+
+# Connections outside the budget, per process (docs/servers.md): the admin
+# connections that create databases and run migrations (at most this many at
+# once), and the LISTEN connections on the default server (the store: token
+# revocations and moves; the embedding job: moves and work marks).
+ADMIN_CONNECTIONS = 2
+LISTENERS = {"store": 2, "embedding job": 2}
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The most connections one process opens on one server."""
+
+    budget: int  # workspace databases, shared (services/store/infrastructure/budget.py)
+    control: int  # the control plane's pool: the default server only
+    listeners: int
+    admin: int = ADMIN_CONNECTIONS
+
+    @property
+    def total(self) -> int:
+        return self.budget + self.control + self.listeners + self.admin
+
+
+def demand(process: str, budget: int, control_pool: int, default_server: bool) -> Demand:
+    return Demand(
+        budget,
+        control_pool if default_server else 0,
+        LISTENERS[process] if default_server else 0,
+    )
+
+
+class BudgetTooLarge(RuntimeError):
+    """The processes' budgets, times their replicas, exceed what the server allows."""
+
+
+def check_connections(
+    server: str,
+    *,
+    max_connections: int,
+    reserved: int,
+    reserve: int,
+    processes: Mapping[str, tuple[int, Demand]],
+) -> int:
+    """Raises :class:`BudgetTooLarge` unless every process's connections, times
+    its replicas, fit in ``max_connections`` less the server's own reserved
+    slots and ``reserve`` kept for operators. Returns the total asked for."""
+    asked = sum(replicas * d.total for replicas, d in processes.values())
+    allowed = max_connections - reserved - reserve
+    if asked > allowed:
+        parts = " + ".join(
+            f"{name} {replicas} x {d.total}" for name, (replicas, d) in processes.items()
+        )
+        raise BudgetTooLarge(
+            f"connection budget: server {server!r} would need {parts} = {asked} connections, "
+            f"but allows {allowed} (max_connections {max_connections} - {reserved} reserved by "
+            f"the server - {reserve} kept for operators, RECALLATRON_CONNECTION_RESERVE); lower "
+            "RECALLATRON_CONNECTION_BUDGET / RECALLATRON_JOB_CONNECTION_BUDGET or the replicas, "
+            "or raise the server's max_connections"
+        )
+    return asked

@@ -1,0 +1,1 @@
+"""The store's SQL: named, parameterised queries and the versioned migrations."""

@@ -1,0 +1,78 @@
+"""Named SQL of moving a workspace between servers (services/store/domain/moving.py).
+Identifiers (tables, the publication, subscription and slot) are composed
+with psycopg.sql from names this code makes, never from request text."""
+
+# -- control plane --
+# Held by the mover's own session for the whole move (namespace 7401).
+TRY_MOVE_LOCK = "SELECT pg_try_advisory_lock(7401, hashtext(%s::text))"
+MOVE_OF = "SELECT source, target, state FROM workspace_move WHERE workspace_id = %s"
+INSERT_MOVE = """
+INSERT INTO workspace_move (workspace_id, source, target, state) VALUES (%s, %s, %s, 'copying')
+"""
+SET_MOVE_STATE = """
+UPDATE workspace_move SET state = %s, updated_at = now() WHERE workspace_id = %s
+"""
+DELETE_MOVE = "DELETE FROM workspace_move WHERE workspace_id = %s"
+SWITCH_WORKSPACE = """
+UPDATE workspace SET server = %s, updated_at = now() WHERE id = %s AND server = %s
+"""
+WORKSPACE_SERVER = "SELECT server FROM workspace WHERE id = %s"
+# Delivered at the switch's commit: replicas drop their cached record
+# (services/store/infrastructure/follow.py).
+NOTIFY_MOVED = "SELECT pg_notify('recallatron_workspace_moved', %s)"
+
+# -- either server --
+DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
+# The workspace's tables as the publication carries them: every table of
+# the schema but the migration ledger (each side keeps its own).
+PUBLISHED_TABLES = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> 'schema_migration'
+  AND NOT c.relispartition
+ORDER BY c.relname
+"""
+# Tables without a primary key need the whole row as replica identity, or
+# the source would refuse their updates once published.
+NO_REPLICA_IDENTITY = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relreplident = 'd'
+  AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)
+"""
+CREATE_MARKER = """
+CREATE TABLE IF NOT EXISTS recallatron_move_marker (id int PRIMARY KEY, token uuid NOT NULL)
+"""
+DROP_MARKER = "DROP TABLE IF EXISTS recallatron_move_marker"
+WRITE_MARKER = """
+INSERT INTO recallatron_move_marker (id, token) VALUES (1, %s)
+ON CONFLICT (id) DO UPDATE SET token = excluded.token
+"""
+READ_MARKER = "SELECT token::text FROM recallatron_move_marker WHERE id = 1"
+SEQUENCES = """
+SELECT quote_ident(schemaname) || '.' || quote_ident(sequencename), last_value FROM pg_sequences
+WHERE schemaname = 'public' AND last_value IS NOT NULL
+"""
+SET_SEQUENCE = "SELECT setval(%s::regclass, %s, true)"
+
+# -- source --
+PUBLICATION_EXISTS = "SELECT 1 FROM pg_publication WHERE pubname = %s"
+SLOT_PID = "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s"
+DROP_SLOT = "SELECT pg_drop_replication_slot(%s)"
+TERMINATE = "SELECT pg_terminate_backend(%s)"
+# Every session on the database but the caller's own (the fence's).
+TERMINATE_OTHERS = """
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = %s AND pid <> ALL(%s::int[])
+"""
+OTHERS_CONNECTED = """
+SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> ALL(%s::int[])
+"""
+BACKEND_PID = "SELECT pg_backend_pid()"
+CURRENT_LSN = "SELECT pg_current_wal_lsn()::text"
+
+# -- target --
+AS_REPLICA = "SET session_replication_role = replica"
+SUBSCRIPTION_EXISTS = "SELECT 1 FROM pg_subscription WHERE subname = %s"
+# Initial copy done: every table of the subscription is ready ('r').
+NOT_READY_TABLES = """
+SELECT count(*) FILTER (WHERE srsubstate <> 'r'), count(*) FROM pg_subscription_rel
+"""

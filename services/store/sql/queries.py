@@ -1,0 +1,103 @@
+"""Named, parameterised SQL of the store. Nothing here is assembled from user
+text; eligibility is not repeated here because row-level security applies it
+to every query on the workspace tables."""
+
+# -- control plane -----------------------------------------------------------
+
+WORKSPACE_ID_BY_SLUG = "SELECT id FROM workspace WHERE slug = %s"
+INSERT_WORKSPACE = """
+INSERT INTO workspace (id, slug, server, database_name, settings, schema_version)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
+SET_SCHEMA_VERSION = "UPDATE workspace SET schema_version = %s WHERE id = %s"
+# (server, database) of the workspaces at a migration level, and the others.
+WORKSPACES_AT_VERSION = "SELECT server, database_name FROM workspace WHERE schema_version = %s"
+WORKSPACES_BELOW_VERSION = """
+SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+WHERE schema_version IS DISTINCT FROM %s ORDER BY created_at
+"""
+WORKSPACE_BY_ID = """
+SELECT id::text, slug, server, database_name, settings, created_at FROM workspace WHERE id = %s
+"""
+ALL_WORKSPACE_IDS = "SELECT id FROM workspace ORDER BY created_at"
+ALL_WORKSPACES = """
+SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+ORDER BY created_at
+"""
+# -- named servers (docs/servers.md) --
+WORKSPACES_PER_SERVER = "SELECT server, count(*) FROM workspace GROUP BY server"
+DRAINING_SERVERS = "SELECT name FROM postgres_server WHERE draining"
+SET_SERVER_DRAINING = """
+INSERT INTO postgres_server (name, draining) VALUES (%s, %s)
+ON CONFLICT (name) DO UPDATE SET draining = excluded.draining, updated_at = now()
+"""
+UPDATE_WORKSPACE_SETTINGS = """
+UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
+"""
+INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
+MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
+MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
+INSERT_TOKEN = """
+INSERT INTO access_token (id, member_id, token_sha256, label, purposes, read_only)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
+REVOKE_TOKEN = """
+UPDATE access_token t SET revoked_at = coalesce(t.revoked_at, now())
+FROM member m
+WHERE t.id = %s AND m.id = t.member_id AND (%s::uuid IS NULL OR m.workspace_id = %s::uuid)
+RETURNING t.id
+"""
+AUTHENTICATE = """
+SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only
+FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
+WHERE t.token_sha256 = %s AND t.revoked_at IS NULL
+"""
+# Committed with the revocation: every store process listening passes it on
+# to the gateways watching (services/store/domain/revocations.py).
+NOTIFY_REVOKED = "SELECT pg_notify('recallatron_revocations', %s)"
+# -- work marks (migrations/control/0004_work_marks.sql) --
+# Marks a workspace as having background work and wakes the embedding job.
+# Committed without waiting for the WAL flush (synchronous_commit off, local
+# to it): writes to one workspace all update its one row, and waiting for
+# each flush under that row's lock cost concurrent writers ~10% of their
+# throughput. A mark lost in a Postgres crash is found again: the job looks
+# at every workspace when its listener reconnects (services/store/infrastructure/work_marks.py).
+MARK_WORK = """
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
+marked AS (
+    INSERT INTO workspace_work (workspace_id) VALUES (%s)
+    ON CONFLICT (workspace_id) DO UPDATE SET seq = workspace_work.seq + 1, marked_at = now()
+    RETURNING workspace_id
+)
+SELECT pg_notify('recallatron_work', marked.workspace_id::text) FROM marked, relaxed
+"""
+WORK_MARKS = "SELECT workspace_id::text, seq FROM workspace_work"
+WORK_SEQ = "SELECT seq FROM workspace_work WHERE workspace_id = %s"
+CLEAR_WORK = "DELETE FROM workspace_work WHERE workspace_id = %s AND seq = %s"
+
+# -- the embedding job's progress (services/store/domain/embedding_status.py) --
+
+EMBEDDING_STATUS = """
+WITH seen AS (
+    SELECT id FROM memory
+    WHERE %(member)s::uuid IS NULL OR audience_member_id IS NULL
+       OR audience_member_id = %(member)s::uuid
+)
+SELECT
+  (SELECT count(*) FROM memory m JOIN seen USING (id)
+   WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL),
+  (SELECT count(*) FROM memory_embedding e JOIN seen ON seen.id = e.memory_id
+   WHERE e.input_version = %(version)s),
+  (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
+   WHERE j.next_attempt_at <> 'infinity'),
+  (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
+   WHERE j.next_attempt_at = 'infinity')
+"""
+
+PARKED_REASONS = """
+SELECT j.last_error, count(*) FROM embedding_job j JOIN memory m ON m.id = j.memory_id
+WHERE j.next_attempt_at = 'infinity'
+  AND (%(member)s::uuid IS NULL OR m.audience_member_id IS NULL
+       OR m.audience_member_id = %(member)s::uuid)
+GROUP BY j.last_error ORDER BY count(*) DESC, j.last_error LIMIT %(limit)s
+"""
