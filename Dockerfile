@@ -53,6 +53,7 @@ print(*p['dependencies'], *p['optional-dependencies']['models'], sep=chr(10))" \
       > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt
 COPY recallatron ./recallatron
+COPY recallatron_devkit ./recallatron_devkit
 COPY recallatron_cli ./recallatron_cli
 COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services
@@ -80,6 +81,7 @@ RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['p
 print(*p['dependencies'], sep=chr(10))" > /tmp/requirements.txt \
  && /opt/venv/bin/pip install -r /tmp/requirements.txt
 COPY recallatron ./recallatron
+COPY recallatron_devkit ./recallatron_devkit
 COPY recallatron_cli ./recallatron_cli
 COPY recallatron_mcp ./recallatron_mcp
 COPY services ./services

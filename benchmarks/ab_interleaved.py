@@ -32,9 +32,9 @@ from pathlib import Path
 from benchmarks import recall_bench as rb
 from benchmarks.ab_compare import REPO, remove_worktree, revision_arguments, worktree
 from recallatron.client import Client
-from recallatron_cli import synthetic
-from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.stack import Stack, own_config, running
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import models_dir as load_models_dir
+from recallatron_devkit.stack import Stack, own_config, running
 
 
 def _stack(state_dir: Path, tree: Path, models: Path) -> Stack:

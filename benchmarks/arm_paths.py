@@ -33,9 +33,9 @@ import psycopg
 from benchmarks.explain_lexical import seeded_arguments, seeded_owner
 from benchmarks.recall_bench import CLASSES, POOL
 from recallatron.vocabulary import PURPOSES
-from recallatron_cli import synthetic
-from recallatron_cli.localpg import LocalPostgres
-from recallatron_cli.stack import free_port
+from recallatron_devkit import synthetic
+from recallatron_devkit.localpg import LocalPostgres
+from recallatron_devkit.stack import free_port
 from services.store.domain import recall as r
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
 

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     server = None
     if args.grpc:
-        from services.embed.testing import EmbedProcess
+        from recallatron_devkit.embed_fixture import EmbedProcess
 
         server = EmbedProcess(
             Path(tempfile.mkdtemp(prefix="embed-bench-")),

@@ -27,7 +27,7 @@ entity of many texts, split the same way; and unrelated contexts, two disjoint
 random draws of k documents of one conversation each, whose cosine rises with k
 as both means approach the workspace's mean.
 
-The generated old store (services/store/legacy/generate.py) is not used: its
+The generated old store (recallatron_devkit/legacy_fixture.py) is not used: its
 memory-to-entity edges are drawn at random, independently of the text, so its
 same-entity and different-entity contexts are alike by construction.
 
@@ -49,8 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 from recallatron.embed_input import EMBED_INPUT_VERSION, compose
-from recallatron_cli.evaluate import load_dataset, memory_text
-from recallatron_cli.load import models_dir as default_models_dir
+from recallatron_devkit.evaluate import load_dataset, memory_text
+from recallatron_devkit.load import models_dir as default_models_dir
 from services.embed.manifest import BI_ENCODER_DIRNAME
 from services.embed.models import BiEncoder
 from services.store.domain.entity_merge import CONTEXT_MIN_COSINE

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import psycopg
 
-from recallatron_cli import common, synthetic
-from recallatron_cli.load import models_dir
-from recallatron_cli.stack import Stack, own_config, running
+from recallatron_cli import common
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import models_dir
+from recallatron_devkit.stack import Stack, own_config, running
 from services.store.domain import recall as r
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
 

@@ -42,8 +42,8 @@ import psycopg
 
 import services
 from recallatron.client import Client
-from recallatron_cli.load import Recorder, models_dir, run_closed_loop
-from recallatron_cli.stack import Stack, own_config, running
+from recallatron_devkit.load import Recorder, models_dir, run_closed_loop
+from recallatron_devkit.stack import Stack, own_config, running
 from services.store.infrastructure.db import with_database
 
 ATTRIBUTES_PER_ENTITY = 10

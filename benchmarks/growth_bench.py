@@ -32,8 +32,8 @@ from benchmarks.recall_bench import (
     seeded,
 )
 from recallatron.client import Client
-from recallatron_cli import synthetic
-from recallatron_cli.load import models_dir
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import models_dir
 
 MODES = ("lexical", "dense", "hybrid")
 CALLERS = (("owner, assist", 0, "assist"), ("narrow: owner, audit", NARROW_MEMBER, NARROW_PURPOSE))

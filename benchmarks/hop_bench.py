@@ -126,7 +126,7 @@ def _serve_busy(sync_port: int, aio_port: int) -> None:
 
 
 def _busy(calls: int) -> None:
-    from recallatron_cli.stack import free_port
+    from recallatron_devkit.stack import free_port
 
     sync_port, aio_port = free_port(), free_port()
     child = subprocess.Popen(

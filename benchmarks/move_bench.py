@@ -23,8 +23,8 @@ from pathlib import Path
 import grpc
 
 from recallatron.client import Client
-from recallatron_cli.load import seed_workspace
-from recallatron_cli.stack import Stack, own_config, running
+from recallatron_devkit.load import seed_workspace
+from recallatron_devkit.stack import Stack, own_config, running
 
 
 def main() -> None:

@@ -39,8 +39,8 @@ import grpc
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import MODE
-from recallatron_cli.load import models_dir
-from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
+from recallatron_devkit.load import models_dir
+from recallatron_devkit.stack import FAST_JOB, Stack, own_config, running
 
 CHAIN = 1_000
 QUIET_MEMORIES = 300

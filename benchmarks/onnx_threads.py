@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from recallatron.settings import default_state_dir
-from recallatron_cli import synthetic
+from recallatron_devkit import synthetic
 from services.embed.models import BiEncoder
 
 

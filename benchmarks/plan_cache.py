@@ -26,9 +26,9 @@ import services.store.domain.graph as graph_module
 import services.store.domain.recall as recall_module
 import services.store.infrastructure.db as db
 from benchmarks import recall_bench as rb
-from recallatron_cli import synthetic
-from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.stack import running
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import models_dir as load_models_dir
+from recallatron_devkit.stack import running
 
 MODES = ("auto", "force_generic_plan")
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallatron_cli.plots import grouped_bars, latency_nines
+from recallatron_devkit.plots import grouped_bars, latency_nines
 
 
 def _size(r: dict[str, Any]) -> str:

@@ -25,9 +25,9 @@ from pathlib import Path
 from benchmarks import recall_bench as rb
 from benchmarks.embed_bench import WORDS
 from recallatron.v1 import embed_pb2
-from recallatron_cli.stack import free_port
+from recallatron_devkit.embed_fixture import EmbedProcess
+from recallatron_devkit.stack import free_port
 from services.embed.settings import EmbedSettings
-from services.embed.testing import EmbedProcess
 
 VARIANTS = {"one run per call": "1", "combined": str(EmbedSettings().query_batch_max)}
 BATCH_HISTOGRAM = "recallatron_embed_query_batch_texts"

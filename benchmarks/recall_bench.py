@@ -37,10 +37,10 @@ from typing import Any
 
 from benchmarks import plots
 from recallatron.client import Client
-from recallatron_cli import synthetic
-from recallatron_cli.load import QueryMix, Recorder, measure, seed_workspace, wait_embedded
-from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.stack import (
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import QueryMix, Recorder, measure, seed_workspace, wait_embedded
+from recallatron_devkit.load import models_dir as load_models_dir
+from recallatron_devkit.stack import (
     FAST_JOB,
     Stack,
     free_port,
@@ -1019,8 +1019,8 @@ def main(argv: list[str] | None = None) -> int:
         help="only measure the service split and the stages (printed); docs untouched",
     )
     args = p.parse_args(argv)
+    from recallatron_devkit.embed_fixture import prepare_tiny_cross_encoder
     from services.embed.prepare import prepare_bi_encoder
-    from services.embed.testing import prepare_tiny_cross_encoder
 
     models_dir = load_models_dir()
     prepare_bi_encoder(models_dir, log=log)

@@ -27,8 +27,8 @@ from pathlib import Path
 import psycopg
 
 from benchmarks.recall_bench import copy_state
-from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.localpg import LocalPostgres
+from recallatron_devkit.load import models_dir as load_models_dir
+from recallatron_devkit.localpg import LocalPostgres
 
 REPO = Path(__file__).resolve().parent.parent
 

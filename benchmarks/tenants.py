@@ -43,8 +43,8 @@ import psycopg
 
 from benchmarks.recall_bench import _tree_cpu, cpu_roots
 from recallatron.client import Client
-from recallatron_cli.load import models_dir as load_models_dir
-from recallatron_cli.stack import Stack, metrics_everywhere, own_config, running
+from recallatron_devkit.load import models_dir as load_models_dir
+from recallatron_devkit.stack import Stack, metrics_everywhere, own_config, running
 from services.store.infrastructure.db import with_database
 
 TOPICS = ["heron", "ledger", "orchard", "lantern", "granite", "harbour", "meadow", "quartz"]
@@ -273,7 +273,7 @@ def breakdown(t: Tenants, metrics: dict[str, int], calls: int) -> dict[str, Any]
 
 
 def pictures(results: list[dict[str, Any]], directory: Path) -> list[Path]:
-    from recallatron_cli.plots import pyplot
+    from recallatron_devkit.plots import pyplot
 
     plt = pyplot()
     directory.mkdir(parents=True, exist_ok=True)

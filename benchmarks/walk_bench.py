@@ -79,9 +79,9 @@ from typing import Any
 
 import services
 from recallatron.client import Client
-from recallatron_cli import synthetic
-from recallatron_cli.load import QueryMix, measure, models_dir, seed_workspace
-from recallatron_cli.stack import FAST_JOB, Stack, free_port, own_config, running
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import QueryMix, measure, models_dir, seed_workspace
+from recallatron_devkit.stack import FAST_JOB, Stack, free_port, own_config, running
 
 MARKERS = {"chain": "chainmark", "fan-in": "fanmark", "control": "ctrlmark"}
 # Derive takes at most this many sources (services/store/domain/validation.py MAX_LINKS).

@@ -28,9 +28,9 @@ from typing import Any
 
 import services
 from recallatron.client import Client
-from recallatron_cli import synthetic
-from recallatron_cli.load import Recorder, models_dir, run_closed_loop
-from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import Recorder, models_dir, run_closed_loop
+from recallatron_devkit.stack import FAST_JOB, Stack, own_config, running
 
 Text = tuple[str, str, str]  # kind, title, body
 

@@ -26,7 +26,13 @@ from recallatron_cli.common import client_options, memory_text, show
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from recallatron_cli.stack import DEFAULT_PG_PORT, DEFAULT_PORTS, Stack, StackConfig, free_port
+    from recallatron_devkit.stack import (
+        DEFAULT_PG_PORT,
+        DEFAULT_PORTS,
+        Stack,
+        StackConfig,
+        free_port,
+    )
 
     state = common.state_dir()
     # Ports: the defaults, each one movable (RECALLATRON_PG_PORT,
@@ -603,7 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     graph.add_parser(sub)
 
-    from recallatron_cli import evaluate, load
+    from recallatron_devkit import evaluate, load
 
     load.add_parser(sub)
     evaluate.add_parser(sub)

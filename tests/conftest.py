@@ -15,10 +15,10 @@ from typing import TypeVar
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
+from recallatron_devkit.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
 
 # Tests that start processes of their own take their ports from here.
-from recallatron_cli.stack import free_port as free_port
+from recallatron_devkit.stack import free_port as free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

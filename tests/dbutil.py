@@ -7,8 +7,8 @@ import subprocess
 
 import psycopg
 
-from recallatron_cli.localpg import _commands
-from recallatron_cli.stack import Stack
+from recallatron_devkit.localpg import _commands
+from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import with_database
 
 # The embedding job's tables (embedding_job, memory_embedding) change in the

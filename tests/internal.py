@@ -8,7 +8,7 @@ import grpc
 
 from recallatron import internal_auth
 from recallatron.grpcclient import make_channel
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 
 
 def channel(stack: Stack, service: str) -> grpc.Channel:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from recallatron_devkit.embed_fixture import EmbedProcess
 from services.embed.manifest import BI_ENCODER_DIRNAME
 from services.embed.settings import EmbedSettings
-from services.embed.testing import EmbedProcess
 
 # The reference models load from installed packages only.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,7 +43,7 @@ def bi_encoder_dir(models_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_cross_encoder(models_dir: Path) -> tuple[Path, Path]:
     """(PyTorch directory, ONNX directory) of the tiny random cross-encoder."""
-    from services.embed.testing import prepare_tiny_cross_encoder
+    from recallatron_devkit.embed_fixture import prepare_tiny_cross_encoder
 
     return prepare_tiny_cross_encoder(models_dir.parent / "test-models" / "tiny-cross-encoder")
 

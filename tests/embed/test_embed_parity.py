@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from recallatron.v1 import embed_pb2
+from recallatron_devkit.embed_fixture import EmbedProcess
 from services.embed.manifest import BI_ENCODER_DIMENSIONS, BI_ENCODER_ID
-from services.embed.testing import EmbedProcess
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from recallatron.v1 import embed_pb2
-from services.embed.testing import TINY_CROSS_ENCODER_ID, EmbedProcess
+from recallatron_devkit.embed_fixture import TINY_CROSS_ENCODER_ID, EmbedProcess
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
 
 from recallatron.v1 import embed_pb2
+from recallatron_devkit.embed_fixture import EmbedProcess
 from services.embed.manifest import (
     BI_ENCODER_DIMENSIONS,
     BI_ENCODER_DIRNAME,
@@ -23,7 +24,6 @@ from services.embed.manifest import (
 )
 from services.embed.server import SERVICE_NAME
 from services.embed.settings import EmbedSettings
-from services.embed.testing import EmbedProcess
 from tests.faults.stackutil import rich_detail
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.faults.stackutil import RETRYABLE
 

@@ -19,8 +19,8 @@ from grpc_status import rpc_status
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2_grpc
-from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config
-from recallatron_cli.stack import running as stack_running
+from recallatron_devkit.stack import FAST_JOB, Stack, metrics_everywhere, own_config
+from recallatron_devkit.stack import running as stack_running
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)

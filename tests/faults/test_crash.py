@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.faults.load import WriteLoad, audit, run_writes
 from tests.faults.stackutil import (
     new_stack,

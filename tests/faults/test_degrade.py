@@ -18,8 +18,8 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.localpg import LocalPostgres
-from recallatron_cli.stack import SERVICES, Stack
+from recallatron_devkit.localpg import LocalPostgres
+from recallatron_devkit.stack import SERVICES, Stack
 from tests.faults.stackutil import new_stack, owner_client, plain_client, record, until_ok
 
 pytestmark = pytest.mark.integration

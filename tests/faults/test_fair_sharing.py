@@ -22,7 +22,7 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import wait_for
 from tests.faults.stackutil import (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import wait_for
 from tests.faults.stackutil import new_stack, owner_client, plain_client, record, running

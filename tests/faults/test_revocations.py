@@ -12,7 +12,7 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import store_pb2, store_pb2_grpc
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import internal
 from tests.conftest import wait_for
 from tests.faults.stackutil import new_stack, owner_client, running, until_ok

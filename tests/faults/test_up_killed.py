@@ -1,6 +1,6 @@
 """`recallatron up` killed by SIGKILL (no handler runs, nothing is cleaned up)
 takes its embedded Postgres with it: the server is tied to `up` by a
-parent-death signal (recallatron_cli/localpg.py) and shuts down by itself,
+parent-death signal (recallatron_devkit/localpg.py) and shuts down by itself,
 as the services do. On a state directory and ports of its own."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recallatron_cli.localpg import LocalPostgres
+from recallatron_devkit.localpg import LocalPostgres
 from tests.conftest import WAIT_SECONDS, free_port, wait_for
 
 pytestmark = pytest.mark.integration

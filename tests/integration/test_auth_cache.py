@@ -7,7 +7,7 @@ import grpc
 import pytest
 
 from recallatron.v1 import store_pb2, store_pb2_grpc
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import internal
 from tests.conftest import Team, wait_for
 from tests.integration.test_metrics import scrape

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack, own_config, running
+from recallatron_devkit.stack import Stack, own_config, running
 from services.store.infrastructure.servers import demand
 from tests.faults.stackutil import retry_delay
 

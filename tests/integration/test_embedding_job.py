@@ -13,7 +13,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.embed.models import BiEncoder
 from services.embedding_job.job import EMBED_INPUT_VERSION, embed_input
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database

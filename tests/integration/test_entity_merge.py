@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.store.domain.entity_merge import CONTEXT_MIN_COSINE
 from tests import dbutil
 from tests.conftest import Team, make_team

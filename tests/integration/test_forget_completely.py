@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.store.domain.erasure import request_key
 from tests import dbutil
 from tests.conftest import Team

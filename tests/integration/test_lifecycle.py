@@ -19,7 +19,7 @@ from psycopg import sql
 
 from recallatron import internal_auth
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import with_database
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack, StackConfig, own_config, running
+from recallatron_devkit.stack import Stack, StackConfig, own_config, running
 from services.store.infrastructure.db import CONTROL_DATABASE, TEMPLATE_DATABASE
 from services.store.infrastructure.migrate import latest_version, migration_files
 from services.store.infrastructure.servers import demand

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.grpcclient import make_channel, peer_serving
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.integration

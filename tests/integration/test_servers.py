@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
+from recallatron_devkit.stack import FAST_JOB, Stack, metrics_everywhere, own_config, running
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests.conftest import operator_of
 from tests.surfaces.dedup_data import NEAR_DUPLICATES

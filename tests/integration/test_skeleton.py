@@ -15,7 +15,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
-from recallatron_cli.localpg import LocalPostgres
+from recallatron_devkit.localpg import LocalPostgres
 from tests.conftest import Team, free_port
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recallatron_cli.stack import Stack, StackConfig
+from recallatron_devkit.stack import Stack, StackConfig
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from recallatron.grpcclient import make_channel
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import tools_pb2_grpc
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration

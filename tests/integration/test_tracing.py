@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from recallatron.client import Client
-from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
+from recallatron_devkit.stack import FAST_JOB, Stack, own_config, running
 from tests.conftest import make_team, wait_for
 
 pytestmark = pytest.mark.integration

@@ -31,10 +31,10 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron_cli.main import main as cli_main
-from recallatron_cli.stack import Stack
+from recallatron_devkit.legacy_fixture import START, Truth, generate
+from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import with_database
 from services.store.legacy import plan
-from services.store.legacy.generate import START, Truth, generate
 from tests import dbutil, internal
 from tests.conftest import Team, make_team
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from recallatron_devkit.legacy_fixture import Truth, generate
 from services.store.legacy import plan
-from services.store.legacy.generate import Truth, generate
 from services.store.legacy.oldstore import (
     MemoryItem,
     OldStoreError,

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from benchmarks import recall_bench
-from recallatron_cli import synthetic
-from recallatron_cli.load import (
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import (
     QueryMix,
     Recorder,
     class_summary,
@@ -575,7 +575,7 @@ def test_a_seed_makes_the_same_call_for_each_request_id_however_writes_finish() 
     already used for a different call"). A derivation's sources are written
     just before it, by other threads; it must wait for them, never fall back
     to a told memory because they are still being written."""
-    from recallatron_cli.load import _seed
+    from recallatron_devkit.load import _seed
 
     count, members = 300, 1
     items = list(synthetic.memories(count, 7, members=members))

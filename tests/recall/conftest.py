@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import wait_for
 
 
@@ -22,7 +22,7 @@ from tests.conftest import wait_for
 def tiny_cross_encoder(prepared_models_dir: Path) -> Path:
     """The ONNX directory of the tiny random cross-encoder (built once, cached)."""
     pytest.importorskip("torch")
-    from services.embed.testing import prepare_tiny_cross_encoder
+    from recallatron_devkit.embed_fixture import prepare_tiny_cross_encoder
 
     _, onnx_dir = prepare_tiny_cross_encoder(
         prepared_models_dir.parent / "test-models" / "tiny-cross-encoder"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recallatron_cli import evaluate
-from recallatron_cli.plots import eval_plot as evaluate_plot
+from recallatron_devkit import evaluate
+from recallatron_devkit.plots import eval_plot as evaluate_plot
 from tests.recall.conftest import RecallStack
 
 MINI_BEIR = Path(__file__).resolve().parent.parent / "data" / "mini-beir"

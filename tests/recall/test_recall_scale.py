@@ -20,7 +20,7 @@ from benchmarks.explain_lexical import explained_as_app_role
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.vocabulary import PURPOSES
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked
 from services.store.domain import recall as r

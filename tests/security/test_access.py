@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from recallatron.client import Client
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests.conftest import Team
 

@@ -19,7 +19,7 @@ from grpc_status import rpc_status
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team, make_team
 from tests.security.corpus import CASES, OK, Case

@@ -17,7 +17,7 @@ from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team, make_team
 from tests.faults.stackutil import record
 

@@ -30,7 +30,7 @@ from recallatron.v1 import (
     store_pb2_grpc,
     tools_pb2,  # noqa: F401 (its ToolService in the descriptor pool)
 )
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests import dbutil
 from tests.conftest import Team

@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from recallatron_cli.localpg import APP_ROLE, SUPERUSER, LocalPostgres, _commands, hba_is_secure
-from recallatron_cli.stack import Stack, free_port
+from recallatron_devkit.localpg import APP_ROLE, SUPERUSER, LocalPostgres, _commands, hba_is_secure
+from recallatron_devkit.stack import Stack, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ import pytest
 
 from recallatron.secretfiles import private_dir, private_log, token_from
 from recallatron_cli import main as cli
-from recallatron_cli.stack import Stack, StackConfig
+from recallatron_devkit.stack import Stack, StackConfig
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration

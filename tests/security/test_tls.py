@@ -14,7 +14,7 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.grpcclient import make_channel
-from recallatron_cli.stack import Stack, StackConfig
+from recallatron_devkit.stack import Stack, StackConfig
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration

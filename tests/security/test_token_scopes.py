@@ -16,7 +16,7 @@ import pytest
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_cli.main import main
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.gateway.scopes import READ_ONLY_CALLS
 from tests import dbutil
 from tests.conftest import Team

@@ -18,7 +18,7 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
 

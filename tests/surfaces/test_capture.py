@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.gateway import capture
 from tests import dbutil
 from tests.conftest import Team

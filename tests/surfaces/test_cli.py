@@ -8,7 +8,7 @@ import json
 import pytest
 
 from recallatron_cli.main import main
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
 from tests.surfaces.entity_data import write_robins

@@ -14,7 +14,7 @@ import pytest
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2, store_pb2_grpc
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil, internal
 from tests.conftest import Team
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, UNRELATED, wait_embedded

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from recallatron.grpcclient import HINTS
 from recallatron.tools import TOOLS
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team
 from tests.surfaces.mcp_server import REPO, http_server, stdio_session
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from recallatron.tools import TOOLS
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team
 from tests.surfaces.mcp_server import REPO, http_server
 

@@ -14,7 +14,7 @@ import pytest
 
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from services.gateway.review_web import ReviewApp, Session
 from tests.conftest import Team
 

@@ -11,7 +11,7 @@ import http.client
 import pytest
 from playwright.sync_api import expect
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
 from tests.surfaces.browser import ARTIFACTS, browser_page, post_form, sign_in

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from playwright.sync_api import Page, expect
 
-from recallatron_cli.stack import Stack
+from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
 from tests.surfaces.browser import ARTIFACTS, browser_page, post_form, sign_in

@@ -7,9 +7,13 @@ imported). A layer may import only what ALLOWED lists for it:
       <- services/<name>    each service: the shared package and itself only;
                             services never import each other
         <- recallatron_mcp/ the MCP server: the shared package only
-        <- recallatron_cli/ the command: services (the stack, migrations, the
-                            embedding job) and recallatron_mcp (`recallatron mcp`)
-        <- benchmarks/      services and recallatron_cli (the stack, the load tool)
+        <- recallatron_devkit/ the dev kit: the local stack, embedded Postgres,
+                            load, synthetic data, evaluation, plots, fixtures;
+                            the shared package and services (it prepares their
+                            fixtures; it runs them as processes)
+          <- recallatron_cli/ the command: services (migrations, the embedding
+                            job), the dev kit and recallatron_mcp (`recallatron mcp`)
+          <- benchmarks/    services, the dev kit and recallatron_cli
           <- tests/         anything
 
 and no modules of ours import each other in a circle, at any depth.
@@ -37,7 +41,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = ("embed", "embedding_job", "gateway", "rank", "store")
-OURS = ("recallatron", "services", "recallatron_cli", "recallatron_mcp", "benchmarks", "tests")
+OURS = (
+    "recallatron",
+    "services",
+    "recallatron_devkit",
+    "recallatron_cli",
+    "recallatron_mcp",
+    "benchmarks",
+    "tests",
+)
 
 _EVERY_SERVICE = {f"services.{s}" for s in SERVICES}
 ALLOWED: dict[str, set[str]] = {
@@ -52,16 +64,25 @@ ALLOWED: dict[str, set[str]] = {
         "services.store",
     },
     "recallatron_mcp": {"recallatron", "recallatron_mcp"},
+    "recallatron_devkit": {"recallatron", "services", *_EVERY_SERVICE, "recallatron_devkit"},
     "recallatron_cli": {
         "recallatron",
         "services",
         *_EVERY_SERVICE,
+        "recallatron_devkit",
         "recallatron_cli",
         "recallatron_mcp",
     },
-    "benchmarks": {"recallatron", "services", *_EVERY_SERVICE, "recallatron_cli", "benchmarks"},
-    "tests": {"recallatron", "services", *_EVERY_SERVICE, "recallatron_cli", "recallatron_mcp"}
-    | {"benchmarks", "tests"},
+    "benchmarks": {
+        "recallatron",
+        "services",
+        *_EVERY_SERVICE,
+        "recallatron_devkit",
+        "recallatron_cli",
+        "benchmarks",
+    },
+    "tests": {"recallatron", "services", *_EVERY_SERVICE, "recallatron_devkit", "recallatron_cli"}
+    | {"recallatron_mcp", "benchmarks", "tests"},
 }
 
 
@@ -177,6 +198,10 @@ def test_upward_and_sideways_imports_are_refused() -> None:
         ("recallatron_mcp", "recallatron_cli"),
         ("recallatron_mcp", "services.gateway"),
         ("recallatron_cli", "benchmarks"),
+        ("services.store", "recallatron_devkit"),
+        ("services.embed", "recallatron_devkit"),
+        ("recallatron_mcp", "recallatron_devkit"),
+        ("recallatron_devkit", "recallatron_cli"),
         ("services.store", "tests"),
     ]:
         assert target not in ALLOWED[own], (own, target)
@@ -205,7 +230,7 @@ JOB_MAY_IMPORT = {
 # peer adapters. Nothing else imports grpc, the stubs or the gRPC plumbing.
 ADAPTERS = {
     "services.embed.server",
-    "services.embed.testing",
+    "recallatron_devkit.embed_fixture",
     "services.embed.__main__",
     "services.rank.server",
     "services.rank.peers",

@@ -1,5 +1,5 @@
 """How the local stack words a service that failed to start: in the service's
-own words, from its JSON log (recallatron_cli.stack.last_error); and the
+own words, from its JSON log (recallatron_devkit.stack.last_error); and the
 ports it picks for its processes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import socket
 
-from recallatron_cli.stack import last_error
+from recallatron_devkit.stack import last_error
 
 
 def record(level: str, message: str, **extra: str) -> str:
@@ -39,7 +39,7 @@ def test_free_ports_lie_below_the_ephemeral_range_and_never_repeat() -> None:
     between the pick and the bind (the embedding job once failed to start
     its metrics endpoint with "Address already in use"), and picks made one
     after another are distinct even before any of them is bound."""
-    from recallatron_cli.stack import _ephemeral_start, free_port
+    from recallatron_devkit.stack import _ephemeral_start, free_port
 
     ports = [free_port() for _ in range(50)]
     assert len(set(ports)) == len(ports)

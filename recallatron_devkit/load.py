@@ -36,8 +36,8 @@ from hdrh.histogram import HdrHistogram
 
 from recallatron.client import Client
 from recallatron.progress import Progress
-from recallatron.vocabulary import DEFAULT_MODE, MODES
-from recallatron_cli import common, synthetic
+from recallatron.vocabulary import DEFAULT_MODE, DEFAULT_PURPOSE, MODES, PURPOSES
+from recallatron_devkit import synthetic
 
 # Microseconds, up to a minute, 3 significant digits.
 _LOWEST_US, _HIGHEST_US, _DIGITS = 1, 60_000_000, 3
@@ -479,7 +479,7 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
         yield args.gateway, token
         return
-    from recallatron_cli.stack import FAST_JOB, Stack, own_config, running
+    from recallatron_devkit.stack import FAST_JOB, Stack, own_config, running
 
     config = own_config(
         Path(args.state_dir),
@@ -629,7 +629,12 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="wrap round a used-up pool instead of stopping; a cache may then flatter the figures",
     )
-    common.purpose_option(p, help="the purpose recalls are made for")
+    p.add_argument(
+        "--purpose",
+        choices=PURPOSES,
+        default=DEFAULT_PURPOSE,
+        help="the purpose recalls are made for",
+    )
     p.add_argument(
         "--member",
         type=int,

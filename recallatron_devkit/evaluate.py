@@ -313,7 +313,7 @@ def same_runs(
 @contextmanager
 def temporary_stack(log: Callable[[str], None]) -> Iterator[tuple[str, str]]:
     """A whole local stack in a temporary directory; yields (gateway, admin token)."""
-    from recallatron_cli.stack import Stack, own_config, running
+    from recallatron_devkit.stack import Stack, own_config, running
 
     state = Path(tempfile.mkdtemp(prefix="recallatron-eval-"))
     models = Path(os.environ.get("RECALLATRON_MODELS_DIR") or default_state_dir() / "models")
@@ -424,7 +424,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         modes = [m for m in MODES if m in modes]
     datasets = [load_dataset(Path(d)) for d in args.datasets]
     if args.plot:
-        from recallatron_cli.plots import pyplot
+        from recallatron_devkit.plots import pyplot
 
         pyplot()  # before the long run: a missing matplotlib says so now
 
@@ -444,7 +444,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with temporary_stack(log) as (gateway, token):
             report = evaluate(gateway, token, datasets, modes, args.rerank)
     if args.plot:
-        from recallatron_cli.plots import eval_plot
+        from recallatron_devkit.plots import eval_plot
 
         log(f"drew {eval_plot(report, Path(args.plot))}")
     if args.json:

@@ -9,7 +9,7 @@ Alongside the files it returns what a correct migration must produce, worked
 out from the generator's own bookkeeping rather than by reading the files,
 so that tests compare the importer against an independent answer.
 
-    python -m services.store.legacy.generate OUT_DIR [--seed N] [--turns N]
+    python -m recallatron_devkit.legacy_fixture OUT_DIR [--seed N] [--turns N]
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from recallatron.grpcclient import make_channel, peer_serving
 from recallatron.secretfiles import private_dir, private_log, read_or_create
-from recallatron_cli.localpg import DEFAULT_MAX_CONNECTIONS, LocalPostgres, server_group
+from recallatron_devkit.localpg import DEFAULT_MAX_CONNECTIONS, LocalPostgres, server_group
 
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}

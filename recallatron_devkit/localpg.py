@@ -80,7 +80,7 @@ APP_ROLE = "recallatron_app"  # as services.store.infrastructure.db.APP_ROLE (cr
 # The only authentication the embedded server accepts: a password, for every
 # role, database and address (there is no unix socket; see start()).
 HBA = """\
-# Written by recallatron (recallatron_cli/localpg.py): every role needs its
+# Written by recallatron (recallatron_devkit/localpg.py): every role needs its
 # password. The passwords are in files of mode 0600 beside the data directory.
 # TYPE  DATABASE     USER  ADDRESS       METHOD
 local   all          all                 scram-sha-256
