@@ -14,8 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.gateway import review_web
 from services.gateway.review_web import ReviewApp, ReviewWeb
+from services.gateway.review_web import http as review_http
+from services.gateway.review_web import sessions as review_sessions
 
 # Generous: a refusal comes at once; this only bounds a test that would hang.
 WAIT = 10.0
@@ -23,8 +24,8 @@ WAIT = 10.0
 
 @pytest.fixture
 def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReviewWeb]:
-    monkeypatch.setattr(review_web, "IDLE_SECONDS", 0.5, raising=False)
-    monkeypatch.setattr(review_web, "MAX_CONNECTIONS", 4, raising=False)
+    monkeypatch.setattr(review_http, "IDLE_SECONDS", 0.5)
+    monkeypatch.setattr(review_http, "MAX_CONNECTIONS", 4)
     web = ReviewWeb("127.0.0.1:0", "127.0.0.1:1")
     web.start()
     yield web
@@ -121,13 +122,13 @@ class _Client:
 
 
 def test_sessions_are_capped_per_token_and_in_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(review_web, "MAX_SESSIONS", 12, raising=False)
+    monkeypatch.setattr(review_sessions, "MAX_SESSIONS", 12)
     app = ReviewApp("127.0.0.1:1", client_factory=_Client)  # type: ignore[arg-type]
     for _ in range(20):
         assert app.signin("rc_same_token").status == 303
     # One token keeps at most its share; its oldest sessions were closed.
-    assert len(app.sessions._items) == getattr(review_web, "MAX_SESSIONS_PER_TOKEN", 8)
-    for i in range(12 - getattr(review_web, "MAX_SESSIONS_PER_TOKEN", 8)):
+    assert len(app.sessions._items) == getattr(review_sessions, "MAX_SESSIONS_PER_TOKEN", 8)
+    for i in range(12 - getattr(review_sessions, "MAX_SESSIONS_PER_TOKEN", 8)):
         assert app.signin(f"rc_other_{i}").status == 303
     refused = app.signin("rc_one_too_many")
     assert refused.status == 503 and len(app.sessions._items) == 12

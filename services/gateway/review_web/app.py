@@ -1,0 +1,283 @@
+"""The review page's application: each page and each decision is a call to the
+gateway's own gRPC API with the person's token (design §8.1, §8.5)."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import uuid
+from http import HTTPStatus
+from urllib.parse import parse_qs, urlsplit
+
+import grpc
+
+from recallatron.client import Client
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    MAX_REASON,
+    PURPOSE,
+    PURPOSES,
+)
+from services.gateway.review_web.pages import (
+    STYLE,
+    Response,
+    _hidden,
+    e,
+    entity_pair_section,
+    merges_table,
+    page,
+    pair_section,
+    redirect,
+    signin_page,
+)
+from services.gateway.review_web.sessions import (
+    COOKIE,
+    SESSION_MAX_SECONDS,
+    ClientFactory,
+    Session,
+    Sessions,
+    TooManySessions,
+    _cookie,
+)
+
+PAIRS_SHOWN = 50
+ENTITY_PAIRS_SHOWN = 20
+MERGES_SHOWN = 50
+# Titles of the memories an entity card cites, read in one call at most.
+CITED_MEMORIES = 100
+
+
+def _status_text(exc: grpc.RpcError) -> str:
+    code = exc.code()
+    return f"{code.name}: {exc.details()}"
+
+
+# -- the application -----------------------------------------------------------
+
+
+class ReviewApp:
+    """Request handling without the HTTP plumbing (and so testable alone)."""
+
+    def __init__(self, gateway_target: str, client_factory: ClientFactory | None = None) -> None:
+        self.gateway_target = gateway_target
+        self.client_factory = client_factory or (lambda token: Client(gateway_target, token))
+        self.sessions = Sessions()
+
+    def handle(
+        self, method: str, target: str, cookies: dict[str, str], form: dict[str, str]
+    ) -> Response:
+        url = urlsplit(target)
+        path = url.path
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        sid = cookies.get(COOKIE)
+        session = self.sessions.get(sid)
+        if method == "GET" and path == "/review.css":
+            return Response(
+                HTTPStatus.OK,
+                STYLE.encode(),
+                "text/css; charset=utf-8",
+                [("Cache-Control", "max-age=3600")],
+            )
+        if method == "GET" and path == "/":
+            if session is None:
+                return Response(HTTPStatus.OK, signin_page())
+            return self.review(session, query.get("purpose", DEFAULT_PURPOSE))
+        if method == "POST" and path == "/signin":
+            return self.signin(form.get("token", ""))
+        if method == "POST" and path in ("/signout", "/decide"):
+            if session is None:
+                return redirect("/")
+            if not secrets.compare_digest(form.get("csrf", "").encode(), session.csrf.encode()):
+                return Response(HTTPStatus.FORBIDDEN, page("Refused", "<p>Stale form.</p>"))
+            if path == "/signout":
+                self.sessions.drop(sid)
+                return redirect("/", [("Set-Cookie", _cookie("", max_age=0))])
+            purpose = form.get("purpose", DEFAULT_PURPOSE)
+            self.decide(session, form, purpose)
+            return redirect(f"/?purpose={purpose if purpose in PURPOSES else DEFAULT_PURPOSE}")
+        return Response(HTTPStatus.NOT_FOUND, page("Not found", "<p>Not found.</p>"))
+
+    def signin(self, token: str) -> Response:
+        token = token.strip()
+        if not token:
+            return Response(HTTPStatus.BAD_REQUEST, signin_page("Enter your member token."))
+        client = self.client_factory(token)
+        try:
+            client.duplicate_pairs(limit=1)
+        except grpc.RpcError as exc:
+            client.close()
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                return Response(
+                    HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
+                )
+            return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
+        try:
+            sid = self.sessions.create(client, token)
+        except TooManySessions:
+            client.close()
+            return Response(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                signin_page("Too many people are signed in; try again later."),
+            )
+        return redirect("/", [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
+
+    def review(self, session: Session, purpose: str) -> Response:
+        if purpose not in PURPOSES:
+            purpose = DEFAULT_PURPOSE
+        flashes = "".join(
+            f'<p class="flash {e(level)}" role=status data-testid=flash>{e(text)}</p>'
+            for level, text in session.flash
+        )
+        session.flash.clear()
+        try:
+            pairs = list(session.client.duplicate_pairs(purpose=purpose, limit=PAIRS_SHOWN).pairs)
+        except grpc.RpcError as exc:
+            pairs = []
+            flashes += f'<p class="flash error" role=alert>{e(_status_text(exc))}</p>'
+        options = "".join(
+            f'<option value="{p}"{" selected" if p == purpose else ""}>{p}</option>'
+            for p in PURPOSES
+        )
+        top = (
+            "<form method=get action=/><label>Purpose <select name=purpose>"
+            f"{options}</select></label> <button type=submit>Show</button></form>"
+            f"<form method=post action=/signout>{_hidden(csrf=session.csrf)}"
+            "<button type=submit data-testid=signout>Sign out</button></form>"
+        )
+        lead = (
+            "<p class=lead>Pairs of memories you may see for this purpose, at cosine ≥ 0.80 "
+            "among your 500 newest, most alike first. Closeness in meaning is not sameness: "
+            "read both, then decide. Nothing changes until you do.</p>"
+        )
+        body = "".join(pair_section(p, session.csrf, purpose) for p in pairs) or (
+            "<p class=empty data-testid=no-pairs>No pairs to review.</p>"
+        )
+        body = "<h2 class=part>Memory pairs</h2>" + body + self.entities(session, purpose)
+        return Response(HTTPStatus.OK, page("Dedup review", lead + flashes + body, top))
+
+    def entities(self, session: Session, purpose: str) -> str:
+        """The entity part of the page: owners only (a member is told so)."""
+        client = session.client
+        try:
+            pairs = list(client.entity_pairs(purpose=purpose, limit=ENTITY_PAIRS_SHOWN).pairs)
+            merges = list(client.entity_merges(purpose=purpose, limit=MERGES_SHOWN).merges)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
+                return (
+                    "<h2 class=part>Entity pairs</h2><p class=empty data-testid=entity-owners>"
+                    "Only a workspace owner decides on entity merges.</p>"
+                )
+            return f'<p class="flash error" role=alert>{e(_status_text(exc))}</p>'
+        cited = list(
+            dict.fromkeys(m for p in pairs for c in (p.first, p.second) for m in c.mentioned_by)
+        )[:CITED_MEMORIES]
+        titles: dict[str, str] = {}
+        if cited:
+            with contextlib.suppress(grpc.RpcError):
+                # A memory changed since is shown by id alone.
+                titles = {m.id: m.title for m in client.read(cited, purpose=purpose).memories}
+        shown = "".join(entity_pair_section(p, titles, session.csrf, purpose) for p in pairs)
+        return (
+            "<h2 class=part>Entity pairs</h2><p class=lead>Entities you may see for this purpose "
+            "that may be one: the same name or alias, a name that begins another with a "
+            "co-mentioned entity in common, or close mention contexts. A name is not a "
+            "person: read both sides, then decide.</p>"
+            + (shown or "<p class=empty data-testid=no-entity-pairs>No entity pairs.</p>")
+            + "<h2 class=part>Merged entities</h2>"
+            + merges_table(merges, session.csrf, purpose)
+        )
+
+    def decide(self, session: Session, form: dict[str, str], purpose: str) -> None:
+        """Carries out one decision; its outcome goes to the next page view."""
+        if purpose not in PURPOSES:
+            session.flash.append(("error", "Unknown purpose."))
+            return
+        action = form.get("action", "")
+        client = session.client
+        try:
+            if action == "keep":
+                client.dismiss_pair(form.get("first_id", ""), form.get("second_id", ""), purpose)
+                session.flash.append(("ok", "Kept both; this pair will not be proposed again."))
+            elif action == "forget":
+                reason = form.get("reason", "").strip()
+                if not reason or len(reason) > MAX_REASON:
+                    session.flash.append(
+                        ("error", f"Forgetting needs a reason (1 to {MAX_REASON} chars).")
+                    )
+                    return
+                target = form.get("target_id", "")
+                client.forget(target, reason, purpose=purpose, request_id=_request_id())
+                session.flash.append(("ok", f"Forgot {target}."))
+            elif action == "supersede":
+                self._supersede(session, form, purpose)
+            elif action == "merge":
+                done = client.merge_entities(
+                    form.get("kept_id", ""), form.get("merged_id", ""), purpose
+                )
+                session.flash.append(
+                    (
+                        "ok",
+                        f"Merged {done.merge.merged.name} into {done.merge.kept.name}."
+                        if done.created
+                        else "They already answer as one entity; nothing changed.",
+                    )
+                )
+            elif action == "apart":
+                client.keep_entities_apart(
+                    form.get("first_id", ""), form.get("second_id", ""), purpose
+                )
+                session.flash.append(("ok", "Kept apart; this pair will not be proposed again."))
+            elif action == "undo":
+                client.undo_entity_merge(form.get("merge_id", ""), purpose)
+                session.flash.append(("ok", "Undid the merge; both answer on their own again."))
+            else:
+                session.flash.append(("error", "Unknown decision."))
+        except grpc.RpcError as exc:
+            session.flash.append(("error", _explain(exc)))
+
+    def _supersede(self, session: Session, form: dict[str, str], purpose: str) -> None:
+        client = session.client
+        retire_id, keep_id = form.get("retire_id", ""), form.get("keep_id", "")
+        try:
+            retire_rev, keep_rev = int(form["retire_revision"]), int(form["keep_revision"])
+        except (KeyError, ValueError):
+            session.flash.append(("error", "The form was incomplete; look again."))
+            return
+        kept = client.read([keep_id], purpose=purpose).memories[0]
+        if kept.revision != keep_rev:
+            session.flash.append(
+                ("error", f"{keep_id} changed since you looked (now revision {kept.revision}).")
+            )
+            return
+        request = pb.SupersedeRequest(
+            request_id=_request_id(),
+            id=retire_id,
+            expected_revision=retire_rev,
+            kind=kept.kind,
+            title=kept.title,
+            body=kept.body,
+            confidence=kept.confidence,
+            mentions=[cpb.MentionInput(entity_id=m.entity_id) for m in kept.mentions],
+            reason=f"dedup review: replaced with the text of {keep_id}",
+            purpose=PURPOSE.value(purpose),
+            # Derived from the kept memory: the store gives the successor the
+            # intersection of both memories' trust (design §4), never A's alone.
+            source_ids=[keep_id],
+        )
+        resp = client.call(client.memory.Supersede, request)
+        session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
+
+
+def _request_id() -> str:
+    return f"review-{uuid.uuid4()}"
+
+
+def _explain(exc: grpc.RpcError) -> str:
+    code = exc.code()
+    if code == grpc.StatusCode.ABORTED:
+        return f"It changed since you looked; nothing was done. ({_status_text(exc)})"
+    if code == grpc.StatusCode.NOT_FOUND:
+        return f"It is gone or no longer visible to you; nothing was done. ({_status_text(exc)})"
+    return _status_text(exc)

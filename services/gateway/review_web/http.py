@@ -1,0 +1,250 @@
+"""The review page's HTTP server: bounded heads, bodies, connections and idle
+time, security headers; run inside the gateway process or on its own."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from http import HTTPStatus
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from services.gateway.review_web.app import ReviewApp
+from services.gateway.review_web.pages import Response, page
+
+MAX_FORM_BYTES = 64 * 1024
+# The request line and headers together (a browser sends well under 8 KiB).
+MAX_HEAD_BYTES = 16 * 1024
+# Open connections (one thread each), and how long one may sit idle.
+MAX_CONNECTIONS = 64
+IDLE_SECONDS = 30.0
+
+
+log = logging.getLogger("recallatron.gateway.review_web")
+
+
+# -- HTTP ------------------------------------------------------------------------
+
+SECURITY_HEADERS = [
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+        "base-uri 'none'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    # Not no-referrer: with it, browsers send "Origin: null" on our own forms.
+    ("Referrer-Policy", "same-origin"),
+    ("Cache-Control", "no-store"),
+]
+
+
+class HeadTooLarge(Exception):
+    pass
+
+
+class _HeadLimit:
+    """The connection's reader, counting what the request line and headers
+    take (http.server reads both with readline) against MAX_HEAD_BYTES; the
+    count starts again with each request. Bodies are read with read()."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.left = MAX_HEAD_BYTES
+
+    def readline(self, size: int = -1) -> bytes:
+        cap = self.left + 1 if size < 0 else min(size, self.left + 1)
+        line: bytes = self.raw.readline(cap)
+        self.left -= len(line)
+        if self.left < 0:
+            raise HeadTooLarge()
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+def content_length(value: str | None) -> int | Response:
+    """The declared body length, or the answer that refuses it unread."""
+    if value is None or not value.strip():
+        return 0
+    if not value.strip().isdigit():
+        return Response(HTTPStatus.BAD_REQUEST, b"Content-Length: not a length", "text/plain")
+    length = int(value)
+    if length > MAX_FORM_BYTES:
+        return Response(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            f"Content-Length: at most {MAX_FORM_BYTES} bytes".encode(),
+            "text/plain",
+        )
+    return length
+
+
+def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "recallatron-review"
+        sys_version = ""
+        # Each read waits at most this long: an idle connection is closed.
+        timeout = IDLE_SECONDS
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile = _HeadLimit(self.rfile)  # type: ignore[assignment]
+
+        def handle_one_request(self) -> None:
+            self.rfile.left = MAX_HEAD_BYTES  # type: ignore[attr-defined]
+            try:
+                super().handle_one_request()
+            except HeadTooLarge:
+                self.close_connection = True
+                self.requestline = getattr(self, "requestline", "")
+                self.request_version = getattr(self, "request_version", "HTTP/1.0")
+                self.command = getattr(self, "command", None) or "GET"
+                self._send(
+                    Response(
+                        HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        f"request head: at most {MAX_HEAD_BYTES} bytes".encode(),
+                        "text/plain",
+                    )
+                )
+
+        def do_GET(self) -> None:
+            self._serve("GET", {})
+
+        def do_POST(self) -> None:
+            if self.headers.get("Transfer-Encoding"):
+                # Only a declared length is read (and bounded before reading).
+                self._refuse(Response(HTTPStatus.LENGTH_REQUIRED, b"send Content-Length"))
+                return
+            length = content_length(self.headers.get("Content-Length"))
+            if isinstance(length, Response):
+                self._refuse(length)
+                return
+            origin = self.headers.get("Origin")
+            if origin and urlsplit(origin).netloc != self.headers.get("Host", ""):
+                # A form posted from another site: refused before anything runs.
+                self._refuse(Response(HTTPStatus.FORBIDDEN, b"cross-site form refused"))
+                return
+            raw = self.rfile.read(length).decode("utf-8", errors="replace")
+            form = {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+            self._serve("POST", form)
+
+        def _serve(self, method: str, form: dict[str, str]) -> None:
+            jar = SimpleCookie()
+            try:
+                jar.load(self.headers.get("Cookie", ""))
+            except Exception:
+                jar = SimpleCookie()
+            cookies = {k: m.value for k, m in jar.items()}
+            try:
+                response = app.handle(method, self.path, cookies, form)
+            except Exception:
+                log.exception("review page error")
+                response = Response(
+                    HTTPStatus.INTERNAL_SERVER_ERROR, page("Error", "<p>Error.</p>")
+                )
+            self._send(response)
+
+        def _refuse(self, response: Response) -> None:
+            """Answers without reading the body; the connection then closes, as
+            the unread body must not be taken for the next request."""
+            self.close_connection = True
+            response.headers.append(("Connection", "close"))
+            self._send(response)
+
+        def _send(self, response: Response) -> None:
+            self.send_response(response.status)
+            self.send_header("Content-Type", response.content_type)
+            self.send_header("Content-Length", str(len(response.body)))
+            own = {k for k, _ in response.headers}
+            for key, value in [*SECURITY_HEADERS, *response.headers]:
+                if (key, value) in SECURITY_HEADERS and key in own:
+                    continue  # the response sets its own (say, caching of the stylesheet)
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(response.body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("http " + format, *args)
+
+    return Handler
+
+
+def _split(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS of them: one more is
+    answered 503 and closed at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(
+                    b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                    b"Connection: close\r\nRetry-After: 1\r\n\r\n"
+                )
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A peer gone mid-answer is routine; anything else is logged, not printed.
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            log.debug("review page: connection ended early")
+        else:
+            log.exception("review page: connection failed")
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class ReviewWeb:
+    """The page's HTTP server, in a daemon thread of the gateway process."""
+
+    def __init__(self, listen: str, gateway_target: str) -> None:
+        self.app = ReviewApp(gateway_target)
+        host, port = _split(listen)
+        # Binding a port in use fails here, at start-up, not silently later.
+        self.httpd = BoundedHTTPServer((host, port), _handler(self.app))
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, name="review-web", daemon=True
+        )
+
+    def start(self, port_file: str = "") -> int:
+        self.thread.start()
+        if port_file:
+            with open(port_file + ".tmp", "w") as f:
+                f.write(str(self.port))
+            os.replace(port_file + ".tmp", port_file)
+        return self.port
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.app.sessions.close()
+
+
+def gateway_target(gateway_listen: str, port: int) -> str:
+    """The gateway's own gRPC address as seen from inside its process."""
+    host, _ = _split(gateway_listen)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

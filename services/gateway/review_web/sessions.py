@@ -1,0 +1,102 @@
+"""Sign-in sessions: the token kept on the server, a random id in an HttpOnly,
+SameSite=Strict cookie, a CSRF token per session; capped per token and in all."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from recallatron.client import Client
+
+COOKIE = "recallatron_review"
+SESSION_IDLE_SECONDS = 2 * 3600
+SESSION_MAX_SECONDS = 12 * 3600
+# Each session holds a gateway client; a token signing in again and again
+# replaces its own oldest session, and past the total nobody new signs in.
+MAX_SESSIONS_PER_TOKEN = 8
+MAX_SESSIONS = 1024
+
+ClientFactory = Callable[[str], Client]
+
+
+@dataclass
+class Session:
+    client: Client
+    csrf: str
+    created: float
+    seen: float
+    flash: list[tuple[str, str]] = field(default_factory=list)
+    # A digest of the token it signed in with (for the per-token cap).
+    owner: str = ""
+
+
+class TooManySessions(Exception):
+    pass
+
+
+class Sessions:
+    """Signed-in people, by random session id; expired ones are dropped."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def create(self, client: Client, token: str = "") -> str:
+        """A new session; TooManySessions when the total is reached (the
+        token's own oldest session makes way when the token has its share)."""
+        sid = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        owner = hashlib.sha256(token.encode()).hexdigest()
+        dropped: list[Session] = []
+        with self._lock:
+            self._expire(now)
+            own = sorted((s.created, k) for k, s in self._items.items() if s.owner == owner)
+            for _, k in own[: max(0, len(own) - MAX_SESSIONS_PER_TOKEN + 1)]:
+                dropped.append(self._items.pop(k))
+            if len(self._items) >= MAX_SESSIONS:
+                raise TooManySessions()
+            self._items[sid] = Session(client, secrets.token_urlsafe(24), now, now, owner=owner)
+        for session in dropped:
+            session.client.close()
+        return sid
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def get(self, sid: str | None) -> Session | None:
+        if not sid:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            session = self._items.get(sid)
+            if session is not None:
+                session.seen = now
+            return session
+
+    def drop(self, sid: str | None) -> None:
+        with self._lock:
+            session = self._items.pop(sid or "", None)
+        if session is not None:
+            session.client.close()
+
+    def close(self) -> None:
+        with self._lock:
+            items, self._items = list(self._items.values()), {}
+        for session in items:
+            session.client.close()
+
+    def _expire(self, now: float) -> None:
+        for sid, s in list(self._items.items()):
+            if now - s.seen > SESSION_IDLE_SECONDS or now - s.created > SESSION_MAX_SECONDS:
+                del self._items[sid]
+                s.client.close()
+
+
+def _cookie(value: str, max_age: int) -> str:
+    return f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}"
