@@ -1,0 +1,200 @@
+"""Reading memories (design §7 `read`, §5.5 the permission walk): the views a
+read answers with, each memory with its provenance (links, mentions, the
+supersession chain, revisions and the claims it states). Every query runs
+inside `caller_transaction`, so row-level security applies eligibility
+(design §4); not visible answers exactly like not there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from recallatron import errors
+from recallatron.vocabulary import MAX_READ_IDS, PURPOSES
+from services.store.domain import graph_claims
+from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
+from services.store.infrastructure.db import Caller, Databases, caller_transaction
+from services.store.sql import memory_queries as mq
+
+
+@dataclass(frozen=True)
+class Ref:
+    id: str
+    visible: bool
+    title: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class RevisionView:
+    revision: int
+    action: str  # create | correct | supersede | forget
+    changed_by: str
+    reason: str
+    changed_at: datetime
+
+
+@dataclass
+class MemoryView:
+    id: str
+    kind: str
+    title: str
+    body: str
+    confidence: float
+    origin: str
+    revision: int
+    audience: str | None
+    purposes: list[str]
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    superseded_by_id: str | None
+    # The memory's episode, when the reader may see it.
+    episode_id: str | None = None
+    links: list[tuple[str, Ref]] = field(default_factory=list)
+    mentions: list[tuple[str, str]] = field(default_factory=list)
+    supersedes: list[Ref] = field(default_factory=list)
+    superseded_by: list[Ref] = field(default_factory=list)
+    revisions: list[RevisionView] = field(default_factory=list)
+    claims: list[graph_claims.AttributeView] = field(default_factory=list)
+    relations: list[graph_claims.RelationView] = field(default_factory=list)
+    aliases: list[graph_claims.AliasView] = field(default_factory=list)
+
+
+def memory_view(row: Sequence[Any]) -> MemoryView:
+    return MemoryView(
+        id=str(row[0]),
+        kind=row[1],
+        title=row[2],
+        body=row[3],
+        confidence=row[4],
+        origin=row[5],
+        revision=row[6],
+        superseded_by_id=str(row[7]) if row[7] else None,
+        audience=str(row[8]) if row[8] else None,
+        purposes=sorted(row[9], key=PURPOSES.index),
+        created_by=str(row[10]),
+        created_at=row[11],
+        updated_at=row[12],
+        episode_id=str(row[13]) if row[13] else None,
+    )
+
+
+# The permission walk's limit (design §5.5): candidates per walk, each one
+# row read (docs/recall.md, "Recall at scale").
+MAX_WALK = 500
+
+
+@dataclass(frozen=True)
+class Walk:
+    # The admitted candidates, in the order given.
+    admitted: list[str]
+    # The first of them, read with provenance.
+    memories: list[MemoryView]
+
+
+class MemoryReads:
+    """The read side of the memory tools, and what the write side reads back."""
+
+    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
+        self.dbs = dbs
+        self.control = control
+
+    def _owner_pool(self, caller: Caller) -> Any:
+        ws = self.control.workspace(caller.workspace_id)
+        return self.dbs.owner_pool(ws.server, ws.database_name)
+
+    def _own_write(self, caller: Caller, memory_id: str) -> MemoryView:
+        """A write the caller made, read back even when the caller's own
+        eligibility does not cover it (say, written for another member)."""
+        with self._owner_pool(caller).connection() as conn:
+            row = conn.execute(mq.OWN_MEMORY, (memory_id, caller.member_id)).fetchone()
+        if row is None:
+            raise errors.NotFound("memory not found")
+        return memory_view(row)
+
+    def _read_back(self, caller: Caller, memory_id: str) -> MemoryView:
+        found = self.read(caller, [memory_id], with_provenance=True)
+        return found[0] if found else self._own_write(caller, memory_id)
+
+    def read(
+        self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
+    ) -> list[MemoryView]:
+        wanted = v.uuid_list(list(ids), "ids", MAX_READ_IDS, min_items=1)
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            return self._read(conn, wanted, with_provenance, with_revisions=with_provenance)
+
+    def _read(
+        self,
+        conn: psycopg.Connection,
+        wanted: list[str],
+        with_provenance: bool,
+        with_revisions: bool = False,
+    ) -> list[MemoryView]:
+        """The visible memories among ``wanted`` (validated ids), in that order."""
+        ids = v.uuid_array(wanted)
+        rows = {
+            str(r[0]): memory_view(r) for r in conn.execute(mq.MEMORIES_BY_ID, (ids,)).fetchall()
+        }
+        if with_provenance and rows:
+            self._provenance(conn, rows, with_revisions)
+        return [rows[i] for i in wanted if i in rows]
+
+    def _provenance(
+        self, conn: psycopg.Connection, views: dict[str, MemoryView], with_revisions: bool
+    ) -> None:
+        ids = v.uuid_array(list(views))
+        # Independent queries: one round trip.
+        with conn.pipeline():
+            links = conn.execute(mq.LINKS_OF, (ids,))
+            mentions = conn.execute(mq.MENTIONS_OF, (ids,))
+            chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids))
+            revisions = conn.execute(mq.REVISIONS_OF, (ids,)) if with_revisions else None
+        if with_revisions:
+            claims, relations, aliases = graph_claims.claims_of(conn, ids)
+            for memory_id, view in views.items():
+                view.claims = claims.get(memory_id, [])
+                view.relations = relations.get(memory_id, [])
+                view.aliases = aliases.get(memory_id, [])
+        if revisions is not None:
+            for memory_id, revision, action, changed_by, reason, changed_at in revisions:
+                views[str(memory_id)].revisions.append(
+                    RevisionView(revision, action, str(changed_by), reason, changed_at)
+                )
+        for memory_id, kind, target, title, target_kind in links.fetchall():
+            ref = (
+                Ref(str(target), True, title, target_kind) if title is not None else Ref("", False)
+            )
+            views[str(memory_id)].links.append((kind, ref))
+        for memory_id, entity_id, name in mentions.fetchall():
+            views[str(memory_id)].mentions.append((str(entity_id), name))
+        for memory_id, direction, depth, ref_id, title, kind in chains.fetchall():
+            ref = Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False)
+            view = views[str(memory_id)]
+            (view.supersedes if direction == "older" else view.superseded_by).append(ref)
+            del depth  # ordering is done in SQL
+
+    def walk(
+        self, caller: Caller, ids: Sequence[str], hydrate: int, include_superseded: bool = False
+    ) -> Walk:
+        """The permission walk (design §5.5): keeps, in order, the candidates the
+        caller may see whose every linked memory, transitively, the caller may
+        also see and is not forgotten; then reads the first ``hydrate`` of them
+        with provenance in the same transaction (one snapshot: a memory the walk
+        admitted cannot vanish before it is read)."""
+        wanted = v.uuid_list(list(ids), "ids", MAX_WALK)
+        if not 0 <= hydrate <= MAX_READ_IDS:
+            raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {MAX_READ_IDS}]")
+        if not wanted:
+            return Walk([], [])
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            array = v.uuid_array(wanted)
+            params = {"ids": array, "include_superseded": include_superseded}
+            admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]
+            memories = self._read(conn, admitted[:hydrate], True) if hydrate and admitted else []
+        return Walk(admitted, memories)

@@ -1,0 +1,227 @@
+"""Changing a memory that exists (design §7 `correct`, `supersede`, `forget`):
+who may change it (design §4), the compare-and-set on its revision, the
+revision history, and the claims a change retires or carries over."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+
+from recallatron import errors
+from recallatron.vocabulary import MAX_BODY, MAX_LINKS, MAX_REASON, MAX_TITLE
+from services.store.domain import graph_claims
+from services.store.domain import trust as trust_rules
+from services.store.domain import validation as v
+from services.store.domain.memory_writes import MemoryWrites, NewMemory, WriteResult
+from services.store.domain.trust import Trust, _Empty
+from services.store.infrastructure.db import Caller
+from services.store.sql import memory_queries as mq
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    id: str
+    forgotten_at: datetime
+    replayed: bool
+
+
+class MemoryRevisions(MemoryWrites):
+    """The tools that change an existing memory."""
+
+    def _cas_failure(self, conn: psycopg.Connection, memory_id: str, expected: int) -> None:
+        row = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("memory not found")
+        revision, superseded_by = row
+        if superseded_by is not None:
+            raise errors.FailedPrecondition(
+                "id: the memory was superseded and can no longer change", subject="id"
+            )
+        raise errors.RevisionMismatch(memory_id, expected, revision)
+
+    def _may_change(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> int:
+        """Who may change a memory (design §4): its author and the workspace's
+        owners; the member a memory is addressed to, who is its only reader
+        (its author cannot see it any more, so without this nobody could
+        forget it, and the change reaches nobody else); and, with the
+        workspace setting ``members_may_edit``, any member who can see a
+        memory whose audience is the whole workspace. A memory the caller
+        cannot see is not found, as anywhere else; one it can see but may not
+        change is PERMISSION_DENIED, before anything is written. Returns its
+        revision. Author and audience never change, so the answer holds for
+        the rest of the transaction."""
+        row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("memory not found")
+        created_by, audience, revision = str(row[0]), row[1], int(row[2])
+        if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
+            return revision
+        if audience is None and self.control.settings(caller.workspace_id).members_may_edit:
+            return revision
+        raise errors.PermissionDenied(
+            "id: only the memory's author or a workspace owner may change it"
+            " (an owner can open workspace memories to every member: members_may_edit)"
+        )
+
+    def _revision(
+        self,
+        conn: psycopg.Connection,
+        caller: Caller,
+        memory_id: str,
+        revision: int,
+        action: str,
+        reason: str,
+    ) -> None:
+        conn.execute(mq.INSERT_REVISION, (memory_id, revision, action, caller.member_id, reason))
+
+    def correct(
+        self,
+        caller: Caller,
+        request_id: str,
+        memory_id: str,
+        expected_revision: int,
+        title: str | None,
+        body: str | None,
+        confidence: float | None,
+        reason: str,
+        graph: graph_claims.GraphIn = graph_claims.NO_GRAPH,
+        replace_claims: bool = False,
+    ) -> WriteResult:
+        """Edits in place. Claims given (or ``replace_claims`` with none)
+        replace the memory's current claims, which stay in its history, retired."""
+        memory_id = v.uuid_str(memory_id, "id")
+        v.revision(expected_revision)
+        replace = replace_claims or bool(graph)
+        if title is None and body is None and confidence is None and not replace:
+            raise errors.InvalidArgument("title", "give a new title, body, confidence or claims")
+        graph_claims.validate(graph)
+        if title is not None:
+            v.text(title, "title", MAX_TITLE)
+        if body is not None:
+            v.text(body, "body", MAX_BODY, required=False)
+        if confidence is not None:
+            v.confidence(confidence)
+        v.text(reason, "reason", MAX_REASON)
+
+        def write(conn: psycopg.Connection) -> str:
+            self._may_change(conn, caller, memory_id)
+            updated = conn.execute(
+                mq.CORRECT, (title, body, confidence, memory_id, expected_revision)
+            ).rowcount
+            if updated != 1:
+                self._cas_failure(conn, memory_id, expected_revision)
+            if replace:
+                # After the update: the row is this transaction's, which the
+                # claim tables' policies ask of a change (0008_graph.sql).
+                writer = graph_claims.GraphWriter(conn)
+                writer.retire(memory_id)
+                writer.write(memory_id, (), graph)
+            self._revision(conn, caller, memory_id, expected_revision + 1, "correct", reason)
+            self._audit(
+                conn,
+                caller,
+                "correct",
+                memory_id,
+                request_id,
+                {"reason": reason, "revision": expected_revision + 1},
+            )
+            return memory_id
+
+        result_id, replayed = self._idempotent(caller, request_id, "correct", write)
+        return WriteResult(self._read_back(caller, result_id), replayed)
+
+    def supersede(
+        self,
+        caller: Caller,
+        request_id: str,
+        memory_id: str,
+        expected_revision: int,
+        new: NewMemory,
+        reason: str,
+        replace_claims: bool = False,
+        source_ids: Sequence[str] = (),
+    ) -> WriteResult:
+        """The successor states ``new.graph`` when given (or nothing, with
+        ``replace_claims``), else the old memory's current claims again; the
+        old memory's claims retire with it and stay in its history."""
+        memory_id = v.uuid_str(memory_id, "id")
+        v.revision(expected_revision)
+        self._validate_new(new)
+        self._check_audience(caller, new.audience)
+        v.text(reason, "reason", MAX_REASON, required=False)
+        sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS)
+
+        def write(conn: psycopg.Connection) -> str:
+            self._may_change(conn, caller, memory_id)
+            old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
+            if old is None:
+                raise errors.NotFound("memory not found")
+            old_trust = Trust(str(old[1]) if old[1] else None, frozenset(old[2]))
+            if sources:
+                trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
+            else:
+                # The replacement keeps the old memory's audience and
+                # purposes unless the caller sets them.
+                audience = old_trust.audience if isinstance(new.audience, _Empty) else new.audience
+                purposes = v.purposes(new.purposes) or old_trust.purposes
+                trust, origin = Trust(audience, purposes), "told"
+            new_id = str(uuid.uuid4())
+            links = [("derived_from", s) for s in sources]
+            writer = self._insert(conn, caller, new_id, new, origin, trust, links)
+            updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
+            if updated != 1:
+                self._cas_failure(conn, memory_id, expected_revision)
+            if not (replace_claims or new.graph):
+                writer.carry(memory_id, new_id)
+            writer.retire(memory_id)
+            self._revision(conn, caller, memory_id, expected_revision + 1, "supersede", reason)
+            self._audit(
+                conn,
+                caller,
+                "supersede",
+                new_id,
+                request_id,
+                {"reason": reason, "superseded_id": memory_id},
+            )
+            return new_id
+
+        new_id, replayed = self._idempotent(caller, request_id, "supersede", write)
+        result = self._read_back(caller, new_id)
+        old_view = self.read(caller, [memory_id], with_provenance=True)
+        return WriteResult(result, replayed, old_view[0] if old_view else None)
+
+    def _supersede_from(
+        self, conn: psycopg.Connection, sources: list[str], old: Trust, new: NewMemory
+    ) -> Trust:
+        """A replacement whose text comes from other memories (the review
+        page's "supersede A with B's text") follows the derive rule (design
+        §4): the intersection of the sources' trust and the replaced memory's,
+        narrowed as asked, never wider; an empty one is refused."""
+        rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
+        if len(rows) != len(sources):
+            raise errors.NotFound("source_ids: a source memory was not found")
+        found = [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
+        allowed = trust_rules.intersect([old, *found])
+        return trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)
+
+    def forget(self, caller: Caller, request_id: str, memory_id: str, reason: str) -> ForgetResult:
+        memory_id = v.uuid_str(memory_id, "id")
+        v.text(reason, "reason", MAX_REASON)
+
+        def write(conn: psycopg.Connection) -> str:
+            revision = self._may_change(conn, caller, memory_id)
+            row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
+            if row is None or row[0] is None:
+                raise errors.NotFound("memory not found")
+            self._revision(conn, caller, memory_id, revision, "forget", reason)
+            self._audit(conn, caller, "forget", memory_id, request_id, {"reason": reason})
+            return memory_id
+
+        result_id, replayed = self._idempotent(caller, request_id, "forget", write)
+        with self._owner_pool(caller).connection() as conn:
+            row = conn.execute(mq.TOMBSTONE_TIME, (result_id,)).fetchone()
+        return ForgetResult(result_id, row[0], replayed)

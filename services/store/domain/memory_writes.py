@@ -1,0 +1,235 @@
+"""Writing new memories (design §7 `remember`, `derive`): validation, the
+audience and purposes a new memory gets (design §4), the insert with its links
+and graph statements, the audit row, and idempotency by request id. Every
+write runs inside `caller_transaction`, so row-level security applies."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.errors import UniqueViolation
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_BODY, MAX_LINKS, MAX_MENTIONS, MAX_TITLE
+from services.store.domain import episodes, graph_claims
+from services.store.domain import trust as trust_rules
+from services.store.domain import validation as v
+from services.store.domain.erasure import request_key
+from services.store.domain.memory_reads import MemoryReads, MemoryView
+from services.store.domain.trust import EMPTY, AudienceValue, Trust, _Empty
+from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.sql import memory_queries as mq
+
+# A mention names an entity exactly as a claim does.
+MentionIn = graph_claims.EntityIn
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    kind: str | None
+    title: str
+    body: str
+    confidence: float | None = None
+    # EMPTY: not given (the tool's default applies).
+    audience: AudienceValue | _Empty = EMPTY
+    purposes: Sequence[str | None] = ()
+    mentions: Sequence[MentionIn] = ()
+    about_ids: Sequence[str] = ()
+    # The claims, relations and aliases the memory states.
+    graph: graph_claims.GraphIn = graph_claims.NO_GRAPH
+    # The episode it belongs to (one the caller may see), if any.
+    episode_id: str | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    memory: MemoryView
+    replayed: bool
+    superseded: MemoryView | None = None
+
+
+# The tools whose writes queue memories for the embedding job (by trigger).
+QUEUES_EMBEDDING = frozenset({"remember", "derive", "correct", "supersede"})
+
+
+class MemoryWrites(MemoryReads):
+    """The tools that write a new memory, and the plumbing every write shares."""
+
+    def _check_audience(self, caller: Caller, audience: AudienceValue | _Empty) -> None:
+        if isinstance(audience, _Empty) or audience is None:
+            return
+        member = v.uuid_str(audience, "audience.member_id")
+        if not self.control.member_in_workspace(caller.workspace_id, member):
+            raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
+
+    def _replay(self, conn: psycopg.Connection, caller: Caller, key: str, tool: str) -> str | None:
+        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
+        if row is None:
+            return None
+        if row[0] != tool:
+            raise errors.InvalidArgument(
+                "request_id", f"already used for a different call ({row[0]})"
+            )
+        return str(row[1])
+
+    def _insert(
+        self,
+        conn: psycopg.Connection,
+        caller: Caller,
+        memory_id: str,
+        new: NewMemory,
+        origin: str,
+        trust: Trust,
+        links: Sequence[tuple[str, str]],
+    ) -> graph_claims.GraphWriter:
+        conn.execute(
+            mq.INSERT_MEMORY,
+            (
+                memory_id,
+                new.kind,
+                new.title,
+                new.body,
+                v.confidence(new.confidence),
+                origin,
+                trust.audience,
+                sorted(trust.purposes),
+                caller.member_id,
+                new.episode_id,
+            ),
+        )
+        if links:
+            kinds, targets = zip(*links, strict=True)
+            conn.execute(mq.INSERT_LINKS, (memory_id, list(kinds), list(targets)))
+        writer = graph_claims.GraphWriter(conn)
+        writer.write(memory_id, new.mentions, new.graph)
+        return writer
+
+    def _validate_new(self, new: NewMemory) -> None:
+        v.kind(new.kind)
+        v.text(new.title, "title", MAX_TITLE)
+        v.text(new.body, "body", MAX_BODY, required=False)
+        v.confidence(new.confidence)
+        v.purposes(new.purposes)
+        if len(new.mentions) > MAX_MENTIONS:
+            raise errors.InvalidArgument("mentions", f"at most {MAX_MENTIONS} allowed")
+        for i, m in enumerate(new.mentions):
+            graph_claims.validate_entity(m, f"mentions[{i}]")
+        graph_claims.validate(new.graph)
+        ids = [m.entity_id for m in new.mentions if m.entity_id]
+        if len(set(ids)) != len(ids):
+            raise errors.InvalidArgument("mentions", "an entity is mentioned twice")
+        v.uuid_list(list(new.about_ids), "about_ids", MAX_LINKS)
+
+    def _visible_ids(self, conn: psycopg.Connection, ids: Sequence[str]) -> set[str]:
+        return {str(r[0]) for r in conn.execute(mq.VISIBLE_IDS, (v.uuid_array(list(ids)),))}
+
+    def _audit(
+        self,
+        conn: psycopg.Connection,
+        caller: Caller,
+        action: str,
+        memory_id: str,
+        request_id: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        # The request id as its hash, as in request_key (design §8.6).
+        key = request_key(caller.member_id, request_id)
+        conn.execute(
+            mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {}))
+        )
+
+    def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
+        """Runs `write(conn)` once per (member, request id). A retry, or a
+        concurrent duplicate, gets the first result's memory id back."""
+        # Stored and looked up as a hash only (design §8.6).
+        key = request_key(caller.member_id, v.request_id(request_id))
+        pool = self.control.caller_pool(caller)
+        try:
+            with caller_transaction(pool, caller) as conn:
+                existing = self._replay(conn, caller, key, tool)
+                if existing is None:
+                    memory_id = write(conn)
+                    conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id))
+            result = (memory_id, False) if existing is None else (existing, True)
+        except UniqueViolation as exc:
+            if "request_key" not in str(exc.diag.constraint_name or ""):
+                raise
+            with caller_transaction(pool, caller) as conn:
+                existing = self._replay(conn, caller, key, tool)
+            assert existing is not None
+            result = (existing, True)
+        if tool in QUEUES_EMBEDDING:
+            # Committed, not yet acknowledged: the embedding job is woken for
+            # this workspace (a retry that replays marks again, in case the
+            # first attempt failed between its commit and this mark).
+            self.control.mark_work(caller.workspace_id)
+        return result
+
+    def remember(
+        self,
+        caller: Caller,
+        request_id: str,
+        new: NewMemory,
+        captured_at: datetime | None = None,
+    ) -> WriteResult:
+        """A told memory. ``captured_at`` (capture's turn time) puts it, when
+        it names no episode, in the speaker's episode open then, or a new one."""
+        self._validate_new(new)
+        if new.episode_id:
+            v.uuid_str(new.episode_id, "episode_id")
+        self._check_audience(caller, new.audience)
+        # Default audience: the caller alone. Sharing is a deliberate choice.
+        audience = caller.member_id if isinstance(new.audience, _Empty) else new.audience
+        trust = Trust(audience, v.purposes(new.purposes) or frozenset({DEFAULT_PURPOSE}))
+        about = v.uuid_list(list(new.about_ids), "about_ids", MAX_LINKS)
+
+        def write(conn: psycopg.Connection) -> str:
+            if about and self._visible_ids(conn, about) != set(about):
+                raise errors.NotFound("about_ids: a memory was not found")
+            memory_id = str(uuid.uuid4())
+            links = [("about", t) for t in about]
+            episode = new.episode_id
+            if episode:
+                episode = episodes.check_visible(conn, episode)
+            elif captured_at is not None:
+                # The episode is the speaker's own, for the turn's purpose.
+                own = Trust(caller.member_id, frozenset({caller.purpose}))
+                episode = episodes.for_capture(conn, caller, captured_at, own)
+            placed = dataclasses.replace(new, episode_id=episode or None)
+            self._insert(conn, caller, memory_id, placed, "told", trust, links)
+            self._audit(conn, caller, "remember", memory_id, request_id)
+            return memory_id
+
+        memory_id, replayed = self._idempotent(caller, request_id, "remember", write)
+        return WriteResult(self._read_back(caller, memory_id), replayed)
+
+    def derive(
+        self, caller: Caller, request_id: str, source_ids: Sequence[str], new: NewMemory
+    ) -> WriteResult:
+        sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS, min_items=1)
+        self._validate_new(new)
+        self._check_audience(caller, new.audience)
+
+        def write(conn: psycopg.Connection) -> str:
+            rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
+            if len(rows) != len(sources):
+                raise errors.NotFound("source_ids: a source memory was not found")
+            allowed = trust_rules.intersect(
+                [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
+            )
+            trust = trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)
+            memory_id = str(uuid.uuid4())
+            links = [("derived_from", s) for s in sources]
+            self._insert(conn, caller, memory_id, new, "derived", trust, links)
+            self._audit(conn, caller, "derive", memory_id, request_id)
+            return memory_id
+
+        memory_id, replayed = self._idempotent(caller, request_id, "derive", write)
+        return WriteResult(self._read_back(caller, memory_id), replayed)
