@@ -1,0 +1,145 @@
+"""Entity cards (design §7 `lookup`, recall's entity cards): each entity the
+caller may see with its attributes, relations, aliases and the memories that
+mention it, as of a time or with their history; an entity merged with others
+answers as one card for its group (design §8.5). Read inside the caller's
+transaction, so row-level security shows an entity only through a visible
+mention."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from recallatron.vocabulary import MAX_CARD_ITEMS, MAX_NAME_WORDS
+from services.store.domain import entity_groups
+from services.store.domain import graph_rules as rules
+from services.store.domain import validation as v
+from services.store.domain.graph_claims import AliasView, AttributeView, EntityRefView, entity_ref
+from services.store.sql import graph_queries as gq
+
+
+@dataclass(frozen=True)
+class EntityRelationView:
+    predicate: str
+    direction: str  # outgoing | incoming
+    other: EntityRefView
+    valid_from: datetime | None
+    valid_until: datetime | None
+    confidence: float
+    memory_id: str
+    stated_at: datetime
+    retired_at: datetime | None
+
+
+@dataclass
+class EntityCard:
+    entity: EntityRefView
+    attributes: list[AttributeView] = field(default_factory=list)
+    relations: list[EntityRelationView] = field(default_factory=list)
+    aliases: list[AliasView] = field(default_factory=list)
+    mentioned_by: list[str] = field(default_factory=list)
+    truncated: bool = False
+    # The entities a person merged into this one (design §8.5), oldest first.
+    merged: list[EntityRefView] = field(default_factory=list)
+
+
+# Characters a query's words shed at their ends before they are compared
+# with names ("Robin?" names Robin).
+_PUNCTUATION = "\"'`.,;:!?()[]{}<>«»“”\u2018\u2019"
+# Words of a recall query looked at for names.
+_MAX_QUERY_WORDS = 64
+
+
+def name_keys(text: str) -> set[str]:
+    """Every run of up to MAX_NAME_WORDS words of ``text`` (ends stripped of
+    punctuation), normalised as names are: the keys a text may name an entity by."""
+    words = [w.strip(_PUNCTUATION) for w in rules.name_key(text).split(" ")]
+    words = [w for w in words if w][:_MAX_QUERY_WORDS]
+    return {
+        " ".join(words[i : i + n])
+        for n in range(1, MAX_NAME_WORDS + 1)
+        for i in range(len(words) - n + 1)
+    }
+
+
+def entity_cards(
+    conn: psycopg.Connection, found: Sequence[Sequence[Any]], params: dict[str, Any]
+) -> list[EntityCard]:
+    """Each found entity (id, name, type) with its lists, as of params["at"]
+    (or everything, with params["history"]), each cut at MAX_CARD_ITEMS. An
+    entity merged with others answers as one card for its whole group, under
+    the group's head, with every member's lists (design §8.5)."""
+    if not found:
+        return []
+    grouped = entity_groups.groups(conn, [str(r[0]) for r in found])
+    cards: dict[str, EntityCard] = {}
+    card_of: dict[str, EntityCard] = {}
+    for row in found:
+        group = grouped.get(str(row[0]))
+        if group is None or group.head.id in cards:
+            continue
+        card = EntityCard(group.head, merged=list(group.merged))
+        cards[group.head.id] = card
+        card_of.update((member, card) for member in group.ids)
+    params = {**params, "ids": v.uuid_array(list(card_of)), "cap": MAX_CARD_ITEMS + 1}
+    with conn.pipeline():
+        attrs = conn.execute(gq.CARD_ATTRIBUTES, params)
+        rels = conn.execute(gq.CARD_RELATIONS, params)
+        aliases = conn.execute(gq.CARD_ALIASES, params)
+        mentions = conn.execute(gq.CARD_MENTIONED_BY, params)
+    for eid, attr, value, vf, vu, conf, mid, stated, retired in attrs.fetchall():
+        card = card_of[str(eid)]
+        card.attributes.append(
+            AttributeView(card.entity, attr, value, vf, vu, conf, str(mid), stated, retired)
+        )
+    relation_rows = rels.fetchall()
+    # The other end of a relation answers through its own group too.
+    others = entity_groups.groups(conn, [str(row[2]) for row in relation_rows])
+    for row in relation_rows:
+        other = others.get(str(row[2]))
+        card_of[str(row[0])].relations.append(
+            EntityRelationView(
+                row[5],
+                row[1],
+                other.head if other else entity_ref(row[2], row[3], row[4]),
+                row[6],
+                row[7],
+                row[8],
+                str(row[9]),
+                row[10],
+                row[11],
+            )
+        )
+    for eid, alias, mid, stated, retired in aliases.fetchall():
+        card = card_of[str(eid)]
+        card.aliases.append(AliasView(card.entity, alias, str(mid), stated, retired))
+    mentioned: dict[int, list[tuple[datetime, str]]] = {}
+    for eid, mid, created in mentions.fetchall():
+        mentioned.setdefault(id(card_of[str(eid)]), []).append((created, str(mid)))
+    for card in cards.values():
+        if card.merged:
+            # Several members' lists: one order again, newest statement first.
+            card.attributes.sort(key=lambda a: a.stated_at, reverse=True)
+            card.relations.sort(key=lambda r: r.stated_at, reverse=True)
+            card.aliases.sort(key=lambda a: a.stated_at, reverse=True)
+        by_memory = sorted(mentioned.get(id(card), []), key=lambda m: (-m[0].timestamp(), m[1]))
+        card.mentioned_by = list(dict.fromkeys(mid for _, mid in by_memory))
+        for name_ in ("attributes", "relations", "aliases", "mentioned_by"):
+            items = getattr(card, name_)
+            if len(items) > MAX_CARD_ITEMS:
+                del items[MAX_CARD_ITEMS:]
+                card.truncated = True
+    return list(cards.values())
+
+
+def cards_by_id(conn: psycopg.Connection, ids: Sequence[str]) -> dict[str, EntityCard]:
+    """The current card of each id the caller may see, keyed by that id (the
+    members of one merged group share their group's card)."""
+    found = conn.execute(gq.ENTITIES, (v.uuid_array(list(ids)),)).fetchall()
+    cards = entity_cards(conn, found, {"at": datetime.now(UTC), "history": False})
+    by_member = {m.id: c for c in cards for m in (c.entity, *c.merged)}
+    return {i: by_member[i] for i in ids if i in by_member}

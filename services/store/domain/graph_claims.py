@@ -1,0 +1,336 @@
+"""What a memory states about the graph (design §3.3): the entities a write
+names, its attribute claims, relation claims and aliases; their validation,
+their writing inside the memory tools' transaction (`GraphWriter`, called by
+services/store/domain/memory_writes.py) and the claims each memory states,
+read inside the caller's, so row-level security makes a claim visible exactly
+when its memory is."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from recallatron import errors
+from recallatron.vocabulary import (
+    MAX_ALIASES,
+    MAX_CLAIM_VALUE,
+    MAX_CLAIMS,
+    MAX_ENTITY_NAME,
+    MAX_RELATIONS,
+)
+from services.store.domain import entity_groups
+from services.store.domain import graph_rules as rules
+from services.store.domain import validation as v
+from services.store.sql import graph_queries as gq
+
+
+@dataclass(frozen=True)
+class EntityIn:
+    """An entity named by a write: an existing one by id, or a new one by name
+    (with an optional type). The same shape as a mention."""
+
+    entity_id: str | None = None
+    name: str | None = None
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimIn:
+    entity: EntityIn
+    attribute: str
+    value: str
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class RelationIn:
+    subject: EntityIn
+    predicate: str
+    object: EntityIn
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class AliasIn:
+    entity: EntityIn
+    alias: str
+
+
+@dataclass(frozen=True)
+class GraphIn:
+    """What one write states about the graph."""
+
+    claims: Sequence[ClaimIn] = ()
+    relations: Sequence[RelationIn] = ()
+    aliases: Sequence[AliasIn] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.claims or self.relations or self.aliases)
+
+
+NO_GRAPH = GraphIn()
+
+
+EntityRefView = entity_groups.EntityRef
+
+
+@dataclass(frozen=True)
+class AttributeView:
+    entity: EntityRefView
+    attribute: str
+    value: str
+    valid_from: datetime | None
+    valid_until: datetime | None
+    confidence: float
+    memory_id: str
+    stated_at: datetime
+    retired_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RelationView:
+    subject: EntityRefView
+    predicate: str
+    object: EntityRefView
+    valid_from: datetime | None
+    valid_until: datetime | None
+    confidence: float
+    memory_id: str
+    stated_at: datetime
+    retired_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AliasView:
+    entity: EntityRefView
+    alias: str
+    memory_id: str
+    stated_at: datetime
+    retired_at: datetime | None
+
+
+# -- validation ------------------------------------------------------------------
+
+
+def validate_entity(ref: EntityIn, where: str) -> None:
+    if (ref.entity_id is None) == (ref.name is None):
+        raise errors.InvalidArgument(where, "give an entity_id or a name")
+    if ref.entity_id is not None:
+        v.uuid_str(ref.entity_id, f"{where}.entity_id")
+        if ref.type:
+            raise errors.InvalidArgument(f"{where}.type", "only a new entity (a name) takes a type")
+    else:
+        name = v.text(ref.name or "", f"{where}.name", MAX_ENTITY_NAME)
+        if not rules.name_key(name):
+            raise errors.InvalidArgument(f"{where}.name", "is required")
+        if ref.type:
+            rules.identifier(ref.type, f"{where}.type")
+
+
+def validate(graph: GraphIn) -> None:
+    """Every rule a write's graph part must meet, before anything is written."""
+    if len(graph.claims) > MAX_CLAIMS:
+        raise errors.InvalidArgument("claims", f"at most {MAX_CLAIMS} allowed")
+    if len(graph.relations) > MAX_RELATIONS:
+        raise errors.InvalidArgument("relations", f"at most {MAX_RELATIONS} allowed")
+    if len(graph.aliases) > MAX_ALIASES:
+        raise errors.InvalidArgument("aliases", f"at most {MAX_ALIASES} allowed")
+    for i, c in enumerate(graph.claims):
+        where = f"claims[{i}]"
+        validate_entity(c.entity, f"{where}.entity")
+        rules.identifier(c.attribute, f"{where}.attribute")
+        v.text(c.value, f"{where}.value", MAX_CLAIM_VALUE)
+        rules.valid_span(c.valid_from, c.valid_until, where)
+        _confidence(c.confidence, where)
+    for i, r in enumerate(graph.relations):
+        where = f"relations[{i}]"
+        validate_entity(r.subject, f"{where}.subject")
+        rules.identifier(r.predicate, f"{where}.predicate")
+        validate_entity(r.object, f"{where}.object")
+        rules.valid_span(r.valid_from, r.valid_until, where)
+        _confidence(r.confidence, where)
+    for i, a in enumerate(graph.aliases):
+        where = f"aliases[{i}]"
+        validate_entity(a.entity, f"{where}.entity")
+        alias = v.text(a.alias, f"{where}.alias", MAX_ENTITY_NAME)
+        if not rules.name_key(alias):
+            raise errors.InvalidArgument(f"{where}.alias", "is required")
+
+
+def _confidence(value: float | None, where: str) -> float:
+    try:
+        return v.confidence(value)
+    except errors.InvalidArgument:
+        raise errors.InvalidArgument(f"{where}.confidence", "must lie in [0, 1]") from None
+
+
+# -- writing ---------------------------------------------------------------------
+
+
+class GraphWriter:
+    """Resolves the entities one write names and writes what it states, on the
+    write's own connection and transaction. Within one write the same new
+    name (after normalisation) is one new entity, wherever it appears, with
+    the type any of its appearances gives."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self._new: dict[str, list[Any]] = {}  # key -> [id, name, type]
+        self._known: set[str] = set()
+
+    def entity(self, ref: EntityIn, where: str) -> str:
+        if ref.entity_id is not None:
+            entity_id = v.uuid_str(ref.entity_id, f"{where}.entity_id")
+            if entity_id not in self._known:
+                # Only an entity the caller may see can be named (row security).
+                if self.conn.execute(gq.ENTITY_VISIBLE, (entity_id,)).fetchone() is None:
+                    raise errors.InvalidArgument(f"{where}.entity_id", "no such entity")
+                self._known.add(entity_id)
+            return entity_id
+        name = (ref.name or "").strip()
+        key = rules.name_key(name)
+        pending = self._new.get(key)
+        if pending is None:
+            pending = self._new[key] = [str(uuid.uuid4()), name, ref.type or None]
+        elif ref.type:
+            if pending[2] and pending[2] != ref.type:
+                raise errors.InvalidArgument(
+                    f"{where}.type", f"the new entity {name!r} is given two types in this call"
+                )
+            pending[2] = ref.type
+        return str(pending[0])
+
+    def write(self, memory_id: str, mentions: Sequence[EntityIn], graph: GraphIn) -> None:
+        """Writes the mentions, claims, relations and aliases ``memory_id``
+        states, the new entities they name, and a mention of every entity a
+        claim names."""
+        mentioned = [self.entity(m, f"mentions[{i}]") for i, m in enumerate(mentions)]
+        attributes = [
+            (
+                str(uuid.uuid4()),
+                memory_id,
+                self.entity(c.entity, f"claims[{i}].entity"),
+                c.attribute,
+                c.value,
+                c.valid_from,
+                c.valid_until,
+                v.confidence(c.confidence),
+            )
+            for i, c in enumerate(graph.claims)
+        ]
+        relations = [
+            (
+                str(uuid.uuid4()),
+                memory_id,
+                self.entity(r.subject, f"relations[{i}].subject"),
+                r.predicate,
+                self.entity(r.object, f"relations[{i}].object"),
+                r.valid_from,
+                r.valid_until,
+                v.confidence(r.confidence),
+            )
+            for i, r in enumerate(graph.relations)
+        ]
+        aliases = [
+            (
+                str(uuid.uuid4()),
+                memory_id,
+                self.entity(a.entity, f"aliases[{i}].entity"),
+                a.alias.strip(),
+                rules.name_key(a.alias),
+            )
+            for i, a in enumerate(graph.aliases)
+        ]
+        # Every entity a claim names is mentioned by the memory: entity
+        # visibility rests on mentions (0008_graph.sql).
+        named = [r[2] for r in attributes] + [r[2] for r in relations]
+        named += [r[4] for r in relations] + [r[2] for r in aliases]
+        with self.conn.cursor() as cur:
+            new = [(e[0], e[1], e[2], key) for key, e in self._new.items()]
+            if new:
+                cur.executemany(gq.INSERT_ENTITY, new)
+                self._known.update(e[0] for e in new)
+                self._new.clear()
+            self._mention(cur, memory_id, [*mentioned, *named])
+            if attributes:
+                cur.executemany(gq.INSERT_ATTRIBUTE, attributes)
+            if relations:
+                cur.executemany(gq.INSERT_RELATION, relations)
+            if aliases:
+                cur.executemany(gq.INSERT_ALIAS, aliases)
+
+    @staticmethod
+    def _mention(cur: psycopg.Cursor[Any], memory_id: str, entities: Sequence[str]) -> None:
+        unique = list(dict.fromkeys(entities))
+        if unique:
+            cur.executemany(gq.INSERT_MENTION, [(memory_id, e) for e in unique])
+
+    def retire(self, memory_id: str) -> None:
+        for statement in gq.RETIRE:
+            self.conn.execute(statement, (memory_id,))
+
+    def carry(self, old_id: str, new_id: str) -> None:
+        """Supersede: the successor states the old memory's current claims."""
+        params = {"old": old_id, "new": new_id}
+        named = [str(r[0]) for r in self.conn.execute(gq.CARRIED_ENTITIES, params).fetchall()]
+        with self.conn.cursor() as cur:
+            for statement in gq.CARRY:
+                cur.execute(statement, params)
+            self._mention(cur, new_id, named)
+
+
+# -- reading a memory's claims ---------------------------------------------------
+
+
+def entity_ref(id_: Any, name: str, type_: str | None) -> EntityRefView:
+    return EntityRefView(str(id_), name, type_)
+
+
+def claims_of(
+    conn: psycopg.Connection, ids: str
+) -> tuple[
+    dict[str, list[AttributeView]], dict[str, list[RelationView]], dict[str, list[AliasView]]
+]:
+    """What each memory of ``ids`` (a uuid array literal) states, keyed by memory."""
+    attributes: dict[str, list[AttributeView]] = {}
+    relations: dict[str, list[RelationView]] = {}
+    aliases: dict[str, list[AliasView]] = {}
+    with conn.pipeline():
+        a_cur = conn.execute(gq.CLAIMS_OF, (ids,))
+        r_cur = conn.execute(gq.RELATIONS_OF, (ids,))
+        l_cur = conn.execute(gq.ALIASES_OF, (ids,))
+    for mid, eid, name, type_, attr, value, vf, vu, conf, stated, retired in a_cur.fetchall():
+        attributes.setdefault(str(mid), []).append(
+            AttributeView(
+                entity_ref(eid, name, type_), attr, value, vf, vu, conf, str(mid), stated, retired
+            )
+        )
+    for row in r_cur.fetchall():
+        mid = str(row[0])
+        relations.setdefault(mid, []).append(
+            RelationView(
+                entity_ref(row[1], row[2], row[3]),
+                row[4],
+                entity_ref(row[5], row[6], row[7]),
+                row[8],
+                row[9],
+                row[10],
+                mid,
+                row[11],
+                row[12],
+            )
+        )
+    for mid, eid, name, type_, alias, stated, retired in l_cur.fetchall():
+        aliases.setdefault(str(mid), []).append(
+            AliasView(entity_ref(eid, name, type_), alias, str(mid), stated, retired)
+        )
+    return attributes, relations, aliases
