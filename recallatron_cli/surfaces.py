@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
+
+from google.protobuf.message import Message
 
 from recallatron_cli import common
 from recallatron_cli.graph import card_text
@@ -44,10 +47,18 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keep_both(args: argparse.Namespace) -> int:
-    resp = common.client(args).dismiss_pair(args.first, args.second, purpose=args.purpose)
-    common.show(args, resp, "kept both; the pair will not be proposed again")
+def _pair_decided(
+    args: argparse.Namespace, decide: Callable[[str, str, str], Message], said: str
+) -> int:
+    """An owner's decision on a pair a review proposed, sent and confirmed:
+    either way the pair is not proposed again."""
+    resp = decide(args.first, args.second, args.purpose)
+    common.show(args, resp, f"{said}; the pair will not be proposed again")
     return 0
+
+
+def cmd_keep_both(args: argparse.Namespace) -> int:
+    return _pair_decided(args, common.client(args).dismiss_pair, "kept both")
 
 
 def cmd_entity_pairs(args: argparse.Namespace) -> int:
@@ -74,9 +85,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_keep_apart(args: argparse.Namespace) -> int:
-    resp = common.client(args).keep_entities_apart(args.first, args.second, purpose=args.purpose)
-    common.show(args, resp, "kept apart; the pair will not be proposed again")
-    return 0
+    return _pair_decided(args, common.client(args).keep_entities_apart, "kept apart")
 
 
 def cmd_merges(args: argparse.Namespace) -> int:
@@ -101,6 +110,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         common.purpose_option(common.client_options(p))
         return p
 
+    def review_list(name: str, help: str, func: Callable[[argparse.Namespace], int]) -> None:
+        p = with_client(sub.add_parser(name, help=help))
+        p.add_argument("--limit", type=int, default=0)
+        p.set_defaults(func=func)
+
+    def pair_decision(name: str, help: str, func: Callable[[argparse.Namespace], int]) -> None:
+        p = with_client(sub.add_parser(name, help=help))
+        p.add_argument("first")
+        p.add_argument("second")
+        p.set_defaults(func=func)
+
     from recallatron_mcp import options
 
     m = sub.add_parser("mcp", help="the MCP server for agents, over stdio or streamable HTTP")
@@ -115,29 +135,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--request-id")
     c.set_defaults(func=cmd_capture)
 
-    p = with_client(sub.add_parser("pairs", help="near-duplicate pairs to review"))
-    p.add_argument("--limit", type=int, default=0)
-    p.set_defaults(func=cmd_pairs)
+    review_list("pairs", "near-duplicate pairs to review", cmd_pairs)
 
-    k = with_client(sub.add_parser("keep-both", help="dismiss a pair: never proposed again"))
-    k.add_argument("first")
-    k.add_argument("second")
-    k.set_defaults(func=cmd_keep_both)
+    pair_decision("keep-both", "dismiss a pair: never proposed again", cmd_keep_both)
 
-    ep = with_client(sub.add_parser("entity-pairs", help="entity pairs that may be one (owners)"))
-    ep.add_argument("--limit", type=int, default=0)
-    ep.set_defaults(func=cmd_entity_pairs)
+    review_list("entity-pairs", "entity pairs that may be one (owners)", cmd_entity_pairs)
     mg = with_client(sub.add_parser("merge", help="merge two entities, reversibly (owners)"))
     mg.add_argument("kept", help="the entity whose name the two answer with")
     mg.add_argument("merged")
     mg.set_defaults(func=cmd_merge)
-    ka = with_client(sub.add_parser("keep-apart", help="an entity pair never proposed again"))
-    ka.add_argument("first")
-    ka.add_argument("second")
-    ka.set_defaults(func=cmd_keep_apart)
-    ms = with_client(sub.add_parser("merges", help="entity merges in force (owners)"))
-    ms.add_argument("--limit", type=int, default=0)
-    ms.set_defaults(func=cmd_merges)
+    pair_decision("keep-apart", "an entity pair never proposed again", cmd_keep_apart)
+    review_list("merges", "entity merges in force (owners)", cmd_merges)
     um = with_client(sub.add_parser("undo-merge", help="undo an entity merge (owners)"))
     um.add_argument("merge_id")
     um.set_defaults(func=cmd_undo_merge)

@@ -1,0 +1,111 @@
+"""The seven tools from a shell: `remember`, `read`, `recall`, `correct`,
+`supersede`, `derive` and `forget`, each one call to the gateway with the
+caller's token, its answer shown as text or, with --json, as the message."""
+
+from __future__ import annotations
+
+import argparse
+
+from recallatron_cli import common, graph
+from recallatron_cli.common import memory_text, show
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    resp = common.client(args).remember(
+        args.title,
+        args.body,
+        args.kind,
+        audience_to=args.audience,
+        purposes=args.purposes or (),
+        mention_names=args.mention or (),
+        about=args.about or (),
+        confidence=args.confidence,
+        request_id=args.request_id,
+        episode_id=args.episode,
+        **graph.graph_items(args),
+    )
+    show(args, resp, ("(replayed) " if resp.replayed else "") + memory_text(resp.memory))
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    resp = common.client(args).read(args.ids, purpose=args.purpose)
+    show(args, resp, "\n\n".join(memory_text(m) for m in resp.memories))
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    resp = common.client(args).recall(
+        args.query,
+        mode=args.mode,
+        limit=args.limit,
+        purpose=args.purpose,
+        skip_rerank=args.no_rerank,
+        include_history=args.history,
+    )
+    o = resp.outcome
+    head = (
+        f"dense_available={o.dense_available} reranked={o.reranked} counts: lexical "
+        f"{o.counts.lexical}, dense {o.counts.dense}, fused {o.counts.fused}, admitted "
+        f"{o.counts.admitted}"
+    )
+    if not o.dense_available:
+        head += f"\n(dense arm: {o.dense_unavailable_reason})"
+    items = [f"entity {graph.card_text(c)}" for c in o.entities]
+    items += [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
+    items += [
+        f"history {h.occurred_at.ToDatetime():%Y-%m-%d %H:%M} [{h.chat_id} {h.role}] {h.text}"
+        for h in o.history
+    ]
+    show(args, resp, "\n".join([head, *items]))
+    return 0
+
+
+def cmd_correct(args: argparse.Namespace) -> int:
+    resp = common.client(args).correct(
+        args.id,
+        args.revision,
+        args.reason,
+        title=args.title,
+        body=args.body,
+        confidence=args.confidence,
+        replace_claims=args.replace_claims,
+        **graph.graph_items(args),
+    )
+    show(args, resp, memory_text(resp.memory))
+    return 0
+
+
+def cmd_supersede(args: argparse.Namespace) -> int:
+    resp = common.client(args).supersede(
+        args.id,
+        args.revision,
+        args.title,
+        args.body,
+        args.kind,
+        args.reason,
+        replace_claims=args.replace_claims,
+        **graph.graph_items(args),
+    )
+    show(args, resp, memory_text(resp.memory))
+    return 0
+
+
+def cmd_derive(args: argparse.Namespace) -> int:
+    resp = common.client(args).derive(
+        args.sources,
+        args.title,
+        args.body,
+        args.kind,
+        audience_to=args.audience,
+        purposes=args.purposes or (),
+        **graph.graph_items(args),
+    )
+    show(args, resp, memory_text(resp.memory))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    resp = common.client(args).forget(args.id, args.reason)
+    show(args, resp, f"forgotten {resp.id}")
+    return 0

@@ -1,0 +1,121 @@
+"""`recallatron up`: the whole stack on this machine (embedded Postgres and
+every service), and `--demo`, which shows it working once it is ready."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+from recallatron.client import Client
+from recallatron.secretfiles import write_private
+from recallatron_cli import common, graph
+from recallatron_cli.common import memory_text
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from recallatron_devkit.stack import (
+        DEFAULT_PG_PORT,
+        DEFAULT_PORTS,
+        Stack,
+        StackConfig,
+        free_port,
+    )
+
+    state = common.state_dir()
+    # Ports: the defaults, each one movable (RECALLATRON_PG_PORT,
+    # RECALLATRON_GATEWAY_PORT, ...; 0 picks a free one).
+    ports = {
+        name: int(os.environ.get(f"RECALLATRON_{name.upper()}_PORT", port))
+        for name, port in DEFAULT_PORTS.items()
+    }
+    config = StackConfig(
+        state_dir=state,
+        # Postgres takes no port 0: a free one is chosen here.
+        pg_port=int(os.environ.get("RECALLATRON_PG_PORT", DEFAULT_PG_PORT)) or free_port(),
+        ports=ports,
+        database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
+        models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", state / "models")),
+        cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
+    )
+    stack = Stack(config)
+    stop = stack.abort  # a signal during start-up abandons it; later, stops serving
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"starting Postgres and services (state in {state}) ...", flush=True)
+    try:
+        stack.start()
+    except RuntimeError as exc:
+        print(f"could not start: {exc}", file=sys.stderr)
+        return 1
+    try:
+        print(f"ready gateway={stack.gateway}", flush=True)
+        with contextlib.suppress(OSError):  # the page may be switched off
+            print(f"dedup review page: {stack.review_url}", flush=True)
+        if args.demo:
+            demo(stack.gateway, stack.admin_token, state)
+        print("serving; Ctrl-C stops everything", flush=True)
+        while not stop.is_set():
+            stop.wait(1.0)
+            for name, proc in stack.processes.items():
+                if proc.poll() is not None:
+                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
+                    stop.set()
+    finally:
+        print("stopping ...", flush=True)
+        stack.stop()
+        print("stopped", flush=True)
+    return 0
+
+
+def demo(gateway: str, admin_token: str, state: Path) -> None:
+    """Shows the stack working: a workspace, a member, a memory read back. The
+    demo member's token is kept in the state directory (0600) and reused; it
+    is shown once, when it is made, never again (nor in any log)."""
+    creds_path = state / "demo.json"
+    token_path = state / "demo-token"
+    creds = json.loads(creds_path.read_text()) if creds_path.exists() else None
+    if creds is not None:
+        if not token_path.exists():
+            write_private(token_path, creds["token"])
+        client = Client(gateway, creds["token"])
+        print(f"workspace {creds['slug']} ({creds['workspace_id']}) reused")
+        print(f"its owner token is in {token_path} (mode 0600)")
+    else:
+        admin = Client(gateway, admin_token)
+        slug = f"demo-{uuid.uuid4().hex[:8]}"
+        ws = admin.create_workspace(slug).workspace
+        member = admin.create_member(ws.id, "ada", owner=True).member
+        token = admin.create_token(member.id, "demo").token
+        creds = {"slug": slug, "workspace_id": ws.id, "member_id": member.id, "token": token}
+        write_private(creds_path, json.dumps(creds))
+        write_private(token_path, token)
+        print(f"workspace {slug} ({ws.id}) created; member ada ({member.id}), owner")
+        print(f"owner token, shown this once (kept in {token_path}, mode 0600):\n  {token}")
+        client = Client(gateway, token)
+    made = client.remember(
+        "The team standup moved to 9:30",
+        "From next Monday the daily standup starts at 9:30 instead of 9:00.",
+        kind="decision",
+        audience_to="workspace",
+        mention_names=["standup"],
+        claims=[
+            {
+                "entity": {"name": "standup", "type": "meeting"},
+                "attribute": "starts_at",
+                "value": "09:30",
+            }
+        ],
+    ).memory
+    print(f"remembered {made.id}")
+    read = client.read([made.id]).memories[0]
+    print("read back:\n" + memory_text(read))
+    card = client.lookup("Standup").entities[-1]
+    print("the graph knows, stated by that memory:\n" + graph.card_text(card))
+    print(f"try: RECALLATRON_TOKEN_FILE={token_path} recallatron read {made.id}")
+    print(f"     RECALLATRON_TOKEN_FILE={token_path} recallatron lookup standup")
