@@ -1,33 +1,23 @@
 """Connections: the admin connection to each Postgres server, one bounded pool
 per workspace database for the tools (as the non-owner app role, so row-level
-security holds), and the caller set per transaction."""
+security holds); the caller set per transaction is in transactions.py."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import psycopg
-from pgvector.psycopg.vector import register_vector_info
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types import TypeInfo
-from psycopg.types.string import TextLoader
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from recallatron import deadline, errors
 from services.store.infrastructure import migrate
-from services.store.infrastructure.budget import (
-    BudgetTimeout,
-    DatabasePool,
-    PoolClosed,
-    Reaper,
-    ServerBudget,
-)
+from services.store.infrastructure.budget import DatabasePool, Reaper, ServerBudget
 from services.store.infrastructure.servers import (
     ADMIN_CONNECTIONS,
     ServerConfigError,
@@ -37,7 +27,39 @@ from services.store.infrastructure.servers import (
     redact,
     server_map,
 )
+from services.store.infrastructure.transactions import (
+    CANCEL_TIMEOUT_SECONDS,
+    GENERIC_PLANS,
+    SET_LOCALS,
+    Caller,
+    WorkspacePool,
+    caller_transaction,
+    cancelled_if_abandoned,
+    configure_connection,
+    configure_workspace_connection,
+    translate_db_errors,
+)
 from services.store.settings import StoreSettings
+
+__all__ = [
+    "ADMIN_WAIT_SECONDS",
+    "APP_ROLE",
+    "CANCEL_TIMEOUT_SECONDS",
+    "CONTROL_DATABASE",
+    "GENERIC_PLANS",
+    "PROCESSES",
+    "SET_LOCALS",
+    "TEMPLATE_DATABASE",
+    "Caller",
+    "Databases",
+    "WorkspacePool",
+    "caller_transaction",
+    "cancelled_if_abandoned",
+    "configure_connection",
+    "configure_workspace_connection",
+    "translate_db_errors",
+    "with_database",
+]
 
 log = logging.getLogger("recallatron.store.db")
 
@@ -50,14 +72,6 @@ _BOOTSTRAP_LOCK = 7_401_000
 _TEMPLATE_LOCK = 7_401_002
 PROCESSES = ("store", "embedding job")
 ADMIN_WAIT_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class Caller:
-    workspace_id: str
-    member_id: str
-    purpose: str  # one of the four purposes, as stored
-    role: str = "member"  # "owner" or "member", as the gateway authenticated it
 
 
 def with_database(server_url: str, database: str, **overrides: str) -> str:
@@ -438,156 +452,3 @@ class Databases:
             budget.close()
         if self.control is not None:
             self.control.close()
-
-
-@contextmanager
-def translate_db_errors() -> Iterator[None]:
-    """A database that cannot be reached is UNAVAILABLE to the caller, fast."""
-    try:
-        yield
-    except psycopg.errors.QueryCanceled as exc:
-        # statement_timeout (the call's deadline) or a cancel for an abandoned call.
-        raise errors.DeadlineExceeded("the statement was stopped at the call's deadline") from exc
-    except BudgetTimeout as exc:
-        # The connection budget is spent (design §10): retry shortly.
-        raise errors.Unavailable(
-            "database busy: no connection within the wait allowed; retry", exc.retry_after
-        ) from exc
-    except PoolTimeout as exc:
-        raise errors.Unavailable("database unavailable: no connection in time", 1.0) from exc
-    except PoolClosed as exc:
-        raise errors.Unavailable("database unavailable: the workspace moved; retry", 0.2) from exc
-    except psycopg.OperationalError as exc:
-        raise errors.Unavailable("database unavailable", 1.0) from exc
-
-
-def configure_connection(conn: psycopg.Connection) -> None:
-    """uuid columns come back as their canonical text: every caller wants a
-    string, and building a uuid.UUID per row cost more than some queries."""
-    conn.adapters.register_loader("uuid", TextLoader)
-
-
-def configure_workspace_connection(conn: psycopg.Connection, vector: TypeInfo) -> None:
-    """As :func:`configure_connection`, and vectors go out in pgvector's binary
-    form (numpy arrays as ``%b`` parameters): formatting 384 floats as text
-    took ~0.3 ms a vector. ``vector`` is the database's vector type, looked up
-    once per database: pgvector's own register_vector looks up four types,
-    four round trips on every new connection (5 ms measured)."""
-    configure_connection(conn)
-    register_vector_info(conn, vector)
-
-
-# Every transaction-local setting in one statement (keys and values are
-# parameters; the keys come from this code, never from a request).
-SET_LOCALS = "SELECT set_config(k, v, true) FROM unnest(%s::text[], %s::text[]) AS s(k, v)"
-
-# For a transaction whose statements plan the same whatever their values (ids
-# in arrays, flags, a time): the driver prepares them, but Postgres would
-# still plan each execution afresh, row-level security included, whenever it
-# costs its generic plan above a custom one. Measured at 10,000 memories: the
-# entity cards' five statements spent 2.3 ms planning against 0.1 ms running;
-# generic plans took a card lookup from 4.2 to 0.6 ms (5.4 to 1.8 ms at
-# 100,000), with the same answers (docs/benchmarks.md). Not for the dense
-# arm, whose plan follows the caller's filters.
-GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
-
-
-# Cancel requests go out from here, not from the gRPC thread that learns a
-# call was abandoned (sending one opens a connection to the server).
-_CANCELLER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pg-cancel")
-CANCEL_TIMEOUT_SECONDS = 2.0
-
-
-class _CancelGuard:
-    """Cancels what a connection runs for an abandoned call, and only while
-    the call still holds it: the lock keeps a late cancel from reaching the
-    next call the pool lends the connection to."""
-
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self.conn = conn
-        self.lock = threading.Lock()
-        self.released = False
-
-    def fire(self) -> None:
-        _CANCELLER.submit(self._cancel)
-
-    def _cancel(self) -> None:
-        with self.lock:
-            if self.released:
-                return
-            try:
-                self.conn.cancel_safe(timeout=CANCEL_TIMEOUT_SECONDS)
-                log.info("statement cancelled: its call was abandoned")
-            except Exception as exc:  # a failed cancel leaves statement_timeout to act
-                log.warning("could not cancel a statement", extra={"error": str(exc)})
-
-    def release(self) -> None:
-        with self.lock:
-            self.released = True
-
-
-@contextmanager
-def cancelled_if_abandoned(conn: psycopg.Connection) -> Iterator[None]:
-    """While the block runs, the statement in progress is cancelled when the
-    current call is abandoned (its deadline passed, its client cancelled)."""
-    scope = deadline.current()
-    if scope is None:
-        yield
-        return
-    guard = _CancelGuard(conn)
-    take_back = scope.on_abandon(guard.fire)
-    try:
-        yield
-    finally:
-        take_back()
-        guard.release()
-
-
-class WorkspacePool(DatabasePool):
-    """A workspace database's connections, lent the way every store call
-    wants them: database and budget errors become the domain's (one place,
-    :func:`translate_db_errors`), and inside a call with a deadline the wait
-    is capped by what is left of it and the statement in progress is
-    cancelled when the call is abandoned."""
-
-    @contextmanager
-    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
-        wait = self.timeout if timeout is None else timeout
-        left = deadline.remaining()
-        with (
-            translate_db_errors(),
-            super().connection(wait if left is None else min(wait, left)) as conn,
-            cancelled_if_abandoned(conn),
-        ):
-            yield conn
-
-
-@contextmanager
-def caller_transaction(
-    pool: WorkspacePool, caller: Caller, settings: Mapping[str, str] | None = None
-) -> Iterator[psycopg.Connection]:
-    """A transaction whose every query sees only what the caller may see: the
-    row-level security policies read the first two settings, local to it.
-    ``settings`` adds more transaction-local ones (planner, HNSW) to the same
-    statement.
-
-    Inside a call with a deadline (design §9) the work ends with it: the wait
-    for a connection is capped by what is left (a thread never waits on a
-    pool past its call), ``statement_timeout`` is set to it when nearer than
-    the pool's fixed one, and the statement in progress is cancelled when the
-    call is abandoned."""
-    left = deadline.remaining()
-    local = {
-        "recallatron.member_id": caller.member_id,
-        "recallatron.purpose": caller.purpose,
-        **(settings or {}),
-    }
-    with pool.connection() as conn, conn.transaction():
-        if left is not None:
-            # Read again: the connection may have taken a while to come.
-            left = deadline.remaining() or left
-            ms = max(1, int(left * 1000))
-            if ms < pool.statement_timeout_ms:
-                local["statement_timeout"] = str(ms)
-        conn.execute(SET_LOCALS, (list(local), list(local.values())))
-        yield conn
