@@ -42,7 +42,8 @@ import psycopg
 
 import services
 from recallatron.client import Client
-from recallatron_devkit.load import Recorder, models_dir, run_closed_loop
+from recallatron_devkit.load import models_dir
+from recallatron_devkit.loadgen import Recorder, run_closed_loop
 from recallatron_devkit.stack import Stack, own_config, running
 from services.store.infrastructure.db import with_database
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import grpc
 
 from recallatron.client import Client
-from recallatron_devkit.load import seed_workspace
+from recallatron_devkit.seeding import seed_workspace
 from recallatron_devkit.stack import Stack, own_config, running
 
 

@@ -38,8 +38,9 @@ from typing import Any
 from benchmarks import plots
 from recallatron.client import Client
 from recallatron_devkit import synthetic
-from recallatron_devkit.load import QueryMix, Recorder, measure, seed_workspace, wait_embedded
 from recallatron_devkit.load import models_dir as load_models_dir
+from recallatron_devkit.loadgen import QueryMix, Recorder, measure
+from recallatron_devkit.seeding import seed_workspace, wait_embedded
 from recallatron_devkit.stack import (
     FAST_JOB,
     Stack,

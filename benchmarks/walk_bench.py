@@ -80,7 +80,9 @@ from typing import Any
 import services
 from recallatron.client import Client
 from recallatron_devkit import synthetic
-from recallatron_devkit.load import QueryMix, measure, models_dir, seed_workspace
+from recallatron_devkit.load import models_dir
+from recallatron_devkit.loadgen import QueryMix, measure
+from recallatron_devkit.seeding import seed_workspace
 from recallatron_devkit.stack import FAST_JOB, Stack, free_port, own_config, running
 
 MARKERS = {"chain": "chainmark", "fan-in": "fanmark", "control": "ctrlmark"}

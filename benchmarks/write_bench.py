@@ -29,7 +29,8 @@ from typing import Any
 import services
 from recallatron.client import Client
 from recallatron_devkit import synthetic
-from recallatron_devkit.load import Recorder, models_dir, run_closed_loop
+from recallatron_devkit.load import models_dir
+from recallatron_devkit.loadgen import Recorder, run_closed_loop
 from recallatron_devkit.stack import FAST_JOB, Stack, own_config, running
 
 Text = tuple[str, str, str]  # kind, title, body

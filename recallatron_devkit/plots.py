@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-# [percentile, ms] pairs, as recallatron_devkit.load.Recorder.distribution gives.
+# [percentile, ms] pairs, as recallatron_devkit.loadgen.Recorder.distribution gives.
 Distribution = Sequence[Sequence[float]]
 
 _NINES_LABELS = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]

@@ -17,15 +17,13 @@ import pytest
 
 from benchmarks import recall_bench
 from recallatron_devkit import synthetic
-from recallatron_devkit.load import (
+from recallatron_devkit.load import format_result, parse_classes, read_queries
+from recallatron_devkit.loadgen import (
     QueryMix,
     Recorder,
     class_summary,
-    format_result,
     measure,
     open_loop_offsets,
-    parse_classes,
-    read_queries,
     run_open_loop,
 )
 
@@ -575,7 +573,7 @@ def test_a_seed_makes_the_same_call_for_each_request_id_however_writes_finish() 
     already used for a different call"). A derivation's sources are written
     just before it, by other threads; it must wait for them, never fall back
     to a told memory because they are still being written."""
-    from recallatron_devkit.load import _seed
+    from recallatron_devkit.seeding import _seed
 
     count, members = 300, 1
     items = list(synthetic.memories(count, 7, members=members))
