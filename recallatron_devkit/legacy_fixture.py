@@ -7,7 +7,8 @@ a torn last line).
 
 Alongside the files it returns what a correct migration must produce, worked
 out from the generator's own bookkeeping rather than by reading the files,
-so that tests compare the importer against an independent answer.
+so that tests compare the importer against an independent answer
+(`legacy_truth`). What the store is made of is in `legacy_corpus`.
 
     python -m recallatron_devkit.legacy_fixture OUT_DIR [--seed N] [--turns N]
 """
@@ -19,10 +20,33 @@ import json
 import random
 import sqlite3
 import sys
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from recallatron_devkit.legacy_corpus import (
+    ASSISTANT_LINES,
+    ENTITY_TYPES,
+    FIRST,
+    KIND_TO_NEW,
+    LAST,
+    NEEDLES,
+    OLD_KINDS,
+    ORGS,
+    PLACES,
+    PROJECTS,
+    RELATION_VERBS,
+    SESSION_GAP,
+    START,
+    STATUS_WEIGHTS,
+    THINGS,
+    TOOLS,
+    USER_LINES,
+    VARIED_PROPERTIES,
+    VERBS,
+    WHEN,
+)
+from recallatron_devkit.legacy_truth import Truth
 
 SCHEMA = """
 CREATE TABLE turns (
@@ -63,190 +87,9 @@ CREATE TABLE memory_item_entities (
 );
 """
 
-START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
-# A gap longer than this opened a new session in the old store.
-SESSION_GAP = timedelta(hours=2)
-
-FIRST = [
-    "Robin", "Maya", "Tomas", "Ines", "Kwame", "Lena", "Arjun", "Sofia", "Dmitri", "Hana",
-    "Oskar", "Priya", "Mateo", "Yuki", "Elif", "Noah", "Amara", "Jonas", "Leila", "Felix",
-    "Chiara", "Ravi", "Greta", "Tariq", "Nadia", "Bruno", "Sina", "Marek", "Aiko", "Emre",
-]  # fmt: skip
-LAST = [
-    "Goodwin", "Okafor", "Lindqvist", "Moreau", "Tanaka", "Castillo", "Brandt", "Iyer",
-    "Novak", "Haddad", "Keller", "Sato", "Ferreira", "Walsh", "Kowalski", "Mensah",
-]  # fmt: skip
-PROJECTS = [
-    "billing rewrite", "mobile onboarding", "search relaunch", "warehouse sensors",
-    "quarterly planning", "design system", "data retention policy", "support bot",
-    "invoice export", "release train", "garden shed build", "kitchen renovation",
-    "marathon training", "tax filing", "conference talk", "podcast pilot",
-]  # fmt: skip
-PLACES = [
-    "Lisbon", "Porto", "Berlin", "Utrecht", "Kyoto", "Montreal", "Nairobi", "Tallinn",
-    "the office", "the co-working space", "the allotment", "the climbing gym",
-]  # fmt: skip
-ORGS = [
-    "Northwind", "Acme Logistics", "Bluefin Bank", "Helios Energy", "Tern Studio",
-    "Quillworks", "Fernhill School", "Orbit Health",
-]  # fmt: skip
-TOOLS = [
-    "Postgres", "Kubernetes", "Grafana", "Figma", "Linear", "Terraform", "Sentry", "Notion",
-    "Jenkins", "Redis",
-]  # fmt: skip
-VERBS = [
-    "review", "ship", "draft", "schedule", "fix", "plan", "test", "migrate", "price", "sketch",
-]  # fmt: skip
-THINGS = [
-    "the invoice template", "the deploy checklist", "the standup notes", "the budget sheet",
-    "the API contract", "the flaky test", "the onboarding emails", "the dashboard",
-    "the backup job", "the travel booking", "the dentist appointment", "the grant application",
-    "the on-call rota", "the vendor contract", "the release notes", "the sprint board",
-]  # fmt: skip
-WHEN = [
-    "on Monday", "before Friday", "next week", "after the retro", "by the end of the month",
-    "tomorrow morning", "this afternoon", "before the board meeting",
-]  # fmt: skip
-USER_LINES = [
-    "Can you remind me what we decided about {thing} for the {project}?",
-    "{person} says we should {verb} {thing} {when}.",
-    "I spoke with {person} in {place}; they want to {verb} {thing}.",
-    "Note that {person} moved {thing} for the {project} to {when}.",
-    "What did {person} say about {tool} last time?",
-    "Let's {verb} {thing} {when}, and loop in {person}.",
-    "The {project} is blocked on {thing}; {person} owns it.",
-    "Please draft a message to {person} about the {project}.",
-    "I prefer to {verb} {thing} in the morning, not late at night.",
-    "{org} asked whether we can {verb} {thing} using {tool}.",
-]
-ASSISTANT_LINES = [
-    "Noted: {person} will {verb} {thing} {when} for the {project}.",
-    "Last time {person} said {tool} was fine for the {project}, with a caveat about cost.",
-    "Here is a draft for {person}: the {project} needs {thing} {when}.",
-    "You decided to {verb} {thing} {when}; {person} agreed in {place}.",
-    "I found two earlier mentions of {thing}; both point to {person} at {org}.",
-    "Understood. I will keep {thing} on the list for the {project}.",
-    "{tool} should work for that; {person} set it up for {org} before.",
-    "Summary so far: {thing}, the {project}, and a follow-up with {person} {when}.",
-]
-# Words used nowhere else, planted in single turns so a test can find them.
-NEEDLES = [
-    ("quetzalcoatlus", "The spare server key is taped inside the quetzalcoatlus poster frame."),
-    ("marmalade", "Remember: the Wi-Fi password at the cabin is marmalade-wombat-42."),
-    ("zeppelinfield", "Book the team offsite at the Zeppelinfield hall for the summer party."),
-]
-
-OLD_KINDS = ["fact", "preference", "decision", "procedure", "note", "summary"]
-KIND_TO_NEW = {"preference": "fact", "procedure": "note"}
-STATUS_WEIGHTS = {"confirmed": 70, "candidate": 15, "rejected": 8, "superseded": 7}
-ENTITY_TYPES = ["person", "project", "place", "organisation", "tool"]
-RELATION_VERBS = {
-    "person": ["works_on", "knows", "works_at"],
-    "project": ["uses", "part_of"],
-    "organisation": ["based_in"],
-    "place": ["near"],
-    "tool": ["replaces"],
-}
-# Properties of every shape the old store allowed, planted on one entity
-# record: (name as written, value, the attribute it must become or None,
-# the claim's text or why there is no claim). Written out by hand, not
-# computed, so that the migration is checked against an independent answer.
-VARIED_PROPERTIES: list[tuple[str, Any, str | None, str]] = [
-    ("Home City", "Lisbon", "home_city", "Lisbon"),
-    ("founded", 1998, "founded", "1998"),
-    ("languages", ["pt", "en"], "languages", '["pt", "en"]'),
-    ("remote", True, "remote", "true"),
-    ("homeOffice", {"floor": "2", "desk": 4}, "home_office", '{"desk": 4, "floor": "2"}'),
-    ("2fa", "enabled", "attr_2fa", "enabled"),
-    ("Ünïcode Näme", "Zoë", "unicode_name", "Zoë"),
-    (
-        "The Very Long Property Name That Somebody Typed Into The Old Store Once Upon A Time",
-        "yes",
-        "the_very_long_property_name_that_somebody_typed_into_the_old_sto",
-        "yes",
-    ),
-    ("nickname", "", None, "empty value"),
-    ("maiden_name", None, None, "no value (null)"),
-    ("bio", "word " * 500, None, "value over 2000 characters"),
-    ("★", "star", None, "attribute name with no letter or digit"),
-]
-
 
 def iso(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class Truth:
-    """What a correct migration of the generated store produces."""
-
-    seed: int
-    turns: int = 0
-    turns_empty: int = 0
-    history_entries: int = 0
-    chats: int = 0
-    sessions: int = 0
-    session_digests: int = 0
-    memory_items: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    memories: int = 0
-    memories_shared: int = 0
-    memories_titled_from_body: int = 0
-    kinds_mapped: dict[str, int] = field(default_factory=dict)
-    entity_records: int = 0
-    entities: int = 0
-    entities_restated: int = 0
-    entities_superseded: int = 0
-    confirm_patches: int = 0
-    supersede_patches: int = 0
-    orphan_patches: int = 0
-    malformed_lines: int = 0
-    entity_edges: int = 0
-    edges: int = 0
-    # For confirmed items only:
-    mentions: int = 0
-    mentions_redirected: int = 0
-    mentions_unknown_entity: int = 0
-    mentions_same_after_supersession: int = 0
-    entities_created: int = 0
-    # keyword -> (turn id, text)
-    needles: dict[str, tuple[int, str]] = field(default_factory=dict)
-    # old entity id -> the id that stands for it after folding
-    final_entity: dict[str, str] = field(default_factory=dict)
-    entity_names: dict[str, str] = field(default_factory=dict)
-    # confirmed item id -> the final entity ids it mentions
-    item_mentions: dict[int, list[str]] = field(default_factory=dict)
-    # The graph claims: every folded entity record becomes a memory stating
-    # its properties (but relations) as attribute claims and its edges as
-    # relation claims about the final entities; a superseded record's memory
-    # is superseded by its replacement's and its claims are retired.
-    record_memories: int = 0
-    record_mentions: int = 0
-    attribute_claims: int = 0
-    attribute_claims_retired: int = 0
-    attribute_claims_skipped: dict[str, int] = field(default_factory=dict)
-    relation_claims: int = 0
-    relation_claims_retired: int = 0
-    supersessions: int = 0
-    entities_typed: int = 0
-    # The record carrying VARIED_PROPERTIES.
-    varied_entity: str = ""
-    # old entity id -> its confidence after the confirm patches
-    entity_confidence: dict[str, float] = field(default_factory=dict)
-    entity_types: dict[str, str] = field(default_factory=dict)
-    # old entity id -> [(attribute, value)] its record states (current unless
-    # the record was superseded)
-    entity_attributes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    # (stating record, final subject, predicate, final object)
-    relations: list[tuple[str, str, str, str]] = field(default_factory=list)
-    # superseded old id -> its direct replacement, and the time of the patch
-    superseded_by: dict[str, str] = field(default_factory=dict)
-    superseded_at: dict[str, str] = field(default_factory=dict)
-    # old entity id -> its record's valid_from, which stands for when it was written
-    record_valid_from: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class _Gen:
@@ -411,19 +254,18 @@ class _Gen:
             lines.append(rec)
             final[new_id] = rec
             replacements.append(new_id)
+
+        def supersede(old: str, new_id: str, day: int) -> None:
+            at = iso(START + timedelta(days=day))
+            lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
+            final[old]["superseded_by"] = new_id
+            self.truth.superseded_at[old] = at
+            self.truth.supersede_patches += 1
+
         for old, new_id in zip(replaced, replacements, strict=True):
-            at = iso(START + timedelta(days=121))
-            lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
-            final[old]["superseded_by"] = new_id
-            self.truth.superseded_at[old] = at
-            self.truth.supersede_patches += 1
+            supersede(old, new_id, 121)
         for k in range(3):
-            old, new_id = replacements[k], replacements[k + 3]
-            at = iso(START + timedelta(days=150))
-            lines.append({"patch": "supersede", "id": old, "superseded_by": new_id, "at": at})
-            final[old]["superseded_by"] = new_id
-            self.truth.superseded_at[old] = at
-            self.truth.supersede_patches += 1
+            supersede(replacements[k], replacements[k + 3], 150)
         # A patch for an id that never had a record.
         lines.append({"patch": "confirm", "id": "ent_9001", "at": iso(START)})
         self.truth.orphan_patches += 1

@@ -31,7 +31,9 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron_cli.main import main as cli_main
-from recallatron_devkit.legacy_fixture import START, Truth, generate
+from recallatron_devkit.legacy_corpus import START
+from recallatron_devkit.legacy_fixture import generate
+from recallatron_devkit.legacy_truth import Truth
 from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import with_database
 from services.store.legacy import plan

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from recallatron_devkit.legacy_fixture import Truth, generate
+from recallatron_devkit.legacy_fixture import generate
+from recallatron_devkit.legacy_truth import Truth
 from services.store.legacy import plan
 from services.store.legacy.oldstore import (
     MemoryItem,
