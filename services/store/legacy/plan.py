@@ -1,565 +1,84 @@
 """From old-store records to the rows the importer writes, as pure functions:
-deterministic ids, kind mapping, times, audience, skip reasons; and for each
-entity record of graph.jsonl, the memory that states its graph claims."""
+deterministic ids (ids), turns and curated items -> history rows and memories
+(plan_items), and the old graph -> entities and, for each entity record of
+graph.jsonl, the memory that states its graph claims (plan_graph)."""
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import unicodedata
-import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any
-
-from recallatron.vocabulary import (
-    MAX_BODY,
-    MAX_CLAIM_VALUE,
-    MAX_ENTITY_NAME,
-    MAX_IDENTIFIER,
-    MAX_TITLE,
+from services.store.legacy.ids import LEGACY_NAMESPACE, Ids
+from services.store.legacy.plan_graph import (
+    ATTRIBUTE_PREFIX,
+    BODY_VALUE_CHARS,
+    PREDICATE_PREFIX,
+    RECORD_KIND,
+    RELATIONS_KEY,
+    SUPERSEDE_REASON,
+    TYPE_PREFIX,
+    AttributeRow,
+    EntityRow,
+    RecordRow,
+    RelationRow,
+    Supersession,
+    claim_entity,
+    claim_value,
+    entity_rows,
+    identifier_from,
+    item_mention_times,
+    plan_record,
+    plan_records,
+    property_counts,
+    record_time,
 )
-from services.store.legacy.oldstore import Entity, Graph, MemoryItem, Turn, parse_time
+from services.store.legacy.plan_items import (
+    DERIVED_TITLE_CHARS,
+    IMPORTED_STATUS,
+    KIND_MAP,
+    MAX_HISTORY_TURN_CHARS,
+    SHARED_SCOPES,
+    HistoryRow,
+    MemoryRow,
+    MentionPlan,
+    plan_item,
+    plan_turn,
+)
+
+__all__ = [
+    "ATTRIBUTE_PREFIX",
+    "BODY_VALUE_CHARS",
+    "DEFAULT_BATCH_SIZE",
+    "DERIVED_TITLE_CHARS",
+    "IMPORTED_STATUS",
+    "KIND_MAP",
+    "LEGACY_NAMESPACE",
+    "MAX_HISTORY_TURN_CHARS",
+    "PREDICATE_PREFIX",
+    "RECORD_KIND",
+    "RELATIONS_KEY",
+    "SHARED_SCOPES",
+    "SUPERSEDE_REASON",
+    "TYPE_PREFIX",
+    "AttributeRow",
+    "EntityRow",
+    "HistoryRow",
+    "Ids",
+    "MemoryRow",
+    "MentionPlan",
+    "RecordRow",
+    "RelationRow",
+    "Supersession",
+    "claim_entity",
+    "claim_value",
+    "entity_rows",
+    "identifier_from",
+    "item_mention_times",
+    "plan_item",
+    "plan_record",
+    "plan_records",
+    "plan_turn",
+    "property_counts",
+    "record_time",
+]
 
 # Rows per transaction: big enough to be quick, small enough that an
 # interruption loses little work.
 DEFAULT_BATCH_SIZE = 500
-
-# Fixed: the ids of imported rows derive from it, so never change it.
-LEGACY_NAMESPACE = uuid.UUID("6f1d2b1e-7c1a-5d43-9a0e-3c52f0d1b7a4")
-
-# Old kinds without a namesake among the four (design §3.2).
-KIND_MAP = {
-    "fact": "fact",
-    "decision": "decision",
-    "note": "note",
-    "summary": "summary",
-    "preference": "fact",
-    "procedure": "note",
-    "procedural": "note",
-    "episode": "summary",
-}
-# An item without a title gets one from its body, this long at most.
-DERIVED_TITLE_CHARS = 80
-# Longer turns (pasted logs, say) are skipped: their search vector could
-# pass Postgres's tsvector size limit and fail the whole batch.
-MAX_HISTORY_TURN_CHARS = 200_000
-# Only memory items in this status are curated knowledge worth carrying.
-IMPORTED_STATUS = "confirmed"
-SHARED_SCOPES = ("shared", "workspace", "team")
-
-
-class Ids:
-    """Deterministic ids: the same old record always becomes the same row,
-    which is what makes a rerun (or a run after an interruption) a no-op for
-    what is already there. Keyed by the owner's handle, not the member id, so
-    a rehearsal in another workspace yields the very same ids."""
-
-    def __init__(self, owner_handle: str) -> None:
-        self.namespace = uuid.uuid5(LEGACY_NAMESPACE, f"owner:{owner_handle}")
-
-    def turn(self, turn_id: int) -> str:
-        return str(uuid.uuid5(self.namespace, f"turn:{turn_id}"))
-
-    def memory_item(self, item_id: int) -> str:
-        return str(uuid.uuid5(self.namespace, f"memory_item:{item_id}"))
-
-    def entity(self, old_id: str) -> str:
-        return str(uuid.uuid5(self.namespace, f"entity:{old_id}"))
-
-    def entity_record(self, old_id: str) -> str:
-        """The memory that states an entity record's claims."""
-        return str(uuid.uuid5(self.namespace, f"entity_record:{old_id}"))
-
-    def attribute(self, old_id: str, key: str) -> str:
-        # Keyed by the property's name as written: two names that become the
-        # same identifier stay two claims.
-        return str(uuid.uuid5(self.namespace, f"attribute:{old_id}:{key}"))
-
-    def relation(self, old_id: str, verb: str, target: str) -> str:
-        return str(uuid.uuid5(self.namespace, f"relation:{old_id}:{verb}:{target}"))
-
-
-@dataclass(frozen=True)
-class HistoryRow:
-    id: str
-    source_id: str
-    chat_id: str
-    role: str
-    text: str
-    occurred_at: datetime
-
-
-@dataclass(frozen=True)
-class MentionPlan:
-    old_entity_id: str
-    # The entity that stands for it after folding; None when there is none.
-    resolved_old_id: str | None
-    how: str
-
-
-@dataclass(frozen=True)
-class MemoryRow:
-    id: str
-    source_id: str
-    kind: str
-    mapped_from: str | None
-    title: str
-    body: str
-    confidence: float
-    # True: the owner alone; False: the whole workspace.
-    owner_only: bool
-    created_at: datetime
-    updated_at: datetime
-    mentions: tuple[MentionPlan, ...]
-
-
-@dataclass(frozen=True)
-class EntityRow:
-    id: str
-    source_id: str
-    name: str
-    # An identifier, or None.
-    type: str | None
-    created_at: datetime
-
-
-def _bad_text(value: str) -> bool:
-    return "\x00" in value
-
-
-def plan_turn(turn: Turn, ids: Ids) -> HistoryRow | str:
-    """The history row for a turn, or why it is skipped."""
-    if not turn.text.strip():
-        return "empty text"
-    if _bad_text(turn.text) or _bad_text(turn.chat_id) or _bad_text(turn.role):
-        return "text holds NUL characters"
-    if len(turn.text) > MAX_HISTORY_TURN_CHARS:
-        return f"text over {MAX_HISTORY_TURN_CHARS} characters"
-    occurred = parse_time(turn.ts)
-    if occurred is None:
-        return "unreadable time"
-    return HistoryRow(
-        ids.turn(turn.id), str(turn.id), turn.chat_id, turn.role or "unknown", turn.text, occurred
-    )
-
-
-def _title(item: MemoryItem) -> str:
-    title = " ".join(item.title.split())
-    if not title:
-        first = item.body.strip().splitlines()[0] if item.body.strip() else ""
-        title = " ".join(first.split())
-        if len(title) > DERIVED_TITLE_CHARS:
-            title = title[: DERIVED_TITLE_CHARS - 1].rstrip() + "…"
-    if len(title) > MAX_TITLE:
-        title = title[: MAX_TITLE - 1].rstrip() + "…"
-    return title
-
-
-def _confidence(value: float | None) -> float:
-    if value is None or not math.isfinite(value):
-        return 1.0
-    return min(1.0, max(0.0, value))
-
-
-def plan_item(item: MemoryItem, ids: Ids, graph: Graph) -> MemoryRow | str:
-    """The memory for a curated item, or why it is skipped."""
-    status = item.status.strip().lower()
-    if status != IMPORTED_STATUS:
-        return f"not confirmed (status {status or 'empty'})"
-    if _bad_text(item.title) or _bad_text(item.body):
-        return "text holds NUL characters"
-    title = _title(item)
-    if not title:
-        return "no title and no body"
-    if len(item.body) > MAX_BODY:
-        return f"body over {MAX_BODY} characters"
-    created = parse_time(item.created_at)
-    if created is None:
-        return "unreadable time"
-    updated = parse_time(item.updated_at) or created
-    old_kind = item.kind.strip().lower()
-    kind = KIND_MAP.get(old_kind, "note")
-    mapped_from = None if old_kind == kind else (old_kind or "empty")
-    mentions = []
-    for old_id in dict.fromkeys(item.entity_ids):
-        res = graph.resolve(old_id)
-        mentions.append(MentionPlan(old_id, res.entity_id, res.how))
-    scope = (item.scope or "").strip().lower()
-    return MemoryRow(
-        id=ids.memory_item(item.id),
-        source_id=str(item.id),
-        kind=kind,
-        mapped_from=mapped_from,
-        title=title,
-        body=item.body,
-        confidence=_confidence(item.confidence),
-        owner_only=scope not in SHARED_SCOPES,
-        created_at=created,
-        # A correction never predates the claim.
-        updated_at=max(created, updated),
-        mentions=tuple(mentions),
-    )
-
-
-def entity_rows(
-    items: Sequence[MemoryRow], records: Sequence[RecordRow], graph: Graph, ids: Ids
-) -> dict[str, EntityRow]:
-    """old id -> entity row, for every entity a planned memory mentions
-    (entities exist only as mentions), with the type of its record when that
-    makes an identifier. Created at the record's valid-from, else at the first
-    memory mentioning it: fixed by the data, not by when or in which batch the
-    import runs."""
-    first: dict[str, datetime] = {}
-
-    def seen(old_id: str, at: datetime) -> None:
-        if old_id not in first or at < first[old_id]:
-            first[old_id] = at
-
-    for row in items:
-        for m in row.mentions:
-            if m.resolved_old_id is not None:
-                seen(m.resolved_old_id, row.created_at)
-    for record in records:
-        for old_id in record.mentions:
-            seen(old_id, record.created_at)
-    out: dict[str, EntityRow] = {}
-    for old_id in sorted(first):
-        entity = graph.entities[old_id]
-        name = _clean(entity.name) or old_id
-        out[old_id] = EntityRow(
-            ids.entity(old_id),
-            old_id,
-            name[:MAX_ENTITY_NAME],
-            identifier_from(entity.type, "type_"),
-            parse_time(entity.valid_from) or first[old_id],
-        )
-    return out
-
-
-# -- entity records -> memories that state their claims -------------------------
-
-# A record's memory states what the old store held true about an entity.
-RECORD_KIND = "fact"
-# Not an attribute: the entity-to-entity edges (Entity.relations()).
-RELATIONS_KEY = "relations"
-# Property values quoted in a record memory's body, this long at most (the
-# claims hold them whole).
-BODY_VALUE_CHARS = 300
-SUPERSEDE_REASON = "supersede patch of the old store's graph"
-# Where a name that starts with a digit gets its leading letter from.
-ATTRIBUTE_PREFIX = "attr_"
-PREDICATE_PREFIX = "rel_"
-TYPE_PREFIX = "type_"
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NOT_IDENTIFIER = re.compile(r"[^a-z0-9]+")
-
-
-def _clean(text: str) -> str:
-    return " ".join(text.replace("\x00", "").split())
-
-
-def identifier_from(text: str, prefix: str) -> str | None:
-    """An old name made an identifier (design §3.3: `^[a-z][a-z0-9_]*$`, at
-    most 64 characters): accents dropped, a camelCase boundary and every run
-    of other characters one underscore, lower case, `prefix` before a leading
-    digit. None when no letter or digit is left. "Home City" and "homeCity"
-    become home_city, "2fa" attr_2fa."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
-    plain = bare.encode("ascii", "ignore").decode("ascii")
-    out = _NOT_IDENTIFIER.sub("_", _CAMEL.sub("_", plain).lower()).strip("_")
-    if not out:
-        return None
-    if not out[0].isalpha():
-        out = prefix + out
-    return out[:MAX_IDENTIFIER].rstrip("_")
-
-
-def claim_value(value: Any) -> tuple[str, str | None]:
-    """(the value as claim text, None), or ("", why it cannot be one).
-    Strings stand as written; anything else as JSON."""
-    if value is None:
-        return "", "no value (null)"
-    if isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if "\x00" in text:
-        return "", "value holds NUL characters"
-    if not text.strip():
-        return "", "empty value"
-    if len(text) > MAX_CLAIM_VALUE:
-        return "", f"value over {MAX_CLAIM_VALUE} characters"
-    return text, None
-
-
-def claim_entity(graph: Graph, old_id: str) -> str | None:
-    """The entity a claim about `old_id` names: the end of its supersession
-    chain, as for mentions. One whose chain loops or leads to no record stands
-    for itself: the fold cannot say which entity was meant. None for an id
-    with no record."""
-    res = graph.resolve(old_id)
-    if res.entity_id is None:
-        return None
-    return res.entity_id if res.how in ("self", "replaced") else old_id
-
-
-def record_time(entity: Entity, first_mention: datetime | None) -> datetime | None:
-    """When a record was written: the old store kept no such time, so its
-    valid-from stands in, else its confirmation or supersession, else the
-    first imported memory item mentioning it."""
-    for raw in (entity.valid_from, entity.confirmed_at, entity.superseded_at):
-        if (t := parse_time(raw)) is not None:
-            return t
-    return first_mention
-
-
-def item_mention_times(items: Sequence[MemoryRow]) -> dict[str, datetime]:
-    """old entity id -> the earliest planned memory item linked to it."""
-    out: dict[str, datetime] = {}
-    for row in items:
-        for m in row.mentions:
-            for old_id in (m.old_entity_id, m.resolved_old_id):
-                if old_id is not None and (old_id not in out or row.created_at < out[old_id]):
-                    out[old_id] = row.created_at
-    return out
-
-
-@dataclass(frozen=True)
-class AttributeRow:
-    id: str
-    entity_old_id: str
-    attribute: str
-    value: str
-
-
-@dataclass(frozen=True)
-class RelationRow:
-    id: str
-    subject_old_id: str
-    predicate: str
-    object_old_id: str
-
-
-@dataclass(frozen=True)
-class Supersession:
-    by_old_id: str
-    by_memory_id: str
-    # When the memory was superseded and its claims retired.
-    at: datetime
-
-
-@dataclass(frozen=True)
-class RecordRow:
-    id: str
-    source_id: str
-    title: str
-    body: str
-    confidence: float
-    created_at: datetime
-    updated_at: datetime
-    valid_from: datetime | None
-    valid_until: datetime | None
-    attributes: tuple[AttributeRow, ...]
-    relations: tuple[RelationRow, ...]
-    # Old ids of the entities it mentions: every entity a claim names.
-    mentions: tuple[str, ...]
-    supersession: Supersession | None
-    # Why a superseded record's memory is not superseded here.
-    supersession_skipped: str | None
-    attributes_read: int
-    relations_read: int
-    attributes_skipped: tuple[str, ...]
-    relations_skipped: tuple[str, ...]
-    # Supersession steps to the end of its chain: a replacement's memory is
-    # written no later than the memories it supersedes.
-    depth: int = 0
-
-
-def property_counts(entity: Entity) -> tuple[int, int]:
-    """(attribute properties, entity-to-entity edges) a record holds; a
-    `relations` value that is no verb -> ids map counts as one unusable edge."""
-    attributes = sum(1 for k in entity.properties if k != RELATIONS_KEY)
-    rel = entity.properties.get(RELATIONS_KEY)
-    edges = len(entity.relations())
-    if rel is not None and not isinstance(rel, dict):
-        edges += 1
-    return attributes, edges
-
-
-def _shown(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = _clean(text)
-    return text if len(text) <= BODY_VALUE_CHARS else text[: BODY_VALUE_CHARS - 1] + "…"
-
-
-def _record_text(entity: Entity, graph: Graph, confidence: float) -> tuple[str, str]:
-    """Title and body: what the record was and where it came from."""
-    name = _clean(entity.name) or entity.id
-    kind = _clean(entity.type)
-    title = f"{name} ({kind})" if kind else name
-    if len(title) > MAX_TITLE:
-        title = title[: MAX_TITLE - 1].rstrip() + "…"
-    head = f"Entity {_clean(entity.id)} of the old store's graph"
-    if kind:
-        head += f", type {kind}"
-    if _clean(entity.source):
-        head += f", source {_clean(entity.source)}"
-    if entity.confidence is not None:
-        head += f", confidence {confidence:g}"
-    if entity.valid_from:
-        head += f", valid from {_clean(str(entity.valid_from))}"
-    if entity.valid_until:
-        head += f" until {_clean(str(entity.valid_until))}"
-    lines = [head + "."]
-    if entity.confirmed:
-        lines.append(
-            f"Confirmed{' at ' + _clean(str(entity.confirmed_at)) if entity.confirmed_at else ''}."
-        )
-    if entity.superseded_by:
-        by = graph.entities.get(entity.superseded_by)
-        by_name = f" ({_clean(by.name)})" if by is not None and _clean(by.name) else ""
-        at = f" at {_clean(str(entity.superseded_at))}" if entity.superseded_at else ""
-        lines.append(f"Superseded by {_clean(entity.superseded_by)}{by_name}{at}.")
-    for key, value in entity.properties.items():
-        if key != RELATIONS_KEY:
-            lines.append(f"{_clean(key)}: {_shown(value)}")
-    for verb, target in entity.relations():
-        other = graph.entities.get(target)
-        other_name = _clean(other.name) if other is not None else "no record"
-        lines.append(f"{_clean(verb)}: {other_name or target} ({_clean(target)})")
-    body = "\n".join(lines)
-    if len(body) > MAX_BODY:
-        body = body[: MAX_BODY - 1] + "…"
-    return title, body
-
-
-def _later(*times: datetime | None) -> datetime:
-    return max(t for t in times if t is not None)
-
-
-def plan_record(
-    entity: Entity, ids: Ids, graph: Graph, first_mention: datetime | None = None
-) -> RecordRow | str:
-    """The memory for one folded entity record, stating its properties as
-    attribute claims and its edges as relation claims about the entities
-    that stand for them; or why it is skipped. Its supersession is planned
-    here and checked against the other records by plan_records."""
-    created = record_time(entity, first_mention)
-    if created is None:
-        return "no readable time"
-    subject = claim_entity(graph, entity.id)
-    assert subject is not None  # the entity has a record
-    confidence = _confidence(entity.confidence)
-    valid_from, valid_until = parse_time(entity.valid_from), parse_time(entity.valid_until)
-    backwards = valid_from is not None and valid_until is not None and valid_until < valid_from
-    attributes: list[AttributeRow] = []
-    skipped_a: list[str] = []
-    for key, value in entity.properties.items():
-        if key == RELATIONS_KEY:
-            continue
-        name = identifier_from(key, ATTRIBUTE_PREFIX)
-        text, why = claim_value(value)
-        if name is None:
-            skipped_a.append("attribute name with no letter or digit")
-        elif why is not None:
-            skipped_a.append(why)
-        elif backwards:
-            skipped_a.append("valid_until before valid_from")
-        else:
-            attributes.append(AttributeRow(ids.attribute(entity.id, key), subject, name, text))
-    relations: list[RelationRow] = []
-    skipped_r: list[str] = []
-    rel = entity.properties.get(RELATIONS_KEY)
-    if rel is not None and not isinstance(rel, dict):
-        skipped_r.append("relations is not a map of verb -> entity ids")
-    stated: set[tuple[str, str]] = set()
-    for verb, target in entity.relations():
-        predicate = identifier_from(verb, PREDICATE_PREFIX)
-        other = claim_entity(graph, target)
-        if predicate is None:
-            skipped_r.append("verb with no letter or digit")
-        elif other is None:
-            skipped_r.append("unknown target entity")
-        elif (predicate, other) in stated:
-            skipped_r.append("same relation as another of the record, after supersession")
-        elif backwards:
-            skipped_r.append("valid_until before valid_from")
-        else:
-            stated.add((predicate, other))
-            relations.append(
-                RelationRow(ids.relation(entity.id, verb, target), subject, predicate, other)
-            )
-    supersession: Supersession | None = None
-    supersession_skipped: str | None = None
-    updated = _later(created, parse_time(entity.confirmed_at))
-    if entity.superseded_by:
-        res = graph.resolve(entity.id)
-        if res.how != "replaced":
-            supersession_skipped = res.how
-        else:
-            by = graph.entities[entity.superseded_by]
-            at = _later(
-                created, parse_time(entity.superseded_at) or record_time(by, None) or created
-            )
-            supersession = Supersession(by.id, ids.entity_record(by.id), at)
-            updated = _later(updated, at)
-    mentions = dict.fromkeys([subject, *(r.object_old_id for r in relations)])
-    title, body = _record_text(entity, graph, confidence)
-    attributes_read, relations_read = property_counts(entity)
-    return RecordRow(
-        id=ids.entity_record(entity.id),
-        source_id=entity.id,
-        title=title,
-        body=body,
-        confidence=confidence,
-        created_at=created,
-        updated_at=updated,
-        valid_from=valid_from,
-        valid_until=valid_until,
-        attributes=tuple(attributes),
-        relations=tuple(relations),
-        mentions=tuple(mentions),
-        supersession=supersession,
-        supersession_skipped=supersession_skipped,
-        attributes_read=attributes_read,
-        relations_read=relations_read,
-        attributes_skipped=tuple(skipped_a),
-        relations_skipped=tuple(skipped_r),
-    )
-
-
-def plan_records(
-    graph: Graph, ids: Ids, first_mentions: dict[str, datetime]
-) -> tuple[list[RecordRow], dict[str, str]]:
-    """Every folded record's memory in write order (replacements before what
-    they supersede, then by time and id), and the skipped records' reasons."""
-    planned: dict[str, RecordRow] = {}
-    skipped: dict[str, str] = {}
-    for old_id, entity in graph.entities.items():
-        row = plan_record(entity, ids, graph, first_mentions.get(old_id))
-        if isinstance(row, str):
-            skipped[old_id] = row
-        else:
-            planned[old_id] = row
-    for old_id, row in planned.items():
-        if row.supersession is not None and row.supersession.by_old_id not in planned:
-            planned[old_id] = replace(
-                row, supersession=None, supersession_skipped="replacement record not imported"
-            )
-    depth: dict[str, int] = {}
-
-    def depth_of(old_id: str) -> int:
-        if old_id not in depth:
-            s = planned[old_id].supersession
-            # Chains end ("replaced" only when they do), so this recursion does.
-            depth[old_id] = 0 if s is None else 1 + depth_of(s.by_old_id)
-        return depth[old_id]
-
-    rows = [replace(r, depth=depth_of(k)) for k, r in planned.items()]
-    rows.sort(key=lambda r: (r.depth, r.created_at, r.source_id))
-    return rows, skipped
