@@ -10,13 +10,13 @@ from datetime import datetime
 from typing import Any
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
+from google.protobuf.message import Message
 
 from recallatron.grpcclient import make_channel
-from recallatron.v1 import common_pb2 as cpb
+from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import gateway_pb2_grpc
-from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, MODE, PURPOSE
+from recallatron.vocabulary import DEFAULT_PURPOSE
 
 DEFAULT_GATEWAY = "127.0.0.1:7400"
 
@@ -26,97 +26,9 @@ def default_gateway() -> str:
     return os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY)
 
 
-def audience(value: str | None) -> cpb.Audience | None:
-    """'workspace', a member id, or None for the default (only the caller)."""
-    if value is None:
-        return None
-    if value == "workspace":
-        return cpb.Audience(workspace=True)
-    return cpb.Audience(member_id=value)
-
-
-def mentions(names: Sequence[str] = (), entity_ids: Sequence[str] = ()) -> list[cpb.MentionInput]:
-    return [cpb.MentionInput(name=n) for n in names] + [
-        cpb.MentionInput(entity_id=e) for e in entity_ids
-    ]
-
-
-# -- the graph's JSON shapes (recallatron/tools.py) as messages --------------------
-
+# The graph's claims, relations and aliases in the agents' JSON shape
+# (recallatron/tools.py), proto field names.
 GraphItems = Sequence[dict[str, Any]]
-
-
-def rfc3339(value: str, field: str) -> datetime:
-    """An RFC 3339 time with its offset ("2026-05-01T09:00:00Z")."""
-    try:
-        at = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{field}: not an RFC 3339 time: {value!r:.60}") from None
-    if at.tzinfo is None:
-        raise ValueError(f"{field}: an RFC 3339 time needs its offset (Z or +hh:mm)")
-    return at
-
-
-def _ts(value: str, field: str) -> Timestamp:
-    ts = Timestamp()
-    ts.FromDatetime(rfc3339(value, field))
-    return ts
-
-
-def entity(item: dict[str, Any]) -> cpb.MentionInput:
-    """{entity_id} or {name, type?}."""
-    if "entity_id" in item:
-        return cpb.MentionInput(entity_id=item["entity_id"], type=item.get("type", ""))
-    return cpb.MentionInput(name=item.get("name", ""), type=item.get("type", ""))
-
-
-def _span(msg: Any, item: dict[str, Any], where: str) -> None:
-    for key in ("valid_from", "valid_until"):
-        if item.get(key):
-            getattr(msg, key).CopyFrom(_ts(item[key], f"{where}.{key}"))
-    if item.get("confidence") is not None:
-        msg.confidence = float(item["confidence"])
-
-
-def claims(items: GraphItems) -> list[cpb.ClaimInput]:
-    out = []
-    for i, item in enumerate(items):
-        msg = cpb.ClaimInput(
-            entity=entity(item.get("entity", {})),
-            attribute=item.get("attribute", ""),
-            value=item.get("value", ""),
-        )
-        _span(msg, item, f"claims[{i}]")
-        out.append(msg)
-    return out
-
-
-def relations(items: GraphItems) -> list[cpb.RelationInput]:
-    out = []
-    for i, item in enumerate(items):
-        msg = cpb.RelationInput(
-            subject=entity(item.get("subject", {})),
-            predicate=item.get("predicate", ""),
-            object=entity(item.get("object", {})),
-        )
-        _span(msg, item, f"relations[{i}]")
-        out.append(msg)
-    return out
-
-
-def aliases(items: GraphItems) -> list[cpb.AliasInput]:
-    return [
-        cpb.AliasInput(entity=entity(item.get("entity", {})), alias=item.get("alias", ""))
-        for item in items
-    ]
-
-
-def _graph(
-    req: Any, claim_items: GraphItems, relation_items: GraphItems, alias_items: GraphItems
-) -> None:
-    req.claims.extend(claims(claim_items))
-    req.relations.extend(relations(relation_items))
-    req.aliases.extend(aliases(alias_items))
 
 
 class Client:
@@ -140,6 +52,19 @@ class Client:
     def call(self, stub_method: Any, request: Any, timeout: float | None = None) -> Any:
         return stub_method(request, metadata=self._md(), timeout=timeout or self.timeout)
 
+    def ask(
+        self,
+        stub_method: Any,
+        request: type[Message],
+        timeout: float | None = None,
+        /,
+        **fields: Any,
+    ) -> Any:
+        """Calls ``stub_method`` with the request its fields give by proto name,
+        in plain values (recallatron/protojson.py): an enum's name, an RFC 3339
+        time, "workspace" or a member id; a field None or left out stays unset."""
+        return self.call(stub_method, to_message(request, fields), timeout)
+
     # -- tools -------------------------------------------------------------
 
     def remember(
@@ -161,29 +86,27 @@ class Client:
         aliases: GraphItems = (),
         episode_id: str = "",
     ) -> pb.RememberResponse:
-        req = pb.RememberRequest(
+        return self.ask(
+            self.memory.Remember,
+            pb.RememberRequest,
             request_id=request_id or str(uuid.uuid4()),
-            kind=KIND.value(kind),
+            kind=kind,
             title=title,
             body=body,
-            purposes=[PURPOSE.value(p) for p in purposes],
-            mentions=mentions(mention_names, mention_ids),
-            about_ids=list(about),
-            purpose=PURPOSE.value(purpose),
+            confidence=confidence,
+            audience=audience_to,
+            purposes=purposes,
+            mentions=[{"name": n} for n in mention_names] + [{"entity_id": e} for e in mention_ids],
+            about_ids=about,
+            purpose=purpose,
+            claims=claims,
+            relations=relations,
+            aliases=aliases,
             episode_id=episode_id,
         )
-        aud = audience(audience_to)
-        if aud is not None:
-            req.audience.CopyFrom(aud)
-        if confidence is not None:
-            req.confidence = confidence
-        _graph(req, claims, relations, aliases)
-        return self.call(self.memory.Remember, req)
 
     def read(self, ids: Sequence[str], purpose: str = DEFAULT_PURPOSE) -> pb.ReadResponse:
-        return self.call(
-            self.memory.Read, pb.ReadRequest(ids=list(ids), purpose=PURPOSE.value(purpose))
-        )
+        return self.ask(self.memory.Read, pb.ReadRequest, ids=ids, purpose=purpose)
 
     def recall(
         self,
@@ -198,20 +121,22 @@ class Client:
         timeout: float | None = None,
         include_history: bool = False,
     ) -> pb.RecallResponse:
-        req = pb.RecallRequest(
+        return self.ask(
+            self.memory.Recall,
+            pb.RecallRequest,
+            timeout,
             query=query,
-            mode=MODE.value(mode) if mode else cpb.RECALL_MODE_UNSPECIFIED,
+            mode=mode or None,
             limit=limit,
-            purpose=PURPOSE.value(purpose),
-            filters=cpb.RecallFilters(
-                kinds=[KIND.value(k) for k in kinds],
-                mention_entity_ids=list(mention_ids),
-                include_superseded=include_superseded,
-            ),
+            purpose=purpose,
+            filters={
+                "kinds": kinds,
+                "mention_entity_ids": mention_ids,
+                "include_superseded": include_superseded,
+            },
             skip_rerank=skip_rerank,
             include_history=include_history,
         )
-        return self.call(self.memory.Recall, req, timeout)
 
     def derive(
         self,
@@ -228,20 +153,21 @@ class Client:
         relations: GraphItems = (),
         aliases: GraphItems = (),
     ) -> pb.DeriveResponse:
-        req = pb.DeriveRequest(
+        return self.ask(
+            self.memory.Derive,
+            pb.DeriveRequest,
             request_id=request_id or str(uuid.uuid4()),
-            source_ids=list(sources),
-            kind=KIND.value(kind),
+            source_ids=sources,
+            kind=kind,
             title=title,
             body=body,
-            purposes=[PURPOSE.value(p) for p in purposes],
-            purpose=PURPOSE.value(purpose),
+            audience=audience_to,
+            purposes=purposes,
+            purpose=purpose,
+            claims=claims,
+            relations=relations,
+            aliases=aliases,
         )
-        aud = audience(audience_to)
-        if aud is not None:
-            req.audience.CopyFrom(aud)
-        _graph(req, claims, relations, aliases)
-        return self.call(self.memory.Derive, req)
 
     def correct(
         self,
@@ -259,22 +185,22 @@ class Client:
         aliases: GraphItems = (),
         replace_claims: bool = False,
     ) -> pb.CorrectResponse:
-        req = pb.CorrectRequest(
+        return self.ask(
+            self.memory.Correct,
+            pb.CorrectRequest,
             request_id=request_id or str(uuid.uuid4()),
             id=memory_id,
             expected_revision=expected_revision,
+            title=title,
+            body=body,
+            confidence=confidence,
             reason=reason,
-            purpose=PURPOSE.value(purpose),
+            purpose=purpose,
+            claims=claims,
+            relations=relations,
+            aliases=aliases,
+            replace_claims=replace_claims,
         )
-        if title is not None:
-            req.title = title
-        if body is not None:
-            req.body = body
-        if confidence is not None:
-            req.confidence = confidence
-        _graph(req, claims, relations, aliases)
-        req.replace_claims = replace_claims
-        return self.call(self.memory.Correct, req)
 
     def supersede(
         self,
@@ -292,19 +218,22 @@ class Client:
         aliases: GraphItems = (),
         replace_claims: bool = False,
     ) -> pb.SupersedeResponse:
-        req = pb.SupersedeRequest(
+        return self.ask(
+            self.memory.Supersede,
+            pb.SupersedeRequest,
             request_id=request_id or str(uuid.uuid4()),
             id=memory_id,
             expected_revision=expected_revision,
-            kind=KIND.value(kind),
+            kind=kind,
             title=title,
             body=body,
             reason=reason,
-            purpose=PURPOSE.value(purpose),
+            purpose=purpose,
+            claims=claims,
+            relations=relations,
+            aliases=aliases,
+            replace_claims=replace_claims,
         )
-        _graph(req, claims, relations, aliases)
-        req.replace_claims = replace_claims
-        return self.call(self.memory.Supersede, req)
 
     def lookup(
         self,
@@ -313,12 +242,14 @@ class Client:
         purpose: str = DEFAULT_PURPOSE,
         include_history: bool = False,
     ) -> pb.LookupResponse:
-        req = pb.LookupRequest(
-            name=name, purpose=PURPOSE.value(purpose), include_history=include_history
+        return self.ask(
+            self.memory.Lookup,
+            pb.LookupRequest,
+            name=name,
+            as_of=as_of or None,
+            purpose=purpose,
+            include_history=include_history,
         )
-        if as_of:
-            req.as_of.CopyFrom(_ts(as_of, "as_of"))
-        return self.call(self.memory.Lookup, req)
 
     def neighbors(
         self,
@@ -329,15 +260,16 @@ class Client:
         purpose: str = DEFAULT_PURPOSE,
         timeout: float | None = None,
     ) -> pb.NeighborsResponse:
-        req = pb.NeighborsRequest(
+        return self.ask(
+            self.memory.Neighbors,
+            pb.NeighborsRequest,
+            timeout,
             entity_id=entity_id,
             hops=hops,
-            predicates=list(predicates),
-            purpose=PURPOSE.value(purpose),
+            predicates=predicates,
+            as_of=as_of or None,
+            purpose=purpose,
         )
-        if as_of:
-            req.as_of.CopyFrom(_ts(as_of, "as_of"))
-        return self.call(self.memory.Neighbors, req, timeout)
 
     def forget(
         self,
@@ -346,13 +278,14 @@ class Client:
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
     ) -> pb.ForgetResponse:
-        req = pb.ForgetRequest(
+        return self.ask(
+            self.memory.Forget,
+            pb.ForgetRequest,
             request_id=request_id or str(uuid.uuid4()),
             id=memory_id,
             reason=reason,
-            purpose=PURPOSE.value(purpose),
+            purpose=purpose,
         )
-        return self.call(self.memory.Forget, req)
 
     def capture(
         self,
@@ -364,16 +297,16 @@ class Client:
         request_id: str = "",
         episode_id: str = "",
     ) -> pb.CaptureResponse:
-        req = pb.CaptureRequest(
+        return self.ask(
+            self.memory.Capture,
+            pb.CaptureRequest,
             request_id=request_id,
             speaker_member_id=speaker_member_id,
             text=text,
-            purpose=PURPOSE.value(purpose),
+            occurred_at=occurred_at,
+            purpose=purpose,
             episode_id=episode_id,
         )
-        if occurred_at is not None:
-            req.occurred_at.FromDatetime(occurred_at)
-        return self.call(self.memory.Capture, req)
 
     def create_episode(
         self,
@@ -387,20 +320,18 @@ class Client:
         entity_ids: Sequence[str] = (),
         purpose: str = DEFAULT_PURPOSE,
     ) -> pb.CreateEpisodeResponse:
-        req = pb.CreateEpisodeRequest(
+        return self.ask(
+            self.memory.CreateEpisode,
+            pb.CreateEpisodeRequest,
             title=title,
-            purposes=[PURPOSE.value(p) for p in purposes],
-            member_ids=list(member_ids),
-            entity_ids=list(entity_ids),
-            purpose=PURPOSE.value(purpose),
+            started_at=started_at,
+            ended_at=ended_at or None,
+            audience=audience_to,
+            purposes=purposes,
+            member_ids=member_ids,
+            entity_ids=entity_ids,
+            purpose=purpose,
         )
-        req.started_at.CopyFrom(_ts(started_at, "started_at"))
-        if ended_at:
-            req.ended_at.CopyFrom(_ts(ended_at, "ended_at"))
-        aud = audience(audience_to)
-        if aud is not None:
-            req.audience.CopyFrom(aud)
-        return self.call(self.memory.CreateEpisode, req)
 
     def timeline(
         self,
@@ -412,80 +343,83 @@ class Client:
         page_token: str = "",
         purpose: str = DEFAULT_PURPOSE,
     ) -> pb.TimelineResponse:
-        req = pb.TimelineRequest(
+        return self.ask(
+            self.memory.Timeline,
+            pb.TimelineRequest,
             entity_id=entity_id,
             episode_id=episode_id,
             page_token=page_token,
-            purpose=PURPOSE.value(purpose),
+            purpose=purpose,
+            **{"from": start or None, "to": end or None},
         )
-        if start:
-            getattr(req, "from").CopyFrom(_ts(start, "from"))
-        if end:
-            req.to.CopyFrom(_ts(end, "to"))
-        return self.call(self.memory.Timeline, req)
 
     # -- dedup review ------------------------------------------------------
 
     def duplicate_pairs(
         self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
     ) -> pb.ListDuplicatePairsResponse:
-        return self.call(
+        return self.ask(
             self.review.ListDuplicatePairs,
-            pb.ListDuplicatePairsRequest(purpose=PURPOSE.value(purpose), limit=limit),
+            pb.ListDuplicatePairsRequest,
+            purpose=purpose,
+            limit=limit,
         )
 
     def dismiss_pair(
         self, first_id: str, second_id: str, purpose: str = DEFAULT_PURPOSE
     ) -> pb.DismissDuplicatePairResponse:
-        return self.call(
+        return self.ask(
             self.review.DismissDuplicatePair,
-            pb.DismissDuplicatePairRequest(
-                first_id=first_id, second_id=second_id, purpose=PURPOSE.value(purpose)
-            ),
+            pb.DismissDuplicatePairRequest,
+            first_id=first_id,
+            second_id=second_id,
+            purpose=purpose,
         )
 
     def entity_pairs(
         self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
     ) -> pb.ListEntityPairsResponse:
-        return self.call(
-            self.review.ListEntityPairs,
-            pb.ListEntityPairsRequest(purpose=PURPOSE.value(purpose), limit=limit),
+        return self.ask(
+            self.review.ListEntityPairs, pb.ListEntityPairsRequest, purpose=purpose, limit=limit
         )
 
     def merge_entities(
         self, kept_id: str, merged_id: str, purpose: str = DEFAULT_PURPOSE
     ) -> pb.MergeEntitiesResponse:
-        return self.call(
+        return self.ask(
             self.review.MergeEntities,
-            pb.MergeEntitiesRequest(
-                kept_id=kept_id, merged_id=merged_id, purpose=PURPOSE.value(purpose)
-            ),
+            pb.MergeEntitiesRequest,
+            kept_id=kept_id,
+            merged_id=merged_id,
+            purpose=purpose,
         )
 
     def keep_entities_apart(
         self, first_id: str, second_id: str, purpose: str = DEFAULT_PURPOSE
     ) -> pb.KeepEntitiesApartResponse:
-        return self.call(
+        return self.ask(
             self.review.KeepEntitiesApart,
-            pb.KeepEntitiesApartRequest(
-                first_id=first_id, second_id=second_id, purpose=PURPOSE.value(purpose)
-            ),
+            pb.KeepEntitiesApartRequest,
+            first_id=first_id,
+            second_id=second_id,
+            purpose=purpose,
         )
 
     def undo_entity_merge(
         self, merge_id: str, purpose: str = DEFAULT_PURPOSE
     ) -> pb.UndoEntityMergeResponse:
-        return self.call(
+        return self.ask(
             self.review.UndoEntityMerge,
-            pb.UndoEntityMergeRequest(merge_id=merge_id, purpose=PURPOSE.value(purpose)),
+            pb.UndoEntityMergeRequest,
+            merge_id=merge_id,
+            purpose=purpose,
         )
 
     def entity_merges(
         self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
     ) -> pb.ListEntityMergesResponse:
-        return self.call(
-            self.review.ListEntityMerges,
-            pb.ListEntityMergesRequest(purpose=PURPOSE.value(purpose), limit=limit),
+        return self.ask(
+            self.review.ListEntityMerges, pb.ListEntityMergesRequest, purpose=purpose, limit=limit
         )
 
     # -- admin -------------------------------------------------------------
@@ -503,13 +437,12 @@ class Client:
     def create_member(
         self, workspace_id: str, handle: str, owner: bool = False
     ) -> pb.AdminServiceCreateMemberResponse:
-        return self.call(
+        return self.ask(
             self.admin.CreateMember,
-            pb.AdminServiceCreateMemberRequest(
-                workspace_id=workspace_id,
-                handle=handle,
-                role=cpb.ROLE_OWNER if owner else cpb.ROLE_MEMBER,
-            ),
+            pb.AdminServiceCreateMemberRequest,
+            workspace_id=workspace_id,
+            handle=handle,
+            role="owner" if owner else "member",
         )
 
     def create_token(
@@ -520,14 +453,13 @@ class Client:
         read_only: bool = False,
     ) -> pb.AdminServiceCreateTokenResponse:
         """A token; scoped to ``purposes`` (empty: all) and to the read-only calls."""
-        return self.call(
+        return self.ask(
             self.admin.CreateToken,
-            pb.AdminServiceCreateTokenRequest(
-                member_id=member_id,
-                label=label,
-                purposes=[PURPOSE.value(p) for p in purposes],
-                read_only=read_only,
-            ),
+            pb.AdminServiceCreateTokenRequest,
+            member_id=member_id,
+            label=label,
+            purposes=purposes,
+            read_only=read_only,
         )
 
     def revoke_token(self, token_id: str) -> None:
@@ -559,16 +491,11 @@ class Client:
             time.sleep(poll)
 
     def update_settings(self, **changes: Any) -> pb.UpdateSettingsResponse:
-        from recallatron.v1 import store_pb2
-
-        settings = store_pb2.WorkspaceSettings()
-        for key, value in changes.items():
-            if key == "default_recall_mode":
-                value = MODE.value(value)
-            setattr(settings, key, value)
-        return self.call(
+        return self.ask(
             self.admin.UpdateSettings,
-            pb.UpdateSettingsRequest(settings=settings, update_fields=list(changes)),
+            pb.UpdateSettingsRequest,
+            settings=changes,
+            update_fields=list(changes),
         )
 
 

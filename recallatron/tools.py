@@ -1,19 +1,38 @@
-"""The seven tools as agents see them: names, descriptions and JSON input
-schemas. One place, shared by the gateway's DescribeTools and any agent-facing
-adapter (MCP). The names and limits are recallatron.vocabulary's, the ones the
-servers check."""
+"""The tools as agents see them, one definition each: a name, a title, the
+description, the gateway method that answers it and its request and response
+messages (protos/recallatron/v1/gateway.proto). The JSON input schema, the
+arguments -> request conversion, the answer's JSON and its output schema all
+come from those messages (recallatron/protojson.py) with the overlay below:
+what a descriptor cannot say. One place, shared by the gateway's DescribeTools
+and any agent-facing adapter (MCP). The names and limits are
+recallatron.vocabulary's, the ones the servers check."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.message import Message
+
+from recallatron.protojson import (
+    JSON,
+    Arg,
+    Args,
+    Shown,
+    descriptor_of,
+    input_schema,
+    output_schema,
+    to_json,
+    to_message,
+)
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (
     DEFAULT_PURPOSE,
     DEFAULT_RECALL_LIMIT,
     IDENTIFIER_PATTERN,
-    KINDS,
     MAX_ALIASES,
     MAX_BODY,
     MAX_CARD_ITEMS,
@@ -34,154 +53,243 @@ from recallatron.vocabulary import (
     MAX_REQUEST_ID,
     MAX_TIMELINE_EVENTS,
     MAX_TITLE,
-    MODES,
-    PURPOSES,
 )
 
-_PURPOSE_PARAM = {
-    "type": "string",
-    "enum": list(PURPOSES),
-    "default": DEFAULT_PURPOSE,
-    "description": "Why you are asking; only memories stored for this purpose are visible.",
-}
-_AUDIENCE = {
-    "description": "Who may see it: 'workspace' or a member id. Default: only you.",
-    "type": "string",
-}
-_IDENTIFIER = {"type": "string", "pattern": IDENTIFIER_PATTERN, "maxLength": MAX_IDENTIFIER}
-_ENTITY = {
-    "type": "object",
-    "properties": {
-        "entity_id": {"type": "string", "format": "uuid"},
-        "name": {"type": "string", "maxLength": MAX_ENTITY_NAME},
-        "type": {**_IDENTIFIER, "description": "A new entity's type, such as person or project."},
+# -- arguments: what the descriptors cannot say -------------------------------------
+
+_IDENTIFIER = {"pattern": IDENTIFIER_PATTERN, "maxLength": MAX_IDENTIFIER}
+_UUID = {"format": "uuid"}
+_UNIT = {"minimum": 0, "maximum": 1}
+_PURPOSE = Arg(
+    {
+        "default": DEFAULT_PURPOSE,
+        "description": "Why you are asking; only memories stored for this purpose are visible.",
+    }
+)
+_REQUEST_ID = Arg(
+    {
+        "maxLength": MAX_REQUEST_ID,
+        "description": "Unique per write; a retry with the same id returns the first result.",
     },
-    "additionalProperties": False,
-    "description": "An existing entity by id, or a name that creates a new entity (within one "
-    "call the same name, ignoring case and accents, is one new entity).",
-}
-_MENTIONS = {"type": "array", "maxItems": MAX_MENTIONS, "items": _ENTITY}
-_TIME = {
-    "type": "string",
-    "format": "date-time",
-    "description": "RFC 3339 with its offset, such as 2026-05-01T09:00:00Z.",
-}
+    required=True,
+)
+_REQUIRED = Arg(required=True)
+_REASON = Arg({"maxLength": MAX_REASON})
 _VALIDITY = {
-    "valid_from": {**_TIME, "description": "When it starts to hold (RFC 3339); open if left out."},
-    "valid_until": {**_TIME, "description": "When it stops holding (RFC 3339); open if left out."},
-    "confidence": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
+    "valid_from": Arg({"description": "When it starts to hold (RFC 3339); open if left out."}),
+    "valid_until": Arg({"description": "When it stops holding (RFC 3339); open if left out."}),
+    "confidence": Arg({**_UNIT, "default": 1}),
 }
-_CLAIMS = {
-    "type": "array",
-    "maxItems": MAX_CLAIMS,
-    "description": "Attribute claims this memory states: entity, attribute, value.",
-    "items": {
-        "type": "object",
-        "properties": {
-            "entity": _ENTITY,
-            "attribute": _IDENTIFIER,
-            "value": {"type": "string", "maxLength": MAX_CLAIM_VALUE},
+
+# The messages inside requests, wherever they appear.
+NESTED: dict[str, Args] = {
+    cpb.MentionInput.DESCRIPTOR.full_name: Args(
+        {
+            "entity_id": Arg(_UUID),
+            "name": Arg({"maxLength": MAX_ENTITY_NAME}),
+            "type": Arg(
+                {**_IDENTIFIER, "description": "A new entity's type, such as person or project."}
+            ),
+        },
+        {
+            "description": "An existing entity by id, or a name that creates a new entity "
+            "(within one call the same name, ignoring case and accents, is one new entity)."
+        },
+    ),
+    cpb.ClaimInput.DESCRIPTOR.full_name: Args(
+        {
+            "entity": _REQUIRED,
+            "attribute": Arg(_IDENTIFIER, required=True),
+            "value": Arg({"maxLength": MAX_CLAIM_VALUE}, required=True),
             **_VALIDITY,
-        },
-        "required": ["entity", "attribute", "value"],
-        "additionalProperties": False,
-    },
-}
-_RELATIONS = {
-    "type": "array",
-    "maxItems": MAX_RELATIONS,
-    "description": "Relation claims this memory states: subject predicate object.",
-    "items": {
-        "type": "object",
-        "properties": {
-            "subject": _ENTITY,
-            "predicate": _IDENTIFIER,
-            "object": _ENTITY,
+        }
+    ),
+    cpb.RelationInput.DESCRIPTOR.full_name: Args(
+        {
+            "subject": _REQUIRED,
+            "predicate": Arg(_IDENTIFIER, required=True),
+            "object": _REQUIRED,
             **_VALIDITY,
-        },
-        "required": ["subject", "predicate", "object"],
-        "additionalProperties": False,
-    },
+        }
+    ),
+    cpb.AliasInput.DESCRIPTOR.full_name: Args(
+        {"entity": _REQUIRED, "alias": Arg({"maxLength": MAX_ENTITY_NAME}, required=True)}
+    ),
+    # Recall's filters are arguments of their own (recall's filters = inline).
+    cpb.RecallFilters.DESCRIPTOR.full_name: Args(
+        {
+            "mention_entity_ids": Arg(name="mentions", items=_UUID),
+            "include_superseded": Arg({"default": False}),
+        }
+    ),
 }
-_ALIASES = {
-    "type": "array",
-    "maxItems": MAX_ALIASES,
-    "description": "Other names an entity goes by, stated by this memory.",
-    "items": {
-        "type": "object",
-        "properties": {
-            "entity": _ENTITY,
-            "alias": {"type": "string", "maxLength": MAX_ENTITY_NAME},
-        },
-        "required": ["entity", "alias"],
-        "additionalProperties": False,
-    },
+
+_GRAPH = {
+    "claims": Arg(
+        {
+            "maxItems": MAX_CLAIMS,
+            "description": "Attribute claims this memory states: entity, attribute, value.",
+        }
+    ),
+    "relations": Arg(
+        {
+            "maxItems": MAX_RELATIONS,
+            "description": "Relation claims this memory states: subject predicate object.",
+        }
+    ),
+    "aliases": Arg(
+        {
+            "maxItems": MAX_ALIASES,
+            "description": "Other names an entity goes by, stated by this memory.",
+        }
+    ),
 }
-_GRAPH = {"claims": _CLAIMS, "relations": _RELATIONS, "aliases": _ALIASES}
 _REPLACE_CLAIMS = {
-    "type": "boolean",
     "default": False,
     "description": "Replace the current claims by those given (none given: drop them); the "
     "old ones stay in the history.",
 }
+_TITLE = {"maxLength": MAX_TITLE}
+_BODY = Arg({"maxLength": MAX_BODY})
+_NEW_MEMORY = {
+    "kind": _REQUIRED,
+    "title": Arg(_TITLE, required=True),
+    "body": _BODY,
+    "confidence": Arg({**_UNIT, "default": 1}),
+    "audience": Arg(
+        {"description": "Who may see it: 'workspace' or a member id. Default: only you."}
+    ),
+    "mentions": Arg({"maxItems": MAX_MENTIONS}),
+    **_GRAPH,
+}
+# A change to one memory, refused when it changed since it was read.
+_REVISION_CHECKED = {
+    "request_id": _REQUEST_ID,
+    "id": _REQUIRED,
+    "expected_revision": Arg({"minimum": 1}, required=True),
+}
+
 # Why a graph answer is to be weighed, not trusted: said once, in every graph tool.
 _CLAIM_CAVEAT = (
     "Every attribute, relation and alias is a claim: a dated statement made by one memory "
     "(memory_id), not current truth. Read the stating memory before relying on it; two "
     "claims that disagree are both returned, newest statement first."
 )
-_REQUEST_ID = {
-    "type": "string",
-    "maxLength": MAX_REQUEST_ID,
-    "description": "Unique per write; a retry with the same id returns the first result.",
+
+# -- answers: how they read best ------------------------------------------------------
+
+
+def _names(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+SHOWN: dict[str, Shown] = {
+    # Its date and provenance first: a memory is a dated claim made by someone,
+    # to be weighed before it is used.
+    cpb.Memory.DESCRIPTOR.full_name: Shown(
+        first=(
+            "id",
+            "created_at",
+            "created_by",
+            "origin",
+            "confidence",
+            "revision",
+            "superseded_by_id",
+            "episode_id",
+            "links",
+            "supersedes",
+            "superseded_by",
+            "mentions",
+            "audience",
+            "purposes",
+            "kind",
+            "title",
+            "body",
+            "updated_at",
+        ),
+        empty_is_null=_names("superseded_by_id", "episode_id"),
+    ),
+    # A linked memory the caller may not see shows its id only.
+    cpb.MemoryRef.DESCRIPTOR.full_name: Shown(only_if={"title": "visible", "kind": "visible"}),
+    cpb.EntityRef.DESCRIPTOR.full_name: Shown(empty_is_null=_names("type")),
+    cpb.EntityCard.DESCRIPTOR.full_name: Shown(empty_is_null=_names("type")),
+    cpb.GraphNode.DESCRIPTOR.full_name: Shown(inline=_names("entity")),
+    cpb.RecallResult.DESCRIPTOR.full_name: Shown(inline=_names("memory")),
+    cpb.RecallScores.DESCRIPTOR.full_name: Shown(digits={"fused_score": 6}),
+    cpb.RecallOutcome.DESCRIPTOR.full_name: Shown(
+        # Whether the arms took part before what they found.
+        first=(
+            "mode",
+            "dense_available",
+            "dense_unavailable_reason",
+            "reranked",
+            "rerank_unavailable_reason",
+            "counts",
+            # The entities the query names exactly, as lookup gives them.
+            "entities",
+        ),
+        # Owner-only migrated history: not asked for by agents.
+        hidden=_names("history"),
+        empty_is_null=_names("dense_unavailable_reason", "rerank_unavailable_reason"),
+    ),
+    pb.RecallResponse.DESCRIPTOR.full_name: Shown(inline=_names("outcome")),
+    cpb.TimelineEvent.DESCRIPTOR.full_name: Shown(empty_is_null=_names("entity_id")),
+    pb.TimelineResponse.DESCRIPTOR.full_name: Shown(empty_is_null=_names("next_page_token")),
 }
-_REASON = {"type": "string", "maxLength": MAX_REASON}
-# A change to one memory, refused when it changed since it was read.
-_REVISION_CHECKED = {
-    "request_id": _REQUEST_ID,
-    "id": {"type": "string"},
-    "expected_revision": {"type": "integer", "minimum": 1},
-}
-_NEW_MEMORY = {
-    "kind": {"type": "string", "enum": list(KINDS)},
-    "title": {"type": "string", "maxLength": MAX_TITLE},
-    "body": {"type": "string", "maxLength": MAX_BODY},
-    "confidence": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
-    "audience": _AUDIENCE,
-    "purposes": {"type": "array", "items": {"type": "string", "enum": list(PURPOSES)}},
-    "mentions": _MENTIONS,
-    **_GRAPH,
-}
+
+
+# -- the tools -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Tool:
     name: str
+    # A short human name (MCP's title).
+    title: str
     description: str
-    input_schema: dict[str, Any]
+    # The MemoryService method that answers it, and its messages.
+    method: str
+    request: type[Message]
+    response: type[Message]
+    # The request's fields as arguments (nested messages: NESTED).
+    args: Mapping[str, Arg]
     # What calling it does, for agents (MCP tool annotations). Every tool works
     # only on this workspace's memory (a closed world). Idempotent: the same
     # arguments again change nothing more (a write's request_id replays it).
     read_only: bool
     destructive: bool
     idempotent: bool = True
+    input_schema: JSON = field(init=False)
+    output_schema: JSON = field(init=False)
+
+    def __post_init__(self) -> None:
+        inputs = input_schema(descriptor_of(self.request), self.table)
+        object.__setattr__(self, "input_schema", inputs)
+        object.__setattr__(
+            self, "output_schema", output_schema(descriptor_of(self.response), SHOWN)
+        )
+
+    @property
+    def table(self) -> dict[str, Args]:
+        return {**NESTED, descriptor_of(self.request).full_name: Args(self.args)}
 
     def schema_json(self) -> str:
         return json.dumps(self.input_schema, sort_keys=True)
 
+    def request_of(self, arguments: Mapping[str, Any]) -> Message:
+        """The request the (schema-checked) arguments give; ValueError names
+        an argument the schema cannot check, such as a time without offset."""
+        return to_message(self.request, arguments, self.table)
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
+    def answer(self, response: Message) -> JSON:
+        """The response as the agent reads it (conforms to output_schema)."""
+        return to_json(response, SHOWN)
 
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
         "recall",
+        "Recall memories",
         "Search your memories by meaning and by words. Read before you trust: dense search "
         "returns the nearest rows, not the relevant ones, so a result can be close in wording "
         "and still beside the point. Each memory is a dated claim made by someone at a time, "
@@ -192,153 +300,152 @@ TOOLS: tuple[Tool, ...] = (
         "never refused. When the query names an entity exactly, its card (as lookup gives "
         "it) comes beside the results in entities; mentions restricts the results to "
         "memories mentioning the given entity ids.",
-        _schema(
-            {
-                "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
-                "mode": {"type": "string", "enum": list(MODES)},
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_RECALL_LIMIT,
-                    "default": DEFAULT_RECALL_LIMIT,
-                },
-                "purpose": _PURPOSE_PARAM,
-                "kinds": {"type": "array", "items": {"type": "string", "enum": list(KINDS)}},
-                "mentions": {"type": "array", "items": {"type": "string", "format": "uuid"}},
-                "include_superseded": {"type": "boolean", "default": False},
-            },
-            ["query"],
-        ),
+        "Recall",
+        pb.RecallRequest,
+        pb.RecallResponse,
+        {
+            "query": Arg({"maxLength": MAX_QUERY_CHARS}, required=True),
+            "limit": Arg(
+                {"minimum": 1, "maximum": MAX_RECALL_LIMIT, "default": DEFAULT_RECALL_LIMIT}
+            ),
+            "purpose": _PURPOSE,
+            "filters": Arg(inline=True),
+            "skip_rerank": Arg(hidden=True),
+            "include_history": Arg(hidden=True),
+        },
         read_only=True,
         destructive=False,
     ),
     Tool(
         "read",
+        "Read memories",
         "Read full memories by id, with provenance: links (with titles of linked memories you "
         "may see), the supersession chain both ways, mentions, revision, origin, confidence, "
         "audience, purposes and times. An id you may not see reads as not found.",
-        _schema(
-            {
-                "ids": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_READ_IDS},
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["ids"],
-        ),
+        "Read",
+        pb.ReadRequest,
+        pb.ReadResponse,
+        {"ids": Arg({"maxItems": MAX_READ_IDS}, required=True), "purpose": _PURPOSE},
         read_only=True,
         destructive=False,
     ),
     Tool(
         "remember",
+        "Remember",
         "Store a new memory (origin told) that someone plainly told you. Give a kind, a short "
         "title and the body; say who may see it (default: only the member you act for) and "
         "for which purposes (default: assist). It may also state graph claims (attributes, "
         "relations, aliases of entities); every entity they name is mentioned by the memory, "
         "and the claims are visible, change and vanish exactly with it.",
-        _schema(
-            {
-                "request_id": _REQUEST_ID,
-                **_NEW_MEMORY,
-                "about": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LINKS},
-                "episode_id": {
-                    "type": "string",
-                    "format": "uuid",
-                    "description": "The episode (conversation or event) it belongs to.",
-                },
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["request_id", "kind", "title"],
-        ),
+        "Remember",
+        pb.RememberRequest,
+        pb.RememberResponse,
+        {
+            "request_id": _REQUEST_ID,
+            **_NEW_MEMORY,
+            "about_ids": Arg({"maxItems": MAX_LINKS}, name="about"),
+            "episode_id": Arg(
+                {**_UUID, "description": "The episode (conversation or event) it belongs to."}
+            ),
+            "purpose": _PURPOSE,
+            "occurred_at": Arg(hidden=True),
+        },
         read_only=False,
         destructive=False,
     ),
     Tool(
         "derive",
+        "Derive a conclusion",
         "Store a conclusion drawn from memories you can see (origin derived). Its audience and "
         "purposes are the intersection of its sources'; you may narrow them, never widen them. "
         "Sources with no common audience or purpose refuse the derivation.",
-        _schema(
-            {
-                "request_id": _REQUEST_ID,
-                "sources": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "minItems": 1,
-                    "maxItems": MAX_LINKS,
-                },
-                **_NEW_MEMORY,
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["request_id", "sources", "kind", "title"],
-        ),
+        "Derive",
+        pb.DeriveRequest,
+        pb.DeriveResponse,
+        {
+            "request_id": _REQUEST_ID,
+            "source_ids": Arg(
+                {"minItems": 1, "maxItems": MAX_LINKS}, name="sources", required=True
+            ),
+            **_NEW_MEMORY,
+            "purpose": _PURPOSE,
+        },
         read_only=False,
         destructive=False,
     ),
     Tool(
         "correct",
+        "Correct a memory",
         "Fix a memory in place (revision + 1) with a reason. Pass the revision you read; if "
         "someone changed it since, the call is refused with the current revision: read again. "
         "Claims given replace the memory's current claims (the old ones stay in its history).",
-        _schema(
-            {
-                **_REVISION_CHECKED,
-                "title": _NEW_MEMORY["title"],
-                "body": _NEW_MEMORY["body"],
-                "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                **_GRAPH,
-                "replace_claims": _REPLACE_CLAIMS,
-                "reason": _REASON,
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["request_id", "id", "expected_revision", "reason"],
-        ),
+        "Correct",
+        pb.CorrectRequest,
+        pb.CorrectResponse,
+        {
+            **_REVISION_CHECKED,
+            "title": Arg(_TITLE),
+            "body": _BODY,
+            "confidence": Arg(_UNIT),
+            **_GRAPH,
+            "replace_claims": Arg(_REPLACE_CLAIMS),
+            "reason": Arg(_REASON.schema, required=True),
+            "purpose": _PURPOSE,
+        },
         read_only=False,
         # Overwrites title, body or confidence in place.
         destructive=True,
     ),
     Tool(
         "supersede",
+        "Supersede a memory",
         "Replace a memory with a new one when the facts changed; the old one stays readable and "
         "points to its successor. Pass the revision you read. The new memory carries the old "
         "one's current claims unless you give claims (or replace_claims).",
-        _schema(
-            {
-                **_REVISION_CHECKED,
-                **_NEW_MEMORY,
-                "replace_claims": {
+        "Supersede",
+        pb.SupersedeRequest,
+        pb.SupersedeResponse,
+        {
+            **_REVISION_CHECKED,
+            **_NEW_MEMORY,
+            "replace_claims": Arg(
+                {
                     **_REPLACE_CLAIMS,
                     "description": "State only the claims given (none given: none); without "
                     "it the new memory carries the old one's current claims.",
-                },
-                "reason": _REASON,
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["request_id", "id", "expected_revision", "kind", "title"],
-        ),
+                }
+            ),
+            "reason": _REASON,
+            "purpose": _PURPOSE,
+            "source_ids": Arg(hidden=True),
+        },
         read_only=False,
         # Nothing is lost: the old memory stays readable and points to its successor.
         destructive=False,
     ),
     Tool(
         "forget",
+        "Forget a memory",
         "Invalidate a memory with a reason, only when asked: its text and embedding are purged "
         "and a tombstone keeps links valid. The tombstone keeps the reason exactly as you give "
         "it, so say why in general terms and never repeat the forgotten content in it. "
         "Nothing expires by itself.",
-        _schema(
-            {
-                "request_id": _REQUEST_ID,
-                "id": {"type": "string"},
-                "reason": _REASON,
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["request_id", "id", "reason"],
-        ),
+        "Forget",
+        pb.ForgetRequest,
+        pb.ForgetResponse,
+        {
+            "request_id": _REQUEST_ID,
+            "id": _REQUIRED,
+            "reason": Arg(_REASON.schema, required=True),
+            "purpose": _PURPOSE,
+        },
         read_only=False,
         # Purges the text and the embedding.
         destructive=True,
     ),
     Tool(
         "lookup",
+        "Look up an entity",
         "What the memory knows about an entity, by its exact name or alias (case, accents and "
         "surrounding spaces do not matter; a part of a name does not match). Returns every "
         "entity of that name you may see (two may share a name; nothing merges them by "
@@ -349,57 +456,61 @@ TOOLS: tuple[Tool, ...] = (
         + " as_of answers for a past time; "
         f"include_history adds claims no longer current. At most {MAX_CARD_ITEMS} items per "
         "list (truncated says so).",
-        _schema(
-            {
-                "name": {"type": "string", "maxLength": MAX_ENTITY_NAME},
-                "as_of": {**_TIME, "description": "Answer as of this time (RFC 3339)."},
-                "include_history": {"type": "boolean", "default": False},
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["name"],
-        ),
+        "Lookup",
+        pb.LookupRequest,
+        pb.LookupResponse,
+        {
+            "name": Arg({"maxLength": MAX_ENTITY_NAME}, required=True),
+            "as_of": Arg({"description": "Answer as of this time (RFC 3339)."}),
+            "purpose": _PURPOSE,
+            "include_history": Arg({"default": False}),
+        },
         read_only=True,
         destructive=False,
     ),
     Tool(
         "neighbors",
+        "Related entities",
         "The entities related to one entity, 1 to "
         f"{MAX_HOPS} hops away over relations you may see, in both directions, optionally "
         "only some predicates. " + _CLAIM_CAVEAT + f" At most {MAX_NEIGHBOR_NODES} nodes and "
         f"{MAX_NEIGHBOR_EDGES} edges, newest statements first (truncated says a cap cut).",
-        _schema(
-            {
-                "entity_id": {"type": "string", "format": "uuid"},
-                "hops": {"type": "integer", "minimum": 1, "maximum": MAX_HOPS, "default": 1},
-                "predicates": {"type": "array", "items": _IDENTIFIER, "maxItems": 20},
-                "as_of": {**_TIME, "description": "Walk the relations as of this time."},
-                "purpose": _PURPOSE_PARAM,
-            },
-            ["entity_id"],
-        ),
+        "Neighbors",
+        pb.NeighborsRequest,
+        pb.NeighborsResponse,
+        {
+            "entity_id": Arg(_UUID, required=True),
+            "hops": Arg({"minimum": 1, "maximum": MAX_HOPS, "default": 1}),
+            "predicates": Arg({"maxItems": 20}, items=_IDENTIFIER),
+            "as_of": Arg({"description": "Walk the relations as of this time."}),
+            "purpose": _PURPOSE,
+        },
         read_only=True,
         destructive=False,
     ),
     Tool(
         "timeline",
+        "Timeline",
         "What happened, in valid-time order: for an entity (entity_id), an episode "
         "(episode_id) or, with neither, the whole workspace, between from and to: memories "
         "written, claims and relations that start or end, corrections and supersessions, "
         "each with the memory that says so. Only what you may see. An event is a dated "
         "statement by a memory, not current truth: read the memory before relying on it. "
         f"At most {MAX_TIMELINE_EVENTS} events per page; pass next_page_token for more.",
-        _schema(
-            {
-                "entity_id": {"type": "string", "format": "uuid"},
-                "episode_id": {"type": "string", "format": "uuid"},
-                "from": {**_TIME, "description": "From this time (RFC 3339, inclusive)."},
-                "to": {**_TIME, "description": "Until this time (RFC 3339, exclusive)."},
-                "page_token": {"type": "string", "maxLength": 1000},
-                "purpose": _PURPOSE_PARAM,
-            },
-            [],
-        ),
+        "Timeline",
+        pb.TimelineRequest,
+        pb.TimelineResponse,
+        {
+            "entity_id": Arg(_UUID),
+            "episode_id": Arg(_UUID),
+            "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
+            "to": Arg({"description": "Until this time (RFC 3339, exclusive)."}),
+            "page_token": Arg({"maxLength": 1000}),
+            "purpose": _PURPOSE,
+        },
         read_only=True,
         destructive=False,
     ),
 )
+
+BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS}

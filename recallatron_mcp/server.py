@@ -1,6 +1,6 @@
-"""The MCP server: exactly the seven tools and the graph's lookup and
-neighbors, with the names, descriptions and
-input schemas of recallatron/tools.py, forwarded to the gateway with the
+"""The MCP server: exactly the seven tools and the graph's lookup, neighbors
+and timeline, with the names, titles, descriptions and input and output
+schemas of recallatron/tools.py, forwarded to the gateway with the
 member's token. Over stdio (one member: RECALLATRON_TOKEN or
 RECALLATRON_TOKEN_FILE) or streamable HTTP (the member's token in each
 request's `Authorization: Bearer` header, else that one).
@@ -64,8 +64,11 @@ def listed_tools() -> list[types.Tool]:
     return [
         types.Tool(
             name=t.name,
+            title=t.title,
             description=t.description,
             input_schema=t.input_schema,
+            # The structured content of every answer conforms to it.
+            output_schema=t.output_schema,
             annotations=types.ToolAnnotations(
                 read_only_hint=t.read_only,
                 destructive_hint=t.destructive,

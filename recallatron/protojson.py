@@ -1,0 +1,463 @@
+"""Protobuf messages as the JSON agents write and read, by one walk of the
+descriptor: the JSON Schema of a request's arguments, the request from those
+arguments, and an answer's JSON and its JSON Schema.
+
+What a descriptor cannot say (descriptions, limits, defaults, an argument's
+public name, fields agents do not see, how an answer reads best) comes from an
+overlay keyed by message type; recallatron/tools.py holds the tools'. Without
+one, arguments take the proto field names, so the client library builds its
+requests the same way.
+
+The plain values: an enum is its vocabulary's lowercase name
+(recallatron.vocabulary), a Timestamp an RFC 3339 string, an Audience
+"workspace" or a member id."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar, cast
+
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from recallatron import vocabulary
+from recallatron.v1 import common_pb2 as cpb
+
+M = TypeVar("M", bound=Message)
+JSON = dict[str, Any]
+
+TIMESTAMP = Timestamp.DESCRIPTOR.full_name
+AUDIENCE = cpb.Audience.DESCRIPTOR.full_name
+WORKSPACE = "workspace"
+
+_JSON_TYPES = {
+    FieldDescriptor.TYPE_STRING: "string",
+    FieldDescriptor.TYPE_BOOL: "boolean",
+    FieldDescriptor.TYPE_DOUBLE: "number",
+    FieldDescriptor.TYPE_FLOAT: "number",
+    **dict.fromkeys(
+        (
+            FieldDescriptor.TYPE_INT32,
+            FieldDescriptor.TYPE_INT64,
+            FieldDescriptor.TYPE_UINT32,
+            FieldDescriptor.TYPE_UINT64,
+            FieldDescriptor.TYPE_SINT32,
+            FieldDescriptor.TYPE_SINT64,
+            FieldDescriptor.TYPE_FIXED32,
+            FieldDescriptor.TYPE_FIXED64,
+            FieldDescriptor.TYPE_SFIXED32,
+            FieldDescriptor.TYPE_SFIXED64,
+        ),
+        "integer",
+    ),
+}
+_FLOATS = {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT}
+# Decimals an answer's floats keep: scores and confidences, not float noise.
+DIGITS = 4
+
+
+# -- overlays ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arg:
+    """What an agent is told about one request field beyond its type."""
+
+    # JSON Schema keywords: description, limits, default (also what the
+    # request gets when the argument is left out), format, pattern.
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    # The same for each item of a repeated field.
+    items: Mapping[str, Any] = field(default_factory=dict)
+    # The argument's name where it is not the field's.
+    name: str = ""
+    required: bool = False
+    # Not offered to agents: the request keeps the field's proto default.
+    hidden: bool = False
+    # A message field whose own fields are arguments beside its siblings.
+    inline: bool = False
+
+
+@dataclass(frozen=True)
+class Args:
+    """The arguments one message type is made of."""
+
+    fields: Mapping[str, Arg] = field(default_factory=dict)
+    # Keywords of the object itself, such as its description.
+    schema: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How one message type reads in an answer beyond its fields."""
+
+    # These come first, in this order; the others follow in the proto's.
+    first: tuple[str, ...] = ()
+    hidden: frozenset[str] = frozenset()
+    # Message fields whose own fields stand beside their siblings.
+    inline: frozenset[str] = frozenset()
+    # Strings where "" means there is none: null.
+    empty_is_null: frozenset[str] = frozenset()
+    # A field shown only when a boolean field of the same message is true.
+    only_if: Mapping[str, str] = field(default_factory=dict)
+    # Decimals of a float field, where not DIGITS.
+    digits: Mapping[str, int] = field(default_factory=dict)
+
+
+ArgTable = Mapping[str, Args]
+ShownTable = Mapping[str, Shown]
+_NO_ARG = Arg()
+_NO_ARGS = Args()
+_NO_SHOWN = Shown()
+
+
+# -- plain values ----------------------------------------------------------------------
+
+
+def _upper_snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+
+
+_VOCABULARY: dict[str, vocabulary.Terms[Any]] = {
+    terms.enum.DESCRIPTOR.full_name: terms
+    for terms in (
+        vocabulary.KIND,
+        vocabulary.ORIGIN,
+        vocabulary.PURPOSE,
+        vocabulary.LINK_KIND,
+        vocabulary.MODE,
+        vocabulary.ROLE,
+        vocabulary.REVISION_ACTION,
+    )
+}
+
+
+@functools.cache
+def terms(enum: EnumDescriptor) -> vocabulary.Terms[Any]:
+    """The vocabulary of an enum: recallatron.vocabulary's where it has one,
+    else the same rule (values without the enum's own prefix, lowercase)."""
+    known = _VOCABULARY.get(enum.full_name)
+    if known is not None:
+        return known
+    return vocabulary.Terms(EnumTypeWrapper(enum), _upper_snake(enum.name) + "_")
+
+
+@functools.cache
+def _enum_names(enum: EnumDescriptor) -> dict[int, str]:
+    return {number: name for name, number in terms(enum).values.items()}
+
+
+def rfc3339(value: str, where: str) -> datetime:
+    """An RFC 3339 time with its offset ("2026-05-01T09:00:00Z")."""
+    try:
+        at = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: not an RFC 3339 time: {value!r:.60}") from None
+    if at.tzinfo is None:
+        raise ValueError(f"{where}: an RFC 3339 time needs its offset (Z or +hh:mm)")
+    return at
+
+
+def timestamp(value: str | datetime, where: str) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(value if isinstance(value, datetime) else rfc3339(value, where))
+    return ts
+
+
+def descriptor_of(message: Message | type[Message]) -> Descriptor:
+    """A message's (or message class's) descriptor; the runtime's own
+    descriptor class stands for the same type."""
+    return cast(Descriptor, message.DESCRIPTOR)
+
+
+def _fields(descriptor: Descriptor, first: Sequence[str] = ()) -> Iterator[FieldDescriptor]:
+    by_name = descriptor.fields_by_name
+    yield from (by_name[name] for name in first)
+    yield from (f for f in descriptor.fields if f.name not in first)
+
+
+def _message_type(f: FieldDescriptor) -> Descriptor:
+    assert f.message_type is not None, f.full_name
+    return f.message_type
+
+
+def _enum_type(f: FieldDescriptor) -> EnumDescriptor:
+    assert f.enum_type is not None, f.full_name
+    return f.enum_type
+
+
+# -- arguments: their schema ---------------------------------------------------------
+
+
+def input_schema(descriptor: Descriptor, table: ArgTable) -> JSON:
+    """The JSON Schema of the arguments that make a ``descriptor`` message."""
+    properties, required = _arg_properties(descriptor, table)
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _arg_properties(descriptor: Descriptor, table: ArgTable) -> tuple[JSON, list[str]]:
+    args = table.get(descriptor.full_name, _NO_ARGS)
+    properties: JSON = {}
+    required: list[str] = []
+    for f in descriptor.fields:
+        arg = args.fields.get(f.name, _NO_ARG)
+        if arg.hidden:
+            continue
+        if arg.inline:
+            inner, inner_required = _arg_properties(_message_type(f), table)
+            properties.update(inner)
+            required += inner_required
+            continue
+        name = arg.name or f.name
+        one = _arg_value(f, table)
+        if f.is_repeated:
+            properties[name] = {"type": "array", "items": {**one, **arg.items}, **arg.schema}
+        else:
+            properties[name] = {**one, **arg.schema}
+        if arg.required:
+            required.append(name)
+    return properties, required
+
+
+def _arg_value(f: FieldDescriptor, table: ArgTable) -> JSON:
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        return {"type": "string", "enum": list(terms(_enum_type(f)).names)}
+    if f.type != FieldDescriptor.TYPE_MESSAGE:
+        return {"type": _JSON_TYPES[f.type]}
+    message = _message_type(f)
+    if message.full_name == TIMESTAMP:
+        return {"type": "string", "format": "date-time"}
+    if message.full_name == AUDIENCE:
+        return {"type": "string"}
+    properties, required = _arg_properties(message, table)
+    out: JSON = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
+    out["additionalProperties"] = False
+    return {**out, **table.get(message.full_name, _NO_ARGS).schema}
+
+
+# -- arguments: the request ----------------------------------------------------------
+
+
+def to_message(cls: type[M], args: Mapping[str, Any], table: ArgTable | None = None) -> M:
+    """The message the arguments give, by the same walk as input_schema. An
+    argument left out or None leaves its field alone (or takes the overlay's
+    default); a name the walk does not know is a ValueError naming it, as is a
+    value of the wrong kind (an unknown enum name, a time without offset)."""
+    message = cls()
+    _fill(message, args, table or {}, "")
+    return message
+
+
+def _fill(message: Message, args: Mapping[str, Any], table: ArgTable, where: str) -> None:
+    used = _fill_fields(message, args, table, where)
+    unknown = sorted(set(args) - used)
+    if unknown:
+        raise ValueError(f"{where or '(arguments)'}: unknown argument {unknown[0]!r:.60}")
+
+
+def _fill_fields(
+    message: Message, args: Mapping[str, Any], table: ArgTable, where: str
+) -> set[str]:
+    """Sets the fields the arguments give; returns the argument names used."""
+    spec = table.get(descriptor_of(message).full_name, _NO_ARGS)
+    used: set[str] = set()
+    oneofs: set[str] = set()
+    for f in descriptor_of(message).fields:
+        arg = spec.fields.get(f.name, _NO_ARG)
+        if arg.hidden:
+            continue
+        if arg.inline:
+            used |= _fill_fields(getattr(message, f.name), args, table, where)
+            continue
+        name = arg.name or f.name
+        used.add(name)
+        value = args.get(name)
+        if value is None:
+            value = arg.schema.get("default")
+        if value is None:
+            continue
+        group = f.containing_oneof
+        if group is not None:
+            # One member of a oneof: the first given, in declaration order.
+            if group.name in oneofs:
+                continue
+            oneofs.add(group.name)
+        path = f"{where}.{name}" if where else name
+        if f.is_repeated:
+            if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+                raise ValueError(f"{path}: a list is expected")
+            items = getattr(message, f.name)
+            for i, item in enumerate(value):
+                if f.type == FieldDescriptor.TYPE_MESSAGE:
+                    _set_message(items.add(), item, table, f"{path}[{i}]")
+                else:
+                    items.append(_scalar(f, item, f"{path}[{i}]"))
+        elif f.type == FieldDescriptor.TYPE_MESSAGE:
+            _set_message(getattr(message, f.name), value, table, path)
+        else:
+            setattr(message, f.name, _scalar(f, value, path))
+    return used
+
+
+def _set_message(message: Message, value: Any, table: ArgTable, where: str) -> None:
+    name = message.DESCRIPTOR.full_name
+    if name == TIMESTAMP and isinstance(value, str | datetime):
+        message.CopyFrom(timestamp(value, where))
+    elif name == AUDIENCE and isinstance(value, str):
+        message.CopyFrom(
+            cpb.Audience(workspace=True) if value == WORKSPACE else cpb.Audience(member_id=value)
+        )
+    elif isinstance(value, Mapping) and name not in (TIMESTAMP, AUDIENCE):
+        # Given, even empty: the receiver sees the field as set.
+        message.SetInParent()
+        _fill(message, value, table, where)
+    else:
+        raise ValueError(f"{where}: unexpected value {value!r:.60}")
+
+
+def _scalar(f: FieldDescriptor, value: Any, where: str) -> Any:
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        vocab = terms(_enum_type(f))
+        if value not in vocab.values:
+            raise ValueError(f"{where}: {value!r:.60} is not one of {vocab.one_of()}")
+        return vocab.value(value)
+    kind = _JSON_TYPES.get(f.type)
+    if kind == "string" and isinstance(value, str):
+        return value
+    if kind == "boolean" and isinstance(value, bool):
+        return value
+    if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind == "number" and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ValueError(f"{where}: {value!r:.60} is not a {kind}")
+
+
+# -- answers -------------------------------------------------------------------------
+
+
+class _Defs:
+    """The message types of one answer's schema, each under its own name."""
+
+    def __init__(self, table: ShownTable) -> None:
+        self.table = table
+        self.schemas: dict[str, JSON] = {}
+        self.owners: dict[str, str] = {}
+
+    def ref(self, message: Descriptor) -> JSON:
+        owner = self.owners.setdefault(message.name, message.full_name)
+        if owner != message.full_name:
+            raise ValueError(
+                f"two message types named {message.name}: {owner}, {message.full_name}"
+            )
+        if message.name not in self.schemas:
+            self.schemas[message.name] = {}  # taken while it is built
+            self.schemas[message.name] = self.object(message)
+        return {"$ref": f"#/$defs/{message.name}"}
+
+    def object(self, descriptor: Descriptor) -> JSON:
+        properties, required = self.properties(descriptor)
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    def properties(self, descriptor: Descriptor) -> tuple[JSON, list[str]]:
+        shown = self.table.get(descriptor.full_name, _NO_SHOWN)
+        properties: JSON = {}
+        required: list[str] = []
+        for f in _fields(descriptor, shown.first):
+            if f.name in shown.hidden:
+                continue
+            if f.name in shown.inline:
+                inner, inner_required = self.properties(_message_type(f))
+                properties.update(inner)
+                required += inner_required
+                continue
+            one = self.value(f, shown)
+            properties[f.name] = {"type": "array", "items": one} if f.is_repeated else one
+            if f.name not in shown.only_if:
+                required.append(f.name)
+        return properties, required
+
+    def value(self, f: FieldDescriptor, shown: Shown) -> JSON:
+        if f.type == FieldDescriptor.TYPE_ENUM:
+            # null: unspecified, or a value newer than this build.
+            return {"type": ["string", "null"], "enum": [*terms(_enum_type(f)).names, None]}
+        if f.type == FieldDescriptor.TYPE_MESSAGE:
+            message = _message_type(f)
+            if message.full_name == TIMESTAMP:
+                return {"type": ["string", "null"], "format": "date-time"}
+            if message.full_name == AUDIENCE:
+                return {"type": ["string", "null"], "description": "'workspace' or a member id."}
+            return self.ref(message)
+        kind = _JSON_TYPES[f.type]
+        nullable = (f.has_presence and not f.is_repeated) or f.name in shown.empty_is_null
+        return {"type": [kind, "null"] if nullable else kind}
+
+
+def output_schema(descriptor: Descriptor, table: ShownTable) -> JSON:
+    """The JSON Schema of what to_json makes of a ``descriptor`` message; the
+    message types inside it are under $defs, by name."""
+    defs = _Defs(table)
+    out = defs.object(descriptor)
+    if defs.schemas:
+        out["$defs"] = defs.schemas
+    return out
+
+
+def to_json(message: Message, table: ShownTable) -> JSON:
+    """A message as an agent reads it, by the same walk as output_schema."""
+    fields = descriptor_of(message)
+    shown = table.get(fields.full_name, _NO_SHOWN)
+    out: JSON = {}
+    for f in _fields(fields, shown.first):
+        condition = shown.only_if.get(f.name)
+        if f.name in shown.hidden or (condition and not getattr(message, condition)):
+            continue
+        value = getattr(message, f.name)
+        if f.name in shown.inline:
+            out.update(to_json(value, table))
+        elif f.is_repeated:
+            out[f.name] = [_plain(f, item, shown, table) for item in value]
+        elif (
+            f.type != FieldDescriptor.TYPE_MESSAGE
+            and f.has_presence
+            and not message.HasField(f.name)
+        ):
+            out[f.name] = None
+        else:
+            out[f.name] = _plain(f, value, shown, table)
+    return out
+
+
+def _plain(f: FieldDescriptor, value: Any, shown: Shown, table: ShownTable) -> Any:
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        return _enum_names(_enum_type(f)).get(value)
+    if f.type == FieldDescriptor.TYPE_MESSAGE:
+        name = value.DESCRIPTOR.full_name
+        if name == TIMESTAMP:
+            # The epoch is how an unset time travels in some answers.
+            return value.ToJsonString() if value.seconds or value.nanos else None
+        if name == AUDIENCE:
+            return WORKSPACE if value.workspace else value.member_id or None
+        return to_json(value, table)
+    if f.type in _FLOATS:
+        return round(value, shown.digits.get(f.name, DIGITS))
+    if f.name in shown.empty_is_null and value == "":
+        return None
+    return value
