@@ -1,9 +1,9 @@
 """The pipeline's two peers over gRPC: adapters that turn stub calls into the
-plain interfaces of :mod:`services.rank.pipeline`, each call with a deadline.
+plain interfaces of :mod:`services.rank.ports`, each call with a deadline.
 
 Store failures are the recall's failure (UNAVAILABLE, or the store's own
 status relayed), except in the dense arm, which degrades. Embed failures
-always degrade, so they become :class:`pipeline.Degraded`."""
+always degrade, so they become :class:`ports.Degraded`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from recallatron.peer import Peer, method
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, store_pb2
 from recallatron.vocabulary import DEFAULT_MODE, MODE
-from services.rank.pipeline import (
+from services.rank.ports import (
     Candidate,
     Degraded,
     DenseArm,

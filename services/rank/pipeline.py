@@ -1,8 +1,8 @@
 """The recall pipeline (design §5), in plain Python.
 
 It knows nothing of gRPC: it talks to the store and the embed service through
-the two small interfaces below (:class:`StorePort`, :class:`EmbedPort`), whose
-adapters live in :mod:`services.rank.peers`. The steps, in order:
+two small interfaces (:class:`StorePort`, :class:`EmbedPort`, in
+:mod:`services.rank.ports`), whose adapters live in :mod:`services.rank.peers`. The steps, in order:
 
 1. resolve the mode (the request's, else the workspace default);
 2. run the arms concurrently: lexical in the store; dense = embed the bare
@@ -22,16 +22,50 @@ run, the fused order stands.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from recallatron.vocabulary import DEFAULT_MODE, MODES
 from services.rank import metrics
+from services.rank.fusion import Fused, Scores, rrf
+from services.rank.ports import (
+    Candidate,
+    Degraded,
+    DenseArm,
+    EmbedPort,
+    M,
+    Passage,
+    QueryVector,
+    StorePort,
+    Walked,
+    WorkspaceSettings,
+)
+
+__all__ = [
+    "Candidate",
+    "Counts",
+    "Degraded",
+    "DenseArm",
+    "EmbedPort",
+    "Fused",
+    "Outcome",
+    "Passage",
+    "Pipeline",
+    "PipelineConfig",
+    "QueryVector",
+    "Request",
+    "Result",
+    "Scores",
+    "StorePort",
+    "Walked",
+    "WorkspaceSettings",
+    "rrf",
+]
+
 
 log = logging.getLogger("recallatron.rank.pipeline")
 
@@ -46,130 +80,7 @@ MIN_RERANK_SECONDS = 0.05
 T = TypeVar("T")
 
 
-# -- what the pipeline needs from its peers -----------------------------------
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One row an arm returned: its rank in that arm (from 1) and its score
-    (ts_rank_cd for the lexical arm, cosine for the dense arm)."""
-
-    id: str
-    rank: int
-    score: float
-
-
-@dataclass(frozen=True)
-class DenseArm:
-    candidates: list[Candidate]
-    # False when the workspace holds no vectors of the current model and
-    # embed-input version.
-    embeddings_available: bool
-
-
-@dataclass(frozen=True)
-class QueryVector:
-    model_id: str
-    values: list[float]
-
-
-@dataclass(frozen=True)
-class WorkspaceSettings:
-    default_recall_mode: str = DEFAULT_MODE
-    rerank_depth: int = 20
-
-
-class Degraded(Exception):
-    """A peer could not serve one part of a recall. ``kind`` is a short metric
-    label (``unavailable``, ``timeout``, ``absent``, ``failed``); the message
-    says why in words an operator understands."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
-class Passage(Protocol):
-    """A hydrated memory as far as the pipeline cares: its text."""
-
-    @property
-    def title(self) -> str: ...
-
-    @property
-    def body(self) -> str: ...
-
-
-M = TypeVar("M", bound=Passage)
-M_co = TypeVar("M_co", bound=Passage, covariant=True)
-
-
-@dataclass(frozen=True)
-class Walked(Generic[M_co]):
-    # The admitted ids, in the order given.
-    admitted: list[str]
-    # The first admitted memories, by id.
-    memories: Mapping[str, M_co]
-
-
-class StorePort(Protocol[M_co]):
-    """The store calls of one recall. ``caller`` and ``filters`` are passed
-    through untouched; ``timeout`` (seconds) caps the call's own deadline when
-    the recall's deadline is nearer. Errors other than the dense arm's are the
-    caller's problem (a recall cannot answer without the store); the dense arm
-    raises :class:`Degraded`."""
-
-    def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings: ...
-
-    def lexical(
-        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
-    ) -> list[Candidate]: ...
-
-    def dense(
-        self,
-        caller: Any,
-        vector: QueryVector,
-        limit: int,
-        filters: Any,
-        timeout: float | None = None,
-    ) -> DenseArm: ...
-
-    def walk(
-        self,
-        caller: Any,
-        ids: Sequence[str],
-        hydrate: int,
-        filters: Any,
-        timeout: float | None = None,
-    ) -> Walked[M_co]:
-        """The permission walk over ``ids``, and the first ``hydrate``
-        admitted memories (with provenance), in one snapshot: what it refuses
-        (no longer visible, superseded unless ``filters`` ask for those) is
-        not answered, whatever the arms saw."""
-        ...
-
-
-class EmbedPort(Protocol):
-    """Raise :class:`Degraded` when the embed service cannot answer."""
-
-    def embed_query(self, text: str, timeout: float | None = None) -> QueryVector: ...
-
-    def rerank(
-        self, query: str, passages: Sequence[str], timeout: float | None = None
-    ) -> list[float]: ...
-
-
 # -- what it answers ------------------------------------------------------------
-
-
-@dataclass
-class Scores:
-    lexical_rank: int = 0
-    lexical_score: float = 0.0
-    dense_rank: int = 0
-    dense_cosine: float = 0.0
-    fused_score: float = 0.0
-    rerank_score: float = 0.0
 
 
 @dataclass
@@ -231,42 +142,6 @@ class PipelineConfig:
     rrf_k: int = 60
     walk_limit: int = 500
     settings_cache_seconds: float = 5.0
-
-
-# -- fusion ---------------------------------------------------------------------
-
-
-@dataclass
-class Fused:
-    id: str
-    scores: Scores
-
-
-def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -> list[Fused]:
-    """Reciprocal Rank Fusion (design §5.4): score = sum over the arms that
-    returned the row of 1 / (k + rank), ranks from 1 as each arm gave them.
-
-    Ties (common: rank 1 of one arm against rank 1 of the other) go to the row
-    with the better single rank, then to the better lexical rank (a row the
-    lexical arm found before one it did not), so the order never depends on
-    memory ids."""
-    by_id: dict[str, Scores] = {}
-    for c in lexical:
-        s = by_id.setdefault(c.id, Scores())
-        s.lexical_rank, s.lexical_score = c.rank, c.score
-    for c in dense:
-        s = by_id.setdefault(c.id, Scores())
-        s.dense_rank, s.dense_cosine = c.rank, c.score
-    for s in by_id.values():
-        s.fused_score = sum(1.0 / (k + r) for r in (s.lexical_rank, s.dense_rank) if r > 0)
-
-    def key(item: tuple[str, Scores]) -> tuple[float, int, int, str]:
-        memory_id, s = item
-        ranks = [r for r in (s.lexical_rank, s.dense_rank) if r > 0]
-        lexical = s.lexical_rank or sys.maxsize
-        return (-s.fused_score, min(ranks), lexical, memory_id)
-
-    return [Fused(i, s) for i, s in sorted(by_id.items(), key=key)]
 
 
 # -- the pipeline ---------------------------------------------------------------

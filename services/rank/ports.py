@@ -1,0 +1,122 @@
+"""What the recall pipeline needs from its peers (design §5): the store's two
+arms, settings and permission walk, and the embed service's query vector and
+cross-encoder, as two small interfaces (:class:`StorePort`,
+:class:`EmbedPort`) whose gRPC adapters live in :mod:`services.rank.peers`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from recallatron.vocabulary import DEFAULT_MODE
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One row an arm returned: its rank in that arm (from 1) and its score
+    (ts_rank_cd for the lexical arm, cosine for the dense arm)."""
+
+    id: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class DenseArm:
+    candidates: list[Candidate]
+    # False when the workspace holds no vectors of the current model and
+    # embed-input version.
+    embeddings_available: bool
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    model_id: str
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings:
+    default_recall_mode: str = DEFAULT_MODE
+    rerank_depth: int = 20
+
+
+class Degraded(Exception):
+    """A peer could not serve one part of a recall. ``kind`` is a short metric
+    label (``unavailable``, ``timeout``, ``absent``, ``failed``); the message
+    says why in words an operator understands."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class Passage(Protocol):
+    """A hydrated memory as far as the pipeline cares: its text."""
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def body(self) -> str: ...
+
+
+M = TypeVar("M", bound=Passage)
+M_co = TypeVar("M_co", bound=Passage, covariant=True)
+
+
+@dataclass(frozen=True)
+class Walked(Generic[M_co]):
+    # The admitted ids, in the order given.
+    admitted: list[str]
+    # The first admitted memories, by id.
+    memories: Mapping[str, M_co]
+
+
+class StorePort(Protocol[M_co]):
+    """The store calls of one recall. ``caller`` and ``filters`` are passed
+    through untouched; ``timeout`` (seconds) caps the call's own deadline when
+    the recall's deadline is nearer. Errors other than the dense arm's are the
+    caller's problem (a recall cannot answer without the store); the dense arm
+    raises :class:`Degraded`."""
+
+    def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings: ...
+
+    def lexical(
+        self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
+    ) -> list[Candidate]: ...
+
+    def dense(
+        self,
+        caller: Any,
+        vector: QueryVector,
+        limit: int,
+        filters: Any,
+        timeout: float | None = None,
+    ) -> DenseArm: ...
+
+    def walk(
+        self,
+        caller: Any,
+        ids: Sequence[str],
+        hydrate: int,
+        filters: Any,
+        timeout: float | None = None,
+    ) -> Walked[M_co]:
+        """The permission walk over ``ids``, and the first ``hydrate``
+        admitted memories (with provenance), in one snapshot: what it refuses
+        (no longer visible, superseded unless ``filters`` ask for those) is
+        not answered, whatever the arms saw."""
+        ...
+
+
+class EmbedPort(Protocol):
+    """Raise :class:`Degraded` when the embed service cannot answer."""
+
+    def embed_query(self, text: str, timeout: float | None = None) -> QueryVector: ...
+
+    def rerank(
+        self, query: str, passages: Sequence[str], timeout: float | None = None
+    ) -> list[float]: ...
