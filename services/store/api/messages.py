@@ -4,6 +4,7 @@ messages, shared by its two gRPC adapters (server.py, tool_server.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from recallatron import convert, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
@@ -15,6 +16,7 @@ from recallatron.vocabulary import (
     MODE,
     ORIGIN,
     PURPOSE,
+    Terms,
 )
 from services.store.api.graph_adapter import (
     alias_msg,
@@ -89,13 +91,20 @@ def new_memory(req: object) -> NewMemory:
     )
 
 
+def names_of(terms: Terms[Any], values: Sequence[int], where: str, what: str) -> list[str]:
+    """A repeated enum field's names, each one required: InvalidArgument
+    naming ``where[i]`` for UNSPECIFIED or an unknown number."""
+    names = []
+    for i, value in enumerate(values):
+        name = terms.parse(value, f"{where}[{i}]")
+        if name is None:
+            raise errors.InvalidArgument(f"{where}[{i}]", f"must be {what}")
+        names.append(name)
+    return names
+
+
 def filters_of(msg: cpb.RecallFilters) -> Filters:
-    kinds = []
-    for i, k in enumerate(msg.kinds):
-        kind = KIND.parse(k, f"filters.kinds[{i}]")
-        if kind is None:
-            raise errors.InvalidArgument(f"filters.kinds[{i}]", "must be a kind")
-        kinds.append(kind)
+    kinds = names_of(KIND, msg.kinds, "filters.kinds", "a kind")
     return Filters(kinds, list(msg.mention_entity_ids), msg.include_superseded)
 
 

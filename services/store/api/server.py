@@ -27,6 +27,7 @@ from services.store.api.messages import (
     candidates_msg,
     filters_of,
     memory_msg,
+    names_of,
     settings_msg,
     workspace_msg,
 )
@@ -106,12 +107,7 @@ class StoreServicer:
         context: grpc.ServicerContext,
     ) -> pb.CreateTokenResponse:
         internal_auth.check_admin(request.workspace_id)
-        purposes = []
-        for i, p in enumerate(request.purposes):
-            purpose = PURPOSE.parse(p, f"purposes[{i}]")
-            if purpose is None:
-                raise errors.InvalidArgument(f"purposes[{i}]", "must be a purpose")
-            purposes.append(purpose)
+        purposes = names_of(PURPOSE, request.purposes, "purposes", "a purpose")
         token, token_id = self.control.create_token(
             request.member_id,
             request.label,
