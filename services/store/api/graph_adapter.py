@@ -20,10 +20,13 @@ def entity_of(msg: cpb.MentionInput, where: str) -> graph.EntityIn:
     raise errors.InvalidArgument(where, "give an entity_id or a name")
 
 
-def _span(msg: Any) -> tuple[Any, Any]:
+def _qualifiers(msg: Any) -> tuple[Any, Any, float | None]:
+    """What a claim and a relation input both carry: valid_from, valid_until
+    and confidence, each None when not given."""
     return (
         convert.when(msg.valid_from, msg.HasField("valid_from")),
         convert.when(msg.valid_until, msg.HasField("valid_until")),
+        msg.confidence if msg.HasField("confidence") else None,
     )
 
 
@@ -31,30 +34,15 @@ def graph_of(req: Any) -> graph.GraphIn:
     """The claims, relations and aliases of a write request."""
     claims = []
     for i, c in enumerate(req.claims):
-        valid_from, valid_until = _span(c)
-        claims.append(
-            graph.ClaimIn(
-                entity_of(c.entity, f"claims[{i}].entity"),
-                c.attribute,
-                c.value,
-                valid_from,
-                valid_until,
-                c.confidence if c.HasField("confidence") else None,
-            )
-        )
+        qualifiers = _qualifiers(c)
+        entity = entity_of(c.entity, f"claims[{i}].entity")
+        claims.append(graph.ClaimIn(entity, c.attribute, c.value, *qualifiers))
     relations = []
     for i, r in enumerate(req.relations):
-        valid_from, valid_until = _span(r)
-        relations.append(
-            graph.RelationIn(
-                entity_of(r.subject, f"relations[{i}].subject"),
-                r.predicate,
-                entity_of(r.object, f"relations[{i}].object"),
-                valid_from,
-                valid_until,
-                r.confidence if r.HasField("confidence") else None,
-            )
-        )
+        qualifiers = _qualifiers(r)
+        subject = entity_of(r.subject, f"relations[{i}].subject")
+        object_ = entity_of(r.object, f"relations[{i}].object")
+        relations.append(graph.RelationIn(subject, r.predicate, object_, *qualifiers))
     aliases = [
         graph.AliasIn(entity_of(a.entity, f"aliases[{i}].entity"), a.alias)
         for i, a in enumerate(req.aliases)
