@@ -171,23 +171,21 @@ CROSS JOIN LATERAL (
 ) x
 """
 
+# The visible current relations whose {end} (subject_id or object_id) is in
+# the frontier: one side of a hop.
+_EDGES_AT = f"""
+    SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
+           r.confidence, r.memory_id, r.stated_at, r.retired_at
+    FROM relation_claim r
+    WHERE r.{{end}} = ANY(%(frontier)s::uuid[])
+      AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
+      AND {_CURRENT.format(t="r")}"""
+
 # One hop of neighbors: the visible current relations touching the frontier,
 # newest statement first, at most %(limit)s.
 NEIGHBOR_EDGES = f"""
-SELECT * FROM (
-    SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
-           r.confidence, r.memory_id, r.stated_at, r.retired_at
-    FROM relation_claim r
-    WHERE r.subject_id = ANY(%(frontier)s::uuid[])
-      AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
-      AND {_CURRENT.format(t="r")}
-    UNION
-    SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
-           r.confidence, r.memory_id, r.stated_at, r.retired_at
-    FROM relation_claim r
-    WHERE r.object_id = ANY(%(frontier)s::uuid[])
-      AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
-      AND {_CURRENT.format(t="r")}
+SELECT * FROM ({_EDGES_AT.format(end="subject_id")}
+    UNION{_EDGES_AT.format(end="object_id")}
 ) edges
 ORDER BY stated_at DESC, id
 LIMIT %(limit)s
