@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -274,8 +273,16 @@ class ImportRun:
         pairs = [(r.id, entities[o].id) for r in new for o in r.mentions]
         conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))
 
-        def retired(r: plan.RecordRow) -> datetime | None:
-            return r.supersession.at if r.supersession is not None else None
+        def stated(claims: Sequence[tuple[plan.RecordRow, Any]]) -> list[list[Any]]:
+            """The columns every claim takes from its record: valid time and
+            confidence, stated at the record's time, retired with it."""
+            return [
+                [r.valid_from for r, _ in claims],
+                [r.valid_until for r, _ in claims],
+                [r.confidence for r, _ in claims],
+                [r.created_at for r, _ in claims],
+                [r.supersession.at if r.supersession is not None else None for r, _ in claims],
+            ]
 
         attrs = [(r, a) for r in new for a in r.attributes]
         conn.execute(
@@ -286,11 +293,7 @@ class ImportRun:
                 [entities[a.entity_old_id].id for _, a in attrs],
                 [a.attribute for _, a in attrs],
                 [a.value for _, a in attrs],
-                [r.valid_from for r, _ in attrs],
-                [r.valid_until for r, _ in attrs],
-                [r.confidence for r, _ in attrs],
-                [r.created_at for r, _ in attrs],
-                [retired(r) for r, _ in attrs],
+                *stated(attrs),
             ),
         )
         rels = [(r, x) for r in new for x in r.relations]
@@ -302,11 +305,7 @@ class ImportRun:
                 [entities[x.subject_old_id].id for _, x in rels],
                 [x.predicate for _, x in rels],
                 [entities[x.object_old_id].id for _, x in rels],
-                [r.valid_from for r, _ in rels],
-                [r.valid_until for r, _ in rels],
-                [r.confidence for r, _ in rels],
-                [r.created_at for r, _ in rels],
-                [retired(r) for r, _ in rels],
+                *stated(rels),
             ),
         )
         superseded = [r for r in new if r.supersession is not None]
