@@ -45,6 +45,9 @@ _CODES = {c.value[0]: c for c in grpc.StatusCode}
 # and metadata: (key, sub-key), or None for a call under no key.
 KeyOf = Callable[[str, Sequence[tuple[str, Any]]], "tuple[str, str] | None"]
 
+# What an interceptor is handed to find a method's handler (None: no such method).
+Continuation = Callable[[grpc.HandlerCallDetails], "grpc.RpcMethodHandler | None"]
+
 
 def internal_key_of(key: bytes) -> KeyOf:
     """For store, rank and embed: the workspace and member of a verified
@@ -101,9 +104,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
         self.key_of = key_of
 
     def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
         cached = self._wrapped.get(method)
@@ -127,9 +128,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
         return cached
 
     def _build(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
         handler = continuation(handler_call_details)
