@@ -53,17 +53,12 @@ class Client:
         return stub_method(request, metadata=self._md(), timeout=timeout or self.timeout)
 
     def ask(
-        self,
-        stub_method: Any,
-        request: type[Message],
-        timeout: float | None = None,
-        /,
-        **fields: Any,
+        self, method: Any, request: type[Message], timeout: float | None = None, /, **f: Any
     ) -> Any:
-        """Calls ``stub_method`` with the request its fields give by proto name,
-        in plain values (recallatron/protojson.py): an enum's name, an RFC 3339
+        """Calls ``method`` with the request its fields give by proto name, in
+        plain values (recallatron/protojson.py): an enum's name, an RFC 3339
         time, "workspace" or a member id; a field None or left out stays unset."""
-        return self.call(stub_method, to_message(request, fields), timeout)
+        return self.call(method, to_message(request, f), timeout)
 
     # -- tools -------------------------------------------------------------
 

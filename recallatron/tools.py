@@ -1,9 +1,9 @@
 """The tools as agents see them, one definition each: a name, a title, the
-description, the gateway method that answers it and its request and response
-messages (protos/recallatron/v1/gateway.proto). The JSON input schema, the
-arguments -> request conversion, the answer's JSON and its output schema all
-come from those messages (recallatron/protojson.py) with the overlay below:
-what a descriptor cannot say. One place, shared by the gateway's DescribeTools
+description and the gateway method that answers it, whose messages
+(protos/recallatron/v1/gateway.proto) are the tool's request and response. The
+JSON input schema, the arguments -> request conversion, the answer's JSON and
+its output schema all come from those messages (recallatron/protojson.py) and
+the overlay below: what a descriptor cannot say. One place, shared by the gateway's DescribeTools
 and any agent-facing adapter (MCP). The names and limits are
 recallatron.vocabulary's, the ones the servers check."""
 
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 
 from recallatron.protojson import (
     JSON,
     Arg,
     Args,
     Shown,
-    descriptor_of,
     input_schema,
     output_schema,
     to_json,
@@ -115,7 +115,7 @@ NESTED: dict[str, Args] = {
     cpb.AliasInput.DESCRIPTOR.full_name: Args(
         {"entity": _REQUIRED, "alias": Arg({"maxLength": MAX_ENTITY_NAME}, required=True)}
     ),
-    # Recall's filters are arguments of their own (recall's filters = inline).
+    # Recall takes its filters as arguments of its own (filters: inline).
     cpb.RecallFilters.DESCRIPTOR.full_name: Args(
         {
             "mention_entity_ids": Arg(name="mentions", items=_UUID),
@@ -183,29 +183,17 @@ def _names(*names: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def _order(names: str) -> tuple[str, ...]:
+    return tuple(names.split())
+
+
 SHOWN: dict[str, Shown] = {
     # Its date and provenance first: a memory is a dated claim made by someone,
     # to be weighed before it is used.
     cpb.Memory.DESCRIPTOR.full_name: Shown(
-        first=(
-            "id",
-            "created_at",
-            "created_by",
-            "origin",
-            "confidence",
-            "revision",
-            "superseded_by_id",
-            "episode_id",
-            "links",
-            "supersedes",
-            "superseded_by",
-            "mentions",
-            "audience",
-            "purposes",
-            "kind",
-            "title",
-            "body",
-            "updated_at",
+        first=_order(
+            "id created_at created_by origin confidence revision superseded_by_id episode_id "
+            "links supersedes superseded_by mentions audience purposes kind title body updated_at"
         ),
         empty_is_null=_names("superseded_by_id", "episode_id"),
     ),
@@ -217,16 +205,11 @@ SHOWN: dict[str, Shown] = {
     cpb.RecallResult.DESCRIPTOR.full_name: Shown(inline=_names("memory")),
     cpb.RecallScores.DESCRIPTOR.full_name: Shown(digits={"fused_score": 6}),
     cpb.RecallOutcome.DESCRIPTOR.full_name: Shown(
-        # Whether the arms took part before what they found.
-        first=(
-            "mode",
-            "dense_available",
-            "dense_unavailable_reason",
-            "reranked",
-            "rerank_unavailable_reason",
-            "counts",
-            # The entities the query names exactly, as lookup gives them.
-            "entities",
+        # Whether the arms took part, then the entities the query names
+        # exactly (as lookup gives them), then the memories found.
+        first=_order(
+            "mode dense_available dense_unavailable_reason reranked rerank_unavailable_reason "
+            "counts entities"
         ),
         # Owner-only migrated history: not asked for by agents.
         hidden=_names("history"),
@@ -240,6 +223,8 @@ SHOWN: dict[str, Shown] = {
 
 # -- the tools -----------------------------------------------------------------------
 
+_MEMORY_SERVICE = pb.DESCRIPTOR.services_by_name["MemoryService"]
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -247,10 +232,9 @@ class Tool:
     # A short human name (MCP's title).
     title: str
     description: str
-    # The MemoryService method that answers it, and its messages.
+    # The MemoryService method that answers it; its input and output
+    # messages are the tool's request and response.
     method: str
-    request: type[Message]
-    response: type[Message]
     # The request's fields as arguments (nested messages: NESTED).
     args: Mapping[str, Arg]
     # What calling it does, for agents (MCP tool annotations). Every tool works
@@ -259,19 +243,26 @@ class Tool:
     read_only: bool
     destructive: bool
     idempotent: bool = True
+    request: type[Message] = field(init=False)
+    response: type[Message] = field(init=False)
     input_schema: JSON = field(init=False)
     output_schema: JSON = field(init=False)
 
     def __post_init__(self) -> None:
-        inputs = input_schema(descriptor_of(self.request), self.table)
-        object.__setattr__(self, "input_schema", inputs)
-        object.__setattr__(
-            self, "output_schema", output_schema(descriptor_of(self.response), SHOWN)
-        )
+        method = _MEMORY_SERVICE.methods_by_name[self.method]
+        made = {
+            "request": GetMessageClass(method.input_type),
+            "response": GetMessageClass(method.output_type),
+            "input_schema": input_schema(method.input_type, self.table),
+            "output_schema": output_schema(method.output_type, SHOWN),
+        }
+        for key, value in made.items():
+            object.__setattr__(self, key, value)
 
     @property
     def table(self) -> dict[str, Args]:
-        return {**NESTED, descriptor_of(self.request).full_name: Args(self.args)}
+        request = _MEMORY_SERVICE.methods_by_name[self.method].input_type
+        return {**NESTED, request.full_name: Args(self.args)}
 
     def schema_json(self) -> str:
         return json.dumps(self.input_schema, sort_keys=True)
@@ -301,8 +292,6 @@ TOOLS: tuple[Tool, ...] = (
         "it) comes beside the results in entities; mentions restricts the results to "
         "memories mentioning the given entity ids.",
         "Recall",
-        pb.RecallRequest,
-        pb.RecallResponse,
         {
             "query": Arg({"maxLength": MAX_QUERY_CHARS}, required=True),
             "limit": Arg(
@@ -323,23 +312,19 @@ TOOLS: tuple[Tool, ...] = (
         "may see), the supersession chain both ways, mentions, revision, origin, confidence, "
         "audience, purposes and times. An id you may not see reads as not found.",
         "Read",
-        pb.ReadRequest,
-        pb.ReadResponse,
         {"ids": Arg({"maxItems": MAX_READ_IDS}, required=True), "purpose": _PURPOSE},
         read_only=True,
         destructive=False,
     ),
     Tool(
         "remember",
-        "Remember",
+        "Store a new memory",
         "Store a new memory (origin told) that someone plainly told you. Give a kind, a short "
         "title and the body; say who may see it (default: only the member you act for) and "
         "for which purposes (default: assist). It may also state graph claims (attributes, "
         "relations, aliases of entities); every entity they name is mentioned by the memory, "
         "and the claims are visible, change and vanish exactly with it.",
         "Remember",
-        pb.RememberRequest,
-        pb.RememberResponse,
         {
             "request_id": _REQUEST_ID,
             **_NEW_MEMORY,
@@ -360,8 +345,6 @@ TOOLS: tuple[Tool, ...] = (
         "purposes are the intersection of its sources'; you may narrow them, never widen them. "
         "Sources with no common audience or purpose refuse the derivation.",
         "Derive",
-        pb.DeriveRequest,
-        pb.DeriveResponse,
         {
             "request_id": _REQUEST_ID,
             "source_ids": Arg(
@@ -380,8 +363,6 @@ TOOLS: tuple[Tool, ...] = (
         "someone changed it since, the call is refused with the current revision: read again. "
         "Claims given replace the memory's current claims (the old ones stay in its history).",
         "Correct",
-        pb.CorrectRequest,
-        pb.CorrectResponse,
         {
             **_REVISION_CHECKED,
             "title": Arg(_TITLE),
@@ -403,8 +384,6 @@ TOOLS: tuple[Tool, ...] = (
         "points to its successor. Pass the revision you read. The new memory carries the old "
         "one's current claims unless you give claims (or replace_claims).",
         "Supersede",
-        pb.SupersedeRequest,
-        pb.SupersedeResponse,
         {
             **_REVISION_CHECKED,
             **_NEW_MEMORY,
@@ -431,8 +410,6 @@ TOOLS: tuple[Tool, ...] = (
         "it, so say why in general terms and never repeat the forgotten content in it. "
         "Nothing expires by itself.",
         "Forget",
-        pb.ForgetRequest,
-        pb.ForgetResponse,
         {
             "request_id": _REQUEST_ID,
             "id": _REQUIRED,
@@ -457,8 +434,6 @@ TOOLS: tuple[Tool, ...] = (
         f"include_history adds claims no longer current. At most {MAX_CARD_ITEMS} items per "
         "list (truncated says so).",
         "Lookup",
-        pb.LookupRequest,
-        pb.LookupResponse,
         {
             "name": Arg({"maxLength": MAX_ENTITY_NAME}, required=True),
             "as_of": Arg({"description": "Answer as of this time (RFC 3339)."}),
@@ -476,8 +451,6 @@ TOOLS: tuple[Tool, ...] = (
         "only some predicates. " + _CLAIM_CAVEAT + f" At most {MAX_NEIGHBOR_NODES} nodes and "
         f"{MAX_NEIGHBOR_EDGES} edges, newest statements first (truncated says a cap cut).",
         "Neighbors",
-        pb.NeighborsRequest,
-        pb.NeighborsResponse,
         {
             "entity_id": Arg(_UUID, required=True),
             "hops": Arg({"minimum": 1, "maximum": MAX_HOPS, "default": 1}),
@@ -490,7 +463,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "timeline",
-        "Timeline",
+        "Timeline of events",
         "What happened, in valid-time order: for an entity (entity_id), an episode "
         "(episode_id) or, with neither, the whole workspace, between from and to: memories "
         "written, claims and relations that start or end, corrections and supersessions, "
@@ -498,8 +471,6 @@ TOOLS: tuple[Tool, ...] = (
         "statement by a memory, not current truth: read the memory before relying on it. "
         f"At most {MAX_TIMELINE_EVENTS} events per page; pass next_page_token for more.",
         "Timeline",
-        pb.TimelineRequest,
-        pb.TimelineResponse,
         {
             "entity_id": Arg(_UUID),
             "episode_id": Arg(_UUID),

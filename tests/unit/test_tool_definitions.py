@@ -1,0 +1,281 @@
+"""The tool catalogue's one definition per tool (recallatron/tools.py, by the
+descriptor walk of recallatron/protojson.py), without a stack: each input
+schema takes a good argument set and refuses an unknown property; arguments
+become the request field by field; answers read as the output schema says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from recallatron import protojson
+from recallatron.tools import BY_NAME, TOOLS
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
+
+ID = "3f0c6f9e-0000-4000-8000-000000000001"
+ENTITY = "3f0c6f9e-0000-4000-8000-0000000000e1"
+EPISODE = "3f0c6f9e-0000-4000-8000-0000000000ee"
+
+REMEMBER: dict[str, Any] = {
+    "request_id": "r-1",
+    "kind": "decision",
+    "title": "Standup moves to 9:30",
+    "body": "From Monday the daily standup starts at 9:30.",
+    "confidence": 0.75,
+    "audience": "workspace",
+    "purposes": ["assist", "audit"],
+    "mentions": [{"name": "standup", "type": "meeting"}, {"entity_id": ENTITY}],
+    "about": [ID],
+    "episode_id": EPISODE,
+    "purpose": "audit",
+    "claims": [
+        {
+            "entity": {"name": "standup"},
+            "attribute": "starts_at",
+            "value": "09:30",
+            "valid_from": "2026-05-04T00:00:00+02:00",
+            "confidence": 0.5,
+        }
+    ],
+    "relations": [
+        {
+            "subject": {"entity_id": ENTITY},
+            "predicate": "runs",
+            "object": {"name": "standup"},
+            "valid_until": "2026-12-31T00:00:00Z",
+        }
+    ],
+    "aliases": [{"entity": {"name": "standup"}, "alias": "daily"}],
+}
+WRITE = {"request_id": "r-2", "id": ID, "expected_revision": 3}
+GOOD: dict[str, dict[str, Any]] = {
+    "recall": {
+        "query": "standup",
+        "mode": "hybrid",
+        "limit": 5,
+        "purpose": "assist",
+        "kinds": ["decision", "fact"],
+        "mentions": [ENTITY],
+        "include_superseded": True,
+    },
+    "read": {"ids": [ID], "purpose": "personalize"},
+    "remember": REMEMBER,
+    "derive": {
+        "request_id": "r-3",
+        "sources": [ID],
+        "kind": "summary",
+        "title": "t",
+        "audience": ENTITY,
+        "claims": REMEMBER["claims"],
+    },
+    "correct": {
+        **WRITE,
+        "title": "t",
+        "confidence": 0.2,
+        "replace_claims": True,
+        "aliases": REMEMBER["aliases"],
+        "reason": "typo",
+    },
+    "supersede": {**WRITE, "kind": "fact", "title": "t", "reason": "changed"},
+    "forget": {"request_id": "r-4", "id": ID, "reason": "asked"},
+    "lookup": {"name": "Robin", "as_of": "2026-01-01T00:00:00Z", "include_history": True},
+    "neighbors": {"entity_id": ENTITY, "hops": 2, "predicates": ["leads"]},
+    "timeline": {
+        "entity_id": ENTITY,
+        "from": "2026-01-01T00:00:00Z",
+        "to": "2026-02-01T00:00:00Z",
+        "page_token": "p",
+    },
+}
+
+
+def _problems(name: str, arguments: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft202012Validator(BY_NAME[name].input_schema)
+    return [e.message for e in validator.iter_errors(arguments)]
+
+
+def _at(value: str) -> Timestamp:
+    ts = Timestamp()
+    ts.FromJsonString(value)
+    return ts
+
+
+def test_every_tool_has_a_good_example() -> None:
+    assert set(GOOD) == set(BY_NAME) and len(TOOLS) == len(BY_NAME)
+
+
+@pytest.mark.parametrize("name", list(GOOD))
+def test_the_input_schema_takes_good_arguments_and_refuses_an_unknown_one(name: str) -> None:
+    tool = BY_NAME[name]
+    jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+    assert _problems(name, GOOD[name]) == []
+    refused = _problems(name, {**GOOD[name], "surprise": 1})
+    assert len(refused) == 1 and "'surprise' was unexpected" in refused[0]
+    # The good arguments make the tool's request, with nothing left unread.
+    assert isinstance(tool.request_of(GOOD[name]), tool.request)
+
+
+@pytest.mark.parametrize("name", ["remember", "derive", "correct"])
+def test_nested_objects_refuse_unknown_properties_too(name: str) -> None:
+    key = next(k for k in ("claims", "aliases") if k in GOOD[name])
+    bad = [{**GOOD[name][key][0], "surprise": 1}]
+    assert _problems(name, {**GOOD[name], key: bad}) != []
+
+
+def test_fields_agents_do_not_see_are_not_arguments() -> None:
+    assert _problems("recall", {"query": "q", "skip_rerank": True}) != []
+    assert _problems("recall", {"query": "q", "include_history": True}) != []
+    assert _problems("remember", {**REMEMBER, "occurred_at": "2026-01-01T00:00:00Z"}) != []
+    assert _problems("supersede", {**GOOD["supersede"], "sources": [ID]}) != []
+    assert _problems("remember", {**REMEMBER, "kind": "opinion"}) != []
+
+
+def test_remember_arguments_round_trip_into_the_request() -> None:
+    req = BY_NAME["remember"].request_of(REMEMBER)
+    assert isinstance(req, pb.RememberRequest)
+    assert (req.request_id, req.title, req.body) == ("r-1", REMEMBER["title"], REMEMBER["body"])
+    assert req.kind == cpb.KIND_DECISION and req.HasField("confidence")
+    assert req.confidence == 0.75
+    assert req.audience == cpb.Audience(workspace=True)
+    assert list(req.purposes) == [cpb.PURPOSE_ASSIST, cpb.PURPOSE_AUDIT]
+    assert req.purpose == cpb.PURPOSE_AUDIT
+    assert list(req.mentions) == [
+        cpb.MentionInput(name="standup", type="meeting"),
+        cpb.MentionInput(entity_id=ENTITY),
+    ]
+    assert list(req.about_ids) == [ID] and req.episode_id == EPISODE
+    assert list(req.claims) == [
+        cpb.ClaimInput(
+            entity=cpb.MentionInput(name="standup"),
+            attribute="starts_at",
+            value="09:30",
+            valid_from=_at("2026-05-03T22:00:00Z"),
+            confidence=0.5,
+        )
+    ]
+    relation = req.relations[0]
+    assert relation.subject == cpb.MentionInput(entity_id=ENTITY)
+    assert relation.object == cpb.MentionInput(name="standup")
+    assert relation.predicate == "runs" and relation.valid_until == _at("2026-12-31T00:00:00Z")
+    assert not relation.HasField("valid_from")
+    # The claim's default confidence, as the schema states it.
+    assert relation.HasField("confidence") and relation.confidence == 1
+    assert list(req.aliases) == [
+        cpb.AliasInput(entity=cpb.MentionInput(name="standup"), alias="daily")
+    ]
+    assert not req.HasField("occurred_at")
+
+
+def test_a_member_audience_and_the_defaults() -> None:
+    req = BY_NAME["remember"].request_of(
+        {"request_id": "r", "kind": "note", "title": "t", "audience": ENTITY}
+    )
+    assert isinstance(req, pb.RememberRequest)
+    assert req.audience == cpb.Audience(member_id=ENTITY)
+    assert req.purpose == cpb.PURPOSE_ASSIST and req.confidence == 1
+    assert list(req.purposes) == [] and list(req.mentions) == []
+
+
+def test_recall_filters_are_arguments_of_their_own() -> None:
+    req = BY_NAME["recall"].request_of(GOOD["recall"])
+    assert isinstance(req, pb.RecallRequest)
+    assert req.mode == cpb.RECALL_MODE_HYBRID and req.limit == 5
+    assert list(req.filters.kinds) == [cpb.KIND_DECISION, cpb.KIND_FACT]
+    assert list(req.filters.mention_entity_ids) == [ENTITY]
+    assert req.filters.include_superseded and not req.skip_rerank
+    bare = BY_NAME["recall"].request_of({"query": "q"})
+    assert isinstance(bare, pb.RecallRequest)
+    assert bare.limit == 10 and bare.mode == cpb.RECALL_MODE_UNSPECIFIED
+    assert bare.purpose == cpb.PURPOSE_ASSIST
+
+
+def test_timeline_from_and_to_and_a_time_without_offset() -> None:
+    req = BY_NAME["timeline"].request_of(GOOD["timeline"])
+    assert isinstance(req, pb.TimelineRequest)
+    assert getattr(req, "from") == _at("2026-01-01T00:00:00Z")
+    assert req.to == _at("2026-02-01T00:00:00Z")
+    with pytest.raises(ValueError, match=r"claims\[0\]\.valid_from: .*offset"):
+        BY_NAME["remember"].request_of(
+            {**REMEMBER, "claims": [{**REMEMBER["claims"][0], "valid_from": "2026-05-04T00:00"}]}
+        )
+
+
+def test_names_the_walk_does_not_know_are_refused() -> None:
+    with pytest.raises(ValueError, match="claims\\[0\\]: unknown argument 'entiy'"):
+        protojson.to_message(pb.RememberRequest, {"claims": [{"entiy": {}}]})
+    with pytest.raises(ValueError, match="kind: 'opinion' is not one of"):
+        protojson.to_message(pb.RememberRequest, {"kind": "opinion"})
+
+
+def _memory() -> cpb.Memory:
+    return cpb.Memory(
+        id=ID,
+        kind=cpb.KIND_FACT,
+        title="t",
+        confidence=0.800000011920929,
+        origin=cpb.ORIGIN_DERIVED,
+        revision=2,
+        audience=cpb.Audience(member_id=ENTITY),
+        purposes=[cpb.PURPOSE_ASSIST],
+        created_at=_at("2026-01-01T09:00:00Z"),
+        links=[
+            cpb.Link(
+                kind=cpb.LINK_KIND_DERIVED_FROM,
+                target=cpb.MemoryRef(id=ID, visible=True, title="seen", kind=cpb.KIND_NOTE),
+            ),
+            cpb.Link(
+                kind=cpb.LINK_KIND_ABOUT,
+                target=cpb.MemoryRef(visible=False, title="leak", kind=cpb.KIND_NOTE),
+            ),
+        ],
+    )
+
+
+def test_an_answer_reads_as_its_output_schema_says() -> None:
+    tool = BY_NAME["read"]
+    answer = tool.answer(pb.ReadResponse(memories=[_memory()]))
+    jsonschema.Draft202012Validator(tool.output_schema).validate(answer)
+    memory = answer["memories"][0]
+    # Date and provenance first.
+    assert list(memory)[:4] == ["id", "created_at", "created_by", "origin"]
+    assert memory["created_at"] == "2026-01-01T09:00:00Z" and memory["updated_at"] is None
+    assert memory["confidence"] == 0.8 and memory["origin"] == "derived"
+    assert memory["audience"] == ENTITY and memory["purposes"] == ["assist"]
+    assert memory["superseded_by_id"] is None and memory["episode_id"] is None
+    seen, hidden = memory["links"]
+    assert seen == {
+        "kind": "derived_from",
+        "target": {"id": ID, "visible": True, "title": "seen", "kind": "note"},
+    }
+    # A linked memory the caller may not see shows no title or kind.
+    assert hidden == {"kind": "about", "target": {"id": "", "visible": False}}
+
+
+@pytest.mark.parametrize("name", list(GOOD))
+def test_an_empty_answer_conforms_too(name: str) -> None:
+    tool = BY_NAME[name]
+    jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+    jsonschema.Draft202012Validator(tool.output_schema).validate(tool.answer(tool.response()))
+
+
+def test_recall_answers_with_the_outcome_and_memories_flat() -> None:
+    tool = BY_NAME["recall"]
+    outcome = cpb.RecallOutcome(
+        mode=cpb.RECALL_MODE_LEXICAL,
+        dense_available=False,
+        dense_unavailable_reason="embed service down",
+        reranked=False,
+        results=[cpb.RecallResult(memory=_memory(), scores=cpb.RecallScores(fused_score=1 / 61))],
+        history=[cpb.HistoryEntry(id="h", text="owner only")],
+    )
+    answer = tool.answer(pb.RecallResponse(outcome=outcome))
+    jsonschema.Draft202012Validator(tool.output_schema).validate(answer)
+    assert answer["mode"] == "lexical" and answer["dense_available"] is False
+    assert answer["dense_unavailable_reason"] == "embed service down"
+    assert answer["results"][0]["id"] == ID
+    assert answer["results"][0]["scores"]["fused_score"] == 0.016393
+    assert "history" not in answer
