@@ -1,6 +1,6 @@
 """What every command of the `recallatron` CLI shares: where the local state
 lives, the client a command talks through, the gateway options, and how a
-memory or an answer is printed. Imported by `main` and `surfaces` (which
+memory or an answer is printed. Imported by every command module (which
 never import each other's internals)."""
 
 from __future__ import annotations
