@@ -5,6 +5,8 @@ the embedding job as separate processes on free ports)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,6 +39,33 @@ TEST_SERVICES = tuple(
 STACK_FIXTURES = frozenset(
     {"stack", "prepared_models_dir", "models_dir", "st_model", "start_embed"}
 )
+
+
+# Every run's temporary files in a directory of its own under the system's temp
+# directory, not in pytest's shared /tmp/pytest-of-<user>: each pytest that
+# starts resets that shared directory to 0700, and a Postgres of a run already
+# going (its own user, as root runs it) then loses its way to its data
+# directory mid-run. Removed after a run that passed; kept after a failure.
+KEEP_TEMP_ENV = "RECALLATRON_KEEP_TEST_TEMP"
+_OWN_BASETEMP = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp is None:
+        own = Path(tempfile.mkdtemp(prefix="recallatron-tests-"))
+        config.option.basetemp = str(own)
+        config.stash[_OWN_BASETEMP] = own
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    own = session.config.stash.get(_OWN_BASETEMP, None)
+    if own is None:
+        return
+    if exitstatus == 0 and not os.environ.get(KEEP_TEMP_ENV):
+        shutil.rmtree(own, ignore_errors=True)
+    else:
+        session.config.get_terminal_writer().line(f"temporary files kept in {own}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
