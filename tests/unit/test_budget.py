@@ -239,7 +239,7 @@ def test_a_caller_opens_its_own_once_the_busy_one_stays_busy() -> None:
 
 
 def test_a_spent_budget_answers_unavailable_with_a_retry_hint() -> None:
-    """The one place pool errors become statuses (services/store/infrastructure/db.py):
+    """The one place pool errors become statuses (services/store/infrastructure/transactions.py):
     a wait past the budget is UNAVAILABLE with google.rpc.RetryInfo."""
     from google.rpc import code_pb2, error_details_pb2
 
