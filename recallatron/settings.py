@@ -1,6 +1,7 @@
 """Settings shared by every service. Each service defines one typed settings
-object that extends :class:`CommonSettings`; values come from the environment
-(prefix ``RECALLATRON_``) with defaults that work locally with no setup."""
+object that extends :class:`CommonSettings` (through the peer groups below
+for the services it calls); values come from the environment (prefix
+``RECALLATRON_``) with defaults that work locally with no setup."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from pathlib import Path
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Where each server listens by default, and so where its callers find it.
+GATEWAY_ADDRESS = "127.0.0.1:7400"
+STORE_ADDRESS = "127.0.0.1:7401"
+EMBED_ADDRESS = "127.0.0.1:7402"
+RANK_ADDRESS = "127.0.0.1:7403"
 
 
 def default_state_dir() -> Path:
@@ -68,3 +75,22 @@ class CommonSettings(BaseSettings):
         from recallatron.internal_auth import load_key
 
         return load_key(self.internal_key, self.internal_key_file)
+
+
+# Peer groups: a service that calls another extends its group, so the
+# setting naming that peer (and its default) is declared once. Each group
+# extends CommonSettings, which keeps one model_config (the env prefix) for
+# any combination of groups. A call's timeout stays with each caller: its
+# default is the caller's own.
+
+
+class StorePeer(CommonSettings):
+    store_target: str = STORE_ADDRESS
+
+
+class EmbedPeer(CommonSettings):
+    embed_target: str = EMBED_ADDRESS
+
+
+class RankPeer(CommonSettings):
+    rank_target: str = RANK_ADDRESS

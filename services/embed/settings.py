@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from recallatron.embed_input import MAX_INPUT_CHARS
-from recallatron.settings import CommonSettings, default_state_dir
+from recallatron.settings import EMBED_ADDRESS, CommonSettings, default_state_dir
 
 
 class EmbedSettings(CommonSettings):
-    embed_listen: str = "127.0.0.1:7402"
+    embed_listen: str = EMBED_ADDRESS
     # Prepared models (see `recallatron prepare-models`).
     models_dir: Path = default_state_dir() / "models"
     # A cross-encoder directory (model.onnx + tokenizer.json); empty: none.

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from recallatron.settings import CommonSettings
+from recallatron.settings import GATEWAY_ADDRESS, RankPeer, StorePeer
 
 
-class GatewaySettings(CommonSettings):
-    gateway_listen: str = "127.0.0.1:7400"
-    store_target: str = "127.0.0.1:7401"
-    rank_target: str = "127.0.0.1:7403"
+class GatewaySettings(StorePeer, RankPeer):
+    gateway_listen: str = GATEWAY_ADDRESS
     store_timeout_seconds: float = 5.0
     rank_timeout_seconds: float = 5.0
     # Operator token for workspace creation; empty disables the admin surface

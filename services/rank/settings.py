@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from recallatron.settings import CommonSettings
+from recallatron.settings import RANK_ADDRESS, EmbedPeer, StorePeer
 
 
-class RankSettings(CommonSettings):
-    rank_listen: str = "127.0.0.1:7403"
-    store_target: str = "127.0.0.1:7401"
-    embed_target: str = "127.0.0.1:7402"
+class RankSettings(StorePeer, EmbedPeer):
+    rank_listen: str = RANK_ADDRESS
     # Deadlines of the calls one recall makes, in seconds.
     embed_timeout_seconds: float = 0.5
     store_timeout_seconds: float = 2.0

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recallatron.settings import CommonSettings, default_state_dir
+from recallatron.settings import STORE_ADDRESS, EmbedPeer, default_state_dir
 
 
-class StoreSettings(CommonSettings):
+class StoreSettings(EmbedPeer):
     # Address the store's gRPC server binds.
-    store_listen: str = "127.0.0.1:7401"
+    store_listen: str = STORE_ADDRESS
     # Admin connection to the default Postgres server (creates databases and
     # roles, runs migrations). Empty: the local embedded Postgres, whose URL
     # `recallatron up` passes in; see README.md (Configuration) and
@@ -51,8 +51,7 @@ class StoreSettings(CommonSettings):
     pool_timeout_seconds: float = 5.0
     # Per-statement limit inside Postgres (milliseconds).
     statement_timeout_ms: int = 15_000
-    # The embed service, used only by the embedding job.
-    embed_target: str = "127.0.0.1:7402"
+    # The embed service (embed_target), used only by the embedding job.
     embed_timeout_seconds: float = 30.0
     state_dir: Path = default_state_dir()
     # The embedding job. It learns which workspaces have work from the
