@@ -9,7 +9,9 @@ page's application with a stand-in client."""
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -106,6 +108,78 @@ def test_connections_are_capped(page: ReviewWeb) -> None:
     finally:
         for conn in held:
             conn.close()
+
+
+def _trickle_head(conn: socket.socket, lines: int, pause: float) -> int:
+    """Sends a request head one header line at a time, each well inside the
+    idle limit; returns how many lines went out before the server ended the
+    connection (``lines`` if it never did)."""
+    conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+    for sent in range(lines):
+        time.sleep(pause)
+        try:
+            conn.sendall(f"X-Slow-{sent}: v\r\n".encode())
+        except OSError:
+            return sent
+        # A closed connection shows as readable with nothing (or an answer) in it.
+        readable, _, _ = select.select([conn], [], [], 0)
+        if readable:
+            return sent
+    return lines
+
+
+def test_a_request_head_must_arrive_within_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each line arrives well inside the idle limit, so only a deadline for the
+    # whole head can end it: one header line every 0.3 s for up to 30 s
+    # against a 1 s deadline.
+    monkeypatch.setattr(review_http, "IDLE_SECONDS", 5.0)
+    monkeypatch.setattr(review_http, "REQUEST_SECONDS", 1.0, raising=False)
+    web = ReviewWeb("127.0.0.1:0", "127.0.0.1:1")
+    web.start()
+    try:
+        with _connect(web) as conn:
+            sent = _trickle_head(conn, lines=100, pause=0.3)
+        assert sent < 100, "a head trickled in for 30 s and the server kept waiting"
+    finally:
+        web.stop()
+
+
+def _connect_from(web: ReviewWeb, source: str) -> socket.socket:
+    conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    conn.settimeout(WAIT)
+    conn.bind((source, 0))
+    conn.connect(("127.0.0.1", web.port))
+    return conn
+
+
+def test_one_address_cannot_take_every_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 127.0.0.2 opens as many connections as the server takes in all and
+    # holds them with half a request head; a page load from another address
+    # is still answered, and the holder's own extra connections are refused.
+    monkeypatch.setattr(review_http, "IDLE_SECONDS", 30.0)
+    monkeypatch.setattr(review_http, "MAX_CONNECTIONS", 8)
+    monkeypatch.setattr(review_http, "MAX_CONNECTIONS_PER_ADDRESS", 2, raising=False)
+    web = ReviewWeb("127.0.0.1:0", "127.0.0.1:1")
+    web.start()
+    held: list[socket.socket] = []
+    try:
+        for _ in range(8):
+            conn = _connect_from(web, "127.0.0.2")
+            conn.sendall(b"GET / HTTP/1.1\r\n")
+            held.append(conn)
+        with _connect_from(web, "127.0.0.1") as other:
+            other.sendall(b"GET /review.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = _answer(other)
+        assert not answer.startswith(b"HTTP/1.0 503"), answer[:200]
+        assert answer.startswith(b"HTTP/1.0 200"), answer[:200]
+        refused = _answer(held[-1])
+        assert refused.startswith(b"HTTP/1.0 503"), refused[:200]
+    finally:
+        for conn in held:
+            conn.close()
+        web.stop()
 
 
 class _Client:

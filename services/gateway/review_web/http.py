@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import sys
 import threading
+from collections import Counter
 from http import HTTPStatus
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +25,13 @@ MAX_HEAD_BYTES = 16 * 1024
 # Open connections (one thread each), and how long one may sit idle.
 MAX_CONNECTIONS = 64
 IDLE_SECONDS = 30.0
+# From one client address: a few tabs of one person, so that one address
+# holding connections open cannot take every slot (behind a proxy, the proxy
+# is the address: its own limits apply).
+MAX_CONNECTIONS_PER_ADDRESS = 8
+# A request's head and body must arrive within this long of its first line,
+# however slowly each read trickles in (the idle limit is per read).
+REQUEST_SECONDS = 10.0
 
 
 log = logging.getLogger("recallatron.gateway.review_web")
@@ -47,18 +56,51 @@ class HeadTooLarge(Exception):
     pass
 
 
+class _Deadline:
+    """Ends a connection whose request has not fully arrived REQUEST_SECONDS
+    after its first line: a timer shuts the socket, which ends any read in
+    progress, however it trickles. Disarmed once the request is read, so a
+    slow answer (the gateway's calls) is never cut."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.timer: threading.Timer | None = None
+        self.expired = False
+
+    def arm(self) -> None:
+        self.disarm()
+        self.timer = threading.Timer(REQUEST_SECONDS, self._expire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _expire(self) -> None:
+        self.expired = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+
 class _HeadLimit:
     """The connection's reader, counting what the request line and headers
     take (http.server reads both with readline) against MAX_HEAD_BYTES; the
-    count starts again with each request. Bodies are read with read()."""
+    count starts again with each request, and its first line arms the
+    request's deadline. Bodies are read with read()."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, deadline: _Deadline) -> None:
         self.raw = raw
+        self.deadline = deadline
         self.left = MAX_HEAD_BYTES
 
     def readline(self, size: int = -1) -> bytes:
+        first = self.left == MAX_HEAD_BYTES
         cap = self.left + 1 if size < 0 else min(size, self.left + 1)
         line: bytes = self.raw.readline(cap)
+        if first and line:
+            self.deadline.arm()
         self.left -= len(line)
         if self.left < 0:
             raise HeadTooLarge()
@@ -93,12 +135,18 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
 
         def setup(self) -> None:
             super().setup()
-            self.rfile = _HeadLimit(self.rfile)  # type: ignore[assignment]
+            self.deadline = _Deadline(self.connection)
+            self.rfile = _HeadLimit(self.rfile, self.deadline)  # type: ignore[assignment]
 
         def handle_one_request(self) -> None:
             self.rfile.left = MAX_HEAD_BYTES  # type: ignore[attr-defined]
             try:
                 super().handle_one_request()
+            except OSError:
+                if not self.deadline.expired:
+                    raise
+                # The deadline shut the socket: nothing to answer on it.
+                self.close_connection = True
             except HeadTooLarge:
                 self.close_connection = True
                 self.requestline = getattr(self, "requestline", "")
@@ -111,6 +159,8 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
                         "text/plain",
                     )
                 )
+            finally:
+                self.deadline.disarm()
 
         def do_GET(self) -> None:
             self._serve("GET", {})
@@ -134,6 +184,11 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
             self._serve("POST", form)
 
         def _serve(self, method: str, form: dict[str, str]) -> None:
+            self.deadline.disarm()
+            if self.deadline.expired:
+                # Whatever arrived before the deadline shut the socket is cut short.
+                self.close_connection = True
+                return
             jar = SimpleCookie()
             try:
                 jar.load(self.headers.get("Cookie", ""))
@@ -188,15 +243,39 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.per_address_cap = MAX_CONNECTIONS_PER_ADDRESS
+        self.per_address: Counter[str] = Counter()
+        self.per_address_lock = threading.Lock()
+
+    def _take_address(self, host: str) -> bool:
+        with self.per_address_lock:
+            if self.per_address[host] >= self.per_address_cap:
+                return False
+            self.per_address[host] += 1
+            return True
+
+    def _release_address(self, host: str) -> None:
+        with self.per_address_lock:
+            self.per_address[host] -= 1
+            if self.per_address[host] <= 0:
+                del self.per_address[host]
+
+    def _busy(self, request: Any) -> None:
+        with contextlib.suppress(OSError):
+            request.sendall(
+                b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                b"Connection: close\r\nRetry-After: 1\r\n\r\n"
+            )
+        self.shutdown_request(request)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        # The address's own cap first: one address at its cap takes no slot.
+        if not self._take_address(client_address[0]):
+            self._busy(request)
+            return
         if not self.slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.sendall(
-                    b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                    b"Connection: close\r\nRetry-After: 1\r\n\r\n"
-                )
-            self.shutdown_request(request)
+            self._release_address(client_address[0])
+            self._busy(request)
             return
         super().process_request(request, client_address)
 
@@ -212,6 +291,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+            self._release_address(client_address[0])
 
 
 class ReviewWeb:
