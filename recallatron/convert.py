@@ -17,10 +17,25 @@ def timestamp(value: datetime | None) -> Timestamp:
     return ts
 
 
-def when(ts: Timestamp, present: bool) -> datetime | None:
-    """The time a Timestamp field holds, or None when the field is unset."""
+# What a Timestamp may hold (google/protobuf/timestamp.proto): 0001-01-01T00:00:00Z
+# to 9999-12-31T23:59:59.999999999Z, nanos in [0, 1e9). The wire format carries
+# any int64 and int32, so a client can send more; datetime cannot hold it.
+MIN_SECONDS = -62_135_596_800
+MAX_SECONDS = 253_402_300_799
+NANOS_PER_SECOND = 1_000_000_000
+
+
+def when(ts: Timestamp, present: bool, field: str) -> datetime | None:
+    """The time a Timestamp field holds, or None when the field is unset;
+    InvalidArgument naming ``field`` for a value no Timestamp may hold."""
     if not present:
         return None
+    if not MIN_SECONDS <= ts.seconds <= MAX_SECONDS:
+        raise errors.InvalidArgument(
+            field, "must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z"
+        )
+    if not 0 <= ts.nanos < NANOS_PER_SECOND:
+        raise errors.InvalidArgument(field, f"nanos must lie in [0, {NANOS_PER_SECOND})")
     return ts.ToDatetime(tzinfo=UTC)
 
 

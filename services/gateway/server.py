@@ -268,7 +268,8 @@ class MemoryServicer(Forwarding, gateway_pb2_grpc.MemoryServiceServicer):
                 "text", f"at most {MAX_TURN_CHARS} characters, no NUL characters"
             )
         occurred = convert.not_future(
-            convert.when(request.occurred_at, request.HasField("occurred_at")), "occurred_at"
+            convert.when(request.occurred_at, request.HasField("occurred_at"), "occurred_at"),
+            "occurred_at",
         )
         said = capture.decide(request.text)
         if not said.store:

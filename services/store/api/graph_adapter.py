@@ -20,12 +20,12 @@ def entity_of(msg: cpb.MentionInput, where: str) -> graph.EntityIn:
     raise errors.InvalidArgument(where, "give an entity_id or a name")
 
 
-def _qualifiers(msg: Any) -> tuple[Any, Any, float | None]:
+def _qualifiers(msg: Any, where: str) -> tuple[Any, Any, float | None]:
     """What a claim and a relation input both carry: valid_from, valid_until
-    and confidence, each None when not given."""
+    and confidence, each None when not given (``where``: the input's field)."""
     return (
-        convert.when(msg.valid_from, msg.HasField("valid_from")),
-        convert.when(msg.valid_until, msg.HasField("valid_until")),
+        convert.when(msg.valid_from, msg.HasField("valid_from"), f"{where}.valid_from"),
+        convert.when(msg.valid_until, msg.HasField("valid_until"), f"{where}.valid_until"),
         msg.confidence if msg.HasField("confidence") else None,
     )
 
@@ -34,12 +34,12 @@ def graph_of(req: Any) -> graph.GraphIn:
     """The claims, relations and aliases of a write request."""
     claims = []
     for i, c in enumerate(req.claims):
-        qualifiers = _qualifiers(c)
+        qualifiers = _qualifiers(c, f"claims[{i}]")
         entity = entity_of(c.entity, f"claims[{i}].entity")
         claims.append(graph.ClaimIn(entity, c.attribute, c.value, *qualifiers))
     relations = []
     for i, r in enumerate(req.relations):
-        qualifiers = _qualifiers(r)
+        qualifiers = _qualifiers(r, f"relations[{i}]")
         subject = entity_of(r.subject, f"relations[{i}].subject")
         object_ = entity_of(r.object, f"relations[{i}].object")
         relations.append(graph.RelationIn(subject, r.predicate, object_, *qualifiers))

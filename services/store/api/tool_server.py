@@ -84,7 +84,8 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
         self, request: pb.RememberRequest, context: grpc.ServicerContext
     ) -> pb.RememberResponse:
         occurred = convert.not_future(
-            convert.when(request.occurred_at, request.HasField("occurred_at")), "occurred_at"
+            convert.when(request.occurred_at, request.HasField("occurred_at"), "occurred_at"),
+            "occurred_at",
         )
         result = self.memories.remember(
             asserted_caller(), request.request_id, new_memory(request), occurred
@@ -149,7 +150,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
         cards = self.graph.lookup(
             asserted_caller(),
             request.name,
-            convert.when(request.as_of, request.HasField("as_of")),
+            convert.when(request.as_of, request.HasField("as_of"), "as_of"),
             request.include_history,
         )
         return pb.LookupResponse(entities=[card_msg(c) for c in cards])
@@ -162,7 +163,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             request.entity_id,
             request.hops,
             list(request.predicates),
-            convert.when(request.as_of, request.HasField("as_of")),
+            convert.when(request.as_of, request.HasField("as_of"), "as_of"),
         )
         return pb.NeighborsResponse(
             nodes=nodes_msg(found),
@@ -174,7 +175,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
         self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
     ) -> pb.CreateEpisodeResponse:
         caller = asserted_caller()
-        started = convert.when(request.started_at, request.HasField("started_at"))
+        started = convert.when(request.started_at, request.HasField("started_at"), "started_at")
         if started is None:
             raise errors.InvalidArgument("started_at", "is required")
         audience = audience_of(request.audience, request.HasField("audience"))
@@ -188,7 +189,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             NewEpisode(
                 request.title,
                 started,
-                convert.when(request.ended_at, request.HasField("ended_at")),
+                convert.when(request.ended_at, request.HasField("ended_at"), "ended_at"),
                 trust,
                 list(request.member_ids),
                 list(request.entity_ids),
@@ -203,8 +204,8 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             asserted_caller(),
             request.entity_id or None,
             request.episode_id or None,
-            convert.when(getattr(request, "from"), request.HasField("from")),
-            convert.when(request.to, request.HasField("to")),
+            convert.when(getattr(request, "from"), request.HasField("from"), "from"),
+            convert.when(request.to, request.HasField("to"), "to"),
             request.page_token,
         )
         return pb.TimelineResponse(
