@@ -7,7 +7,7 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -19,6 +19,9 @@ from recallatron.v1 import gateway_pb2_grpc
 from recallatron.vocabulary import DEFAULT_PURPOSE
 
 DEFAULT_GATEWAY = "127.0.0.1:7400"
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 
 def default_gateway() -> str:
@@ -46,15 +49,25 @@ class Client:
     def close(self) -> None:
         self.channel.close()
 
-    def _md(self) -> list[tuple[str, str]]:
-        return [("authorization", f"Bearer {self.token}")]
+    def _md(self) -> tuple[tuple[str, str]]:
+        return (("authorization", f"Bearer {self.token}"),)
 
-    def call(self, stub_method: Any, request: Any, timeout: float | None = None) -> Any:
+    def call(
+        self,
+        stub_method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        timeout: float | None = None,
+    ) -> Resp:
         return stub_method(request, metadata=self._md(), timeout=timeout or self.timeout)
 
     def ask(
-        self, method: Any, request: type[Message], timeout: float | None = None, /, **f: Any
-    ) -> Any:
+        self,
+        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: type[Req],
+        timeout: float | None = None,
+        /,
+        **f: Any,
+    ) -> Resp:
         """Calls ``method`` with the request its fields give by proto name, in
         plain values (recallatron/protojson.py): an enum's name, an RFC 3339
         time, "workspace" or a member id; a field None or left out stays unset."""

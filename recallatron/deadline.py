@@ -25,7 +25,9 @@ class Scope:
         self.deadline = None if remaining is None else time.monotonic() + remaining
         self._lock = threading.Lock()
         self._next = 0
-        self._on_abandon: dict[int, Callable[[], None]] = {}
+        # What to stop; any value it returns (a future's cancel() says whether
+        # it did) is ignored.
+        self._on_abandon: dict[int, Callable[[], object]] = {}
         self._abandoned = False
         self._finished = False
 
@@ -37,7 +39,7 @@ class Scope:
     def abandoned(self) -> bool:
         return self._abandoned
 
-    def on_abandon(self, fn: Callable[[], None]) -> Callable[[], None]:
+    def on_abandon(self, fn: Callable[[], object]) -> Callable[[], None]:
         """Runs ``fn`` when the call is abandoned (at once if it already is);
         returns the function that takes it back."""
         with self._lock:

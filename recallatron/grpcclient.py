@@ -8,15 +8,16 @@ relay turns it into the error a service answers with (:func:`relay`), and
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import grpc
 from google.rpc import error_details_pb2
@@ -25,7 +26,11 @@ from grpc_status import rpc_status
 from recallatron import deadline, errors
 from recallatron.settings import CommonSettings
 
+Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+
+# A call's metadata as gRPC's stubs take it: a tuple of (key, value) pairs.
+Metadata: TypeAlias = tuple[tuple[str, str], ...]
 
 log = logging.getLogger("recallatron.grpcclient")
 
@@ -115,7 +120,9 @@ def keep_spinning(channel: grpc.Channel) -> bool:
 
 
 def _spin(state: Any) -> None:
-    from grpc._cython import cygrpc
+    # gRPC's internal module, which its type stubs leave out: untyped, as
+    # ``state`` is.
+    cygrpc = importlib.import_module("grpc._cython.cygrpc")
 
     while True:
         event = state.channel.next_call_event()
@@ -288,25 +295,22 @@ def _seconds(delay: float) -> str:
 
 
 def unary(
-    method: Callable[..., Resp],
-    request: Any,
+    method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+    request: Req,
     timeout: float,
-    metadata: Sequence[tuple[str, str]] | None = None,
+    metadata: Metadata | None = None,
 ) -> Resp:
     """A unary call made while serving one (design §9): its deadline is never
     later than the served call's, and it is cancelled when the served call is
     abandoned, so a peer stops work nobody waits for."""
     timeout = deadline.capped(timeout)
     scope = deadline.current()
-    start = getattr(method, "future", None)
-    if scope is None or start is None:
-        if metadata is None:  # a plain callable in place of a stub takes no metadata
-            return method(request, timeout=timeout)
+    if scope is None:
         return method(request, timeout=timeout, metadata=metadata)
-    future = start(request, timeout=timeout, metadata=metadata)
+    future = method.future(request, timeout=timeout, metadata=metadata)
     take_back = scope.on_abandon(future.cancel)
     try:
-        return future.result()  # type: ignore[no-any-return]
+        return future.result()
     except grpc.FutureCancelledError:
         raise errors.DeadlineExceeded("abandoned by its caller") from None
     finally:

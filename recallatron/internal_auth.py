@@ -37,9 +37,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
@@ -379,34 +380,48 @@ def check_kind(*kinds: str) -> Claims:
 # -- the client side -----------------------------------------------------------------
 
 
-class _Details:
+# The messages of the call an interceptor passes on (any method's). What the
+# continuation returns, grpc._CallFuture and grpc._CallIterator, exist only in
+# the stubs: the names the interceptor interfaces are declared with.
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+
+
+class _Details(grpc.ClientCallDetails):
     def __init__(self, details: grpc.ClientCallDetails, extra: tuple[tuple[str, str], ...]):
         self.method = details.method
         self.timeout = details.timeout
-        self.metadata = [*(details.metadata or ()), *extra]
+        self.metadata = (*(details.metadata or ()), *extra)
         self.credentials = details.credentials
         self.wait_for_ready = details.wait_for_ready
         self.compression = details.compression
 
 
-class _Attach(
-    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
-):
+class _Attach(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
     def __init__(self, token_for: Callable[[str], str]) -> None:
         self.token_for = token_for
 
-    def _details(self, details: grpc.ClientCallDetails) -> Any:
+    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
         if any(k == HEADER for k, _ in details.metadata or ()):
             return details
         token = self.token_for(details.method)
         return _Details(details, metadata(token) if token else ())
 
-    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
-        return continuation(self._details(details), request)
+    def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.ClientCallDetails, _Req], grpc._CallFuture[_Resp]],
+        client_call_details: grpc.ClientCallDetails,
+        request: _Req,
+    ) -> grpc._CallFuture[_Resp]:
+        return continuation(self._details(client_call_details), request)
 
-    def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
-        return continuation(self._details(details), request)
+    def intercept_unary_stream(
+        self,
+        continuation: Callable[[grpc.ClientCallDetails, _Req], grpc._CallIterator[_Resp]],
+        client_call_details: grpc.ClientCallDetails,
+        request: _Req,
+    ) -> grpc._CallIterator[_Resp]:
+        return continuation(self._details(client_call_details), request)
 
 
 def forwarding_channel(channel: grpc.Channel) -> grpc.Channel:
@@ -429,10 +444,23 @@ def member_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
     (services/gateway/server.py)."""
 
     class _FromRequest(_Attach):
-        def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
-            if hasattr(request, "caller") and request.HasField("caller"):
+        def intercept_unary_unary(
+            self,
+            continuation: Callable[[grpc.ClientCallDetails, _Req], grpc._CallFuture[_Resp]],
+            client_call_details: grpc.ClientCallDetails,
+            request: _Req,
+        ) -> grpc._CallFuture[_Resp]:
+            details = client_call_details
+            # Every request's ``caller`` field is a Caller (protos/); any request
+            # type may pass here, so both are checked.
+            caller = getattr(request, "caller", None)
+            if (
+                isinstance(caller, cpb.Caller)
+                and isinstance(request, Message)
+                and request.HasField("caller")
+            ):
                 methods = RECALL_METHODS if details.method == RANK else [details.method]
-                token = signer.member(request.caller, methods)
+                token = signer.member(caller, methods)
                 return continuation(_Details(details, metadata(token)), request)
             return continuation(self._details(details), request)
 

@@ -9,9 +9,8 @@ takes a RememberRequest and returns a RememberResponse) and the method's name
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -19,7 +18,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from recallatron import deadline, internal_auth
-from recallatron.grpcclient import relay, unary
+from recallatron.grpcclient import Metadata, relay, unary
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
@@ -69,13 +68,13 @@ class Pending(Generic[Resp]):
     """A call started in the background; ``result()`` answers as
     :meth:`Peer.call` would."""
 
-    def __init__(self, future: grpc.Future, peer: str) -> None:
+    def __init__(self, future: grpc.Future[Resp], peer: str) -> None:
         self._future = future
         self._peer = peer
 
     def result(self) -> Resp:
         try:
-            return self._future.result()  # type: ignore[no-any-return]
+            return self._future.result()
         except grpc.RpcError as exc:
             raise relay(exc, self._peer) from None
 
@@ -91,18 +90,22 @@ class Peer:
         self.channel = channel
         self.timeout = timeout
         self.name = name
-        self._callables: dict[str, grpc.UnaryUnaryMultiCallable] = {}
+        # One callable per method path, made on first use. Each is stored by
+        # :meth:`_callable` for the Method whose path keys it, so its message
+        # types are that Method's; the dict holds every method's, hence Any.
+        self._callables: dict[str, grpc.UnaryUnaryMultiCallable[Any, Any]] = {}
 
-    def _callable(self, m: Method[Req, Resp]) -> Callable[..., Resp]:
+    def _callable(self, m: Method[Req, Resp]) -> grpc.UnaryUnaryMultiCallable[Req, Resp]:
         found = self._callables.get(m.path)
         if found is None:
-            found = self.channel.unary_unary(
+            made: grpc.UnaryUnaryMultiCallable[Req, Resp] = self.channel.unary_unary(
                 m.path,
                 request_serializer=m.request_type.SerializeToString,
                 response_deserializer=m.response_type.FromString,
             )
-            self._callables[m.path] = found
-        return found  # type: ignore[no-any-return]
+            self._callables[m.path] = made
+            return made
+        return found
 
     def limit(self, timeout: float | None) -> float:
         # The call's own limit, or less when the caller said so (never zero:
@@ -110,7 +113,7 @@ class Peer:
         return self.timeout if timeout is None else max(0.001, min(self.timeout, timeout))
 
     @staticmethod
-    def _metadata(assertion: str) -> Sequence[tuple[str, str]] | None:
+    def _metadata(assertion: str) -> Metadata | None:
         return internal_auth.metadata(assertion) if assertion else None
 
     def call(
@@ -131,8 +134,7 @@ class Peer:
     def start(
         self, m: Method[Req, Resp], request: Req, assertion: str = "", timeout: float | None = None
     ) -> Pending[Resp]:
-        multi = self._callable(m)
-        future = multi.future(  # type: ignore[attr-defined]
+        future = self._callable(m).future(
             request,
             timeout=deadline.capped(self.limit(timeout)),
             metadata=self._metadata(assertion),

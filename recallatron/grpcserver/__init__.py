@@ -105,7 +105,9 @@ class Server:
         if key_of is None and internal_key:
             key_of = internal_key_of(internal_key)
         self.grpc_server = grpc.server(
-            self.executor,
+            # gRPC only submit()s to its pool, so any Executor serves; the stubs
+            # ask for a ThreadPoolExecutor.
+            self.executor,  # type: ignore[arg-type]
             interceptors=[ServiceInterceptor(internal_key, self.executor, key_of)],
             options=options,
         )

@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -45,8 +45,12 @@ _CODES = {c.value[0]: c for c in grpc.StatusCode}
 # and metadata: (key, sub-key), or None for a call under no key.
 KeyOf = Callable[[str, Sequence[tuple[str, Any]]], "tuple[str, str] | None"]
 
+# A method's handler as the interceptor sees it: one interceptor wraps every
+# method alike, so its request and response are any method's messages.
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+
 # What an interceptor is handed to find a method's handler (None: no such method).
-Continuation = Callable[[grpc.HandlerCallDetails], "grpc.RpcMethodHandler | None"]
+Continuation = Callable[[grpc.HandlerCallDetails], "Handler | None"]
 
 
 def internal_key_of(key: bytes) -> KeyOf:
@@ -84,7 +88,7 @@ class _Undecodable:
     field: str
 
 
-class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no grpc stubs
+class ServiceInterceptor(grpc.ServerInterceptor):
     """Maps domain errors to status codes and records latency and status
     metrics. With an internal key (store, rank, embed), every call but health
     and reflection must carry a valid caller assertion
@@ -98,14 +102,14 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
         key_of: KeyOf | None = None,
     ) -> None:
         # The wrapped handler of each method, built once: gRPC asks on every call.
-        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        self._wrapped: dict[str, Handler] = {}
         self.internal_key = internal_key
         self.executor = executor
         self.key_of = key_of
 
     def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> Handler | None:
         method = handler_call_details.method
         cached = self._wrapped.get(method)
         if cached is None:
@@ -129,16 +133,16 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
 
     def _build(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> Handler | None:
         method = handler_call_details.method
         handler = continuation(handler_call_details)
         if handler is None:
             return handler
         guarded = bool(self.internal_key) and not method.startswith(internal_auth.OPEN_PREFIXES)
         if handler.unary_unary is not None:
-            wrapped_handler = self._wrap(method, handler, guarded)
+            wrapped_handler = self._wrap(method, handler, handler.unary_unary, guarded)
         elif handler.unary_stream is not None and guarded:
-            wrapped_handler = self._wrap_stream(method, handler)
+            wrapped_handler = self._wrap_stream(method, handler, handler.unary_stream)
         elif guarded:
             # No internal method streams from the client; refuse rather than pass.
             wrapped_handler = _refuse(method)
@@ -147,8 +151,12 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
         self._wrapped[method] = wrapped_handler
         return wrapped_handler
 
-    def _wrap_stream(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        inner = handler.unary_stream
+    def _wrap_stream(
+        self,
+        method: str,
+        handler: Handler,
+        inner: Callable[[Any, grpc.ServicerContext], Iterator[Any]],
+    ) -> Handler:
         key = self.internal_key
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
@@ -170,9 +178,12 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
         )
 
     def _wrap(
-        self, method: str, handler: grpc.RpcMethodHandler, guarded: bool = False
-    ) -> grpc.RpcMethodHandler:
-        inner = handler.unary_unary
+        self,
+        method: str,
+        handler: Handler,
+        inner: Callable[[Any, grpc.ServicerContext], Any],
+        guarded: bool = False,
+    ) -> Handler:
         parse = handler.request_deserializer
         latency = RPC_LATENCY.labels(method)
         key = self.internal_key
@@ -216,7 +227,9 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
                 code = _CODES[status.code].name
                 context.abort_with_status(rpc_status.to_status(status))
             except Exception:
-                aborted = context.code()
+                # grpc.ServicerContext.code() exists (an experimental API);
+                # types-grpcio leaves it out.
+                aborted = context.code()  # type: ignore[attr-defined]
                 if aborted not in (None, grpc.StatusCode.OK):
                     # The handler aborted the call itself; pass it on.
                     code = aborted.name
@@ -240,9 +253,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # no gr
         )
 
 
-def _overloaded(
-    method: str, handler: grpc.RpcMethodHandler, retry_after: float
-) -> grpc.RpcMethodHandler:
+def _overloaded(method: str, handler: Handler, retry_after: float) -> Handler:
     """Answers RESOURCE_EXHAUSTED with a retry hint, without reading the request."""
     status = rpc_status.to_status(
         status_for(
@@ -272,7 +283,7 @@ def _overloaded(
     )
 
 
-def _refuse(method: str) -> grpc.RpcMethodHandler:
+def _refuse(method: str) -> Handler:
     def refuse(request: Any, context: grpc.ServicerContext) -> Any:
         context.abort(grpc.StatusCode.UNAUTHENTICATED, "internal call: not accepted")
 
