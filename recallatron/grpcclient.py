@@ -156,7 +156,7 @@ def peer_serving(channel: grpc.Channel, timeout: float = 1.0) -> bool:
 @dataclass(frozen=True)
 class PeerStatus:
     """A failed call's status, read once: its code and message and the rich
-    details our servers send (recallatron/grpcserver.py ``status_for``)."""
+    details our servers send (``status_for`` in recallatron/grpcserver/status.py)."""
 
     code: grpc.StatusCode
     message: str
