@@ -5,7 +5,10 @@ at the one point every call passes:
 - the call: :func:`check_call`, from ``Auth.member`` (every call that
   authenticates a member token), by the method being served;
 - the purpose: :func:`check_purpose`, from ``server.caller`` (every identity
-  the gateway sends to store or rank is built there).
+  the gateway sends to store or rank is built there);
+- the purposes a write gives its memory (or episode): :func:`written_purposes`,
+  from ``server.Forwarding.forward`` (every write passes there). A token
+  writes only for the purposes it holds, whatever purpose the call names.
 
 A scoped token is for an agent: it never reaches the calls that change who
 may do what (members, tokens, settings), so it cannot mint itself a wider
@@ -13,6 +16,7 @@ token. Refusals are PERMISSION_DENIED and name the scope."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from recallatron import errors
@@ -82,3 +86,35 @@ def check_purpose(purposes: frozenset[int], read_only: bool, purpose: int) -> No
             f"purpose: token scope is {describe(purposes, read_only)}; "
             f"{_purpose_name(purpose)} is outside it"
         )
+
+
+# The writes whose purposes, left empty, come from the memories they build on
+# (derive's sources, supersede's replaced memory); any other write left empty
+# gets DEFAULT_PURPOSES (gateway.proto: "Default: {assist}").
+INHERITING_CALLS = _methods("MemoryService", ("Derive", "Supersede"))
+DEFAULT_PURPOSES = (cpb.PURPOSE_ASSIST,)
+
+
+def written_purposes(
+    purposes: frozenset[int], read_only: bool, method: str, asked: Sequence[int], purpose: int
+) -> list[int] | None:
+    """Refuses a write whose memory purposes (``asked``, or their default) reach
+    past the token's scope. The purposes to send instead of ``asked``, or None
+    to send them as they are. ``purpose`` is the call's, already checked."""
+    if not purposes:
+        return None
+    if not asked:
+        if method in INHERITING_CALLS:
+            # What the memory would inherit is unknown here and may reach past
+            # the scope: narrowed to the call's purpose, which every memory the
+            # write builds on has (each must be visible for it).
+            return [purpose]
+        asked = DEFAULT_PURPOSES
+    # UNSPECIFIED is no purpose: the store refuses it, naming the field.
+    outside = sorted({p for p in asked if p and p not in purposes})
+    if outside:
+        raise errors.PermissionDenied(
+            f"purposes: token scope is {describe(purposes, read_only)}; "
+            f"{', '.join(_purpose_name(p) for p in outside)} outside it"
+        )
+    return None

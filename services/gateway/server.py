@@ -131,8 +131,26 @@ def caller(ident: Identity, purpose: cpb.Purpose.ValueType) -> cpb.Caller:
     )
 
 
-# Every public tool request names the purpose its caller acts for.
+def written(ident: Identity, request: Message, who: cpb.Caller) -> None:
+    """A write's memory purposes checked against the token's scope, and
+    narrowed into it where they would be inherited."""
+    if not ident.purposes or WRITTEN_PURPOSES_FIELD not in request.DESCRIPTOR.fields_by_name:
+        return
+    asked = getattr(request, WRITTEN_PURPOSES_FIELD)
+    for i, p in enumerate(asked):
+        PURPOSE.parse(p, f"{WRITTEN_PURPOSES_FIELD}[{i}]")  # numbers outside the enum
+    narrowed = scopes.written_purposes(
+        ident.purposes, ident.read_only, current_method(), list(asked), who.purpose
+    )
+    if narrowed is not None:
+        del asked[:]
+        asked.extend(narrowed)
+
+
+# Every public tool request names the purpose its caller acts for; a write
+# names the purposes of what it writes in another field.
 PURPOSE_FIELD = "purpose"
+WRITTEN_PURPOSES_FIELD = "purposes"
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
 
@@ -148,7 +166,9 @@ class Forwarding:
         self.auth = auth
 
     def forward(self, m: Method[Req, Resp], request: Req, context: grpc.ServicerContext) -> Resp:
-        who = caller(self.auth.member(context), getattr(request, PURPOSE_FIELD))
+        ident = self.auth.member(context)
+        who = caller(ident, getattr(request, PURPOSE_FIELD))
+        written(ident, request, who)
         return self.peers.store.call(m, request, self.peers.member(who, m.path))
 
 

@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from recallatron.client import Client
+from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
@@ -164,3 +165,57 @@ def _message_class(full_name: str) -> type:
     from google.protobuf import symbol_database
 
     return symbol_database.Default().GetSymbol(full_name)  # type: ignore[no-any-return]
+
+
+def test_a_purpose_scoped_token_writes_only_for_its_purposes(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """A write whose memory purposes reach past the token's scope is refused and
+    writes nothing, whatever purpose the call itself names; inherited purposes
+    are kept within the scope; an unscoped token is unaffected."""
+    bob_id = team.members["bob"]
+    wide = (
+        team.clients["bob"]
+        .remember("Bob's wide note", "assist and audit", purposes=["assist", "audit"])
+        .memory
+    )
+    assist_only = scoped(stack, operator, bob_id, purposes=["assist"])
+    audit_only = scoped(stack, operator, bob_id, purposes=["audit"])
+    when = "2024-05-01T10:00:00Z"
+    refused = {
+        "remember": lambda: assist_only.remember("n", purposes=["assist", "audit"]),
+        "remember audit only": lambda: assist_only.remember("n", purposes=["audit"]),
+        "derive": lambda: assist_only.derive([wide.id], "d", purposes=["assist", "audit"]),
+        "supersede": lambda: assist_only.ask(
+            assist_only.memory.Supersede,
+            pb.SupersedeRequest,
+            request_id="scope-supersede",
+            id=wide.id,
+            expected_revision=1,
+            kind="note",
+            title="t",
+            reason="why",
+            purposes=["assist", "audit"],
+        ),
+        "episode": lambda: assist_only.create_episode("e", when, purposes=["audit"]),
+        # The default purposes ({assist}) are outside an audit-only scope,
+        # though the call's own purpose (audit) is inside it.
+        "remember default": lambda: audit_only.remember("n", purpose="audit"),
+        "episode default": lambda: audit_only.create_episode("e", when, purpose="audit"),
+    }
+    before = dbutil.checksum(stack, team.database_name)
+    for name, call in refused.items():
+        message = denied(call)
+        assert "purposes" in message and "token scope" in message, (name, message)
+    assert dbutil.checksum(stack, team.database_name) == before
+    # Inside the scope: written, and readable back by the token that wrote it.
+    made = assist_only.remember("assist note", purposes=["assist"]).memory
+    assert assist_only.read([made.id]).memories[0].id == made.id
+    # Inherited purposes (the source's assist and audit) stay within the scope.
+    derived = assist_only.derive([wide.id], "derived").memory
+    assert set(derived.purposes) <= {cpb.PURPOSE_ASSIST}, derived.purposes
+    newer = assist_only.supersede(wide.id, 1, "newer", reason="why").memory
+    assert set(newer.purposes) <= {cpb.PURPOSE_ASSIST}, newer.purposes
+    # An unscoped token writes for any purposes.
+    free = team.clients["bob"].remember("free", purposes=["assist", "audit"]).memory
+    assert set(free.purposes) == {cpb.PURPOSE_ASSIST, cpb.PURPOSE_AUDIT}
