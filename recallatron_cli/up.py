@@ -75,8 +75,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def demo(gateway: str, admin_token: str, state: Path) -> None:
     """Shows the stack working: a workspace, a member, a memory read back. The
-    demo member's token is kept in the state directory (0600) and reused; it
-    is shown once, when it is made, never again (nor in any log)."""
+    demo member's token is kept in the state directory (0600) and reused; the
+    output says where it is, never the token itself (standard output ends up
+    in scrollback and CI logs)."""
     creds_path = state / "demo.json"
     token_path = state / "demo-token"
     creds = json.loads(creds_path.read_text()) if creds_path.exists() else None
@@ -96,7 +97,7 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
         write_private(creds_path, json.dumps(creds))
         write_private(token_path, token)
         print(f"workspace {slug} ({ws.id}) created; member ada ({member.id}), owner")
-        print(f"owner token, shown this once (kept in {token_path}, mode 0600):\n  {token}")
+        print(f"its owner token is in {token_path} (mode 0600)")
         client = Client(gateway, token)
     made = client.remember(
         "The team standup moved to 9:30",

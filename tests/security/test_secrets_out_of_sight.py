@@ -1,8 +1,9 @@
 """Tokens kept out of sight (issue 21): the state directory and its logs are
 this user's alone (0700/0600), and so is every key, password and token in it;
-`up --demo` shows its token once, when it makes it; the CLI and the MCP
-server take tokens from the environment or a file, and `--token` says that
-the command line is visible to other local users."""
+`up --demo` says where its token is, never the token; an answer never echoes
+a server given as something other than a server name (a URL may hold a
+password); the CLI and the MCP server take tokens from the environment or a
+file, and `--token` says that the command line is visible to other local users."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import os
 import shlex
 import stat
 import subprocess
+import uuid
 from pathlib import Path
 
+import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.secretfiles import private_dir, private_log, token_from
 from recallatron_cli import main as cli
 from recallatron_devkit.stack import Stack, StackConfig
@@ -68,19 +72,53 @@ def test_an_open_state_directory_is_closed_on_the_next_start(tmp_path: Path) -> 
     assert old_log.read_text() == "earlier run\n"  # appended to, not replaced
 
 
-def test_demo_shows_its_token_once(
+def test_demo_output_holds_no_token(
     stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Standard output ends up in terminals' scrollback and CI logs: the demo
+    says where its token is, never the token, when it makes it or reuses it."""
     state = private_dir(tmp_path / "demo-state")
     cli.demo(stack.gateway, stack.admin_token, state)
     first = capsys.readouterr().out
     token = (state / "demo-token").read_text()
-    assert token.startswith("rct_") and first.count(token) == 1
+    assert token.startswith("rct_")
+    assert token not in first and "rct_" not in first, first
+    assert str(state / "demo-token") in first
     assert mode(state / "demo-token") == 0o600 and mode(state / "demo.json") == 0o600
     cli.demo(stack.gateway, stack.admin_token, state)
     again = capsys.readouterr().out
-    assert "reused" in again and token not in again
+    assert "reused" in again and token not in again and "rct_" not in again
     assert f"RECALLATRON_TOKEN_FILE={state / 'demo-token'}" in again
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "postgresql://admin:hunter2-secret@db.internal:5432/postgres",
+        "postgres://u:p4ssw0rd@h/db?sslmode=require",
+        "host=db.internal password=hunter2-secret user=admin",
+        "Prod-Server",  # not a server name either (capitals)
+        "a" * 64,  # one character too long
+    ],
+    ids=["url", "url-with-query", "conninfo", "capitals", "64-characters"],
+)
+def test_an_invalid_server_name_is_not_echoed(operator: Client, server: str) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        operator.create_workspace(f"t-{uuid.uuid4().hex[:12]}", server=server)
+    details = err.value.details() or ""
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, details
+    assert details.startswith("server:") and "not a valid server name" in details, details
+    assert server[:8] not in details, details
+    for secret in ("hunter2", "p4ssw0rd", "db.internal"):
+        assert secret not in details, details
+
+
+def test_an_unknown_valid_server_name_is_echoed(operator: Client) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        operator.create_workspace(f"t-{uuid.uuid4().hex[:12]}", server="no-such-server")
+    details = err.value.details() or ""
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, details
+    assert "'no-such-server'" in details, details
 
 
 def test_the_cli_takes_tokens_from_the_environment_or_a_file(

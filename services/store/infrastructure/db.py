@@ -26,6 +26,7 @@ from services.store.infrastructure.servers import (
     demand,
     redact,
     server_map,
+    unknown_server,
 )
 from services.store.infrastructure.transactions import (
     CANCEL_TIMEOUT_SECONDS,
@@ -140,8 +141,7 @@ class Databases:
             return self.servers.url(server)
         except UnknownServer:
             raise errors.InvalidArgument(
-                "server",
-                f"unknown server {server[:64]!r}; configured: " + ", ".join(self.servers.names),
+                "server", unknown_server(server, self.servers.names)
             ) from None
 
     def database_url(self, server: str, database: str, **overrides: str) -> str:

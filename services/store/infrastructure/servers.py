@@ -60,6 +60,19 @@ class UnknownServer(LookupError):
         self.name = name
 
 
+def unknown_server(name: str, configured: Iterable[str]) -> str:
+    """What an answer says of a server name that is not configured. The name
+    is echoed only when it is a valid server name: anything else may be a URL
+    or a conninfo string holding a password."""
+    names = ", ".join(configured)
+    if SERVER_NAME_RE.fullmatch(name):
+        return f"unknown server {name!r}; configured: {names}"
+    return (
+        "is not a valid server name (1-63 characters of a-z, 0-9 and '-', starting "
+        f"with a letter); configured: {names}"
+    )
+
+
 def parse_pairs(text: str) -> dict[str, str]:
     """``name=url,name=url`` (commas or newlines between pairs)."""
     out: dict[str, str] = {}
