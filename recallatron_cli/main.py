@@ -197,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.cmd in operator.DATABASE_COMMANDS:
+        operator.find_database()
     try:
         return int(args.func(args))
     except grpc.RpcError as exc:

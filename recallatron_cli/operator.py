@@ -1,22 +1,128 @@
 """The operator's commands, run beside the store with its settings rather
 than through the gateway: `migrate-db`, `embed-job`, `rebuild`, `scrub`,
 `servers`, `move-workspace` and `prepare-models`. The store's modules are
-imported when a command runs, so that the client commands do not load them."""
+imported when a command runs, so that the client commands do not load them.
+Before any command that opens the databases (`migrate` of the old store
+included) runs, :func:`find_database` settles which server it works on."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from recallatron.progress import Progress
+from recallatron_cli import common
 
 if TYPE_CHECKING:
     from services.store.domain.control import ControlPlane
     from services.store.infrastructure.db import Databases
+    from services.store.settings import StoreSettings
+
+# The commands that open the store's databases themselves, and so need the
+# default server's URL (main() calls find_database for them).
+DATABASE_COMMANDS = frozenset(
+    {"migrate-db", "embed-job", "rebuild", "scrub", "servers", "move-workspace", "migrate"}
+)
+# Bad or missing settings, as argparse reports bad arguments.
+EXIT_SETTINGS = 2
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr and exit 2: what to set or do, never a traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(EXIT_SETTINGS)
+
+
+def _default_server_named(settings: StoreSettings) -> bool:
+    """True when the settings name the default server themselves (the URL,
+    or a server list holding its name), or name servers so badly that the
+    check in find_database must say how."""
+    from services.store.infrastructure.servers import ServerConfigError, parse_pairs, read_dir
+
+    if settings.database_url:
+        return True
+    try:
+        named = parse_pairs(settings.postgres_servers) | read_dir(settings.postgres_servers_dir)
+    except ServerConfigError:
+        return True
+    return settings.default_server in named
+
+
+def _local_stack() -> dict[str, str]:
+    """The settings for the local stack's running embedded server (see
+    recallatron_devkit.stack.beside_env), checked to answer; exits with
+    what to do when there is none."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from recallatron_devkit.stack import beside_env, has_embedded_server
+
+    state = common.state_dir()
+    found = beside_env(state)
+    if found is None and has_embedded_server(state):
+        _fail(
+            f"the local stack (state in {state}) is not running: start it with "
+            "`recallatron up` (`make run`) and run this again, or set "
+            "RECALLATRON_DATABASE_URL to another server's admin URL"
+        )
+    if found is None:
+        _fail(
+            "no Postgres server: set RECALLATRON_DATABASE_URL to the default server's "
+            "admin URL, or start the local stack with `recallatron up` "
+            f"(no local stack in {state}; RECALLATRON_STATE_DIR names another)"
+        )
+    url = found["RECALLATRON_DATABASE_URL"]
+    # Where, never how: the URL names the password file, not the password.
+    params = conninfo_to_dict(url)
+    address = f"{params.get('host')}:{params.get('port')}"
+    try:
+        # A pid file can outlive its server (a crash, its pid reused).
+        psycopg.connect(url, connect_timeout=10).close()
+    except psycopg.OperationalError as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        _fail(
+            f"the local stack's Postgres on {address} (state in {state}) does not answer: "
+            f"{reason}; restart it with `recallatron up`"
+        )
+    print(f"using the local stack's Postgres on {address} (state in {state})", file=sys.stderr)
+    return found
+
+
+def find_database() -> None:
+    """Settles the default Postgres server before a command opens it; every
+    command of DATABASE_COMMANDS comes through here (main). An explicit
+    RECALLATRON_DATABASE_URL (or a server list naming the default server)
+    always wins; else the embedded server of the local stack in the state
+    directory, while `recallatron up` runs it. A stopped stack is not
+    started: its server lives and dies with `up`, which runs the services
+    beside it. Otherwise exits 2 with one line saying what to set.
+
+    The command is told through this process's environment, where the
+    store's settings (and the embedding job's) read theirs."""
+    from services.store.infrastructure.servers import ServerConfigError, server_map
+    from services.store.settings import StoreSettings
+
+    settings = StoreSettings()
+    if not _default_server_named(settings):
+        for name, value in _local_stack().items():
+            # What the user set by hand stays (a key, the embed service's address).
+            if not os.environ.get(name):
+                os.environ[name] = value
+        settings = StoreSettings()
+    try:
+        server_map(
+            settings.database_url,
+            settings.default_server,
+            settings.postgres_servers,
+            settings.postgres_servers_dir,
+        )
+    except ServerConfigError as exc:
+        _fail(str(exc))
 
 
 @contextmanager

@@ -138,6 +138,28 @@ class LocalPostgres:
         self.process: subprocess.Popen[bytes] | None = None
         self._as_root = platform.system() != "Windows" and os.geteuid() == 0
 
+    @classmethod
+    def running(cls, data_dir: Path, secrets_dir: Path | None = None) -> LocalPostgres | None:
+        """The server running on ``data_dir`` (started by another process,
+        say `recallatron up`), with the port it listens on; None when none
+        runs there. Its ``stop`` does nothing: this process did not start it.
+
+        The server's own postmaster.pid says so: it exists while the server
+        runs (and after a crash, naming a process that is gone); its fourth
+        line is the port."""
+        try:
+            lines = (data_dir / "postmaster.pid").read_text().splitlines()
+            pid, port = int(lines[0]), int(lines[3])
+        except (OSError, ValueError, IndexError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, as the server's own user (root started it)
+        return cls(data_dir, port, secrets_dir=secrets_dir)
+
     @property
     def superuser_password_file(self) -> Path:
         return self.secrets_dir / "postgres.password"

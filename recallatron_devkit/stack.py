@@ -29,6 +29,8 @@ DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
 DEFAULT_PG_PORT = 7432
 # The processes that connect to Postgres (and so get its URL and passwords).
 DATABASE_USERS = ("store", "embedding-job")
+# The embedded default server's data directory, in the state directory.
+PGDATA = "pgdata"
 
 
 # Linux: the child gets SIGTERM if the stack's process dies, even by SIGKILL,
@@ -269,7 +271,7 @@ class Stack:
         if self.database_url:
             return
         self.postgres = LocalPostgres(
-            self.state_dir / "pgdata",
+            self.state_dir / PGDATA,
             self.config.pg_port,
             max_connections=self.config.pg_max_connections,
         )
@@ -383,6 +385,35 @@ class Stack:
             self.postgres.stop()
         for pg in self.extra_postgres.values():
             pg.stop()
+
+
+def has_embedded_server(state_dir: Path) -> bool:
+    """True when a stack started in ``state_dir`` keeps its data in the
+    embedded server, running or not."""
+    return (state_dir / PGDATA / "PG_VERSION").exists()
+
+
+def beside_env(state_dir: Path) -> dict[str, str] | None:
+    """For a process that works on the databases of the local stack running
+    in ``state_dir`` (an operator command), the settings `up` gives its
+    embedding job (env_for): the embedded default server's URL (the password
+    is in its pgpass file, never in the URL), the app role's password, the
+    internal key file and the embed service's address. None when the
+    embedded server is not running there."""
+    state_dir = state_dir.resolve()
+    postgres = LocalPostgres.running(state_dir / PGDATA)
+    if postgres is None:
+        return None
+    env = {"RECALLATRON_DATABASE_URL": postgres.url}
+    if postgres.app_password_file.exists():
+        env["RECALLATRON_APP_PASSWORD"] = postgres.app_password_file.read_text().strip()
+    key_file = state_dir / "internal.key"
+    if key_file.exists():
+        env["RECALLATRON_INTERNAL_KEY_FILE"] = str(key_file)
+    embed_port = state_dir / "run" / "embed.port"
+    if embed_port.exists():
+        env["RECALLATRON_EMBED_TARGET"] = f"127.0.0.1:{embed_port.read_text().strip()}"
+    return env
 
 
 # The embedding job polls every 0.2 s instead of its default: a run that
