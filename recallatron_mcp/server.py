@@ -11,16 +11,20 @@ agent can act on, never as protocol errors or stack traces."""
 from __future__ import annotations
 
 import argparse
+import contextvars
 import json
 import logging
 import threading
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 import anyio
 import grpc
 import mcp_types as types
+import pydantic
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.message import SessionMessage
 
 from recallatron.client import Client
 from recallatron.grpcclient import PeerStatus
@@ -162,11 +166,94 @@ def build_server(clients: Clients) -> Server[Any]:
     )
 
 
+def bad_line_reply(exc: Exception) -> types.JSONRPCError:
+    """The JSON-RPC 2.0 error for a line the transport could not read as a
+    message (§5.1): not JSON at all is a parse error, JSON that is no message an
+    invalid request; the id is null, as it cannot be known. The line itself is
+    not echoed."""
+    not_json = not isinstance(exc, pydantic.ValidationError) or any(
+        e["type"] == "json_invalid" for e in exc.errors()
+    )
+    if not_json:
+        error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: the line is not JSON")
+    else:
+        error = types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message="Invalid Request: the line is JSON but not a JSON-RPC 2.0 message",
+        )
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+
+
+class _Incoming(Protocol):
+    async def receive(self) -> SessionMessage | Exception: ...
+    async def aclose(self) -> None: ...
+
+
+class _Outgoing(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+class AnsweringBadLines:
+    """The stdio transport's read stream, answering each line it could not
+    parse with the JSON-RPC error for it: the SDK hands such a line on as an
+    exception, which the server only logs, so the client would wait for a reply
+    that never comes. Everything else passes through, sender context included."""
+
+    def __init__(
+        self,
+        inner: _Incoming,
+        replies: _Outgoing,
+    ) -> None:
+        self._inner = inner
+        self._replies = replies
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
+        return context
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            log.warning("unreadable line on stdin answered with a JSON-RPC error")
+            await self._replies.send(SessionMessage(bad_line_reply(item)))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> AnsweringBadLines:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> AnsweringBadLines:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
 async def serve_stdio(server: Server[Any]) -> None:
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        await server.run(
+            AnsweringBadLines(read_stream, write_stream),
+            write_stream,
+            server.create_initialization_options(),
+        )
 
 
 def serve_http(server: Server[Any], listen: str) -> None:
