@@ -14,7 +14,13 @@ of who the call is for and which methods it may reach:
 
 An assertion names the methods it is good for (the one the gateway calls, or
 for a recall the rank call and the store and embed calls rank makes with it,
-which rank forwards unchanged) and expires after ``TTL_SECONDS``. The server
+which rank forwards unchanged) and expires after ``TTL_SECONDS``. One made
+for a single call is also *bound* to that call's request: it carries the
+sha256 of the request's bytes (:func:`binding_channel` adds it as the call
+is sent), and the server refuses it with any other request; a recall's,
+forwarded to several calls, is not bound, only short-lived
+(docs/reliability.md, "Inside the stack"). An assertion longer than
+``MAX_ASSERTION_BYTES`` is refused before it is decoded. The server
 side (:class:`recallatron.grpcserver.Server` with ``internal=True``) refuses
 any other call with UNAUTHENTICATED, before the handler runs; health checks
 and reflection stay open (they reveal no data: the method names are the
@@ -48,10 +54,20 @@ from recallatron.v1 import embed_pb2, rank_pb2, store_pb2
 
 HEADER = "x-recallatron-assertion"
 VERSION = "v1"
-# How long an assertion is good for, and the most a verifier accepts (a
-# longer one was not made by this code).
-TTL_SECONDS = 30.0
+# How long an assertion is good for: a few seconds past the longest deadline
+# of a call that carries one (the gateway's calls to the store and rank, 5 s;
+# rank's, made within the gateway's, are shorter), so it outlives its call
+# and little else. The most a verifier accepts stays at 60 s: the gateways
+# and ranks of the previous release sign for 30 s, and a longer one was not
+# made by any release.
+TTL_SECONDS = 10.0
 MAX_TTL_SECONDS = 60.0
+# Ours are under 800 bytes (a recall's, naming eight methods, is the
+# longest); anything longer is refused before it is decoded or its signature
+# computed, so a flood of large garbage costs a length check per call.
+MAX_ASSERTION_BYTES = 2048
+# All of an internal call's metadata: the assertion and a trace context.
+MAX_METADATA_BYTES = 4096
 # Clocks of the stack's machines may differ this much.
 CLOCK_SKEW_SECONDS = 5.0
 MIN_KEY_BYTES = 32
@@ -130,9 +146,12 @@ class Claims:
     member_id: str = ""
     role: int = 0
     purpose: int = 0
+    # The sha256 of the one request it was made for (:func:`request_digest`);
+    # empty: good for any request to its methods.
+    digest: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "k": self.kind,
             "m": list(self.methods),
             "e": round(self.expires, 3),
@@ -142,6 +161,11 @@ class Claims:
             "r": self.role,
             "p": self.purpose,
         }
+        if self.digest:
+            # Only when bound: an unbound assertion reads as the previous
+            # release's, and that release's verifiers ignore the field.
+            data["d"] = self.digest
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Claims:
@@ -154,6 +178,7 @@ class Claims:
             member_id=str(data.get("u", "")),
             role=int(data.get("r", 0)),
             purpose=int(data.get("p", 0)),
+            digest=str(data.get("d", "")),
         )
         if claims.kind not in KINDS:
             raise ValueError("unknown kind")
@@ -177,6 +202,38 @@ def encode(key: bytes, claims: Claims) -> str:
     return f"{VERSION}.{payload}.{_b64(_mac(key, payload))}"
 
 
+def request_digest(data: bytes) -> str:
+    """What a bound assertion carries of its request: the sha256 of the
+    request's bytes as sent."""
+    return _b64(hashlib.sha256(data).digest())
+
+
+def _too_large(size: int, limit: int, what: str) -> errors.Unauthenticated:
+    return errors.Unauthenticated(
+        f"internal call: {what} is too large ({size} bytes, at most {limit}); "
+        "refused without being checked"
+    )
+
+
+def screened(metadata: Iterable[tuple[str, Any]] | None) -> str:
+    """The assertion among a call's metadata, once the metadata and the
+    assertion are within their bounds; Unauthenticated otherwise, before
+    anything is decoded."""
+    token = ""
+    size = 0
+    for k, v in metadata or ():
+        size += len(k) + len(v)
+        if k == HEADER and not token:
+            token = v if isinstance(v, str) else ""
+    if size > MAX_METADATA_BYTES:
+        raise _too_large(size, MAX_METADATA_BYTES, "the call's metadata")
+    if not token:
+        raise errors.Unauthenticated("internal call: no caller assertion (the stack's credential)")
+    if len(token) > MAX_ASSERTION_BYTES:
+        raise _too_large(len(token), MAX_ASSERTION_BYTES, "the caller assertion")
+    return token
+
+
 # Assertions whose signature checked out, by key and token: one recall's
 # assertion reaches a process several times (rank's calls to the store, the
 # fairness key read before the handler's check), and each is good for
@@ -189,11 +246,13 @@ _VERIFIED_MAX = 4096
 def _signed_claims(key: bytes, token: str) -> Claims:
     """The claims of a token whose signature is the key's; Unauthenticated
     otherwise. Remembered (``_VERIFIED``) once checked."""
+    if len(token) > MAX_ASSERTION_BYTES:
+        raise _too_large(len(token), MAX_ASSERTION_BYTES, "the caller assertion")
     cached = _VERIFIED.get((key, token))
     if cached is not None:
         return cached
     parts = token.split(".")
-    if len(parts) != 3 or parts[0] != VERSION or len(token) > 8192:
+    if len(parts) != 3 or parts[0] != VERSION:
         raise errors.Unauthenticated("internal call: malformed caller assertion")
     payload, signature = parts[1], parts[2]
     try:
@@ -238,6 +297,20 @@ class Signer:
         self.key = key
         self.issuer = issuer
         self.ttl = ttl
+
+    def bind(self, token: str, called: str, request: bytes) -> str:
+        """``token`` bound to one request: when it is this key's, made for
+        exactly the method ``called`` and not bound yet, the same claims
+        with the request's digest, signed again; otherwise ``token``
+        unchanged (a recall's, made for several calls, stays unbound)."""
+        try:
+            claims = _signed_claims(self.key, token)
+        except errors.DomainError:
+            return token
+        if claims.digest or claims.methods != (called,):
+            return token
+        bound = Claims(**{**claims.__dict__, "digest": request_digest(request)})
+        return encode(self.key, bound)
 
     def _sign(self, kind: str, methods: Iterable[str], **fields: Any) -> str:
         claims = Claims(
@@ -289,16 +362,21 @@ _CLAIMS: contextvars.ContextVar[Claims | None] = contextvars.ContextVar(
 _TOKEN: contextvars.ContextVar[str] = contextvars.ContextVar("recallatron_assertion", default="")
 
 
-def authenticate(key: bytes, called: str, context: grpc.ServicerContext) -> tuple[Claims, str]:
-    """The verified claims of the call being served, and its assertion."""
-    token = ""
-    for k, v in context.invocation_metadata() or ():
-        if k == HEADER:
-            token = str(v)
-            break
-    if not token:
-        raise errors.Unauthenticated("internal call: no caller assertion (the stack's credential)")
+def authenticate(
+    key: bytes, called: str, metadata: Iterable[tuple[str, Any]] | None
+) -> tuple[Claims, str]:
+    """The verified claims of a call (its metadata within bounds, its
+    assertion good for ``called``), and its assertion."""
+    token = screened(metadata)
     return verify(key, token, called), token
+
+
+def check_request(claims: Claims, request: bytes) -> None:
+    """A bound assertion is good only for the request it was made for."""
+    if claims.digest and not hmac.compare_digest(claims.digest, request_digest(request)):
+        raise errors.Unauthenticated(
+            "internal call: the caller assertion was made for another request"
+        )
 
 
 def enter(claims: Claims, token: str) -> Callable[[], None]:
@@ -388,24 +466,47 @@ _Resp = TypeVar("_Resp")
 
 
 class _Details(grpc.ClientCallDetails):
-    def __init__(self, details: grpc.ClientCallDetails, extra: tuple[tuple[str, str], ...]):
+    def __init__(
+        self,
+        details: grpc.ClientCallDetails,
+        extra: tuple[tuple[str, str], ...],
+        replace: bool = False,
+    ):
         self.method = details.method
         self.timeout = details.timeout
-        self.metadata = (*(details.metadata or ()), *extra)
+        kept = [(k, v) for k, v in details.metadata or () if not (replace and k == HEADER)]
+        self.metadata = (*kept, *extra)
         self.credentials = details.credentials
         self.wait_for_ready = details.wait_for_ready
         self.compression = details.compression
 
 
 class _Attach(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    def __init__(self, token_for: Callable[[str], str]) -> None:
-        self.token_for = token_for
+    """Attaches ``token_for(method)`` to calls that carry no assertion; with
+    a ``binder``, binds a single call's assertion (attached here or given by
+    the caller) to the request sent (:meth:`Signer.bind`)."""
 
-    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
-        if any(k == HEADER for k, _ in details.metadata or ()):
+    def __init__(self, token_for: Callable[[str], str], binder: Signer | None = None) -> None:
+        self.token_for = token_for
+        self.binder = binder
+
+    def _bound(self, token: str, called: str, request: object) -> str:
+        if self.binder is None or not isinstance(request, Message):
+            return token
+        # The same call gRPC makes to send it: the bytes the server digests.
+        return self.binder.bind(token, called, request.SerializeToString())
+
+    def _details(self, details: grpc.ClientCallDetails, request: object) -> grpc.ClientCallDetails:
+        given = next((v for k, v in details.metadata or () if k == HEADER), None)
+        if given is None:
+            token = self.token_for(details.method)
+            if not token:
+                return details
+            return _Details(details, metadata(self._bound(token, details.method, request)))
+        bound = self._bound(str(given), details.method, request)
+        if bound == given:
             return details
-        token = self.token_for(details.method)
-        return _Details(details, metadata(token) if token else ())
+        return _Details(details, metadata(bound), replace=True)
 
     def intercept_unary_unary(
         self,
@@ -413,7 +514,7 @@ class _Attach(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
         client_call_details: grpc.ClientCallDetails,
         request: _Req,
     ) -> grpc._CallFuture[_Resp]:
-        return continuation(self._details(client_call_details), request)
+        return continuation(self._details(client_call_details, request), request)
 
     def intercept_unary_stream(
         self,
@@ -421,7 +522,14 @@ class _Attach(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
         client_call_details: grpc.ClientCallDetails,
         request: _Req,
     ) -> grpc._CallIterator[_Resp]:
-        return continuation(self._details(client_call_details), request)
+        return continuation(self._details(client_call_details, request), request)
+
+
+def binding_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
+    """A channel that binds each call's assertion, when it was made with
+    ``signer``'s key for that call alone, to the request sent (the
+    gateway's calls to the store and rank)."""
+    return grpc.intercept_channel(channel, _Attach(lambda _method: "", signer))
 
 
 def forwarding_channel(channel: grpc.Channel) -> grpc.Channel:
@@ -433,7 +541,7 @@ def forwarding_channel(channel: grpc.Channel) -> grpc.Channel:
 def service_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
     """A channel whose calls carry a fresh service assertion for each method
     (the embedding job's calls to embed)."""
-    return grpc.intercept_channel(channel, _Attach(lambda m: signer.service([m])))
+    return grpc.intercept_channel(channel, _Attach(lambda m: signer.service([m]), signer))
 
 
 def member_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
@@ -460,13 +568,13 @@ def member_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
                 and request.HasField("caller")
             ):
                 methods = RECALL_METHODS if details.method == RANK else [details.method]
-                token = signer.member(caller, methods)
+                token = self._bound(signer.member(caller, methods), details.method, request)
                 return continuation(_Details(details, metadata(token)), request)
-            return continuation(self._details(details), request)
+            return continuation(self._details(details, request), request)
 
     service_methods = {store_method("Authenticate"), store_method("WatchRevocations")}
 
     def other(m: str) -> str:
         return signer.service([m]) if m in service_methods else signer.operator([m])
 
-    return grpc.intercept_channel(channel, _FromRequest(other))
+    return grpc.intercept_channel(channel, _FromRequest(other, signer))

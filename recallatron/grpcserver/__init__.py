@@ -102,13 +102,13 @@ class Server:
             ),
             name="rpc",
         )
-        if key_of is None and internal_key:
-            key_of = internal_key_of(internal_key)
+        # Inside the stack the key is the verified assertion's (calls.py).
+        self.interceptor = ServiceInterceptor(internal_key, self.executor, key_of)
         self.grpc_server = grpc.server(
             # gRPC only submit()s to its pool, so any Executor serves; the stubs
             # ask for a ThreadPoolExecutor.
             self.executor,  # type: ignore[arg-type]
-            interceptors=[ServiceInterceptor(internal_key, self.executor, key_of)],
+            interceptors=[self.interceptor],
             options=options,
         )
         self.health = health.HealthServicer()

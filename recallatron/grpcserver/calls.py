@@ -1,11 +1,23 @@
 """Each call a server serves, wrapped once per method: the caller assertion
 checked inside the stack, the call's deadline, fair admission by workspace
-or token, domain errors mapped to status codes, latency and status metrics."""
+or token, domain errors mapped to status codes, latency and status metrics.
+
+Inside the stack a call's assertion is checked when gRPC looks up its
+handler, in the server's polling thread, before the call is queued for the
+handler pool: metadata and assertion over their size bounds are refused
+before anything is decoded, a verified assertion gives the call its fair
+queue, and a refused call gets a handler that only answers
+UNAUTHENTICATED (it neither parses the request nor waits in a queue). gRPC
+tells a handler, not the lookup, which peer sent the call, so the failures
+of each peer are counted there (:class:`PeerFailures`): past its limit a
+peer's calls are refused with RESOURCE_EXHAUSTED and a retry hint before
+their request is parsed or their handler runs."""
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -53,24 +65,89 @@ Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 Continuation = Callable[[grpc.HandlerCallDetails], "Handler | None"]
 
 
+def claims_key(claims: internal_auth.Claims) -> tuple[str, str]:
+    """The fair queue of a call inside the stack: the workspace and member of
+    a member assertion; the kind and issuer of any other."""
+    if claims.kind == internal_auth.MEMBER:
+        return f"workspace:{claims.workspace_id}", f"member:{claims.member_id}"
+    return f"{claims.kind}:{claims.issuer}", ""
+
+
 def internal_key_of(key: bytes) -> KeyOf:
-    """For store, rank and embed: the workspace and member of a verified
-    member assertion; the kind and issuer of any other. None when the
-    assertion does not verify (the handler refuses the call)."""
+    """For store, rank and embed: :func:`claims_key` of a verified
+    assertion; None when it does not verify (the call is refused)."""
 
     def key_of(method: str, metadata: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
-        token = next((str(v) for k, v in metadata or () if k == internal_auth.HEADER), "")
-        if not token:
-            return None
         try:
-            claims = internal_auth.verify(key, token, method)
+            claims, _token = internal_auth.authenticate(key, method, metadata)
         except errors.DomainError:
             return None
-        if claims.kind == internal_auth.MEMBER:
-            return f"workspace:{claims.workspace_id}", f"member:{claims.member_id}"
-        return f"{claims.kind}:{claims.issuer}", ""
+        return claims_key(claims)
 
     return key_of
+
+
+# Failed caller assertions one peer may send at once, and how many more per
+# second after that: more than a test of every method sends, far fewer than a
+# flood (the issue's sent thousands a second).
+FAILURE_BURST = 128
+FAILURE_PER_SECOND = 16.0
+
+
+class PeerFailures:
+    """Failed caller assertions by peer: a bucket of ``burst`` refilled at
+    ``per_second``, spent by each call refused UNAUTHENTICATED for its
+    assertion. A peer is what gRPC names one (address and port: one client
+    connection). Keyed by the address alone, one process on a shared host
+    (a node, a developer's machine) would shut out the gateway and rank
+    beside it; a client that reconnects starts a new bucket, paying a
+    connection for it."""
+
+    def __init__(self, burst: int = FAILURE_BURST, per_second: float = FAILURE_PER_SECOND) -> None:
+        self.burst = max(1, burst)
+        self.per_second = per_second
+        self._buckets: dict[str, tuple[float, float]] = {}  # peer -> (left, when)
+        self._lock = threading.Lock()
+
+    def _left(self, peer: str, now: float) -> float:
+        left, when = self._buckets.get(peer, (float(self.burst), now))
+        return min(float(self.burst), left + (now - when) * self.per_second)
+
+    def wait(self, peer: str) -> float:
+        """0 while ``peer`` is within its limit, else the seconds until it is."""
+        if self.per_second <= 0 or peer not in self._buckets:
+            return 0.0
+        with self._lock:
+            left = self._left(peer, time.monotonic())
+        return 0.0 if left >= 1.0 else (1.0 - left) / self.per_second
+
+    def failed(self, peer: str) -> None:
+        if self.per_second <= 0:
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._buckets[peer] = (self._left(peer, now) - 1.0, now)
+            if len(self._buckets) > 4096:
+                # Full buckets say nothing: dropped, so new peers cannot grow the table.
+                self._buckets = {
+                    p: b for p, b in self._buckets.items() if self._left(p, now) < self.burst
+                }
+
+    def check(self, peer: str) -> None:
+        wait = self.wait(peer)
+        if wait:
+            raise errors.ResourceExhausted(
+                "internal call: too many failed caller assertions from this peer; "
+                f"retry in {wait:.2f} s",
+                wait,
+            )
+
+
+# The verified assertion of the call being looked up, for its handler: set in
+# the polling thread, in the context gRPC then runs the handler in.
+_AUTHENTICATED: contextvars.ContextVar[tuple[internal_auth.Claims, str] | None] = (
+    contextvars.ContextVar("recallatron_authenticated", default=None)
+)
 
 
 # The full name of the method the current thread serves ("/pkg.Service/Method"),
@@ -86,6 +163,14 @@ def current_method() -> str:
 @dataclass(frozen=True)
 class _Undecodable:
     field: str
+
+
+@dataclass(frozen=True)
+class _Received:
+    """The bytes of a call's request inside the stack: parsed only once the
+    call is admitted (a bound assertion is checked against them first)."""
+
+    data: bytes
 
 
 class ServiceInterceptor(grpc.ServerInterceptor):
@@ -106,6 +191,10 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         self.internal_key = internal_key
         self.executor = executor
         self.key_of = key_of
+        self.failures = PeerFailures()
+
+    def _guarded(self, method: str) -> bool:
+        return bool(self.internal_key) and not method.startswith(internal_auth.OPEN_PREFIXES)
 
     def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
@@ -114,15 +203,28 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         cached = self._wrapped.get(method)
         if cached is None:
             cached = self._build(continuation, handler_call_details)
-        if cached is None or self.executor is None or self.key_of is None:
+        if cached is None:
+            return cached
+        metadata = handler_call_details.invocation_metadata
+        found: tuple[str, str] | None = None
+        if self._guarded(method):
+            # Runs in the server's polling thread, before the call is queued.
+            try:
+                authenticated = internal_auth.authenticate(self.internal_key, method, metadata)
+            except errors.DomainError as exc:
+                return self._unauthenticated(method, cached, exc)
+            _AUTHENTICATED.set(authenticated)
+            found = claims_key(authenticated[0])
+        if self.executor is None:
             return cached
         if method.startswith(internal_auth.OPEN_PREFIXES) or cached.unary_unary is None:
             # Streams (the revocation watch) live as long as their peer: they
             # would hold a key's share for good.
             return cached
-        # Runs in the server's polling thread, in the context the call's
-        # handler is then submitted from: the executor reads the ticket there.
-        found = self.key_of(method, handler_call_details.invocation_metadata)
+        # In the context the call's handler is then submitted from: the
+        # executor reads the ticket there.
+        if self.key_of is not None:
+            found = self.key_of(method, metadata)
         if found is None:
             return cached
         ticket = self.executor.admit(*found)
@@ -131,6 +233,54 @@ class ServiceInterceptor(grpc.ServerInterceptor):
             return _overloaded(method, cached, ticket.retry_after)
         return cached
 
+    def _unauthenticated(self, method: str, handler: Handler, error: errors.DomainError) -> Handler:
+        """A handler that only refuses, counting the failure against the peer
+        (or, past its limit, telling it when to come back)."""
+        status = rpc_status.to_status(status_for(error))
+        failures = self.failures
+
+        def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+            peer = context.peer()
+            wait = failures.wait(peer)
+            if wait:
+                _refuse_blocked(method, context, wait)
+            failures.failed(peer)
+            RPC_STATUS.labels(method, "UNAUTHENTICATED").inc()
+            context.abort_with_status(status)
+
+        def refuse_stream(request: Any, context: grpc.ServicerContext) -> Any:
+            refuse(request, context)
+            yield  # pragma: no cover - abort raises
+
+        # No request deserializer: the request's bytes are never parsed.
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                refuse_stream, response_serializer=handler.response_serializer
+            )
+        return grpc.unary_unary_rpc_method_handler(
+            refuse, response_serializer=handler.response_serializer
+        )
+
+    def _admitted(
+        self, method: str, context: grpc.ServicerContext, received: Any
+    ) -> tuple[internal_auth.Claims, str]:
+        """The verified assertion of a guarded call, once its peer is within
+        its limit and the assertion, when bound, is the request's."""
+        peer = context.peer()
+        self.failures.check(peer)
+        authenticated = _AUTHENTICATED.get()
+        if authenticated is None:
+            authenticated = internal_auth.authenticate(
+                self.internal_key, method, context.invocation_metadata()
+            )
+        if isinstance(received, _Received):
+            try:
+                internal_auth.check_request(authenticated[0], received.data)
+            except errors.DomainError:
+                self.failures.failed(peer)
+                raise
+        return authenticated
+
     def _build(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> Handler | None:
@@ -138,7 +288,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None:
             return handler
-        guarded = bool(self.internal_key) and not method.startswith(internal_auth.OPEN_PREFIXES)
+        guarded = self._guarded(method)
         if handler.unary_unary is not None:
             wrapped_handler = self._wrap(method, handler, handler.unary_unary, guarded)
         elif handler.unary_stream is not None and guarded:
@@ -157,23 +307,27 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         handler: Handler,
         inner: Callable[[Any, grpc.ServicerContext], Iterator[Any]],
     ) -> Handler:
-        key = self.internal_key
+        parse = handler.request_deserializer
 
-        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+        def deserialize(data: bytes) -> _Received:
+            return _Received(data)
+
+        def wrapped(received: _Received, context: grpc.ServicerContext) -> Any:
             try:
-                claims, token = internal_auth.authenticate(key, method, context)
+                claims, token = self._admitted(method, context, received)
             except errors.DomainError as exc:
-                RPC_STATUS.labels(method, "UNAUTHENTICATED").inc()
-                context.abort_with_status(rpc_status.to_status(status_for(exc)))
+                status = status_for(exc)
+                RPC_STATUS.labels(method, _CODES[status.code].name).inc()
+                context.abort_with_status(rpc_status.to_status(status))
             leave = internal_auth.enter(claims, token)
             try:
-                yield from inner(request, context)
+                yield from inner(parse(received.data) if parse else received.data, context)
             finally:
                 leave()
 
         return grpc.unary_stream_rpc_method_handler(
             wrapped,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=deserialize,
             response_serializer=handler.response_serializer,
         )
 
@@ -186,9 +340,8 @@ class ServiceInterceptor(grpc.ServerInterceptor):
     ) -> Handler:
         parse = handler.request_deserializer
         latency = RPC_LATENCY.labels(method)
-        key = self.internal_key
 
-        def deserialize(data: bytes) -> Any:
+        def parsed(data: bytes) -> Any:
             # A refused request (say, a string field that is not UTF-8) is the
             # client's error: the handler answers INVALID_ARGUMENT naming it.
             try:
@@ -198,6 +351,11 @@ class ServiceInterceptor(grpc.ServerInterceptor):
                 descriptor = getattr(message_class, "DESCRIPTOR", None)
                 field = undecodable_field(descriptor, data) if descriptor else ""
                 return _Undecodable(field or "request")
+
+        def deserialize(data: bytes) -> Any:
+            # Inside the stack the request is parsed in the handler, once its
+            # assertion is checked (against these bytes when bound).
+            return _Received(data) if guarded else parsed(data)
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             start = time.perf_counter()
@@ -216,7 +374,8 @@ class ServiceInterceptor(grpc.ServerInterceptor):
                     raise errors.DeadlineExceeded("the deadline passed while the call waited")
                 if guarded:
                     # Before anything else, the request's content included.
-                    leave = internal_auth.enter(*internal_auth.authenticate(key, method, context))
+                    leave = internal_auth.enter(*self._admitted(method, context, request))
+                    request = parsed(request.data)
                 if isinstance(request, _Undecodable):
                     raise errors.InvalidArgument(
                         request.field, "could not be decoded (string fields must be UTF-8)"
@@ -251,6 +410,18 @@ class ServiceInterceptor(grpc.ServerInterceptor):
             request_deserializer=deserialize,
             response_serializer=handler.response_serializer,
         )
+
+
+def _refuse_blocked(method: str, context: grpc.ServicerContext, wait: float) -> None:
+    status = status_for(
+        errors.ResourceExhausted(
+            "internal call: too many failed caller assertions from this peer; "
+            f"retry in {wait:.2f} s",
+            wait,
+        )
+    )
+    RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc()
+    context.abort_with_status(rpc_status.to_status(status))
 
 
 def _overloaded(method: str, handler: Handler, retry_after: float) -> Handler:

@@ -101,10 +101,18 @@ class Peers:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
-        self.store_channel = peer_channel(settings.store_target, settings)
+        # An assertion made for one call is bound to its request as it is sent
+        # (a recall's, forwarded by rank to several calls, is not).
+        self.store_channel = internal_auth.binding_channel(
+            peer_channel(settings.store_target, settings), self.signer
+        )
         self.store = Peer(self.store_channel, settings.store_timeout_seconds, "the store")
         self.rank = Peer(
-            peer_channel(settings.rank_target, settings), settings.rank_timeout_seconds, "rank"
+            internal_auth.binding_channel(
+                peer_channel(settings.rank_target, settings), self.signer
+            ),
+            settings.rank_timeout_seconds,
+            "rank",
         )
 
     def member(self, who: cpb.Caller, *paths: str) -> str:
