@@ -1,0 +1,158 @@
+"""The gateway client's review and admin calls: dedup and entity review for a
+member, workspaces, members, tokens, status and settings for the operator or an
+owner."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from recallatron.client_connection import Connection
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.vocabulary import DEFAULT_PURPOSE
+
+
+class ReviewAndAdmin(Connection):
+    # -- dedup review ------------------------------------------------------
+
+    def duplicate_pairs(
+        self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
+    ) -> pb.ListDuplicatePairsResponse:
+        return self.ask(
+            self.review.ListDuplicatePairs,
+            pb.ListDuplicatePairsRequest,
+            purpose=purpose,
+            limit=limit,
+        )
+
+    def dismiss_pair(
+        self, first_id: str, second_id: str, purpose: str = DEFAULT_PURPOSE
+    ) -> pb.DismissDuplicatePairResponse:
+        return self.ask(
+            self.review.DismissDuplicatePair,
+            pb.DismissDuplicatePairRequest,
+            first_id=first_id,
+            second_id=second_id,
+            purpose=purpose,
+        )
+
+    def entity_pairs(
+        self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
+    ) -> pb.ListEntityPairsResponse:
+        return self.ask(
+            self.review.ListEntityPairs, pb.ListEntityPairsRequest, purpose=purpose, limit=limit
+        )
+
+    def merge_entities(
+        self, kept_id: str, merged_id: str, purpose: str = DEFAULT_PURPOSE
+    ) -> pb.MergeEntitiesResponse:
+        return self.ask(
+            self.review.MergeEntities,
+            pb.MergeEntitiesRequest,
+            kept_id=kept_id,
+            merged_id=merged_id,
+            purpose=purpose,
+        )
+
+    def keep_entities_apart(
+        self, first_id: str, second_id: str, purpose: str = DEFAULT_PURPOSE
+    ) -> pb.KeepEntitiesApartResponse:
+        return self.ask(
+            self.review.KeepEntitiesApart,
+            pb.KeepEntitiesApartRequest,
+            first_id=first_id,
+            second_id=second_id,
+            purpose=purpose,
+        )
+
+    def undo_entity_merge(
+        self, merge_id: str, purpose: str = DEFAULT_PURPOSE
+    ) -> pb.UndoEntityMergeResponse:
+        return self.ask(
+            self.review.UndoEntityMerge,
+            pb.UndoEntityMergeRequest,
+            merge_id=merge_id,
+            purpose=purpose,
+        )
+
+    def entity_merges(
+        self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
+    ) -> pb.ListEntityMergesResponse:
+        return self.ask(
+            self.review.ListEntityMerges, pb.ListEntityMergesRequest, purpose=purpose, limit=limit
+        )
+
+    # -- admin -------------------------------------------------------------
+
+    def create_workspace(
+        self, slug: str, server: str = ""
+    ) -> pb.AdminServiceCreateWorkspaceResponse:
+        """``server``: a configured server's name; empty lets the placement
+        policy pick (docs/servers.md)."""
+        return self.call(
+            self.admin.CreateWorkspace,
+            pb.AdminServiceCreateWorkspaceRequest(slug=slug, server=server),
+        )
+
+    def create_member(
+        self, workspace_id: str, handle: str, owner: bool = False
+    ) -> pb.AdminServiceCreateMemberResponse:
+        return self.ask(
+            self.admin.CreateMember,
+            pb.AdminServiceCreateMemberRequest,
+            workspace_id=workspace_id,
+            handle=handle,
+            role="owner" if owner else "member",
+        )
+
+    def create_token(
+        self,
+        member_id: str,
+        label: str = "",
+        purposes: Sequence[str] = (),
+        read_only: bool = False,
+    ) -> pb.AdminServiceCreateTokenResponse:
+        """A token; scoped to ``purposes`` (empty: all) and to the read-only calls."""
+        return self.ask(
+            self.admin.CreateToken,
+            pb.AdminServiceCreateTokenRequest,
+            member_id=member_id,
+            label=label,
+            purposes=purposes,
+            read_only=read_only,
+        )
+
+    def revoke_token(self, token_id: str) -> None:
+        self.call(self.admin.RevokeToken, pb.AdminServiceRevokeTokenRequest(token_id=token_id))
+
+    def status(self) -> pb.GetStatusResponse:
+        return self.call(self.admin.GetStatus, pb.GetStatusRequest())
+
+    def wait_embedded(
+        self,
+        timeout: float = 600.0,
+        poll: float = 0.5,
+        on_status: Callable[[pb.GetStatusResponse], None] | None = None,
+    ) -> pb.GetStatusResponse:
+        """Blocks until the embedding job has caught up (owner token): parked
+        memories wait for a change, not for the job. ``on_status`` sees every
+        status read (progress)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if on_status is not None:
+                on_status(status)
+            if status.pending == 0 and status.embedded + status.parked >= status.memories:
+                return status
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"embedding not done: {status}")
+            time.sleep(poll)
+
+    def update_settings(self, **changes: Any) -> pb.UpdateSettingsResponse:
+        return self.ask(
+            self.admin.UpdateSettings,
+            pb.UpdateSettingsRequest,
+            settings=changes,
+            update_fields=list(changes),
+        )

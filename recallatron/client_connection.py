@@ -1,0 +1,68 @@
+"""The connection under the gateway client: the channel, the token, and one
+call path (:meth:`Connection.ask`) that builds a request from plain values."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from recallatron.grpcclient import make_channel
+from recallatron.protojson import to_message
+from recallatron.v1 import gateway_pb2_grpc
+
+DEFAULT_GATEWAY = "127.0.0.1:7400"
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+
+def default_gateway() -> str:
+    """The gateway address: RECALLATRON_GATEWAY, else the local stack's."""
+    return os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY)
+
+
+class Connection:
+    def __init__(
+        self, address: str, token: str, timeout: float = 10.0, ca_file: str | None = None
+    ) -> None:
+        # TLS when a CA is given (or RECALLATRON_TLS_CA_FILE is set).
+        self.channel = make_channel(address, ca_file=ca_file)
+        self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
+        self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
+        self.review = gateway_pb2_grpc.ReviewServiceStub(self.channel)
+        self.token = token
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _md(self) -> tuple[tuple[str, str]]:
+        return (("authorization", f"Bearer {self.token}"),)
+
+    def call(
+        self,
+        stub_method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        timeout: float | None = None,
+    ) -> Resp:
+        return stub_method(request, metadata=self._md(), timeout=timeout or self.timeout)
+
+    def ask(
+        self,
+        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: type[Req],
+        timeout: float | None = None,
+        /,
+        **f: Any,
+    ) -> Resp:
+        """Calls ``method`` with the request its fields give by proto name, in
+        plain values (recallatron/protojson.py): an enum's name, an RFC 3339
+        time, "workspace" or a member id; a field None or left out stays unset."""
+        return self.call(method, to_message(request, f), timeout)
+
+
+def is_status(exc: BaseException, code: grpc.StatusCode) -> bool:
+    return isinstance(exc, grpc.RpcError) and exc.code() == code
