@@ -13,6 +13,9 @@ runs in its own process so the measuring client does not share its GIL.
 `--heavy recall dedup flood` runs three loads in turn on the same seeded
 stack: the heavy recalls, 24 concurrent `ListDuplicatePairs(limit 200)`, and
 1,000 cheap recalls sent at once on one connection, again and again.
+`--heavy garbage` sends no recalls: 24 threads, each on its own connection,
+call the store and rank ports directly with an 8 KB garbage caller assertion
+(every call refused UNAUTHENTICATED or RESOURCE_EXHAUSTED; issue 35, item 3).
 
 Targets (design §9, issue 22): the quiet p50 under load within 2x of idle,
 its p99 under 250 ms."""
@@ -48,6 +51,10 @@ TOPICS = ("harbour", "glacier", "orchard", "lantern", "compass", "meadow", "quar
 HEAVY_QUERY = "chain ledger reconciliation harbour step"
 # Cheap recalls sent at once in the flood.
 FLOOD = 1_000
+# The garbage load's assertion: shaped like one (version, payload, signature),
+# 8 KB, so that a server without a size bound decodes it and computes a
+# signature over it.
+GARBAGE = "v1." + "A" * 6_000 + "." + "B" * 2_180
 
 
 def log(message: str) -> None:
@@ -153,12 +160,59 @@ def run_flood(client: Client, seconds: float) -> dict[str, Any]:
     return {"codes": dict(codes)}
 
 
+def run_garbage(targets: list[str], concurrency: int, seconds: float) -> dict[str, Any]:
+    """``concurrency`` threads, each on its own connection to the store or
+    rank in turn, each sending a call with a garbage assertion as soon as the
+    last is refused."""
+    from recallatron import internal_auth
+    from recallatron.v1 import rank_pb2, rank_pb2_grpc, store_pb2, store_pb2_grpc
+
+    stop = time.monotonic() + seconds
+    codes: Counter[str] = Counter()
+    lock = threading.Lock()
+    metadata = internal_auth.metadata(GARBAGE)
+
+    def worker(i: int) -> None:
+        channel = grpc.insecure_channel(
+            targets[i % len(targets)], options=[("grpc.use_local_subchannel_pool", 1)]
+        )
+        call: Callable[[], Any]
+        if i % 2 == 0:
+            store = store_pb2_grpc.StoreServiceStub(channel)
+            request = store_pb2.GetMemoriesRequest(ids=["x"])
+            call = lambda: store.GetMemories(request, timeout=1.0, metadata=metadata)  # noqa: E731
+        else:
+            rank = rank_pb2_grpc.RankServiceStub(channel)
+            ranked = rank_pb2.RankRequest(query=HEAVY_QUERY)
+            call = lambda: rank.Rank(ranked, timeout=1.0, metadata=metadata)  # noqa: E731
+        while time.monotonic() < stop:
+            try:
+                call()
+                code = "OK"
+            except grpc.RpcError as exc:
+                code = exc.code().name  # type: ignore[attr-defined]
+            with lock:
+                codes[code] += 1
+        channel.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"codes": dict(codes), "calls_per_second": round(sum(codes.values()) / seconds)}
+
+
 def run_load(
     address: str, token: str, heavy: str, concurrency: int, seconds: float, out: Path
 ) -> None:
     """The noisy workspace's load (in its own process): ``concurrency``
     threads, each sending its heavy call again as soon as the last ends
     (recall over the chain, or the dedup review's pairs); or the flood."""
+    if heavy == "garbage":
+        # The address is the store's and rank's, comma-separated.
+        out.write_text(json.dumps(run_garbage(address.split(","), concurrency, seconds)))
+        return
     client = Client(address, token, timeout=1.0)
     if heavy == "flood":
         out.write_text(json.dumps(run_flood(client, seconds)))
@@ -214,7 +268,9 @@ def under_load(
             "--concurrency",
             str(args.concurrency),
             "--load",
-            stack.gateway,
+            f"{stack.address('store')},{stack.address('rank')}"
+            if heavy == "garbage"
+            else stack.gateway,
             token,
             str(seconds),
             str(result_file),
@@ -240,10 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--heavy",
         nargs="+",
-        choices=("recall", "dedup", "flood"),
+        choices=("recall", "dedup", "flood", "garbage"),
         default=["recall"],
         help="the noisy loads, one after another: recalls over the chain, "
-        "ListDuplicatePairs(limit 200), or 1,000 cheap recalls at once on one connection",
+        "ListDuplicatePairs(limit 200), 1,000 cheap recalls at once on one connection, "
+        "or calls to the store and rank with an 8 KB garbage caller assertion",
     )
     parser.add_argument("--concurrency", type=int, default=24)
     parser.add_argument("--calls", type=int, default=400, help="quiet recalls per phase")
