@@ -660,11 +660,11 @@ def print_split(results: dict[int, dict[str, Any]]) -> None:
 
 
 def _identity(stack: Stack, client: Client) -> tuple[str, str]:
-    from recallatron import internal_auth
+    from recallatron import internal_auth, internal_channels
     from recallatron.grpcclient import make_channel
     from recallatron.v1 import store_pb2, store_pb2_grpc
 
-    channel = internal_auth.member_channel(
+    channel = internal_channels.member_channel(
         make_channel(stack.address("store")),
         internal_auth.Signer(stack.internal_key, "benchmark"),
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from recallatron import internal_auth
+from recallatron import internal_auth, internal_channels
 from recallatron.settings import REPO_ROOT
 from recallatron.v1 import embed_pb2_grpc
 
@@ -140,7 +140,7 @@ class EmbedProcess:
             raise
         self.address = f"127.0.0.1:{self.port}"
         self.plain_channel = grpc.insecure_channel(self.address)
-        self.channel = internal_auth.member_channel(
+        self.channel = internal_channels.member_channel(
             self.plain_channel, internal_auth.Signer(self.internal_key, "test")
         )
         self.stub = embed_pb2_grpc.EmbedServiceStub(self.channel)

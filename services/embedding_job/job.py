@@ -26,7 +26,7 @@ import grpc
 import numpy as np
 from prometheus_client import Counter, Gauge
 
-from recallatron import internal_auth
+from recallatron import internal_channels
 from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
@@ -165,7 +165,7 @@ class Embedder:
         key = settings.internal_signing_key() if settings is not None else b""
         if key:
             # Each call carries a service assertion (recallatron/internal_auth.py).
-            channel = internal_auth.service_channel(channel, Signer(key, "embedding-job"))
+            channel = internal_channels.service_channel(channel, Signer(key, "embedding-job"))
         self.stub = embed_pb2_grpc.EmbedServiceStub(channel)
         self.timeout = timeout
 

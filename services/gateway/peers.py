@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from recallatron import internal_auth
+from recallatron import internal_auth, internal_channels
 from recallatron.grpcclient import peer_channel
 from recallatron.peer import Method, Peer, method, methods
 from recallatron.v1 import common_pb2 as cpb
@@ -103,12 +103,12 @@ class Peers:
         self.signer = internal_auth.Signer(settings.internal_signing_key(), "gateway")
         # An assertion made for one call is bound to its request as it is sent
         # (a recall's, forwarded by rank to several calls, is not).
-        self.store_channel = internal_auth.binding_channel(
+        self.store_channel = internal_channels.binding_channel(
             peer_channel(settings.store_target, settings), self.signer
         )
         self.store = Peer(self.store_channel, settings.store_timeout_seconds, "the store")
         self.rank = Peer(
-            internal_auth.binding_channel(
+            internal_channels.binding_channel(
                 peer_channel(settings.rank_target, settings), self.signer
             ),
             settings.rank_timeout_seconds,

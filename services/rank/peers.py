@@ -72,7 +72,7 @@ def _candidates(items: Sequence[store_pb2.Candidate]) -> list[Candidate]:
 
 class StoreClient:
     """The store, its calls carrying the recall's own assertion (the channel
-    forwards it: recallatron.internal_auth.forwarding_channel)."""
+    forwards it: recallatron.internal_channels.forwarding_channel)."""
 
     def __init__(self, channel: grpc.Channel, timeout: float) -> None:
         self.peer = Peer(channel, timeout, "the store")

@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from recallatron import errors, internal_auth
+from recallatron import errors, internal_auth, internal_channels
 from recallatron.grpcclient import peer_channel
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
@@ -107,11 +107,11 @@ class ContextExecutor(ThreadPoolExecutor):
 def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
     # Every call to store and embed carries the assertion the recall came with.
     store = StoreClient(
-        internal_auth.forwarding_channel(peer_channel(settings.store_target, settings)),
+        internal_channels.forwarding_channel(peer_channel(settings.store_target, settings)),
         settings.store_timeout_seconds,
     )
     embed = EmbedClient(
-        internal_auth.forwarding_channel(peer_channel(settings.embed_target, settings)),
+        internal_channels.forwarding_channel(peer_channel(settings.embed_target, settings)),
         settings.embed_timeout_seconds,
         settings.rerank_timeout_seconds,
     )

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from recallatron import internal_auth
+from recallatron import internal_auth, internal_channels
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
 from recallatron_devkit.stack import Stack
 from services.store.infrastructure import migrate
@@ -66,7 +66,7 @@ def test_sigterm_lets_the_in_flight_call_finish(tmp_path: Path, prepared_models_
         deadline = time.monotonic() + 60
         while not port_file.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        channel = internal_auth.member_channel(
+        channel = internal_channels.member_channel(
             grpc.insecure_channel(f"127.0.0.1:{port_file.read_text()}"),
             internal_auth.Signer(KEY.encode(), "test"),
         )

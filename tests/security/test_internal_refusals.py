@@ -20,7 +20,7 @@ import pytest
 from google.protobuf.message_factory import GetMessageClass
 from grpc_status import rpc_status
 
-from recallatron import internal_auth
+from recallatron import internal_auth, internal_channels
 from recallatron.grpcserver import Server, add_methods
 from recallatron.settings import CommonSettings
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
@@ -168,7 +168,7 @@ def test_an_assertion_replayed_with_another_request_is_refused(served: Served) -
     capture = _Capture()
     plain = served.channel()
     # The stack's own client side: an assertion made for this one call.
-    vouched = internal_auth.member_channel(
+    vouched = internal_channels.member_channel(
         grpc.intercept_channel(plain, capture), internal_auth.Signer(key, "test")
     )
     stub = embed_pb2_grpc.EmbedServiceStub(plain)

@@ -255,6 +255,7 @@ GRPC_MODULES = (
     "recallatron.grpcserver",
     "recallatron.peer",
     "recallatron.internal_auth",
+    "recallatron.internal_channels",
 )
 
 
