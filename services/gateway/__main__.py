@@ -6,7 +6,7 @@ import os
 
 from recallatron import internal_auth, tracing
 from recallatron.grpcclient import peer_serving
-from recallatron.grpcserver import Server
+from recallatron.grpcserver import Server, add_methods
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.authcache import AuthCache, RevocationWatcher
@@ -39,14 +39,15 @@ def main() -> None:
         cache,
         FailureLimiter(settings.auth_failures_per_second, settings.auth_failure_burst),
     )
-    gateway_pb2_grpc.add_MemoryServiceServicer_to_server(
-        MemoryServicer(peers, auth), server.grpc_server
-    )
+    # The tools the store answers as they are, forwarded from one table
+    # (services.gateway.server.Forwarding.handlers); the rest by the servicers.
+    for name, servicer in (
+        ("MemoryService", MemoryServicer(peers, auth)),
+        ("ReviewService", ReviewServicer(peers, auth)),
+    ):
+        add_methods(server.grpc_server, services[name], servicer.handlers(services[name]))
     gateway_pb2_grpc.add_AdminServiceServicer_to_server(
         AdminServicer(peers, auth), server.grpc_server
-    )
-    gateway_pb2_grpc.add_ReviewServiceServicer_to_server(
-        ReviewServicer(peers, auth), server.grpc_server
     )
     port = server.start(settings.gateway_listen)
     log.info("listening", extra={"port": port})

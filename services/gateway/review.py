@@ -12,7 +12,7 @@ import grpc
 from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron.v1 import gateway_pb2_grpc, store_pb2
+from recallatron.v1 import store_pb2
 from services.gateway import peers as calls
 from services.gateway.server import Forwarding, caller
 
@@ -27,7 +27,7 @@ READ_CHUNK = 100
 
 # The decisions and the entity merge (design §8.5): the store decides what the
 # caller may see and that only an owner decides; these calls are forwarded.
-class ReviewServicer(Forwarding, gateway_pb2_grpc.ReviewServiceServicer):
+class ReviewServicer(Forwarding):
     def ListDuplicatePairs(
         self, request: pb.ListDuplicatePairsRequest, context: grpc.ServicerContext
     ) -> pb.ListDuplicatePairsResponse:
@@ -67,33 +67,3 @@ class ReviewServicer(Forwarding, gateway_pb2_grpc.ReviewServiceServicer):
                 if p.first_id in memories and p.second_id in memories
             ]
         )
-
-    def DismissDuplicatePair(
-        self, request: pb.DismissDuplicatePairRequest, context: grpc.ServicerContext
-    ) -> pb.DismissDuplicatePairResponse:
-        return self.forward(calls.DISMISS_DUPLICATE_PAIR, request, context)
-
-    def ListEntityPairs(
-        self, request: pb.ListEntityPairsRequest, context: grpc.ServicerContext
-    ) -> pb.ListEntityPairsResponse:
-        return self.forward(calls.LIST_ENTITY_PAIRS, request, context)
-
-    def MergeEntities(
-        self, request: pb.MergeEntitiesRequest, context: grpc.ServicerContext
-    ) -> pb.MergeEntitiesResponse:
-        return self.forward(calls.MERGE_ENTITIES, request, context)
-
-    def KeepEntitiesApart(
-        self, request: pb.KeepEntitiesApartRequest, context: grpc.ServicerContext
-    ) -> pb.KeepEntitiesApartResponse:
-        return self.forward(calls.KEEP_ENTITIES_APART, request, context)
-
-    def UndoEntityMerge(
-        self, request: pb.UndoEntityMergeRequest, context: grpc.ServicerContext
-    ) -> pb.UndoEntityMergeResponse:
-        return self.forward(calls.UNDO_ENTITY_MERGE, request, context)
-
-    def ListEntityMerges(
-        self, request: pb.ListEntityMergesRequest, context: grpc.ServicerContext
-    ) -> pb.ListEntityMergesResponse:
-        return self.forward(calls.LIST_ENTITY_MERGES, request, context)

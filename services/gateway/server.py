@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from recallatron import convert, errors, internal_auth
@@ -159,7 +161,8 @@ class Forwarding:
     """A public service whose tools the store's ToolService answers with the
     request and the response as they are (tools.proto): one path for the
     token, its scope, the purpose, the caller assertion, the deadline and the
-    relay of the store's status: each tool's handler is one call naming its method."""
+    relay of the store's status. The tools are one table, peers.TOOLS: each
+    entry is served by :meth:`handlers` with no handler written for it."""
 
     def __init__(self, peers: Peers, auth: Auth) -> None:
         self.peers = peers
@@ -171,49 +174,28 @@ class Forwarding:
         written(ident, request, who)
         return self.peers.store.call(m, request, self.peers.member(who, m.path))
 
+    def handlers(self, service: ServiceDescriptor) -> dict[str, Callable[..., Any]]:
+        """The service's handlers by method name (recallatron.grpcserver.add_methods):
+        every tool the store answers as it is (peers.TOOLS) forwarded through
+        :meth:`forward`, and the servicer's own methods where it defines one."""
+        own = {m.name: getattr(self, m.name) for m in service.methods if m.name in vars(type(self))}
+        forwarded = {
+            m.name: self._forwarder(calls.TOOLS[m.name])
+            for m in service.methods
+            if m.name in calls.TOOLS and m.name not in own
+        }
+        return {**forwarded, **own}
 
-class MemoryServicer(Forwarding, gateway_pb2_grpc.MemoryServiceServicer):
-    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
-        return self.forward(calls.READ, request, context)
+    def _forwarder(self, m: Method[Req, Resp]) -> Callable[[Req, grpc.ServicerContext], Resp]:
+        def handle(request: Req, context: grpc.ServicerContext) -> Resp:
+            return self.forward(m, request, context)
 
-    def Remember(
-        self, request: pb.RememberRequest, context: grpc.ServicerContext
-    ) -> pb.RememberResponse:
-        return self.forward(calls.REMEMBER, request, context)
+        return handle
 
-    def Derive(self, request: pb.DeriveRequest, context: grpc.ServicerContext) -> pb.DeriveResponse:
-        return self.forward(calls.DERIVE, request, context)
 
-    def Correct(
-        self, request: pb.CorrectRequest, context: grpc.ServicerContext
-    ) -> pb.CorrectResponse:
-        return self.forward(calls.CORRECT, request, context)
-
-    def Supersede(
-        self, request: pb.SupersedeRequest, context: grpc.ServicerContext
-    ) -> pb.SupersedeResponse:
-        return self.forward(calls.SUPERSEDE, request, context)
-
-    def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext) -> pb.ForgetResponse:
-        return self.forward(calls.FORGET, request, context)
-
-    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
-        return self.forward(calls.LOOKUP, request, context)
-
-    def Neighbors(
-        self, request: pb.NeighborsRequest, context: grpc.ServicerContext
-    ) -> pb.NeighborsResponse:
-        return self.forward(calls.NEIGHBORS, request, context)
-
-    def CreateEpisode(
-        self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
-    ) -> pb.CreateEpisodeResponse:
-        return self.forward(calls.CREATE_EPISODE, request, context)
-
-    def Timeline(
-        self, request: pb.TimelineRequest, context: grpc.ServicerContext
-    ) -> pb.TimelineResponse:
-        return self.forward(calls.TIMELINE, request, context)
+class MemoryServicer(Forwarding):
+    # Every tool the store answers as it is comes from Forwarding.handlers;
+    # what is composed or checked here first is defined below.
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         ident = self.auth.member(context)

@@ -4,16 +4,19 @@ checked against the descriptors (recallatron/peer.py)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import grpc
 import pytest
 
 from recallatron import peer
 from recallatron.grpcserver import add_methods
-from recallatron.v1 import gateway_pb2, store_pb2, tools_pb2
+from recallatron.v1 import gateway_pb2, gateway_pb2_grpc, store_pb2, tools_pb2
 from recallatron.v1 import gateway_pb2 as pb
 from services.gateway import peers as calls
+from services.gateway.peers import Peers
 from services.gateway.review import ReviewServicer
-from services.gateway.server import MemoryServicer
+from services.gateway.server import Auth, MemoryServicer
 
 TOOL_SERVICE = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
 
@@ -42,9 +45,31 @@ def test_every_store_tool_is_forwarded_by_the_gateway_with_its_typed_method() ->
             m.request_type.DESCRIPTOR.full_name
             == calls.TOOLS[name].request_type.DESCRIPTOR.full_name
         )
-        servicer = MemoryServicer if hasattr(MemoryServicer, name) else ReviewServicer
-        # Defined by the servicer itself, not the generated base that answers UNIMPLEMENTED.
-        assert name in vars(servicer), name
+    # Each public service's handler table: every tool is in one of them, as a
+    # handler of its own, never the generated base's that answers UNIMPLEMENTED.
+    handled: dict[str, object] = {}
+    for service, servicer in (("MemoryService", MemoryServicer), ("ReviewService", ReviewServicer)):
+        descriptor = gateway_pb2.DESCRIPTOR.services_by_name[service]
+        table = servicer(cast(Peers, None), cast(Auth, None)).handlers(descriptor)
+        assert set(table) <= {m.name for m in descriptor.methods}
+        handled.update(table)
+    generated = {
+        name: getattr(base, name)
+        for base in (gateway_pb2_grpc.MemoryServiceServicer, gateway_pb2_grpc.ReviewServiceServicer)
+        for name in vars(base)
+    }
+    for name in calls.TOOLS:
+        assert name in handled, name
+        assert getattr(handled[name], "__func__", None) is not generated.get(name), name
+
+
+def test_the_gateway_serves_every_public_method_from_its_table() -> None:
+    # add_methods refuses a service with a method nobody handles: every method
+    # of MemoryService and ReviewService is a tool forwarded or one of the servicer's.
+    for service, servicer in (("MemoryService", MemoryServicer), ("ReviewService", ReviewServicer)):
+        descriptor = gateway_pb2.DESCRIPTOR.services_by_name[service]
+        table = servicer(cast(Peers, None), cast(Auth, None)).handlers(descriptor)
+        assert {m.name for m in descriptor.methods} == set(table), service
 
 
 def test_a_method_refuses_message_classes_that_are_not_its_own() -> None:
