@@ -43,7 +43,11 @@ class Client(ReviewAndAdmin):
         relations: GraphItems = (),
         aliases: GraphItems = (),
         episode_id: str = "",
+        **more: Any,
     ) -> pb.RememberResponse:
+        """``more``: any other field of RememberRequest by its proto name, in
+        plain values (recallatron/protojson.py), so a field added to the proto
+        needs no change here."""
         return self.ask(
             self.memory.Remember,
             pb.RememberRequest,
@@ -61,6 +65,7 @@ class Client(ReviewAndAdmin):
             relations=relations,
             aliases=aliases,
             episode_id=episode_id,
+            **more,
         )
 
     def read(self, ids: Sequence[str], purpose: str = DEFAULT_PURPOSE) -> pb.ReadResponse:

@@ -10,10 +10,13 @@ import json
 import os
 import re
 import sys
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
 
 from recallatron.client import Client, default_gateway
 from recallatron.secretfiles import TOKEN_HELP, token_from
@@ -53,6 +56,54 @@ def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_token_arguments(p)
     p.add_argument("--json", action="store_true")
     return p
+
+
+# A request's plain fields that a command takes as --flags made from the
+# descriptor (the value's Python type), so a field added to the proto is an
+# option with no code of its own.
+_FLAG_TYPES: dict[int, type] = {
+    FieldDescriptor.TYPE_STRING: str,
+    FieldDescriptor.TYPE_INT32: int,
+    FieldDescriptor.TYPE_INT64: int,
+    FieldDescriptor.TYPE_UINT32: int,
+    FieldDescriptor.TYPE_UINT64: int,
+    FieldDescriptor.TYPE_DOUBLE: float,
+    FieldDescriptor.TYPE_FLOAT: float,
+}
+FIELD_DEST = "field_"
+
+
+def _plain_fields(request: type[Message], covered: Collection[str]) -> list[FieldDescriptor]:
+    descriptor = cast(Descriptor, request.DESCRIPTOR)
+    return [
+        f
+        for f in descriptor.fields
+        if f.name not in covered
+        and not f.is_repeated
+        and (f.type in _FLAG_TYPES or f.type == FieldDescriptor.TYPE_BOOL)
+    ]
+
+
+def field_options(
+    p: argparse.ArgumentParser, request: type[Message], covered: Collection[str]
+) -> None:
+    """A --flag for each plain (scalar, not repeated) field of ``request`` the
+    command's own options do not cover: --some-field for some_field."""
+    for f in _plain_fields(request, covered):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type == FieldDescriptor.TYPE_BOOL:
+            p.add_argument(flag, dest=FIELD_DEST + f.name, action="store_true", default=None)
+        else:
+            p.add_argument(flag, dest=FIELD_DEST + f.name, type=_FLAG_TYPES[f.type])
+
+
+def field_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields :func:`field_options` made flags for, as given (unset ones left out)."""
+    return {
+        key[len(FIELD_DEST) :]: value
+        for key, value in vars(args).items()
+        if key.startswith(FIELD_DEST) and value is not None
+    }
 
 
 def purpose_option(p: argparse.ArgumentParser, help: str | None = None) -> None:

@@ -8,6 +8,7 @@ import sys
 
 import grpc
 
+from recallatron.v1 import gateway_pb2
 from recallatron.vocabulary import KINDS, MODES, PURPOSES
 from recallatron_cli import admin, common, graph, operator, tools, up
 from recallatron_cli.common import client_options
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--about", action="append")
     r.add_argument("--request-id")
     r.add_argument("--episode", default="", help="the episode it belongs to")
+    common.field_options(r, gateway_pb2.RememberRequest, tools.REMEMBER_OPTIONS)
     r.set_defaults(func=tools.cmd_remember)
 
     rd = client_options(sub.add_parser("read"))

@@ -9,6 +9,12 @@ import argparse
 from recallatron_cli import common, graph
 from recallatron_cli.common import memory_text, show
 
+# RememberRequest's fields the remember command's own options give; any
+# other plain field is a --flag made from the descriptor (common.field_options).
+REMEMBER_OPTIONS = frozenset(
+    {"request_id", "kind", "title", "body", "confidence", "episode_id", "occurred_at"}
+)
+
 
 def cmd_remember(args: argparse.Namespace) -> int:
     resp = common.client(args).remember(
@@ -23,6 +29,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         request_id=args.request_id,
         episode_id=args.episode,
         **graph.graph_items(args),
+        **common.field_values(args),
     )
     show(args, resp, ("(replayed) " if resp.replayed else "") + memory_text(resp.memory))
     return 0

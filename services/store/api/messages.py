@@ -3,8 +3,12 @@ messages, shared by its two gRPC adapters (server.py, tool_server.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import dataclasses
+from collections.abc import Collection, Sequence
+from typing import Any, cast
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 
 from recallatron import convert, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
@@ -72,22 +76,57 @@ def mentions_of(items: Sequence[cpb.MentionInput]) -> list[MentionIn]:
     return [entity_of(m, f"mentions[{i}]") for i, m in enumerate(items)]
 
 
-def new_memory(req: object) -> NewMemory:
-    r = req  # a request with the NewMemory fields
+# NewMemory's fields new_memory reads by hand (enums, audience, lists, the
+# graph): any other field of NewMemory is taken from the request's plain
+# field of the same name, so a field added to a tool's request and to
+# NewMemory needs no line here.
+_NEW_MEMORY_BY_HAND = frozenset(
+    {
+        "kind",
+        "title",
+        "body",
+        "confidence",
+        "audience",
+        "purposes",
+        "mentions",
+        "about_ids",
+        "graph",
+        "episode_id",
+    }
+)
+_NOT_PLAIN = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP, FieldDescriptor.TYPE_ENUM)
+
+
+def plain_fields(msg: Message, target: type[Any], skip: Collection[str] = ()) -> dict[str, Any]:
+    """The values of ``msg``'s plain fields (scalars, not repeated) that the
+    dataclass ``target`` has a field of the same name for, ``skip`` aside; an
+    optional field left unset is left out (the dataclass's default applies)."""
+    wanted = {f.name for f in dataclasses.fields(target)} - set(skip)
+    descriptor = cast(Descriptor, msg.DESCRIPTOR)
+    out: dict[str, Any] = {}
+    for f in descriptor.fields:
+        if f.name not in wanted or f.is_repeated or f.type in _NOT_PLAIN:
+            continue
+        if f.has_presence and not msg.HasField(f.name):
+            continue
+        out[f.name] = getattr(msg, f.name)
+    return out
+
+
+def new_memory(req: Message) -> NewMemory:
+    r: Any = req  # a request with the NewMemory fields
     return NewMemory(
-        kind=KIND.parse(r.kind, "kind"),  # type: ignore[attr-defined]
-        title=r.title,  # type: ignore[attr-defined]
-        body=r.body,  # type: ignore[attr-defined]
-        confidence=r.confidence if r.HasField("confidence") else None,  # type: ignore[attr-defined]
-        audience=audience_of(r.audience, r.HasField("audience")),  # type: ignore[attr-defined]
-        purposes=[
-            PURPOSE.parse(p, f"purposes[{i}]")
-            for i, p in enumerate(r.purposes)  # type: ignore[attr-defined]
-        ],
-        mentions=mentions_of(r.mentions),  # type: ignore[attr-defined]
+        kind=KIND.parse(r.kind, "kind"),
+        title=r.title,
+        body=r.body,
+        confidence=r.confidence if r.HasField("confidence") else None,
+        audience=audience_of(r.audience, r.HasField("audience")),
+        purposes=[PURPOSE.parse(p, f"purposes[{i}]") for i, p in enumerate(r.purposes)],
+        mentions=mentions_of(r.mentions),
         about_ids=list(getattr(r, "about_ids", [])),
         graph=graph_of(r),
         episode_id=getattr(r, "episode_id", "") or None,
+        **plain_fields(req, NewMemory, _NEW_MEMORY_BY_HAND),
     )
 
 
