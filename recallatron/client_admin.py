@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
+from google.protobuf.duration_pb2 import Duration
+
 from recallatron.client_connection import Connection
+from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import DEFAULT_PURPOSE
 
@@ -112,19 +116,36 @@ class ReviewAndAdmin(Connection):
         label: str = "",
         purposes: Sequence[str] = (),
         read_only: bool = False,
+        expires_in: timedelta | None = None,
     ) -> pb.AdminServiceCreateTokenResponse:
-        """A token; scoped to ``purposes`` (empty: all) and to the read-only calls."""
-        return self.ask(
-            self.admin.CreateToken,
+        """A token; scoped to ``purposes`` (empty: all) and to the read-only
+        calls; refused from ``expires_in`` on (None: never expires)."""
+        request = to_message(
             pb.AdminServiceCreateTokenRequest,
-            member_id=member_id,
-            label=label,
-            purposes=purposes,
-            read_only=read_only,
+            {"member_id": member_id, "label": label, "purposes": purposes, "read_only": read_only},
         )
+        if expires_in is not None:
+            request.expires_in.CopyFrom(_duration(expires_in))
+        return self.call(self.admin.CreateToken, request)
 
     def revoke_token(self, token_id: str) -> None:
         self.call(self.admin.RevokeToken, pb.AdminServiceRevokeTokenRequest(token_id=token_id))
+
+    def rotate_token(
+        self, token_id: str, grace: timedelta | None = None
+    ) -> pb.AdminServiceRotateTokenResponse:
+        """A new token for the same member and scope, shown once; the old one
+        keeps working for ``grace`` (None: the gateway's default, 24 hours)."""
+        request = pb.AdminServiceRotateTokenRequest(token_id=token_id)
+        if grace is not None:
+            request.grace.CopyFrom(_duration(grace))
+        return self.call(self.admin.RotateToken, request)
+
+    def list_tokens(self, member_id: str = "") -> pb.AdminServiceListTokensResponse:
+        """A member's tokens (an owner may leave it empty: the workspace's)."""
+        return self.call(
+            self.admin.ListTokens, pb.AdminServiceListTokensRequest(member_id=member_id)
+        )
 
     def status(self) -> pb.GetStatusResponse:
         return self.call(self.admin.GetStatus, pb.GetStatusRequest())
@@ -156,3 +177,9 @@ class ReviewAndAdmin(Connection):
             settings=changes,
             update_fields=list(changes),
         )
+
+
+def _duration(value: timedelta) -> Duration:
+    d = Duration()
+    d.FromTimedelta(value)
+    return d

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron import errors
@@ -48,3 +49,20 @@ def not_future(value: datetime | None, field: str) -> datetime | None:
     if value is not None and value > datetime.now(UTC) + CLOCK_SKEW:
         raise errors.InvalidArgument(field, "must not lie in the future")
     return value
+
+
+# What a Duration may hold (google/protobuf/duration.proto): about +-10,000
+# years, nanos of the same sign as the seconds and below a second.
+MAX_DURATION_SECONDS = 315_576_000_000
+
+
+def duration(d: Duration, present: bool, field: str) -> timedelta | None:
+    """The span a Duration field holds, or None when the field is unset;
+    InvalidArgument naming ``field`` for a value no Duration may hold."""
+    if not present:
+        return None
+    if not -MAX_DURATION_SECONDS <= d.seconds <= MAX_DURATION_SECONDS:
+        raise errors.InvalidArgument(field, "is not a valid duration (seconds out of range)")
+    if not -NANOS_PER_SECOND < d.nanos < NANOS_PER_SECOND or d.seconds * d.nanos < 0:
+        raise errors.InvalidArgument(field, "is not a valid duration (nanos out of range)")
+    return timedelta(seconds=d.seconds, microseconds=d.nanos // 1000)

@@ -4,9 +4,13 @@ workspaces, members and tokens."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from recallatron.vocabulary import PURPOSES
+from recallatron.v1 import store_pb2
+from recallatron.vocabulary import PURPOSE, PURPOSES
 from recallatron_cli import common
 from recallatron_cli.common import show
 
@@ -29,7 +33,10 @@ def cmd_admin(args: argparse.Namespace) -> int:
         unknown = [p for p in purposes if p not in PURPOSES]
         if unknown:
             sys.exit(f"unknown purpose {unknown[0]!r}: one of {', '.join(PURPOSES)}")
-        token = client.create_token(args.member, args.label, purposes, args.read_only)
+        expires_in = duration(args.expires_in, "expires_in", "--expires-in")
+        token = client.create_token(
+            args.member, args.label, purposes, args.read_only, expires_in=expires_in
+        )
         scope = ", ".join(
             [
                 *(["purposes " + "/".join(purposes)] if purposes else []),
@@ -41,9 +48,85 @@ def cmd_admin(args: argparse.Namespace) -> int:
             token,
             f"token {token.token}\n(id {token.token_id}; shown once"
             + (f"; scope: {scope}" if scope else "")
-            + ")",
+            + f"; {expiry(token)})",
         )
     elif args.admin_cmd == "revoke-token":
         client.revoke_token(args.token_id)
         print("revoked")
+    elif args.admin_cmd == "rotate-token":
+        rotated = client.rotate_token(args.token_id, duration(args.grace, "grace", "--grace"))
+        old_until = rotated.old_expires_at.ToDatetime(tzinfo=UTC)
+        show(
+            args,
+            rotated,
+            f"token {rotated.token}\n(id {rotated.token_id}; shown once; {expiry(rotated)})\n"
+            + (
+                f"the old token {args.token_id} stops now"
+                if old_until <= datetime.now(UTC)
+                else f"the old token {args.token_id} works until {stamp(old_until)}"
+            ),
+        )
+    elif args.admin_cmd == "list-tokens":
+        listed = client.list_tokens(args.member or "")
+        show(
+            args,
+            listed,
+            "\n".join(token_line(t) for t in listed.tokens) or "no tokens",
+        )
     return 0
+
+
+# A duration as an operator writes one: parts such as 90d, 12h, 30m, 45s
+# (1h30m), or 0.
+_DURATION = re.compile(r"^(?:0|(?:\d{1,9}[dhms])+)$")
+_UNIT = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def duration(text: str | None, field: str, flag: str) -> timedelta | None:
+    """``text`` as a timedelta (None when not given); a malformed one is
+    refused here, naming the request's field, as the gateway would."""
+    if text is None:
+        return None
+    if not _DURATION.match(text.strip()):
+        sys.exit(
+            f"error: INVALID_ARGUMENT: {field} ({flag}): {text!r} is not a duration; "
+            "use a whole number and a unit (d, h, m, s), e.g. 90d, 12h, 30m, 1h30m, or 0"
+        )
+    parts = re.findall(r"(\d+)([dhms])", text.strip())
+    return timedelta(**{_UNIT[unit]: int(n) for n, unit in parts}) if parts else timedelta(0)
+
+
+def stamp(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def when(message: Any, field: str, never: str) -> str:
+    if not message.HasField(field):
+        return never
+    return stamp(getattr(message, field).ToDatetime(tzinfo=UTC))
+
+
+def expiry(message: Any) -> str:
+    return f"expires {when(message, 'expires_at', 'never')}"
+
+
+def token_line(t: store_pb2.TokenSummary) -> str:
+    """One token: id, label, member, scope, created, expiry, last use, state."""
+    now = datetime.now(UTC)
+    if t.HasField("revoked_at"):
+        state = f"revoked {when(t, 'revoked_at', '')}"
+    elif t.HasField("expires_at") and t.expires_at.ToDatetime(tzinfo=UTC) <= now:
+        state = "expired"
+    else:
+        state = "active"
+    scope = ", ".join(
+        [
+            *(["purposes " + "/".join(PURPOSE.name(p) for p in t.purposes)] if t.purposes else []),
+            *(["read-only"] if t.read_only else []),
+        ]
+    )
+    return (
+        f"{t.id}  {t.label or '-'}  member {t.member_handle} ({t.member_id})  "
+        f"scope {scope or 'all'}  created {when(t, 'created_at', '-')}  "
+        f"{expiry(t)}  last used {when(t, 'last_used_at', 'never')}  {state}"
+    )

@@ -24,6 +24,12 @@ __all__ = ["build_parser", "demo", "main"]
 # legacy groups declare their own.
 
 
+def json_option(p: argparse.ArgumentParser) -> None:
+    """--json after an admin subcommand too (it is also the admin parser's):
+    left unset unless given, so as not to undo the other."""
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="recallatron", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -109,7 +115,34 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="limit the token to the read-only calls (recall, read, review listing)",
     )
+    ct.add_argument(
+        "--expires-in",
+        metavar="DURATION",
+        help="the token is refused from then on: e.g. 90d, 12h, 30m (at most 3650d); "
+        "default: never expires",
+    )
+    json_option(ct)
     admin_sub.add_parser("revoke-token").add_argument("token_id")
+    rt = admin_sub.add_parser(
+        "rotate-token",
+        help="a new token for the same member, scope and lifetime; the old one stops "
+        "after the grace",
+    )
+    rt.add_argument("token_id")
+    rt.add_argument(
+        "--grace",
+        metavar="DURATION",
+        help="how long the old token keeps working: e.g. 1h, 0 (stops at once); "
+        "default 24h, at most 90d",
+    )
+    json_option(rt)
+    lt = admin_sub.add_parser(
+        "list-tokens", help="tokens with scope, expiry and last use; never a secret"
+    )
+    lt.add_argument(
+        "--member", help="the member's id (owners: default every member of the workspace)"
+    )
+    json_option(lt)
     ad.set_defaults(func=admin.cmd_admin)
 
     def new_memory_args(p: argparse.ArgumentParser) -> None:

@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -740,6 +741,7 @@ class AdminServiceCreateTokenRequest(_message.Message):
     LABEL_FIELD_NUMBER: _builtins.int
     PURPOSES_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
+    EXPIRES_IN_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
     read_only: _builtins.bool
@@ -752,6 +754,12 @@ class AdminServiceCreateTokenRequest(_message.Message):
         another purpose is PERMISSION_DENIED.
         """
 
+    @_builtins.property
+    def expires_in(self) -> _duration_pb2.Duration:
+        """Unset: the token never expires. Else positive, at most 3650 days; a
+        call with an expired token is UNAUTHENTICATED ("token expired").
+        """
+
     def __init__(
         self,
         *,
@@ -759,10 +767,11 @@ class AdminServiceCreateTokenRequest(_message.Message):
         label: _builtins.str = ...,
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         read_only: _builtins.bool = ...,
+        expires_in: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in", "label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -774,17 +783,23 @@ class AdminServiceCreateTokenResponse(_message.Message):
 
     TOKEN_FIELD_NUMBER: _builtins.int
     TOKEN_ID_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
     token: _builtins.str
     token_id: _builtins.str
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset when the token never expires."""
+
     def __init__(
         self,
         *,
         token: _builtins.str = ...,
         token_id: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["token", b"token", "token_id", b"token_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "token", b"token", "token_id", b"token_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -823,6 +838,108 @@ class AdminServiceRevokeTokenResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AdminServiceRevokeTokenResponse: _TypeAlias = AdminServiceRevokeTokenResponse  # noqa: Y015
+
+@_typing.final
+class AdminServiceRotateTokenRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    GRACE_FIELD_NUMBER: _builtins.int
+    token_id: _builtins.str
+    @_builtins.property
+    def grace(self) -> _duration_pb2.Duration:
+        """How long the old token keeps working: unset, 24 hours; zero, it stops
+        at once; at most 90 days.
+        """
+
+    def __init__(
+        self,
+        *,
+        token_id: _builtins.str = ...,
+        grace: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace", "token_id", b"token_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceRotateTokenRequest: _TypeAlias = AdminServiceRotateTokenRequest  # noqa: Y015
+
+@_typing.final
+class AdminServiceRotateTokenResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    OLD_EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    """The new token, shown once, and its id."""
+    token_id: _builtins.str
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """The new token's expiry (unset: none) and the old one's, now + grace."""
+
+    @_builtins.property
+    def old_expires_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        token: _builtins.str = ...,
+        token_id: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        old_expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "old_expires_at", b"old_expires_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "old_expires_at", b"old_expires_at", "token", b"token", "token_id", b"token_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceRotateTokenResponse: _TypeAlias = AdminServiceRotateTokenResponse  # noqa: Y015
+
+@_typing.final
+class AdminServiceListTokensRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    """The member whose tokens to list. An owner may leave it empty for every
+    token of the workspace; the operator must name one.
+    """
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceListTokensRequest: _TypeAlias = AdminServiceListTokensRequest  # noqa: Y015
+
+@_typing.final
+class AdminServiceListTokensResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKENS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[_store_pb2.TokenSummary]: ...
+    def __init__(
+        self,
+        *,
+        tokens: _abc.Iterable[_store_pb2.TokenSummary] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceListTokensResponse: _TypeAlias = AdminServiceListTokensResponse  # noqa: Y015
 
 @_typing.final
 class GetSettingsRequest(_message.Message):

@@ -996,6 +996,16 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRevokeTokenRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRevokeTokenResponse.FromString,
                 _registered_method=True)
+        self.RotateToken = channel.unary_unary(
+                '/recallatron.v1.AdminService/RotateToken',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRotateTokenRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRotateTokenResponse.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/recallatron.v1.AdminService/ListTokens',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensResponse.FromString,
+                _registered_method=True)
         self.GetSettings = channel.unary_unary(
                 '/recallatron.v1.AdminService/GetSettings',
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.GetSettingsRequest.SerializeToString,
@@ -1042,6 +1052,21 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateToken(self, request, context):
+        """A new token for the same member, scope and lifetime policy, shown once;
+        the old one keeps working for the grace, then is refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Tokens with their scope, expiry and last use; never a secret or a hash.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetSettings(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -1083,6 +1108,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeToken,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRevokeTokenRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRevokeTokenResponse.SerializeToString,
+            ),
+            'RotateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateToken,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRotateTokenRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRotateTokenResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensResponse.SerializeToString,
             ),
             'GetSettings': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSettings,
@@ -1210,6 +1245,60 @@ class AdminService:
             '/recallatron.v1.AdminService/RevokeToken',
             recallatron_dot_v1_dot_gateway__pb2.AdminServiceRevokeTokenRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.AdminServiceRevokeTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.AdminService/RotateToken',
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceRotateTokenRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceRotateTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.AdminService/ListTokens',
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -308,6 +308,12 @@ class AdminServiceStub:
     CreateMember: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateMemberRequest, _gateway_pb2.AdminServiceCreateMemberResponse]
     CreateToken: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateTokenRequest, _gateway_pb2.AdminServiceCreateTokenResponse]
     RevokeToken: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRevokeTokenRequest, _gateway_pb2.AdminServiceRevokeTokenResponse]
+    RotateToken: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRotateTokenRequest, _gateway_pb2.AdminServiceRotateTokenResponse]
+    """A new token for the same member, scope and lifetime policy, shown once;
+    the old one keeps working for the grace, then is refused.
+    """
+    ListTokens: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceListTokensRequest, _gateway_pb2.AdminServiceListTokensResponse]
+    """Tokens with their scope, expiry and last use; never a secret or a hash."""
     GetSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]
     UpdateSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]
     GetStatus: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]
@@ -324,6 +330,12 @@ class AdminServiceAsyncStub(AdminServiceStub):
     CreateMember: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateMemberRequest, _gateway_pb2.AdminServiceCreateMemberResponse]  # type: ignore[assignment]
     CreateToken: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateTokenRequest, _gateway_pb2.AdminServiceCreateTokenResponse]  # type: ignore[assignment]
     RevokeToken: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRevokeTokenRequest, _gateway_pb2.AdminServiceRevokeTokenResponse]  # type: ignore[assignment]
+    RotateToken: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRotateTokenRequest, _gateway_pb2.AdminServiceRotateTokenResponse]  # type: ignore[assignment]
+    """A new token for the same member, scope and lifetime policy, shown once;
+    the old one keeps working for the grace, then is refused.
+    """
+    ListTokens: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceListTokensRequest, _gateway_pb2.AdminServiceListTokensResponse]  # type: ignore[assignment]
+    """Tokens with their scope, expiry and last use; never a secret or a hash."""
     GetSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]  # type: ignore[assignment]
     UpdateSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
     GetStatus: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]  # type: ignore[assignment]
@@ -361,6 +373,24 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.AdminServiceRevokeTokenRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.AdminServiceRevokeTokenResponse, _abc.Awaitable[_gateway_pb2.AdminServiceRevokeTokenResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RotateToken(
+        self,
+        request: _gateway_pb2.AdminServiceRotateTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.AdminServiceRotateTokenResponse, _abc.Awaitable[_gateway_pb2.AdminServiceRotateTokenResponse]]:
+        """A new token for the same member, scope and lifetime policy, shown once;
+        the old one keeps working for the grace, then is refused.
+        """
+
+    @_abc_1.abstractmethod
+    def ListTokens(
+        self,
+        request: _gateway_pb2.AdminServiceListTokensRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.AdminServiceListTokensResponse, _abc.Awaitable[_gateway_pb2.AdminServiceListTokensResponse]]:
+        """Tokens with their scope, expiry and last use; never a secret or a hash."""
 
     @_abc_1.abstractmethod
     def GetSettings(

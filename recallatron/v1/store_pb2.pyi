@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -228,6 +229,7 @@ class CreateTokenRequest(_message.Message):
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
     PURPOSES_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
+    EXPIRES_IN_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
     workspace_id: _builtins.str
@@ -240,6 +242,10 @@ class CreateTokenRequest(_message.Message):
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
         """Scope: the purposes the token may act for (empty: all four)."""
 
+    @_builtins.property
+    def expires_in(self) -> _duration_pb2.Duration:
+        """Unset: the token never expires. Else positive, at most 3650 days."""
+
     def __init__(
         self,
         *,
@@ -248,10 +254,11 @@ class CreateTokenRequest(_message.Message):
         workspace_id: _builtins.str = ...,
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         read_only: _builtins.bool = ...,
+        expires_in: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in", "label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -263,18 +270,24 @@ class CreateTokenResponse(_message.Message):
 
     TOKEN_FIELD_NUMBER: _builtins.int
     TOKEN_ID_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
     token: _builtins.str
     """Shown once; only its hash is stored."""
     token_id: _builtins.str
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset when the token never expires."""
+
     def __init__(
         self,
         *,
         token: _builtins.str = ...,
         token_id: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["token", b"token", "token_id", b"token_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "token", b"token", "token_id", b"token_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -317,6 +330,174 @@ class RevokeTokenResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RevokeTokenResponse: _TypeAlias = RevokeTokenResponse  # noqa: Y015
+
+@_typing.final
+class RotateTokenRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    GRACE_FIELD_NUMBER: _builtins.int
+    token_id: _builtins.str
+    workspace_id: _builtins.str
+    """When set, the token must belong to a member of this workspace."""
+    @_builtins.property
+    def grace(self) -> _duration_pb2.Duration:
+        """How long the old token keeps working: unset, 24 hours; zero, it stops
+        at once; at most 90 days.
+        """
+
+    def __init__(
+        self,
+        *,
+        token_id: _builtins.str = ...,
+        workspace_id: _builtins.str = ...,
+        grace: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace", "token_id", b"token_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RotateTokenRequest: _TypeAlias = RotateTokenRequest  # noqa: Y015
+
+@_typing.final
+class RotateTokenResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    OLD_EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    """The new token, shown once."""
+    token_id: _builtins.str
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """The new token's expiry (unset: none) and the old one's."""
+
+    @_builtins.property
+    def old_expires_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        token: _builtins.str = ...,
+        token_id: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        old_expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "old_expires_at", b"old_expires_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "old_expires_at", b"old_expires_at", "token", b"token", "token_id", b"token_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RotateTokenResponse: _TypeAlias = RotateTokenResponse  # noqa: Y015
+
+@_typing.final
+class ListTokensRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    workspace_id: _builtins.str
+    """At least one is set: a member's tokens, or every token of a workspace."""
+    member_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        workspace_id: _builtins.str = ...,
+        member_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTokensRequest: _TypeAlias = ListTokensRequest  # noqa: Y015
+
+@_typing.final
+class TokenSummary(_message.Message):
+    """A token as listed: never its secret nor its hash."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_HANDLE_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    LAST_USED_AT_FIELD_NUMBER: _builtins.int
+    REVOKED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    label: _builtins.str
+    member_id: _builtins.str
+    member_handle: _builtins.str
+    read_only: _builtins.bool
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """The scope: purposes (empty: all) and read-only."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset: never expires."""
+
+    @_builtins.property
+    def last_used_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset: never used. Recorded at most once a minute."""
+
+    @_builtins.property
+    def revoked_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset: not revoked."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        label: _builtins.str = ...,
+        member_id: _builtins.str = ...,
+        member_handle: _builtins.str = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
+        read_only: _builtins.bool = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        last_used_at: _timestamp_pb2.Timestamp | None = ...,
+        revoked_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "last_used_at", b"last_used_at", "revoked_at", b"revoked_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "id", b"id", "label", b"label", "last_used_at", b"last_used_at", "member_handle", b"member_handle", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "revoked_at", b"revoked_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TokenSummary: _TypeAlias = TokenSummary  # noqa: Y015
+
+@_typing.final
+class ListTokensResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKENS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenSummary]: ...
+    def __init__(
+        self,
+        *,
+        tokens: _abc.Iterable[Global___TokenSummary] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTokensResponse: _TypeAlias = ListTokensResponse  # noqa: Y015
 
 @_typing.final
 class WatchRevocationsRequest(_message.Message):
@@ -386,6 +567,7 @@ class AuthenticateResponse(_message.Message):
     WORKSPACE_SLUG_FIELD_NUMBER: _builtins.int
     PURPOSES_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
     workspace_id: _builtins.str
     member_id: _builtins.str
     role: _common_pb2.Role.ValueType
@@ -394,6 +576,10 @@ class AuthenticateResponse(_message.Message):
     @_builtins.property
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
         """The token's scope: its purposes (empty: all) and whether it is read-only."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset when the token never expires: a cached identity lives no longer."""
 
     def __init__(
         self,
@@ -404,10 +590,11 @@ class AuthenticateResponse(_message.Message):
         workspace_slug: _builtins.str = ...,
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         read_only: _builtins.bool = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

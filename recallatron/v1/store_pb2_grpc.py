@@ -57,6 +57,16 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.RevokeTokenRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.RevokeTokenResponse.FromString,
                 _registered_method=True)
+        self.RotateToken = channel.unary_unary(
+                '/recallatron.v1.StoreService/RotateToken',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.RotateTokenRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.RotateTokenResponse.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/recallatron.v1.StoreService/ListTokens',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
         self.Authenticate = channel.unary_unary(
                 '/recallatron.v1.StoreService/Authenticate',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.AuthenticateRequest.SerializeToString,
@@ -225,9 +235,24 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateToken(self, request, context):
+        """A new token for the same member, scope and lifetime policy; the old one
+        expires after the grace (published like a revocation).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """A member's (or a workspace's) tokens, never their secrets or hashes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Authenticate(self, request, context):
         """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
-        token is unknown or revoked.
+        token is unknown, revoked or expired (message "token expired").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -428,6 +453,16 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.RevokeToken,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.RevokeTokenRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.RevokeTokenResponse.SerializeToString,
+            ),
+            'RotateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateToken,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.RotateTokenRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.RotateTokenResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.ListTokensRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.ListTokensResponse.SerializeToString,
             ),
             'Authenticate': grpc.unary_unary_rpc_method_handler(
                     servicer.Authenticate,
@@ -676,6 +711,60 @@ class StoreService:
             '/recallatron.v1.StoreService/RevokeToken',
             recallatron_dot_v1_dot_store__pb2.RevokeTokenRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.RevokeTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/RotateToken',
+            recallatron_dot_v1_dot_store__pb2.RotateTokenRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.RotateTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/ListTokens',
+            recallatron_dot_v1_dot_store__pb2.ListTokensRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.ListTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,9 +41,15 @@ class StoreServiceStub:
     CreateMember: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateMemberRequest, _store_pb2.CreateMemberResponse]
     CreateToken: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateTokenRequest, _store_pb2.CreateTokenResponse]
     RevokeToken: _grpc.UnaryUnaryMultiCallable[_store_pb2.RevokeTokenRequest, _store_pb2.RevokeTokenResponse]
+    RotateToken: _grpc.UnaryUnaryMultiCallable[_store_pb2.RotateTokenRequest, _store_pb2.RotateTokenResponse]
+    """A new token for the same member, scope and lifetime policy; the old one
+    expires after the grace (published like a revocation).
+    """
+    ListTokens: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListTokensRequest, _store_pb2.ListTokensResponse]
+    """A member's (or a workspace's) tokens, never their secrets or hashes."""
     Authenticate: _grpc.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
-    token is unknown or revoked.
+    token is unknown, revoked or expired (message "token expired").
     """
     WatchRevocations: _grpc.UnaryStreamMultiCallable[_store_pb2.WatchRevocationsRequest, _store_pb2.WatchRevocationsResponse]
     """Token revocations as they commit, for gateways that cache Authenticate:
@@ -105,9 +111,15 @@ class StoreServiceAsyncStub(StoreServiceStub):
     CreateMember: _aio.UnaryUnaryMultiCallable[_store_pb2.CreateMemberRequest, _store_pb2.CreateMemberResponse]  # type: ignore[assignment]
     CreateToken: _aio.UnaryUnaryMultiCallable[_store_pb2.CreateTokenRequest, _store_pb2.CreateTokenResponse]  # type: ignore[assignment]
     RevokeToken: _aio.UnaryUnaryMultiCallable[_store_pb2.RevokeTokenRequest, _store_pb2.RevokeTokenResponse]  # type: ignore[assignment]
+    RotateToken: _aio.UnaryUnaryMultiCallable[_store_pb2.RotateTokenRequest, _store_pb2.RotateTokenResponse]  # type: ignore[assignment]
+    """A new token for the same member, scope and lifetime policy; the old one
+    expires after the grace (published like a revocation).
+    """
+    ListTokens: _aio.UnaryUnaryMultiCallable[_store_pb2.ListTokensRequest, _store_pb2.ListTokensResponse]  # type: ignore[assignment]
+    """A member's (or a workspace's) tokens, never their secrets or hashes."""
     Authenticate: _aio.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]  # type: ignore[assignment]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
-    token is unknown or revoked.
+    token is unknown, revoked or expired (message "token expired").
     """
     WatchRevocations: _aio.UnaryStreamMultiCallable[_store_pb2.WatchRevocationsRequest, _store_pb2.WatchRevocationsResponse]  # type: ignore[assignment]
     """Token revocations as they commit, for gateways that cache Authenticate:
@@ -192,13 +204,31 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_store_pb2.RevokeTokenResponse, _abc.Awaitable[_store_pb2.RevokeTokenResponse]]: ...
 
     @_abc_1.abstractmethod
+    def RotateToken(
+        self,
+        request: _store_pb2.RotateTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.RotateTokenResponse, _abc.Awaitable[_store_pb2.RotateTokenResponse]]:
+        """A new token for the same member, scope and lifetime policy; the old one
+        expires after the grace (published like a revocation).
+        """
+
+    @_abc_1.abstractmethod
+    def ListTokens(
+        self,
+        request: _store_pb2.ListTokensRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.ListTokensResponse, _abc.Awaitable[_store_pb2.ListTokensResponse]]:
+        """A member's (or a workspace's) tokens, never their secrets or hashes."""
+
+    @_abc_1.abstractmethod
     def Authenticate(
         self,
         request: _store_pb2.AuthenticateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.AuthenticateResponse, _abc.Awaitable[_store_pb2.AuthenticateResponse]]:
         """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
-        token is unknown or revoked.
+        token is unknown, revoked or expired (message "token expired").
         """
 
     @_abc_1.abstractmethod

@@ -1,8 +1,9 @@
 """Authentication without a store round trip per call, and without trusting a
 revoked token: identities are cached only while this gateway watches the
-store's revocation stream (WatchRevocations), and every revocation empties the
-cache. A lookup that began before a revocation cannot put its now stale
-answer in afterwards (the generation check in :meth:`AuthCache.put`)."""
+store's revocation stream (WatchRevocations), and every revocation (or
+rotation) empties the cache; an entry lives no longer than its token. A lookup
+that began before a revocation cannot put its now stale answer in afterwards
+(the generation check in :meth:`AuthCache.put`)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ class Identity:
     # and read-only.
     purposes: frozenset[int] = frozenset()
     read_only: bool = False
+    # When the token expires (seconds since the epoch; None: never): a cached
+    # identity is not used from then on.
+    expires_at: float | None = None
 
 
 class AuthCache:
@@ -66,7 +70,7 @@ class AuthCache:
         key = token_key(token)
         with self._lock:
             hit = self._entries.get(key) if self._live else None
-            if hit is not None and time.monotonic() - hit[0] < self.max_age:
+            if hit is not None and self._fresh(hit):
                 self._entries.move_to_end(key)
                 LOOKUPS.labels("hit").inc()
                 return hit[1]
@@ -80,9 +84,17 @@ class AuthCache:
         counting a lookup (the fair scheduler asks before every call)."""
         with self._lock:
             hit = self._entries.get(key) if self._live else None
-        if hit is None or time.monotonic() - hit[0] >= self.max_age:
+        if hit is None or not self._fresh(hit):
             return None
         return hit[1].workspace_id
+
+    def _fresh(self, hit: tuple[float, Identity]) -> bool:
+        """Young enough, and its token not expired (the wall clock: expiry is
+        a time of day, set by the store)."""
+        expires_at = hit[1].expires_at
+        if expires_at is not None and time.time() >= expires_at:
+            return False
+        return time.monotonic() - hit[0] < self.max_age
 
     def generation(self) -> int:
         """Read before asking the store; pass to :meth:`put` with its answer."""

@@ -25,6 +25,8 @@ CREATE_WORKSPACE = method(
 CREATE_MEMBER = method(_STORE, "CreateMember", spb.CreateMemberRequest, spb.CreateMemberResponse)
 CREATE_TOKEN = method(_STORE, "CreateToken", spb.CreateTokenRequest, spb.CreateTokenResponse)
 REVOKE_TOKEN = method(_STORE, "RevokeToken", spb.RevokeTokenRequest, spb.RevokeTokenResponse)
+ROTATE_TOKEN = method(_STORE, "RotateToken", spb.RotateTokenRequest, spb.RotateTokenResponse)
+LIST_TOKENS = method(_STORE, "ListTokens", spb.ListTokensRequest, spb.ListTokensResponse)
 GET_SETTINGS = method(
     _STORE,
     "GetWorkspaceSettings",

@@ -36,6 +36,8 @@ from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter
 
 log = logging.getLogger("recallatron.gateway")
+# The store's word for an expired token (services/store/domain/control.py).
+TOKEN_EXPIRED = "token expired"
 
 
 def bearer_token(context: grpc.ServicerContext) -> str:
@@ -93,6 +95,9 @@ class Auth:
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
                 self.failures.failed(context.peer())
+                if exc.message == TOKEN_EXPIRED:
+                    # Says that it expired, never whose it was.
+                    raise errors.Unauthenticated("authorization: token expired") from None
                 raise errors.Unauthenticated("authorization: unknown or revoked token") from None
             raise
         identity = Identity(
@@ -101,6 +106,9 @@ class Auth:
             resp.role,
             frozenset(resp.purposes),
             resp.read_only,
+            resp.expires_at.ToDatetime(tzinfo=UTC).timestamp()
+            if resp.HasField("expires_at")
+            else None,
         )
         self.cache.put(token, identity, generation)
         return identity
@@ -363,10 +371,15 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 workspace_id=owner.workspace_id if owner else "",
                 purposes=request.purposes,
                 read_only=request.read_only,
+                expires_in=request.expires_in if request.HasField("expires_in") else None,
             ),
             self._vouch(owner, calls.CREATE_TOKEN.path),
         )
-        return pb.AdminServiceCreateTokenResponse(token=resp.token, token_id=resp.token_id)
+        return pb.AdminServiceCreateTokenResponse(
+            token=resp.token,
+            token_id=resp.token_id,
+            expires_at=resp.expires_at if resp.HasField("expires_at") else None,
+        )
 
     def RevokeToken(
         self, request: pb.AdminServiceRevokeTokenRequest, context: grpc.ServicerContext
@@ -382,6 +395,44 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         # At once on this gateway; others hear of it through the revocation stream.
         self.auth.cache.flush()
         return pb.AdminServiceRevokeTokenResponse()
+
+    def RotateToken(
+        self, request: pb.AdminServiceRotateTokenRequest, context: grpc.ServicerContext
+    ) -> pb.AdminServiceRotateTokenResponse:
+        owner = self.auth.operator_or_owner(context)
+        resp = self.peers.store.call(
+            calls.ROTATE_TOKEN,
+            store_pb2.RotateTokenRequest(
+                token_id=request.token_id,
+                workspace_id=owner.workspace_id if owner else "",
+                grace=request.grace if request.HasField("grace") else None,
+            ),
+            self._vouch(owner, calls.ROTATE_TOKEN.path),
+        )
+        # The old token's cached identity carries its former expiry: dropped
+        # here at once, on other gateways through the revocation stream.
+        self.auth.cache.flush()
+        return pb.AdminServiceRotateTokenResponse(
+            token=resp.token,
+            token_id=resp.token_id,
+            expires_at=resp.expires_at if resp.HasField("expires_at") else None,
+            old_expires_at=resp.old_expires_at,
+        )
+
+    def ListTokens(
+        self, request: pb.AdminServiceListTokensRequest, context: grpc.ServicerContext
+    ) -> pb.AdminServiceListTokensResponse:
+        owner = self.auth.operator_or_owner(context)
+        if owner is None and not request.member_id:
+            raise errors.InvalidArgument("member_id", "is required with the operator token")
+        resp = self.peers.store.call(
+            calls.LIST_TOKENS,
+            store_pb2.ListTokensRequest(
+                member_id=request.member_id, workspace_id=owner.workspace_id if owner else ""
+            ),
+            self._vouch(owner, calls.LIST_TOKENS.path),
+        )
+        return pb.AdminServiceListTokensResponse(tokens=resp.tokens)
 
     def GetSettings(
         self,

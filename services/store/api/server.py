@@ -6,9 +6,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron import convert, embed_input, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
@@ -108,14 +110,19 @@ class StoreServicer:
     ) -> pb.CreateTokenResponse:
         internal_auth.check_admin(request.workspace_id)
         purposes = names_of(PURPOSE, request.purposes, "purposes", "a purpose")
-        token, token_id = self.control.create_token(
+        made = self.control.create_token(
             request.member_id,
             request.label,
             request.workspace_id or None,
             tuple(purposes),
             request.read_only,
+            convert.duration(request.expires_in, request.HasField("expires_in"), "expires_in"),
         )
-        return pb.CreateTokenResponse(token=token, token_id=token_id)
+        return pb.CreateTokenResponse(
+            token=made.token,
+            token_id=made.token_id,
+            expires_at=convert.timestamp(made.expires_at) if made.expires_at else None,
+        )
 
     def RevokeToken(
         self,
@@ -125,6 +132,53 @@ class StoreServicer:
         internal_auth.check_admin(request.workspace_id)
         self.control.revoke_token(request.token_id, request.workspace_id or None)
         return pb.RevokeTokenResponse()
+
+    def RotateToken(
+        self,
+        request: pb.RotateTokenRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.RotateTokenResponse:
+        internal_auth.check_admin(request.workspace_id)
+        made, old_expires_at = self.control.rotate_token(
+            request.token_id,
+            request.workspace_id or None,
+            convert.duration(request.grace, request.HasField("grace"), "grace"),
+        )
+        return pb.RotateTokenResponse(
+            token=made.token,
+            token_id=made.token_id,
+            expires_at=convert.timestamp(made.expires_at) if made.expires_at else None,
+            old_expires_at=convert.timestamp(old_expires_at),
+        )
+
+    def ListTokens(
+        self,
+        request: pb.ListTokensRequest,
+        context: grpc.ServicerContext,
+    ) -> pb.ListTokensResponse:
+        internal_auth.check_admin(request.workspace_id)
+        tokens = self.control.list_tokens(request.member_id, request.workspace_id or None)
+
+        def ts(value: datetime | None) -> Timestamp | None:
+            return convert.timestamp(value) if value is not None else None
+
+        return pb.ListTokensResponse(
+            tokens=[
+                pb.TokenSummary(
+                    id=t.id,
+                    label=t.label,
+                    member_id=t.member_id,
+                    member_handle=t.member_handle,
+                    purposes=[PURPOSE.value(p) for p in t.purposes],
+                    read_only=t.read_only,
+                    created_at=convert.timestamp(t.created_at),
+                    expires_at=ts(t.expires_at),
+                    last_used_at=ts(t.last_used_at),
+                    revoked_at=ts(t.revoked_at),
+                )
+                for t in tokens
+            ]
+        )
 
     def WatchRevocations(
         self, request: pb.WatchRevocationsRequest, context: grpc.ServicerContext
@@ -167,6 +221,7 @@ class StoreServicer:
             workspace_slug=ident.workspace_slug,
             purposes=[PURPOSE.value(p) for p in ident.purposes],
             read_only=ident.read_only,
+            expires_at=convert.timestamp(ident.expires_at) if ident.expires_at else None,
         )
 
     def GetWorkspaceSettings(

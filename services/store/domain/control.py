@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.errors import UniqueViolation
@@ -84,6 +84,70 @@ class Identity:
     # The token's scope: its purposes (empty: all) and read-only.
     purposes: tuple[str, ...] = ()
     read_only: bool = False
+    # None: the token never expires.
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NewToken:
+    """A token as made: the secret, shown once, and its expiry."""
+
+    token: str
+    token_id: str
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TokenSummary:
+    """A token as listed: never its secret nor its hash."""
+
+    id: str
+    label: str
+    member_id: str
+    member_handle: str
+    purposes: tuple[str, ...]
+    read_only: bool
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+# Token lifetimes (design §3): an expiry is optional and bounded, so that a
+# typo cannot make a token that outlives everyone; a rotation's grace is short
+# by default (a day to roll the new token out) and bounded too.
+MAX_TOKEN_LIFETIME = timedelta(days=3650)
+DEFAULT_ROTATION_GRACE = timedelta(hours=24)
+MAX_ROTATION_GRACE = timedelta(days=90)
+# What authentication says of an expired token (never whose it was); the
+# gateway recognises it.
+TOKEN_EXPIRED = "token expired"
+# A listing's bound: more tokens than any member should hold.
+MAX_LISTED_TOKENS = 1000
+
+
+def token_lifetime(value: timedelta | None) -> timedelta | None:
+    """A new token's expires_in: None (never expires) or positive, bounded."""
+    if value is None:
+        return None
+    if value <= timedelta(0):
+        raise errors.InvalidArgument("expires_in", "must be positive (leave it unset: no expiry)")
+    if value > MAX_TOKEN_LIFETIME:
+        raise errors.InvalidArgument(
+            "expires_in", f"at most {MAX_TOKEN_LIFETIME.days} days (leave it unset: no expiry)"
+        )
+    return value
+
+
+def rotation_grace(value: timedelta | None) -> timedelta:
+    """A rotation's grace: unset, the default; zero, at once; bounded."""
+    if value is None:
+        return DEFAULT_ROTATION_GRACE
+    if value < timedelta(0):
+        raise errors.InvalidArgument("grace", "must not be negative (0: the old token stops now)")
+    if value > MAX_ROTATION_GRACE:
+        raise errors.InvalidArgument("grace", f"at most {MAX_ROTATION_GRACE.days} days")
+    return value
 
 
 def hash_token(token: str) -> bytes:
@@ -341,28 +405,102 @@ class ControlPlane:
         workspace_id: str | None = None,
         purposes: tuple[str, ...] = (),
         read_only: bool = False,
-    ) -> tuple[str, str]:
+        expires_in: timedelta | None = None,
+    ) -> NewToken:
         member_id = parse_uuid(member_id, "member_id")
+        lifetime = token_lifetime(expires_in)
         member = self.member(member_id)
         if workspace_id and member.workspace_id != workspace_id:
             raise errors.NotFound("member not found")
         if len(label) > 200:
             raise errors.InvalidArgument("label", "at most 200 characters")
+        scope = sorted(set(purposes), key=PURPOSES.index)
+        with self.dbs.control_conn() as conn:
+            return self._insert_token(conn, member_id, label, scope, read_only, lifetime)
+
+    @staticmethod
+    def _insert_token(
+        conn: Any,
+        member_id: str,
+        label: str,
+        purposes: list[str],
+        read_only: bool,
+        lifetime: timedelta | None,
+    ) -> NewToken:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = str(uuid.uuid4())
+        row = conn.execute(
+            q.INSERT_TOKEN,
+            {
+                "id": token_id,
+                "member_id": member_id,
+                "sha256": hash_token(token),
+                "label": label,
+                "purposes": purposes or None,
+                "read_only": read_only,
+                "lifetime": lifetime,
+            },
+        ).fetchone()
+        return NewToken(token, token_id, row[0])
+
+    def rotate_token(
+        self, token_id: str, workspace_id: str | None = None, grace: timedelta | None = None
+    ) -> tuple[NewToken, datetime]:
+        """A new token for the old one's member, scope and lifetime policy;
+        the old one expires after ``grace``. Returns the new token and the old
+        one's expiry. Published like a revocation, so that every gateway drops
+        what it cached of the old token (and its former expiry)."""
+        token_id = parse_uuid(token_id, "token_id")
+        grace = rotation_grace(grace)
         with self.dbs.control_conn() as conn:
-            conn.execute(
-                q.INSERT_TOKEN,
-                (
-                    token_id,
-                    member_id,
-                    hash_token(token),
-                    label,
-                    sorted(set(purposes), key=PURPOSES.index) or None,
-                    read_only,
-                ),
+            old = conn.execute(
+                q.TOKEN_TO_ROTATE, {"id": token_id, "workspace_id": workspace_id}
+            ).fetchone()
+            if old is None:
+                raise errors.NotFound("token not found")
+            member_id, label, purposes, read_only, lifetime, expired = old
+            if expired:
+                raise errors.FailedPrecondition(
+                    "token_id: the token has expired; create a new one instead"
+                )
+            made = self._insert_token(
+                conn, str(member_id), label, list(purposes or ()), read_only, lifetime
             )
-        return token, token_id
+            shortened = conn.execute(
+                q.SHORTEN_EXPIRY, {"id": token_id, "grace": grace}
+            ).fetchone()
+            assert shortened is not None  # the row is locked above
+            old_expires_at: datetime = shortened[0]
+            conn.execute(q.NOTIFY_REVOKED, (token_id,))
+        return made, old_expires_at
+
+    def list_tokens(self, member_id: str | None, workspace_id: str | None) -> list[TokenSummary]:
+        """A member's tokens (or a workspace's); at least one is named."""
+        if member_id:
+            member_id = parse_uuid(member_id, "member_id")
+        if not member_id and not workspace_id:
+            raise errors.InvalidArgument("member_id", "is required")
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(
+                q.LIST_TOKENS,
+                {
+                    "member_id": member_id or None,
+                    "workspace_id": workspace_id or None,
+                    "limit": MAX_LISTED_TOKENS,
+                },
+            ).fetchall()
+        if (
+            member_id
+            and not rows
+            and not (workspace_id is None or self.member_in_workspace(workspace_id, member_id))
+        ):
+            raise errors.NotFound("member not found")
+        return [
+            TokenSummary(
+                str(r[0]), r[1], str(r[2]), r[3], tuple(r[4] or ()), r[5], r[6], r[7], r[8], r[9]
+            )
+            for r in rows
+        ]
 
     def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
         token_id = parse_uuid(token_id, "token_id")
@@ -378,6 +516,13 @@ class ControlPlane:
             raise errors.NotFound("unknown token")
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.AUTHENTICATE, (hash_token(token),)).fetchone()
+            if row is not None and not row[8] and row[9]:
+                # At most once a minute per token: never a write per call.
+                conn.execute(q.TOUCH_TOKEN, {"id": row[6]})
         if row is None:
             raise errors.NotFound("unknown token")
-        return Identity(str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5])
+        if row[8]:
+            raise errors.NotFound(TOKEN_EXPIRED)
+        return Identity(
+            str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5], row[7]
+        )

@@ -38,8 +38,48 @@ INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s,
 MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
 MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
 INSERT_TOKEN = """
-INSERT INTO access_token (id, member_id, token_sha256, label, purposes, read_only)
-VALUES (%s, %s, %s, %s, %s, %s)
+INSERT INTO access_token
+    (id, member_id, token_sha256, label, purposes, read_only, lifetime, expires_at)
+VALUES (%(id)s, %(member_id)s, %(sha256)s, %(label)s, %(purposes)s, %(read_only)s,
+        %(lifetime)s::interval, now() + %(lifetime)s::interval)
+RETURNING expires_at
+"""
+# -- expiry and rotation (migrations/control/0005_token_expiry.sql) --
+# The token to rotate, locked: a live one of the workspace named (if any).
+TOKEN_TO_ROTATE = """
+SELECT t.member_id, t.label, t.purposes, t.read_only, t.lifetime,
+       t.expires_at IS NOT NULL AND t.expires_at <= now() AS expired
+FROM access_token t JOIN member m ON m.id = t.member_id
+WHERE t.id = %(id)s AND t.revoked_at IS NULL
+  AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
+FOR UPDATE OF t
+"""
+# The old token's expiry comes nearer, never later (a second rotation within
+# the grace does not lengthen it).
+SHORTEN_EXPIRY = """
+UPDATE access_token
+SET expires_at = least(coalesce(expires_at, 'infinity'), now() + %(grace)s::interval)
+WHERE id = %(id)s
+RETURNING expires_at
+"""
+LIST_TOKENS = """
+SELECT t.id, t.label, m.id, m.handle, t.purposes, t.read_only, t.created_at, t.expires_at,
+       t.last_used_at, t.revoked_at
+FROM access_token t JOIN member m ON m.id = t.member_id
+WHERE (%(member_id)s::uuid IS NULL OR t.member_id = %(member_id)s::uuid)
+  AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
+ORDER BY t.created_at, t.id
+LIMIT %(limit)s
+"""
+# Last use, written only when the recorded one is a minute old (the WHERE
+# makes concurrent stores write once). Not waiting for the WAL flush: a
+# last use lost in a crash is harmless.
+TOUCH_TOKEN = """
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE access_token SET last_used_at = now()
+FROM relaxed
+WHERE id = %(id)s
+  AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 """
 REVOKE_TOKEN = """
 UPDATE access_token t SET revoked_at = coalesce(t.revoked_at, now())
@@ -47,8 +87,12 @@ FROM member m
 WHERE t.id = %s AND m.id = t.member_id AND (%s::uuid IS NULL OR m.workspace_id = %s::uuid)
 RETURNING t.id
 """
+# An expired token is found (to say so) but not admitted; `stale`: its last
+# use is due to be recorded.
 AUTHENTICATE = """
-SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only
+SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only, t.id, t.expires_at,
+       t.expires_at IS NOT NULL AND t.expires_at <= now() AS expired,
+       t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute' AS stale
 FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
 WHERE t.token_sha256 = %s AND t.revoked_at IS NULL
 """
