@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from services.gateway.authcache import AuthCache, Identity
+from services.gateway.ratelimit import token_key
 
 ADA = Identity("ws", "ada", 1)
 
@@ -67,3 +68,19 @@ def test_zero_turns_it_off() -> None:
     cache.set_live(True)
     cache.put("tok", ADA, cache.generation())
     assert cache.get("tok") is None
+
+
+def test_an_entry_lives_no_longer_than_its_token() -> None:
+    cache = live_cache(max_age=30.0)
+    soon = Identity("ws", "ada", 1, expires_at=time.time() + 0.3)
+    cache.put("tok", soon, cache.generation())
+    assert cache.get("tok") == soon
+    assert cache.workspace_of(token_key("tok")) == "ws"
+    deadline = time.monotonic() + 10
+    while cache.get("tok") is not None:
+        assert time.monotonic() < deadline, "the entry outlived its token"
+        time.sleep(0.05)
+    assert cache.workspace_of(token_key("tok")) is None
+    # Already expired when the answer comes back: never served.
+    cache.put("old", Identity("ws", "ada", 1, expires_at=time.time() - 1), cache.generation())
+    assert cache.get("old") is None

@@ -466,9 +466,7 @@ class ControlPlane:
             made = self._insert_token(
                 conn, str(member_id), label, list(purposes or ()), read_only, lifetime
             )
-            shortened = conn.execute(
-                q.SHORTEN_EXPIRY, {"id": token_id, "grace": grace}
-            ).fetchone()
+            shortened = conn.execute(q.SHORTEN_EXPIRY, {"id": token_id, "grace": grace}).fetchone()
             assert shortened is not None  # the row is locked above
             old_expires_at: datetime = shortened[0]
             conn.execute(q.NOTIFY_REVOKED, (token_id,))
