@@ -1,0 +1,78 @@
+"""Access tokens' own rules (design §3): what a new token and a listed one
+carry, how long a token may live and a rotation's grace, and the hash that is
+all the control plane keeps of a secret. The control plane (control.py)
+stores and checks them."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from recallatron import errors
+
+
+@dataclass(frozen=True)
+class NewToken:
+    """A token as made: the secret, shown once, and its expiry."""
+
+    token: str
+    token_id: str
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TokenSummary:
+    """A token as listed: never its secret nor its hash."""
+
+    id: str
+    label: str
+    member_id: str
+    member_handle: str
+    purposes: tuple[str, ...]
+    read_only: bool
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+# Token lifetimes (design §3): an expiry is optional and bounded, so that a
+# typo cannot make a token that outlives everyone; a rotation's grace is short
+# by default (a day to roll the new token out) and bounded too.
+MAX_TOKEN_LIFETIME = timedelta(days=3650)
+DEFAULT_ROTATION_GRACE = timedelta(hours=24)
+MAX_ROTATION_GRACE = timedelta(days=90)
+# What authentication says of an expired token (never whose it was); the
+# gateway recognises it.
+TOKEN_EXPIRED = "token expired"
+# A listing's bound: more tokens than any member should hold.
+MAX_LISTED_TOKENS = 1000
+
+
+def token_lifetime(value: timedelta | None) -> timedelta | None:
+    """A new token's expires_in: None (never expires) or positive, bounded."""
+    if value is None:
+        return None
+    if value <= timedelta(0):
+        raise errors.InvalidArgument("expires_in", "must be positive (leave it unset: no expiry)")
+    if value > MAX_TOKEN_LIFETIME:
+        raise errors.InvalidArgument(
+            "expires_in", f"at most {MAX_TOKEN_LIFETIME.days} days (leave it unset: no expiry)"
+        )
+    return value
+
+
+def rotation_grace(value: timedelta | None) -> timedelta:
+    """A rotation's grace: unset, the default; zero, at once; bounded."""
+    if value is None:
+        return DEFAULT_ROTATION_GRACE
+    if value < timedelta(0):
+        raise errors.InvalidArgument("grace", "must not be negative (0: the old token stops now)")
+    if value > MAX_ROTATION_GRACE:
+        raise errors.InvalidArgument("grace", f"at most {MAX_ROTATION_GRACE.days} days")
+    return value
+
+
+def hash_token(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
