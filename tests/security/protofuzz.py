@@ -180,12 +180,21 @@ def draw_message(
     descriptor: Descriptor,
     pools: Callable[[str], tuple[str, ...]],
     depth: int = 0,
+    wild_one_in: int | None = None,
 ) -> Message:
     """Any message of ``descriptor``. ``pools(field_name)`` gives the known
-    ids to mix into a string field of that name (empty for none)."""
+    ids to mix into a string field of that name (empty for none).
+
+    A third of the messages are wild in every field; the others are plausible
+    but for about one field in eight, so a call gets past its first check
+    and the later ones are reached too."""
+    if wild_one_in is None:
+        wild_one_in = draw(st.sampled_from([1, 8, 8]))
     message = GetMessageClass(descriptor)()
     if descriptor.full_name in _WELL_KNOWN:
-        seconds, nanos = draw(_WELL_KNOWN[descriptor.full_name])
+        tame = _TAME_WELL_KNOWN[descriptor.full_name]
+        wild = draw(st.integers(0, wild_one_in - 1)) == 0
+        seconds, nanos = draw(_WELL_KNOWN[descriptor.full_name] if wild else tame)
         message.seconds, message.nanos = seconds, nanos  # type: ignore[attr-defined]
         return message
     # One member of each real oneof (or none); proto3 `optional` fields
@@ -194,7 +203,9 @@ def draw_message(
     for oneof in descriptor.oneofs:
         names = [f.name for f in oneof.fields]
         if len(names) > 1:
-            chosen[oneof.name] = draw(st.sampled_from([None, *names]))
+            # A plausible message sets one of them, as a caller must.
+            options = names if wild_one_in > 1 else [None, *names]
+            chosen[oneof.name] = draw(st.sampled_from(options))
     for field in descriptor.fields:
         oneof = field.containing_oneof
         if oneof is not None and oneof.name in chosen:
@@ -202,7 +213,8 @@ def draw_message(
                 continue
         elif not draw(st.integers(0, 3)):  # left at its default a quarter of the time
             continue
-        _set_field(draw, message, field, pools, depth)
+        wild = draw(st.integers(0, wild_one_in - 1)) == 0
+        _set_field(draw, message, field, pools, depth, wild_one_in, wild)
     return message
 
 
@@ -212,6 +224,8 @@ def _set_field(
     field: FieldDescriptor,
     pools: Callable[[str], tuple[str, ...]],
     depth: int,
+    wild_one_in: int,
+    wild: bool,
 ) -> None:
     is_message = field.type == FieldDescriptor.TYPE_MESSAGE
     if is_message and depth >= MAX_DEPTH:
@@ -219,16 +233,16 @@ def _set_field(
     if field.is_repeated:
         if is_message and field.message_type.GetOptions().map_entry:
             return  # no map fields in the public protos
-        shape = draw(st.sampled_from(["empty", "one", "few", "over"]))
+        shape = draw(st.sampled_from(["empty", "one", "few", "over"] if wild else ["one", "few"]))
         if shape == "empty":
             return
         count = {"one": 1, "few": draw(st.integers(2, 4))}.get(shape)
         if count is None:
             # Over a limit: one drawn value repeated, cheap to draw.
-            value = _value(draw, field, pools, depth)
+            value = _value(draw, field, pools, depth, wild_one_in, wild)
             values = [value] * draw(st.sampled_from(LIST_LENGTHS))
         else:
-            values = [_value(draw, field, pools, depth) for _ in range(count)]
+            values = [_value(draw, field, pools, depth, wild_one_in, wild) for _ in range(count)]
         target = getattr(message, field.name)
         if is_message:
             for v in values:
@@ -236,7 +250,7 @@ def _set_field(
         else:
             target.extend(values)
         return
-    value = _value(draw, field, pools, depth)
+    value = _value(draw, field, pools, depth, wild_one_in, wild)
     if is_message:
         getattr(message, field.name).CopyFrom(value)
     else:
@@ -248,10 +262,14 @@ def _value(
     field: FieldDescriptor,
     pools: Callable[[str], tuple[str, ...]],
     depth: int,
+    wild_one_in: int,
+    wild: bool,
 ) -> Any:
     t = field.type
     if field.message_type is not None:
-        return draw_message(draw, field.message_type, pools, depth + 1)
+        return draw_message(draw, field.message_type, pools, depth + 1, wild_one_in)
+    if not wild:
+        return draw(_tame(field, pools(field.name) if _is_id_field(field.name) else ()))
     if t == FieldDescriptor.TYPE_STRING:
         pool = pools(field.name) if _is_id_field(field.name) else ()
         return draw(string_values(pool))
@@ -267,3 +285,34 @@ def _value(
             return float("inf") if value > 0 else float("-inf")
         return value
     return draw(int_values(t))
+
+
+# -- plausible values: what a well-behaved caller sends -------------------------
+
+_TAME_WELL_KNOWN: Mapping[str, st.SearchStrategy[tuple[int, int]]] = {
+    "google.protobuf.Timestamp": st.tuples(
+        st.integers(_NOW - 10**8, _NOW), st.integers(0, 999_999_999)
+    ),
+    "google.protobuf.Duration": st.tuples(st.integers(0, 86_400 * 30), st.just(0)),
+}
+_TAME_TEXT = st.sampled_from(
+    ["Acme", "Carol", "works_at", "note", "fuzz text about Acme", "person", "fz-" + "a" * 8]
+)
+
+
+@functools.cache
+def _tame(field: FieldDescriptor, pool: tuple[str, ...]) -> st.SearchStrategy[Any]:
+    t = field.type
+    if t == FieldDescriptor.TYPE_STRING:
+        if field.name == "request_id" or (_is_id_field(field.name) and not pool):
+            return st.uuids().map(str)
+        return st.sampled_from(pool) if pool else _TAME_TEXT
+    if t == FieldDescriptor.TYPE_BYTES:
+        return st.binary(max_size=8)
+    if t == FieldDescriptor.TYPE_BOOL:
+        return st.booleans()
+    if t == FieldDescriptor.TYPE_ENUM:
+        return st.sampled_from([v.number for v in field.enum_type.values if v.number] or [0])
+    if t in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return st.floats(0, 1)
+    return st.integers(0, 5)
