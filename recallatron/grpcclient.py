@@ -178,7 +178,12 @@ class PeerStatus:
 
 def peer_status(exc: grpc.RpcError) -> PeerStatus:
     """The status of a failed call, with the details we understand unpacked."""
-    status = rpc_status.from_call(exc)
+    try:
+        status = rpc_status.from_call(exc)
+    except ValueError:
+        # Rich details whose code is not the call's: the transport ended the
+        # call itself (trailers too large, a reset), and its code is the one.
+        status = None
     if status is None:
         return PeerStatus(exc.code(), exc.details() or "")
     fields: list[str] = []

@@ -19,11 +19,33 @@ def _pack(message: Any) -> any_pb2.Any:
     return packed
 
 
+# The most bytes (UTF-8) of a status message, and of each text of its
+# details, that a status carries. A message quoting a caller's long value
+# would otherwise outgrow the trailers a peer accepts (16 KiB by default,
+# percent-encoded) and reach the caller as a transport error instead of the
+# refusal it is.
+MAX_MESSAGE_BYTES = 1024
+MAX_DETAIL_BYTES = 512
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes (and a note of its
+    length), whole characters only."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    note = f"… ({len(text)} characters)"
+    head = raw[: max(0, limit - len(note.encode()))].decode(errors="ignore")
+    return head + note
+
+
 def status_for(error: errors.DomainError) -> status_pb2.Status:
     """The one mapping from domain errors to gRPC status with rich details."""
     details: list[any_pb2.Any] = []
     if isinstance(error, errors.Relayed):
-        return status_pb2.Status(code=error.code, message=error.message, details=error.details)
+        return status_pb2.Status(
+            code=error.code, message=clip(error.message, MAX_MESSAGE_BYTES), details=error.details
+        )
     if isinstance(error, errors.InvalidArgument):
         code = code_pb2.INVALID_ARGUMENT
         details.append(
@@ -31,7 +53,8 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
                 error_details_pb2.BadRequest(
                     field_violations=[
                         error_details_pb2.BadRequest.FieldViolation(
-                            field=error.field, description=error.description
+                            field=clip(error.field, MAX_DETAIL_BYTES),
+                            description=clip(error.description, MAX_DETAIL_BYTES),
                         )
                     ]
                 )
@@ -60,7 +83,9 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
                     error_details_pb2.PreconditionFailure(
                         violations=[
                             error_details_pb2.PreconditionFailure.Violation(
-                                type="TRUST", subject=error.subject, description=error.message
+                                type="TRUST",
+                                subject=clip(error.subject, MAX_DETAIL_BYTES),
+                                description=clip(error.message, MAX_DETAIL_BYTES),
                             )
                         ]
                     )
@@ -88,4 +113,6 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
         code = code_pb2.DEADLINE_EXCEEDED
     else:
         code = code_pb2.INTERNAL
-    return status_pb2.Status(code=code, message=error.message, details=details)
+    return status_pb2.Status(
+        code=code, message=clip(error.message, MAX_MESSAGE_BYTES), details=details
+    )
