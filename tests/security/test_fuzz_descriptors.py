@@ -3,7 +3,7 @@
 with requests built field by field from its input message
 (tests/security/protofuzz.py), mixed with ids of a seeded world.
 
-SPEC §9: every call ends in a refusal or an answer, never a fault (UNKNOWN,
+Design §9: every call ends in a refusal or an answer, never a fault (UNKNOWN,
 INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED); an INVALID_ARGUMENT names a field;
 a batch of refused calls leaves the workspace's tables as they were. After the
 run no service has logged a traceback."""
