@@ -23,7 +23,8 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS models
 
 # torch comes from the CPU-only wheel index: the CUDA build is gigabytes and
-# nothing here runs on a GPU. Override for a mirror with --build-arg.
+# nothing here runs on a GPU. Override for a mirror with --build-arg; empty:
+# pip's configured index (a build whose wheels are mounted).
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG TORCH_VERSION=2.13.0
 # Build-time only (pip reads them from the environment; never in a layer):
@@ -42,7 +43,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     RECALLATRON_MODELS_DIR=/opt/recallatron/models
 
 WORKDIR /src
-RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+RUN if [ -n "${TORCH_INDEX_URL}" ]; then export PIP_INDEX_URL="${TORCH_INDEX_URL}"; fi; \
+    pip install "torch==${TORCH_VERSION}"
 # The dependencies before the sources, in a layer whose only input is
 # pyproject.toml: a change to the code alone reuses it. torch is already
 # satisfied (a local "+cpu" build matches ==2.13.0), so this only adds

@@ -63,12 +63,25 @@ EOF
 }
 
 mirror() {
-  # The Debian mirror this machine's apt already uses.
-  local uri
-  uri=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' \
-    /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 |
-    grep -oE 'https?://[^ ]+' || true)
-  echo "${uri:-http://deb.debian.org/debian}"
+  # The Debian mirror this machine's apt already uses (DEBIAN_MIRROR overrides);
+  # no host is named here, so a machine without one says so.
+  local uri=${DEBIAN_MIRROR:-}
+  if [ -z "$uri" ]; then
+    uri=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' \
+      /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 |
+      grep -oE 'https?://[^ ]+' || true)
+  fi
+  if [ -z "$uri" ]; then
+    echo "no Debian mirror in this machine's apt sources: set DEBIAN_MIRROR" >&2
+    return 1
+  fi
+  echo "$uri"
+}
+
+pip_index() {
+  # The package index this machine's pip is configured with, if any; empty
+  # leaves pip's own default.
+  python3 -m pip config get global.index-url 2>/dev/null || true
 }
 
 base() {
@@ -77,7 +90,9 @@ base() {
   fi
   local root
   root=$(mktemp -d /var/tmp/recallatron-base.XXXXXX)
-  echo "bootstrapping $SUITE (minbase) from $(mirror) ..."
+  local from
+  from=$(mirror)
+  echo "bootstrapping $SUITE (minbase) from $from ..."
   # mmdebstrap, not debootstrap: the same minbase system from the same mirror,
   # but apt downloads it in 25 s where debootstrap's one-by-one fetches took
   # 100 s here. Its merged-usr hook makes /bin etc. links itself instead of
@@ -85,7 +100,7 @@ base() {
   if ! mmdebstrap --variant=minbase \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --include=python3.11,python3.11-venv,python3-pip,ca-certificates,netbase \
-    "$SUITE" "$root" "$(mirror)" >"$root.log" 2>&1; then
+    "$SUITE" "$root" "$from" >"$root.log" 2>&1; then
     tail -30 "$root.log"
     rm -rf "$root" "$root.log"
     exit 1
@@ -111,12 +126,13 @@ build() {
   base
   # torch comes from this machine's local CPU wheel through a read-only mount
   # and pip's find-links (never a layer); pip reaches PyPI through the host's
-  # CA bundle. TORCH_INDEX_URL: the wheel directory stands in for the CPU index.
+  # CA bundle. TORCH_INDEX_URL: this machine's pip index (empty: pip's default);
+  # the wheel directory stands in for the CPU index.
   local wheels=${TORCH_WHEELS:-/opt/wheels}
   local ca=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
   podman build --jobs 2 --pull=never \
     --build-arg PYTHON_IMAGE="$BASE_IMAGE" \
-    --build-arg TORCH_INDEX_URL=https://pypi.org/simple \
+    --build-arg TORCH_INDEX_URL="$(pip_index)" \
     --build-arg PIP_FIND_LINKS=/mnt/wheels \
     --build-arg PIP_CERT=/mnt/ca-bundle.crt \
     --volume "$wheels:/mnt/wheels:ro" \
