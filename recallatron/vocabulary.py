@@ -129,3 +129,6 @@ MAX_TIMELINE_EVENTS = 100
 # and why a pair of entities is proposed.
 MAX_ENTITY_GROUP = 20
 ENTITY_PAIR_REASONS = ("same_name", "same_alias", "name_prefix", "close_context")
+# What the store's authentication says of an expired token (never whose it
+# was), and what the gateway recognises it by.
+TOKEN_EXPIRED = "token expired"

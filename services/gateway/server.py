@@ -28,6 +28,7 @@ from recallatron.vocabulary import (
     MAX_TURN_CHARS,
     MODE,
     PURPOSE,
+    TOKEN_EXPIRED,
 )
 from services.gateway import capture, scopes
 from services.gateway import peers as calls
@@ -36,8 +37,6 @@ from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter
 
 log = logging.getLogger("recallatron.gateway")
-# The store's word for an expired token (services/store/domain/control.py).
-TOKEN_EXPIRED = "token expired"
 
 
 def bearer_token(context: grpc.ServicerContext) -> str:

@@ -16,14 +16,13 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
-from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES
+from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES, TOKEN_EXPIRED
 from services.store.domain import validation
 from services.store.domain.tokens import (  # noqa: F401  (the control plane's names)
     DEFAULT_ROTATION_GRACE,
     MAX_LISTED_TOKENS,
     MAX_ROTATION_GRACE,
     MAX_TOKEN_LIFETIME,
-    TOKEN_EXPIRED,
     NewToken,
     TokenSummary,
     hash_token,

@@ -43,9 +43,6 @@ class TokenSummary:
 MAX_TOKEN_LIFETIME = timedelta(days=3650)
 DEFAULT_ROTATION_GRACE = timedelta(hours=24)
 MAX_ROTATION_GRACE = timedelta(days=90)
-# What authentication says of an expired token (never whose it was); the
-# gateway recognises it.
-TOKEN_EXPIRED = "token expired"
 # A listing's bound: more tokens than any member should hold.
 MAX_LISTED_TOKENS = 1000
 
