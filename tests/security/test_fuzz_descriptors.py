@@ -182,11 +182,15 @@ class _Resent:
 
     def exception(self) -> Any:
         exc = self.future.exception()
-        if (
-            isinstance(exc, grpc.RpcError)
-            and exc.code() == grpc.StatusCode.UNAVAILABLE
-            and "RST_STREAM" in (exc.details() or "")
-        ):
+        # Up to three resends: a busy machine can see the cycled connection's
+        # reset more than once (the open defect noted in docs, issue 35).
+        for _ in range(3):
+            if not (
+                isinstance(exc, grpc.RpcError)
+                and exc.code() == grpc.StatusCode.UNAVAILABLE
+                and "RST_STREAM" in (exc.details() or "")
+            ):
+                break
             self.future = self.stub_method.future(
                 self.request, metadata=self.client._md(), timeout=60
             )
