@@ -1165,6 +1165,7 @@ class RecallOutcome(_message.Message):
     COUNTS_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
     ENTITIES_FIELD_NUMBER: _builtins.int
+    NOTHING_RELEVANT_FIELD_NUMBER: _builtins.int
     mode: Global___RecallMode.ValueType
     dense_available: _builtins.bool
     dense_unavailable_reason: _builtins.str
@@ -1172,6 +1173,13 @@ class RecallOutcome(_message.Message):
     reranked: _builtins.bool
     rerank_unavailable_reason: _builtins.str
     """Why the cross-encoder did not run, when it did not."""
+    nothing_relevant: _builtins.bool
+    """True when no returned memory is judged relevant to the query: the nearest
+    rows came back, but by the arms' scores and agreement, the dense floor and
+    (when one ran) the cross-encoder's scores, none of them is likely to be
+    about what was asked (docs/recall.md, "Nothing relevant"). A signal, never
+    a refusal: the results are still returned.
+    """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallResult]: ...
     @_builtins.property
@@ -1201,10 +1209,11 @@ class RecallOutcome(_message.Message):
         counts: Global___RecallCounts | None = ...,
         history: _abc.Iterable[Global___HistoryEntry] | None = ...,
         entities: _abc.Iterable[Global___EntityCard] | None = ...,
+        nothing_relevant: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "history", b"history", "mode", b"mode", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "history", b"history", "mode", b"mode", "nothing_relevant", b"nothing_relevant", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
