@@ -29,7 +29,9 @@ def test_start_without_models_fails_fast_with_the_services_reason(tmp_path: Path
     began = time.monotonic()
     with pytest.raises(RuntimeError) as failed:
         stack.start()
-    assert time.monotonic() - began < 30, "waited instead of failing fast"
+    # Noticed when the process exited, not at the start timeout (generous
+    # margin: a slow machine is slow, not six times slower than that bound).
+    assert time.monotonic() - began < stack.config.start_timeout / 2, "waited instead of failing"
     message = str(failed.value)
     assert message.startswith("embed exited with 1: bi-encoder not loaded")
     assert "recallatron prepare-models" in message

@@ -80,16 +80,17 @@ def test_one_thread_serves_every_background_call(address: str) -> None:
 def test_an_abandoned_call_is_still_cancelled(address: str) -> None:
     channel = peer_channel(address, CommonSettings())
     call: Any = channel.unary_unary(METHOD)
-    scope = deadline.Scope(10.0)
+    scope = deadline.Scope(120.0)
     leave = deadline.enter(scope)
     threading.Timer(0.2, scope.abandon).start()
     started = time.monotonic()
     try:
         with pytest.raises(errors.DeadlineExceeded):
-            unary(call, b"wait", 5.0)
+            unary(call, b"wait", 60.0)
     finally:
         leave()
-    assert time.monotonic() - started < 2
+    # Ended by the abandonment, not by the call's own 60 s deadline.
+    assert time.monotonic() - started < 30
     # The channel goes on serving.
     assert call.future(b"after", timeout=5).result() == b"after"
 
