@@ -9,6 +9,7 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from recallatron.v1 import common_pb2 as _common_pb2
 from recallatron.v1 import store_pb2 as _store_pb2
 import builtins as _builtins
@@ -21,6 +22,28 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _PrivateMemories:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PrivateMemoriesEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PrivateMemories.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PRIVATE_MEMORIES_UNSPECIFIED: _PrivateMemories.ValueType  # 0
+    PRIVATE_MEMORIES_ERASE: _PrivateMemories.ValueType  # 1
+    """Forgotten as forget does (text, embeddings and claims purged)."""
+    PRIVATE_MEMORIES_TRANSFER: _PrivateMemories.ValueType  # 2
+    """Handed to the member named by transfer_to (audience changed to them)."""
+
+class PrivateMemories(_PrivateMemories, metaclass=_PrivateMemoriesEnumTypeWrapper):
+    """What becomes of the memories only a removed member could see."""
+
+PRIVATE_MEMORIES_UNSPECIFIED: PrivateMemories.ValueType  # 0
+PRIVATE_MEMORIES_ERASE: PrivateMemories.ValueType  # 1
+"""Forgotten as forget does (text, embeddings and claims purged)."""
+PRIVATE_MEMORIES_TRANSFER: PrivateMemories.ValueType  # 2
+"""Handed to the member named by transfer_to (audience changed to them)."""
+Global___PrivateMemories: _TypeAlias = PrivateMemories  # noqa: Y015
 
 @_typing.final
 class RecallRequest(_message.Message):
@@ -1721,3 +1744,307 @@ class TimelineResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TimelineResponse: _TypeAlias = TimelineResponse  # noqa: Y015
+
+@_typing.final
+class AdminServiceDeleteWorkspaceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_FIELD_NUMBER: _builtins.int
+    CONFIRM_FIELD_NUMBER: _builtins.int
+    workspace: _builtins.str
+    """The workspace's id or slug."""
+    confirm: _builtins.str
+    """The workspace named again (its slug or id): a guard against a slip."""
+    def __init__(
+        self,
+        *,
+        workspace: _builtins.str = ...,
+        confirm: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm", b"confirm", "workspace", b"workspace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceDeleteWorkspaceRequest: _TypeAlias = AdminServiceDeleteWorkspaceRequest  # noqa: Y015
+
+@_typing.final
+class AdminServiceDeleteWorkspaceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    SLUG_FIELD_NUMBER: _builtins.int
+    DELETED_AT_FIELD_NUMBER: _builtins.int
+    TOKENS_REVOKED_FIELD_NUMBER: _builtins.int
+    workspace_id: _builtins.str
+    slug: _builtins.str
+    tokens_revoked: _builtins.int
+    """Tokens that were live and are now refused."""
+    @_builtins.property
+    def deleted_at(self) -> _timestamp_pb2.Timestamp:
+        """The tombstone's time."""
+
+    def __init__(
+        self,
+        *,
+        workspace_id: _builtins.str = ...,
+        slug: _builtins.str = ...,
+        deleted_at: _timestamp_pb2.Timestamp | None = ...,
+        tokens_revoked: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deleted_at", b"deleted_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_at", b"deleted_at", "slug", b"slug", "tokens_revoked", b"tokens_revoked", "workspace_id", b"workspace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceDeleteWorkspaceResponse: _TypeAlias = AdminServiceDeleteWorkspaceResponse  # noqa: Y015
+
+@_typing.final
+class AdminServiceRemoveMemberRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    PRIVATE_MEMORIES_FIELD_NUMBER: _builtins.int
+    TRANSFER_TO_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    private_memories: Global___PrivateMemories.ValueType
+    """Required: erase or transfer."""
+    transfer_to: _builtins.str
+    """With TRANSFER: the member of the same workspace who receives them."""
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        private_memories: Global___PrivateMemories.ValueType = ...,
+        transfer_to: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "private_memories", b"private_memories", "transfer_to", b"transfer_to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceRemoveMemberRequest: _TypeAlias = AdminServiceRemoveMemberRequest  # noqa: Y015
+
+@_typing.final
+class AdminServiceRemoveMemberResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    REMOVED_AT_FIELD_NUMBER: _builtins.int
+    TOKENS_REVOKED_FIELD_NUMBER: _builtins.int
+    MEMORIES_ERASED_FIELD_NUMBER: _builtins.int
+    MEMORIES_TRANSFERRED_FIELD_NUMBER: _builtins.int
+    MEMORIES_KEPT_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    tokens_revoked: _builtins.int
+    memories_erased: _builtins.int
+    memories_transferred: _builtins.int
+    memories_kept: _builtins.int
+    """Memories they wrote that others may see: kept, still attributed to them."""
+    @_builtins.property
+    def removed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        removed_at: _timestamp_pb2.Timestamp | None = ...,
+        tokens_revoked: _builtins.int = ...,
+        memories_erased: _builtins.int = ...,
+        memories_transferred: _builtins.int = ...,
+        memories_kept: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["removed_at", b"removed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "memories_erased", b"memories_erased", "memories_kept", b"memories_kept", "memories_transferred", b"memories_transferred", "removed_at", b"removed_at", "tokens_revoked", b"tokens_revoked"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdminServiceRemoveMemberResponse: _TypeAlias = AdminServiceRemoveMemberResponse  # noqa: Y015
+
+@_typing.final
+class ListMemoriesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    KINDS_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    created_by: _builtins.str
+    """Only memories written by this member (id)."""
+    episode_id: _builtins.str
+    """Only memories of this episode."""
+    include_superseded: _builtins.bool
+    """Also memories that were superseded."""
+    page_size: _builtins.int
+    """1..100, default 50."""
+    page_token: _builtins.str
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Kind.ValueType]:
+        """Only these kinds (empty: all)."""
+
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        created_by: _builtins.str = ...,
+        kinds: _abc.Iterable[_common_pb2.Kind.ValueType] | None = ...,
+        episode_id: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        include_superseded: _builtins.bool = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_by", b"created_by", "episode_id", b"episode_id", "from", b"from", "include_superseded", b"include_superseded", "kinds", b"kinds", "page_size", b"page_size", "page_token", b"page_token", "purpose", b"purpose", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoriesRequest: _TypeAlias = ListMemoriesRequest  # noqa: Y015
+
+@_typing.final
+class ListMemoriesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this page is the last."""
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]:
+        """Newest first, without provenance (read gives it)."""
+
+    def __init__(
+        self,
+        *,
+        memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoriesResponse: _TypeAlias = ListMemoriesResponse  # noqa: Y015
+
+@_typing.final
+class ListAuditEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    purpose: _common_pb2.Purpose.ValueType
+    member_id: _builtins.str
+    """Only what this member did (id)."""
+    page_size: _builtins.int
+    """1..200, default 50."""
+    page_token: _builtins.str
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these actions (remember, derive, correct, supersede, forget, ...)."""
+
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        purpose: _common_pb2.Purpose.ValueType = ...,
+        member_id: _builtins.str = ...,
+        actions: _abc.Iterable[_builtins.str] | None = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "from", b"from", "member_id", b"member_id", "page_size", b"page_size", "page_token", b"page_token", "purpose", b"purpose", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditEventsRequest: _TypeAlias = ListAuditEventsRequest  # noqa: Y015
+
+@_typing.final
+class AuditEvent(_message.Message):
+    """Who did what, when, on which id. Never memory text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_HANDLE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    DETAIL_JSON_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    member_id: _builtins.str
+    member_handle: _builtins.str
+    """The member's handle (kept after they were removed)."""
+    action: _builtins.str
+    memory_id: _builtins.str
+    """The memory acted on, when there is one."""
+    detail_json: _builtins.str
+    """Other ids and counts the action concerned, as a JSON object."""
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        member_id: _builtins.str = ...,
+        member_handle: _builtins.str = ...,
+        action: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        detail_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "at", b"at", "detail_json", b"detail_json", "id", b"id", "member_handle", b"member_handle", "member_id", b"member_id", "memory_id", b"memory_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditEvent: _TypeAlias = AuditEvent  # noqa: Y015
+
+@_typing.final
+class ListAuditEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this page is the last."""
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___AuditEvent]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___AuditEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditEventsResponse: _TypeAlias = ListAuditEventsResponse  # noqa: Y015

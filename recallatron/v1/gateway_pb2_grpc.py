@@ -101,6 +101,16 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/recallatron.v1.MemoryService/ListMemories',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/recallatron.v1.MemoryService/ListAuditEvents',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -192,6 +202,22 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemories(self, request, context):
+        """The memories the caller may see, newest first, paged; by author, kind,
+        episode and time. Read-only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditEvents(self, request, context):
+        """The workspace's audit log, newest first, paged; by member, action and
+        time. Workspace owners only; read-only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -259,6 +285,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Timeline,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -614,6 +650,60 @@ class MemoryService:
             '/recallatron.v1.MemoryService/Timeline',
             recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/ListMemories',
+            recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.MemoryService/ListAuditEvents',
+            recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1021,6 +1111,16 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
+        self.DeleteWorkspace = channel.unary_unary(
+                '/recallatron.v1.AdminService/DeleteWorkspace',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceDeleteWorkspaceRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceDeleteWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/recallatron.v1.AdminService/RemoveMember',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRemoveMemberRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRemoveMemberResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -1086,6 +1186,24 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteWorkspace(self, request, context):
+        """Deletes a workspace (operator token): its tokens refused at once, its
+        database dropped, its control-plane rows removed but a tombstone (id
+        and time). Not undone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveMember(self, request, context):
+        """Removes a member (operator, or an owner of the workspace): their tokens
+        refused at once, their private memories erased or handed to another
+        member, what they shared kept with their attribution.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1133,6 +1251,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.GetStatusResponse.SerializeToString,
+            ),
+            'DeleteWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWorkspace,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceDeleteWorkspaceRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceDeleteWorkspaceResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRemoveMemberRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceRemoveMemberResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1380,6 +1508,60 @@ class AdminService:
             '/recallatron.v1.AdminService/GetStatus',
             recallatron_dot_v1_dot_gateway__pb2.GetStatusRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.GetStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.AdminService/DeleteWorkspace',
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceDeleteWorkspaceRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceDeleteWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.AdminService/RemoveMember',
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceRemoveMemberRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.AdminServiceRemoveMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

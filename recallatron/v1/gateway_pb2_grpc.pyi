@@ -56,6 +56,14 @@ class MemoryServiceStub:
     CreateEpisode: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]
     """Episodes (dated spans of a conversation or event) and timelines."""
     Timeline: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]
+    ListMemories: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]
+    """The memories the caller may see, newest first, paged; by author, kind,
+    episode and time. Read-only.
+    """
+    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]
+    """The workspace's audit log, newest first, paged; by member, action and
+    time. Workspace owners only; read-only.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -85,6 +93,14 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     CreateEpisode: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]  # type: ignore[assignment]
     """Episodes (dated spans of a conversation or event) and timelines."""
     Timeline: _aio.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]  # type: ignore[assignment]
+    ListMemories: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]  # type: ignore[assignment]
+    """The memories the caller may see, newest first, paged; by author, kind,
+    episode and time. Read-only.
+    """
+    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
+    """The workspace's audit log, newest first, paged; by member, action and
+    time. Workspace owners only; read-only.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The public API: the seven tools. Every call carries
@@ -189,6 +205,26 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.TimelineRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.TimelineResponse, _abc.Awaitable[_gateway_pb2.TimelineResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListMemories(
+        self,
+        request: _gateway_pb2.ListMemoriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListMemoriesResponse, _abc.Awaitable[_gateway_pb2.ListMemoriesResponse]]:
+        """The memories the caller may see, newest first, paged; by author, kind,
+        episode and time. Read-only.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAuditEvents(
+        self,
+        request: _gateway_pb2.ListAuditEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListAuditEventsResponse, _abc.Awaitable[_gateway_pb2.ListAuditEventsResponse]]:
+        """The workspace's audit log, newest first, paged; by member, action and
+        time. Workspace owners only; read-only.
+        """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
@@ -318,6 +354,16 @@ class AdminServiceStub:
     UpdateSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]
     GetStatus: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]
     """Memory and embedding counts of the caller's workspace (owner token)."""
+    DeleteWorkspace: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceDeleteWorkspaceRequest, _gateway_pb2.AdminServiceDeleteWorkspaceResponse]
+    """Deletes a workspace (operator token): its tokens refused at once, its
+    database dropped, its control-plane rows removed but a tombstone (id
+    and time). Not undone.
+    """
+    RemoveMember: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRemoveMemberRequest, _gateway_pb2.AdminServiceRemoveMemberResponse]
+    """Removes a member (operator, or an owner of the workspace): their tokens
+    refused at once, their private memories erased or handed to another
+    member, what they shared kept with their attribution.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -340,6 +386,16 @@ class AdminServiceAsyncStub(AdminServiceStub):
     UpdateSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
     GetStatus: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]  # type: ignore[assignment]
     """Memory and embedding counts of the caller's workspace (owner token)."""
+    DeleteWorkspace: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceDeleteWorkspaceRequest, _gateway_pb2.AdminServiceDeleteWorkspaceResponse]  # type: ignore[assignment]
+    """Deletes a workspace (operator token): its tokens refused at once, its
+    database dropped, its control-plane rows removed but a tombstone (id
+    and time). Not undone.
+    """
+    RemoveMember: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRemoveMemberRequest, _gateway_pb2.AdminServiceRemoveMemberResponse]  # type: ignore[assignment]
+    """Removes a member (operator, or an owner of the workspace): their tokens
+    refused at once, their private memories erased or handed to another
+    member, what they shared kept with their attribution.
+    """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """Operator and owner calls. CreateWorkspace needs the operator token;
@@ -413,5 +469,27 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.GetStatusResponse, _abc.Awaitable[_gateway_pb2.GetStatusResponse]]:
         """Memory and embedding counts of the caller's workspace (owner token)."""
+
+    @_abc_1.abstractmethod
+    def DeleteWorkspace(
+        self,
+        request: _gateway_pb2.AdminServiceDeleteWorkspaceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.AdminServiceDeleteWorkspaceResponse, _abc.Awaitable[_gateway_pb2.AdminServiceDeleteWorkspaceResponse]]:
+        """Deletes a workspace (operator token): its tokens refused at once, its
+        database dropped, its control-plane rows removed but a tombstone (id
+        and time). Not undone.
+        """
+
+    @_abc_1.abstractmethod
+    def RemoveMember(
+        self,
+        request: _gateway_pb2.AdminServiceRemoveMemberRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.AdminServiceRemoveMemberResponse, _abc.Awaitable[_gateway_pb2.AdminServiceRemoveMemberResponse]]:
+        """Removes a member (operator, or an owner of the workspace): their tokens
+        refused at once, their private memories erased or handed to another
+        member, what they shared kept with their attribution.
+        """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

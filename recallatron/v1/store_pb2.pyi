@@ -2152,3 +2152,122 @@ class StoreServiceListEntityMergesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StoreServiceListEntityMergesResponse: _TypeAlias = StoreServiceListEntityMergesResponse  # noqa: Y015
+
+@_typing.final
+class DeleteWorkspaceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_FIELD_NUMBER: _builtins.int
+    CONFIRM_FIELD_NUMBER: _builtins.int
+    workspace: _builtins.str
+    """The workspace's id or slug."""
+    confirm: _builtins.str
+    """The same workspace again, its slug or id."""
+    def __init__(
+        self,
+        *,
+        workspace: _builtins.str = ...,
+        confirm: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm", b"confirm", "workspace", b"workspace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteWorkspaceRequest: _TypeAlias = DeleteWorkspaceRequest  # noqa: Y015
+
+@_typing.final
+class DeleteWorkspaceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    SLUG_FIELD_NUMBER: _builtins.int
+    DELETED_AT_FIELD_NUMBER: _builtins.int
+    TOKENS_REVOKED_FIELD_NUMBER: _builtins.int
+    workspace_id: _builtins.str
+    slug: _builtins.str
+    tokens_revoked: _builtins.int
+    @_builtins.property
+    def deleted_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        workspace_id: _builtins.str = ...,
+        slug: _builtins.str = ...,
+        deleted_at: _timestamp_pb2.Timestamp | None = ...,
+        tokens_revoked: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deleted_at", b"deleted_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_at", b"deleted_at", "slug", b"slug", "tokens_revoked", b"tokens_revoked", "workspace_id", b"workspace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteWorkspaceResponse: _TypeAlias = DeleteWorkspaceResponse  # noqa: Y015
+
+@_typing.final
+class RemoveMemberRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    PRIVATE_MEMORIES_FIELD_NUMBER: _builtins.int
+    TRANSFER_TO_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    workspace_id: _builtins.str
+    """When set, the member must belong to this workspace (an owner's call)."""
+    private_memories: _builtins.str
+    """"erase" or "transfer"."""
+    transfer_to: _builtins.str
+    """With "transfer": the receiving member's id."""
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        workspace_id: _builtins.str = ...,
+        private_memories: _builtins.str = ...,
+        transfer_to: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "private_memories", b"private_memories", "transfer_to", b"transfer_to", "workspace_id", b"workspace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveMemberRequest: _TypeAlias = RemoveMemberRequest  # noqa: Y015
+
+@_typing.final
+class RemoveMemberResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    REMOVED_AT_FIELD_NUMBER: _builtins.int
+    TOKENS_REVOKED_FIELD_NUMBER: _builtins.int
+    MEMORIES_ERASED_FIELD_NUMBER: _builtins.int
+    MEMORIES_TRANSFERRED_FIELD_NUMBER: _builtins.int
+    MEMORIES_KEPT_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    tokens_revoked: _builtins.int
+    memories_erased: _builtins.int
+    memories_transferred: _builtins.int
+    memories_kept: _builtins.int
+    @_builtins.property
+    def removed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        removed_at: _timestamp_pb2.Timestamp | None = ...,
+        tokens_revoked: _builtins.int = ...,
+        memories_erased: _builtins.int = ...,
+        memories_transferred: _builtins.int = ...,
+        memories_kept: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["removed_at", b"removed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "memories_erased", b"memories_erased", "memories_kept", b"memories_kept", "memories_transferred", b"memories_transferred", "removed_at", b"removed_at", "tokens_revoked", b"tokens_revoked"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveMemberResponse: _TypeAlias = RemoveMemberResponse  # noqa: Y015

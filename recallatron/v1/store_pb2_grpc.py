@@ -77,6 +77,16 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsResponse.FromString,
                 _registered_method=True)
+        self.DeleteWorkspace = channel.unary_unary(
+                '/recallatron.v1.StoreService/DeleteWorkspace',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.DeleteWorkspaceRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.DeleteWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/recallatron.v1.StoreService/RemoveMember',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.RemoveMemberRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.RemoveMemberResponse.FromString,
+                _registered_method=True)
         self.GetWorkspaceSettings = channel.unary_unary(
                 '/recallatron.v1.StoreService/GetWorkspaceSettings',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.GetWorkspaceSettingsRequest.SerializeToString,
@@ -263,6 +273,23 @@ class StoreServiceServicer:
         the first message says the stream is live; each later one names a revoked
         token. The stream ends whenever the store could miss one, and a cache
         built on it must then be dropped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteWorkspace(self, request, context):
+        """Deletes a workspace (operator): tokens revoked and published, database
+        dropped, control-plane rows removed but a tombstone; every store process
+        closes its pools of that database.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveMember(self, request, context):
+        """Removes a member (operator or owner): tokens revoked and published,
+        private memories erased or transferred, the member row kept as removed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -473,6 +500,16 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.WatchRevocations,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.WatchRevocationsResponse.SerializeToString,
+            ),
+            'DeleteWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWorkspace,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.DeleteWorkspaceRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.DeleteWorkspaceResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.RemoveMemberRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.RemoveMemberResponse.SerializeToString,
             ),
             'GetWorkspaceSettings': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWorkspaceSettings,
@@ -819,6 +856,60 @@ class StoreService:
             '/recallatron.v1.StoreService/WatchRevocations',
             recallatron_dot_v1_dot_store__pb2.WatchRevocationsRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.WatchRevocationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/DeleteWorkspace',
+            recallatron_dot_v1_dot_store__pb2.DeleteWorkspaceRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.DeleteWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/RemoveMember',
+            recallatron_dot_v1_dot_store__pb2.RemoveMemberRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.RemoveMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,15 @@ class StoreServiceStub:
     token. The stream ends whenever the store could miss one, and a cache
     built on it must then be dropped.
     """
+    DeleteWorkspace: _grpc.UnaryUnaryMultiCallable[_store_pb2.DeleteWorkspaceRequest, _store_pb2.DeleteWorkspaceResponse]
+    """Deletes a workspace (operator): tokens revoked and published, database
+    dropped, control-plane rows removed but a tombstone; every store process
+    closes its pools of that database.
+    """
+    RemoveMember: _grpc.UnaryUnaryMultiCallable[_store_pb2.RemoveMemberRequest, _store_pb2.RemoveMemberResponse]
+    """Removes a member (operator or owner): tokens revoked and published,
+    private memories erased or transferred, the member row kept as removed.
+    """
     GetWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]
     UpdateWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]
     CreateMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateMemoryRequest, _store_pb2.CreateMemoryResponse]
@@ -126,6 +135,15 @@ class StoreServiceAsyncStub(StoreServiceStub):
     the first message says the stream is live; each later one names a revoked
     token. The stream ends whenever the store could miss one, and a cache
     built on it must then be dropped.
+    """
+    DeleteWorkspace: _aio.UnaryUnaryMultiCallable[_store_pb2.DeleteWorkspaceRequest, _store_pb2.DeleteWorkspaceResponse]  # type: ignore[assignment]
+    """Deletes a workspace (operator): tokens revoked and published, database
+    dropped, control-plane rows removed but a tombstone; every store process
+    closes its pools of that database.
+    """
+    RemoveMember: _aio.UnaryUnaryMultiCallable[_store_pb2.RemoveMemberRequest, _store_pb2.RemoveMemberResponse]  # type: ignore[assignment]
+    """Removes a member (operator or owner): tokens revoked and published,
+    private memories erased or transferred, the member row kept as removed.
     """
     GetWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]  # type: ignore[assignment]
     UpdateWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]  # type: ignore[assignment]
@@ -241,6 +259,27 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         the first message says the stream is live; each later one names a revoked
         token. The stream ends whenever the store could miss one, and a cache
         built on it must then be dropped.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteWorkspace(
+        self,
+        request: _store_pb2.DeleteWorkspaceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.DeleteWorkspaceResponse, _abc.Awaitable[_store_pb2.DeleteWorkspaceResponse]]:
+        """Deletes a workspace (operator): tokens revoked and published, database
+        dropped, control-plane rows removed but a tombstone; every store process
+        closes its pools of that database.
+        """
+
+    @_abc_1.abstractmethod
+    def RemoveMember(
+        self,
+        request: _store_pb2.RemoveMemberRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.RemoveMemberResponse, _abc.Awaitable[_store_pb2.RemoveMemberResponse]]:
+        """Removes a member (operator or owner): tokens revoked and published,
+        private memories erased or transferred, the member row kept as removed.
         """
 
     @_abc_1.abstractmethod

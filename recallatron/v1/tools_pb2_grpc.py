@@ -95,6 +95,16 @@ class ToolServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/recallatron.v1.ToolService/ListMemories',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/recallatron.v1.ToolService/ListAuditEvents',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
         self.DismissDuplicatePair = channel.unary_unary(
                 '/recallatron.v1.ToolService/DismissDuplicatePair',
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.SerializeToString,
@@ -201,6 +211,19 @@ class ToolServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemories(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditEvents(self, request, context):
+        """Owners only (the assertion's role).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DismissDuplicatePair(self, request, context):
         """The review page's decisions (ReviewService).
         """
@@ -290,6 +313,16 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     servicer.Timeline,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.SerializeToString,
             ),
             'DismissDuplicatePair': grpc.unary_unary_rpc_method_handler(
                     servicer.DismissDuplicatePair,
@@ -603,6 +636,60 @@ class ToolService:
             '/recallatron.v1.ToolService/Timeline',
             recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ToolService/ListMemories',
+            recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ToolService/ListAuditEvents',
+            recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

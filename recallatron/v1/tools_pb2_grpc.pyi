@@ -54,6 +54,9 @@ class ToolServiceStub:
     Neighbors: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]
     CreateEpisode: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]
     Timeline: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]
+    ListMemories: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]
+    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]
+    """Owners only (the assertion's role)."""
     DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]
     """The review page's decisions (ReviewService)."""
     ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]
@@ -88,6 +91,9 @@ class ToolServiceAsyncStub(ToolServiceStub):
     Neighbors: _aio.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]  # type: ignore[assignment]
     CreateEpisode: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]  # type: ignore[assignment]
     Timeline: _aio.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]  # type: ignore[assignment]
+    ListMemories: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]  # type: ignore[assignment]
+    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
+    """Owners only (the assertion's role)."""
     DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]  # type: ignore[assignment]
     """The review page's decisions (ReviewService)."""
     ListEntityPairs: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]  # type: ignore[assignment]
@@ -179,6 +185,21 @@ class ToolServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.TimelineRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.TimelineResponse, _abc.Awaitable[_gateway_pb2.TimelineResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListMemories(
+        self,
+        request: _gateway_pb2.ListMemoriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListMemoriesResponse, _abc.Awaitable[_gateway_pb2.ListMemoriesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListAuditEvents(
+        self,
+        request: _gateway_pb2.ListAuditEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.ListAuditEventsResponse, _abc.Awaitable[_gateway_pb2.ListAuditEventsResponse]]:
+        """Owners only (the assertion's role)."""
 
     @_abc_1.abstractmethod
     def DismissDuplicatePair(
