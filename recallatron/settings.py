@@ -56,6 +56,11 @@ class CommonSettings(BaseSettings):
     # nothing past it. 0: gRPC's default (no limit). Only for servers whose
     # clients do not multiplex many tenants on one connection (the gateway).
     max_streams_per_connection: int = 0
+    # A client connection is cycled (GOAWAY, then a new one) past this age, so
+    # round-robin clients find servers added by scaling; calls in flight on it
+    # get the grace to finish. 0: never cycled.
+    max_connection_age_seconds: float = 300.0
+    max_connection_age_grace_seconds: float = 30.0
     # Seconds in-flight calls get to finish after SIGTERM.
     shutdown_grace_seconds: float = 10.0
     # TLS. A server presents tls_cert_file + tls_key_file (PEM) when both are

@@ -155,7 +155,7 @@ def run_batch(stack: Stack, w: World, service: str, draw: Callable[[Any], Any]) 
     for method, request, client in drawn:
         stub_method = getattr(_stub(client, service), method.name)
         future = stub_method.future(request, metadata=client._md(), timeout=60)
-        calls.append((method.name, request, _Resent(future, stub_method, request, client)))
+        calls.append((method.name, request, future))
     try:
         refused_all = _check_answers(service, calls, method_input)
     finally:
@@ -165,41 +165,6 @@ def run_batch(stack: Stack, w: World, service: str, draw: Callable[[Any], Any]) 
     if refused_all and before:
         changed = {t for t in w.last_checksum if w.last_checksum[t] != before.get(t)}
         assert not changed, (service, [(name, str(request)) for name, request, _ in calls], changed)
-
-
-class _Resent:
-    """A call's future, sent once more when the transport refused its stream
-    (HTTP/2 REFUSED_STREAM, as when the server cycles a connection past its
-    maximum age): the server never saw it, and a client resends it."""
-
-    def __init__(self, future: Any, stub_method: Any, request: Message, client: Client) -> None:
-        self.future, self.stub_method, self.request, self.client = (
-            future,
-            stub_method,
-            request,
-            client,
-        )
-
-    def exception(self) -> Any:
-        exc = self.future.exception()
-        # Up to three resends: a busy machine can see the cycled connection's
-        # reset more than once (the open defect noted in docs, issue 35).
-        for _ in range(3):
-            if not (
-                isinstance(exc, grpc.RpcError)
-                and exc.code() == grpc.StatusCode.UNAVAILABLE
-                and "RST_STREAM" in (exc.details() or "")
-            ):
-                break
-            self.future = self.stub_method.future(
-                self.request, metadata=self.client._md(), timeout=60
-            )
-            exc = self.future.exception()
-        return exc
-
-    def result(self) -> Any:
-        self.exception()
-        return self.future.result()
 
 
 def _check_answers(
