@@ -208,11 +208,9 @@ SHOWN: dict[str, Shown] = {
         # Whether the arms took part, then the entities the query names
         # exactly (as lookup gives them), then the memories found.
         first=_order(
-            "mode dense_available dense_unavailable_reason reranked rerank_unavailable_reason "
-            "counts entities"
+            "nothing_relevant mode dense_available dense_unavailable_reason reranked "
+            "rerank_unavailable_reason counts entities"
         ),
-        # Owner-only migrated history: not asked for by agents.
-        hidden=_names("history"),
         empty_is_null=_names("dense_unavailable_reason", "rerank_unavailable_reason"),
     ),
     pb.RecallResponse.DESCRIPTOR.full_name: Shown(inline=_names("outcome")),
@@ -288,9 +286,15 @@ TOOLS: tuple[Tool, ...] = (
         "provenance (derived_from and about links, supersession, mentions) before the items. "
         "The response says whether the dense arm and the re-ranker took part "
         "(dense_available, reranked); when they did not, results are lexical or unranked, "
-        "never refused. When the query names an entity exactly, its card (as lookup gives "
-        "it) comes beside the results in entities; mentions restricts the results to "
-        "memories mentioning the given entity ids.",
+        "never refused. nothing_relevant true means no result was judged relevant to the "
+        "query (none close enough in meaning): the nearest rows still come back, but treat "
+        "them as likely beside the point and say you found nothing on it rather than answer "
+        "from them; false is no promise that a result answers. When the query names an "
+        "entity exactly, its card (as lookup gives it) comes beside the results in entities; "
+        "mentions restricts the results to memories mentioning the given entity ids. "
+        "include_history (workspace owners only; for anyone else it adds nothing) also "
+        "searches old conversation turns brought over by migration, by their words, "
+        "returned apart in history: evidence of what was said, not memories.",
         "Recall",
         {
             "query": Arg({"maxLength": MAX_QUERY_CHARS}, required=True),
@@ -300,7 +304,7 @@ TOOLS: tuple[Tool, ...] = (
             "purpose": _PURPOSE,
             "filters": Arg(inline=True),
             "skip_rerank": Arg(hidden=True),
-            "include_history": Arg(hidden=True),
+            "include_history": Arg({"default": False}),
         },
         read_only=True,
         destructive=False,
@@ -483,5 +487,7 @@ TOOLS: tuple[Tool, ...] = (
         destructive=False,
     ),
 )
+# An owner's view, defined with Tool in a module of its own (it imports this one).
+from recallatron.owner_tools import OWNER_TOOLS  # noqa: E402
 
 BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS}

@@ -44,6 +44,7 @@ from services.rank.ports import (
     Walked,
     WorkspaceSettings,
 )
+from services.rank.relevance import nothing_relevant
 
 __all__ = [
     "Candidate",
@@ -119,6 +120,8 @@ class Outcome(Generic[M]):
     reranked: bool = False
     rerank_unavailable_reason: str = ""
     counts: Counts = field(default_factory=Counts)
+    # No returned row judged relevant (services/rank/relevance.py).
+    nothing_relevant: bool = False
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,9 @@ class Pipeline(Generic[M]):
             reranked=reranked,
             rerank_unavailable_reason=rerank_reason,
             counts=counts,
+        )
+        outcome.nothing_relevant = nothing_relevant(
+            (r.scores for r in outcome.results), outcome.dense_available
         )
         metrics.STAGE_SECONDS.labels("recall").observe(time.perf_counter() - start)
         return outcome

@@ -50,6 +50,7 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
         dense_available=outcome.dense_available,
         dense_unavailable_reason=outcome.dense_unavailable_reason,
         reranked=outcome.reranked,
+        nothing_relevant=outcome.nothing_relevant,
         rerank_unavailable_reason=outcome.rerank_unavailable_reason,
         counts=cpb.RecallCounts(
             lexical=outcome.counts.lexical,

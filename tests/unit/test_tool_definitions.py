@@ -128,10 +128,22 @@ def test_nested_objects_refuse_unknown_properties_too(name: str) -> None:
 
 def test_fields_agents_do_not_see_are_not_arguments() -> None:
     assert _problems("recall", {"query": "q", "skip_rerank": True}) != []
-    assert _problems("recall", {"query": "q", "include_history": True}) != []
     assert _problems("remember", {**REMEMBER, "occurred_at": "2026-01-01T00:00:00Z"}) != []
     assert _problems("supersede", {**GOOD["supersede"], "sources": [ID]}) != []
     assert _problems("remember", {**REMEMBER, "kind": "opinion"}) != []
+
+
+def test_recall_takes_include_history_into_the_request() -> None:
+    assert _problems("recall", {"query": "q", "include_history": True}) == []
+    req = BY_NAME["recall"].request_of({"query": "q", "include_history": True})
+    assert isinstance(req, pb.RecallRequest) and req.include_history
+    assert "include_history" in BY_NAME["recall"].description
+
+
+def test_recall_description_says_what_nothing_relevant_means() -> None:
+    tool = BY_NAME["recall"]
+    assert "nothing_relevant" in tool.description
+    assert tool.output_schema["properties"]["nothing_relevant"]["type"] == "boolean"
 
 
 def test_remember_arguments_round_trip_into_the_request() -> None:
@@ -278,4 +290,8 @@ def test_recall_answers_with_the_outcome_and_memories_flat() -> None:
     assert answer["dense_unavailable_reason"] == "embed service down"
     assert answer["results"][0]["id"] == ID
     assert answer["results"][0]["scores"]["fused_score"] == 0.016393
-    assert "history" not in answer
+    assert answer["history"][0]["text"] == "owner only"
+    assert answer["nothing_relevant"] is False
+    assert next(iter(answer)) == "nothing_relevant"
+    flagged = tool.answer(pb.RecallResponse(outcome=cpb.RecallOutcome(nothing_relevant=True)))
+    assert flagged["nothing_relevant"] is True

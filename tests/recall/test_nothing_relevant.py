@@ -1,0 +1,69 @@
+"""``nothing_relevant`` (design §5.8): judged from the returned rows only, a
+signal beside the results, never instead of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.rank.fusion import Scores
+from services.rank.relevance import RELEVANT_COSINE, nothing_relevant
+from tests.recall.test_pipeline import FakeEmbed, FakeStore, c, ids, pipeline, request
+
+NEAR = RELEVANT_COSINE + 0.05
+FAR = RELEVANT_COSINE - 0.15
+
+
+def test_a_close_dense_row_is_relevant_and_only_far_rows_are_flagged() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1, 2.0)], dense_rows=[c("b", 1, NEAR), c("a", 2, FAR)])
+    assert not pipeline(store).recall(request("hybrid")).nothing_relevant
+    store.dense_rows = [c("b", 1, FAR), c("a", 2, FAR - 0.01)]
+    outcome = pipeline(store).recall(request("hybrid"))
+    # Flagged, yet every row still comes back in the fused order.
+    assert outcome.nothing_relevant
+    assert ids(outcome) == ["a", "b"]
+
+
+def test_the_threshold_is_inclusive() -> None:
+    at = Scores(dense_rank=1, dense_cosine=RELEVANT_COSINE)
+    below = Scores(dense_rank=1, dense_cosine=RELEVANT_COSINE - 1e-6)
+    assert not nothing_relevant([at], dense_available=True)
+    assert nothing_relevant([below], dense_available=True)
+    # A cosine on a row the dense arm did not return is no evidence.
+    assert nothing_relevant([Scores(lexical_rank=1, dense_cosine=0.9)], dense_available=True)
+
+
+def test_a_row_the_walk_refused_does_not_count() -> None:
+    store = FakeStore(
+        lexical_rows=[c("a", 1)],
+        dense_rows=[c("hidden", 1, 0.95), c("a", 2, FAR)],
+        refused={"hidden"},
+    )
+    outcome = pipeline(store).recall(request("hybrid"))
+    assert ids(outcome) == ["a"]
+    assert outcome.nothing_relevant
+
+
+def test_only_the_returned_rows_are_judged() -> None:
+    store = FakeStore(
+        lexical_rows=[c("a", 1), c("b", 2)], dense_rows=[c("c", 1, FAR), c("d", 2, NEAR)]
+    )
+    # Fused order: a and c (rank 1 each), then b and d; the near row is fourth.
+    assert pipeline(store).recall(request("hybrid", limit=2)).nothing_relevant
+    assert not pipeline(store).recall(request("hybrid", limit=4)).nothing_relevant
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+def test_without_the_dense_arm_only_an_empty_answer_is_flagged(mode: str) -> None:
+    from services.rank.ports import Degraded
+
+    store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("b", 1, 0.9)])
+    embed = FakeEmbed(embed_error=Degraded("unavailable", "down"))
+    outcome = pipeline(store, embed).recall(request(mode))
+    assert not outcome.dense_available and ids(outcome) == ["a"]
+    assert not outcome.nothing_relevant
+    store.lexical_rows = []
+    assert pipeline(store, embed).recall(request(mode)).nothing_relevant
+
+
+def test_an_empty_answer_is_flagged() -> None:
+    assert pipeline(FakeStore()).recall(request("hybrid")).nothing_relevant
