@@ -487,7 +487,5 @@ TOOLS: tuple[Tool, ...] = (
         destructive=False,
     ),
 )
-# An owner's view, defined with Tool in a module of its own (it imports this one).
-from recallatron.owner_tools import OWNER_TOOLS  # noqa: E402
 
 BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS}
