@@ -190,11 +190,15 @@ class Stack:
         env.update(self.config.env)
         env.update(
             {
-                "RECALLATRON_ADMIN_TOKEN": self.admin_token,
                 "RECALLATRON_STATE_DIR": str(self.state_dir),
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        # The operator token only where it is checked: the gateway.
+        if name == "gateway":
+            env["RECALLATRON_ADMIN_TOKEN"] = self.admin_token
+        else:
+            env.pop("RECALLATRON_ADMIN_TOKEN", None)
         if not {"RECALLATRON_INTERNAL_KEY", "RECALLATRON_INTERNAL_KEY_FILE"} & set(self.config.env):
             env.pop("RECALLATRON_INTERNAL_KEY", None)
             env["RECALLATRON_INTERNAL_KEY_FILE"] = str(self.internal_key_file)

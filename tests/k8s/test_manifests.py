@@ -735,3 +735,17 @@ def test_each_command_exists_in_the_package(command):
         main = REPO / "recallatron_cli" / "main.py"
         assert main.exists(), "the recallatron command has no main module"
         assert f'"{command[1]}"' in main.read_text(), f"no `recallatron {command[1]}` subcommand"
+
+
+def test_only_the_gateway_holds_the_operator_token(overlay):
+    """Least privilege: the operator token is checked by the gateway alone;
+    no other process (store, rank, embed, the embedding job, migrations) is
+    given it, nor any Secret that holds it."""
+    name, objs = overlay
+    holders = set()
+    for w, _, c in recallatron_containers(objs):
+        env = container_env(objs, c)
+        secrets = {secret for _, secret, _, _ in env.secret_refs}
+        if "RECALLATRON_ADMIN_TOKEN" in env.values or "recallatron-admin" in secrets:
+            holders.add(component_of(w))
+    assert holders == {"gateway"}, f"{name}: {sorted(holders)}"
