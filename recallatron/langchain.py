@@ -1,0 +1,67 @@
+"""A LangChain retriever over recall (``pip install 'recallatron[langchain]'``):
+
+    from recallatron.langchain import RecallatronRetriever
+    retriever = RecallatronRetriever(token=..., purpose="assist", k=5)
+    docs = retriever.invoke("who runs the on-call rota?")
+
+Each Document is one recalled memory: its title and body as page_content, its
+provenance and scores as metadata, with what the recall said as a whole
+(nothing_relevant, dense_available, reranked, mode); see recallatron/retrieval.py.
+``invoke(query, k=3)`` asks for another number of results for one call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field, PrivateAttr
+
+from recallatron.client import Client
+from recallatron.retrieval import RecallSettings
+from recallatron.vocabulary import DEFAULT_PURPOSE, DEFAULT_RECALL_LIMIT
+
+
+class RecallatronRetriever(BaseRetriever):
+    """Recall as one member, for one purpose. Give ``client`` (a
+    recallatron.client.Client), or ``gateway`` and ``token`` (default:
+    RECALLATRON_GATEWAY and RECALLATRON_TOKEN or RECALLATRON_TOKEN_FILE)."""
+
+    client: Client | None = None
+    gateway: str = ""
+    token: str = Field(default="", repr=False)
+    purpose: str = DEFAULT_PURPOSE
+    k: int = DEFAULT_RECALL_LIMIT
+    mode: str | None = None
+    kinds: Sequence[str] = ()
+    _settings: RecallSettings | None = PrivateAttr(default=None)
+
+    def _recall(self) -> RecallSettings:
+        if self._settings is None:
+            self._settings = RecallSettings(
+                client=self.client,
+                gateway=self.gateway,
+                token=self.token,
+                purpose=self.purpose,
+                k=self.k,
+                mode=self.mode,
+                kinds=self.kinds,
+            )
+        return self._settings
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return [
+            Document(
+                id=hit.id, page_content=hit.text, metadata={**hit.metadata, "score": hit.score}
+            )
+            for hit in self._recall().recall(query, k)
+        ]

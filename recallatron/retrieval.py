@@ -1,0 +1,110 @@
+"""Recall as the agent frameworks' retrievers return it: one hit per recalled
+memory, its text (title, then body) and its provenance as metadata, shared by
+the LangChain retriever (recallatron/langchain.py) and the LlamaIndex one
+(recallatron/llamaindex.py). The metadata is the recall tool's answer for the
+memory (recallatron/tools.py: the same JSON the MCP server gives agents), so a
+framework user reads the same fields an agent does: id, created_at, created_by,
+origin, confidence, revision, supersession, links, mentions, audience,
+purposes, kind, scores. Beside them, what the recall as a whole said:
+nothing_relevant, dense_available, reranked, mode and the query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from recallatron.client import Client
+from recallatron.client_connection import default_gateway
+from recallatron.secretfiles import token_from
+from recallatron.tools import BY_NAME
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.vocabulary import DEFAULT_PURPOSE, DEFAULT_RECALL_LIMIT
+
+# What the recall as a whole said, copied into every hit's metadata.
+OUTCOME_KEYS = ("nothing_relevant", "dense_available", "reranked", "mode")
+# The keys a language model should read beside the text: when, by whom, how
+# sure, where it came from and whether something replaced it. The scores and
+# the outcome flags are for the program, not the model.
+PROVENANCE_KEYS = (
+    "id",
+    "created_at",
+    "created_by",
+    "origin",
+    "confidence",
+    "revision",
+    "superseded_by_id",
+    "links",
+    "audience",
+    "purposes",
+    "kind",
+)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One recalled memory: ``text`` is its title and body, ``score`` the
+    cross-encoder's when it ran (``reranked``), else the fused RRF score."""
+
+    id: str
+    text: str
+    score: float
+    metadata: dict[str, Any]
+
+
+def hits(response: pb.RecallResponse, query: str = "") -> list[Hit]:
+    """The hits of one recall, in its order."""
+    answer = BY_NAME["recall"].answer(response)
+    outcome = {key: answer.get(key) for key in OUTCOME_KEYS}
+    found = []
+    for result in answer.get("results", []):
+        memory = dict(result)
+        title = str(memory.pop("title", ""))
+        body = str(memory.pop("body", ""))
+        scores = memory.get("scores") or {}
+        score = scores.get("rerank_score") if outcome["reranked"] else scores.get("fused_score")
+        found.append(
+            Hit(
+                id=str(memory["id"]),
+                text=f"{title}\n\n{body}" if body else title,
+                score=float(score or 0.0),
+                metadata={**memory, "title": title, **outcome, "query": query},
+            )
+        )
+    return found
+
+
+@dataclass
+class RecallSettings:
+    """What a retriever asks with: the member's client (or the gateway and
+    token to make one: RECALLATRON_GATEWAY and RECALLATRON_TOKEN or
+    RECALLATRON_TOKEN_FILE by default), the purpose, how many, the mode and
+    the kinds."""
+
+    client: Client | None = None
+    gateway: str = ""
+    token: str = ""
+    purpose: str = DEFAULT_PURPOSE
+    k: int = DEFAULT_RECALL_LIMIT
+    mode: str | None = None
+    kinds: Sequence[str] = ()
+
+    def connect(self) -> Client:
+        if self.client is None:
+            token = self.token or token_from()
+            if not token:
+                raise ValueError(
+                    "no member token: pass client= or token=, or set RECALLATRON_TOKEN"
+                )
+            self.client = Client(self.gateway or default_gateway(), token)
+        return self.client
+
+    def recall(self, query: str, k: int | None = None) -> list[Hit]:
+        response = self.connect().recall(
+            query,
+            mode=self.mode,
+            limit=k or self.k,
+            purpose=self.purpose,
+            kinds=self.kinds,
+        )
+        return hits(response, query)
