@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     from recallatron_cli import surfaces
 
     surfaces.add_parser(sub)
+
+    from recallatron_cli import archive
+
+    archive.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,135 @@
+"""`recallatron export` and `recallatron import`: a workspace to a portable,
+versioned archive and back as a new workspace (docs/export.md). Operator
+commands: they run beside the store with its settings and work on the
+databases directly, finding the local stack's server as the others do.
+
+    recallatron export --workspace W --out DIR [--vectors] [--json]
+    recallatron import DIR --as SLUG [--server NAME] [--members FILE] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from recallatron.progress import Progress
+from recallatron_cli import operator
+
+
+def add_parser(sub: Any) -> None:
+    ex = sub.add_parser(
+        "export",
+        help="write a workspace's portable, versioned archive to a directory (docs/export.md)",
+    )
+    ex.add_argument("--workspace", required=True, help="slug or id")
+    ex.add_argument("--out", required=True, help="a new or empty directory")
+    ex.add_argument(
+        "--vectors",
+        action="store_true",
+        help="include the embeddings with their model stamp (else the copy embeds again)",
+    )
+    ex.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    ex.set_defaults(func=cmd_export)
+    im = sub.add_parser(
+        "import", help="create a new workspace from an archive (docs/export.md); prints its id"
+    )
+    im.add_argument("archive", help="the directory `recallatron export` wrote")
+    im.add_argument("--as", dest="slug", required=True, help="the new workspace's slug")
+    im.add_argument("--server", default="", help="the configured Postgres server's name")
+    im.add_argument(
+        "--members",
+        help="JSON {members: [{source, handle?, role?}]}: the source members the copy has "
+        "(by handle or id); default: every one, as they were",
+    )
+    im.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    im.set_defaults(func=cmd_import)
+
+
+def _error(message: str, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"error": message}))
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+def _workspace_id(control: Any, given: str) -> str | None:
+    for ws in control.all_workspace_locations():
+        if given in (ws.id, ws.slug):
+            return str(ws.id)
+    return None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from recallatron import errors
+    from services.store.domain.archive_export import Exporter
+
+    operator.find_database()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with operator._store() as (dbs, control):
+        workspace_id = _workspace_id(control, args.workspace)
+        if workspace_id is None:
+            return _error(f"workspace: no workspace {args.workspace!r}", args.json)
+        with Progress("exporting", unit="rows") as bar:
+            try:
+                report = Exporter(dbs, control).export(
+                    workspace_id,
+                    Path(args.out),
+                    vectors=args.vectors,
+                    on_total=lambda n: bar.update(0, n),
+                    on_rows=bar.advance,
+                )
+            except errors.DomainError as exc:
+                bar.close(stopped=True)
+                return _error(exc.message, args.json)
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        counts = ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)
+        print(
+            f"exported {report.slug} to {report.directory} in {report.seconds:.1f} s: "
+            f"{counts or 'nothing'}"
+        )
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from recallatron import errors
+    from services.store.domain.archive_import import Importer
+
+    operator.find_database()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with operator._store() as (dbs, control), Progress("importing", unit="rows") as bar:
+        try:
+            report = Importer(dbs, control).import_archive(
+                Path(args.archive),
+                args.slug,
+                server=args.server,
+                members_file=Path(args.members) if args.members else None,
+                on_total=lambda n: bar.update(0, n),
+                on_rows=bar.advance,
+            )
+        except errors.DomainError as exc:
+            bar.close(stopped=True)
+            return _error(exc.message, args.json)
+    if args.json:
+        print(json.dumps(report.to_json()))
+        return 0
+    print(report.workspace_id)
+    for m in report.members:
+        print(f"member {m['handle']} ({m['role']}): {m['id']}", file=sys.stderr)
+    left = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in report.left_out.items() if n)
+    print(
+        f"imported as {report.slug} on {report.server} in {report.seconds:.1f} s"
+        + (f"; not imported (no member of the copy may see them): {left}" if left else "")
+        + (
+            f"; {report.queued_for_embedding} memories queued for embedding"
+            if report.queued_for_embedding
+            else ""
+        ),
+        file=sys.stderr,
+    )
+    return 0

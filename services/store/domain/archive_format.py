@@ -1,0 +1,422 @@
+"""The workspace archive's format (docs/export.md): a directory of JSON Lines
+files, one per kind of record, and a manifest naming the format's version,
+the files, their record counts and SHA-256 digests. Every record is checked
+against the JSON Schema below before anything is written, and a bad one is
+named by file, line and field.
+
+    python -m services.store.domain.archive_format   # prints the schema
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from recallatron import errors
+from recallatron.vocabulary import KINDS, PURPOSES
+
+FORMAT_NAME = "recallatron-workspace-archive"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+WORKSPACE = "workspace.json"
+
+# The record files, in the order an import writes them (each after what it refers to).
+RECORD_FILES = (
+    "episodes",
+    "entities",
+    "memories",
+    "revisions",
+    "links",
+    "mentions",
+    "aliases",
+    "attribute_claims",
+    "relation_claims",
+    "merges",
+    "pairs_apart",
+    "dismissed_pairs",
+    "history",
+    "vectors",
+)
+
+_UUID = {
+    "type": "string",
+    "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+}
+_UUID_OR_NULL = {"anyOf": [_UUID, {"type": "null"}]}
+# ISO 8601 with a date, a time and an offset (as Postgres writes timestamptz in JSON).
+_TIME = {
+    "type": "string",
+    "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}(:\d{2})?|Z)$",
+}
+_TIME_OR_NULL = {"anyOf": [_TIME, {"type": "null"}]}
+_PURPOSES = {
+    "type": "array",
+    "items": {"enum": list(PURPOSES)},
+    "minItems": 1,
+    "uniqueItems": True,
+}
+_CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def _record(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [k for k in properties if k not in optional],
+        "additionalProperties": False,
+    }
+
+
+_CLAIM_TIMES = {
+    "valid_from": _TIME_OR_NULL,
+    "valid_until": _TIME_OR_NULL,
+    "confidence": _CONFIDENCE,
+    "stated_at": _TIME,
+    "retired_at": _TIME_OR_NULL,
+}
+
+RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
+    "memories": _record(
+        {
+            "id": _UUID,
+            "kind": {"enum": list(KINDS)},
+            "title": {"type": "string"},
+            "body": {"type": "string"},
+            "confidence": _CONFIDENCE,
+            "origin": {"enum": ["told", "derived", "migrated"]},
+            "revision": {"type": "integer", "minimum": 1},
+            "superseded_by": _UUID_OR_NULL,
+            "forgotten_at": _TIME_OR_NULL,
+            "forgotten_by": _UUID_OR_NULL,
+            "audience_member": _UUID_OR_NULL,
+            "purposes": _PURPOSES,
+            "created_by": _UUID,
+            "created_at": _TIME,
+            "updated_at": _TIME,
+            "episode_id": _UUID_OR_NULL,
+        }
+    ),
+    "revisions": _record(
+        {
+            "memory_id": _UUID,
+            "revision": {"type": "integer", "minimum": 1},
+            "action": {"enum": ["create", "correct", "supersede", "forget"]},
+            "changed_by": _UUID,
+            "reason": {"type": "string"},
+            "changed_at": _TIME,
+        }
+    ),
+    "links": _record(
+        {"memory_id": _UUID, "kind": {"enum": ["derived_from", "about"]}, "target_id": _UUID}
+    ),
+    "entities": _record(
+        {
+            "id": _UUID,
+            "name": {"type": "string", "minLength": 1},
+            "type": {"type": ["string", "null"]},
+            "created_at": _TIME,
+        }
+    ),
+    "mentions": _record({"memory_id": _UUID, "entity_id": _UUID}),
+    "aliases": _record(
+        {
+            "id": _UUID,
+            "memory_id": _UUID,
+            "entity_id": _UUID,
+            "alias": {"type": "string", "minLength": 1},
+            "stated_at": _TIME,
+            "retired_at": _TIME_OR_NULL,
+        }
+    ),
+    "attribute_claims": _record(
+        {
+            "id": _UUID,
+            "memory_id": _UUID,
+            "entity_id": _UUID,
+            "attribute": {"type": "string", "minLength": 1},
+            "value": {"type": "string"},
+            **_CLAIM_TIMES,
+        }
+    ),
+    "relation_claims": _record(
+        {
+            "id": _UUID,
+            "memory_id": _UUID,
+            "subject_id": _UUID,
+            "predicate": {"type": "string", "minLength": 1},
+            "object_id": _UUID,
+            **_CLAIM_TIMES,
+        }
+    ),
+    "episodes": _record(
+        {
+            "id": _UUID,
+            "title": {"type": "string"},
+            "started_at": _TIME,
+            "ended_at": _TIME,
+            "audience_member": _UUID_OR_NULL,
+            "purposes": _PURPOSES,
+            "speaker_member": _UUID_OR_NULL,
+            "created_by": _UUID,
+            "created_at": _TIME,
+            "participants": {
+                "type": "array",
+                "items": {
+                    "oneOf": [
+                        _record({"member_id": _UUID, "entity_id": {"type": "null"}}),
+                        _record({"member_id": {"type": "null"}, "entity_id": _UUID}),
+                    ]
+                },
+            },
+        }
+    ),
+    "merges": _record(
+        {
+            "id": _UUID,
+            "kept_id": _UUID,
+            "merged_id": _UUID,
+            "decided_by": _UUID,
+            "decided_at": _TIME,
+            "undone_by": _UUID_OR_NULL,
+            "undone_at": _TIME_OR_NULL,
+        }
+    ),
+    "pairs_apart": _record(
+        {"first_id": _UUID, "second_id": _UUID, "decided_by": _UUID, "decided_at": _TIME}
+    ),
+    "dismissed_pairs": _record(
+        {"first_id": _UUID, "second_id": _UUID, "dismissed_by": _UUID, "dismissed_at": _TIME}
+    ),
+    "history": _record(
+        {
+            "id": _UUID,
+            "owner_member": _UUID,
+            "chat_id": {"type": "string"},
+            "role": {"type": "string"},
+            "text": {"type": "string"},
+            "occurred_at": _TIME,
+        }
+    ),
+    "vectors": _record(
+        {
+            "memory_id": _UUID,
+            "model_id": {"type": "string", "minLength": 1},
+            "input_version": {"type": "string", "minLength": 1},
+            "created_at": _TIME,
+            # 384 big-endian float32s, base64: 1,536 bytes, 2,048 characters.
+            "vector": {"type": "string", "pattern": "^[A-Za-z0-9+/]{2048}$"},
+        }
+    ),
+}
+
+MANIFEST_SCHEMA: dict[str, Any] = _record(
+    {
+        "format": {"const": FORMAT_NAME},
+        "format_version": {"type": "integer", "minimum": 1},
+        "exported_at": _TIME,
+        "source": _record(
+            {
+                "workspace_id": _UUID,
+                "slug": {"type": "string"},
+                "schema_level": {"type": "string"},
+            }
+        ),
+        "vectors_included": {"type": "boolean"},
+        "files": {
+            "type": "object",
+            "propertyNames": {"enum": [*RECORD_FILES, WORKSPACE]},
+            "additionalProperties": _record(
+                {
+                    "name": {"type": "string"},
+                    "records": {"type": "integer", "minimum": 0},
+                    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                }
+            ),
+        },
+    }
+)
+
+WORKSPACE_SCHEMA: dict[str, Any] = _record(
+    {
+        "settings": {"type": "object"},
+        "members": {
+            "type": "array",
+            "items": _record(
+                {
+                    "id": _UUID,
+                    "handle": {"type": "string", "minLength": 1},
+                    "role": {"enum": ["owner", "member"]},
+                }
+            ),
+        },
+    }
+)
+
+MEMBERS_FILE_SCHEMA: dict[str, Any] = _record(
+    {
+        "members": {
+            "type": "array",
+            "items": _record(
+                {
+                    "source": {"type": "string", "minLength": 1},
+                    "handle": {"type": "string", "minLength": 1},
+                    "role": {"enum": ["owner", "member"]},
+                },
+                optional=("handle", "role"),
+            ),
+        }
+    }
+)
+
+
+def schema() -> dict[str, Any]:
+    """The whole format as one JSON Schema document (docs/export.md)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"{FORMAT_NAME} version {FORMAT_VERSION}",
+        "$defs": {
+            "manifest": MANIFEST_SCHEMA,
+            "workspace": WORKSPACE_SCHEMA,
+            "members_file": MEMBERS_FILE_SCHEMA,
+            **{name: RECORD_SCHEMAS[name] for name in RECORD_FILES},
+        },
+    }
+
+
+_VALIDATORS = {
+    name: Draft202012Validator(s)
+    for name, s in {
+        **RECORD_SCHEMAS,
+        "manifest": MANIFEST_SCHEMA,
+        "workspace": WORKSPACE_SCHEMA,
+        "members_file": MEMBERS_FILE_SCHEMA,
+    }.items()
+}
+
+
+def _where(error: ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return path.lstrip(".")
+
+
+def check(kind: str, value: Any, place: str) -> None:
+    """InvalidArgument naming ``place`` and the field when ``value`` is not a
+    valid record of ``kind``."""
+    error = next(iter(_VALIDATORS[kind].iter_errors(value)), None)
+    if error is None:
+        return
+    field = _where(error)
+    if error.validator == "required" or error.validator == "additionalProperties":
+        field = field or "record"
+    raise errors.InvalidArgument(f"{place}: {field}" if field else place, _message(error))
+
+
+def _message(error: ValidationError) -> str:
+    text = error.message
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def file_name(kind: str) -> str:
+    return f"{kind}.jsonl"
+
+
+@dataclass
+class FileDigest:
+    name: str
+    records: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "records": self.records, "sha256": self.sha256}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The manifest, its version checked before anything else: an archive of
+    a newer format is refused, saying so, before its records are read."""
+    path = directory / MANIFEST
+    if not directory.is_dir():
+        raise errors.InvalidArgument("archive", f"{directory} is not a directory")
+    if not path.is_file():
+        raise errors.InvalidArgument(
+            "archive", f"{directory} holds no {MANIFEST}: not an archive, or an unfinished export"
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.InvalidArgument(MANIFEST, f"is not JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise errors.InvalidArgument(MANIFEST, "must be a JSON object")
+    if manifest.get("format") != FORMAT_NAME:
+        raise errors.InvalidArgument(
+            f"{MANIFEST}: format", f"must be {FORMAT_NAME!r}: not a Recallatron workspace archive"
+        )
+    version = manifest.get("format_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        raise errors.FailedPrecondition(
+            f"format_version: the archive is format version {version}, newer than this "
+            f"release reads (up to {FORMAT_VERSION}); import it with a newer recallatron",
+            "format_version",
+        )
+    check("manifest", manifest, MANIFEST)
+    return manifest
+
+
+def records(
+    directory: Path, kind: str, manifest: dict[str, Any]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The records of one file, each checked, with where it is ("memories.jsonl
+    line 12"); the file's digest and count checked against the manifest first."""
+    listed = manifest["files"].get(kind)
+    if listed is None:
+        return
+    name = file_name(kind)
+    path = directory / name
+    if not path.is_file():
+        raise errors.InvalidArgument(f"{name}", "is listed in the manifest but missing")
+    if sha256_of(path) != listed["sha256"]:
+        raise errors.InvalidArgument(
+            name, "does not match the manifest's digest: the archive was changed or is incomplete"
+        )
+    count = 0
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            place = f"{name} line {number}"
+            try:
+                value = json.loads(line)
+            except ValueError as exc:
+                raise errors.InvalidArgument(place, f"is not JSON: {exc}") from None
+            check(kind, value, place)
+            count += 1
+            yield place, value
+    if count != listed["records"]:
+        raise errors.InvalidArgument(
+            name, f"holds {count} records, the manifest says {listed['records']}"
+        )
+
+
+def main() -> int:
+    json.dump(schema(), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

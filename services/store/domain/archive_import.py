@@ -1,0 +1,413 @@
+"""Importing an archive as a new workspace (docs/export.md).
+
+The archive is read and checked whole before anything is made (format
+version, schema, digests, references, the members file). Then the
+workspace is created through the control plane, its members are created,
+and the rows go into its new database in one transaction, with their ids
+as they were: memory, entity, claim and episode ids are the same in the
+copy; member ids are the new members'. The derived state (lexical
+statistics, provenance, the embedding queue) is computed as the migrations
+compute it for existing rows. An import that fails after the workspace was
+made removes it again, database and control-plane rows."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from recallatron import errors
+from recallatron.embed_input import EMBED_INPUT_VERSION
+from services.store.domain import archive_plan as plan
+from services.store.domain.control import SLUG_RE, ControlPlane
+from services.store.domain.graph_rules import name_key
+from services.store.infrastructure.db import Databases
+from services.store.sql import archive_queries as q
+
+Progress = Callable[[int], None]
+# Provenance folds until nothing changes; a derivation chain this deep is absurd.
+MAX_FOLD_ROUNDS = 100
+
+
+@dataclass
+class ImportReport:
+    workspace_id: str
+    slug: str
+    server: str
+    members: list[dict[str, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)
+    queued_for_embedding: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace_id": self.workspace_id,
+            "slug": self.slug,
+            "server": self.server,
+            "members": self.members,
+            "counts": self.counts,
+            "left_out": self.left_out,
+            "queued_for_embedding": self.queued_for_embedding,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class Importer:
+    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
+        self.dbs = dbs
+        self.control = control
+
+    def check_target(self, slug: str, server: str) -> str:
+        """The slug free and well formed, the server known: before the
+        archive is read. Returns the server the workspace will be on."""
+        if not SLUG_RE.match(slug or ""):
+            raise errors.InvalidArgument(
+                "as", "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
+            )
+        if any(w.slug == slug for w in self.control.all_workspace_locations()):
+            raise errors.AlreadyExists(f"as: a workspace named {slug!r} exists")
+        return self.control.choose_server(server)
+
+    def import_archive(
+        self,
+        directory: Path,
+        slug: str,
+        server: str = "",
+        members_file: Path | None = None,
+        on_total: Callable[[int], None] = lambda _n: None,
+        on_rows: Progress = lambda _n: None,
+    ) -> ImportReport:
+        began = time.monotonic()
+        server = self.check_target(slug, server)
+        wanted = plan.read_members_file(members_file) if members_file else None
+        archive = plan.read_archive(directory)
+        members = plan.plan_members(archive.members, wanted)
+        selection = plan.select(archive, {m.source_id for m in members})
+        on_total(sum(len(v) for v in selection.records.values()))
+        ws = self.control.create_workspace(slug, server)
+        report = ImportReport(ws.id, ws.slug, ws.server)
+        try:
+            self.control.update_settings(ws.id, archive.settings.to_json())
+            mapping: dict[str, str] = {}
+            for m in members:
+                made = self.control.create_member(ws.id, m.handle, m.role)
+                mapping[m.source_id] = made.id
+                report.members.append(
+                    {"source_id": m.source_id, "id": made.id, "handle": m.handle, "role": m.role}
+                )
+            url = self.dbs.database_url(ws.server, ws.database_name)
+            with psycopg.connect(url) as conn:
+                report.queued_for_embedding = _write(conn, selection, mapping, on_rows)
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(q.ANALYZE)
+        except BaseException:
+            self._undo(ws.id, ws.server, ws.database_name)
+            raise
+        if report.queued_for_embedding:
+            self.control.mark_work(ws.id)
+        report.counts = {k: len(v) for k, v in selection.records.items()}
+        report.left_out = selection.left_out
+        report.seconds = time.monotonic() - began
+        return report
+
+    def _undo(self, workspace_id: str, server: str, database: str) -> None:
+        """The workspace made for a failed import goes again, whole."""
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.DELETE_MEMBERS, (workspace_id,))
+            conn.execute(q.DELETE_WORKSPACE, (workspace_id,))
+        self.control.forget_workspace(workspace_id)
+        self.dbs.forget_pools(server, database)
+        with psycopg.connect(self.dbs.database_url(server, "postgres"), autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
+            )
+
+
+def _write(
+    conn: psycopg.Connection,
+    selection: plan.Selection,
+    mapping: dict[str, str],
+    on_rows: Progress,
+) -> int:
+    """Every row in one transaction; returns how many memories wait for a vector."""
+    rows = selection.records
+    now = datetime.now(UTC).isoformat()
+
+    def member(value: str | None) -> str | None:
+        # A member the copy does not have keeps the source's id: attribution
+        # to a former member, who can sign in nowhere in the copy.
+        return None if value is None else mapping.get(value, value)
+
+    row = conn.execute(q.EMPTY).fetchone()
+    if row is None or not row[0]:
+        raise errors.FailedPrecondition("the new workspace's database is not empty")
+    for statement in q.TRIGGERS_OFF:
+        conn.execute(statement)
+    _copy(
+        conn,
+        q.COPY_EPISODES,
+        on_rows,
+        (
+            (
+                e["id"],
+                e["title"],
+                e["started_at"],
+                e["ended_at"],
+                member(e["audience_member"]),
+                e["purposes"],
+                member(e["speaker_member"]),
+                member(e["created_by"]),
+                e["created_at"],
+            )
+            for e in rows["episodes"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_ENTITIES,
+        on_rows,
+        (
+            (e["id"], e["name"], e["type"], name_key(e["name"]), e["created_at"])
+            for e in rows["entities"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_PARTICIPANTS,
+        lambda _n: None,
+        (
+            (e["id"], member(p["member_id"]), p["entity_id"])
+            for e in rows["episodes"]
+            for p in e["participants"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_MEMORIES,
+        on_rows,
+        (
+            (
+                m["id"],
+                m["kind"],
+                m["title"],
+                m["body"],
+                m["confidence"],
+                m["origin"],
+                m["revision"],
+                m["superseded_by"],
+                now if m["id"] in selection.hidden else m["forgotten_at"],
+                plan.NOT_MAPPED_REASON
+                if m["id"] in selection.hidden
+                else ("" if m["forgotten_at"] else None),
+                member(m["forgotten_by"]),
+                member(m["audience_member"]),
+                m["purposes"],
+                member(m["created_by"]),
+                m["created_at"],
+                m["updated_at"],
+                member(m["audience_member"]),
+                m["purposes"],
+                False,
+                m["episode_id"],
+            )
+            for m in rows["memories"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_REVISIONS,
+        on_rows,
+        (
+            (
+                r["memory_id"],
+                r["revision"],
+                r["action"],
+                member(r["changed_by"]),
+                r["reason"],
+                r["changed_at"],
+            )
+            for r in rows["revisions"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_LINKS,
+        on_rows,
+        ((r["memory_id"], r["kind"], r["target_id"]) for r in rows["links"]),
+    )
+    _copy(
+        conn, q.COPY_MENTIONS, on_rows, ((r["memory_id"], r["entity_id"]) for r in rows["mentions"])
+    )
+    _copy(
+        conn,
+        q.COPY_ALIASES,
+        on_rows,
+        (
+            (
+                r["id"],
+                r["memory_id"],
+                r["entity_id"],
+                r["alias"],
+                name_key(r["alias"]),
+                r["stated_at"],
+                r["retired_at"],
+            )
+            for r in rows["aliases"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_ATTRIBUTES,
+        on_rows,
+        (
+            (
+                r["id"],
+                r["memory_id"],
+                r["entity_id"],
+                r["attribute"],
+                r["value"],
+                r["valid_from"],
+                r["valid_until"],
+                r["confidence"],
+                r["stated_at"],
+                r["retired_at"],
+            )
+            for r in rows["attribute_claims"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_RELATIONS,
+        on_rows,
+        (
+            (
+                r["id"],
+                r["memory_id"],
+                r["subject_id"],
+                r["predicate"],
+                r["object_id"],
+                r["valid_from"],
+                r["valid_until"],
+                r["confidence"],
+                r["stated_at"],
+                r["retired_at"],
+            )
+            for r in rows["relation_claims"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_MERGES,
+        on_rows,
+        (
+            (
+                r["id"],
+                r["kept_id"],
+                r["merged_id"],
+                member(r["decided_by"]),
+                r["decided_at"],
+                member(r["undone_by"]),
+                r["undone_at"],
+            )
+            for r in rows["merges"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_PAIRS_APART,
+        on_rows,
+        (
+            (r["first_id"], r["second_id"], member(r["decided_by"]), r["decided_at"])
+            for r in rows["pairs_apart"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_DISMISSED_PAIRS,
+        on_rows,
+        (
+            (r["first_id"], r["second_id"], member(r["dismissed_by"]), r["dismissed_at"])
+            for r in rows["dismissed_pairs"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_HISTORY,
+        on_rows,
+        (
+            (
+                h["id"],
+                member(h["owner_member"]),
+                h["chat_id"],
+                h["role"],
+                h["text"],
+                h["occurred_at"],
+            )
+            for h in rows["history"]
+        ),
+    )
+    _copy(
+        conn,
+        q.COPY_VECTORS,
+        on_rows,
+        (
+            (
+                v["memory_id"],
+                v["model_id"],
+                v["input_version"],
+                v["created_at"],
+                vector_text(v["vector"]),
+            )
+            for v in rows["vectors"]
+        ),
+    )
+    conn.execute(q.FILL_TERM_STATS)
+    conn.execute(q.FILL_CORPUS_STATS)
+    _fold_provenance(conn)
+    queued = conn.execute(q.ENQUEUE_UNEMBEDDED, (EMBED_INPUT_VERSION,)).rowcount
+    for statement in q.TRIGGERS_ON:
+        conn.execute(statement)
+    conn.commit()
+    return max(0, queued)
+
+
+def _copy(
+    conn: psycopg.Connection, statement: str, on_rows: Progress, rows: Iterable[Sequence[Any]]
+) -> None:
+    count = 0
+    with conn.cursor() as cur, cur.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(row)
+            count += 1
+            if count % 1000 == 0:
+                on_rows(1000)
+    on_rows(count % 1000)
+
+
+def _fold_provenance(conn: psycopg.Connection) -> None:
+    """Each memory's provenance folded over its links until nothing changes
+    (sources first, so one round usually settles it and one more proves it)."""
+    for _ in range(MAX_FOLD_ROUNDS):
+        before = conn.execute(q.PROVENANCE_DIGEST).fetchone()
+        conn.execute(q.FOLD_PROVENANCE)
+        conn.execute(q.MARK_FORGOTTEN_PROVENANCE)
+        after = conn.execute(q.PROVENANCE_DIGEST).fetchone()
+        if before == after:
+            return
+    raise errors.FailedPrecondition("links: the archive's links do not settle (a cycle?)")
+
+
+def vector_text(encoded: str) -> str:
+    """pgvector's text form of a vector the archive holds as base64
+    big-endian float32s (exactly: every float32 prints back to itself)."""
+    floats = np.frombuffer(base64.b64decode(encoded), dtype=">f4").astype(np.float64)
+    return "[" + ",".join(map(repr, floats.tolist())) + "]"

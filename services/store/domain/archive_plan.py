@@ -1,0 +1,272 @@
+"""What an import brings over (docs/export.md, "What the copy holds"): the
+archive read and checked record by record, its references checked, the
+source's members mapped onto the members the import creates, and what no
+member of the copy may see left out.
+
+A memory whose audience is a member the copy does not have (left out of the
+members file, or gone from the source before the export) becomes a tombstone
+in the copy: its id stays so that links keep their target, its text, graph
+claims, mentions and vector do not come. Episodes and history of such a
+member do not come either, nor an entity that only those memories named."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recallatron import errors
+from services.store.domain import archive_format as fmt
+from services.store.domain.control import HANDLE_RE, WorkspaceSettings, validate_settings
+
+NOT_MAPPED_REASON = "not imported: its audience member is not a member of the copy"
+
+Record = dict[str, Any]
+# A record and where it came from ("memories.jsonl line 12").
+Placed = tuple[str, Record]
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    source_id: str
+    handle: str
+    role: str
+
+
+@dataclass
+class Archive:
+    directory: Path
+    manifest: dict[str, Any]
+    settings: WorkspaceSettings
+    members: list[Record]
+    records: dict[str, list[Placed]] = field(default_factory=dict)
+
+    def count(self, kind: str) -> int:
+        return len(self.records.get(kind, []))
+
+
+def read_archive(directory: Path) -> Archive:
+    """Every file read and checked (schema, digests, counts); nothing written."""
+    manifest = fmt.read_manifest(directory)
+    workspace = _read_workspace(directory, manifest)
+    settings = WorkspaceSettings.from_json(workspace["settings"])
+    try:
+        validate_settings(settings)
+    except errors.InvalidArgument as exc:
+        raise errors.InvalidArgument(f"{fmt.WORKSPACE}: {exc.field}", exc.description) from None
+    archive = Archive(directory, manifest, settings, workspace["members"])
+    for kind in fmt.RECORD_FILES:
+        placed: list[Placed] = []
+        for place, record in fmt.records(directory, kind, manifest):
+            placed.append((place, record))
+        archive.records[kind] = placed
+    _check_references(archive)
+    return archive
+
+
+def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
+    listed = manifest["files"].get(fmt.WORKSPACE)
+    path = directory / fmt.WORKSPACE
+    if listed is None or not path.is_file():
+        raise errors.InvalidArgument(fmt.WORKSPACE, "is missing from the archive")
+    if fmt.sha256_of(path) != listed["sha256"]:
+        raise errors.InvalidArgument(fmt.WORKSPACE, "does not match the manifest's digest")
+    try:
+        workspace = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.InvalidArgument(fmt.WORKSPACE, f"is not JSON: {exc}") from None
+    fmt.check("workspace", workspace, fmt.WORKSPACE)
+    ids = [m["id"] for m in workspace["members"]]
+    if len(set(ids)) != len(ids):
+        raise errors.InvalidArgument(f"{fmt.WORKSPACE}: members", "name a member twice")
+    result: Record = workspace
+    return result
+
+
+def _check_references(archive: Archive) -> None:
+    """Every id a record refers to names a record of the archive."""
+    memories = _unique(archive, "memories", "id")
+    entities = _unique(archive, "entities", "id")
+    episodes = _unique(archive, "episodes", "id")
+    _unique(archive, "aliases", "id")
+    _unique(archive, "attribute_claims", "id")
+    _unique(archive, "relation_claims", "id")
+    refs = {
+        "memories": (("superseded_by", memories, True), ("episode_id", episodes, True)),
+        "revisions": (("memory_id", memories, False),),
+        "links": (("memory_id", memories, False), ("target_id", memories, False)),
+        "mentions": (("memory_id", memories, False), ("entity_id", entities, False)),
+        "aliases": (("memory_id", memories, False), ("entity_id", entities, False)),
+        "attribute_claims": (("memory_id", memories, False), ("entity_id", entities, False)),
+        "relation_claims": (
+            ("memory_id", memories, False),
+            ("subject_id", entities, False),
+            ("object_id", entities, False),
+        ),
+        "merges": (("kept_id", entities, False), ("merged_id", entities, False)),
+        "pairs_apart": (("first_id", entities, False), ("second_id", entities, False)),
+        "dismissed_pairs": (("first_id", memories, False), ("second_id", memories, False)),
+        "vectors": (("memory_id", memories, False),),
+    }
+    names = {id(memories): "memory", id(entities): "entity", id(episodes): "episode"}
+    for kind, checks in refs.items():
+        for place, record in archive.records.get(kind, []):
+            for key, known, nullable in checks:
+                value = record[key]
+                if value is None and nullable:
+                    continue
+                if value not in known:
+                    raise errors.InvalidArgument(
+                        f"{place}: {key}", f"names no {names[id(known)]} of the archive"
+                    )
+    for place, record in archive.records.get("episodes", []):
+        for i, p in enumerate(record["participants"]):
+            if p["entity_id"] is not None and p["entity_id"] not in entities:
+                raise errors.InvalidArgument(
+                    f"{place}: participants[{i}].entity_id", "names no entity of the archive"
+                )
+
+
+def _unique(archive: Archive, kind: str, key: str) -> set[str]:
+    seen: set[str] = set()
+    for place, record in archive.records.get(kind, []):
+        if record[key] in seen:
+            raise errors.InvalidArgument(f"{place}: {key}", "is not unique in the archive")
+        seen.add(record[key])
+    return seen
+
+
+# -- members -------------------------------------------------------------------
+
+
+def read_members_file(path: Path) -> Record:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise errors.InvalidArgument("members", f"cannot read {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.InvalidArgument("members", f"{path} is not JSON: {exc}") from None
+    fmt.check("members_file", value, "members file")
+    result: Record = value
+    return result
+
+
+def plan_members(archive_members: list[Record], members_file: Record | None) -> list[MemberPlan]:
+    """Who the copy's members are: every source member as they were, or
+    those the members file lists (by handle or id), with the handle and
+    role it gives. Two source members never become one member of the copy:
+    each would see the other's private memories."""
+    if members_file is None:
+        return [MemberPlan(m["id"], m["handle"], m["role"]) for m in archive_members]
+    by_key: dict[str, Record] = {}
+    for m in archive_members:
+        by_key[m["id"]] = m
+        by_key.setdefault(m["handle"], m)
+    plans: list[MemberPlan] = []
+    sources: set[str] = set()
+    handles: set[str] = set()
+    for i, entry in enumerate(members_file["members"]):
+        where = f"members file: members[{i}]"
+        source = by_key.get(entry["source"])
+        if source is None:
+            raise errors.InvalidArgument(
+                f"{where}.source", f"the archive has no member {entry['source']!r}"
+            )
+        if source["id"] in sources:
+            raise errors.InvalidArgument(
+                f"{where}.source", f"member {entry['source']!r} is listed twice"
+            )
+        handle = entry.get("handle", source["handle"])
+        if not HANDLE_RE.match(handle):
+            raise errors.InvalidArgument(
+                f"{where}.handle", "1-63 characters of letters, digits, '.', '_' and '-'"
+            )
+        if handle in handles:
+            raise errors.InvalidArgument(
+                f"{where}.handle",
+                f"{handle!r} is given to two members; each source member becomes its own",
+            )
+        sources.add(source["id"])
+        handles.add(handle)
+        plans.append(MemberPlan(source["id"], handle, entry.get("role", source["role"])))
+    return plans
+
+
+# -- what the copy holds -----------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    """The archive's records as the copy holds them: member ids still the
+    source's (mapped when written), tombstones made, what nobody may see out."""
+
+    records: dict[str, list[Record]]
+    # Memories the import made tombstones of (their audience member is not mapped).
+    hidden: set[str]
+    left_out: dict[str, int]
+
+
+def select(archive: Archive, mapped: set[str]) -> Selection:
+    def sees(member: str | None) -> bool:
+        return member is None or member in mapped
+
+    out: dict[str, list[Record]] = {}
+    left_out: dict[str, int] = {}
+    rows = {k: [r for _, r in v] for k, v in archive.records.items()}
+    episodes = [e for e in rows.get("episodes", []) if sees(e["audience_member"])]
+    kept_episodes = {e["id"] for e in episodes}
+    hidden: set[str] = set()
+    memories: list[Record] = []
+    for m in rows.get("memories", []):
+        if m["forgotten_at"] is None and not sees(m["audience_member"]):
+            hidden.add(m["id"])
+            m = {**m, "title": "", "body": "", "forgotten_by": None}
+        if m["episode_id"] is not None and m["episode_id"] not in kept_episodes:
+            m = {**m, "episode_id": None}
+        memories.append(m)
+    out["memories"] = memories
+    gone = hidden | {m["id"] for m in memories if m["forgotten_at"] is not None}
+    for kind in ("mentions", "aliases", "attribute_claims", "relation_claims", "vectors"):
+        out[kind] = [r for r in rows.get(kind, []) if r["memory_id"] not in gone]
+    out["revisions"] = [
+        {**r, "reason": ""} if r["memory_id"] in hidden else r for r in rows.get("revisions", [])
+    ]
+    out["links"] = rows.get("links", [])
+    out["dismissed_pairs"] = rows.get("dismissed_pairs", [])
+    # An entity only the hidden memories named goes with them (its name is
+    # their text); one nothing named in the source either stays.
+    before = _named(rows)
+    after = _named(out)
+    dropped = before - after
+    out["entities"] = [e for e in rows.get("entities", []) if e["id"] not in dropped]
+    out["episodes"] = [
+        {**e, "participants": [p for p in e["participants"] if p["entity_id"] not in dropped]}
+        for e in episodes
+    ]
+    out["merges"] = [
+        r
+        for r in rows.get("merges", [])
+        if r["kept_id"] not in dropped and r["merged_id"] not in dropped
+    ]
+    out["pairs_apart"] = [
+        r
+        for r in rows.get("pairs_apart", [])
+        if r["first_id"] not in dropped and r["second_id"] not in dropped
+    ]
+    out["history"] = [h for h in rows.get("history", []) if h["owner_member"] in mapped]
+    left_out["private_memories"] = len(hidden)
+    left_out["episodes"] = len(rows.get("episodes", [])) - len(episodes)
+    left_out["entities"] = len(dropped)
+    left_out["history"] = len(rows.get("history", [])) - len(out["history"])
+    return Selection(out, hidden, left_out)
+
+
+def _named(rows: dict[str, list[Record]]) -> set[str]:
+    named = {
+        r["entity_id"] for k in ("mentions", "aliases", "attribute_claims") for r in rows.get(k, [])
+    }
+    for r in rows.get("relation_claims", []):
+        named.add(r["subject_id"])
+        named.add(r["object_id"])
+    return named

@@ -1,0 +1,242 @@
+"""The workspace archive's format and the import's plan, without a database
+(docs/export.md): the version check, the schema naming the bad field, the
+members file's rules, what a left-out member's private records become, and
+vectors travelling exactly."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from recallatron import errors
+from services.store.domain import archive_format as fmt
+from services.store.domain import archive_plan as plan
+from services.store.domain.archive_import import vector_text
+
+ADA = "00000000-0000-4000-8000-00000000000a"
+BOB = "00000000-0000-4000-8000-00000000000b"
+T = "2026-01-02T03:04:05.123456+00:00"
+
+
+def uid(n: int) -> str:
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
+def memory(n: int, audience: str | None = None, **more: Any) -> dict[str, Any]:
+    return {
+        "id": uid(n),
+        "kind": "note",
+        "title": f"title {n}",
+        "body": f"body {n}",
+        "confidence": 1.0,
+        "origin": "told",
+        "revision": 1,
+        "superseded_by": None,
+        "forgotten_at": None,
+        "forgotten_by": None,
+        "audience_member": audience,
+        "purposes": ["assist"],
+        "created_by": audience or ADA,
+        "created_at": T,
+        "updated_at": T,
+        "episode_id": None,
+        **more,
+    }
+
+
+def write_archive(directory: Path, records: dict[str, list[dict[str, Any]]]) -> None:
+    directory.mkdir()
+    files: dict[str, Any] = {}
+    for kind in fmt.RECORD_FILES:
+        rows = records.get(kind, [])
+        path = directory / fmt.file_name(kind)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        files[kind] = {"name": path.name, "records": len(rows), "sha256": fmt.sha256_of(path)}
+    workspace = {
+        "settings": {"dense_floor": 0.3},
+        "members": [
+            {"id": ADA, "handle": "ada", "role": "owner"},
+            {"id": BOB, "handle": "bob", "role": "member"},
+        ],
+    }
+    (directory / fmt.WORKSPACE).write_text(json.dumps(workspace))
+    files[fmt.WORKSPACE] = {
+        "name": fmt.WORKSPACE,
+        "records": 2,
+        "sha256": fmt.sha256_of(directory / fmt.WORKSPACE),
+    }
+    manifest = {
+        "format": fmt.FORMAT_NAME,
+        "format_version": fmt.FORMAT_VERSION,
+        "exported_at": T,
+        "source": {"workspace_id": uid(999), "slug": "src", "schema_level": "0014"},
+        "vectors_included": False,
+        "files": files,
+    }
+    (directory / fmt.MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_an_archive_of_a_newer_format_is_refused_before_its_records(tmp_path: Path) -> None:
+    write_archive(tmp_path / "a", {"memories": [memory(1)]})
+    manifest = json.loads((tmp_path / "a" / fmt.MANIFEST).read_text())
+    manifest["format_version"] = fmt.FORMAT_VERSION + 1
+    manifest["files"] = "whatever a newer format holds"
+    (tmp_path / "a" / fmt.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(errors.FailedPrecondition) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.message.startswith("format_version: the archive is format version 2")
+    assert "newer" in err.value.message
+
+
+def test_a_directory_without_a_manifest_is_not_an_archive(tmp_path: Path) -> None:
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path)
+    assert err.value.field == "archive"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"purposes": ["gossip"]}, "memories.jsonl line 2: purposes[0]"),
+        ({"confidence": 1.5}, "memories.jsonl line 2: confidence"),
+        ({"id": "not-a-uuid"}, "memories.jsonl line 2: id"),
+        ({"created_at": "yesterday"}, "memories.jsonl line 2: created_at"),
+        ({"colour": "red"}, "memories.jsonl line 2: record"),
+    ],
+)
+def test_a_bad_record_is_named_by_file_line_and_field(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    write_archive(tmp_path / "a", {"memories": [memory(1), {**memory(2), **change}]})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == field
+
+
+def test_references_digests_and_settings_are_checked(tmp_path: Path) -> None:
+    link = {"memory_id": uid(1), "kind": "about", "target_id": uid(7)}
+    write_archive(tmp_path / "a", {"memories": [memory(1)], "links": [link]})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == "links.jsonl line 1: target_id"
+
+    write_archive(tmp_path / "b", {"memories": [memory(1)]})
+    with (tmp_path / "b" / "memories.jsonl").open("a") as f:
+        f.write(json.dumps(memory(2)) + "\n")
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "b")
+    assert err.value.field == "memories.jsonl" and "digest" in err.value.message
+
+    write_archive(tmp_path / "c", {})
+    workspace = tmp_path / "c" / fmt.WORKSPACE
+    workspace.write_text(workspace.read_text().replace("0.3", "7"))
+    manifest = json.loads((tmp_path / "c" / fmt.MANIFEST).read_text())
+    manifest["files"][fmt.WORKSPACE]["sha256"] = fmt.sha256_of(workspace)
+    (tmp_path / "c" / fmt.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "c")
+    assert err.value.field == "workspace.json: settings.dense_floor"
+
+
+MEMBERS = [
+    {"id": ADA, "handle": "ada", "role": "owner"},
+    {"id": BOB, "handle": "bob", "role": "member"},
+]
+
+
+def test_members_come_as_they_were_or_as_the_file_says_and_never_two_as_one() -> None:
+    assert [m.handle for m in plan.plan_members(MEMBERS, None)] == ["ada", "bob"]
+    given = {"members": [{"source": BOB, "handle": "robert", "role": "owner"}]}
+    assert plan.plan_members(MEMBERS, given) == [plan.MemberPlan(BOB, "robert", "owner")]
+    refusals = [
+        ([{"source": "zed"}], "members file: members[0].source"),
+        ([{"source": "ada"}, {"source": ADA}], "members file: members[1].source"),
+        (
+            [{"source": "ada"}, {"source": "bob", "handle": "ada"}],
+            "members file: members[1].handle",
+        ),
+        ([{"source": "ada", "handle": "no spaces"}], "members file: members[0].handle"),
+    ]
+    for members, field in refusals:
+        with pytest.raises(errors.InvalidArgument) as err:
+            plan.plan_members(MEMBERS, {"members": members})
+        assert err.value.field == field
+
+
+def test_a_left_out_members_private_records_stay_behind(tmp_path: Path) -> None:
+    episode = {
+        "id": uid(50),
+        "title": "bob's day",
+        "started_at": T,
+        "ended_at": T,
+        "audience_member": BOB,
+        "purposes": ["assist"],
+        "speaker_member": BOB,
+        "created_by": BOB,
+        "created_at": T,
+        "participants": [],
+    }
+    records = {
+        "episodes": [episode],
+        "memories": [
+            memory(1),
+            memory(2, BOB, episode_id=uid(50)),
+            memory(3, episode_id=uid(50)),
+        ],
+        "entities": [
+            {"id": uid(10), "name": "Secret", "type": None, "created_at": T},
+            {"id": uid(11), "name": "Shared", "type": None, "created_at": T},
+            {"id": uid(12), "name": "Unnamed", "type": None, "created_at": T},
+        ],
+        "mentions": [
+            {"memory_id": uid(2), "entity_id": uid(10)},
+            {"memory_id": uid(2), "entity_id": uid(11)},
+            {"memory_id": uid(1), "entity_id": uid(11)},
+        ],
+        "links": [{"memory_id": uid(3), "kind": "about", "target_id": uid(2)}],
+        "history": [
+            {
+                "id": uid(60),
+                "owner_member": BOB,
+                "chat_id": "c",
+                "role": "user",
+                "text": "hello",
+                "occurred_at": T,
+            }
+        ],
+    }
+    write_archive(tmp_path / "a", records)
+    archive = plan.read_archive(tmp_path / "a")
+    chosen = plan.select(archive, {ADA})
+    by_id = {m["id"]: m for m in chosen.records["memories"]}
+    assert chosen.hidden == {uid(2)}
+    assert by_id[uid(2)]["title"] == "" and by_id[uid(2)]["body"] == ""
+    assert by_id[uid(3)]["episode_id"] is None and by_id[uid(1)]["title"] == "title 1"
+    assert chosen.records["mentions"] == [{"memory_id": uid(1), "entity_id": uid(11)}]
+    assert [e["name"] for e in chosen.records["entities"]] == ["Shared", "Unnamed"]
+    assert chosen.records["episodes"] == [] and chosen.records["history"] == []
+    assert chosen.records["links"] == records["links"]  # the tombstone keeps its target
+    assert chosen.left_out == {"private_memories": 1, "episodes": 1, "entities": 1, "history": 1}
+    # With bob mapped, everything comes as it was.
+    everything = plan.select(archive, {ADA, BOB})
+    assert not everything.hidden and len(everything.records["entities"]) == 3
+
+
+def test_vectors_travel_exactly() -> None:
+    floats = np.random.default_rng(7).standard_normal(384).astype(np.float32)
+    encoded = base64.b64encode(floats.astype(">f4").tobytes()).decode()
+    fmt.check("vectors", {"memory_id": uid(1), "model_id": "m", "input_version": "v",
+                          "created_at": T, "vector": encoded}, "vectors.jsonl line 1")  # fmt: skip
+    back = np.array([float(x) for x in vector_text(encoded)[1:-1].split(",")], dtype=np.float32)
+    assert np.array_equal(back, floats)
+
+
+def test_the_schema_is_one_json_schema_document() -> None:
+    document = fmt.schema()
+    assert set(document["$defs"]) >= {"manifest", "workspace", "members_file", *fmt.RECORD_FILES}
+    json.dumps(document)
