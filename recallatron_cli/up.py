@@ -57,6 +57,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"ready gateway={stack.gateway}", flush=True)
         with contextlib.suppress(OSError):  # the page may be switched off
             print(f"dedup review page: {stack.review_url}", flush=True)
+        with contextlib.suppress(OSError):  # HTTP/JSON may be switched off
+            print(f"HTTP/JSON (Connect): {stack.http_url}", flush=True)
         if args.demo:
             demo(stack.gateway, stack.admin_token, state)
         print("serving; Ctrl-C stops everything", flush=True)

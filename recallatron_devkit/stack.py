@@ -185,6 +185,12 @@ class Stack:
         port = (self.state_dir / "run" / "review.port").read_text().strip()
         return f"http://127.0.0.1:{port}/"
 
+    @property
+    def http_url(self) -> str:
+        """The gateway's HTTP/JSON API (Connect protocol), once the gateway has started it."""
+        port = (self.state_dir / "run" / "http.port").read_text().strip()
+        return f"http://127.0.0.1:{port}"
+
     def env_for(self, name: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.config.env)
@@ -240,6 +246,13 @@ class Stack:
             elif not self.config.ports.get("gateway"):
                 env.setdefault("RECALLATRON_REVIEW_LISTEN", "127.0.0.1:0")
             env["RECALLATRON_REVIEW_PORT_FILE"] = str(review_file)
+            # HTTP/JSON likewise.
+            http_file = self.state_dir / "run" / "http.port"
+            if http_file.exists():
+                env.setdefault("RECALLATRON_HTTP_LISTEN", f"127.0.0.1:{http_file.read_text()}")
+            elif not self.config.ports.get("gateway"):
+                env.setdefault("RECALLATRON_HTTP_LISTEN", "127.0.0.1:0")
+            env["RECALLATRON_HTTP_PORT_FILE"] = str(http_file)
         if name == "embed":
             # Without prepared models the stack cannot serve: the embed service
             # exits with its reason at once instead of waiting for them.

@@ -10,6 +10,7 @@ from recallatron.grpcserver import Server, add_methods
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.authcache import AuthCache, RevocationWatcher
+from services.gateway.httpjson import HttpJsonApp, HttpJsonServer
 from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter, fair_key_of
 from services.gateway.review import ReviewServicer
@@ -58,6 +59,17 @@ def main() -> None:
         # Like RECALLATRON_PORT_FILE: tells a parent that asked for port 0 where it is.
         port_file = os.environ.get("RECALLATRON_REVIEW_PORT_FILE", "")
         log.info("review page", extra={"port": review.start(port_file)})
+    # HTTP/JSON: each call relayed to this gateway's own gRPC port (httpjson/).
+    http = None
+    if settings.http_listen not in ("", "0"):
+        app = HttpJsonApp(
+            gateway_target(settings.gateway_listen, port),
+            settings,
+            [services[name] for name in ("MemoryService", "ReviewService", "AdminService")],
+        )
+        http = HttpJsonServer(settings.http_listen, app)
+        http_port = http.start(os.environ.get("RECALLATRON_HTTP_PORT_FILE", ""))
+        log.info("http/json", extra={"port": http_port})
     # The gateway can answer (auth needs the store) once the store serves;
     # until then it reports NOT_SERVING.
     while not server.stopped.is_set() and not peer_serving(peers.store_channel):
@@ -70,6 +82,8 @@ def main() -> None:
         watcher.close()
         if review:
             review.stop()
+        if http:
+            http.stop()
 
     server.wait_for_termination(on_stop=on_stop)
 

@@ -30,7 +30,7 @@ from recallatron.vocabulary import (
     PURPOSE,
     TOKEN_EXPIRED,
 )
-from services.gateway import capture, scopes
+from services.gateway import capture, forwarded, scopes
 from services.gateway import peers as calls
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.peers import Peers
@@ -83,7 +83,7 @@ class Auth:
         if cached is not None:
             return cached
         # A peer that sent too many unknown tokens is refused before the store is asked.
-        self.failures.check(context.peer())
+        self.failures.check(forwarded.peer(context))
         generation = self.cache.generation()
         try:
             resp = self.peers.store.call(
@@ -93,7 +93,7 @@ class Auth:
             )
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
-                self.failures.failed(context.peer())
+                self.failures.failed(forwarded.peer(context))
                 if exc.message == TOKEN_EXPIRED:
                     # Says that it expired, never whose it was.
                     raise errors.Unauthenticated("authorization: token expired") from None

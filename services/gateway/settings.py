@@ -43,3 +43,6 @@ class GatewaySettings(StorePeer, RankPeer):
     # The dedup review page (HTTP): host:port ("host:0" picks a free port);
     # "0" or empty turns the page off.
     review_listen: str = "127.0.0.1:7410"
+    # HTTP/JSON (the Connect protocol, services/gateway/httpjson/): host:port
+    # ("host:0" picks a free port); "0" or empty turns it off.
+    http_listen: str = "127.0.0.1:7420"

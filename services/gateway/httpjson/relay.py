@@ -1,0 +1,139 @@
+"""Every method of the gateway's public services as a Connect endpoint, made
+from the service descriptors: each relays its request, as it was decoded, to
+the gateway's own gRPC port inside the process, with the caller's bearer
+token, the deadline the caller gave (``connect-timeout-ms``) and the caller's
+address (services/gateway/forwarded.py). The gRPC server then does all the
+rest as for any gRPC call: authentication, scopes, rate and fairness limits,
+validation, the tools themselves, status codes with details, metrics. A
+status comes back as a Connect error with the same code, message and details.
+
+Nothing here names a method: a method added to a service's proto is served
+as soon as the gateway serves it over gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.method import IdempotencyLevel, MethodInfo
+from connectrpc.request import RequestContext
+from connectrpc.server import Endpoint
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+from google.rpc import status_pb2
+
+from recallatron.settings import CommonSettings
+from services.gateway import forwarded
+
+# gRPC's status codes as Connect names them (the same codes; one spelled apart).
+CODES: dict[grpc.StatusCode, Code] = {
+    c: (Code.CANCELED if c == grpc.StatusCode.CANCELLED else Code(c.name.lower()))
+    for c in grpc.StatusCode
+    if c != grpc.StatusCode.OK
+}
+DETAILS_KEY = "grpc-status-details-bin"
+AUTHORIZATION = "authorization"
+
+Handler = Callable[[Message, RequestContext[Message, Message]], Awaitable[Message]]
+
+
+def path(method: MethodDescriptor) -> str:
+    """A method's path, the same for gRPC and Connect: /<package>.<Service>/<Method>."""
+    return f"/{method.containing_service.full_name}/{method.name}"
+
+
+def method_info(method: MethodDescriptor) -> MethodInfo[Message, Message]:
+    return MethodInfo(
+        name=method.name,
+        service_name=method.containing_service.full_name,
+        input=GetMessageClass(method.input_type),
+        output=GetMessageClass(method.output_type),
+        # POST only: no method is declared free of side effects in the protos.
+        idempotency_level=IdempotencyLevel.UNKNOWN,
+    )
+
+
+def connect_error(exc: grpc.aio.AioRpcError) -> ConnectError:
+    """A gRPC status as a Connect error: code, message and rich details."""
+    details: Iterable[Any] = ()
+    for key, value in exc.trailing_metadata() or ():
+        if key == DETAILS_KEY and isinstance(value, bytes):
+            details = list(status_pb2.Status.FromString(value).details)
+    return ConnectError(CODES.get(exc.code(), Code.UNKNOWN), exc.details() or "", details)
+
+
+def _metadata(ctx: RequestContext[Message, Message]) -> tuple[tuple[str, str], ...]:
+    token = ctx.request_headers().get(AUTHORIZATION)
+    if token is not None and not token.isascii():
+        raise ConnectError(Code.UNAUTHENTICATED, "authorization: expected 'Bearer <token>'")
+    own = ((AUTHORIZATION, token),) if token is not None else ()
+    return own + forwarded.metadata(ctx.client_address())
+
+
+class Relay:
+    """The gateway's gRPC port as the endpoints' one peer."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.channel = channel
+
+    def handler(self, method: MethodDescriptor) -> Handler:
+        call = self.channel.unary_unary(
+            path(method),
+            request_serializer=GetMessageClass(method.input_type).SerializeToString,
+            response_deserializer=GetMessageClass(method.output_type).FromString,
+        )
+
+        async def relay(request: Message, ctx: RequestContext[Message, Message]) -> Message:
+            left = ctx.timeout_ms()
+            try:
+                response: Message = await call(
+                    request,
+                    metadata=_metadata(ctx),
+                    timeout=None if left is None else max(left, 0.0) / 1000,
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise connect_error(exc) from None
+            return response
+
+        return relay
+
+    def endpoints(self, services: Iterable[ServiceDescriptor]) -> Mapping[str, Any]:
+        """An endpoint per unary method of ``services``, by path (the
+        library's unary endpoint type is not among its public names)."""
+        return {
+            path(m): Endpoint.unary(method_info(m), self.handler(m))
+            for s in services
+            for m in s.methods
+            if not (m.client_streaming or m.server_streaming)
+        }
+
+
+def channel(target: str, settings: CommonSettings) -> grpc.aio.Channel:
+    """The adapter's channel to its own gateway (TLS when the gateway's
+    clients are told to verify it)."""
+    options = [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+    ]
+    if settings.tls_ca_file:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=Path(settings.tls_ca_file).read_bytes()
+        )
+        return grpc.aio.secure_channel(target, credentials, options=options)
+    return grpc.aio.insecure_channel(target, options=options)
+
+
+async def relays(target: str, settings: CommonSettings) -> AsyncGenerator[Relay]:
+    """The relay for the ASGI app's life (its lifespan): the channel is made
+    on the server's event loop and closed when it stops."""
+    ch = channel(target, settings)
+    try:
+        yield Relay(ch)
+    finally:
+        await ch.close()

@@ -1,0 +1,172 @@
+"""HTTP/JSON (the Connect protocol, services/gateway/httpjson/) beside gRPC:
+the same recall gives the same answer; errors keep their gRPC code, message
+and details, with the Connect code and HTTP status of that code; every
+method of the public services is reachable, and bad input to any of them is
+a 4xx naming the field; the OpenAPI document lists every method."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message_factory import GetMessageClass
+
+from recallatron.client import Client
+from recallatron.v1 import gateway_pb2
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_devkit.stack import Stack
+from tests.surfaces.httpjson import QUERY, Member, call, owner_with_memories, violations
+
+pytestmark = pytest.mark.integration
+
+SERVICES = [
+    gateway_pb2.DESCRIPTOR.services_by_name[name]
+    for name in ("MemoryService", "ReviewService", "AdminService")
+]
+METHODS = [m for s in SERVICES for m in s.methods]
+
+
+@pytest.fixture(scope="module")
+def owner(stack: Stack, operator: Client) -> Iterator[Member]:
+    member = owner_with_memories(stack, operator)
+    yield member
+    member.client.close()
+
+
+def test_recall_gives_the_same_answer_as_grpc(stack: Stack, owner: Member) -> None:
+    by_grpc = owner.client.recall(QUERY, limit=5)
+    assert by_grpc.outcome.results, "the memories were not recalled at all"
+    status, answer = call(
+        stack.http_url,
+        "recallatron.v1.MemoryService/Recall",
+        {"query": QUERY, "limit": 5},
+        owner.token,
+    )
+    assert status == 200, answer
+    by_http = json_format.ParseDict(answer, pb.RecallResponse())
+    assert by_http == by_grpc
+    # The JSON is the proto3 mapping: json names, enums by name.
+    first = answer["outcome"]["results"][0]["memory"]
+    assert {"id", "title", "createdAt"} <= set(first)
+    assert answer["outcome"]["mode"].startswith("RECALL_MODE_")
+
+
+def test_errors_keep_their_code_message_and_details(stack: Stack, owner: Member) -> None:
+    recall = "recallatron.v1.MemoryService/Recall"
+    status, answer = call(stack.http_url, recall, {"query": QUERY}, None)
+    assert (status, answer["code"]) == (401, "unauthenticated")
+    assert "authorization" in answer["message"]
+    status, answer = call(stack.http_url, recall, {"query": QUERY}, "rc_not_a_token")
+    assert (status, answer["code"]) == (401, "unauthenticated")
+    # An owner's call made with a member's token is the operator's only.
+    status, answer = call(
+        stack.http_url, "recallatron.v1.AdminService/CreateWorkspace", {"slug": "x"}, owner.token
+    )
+    assert (status, answer["code"]) == (403, "permission_denied")
+    # Refused by the gateway's own checks, with the field named as gRPC names it.
+    status, answer = call(stack.http_url, recall, {"query": QUERY, "limit": 99}, owner.token)
+    assert (status, answer["code"]) == (400, "invalid_argument")
+    assert violations(answer) == ["limit"]
+    missing = str(uuid.uuid4())
+    status, answer = call(
+        stack.http_url, "recallatron.v1.MemoryService/Read", {"ids": [missing]}, owner.token
+    )
+    assert (status, answer["code"]) == (404, "not_found")
+    # A lost race: ABORTED, with the current revision in its ErrorInfo.
+    made = owner.client.remember("A note", "to correct", audience_to="workspace").memory
+    status, answer = call(
+        stack.http_url,
+        "recallatron.v1.MemoryService/Correct",
+        {
+            "id": made.id,
+            "expectedRevision": 7,
+            "body": "new",
+            "reason": "typo",
+            "requestId": str(uuid.uuid4()),
+        },
+        owner.token,
+    )
+    assert (status, answer["code"]) == (409, "aborted"), answer
+    info = [d for d in answer["details"] if d["type"] == "google.rpc.ErrorInfo"]
+    assert info and info[0]["debug"]["metadata"]["current_revision"] == "1"
+
+
+def _wrong_value(field: FieldDescriptor) -> Any:
+    """A JSON value no proto3 JSON parser takes for ``field``."""
+    if field.is_repeated or field.message_type is not None:
+        return 5
+    return {}
+
+
+@pytest.mark.parametrize("method", METHODS, ids=lambda m: f"{m.containing_service.name}.{m.name}")
+def test_every_method_answers_bad_input_with_a_4xx_naming_the_field(
+    stack: Stack, owner: Member, method: Any
+) -> None:
+    path = f"{method.containing_service.full_name}/{method.name}"
+    request_fields = GetMessageClass(method.input_type).DESCRIPTOR.fields
+    # Reachable: the empty request is served or refused, never not found or a 5xx,
+    # and a refusal of a field names one of the request's.
+    status, answer = call(stack.http_url, path, {}, owner.token)
+    assert status == 200 or 400 <= status < 500, (status, answer)
+    assert answer.get("code") != "unimplemented", answer
+    if answer.get("code") == "invalid_argument":
+        named = violations(answer)
+        assert named, answer
+        assert named[0].split(".")[0].split("[")[0] in {f.name for f in request_fields}, answer
+    # A field the request does not have.
+    status, answer = call(stack.http_url, path, {"noSuchField": 1}, owner.token)
+    assert (status, answer["code"]) == (400, "invalid_argument"), answer
+    assert violations(answer) == ["noSuchField"]
+    # A value of the wrong type, for each of the request's fields.
+    for field in request_fields:
+        body = {field.json_name: _wrong_value(field)}
+        status, answer = call(stack.http_url, path, body, owner.token)
+        assert (status, answer["code"]) == (400, "invalid_argument"), (field.name, answer)
+        assert violations(answer) == [field.json_name], answer
+
+
+def test_bodies_that_are_not_requests(stack: Stack, owner: Member) -> None:
+    recall = "recallatron.v1.MemoryService/Recall"
+    status, answer = call(stack.http_url, recall, b"not json", owner.token)
+    assert (status, answer["code"]) == (400, "invalid_argument")
+    assert violations(answer) == ["request"]
+    status, answer = call(
+        stack.http_url, recall, b"\x0a\x02\xff\xfe", owner.token, "application/proto"
+    )
+    assert (status, answer["code"]) == (400, "invalid_argument")
+    assert violations(answer) == ["query"]
+    status, _ = call(stack.http_url, recall, b"{}", owner.token, "text/plain")
+    assert status == 415
+    # Binary protobuf and a gzip body are the same call.
+    request = pb.RecallRequest(query=QUERY, limit=3)
+    status, _ = call(
+        stack.http_url, recall, request.SerializeToString(), owner.token, "application/proto"
+    )
+    assert status == 200
+    status, answer = call(
+        stack.http_url,
+        recall,
+        gzip.compress(json_format.MessageToJson(request).encode()),
+        owner.token,
+        headers={"Content-Encoding": "gzip"},
+    )
+    assert status == 200 and answer["outcome"]["results"], answer
+
+
+def test_the_openapi_document_lists_every_method(stack: Stack) -> None:
+    with urllib.request.urlopen(f"{stack.http_url}/openapi.json", timeout=30) as resp:
+        doc = json.loads(resp.read())
+    assert doc["openapi"].startswith("3.1")
+    assert set(doc["paths"]) == {f"/{m.containing_service.full_name}/{m.name}" for m in METHODS}
+    recall = doc["paths"]["/recallatron.v1.MemoryService/Recall"]["post"]
+    ref = recall["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert schema["properties"]["query"] == {"type": "string"}
+    assert schema["properties"]["skipRerank"] == {"type": "boolean"}
