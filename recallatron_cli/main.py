@@ -10,7 +10,7 @@ import grpc
 
 from recallatron.v1 import gateway_pb2
 from recallatron.vocabulary import KINDS, MODES, PURPOSES
-from recallatron_cli import admin, common, graph, operator, tools, up
+from recallatron_cli import admin, common, floor, graph, operator, tools, up
 from recallatron_cli.common import client_options
 
 # Kept importable from here, where the command's callers look for it.
@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=tools.cmd_forget)
 
     graph.add_parser(sub)
+    floor.add_parser(sub)
 
     from recallatron_devkit import evaluate, load
 

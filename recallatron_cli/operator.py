@@ -26,7 +26,16 @@ if TYPE_CHECKING:
 # The commands that open the store's databases themselves, and so need the
 # default server's URL (main() calls find_database for them).
 DATABASE_COMMANDS = frozenset(
-    {"migrate-db", "embed-job", "rebuild", "scrub", "servers", "move-workspace", "migrate"}
+    {
+        "migrate-db",
+        "embed-job",
+        "rebuild",
+        "scrub",
+        "servers",
+        "move-workspace",
+        "migrate",
+        "calibrate-floor",
+    }
 )
 # Bad or missing settings, as argparse reports bad arguments.
 EXIT_SETTINGS = 2

@@ -1,0 +1,90 @@
+"""`recallatron calibrate-floor` beside the stack: the rule on the
+workspace's own memories, printed with both rates, applied only when asked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from recallatron_devkit.stack import Stack
+from services.store.infrastructure.db import CONTROL_DATABASE, with_database
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+FACTS = [
+    "Robin moved the Lisbon office to the harbour building in March",
+    "The quarterly budget review happens on Thursday with the finance team",
+    "Caroline adopted two cats named Oscar and Luna last spring",
+    "The staging database is backed up every night at two o'clock",
+    "Melanie painted a sunrise over the lake for her art class",
+    "Our largest customer asked for invoices in euros from next year",
+    "The support rota puts Jon on call during the first week of June",
+    "Gina opened an online clothing store after losing her job",
+    "The new laptop policy requires disk encryption on every machine",
+    "Maria volunteers at the homeless shelter on Saturday mornings",
+    "The marketing launch for the mobile app slipped to October",
+    "John started training for a marathon with his running club",
+]
+
+
+def floor_of(stack: Stack, workspace_id: str) -> float:
+    with psycopg.connect(with_database(stack.database_url, CONTROL_DATABASE)) as conn:
+        row = conn.execute(
+            "SELECT (settings->>'dense_floor')::float FROM workspace WHERE id = %s",
+            (workspace_id,),
+        ).fetchone()
+    assert row is not None
+    return float(row[0]) if row[0] is not None else 0.30
+
+
+def calibrate(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "recallatron_cli.main", "calibrate-floor", *args],
+        env=stack.env_for("embedding-job"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_calibrate_floor_prints_the_rule_and_applies_it_when_asked(
+    stack: Stack, team: Team
+) -> None:
+    ada = team.clients["ada"]
+    for i, fact in enumerate(FACTS):
+        ada.remember(f"Fact {i}", fact, audience_to="workspace")
+    ada.wait_embedded(timeout=120)
+    before = floor_of(stack, team.workspace_id)
+
+    shown = calibrate(stack, "--workspace", team.slug, "--json")
+    assert shown.returncode == 0, shown.stderr
+    result = json.loads(shown.stdout)
+    assert result["memories"] == len(FACTS) and result["pairs"] == len(FACTS)
+    assert result["off_topic_queries"] == len(FACTS)
+    assert result["pairs_kept"] == 1.0
+    assert 0 < result["floor"] <= result["lowest_pair_cosine"]
+    if result["meets_rule"]:
+        assert result["off_topic_blocked"] >= 0.95
+    assert result["applied"] is False
+    assert floor_of(stack, team.workspace_id) == before
+
+    text = calibrate(stack, "--workspace", team.slug)
+    assert text.returncode == 0, text.stderr
+    assert f"floor {result['floor']:.2f}: blocks" in text.stdout
+    assert "not applied" in text.stdout
+
+    applied = calibrate(stack, "--workspace", team.workspace_id, "--apply", "--json")
+    assert applied.returncode == 0, applied.stderr
+    assert json.loads(applied.stdout)["applied"] is True
+    assert floor_of(stack, team.workspace_id) == pytest.approx(result["floor"])
+
+
+def test_calibrate_floor_names_an_unknown_workspace(stack: Stack) -> None:
+    proc = calibrate(stack, "--workspace", "no-such-workspace")
+    assert proc.returncode != 0
+    assert "no workspace 'no-such-workspace'" in proc.stderr
