@@ -49,6 +49,27 @@ def add_parser(sub: Any) -> None:
     im.set_defaults(func=cmd_import)
 
 
+class Phases:
+    """One progress bar per phase of the work, each opened when the work
+    says how many rows it has (so a refusal before any work shows none)."""
+
+    def __init__(self) -> None:
+        self.bar: Progress | None = None
+
+    def start(self, phase: str, total: int) -> None:
+        self.close()
+        self.bar = Progress(phase, total=total, unit="rows")
+
+    def advance(self, rows: int) -> None:
+        if self.bar is not None:
+            self.bar.advance(rows)
+
+    def close(self, stopped: bool = False) -> None:
+        if self.bar is not None:
+            self.bar.close(stopped=stopped)
+            self.bar = None
+
+
 def _error(message: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"error": message}))
@@ -64,6 +85,8 @@ def _workspace_id(control: Any, given: str) -> str | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    import psycopg
+
     from recallatron import errors
     from services.store.domain.archive_export import Exporter
 
@@ -73,18 +96,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         workspace_id = _workspace_id(control, args.workspace)
         if workspace_id is None:
             return _error(f"workspace: no workspace {args.workspace!r}", args.json)
-        with Progress("exporting", unit="rows") as bar:
-            try:
-                report = Exporter(dbs, control).export(
-                    workspace_id,
-                    Path(args.out),
-                    vectors=args.vectors,
-                    on_total=lambda n: bar.update(0, n),
-                    on_rows=bar.advance,
-                )
-            except errors.DomainError as exc:
-                bar.close(stopped=True)
-                return _error(exc.message, args.json)
+        bar = Phases()
+        try:
+            report = Exporter(dbs, control).export(
+                workspace_id,
+                Path(args.out),
+                vectors=args.vectors,
+                on_total=bar.start,
+                on_rows=bar.advance,
+            )
+        except errors.DomainError as exc:
+            bar.close(stopped=True)
+            return _error(exc.message, args.json)
+        except (psycopg.Error, OSError) as exc:
+            bar.close(stopped=True)
+            return _error(f"export failed: {dbs.redact(str(exc))}", args.json)
+        finally:
+            bar.close()
     if args.json:
         print(json.dumps(report.to_json()))
     else:
@@ -97,24 +125,33 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    import psycopg
+
     from recallatron import errors
     from services.store.domain.archive_import import Importer
 
     operator.find_database()
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with operator._store() as (dbs, control), Progress("importing", unit="rows") as bar:
+    bar = Phases()
+    with operator._store() as (dbs, control):
         try:
             report = Importer(dbs, control).import_archive(
                 Path(args.archive),
                 args.slug,
                 server=args.server,
                 members_file=Path(args.members) if args.members else None,
-                on_total=lambda n: bar.update(0, n),
+                on_total=bar.start,
                 on_rows=bar.advance,
             )
         except errors.DomainError as exc:
             bar.close(stopped=True)
             return _error(exc.message, args.json)
+        except (psycopg.Error, OSError) as exc:
+            # The workspace made for it is gone again (docs/export.md).
+            bar.close(stopped=True)
+            return _error(f"import failed: {dbs.redact(str(exc))}", args.json)
+        finally:
+            bar.close()
     if args.json:
         print(json.dumps(report.to_json()))
         return 0

@@ -88,7 +88,7 @@ class Exporter:
         workspace_id: str,
         out: Path,
         vectors: bool = False,
-        on_total: Callable[[int], None] = lambda _n: None,
+        on_total: Callable[[str, int], None] = lambda _phase, _n: None,
         on_rows: Callable[[int], None] = lambda _n: None,
     ) -> ExportReport:
         began = time.monotonic()
@@ -104,7 +104,7 @@ class Exporter:
             # In the order of fmt.RECORD_FILES.
             counted = conn.execute(q.EXPORT_COUNTS).fetchone() or ()
             rows = dict(zip(fmt.RECORD_FILES, (int(n) for n in counted), strict=False))
-            on_total(sum(rows.get(k, 0) for k in kinds))
+            on_total("exporting", sum(rows.get(k, 0) for k in kinds))
             for kind in kinds:
                 files[kind] = self._write(conn, kind, out, on_rows)
                 report.counts[kind] = files[kind].records

@@ -83,16 +83,18 @@ class Importer:
         slug: str,
         server: str = "",
         members_file: Path | None = None,
-        on_total: Callable[[int], None] = lambda _n: None,
+        on_total: Callable[[str, int], None] = lambda _phase, _n: None,
         on_rows: Progress = lambda _n: None,
     ) -> ImportReport:
+        """``on_total`` is told each phase ("reading", then "importing") and
+        its rows; ``on_rows`` how many more are done."""
         began = time.monotonic()
         server = self.check_target(slug, server)
         wanted = plan.read_members_file(members_file) if members_file else None
-        archive = plan.read_archive(directory)
+        archive = plan.read_archive(directory, on_total, on_rows)
         members = plan.plan_members(archive.members, wanted)
         selection = plan.select(archive, {m.source_id for m in members})
-        on_total(sum(len(v) for v in selection.records.values()))
+        on_total("importing", sum(len(v) for v in selection.records.values()))
         ws = self.control.create_workspace(slug, server)
         report = ImportReport(ws.id, ws.slug, ws.server)
         try:

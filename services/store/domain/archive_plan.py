@@ -12,6 +12,7 @@ member do not come either, nor an entity that only those memories named."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,15 @@ class Archive:
         return len(self.records.get(kind, []))
 
 
-def read_archive(directory: Path) -> Archive:
+def read_archive(
+    directory: Path,
+    on_total: Callable[[str, int], None] = lambda _phase, _n: None,
+    on_rows: Callable[[int], None] = lambda _n: None,
+) -> Archive:
     """Every file read and checked (schema, digests, counts); nothing written."""
     manifest = fmt.read_manifest(directory)
+    listed = [manifest["files"][k]["records"] for k in fmt.RECORD_FILES if k in manifest["files"]]
+    on_total("reading", sum(listed))
     workspace = _read_workspace(directory, manifest)
     settings = WorkspaceSettings.from_json(workspace["settings"])
     try:
@@ -60,6 +67,9 @@ def read_archive(directory: Path) -> Archive:
         placed: list[Placed] = []
         for place, record in fmt.records(directory, kind, manifest):
             placed.append((place, record))
+            if len(placed) % 1000 == 0:
+                on_rows(1000)
+        on_rows(len(placed) % 1000)
         archive.records[kind] = placed
     _check_references(archive)
     return archive
