@@ -11,9 +11,11 @@ INSPECTOR_VERSION := 0.15.0
 INSPECTOR := .tools/node_modules/.bin/mcp-inspector
 CHROMIUM := /usr/bin/chromium
 PROMTOOL := /usr/bin/promtool
+TS_CLIENT := clients/typescript
+TS_EXAMPLE := $(TS_CLIENT)/dist/examples/memory.js
 
 .PHONY: run test test-fast check lint mypy protos protos-check buf-lint buf-breaking models eval bench clean \
-	image image-test
+	image image-test ts-client
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +38,19 @@ $(BUF):
 # The MCP Inspector's CLI, for the third-party-client test of the MCP server.
 $(INSPECTOR):
 	npm install --silent --no-audit --no-fund --prefix .tools @modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
+
+# The TypeScript client (clients/typescript/): its npm packages as the lockfile
+# pins them, its code generated from protos/ (buf and protoc-gen-es, at build
+# time: never committed, so never stale), compiled with tsc.
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --silent --no-audit --no-fund
+
+$(TS_EXAMPLE): $(TS_CLIENT)/node_modules/.package-lock.json $(wildcard protos/recallatron/v1/*.proto) \
+		$(wildcard $(TS_CLIENT)/src/*.ts $(TS_CLIENT)/examples/*.ts) $(TS_CLIENT)/buf.gen.yaml $(TS_CLIENT)/tsconfig.json
+	cd $(TS_CLIENT) && npm run --silent build
+	touch $@
+
+ts-client: $(TS_EXAMPLE)
 
 # Regenerates the Python stubs (and .pyi) from protos/.
 protos: $(INSTALLED)
@@ -89,7 +104,7 @@ mypy: $(INSTALLED)
 
 check: protos-check buf-lint buf-breaking lint mypy
 
-test: models check image $(CHROMIUM) $(PROMTOOL) $(INSPECTOR)
+test: models check image $(CHROMIUM) $(PROMTOOL) $(INSPECTOR) $(TS_EXAMPLE)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Every test without the `integration` marker: no Postgres, no service process, no
@@ -106,4 +121,4 @@ bench: models
 	$(PY) -m benchmarks.recall_bench --memories 10000 100000 --out docs/benchmarks.md --pictures docs/benchmarks
 
 clean:
-	rm -rf $(VENV) .tools
+	rm -rf $(VENV) .tools $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist $(TS_CLIENT)/src/gen

@@ -1,0 +1,53 @@
+// The client at work: remember a memory, or recall, printing the answer as
+// proto3 JSON (the same JSON the HTTP/JSON API answers with).
+//
+//   RECALLATRON_URL=http://127.0.0.1:7420 RECALLATRON_TOKEN=... \
+//     node dist/examples/memory.js remember "The standup moved to 9:30" "From Monday ..."
+//   node dist/examples/memory.js recall "when is the standup" [limit]
+//
+// A refusal prints {"error": {"code", "message", "fields"}} and exits 1.
+
+import { toJson } from "@bufbuild/protobuf";
+import {
+  ConnectError,
+  Code,
+  Kind,
+  RecallResponseSchema,
+  RememberResponseSchema,
+  createRecallatron,
+  fieldViolations,
+} from "../src/index.js";
+
+async function main(args: string[]): Promise<unknown> {
+  const client = createRecallatron({
+    baseUrl: process.env.RECALLATRON_URL ?? "http://127.0.0.1:7420",
+    token: process.env.RECALLATRON_TOKEN ?? "",
+    timeoutMs: 30_000,
+  });
+  const [command, ...rest] = args;
+  if (command === "remember") {
+    const [title, body = ""] = rest;
+    const made = await client.remember({
+      title,
+      body,
+      kind: Kind.FACT,
+      audience: { scope: { case: "workspace", value: true } },
+    });
+    return toJson(RememberResponseSchema, made);
+  }
+  if (command === "recall") {
+    const [query, limit = "0"] = rest;
+    const found = await client.recall(query, { limit: Number(limit) });
+    return toJson(RecallResponseSchema, found);
+  }
+  throw new Error("usage: memory.js remember TITLE [BODY] | recall QUERY [LIMIT]");
+}
+
+try {
+  console.log(JSON.stringify(await main(process.argv.slice(2))));
+} catch (error) {
+  const err = ConnectError.from(error);
+  const refusal = { code: Code[err.code], message: err.rawMessage, fields: fieldViolations(err) };
+  console.log(JSON.stringify({ error: refusal }));
+  process.exitCode = 1;
+}

@@ -1,0 +1,112 @@
+// A typed client for Recallatron's public API: the gateway's MemoryService,
+// ReviewService and AdminService over HTTP/JSON (the Connect protocol), with
+// messages and service descriptors generated from the repository's protos
+// (npm run build). Every method of every service is on `memory`, `review`
+// and `admin`, typed; `recall` and `remember` are the two calls most agents
+// need, with the defaults spelled out.
+
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  type CallOptions,
+  type Client,
+  type Interceptor,
+  type Transport,
+  ConnectError,
+  Code,
+  createClient,
+} from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { randomUUID } from "node:crypto";
+import {
+  AdminService,
+  MemoryService,
+  type RecallRequest,
+  type RecallRequestSchema,
+  type RecallResponse,
+  type RememberRequestSchema,
+  type RememberResponse,
+  ReviewService,
+} from "./gen/recallatron/v1/gateway_pb.js";
+
+export * from "./gen/recallatron/v1/common_pb.js";
+export * from "./gen/recallatron/v1/gateway_pb.js";
+export { Code, ConnectError };
+
+/** A recall's fields besides its query, as plain values. */
+export type RecallFields = Omit<
+  Exclude<MessageInitShape<typeof RecallRequestSchema>, RecallRequest>,
+  "query" | "$typeName"
+>;
+
+export interface RecallatronOptions {
+  /** The gateway's HTTP/JSON address, e.g. "http://127.0.0.1:7420". */
+  baseUrl: string;
+  /** A member's token (or the operator's, for creating workspaces). */
+  token: string;
+  /** Each call's deadline, sent as Connect-Timeout-Ms (default: none). */
+  timeoutMs?: number;
+  /** Binary protobuf instead of JSON on the wire (default: JSON). */
+  useBinaryFormat?: boolean;
+  /** Another transport (say, the gRPC one); baseUrl is then not used. */
+  transport?: Transport;
+}
+
+export interface Recallatron {
+  memory: Client<typeof MemoryService>;
+  review: Client<typeof ReviewService>;
+  admin: Client<typeof AdminService>;
+  /** Memories for a query (design §5); other fields of RecallRequest in `more`. */
+  recall(
+    query: string,
+    more?: RecallFields,
+    options?: CallOptions,
+  ): Promise<RecallResponse>;
+  /** A new memory; a request id is made when none is given, so a retry never doubles it. */
+  remember(
+    request: MessageInitShape<typeof RememberRequestSchema>,
+    options?: CallOptions,
+  ): Promise<RememberResponse>;
+}
+
+/** Sends the token with every call. */
+export function bearer(token: string): Interceptor {
+  return (next) => async (req) => {
+    req.header.set("Authorization", `Bearer ${token}`);
+    return await next(req);
+  };
+}
+
+export function createRecallatron(options: RecallatronOptions): Recallatron {
+  const transport =
+    options.transport ??
+    createConnectTransport({
+      baseUrl: options.baseUrl,
+      httpVersion: "1.1",
+      useBinaryFormat: options.useBinaryFormat ?? false,
+      defaultTimeoutMs: options.timeoutMs,
+      interceptors: [bearer(options.token)],
+    });
+  const memory = createClient(MemoryService, transport);
+  return {
+    memory,
+    review: createClient(ReviewService, transport),
+    admin: createClient(AdminService, transport),
+    recall: (query, more, callOptions) => memory.recall({ ...more, query }, callOptions),
+    remember: (request, callOptions) =>
+      memory.remember({ ...request, requestId: request.requestId || randomUUID() }, callOptions),
+  };
+}
+
+/** The fields a refusal names (google.rpc.BadRequest), e.g. ["limit"]. */
+export function fieldViolations(error: unknown): string[] {
+  const err = ConnectError.from(error);
+  const fields: string[] = [];
+  for (const detail of err.details) {
+    if (!("debug" in detail) || detail.type !== "google.rpc.BadRequest") continue;
+    const debug = detail.debug as { fieldViolations?: { field?: string }[] } | undefined;
+    for (const v of debug?.fieldViolations ?? []) {
+      if (v.field) fields.push(v.field);
+    }
+  }
+  return fields;
+}

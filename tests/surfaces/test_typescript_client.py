@@ -1,0 +1,95 @@
+"""The TypeScript client (clients/typescript/), built by `make ts-client`,
+run with node against the local stack: its example remembers a memory the
+gRPC API then reads, and its recall answers exactly as gRPC's and HTTP/JSON's
+do; a refusal reaches it with its code and the field it names."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+
+from recallatron.client import Client
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_devkit.stack import Stack
+from tests.surfaces.httpjson import QUERY, Member, call, owner_with_memories
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "clients" / "typescript" / "dist" / "examples" / "memory.js"
+
+
+@pytest.fixture(scope="module")
+def example() -> Path:
+    """The compiled example; built here when `make test` has not built it."""
+    if not EXAMPLE.exists():
+        subprocess.run(["make", "-s", "ts-client"], cwd=REPO, check=True)
+    assert shutil.which("node"), "node is needed for the TypeScript client"
+    return EXAMPLE
+
+
+@pytest.fixture(scope="module")
+def owner(stack: Stack, operator: Client) -> Iterator[Member]:
+    member = owner_with_memories(stack, operator)
+    yield member
+    member.client.close()
+
+
+def node(stack: Stack, example: Path, token: str, *args: str) -> tuple[int, dict[str, Any]]:
+    env = {**os.environ, "RECALLATRON_URL": stack.http_url, "RECALLATRON_TOKEN": token}
+    done = subprocess.run(
+        ["node", str(example), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip(), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_recall_answers_alike_through_grpc_http_and_typescript(
+    stack: Stack, example: Path, owner: Member
+) -> None:
+    by_grpc = owner.client.recall(QUERY, limit=5)
+    assert by_grpc.outcome.results, "the memories were not recalled at all"
+    status, answer = call(
+        stack.http_url,
+        "recallatron.v1.MemoryService/Recall",
+        {"query": QUERY, "limit": 5},
+        owner.token,
+    )
+    assert status == 200, answer
+    code, printed = node(stack, example, owner.token, "recall", QUERY, "5")
+    assert code == 0, printed
+    by_http = json_format.ParseDict(answer, pb.RecallResponse())
+    by_typescript = json_format.ParseDict(printed, pb.RecallResponse())
+    assert by_http == by_grpc
+    assert by_typescript == by_grpc
+
+
+def test_typescript_remembers_what_grpc_reads(stack: Stack, example: Path, owner: Member) -> None:
+    code, printed = node(
+        stack, example, owner.token, "remember", "Lunch is at noon", "The canteen opens at 12."
+    )
+    assert code == 0, printed
+    made = json_format.ParseDict(printed, pb.RememberResponse()).memory
+    read = owner.client.read([made.id]).memories
+    assert [m.title for m in read] == ["Lunch is at noon"]
+    assert read[0].body == "The canteen opens at 12."
+
+
+def test_a_refusal_reaches_typescript_with_its_code_and_field(
+    stack: Stack, example: Path, owner: Member
+) -> None:
+    code, printed = node(stack, example, owner.token, "recall", QUERY, "99")
+    assert code == 1
+    assert printed["error"]["code"] == "InvalidArgument"
+    assert printed["error"]["fields"] == ["limit"]
+    code, printed = node(stack, example, "rc_not_a_token", "recall", QUERY)
+    assert code == 1
+    assert printed["error"]["code"] == "Unauthenticated"
