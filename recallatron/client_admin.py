@@ -16,6 +16,10 @@ from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import DEFAULT_PURPOSE
 
+# Deleting a workspace or removing a member may take longer than a tool call
+# (a database dropped, many memories erased).
+LONG_CALL_SECONDS = 150.0
+
 
 class ReviewAndAdmin(Connection):
     # -- dedup review ------------------------------------------------------
@@ -176,6 +180,54 @@ class ReviewAndAdmin(Connection):
             pb.UpdateSettingsRequest,
             settings=changes,
             update_fields=list(changes),
+        )
+
+    # -- a workspace's and a member's end (operator; owners for members) ------------
+
+    def delete_workspace(
+        self, workspace: str, confirm: str
+    ) -> pb.AdminServiceDeleteWorkspaceResponse:
+        """Deletes ``workspace`` (its id or slug), named again in ``confirm``
+        (operator token). Not undone."""
+        return self.call(
+            self.admin.DeleteWorkspace,
+            pb.AdminServiceDeleteWorkspaceRequest(workspace=workspace, confirm=confirm),
+            LONG_CALL_SECONDS,
+        )
+
+    def remove_member(
+        self, member_id: str, private_memories: str, transfer_to: str = ""
+    ) -> pb.AdminServiceRemoveMemberResponse:
+        """Removes a member; ``private_memories``: "erase", or "transfer" to
+        the member ``transfer_to``."""
+        return self.ask(
+            self.admin.RemoveMember,
+            pb.AdminServiceRemoveMemberRequest,
+            LONG_CALL_SECONDS,
+            member_id=member_id,
+            private_memories=private_memories,
+            transfer_to=transfer_to,
+        )
+
+    # -- an owner's view -------------------------------------------------------
+
+    def list_memories(
+        self, purpose: str = DEFAULT_PURPOSE, **filters: Any
+    ) -> pb.ListMemoriesResponse:
+        """The memories the caller may see, newest first; ``filters`` by the
+        request's field names (created_by, kinds, episode_id, from, to,
+        include_superseded, page_size, page_token)."""
+        return self.ask(
+            self.memory.ListMemories, pb.ListMemoriesRequest, purpose=purpose, **filters
+        )
+
+    def audit_events(
+        self, purpose: str = DEFAULT_PURPOSE, **filters: Any
+    ) -> pb.ListAuditEventsResponse:
+        """The audit log, newest first (an owner's token); ``filters`` by the
+        request's field names (member_id, actions, from, to, page_size, page_token)."""
+        return self.ask(
+            self.memory.ListAuditEvents, pb.ListAuditEventsRequest, purpose=purpose, **filters
         )
 
 

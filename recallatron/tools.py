@@ -17,6 +17,7 @@ from typing import Any
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
+from recallatron.owner_tools import OWNER_SHOWN, OWNER_TOOLS
 from recallatron.protojson import (
     JSON,
     Arg,
@@ -216,6 +217,7 @@ SHOWN: dict[str, Shown] = {
     pb.RecallResponse.DESCRIPTOR.full_name: Shown(inline=_names("outcome")),
     cpb.TimelineEvent.DESCRIPTOR.full_name: Shown(empty_is_null=_names("entity_id")),
     pb.TimelineResponse.DESCRIPTOR.full_name: Shown(empty_is_null=_names("next_page_token")),
+    **OWNER_SHOWN,
 }
 
 
@@ -487,5 +489,5 @@ TOOLS: tuple[Tool, ...] = (
         destructive=False,
     ),
 )
-
+TOOLS += tuple(Tool(**fields) for fields in OWNER_TOOLS)
 BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS}

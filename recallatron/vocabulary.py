@@ -132,3 +132,10 @@ ENTITY_PAIR_REASONS = ("same_name", "same_alias", "name_prefix", "close_context"
 # What the store's authentication says of an expired token (never whose it
 # was), and what the gateway recognises it by.
 TOKEN_EXPIRED = "token expired"
+
+# An owner's view (ListMemories, ListAuditEvents): page sizes, default and most.
+DEFAULT_LIST_PAGE = 50
+MAX_LIST_PAGE = 100
+MAX_AUDIT_PAGE = 200
+# Actions named in one audit filter.
+MAX_AUDIT_ACTIONS = 20

@@ -10,7 +10,7 @@ import grpc
 
 from recallatron.v1 import gateway_pb2
 from recallatron.vocabulary import KINDS, MODES, PURPOSES
-from recallatron_cli import admin, common, floor, graph, operator, tools, up
+from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
 from recallatron_cli.common import client_options
 
 # Kept importable from here, where the command's callers look for it.
@@ -60,7 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="rewrite a workspace's tables and cycle the WAL so that no file of the data "
         "directory keeps forgotten text (docs/reliability.md)",
     )
-    sc.add_argument("--workspace", required=True, help="slug or id")
+    scrubbed = sc.add_mutually_exclusive_group(required=True)
+    scrubbed.add_argument("--workspace", help="slug or id")
+    scrubbed.add_argument(
+        "--server",
+        help="a server's name: cycle its WAL only, after a workspace on it was deleted",
+    )
     sc.set_defaults(func=operator.cmd_scrub)
     sv = sub.add_parser(
         "servers", help="the named Postgres servers: list, drain, undrain (docs/servers.md)"
@@ -143,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--member", help="the member's id (owners: default every member of the workspace)"
     )
     json_option(lt)
+    owners.add_admin_parsers(admin_sub, json_option)
     ad.set_defaults(func=admin.cmd_admin)
 
     def new_memory_args(p: argparse.ArgumentParser) -> None:
@@ -215,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     graph.add_parser(sub)
     floor.add_parser(sub)
+    owners.add_parsers(sub)
 
     from recallatron_devkit import evaluate, load
 

@@ -239,8 +239,20 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
-    from services.store.domain.erasure import scrub
+    from services.store.domain.erasure import scrub, scrub_server
 
+    if args.server:
+        from recallatron import errors
+
+        with _store() as (dbs, _control):
+            try:
+                report = scrub_server(dbs, args.server, lambda msg: print(msg, flush=True))
+            except errors.DomainError as exc:
+                sys.exit(f"error: {exc.message}")
+        for warning in report.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        print(f"scrubbed server {args.server}: WAL cycled {report.wal_cycles} times")
+        return 0
     with _store() as (dbs, control):
         workspace_id = _workspace_id(control, args.workspace)
         report = scrub(dbs, control, workspace_id, lambda msg: print(msg, flush=True))

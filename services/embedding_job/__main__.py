@@ -18,7 +18,7 @@ from services.embedding_job.heartbeat import Heartbeat
 from services.embedding_job.job import EmbeddingJob
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases
-from services.store.infrastructure.follow import MoveFollower
+from services.store.infrastructure.follow import DeletionFollower, MoveFollower
 from services.store.infrastructure.work_marks import WorkListener
 from services.store.settings import StoreSettings
 from services.store.sql import queries
@@ -42,6 +42,7 @@ def build(settings: StoreSettings | None = None) -> EmbeddingJob:
     except RuntimeError as exc:
         sys.exit(f"embedding job cannot run: {exc}")
     MoveFollower(dbs.control_url(), stop, control.forget_workspace).start()
+    DeletionFollower(dbs.control_url(), stop, dbs, control.forget_workspace).start()
     job = EmbeddingJob(settings, dbs, control)
     job.stop_event = stop
     return job

@@ -73,6 +73,10 @@ CREATE_EPISODE = method(
     _TOOLS, "CreateEpisode", gpb.CreateEpisodeRequest, gpb.CreateEpisodeResponse
 )
 TIMELINE = method(_TOOLS, "Timeline", gpb.TimelineRequest, gpb.TimelineResponse)
+LIST_MEMORIES = method(_TOOLS, "ListMemories", gpb.ListMemoriesRequest, gpb.ListMemoriesResponse)
+LIST_AUDIT_EVENTS = method(
+    _TOOLS, "ListAuditEvents", gpb.ListAuditEventsRequest, gpb.ListAuditEventsResponse
+)
 DISMISS_DUPLICATE_PAIR = method(
     _TOOLS,
     "DismissDuplicatePair",

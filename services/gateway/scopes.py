@@ -36,7 +36,17 @@ def _methods(service: str, names: tuple[str, ...]) -> frozenset[str]:
 # What a read-only token may call: the calls that change nothing.
 READ_ONLY_CALLS = (
     _methods(
-        "MemoryService", ("Recall", "Read", "DescribeTools", "Lookup", "Neighbors", "Timeline")
+        "MemoryService",
+        (
+            "Recall",
+            "Read",
+            "DescribeTools",
+            "Lookup",
+            "Neighbors",
+            "Timeline",
+            "ListMemories",
+            "ListAuditEvents",
+        ),
     )
     | _methods("ReviewService", ("ListDuplicatePairs", "ListEntityPairs", "ListEntityMerges"))
     | _methods("AdminService", ("GetSettings", "GetStatus"))

@@ -33,6 +33,7 @@ from recallatron.vocabulary import (
 from services.gateway import capture, forwarded, scopes
 from services.gateway import peers as calls
 from services.gateway.authcache import AuthCache, Identity
+from services.gateway.leaving import Leaving
 from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter
 
@@ -320,7 +321,7 @@ class MemoryServicer(Forwarding):
         )
 
 
-class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
+class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
     def __init__(self, peers: Peers, auth: Auth) -> None:
         self.peers = peers
         self.auth = auth

@@ -19,7 +19,7 @@ from services.store.domain.recall import RecallQueries
 from services.store.domain.revocations import RevocationFeed
 from services.store.infrastructure import pool_metrics
 from services.store.infrastructure.db import Databases
-from services.store.infrastructure.follow import MoveFollower
+from services.store.infrastructure.follow import DeletionFollower, MoveFollower
 from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store")
@@ -90,6 +90,7 @@ def main() -> None:
     ).start()
     revocations.start()
     MoveFollower(dbs.control_url(), server.stopped, control.forget_workspace).start()
+    DeletionFollower(dbs.control_url(), server.stopped, dbs, control.forget_workspace).start()
     server.set_serving()
     log.info("serving")
     server.wait_for_termination(on_stop=dbs.close)

@@ -106,7 +106,9 @@ def world(stack: Stack, operator: Client) -> World:
             "memory": tuple(m.id for m in memories),
             "entity": tuple(entities),
             "episode": (episode,),
-            "member": tuple(team.members.values()),
+            # Not bob, who calls the tools: the operator may remove a member
+            # named here (ada, the last owner, cannot be; cy calls nothing).
+            "member": (team.members["ada"], team.members["cy"]),
             "workspace": (team.workspace_id,),
             "token": (spare,),
         },

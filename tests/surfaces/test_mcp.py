@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 ARTIFACTS = REPO / "test-artifacts"
 SEVEN = {"recall", "read", "remember", "derive", "correct", "supersede", "forget"}
-LISTED = SEVEN | {"lookup", "neighbors", "timeline"}
+LISTED = SEVEN | {"lookup", "neighbors", "timeline", "list_memories", "audit_log"}
 
 
 class Transcript:
@@ -68,7 +68,7 @@ def test_mcp_stdio_session(stack: Stack, team: Team) -> None:
         async with stdio_session(stack.gateway, token) as s:
             listed = (await s.list_tools()).tools
             log.add("<-", "tools/list", [t.name for t in listed])
-            assert {t.name for t in listed} == LISTED and len(listed) == 10
+            assert {t.name for t in listed} == LISTED and len(listed) == 12
             by_name = {t.name: t for t in TOOLS}
             for tool in listed:
                 # One source for names, descriptions and schemas.

@@ -10,7 +10,7 @@ from mcp import Client
 from recallatron.tools import TOOLS
 from recallatron_mcp.server import INSTRUCTIONS, Clients, build_server
 
-READ_ONLY = {"recall", "read", "lookup", "neighbors", "timeline"}
+READ_ONLY = {"recall", "read", "lookup", "neighbors", "timeline", "list_memories", "audit_log"}
 DESTRUCTIVE = {"correct", "forget"}
 
 

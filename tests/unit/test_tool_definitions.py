@@ -90,6 +90,23 @@ GOOD: dict[str, dict[str, Any]] = {
         "to": "2026-02-01T00:00:00Z",
         "page_token": "p",
     },
+    "list_memories": {
+        "created_by": ENTITY,
+        "kinds": ["note", "decision"],
+        "episode_id": ID,
+        "from": "2026-01-01T00:00:00Z",
+        "to": "2026-02-01T00:00:00Z",
+        "include_superseded": True,
+        "page_size": 100,
+        "page_token": "p",
+    },
+    "audit_log": {
+        "member_id": ENTITY,
+        "actions": ["forget", "remove_member"],
+        "from": "2026-01-01T00:00:00Z",
+        "page_size": 200,
+        "purpose": "audit",
+    },
 }
 
 
@@ -295,3 +312,13 @@ def test_recall_answers_with_the_outcome_and_memories_flat() -> None:
     assert next(iter(answer)) == "nothing_relevant"
     flagged = tool.answer(pb.RecallResponse(outcome=cpb.RecallOutcome(nothing_relevant=True)))
     assert flagged["nothing_relevant"] is True
+
+
+def test_the_owner_view_tools_are_read_only_and_bounded() -> None:
+    for name in ("list_memories", "audit_log"):
+        assert BY_NAME[name].read_only and not BY_NAME[name].destructive
+    assert _problems("list_memories", {"page_size": 101}) != []
+    assert _problems("audit_log", {"page_size": 201}) != []
+    assert _problems("audit_log", {"actions": ["Drop table"]}) != []
+    req = BY_NAME["audit_log"].request_of(GOOD["audit_log"])
+    assert list(req.actions) == ["forget", "remove_member"] and req.page_size == 200

@@ -37,11 +37,14 @@ from services.store.api.tool_server import ToolServicer, legacy_methods
 from services.store.domain import control as ctl
 from services.store.domain import embedding_status
 from services.store.domain.dedup import DedupStore
+from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.entity_merge import EntityMergeStore
 from services.store.domain.episodes import EpisodeStore
 from services.store.domain.graph import GraphStore
 from services.store.domain.history import HistorySearch
+from services.store.domain.member_removal import MemberRemoval
 from services.store.domain.memories import MemoryStore
+from services.store.domain.owner_view import OwnerView
 from services.store.domain.recall import RecallQueries
 from services.store.domain.revocations import RevocationFeed
 from services.store.domain.timeline import TimelineStore
@@ -68,8 +71,16 @@ class StoreServicer:
         self.episodes = EpisodeStore(control)
         self.timelines = TimelineStore(control)
         self.tools = ToolServicer(
-            memories, self.graph, self.episodes, self.timelines, self.dedup, self.entity_merge
+            memories,
+            self.graph,
+            self.episodes,
+            self.timelines,
+            self.dedup,
+            self.entity_merge,
+            OwnerView(control),
         )
+        self.deletion = WorkspaceDeletion(memories.dbs, control)
+        self.removal = MemberRemoval(memories.dbs, control)
         self.revocations = revocations
         # Set when the server drains: open watch streams end at once.
         self.stopping = stopping or threading.Event()
@@ -178,6 +189,39 @@ class StoreServicer:
                 )
                 for t in tokens
             ]
+        )
+
+    def DeleteWorkspace(
+        self, request: pb.DeleteWorkspaceRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteWorkspaceResponse:
+        internal_auth.check_kind(internal_auth.OPERATOR)
+        done = self.deletion.delete(request.workspace, request.confirm)
+        return pb.DeleteWorkspaceResponse(
+            workspace_id=done.workspace_id,
+            slug=done.slug,
+            deleted_at=convert.timestamp(done.deleted_at),
+            tokens_revoked=done.tokens_revoked,
+        )
+
+    def RemoveMember(
+        self, request: pb.RemoveMemberRequest, context: grpc.ServicerContext
+    ) -> pb.RemoveMemberResponse:
+        claims = internal_auth.check_admin(request.workspace_id)
+        by = claims.member_id if claims.kind == internal_auth.MEMBER else None
+        done = self.removal.remove(
+            request.member_id,
+            request.private_memories,
+            request.transfer_to,
+            request.workspace_id or None,
+            by,
+        )
+        return pb.RemoveMemberResponse(
+            member_id=done.member_id,
+            removed_at=convert.timestamp(done.removed_at),
+            tokens_revoked=done.tokens_revoked,
+            memories_erased=done.erased,
+            memories_transferred=done.transferred,
+            memories_kept=done.kept,
         )
 
     def WatchRevocations(

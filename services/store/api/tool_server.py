@@ -10,6 +10,7 @@ back (a gateway of the previous version, during a rolling upgrade)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -21,7 +22,7 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2 as spb
 from recallatron.v1 import tools_pb2_grpc
-from recallatron.vocabulary import DEFAULT_PURPOSE, PURPOSE
+from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, PURPOSE
 from services.store.api.graph_adapter import (
     card_msg,
     graph_of,
@@ -36,6 +37,7 @@ from services.store.domain.entity_merge import EntityMergeStore
 from services.store.domain.episodes import EpisodeStore, NewEpisode
 from services.store.domain.graph import GraphStore
 from services.store.domain.memories import MemoryStore
+from services.store.domain.owner_view import AuditFilter, MemoryFilter, OwnerView
 from services.store.domain.timeline import TimelineStore
 from services.store.domain.trust import Trust, _Empty
 from services.store.infrastructure.db import Caller
@@ -61,8 +63,10 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
         timelines: TimelineStore,
         dedup: DedupStore,
         entity_merge: EntityMergeStore,
+        owner_view: OwnerView,
     ) -> None:
         self.memories = memories
+        self.owner_view = owner_view
         self.graph = graph
         self.episodes = episodes
         self.timelines = timelines
@@ -216,6 +220,59 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
                     memory_id=e.memory_id,
                     entity_id=e.entity_id or "",
                     summary=e.summary,
+                )
+                for e in page.events
+            ],
+            next_page_token=page.next_page_token,
+        )
+
+    # -- an owner's view ---------------------------------------------------------------
+
+    def ListMemories(
+        self, request: pb.ListMemoriesRequest, context: grpc.ServicerContext
+    ) -> pb.ListMemoriesResponse:
+        kinds = [KIND.parse(k, f"kinds[{i}]") for i, k in enumerate(request.kinds)]
+        page = self.owner_view.memories(
+            asserted_caller(),
+            MemoryFilter(
+                created_by=request.created_by,
+                kinds=[k for k in kinds if k],
+                episode_id=request.episode_id,
+                start=convert.when(getattr(request, "from"), request.HasField("from"), "from"),
+                end=convert.when(request.to, request.HasField("to"), "to"),
+                include_superseded=request.include_superseded,
+            ),
+            request.page_size,
+            request.page_token,
+        )
+        return pb.ListMemoriesResponse(
+            memories=[memory_msg(m) for m in page.memories], next_page_token=page.next_page_token
+        )
+
+    def ListAuditEvents(
+        self, request: pb.ListAuditEventsRequest, context: grpc.ServicerContext
+    ) -> pb.ListAuditEventsResponse:
+        page = self.owner_view.audit(
+            asserted_caller(),
+            AuditFilter(
+                member_id=request.member_id,
+                actions=list(request.actions),
+                start=convert.when(getattr(request, "from"), request.HasField("from"), "from"),
+                end=convert.when(request.to, request.HasField("to"), "to"),
+            ),
+            request.page_size,
+            request.page_token,
+        )
+        return pb.ListAuditEventsResponse(
+            events=[
+                pb.AuditEvent(
+                    id=e.id,
+                    at=convert.timestamp(e.at),
+                    member_id=e.member_id,
+                    member_handle=e.member_handle,
+                    action=e.action,
+                    memory_id=e.memory_id,
+                    detail_json=json.dumps(e.detail, sort_keys=True, default=str),
                 )
                 for e in page.events
             ],

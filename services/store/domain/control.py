@@ -335,12 +335,11 @@ class ControlPlane:
             raise errors.NotFound("member not found")
         return Member(str(row[0]), str(row[1]), row[2], row[3], row[4])
 
-    def member_in_workspace(self, workspace_id: str, member_id: str) -> bool:
+    def member_in_workspace(self, workspace_id: str, member_id: str, live: bool = False) -> bool:
+        """Whether the member belongs to the workspace (``live``: and was not removed)."""
+        query = q.LIVE_MEMBER if live else q.MEMBER_IN_WORKSPACE
         with self.dbs.control_conn() as conn:
-            return (
-                conn.execute(q.MEMBER_IN_WORKSPACE, (member_id, workspace_id)).fetchone()
-                is not None
-            )
+            return conn.execute(query, (member_id, workspace_id)).fetchone() is not None
 
     def create_token(
         self,
@@ -356,6 +355,8 @@ class ControlPlane:
         member = self.member(member_id)
         if workspace_id and member.workspace_id != workspace_id:
             raise errors.NotFound("member not found")
+        if not self.member_in_workspace(member.workspace_id, member_id, live=True):
+            raise errors.FailedPrecondition("member_id: the member was removed", "member_id")
         if len(label) > 200:
             raise errors.InvalidArgument("label", "at most 200 characters")
         scope = sorted(set(purposes), key=PURPOSES.index)

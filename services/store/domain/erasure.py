@@ -94,26 +94,44 @@ def scrub(
             log(f"rewrote {table}")
         conn.execute(STATISTICS_CATALOG)
         log("rewrote pg_statistic")
-        row = conn.execute(WAL_FILES).fetchone()
-        kept = conn.execute(WAL_KEPT_SEGMENTS).fetchone()
-        files = int(row[0]) if row else 0
-        cycles = max(files, int(kept[0]) if kept and kept[0] else 0) + 2
-        for _ in range(cycles):
-            conn.execute(SWITCH_WAL)
-            conn.execute(CHECKPOINT)
-        report.wal_cycles = cycles
-        log(f"cycled the WAL {cycles} times")
-        archiving = conn.execute(ARCHIVING).fetchone()
-        if archiving and archiving[0] != "off":
-            report.warnings.append(
-                "archive_mode is on: archived WAL segments keep the forgotten text until the "
-                "archive's retention removes them"
-            )
-        slots = [str(r[0]) for r in conn.execute(SLOTS).fetchall()]
-        if slots:
-            report.warnings.append(
-                "replication slots hold WAL back and replicas keep their own copy: "
-                + ", ".join(slots)
-                + " (scrub each replica, or rebuild it from a fresh base backup)"
-            )
+        _cycle_wal(conn, report, log)
     return report
+
+
+def scrub_server(
+    dbs: Databases, server: str, log: Callable[[str], None] = lambda _msg: None
+) -> ScrubReport:
+    """What a deleted workspace leaves on its server (services/store/domain/
+    deletion.py): its database's files went with the drop, but the WAL still
+    holds what was written to it. Cycles the server's WAL as :func:`scrub`
+    does, so that no file of pg_wal holds WAL from before the drop; the same
+    warnings (archive, replication slots) apply."""
+    report = ScrubReport()
+    with psycopg.connect(dbs.server_url(server), autocommit=True) as conn:
+        _cycle_wal(conn, report, log)
+    return report
+
+
+def _cycle_wal(conn: psycopg.Connection, report: ScrubReport, log: Callable[[str], None]) -> None:
+    row = conn.execute(WAL_FILES).fetchone()
+    kept = conn.execute(WAL_KEPT_SEGMENTS).fetchone()
+    files = int(row[0]) if row else 0
+    cycles = max(files, int(kept[0]) if kept and kept[0] else 0) + 2
+    for _ in range(cycles):
+        conn.execute(SWITCH_WAL)
+        conn.execute(CHECKPOINT)
+    report.wal_cycles = cycles
+    log(f"cycled the WAL {cycles} times")
+    archiving = conn.execute(ARCHIVING).fetchone()
+    if archiving and archiving[0] != "off":
+        report.warnings.append(
+            "archive_mode is on: archived WAL segments keep the erased text until the "
+            "archive's retention removes them"
+        )
+    slots = [str(r[0]) for r in conn.execute(SLOTS).fetchall()]
+    if slots:
+        report.warnings.append(
+            "replication slots hold WAL back and replicas keep their own copy: "
+            + ", ".join(slots)
+            + " (scrub each replica, or rebuild it from a fresh base backup)"
+        )

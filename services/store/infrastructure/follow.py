@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from services.store.infrastructure.db import Databases
 from services.store.infrastructure.listen import Listener
 
 # The channel of services.store.sql.move_queries.NOTIFY_MOVED.
@@ -29,4 +30,40 @@ class MoveFollower(Listener):
     ) -> None:
         super().__init__(
             "move-follower", control_url, CHANNEL, stop, on_moved, retry_seconds=retry_seconds
+        )
+
+
+# The channel of services.store.sql.queries.NOTIFY_DELETED.
+DELETED_CHANNEL = "recallatron_workspace_deleted"
+
+
+class DeletionFollower(Listener):
+    """Every process closes its pools of a deleted workspace's database at
+    once (services/store/domain/deletion.py) and drops its record: the
+    payload is "<workspace id> <server> <database>"."""
+
+    def __init__(
+        self,
+        control_url: str,
+        stop: threading.Event,
+        dbs: Databases,
+        forget_workspace: Callable[[str], None],
+        retry_seconds: float = 1.0,
+    ) -> None:
+        def deleted(payload: str) -> None:
+            parts = payload.split(" ")
+            if len(parts) != 3:
+                return
+            workspace_id, server, database = parts
+            forget_workspace(workspace_id)
+            if server in dbs.servers.names:
+                dbs.forget_pools(server, database)
+
+        super().__init__(
+            "deletion-follower",
+            control_url,
+            DELETED_CHANNEL,
+            stop,
+            deleted,
+            retry_seconds=retry_seconds,
         )

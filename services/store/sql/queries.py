@@ -94,7 +94,7 @@ SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only, t.id, t.expires_at,
        t.expires_at IS NOT NULL AND t.expires_at <= now() AS expired,
        t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute' AS stale
 FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
-WHERE t.token_sha256 = %s AND t.revoked_at IS NULL
+WHERE t.token_sha256 = %s AND t.revoked_at IS NULL AND m.removed_at IS NULL
 """
 # Committed with the revocation: every store process listening passes it on
 # to the gateways watching (services/store/domain/revocations.py).
@@ -145,3 +145,60 @@ WHERE j.next_attempt_at = 'infinity'
        OR m.audience_member_id = %(member)s::uuid)
 GROUP BY j.last_error ORDER BY count(*) DESC, j.last_error LIMIT %(limit)s
 """
+
+# -- a workspace's and a member's end (migrations/control/0006_workspace_deletion.sql) --
+WORKSPACE_BY_ID_OR_SLUG = """
+SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+WHERE slug = %(given)s OR id::text = %(given)s
+"""
+# The workspace locked against a concurrent create-member or create-token
+# while it is deleted.
+LOCK_WORKSPACE = "SELECT id FROM workspace WHERE id = %s FOR UPDATE"
+# Live tokens of a workspace (or of one member), revoked, their ids returned
+# for the revocation feed.
+REVOKE_WORKSPACE_TOKENS = """
+UPDATE access_token t SET revoked_at = now()
+FROM member m
+WHERE m.id = t.member_id AND m.workspace_id = %s AND t.revoked_at IS NULL
+RETURNING t.id::text
+"""
+REVOKE_MEMBER_TOKENS = """
+UPDATE access_token SET revoked_at = now()
+WHERE member_id = %s AND revoked_at IS NULL
+RETURNING id::text
+"""
+DELETE_WORKSPACE_TOKENS = """
+DELETE FROM access_token t USING member m WHERE m.id = t.member_id AND m.workspace_id = %s
+"""
+DELETE_WORKSPACE_MEMBERS = "DELETE FROM member WHERE workspace_id = %s"
+DELETE_WORKSPACE_MOVE = "DELETE FROM workspace_move WHERE workspace_id = %s"
+DELETE_WORKSPACE = "DELETE FROM workspace WHERE id = %s"
+INSERT_TOMBSTONE = """
+INSERT INTO workspace_tombstone (id) VALUES (%s)
+ON CONFLICT (id) DO UPDATE SET deleted_at = workspace_tombstone.deleted_at
+RETURNING deleted_at
+"""
+# Held by the deleting session for the whole deletion (namespace 7402; moves
+# use 7401): a second deletion of the workspace (a client's retry) waits for
+# the first and then finds it done.
+DELETION_LOCK = "SELECT pg_advisory_lock(7402, hashtext(%s::text))"
+# Committed with the deletion: every store process (and embedding job)
+# closes its pools of the database (services/store/infrastructure/follow.py).
+# Payload: "<workspace id> <server> <database>".
+NOTIFY_DELETED = "SELECT pg_notify('recallatron_workspace_deleted', %s)"
+# A member, locked, with whether they were removed.
+MEMBER_TO_REMOVE = """
+SELECT workspace_id::text, role, removed_at FROM member WHERE id = %s FOR UPDATE
+"""
+OTHER_OWNERS = """
+SELECT count(*) FROM member
+WHERE workspace_id = %s AND role = 'owner' AND id <> %s AND removed_at IS NULL
+"""
+LIVE_MEMBER = """
+SELECT 1 FROM member WHERE id = %s AND workspace_id = %s AND removed_at IS NULL
+"""
+MARK_MEMBER_REMOVED = "UPDATE member SET removed_at = now() WHERE id = %s RETURNING removed_at"
+# Handles of a workspace's members, removed ones included (the audit log's names).
+MEMBER_HANDLES = "SELECT id::text, handle FROM member WHERE workspace_id = %s"
+TOMBSTONE_BY_TEXT = "SELECT deleted_at FROM workspace_tombstone WHERE id::text = %(given)s"
+MOVE_PENDING = "SELECT 1 FROM workspace_move WHERE workspace_id = %s"

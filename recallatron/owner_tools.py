@@ -1,0 +1,97 @@
+"""An owner's view as agents see it: listing memories and reading the audit
+log, both read-only. Each is the fields of one recallatron.tools.Tool (which
+makes them, and the other tools, into TOOLS), and how its answer reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recallatron.protojson import Arg, Shown
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.vocabulary import (
+    DEFAULT_LIST_PAGE,
+    DEFAULT_PURPOSE,
+    IDENTIFIER_PATTERN,
+    KINDS,
+    MAX_AUDIT_ACTIONS,
+    MAX_AUDIT_PAGE,
+    MAX_IDENTIFIER,
+    MAX_LIST_PAGE,
+)
+
+# Taken into recallatron.tools.SHOWN.
+OWNER_SHOWN: dict[str, Shown] = {
+    pb.ListMemoriesResponse.DESCRIPTOR.full_name: Shown(
+        empty_is_null=frozenset({"next_page_token"})
+    ),
+    pb.ListAuditEventsResponse.DESCRIPTOR.full_name: Shown(
+        empty_is_null=frozenset({"next_page_token"})
+    ),
+    pb.AuditEvent.DESCRIPTOR.full_name: Shown(empty_is_null=frozenset({"memory_id"})),
+}
+
+_PAGE_TOKEN = Arg({"maxLength": 1000})
+_UUID = {"format": "uuid"}
+_IDENTIFIER = {"pattern": IDENTIFIER_PATTERN, "maxLength": MAX_IDENTIFIER}
+_PURPOSE = Arg(
+    {
+        "default": DEFAULT_PURPOSE,
+        "description": "Why you are asking; only memories stored for this purpose are visible.",
+    }
+)
+
+# Each the keyword arguments of a recallatron.tools.Tool.
+OWNER_TOOLS: tuple[dict[str, Any], ...] = (
+    dict(
+        name="list_memories",
+        title="List memories",
+        description=(
+            "The memories you may see, newest first, optionally only those written by one "
+            "member (created_by), of some kinds, of one episode, or created between from and to; "
+            "superseded ones only with include_superseded. Each comes without its provenance: "
+            "read it before relying on it. A memory is a dated claim, not current truth. At most "
+            f"{MAX_LIST_PAGE} per page; pass next_page_token for more."
+        ),
+        method="ListMemories",
+        args={
+            "created_by": Arg({**_UUID, "description": "Only memories this member wrote."}),
+            "kinds": Arg({"maxItems": len(KINDS)}),
+            "episode_id": Arg(_UUID),
+            "from": Arg({"description": "Created from this time (RFC 3339, inclusive)."}),
+            "to": Arg({"description": "Created before this time (RFC 3339, exclusive)."}),
+            "include_superseded": Arg({"default": False}),
+            "page_size": Arg(
+                {"minimum": 1, "maximum": MAX_LIST_PAGE, "default": DEFAULT_LIST_PAGE}
+            ),
+            "page_token": _PAGE_TOKEN,
+            "purpose": _PURPOSE,
+        },
+        read_only=True,
+        destructive=False,
+    ),
+    dict(
+        name="audit_log",
+        title="Read the audit log",
+        description=(
+            "For a workspace owner only (anyone else is refused): the workspace's audit "
+            "log, newest first: who did what (remember, derive, correct, supersede, forget, "
+            "remove_member, ...), when, on which memory id, optionally only one member's "
+            "actions, some actions, or a time span. It holds ids and counts, never memory text "
+            f"nor reasons. At most {MAX_AUDIT_PAGE} events per page; pass next_page_token for more."
+        ),
+        method="ListAuditEvents",
+        args={
+            "member_id": Arg({**_UUID, "description": "Only what this member did."}),
+            "actions": Arg({"maxItems": MAX_AUDIT_ACTIONS}, items=_IDENTIFIER),
+            "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
+            "to": Arg({"description": "Before this time (RFC 3339, exclusive)."}),
+            "page_size": Arg(
+                {"minimum": 1, "maximum": MAX_AUDIT_PAGE, "default": DEFAULT_LIST_PAGE}
+            ),
+            "page_token": _PAGE_TOKEN,
+            "purpose": _PURPOSE,
+        },
+        read_only=True,
+        destructive=False,
+    ),
+)

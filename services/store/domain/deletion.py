@@ -1,0 +1,122 @@
+"""Deleting a workspace (design §10; docs/reliability.md, "Deleting a
+workspace"). Three steps, each safe to run again:
+
+1. its tokens are revoked and published in one control-plane transaction:
+   every gateway refuses them on the next call (the revocation feed empties
+   each gateway's cache);
+2. its database is dropped (``WITH (FORCE)``: sessions on it end), after
+   this process closed its own pools of it;
+3. its control-plane rows (tokens, members, settings, work marks, the move
+   record, the workspace) are deleted and a tombstone of its id and the time
+   is written, with a notification on which every store process and
+   embedding job closes its pools of that database and drops its record.
+
+An interrupted deletion is finished by deleting again: the workspace is
+found until step 3 commits, and the drop of a database already gone is a
+no-op. Two deletions of one workspace (a retried call) run one after the
+other: the second then finds the tombstone (NOT_FOUND, "deleted at ...")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+from psycopg import sql
+
+from recallatron import errors
+from services.store.domain.control import ControlPlane, Workspace, _workspace
+from services.store.infrastructure.db import Databases
+from services.store.sql import queries as q
+
+DROP_DATABASE = "DROP DATABASE IF EXISTS {} WITH (FORCE)"
+# How long a deletion waits for another one of the same workspace.
+LOCK_MS = 120_000
+MAX_GIVEN = 200
+
+
+@dataclass(frozen=True)
+class Deleted:
+    workspace_id: str
+    slug: str
+    deleted_at: datetime
+    tokens_revoked: int
+
+
+def deleted_payload(ws: Workspace) -> str:
+    """The notification's payload (DeletionFollower in
+    services/store/infrastructure/follow.py reads it)."""
+    return f"{ws.id} {ws.server} {ws.database_name}"
+
+
+class WorkspaceDeletion:
+    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
+        self.dbs = dbs
+        self.control = control
+
+    def find(self, given: str) -> Workspace:
+        """The workspace ``given`` names by id or slug; NOT_FOUND (saying so
+        when it was deleted) otherwise."""
+        if not given.strip():
+            raise errors.InvalidArgument("workspace", "is required: the workspace's id or slug")
+        if len(given) > MAX_GIVEN or "\x00" in given:
+            raise errors.InvalidArgument(
+                "workspace", f"at most {MAX_GIVEN} characters, no NUL characters"
+            )
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.WORKSPACE_BY_ID_OR_SLUG, {"given": given}).fetchone()
+            gone = None
+            if row is None:
+                gone = conn.execute(q.TOMBSTONE_BY_TEXT, {"given": given}).fetchone()
+        if row is None:
+            if gone is not None:
+                raise errors.NotFound(f"workspace: deleted at {gone[0].isoformat()}")
+            raise errors.NotFound("workspace: workspace not found")
+        return _workspace(row)
+
+    def delete(self, given: str, confirm: str) -> Deleted:
+        ws = self.find(given)
+        if confirm not in (ws.slug, ws.id):
+            raise errors.InvalidArgument(
+                "confirm", "must repeat the workspace's slug or id (nothing was deleted)"
+            )
+        # One deletion of a workspace at a time; the lock is the session's, so
+        # a killed deleter's goes with its connection.
+        with psycopg.connect(
+            self.dbs.control_url(), autocommit=True, options=f"-c statement_timeout={LOCK_MS}"
+        ) as guard:
+            guard.execute(q.DELETION_LOCK, (ws.id,))
+            return self._delete(self.find(ws.id))
+
+    def _delete(self, ws: Workspace) -> Deleted:
+        with self.dbs.control_conn() as conn:
+            if conn.execute(q.MOVE_PENDING, (ws.id,)).fetchone():
+                raise errors.FailedPrecondition(
+                    "workspace: a move of it is under way; finish it first "
+                    "(recallatron move-workspace)",
+                    "workspace",
+                )
+            conn.execute(q.LOCK_WORKSPACE, (ws.id,))
+            revoked = [str(r[0]) for r in conn.execute(q.REVOKE_WORKSPACE_TOKENS, (ws.id,))]
+            for token_id in revoked:
+                conn.execute(q.NOTIFY_REVOKED, (token_id,))
+        # This process's own connections first: the drop ends the others'.
+        self.dbs.forget_pools(ws.server, ws.database_name)
+        self.control.forget_workspace(ws.id)
+        with self.dbs.admin(ws.server) as conn:
+            conn.execute(sql.SQL(DROP_DATABASE).format(sql.Identifier(ws.database_name)))
+        with self.dbs.control_conn() as conn:
+            conn.execute(q.LOCK_WORKSPACE, (ws.id,))
+            for statement in (
+                q.DELETE_WORKSPACE_TOKENS,
+                q.DELETE_WORKSPACE_MEMBERS,
+                q.DELETE_WORKSPACE_MOVE,
+                q.DELETE_WORKSPACE,
+            ):
+                conn.execute(statement, (ws.id,))
+            row = conn.execute(q.INSERT_TOMBSTONE, (ws.id,)).fetchone()
+            assert row is not None
+            conn.execute(q.NOTIFY_DELETED, (deleted_payload(ws),))
+        self.dbs.forget_pools(ws.server, ws.database_name)
+        self.control.forget_workspace(ws.id)
+        return Deleted(ws.id, ws.slug, row[0], len(revoked))

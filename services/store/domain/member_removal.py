@@ -1,0 +1,148 @@
+"""A member who leaves (design §10; docs/api.md, "Removing a member").
+
+Their tokens are revoked and published at once, so every gateway refuses
+them on the next call (the revocation feed empties each gateway's cache).
+The memories only they could see are erased, as forget erases (text,
+vectors, search statistics and graph claims purged; a tombstone stays), or
+handed to another member of the workspace; what they wrote that others may
+see stays, still attributed to them; each entity claim follows the memory
+that states it. Their member row stays, marked removed, so that their
+handle still names what they did (the audit log), and it can hold no token.
+
+Every check runs before anything changes. A removal interrupted after the
+control plane's step is finished by running it again (the workspace's step
+changes only what is left)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg.types.json import Jsonb
+
+from recallatron import errors
+from services.store.domain.control import ControlPlane, parse_uuid
+from services.store.infrastructure.db import Databases
+from services.store.sql import leaving_queries as lq
+from services.store.sql import queries as q
+
+ERASE = "erase"
+TRANSFER = "transfer"
+MODES = (ERASE, TRANSFER)
+# Who removed a member when it was the operator, in the audit log (a member
+# id is always a random UUID, never this one).
+OPERATOR_ID = "00000000-0000-0000-0000-000000000000"
+# The tombstone's reason for an erased memory: says why, never what.
+ERASED_REASON = "member removed"
+
+
+@dataclass(frozen=True)
+class Removal:
+    member_id: str
+    removed_at: datetime
+    tokens_revoked: int
+    erased: int
+    transferred: int
+    kept: int
+
+
+class MemberRemoval:
+    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
+        self.dbs = dbs
+        self.control = control
+
+    def remove(
+        self,
+        member_id: str,
+        private_memories: str,
+        transfer_to: str = "",
+        workspace_id: str | None = None,
+        removed_by: str | None = None,
+    ) -> Removal:
+        """Removes ``member_id``; ``workspace_id`` (an owner's call) must be
+        theirs; ``removed_by`` is the owner's member id (None: the operator)."""
+        member_id = parse_uuid(member_id, "member_id")
+        if private_memories not in MODES:
+            raise errors.InvalidArgument("private_memories", "must be erase or transfer")
+        receiver: str | None = None
+        if private_memories == TRANSFER:
+            if not transfer_to:
+                raise errors.InvalidArgument("transfer_to", "is required with transfer")
+            receiver = parse_uuid(transfer_to, "transfer_to")
+            if receiver == member_id:
+                raise errors.InvalidArgument("transfer_to", "must be another member")
+        elif transfer_to:
+            raise errors.InvalidArgument("transfer_to", "only with transfer")
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.MEMBER_TO_REMOVE, (member_id,)).fetchone()
+            if row is None or (workspace_id and row[0] != workspace_id):
+                raise errors.NotFound("member_id: member not found")
+            ws_id, role, removed_at = str(row[0]), row[1], row[2]
+            if receiver and not conn.execute(q.LIVE_MEMBER, (receiver, ws_id)).fetchone():
+                raise errors.InvalidArgument(
+                    "transfer_to", "names no current member of the member's workspace"
+                )
+            if removed_at is None and role == "owner":
+                others = conn.execute(q.OTHER_OWNERS, (ws_id, member_id)).fetchone()
+                if others is None or int(others[0]) == 0:
+                    raise errors.FailedPrecondition(
+                        "member_id: the workspace's last owner; make another member an "
+                        "owner first (or delete the workspace)",
+                        "member_id",
+                    )
+            revoked = [str(r[0]) for r in conn.execute(q.REVOKE_MEMBER_TOKENS, (member_id,))]
+            for token_id in revoked:
+                conn.execute(q.NOTIFY_REVOKED, (token_id,))
+            if removed_at is None:
+                marked = conn.execute(q.MARK_MEMBER_REMOVED, (member_id,)).fetchone()
+                assert marked is not None  # the row is locked above
+                removed_at = marked[0]
+        erased, transferred, kept = self._workspace_step(
+            ws_id, member_id, receiver, removed_by or OPERATOR_ID, private_memories
+        )
+        return Removal(member_id, removed_at, len(revoked), erased, transferred, kept)
+
+    def _workspace_step(
+        self, ws_id: str, member: str, receiver: str | None, by: str, mode: str
+    ) -> tuple[int, int, int]:
+        ws = self.control.workspace(ws_id)
+        params = {"member": member, "to": receiver, "by": by, "reason": ERASED_REASON}
+        erased = transferred = 0
+        with self.dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
+            found = conn.execute(lq.KEPT, params).fetchone()
+            kept = int(found[0]) if found else 0
+            if receiver is None:
+                rows = conn.execute(lq.ERASE_PRIVATE, params).fetchall()
+                erased = len(rows)
+                if rows:
+                    conn.execute(
+                        lq.INSERT_ERASED_REVISIONS,
+                        {
+                            **params,
+                            "ids": [r[0] for r in rows],
+                            "revisions": [r[1] for r in rows],
+                        },
+                    )
+                conn.execute(lq.ERASE_PRIVATE_EPISODES, params)
+            else:
+                rows = conn.execute(lq.TRANSFER_PRIVATE, params).fetchall()
+                transferred = sum(1 for r in rows if r[0])
+                for statement in (
+                    lq.TRANSFER_PROVENANCE,
+                    lq.TRANSFER_VECTORS,
+                    lq.TRANSFER_TERM_STATS,
+                    lq.TRANSFER_CORPUS_STATS,
+                    lq.TRANSFER_EPISODES,
+                ):
+                    conn.execute(statement, params)
+            detail = {
+                "removed_member_id": member,
+                "private_memories": mode,
+                "erased": erased,
+                "transferred": transferred,
+                "kept": kept,
+            }
+            if receiver:
+                detail["transfer_to"] = receiver
+            conn.execute(lq.INSERT_AUDIT, (by, Jsonb(detail)))
+        return erased, transferred, kept

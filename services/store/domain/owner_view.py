@@ -1,0 +1,195 @@
+"""An owner's view (design §10; docs/api.md, "An owner's view"): the memories
+a caller may see, listed newest first by author, kind, episode and time; and
+the workspace's audit log (who did what, when, on which id), for its owners.
+Both read inside the caller's transaction and are paged by a keyset token.
+
+The audit log never holds memory text; its free-text details (a reason given
+to correct or forget) are not shown either, only ids and counts."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from recallatron import errors
+from recallatron.vocabulary import (
+    DEFAULT_LIST_PAGE,
+    IDENTIFIER_PATTERN,
+    KINDS,
+    MAX_AUDIT_ACTIONS,
+    MAX_AUDIT_PAGE,
+    MAX_LIST_PAGE,
+)
+from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
+from services.store.domain.member_removal import OPERATOR_ID
+from services.store.domain.memory_reads import MemoryView, memory_view
+from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.sql import owner_queries as oq
+from services.store.sql import queries as q
+
+# Detail keys shown: ids, counts and names of things, never free text.
+HIDDEN_DETAIL = frozenset({"reason"})
+_ACTION = re.compile(IDENTIFIER_PATTERN)
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    created_by: str = ""
+    kinds: Sequence[str] = ()
+    episode_id: str = ""
+    start: datetime | None = None
+    end: datetime | None = None
+    include_superseded: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    memories: list[MemoryView]
+    next_page_token: str
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    member_id: str = ""
+    actions: Sequence[str] = ()
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    id: int
+    at: datetime
+    member_id: str
+    member_handle: str
+    action: str
+    memory_id: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    events: list[AuditEvent]
+    next_page_token: str
+
+
+def _encode(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+
+
+def _decode(token: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict) or data.get("w") != what:
+        raise errors.InvalidArgument("page_token", "not a token this call gave")
+    return data
+
+
+def _span(start: datetime | None, end: datetime | None) -> None:
+    if start is not None and end is not None and end <= start:
+        raise errors.InvalidArgument("to", "must be later than from")
+
+
+class OwnerView:
+    def __init__(self, control: ControlPlane) -> None:
+        self.control = control
+
+    def memories(
+        self, caller: Caller, f: MemoryFilter, page_size: int = 0, page_token: str = ""
+    ) -> MemoryPage:
+        created_by = v.uuid_str(f.created_by, "created_by") if f.created_by else None
+        episode = v.uuid_str(f.episode_id, "episode_id") if f.episode_id else None
+        for i, kind in enumerate(f.kinds):
+            if kind not in KINDS:
+                raise errors.InvalidArgument(f"kinds[{i}]", "must be " + ", ".join(KINDS))
+        _span(f.start, f.end)
+        limit = v.count(page_size, "page_size", DEFAULT_LIST_PAGE, MAX_LIST_PAGE)
+        after_at: datetime | None = None
+        after_id: str | None = None
+        if page_token:
+            data = _decode(page_token, "memories")
+            try:
+                after_at = datetime.fromisoformat(str(data["at"]))
+                after_id = v.uuid_str(str(data["id"]), "page_token")
+            except (KeyError, ValueError, errors.InvalidArgument):
+                raise errors.InvalidArgument("page_token", "not a token this call gave") from None
+        params = {
+            "created_by": created_by,
+            "kinds": list(dict.fromkeys(f.kinds)) or None,
+            "episode": episode,
+            "from": f.start,
+            "to": f.end,
+            "include_superseded": f.include_superseded,
+            "after_at": after_at,
+            "after_id": after_id,
+            "limit": limit + 1,
+        }
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            rows = conn.execute(oq.LIST_MEMORIES, params).fetchall()
+        views = [memory_view(r) for r in rows[:limit]]
+        token = ""
+        if len(rows) > limit:
+            last = views[-1]
+            token = _encode({"w": "memories", "at": last.created_at.isoformat(), "id": last.id})
+        return MemoryPage(views, token)
+
+    def audit(
+        self, caller: Caller, f: AuditFilter, page_size: int = 0, page_token: str = ""
+    ) -> AuditPage:
+        if caller.role != "owner":
+            raise errors.PermissionDenied("only a workspace owner may read its audit log")
+        member = v.uuid_str(f.member_id, "member_id") if f.member_id else None
+        if len(f.actions) > MAX_AUDIT_ACTIONS:
+            raise errors.InvalidArgument("actions", f"at most {MAX_AUDIT_ACTIONS}")
+        for i, action in enumerate(f.actions):
+            if len(action) > 64 or not _ACTION.match(action):
+                raise errors.InvalidArgument(
+                    f"actions[{i}]", "an action's name: lower-case letters, digits and '_'"
+                )
+        _span(f.start, f.end)
+        limit = v.count(page_size, "page_size", DEFAULT_LIST_PAGE, MAX_AUDIT_PAGE)
+        after_id: int | None = None
+        if page_token:
+            try:
+                after_id = int(_decode(page_token, "audit")["id"])
+            except (KeyError, ValueError, TypeError):
+                raise errors.InvalidArgument("page_token", "not a token this call gave") from None
+        params = {
+            "member": member,
+            "actions": list(dict.fromkeys(f.actions)) or None,
+            "from": f.start,
+            "to": f.end,
+            "after_id": after_id,
+            "limit": limit + 1,
+        }
+        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+            rows = conn.execute(oq.AUDIT_EVENTS, params).fetchall()
+        handles = self._handles(caller.workspace_id)
+        events = [
+            AuditEvent(
+                int(r[0]),
+                r[1],
+                r[2],
+                handles.get(r[2], ""),
+                r[3],
+                r[4] or "",
+                {k: val for k, val in (r[5] or {}).items() if k not in HIDDEN_DETAIL},
+            )
+            for r in rows[:limit]
+        ]
+        token = _encode({"w": "audit", "id": events[-1].id}) if len(rows) > limit else ""
+        return AuditPage(events, token)
+
+    def _handles(self, workspace_id: str) -> dict[str, str]:
+        with self.control.dbs.control_conn() as conn:
+            found = {str(r[0]): str(r[1]) for r in conn.execute(q.MEMBER_HANDLES, (workspace_id,))}
+        return {**found, OPERATOR_ID: "operator"}

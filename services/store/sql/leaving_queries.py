@@ -1,0 +1,68 @@
+"""Named SQL of a member's leaving, on the workspace's database
+(services/store/domain/member_removal.py). Run on the owner pool: the rows
+changed are the member's, whoever may see them."""
+
+# -- erase: as forget does, for every memory only they could see -------------
+# The triggers of forget follow (migrations 0001, 0006, 0008): the embedding,
+# the search statistics, the graph claims, aliases and mentions (and entities
+# nothing names any more) go, and what derives from it is marked.
+ERASE_PRIVATE = """
+UPDATE memory
+SET title = '', body = '', invalidated_at = now(), invalidation_reason = %(reason)s,
+    invalidated_by = %(by)s, updated_at = now()
+WHERE audience_member_id = %(member)s AND invalidated_at IS NULL
+RETURNING id, revision
+"""
+INSERT_ERASED_REVISIONS = """
+INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason)
+SELECT id, revision, 'forget', %(by)s, %(reason)s
+FROM unnest(%(ids)s::uuid[], %(revisions)s::bigint[]) AS e(id, revision)
+"""
+# Their private episodes keep their span, not their title.
+ERASE_PRIVATE_EPISODES = """
+UPDATE episode SET title = '' WHERE audience_member_id = %(member)s AND title <> ''
+"""
+
+# -- transfer: every memory only they could see, to another member ------------
+# The audience is fixed for a memory's life everywhere else, so each copy of
+# it follows here: the memory, its vectors' copies, its provenance's, the
+# search statistics kept per audience, and their episodes.
+TRANSFER_PRIVATE = """
+UPDATE memory SET audience_member_id = %(to)s, updated_at = now()
+WHERE audience_member_id = %(member)s
+RETURNING invalidated_at IS NULL
+"""
+TRANSFER_PROVENANCE = """
+UPDATE memory SET provenance_audience = %(to)s WHERE provenance_audience = %(member)s
+"""
+# The copy is taken from the memory again by memory_embedding_copy_trust.
+TRANSFER_VECTORS = """
+UPDATE memory_embedding SET audience_member_id = %(to)s WHERE audience_member_id = %(member)s
+"""
+TRANSFER_TERM_STATS = """
+WITH moved AS (DELETE FROM term_stat WHERE audience = %(member)s RETURNING *)
+INSERT INTO term_stat AS t (lexeme, purpose, audience, shard, docs)
+SELECT lexeme, purpose, %(to)s, shard, sum(docs) FROM moved
+GROUP BY lexeme, purpose, shard ORDER BY lexeme, purpose, shard
+ON CONFLICT (lexeme, purpose, audience, shard) DO UPDATE SET docs = t.docs + EXCLUDED.docs
+"""
+TRANSFER_CORPUS_STATS = """
+WITH moved AS (DELETE FROM corpus_stat WHERE audience = %(member)s RETURNING *)
+INSERT INTO corpus_stat AS c (purpose, audience, shard, docs)
+SELECT purpose, %(to)s, shard, sum(docs) FROM moved
+GROUP BY purpose, shard ORDER BY purpose, shard
+ON CONFLICT (purpose, audience, shard) DO UPDATE SET docs = c.docs + EXCLUDED.docs
+"""
+TRANSFER_EPISODES = """
+UPDATE episode SET audience_member_id = %(to)s WHERE audience_member_id = %(member)s
+"""
+
+# What they wrote that others may see: kept as it is, attributed to them.
+KEPT = """
+SELECT count(*) FROM memory
+WHERE created_by = %(member)s AND invalidated_at IS NULL
+  AND audience_member_id IS DISTINCT FROM %(member)s
+"""
+INSERT_AUDIT = """
+INSERT INTO audit_log (member_id, action, detail) VALUES (%s, 'remove_member', %s)
+"""

@@ -1,0 +1,36 @@
+"""Named SQL of an owner's view (services/store/domain/owner_view.py): the
+memories a caller may see, listed, and the workspace's audit log. Both run in
+a caller transaction, so row-level security leaves out what the caller may
+not see; both are paged by a keyset (newest first)."""
+
+from services.store.sql.memory_queries import MEMORY_COLUMNS
+
+# An episode filter matches only an episode the caller may see (the policy
+# on episode), so a hidden episode's id lists nothing.
+LIST_MEMORIES = f"""
+SELECT {MEMORY_COLUMNS} FROM memory m
+WHERE (%(created_by)s::uuid IS NULL OR m.created_by = %(created_by)s::uuid)
+  AND (%(kinds)s::memory_kind[] IS NULL OR m.kind = ANY (%(kinds)s::memory_kind[]))
+  AND (%(episode)s::uuid IS NULL
+       OR (m.episode_id = %(episode)s::uuid
+           AND EXISTS (SELECT 1 FROM episode ep WHERE ep.id = %(episode)s::uuid)))
+  AND (%(from)s::timestamptz IS NULL OR m.created_at >= %(from)s::timestamptz)
+  AND (%(to)s::timestamptz IS NULL OR m.created_at < %(to)s::timestamptz)
+  AND (%(include_superseded)s OR m.superseded_by_id IS NULL)
+  AND (%(after_at)s::timestamptz IS NULL
+       OR (m.created_at, m.id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
+
+AUDIT_EVENTS = """
+SELECT a.id, a.at, a.member_id::text, a.action, a.memory_id::text, a.detail
+FROM audit_log a
+WHERE (%(member)s::uuid IS NULL OR a.member_id = %(member)s::uuid)
+  AND (%(actions)s::text[] IS NULL OR a.action = ANY (%(actions)s::text[]))
+  AND (%(from)s::timestamptz IS NULL OR a.at >= %(from)s::timestamptz)
+  AND (%(to)s::timestamptz IS NULL OR a.at < %(to)s::timestamptz)
+  AND (%(after_id)s::bigint IS NULL OR a.id < %(after_id)s::bigint)
+ORDER BY a.id DESC
+LIMIT %(limit)s
+"""

@@ -1,0 +1,173 @@
+"""An owner's view (design §10; issue 34): memories listed newest first by
+author, kind, episode and time, paged, only those the caller may see; the
+audit log (who did what, when, on which id) for owners only, paged and
+filtered by member, action and time, never showing memory text or reasons.
+Both read-only (a read-only token may call them), with --json on the command
+line, and bad input refused naming the field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron_cli.main import main
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+
+def error(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value
+
+
+def every(page: Callable[..., Any], key: str, **filters: Any) -> list[Any]:
+    """Every item, page after page."""
+    out: list[Any] = []
+    token = ""
+    while True:
+        got = page(page_token=token, **filters)
+        out.extend(getattr(got, key))
+        token = got.next_page_token
+        if not token:
+            return out
+
+
+def seeded(team: Team) -> dict[str, str]:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    episode = ada.create_episode(
+        "planning", "2026-01-01T00:00:00Z", audience_to="workspace"
+    ).episode_id
+    ids = {
+        "a1": ada.remember("ada one", audience_to="workspace").memory.id,
+        "a2": ada.remember("ada decision", kind="decision", audience_to="workspace").memory.id,
+        "a3": ada.remember("ada in episode", audience_to="workspace", episode_id=episode).memory.id,
+        "b1": bob.remember("bob fact", kind="fact", audience_to="workspace").memory.id,
+        "b2": bob.remember("bob private").memory.id,
+        "b3": bob.remember("bob shared", audience_to="workspace").memory.id,
+        "episode": episode,
+    }
+    old = ada.read([ids["a1"]]).memories[0]
+    ids["a1_new"] = ada.supersede(old.id, old.revision, "ada one, revised").memory.id
+    ada.forget(ids["b3"], "the text of bob's secret reason")
+    return ids
+
+
+def test_list_pages_filters_and_shows_only_what_the_caller_may_see(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    ids = seeded(team)
+    listed = every(ada.list_memories, "memories", page_size=2)
+    seen = [m.id for m in listed]
+    # Newest first; bob's private memory, the forgotten one and the
+    # superseded one are not listed for ada.
+    assert seen == [ids[k] for k in ("a1_new", "b1", "a3", "a2")]
+    assert [m.created_at.ToDatetime() for m in listed] == sorted(
+        (m.created_at.ToDatetime() for m in listed), reverse=True
+    )
+    with_old = every(ada.list_memories, "memories", include_superseded=True)
+    assert ids["a1"] in [m.id for m in with_old]
+    # Bob sees his private memory too.
+    assert ids["b2"] in [m.id for m in every(bob.list_memories, "memories")]
+    by_bob = every(ada.list_memories, "memories", created_by=team.members["bob"])
+    assert [m.id for m in by_bob] == [ids["b1"]]
+    decisions = every(ada.list_memories, "memories", kinds=["decision", "fact"])
+    assert [m.id for m in decisions] == [ids["b1"], ids["a2"]]
+    in_episode = every(ada.list_memories, "memories", episode_id=ids["episode"])
+    assert [m.id for m in in_episode] == [ids["a3"]]
+    # A time span: from a3's creation (inclusive) to b1's (exclusive).
+    a3 = next(m for m in listed if m.id == ids["a3"]).created_at.ToJsonString()
+    b1 = next(m for m in listed if m.id == ids["b1"]).created_at.ToJsonString()
+    span = every(ada.list_memories, "memories", **{"from": a3, "to": b1})
+    assert [m.id for m in span] == [ids["a3"]]
+
+
+def test_the_audit_log_is_for_owners_paged_and_filtered(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    ids = seeded(team)
+    events = every(ada.audit_events, "events", page_size=2)
+    got = [(e.member_handle, e.action, e.memory_id) for e in events]
+    assert got[0] == ("ada", "forget", ids["b3"])
+    assert ("bob", "remember", ids["b2"]) in got and ("ada", "supersede", ids["a1_new"]) in got
+    assert [e.id for e in events] == sorted((e.id for e in events), reverse=True)
+    # No free text: the forget's reason is not shown.
+    assert all("secret" not in e.detail_json for e in events)
+    bobs = every(ada.audit_events, "events", member_id=team.members["bob"])
+    assert {e.member_id for e in bobs} == {team.members["bob"]} and len(bobs) == 3
+    forgets = every(ada.audit_events, "events", actions=["forget"])
+    assert [e.memory_id for e in forgets] == [ids["b3"]]
+    first = events[-1].at
+    later = every(ada.audit_events, "events", **{"from": first.ToJsonString()})
+    assert len(later) == len(events)
+    assert every(ada.audit_events, "events", to=first.ToJsonString()) == []
+    exc = error(lambda: bob.audit_events())
+    assert exc.code() == grpc.StatusCode.PERMISSION_DENIED and "owner" in str(exc.details())
+
+
+def test_a_read_only_token_may_list_and_read_the_audit(stack: Stack, team: Team) -> None:
+    ada = team.clients["ada"]
+    ada.remember("for the reader", audience_to="workspace")
+    made = ada.create_token(team.members["ada"], "reader", read_only=True)
+    reader = Client(stack.gateway, made.token)
+    assert [m.title for m in reader.list_memories().memories] == ["for the reader"]
+    assert reader.audit_events().events[0].action == "remember"
+    reader.close()
+
+
+JAN, FEB = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
+
+
+def test_bad_input_names_the_field(team: Team) -> None:
+    ada = team.clients["ada"]
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: ada.list_memories(page_size=101), "page_size"),
+        (lambda: ada.list_memories(created_by="bob"), "created_by"),
+        (lambda: ada.list_memories(episode_id="nope"), "episode_id"),
+        (lambda: ada.list_memories(page_token="garbage"), "page_token"),
+        (
+            lambda: ada.list_memories(
+                **{"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}
+            ),
+            "to",
+        ),
+        (lambda: ada.audit_events(page_size=201), "page_size"),
+        (lambda: ada.audit_events(actions=["DROP TABLE"]), "actions[0]"),
+        (lambda: ada.audit_events(member_id="x"), "member_id"),
+        (lambda: ada.audit_events(page_token="eyJ3IjogIm1lbW9yaWVzIn0="), "page_token"),
+        (
+            lambda: ada.call(ada.memory.ListMemories, pb.ListMemoriesRequest(kinds=[99])),
+            "kinds[0]",
+        ),
+    ]
+    for call, field in cases:
+        exc = error(call)
+        assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, exc.details())
+        assert field in str(exc.details()), (field, exc.details())
+
+
+def test_the_commands_answer_in_json_and_refuse_a_bad_time(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = seeded(team)
+    ada_token = team.clients["ada"].token
+    common = ["--gateway", stack.gateway, "--token", ada_token, "--json"]
+    assert main(["list", *common, "--author", team.members["bob"], "--all"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [m["id"] for m in listed["memories"]] == [ids["b1"]]
+    assert listed["next_page_token"] == ""
+    assert main(["audit", *common, "--action", "forget", "--page-size", "1"]) == 0
+    audited = json.loads(capsys.readouterr().out)
+    assert [e["memory_id"] for e in audited["events"]] == [ids["b3"]]
+    assert main(["audit", "--gateway", stack.gateway, "--token", ada_token]) == 0
+    text = capsys.readouterr().out
+    assert f"ada ({team.members['ada']})  forget  {ids['b3']}" in text
+    with pytest.raises(SystemExit) as stop:
+        main(["list", *common, "--from", "yesterday"])
+    assert stop.value.code == 2 and "from (--from)" in capsys.readouterr().err

@@ -1,0 +1,225 @@
+"""Members who leave (design §10; issue 34): `admin remove-member` refuses the
+member's tokens on the next call at every gateway (two here), erases their
+private memories as forget does (text, claims and entities nothing else
+names purged) or hands them to another member, keeps what they shared with
+their attribution, and keeps each claim with the memory that states it. Bad
+input is INVALID_ARGUMENT naming the field and changes nothing; the last
+owner cannot be removed; a removed member can hold no new token."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from recallatron_cli.main import main
+from recallatron_devkit.stack import Stack
+from tests import dbutil
+from tests.conftest import Team, wait_for
+from tests.integration.test_rolling_upgrade import REPO, Processes
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def second_gateway(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Another gateway replica on the same store, with its own auth cache (and
+    gRPC only: the first one holds the stack's HTTP/JSON port)."""
+    procs = Processes(stack, tmp_path_factory.mktemp("second-gateway"))
+    env_for = stack.env_for
+
+    def grpc_only(name: str) -> dict[str, str]:
+        return {**env_for(name), "RECALLATRON_HTTP_LISTEN": "0"}
+
+    stack.env_for = grpc_only  # type: ignore[method-assign]
+    try:
+        address = procs.start(
+            "gateway", REPO, store=stack.address("store"), rank=stack.address("rank")
+        )
+    finally:
+        stack.env_for = env_for  # type: ignore[method-assign]
+    try:
+        yield address
+    finally:
+        procs.stop()
+
+
+def error(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value
+
+
+def refused(client: Client, memory_id: str) -> bool:
+    """True once a call is UNAUTHENTICATED; False while it works."""
+    try:
+        client.read([memory_id])
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.UNAUTHENTICATED, exc.details()
+        return True
+    return False
+
+
+def shared_and_private(team: Team, tag: str) -> tuple[str, str, str]:
+    """Bob's shared memory, and two private ones (one stating a claim about an
+    entity nothing else names). Returns (shared, private, private_claim)."""
+    bob = team.clients["bob"]
+    shared = bob.remember(f"Shared {tag}", "Kept for the team", audience_to="workspace").memory
+    private = bob.remember(f"Private {tag}", f"zqprivate{tag} only Bob knows").memory
+    claim = bob.remember(
+        f"Private claim {tag}",
+        "Bob's note on a secret project",
+        mention_names=[f"Zqproject {tag}"],
+        claims=[
+            {"entity": {"name": f"Zqproject {tag}"}, "attribute": "codename", "value": "zq" + tag}
+        ],
+    ).memory
+    return shared.id, private.id, claim.id
+
+
+def test_erase_refuses_tokens_at_every_gateway_and_leaves_no_private_text(
+    stack: Stack, team: Team, second_gateway: str
+) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    tag = uuid.uuid4().hex[:10]
+    shared, private, claim = shared_and_private(team, tag)
+    elsewhere = Client(second_gateway, bob.token)
+    # Both gateways have bob's identity cached before he is removed.
+    for client in (bob, elsewhere, bob, elsewhere):
+        assert client.read([private]).memories[0].id == private
+    done = ada.remove_member(team.members["bob"], "erase")
+    assert (done.tokens_revoked, done.memories_erased, done.memories_kept) == (1, 2, 1)
+    # This gateway on the next call; the other as soon as the store's stream
+    # tells it (a generous limit: nothing here is a timing check).
+    assert refused(bob, shared)
+    wait_for(lambda: refused(elsewhere, shared), "the other gateway refusing bob", 30)
+    # What he shared stays, still his; what only he could see is a tombstone.
+    kept = ada.read([shared]).memories[0]
+    assert kept.created_by == team.members["bob"] and kept.title == f"Shared {tag}"
+    rows = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT title, body, invalidated_at IS NOT NULL, invalidation_reason FROM memory"
+        " WHERE id = ANY(%s::uuid[]) ORDER BY title",
+        ([private, claim],),
+    )
+    assert rows == [("", "", True, "member removed")] * 2
+    # The claim went with its memory, and the entity nothing else names.
+    dump = dbutil.pg_dump(stack, team.database_name)
+    for text in (f"zqprivate{tag}", f"Zqproject {tag}", "zq" + tag, f"Private {tag}"):
+        assert text not in dump
+    assert ada.lookup(f"Zqproject {tag}").entities == []
+    elsewhere.close()
+
+
+def test_transfer_hands_private_memories_and_their_claims_to_another_member(
+    stack: Stack, team: Team
+) -> None:
+    ada, bob, cy = team.clients["ada"], team.clients["bob"], team.clients["cy"]
+    tag = uuid.uuid4().hex[:10]
+    shared, private, claim = shared_and_private(team, tag)
+    # Found by its words and its entity before: bob's alone.
+    assert error(lambda: cy.read([private])).code() == grpc.StatusCode.NOT_FOUND
+    assert cy.lookup(f"Zqproject {tag}").entities == []
+    done = ada.remove_member(team.members["bob"], "transfer", transfer_to=team.members["cy"])
+    assert (done.memories_transferred, done.memories_erased, done.memories_kept) == (2, 0, 1)
+    assert refused(bob, shared)
+    got = {m.id: m for m in cy.read([private, claim, shared]).memories}
+    assert got[private].audience.member_id == team.members["cy"]
+    # Attribution stays: bob wrote it.
+    assert got[private].created_by == team.members["bob"]
+    # The claim follows the memory that states it.
+    cards = cy.lookup(f"Zqproject {tag}").entities
+    assert [c.attributes[0].value for c in cards] == ["zq" + tag]
+    # Recall finds it for its new reader, by its words.
+    found = cy.recall(f"zqprivate{tag}", mode="lexical").outcome.results
+    assert private in [r.memory.id for r in found]
+    # Ada (an owner, not the receiver) still may not see it.
+    assert error(lambda: ada.read([private])).code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_bad_input_names_the_field_and_changes_nothing(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    memory = bob.remember("still bob's").memory.id
+    before = dbutil.checksum(stack, team.database_name)
+    cases = [
+        (lambda: operator.remove_member("not-a-uuid", "erase"), "member_id"),
+        (lambda: operator.remove_member(team.members["bob"], "transfer"), "transfer_to"),
+        (
+            lambda: operator.remove_member(team.members["bob"], "transfer", "nope"),
+            "transfer_to",
+        ),
+        (
+            lambda: operator.remove_member(team.members["bob"], "transfer", team.members["bob"]),
+            "transfer_to",
+        ),
+        (
+            lambda: operator.remove_member(team.members["bob"], "transfer", str(uuid.uuid4())),
+            "transfer_to",
+        ),
+        (
+            lambda: operator.remove_member(team.members["bob"], "erase", team.members["cy"]),
+            "transfer_to",
+        ),
+        (lambda: ada.remove_member(team.members["ada"], "erase"), "member_id"),
+    ]
+    for call, field in cases:
+        exc = error(call)
+        assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, exc.details())
+        assert field in str(exc.details()), exc.details()
+    # No choice made for the private memories.
+    from recallatron.v1 import gateway_pb2 as pb
+
+    exc = error(
+        lambda: operator.call(
+            operator.admin.RemoveMember,
+            pb.AdminServiceRemoveMemberRequest(member_id=team.members["bob"]),
+        )
+    )
+    assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "private_memories" in str(exc.details())
+    # Members may not remove anyone.
+    assert (
+        error(lambda: bob.remove_member(team.members["cy"], "erase")).code()
+        == grpc.StatusCode.PERMISSION_DENIED
+    )
+    # The last owner stays.
+    exc = error(lambda: operator.remove_member(team.members["ada"], "erase"))
+    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "owner" in str(exc.details())
+    assert dbutil.checksum(stack, team.database_name) == before
+    assert bob.read([memory]).memories[0].id == memory
+
+
+def test_a_removed_member_holds_no_new_token_and_the_cli_says_so(
+    stack: Stack, operator: Client, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bob_id = team.members["bob"]
+    common = ["--gateway", stack.gateway, "--token", stack.admin_token]
+    assert main(["admin", *common, "remove-member", bob_id, "--private-memories", "erase",
+                 "--json"]) == 0  # fmt: skip
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["member_id"] == bob_id and answer["tokens_revoked"] == "1"
+    exc = error(lambda: operator.create_token(bob_id, "again"))
+    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "removed" in str(exc.details())
+    # Removing again finishes nothing new and says so.
+    again = operator.remove_member(bob_id, "erase")
+    assert (again.tokens_revoked, again.memories_erased) == (0, 0)
+    # A bad choice is refused before anything is sent, naming the field.
+    with pytest.raises(SystemExit) as stop:
+        main(["admin", *common, "remove-member", team.members["cy"], "--private-memories",
+              "keep"])  # fmt: skip
+    assert stop.value.code == 2
+    assert "private_memories" in capsys.readouterr().err
+    # The audit log names who removed whom.
+    events = team.clients["ada"].audit_events(actions=["remove_member"]).events
+    # (twice: the second removal is an operator's action too).
+    assert [(e.member_handle, json.loads(e.detail_json)["removed_member_id"]) for e in events] == [
+        ("operator", bob_id)
+    ] * 2
