@@ -76,6 +76,15 @@ __all__ = [
 MAX_PREDICATES = 20
 
 
+# Shorter names are looked up exactly only.
+MIN_FUZZY_CHARS = 3
+
+
+def _like_escaped(key: str) -> str:
+    """``key`` as a literal in a LIKE pattern (backslash is LIKE's escape)."""
+    return key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 class GraphStore:
     def __init__(self, control: ControlPlane) -> None:
         self.control = control
@@ -84,9 +93,12 @@ class GraphStore:
         self, caller: Caller, name: str, as_of: datetime | None, include_history: bool = False
     ) -> list[EntityCard]:
         """Every entity the caller may see whose name or current alias is
-        ``name`` (normalised), with its claims current at ``as_of`` (now by
-        default) or, with the history, all of them. Two claims that disagree
-        are both returned, newest statement first."""
+        ``name`` (normalised), then those whose name or alias starts with it
+        (or has a word that does), then those alike despite a typo, each with
+        its claims current at ``as_of`` (now by default) or, with the history,
+        all of them. Two claims that disagree are both returned, newest
+        statement first. Below :data:`MIN_FUZZY_CHARS` characters only exact
+        matches count (a letter or two would match at random)."""
         v.text(name, "name", MAX_ENTITY_NAME)
         key = rules.name_key(name)
         if not key:
@@ -94,6 +106,9 @@ class GraphStore:
         at = as_of or datetime.now(UTC)
         params: dict[str, Any] = {
             "key": key,
+            "fuzzy": len(key) >= MIN_FUZZY_CHARS,
+            "prefix": _like_escaped(key) + "%",
+            "word_prefix": "% " + _like_escaped(key) + "%",
             "at": at,
             "history": include_history,
             "limit": MAX_LOOKUP_ENTITIES,

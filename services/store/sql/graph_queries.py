@@ -97,15 +97,40 @@ _ALIAS_CURRENT = """
 (%(history)s OR (a.stated_at <= %(at)s AND (a.retired_at IS NULL OR a.retired_at > %(at)s)))
 """
 
-# Entities by exact name or alias key, oldest first.
+# Entities by name or current alias key (migration 0016): exact matches first
+# (tier 0), then a prefix of the key or of one of its words (tier 1), then
+# keys alike despite a typo (tier 2: trigram similarity of the whole key, or of
+# a word run of it to the key); within a tier the closer, then the shorter
+# name, then the oldest. Row-level security sees to it that only entities the
+# caller may see are found, by any route.
 LOOKUP = f"""
-SELECT e.id, e.name, e.type FROM entity e
-WHERE e.id IN (
-    SELECT id FROM entity WHERE name_key = %(key)s
-    UNION
-    SELECT a.entity_id FROM entity_alias a WHERE a.alias_key = %(key)s AND {_ALIAS_CURRENT}
+WITH hit (entity_id, tier, closeness) AS (
+    SELECT id, 0, 1.0::real FROM entity WHERE name_key = %(key)s
+    UNION ALL
+    SELECT a.entity_id, 0, 1.0::real FROM entity_alias a
+    WHERE a.alias_key = %(key)s AND {_ALIAS_CURRENT}
+    UNION ALL
+    SELECT id, 1, similarity(name_key, %(key)s) FROM entity
+    WHERE %(fuzzy)s AND (name_key LIKE %(prefix)s OR name_key LIKE %(word_prefix)s)
+    UNION ALL
+    SELECT a.entity_id, 1, similarity(a.alias_key, %(key)s) FROM entity_alias a
+    WHERE %(fuzzy)s AND (a.alias_key LIKE %(prefix)s OR a.alias_key LIKE %(word_prefix)s)
+      AND {_ALIAS_CURRENT}
+    UNION ALL
+    SELECT id, 2, greatest(similarity(name_key, %(key)s), word_similarity(%(key)s, name_key))
+    FROM entity WHERE %(fuzzy)s AND (name_key %% %(key)s OR %(key)s <%% name_key)
+    UNION ALL
+    SELECT a.entity_id, 2,
+           greatest(similarity(a.alias_key, %(key)s), word_similarity(%(key)s, a.alias_key))
+    FROM entity_alias a
+    WHERE %(fuzzy)s AND (a.alias_key %% %(key)s OR %(key)s <%% a.alias_key)
+      AND {_ALIAS_CURRENT}
+), best AS (
+    SELECT DISTINCT ON (entity_id) entity_id, tier, closeness FROM hit
+    ORDER BY entity_id, tier, closeness DESC
 )
-ORDER BY e.created_at, e.id
+SELECT e.id, e.name, e.type FROM best b JOIN entity e ON e.id = b.entity_id
+ORDER BY b.tier, b.closeness DESC, length(e.name), e.created_at, e.id
 LIMIT %(limit)s
 """
 # Entities whose name or current alias is one of the keys %(keys)s (the word

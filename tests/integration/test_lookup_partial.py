@@ -1,0 +1,61 @@
+"""Lookup by part of a name (design §7): a prefix of a name, of one of its
+words or of an alias, and a name with a typo find the entity; exact matches
+come first; what the caller may not see answers as what does not exist."""
+
+from __future__ import annotations
+
+import pytest
+
+from recallatron.client import Client
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+
+def names(client: Client, name: str, purpose: str = "assist") -> list[str]:
+    return [card.name for card in client.lookup(name, purpose=purpose).entities]
+
+
+def entity(client: Client, name: str, alias: str = "", audience_to: str | None = None) -> None:
+    aliases = [{"entity": {"name": name}, "alias": alias}] if alias else []
+    client.remember(f"About {name}", mention_names=[name], aliases=aliases, audience_to=audience_to)
+
+
+def test_prefixes_and_typos_find_entities_exact_first(team: Team) -> None:
+    ada = team.clients["ada"]
+    for name in ("Robin Goodwin", "Roberta Lindqvist", "Rob", "Apollo"):
+        entity(ada, name, audience_to="workspace")
+    entity(ada, "Margaret Oyelaran", alias="Maggie", audience_to="workspace")
+
+    # The exact name first, then the names it begins, shortest first.
+    assert names(ada, "rob") == ["Rob", "Robin Goodwin", "Roberta Lindqvist"]
+    # A prefix before a name alike despite a typo ("Rob" is one letter off).
+    assert names(ada, "Robe")[:2] == ["Roberta Lindqvist", "Rob"]
+    # A word of the name, and an alias, by their beginnings.
+    assert names(ada, "goodw") == ["Robin Goodwin"]
+    assert names(ada, "magg") == ["Margaret Oyelaran"]
+    assert names(ada, "Oyel") == ["Margaret Oyelaran"]
+    # A typo, in the name or in one of its words.
+    assert names(ada, "Robin Godwin")[0] == "Robin Goodwin"
+    assert names(ada, "Lindquist") == ["Roberta Lindqvist"]
+    assert names(ada, "Apolo") == ["Apollo"]
+    # Exact still wins over a longer name it prefixes.
+    entity(ada, "Robin", audience_to="workspace")
+    assert names(ada, "robin")[:2] == ["Robin", "Robin Goodwin"]
+    # Short or wildcard-only names match exactly only.
+    assert names(ada, "Ro") == []
+    assert names(ada, "%%%") == []
+    assert names(ada, "r_b") == []
+
+
+def test_hidden_names_answer_like_names_that_do_not_exist(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    entity(ada, "Zephyrine Quartermaine", alias="Zeph")  # private to ada
+    assert names(ada, "Zephyr") == ["Zephyrine Quartermaine"]
+    assert names(ada, "Quartermane") == ["Zephyrine Quartermaine"]
+    hidden = [bob.lookup(n) for n in ("Zephyr", "Quartermane", "zeph", "Zephyrine Quartermaine")]
+    missing = [bob.lookup(n) for n in ("Xanthippe", "Quillfeather", "xant", "Xanthippe Orr")]
+    assert all(r.entities == [] for r in hidden + missing)
+    assert [r.SerializeToString() for r in hidden] == [r.SerializeToString() for r in missing]
+    # A purpose the memory was not stored for sees nothing by any route either.
+    assert names(ada, "Zephyr", purpose="audit") == []
