@@ -34,15 +34,43 @@ Metadata: TypeAlias = tuple[tuple[str, str], ...]
 
 log = logging.getLogger("recallatron.grpcclient")
 
+# Calls that act again when sent again and carry no request id to tell a
+# resend from a new call: another episode, token, rotation or merge, or a
+# refusal of what the first attempt already did (a second delete).
+_ACT_AGAIN = ("Create", "Rotate", "Merge", "Undo", "Delete", "Remove")
+
+
+def not_retried() -> list[dict[str, str]]:
+    """The methods a channel never sends again after UNAVAILABLE: writes
+    without a request id (by the name's verb), in every service of the
+    stack. A write with a request id is safe to resend (the store answers a
+    resend with the first answer, design §7); a read is."""
+    from recallatron.v1 import embed_pb2, gateway_pb2, rank_pb2, store_pb2, tools_pb2
+
+    names = []
+    for module in (gateway_pb2, store_pb2, tools_pb2, rank_pb2, embed_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                if method.name.startswith(_ACT_AGAIN) and (
+                    "request_id" not in method.input_type.fields_by_name
+                ):
+                    names.append({"service": service.full_name, "method": method.name})
+    return names
+
+
 _SERVICE_CONFIG = json.dumps(
     {
         "loadBalancingConfig": [{"round_robin": {}}],
         "methodConfig": [
+            # Sent once: a failure is the caller's to judge. gRPC still resends
+            # by itself a call the server never saw (transparent retry).
+            {"name": not_retried()},
             {
                 "name": [{}],
-                # Only UNAVAILABLE is retried: the call never reached a server
-                # or the server was going away. Writes are safe to retry
-                # because they carry a client request id.
+                # Only UNAVAILABLE is retried: the call never reached a server,
+                # the server was going away, or a peer behind it was down.
+                # Reads are safe to resend, and so are writes with a client
+                # request id (a resend is answered as the first was).
                 "retryPolicy": {
                     "maxAttempts": 3,
                     "initialBackoff": "0.05s",
@@ -50,7 +78,7 @@ _SERVICE_CONFIG = json.dumps(
                     "backoffMultiplier": 2,
                     "retryableStatusCodes": ["UNAVAILABLE"],
                 },
-            }
+            },
         ],
     }
 )

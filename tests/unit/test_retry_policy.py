@@ -1,0 +1,78 @@
+"""The channels' retry policy (recallatron/grpcclient.py): after UNAVAILABLE a
+read or a write with a request id is sent again (the store answers a resend
+as it answered the first), a write without one is sent once, since a resend
+could do it twice (another episode, another token) though the first attempt
+was done and only its answer lost."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+import pytest
+
+from recallatron.grpcclient import make_channel, not_retried
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.v1 import gateway_pb2_grpc
+
+SENT: Counter[str] = Counter()
+
+
+def _unavailable(request: bytes, context: grpc.ServicerContext) -> bytes:
+    method = context._rpc_event.call_details.method.decode()  # type: ignore[attr-defined]
+    SENT[method.rsplit("/", 1)[1]] += 1
+    context.abort(grpc.StatusCode.UNAVAILABLE, "a peer behind this server is down")
+
+
+class _Everything(grpc.GenericRpcHandler):
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(_unavailable)
+
+
+@pytest.fixture(scope="module")
+def channel() -> Iterator[grpc.Channel]:
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    server.add_generic_rpc_handlers((_Everything(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    ch = make_channel(f"127.0.0.1:{port}")
+    yield ch
+    ch.close()
+    server.stop(None)
+
+
+def _sent(call: grpc.UnaryUnaryMultiCallable, request: object, name: str) -> int:  # type: ignore[type-arg]
+    SENT.clear()
+    with pytest.raises(grpc.RpcError) as caught:
+        call(request, timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    return SENT[name]
+
+
+def test_a_write_without_a_request_id_is_sent_once(channel: grpc.Channel) -> None:
+    memory = gateway_pb2_grpc.MemoryServiceStub(channel)
+    admin = gateway_pb2_grpc.AdminServiceStub(channel)
+    assert _sent(memory.CreateEpisode, pb.CreateEpisodeRequest(title="t"), "CreateEpisode") == 1
+    assert _sent(admin.CreateToken, pb.AdminServiceCreateTokenRequest(), "CreateToken") == 1
+
+
+def test_reads_and_writes_with_a_request_id_are_sent_again(channel: grpc.Channel) -> None:
+    memory = gateway_pb2_grpc.MemoryServiceStub(channel)
+    assert _sent(memory.Remember, pb.RememberRequest(request_id="r"), "Remember") == 3
+    assert _sent(memory.Read, pb.ReadRequest(), "Read") == 3
+
+
+def test_every_write_without_a_request_id_that_acts_again_is_listed() -> None:
+    listed = {(n["service"].rsplit(".", 1)[1], n["method"]) for n in not_retried()}
+    assert {
+        ("MemoryService", "CreateEpisode"),
+        ("StoreService", "CreateEpisode"),
+        ("ToolService", "CreateEpisode"),
+        ("AdminService", "CreateToken"),
+        ("StoreService", "RotateToken"),
+        ("ReviewService", "MergeEntities"),
+    } <= listed
+    # Writes a resend cannot double stay retried.
+    assert not {m for s, m in listed} & {"Remember", "CreateMemory", "Forget", "Read"}
