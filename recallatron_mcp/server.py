@@ -3,7 +3,9 @@ and timeline, with the names, titles, descriptions and input and output
 schemas of recallatron/tools.py, forwarded to the gateway with the
 member's token. Over stdio (one member: RECALLATRON_TOKEN or
 RECALLATRON_TOKEN_FILE) or streamable HTTP (the member's token in each
-request's `Authorization: Bearer` header, else that one).
+request's `Authorization: Bearer` header, else that one; or, with
+RECALLATRON_MCP_OAUTH_ISSUER set, an OAuth 2.1 resource server taking the
+issuer's access tokens for this server beside the members' own: oauth.py).
 
 Tool failures come back as tool results with is_error set and a message an
 agent can act on, never as protocol errors or stack traces."""
@@ -22,9 +24,14 @@ import anyio
 import grpc
 import mcp_types as types
 import pydantic
+from mcp.server.auth.routes import create_protected_resource_routes
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
+from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Route
 
 from recallatron.client import Client
 from recallatron.grpcclient import PeerStatus
@@ -32,6 +39,7 @@ from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
 from recallatron_mcp.inflight import OneRequestPerId
+from recallatron_mcp.oauth import READ, SCOPES, MemberAccess, MemberTokens, OAuthSettings, Verifier
 
 log = logging.getLogger("recallatron.mcp")
 
@@ -112,7 +120,12 @@ class Clients:
 
 
 def _token(ctx: ServerRequestContext[Any], default: str) -> str:
-    """The HTTP request's bearer token when there is one, else the default."""
+    """The gateway token of the request's verified OAuth caller, or the HTTP
+    request's bearer token when there is one, else the default."""
+    scope = getattr(ctx.request, "scope", None)
+    access = getattr(scope.get("user") if isinstance(scope, dict) else None, "access_token", None)
+    if isinstance(access, MemberAccess):
+        return access.gateway_token
     headers = getattr(ctx.request, "headers", None)
     value = headers.get("authorization", "") if headers is not None else ""
     scheme, _, token = value.partition(" ")
@@ -256,13 +269,57 @@ async def serve_stdio(server: Server[Any]) -> None:
         )
 
 
-def serve_http(server: Server[Any], listen: str) -> None:
+def http_app(
+    server: Server[Any], host: str, clients: Clients, oauth: OAuthSettings | None
+) -> Starlette:
+    """The streamable HTTP app at /mcp; with ``oauth``, behind the SDK's
+    bearer middleware and with the protected-resource metadata (RFC 9728)
+    at the path the resource URL gives and at the root well-known path."""
+    if oauth is None:
+        return server.streamable_http_app(host=host)
+    admin = Client(oauth.gateway or clients.gateway, oauth.admin_token)
+    verifier = Verifier(oauth, clients.get, MemberTokens(admin))
+    auth = AuthSettings(
+        issuer_url=_url(oauth.issuer),
+        resource_server_url=_url(oauth.resource),
+        required_scopes=[READ],
+        validate_token_resource=True,
+    )
+    app = server.streamable_http_app(host=host, auth=auth, token_verifier=verifier)
+    metadata = create_protected_resource_routes(
+        resource_url=_url(oauth.resource),
+        authorization_servers=[_url(oauth.issuer)],
+        scopes_supported=SCOPES,
+        resource_name="Recallatron memory",
+    )
+    routes = [r for r in app.router.routes if not _is_metadata(r)]
+    root = Route(WELL_KNOWN, endpoint=metadata[0].endpoint, methods=["GET", "OPTIONS"])
+    app.router.routes[:] = [*routes, *metadata, root]
+    return app
+
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+# URLs exactly as configured: an issuer is compared as a string (RFC 8414), so
+# no slash may be added to a path-less one.
+_EXACT_URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+
+
+def _url(value: str) -> AnyHttpUrl:
+    return _EXACT_URL.validate_python(value)
+
+
+def _is_metadata(route: BaseRoute) -> bool:
+    return isinstance(route, Route) and route.path.startswith(WELL_KNOWN)
+
+
+def serve_http(server: Server[Any], listen: str, clients: Clients) -> None:
     import uvicorn
 
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
+    oauth = OAuthSettings.from_env(clients.gateway)
     # A duplicate request id must not leave the first request hanging.
-    app = OneRequestPerId(server.streamable_http_app(host=host))
+    app = OneRequestPerId(http_app(server, host, clients, oauth))
     uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 
@@ -276,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
         if args.transport == "stdio":
             anyio.run(serve_stdio, server)
         else:
-            serve_http(server, args.listen)
+            serve_http(server, args.listen, clients)
     finally:
         clients.close()
     return 0

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -20,12 +20,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def http_server(gateway: str, token: str = "") -> Iterator[str]:
+def http_server(
+    gateway: str, token: str = "", *, port: int = 0, more_env: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """The server for ``gateway`` over streamable HTTP; yields its /mcp URL once
     it answers, and ends it after. ``token``: the member when a request brings
-    none (RECALLATRON_TOKEN); without it each request must bring its own."""
-    port = free_port()
-    env = {**os.environ, "RECALLATRON_GATEWAY": gateway}
+    none (RECALLATRON_TOKEN); without it each request must bring its own.
+    ``port``: a free port chosen before (else one is taken); ``more_env``: more
+    of its settings (the OAuth ones)."""
+    port = port or free_port()
+    env = {**os.environ, "RECALLATRON_GATEWAY": gateway, **(more_env or {})}
     env.pop("RECALLATRON_TOKEN", None)
     if token:
         env["RECALLATRON_TOKEN"] = token

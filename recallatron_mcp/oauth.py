@@ -1,0 +1,315 @@
+"""The streamable-HTTP server as an OAuth 2.1 resource server (the MCP
+authorization specification): it publishes its protected-resource metadata
+(RFC 9728), answers a request without a valid token with 401 and a
+`WWW-Authenticate` naming that metadata, and accepts a JWT access token only
+when it was issued for this server: signed by a key of the issuer's JWKS, `iss`
+the configured issuer, `aud` this server's resource URL (RFC 8707), not
+expired. The authorization server is someone else's; this module only checks
+its tokens.
+
+A token's member is a claim (RECALLATRON_MCP_OAUTH_MEMBER_CLAIM, default `sub`:
+the member id) and its scopes say what it may do: `recallatron:read` (the
+read-only tools), `recallatron:write` (every tool), and optionally
+`recallatron:purpose:<purpose>` to narrow the purposes (none: all four). The
+gateway knows only its own tokens, so the server makes one per member and
+scope with an owner's or the operator's token (RECALLATRON_MCP_OAUTH_ADMIN_TOKEN
+or _FILE), short-lived and reused while it lives, and the gateway applies that
+scope to every call as it does for any token (docs/agents.md, "OAuth").
+
+The project's own member tokens are still accepted as they are: a bearer token
+that is not a JWT is checked with the gateway (GetSettings) and then
+forwarded unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import grpc
+import jwt
+from mcp.server.auth.provider import AccessToken
+
+from recallatron.client import Client
+from recallatron.secretfiles import token_from
+from recallatron.v1 import gateway_pb2 as pb
+from recallatron.vocabulary import PURPOSES
+
+log = logging.getLogger("recallatron.mcp.oauth")
+
+READ = "recallatron:read"
+WRITE = "recallatron:write"
+PURPOSE_PREFIX = "recallatron:purpose:"
+SCOPES = [READ, WRITE, *(f"{PURPOSE_PREFIX}{p}" for p in PURPOSES)]
+# Asymmetric algorithms only: never `none`, never a shared secret.
+ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA")
+
+# The gateway tokens made for OAuth callers: how long one lives, how much of
+# that must be left to reuse it, and how many are kept.
+MINTED_LIFETIME = timedelta(hours=1)
+MINTED_MARGIN = 300.0
+MAX_MINTED = 256
+# How long the check of a member token of the project's own holds, valid or
+# not (a token revoked meanwhile is refused by the gateway at the tool call).
+OWN_TOKEN_TTL = 60.0
+OWN_CLIENT_ID = "recallatron-token"
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """From the environment (from_env): RECALLATRON_MCP_OAUTH_ISSUER turns it on."""
+
+    issuer: str
+    # This server's canonical URL (its /mcp endpoint): the audience tokens must name.
+    resource: str
+    gateway: str = ""
+    # Else found from the issuer's metadata (RFC 8414, then OpenID discovery).
+    jwks_url: str = ""
+    member_claim: str = "sub"
+    scope_claim: str = "scope"
+    admin_token: str = ""
+    leeway: float = 30.0
+
+    @classmethod
+    def from_env(cls, gateway: str, env: Mapping[str, str] = os.environ) -> OAuthSettings | None:
+        issuer = env.get("RECALLATRON_MCP_OAUTH_ISSUER", "").strip()
+        if not issuer:
+            return None
+        resource = env.get("RECALLATRON_MCP_RESOURCE_URL", "").strip()
+        if not resource:
+            raise ValueError(
+                "RECALLATRON_MCP_OAUTH_ISSUER is set but RECALLATRON_MCP_RESOURCE_URL is not: "
+                "set it to this server's public URL, such as https://memory.example.com/mcp"
+            )
+        admin = token_from(env="RECALLATRON_MCP_OAUTH_ADMIN_TOKEN")
+        return cls(
+            issuer=issuer,
+            resource=resource,
+            gateway=gateway,
+            jwks_url=env.get("RECALLATRON_MCP_OAUTH_JWKS_URL", "").strip(),
+            member_claim=env.get("RECALLATRON_MCP_OAUTH_MEMBER_CLAIM", "sub").strip() or "sub",
+            scope_claim=env.get("RECALLATRON_MCP_OAUTH_SCOPE_CLAIM", "scope").strip() or "scope",
+            admin_token=admin,
+        )
+
+
+class MemberAccess(AccessToken):
+    """A verified caller with the gateway token its tool calls carry."""
+
+    gateway_token: str
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one OAuth token lets its bearer do, as a gateway token's scope."""
+
+    member_id: str
+    read_only: bool
+    # Empty: all four.
+    purposes: tuple[str, ...]
+
+
+def scopes_of(claims: Mapping[str, Any], claim: str) -> list[str]:
+    """The token's scopes: a space-separated string (RFC 9068 `scope`) or a list (`scp`)."""
+    value = claims.get(claim)
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return []
+
+
+def grant_of(member_id: str, scopes: list[str]) -> Grant:
+    purposes = tuple(p for p in PURPOSES if f"{PURPOSE_PREFIX}{p}" in scopes)
+    return Grant(member_id, WRITE not in scopes, purposes)
+
+
+def granted_scopes(scopes: list[str]) -> list[str]:
+    """The scopes as the bearer middleware checks them: write includes read."""
+    return sorted({*scopes, READ}) if WRITE in scopes else scopes
+
+
+def looks_like_jwt(token: str) -> bool:
+    return token.count(".") == 2 and token.startswith("eyJ")
+
+
+def metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer's metadata is: RFC 8414 §3.1 (the well-known part
+    inserted before the issuer's path), then OpenID Connect discovery."""
+    parts = urlsplit(issuer)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    path = parts.path.rstrip("/")
+    return [
+        f"{origin}/.well-known/oauth-authorization-server{path}",
+        f"{origin}/.well-known/openid-configuration{path}",
+        f"{issuer.rstrip('/')}/.well-known/openid-configuration",
+    ]
+
+
+def discover_jwks(issuer: str, timeout: float = 10.0) -> str:
+    """The issuer's jwks_uri, from metadata whose issuer is exactly ``issuer``."""
+    for url in metadata_urls(issuer):
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as answer:
+                metadata = json.load(answer)
+        except (OSError, ValueError):
+            continue
+        if metadata.get("issuer") == issuer and metadata.get("jwks_uri"):
+            return str(metadata["jwks_uri"])
+    raise LookupError(f"no authorization server metadata with a jwks_uri for {issuer}")
+
+
+class MemberTokens:
+    """Gateway tokens made for OAuth callers, one per grant, reused until
+    MINTED_MARGIN before they expire."""
+
+    def __init__(self, admin: Client) -> None:
+        self._admin = admin
+        self._made: dict[Grant, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def token_for(self, grant: Grant, label: str) -> str:
+        with self._lock:
+            made = self._made.get(grant)
+            if made is not None and made[1] - time.monotonic() > MINTED_MARGIN:
+                return made[0]
+        answer = self._admin.create_token(
+            grant.member_id,
+            label=label[:200],
+            purposes=grant.purposes,
+            read_only=grant.read_only,
+            expires_in=MINTED_LIFETIME,
+        )
+        until = time.monotonic() + MINTED_LIFETIME.total_seconds()
+        with self._lock:
+            if len(self._made) >= MAX_MINTED:
+                self._made.pop(next(iter(self._made)))
+            self._made[grant] = (answer.token, until)
+        return answer.token
+
+
+class Verifier:
+    """The SDK's TokenVerifier: a JWT of the issuer for this resource, or a
+    member token of the project's own. None refuses (401)."""
+
+    def __init__(
+        self,
+        settings: OAuthSettings,
+        client_of: Callable[[str], Client],
+        minted: MemberTokens,
+    ) -> None:
+        self.settings = settings
+        self._client_of = client_of
+        self._minted = minted
+        self._jwks: jwt.PyJWKClient | None = None
+        self._own: dict[bytes, tuple[bool, float]] = {}
+        self._lock = threading.Lock()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        check = self._check_jwt if looks_like_jwt(token) else self._check_own
+        return await anyio.to_thread.run_sync(check, token)
+
+    # -- JWTs of the authorization server ------------------------------------------
+
+    def _keys(self) -> jwt.PyJWKClient:
+        with self._lock:
+            if self._jwks is None:
+                url = self.settings.jwks_url or discover_jwks(self.settings.issuer)
+                self._jwks = jwt.PyJWKClient(url, cache_jwk_set=True, lifespan=300)
+            return self._jwks
+
+    def claims(self, token: str) -> dict[str, Any]:
+        """The token's claims when it is valid for this resource; raises
+        jwt.PyJWTError (or LookupError: no keys) otherwise."""
+        key = self._keys().get_signing_key_from_jwt(token)
+        resource = self.settings.resource
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key.key,
+            algorithms=list(ALGORITHMS),
+            # The resource URL, with or without a trailing slash.
+            audience=[resource.rstrip("/"), resource.rstrip("/") + "/"],
+            issuer=self.settings.issuer,
+            leeway=self.settings.leeway,
+            options={"require": ["exp", "iss", "aud"]},
+        )
+        return claims
+
+    def _check_jwt(self, token: str) -> AccessToken | None:
+        try:
+            claims = self.claims(token)
+        except (jwt.PyJWTError, LookupError) as exc:
+            log.info("bearer JWT refused: %s", exc)
+            return None
+        member = claims.get(self.settings.member_claim)
+        if not isinstance(member, str) or not member:
+            log.info("bearer JWT refused: no %s claim", self.settings.member_claim)
+            return None
+        scopes = scopes_of(claims, self.settings.scope_claim)
+        client_id = str(claims.get("client_id") or claims.get("azp") or "oauth")
+        gateway_token = ""
+        if READ in scopes or WRITE in scopes:
+            try:
+                gateway_token = self._minted.token_for(
+                    grant_of(member, scopes), f"mcp-oauth {client_id} {claims.get('sub', '')}"
+                )
+            except grpc.RpcError as exc:
+                # Unknown member, a member of another workspace than the
+                # admin token's, or the gateway away: no access.
+                log.warning("no gateway token for an OAuth caller: %s", exc.code())
+                return None
+        return MemberAccess(
+            token=token,
+            client_id=client_id,
+            scopes=granted_scopes(scopes),
+            expires_at=int(claims["exp"]),
+            resource=self.settings.resource,
+            subject=str(claims.get("sub", member)),
+            claims={"iss": self.settings.issuer},
+            gateway_token=gateway_token,
+        )
+
+    # -- the project's own member tokens -------------------------------------------
+
+    def _check_own(self, token: str) -> AccessToken | None:
+        """Checked with the gateway (GetSettings: any member may call it, and
+        it authenticates), the answer kept OWN_TOKEN_TTL either way."""
+        digest = hashlib.sha256(token.encode()).digest()
+        with self._lock:
+            known = self._own.get(digest)
+        if known is None or known[1] <= time.monotonic():
+            client = self._client_of(token)
+            valid = True
+            try:
+                client.call(client.admin.GetSettings, pb.GetSettingsRequest())
+            except grpc.RpcError as exc:
+                # Anything but UNAUTHENTICATED (the gateway away, a rate
+                # limit) is the tool call's to report, as without OAuth.
+                valid = exc.code() != grpc.StatusCode.UNAUTHENTICATED
+            known = (valid, time.monotonic() + OWN_TOKEN_TTL)
+            with self._lock:
+                if len(self._own) >= MAX_MINTED:
+                    self._own.pop(next(iter(self._own)))
+                self._own[digest] = known
+        return self._own_access(token, digest) if known[0] else None
+
+    def _own_access(self, token: str, digest: bytes) -> AccessToken:
+        # Its scope is the gateway's to apply; here it passes as both scopes.
+        return MemberAccess(
+            token=token,
+            client_id=OWN_CLIENT_ID,
+            scopes=[READ, WRITE],
+            resource=self.settings.resource,
+            subject=digest.hex()[:32],
+            gateway_token=token,
+        )

@@ -1,0 +1,299 @@
+"""The MCP server over streamable HTTP as an OAuth 2.1 resource server
+(recallatron_mcp/oauth.py), with the dev kit's authorization server
+(recallatron_devkit/oauth_server.py) as the issuer: the protected-resource
+metadata and the 401 challenge that points to it; the MCP SDK's own OAuth
+client going from nothing but the server's URL through discovery, dynamic
+registration, the authorization-code grant with PKCE and a tool call, as the
+member the token names, with the scope it was granted; the tokens a resource
+server must refuse (another audience, none, expired, another issuer or key,
+an unknown member, no scope of ours); and the project's own member tokens,
+still accepted."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx2
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from mcp import ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+
+from recallatron_devkit.oauth_server import AuthorizationServer, Running
+from recallatron_devkit.stack import Stack
+from recallatron_mcp.oauth import SCOPES
+from tests.conftest import Team, free_port
+from tests.surfaces.mcp_server import http_server
+
+pytestmark = pytest.mark.integration
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "oauth-test", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@dataclass
+class Deployment:
+    url: str
+    port: int
+    auth: AuthorizationServer
+    team: Team
+
+    @property
+    def metadata_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/.well-known/oauth-protected-resource/mcp"
+
+
+@pytest.fixture
+def deployment(stack: Stack, team: Team) -> Iterator[Deployment]:
+    """The issuer approving as Bob; the MCP server taking its tokens, making
+    gateway tokens with Ada's (the owner's)."""
+    auth_port, mcp_port = free_port(), free_port()
+    auth = AuthorizationServer(f"http://127.0.0.1:{auth_port}", team.members["bob"])
+    running = Running(auth, "127.0.0.1", auth_port)
+    url = f"http://127.0.0.1:{mcp_port}/mcp"
+    env = {
+        "RECALLATRON_MCP_OAUTH_ISSUER": auth.issuer,
+        "RECALLATRON_MCP_RESOURCE_URL": url,
+        "RECALLATRON_MCP_OAUTH_ADMIN_TOKEN": team.clients["ada"].token,
+    }
+    try:
+        with http_server(stack.gateway, port=mcp_port, more_env=env) as served:
+            assert served == url
+            yield Deployment(url, mcp_port, auth, team)
+    finally:
+        running.stop()
+
+
+def initialize(url: str, token: str | None) -> httpx2.Response:
+    headers = {**ACCEPT, **({"Authorization": f"Bearer {token}"} if token else {})}
+    return httpx2.post(url, json=INITIALIZE, headers=headers, timeout=30)
+
+
+def test_metadata_and_the_challenge_that_points_to_it(deployment: Deployment) -> None:
+    refused = initialize(deployment.url, None)
+    assert refused.status_code == 401
+    challenge = refused.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert f'resource_metadata="{deployment.metadata_url}"' in challenge
+    for where in (
+        deployment.metadata_url,
+        f"http://127.0.0.1:{deployment.port}/.well-known/oauth-protected-resource",
+    ):
+        metadata = httpx2.get(where, timeout=10).json()
+        assert metadata["resource"].rstrip("/") == deployment.url
+        assert [s.rstrip("/") for s in metadata["authorization_servers"]] == [
+            deployment.auth.issuer
+        ]
+        assert metadata["scopes_supported"] == SCOPES
+        assert metadata["bearer_methods_supported"] == ["header"]
+
+
+class Memory:
+    """A client's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+class Browser:
+    """The person's browser, headless: follows the authorization URL to the
+    (auto-approving) authorization server and reads the code off the redirect."""
+
+    def __init__(self) -> None:
+        self.visited: list[str] = []
+        self.result: AuthorizationCodeResult | None = None
+
+    async def redirect(self, url: str) -> None:
+        self.visited.append(url)
+        async with httpx2.AsyncClient(timeout=30) as http:
+            answer = await http.get(url)
+        assert answer.status_code == 302, answer.text
+        query = parse_qs(urlsplit(answer.headers["location"]).query)
+        state = query.get("state", [None])[0]
+        self.result = AuthorizationCodeResult(code=query["code"][0], state=state)
+
+    async def callback(self) -> AuthorizationCodeResult:
+        assert self.result is not None
+        return self.result
+
+
+def oauth_client(url: str, scope: str | None) -> tuple[OAuthClientProvider, Browser, Memory]:
+    browser, storage = Browser(), Memory()
+    provider = OAuthClientProvider(
+        server_url=url,
+        client_metadata=OAuthClientMetadata(
+            client_name="hosted-style test client",
+            redirect_uris=["http://127.0.0.1:1/callback"],
+            grant_types=["authorization_code"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+            scope=scope,
+        ),
+        storage=storage,
+        redirect_handler=browser.redirect,
+        callback_handler=browser.callback,
+    )
+    return provider, browser, storage
+
+
+def payload(result: Any) -> Any:
+    return json.loads(result.content[0].text)
+
+
+def test_sdk_client_completes_discovery_and_a_tool_call_from_the_url_alone(
+    deployment: Deployment,
+) -> None:
+    word = f"oauth{uuid.uuid4().hex[:8]}"
+    provider, browser, storage = oauth_client(deployment.url, None)
+
+    async def run() -> tuple[dict[str, Any], list[str]]:
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=30) as http,
+            streamable_http_client(deployment.url, http_client=http) as (r, w),
+            ClientSession(r, w) as s,
+        ):
+            await s.initialize()
+            made = await s.call_tool(
+                "remember",
+                {
+                    "request_id": str(uuid.uuid4()),
+                    "kind": "fact",
+                    "title": f"The {word} connector was attached over OAuth",
+                    "audience": "workspace",
+                },
+            )
+            assert not made.is_error, payload(made)
+            found = await s.call_tool("recall", {"query": word, "mode": "lexical"})
+            return made.structured_content or {}, [r["id"] for r in payload(found)["results"]]
+
+    made, found = anyio.run(run)
+    # Discovery, registration and the grant happened, bound to this server.
+    assert len(browser.visited) == 1
+    asked = parse_qs(urlsplit(browser.visited[0]).query)
+    assert asked["resource"] == [deployment.url]
+    assert asked["code_challenge_method"] == ["S256"]
+    assert storage.client is not None and storage.client.client_id in deployment.auth.clients
+    assert storage.tokens is not None
+    # The tool ran as the member the token names (Bob), not as the admin (Ada).
+    memory = made["memory"]
+    assert memory["created_by"] == deployment.team.members["bob"]
+    assert memory["id"] in found
+    ada = deployment.team.clients["ada"]
+    assert ada.read([memory["id"]]).memories[0].created_by == deployment.team.members["bob"]
+    made_for_bob = [
+        t
+        for t in ada.list_tokens(deployment.team.members["bob"]).tokens
+        if t.label.startswith("mcp-oauth")
+    ]
+    assert len(made_for_bob) == 1 and not made_for_bob[0].read_only
+    assert made_for_bob[0].HasField("expires_at")
+
+
+def test_a_read_only_grant_for_one_purpose_reads_and_writes_nothing(
+    deployment: Deployment,
+) -> None:
+    # The person approves only reading, for assist, whatever the client asks.
+    deployment.auth.consent = ("recallatron:read", "recallatron:purpose:assist")
+    provider, _, storage = oauth_client(deployment.url, None)
+
+    async def run() -> tuple[Any, Any, Any]:
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=30) as http,
+            streamable_http_client(deployment.url, http_client=http) as (r, w),
+            ClientSession(r, w) as s,
+        ):
+            await s.initialize()
+            recalled = await s.call_tool("recall", {"query": "anything"})
+            audit = await s.call_tool("recall", {"query": "anything", "purpose": "audit"})
+            wrote = await s.call_tool(
+                "remember", {"request_id": str(uuid.uuid4()), "kind": "note", "title": "no"}
+            )
+            return recalled, audit, wrote
+
+    recalled, audit, wrote = anyio.run(run)
+    assert storage.tokens is not None
+    assert storage.tokens.scope == "recallatron:read recallatron:purpose:assist"
+    assert not recalled.is_error
+    assert audit.is_error and payload(audit).startswith("PERMISSION_DENIED")
+    assert wrote.is_error and payload(wrote).startswith("PERMISSION_DENIED")
+
+
+def test_tokens_a_resource_server_must_refuse(deployment: Deployment) -> None:
+    auth, url = deployment.auth, deployment.url
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    refused = {
+        "another audience": auth.issue("http://127.0.0.1:1/mcp"),
+        "no audience": auth.issue(None),
+        "expired": auth.issue(url, lifetime=-120),
+        "another issuer": auth.issue(url, issuer="http://127.0.0.1:2"),
+        "another key": auth.issue(url, key=other_key),
+        "an unknown member": auth.issue(url, subject=str(uuid.uuid4())),
+        "not a token": "rct_not-a-token-of-this-workspace",
+        "a broken JWT": auth.issue(url)[:-8],
+    }
+    for why, token in refused.items():
+        answer = initialize(url, token)
+        assert answer.status_code == 401, why
+        assert (
+            f'resource_metadata="{deployment.metadata_url}"' in answer.headers["www-authenticate"]
+        ), why
+    no_scope = initialize(url, auth.issue(url, "openid profile"))
+    assert no_scope.status_code == 403
+    assert 'error="insufficient_scope"' in no_scope.headers["www-authenticate"]
+    # The one that is right, and the audience with a trailing slash.
+    assert initialize(url, auth.issue(url)).status_code == 200
+    assert initialize(url, auth.issue(url + "/")).status_code == 200
+
+
+def test_the_members_own_tokens_are_still_accepted(deployment: Deployment) -> None:
+    cy = deployment.team.clients["cy"]
+    mine = cy.remember("Cy waters the office plants", audience_to="workspace").memory
+
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {cy.token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            streamable_http_client(deployment.url, http_client=http) as (r, w),
+            ClientSession(r, w) as s,
+        ):
+            await s.initialize()
+            return await s.call_tool("read", {"ids": [mine.id]})
+
+    read = anyio.run(run)
+    assert not read.is_error
+    assert payload(read)["memories"][0]["created_by"] == deployment.team.members["cy"]
