@@ -171,3 +171,18 @@ def test_the_commands_answer_in_json_and_refuse_a_bad_time(
     with pytest.raises(SystemExit) as stop:
         main(["list", *common, "--from", "yesterday"])
     assert stop.value.code == 2 and "from (--from)" in capsys.readouterr().err
+
+
+def test_agents_list_and_read_the_audit_through_the_mcp_tools(team: Team) -> None:
+    from recallatron_mcp.tools import ToolError
+    from recallatron_mcp.tools import call as mcp_call
+
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    ids = seeded(team)
+    listed = mcp_call(ada, "list_memories", {"created_by": team.members["bob"]})
+    assert [m["id"] for m in listed["memories"]] == [ids["b1"]]
+    assert listed["next_page_token"] is None
+    audited = mcp_call(ada, "audit_log", {"actions": ["forget"], "purpose": "audit"})
+    assert [(e["member_handle"], e["memory_id"]) for e in audited["events"]] == [("ada", ids["b3"])]
+    with pytest.raises(ToolError, match="PERMISSION_DENIED"):
+        mcp_call(bob, "audit_log", {})

@@ -25,6 +25,7 @@ from services.store.infrastructure.db import CONTROL_DATABASE
 from tests import dbutil
 from tests.conftest import Team, make_team, wait_for
 from tests.integration.test_forget_completely import _grep
+from tests.integration.test_metrics import scrape
 from tests.integration.test_rolling_upgrade import REPO
 from tests.security.test_member_removal import error, refused, second_gateway
 
@@ -104,6 +105,14 @@ def test_delete_refuses_tokens_drops_the_database_and_keeps_a_tombstone(
             "SELECT 1 FROM pg_database WHERE datname = %s", (team.database_name,)
         ).fetchall()
     assert gone == []
+    # Its pools are closed: the store's at once, the embedding job's on the
+    # deletion's notification (or, unused, when they idle out).
+    assert team.database_name not in scrape(stack.config.metrics_ports["store"])
+    wait_for(
+        lambda: team.database_name not in scrape(stack.config.metrics_ports["embedding-job"]),
+        "the embedding job's pools of the database closed",
+        30,
+    )
     # Of the control plane's rows only the tombstone stays.
     ws = team.workspace_id
     assert control(stack, "SELECT 1 FROM workspace WHERE id = %s", (ws,)) == []

@@ -178,6 +178,11 @@ def test_every_tool_answers_as_its_output_schema_says(stack: Stack, team: Team) 
                 "forget", {"request_id": rid(), "id": derived["id"], "reason": "not needed"}
             )
             assert gone["id"] == derived["id"] and gone["forgotten_at"]
+
+            listed = await call("list_memories", {"page_size": 1})
+            assert [m["id"] for m in listed["memories"]] == [replaced["memory"]["id"]]
+            audited = await call("audit_log", {"actions": ["forget"]})
+            assert [e["memory_id"] for e in audited["events"]] == [derived["id"]]
             return call.called
 
     async def as_bob() -> dict[str, Any]:
