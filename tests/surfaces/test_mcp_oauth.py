@@ -12,6 +12,8 @@ still accepted."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from recallatron_devkit.oauth_server import AuthorizationServer, Running
 from recallatron_devkit.stack import Stack
 from recallatron_mcp.oauth import SCOPES
 from tests.conftest import Team, free_port
-from tests.surfaces.mcp_server import http_server
+from tests.surfaces.mcp_server import REPO, http_server
 
 pytestmark = pytest.mark.integration
 
@@ -297,3 +299,50 @@ def test_the_members_own_tokens_are_still_accepted(deployment: Deployment) -> No
     read = anyio.run(run)
     assert not read.is_error
     assert payload(read)["memories"][0]["created_by"] == deployment.team.members["cy"]
+
+
+TOOLS = REPO / ".tools" / "node_modules"
+INSPECTOR = TOOLS / ".bin" / "mcp-inspector"
+
+
+def test_the_inspectors_typescript_sdk_completes_the_flow(deployment: Deployment) -> None:
+    """The MCP TypeScript SDK the Inspector ships (its OAuth client is what the
+    Inspector's own OAuth flow runs), from the URL alone."""
+    assert INSPECTOR.exists(), f"{INSPECTOR} is missing: `make test` installs it"
+    title = f"The ts{uuid.uuid4().hex[:8]} connector was attached over OAuth"
+    done = subprocess.run(
+        ["node", str(REPO / "tests" / "surfaces" / "mcp_oauth_client.cjs"), deployment.url, title],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_PATH": str(TOOLS)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["challenged"] is True
+    assert len(seen["visited"]) == 1
+    asked = parse_qs(urlsplit(seen["visited"][0]).query)
+    assert asked["resource"] == [deployment.url]
+    assert seen["client_id"] in deployment.auth.clients
+    assert set(seen["scope"].split()) == set(SCOPES)
+    assert "recall" in seen["tools"]
+    assert seen["made"].get("isError") is not True, seen["made"]
+    memory = seen["made"]["structuredContent"]["memory"]
+    assert memory["title"] == title
+    assert memory["created_by"] == deployment.team.members["bob"]
+
+
+def test_the_inspector_cli_without_credentials_is_challenged(deployment: Deployment) -> None:
+    """The Inspector's CLI sends no credentials over HTTP (0.15): it is refused,
+    and what it reports is the challenge's error, not a tool list."""
+    assert INSPECTOR.exists(), f"{INSPECTOR} is missing: `make test` installs it"
+    done = subprocess.run(
+        [str(INSPECTOR), "--cli", deployment.url, "--transport", "http", "--method", "tools/list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode != 0
+    assert '"error": "invalid_token"' in done.stdout + done.stderr
+    assert '"tools"' not in done.stdout
