@@ -26,7 +26,7 @@ import grpc
 import numpy as np
 from prometheus_client import Counter, Gauge
 
-from recallatron import internal_channels
+from recallatron import errors, internal_channels
 from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
@@ -401,6 +401,11 @@ class EmbeddingJob:
                 self.queue.done(workspace_id, time.monotonic() + cap)
                 self.stop_event.wait(cap)
                 continue
+            except errors.NotFound:
+                # Deleted meanwhile (services/store/domain/deletion.py): nothing
+                # is left to embed there, and nothing to look at again.
+                log.info("workspace deleted; dropped", extra={"workspace": workspace_id})
+                next_at = None
             except Exception:
                 pause = min(max(failing.get(workspace_id, 0.0) * 2, 0.2), cap)
                 failing[workspace_id] = pause

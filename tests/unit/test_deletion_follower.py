@@ -45,3 +45,28 @@ def test_a_payload_it_cannot_read_or_an_unknown_server_changes_no_pool() -> None
     assert dbs.closed == [] and forgotten == []
     made.on_notify("id elsewhere ws_x")
     assert dbs.closed == [] and forgotten == ["id"]
+
+
+def test_the_embedding_job_drops_a_deleted_workspace_from_its_queue() -> None:
+    """A workspace deleted while marked is not looked at again (it was backed
+    off and retried for ever, logging an error each time)."""
+    from recallatron import errors
+    from services.embedding_job.job import EmbeddingJob
+    from services.store.infrastructure.work_marks import WorkQueue
+
+    job = EmbeddingJob.__new__(EmbeddingJob)
+    job.stop_event = threading.Event()
+    job.queue = WorkQueue()
+    job.settings = SimpleNamespace(job_max_backoff_seconds=1.0)  # type: ignore[assignment]
+    visited: list[str] = []
+
+    def visit(workspace_id: str) -> float | None:
+        visited.append(workspace_id)
+        job.stop_event.set()
+        raise errors.NotFound("workspace not found")
+
+    job.beat = lambda: None  # type: ignore[method-assign]
+    job.visit = visit  # type: ignore[method-assign]
+    job.queue.mark("deleted")
+    job.run_forever()
+    assert visited == ["deleted"] and len(job.queue) == 0
