@@ -1501,11 +1501,17 @@ class LookupRequest(_message.Message):
     AS_OF_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
     INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
+    PARTIAL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """Exact name or alias, compared with case, accents and surrounding spaces folded."""
+    """A name or alias, compared with case, accents and surrounding spaces folded."""
     purpose: _common_pb2.Purpose.ValueType
     include_history: _builtins.bool
     """Also the claims that are no longer current (retired or out of their valid time)."""
+    partial: _builtins.bool
+    """Also entities whose name or alias begins with `name` (or has a word that
+    does) and those alike despite a typo, after the exact matches; from three
+    characters (shorter names match exactly only).
+    """
     @_builtins.property
     def as_of(self) -> _timestamp_pb2.Timestamp:
         """Answer as of this time (valid time and record time); default now."""
@@ -1517,10 +1523,11 @@ class LookupRequest(_message.Message):
         as_of: _timestamp_pb2.Timestamp | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
         include_history: _builtins.bool = ...,
+        partial: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "include_history", b"include_history", "name", b"name", "purpose", b"purpose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "include_history", b"include_history", "name", b"name", "partial", b"partial", "purpose", b"purpose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1665,8 +1665,11 @@ class LookupEntitiesRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     AS_OF_FIELD_NUMBER: _builtins.int
     INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
+    PARTIAL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     include_history: _builtins.bool
+    partial: _builtins.bool
+    """Prefixes and typos too, after the exact matches (LookupRequest.partial)."""
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
@@ -1678,10 +1681,11 @@ class LookupEntitiesRequest(_message.Message):
         name: _builtins.str = ...,
         as_of: _timestamp_pb2.Timestamp | None = ...,
         include_history: _builtins.bool = ...,
+        partial: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller", "include_history", b"include_history", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "caller", b"caller", "include_history", b"include_history", "name", b"name", "partial", b"partial"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
