@@ -43,6 +43,9 @@ class Calls:
 class Comparison:
     compared: dict[str, int] = field(default_factory=dict)
     same: dict[str, int] = field(default_factory=dict)
+    # Recalls whose results (the memories, in order) agree, whatever their
+    # scores and counts.
+    same_results: dict[str, int] = field(default_factory=dict)
     differences: list[str] = field(default_factory=list)
 
     @property
@@ -51,6 +54,8 @@ class Comparison:
 
     def add(self, kind: str, key: str, original: str, copy: str) -> None:
         self.compared[kind] = self.compared.get(kind, 0) + 1
+        if kind.startswith("recall") and _result_ids(original) == _result_ids(copy):
+            self.same_results[kind] = self.same_results.get(kind, 0) + 1
         if original == copy:
             self.same[kind] = self.same.get(kind, 0) + 1
         elif len(self.differences) < 20:
@@ -59,11 +64,18 @@ class Comparison:
             )
 
 
+def _result_ids(text: str) -> list[str] | str:
+    if not text.startswith("{"):
+        return text
+    results = json.loads(text).get("outcome", {}).get("results", [])
+    return [r.get("memory", {}).get("id", "") for r in results]
+
+
 def _calls(client: Client, calls: Calls) -> Iterable[tuple[str, str, Callable[[], Message]]]:
     p = calls.purpose
     for query, mode, purpose in calls.recalls:
         recall = partial(client.recall, query, mode=mode, purpose=purpose, skip_rerank=True)
-        yield "recall", f"{query!r} {mode} {purpose}", recall
+        yield f"recall {mode}", f"{query!r} {purpose}", recall
     for memory_id in calls.reads:
         yield "read", memory_id, partial(client.read, [memory_id], purpose=p)
     for name in calls.lookups:
@@ -95,5 +107,6 @@ def summary(result: Comparison) -> dict[str, Any]:
         "identical": result.identical,
         "compared": result.compared,
         "same": result.same,
+        "same_results": result.same_results,
         "differences": result.differences[:5],
     }

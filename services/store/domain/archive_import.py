@@ -47,6 +47,9 @@ class ImportReport:
     left_out: dict[str, int] = field(default_factory=dict)
     queued_for_embedding: int = 0
     seconds: float = 0.0
+    # Where the time went: read (and check), rows (written), derived (state
+    # computed), analyze.
+    steps: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class ImportReport:
             "left_out": self.left_out,
             "queued_for_embedding": self.queued_for_embedding,
             "seconds": round(self.seconds, 3),
+            "steps": {k: round(v, 3) for k, v in self.steps.items()},
         }
 
 
@@ -92,6 +96,7 @@ class Importer:
         server = self.check_target(slug, server)
         wanted = plan.read_members_file(members_file) if members_file else None
         archive = plan.read_archive(directory, on_total, on_rows)
+        steps = {"read": time.monotonic() - began}
         members = plan.plan_members(archive.members, wanted)
         selection = plan.select(archive, {m.source_id for m in members})
         on_total("importing", sum(len(v) for v in selection.records.values()))
@@ -108,9 +113,11 @@ class Importer:
                 )
             url = self.dbs.database_url(ws.server, ws.database_name)
             with psycopg.connect(url) as conn:
-                report.queued_for_embedding = _write(conn, selection, mapping, on_rows)
+                report.queued_for_embedding = _write(conn, selection, mapping, on_rows, steps)
+            analyzing = time.monotonic()
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(q.ANALYZE)
+            steps["analyze"] = time.monotonic() - analyzing
         except BaseException:
             self._undo(ws.id, ws.server, ws.database_name)
             raise
@@ -119,6 +126,7 @@ class Importer:
         report.counts = {k: len(v) for k, v in selection.records.items()}
         report.left_out = selection.left_out
         report.seconds = time.monotonic() - began
+        report.steps = steps
         return report
 
     def _undo(self, workspace_id: str, server: str, database: str) -> None:
@@ -139,6 +147,7 @@ def _write(
     selection: plan.Selection,
     mapping: dict[str, str],
     on_rows: Progress,
+    steps: dict[str, float],
 ) -> int:
     """Every row in one transaction; returns how many memories wait for a vector."""
     rows = selection.records
@@ -149,6 +158,7 @@ def _write(
         # to a former member, who can sign in nowhere in the copy.
         return None if value is None else mapping.get(value, value)
 
+    writing = time.monotonic()
     row = conn.execute(q.EMPTY).fetchone()
     if row is None or not row[0]:
         raise errors.FailedPrecondition("the new workspace's database is not empty")
@@ -357,6 +367,7 @@ def _write(
             for h in rows["history"]
         ),
     )
+    vectors = time.monotonic()
     _copy(
         conn,
         q.COPY_VECTORS,
@@ -372,6 +383,9 @@ def _write(
             for v in rows["vectors"]
         ),
     )
+    deriving = time.monotonic()
+    steps["rows"] = deriving - writing
+    steps["vectors"] = deriving - vectors
     conn.execute(q.FILL_TERM_STATS)
     conn.execute(q.FILL_CORPUS_STATS)
     _fold_provenance(conn)
@@ -379,6 +393,7 @@ def _write(
     for statement in q.TRIGGERS_ON:
         conn.execute(statement)
     conn.commit()
+    steps["derived"] = time.monotonic() - deriving
     return max(0, queued)
 
 
