@@ -204,6 +204,7 @@ class Client(ReviewAndAdmin):
         as_of: str | None = None,
         purpose: str = DEFAULT_PURPOSE,
         include_history: bool = False,
+        partial: bool = False,
     ) -> pb.LookupResponse:
         return self.ask(
             self.memory.Lookup,
@@ -212,6 +213,7 @@ class Client(ReviewAndAdmin):
             as_of=as_of or None,
             purpose=purpose,
             include_history=include_history,
+            partial=partial,
         )
 
     def neighbors(

@@ -429,11 +429,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "lookup",
         "Look up an entity",
-        "What the memory knows about an entity, by its name or alias (case, accents and "
-        "surrounding spaces do not matter): exact matches first, then names or aliases that "
-        "begin with it or have a word that does, then names alike despite a typo (from three "
-        "characters; shorter names match exactly only). Returns the entities you may see "
-        "(two may share a name; nothing merges them by "
+        "What the memory knows about an entity, by its exact name or alias (case, accents and "
+        "surrounding spaces do not matter). With partial, also by part of a name or despite "
+        "a typo: after the exact matches come names or aliases that begin with it or have a "
+        "word that does, then names alike (from three characters). Returns the entities you "
+        "may see (two may share a name; nothing merges them by "
         "itself), each with its type, aliases, current attributes and relations, and the ids "
         "of the memories that mention it. Entities a workspace owner merged answer as one "
         "card, listing the others under merged. "
@@ -447,6 +447,7 @@ TOOLS: tuple[Tool, ...] = (
             "as_of": Arg({"description": "Answer as of this time (RFC 3339)."}),
             "purpose": _PURPOSE,
             "include_history": Arg({"default": False}),
+            "partial": Arg({"default": False}),
         },
         read_only=True,
         destructive=False,

@@ -130,7 +130,11 @@ def card_text(card: cpb.EntityCard) -> str:
 
 def cmd_lookup(args: argparse.Namespace) -> int:
     resp = common.client(args).lookup(
-        args.name, as_of=args.as_of, purpose=args.purpose, include_history=args.history
+        args.name,
+        as_of=args.as_of,
+        purpose=args.purpose,
+        include_history=args.history,
+        partial=args.partial,
     )
     text = "\n\n".join(card_text(c) for c in resp.entities) or f"no entity named {args.name!r}"
     common.show(args, resp, text)
@@ -192,11 +196,16 @@ def cmd_episode(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     lk = common.client_options(
-        sub.add_parser("lookup", help="entities by exact name or alias, with their claims")
+        sub.add_parser("lookup", help="entities by name or alias, with their claims")
     )
     lk.add_argument("name")
     lk.add_argument("--as-of", help="RFC 3339: answer as of this time")
     lk.add_argument("--history", action="store_true", help="also claims no longer current")
+    lk.add_argument(
+        "--partial",
+        action="store_true",
+        help="also names or aliases it begins (or a word of them), and names alike despite a typo",
+    )
     common.purpose_option(lk)
     lk.set_defaults(func=cmd_lookup)
     nb = common.client_options(

@@ -95,10 +95,11 @@ def test_remember_with_claims_then_lookup_by_name_and_alias(team: Team) -> None:
         ("leads", INCOMING, "Robin Goodwin")
     ]
     assert apollo.attributes[0].confidence == pytest.approx(0.8)
-    # Part of a name finds it too (tests/integration/test_lookup_partial.py);
-    # under three characters only an exact name does.
-    assert [c.name for c in ada.lookup("Apoll").entities] == ["Apollo"]
-    assert ada.lookup("Ro").entities == []
+    # Part of a name is matched only when asked for (partial; see
+    # tests/integration/test_lookup_partial.py).
+    assert ada.lookup("Rob").entities == []
+    assert ada.lookup("Apoll").entities == []
+    assert [c.name for c in ada.lookup("Apoll", partial=True).entities] == ["Apollo"]
 
 
 def test_two_entities_may_share_a_name_and_disagreeing_claims_both_return(team: Team) -> None:

@@ -1,6 +1,7 @@
-"""Lookup by part of a name (design §7): a prefix of a name, of one of its
-words or of an alias, and a name with a typo find the entity; exact matches
-come first; what the caller may not see answers as what does not exist."""
+"""Lookup by part of a name (design §7), with ``partial``: a prefix of a
+name, of one of its words or of an alias, and a name with a typo find the
+entity; exact matches come first; what the caller may not see answers as what
+does not exist."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from tests.conftest import Team
 pytestmark = pytest.mark.integration
 
 
-def names(client: Client, name: str, purpose: str = "assist") -> list[str]:
-    return [card.name for card in client.lookup(name, purpose=purpose).entities]
+def names(client: Client, name: str, purpose: str = "assist", partial: bool = True) -> list[str]:
+    found = client.lookup(name, purpose=purpose, partial=partial).entities
+    return [card.name for card in found]
 
 
 def entity(client: Client, name: str, alias: str = "", audience_to: str | None = None) -> None:
@@ -27,8 +29,11 @@ def test_prefixes_and_typos_find_entities_exact_first(team: Team) -> None:
         entity(ada, name, audience_to="workspace")
     entity(ada, "Margaret Oyelaran", alias="Maggie", audience_to="workspace")
 
-    # The exact name first, then the names it begins, shortest first.
+    # The exact name first, then the names it begins, shortest first; without
+    # partial, the exact name only.
     assert names(ada, "rob") == ["Rob", "Robin Goodwin", "Roberta Lindqvist"]
+    assert names(ada, "rob", partial=False) == ["Rob"]
+    assert names(ada, "goodw", partial=False) == []
     # A prefix before a name alike despite a typo ("Rob" is one letter off).
     assert names(ada, "Robe")[:2] == ["Roberta Lindqvist", "Rob"]
     # A word of the name, and an alias, by their beginnings.
@@ -53,8 +58,13 @@ def test_hidden_names_answer_like_names_that_do_not_exist(team: Team) -> None:
     entity(ada, "Zephyrine Quartermaine", alias="Zeph")  # private to ada
     assert names(ada, "Zephyr") == ["Zephyrine Quartermaine"]
     assert names(ada, "Quartermane") == ["Zephyrine Quartermaine"]
-    hidden = [bob.lookup(n) for n in ("Zephyr", "Quartermane", "zeph", "Zephyrine Quartermaine")]
-    missing = [bob.lookup(n) for n in ("Xanthippe", "Quillfeather", "xant", "Xanthippe Orr")]
+    hidden = [
+        bob.lookup(n, partial=True)
+        for n in ("Zephyr", "Quartermane", "zeph", "Zephyrine Quartermaine")
+    ]
+    missing = [
+        bob.lookup(n, partial=True) for n in ("Xanthippe", "Quillfeather", "xant", "Xanthippe Orr")
+    ]
     assert all(r.entities == [] for r in hidden + missing)
     assert [r.SerializeToString() for r in hidden] == [r.SerializeToString() for r in missing]
     # A purpose the memory was not stored for sees nothing by any route either.

@@ -156,6 +156,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             request.name,
             convert.when(request.as_of, request.HasField("as_of"), "as_of"),
             request.include_history,
+            request.partial,
         )
         return pb.LookupResponse(entities=[card_msg(c) for c in cards])
 

@@ -90,11 +90,17 @@ class GraphStore:
         self.control = control
 
     def lookup(
-        self, caller: Caller, name: str, as_of: datetime | None, include_history: bool = False
+        self,
+        caller: Caller,
+        name: str,
+        as_of: datetime | None,
+        include_history: bool = False,
+        partial: bool = False,
     ) -> list[EntityCard]:
         """Every entity the caller may see whose name or current alias is
-        ``name`` (normalised), then those whose name or alias starts with it
-        (or has a word that does), then those alike despite a typo, each with
+        ``name`` (normalised); ``partial``: then those whose name or alias
+        starts with it (or has a word that does), then those alike despite a
+        typo. Each with
         its claims current at ``as_of`` (now by default) or, with the history,
         all of them. Two claims that disagree are both returned, newest
         statement first. Below :data:`MIN_FUZZY_CHARS` characters only exact
@@ -106,7 +112,7 @@ class GraphStore:
         at = as_of or datetime.now(UTC)
         params: dict[str, Any] = {
             "key": key,
-            "fuzzy": len(key) >= MIN_FUZZY_CHARS,
+            "fuzzy": partial and len(key) >= MIN_FUZZY_CHARS,
             "prefix": _like_escaped(key) + "%",
             "word_prefix": "% " + _like_escaped(key) + "%",
             "at": at,
