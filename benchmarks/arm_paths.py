@@ -135,7 +135,7 @@ def lexical(
                 params = {
                     **r._filter_params(r.Filters(), 0),
                     "limit": 100,
-                    "tsquery": r.tsquery_text(terms.kept),
+                    **terms.params(),
                     "cap": r.CANDIDATE_CAP,
                     "prefilter": r.PREFILTER_FACTOR * 100,
                 }

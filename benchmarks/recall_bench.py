@@ -566,14 +566,14 @@ def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -
     out["bare gRPC round trip"] = round(grpc_rtt(stack), 3)
     log(
         f"lexical prefilter: top 100 identical to ranking all {CANDIDATE_CAP} newest matches "
-        f"with ts_rank_cd in {agree} of {capped} queries that took the capped path"
+        f"with BM25 in {agree} of {capped} queries that took the capped path"
     )
     return out
 
 
 def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
     """Whether the lexical arm's 100 rows equal the exact ranking's (every one
-    of the newest matches ranked by ts_rank_cd: the capped function with no
+    of the newest matches ranked by BM25: the capped function with no
     prefilter); None when the query does not take the capped path."""
     from services.store.domain import recall as r
     from services.store.infrastructure.db import caller_transaction
@@ -587,7 +587,7 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
             "limit": 100,
             "cap": r.CANDIDATE_CAP,
             "prefilter": r.CANDIDATE_CAP,
-            "tsquery": r.tsquery_text(terms.kept),
+            **terms.params(),
             "by_index": terms.by_index,
         }
         exact = {row[0] for row in conn.execute(r.LEXICAL_CAPPED, params)}

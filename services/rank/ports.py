@@ -15,7 +15,7 @@ from recallatron.vocabulary import DEFAULT_MODE
 @dataclass(frozen=True)
 class Candidate:
     """One row an arm returned: its rank in that arm (from 1) and its score
-    (ts_rank_cd for the lexical arm, cosine for the dense arm)."""
+    (BM25 for the lexical arm, cosine for the dense arm)."""
 
     id: str
     rank: int

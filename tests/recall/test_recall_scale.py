@@ -110,7 +110,7 @@ def test_lexical_arm_reads_the_gin_index_under_the_app_role(stack: Stack, team: 
                     params = {
                         **r._filter_params(r.Filters(), 0),
                         "limit": 50,
-                        "tsquery": r.tsquery_text(["quasarwick"]),
+                        **r.QueryTerms(["quasarwick"], [], False, idfs=[1.0]).params(),
                     }
                     rows_for[(who, purpose)] = {row[0] for row in conn.execute(r.LEXICAL, params)}
                 nested = [p for p in plans if "memory_search_" in p or "Seq Scan" in p]
@@ -158,7 +158,7 @@ def test_both_ways_of_the_capped_path_find_the_same_rows(stack: Stack, team: Tea
                 "limit": 100,
                 "cap": r.CANDIDATE_CAP,
                 "prefilter": 2 * 100,
-                "tsquery": r.tsquery_text(terms.kept),
+                **terms.params(),
             }
             found = {
                 by_index: [
@@ -291,7 +291,12 @@ def test_the_app_role_cannot_bypass_row_security(stack: Stack, team: Team) -> No
             " FROM pg_proc p JOIN pg_roles o ON o.oid = p.proowner"
             " WHERE p.proname LIKE 'lexical_candidates%'"
         ).fetchall()
-    assert {row[0] for row in rows} == {"lexical_candidates", "lexical_candidates_newest"}
+    assert {row[0] for row in rows} == {
+        "lexical_candidates",
+        "lexical_candidates_newest",
+        "lexical_candidates_bm25",
+        "lexical_candidates_bm25_newest",
+    }
     for _, definer, owner_bypasses, config in rows:
         assert definer and owner_bypasses
         assert "search_path=public" in config

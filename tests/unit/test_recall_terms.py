@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.store.domain.recall import select_terms, tsquery_text, walk_is_cheaper
+from services.store.domain.recall import (
+    QueryTerms,
+    idf,
+    select_terms,
+    tsquery_text,
+    walk_is_cheaper,
+)
 
 
 def test_fewer_than_three_terms_drop_nothing() -> None:
@@ -47,3 +55,21 @@ def test_the_capped_path_walks_when_the_matches_are_many_and_apart() -> None:
     # A term in a tenth of the memories is walked; no terms, no walk.
     assert walk_is_cheaper([10_150], 101_500)
     assert not walk_is_cheaper([], 101_500)
+
+
+def test_idf_falls_as_a_term_grows_common_and_never_goes_negative() -> None:
+    weights = [idf(docs, 100) for docs in (1, 10, 50, 100)]
+    assert weights == sorted(weights, reverse=True)
+    assert weights[-1] > 0
+    # Statistics a moment apart (a count above the corpus) stay in range.
+    assert idf(120, 100) == idf(100, 100)
+    assert idf(1, 100) == math.log(1 + 99.5 / 1.5)
+
+
+def test_the_lexical_parameters_pair_each_kept_term_with_its_idf() -> None:
+    terms = QueryTerms(["budget", "tuesday"], ["meet"], False, idfs=[1.5, 2.5])
+    assert terms.params() == {
+        "tsquery": "'budget' | 'tuesday'",
+        "terms": ["budget", "tuesday"],
+        "idfs": [1.5, 2.5],
+    }

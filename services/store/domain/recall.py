@@ -4,6 +4,7 @@ arm, explicitly by the lexical arm's functions (migration 0006)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -44,28 +45,30 @@ FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS t(lexeme)
 ORDER BY t.lexeme
 """
 
-# The arm runs in SECURITY DEFINER functions (migration 0006) that read the
-# GIN index and apply the eligibility rule explicitly: beneath row-level
-# security `@@` is not leakproof and would be checked on every visible row.
-# Every match is ranked when the kept terms' document frequencies say the
-# matches are few (the common case with the 15% rule).
+# The arm runs in SECURITY DEFINER functions (migrations 0006, 0017) that
+# read the GIN index and apply the eligibility rule explicitly: beneath
+# row-level security `@@` is not leakproof and would be checked on every
+# visible row. Rows are ordered by BM25 (migration 0017) with the kept terms'
+# idf from the caller's own statistics. Every match is ranked when the kept
+# terms' document frequencies say the matches are few (the common case with
+# the 15% rule).
 LEXICAL = """
-SELECT id::text, score FROM lexical_candidates(
-    %(tsquery)s::tsquery, %(limit)s, %(include_superseded)s, %(kinds)s::memory_kind[],
-    %(expiry_days)s, %(entities)s::uuid[])
+SELECT id::text, score FROM lexical_candidates_bm25(
+    %(tsquery)s::tsquery, %(terms)s::text[], %(idfs)s::float8[], %(limit)s,
+    %(include_superseded)s, %(kinds)s::memory_kind[], %(expiry_days)s, %(entities)s::uuid[])
 """
 # When they say the matches are many, only the most recent CANDIDATE_CAP
 # matches are ranked: ranking costs per match, and a lexical arm that ranks
 # every match grows with the corpus (MEASUREMENTS: 9 ms under 1,000 matches,
 # 192 ms above 15,000). Recency is the tie-breaker a memory service wants.
-# Of those, ts_rank (a tenth of ts_rank_cd's cost: 0.5 against 3.9 ms for
-# 500 rows) keeps the best PREFILTER_FACTOR x limit for ts_rank_cd to order:
-# on the benchmark corpora the top 100 were the same rows in 598 capped
-# queries of 599 (docs/benchmarks.md).
+# Of those, ts_rank (cheap) keeps the best PREFILTER_FACTOR x limit for BM25
+# to order: on the benchmark corpora the top 100 of ts_rank_cd were the same
+# rows in 598 capped queries of 599 (docs/benchmarks.md).
 LEXICAL_CAPPED = """
-SELECT id::text, score FROM lexical_candidates_newest(
-    %(tsquery)s::tsquery, %(limit)s, %(cap)s, %(prefilter)s, %(include_superseded)s,
-    %(kinds)s::memory_kind[], %(expiry_days)s, %(entities)s::uuid[], %(by_index)s)
+SELECT id::text, score FROM lexical_candidates_bm25_newest(
+    %(tsquery)s::tsquery, %(terms)s::text[], %(idfs)s::float8[], %(limit)s, %(cap)s,
+    %(prefilter)s, %(include_superseded)s, %(kinds)s::memory_kind[], %(expiry_days)s,
+    %(entities)s::uuid[], %(by_index)s)
 """
 PREFILTER_FACTOR = 2
 CANDIDATE_CAP = 500
@@ -188,6 +191,13 @@ def select_terms(
     return kept, [t for t in terms if t not in kept]
 
 
+def idf(docs: int, corpus: int) -> float:
+    """BM25's inverse document frequency of a term found in ``docs`` of the
+    ``corpus`` memories the caller may see (never negative)."""
+    docs = max(0, min(docs, corpus))
+    return math.log(1.0 + (corpus - docs + 0.5) / (docs + 0.5))
+
+
 def tsquery_text(terms: Sequence[str]) -> str:
     """An OR of already-normalised lexemes, each quoted (so tsquery operators
     in user text are only ever literal characters)."""
@@ -245,6 +255,12 @@ class QueryTerms:
     # GIN index (the walk reads the heap in the order rows were written). The
     # walk when cheaper.
     by_index: bool = False
+    # BM25's idf of each kept term, in the order of ``kept``.
+    idfs: list[float] = field(default_factory=list)
+
+    def params(self) -> dict[str, object]:
+        """The lexical functions' query parameters for these terms."""
+        return {"tsquery": tsquery_text(self.kept), "terms": self.kept, "idfs": self.idfs}
 
 
 # Measured on 100,000 memories (docs/benchmarks.md, "What changed";
@@ -274,7 +290,11 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     # reltuples is -1 before the first ANALYZE; the caller's corpus bounds it.
     memories = max(float(rows[0][3] or 0), corpus)
     return QueryTerms(
-        kept, dropped, sum(kept_docs) > CANDIDATE_CAP, walk_is_cheaper(kept_docs, memories)
+        kept,
+        dropped,
+        sum(kept_docs) > CANDIDATE_CAP,
+        walk_is_cheaper(kept_docs, memories),
+        [idf(d, corpus) for d in kept_docs],
     )
 
 
@@ -294,7 +314,7 @@ class RecallQueries:
             terms = query_terms(conn, query)
             if terms is None:
                 return LexicalResult([])
-            params["tsquery"] = tsquery_text(terms.kept)
+            params.update(terms.params())
             if terms.capped:
                 params["cap"] = CANDIDATE_CAP
                 params["by_index"] = terms.by_index

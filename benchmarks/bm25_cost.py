@@ -1,0 +1,145 @@
+"""What BM25 costs the lexical arm (docs/recall.md, "Finding more"): the
+arm's statement with `ts_rank_cd` (migration 0006's functions, still in the
+schema) against the same with BM25 (migration 0017's), interleaved query by
+query in one database, as the services' role.
+
+    python -m benchmarks.bm25_cost [--memories 10000 100000] [--queries 200] [--rounds 5]
+
+For each corpus size it starts a stack of its own, creates a workspace,
+writes the synthetic memories of `recallatron load` straight into its
+database (the triggers keep the statistics), and times both statements for a
+mix of the load tool's queries and rare-word queries, alternating which goes
+first. It prints the medians and the 90th percentiles of each, per path
+(every match ranked, or the capped path), and the ratio."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from recallatron.client import Client
+from recallatron_devkit import synthetic
+from recallatron_devkit.load import models_dir
+from recallatron_devkit.stack import Stack, own_config, running
+from services.store.domain import recall as r
+from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
+
+# The arm before migration 0017, verbatim.
+TS_RANK_CD = """
+SELECT id::text, score FROM lexical_candidates(
+    %(tsquery)s::tsquery, %(limit)s, %(include_superseded)s, %(kinds)s::memory_kind[],
+    %(expiry_days)s, %(entities)s::uuid[])
+"""
+TS_RANK_CD_CAPPED = """
+SELECT id::text, score FROM lexical_candidates_newest(
+    %(tsquery)s::tsquery, %(limit)s, %(cap)s, %(prefilter)s, %(include_superseded)s,
+    %(kinds)s::memory_kind[], %(expiry_days)s, %(entities)s::uuid[], %(by_index)s)
+"""
+INSERT = """
+INSERT INTO memory (id, kind, title, body, confidence, origin, purposes, created_by)
+VALUES (gen_random_uuid(), %s, %s, %s, 1, 'told', '{assist}', %s)
+"""
+
+
+def seed(stack: Stack, memories: int) -> tuple[str, str]:
+    """A workspace holding `memories` synthetic memories: (database url, owner id)."""
+    admin = Client(stack.gateway, stack.admin_token, timeout=60)
+    ws = admin.create_workspace(f"bm25-{memories}").workspace
+    owner = admin.create_member(ws.id, "owner", owner=True).member
+    admin.close()
+    with psycopg.connect(with_database(stack.database_url, "recallatron")) as conn:
+        row = conn.execute("SELECT database_name FROM workspace WHERE id = %s", (ws.id,)).fetchone()
+    assert row is not None
+    url = with_database(stack.database_url, row[0])
+    with psycopg.connect(url) as conn:
+        rows = [(m.kind, m.title, m.body, owner.id) for m in synthetic.memories(memories)]
+        with conn.cursor() as cur:
+            cur.executemany(INSERT, rows[:memories])
+        conn.commit()
+        conn.execute("ANALYZE memory")
+        conn.commit()
+    return url, owner.id
+
+
+def timed(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    conn.execute(sql, params).fetchall()
+    return (time.perf_counter() - started) * 1000
+
+
+def measure(url: str, owner: str, queries: list[str], rounds: int) -> dict[str, Any]:
+    times: dict[str, dict[str, list[float]]] = {
+        path: {"ts_rank_cd": [], "bm25": []} for path in ("all", "capped")
+    }
+    same_top = 0
+    with psycopg.connect(url, user=APP_ROLE) as conn:
+        conn.execute(
+            SET_LOCALS, (["recallatron.member_id", "recallatron.purpose"], [owner, "assist"])
+        )
+        for i, query in enumerate(queries * rounds):
+            terms = r.query_terms(conn, query)
+            if terms is None:
+                continue
+            params = {**r._filter_params(r.Filters(), 0), "limit": 100, **terms.params()}
+            path = "capped" if terms.capped else "all"
+            if terms.capped:
+                params.update(
+                    cap=r.CANDIDATE_CAP,
+                    prefilter=r.PREFILTER_FACTOR * 100,
+                    by_index=terms.by_index,
+                )
+            old = TS_RANK_CD_CAPPED if terms.capped else TS_RANK_CD
+            new = r.LEXICAL_CAPPED if terms.capped else r.LEXICAL
+            order = [("ts_rank_cd", old), ("bm25", new)]
+            for name, sql in order if i % 2 else order[::-1]:
+                times[path][name].append(timed(conn, sql, params))
+            if i < len(queries):
+                a = {row[0] for row in conn.execute(old, params)}
+                b = {row[0] for row in conn.execute(new, params)}
+                same_top += a == b
+    out: dict[str, Any] = {"same_rows_of_100": f"{same_top} of {len(queries)} queries"}
+    for path, by_name in times.items():
+        if not by_name["bm25"]:
+            continue
+        entry: dict[str, Any] = {"calls": len(by_name["bm25"])}
+        for name, values in by_name.items():
+            values.sort()
+            entry[name] = {
+                "p50_ms": round(statistics.median(values), 3),
+                "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
+            }
+        entry["p50_ratio"] = round(entry["bm25"]["p50_ms"] / entry["ts_rank_cd"]["p50_ms"], 3)
+        out[path] = entry
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--memories", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    report = {}
+    for n in args.memories:
+        rare = synthetic.rare_words_used(n)[: args.queries // 2]
+        queries = synthetic.queries(args.queries - len(rare)) + rare
+        state = Path(tempfile.mkdtemp(prefix="bm25-cost-"))
+        config = own_config(state, models_dir(), embedding_job=False)
+        with running(Stack(config), remove_state=True) as stack:
+            url, owner = seed(stack, n)
+            report[str(n)] = measure(url, owner, queries, args.rounds)
+        print(json.dumps({str(n): report[str(n)]}), file=sys.stderr, flush=True)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
