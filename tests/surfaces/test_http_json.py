@@ -98,6 +98,16 @@ def test_errors_keep_their_code_message_and_details(stack: Stack, owner: Member)
     assert info and info[0]["debug"]["metadata"]["current_revision"] == "1"
 
 
+def test_the_callers_deadline_reaches_the_call(stack: Stack, owner: Member) -> None:
+    recall = "recallatron.v1.MemoryService/Recall"
+    timeout = {"Connect-Timeout-Ms": "1"}
+    status, answer = call(stack.http_url, recall, {"query": QUERY}, owner.token, headers=timeout)
+    assert (status, answer["code"]) == (504, "deadline_exceeded"), answer
+    timeout = {"Connect-Timeout-Ms": "60000"}
+    status, answer = call(stack.http_url, recall, {"query": QUERY}, owner.token, headers=timeout)
+    assert status == 200, answer
+
+
 def _wrong_value(field: FieldDescriptor) -> Any:
     """A JSON value no proto3 JSON parser takes for ``field``."""
     if field.is_repeated or field.message_type is not None:

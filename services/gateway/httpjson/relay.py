@@ -12,12 +12,12 @@ as soon as the gateway serves it over gRPC."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import grpc
-import grpc.aio
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.method import IdempotencyLevel, MethodInfo
@@ -28,6 +28,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from google.rpc import status_pb2
 
+from recallatron.grpcclient import keep_spinning
 from recallatron.settings import CommonSettings
 from services.gateway import forwarded
 
@@ -59,13 +60,29 @@ def method_info(method: MethodDescriptor) -> MethodInfo[Message, Message]:
     )
 
 
-def connect_error(exc: grpc.aio.AioRpcError) -> ConnectError:
+def connect_error(exc: grpc.Call) -> ConnectError:
     """A gRPC status as a Connect error: code, message and rich details."""
     details: Iterable[Any] = ()
     for key, value in exc.trailing_metadata() or ():
         if key == DETAILS_KEY and isinstance(value, bytes):
             details = list(status_pb2.Status.FromString(value).details)
     return ConnectError(CODES.get(exc.code(), Code.UNKNOWN), exc.details() or "", details)
+
+
+def _settle(done: asyncio.Future[Message], call: grpc.Future[Message]) -> None:
+    """On the event loop: the relayed call's answer, or its status as a Connect error."""
+    if done.done():  # the HTTP call was abandoned first
+        return
+    if call.cancelled():
+        done.set_exception(ConnectError(Code.CANCELED, "the call was cancelled"))
+        return
+    error = call.exception()
+    if error is None:
+        done.set_result(call.result())
+    elif isinstance(error, grpc.Call):
+        done.set_exception(connect_error(error))
+    else:
+        done.set_exception(error)
 
 
 def _metadata(ctx: RequestContext[Message, Message]) -> tuple[tuple[str, str], ...]:
@@ -79,11 +96,11 @@ def _metadata(ctx: RequestContext[Message, Message]) -> tuple[tuple[str, str], .
 class Relay:
     """The gateway's gRPC port as the endpoints' one peer."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    def __init__(self, channel: grpc.Channel) -> None:
         self.channel = channel
 
     def handler(self, method: MethodDescriptor) -> Handler:
-        call = self.channel.unary_unary(
+        send = self.channel.unary_unary(
             path(method),
             request_serializer=GetMessageClass(method.input_type).SerializeToString,
             response_deserializer=GetMessageClass(method.output_type).FromString,
@@ -91,15 +108,25 @@ class Relay:
 
         async def relay(request: Message, ctx: RequestContext[Message, Message]) -> Message:
             left = ctx.timeout_ms()
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[Message] = loop.create_future()
+            # Started without blocking the event loop; the answer comes back
+            # on the channel's thread and is handed to the loop.
+            call = send.future(
+                request,
+                metadata=_metadata(ctx),
+                timeout=None if left is None else max(left, 0.0) / 1000,
+            )
+
+            def finished(c: grpc.Future[Message]) -> None:
+                loop.call_soon_threadsafe(_settle, done, c)
+
+            call.add_done_callback(finished)
             try:
-                response: Message = await call(
-                    request,
-                    metadata=_metadata(ctx),
-                    timeout=None if left is None else max(left, 0.0) / 1000,
-                )
-            except grpc.aio.AioRpcError as exc:
-                raise connect_error(exc) from None
-            return response
+                return await done
+            except asyncio.CancelledError:
+                call.cancel()  # the HTTP client went away: the work stops too
+                raise
 
         return relay
 
@@ -114,26 +141,27 @@ class Relay:
         }
 
 
-def channel(target: str, settings: CommonSettings) -> grpc.aio.Channel:
+def channel(target: str, settings: CommonSettings) -> grpc.Channel:
     """The adapter's channel to its own gateway (TLS when the gateway's
-    clients are told to verify it)."""
+    clients are told to verify it). No retries: a status is relayed as the
+    gateway gave it, as a gRPC client without retries would see it. Made once
+    for the process and never closed (:func:`keep_spinning`)."""
     options = [
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.enable_retries", 0),
     ]
     if settings.tls_ca_file:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=Path(settings.tls_ca_file).read_bytes()
         )
-        return grpc.aio.secure_channel(target, credentials, options=options)
-    return grpc.aio.insecure_channel(target, options=options)
+        made = grpc.secure_channel(target, credentials, options=options)
+    else:
+        made = grpc.insecure_channel(target, options=options)
+    keep_spinning(made)
+    return made
 
 
 async def relays(target: str, settings: CommonSettings) -> AsyncGenerator[Relay]:
-    """The relay for the ASGI app's life (its lifespan): the channel is made
-    on the server's event loop and closed when it stops."""
-    ch = channel(target, settings)
-    try:
-        yield Relay(ch)
-    finally:
-        await ch.close()
+    """The relay for the ASGI app's life (its lifespan)."""
+    yield Relay(channel(target, settings))

@@ -1,0 +1,138 @@
+"""The HTTP/JSON adapter's own parts, without a stack: the field a body that
+does not decode is refused for, the Connect error it answers with, the
+status codes carried over from gRPC, the forwarded client address, and the
+OpenAPI document made from the descriptors."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import grpc
+import pytest
+from connectrpc.code import Code
+from google.rpc import error_details_pb2
+
+from recallatron.v1 import gateway_pb2
+from recallatron.v1 import gateway_pb2 as pb
+from services.gateway import forwarded
+from services.gateway.httpjson.app import Refused, decode, error_body
+from services.gateway.httpjson.openapi import document
+from services.gateway.httpjson.relay import CODES, method_info, path
+
+SERVICES = [
+    gateway_pb2.DESCRIPTOR.services_by_name[n]
+    for n in ("MemoryService", "ReviewService", "AdminService")
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"limit": "abc"}', "limit"),
+        (b'{"noSuchField": 1}', "noSuchField"),
+        (b'{"filters": {"kinds": ["NOPE"]}}', "filters.kinds"),
+        (b'{"filters": {"bogus": true}}', "filters.bogus"),
+        (b'{"skip_rerank": []}', "skip_rerank"),
+        (b"not json", "request"),
+        (b"[1]", "request"),
+        (b'{"query": "\\u0000', "request"),
+    ],
+)
+def test_a_body_that_is_no_request_is_refused_naming_the_field(body: bytes, field: str) -> None:
+    with pytest.raises(Refused) as refused:
+        decode(pb.RecallRequest, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == field
+    assert "\n" not in refused.value.message
+
+
+def test_a_binary_body_names_the_string_field_that_is_not_utf8() -> None:
+    with pytest.raises(Refused) as refused:
+        decode(pb.RecallRequest, b"\x0a\x02\xff\xfe", "application/proto")
+    assert refused.value.field == "query"
+    decode(pb.RecallRequest, pb.RecallRequest(query="ok").SerializeToString(), "application/proto")
+    decode(pb.RecallRequest, b'{"query": "ok", "skipRerank": true}', "application/json")
+
+
+def test_the_error_body_is_connects_with_a_bad_request() -> None:
+    body: dict[str, Any] = json.loads(
+        error_body(Refused(400, "invalid_argument", "must be a JSON object", "request"))
+    )
+    assert body["code"] == "invalid_argument"
+    assert body["message"] == "request: must be a JSON object"
+    (detail,) = body["details"]
+    assert detail["type"] == "google.rpc.BadRequest"
+    value = base64.b64decode(detail["value"] + "===")
+    parsed = error_details_pb2.BadRequest.FromString(value)
+    assert [v.field for v in parsed.field_violations] == ["request"]
+    assert detail["debug"]["fieldViolations"][0]["field"] == "request"
+    # Without a field, no details.
+    assert "details" not in json.loads(error_body(Refused(415, "unimplemented", "no")))
+
+
+def test_every_grpc_status_has_the_connect_code_of_its_name() -> None:
+    for status in grpc.StatusCode:
+        if status == grpc.StatusCode.OK:
+            continue
+        assert CODES[status].name.replace("CANCELED", "CANCELLED") == status.name
+    assert CODES[grpc.StatusCode.CANCELLED] is Code.CANCELED
+
+
+class _Context:
+    def __init__(self, metadata: tuple[tuple[str, str], ...], peer: str) -> None:
+        self._metadata, self._peer = metadata, peer
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def peer(self) -> str:
+        return self._peer
+
+
+def test_a_forwarded_address_counts_only_with_this_process_secret() -> None:
+    sent = forwarded.metadata("10.1.2.3:5555")
+    assert forwarded.peer(_Context(sent, "ipv4:127.0.0.1:4000")) == "ipv4:10.1.2.3:5555"  # type: ignore[arg-type]
+    assert forwarded.peer(_Context(forwarded.metadata("::1:80"), "x")) == "ipv6:[::1]:80"  # type: ignore[arg-type]
+    forged = ((forwarded.PEER_KEY, "ipv4:10.9.9.9:1"), (forwarded.PROOF_KEY, "guess"))
+    assert forwarded.peer(_Context(forged, "ipv4:127.0.0.1:4000")) == "ipv4:127.0.0.1:4000"  # type: ignore[arg-type]
+    alone = ((forwarded.PEER_KEY, "ipv4:10.9.9.9:1"),)
+    assert forwarded.peer(_Context(alone, "ipv4:127.0.0.1:4000")) == "ipv4:127.0.0.1:4000"  # type: ignore[arg-type]
+    assert forwarded.metadata(None) == ()
+
+
+def test_the_openapi_document_has_every_method_of_the_descriptors() -> None:
+    doc = document(SERVICES, "v1")
+    methods = [m for s in SERVICES for m in s.methods]
+    assert set(doc["paths"]) == {path(m) for m in methods}
+    schemas = doc["components"]["schemas"]
+    for m in methods:
+        post = doc["paths"][path(m)]["post"]
+        for schema in (
+            post["requestBody"]["content"]["application/json"]["schema"],
+            post["responses"]["200"]["content"]["application/json"]["schema"],
+        ):
+            name = schema["$ref"].rsplit("/", 1)[1]
+            assert name in schemas
+        info = method_info(m)
+        assert (info.service_name, info.name) == (m.containing_service.full_name, m.name)
+    recall = schemas["recallatron.v1.RecallRequest"]["properties"]
+    assert recall["mode"]["enum"][0] == "RECALL_MODE_UNSPECIFIED"
+    assert recall["filters"] == {"$ref": "#/components/schemas/recallatron.v1.RecallFilters"}
+    remember = schemas["recallatron.v1.RememberRequest"]["properties"]
+    assert remember["occurredAt"] == {"type": "string", "format": "date-time"}
+    assert remember["purposes"]["type"] == "array"
+    # Every reference resolves.
+    refs = [r for r in _refs(doc)]
+    assert refs and all(r.rsplit("/", 1)[1] in schemas for r in refs)
+    json.dumps(doc)
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if "$ref" in node else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
