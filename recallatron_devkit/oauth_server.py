@@ -29,6 +29,8 @@ import jwt
 import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -215,14 +217,20 @@ class AuthorizationServer:
         return self._answer(client["client_id"], code.scope, resource or code.resource)
 
     def app(self) -> Starlette:
+        # Browser-based clients (the MCP Inspector's page) fetch the metadata,
+        # register and exchange codes from their own origin.
+        cors = Middleware(
+            CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"]
+        )
         return Starlette(
+            middleware=[cors],
             routes=[
                 Route("/.well-known/oauth-authorization-server", self._metadata),
                 Route("/jwks", self._jwks),
                 Route("/register", self._register, methods=["POST"]),
                 Route("/authorize", self._authorize),
                 Route("/token", self._token, methods=["POST"]),
-            ]
+            ],
         )
 
 

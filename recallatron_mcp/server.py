@@ -24,6 +24,7 @@ import anyio
 import grpc
 import mcp_types as types
 import pydantic
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
@@ -32,6 +33,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
+from starlette.types import Send
 
 from recallatron.client import Client
 from recallatron.grpcclient import PeerStatus
@@ -292,7 +294,7 @@ def http_app(
         scopes_supported=SCOPES,
         resource_name="Recallatron memory",
     )
-    routes = [r for r in app.router.routes if not _is_metadata(r)]
+    routes = [_said_unauthorized(r) for r in app.router.routes if not _is_metadata(r)]
     root = Route(WELL_KNOWN, endpoint=metadata[0].endpoint, methods=["GET", "OPTIONS"])
     app.router.routes[:] = [*routes, *metadata, root]
     return app
@@ -306,6 +308,28 @@ _EXACT_URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=T
 
 def _url(value: str) -> AnyHttpUrl:
     return _EXACT_URL.validate_python(value)
+
+
+class _Challenge(RequireAuthMiddleware):
+    """The SDK's bearer check, its 401 saying "Unauthorized" in the
+    description: the MCP Inspector's proxy (0.15) hands a 401 on to its page as
+    a JSON-RPC error carrying the body only, and its page starts the OAuth flow
+    when that error says 401 or Unauthorized."""
+
+    async def _send_auth_error(
+        self, send: Send, status_code: int, error: str, description: str
+    ) -> None:
+        if status_code == 401:
+            description = f"Unauthorized: {description}"
+        await super()._send_auth_error(send, status_code, error, description)
+
+
+def _said_unauthorized(route: BaseRoute) -> BaseRoute:
+    if isinstance(route, Route) and isinstance(route.endpoint, RequireAuthMiddleware):
+        check = route.endpoint
+        challenge = _Challenge(check.app, check.required_scopes, check.resource_metadata_url)
+        return Route(route.path, endpoint=challenge)
+    return route
 
 
 def _is_metadata(route: BaseRoute) -> bool:
