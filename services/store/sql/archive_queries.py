@@ -190,6 +190,18 @@ COPY_VECTORS = """
 COPY memory_embedding (memory_id, model_id, input_version, created_at, embedding) FROM STDIN
 """
 
+# The approximate (HNSW) indexes of the vectors, with their definitions:
+# dropped before the vectors are copied and built again after, in one pass.
+VECTOR_INDEXES = """
+SELECT c.relname, pg_get_indexdef(i.indexrelid)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_am a ON a.oid = c.relam
+WHERE i.indrelid = 'memory_embedding'::regclass AND a.amname = 'hnsw'
+ORDER BY c.relname
+"""
+INDEX_BUILD_MEMORY = "SET LOCAL maintenance_work_mem = '256MB'"
+
 # The lexical arm's statistics, as migration 0006 computes them for existing rows.
 FILL_TERM_STATS = """
 INSERT INTO term_stat (lexeme, purpose, audience, shard, docs)
