@@ -1,0 +1,134 @@
+"""The OAuth resource server's own rules (recallatron_mcp/oauth.py), with no
+stack: the settings from the environment, scopes to a gateway token's scope,
+where an issuer's metadata is looked for, what passes for a JWT, and the
+token checks (issuer, audience, expiry, signature, algorithm) against the dev
+kit's authorization server's keys."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from recallatron_devkit.oauth_server import AuthorizationServer, Running
+from recallatron_devkit.stack import free_port
+from recallatron_mcp.oauth import (
+    READ,
+    WRITE,
+    Grant,
+    OAuthSettings,
+    Verifier,
+    discover_jwks,
+    grant_of,
+    granted_scopes,
+    looks_like_jwt,
+    metadata_urls,
+    scopes_of,
+)
+
+RESOURCE = "https://memory.example.com/mcp"
+
+
+def test_settings_from_the_environment() -> None:
+    assert OAuthSettings.from_env("gw:1", {}) is None
+    with pytest.raises(ValueError, match="RECALLATRON_MCP_RESOURCE_URL"):
+        OAuthSettings.from_env("gw:1", {"RECALLATRON_MCP_OAUTH_ISSUER": "https://id.example"})
+    settings = OAuthSettings.from_env(
+        "gw:1",
+        {
+            "RECALLATRON_MCP_OAUTH_ISSUER": "https://id.example",
+            "RECALLATRON_MCP_RESOURCE_URL": RESOURCE,
+            "RECALLATRON_MCP_OAUTH_MEMBER_CLAIM": "recallatron_member",
+            "RECALLATRON_MCP_OAUTH_SCOPE_CLAIM": "scp",
+        },
+    )
+    assert settings is not None
+    assert (settings.issuer, settings.resource, settings.gateway) == (
+        "https://id.example",
+        RESOURCE,
+        "gw:1",
+    )
+    assert (settings.member_claim, settings.scope_claim) == ("recallatron_member", "scp")
+
+
+def test_scopes_become_a_gateway_tokens_scope() -> None:
+    assert scopes_of({"scope": "a b"}, "scope") == ["a", "b"]
+    assert scopes_of({"scp": ["a", "b"]}, "scp") == ["a", "b"]
+    assert scopes_of({}, "scope") == []
+    assert grant_of("m", [READ]) == Grant("m", True, ())
+    assert grant_of("m", [WRITE]) == Grant("m", False, ())
+    narrowed = grant_of("m", [WRITE, "recallatron:purpose:audit", "recallatron:purpose:nope"])
+    assert narrowed == Grant("m", False, ("audit",))
+    assert granted_scopes([WRITE]) == sorted([READ, WRITE])
+    assert granted_scopes(["openid"]) == ["openid"]
+
+
+def test_where_an_issuers_metadata_is_looked_for() -> None:
+    assert metadata_urls("https://id.example/tenant1") == [
+        "https://id.example/.well-known/oauth-authorization-server/tenant1",
+        "https://id.example/.well-known/openid-configuration/tenant1",
+        "https://id.example/tenant1/.well-known/openid-configuration",
+    ]
+    assert metadata_urls("https://id.example")[0] == (
+        "https://id.example/.well-known/oauth-authorization-server"
+    )
+
+
+def test_what_passes_for_a_jwt() -> None:
+    assert looks_like_jwt("eyJhbGciOi.eyJzdWIi.c2ln")
+    assert not looks_like_jwt("rct_abc")
+    assert not looks_like_jwt("eyJhbGciOi.eyJzdWIi")
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[AuthorizationServer]:
+    port = free_port()
+    auth = AuthorizationServer(f"http://127.0.0.1:{port}", "member-1")
+    running = Running(auth, "127.0.0.1", port)
+    yield auth
+    running.stop()
+
+
+def _verifier(auth: AuthorizationServer) -> Verifier:
+    settings = OAuthSettings(issuer=auth.issuer, resource=RESOURCE)
+    return Verifier(settings, client_of=lambda token: None, minted=None)  # type: ignore[arg-type,return-value]
+
+
+def test_the_keys_are_found_from_the_issuers_metadata(issuer: AuthorizationServer) -> None:
+    assert discover_jwks(issuer.issuer) == f"{issuer.issuer}/jwks"
+    with pytest.raises(LookupError):
+        discover_jwks(issuer.issuer + "/elsewhere", timeout=5)
+
+
+def test_a_token_is_checked_for_issuer_audience_expiry_and_key(
+    issuer: AuthorizationServer,
+) -> None:
+    verifier = _verifier(issuer)
+    claims = verifier.claims(issuer.issue(RESOURCE))
+    assert claims["sub"] == "member-1" and claims["aud"] == RESOURCE
+    assert verifier.claims(issuer.issue([RESOURCE + "/", "https://other"]))["sub"] == "member-1"
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    refused = {
+        "audience": (issuer.issue("https://other.example/mcp"), jwt.InvalidAudienceError),
+        "no audience": (issuer.issue(None), jwt.MissingRequiredClaimError),
+        "expired": (issuer.issue(RESOURCE, lifetime=-120), jwt.ExpiredSignatureError),
+        "issuer": (issuer.issue(RESOURCE, issuer="https://evil"), jwt.InvalidIssuerError),
+        "key": (issuer.issue(RESOURCE, key=other_key), jwt.InvalidSignatureError),
+    }
+    for why, (token, error) in refused.items():
+        with pytest.raises(error):
+            verifier.claims(token)
+        assert verifier._check_jwt(token) is None, why
+    # A shared-secret token under the issuer's key id is never taken.
+    now = int(time.time())
+    forged = jwt.encode(
+        {"iss": issuer.issuer, "aud": RESOURCE, "sub": "x", "exp": now + 60},
+        "secret-secret-secret-secret-secret",
+        algorithm="HS256",
+        headers={"kid": issuer.kid},
+    )
+    with pytest.raises(jwt.PyJWTError):
+        verifier.claims(forged)
