@@ -65,6 +65,7 @@ class Processes:
                 # The session stack's processes hold these.
                 "RECALLATRON_METRICS_PORT": "0",
                 "RECALLATRON_REVIEW_LISTEN": "0",
+                "RECALLATRON_HTTP_LISTEN": "0",
                 "PYTHONPATH": str(tree),
                 **{f"RECALLATRON_{peer.upper()}_TARGET": t for peer, t in targets.items()},
             }
