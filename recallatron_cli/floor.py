@@ -16,7 +16,7 @@ import numpy as np
 
 # The newest memories read: their vectors are held in memory (40 MB at most).
 MAX_MEMORIES = 25_000
-EMBED_BATCH = 64
+EMBED_BATCH = 32
 EMBED_TIMEOUT_SECONDS = 60.0
 
 
@@ -34,13 +34,24 @@ def service_embedder() -> Any:
     settings = StoreSettings()
     embedder = Embedder(settings.embed_target, EMBED_TIMEOUT_SECONDS, settings)
 
+    def batch(texts: Sequence[str]) -> list[list[float]]:
+        try:
+            return list(embedder.embed(texts)[1])
+        except Exception:  # once more: the service may be busy with the embedding job
+            return list(embedder.embed(texts)[1])
+
     def embed(texts: Sequence[str]) -> np.ndarray:
         out: list[list[float]] = []
         for i in range(0, len(texts), EMBED_BATCH):
-            out += embedder.embed(texts[i : i + EMBED_BATCH])[1]
+            out += batch(texts[i : i + EMBED_BATCH])
         return unit_rows(out)
 
     return embedder, embed
+
+
+def embed_texts() -> Any:
+    """The embedder of the migration report's floor section."""
+    return service_embedder()[1]
 
 
 def cmd_calibrate_floor(args: argparse.Namespace) -> int:

@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from services.store.legacy import cli as legacy_cli
 
-    legacy_cli.add_parser(sub)
+    legacy_cli.add_parser(sub, floor.embed_texts)
 
     from recallatron_cli import surfaces
 

@@ -9,6 +9,7 @@ import json
 import signal
 import sqlite3
 import sys
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from services.store.legacy.plan import DEFAULT_BATCH_SIZE
 from services.store.legacy.report import Report
 
 if TYPE_CHECKING:
+    from services.store.domain.floor import Embed
     from services.store.legacy.importer import BatchDone
 
 EXIT_BAD_INPUT = 2
@@ -41,7 +43,10 @@ class _Stop:
         cls.requested = True
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any, floor_embed: Callable[[], Embed] | None = None) -> None:
+    """``floor_embed`` makes the embedder of the report's floor section (the
+    command line brings the embed service's client; without it the section
+    says it was not checked)."""
     p = sub.add_parser(
         "migrate",
         help="import the old store (SQLite + graph.jsonl) into a workspace",
@@ -65,7 +70,12 @@ def add_parser(sub: Any) -> None:
         default=DEFAULT_BATCH_SIZE,
         help="rows per transaction (default %(default)s)",
     )
-    p.set_defaults(func=cmd_migrate)
+    p.add_argument(
+        "--no-floor-check",
+        action="store_true",
+        help="leave out the report's dense-floor section (it embeds the migrated memories)",
+    )
+    p.set_defaults(func=cmd_migrate, floor_embed=floor_embed)
 
 
 def turn_count(path: Path) -> int | None:
@@ -131,6 +141,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         importer.run(
             args.sqlite, args.graph, args.workspace, args.owner, args.dry_run, report=report
         )
+        if report.complete and not args.dry_run and not args.no_floor_check and args.floor_embed:
+            from services.store.legacy.floor_check import migrated_floor
+            from services.store.legacy.importer import resolve_target
+
+            target = resolve_target(dbs, importer.control, args.workspace, args.owner)
+            report.floor = migrated_floor(
+                dbs, importer.control, target.workspace_id, args.floor_embed
+            )
     except (errors.DomainError, OldStoreError) as exc:
         shown.close(stopped=True)
         print(f"error: {exc}", file=sys.stderr)

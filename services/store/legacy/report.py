@@ -65,6 +65,8 @@ class Report:
     supersessions: Section = field(default_factory=Section)
     graph: dict[str, Any] = field(default_factory=dict)
     session_digests_read: int = 0
+    # The dense floor's rule on the migrated corpus (legacy/floor_check.py).
+    floor: dict[str, Any] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
     complete: bool = False
@@ -105,6 +107,7 @@ class Report:
             "not_carried": {
                 "session_digests": {"read": self.session_digests_read, "reason": DIGESTS_REASON},
             },
+            "dense_floor": self.floor or {"computed": False, "reason": "not checked"},
             "batches": self.batches,
             "seconds": round(self.seconds, 3),
         }
@@ -139,5 +142,18 @@ class Report:
             ),
             f"not carried: {self.session_digests_read} session digests: {DIGESTS_REASON}",
             f"{self.batches} batches in {self.seconds:.2f} s",
+            floor_line(self.floor),
         ]
         return "\n".join(lines)
+
+
+def floor_line(section: dict[str, Any]) -> str:
+    if not section:
+        return "dense floor on the migrated corpus: not checked"
+    if not section.get("computed"):
+        return f"dense floor on the migrated corpus: not computed: {section.get('reason', '')}"
+    return (
+        f"dense floor on the migrated corpus ({section['memories']} memories): "
+        f"{section['line']}; the workspace's floor is {section['current_floor']:.2f} "
+        "(`recallatron calibrate-floor --apply` sets it)"
+    )

@@ -17,3 +17,12 @@ LIMIT %(limit)s
 CALIBRATION_MEMORY_COUNT = """
 SELECT count(*) FROM memory WHERE invalidated_at IS NULL AND superseded_by_id IS NULL
 """
+
+# The migration report's floor section: the migrated memories (not embedded
+# yet when the report is made), newest first.
+MIGRATED_MEMORIES = """
+SELECT title, body FROM memory
+WHERE origin = 'migrated' AND invalidated_at IS NULL AND superseded_by_id IS NULL
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s
+"""
