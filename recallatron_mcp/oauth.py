@@ -92,6 +92,12 @@ class OAuthSettings:
                 "set it to this server's public URL, such as https://memory.example.com/mcp"
             )
         admin = token_from(env="RECALLATRON_MCP_OAUTH_ADMIN_TOKEN")
+        if not admin:
+            raise ValueError(
+                "RECALLATRON_MCP_OAUTH_ISSUER is set but neither RECALLATRON_MCP_OAUTH_ADMIN_TOKEN "
+                "nor RECALLATRON_MCP_OAUTH_ADMIN_TOKEN_FILE is: give an owner's or the operator's "
+                "token, with which the server makes its OAuth callers' gateway tokens"
+            )
         return cls(
             issuer=issuer,
             resource=resource,

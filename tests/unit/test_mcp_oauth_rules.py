@@ -32,15 +32,23 @@ from recallatron_mcp.oauth import (
 RESOURCE = "https://memory.example.com/mcp"
 
 
-def test_settings_from_the_environment() -> None:
+def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert OAuthSettings.from_env("gw:1", {}) is None
     with pytest.raises(ValueError, match="RECALLATRON_MCP_RESOURCE_URL"):
         OAuthSettings.from_env("gw:1", {"RECALLATRON_MCP_OAUTH_ISSUER": "https://id.example"})
+    monkeypatch.delenv("RECALLATRON_MCP_OAUTH_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv("RECALLATRON_MCP_OAUTH_ADMIN_TOKEN_FILE", raising=False)
+    env = {
+        "RECALLATRON_MCP_OAUTH_ISSUER": "https://id.example",
+        "RECALLATRON_MCP_RESOURCE_URL": RESOURCE,
+    }
+    with pytest.raises(ValueError, match="RECALLATRON_MCP_OAUTH_ADMIN_TOKEN"):
+        OAuthSettings.from_env("gw:1", env)
+    monkeypatch.setenv("RECALLATRON_MCP_OAUTH_ADMIN_TOKEN", "rct_owner")
     settings = OAuthSettings.from_env(
         "gw:1",
         {
-            "RECALLATRON_MCP_OAUTH_ISSUER": "https://id.example",
-            "RECALLATRON_MCP_RESOURCE_URL": RESOURCE,
+            **env,
             "RECALLATRON_MCP_OAUTH_MEMBER_CLAIM": "recallatron_member",
             "RECALLATRON_MCP_OAUTH_SCOPE_CLAIM": "scp",
         },
@@ -52,6 +60,7 @@ def test_settings_from_the_environment() -> None:
         "gw:1",
     )
     assert (settings.member_claim, settings.scope_claim) == ("recallatron_member", "scp")
+    assert settings.admin_token == "rct_owner"
 
 
 def test_scopes_become_a_gateway_tokens_scope() -> None:
