@@ -666,7 +666,10 @@ def test_the_clients_balance_per_call():
 
     config = json.loads(grpcclient._SERVICE_CONFIG)
     assert {"round_robin": {}} in config["loadBalancingConfig"]
-    assert config["methodConfig"][0]["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
+    # Every call but the few sent once (writes with no request id) is resent
+    # on UNAVAILABLE, the status a pod going away answers.
+    default = next(m for m in config["methodConfig"] if m["name"] == [{}])
+    assert default["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
 
 
 # ---------------------------------------------------------------------------
