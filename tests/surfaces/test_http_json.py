@@ -108,6 +108,27 @@ def test_the_callers_deadline_reaches_the_call(stack: Stack, owner: Member) -> N
     assert status == 200, answer
 
 
+def _rpc_total(stack: Stack, method: str, code: str) -> float:
+    port = stack.config.metrics_ports["gateway"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    wanted = f'recallatron_rpc_total{{code="{code}",method="{method}"}}'
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(wanted)
+    )
+
+
+def test_calls_are_counted_in_the_grpc_metrics(stack: Stack, owner: Member) -> None:
+    method = "/recallatron.v1.MemoryService/Lookup"
+    ok, bad = _rpc_total(stack, method, "OK"), _rpc_total(stack, method, "INVALID_ARGUMENT")
+    status, _ = call(stack.http_url, method[1:], {"name": "standup"}, owner.token)
+    assert status == 200
+    status, _ = call(stack.http_url, method[1:], {"name": []}, owner.token)
+    assert status == 400
+    assert _rpc_total(stack, method, "OK") == ok + 1
+    assert _rpc_total(stack, method, "INVALID_ARGUMENT") == bad + 1
+
+
 def _wrong_value(field: FieldDescriptor) -> Any:
     """A JSON value no proto3 JSON parser takes for ``field``."""
     if field.is_repeated or field.message_type is not None:
