@@ -1,0 +1,41 @@
+"""``nothing_relevant`` end to end (design §5.8): through the gateway, the
+rank service judges the rows it returns; the results come back either way."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+MEMORIES = [
+    ("Office move", "The Lisbon office moves to the harbour building in March."),
+    ("Budget review", "The quarterly budget review is on Thursday with the finance team."),
+    ("Cats", "Caroline adopted two cats named Oscar and Luna last spring."),
+    ("Backups", "The staging database is backed up every night at two o'clock."),
+]
+
+
+def test_a_question_about_a_memory_is_not_flagged_and_an_unrelated_one_is(team: Team) -> None:
+    ada = team.clients["ada"]
+    for title, body in MEMORIES:
+        ada.remember(title, body, audience_to="workspace")
+    ada.wait_embedded(timeout=120)
+
+    on_topic = ada.recall("When does the Lisbon office move to the harbour?").outcome
+    assert on_topic.dense_available and on_topic.results
+    assert not on_topic.nothing_relevant
+
+    # A word in common ("office"), nothing about it: flagged, and still answered
+    # (a signal, never a refusal).
+    off_topic = ada.recall("office chairs").outcome
+    assert off_topic.dense_available
+    assert off_topic.nothing_relevant
+    assert off_topic.results
+
+    # Without the dense arm there is no cosine to judge by: matched rows are not flagged.
+    lexical = ada.recall("Lisbon office harbour", mode="lexical").outcome
+    assert lexical.results and not lexical.nothing_relevant
+    empty = ada.recall("zzyzx qwertyuiop", mode="lexical").outcome
+    assert not empty.results and empty.nothing_relevant
