@@ -47,6 +47,7 @@ def limited_gateway(stack: Stack) -> Iterator[tuple[str, subprocess.Popen[bytes]
             "RECALLATRON_GATEWAY_LISTEN": "127.0.0.1:0",
             "RECALLATRON_PORT_FILE": str(run / "gateway.port"),
             "RECALLATRON_REVIEW_LISTEN": "0",
+            "RECALLATRON_HTTP_LISTEN": "0",
             "RECALLATRON_RATE_LIMIT_PER_SECOND": "5",
             "RECALLATRON_RATE_LIMIT_BURST": "5",
         }
