@@ -120,7 +120,7 @@ ENV PATH=/opt/venv/bin:${PATH} \
 WORKDIR /opt/recallatron
 USER 10001:10001
 
-EXPOSE 7400 7401 7402 7403 9100
+EXPOSE 7400 7401 7402 7403 7420 9100
 # The server drains in-flight calls on SIGTERM (RECALLATRON_SHUTDOWN_GRACE_SECONDS).
 STOPSIGNAL SIGTERM
 CMD ["python", "-m", "services.gateway"]

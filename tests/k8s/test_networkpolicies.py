@@ -235,10 +235,13 @@ def expected_matrix(overlay: str, objs: list[dict]) -> set[tuple[str, str, int, 
     # Every pod of the namespace, a stray one included, may resolve names.
     ours = [e.name for e in endpoints(objs)[0] if e.namespace == NAMESPACE]
     expected = {
-        # Only the gateway's gRPC port is reachable from outside the namespace.
-        ("other-namespace", "gateway", 7400, "TCP"),
-        ("monitoring", "gateway", 7400, "TCP"),
-        ("internet", "gateway", 7400, "TCP"),
+        # Only the gateway's gRPC and HTTP/JSON ports are reachable from
+        # outside the namespace.
+        *(
+            (source, "gateway", port, "TCP")
+            for source in ("other-namespace", "monitoring", "internet")
+            for port in (7400, 7420)
+        ),
         # The call graph.
         ("gateway", "store", 7401, "TCP"),
         ("gateway", "rank", 7403, "TCP"),
