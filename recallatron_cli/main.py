@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--server",
         help="a server's name: cycle its WAL only, after a workspace on it was deleted",
     )
+    sc.add_argument("--json", action="store_true", help="the report as JSON (progress on stderr)")
     sc.set_defaults(func=operator.cmd_scrub)
     sv = sub.add_parser(
         "servers", help="the named Postgres servers: list, drain, undrain (docs/servers.md)"

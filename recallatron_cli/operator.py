@@ -239,29 +239,50 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
+    import json
+
     from services.store.domain.erasure import scrub, scrub_server
+
+    # With --json, stdout holds the report alone; the steps go to stderr.
+    steps = sys.stderr if args.json else sys.stdout
+
+    def step(msg: str) -> None:
+        print(msg, file=steps, flush=True)
 
     if args.server:
         from recallatron import errors
 
         with _store() as (dbs, _control):
             try:
-                report = scrub_server(dbs, args.server, lambda msg: print(msg, flush=True))
+                report = scrub_server(dbs, args.server, step)
             except errors.DomainError as exc:
                 sys.exit(f"error: {exc.message}")
-        for warning in report.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        print(f"scrubbed server {args.server}: WAL cycled {report.wal_cycles} times")
-        return 0
-    with _store() as (dbs, control):
-        workspace_id = _workspace_id(control, args.workspace)
-        report = scrub(dbs, control, workspace_id, lambda msg: print(msg, flush=True))
+        target = {"server": args.server}
+    else:
+        with _store() as (dbs, control):
+            workspace_id = _workspace_id(control, args.workspace)
+            report = scrub(dbs, control, workspace_id, step)
+        target = {"workspace": args.workspace}
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(
-        f"scrubbed {args.workspace}: {len(report.tables)} tables rewritten, "
-        f"WAL cycled {report.wal_cycles} times"
-    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    **target,
+                    "tables_rewritten": report.tables,
+                    "wal_cycles": report.wal_cycles,
+                    "warnings": report.warnings,
+                }
+            )
+        )
+    elif args.server:
+        print(f"scrubbed server {args.server}: WAL cycled {report.wal_cycles} times")
+    else:
+        print(
+            f"scrubbed {args.workspace}: {len(report.tables)} tables rewritten, "
+            f"WAL cycled {report.wal_cycles} times"
+        )
     return 0
 
 

@@ -144,7 +144,7 @@ def test_delete_refuses_tokens_drops_the_database_and_keeps_a_tombstone(
     before = _grep(data, needles)
     env = {**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url}
     done = subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", "scrub", "--server", "default"],
+        [sys.executable, "-m", "recallatron_cli.main", "scrub", "--server", "default", "--json"],
         capture_output=True,
         text=True,
         env=env,
@@ -152,10 +152,11 @@ def test_delete_refuses_tokens_drops_the_database_and_keeps_a_tombstone(
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    assert "scrubbed server default" in done.stdout
+    scrubbed = json.loads(done.stdout)
+    assert scrubbed["server"] == "default" and scrubbed["wal_cycles"] >= 1
     with capsys.disabled():
         print(f"\ndelete-workspace took {took:.2f} s (reported, not asserted)")
-        print(done.stdout.strip().splitlines()[-1])
+        print(f"scrub --server: WAL cycled {scrubbed['wal_cycles']} times")
     after = _grep(data, needles)
     with capsys.disabled():
         print(f"after the drop: {len(before)} hits", *before, sep="\n  ")
