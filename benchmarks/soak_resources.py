@@ -1,0 +1,142 @@
+"""What each process of a running stack holds (benchmarks/soak.py): resident
+memory, threads, open file descriptors and its connections to Postgres, read
+from /proc; for Postgres itself, the server's processes together and its
+client backends."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from recallatron_devkit.stack import Stack
+
+# Allowed growth from the end of the warm-up to the end of the run.
+GROWTH = 0.10
+# Small counts move by a few without any leak (a gRPC poller thread, a
+# socket being replaced): this much is allowed beyond the 10% of each.
+SLACK = {"rss_mb": 0.0, "threads": 2.0, "fds": 6.0, "pg_connections": 2.0}
+
+
+@dataclass(frozen=True)
+class Usage:
+    rss_mb: float
+    threads: int
+    fds: int
+    pg_connections: int
+
+
+def _status(pid: int) -> dict[str, str]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def _connected_to(port: int) -> dict[str, int]:
+    """Socket inode -> 1 for every TCP connection whose remote port is ``port``."""
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            remote_port = int(parts[2].rsplit(":", 1)[1], 16)
+            # 01: ESTABLISHED
+            if remote_port == port and parts[3] == "01":
+                found[parts[9]] = 1
+    return found
+
+
+def children(pid: int) -> list[int]:
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            kids.append(int(entry))
+    return kids
+
+
+def usage(pid: int, pg_port: int) -> Usage:
+    status = _status(pid)
+    pg = _connected_to(pg_port)
+    return Usage(
+        rss_mb=round(int(status["VmRSS"].split()[0]) / 1024, 1),
+        threads=int(status["Threads"]),
+        fds=len(os.listdir(f"/proc/{pid}/fd")),
+        pg_connections=sum(1 for inode in _socket_inodes(pid) if inode in pg),
+    )
+
+
+def postgres_usage(postmaster: int) -> Usage:
+    """The server's processes together; its connections are its client
+    backends (children other than its own workers are not told apart, so
+    this counts every child process)."""
+    pids = [postmaster, *children(postmaster)]
+    rss = threads = fds = 0
+    for pid in pids:
+        try:
+            status = _status(pid)
+            rss += int(status["VmRSS"].split()[0])
+            threads += int(status["Threads"])
+            fds += len(os.listdir(f"/proc/{pid}/fd"))
+        except (OSError, KeyError):
+            continue
+    return Usage(round(rss / 1024, 1), threads, fds, len(pids) - 1)
+
+
+def snapshot(stack: Stack) -> dict[str, dict[str, float]]:
+    """Every process of the stack (and Postgres), by name."""
+    assert stack.postgres is not None and stack.postgres.process is not None
+    port = stack.postgres.port
+    out = {}
+    for name, proc in sorted(stack.processes.items()):
+        if proc.poll() is None:
+            out[name] = asdict(usage(proc.pid, port))
+    out["postgres"] = asdict(postgres_usage(postmaster(stack)))
+    return out
+
+
+def postmaster(stack: Stack) -> int:
+    """The postmaster's pid: the first line of postmaster.pid."""
+    assert stack.postgres is not None
+    pid_file = stack.postgres.data_dir / "postmaster.pid"
+    return int(pid_file.read_text().split("\n", 1)[0])
+
+
+def growth(start: dict[str, dict[str, float]], end: dict[str, dict[str, float]]) -> list[str]:
+    """Each figure that grew past 10% (plus its slack) from start to end."""
+    over = []
+    for name, figures in start.items():
+        for key, before in figures.items():
+            if name == "postgres" and key != "pg_connections":
+                # The server's memory is its shared buffers filling and its
+                # descriptors each backend's open relation files (up to
+                # max_files_per_process): reported, judged by its connections.
+                continue
+            after = end.get(name, {}).get(key)
+            if after is None:
+                continue
+            if after > before * (1 + GROWTH) + SLACK[key]:
+                over.append(f"{name} {key}: {before} -> {after}")
+    return over
