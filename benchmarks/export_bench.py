@@ -11,7 +11,13 @@ claims, relations and aliases about 200 entities, waits for the embedding
 job, then runs `recallatron export --vectors` and `recallatron import` as
 an operator would and compares, for the owner: --recalls hybrid recalls
 (the load tool's queries), a lookup of every entity name and alias of the
-archive, and a read of --recalls memories."""
+archive, and a read of --recalls memories.
+
+With --reindex-baseline it then asks the original the same recalls, builds
+its vector indexes anew (REINDEX, as `recallatron rebuild` or a restore
+would) and asks again: how far the original moves from itself when only its
+approximate (HNSW) index is rebuilt, the yardstick for the copy's dense and
+hybrid answers."""
 
 from __future__ import annotations
 
@@ -27,10 +33,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
 from recallatron.client import Client
 from recallatron.progress import Progress
 from recallatron_devkit import synthetic
-from recallatron_devkit.archive_check import Calls, Comparison, compare, summary
+from recallatron_devkit.archive_check import (
+    Calls,
+    Comparison,
+    compare,
+    compare_with_record,
+    record,
+    summary,
+)
 from recallatron_devkit.load import models_dir
 from recallatron_devkit.seeding import seed_workspace, wait_embedded
 from recallatron_devkit.stack import Stack, own_config, running
@@ -111,6 +127,27 @@ def _memory_ids(archive: Path, count: int) -> list[str]:
     return random.Random(5).sample(ids, min(count, len(ids)))
 
 
+def reindex_vectors(stack: Stack, slug: str) -> list[str]:
+    """REINDEX every HNSW index of the workspace's database; their names."""
+    control = stack.database_url.replace("/postgres?", "/recallatron?")
+    with psycopg.connect(control) as conn:
+        row = conn.execute(
+            "SELECT database_name FROM workspace WHERE slug = %s", (slug,)
+        ).fetchone()
+    assert row is not None, slug
+    url = stack.database_url.replace("/postgres?", f"/{row[0]}?")
+    with psycopg.connect(url, autocommit=True) as conn:
+        names = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE indexdef LIKE '%USING hnsw%'"
+            ).fetchall()
+        ]
+        for name in names:
+            conn.execute(sql.SQL("REINDEX INDEX {}").format(sql.Identifier(name)))
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memories", type=int, default=10_000)
@@ -121,6 +158,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--modes", default="hybrid,lexical,dense", help="recall modes compared, each --recalls"
+    )
+    parser.add_argument(
+        "--reindex-baseline",
+        action="store_true",
+        help="also compare the original with itself after its vector indexes are rebuilt",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -168,6 +210,18 @@ def main() -> None:
             "queued_for_embedding": imported["queued_for_embedding"],
             **summary(result),
         }
+        if args.reindex_baseline:
+            recalls = Calls(recalls=calls.recalls)
+            before = record(owner, recalls)
+            names = reindex_vectors(stack, slug)
+            _log(f"rebuilt {len(names)} vector indexes of the original; asking again")
+            itself = compare_with_record(owner, recalls, before, Comparison())
+            out["original_after_reindex"] = {
+                "indexes": len(names),
+                "same": itself.same,
+                "same_results": itself.same_results,
+                "compared": itself.compared,
+            }
         print(json.dumps(out) if args.json else json.dumps(out, indent=2))
 
 

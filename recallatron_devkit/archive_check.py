@@ -102,6 +102,22 @@ def compare(
     return into
 
 
+def record(client: Client, calls: Calls) -> list[tuple[str, str, str]]:
+    """Every call's answer now, to be compared with a later asking."""
+    return [(kind, key, answer(ask)) for kind, key, ask in _calls(client, calls)]
+
+
+def compare_with_record(
+    client: Client, calls: Calls, before: list[tuple[str, str, str]], into: Comparison
+) -> Comparison:
+    """The same calls asked again of ``client``, against ``before``: how much a
+    workspace's answers move by themselves (say, after its vector index is
+    built anew), the baseline for a copy's."""
+    for (kind, key, earlier), (_, _, ask) in zip(before, _calls(client, calls), strict=True):
+        into.add(kind, key, earlier, answer(ask))
+    return into
+
+
 def summary(result: Comparison) -> dict[str, Any]:
     return {
         "identical": result.identical,
