@@ -115,6 +115,8 @@ BASE: dict[str, Callable[[dict[str, str]], Message]] = {
         title="an episode", started_at=Timestamp(seconds=1_700_000_000)
     ),
     "Timeline": lambda ids: pb.TimelineRequest(entity_id=ids["entity"]),
+    "ListMemories": lambda ids: pb.ListMemoriesRequest(),
+    "ListAuditEvents": lambda ids: pb.ListAuditEventsRequest(),
 }
 
 # Tables a write could touch beyond dbutil's: episodes.
