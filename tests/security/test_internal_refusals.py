@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 
 from recallatron import internal_auth, internal_channels
 from recallatron.grpcserver import Server, add_methods
+from recallatron.grpcserver.calls import FAILURE_BURST, PeerFailures
 from recallatron.settings import CommonSettings
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
 
@@ -120,6 +121,10 @@ def test_a_peer_past_its_failure_limit_is_refused_before_its_handler(
     key = served.server.settings.internal_signing_key()
     signer = internal_auth.Signer(key, "test")
     forged = internal_auth.Signer(os.urandom(32), "attacker").service([GET_MODEL_INFO])
+    # The default burst, refilled so slowly that how fast this machine sends
+    # the calls cannot matter (at the default 16/s a call slower than 62 ms,
+    # as on a loaded machine, would never empty the bucket).
+    served.server.interceptor.failures = PeerFailures(FAILURE_BURST, per_second=0.01)
     bad, good = served.channel(), served.channel()
     try:
         # A peer's failed assertions, up to its limit: each UNAUTHENTICATED.
