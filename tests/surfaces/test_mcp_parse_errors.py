@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from recallatron.tools import TOOLS
 from recallatron_devkit.stack import Stack
 from tests.conftest import Team
 from tests.surfaces.mcp_server import REPO
@@ -121,7 +122,7 @@ def test_a_line_that_is_not_json_gets_a_parse_error_and_serving_goes_on(
     assert server.reply()["error"]["code"] == -32700
     server.request({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
     listed = server.reply()
-    assert listed["id"] == 2 and len(listed["result"]["tools"]) == 10, listed
+    assert listed["id"] == 2 and len(listed["result"]["tools"]) == len(TOOLS), listed
 
 
 @pytest.mark.parametrize(
