@@ -77,6 +77,17 @@ def _error(message: str, as_json: bool) -> int:
     return 1
 
 
+def _failed(what: str, exc: Exception, bar: Phases, dbs: Any, as_json: bool) -> int:
+    """One line for a refused or failed export or import: a domain error's own
+    message, else the database's or the file system's, its URL redacted."""
+    from recallatron import errors
+
+    bar.close(stopped=True)
+    if isinstance(exc, errors.DomainError):
+        return _error(exc.message, as_json)
+    return _error(f"{what} failed: {dbs.redact(str(exc))}", as_json)
+
+
 def _workspace_id(control: Any, given: str) -> str | None:
     for ws in control.all_workspace_locations():
         if given in (ws.id, ws.slug):
@@ -105,12 +116,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                 on_total=bar.start,
                 on_rows=bar.advance,
             )
-        except errors.DomainError as exc:
-            bar.close(stopped=True)
-            return _error(exc.message, args.json)
-        except (psycopg.Error, OSError) as exc:
-            bar.close(stopped=True)
-            return _error(f"export failed: {dbs.redact(str(exc))}", args.json)
+        except (errors.DomainError, psycopg.Error, OSError) as exc:
+            return _failed("export", exc, bar, dbs, args.json)
         finally:
             bar.close()
     if args.json:
@@ -143,13 +150,9 @@ def cmd_import(args: argparse.Namespace) -> int:
                 on_total=bar.start,
                 on_rows=bar.advance,
             )
-        except errors.DomainError as exc:
-            bar.close(stopped=True)
-            return _error(exc.message, args.json)
-        except (psycopg.Error, OSError) as exc:
-            # The workspace made for it is gone again (docs/export.md).
-            bar.close(stopped=True)
-            return _error(f"import failed: {dbs.redact(str(exc))}", args.json)
+        except (errors.DomainError, psycopg.Error, OSError) as exc:
+            # On a failure the workspace made for it is gone again (docs/export.md).
+            return _failed("import", exc, bar, dbs, args.json)
         finally:
             bar.close()
     if args.json:
