@@ -182,13 +182,15 @@ class Stack:
     @property
     def review_url(self) -> str:
         """The dedup review page, once the gateway has started it."""
-        port = (self.state_dir / "run" / "review.port").read_text().strip()
-        return f"http://127.0.0.1:{port}/"
+        return f"{self._side_url('review')}/"
 
     @property
     def http_url(self) -> str:
         """The gateway's HTTP/JSON API (Connect protocol), once the gateway has started it."""
-        port = (self.state_dir / "run" / "http.port").read_text().strip()
+        return self._side_url("http")
+
+    def _side_url(self, side: str) -> str:
+        port = (self.state_dir / "run" / f"{side}.port").read_text().strip()
         return f"http://127.0.0.1:{port}"
 
     def env_for(self, name: str) -> dict[str, str]:
@@ -238,21 +240,16 @@ class Stack:
             )
             env["RECALLATRON_PORT_FILE"] = str(self.state_dir / "run" / f"{name}.port")
         if name == "gateway":
-            # The review page follows the gateway: a free port when the gateway
-            # got one, and the same port again on a restart.
-            review_file = self.state_dir / "run" / "review.port"
-            if review_file.exists():
-                env.setdefault("RECALLATRON_REVIEW_LISTEN", f"127.0.0.1:{review_file.read_text()}")
-            elif not self.config.ports.get("gateway"):
-                env.setdefault("RECALLATRON_REVIEW_LISTEN", "127.0.0.1:0")
-            env["RECALLATRON_REVIEW_PORT_FILE"] = str(review_file)
-            # HTTP/JSON likewise.
-            http_file = self.state_dir / "run" / "http.port"
-            if http_file.exists():
-                env.setdefault("RECALLATRON_HTTP_LISTEN", f"127.0.0.1:{http_file.read_text()}")
-            elif not self.config.ports.get("gateway"):
-                env.setdefault("RECALLATRON_HTTP_LISTEN", "127.0.0.1:0")
-            env["RECALLATRON_HTTP_PORT_FILE"] = str(http_file)
+            # The review page and HTTP/JSON follow the gateway: a free port
+            # when the gateway got one, and the same port again on a restart.
+            for side in ("review", "http"):
+                port_file = self.state_dir / "run" / f"{side}.port"
+                listen = f"RECALLATRON_{side.upper()}_LISTEN"
+                if port_file.exists():
+                    env.setdefault(listen, f"127.0.0.1:{port_file.read_text()}")
+                elif not self.config.ports.get("gateway"):
+                    env.setdefault(listen, "127.0.0.1:0")
+                env[f"RECALLATRON_{side.upper()}_PORT_FILE"] = str(port_file)
         if name == "embed":
             # Without prepared models the stack cannot serve: the embed service
             # exits with its reason at once instead of waiting for them.
