@@ -239,7 +239,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         status = rpc_status.to_status(status_for(error))
         failures = self.failures
 
-        def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+        def refuse(request: Any, context: grpc.ServicerContext) -> None:
             peer = context.peer()
             wait = failures.wait(peer)
             if wait:
@@ -248,18 +248,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):
             RPC_STATUS.labels(method, "UNAUTHENTICATED").inc()
             context.abort_with_status(status)
 
-        def refuse_stream(request: Any, context: grpc.ServicerContext) -> Any:
-            refuse(request, context)
-            yield  # pragma: no cover - abort raises
-
-        # No request deserializer: the request's bytes are never parsed.
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                refuse_stream, response_serializer=handler.response_serializer
-            )
-        return grpc.unary_unary_rpc_method_handler(
-            refuse, response_serializer=handler.response_serializer
-        )
+        return _refusing(handler, refuse)
 
     def _admitted(
         self, method: str, context: grpc.ServicerContext, received: Any
@@ -436,12 +425,20 @@ def _overloaded(method: str, handler: Handler, retry_after: float) -> Handler:
         )
     )
 
-    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+    def refuse(request: Any, context: grpc.ServicerContext) -> None:
         REFUSED.labels(method).inc()
         RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc()
         context.abort_with_status(status)
 
-    def refuse_stream(request: Any, context: grpc.ServicerContext) -> Any:
+    return _refusing(handler, refuse)
+
+
+def _refusing(handler: Handler, refuse: Callable[[Any, grpc.ServicerContext], None]) -> Handler:
+    """A handler of ``handler``'s kind (one answer or a stream) that only
+    calls ``refuse``, which aborts. No request deserializer: the request's
+    bytes are never parsed."""
+
+    def refuse_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         refuse(request, context)
         yield  # pragma: no cover - abort raises
 
