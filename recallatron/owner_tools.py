@@ -40,6 +40,17 @@ _PURPOSE = Arg(
     }
 )
 
+
+def _paged(most: int) -> dict[str, Arg]:
+    """A listing's last arguments: its page (of at most ``most``), the token
+    of the next, and the purpose."""
+    return {
+        "page_size": Arg({"minimum": 1, "maximum": most, "default": DEFAULT_LIST_PAGE}),
+        "page_token": _PAGE_TOKEN,
+        "purpose": _PURPOSE,
+    }
+
+
 # Each the keyword arguments of a recallatron.tools.Tool.
 OWNER_TOOLS: tuple[dict[str, Any], ...] = (
     dict(
@@ -60,11 +71,7 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
             "from": Arg({"description": "Created from this time (RFC 3339, inclusive)."}),
             "to": Arg({"description": "Created before this time (RFC 3339, exclusive)."}),
             "include_superseded": Arg({"default": False}),
-            "page_size": Arg(
-                {"minimum": 1, "maximum": MAX_LIST_PAGE, "default": DEFAULT_LIST_PAGE}
-            ),
-            "page_token": _PAGE_TOKEN,
-            "purpose": _PURPOSE,
+            **_paged(MAX_LIST_PAGE),
         },
         read_only=True,
         destructive=False,
@@ -85,11 +92,7 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
             "actions": Arg({"maxItems": MAX_AUDIT_ACTIONS}, items=_IDENTIFIER),
             "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
             "to": Arg({"description": "Before this time (RFC 3339, exclusive)."}),
-            "page_size": Arg(
-                {"minimum": 1, "maximum": MAX_AUDIT_PAGE, "default": DEFAULT_LIST_PAGE}
-            ),
-            "page_token": _PAGE_TOKEN,
-            "purpose": _PURPOSE,
+            **_paged(MAX_AUDIT_PAGE),
         },
         read_only=True,
         destructive=False,
