@@ -6,20 +6,59 @@ client_connection.py."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
+
+import grpc
 
 from recallatron.client_admin import ReviewAndAdmin
-from recallatron.client_connection import DEFAULT_GATEWAY, Connection, default_gateway, is_status
+from recallatron.client_connection import (
+    DEFAULT_GATEWAY,
+    Connection,
+    Req,
+    Resp,
+    default_gateway,
+    is_status,
+)
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import DEFAULT_PURPOSE
 
-__all__ = ["DEFAULT_GATEWAY", "Client", "Connection", "GraphItems", "default_gateway", "is_status"]
+__all__ = [
+    "DEFAULT_GATEWAY",
+    "Client",
+    "Connection",
+    "GraphItems",
+    "Revision",
+    "Write",
+    "default_gateway",
+    "is_status",
+]
 
 # The graph's claims, relations and aliases in the agents' JSON shape
 # (recallatron/tools.py), proto field names.
 GraphItems = Sequence[dict[str, Any]]
+
+
+class Write(TypedDict, total=False):
+    """The keyword arguments every write with a graph takes (derive, correct,
+    supersede; remember names them itself): the purpose (DEFAULT_PURPOSE
+    when left out), the request id (a new one when left out or None; a retry
+    with the same id replays the first result), and the claims, relations and
+    aliases the memory states (none when left out)."""
+
+    purpose: str
+    request_id: str | None
+    claims: GraphItems
+    relations: GraphItems
+    aliases: GraphItems
+
+
+class Revision(Write, total=False):
+    """A correction's or supersession's: with replace_claims, only the claims
+    given stand (False when left out)."""
+
+    replace_claims: bool
 
 
 class Client(ReviewAndAdmin):
@@ -48,10 +87,17 @@ class Client(ReviewAndAdmin):
         """``more``: any other field of RememberRequest by its proto name, in
         plain values (recallatron/protojson.py), so a field added to the proto
         needs no change here."""
-        return self.ask(
+        write: Write = {
+            "purpose": purpose,
+            "request_id": request_id,
+            "claims": claims,
+            "relations": relations,
+            "aliases": aliases,
+        }
+        return self._write(
             self.memory.Remember,
             pb.RememberRequest,
-            request_id=request_id or str(uuid.uuid4()),
+            write,
             kind=kind,
             title=title,
             body=body,
@@ -60,10 +106,6 @@ class Client(ReviewAndAdmin):
             purposes=purposes,
             mentions=[{"name": n} for n in mention_names] + [{"entity_id": e} for e in mention_ids],
             about_ids=about,
-            purpose=purpose,
-            claims=claims,
-            relations=relations,
-            aliases=aliases,
             episode_id=episode_id,
             **more,
         )
@@ -110,26 +152,18 @@ class Client(ReviewAndAdmin):
         *,
         audience_to: str | None = None,
         purposes: Sequence[str] = (),
-        purpose: str = DEFAULT_PURPOSE,
-        request_id: str | None = None,
-        claims: GraphItems = (),
-        relations: GraphItems = (),
-        aliases: GraphItems = (),
+        **write: Unpack[Write],
     ) -> pb.DeriveResponse:
-        return self.ask(
+        return self._write(
             self.memory.Derive,
             pb.DeriveRequest,
-            request_id=request_id or str(uuid.uuid4()),
+            write,
             source_ids=sources,
             kind=kind,
             title=title,
             body=body,
             audience=audience_to,
             purposes=purposes,
-            purpose=purpose,
-            claims=claims,
-            relations=relations,
-            aliases=aliases,
         )
 
     def correct(
@@ -141,28 +175,18 @@ class Client(ReviewAndAdmin):
         title: str | None = None,
         body: str | None = None,
         confidence: float | None = None,
-        purpose: str = DEFAULT_PURPOSE,
-        request_id: str | None = None,
-        claims: GraphItems = (),
-        relations: GraphItems = (),
-        aliases: GraphItems = (),
-        replace_claims: bool = False,
+        **revision: Unpack[Revision],
     ) -> pb.CorrectResponse:
-        return self.ask(
+        return self._write(
             self.memory.Correct,
             pb.CorrectRequest,
-            request_id=request_id or str(uuid.uuid4()),
+            revision,
             id=memory_id,
             expected_revision=expected_revision,
             title=title,
             body=body,
             confidence=confidence,
             reason=reason,
-            purpose=purpose,
-            claims=claims,
-            relations=relations,
-            aliases=aliases,
-            replace_claims=replace_claims,
         )
 
     def supersede(
@@ -173,29 +197,18 @@ class Client(ReviewAndAdmin):
         body: str = "",
         kind: str = "note",
         reason: str = "",
-        *,
-        purpose: str = DEFAULT_PURPOSE,
-        request_id: str | None = None,
-        claims: GraphItems = (),
-        relations: GraphItems = (),
-        aliases: GraphItems = (),
-        replace_claims: bool = False,
+        **revision: Unpack[Revision],
     ) -> pb.SupersedeResponse:
-        return self.ask(
+        return self._write(
             self.memory.Supersede,
             pb.SupersedeRequest,
-            request_id=request_id or str(uuid.uuid4()),
+            revision,
             id=memory_id,
             expected_revision=expected_revision,
             kind=kind,
             title=title,
             body=body,
             reason=reason,
-            purpose=purpose,
-            claims=claims,
-            relations=relations,
-            aliases=aliases,
-            replace_claims=replace_claims,
         )
 
     def lookup(
@@ -243,13 +256,12 @@ class Client(ReviewAndAdmin):
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
     ) -> pb.ForgetResponse:
-        return self.ask(
+        return self._write(
             self.memory.Forget,
             pb.ForgetRequest,
-            request_id=request_id or str(uuid.uuid4()),
+            {"purpose": purpose, "request_id": request_id},
             id=memory_id,
             reason=reason,
-            purpose=purpose,
         )
 
     def capture(
@@ -316,4 +328,25 @@ class Client(ReviewAndAdmin):
             page_token=page_token,
             purpose=purpose,
             **{"from": start or None, "to": end or None},
+        )
+
+    def _write(
+        self,
+        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: type[Req],
+        write: Mapping[str, Any],
+        /,
+        **fields: Any,
+    ) -> Resp:
+        """A write's call: its own ``fields`` and the ``write`` arguments with
+        their defaults (Write)."""
+        return self.ask(
+            method,
+            request,
+            **fields,
+            **{
+                **write,
+                "purpose": write.get("purpose", DEFAULT_PURPOSE),
+                "request_id": write.get("request_id") or str(uuid.uuid4()),
+            },
         )
