@@ -23,11 +23,12 @@ from recallatron.internal_auth import (
 )
 from recallatron.v1 import common_pb2 as cpb
 
-# The messages of the call an interceptor passes on (any method's). What the
-# continuation returns, grpc._CallFuture and grpc._CallIterator, exist only in
-# the stubs: the names the interceptor interfaces are declared with.
+# The request of the call an interceptor passes on (any method's), and what
+# its continuation returns: one answer's future or a stream's iterator
+# (grpc._CallFuture and grpc._CallIterator, which exist only in the stubs), so
+# one method intercepts both kinds of call.
 _Req = TypeVar("_Req")
-_Resp = TypeVar("_Resp")
+_Answer = TypeVar("_Answer")
 
 
 class _Details(grpc.ClientCallDetails):
@@ -73,21 +74,17 @@ class _Attach(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
             return details
         return _Details(details, metadata(bound), replace=True)
 
-    def intercept_unary_unary(
+    def _intercept(
         self,
-        continuation: Callable[[grpc.ClientCallDetails, _Req], grpc._CallFuture[_Resp]],
+        continuation: Callable[[grpc.ClientCallDetails, _Req], _Answer],
         client_call_details: grpc.ClientCallDetails,
         request: _Req,
-    ) -> grpc._CallFuture[_Resp]:
+    ) -> _Answer:
         return continuation(self._details(client_call_details, request), request)
 
-    def intercept_unary_stream(
-        self,
-        continuation: Callable[[grpc.ClientCallDetails, _Req], grpc._CallIterator[_Resp]],
-        client_call_details: grpc.ClientCallDetails,
-        request: _Req,
-    ) -> grpc._CallIterator[_Resp]:
-        return continuation(self._details(client_call_details, request), request)
+    # A call with one answer and a call with a stream of them are sent alike.
+    intercept_unary_unary = _intercept
+    intercept_unary_stream = _intercept
 
 
 def binding_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
@@ -119,10 +116,10 @@ def member_channel(channel: grpc.Channel, signer: Signer) -> grpc.Channel:
     class _FromRequest(_Attach):
         def intercept_unary_unary(
             self,
-            continuation: Callable[[grpc.ClientCallDetails, _Req], grpc._CallFuture[_Resp]],
+            continuation: Callable[[grpc.ClientCallDetails, _Req], _Answer],
             client_call_details: grpc.ClientCallDetails,
             request: _Req,
-        ) -> grpc._CallFuture[_Resp]:
+        ) -> _Answer:
             details = client_call_details
             # Every request's ``caller`` field is a Caller (protos/); any request
             # type may pass here, so both are checked.
