@@ -13,11 +13,15 @@ import argparse
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from recallatron.progress import Progress
 from recallatron_cli import operator
+
+# What an export or an import reports when it is done.
+_Report = TypeVar("_Report")
 
 
 def add_parser(sub: Any) -> None:
@@ -77,15 +81,24 @@ def _error(message: str, as_json: bool) -> int:
     return 1
 
 
-def _failed(what: str, exc: Exception, bar: Phases, dbs: Any, as_json: bool) -> int:
-    """One line for a refused or failed export or import: a domain error's own
-    message, else the database's or the file system's, its URL redacted."""
+def _run(what: str, dbs: Any, as_json: bool, work: Callable[[Phases], _Report]) -> _Report | int:
+    """``work``'s report, its phases shown as progress bars; for a refused or
+    failed export or import, 1 after one line: a domain error's own message,
+    else the database's or the file system's, its URL redacted."""
+    import psycopg
+
     from recallatron import errors
 
-    bar.close(stopped=True)
-    if isinstance(exc, errors.DomainError):
-        return _error(exc.message, as_json)
-    return _error(f"{what} failed: {dbs.redact(str(exc))}", as_json)
+    bar = Phases()
+    try:
+        return work(bar)
+    except (errors.DomainError, psycopg.Error, OSError) as exc:
+        bar.close(stopped=True)
+        if isinstance(exc, errors.DomainError):
+            return _error(exc.message, as_json)
+        return _error(f"{what} failed: {dbs.redact(str(exc))}", as_json)
+    finally:
+        bar.close()
 
 
 def _workspace_id(control: Any, given: str) -> str | None:
@@ -96,9 +109,6 @@ def _workspace_id(control: Any, given: str) -> str | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import psycopg
-
-    from recallatron import errors
     from services.store.domain.archive_export import Exporter
 
     operator.find_database()
@@ -107,19 +117,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         workspace_id = _workspace_id(control, args.workspace)
         if workspace_id is None:
             return _error(f"workspace: no workspace {args.workspace!r}", args.json)
-        bar = Phases()
-        try:
-            report = Exporter(dbs, control).export(
+        report = _run(
+            "export",
+            dbs,
+            args.json,
+            lambda bar: Exporter(dbs, control).export(
                 workspace_id,
                 Path(args.out),
                 vectors=args.vectors,
                 on_total=bar.start,
                 on_rows=bar.advance,
-            )
-        except (errors.DomainError, psycopg.Error, OSError) as exc:
-            return _failed("export", exc, bar, dbs, args.json)
-        finally:
-            bar.close()
+            ),
+        )
+    if isinstance(report, int):
+        return report
     if args.json:
         print(json.dumps(report.to_json()))
     else:
@@ -132,29 +143,27 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    import psycopg
-
-    from recallatron import errors
     from services.store.domain.archive_import import Importer
 
     operator.find_database()
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    bar = Phases()
     with operator._store() as (dbs, control):
-        try:
-            report = Importer(dbs, control).import_archive(
+        # On a failure the workspace made for it is gone again (docs/export.md).
+        report = _run(
+            "import",
+            dbs,
+            args.json,
+            lambda bar: Importer(dbs, control).import_archive(
                 Path(args.archive),
                 args.slug,
                 server=args.server,
                 members_file=Path(args.members) if args.members else None,
                 on_total=bar.start,
                 on_rows=bar.advance,
-            )
-        except (errors.DomainError, psycopg.Error, OSError) as exc:
-            # On a failure the workspace made for it is gone again (docs/export.md).
-            return _failed("import", exc, bar, dbs, args.json)
-        finally:
-            bar.close()
+            ),
+        )
+    if isinstance(report, int):
+        return report
     if args.json:
         print(json.dumps(report.to_json()))
         return 0
