@@ -3,22 +3,17 @@ uvicorn on a thread of its own, with its own event loop."""
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 
 import uvicorn
 
 from services.gateway.httpjson.app import HttpJsonApp
+from services.gateway.listening import split, write_port
 
 # Connections served at once (over it, 503) and how long an idle one is kept.
 MAX_CONNECTIONS = 1000
 KEEP_ALIVE_SECONDS = 30
-
-
-def split(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 class HttpJsonServer:
@@ -62,9 +57,7 @@ class HttpJsonServer:
         if not self.server.started:
             raise RuntimeError(f"the HTTP/JSON server did not start on port {self.port}")
         if port_file:
-            with open(port_file + ".tmp", "w") as f:
-                f.write(str(self.port))
-            os.replace(port_file + ".tmp", port_file)
+            write_port(port_file, self.port)
         return self.port
 
     def stop(self) -> None:

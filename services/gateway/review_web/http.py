@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import sys
 import threading
@@ -16,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from services.gateway.listening import split, write_port
 from services.gateway.review_web.app import ReviewApp
 from services.gateway.review_web.pages import Response, page
 
@@ -229,11 +229,6 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _split(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 class BoundedHTTPServer(ThreadingHTTPServer):
     """A thread per connection, at most MAX_CONNECTIONS of them: one more is
     answered 503 and closed at once."""
@@ -299,7 +294,7 @@ class ReviewWeb:
 
     def __init__(self, listen: str, gateway_target: str) -> None:
         self.app = ReviewApp(gateway_target)
-        host, port = _split(listen)
+        host, port = split(listen)
         # Binding a port in use fails here, at start-up, not silently later.
         self.httpd = BoundedHTTPServer((host, port), _handler(self.app))
         self.httpd.daemon_threads = True
@@ -311,9 +306,7 @@ class ReviewWeb:
     def start(self, port_file: str = "") -> int:
         self.thread.start()
         if port_file:
-            with open(port_file + ".tmp", "w") as f:
-                f.write(str(self.port))
-            os.replace(port_file + ".tmp", port_file)
+            write_port(port_file, self.port)
         return self.port
 
     def stop(self) -> None:
@@ -324,7 +317,7 @@ class ReviewWeb:
 
 def gateway_target(gateway_listen: str, port: int) -> str:
     """The gateway's own gRPC address as seen from inside its process."""
-    host, _ = _split(gateway_listen)
+    host, _ = split(gateway_listen)
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
