@@ -15,7 +15,7 @@ from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
 from recallatron.v1 import store_pb2 as spb
 from services.gateway.authcache import Identity
-from services.gateway.peers import Peers
+from services.gateway.peers import Peers, relayed
 
 _STORE = store_pb2.DESCRIPTOR.services_by_name["StoreService"]
 DELETE_WORKSPACE = method(
@@ -54,18 +54,14 @@ class Leaving:
     ) -> pb.AdminServiceDeleteWorkspaceResponse:
         if not self.auth.is_operator(context):
             raise errors.PermissionDenied("deleting a workspace needs the operator token")
-        resp = self._store().call(
+        resp = self.peers.as_admin(
             DELETE_WORKSPACE,
             spb.DeleteWorkspaceRequest(workspace=request.workspace, confirm=request.confirm),
-            self.peers.operator(DELETE_WORKSPACE.path),
+            None,
+            self._store(),
         )
         self.auth.cache.flush()
-        return pb.AdminServiceDeleteWorkspaceResponse(
-            workspace_id=resp.workspace_id,
-            slug=resp.slug,
-            deleted_at=resp.deleted_at,
-            tokens_revoked=resp.tokens_revoked,
-        )
+        return relayed(pb.AdminServiceDeleteWorkspaceResponse, resp)
 
     def RemoveMember(
         self, request: pb.AdminServiceRemoveMemberRequest, context: grpc.ServicerContext
@@ -80,7 +76,7 @@ class Leaving:
             raise errors.InvalidArgument(
                 "member_id", "an owner cannot remove themselves; another owner or the operator can"
             )
-        resp = self._store().call(
+        resp = self.peers.as_admin(
             REMOVE_MEMBER,
             spb.RemoveMemberRequest(
                 member_id=request.member_id,
@@ -88,19 +84,11 @@ class Leaving:
                 private_memories=mode,
                 transfer_to=request.transfer_to,
             ),
-            self.peers.identity(owner, REMOVE_MEMBER.path)
-            if owner
-            else self.peers.operator(REMOVE_MEMBER.path),
+            owner,
+            self._store(),
         )
         self.auth.cache.flush()
-        return pb.AdminServiceRemoveMemberResponse(
-            member_id=resp.member_id,
-            removed_at=resp.removed_at,
-            tokens_revoked=resp.tokens_revoked,
-            memories_erased=resp.memories_erased,
-            memories_transferred=resp.memories_transferred,
-            memories_kept=resp.memories_kept,
-        )
+        return relayed(pb.AdminServiceRemoveMemberResponse, resp)
 
 
 __all__ = ["DELETE_WORKSPACE", "REMOVE_MEMBER", "Leaving"]

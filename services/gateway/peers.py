@@ -4,11 +4,13 @@ assertion for exactly the identity the gateway authenticated."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from google.protobuf.message import Message
 
 from recallatron import internal_auth, internal_channels
 from recallatron.grpcclient import peer_channel
-from recallatron.peer import Method, Peer, method, methods
+from recallatron.peer import Method, Peer, Req, Resp, method, methods
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as gpb
 from recallatron.v1 import rank_pb2, store_pb2, tools_pb2
@@ -16,6 +18,8 @@ from recallatron.v1 import rank_pb2 as rpb
 from recallatron.v1 import store_pb2 as spb
 from services.gateway.authcache import Identity
 from services.gateway.settings import GatewaySettings
+
+Relayed = TypeVar("Relayed", bound=Message)
 
 _STORE = store_pb2.DESCRIPTOR.services_by_name["StoreService"]
 AUTHENTICATE = method(_STORE, "Authenticate", spb.AuthenticateRequest, spb.AuthenticateResponse)
@@ -139,5 +143,36 @@ class Peers:
     def operator(self, *paths: str) -> str:
         return self.signer.operator(paths)
 
+    def admin(self, owner: Identity | None, *paths: str) -> str:
+        """For an admin call: the owner's identity, or the operator's (None)."""
+        return self.identity(owner, *paths) if owner else self.operator(*paths)
+
+    # The store's answer to one call, vouched for that method alone.
+
+    def as_member(self, m: Method[Req, Resp], request: Req, who: cpb.Caller) -> Resp:
+        return self.store.call(m, request, self.member(who, m.path))
+
+    def as_identity(self, m: Method[Req, Resp], request: Req, ident: Identity) -> Resp:
+        return self.store.call(m, request, self.identity(ident, m.path))
+
+    def as_admin(
+        self, m: Method[Req, Resp], request: Req, owner: Identity | None, store: Peer | None = None
+    ) -> Resp:
+        """As the owner, or the operator (None); on ``store``, a longer deadline's."""
+        return (store or self.store).call(m, request, self.admin(owner, m.path))
+
     def service(self, *paths: str) -> str:
         return self.signer.service(paths)
+
+
+def relayed(public: type[Relayed], answer: Message) -> Relayed:
+    """The public message made of the store's ``answer``: every field both
+    messages name, as the store set it (a field it left unset stays unset).
+    Admin calls answer with the store's fields under the public message's name."""
+    values = {}
+    for f in public.DESCRIPTOR.fields:
+        theirs = answer.DESCRIPTOR.fields_by_name.get(f.name)
+        if theirs is None or (theirs.has_presence and not answer.HasField(f.name)):
+            continue
+        values[f.name] = getattr(answer, f.name)
+    return public(**values)

@@ -34,7 +34,7 @@ from services.gateway import capture, forwarded, scopes
 from services.gateway import peers as calls
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.leaving import Leaving
-from services.gateway.peers import Peers
+from services.gateway.peers import Peers, relayed
 from services.gateway.ratelimit import FailureLimiter, RateLimiter
 
 log = logging.getLogger("recallatron.gateway")
@@ -117,6 +117,13 @@ class Auth:
         token = self.token(context)
         return bool(self.admin_token) and hmac.compare_digest(token, self.admin_token)
 
+    def owner(self, context: grpc.ServicerContext, to: str) -> Identity:
+        """The member, who must own the workspace ``to`` make this call."""
+        ident = self.member(context)
+        if ident.role != cpb.ROLE_OWNER:
+            raise errors.PermissionDenied(f"only a workspace owner may {to}")
+        return ident
+
     def operator_or_owner(self, context: grpc.ServicerContext) -> Identity | None:
         """None for the operator; the owner's identity otherwise."""
         if self.is_operator(context):
@@ -180,7 +187,7 @@ class Forwarding:
         ident = self.auth.member(context)
         who = caller(ident, getattr(request, PURPOSE_FIELD))
         written(ident, request, who)
-        return self.peers.store.call(m, request, self.peers.member(who, m.path))
+        return self.peers.as_member(m, request, who)
 
     def handlers(self, service: ServiceDescriptor) -> dict[str, Callable[..., Any]]:
         """The service's handlers by method name (recallatron.grpcserver.add_methods):
@@ -289,7 +296,7 @@ class MemoryServicer(Forwarding):
             if said.audience == capture.WORKSPACE
             else cpb.Audience(member_id=ident.member_id)
         )
-        resp = self.peers.store.call(
+        resp = self.peers.as_member(
             calls.REMEMBER,
             pb.RememberRequest(
                 request_id=request.request_id
@@ -302,7 +309,7 @@ class MemoryServicer(Forwarding):
                 episode_id=request.episode_id,
                 occurred_at=convert.timestamp(occurred or datetime.now(UTC)),
             ),
-            self.peers.member(who, calls.REMEMBER.path),
+            who,
         )
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
 
@@ -338,9 +345,6 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         )
         return pb.AdminServiceCreateWorkspaceResponse(workspace=resp.workspace)
 
-    def _vouch(self, owner: Identity | None, path: str) -> str:
-        return self.peers.identity(owner, path) if owner else self.peers.operator(path)
-
     def CreateMember(
         self, request: pb.AdminServiceCreateMemberRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceCreateMemberResponse:
@@ -350,12 +354,12 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             if workspace_id and workspace_id != owner.workspace_id:
                 raise errors.NotFound("workspace_id: workspace not found")
             workspace_id = owner.workspace_id
-        resp = self.peers.store.call(
+        resp = self.peers.as_admin(
             calls.CREATE_MEMBER,
             store_pb2.CreateMemberRequest(
                 workspace_id=workspace_id, handle=request.handle, role=request.role
             ),
-            self._vouch(owner, calls.CREATE_MEMBER.path),
+            owner,
         )
         return pb.AdminServiceCreateMemberResponse(member=resp.member)
 
@@ -363,7 +367,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminServiceCreateTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceCreateTokenResponse:
         owner = self.auth.operator_or_owner(context)
-        resp = self.peers.store.call(
+        resp = self.peers.as_admin(
             calls.CREATE_TOKEN,
             store_pb2.CreateTokenRequest(
                 member_id=request.member_id,
@@ -373,24 +377,20 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
                 read_only=request.read_only,
                 expires_in=request.expires_in if request.HasField("expires_in") else None,
             ),
-            self._vouch(owner, calls.CREATE_TOKEN.path),
+            owner,
         )
-        return pb.AdminServiceCreateTokenResponse(
-            token=resp.token,
-            token_id=resp.token_id,
-            expires_at=resp.expires_at if resp.HasField("expires_at") else None,
-        )
+        return relayed(pb.AdminServiceCreateTokenResponse, resp)
 
     def RevokeToken(
         self, request: pb.AdminServiceRevokeTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceRevokeTokenResponse:
         owner = self.auth.operator_or_owner(context)
-        self.peers.store.call(
+        self.peers.as_admin(
             calls.REVOKE_TOKEN,
             store_pb2.RevokeTokenRequest(
                 token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
             ),
-            self._vouch(owner, calls.REVOKE_TOKEN.path),
+            owner,
         )
         # At once on this gateway; others hear of it through the revocation stream.
         self.auth.cache.flush()
@@ -400,24 +400,19 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminServiceRotateTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceRotateTokenResponse:
         owner = self.auth.operator_or_owner(context)
-        resp = self.peers.store.call(
+        resp = self.peers.as_admin(
             calls.ROTATE_TOKEN,
             store_pb2.RotateTokenRequest(
                 token_id=request.token_id,
                 workspace_id=owner.workspace_id if owner else "",
                 grace=request.grace if request.HasField("grace") else None,
             ),
-            self._vouch(owner, calls.ROTATE_TOKEN.path),
+            owner,
         )
         # The old token's cached identity carries its former expiry: dropped
         # here at once, on other gateways through the revocation stream.
         self.auth.cache.flush()
-        return pb.AdminServiceRotateTokenResponse(
-            token=resp.token,
-            token_id=resp.token_id,
-            expires_at=resp.expires_at if resp.HasField("expires_at") else None,
-            old_expires_at=resp.old_expires_at,
-        )
+        return relayed(pb.AdminServiceRotateTokenResponse, resp)
 
     def ListTokens(
         self, request: pb.AdminServiceListTokensRequest, context: grpc.ServicerContext
@@ -425,12 +420,12 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         owner = self.auth.operator_or_owner(context)
         if owner is None and not request.member_id:
             raise errors.InvalidArgument("member_id", "is required with the operator token")
-        resp = self.peers.store.call(
+        resp = self.peers.as_admin(
             calls.LIST_TOKENS,
             store_pb2.ListTokensRequest(
                 member_id=request.member_id, workspace_id=owner.workspace_id if owner else ""
             ),
-            self._vouch(owner, calls.LIST_TOKENS.path),
+            owner,
         )
         return pb.AdminServiceListTokensResponse(tokens=resp.tokens)
 
@@ -440,10 +435,10 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         context: grpc.ServicerContext,
     ) -> pb.GetSettingsResponse:
         ident = self.auth.member(context)
-        resp = self.peers.store.call(
+        resp = self.peers.as_identity(
             calls.GET_SETTINGS,
             store_pb2.GetWorkspaceSettingsRequest(workspace_id=ident.workspace_id),
-            self.peers.identity(ident, calls.GET_SETTINGS.path),
+            ident,
         )
         return pb.GetSettingsResponse(settings=resp.settings)
 
@@ -452,16 +447,14 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         request: pb.UpdateSettingsRequest,
         context: grpc.ServicerContext,
     ) -> pb.UpdateSettingsResponse:
-        ident = self.auth.member(context)
-        if ident.role != cpb.ROLE_OWNER:
-            raise errors.PermissionDenied("only a workspace owner may change its settings")
+        ident = self.auth.owner(context, "change its settings")
         who = caller(ident, cpb.PURPOSE_ASSIST)
-        resp = self.peers.store.call(
+        resp = self.peers.as_member(
             calls.UPDATE_SETTINGS,
             store_pb2.UpdateWorkspaceSettingsRequest(
                 caller=who, settings=request.settings, update_fields=request.update_fields
             ),
-            self.peers.member(who, calls.UPDATE_SETTINGS.path),
+            who,
         )
         return pb.UpdateSettingsResponse(settings=resp.settings)
 
@@ -470,18 +463,10 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         request: pb.GetStatusRequest,
         context: grpc.ServicerContext,
     ) -> pb.GetStatusResponse:
-        ident = self.auth.member(context)
-        if ident.role != cpb.ROLE_OWNER:
-            raise errors.PermissionDenied("only a workspace owner may read its status")
-        resp = self.peers.store.call(
+        ident = self.auth.owner(context, "read its status")
+        resp = self.peers.as_identity(
             calls.GET_STATUS,
             store_pb2.GetEmbeddingStatusRequest(workspace_id=ident.workspace_id),
-            self.peers.identity(ident, calls.GET_STATUS.path),
+            ident,
         )
-        return pb.GetStatusResponse(
-            memories=resp.memories,
-            embedded=resp.embedded,
-            pending=resp.pending,
-            parked=resp.parked,
-            parked_reasons=resp.parked_reasons,
-        )
+        return relayed(pb.GetStatusResponse, resp)
