@@ -361,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pictures", type=Path)
     parser.add_argument("--state-dir", type=Path)
     parser.add_argument("--table", type=Path, help="print the table of a saved --out file and exit")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="only where a recall on a workspace just woken spends its time (first count only)",
+    )
     args = parser.parse_args(argv)
     if args.table:
         print(table(json.loads(args.table.read_text())["results"]))

@@ -215,6 +215,9 @@ class Stack:
             env["RECALLATRON_DATABASE_URL"] = self.database_url
             if self.postgres is not None:
                 env["RECALLATRON_APP_PASSWORD"] = self.postgres.app_password
+                # A generated 256-bit password needs no key stretching
+                # (services/store/settings.py).
+                env.setdefault("RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS", "1")
             if self.extra_postgres and "RECALLATRON_POSTGRES_SERVERS" not in self.config.env:
                 env["RECALLATRON_POSTGRES_SERVERS"] = self.servers_setting
         else:

@@ -137,3 +137,34 @@ def test_a_trust_data_directory_is_secured_on_its_next_start(tmp_path: Path) -> 
         assert hba.stat().st_mtime_ns == before
     finally:
         pg.stop()
+
+
+def scram_rounds(port: int, superuser_password: str) -> int:
+    with connect(port, SUPERUSER, superuser_password) as conn:
+        row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (APP_ROLE,))
+        verifier = str(row.fetchone()[0])  # type: ignore[index]
+    # SCRAM-SHA-256$<iterations>:<salt>$<stored key>:<server key>
+    return int(verifier.split("$", 2)[1].split(":", 1)[0])
+
+
+def test_the_app_roles_scram_rounds_follow_the_setting(stack: Stack) -> None:
+    """The local stack generates the app role's password (256 random bits), so
+    its verifier needs no key stretching: 1 round, a cheaper connect for every
+    workspace just woken. A store told the default keeps Postgres's 4096."""
+    from services.store.infrastructure.db import Databases
+    from services.store.settings import StoreSettings
+
+    assert stack.postgres is not None
+    port, superuser = stack.postgres.port, stack.postgres.superuser_password
+    assert scram_rounds(port, superuser) == 1
+    settings = StoreSettings(database_url=stack.postgres.url, app_password=stack.app_password)
+    assert settings.app_password_scram_iterations == 4096
+    for rounds in (4096, 1):  # back to the stack's own at the end
+        db = Databases(settings.model_copy(update={"app_password_scram_iterations": rounds}))
+        try:
+            db.ensure_server(db.default_server)
+        finally:
+            db.close()
+        assert scram_rounds(port, superuser) == rounds
+        with connect(port, APP_ROLE, stack.app_password):
+            pass

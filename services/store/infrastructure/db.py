@@ -283,6 +283,12 @@ class Databases:
                         )
                     )
                 if self.settings.app_password:
+                    # The verifier is hashed here, in this session, with its
+                    # rounds (settings: app_password_scram_iterations).
+                    conn.execute(
+                        "SELECT set_config('scram_iterations', %s, false)",
+                        (str(self.settings.app_password_scram_iterations),),
+                    )
                     conn.execute(
                         sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                             sql.Identifier(APP_ROLE), sql.Literal(self.settings.app_password)
