@@ -15,13 +15,23 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from recallatron.progress import Progress
 from recallatron_cli import operator
 
-# What an export or an import reports when it is done.
-_Report = TypeVar("_Report")
+if TYPE_CHECKING:
+    from services.store.domain.archive_export import ExportReport
+    from services.store.domain.archive_import import ImportReport
+
+
+class _Report(Protocol):
+    """What an export or an import reports when it is done."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+_R = TypeVar("_R", bound=_Report)
 
 
 def add_parser(sub: Any) -> None:
@@ -81,17 +91,24 @@ def _error(message: str, as_json: bool) -> int:
     return 1
 
 
-def _run(what: str, dbs: Any, as_json: bool, work: Callable[[Phases], _Report]) -> _Report | int:
-    """``work``'s report, its phases shown as progress bars; for a refused or
-    failed export or import, 1 after one line: a domain error's own message,
-    else the database's or the file system's, its URL redacted."""
+def _run(
+    what: str,
+    dbs: Any,
+    as_json: bool,
+    work: Callable[[Phases], _R],
+    say: Callable[[_R], None],
+) -> int:
+    """Runs ``work``, its phases shown as progress bars, and shows its report:
+    as JSON, or as ``say`` puts it. For a refused or failed export or import,
+    1 after one line: a domain error's own message, else the database's or the
+    file system's, its URL redacted."""
     import psycopg
 
     from recallatron import errors
 
     bar = Phases()
     try:
-        return work(bar)
+        report = work(bar)
     except (errors.DomainError, psycopg.Error, OSError) as exc:
         bar.close(stopped=True)
         if isinstance(exc, errors.DomainError):
@@ -99,6 +116,11 @@ def _run(what: str, dbs: Any, as_json: bool, work: Callable[[Phases], _Report]) 
         return _error(f"{what} failed: {dbs.redact(str(exc))}", as_json)
     finally:
         bar.close()
+    if as_json:
+        print(json.dumps(report.to_json()))
+    else:
+        say(report)
+    return 0
 
 
 def _workspace_id(control: Any, given: str) -> str | None:
@@ -117,7 +139,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         workspace_id = _workspace_id(control, args.workspace)
         if workspace_id is None:
             return _error(f"workspace: no workspace {args.workspace!r}", args.json)
-        report = _run(
+        return _run(
             "export",
             dbs,
             args.json,
@@ -128,18 +150,16 @@ def cmd_export(args: argparse.Namespace) -> int:
                 on_total=bar.start,
                 on_rows=bar.advance,
             ),
+            _say_exported,
         )
-    if isinstance(report, int):
-        return report
-    if args.json:
-        print(json.dumps(report.to_json()))
-    else:
-        counts = ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)
-        print(
-            f"exported {report.slug} to {report.directory} in {report.seconds:.1f} s: "
-            f"{counts or 'nothing'}"
-        )
-    return 0
+
+
+def _say_exported(report: ExportReport) -> None:
+    counts = ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)
+    print(
+        f"exported {report.slug} to {report.directory} in {report.seconds:.1f} s: "
+        f"{counts or 'nothing'}"
+    )
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -149,7 +169,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     with operator._store() as (dbs, control):
         # On a failure the workspace made for it is gone again (docs/export.md).
-        report = _run(
+        return _run(
             "import",
             dbs,
             args.json,
@@ -161,12 +181,11 @@ def cmd_import(args: argparse.Namespace) -> int:
                 on_total=bar.start,
                 on_rows=bar.advance,
             ),
+            _say_imported,
         )
-    if isinstance(report, int):
-        return report
-    if args.json:
-        print(json.dumps(report.to_json()))
-        return 0
+
+
+def _say_imported(report: ImportReport) -> None:
     print(report.workspace_id)
     for m in report.members:
         print(f"member {m['handle']} ({m['role']}): {m['id']}", file=sys.stderr)
@@ -181,4 +200,3 @@ def cmd_import(args: argparse.Namespace) -> int:
         ),
         file=sys.stderr,
     )
-    return 0
