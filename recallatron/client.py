@@ -41,11 +41,11 @@ GraphItems = Sequence[dict[str, Any]]
 
 
 class Write(TypedDict, total=False):
-    """The keyword arguments every write with a graph takes (derive, correct,
-    supersede; remember names them itself): the purpose (DEFAULT_PURPOSE
-    when left out), the request id (a new one when left out or None; a retry
-    with the same id replays the first result), and the claims, relations and
-    aliases the memory states (none when left out)."""
+    """The keyword arguments derive, correct and supersede share (remember
+    names them itself, as its ``more`` takes any other field): the purpose
+    (DEFAULT_PURPOSE when left out), the request id (a new one when left out
+    or None; a retry with the same id replays the first result), and the
+    claims, relations and aliases the memory states (none when left out)."""
 
     purpose: str
     request_id: str | None
