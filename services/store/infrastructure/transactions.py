@@ -13,7 +13,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
-from pgvector.psycopg.vector import register_vector_info
+from pgvector import Vector
+from pgvector.psycopg.vector import (
+    VectorBinaryDumper,
+    VectorBinaryLoader,
+    VectorDumper,
+    VectorLoader,
+)
 from psycopg.types import TypeInfo
 from psycopg.types.string import TextLoader
 from psycopg_pool import PoolTimeout
@@ -66,7 +72,36 @@ def configure_workspace_connection(conn: psycopg.Connection, vector: TypeInfo) -
     once per database: pgvector's own register_vector looks up four types,
     four round trips on every new connection (5 ms measured)."""
     configure_connection(conn)
-    register_vector_info(conn, vector)
+    vector.register(conn)
+    text_dumper, binary_dumper = _vector_dumpers(vector.oid)
+    adapters = conn.adapters
+    adapters.register_dumper(Vector, text_dumper)
+    adapters.register_dumper(Vector, binary_dumper)
+    adapters.register_dumper("numpy.ndarray", text_dumper)
+    adapters.register_dumper("numpy.ndarray", binary_dumper)
+    adapters.register_loader(vector.oid, VectorLoader)
+    adapters.register_loader(vector.oid, VectorBinaryLoader)
+
+
+# pgvector's register_vector_info makes two new dumper classes on every call,
+# and psycopg remembers every dumper class it is given for the life of the
+# process (AdaptersMap._optimised): one call per new connection grew the store
+# and the embedding job without end (docs/reliability.md, "Soak with faults").
+# The same registrations with the classes made once per vector type oid (one
+# per database at most).
+_VECTOR_DUMPERS: dict[int, tuple[type[VectorDumper], type[VectorBinaryDumper]]] = {}
+_VECTOR_DUMPERS_LOCK = threading.Lock()
+
+
+def _vector_dumpers(oid: int) -> tuple[type[VectorDumper], type[VectorBinaryDumper]]:
+    with _VECTOR_DUMPERS_LOCK:
+        dumpers = _VECTOR_DUMPERS.get(oid)
+        if dumpers is None:
+            dumpers = _VECTOR_DUMPERS[oid] = (
+                type("VectorDumper", (VectorDumper,), {"oid": oid}),
+                type("VectorBinaryDumper", (VectorBinaryDumper,), {"oid": oid}),
+            )
+        return dumpers
 
 
 # Every transaction-local setting in one statement (keys and values are
