@@ -213,8 +213,16 @@ def test_a_copy_answers_as_the_original_and_holds_nothing_a_left_out_member_hid(
         and result.compared["lookup"] == 24
     )
 
-    # Cy's private memory: a tombstone in the copy, its text nowhere.
     database = made_database(stack, made["workspace_id"])
+    # The copy holds its vectors in the order the source's table holds them:
+    # the order the source's vector indexes were built in, and the order the
+    # copy's are built in (an HNSW graph depends on it, docs/export.md).
+    in_table = "SELECT memory_id::text FROM memory_embedding ORDER BY ctid"
+    copied = [r[0] for r in dbutil.query(stack, database, in_table)]
+    source = [r[0] for r in dbutil.query(stack, team.database_name, in_table)]
+    assert len(copied) > 3 and copied == [m for m in source if m in set(copied)]
+
+    # Cy's private memory: a tombstone in the copy, its text nowhere.
     leaks = dbutil.query(
         stack,
         database,
