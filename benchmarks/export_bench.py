@@ -3,7 +3,8 @@ plus a graph: the time each way, the archive's size, and whether the copy
 answers as the original (docs/export.md, Benchmark).
 
     python -m benchmarks.export_bench [--memories 10000] [--graph 500] [--recalls 200]
-                                      [--state-dir DIR] [--json]
+                                      [--modes hybrid,lexical,dense] [--state-dir DIR]
+                                      [--exact-dense] [--reindex-baseline] [--json]
 
 Starts its own stack in --state-dir (kept: a second run reuses the seeded
 workspace), seeds it through the gateway, adds --graph memories stating
@@ -12,6 +13,13 @@ job, then runs `recallatron export --vectors` and `recallatron import` as
 an operator would and compares, for the owner: --recalls hybrid recalls
 (the load tool's queries), a lookup of every entity name and alias of the
 archive, and a read of --recalls memories.
+
+With --exact-dense it then sets aside the vector indexes of both workspaces
+(dropped, and built again from their definitions after), so that the dense
+arm ranks every vector exactly, and asks both the dense and hybrid recalls
+again: whether the copy's data answers as the original's, apart from its
+approximate (HNSW) index, whose graph depends on random levels drawn at
+build time and can never be the original's.
 
 With --reindex-baseline it then asks the original the same recalls, builds
 its vector indexes anew (REINDEX, as `recallatron rebuild` or a restore
@@ -29,7 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,15 +137,54 @@ def _memory_ids(archive: Path, count: int) -> list[str]:
     return random.Random(5).sample(ids, min(count, len(ids)))
 
 
-def reindex_vectors(stack: Stack, slug: str) -> list[str]:
-    """REINDEX every HNSW index of the workspace's database; their names."""
+def _workspace_url(stack: Stack, slug: str) -> str:
     control = stack.database_url.replace("/postgres?", "/recallatron?")
     with psycopg.connect(control) as conn:
         row = conn.execute(
             "SELECT database_name FROM workspace WHERE slug = %s", (slug,)
         ).fetchone()
     assert row is not None, slug
-    url = stack.database_url.replace("/postgres?", f"/{row[0]}?")
+    return stack.database_url.replace("/postgres?", f"/{row[0]}?")
+
+
+# Every HNSW index of a workspace's database, with its definition.
+HNSW_INDEXES = """
+SELECT c.relname, pg_get_indexdef(i.indexrelid)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_am a ON a.oid = c.relam
+WHERE a.amname = 'hnsw'
+ORDER BY c.relname
+"""
+
+
+@contextmanager
+def exact_dense(stack: Stack, slugs: Sequence[str]) -> Iterator[int]:
+    """The workspaces' HNSW indexes dropped for the block, so the dense arm
+    ranks every vector of the caller's purpose exactly (a scan and a sort),
+    and built again from their definitions after; yields how many were set
+    aside."""
+    urls = [_workspace_url(stack, slug) for slug in slugs]
+    aside: list[tuple[str, list[tuple[str, str]]]] = []
+    try:
+        for url in urls:
+            with psycopg.connect(url, autocommit=True) as conn:
+                indexes = [(str(r[0]), str(r[1])) for r in conn.execute(HNSW_INDEXES)]
+                aside.append((url, indexes))
+                for name, _definition in indexes:
+                    conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(name)))
+        yield sum(len(indexes) for _url, indexes in aside)
+    finally:
+        for url, indexes in aside:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("SET maintenance_work_mem = '256MB'")
+                for _name, definition in indexes:
+                    conn.execute(sql.SQL(definition))  # as Postgres printed it
+
+
+def reindex_vectors(stack: Stack, slug: str) -> list[str]:
+    """REINDEX every HNSW index of the workspace's database; their names."""
+    url = _workspace_url(stack, slug)
     with psycopg.connect(url, autocommit=True) as conn:
         names = [
             str(r[0])
@@ -158,6 +207,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--modes", default="hybrid,lexical,dense", help="recall modes compared, each --recalls"
+    )
+    parser.add_argument(
+        "--exact-dense",
+        action="store_true",
+        help="also compare the dense and hybrid recalls with both workspaces' vector indexes "
+        "set aside (exact search)",
     )
     parser.add_argument(
         "--reindex-baseline",
@@ -210,6 +265,18 @@ def main() -> None:
             "queued_for_embedding": imported["queued_for_embedding"],
             **summary(result),
         }
+        if args.exact_dense:
+            dense = Calls(recalls=[c for c in calls.recalls if c[1] != "lexical"])
+            with exact_dense(stack, (slug, copy_slug)) as aside:
+                _log(f"set aside {aside} vector indexes of both workspaces; asking again")
+                exact = compare(owner, copy, dense, {new_owner: source_owner["id"]}, Comparison())
+            out["exact_dense"] = {
+                "indexes_set_aside": aside,
+                "same": exact.same,
+                "same_results": exact.same_results,
+                "compared": exact.compared,
+                "differences": exact.differences[:3],
+            }
         if args.reindex_baseline:
             recalls = Calls(recalls=calls.recalls)
             before = record(owner, recalls)
