@@ -4,6 +4,7 @@ services/store/domain/graph.py."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from recallatron import convert, errors
@@ -20,14 +21,19 @@ def entity_of(msg: cpb.MentionInput, where: str) -> graph.EntityIn:
     raise errors.InvalidArgument(where, "give an entity_id or a name")
 
 
-def _qualifiers(msg: Any, where: str) -> tuple[Any, Any, float | None]:
-    """What a claim and a relation input both carry: valid_from, valid_until
-    and confidence, each None when not given (``where``: the input's field)."""
-    return (
-        convert.when(msg.valid_from, msg.HasField("valid_from"), f"{where}.valid_from"),
-        convert.when(msg.valid_until, msg.HasField("valid_until"), f"{where}.valid_until"),
-        msg.confidence if msg.HasField("confidence") else None,
-    )
+def _qualifiers(msg: Any, where: str) -> dict[str, Any]:
+    """What a claim and a relation input both carry (graph.QualifiersIn's
+    fields): valid_from, valid_until and confidence, each None when not given
+    (``where``: the input's field)."""
+
+    def when(name: str) -> datetime | None:
+        return convert.when(getattr(msg, name), msg.HasField(name), f"{where}.{name}")
+
+    return {
+        "valid_from": when("valid_from"),
+        "valid_until": when("valid_until"),
+        "confidence": msg.confidence if msg.HasField("confidence") else None,
+    }
 
 
 def graph_of(req: Any) -> graph.GraphIn:
@@ -36,13 +42,13 @@ def graph_of(req: Any) -> graph.GraphIn:
     for i, c in enumerate(req.claims):
         qualifiers = _qualifiers(c, f"claims[{i}]")
         entity = entity_of(c.entity, f"claims[{i}].entity")
-        claims.append(graph.ClaimIn(entity, c.attribute, c.value, *qualifiers))
+        claims.append(graph.ClaimIn(entity, c.attribute, c.value, **qualifiers))
     relations = []
     for i, r in enumerate(req.relations):
         qualifiers = _qualifiers(r, f"relations[{i}]")
         subject = entity_of(r.subject, f"relations[{i}].subject")
         object_ = entity_of(r.object, f"relations[{i}].object")
-        relations.append(graph.RelationIn(subject, r.predicate, object_, *qualifiers))
+        relations.append(graph.RelationIn(subject, r.predicate, object_, **qualifiers))
     aliases = [
         graph.AliasIn(entity_of(a.entity, f"aliases[{i}].entity"), a.alias)
         for i, a in enumerate(req.aliases)
@@ -54,15 +60,20 @@ def entity_msg(e: graph.EntityRefView) -> cpb.EntityRef:
     return cpb.EntityRef(id=e.id, name=e.name, type=e.type or "")
 
 
-def _times(view: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"stated_at": convert.timestamp(view.stated_at)}
+def _stated(view: graph.Stated) -> dict[str, Any]:
+    """A claim message's fields for which memory states it and when."""
+    out: dict[str, Any] = {
+        "memory_id": view.memory_id,
+        "stated_at": convert.timestamp(view.stated_at),
+    }
     if view.retired_at is not None:
         out["retired_at"] = convert.timestamp(view.retired_at)
     return out
 
 
-def _valid(view: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _qualified(view: graph.Qualified) -> dict[str, Any]:
+    """The same, with when the claim holds and how sure it is."""
+    out = {"confidence": view.confidence, **_stated(view)}
     if view.valid_from is not None:
         out["valid_from"] = convert.timestamp(view.valid_from)
     if view.valid_until is not None:
@@ -75,10 +86,7 @@ def attribute_msg(a: graph.AttributeView) -> cpb.AttributeClaim:
         entity=entity_msg(a.entity),
         attribute=a.attribute,
         value=a.value,
-        confidence=a.confidence,
-        memory_id=a.memory_id,
-        **_valid(a),
-        **_times(a),
+        **_qualified(a),
     )
 
 
@@ -87,17 +95,12 @@ def relation_msg(r: graph.RelationView) -> cpb.RelationClaim:
         subject=entity_msg(r.subject),
         predicate=r.predicate,
         object=entity_msg(r.object),
-        confidence=r.confidence,
-        memory_id=r.memory_id,
-        **_valid(r),
-        **_times(r),
+        **_qualified(r),
     )
 
 
 def alias_msg(a: graph.AliasView) -> cpb.AliasClaim:
-    return cpb.AliasClaim(
-        entity=entity_msg(a.entity), alias=a.alias, memory_id=a.memory_id, **_times(a)
-    )
+    return cpb.AliasClaim(entity=entity_msg(a.entity), alias=a.alias, **_stated(a))
 
 
 _DIRECTION = {
@@ -122,10 +125,7 @@ def card_msg(card: graph.EntityCard) -> cpb.EntityCard:
                 predicate=r.predicate,
                 direction=_DIRECTION[r.direction],
                 other=entity_msg(r.other),
-                confidence=r.confidence,
-                memory_id=r.memory_id,
-                **_valid(r),
-                **_times(r),
+                **_qualified(r),
             )
             for r in card.relations
         ],

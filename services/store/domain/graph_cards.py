@@ -18,21 +18,23 @@ from recallatron.vocabulary import MAX_CARD_ITEMS, MAX_NAME_WORDS
 from services.store.domain import entity_groups
 from services.store.domain import graph_rules as rules
 from services.store.domain import validation as v
-from services.store.domain.graph_claims import AliasView, AttributeView, EntityRefView, entity_ref
+from services.store.domain.graph_claims import (
+    AliasView,
+    AttributeView,
+    EntityRefView,
+    Qualified,
+    entity_ref,
+    qualified_fields,
+    stated_fields,
+)
 from services.store.sql import graph_queries as gq
 
 
 @dataclass(frozen=True)
-class EntityRelationView:
+class EntityRelationView(Qualified):
     predicate: str
     direction: str  # outgoing | incoming
     other: EntityRefView
-    valid_from: datetime | None
-    valid_until: datetime | None
-    confidence: float
-    memory_id: str
-    stated_at: datetime
-    retired_at: datetime | None
 
 
 @dataclass
@@ -91,10 +93,10 @@ def entity_cards(
         rels = conn.execute(gq.CARD_RELATIONS, params)
         aliases = conn.execute(gq.CARD_ALIASES, params)
         mentions = conn.execute(gq.CARD_MENTIONED_BY, params)
-    for eid, attr, value, vf, vu, conf, mid, stated, retired in attrs.fetchall():
+    for eid, attr, value, *qualified in attrs.fetchall():
         card = card_of[str(eid)]
         card.attributes.append(
-            AttributeView(card.entity, attr, value, vf, vu, conf, str(mid), stated, retired)
+            AttributeView(card.entity, attr, value, **qualified_fields(*qualified))
         )
     relation_rows = rels.fetchall()
     # The other end of a relation answers through its own group too.
@@ -106,17 +108,12 @@ def entity_cards(
                 row[5],
                 row[1],
                 other.head if other else entity_ref(row[2], row[3], row[4]),
-                row[6],
-                row[7],
-                row[8],
-                str(row[9]),
-                row[10],
-                row[11],
+                **qualified_fields(*row[6:12]),
             )
         )
-    for eid, alias, mid, stated, retired in aliases.fetchall():
+    for eid, alias, *stated in aliases.fetchall():
         card = card_of[str(eid)]
-        card.aliases.append(AliasView(card.entity, alias, str(mid), stated, retired))
+        card.aliases.append(AliasView(card.entity, alias, **stated_fields(*stated)))
     mentioned: dict[int, list[tuple[datetime, str]]] = {}
     for eid, mid, created in mentions.fetchall():
         mentioned.setdefault(id(card_of[str(eid)]), []).append((created, str(mid)))

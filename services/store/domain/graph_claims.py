@@ -39,24 +39,29 @@ class EntityIn:
     type: str | None = None
 
 
+# Keyword-only, so a claim's own fields come first when it is made.
+@dataclass(frozen=True, kw_only=True)
+class QualifiersIn:
+    """When a claim or a relation holds and how sure its writer is (each None
+    when not given: always, and the default confidence)."""
+
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    confidence: float | None = None
+
+
 @dataclass(frozen=True)
-class ClaimIn:
+class ClaimIn(QualifiersIn):
     entity: EntityIn
     attribute: str
     value: str
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
-    confidence: float | None = None
 
 
 @dataclass(frozen=True)
-class RelationIn:
+class RelationIn(QualifiersIn):
     subject: EntityIn
     predicate: str
     object: EntityIn
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
-    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,39 +88,43 @@ NO_GRAPH = GraphIn()
 EntityRefView = entity_groups.EntityRef
 
 
+@dataclass(frozen=True, kw_only=True)
+class Stated:
+    """Which memory states a claim, when, and when it was retired (None while
+    it stands)."""
+
+    memory_id: str
+    stated_at: datetime
+    retired_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Qualified(Stated):
+    """A stated claim or relation with when it holds and how sure it is."""
+
+    valid_from: datetime | None
+    valid_until: datetime | None
+    confidence: float
+
+
 @dataclass(frozen=True)
-class AttributeView:
+class AttributeView(Qualified):
     entity: EntityRefView
     attribute: str
     value: str
-    valid_from: datetime | None
-    valid_until: datetime | None
-    confidence: float
-    memory_id: str
-    stated_at: datetime
-    retired_at: datetime | None
 
 
 @dataclass(frozen=True)
-class RelationView:
+class RelationView(Qualified):
     subject: EntityRefView
     predicate: str
     object: EntityRefView
-    valid_from: datetime | None
-    valid_until: datetime | None
-    confidence: float
-    memory_id: str
-    stated_at: datetime
-    retired_at: datetime | None
 
 
 @dataclass(frozen=True)
-class AliasView:
+class AliasView(Stated):
     entity: EntityRefView
     alias: str
-    memory_id: str
-    stated_at: datetime
-    retired_at: datetime | None
 
 
 # -- validation ------------------------------------------------------------------
@@ -149,15 +158,13 @@ def validate(graph: GraphIn) -> None:
         validate_entity(c.entity, f"{where}.entity")
         rules.identifier(c.attribute, f"{where}.attribute")
         v.text(c.value, f"{where}.value", MAX_CLAIM_VALUE)
-        rules.valid_span(c.valid_from, c.valid_until, where)
-        _confidence(c.confidence, where)
+        _qualifiers(c, where)
     for i, r in enumerate(graph.relations):
         where = f"relations[{i}]"
         validate_entity(r.subject, f"{where}.subject")
         rules.identifier(r.predicate, f"{where}.predicate")
         validate_entity(r.object, f"{where}.object")
-        rules.valid_span(r.valid_from, r.valid_until, where)
-        _confidence(r.confidence, where)
+        _qualifiers(r, where)
     for i, a in enumerate(graph.aliases):
         where = f"aliases[{i}]"
         validate_entity(a.entity, f"{where}.entity")
@@ -166,9 +173,10 @@ def validate(graph: GraphIn) -> None:
             raise errors.InvalidArgument(f"{where}.alias", "is required")
 
 
-def _confidence(value: float | None, where: str) -> float:
+def _qualifiers(q: QualifiersIn, where: str) -> None:
+    rules.valid_span(q.valid_from, q.valid_until, where)
     try:
-        return v.confidence(value)
+        v.confidence(q.confidence)
     except errors.InvalidArgument:
         raise errors.InvalidArgument(f"{where}.confidence", "must lie in [0, 1]") from None
 
@@ -295,6 +303,24 @@ def entity_ref(id_: Any, name: str, type_: str | None) -> EntityRefView:
     return EntityRefView(str(id_), name, type_)
 
 
+def stated_fields(memory_id: Any, stated_at: Any, retired_at: Any) -> dict[str, Any]:
+    """A ``Stated`` view's fields from its columns, in the graph queries' order."""
+    return {"memory_id": str(memory_id), "stated_at": stated_at, "retired_at": retired_at}
+
+
+def qualified_fields(
+    valid_from: Any, valid_until: Any, confidence: Any, *stated: Any
+) -> dict[str, Any]:
+    """A ``Qualified`` view's fields from its columns, in the graph queries'
+    order: valid_from, valid_until, confidence, then the ``Stated`` ones."""
+    return {
+        "valid_from": valid_from,
+        "valid_until": valid_until,
+        "confidence": confidence,
+        **stated_fields(*stated),
+    }
+
+
 def claims_of(
     conn: psycopg.Connection, ids: str
 ) -> tuple[
@@ -311,7 +337,10 @@ def claims_of(
     for mid, eid, name, type_, attr, value, vf, vu, conf, stated, retired in a_cur.fetchall():
         attributes.setdefault(str(mid), []).append(
             AttributeView(
-                entity_ref(eid, name, type_), attr, value, vf, vu, conf, str(mid), stated, retired
+                entity_ref(eid, name, type_),
+                attr,
+                value,
+                **qualified_fields(vf, vu, conf, mid, stated, retired),
             )
         )
     for row in r_cur.fetchall():
@@ -321,16 +350,11 @@ def claims_of(
                 entity_ref(row[1], row[2], row[3]),
                 row[4],
                 entity_ref(row[5], row[6], row[7]),
-                row[8],
-                row[9],
-                row[10],
-                mid,
-                row[11],
-                row[12],
+                **qualified_fields(row[8], row[9], row[10], mid, row[11], row[12]),
             )
         )
     for mid, eid, name, type_, alias, stated, retired in l_cur.fetchall():
         aliases.setdefault(str(mid), []).append(
-            AliasView(entity_ref(eid, name, type_), alias, str(mid), stated, retired)
+            AliasView(entity_ref(eid, name, type_), alias, **stated_fields(mid, stated, retired))
         )
     return attributes, relations, aliases

@@ -15,7 +15,7 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_NEIGHBOR_EDGES, MAX_NEIGHBOR_NODES
 from services.store.domain import entity_groups
 from services.store.domain import validation as v
-from services.store.domain.graph_claims import EntityRefView, RelationView
+from services.store.domain.graph_claims import EntityRefView, RelationView, qualified_fields
 from services.store.sql import graph_queries as gq
 
 
@@ -90,10 +90,7 @@ def neighborhood(
     def node(entity: Any) -> EntityRefView:
         return names[group_of[str(entity)].head.id]
 
-    views = [
-        RelationView(node(r[1]), r[2], node(r[3]), r[4], r[5], r[6], str(r[7]), r[8], r[9])
-        for r in raw
-    ]
+    views = [RelationView(node(r[1]), r[2], node(r[3]), **qualified_fields(*r[4:10])) for r in raw]
     nodes = sorted(
         ((names[e], d) for e, d in depth_of.items()), key=lambda n: (n[1], n[0].name, n[0].id)
     )
