@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Sequence
-from typing import Any, cast
+from datetime import datetime
+from typing import Any, TypeVar, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
@@ -31,7 +32,7 @@ from services.store.api.graph_adapter import (
 )
 from services.store.domain import control as ctl
 from services.store.domain.memories import MemoryView, MentionIn, NewMemory, Ref
-from services.store.domain.recall import Candidate, Filters
+from services.store.domain.recall import DenseResult, Filters, LexicalResult
 from services.store.domain.trust import EMPTY, AudienceValue, _Empty
 from services.store.infrastructure.db import Caller
 
@@ -59,6 +60,11 @@ def caller_of(msg: cpb.Caller) -> Caller:
         raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
     role = "owner" if msg.role == cpb.ROLE_OWNER else "member"
     return Caller(msg.workspace_id, msg.member_id, purpose, role)
+
+
+def when_of(msg: Message, name: str) -> datetime | None:
+    """The time field ``name`` of ``msg``; None when it is not set."""
+    return convert.when(getattr(msg, name), msg.HasField(name), name)
 
 
 def audience_of(msg: cpb.Audience, present: bool) -> AudienceValue | _Empty:
@@ -94,6 +100,7 @@ _NEW_MEMORY_BY_HAND = frozenset(
         "episode_id",
     }
 )
+M = TypeVar("M", bound=Message)
 _NOT_PLAIN = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP, FieldDescriptor.TYPE_ENUM)
 
 
@@ -111,6 +118,21 @@ def plain_fields(msg: Message, target: type[Any], skip: Collection[str] = ()) ->
             continue
         out[f.name] = getattr(msg, f.name)
     return out
+
+
+def message_of(answer: type[M], value: Any, **converted: Any) -> M:
+    """The message ``answer`` made of the dataclass ``value``: the plain
+    fields (scalars and lists of them) both name, as they are, and
+    ``converted`` for the others (times, enums, nested messages). The way back
+    of :func:`plain_fields`."""
+    names = {f.name for f in dataclasses.fields(value)} - converted.keys()
+    descriptor = cast(Descriptor, answer.DESCRIPTOR)
+    plain = {
+        f.name: getattr(value, f.name)
+        for f in descriptor.fields
+        if f.name in names and f.type not in _NOT_PLAIN
+    }
+    return answer(**plain, **converted)
 
 
 def new_memory(req: Message) -> NewMemory:
@@ -147,8 +169,10 @@ def filters_of(msg: cpb.RecallFilters) -> Filters:
     return Filters(kinds, list(msg.mention_entity_ids), msg.include_superseded)
 
 
-def candidates_msg(items: Sequence[Candidate]) -> list[pb.Candidate]:
-    return [pb.Candidate(id=c.id, rank=c.rank, score=c.score) for c in items]
+def candidates_answer(answer: type[M], result: LexicalResult | DenseResult) -> M:
+    """A recall arm's answer: its candidates, and what else its result says."""
+    candidates = [pb.Candidate(id=c.id, rank=c.rank, score=c.score) for c in result.candidates]
+    return message_of(answer, result, candidates=candidates)
 
 
 def ref_msg(ref: Ref) -> cpb.MemoryRef:
@@ -198,21 +222,15 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
 
 
 def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
-    return pb.WorkspaceSettings(
-        default_recall_mode=MODE.value(s.default_recall_mode),
-        dense_floor=s.dense_floor,
-        rerank_depth=s.rerank_depth,
-        expiry_days=s.expiry_days,
-        members_may_edit=s.members_may_edit,
+    return message_of(
+        pb.WorkspaceSettings, s, default_recall_mode=MODE.value(s.default_recall_mode)
     )
 
 
 def workspace_msg(w: ctl.Workspace) -> pb.Workspace:
-    return pb.Workspace(
-        id=w.id,
-        slug=w.slug,
-        database_name=w.database_name,
-        server=w.server,
+    return message_of(
+        pb.Workspace,
+        w,
         settings=settings_msg(w.settings),
         created_at=convert.timestamp(w.created_at),
     )

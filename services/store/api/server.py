@@ -26,9 +26,10 @@ from services.store.api.graph_adapter import (
 from services.store.api.messages import (
     SETTINGS_FIELDS,
     caller_of,
-    candidates_msg,
+    candidates_answer,
     filters_of,
     memory_msg,
+    message_of,
     names_of,
     settings_msg,
     workspace_msg,
@@ -105,12 +106,8 @@ class StoreServicer:
         role = ROLE.parse(request.role, "role") or "member"
         m = self.control.create_member(request.workspace_id, request.handle, role)
         return pb.CreateMemberResponse(
-            member=pb.Member(
-                id=m.id,
-                workspace_id=m.workspace_id,
-                handle=m.handle,
-                role=ROLE.value(m.role),
-                created_at=convert.timestamp(m.created_at),
+            member=message_of(
+                pb.Member, m, role=ROLE.value(m.role), created_at=convert.timestamp(m.created_at)
             )
         )
 
@@ -175,13 +172,10 @@ class StoreServicer:
 
         return pb.ListTokensResponse(
             tokens=[
-                pb.TokenSummary(
-                    id=t.id,
-                    label=t.label,
-                    member_id=t.member_id,
-                    member_handle=t.member_handle,
+                message_of(
+                    pb.TokenSummary,
+                    t,
                     purposes=[PURPOSE.value(p) for p in t.purposes],
-                    read_only=t.read_only,
                     created_at=convert.timestamp(t.created_at),
                     expires_at=ts(t.expires_at),
                     last_used_at=ts(t.last_used_at),
@@ -196,11 +190,8 @@ class StoreServicer:
     ) -> pb.DeleteWorkspaceResponse:
         internal_auth.check_kind(internal_auth.OPERATOR)
         done = self.deletion.delete(request.workspace, request.confirm)
-        return pb.DeleteWorkspaceResponse(
-            workspace_id=done.workspace_id,
-            slug=done.slug,
-            deleted_at=convert.timestamp(done.deleted_at),
-            tokens_revoked=done.tokens_revoked,
+        return message_of(
+            pb.DeleteWorkspaceResponse, done, deleted_at=convert.timestamp(done.deleted_at)
         )
 
     def RemoveMember(
@@ -215,10 +206,10 @@ class StoreServicer:
             request.workspace_id or None,
             by,
         )
-        return pb.RemoveMemberResponse(
-            member_id=done.member_id,
+        return message_of(
+            pb.RemoveMemberResponse,
+            done,
             removed_at=convert.timestamp(done.removed_at),
-            tokens_revoked=done.tokens_revoked,
             memories_erased=done.erased,
             memories_transferred=done.transferred,
             memories_kept=done.kept,
@@ -258,13 +249,11 @@ class StoreServicer:
     ) -> pb.AuthenticateResponse:
         internal_auth.check_kind(internal_auth.SERVICE)
         ident = self.control.authenticate(request.token)
-        return pb.AuthenticateResponse(
-            workspace_id=ident.workspace_id,
-            member_id=ident.member_id,
+        return message_of(
+            pb.AuthenticateResponse,
+            ident,
             role=ROLE.value(ident.role),
-            workspace_slug=ident.workspace_slug,
             purposes=[PURPOSE.value(p) for p in ident.purposes],
-            read_only=ident.read_only,
             expires_at=convert.timestamp(ident.expires_at) if ident.expires_at else None,
         )
 
@@ -330,11 +319,7 @@ class StoreServicer:
         result = self.recall.lexical(
             caller_of(request.caller), request.query, request.limit, filters_of(request.filters)
         )
-        return pb.LexicalCandidatesResponse(
-            candidates=candidates_msg(result.candidates),
-            terms_kept=result.terms_kept,
-            terms_dropped=result.terms_dropped,
-        )
+        return candidates_answer(pb.LexicalCandidatesResponse, result)
 
     def DenseCandidates(
         self, request: pb.DenseCandidatesRequest, context: grpc.ServicerContext
@@ -347,11 +332,7 @@ class StoreServicer:
             request.limit,
             filters_of(request.filters),
         )
-        return pb.DenseCandidatesResponse(
-            candidates=candidates_msg(result.candidates),
-            embeddings_available=result.embeddings_available,
-            floor=result.floor,
-        )
+        return candidates_answer(pb.DenseCandidatesResponse, result)
 
     def AdmitCandidates(
         self, request: pb.AdmitCandidatesRequest, context: grpc.ServicerContext
@@ -375,14 +356,7 @@ class StoreServicer:
         )
         return pb.SearchHistoryResponse(
             entries=[
-                cpb.HistoryEntry(
-                    id=h.id,
-                    chat_id=h.chat_id,
-                    role=h.role,
-                    text=h.text,
-                    occurred_at=convert.timestamp(h.occurred_at),
-                    score=h.score,
-                )
+                message_of(cpb.HistoryEntry, h, occurred_at=convert.timestamp(h.occurred_at))
                 for h in hits
             ]
         )
@@ -399,12 +373,10 @@ class StoreServicer:
             ctl.parse_uuid(request.workspace_id, "workspace_id"),
             member,
         )
-        return pb.GetEmbeddingStatusResponse(
-            memories=status.memories,
-            embedded=status.embedded,
-            pending=status.pending,
+        return message_of(
+            pb.GetEmbeddingStatusResponse,
+            status,
             input_version=embed_input.EMBED_INPUT_VERSION,
-            parked=status.parked,
             parked_reasons=[pb.ParkedReason(reason=r, count=n) for r, n in status.parked_reasons],
         )
 
@@ -417,10 +389,7 @@ class StoreServicer:
             caller_of(request.caller), request.window, request.min_cosine, request.limit
         )
         return pb.StoreServiceListDuplicatePairsResponse(
-            pairs=[
-                pb.StoreDuplicatePair(first_id=p.first_id, second_id=p.second_id, cosine=p.cosine)
-                for p in pairs
-            ]
+            pairs=[message_of(pb.StoreDuplicatePair, p) for p in pairs]
         )
 
     def handlers(self) -> dict[str, Callable[..., Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -31,12 +32,19 @@ from services.store.api.graph_adapter import (
     pair_msg,
     relation_msg,
 )
-from services.store.api.messages import audience_of, memory_msg, new_memory
+from services.store.api.messages import (
+    audience_of,
+    memory_msg,
+    message_of,
+    new_memory,
+    when_of,
+)
 from services.store.domain.dedup import DedupStore
 from services.store.domain.entity_merge import EntityMergeStore
 from services.store.domain.episodes import EpisodeStore, NewEpisode
 from services.store.domain.graph import GraphStore
 from services.store.domain.memories import MemoryStore
+from services.store.domain.memory_writes import WriteResult
 from services.store.domain.owner_view import AuditFilter, MemoryFilter, OwnerView
 from services.store.domain.timeline import TimelineStore
 from services.store.domain.trust import Trust, _Empty
@@ -54,24 +62,23 @@ def asserted_caller() -> Caller:
     return Caller(claims.workspace_id, claims.member_id, purpose, role)
 
 
+def written(answer: type[Resp], result: WriteResult) -> Resp:
+    """A write's answer: the memory as it now stands, whether the call was a
+    replay, and (a supersede's) the memory it replaced."""
+    replaced = {"superseded": memory_msg(result.superseded)} if result.superseded else {}
+    return answer(memory=memory_msg(result.memory), replayed=result.replayed, **replaced)
+
+
+# The domain services the tools call; compared by identity, as any servicer.
+@dataclass(eq=False)
 class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
-    def __init__(
-        self,
-        memories: MemoryStore,
-        graph: GraphStore,
-        episodes: EpisodeStore,
-        timelines: TimelineStore,
-        dedup: DedupStore,
-        entity_merge: EntityMergeStore,
-        owner_view: OwnerView,
-    ) -> None:
-        self.memories = memories
-        self.owner_view = owner_view
-        self.graph = graph
-        self.episodes = episodes
-        self.timelines = timelines
-        self.dedup = dedup
-        self.entity_merge = entity_merge
+    memories: MemoryStore
+    graph: GraphStore
+    episodes: EpisodeStore
+    timelines: TimelineStore
+    dedup: DedupStore
+    entity_merge: EntityMergeStore
+    owner_view: OwnerView
 
     # -- the seven tools (design §7) -------------------------------------------------
 
@@ -87,20 +94,17 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     def Remember(
         self, request: pb.RememberRequest, context: grpc.ServicerContext
     ) -> pb.RememberResponse:
-        occurred = convert.not_future(
-            convert.when(request.occurred_at, request.HasField("occurred_at"), "occurred_at"),
-            "occurred_at",
-        )
+        occurred = convert.not_future(when_of(request, "occurred_at"), "occurred_at")
         result = self.memories.remember(
             asserted_caller(), request.request_id, new_memory(request), occurred
         )
-        return pb.RememberResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+        return written(pb.RememberResponse, result)
 
     def Derive(self, request: pb.DeriveRequest, context: grpc.ServicerContext) -> pb.DeriveResponse:
         result = self.memories.derive(
             asserted_caller(), request.request_id, list(request.source_ids), new_memory(request)
         )
-        return pb.DeriveResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+        return written(pb.DeriveResponse, result)
 
     def Correct(
         self, request: pb.CorrectRequest, context: grpc.ServicerContext
@@ -117,7 +121,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             graph_of(request),
             request.replace_claims,
         )
-        return pb.CorrectResponse(memory=memory_msg(result.memory), replayed=result.replayed)
+        return written(pb.CorrectResponse, result)
 
     def Supersede(
         self, request: pb.SupersedeRequest, context: grpc.ServicerContext
@@ -132,20 +136,14 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             request.replace_claims,
             list(request.source_ids),
         )
-        return pb.SupersedeResponse(
-            memory=memory_msg(result.memory),
-            superseded=memory_msg(result.superseded) if result.superseded else None,
-            replayed=result.replayed,
-        )
+        return written(pb.SupersedeResponse, result)
 
     def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext) -> pb.ForgetResponse:
         result = self.memories.forget(
             asserted_caller(), request.request_id, request.id, request.reason
         )
-        return pb.ForgetResponse(
-            id=result.id,
-            forgotten_at=convert.timestamp(result.forgotten_at),
-            replayed=result.replayed,
+        return message_of(
+            pb.ForgetResponse, result, forgotten_at=convert.timestamp(result.forgotten_at)
         )
 
     # -- the graph ---------------------------------------------------------------------
@@ -154,7 +152,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
         cards = self.graph.lookup(
             asserted_caller(),
             request.name,
-            convert.when(request.as_of, request.HasField("as_of"), "as_of"),
+            when_of(request, "as_of"),
             request.include_history,
             request.partial,
         )
@@ -168,7 +166,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             request.entity_id,
             request.hops,
             list(request.predicates),
-            convert.when(request.as_of, request.HasField("as_of"), "as_of"),
+            when_of(request, "as_of"),
         )
         return pb.NeighborsResponse(
             nodes=nodes_msg(found),
@@ -180,7 +178,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
         self, request: pb.CreateEpisodeRequest, context: grpc.ServicerContext
     ) -> pb.CreateEpisodeResponse:
         caller = asserted_caller()
-        started = convert.when(request.started_at, request.HasField("started_at"), "started_at")
+        started = when_of(request, "started_at")
         if started is None:
             raise errors.InvalidArgument("started_at", "is required")
         audience = audience_of(request.audience, request.HasField("audience"))
@@ -194,7 +192,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             NewEpisode(
                 request.title,
                 started,
-                convert.when(request.ended_at, request.HasField("ended_at"), "ended_at"),
+                when_of(request, "ended_at"),
                 trust,
                 list(request.member_ids),
                 list(request.entity_ids),
@@ -209,18 +207,14 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             asserted_caller(),
             request.entity_id or None,
             request.episode_id or None,
-            convert.when(getattr(request, "from"), request.HasField("from"), "from"),
-            convert.when(request.to, request.HasField("to"), "to"),
+            when_of(request, "from"),
+            when_of(request, "to"),
             request.page_token,
         )
         return pb.TimelineResponse(
             events=[
-                cpb.TimelineEvent(
-                    at=convert.timestamp(e.at),
-                    kind=e.kind,
-                    memory_id=e.memory_id,
-                    entity_id=e.entity_id or "",
-                    summary=e.summary,
+                message_of(
+                    cpb.TimelineEvent, e, at=convert.timestamp(e.at), entity_id=e.entity_id or ""
                 )
                 for e in page.events
             ],
@@ -239,8 +233,8 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
                 created_by=request.created_by,
                 kinds=[k for k in kinds if k],
                 episode_id=request.episode_id,
-                start=convert.when(getattr(request, "from"), request.HasField("from"), "from"),
-                end=convert.when(request.to, request.HasField("to"), "to"),
+                start=when_of(request, "from"),
+                end=when_of(request, "to"),
                 include_superseded=request.include_superseded,
             ),
             request.page_size,
@@ -258,21 +252,18 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             AuditFilter(
                 member_id=request.member_id,
                 actions=list(request.actions),
-                start=convert.when(getattr(request, "from"), request.HasField("from"), "from"),
-                end=convert.when(request.to, request.HasField("to"), "to"),
+                start=when_of(request, "from"),
+                end=when_of(request, "to"),
             ),
             request.page_size,
             request.page_token,
         )
         return pb.ListAuditEventsResponse(
             events=[
-                pb.AuditEvent(
-                    id=e.id,
+                message_of(
+                    pb.AuditEvent,
+                    e,
                     at=convert.timestamp(e.at),
-                    member_id=e.member_id,
-                    member_handle=e.member_handle,
-                    action=e.action,
-                    memory_id=e.memory_id,
                     detail_json=json.dumps(e.detail, sort_keys=True, default=str),
                 )
                 for e in page.events
