@@ -25,8 +25,7 @@ import psycopg
 from psycopg import sql
 
 from recallatron import errors
-from services.store.domain.control import ControlPlane, Workspace, _workspace
-from services.store.infrastructure.db import Databases
+from services.store.domain.control import OnWorkspaces, Workspace, _workspace
 from services.store.sql import queries as q
 
 DROP_DATABASE = "DROP DATABASE IF EXISTS {} WITH (FORCE)"
@@ -49,11 +48,7 @@ def deleted_payload(ws: Workspace) -> str:
     return f"{ws.id} {ws.server} {ws.database_name}"
 
 
-class WorkspaceDeletion:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
-        self.control = control
-
+class WorkspaceDeletion(OnWorkspaces):
     def find(self, given: str) -> Workspace:
         """The workspace ``given`` names by id or slug; NOT_FOUND (saying so
         when it was deleted) otherwise."""

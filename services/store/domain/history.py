@@ -17,9 +17,9 @@ from datetime import datetime
 from recallatron import errors
 from recallatron.vocabulary import MAX_QUERY_CHARS
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
+from services.store.domain.control import OnWorkspaces
 from services.store.domain.recall import select_terms, tsquery_text
-from services.store.infrastructure.db import Caller, Databases, caller_transaction
+from services.store.infrastructure.db import Caller, caller_transaction
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 10
@@ -46,11 +46,7 @@ class HistoryHit:
     score: float
 
 
-class HistorySearch:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
-        self.control = control
-
+class HistorySearch(OnWorkspaces):
     def _is_owner(self, caller: Caller) -> bool:
         try:
             member = self.control.member(v.uuid_str(caller.member_id, "caller.member_id"))

@@ -21,8 +21,7 @@ from datetime import datetime
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
-from services.store.domain.control import ControlPlane, parse_uuid
-from services.store.infrastructure.db import Databases
+from services.store.domain.control import OnWorkspaces, parse_uuid
 from services.store.sql import leaving_queries as lq
 from services.store.sql import queries as q
 
@@ -46,11 +45,7 @@ class Removal:
     kept: int
 
 
-class MemberRemoval:
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
-        self.control = control
-
+class MemberRemoval(OnWorkspaces):
     def remove(
         self,
         member_id: str,

@@ -17,8 +17,8 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_READ_IDS, PURPOSES
 from services.store.domain import graph_claims
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
-from services.store.infrastructure.db import Caller, Databases, caller_transaction
+from services.store.domain.control import OnWorkspaces
+from services.store.infrastructure.db import Caller, caller_transaction
 from services.store.sql import memory_queries as mq
 
 
@@ -98,12 +98,8 @@ class Walk:
     memories: list[MemoryView]
 
 
-class MemoryReads:
+class MemoryReads(OnWorkspaces):
     """The read side of the memory tools, and what the write side reads back."""
-
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
-        self.control = control
 
     def _owner_pool(self, caller: Caller) -> Any:
         ws = self.control.workspace(caller.workspace_id)
