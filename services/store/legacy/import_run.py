@@ -19,6 +19,11 @@ from services.store.legacy.oldstore import Graph, SqliteStore
 from services.store.legacy.report import Report, Section
 
 
+def columns(rows: Sequence[Any], *fields: str) -> list[list[Any]]:
+    """One list per field of ``rows``: the arrays an unnest insert takes."""
+    return [[getattr(r, f) for r in rows] for f in fields]
+
+
 @dataclass(frozen=True)
 class BatchDone:
     number: int
@@ -94,19 +99,9 @@ class ImportRun:
                 return len(new)
             inserted = conn.execute(
                 q.INSERT_HISTORY,
-                (
-                    self.owner,
-                    [r.id for r in new],
-                    [r.chat_id for r in new],
-                    [r.role for r in new],
-                    [r.text for r in new],
-                    [r.occurred_at for r in new],
-                ),
+                (self.owner, *columns(new, "id", "chat_id", "role", "text", "occurred_at")),
             ).fetchall()
-            conn.execute(
-                q.INSERT_LEDGER,
-                (self.owner, "turn", [r.source_id for r in new], [r.id for r in new]),
-            )
+            self._ledger(conn, "turn", new)
         # Counted once committed, so an interrupted batch is not reported.
         section.imported += len(inserted)
         section.already_present += len(present) + len(new) - len(inserted)
@@ -185,17 +180,11 @@ class ImportRun:
         made = conn.execute(
             q.INSERT_ENTITIES,
             (
-                [e.id for e in entities],
-                [e.name for e in entities],
-                [e.type for e in entities],
-                [e.created_at for e in entities],
+                *columns(entities, "id", "name", "type", "created_at"),
                 [name_key(e.name) for e in entities],
             ),
         ).fetchall()
-        conn.execute(
-            q.INSERT_LEDGER,
-            (self.owner, "entity", [e.source_id for e in entities], [e.id for e in entities]),
-        )
+        self._ledger(conn, "entity", entities)
         self._made += len(made)
         self._typed += sum(1 for r in made if r[1])
 
@@ -258,20 +247,17 @@ class ImportRun:
                 self.owner,
                 [r.id for r in new],
                 [plan.RECORD_KIND] * len(new),
-                [r.title for r in new],
-                [r.body for r in new],
-                [r.confidence for r in new],
+                *columns(new, "title", "body", "confidence"),
                 # The old graph knew no audience: the owner's alone.
                 [self.owner] * len(new),
-                [r.created_at for r in new],
-                [r.updated_at for r in new],
+                *columns(new, "created_at", "updated_at"),
             ),
         ).fetchall()
         needed = dict.fromkeys(old for r in new for old in r.mentions)
         self._insert_entities(conn, [entities[o] for o in needed])
         # Every entity a claim names is mentioned: visibility rests on it.
         pairs = [(r.id, entities[o].id) for r in new for o in r.mentions]
-        conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))
+        self._mentions(conn, pairs)
 
         def stated(claims: Sequence[tuple[plan.RecordRow, Any]]) -> list[list[Any]]:
             """The columns every claim takes from its record: valid time and
@@ -329,14 +315,8 @@ class ImportRun:
                     [at[m] for m in revision],
                 ),
             )
-        conn.execute(
-            q.INSERT_AUDIT,
-            (self.owner, "entity_record", [r.id for r in new], [r.source_id for r in new]),
-        )
-        conn.execute(
-            q.INSERT_LEDGER,
-            (self.owner, "entity_record", [r.source_id for r in new], [r.id for r in new]),
-        )
+        self._audit(conn, "entity_record", new)
+        self._ledger(conn, "entity_record", new)
         return inserted
 
     # -- memory items -> memories, edges -> mentions ---------------------------
@@ -394,24 +374,26 @@ class ImportRun:
             q.INSERT_MEMORIES,
             (
                 self.owner,
-                [r.id for r in new],
-                [r.kind for r in new],
-                [r.title for r in new],
-                [r.body for r in new],
-                [r.confidence for r in new],
+                *columns(new, "id", "kind", "title", "body", "confidence"),
                 [self.owner if r.owner_only else None for r in new],
-                [r.created_at for r in new],
-                [r.updated_at for r in new],
+                *columns(new, "created_at", "updated_at"),
             ),
         ).fetchall()
         self._insert_entities(conn, entities)
-        conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))
-        conn.execute(
-            q.INSERT_AUDIT,
-            (self.owner, "memory_item", [r.id for r in new], [r.source_id for r in new]),
-        )
-        conn.execute(
-            q.INSERT_LEDGER,
-            (self.owner, "memory_item", [r.source_id for r in new], [r.id for r in new]),
-        )
+        self._mentions(conn, pairs)
+        self._audit(conn, "memory_item", new)
+        self._ledger(conn, "memory_item", new)
         return inserted
+
+    # -- the rows every kind of batch writes -------------------------------------
+
+    def _ledger(self, conn: psycopg.Connection, source: str, rows: Sequence[Any]) -> None:
+        """Which old row each new one came from: a rerun finds them present."""
+        conn.execute(q.INSERT_LEDGER, (self.owner, source, *columns(rows, "source_id", "id")))
+
+    def _audit(self, conn: psycopg.Connection, source: str, rows: Sequence[Any]) -> None:
+        conn.execute(q.INSERT_AUDIT, (self.owner, source, *columns(rows, "id", "source_id")))
+
+    @staticmethod
+    def _mentions(conn: psycopg.Connection, pairs: Sequence[tuple[str, str]]) -> None:
+        conn.execute(q.INSERT_MENTIONS, ([p[0] for p in pairs], [p[1] for p in pairs]))

@@ -72,18 +72,57 @@ class Report:
     complete: bool = False
 
     def changed_anything(self) -> bool:
-        return any(s.imported for s in self._sections())
+        return any(part.section.imported for part in self._parts())
 
-    def _sections(self) -> tuple[Section, ...]:
+    def _parts(self) -> tuple[Part, ...]:
+        """The sections in the report's order, each with its one count beside."""
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds_mapped.items())) or "none"
+        retired = "retired (stated by a superseded record)"
         return (
-            self.turns,
-            self.memory_items,
-            self.entities,
-            self.mentions,
-            self.records,
-            self.attributes,
-            self.relations,
-            self.supersessions,
+            Part("turns", "turns -> history entries", self.turns),
+            Part(
+                "memory_items",
+                "memory items -> memories (origin migrated)",
+                self.memory_items,
+                ("kinds_mapped", dict(sorted(self.kinds_mapped.items()))),
+                f"kinds mapped: {kinds}",
+            ),
+            Part(
+                "entities",
+                "entities",
+                self.entities,
+                ("typed", self.entities_typed),
+                f"imported with a type: {self.entities_typed}",
+            ),
+            Part(
+                "mentions",
+                "memory-to-entity edges -> mentions",
+                self.mentions,
+                ("redirected", self.mentions_redirected),
+                f"redirected to a replacement entity: {self.mentions_redirected}",
+            ),
+            Part(
+                "entity_records",
+                "entity records -> memories (origin migrated)",
+                self.records,
+                ("mentions", self.record_mentions),
+                f"mentioning the entities their claims name: {self.record_mentions} mentions",
+            ),
+            Part(
+                "attribute_claims",
+                "entity properties -> attribute claims",
+                self.attributes,
+                ("retired", self.attributes_retired),
+                f"{retired}: {self.attributes_retired}",
+            ),
+            Part(
+                "relation_claims",
+                "entity-to-entity edges -> relation claims",
+                self.relations,
+                ("retired", self.relations_retired),
+                f"{retired}: {self.relations_retired}",
+            ),
+            Part("supersessions", "supersede patches -> supersessions", self.supersessions),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -92,17 +131,7 @@ class Report:
             "owner": self.owner,
             "dry_run": self.dry_run,
             "complete": self.complete,
-            "turns": self.turns.to_json(),
-            "memory_items": {
-                **self.memory_items.to_json(),
-                "kinds_mapped": dict(sorted(self.kinds_mapped.items())),
-            },
-            "entities": {**self.entities.to_json(), "typed": self.entities_typed},
-            "mentions": {**self.mentions.to_json(), "redirected": self.mentions_redirected},
-            "entity_records": {**self.records.to_json(), "mentions": self.record_mentions},
-            "attribute_claims": {**self.attributes.to_json(), "retired": self.attributes_retired},
-            "relation_claims": {**self.relations.to_json(), "retired": self.relations_retired},
-            "supersessions": self.supersessions.to_json(),
+            **{part.key: part.to_json() for part in self._parts()},
             "graph": self.graph,
             "not_carried": {
                 "session_digests": {"read": self.session_digests_read, "reason": DIGESTS_REASON},
@@ -115,24 +144,10 @@ class Report:
     def to_text(self) -> str:
         head = "dry run: nothing written" if self.dry_run else "migration"
         state = "complete" if self.complete else "INCOMPLETE (rerun to finish)"
-        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds_mapped.items())) or "none"
         g = self.graph
         lines = [
             f"{head} into workspace {self.workspace} for owner {self.owner}: {state}",
-            self.turns.line("turns -> history entries"),
-            self.memory_items.line("memory items -> memories (origin migrated)"),
-            f"    kinds mapped: {kinds}",
-            self.entities.line("entities"),
-            f"    imported with a type: {self.entities_typed}",
-            self.mentions.line("memory-to-entity edges -> mentions"),
-            f"    redirected to a replacement entity: {self.mentions_redirected}",
-            self.records.line("entity records -> memories (origin migrated)"),
-            f"    mentioning the entities their claims name: {self.record_mentions} mentions",
-            self.attributes.line("entity properties -> attribute claims"),
-            f"    retired (stated by a superseded record): {self.attributes_retired}",
-            self.relations.line("entity-to-entity edges -> relation claims"),
-            f"    retired (stated by a superseded record): {self.relations_retired}",
-            self.supersessions.line("supersede patches -> supersessions"),
+            *(line for part in self._parts() for line in part.lines()),
             (
                 f"graph.jsonl: {g.get('lines', 0)} lines, {g.get('records', 0)} records "
                 f"({g.get('restated', 0)} restated), patches {g.get('patches', {})}, "
@@ -145,6 +160,28 @@ class Report:
             floor_line(self.floor),
         ]
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One section of the report: its JSON key and its line's label, and the
+    count shown beside it (in its JSON object, and as a line of its own)."""
+
+    key: str
+    label: str
+    section: Section
+    extra: tuple[str, Any] | None = None
+    extra_line: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.section.to_json()
+        if self.extra is not None:
+            out[self.extra[0]] = self.extra[1]
+        return out
+
+    def lines(self) -> list[str]:
+        head = self.section.line(self.label)
+        return [head, f"    {self.extra_line}"] if self.extra_line else [head]
 
 
 def floor_line(section: dict[str, Any]) -> str:
