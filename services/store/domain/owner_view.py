@@ -8,9 +8,6 @@ to correct or forget) are not shown either, only ids and counts."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +23,7 @@ from recallatron.vocabulary import (
     MAX_AUDIT_PAGE,
     MAX_LIST_PAGE,
 )
+from services.store.domain import page_tokens
 from services.store.domain import validation as v
 from services.store.domain.control import ControlPlane
 from services.store.domain.member_removal import OPERATOR_ID
@@ -80,17 +78,11 @@ class AuditPage:
     next_page_token: str
 
 
-def _encode(data: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
-
-
 def _decode(token: str, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        data = None
-    if not isinstance(data, dict) or data.get("w") != what:
-        raise errors.InvalidArgument("page_token", "not a token this call gave")
+    """A token of the listing ``what``, never another's."""
+    data = page_tokens.decode(token)
+    if data.get("w") != what:
+        raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS)
     return data
 
 
@@ -121,7 +113,7 @@ class OwnerView:
                 after_at = datetime.fromisoformat(str(data["at"]))
                 after_id = v.uuid_str(str(data["id"]), "page_token")
             except (KeyError, ValueError, errors.InvalidArgument):
-                raise errors.InvalidArgument("page_token", "not a token this call gave") from None
+                raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
         params = {
             "created_by": created_by,
             "kinds": list(dict.fromkeys(f.kinds)) or None,
@@ -139,7 +131,9 @@ class OwnerView:
         token = ""
         if len(rows) > limit:
             last = views[-1]
-            token = _encode({"w": "memories", "at": last.created_at.isoformat(), "id": last.id})
+            token = page_tokens.encode(
+                {"w": "memories", "at": last.created_at.isoformat(), "id": last.id}
+            )
         return MemoryPage(views, token)
 
     def audit(
@@ -162,7 +156,7 @@ class OwnerView:
             try:
                 after_id = int(_decode(page_token, "audit")["id"])
             except (KeyError, ValueError, TypeError):
-                raise errors.InvalidArgument("page_token", "not a token this call gave") from None
+                raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
         params = {
             "member": member,
             "actions": list(dict.fromkeys(f.actions)) or None,
@@ -186,7 +180,7 @@ class OwnerView:
             )
             for r in rows[:limit]
         ]
-        token = _encode({"w": "audit", "id": events[-1].id}) if len(rows) > limit else ""
+        token = page_tokens.encode({"w": "audit", "id": events[-1].id}) if len(rows) > limit else ""
         return AuditPage(events, token)
 
     def _handles(self, workspace_id: str) -> dict[str, str]:

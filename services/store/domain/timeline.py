@@ -6,15 +6,12 @@ caller may not see; paged by a keyset token."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_TIMELINE_EVENTS
-from services.store.domain import entity_groups, episodes
+from services.store.domain import entity_groups, episodes, page_tokens
 from services.store.domain import validation as v
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Caller, caller_transaction
@@ -114,7 +111,7 @@ class Page:
 
 
 def _token(event: Event, subject: str) -> str:
-    raw = json.dumps(
+    return page_tokens.encode(
         {
             "at": event.at.isoformat(),
             # The kind's place as SQL's array_position counts it (from 1).
@@ -123,19 +120,18 @@ def _token(event: Event, subject: str) -> str:
             "s": subject,
         }
     )
-    return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
 def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str | None]:
     if not token:
         return None, None, None
+    data = page_tokens.decode(token)
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
         at = datetime.fromisoformat(data["at"])
         kind, key = int(data["kind"]), str(data["key"])
         same = data["s"] == subject
-    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
-        raise errors.InvalidArgument("page_token", "not a token this call gave") from None
+    except (ValueError, KeyError, TypeError):
+        raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
     if not same:
         raise errors.InvalidArgument("page_token", "belongs to another timeline")
     return at, kind, key
