@@ -343,7 +343,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             store_pb2.CreateWorkspaceRequest(slug=request.slug, server=request.server),
             self.peers.operator(calls.CREATE_WORKSPACE.path),
         )
-        return pb.AdminServiceCreateWorkspaceResponse(workspace=resp.workspace)
+        return relayed(pb.AdminServiceCreateWorkspaceResponse, resp)
 
     def CreateMember(
         self, request: pb.AdminServiceCreateMemberRequest, context: grpc.ServicerContext
@@ -361,7 +361,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             ),
             owner,
         )
-        return pb.AdminServiceCreateMemberResponse(member=resp.member)
+        return relayed(pb.AdminServiceCreateMemberResponse, resp)
 
     def CreateToken(
         self, request: pb.AdminServiceCreateTokenRequest, context: grpc.ServicerContext
@@ -427,7 +427,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             ),
             owner,
         )
-        return pb.AdminServiceListTokensResponse(tokens=resp.tokens)
+        return relayed(pb.AdminServiceListTokensResponse, resp)
 
     def GetSettings(
         self,
@@ -440,7 +440,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             store_pb2.GetWorkspaceSettingsRequest(workspace_id=ident.workspace_id),
             ident,
         )
-        return pb.GetSettingsResponse(settings=resp.settings)
+        return relayed(pb.GetSettingsResponse, resp)
 
     def UpdateSettings(
         self,
@@ -456,7 +456,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             ),
             who,
         )
-        return pb.UpdateSettingsResponse(settings=resp.settings)
+        return relayed(pb.UpdateSettingsResponse, resp)
 
     def GetStatus(
         self,
