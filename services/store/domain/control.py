@@ -469,13 +469,3 @@ class ControlPlane:
         return Identity(
             str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5], row[7]
         )
-
-
-class OnWorkspaces:
-    """Base of the domain services that open workspace databases themselves
-    (not only through a caller's transaction): the databases, and the control
-    plane that says where each workspace's lives."""
-
-    def __init__(self, dbs: Databases, control: ControlPlane) -> None:
-        self.dbs = dbs
-        self.control = control

@@ -15,8 +15,8 @@ from psycopg.types.json import Jsonb
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
-from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.domain.workspace_services import InWorkspaces
+from services.store.infrastructure.db import Caller
 
 MAX_WINDOW = 500
 DEFAULT_WINDOW = 500
@@ -85,10 +85,7 @@ def _min_cosine(value: float) -> float:
     return value
 
 
-class DedupStore:
-    def __init__(self, control: ControlPlane) -> None:
-        self.control = control
-
+class DedupStore(InWorkspaces):
     def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:
         params = {
             "input_version": EMBED_INPUT_VERSION,
@@ -96,7 +93,7 @@ class DedupStore:
             "min_cosine": _min_cosine(min_cosine),
             "limit": v.count(limit, "limit", DEFAULT_LIMIT, MAX_LIMIT),
         }
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             rows = conn.execute(PAIRS, params).fetchall()
         # Float rounding can put an identical pair a hair above 1.
         return [Pair(str(a), str(b), min(float(c), 1.0)) for a, b, c in rows]
@@ -105,7 +102,7 @@ class DedupStore:
         """Keep both: the pair is never proposed again. Idempotent. A pair
         with a memory the caller may not see is not found, like any other."""
         lo, hi = canonical(first_id, second_id)
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             row = conn.execute(VISIBLE_COUNT, ([lo, hi],)).fetchone()
             if row is None or row[0] != 2:
                 raise errors.NotFound("memory not found")

@@ -25,7 +25,8 @@ import psycopg
 from psycopg import sql
 
 from recallatron import errors
-from services.store.domain.control import OnWorkspaces, Workspace, _workspace
+from services.store.domain.control import Workspace, _workspace
+from services.store.domain.workspace_services import OnWorkspaces
 from services.store.sql import queries as q
 
 DROP_DATABASE = "DROP DATABASE IF EXISTS {} WITH (FORCE)"

@@ -24,9 +24,9 @@ from recallatron.embed_input import EMBED_INPUT_VERSION
 from recallatron.vocabulary import MAX_ENTITY_GROUP
 from services.store.domain import entity_groups, graph
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
 from services.store.domain.dedup import CURRENT_MODEL, canonical
-from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.domain.workspace_services import InWorkspaces
+from services.store.infrastructure.db import Caller
 
 # The entities looked at: those mentioned by the caller's newest memories
 # (a bounded window, as dedup review's), at most this many.
@@ -181,10 +181,7 @@ def _owner(caller: Caller) -> None:
         raise errors.PermissionDenied("only a workspace owner may decide on entity merges")
 
 
-class EntityMergeStore:
-    def __init__(self, control: ControlPlane) -> None:
-        self.control = control
-
+class EntityMergeStore(InWorkspaces):
     def pairs(self, caller: Caller, limit: int = 0) -> list[EntityPair]:
         """Proposed pairs, each as two cards of what the caller may see. Two
         entities already one (for the caller) or kept apart are not proposed;
@@ -199,7 +196,7 @@ class EntityMergeStore:
             # More rows than shown: pairs inside one group fall away below.
             "limit": limit * 4,
         }
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             rows = conn.execute(PAIRS, params).fetchall()
             ids = list(dict.fromkeys(str(i) for r in rows for i in (r[0], r[1])))
             cards = graph.cards_by_id(conn, ids)
@@ -228,7 +225,7 @@ class EntityMergeStore:
         already answer as one are left as they are (False)."""
         _owner(caller)
         kept, merged = v.two_uuids(kept_id, merged_id, "kept_id", "merged_id")
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             grouped = entity_groups.groups(conn, [kept, merged])
             if kept not in grouped or merged not in grouped:
                 raise errors.NotFound("entity not found")
@@ -274,7 +271,7 @@ class EntityMergeStore:
         answer as one must be undone first."""
         _owner(caller)
         lo, hi = canonical(first_id, second_id)
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             grouped = entity_groups.groups(conn, [lo, hi])
             if lo not in grouped or hi not in grouped:
                 raise errors.NotFound("entity not found")
@@ -295,7 +292,7 @@ class EntityMergeStore:
         (the record stays, with who undid it and when)."""
         _owner(caller)
         mid = v.uuid_str(merge_id, "merge_id")
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             row = conn.execute(UNDO_MERGE, {"id": mid, "me": caller.member_id}).fetchone()
             if row is None:
                 raise errors.NotFound("merge_id: no merge in force with that id")
@@ -312,7 +309,7 @@ class EntityMergeStore:
         """The merges in force the caller may see, newest first."""
         _owner(caller)
         limit = v.count(limit, "limit", DEFAULT_MERGES, MAX_MERGES)
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             return self._merges(conn, limit, None)
 
     @staticmethod

@@ -14,9 +14,9 @@ import psycopg
 from recallatron import errors
 from recallatron.vocabulary import MAX_MENTIONS, MAX_TITLE
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
 from services.store.domain.trust import Trust
-from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.domain.workspace_services import InWorkspaces
+from services.store.infrastructure.db import Caller
 from services.store.sql import graph_queries as gq
 
 # Captured turns of one speaker share an episode until a silence longer than
@@ -89,10 +89,7 @@ def for_capture(conn: psycopg.Connection, caller: Caller, at: datetime, trust: T
     return episode_id
 
 
-class EpisodeStore:
-    def __init__(self, control: ControlPlane) -> None:
-        self.control = control
-
+class EpisodeStore(InWorkspaces):
     def create(self, caller: Caller, new: NewEpisode) -> str:
         """A new episode; its participants are members of the workspace and
         entities the caller may see."""
@@ -111,7 +108,7 @@ class EpisodeStore:
                 raise errors.InvalidArgument(f"member_ids[{i}]", "no such member in this workspace")
         entities = v.uuid_list(list(new.entity_ids), "entity_ids", MAX_MENTIONS)
         episode_id = str(uuid.uuid4())
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             for i, entity in enumerate(entities):
                 if conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
                     raise errors.InvalidArgument(f"entity_ids[{i}]", "no such entity")

@@ -21,7 +21,6 @@ from recallatron.vocabulary import (
 )
 from services.store.domain import graph_rules as rules
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
 from services.store.domain.graph_cards import (
     EntityCard,
     EntityRelationView,
@@ -49,6 +48,7 @@ from services.store.domain.graph_claims import (
     validate_entity,
 )
 from services.store.domain.graph_traversal import Neighborhood, neighborhood
+from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, Caller, caller_transaction
 from services.store.sql import graph_queries as gq
 
@@ -91,10 +91,7 @@ def _like_escaped(key: str) -> str:
     return key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-class GraphStore:
-    def __init__(self, control: ControlPlane) -> None:
-        self.control = control
-
+class GraphStore(InWorkspaces):
     def lookup(
         self,
         caller: Caller,
@@ -167,5 +164,5 @@ class GraphStore:
             raise errors.InvalidArgument("predicates", f"at most {MAX_PREDICATES} allowed")
         wanted = [rules.identifier(p, f"predicates[{i}]") for i, p in enumerate(predicates)]
         at = as_of or datetime.now(UTC)
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             return neighborhood(conn, start, hops, wanted, at)

@@ -17,8 +17,8 @@ from datetime import datetime
 from recallatron import errors
 from recallatron.vocabulary import MAX_QUERY_CHARS
 from services.store.domain import validation as v
-from services.store.domain.control import OnWorkspaces
 from services.store.domain.recall import select_terms, tsquery_text
+from services.store.domain.workspace_services import OnWorkspaces
 from services.store.infrastructure.db import Caller, caller_transaction
 
 MAX_LIMIT = 100

@@ -21,7 +21,8 @@ from datetime import datetime
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
-from services.store.domain.control import OnWorkspaces, parse_uuid
+from services.store.domain.control import parse_uuid
+from services.store.domain.workspace_services import OnWorkspaces
 from services.store.sql import leaving_queries as lq
 from services.store.sql import queries as q
 

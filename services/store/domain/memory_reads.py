@@ -17,8 +17,8 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_READ_IDS, PURPOSES
 from services.store.domain import graph_claims
 from services.store.domain import validation as v
-from services.store.domain.control import OnWorkspaces
-from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.domain.workspace_services import OnWorkspaces
+from services.store.infrastructure.db import Caller
 from services.store.sql import memory_queries as mq
 
 
@@ -122,7 +122,7 @@ class MemoryReads(OnWorkspaces):
         self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
     ) -> list[MemoryView]:
         wanted = v.uuid_list(list(ids), "ids", MAX_READ_IDS, min_items=1)
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             return self._read(conn, wanted, with_provenance, with_revisions=with_provenance)
 
     def _read(
@@ -188,7 +188,7 @@ class MemoryReads(OnWorkspaces):
             raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {MAX_READ_IDS}]")
         if not wanted:
             return Walk([], [])
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             array = v.uuid_array(wanted)
             params = {"ids": array, "include_superseded": include_superseded}
             admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]

@@ -25,10 +25,10 @@ from recallatron.vocabulary import (
 )
 from services.store.domain import page_tokens
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
 from services.store.domain.member_removal import OPERATOR_ID
 from services.store.domain.memory_reads import MemoryView, memory_view
-from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.domain.workspace_services import InWorkspaces
+from services.store.infrastructure.db import Caller
 from services.store.sql import owner_queries as oq
 from services.store.sql import queries as q
 
@@ -91,10 +91,7 @@ def _span(start: datetime | None, end: datetime | None) -> None:
         raise errors.InvalidArgument("to", "must be later than from")
 
 
-class OwnerView:
-    def __init__(self, control: ControlPlane) -> None:
-        self.control = control
-
+class OwnerView(InWorkspaces):
     def memories(
         self, caller: Caller, f: MemoryFilter, page_size: int = 0, page_token: str = ""
     ) -> MemoryPage:
@@ -125,7 +122,7 @@ class OwnerView:
             "after_id": after_id,
             "limit": limit + 1,
         }
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             rows = conn.execute(oq.LIST_MEMORIES, params).fetchall()
         views = [memory_view(r) for r in rows[:limit]]
         token = ""
@@ -165,7 +162,7 @@ class OwnerView:
             "after_id": after_id,
             "limit": limit + 1,
         }
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             rows = conn.execute(oq.AUDIT_EVENTS, params).fetchall()
         handles = self._handles(caller.workspace_id)
         events = [

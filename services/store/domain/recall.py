@@ -15,7 +15,7 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES
 from services.store.domain import entity_groups
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
+from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, Caller, caller_transaction
 
 # Terms at or above this share of the workspace's memories are dropped from a
@@ -298,10 +298,7 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     )
 
 
-class RecallQueries:
-    def __init__(self, control: ControlPlane) -> None:
-        self.control = control
-
+class RecallQueries(InWorkspaces):
     def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:
         v.text(query, "query", MAX_QUERY_CHARS)
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
@@ -359,7 +356,7 @@ class RecallQueries:
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(max(EF_SEARCH, limit)),
         }
-        with caller_transaction(self.control.caller_pool(caller), caller, hnsw) as conn:
+        with self.transaction(caller, hnsw) as conn:
             _merged_mentions(conn, params)
             row = conn.execute(CALLER_CORPUS).fetchone()
             exact = row is not None and dense_exact(int(row[0]), float(row[1] or 0))

@@ -13,8 +13,8 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_TIMELINE_EVENTS
 from services.store.domain import entity_groups, episodes, page_tokens
 from services.store.domain import validation as v
-from services.store.domain.control import ControlPlane
-from services.store.infrastructure.db import Caller, caller_transaction
+from services.store.domain.workspace_services import InWorkspaces
+from services.store.infrastructure.db import Caller
 
 # The kinds of event, in the order they sort at one instant.
 KINDS = (
@@ -137,10 +137,7 @@ def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str |
     return at, kind, key
 
 
-class TimelineStore:
-    def __init__(self, control: ControlPlane) -> None:
-        self.control = control
-
+class TimelineStore(InWorkspaces):
     def timeline(
         self,
         caller: Caller,
@@ -162,7 +159,7 @@ class TimelineStore:
             raise errors.InvalidArgument("to", "must not lie before from")
         subject = f"entity:{entity}" if entity else f"episode:{episode}" if episode else "all"
         after_at, after_kind, after_key = _after(page_token, subject)
-        with caller_transaction(self.control.caller_pool(caller), caller) as conn:
+        with self.transaction(caller) as conn:
             group = entity_groups.groups(conn, [entity]).get(entity) if entity else None
             if entity and group is None:
                 raise errors.NotFound("entity_id: entity not found")
