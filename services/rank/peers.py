@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from recallatron.peer import Peer, method
+from recallatron.peer import Method, Peer, Req, Resp, method
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, store_pb2
 from recallatron.vocabulary import DEFAULT_MODE, MODE
@@ -64,6 +64,17 @@ def _unavailable(exc: grpc.RpcError, peer: str, timeout: float) -> Degraded:
     if kind == "absent":
         return Degraded(kind, exc.details() or "not configured")
     return Degraded(kind, f"the {peer} failed ({code.name}): {exc.details()}")
+
+
+def _degradable(
+    peer: Peer, m: Method[Req, Resp], request: Req, timeout: float | None, name: str
+) -> Resp:
+    """The call's answer; its failure as Degraded, for a part of the recall
+    that goes on without it (``name``: the peer, as the reason names it)."""
+    try:
+        return peer.raw(m, request, "", timeout)
+    except grpc.RpcError as exc:
+        raise _unavailable(exc, name, peer.limit(timeout)) from None
 
 
 def _candidates(items: Sequence[store_pb2.Candidate]) -> list[Candidate]:
@@ -121,10 +132,7 @@ class StoreClient:
             limit=limit,
             filters=filters,
         )
-        try:
-            resp = self.peer.raw(DENSE, request, "", timeout)
-        except grpc.RpcError as exc:
-            raise _unavailable(exc, "store", self.peer.limit(timeout)) from None
+        resp = _degradable(self.peer, DENSE, request, timeout, "store")
         return DenseArm(_candidates(resp.candidates), resp.embeddings_available)
 
     def walk(
@@ -155,14 +163,12 @@ class EmbedClient:
         self.reranker = Peer(channel, rerank_timeout, "the cross-encoder")
 
     def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
-        try:
-            # As every peer call: cancelled when the recall is abandoned, and
-            # delivered by the channel's thread, which answers sooner than a
-            # blocking call's own wait when the peer works for milliseconds
-            # (benchmarks/hop_bench.py --busy).
-            resp = self.embedder.raw(EMBED, embed_pb2.EmbedRequest(texts=[text]), "", timeout)
-        except grpc.RpcError as exc:
-            raise _unavailable(exc, "embed service", self.embedder.limit(timeout)) from None
+        # As every peer call: cancelled when the recall is abandoned, and
+        # delivered by the channel's thread, which answers sooner than a
+        # blocking call's own wait when the peer works for milliseconds
+        # (benchmarks/hop_bench.py --busy).
+        request = embed_pb2.EmbedRequest(texts=[text])
+        resp = _degradable(self.embedder, EMBED, request, timeout, "embed service")
         if len(resp.vectors) != 1:
             raise Degraded("failed", "the embed service returned no vector")
         return QueryVector(resp.model_id, list(resp.vectors[0].values))
@@ -171,8 +177,5 @@ class EmbedClient:
         self, query: str, passages: Sequence[str], timeout: float | None = None
     ) -> list[float]:
         request = embed_pb2.RerankRequest(query=query, passages=passages)
-        try:
-            resp = self.reranker.raw(RERANK, request, "", timeout)
-        except grpc.RpcError as exc:
-            raise _unavailable(exc, "cross-encoder", self.reranker.limit(timeout)) from None
+        resp = _degradable(self.reranker, RERANK, request, timeout, "cross-encoder")
         return list(resp.scores)
