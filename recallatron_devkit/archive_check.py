@@ -59,8 +59,16 @@ class Comparison:
         if original == copy:
             self.same[kind] = self.same.get(kind, 0) + 1
         elif len(self.differences) < 20:
+            # Long answers agree for a long way: show where they part.
+            at = next(
+                (i for i, (a, b) in enumerate(zip(original, copy, strict=False)) if a != b),
+                min(len(original), len(copy)),
+            )
+            start = max(0, at - 200)
             self.differences.append(
-                f"{kind} {key}:\n  original {original[:600]}\n  copy     {copy[:600]}"
+                f"{kind} {key} (from character {at}):\n"
+                f"  original {original[start : start + 600]}\n"
+                f"  copy     {copy[start : start + 600]}"
             )
 
 

@@ -240,3 +240,17 @@ def test_the_schema_is_one_json_schema_document() -> None:
     document = fmt.schema()
     assert set(document["$defs"]) >= {"manifest", "workspace", "members_file", *fmt.RECORD_FILES}
     json.dumps(document)
+
+
+def test_a_difference_is_shown_where_the_answers_part() -> None:
+    """Two long answers that agree for their first thousand characters are
+    shown from where they differ, not cut before it."""
+    from recallatron_devkit.archive_check import Comparison
+
+    found = Comparison()
+    same = '{"outcome": "' + "x" * 1000
+    found.add("read", "memory 1", same + 'A"}', same + 'B"}')
+    assert not found.identical
+    (shown,) = found.differences
+    assert "from character 1013" in shown
+    assert 'A"}' in shown and 'B"}' in shown
