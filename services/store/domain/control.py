@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg.errors import UniqueViolation
+from psycopg.errors import ForeignKeyViolation, UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
@@ -326,6 +326,11 @@ class ControlPlane:
                 conn.execute(q.INSERT_MEMBER, (member_id, workspace_id, handle, role))
         except UniqueViolation:
             raise errors.AlreadyExists(f"handle: {handle!r} is taken in this workspace") from None
+        except ForeignKeyViolation:
+            # Deleted since it was looked up (or still cached here after a
+            # delete elsewhere): the workspace is gone, as the lookup says.
+            self.forget_workspace(workspace_id)
+            raise errors.NotFound("workspace not found") from None
         return self.member(member_id)
 
     def member(self, member_id: str) -> Member:
@@ -360,8 +365,12 @@ class ControlPlane:
         if len(label) > 200:
             raise errors.InvalidArgument("label", "at most 200 characters")
         scope = sorted(set(purposes), key=PURPOSES.index)
-        with self.dbs.control_conn() as conn:
-            return self._insert_token(conn, member_id, label, scope, read_only, lifetime)
+        try:
+            with self.dbs.control_conn() as conn:
+                return self._insert_token(conn, member_id, label, scope, read_only, lifetime)
+        except ForeignKeyViolation:
+            # The member's workspace was deleted since the checks above.
+            raise errors.NotFound("member not found") from None
 
     @staticmethod
     def _insert_token(
