@@ -3,7 +3,9 @@
     python -m benchmarks.soak --minutes 10 --out /tmp/soak.json
 
 Starts the stack (embedded Postgres, every service and the embedding job as
-processes), seeds 100 workspaces with three members each, and runs mixed
+processes), seeds 100 workspaces with three members each, has every member
+call once and every workspace sign in to the review page (so that state kept
+per token and per workspace is there at the baseline), and runs mixed
 traffic over them from several threads (benchmarks/soak_traffic.py: recall,
 read, every write tool, the graph tools, the review calls and the review
 page). After a warm-up, the store, rank, embed, the embedding job and
@@ -18,7 +20,9 @@ memories embedded for the job), and each process's resident memory, threads,
 file descriptors and Postgres connections at the end of the warm-up, after
 its own warm-up (a process started again: just before the next fault, or
 halfway through the tail) and at the end of the run, with any figure that
-grew past 10% from the second to the third.
+grew past 10% from the second to the third (Postgres connections: only when
+also past the process's designed ceiling), and each process's memory and
+connections every minute from the warm-up on (``usage_series``).
 
 The probe workspace takes no other traffic. Nothing here asserts a time:
 tests/faults/test_soak.py runs two minutes and asserts the outcomes."""
@@ -167,6 +171,37 @@ def fault(stack: Stack, ledger: Ledger, probe: Tenant, name: str, down: float) -
     }
 
 
+class Sampler:
+    """Each process's resident memory and Postgres connections every
+    ``every`` seconds from the end of the warm-up, beside the two points the
+    growth is judged by: whether a figure levels off (state filling up to a
+    bound) or keeps climbing with the calls (a leak) shows in the series."""
+
+    def __init__(self, stack: Stack, began: float, every: float) -> None:
+        self.stack = stack
+        self.began = began
+        self.every = every
+        self.samples: list[dict[str, Any]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="soak-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                now = soak_resources.snapshot(self.stack)
+            except (OSError, ValueError, KeyError, AssertionError):
+                continue  # a process or Postgres between a kill and its start
+            self.samples.append(
+                {
+                    "seconds": round(time.monotonic() - self.began),
+                    "rss_mb": {name: u["rss_mb"] for name, u in now.items()},
+                    "pg_connections": {
+                        name: u["pg_connections"] for name, u in now.items() if name != "postgres"
+                    },
+                }
+            )
+
+
 def errors_by_phase(ledger: Ledger) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for (phase, code), n in sorted(ledger.errors.items()):
@@ -195,6 +230,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with psycopg.connect(stack.database_url, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
         review = stack.review_url
+        soak_traffic.prime(tenants, review, args.workers)
+        log("every member has called and every workspace's review page is signed in")
         workers = [
             threading.Thread(
                 target=Worker(i, tenants, ledger, stop, review).run, name=f"soak-{i}", daemon=True
@@ -207,6 +244,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log(f"traffic from {args.workers} threads; warm-up {warmup:.0f} s")
         time.sleep(warmup)
         start_usage = soak_resources.snapshot(stack)
+        sampler = Sampler(stack, began, args.sample)
+        sampler.thread.start()
         # Each process's figures after its own warm-up: at the end of the
         # soak's, or for a process started again, just before the next fault
         # (or halfway through the tail), once it has served a while.
@@ -235,6 +274,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rebase()
         time.sleep(rest / 2)
         end_usage = soak_resources.snapshot(stack)
+        sampler.stop.set()
+        sampler.thread.join()
         log("stopping the traffic; writes in flight finish")
         stop.set()
         for w in workers:
@@ -266,6 +307,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "usage_baseline": baseline,
         "usage_end": end_usage,
         "grew_past_10_percent": soak_resources.growth(baseline, end_usage),
+        "usage_series": sampler.samples,
     }
 
 
@@ -281,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tail", type=float, help="seconds after the last fault")
     parser.add_argument(
         "--faults", nargs="+", choices=FAULTS, default=list(FAULTS), help="what is killed, in turn"
+    )
+    parser.add_argument(
+        "--sample", type=float, default=60.0, help="seconds between samples of the usage series"
     )
     parser.add_argument("--keep", action="store_true", help="keep the state directory (logs)")
     parser.add_argument("--out", type=Path, help="JSON results here")
