@@ -62,13 +62,11 @@ def asserted_caller() -> Caller:
     return Caller(claims.workspace_id, claims.member_id, purpose, role)
 
 
-# A callable rather than type[Resp]: Message's own stubs need not declare
-# the keyword arguments every generated message takes.
-def written(answer: Callable[..., Resp], result: WriteResult) -> Resp:
+def written(answer: type[Resp], result: WriteResult) -> Resp:
     """A write's answer: the memory as it now stands, whether the call was a
     replay, and (a supersede's) the memory it replaced."""
     replaced = {"superseded": memory_msg(result.superseded)} if result.superseded else {}
-    return answer(memory=memory_msg(result.memory), replayed=result.replayed, **replaced)
+    return message_of(answer, result, memory=memory_msg(result.memory), **replaced)
 
 
 # The domain services the tools call; compared by identity, as any servicer.
