@@ -15,9 +15,9 @@ class StoreSettings(EmbedPeer):
     database_url: str = ""
     app_password: str = ""
     # PBKDF2 rounds of the app role's SCRAM verifier (Postgres's own default is
-    # 4096). Every new backend pays them at connect: 3.4 ms of a 7.5 ms
-    # connect here (docs/benchmarks.md), paid by every recall on a workspace
-    # just woken. Rounds slow a guess at a weak password from a stolen
+    # 4096). Every new backend pays them at connect, half of its connect
+    # time here (`python -m benchmarks.scram_connect`), paid by every recall
+    # on a workspace just woken. Rounds slow a guess at a weak password from a stolen
     # verifier; a generated password of 256 random bits cannot be guessed at
     # any rate, so the local stack, which generates it, sets 1. Keep the
     # default for a password a person chose.
