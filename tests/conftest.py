@@ -64,8 +64,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if exitstatus == 0 and not os.environ.get(KEEP_TEMP_ENV):
         shutil.rmtree(own, ignore_errors=True)
+    elif not own.is_dir():
+        # Then every later use of tmp_path failed, and Postgres lost its data
+        # directory: say so, rather than leave a run of unrelated errors.
+        session.config.get_terminal_writer().line(
+            f"the run's temporary directory {own} was removed while the tests ran"
+        )
     else:
-        session.config.get_terminal_writer().line(f"temporary files kept in {own}")
+        # Free space too: a disk filled by other work fails tests at random.
+        free = shutil.disk_usage(own).free / 2**30
+        session.config.get_terminal_writer().line(
+            f"temporary files kept in {own} ({free:.1f} GiB free on its disk)"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
