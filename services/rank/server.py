@@ -18,14 +18,12 @@ from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import rank_pb2, rank_pb2_grpc
-from recallatron.vocabulary import MAX_QUERY_CHARS, MODE
+from recallatron.vocabulary import DEFAULT_RECALL_LIMIT, MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MODE
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Outcome, Pipeline, PipelineConfig, Request
 from services.rank.settings import RankSettings
 
 SERVICE_NAME = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 100
 
 log = logging.getLogger("recallatron.rank")
 
@@ -68,9 +66,11 @@ def request_of(msg: rank_pb2.RankRequest, time_remaining: float | None = None) -
         raise errors.InvalidArgument("query", "is required")
     if len(msg.query) > MAX_QUERY_CHARS:
         raise errors.InvalidArgument("query", f"at most {MAX_QUERY_CHARS} characters")
-    limit = msg.limit or DEFAULT_LIMIT
-    if not 1 <= limit <= MAX_LIMIT:
-        raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_LIMIT}]")
+    # The public limits (recallatron.vocabulary), the gateway's own: one rule
+    # for the field wherever it is checked.
+    limit = msg.limit or DEFAULT_RECALL_LIMIT
+    if not 1 <= limit <= MAX_RECALL_LIMIT:
+        raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
     return Request(
         caller=msg.caller,
         workspace_id=msg.caller.workspace_id,
