@@ -85,8 +85,14 @@ WHERE j.memory_id = due.memory_id AND m.id = j.memory_id
 RETURNING j.memory_id, j.text_revision, m.title, m.body
 """
 # Only the worker that removes the queue entry for this exact text stores a
-# vector: a memory corrected or forgotten meanwhile is skipped.
-COMPLETE = "DELETE FROM embedding_job WHERE memory_id = %s AND text_revision = %s"
+# vector: a memory corrected or forgotten meanwhile is skipped. A whole batch
+# in one statement; the vectors then go in one pipelined round trip.
+COMPLETE = """
+DELETE FROM embedding_job j
+USING unnest(%s::uuid[], %s::bigint[]) AS done(memory_id, text_revision)
+WHERE j.memory_id = done.memory_id AND j.text_revision = done.text_revision
+RETURNING j.memory_id
+"""
 STORE_VECTOR = """
 INSERT INTO memory_embedding (memory_id, model_id, input_version, embedding)
 VALUES (%s, %s, %s, %b)
@@ -301,17 +307,21 @@ class EmbeddingJob:
         model_id: str,
         vectors: Sequence[Sequence[float]],
     ) -> int:
-        stored = 0
+        by_id = {r[0]: v for r, v in zip(rows, vectors, strict=True)}
         with self._pool(workspace).connection() as conn, conn.transaction():
-            for (memory_id, revision, _, _), vector in zip(rows, vectors, strict=True):
-                if conn.execute(COMPLETE, (memory_id, revision)).rowcount == 1:
-                    conn.execute(
+            done = conn.execute(COMPLETE, ([r[0] for r in rows], [r[1] for r in rows]))
+            completed = [str(r[0]) for r in done.fetchall()]
+            if completed:
+                with conn.cursor() as cur:
+                    cur.executemany(
                         STORE_VECTOR,
-                        (memory_id, model_id, EMBED_INPUT_VERSION, _vector(vector)),
+                        [
+                            (memory_id, model_id, EMBED_INPUT_VERSION, _vector(by_id[memory_id]))
+                            for memory_id in completed
+                        ],
                     )
-                    stored += 1
-        EMBEDDED.inc(stored)
-        return stored
+        EMBEDDED.inc(len(completed))
+        return len(completed)
 
     def backlog(self, workspace_id: str) -> int:
         """Rows waiting (parked ones left out); sets both gauges."""

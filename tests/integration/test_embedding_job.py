@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -15,8 +16,10 @@ import pytest
 
 from recallatron_devkit.stack import Stack
 from services.embed.models import BiEncoder
-from services.embedding_job.job import EMBED_INPUT_VERSION, embed_input
-from services.store.infrastructure.db import CONTROL_DATABASE, with_database
+from services.embedding_job.job import EMBED_INPUT_VERSION, EmbeddingJob, embed_input
+from services.store.domain.control import ControlPlane
+from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
+from services.store.settings import StoreSettings
 from tests import dbutil
 from tests.conftest import Team, free_port, wait_for
 
@@ -151,6 +154,59 @@ def test_two_workers_embed_every_memory_exactly_once(stack: Stack, team: Team) -
         (made,),
     )
     assert rows[0] == (150, 150)
+
+
+class FixedEmbedder:
+    """Stands in for the embed service: the rule under test is the job's own
+    (a vector goes in only for the text that was embedded)."""
+
+    model = "fixed-test-model"
+
+    def embed(self, texts: list[str]) -> tuple[str, list[list[float]]]:
+        return self.model, [[1.0] + [0.0] * 383 for _ in texts]
+
+    def model_id(self) -> str:
+        return self.model
+
+
+def test_a_batch_stores_only_the_rows_whose_text_it_embedded(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One memory of a claimed batch is corrected while the batch is being
+    embedded: the others' vectors are stored, its own is not, and its new
+    text stays queued (the batch is completed in one statement)."""
+    ada = team.clients["ada"]
+    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
+    stack.stop_service("embedding-job")
+    for key, value in stack.env_for("embedding-job").items():
+        monkeypatch.setenv(key, value)
+    settings = StoreSettings()
+    dbs = Databases(settings, process="embedding job")
+    try:
+        assert dbs.wait_and_bootstrap(threading.Event())
+        made = [
+            ada.remember(f"Batch rule {i}", f"body {i}", audience_to="workspace").memory
+            for i in range(3)
+        ]
+        job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=FixedEmbedder())  # type: ignore[arg-type]
+        batch = job.claim(team.workspace_id)
+        assert sorted(r[0] for r in batch.rows) == sorted(m.id for m in made)
+        ada.correct(made[1].id, made[1].revision, "typo", body="body one, corrected")
+        assert job.process(batch) == 2
+        stored = dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT memory_id::text FROM memory_embedding WHERE model_id = %s",
+            (FixedEmbedder.model,),
+        )
+        assert {r[0] for r in stored} == {made[0].id, made[2].id}
+        queued = dbutil.query(
+            stack, team.database_name, "SELECT memory_id::text, text_revision FROM embedding_job"
+        )
+        assert queued == [(made[1].id, made[1].revision + 1)]
+    finally:
+        dbs.close()
+        stack.start_service("embedding-job")
 
 
 def test_a_new_input_version_is_rebuilt_and_old_rows_unused(stack: Stack, team: Team) -> None:
