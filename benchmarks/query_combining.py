@@ -34,7 +34,7 @@ BATCH_HISTOGRAM = "recallatron_embed_query_batch_texts"
 
 
 def _cpu_seconds(pid: int) -> float:
-    return rb._tree_cpu({"server": pid})["server"]
+    return rb.tree_cpu({"server": pid})["server"]
 
 
 def _batch_texts(port: int) -> tuple[float, float]:

@@ -73,7 +73,7 @@ def brief(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k not in ("distribution", "classes")}
 
 
-def _tree_cpu(roots: dict[str, int]) -> dict[str, float]:
+def tree_cpu(roots: dict[str, int]) -> dict[str, float]:
     """CPU seconds (user + system) used so far by each named process and all
     its descendants, from /proc (Linux); this process alone (its children are
     the stack's processes, counted under their own names)."""
@@ -694,9 +694,9 @@ def stages(
         return {name: scrape(p, rpc, "method") for name, p in ports.items()}
 
     before, served_before = scrape(port), served()
-    cpu_before = _tree_cpu(roots)
+    cpu_before = tree_cpu(roots)
     run = closed(client, pools, "hybrid", False, 1, args.duration)
-    cpu_after = _tree_cpu(roots)
+    cpu_after = tree_cpu(roots)
     after, served_after = scrape(port), served()
     out: dict[str, Any] = {stage: round(ms, 2) for stage, ms in means_ms(before, after).items()}
     # The load generator's own process includes this benchmark's threads.

@@ -41,7 +41,7 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.recall_bench import _tree_cpu, cpu_roots
+from benchmarks.recall_bench import cpu_roots, tree_cpu
 from recallatron.client import Client
 from recallatron_devkit.load import models_dir as load_models_dir
 from recallatron_devkit.stack import Stack, metrics_everywhere, own_config, running
@@ -136,9 +136,9 @@ class Tenants:
     def idle_cpu(self, seconds: float) -> dict[str, float]:
         roots = cpu_roots(self.stack)
         roots.pop("load generator", None)
-        before = _tree_cpu(roots)
+        before = tree_cpu(roots)
         time.sleep(seconds)
-        after = _tree_cpu(roots)
+        after = tree_cpu(roots)
         per = {name: 100.0 * (after[name] - before[name]) / seconds for name in roots}
         return {"total": sum(per.values()), **per}
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import services
+from benchmarks.recall_bench import cpu_roots, tree_cpu
 from recallatron.client import Client
 from recallatron_devkit import synthetic
 from recallatron_devkit.load import models_dir
@@ -84,12 +85,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         position = [0] * args.writers
         run_closed_loop(make_call(clients, pool, position), args.writers, args.warmup, Recorder())
         before = clients[0].status()
+        roots = cpu_roots(stack)
+        cpu_before = tree_cpu(roots)
         recorder = Recorder()
         elapsed = run_closed_loop(
             make_call(clients, pool, position), args.writers, args.duration, recorder
         )
+        cpu_after = tree_cpu(roots)
         after = clients[0].status()
     s = recorder.summary(elapsed)
+    # CPU of each process (with its children: Postgres's backends) over the
+    # measured seconds, per acknowledged remember.
+    done = max(1, int(s["requests"]))
+    cpu_ms = {k: round(1000 * (cpu_after[k] - cpu_before[k]) / done, 3) for k in roots}
     return {
         "command": shlex.join([sys.executable, "-m", "benchmarks.write_bench", *sys.argv[1:]]),
         "code": str(Path(services.__file__).parent.parent),
@@ -106,6 +114,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "errors": s["errors"],
         "embedded_during_run": after.embedded - before.embedded,
         "memories_at_end": after.memories,
+        "cpu_ms_per_remember": {**cpu_ms, "all": round(sum(cpu_ms.values()), 3)},
     }
 
 
@@ -134,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         f"remember {r['remember_per_s']}/s ({r['requests']} in {r['duration_s']} s)  "
         f"p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms  max {r['max_ms']} ms  errors: {errors}\n"
         f"embedded during the run: {r['embedded_during_run']}; "
-        f"memories at the end: {r['memories_at_end']}"
+        f"memories at the end: {r['memories_at_end']}\n"
+        "CPU ms per remember: " + ", ".join(f"{k} {v}" for k, v in r["cpu_ms_per_remember"].items())
     )
     return 0
 
