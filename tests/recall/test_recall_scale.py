@@ -650,3 +650,87 @@ def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
                         assert f"Seq Scan on {table} " not in plan + " ", plan
     finally:
         dbs.close()
+
+
+# What a read (and every write's read-back) runs, by what each statement reads.
+_READ_STATEMENTS = (
+    "WITH RECURSIVE newer",
+    "FROM memory_link l",
+    "FROM mention mn",
+    "FROM memory_revision",
+    "FROM attribute_claim",
+    "FROM relation_claim",
+    "FROM entity_alias",
+)
+
+
+def test_a_read_runs_on_generic_plans(stack: Stack, team: Team) -> None:
+    """A read of one memory with its provenance, as each write reads its
+    memory back: once the driver has prepared the statements, none is planned
+    again per execution (GENERIC_PLANS; before, each was, costing several
+    times its running), and each generic plan still reads the indexes."""
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.memories import MemoryStore
+    from services.store.infrastructure.db import Caller, Databases
+    from services.store.settings import StoreSettings
+
+    ada = team.clients["ada"]
+    first = ada.remember("Apollo kickoff", "The kickoff is in Lisbon.", audience_to="workspace")
+    made = ada.remember(
+        "Robin leads Apollo",
+        "Robin Goodwin leads the Apollo project.",
+        audience_to="workspace",
+        about=[first.memory.id],
+        mention_names=["Robin Goodwin"],
+        claims=[{"entity": {"name": "Robin Goodwin"}, "attribute": "city", "value": "Lisbon"}],
+        relations=[
+            {
+                "subject": {"name": "Robin Goodwin"},
+                "predicate": "leads",
+                "object": {"name": "Apollo"},
+            }
+        ],
+        aliases=[{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
+    ).memory
+    dbs = Databases(
+        StoreSettings(
+            database_url=stack.database_url,
+            app_password=stack.app_password,
+            pool_min_size=1,
+            pool_max_size=1,
+        )
+    )
+    try:
+        dbs.bootstrap()
+        control = ControlPlane(dbs)
+        caller = Caller(team.workspace_id, team.members["ada"], "assist")
+        memories = MemoryStore(dbs, control)
+        for _ in range(8):  # past the driver's prepare threshold (5)
+            (view,) = memories.read(caller, [made.id])
+            assert view.links and view.mentions and view.claims and view.relations and view.aliases
+        with control.caller_pool(caller).connection() as conn:
+            prepared = conn.execute(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            ).fetchall()
+            conn.rollback()
+            ours = {m: [row for row in prepared if m in row[0]] for m in _READ_STATEMENTS}
+            for marker, rows in ours.items():
+                assert rows, (marker, prepared)
+                for statement, generic, custom in rows:
+                    assert custom == 0 and generic >= 1, (statement, generic, custom)
+            with conn.transaction():
+                conn.execute(
+                    SET_LOCALS,
+                    (
+                        ["recallatron.member_id", "recallatron.purpose", "enable_seqscan"],
+                        [team.members["ada"], "assist", "off"],
+                    ),
+                )
+                for statement in {row[0] for rows in ours.values() for row in rows}:
+                    plan = "\n".join(
+                        row[0] for row in conn.execute(f"EXPLAIN (GENERIC_PLAN) {statement}")
+                    )
+                    for table in (*_CARD_TABLES, "memory_link", "memory_revision"):
+                        assert f"Seq Scan on {table} " not in plan + " ", plan
+    finally:
+        dbs.close()

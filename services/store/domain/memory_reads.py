@@ -18,7 +18,7 @@ from recallatron.vocabulary import MAX_READ_IDS, PURPOSES
 from services.store.domain import graph_claims
 from services.store.domain import validation as v
 from services.store.domain.workspace_services import OnWorkspaces
-from services.store.infrastructure.db import Caller
+from services.store.infrastructure.db import GENERIC_PLANS, Caller
 from services.store.sql import memory_queries as mq
 
 
@@ -122,7 +122,10 @@ class MemoryReads(OnWorkspaces):
         self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
     ) -> list[MemoryView]:
         wanted = v.uuid_list(list(ids), "ids", MAX_READ_IDS, min_items=1)
-        with self.transaction(caller) as conn:
+        # Ids in arrays plan alike whatever the values: left to itself,
+        # Postgres planned a one-memory read (every write's read-back) afresh
+        # each time, about 3 ms of planning for 0.4 ms of running.
+        with self.transaction(caller, GENERIC_PLANS) as conn:
             return self._read(conn, wanted, with_provenance, with_revisions=with_provenance)
 
     def _read(
@@ -188,7 +191,7 @@ class MemoryReads(OnWorkspaces):
             raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {MAX_READ_IDS}]")
         if not wanted:
             return Walk([], [])
-        with self.transaction(caller) as conn:
+        with self.transaction(caller, GENERIC_PLANS) as conn:
             array = v.uuid_array(wanted)
             params = {"ids": array, "include_superseded": include_superseded}
             admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]
