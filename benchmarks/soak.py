@@ -274,6 +274,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rebase()
         time.sleep(rest / 2)
         end_usage = soak_resources.snapshot(stack)
+        ceilings = soak_resources.connection_ceilings()
+        with psycopg.connect(stack.database_url, autocommit=True) as conn:
+            ceilings["postgres"] = soak_resources.server_ceiling(conn, ceilings)
         sampler.stop.set()
         sampler.thread.join()
         log("stopping the traffic; writes in flight finish")
@@ -306,7 +309,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "usage_start": start_usage,
         "usage_baseline": baseline,
         "usage_end": end_usage,
-        "grew_past_10_percent": soak_resources.growth(baseline, end_usage),
+        "grew_past_10_percent": soak_resources.growth(baseline, end_usage, ceilings),
         "usage_series": sampler.samples,
     }
 

@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psycopg
+
 from recallatron_devkit.stack import Stack
 from services.store.infrastructure.servers import demand
 from services.store.settings import StoreSettings
@@ -141,6 +143,28 @@ def connection_ceilings(settings: StoreSettings | None = None) -> dict[str, int]
     }
 
 
+# Processes of the server's own beside the client backends (postgres_usage
+# counts every child): the checkpointer, background writer, WAL writer,
+# autovacuum launcher and logical replication launcher, then those its
+# settings bound (SERVER_WORKERS).
+AUXILIARY_PROCESSES = 5
+SERVER_WORKERS = """
+SELECT current_setting('autovacuum_max_workers')::int
+     + current_setting('max_worker_processes')::int
+     + coalesce(current_setting('io_workers', true)::int, 0)
+"""
+
+
+def server_ceiling(conn: psycopg.Connection, ceilings: dict[str, int]) -> int:
+    """The most child processes the server has by design while the store and
+    the job hold their ceilings: theirs, this tool's own connection, and the
+    server's own processes (autovacuum and parallel workers come and go with
+    the load, so a count of them alone can grow by several in two minutes)."""
+    row = conn.execute(SERVER_WORKERS).fetchone()
+    workers = int(row[0]) if row else 0
+    return sum(ceilings.values()) + 1 + AUXILIARY_PROCESSES + workers
+
+
 def growth(
     start: dict[str, dict[str, float]],
     end: dict[str, dict[str, float]],
@@ -148,7 +172,7 @@ def growth(
 ) -> list[str]:
     """Each figure that grew past 10% (plus its slack) from start to end; a
     process's Postgres connections only when also past its ceiling
-    (:func:`connection_ceilings`)."""
+    (:func:`connection_ceilings`; the server's under "postgres": :func:`server_ceiling`)."""
     ceilings = connection_ceilings() if ceilings is None else ceilings
     over = []
     for name, figures in start.items():
