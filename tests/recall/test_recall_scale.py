@@ -575,6 +575,35 @@ _CARD_STATEMENTS = (
 )
 
 
+def assert_generic_plans(
+    conn: psycopg.Connection, member_id: str, markers: Sequence[str], tables: Sequence[str]
+) -> None:
+    """Each prepared statement of the session, by what it reads (``markers``),
+    planned only generically; and each generic plan, with sequential scans
+    off, reads none of ``tables`` whole."""
+    prepared = conn.execute(
+        "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+    ).fetchall()
+    conn.rollback()
+    ours = {marker: [row for row in prepared if marker in row[0]] for marker in markers}
+    for marker, rows in ours.items():
+        assert rows, (marker, prepared)
+        for statement, generic, custom in rows:
+            assert custom == 0 and generic >= 1, (statement, generic, custom)
+    with conn.transaction():
+        conn.execute(
+            SET_LOCALS,
+            (
+                ["recallatron.member_id", "recallatron.purpose", "enable_seqscan"],
+                [member_id, "assist", "off"],
+            ),
+        )
+        for statement in {row[0] for rows in ours.values() for row in rows}:
+            plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN (GENERIC_PLAN) {statement}"))
+            for table in tables:
+                assert f"Seq Scan on {table} " not in plan + " ", plan
+
+
 def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
     stack: Stack, team: Team
 ) -> None:
@@ -622,32 +651,7 @@ def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
             assert card.attributes and card.relations and card.aliases and card.mentioned_by
             assert queries.lexical(caller, "Apollo project Lisbon", 50, r.Filters()).candidates
         with control.caller_pool(caller).connection() as conn:
-            prepared = conn.execute(
-                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
-            ).fetchall()
-            conn.rollback()
-            # Each statement of the two transactions, by what it reads.
-            ours = {
-                marker: [row for row in prepared if marker in row[0]] for marker in _CARD_STATEMENTS
-            }
-            for marker, rows in ours.items():
-                assert rows, (marker, prepared)
-                for statement, generic, custom in rows:
-                    assert custom == 0 and generic >= 1, (statement, generic, custom)
-            with conn.transaction():
-                conn.execute(
-                    SET_LOCALS,
-                    (
-                        ["recallatron.member_id", "recallatron.purpose", "enable_seqscan"],
-                        [team.members["ada"], "assist", "off"],
-                    ),
-                )
-                for statement in {row[0] for rows in ours.values() for row in rows}:
-                    plan = "\n".join(
-                        row[0] for row in conn.execute(f"EXPLAIN (GENERIC_PLAN) {statement}")
-                    )
-                    for table in _CARD_TABLES:
-                        assert f"Seq Scan on {table} " not in plan + " ", plan
+            assert_generic_plans(conn, caller.member_id, _CARD_STATEMENTS, _CARD_TABLES)
     finally:
         dbs.close()
 
@@ -709,28 +713,7 @@ def test_a_read_runs_on_generic_plans(stack: Stack, team: Team) -> None:
             (view,) = memories.read(caller, [made.id])
             assert view.links and view.mentions and view.claims and view.relations and view.aliases
         with control.caller_pool(caller).connection() as conn:
-            prepared = conn.execute(
-                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
-            ).fetchall()
-            conn.rollback()
-            ours = {m: [row for row in prepared if m in row[0]] for m in _READ_STATEMENTS}
-            for marker, rows in ours.items():
-                assert rows, (marker, prepared)
-                for statement, generic, custom in rows:
-                    assert custom == 0 and generic >= 1, (statement, generic, custom)
-            with conn.transaction():
-                conn.execute(
-                    SET_LOCALS,
-                    (
-                        ["recallatron.member_id", "recallatron.purpose", "enable_seqscan"],
-                        [team.members["ada"], "assist", "off"],
-                    ),
-                )
-                for statement in {row[0] for rows in ours.values() for row in rows}:
-                    plan = "\n".join(
-                        row[0] for row in conn.execute(f"EXPLAIN (GENERIC_PLAN) {statement}")
-                    )
-                    for table in (*_CARD_TABLES, "memory_link", "memory_revision"):
-                        assert f"Seq Scan on {table} " not in plan + " ", plan
+            tables = (*_CARD_TABLES, "memory_link", "memory_revision")
+            assert_generic_plans(conn, caller.member_id, _READ_STATEMENTS, tables)
     finally:
         dbs.close()
