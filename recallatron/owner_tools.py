@@ -7,15 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from recallatron.protojson import Arg, Shown
+from recallatron.tool_args import IDENTIFIER, PAGE_TOKEN, PURPOSE, UUID
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (
     DEFAULT_LIST_PAGE,
-    DEFAULT_PURPOSE,
-    IDENTIFIER_PATTERN,
     KINDS,
     MAX_AUDIT_ACTIONS,
     MAX_AUDIT_PAGE,
-    MAX_IDENTIFIER,
     MAX_LIST_PAGE,
 )
 
@@ -30,24 +28,14 @@ OWNER_SHOWN: dict[str, Shown] = {
     pb.AuditEvent.DESCRIPTOR.full_name: Shown(empty_is_null=frozenset({"memory_id"})),
 }
 
-_PAGE_TOKEN = Arg({"maxLength": 1000})
-_UUID = {"format": "uuid"}
-_IDENTIFIER = {"pattern": IDENTIFIER_PATTERN, "maxLength": MAX_IDENTIFIER}
-_PURPOSE = Arg(
-    {
-        "default": DEFAULT_PURPOSE,
-        "description": "Why you are asking; only memories stored for this purpose are visible.",
-    }
-)
-
 
 def _paged(most: int) -> dict[str, Arg]:
     """A listing's last arguments: its page (of at most ``most``), the token
     of the next, and the purpose."""
     return {
         "page_size": Arg({"minimum": 1, "maximum": most, "default": DEFAULT_LIST_PAGE}),
-        "page_token": _PAGE_TOKEN,
-        "purpose": _PURPOSE,
+        "page_token": PAGE_TOKEN,
+        "purpose": PURPOSE,
     }
 
 
@@ -65,9 +53,9 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
         ),
         method="ListMemories",
         args={
-            "created_by": Arg({**_UUID, "description": "Only memories this member wrote."}),
+            "created_by": Arg({**UUID, "description": "Only memories this member wrote."}),
             "kinds": Arg({"maxItems": len(KINDS)}),
-            "episode_id": Arg(_UUID),
+            "episode_id": Arg(UUID),
             "from": Arg({"description": "Created from this time (RFC 3339, inclusive)."}),
             "to": Arg({"description": "Created before this time (RFC 3339, exclusive)."}),
             "include_superseded": Arg({"default": False}),
@@ -88,8 +76,8 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
         ),
         method="ListAuditEvents",
         args={
-            "member_id": Arg({**_UUID, "description": "Only what this member did."}),
-            "actions": Arg({"maxItems": MAX_AUDIT_ACTIONS}, items=_IDENTIFIER),
+            "member_id": Arg({**UUID, "description": "Only what this member did."}),
+            "actions": Arg({"maxItems": MAX_AUDIT_ACTIONS}, items=IDENTIFIER),
             "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
             "to": Arg({"description": "Before this time (RFC 3339, exclusive)."}),
             **_paged(MAX_AUDIT_PAGE),

@@ -28,12 +28,11 @@ from recallatron.protojson import (
     to_json,
     to_message,
 )
+from recallatron.tool_args import IDENTIFIER, PAGE_TOKEN, PURPOSE, UUID
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (
-    DEFAULT_PURPOSE,
     DEFAULT_RECALL_LIMIT,
-    IDENTIFIER_PATTERN,
     MAX_ALIASES,
     MAX_BODY,
     MAX_CARD_ITEMS,
@@ -41,7 +40,6 @@ from recallatron.vocabulary import (
     MAX_CLAIMS,
     MAX_ENTITY_NAME,
     MAX_HOPS,
-    MAX_IDENTIFIER,
     MAX_LINKS,
     MAX_MENTIONS,
     MAX_NEIGHBOR_EDGES,
@@ -58,15 +56,7 @@ from recallatron.vocabulary import (
 
 # -- arguments: what the descriptors cannot say -------------------------------------
 
-_IDENTIFIER = {"pattern": IDENTIFIER_PATTERN, "maxLength": MAX_IDENTIFIER}
-_UUID = {"format": "uuid"}
 _UNIT = {"minimum": 0, "maximum": 1}
-_PURPOSE = Arg(
-    {
-        "default": DEFAULT_PURPOSE,
-        "description": "Why you are asking; only memories stored for this purpose are visible.",
-    }
-)
 _REQUEST_ID = Arg(
     {
         "maxLength": MAX_REQUEST_ID,
@@ -76,6 +66,7 @@ _REQUEST_ID = Arg(
 )
 _REQUIRED = Arg(required=True)
 _REASON = Arg({"maxLength": MAX_REASON})
+_REQUIRED_REASON = Arg(_REASON.schema, required=True)
 _VALIDITY = {
     "valid_from": Arg({"description": "When it starts to hold (RFC 3339); open if left out."}),
     "valid_until": Arg({"description": "When it stops holding (RFC 3339); open if left out."}),
@@ -86,10 +77,10 @@ _VALIDITY = {
 NESTED: dict[str, Args] = {
     cpb.MentionInput.DESCRIPTOR.full_name: Args(
         {
-            "entity_id": Arg(_UUID),
+            "entity_id": Arg(UUID),
             "name": Arg({"maxLength": MAX_ENTITY_NAME}),
             "type": Arg(
-                {**_IDENTIFIER, "description": "A new entity's type, such as person or project."}
+                {**IDENTIFIER, "description": "A new entity's type, such as person or project."}
             ),
         },
         {
@@ -100,7 +91,7 @@ NESTED: dict[str, Args] = {
     cpb.ClaimInput.DESCRIPTOR.full_name: Args(
         {
             "entity": _REQUIRED,
-            "attribute": Arg(_IDENTIFIER, required=True),
+            "attribute": Arg(IDENTIFIER, required=True),
             "value": Arg({"maxLength": MAX_CLAIM_VALUE}, required=True),
             **_VALIDITY,
         }
@@ -108,7 +99,7 @@ NESTED: dict[str, Args] = {
     cpb.RelationInput.DESCRIPTOR.full_name: Args(
         {
             "subject": _REQUIRED,
-            "predicate": Arg(_IDENTIFIER, required=True),
+            "predicate": Arg(IDENTIFIER, required=True),
             "object": _REQUIRED,
             **_VALIDITY,
         }
@@ -119,7 +110,7 @@ NESTED: dict[str, Args] = {
     # Recall takes its filters as arguments of its own (filters: inline).
     cpb.RecallFilters.DESCRIPTOR.full_name: Args(
         {
-            "mention_entity_ids": Arg(name="mentions", items=_UUID),
+            "mention_entity_ids": Arg(name="mentions", items=UUID),
             "include_superseded": Arg({"default": False}),
         }
     ),
@@ -303,7 +294,7 @@ TOOLS: tuple[Tool, ...] = (
             "limit": Arg(
                 {"minimum": 1, "maximum": MAX_RECALL_LIMIT, "default": DEFAULT_RECALL_LIMIT}
             ),
-            "purpose": _PURPOSE,
+            "purpose": PURPOSE,
             "filters": Arg(inline=True),
             "skip_rerank": Arg(hidden=True),
             "include_history": Arg({"default": False}),
@@ -318,7 +309,7 @@ TOOLS: tuple[Tool, ...] = (
         "may see), the supersession chain both ways, mentions, revision, origin, confidence, "
         "audience, purposes and times. An id you may not see reads as not found.",
         "Read",
-        {"ids": Arg({"maxItems": MAX_READ_IDS}, required=True), "purpose": _PURPOSE},
+        {"ids": Arg({"maxItems": MAX_READ_IDS}, required=True), "purpose": PURPOSE},
         read_only=True,
         destructive=False,
     ),
@@ -336,9 +327,9 @@ TOOLS: tuple[Tool, ...] = (
             **_NEW_MEMORY,
             "about_ids": Arg({"maxItems": MAX_LINKS}, name="about"),
             "episode_id": Arg(
-                {**_UUID, "description": "The episode (conversation or event) it belongs to."}
+                {**UUID, "description": "The episode (conversation or event) it belongs to."}
             ),
-            "purpose": _PURPOSE,
+            "purpose": PURPOSE,
             "occurred_at": Arg(hidden=True),
         },
         read_only=False,
@@ -357,7 +348,7 @@ TOOLS: tuple[Tool, ...] = (
                 {"minItems": 1, "maxItems": MAX_LINKS}, name="sources", required=True
             ),
             **_NEW_MEMORY,
-            "purpose": _PURPOSE,
+            "purpose": PURPOSE,
         },
         read_only=False,
         destructive=False,
@@ -376,8 +367,8 @@ TOOLS: tuple[Tool, ...] = (
             "confidence": Arg(_UNIT),
             **_GRAPH,
             "replace_claims": Arg(_REPLACE_CLAIMS),
-            "reason": Arg(_REASON.schema, required=True),
-            "purpose": _PURPOSE,
+            "reason": _REQUIRED_REASON,
+            "purpose": PURPOSE,
         },
         read_only=False,
         # Overwrites title, body or confidence in place.
@@ -401,7 +392,7 @@ TOOLS: tuple[Tool, ...] = (
                 }
             ),
             "reason": _REASON,
-            "purpose": _PURPOSE,
+            "purpose": PURPOSE,
             "source_ids": Arg(hidden=True),
         },
         read_only=False,
@@ -419,8 +410,8 @@ TOOLS: tuple[Tool, ...] = (
         {
             "request_id": _REQUEST_ID,
             "id": _REQUIRED,
-            "reason": Arg(_REASON.schema, required=True),
-            "purpose": _PURPOSE,
+            "reason": _REQUIRED_REASON,
+            "purpose": PURPOSE,
         },
         read_only=False,
         # Purges the text and the embedding.
@@ -445,7 +436,7 @@ TOOLS: tuple[Tool, ...] = (
         {
             "name": Arg({"maxLength": MAX_ENTITY_NAME}, required=True),
             "as_of": Arg({"description": "Answer as of this time (RFC 3339)."}),
-            "purpose": _PURPOSE,
+            "purpose": PURPOSE,
             "include_history": Arg({"default": False}),
             "partial": Arg({"default": False}),
         },
@@ -461,11 +452,11 @@ TOOLS: tuple[Tool, ...] = (
         f"{MAX_NEIGHBOR_EDGES} edges, newest statements first (truncated says a cap cut).",
         "Neighbors",
         {
-            "entity_id": Arg(_UUID, required=True),
+            "entity_id": Arg(UUID, required=True),
             "hops": Arg({"minimum": 1, "maximum": MAX_HOPS, "default": 1}),
-            "predicates": Arg({"maxItems": 20}, items=_IDENTIFIER),
+            "predicates": Arg({"maxItems": 20}, items=IDENTIFIER),
             "as_of": Arg({"description": "Walk the relations as of this time."}),
-            "purpose": _PURPOSE,
+            "purpose": PURPOSE,
         },
         read_only=True,
         destructive=False,
@@ -481,12 +472,12 @@ TOOLS: tuple[Tool, ...] = (
         f"At most {MAX_TIMELINE_EVENTS} events per page; pass next_page_token for more.",
         "Timeline",
         {
-            "entity_id": Arg(_UUID),
-            "episode_id": Arg(_UUID),
+            "entity_id": Arg(UUID),
+            "episode_id": Arg(UUID),
             "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
             "to": Arg({"description": "Until this time (RFC 3339, exclusive)."}),
-            "page_token": Arg({"maxLength": 1000}),
-            "purpose": _PURPOSE,
+            "page_token": PAGE_TOKEN,
+            "purpose": PURPOSE,
         },
         read_only=True,
         destructive=False,
