@@ -97,60 +97,15 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsResponse.FromString,
                 _registered_method=True)
-        self.CreateMemory = channel.unary_unary(
-                '/recallatron.v1.StoreService/CreateMemory',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.CreateMemoryRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.CreateMemoryResponse.FromString,
-                _registered_method=True)
-        self.DeriveMemory = channel.unary_unary(
-                '/recallatron.v1.StoreService/DeriveMemory',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.DeriveMemoryRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.DeriveMemoryResponse.FromString,
-                _registered_method=True)
-        self.CorrectMemory = channel.unary_unary(
-                '/recallatron.v1.StoreService/CorrectMemory',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.CorrectMemoryRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.CorrectMemoryResponse.FromString,
-                _registered_method=True)
-        self.SupersedeMemory = channel.unary_unary(
-                '/recallatron.v1.StoreService/SupersedeMemory',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.SupersedeMemoryRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.SupersedeMemoryResponse.FromString,
-                _registered_method=True)
-        self.ForgetMemory = channel.unary_unary(
-                '/recallatron.v1.StoreService/ForgetMemory',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.ForgetMemoryRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.ForgetMemoryResponse.FromString,
-                _registered_method=True)
         self.GetMemories = channel.unary_unary(
                 '/recallatron.v1.StoreService/GetMemories',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesResponse.FromString,
                 _registered_method=True)
-        self.LookupEntities = channel.unary_unary(
-                '/recallatron.v1.StoreService/LookupEntities',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesResponse.FromString,
-                _registered_method=True)
-        self.EntityNeighbors = channel.unary_unary(
-                '/recallatron.v1.StoreService/EntityNeighbors',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.FromString,
-                _registered_method=True)
         self.NamedEntities = channel.unary_unary(
                 '/recallatron.v1.StoreService/NamedEntities',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.FromString,
-                _registered_method=True)
-        self.CreateEpisode = channel.unary_unary(
-                '/recallatron.v1.StoreService/CreateEpisode',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeResponse.FromString,
-                _registered_method=True)
-        self.Timeline = channel.unary_unary(
-                '/recallatron.v1.StoreService/Timeline',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineResponse.FromString,
                 _registered_method=True)
         self.LexicalCandidates = channel.unary_unary(
                 '/recallatron.v1.StoreService/LexicalCandidates',
@@ -181,36 +136,6 @@ class StoreServiceStub:
                 '/recallatron.v1.StoreService/ListDuplicatePairs',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsResponse.FromString,
-                _registered_method=True)
-        self.DismissDuplicatePair = channel.unary_unary(
-                '/recallatron.v1.StoreService/DismissDuplicatePair',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.FromString,
-                _registered_method=True)
-        self.ListEntityPairs = channel.unary_unary(
-                '/recallatron.v1.StoreService/ListEntityPairs',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsResponse.FromString,
-                _registered_method=True)
-        self.MergeEntities = channel.unary_unary(
-                '/recallatron.v1.StoreService/MergeEntities',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesResponse.FromString,
-                _registered_method=True)
-        self.KeepEntitiesApart = channel.unary_unary(
-                '/recallatron.v1.StoreService/KeepEntitiesApart',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartResponse.FromString,
-                _registered_method=True)
-        self.UndoEntityMerge = channel.unary_unary(
-                '/recallatron.v1.StoreService/UndoEntityMerge',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeResponse.FromString,
-                _registered_method=True)
-        self.ListEntityMerges = channel.unary_unary(
-                '/recallatron.v1.StoreService/ListEntityMerges',
-                request_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesResponse.FromString,
                 _registered_method=True)
 
 
@@ -307,52 +232,10 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def CreateMemory(self, request, context):
-        """The memory tools, eligibility applied for the caller.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def DeriveMemory(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CorrectMemory(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SupersedeMemory(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ForgetMemory(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def GetMemories(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def LookupEntities(self, request, context):
-        """The graph (design §7): lookup by exact name or alias, bounded traversal.
+        """The tools themselves are ToolService's (tools.proto). Here: memories read
+        for the review page, eligibility applied for the caller.
         """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def EntityNeighbors(self, request, context):
-        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -360,19 +243,6 @@ class StoreServiceServicer:
     def NamedEntities(self, request, context):
         """The entities a text names exactly (recall's entity cards).
         """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CreateEpisode(self, request, context):
-        """Episodes and timelines.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Timeline(self, request, context):
-        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -417,43 +287,6 @@ class StoreServiceServicer:
         """Dedup review: pairs at cosine >= 0.80 among the newest memories the
         caller may see, dismissed pairs left out.
         """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def DismissDuplicatePair(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListEntityPairs(self, request, context):
-        """Entity merge, decided by an owner (design §8.5).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def MergeEntities(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def KeepEntitiesApart(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def UndoEntityMerge(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListEntityMerges(self, request, context):
-        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -521,60 +354,15 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsResponse.SerializeToString,
             ),
-            'CreateMemory': grpc.unary_unary_rpc_method_handler(
-                    servicer.CreateMemory,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.CreateMemoryRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.CreateMemoryResponse.SerializeToString,
-            ),
-            'DeriveMemory': grpc.unary_unary_rpc_method_handler(
-                    servicer.DeriveMemory,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.DeriveMemoryRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.DeriveMemoryResponse.SerializeToString,
-            ),
-            'CorrectMemory': grpc.unary_unary_rpc_method_handler(
-                    servicer.CorrectMemory,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.CorrectMemoryRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.CorrectMemoryResponse.SerializeToString,
-            ),
-            'SupersedeMemory': grpc.unary_unary_rpc_method_handler(
-                    servicer.SupersedeMemory,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.SupersedeMemoryRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.SupersedeMemoryResponse.SerializeToString,
-            ),
-            'ForgetMemory': grpc.unary_unary_rpc_method_handler(
-                    servicer.ForgetMemory,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.ForgetMemoryRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.ForgetMemoryResponse.SerializeToString,
-            ),
             'GetMemories': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMemories,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.GetMemoriesResponse.SerializeToString,
             ),
-            'LookupEntities': grpc.unary_unary_rpc_method_handler(
-                    servicer.LookupEntities,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.LookupEntitiesResponse.SerializeToString,
-            ),
-            'EntityNeighbors': grpc.unary_unary_rpc_method_handler(
-                    servicer.EntityNeighbors,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.SerializeToString,
-            ),
             'NamedEntities': grpc.unary_unary_rpc_method_handler(
                     servicer.NamedEntities,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.SerializeToString,
-            ),
-            'CreateEpisode': grpc.unary_unary_rpc_method_handler(
-                    servicer.CreateEpisode,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeResponse.SerializeToString,
-            ),
-            'Timeline': grpc.unary_unary_rpc_method_handler(
-                    servicer.Timeline,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineResponse.SerializeToString,
             ),
             'LexicalCandidates': grpc.unary_unary_rpc_method_handler(
                     servicer.LexicalCandidates,
@@ -605,36 +393,6 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.ListDuplicatePairs,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsResponse.SerializeToString,
-            ),
-            'DismissDuplicatePair': grpc.unary_unary_rpc_method_handler(
-                    servicer.DismissDuplicatePair,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.SerializeToString,
-            ),
-            'ListEntityPairs': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListEntityPairs,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsResponse.SerializeToString,
-            ),
-            'MergeEntities': grpc.unary_unary_rpc_method_handler(
-                    servicer.MergeEntities,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesResponse.SerializeToString,
-            ),
-            'KeepEntitiesApart': grpc.unary_unary_rpc_method_handler(
-                    servicer.KeepEntitiesApart,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartResponse.SerializeToString,
-            ),
-            'UndoEntityMerge': grpc.unary_unary_rpc_method_handler(
-                    servicer.UndoEntityMerge,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeResponse.SerializeToString,
-            ),
-            'ListEntityMerges': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListEntityMerges,
-                    request_deserializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -975,141 +733,6 @@ class StoreService:
             _registered_method=True)
 
     @staticmethod
-    def CreateMemory(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/CreateMemory',
-            recallatron_dot_v1_dot_store__pb2.CreateMemoryRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.CreateMemoryResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def DeriveMemory(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/DeriveMemory',
-            recallatron_dot_v1_dot_store__pb2.DeriveMemoryRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.DeriveMemoryResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CorrectMemory(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/CorrectMemory',
-            recallatron_dot_v1_dot_store__pb2.CorrectMemoryRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.CorrectMemoryResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SupersedeMemory(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/SupersedeMemory',
-            recallatron_dot_v1_dot_store__pb2.SupersedeMemoryRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.SupersedeMemoryResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ForgetMemory(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/ForgetMemory',
-            recallatron_dot_v1_dot_store__pb2.ForgetMemoryRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.ForgetMemoryResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def GetMemories(request,
             target,
             options=(),
@@ -1137,60 +760,6 @@ class StoreService:
             _registered_method=True)
 
     @staticmethod
-    def LookupEntities(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/LookupEntities',
-            recallatron_dot_v1_dot_store__pb2.LookupEntitiesRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.LookupEntitiesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def EntityNeighbors(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/EntityNeighbors',
-            recallatron_dot_v1_dot_store__pb2.EntityNeighborsRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.EntityNeighborsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def NamedEntities(request,
             target,
             options=(),
@@ -1207,60 +776,6 @@ class StoreService:
             '/recallatron.v1.StoreService/NamedEntities',
             recallatron_dot_v1_dot_store__pb2.NamedEntitiesRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.NamedEntitiesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CreateEpisode(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/CreateEpisode',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceCreateEpisodeResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Timeline(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/Timeline',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceTimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1423,168 +938,6 @@ class StoreService:
             '/recallatron.v1.StoreService/ListDuplicatePairs',
             recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.StoreServiceListDuplicatePairsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def DismissDuplicatePair(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/DismissDuplicatePair',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceDismissDuplicatePairResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListEntityPairs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/ListEntityPairs',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityPairsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def MergeEntities(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/MergeEntities',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceMergeEntitiesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def KeepEntitiesApart(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/KeepEntitiesApart',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceKeepEntitiesApartResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UndoEntityMerge(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/UndoEntityMerge',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceUndoEntityMergeResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListEntityMerges(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.v1.StoreService/ListEntityMerges',
-            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesRequest.SerializeToString,
-            recallatron_dot_v1_dot_store__pb2.StoreServiceListEntityMergesResponse.FromString,
             options,
             channel_credentials,
             insecure,

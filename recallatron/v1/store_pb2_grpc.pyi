@@ -68,21 +68,12 @@ class StoreServiceStub:
     """
     GetWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]
     UpdateWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]
-    CreateMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateMemoryRequest, _store_pb2.CreateMemoryResponse]
-    """The memory tools, eligibility applied for the caller."""
-    DeriveMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.DeriveMemoryRequest, _store_pb2.DeriveMemoryResponse]
-    CorrectMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.CorrectMemoryRequest, _store_pb2.CorrectMemoryResponse]
-    SupersedeMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.SupersedeMemoryRequest, _store_pb2.SupersedeMemoryResponse]
-    ForgetMemory: _grpc.UnaryUnaryMultiCallable[_store_pb2.ForgetMemoryRequest, _store_pb2.ForgetMemoryResponse]
     GetMemories: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]
-    LookupEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]
-    """The graph (design §7): lookup by exact name or alias, bounded traversal."""
-    EntityNeighbors: _grpc.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]
+    """The tools themselves are ToolService's (tools.proto). Here: memories read
+    for the review page, eligibility applied for the caller.
+    """
     NamedEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]
     """The entities a text names exactly (recall's entity cards)."""
-    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceCreateEpisodeRequest, _store_pb2.StoreServiceCreateEpisodeResponse]
-    """Episodes and timelines."""
-    Timeline: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceTimelineRequest, _store_pb2.StoreServiceTimelineResponse]
     LexicalCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]
     """Recall support."""
     DenseCandidates: _grpc.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]
@@ -99,13 +90,6 @@ class StoreServiceStub:
     """Dedup review: pairs at cosine >= 0.80 among the newest memories the
     caller may see, dismissed pairs left out.
     """
-    DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceDismissDuplicatePairRequest, _store_pb2.StoreServiceDismissDuplicatePairResponse]
-    ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityPairsRequest, _store_pb2.StoreServiceListEntityPairsResponse]
-    """Entity merge, decided by an owner (design §8.5)."""
-    MergeEntities: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceMergeEntitiesRequest, _store_pb2.StoreServiceMergeEntitiesResponse]
-    KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceKeepEntitiesApartRequest, _store_pb2.StoreServiceKeepEntitiesApartResponse]
-    UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceUndoEntityMergeRequest, _store_pb2.StoreServiceUndoEntityMergeResponse]
-    ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityMergesRequest, _store_pb2.StoreServiceListEntityMergesResponse]
 
 @_typing.type_check_only
 class StoreServiceAsyncStub(StoreServiceStub):
@@ -147,21 +131,12 @@ class StoreServiceAsyncStub(StoreServiceStub):
     """
     GetWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]  # type: ignore[assignment]
     UpdateWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]  # type: ignore[assignment]
-    CreateMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.CreateMemoryRequest, _store_pb2.CreateMemoryResponse]  # type: ignore[assignment]
-    """The memory tools, eligibility applied for the caller."""
-    DeriveMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.DeriveMemoryRequest, _store_pb2.DeriveMemoryResponse]  # type: ignore[assignment]
-    CorrectMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.CorrectMemoryRequest, _store_pb2.CorrectMemoryResponse]  # type: ignore[assignment]
-    SupersedeMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.SupersedeMemoryRequest, _store_pb2.SupersedeMemoryResponse]  # type: ignore[assignment]
-    ForgetMemory: _aio.UnaryUnaryMultiCallable[_store_pb2.ForgetMemoryRequest, _store_pb2.ForgetMemoryResponse]  # type: ignore[assignment]
     GetMemories: _aio.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]  # type: ignore[assignment]
-    LookupEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.LookupEntitiesRequest, _store_pb2.LookupEntitiesResponse]  # type: ignore[assignment]
-    """The graph (design §7): lookup by exact name or alias, bounded traversal."""
-    EntityNeighbors: _aio.UnaryUnaryMultiCallable[_store_pb2.EntityNeighborsRequest, _store_pb2.EntityNeighborsResponse]  # type: ignore[assignment]
+    """The tools themselves are ToolService's (tools.proto). Here: memories read
+    for the review page, eligibility applied for the caller.
+    """
     NamedEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.NamedEntitiesRequest, _store_pb2.NamedEntitiesResponse]  # type: ignore[assignment]
     """The entities a text names exactly (recall's entity cards)."""
-    CreateEpisode: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceCreateEpisodeRequest, _store_pb2.StoreServiceCreateEpisodeResponse]  # type: ignore[assignment]
-    """Episodes and timelines."""
-    Timeline: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceTimelineRequest, _store_pb2.StoreServiceTimelineResponse]  # type: ignore[assignment]
     LexicalCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.LexicalCandidatesRequest, _store_pb2.LexicalCandidatesResponse]  # type: ignore[assignment]
     """Recall support."""
     DenseCandidates: _aio.UnaryUnaryMultiCallable[_store_pb2.DenseCandidatesRequest, _store_pb2.DenseCandidatesResponse]  # type: ignore[assignment]
@@ -178,13 +153,6 @@ class StoreServiceAsyncStub(StoreServiceStub):
     """Dedup review: pairs at cosine >= 0.80 among the newest memories the
     caller may see, dismissed pairs left out.
     """
-    DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceDismissDuplicatePairRequest, _store_pb2.StoreServiceDismissDuplicatePairResponse]  # type: ignore[assignment]
-    ListEntityPairs: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityPairsRequest, _store_pb2.StoreServiceListEntityPairsResponse]  # type: ignore[assignment]
-    """Entity merge, decided by an owner (design §8.5)."""
-    MergeEntities: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceMergeEntitiesRequest, _store_pb2.StoreServiceMergeEntitiesResponse]  # type: ignore[assignment]
-    KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceKeepEntitiesApartRequest, _store_pb2.StoreServiceKeepEntitiesApartResponse]  # type: ignore[assignment]
-    UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceUndoEntityMergeRequest, _store_pb2.StoreServiceUndoEntityMergeResponse]  # type: ignore[assignment]
-    ListEntityMerges: _aio.UnaryUnaryMultiCallable[_store_pb2.StoreServiceListEntityMergesRequest, _store_pb2.StoreServiceListEntityMergesResponse]  # type: ignore[assignment]
 
 class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     """Postgres: the control plane, one database per workspace, eligibility in SQL,
@@ -297,62 +265,14 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_store_pb2.UpdateWorkspaceSettingsResponse, _abc.Awaitable[_store_pb2.UpdateWorkspaceSettingsResponse]]: ...
 
     @_abc_1.abstractmethod
-    def CreateMemory(
-        self,
-        request: _store_pb2.CreateMemoryRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.CreateMemoryResponse, _abc.Awaitable[_store_pb2.CreateMemoryResponse]]:
-        """The memory tools, eligibility applied for the caller."""
-
-    @_abc_1.abstractmethod
-    def DeriveMemory(
-        self,
-        request: _store_pb2.DeriveMemoryRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.DeriveMemoryResponse, _abc.Awaitable[_store_pb2.DeriveMemoryResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def CorrectMemory(
-        self,
-        request: _store_pb2.CorrectMemoryRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.CorrectMemoryResponse, _abc.Awaitable[_store_pb2.CorrectMemoryResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def SupersedeMemory(
-        self,
-        request: _store_pb2.SupersedeMemoryRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.SupersedeMemoryResponse, _abc.Awaitable[_store_pb2.SupersedeMemoryResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def ForgetMemory(
-        self,
-        request: _store_pb2.ForgetMemoryRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.ForgetMemoryResponse, _abc.Awaitable[_store_pb2.ForgetMemoryResponse]]: ...
-
-    @_abc_1.abstractmethod
     def GetMemories(
         self,
         request: _store_pb2.GetMemoriesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.GetMemoriesResponse, _abc.Awaitable[_store_pb2.GetMemoriesResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def LookupEntities(
-        self,
-        request: _store_pb2.LookupEntitiesRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.LookupEntitiesResponse, _abc.Awaitable[_store_pb2.LookupEntitiesResponse]]:
-        """The graph (design §7): lookup by exact name or alias, bounded traversal."""
-
-    @_abc_1.abstractmethod
-    def EntityNeighbors(
-        self,
-        request: _store_pb2.EntityNeighborsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.EntityNeighborsResponse, _abc.Awaitable[_store_pb2.EntityNeighborsResponse]]: ...
+    ) -> _typing.Union[_store_pb2.GetMemoriesResponse, _abc.Awaitable[_store_pb2.GetMemoriesResponse]]:
+        """The tools themselves are ToolService's (tools.proto). Here: memories read
+        for the review page, eligibility applied for the caller.
+        """
 
     @_abc_1.abstractmethod
     def NamedEntities(
@@ -361,21 +281,6 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.NamedEntitiesResponse, _abc.Awaitable[_store_pb2.NamedEntitiesResponse]]:
         """The entities a text names exactly (recall's entity cards)."""
-
-    @_abc_1.abstractmethod
-    def CreateEpisode(
-        self,
-        request: _store_pb2.StoreServiceCreateEpisodeRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceCreateEpisodeResponse, _abc.Awaitable[_store_pb2.StoreServiceCreateEpisodeResponse]]:
-        """Episodes and timelines."""
-
-    @_abc_1.abstractmethod
-    def Timeline(
-        self,
-        request: _store_pb2.StoreServiceTimelineRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceTimelineResponse, _abc.Awaitable[_store_pb2.StoreServiceTimelineResponse]]: ...
 
     @_abc_1.abstractmethod
     def LexicalCandidates(
@@ -428,48 +333,5 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         """Dedup review: pairs at cosine >= 0.80 among the newest memories the
         caller may see, dismissed pairs left out.
         """
-
-    @_abc_1.abstractmethod
-    def DismissDuplicatePair(
-        self,
-        request: _store_pb2.StoreServiceDismissDuplicatePairRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceDismissDuplicatePairResponse, _abc.Awaitable[_store_pb2.StoreServiceDismissDuplicatePairResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def ListEntityPairs(
-        self,
-        request: _store_pb2.StoreServiceListEntityPairsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceListEntityPairsResponse, _abc.Awaitable[_store_pb2.StoreServiceListEntityPairsResponse]]:
-        """Entity merge, decided by an owner (design §8.5)."""
-
-    @_abc_1.abstractmethod
-    def MergeEntities(
-        self,
-        request: _store_pb2.StoreServiceMergeEntitiesRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceMergeEntitiesResponse, _abc.Awaitable[_store_pb2.StoreServiceMergeEntitiesResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def KeepEntitiesApart(
-        self,
-        request: _store_pb2.StoreServiceKeepEntitiesApartRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceKeepEntitiesApartResponse, _abc.Awaitable[_store_pb2.StoreServiceKeepEntitiesApartResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def UndoEntityMerge(
-        self,
-        request: _store_pb2.StoreServiceUndoEntityMergeRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceUndoEntityMergeResponse, _abc.Awaitable[_store_pb2.StoreServiceUndoEntityMergeResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def ListEntityMerges(
-        self,
-        request: _store_pb2.StoreServiceListEntityMergesRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.StoreServiceListEntityMergesResponse, _abc.Awaitable[_store_pb2.StoreServiceListEntityMergesResponse]]: ...
 
 def add_StoreServiceServicer_to_server(servicer: StoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

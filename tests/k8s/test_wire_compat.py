@@ -75,6 +75,20 @@ def remove_rpc(files: dict[str, str]) -> None:
     )
 
 
+def remove_store_rpc(files: dict[str, str]) -> None:
+    files["store.proto"] = re.sub(
+        r"\n\s*rpc SearchHistory\(SearchHistoryRequest\) returns \(SearchHistoryResponse\);",
+        "",
+        files["store.proto"],
+    )
+
+
+def remove_store_field(files: dict[str, str]) -> None:
+    text = files["store.proto"]
+    m = _first_field(text, "SearchHistoryRequest")
+    files["store.proto"] = text[: m.start(1)] + "\n" + text[m.end() :]
+
+
 def remove_enum_value(files: dict[str, str]) -> None:
     files["common.proto"] = re.sub(r"\n\s*KIND_DECISION = 3;", "", files["common.proto"])
 
@@ -88,6 +102,10 @@ CASES: dict[str, tuple[Callable[[dict[str, str]], None], bool]] = {
     "a renumbered field": (renumber_field, False),
     "a field's type changed": (change_field_type, False),
     "a removed rpc": (remove_rpc, False),
+    # An internal RPC no previous peer calls may go (the rolling-upgrade test
+    # holds the previous peers' calls); its fields stay guarded.
+    "a removed store rpc": (remove_store_rpc, True),
+    "a removed store field": (remove_store_field, False),
     "a removed enum value": (remove_enum_value, False),
 }
 

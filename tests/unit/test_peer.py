@@ -99,8 +99,8 @@ def test_a_service_without_a_handler_for_every_method_refuses_to_start() -> None
     store = store_pb2.DESCRIPTOR.services_by_name["StoreService"]
     handlers = {m.name: (lambda request, context: None) for m in store.methods}
     missing = dict(handlers)
-    missing.pop("CreateMemory")
-    with pytest.raises(TypeError, match="CreateMemory"):
+    missing.pop("GetMemories")
+    with pytest.raises(TypeError, match="GetMemories"):
         add_methods(_Server(), store, missing)  # type: ignore[arg-type]
     server = _Server()
     add_methods(server, store, handlers)  # type: ignore[arg-type]

@@ -68,7 +68,6 @@ def test_every_write_without_a_request_id_that_acts_again_is_listed() -> None:
     listed = {(n["service"].rsplit(".", 1)[1], n["method"]) for n in not_retried()}
     assert {
         ("MemoryService", "CreateEpisode"),
-        ("StoreService", "CreateEpisode"),
         ("ToolService", "CreateEpisode"),
         ("AdminService", "CreateToken"),
         ("StoreService", "RotateToken"),

@@ -34,7 +34,7 @@ from services.store.api.messages import (
     settings_msg,
     workspace_msg,
 )
-from services.store.api.tool_server import ToolServicer, legacy_methods
+from services.store.api.tool_server import ToolServicer
 from services.store.domain import control as ctl
 from services.store.domain import embedding_status
 from services.store.domain.dedup import DedupStore
@@ -52,8 +52,8 @@ from services.store.domain.timeline import TimelineStore
 
 
 class StoreServicer:
-    """StoreService: its own methods here, the mirrored tool methods answered
-    by the ToolService's code (:func:`handlers`)."""
+    """StoreService: the control plane, recall's candidate queries and the
+    review page's reads (the tools are ToolService's, tool_server.py)."""
 
     def __init__(
         self,
@@ -394,9 +394,8 @@ class StoreServicer:
 
     def handlers(self) -> dict[str, Callable[..., Any]]:
         """StoreService's handlers by method name (recallatron.grpcserver.add_methods)."""
-        own = {
+        return {
             m.name: getattr(self, m.name)
             for m in pb.DESCRIPTOR.services_by_name["StoreService"].methods
             if hasattr(self, m.name)
         }
-        return {**own, **legacy_methods(self.tools)}

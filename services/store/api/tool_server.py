@@ -1,17 +1,11 @@
 """The store's ToolService (tools.proto): the tools, taking the public request
 messages and answering the public responses, for exactly the member the
 call's assertion vouches for. A tool's messages are defined once, in
-gateway.proto; this adapter turns them into domain calls.
-
-StoreService's older mirrored methods (CreateMemory and the others, whose
-requests carry a Caller) answer through the same code: :func:`legacy` copies
-the mirrored request into the public one by field name and the public answer
-back (a gateway of the previous version, during a rolling upgrade)."""
+gateway.proto; this adapter turns them into domain calls."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -21,7 +15,6 @@ from google.protobuf.message import Message
 from recallatron import convert, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron.v1 import store_pb2 as spb
 from recallatron.v1 import tools_pb2_grpc
 from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, PURPOSE
 from services.store.api.graph_adapter import (
@@ -310,94 +303,3 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     ) -> pb.ListEntityMergesResponse:
         merges = self.entity_merge.merges(asserted_caller(), request.limit)
         return pb.ListEntityMergesResponse(merges=[merge_msg(m) for m in merges])
-
-
-# -- StoreService's mirrored methods --------------------------------------------------------
-
-# A mirrored request's fields that the public request names otherwise.
-RENAMED = {"captured_at": "occurred_at"}
-
-
-def copy_fields(src: Message, dst: Message, exclude: frozenset[str] = frozenset()) -> None:
-    """Copies the fields ``src`` holds into the field of the same name (or
-    RENAMED) of ``dst``; the two messages are field-compatible."""
-    for fd, value in src.ListFields():
-        if fd.name in exclude:
-            continue
-        name = RENAMED.get(fd.name, fd.name)
-        if fd.is_repeated:
-            getattr(dst, name).extend(value)
-        elif fd.message_type is not None:
-            getattr(dst, name).CopyFrom(value)
-        else:
-            setattr(dst, name, value)
-
-
-def legacy(
-    tool: Callable[[Req, grpc.ServicerContext], Message],
-    public: type[Req],
-    answer: type[Resp],
-) -> Callable[[Message, grpc.ServicerContext], Resp]:
-    """A mirrored StoreService method answered by ``tool``: its Caller must be
-    exactly the member the assertion vouches for (who the tool then acts for)."""
-
-    def handle(request: Message, context: grpc.ServicerContext) -> Resp:
-        internal_auth.check_caller(getattr(request, "caller"))  # noqa: B009 (any mirror)
-        asked = public()
-        copy_fields(request, asked, frozenset({"caller"}))
-        out = answer()
-        copy_fields(tool(asked, context), out)
-        return out
-
-    return handle
-
-
-def legacy_methods(
-    tools: ToolServicer,
-) -> dict[str, Callable[[Message, grpc.ServicerContext], Message]]:
-    """StoreService's mirrored methods by name, each answered by its tool."""
-    return {
-        "CreateMemory": legacy(tools.Remember, pb.RememberRequest, spb.CreateMemoryResponse),
-        "DeriveMemory": legacy(tools.Derive, pb.DeriveRequest, spb.DeriveMemoryResponse),
-        "CorrectMemory": legacy(tools.Correct, pb.CorrectRequest, spb.CorrectMemoryResponse),
-        "SupersedeMemory": legacy(
-            tools.Supersede, pb.SupersedeRequest, spb.SupersedeMemoryResponse
-        ),
-        "ForgetMemory": legacy(tools.Forget, pb.ForgetRequest, spb.ForgetMemoryResponse),
-        "LookupEntities": legacy(tools.Lookup, pb.LookupRequest, spb.LookupEntitiesResponse),
-        "EntityNeighbors": legacy(
-            tools.Neighbors, pb.NeighborsRequest, spb.EntityNeighborsResponse
-        ),
-        "CreateEpisode": legacy(
-            tools.CreateEpisode, pb.CreateEpisodeRequest, spb.StoreServiceCreateEpisodeResponse
-        ),
-        "Timeline": legacy(tools.Timeline, pb.TimelineRequest, spb.StoreServiceTimelineResponse),
-        "DismissDuplicatePair": legacy(
-            tools.DismissDuplicatePair,
-            pb.DismissDuplicatePairRequest,
-            spb.StoreServiceDismissDuplicatePairResponse,
-        ),
-        "ListEntityPairs": legacy(
-            tools.ListEntityPairs,
-            pb.ListEntityPairsRequest,
-            spb.StoreServiceListEntityPairsResponse,
-        ),
-        "MergeEntities": legacy(
-            tools.MergeEntities, pb.MergeEntitiesRequest, spb.StoreServiceMergeEntitiesResponse
-        ),
-        "KeepEntitiesApart": legacy(
-            tools.KeepEntitiesApart,
-            pb.KeepEntitiesApartRequest,
-            spb.StoreServiceKeepEntitiesApartResponse,
-        ),
-        "UndoEntityMerge": legacy(
-            tools.UndoEntityMerge,
-            pb.UndoEntityMergeRequest,
-            spb.StoreServiceUndoEntityMergeResponse,
-        ),
-        "ListEntityMerges": legacy(
-            tools.ListEntityMerges,
-            pb.ListEntityMergesRequest,
-            spb.StoreServiceListEntityMergesResponse,
-        ),
-    }
