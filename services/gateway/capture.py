@@ -249,6 +249,13 @@ def _capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _named_audience(who: str) -> Capture:
+    # A person named as audience cannot be resolved to a member from the text.
+    return _no(
+        AMBIGUOUS, f"names a particular audience ('{who}'): use remember with that member's id"
+    )
+
+
 def _directive(opening: str) -> tuple[str, str, str] | None:
     """(kind, directive, the rest) for a turn that opens or closes with a
     request to remember or record; None otherwise."""
@@ -309,21 +316,14 @@ def decide(text: str) -> Capture:
         content = _PRIVATE_PREFIX.sub("", content, count=1)
     other = _OTHER_PREFIX.match(content)
     if other:
-        return _no(
-            AMBIGUOUS,
-            f"names a particular audience ('{other.group('who')}'): use remember with that "
-            "member's id",
-        )
+        return _named_audience(other.group("who"))
     share = _SHARE_SUFFIX.search(content)
     if share:
         who = share.group("who").strip()
         if _TEAM_WORDS.match(who):
             audience = WORKSPACE
         elif not _SELF_WORDS.match(who):
-            return _no(
-                AMBIGUOUS,
-                f"names a particular audience ('{who}'): use remember with that member's id",
-            )
+            return _named_audience(who)
         content = content[: share.start()]
     suffix = _AUDIENCE_SUFFIX.search(content)
     if suffix:
