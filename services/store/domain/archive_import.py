@@ -142,6 +142,49 @@ class Importer:
             )
 
 
+# What a claim records after its own fields: when it holds, how sure it is,
+# when it was stated and retired.
+_QUALIFIED = ("valid_from", "valid_until", "confidence", "stated_at", "retired_at")
+# Record files whose rows go in field for field, in their COPY statements'
+# column order; copied after the memories and entities they refer to, in this
+# order.
+_AS_THEY_ARE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "revisions",
+        q.COPY_REVISIONS,
+        ("memory_id", "revision", "action", "changed_by", "reason", "changed_at"),
+    ),
+    ("links", q.COPY_LINKS, ("memory_id", "kind", "target_id")),
+    ("mentions", q.COPY_MENTIONS, ("memory_id", "entity_id")),
+    (
+        "attribute_claims",
+        q.COPY_ATTRIBUTES,
+        ("id", "memory_id", "entity_id", "attribute", "value", *_QUALIFIED),
+    ),
+    (
+        "relation_claims",
+        q.COPY_RELATIONS,
+        ("id", "memory_id", "subject_id", "predicate", "object_id", *_QUALIFIED),
+    ),
+    (
+        "merges",
+        q.COPY_MERGES,
+        ("id", "kept_id", "merged_id", "decided_by", "decided_at", "undone_by", "undone_at"),
+    ),
+    ("pairs_apart", q.COPY_PAIRS_APART, ("first_id", "second_id", "decided_by", "decided_at")),
+    (
+        "dismissed_pairs",
+        q.COPY_DISMISSED_PAIRS,
+        ("first_id", "second_id", "dismissed_by", "dismissed_at"),
+    ),
+    ("history", q.COPY_HISTORY, ("id", "owner_member", "chat_id", "role", "text", "occurred_at")),
+)
+# Their fields that name a member: mapped to the copy's member ids.
+_MEMBER_FIELDS = frozenset(
+    {"changed_by", "decided_by", "undone_by", "dismissed_by", "owner_member"}
+)
+
+
 def _write(
     conn: psycopg.Connection,
     selection: plan.Selection,
@@ -236,31 +279,6 @@ def _write(
     )
     _copy(
         conn,
-        q.COPY_REVISIONS,
-        on_rows,
-        (
-            (
-                r["memory_id"],
-                r["revision"],
-                r["action"],
-                member(r["changed_by"]),
-                r["reason"],
-                r["changed_at"],
-            )
-            for r in rows["revisions"]
-        ),
-    )
-    _copy(
-        conn,
-        q.COPY_LINKS,
-        on_rows,
-        ((r["memory_id"], r["kind"], r["target_id"]) for r in rows["links"]),
-    )
-    _copy(
-        conn, q.COPY_MENTIONS, on_rows, ((r["memory_id"], r["entity_id"]) for r in rows["mentions"])
-    )
-    _copy(
-        conn,
         q.COPY_ALIASES,
         on_rows,
         (
@@ -276,97 +294,16 @@ def _write(
             for r in rows["aliases"]
         ),
     )
-    _copy(
-        conn,
-        q.COPY_ATTRIBUTES,
-        on_rows,
-        (
+    for records, statement, fields in _AS_THEY_ARE:
+        _copy(
+            conn,
+            statement,
+            on_rows,
             (
-                r["id"],
-                r["memory_id"],
-                r["entity_id"],
-                r["attribute"],
-                r["value"],
-                r["valid_from"],
-                r["valid_until"],
-                r["confidence"],
-                r["stated_at"],
-                r["retired_at"],
-            )
-            for r in rows["attribute_claims"]
-        ),
-    )
-    _copy(
-        conn,
-        q.COPY_RELATIONS,
-        on_rows,
-        (
-            (
-                r["id"],
-                r["memory_id"],
-                r["subject_id"],
-                r["predicate"],
-                r["object_id"],
-                r["valid_from"],
-                r["valid_until"],
-                r["confidence"],
-                r["stated_at"],
-                r["retired_at"],
-            )
-            for r in rows["relation_claims"]
-        ),
-    )
-    _copy(
-        conn,
-        q.COPY_MERGES,
-        on_rows,
-        (
-            (
-                r["id"],
-                r["kept_id"],
-                r["merged_id"],
-                member(r["decided_by"]),
-                r["decided_at"],
-                member(r["undone_by"]),
-                r["undone_at"],
-            )
-            for r in rows["merges"]
-        ),
-    )
-    _copy(
-        conn,
-        q.COPY_PAIRS_APART,
-        on_rows,
-        (
-            (r["first_id"], r["second_id"], member(r["decided_by"]), r["decided_at"])
-            for r in rows["pairs_apart"]
-        ),
-    )
-    _copy(
-        conn,
-        q.COPY_DISMISSED_PAIRS,
-        on_rows,
-        (
-            (r["first_id"], r["second_id"], member(r["dismissed_by"]), r["dismissed_at"])
-            for r in rows["dismissed_pairs"]
-        ),
-    )
-    _copy(
-        conn,
-        q.COPY_HISTORY,
-        on_rows,
-        (
-            (
-                h["id"],
-                member(h["owner_member"]),
-                h["chat_id"],
-                h["role"],
-                h["text"],
-                h["occurred_at"],
-            )
-            for h in rows["history"]
-        ),
-    )
+                tuple(member(r[f]) if f in _MEMBER_FIELDS else r[f] for f in fields)
+                for r in rows[records]
+            ),
+        )
     vectors = time.monotonic()
     # The vector indexes are built once over every row (far faster than a
     # graph insert per row), as the migrations define them.

@@ -65,18 +65,20 @@ SELECT json_build_object(
     'stated_at', stated_at, 'retired_at', retired_at)::text
 FROM entity_alias ORDER BY stated_at, id
 """
-EXPORT_ATTRIBUTES = """
+# What a claim (attribute_claim, relation_claim) records after its own fields:
+# when it holds, how sure it is, when it was stated and retired.
+_QUALIFIED_JSON = """'valid_from', valid_from, 'valid_until', valid_until,
+    'confidence', confidence, 'stated_at', stated_at, 'retired_at', retired_at"""
+EXPORT_ATTRIBUTES = f"""
 SELECT json_build_object(
     'id', id, 'memory_id', memory_id, 'entity_id', entity_id, 'attribute', attribute,
-    'value', value, 'valid_from', valid_from, 'valid_until', valid_until,
-    'confidence', confidence, 'stated_at', stated_at, 'retired_at', retired_at)::text
+    'value', value, {_QUALIFIED_JSON})::text
 FROM attribute_claim ORDER BY stated_at, id
 """
-EXPORT_RELATIONS = """
+EXPORT_RELATIONS = f"""
 SELECT json_build_object(
     'id', id, 'memory_id', memory_id, 'subject_id', subject_id, 'predicate', predicate,
-    'object_id', object_id, 'valid_from', valid_from, 'valid_until', valid_until,
-    'confidence', confidence, 'stated_at', stated_at, 'retired_at', retired_at)::text
+    'object_id', object_id, {_QUALIFIED_JSON})::text
 FROM relation_claim ORDER BY stated_at, id
 """
 EXPORT_EPISODES = """
@@ -170,13 +172,13 @@ COPY_MENTIONS = "COPY mention (memory_id, entity_id) FROM STDIN"
 COPY_ALIASES = """
 COPY entity_alias (id, memory_id, entity_id, alias, alias_key, stated_at, retired_at) FROM STDIN
 """
-COPY_ATTRIBUTES = """
-COPY attribute_claim (id, memory_id, entity_id, attribute, value, valid_from, valid_until,
-                      confidence, stated_at, retired_at) FROM STDIN
+# A claim's qualifiers and times, as columns (as _QUALIFIED_JSON above).
+_QUALIFIED = "valid_from, valid_until, confidence, stated_at, retired_at"
+COPY_ATTRIBUTES = f"""
+COPY attribute_claim (id, memory_id, entity_id, attribute, value, {_QUALIFIED}) FROM STDIN
 """
-COPY_RELATIONS = """
-COPY relation_claim (id, memory_id, subject_id, predicate, object_id, valid_from, valid_until,
-                     confidence, stated_at, retired_at) FROM STDIN
+COPY_RELATIONS = f"""
+COPY relation_claim (id, memory_id, subject_id, predicate, object_id, {_QUALIFIED}) FROM STDIN
 """
 COPY_MERGES = """
 COPY entity_merge (id, kept_id, merged_id, decided_by, decided_at, undone_by, undone_at)
