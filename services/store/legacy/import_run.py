@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -22,6 +22,28 @@ from services.store.legacy.report import Report, Section
 def columns(rows: Sequence[Any], *fields: str) -> list[list[Any]]:
     """One list per field of ``rows``: the arrays an unnest insert takes."""
     return [[getattr(r, f) for r in rows] for f in fields]
+
+
+Claim = TypeVar("Claim", plan.AttributeRow, plan.RelationRow)
+
+
+def claim_columns(
+    claims: Sequence[tuple[plan.RecordRow, Claim]], *own: Callable[[Claim], Any]
+) -> list[list[Any]]:
+    """The arrays a claim insert takes: each claim's id and its record's
+    memory, its own columns (``own`` of the claim), then those every claim
+    takes from its record: valid time and confidence, stated at the record's
+    time, retired with it."""
+    return [
+        [c.id for _, c in claims],
+        [r.id for r, _ in claims],
+        *([column(c) for _, c in claims] for column in own),
+        [r.valid_from for r, _ in claims],
+        [r.valid_until for r, _ in claims],
+        [r.confidence for r, _ in claims],
+        [r.created_at for r, _ in claims],
+        [r.supersession.at if r.supersession is not None else None for r, _ in claims],
+    ]
 
 
 @dataclass(frozen=True)
@@ -258,40 +280,24 @@ class ImportRun:
         # Every entity a claim names is mentioned: visibility rests on it.
         pairs = [(r.id, entities[o].id) for r in new for o in r.mentions]
         self._mentions(conn, pairs)
-
-        def stated(claims: Sequence[tuple[plan.RecordRow, Any]]) -> list[list[Any]]:
-            """The columns every claim takes from its record: valid time and
-            confidence, stated at the record's time, retired with it."""
-            return [
-                [r.valid_from for r, _ in claims],
-                [r.valid_until for r, _ in claims],
-                [r.confidence for r, _ in claims],
-                [r.created_at for r, _ in claims],
-                [r.supersession.at if r.supersession is not None else None for r, _ in claims],
-            ]
-
         attrs = [(r, a) for r in new for a in r.attributes]
         conn.execute(
             q.INSERT_ATTRIBUTE_CLAIMS,
-            (
-                [a.id for _, a in attrs],
-                [r.id for r, _ in attrs],
-                [entities[a.entity_old_id].id for _, a in attrs],
-                [a.attribute for _, a in attrs],
-                [a.value for _, a in attrs],
-                *stated(attrs),
+            claim_columns(
+                attrs,
+                lambda a: entities[a.entity_old_id].id,
+                lambda a: a.attribute,
+                lambda a: a.value,
             ),
         )
         rels = [(r, x) for r in new for x in r.relations]
         conn.execute(
             q.INSERT_RELATION_CLAIMS,
-            (
-                [x.id for _, x in rels],
-                [r.id for r, _ in rels],
-                [entities[x.subject_old_id].id for _, x in rels],
-                [x.predicate for _, x in rels],
-                [entities[x.object_old_id].id for _, x in rels],
-                *stated(rels),
+            claim_columns(
+                rels,
+                lambda x: entities[x.subject_old_id].id,
+                lambda x: x.predicate,
+                lambda x: entities[x.object_old_id].id,
             ),
         )
         superseded = [r for r in new if r.supersession is not None]

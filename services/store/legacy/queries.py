@@ -71,27 +71,31 @@ SELECT %s, 'migrate', u.id, jsonb_build_object('source', %s::text, 'source_id', 
 FROM unnest(%s::uuid[], %s::text[]) AS u(id, source_id)
 """
 
+
+def _insert_claims(table: str, own: str, own_types: str) -> str:
+    """Into a claim table: the id and memory, its own columns (``own``, of
+    ``own_types``), then its valid time, confidence and when it was stated
+    and retired."""
+    return f"""
+INSERT INTO {table} (id, memory_id, {own}, valid_from, valid_until, confidence,
+                     stated_at, retired_at)
+SELECT * FROM unnest(%s::uuid[], %s::uuid[], {own_types},
+                     %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::timestamptz[],
+                     %s::timestamptz[])
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+"""
+
+
 # A record memory's claims, stated when the record was written and, for a
 # superseded record, retired when it was superseded: the old times, not the
 # import's, so that every run writes the same rows.
-INSERT_ATTRIBUTE_CLAIMS = """
-INSERT INTO attribute_claim (id, memory_id, entity_id, attribute, value, valid_from, valid_until,
-                             confidence, stated_at, retired_at)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[], %s::text[], %s::text[],
-                     %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::timestamptz[],
-                     %s::timestamptz[])
-ON CONFLICT (id) DO NOTHING
-RETURNING id
-"""
-INSERT_RELATION_CLAIMS = """
-INSERT INTO relation_claim (id, memory_id, subject_id, predicate, object_id, valid_from,
-                            valid_until, confidence, stated_at, retired_at)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[], %s::text[], %s::uuid[],
-                     %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::timestamptz[],
-                     %s::timestamptz[])
-ON CONFLICT (id) DO NOTHING
-RETURNING id
-"""
+INSERT_ATTRIBUTE_CLAIMS = _insert_claims(
+    "attribute_claim", "entity_id, attribute, value", "%s::uuid[], %s::text[], %s::text[]"
+)
+INSERT_RELATION_CLAIMS = _insert_claims(
+    "relation_claim", "subject_id, predicate, object_id", "%s::uuid[], %s::text[], %s::uuid[]"
+)
 # Supersession as the supersede tool leaves it: the pointer, the next
 # revision (the update trigger drops the memory's embedding job), and a
 # revision row at the old store's time. Only memories this transaction wrote.
