@@ -10,9 +10,9 @@ import json
 import os
 import re
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict
@@ -109,6 +109,24 @@ def field_values(args: argparse.Namespace) -> dict[str, Any]:
 def purpose_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
     """--purpose: the one purpose a call is made for."""
     p.add_argument("--purpose", choices=PURPOSES, default=DEFAULT_PURPOSE, help=help)
+
+
+def audience_options(p: argparse.ArgumentParser) -> None:
+    """--audience and --purpose (repeatable): who may see what the command
+    stores, and for which purposes."""
+    p.add_argument("--audience", help="'workspace' or a member id; default: only you")
+    p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
+
+
+class Audience(TypedDict):
+    """The client's keyword arguments :func:`audience_options` gives."""
+
+    audience_to: str | None
+    purposes: Sequence[str]
+
+
+def audience(args: argparse.Namespace) -> Audience:
+    return {"audience_to": args.audience, "purposes": args.purposes or ()}
 
 
 def client(args: argparse.Namespace, admin: bool = False) -> Client:

@@ -19,7 +19,6 @@ import sys
 from typing import Any, TypedDict
 
 from recallatron.v1 import common_pb2 as cpb
-from recallatron.vocabulary import PURPOSES
 from recallatron_cli import common
 
 
@@ -185,8 +184,7 @@ def cmd_episode(args: argparse.Namespace) -> int:
         args.title,
         args.start,
         args.end,
-        audience_to=args.audience,
-        purposes=args.purposes or (),
+        **common.audience(args),
         member_ids=args.member,
         entity_ids=args.entity,
     )
@@ -231,8 +229,7 @@ def add_parser(sub: Any) -> None:
     ep.add_argument("title")
     ep.add_argument("--start", required=True, help="RFC 3339")
     ep.add_argument("--end", help="RFC 3339; default: the start")
-    ep.add_argument("--audience", help="'workspace' or a member id; default: only you")
-    ep.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
+    common.audience_options(ep)
     ep.add_argument("--member", action="append", default=[], help="a participant member id")
     ep.add_argument("--entity", action="append", default=[], help="a participant entity id")
     ep.set_defaults(func=cmd_episode)

@@ -9,7 +9,7 @@ import sys
 import grpc
 
 from recallatron.v1 import gateway_pb2
-from recallatron.vocabulary import KINDS, MODES, PURPOSES
+from recallatron.vocabulary import KINDS, MODES
 from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
 from recallatron_cli.common import client_options
 
@@ -156,8 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("title")
         p.add_argument("body", nargs="?", default="")
         p.add_argument("--kind", default="note", choices=KINDS)
-        p.add_argument("--audience", help="'workspace' or a member id; default: only you")
-        p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
+        common.audience_options(p)
         p.add_argument("--confidence", type=float)
         graph.graph_arguments(p)
 

@@ -21,8 +21,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         args.title,
         args.body,
         args.kind,
-        audience_to=args.audience,
-        purposes=args.purposes or (),
+        **common.audience(args),
         mention_names=args.mention or (),
         about=args.about or (),
         confidence=args.confidence,
@@ -104,8 +103,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
         args.title,
         args.body,
         args.kind,
-        audience_to=args.audience,
-        purposes=args.purposes or (),
+        **common.audience(args),
         **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
