@@ -12,7 +12,9 @@ attempts: the rows go back to the queue and the worker backs off. A workspace
 whose database fails is backed off alone.
 
 Only workspaces with work are visited: writes mark them in the control plane
-and the job is notified (services/store/infrastructure/work_marks.py)."""
+and the job is notified (services/store/infrastructure/work_marks.py). The
+memories it embeds also keep each database's planner statistics up with its
+writes (services/embedding_job/statistics.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
+from services.embedding_job.statistics import Statistics
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases, WorkspacePool
 from services.store.infrastructure.work_marks import WorkQueue
@@ -209,6 +212,7 @@ class EmbeddingJob:
         # The marked workspaces (fed by a WorkListener:
         # services/store/infrastructure/work_marks.py).
         self.queue = WorkQueue()
+        self.statistics = Statistics()
         # Called at every step of the worker loop (services/embedding_job/heartbeat.py).
         self.beat: Callable[[], None] = lambda: None
 
@@ -323,6 +327,13 @@ class EmbeddingJob:
         EMBEDDED.inc(len(completed))
         return len(completed)
 
+    def wrote(self, workspace_id: str, stored: int) -> int:
+        """``stored`` memories embedded: counted toward the database's next
+        analysis, which runs here when they are enough."""
+        if stored:
+            self.statistics.wrote(workspace_id, stored, self._pool(workspace_id))
+        return stored
+
     def backlog(self, workspace_id: str) -> int:
         """Rows waiting (parked ones left out); sets both gauges."""
         with self._pool(workspace_id).connection() as conn:
@@ -359,7 +370,7 @@ class EmbeddingJob:
                     return total
                 time.sleep(self.settings.job_poll_seconds)
                 continue
-            total += self.process(batch)
+            total += self.wrote(workspace_id, self.process(batch))
             if progress:
                 progress(self.backlog(workspace_id))
         return total
@@ -371,7 +382,7 @@ class EmbeddingJob:
         seq = self.control.work_seq(workspace_id)  # read before the claim
         batch = self.claim(workspace_id)
         if batch.rows:
-            self.process(batch)
+            self.wrote(workspace_id, self.process(batch))
             self.backlog(workspace_id)
             return time.monotonic()  # again, after the others now due
         with self._pool(workspace_id).connection() as conn:
@@ -415,6 +426,7 @@ class EmbeddingJob:
                 # Deleted meanwhile (services/store/domain/deletion.py): nothing
                 # is left to embed there, and nothing to look at again.
                 log.info("workspace deleted; dropped", extra={"workspace": workspace_id})
+                self.statistics.forget(workspace_id)
                 next_at = None
             except Exception:
                 pause = min(max(failing.get(workspace_id, 0.0) * 2, 0.2), cap)
