@@ -13,8 +13,8 @@ whose database fails is backed off alone.
 
 Only workspaces with work are visited: writes mark them in the control plane
 and the job is notified (services/store/infrastructure/work_marks.py). The
-memories it embeds also keep each database's planner statistics up with its
-writes (services/embedding_job/statistics.py)."""
+memories it embeds also keep each database's analysis and vacuum up with its
+writes (services/embedding_job/upkeep.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
-from services.embedding_job.statistics import Statistics
+from services.embedding_job.upkeep import Upkeep
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases, WorkspacePool
 from services.store.infrastructure.work_marks import WorkQueue
@@ -212,7 +212,7 @@ class EmbeddingJob:
         # The marked workspaces (fed by a WorkListener:
         # services/store/infrastructure/work_marks.py).
         self.queue = WorkQueue()
-        self.statistics = Statistics()
+        self.upkeep = Upkeep()
         # Called at every step of the worker loop (services/embedding_job/heartbeat.py).
         self.beat: Callable[[], None] = lambda: None
 
@@ -329,9 +329,9 @@ class EmbeddingJob:
 
     def wrote(self, workspace_id: str, stored: int) -> int:
         """``stored`` memories embedded: counted toward the database's next
-        analysis, which runs here when they are enough."""
+        analysis and vacuum, which run here when they are enough."""
         if stored:
-            self.statistics.wrote(workspace_id, stored, self._pool(workspace_id))
+            self.upkeep.wrote(workspace_id, stored, self._pool(workspace_id))
         return stored
 
     def backlog(self, workspace_id: str) -> int:
@@ -426,7 +426,7 @@ class EmbeddingJob:
                 # Deleted meanwhile (services/store/domain/deletion.py): nothing
                 # is left to embed there, and nothing to look at again.
                 log.info("workspace deleted; dropped", extra={"workspace": workspace_id})
-                self.statistics.forget(workspace_id)
+                self.upkeep.forget(workspace_id)
                 next_at = None
             except Exception:
                 pause = min(max(failing.get(workspace_id, 0.0) * 2, 0.2), cap)

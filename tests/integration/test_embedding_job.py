@@ -300,3 +300,28 @@ def test_the_planners_statistics_follow_a_workspaces_writes(stack: Stack, team: 
         stack, team.database_name, "SELECT reltuples FROM pg_class WHERE relname = 'memory'"
     )[0][0]
     assert estimate >= 50
+
+
+def test_past_the_vacuum_rule_the_database_is_vacuumed_through_a_pooled_connection(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VACUUM runs outside a transaction only: the job's pooled connection
+    runs it, then serves the job's next statements as before."""
+    for key, value in stack.env_for("embedding-job").items():
+        monkeypatch.setenv(key, value)
+    settings = StoreSettings()
+    dbs = Databases(settings, process="embedding job")
+    try:
+        assert dbs.wait_and_bootstrap(threading.Event())
+        job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=FixedEmbedder())  # type: ignore[arg-type]
+        before = dbutil.query(stack, team.database_name, "SELECT now()")[0][0]
+        assert job.wrote(team.workspace_id, 1_001) == 1_001
+        vacuumed = dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT last_vacuum, last_analyze FROM pg_stat_user_tables WHERE relname = 'memory'",
+        )[0]
+        assert all(at is not None and at > before for at in vacuumed)
+        assert job.backlog(team.workspace_id) == 0  # the pool's connection still serves
+    finally:
+        dbs.close()
