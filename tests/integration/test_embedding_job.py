@@ -169,6 +169,16 @@ class FixedEmbedder:
         return self.model
 
 
+def job_databases(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> tuple[StoreSettings, Databases]:
+    """The embedding job's settings and databases, as its process has them."""
+    for key, value in stack.env_for("embedding-job").items():
+        monkeypatch.setenv(key, value)
+    settings = StoreSettings()
+    dbs = Databases(settings, process="embedding job")
+    assert dbs.wait_and_bootstrap(threading.Event())
+    return settings, dbs
+
+
 def test_a_batch_stores_only_the_rows_whose_text_it_embedded(
     stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,12 +188,8 @@ def test_a_batch_stores_only_the_rows_whose_text_it_embedded(
     ada = team.clients["ada"]
     wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
     stack.stop_service("embedding-job")
-    for key, value in stack.env_for("embedding-job").items():
-        monkeypatch.setenv(key, value)
-    settings = StoreSettings()
-    dbs = Databases(settings, process="embedding job")
+    settings, dbs = job_databases(stack, monkeypatch)
     try:
-        assert dbs.wait_and_bootstrap(threading.Event())
         made = [
             ada.remember(f"Batch rule {i}", f"body {i}", audience_to="workspace").memory
             for i in range(3)
@@ -307,12 +313,8 @@ def test_past_the_vacuum_rule_the_database_is_vacuumed_through_a_pooled_connecti
 ) -> None:
     """VACUUM runs outside a transaction only: the job's pooled connection
     runs it, then serves the job's next statements as before."""
-    for key, value in stack.env_for("embedding-job").items():
-        monkeypatch.setenv(key, value)
-    settings = StoreSettings()
-    dbs = Databases(settings, process="embedding job")
+    settings, dbs = job_databases(stack, monkeypatch)
     try:
-        assert dbs.wait_and_bootstrap(threading.Event())
         job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=FixedEmbedder())  # type: ignore[arg-type]
         before = dbutil.query(stack, team.database_name, "SELECT now()")[0][0]
         assert job.wrote(team.workspace_id, 1_001) == 1_001
