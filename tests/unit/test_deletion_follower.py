@@ -52,11 +52,13 @@ def test_the_embedding_job_drops_a_deleted_workspace_from_its_queue() -> None:
     off and retried for ever, logging an error each time)."""
     from recallatron import errors
     from services.embedding_job.job import EmbeddingJob
+    from services.embedding_job.upkeep import Upkeep
     from services.store.infrastructure.work_marks import WorkQueue
 
     job = EmbeddingJob.__new__(EmbeddingJob)
     job.stop_event = threading.Event()
     job.queue = WorkQueue()
+    job.upkeep = Upkeep()
     job.settings = SimpleNamespace(job_max_backoff_seconds=1.0)  # type: ignore[assignment]
     visited: list[str] = []
 
