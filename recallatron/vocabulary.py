@@ -129,9 +129,11 @@ MAX_TIMELINE_EVENTS = 100
 # and why a pair of entities is proposed.
 MAX_ENTITY_GROUP = 20
 ENTITY_PAIR_REASONS = ("same_name", "same_alias", "name_prefix", "close_context")
-# What the store's authentication says of an expired token (never whose it
-# was), and what the gateway recognises it by.
+# What the store's authentication says of an expired token, and of a revoked
+# one or a removed member's (never whose it was), and what the gateway
+# recognises them by.
 TOKEN_EXPIRED = "token expired"
+TOKEN_REVOKED = "token revoked"
 
 # An owner's view (ListMemories, ListAuditEvents): page sizes, default and most.
 DEFAULT_LIST_PAGE = 50

@@ -29,6 +29,7 @@ from recallatron.vocabulary import (
     MODE,
     PURPOSE,
     TOKEN_EXPIRED,
+    TOKEN_REVOKED,
 )
 from services.gateway import capture, forwarded, scopes
 from services.gateway import peers as calls
@@ -94,7 +95,10 @@ class Auth:
             )
         except errors.Relayed as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
-                self.failures.failed(forwarded.peer(context))
+                # Only a token never issued is a guess; a stale client's
+                # calls must not lock out its neighbours at the same address.
+                if exc.message not in (TOKEN_EXPIRED, TOKEN_REVOKED):
+                    self.failures.failed(forwarded.peer(context))
                 if exc.message == TOKEN_EXPIRED:
                     # Says that it expired, never whose it was.
                     raise errors.Unauthenticated("authorization: token expired") from None

@@ -14,6 +14,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
@@ -158,6 +159,48 @@ def test_a_piled_up_workspace_is_refused_while_another_is_served(stack: Stack) -
     assert still_waiting > 0
     noisy.close()
     quiet.close()
+
+
+def test_tokens_once_issued_do_not_spend_the_addresss_failure_budget(stack: Stack) -> None:
+    """A revoked, expired or removed member's token is a stale client, not a
+    guess: however often it calls, a new token from the same address (one
+    host running many agents) is still answered. Runs before the flood below,
+    which empties this address's budget."""
+    operator = Client(stack.gateway, stack.admin_token)
+    try:
+        ws = operator.create_workspace(f"stale-{uuid.uuid4().hex[:6]}").workspace
+        owner = operator.create_member(ws.id, "owner", owner=True).member
+        leaver = operator.create_member(ws.id, "leaver").member
+        revoked = operator.create_token(owner.id, "revoked")
+        expiring = operator.create_token(owner.id, "expiring", expires_in=timedelta(seconds=1))
+        removed = operator.create_token(leaver.id, "removed").token
+        operator.revoke_token(revoked.token_id)
+        operator.remove_member(leaver.id, "erase")
+        stale = [plain_client(stack.gateway, t) for t in (revoked.token, expiring.token, removed)]
+
+        def refused_as_expired() -> bool:
+            try:
+                stale[1].recall("anything")
+            except grpc.RpcError as exc:
+                return "expired" in (exc.details() or "")  # type: ignore[attr-defined]
+            return False
+
+        wait_for(refused_as_expired, "the token to expire", timeout=60)
+        codes: Counter[str] = Counter()
+        for _ in range(4):  # 12 failed calls against a budget of 5
+            for client in stale:
+                try:
+                    client.recall("anything")
+                except grpc.RpcError as exc:
+                    codes[exc.code().name] += 1  # type: ignore[attr-defined]
+        assert codes == {"UNAUTHENTICATED": 12}
+        fresh = plain_client(stack.gateway, operator.create_token(owner.id, "fresh").token)
+        written = fresh.remember("a neighbour's note", "served all along").memory.id
+        assert [m.id for m in fresh.read([written]).memories] == [written]
+        for client in [*stale, fresh]:
+            client.close()
+    finally:
+        operator.close()
 
 
 def test_a_flood_of_unknown_tokens_is_limited_per_address(stack: Stack) -> None:

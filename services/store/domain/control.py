@@ -16,7 +16,7 @@ from psycopg.errors import ForeignKeyViolation, UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
-from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES, TOKEN_EXPIRED
+from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES, TOKEN_EXPIRED, TOKEN_REVOKED
 from services.store.domain import validation
 from services.store.domain.tokens import (  # noqa: F401  (the control plane's names)
     DEFAULT_ROTATION_GRACE,
@@ -468,11 +468,16 @@ class ControlPlane:
             raise errors.NotFound("unknown token")
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.AUTHENTICATE, (hash_token(token),)).fetchone()
-            if row is not None and not row[8] and row[9]:
+            if row is not None and not row[8] and not row[10] and row[9]:
                 # At most once a minute per token: never a write per call.
                 conn.execute(q.TOUCH_TOKEN, {"id": row[6]})
         if row is None:
             raise errors.NotFound("unknown token")
+        # Told apart from an unknown token for the gateway's failure budget
+        # only (a token once issued is a stale client, not a guess); the
+        # caller hears "unknown or revoked" for both.
+        if row[10]:
+            raise errors.NotFound(TOKEN_REVOKED)
         if row[8]:
             raise errors.NotFound(TOKEN_EXPIRED)
         return Identity(

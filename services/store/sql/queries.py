@@ -87,14 +87,16 @@ FROM member m
 WHERE t.id = %s AND m.id = t.member_id AND (%s::uuid IS NULL OR m.workspace_id = %s::uuid)
 RETURNING t.id
 """
-# An expired token is found (to say so) but not admitted; `stale`: its last
-# use is due to be recorded.
+# An expired or revoked token (or a removed member's) is found, to tell the
+# gateway it was once issued, but not admitted; `stale`: its last use is due
+# to be recorded.
 AUTHENTICATE = """
 SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only, t.id, t.expires_at,
        t.expires_at IS NOT NULL AND t.expires_at <= now() AS expired,
-       t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute' AS stale
+       t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute' AS stale,
+       t.revoked_at IS NOT NULL OR m.removed_at IS NOT NULL AS revoked
 FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
-WHERE t.token_sha256 = %s AND t.revoked_at IS NULL AND m.removed_at IS NULL
+WHERE t.token_sha256 = %s
 """
 # Committed with the revocation: every store process listening passes it on
 # to the gateways watching (services/store/domain/revocations.py).
