@@ -20,7 +20,8 @@ test_graph*.py prove the API writes the same rows). At scale 1:
 
 Scale 10 multiplies every count by 10 (one hub then holds about 5,000
 relations). Measured at concurrency 1, --duration seconds each, members in
-turn: lookup of a random entity's name (visible or not to that member),
+turn: lookup of a random entity's name (visible or not to that member), by
+part of a name (`partial`: a prefix, a typo, a name like none held),
 neighbors hops=2 from a random entity the member may see, and the review page's
 entity pairs for the owner (the window of its 1,000 newest memories); latency
 per call in `recallatron load`'s HdrHistogram recorder."""
@@ -132,7 +133,11 @@ def seed(url: str, members: list[str], scale: int) -> dict[str, int]:
             if statement.strip():
                 conn.execute(statement, params)  # type: ignore[call-overload]  # trusted text
         conn.commit()
-        conn.execute("ANALYZE")
+        # As the embedding job's upkeep leaves a workspace filled through the
+        # API: vacuumed (the trigram indexes' pending entries merged) and
+        # analysed.
+        conn.autocommit = True
+        conn.execute("VACUUM (ANALYZE)")
         counts = {
             table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
             for table in ("entity", "attribute_claim", "relation_claim", "entity_alias", "memory")
@@ -178,6 +183,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             k = next(turn) % len(clients)
             return clients[k].lookup(f"Entity {rng.randint(1, entities)}")
 
+        def lookup_prefix(i: int) -> Any:
+            # By part of a name: "Entity 482" begins "Entity 482" and 4820-4829.
+            k = next(turn) % len(clients)
+            return clients[k].lookup(f"Entity {rng.randint(1, entities) // 10}", partial=True)
+
+        def lookup_typo(i: int) -> Any:
+            # One digit off: every "Entity <n>" shares most of its trigrams, so
+            # the typo route matches nearly every name here (its worst case).
+            k = next(turn) % len(clients)
+            n = str(rng.randint(100, entities))
+            return clients[k].lookup(f"Entity {n[:-1]}{(int(n[-1]) + 1) % 10}x", partial=True)
+
+        def lookup_miss(i: int) -> Any:
+            # A name like no other: the partial routes find nothing.
+            k = next(turn) % len(clients)
+            return clients[k].lookup(f"Zorblax {rng.randint(1, entities)}", partial=True)
+
         def neighbors(i: int) -> Any:
             k = next(turn) % len(clients)
             return clients[k].neighbors(rng.choice(starts[k]), hops=2)
@@ -187,7 +209,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return clients[0].entity_pairs()
 
         results: dict[str, Any] = {}
-        calls = (("lookup", lookup), ("neighbors_2hop", neighbors), ("entity_pairs", entity_pairs))
+        calls = (
+            ("lookup", lookup),
+            ("lookup_partial_prefix", lookup_prefix),
+            ("lookup_partial_typo", lookup_typo),
+            ("lookup_partial_miss", lookup_miss),
+            ("neighbors_2hop", neighbors),
+            ("entity_pairs", entity_pairs),
+        )
         for name, call in calls:
             run_closed_loop(call, 1, args.warmup, Recorder())
             recorder = Recorder()

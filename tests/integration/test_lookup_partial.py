@@ -5,10 +5,15 @@ does not exist."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from recallatron.client import Client
+from recallatron_devkit.stack import Stack
+from services.store.domain.graph import lookup_statement
+from services.store.infrastructure.db import APP_ROLE, SET_LOCALS
 from tests.conftest import Team
+from tests.dbutil import workspace_url
 
 pytestmark = pytest.mark.integration
 
@@ -69,3 +74,39 @@ def test_hidden_names_answer_like_names_that_do_not_exist(team: Team) -> None:
     assert [r.SerializeToString() for r in hidden] == [r.SerializeToString() for r in missing]
     # A purpose the memory was not stored for sees nothing by any route either.
     assert names(ada, "Zephyr", purpose="audit") == []
+
+
+# Sequential scans of the name tables in this transaction (pg_stat_xact_*
+# counts the backend's own work, SECURITY DEFINER functions included).
+SEQ_SCANS = """
+SELECT relname, seq_scan FROM pg_stat_xact_user_tables
+WHERE relname IN ('entity', 'entity_alias') ORDER BY relname
+"""
+
+
+def test_a_partial_lookup_reads_the_name_indexes_not_every_entity(stack: Stack, team: Team) -> None:
+    """The prefix and typo routes use the trigram indexes (migration 0016)
+    beneath row-level security: their operators are not leakproof, so run
+    plainly under the policies they were checked on every entity and alias
+    the caller may see, a lookup costing the workspace's size rather than its
+    matches. With sequential scans off the statement must still find its
+    rows without one, and the same rows as the gateway's answer."""
+    ada = team.clients["ada"]
+    for name in ("Wilhelmina Blackwood", "Wilbur Stone", "Orla Wendt"):
+        entity(ada, name, alias=name.split()[0][:4] + "y", audience_to="workspace")
+    asked = (("wilhel", True), ("Blakwood", True), ("Wilhy", True), ("orla wendt", False))
+    for name, partial in asked:
+        statement, params = lookup_statement(name, None, False, partial)
+        with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
+            conn.execute(
+                SET_LOCALS,
+                (
+                    ["recallatron.member_id", "recallatron.purpose", "enable_seqscan"],
+                    [team.members["ada"], "assist", "off"],
+                ),
+            )
+            found = [row[1] for row in conn.execute(statement, params)]
+            scans = dict(conn.execute(SEQ_SCANS).fetchall())
+        assert found == names(ada, name, partial=partial), name
+        assert found, name
+        assert scans == {"entity": 0, "entity_alias": 0}, (name, scans)

@@ -91,6 +91,28 @@ def _like_escaped(key: str) -> str:
     return key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def lookup_statement(
+    name: str, as_of: datetime | None, include_history: bool, partial: bool
+) -> tuple[str, dict[str, Any]]:
+    """The lookup's statement and its parameters for ``name``."""
+    v.text(name, "name", MAX_ENTITY_NAME)
+    key = rules.name_key(name)
+    if not key:
+        raise errors.InvalidArgument("name", "is required")
+    params: dict[str, Any] = {
+        "key": key,
+        "prefix": _like_escaped(key) + "%",
+        "word_prefix": "% " + _like_escaped(key) + "%",
+        "at": as_of or datetime.now(UTC),
+        "history": include_history,
+        "limit": MAX_LOOKUP_ENTITIES,
+    }
+    # Below MIN_FUZZY_CHARS only exact matches count (a letter or two would
+    # match at random).
+    fuzzy = partial and len(key) >= MIN_FUZZY_CHARS
+    return (gq.LOOKUP_PARTIAL if fuzzy else gq.LOOKUP), params
+
+
 class GraphStore(InWorkspaces):
     def lookup(
         self,
@@ -108,23 +130,10 @@ class GraphStore(InWorkspaces):
         all of them. Two claims that disagree are both returned, newest
         statement first. Below :data:`MIN_FUZZY_CHARS` characters only exact
         matches count (a letter or two would match at random)."""
-        v.text(name, "name", MAX_ENTITY_NAME)
-        key = rules.name_key(name)
-        if not key:
-            raise errors.InvalidArgument("name", "is required")
-        at = as_of or datetime.now(UTC)
-        params: dict[str, Any] = {
-            "key": key,
-            "fuzzy": partial and len(key) >= MIN_FUZZY_CHARS,
-            "prefix": _like_escaped(key) + "%",
-            "word_prefix": "% " + _like_escaped(key) + "%",
-            "at": at,
-            "history": include_history,
-            "limit": MAX_LOOKUP_ENTITIES,
-        }
+        statement, params = lookup_statement(name, as_of, include_history, partial)
         pool = self.control.caller_pool(caller)
         with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
-            return entity_cards(conn, conn.execute(gq.LOOKUP, params).fetchall(), params)
+            return entity_cards(conn, conn.execute(statement, params).fetchall(), params)
 
     def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
         """The entities ``text`` names exactly: every run of up to

@@ -101,30 +101,17 @@ _ALIAS_CURRENT = """
 # (tier 0), then a prefix of the key or of one of its words (tier 1), then
 # keys alike despite a typo (tier 2: trigram similarity of the whole key, or of
 # a word run of it to the key); within a tier the closer, then the shorter
-# name, then the oldest. Row-level security sees to it that only entities the
-# caller may see are found, by any route.
-LOOKUP = f"""
+# name, then the oldest. The partial routes are searched on their indexes by
+# entity_key_matches (migration 0018) and joined back to entity and
+# entity_alias here, under their policies: row-level security sees to it
+# that only entities the caller may see are found, by any route, and only
+# through aliases it may see.
+_LOOKUP = """
 WITH hit (entity_id, tier, closeness) AS (
     SELECT id, 0, 1.0::real FROM entity WHERE name_key = %(key)s
     UNION ALL
     SELECT a.entity_id, 0, 1.0::real FROM entity_alias a
-    WHERE a.alias_key = %(key)s AND {_ALIAS_CURRENT}
-    UNION ALL
-    SELECT id, 1, similarity(name_key, %(key)s) FROM entity
-    WHERE %(fuzzy)s AND (name_key LIKE %(prefix)s OR name_key LIKE %(word_prefix)s)
-    UNION ALL
-    SELECT a.entity_id, 1, similarity(a.alias_key, %(key)s) FROM entity_alias a
-    WHERE %(fuzzy)s AND (a.alias_key LIKE %(prefix)s OR a.alias_key LIKE %(word_prefix)s)
-      AND {_ALIAS_CURRENT}
-    UNION ALL
-    SELECT id, 2, greatest(similarity(name_key, %(key)s), word_similarity(%(key)s, name_key))
-    FROM entity WHERE %(fuzzy)s AND (name_key %% %(key)s OR %(key)s <%% name_key)
-    UNION ALL
-    SELECT a.entity_id, 2,
-           greatest(similarity(a.alias_key, %(key)s), word_similarity(%(key)s, a.alias_key))
-    FROM entity_alias a
-    WHERE %(fuzzy)s AND (a.alias_key %% %(key)s OR %(key)s <%% a.alias_key)
-      AND {_ALIAS_CURRENT}
+    WHERE a.alias_key = %(key)s AND {alias_current}{partial}
 ), best AS (
     SELECT DISTINCT ON (entity_id) entity_id, tier, closeness FROM hit
     ORDER BY entity_id, tier, closeness DESC
@@ -133,6 +120,16 @@ SELECT e.id, e.name, e.type FROM best b JOIN entity e ON e.id = b.entity_id
 ORDER BY b.tier, b.closeness DESC, length(e.name), e.created_at, e.id
 LIMIT %(limit)s
 """
+_PARTIAL = """
+    UNION ALL
+    SELECT k.entity_id, k.tier, k.closeness
+    FROM entity_key_matches(%(key)s, %(prefix)s, %(word_prefix)s) k
+    LEFT JOIN entity_alias a ON a.id = k.alias_id
+    WHERE k.alias_id IS NULL OR (a.id IS NOT NULL AND {alias_current})"""
+LOOKUP = _LOOKUP.format(alias_current=_ALIAS_CURRENT, partial="")
+LOOKUP_PARTIAL = _LOOKUP.format(
+    alias_current=_ALIAS_CURRENT, partial=_PARTIAL.format(alias_current=_ALIAS_CURRENT)
+)
 # Entities whose name or current alias is one of the keys %(keys)s (the word
 # runs of a recall query), longest name first.
 NAMED = f"""
