@@ -232,6 +232,9 @@ def test_counts_match_the_generator(stack: Stack, migrated: Migrated, old_store:
     owner = team.members["ada"]
     assert one("SELECT count(*) FROM history_entry") == t.history_entries
     assert one("SELECT count(DISTINCT owner_member_id)::text FROM history_entry") == "1"
+    # Analysed once written, not left to autovacuum's next visit.
+    analysed = "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = %s"
+    assert one(analysed, "history_entry") and one(analysed, "memory")
     memories = t.memories + t.record_memories
     assert one("SELECT count(*) FROM memory WHERE origin = 'migrated'") == memories
     # Memories by the ledger's kind of old record.

@@ -118,6 +118,11 @@ class Importer:
                 run = ImportRun(report, pool, caller, ids, dry_run, self.batch_size, self.on_batch)
                 run.turns(sqlite)
                 run.graph_and_items(sqlite, graph)
+                if not dry_run:
+                    # Statistics for what was just written: until autovacuum's
+                    # next visit the planner would guess (history search chose
+                    # a scan of every turn over its index).
+                    lock_conn.execute(q.ANALYZE)
             if not dry_run:
                 # The migrated memories are queued for embedding: wake the job.
                 self.control.mark_work(target.workspace_id)

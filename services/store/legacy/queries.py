@@ -110,3 +110,5 @@ INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason, ch
 SELECT u.id, u.revision, 'supersede', %s, %s, u.at
 FROM unnest(%s::uuid[], %s::bigint[], %s::timestamptz[]) AS u(id, revision, at)
 """
+# The whole database, once an import has committed.
+ANALYZE = "ANALYZE"
