@@ -271,3 +271,43 @@ def test_a_workspace_awake_for_a_while_grows_at_once() -> None:
         with pool.connection(timeout=0.5):  # far below grow_after: no wait
             pass
     assert opened == ["db", "db"]
+
+
+def test_a_full_budget_closes_its_oldest_idle_connection_ahead_of_need() -> None:
+    """Once the last place is taken, the connection idle longest is closed by
+    the budget's own thread: the next workspace to wake opens at once instead
+    of closing one on its own critical path. The place counts until closed."""
+    budget = ServerBudget("s", limit=2, idle_seconds=60, close_ahead_after=0.0)
+    opened: list[str] = []
+    closed_by: dict[str, str] = {}
+
+    class Recorded(FakeConn):
+        def close(self) -> None:
+            closed_by[self.key] = threading.current_thread().name
+            super().close()
+
+    pools = [make(budget, name, opened) for name in ("a", "b", "c")]
+    for pool in pools:
+        pool._connect = lambda p=pool: (opened.append(p.key), Recorded(p.key, opened))[1]  # type: ignore[method-assign]
+    with pools[0].connection():
+        pass
+    with pools[1].connection():
+        # The budget is full: a's idle connection goes, on the closer thread.
+        deadline = time.monotonic() + 30
+        while "a" not in closed_by and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert closed_by.get("a", "").startswith("budget-closer")
+        assert _open_count(budget) <= 2
+    deadline = time.monotonic() + 30
+    while _open_count(budget) > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _open_count(budget) == 1
+    with pools[2].connection() as conn:
+        assert conn.key == "c"
+    # c took the free place; b's idle connection was then closed ahead too,
+    # never by the caller's thread.
+    deadline = time.monotonic() + 30
+    while "b" not in closed_by and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(name.startswith("budget-closer") for name in closed_by.values()), closed_by
+    assert opened == ["a", "b", "c"]

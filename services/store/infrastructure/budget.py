@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import select
 import threading
 import time
@@ -42,6 +43,9 @@ log = logging.getLogger("recallatron.store.budget")
 # How long a close waits for the server to end the backend before it counts
 # the slot free anyway (a server that does not answer frees it by itself).
 CLOSE_WAIT_SECONDS = 2.0
+# With the budget full, an idle connection unused this long is closed ahead of
+# need: it is the one the next workspace to wake would close anyway.
+CLOSE_AHEAD_AFTER_SECONDS = 0.25
 
 
 class BudgetTimeout(Exception):
@@ -183,7 +187,12 @@ class ServerBudget:
     """One server's connections in this process: at most ``limit`` open."""
 
     def __init__(
-        self, server: str, limit: int, idle_seconds: float, grow_after: float = 0.05
+        self,
+        server: str,
+        limit: int,
+        idle_seconds: float,
+        grow_after: float = 0.05,
+        close_ahead_after: float = CLOSE_AHEAD_AFTER_SECONDS,
     ) -> None:
         if limit < 1:
             raise ValueError("a connection budget must allow at least one connection")
@@ -191,6 +200,10 @@ class ServerBudget:
         self.limit = limit
         self.idle_seconds = idle_seconds
         self.grow_after = grow_after
+        self.close_ahead_after = close_ahead_after
+        # Connections closed ahead of need, by one thread of the budget's own.
+        self._closing: queue.SimpleQueue[psycopg.Connection] = queue.SimpleQueue()
+        self._closer: threading.Thread | None = None
         self.lock = threading.Lock()
         self.pools: dict[str, DatabasePool] = {}
         self.waiters: deque[_Waiter] = deque()
@@ -296,16 +309,44 @@ class ServerBudget:
                     # closes the victim before it opens its own.
                     waiter.victim = victim
                 waiter.slot = True
+                if self.open >= self.limit:
+                    self._close_ahead(now)
             pool.in_use += 1
             pool.waiting -= 1
             self.waiters.remove(waiter)
             waiter.event.set()
 
-    def _oldest_idle(self) -> psycopg.Connection | None:
+    def _close_ahead(self, now: float) -> None:
+        """With every connection of the budget taken, closes the oldest idle
+        one (unused for ``close_ahead_after``) on the closer thread, so that
+        the next workspace to wake finds a free place instead of closing it
+        on its own critical path (a close waits for the backend to end, about
+        1.5 ms). The place counts as taken until the server let it go. Under
+        the lock."""
+        oldest = self._oldest_idle_pool()
+        if oldest is None or now - oldest.idle[0][1] < self.close_ahead_after:
+            return
+        self._closing.put(oldest.idle.popleft()[0])
+        if self._closer is None:
+            self._closer = threading.Thread(
+                target=self._close_loop, name=f"budget-closer-{self.server}", daemon=True
+            )
+            self._closer.start()
+
+    def _close_loop(self) -> None:
+        while True:
+            self._discard(self._closing.get())
+
+    def _oldest_idle_pool(self) -> DatabasePool | None:
+        """The pool holding the connection idle longest, if any is idle."""
         oldest: DatabasePool | None = None
         for pool in self.pools.values():
             if pool.idle and (oldest is None or pool.idle[0][1] < oldest.idle[0][1]):
                 oldest = pool
+        return oldest
+
+    def _oldest_idle(self) -> psycopg.Connection | None:
+        oldest = self._oldest_idle_pool()
         return oldest.idle.popleft()[0] if oldest is not None else None
 
     # -- upkeep ------------------------------------------------------------
