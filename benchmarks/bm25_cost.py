@@ -110,14 +110,21 @@ def measure(url: str, owner: str, queries: list[str], rounds: int) -> dict[str, 
         if not by_name["bm25"]:
             continue
         entry: dict[str, Any] = {"calls": len(by_name["bm25"])}
-        for name, values in by_name.items():
-            values.sort()
-            entry[name] = {
-                "p50_ms": round(statistics.median(values), 3),
-                "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
-            }
-        entry["p50_ratio"] = round(entry["bm25"]["p50_ms"] / entry["ts_rank_cd"]["p50_ms"], 3)
-        out[path] = entry
+        out[path] = entry | compared(by_name, "ts_rank_cd", "bm25")
+    return out
+
+
+def compared(times: dict[str, list[float]], before: str, after: str) -> dict[str, Any]:
+    """Each statement's p50 and p90 (ms) of its interleaved timings, and the
+    p50 of ``after`` over that of ``before``."""
+    out: dict[str, Any] = {}
+    for name, values in times.items():
+        values = sorted(values)
+        out[name] = {
+            "p50_ms": round(statistics.median(values), 3),
+            "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
+        }
+    out["p50_ratio"] = round(out[after]["p50_ms"] / out[before]["p50_ms"], 3)
     return out
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 import psycopg
 
+from benchmarks.bm25_cost import compared
 from recallatron.client import Client
 from recallatron_devkit.load import models_dir
 from recallatron_devkit.stack import Stack, own_config, running
@@ -93,15 +93,7 @@ def measure(url: str, owner: str, rounds: int) -> dict[str, Any]:
             same = [r[0] for r in conn.execute(BEFORE, {"tsquery": word, "limit": 10})] == [
                 r[0] for r in conn.execute(SEARCH_HISTORY, {"tsquery": word, "limit": 10})
             ]
-            entry: dict[str, Any] = {"same_rows": same}
-            for name, values in times.items():
-                values.sort()
-                entry[name] = {
-                    "p50_ms": round(statistics.median(values), 3),
-                    "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
-                }
-            entry["p50_ratio"] = round(entry["after"]["p50_ms"] / entry["before"]["p50_ms"], 3)
-            out[kind] = entry
+            out[kind] = {"same_rows": same} | compared(times, "before", "after")
     return out
 
 
