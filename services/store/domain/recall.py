@@ -298,6 +298,25 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     )
 
 
+def lexical_arm(conn: psycopg.Connection, query: str, params: dict[str, object]) -> LexicalResult:
+    """The lexical arm's statement in the caller's transaction ``conn``:
+    ``params`` holds the filters and the limit, the terms are added here."""
+    terms = query_terms(conn, query)
+    if terms is None:
+        return LexicalResult([])
+    params = {**params, **terms.params()}
+    if terms.capped:
+        params["cap"] = CANDIDATE_CAP
+        params["by_index"] = terms.by_index
+        params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
+    rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
+    return LexicalResult(
+        [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
+        terms.kept,
+        terms.dropped,
+    )
+
+
 class RecallQueries(InWorkspaces):
     def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:
         v.text(query, "query", MAX_QUERY_CHARS)
@@ -308,20 +327,7 @@ class RecallQueries(InWorkspaces):
         pool = self.control.caller_pool(caller)
         with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
             _merged_mentions(conn, params)
-            terms = query_terms(conn, query)
-            if terms is None:
-                return LexicalResult([])
-            params.update(terms.params())
-            if terms.capped:
-                params["cap"] = CANDIDATE_CAP
-                params["by_index"] = terms.by_index
-                params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
-            rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
-        return LexicalResult(
-            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
-            terms.kept,
-            terms.dropped,
-        )
+            return lexical_arm(conn, query, params)
 
     def dense(
         self,
