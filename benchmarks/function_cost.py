@@ -158,7 +158,8 @@ def run(
 
 def measure(case: str, state_dir: Path, n: int, rounds: int) -> dict[str, Any]:
     before, before_sql, migration, make_queries = CASES[case]
-    after = migration.split("_", 1)[1].removesuffix(".sql").replace("_", " ") + f" ({migration[:4]})"
+    words = migration.split("_", 1)[1].removesuffix(".sql").replace("_", " ")
+    after = f"{words} ({migration[:4]})"
     definitions = {before: before_sql(), after: (MIGRATIONS / migration).read_text()}
     stack = Stack(own_config(state_dir, models_dir()))
     stack.start_postgres()
