@@ -140,7 +140,7 @@ class GraphStore(InWorkspaces):
         MAX_NAME_WORDS words (ends stripped of punctuation) that is the name
         or a current alias of an entity the caller may see, as lookup gives
         it now. For recall's entity cards; a query naming nothing costs one
-        indexed probe."""
+        probe of the name indexes, beneath no policy (migration 0022)."""
         keys = name_keys(text)
         if not keys:
             return []
@@ -152,6 +152,9 @@ class GraphStore(InWorkspaces):
         }
         pool = self.control.caller_pool(caller)
         with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
+            held = conn.execute(gq.KEYS_HELD, params).fetchone()
+            if not (held and held[0]):
+                return []
             return entity_cards(conn, conn.execute(gq.NAMED, params).fetchall(), params)
 
     def neighbors(

@@ -132,6 +132,9 @@ LOOKUP_PARTIAL = _LOOKUP.format(
 )
 # Entities whose name or current alias is one of the keys %(keys)s (the word
 # runs of a recall query), longest name first.
+# Whether any entity or alias holds one of the keys, whoever may see it
+# (migration 0022): when none does, NAMED would find nothing either.
+KEYS_HELD = "SELECT entity_keys_held(%(keys)s::text[])"
 NAMED = f"""
 SELECT e.id, e.name, e.type FROM entity e
 WHERE e.id IN (
