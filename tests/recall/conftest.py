@@ -30,6 +30,30 @@ def tiny_cross_encoder(prepared_models_dir: Path) -> Path:
     return onnx_dir
 
 
+@pytest.fixture
+def one_connection(stack: Stack) -> Iterator[Any]:
+    """The store's control plane in this process on pools of one connection,
+    so that every statement of a domain call lands on the session a test then
+    reads (pg_prepared_statements)."""
+    from services.store.domain.control import ControlPlane
+    from services.store.infrastructure.db import Databases
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(
+        StoreSettings(
+            database_url=stack.database_url,
+            app_password=stack.app_password,
+            pool_min_size=1,
+            pool_max_size=1,
+        )
+    )
+    try:
+        dbs.bootstrap()
+        yield ControlPlane(dbs)
+    finally:
+        dbs.close()
+
+
 @dataclass
 class Member:
     id: str

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from recallatron_devkit.stack import Stack
 from services.store.domain.control import ControlPlane
 from services.store.domain.graph import GraphStore
-from services.store.infrastructure.db import Caller, Databases
-from services.store.settings import StoreSettings
+from services.store.infrastructure.db import Caller
 from services.store.sql import graph_queries as gq
 from tests.conftest import Team
 
@@ -20,7 +18,9 @@ pytestmark = pytest.mark.integration
 PREPARED = "SELECT statement FROM pg_prepared_statements"
 
 
-def test_a_query_naming_no_entity_skips_the_cards_statement(stack: Stack, team: Team) -> None:
+def test_a_query_naming_no_entity_skips_the_cards_statement(
+    one_connection: ControlPlane, team: Team
+) -> None:
     ada = team.clients["ada"]
     ada.remember(
         "Robin leads Apollo",
@@ -33,35 +33,21 @@ def test_a_query_naming_no_entity_skips_the_cards_statement(stack: Stack, team: 
     team.clients["bob"].remember(
         "Secret", "Quentin Marsh joins next week.", mention_names=["Quentin Marsh"]
     )
-    # One connection, so that every statement lands on the session read below.
-    dbs = Databases(
-        StoreSettings(
-            database_url=stack.database_url,
-            app_password=stack.app_password,
-            pool_min_size=1,
-            pool_max_size=1,
-        )
-    )
-    try:
-        dbs.bootstrap()
-        control = ControlPlane(dbs)
-        caller = Caller(team.workspace_id, team.members["ada"], "assist")
-        graph = GraphStore(control)
-        pool = control.caller_pool(caller)
-        # Past the driver's prepare threshold (5): a statement run that often
-        # is in pg_prepared_statements.
-        for _ in range(8):
-            assert graph.named_in(caller, "what happened at the weekly sync?") == []
-        with pool.connection() as conn:
-            prepared = [row[0] for row in conn.execute(PREPARED).fetchall()]
-        assert any("entity_keys_held" in s for s in prepared), prepared
-        assert not any(s.strip() == gq.NAMED.strip() for s in prepared), prepared
+    caller = Caller(team.workspace_id, team.members["ada"], "assist")
+    graph = GraphStore(one_connection)
+    pool = one_connection.caller_pool(caller)
+    # Past the driver's prepare threshold (5): a statement run that often is
+    # in pg_prepared_statements.
+    for _ in range(8):
+        assert graph.named_in(caller, "what happened at the weekly sync?") == []
+    with pool.connection() as conn:
+        prepared = [row[0] for row in conn.execute(PREPARED).fetchall()]
+    assert any("entity_keys_held" in s for s in prepared), prepared
+    assert not any(s.strip() == gq.NAMED.strip() for s in prepared), prepared
 
-        # A name held but hidden from the caller answers as no name at all...
-        assert graph.named_in(caller, "is Quentin Marsh joining?") == []
-        # ...and a name the caller may see still gets its card, by name or alias.
-        for text in ("what does Robin Goodwin lead?", "ask Robin"):
-            (card,) = graph.named_in(caller, text)
-            assert card.entity.name == "Robin Goodwin" and card.mentioned_by
-    finally:
-        dbs.close()
+    # A name held but hidden from the caller answers as no name at all...
+    assert graph.named_in(caller, "is Quentin Marsh joining?") == []
+    # ...and a name the caller may see still gets its card, by name or alias.
+    for text in ("what does Robin Goodwin lead?", "ask Robin"):
+        (card,) = graph.named_in(caller, text)
+        assert card.entity.name == "Robin Goodwin" and card.mentioned_by

@@ -605,17 +605,15 @@ def assert_generic_plans(
 
 
 def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
-    stack: Stack, team: Team
+    one_connection: Any, team: Team
 ) -> None:
     """Once the driver has prepared them, the statements of the lexical arm's
     transaction and of the entity cards are never planned again per execution
     (db.GENERIC_PLANS: custom plans cost more planning than running), and each
     generic plan can still read the indexes: with sequential scans disabled,
     none is left in it."""
-    from services.store.domain.control import ControlPlane
     from services.store.domain.graph import GraphStore
-    from services.store.infrastructure.db import Caller, Databases
-    from services.store.settings import StoreSettings
+    from services.store.infrastructure.db import Caller
 
     ada = team.clients["ada"]
     ada.remember(
@@ -632,28 +630,14 @@ def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
         ],
         aliases=[{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
     )
-    # One connection, so that every execution lands on the session read below.
-    dbs = Databases(
-        StoreSettings(
-            database_url=stack.database_url,
-            app_password=stack.app_password,
-            pool_min_size=1,
-            pool_max_size=1,
-        )
-    )
-    try:
-        dbs.bootstrap()
-        control = ControlPlane(dbs)
-        caller = Caller(team.workspace_id, team.members["ada"], "assist")
-        queries, graph = r.RecallQueries(control), GraphStore(control)
-        for _ in range(8):  # past the driver's prepare threshold (5)
-            (card,) = graph.named_in(caller, "what does Robin Goodwin lead?")
-            assert card.attributes and card.relations and card.aliases and card.mentioned_by
-            assert queries.lexical(caller, "Apollo project Lisbon", 50, r.Filters()).candidates
-        with control.caller_pool(caller).connection() as conn:
-            assert_generic_plans(conn, caller.member_id, _CARD_STATEMENTS, _CARD_TABLES)
-    finally:
-        dbs.close()
+    caller = Caller(team.workspace_id, team.members["ada"], "assist")
+    queries, graph = r.RecallQueries(one_connection), GraphStore(one_connection)
+    for _ in range(8):  # past the driver's prepare threshold (5)
+        (card,) = graph.named_in(caller, "what does Robin Goodwin lead?")
+        assert card.attributes and card.relations and card.aliases and card.mentioned_by
+        assert queries.lexical(caller, "Apollo project Lisbon", 50, r.Filters()).candidates
+    with one_connection.caller_pool(caller).connection() as conn:
+        assert_generic_plans(conn, caller.member_id, _CARD_STATEMENTS, _CARD_TABLES)
 
 
 # What a read (and every write's read-back) runs, by what each statement reads.
@@ -668,15 +652,13 @@ _READ_STATEMENTS = (
 )
 
 
-def test_a_read_runs_on_generic_plans(stack: Stack, team: Team) -> None:
+def test_a_read_runs_on_generic_plans(one_connection: Any, team: Team) -> None:
     """A read of one memory with its provenance, as each write reads its
     memory back: once the driver has prepared the statements, none is planned
     again per execution (GENERIC_PLANS; before, each was, costing several
     times its running), and each generic plan still reads the indexes."""
-    from services.store.domain.control import ControlPlane
     from services.store.domain.memories import MemoryStore
-    from services.store.infrastructure.db import Caller, Databases
-    from services.store.settings import StoreSettings
+    from services.store.infrastructure.db import Caller
 
     ada = team.clients["ada"]
     first = ada.remember("Apollo kickoff", "The kickoff is in Lisbon.", audience_to="workspace")
@@ -696,24 +678,11 @@ def test_a_read_runs_on_generic_plans(stack: Stack, team: Team) -> None:
         ],
         aliases=[{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
     ).memory
-    dbs = Databases(
-        StoreSettings(
-            database_url=stack.database_url,
-            app_password=stack.app_password,
-            pool_min_size=1,
-            pool_max_size=1,
-        )
-    )
-    try:
-        dbs.bootstrap()
-        control = ControlPlane(dbs)
-        caller = Caller(team.workspace_id, team.members["ada"], "assist")
-        memories = MemoryStore(dbs, control)
-        for _ in range(8):  # past the driver's prepare threshold (5)
-            (view,) = memories.read(caller, [made.id])
-            assert view.links and view.mentions and view.claims and view.relations and view.aliases
-        with control.caller_pool(caller).connection() as conn:
-            tables = (*_CARD_TABLES, "memory_link", "memory_revision")
-            assert_generic_plans(conn, caller.member_id, _READ_STATEMENTS, tables)
-    finally:
-        dbs.close()
+    caller = Caller(team.workspace_id, team.members["ada"], "assist")
+    memories = MemoryStore(one_connection.dbs, one_connection)
+    for _ in range(8):  # past the driver's prepare threshold (5)
+        (view,) = memories.read(caller, [made.id])
+        assert view.links and view.mentions and view.claims and view.relations and view.aliases
+    with one_connection.caller_pool(caller).connection() as conn:
+        tables = (*_CARD_TABLES, "memory_link", "memory_revision")
+        assert_generic_plans(conn, caller.member_id, _READ_STATEMENTS, tables)
