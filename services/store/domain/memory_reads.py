@@ -18,8 +18,12 @@ from recallatron.vocabulary import MAX_READ_IDS, PURPOSES
 from services.store.domain import graph_claims
 from services.store.domain import validation as v
 from services.store.domain.workspace_services import OnWorkspaces
-from services.store.infrastructure.db import GENERIC_PLANS, Caller
+from services.store.infrastructure.db import GENERIC_PLANS, SET_LOCALS, Caller
 from services.store.sql import memory_queries as mq
+
+# The parts of a memory's provenance, each its own query (or three, "graph").
+LINKS, MENTIONS, CHAINS, GRAPH = "links", "mentions", "chains", "graph"
+EVERY_PART = frozenset({LINKS, MENTIONS, CHAINS, GRAPH})
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,24 @@ class MemoryReads(OnWorkspaces):
         found = self.read(caller, [memory_id], with_provenance=True)
         return found[0] if found else self._own_write(caller, memory_id)
 
+    def _read_new(
+        self, conn: psycopg.Connection, memory_id: str, parts: frozenset[str]
+    ) -> MemoryView | None:
+        """The memory this transaction has just made, as a read gives it, in
+        the write's own transaction: no other transaction can see it yet, so
+        of its provenance only ``parts``, what the write itself may have
+        made, can hold anything, and the other queries are not run. None when
+        the caller may not read it (the write's caller falls back to
+        :meth:`_own_write` after the commit)."""
+        keys = list(GENERIC_PLANS)
+        conn.execute(SET_LOCALS, (keys, [GENERIC_PLANS[k] for k in keys]))
+        rows = conn.execute(mq.MEMORIES_BY_ID, (v.uuid_array([memory_id]),)).fetchall()
+        if not rows:
+            return None
+        views = {memory_id: memory_view(rows[0])}
+        self._provenance(conn, views, True, parts)
+        return views[memory_id]
+
     def read(
         self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
     ) -> list[MemoryView]:
@@ -145,16 +167,20 @@ class MemoryReads(OnWorkspaces):
         return [rows[i] for i in wanted if i in rows]
 
     def _provenance(
-        self, conn: psycopg.Connection, views: dict[str, MemoryView], with_revisions: bool
+        self,
+        conn: psycopg.Connection,
+        views: dict[str, MemoryView],
+        with_revisions: bool,
+        parts: frozenset[str] = EVERY_PART,
     ) -> None:
         ids = v.uuid_array(list(views))
         # Independent queries: one round trip.
         with conn.pipeline():
-            links = conn.execute(mq.LINKS_OF, (ids,))
-            mentions = conn.execute(mq.MENTIONS_OF, (ids,))
-            chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids))
+            links = conn.execute(mq.LINKS_OF, (ids,)) if LINKS in parts else None
+            mentions = conn.execute(mq.MENTIONS_OF, (ids,)) if MENTIONS in parts else None
+            chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids)) if CHAINS in parts else None
             revisions = conn.execute(mq.REVISIONS_OF, (ids,)) if with_revisions else None
-        if with_revisions:
+        if with_revisions and GRAPH in parts:
             claims, relations, aliases = graph_claims.claims_of(conn, ids)
             for memory_id, view in views.items():
                 view.claims = claims.get(memory_id, [])
@@ -165,14 +191,14 @@ class MemoryReads(OnWorkspaces):
                 views[str(memory_id)].revisions.append(
                     RevisionView(revision, action, str(changed_by), reason, changed_at)
                 )
-        for memory_id, kind, target, title, target_kind in links.fetchall():
+        for memory_id, kind, target, title, target_kind in links.fetchall() if links else ():
             ref = (
                 Ref(str(target), True, title, target_kind) if title is not None else Ref("", False)
             )
             views[str(memory_id)].links.append((kind, ref))
-        for memory_id, entity_id, name in mentions.fetchall():
+        for memory_id, entity_id, name in mentions.fetchall() if mentions else ():
             views[str(memory_id)].mentions.append((str(entity_id), name))
-        for memory_id, direction, depth, ref_id, title, kind in chains.fetchall():
+        for memory_id, direction, depth, ref_id, title, kind in chains.fetchall() if chains else ():
             ref = Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False)
             view = views[str(memory_id)]
             (view.supersedes if direction == "older" else view.superseded_by).append(ref)

@@ -22,7 +22,7 @@ from services.store.domain import episodes, graph_claims
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
 from services.store.domain.erasure import request_key
-from services.store.domain.memory_reads import MemoryReads, MemoryView
+from services.store.domain.memory_reads import GRAPH, LINKS, MENTIONS, MemoryReads, MemoryView
 from services.store.domain.trust import EMPTY, AudienceValue, Trust, _Empty
 from services.store.infrastructure.db import Caller, caller_transaction
 from services.store.sql import memory_queries as mq
@@ -172,6 +172,37 @@ class MemoryWrites(MemoryReads):
             self.control.mark_work(caller.workspace_id)
         return result
 
+    def _write_new(
+        self,
+        caller: Caller,
+        request_id: str,
+        tool: str,
+        write: Any,
+        new: NewMemory,
+        linked: bool,
+    ) -> WriteResult:
+        """:meth:`_idempotent` for a write that makes one new memory, read
+        back in the write's own transaction (one transaction, not two, and
+        only the provenance the write can have made: its links when
+        ``linked``, its mentions and graph when it states any). A replay reads
+        the first write's memory as any read does."""
+        parts = frozenset(
+            ([LINKS] if linked else [])
+            + ([MENTIONS, GRAPH] if new.mentions or new.graph != graph_claims.NO_GRAPH else [])
+        )
+        made: list[MemoryView] = []
+
+        def write_and_read(conn: psycopg.Connection) -> str:
+            memory_id: str = write(conn)
+            view = self._read_new(conn, memory_id, parts)
+            made[:] = [view] if view is not None else []
+            return memory_id
+
+        memory_id, replayed = self._idempotent(caller, request_id, tool, write_and_read)
+        if not replayed and made:
+            return WriteResult(made[0], False)
+        return WriteResult(self._read_back(caller, memory_id), replayed)
+
     def remember(
         self,
         caller: Caller,
@@ -207,8 +238,7 @@ class MemoryWrites(MemoryReads):
             self._audit(conn, caller, "remember", memory_id, request_id)
             return memory_id
 
-        memory_id, replayed = self._idempotent(caller, request_id, "remember", write)
-        return WriteResult(self._read_back(caller, memory_id), replayed)
+        return self._write_new(caller, request_id, "remember", write, new, bool(about))
 
     def derive(
         self, caller: Caller, request_id: str, source_ids: Sequence[str], new: NewMemory
@@ -231,5 +261,4 @@ class MemoryWrites(MemoryReads):
             self._audit(conn, caller, "derive", memory_id, request_id)
             return memory_id
 
-        memory_id, replayed = self._idempotent(caller, request_id, "derive", write)
-        return WriteResult(self._read_back(caller, memory_id), replayed)
+        return self._write_new(caller, request_id, "derive", write, new, True)
