@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -180,3 +180,21 @@ def team(stack: Stack, operator: Client) -> Iterator[Team]:
     yield t
     for client in t.clients.values():
         client.close()
+
+
+# What the graph tests' favourite memory states: a mention, a claim, a
+# relation and an alias of Robin Goodwin.
+ROBIN_LEADS_APOLLO: dict[str, Any] = {
+    "claims": [{"entity": {"name": "Robin Goodwin"}, "attribute": "city", "value": "Lisbon"}],
+    "relations": [
+        {"subject": {"name": "Robin Goodwin"}, "predicate": "leads", "object": {"name": "Apollo"}}
+    ],
+    "aliases": [{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
+}
+
+
+def remember_robin(client: Client, body: str, **more: Any) -> Any:
+    """Remembers "Robin leads Apollo" with ``body``, stating
+    ROBIN_LEADS_APOLLO; ``more`` adds or overrides remember's arguments."""
+    args: dict[str, Any] = {"mention_names": ["Robin Goodwin"], **ROBIN_LEADS_APOLLO, **more}
+    return client.remember("Robin leads Apollo", body, **args)

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.conftest import Team
+from tests.conftest import Team, remember_robin
 
 pytestmark = pytest.mark.integration
 
@@ -35,19 +35,10 @@ def test_remember_and_derive_answer_as_a_read_does(team: Team) -> None:
     same_as_read(team, "ada", about)
     assert [link.target.id for link in about.links] == [shared.id]
 
-    graph = ada.remember(
-        "Robin leads Apollo",
+    graph = remember_robin(
+        ada,
         "Robin Goodwin leads the Apollo project from Lisbon.",
         mention_names=["Robin Goodwin", "Apollo"],
-        claims=[{"entity": {"name": "Robin Goodwin"}, "attribute": "city", "value": "Lisbon"}],
-        relations=[
-            {
-                "subject": {"name": "Robin Goodwin"},
-                "predicate": "leads",
-                "object": {"name": "Apollo"},
-            }
-        ],
-        aliases=[{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
     ).memory
     same_as_read(team, "ada", graph)
     assert graph.mentions and graph.claims and graph.relations and graph.aliases

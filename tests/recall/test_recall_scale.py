@@ -26,7 +26,7 @@ from services.rank.pipeline import Pipeline, Request, Walked
 from services.store.domain import recall as r
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS
 from tests import internal
-from tests.conftest import Team
+from tests.conftest import Team, remember_robin
 from tests.dbutil import workspace_url
 
 pytestmark = pytest.mark.integration
@@ -616,20 +616,7 @@ def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
     from services.store.infrastructure.db import Caller
 
     ada = team.clients["ada"]
-    ada.remember(
-        "Robin leads Apollo",
-        "Robin Goodwin leads the Apollo project from Lisbon.",
-        mention_names=["Robin Goodwin"],
-        claims=[{"entity": {"name": "Robin Goodwin"}, "attribute": "city", "value": "Lisbon"}],
-        relations=[
-            {
-                "subject": {"name": "Robin Goodwin"},
-                "predicate": "leads",
-                "object": {"name": "Apollo"},
-            }
-        ],
-        aliases=[{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
-    )
+    remember_robin(ada, "Robin Goodwin leads the Apollo project from Lisbon.")
     caller = Caller(team.workspace_id, team.members["ada"], "assist")
     queries, graph = r.RecallQueries(one_connection), GraphStore(one_connection)
     for _ in range(8):  # past the driver's prepare threshold (5)
@@ -662,21 +649,11 @@ def test_a_read_runs_on_generic_plans(one_connection: Any, team: Team) -> None:
 
     ada = team.clients["ada"]
     first = ada.remember("Apollo kickoff", "The kickoff is in Lisbon.", audience_to="workspace")
-    made = ada.remember(
-        "Robin leads Apollo",
+    made = remember_robin(
+        ada,
         "Robin Goodwin leads the Apollo project.",
         audience_to="workspace",
         about=[first.memory.id],
-        mention_names=["Robin Goodwin"],
-        claims=[{"entity": {"name": "Robin Goodwin"}, "attribute": "city", "value": "Lisbon"}],
-        relations=[
-            {
-                "subject": {"name": "Robin Goodwin"},
-                "predicate": "leads",
-                "object": {"name": "Apollo"},
-            }
-        ],
-        aliases=[{"entity": {"name": "Robin Goodwin"}, "alias": "Robin"}],
     ).memory
     caller = Caller(team.workspace_id, team.members["ada"], "assist")
     memories = MemoryStore(one_connection.dbs, one_connection)
