@@ -162,10 +162,10 @@ def test_a_piled_up_workspace_is_refused_while_another_is_served(stack: Stack) -
 
 
 def test_tokens_once_issued_do_not_spend_the_addresss_failure_budget(stack: Stack) -> None:
-    """A revoked, expired or removed member's token is a stale client, not a
-    guess: however often it calls, a new token from the same address (one
-    host running many agents) is still answered. Runs before the flood below,
-    which empties this address's budget."""
+    """A revoked, expired, removed member's or deleted workspace's token is a
+    stale client, not a guess: however often it calls, a new token from the
+    same address (one host running many agents) is still answered. Runs
+    before the flood below, which empties this address's budget."""
     operator = Client(stack.gateway, stack.admin_token)
     try:
         ws = operator.create_workspace(f"stale-{uuid.uuid4().hex[:6]}").workspace
@@ -174,9 +174,15 @@ def test_tokens_once_issued_do_not_spend_the_addresss_failure_budget(stack: Stac
         revoked = operator.create_token(owner.id, "revoked")
         expiring = operator.create_token(owner.id, "expiring", expires_in=timedelta(seconds=1))
         removed = operator.create_token(leaver.id, "removed").token
+        gone_ws = operator.create_workspace(f"gone-{uuid.uuid4().hex[:6]}").workspace
+        gone_owner = operator.create_member(gone_ws.id, "owner", owner=True).member
+        gone = operator.create_token(gone_owner.id, "gone").token
         operator.revoke_token(revoked.token_id)
         operator.remove_member(leaver.id, "erase")
-        stale = [plain_client(stack.gateway, t) for t in (revoked.token, expiring.token, removed)]
+        operator.delete_workspace(gone_ws.id, confirm=gone_ws.id)
+        stale = [
+            plain_client(stack.gateway, t) for t in (revoked.token, expiring.token, removed, gone)
+        ]
 
         def refused_as_expired() -> bool:
             try:
@@ -187,13 +193,13 @@ def test_tokens_once_issued_do_not_spend_the_addresss_failure_budget(stack: Stac
 
         wait_for(refused_as_expired, "the token to expire", timeout=60)
         codes: Counter[str] = Counter()
-        for _ in range(4):  # 12 failed calls against a budget of 5
+        for _ in range(8):  # 32 failed calls, 8 by each token, against a budget of 5
             for client in stale:
                 try:
                     client.recall("anything")
                 except grpc.RpcError as exc:
                     codes[exc.code().name] += 1  # type: ignore[attr-defined]
-        assert codes == {"UNAUTHENTICATED": 12}
+        assert codes == {"UNAUTHENTICATED": 32}
         fresh = plain_client(stack.gateway, operator.create_token(owner.id, "fresh").token)
         written = fresh.remember("a neighbour's note", "served all along").memory.id
         assert [m.id for m in fresh.read([written]).memories] == [written]

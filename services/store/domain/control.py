@@ -466,11 +466,16 @@ class ControlPlane:
     def authenticate(self, token: str) -> Identity:
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             raise errors.NotFound("unknown token")
+        digest = hash_token(token)
         with self.dbs.control_conn() as conn:
-            row = conn.execute(q.AUTHENTICATE, (hash_token(token),)).fetchone()
+            row = conn.execute(q.AUTHENTICATE, (digest,)).fetchone()
             if row is not None and not row[8] and not row[10] and row[9]:
                 # At most once a minute per token: never a write per call.
                 conn.execute(q.TOUCH_TOKEN, {"id": row[6]})
+            # A deleted workspace's token: once issued, so revoked, not unknown.
+            retired = row is None and conn.execute(q.RETIRED_TOKEN, (digest,)).fetchone()
+        if retired:
+            raise errors.NotFound(TOKEN_REVOKED)
         if row is None:
             raise errors.NotFound("unknown token")
         # Told apart from an unknown token for the gateway's failure budget

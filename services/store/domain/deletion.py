@@ -104,6 +104,7 @@ class WorkspaceDeletion(OnWorkspaces):
         with self.dbs.control_conn() as conn:
             conn.execute(q.LOCK_WORKSPACE, (ws.id,))
             for statement in (
+                q.RETIRE_WORKSPACE_TOKENS,
                 q.DELETE_WORKSPACE_TOKENS,
                 q.DELETE_WORKSPACE_MEMBERS,
                 q.DELETE_WORKSPACE_MOVE,

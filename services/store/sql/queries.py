@@ -169,9 +169,19 @@ UPDATE access_token SET revoked_at = now()
 WHERE member_id = %s AND revoked_at IS NULL
 RETURNING id::text
 """
+# The hashes kept as retired (migrations/control/0007_retired_tokens.sql),
+# the oldest ones dropped, as the tokens go.
+RETIRE_WORKSPACE_TOKENS = """
+WITH expired AS (DELETE FROM retired_token WHERE retired_at < now() - interval '90 days')
+INSERT INTO retired_token (token_sha256)
+SELECT t.token_sha256 FROM access_token t JOIN member m ON m.id = t.member_id
+WHERE m.workspace_id = %s
+ON CONFLICT (token_sha256) DO NOTHING
+"""
 DELETE_WORKSPACE_TOKENS = """
 DELETE FROM access_token t USING member m WHERE m.id = t.member_id AND m.workspace_id = %s
 """
+RETIRED_TOKEN = "SELECT 1 FROM retired_token WHERE token_sha256 = %s"
 DELETE_WORKSPACE_MEMBERS = "DELETE FROM member WHERE workspace_id = %s"
 DELETE_WORKSPACE_MOVE = "DELETE FROM workspace_move WHERE workspace_id = %s"
 DELETE_WORKSPACE = "DELETE FROM workspace WHERE id = %s"
