@@ -9,6 +9,7 @@ its workspace when the token is known, else the token."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -16,6 +17,11 @@ from typing import Any
 
 from recallatron import errors
 from recallatron.grpcserver import KeyOf
+
+log = logging.getLogger("recallatron.gateway.ratelimit")
+# At most one warning per address this often: an operator learns that an
+# address is being refused without a log line per refused call.
+WARN_EVERY_SECONDS = 30.0
 
 # Buckets idle this long are dropped, so random tokens cannot grow the table.
 _IDLE_SECONDS = 300.0
@@ -84,12 +90,16 @@ class FailureLimiter:
 
     def __init__(self, per_second: float, burst: int) -> None:
         self.buckets = RateLimiter(per_second, burst)
+        self._warned: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def check(self, peer: str) -> None:
         if self.buckets.per_second <= 0:
             return
-        wait = self.buckets._take(token_key(peer_address(peer)), charge=False)
+        address = peer_address(peer)
+        wait = self.buckets._take(token_key(address), charge=False)
         if wait:
+            self._warn(address)
             raise errors.ResourceExhausted(
                 "authorization: too many failed authentications from this address; "
                 f"retry in {wait:.2f} s",
@@ -99,6 +109,19 @@ class FailureLimiter:
     def failed(self, peer: str) -> None:
         if self.buckets.per_second > 0:
             self.buckets._take(token_key(peer_address(peer)), charge=True)
+
+    def _warn(self, address: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._warned.get(address, -WARN_EVERY_SECONDS) < WARN_EVERY_SECONDS:
+                return
+            self._warned[address] = now
+            if len(self._warned) > 10_000:  # addresses long quiet are forgotten
+                self._warned = {a: t for a, t in self._warned.items() if now - t < 60}
+        log.warning(
+            "failed-authentication budget spent: refusing this address's unknown tokens",
+            extra={"address": address, "burst": self.buckets.burst},
+        )
 
 
 def fair_key_of(workspace_of: Any) -> KeyOf:
