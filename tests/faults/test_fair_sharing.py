@@ -209,6 +209,32 @@ def test_tokens_once_issued_do_not_spend_the_addresss_failure_budget(stack: Stac
         operator.close()
 
 
+def test_the_operator_token_on_a_members_method_is_not_a_guess(stack: Stack) -> None:
+    """The operator's token sent to a method that needs a member's (a script
+    asking for the status or the settings with it) is refused saying so, and
+    spends nothing of the address's failed-authentication budget: it is the
+    gateway's own token, not a guess. Runs before the flood below."""
+    operator = Client(stack.gateway, stack.admin_token)
+    try:
+        ws = operator.create_workspace(f"op-{uuid.uuid4().hex[:6]}").workspace
+        owner = operator.create_member(ws.id, "owner", owner=True).member
+        codes: Counter[str] = Counter()
+        for _ in range(8):  # against a budget of 5
+            for call in (operator.status, lambda: operator.recall("anything")):
+                try:
+                    call()
+                except grpc.RpcError as exc:
+                    codes[exc.code().name] += 1  # type: ignore[attr-defined]
+                    assert "operator" in (exc.details() or "")  # type: ignore[attr-defined]
+        assert codes == {"UNAUTHENTICATED": 16}
+        fresh = plain_client(stack.gateway, operator.create_token(owner.id, "fresh").token)
+        written = fresh.remember("a neighbour's note", "served all along").memory.id
+        assert [m.id for m in fresh.read([written]).memories] == [written]
+        fresh.close()
+    finally:
+        operator.close()
+
+
 def test_a_flood_of_unknown_tokens_is_limited_per_address(stack: Stack) -> None:
     client, _, memory_id = workspace(stack, "flood")
     client.read([memory_id])  # known to the gateway now
