@@ -42,7 +42,7 @@ from recallatron.vocabulary import DEFAULT_PURPOSE
 from recallatron_devkit import synthetic
 from recallatron_devkit.load import models_dir
 from recallatron_devkit.stack import Stack, own_config
-from services.store.domain.recall import DENSE, EF_SEARCH, lexical_arm
+from services.store.domain.recall import DENSE, EF_SEARCH, Filters, _filter_params, lexical_arm
 from services.store.infrastructure.db import APP_ROLE, CONTROL_DATABASE, SET_LOCALS, with_database
 from services.store.infrastructure.transactions import configure_workspace_connection
 
@@ -83,13 +83,11 @@ def dense_queries(conn: psycopg.Connection, n: int) -> list[Query]:
         q = np.asarray(vector.to_numpy(), dtype=np.float32)
         q = q + rng.normal(0, 0.03, q.shape).astype(np.float32)
         params = {
+            **_filter_params(Filters(), 0),
             "vector": q / np.linalg.norm(q),
             "model_id": model_id,
             "input_version": version,
             "limit": EF_SEARCH,
-            "kinds": [],
-            "expiry_days": 0,
-            "entities": [],
             "floor": 0.3,
         }
 
@@ -104,13 +102,7 @@ def dense_queries(conn: psycopg.Connection, n: int) -> list[Query]:
 def lexical_queries(conn: psycopg.Connection, n: int) -> list[Query]:
     row = conn.execute(MEMORIES).fetchone()
     rare = synthetic.rare_words_used(int(row[0]) if row else 0)[: n // 3]
-    params: dict[str, object] = {
-        "include_superseded": False,
-        "kinds": [],
-        "entities": [],
-        "expiry_days": 0,
-        "limit": EF_SEARCH,
-    }
+    params: dict[str, object] = {**_filter_params(Filters(), 0), "limit": EF_SEARCH}
     out: list[Query] = []
     for text in synthetic.queries(n - len(rare)) + rare:
 

@@ -131,8 +131,7 @@ class MemoryReads(OnWorkspaces):
         made, can hold anything, and the other queries are not run. None when
         the caller may not read it (the write's caller falls back to
         :meth:`_own_write` after the commit)."""
-        keys = list(GENERIC_PLANS)
-        conn.execute(SET_LOCALS, (keys, [GENERIC_PLANS[k] for k in keys]))
+        conn.execute(SET_LOCALS, (list(GENERIC_PLANS), list(GENERIC_PLANS.values())))
         rows = conn.execute(mq.MEMORIES_BY_ID, (v.uuid_array([memory_id]),)).fetchall()
         if not rows:
             return None

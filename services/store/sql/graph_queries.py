@@ -130,11 +130,11 @@ LOOKUP = _LOOKUP.format(alias_current=_ALIAS_CURRENT, partial="")
 LOOKUP_PARTIAL = _LOOKUP.format(
     alias_current=_ALIAS_CURRENT, partial=_PARTIAL.format(alias_current=_ALIAS_CURRENT)
 )
-# Entities whose name or current alias is one of the keys %(keys)s (the word
-# runs of a recall query), longest name first.
 # Whether any entity or alias holds one of the keys, whoever may see it
 # (migration 0022): when none does, NAMED would find nothing either.
 KEYS_HELD = "SELECT entity_keys_held(%(keys)s::text[])"
+# Entities whose name or current alias is one of the keys %(keys)s (the word
+# runs of a recall query), longest name first.
 NAMED = f"""
 SELECT e.id, e.name, e.type FROM entity e
 WHERE e.id IN (
