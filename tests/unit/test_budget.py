@@ -26,6 +26,7 @@ class FakeConn:
         self.key = key
         self.closed = False
         self.broken = False
+        self.autocommit = False
         self.opened = opened
 
         class Info:
@@ -188,6 +189,15 @@ def test_a_broken_connection_frees_its_place() -> None:
     with pool.connection() as conn:
         conn.broken = True
     assert _open_count(budget) == 0 and pool.get_stats()["pool_size"] == 0
+
+
+def test_a_connection_left_in_autocommit_is_not_lent_again() -> None:
+    budget = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    pool = make(budget, "db", opened)
+    with pool.connection() as conn:
+        conn.autocommit = True
+    assert conn.closed and _open_count(budget) == 0 and pool.get_stats()["pool_size"] == 0
 
 
 def test_closing_a_pool_fails_its_waiters_at_once() -> None:

@@ -262,7 +262,9 @@ class ServerBudget:
 
     def release(self, pool: DatabasePool, conn: psycopg.Connection) -> None:
         status = conn.info.transaction_status if not conn.closed else TransactionStatus.UNKNOWN
-        keep = status == TransactionStatus.IDLE and not conn.broken
+        # A connection left in autocommit (caller_transaction restores it when
+        # idle) would change what the next borrower's statements mean.
+        keep = status == TransactionStatus.IDLE and not conn.broken and not conn.autocommit
         with self.lock:
             pool.in_use -= 1
             pool.last_used = time.monotonic()
