@@ -203,22 +203,26 @@ class InProcess:
     def recall(
         self, workspace_id: str, member_id: str, query: str, mode: str, cards: bool = False
     ) -> Any:
-        """With ``cards``, the recall also builds the entity cards of the names
-        its query contains, started before the pipeline and awaited after it,
-        as the gateway does beside its rank call: then it does the same work
-        as a recall through the services."""
+        """With ``cards``, the pipeline also builds the entity cards of the
+        names its query contains, beside the arms, as rank does for the
+        gateway: then it does the same work as a recall through the services."""
         from services.rank.pipeline import Request
         from services.store.domain.recall import Filters
         from services.store.infrastructure.db import Caller
 
         caller = Caller(workspace_id, member_id, "assist")
-        named = self.cards.submit(self.graph.named_in, caller, query) if cards else None
-        outcome = self.pipeline.recall(
-            Request(caller, workspace_id, query, mode, 10, Filters(), skip_rerank=True)
+        return self.pipeline.recall(
+            Request(
+                caller,
+                workspace_id,
+                query,
+                mode,
+                10,
+                Filters(),
+                skip_rerank=True,
+                entity_cards=cards,
+            )
         )
-        if named is not None:
-            named.result()
-        return outcome
 
     def close(self) -> None:
         self.cards.shutdown()
@@ -260,6 +264,15 @@ class _Store:
             caller, ids, hydrate, bool(filters and filters.include_superseded)
         )
         return Walked(walk.admitted, {m.id: m for m in walk.memories})
+
+    def entity_cards(self, caller: Any, text: str, timeout: float | None = None) -> Any:
+        return self.p.cards.submit(self.p.graph.named_in, caller, text).result
+
+    def history(self, caller: Any, query: str, limit: int, timeout: float | None = None) -> Any:
+        from services.store.domain.history import HistorySearch
+
+        search = HistorySearch(self.p.dbs, self.p.control)
+        return self.p.cards.submit(search.search, caller, query, limit).result
 
 
 class _Embed:
@@ -462,7 +475,7 @@ def split_cost(
 ) -> dict[str, Any]:
     """p50 in this process versus through the gateway, taking turns so all
     see the same machine: the pipeline alone in this process,
-    the pipeline with the entity cards the gateway builds beside it (the same
+    the pipeline building the entity cards beside the arms, as rank does (the same
     work as a recall through the services: ``ratio`` compares these), and
     through the services; the in-process stage means (the same pipeline code
     records them here); a bare gRPC round trip."""

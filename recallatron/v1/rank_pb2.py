@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from recallatron.v1 import common_pb2 as recallatron_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19recallatron/v1/rank.proto\x12\x0erecallatron.v1\x1a\x1brecallatron/v1/common.proto\"\xc2\x01\n\x0bRankRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Caller\x12\r\n\x05query\x18\x02 \x01(\t\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x1a.recallatron.v1.RecallMode\x12\r\n\x05limit\x18\x04 \x01(\x05\x12.\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x1d.recallatron.v1.RecallFilters\x12\x13\n\x0bskip_rerank\x18\x06 \x01(\x08\">\n\x0cRankResponse\x12.\n\x07outcome\x18\x01 \x01(\x0b\x32\x1d.recallatron.v1.RecallOutcome2P\n\x0bRankService\x12\x41\n\x04Rank\x12\x1b.recallatron.v1.RankRequest\x1a\x1c.recallatron.v1.RankResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19recallatron/v1/rank.proto\x12\x0erecallatron.v1\x1a\x1brecallatron/v1/common.proto\"\xf1\x01\n\x0bRankRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Caller\x12\r\n\x05query\x18\x02 \x01(\t\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x1a.recallatron.v1.RecallMode\x12\r\n\x05limit\x18\x04 \x01(\x05\x12.\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x1d.recallatron.v1.RecallFilters\x12\x13\n\x0bskip_rerank\x18\x06 \x01(\x08\x12\x14\n\x0c\x65ntity_cards\x18\x07 \x01(\x08\x12\x17\n\x0finclude_history\x18\x08 \x01(\x08\"P\n\x0cRankResponse\x12.\n\x07outcome\x18\x01 \x01(\x0b\x32\x1d.recallatron.v1.RecallOutcome\x12\x10\n\x08\x63omposed\x18\x02 \x01(\x08\x32P\n\x0bRankService\x12\x41\n\x04Rank\x12\x1b.recallatron.v1.RankRequest\x1a\x1c.recallatron.v1.RankResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,9 +33,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'recallatron.v1.rank_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RANKREQUEST']._serialized_start=75
-  _globals['_RANKREQUEST']._serialized_end=269
-  _globals['_RANKRESPONSE']._serialized_start=271
-  _globals['_RANKRESPONSE']._serialized_end=333
-  _globals['_RANKSERVICE']._serialized_start=335
-  _globals['_RANKSERVICE']._serialized_end=415
+  _globals['_RANKREQUEST']._serialized_end=316
+  _globals['_RANKRESPONSE']._serialized_start=318
+  _globals['_RANKRESPONSE']._serialized_end=398
+  _globals['_RANKSERVICE']._serialized_start=400
+  _globals['_RANKSERVICE']._serialized_end=480
 # @@protoc_insertion_point(module_scope)

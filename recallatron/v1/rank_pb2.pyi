@@ -27,6 +27,8 @@ class RankRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    ENTITY_CARDS_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     mode: _common_pb2.RecallMode.ValueType
     """Unspecified: the workspace default."""
@@ -34,6 +36,14 @@ class RankRequest(_message.Message):
     skip_rerank: _builtins.bool
     """When true, skip the cross-encoder even if one is loaded: the fused order
     stands and the outcome says reranked = false.
+    """
+    entity_cards: _builtins.bool
+    """Build the answer's entity cards too (the store's NamedEntities for the
+    query), beside the arms.
+    """
+    include_history: _builtins.bool
+    """Add the owner's history evidence for the query (the store's
+    SearchHistory, which answers only the workspace's owner).
     """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
@@ -48,10 +58,12 @@ class RankRequest(_message.Message):
         limit: _builtins.int = ...,
         filters: _common_pb2.RecallFilters | None = ...,
         skip_rerank: _builtins.bool = ...,
+        entity_cards: _builtins.bool = ...,
+        include_history: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters", "limit", b"limit", "mode", b"mode", "query", b"query", "skip_rerank", b"skip_rerank"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "entity_cards", b"entity_cards", "filters", b"filters", "include_history", b"include_history", "limit", b"limit", "mode", b"mode", "query", b"query", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -62,16 +74,23 @@ class RankResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     OUTCOME_FIELD_NUMBER: _builtins.int
+    COMPOSED_FIELD_NUMBER: _builtins.int
+    composed: _builtins.bool
+    """True when rank built what entity_cards and include_history asked for.
+    False from a rank that predates them (a rolling upgrade): the gateway
+    then asks the store itself.
+    """
     @_builtins.property
     def outcome(self) -> _common_pb2.RecallOutcome: ...
     def __init__(
         self,
         *,
         outcome: _common_pb2.RecallOutcome | None = ...,
+        composed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["composed", b"composed", "outcome", b"outcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -237,17 +237,10 @@ class MemoryServicer(Forwarding):
         if request.limit < 0 or request.limit > MAX_RECALL_LIMIT:
             raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
         MODE.parse(request.mode, "mode")
-        # History evidence exists only for the workspace owner: for anyone
-        # else the flag changes nothing. Searched while rank works.
-        history = None
         who = caller(ident, request.purpose)
-        if request.include_history and ident.role == cpb.ROLE_OWNER:
-            search = store_pb2.SearchHistoryRequest(
-                caller=who, query=request.query, limit=request.limit or DEFAULT_RECALL_LIMIT
-            )
-            history = self.peers.store.start(
-                calls.SEARCH_HISTORY, search, self.peers.member(who, calls.SEARCH_HISTORY.path)
-            )
+        # History evidence exists only for the workspace owner: for anyone
+        # else the flag changes nothing.
+        history = request.include_history and ident.role == cpb.ROLE_OWNER
         rank_request = rank_pb2.RankRequest(
             caller=who,
             query=request.query,
@@ -255,20 +248,38 @@ class MemoryServicer(Forwarding):
             limit=request.limit or DEFAULT_RECALL_LIMIT,
             filters=request.filters,
             skip_rerank=request.skip_rerank,
+            entity_cards=True,
+            include_history=history,
         )
-        # Good for the rank call, the store and embed calls rank makes with
-        # it, and the entity cards asked for meanwhile.
-        assertion = self.peers.member(who, *internal_auth.RECALL_METHODS)
+        # Good for the rank call and every store and embed call rank makes
+        # with it (design §5: rank composes the whole answer).
+        methods: tuple[str, ...] = internal_auth.RECALL_METHODS
+        if history:
+            methods = (*methods, calls.SEARCH_HISTORY.path)
+        assertion = self.peers.member(who, *methods)
+        resp = self.peers.rank.call(calls.RANK, rank_request, assertion)
+        if not resp.composed:
+            self._compose(resp.outcome, rank_request, assertion)
+        return pb.RecallResponse(outcome=resp.outcome)
+
+    def _compose(
+        self, outcome: cpb.RecallOutcome, request: rank_pb2.RankRequest, assertion: str
+    ) -> None:
+        """What a rank that predates composing (a rolling upgrade) left out:
+        the entity cards and the owner's history, asked of the store here."""
         named = self.peers.store.start(
             calls.NAMED_ENTITIES,
-            store_pb2.NamedEntitiesRequest(caller=who, text=request.query),
+            store_pb2.NamedEntitiesRequest(caller=request.caller, text=request.query),
             assertion,
         )
-        resp = self.peers.rank.call(calls.RANK, rank_request, assertion)
-        if history is not None:
-            resp.outcome.history.extend(history.result().entries)
-        resp.outcome.entities.extend(self._cards(named))
-        return pb.RecallResponse(outcome=resp.outcome)
+        if request.include_history:
+            search = store_pb2.SearchHistoryRequest(
+                caller=request.caller, query=request.query, limit=request.limit
+            )
+            outcome.history.extend(
+                self.peers.store.call(calls.SEARCH_HISTORY, search, assertion).entries
+            )
+        outcome.entities.extend(self._cards(named))
 
     @staticmethod
     def _cards(pending: Pending[store_pb2.NamedEntitiesResponse]) -> list[cpb.EntityCard]:

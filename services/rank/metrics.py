@@ -20,7 +20,7 @@ ARM_CANDIDATES = Histogram(
 )
 DEGRADED = Counter(
     "recallatron_rank_degraded_total",
-    "Recalls answered without a part: the dense arm or the cross-encoder, and why.",
+    "Recalls answered without a part (dense arm, cross-encoder, entity cards), and why.",
     ["part", "reason"],
 )
 RECALLS = Counter("recallatron_rank_recalls_total", "Recalls, by resolved mode.", ["mode"])

@@ -7,10 +7,11 @@ always degrade, so they become :class:`ports.Degraded`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 
+from recallatron import errors
 from recallatron.peer import Method, Peer, Req, Resp, method
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, store_pb2
@@ -43,6 +44,12 @@ DENSE = method(
 )
 ADMIT = method(
     _STORE, "AdmitCandidates", store_pb2.AdmitCandidatesRequest, store_pb2.AdmitCandidatesResponse
+)
+NAMED_ENTITIES = method(
+    _STORE, "NamedEntities", store_pb2.NamedEntitiesRequest, store_pb2.NamedEntitiesResponse
+)
+SEARCH_HISTORY = method(
+    _STORE, "SearchHistory", store_pb2.SearchHistoryRequest, store_pb2.SearchHistoryResponse
 )
 EMBED = method(_EMBED, "Embed", embed_pb2.EmbedRequest, embed_pb2.EmbedResponse)
 RERANK = method(_EMBED, "Rerank", embed_pb2.RerankRequest, embed_pb2.RerankResponse)
@@ -155,6 +162,28 @@ class StoreClient:
             timeout,
         )
         return Walked(list(resp.admitted_ids), {m.id: m for m in resp.memories})
+
+    def entity_cards(
+        self, caller: cpb.Caller, text: str, timeout: float | None = None
+    ) -> Callable[[], Sequence[cpb.EntityCard]]:
+        pending = self.peer.start(
+            NAMED_ENTITIES, store_pb2.NamedEntitiesRequest(caller=caller, text=text), "", timeout
+        )
+
+        def cards() -> Sequence[cpb.EntityCard]:
+            try:
+                return pending.result().entities
+            except errors.DomainError as exc:
+                raise Degraded("failed", f"entity cards: {exc}") from None
+
+        return cards
+
+    def history(
+        self, caller: cpb.Caller, query: str, limit: int, timeout: float | None = None
+    ) -> Callable[[], Sequence[cpb.HistoryEntry]]:
+        request = store_pb2.SearchHistoryRequest(caller=caller, query=query, limit=limit)
+        pending = self.peer.start(SEARCH_HISTORY, request, "", timeout)
+        return lambda: pending.result().entries
 
 
 class EmbedClient:

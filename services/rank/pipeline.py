@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -122,6 +122,10 @@ class Outcome(Generic[M]):
     counts: Counts = field(default_factory=Counts)
     # No returned row judged relevant (services/rank/relevance.py).
     nothing_relevant: bool = False
+    # The cards of the entities the query names, when asked for.
+    entities: Sequence[Any] = ()
+    # The owner's history evidence, when asked for.
+    history: Sequence[Any] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,10 @@ class Request:
     limit: int
     filters: Any = None
     skip_rerank: bool = False
+    # Compose the whole answer (design §5): the entity cards the query names,
+    # and the owner's history evidence, read beside the arms.
+    entity_cards: bool = False
+    include_history: bool = False
     # time.monotonic() by which the answer is due (the caller's deadline);
     # every call is capped to what is left of it. None: no deadline.
     deadline: float | None = None
@@ -225,6 +233,17 @@ class Pipeline(Generic[M]):
         settings = self.settings.get(request.workspace_id, self._left(request))
         mode = self.resolve_mode(request, settings)
         metrics.RECALLS.labels(mode).inc()
+        # Beside the arms: asked first, waited for last.
+        cards = (
+            self.store.entity_cards(request.caller, request.query, self._left(request))
+            if request.entity_cards
+            else None
+        )
+        history = (
+            self.store.history(request.caller, request.query, request.limit, self._left(request))
+            if request.include_history
+            else None
+        )
 
         lexical_future: Future[list[Candidate]] | None = None
         if mode in ("lexical", "hybrid"):
@@ -288,6 +307,10 @@ class Pipeline(Generic[M]):
         outcome.nothing_relevant = nothing_relevant(
             (r.scores for r in outcome.results), outcome.dense_available
         )
+        if history is not None:
+            outcome.history = history()
+        if cards is not None:
+            outcome.entities = _cards(cards)
         metrics.STAGE_SECONDS.labels("recall").observe(time.perf_counter() - start)
         return outcome
 
@@ -375,6 +398,17 @@ class Pipeline(Generic[M]):
             log.info("embed service answers again; the dense arm is back")
         elif changed:
             log.warning("dense arm unavailable; answering with lexical rows", extra={"why": why})
+
+
+def _cards(pending: Callable[[], Sequence[Any]]) -> Sequence[Any]:
+    # Cards sit beside the ranked memories: without them recall still answers
+    # (design §5, degrade, never refuse).
+    try:
+        return pending()
+    except Degraded as exc:
+        metrics.DEGRADED.labels("entity_cards", exc.kind).inc()
+        log.warning("entity cards unavailable", extra={"why": exc.message})
+        return ()
 
 
 def _passage(memory: Passage) -> str:

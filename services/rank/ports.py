@@ -5,7 +5,7 @@ cross-encoder, as two small interfaces (:class:`StorePort`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -109,6 +109,21 @@ class StorePort(Protocol[M_co]):
         admitted memories (with provenance), in one snapshot: what it refuses
         (no longer visible, superseded unless ``filters`` ask for those) is
         not answered, whatever the arms saw."""
+        ...
+
+    def entity_cards(
+        self, caller: Any, text: str, timeout: float | None = None
+    ) -> Callable[[], Sequence[Any]]:
+        """Starts reading the cards of the entities ``text`` names, as the
+        caller may see them; the callable returned waits for them and raises
+        :class:`Degraded` when the store cannot give them."""
+        ...
+
+    def history(
+        self, caller: Any, query: str, limit: int, timeout: float | None = None
+    ) -> Callable[[], Sequence[Any]]:
+        """Starts the owner's history search for ``query`` (the store answers
+        nobody else); the callable returned waits for its entries."""
         ...
 
 

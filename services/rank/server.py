@@ -50,6 +50,8 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
         reranked=outcome.reranked,
         nothing_relevant=outcome.nothing_relevant,
         rerank_unavailable_reason=outcome.rerank_unavailable_reason,
+        entities=outcome.entities,
+        history=outcome.history,
         counts=cpb.RecallCounts(
             lexical=outcome.counts.lexical,
             dense=outcome.counts.dense,
@@ -79,6 +81,8 @@ def request_of(msg: rank_pb2.RankRequest, time_remaining: float | None = None) -
         limit=limit,
         filters=msg.filters,
         skip_rerank=msg.skip_rerank,
+        entity_cards=msg.entity_cards,
+        include_history=msg.include_history,
         deadline=None if time_remaining is None else time.monotonic() + time_remaining,
     )
 
@@ -94,7 +98,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         # checks the same again on each call rank makes with it.
         internal_auth.check_caller(request.caller)
         outcome = self.pipeline.recall(request_of(request, context.time_remaining()))
-        return rank_pb2.RankResponse(outcome=outcome_msg(outcome))
+        return rank_pb2.RankResponse(outcome=outcome_msg(outcome), composed=True)
 
 
 class ContextExecutor(ThreadPoolExecutor):

@@ -78,6 +78,7 @@ class FakeStore:
     default_mode: str = "hybrid"
     rerank_depth: int = 20
     dense_error: Degraded | None = None
+    cards_error: Degraded | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)
     timeouts: list[float | None] = field(default_factory=list)
 
@@ -120,6 +121,24 @@ class FakeStore:
         admitted = [i for i in ids if i not in self.refused]
         self.calls.append(("hydrate", admitted[:hydrate]))
         return Walked(admitted, {i: Mem(i, f"title {i}", f"body {i}") for i in admitted[:hydrate]})
+
+    def entity_cards(
+        self, caller: Any, text: str, timeout: float | None = None
+    ) -> Callable[[], Sequence[Any]]:
+        self.calls.append(("cards", text))
+
+        def cards() -> Sequence[Any]:
+            if self.cards_error is not None:
+                raise self.cards_error
+            return [f"card for {text}"]
+
+        return cards
+
+    def history(
+        self, caller: Any, query: str, limit: int, timeout: float | None = None
+    ) -> Callable[[], Sequence[Any]]:
+        self.calls.append(("history", limit))
+        return lambda: [f"turn about {query}"]
 
     def called(self, name: str) -> list[Any]:
         return [arg for n, arg in self.calls if n == name]
@@ -339,3 +358,34 @@ def test_no_time_left_skips_the_cross_encoder() -> None:
     )
     assert not outcome.reranked and "deadline" in outcome.rerank_unavailable_reason
     assert embed.reranked == [] and ids(outcome) == ["a", "b"]
+
+
+# -- the whole answer ---------------------------------------------------------------
+
+
+def test_entity_cards_and_history_only_when_asked() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("a", 1)])
+    p = pipeline(store)
+    plain = p.recall(request())
+    assert not plain.entities and not plain.history
+    assert not store.called("cards") and not store.called("history")
+
+    asked = p.recall(
+        Request(
+            "caller", "ws", "where is Ada", "hybrid", 5, entity_cards=True, include_history=True
+        )
+    )
+    assert ids(asked) == ["a"]
+    assert list(asked.entities) == ["card for where is Ada"]
+    assert list(asked.history) == ["turn about where is Ada"]
+    assert store.called("history") == [5]
+
+
+def test_entity_cards_failing_degrade_to_none() -> None:
+    store = FakeStore(
+        lexical_rows=[c("a", 1)], cards_error=Degraded("failed", "entity cards: unavailable")
+    )
+    outcome = pipeline(store).recall(
+        Request("caller", "ws", "where is Ada", "lexical", 10, entity_cards=True)
+    )
+    assert ids(outcome) == ["a"] and list(outcome.entities) == []
