@@ -199,14 +199,18 @@ class WorkspacePool(DatabasePool):
             yield conn
 
 
+# A transaction still open (or failed) when the block ends.
+_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+
+
 @contextmanager
 def caller_transaction(
     pool: WorkspacePool, caller: Caller, settings: Mapping[str, str] | None = None
 ) -> Iterator[psycopg.Connection]:
     """A transaction whose every query sees only what the caller may see: the
     row-level security policies read the first two settings, local to it.
-    ``settings`` adds more transaction-local ones (planner, HNSW) to the same
-    statement.
+    ``settings`` adds more transaction-local ones (planner, HNSW); all of them
+    go out with BEGIN, in one message.
 
     Inside a call with a deadline (design §9) the work ends with it: the wait
     for a connection is capped by what is left (a thread never waits on a
@@ -245,6 +249,3 @@ def caller_transaction(
             # A connection not idle now is discarded by the pool (release).
             if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
                 conn.autocommit = False
-
-
-_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
