@@ -143,9 +143,12 @@ def exercise(gateway: str, operator_token: str) -> None:
         assert client.read([made.id]).memories[0].body.startswith("Backups now run")
         lexical = client.recall("backup window", mode="lexical").outcome
         assert [r.memory.id for r in lexical.results] == [made.id]
-        # The entity cards, whichever of gateway and rank builds them.
-        named = client.recall("what about the backups?", mode="lexical").outcome
-        assert [c.name for c in named.entities] == ["backups"]
+        # The entity cards, and for the owner a history search (this
+        # workspace has none), whichever of gateway and rank asks the store.
+        named = client.recall("what about the backups?", mode="lexical", include_history=True)
+        assert [c.name for c in named.outcome.entities] == ["backups"]
+        assert [r.memory.id for r in named.outcome.results] == [made.id]
+        assert not named.outcome.history
         client.wait_embedded(timeout=120)
         dense = client.recall("when do the nightly copies of the data happen", mode="dense")
         assert dense.outcome.dense_available, dense.outcome.dense_unavailable_reason
