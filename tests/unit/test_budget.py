@@ -182,21 +182,15 @@ def test_idle_connections_close_and_empty_pools_are_forgotten() -> None:
     assert "db" not in budget.pools
 
 
-def test_a_broken_connection_frees_its_place() -> None:
+# A broken connection, or one left in autocommit (which would change what the
+# next borrower's statements mean), is closed and frees its place.
+@pytest.mark.parametrize("state", ["broken", "autocommit"])
+def test_a_connection_the_pool_cannot_lend_again_frees_its_place(state: str) -> None:
     budget = ServerBudget("s", limit=1, idle_seconds=60)
     opened: list[str] = []
     pool = make(budget, "db", opened)
     with pool.connection() as conn:
-        conn.broken = True
-    assert _open_count(budget) == 0 and pool.get_stats()["pool_size"] == 0
-
-
-def test_a_connection_left_in_autocommit_is_not_lent_again() -> None:
-    budget = ServerBudget("s", limit=1, idle_seconds=60)
-    opened: list[str] = []
-    pool = make(budget, "db", opened)
-    with pool.connection() as conn:
-        conn.autocommit = True
+        setattr(conn, state, True)
     assert conn.closed and _open_count(budget) == 0 and pool.get_stats()["pool_size"] == 0
 
 

@@ -5,6 +5,7 @@ and `caller_transaction`, which sets the caller for row-level security."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Mapping
@@ -110,6 +111,7 @@ def _vector_dumpers(oid: int) -> tuple[type[VectorDumper], type[VectorBinaryDump
 SET_LOCALS = "SELECT set_config(k, v, true) FROM unnest(%s::text[], %s::text[]) AS s(k, v)"
 
 
+@functools.cache
 def begin_with_settings(n: int) -> str:
     """BEGIN and ``n`` transaction-local settings as one simple-protocol
     message: one round trip where BEGIN then SET_LOCALS took two (per
