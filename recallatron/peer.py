@@ -17,7 +17,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from recallatron import deadline, internal_auth
+from recallatron import deadline, errors, internal_auth
 from recallatron.grpcclient import Metadata, relay, unary
 
 Req = TypeVar("Req", bound=Message)
@@ -75,6 +75,8 @@ class Pending(Generic[Resp]):
     def result(self) -> Resp:
         try:
             return self._future.result()
+        except grpc.FutureCancelledError:
+            raise errors.DeadlineExceeded("abandoned by its caller") from None
         except grpc.RpcError as exc:
             raise relay(exc, self._peer) from None
 
@@ -139,4 +141,10 @@ class Peer:
             timeout=deadline.capped(self.limit(timeout)),
             metadata=self._metadata(assertion),
         )
+        # Cancelled with the call being served if it is abandoned first, as
+        # grpcclient.unary does for a call waited for at once (design §9).
+        scope = deadline.current()
+        if scope is not None:
+            take_back = scope.on_abandon(future.cancel)
+            future.add_done_callback(lambda _: take_back())
         return Pending(future, self.name)

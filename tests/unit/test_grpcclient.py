@@ -11,9 +11,11 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.wrappers_pb2 import BytesValue
 
 from recallatron import deadline, errors
 from recallatron.grpcclient import keep_spinning, make_channel, peer_channel, unary
+from recallatron.peer import Method, Peer
 from recallatron.settings import CommonSettings
 
 METHOD = "/test.Echo/Echo"
@@ -36,7 +38,8 @@ def address() -> Iterator[str]:
     release = threading.Event()
 
     def echo(request: bytes, context: grpc.ServicerContext) -> bytes:
-        if request == b"wait":
+        # A raw "wait", or a message whose bytes end with it (BytesValue).
+        if request.endswith(b"wait"):
             release.wait(5)
         return request
 
@@ -93,6 +96,27 @@ def test_an_abandoned_call_is_still_cancelled(address: str) -> None:
     assert time.monotonic() - started < 30
     # The channel goes on serving.
     assert call.future(b"after", timeout=5).result() == b"after"
+
+
+def test_a_call_started_in_the_background_is_cancelled_when_its_call_is_abandoned(
+    address: str,
+) -> None:
+    # How rank starts the entity cards and history beside the arms
+    # (recallatron/peer.py, Peer.start): the served call's abandonment must
+    # stop them as it stops a call waited for at once (design §9).
+    echo = Peer(peer_channel(address, CommonSettings()), 60.0, "the echo")
+    method = Method(METHOD, BytesValue, BytesValue)
+    scope = deadline.Scope(120.0)
+    leave = deadline.enter(scope)
+    try:
+        pending = echo.start(method, BytesValue(value=b"wait"))
+    finally:
+        leave()
+    scope.abandon()
+    with pytest.raises(errors.DeadlineExceeded, match="abandoned"):
+        pending.result()
+    # A call started after the served call ended is its own, and answers.
+    assert echo.start(method, BytesValue(value=b"after")).result().value == b"after"
 
 
 def test_a_channel_with_calls_in_flight_is_left_as_it_came(address: str) -> None:
