@@ -12,7 +12,9 @@ budget makes is timed apart, so the table separates the backend's start from
 its first statements. The first visit to a database after the server starts
 also rebuilds that database's relation cache file; `--visits 2` visits each
 workspace twice and reports the second round, as a server that has run for a
-while sees it."""
+while sees it. `--statements` adds each statement the calls send, its median
+on a backend just opened against warm (times per recall: a statement some
+recalls skip counts for its share)."""
 
 from __future__ import annotations
 
@@ -63,6 +65,40 @@ def timed_connects() -> list[float]:
     return times
 
 
+def timed_statements() -> list[tuple[str, float]]:
+    """Times every statement sent from now on (ms), each keyed by its first
+    words: what a backend just opened pays for its first statements."""
+    times: list[tuple[str, float]] = []
+    execute = psycopg.Cursor.execute
+
+    def timed(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(self, query, *args, **kwargs)
+        finally:
+            text = query if isinstance(query, str) else repr(query)
+            times.append((" ".join(text.split())[:60], (time.perf_counter() - started) * 1000))
+
+    psycopg.Cursor.execute = timed  # type: ignore[method-assign]
+    return times
+
+
+def per_statement(
+    cold: list[tuple[str, float]], warm: list[tuple[str, float]], recalls: int
+) -> dict[str, dict[str, float]]:
+    """Median ms of each statement, just woken and warm, and how often a recall sends it."""
+    out: dict[str, dict[str, float]] = {}
+    for name, runs in (("just woken", cold), ("warm", warm)):
+        by: dict[str, list[float]] = {}
+        for key, ms in runs:
+            by.setdefault(key, []).append(ms)
+        for key, values in by.items():
+            row = out.setdefault(key, {})
+            row[name] = round(statistics.median(values), 2)
+            row[f"{name}, per recall"] = round(len(values) / recalls, 2)
+    return out
+
+
 def stages(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
     out = {}
     for name, call in calls.items():
@@ -72,7 +108,7 @@ def stages(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
     return out
 
 
-def run(state_dir: Path, workspaces: int, visits: int) -> dict[str, Any]:
+def run(state_dir: Path, workspaces: int, visits: int, statements: bool = False) -> dict[str, Any]:
     stack = Stack(own_config(state_dir, models_dir()))
     stack.start_postgres()
     try:
@@ -82,6 +118,7 @@ def run(state_dir: Path, workspaces: int, visits: int) -> dict[str, Any]:
         control = ControlPlane(dbs)
         arms, graph = RecallQueries(control), GraphStore(control)
         connects = timed_connects()
+        sent = timed_statements() if statements else []
         with dbs.control_conn() as conn:
             found = [(w, m) for w, m in conn.execute(MEMBERS).fetchall() if m]
         if len(found) < workspaces + 1:
@@ -104,13 +141,20 @@ def run(state_dir: Path, workspaces: int, visits: int) -> dict[str, Any]:
 
         cold: list[dict[str, float]] = []
         for _ in range(visits):
+            sent.clear()
             cold = [recall(w, m) for w, m in found[1 : workspaces + 1]]
-        warm = [recall(*found[0]) for _ in range(workspaces + 10)][10:]
+        sent_cold = list(sent)
+        warm = [recall(*found[0]) for _ in range(10)]
+        sent.clear()
+        warm = [recall(*found[0]) for _ in range(workspaces)]
+        sent_warm = list(sent)
     finally:
         stack.stop()
     report: dict[str, Any] = {"workspaces": workspaces, "visit_reported": visits}
     for name, runs in (("just woken", cold), ("warm", warm)):
         report[name] = {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
+    if statements:
+        report["statements"] = per_statement(sent_cold, sent_warm, workspaces)
     return report
 
 
@@ -119,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--workspaces", type=int, default=100)
     parser.add_argument("--visits", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--statements", action="store_true", help="each statement's cost too")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.state_dir, args.workspaces, args.visits), indent=1))
+    report = run(args.state_dir, args.workspaces, args.visits, args.statements)
+    print(json.dumps(report, indent=1))
     return 0
 
 
