@@ -23,16 +23,23 @@ class EmbedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TEXTS_FIELD_NUMBER: _builtins.int
+    QUERIES_FIELD_NUMBER: _builtins.int
+    queries: _builtins.bool
+    """The texts are recall queries: they may run on the model's query graph
+    (8-bit products; its vectors keep a cosine of at least 0.9995 to the
+    exact graph's, docs/embeddings.md). Unset, as for memories: the exact graph.
+    """
     @_builtins.property
     def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         texts: _abc.Iterable[_builtins.str] | None = ...,
+        queries: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["texts", b"texts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queries", b"queries", "texts", b"texts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,6 +1,7 @@
 """Prepared model directories and their manifests.
 
-A prepared directory holds ``model.onnx``, ``tokenizer.json`` and ``manifest.json``.
+A prepared directory holds ``model.onnx``, ``tokenizer.json`` and ``manifest.json``
+(and for the bi-encoder ``model.queries.onnx``, its graph for queries).
 The manifest records what the files are (model id, sha256 of each file, maximum
 length, dimensions, how inputs are composed) so that serving can refuse files that
 do not match it and preparation can skip work that is already done. Plain code:
@@ -22,6 +23,15 @@ from recallatron.embed_input import compose
 MANIFEST_NAME = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
+# The bi-encoder's graph for queries (one text a call, on a recall's critical
+# path): its weights in 8-bit blocks, its matrix products in 8-bit integers
+# (services/embed/export.py, quantize_for_queries; docs/embeddings.md).
+QUERY_MODEL_FILE = "model.queries.onnx"
+# A query with fewer word pieces holding a letter or digit is embedded with the
+# exact graph: the query graph's vectors drift most on very short texts and on
+# punctuation ("ok ok ok" 0.99918, "?!?!" 0.99876 against the exact graph; from
+# four such pieces on, at least 0.99962 over 1,766 varied texts).
+QUERY_GRAPH_MIN_WORDS = 4
 # Bumped when the layout of a prepared directory or the exported graph changes.
 MANIFEST_FORMAT = 1
 

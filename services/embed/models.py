@@ -24,6 +24,8 @@ from services.embed.manifest import (
     BI_ENCODER_KIND,
     CROSS_ENCODER_KIND,
     MODEL_FILE,
+    QUERY_GRAPH_MIN_WORDS,
+    QUERY_MODEL_FILE,
     TOKENIZER_FILE,
     Manifest,
     ManifestError,
@@ -66,6 +68,16 @@ def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length, strategy="longest_first")
     return tokenizer
+
+
+def word_pieces(encoding: Encoding) -> int:
+    """The pieces of a text that hold a letter or a digit (markers and
+    unknown pieces left out)."""
+    return sum(
+        1
+        for token in encoding.tokens
+        if token not in ("[CLS]", "[SEP]", "[UNK]", "[PAD]") and any(c.isalnum() for c in token)
+    )
 
 
 def length_sorted_chunks(encodings: Sequence[Encoding], size: int) -> Iterator[list[int]]:
@@ -117,14 +129,22 @@ class _OnnxModel:
     def model_id(self) -> str:
         return self.manifest.model_id
 
-    def _run(self, encodings: Sequence[Encoding]) -> np.ndarray:
+    def _run(
+        self, encodings: Sequence[Encoding], session: ort.InferenceSession | None = None
+    ) -> np.ndarray:
         feeds = pad_chunk(encodings, self.manifest.pad_id, self.input_names)
-        (output,) = self.session.run([self.output_name], feeds)
+        (output,) = (session or self.session).run([self.output_name], feeds)
         return np.asarray(output, dtype=np.float32)
 
 
 class BiEncoder(_OnnxModel):
-    """all-MiniLM-L6-v2 with mean pooling and L2 normalisation inside the graph."""
+    """all-MiniLM-L6-v2 with mean pooling and L2 normalisation inside the graph.
+
+    Queries may run on a second graph of the same model, its products in 8-bit
+    integers (QUERY_MODEL_FILE, when the directory holds one): a query is
+    embedded one text at a time, where the weights' size bounds the time.
+    Memories are always embedded with the exact graph, so stored vectors are
+    the model's own."""
 
     kind = BI_ENCODER_KIND
 
@@ -132,6 +152,14 @@ class BiEncoder(_OnnxModel):
         super().__init__(directory, threads, chunk_size)
         if self.manifest.dimensions <= 0:
             raise ModelLoadError(f"{directory}: the manifest gives no dimensions")
+        self.query_session: ort.InferenceSession | None = None
+        if QUERY_MODEL_FILE in self.manifest.files:
+            try:
+                self.query_session = make_session(directory / QUERY_MODEL_FILE, threads)
+            except Exception as exc:  # onnxruntime's own exception types
+                raise ModelLoadError(
+                    f"cannot load the query graph from {directory}: {exc}"
+                ) from exc
 
     @property
     def dimensions(self) -> int:
@@ -146,12 +174,28 @@ class BiEncoder(_OnnxModel):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text, in the order given."""
+        return self._embed(texts, queries=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """As :meth:`embed`, for recall queries: on the query graph when there
+        is one, except the texts of fewer than QUERY_GRAPH_MIN_WORDS words."""
+        return self._embed(texts, queries=True)
+
+    def _embed(self, texts: Sequence[str], queries: bool) -> np.ndarray:
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return out
         encodings = self.tokenize(texts)
-        for chunk in length_sorted_chunks(encodings, self.chunk_size):
-            out[chunk] = self._run([encodings[i] for i in chunk])
+        groups = [(list(range(len(texts))), self.session)]
+        if queries and self.query_session is not None:
+            fast = [i for i, e in enumerate(encodings) if word_pieces(e) >= QUERY_GRAPH_MIN_WORDS]
+            rest = sorted(set(range(len(texts))) - set(fast))
+            groups = [(fast, self.query_session), (rest, self.session)]
+        for indices, session in groups:
+            subset = [encodings[i] for i in indices]
+            for chunk in length_sorted_chunks(subset, self.chunk_size):
+                rows = [indices[j] for j in chunk]
+                out[rows] = self._run([subset[j] for j in chunk], session)
         return out
 
 
@@ -214,7 +258,7 @@ class EmbedModels:
         self.cross_encoder_error = NO_CROSS_ENCODER
         self.cross_encoder_manifest: Manifest | None = None
         self.queries: QueryCombiner[BiEncoder] = QueryCombiner(
-            self._embed_batch, settings.query_batch_max, settings.query_runs
+            self._embed_queries, settings.query_batch_max, settings.query_runs
         )
 
     @property
@@ -275,7 +319,9 @@ class EmbedModels:
                 f"is {len(text)} characters long; the limit is {self.settings.max_text_chars}",
             )
 
-    def embed(self, texts: Sequence[str]) -> tuple[BiEncoder, np.ndarray]:
+    def embed(self, texts: Sequence[str], queries: bool = False) -> tuple[BiEncoder, np.ndarray]:
+        """Vectors of ``texts``; ``queries``: they are recall queries, which may
+        run on the query graph (memories never do: stored vectors are exact)."""
         if not texts:
             raise errors.InvalidArgument("texts", "must hold at least one text")
         if len(texts) > self.settings.max_batch:
@@ -285,20 +331,30 @@ class EmbedModels:
             )
         for i, text in enumerate(texts):
             self._check_text(f"texts[{i}]", text)
+        if not queries:
+            return self._embed_batch(texts)
         if len(texts) == 1 and self.settings.query_batch_max > 1:
             # A recall's query: combined with those arriving meanwhile.
             model, vector = self.queries.embed(texts[0])
             return model, vector[np.newaxis, :]
-        return self._embed_batch(texts)
+        return self._embed_queries(texts)
 
-    def _embed_batch(self, texts: Sequence[str]) -> tuple[BiEncoder, np.ndarray]:
+    def _loaded(self) -> BiEncoder:
         model = self.bi_encoder
         if model is None:
             raise errors.Unavailable(
                 "the embedding model is not loaded yet (prepare it with "
                 "`recallatron prepare-models`)"
             )
+        return model
+
+    def _embed_batch(self, texts: Sequence[str]) -> tuple[BiEncoder, np.ndarray]:
+        model = self._loaded()
         return model, model.embed(texts)
+
+    def _embed_queries(self, texts: Sequence[str]) -> tuple[BiEncoder, np.ndarray]:
+        model = self._loaded()
+        return model, model.embed_queries(texts)
 
     def rerank(self, query: str, passages: Sequence[str]) -> tuple[CrossEncoder, np.ndarray]:
         if not query.strip():

@@ -37,6 +37,7 @@ from services.embed.manifest import (
     CROSS_ENCODER_KIND,
     EMBED_INPUT_VERSION,
     MANIFEST_NAME,
+    QUERY_MODEL_FILE,
     ManifestError,
     read_manifest,
 )
@@ -86,6 +87,8 @@ def bi_encoder_status(target: Path) -> str | None:
     for name, (found, wanted) in expected.items():
         if found != wanted:
             return f"{name} is {found!r}, expected {wanted!r}"
+    if QUERY_MODEL_FILE not in manifest.files:
+        return f"no {QUERY_MODEL_FILE} (the query graph)"
     return None
 
 

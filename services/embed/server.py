@@ -37,7 +37,7 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
     def Embed(
         self, request: embed_pb2.EmbedRequest, context: grpc.ServicerContext
     ) -> embed_pb2.EmbedResponse:
-        model, vectors = self.models.embed(list(request.texts))
+        model, vectors = self.models.embed(list(request.texts), queries=request.queries)
         return embed_pb2.EmbedResponse(
             vectors=[embed_pb2.Vector(values=row) for row in vectors.tolist()],
             model_id=model.model_id,

@@ -196,7 +196,7 @@ class EmbedClient:
         # delivered by the channel's thread, which answers sooner than a
         # blocking call's own wait when the peer works for milliseconds
         # (benchmarks/hop_bench.py --busy).
-        request = embed_pb2.EmbedRequest(texts=[text])
+        request = embed_pb2.EmbedRequest(texts=[text], queries=True)
         resp = _degradable(self.embedder, EMBED, request, timeout, "embed service")
         if len(resp.vectors) != 1:
             raise Degraded("failed", "the embed service returned no vector")

@@ -15,6 +15,7 @@ from services.embed.manifest import (
     BI_ENCODER_DIRNAME,
     EMBED_INPUT_VERSION,
     MANIFEST_NAME,
+    QUERY_GRAPH_MIN_WORDS,
     TOKENIZER_FILE,
     read_manifest,
 )
@@ -24,6 +25,7 @@ from services.embed.models import (
     ModelLoadError,
     length_sorted_chunks,
     pad_chunk,
+    word_pieces,
 )
 from services.embed.prepare import bi_encoder_status, main, prepare_cross_encoder
 from services.embed.settings import EmbedSettings
@@ -150,7 +152,7 @@ def test_cross_encoder_export_refuses_to_overwrite_a_foreign_directory(
 def test_concurrent_query_embeddings_each_get_their_own_vector(
     bi_encoder: BiEncoder, bi_encoder_dir: Path
 ) -> None:
-    """Single-text calls from many threads go through the query combiner:
+    """Single-text query calls from many threads go through the query combiner:
     each answer is that text's vector alone, whatever batch it ran in."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -158,7 +160,34 @@ def test_concurrent_query_embeddings_each_get_their_own_vector(
     models.load_bi_encoder()
     texts = [f"query {i}: {word}" for i, word in enumerate(LONG.split()[:48])]
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda t: models.embed([t])[1], texts))
+        answers = list(pool.map(lambda t: models.embed([t], queries=True)[1], texts))
     for text, answer in zip(texts, answers, strict=True):
         assert answer.shape == (1, 384)
-        np.testing.assert_allclose(answer[0], bi_encoder.embed([text])[0], atol=1e-5)
+        np.testing.assert_allclose(answer[0], bi_encoder.embed_queries([text])[0], atol=1e-5)
+
+
+def test_queries_run_on_the_query_graph_and_memories_on_the_exact_one(
+    bi_encoder: BiEncoder, bi_encoder_dir: Path
+) -> None:
+    assert bi_encoder.query_session is not None
+    long_query = "where did we decide to host the staging database?"
+    exact, fast = bi_encoder.embed([long_query])[0], bi_encoder.embed_queries([long_query])[0]
+    # Another graph answered (its products in 8-bit integers), close to the exact one.
+    assert not np.array_equal(exact, fast)
+    assert float(exact @ fast) >= 0.9995
+    # A text of fewer than QUERY_GRAPH_MIN_WORDS words keeps the exact graph,
+    # however many pieces of punctuation it holds.
+    for short in ("hello", "ok ok ok", "?!?!", "... ... ...", "🙂"):
+        assert word_pieces(bi_encoder.tokenize([short])[0]) < QUERY_GRAPH_MIN_WORDS
+        np.testing.assert_array_equal(bi_encoder.embed_queries([short]), bi_encoder.embed([short]))
+    # In one call each text takes its own graph, in the order given.
+    both = bi_encoder.embed_queries(["hello", long_query])
+    np.testing.assert_array_equal(both[0], bi_encoder.embed(["hello"])[0])
+    np.testing.assert_array_equal(both[1], fast)
+    # Through the service's rules: only a call that says it holds queries.
+    models = _models(bi_encoder_dir, query_batch_max=1)
+    models.load_bi_encoder()
+    np.testing.assert_array_equal(models.embed([long_query])[1][0], exact)
+    np.testing.assert_array_equal(models.embed([long_query], queries=True)[1][0], fast)
+    # (In a padded batch the exact graph's float sums differ in the last bits.)
+    np.testing.assert_allclose(models.embed([long_query, "hello"])[1][0], exact, atol=1e-5)

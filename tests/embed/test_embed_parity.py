@@ -111,24 +111,29 @@ def parity_texts() -> list[str]:
     return texts
 
 
-def _embed_over_grpc(server: EmbedProcess, texts: list[str]) -> np.ndarray:
+def _embed_over_grpc(server: EmbedProcess, texts: list[str], queries: bool = False) -> np.ndarray:
+    """As the embedding job asks (64 texts a call), or as rank asks for a
+    recall's query (``queries``: one text a call, on the query graph)."""
     rows: list[list[float]] = []
-    for start in range(0, len(texts), 64):
-        response = server.stub.Embed(
-            embed_pb2.EmbedRequest(texts=texts[start : start + 64]), timeout=120
-        )
+    step = 1 if queries else 64
+    for start in range(0, len(texts), step):
+        request = embed_pb2.EmbedRequest(texts=texts[start : start + step], queries=queries)
+        response = server.stub.Embed(request, timeout=120)
         assert response.model_id == BI_ENCODER_ID
         assert response.dimensions == BI_ENCODER_DIMENSIONS
         rows.extend(list(vector.values) for vector in response.vectors)
     return np.asarray(rows, dtype=np.float32)
 
 
-def test_served_embeddings_match_pytorch(embed_server: EmbedProcess, st_model: Any) -> None:
+@pytest.mark.parametrize("queries", [False, True], ids=["memories", "queries"])
+def test_served_embeddings_match_pytorch(
+    embed_server: EmbedProcess, st_model: Any, queries: bool
+) -> None:
     texts = parity_texts()
     assert len(texts) >= 200
     assert max(len(st_model.tokenizer(t)["input_ids"]) for t in texts) > 256
 
-    served = _embed_over_grpc(embed_server, texts)
+    served = _embed_over_grpc(embed_server, texts, queries)
     reference = st_model.encode(
         texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True
     )
