@@ -320,8 +320,9 @@ class EmbedModels:
             )
 
     def embed(self, texts: Sequence[str], queries: bool = False) -> tuple[BiEncoder, np.ndarray]:
-        """Vectors of ``texts``; ``queries``: they are recall queries, which may
-        run on the query graph (memories never do: stored vectors are exact)."""
+        """Vectors of ``texts``; ``queries``: they are recall queries, which run
+        on the query graph when the settings allow (memories never do: stored
+        vectors are the exact graph's)."""
         if not texts:
             raise errors.InvalidArgument("texts", "must hold at least one text")
         if len(texts) > self.settings.max_batch:
@@ -331,7 +332,7 @@ class EmbedModels:
             )
         for i, text in enumerate(texts):
             self._check_text(f"texts[{i}]", text)
-        if not queries:
+        if not (queries and self.settings.query_graph):
             return self._embed_batch(texts)
         if len(texts) == 1 and self.settings.query_batch_max > 1:
             # A recall's query: combined with those arriving meanwhile.

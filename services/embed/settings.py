@@ -22,6 +22,11 @@ class EmbedSettings(CommonSettings):
     max_text_chars: int = MAX_INPUT_CHARS
     # Passages per Rerank call; above the largest rerank depth a workspace may set.
     max_rerank_passages: int = 200
+    # Recall queries on the bi-encoder's query graph (8-bit products, when
+    # prepared): about 0.8x a query's time, vectors within a cosine of 0.9996 of
+    # the exact graph's (docs/embeddings.md, "The query graph"). False: every
+    # text on the exact graph, as memories always are.
+    query_graph: bool = True
     # Single-text calls (recall queries) that arrive while one runs are run
     # together, up to this many per ONNX run (services/embed/combining.py);
     # 1 runs every call on its own.

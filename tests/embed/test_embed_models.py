@@ -189,5 +189,8 @@ def test_queries_run_on_the_query_graph_and_memories_on_the_exact_one(
     models.load_bi_encoder()
     np.testing.assert_array_equal(models.embed([long_query])[1][0], exact)
     np.testing.assert_array_equal(models.embed([long_query], queries=True)[1][0], fast)
+    off = _models(bi_encoder_dir, query_batch_max=1, query_graph=False)
+    off.load_bi_encoder()
+    np.testing.assert_array_equal(off.embed([long_query], queries=True)[1][0], exact)
     # (In a padded batch the exact graph's float sums differ in the last bits.)
     np.testing.assert_allclose(models.embed([long_query, "hello"])[1][0], exact, atol=1e-5)
