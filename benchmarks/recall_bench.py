@@ -184,6 +184,7 @@ class InProcess:
         # The embed service's own ONNX settings (one thread per call), so that
         # the in-process pipeline runs the model as the service does.
         embed = EmbedSettings()
+        self.query_graph = embed.query_graph
         self.bi = BiEncoder(
             models_dir / "all-MiniLM-L6-v2",
             threads=embed.onnx_threads,
@@ -282,7 +283,11 @@ class _Embed:
     def embed_query(self, text: str, timeout: float | None = None) -> Any:
         from services.rank.pipeline import QueryVector
 
-        return QueryVector(self.p.bi.model_id, [float(x) for x in self.p.bi.embed([text])[0]])
+        # As the embed service embeds a query: on the query graph when its
+        # settings allow (services/embed/models.py, EmbedModels.embed).
+        bi = self.p.bi
+        vector = bi.embed_queries([text]) if self.p.query_graph else bi.embed([text])
+        return QueryVector(bi.model_id, [float(x) for x in vector[0]])
 
     def rerank(self, query: str, passages: Any, timeout: float | None = None) -> list[float]:
         assert self.p.cross is not None
