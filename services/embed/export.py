@@ -167,7 +167,7 @@ def _pad_id(hf_tokenizer: Any) -> int:
 
 # The query graph's weights: 8-bit blocks of 16 (symmetric), its products in
 # 8-bit integers (MatMulNBits, accuracy level 4), the last encoder layer left
-# exact. Measured (docs/embeddings.md, "The query graph"): a query 0.70-0.74x
+# exact. Measured (docs/embeddings.md, "The query graph"): a query 0.74-0.80x
 # the exact graph's time; blocks of 32 or all six layers quantised drift past
 # 0.999 on short texts, 4-bit weights far past it.
 QUERY_BITS = 8

@@ -133,7 +133,8 @@ class _OnnxModel:
         self, encodings: Sequence[Encoding], session: ort.InferenceSession | None = None
     ) -> np.ndarray:
         feeds = pad_chunk(encodings, self.manifest.pad_id, self.input_names)
-        (output,) = (session or self.session).run([self.output_name], feeds)
+        chosen = self.session if session is None else session
+        (output,) = chosen.run([self.output_name], feeds)
         return np.asarray(output, dtype=np.float32)
 
 
