@@ -327,24 +327,42 @@ def _seconds(delay: float) -> str:
     return f"{math.ceil(delay * 10) / 10:.1f} s"
 
 
+def start_unary(
+    method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+    request: Req,
+    timeout: float,
+    metadata: Metadata | None = None,
+) -> grpc.Future[Resp]:
+    """A unary call started while serving one (design §9), waited for later
+    with :func:`result_of`: its deadline is never later than the served
+    call's, and it is cancelled when the served call is abandoned, so a peer
+    stops work nobody waits for."""
+    future = method.future(request, timeout=deadline.capped(timeout), metadata=metadata)
+    scope = deadline.current()
+    if scope is not None:
+        take_back = scope.on_abandon(future.cancel)
+        future.add_done_callback(lambda _: take_back())
+    return future
+
+
+def result_of(future: grpc.Future[Resp]) -> Resp:
+    """A started call's answer; DeadlineExceeded when it was cancelled with
+    the served call."""
+    try:
+        return future.result()
+    except grpc.FutureCancelledError:
+        raise errors.DeadlineExceeded("abandoned by its caller") from None
+
+
 def unary(
     method: grpc.UnaryUnaryMultiCallable[Req, Resp],
     request: Req,
     timeout: float,
     metadata: Metadata | None = None,
 ) -> Resp:
-    """A unary call made while serving one (design §9): its deadline is never
-    later than the served call's, and it is cancelled when the served call is
-    abandoned, so a peer stops work nobody waits for."""
-    timeout = deadline.capped(timeout)
-    scope = deadline.current()
-    if scope is None:
-        return method(request, timeout=timeout, metadata=metadata)
-    future = method.future(request, timeout=timeout, metadata=metadata)
-    take_back = scope.on_abandon(future.cancel)
-    try:
-        return future.result()
-    except grpc.FutureCancelledError:
-        raise errors.DeadlineExceeded("abandoned by its caller") from None
-    finally:
-        take_back()
+    """A unary call made while serving one, waited for at once, with the
+    deadline and cancellation of :func:`start_unary`; outside a served call,
+    a plain blocking call."""
+    if deadline.current() is None:
+        return method(request, timeout=deadline.capped(timeout), metadata=metadata)
+    return result_of(start_unary(method, request, timeout, metadata))

@@ -17,8 +17,8 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from recallatron import deadline, errors, internal_auth
-from recallatron.grpcclient import Metadata, relay, unary
+from recallatron import internal_auth
+from recallatron.grpcclient import Metadata, relay, result_of, start_unary, unary
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
@@ -74,9 +74,7 @@ class Pending(Generic[Resp]):
 
     def result(self) -> Resp:
         try:
-            return self._future.result()
-        except grpc.FutureCancelledError:
-            raise errors.DeadlineExceeded("abandoned by its caller") from None
+            return result_of(self._future)
         except grpc.RpcError as exc:
             raise relay(exc, self._peer) from None
 
@@ -136,15 +134,7 @@ class Peer:
     def start(
         self, m: Method[Req, Resp], request: Req, assertion: str = "", timeout: float | None = None
     ) -> Pending[Resp]:
-        future = self._callable(m).future(
-            request,
-            timeout=deadline.capped(self.limit(timeout)),
-            metadata=self._metadata(assertion),
+        future = start_unary(
+            self._callable(m), request, self.limit(timeout), self._metadata(assertion)
         )
-        # Cancelled with the call being served if it is abandoned first, as
-        # grpcclient.unary does for a call waited for at once (design §9).
-        scope = deadline.current()
-        if scope is not None:
-            take_back = scope.on_abandon(future.cancel)
-            future.add_done_callback(lambda _: take_back())
         return Pending(future, self.name)
