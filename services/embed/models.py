@@ -187,12 +187,15 @@ class BiEncoder(_OnnxModel):
         if not texts:
             return out
         encodings = self.tokenize(texts)
-        groups = [(list(range(len(texts))), self.session)]
-        if queries and self.query_session is not None:
-            fast = [i for i, e in enumerate(encodings) if word_pieces(e) >= QUERY_GRAPH_MIN_WORDS]
-            rest = sorted(set(range(len(texts))) - set(fast))
-            groups = [(fast, self.query_session), (rest, self.session)]
-        for indices, session in groups:
+        use_fast = queries and self.query_session is not None
+        exact: list[int] = []
+        fast: list[int] = []
+        for i, encoding in enumerate(encodings):
+            if use_fast and word_pieces(encoding) >= QUERY_GRAPH_MIN_WORDS:
+                fast.append(i)
+            else:
+                exact.append(i)
+        for indices, session in ((exact, self.session), (fast, self.query_session)):
             subset = [encodings[i] for i in indices]
             for chunk in length_sorted_chunks(subset, self.chunk_size):
                 rows = [indices[j] for j in chunk]
