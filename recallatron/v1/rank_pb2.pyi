@@ -76,9 +76,9 @@ class RankResponse(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     COMPOSED_FIELD_NUMBER: _builtins.int
     composed: _builtins.bool
-    """True when rank built what entity_cards and include_history asked for.
-    False from a rank that predates them (a rolling upgrade): the gateway
-    then asks the store itself.
+    """True when rank built what entity_cards and include_history asked for:
+    always, from this version on. Kept for gateways of earlier versions,
+    which asked the store themselves when it was false.
     """
     @_builtins.property
     def outcome(self) -> _common_pb2.RecallOutcome: ...

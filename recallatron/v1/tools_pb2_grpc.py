@@ -33,10 +33,6 @@ class ToolServiceStub:
     resolved and checked against the token's scope; the request's own
     `purpose` field is the gateway's to read. Internal: only the gateway
     reaches it.
-
-    StoreService's mirrored messages (CreateMemory and the others, which carry
-    a Caller) stay served for a gateway of the previous version during a
-    rolling upgrade (docs/kubernetes.md, "Upgrades").
     """
 
     def __init__(self, channel):
@@ -145,10 +141,6 @@ class ToolServiceServicer:
     resolved and checked against the token's scope; the request's own
     `purpose` field is the gateway's to read. Internal: only the gateway
     reaches it.
-
-    StoreService's mirrored messages (CreateMemory and the others, which carry
-    a Caller) stay served for a gateway of the previous version during a
-    rolling upgrade (docs/kubernetes.md, "Upgrades").
     """
 
     def Read(self, request, context):
@@ -370,10 +362,6 @@ class ToolService:
     resolved and checked against the token's scope; the request's own
     `purpose` field is the gateway's to read. Internal: only the gateway
     reaches it.
-
-    StoreService's mirrored messages (CreateMemory and the others, which carry
-    a Caller) stay served for a gateway of the previous version during a
-    rolling upgrade (docs/kubernetes.md, "Upgrades").
     """
 
     @staticmethod

@@ -34,10 +34,6 @@ class ToolServiceStub:
     resolved and checked against the token's scope; the request's own
     `purpose` field is the gateway's to read. Internal: only the gateway
     reaches it.
-
-    StoreService's mirrored messages (CreateMemory and the others, which carry
-    a Caller) stay served for a gateway of the previous version during a
-    rolling upgrade (docs/kubernetes.md, "Upgrades").
     """
 
     @_typing.overload
@@ -74,10 +70,6 @@ class ToolServiceAsyncStub(ToolServiceStub):
     resolved and checked against the token's scope; the request's own
     `purpose` field is the gateway's to read. Internal: only the gateway
     reaches it.
-
-    StoreService's mirrored messages (CreateMemory and the others, which carry
-    a Caller) stay served for a gateway of the previous version during a
-    rolling upgrade (docs/kubernetes.md, "Upgrades").
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -110,10 +102,6 @@ class ToolServiceServicer(metaclass=_abc_1.ABCMeta):
     resolved and checked against the token's scope; the request's own
     `purpose` field is the gateway's to read. Internal: only the gateway
     reaches it.
-
-    StoreService's mirrored messages (CreateMemory and the others, which carry
-    a Caller) stay served for a gateway of the previous version during a
-    rolling upgrade (docs/kubernetes.md, "Upgrades").
     """
 
     @_abc_1.abstractmethod

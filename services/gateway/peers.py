@@ -49,9 +49,6 @@ GET_STATUS = method(
 SEARCH_HISTORY = method(
     _STORE, "SearchHistory", spb.SearchHistoryRequest, spb.SearchHistoryResponse
 )
-NAMED_ENTITIES = method(
-    _STORE, "NamedEntities", spb.NamedEntitiesRequest, spb.NamedEntitiesResponse
-)
 GET_MEMORIES = method(_STORE, "GetMemories", spb.GetMemoriesRequest, spb.GetMemoriesResponse)
 LIST_DUPLICATE_PAIRS = method(
     _STORE,

@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 
 from recallatron import convert, errors, internal_auth
 from recallatron.grpcserver import current_method
-from recallatron.peer import Method, Pending
+from recallatron.peer import Method
 from recallatron.tools import TOOLS
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
@@ -258,38 +258,7 @@ class MemoryServicer(Forwarding):
             methods = (*methods, calls.SEARCH_HISTORY.path)
         assertion = self.peers.member(who, *methods)
         resp = self.peers.rank.call(calls.RANK, rank_request, assertion)
-        if not resp.composed:
-            self._compose(resp.outcome, rank_request, assertion)
         return pb.RecallResponse(outcome=resp.outcome)
-
-    def _compose(
-        self, outcome: cpb.RecallOutcome, request: rank_pb2.RankRequest, assertion: str
-    ) -> None:
-        """What a rank that predates composing (a rolling upgrade) left out:
-        the entity cards and the owner's history, asked of the store here."""
-        named = self.peers.store.start(
-            calls.NAMED_ENTITIES,
-            store_pb2.NamedEntitiesRequest(caller=request.caller, text=request.query),
-            assertion,
-        )
-        if request.include_history:
-            search = store_pb2.SearchHistoryRequest(
-                caller=request.caller, query=request.query, limit=request.limit
-            )
-            outcome.history.extend(
-                self.peers.store.call(calls.SEARCH_HISTORY, search, assertion).entries
-            )
-        outcome.entities.extend(self._cards(named))
-
-    @staticmethod
-    def _cards(pending: Pending[store_pb2.NamedEntitiesResponse]) -> list[cpb.EntityCard]:
-        # Cards sit beside the ranked memories: without them recall still
-        # answers (design §5, degrade, never refuse).
-        try:
-            return list(pending.result().entities)
-        except errors.DomainError as exc:
-            log.warning("entity cards unavailable", extra={"error": type(exc).__name__})
-            return []
 
     def Capture(
         self,
