@@ -14,6 +14,7 @@ from google.protobuf.duration_pb2 import Duration
 from recallatron.client_connection import Connection
 from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2 as pb
+from recallatron.v1 import store_pb2
 from recallatron.vocabulary import DEFAULT_PURPOSE
 
 # Deleting a workspace or removing a member may take longer than a tool call
@@ -149,6 +150,16 @@ class ReviewAndAdmin(Connection):
         """A member's tokens (an owner may leave it empty: the workspace's)."""
         return self.call(
             self.admin.ListTokens, pb.AdminServiceListTokensRequest(member_id=member_id)
+        )
+
+    def list_members(
+        self, workspace: str = "", include_removed: bool = False
+    ) -> store_pb2.ListMembersResponse:
+        """A workspace's members, oldest first (an owner may leave ``workspace``
+        empty: their own; the operator names one by id or slug)."""
+        return self.call(
+            self.admin.ListMembers,
+            store_pb2.ListMembersRequest(workspace=workspace, include_removed=include_removed),
         )
 
     def status(self) -> pb.GetStatusResponse:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recallatron.v1 import store_pb2
-from recallatron.vocabulary import PURPOSE, PURPOSES
+from recallatron.vocabulary import PURPOSE, PURPOSES, ROLE
 from recallatron_cli import common
 from recallatron_cli.common import show
 
@@ -73,7 +73,16 @@ def cmd_admin(args: argparse.Namespace) -> int:
             listed,
             "\n".join(token_line(t) for t in listed.tokens) or "no tokens",
         )
+    elif args.admin_cmd == "list-members":
+        members = client.list_members(args.workspace or "", args.removed)
+        show(args, members, "\n".join(member_line(m) for m in members.members) or "no members")
     return 0
+
+
+def member_line(m: store_pb2.Member) -> str:
+    """One member: id, handle, role, since when, and when removed if so."""
+    removed = f"  removed {when(m, 'removed_at', '')}" if m.HasField("removed_at") else ""
+    return f"{m.id}  {m.handle}  {ROLE.name(m.role)}  since {when(m, 'created_at', '-')}{removed}"
 
 
 # A duration as an operator writes one: parts such as 90d, 12h, 30m, 45s

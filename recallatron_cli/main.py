@@ -149,6 +149,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--member", help="the member's id (owners: default every member of the workspace)"
     )
     json_option(lt)
+    lm = admin_sub.add_parser(
+        "list-members", help="a workspace's members, oldest first: id, handle, role, since"
+    )
+    lm.add_argument(
+        "--workspace", help="its id or slug (the operator token needs it; owners: their own)"
+    )
+    lm.add_argument("--removed", action="store_true", help="also the members who were removed")
+    json_option(lm)
     owners.add_admin_parsers(admin_sub, json_option)
     ad.set_defaults(func=admin.cmd_admin)
 

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from recallatron.v1 import gateway_pb2 as recallatron_dot_v1_dot_gateway__pb2
+from recallatron.v1 import store_pb2 as recallatron_dot_v1_dot_store__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -1096,6 +1097,11 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensResponse.FromString,
                 _registered_method=True)
+        self.ListMembers = channel.unary_unary(
+                '/recallatron.v1.AdminService/ListMembers',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
+                _registered_method=True)
         self.GetSettings = channel.unary_unary(
                 '/recallatron.v1.AdminService/GetSettings',
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.GetSettingsRequest.SerializeToString,
@@ -1162,6 +1168,14 @@ class AdminServiceServicer:
 
     def ListTokens(self, request, context):
         """Tokens with their scope, expiry and last use; never a secret or a hash.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMembers(self, request, context):
+        """A workspace's members, oldest first (removed ones when asked, with when):
+        an owner's own workspace, or any one with the operator token.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1236,6 +1250,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListTokens,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensResponse.SerializeToString,
+            ),
+            'ListMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMembers,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.SerializeToString,
             ),
             'GetSettings': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSettings,
@@ -1427,6 +1446,33 @@ class AdminService:
             '/recallatron.v1.AdminService/ListTokens',
             recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.AdminServiceListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.AdminService/ListMembers',
+            recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from grpc import aio as _aio
 from recallatron.v1 import gateway_pb2 as _gateway_pb2
+from recallatron.v1 import store_pb2 as _store_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -350,6 +351,10 @@ class AdminServiceStub:
     """
     ListTokens: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceListTokensRequest, _gateway_pb2.AdminServiceListTokensResponse]
     """Tokens with their scope, expiry and last use; never a secret or a hash."""
+    ListMembers: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]
+    """A workspace's members, oldest first (removed ones when asked, with when):
+    an owner's own workspace, or any one with the operator token.
+    """
     GetSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]
     UpdateSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]
     GetStatus: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]
@@ -382,6 +387,10 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """
     ListTokens: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceListTokensRequest, _gateway_pb2.AdminServiceListTokensResponse]  # type: ignore[assignment]
     """Tokens with their scope, expiry and last use; never a secret or a hash."""
+    ListMembers: _aio.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]  # type: ignore[assignment]
+    """A workspace's members, oldest first (removed ones when asked, with when):
+    an owner's own workspace, or any one with the operator token.
+    """
     GetSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]  # type: ignore[assignment]
     UpdateSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
     GetStatus: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]  # type: ignore[assignment]
@@ -447,6 +456,16 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.AdminServiceListTokensResponse, _abc.Awaitable[_gateway_pb2.AdminServiceListTokensResponse]]:
         """Tokens with their scope, expiry and last use; never a secret or a hash."""
+
+    @_abc_1.abstractmethod
+    def ListMembers(
+        self,
+        request: _store_pb2.ListMembersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.ListMembersResponse, _abc.Awaitable[_store_pb2.ListMembersResponse]]:
+        """A workspace's members, oldest first (removed ones when asked, with when):
+        an owner's own workspace, or any one with the operator token.
+        """
 
     @_abc_1.abstractmethod
     def GetSettings(

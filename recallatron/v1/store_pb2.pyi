@@ -107,12 +107,17 @@ class Member(_message.Message):
     HANDLE_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    REMOVED_AT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     workspace_id: _builtins.str
     handle: _builtins.str
     role: _common_pb2.Role.ValueType
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def removed_at(self) -> _timestamp_pb2.Timestamp:
+        """Set once the member was removed (their tokens refused from then on)."""
+
     def __init__(
         self,
         *,
@@ -121,14 +126,63 @@ class Member(_message.Message):
         handle: _builtins.str = ...,
         role: _common_pb2.Role.ValueType = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        removed_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "removed_at", b"removed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "handle", b"handle", "id", b"id", "role", b"role", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "handle", b"handle", "id", b"id", "removed_at", b"removed_at", "role", b"role", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Member: _TypeAlias = Member  # noqa: Y015
+
+@_typing.final
+class ListMembersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_FIELD_NUMBER: _builtins.int
+    INCLUDE_REMOVED_FIELD_NUMBER: _builtins.int
+    workspace: _builtins.str
+    """The workspace's id or slug. The operator names one; an owner's token
+    lists its own workspace (empty, or its own id or slug).
+    """
+    include_removed: _builtins.bool
+    """Also the members who were removed, with when."""
+    def __init__(
+        self,
+        *,
+        workspace: _builtins.str = ...,
+        include_removed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_removed", b"include_removed", "workspace", b"workspace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMembersRequest: _TypeAlias = ListMembersRequest  # noqa: Y015
+
+@_typing.final
+class ListMembersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___Member]:
+        """Oldest first."""
+
+    def __init__(
+        self,
+        *,
+        members: _abc.Iterable[Global___Member] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMembersResponse: _TypeAlias = ListMembersResponse  # noqa: Y015
 
 @_typing.final
 class CreateWorkspaceRequest(_message.Message):

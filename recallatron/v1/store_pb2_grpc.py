@@ -67,6 +67,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.ListTokensRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.ListTokensResponse.FromString,
                 _registered_method=True)
+        self.ListMembers = channel.unary_unary(
+                '/recallatron.v1.StoreService/ListMembers',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
+                _registered_method=True)
         self.Authenticate = channel.unary_unary(
                 '/recallatron.v1.StoreService/Authenticate',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.AuthenticateRequest.SerializeToString,
@@ -180,6 +185,14 @@ class StoreServiceServicer:
 
     def ListTokens(self, request, context):
         """A member's (or a workspace's) tokens, never their secrets or hashes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMembers(self, request, context):
+        """A workspace's members (also served as AdminService.ListMembers, with
+        these messages).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -323,6 +336,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.ListTokens,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.ListTokensRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'ListMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMembers,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.SerializeToString,
             ),
             'Authenticate': grpc.unary_unary_rpc_method_handler(
                     servicer.Authenticate,
@@ -560,6 +578,33 @@ class StoreService:
             '/recallatron.v1.StoreService/ListTokens',
             recallatron_dot_v1_dot_store__pb2.ListTokensRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/ListMembers',
+            recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,10 @@ class StoreServiceStub:
     """
     ListTokens: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListTokensRequest, _store_pb2.ListTokensResponse]
     """A member's (or a workspace's) tokens, never their secrets or hashes."""
+    ListMembers: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]
+    """A workspace's members (also served as AdminService.ListMembers, with
+    these messages).
+    """
     Authenticate: _grpc.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
     token is unknown, revoked or expired (message "token expired").
@@ -110,6 +114,10 @@ class StoreServiceAsyncStub(StoreServiceStub):
     """
     ListTokens: _aio.UnaryUnaryMultiCallable[_store_pb2.ListTokensRequest, _store_pb2.ListTokensResponse]  # type: ignore[assignment]
     """A member's (or a workspace's) tokens, never their secrets or hashes."""
+    ListMembers: _aio.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]  # type: ignore[assignment]
+    """A workspace's members (also served as AdminService.ListMembers, with
+    these messages).
+    """
     Authenticate: _aio.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]  # type: ignore[assignment]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
     token is unknown, revoked or expired (message "token expired").
@@ -206,6 +214,16 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.ListTokensResponse, _abc.Awaitable[_store_pb2.ListTokensResponse]]:
         """A member's (or a workspace's) tokens, never their secrets or hashes."""
+
+    @_abc_1.abstractmethod
+    def ListMembers(
+        self,
+        request: _store_pb2.ListMembersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.ListMembersResponse, _abc.Awaitable[_store_pb2.ListMembersResponse]]:
+        """A workspace's members (also served as AdminService.ListMembers, with
+        these messages).
+        """
 
     @_abc_1.abstractmethod
     def Authenticate(

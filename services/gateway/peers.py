@@ -31,6 +31,7 @@ CREATE_TOKEN = method(_STORE, "CreateToken", spb.CreateTokenRequest, spb.CreateT
 REVOKE_TOKEN = method(_STORE, "RevokeToken", spb.RevokeTokenRequest, spb.RevokeTokenResponse)
 ROTATE_TOKEN = method(_STORE, "RotateToken", spb.RotateTokenRequest, spb.RotateTokenResponse)
 LIST_TOKENS = method(_STORE, "ListTokens", spb.ListTokensRequest, spb.ListTokensResponse)
+LIST_MEMBERS = method(_STORE, "ListMembers", spb.ListMembersRequest, spb.ListMembersResponse)
 GET_SETTINGS = method(
     _STORE,
     "GetWorkspaceSettings",

@@ -423,6 +423,19 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         )
         return relayed(pb.AdminServiceListTokensResponse, resp)
 
+    def ListMembers(
+        self, request: store_pb2.ListMembersRequest, context: grpc.ServicerContext
+    ) -> store_pb2.ListMembersResponse:
+        owner = self.auth.operator_or_owner(context)
+        forwarded = store_pb2.ListMembersRequest()
+        forwarded.CopyFrom(request)
+        if owner is None and not request.workspace:
+            raise errors.InvalidArgument("workspace", "is required with the operator token")
+        if owner is not None and not request.workspace:
+            forwarded.workspace = owner.workspace_id
+        # The store holds an owner to their own workspace.
+        return self.peers.as_admin(calls.LIST_MEMBERS, forwarded, owner)
+
     def GetSettings(
         self,
         request: pb.GetSettingsRequest,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
@@ -184,6 +185,36 @@ class StoreServicer:
                 for t in tokens
             ]
         )
+
+    def ListMembers(
+        self, request: pb.ListMembersRequest, context: grpc.ServicerContext
+    ) -> pb.ListMembersResponse:
+        ws = self._listed_workspace(request.workspace)
+        return pb.ListMembersResponse(
+            members=[
+                message_of(
+                    pb.Member,
+                    m,
+                    role=ROLE.value(m.role),
+                    created_at=convert.timestamp(m.created_at),
+                    removed_at=convert.timestamp(m.removed_at) if m.removed_at else None,
+                )
+                for m in self.control.members(ws.id, request.include_removed)
+            ]
+        )
+
+    def _listed_workspace(self, given: str) -> ctl.Workspace:
+        """The workspace named: any for the operator; an owner's own only,
+        another one, existing or not, refused alike."""
+        claims = internal_auth.asserted()
+        if claims.kind == internal_auth.OPERATOR:
+            return self.control.workspace_named(given)
+        internal_auth.check_admin(claims.workspace_id)
+        with suppress(errors.NotFound):
+            ws = self.control.workspace_named(given)
+            if ws.id == claims.workspace_id:
+                return ws
+        raise errors.PermissionDenied("workspace: an owner lists their own workspace's members")
 
     def DeleteWorkspace(
         self, request: pb.DeleteWorkspaceRequest, context: grpc.ServicerContext

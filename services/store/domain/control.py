@@ -83,6 +83,7 @@ class Member:
     handle: str
     role: str
     created_at: datetime
+    removed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -339,6 +340,25 @@ class ControlPlane:
         if row is None:
             raise errors.NotFound("member not found")
         return Member(str(row[0]), str(row[1]), row[2], row[3], row[4])
+
+    def workspace_named(self, given: str, field_name: str = "workspace") -> Workspace:
+        """A workspace by its id or its slug (an operator names either)."""
+        if not given:
+            raise errors.InvalidArgument(field_name, "is required: a workspace id or slug")
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.WORKSPACE_BY_ID_OR_SLUG, {"given": given}).fetchone()
+        if row is None:
+            raise errors.NotFound(f"{field_name}: no workspace {given!r}")
+        return _workspace(row)
+
+    def members(self, workspace_id: str, include_removed: bool = False) -> list[Member]:
+        """The workspace's members, oldest first (removed ones when asked)."""
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(
+                q.WORKSPACE_MEMBERS,
+                {"workspace_id": workspace_id, "include_removed": include_removed},
+            ).fetchall()
+        return [Member(str(r[0]), str(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
     def member_in_workspace(self, workspace_id: str, member_id: str, live: bool = False) -> bool:
         """Whether the member belongs to the workspace (``live``: and was not removed)."""

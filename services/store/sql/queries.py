@@ -37,6 +37,12 @@ UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
 MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
 MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
+# A workspace's members, oldest first; removed ones only when asked for.
+WORKSPACE_MEMBERS = """
+SELECT id, workspace_id, handle, role, created_at, removed_at FROM member
+WHERE workspace_id = %(workspace_id)s AND (%(include_removed)s OR removed_at IS NULL)
+ORDER BY created_at, handle
+"""
 INSERT_TOKEN = """
 INSERT INTO access_token
     (id, member_id, token_sha256, label, purposes, read_only, lifetime, expires_at)

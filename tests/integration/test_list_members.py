@@ -1,0 +1,99 @@
+"""Who is in a workspace (design §10; issue 34, "members who leave"): the
+operator lists any workspace's members by id or slug, an owner their own; a
+member who is not an owner, and an owner naming another workspace, are
+refused alike whether that workspace exists or not; removed members show only
+when asked for, with when they left; the CLI prints the same list."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from recallatron.v1 import common_pb2 as cpb
+from recallatron_cli.main import main
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team, make_team
+
+pytestmark = pytest.mark.integration
+
+
+def error(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value
+
+
+def handles(answer: Any) -> list[str]:
+    return [m.handle for m in answer.members]
+
+
+def test_the_operator_and_an_owner_list_the_members(team: Team, operator: Client) -> None:
+    by_id = operator.list_members(team.workspace_id)
+    assert handles(by_id) == ["ada", "bob", "cy"]  # oldest first
+    assert [m.id for m in by_id.members] == [team.members[h] for h in ("ada", "bob", "cy")]
+    assert [m.role for m in by_id.members] == [cpb.ROLE_OWNER, cpb.ROLE_MEMBER, cpb.ROLE_MEMBER]
+    assert all(m.workspace_id == team.workspace_id for m in by_id.members)
+    assert all(m.HasField("created_at") and not m.HasField("removed_at") for m in by_id.members)
+    assert operator.list_members(team.slug) == by_id
+    ada = team.clients["ada"]
+    assert ada.list_members() == by_id
+    assert ada.list_members(team.slug) == by_id
+    assert ada.list_members(team.workspace_id) == by_id
+
+
+def test_removed_members_show_only_when_asked(team: Team, operator: Client) -> None:
+    operator.remove_member(team.members["cy"], "erase")
+    ada = team.clients["ada"]
+    assert handles(ada.list_members()) == ["ada", "bob"]
+    everyone = ada.list_members(include_removed=True)
+    assert handles(everyone) == ["ada", "bob", "cy"]
+    cy = everyone.members[2]
+    assert cy.HasField("removed_at")
+    assert cy.removed_at.ToDatetime() >= cy.created_at.ToDatetime()
+
+
+def test_who_may_not_list(stack: Stack, team: Team, operator: Client) -> None:
+    other = make_team(stack, operator, ("dee",))
+    try:
+        # A member who is not an owner.
+        bob = error(lambda: team.clients["bob"].list_members())
+        assert bob.code() == grpc.StatusCode.PERMISSION_DENIED
+        # An owner naming another workspace: the same answer for one that
+        # exists and one that does not.
+        ada = team.clients["ada"]
+        elsewhere = error(lambda: ada.list_members(other.workspace_id))
+        nowhere = error(lambda: ada.list_members(str(uuid.uuid4())))
+        assert elsewhere.code() == nowhere.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert elsewhere.details() == nowhere.details()
+        assert "workspace" in str(elsewhere.details())
+        # The operator must name one, and one that exists.
+        unnamed = error(lambda: operator.list_members())
+        assert unnamed.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "workspace" in str(unnamed.details())
+        missing = error(lambda: operator.list_members("no-such-workspace"))
+        assert missing.code() == grpc.StatusCode.NOT_FOUND
+        assert "workspace" in str(missing.details())
+        assert handles(operator.list_members(other.slug)) == ["dee"]
+    finally:
+        for client in other.clients.values():
+            client.close()
+
+
+def test_the_cli_lists_members(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["admin", "--gateway", stack.gateway, "--token", stack.admin_token]
+    assert main([*base, "list-members", "--workspace", team.slug, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [m["handle"] for m in listed["members"]] == ["ada", "bob", "cy"]
+    assert listed["members"][0]["role"] == "ROLE_OWNER"
+    assert main([*base, "list-members", "--workspace", team.slug]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    assert lines[1].startswith(f"{team.members['bob']}  bob  member  since ")
