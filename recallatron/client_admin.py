@@ -162,6 +162,17 @@ class ReviewAndAdmin(Connection):
             store_pb2.ListMembersRequest(workspace=workspace, include_removed=include_removed),
         )
 
+    def list_workspaces(
+        self, page_size: int = 0, page_token: str = "", server: str = ""
+    ) -> store_pb2.ListWorkspacesResponse:
+        """A page of every workspace (or a server's), by slug (operator token)."""
+        return self.call(
+            self.admin.ListWorkspaces,
+            store_pb2.ListWorkspacesRequest(
+                page_size=page_size, page_token=page_token, server=server
+            ),
+        )
+
     def status(self) -> pb.GetStatusResponse:
         return self.call(self.admin.GetStatus, pb.GetStatusRequest())
 

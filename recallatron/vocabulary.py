@@ -139,5 +139,8 @@ TOKEN_REVOKED = "token revoked"
 DEFAULT_LIST_PAGE = 50
 MAX_LIST_PAGE = 100
 MAX_AUDIT_PAGE = 200
+# The operator's list of workspaces: page sizes, default and most.
+DEFAULT_WORKSPACE_PAGE = 100
+MAX_WORKSPACE_PAGE = 1000
 # Actions named in one audit filter.
 MAX_AUDIT_ACTIONS = 20

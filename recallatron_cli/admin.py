@@ -9,8 +9,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from recallatron.client import Client
 from recallatron.v1 import store_pb2
-from recallatron.vocabulary import PURPOSE, PURPOSES, ROLE
+from recallatron.vocabulary import MAX_WORKSPACE_PAGE, PURPOSE, PURPOSES, ROLE
 from recallatron_cli import common
 from recallatron_cli.common import show
 
@@ -76,7 +77,30 @@ def cmd_admin(args: argparse.Namespace) -> int:
     elif args.admin_cmd == "list-members":
         members = client.list_members(args.workspace or "", args.removed)
         show(args, members, "\n".join(member_line(m) for m in members.members) or "no members")
+    elif args.admin_cmd == "list-workspaces":
+        every = all_workspaces(client, args.server or "")
+        show(args, every, "\n".join(workspace_line(w) for w in every.workspaces) or "no workspaces")
     return 0
+
+
+def all_workspaces(client: Client, server: str) -> store_pb2.ListWorkspacesResponse:
+    """Every page of the list, in one answer."""
+    every = store_pb2.ListWorkspacesResponse()
+    token = ""
+    while True:
+        page = client.list_workspaces(MAX_WORKSPACE_PAGE, token, server)
+        every.workspaces.extend(page.workspaces)
+        token = page.next_page_token
+        if not token:
+            return every
+
+
+def workspace_line(listed: store_pb2.ListedWorkspace) -> str:
+    w = listed.workspace
+    return (
+        f"{w.id}  {w.slug}  server {w.server}  {listed.members} members  "
+        f"created {when(w, 'created_at', '-')}"
+    )
 
 
 def member_line(m: store_pb2.Member) -> str:

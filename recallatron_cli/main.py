@@ -157,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lm.add_argument("--removed", action="store_true", help="also the members who were removed")
     json_option(lm)
+    lw = admin_sub.add_parser(
+        "list-workspaces",
+        help="every workspace by slug: id, server, members, created (operator token)",
+    )
+    lw.add_argument("--server", help="only those on this Postgres server (its name)")
+    json_option(lw)
     owners.add_admin_parsers(admin_sub, json_option)
     ad.set_defaults(func=admin.cmd_admin)
 

@@ -1102,6 +1102,11 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
                 _registered_method=True)
+        self.ListWorkspaces = channel.unary_unary(
+                '/recallatron.v1.AdminService/ListWorkspaces',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesResponse.FromString,
+                _registered_method=True)
         self.GetSettings = channel.unary_unary(
                 '/recallatron.v1.AdminService/GetSettings',
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.GetSettingsRequest.SerializeToString,
@@ -1181,6 +1186,13 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkspaces(self, request, context):
+        """Every workspace, by slug, with its server and members (operator token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetSettings(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -1255,6 +1267,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListMembers,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.SerializeToString,
+            ),
+            'ListWorkspaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkspaces,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesResponse.SerializeToString,
             ),
             'GetSettings': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSettings,
@@ -1473,6 +1490,33 @@ class AdminService:
             '/recallatron.v1.AdminService/ListMembers',
             recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkspaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.AdminService/ListWorkspaces',
+            recallatron_dot_v1_dot_store__pb2.ListWorkspacesRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.ListWorkspacesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -355,6 +355,8 @@ class AdminServiceStub:
     """A workspace's members, oldest first (removed ones when asked, with when):
     an owner's own workspace, or any one with the operator token.
     """
+    ListWorkspaces: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]
+    """Every workspace, by slug, with its server and members (operator token)."""
     GetSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]
     UpdateSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]
     GetStatus: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]
@@ -391,6 +393,8 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """A workspace's members, oldest first (removed ones when asked, with when):
     an owner's own workspace, or any one with the operator token.
     """
+    ListWorkspaces: _aio.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]  # type: ignore[assignment]
+    """Every workspace, by slug, with its server and members (operator token)."""
     GetSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]  # type: ignore[assignment]
     UpdateSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
     GetStatus: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]  # type: ignore[assignment]
@@ -466,6 +470,14 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """A workspace's members, oldest first (removed ones when asked, with when):
         an owner's own workspace, or any one with the operator token.
         """
+
+    @_abc_1.abstractmethod
+    def ListWorkspaces(
+        self,
+        request: _store_pb2.ListWorkspacesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.ListWorkspacesResponse, _abc.Awaitable[_store_pb2.ListWorkspacesResponse]]:
+        """Every workspace, by slug, with its server and members (operator token)."""
 
     @_abc_1.abstractmethod
     def GetSettings(

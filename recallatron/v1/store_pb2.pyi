@@ -185,6 +185,84 @@ class ListMembersResponse(_message.Message):
 Global___ListMembersResponse: _TypeAlias = ListMembersResponse  # noqa: Y015
 
 @_typing.final
+class ListWorkspacesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    SERVER_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many a page: 1 to 1000; 0 is 100."""
+    page_token: _builtins.str
+    """The previous page's next_page_token; empty: the first page."""
+    server: _builtins.str
+    """Only the workspaces on this Postgres server (its name); empty: all."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        server: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "server", b"server"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkspacesRequest: _TypeAlias = ListWorkspacesRequest  # noqa: Y015
+
+@_typing.final
+class ListedWorkspace(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    members: _builtins.int
+    """Its members, the removed ones left out."""
+    @_builtins.property
+    def workspace(self) -> Global___Workspace: ...
+    def __init__(
+        self,
+        *,
+        workspace: Global___Workspace | None = ...,
+        members: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["workspace", b"workspace"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members", "workspace", b"workspace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListedWorkspace: _TypeAlias = ListedWorkspace  # noqa: Y015
+
+@_typing.final
+class ListWorkspacesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Asks for the next page; empty after the last."""
+    @_builtins.property
+    def workspaces(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListedWorkspace]:
+        """By slug."""
+
+    def __init__(
+        self,
+        *,
+        workspaces: _abc.Iterable[Global___ListedWorkspace] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "workspaces", b"workspaces"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkspacesResponse: _TypeAlias = ListWorkspacesResponse  # noqa: Y015
+
+@_typing.final
 class CreateWorkspaceRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

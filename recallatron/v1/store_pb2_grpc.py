@@ -72,6 +72,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
                 _registered_method=True)
+        self.ListWorkspaces = channel.unary_unary(
+                '/recallatron.v1.StoreService/ListWorkspaces',
+                request_serializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesResponse.FromString,
+                _registered_method=True)
         self.Authenticate = channel.unary_unary(
                 '/recallatron.v1.StoreService/Authenticate',
                 request_serializer=recallatron_dot_v1_dot_store__pb2.AuthenticateRequest.SerializeToString,
@@ -193,6 +198,14 @@ class StoreServiceServicer:
     def ListMembers(self, request, context):
         """A workspace's members (also served as AdminService.ListMembers, with
         these messages).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkspaces(self, request, context):
+        """Every workspace, by slug, a page at a time (also served as
+        AdminService.ListWorkspaces, with these messages).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -341,6 +354,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.ListMembers,
                     request_deserializer=recallatron_dot_v1_dot_store__pb2.ListMembersRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_store__pb2.ListMembersResponse.SerializeToString,
+            ),
+            'ListWorkspaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkspaces,
+                    request_deserializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_store__pb2.ListWorkspacesResponse.SerializeToString,
             ),
             'Authenticate': grpc.unary_unary_rpc_method_handler(
                     servicer.Authenticate,
@@ -605,6 +623,33 @@ class StoreService:
             '/recallatron.v1.StoreService/ListMembers',
             recallatron_dot_v1_dot_store__pb2.ListMembersRequest.SerializeToString,
             recallatron_dot_v1_dot_store__pb2.ListMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkspaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.StoreService/ListWorkspaces',
+            recallatron_dot_v1_dot_store__pb2.ListWorkspacesRequest.SerializeToString,
+            recallatron_dot_v1_dot_store__pb2.ListWorkspacesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -51,6 +51,10 @@ class StoreServiceStub:
     """A workspace's members (also served as AdminService.ListMembers, with
     these messages).
     """
+    ListWorkspaces: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]
+    """Every workspace, by slug, a page at a time (also served as
+    AdminService.ListWorkspaces, with these messages).
+    """
     Authenticate: _grpc.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
     token is unknown, revoked or expired (message "token expired").
@@ -117,6 +121,10 @@ class StoreServiceAsyncStub(StoreServiceStub):
     ListMembers: _aio.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]  # type: ignore[assignment]
     """A workspace's members (also served as AdminService.ListMembers, with
     these messages).
+    """
+    ListWorkspaces: _aio.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]  # type: ignore[assignment]
+    """Every workspace, by slug, a page at a time (also served as
+    AdminService.ListWorkspaces, with these messages).
     """
     Authenticate: _aio.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]  # type: ignore[assignment]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
@@ -223,6 +231,16 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_store_pb2.ListMembersResponse, _abc.Awaitable[_store_pb2.ListMembersResponse]]:
         """A workspace's members (also served as AdminService.ListMembers, with
         these messages).
+        """
+
+    @_abc_1.abstractmethod
+    def ListWorkspaces(
+        self,
+        request: _store_pb2.ListWorkspacesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.ListWorkspacesResponse, _abc.Awaitable[_store_pb2.ListWorkspacesResponse]]:
+        """Every workspace, by slug, a page at a time (also served as
+        AdminService.ListWorkspaces, with these messages).
         """
 
     @_abc_1.abstractmethod

@@ -32,6 +32,9 @@ REVOKE_TOKEN = method(_STORE, "RevokeToken", spb.RevokeTokenRequest, spb.RevokeT
 ROTATE_TOKEN = method(_STORE, "RotateToken", spb.RotateTokenRequest, spb.RotateTokenResponse)
 LIST_TOKENS = method(_STORE, "ListTokens", spb.ListTokensRequest, spb.ListTokensResponse)
 LIST_MEMBERS = method(_STORE, "ListMembers", spb.ListMembersRequest, spb.ListMembersResponse)
+LIST_WORKSPACES = method(
+    _STORE, "ListWorkspaces", spb.ListWorkspacesRequest, spb.ListWorkspacesResponse
+)
 GET_SETTINGS = method(
     _STORE,
     "GetWorkspaceSettings",

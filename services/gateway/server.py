@@ -436,6 +436,13 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         # The store holds an owner to their own workspace.
         return self.peers.as_admin(calls.LIST_MEMBERS, forwarded, owner)
 
+    def ListWorkspaces(
+        self, request: store_pb2.ListWorkspacesRequest, context: grpc.ServicerContext
+    ) -> store_pb2.ListWorkspacesResponse:
+        if not self.auth.is_operator(context):
+            raise errors.PermissionDenied("this call needs the operator token")
+        return self.peers.as_admin(calls.LIST_WORKSPACES, request, None)
+
     def GetSettings(
         self,
         request: pb.GetSettingsRequest,

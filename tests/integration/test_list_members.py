@@ -1,8 +1,10 @@
-"""Who is in a workspace (design §10; issue 34, "members who leave"): the
-operator lists any workspace's members by id or slug, an owner their own; a
-member who is not an owner, and an owner naming another workspace, are
+"""Who is in a workspace, and which workspaces there are (design §10; issue
+34): the operator lists any workspace's members by id or slug, an owner their
+own; a member who is not an owner, and an owner naming another workspace, are
 refused alike whether that workspace exists or not; removed members show only
-when asked for, with when they left; the CLI prints the same list."""
+when asked for, with when they left. The operator lists every workspace by
+slug, a page at a time, each once, a deleted one no more; nobody else may.
+The CLI prints the same lists."""
 
 from __future__ import annotations
 
@@ -97,3 +99,69 @@ def test_the_cli_lists_members(
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3
     assert lines[1].startswith(f"{team.members['bob']}  bob  member  since ")
+
+
+def every_page(operator: Client, page_size: int, server: str = "") -> list[Any]:
+    listed: list[Any] = []
+    token = ""
+    while True:
+        page = operator.list_workspaces(page_size, token, server)
+        assert len(page.workspaces) <= page_size
+        listed.extend(page.workspaces)
+        token = page.next_page_token
+        if not token:
+            return listed
+
+
+def test_the_operator_lists_every_workspace_a_page_at_a_time(
+    stack: Stack, team: Team, operator: Client
+) -> None:
+    made = [make_team(stack, operator, ("eve", "fay")) for _ in range(3)]
+    try:
+        listed = every_page(operator, 2)
+        slugs = [w.workspace.slug for w in listed]
+        assert slugs == sorted(slugs) and len(slugs) == len(set(slugs))
+        assert slugs == [w.workspace.slug for w in every_page(operator, 1000)]
+        by_slug = {w.workspace.slug: w for w in listed}
+        for t in (team, *made):
+            assert by_slug[t.slug].workspace.id == t.workspace_id
+            assert by_slug[t.slug].workspace.server == "default"
+        assert by_slug[team.slug].members == 3
+        operator.remove_member(made[0].members["fay"], "erase")
+        server = every_page(operator, 1000, "default")
+        assert {w.workspace.slug: w.members for w in server}[made[0].slug] == 1
+        operator.delete_workspace(made[1].slug, made[1].slug)
+        assert made[1].slug not in {w.workspace.slug for w in every_page(operator, 1000)}
+    finally:
+        for t in made:
+            for client in t.clients.values():
+                client.close()
+
+
+def test_bad_listing_requests_name_their_field(team: Team, operator: Client) -> None:
+    for call, code, field in (
+        (lambda: operator.list_workspaces(-1), grpc.StatusCode.INVALID_ARGUMENT, "page_size"),
+        (lambda: operator.list_workspaces(1001), grpc.StatusCode.INVALID_ARGUMENT, "page_size"),
+        (lambda: operator.list_workspaces(0, "bm90IG91cnM="), grpc.StatusCode.INVALID_ARGUMENT,
+         "page_token"),
+        (lambda: operator.list_workspaces(0, "", "nowhere"), grpc.StatusCode.INVALID_ARGUMENT,
+         "server"),
+        (lambda: team.clients["ada"].list_workspaces(), grpc.StatusCode.PERMISSION_DENIED,
+         "operator"),
+    ):  # fmt: skip
+        exc = error(call)
+        assert exc.code() == code, exc.details()
+        assert field in str(exc.details()), exc.details()
+
+
+def test_the_cli_lists_workspaces(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["admin", "--gateway", stack.gateway, "--token", stack.admin_token]
+    assert main([*base, "list-workspaces", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["workspaces"]
+    mine = next(w for w in listed if w["workspace"]["slug"] == team.slug)
+    assert mine["workspace"]["id"] == team.workspace_id and mine["members"] == 3
+    assert main([*base, "list-workspaces", "--server", "default"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if f"  {team.slug}  " in x)
+    assert line.startswith(f"{team.workspace_id}  {team.slug}  server default  3 members  ")

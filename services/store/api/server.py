@@ -203,6 +203,19 @@ class StoreServicer:
             ]
         )
 
+    def ListWorkspaces(
+        self, request: pb.ListWorkspacesRequest, context: grpc.ServicerContext
+    ) -> pb.ListWorkspacesResponse:
+        internal_auth.check_kind(internal_auth.OPERATOR)
+        page = self.control.list_workspaces(request.page_size, request.page_token, request.server)
+        return pb.ListWorkspacesResponse(
+            workspaces=[
+                pb.ListedWorkspace(workspace=workspace_msg(w.workspace), members=w.members)
+                for w in page.workspaces
+            ],
+            next_page_token=page.next_page_token,
+        )
+
     def _listed_workspace(self, given: str) -> ctl.Workspace:
         """The workspace named: any for the operator; an owner's own only,
         another one, existing or not, refused alike."""

@@ -16,8 +16,17 @@ from psycopg.errors import ForeignKeyViolation, UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
-from recallatron.vocabulary import DEFAULT_MODE, MODE, MODES, PURPOSES, TOKEN_EXPIRED, TOKEN_REVOKED
-from services.store.domain import validation
+from recallatron.vocabulary import (
+    DEFAULT_MODE,
+    DEFAULT_WORKSPACE_PAGE,
+    MAX_WORKSPACE_PAGE,
+    MODE,
+    MODES,
+    PURPOSES,
+    TOKEN_EXPIRED,
+    TOKEN_REVOKED,
+)
+from services.store.domain import page_tokens, validation
 from services.store.domain.tokens import (  # noqa: F401  (the control plane's names)
     DEFAULT_ROTATION_GRACE,
     MAX_LISTED_TOKENS,
@@ -84,6 +93,20 @@ class Member:
     role: str
     created_at: datetime
     removed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ListedWorkspace:
+    workspace: Workspace
+    # Members not removed.
+    members: int
+
+
+@dataclass(frozen=True)
+class WorkspacePage:
+    workspaces: list[ListedWorkspace]
+    # Empty after the last page.
+    next_page_token: str
 
 
 @dataclass(frozen=True)
@@ -350,6 +373,28 @@ class ControlPlane:
         if row is None:
             raise errors.NotFound(f"{field_name}: no workspace {given!r}")
         return _workspace(row)
+
+    def list_workspaces(
+        self, page_size: int = 0, page_token: str = "", server: str = ""
+    ) -> WorkspacePage:
+        """Every workspace (or a server's), by slug, a page at a time."""
+        limit = validation.count(page_size, "page_size", DEFAULT_WORKSPACE_PAGE, MAX_WORKSPACE_PAGE)
+        if server and server not in self.dbs.servers.names:
+            self.dbs.server_url(server)  # InvalidArgument naming the field
+        after = ""
+        if page_token:
+            data = page_tokens.decode(page_token)
+            if data.get("w") != "workspaces" or not isinstance(data.get("after"), str):
+                raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS)
+            after = data["after"]
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(
+                q.WORKSPACES_AFTER, {"after": after, "server": server, "limit": limit + 1}
+            ).fetchall()
+        listed = [ListedWorkspace(_workspace(r), int(r[6])) for r in rows[:limit]]
+        more = len(rows) > limit
+        token = page_tokens.encode({"w": "workspaces", "after": listed[-1].workspace.slug})
+        return WorkspacePage(listed, token if more else "")
 
     def members(self, workspace_id: str, include_removed: bool = False) -> list[Member]:
         """The workspace's members, oldest first (removed ones when asked)."""

@@ -37,6 +37,16 @@ UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
 MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
 MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
+# The workspaces after a slug, by slug (the unique index), with their live
+# members; on one server when one is named.
+WORKSPACES_AFTER = """
+SELECT w.id::text, w.slug, w.server, w.database_name, w.settings, w.created_at,
+       (SELECT count(*) FROM member m WHERE m.workspace_id = w.id AND m.removed_at IS NULL)
+FROM workspace w
+WHERE w.slug > %(after)s AND (%(server)s = '' OR w.server = %(server)s)
+ORDER BY w.slug
+LIMIT %(limit)s
+"""
 # A workspace's members, oldest first; removed ones only when asked for.
 WORKSPACE_MEMBERS = """
 SELECT id, workspace_id, handle, role, created_at, removed_at FROM member
