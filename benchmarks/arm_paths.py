@@ -9,9 +9,15 @@ applied: start the stack on it once), then, as `recallatron_app` with the
 owner's settings, and with every query's two ways interleaved (three runs
 each, the median):
 
-- dense: the HNSW scan of the caller's purpose's graph (`recall.DENSE`) against
-  all of the caller's vectors ranked exactly (`recall.DENSE_EXACT`), for the
-  owner recalling for each purpose, probes drawn from the stored vectors;
+- dense: the HNSW scan of the caller's purpose's graph (`recall.DENSE`, with
+  the store's `hnsw.ef_search`) against all of the caller's vectors ranked
+  exactly (`recall.DENSE_EXACT`), for the owner recalling for each purpose:
+  the time of each, and how far the scan's 100 rows agree with the exact
+  ones (recall@100, and the share of probes whose first 10 are the exact
+  first 10). Probes are drawn from the stored vectors, or with `--queries`
+  are the load mix's queries embedded as rank embeds them (the query graph,
+  in this process), with the dense floor applied as the store applies it:
+  a stored vector finds its neighbours more easily than a query does;
 - lexical: for every capped query of the load mix's classes, the newest 500
   matches read from the GIN index against the created_at walk, with the
   choice `walk_is_cheaper` makes and the one the arm made before it
@@ -34,9 +40,11 @@ from benchmarks.explain_lexical import seeded_arguments, seeded_owner
 from benchmarks.recall_bench import CLASSES, POOL
 from recallatron.vocabulary import PURPOSES
 from recallatron_devkit import synthetic
+from recallatron_devkit.load import models_dir
 from recallatron_devkit.localpg import LocalPostgres
 from recallatron_devkit.stack import free_port
 from services.store.domain import recall as r
+from services.store.domain.control import WorkspaceSettings
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
 
 RUNS = 3
@@ -56,7 +64,20 @@ def _caller(conn: psycopg.Connection, member: str, purpose: str, **more: str) ->
     conn.execute(SET_LOCALS, (keys, [member, purpose, *more.values()]))
 
 
-def dense(conn: psycopg.Connection, member: str, probes: int) -> list[dict[str, Any]]:
+def query_vectors(memories: int, seed: int, count: int) -> list[np.ndarray]:
+    """The load mix's queries, its classes in turn, embedded as rank has
+    them embedded (the embed service's query graph)."""
+    from services.embed.models import BiEncoder
+
+    pools = synthetic.query_mix(count, memories, seed, seed + 1, CLASSES)
+    texts = [pools[c][i] for i in range(count) for c in CLASSES][:count]
+    encoder = BiEncoder(models_dir() / "all-MiniLM-L6-v2", threads=1)
+    return list(encoder.embed_queries(texts))
+
+
+def dense(
+    conn: psycopg.Connection, member: str, probes: int, queries: list[np.ndarray] | None = None
+) -> list[dict[str, Any]]:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)
@@ -65,7 +86,7 @@ def dense(conn: psycopg.Connection, member: str, probes: int) -> list[dict[str, 
         model_id, version = conn.execute(
             "SELECT model_id, input_version FROM memory_embedding LIMIT 1"
         ).fetchone()  # type: ignore[misc]
-        vectors = [
+        vectors = queries or [
             np.array(json.loads(row[0]), dtype=np.float32)
             for row in conn.execute(
                 "SELECT embedding::text FROM memory_embedding ORDER BY memory_id LIMIT %s",
@@ -74,13 +95,18 @@ def dense(conn: psycopg.Connection, member: str, probes: int) -> list[dict[str, 
         ]
     out = []
     for purpose in PURPOSES:
-        hnsw, exact, overlap = [], [], []
+        hnsw, exact, overlap, top10 = [], [], [], []
+        missed: list[int] = []  # exact ranks of the rows the scan did not return
         with conn.transaction():
+            # As the store runs the scan (recall.RecallQueries.dense).
             _caller(
                 conn,
                 member,
                 purpose,
-                **{"hnsw.iterative_scan": "relaxed_order"},
+                **{
+                    "hnsw.iterative_scan": "relaxed_order",
+                    "hnsw.ef_search": str(max(r.EF_SEARCH, 100)),
+                },
             )
             visible, graph = conn.execute(r.CALLER_CORPUS).fetchone()  # type: ignore[misc]
             for vector in vectors:
@@ -90,15 +116,21 @@ def dense(conn: psycopg.Connection, member: str, probes: int) -> list[dict[str, 
                     "vector": vector,
                     "model_id": model_id,
                     "input_version": version,
-                    "floor": 0.0,
+                    # A query's rows as the store returns them; a stored
+                    # vector's 100 nearest all.
+                    "floor": WorkspaceSettings().dense_floor if queries else 0.0,
                 }
                 hnsw.append(
                     _median_ms(lambda p=params, q=r.DENSE[purpose]: conn.execute(q, p).fetchall())
                 )
                 exact.append(_median_ms(lambda p=params: conn.execute(r.DENSE_EXACT, p).fetchall()))
-                a = {row[0] for row in conn.execute(r.DENSE[purpose], params)}
-                b = {row[0] for row in conn.execute(r.DENSE_EXACT, params)}
-                overlap.append(len(a & b) / max(1, len(b)))
+                a = [row[0] for row in conn.execute(r.DENSE[purpose], params)]
+                b = [row[0] for row in conn.execute(r.DENSE_EXACT, params)]
+                # No row above the floor at all: nothing to miss.
+                overlap.append(len(set(a) & set(b)) / len(b) if b else 1.0)
+                top10.append(a[:10] == b[:10])
+                found = set(a)
+                missed.extend(i + 1 for i, row in enumerate(b) if row not in found)
         out.append(
             {
                 "purpose": purpose,
@@ -108,6 +140,8 @@ def dense(conn: psycopg.Connection, member: str, probes: int) -> list[dict[str, 
                 "hnsw_p50_ms": round(statistics.median(hnsw), 2),
                 "exact_p50_ms": round(statistics.median(exact), 2),
                 "recall_at_100": round(statistics.mean(overlap), 3),
+                "first_10_exact": round(statistics.mean(top10), 3),
+                "missed_rank_p50": statistics.median(missed) if missed else None,
             }
         )
     return out
@@ -162,7 +196,13 @@ def main() -> None:
     p = seeded_arguments(__doc__ or "")
     p.add_argument("--probes", type=int, default=30)
     p.add_argument("--per-class", type=int, default=60)
+    p.add_argument(
+        "--queries",
+        action="store_true",
+        help="dense probes: the load mix's queries, embedded as rank has them, not stored vectors",
+    )
     args = p.parse_args()
+    queries = query_vectors(args.memories, args.seed, args.probes) if args.queries else None
     pg = LocalPostgres(Path(args.state_dir) / "pgdata", free_port())
     pg.start()
     try:
@@ -170,7 +210,7 @@ def main() -> None:
         with psycopg.connect(with_database(pg.url, database)) as conn:
             conn.execute(f"SET ROLE {APP_ROLE}")
             report = {
-                "dense": dense(conn, owner, args.probes),
+                "dense": dense(conn, owner, args.probes, queries),
                 "lexical": lexical(conn, owner, args.memories, args.seed, args.per_class),
             }
     finally:
@@ -178,7 +218,9 @@ def main() -> None:
     for d in report["dense"]:
         print(
             f"dense {d['purpose']:12} visible {d['visible']:6} of {d['graph']:8.0f}: "
-            f"graph's HNSW {d['hnsw_p50_ms']} ms (recall@100 {d['recall_at_100']}), "
+            f"graph's HNSW {d['hnsw_p50_ms']} ms (recall@100 {d['recall_at_100']}, "
+            f"first 10 exact {d['first_10_exact']}, rows missed at exact rank p50 "
+            f"{d['missed_rank_p50']}), "
             f"exact {d['exact_p50_ms']} ms, chosen: {'exact' if d['exact_chosen'] else 'HNSW'}"
         )
     for cls in CLASSES:
