@@ -146,10 +146,14 @@ class ReviewAndAdmin(Connection):
             request.grace.CopyFrom(_duration(grace))
         return self.call(self.admin.RotateToken, request)
 
-    def list_tokens(self, member_id: str = "") -> pb.AdminServiceListTokensResponse:
-        """A member's tokens (an owner may leave it empty: the workspace's)."""
+    def list_tokens(
+        self, member_id: str = "", workspace_id: str = ""
+    ) -> pb.AdminServiceListTokensResponse:
+        """A member's tokens, or a workspace's (an owner may leave both empty:
+        their workspace's)."""
         return self.call(
-            self.admin.ListTokens, pb.AdminServiceListTokensRequest(member_id=member_id)
+            self.admin.ListTokens,
+            pb.AdminServiceListTokensRequest(member_id=member_id, workspace_id=workspace_id),
         )
 
     def list_members(

@@ -68,7 +68,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
             ),
         )
     elif args.admin_cmd == "list-tokens":
-        listed = client.list_tokens(args.member or "")
+        listed = client.list_tokens(args.member or "", args.workspace or "")
         show(
             args,
             listed,

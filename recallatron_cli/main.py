@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument(
         "--member", help="the member's id (owners: default every member of the workspace)"
     )
+    lt.add_argument("--workspace", help="every token of this workspace (its id; the operator)")
     json_option(lt)
     lm = admin_sub.add_parser(
         "list-members", help="a workspace's members, oldest first: id, handle, role, since"

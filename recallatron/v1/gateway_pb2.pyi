@@ -927,18 +927,24 @@ class AdminServiceListTokensRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MEMBER_ID_FIELD_NUMBER: _builtins.int
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     """The member whose tokens to list. An owner may leave it empty for every
-    token of the workspace; the operator must name one.
+    token of the workspace; the operator names a member or a workspace.
+    """
+    workspace_id: _builtins.str
+    """Every token of this workspace (the operator's way to see a workspace's
+    tokens; an owner's token lists only its own workspace's).
     """
     def __init__(
         self,
         *,
         member_id: _builtins.str = ...,
+        workspace_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

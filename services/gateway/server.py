@@ -412,12 +412,17 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminServiceListTokensRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceListTokensResponse:
         owner = self.auth.operator_or_owner(context)
-        if owner is None and not request.member_id:
-            raise errors.InvalidArgument("member_id", "is required with the operator token")
+        if owner is None and not (request.member_id or request.workspace_id):
+            raise errors.InvalidArgument(
+                "member_id", "or workspace_id is required with the operator token"
+            )
+        if owner is not None and request.workspace_id not in ("", owner.workspace_id):
+            raise errors.PermissionDenied("workspace_id: an owner lists their own workspace's")
         resp = self.peers.as_admin(
             calls.LIST_TOKENS,
             store_pb2.ListTokensRequest(
-                member_id=request.member_id, workspace_id=owner.workspace_id if owner else ""
+                member_id=request.member_id,
+                workspace_id=owner.workspace_id if owner else request.workspace_id,
             ),
             owner,
         )

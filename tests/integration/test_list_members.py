@@ -165,3 +165,29 @@ def test_the_cli_lists_workspaces(
     assert main([*base, "list-workspaces", "--server", "default"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if f"  {team.slug}  " in x)
     assert line.startswith(f"{team.workspace_id}  {team.slug}  server default  3 members  ")
+
+
+def test_the_operator_lists_a_workspaces_tokens(stack: Stack, team: Team, operator: Client) -> None:
+    tokens = operator.list_tokens(workspace_id=team.workspace_id).tokens
+    assert {t.id for t in tokens} == set(team.token_ids.values())
+    assert {t.member_handle for t in tokens} == {"ada", "bob", "cy"}
+    ada = team.clients["ada"]
+    assert {t.id for t in ada.list_tokens(workspace_id=team.workspace_id).tokens} == {
+        t.id for t in tokens
+    }
+    other = make_team(stack, operator, ("dee",))
+    try:
+        refused = error(lambda: ada.list_tokens(workspace_id=other.workspace_id))
+        assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "workspace_id" in str(refused.details())
+        assert [
+            t.member_handle for t in operator.list_tokens(workspace_id=other.workspace_id).tokens
+        ] == ["dee"]
+    finally:
+        for client in other.clients.values():
+            client.close()
+    missing = error(lambda: operator.list_tokens(workspace_id=str(uuid.uuid4())))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
+    malformed = error(lambda: operator.list_tokens(workspace_id="not-an-id"))
+    assert malformed.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "workspace_id" in str(malformed.details())

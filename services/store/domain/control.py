@@ -497,6 +497,8 @@ class ControlPlane:
             member_id = parse_uuid(member_id, "member_id")
         if not member_id and not workspace_id:
             raise errors.InvalidArgument("member_id", "is required")
+        if workspace_id:
+            self.workspace(parse_uuid(workspace_id, "workspace_id"))  # NotFound when there is none
         with self.dbs.control_conn() as conn:
             rows = conn.execute(
                 q.LIST_TOKENS,
