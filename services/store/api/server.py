@@ -38,6 +38,7 @@ from services.store.api.messages import (
 from services.store.api.tool_server import ToolServicer
 from services.store.domain import control as ctl
 from services.store.domain import embedding_status
+from services.store.domain.administration import Administration
 from services.store.domain.dedup import DedupStore
 from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.entity_merge import EntityMergeStore
@@ -50,6 +51,12 @@ from services.store.domain.owner_view import OwnerView
 from services.store.domain.recall import RecallQueries
 from services.store.domain.revocations import RevocationFeed
 from services.store.domain.timeline import TimelineStore
+
+
+def _owner(claims: internal_auth.Claims) -> str | None:
+    """Who made an admin call, for its audit entry: the owner, or None for
+    the operator."""
+    return claims.member_id if claims.kind == internal_auth.MEMBER else None
 
 
 class StoreServicer:
@@ -83,6 +90,7 @@ class StoreServicer:
         )
         self.deletion = WorkspaceDeletion(memories.dbs, control)
         self.removal = MemberRemoval(memories.dbs, control)
+        self.admin = Administration(memories.dbs, control)
         self.revocations = revocations
         # Set when the server drains: open watch streams end at once.
         self.stopping = stopping or threading.Event()
@@ -103,9 +111,9 @@ class StoreServicer:
         request: pb.CreateMemberRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateMemberResponse:
-        internal_auth.check_admin(request.workspace_id)
+        by = _owner(internal_auth.check_admin(request.workspace_id))
         role = ROLE.parse(request.role, "role") or "member"
-        m = self.control.create_member(request.workspace_id, request.handle, role)
+        m = self.admin.create_member(by, request.workspace_id, request.handle, role)
         return pb.CreateMemberResponse(
             member=message_of(
                 pb.Member, m, role=ROLE.value(m.role), created_at=convert.timestamp(m.created_at)
@@ -117,9 +125,10 @@ class StoreServicer:
         request: pb.CreateTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.CreateTokenResponse:
-        internal_auth.check_admin(request.workspace_id)
+        by = _owner(internal_auth.check_admin(request.workspace_id))
         purposes = names_of(PURPOSE, request.purposes, "purposes", "a purpose")
-        made = self.control.create_token(
+        made = self.admin.create_token(
+            by,
             request.member_id,
             request.label,
             request.workspace_id or None,
@@ -138,8 +147,8 @@ class StoreServicer:
         request: pb.RevokeTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.RevokeTokenResponse:
-        internal_auth.check_admin(request.workspace_id)
-        self.control.revoke_token(request.token_id, request.workspace_id or None)
+        by = _owner(internal_auth.check_admin(request.workspace_id))
+        self.admin.revoke_token(by, request.token_id, request.workspace_id or None)
         return pb.RevokeTokenResponse()
 
     def RotateToken(
@@ -147,8 +156,9 @@ class StoreServicer:
         request: pb.RotateTokenRequest,
         context: grpc.ServicerContext,
     ) -> pb.RotateTokenResponse:
-        internal_auth.check_admin(request.workspace_id)
-        made, old_expires_at = self.control.rotate_token(
+        by = _owner(internal_auth.check_admin(request.workspace_id))
+        made, old_expires_at = self.admin.rotate_token(
+            by,
             request.token_id,
             request.workspace_id or None,
             convert.duration(request.grace, request.HasField("grace"), "grace"),
@@ -241,8 +251,7 @@ class StoreServicer:
     def RemoveMember(
         self, request: pb.RemoveMemberRequest, context: grpc.ServicerContext
     ) -> pb.RemoveMemberResponse:
-        claims = internal_auth.check_admin(request.workspace_id)
-        by = claims.member_id if claims.kind == internal_auth.MEMBER else None
+        by = _owner(internal_auth.check_admin(request.workspace_id))
         done = self.removal.remove(
             request.member_id,
             request.private_memories,
@@ -330,7 +339,7 @@ class StoreServicer:
                 changes[name] = mode
             else:
                 changes[name] = getattr(s, name)
-        merged = self.control.update_settings(caller.workspace_id, changes)
+        merged = self.admin.update_settings(caller.member_id, caller.workspace_id, changes)
         return pb.UpdateWorkspaceSettingsResponse(settings=settings_msg(merged))
 
     # -- memory tools ------------------------------------------------------

@@ -34,3 +34,10 @@ WHERE (%(member)s::uuid IS NULL OR a.member_id = %(member)s::uuid)
 ORDER BY a.id DESC
 LIMIT %(limit)s
 """
+
+# A change the control plane made to the workspace (a member, a token, its
+# settings), written by the owner role after that change committed
+# (services/store/domain/administration.py).
+INSERT_ADMIN_EVENT = """
+INSERT INTO audit_log (member_id, action, detail) VALUES (%s, %s, %s)
+"""

@@ -37,6 +37,12 @@ UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
 MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
 MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
+# The workspace and member a token belongs to.
+TOKEN_HOLDER = """
+SELECT m.workspace_id::text, t.member_id::text
+FROM access_token t JOIN member m ON m.id = t.member_id
+WHERE t.id = %s
+"""
 # The workspaces after a slug, by slug (the unique index), with their live
 # members; on one server when one is named.
 WORKSPACES_AFTER = """

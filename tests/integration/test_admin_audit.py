@@ -1,0 +1,84 @@
+"""An owner reads who changed their workspace (design §10; issue 34, "an
+owner's view"): members added, tokens made, rotated and revoked and settings
+changed appear in the workspace's audit log, newest first, with who did it
+(the owner by handle, or "operator"), on which member and token, and what
+changed, never a token's secret; a change refused writes nothing."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+ADMIN_ACTIONS = ["create_member", "create_token", "rotate_token", "revoke_token", "update_settings"]
+
+
+def events(owner: Client) -> list[Any]:
+    return list(owner.audit_events(actions=ADMIN_ACTIONS).events)
+
+
+def error(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value
+
+
+def test_admin_changes_are_in_the_audit_log(team: Team, operator: Client) -> None:
+    ada = team.clients["ada"]
+    # The team's own making: three members and a token each, by the operator.
+    made = events(ada)
+    assert [e.action for e in made].count("create_member") == 3
+    assert [e.action for e in made].count("create_token") == 3
+    assert {e.member_handle for e in made} == {"operator"}
+    members = [json.loads(e.detail_json) for e in made if e.action == "create_member"]
+    assert {(d["handle"], d["role"]) for d in members} == {
+        ("ada", "owner"),
+        ("bob", "member"),
+        ("cy", "member"),
+    }
+
+    token = ada.create_token(team.members["bob"], "ci", expires_in=timedelta(days=1))
+    rotated = ada.rotate_token(token.token_id, timedelta(0))
+    ada.revoke_token(rotated.token_id)
+    ada.update_settings(dense_floor=0.35)
+    ada.update_settings(dense_floor=0.35)  # no change: an entry with nothing changed
+
+    newest = events(ada)[:5]
+    assert [e.action for e in newest] == [
+        "update_settings",
+        "update_settings",
+        "revoke_token",
+        "rotate_token",
+        "create_token",
+    ]
+    assert {e.member_handle for e in newest} == {"ada"}
+    assert {e.member_id for e in newest} == {team.members["ada"]}
+    details = [json.loads(e.detail_json) for e in newest]
+    assert details[0]["changed"] == {}
+    assert details[1]["changed"] == {"dense_floor": [0.3, 0.35]}
+    assert details[2]["token_id"] == rotated.token_id
+    assert details[3]["token_id"] == rotated.token_id
+    assert details[3]["replaces"] == token.token_id
+    assert details[4]["token_id"] == token.token_id
+    assert details[4]["member_id"] == team.members["bob"]
+    assert details[4]["label"] == "ci" and details[4]["expires_at"]
+    text = str(ada.audit_events())
+    assert token.token not in text and rotated.token not in text
+
+    # A refused change writes nothing.
+    before = len(events(ada))
+    refused = error(lambda: ada.update_settings(dense_floor=2.0))
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    refused = error(lambda: ada.revoke_token(str(uuid.uuid4())))
+    assert refused.code() == grpc.StatusCode.NOT_FOUND
+    assert len(events(ada)) == before
