@@ -70,7 +70,8 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
         description=(
             "For a workspace owner only (anyone else is refused): the workspace's audit "
             "log, newest first: who did what (remember, derive, correct, supersede, forget, "
-            "remove_member, ...), when, on which memory id, optionally only one member's "
+            "the members, tokens and settings an owner or the operator changed, ...), when, "
+            "on which memory, member or token id, optionally only one member's "
             "actions, some actions, or a time span. It holds ids and counts, never memory text "
             f"nor reasons. At most {MAX_AUDIT_PAGE} events per page; pass next_page_token for more."
         ),
