@@ -7,13 +7,16 @@ fusion the product ships, overall and per question category.
 
 ``dump`` starts a temporary local stack, loads each conversation of
 ../shared/eval/locomo-dev into a workspace as `recallatron eval` does, and
-keeps, per judged question, the product's lexical arm (its first 50 rows,
-ranked as the arm ranks them), every memory's vector and the query's vector
-(the bi-encoder in-process, the embed input composed as the embedding job
-composes it). ``score`` recomputes the dense arm exactly (cosine, floor 0.30,
-100 rows) and fuses: its first row, plain RRF (k = 60) of the two arms, must
-equal the product's hybrid figures; the others are the variants. No variant
-here is tuned on the data beyond the handful of settings it names.
+keeps, per judged question, the product's lexical arm (its first 50 rows
+with their scores, ranked as the arm ranks them), every memory's vector and
+the query's vector (the bi-encoder's exact graph in-process, the embed input
+composed as the embedding job composes it). ``score`` recomputes the dense
+arm exactly (cosine, floor 0.30, 100 rows) and fuses: its first row, what
+recall ships (RRF, k = 60, then the page ordered by the arms' agreement),
+gives the product's hybrid figures within what the query graph moves (the
+service embeds queries on it); the second is RRF alone; the others are the
+variants. No variant here is tuned on the data beyond the handful of
+settings it names.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def dump(root: Path, out: Path) -> None:
                     "category": q.category,
                     "relevant": ds.qrels[q.id],
                     "lexical": [ws.doc_of[r.memory.id] for r in outcome.outcome.results],
+                    "lexical_scores": [r.scores.lexical_score for r in outcome.outcome.results],
                     "vector": encoder.embed([q.text])[0].tolist(),
                 }
             ws.close()
@@ -150,6 +154,37 @@ def neighbours(depth: int, weight: float) -> Variant:
     return fuse
 
 
+def reordered(depth: int, minmax: bool = False, dense_zero: float = 0.0) -> Variant:
+    """RRF's first ``depth`` rows ordered again by the arms' own scores, each
+    measured from its zero (lexical 0, dense ``dense_zero``) against its
+    arm's best for the query (or min-max), summed (a row one arm did not
+    return adds 0 there); the rows below keep RRF's order. With ``depth`` 10
+    the first ten are RRF's own, so Recall@10 cannot move: only their order
+    does. ``reordered(10, dense_zero=FLOOR)`` is what recall ships
+    (services/rank/fusion.py, order_page)."""
+
+    def fuse(c: Conversation, q: dict[str, Any]) -> Ranked:
+        vector = np.asarray(q["vector"], dtype=np.float32)
+        dense = c.dense(vector)
+        fused = rrf([q["lexical"], dense])
+        at = {d: i for i, d in enumerate(c.docs)}
+        cosines = {d: float(c.vectors[at[d]] @ vector) for d in dense}
+        lexical = dict(zip(q["lexical"], q["lexical_scores"], strict=True))
+
+        def scaled(values: dict[str, float], zero: float) -> dict[str, float]:
+            if not values:
+                return {}
+            top = max(values.values())
+            low = min(values.values()) if minmax else zero
+            return {d: (v - low) / (top - low) if top > low else 1.0 for d, v in values.items()}
+
+        lex, den = scaled(lexical, 0.0), scaled(cosines, dense_zero)
+        head = sorted(fused[:depth], key=lambda d: -(lex.get(d, 0.0) + den.get(d, 0.0)))
+        return head + fused[depth:]
+
+    return fuse
+
+
 def measure(ranked: Ranked, relevant: dict[str, int]) -> tuple[float, float]:
     top = ranked[:10]
     recall = sum(1 for d in top if d in relevant) / len(relevant)
@@ -160,10 +195,16 @@ def measure(ranked: Ranked, relevant: dict[str, int]) -> tuple[float, float]:
 
 def score(path: Path) -> list[dict[str, Any]]:
     conversations = {n: Conversation(raw) for n, raw in json.loads(path.read_text()).items()}
-    variants: dict[str, Variant] = {"rrf (shipped)": plain}
+    variants: dict[str, Variant] = {
+        "shipped: rrf, page by agreement": reordered(10, dense_zero=FLOOR),
+        "rrf alone": plain,
+    }
     variants |= {f"dense weight {w}": weighted(w) for w in (0.6, 0.8, 1.2)}
     variants |= {f"query feedback b={b} top{k}": feedback(b, k) for b in (0.3, 0.5) for k in (3, 5)}
     variants |= {f"neighbours of top{k} w={w}": neighbours(k, w) for k in (3, 5) for w in (0.3,)}
+    variants |= {f"rrf top{k} by scores from 0": reordered(k) for k in (10, 20)}
+    variants |= {"rrf top20 by scores from the floor": reordered(20, dense_zero=FLOOR)}
+    variants |= {f"rrf top{k} by min-max scores": reordered(k, minmax=True) for k in (10, 20)}
     rows = []
     for name, fuse in variants.items():
         every: list[tuple[float, float]] = []

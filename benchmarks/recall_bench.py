@@ -254,7 +254,7 @@ class _Store:
         res = self.p.recall_queries.dense(
             caller, vector.values, vector.model_id, EMBED_INPUT_VERSION, limit, filters
         )
-        return DenseArm(_candidates(res.candidates), res.embeddings_available)
+        return DenseArm(_candidates(res.candidates), res.embeddings_available, res.floor)
 
     def walk(
         self, caller: Any, ids: Any, hydrate: int, filters: Any, timeout: float | None = None

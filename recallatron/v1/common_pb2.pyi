@@ -1030,6 +1030,7 @@ class RecallScores(_message.Message):
     DENSE_COSINE_FIELD_NUMBER: _builtins.int
     FUSED_SCORE_FIELD_NUMBER: _builtins.int
     RERANK_SCORE_FIELD_NUMBER: _builtins.int
+    AGREEMENT_SCORE_FIELD_NUMBER: _builtins.int
     lexical_rank: _builtins.int
     """Rank in the lexical arm (from 1); 0 when the arm did not return the row."""
     lexical_score: _builtins.float
@@ -1040,6 +1041,14 @@ class RecallScores(_message.Message):
     """Reciprocal rank fusion score: sum over arms of 1 / (60 + rank)."""
     rerank_score: _builtins.float
     """Cross-encoder score; meaningful only when the response says reranked."""
+    agreement_score: _builtins.float
+    """How far the arms agree on the row: its lexical score over the best lexical
+    score among the rows admitted, plus its cosine's height above the dense
+    floor over the best one's among them (an arm that did not return the row
+    adds 0). The rows of the page (the first `limit` of the fused list) are in
+    this order, the fused order breaking ties, unless a cross-encoder
+    re-ranked them.
+    """
     def __init__(
         self,
         *,
@@ -1049,10 +1058,11 @@ class RecallScores(_message.Message):
         dense_cosine: _builtins.float = ...,
         fused_score: _builtins.float = ...,
         rerank_score: _builtins.float = ...,
+        agreement_score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,5 +1,6 @@
 """Reciprocal Rank Fusion of the two arms (design §5.4), with each row's
-scores as the arms and the fusion gave them."""
+scores as the arms and the fusion gave them, and the page's order by the
+arms' agreement."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ class Scores:
     dense_cosine: float = 0.0
     fused_score: float = 0.0
     rerank_score: float = 0.0
+    agreement_score: float = 0.0
 
 
 @dataclass
@@ -51,3 +53,33 @@ def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -
         return (-s.fused_score, min(ranks), lexical, memory_id)
 
     return [Fused(i, s) for i, s in sorted(by_id.items(), key=key)]
+
+
+def order_page(admitted: list[Fused], page: int, dense_floor: float = 0.0) -> list[Fused]:
+    """The admitted fused list with its first ``page`` rows ordered by the
+    arms' agreement (design §5.4). Each arm's score is measured from where its
+    scale starts (BM25 from 0, the cosine from the dense floor the arm
+    applied) against the best of the admitted rows it returned; a row's
+    agreement is the sum over the arms (an arm that did not return it adds
+    0), and equal sums keep the fused order. RRF chose the page from ranks
+    alone; the scores say how far apart the rows really are (a lexical match
+    far above the next, a cosine well clear of the rest). Only the page
+    moves, so which rows the page holds, and every count, stay RRF's. With
+    one arm the order is that arm's, as before. Sets every admitted row's
+    ``agreement_score``."""
+    lexical = [f.scores.lexical_score for f in admitted if f.scores.lexical_rank]
+    cosines = [f.scores.dense_cosine for f in admitted if f.scores.dense_rank]
+    best_lexical = max(lexical, default=0.0)
+    best_cosine = max(cosines, default=0.0)
+
+    def share(value: float, zero: float, best: float) -> float:
+        # An arm whose best row sits at its zero: each row it returned counts whole.
+        return (value - zero) / (best - zero) if best > zero else 1.0
+
+    for f in admitted:
+        s = f.scores
+        s.agreement_score = (
+            share(s.lexical_score, 0.0, best_lexical) if s.lexical_rank else 0.0
+        ) + (share(s.dense_cosine, dense_floor, best_cosine) if s.dense_rank else 0.0)
+    head = sorted(admitted[:page], key=lambda f: -f.scores.agreement_score)
+    return head + admitted[page:]

@@ -140,7 +140,7 @@ class StoreClient:
             filters=filters,
         )
         resp = _degradable(self.peer, DENSE, request, timeout, "store")
-        return DenseArm(_candidates(resp.candidates), resp.embeddings_available)
+        return DenseArm(_candidates(resp.candidates), resp.embeddings_available, resp.floor)
 
     def walk(
         self,

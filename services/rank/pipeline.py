@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from recallatron.vocabulary import DEFAULT_MODE, MODES
 from services.rank import metrics
-from services.rank.fusion import Fused, Scores, rrf
+from services.rank.fusion import Fused, Scores, order_page, rrf
 from services.rank.ports import (
     Candidate,
     Degraded,
@@ -281,7 +281,11 @@ class Pipeline(Generic[M]):
             else Walked([], {})
         )
         admitted_set = set(walked.admitted)
-        admitted = [f for f in fused if f.id in admitted_set]
+        admitted = order_page(
+            [f for f in fused if f.id in admitted_set],
+            request.limit,
+            dense.arm.floor if dense.arm is not None else 0.0,
+        )
         counts = Counts(
             lexical=sum(1 for f in admitted if f.scores.lexical_rank),
             dense=sum(1 for f in admitted if f.scores.dense_rank),

@@ -28,6 +28,9 @@ class DenseArm:
     # False when the workspace holds no vectors of the current model and
     # embed-input version.
     embeddings_available: bool
+    # The cosine floor the arm applied: where its scale starts (0 for a store
+    # that did not say).
+    floor: float = 0.0
 
 
 @dataclass(frozen=True)

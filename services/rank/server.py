@@ -40,6 +40,7 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
                     dense_cosine=r.scores.dense_cosine,
                     fused_score=r.scores.fused_score,
                     rerank_score=r.scores.rerank_score,
+                    agreement_score=r.scores.agreement_score,
                 ),
             )
             for r in outcome.results

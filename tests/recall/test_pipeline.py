@@ -74,6 +74,7 @@ class FakeStore:
     lexical_rows: list[Candidate] = field(default_factory=list)
     dense_rows: list[Candidate] = field(default_factory=list)
     embeddings_available: bool = True
+    dense_floor: float = 0.0
     refused: set[str] = field(default_factory=set)
     default_mode: str = "hybrid"
     rerank_depth: int = 20
@@ -106,7 +107,7 @@ class FakeStore:
         self.timeouts.append(timeout)
         if self.dense_error is not None:
             raise self.dense_error
-        return DenseArm(self.dense_rows[:limit], self.embeddings_available)
+        return DenseArm(self.dense_rows[:limit], self.embeddings_available, self.dense_floor)
 
     def walk(
         self,
@@ -255,6 +256,72 @@ def test_nothing_found() -> None:
     assert outcome.results == [] and outcome.counts.admitted == 0
     assert not store.called("admit") and not store.called("hydrate")
     assert not outcome.reranked
+
+
+# -- the page's order: the arms' agreement ------------------------------------------
+
+
+def agreeing() -> FakeStore:
+    # RRF puts b first (ranks 2 and 1) and a second (ranks 1 and 3); by the
+    # scores a is the lexical arm's clear best and within 0.02 of the best
+    # cosine, where b is a weak lexical match.
+    return FakeStore(
+        lexical_rows=[c("a", 1, 10.0), c("b", 2, 1.0)],
+        dense_rows=[c("b", 1, 0.80), c("c", 2, 0.79), c("a", 3, 0.78)],
+    )
+
+
+def test_the_page_is_ordered_by_the_arms_agreement() -> None:
+    store = agreeing()
+    outcome = pipeline(store).recall(request("hybrid"))
+    assert [f.id for f in rrf(store.lexical_rows, store.dense_rows)] == ["b", "a", "c"]
+    assert ids(outcome) == ["a", "b", "c"]
+    agreement = {r.memory.id: r.scores.agreement_score for r in outcome.results}
+    assert agreement["a"] == pytest.approx(1.0 + 0.78 / 0.80)
+    assert agreement["b"] == pytest.approx(0.1 + 1.0)
+    assert agreement["c"] == pytest.approx(0.79 / 0.80)
+    # The fused scores and every count are RRF's, as before.
+    fused = {r.memory.id: r.scores.fused_score for r in outcome.results}
+    assert fused["b"] > fused["a"] > fused["c"]
+    counts = outcome.counts
+    assert (counts.lexical, counts.dense, counts.fused, counts.admitted) == (2, 3, 3, 3)
+
+
+def test_only_the_page_moves() -> None:
+    # A page of one: RRF's first row, whatever the scores say below it.
+    assert ids(pipeline(agreeing()).recall(request("hybrid", limit=1))) == ["b"]
+    assert ids(pipeline(agreeing()).recall(request("hybrid", limit=2))) == ["a", "b"]
+
+
+def test_the_best_scores_are_taken_among_the_admitted_rows() -> None:
+    store = FakeStore(
+        lexical_rows=[c("hidden", 1, 100.0), c("a", 2, 10.0), c("b", 3, 5.0)],
+        refused={"hidden"},
+    )
+    outcome = pipeline(store).recall(request("lexical"))
+    assert ids(outcome) == ["a", "b"]
+    assert [r.scores.agreement_score for r in outcome.results] == [1.0, 0.5]
+
+
+def test_a_cosine_counts_from_the_dense_floor() -> None:
+    # Above a floor of 0.5, a cosine of 0.7 stands half as high as the best
+    # 0.9 (0.5, where from 0 it would be 0.78); a lexical score counts from 0.
+    store = FakeStore(
+        lexical_rows=[c("l", 1, 8.0), c("c", 2, 4.0)],
+        dense_rows=[c("c", 1, 0.9), c("d", 2, 0.7)],
+        dense_floor=0.5,
+    )
+    outcome = pipeline(store).recall(request("hybrid"))
+    agreement = {r.memory.id: r.scores.agreement_score for r in outcome.results}
+    assert agreement == pytest.approx({"c": 1.5, "l": 1.0, "d": 0.5})
+    assert ids(outcome) == ["c", "l", "d"]
+
+
+@pytest.mark.parametrize("mode", ["lexical", "dense"])
+def test_one_arm_keeps_its_own_order(mode: str) -> None:
+    rows = [c("a", 1, 0.9), c("b", 2, 0.9), c("c", 3, 0.7), c("d", 4, 0.65)]
+    store = FakeStore(lexical_rows=rows, dense_rows=rows)
+    assert ids(pipeline(store).recall(request(mode))) == ["a", "b", "c", "d"]
 
 
 # -- degrade ----------------------------------------------------------------------
