@@ -62,7 +62,9 @@ def hits(response: pb.RecallResponse, query: str = "") -> list[Hit]:
         title = str(memory.pop("title", ""))
         body = str(memory.pop("body", ""))
         scores = memory.get("scores") or {}
-        score = scores.get("rerank_score") if outcome["reranked"] else scores.get("fused_score")
+        # The score the hits are ordered by: the cross-encoder's, else the
+        # arms' agreement (the page's order, design §5.4).
+        score = scores.get("rerank_score") if outcome["reranked"] else scores.get("agreement_score")
         found.append(
             Hit(
                 id=str(memory["id"]),

@@ -195,7 +195,7 @@ SHOWN: dict[str, Shown] = {
     cpb.EntityCard.DESCRIPTOR.full_name: Shown(empty_is_null=_names("type")),
     cpb.GraphNode.DESCRIPTOR.full_name: Shown(inline=_names("entity")),
     cpb.RecallResult.DESCRIPTOR.full_name: Shown(inline=_names("memory")),
-    cpb.RecallScores.DESCRIPTOR.full_name: Shown(digits={"fused_score": 6}),
+    cpb.RecallScores.DESCRIPTOR.full_name: Shown(digits={"fused_score": 6, "agreement_score": 4}),
     cpb.RecallOutcome.DESCRIPTOR.full_name: Shown(
         # Whether the arms took part, then the entities the query names
         # exactly (as lookup gives them), then the memories found.

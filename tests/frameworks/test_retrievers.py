@@ -147,7 +147,7 @@ def test_llamaindex_nodes_carry_the_provenance_and_score(seeded: Seeded) -> None
     for node, result in zip(nodes, answer.outcome.results, strict=True):
         expected = result.scores.rerank_score if answer.outcome.reranked else None
         if expected is None:
-            assert node.score == pytest.approx(result.scores.fused_score, abs=1e-6)
+            assert node.score == pytest.approx(result.scores.agreement_score, abs=1e-4)
         else:
             assert node.score == pytest.approx(expected, abs=1e-4)
         meta = node.node.metadata

@@ -167,8 +167,18 @@ def test_each_mode(recall_stack: RecallStack, office: tuple[Workspace, dict[str,
         assert r.scores.lexical_rank == lexical_ranks.get(r.memory.id, 0)
         assert r.scores.dense_rank == dense_ranks.get(r.memory.id, 0)
         assert math.isclose(r.scores.fused_score, fused_of(r.scores), rel_tol=1e-9)
-    fused = [r.scores.fused_score for r in hybrid.results]
-    assert fused == sorted(fused, reverse=True)
+    # The page is in the arms' agreement's order (design §5.4): each arm's
+    # score from its zero (the dense floor, 0.30 here) over the best one's.
+    best_lexical = max(r.scores.lexical_score for r in hybrid.results if r.scores.lexical_rank)
+    best_cosine = max(r.scores.dense_cosine for r in hybrid.results if r.scores.dense_rank)
+    for r in hybrid.results:
+        s = r.scores
+        expected = (s.lexical_score / best_lexical if s.lexical_rank else 0.0) + (
+            (s.dense_cosine - 0.30) / (best_cosine - 0.30) if s.dense_rank else 0.0
+        )
+        assert math.isclose(s.agreement_score, expected, rel_tol=1e-6)
+    agreement = [r.scores.agreement_score for r in hybrid.results]
+    assert agreement == sorted(agreement, reverse=True)
     counts = hybrid.counts
     assert counts.lexical == len(lexical_ranks) and counts.dense == len(dense_ranks)
     assert counts.fused == counts.admitted == len(hybrid.results)
