@@ -8,6 +8,7 @@ The CLI prints the same lists."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Callable
@@ -81,6 +82,10 @@ def test_who_may_not_list(stack: Stack, team: Team, operator: Client) -> None:
         missing = error(lambda: operator.list_members("no-such-workspace"))
         assert missing.code() == grpc.StatusCode.NOT_FOUND
         assert "workspace" in str(missing.details())
+        for bad in ("a\x00b", "x" * 201):
+            refused = error(lambda bad=bad: operator.list_members(bad))
+            assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.details()
+            assert "workspace" in str(refused.details())
         assert handles(operator.list_members(other.slug)) == ["dee"]
     finally:
         for client in other.clients.values():
@@ -138,11 +143,27 @@ def test_the_operator_lists_every_workspace_a_page_at_a_time(
                 client.close()
 
 
+# A token of the right shape whose slug holds a NUL character.
+NUL_TOKEN = base64.urlsafe_b64encode(
+    json.dumps({"w": "workspaces", "after": "a\u0000b"}).encode()
+).decode()
+
+
+def test_a_page_past_the_last_workspace_is_empty(operator: Client) -> None:
+    past = base64.urlsafe_b64encode(
+        json.dumps({"w": "workspaces", "after": "z" * 40}).encode()
+    ).decode()
+    page = operator.list_workspaces(0, past)
+    assert list(page.workspaces) == [] and page.next_page_token == ""
+
+
 def test_bad_listing_requests_name_their_field(team: Team, operator: Client) -> None:
     for call, code, field in (
         (lambda: operator.list_workspaces(-1), grpc.StatusCode.INVALID_ARGUMENT, "page_size"),
         (lambda: operator.list_workspaces(1001), grpc.StatusCode.INVALID_ARGUMENT, "page_size"),
         (lambda: operator.list_workspaces(0, "bm90IG91cnM="), grpc.StatusCode.INVALID_ARGUMENT,
+         "page_token"),
+        (lambda: operator.list_workspaces(0, NUL_TOKEN), grpc.StatusCode.INVALID_ARGUMENT,
          "page_token"),
         (lambda: operator.list_workspaces(0, "", "nowhere"), grpc.StatusCode.INVALID_ARGUMENT,
          "server"),

@@ -146,6 +146,9 @@ def _workspace(row: Any) -> Workspace:
     return Workspace(row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5])
 
 
+# The longest id or slug a call may name a workspace by (a slug is at most 63).
+MAX_WORKSPACE_NAMED = 200
+
 # Workspace records (location, settings) are cached this long, so that a
 # settings change made through another store replica takes effect soon.
 WORKSPACE_CACHE_SECONDS = 5.0
@@ -368,6 +371,10 @@ class ControlPlane:
         """A workspace by its id or its slug (an operator names either)."""
         if not given:
             raise errors.InvalidArgument(field_name, "is required: a workspace id or slug")
+        if len(given) > MAX_WORKSPACE_NAMED or "\x00" in given:
+            raise errors.InvalidArgument(
+                field_name, f"at most {MAX_WORKSPACE_NAMED} characters, no NUL characters"
+            )
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.WORKSPACE_BY_ID_OR_SLUG, {"given": given}).fetchone()
         if row is None:
@@ -384,17 +391,20 @@ class ControlPlane:
         after = ""
         if page_token:
             data = page_tokens.decode(page_token)
-            if data.get("w") != "workspaces" or not isinstance(data.get("after"), str):
+            given = data.get("after")
+            if data.get("w") != "workspaces" or not isinstance(given, str) or "\x00" in given:
                 raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS)
-            after = data["after"]
+            after = given
         with self.dbs.control_conn() as conn:
             rows = conn.execute(
                 q.WORKSPACES_AFTER, {"after": after, "server": server, "limit": limit + 1}
             ).fetchall()
         listed = [ListedWorkspace(_workspace(r), int(r[6])) for r in rows[:limit]]
-        more = len(rows) > limit
-        token = page_tokens.encode({"w": "workspaces", "after": listed[-1].workspace.slug})
-        return WorkspacePage(listed, token if more else "")
+        if len(rows) <= limit:
+            return WorkspacePage(listed, "")
+        return WorkspacePage(
+            listed, page_tokens.encode({"w": "workspaces", "after": listed[-1].workspace.slug})
+        )
 
     def members(self, workspace_id: str, include_removed: bool = False) -> list[Member]:
         """The workspace's members, oldest first (removed ones when asked)."""
