@@ -16,15 +16,14 @@ import grpc
 import pytest
 
 from recallatron.client import Client
+from services.store.domain.administration import ACTIONS
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
 
-ADMIN_ACTIONS = ["create_member", "create_token", "rotate_token", "revoke_token", "update_settings"]
-
 
 def events(owner: Client) -> list[Any]:
-    return list(owner.audit_events(actions=ADMIN_ACTIONS).events)
+    return list(owner.audit_events(actions=list(ACTIONS)).events)
 
 
 def error(call: Callable[[], Any]) -> grpc.RpcError:

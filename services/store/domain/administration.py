@@ -26,6 +26,9 @@ from services.store.sql import queries as q
 
 log = logging.getLogger("recallatron.store.administration")
 
+# The actions these entries carry in the audit log.
+ACTIONS = ("create_member", "create_token", "rotate_token", "revoke_token", "update_settings")
+
 
 def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
