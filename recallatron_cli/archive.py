@@ -123,20 +123,13 @@ def _run(
     return 0
 
 
-def _workspace_id(control: Any, given: str) -> str | None:
-    for ws in control.all_workspace_locations():
-        if given in (ws.id, ws.slug):
-            return str(ws.id)
-    return None
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     from services.store.domain.archive_export import Exporter
 
     operator.find_database()
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     with operator._store() as (dbs, control):
-        workspace_id = _workspace_id(control, args.workspace)
+        workspace_id = operator.workspace_id_or_none(control, args.workspace)
         if workspace_id is None:
             return _error(f"workspace: no workspace {args.workspace!r}", args.json)
         return _run(

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from recallatron import errors
 from recallatron.progress import Progress
 from recallatron_cli import common
 
@@ -153,12 +154,20 @@ def _store(admin_connections: int | None = None) -> Iterator[tuple[Databases, Co
         dbs.close()
 
 
+def workspace_id_or_none(control: ControlPlane, given: str) -> str | None:
+    """The workspace ``given`` names by slug or id, or None when there is none."""
+    try:
+        return control.workspace_named(given).id
+    except (errors.NotFound, errors.InvalidArgument):
+        return None
+
+
 def _workspace_id(control: ControlPlane, given: str) -> str:
     """The workspace ``given`` names by slug or id; exits when there is none."""
-    found = [w for w in control.all_workspaces() if given in (w, control.workspace(w).slug)]
-    if not found:
+    found = workspace_id_or_none(control, given)
+    if found is None:
         sys.exit(f"no workspace {given!r}")
-    return found[0]
+    return found
 
 
 def cmd_migrate_db(args: argparse.Namespace) -> int:

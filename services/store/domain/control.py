@@ -369,8 +369,8 @@ class ControlPlane:
 
     def workspace_named(self, given: str, field_name: str = "workspace") -> Workspace:
         """A workspace by its id or its slug (an operator names either)."""
-        if not given:
-            raise errors.InvalidArgument(field_name, "is required: a workspace id or slug")
+        if not given.strip():
+            raise errors.InvalidArgument(field_name, "is required: the workspace's id or slug")
         if len(given) > MAX_WORKSPACE_NAMED or "\x00" in given:
             raise errors.InvalidArgument(
                 field_name, f"at most {MAX_WORKSPACE_NAMED} characters, no NUL characters"

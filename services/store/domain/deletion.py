@@ -25,14 +25,13 @@ import psycopg
 from psycopg import sql
 
 from recallatron import errors
-from services.store.domain.control import Workspace, _workspace
+from services.store.domain.control import Workspace
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.sql import queries as q
 
 DROP_DATABASE = "DROP DATABASE IF EXISTS {} WITH (FORCE)"
 # How long a deletion waits for another one of the same workspace.
 LOCK_MS = 120_000
-MAX_GIVEN = 200
 
 
 @dataclass(frozen=True)
@@ -51,24 +50,17 @@ def deleted_payload(ws: Workspace) -> str:
 
 class WorkspaceDeletion(OnWorkspaces):
     def find(self, given: str) -> Workspace:
-        """The workspace ``given`` names by id or slug; NOT_FOUND (saying so
-        when it was deleted) otherwise."""
-        if not given.strip():
-            raise errors.InvalidArgument("workspace", "is required: the workspace's id or slug")
-        if len(given) > MAX_GIVEN or "\x00" in given:
-            raise errors.InvalidArgument(
-                "workspace", f"at most {MAX_GIVEN} characters, no NUL characters"
-            )
-        with self.dbs.control_conn() as conn:
-            row = conn.execute(q.WORKSPACE_BY_ID_OR_SLUG, {"given": given}).fetchone()
-            gone = None
-            if row is None:
+        """The workspace ``given`` names by id or slug (checked as every call
+        naming one is, ControlPlane.workspace_named); NOT_FOUND, saying so
+        when it was deleted, otherwise."""
+        try:
+            return self.control.workspace_named(given)
+        except errors.NotFound:
+            with self.dbs.control_conn() as conn:
                 gone = conn.execute(q.TOMBSTONE_BY_TEXT, {"given": given}).fetchone()
-        if row is None:
             if gone is not None:
-                raise errors.NotFound(f"workspace: deleted at {gone[0].isoformat()}")
-            raise errors.NotFound("workspace: workspace not found")
-        return _workspace(row)
+                raise errors.NotFound(f"workspace: deleted at {gone[0].isoformat()}") from None
+            raise
 
     def delete(self, given: str, confirm: str) -> Deleted:
         ws = self.find(given)

@@ -52,16 +52,13 @@ def resolve_target(dbs: Databases, control: ControlPlane, workspace: str, owner:
     """The workspace by slug or id, and its owner by handle or id. The owner
     must hold the owner role: history is visible to that member alone and is
     searched only for owners."""
+    ws = control.workspace_named(workspace, "--workspace")
     with dbs.control_conn() as conn:
-        ws_row = conn.execute(q.WORKSPACE_BY_SLUG_OR_ID, {"w": workspace}).fetchone()
-        if ws_row is None:
-            raise errors.NotFound(f"--workspace: no workspace {workspace!r}")
-        m_row = conn.execute(q.MEMBER_BY_HANDLE_OR_ID, {"ws": ws_row[0], "m": owner}).fetchone()
+        m_row = conn.execute(q.MEMBER_BY_HANDLE_OR_ID, {"ws": ws.id, "m": owner}).fetchone()
     if m_row is None:
-        raise errors.NotFound(f"--owner: no member {owner!r} in workspace {ws_row[1]}")
+        raise errors.NotFound(f"--owner: no member {owner!r} in workspace {ws.slug}")
     if m_row[2] != "owner":
-        raise errors.InvalidArgument("--owner", f"{m_row[1]} is not an owner of {ws_row[1]}")
-    ws = control.workspace(ws_row[0])
+        raise errors.InvalidArgument("--owner", f"{m_row[1]} is not an owner of {ws.slug}")
     return Target(ws.id, ws.slug, ws.server, ws.database_name, m_row[0], m_row[1])
 
 

@@ -3,9 +3,6 @@
 
 # -- control plane -------------------------------------------------------------
 
-WORKSPACE_BY_SLUG_OR_ID = """
-SELECT id::text, slug FROM workspace WHERE slug = %(w)s OR id::text = %(w)s
-"""
 MEMBER_BY_HANDLE_OR_ID = """
 SELECT id::text, handle, role FROM member
 WHERE workspace_id = %(ws)s AND (handle = %(m)s OR id::text = %(m)s)
