@@ -257,14 +257,20 @@ class _Store:
         return DenseArm(_candidates(res.candidates), res.embeddings_available, res.floor)
 
     def walk(
-        self, caller: Any, ids: Any, hydrate: int, filters: Any, timeout: float | None = None
+        self,
+        caller: Any,
+        ids: Any,
+        hydrate: int,
+        filters: Any,
+        timeout: float | None = None,
+        neighbours_of: int = 0,
     ) -> Any:
         from services.rank.pipeline import Walked
 
         walk = self.p.memories.walk(
-            caller, ids, hydrate, bool(filters and filters.include_superseded)
+            caller, ids, hydrate, bool(filters and filters.include_superseded), neighbours_of
         )
-        return Walked(walk.admitted, {m.id: m for m in walk.memories})
+        return Walked(walk.admitted, {m.id: m for m in walk.memories}, walk.neighbours)
 
     def entity_cards(self, caller: Any, text: str, timeout: float | None = None) -> Any:
         return self.p.cards.submit(self.p.graph.named_in, caller, text).result

@@ -100,6 +100,12 @@ MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10
 # One captured conversation turn.
 MAX_TURN_CHARS = 20_000
+# Recall's episode neighbours (docs/recall.md, "Episode neighbours"): a row
+# recorded next to one of the first rows in its episode gains this share of
+# an arm's reciprocal rank, at its rank in the list of such neighbours. The
+# walk finds neighbours for at most this many first rows.
+EPISODE_NEIGHBOUR_WEIGHT = 0.3
+MAX_EPISODE_SEEDS = 10
 
 # -- the graph (design §3, §7) ---------------------------------------------------
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,13 @@ import grpc
 from recallatron.client import Client
 from recallatron.progress import Progress
 from recallatron.settings import default_state_dir
-from recallatron.vocabulary import MAX_BODY, MAX_QUERY_CHARS, MAX_TITLE, MODES
+from recallatron.vocabulary import (
+    EPISODE_NEIGHBOUR_WEIGHT,
+    MAX_BODY,
+    MAX_QUERY_CHARS,
+    MAX_TITLE,
+    MODES,
+)
 
 METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr@10")
 DEPTH = 10
@@ -59,6 +66,27 @@ class Document:
     id: str
     title: str
     text: str
+    # When what it records was said (RFC 3339), from the corpus's metadata
+    # ``date`` when it holds one; "" otherwise.
+    occurred_at: str = ""
+
+
+# Dates as conversation corpora write them ("1:56 pm on 8 May, 2023"), or ISO.
+_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
+
+
+def occurred_at(metadata: dict[str, Any]) -> str:
+    """The document's time as RFC 3339 (UTC), or "" when its metadata has no
+    date this reads. A memory remembered with its time joins the episode open
+    then (design §3.3): each dated session of a conversation becomes one."""
+    text = str(metadata.get("date") or "").strip()
+    for fmt in _DATE_FORMATS:
+        try:
+            when = datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        return when.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -86,7 +114,12 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 def load_dataset(directory: Path) -> Dataset:
     documents = [
-        Document(str(d["_id"]), str(d.get("title") or ""), str(d.get("text") or ""))
+        Document(
+            str(d["_id"]),
+            str(d.get("title") or ""),
+            str(d.get("text") or ""),
+            occurred_at(d.get("metadata") or {}),
+        )
         for d in _jsonl(directory / "corpus.jsonl")
     ]
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
@@ -153,6 +186,7 @@ class Hit:
     lexical_rank: int
     dense_rank: int
     fused_score: float
+    episode_rank: int = 0
 
 
 @dataclass
@@ -201,12 +235,15 @@ class Workspace:
     def load(self) -> None:
         def remember(doc: Document) -> tuple[str, str]:
             title, body = memory_text(doc)
+            # Dated documents are remembered with their time (each session an episode).
+            when: dict[str, Any] = {"occurred_at": doc.occurred_at} if doc.occurred_at else {}
             resp = _retrying(
                 lambda: self.client.remember(
                     title,
                     body,
                     audience_to="workspace",
                     request_id=f"eval-{self.workspace.id}-{doc.id}"[:128],
+                    **when,
                 )
             )
             return doc.id, resp.memory.id
@@ -251,6 +288,7 @@ class Workspace:
                     r.scores.lexical_rank,
                     r.scores.dense_rank,
                     r.scores.fused_score,
+                    r.scores.episode_rank,
                 )
                 for r in outcome.results
             ]
@@ -274,8 +312,8 @@ def same_runs(
     """Checks that hybrid was fused from the very candidate lists the single
     arms returned: for every hybrid result also returned by an arm's run of the
     same query, the arm rank agrees; every fused score is the RRF sum of its
-    ranks; and a hybrid result an arm ranked within the depth is in that arm's
-    run."""
+    ranks (the episode neighbours' share included); and a hybrid result an arm
+    ranked within the depth is in that arm's run."""
     checked = rank_mismatches = score_mismatches = 0
     for key, run in hybrid.items():
         arm_ranks = {
@@ -286,6 +324,8 @@ def same_runs(
         }
         for hit in run.hits:
             expected = sum(1.0 / (RRF_K + r) for r in (hit.lexical_rank, hit.dense_rank) if r)
+            if hit.episode_rank:
+                expected += EPISODE_NEIGHBOUR_WEIGHT / (RRF_K + hit.episode_rank)
             checked += 1
             if not math.isclose(hit.fused_score, expected, rel_tol=1e-9, abs_tol=1e-12):
                 score_mismatches += 1

@@ -1031,6 +1031,7 @@ class RecallScores(_message.Message):
     FUSED_SCORE_FIELD_NUMBER: _builtins.int
     RERANK_SCORE_FIELD_NUMBER: _builtins.int
     AGREEMENT_SCORE_FIELD_NUMBER: _builtins.int
+    EPISODE_RANK_FIELD_NUMBER: _builtins.int
     lexical_rank: _builtins.int
     """Rank in the lexical arm (from 1); 0 when the arm did not return the row."""
     lexical_score: _builtins.float
@@ -1038,7 +1039,10 @@ class RecallScores(_message.Message):
     """Rank in the dense arm (from 1); 0 when the arm did not return the row."""
     dense_cosine: _builtins.float
     fused_score: _builtins.float
-    """Reciprocal rank fusion score: sum over arms of 1 / (60 + rank)."""
+    """Reciprocal rank fusion score: sum over arms of 1 / (60 + rank), plus
+    0.3 / (60 + episode_rank) for a row next to one of the first rows in its
+    episode (hybrid only).
+    """
     rerank_score: _builtins.float
     """Cross-encoder score; meaningful only when the response says reranked."""
     agreement_score: _builtins.float
@@ -1048,6 +1052,11 @@ class RecallScores(_message.Message):
     adds 0). The rows of the page (the first `limit` of the fused list) are in
     this order, the fused order breaking ties, unless a cross-encoder
     re-ranked them.
+    """
+    episode_rank: _builtins.int
+    """In hybrid recall, the row's rank (from 1) in the list of episode
+    neighbours: the memories recorded just before and after the first two
+    fused rows in their episodes, which the arms also found; 0 otherwise.
     """
     def __init__(
         self,
@@ -1059,10 +1068,11 @@ class RecallScores(_message.Message):
         fused_score: _builtins.float = ...,
         rerank_score: _builtins.float = ...,
         agreement_score: _builtins.float = ...,
+        episode_rank: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "episode_rank", b"episode_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

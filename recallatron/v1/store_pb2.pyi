@@ -1035,6 +1035,7 @@ class AdmitCandidatesRequest(_message.Message):
     IDS_FIELD_NUMBER: _builtins.int
     HYDRATE_LIMIT_FIELD_NUMBER: _builtins.int
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
+    NEIGHBOURS_OF_FIELD_NUMBER: _builtins.int
     hydrate_limit: _builtins.int
     """How many of the admitted memories to return with provenance, first
     first (0 to 100).
@@ -1042,6 +1043,12 @@ class AdmitCandidatesRequest(_message.Message):
     include_superseded: _builtins.bool
     """Admit superseded candidates too (the recall's filter). Without it a
     memory superseded after the arms ran is refused by the walk.
+    """
+    neighbours_of: _builtins.int
+    """Also the episode neighbours of the first this many admitted memories
+    (0 to 10): for each, the memory just before and the one just after it
+    in its episode among those the caller may see, when the walk admitted
+    it among the ids asked (and it is not one of those first memories).
     """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
@@ -1056,10 +1063,11 @@ class AdmitCandidatesRequest(_message.Message):
         ids: _abc.Iterable[_builtins.str] | None = ...,
         hydrate_limit: _builtins.int = ...,
         include_superseded: _builtins.bool = ...,
+        neighbours_of: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "hydrate_limit", b"hydrate_limit", "ids", b"ids", "include_superseded", b"include_superseded"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "hydrate_limit", b"hydrate_limit", "ids", b"ids", "include_superseded", b"include_superseded", "neighbours_of", b"neighbours_of"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1071,27 +1079,59 @@ class AdmitCandidatesResponse(_message.Message):
 
     ADMITTED_IDS_FIELD_NUMBER: _builtins.int
     MEMORIES_FIELD_NUMBER: _builtins.int
+    NEIGHBOURS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def admitted_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The admitted subset, in the order asked."""
 
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]:
-        """The first hydrate_limit of them, with provenance, in the same order."""
+        """The first hydrate_limit of them, with provenance, in the same order;
+        then the neighbours past them, with provenance.
+        """
+
+    @_builtins.property
+    def neighbours(self) -> _containers.RepeatedCompositeFieldContainer[Global___EpisodeNeighbour]:
+        """The neighbours found, first memory by first memory, the one before first."""
 
     def __init__(
         self,
         *,
         admitted_ids: _abc.Iterable[_builtins.str] | None = ...,
         memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
+        neighbours: _abc.Iterable[Global___EpisodeNeighbour] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_ids", b"admitted_ids", "memories", b"memories"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_ids", b"admitted_ids", "memories", b"memories", "neighbours", b"neighbours"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AdmitCandidatesResponse: _TypeAlias = AdmitCandidatesResponse  # noqa: Y015
+
+@_typing.final
+class EpisodeNeighbour(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OF_ID_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    of_id: _builtins.str
+    """One of the first admitted memories."""
+    memory_id: _builtins.str
+    """The admitted memory next to it in its episode."""
+    def __init__(
+        self,
+        *,
+        of_id: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "of_id", b"of_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EpisodeNeighbour: _TypeAlias = EpisodeNeighbour  # noqa: Y015
 
 @_typing.final
 class GetEmbeddingStatusRequest(_message.Message):

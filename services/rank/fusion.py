@@ -1,6 +1,6 @@
 """Reciprocal Rank Fusion of the two arms (design §5.4), with each row's
-scores as the arms and the fusion gave them, and the page's order by the
-arms' agreement."""
+scores as the arms and the fusion gave them, the lift of the first rows'
+episode neighbours, and the page's order by the arms' agreement."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class Scores:
     fused_score: float = 0.0
     rerank_score: float = 0.0
     agreement_score: float = 0.0
+    episode_rank: int = 0
 
 
 @dataclass
@@ -46,13 +47,34 @@ def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -
     for s in by_id.values():
         s.fused_score = sum(1.0 / (k + r) for r in (s.lexical_rank, s.dense_rank) if r > 0)
 
-    def key(item: tuple[str, Scores]) -> tuple[float, int, int, str]:
-        memory_id, s = item
-        ranks = [r for r in (s.lexical_rank, s.dense_rank) if r > 0]
-        lexical = s.lexical_rank or sys.maxsize
-        return (-s.fused_score, min(ranks), lexical, memory_id)
+    return sorted((Fused(i, s) for i, s in by_id.items()), key=_fused_order)
 
-    return [Fused(i, s) for i, s in sorted(by_id.items(), key=key)]
+
+def _fused_order(f: Fused) -> tuple[float, int, int, str]:
+    s = f.scores
+    ranks = [r for r in (s.lexical_rank, s.dense_rank) if r > 0]
+    return (-s.fused_score, min(ranks, default=sys.maxsize), s.lexical_rank or sys.maxsize, f.id)
+
+
+def lift_neighbours(
+    fused: list[Fused], neighbours: Sequence[tuple[str, str]], weight: float, k: int = 60
+) -> list[Fused]:
+    """The episode neighbours as a third, lighter list (docs/recall.md,
+    "Episode neighbours"): ``neighbours`` are (seed, neighbour) pairs, seed by
+    seed, from the store's walk; each neighbour, once, takes the next rank of
+    that list and adds ``weight / (k + rank)`` to its fused score, and the
+    list is put in fused order again. Only rows already in ``fused`` (found
+    by an arm and admitted) can be lifted: no row comes in by this alone."""
+    by_id = {f.id: f for f in fused}
+    rank = 0
+    for _, memory_id in neighbours:
+        row = by_id.get(memory_id)
+        if row is None or row.scores.episode_rank:
+            continue
+        rank += 1
+        row.scores.episode_rank = rank
+        row.scores.fused_score += weight / (k + rank)
+    return sorted(fused, key=_fused_order) if rank else fused
 
 
 def order_page(admitted: list[Fused], page: int, dense_floor: float = 0.0) -> list[Fused]:

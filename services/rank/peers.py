@@ -149,6 +149,7 @@ class StoreClient:
         hydrate: int,
         filters: cpb.RecallFilters | None = None,
         timeout: float | None = None,
+        neighbours_of: int = 0,
     ) -> Walked[cpb.Memory]:
         resp = self.peer.call(
             ADMIT,
@@ -157,11 +158,16 @@ class StoreClient:
                 ids=ids,
                 hydrate_limit=hydrate,
                 include_superseded=bool(filters and filters.include_superseded),
+                neighbours_of=neighbours_of,
             ),
             "",
             timeout,
         )
-        return Walked(list(resp.admitted_ids), {m.id: m for m in resp.memories})
+        return Walked(
+            list(resp.admitted_ids),
+            {m.id: m for m in resp.memories},
+            [(n.of_id, n.memory_id) for n in resp.neighbours],
+        )
 
     def entity_cards(
         self, caller: cpb.Caller, text: str, timeout: float | None = None

@@ -10,7 +10,8 @@ two small interfaces (:class:`StorePort`, :class:`EmbedPort`, in
 3. fuse with Reciprocal Rank Fusion, ranks from 1;
 4. walk the fused list in rank order (up to ``walk_limit`` candidates) through
    the store's link walk; only admitted rows go on, and the store reads the
-   top admitted rows (with provenance) in the same call;
+   top admitted rows (with provenance) in the same call, and in hybrid the
+   episode neighbours of the first rows, which are lifted a little;
 5. re-rank the first ``rerank_depth`` of them with the cross-encoder;
 6. count, after the walk.
 
@@ -29,9 +30,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from recallatron.vocabulary import DEFAULT_MODE, MODES
+from recallatron.vocabulary import DEFAULT_MODE, EPISODE_NEIGHBOUR_WEIGHT, MODES
 from services.rank import metrics
-from services.rank.fusion import Fused, Scores, order_page, rrf
+from services.rank.fusion import Fused, Scores, lift_neighbours, order_page, rrf
 from services.rank.ports import (
     Candidate,
     Degraded,
@@ -153,6 +154,9 @@ class PipelineConfig:
     rrf_k: int = 60
     walk_limit: int = 500
     settings_cache_seconds: float = 5.0
+    # Hybrid only: the episode neighbours of this many first fused rows are
+    # lifted (fusion.lift_neighbours); 0 turns it off.
+    episode_neighbours_of: int = 2
 
 
 # -- the pipeline ---------------------------------------------------------------
@@ -266,6 +270,10 @@ class Pipeline(Generic[M]):
         fused = rrf(lexical, dense_rows, self.config.rrf_k)[: self.config.walk_limit]
         rerank_depth = 0 if request.skip_rerank else max(0, settings.rerank_depth)
         hydrate = max(request.limit, rerank_depth)
+        # Both arms answered: their first rows' episode neighbours are lifted.
+        neighbours_of = (
+            self.config.episode_neighbours_of if mode == "hybrid" and dense.arm is not None else 0
+        )
         walked: Walked[M] = (
             _timed(
                 "walk",
@@ -275,16 +283,20 @@ class Pipeline(Generic[M]):
                     hydrate,
                     request.filters,
                     timeout=self._left(request),
+                    neighbours_of=neighbours_of,
                 ),
             )
             if fused
             else Walked([], {})
         )
         admitted_set = set(walked.admitted)
+        admitted = [f for f in fused if f.id in admitted_set]
+        if walked.neighbours:
+            admitted = lift_neighbours(
+                admitted, walked.neighbours, EPISODE_NEIGHBOUR_WEIGHT, self.config.rrf_k
+            )
         admitted = order_page(
-            [f for f in fused if f.id in admitted_set],
-            request.limit,
-            dense.arm.floor if dense.arm is not None else 0.0,
+            admitted, request.limit, dense.arm.floor if dense.arm is not None else 0.0
         )
         counts = Counts(
             lexical=sum(1 for f in admitted if f.scores.lexical_rank),

@@ -74,8 +74,11 @@ M_co = TypeVar("M_co", bound=Passage, covariant=True)
 class Walked(Generic[M_co]):
     # The admitted ids, in the order given.
     admitted: list[str]
-    # The first admitted memories, by id.
+    # The first admitted memories (and the neighbours past them), by id.
     memories: Mapping[str, M_co]
+    # Episode neighbours of the first admitted rows (seed id, neighbour id),
+    # admitted rows only, seed by seed, the one before first.
+    neighbours: Sequence[tuple[str, str]] = ()
 
 
 class StorePort(Protocol[M_co]):
@@ -107,11 +110,14 @@ class StorePort(Protocol[M_co]):
         hydrate: int,
         filters: Any,
         timeout: float | None = None,
+        neighbours_of: int = 0,
     ) -> Walked[M_co]:
         """The permission walk over ``ids``, and the first ``hydrate``
         admitted memories (with provenance), in one snapshot: what it refuses
         (no longer visible, superseded unless ``filters`` ask for those) is
-        not answered, whatever the arms saw."""
+        not answered, whatever the arms saw. With ``neighbours_of`` n, also
+        the admitted episode neighbours of the first n admitted rows, read
+        with them."""
         ...
 
     def entity_cards(

@@ -41,6 +41,7 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
                     fused_score=r.scores.fused_score,
                     rerank_score=r.scores.rerank_score,
                     agreement_score=r.scores.agreement_score,
+                    episode_rank=r.scores.episode_rank,
                 ),
             )
             for r in outcome.results
@@ -126,6 +127,7 @@ def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
         rrf_k=settings.rrf_k,
         walk_limit=settings.walk_limit,
         settings_cache_seconds=settings.settings_cache_seconds,
+        episode_neighbours_of=settings.episode_neighbours_of,
     )
     executor = ContextExecutor(max_workers=settings.server_threads, thread_name_prefix="arm")
     return Pipeline(store, embed, config, executor)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from pydantic import Field
+
 from recallatron.settings import RANK_ADDRESS, EmbedPeer, StorePeer
+from recallatron.vocabulary import MAX_EPISODE_SEEDS
 
 
 class RankSettings(StorePeer, EmbedPeer):
@@ -18,3 +21,6 @@ class RankSettings(StorePeer, EmbedPeer):
     walk_limit: int = 500
     # How long workspace settings (default mode, rerank depth) are reused.
     settings_cache_seconds: float = 5.0
+    # Hybrid recall lifts the episode neighbours of this many first fused
+    # rows (docs/recall.md, "Episode neighbours"); 0 turns it off.
+    episode_neighbours_of: int = Field(default=2, ge=0, le=MAX_EPISODE_SEEDS)

@@ -80,6 +80,8 @@ class FakeStore:
     rerank_depth: int = 20
     dense_error: Degraded | None = None
     cards_error: Degraded | None = None
+    # Episode order as the store would read it: each memory's neighbours.
+    episode: dict[str, list[str]] = field(default_factory=dict)
     calls: list[tuple[str, Any]] = field(default_factory=list)
     timeouts: list[float | None] = field(default_factory=list)
 
@@ -116,12 +118,22 @@ class FakeStore:
         hydrate: int,
         filters: Any,
         timeout: float | None = None,
+        neighbours_of: int = 0,
     ) -> Walked[Mem]:
         self.calls.append(("admit", list(ids)))
+        self.calls.append(("neighbours_of", neighbours_of))
         self.timeouts.append(timeout)
         admitted = [i for i in ids if i not in self.refused]
-        self.calls.append(("hydrate", admitted[:hydrate]))
-        return Walked(admitted, {i: Mem(i, f"title {i}", f"body {i}") for i in admitted[:hydrate]})
+        seeds = admitted[:neighbours_of]
+        near = [
+            (s, n)
+            for s in seeds
+            for n in self.episode.get(s, [])
+            if n in admitted and n not in seeds
+        ]
+        read = list(dict.fromkeys(admitted[:hydrate] + [n for _, n in near]))
+        self.calls.append(("hydrate", read))
+        return Walked(admitted, {i: Mem(i, f"title {i}", f"body {i}") for i in read}, near)
 
     def entity_cards(
         self, caller: Any, text: str, timeout: float | None = None
@@ -315,6 +327,65 @@ def test_a_cosine_counts_from_the_dense_floor() -> None:
     agreement = {r.memory.id: r.scores.agreement_score for r in outcome.results}
     assert agreement == pytest.approx({"c": 1.5, "l": 1.0, "d": 0.5})
     assert ids(outcome) == ["c", "l", "d"]
+
+
+# -- episode neighbours -------------------------------------------------------
+
+
+def neighbouring() -> FakeStore:
+    # RRF: a, b, then x (rank 3 lexical) and y (rank 3 dense), and z far
+    # below; z was recorded right after a in its episode, x right before b.
+    return FakeStore(
+        lexical_rows=[c("a", 1, 9.0), c("x", 3, 1.0)]
+        + [c(f"l{i}", i, 0.5) for i in range(4, 30)]
+        + [c("z", 30, 0.4), c("b", 2, 2.0)],
+        dense_rows=[c("a", 1, 0.9), c("b", 2, 0.8), c("y", 3, 0.7)],
+        episode={"a": ["q", "z"], "b": ["x", "a"]},
+    )
+
+
+def test_the_first_rows_episode_neighbours_are_lifted() -> None:
+    store = neighbouring()
+    outcome = pipeline(store).recall(request("hybrid", limit=4))
+    assert store.called("neighbours_of") == [2]
+    scores = {r.memory.id: r.scores for r in outcome.results}
+    # z (the neighbour of the first row) has rank 1 of the neighbour list, x
+    # rank 2; q was never found by an arm and a is the other seed: not lifted.
+    assert scores["z"].episode_rank == 1 and scores["x"].episode_rank == 2
+    assert scores["z"].fused_score == pytest.approx(1 / 90 + 0.3 / 61)
+    assert scores["x"].fused_score == pytest.approx(1 / 63 + 0.3 / 62)
+    assert scores["a"].episode_rank == 0 and scores["b"].episode_rank == 0
+    # x now outranks y (1 / 63 alone) and the page holds z instead of y.
+    assert set(ids(outcome)) == {"a", "b", "x", "z"}
+    # Lifted rows past the hydrated head are read with the walk.
+    assert "z" in store.called("hydrate")[0]
+    counts = outcome.counts
+    assert (counts.fused, counts.admitted) == (31, 31)
+
+
+def test_neighbours_only_in_hybrid_with_both_arms() -> None:
+    for mode in ("lexical", "dense"):
+        store = neighbouring()
+        outcome = pipeline(store).recall(request(mode, limit=4))
+        assert store.called("neighbours_of") == [0]
+        assert all(r.scores.episode_rank == 0 for r in outcome.results)
+    off = neighbouring()
+    outcome = pipeline(off, episode_neighbours_of=0).recall(request("hybrid", limit=4))
+    assert off.called("neighbours_of") == [0]
+    assert "z" not in ids(outcome)
+    down = neighbouring()
+    pipeline(down, FakeEmbed(embed_error=Degraded("unavailable", "down"))).recall(
+        request("hybrid", limit=4)
+    )
+    assert down.called("neighbours_of") == [0]
+
+
+def test_a_refused_neighbour_is_not_lifted() -> None:
+    store = neighbouring()
+    store.refused = {"z"}
+    outcome = pipeline(store).recall(request("hybrid", limit=4))
+    assert "z" not in ids(outcome)
+    assert {r.memory.id: r.scores.episode_rank for r in outcome.results}["x"] == 1
 
 
 @pytest.mark.parametrize("mode", ["lexical", "dense"])

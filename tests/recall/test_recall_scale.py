@@ -400,10 +400,11 @@ class _RacingStore:
         hydrate: int,
         filters: Any,
         timeout: float | None = None,
+        neighbours_of: int = 0,
     ) -> Walked[cpb.Memory]:
         while self.between:
             self.between.pop()()
-        return self.inner.walk(caller, ids, hydrate, filters, timeout)
+        return self.inner.walk(caller, ids, hydrate, filters, timeout, neighbours_of)
 
 
 def test_a_memory_changed_between_the_arms_and_the_walk_is_never_answered(

@@ -15,6 +15,7 @@ import pytest
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.vocabulary import EPISODE_NEIGHBOUR_WEIGHT
 from tests import internal
 from tests.recall.conftest import RecallStack, Workspace, wait_for
 
@@ -33,7 +34,9 @@ def ids(outcome: Any) -> list[str]:
 
 
 def fused_of(scores: Any) -> float:
-    return sum(1.0 / (60 + r) for r in (scores.lexical_rank, scores.dense_rank) if r)
+    arms = sum(1.0 / (60 + r) for r in (scores.lexical_rank, scores.dense_rank) if r)
+    lift = EPISODE_NEIGHBOUR_WEIGHT / (60 + scores.episode_rank) if scores.episode_rank else 0.0
+    return arms + lift
 
 
 # -- the lexical arm: the 15% rule ----------------------------------------------------

@@ -395,9 +395,12 @@ class StoreServicer:
             list(request.ids),
             request.hydrate_limit,
             request.include_superseded,
+            request.neighbours_of,
         )
         return pb.AdmitCandidatesResponse(
-            admitted_ids=walk.admitted, memories=[memory_msg(m) for m in walk.memories]
+            admitted_ids=walk.admitted,
+            memories=[memory_msg(m) for m in walk.memories],
+            neighbours=[pb.EpisodeNeighbour(of_id=s, memory_id=n) for s, n in walk.neighbours],
         )
 
     def SearchHistory(

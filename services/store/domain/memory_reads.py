@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from recallatron import errors
-from recallatron.vocabulary import MAX_READ_IDS, PURPOSES
+from recallatron.vocabulary import MAX_EPISODE_SEEDS, MAX_READ_IDS, PURPOSES
 from services.store.domain import graph_claims
 from services.store.domain import validation as v
 from services.store.domain.workspace_services import OnWorkspaces
@@ -100,6 +100,9 @@ class Walk:
     admitted: list[str]
     # The first of them, read with provenance.
     memories: list[MemoryView]
+    # Episode neighbours asked for (seed id, neighbour id), admitted ones only,
+    # seed by seed, the one before first.
+    neighbours: list[tuple[str, str]] = field(default_factory=list)
 
 
 class MemoryReads(OnWorkspaces):
@@ -204,21 +207,53 @@ class MemoryReads(OnWorkspaces):
             del depth  # ordering is done in SQL
 
     def walk(
-        self, caller: Caller, ids: Sequence[str], hydrate: int, include_superseded: bool = False
+        self,
+        caller: Caller,
+        ids: Sequence[str],
+        hydrate: int,
+        include_superseded: bool = False,
+        neighbours_of: int = 0,
     ) -> Walk:
         """The permission walk (design §5.5): keeps, in order, the candidates the
         caller may see whose every linked memory, transitively, the caller may
         also see and is not forgotten; then reads the first ``hydrate`` of them
         with provenance in the same transaction (one snapshot: a memory the walk
-        admitted cannot vanish before it is read)."""
+        admitted cannot vanish before it is read).
+
+        With ``neighbours_of`` n, also the episode neighbours of the first n
+        admitted rows (the visible memory just before and just after each in
+        its episode) that are themselves admitted candidates, read as well
+        when they lie past the first ``hydrate``: recall lifts them a little
+        (docs/recall.md, "Episode neighbours")."""
         wanted = v.uuid_list(list(ids), "ids", MAX_WALK)
         if not 0 <= hydrate <= MAX_READ_IDS:
             raise errors.InvalidArgument("hydrate_limit", f"must lie in [0, {MAX_READ_IDS}]")
+        if not 0 <= neighbours_of <= MAX_EPISODE_SEEDS:
+            raise errors.InvalidArgument("neighbours_of", f"must lie in [0, {MAX_EPISODE_SEEDS}]")
         if not wanted:
             return Walk([], [])
         with self.transaction(caller, GENERIC_PLANS) as conn:
             array = v.uuid_array(wanted)
             params = {"ids": array, "include_superseded": include_superseded}
             admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]
-            memories = self._read(conn, admitted[:hydrate], True) if hydrate and admitted else []
-        return Walk(admitted, memories)
+            neighbours = (
+                _admitted_neighbours(conn, admitted, neighbours_of) if neighbours_of else []
+            )
+            head = admitted[:hydrate]
+            shown = set(head)
+            read = head + [n for _, n in neighbours if n not in shown]
+            memories = self._read(conn, list(dict.fromkeys(read)), True) if read else []
+        return Walk(admitted, memories, neighbours)
+
+
+def _admitted_neighbours(
+    conn: psycopg.Connection, admitted: list[str], seeds: int
+) -> list[tuple[str, str]]:
+    """The episode neighbours of the first ``seeds`` admitted rows that the walk
+    admitted too; a seed is never another seed's neighbour."""
+    first = admitted[:seeds]
+    if not first:
+        return []
+    rows = conn.execute(mq.EPISODE_NEIGHBOURS, {"seeds": v.uuid_array(first)}).fetchall()
+    keep = set(str(a) for a in admitted) - set(first)
+    return [(str(s), str(n)) for s, n in rows if str(n) in keep]

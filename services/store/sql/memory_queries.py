@@ -131,3 +131,24 @@ CROSS JOIN LATERAL (
 ) m
 ORDER BY c.ord
 """
+
+# Recall's episode neighbours (migration 0023): for each seed, in the order
+# given, the memory just before it and the one just after it in its episode
+# among those the caller may see (the policy filters as the index is walked:
+# a memory the caller may not see is passed over, never named, so nothing
+# here depends on rows hidden from them).
+EPISODE_NEIGHBOURS = """
+SELECT s.id::text, n.id::text
+FROM unnest(%(seeds)s::uuid[]) WITH ORDINALITY AS q(id, ord)
+JOIN memory s ON s.id = q.id AND s.episode_id IS NOT NULL
+CROSS JOIN LATERAL (
+    (SELECT m.id, 1 AS side FROM memory m
+     WHERE m.episode_id = s.episode_id AND (m.created_at, m.id) < (s.created_at, s.id)
+     ORDER BY m.created_at DESC, m.id DESC LIMIT 1)
+    UNION ALL
+    (SELECT m.id, 2 AS side FROM memory m
+     WHERE m.episode_id = s.episode_id AND (m.created_at, m.id) > (s.created_at, s.id)
+     ORDER BY m.created_at, m.id LIMIT 1)
+) n
+ORDER BY q.ord, n.side
+"""
