@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         func=operator.cmd_embed_job
     )
     rb = sub.add_parser("rebuild", help="re-embed a workspace (or all)")
-    rb.add_argument("--workspace", help="slug; default all")
+    rb.add_argument("--workspace", help="slug or id; default all")
     rb.add_argument("--force", action="store_true", help="re-embed even current vectors")
     rb.set_defaults(func=operator.cmd_rebuild)
     sc = sub.add_parser(

@@ -227,11 +227,12 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     job = _job()
-    workspaces = job.control.all_workspaces()
-    if args.workspace:
-        workspaces = [w for w in workspaces if job.control.workspace(w).slug == args.workspace]
-        if not workspaces:
-            sys.exit(f"no workspace {args.workspace!r}")
+    # One workspace by slug or id (one lookup), else every one.
+    workspaces = (
+        [_workspace_id(job.control, args.workspace)]
+        if args.workspace
+        else job.control.all_workspaces()
+    )
     for workspace_id in workspaces:
         slug = job.control.workspace(workspace_id).slug
         queued = job.enqueue_rebuild(workspace_id, force=args.force)

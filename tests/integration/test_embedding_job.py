@@ -253,6 +253,20 @@ def test_a_new_input_version_is_rebuilt_and_old_rows_unused(stack: Stack, team: 
     assert rows[0][1] == live
     out = ada.recall("rebuild candidate", mode="dense").outcome
     assert out.dense_available and out.results
+    # By id as well; a workspace that does not exist is named in the refusal.
+    for given, code, said in (
+        (team.workspace_id, 0, f"{team.slug}: 0 memories queued"),
+        ("no-such-team", 1, "no workspace 'no-such-team'"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "recallatron_cli.main", "rebuild", "--workspace", given],
+            env=stack.env_for("embedding-job"),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == code, proc.stderr
+        assert said in proc.stdout + proc.stderr
 
 
 def test_a_long_private_memory_does_not_stall_its_neighbours(
