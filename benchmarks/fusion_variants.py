@@ -160,27 +160,68 @@ def reordered(depth: int, minmax: bool = False, dense_zero: float = 0.0) -> Vari
     arm's best for the query (or min-max), summed (a row one arm did not
     return adds 0 there); the rows below keep RRF's order. With ``depth`` 10
     the first ten are RRF's own, so Recall@10 cannot move: only their order
-    does. ``reordered(10, dense_zero=FLOOR)`` is what recall ships
-    (services/rank/fusion.py, order_page)."""
+    does. ``reordered(10, dense_zero=FLOOR)`` is what recall did before the
+    episode neighbours (services/rank/fusion.py, order_page)."""
 
     def fuse(c: Conversation, q: dict[str, Any]) -> Ranked:
-        vector = np.asarray(q["vector"], dtype=np.float32)
-        dense = c.dense(vector)
-        fused = rrf([q["lexical"], dense])
-        at = {d: i for i, d in enumerate(c.docs)}
-        cosines = {d: float(c.vectors[at[d]] @ vector) for d in dense}
-        lexical = dict(zip(q["lexical"], q["lexical_scores"], strict=True))
+        dense = c.dense(np.asarray(q["vector"], dtype=np.float32))
+        return by_agreement(c, q, rrf([q["lexical"], dense]), depth, minmax, dense_zero)
 
-        def scaled(values: dict[str, float], zero: float) -> dict[str, float]:
-            if not values:
-                return {}
-            top = max(values.values())
-            low = min(values.values()) if minmax else zero
-            return {d: (v - low) / (top - low) if top > low else 1.0 for d, v in values.items()}
+    return fuse
 
-        lex, den = scaled(lexical, 0.0), scaled(cosines, dense_zero)
-        head = sorted(fused[:depth], key=lambda d: -(lex.get(d, 0.0) + den.get(d, 0.0)))
-        return head + fused[depth:]
+
+def by_agreement(
+    c: Conversation,
+    q: dict[str, Any],
+    fused: Ranked,
+    depth: int = 10,
+    minmax: bool = False,
+    dense_zero: float = FLOOR,
+) -> Ranked:
+    """``fused`` with its first ``depth`` rows ordered by the arms' scores."""
+    vector = np.asarray(q["vector"], dtype=np.float32)
+    at = {d: i for i, d in enumerate(c.docs)}
+    cosines = {d: float(c.vectors[at[d]] @ vector) for d in c.dense(vector)}
+    lexical = dict(zip(q["lexical"], q["lexical_scores"], strict=True))
+
+    def scaled(values: dict[str, float], zero: float) -> dict[str, float]:
+        if not values:
+            return {}
+        top = max(values.values())
+        low = min(values.values()) if minmax else zero
+        return {d: (v - low) / (top - low) if top > low else 1.0 for d, v in values.items()}
+
+    lex, den = scaled(lexical, 0.0), scaled(cosines, dense_zero)
+    head = sorted(fused[:depth], key=lambda d: -(lex.get(d, 0.0) + den.get(d, 0.0)))
+    return head + fused[depth:]
+
+
+def episode_neighbours(c: Conversation, seeds: Ranked) -> Ranked:
+    """The observations just before and after each seed in its session (ids
+    O<session>:<n>, in corpus order, as `recallatron eval` remembers them: each
+    dated session one episode), seed by seed; never a seed."""
+    known = set(c.docs)
+    near: Ranked = []
+    for doc in seeds:
+        session, n = doc[1:].split(":")
+        for other in (f"O{session}:{int(n) - 1}", f"O{session}:{int(n) + 1}"):
+            if other in known and other not in seeds and other not in near:
+                near.append(other)
+    return near
+
+
+def lifted(seeds: int, weight: float) -> Variant:
+    """The first ``seeds`` fused rows' episode neighbours that an arm found,
+    lifted by ``weight`` / (k + rank in that list), then the page ordered by
+    the arms' agreement. ``lifted(2, 0.3)`` is what recall ships
+    (services/rank/fusion.py, lift_neighbours)."""
+
+    def fuse(c: Conversation, q: dict[str, Any]) -> Ranked:
+        dense = c.dense(np.asarray(q["vector"], dtype=np.float32))
+        base = rrf([q["lexical"], dense])
+        found = set(base)
+        near = [d for d in episode_neighbours(c, base[:seeds]) if d in found]
+        return by_agreement(c, q, rrf([q["lexical"], dense, near], [1.0, 1.0, weight]))
 
     return fuse
 
@@ -196,8 +237,15 @@ def measure(ranked: Ranked, relevant: dict[str, int]) -> tuple[float, float]:
 def score(path: Path) -> list[dict[str, Any]]:
     conversations = {n: Conversation(raw) for n, raw in json.loads(path.read_text()).items()}
     variants: dict[str, Variant] = {
-        "shipped: rrf, page by agreement": reordered(10, dense_zero=FLOOR),
+        "shipped: rrf, neighbours lifted, page by agreement": lifted(2, 0.3),
+        "rrf, page by agreement": reordered(10, dense_zero=FLOOR),
         "rrf alone": plain,
+    }
+    variants |= {
+        f"neighbours of top{k} lifted w={w}": lifted(k, w)
+        for k in (1, 2, 3, 5, 10)
+        for w in (0.2, 0.3, 0.4, 0.7, 1.0)
+        if (k, w) != (2, 0.3)
     }
     variants |= {f"dense weight {w}": weighted(w) for w in (0.6, 0.8, 1.2)}
     variants |= {f"query feedback b={b} top{k}": feedback(b, k) for b in (0.3, 0.5) for k in (3, 5)}
