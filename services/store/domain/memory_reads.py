@@ -235,10 +235,12 @@ class MemoryReads(OnWorkspaces):
         with self.transaction(caller, GENERIC_PLANS) as conn:
             array = v.uuid_array(wanted)
             params = {"ids": array, "include_superseded": include_superseded}
-            admitted = [r[0] for r in conn.execute(mq.ADMIT, params).fetchall()]
-            neighbours = (
-                _admitted_neighbours(conn, admitted, neighbours_of) if neighbours_of else []
-            )
+            rows = conn.execute(mq.ADMIT, params).fetchall()
+            admitted = [r[0] for r in rows]
+            # Only when a seed belongs to an episode: most workspaces' memories
+            # belong to none, and a statement costs most on a backend just opened.
+            seeded = any(in_episode for _, in_episode in rows[:neighbours_of])
+            neighbours = _admitted_neighbours(conn, admitted, neighbours_of) if seeded else []
             head = admitted[:hydrate]
             shown = set(head)
             read = head + [n for _, n in neighbours if n not in shown]

@@ -119,9 +119,9 @@ ORDER BY 1, 2, 3
 # key lookup per candidate (left alone, the planner cannot estimate row
 # security and may hash every visible memory).
 ADMIT = """
-SELECT c.id FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS c(id, ord)
+SELECT c.id, m.in_episode FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS c(id, ord)
 CROSS JOIN LATERAL (
-    SELECT 1 FROM memory x
+    SELECT x.episode_id IS NOT NULL AS in_episode FROM memory x
     WHERE x.id = c.id
       AND (%(include_superseded)s OR x.superseded_by_id IS NULL)
       AND NOT x.provenance_forgotten
