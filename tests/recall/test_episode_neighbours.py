@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import grpc
 import pytest
 
 from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron.vocabulary import EPISODE_NEIGHBOUR_WEIGHT
 from services.rank.peers import StoreClient
 from tests import internal
@@ -83,6 +85,22 @@ def test_the_walk_names_visible_admitted_neighbours_only(recall_stack: RecallSta
     assert list(store.walk(bea, [first, third], 0, None, neighbours_of=1).neighbours) == [
         (first, third)
     ]
+
+
+@pytest.mark.parametrize("bad", [-1, 11])
+def test_neighbours_of_out_of_range_names_the_field(recall_stack: RecallStack, bad: int) -> None:
+    ws = recall_stack.workspace()
+    memory_id = str(ws.owner.client.remember("Anything", "At all.").memory.id)
+    stub = store_pb2_grpc.StoreServiceStub(internal.channel(recall_stack.stack, "store"))
+    with pytest.raises(grpc.RpcError) as info:
+        stub.AdmitCandidates(
+            store_pb2.AdmitCandidatesRequest(
+                caller=caller(ws, ws.owner.id, owner=True), ids=[memory_id], neighbours_of=bad
+            ),
+            timeout=10,
+        )
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "neighbours_of" in (info.value.details() or "")
 
 
 def arms_only(scores: Any) -> float:
