@@ -50,6 +50,11 @@ BACKENDS = """
 SELECT count(*) FROM pg_stat_activity
 WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
 """
+# What they were doing, kept at the peak so that a failure says whose they were.
+WHO = """
+SELECT datname, usename, state, left(query, 50) FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +78,7 @@ def test_sixteen_busy_workspaces_keep_the_bound_and_every_write(small: Stack) ->
         clients.append(Client(small.gateway, operator.create_token(member.id).token))
     stop = threading.Event()
     peak = [0]
+    at_peak: list[tuple[object, ...]] = []
     acknowledged: list[tuple[int, str, str]] = []  # workspace, word, memory id
     refusals: list[str] = []  # codes other than the documented one
     hints: list[float] = []
@@ -84,7 +90,9 @@ def test_sixteen_busy_workspaces_keep_the_bound_and_every_write(small: Stack) ->
         with psycopg.connect(small.postgres.url, autocommit=True) as conn:
             while not stop.is_set():
                 row = conn.execute(BACKENDS).fetchone()
-                peak[0] = max(peak[0], row[0] if row else 0)
+                if row and row[0] > peak[0]:
+                    peak[0] = row[0]
+                    at_peak[:] = conn.execute(WHO).fetchall()
                 time.sleep(0.01)
 
     def refused(exc: grpc.RpcError) -> None:
@@ -137,7 +145,7 @@ def test_sixteen_busy_workspaces_keep_the_bound_and_every_write(small: Stack) ->
     # Enough workspaces that the budget matters: their pools at full size
     # would pass it.
     assert WORKSPACES * (2 + 1) > BUDGET
-    assert 0 < peak[0] <= bound
+    assert 0 < peak[0] <= bound, "\n".join(map(str, sorted(at_peak, key=str)))
     # Every write acknowledged, kept, and kept once (retries replayed).
     assert len(acknowledged) == THREADS * WRITES_PER_THREAD
     for w, word, memory_id in acknowledged:

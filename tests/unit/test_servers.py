@@ -89,13 +89,15 @@ def test_placement_picks_the_fewest_workspaces_skipping_draining() -> None:
 def test_the_start_up_check_counts_replicas_and_says_both_numbers() -> None:
     store = demand("store", 16, 4, default_server=True)
     job = demand("embedding job", 4, 4, default_server=True)
-    assert (store.total, job.total) == (16 + 4 + 2 + 2, 4 + 4 + 2 + 2)
+    # Budget, control pool, listeners (3 each), admin (2; the store's template
+    # migration one more).
+    assert (store.total, job.total) == (16 + 4 + 3 + 3, 4 + 4 + 3 + 2)
     # Another server: only the budget and the admin connections.
-    assert demand("store", 16, 4, default_server=False).total == 16 + 2
+    assert demand("store", 16, 4, default_server=False).total == 16 + 3
     fits = check_connections(
         "default", max_connections=100, reserved=3, reserve=10, processes={"store": (2, store)}
     )
-    assert fits == 48
+    assert fits == 52
     with pytest.raises(BudgetTooLarge) as refused:
         check_connections(
             "default",
@@ -105,5 +107,5 @@ def test_the_start_up_check_counts_replicas_and_says_both_numbers() -> None:
             processes={"store": (2, store), "embedding job": (1, job)},
         )
     message = str(refused.value)
-    assert "store 2 x 24 + embedding job 1 x 12 = 60 connections" in message
+    assert "store 2 x 26 + embedding job 1 x 13 = 65 connections" in message
     assert "allows 47 (max_connections 60 - 3 reserved by the server - 10 kept" in message

@@ -63,6 +63,15 @@ class PoolClosed(Exception):
     """The database's pool was closed (its workspace moved or was removed)."""
 
 
+@contextmanager
+def closing_and_waiting(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+    """``conn`` for the block, then closed with :func:`close_and_wait`."""
+    try:
+        yield conn
+    finally:
+        close_and_wait(conn)
+
+
 def close_and_wait(conn: psycopg.Connection, timeout: float = CLOSE_WAIT_SECONDS) -> None:
     """Closes ``conn`` and waits until the server has ended its backend: the
     backend leaves the server's process table before its socket closes, so

@@ -17,7 +17,12 @@ from psycopg_pool import ConnectionPool
 
 from recallatron import deadline, errors
 from services.store.infrastructure import migrate
-from services.store.infrastructure.budget import DatabasePool, Reaper, ServerBudget
+from services.store.infrastructure.budget import (
+    DatabasePool,
+    Reaper,
+    ServerBudget,
+    closing_and_waiting,
+)
 from services.store.infrastructure.servers import (
     ADMIN_CONNECTIONS,
     ServerConfigError,
@@ -170,7 +175,8 @@ class Databases:
         """An admin connection (autocommit), outside the budget but counted
         in the start-up check: at most ADMIN_CONNECTIONS at once."""
         url = self.database_url(server, database) if database else self.server_url(server)
-        with self.admin_slot(), psycopg.connect(url, autocommit=True) as conn:
+        # The slot is free again only once the server ended the backend.
+        with self.admin_slot(), closing_and_waiting(psycopg.connect(url, autocommit=True)) as conn:
             yield conn
 
     def bootstrap(self) -> None:

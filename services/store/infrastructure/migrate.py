@@ -9,6 +9,8 @@ from importlib import resources
 
 import psycopg
 
+from services.store.infrastructure.budget import closing_and_waiting
+
 log = logging.getLogger("recallatron.store.migrate")
 
 # Arbitrary but fixed: serialises migrators of one database.
@@ -30,7 +32,10 @@ def latest_version(kind: str) -> str:
 def apply_migrations(conninfo: str, kind: str) -> list[str]:
     """Applies what is missing; returns the versions applied now."""
     applied_now: list[str] = []
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    conn = psycopg.connect(conninfo, autocommit=True)
+    # Closed only once the server ended its backend: the next admin connection
+    # must not meet this one still on the server (the start-up check's count).
+    with closing_and_waiting(conn):
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
         try:
             conn.execute(

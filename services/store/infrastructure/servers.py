@@ -198,10 +198,13 @@ def place(names: Iterable[str], counts: Mapping[str, int], draining: Iterable[st
 
 # Connections outside the budget, per process (docs/servers.md): the admin
 # connections that create databases and run migrations (at most this many at
-# once), and the LISTEN connections on the default server (the store: token
-# revocations and moves; the embedding job: moves and work marks).
+# once; the store's template migration opens one more of its own while its
+# lock holds one), and the LISTEN connections on the default server (the
+# store: token revocations, moves and deletions; the embedding job: work
+# marks, moves and deletions).
 ADMIN_CONNECTIONS = 2
-LISTENERS = {"store": 2, "embedding job": 2}
+TEMPLATE_CONNECTIONS = {"store": 1, "embedding job": 0}
+LISTENERS = {"store": 3, "embedding job": 3}
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,7 @@ def demand(process: str, budget: int, control_pool: int, default_server: bool) -
         budget,
         control_pool if default_server else 0,
         LISTENERS[process] if default_server else 0,
+        ADMIN_CONNECTIONS + TEMPLATE_CONNECTIONS[process],
     )
 
 
