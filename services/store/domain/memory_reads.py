@@ -241,10 +241,9 @@ class MemoryReads(OnWorkspaces):
             # belong to none, and a statement costs most on a backend just opened.
             seeded = any(in_episode for _, in_episode in rows[:neighbours_of])
             neighbours = _admitted_neighbours(conn, admitted, neighbours_of) if seeded else []
-            head = admitted[:hydrate]
-            shown = set(head)
-            read = head + [n for _, n in neighbours if n not in shown]
-            memories = self._read(conn, list(dict.fromkeys(read)), True) if read else []
+            # The head, then the neighbours past it, each once.
+            read = list(dict.fromkeys(admitted[:hydrate] + [n for _, n in neighbours]))
+            memories = self._read(conn, read, True) if read else []
         return Walk(admitted, memories, neighbours)
 
 
@@ -254,8 +253,6 @@ def _admitted_neighbours(
     """The episode neighbours of the first ``seeds`` admitted rows that the walk
     admitted too; a seed is never another seed's neighbour."""
     first = admitted[:seeds]
-    if not first:
-        return []
     rows = conn.execute(mq.EPISODE_NEIGHBOURS, {"seeds": v.uuid_array(first)}).fetchall()
-    keep = set(str(a) for a in admitted) - set(first)
-    return [(str(s), str(n)) for s, n in rows if str(n) in keep]
+    keep = set(admitted) - set(first)
+    return [(s, n) for s, n in rows if n in keep]

@@ -32,10 +32,9 @@ def latest_version(kind: str) -> str:
 def apply_migrations(conninfo: str, kind: str) -> list[str]:
     """Applies what is missing; returns the versions applied now."""
     applied_now: list[str] = []
-    conn = psycopg.connect(conninfo, autocommit=True)
     # Closed only once the server ended its backend: the next admin connection
     # must not meet this one still on the server (the start-up check's count).
-    with closing_and_waiting(conn):
+    with closing_and_waiting(psycopg.connect(conninfo, autocommit=True)) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
         try:
             conn.execute(
