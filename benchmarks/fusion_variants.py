@@ -170,15 +170,12 @@ def reordered(depth: int, minmax: bool = False, dense_zero: float = 0.0) -> Vari
     return fuse
 
 
-def by_agreement(
-    c: Conversation,
-    q: dict[str, Any],
-    fused: Ranked,
-    depth: int = 10,
-    minmax: bool = False,
-    dense_zero: float = FLOOR,
-) -> Ranked:
-    """``fused`` with its first ``depth`` rows ordered by the arms' scores."""
+def agreement_of(
+    c: Conversation, q: dict[str, Any], minmax: bool = False, dense_zero: float = FLOOR
+) -> dict[str, float]:
+    """Each row's agreement: its lexical score and its cosine, each measured
+    from its zero (or min-max) against its arm's best for the query, summed
+    (services/rank/fusion.py, agreement)."""
     vector = np.asarray(q["vector"], dtype=np.float32)
     at = {d: i for i, d in enumerate(c.docs)}
     cosines = {d: float(c.vectors[at[d]] @ vector) for d in c.dense(vector)}
@@ -192,7 +189,20 @@ def by_agreement(
         return {d: (v - low) / (top - low) if top > low else 1.0 for d, v in values.items()}
 
     lex, den = scaled(lexical, 0.0), scaled(cosines, dense_zero)
-    head = sorted(fused[:depth], key=lambda d: -(lex.get(d, 0.0) + den.get(d, 0.0)))
+    return {d: lex.get(d, 0.0) + den.get(d, 0.0) for d in lex.keys() | den.keys()}
+
+
+def by_agreement(
+    c: Conversation,
+    q: dict[str, Any],
+    fused: Ranked,
+    depth: int = 10,
+    minmax: bool = False,
+    dense_zero: float = FLOOR,
+) -> Ranked:
+    """``fused`` with its first ``depth`` rows ordered by the arms' agreement."""
+    agree = agreement_of(c, q, minmax, dense_zero)
+    head = sorted(fused[:depth], key=lambda d: -agree.get(d, 0.0))
     return head + fused[depth:]
 
 
@@ -210,18 +220,34 @@ def episode_neighbours(c: Conversation, seeds: Ranked) -> Ranked:
     return near
 
 
-def lifted(seeds: int, weight: float) -> Variant:
+def lifted(seeds: int, weight: float, power: float = 0.0) -> Variant:
     """The first ``seeds`` fused rows' episode neighbours that an arm found,
-    lifted by ``weight`` / (k + rank in that list), then the page ordered by
-    the arms' agreement. ``lifted(2, 0.3)`` is what recall ships
-    (services/rank/fusion.py, lift_neighbours)."""
+    each lifted by ``weight * c ** power / (k + rank in that list)``, ``c``
+    its seed's agreement over 2 (``power`` 0: a fixed weight), then the page
+    ordered by the arms' agreement. ``lifted(2, 2.0, 3.0)`` is what recall
+    ships (services/rank/fusion.py, lift_neighbours)."""
 
     def fuse(c: Conversation, q: dict[str, Any]) -> Ranked:
         dense = c.dense(np.asarray(q["vector"], dtype=np.float32))
         base = rrf([q["lexical"], dense])
+        agree = agreement_of(c, q)
         found = set(base)
-        near = [d for d in episode_neighbours(c, base[:seeds]) if d in found]
-        return by_agreement(c, q, rrf([q["lexical"], dense, near], [1.0, 1.0, weight]))
+        head = base[:seeds]
+        lift: dict[str, float] = {}
+        for seed in head:
+            for near in episode_neighbours(c, [seed]):
+                if near in found and near not in head and near not in lift:
+                    share = agree.get(seed, 0.0) / 2
+                    lift[near] = weight * share**power / (RRF_K + len(lift) + 1)
+        score = defaultdict(float, {d: 0.0 for d in base})
+        for ranked in (q["lexical"], dense):
+            for rank, doc in enumerate(ranked, start=1):
+                score[doc] += 1 / (RRF_K + rank)
+        for doc, extra in lift.items():
+            score[doc] += extra
+        order = {d: i for i, d in enumerate(base)}
+        fused = sorted(score, key=lambda d: (-score[d], order[d]))
+        return by_agreement(c, q, fused)
 
     return fuse
 
@@ -237,7 +263,8 @@ def measure(ranked: Ranked, relevant: dict[str, int]) -> tuple[float, float]:
 def score(path: Path) -> list[dict[str, Any]]:
     conversations = {n: Conversation(raw) for n, raw in json.loads(path.read_text()).items()}
     variants: dict[str, Variant] = {
-        "shipped: rrf, neighbours lifted, page by agreement": lifted(2, 0.3),
+        "shipped: rrf, neighbours lifted by their seeds, page by agreement": lifted(2, 2.0, 3.0),
+        "neighbours lifted w=0.3, seeds alike (before)": lifted(2, 0.3),
         "rrf, page by agreement": reordered(10, dense_zero=FLOOR),
         "rrf alone": plain,
     }
@@ -246,6 +273,13 @@ def score(path: Path) -> list[dict[str, Any]]:
         for k in (1, 2, 3, 5, 10)
         for w in (0.2, 0.3, 0.4, 0.7, 1.0)
         if (k, w) != (2, 0.3)
+    }
+    variants |= {
+        f"neighbours of top{k} lifted w={w} x seed^{p}": lifted(k, w, p)
+        for k in (2, 3)
+        for p in (1.0, 2.0, 3.0)
+        for w in (0.7, 1.0, 1.5, 2.0)
+        if (k, w, p) != (2, 2.0, 3.0)
     }
     variants |= {f"dense weight {w}": weighted(w) for w in (0.6, 0.8, 1.2)}
     variants |= {f"query feedback b={b} top{k}": feedback(b, k) for b in (0.3, 0.5) for k in (3, 5)}

@@ -101,10 +101,14 @@ DEFAULT_RECALL_LIMIT = 10
 # One captured conversation turn.
 MAX_TURN_CHARS = 20_000
 # Recall's episode neighbours (docs/recall.md, "Episode neighbours"): a row
-# recorded next to one of the first rows in its episode gains this share of
-# an arm's reciprocal rank, at its rank in the list of such neighbours. The
-# walk finds neighbours for at most this many first rows.
-EPISODE_NEIGHBOUR_WEIGHT = 0.3
+# recorded next to one of the first rows (its seed) in its episode gains
+# WEIGHT * c ** POWER times an arm's reciprocal rank, at its rank in the list
+# of such neighbours, c being the seed's agreement as a share of the most
+# there is: a seed both arms place best lends its context the weight of two
+# arms' first rank, one the arms half agree on an eighth of that. The walk
+# finds neighbours for at most MAX_EPISODE_SEEDS first rows.
+EPISODE_NEIGHBOUR_WEIGHT = 2.0
+EPISODE_SEED_POWER = 3.0
 MAX_EPISODE_SEEDS = 10
 
 # -- the graph (design §3, §7) ---------------------------------------------------

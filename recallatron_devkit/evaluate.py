@@ -187,6 +187,7 @@ class Hit:
     dense_rank: int
     fused_score: float
     episode_rank: int = 0
+    episode_lift: float = 0.0
 
 
 @dataclass
@@ -289,6 +290,7 @@ class Workspace:
                     r.scores.dense_rank,
                     r.scores.fused_score,
                     r.scores.episode_rank,
+                    r.scores.episode_lift,
                 )
                 for r in outcome.results
             ]
@@ -312,7 +314,8 @@ def same_runs(
     """Checks that hybrid was fused from the very candidate lists the single
     arms returned: for every hybrid result also returned by an arm's run of the
     same query, the arm rank agrees; every fused score is the RRF sum of its
-    ranks (the episode neighbours' share included); and a hybrid result an arm
+    ranks plus its episode neighbours' lift, a lift never more than a seed in
+    full agreement gives at its rank; and a hybrid result an arm
     ranked within the depth is in that arm's run."""
     checked = rank_mismatches = score_mismatches = 0
     for key, run in hybrid.items():
@@ -324,10 +327,13 @@ def same_runs(
         }
         for hit in run.hits:
             expected = sum(1.0 / (RRF_K + r) for r in (hit.lexical_rank, hit.dense_rank) if r)
-            if hit.episode_rank:
-                expected += EPISODE_NEIGHBOUR_WEIGHT / (RRF_K + hit.episode_rank)
+            # A lift is at most a seed in full agreement's, and only with a rank.
+            most = EPISODE_NEIGHBOUR_WEIGHT / (RRF_K + hit.episode_rank) if hit.episode_rank else 0
+            expected += hit.episode_lift
             checked += 1
-            if not math.isclose(hit.fused_score, expected, rel_tol=1e-9, abs_tol=1e-12):
+            if not math.isclose(hit.fused_score, expected, rel_tol=1e-9, abs_tol=1e-12) or not (
+                0.0 <= hit.episode_lift <= most
+            ):
                 score_mismatches += 1
             for arm, rank in (("lexical", hit.lexical_rank), ("dense", hit.dense_rank)):
                 ranks = arm_ranks[arm]

@@ -1032,6 +1032,7 @@ class RecallScores(_message.Message):
     RERANK_SCORE_FIELD_NUMBER: _builtins.int
     AGREEMENT_SCORE_FIELD_NUMBER: _builtins.int
     EPISODE_RANK_FIELD_NUMBER: _builtins.int
+    EPISODE_LIFT_FIELD_NUMBER: _builtins.int
     lexical_rank: _builtins.int
     """Rank in the lexical arm (from 1); 0 when the arm did not return the row."""
     lexical_score: _builtins.float
@@ -1040,8 +1041,8 @@ class RecallScores(_message.Message):
     dense_cosine: _builtins.float
     fused_score: _builtins.float
     """Reciprocal rank fusion score: sum over arms of 1 / (60 + rank), plus
-    0.3 / (60 + episode_rank) for a row next to one of the first rows in its
-    episode (hybrid only).
+    episode_lift for a row next to one of the first rows in its episode
+    (hybrid only).
     """
     rerank_score: _builtins.float
     """Cross-encoder score; meaningful only when the response says reranked."""
@@ -1058,6 +1059,11 @@ class RecallScores(_message.Message):
     neighbours: the memories recorded just before and after the first two
     fused rows in their episodes, which the arms also found; 0 otherwise.
     """
+    episode_lift: _builtins.float
+    """What the row's episode_rank added to its fused score:
+    2 * c^3 / (60 + episode_rank), c being the agreement_score of the first
+    row it was recorded next to, over 2 (the most there is); 0 otherwise.
+    """
     def __init__(
         self,
         *,
@@ -1069,10 +1075,11 @@ class RecallScores(_message.Message):
         rerank_score: _builtins.float = ...,
         agreement_score: _builtins.float = ...,
         episode_rank: _builtins.int = ...,
+        episode_lift: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "episode_rank", b"episode_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "episode_lift", b"episode_lift", "episode_rank", b"episode_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

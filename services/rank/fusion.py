@@ -1,6 +1,7 @@
 """Reciprocal Rank Fusion of the two arms (design §5.4), with each row's
-scores as the arms and the fusion gave them, the lift of the first rows'
-episode neighbours, and the page's order by the arms' agreement."""
+scores as the arms and the fusion gave them, the arms' agreement on each row,
+the lift of the first rows' episode neighbours, and the page's order by the
+agreement."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class Scores:
     rerank_score: float = 0.0
     agreement_score: float = 0.0
     episode_rank: int = 0
+    episode_lift: float = 0.0
 
 
 @dataclass
@@ -57,38 +59,45 @@ def _fused_order(f: Fused) -> tuple[float, int, int, str]:
 
 
 def lift_neighbours(
-    fused: list[Fused], neighbours: Sequence[tuple[str, str]], weight: float, k: int = 60
+    fused: list[Fused],
+    neighbours: Sequence[tuple[str, str]],
+    weight: float,
+    power: float,
+    k: int = 60,
 ) -> list[Fused]:
-    """The episode neighbours as a third, lighter list (docs/recall.md,
-    "Episode neighbours"): ``neighbours`` are (seed, neighbour) pairs, seed by
-    seed, from the store's walk; each neighbour, once, takes the next rank of
-    that list and adds ``weight / (k + rank)`` to its fused score, and the
-    list is put in fused order again. Only rows already in ``fused`` (found
-    by an arm and admitted) can be lifted: no row comes in by this alone."""
+    """The episode neighbours as a third list (docs/recall.md, "Episode
+    neighbours"): ``neighbours`` are (seed, neighbour) pairs, seed by seed,
+    from the store's walk. Each neighbour, once, takes the next rank of that
+    list and adds ``weight * c ** power / (k + rank)`` to its fused score,
+    where ``c`` is its seed's agreement as a share of the most there is (both
+    arms' best row: 2), so a seed the arms barely agree on lends its context
+    little; then the list is put in fused order again. Needs the agreement set
+    (``agreement``). Only rows already in ``fused`` (found by an arm and
+    admitted; the store names no seed as a neighbour) can be lifted: no row
+    comes in by this alone."""
     by_id = {f.id: f for f in fused}
     rank = 0
-    for _, memory_id in neighbours:
-        row = by_id.get(memory_id)
-        if row is None or row.scores.episode_rank:
+    for seed_id, memory_id in neighbours:
+        row, seed = by_id.get(memory_id), by_id.get(seed_id)
+        if row is None or seed is None or row.scores.episode_rank:
             continue
         rank += 1
+        share = seed.scores.agreement_score / 2.0
         row.scores.episode_rank = rank
-        row.scores.fused_score += weight / (k + rank)
+        row.scores.episode_lift = weight * share**power / (k + rank)
+        row.scores.fused_score += row.scores.episode_lift
     return sorted(fused, key=_fused_order) if rank else fused
 
 
-def order_page(admitted: list[Fused], page: int, dense_floor: float = 0.0) -> list[Fused]:
-    """The admitted fused list with its first ``page`` rows ordered by the
-    arms' agreement (design §5.4). Each arm's score is measured from where its
-    scale starts (BM25 from 0, the cosine from the dense floor the arm
-    applied) against the best of the admitted rows it returned; a row's
-    agreement is the sum over the arms (an arm that did not return it adds
-    0), and equal sums keep the fused order. RRF chose the page from ranks
-    alone; the scores say how far apart the rows really are (a lexical match
-    far above the next, a cosine well clear of the rest). Only the page
-    moves, so which rows the page holds, and every count, stay RRF's. With
-    one arm the order is that arm's, as before. Sets every admitted row's
-    ``agreement_score``."""
+def agreement(admitted: list[Fused], dense_floor: float = 0.0) -> None:
+    """Sets every admitted row's ``agreement_score``: how far the arms agree
+    on it (design §5.4). Each arm's score is measured from where its scale
+    starts (BM25 from 0, the cosine from the dense floor the arm applied)
+    against the best of the admitted rows it returned; a row's agreement is
+    the sum over the arms (an arm that did not return it adds 0), from 0 to
+    2. RRF reads ranks alone; the scores say how far apart the rows really
+    are (a lexical match far above the next, a cosine well clear of the
+    rest)."""
     lexical = [f.scores.lexical_score for f in admitted if f.scores.lexical_rank]
     cosines = [f.scores.dense_cosine for f in admitted if f.scores.dense_rank]
     best_lexical = max(lexical, default=0.0)
@@ -103,5 +112,12 @@ def order_page(admitted: list[Fused], page: int, dense_floor: float = 0.0) -> li
         s.agreement_score = (
             share(s.lexical_score, 0.0, best_lexical) if s.lexical_rank else 0.0
         ) + (share(s.dense_cosine, dense_floor, best_cosine) if s.dense_rank else 0.0)
+
+
+def order_page(admitted: list[Fused], page: int) -> list[Fused]:
+    """The admitted fused list with its first ``page`` rows ordered by their
+    ``agreement_score`` (set by ``agreement``); equal scores keep the fused
+    order. Only the page moves, so which rows the page holds, and every
+    count, stay the fused list's. With one arm the order is that arm's."""
     head = sorted(admitted[:page], key=lambda f: -f.scores.agreement_score)
     return head + admitted[page:]

@@ -30,9 +30,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from recallatron.vocabulary import DEFAULT_MODE, EPISODE_NEIGHBOUR_WEIGHT, MODES
+from recallatron.vocabulary import (
+    DEFAULT_MODE,
+    EPISODE_NEIGHBOUR_WEIGHT,
+    EPISODE_SEED_POWER,
+    MODES,
+)
 from services.rank import metrics
-from services.rank.fusion import Fused, Scores, lift_neighbours, order_page, rrf
+from services.rank.fusion import Fused, Scores, agreement, lift_neighbours, order_page, rrf
 from services.rank.ports import (
     Candidate,
     Degraded,
@@ -291,13 +296,16 @@ class Pipeline(Generic[M]):
         )
         admitted_set = set(walked.admitted)
         admitted = [f for f in fused if f.id in admitted_set]
+        agreement(admitted, dense.arm.floor if dense.arm is not None else 0.0)
         if walked.neighbours:
             admitted = lift_neighbours(
-                admitted, walked.neighbours, EPISODE_NEIGHBOUR_WEIGHT, self.config.rrf_k
+                admitted,
+                walked.neighbours,
+                EPISODE_NEIGHBOUR_WEIGHT,
+                EPISODE_SEED_POWER,
+                self.config.rrf_k,
             )
-        admitted = order_page(
-            admitted, request.limit, dense.arm.floor if dense.arm is not None else 0.0
-        )
+        admitted = order_page(admitted, request.limit)
         counts = Counts(
             lexical=sum(1 for f in admitted if f.scores.lexical_rank),
             dense=sum(1 for f in admitted if f.scores.dense_rank),

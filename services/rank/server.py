@@ -42,6 +42,7 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
                     rerank_score=r.scores.rerank_score,
                     agreement_score=r.scores.agreement_score,
                     episode_rank=r.scores.episode_rank,
+                    episode_lift=r.scores.episode_lift,
                 ),
             )
             for r in outcome.results

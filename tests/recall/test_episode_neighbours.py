@@ -13,7 +13,7 @@ import pytest
 
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2, store_pb2_grpc
-from recallatron.vocabulary import EPISODE_NEIGHBOUR_WEIGHT
+from recallatron.vocabulary import EPISODE_NEIGHBOUR_WEIGHT, EPISODE_SEED_POWER
 from services.rank.peers import StoreClient
 from tests import internal
 from tests.recall.conftest import RecallStack, Workspace
@@ -135,11 +135,11 @@ def test_hybrid_recall_lifts_the_first_rows_neighbours(recall_stack: RecallStack
     hybrid = recall_stack.dense_recall(c, query, mode="hybrid", limit=50)
     rows = {r.memory.id: r.scores for r in hybrid.results}
     for s in rows.values():
-        lift = EPISODE_NEIGHBOUR_WEIGHT / (60 + s.episode_rank) if s.episode_rank else 0.0
-        assert math.isclose(s.fused_score, arms_only(s) + lift, rel_tol=1e-9)
+        assert math.isclose(s.fused_score, arms_only(s) + s.episode_lift, rel_tol=1e-9)
 
     # The first two rows of RRF over the arms alone are the seeds; the rows
-    # next to them in the conversation, when returned, are the lifted ones.
+    # next to them in the conversation, when returned, are the lifted ones,
+    # each by its seed's agreement (a share of 2) cubed.
     def rrf_key(item: tuple[str, Any]) -> tuple[float, int, int, str]:
         memory_id, s = item
         ranks = [r for r in (s.lexical_rank, s.dense_rank) if r]
@@ -147,12 +147,19 @@ def test_hybrid_recall_lifts_the_first_rows_neighbours(recall_stack: RecallStack
 
     seeds = [i for i, _ in sorted(rows.items(), key=rrf_key)[:2]]
     expected: list[str] = []
+    seed_of: dict[str, str] = {}
     for seed in seeds:
         if seed in order:
             at = order.index(seed)
             for near in order[max(at - 1, 0) : at] + order[at + 1 : at + 2]:
                 if near in rows and near not in seeds and near not in expected:
                     expected.append(near)
+                    seed_of[near] = seed
+    for rank, near in enumerate(expected, start=1):
+        share = rows[seed_of[near]].agreement_score / 2
+        lift = EPISODE_NEIGHBOUR_WEIGHT * share**EPISODE_SEED_POWER / (60 + rank)
+        assert math.isclose(rows[near].episode_lift, lift, rel_tol=1e-9)
+    assert all(rows[i].episode_lift == 0.0 for i in rows if i not in seed_of)
     lifted = sorted((s.episode_rank, i) for i, s in rows.items() if s.episode_rank)
     assert [i for _, i in lifted] == expected
     assert [rank for rank, _ in lifted] == list(range(1, len(expected) + 1))

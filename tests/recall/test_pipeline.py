@@ -352,8 +352,15 @@ def test_the_first_rows_episode_neighbours_are_lifted() -> None:
     # z (the neighbour of the first row) has rank 1 of the neighbour list, x
     # rank 2; q was never found by an arm and a is the other seed: not lifted.
     assert scores["z"].episode_rank == 1 and scores["x"].episode_rank == 2
-    assert scores["z"].fused_score == pytest.approx(1 / 90 + 0.3 / 61)
-    assert scores["x"].fused_score == pytest.approx(1 / 63 + 0.3 / 62)
+    # Each lift follows its seed's agreement: a is both arms' best (2 of 2),
+    # so z gains two arms' first rank; b (2 / 9 + 0.8 / 0.9) lends x less.
+    assert scores["a"].agreement_score == pytest.approx(2.0)
+    assert scores["b"].agreement_score == pytest.approx(2 / 9 + 0.8 / 0.9)
+    lift_x = 2.0 * ((2 / 9 + 0.8 / 0.9) / 2) ** 3 / 62
+    assert scores["z"].episode_lift == pytest.approx(2.0 / 61)
+    assert scores["x"].episode_lift == pytest.approx(lift_x)
+    assert scores["z"].fused_score == pytest.approx(1 / 90 + 2.0 / 61)
+    assert scores["x"].fused_score == pytest.approx(1 / 63 + lift_x)
     assert scores["a"].episode_rank == 0 and scores["b"].episode_rank == 0
     # x now outranks y (1 / 63 alone) and the page holds z instead of y.
     assert set(ids(outcome)) == {"a", "b", "x", "z"}
@@ -386,6 +393,27 @@ def test_a_refused_neighbour_is_not_lifted() -> None:
     outcome = pipeline(store).recall(request("hybrid", limit=4))
     assert "z" not in ids(outcome)
     assert {r.memory.id: r.scores.episode_rank for r in outcome.results}["x"] == 1
+
+
+def test_a_seed_the_arms_barely_agree_on_lends_little() -> None:
+    # a is the first fused row (second in both arms) but far below each arm's
+    # best: agreement 1 / 10 + 0.1 / 0.9. Its neighbour z (lexical rank 30)
+    # gains a sliver and stays below l3 (1 / 63); a fixed third of an arm's
+    # rank (0.3 / 61) would have put it on the page.
+    store = FakeStore(
+        lexical_rows=[c("L", 1, 10.0), c("a", 2, 1.0)]
+        + [c(f"l{i}", i, 0.5) for i in range(3, 30)]
+        + [c("z", 30, 0.4)],
+        dense_rows=[c("D", 1, 0.9), c("a", 2, 0.1), c("y", 3, 0.05)],
+        episode={"a": ["q", "z"]},
+    )
+    assert "z" not in ids(pipeline(store).recall(request("hybrid", limit=4)))
+    everything = pipeline(store).recall(request("hybrid", limit=40))
+    z = {r.memory.id: r.scores for r in everything.results}["z"]
+    share = (1 / 10 + 0.1 / 0.9) / 2
+    assert z.episode_rank == 1
+    assert z.episode_lift == pytest.approx(2.0 * share**3 / 61)
+    assert 1 / 90 + 0.3 / 61 > 1 / 63 > z.fused_score
 
 
 @pytest.mark.parametrize("mode", ["lexical", "dense"])

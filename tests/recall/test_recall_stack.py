@@ -35,8 +35,12 @@ def ids(outcome: Any) -> list[str]:
 
 def fused_of(scores: Any) -> float:
     arms = sum(1.0 / (60 + r) for r in (scores.lexical_rank, scores.dense_rank) if r)
-    lift = EPISODE_NEIGHBOUR_WEIGHT / (60 + scores.episode_rank) if scores.episode_rank else 0.0
-    return arms + lift
+    # The lift's own rule is checked where the seeds are known
+    # (test_episode_neighbours); here only its bounds: never more than a seed
+    # in full agreement gives at its rank, and only with a rank.
+    most = EPISODE_NEIGHBOUR_WEIGHT / (60 + scores.episode_rank) if scores.episode_rank else 0.0
+    assert 0.0 <= scores.episode_lift <= most
+    return arms + scores.episode_lift
 
 
 # -- the lexical arm: the 15% rule ----------------------------------------------------
