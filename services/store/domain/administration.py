@@ -97,9 +97,8 @@ class Administration(OnWorkspaces):
     def update_settings(
         self, by: str, workspace_id: str, changes: dict[str, Any]
     ) -> WorkspaceSettings:
-        before = self.control.settings(workspace_id, fresh=True).to_json()
-        merged = self.control.update_settings(workspace_id, changes)
-        after = merged.to_json()
+        was, merged = self.control.change_settings(workspace_id, changes)
+        before, after = was.to_json(), merged.to_json()
         changed = {k: [before.get(k), after[k]] for k in changes if before.get(k) != after[k]}
         self._record(workspace_id, by, "update_settings", {"changed": changed})
         return merged

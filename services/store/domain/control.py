@@ -323,14 +323,27 @@ class ControlPlane:
             return [str(r[0]) for r in conn.execute(q.ALL_WORKSPACE_IDS)]
 
     def update_settings(self, workspace_id: str, changes: dict[str, Any]) -> WorkspaceSettings:
-        current = self.workspace(workspace_id).settings
-        merged = WorkspaceSettings.from_json({**current.to_json(), **changes})
-        validate_settings(merged)
-        with self.dbs.control_conn() as conn:
-            conn.execute(q.UPDATE_WORKSPACE_SETTINGS, (Jsonb(merged.to_json()), workspace_id))
-        with self._lock:
-            self._workspaces.pop(workspace_id, None)
-        return merged
+        return self.change_settings(workspace_id, changes)[1]
+
+    def change_settings(
+        self, workspace_id: str, changes: dict[str, Any]
+    ) -> tuple[WorkspaceSettings, WorkspaceSettings]:
+        """The workspace's settings before and after ``changes``, merged into
+        the record as the control plane holds it now, its row locked until the
+        write commits: never into this process's cached copy (up to
+        WORKSPACE_CACHE_SECONDS old, so a change made through another replica
+        would be written back over), and two changes at once are applied one
+        after the other. Invalid settings raise before anything is written."""
+        with self.dbs.control_conn() as conn:  # one transaction: the lock holds to the write
+            row = conn.execute(q.WORKSPACE_SETTINGS_FOR_UPDATE, (workspace_id,)).fetchone()
+            if row is None:
+                raise errors.NotFound("workspace not found")
+            before = WorkspaceSettings.from_json(row[0])
+            after = WorkspaceSettings.from_json({**before.to_json(), **changes})
+            validate_settings(after)
+            conn.execute(q.UPDATE_WORKSPACE_SETTINGS, (Jsonb(after.to_json()), workspace_id))
+        self.forget_workspace(workspace_id)
+        return before, after
 
     def settings(self, workspace_id: str, fresh: bool = False) -> WorkspaceSettings:
         if fresh:

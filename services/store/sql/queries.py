@@ -31,6 +31,9 @@ SET_SERVER_DRAINING = """
 INSERT INTO postgres_server (name, draining) VALUES (%s, %s)
 ON CONFLICT (name) DO UPDATE SET draining = excluded.draining, updated_at = now()
 """
+# A settings change reads the row it merges into under lock, so two changes
+# at once are applied one after the other (ControlPlane.change_settings).
+WORKSPACE_SETTINGS_FOR_UPDATE = "SELECT settings FROM workspace WHERE id = %s FOR UPDATE"
 UPDATE_WORKSPACE_SETTINGS = """
 UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 """

@@ -1,0 +1,86 @@
+"""A change of a workspace's settings changes the fields it names and no
+other (design §3: "workspace settings, changed by an owner through an admin
+call"): one store replica reading its cached settings, or two owners
+changing two fields at once, never write back a value someone else has
+just changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def replicas(stack: Stack) -> Iterator[list[Any]]:
+    """Two store replicas' control planes: each its own cache and pool."""
+    from services.store.domain.control import ControlPlane
+    from services.store.infrastructure.db import Databases
+    from services.store.settings import StoreSettings
+
+    made = [
+        Databases(
+            StoreSettings(
+                database_url=stack.database_url,
+                app_password=stack.app_password,
+                control_pool_max_size=4,
+            )
+        )
+        for _ in range(2)
+    ]
+    try:
+        for dbs in made:
+            dbs.bootstrap()
+        yield [ControlPlane(dbs) for dbs in made]
+    finally:
+        for dbs in made:
+            dbs.close()
+
+
+def test_a_replica_with_cached_settings_keeps_anothers_change(
+    team: Team, replicas: list[Any]
+) -> None:
+    first, second = replicas
+    assert first.settings(team.workspace_id).dense_floor == pytest.approx(0.30)  # now cached
+    second.update_settings(team.workspace_id, {"dense_floor": 0.42})
+    first.update_settings(team.workspace_id, {"rerank_depth": 7})
+
+    for control in replicas:
+        now = control.settings(team.workspace_id, fresh=True)
+        assert (now.dense_floor, now.rerank_depth) == (pytest.approx(0.42), 7)
+
+
+def test_changes_of_different_fields_at_once_all_stand(team: Team, replicas: list[Any]) -> None:
+    changes: list[dict[str, Any]] = [
+        {"dense_floor": 0.41},
+        {"rerank_depth": 9},
+        {"expiry_days": 30},
+        {"members_may_edit": True},
+        {"default_recall_mode": "lexical"},
+    ]
+    with ThreadPoolExecutor(len(changes)) as pool:
+        list(
+            pool.map(
+                lambda i: replicas[i % 2].update_settings(team.workspace_id, changes[i]),
+                range(len(changes)),
+            )
+        )
+    now = replicas[0].settings(team.workspace_id, fresh=True).to_json()
+    for change in changes:
+        for key, value in change.items():
+            assert now[key] == pytest.approx(value), key
+
+
+def test_a_change_returns_the_settings_before_and_after(team: Team, replicas: list[Any]) -> None:
+    control = replicas[0]
+    control.update_settings(team.workspace_id, {"rerank_depth": 11})
+    before, after = control.change_settings(team.workspace_id, {"dense_floor": 0.5})
+    assert (before.rerank_depth, before.dense_floor) == (11, pytest.approx(0.30))
+    assert (after.rerank_depth, after.dense_floor) == (11, pytest.approx(0.5))
