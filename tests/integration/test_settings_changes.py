@@ -84,3 +84,17 @@ def test_a_change_returns_the_settings_before_and_after(team: Team, replicas: li
     before, after = control.change_settings(team.workspace_id, {"dense_floor": 0.5})
     assert (before.rerank_depth, before.dense_floor) == (11, pytest.approx(0.30))
     assert (after.rerank_depth, after.dense_floor) == (11, pytest.approx(0.5))
+
+
+def test_an_invalid_change_names_the_field_and_writes_nothing(
+    team: Team, replicas: list[Any]
+) -> None:
+    from recallatron import errors
+
+    control = replicas[0]
+    control.update_settings(team.workspace_id, {"dense_floor": 0.33})
+    with pytest.raises(errors.InvalidArgument) as info:
+        control.update_settings(team.workspace_id, {"dense_floor": 0.5, "rerank_depth": 1000})
+    assert "rerank_depth" in str(info.value)
+    now = control.settings(team.workspace_id, fresh=True)
+    assert (now.dense_floor, now.rerank_depth) == (pytest.approx(0.33), 20)
