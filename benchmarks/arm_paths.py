@@ -44,7 +44,7 @@ from recallatron_devkit.load import models_dir
 from recallatron_devkit.localpg import LocalPostgres
 from recallatron_devkit.stack import free_port
 from services.store.domain import recall as r
-from services.store.domain.control import WorkspaceSettings
+from services.store.domain.control_records import WorkspaceSettings
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
 
 RUNS = 3

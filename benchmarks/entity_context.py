@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recallatron.embed_input import EMBED_INPUT_VERSION, compose
-from recallatron_devkit.evaluate import load_dataset, memory_text
+from recallatron_devkit.beir import load_dataset, memory_text
 from recallatron_devkit.load import models_dir as default_models_dir
 from services.embed.manifest import BI_ENCODER_DIRNAME
 from services.embed.models import BiEncoder

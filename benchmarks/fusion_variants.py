@@ -44,7 +44,8 @@ Ranked = list[str]
 def dump(root: Path, out: Path) -> None:
     from recallatron.embed_input import compose
     from recallatron.settings import default_state_dir
-    from recallatron_devkit.evaluate import Workspace, load_dataset, memory_text
+    from recallatron_devkit.beir import load_dataset, memory_text
+    from recallatron_devkit.evaluate import Workspace
     from recallatron_devkit.stack import Stack, own_config, running
     from services.embed.models import BiEncoder
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from recallatron.settings import default_state_dir
 from recallatron_devkit import synthetic
-from recallatron_devkit.evaluate import load_dataset
+from recallatron_devkit.beir import load_dataset
 from services.embed.manifest import BI_ENCODER_DIRNAME, QUERY_GRAPH_MIN_WORDS
 from services.embed.models import BiEncoder, word_pieces
 

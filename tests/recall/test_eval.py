@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recallatron_devkit import evaluate
+from recallatron_devkit import beir, evaluate
 from recallatron_devkit.plots import eval_plot as evaluate_plot
 from tests.recall.conftest import RecallStack
 
@@ -33,7 +33,7 @@ def test_metrics_of_one_ranking() -> None:
 
 
 def test_the_dataset_loads() -> None:
-    dataset = evaluate.load_dataset(MINI_BEIR)
+    dataset = beir.load_dataset(MINI_BEIR)
     assert len(dataset.documents) == 60 and len(dataset.queries) == 34
     doc_ids = {d.id for d in dataset.documents}
     assert all(set(rels) <= doc_ids for rels in dataset.qrels.values())

@@ -10,7 +10,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from recallatron import convert, errors
 from recallatron_cli.admin import duration
-from services.store.domain.control import (
+from services.store.domain.tokens import (
     DEFAULT_ROTATION_GRACE,
     rotation_grace,
     token_lifetime,

@@ -30,7 +30,7 @@ from services.store.api.graph_adapter import (
     graph_of,
     relation_msg,
 )
-from services.store.domain import control as ctl
+from services.store.domain import control_records as records
 from services.store.domain.memories import MemoryView, MentionIn, NewMemory, Ref
 from services.store.domain.recall import DenseResult, Filters, LexicalResult
 from services.store.domain.trust import EMPTY, AudienceValue, _Empty
@@ -221,13 +221,13 @@ def memory_msg(m: MemoryView) -> cpb.Memory:
     )
 
 
-def settings_msg(s: ctl.WorkspaceSettings) -> pb.WorkspaceSettings:
+def settings_msg(s: records.WorkspaceSettings) -> pb.WorkspaceSettings:
     return message_of(
         pb.WorkspaceSettings, s, default_recall_mode=MODE.value(s.default_recall_mode)
     )
 
 
-def workspace_msg(w: ctl.Workspace) -> pb.Workspace:
+def workspace_msg(w: records.Workspace) -> pb.Workspace:
     return message_of(
         pb.Workspace,
         w,

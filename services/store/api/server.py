@@ -39,6 +39,7 @@ from services.store.api.tool_server import ToolServicer
 from services.store.domain import control as ctl
 from services.store.domain import embedding_status
 from services.store.domain.administration import Administration
+from services.store.domain.control_records import Workspace
 from services.store.domain.dedup import DedupStore
 from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.entity_merge import EntityMergeStore
@@ -51,6 +52,7 @@ from services.store.domain.owner_view import OwnerView
 from services.store.domain.recall import RecallQueries
 from services.store.domain.revocations import RevocationFeed
 from services.store.domain.timeline import TimelineStore
+from services.store.domain.validation import uuid_str
 
 
 def _owner(claims: internal_auth.Claims) -> str | None:
@@ -226,7 +228,7 @@ class StoreServicer:
             next_page_token=page.next_page_token,
         )
 
-    def _listed_workspace(self, given: str) -> ctl.Workspace:
+    def _listed_workspace(self, given: str) -> Workspace:
         """The workspace named: any for the operator; an owner's own only,
         another one, existing or not, refused alike."""
         claims = internal_auth.asserted()
@@ -314,7 +316,7 @@ class StoreServicer:
         self, request: pb.GetWorkspaceSettingsRequest, context: grpc.ServicerContext
     ) -> pb.GetWorkspaceSettingsResponse:
         internal_auth.check_workspace(request.workspace_id)
-        ws_id = ctl.parse_uuid(request.workspace_id, "workspace_id")
+        ws_id = uuid_str(request.workspace_id, "workspace_id")
         return pb.GetWorkspaceSettingsResponse(settings=settings_msg(self.control.settings(ws_id)))
 
     def UpdateWorkspaceSettings(
@@ -426,7 +428,7 @@ class StoreServicer:
         status = embedding_status.status(
             self.memories.dbs,
             self.control,
-            ctl.parse_uuid(request.workspace_id, "workspace_id"),
+            uuid_str(request.workspace_id, "workspace_id"),
             member,
         )
         return message_of(

@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from services.store.domain.control import Member, WorkspaceSettings
+from services.store.domain.control_records import Member, WorkspaceSettings
 from services.store.domain.member_removal import OPERATOR_ID
 from services.store.domain.tokens import NewToken
 from services.store.domain.workspace_services import OnWorkspaces

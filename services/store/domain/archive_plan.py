@@ -19,7 +19,8 @@ from typing import Any
 
 from recallatron import errors
 from services.store.domain import archive_format as fmt
-from services.store.domain.control import HANDLE_RE, WorkspaceSettings, validate_settings
+from services.store.domain.control import HANDLE_RE, validate_settings
+from services.store.domain.control_records import WorkspaceSettings
 
 NOT_MAPPED_REASON = "not imported: its audience member is not a member of the copy"
 

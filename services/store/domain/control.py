@@ -4,12 +4,10 @@ hashed tokens, workspace settings."""
 from __future__ import annotations
 
 import re
-import secrets
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.errors import ForeignKeyViolation, UniqueViolation
@@ -17,27 +15,21 @@ from psycopg.types.json import Jsonb
 
 from recallatron import errors
 from recallatron.vocabulary import (
-    DEFAULT_MODE,
     DEFAULT_WORKSPACE_PAGE,
     MAX_WORKSPACE_PAGE,
     MODE,
     MODES,
-    PURPOSES,
-    TOKEN_EXPIRED,
-    TOKEN_REVOKED,
 )
 from services.store.domain import page_tokens, validation
-from services.store.domain.tokens import (  # noqa: F401  (the control plane's names)
-    DEFAULT_ROTATION_GRACE,
-    MAX_LISTED_TOKENS,
-    MAX_ROTATION_GRACE,
-    MAX_TOKEN_LIFETIME,
-    NewToken,
-    TokenSummary,
-    hash_token,
-    rotation_grace,
-    token_lifetime,
+from services.store.domain.control_records import (
+    ListedWorkspace,
+    Member,
+    ServerStatus,
+    Workspace,
+    WorkspacePage,
+    WorkspaceSettings,
 )
+from services.store.domain.token_records import TokenRecords
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Caller, Databases, WorkspacePool
 from services.store.infrastructure.servers import place
@@ -45,88 +37,6 @@ from services.store.sql import queries as q
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-TOKEN_PREFIX = "rct_"
-
-
-@dataclass(frozen=True)
-class WorkspaceSettings:
-    default_recall_mode: str = DEFAULT_MODE
-    dense_floor: float = 0.30
-    rerank_depth: int = 20
-    expiry_days: int = 0  # off
-    # Who may change a memory: False, its author and the owners; True, also
-    # any member who can see it when its audience is the workspace.
-    members_may_edit: bool = False
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WorkspaceSettings:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class Workspace:
-    id: str
-    slug: str
-    server: str
-    database_name: str
-    settings: WorkspaceSettings
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    name: str
-    workspaces: int
-    draining: bool
-    default: bool
-
-
-@dataclass(frozen=True)
-class Member:
-    id: str
-    workspace_id: str
-    handle: str
-    role: str
-    created_at: datetime
-    removed_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class ListedWorkspace:
-    workspace: Workspace
-    # Members not removed.
-    members: int
-
-
-@dataclass(frozen=True)
-class WorkspacePage:
-    workspaces: list[ListedWorkspace]
-    # Empty after the last page.
-    next_page_token: str
-
-
-@dataclass(frozen=True)
-class Identity:
-    workspace_id: str
-    workspace_slug: str
-    member_id: str
-    role: str
-    # The token's scope: its purposes (empty: all) and read-only.
-    purposes: tuple[str, ...] = ()
-    read_only: bool = False
-    # None: the token never expires.
-    expires_at: datetime | None = None
-
-
-def parse_uuid(value: str, field_name: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise errors.InvalidArgument(field_name, "must be a UUID") from None
 
 
 def validate_settings(s: WorkspaceSettings) -> None:
@@ -155,7 +65,7 @@ WORKSPACE_CACHE_SECONDS = 5.0
 
 
 @dataclass
-class ControlPlane:
+class ControlPlane(TokenRecords):
     dbs: Databases
     _workspaces: dict[str, tuple[float, Workspace]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -352,7 +262,7 @@ class ControlPlane:
         return self.workspace(workspace_id).settings
 
     def create_member(self, workspace_id: str, handle: str, role: str) -> Member:
-        workspace_id = parse_uuid(workspace_id, "workspace_id")
+        workspace_id = validation.uuid_str(workspace_id, "workspace_id")
         self.workspace(workspace_id)
         if not HANDLE_RE.match(handle or ""):
             raise errors.InvalidArgument(
@@ -433,148 +343,3 @@ class ControlPlane:
         query = q.LIVE_MEMBER if live else q.MEMBER_IN_WORKSPACE
         with self.dbs.control_conn() as conn:
             return conn.execute(query, (member_id, workspace_id)).fetchone() is not None
-
-    def create_token(
-        self,
-        member_id: str,
-        label: str = "",
-        workspace_id: str | None = None,
-        purposes: tuple[str, ...] = (),
-        read_only: bool = False,
-        expires_in: timedelta | None = None,
-    ) -> NewToken:
-        member_id = parse_uuid(member_id, "member_id")
-        lifetime = token_lifetime(expires_in)
-        member = self.member(member_id)
-        if workspace_id and member.workspace_id != workspace_id:
-            raise errors.NotFound("member not found")
-        if not self.member_in_workspace(member.workspace_id, member_id, live=True):
-            raise errors.FailedPrecondition("member_id: the member was removed", "member_id")
-        if len(label) > 200:
-            raise errors.InvalidArgument("label", "at most 200 characters")
-        scope = sorted(set(purposes), key=PURPOSES.index)
-        try:
-            with self.dbs.control_conn() as conn:
-                return self._insert_token(conn, member_id, label, scope, read_only, lifetime)
-        except ForeignKeyViolation:
-            # The member's workspace was deleted since the checks above.
-            raise errors.NotFound("member not found") from None
-
-    @staticmethod
-    def _insert_token(
-        conn: Any,
-        member_id: str,
-        label: str,
-        purposes: list[str],
-        read_only: bool,
-        lifetime: timedelta | None,
-    ) -> NewToken:
-        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        token_id = str(uuid.uuid4())
-        row = conn.execute(
-            q.INSERT_TOKEN,
-            {
-                "id": token_id,
-                "member_id": member_id,
-                "sha256": hash_token(token),
-                "label": label,
-                "purposes": purposes or None,
-                "read_only": read_only,
-                "lifetime": lifetime,
-            },
-        ).fetchone()
-        return NewToken(token, token_id, row[0])
-
-    def rotate_token(
-        self, token_id: str, workspace_id: str | None = None, grace: timedelta | None = None
-    ) -> tuple[NewToken, datetime]:
-        """A new token for the old one's member, scope and lifetime policy;
-        the old one expires after ``grace``. Returns the new token and the old
-        one's expiry. Published like a revocation, so that every gateway drops
-        what it cached of the old token (and its former expiry)."""
-        token_id = parse_uuid(token_id, "token_id")
-        grace = rotation_grace(grace)
-        with self.dbs.control_conn() as conn:
-            old = conn.execute(
-                q.TOKEN_TO_ROTATE, {"id": token_id, "workspace_id": workspace_id}
-            ).fetchone()
-            if old is None:
-                raise errors.NotFound("token not found")
-            member_id, label, purposes, read_only, lifetime, expired = old
-            if expired:
-                raise errors.FailedPrecondition(
-                    "token_id: the token has expired; create a new one instead"
-                )
-            made = self._insert_token(
-                conn, str(member_id), label, list(purposes or ()), read_only, lifetime
-            )
-            shortened = conn.execute(q.SHORTEN_EXPIRY, {"id": token_id, "grace": grace}).fetchone()
-            assert shortened is not None  # the row is locked above
-            old_expires_at: datetime = shortened[0]
-            conn.execute(q.NOTIFY_REVOKED, (token_id,))
-        return made, old_expires_at
-
-    def list_tokens(self, member_id: str | None, workspace_id: str | None) -> list[TokenSummary]:
-        """A member's tokens (or a workspace's); at least one is named."""
-        if member_id:
-            member_id = parse_uuid(member_id, "member_id")
-        if not member_id and not workspace_id:
-            raise errors.InvalidArgument("member_id", "is required")
-        if workspace_id:
-            self.workspace(parse_uuid(workspace_id, "workspace_id"))  # NotFound when there is none
-        with self.dbs.control_conn() as conn:
-            rows = conn.execute(
-                q.LIST_TOKENS,
-                {
-                    "member_id": member_id or None,
-                    "workspace_id": workspace_id or None,
-                    "limit": MAX_LISTED_TOKENS,
-                },
-            ).fetchall()
-        if (
-            member_id
-            and not rows
-            and not (workspace_id is None or self.member_in_workspace(workspace_id, member_id))
-        ):
-            raise errors.NotFound("member not found")
-        return [
-            TokenSummary(
-                str(r[0]), r[1], str(r[2]), r[3], tuple(r[4] or ()), r[5], r[6], r[7], r[8], r[9]
-            )
-            for r in rows
-        ]
-
-    def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
-        token_id = parse_uuid(token_id, "token_id")
-        with self.dbs.control_conn() as conn:
-            row = conn.execute(q.REVOKE_TOKEN, (token_id, workspace_id, workspace_id)).fetchone()
-            if row is not None:
-                conn.execute(q.NOTIFY_REVOKED, (token_id,))
-        if row is None:
-            raise errors.NotFound("token not found")
-
-    def authenticate(self, token: str) -> Identity:
-        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
-            raise errors.NotFound("unknown token")
-        digest = hash_token(token)
-        with self.dbs.control_conn() as conn:
-            row = conn.execute(q.AUTHENTICATE, (digest,)).fetchone()
-            if row is not None and not row[8] and not row[10] and row[9]:
-                # At most once a minute per token: never a write per call.
-                conn.execute(q.TOUCH_TOKEN, {"id": row[6]})
-            # A deleted workspace's token: once issued, so revoked, not unknown.
-            retired = row is None and conn.execute(q.RETIRED_TOKEN, (digest,)).fetchone()
-        if retired:
-            raise errors.NotFound(TOKEN_REVOKED)
-        if row is None:
-            raise errors.NotFound("unknown token")
-        # Told apart from an unknown token for the gateway's failure budget
-        # only (a token once issued is a stale client, not a guess); the
-        # caller hears "unknown or revoked" for both.
-        if row[10]:
-            raise errors.NotFound(TOKEN_REVOKED)
-        if row[8]:
-            raise errors.NotFound(TOKEN_EXPIRED)
-        return Identity(
-            str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5], row[7]
-        )

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from recallatron import errors
-from services.store.domain.control import Workspace
+from services.store.domain.control_records import Workspace
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.sql import queries as q
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
-from services.store.domain.control import parse_uuid
+from services.store.domain.validation import uuid_str
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.sql import leaving_queries as lq
 from services.store.sql import queries as q
@@ -57,14 +57,14 @@ class MemberRemoval(OnWorkspaces):
     ) -> Removal:
         """Removes ``member_id``; ``workspace_id`` (an owner's call) must be
         theirs; ``removed_by`` is the owner's member id (None: the operator)."""
-        member_id = parse_uuid(member_id, "member_id")
+        member_id = uuid_str(member_id, "member_id")
         if private_memories not in MODES:
             raise errors.InvalidArgument("private_memories", "must be erase or transfer")
         receiver: str | None = None
         if private_memories == TRANSFER:
             if not transfer_to:
                 raise errors.InvalidArgument("transfer_to", "is required with transfer")
-            receiver = parse_uuid(transfer_to, "transfer_to")
+            receiver = uuid_str(transfer_to, "transfer_to")
             if receiver == member_id:
                 raise errors.InvalidArgument("transfer_to", "must be another member")
         elif transfer_to:

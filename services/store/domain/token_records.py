@@ -1,0 +1,192 @@
+"""The control plane's token records (design §3): making, rotating, listing
+and revoking a member's access tokens, and authenticating one. Mixed into
+ControlPlane (control.py), whose members and workspaces they check; the
+tokens' own rules (lifetimes, the hash kept of a secret) are in tokens.py."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from psycopg.errors import ForeignKeyViolation
+
+from recallatron import errors
+from recallatron.vocabulary import PURPOSES, TOKEN_EXPIRED, TOKEN_REVOKED
+from services.store.domain.control_records import Identity, Member, Workspace
+from services.store.domain.tokens import (
+    MAX_LISTED_TOKENS,
+    NewToken,
+    TokenSummary,
+    hash_token,
+    rotation_grace,
+    token_lifetime,
+)
+from services.store.domain.validation import uuid_str
+from services.store.infrastructure.db import Databases
+from services.store.sql import queries as q
+
+TOKEN_PREFIX = "rct_"
+
+
+class TokenRecords:
+    """ControlPlane's token calls: ``dbs`` and the member and workspace
+    lookups below are the control plane's own."""
+
+    dbs: Databases
+
+    if TYPE_CHECKING:
+
+        def member(self, member_id: str) -> Member: ...
+
+        def member_in_workspace(
+            self, workspace_id: str, member_id: str, live: bool = False
+        ) -> bool: ...
+
+        def workspace(self, workspace_id: str) -> Workspace: ...
+
+    def create_token(
+        self,
+        member_id: str,
+        label: str = "",
+        workspace_id: str | None = None,
+        purposes: tuple[str, ...] = (),
+        read_only: bool = False,
+        expires_in: timedelta | None = None,
+    ) -> NewToken:
+        member_id = uuid_str(member_id, "member_id")
+        lifetime = token_lifetime(expires_in)
+        member = self.member(member_id)
+        if workspace_id and member.workspace_id != workspace_id:
+            raise errors.NotFound("member not found")
+        if not self.member_in_workspace(member.workspace_id, member_id, live=True):
+            raise errors.FailedPrecondition("member_id: the member was removed", "member_id")
+        if len(label) > 200:
+            raise errors.InvalidArgument("label", "at most 200 characters")
+        scope = sorted(set(purposes), key=PURPOSES.index)
+        try:
+            with self.dbs.control_conn() as conn:
+                return self._insert_token(conn, member_id, label, scope, read_only, lifetime)
+        except ForeignKeyViolation:
+            # The member's workspace was deleted since the checks above.
+            raise errors.NotFound("member not found") from None
+
+    @staticmethod
+    def _insert_token(
+        conn: Any,
+        member_id: str,
+        label: str,
+        purposes: list[str],
+        read_only: bool,
+        lifetime: timedelta | None,
+    ) -> NewToken:
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = str(uuid.uuid4())
+        row = conn.execute(
+            q.INSERT_TOKEN,
+            {
+                "id": token_id,
+                "member_id": member_id,
+                "sha256": hash_token(token),
+                "label": label,
+                "purposes": purposes or None,
+                "read_only": read_only,
+                "lifetime": lifetime,
+            },
+        ).fetchone()
+        return NewToken(token, token_id, row[0])
+
+    def rotate_token(
+        self, token_id: str, workspace_id: str | None = None, grace: timedelta | None = None
+    ) -> tuple[NewToken, datetime]:
+        """A new token for the old one's member, scope and lifetime policy;
+        the old one expires after ``grace``. Returns the new token and the old
+        one's expiry. Published like a revocation, so that every gateway drops
+        what it cached of the old token (and its former expiry)."""
+        token_id = uuid_str(token_id, "token_id")
+        grace = rotation_grace(grace)
+        with self.dbs.control_conn() as conn:
+            old = conn.execute(
+                q.TOKEN_TO_ROTATE, {"id": token_id, "workspace_id": workspace_id}
+            ).fetchone()
+            if old is None:
+                raise errors.NotFound("token not found")
+            member_id, label, purposes, read_only, lifetime, expired = old
+            if expired:
+                raise errors.FailedPrecondition(
+                    "token_id: the token has expired; create a new one instead"
+                )
+            made = self._insert_token(
+                conn, str(member_id), label, list(purposes or ()), read_only, lifetime
+            )
+            shortened = conn.execute(q.SHORTEN_EXPIRY, {"id": token_id, "grace": grace}).fetchone()
+            assert shortened is not None  # the row is locked above
+            old_expires_at: datetime = shortened[0]
+            conn.execute(q.NOTIFY_REVOKED, (token_id,))
+        return made, old_expires_at
+
+    def list_tokens(self, member_id: str | None, workspace_id: str | None) -> list[TokenSummary]:
+        """A member's tokens (or a workspace's); at least one is named."""
+        if member_id:
+            member_id = uuid_str(member_id, "member_id")
+        if not member_id and not workspace_id:
+            raise errors.InvalidArgument("member_id", "is required")
+        if workspace_id:
+            self.workspace(uuid_str(workspace_id, "workspace_id"))  # NotFound when there is none
+        with self.dbs.control_conn() as conn:
+            rows = conn.execute(
+                q.LIST_TOKENS,
+                {
+                    "member_id": member_id or None,
+                    "workspace_id": workspace_id or None,
+                    "limit": MAX_LISTED_TOKENS,
+                },
+            ).fetchall()
+        if (
+            member_id
+            and not rows
+            and not (workspace_id is None or self.member_in_workspace(workspace_id, member_id))
+        ):
+            raise errors.NotFound("member not found")
+        return [
+            TokenSummary(
+                str(r[0]), r[1], str(r[2]), r[3], tuple(r[4] or ()), r[5], r[6], r[7], r[8], r[9]
+            )
+            for r in rows
+        ]
+
+    def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
+        token_id = uuid_str(token_id, "token_id")
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.REVOKE_TOKEN, (token_id, workspace_id, workspace_id)).fetchone()
+            if row is not None:
+                conn.execute(q.NOTIFY_REVOKED, (token_id,))
+        if row is None:
+            raise errors.NotFound("token not found")
+
+    def authenticate(self, token: str) -> Identity:
+        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            raise errors.NotFound("unknown token")
+        digest = hash_token(token)
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(q.AUTHENTICATE, (digest,)).fetchone()
+            if row is not None and not row[8] and not row[10] and row[9]:
+                # At most once a minute per token: never a write per call.
+                conn.execute(q.TOUCH_TOKEN, {"id": row[6]})
+            # A deleted workspace's token: once issued, so revoked, not unknown.
+            retired = row is None and conn.execute(q.RETIRED_TOKEN, (digest,)).fetchone()
+        if retired:
+            raise errors.NotFound(TOKEN_REVOKED)
+        if row is None:
+            raise errors.NotFound("unknown token")
+        # Told apart from an unknown token for the gateway's failure budget
+        # only (a token once issued is a stale client, not a guess); the
+        # caller hears "unknown or revoked" for both.
+        if row[10]:
+            raise errors.NotFound(TOKEN_REVOKED)
+        if row[8]:
+            raise errors.NotFound(TOKEN_EXPIRED)
+        return Identity(
+            str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5], row[7]
+        )
