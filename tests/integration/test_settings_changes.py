@@ -98,3 +98,18 @@ def test_an_invalid_change_names_the_field_and_writes_nothing(
     assert "rerank_depth" in str(info.value)
     now = control.settings(team.workspace_id, fresh=True)
     assert (now.dense_floor, now.rerank_depth) == (pytest.approx(0.33), 20)
+
+
+def test_settings_read_back_are_the_control_planes_not_a_cached_copy(
+    team: Team, replicas: list[Any]
+) -> None:
+    from recallatron.v1 import gateway_pb2 as pb
+
+    ada = team.clients["ada"]
+
+    def floor() -> float:
+        return float(ada.ask(ada.admin.GetSettings, pb.GetSettingsRequest).settings.dense_floor)
+
+    assert floor() == pytest.approx(0.30)  # the stack's store holds the record now
+    replicas[0].update_settings(team.workspace_id, {"dense_floor": 0.44})  # another replica
+    assert floor() == pytest.approx(0.44)

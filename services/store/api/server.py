@@ -317,7 +317,12 @@ class StoreServicer:
     ) -> pb.GetWorkspaceSettingsResponse:
         internal_auth.check_workspace(request.workspace_id)
         ws_id = uuid_str(request.workspace_id, "workspace_id")
-        return pb.GetWorkspaceSettingsResponse(settings=settings_msg(self.control.settings(ws_id)))
+        # Read from the control plane, not this replica's cached record: an
+        # owner reads back a change made through any replica at once. Rank
+        # keeps its own copy for its settings cache's seconds, so this is one
+        # query per workspace that often.
+        settings = self.control.settings(ws_id, fresh=True)
+        return pb.GetWorkspaceSettingsResponse(settings=settings_msg(settings))
 
     def UpdateWorkspaceSettings(
         self,
