@@ -96,7 +96,7 @@ class EpisodeStore(InWorkspaces):
         v.text(new.title, "title", MAX_TITLE)
         audience = new.trust.audience
         if audience is not None and not self.control.member_in_workspace(
-            caller.workspace_id, v.uuid_str(audience, "audience.member_id")
+            caller.workspace_id, v.uuid_str(audience, "audience.member_id"), live=True
         ):
             raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
         ended = new.ended_at or new.started_at

@@ -66,7 +66,8 @@ class MemoryWrites(MemoryReads):
         if isinstance(audience, _Empty) or audience is None:
             return
         member = v.uuid_str(audience, "audience.member_id")
-        if not self.control.member_in_workspace(caller.workspace_id, member):
+        # A removed member reads nothing more: a memory for them would be read by nobody.
+        if not self.control.member_in_workspace(caller.workspace_id, member, live=True):
             raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
 
     def _replay(self, conn: psycopg.Connection, caller: Caller, key: str, tool: str) -> str | None:
