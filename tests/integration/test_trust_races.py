@@ -1,20 +1,26 @@
 """What forget and member removal promise holds against writes made beside
 them (design §4, §10): a memory derived, at the moment its ancestor is
-forgotten, from a memory derived from that ancestor is forgotten with it;
-and no memory is written for a member who was removed."""
+forgotten, from a memory derived from that ancestor is forgotten with it; no
+memory is written for a member who was removed; and two owners removed at
+once leave one of them."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import psycopg
 import pytest
 
+from recallatron import errors
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
 from services.store.sql import memory_queries as mq
+from services.store.sql import queries as q
 from tests import dbutil
 from tests.conftest import Team, wait_for
 
@@ -77,3 +83,63 @@ def test_no_memory_is_written_for_a_removed_member(team: Team, operator: Client)
         ada.remember("For cy", "A note addressed to a member who left.", audience_to=cy)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "audience.member_id" in (info.value.details() or "")
+
+
+class _PausedAfterCounting:
+    """A control-plane connection that, once it has counted a workspace's
+    other owners, waits for the other removal to have counted too (or for
+    the barrier's limit: the other may be waiting its turn)."""
+
+    def __init__(self, conn: Any, barrier: threading.Barrier) -> None:
+        self.conn, self.barrier = conn, barrier
+
+    def execute(self, statement: str, params: Any = None) -> Any:
+        cursor = self.conn.execute(statement, params)
+        if statement is q.OTHER_OWNERS:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self.barrier.wait(timeout=5)
+        return cursor
+
+
+def test_two_owners_removed_at_once_leave_one(
+    stack: Stack, team: Team, operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.member_removal import MemberRemoval
+    from services.store.infrastructure.db import Databases
+    from services.store.settings import StoreSettings
+
+    eve = operator.create_member(team.workspace_id, "eve", owner=True).member.id
+    owners = [team.members["ada"], eve]
+    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
+    try:
+        dbs.bootstrap()
+        control, barrier = ControlPlane(dbs), threading.Barrier(2)
+        real = dbs.control_conn
+
+        @contextlib.contextmanager
+        def paused() -> Iterator[Any]:
+            with real() as conn:
+                yield _PausedAfterCounting(conn, barrier)
+
+        monkeypatch.setattr(dbs, "control_conn", paused)
+        removal = MemberRemoval(dbs, control)
+        outcomes: dict[str, str] = {}
+
+        def remove(member: str) -> None:
+            try:
+                removal.remove(member, "erase")
+                outcomes[member] = "removed"
+            except errors.FailedPrecondition:
+                outcomes[member] = "refused: the last owner"
+
+        threads = [threading.Thread(target=remove, args=(m,)) for m in owners]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        left = [m.id for m in control.members(team.workspace_id) if m.role == "owner"]
+    finally:
+        dbs.close()
+    assert sorted(outcomes.values()) == ["refused: the last owner", "removed"]
+    assert len(left) == 1 and outcomes[left[0]] == "refused: the last owner"

@@ -79,6 +79,7 @@ class MemberRemoval(OnWorkspaces):
                     "transfer_to", "names no current member of the member's workspace"
                 )
             if removed_at is None and role == "owner":
+                conn.execute(q.OWNER_REMOVAL_LOCK, (ws_id,))
                 others = conn.execute(q.OTHER_OWNERS, (ws_id, member_id)).fetchone()
                 if others is None or int(others[0]) == 0:
                     raise errors.FailedPrecondition(
