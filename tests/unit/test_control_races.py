@@ -1,6 +1,7 @@
-"""A control-plane write that loses a race with the workspace's deletion
-answers as the workspace's lookup would (not found), not with an unhandled
-database error (INTERNAL)."""
+"""Races of the control plane: a write that loses a race with the
+workspace's deletion answers as the workspace's lookup would (not found), not
+with an unhandled database error (INTERNAL); and a workspace record read
+while a change dropped the cached copy is not cached in its place."""
 
 from __future__ import annotations
 
@@ -68,3 +69,39 @@ def test_a_token_for_a_member_of_a_workspace_deleted_meanwhile_is_not_found(
     with pytest.raises(errors.NotFound):
         control.create_token("2b9f0c1e-4d3a-4e5f-8a7b-6c5d4e3f2a1b", "agent")
     assert len(dbs.conn.statements) == 1
+
+
+class _ChangedWhileRead:
+    """The control database, answering a workspace's record as it stood; a
+    change to the record commits (and drops the cached copy) while the
+    answer is on its way."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.during_read: Any = None
+
+    def execute(self, statement: str, params: Any = None) -> Any:
+        self.reads += 1
+        if self.during_read is not None:
+            self.during_read()
+            self.during_read = None
+        row = (WORKSPACE, "team", "default", "ws_db", {"dense_floor": 0.3}, None)
+
+        class Cursor:
+            def fetchone(self) -> Any:
+                return row
+
+        return Cursor()
+
+
+def test_a_record_read_while_a_change_dropped_it_is_not_cached() -> None:
+    dbs = _Databases()
+    dbs.conn = _ChangedWhileRead()  # type: ignore[assignment]
+    control = ControlPlane(dbs)  # type: ignore[arg-type]
+    # The read began before the change committed; its answer is the old record.
+    dbs.conn.during_read = lambda: control.forget_workspace(WORKSPACE)  # type: ignore[attr-defined]
+    control.workspace(WORKSPACE)
+    control.workspace(WORKSPACE)
+    assert dbs.conn.reads == 2  # type: ignore[attr-defined]  # read again, not served stale
+    control.workspace(WORKSPACE)
+    assert dbs.conn.reads == 2  # type: ignore[attr-defined]  # an undisturbed read is cached

@@ -69,6 +69,9 @@ class ControlPlane(TokenRecords):
     dbs: Databases
     _workspaces: dict[str, tuple[float, Workspace]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Counts the records dropped: a record read while one was dropped is not
+    # cached (it may be the very record a change just made stale).
+    _dropped: int = 0
 
     def create_workspace(self, slug: str, server: str = "") -> Workspace:
         if not SLUG_RE.match(slug or ""):
@@ -168,13 +171,16 @@ class ControlPlane(TokenRecords):
         cached = self._workspaces.get(workspace_id)
         if cached is not None and time.monotonic() - cached[0] < WORKSPACE_CACHE_SECONDS:
             return cached[1]
+        with self._lock:
+            dropped = self._dropped
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.WORKSPACE_BY_ID, (workspace_id,)).fetchone()
         if row is None:
             raise errors.NotFound("workspace not found")
         ws = _workspace(row)
         with self._lock:
-            self._workspaces[workspace_id] = (time.monotonic(), ws)
+            if self._dropped == dropped:
+                self._workspaces[workspace_id] = (time.monotonic(), ws)
         return ws
 
     def forget_workspace(self, workspace_id: str) -> None:
@@ -182,6 +188,7 @@ class ControlPlane(TokenRecords):
         services/store/infrastructure/follow.py)."""
         with self._lock:
             self._workspaces.pop(workspace_id, None)
+            self._dropped += 1
 
     # -- work marks (services/store/infrastructure/work_marks.py) ---------------------------
 
@@ -257,8 +264,7 @@ class ControlPlane(TokenRecords):
 
     def settings(self, workspace_id: str, fresh: bool = False) -> WorkspaceSettings:
         if fresh:
-            with self._lock:
-                self._workspaces.pop(workspace_id, None)
+            self.forget_workspace(workspace_id)
         return self.workspace(workspace_id).settings
 
     def create_member(self, workspace_id: str, handle: str, role: str) -> Member:
