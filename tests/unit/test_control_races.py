@@ -83,8 +83,8 @@ class _ChangedWhileRead:
     def execute(self, statement: str, params: Any = None) -> Any:
         self.reads += 1
         if self.during_read is not None:
-            self.during_read()
-            self.during_read = None
+            hook, self.during_read = self.during_read, None  # once, even if it reads too
+            hook()
         row = (WORKSPACE, "team", "default", "ws_db", {"dense_floor": 0.3}, None)
 
         class Cursor:
@@ -105,3 +105,19 @@ def test_a_record_read_while_a_change_dropped_it_is_not_cached() -> None:
     assert dbs.conn.reads == 2  # type: ignore[attr-defined]  # read again, not served stale
     control.workspace(WORKSPACE)
     assert dbs.conn.reads == 2  # type: ignore[attr-defined]  # an undisturbed read is cached
+
+
+def test_a_fresh_read_is_not_a_drop() -> None:
+    dbs = _Databases()
+    dbs.conn = _ChangedWhileRead()  # type: ignore[assignment]
+    control = ControlPlane(dbs)  # type: ignore[arg-type]
+    # A fresh read of another workspace (GetWorkspaceSettings) beside a plain
+    # read: the plain one is cached all the same.
+    other = "0c4d8e2a-9b1f-4c3d-8e7f-6a5b4c3d2e1f"
+    dbs.conn.during_read = lambda: control.settings(other, fresh=True)  # type: ignore[attr-defined]
+    control.workspace(WORKSPACE)
+    reads = dbs.conn.reads  # type: ignore[attr-defined]
+    control.workspace(WORKSPACE)
+    assert dbs.conn.reads == reads  # type: ignore[attr-defined]
+    control.settings(WORKSPACE, fresh=True)
+    assert dbs.conn.reads == reads + 1  # type: ignore[attr-defined]  # fresh: read again

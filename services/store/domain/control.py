@@ -167,8 +167,10 @@ class ControlPlane(TokenRecords):
         ws = self.workspace(validation.uuid_str(caller.workspace_id, "caller.workspace_id"))
         return self.dbs.app_pool(ws.server, ws.database_name)
 
-    def workspace(self, workspace_id: str) -> Workspace:
-        cached = self._workspaces.get(workspace_id)
+    def workspace(self, workspace_id: str, fresh: bool = False) -> Workspace:
+        """The workspace's record, from the cache unless ``fresh`` (then read
+        from the control plane, and cached again)."""
+        cached = None if fresh else self._workspaces.get(workspace_id)
         if cached is not None and time.monotonic() - cached[0] < WORKSPACE_CACHE_SECONDS:
             return cached[1]
         with self._lock:
@@ -176,6 +178,8 @@ class ControlPlane(TokenRecords):
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.WORKSPACE_BY_ID, (workspace_id,)).fetchone()
         if row is None:
+            with self._lock:
+                self._workspaces.pop(workspace_id, None)
             raise errors.NotFound("workspace not found")
         ws = _workspace(row)
         with self._lock:
@@ -263,9 +267,8 @@ class ControlPlane(TokenRecords):
         return before, after
 
     def settings(self, workspace_id: str, fresh: bool = False) -> WorkspaceSettings:
-        if fresh:
-            self.forget_workspace(workspace_id)
-        return self.workspace(workspace_id).settings
+        # A fresh read is not a drop: it must not keep other reads from caching.
+        return self.workspace(workspace_id, fresh).settings
 
     def create_member(self, workspace_id: str, handle: str, role: str) -> Member:
         workspace_id = validation.uuid_str(workspace_id, "workspace_id")
