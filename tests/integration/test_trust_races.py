@@ -143,3 +143,118 @@ def test_two_owners_removed_at_once_leave_one(
         dbs.close()
     assert sorted(outcomes.values()) == ["refused: the last owner", "removed"]
     assert len(left) == 1 and outcomes[left[0]] == "refused: the last owner"
+
+
+@contextlib.contextmanager
+def _in_process_memories(stack: Stack) -> Iterator[Any]:
+    """The store's memory tools in this process (the stack's own store runs
+    the removal), so a test can hold a write at a chosen step."""
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.memories import MemoryStore
+    from services.store.infrastructure.db import Databases
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
+    try:
+        dbs.bootstrap()
+        yield MemoryStore(dbs, ControlPlane(dbs))
+    finally:
+        dbs.close()
+
+
+def _write_for(memories: Any, team: Team, member: str, outcome: list[Any]) -> threading.Thread:
+    from services.store.domain.memories import NewMemory
+    from services.store.infrastructure.db import Caller
+
+    caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
+    new = NewMemory("note", "For cy alone", "Written while cy leaves.", audience=member)
+
+    def write() -> None:
+        try:
+            outcome.append(memories.remember(caller, str(uuid.uuid4()), new).memory)
+        except BaseException as exc:  # reported by the test
+            outcome.append(exc)
+
+    return threading.Thread(target=write)
+
+
+def _live_memories_for(stack: Stack, team: Team, member: str) -> list[str]:
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT title FROM memory WHERE audience_member_id = %s AND invalidated_at IS NULL",
+            (member,),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_a_write_checked_before_a_member_is_removed_is_refused_after(
+    stack: Stack, team: Team, operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cy = team.members["cy"]
+    checked, go = threading.Event(), threading.Event()
+    with _in_process_memories(stack) as memories:
+        real = memories.control.member_in_workspace
+
+        def check_then_wait(*args: Any, **kwargs: Any) -> bool:
+            answer = real(*args, **kwargs)
+            checked.set()
+            go.wait(timeout=60)
+            return bool(answer)
+
+        monkeypatch.setattr(memories.control, "member_in_workspace", check_then_wait)
+        outcome: list[Any] = []
+        writer = _write_for(memories, team, cy, outcome)
+        writer.start()
+        assert checked.wait(timeout=60), "the write never checked its audience"
+        operator.remove_member(cy, "erase")  # while the write's check has passed
+        go.set()
+        writer.join()
+    assert _live_memories_for(stack, team, cy) == []
+    assert len(outcome) == 1 and isinstance(outcome[0], errors.InvalidArgument), outcome
+    assert "audience.member_id" in str(outcome[0])
+
+
+def test_a_write_open_when_a_member_is_removed_is_erased_with_their_memories(
+    stack: Stack, team: Team, operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cy = team.members["cy"]
+    inserted, go = threading.Event(), threading.Event()
+    url = dbutil.workspace_url(stack, team.database_name)
+    with _in_process_memories(stack) as memories:
+        real = memories._insert
+
+        def insert_then_wait(*args: Any, **kwargs: Any) -> Any:
+            made = real(*args, **kwargs)
+            inserted.set()
+            go.wait(timeout=60)
+            return made
+
+        monkeypatch.setattr(memories, "_insert", insert_then_wait)
+        outcome: list[Any] = []
+        writer = _write_for(memories, team, cy, outcome)
+        writer.start()
+        assert inserted.wait(timeout=60), "the write never inserted"
+        removal = threading.Thread(target=operator.remove_member, args=(cy, "erase"))
+        removal.start()
+        with psycopg.connect(url, autocommit=True) as watch:
+            # Either the removal waits for the open write, or (as it did) it
+            # has finished beside it; then the write commits.
+            wait_for(
+                lambda: (
+                    not removal.is_alive()
+                    or watch.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND wait_event_type = 'Lock'"
+                    ).fetchone()
+                ),
+                "the removal finished or waiting for the open write",
+            )
+        go.set()
+        writer.join()
+        removal.join()
+    # Committed first, then erased by the removal: its author reads back the
+    # memory, or its tombstone if the erase came before the read.
+    assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
+    assert outcome[0].title in ("For cy alone", "")
+    assert _live_memories_for(stack, team, cy) == []

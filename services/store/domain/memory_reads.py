@@ -114,7 +114,8 @@ class MemoryReads(OnWorkspaces):
 
     def _own_write(self, caller: Caller, memory_id: str) -> MemoryView:
         """A write the caller made, read back even when the caller's own
-        eligibility does not cover it (say, written for another member)."""
+        eligibility does not cover it (say, written for another member); its
+        tombstone if it has been forgotten or erased since it committed."""
         with self._owner_pool(caller).connection() as conn:
             row = conn.execute(mq.OWN_MEMORY, (memory_id, caller.member_id)).fetchone()
         if row is None:

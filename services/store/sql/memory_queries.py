@@ -62,9 +62,9 @@ WHERE id = %s AND revision = %s AND superseded_by_id IS NULL
 # Through the tombstone function (see migration 0001): NULL when not visible.
 FORGET = "SELECT forget_memory(%s, %s)"
 TOMBSTONE_TIME = "SELECT invalidated_at FROM memory WHERE id = %s"
+# Its tombstone when it was forgotten since (or erased with a removed member).
 OWN_MEMORY = f"""
-SELECT {MEMORY_COLUMNS} FROM memory m
-WHERE m.id = %s AND m.created_by = %s AND m.invalidated_at IS NULL
+SELECT {MEMORY_COLUMNS} FROM memory m WHERE m.id = %s AND m.created_by = %s
 """
 
 MEMORIES_BY_ID = f"SELECT {MEMORY_COLUMNS} FROM memory m WHERE m.id = ANY(%s::uuid[])"
