@@ -130,6 +130,10 @@ ORDER BY bool_or(c.reason <> 'close_context') DESC, cosine DESC NULLS LAST, c.fi
 LIMIT %(limit)s
 """
 VISIBLE_COUNT = "SELECT count(*) FROM entity WHERE id = ANY(%s::uuid[])"
+# Merges in one workspace are decided one at a time (a transaction-scoped
+# lock of its database): two taken at once could each find their groups within
+# MAX_ENTITY_GROUP and together pass it. Owners decide merges; they are rare.
+MERGE_TURN = "SELECT pg_advisory_xact_lock(7405, 0)"
 INSERT_MERGE = """
 INSERT INTO entity_merge (id, kept_id, merged_id, decided_by) VALUES (%s, %s, %s, %s)
 ON CONFLICT (least(kept_id, merged_id), greatest(kept_id, merged_id))
@@ -226,6 +230,7 @@ class EntityMergeStore(InWorkspaces):
         _owner(caller)
         kept, merged = v.two_uuids(kept_id, merged_id, "kept_id", "merged_id")
         with self.transaction(caller) as conn:
+            conn.execute(MERGE_TURN)
             grouped = entity_groups.groups(conn, [kept, merged])
             if kept not in grouped or merged not in grouped:
                 raise errors.NotFound("entity not found")
