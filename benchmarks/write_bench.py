@@ -1,6 +1,6 @@
 """Write throughput: `remember` from concurrent writers (not part of `make test`):
 
-    python -m benchmarks.write_bench --writers 8 --duration 20 [--same-member] [--json]
+    python -m benchmarks.write_bench --writers 8 --duration 20 [--same-member] [--private] [--json]
 
 Starts its own stack (embedded Postgres in a fresh state directory, every
 service a process on loopback, the embedding job running as the stack starts
@@ -8,8 +8,8 @@ it, so it embeds the new memories during the run), creates a workspace and
 --members members with a token each, then runs --writers closed-loop writers,
 writer k as member k % members (--same-member: all as one member), each with
 its own gRPC channel, calling remember with synthetic text (workspace
-audience, purpose assist). A warm-up, not recorded, precedes --duration
-seconds of measurement; latency per call goes to `recallatron load`'s
+audience, or with --private the writer alone; purpose assist). A warm-up, not
+recorded, precedes --duration seconds of measurement; latency per call goes to `recallatron load`'s
 HdrHistogram recorder. Compare --writers 8 with --writers 1: writers that
 queue on one lock add no throughput."""
 
@@ -49,7 +49,9 @@ def texts(writers: int, per_writer: int, seed: int) -> list[list[Text]]:
     ]
 
 
-def make_call(clients: list[Client], pool: list[list[Text]], position: list[int]) -> Any:
+def make_call(
+    clients: list[Client], pool: list[list[Text]], position: list[int], private: bool = False
+) -> Any:
     """A closed-loop call: each worker thread takes the next writer slot on
     its first call and keeps it (its client and its texts)."""
     local = threading.local()
@@ -61,7 +63,9 @@ def make_call(clients: list[Client], pool: list[list[Text]], position: list[int]
         w = local.writer
         kind, title, body = pool[w][position[w] % len(pool[w])]
         position[w] += 1
-        return clients[w].remember(title, body, kind, audience_to="workspace", purpose="assist")
+        # --private: the tool's default audience, the writer alone.
+        audience = None if private else "workspace"
+        return clients[w].remember(title, body, kind, audience_to=audience, purpose="assist")
 
     return call
 
@@ -83,13 +87,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         clients = [Client(stack.gateway, tokens[w % len(tokens)]) for w in range(args.writers)]
         pool = texts(args.writers, args.texts, args.seed)
         position = [0] * args.writers
-        run_closed_loop(make_call(clients, pool, position), args.writers, args.warmup, Recorder())
+        run_closed_loop(
+            make_call(clients, pool, position, args.private), args.writers, args.warmup, Recorder()
+        )
         before = clients[0].status()
         roots = cpu_roots(stack)
         cpu_before = tree_cpu(roots)
         recorder = Recorder()
         elapsed = run_closed_loop(
-            make_call(clients, pool, position), args.writers, args.duration, recorder
+            make_call(clients, pool, position, args.private), args.writers, args.duration, recorder
         )
         cpu_after = tree_cpu(roots)
         after = clients[0].status()
@@ -123,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writers", type=int, default=8)
     p.add_argument("--members", type=int, default=8, help="members the writers write as")
     p.add_argument("--same-member", action="store_true", help="every writer as one member")
+    p.add_argument("--private", action="store_true", help="each memory for its writer alone")
     p.add_argument("--duration", type=float, default=20.0, help="seconds measured")
     p.add_argument("--warmup", type=float, default=3.0, help="seconds, not recorded")
     p.add_argument("--texts", type=int, default=5000, help="synthetic memories per writer")

@@ -14,7 +14,6 @@ import psycopg
 from recallatron import errors
 from recallatron.vocabulary import MAX_MENTIONS, MAX_TITLE
 from services.store.domain import validation as v
-from services.store.domain.member_removal import hold_for_write
 from services.store.domain.trust import Trust
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
@@ -74,7 +73,6 @@ def for_capture(conn: psycopg.Connection, caller: Caller, at: datetime, trust: T
         conn.execute(EXTEND, (at, row[0]))
         return str(row[0])
     episode_id = str(uuid.uuid4())
-    hold_for_write(conn, trust.audience)
     conn.execute(
         INSERT,
         (
@@ -114,7 +112,6 @@ class EpisodeStore(InWorkspaces):
             for i, entity in enumerate(entities):
                 if conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
                     raise errors.InvalidArgument(f"entity_ids[{i}]", "no such entity")
-            hold_for_write(conn, new.trust.audience)
             conn.execute(
                 INSERT,
                 (

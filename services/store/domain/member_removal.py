@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
@@ -35,20 +34,6 @@ MODES = (ERASE, TRANSFER)
 OPERATOR_ID = "00000000-0000-0000-0000-000000000000"
 # The tombstone's reason for an erased memory: says why, never what.
 ERASED_REASON = "member removed"
-
-
-def hold_for_write(conn: psycopg.Connection, audience: str | None) -> None:
-    """In a write's transaction, before it makes a memory or an episode for
-    one member: refuses it if that member's removal has run, and keeps the
-    removal from running until the write has committed (it then erases or
-    hands over what the write made). The control plane's check comes first
-    and refuses most; this closes the moment between that check and the
-    commit."""
-    if audience is None:
-        return
-    conn.execute(lq.HOLD_MEMBER_SHARED, (lq.MEMBER_WRITE_LOCK, audience))
-    if conn.execute(lq.MEMBER_REMOVED, (audience,)).fetchone() is not None:
-        raise errors.InvalidArgument("audience.member_id", "the member was removed")
 
 
 @dataclass(frozen=True)
@@ -123,12 +108,11 @@ class MemberRemoval(OnWorkspaces):
             "to": receiver,
             "by": by,
             "reason": ERASED_REASON,
-            "lock": lq.MEMBER_WRITE_LOCK,
         }
         erased = transferred = 0
         with self.dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
-            # Writes for the member either committed before this or are
-            # refused after it (hold_for_write).
+            # A write for the member either committed before this or is
+            # refused after it (migration 0025).
             conn.execute(lq.HOLD_MEMBER_ALONE, params)
             conn.execute(lq.MARK_REMOVED, params)
             found = conn.execute(lq.KEPT, params).fetchone()

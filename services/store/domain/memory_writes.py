@@ -22,7 +22,6 @@ from services.store.domain import episodes, graph_claims
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
 from services.store.domain.erasure import request_key
-from services.store.domain.member_removal import hold_for_write
 from services.store.domain.memory_reads import GRAPH, LINKS, MENTIONS, MemoryReads, MemoryView
 from services.store.domain.trust import EMPTY, AudienceValue, Trust, _Empty
 from services.store.infrastructure.db import Caller, caller_transaction
@@ -91,7 +90,6 @@ class MemoryWrites(MemoryReads):
         trust: Trust,
         links: Sequence[tuple[str, str]],
     ) -> graph_claims.GraphWriter:
-        hold_for_write(conn, trust.audience)
         conn.execute(
             mq.INSERT_MEMORY,
             (

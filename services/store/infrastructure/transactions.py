@@ -42,7 +42,8 @@ class Caller:
 
 @contextmanager
 def translate_db_errors() -> Iterator[None]:
-    """A database that cannot be reached is UNAVAILABLE to the caller, fast."""
+    """A database that cannot be reached is UNAVAILABLE to the caller, fast;
+    a value the database's own checks refuse is INVALID_ARGUMENT."""
     try:
         yield
     except psycopg.errors.QueryCanceled as exc:
@@ -59,6 +60,14 @@ def translate_db_errors() -> Iterator[None]:
         raise errors.Unavailable("database unavailable: the workspace moved; retry", 0.2) from exc
     except psycopg.OperationalError as exc:
         raise errors.Unavailable("database unavailable", 1.0) from exc
+    except psycopg.errors.InvalidParameterValue as exc:
+        # A check in the database that names the request's field it refused
+        # (RAISE ... USING COLUMN: migration 0025's removed audience).
+        if not exc.diag.column_name:
+            raise
+        raise errors.InvalidArgument(
+            exc.diag.column_name, exc.diag.message_primary or "refused"
+        ) from exc
 
 
 def configure_connection(conn: psycopg.Connection) -> None:

@@ -3,15 +3,13 @@
 changed are the member's, whoever may see them."""
 
 # -- the write lock of a member (migration 0025) -------------------------------
-# A write for one member holds the lock shared for its transaction, then reads
-# whether the removal has run; the removal holds it alone while it marks the
-# member removed and erases or hands over their memories, so a write commits
-# wholly before that or is refused after it. The first key names the lock's
-# use in this database (the control plane's owner-removal lock is 7403).
-MEMBER_WRITE_LOCK = 7404
-HOLD_MEMBER_SHARED = "SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s::text))"
-MEMBER_REMOVED = "SELECT 1 FROM removed_member WHERE member_id = %s"
-HOLD_MEMBER_ALONE = "SELECT pg_advisory_xact_lock(%(lock)s, hashtext(%(member)s::text))"
+# Every memory or episode inserted for one member holds that member's lock
+# shared and then reads removed_member (the trigger refuse_removed_audience);
+# the removal holds it alone while it marks the member removed and erases or
+# hands over their memories, so such a write commits wholly before that or is
+# refused after it. 7404 names the lock's use (the control plane's
+# owner-removal lock is 7403), as in the migration.
+HOLD_MEMBER_ALONE = "SELECT pg_advisory_xact_lock(7404, hashtext(%(member)s::text))"
 MARK_REMOVED = """
 INSERT INTO removed_member (member_id) VALUES (%(member)s) ON CONFLICT (member_id) DO NOTHING
 """
