@@ -223,3 +223,16 @@ def test_a_removed_member_holds_no_new_token_and_the_cli_says_so(
     assert [(e.member_handle, json.loads(e.detail_json)["removed_member_id"]) for e in events] == [
         ("operator", bob_id)
     ] * 2
+
+
+def test_an_owner_cannot_remove_themselves_by_any_spelling_of_their_id(
+    operator: Client, team: Team
+) -> None:
+    ada = team.clients["ada"]
+    operator.create_member(team.workspace_id, "eve", owner=True)
+    own = team.members["ada"]
+    for spelling in (own.upper(), uuid.UUID(own).hex, "{" + own + "}"):
+        exc = error(lambda s=spelling: ada.remove_member(s, "erase"))
+        assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (spelling, exc.details())
+        assert "member_id" in str(exc.details())
+    assert ada.read([ada.remember("ada is still here").memory.id]).memories

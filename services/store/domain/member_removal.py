@@ -58,6 +58,10 @@ class MemberRemoval(OnWorkspaces):
         """Removes ``member_id``; ``workspace_id`` (an owner's call) must be
         theirs; ``removed_by`` is the owner's member id (None: the operator)."""
         member_id = uuid_str(member_id, "member_id")
+        if removed_by is not None and uuid_str(removed_by, "caller") == member_id:
+            raise errors.InvalidArgument(
+                "member_id", "an owner cannot remove themselves; another owner or the operator can"
+            )
         if private_memories not in MODES:
             raise errors.InvalidArgument("private_memories", "must be erase or transfer")
         receiver: str | None = None
