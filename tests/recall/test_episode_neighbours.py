@@ -87,6 +87,32 @@ def test_the_walk_names_visible_admitted_neighbours_only(recall_stack: RecallSta
     ]
 
 
+def test_an_episode_the_caller_may_not_see_lends_no_neighbours(
+    recall_stack: RecallStack,
+) -> None:
+    """Shared memories in an episode private to their author (as capture
+    files a speaker's turns): another member reads them with no episode, and
+    the walk names no neighbour of theirs, so no score tells they sit
+    together in it."""
+    ws = recall_stack.workspace("bea")
+    owner = ws.owner.client
+    episode = owner.create_episode("Owner's own day", "2026-05-03T09:00:00Z").episode_id
+    shared = [
+        str(owner.remember(t, f"{t}.", audience_to="workspace", episode_id=episode).memory.id)
+        for t in ("Boathouse keys are with the harbour master", "Boathouse alarm code changed")
+    ]
+    store = StoreClient(internal.channel(recall_stack.stack, "store"), 10.0)
+    bea = caller(ws, ws.members["bea"].id, owner=False)
+    walked = store.walk(bea, shared, 0, None, neighbours_of=1)
+    assert walked.admitted == shared
+    assert list(walked.neighbours) == []
+    # The owner, who sees the episode, gets them as neighbours.
+    me = caller(ws, ws.owner.id, owner=True)
+    assert list(store.walk(me, shared, 0, None, neighbours_of=1).neighbours) == [
+        (shared[0], shared[1])
+    ]
+
+
 @pytest.mark.parametrize("bad", [-1, 11])
 def test_neighbours_of_out_of_range_names_the_field(recall_stack: RecallStack, bad: int) -> None:
     ws = recall_stack.workspace()

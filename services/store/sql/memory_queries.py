@@ -136,11 +136,15 @@ ORDER BY c.ord
 # given, the memory just before it and the one just after it in its episode
 # among those the caller may see (the policy filters as the index is walked:
 # a memory the caller may not see is passed over, never named, so nothing
-# here depends on rows hidden from them).
+# here depends on rows hidden from them). The episode itself must be one the
+# caller may see (its own policy): shared memories filed in a member's
+# private episode (as capture files a speaker's turns) are no neighbours to
+# anyone else, as a read shows them in no episode.
 EPISODE_NEIGHBOURS = """
 SELECT s.id::text, n.id::text
 FROM unnest(%(seeds)s::uuid[]) WITH ORDINALITY AS q(id, ord)
 JOIN memory s ON s.id = q.id AND s.episode_id IS NOT NULL
+JOIN episode e ON e.id = s.episode_id
 CROSS JOIN LATERAL (
     (SELECT m.id, 1 AS side FROM memory m
      WHERE m.episode_id = s.episode_id AND (m.created_at, m.id) < (s.created_at, s.id)
