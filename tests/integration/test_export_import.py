@@ -304,3 +304,30 @@ def test_newer_formats_bad_records_and_bad_members_are_refused_before_anything_i
         json.dumps({"members": [{"source": "ada"}, {"source": "bob", "handle": "ada"}]})
     )
     assert "members file: members[1].handle" in refused(out, "--members", str(members))
+
+
+def test_a_member_removed_before_the_export_is_no_member_of_the_copy(
+    stack: Stack, operator: Client, team: Team, tmp_path: Path
+) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    shared = bob.remember("Bob's handover notes", audience_to="workspace").memory.id
+    private = bob.remember("Bob's own reminder").memory.id
+    operator.remove_member(team.members["bob"], "transfer", team.members["ada"])
+    out = tmp_path / "archive"
+    exported = cli(stack, "export", "--workspace", team.slug, "--out", str(out), "--json")
+    assert exported.returncode == 0, exported.stderr
+    slug = f"copy-{uuid.uuid4().hex[:10]}"
+    imported = cli(stack, "import", str(out), "--as", slug, "--json")
+    assert imported.returncode == 0, imported.stderr
+    made = json.loads(imported.stdout)
+    assert sorted(m["handle"] for m in made["members"]) == ["ada", "cy"]
+    new_ada = next(m["id"] for m in made["members"] if m["handle"] == "ada")
+    copy = Client(stack.gateway, operator.create_token(new_ada, "t").token)
+    try:
+        # What bob shared stays, attributed to him; what was handed to ada is hers.
+        read = {m.id: m for m in copy.read([shared, private]).memories}
+        assert read[shared].created_by == team.members["bob"]
+        assert read[private].audience.member_id == new_ada
+    finally:
+        copy.close()
+    assert ada.read([private]).memories[0].audience.member_id == team.members["ada"]

@@ -260,6 +260,10 @@ ANALYZE = "ANALYZE"
 # -- control plane: undoing an import that failed after its workspace was made --
 DELETE_MEMBERS = "DELETE FROM member WHERE workspace_id = %s"
 DELETE_WORKSPACE = "DELETE FROM workspace WHERE id = %s"
+# A removed member is no member of the copy: their private rows stay behind
+# as a left-out member's do (docs/export.md), their authorship an attribution.
 MEMBERS_OF = """
-SELECT id::text, handle, role FROM member WHERE workspace_id = %s ORDER BY created_at, id
+SELECT id::text, handle, role FROM member
+WHERE workspace_id = %s AND removed_at IS NULL
+ORDER BY created_at, id
 """
