@@ -375,3 +375,11 @@ def test_superseded_memories_leave_recall_unless_asked(team: Team) -> None:
     assert {old.id, new.id} <= {r.memory.id for r in asked.results}
     # The superseded memory stays readable, pointing at its successor.
     assert ada.read([old.id]).memories[0].superseded_by_id == new.id
+
+
+def test_read_takes_any_spelling_of_an_id(team: Team) -> None:
+    ada = team.clients["ada"]
+    memory = ada.remember("Spelled any way", "The id in capitals reads the same.").memory
+    spellings = [memory.id.upper(), uuid.UUID(memory.id).hex, "{" + memory.id + "}"]
+    for spelling in spellings:
+        assert [m.id for m in ada.read([spelling]).memories] == [memory.id], spelling

@@ -7,11 +7,13 @@ members, tokens or settings (so it cannot mint itself a wider one)."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
@@ -219,3 +221,37 @@ def test_a_purpose_scoped_token_writes_only_for_its_purposes(
     # An unscoped token writes for any purposes.
     free = team.clients["bob"].remember("free", purposes=["assist", "audit"]).memory
     assert set(free.purposes) == {cpb.PURPOSE_ASSIST, cpb.PURPOSE_AUDIT}
+
+
+def test_an_unspecified_purpose_is_refused_not_taken_for_the_default(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """A write naming PURPOSE_UNSPECIFIED among its purposes is refused naming
+    the field, for an episode as for a memory: taken for the default
+    (assist), it let an audit-only token write an assist episode."""
+    audit_only = scoped(stack, operator, team.members["bob"], purposes=["audit"])
+    when = Timestamp()
+    when.FromJsonString("2024-05-01T10:00:00Z")
+    before = dbutil.checksum(stack, team.database_name)
+    for client in (audit_only, team.clients["bob"]):
+        for call in (
+            lambda c=client: c.call(
+                c.memory.CreateEpisode,
+                pb.CreateEpisodeRequest(
+                    title="e", started_at=when, purposes=[cpb.PURPOSE_UNSPECIFIED],
+                    purpose=cpb.PURPOSE_AUDIT,
+                ),
+            ),
+            lambda c=client: c.call(
+                c.memory.Remember,
+                pb.RememberRequest(
+                    request_id=str(uuid.uuid4()), kind=cpb.KIND_NOTE, title="n",
+                    purposes=[cpb.PURPOSE_UNSPECIFIED], purpose=cpb.PURPOSE_AUDIT,
+                ),
+            ),
+        ):  # fmt: skip
+            with pytest.raises(grpc.RpcError) as info:
+                call()
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+            assert "purposes" in (info.value.details() or ""), info.value.details()
+    assert dbutil.checksum(stack, team.database_name) == before

@@ -29,6 +29,7 @@ from services.store.api.messages import (
     audience_of,
     memory_msg,
     message_of,
+    names_of,
     new_memory,
     when_of,
 )
@@ -41,6 +42,7 @@ from services.store.domain.memory_writes import WriteResult
 from services.store.domain.owner_view import AuditFilter, MemoryFilter, OwnerView
 from services.store.domain.timeline import TimelineStore
 from services.store.domain.trust import Trust, _Empty
+from services.store.domain.validation import uuid_str
 from services.store.infrastructure.db import Caller
 
 Req = TypeVar("Req", bound=Message)
@@ -78,7 +80,8 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
         found = self.memories.read(asserted_caller(), list(request.ids), True)
         seen = {m.id for m in found}
-        missing = [i for i in request.ids if i not in seen]
+        # Ids as asked (any spelling of a UUID), found in their canonical form.
+        missing = [i for i in request.ids if uuid_str(i, "ids") not in seen]
         if missing:
             # Not visible reads exactly like not there (design §4).
             raise errors.NotFound(f"ids: not found: {', '.join(missing)}")
@@ -175,9 +178,10 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
         if started is None:
             raise errors.InvalidArgument("started_at", "is required")
         audience = audience_of(request.audience, request.HasField("audience"))
+        # Each one named (UNSPECIFIED is refused, as remember refuses it: a
+        # token's purpose scope is checked on the names); none given: assist.
         purposes = frozenset(
-            PURPOSE.parse(p, f"purposes[{i}]") or DEFAULT_PURPOSE
-            for i, p in enumerate(request.purposes)
+            names_of(PURPOSE, request.purposes, "purposes", "a purpose")
         ) or frozenset({DEFAULT_PURPOSE})
         trust = Trust(caller.member_id if isinstance(audience, _Empty) else audience, purposes)
         episode_id = self.episodes.create(
