@@ -165,7 +165,12 @@ def rfc3339(value: str, where: str) -> datetime:
 
 def timestamp(value: str | datetime, where: str) -> Timestamp:
     ts = Timestamp()
-    ts.FromDatetime(value if isinstance(value, datetime) else rfc3339(value, where))
+    at = value if isinstance(value, datetime) else rfc3339(value, where)
+    try:
+        ts.FromDatetime(at)
+    except (OverflowError, ValueError):
+        # Near the ends of the calendar an offset carries it past them.
+        raise ValueError(f"{where}: out of the range of times: {at.isoformat()}") from None
     return ts
 
 

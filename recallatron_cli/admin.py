@@ -120,13 +120,19 @@ def duration(text: str | None, field: str, flag: str) -> timedelta | None:
     refused here, naming the request's field, as the gateway would."""
     if text is None:
         return None
-    if not _DURATION.match(text.strip()):
+    parts = re.findall(r"(\d+)([dhms])", text.strip())
+    units = [unit for _, unit in parts]
+    try:
+        if not _DURATION.match(text.strip()) or len(set(units)) != len(units):
+            raise ValueError(text)
+        return timedelta(**{_UNIT[unit]: int(n) for n, unit in parts})
+    except (ValueError, OverflowError):
+        # Malformed, a unit given twice (1d1d), or past what a time can hold.
         sys.exit(
             f"error: INVALID_ARGUMENT: {field} ({flag}): {text!r} is not a duration; "
-            "use a whole number and a unit (d, h, m, s), e.g. 90d, 12h, 30m, 1h30m, or 0"
+            "use a whole number and a unit (d, h, m, s), each unit once, e.g. 90d, 12h, "
+            "30m, 1h30m, or 0"
         )
-    parts = re.findall(r"(\d+)([dhms])", text.strip())
-    return timedelta(**{_UNIT[unit]: int(n) for n, unit in parts}) if parts else timedelta(0)
 
 
 def stamp(value: datetime) -> str:

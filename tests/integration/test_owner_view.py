@@ -7,6 +7,7 @@ line, and bad input refused naming the field."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -125,6 +126,11 @@ def test_a_read_only_token_may_list_and_read_the_audit(stack: Stack, team: Team)
 JAN, FEB = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
 
 
+def _token(payload: object) -> str:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
 def test_bad_input_names_the_field(team: Team) -> None:
     ada = team.clients["ada"]
     cases: list[tuple[Callable[[], Any], str]] = [
@@ -142,6 +148,11 @@ def test_bad_input_names_the_field(team: Team) -> None:
         (lambda: ada.audit_events(actions=["DROP TABLE"]), "actions[0]"),
         (lambda: ada.audit_events(member_id="x"), "member_id"),
         (lambda: ada.audit_events(page_token="eyJ3IjogIm1lbW9yaWVzIn0="), "page_token"),
+        # An audit page token naming an id past a bigint, or past a float's range.
+        (lambda: ada.audit_events(page_token=_token({"w": "audit", "id": 10**30})), "page_token"),
+        (lambda: ada.audit_events(page_token=_token('{"w":"audit","id":1e400}')), "page_token"),
+        # A token's label is text: no NUL (the database cannot hold one).
+        (lambda: ada.create_token(team.members["bob"], "a\x00b"), "label"),
         (
             lambda: ada.call(ada.memory.ListMemories, pb.ListMemoriesRequest(kinds=[99])),
             "kinds[0]",
@@ -172,6 +183,10 @@ def test_the_commands_answer_in_json_and_refuse_a_bad_time(
     with pytest.raises(SystemExit) as stop:
         main(["list", *common, "--from", "yesterday"])
     assert stop.value.code == 2 and "from (--from)" in capsys.readouterr().err
+    # A time its offset carries past the calendar's end (it ended in a traceback).
+    with pytest.raises(SystemExit) as stop:
+        main(["audit", *common, "--to", "9999-12-31T23:59:59-05:00"])
+    assert stop.value.code == 2 and "to (--to)" in capsys.readouterr().err
 
 
 def test_agents_list_and_read_the_audit_through_the_mcp_tools(team: Team) -> None:

@@ -152,7 +152,9 @@ class OwnerView(InWorkspaces):
         if page_token:
             try:
                 after_id = int(_decode(page_token, "audit")["id"])
-            except (KeyError, ValueError, TypeError):
+                if not 0 <= after_id < 2**63:  # an audit id is a bigint
+                    raise ValueError(after_id)
+            except (KeyError, ValueError, TypeError, OverflowError):
                 raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
         params = {
             "member": member,

@@ -23,7 +23,7 @@ from services.store.domain.tokens import (
     rotation_grace,
     token_lifetime,
 )
-from services.store.domain.validation import uuid_str
+from services.store.domain.validation import text, uuid_str
 from services.store.infrastructure.db import Databases
 from services.store.sql import queries as q
 
@@ -62,8 +62,7 @@ class TokenRecords:
             raise errors.NotFound("member not found")
         if not self.member_in_workspace(member.workspace_id, member_id, live=True):
             raise errors.FailedPrecondition("member_id: the member was removed", "member_id")
-        if len(label) > 200:
-            raise errors.InvalidArgument("label", "at most 200 characters")
+        text(label, "label", 200, required=False)
         scope = sorted(set(purposes), key=PURPOSES.index)
         try:
             with self.dbs.control_conn() as conn:
