@@ -256,6 +256,17 @@ def slug_exists(stack: Stack, slug: str) -> bool:
         )
 
 
+def _replace(directory: Path, kind: str, content: bytes) -> None:
+    """One file's bytes replaced, the manifest's digest (and count) fixed."""
+    name = kind if kind == fmt.WORKSPACE else fmt.file_name(kind)
+    (directory / name).write_bytes(content)
+    manifest = json.loads((directory / fmt.MANIFEST).read_text())
+    manifest["files"][kind]["sha256"] = fmt.sha256_of(directory / name)
+    if kind != fmt.WORKSPACE:
+        manifest["files"][kind]["records"] = 1
+    (directory / fmt.MANIFEST).write_text(json.dumps(manifest))
+
+
 def rewrite(directory: Path, kind: str, change: Any) -> None:
     """Changes one file's records and fixes the manifest's digest (a
     well-formed archive with a bad record, not a damaged one)."""
@@ -281,6 +292,7 @@ def test_newer_formats_bad_records_and_bad_members_are_refused_before_anything_i
         slug = f"bad-{uuid.uuid4().hex[:10]}"
         done = cli(stack, "import", str(archive), "--as", slug, *more)
         assert done.returncode == 1, done.stdout
+        assert "Traceback" not in done.stderr, done.stderr
         assert not slug_exists(stack, slug)
         return done.stderr
 
@@ -296,6 +308,28 @@ def test_newer_formats_bad_records_and_bad_members_are_refused_before_anything_i
     subprocess.run(["cp", "-r", str(out), str(bad)], check=True)
     rewrite(bad, "memories", lambda rows: rows[0].update(purposes=["gossip"]))
     assert "memories.jsonl line 1: purposes[0]" in refused(bad)
+
+    # A newer version written as a float (the schema's "integer" takes 2.0).
+    manifest["format_version"] = float(fmt.FORMAT_VERSION + 1)
+    (newer / fmt.MANIFEST).write_text(json.dumps(manifest))
+    assert "newer" in refused(newer)
+
+    # Settings of the wrong type (they crashed the check), bytes that are not
+    # UTF-8 and a lone surrogate (no text to store): each named, nothing made.
+    typed = tmp_path / "typed"
+    subprocess.run(["cp", "-r", str(out), str(typed)], check=True)
+    workspace = json.loads((typed / fmt.WORKSPACE).read_text())
+    workspace["settings"]["dense_floor"] = "0.3"
+    _replace(typed, fmt.WORKSPACE, json.dumps(workspace).encode())
+    assert "settings.dense_floor" in refused(typed)
+    workspace["settings"].update(dense_floor=0.3, rerank_depth=5.5)
+    _replace(typed, fmt.WORKSPACE, json.dumps(workspace).encode())
+    assert "settings.rerank_depth" in refused(typed)
+    for broken in (b'{"title": "\xff\xfe"}\n', b'{"title": "\\ud800"}\n'):
+        damaged = tmp_path / f"damaged-{len(broken)}"
+        subprocess.run(["cp", "-r", str(out), str(damaged)], check=True)
+        _replace(damaged, "memories", broken)
+        assert "memories.jsonl line 1" in refused(damaged)
 
     members = tmp_path / "members.json"
     members.write_text(json.dumps({"members": [{"source": "zed"}]}))

@@ -364,7 +364,9 @@ def read_manifest(directory: Path) -> dict[str, Any]:
             f"{MANIFEST}: format", f"must be {FORMAT_NAME!r}: not a Recallatron workspace archive"
         )
     version = manifest.get("format_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+    # 2.0 is 2 to the schema's "integer": newer too.
+    number = isinstance(version, (int, float)) and not isinstance(version, bool)
+    if number and version > FORMAT_VERSION:
         raise errors.FailedPrecondition(
             f"format_version: the archive is format version {version}, newer than this "
             f"release reads (up to {FORMAT_VERSION}); import it with a newer recallatron",
@@ -391,13 +393,18 @@ def records(
             name, "does not match the manifest's digest: the archive was changed or is incomplete"
         )
     count = 0
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             place = f"{name} line {number}"
             try:
+                line = raw.decode("utf-8")
                 value = json.loads(line)
+                # A lone surrogate ("\\ud800") is JSON but no text to store.
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+            except UnicodeError:
+                raise errors.InvalidArgument(place, "is not UTF-8 text") from None
             except ValueError as exc:
                 raise errors.InvalidArgument(place, f"is not JSON: {exc}") from None
             check(kind, value, place)

@@ -40,6 +40,13 @@ HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 def validate_settings(s: WorkspaceSettings) -> None:
+    # Types first: settings also come from an archive's JSON, not only a message.
+    for name, kinds, what in (("dense_floor", (int, float), "a number"),
+                              ("rerank_depth", (int,), "a whole number"),
+                              ("expiry_days", (int,), "a whole number")):  # fmt: skip
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise errors.InvalidArgument(f"settings.{name}", f"must be {what}")
     if s.default_recall_mode not in MODES:
         raise errors.InvalidArgument("settings.default_recall_mode", MODE.one_of())
     if not 0.0 <= s.dense_floor <= 1.0:
