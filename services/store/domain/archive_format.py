@@ -365,8 +365,11 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         )
     version = manifest.get("format_version")
     # 2.0 is 2 to the schema's "integer": newer too.
-    number = isinstance(version, (int, float)) and not isinstance(version, bool)
-    if number and version > FORMAT_VERSION:
+    if (
+        isinstance(version, (int, float))
+        and not isinstance(version, bool)
+        and version > FORMAT_VERSION
+    ):
         raise errors.FailedPrecondition(
             f"format_version: the archive is format version {version}, newer than this "
             f"release reads (up to {FORMAT_VERSION}); import it with a newer recallatron",
