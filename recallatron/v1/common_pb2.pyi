@@ -1193,6 +1193,8 @@ class RecallOutcome(_message.Message):
     HISTORY_FIELD_NUMBER: _builtins.int
     ENTITIES_FIELD_NUMBER: _builtins.int
     NOTHING_RELEVANT_FIELD_NUMBER: _builtins.int
+    ENTITIES_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
+    HISTORY_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     mode: Global___RecallMode.ValueType
     dense_available: _builtins.bool
     dense_unavailable_reason: _builtins.str
@@ -1207,6 +1209,11 @@ class RecallOutcome(_message.Message):
     about what was asked (docs/recall.md, "Nothing relevant"). A signal, never
     a refusal: the results are still returned.
     """
+    entities_unavailable_reason: _builtins.str
+    """Why the entity cards, or the history, were asked for and are not there
+    (their peer call failed); the ranked memories are answered all the same.
+    """
+    history_unavailable_reason: _builtins.str
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallResult]: ...
     @_builtins.property
@@ -1237,10 +1244,12 @@ class RecallOutcome(_message.Message):
         history: _abc.Iterable[Global___HistoryEntry] | None = ...,
         entities: _abc.Iterable[Global___EntityCard] | None = ...,
         nothing_relevant: _builtins.bool = ...,
+        entities_unavailable_reason: _builtins.str = ...,
+        history_unavailable_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "history", b"history", "mode", b"mode", "nothing_relevant", b"nothing_relevant", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "entities_unavailable_reason", b"entities_unavailable_reason", "history", b"history", "history_unavailable_reason", b"history_unavailable_reason", "mode", b"mode", "nothing_relevant", b"nothing_relevant", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -189,7 +189,14 @@ class StoreClient:
     ) -> Callable[[], Sequence[cpb.HistoryEntry]]:
         request = store_pb2.SearchHistoryRequest(caller=caller, query=query, limit=limit)
         pending = self.peer.start(SEARCH_HISTORY, request, "", timeout)
-        return lambda: pending.result().entries
+
+        def entries() -> Sequence[cpb.HistoryEntry]:
+            try:
+                return pending.result().entries
+            except errors.DomainError as exc:
+                raise Degraded("failed", f"history: {exc}") from None
+
+        return entries
 
 
 class EmbedClient:

@@ -132,6 +132,9 @@ class Outcome(Generic[M]):
     entities: Sequence[Any] = ()
     # The owner's history evidence, when asked for.
     history: Sequence[Any] = ()
+    # Why the cards or the history were asked for and are not there.
+    entities_unavailable_reason: str = ""
+    history_unavailable_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -332,9 +335,9 @@ class Pipeline(Generic[M]):
             (r.scores for r in outcome.results), outcome.dense_available
         )
         if history is not None:
-            outcome.history = history()
+            outcome.history, outcome.history_unavailable_reason = _beside("history", history)
         if cards is not None:
-            outcome.entities = _cards(cards)
+            outcome.entities, outcome.entities_unavailable_reason = _beside("entity_cards", cards)
         metrics.STAGE_SECONDS.labels("recall").observe(time.perf_counter() - start)
         return outcome
 
@@ -424,15 +427,16 @@ class Pipeline(Generic[M]):
             log.warning("dense arm unavailable; answering with lexical rows", extra={"why": why})
 
 
-def _cards(pending: Callable[[], Sequence[Any]]) -> Sequence[Any]:
-    # Cards sit beside the ranked memories: without them recall still answers
-    # (design §5, degrade, never refuse).
+def _beside(part: str, pending: Callable[[], Sequence[Any]]) -> tuple[Sequence[Any], str]:
+    """A part that sits beside the ranked memories (entity cards, history):
+    without it recall still answers, and says why it is missing (design §5,
+    degrade, never refuse)."""
     try:
-        return pending()
+        return pending(), ""
     except Degraded as exc:
-        metrics.DEGRADED.labels("entity_cards", exc.kind).inc()
-        log.warning("entity cards unavailable", extra={"why": exc.message})
-        return ()
+        metrics.DEGRADED.labels(part, exc.kind).inc()
+        log.warning("%s unavailable", part, extra={"why": exc.message})
+        return (), exc.message
 
 
 def _passage(memory: Passage) -> str:

@@ -55,6 +55,8 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
         rerank_unavailable_reason=outcome.rerank_unavailable_reason,
         entities=outcome.entities,
         history=outcome.history,
+        entities_unavailable_reason=outcome.entities_unavailable_reason,
+        history_unavailable_reason=outcome.history_unavailable_reason,
         counts=cpb.RecallCounts(
             lexical=outcome.counts.lexical,
             dense=outcome.counts.dense,

@@ -80,6 +80,7 @@ class FakeStore:
     rerank_depth: int = 20
     dense_error: Degraded | None = None
     cards_error: Degraded | None = None
+    history_error: Degraded | None = None
     # Episode order as the store would read it: each memory's neighbours.
     episode: dict[str, list[str]] = field(default_factory=dict)
     calls: list[tuple[str, Any]] = field(default_factory=list)
@@ -151,7 +152,13 @@ class FakeStore:
         self, caller: Any, query: str, limit: int, timeout: float | None = None
     ) -> Callable[[], Sequence[Any]]:
         self.calls.append(("history", limit))
-        return lambda: [f"turn about {query}"]
+
+        def turns() -> Sequence[Any]:
+            if self.history_error is not None:
+                raise self.history_error
+            return [f"turn about {query}"]
+
+        return turns
 
     def called(self, name: str) -> list[Any]:
         return [arg for n, arg in self.calls if n == name]
@@ -555,3 +562,16 @@ def test_entity_cards_failing_degrade_to_none() -> None:
         Request("caller", "ws", "where is Ada", "lexical", 10, entity_cards=True)
     )
     assert ids(outcome) == ["a"] and list(outcome.entities) == []
+    assert outcome.entities_unavailable_reason == "entity cards: unavailable"
+
+
+def test_history_failing_degrades_to_none_and_says_so() -> None:
+    store = FakeStore(
+        lexical_rows=[c("a", 1)],
+        history_error=Degraded("deadline_exceeded", "history: the store did not answer in time"),
+    )
+    outcome = pipeline(store).recall(
+        Request("caller", "ws", "where is Ada", "lexical", 10, include_history=True)
+    )
+    assert ids(outcome) == ["a"] and list(outcome.history) == []
+    assert outcome.history_unavailable_reason == "history: the store did not answer in time"
