@@ -201,9 +201,14 @@ SHOWN: dict[str, Shown] = {
         # exactly (as lookup gives them), then the memories found.
         first=_order(
             "nothing_relevant mode dense_available dense_unavailable_reason reranked "
-            "rerank_unavailable_reason counts entities"
+            "rerank_unavailable_reason counts entities entities_unavailable_reason"
         ),
-        empty_is_null=_names("dense_unavailable_reason", "rerank_unavailable_reason"),
+        empty_is_null=_names(
+            "dense_unavailable_reason",
+            "rerank_unavailable_reason",
+            "entities_unavailable_reason",
+            "history_unavailable_reason",
+        ),
     ),
     pb.RecallResponse.DESCRIPTOR.full_name: Shown(inline=_names("outcome")),
     cpb.TimelineEvent.DESCRIPTOR.full_name: Shown(empty_is_null=_names("entity_id")),
