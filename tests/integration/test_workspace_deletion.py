@@ -22,7 +22,7 @@ import pytest
 from recallatron.client import Client
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
-from services.store.infrastructure.db import CONTROL_DATABASE
+from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests import dbutil
 from tests.conftest import Team, make_team, wait_for
 from tests.integration.test_forget_completely import _grep
@@ -166,3 +166,25 @@ def test_delete_refuses_tokens_drops_the_database_and_keeps_a_tombstone(
     kept = other.clients["dee"].remember("after a deletion").memory.id
     assert other.clients["dee"].read([kept]).memories[0].id == kept
     elsewhere.close()
+
+
+def test_no_token_is_made_while_a_deletion_is_under_way(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """A token made in the middle of a deletion lived, unannounced, until the
+    deletion's last step (the database already dropped): it is refused now."""
+    bob = team.members["bob"]
+    with psycopg.connect(with_database(stack.database_url, CONTROL_DATABASE)) as deleting:
+        # What a deletion holds for its whole course (queries.DELETION_LOCK).
+        deleting.execute("SELECT pg_advisory_lock(7402, hashtext(%s::text))", (team.workspace_id,))
+        for call in (
+            partial(operator.create_token, bob, "during"),
+            partial(team.clients["ada"].create_token, bob, "during"),
+        ):
+            exc = error(call)
+            assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc.details()
+            assert "being deleted" in str(exc.details())
+        deleting.execute(
+            "SELECT pg_advisory_unlock(7402, hashtext(%s::text))", (team.workspace_id,)
+        )
+    assert operator.create_token(bob, "after").token

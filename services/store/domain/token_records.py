@@ -80,6 +80,11 @@ class TokenRecords:
         read_only: bool,
         lifetime: timedelta | None,
     ) -> NewToken:
+        free = conn.execute(q.NO_DELETION_UNDER_WAY, (member_id,)).fetchone()
+        if free is not None and not free[0]:
+            raise errors.FailedPrecondition(
+                "member_id: the member's workspace is being deleted", "member_id"
+            )
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = str(uuid.uuid4())
         row = conn.execute(

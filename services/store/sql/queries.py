@@ -219,6 +219,14 @@ RETURNING deleted_at
 # use 7401): a second deletion of the workspace (a client's retry) waits for
 # the first and then finds it done.
 DELETION_LOCK = "SELECT pg_advisory_lock(7402, hashtext(%s::text))"
+# A token is made only while no deletion of its member's workspace is under
+# way (the deletion holds DELETION_LOCK for its whole course, the token's
+# transaction this share of it to its commit): a token made in the middle of
+# one would live, unannounced, until its last step. False: one is under way.
+NO_DELETION_UNDER_WAY = """
+SELECT pg_try_advisory_xact_lock_shared(7402, hashtext(m.workspace_id::text))
+FROM member m WHERE m.id = %s
+"""
 # Committed with the deletion: every store process (and embedding job)
 # closes its pools of the database (services/store/infrastructure/follow.py).
 # Payload: "<workspace id> <server> <database>".
