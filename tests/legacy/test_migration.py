@@ -784,6 +784,48 @@ def test_expiry_gate_on_and_off(stack: Stack, operator: Client) -> None:
     assert poll(lambda: found() == {fresh, old, renewed}), found()
 
 
+def test_a_memory_renewed_without_new_text_is_back_in_both_arms(
+    stack: Stack, operator: Client
+) -> None:
+    """A correct that changes a memory's confidence only renews it (its
+    updated_at), as one that changes its text does: the dense arm's copy of
+    that time (migration 0005) follows, so the expiry gate treats both arms
+    alike. Before, the vector kept the old time and only the lexical arm
+    found the renewed memory."""
+    from tests.surfaces.dedup_data import wait_embedded
+
+    team = make_team(stack, operator, ("ada",))
+    ada = team.clients["ada"]
+    made = [
+        ada.remember(f"Marigold audit {n}", f"The marigold ledger review, part {n}.").memory
+        for n in range(2)
+    ]
+    old, renewed = (m.id for m in made)
+    wait_embedded(stack, team, [old, renewed])
+    dbutil_exec(
+        stack,
+        team,
+        "UPDATE memory SET created_at = now() - interval '400 days',"
+        " updated_at = now() - interval '400 days' WHERE id = ANY(%s::uuid[])",
+        ([old, renewed],),
+    )
+    # Their vectors' copies of the time, aged with them (as vectors written then).
+    dbutil_exec(
+        stack,
+        team,
+        "UPDATE memory_embedding SET memory_id = memory_id WHERE memory_id = ANY(%s::uuid[])",
+        ([old, renewed],),
+    )
+
+    def found(mode: int) -> set[str]:
+        return {r.memory.id for r in recall(ada, "marigold ledger", False, mode).outcome.results}
+
+    ada.update_settings(expiry_days=365)
+    assert poll(lambda: found(1) == set() and found(2) == set()), (found(1), found(2))
+    ada.correct(renewed, 1, "checked again", confidence=0.9)
+    assert poll(lambda: found(1) == {renewed} and found(2) == {renewed}), (found(1), found(2))
+
+
 def dbutil_exec(stack: Stack, team: Team, sql: str, params: tuple[object, ...]) -> None:
     with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
         conn.execute(sql, params)  # type: ignore[arg-type]
