@@ -249,9 +249,12 @@ def test_supersede_carries_claims_and_the_old_ones_retire(team: Team) -> None:
     assert [(c.value, c.memory_id) for c in carried.claims] == [("Paris", carried.id)]
     card = ada.lookup("Lee").entities[0]
     assert [(a.value, a.memory_id) for a in card.attributes] == [("Paris", carried.id)]
-    assert [a.memory_id for a in ada.lookup("Lee", as_of=between).entities[0].attributes] == [
-        old.id
-    ]
+    then = ada.lookup("Lee", as_of=between).entities[0]
+    assert [a.memory_id for a in then.attributes] == [old.id]
+    # The memory that stated it then is among those naming Lee then (it was
+    # left out as superseded now, its successor as written later).
+    assert list(then.mentioned_by) == [old.id]
+    assert list(card.mentioned_by) == [carried.id]
     lee = card.id
     moved = ada.supersede(
         carried.id,

@@ -182,15 +182,19 @@ FROM entity_alias a
 WHERE a.entity_id = ANY(%(ids)s::uuid[]) AND {_ALIAS_CURRENT}
 ORDER BY a.entity_id, a.stated_at DESC, a.alias, a.id
 """
-# Visible memories mentioning each entity, newest first; superseded ones only
-# with the history, and none written after %(at)s.
+# Visible memories mentioning each entity, newest first: those current at
+# %(at)s (written by then, and not superseded by then: a successor written
+# later leaves it current at %(at)s, as its claims are), all with the history.
 CARD_MENTIONED_BY = """
 SELECT q.id, x.id, x.created_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT m.id, m.created_at FROM mention mn JOIN memory m ON m.id = mn.memory_id
     WHERE mn.entity_id = q.id
-      AND (%(history)s OR (m.superseded_by_id IS NULL AND m.created_at <= %(at)s))
+      AND (%(history)s OR (m.created_at <= %(at)s
+                           AND (m.superseded_by_id IS NULL
+                                OR (SELECT s.created_at FROM memory s
+                                    WHERE s.id = m.superseded_by_id) > %(at)s)))
     ORDER BY m.created_at DESC, m.id
     LIMIT %(cap)s
 ) x
