@@ -60,6 +60,7 @@ def neighborhood(
                 "at": at,
                 "history": False,
                 "limit": room + 1,
+                "seen": sorted(seen),
             },
         ).fetchall()
         if len(rows) > room:

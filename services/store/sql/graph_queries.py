@@ -211,11 +211,13 @@ _EDGES_AT = f"""
       AND {_CURRENT.format(t="r")}"""
 
 # One hop of neighbors: the visible current relations touching the frontier,
-# newest statement first, at most %(limit)s.
+# newest statement first, at most %(limit)s, but those an earlier hop took
+# (%(seen)s: the edges that led to this frontier, not to be counted twice).
 NEIGHBOR_EDGES = f"""
 SELECT * FROM ({_EDGES_AT.format(end="subject_id")}
     UNION{_EDGES_AT.format(end="object_id")}
 ) edges
+WHERE NOT (id = ANY(%(seen)s::uuid[]))
 ORDER BY stated_at DESC, id
 LIMIT %(limit)s
 """

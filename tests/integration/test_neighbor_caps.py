@@ -1,0 +1,71 @@
+"""neighbors' edge cap counts distinct edges (docs/graph.md): each hop asks for
+the relations touching its frontier, which include the ones that led there;
+those are not counted again, so a walk whose distinct edges fit under the
+cap is whole and not marked truncated."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+
+def _relation(subject: str, obj: str) -> dict[str, Any]:
+    return {"subject": {"name": subject}, "predicate": "works_with", "object": {"name": obj}}
+
+
+@contextlib.contextmanager
+def _graph_transaction(stack: Stack, team: Team) -> Iterator[Any]:
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.workspace_services import InWorkspaces
+    from services.store.infrastructure.db import Caller, Databases
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
+    try:
+        dbs.bootstrap()
+        caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
+        with InWorkspaces(ControlPlane(dbs)).transaction(caller) as conn:
+            yield conn
+    finally:
+        dbs.close()
+
+
+def test_edges_that_led_to_a_hop_do_not_count_against_the_cap(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services.store.domain import graph_traversal
+
+    ada = team.clients["ada"]
+    hub = ada.remember(
+        "The hub's three",
+        relations=[_relation("Hub", n) for n in ("Alba", "Bruno", "Carmen")],
+        mention_names=["Hub"],
+    ).memory
+    start = next(m.entity_id for m in hub.mentions if m.name == "Hub")
+    alba = next(r.object.id for r in hub.relations if r.object.name == "Alba")
+    # Newer: Alba's own two edges, asked for at the second hop beside the
+    # hub's edge to Alba, which led there.
+    ada.remember(
+        "Alba's pair",
+        relations=[
+            {"subject": {"entity_id": alba}, "predicate": "works_with", "object": {"name": n}}
+            for n in ("Dara", "Emil")
+        ],
+    )
+    monkeypatch.setattr(graph_traversal, "MAX_NEIGHBOR_EDGES", 5)
+    with _graph_transaction(stack, team) as conn:
+        walked = graph_traversal.neighborhood(conn, start, 2, [], datetime.now(UTC))
+    pairs = sorted((e.subject.name, e.object.name) for e in walked.edges)
+    assert pairs == [
+        ("Alba", "Dara"), ("Alba", "Emil"), ("Hub", "Alba"), ("Hub", "Bruno"), ("Hub", "Carmen")
+    ]  # fmt: skip
+    assert not walked.truncated
