@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+import psycopg
 import pytest
 
 from recallatron.client import Client
@@ -212,3 +213,32 @@ def test_the_operator_lists_a_workspaces_tokens(stack: Stack, team: Team, operat
     malformed = error(lambda: operator.list_tokens(workspace_id="not-an-id"))
     assert malformed.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "workspace_id" in str(malformed.details())
+
+
+def test_the_token_list_keeps_every_live_token_past_its_cap(
+    stack: Stack, team: Team, operator: Client
+) -> None:
+    """Ended tokens pile up (an MCP grant makes an hour's token at a time);
+    the list's cap cuts the oldest ended ones, never a live one."""
+    from services.store.domain.tokens import MAX_LISTED_TOKENS
+    from services.store.infrastructure.db import CONTROL_DATABASE
+    from tests import dbutil
+
+    bob = team.members["bob"]
+    with psycopg.connect(dbutil.workspace_url(stack, CONTROL_DATABASE)) as conn:
+        conn.execute(
+            "INSERT INTO access_token (id, member_id, token_sha256, label, created_at,"
+            " expires_at) SELECT gen_random_uuid(), %s, sha256(gen_random_uuid()::text::bytea),"
+            " 'an hour', now() - interval '30 days' + g * interval '1 minute',"
+            " now() - interval '29 days' + g * interval '1 minute'"
+            " FROM generate_series(1, %s) g",
+            (bob, MAX_LISTED_TOKENS),
+        )
+    listed = operator.list_tokens(bob).tokens
+    assert len(listed) == MAX_LISTED_TOKENS
+    # bob's live token from the team's making: newer than every ended one
+    # here, it was the one an oldest-first list cut.
+    assert team.token_ids["bob"] in {t.id for t in listed}
+    assert [t.created_at.ToDatetime() for t in listed] == sorted(
+        t.created_at.ToDatetime() for t in listed
+    )

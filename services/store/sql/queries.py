@@ -87,14 +87,23 @@ SET expires_at = least(coalesce(expires_at, 'infinity'), now() + %(grace)s::inte
 WHERE id = %(id)s
 RETURNING expires_at
 """
+# Oldest first; past %(limit)s the oldest ended tokens (revoked or expired)
+# are left out, never a live one (an MCP grant makes an hour's token at a
+# time, so ended ones pile up).
 LIST_TOKENS = """
-SELECT t.id, t.label, m.id, m.handle, t.purposes, t.read_only, t.created_at, t.expires_at,
-       t.last_used_at, t.revoked_at
-FROM access_token t JOIN member m ON m.id = t.member_id
-WHERE (%(member_id)s::uuid IS NULL OR t.member_id = %(member_id)s::uuid)
-  AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
-ORDER BY t.created_at, t.id
-LIMIT %(limit)s
+SELECT id, label, member_id, handle, purposes, read_only, created_at, expires_at,
+       last_used_at, revoked_at
+FROM (
+    SELECT t.id, t.label, m.id AS member_id, m.handle, t.purposes, t.read_only, t.created_at,
+           t.expires_at, t.last_used_at, t.revoked_at
+    FROM access_token t JOIN member m ON m.id = t.member_id
+    WHERE (%(member_id)s::uuid IS NULL OR t.member_id = %(member_id)s::uuid)
+      AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
+    ORDER BY t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) DESC,
+             t.created_at DESC, t.id DESC
+    LIMIT %(limit)s
+) listed
+ORDER BY created_at, id
 """
 # Last use, written only when the recorded one is a minute old (the WHERE
 # makes concurrent stores write once). Not waiting for the WAL flush: a
