@@ -13,6 +13,7 @@ made removes it again, database and control-plane rows."""
 from __future__ import annotations
 
 import base64
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,6 +36,8 @@ from services.store.sql import archive_queries as q
 Progress = Callable[[int], None]
 # Provenance folds until nothing changes; a derivation chain this deep is absurd.
 MAX_FOLD_ROUNDS = 100
+
+log = logging.getLogger("recallatron.store.archive")
 
 
 @dataclass
@@ -113,11 +116,17 @@ class Importer:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(q.ANALYZE)
             steps["analyze"] = time.monotonic() - analyzing
+            if report.queued_for_embedding:
+                # Within the undo's reach: an import that says it failed
+                # leaves no workspace behind.
+                self.control.mark_work(ws.id)
         except BaseException:
-            self._undo(ws.id, ws.server, ws.database_name)
+            try:
+                self._undo(ws.id, ws.server, ws.database_name)
+            except Exception:
+                # The import's own error is the one to report.
+                log.exception("the failed import's workspace %s could not be undone", ws.slug)
             raise
-        if report.queued_for_embedding:
-            self.control.mark_work(ws.id)
         report.counts = {k: len(v) for k, v in selection.records.items()}
         report.left_out = selection.left_out
         report.seconds = time.monotonic() - began
