@@ -111,7 +111,13 @@ class Importer:
                 )
             url = self.dbs.database_url(ws.server, ws.database_name)
             with psycopg.connect(url) as conn:
-                report.queued_for_embedding = _write(conn, selection, mapping, on_rows, steps)
+                try:
+                    report.queued_for_embedding = _write(conn, selection, mapping, on_rows, steps)
+                except (psycopg.errors.IntegrityError, psycopg.errors.DataError) as exc:
+                    # What the checks before writing do not catch (a duplicate id,
+                    # two ends of a pair in the wrong order): the database's
+                    # refusal, naming the records and the key.
+                    raise _refused(exc) from None
             analyzing = time.monotonic()
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(q.ANALYZE)
@@ -187,6 +193,15 @@ _AS_THEY_ARE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 _MEMBER_FIELDS = frozenset(
     {"changed_by", "decided_by", "undone_by", "dismissed_by", "owner_member"}
 )
+
+
+def _refused(exc: psycopg.Error) -> errors.InvalidArgument:
+    diag = exc.diag
+    what = f"{diag.table_name} records" if diag.table_name else "records"
+    detail = f" ({diag.message_detail})" if diag.message_detail else ""
+    return errors.InvalidArgument(
+        "archive", f"its {what} were refused: {diag.message_primary}{detail}"
+    )
 
 
 def _write(
