@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,21 @@ class Identity:
     # When the token expires (seconds since the epoch; None: never): a cached
     # identity is not used from then on.
     expires_at: float | None = None
+
+    def is_workspace(self, given: str) -> bool:
+        """Whether ``given`` names this identity's workspace, in any spelling
+        of its UUID (capitals, no hyphens)."""
+        return same_id(given, self.workspace_id)
+
+    def is_member(self, given: str) -> bool:
+        return same_id(given, self.member_id)
+
+
+def same_id(given: str, known: str) -> bool:
+    try:
+        return uuid.UUID(given) == uuid.UUID(known)
+    except ValueError:
+        return given == known
 
 
 class AuthCache:

@@ -72,7 +72,7 @@ class Leaving:
             raise errors.InvalidArgument(
                 "private_memories", "must be PRIVATE_MEMORIES_ERASE or PRIVATE_MEMORIES_TRANSFER"
             )
-        if owner is not None and request.member_id == owner.member_id:
+        if owner is not None and owner.is_member(request.member_id):
             raise errors.InvalidArgument(
                 "member_id", "an owner cannot remove themselves; another owner or the operator can"
             )

@@ -345,7 +345,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         owner = self.auth.operator_or_owner(context)
         workspace_id = request.workspace_id
         if owner is not None:
-            if workspace_id and workspace_id != owner.workspace_id:
+            if workspace_id and not owner.is_workspace(workspace_id):
                 raise errors.NotFound("workspace_id: workspace not found")
             workspace_id = owner.workspace_id
         resp = self.peers.as_admin(
@@ -416,7 +416,11 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             raise errors.InvalidArgument(
                 "member_id", "or workspace_id is required with the operator token"
             )
-        if owner is not None and request.workspace_id not in ("", owner.workspace_id):
+        if (
+            owner is not None
+            and request.workspace_id
+            and not owner.is_workspace(request.workspace_id)
+        ):
             raise errors.PermissionDenied("workspace_id: an owner lists their own workspace's")
         resp = self.peers.as_admin(
             calls.LIST_TOKENS,

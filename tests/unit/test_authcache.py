@@ -4,7 +4,9 @@ answer that a revocation overtook, and forgets on every revocation."""
 from __future__ import annotations
 
 import time
+import uuid
 
+from recallatron.v1 import common_pb2 as cpb
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.ratelimit import token_key
 
@@ -84,3 +86,12 @@ def test_an_entry_lives_no_longer_than_its_token() -> None:
     # Already expired when the answer comes back: never served.
     cache.put("old", Identity("ws", "ada", 1, expires_at=time.time() - 1), cache.generation())
     assert cache.get("old") is None
+
+
+def test_an_identity_knows_its_ids_in_any_spelling() -> None:
+    ws, member = str(uuid.uuid4()), str(uuid.uuid4())
+    me = Identity(ws, member, cpb.ROLE_OWNER)
+    for spelling in (ws, ws.upper(), uuid.UUID(ws).hex, "{" + ws + "}"):
+        assert me.is_workspace(spelling), spelling
+    assert me.is_member(member.upper()) and not me.is_member(ws)
+    assert not me.is_workspace(str(uuid.uuid4())) and not me.is_workspace("not-an-id")
