@@ -369,11 +369,17 @@ def decide(text: str) -> Capture:
     )
 
 
-def request_id_for(member_id: str, text: str, occurred_at: datetime | None) -> str:
+def request_id_for(
+    member_id: str, text: str, occurred_at: datetime | None, purpose: int = 0, episode_id: str = ""
+) -> str:
     """A request id from the turn itself, so capturing the same turn twice
-    (a retry, a replayed transcript) stores one memory."""
+    (a retry, a replayed transcript) stores one memory; the same words said
+    for another purpose or in another episode are another turn."""
     stamp = occurred_at.astimezone(UTC).isoformat() if occurred_at else ""
-    digest = hashlib.sha256(f"{member_id}\x00{stamp}\x00{text}".encode()).hexdigest()
+    turn = f"{member_id}\x00{stamp}\x00{text}"
+    if purpose or episode_id:
+        turn += f"\x00{purpose}\x00{episode_id}"
+    digest = hashlib.sha256(turn.encode()).hexdigest()
     return f"capture-{digest[:48]}"
 
 

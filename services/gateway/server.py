@@ -294,7 +294,9 @@ class MemoryServicer(Forwarding):
             calls.REMEMBER,
             pb.RememberRequest(
                 request_id=request.request_id
-                or capture.request_id_for(ident.member_id, request.text, occurred),
+                or capture.request_id_for(
+                    ident.member_id, request.text, occurred, who.purpose, request.episode_id
+                ),
                 kind=KIND.value(said.kind),
                 title=said.title,
                 body=capture.body_with_time(said.body, occurred),

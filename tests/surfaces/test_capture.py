@@ -20,6 +20,7 @@ from tests.surfaces.capture_turns import NO_OPS, STORE
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 ORIGIN_TOLD = 1
+PURPOSE_AUDIT = 4
 KIND = {"note": 1, "fact": 2, "decision": 3}
 
 
@@ -88,6 +89,10 @@ def test_capture_rpc(stack: Stack, team: Team) -> None:
     # The same turn again (a retry, a replayed transcript): one memory.
     again = ada.capture(turn, occurred_at=said)
     assert again.stored and again.memory.id == m.id
+    # The same words for another purpose are another turn: a memory of its own.
+    audited = ada.capture(turn, occurred_at=said, purpose="audit")
+    assert audited.stored and audited.memory.id != m.id
+    assert list(audited.memory.purposes) == [PURPOSE_AUDIT]
 
     team_turn = ada.capture("Note for the team: the office is closed on Monday.")
     assert team_turn.memory.audience.workspace

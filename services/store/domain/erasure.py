@@ -8,9 +8,13 @@ sampled from them, and the WAL that logged them (docs/reliability.md,
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -22,6 +26,31 @@ from services.store.infrastructure.db import Databases
 # hex. The member id salts it (one member's ids cannot be matched against
 # another's); migration 0010 rewrote the rows made before it the same way.
 REQUEST_KEY_VERSION = "sha256"
+
+
+def fingerprint(tool: str, *parts: Any) -> bytes:
+    """What a write asked for, as a hash: the same for the same request in any
+    process (sets sorted, records by field, times in UTC), so a retry that
+    repeats its request replays it and one that does not is refused."""
+    text = json.dumps([tool, *(_canonical(p) for p in parts)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _canonical(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (set, frozenset)):
+        return sorted((_canonical(v) for v in value), key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    # A sentinel such as "not given": its type names it.
+    return type(value).__name__
 
 
 def request_key(member_id: str, request_id: str) -> str:

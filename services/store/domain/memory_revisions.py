@@ -16,6 +16,7 @@ from recallatron.vocabulary import MAX_BODY, MAX_LINKS, MAX_REASON, MAX_TITLE
 from services.store.domain import graph_claims
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
+from services.store.domain.erasure import fingerprint
 from services.store.domain.memory_writes import MemoryWrites, NewMemory, WriteResult
 from services.store.domain.trust import Trust, _Empty
 from services.store.infrastructure.db import Caller
@@ -131,7 +132,11 @@ class MemoryRevisions(MemoryWrites):
             )
             return memory_id
 
-        result_id, replayed = self._idempotent(caller, request_id, "correct", write)
+        asked = fingerprint(
+            "correct", memory_id, expected_revision, title, body, confidence, reason,
+            replace, graph,
+        )  # fmt: skip
+        result_id, replayed = self._idempotent(caller, request_id, "correct", write, asked)
         return WriteResult(self._read_back(caller, result_id), replayed)
 
     def supersede(
@@ -189,7 +194,10 @@ class MemoryRevisions(MemoryWrites):
             )
             return new_id
 
-        new_id, replayed = self._idempotent(caller, request_id, "supersede", write)
+        asked = fingerprint(
+            "supersede", memory_id, expected_revision, new, reason, sorted(sources), replace_claims
+        )
+        new_id, replayed = self._idempotent(caller, request_id, "supersede", write, asked)
         result = self._read_back(caller, new_id)
         old_view = self.read(caller, [memory_id], with_provenance=True)
         return WriteResult(result, replayed, old_view[0] if old_view else None)
@@ -221,7 +229,8 @@ class MemoryRevisions(MemoryWrites):
             self._audit(conn, caller, "forget", memory_id, request_id, {"reason": reason})
             return memory_id
 
-        result_id, replayed = self._idempotent(caller, request_id, "forget", write)
+        asked = fingerprint("forget", memory_id, reason)
+        result_id, replayed = self._idempotent(caller, request_id, "forget", write, asked)
         with self._owner_pool(caller).connection() as conn:
             row = conn.execute(mq.TOMBSTONE_TIME, (result_id,)).fetchone()
         return ForgetResult(result_id, row[0], replayed)

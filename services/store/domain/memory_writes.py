@@ -21,7 +21,7 @@ from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_BODY, MAX_LINKS, MAX_MEN
 from services.store.domain import episodes, graph_claims
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
-from services.store.domain.erasure import request_key
+from services.store.domain.erasure import fingerprint, request_key
 from services.store.domain.memory_reads import GRAPH, LINKS, MENTIONS, MemoryReads, MemoryView
 from services.store.domain.trust import EMPTY, AudienceValue, Trust, _Empty
 from services.store.infrastructure.db import Caller, caller_transaction
@@ -70,13 +70,22 @@ class MemoryWrites(MemoryReads):
         if not self.control.member_in_workspace(caller.workspace_id, member, live=True):
             raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
 
-    def _replay(self, conn: psycopg.Connection, caller: Caller, key: str, tool: str) -> str | None:
+    def _replay(
+        self, conn: psycopg.Connection, caller: Caller, key: str, tool: str, asked: bytes
+    ) -> str | None:
         row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
         if row is None:
             return None
         if row[0] != tool:
             raise errors.InvalidArgument(
                 "request_id", f"already used for a different call ({row[0]})"
+            )
+        if row[2] is not None and bytes(row[2]) != asked:
+            # Answering with the first request's memory would acknowledge a
+            # write that was never made.
+            raise errors.InvalidArgument(
+                "request_id",
+                f"already used for another {tool} request; a retry repeats its request exactly",
             )
         return str(row[1])
 
@@ -146,25 +155,41 @@ class MemoryWrites(MemoryReads):
             mq.INSERT_AUDIT, (caller.member_id, action, memory_id, key, Jsonb(detail or {}))
         )
 
-    def _idempotent(self, caller: Caller, request_id: str, tool: str, write: Any) -> Any:
+    def _idempotent(
+        self, caller: Caller, request_id: str, tool: str, write: Any, asked: bytes
+    ) -> Any:
         """Runs `write(conn)` once per (member, request id). A retry, or a
-        concurrent duplicate, gets the first result's memory id back."""
+        concurrent duplicate, of the same request (``asked``: its
+        :func:`fingerprint`) gets the first result's memory id back; the same
+        request id with another request is refused."""
         # Stored and looked up as a hash only (design §8.6).
         key = request_key(caller.member_id, v.request_id(request_id))
         pool = self.control.caller_pool(caller)
         try:
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, key, tool)
+                existing = self._replay(conn, caller, key, tool, asked)
                 if existing is None:
                     memory_id = write(conn)
-                    conn.execute(mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id))
+                    conn.execute(
+                        mq.INSERT_REQUEST_KEY, (caller.member_id, key, tool, memory_id, asked)
+                    )
             result = (memory_id, False) if existing is None else (existing, True)
         except UniqueViolation as exc:
             if "request_key" not in str(exc.diag.constraint_name or ""):
                 raise
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, key, tool)
+                existing = self._replay(conn, caller, key, tool, asked)
             assert existing is not None
+            result = (existing, True)
+        except errors.DomainError:
+            # A concurrent attempt of this same request (a retry sent while
+            # the first was still committing) may have made the change this
+            # one then found made: a revision moved on, a memory already
+            # superseded or forgotten. Its answer is this one's.
+            with caller_transaction(pool, caller) as conn:
+                existing = self._replay(conn, caller, key, tool, asked)
+            if existing is None:
+                raise
             result = (existing, True)
         if tool in QUEUES_EMBEDDING:
             # Committed, not yet acknowledged: the embedding job is woken for
@@ -181,6 +206,7 @@ class MemoryWrites(MemoryReads):
         write: Any,
         new: NewMemory,
         linked: bool,
+        asked: bytes,
     ) -> WriteResult:
         """:meth:`_idempotent` for a write that makes one new memory, read
         back in the write's own transaction (one transaction, not two, and
@@ -199,7 +225,7 @@ class MemoryWrites(MemoryReads):
             made[:] = [view] if view is not None else []
             return memory_id
 
-        memory_id, replayed = self._idempotent(caller, request_id, tool, write_and_read)
+        memory_id, replayed = self._idempotent(caller, request_id, tool, write_and_read, asked)
         if not replayed and made:
             return WriteResult(made[0], False)
         return WriteResult(self._read_back(caller, memory_id), replayed)
@@ -239,7 +265,10 @@ class MemoryWrites(MemoryReads):
             self._audit(conn, caller, "remember", memory_id, request_id)
             return memory_id
 
-        return self._write_new(caller, request_id, "remember", write, new, bool(about))
+        # The turn's time only places the memory (capture sends its own "now"
+        # when a turn has none): a retry is the same request without it.
+        asked = fingerprint("remember", new)
+        return self._write_new(caller, request_id, "remember", write, new, bool(about), asked)
 
     def derive(
         self, caller: Caller, request_id: str, source_ids: Sequence[str], new: NewMemory
@@ -262,4 +291,5 @@ class MemoryWrites(MemoryReads):
             self._audit(conn, caller, "derive", memory_id, request_id)
             return memory_id
 
-        return self._write_new(caller, request_id, "derive", write, new, True)
+        asked = fingerprint("derive", sorted(sources), new)
+        return self._write_new(caller, request_id, "derive", write, new, True, asked)

@@ -25,9 +25,12 @@ SELECT %s, k, t FROM unnest(%s::link_kind[], %s::uuid[]) AS l(k, t)
 INSERT_AUDIT = """
 INSERT INTO audit_log (member_id, action, memory_id, request_id, detail) VALUES (%s, %s, %s, %s, %s)
 """
-REQUEST_KEY = "SELECT tool, memory_id FROM request_key WHERE member_id = %s AND request_id = %s"
+REQUEST_KEY = """
+SELECT tool, memory_id, fingerprint FROM request_key WHERE member_id = %s AND request_id = %s
+"""
 INSERT_REQUEST_KEY = """
-INSERT INTO request_key (member_id, request_id, tool, memory_id) VALUES (%s, %s, %s, %s)
+INSERT INTO request_key (member_id, request_id, tool, memory_id, fingerprint)
+VALUES (%s, %s, %s, %s, %s)
 """
 VISIBLE_IDS = "SELECT id FROM memory WHERE id = ANY(%s::uuid[])"
 TRUST_OF = """

@@ -1,0 +1,98 @@
+"""A write's request id (SPEC §7: a retried call never creates a second
+memory): a retry of the same request, even one sent while the first is
+still committing, gets the first one's answer; the same id sent with
+another request is refused naming request_id, never answered with the
+first request's memory (which would acknowledge a write never made)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+
+from recallatron_devkit.stack import Stack
+from tests import dbutil
+from tests.conftest import Team, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _refused(call: Any) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value
+
+
+def test_the_same_request_id_with_another_request_is_refused(team: Team) -> None:
+    ada = team.clients["ada"]
+    rid = str(uuid.uuid4())
+    first = ada.remember("Kept text", "the first request", request_id=rid).memory
+    assert ada.remember("Kept text", "the first request", request_id=rid).memory.id == first.id
+    other = _refused(lambda: ada.remember("Lost text", "another request", request_id=rid))
+    assert other.code() == grpc.StatusCode.INVALID_ARGUMENT and "request_id" in other.details()
+
+    a = ada.remember("Forget me", audience_to="workspace").memory
+    b = ada.remember("Keep me", audience_to="workspace").memory
+    fid = str(uuid.uuid4())
+    ada.forget(a.id, "withdrawn", request_id=fid)
+    assert ada.forget(a.id, "withdrawn", request_id=fid).replayed
+    other = _refused(lambda: ada.forget(b.id, "withdrawn", request_id=fid))
+    assert other.code() == grpc.StatusCode.INVALID_ARGUMENT and "request_id" in other.details()
+    assert ada.read([b.id]).memories[0].title == "Keep me"
+
+    cid = str(uuid.uuid4())
+    ada.correct(b.id, 1, "typo", body="fixed", request_id=cid)
+    other = _refused(lambda: ada.correct(b.id, 1, "typo", body="fixed again", request_id=cid))
+    assert other.code() == grpc.StatusCode.INVALID_ARGUMENT and "request_id" in other.details()
+
+
+@pytest.mark.parametrize("tool", ["correct", "supersede", "forget"])
+def test_a_retry_sent_while_the_first_commits_gets_its_answer(
+    stack: Stack, team: Team, tool: str
+) -> None:
+    ada = team.clients["ada"]
+    memory = ada.remember("Race me", "as it was", audience_to="workspace").memory
+    rid = str(uuid.uuid4())
+    calls = {
+        "correct": lambda: ada.correct(memory.id, 1, "update", body="as it is", request_id=rid),
+        "supersede": lambda: ada.supersede(memory.id, 1, "Race me, again", request_id=rid),
+        "forget": lambda: ada.forget(memory.id, "withdrawn", request_id=rid),
+    }
+    answers: list[Any] = []
+
+    def send() -> None:
+        try:
+            answers.append(calls[tool]())
+        except grpc.RpcError as exc:
+            answers.append(exc)
+
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
+        # Both attempts wait on the memory's row, then go one after the other.
+        holder.execute("SELECT 1 FROM memory WHERE id = %s FOR UPDATE", (memory.id,))
+        threads = [threading.Thread(target=send) for _ in range(2)]
+        for t in threads:
+            t.start()
+        wait_for(
+            lambda: watch.execute(
+                "SELECT count(*) >= 2 FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'"
+            ).fetchone()[0],
+            "both attempts waiting on the row",
+        )
+        holder.rollback()
+        for t in threads:
+            t.join()
+    errors = [a for a in answers if isinstance(a, grpc.RpcError)]
+    assert not errors, [(e.code(), e.details()) for e in errors]
+    assert sorted(bool(a.replayed) for a in answers) == [False, True]
+    revisions = dbutil.query(
+        stack, team.database_name,
+        "SELECT count(*) FROM memory_revision WHERE memory_id = %s AND action <> 'create'",
+        (memory.id,),
+    )  # fmt: skip
+    assert revisions == [(1,)]
