@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from recallatron import errors
 
@@ -85,6 +86,18 @@ def current() -> Scope | None:
 def enter(scope: Scope) -> Callable[[], None]:
     token = _SCOPE.set(scope)
     return lambda: _SCOPE.reset(token)
+
+
+@contextmanager
+def detached() -> Iterator[None]:
+    """A block that runs to its end whatever becomes of the current call: what
+    a committed write still owes (waking the embedding job) must not be
+    skipped because the call's deadline passed or its client left."""
+    token = _SCOPE.set(None)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 
 def remaining() -> float | None:

@@ -121,3 +121,60 @@ def test_a_fresh_read_is_not_a_drop() -> None:
     assert dbs.conn.reads == reads  # type: ignore[attr-defined]
     control.settings(WORKSPACE, fresh=True)
     assert dbs.conn.reads == reads + 1  # type: ignore[attr-defined]  # fresh: read again
+
+
+class _Marks:
+    """A control database that records work marks made through a connection
+    capped, as the real one is, by the current call's deadline."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.marks: list[Any] = []
+        self.failures = failures
+
+    @contextmanager
+    def control_conn(self) -> Iterator[Any]:
+        from recallatron import deadline
+
+        deadline.capped(5.0)  # DeadlineExceeded once the call's time is up
+        if self.failures:
+            self.failures -= 1
+            raise errors.Unavailable("database unavailable: no connection in time", 1.0)
+        yield self
+
+    def execute(self, statement: str, params: Any = None) -> None:
+        self.marks.append(params)
+
+
+def test_a_committed_write_marks_its_work_after_its_call_has_ended() -> None:
+    """The job finds work by these marks only: a mark skipped because the
+    call's deadline passed as the write committed left its memory unembedded."""
+    from recallatron import deadline
+
+    dbs = _Marks()
+    control = ControlPlane(dbs)  # type: ignore[arg-type]
+    past = deadline.Scope(-1.0)
+    leave = deadline.enter(past)
+    try:
+        with pytest.raises(errors.DeadlineExceeded):
+            deadline.remaining()
+        control.mark_work(WORKSPACE)
+        # The call's own scope is back once the mark is made.
+        assert deadline.current() is past
+    finally:
+        leave()
+    assert dbs.marks == [(WORKSPACE,)]
+
+
+def test_a_work_mark_is_tried_again_when_the_control_database_is_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from services.store.domain import control as control_module
+
+    monkeypatch.setattr(control_module, "MARK_BACKOFF_SECONDS", 0.0)
+    dbs = _Marks(failures=2)
+    ControlPlane(dbs).mark_work(WORKSPACE)  # type: ignore[arg-type]
+    assert dbs.marks == [(WORKSPACE,)]
+    dbs = _Marks(failures=3)
+    with pytest.raises(errors.Unavailable):
+        ControlPlane(dbs).mark_work(WORKSPACE)  # type: ignore[arg-type]
+    assert dbs.marks == []

@@ -13,7 +13,7 @@ from typing import Any
 from psycopg.errors import ForeignKeyViolation, UniqueViolation
 from psycopg.types.json import Jsonb
 
-from recallatron import errors
+from recallatron import deadline, errors
 from recallatron.vocabulary import (
     DEFAULT_WORKSPACE_PAGE,
     MAX_WORKSPACE_PAGE,
@@ -65,6 +65,11 @@ def _workspace(row: Any) -> Workspace:
 
 # The longest id or slug a call may name a workspace by (a slug is at most 63).
 MAX_WORKSPACE_NAMED = 200
+
+# Making a work mark: attempts, and the pause before the next (times the
+# attempt), when the control database is busy or unreachable.
+MARK_ATTEMPTS = 3
+MARK_BACKOFF_SECONDS = 0.2
 
 # Workspace records (location, settings) are cached this long, so that a
 # settings change made through another store replica takes effect soon.
@@ -205,9 +210,21 @@ class ControlPlane(TokenRecords):
 
     def mark_work(self, workspace_id: str) -> None:
         """After a write that queued background work has committed: the
-        embedding job is woken for this workspace (and only this one)."""
-        with self.dbs.control_conn() as conn:
-            conn.execute(q.MARK_WORK, (workspace_id,))
+        embedding job is woken for this workspace (and only this one). The
+        job finds work by these marks only, so the mark is made whatever
+        becomes of the call (its deadline passed, its client left), and tried
+        again a few times; if it still cannot be made the caller hears
+        UNAVAILABLE, and its retry (the same request id) marks again."""
+        with deadline.detached():
+            for attempt in range(1, MARK_ATTEMPTS + 1):
+                try:
+                    with self.dbs.control_conn() as conn:
+                        conn.execute(q.MARK_WORK, (workspace_id,))
+                    return
+                except errors.Unavailable:
+                    if attempt == MARK_ATTEMPTS:
+                        raise
+                    time.sleep(MARK_BACKOFF_SECONDS * attempt)
 
     def work_seq(self, workspace_id: str) -> int | None:
         with self.dbs.control_conn() as conn:
