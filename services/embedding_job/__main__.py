@@ -41,7 +41,7 @@ def build(settings: StoreSettings | None = None) -> EmbeddingJob:
         dbs.ensure_all_servers()  # and a budget the servers cannot hold
     except RuntimeError as exc:
         sys.exit(f"embedding job cannot run: {exc}")
-    MoveFollower(dbs.control_url(), stop, control.forget_workspace).start()
+    MoveFollower(dbs.control_url(), stop, control.follow_move).start()
     DeletionFollower(dbs.control_url(), stop, dbs, control.forget_workspace).start()
     job = EmbeddingJob(settings, dbs, control)
     job.stop_event = stop

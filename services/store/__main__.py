@@ -89,7 +89,7 @@ def main() -> None:
         target=migrate_all, args=(dbs, control, server.stopped), name="migrate", daemon=True
     ).start()
     revocations.start()
-    MoveFollower(dbs.control_url(), server.stopped, control.forget_workspace).start()
+    MoveFollower(dbs.control_url(), server.stopped, control.follow_move).start()
     DeletionFollower(dbs.control_url(), server.stopped, dbs, control.forget_workspace).start()
     server.set_serving()
     log.info("serving")

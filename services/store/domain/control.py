@@ -206,6 +206,18 @@ class ControlPlane(TokenRecords):
             self._workspaces.pop(workspace_id, None)
             self._dropped += 1
 
+    def follow_move(self, workspace_id: str) -> None:
+        """The workspace moved (services/store/infrastructure/follow.py): its
+        record goes, and so does what this process holds of its database on
+        any server, its pools and its vector type (moved away and back, the
+        database on the first server is made anew)."""
+        self.forget_workspace(workspace_id)
+        try:
+            ws = self.workspace(workspace_id, fresh=True)
+        except errors.DomainError:
+            return  # gone meanwhile: the deletion's own notice closes its pools
+        self.dbs.forget_database(ws.database_name)
+
     # -- work marks (services/store/infrastructure/work_marks.py) ---------------------------
 
     def mark_work(self, workspace_id: str) -> None:

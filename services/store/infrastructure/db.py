@@ -448,6 +448,15 @@ class Databases:
         self._migrated.discard(f"{server or self.default_server}|{database}")
         self._vector_types.pop(f"{server or self.default_server}|{database}", None)
 
+    def forget_database(self, database: str) -> None:
+        """What this process holds of a database on every server it has used
+        (a workspace moved: a database of that name made again later on a
+        server it left is another database, its vector type another oid)."""
+        with self._lock:
+            servers = list(self._budgets)
+        for server in servers:
+            self.forget_pools(server, database)
+
     @contextmanager
     def control_conn(self) -> Iterator[psycopg.Connection]:
         if self.control is None:
