@@ -118,6 +118,13 @@ def audience_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
 
 
+def call_purpose(args: argparse.Namespace) -> str:
+    """The purpose a write acts for: --as-purpose, else the first purpose the
+    memory is given, else the default."""
+    chosen: str | None = getattr(args, "call_purpose", None)
+    return chosen or next(iter(getattr(args, "purposes", None) or ()), DEFAULT_PURPOSE)
+
+
 class Audience(TypedDict):
     """The client's keyword arguments :func:`audience_options` gives."""
 

@@ -9,7 +9,7 @@ import sys
 import grpc
 
 from recallatron.v1 import gateway_pb2
-from recallatron.vocabulary import KINDS, MODES
+from recallatron.vocabulary import DEFAULT_PURPOSE, KINDS, MODES, PURPOSES
 from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
 from recallatron_cli.common import client_options
 
@@ -175,8 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--confidence", type=float)
         graph.graph_arguments(p)
 
+    def acting_purpose(p: argparse.ArgumentParser) -> None:
+        # --purpose names what the memory is for; the call itself acts for one.
+        p.add_argument(
+            "--as-purpose",
+            dest="call_purpose",
+            choices=PURPOSES,
+            help="the purpose this call is made for (default: the first --purpose, else "
+            f"{DEFAULT_PURPOSE}); a token scoped to purposes acts only for them",
+        )
+
     r = client_options(sub.add_parser("remember"))
     new_memory_args(r)
+    acting_purpose(r)
     r.add_argument("--mention", action="append")
     r.add_argument("--about", action="append")
     r.add_argument("--request-id")
@@ -209,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--confidence", type=float)
     graph.graph_arguments(c)
     c.add_argument("--replace-claims", action="store_true", help="drop claims not given")
+    common.purpose_option(c, help="the purpose the call is made for (the memory's own stay)")
     c.set_defaults(func=tools.cmd_correct)
 
     s = client_options(sub.add_parser("supersede"))
@@ -222,16 +234,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--replace-claims", action="store_true", help="do not carry the old memory's claims"
     )
+    common.purpose_option(s, help="the purpose the call is made for")
     s.set_defaults(func=tools.cmd_supersede)
 
     d = client_options(sub.add_parser("derive"))
     d.add_argument("--source", dest="sources", action="append", required=True)
     new_memory_args(d)
+    acting_purpose(d)
     d.set_defaults(func=tools.cmd_derive, kind="summary")
 
     f = client_options(sub.add_parser("forget"))
     f.add_argument("id")
     f.add_argument("--reason", required=True)
+    common.purpose_option(f, help="the purpose the call is made for")
     f.set_defaults(func=tools.cmd_forget)
 
     graph.add_parser(sub)
@@ -266,6 +281,15 @@ def main(argv: list[str] | None = None) -> int:
     except grpc.RpcError as exc:
         print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1
+    except ValueError as exc:
+        # A value the client could not send (a time without its offset, a
+        # number out of range), named as the service would name it.
+        print(f"error: INVALID_ARGUMENT: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # A file an option names (--graph) that cannot be read.
+        print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

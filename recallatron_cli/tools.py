@@ -27,6 +27,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         request_id=args.request_id,
         episode_id=args.episode,
+        purpose=common.call_purpose(args),
         **graph.graph_items(args),
         **common.field_values(args),
     )
@@ -76,6 +77,7 @@ def cmd_correct(args: argparse.Namespace) -> int:
         body=args.body,
         confidence=args.confidence,
         replace_claims=args.replace_claims,
+        purpose=args.purpose,
         **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
@@ -91,6 +93,7 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         args.kind,
         args.reason,
         replace_claims=args.replace_claims,
+        purpose=args.purpose,
         **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
@@ -104,6 +107,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
         args.body,
         args.kind,
         **common.audience(args),
+        purpose=common.call_purpose(args),
         **graph.graph_items(args),
     )
     show(args, resp, memory_text(resp.memory))
@@ -111,6 +115,6 @@ def cmd_derive(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    resp = common.client(args).forget(args.id, args.reason)
+    resp = common.client(args).forget(args.id, args.reason, purpose=args.purpose)
     show(args, resp, f"forgotten {resp.id}")
     return 0
