@@ -191,6 +191,22 @@ def test_bodies_that_are_not_requests(stack: Stack, owner: Member) -> None:
     assert status == 200 and answer["outcome"]["results"], answer
 
 
+def test_headers_the_gateway_cannot_read_are_refused_not_failed(
+    stack: Stack, owner: Member
+) -> None:
+    """A header value that is not UTF-8, and a bearer token holding a control
+    character, are the client's mistakes (4xx), not the server's (500)."""
+    recall = "recallatron.v1.MemoryService/Recall"
+    body = {"query": QUERY, "limit": 1}
+    status, answer = call(
+        stack.http_url, recall, body, owner.token, headers={"User-Agent": "caf\xe9"}
+    )
+    assert (status, answer["code"]) == (400, "invalid_argument"), answer
+    assert "user-agent" in answer["message"]
+    status, answer = call(stack.http_url, recall, body, "a\tb")
+    assert (status, answer["code"]) == (401, "unauthenticated"), answer
+
+
 def test_the_openapi_document_lists_every_method(stack: Stack) -> None:
     with urllib.request.urlopen(f"{stack.http_url}/openapi.json", timeout=30) as resp:
         doc = json.loads(resp.read())

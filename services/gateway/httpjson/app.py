@@ -160,6 +160,14 @@ class HttpJsonApp:
         await self.connect(scope, receive, send)
 
     async def _checked(self, scope: Scope, receive: Receive) -> tuple[Scope, bytes]:
+        for name, value in scope["headers"]:
+            # The Connect runtime reads headers as UTF-8 (a 500 otherwise).
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise Refused(
+                    400, "invalid_argument", f"{name.decode('latin-1')}: a header that is not UTF-8"
+                ) from None
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         content_type = headers.get("content-type", "").lower()
         if content_type not in (*JSON_TYPES, PROTO_TYPE):

@@ -87,7 +87,9 @@ def _settle(done: asyncio.Future[Message], call: grpc.Future[Message]) -> None:
 
 def _metadata(ctx: RequestContext[Message, Message]) -> tuple[tuple[str, str], ...]:
     token = ctx.request_headers().get(AUTHORIZATION)
-    if token is not None and not token.isascii():
+    # gRPC metadata holds printable ASCII only (a tab or a control byte
+    # would fail the relay with INTERNAL).
+    if token is not None and not (token.isascii() and token.isprintable()):
         raise ConnectError(Code.UNAUTHENTICATED, "authorization: expected 'Bearer <token>'")
     own = ((AUTHORIZATION, token),) if token is not None else ()
     return own + forwarded.metadata(ctx.client_address())
