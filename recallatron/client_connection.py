@@ -3,8 +3,9 @@ call path (:meth:`Connection.ask`) that builds a request from plain values."""
 
 from __future__ import annotations
 
+import copy
 import os
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -38,6 +39,13 @@ class Connection:
 
     def close(self) -> None:
         self.channel.close()
+
+    def with_token(self, token: str) -> Self:
+        """This client for another token, on the same channel (the token
+        travels with each call): closing it is closing this one."""
+        other = copy.copy(self)
+        other.token = token
+        return other
 
     def _md(self) -> tuple[tuple[str, str]]:
         return (("authorization", f"Bearer {self.token}"),)

@@ -16,7 +16,6 @@ import argparse
 import contextvars
 import json
 import logging
-import threading
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -44,9 +43,6 @@ from recallatron_mcp.inflight import OneRequestPerId
 from recallatron_mcp.oauth import READ, SCOPES, MemberAccess, MemberTokens, OAuthSettings, Verifier
 
 log = logging.getLogger("recallatron.mcp")
-
-# Gateway clients kept open at once (one per member token seen over HTTP).
-MAX_CLIENTS = 64
 
 # Failures of this server's own, told like the gateway's (tools.failure).
 NO_TOKEN = PeerStatus(grpc.StatusCode.UNAUTHENTICATED, "no member token")
@@ -95,30 +91,20 @@ def listed_tools() -> list[types.Tool]:
 
 
 class Clients:
-    """One gateway client per token, shared by the calls made with it."""
+    """Gateway clients for the tokens calls bring, all on one channel (the
+    token travels with each call): none is ever closed under a call in
+    flight, and a caller sending many tokens costs no channel each."""
 
     def __init__(self, gateway: str, default_token: str) -> None:
         self.gateway = gateway
         self.default_token = default_token
-        self._by_token: dict[str, Client] = {}
-        self._lock = threading.Lock()
+        self._base = Client(gateway, default_token)
 
     def get(self, token: str) -> Client:
-        with self._lock:
-            client = self._by_token.pop(token, None)
-            if client is None:
-                client = Client(self.gateway, token)
-                if len(self._by_token) >= MAX_CLIENTS:
-                    # Least recently used first (dicts keep insertion order).
-                    self._by_token.pop(next(iter(self._by_token))).close()
-            self._by_token[token] = client
-            return client
+        return self._base.with_token(token)
 
     def close(self) -> None:
-        with self._lock:
-            for client in self._by_token.values():
-                client.close()
-            self._by_token.clear()
+        self._base.close()
 
 
 def _token(ctx: ServerRequestContext[Any], default: str) -> str:

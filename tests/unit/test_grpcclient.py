@@ -128,3 +128,18 @@ def test_a_channel_with_calls_in_flight_is_left_as_it_came(address: str) -> None
         pending.cancel()
     finally:
         channel.close()
+
+
+def test_clients_for_many_tokens_share_one_channel_and_close_none() -> None:
+    """The MCP server's clients, one per token a call brings: a stranger sending
+    many tokens once evicted (and closed) clients with calls in flight."""
+    from recallatron_mcp.server import Clients
+
+    clients = Clients("127.0.0.1:1", "default")
+    try:
+        made = [clients.get(f"token-{i}") for i in range(200)]
+        assert {id(c.channel) for c in made} == {id(clients.get("x").channel)}
+        assert [c.token for c in made[:2]] == ["token-0", "token-1"]
+        assert made[0]._md() == (("authorization", "Bearer token-0"),)
+    finally:
+        clients.close()
