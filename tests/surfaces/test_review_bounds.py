@@ -14,6 +14,7 @@ import socket
 import time
 from collections.abc import Iterator
 
+import grpc
 import pytest
 
 from services.gateway.review_web import ReviewApp, ReviewWeb
@@ -206,3 +207,24 @@ def test_sessions_are_capped_per_token_and_in_all(monkeypatch: pytest.MonkeyPatc
         assert app.signin(f"rc_other_{i}").status == 303
     refused = app.signin("rc_one_too_many")
     assert refused.status == 503 and len(app.sessions._items) == 12
+
+
+class _AuditOnly(_Client):
+    """A token scoped to the audit purpose: any other is refused."""
+
+    def duplicate_pairs(self, **args: object) -> None:
+        if args.get("purpose", "assist") != "audit":
+            raise _Denied()
+
+
+class _Denied(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.PERMISSION_DENIED
+
+    def details(self) -> str:
+        return "purpose: outside the token's scope"
+
+
+def test_a_token_scoped_to_one_purpose_signs_in() -> None:
+    app = ReviewApp("127.0.0.1:1", client_factory=_AuditOnly)  # type: ignore[arg-type]
+    assert app.signin("rc_audit_only").status == 303

@@ -104,15 +104,21 @@ class ReviewApp:
         if not token:
             return Response(HTTPStatus.BAD_REQUEST, signin_page("Enter your member token."))
         client = self.client_factory(token)
-        try:
-            client.duplicate_pairs(limit=1)
-        except grpc.RpcError as exc:
-            client.close()
-            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
-                return Response(
-                    HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
-                )
-            return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
+        # The token is checked by a read for a purpose its scope allows: one
+        # scoped to audit only is refused an assist call, not unknown.
+        for purpose in PURPOSES:
+            try:
+                client.duplicate_pairs(purpose=purpose, limit=1)
+                break
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.PERMISSION_DENIED and purpose != PURPOSES[-1]:
+                    continue
+                client.close()
+                if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    return Response(
+                        HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
+                    )
+                return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
         try:
             sid = self.sessions.create(client, token)
         except TooManySessions:
