@@ -278,7 +278,8 @@ def _fill_fields(
     """Sets the fields the arguments give; returns the argument names used."""
     spec = table.get(descriptor_of(message).full_name, _NO_ARGS)
     used: set[str] = set()
-    oneofs: set[str] = set()
+    # Per oneof: the member set, and whether the arguments gave it (not a default).
+    oneofs: dict[str, tuple[str, bool]] = {}
     for f in descriptor_of(message).fields:
         arg = spec.fields.get(f.name, _NO_ARG)
         if arg.hidden:
@@ -289,17 +290,24 @@ def _fill_fields(
         name = arg.name or f.name
         used.add(name)
         value = args.get(name)
+        given = value is not None
         if value is None:
             value = arg.schema.get("default")
         if value is None:
             continue
+        path = f"{where}.{name}" if where else name
         group = f.containing_oneof
         if group is not None:
-            # One member of a oneof: the first given, in declaration order.
-            if group.name in oneofs:
-                continue
-            oneofs.add(group.name)
-        path = f"{where}.{name}" if where else name
+            if value == "":
+                continue  # an empty member is no choice
+            chosen = oneofs.get(group.name)
+            if chosen is not None:
+                if not given:
+                    continue  # a default gives way to what was given
+                if chosen[1]:
+                    raise ValueError(f"{path}: give one of {chosen[0]} and {name}, not both")
+            # Setting one member of a oneof clears the other.
+            oneofs[group.name] = (name, given)
         if f.is_repeated:
             if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
                 raise ValueError(f"{path}: a list is expected")
@@ -345,6 +353,9 @@ def _scalar(f: FieldDescriptor, value: Any, where: str) -> Any:
         return value
     if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
         return value
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        # JSON Schema's "integer" is any number with no fraction: 5.0 is 5.
+        return int(value)
     if kind == "number" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     raise ValueError(f"{where}: {value!r:.60} is not a {kind}")

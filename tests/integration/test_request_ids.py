@@ -1,4 +1,4 @@
-"""A write's request id (SPEC §7: a retried call never creates a second
+"""A write's request id (design §7: a retried call never creates a second
 memory): a retry of the same request, even one sent while the first is
 still committing, gets the first one's answer; the same id sent with
 another request is refused naming request_id, never answered with the

@@ -233,6 +233,24 @@ def test_timeline_from_and_to_and_a_time_without_offset() -> None:
         )
 
 
+def test_a_whole_number_written_with_a_point_is_an_integer() -> None:
+    """The input schema says "integer", which JSON Schema grants 5.0."""
+    assert protojson.to_message(pb.RecallRequest, {"query": "q", "limit": 5.0}).limit == 5
+    with pytest.raises(ValueError, match="limit"):
+        protojson.to_message(pb.RecallRequest, {"query": "q", "limit": 5.5})
+
+
+def test_a_oneof_takes_one_member_and_an_empty_one_is_no_choice() -> None:
+    """A mention names an entity by id or by name: both is refused (as
+    HTTP/JSON refuses it), and an empty id leaves the name standing."""
+    with pytest.raises(ValueError, match="not both"):
+        protojson.to_message(pb.RememberRequest, {"mentions": [{"entity_id": ID, "name": "Bob"}]})
+    made = protojson.to_message(
+        pb.RememberRequest, {"mentions": [{"entity_id": "", "name": "Bob"}]}
+    )
+    assert made.mentions[0].name == "Bob" and not made.mentions[0].entity_id
+
+
 def test_names_the_walk_does_not_know_are_refused() -> None:
     with pytest.raises(ValueError, match="claims\\[0\\]: unknown argument 'entiy'"):
         protojson.to_message(pb.RememberRequest, {"claims": [{"entiy": {}}]})
