@@ -33,7 +33,8 @@ def _request_ids(body: bytes) -> list[Any]:
     """The ids of the requests (not notifications or responses) in a body."""
     try:
         payload = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # Not JSON, or nested past what the parser follows: the SDK refuses it.
         return []
     items = payload if isinstance(payload, list) else [payload]
     return [

@@ -43,8 +43,10 @@ def owner(stack: Stack, operator: Client) -> Iterator[Member]:
     member.client.close()
 
 
-def node(stack: Stack, example: Path, token: str, *args: str) -> tuple[int, dict[str, Any]]:
-    env = {**os.environ, "RECALLATRON_URL": stack.http_url, "RECALLATRON_TOKEN": token}
+def node(
+    stack: Stack, example: Path, token: str, *args: str, **more: str
+) -> tuple[int, dict[str, Any]]:
+    env = {**os.environ, "RECALLATRON_URL": stack.http_url, "RECALLATRON_TOKEN": token, **more}
     done = subprocess.run(
         ["node", str(example), *args], env=env, capture_output=True, text=True, timeout=120
     )
@@ -93,3 +95,13 @@ def test_a_refusal_reaches_typescript_with_its_code_and_field(
     code, printed = node(stack, example, "rc_not_a_token", "recall", QUERY)
     assert code == 1
     assert printed["error"]["code"] == "Unauthenticated"
+
+
+def test_a_transport_of_the_callers_own_still_carries_the_token(
+    stack: Stack, example: Path, owner: Member
+) -> None:
+    code, printed = node(
+        stack, example, owner.token, "recall", QUERY, "3", RECALLATRON_OWN_TRANSPORT="1"
+    )
+    assert code == 0, printed
+    assert printed["outcome"]["results"], printed

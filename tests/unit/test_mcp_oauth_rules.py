@@ -141,3 +141,13 @@ def test_a_token_is_checked_for_issuer_audience_expiry_and_key(
     )
     with pytest.raises(jwt.PyJWTError):
         verifier.claims(forged)
+
+
+def test_a_body_nested_past_the_parser_is_no_request_not_a_failure() -> None:
+    """The in-flight guard reads the request ids of a body before the SDK: a
+    JSON array nested deeper than the parser follows raised RecursionError
+    there (a 500 before authentication)."""
+    from recallatron_mcp.inflight import _request_ids
+
+    assert _request_ids(b"[" * 100_000 + b"]" * 100_000) == []
+    assert _request_ids(b'{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}') == [7]

@@ -8,6 +8,7 @@
 // A refusal prints {"error": {"code", "message", "fields"}} and exits 1.
 
 import { toJson } from "@bufbuild/protobuf";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import {
   ConnectError,
   Code,
@@ -19,10 +20,17 @@ import {
 } from "../src/index.js";
 
 async function main(args: string[]): Promise<unknown> {
+  const baseUrl = process.env.RECALLATRON_URL ?? "http://127.0.0.1:7420";
+  // RECALLATRON_OWN_TRANSPORT=1: a transport of the caller's own making,
+  // which the client still sends the token through.
+  const transport = process.env.RECALLATRON_OWN_TRANSPORT
+    ? createConnectTransport({ baseUrl, httpVersion: "1.1" })
+    : undefined;
   const client = createRecallatron({
-    baseUrl: process.env.RECALLATRON_URL ?? "http://127.0.0.1:7420",
+    baseUrl,
     token: process.env.RECALLATRON_TOKEN ?? "",
     timeoutMs: 30_000,
+    transport,
   });
   const [command, ...rest] = args;
   if (command === "remember") {

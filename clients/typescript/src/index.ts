@@ -47,7 +47,8 @@ export interface RecallatronOptions {
   timeoutMs?: number;
   /** Binary protobuf instead of JSON on the wire (default: JSON). */
   useBinaryFormat?: boolean;
-  /** Another transport (say, the gRPC one); baseUrl is then not used. */
+  /** Another transport (say, the gRPC one); baseUrl is then not used, the
+   * token is still sent with every call. */
   transport?: Transport;
 }
 
@@ -76,10 +77,26 @@ export function bearer(token: string): Interceptor {
   };
 }
 
+/** A transport that sends the token with every call it carries (one given
+ * in the options may not; a header the caller sets itself still wins). */
+function withToken(inner: Transport, token: string): Transport {
+  const headers = (header: HeadersInit | undefined): Headers => {
+    const h = new Headers(header);
+    if (!h.has("Authorization")) h.set("Authorization", `Bearer ${token}`);
+    return h;
+  };
+  return {
+    unary: (method, signal, timeoutMs, header, input, contextValues) =>
+      inner.unary(method, signal, timeoutMs, headers(header), input, contextValues),
+    stream: (method, signal, timeoutMs, header, input, contextValues) =>
+      inner.stream(method, signal, timeoutMs, headers(header), input, contextValues),
+  };
+}
+
 export function createRecallatron(options: RecallatronOptions): Recallatron {
-  const transport =
-    options.transport ??
-    createConnectTransport({
+  const transport = options.transport
+    ? withToken(options.transport, options.token)
+    : createConnectTransport({
       baseUrl: options.baseUrl,
       httpVersion: "1.1",
       useBinaryFormat: options.useBinaryFormat ?? false,
