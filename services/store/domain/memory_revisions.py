@@ -38,7 +38,10 @@ class MemoryRevisions(MemoryWrites):
         if row is None:
             raise errors.NotFound("memory not found")
         revision, superseded_by = row
-        if superseded_by is not None:
+        # A revision that moved on is a race lost (whatever moved it, a
+        # supersede included): read again. Only a change asked of the
+        # current revision of a superseded memory is refused as such.
+        if superseded_by is not None and revision == expected:
             raise errors.FailedPrecondition(
                 "id: the memory was superseded and can no longer change", subject="id"
             )
