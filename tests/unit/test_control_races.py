@@ -178,3 +178,11 @@ def test_a_work_mark_is_tried_again_when_the_control_database_is_busy(
     with pytest.raises(errors.Unavailable):
         ControlPlane(dbs).mark_work(WORKSPACE)  # type: ignore[arg-type]
     assert dbs.marks == []
+
+
+def test_a_foreign_key_broken_beside_a_workspace_call_is_a_race_to_retry() -> None:
+    from services.store.infrastructure.transactions import translate_race_errors
+
+    with pytest.raises(errors.Unavailable) as info, translate_race_errors():
+        raise ForeignKeyViolation("insert or update on table mention violates foreign key")
+    assert info.value.retry_after == 0.2

@@ -70,6 +70,19 @@ def translate_db_errors() -> Iterator[None]:
         ) from exc
 
 
+@contextmanager
+def translate_race_errors() -> Iterator[None]:
+    """In a workspace's database, a foreign key broken by a change committed
+    beside the call (a forget deleting the entity a write names at the same
+    moment) is a race to retry, as a deadlock is, not a server fault."""
+    try:
+        yield
+    except psycopg.errors.ForeignKeyViolation as exc:
+        raise errors.Unavailable(
+            "a change made at the same moment removed what this call refers to; retry", 0.2
+        ) from exc
+
+
 def configure_connection(conn: psycopg.Connection) -> None:
     """uuid columns come back as their canonical text: every caller wants a
     string, and building a uuid.UUID per row cost more than some queries."""
@@ -204,6 +217,7 @@ class WorkspacePool(DatabasePool):
         left = deadline.remaining()
         with (
             translate_db_errors(),
+            translate_race_errors(),
             super().connection(wait if left is None else min(wait, left)) as conn,
             cancelled_if_abandoned(conn),
         ):
