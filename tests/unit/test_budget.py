@@ -182,6 +182,22 @@ def test_idle_connections_close_and_empty_pools_are_forgotten() -> None:
     assert "db" not in budget.pools
 
 
+def test_a_pool_forgotten_while_its_holder_kept_it_is_reaped_again() -> None:
+    """A holder that keeps a pool past idle_seconds (unused meanwhile) and uses
+    it again: its connection is counted and closed by the upkeep as any other
+    (it was not, once the pool was forgotten: its place stayed taken)."""
+    budget = ServerBudget("s", limit=4, idle_seconds=60)
+    opened: list[str] = []
+    kept = make(budget, "db", opened)
+    budget.close_idle(now=time.monotonic() + 120)  # nothing open, unused: forgotten
+    assert "db" not in budget.pools
+    with kept.connection() as conn:
+        pass
+    assert budget.pools.get("db") is kept and _open_count(budget) == 1
+    budget.close_idle(now=time.monotonic() + 120)
+    assert conn.closed and _open_count(budget) == 0
+
+
 # A broken connection, or one left in autocommit (which would change what the
 # next borrower's statements mean), is closed and frees its place.
 @pytest.mark.parametrize("state", ["broken", "autocommit"])

@@ -237,6 +237,10 @@ class ServerBudget:
         with self.lock:
             if pool.closed:
                 raise PoolClosed(pool.name)
+            # A pool the upkeep forgot while its holder kept it (unused past
+            # idle_seconds) comes back, so that its connections are counted,
+            # reaped and chosen to close again.
+            self.pools.setdefault(pool.key, pool)
             pool.last_used = started
             pool.waiting += 1
             self.waiters.append(waiter)
