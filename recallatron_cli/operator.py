@@ -185,8 +185,12 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     with _store(admin_connections=parallel) as (dbs, control):
         everything = control.all_workspace_locations()
         workspaces = everything if args.all else control.below_current()
-        for server in {ws.server for ws in everything} | {dbs.default_server}:
-            dbs.refresh_template(server)
+        for server in sorted({ws.server for ws in everything} | {dbs.default_server}):
+            try:
+                dbs.refresh_template(server)
+            except Exception as exc:  # that server's workspaces fail below; the others go on
+                failed += 1
+                print(f"server {server}: template not refreshed: {dbs.redact(str(exc))}")
         with (
             Progress("migrating", len(workspaces), "workspaces") as bar,
             ThreadPoolExecutor(parallel, thread_name_prefix="migrate") as pool,
@@ -204,7 +208,9 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
                         bar.echo(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
                 bar.advance()
     if failed:
-        print(f"migrations done, {failed} workspaces failed: run again to retry them")
+        print(
+            f"migrations done, {failed} failed (workspaces or templates): run again to retry them"
+        )
         return 1
     print(
         f"migrations done: {len(workspaces)} workspaces brought to "
