@@ -106,6 +106,19 @@ def test_operator_commands_find_the_running_local_stack(
     assert gateway is not None
     made = _cli(env, "admin", "--gateway", gateway.group(1), "create-workspace", slug)
     assert made.returncode == 0, made.stderr
+    # The README's operator lines: the operator token named by the variable
+    # every command reads (a member's token there would be refused).
+    as_operator = {**env, "RECALLATRON_TOKEN_FILE": str(state / "admin-token")}
+    listed = _cli(as_operator, "admin", "--gateway", gateway.group(1), "list-workspaces")
+    assert listed.returncode == 0, listed.stderr
+    workspace_id = next(x.split()[0] for x in listed.stdout.splitlines() if f"  {slug}  " in x)
+    for line in (
+        ("admin", "--gateway", gateway.group(1), "create-member", "--workspace", workspace_id,
+         "ada", "--owner"),
+        ("admin", "--gateway", gateway.group(1), "list-workspaces"),
+    ):  # fmt: skip
+        done = _cli(as_operator, *line)
+        assert done.returncode == 0, (line, done.stderr)
     password = (state / "postgres.password").read_text().strip()
     outputs: list[str] = []
 
