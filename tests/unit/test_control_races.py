@@ -186,3 +186,18 @@ def test_a_foreign_key_broken_beside_a_workspace_call_is_a_race_to_retry() -> No
     with pytest.raises(errors.Unavailable) as info, translate_race_errors():
         raise ForeignKeyViolation("insert or update on table mention violates foreign key")
     assert info.value.retry_after == 0.2
+
+
+def test_a_slug_or_handle_is_checked_to_its_end_and_a_slug_is_no_uuid() -> None:
+    """A trailing newline passed `$` and reached the database's own check (an
+    INTERNAL error, after the workspace's database was made); a slug that is
+    another workspace's id made commands that take either name both."""
+    from services.store.domain.control import HANDLE_RE, slug_ok
+
+    assert slug_ok("acme") and slug_ok("team-42")
+    for bad in ("acme\n", "", "-acme", "Acme", "7a0d6c55-5b8e-4f3c-9d6b-0f1e2a3b4c5d"):
+        assert not slug_ok(bad), repr(bad)
+    assert HANDLE_RE.match("ada.lovelace") and not HANDLE_RE.match("ada\n")
+    with pytest.raises(errors.InvalidArgument) as info:
+        ControlPlane(_Databases()).create_workspace("acme\n")  # type: ignore[arg-type]
+    assert info.value.field == "slug"

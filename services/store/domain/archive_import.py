@@ -28,7 +28,7 @@ from psycopg import sql
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import archive_plan as plan
-from services.store.domain.control import SLUG_RE, ControlPlane
+from services.store.domain.control import SLUG_RULE, ControlPlane, slug_ok
 from services.store.domain.graph_rules import name_key
 from services.store.infrastructure.db import Databases
 from services.store.sql import archive_queries as q
@@ -71,10 +71,8 @@ class Importer:
     def check_target(self, slug: str, server: str) -> str:
         """The slug free and well formed, the server known: before the
         archive is read. Returns the server the workspace will be on."""
-        if not SLUG_RE.match(slug or ""):
-            raise errors.InvalidArgument(
-                "as", "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
-            )
+        if not slug_ok(slug):
+            raise errors.InvalidArgument("as", SLUG_RULE)
         if any(w.slug == slug for w in self.control.all_workspace_locations()):
             raise errors.AlreadyExists(f"as: a workspace named {slug!r} exists")
         return self.control.choose_server(server)

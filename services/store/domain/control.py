@@ -35,8 +35,19 @@ from services.store.infrastructure.db import Caller, Databases, WorkspacePool
 from services.store.infrastructure.servers import place
 from services.store.sql import queries as q
 
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# \Z, not $: "$" lets a trailing newline through, which the database's own
+# check then refuses (an INTERNAL error, and a database made for nothing).
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
+HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+SLUG_RULE = "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit, not a UUID"
+
+
+def slug_ok(slug: str) -> bool:
+    """A slug names one workspace: never another's id (commands take either)."""
+    return bool(SLUG_RE.match(slug or "")) and not _UUID_TEXT.fullmatch(slug)
+
+
+_UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def validate_settings(s: WorkspaceSettings) -> None:
@@ -86,10 +97,8 @@ class ControlPlane(TokenRecords):
     _dropped: int = 0
 
     def create_workspace(self, slug: str, server: str = "") -> Workspace:
-        if not SLUG_RE.match(slug or ""):
-            raise errors.InvalidArgument(
-                "slug", "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
-            )
+        if not slug_ok(slug):
+            raise errors.InvalidArgument("slug", SLUG_RULE)
         with self.dbs.control_conn() as conn:
             if conn.execute(q.WORKSPACE_ID_BY_SLUG, (slug,)).fetchone():
                 raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
