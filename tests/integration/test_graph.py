@@ -236,6 +236,34 @@ def test_correct_replaces_claims_and_keeps_history_and_as_of(team: Team) -> None
     assert ada.lookup("Kim").entities[0].attributes == []
 
 
+def test_as_of_names_the_memory_current_then_when_its_successor_is_hidden(team: Team) -> None:
+    """The memory that stated a claim at as_of is among those naming its entity
+    for a reader who cannot see its successor (written for its author alone)."""
+    from recallatron.v1 import gateway_pb2 as gpb
+
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    old = ada.remember(
+        "Noor lives in Oslo",
+        audience_to="workspace",
+        mention_names=["Noor Haddad"],
+        claims=[{"entity": {"name": "Noor Haddad"}, "attribute": "city", "value": "Oslo"}],
+    ).memory
+    time.sleep(0.05)
+    between = now_rfc3339()
+    time.sleep(0.05)
+    ada.call(
+        ada.memory.Supersede,
+        gpb.SupersedeRequest(
+            request_id=str(uuid.uuid4()), id=old.id, expected_revision=old.revision,
+            kind=cpb.KIND_NOTE, title="Noor's move, for me",
+            audience=cpb.Audience(member_id=team.members["ada"]),
+        ),
+    )  # fmt: skip
+    then = bob.lookup("Noor Haddad", as_of=between).entities[0]
+    assert [a.memory_id for a in then.attributes] == [old.id]
+    assert list(then.mentioned_by) == [old.id]
+
+
 def test_supersede_carries_claims_and_the_old_ones_retire(team: Team) -> None:
     ada = team.clients["ada"]
     old = ada.remember(

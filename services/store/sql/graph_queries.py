@@ -183,8 +183,10 @@ WHERE a.entity_id = ANY(%(ids)s::uuid[]) AND {_ALIAS_CURRENT}
 ORDER BY a.entity_id, a.stated_at DESC, a.alias, a.id
 """
 # Visible memories mentioning each entity, newest first: those current at
-# %(at)s (written by then, and not superseded by then: a successor written
-# later leaves it current at %(at)s, as its claims are), all with the history.
+# %(at)s (written by then, and not superseded by then: superseded later, it
+# was current at %(at)s, as its claims were), all with the history. When it
+# was superseded is its own revision's record, which whoever sees the memory
+# sees (its successor may be hidden from them, or forgotten).
 CARD_MENTIONED_BY = """
 SELECT q.id, x.id, x.created_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
@@ -193,8 +195,9 @@ CROSS JOIN LATERAL (
     WHERE mn.entity_id = q.id
       AND (%(history)s OR (m.created_at <= %(at)s
                            AND (m.superseded_by_id IS NULL
-                                OR (SELECT s.created_at FROM memory s
-                                    WHERE s.id = m.superseded_by_id) > %(at)s)))
+                                OR (SELECT max(r.changed_at) FROM memory_revision r
+                                    WHERE r.memory_id = m.id AND r.action = 'supersede')
+                                   > %(at)s)))
     ORDER BY m.created_at DESC, m.id
     LIMIT %(cap)s
 ) x
