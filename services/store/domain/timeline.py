@@ -130,7 +130,11 @@ def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str |
         at = datetime.fromisoformat(data["at"])
         kind, key = int(data["kind"]), str(data["key"])
         same = data["s"] == subject
-    except (ValueError, KeyError, TypeError):
+        # Only what this service writes: a kind of KINDS, a key with no NUL
+        # (the database could not take either otherwise: INTERNAL).
+        if not 1 <= kind <= len(KINDS) or "\x00" in key or at.tzinfo is None:
+            raise ValueError(data)
+    except (ValueError, KeyError, TypeError, OverflowError):
         raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
     if not same:
         raise errors.InvalidArgument("page_token", "belongs to another timeline")
