@@ -214,6 +214,28 @@ def test_keep_apart_is_never_proposed_again(team: Team, robins: dict[str, str]) 
     assert [c.id for c in ada.lookup("Robin").entities] == [robins["robin"]]
 
 
+def test_a_pair_kept_apart_stays_apart_when_one_side_is_a_merged_group(team: Team) -> None:
+    """The pair is shown, and kept apart, as its groups' heads: a member of a
+    group kept apart from an entity is never proposed with it again either."""
+    ada = team.clients["ada"]
+    a = ada.remember("Kim joined", "Kim joined ops.", mention_names=["Kim Park"]).memory
+    b = ada.remember("Kim left", "Kim left ops.", mention_names=["kim  park"]).memory
+    c = ada.remember(
+        "KP",
+        "KP runs the on-call rota.",
+        mention_names=["K. P."],
+        aliases=[{"entity": {"name": "K. P."}, "alias": "Kim Park"}],
+    ).memory
+    pa, pb, pc = entity(a, "Kim Park"), entity(b, "kim  park"), entity(c, "K. P.")
+    ada.merge_entities(pa, pc)
+    shown = {frozenset((p.first.id, p.second.id)) for p in ada.entity_pairs().pairs}
+    assert frozenset((pa, pb)) in shown
+    ada.keep_entities_apart(pb, pa)
+    assert all({p.first.id, p.second.id} != {pa, pb} for p in ada.entity_pairs().pairs), (
+        "proposed again through the group's other member"
+    )
+
+
 def test_only_owners_decide_and_bad_input_names_the_field(
     team: Team, robins: dict[str, str]
 ) -> None:

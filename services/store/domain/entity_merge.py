@@ -130,6 +130,12 @@ ORDER BY bool_or(c.reason <> 'close_context') DESC, cosine DESC NULLS LAST, c.fi
 LIMIT %(limit)s
 """
 VISIBLE_COUNT = "SELECT count(*) FROM entity WHERE id = ANY(%s::uuid[])"
+# The pairs kept apart among these entities (both ends), to be read as their
+# groups' heads: a pair is kept apart group to group.
+APART_AMONG = """
+SELECT first_id, second_id FROM entity_pair_apart
+WHERE first_id = ANY(%(ids)s::uuid[]) AND second_id = ANY(%(ids)s::uuid[])
+"""
 # Merges in one workspace are decided one at a time (a transaction-scoped
 # lock of its database): two taken at once could each find their groups within
 # MAX_ENTITY_GROUP and together pass it. Owners decide merges; they are rare.
@@ -204,6 +210,12 @@ class EntityMergeStore(InWorkspaces):
             rows = conn.execute(PAIRS, params).fetchall()
             ids = list(dict.fromkeys(str(i) for r in rows for i in (r[0], r[1])))
             cards = graph.cards_by_id(conn, ids)
+            head_of = {m.id: c.entity.id for c in cards.values() for m in (c.entity, *c.merged)}
+            apart = {
+                (min(heads), max(heads))
+                for x, y in conn.execute(APART_AMONG, {"ids": list(head_of)}).fetchall()
+                for heads in [(head_of[str(x)], head_of[str(y)])]
+            }
         out: list[EntityPair] = []
         shown: set[tuple[str, str]] = set()
         for first_id, second_id, reasons, cosine in rows:
@@ -211,7 +223,7 @@ class EntityMergeStore(InWorkspaces):
             if a is None or b is None or a is b:
                 continue
             key = (min(a.entity.id, b.entity.id), max(a.entity.id, b.entity.id))
-            if key in shown:
+            if key in shown or key in apart:
                 continue
             shown.add(key)
             out.append(
