@@ -6,7 +6,9 @@ for the services it calls); values come from the environment (prefix
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -23,21 +25,41 @@ def default_state_dir() -> Path:
     return REPO_ROOT / ".recallatron"
 
 
+ENV_PREFIX = "RECALLATRON_"
+
+
+class SettingsInvalid(SystemExit):
+    """A setting the environment gives that the process cannot run with: it
+    stops at start with one line per setting, naming its variable (not a
+    traceback, and never later, in the middle of a call)."""
+
+
 class CommonSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RECALLATRON_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            lines = [
+                f"{ENV_PREFIX}{'_'.join(str(p) for p in e['loc']).upper() or 'SETTINGS'}: "
+                f"{e['msg']}"
+                for e in exc.errors()
+            ]
+            raise SettingsInvalid("invalid settings:\n  " + "\n  ".join(lines)) from None
 
     log_level: str = "INFO"
     # Port for the Prometheus /metrics endpoint; 0 disables it.
-    metrics_port: int = 0
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     # Largest gRPC message accepted or sent, in bytes.
-    max_message_bytes: int = 8 * 1024 * 1024
+    max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     # Worker threads of the gRPC server.
-    server_threads: int = 16
+    server_threads: int = Field(default=16, ge=1)
     # Fair sharing of those threads (recallatron/fairness.py, design §9): calls
     # of one workspace served at once by this process, and waiting beyond
     # those; more are refused at once with RESOURCE_EXHAUSTED and a retry hint.
     # A waiting call holds no thread, so other workspaces are served meanwhile.
-    workspace_concurrency: int = 4
+    workspace_concurrency: int = Field(default=4, ge=1)
     # While a workspace is the only one with calls here, it may run this many
     # at once (0: workspace_concurrency): its share must not leave cores idle
     # when nobody else wants them. Another workspace's first call brings it
@@ -47,7 +69,7 @@ class CommonSettings(BaseSettings):
     # this long, so that a neighbour calling one call after another never
     # meets the lent calls in the gaps between its calls.
     workspace_alone_after_seconds: float = 2.0
-    workspace_queue: int = 64
+    workspace_queue: int = Field(default=64, ge=0)
     # Calls one token (in the store, rank and embed: one member) may have
     # outstanding, running or waiting; 0: only the workspace's limit.
     token_outstanding: int = 0

@@ -111,6 +111,11 @@ EPISODE_NEIGHBOUR_WEIGHT = 2.0
 EPISODE_SEED_POWER = 3.0
 MAX_EPISODE_SEEDS = 10
 
+# The permission walk's limit (design §5.5): candidates per walk, each one
+# row read (docs/recall.md, "Recall at scale"); rank's arms return at most
+# half of it each, so the fused list is walked whole.
+MAX_WALK = 500
+
 # -- the graph (design §3, §7) ---------------------------------------------------
 
 # Attribute names, predicates and entity types: an open vocabulary of

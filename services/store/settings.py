@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
+
 from recallatron.settings import STORE_ADDRESS, EmbedPeer, default_state_dir
 
 
@@ -32,41 +34,41 @@ class StoreSettings(EmbedPeer):
     # The connection budget (services/store/infrastructure/budget.py, docs/servers.md): per
     # Postgres server, the most connections this process opens to workspace
     # databases, shared by all of them; the embedding job has its own.
-    connection_budget: int = 16
-    job_connection_budget: int = 4
+    connection_budget: int = Field(default=16, ge=1)
+    job_connection_budget: int = Field(default=4, ge=1)
     # Connections one workspace database may hold at once (app role, and the
     # owner role for migrations and the embedding job), within the budget.
-    pool_max_size: int = 8
-    owner_pool_max_size: int = 2
+    pool_max_size: int = Field(default=8, ge=1)
+    owner_pool_max_size: int = Field(default=2, ge=1)
     # An idle connection closes after this long, so a workspace nobody uses
     # holds none; a busy one beyond the budget takes an idle one's place.
-    pool_max_idle_seconds: float = 5.0
+    pool_max_idle_seconds: float = Field(default=5.0, gt=0)
     # For this long after a workspace wakes up (its first connection since it
     # had none), its concurrent calls share that connection rather than open
     # one each: a new backend costs a connect and its own catalog and plan
     # caches filled from scratch. Recall over 150 workspaces in turn, p50:
     # 137-143 ms opening at once, 60-65 ms sharing (docs/benchmarks.md).
-    pool_grow_after_seconds: float = 0.05
+    pool_grow_after_seconds: float = Field(default=0.05, ge=0)
     # The control plane's pool (one per process, on the default server).
-    control_pool_max_size: int = 4
+    control_pool_max_size: int = Field(default=4, ge=1)
     # What the start-up check counts against each server's max_connections
     # (docs/servers.md): the replicas of the store and of the embedding job,
     # and connections kept free for operators (psql, backups, migrate-db).
-    store_replicas: int = 1
-    job_replicas: int = 1
-    connection_reserve: int = 10
+    store_replicas: int = Field(default=1, ge=1)
+    job_replicas: int = Field(default=1, ge=1)
+    connection_reserve: int = Field(default=10, ge=0)
     # Seconds a caller waits for a pooled connection before UNAVAILABLE.
-    pool_timeout_seconds: float = 5.0
+    pool_timeout_seconds: float = Field(default=5.0, gt=0)
     # Per-statement limit inside Postgres (milliseconds).
-    statement_timeout_ms: int = 15_000
+    statement_timeout_ms: int = Field(default=15_000, ge=1)
     # The embed service (embed_target), used only by the embedding job.
-    embed_timeout_seconds: float = 30.0
+    embed_timeout_seconds: float = Field(default=30.0, gt=0)
     state_dir: Path = default_state_dir()
     # The embedding job. It learns which workspaces have work from the
     # control plane's work marks (a notification each); it reads every mark
     # again this often in case a notification was missed.
-    job_batch_size: int = 32
-    job_poll_seconds: float = 0.5
+    job_batch_size: int = Field(default=32, ge=1)
+    job_poll_seconds: float = Field(default=0.5, gt=0)
     job_marks_refresh_seconds: float = 30.0
     # At start, the job looks once at every workspace, marked or not: rows
     # queued by writes that marked nothing (a store of a version before the
@@ -74,14 +76,14 @@ class StoreSettings(EmbedPeer):
     # its mark, so never acknowledged) are embedded all the same.
     job_sweep_on_start: bool = True
     # A claimed batch not finished within this many seconds is claimed again.
-    job_lease_seconds: float = 60.0
+    job_lease_seconds: float = Field(default=60.0, gt=0)
     job_max_backoff_seconds: float = 5.0
     # A memory the embed service refuses is retried alone, after a backoff
     # that doubles from job_row_backoff_seconds up to job_row_max_backoff_seconds,
     # and parked after job_row_max_attempts (design §6): GetStatus shows why.
-    job_row_max_attempts: int = 5
+    job_row_max_attempts: int = Field(default=5, ge=1)
     job_row_backoff_seconds: float = 1.0
     job_row_max_backoff_seconds: float = 300.0
     # Batches in flight at once, each in its own thread: the embed service runs
     # one ONNX thread per call, so two calls keep two cores busy.
-    job_workers: int = 2
+    job_workers: int = Field(default=2, ge=1)

@@ -7,8 +7,8 @@ to each one; not visible answers exactly like not there."""
 
 from __future__ import annotations
 
+from recallatron.vocabulary import MAX_WALK
 from services.store.domain.memory_reads import (
-    MAX_WALK,
     MemoryView,
     Ref,
     RevisionView,

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from recallatron import errors
-from recallatron.vocabulary import MAX_EPISODE_SEEDS, MAX_READ_IDS, PURPOSES
+from recallatron.vocabulary import MAX_EPISODE_SEEDS, MAX_READ_IDS, MAX_WALK, PURPOSES
 from services.store.domain import graph_claims
 from services.store.domain import validation as v
 from services.store.domain.workspace_services import OnWorkspaces
@@ -87,11 +87,6 @@ def memory_view(row: Sequence[Any]) -> MemoryView:
         updated_at=row[12],
         episode_id=str(row[13]) if row[13] else None,
     )
-
-
-# The permission walk's limit (design §5.5): candidates per walk, each one
-# row read (docs/recall.md, "Recall at scale").
-MAX_WALK = 500
 
 
 @dataclass(frozen=True)

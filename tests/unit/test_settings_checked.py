@@ -1,0 +1,78 @@
+"""A setting the environment gives that a process cannot run with stops it
+at start, naming the variable: not a traceback, and never later, in the
+middle of a call (RRF_K=-60 divided by zero inside recall; ARM_LIMIT past
+the walk failed every recall on a field the client never set)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from recallatron.settings import SettingsInvalid
+from services.rank.settings import RankSettings
+from services.store.settings import StoreSettings
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RECALLATRON_RRF_K", "-60"),
+        ("RECALLATRON_ARM_LIMIT", "600"),
+        ("RECALLATRON_WALK_LIMIT", "900"),
+        ("RECALLATRON_STORE_TIMEOUT_SECONDS", "0"),
+        ("RECALLATRON_SERVER_THREADS", "abc"),
+    ],
+)
+def test_rank_refuses_a_setting_it_cannot_run_with(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsInvalid) as info:
+        RankSettings()
+    assert variable in str(info.value.code)
+
+
+def test_the_arms_must_fit_the_walk_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALLATRON_ARM_LIMIT", "200")
+    monkeypatch.setenv("RECALLATRON_WALK_LIMIT", "300")
+    with pytest.raises(SettingsInvalid) as info:
+        RankSettings()
+    assert "RECALLATRON_ARM_LIMIT" in str(info.value.code)
+    assert "RECALLATRON_WALK_LIMIT" in str(info.value.code)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RECALLATRON_CONNECTION_BUDGET", "0"),
+        ("RECALLATRON_CONNECTION_BUDGET", "abc"),
+        ("RECALLATRON_POOL_MAX_IDLE_SECONDS", "0"),
+        ("RECALLATRON_STORE_REPLICAS", "0"),
+    ],
+)
+def test_the_store_refuses_a_setting_it_cannot_run_with(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsInvalid) as info:
+        StoreSettings()
+    assert variable in str(info.value.code)
+
+
+def test_a_service_started_with_one_stops_with_a_line_not_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "from services.rank.settings import RankSettings; RankSettings()"],
+        env={**os.environ, "RECALLATRON_RRF_K": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "RECALLATRON_RRF_K" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_defaults_are_good() -> None:
+    assert RankSettings().rrf_k == 60 and StoreSettings().connection_budget >= 1
