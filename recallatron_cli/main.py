@@ -4,6 +4,7 @@ tools from a shell."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 import grpc
@@ -272,11 +273,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A password in a URL or a conninfo a database error may quote.
+_PASSWORDS = (
+    (re.compile(r"(password\s*=\s*)('[^']*'|\S+)"), r"\1***"),
+    (re.compile(r"(://[^:/@\s]+:)[^@\s]+@"), r"\1***@"),
+)
+
+
+def _database_error(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    for pattern, replacement in _PASSWORDS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
+    import psycopg
+
     args = build_parser().parse_args(argv)
-    if args.cmd in operator.DATABASE_COMMANDS:
-        operator.find_database()
     try:
+        if args.cmd in operator.DATABASE_COMMANDS:
+            operator.find_database()
         return int(args.func(args))
     except grpc.RpcError as exc:
         print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
@@ -286,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
         # number out of range), named as the service would name it.
         print(f"error: INVALID_ARGUMENT: {exc}", file=sys.stderr)
         return 2
+    except psycopg.Error as exc:
+        # An operator command's database (unreachable, refusing the role):
+        # one line, the server's own words, no password.
+        print(f"error: the database: {_database_error(exc)}", file=sys.stderr)
+        return 1
     except OSError as exc:
         # A file an option names (--graph) that cannot be read.
         print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
