@@ -424,6 +424,9 @@ def beside_env(state_dir: Path) -> dict[str, str] | None:
     env = {"RECALLATRON_DATABASE_URL": postgres.url}
     if postgres.app_password_file.exists():
         env["RECALLATRON_APP_PASSWORD"] = postgres.app_password_file.read_text().strip()
+        # As `up` sets it: the command sets the role's password again, and
+        # 4096 rounds would slow every new backend of the running stack.
+        env["RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS"] = "1"
     key_file = state_dir / "internal.key"
     if key_file.exists():
         env["RECALLATRON_INTERNAL_KEY_FILE"] = str(key_file)

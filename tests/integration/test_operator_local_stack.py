@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from recallatron_devkit.localpg import LocalPostgres
@@ -148,6 +149,14 @@ def test_operator_commands_find_the_running_local_stack(
     for text in outputs:
         assert "Traceback" not in text
         assert password not in text
+    # The commands set the app role's password again, with the rounds `up` uses.
+    running = LocalPostgres.running(state / "pgdata")
+    assert running is not None
+    with psycopg.connect(running.url) as conn:
+        row = conn.execute(
+            "SELECT rolpassword FROM pg_authid WHERE rolname = 'recallatron_app'"
+        ).fetchone()
+    assert row is not None and str(row[0]).startswith("SCRAM-SHA-256$1:"), str(row[0])[:20]
 
     # Stopped: the command says the local stack is not running and how to start it.
     up.send_signal(signal.SIGTERM)
