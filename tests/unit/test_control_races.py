@@ -201,3 +201,24 @@ def test_a_slug_or_handle_is_checked_to_its_end_and_a_slug_is_no_uuid() -> None:
     with pytest.raises(errors.InvalidArgument) as info:
         ControlPlane(_Databases()).create_workspace("acme\n")  # type: ignore[arg-type]
     assert info.value.field == "slug"
+
+
+def test_a_call_waits_for_an_admin_connection_no_longer_than_its_deadline() -> None:
+    """A workspace migrated on its first use waits for one of the few admin
+    connections: inside a call, never past the call's deadline (it waited a
+    minute, holding the call's thread)."""
+    from recallatron import deadline
+    from services.store.infrastructure.db import Databases
+    from services.store.settings import StoreSettings
+
+    dbs = Databases(
+        StoreSettings(database_url="postgresql://nobody@127.0.0.1:1/postgres", app_password="x")
+    )
+    while dbs._admin_slots.acquire(blocking=False):
+        pass  # every admin connection taken
+    leave = deadline.enter(deadline.Scope(-1.0))
+    try:
+        with pytest.raises(errors.DeadlineExceeded), dbs.admin_slot():
+            pass
+    finally:
+        leave()

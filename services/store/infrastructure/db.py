@@ -162,8 +162,9 @@ class Databases:
     @contextmanager
     def admin_slot(self) -> Iterator[None]:
         """One of the admin connections this process may hold at once; a
-        caller that cannot have one in a minute is told to retry."""
-        if not self._admin_slots.acquire(timeout=ADMIN_WAIT_SECONDS):
+        caller that cannot have one in a minute (or, inside a call, by its
+        deadline: a workspace migrated on its first use) is told to retry."""
+        if not self._admin_slots.acquire(timeout=deadline.capped(ADMIN_WAIT_SECONDS)):
             raise errors.Unavailable("database busy: migrations or new databases queued", 1.0)
         try:
             yield
