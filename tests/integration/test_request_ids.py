@@ -96,3 +96,39 @@ def test_a_retry_sent_while_the_first_commits_gets_its_answer(
         (memory.id,),
     )  # fmt: skip
     assert revisions == [(1,)]
+
+
+def test_the_loser_of_a_supersede_race_hears_aborted(stack: Stack, team: Team) -> None:
+    """Two supersedes of one revision under way at once: one wins, the other
+    lost a race (ABORTED, read again), as a correct's loser does; one asked
+    once the memory is superseded is refused as such (FAILED_PRECONDITION)."""
+    ada = team.clients["ada"]
+    memory = ada.remember("Office in Lyon", audience_to="workspace").memory
+    answers: list[Any] = []
+
+    def send(i: int) -> None:
+        try:
+            answers.append(ada.supersede(memory.id, 1, f"Office moved {i}"))
+        except grpc.RpcError as exc:
+            answers.append(exc)
+
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
+        holder.execute("SELECT 1 FROM memory WHERE id = %s FOR UPDATE", (memory.id,))
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        wait_for(
+            lambda: watch.execute(
+                "SELECT count(*) >= 2 FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'"
+            ).fetchone()[0],
+            "both supersedes waiting on the row",
+        )
+        holder.rollback()
+        for t in threads:
+            t.join()
+    lost = [a for a in answers if isinstance(a, grpc.RpcError)]
+    assert len(lost) == 1 and lost[0].code() == grpc.StatusCode.ABORTED, lost
+    late = _refused(lambda: ada.supersede(memory.id, 1, "Office moved again"))
+    assert late.code() == grpc.StatusCode.FAILED_PRECONDITION, late.details()

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
@@ -30,24 +31,34 @@ class ForgetResult:
     replayed: bool
 
 
+class Subject(NamedTuple):
+    """A memory as a change first reads it."""
+
+    revision: int
+    superseded: bool
+
+
 class MemoryRevisions(MemoryWrites):
     """The tools that change an existing memory."""
 
-    def _cas_failure(self, conn: psycopg.Connection, memory_id: str, expected: int) -> None:
+    def _cas_failure(
+        self, conn: psycopg.Connection, memory_id: str, expected: int, seen: Subject
+    ) -> None:
+        """Why a change's compare-and-set matched nothing. ``seen``: the memory
+        as this call first read it. Superseded already then: it can no longer
+        change. Changed by a call that committed meanwhile (a correct, or a
+        supersede that won): a race lost, read again."""
         row = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
         if row is None:
             raise errors.NotFound("memory not found")
         revision, superseded_by = row
-        # A revision that moved on is a race lost (whatever moved it, a
-        # supersede included): read again. Only a change asked of the
-        # current revision of a superseded memory is refused as such.
-        if superseded_by is not None and revision == expected:
+        if superseded_by is not None and (seen.superseded or revision == expected):
             raise errors.FailedPrecondition(
                 "id: the memory was superseded and can no longer change", subject="id"
             )
         raise errors.RevisionMismatch(memory_id, expected, revision)
 
-    def _may_change(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> int:
+    def _may_change(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> Subject:
         """Who may change a memory (design §4): its author and the workspace's
         owners; the member a memory is addressed to, who is its only reader
         (its author cannot see it any more, so without this nobody could
@@ -56,16 +67,17 @@ class MemoryRevisions(MemoryWrites):
         memory whose audience is the whole workspace. A memory the caller
         cannot see is not found, as anywhere else; one it can see but may not
         change is PERMISSION_DENIED, before anything is written. Returns its
-        revision. Author and audience never change, so the answer holds for
-        the rest of the transaction."""
+        revision and whether it was superseded, as read. Author and audience
+        never change, so the answer holds for the rest of the transaction."""
         row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
         if row is None:
             raise errors.NotFound("memory not found")
-        created_by, audience, revision = str(row[0]), row[1], int(row[2])
+        created_by, audience = str(row[0]), row[1]
+        subject = Subject(int(row[2]), bool(row[3]))
         if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
-            return revision
+            return subject
         if audience is None and self.control.settings(caller.workspace_id).members_may_edit:
-            return revision
+            return subject
         raise errors.PermissionDenied(
             "id: only the memory's author or a workspace owner may change it"
             " (an owner can open workspace memories to every member: members_may_edit)"
@@ -112,12 +124,12 @@ class MemoryRevisions(MemoryWrites):
         v.text(reason, "reason", MAX_REASON)
 
         def write(conn: psycopg.Connection) -> str:
-            self._may_change(conn, caller, memory_id)
+            seen = self._may_change(conn, caller, memory_id)
             updated = conn.execute(
                 mq.CORRECT, (title, body, confidence, memory_id, expected_revision)
             ).rowcount
             if updated != 1:
-                self._cas_failure(conn, memory_id, expected_revision)
+                self._cas_failure(conn, memory_id, expected_revision, seen)
             if replace:
                 # After the update: the row is this transaction's, which the
                 # claim tables' policies ask of a change (0008_graph.sql).
@@ -164,7 +176,7 @@ class MemoryRevisions(MemoryWrites):
         sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS)
 
         def write(conn: psycopg.Connection) -> str:
-            self._may_change(conn, caller, memory_id)
+            seen = self._may_change(conn, caller, memory_id)
             old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
             if old is None:
                 raise errors.NotFound("memory not found")
@@ -182,7 +194,7 @@ class MemoryRevisions(MemoryWrites):
             writer = self._insert(conn, caller, new_id, new, origin, trust, links)
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
-                self._cas_failure(conn, memory_id, expected_revision)
+                self._cas_failure(conn, memory_id, expected_revision, seen)
             if not (replace_claims or new.graph):
                 writer.carry(memory_id, new_id)
             writer.retire(memory_id)
@@ -224,7 +236,7 @@ class MemoryRevisions(MemoryWrites):
         v.text(reason, "reason", MAX_REASON)
 
         def write(conn: psycopg.Connection) -> str:
-            revision = self._may_change(conn, caller, memory_id)
+            revision = self._may_change(conn, caller, memory_id).revision
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
             if row is None or row[0] is None:
                 raise errors.NotFound("memory not found")

@@ -39,7 +39,10 @@ SELECT id, audience_member_id, purposes::text[] FROM memory WHERE id = ANY(%s::u
 STATE_OF = "SELECT revision, superseded_by_id FROM memory WHERE id = %s"
 # Who may change it: its author, its audience (NULL: the workspace) and its
 # revision, for the rule in MemoryStore._may_change.
-CHANGE_SUBJECT = "SELECT created_by, audience_member_id, revision FROM memory WHERE id = %s"
+CHANGE_SUBJECT = """
+SELECT created_by, audience_member_id, revision, superseded_by_id IS NOT NULL
+FROM memory WHERE id = %s
+"""
 INSERT_REVISION = """
 INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason)
 VALUES (%s, %s, %s, %s, %s)
