@@ -36,6 +36,19 @@ def state_dir() -> Path:
     return Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
 
 
+def local_gateway() -> str:
+    """The gateway a command calls by default: RECALLATRON_GATEWAY, else the
+    local stack's, at the port its gateway wrote in the state directory (`up`
+    may have been given another port, or 0), else the default address."""
+    if os.environ.get("RECALLATRON_GATEWAY"):
+        return default_gateway()
+    try:
+        port = int((state_dir() / "run" / "gateway.port").read_text().strip())
+    except (OSError, ValueError):
+        return default_gateway()
+    return f"127.0.0.1:{port}"
+
+
 def admin_token() -> str:
     token = token_from(env="RECALLATRON_ADMIN_TOKEN")
     path = state_dir() / "admin-token"
@@ -52,7 +65,7 @@ def add_token_arguments(p: argparse.ArgumentParser) -> None:
 def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """--gateway, --token / --token-file and --json, for a command that calls
     the gateway."""
-    p.add_argument("--gateway", default=default_gateway())
+    p.add_argument("--gateway", default=local_gateway())
     add_token_arguments(p)
     p.add_argument("--json", action="store_true")
     return p

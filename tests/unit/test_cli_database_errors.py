@@ -1,5 +1,6 @@
 """An operator command whose database cannot be reached says so in one line,
-the server's own words with no password, instead of a traceback."""
+the server's own words with no password, instead of a traceback; and the
+commands find the local stack's gateway where it listens."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,3 +29,21 @@ def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path
     assert "Traceback" not in done.stderr
     assert "error: the database:" in done.stderr and "127.0.0.1" in done.stderr
     assert "s3cret" not in done.stderr + done.stdout
+
+
+def test_commands_call_the_local_stack_s_gateway_where_it_listens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`up` on another gateway port (or 0) writes the port it got; the CLI
+    called the default address and failed UNAVAILABLE."""
+    from recallatron.client_connection import DEFAULT_GATEWAY
+    from recallatron_cli.common import local_gateway
+
+    monkeypatch.delenv("RECALLATRON_GATEWAY", raising=False)
+    monkeypatch.setenv("RECALLATRON_STATE_DIR", str(tmp_path))
+    assert local_gateway() == DEFAULT_GATEWAY
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "gateway.port").write_text("41234\n")
+    assert local_gateway() == "127.0.0.1:41234"
+    monkeypatch.setenv("RECALLATRON_GATEWAY", "10.0.0.7:7400")
+    assert local_gateway() == "10.0.0.7:7400"
