@@ -8,11 +8,12 @@ always degrade, so they become :class:`ports.Degraded`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import grpc
 
 from recallatron import errors
-from recallatron.peer import Method, Peer, Req, Resp, method
+from recallatron.peer import Method, Peer, Pending, Req, Resp, method
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, store_pb2
 from recallatron.vocabulary import DEFAULT_MODE, MODE
@@ -82,6 +83,25 @@ def _degradable(
         return peer.raw(m, request, "", timeout)
     except grpc.RpcError as exc:
         raise _unavailable(exc, name, peer.limit(timeout)) from None
+
+
+T = TypeVar("T")
+
+
+def _beside(
+    pending: Pending[Resp], part: str, pick: Callable[[Resp], Sequence[T]]
+) -> Callable[[], Sequence[T]]:
+    """The answer of a call made beside the arms, read when the recall wants
+    it; its failure is that part's degrade (Degraded, naming ``part``), never
+    the recall's."""
+
+    def read() -> Sequence[T]:
+        try:
+            return pick(pending.result())
+        except errors.DomainError as exc:
+            raise Degraded("failed", f"{part}: {exc}") from None
+
+    return read
 
 
 def _candidates(items: Sequence[store_pb2.Candidate]) -> list[Candidate]:
@@ -175,28 +195,14 @@ class StoreClient:
         pending = self.peer.start(
             NAMED_ENTITIES, store_pb2.NamedEntitiesRequest(caller=caller, text=text), "", timeout
         )
-
-        def cards() -> Sequence[cpb.EntityCard]:
-            try:
-                return pending.result().entities
-            except errors.DomainError as exc:
-                raise Degraded("failed", f"entity cards: {exc}") from None
-
-        return cards
+        return _beside(pending, "entity cards", lambda r: r.entities)
 
     def history(
         self, caller: cpb.Caller, query: str, limit: int, timeout: float | None = None
     ) -> Callable[[], Sequence[cpb.HistoryEntry]]:
         request = store_pb2.SearchHistoryRequest(caller=caller, query=query, limit=limit)
         pending = self.peer.start(SEARCH_HISTORY, request, "", timeout)
-
-        def entries() -> Sequence[cpb.HistoryEntry]:
-            try:
-                return pending.result().entries
-            except errors.DomainError as exc:
-                raise Degraded("failed", f"history: {exc}") from None
-
-        return entries
+        return _beside(pending, "history", lambda r: r.entries)
 
 
 class EmbedClient:

@@ -44,10 +44,7 @@ SLUG_RULE = "1-63 characters of a-z, 0-9 and '-', starting with a letter or digi
 
 def slug_ok(slug: str) -> bool:
     """A slug names one workspace: never another's id (commands take either)."""
-    return bool(SLUG_RE.match(slug or "")) and not _UUID_TEXT.fullmatch(slug)
-
-
-_UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    return bool(SLUG_RE.match(slug or "")) and not validation.is_canonical_uuid(slug)
 
 
 def validate_settings(s: WorkspaceSettings) -> None:

@@ -58,8 +58,13 @@ def purposes(values: Sequence[str | None], field: str = "purposes") -> frozenset
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
+def is_canonical_uuid(value: str) -> bool:
+    """Whether ``value`` is a UUID in the form this service hands out."""
+    return bool(_CANONICAL_UUID.fullmatch(value))
+
+
 def uuid_str(value: str, field: str) -> str:
-    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+    if isinstance(value, str) and is_canonical_uuid(value):
         return value
     try:
         return str(uuid.UUID(value))
