@@ -4,12 +4,15 @@ pg_dump): as the admin role, outside row-level security."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 
 from recallatron_devkit.localpg import _commands
 from recallatron_devkit.stack import Stack
-from services.store.infrastructure.db import with_database
+from services.store.infrastructure.db import Databases, with_database
+from services.store.settings import StoreSettings
 
 # The embedding job's tables (embedding_job, memory_embedding) change in the
 # background as vectors are written; they derive from `memory` by trigger, so
@@ -59,3 +62,16 @@ def pg_dump(stack: Stack, database: str) -> str:
 def query(stack: Stack, database: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:
     with psycopg.connect(workspace_url(stack, database)) as conn:
         return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+
+
+@contextmanager
+def store_databases(stack: Stack) -> Iterator[Databases]:
+    """The store's databases held in this process, on the stack's server, as
+    another store replica holds them (bootstrapped; closed after): for a test
+    that drives the store's domain code itself, to hold a call at one step."""
+    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
+    try:
+        dbs.bootstrap()
+        yield dbs
+    finally:
+        dbs.close()

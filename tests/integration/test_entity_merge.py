@@ -70,8 +70,9 @@ def test_proposes_a_name_prefix_with_a_shared_co_mention(
     assert all(robins["apollo"] not in (p.first.id, p.second.id) for p in pairs)
 
 
-def test_same_names_and_aliases_are_proposed(team: Team) -> None:
-    ada = team.clients["ada"]
+def kim_park_three_ways(ada: Client) -> tuple[str, str, str]:
+    """Three entities for one person: by name, by the same name spelled
+    otherwise, and by an alias; nothing merges them on write."""
     a = ada.remember("Kim joined", "Kim joined ops.", mention_names=["Kim Park"]).memory
     b = ada.remember("Kim left", "Kim left ops.", mention_names=["kim  park"]).memory
     c = ada.remember(
@@ -80,12 +81,16 @@ def test_same_names_and_aliases_are_proposed(team: Team) -> None:
         mention_names=["K. P."],
         aliases=[{"entity": {"name": "K. P."}, "alias": "Kim Park"}],
     ).memory
-    ids = {entity(a, "Kim Park"), entity(b, "kim  park"), entity(c, "K. P.")}
-    assert len(ids) == 3  # three entities: nothing merged them on write
+    return entity(a, "Kim Park"), entity(b, "kim  park"), entity(c, "K. P.")
+
+
+def test_same_names_and_aliases_are_proposed(team: Team) -> None:
+    ada = team.clients["ada"]
+    pa, pb, pc = kim_park_three_ways(ada)
+    assert len({pa, pb, pc}) == 3  # three entities: nothing merged them on write
     reasons = {
         frozenset((p.first.id, p.second.id)): set(p.reasons) for p in ada.entity_pairs().pairs
     }
-    pa, pb, pc = entity(a, "Kim Park"), entity(b, "kim  park"), entity(c, "K. P.")
     assert "same_name" in reasons[frozenset((pa, pb))]
     assert "same_alias" in reasons[frozenset((pa, pc))]
     assert "same_alias" in reasons[frozenset((pb, pc))]
@@ -218,15 +223,7 @@ def test_a_pair_kept_apart_stays_apart_when_one_side_is_a_merged_group(team: Tea
     """The pair is shown, and kept apart, as its groups' heads: a member of a
     group kept apart from an entity is never proposed with it again either."""
     ada = team.clients["ada"]
-    a = ada.remember("Kim joined", "Kim joined ops.", mention_names=["Kim Park"]).memory
-    b = ada.remember("Kim left", "Kim left ops.", mention_names=["kim  park"]).memory
-    c = ada.remember(
-        "KP",
-        "KP runs the on-call rota.",
-        mention_names=["K. P."],
-        aliases=[{"entity": {"name": "K. P."}, "alias": "Kim Park"}],
-    ).memory
-    pa, pb, pc = entity(a, "Kim Park"), entity(b, "kim  park"), entity(c, "K. P.")
+    pa, pb, pc = kim_park_three_ways(ada)
     ada.merge_entities(pa, pc)
     shown = {frozenset((p.first.id, p.second.id)) for p in ada.entity_pairs().pairs}
     assert frozenset((pa, pb)) in shown

@@ -380,15 +380,11 @@ def test_an_import_that_fails_at_its_last_step_leaves_no_workspace(
     from recallatron import errors
     from services.store.domain.archive_import import Importer
     from services.store.domain.control import ControlPlane
-    from services.store.infrastructure.db import Databases
-    from services.store.settings import StoreSettings
 
     team.clients["ada"].remember("To be embedded", "queued in the copy", audience_to="workspace")
     out = tmp_path / "archive"
     assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
-    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
-    try:
-        dbs.bootstrap()
+    with dbutil.store_databases(stack) as dbs:
         control = ControlPlane(dbs)
 
         def unreachable(workspace_id: str) -> None:
@@ -398,6 +394,4 @@ def test_an_import_that_fails_at_its_last_step_leaves_no_workspace(
         slug = f"copy-{uuid.uuid4().hex[:10]}"
         with pytest.raises(errors.Unavailable):
             Importer(dbs, control).import_archive(out, slug)
-    finally:
-        dbs.close()
     assert not slug_exists(stack, slug)

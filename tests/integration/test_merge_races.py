@@ -13,6 +13,7 @@ import pytest
 from recallatron import errors
 from recallatron.vocabulary import MAX_ENTITY_GROUP
 from recallatron_devkit.stack import Stack
+from tests import dbutil
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
@@ -36,15 +37,9 @@ def _group(team: Team, ids: list[str]) -> None:
 def _in_process_merges(stack: Stack) -> Iterator[Any]:
     from services.store.domain.control import ControlPlane
     from services.store.domain.entity_merge import EntityMergeStore
-    from services.store.infrastructure.db import Databases
-    from services.store.settings import StoreSettings
 
-    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
-    try:
-        dbs.bootstrap()
+    with dbutil.store_databases(stack) as dbs:
         yield EntityMergeStore(ControlPlane(dbs))
-    finally:
-        dbs.close()
 
 
 def test_two_merges_at_once_stay_within_the_group_bound(

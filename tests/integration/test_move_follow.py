@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from recallatron_devkit.stack import Stack
+from tests import dbutil
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
@@ -17,12 +18,9 @@ def test_a_move_notice_drops_the_pools_and_vector_type_of_its_database(
     stack: Stack, team: Team
 ) -> None:
     from services.store.domain.control import ControlPlane
-    from services.store.infrastructure.db import Caller, Databases, caller_transaction
-    from services.store.settings import StoreSettings
+    from services.store.infrastructure.db import Caller, caller_transaction
 
-    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
-    try:
-        dbs.bootstrap()
+    with dbutil.store_databases(stack) as dbs:
         control = ControlPlane(dbs)
         caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
         pool = control.caller_pool(caller)
@@ -39,5 +37,3 @@ def test_a_move_notice_drops_the_pools_and_vector_type_of_its_database(
         assert again is not pool
         with caller_transaction(again, caller) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
-    finally:
-        dbs.close()

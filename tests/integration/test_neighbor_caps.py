@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from recallatron_devkit.stack import Stack
+from tests import dbutil
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
@@ -26,17 +27,14 @@ def _relation(subject: str, obj: str) -> dict[str, Any]:
 def _graph_transaction(stack: Stack, team: Team) -> Iterator[Any]:
     from services.store.domain.control import ControlPlane
     from services.store.domain.workspace_services import InWorkspaces
-    from services.store.infrastructure.db import Caller, Databases
-    from services.store.settings import StoreSettings
+    from services.store.infrastructure.db import Caller
 
-    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
-    try:
-        dbs.bootstrap()
-        caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
-        with InWorkspaces(ControlPlane(dbs)).transaction(caller) as conn:
-            yield conn
-    finally:
-        dbs.close()
+    caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
+    with (
+        dbutil.store_databases(stack) as dbs,
+        InWorkspaces(ControlPlane(dbs)).transaction(caller) as conn,
+    ):
+        yield conn
 
 
 def test_edges_that_led_to_a_hop_do_not_count_against_the_cap(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -50,6 +51,40 @@ def test_the_same_request_id_with_another_request_is_refused(team: Team) -> None
     assert other.code() == grpc.StatusCode.INVALID_ARGUMENT and "request_id" in other.details()
 
 
+def _released_together(
+    stack: Stack, team: Team, memory_id: str, calls: list[Callable[[], Any]]
+) -> list[Any]:
+    """Each call's answer (or its error), the calls sent at once while the
+    memory's row is held, and let go once every one waits on it: they then
+    go one after the other, each under way before the first committed."""
+    answers: list[Any] = []
+
+    def send(call: Callable[[], Any]) -> None:
+        try:
+            answers.append(call())
+        except grpc.RpcError as exc:
+            answers.append(exc)
+
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
+        holder.execute("SELECT 1 FROM memory WHERE id = %s FOR UPDATE", (memory_id,))
+        threads = [threading.Thread(target=send, args=(call,)) for call in calls]
+        for t in threads:
+            t.start()
+        wait_for(
+            lambda: watch.execute(
+                "SELECT count(*) >= %s FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'",
+                (len(calls),),
+            ).fetchone()[0],
+            "every call waiting on the row",
+        )
+        holder.rollback()
+        for t in threads:
+            t.join()
+    return answers
+
+
 @pytest.mark.parametrize("tool", ["correct", "supersede", "forget"])
 def test_a_retry_sent_while_the_first_commits_gets_its_answer(
     stack: Stack, team: Team, tool: str
@@ -62,31 +97,8 @@ def test_a_retry_sent_while_the_first_commits_gets_its_answer(
         "supersede": lambda: ada.supersede(memory.id, 1, "Race me, again", request_id=rid),
         "forget": lambda: ada.forget(memory.id, "withdrawn", request_id=rid),
     }
-    answers: list[Any] = []
-
-    def send() -> None:
-        try:
-            answers.append(calls[tool]())
-        except grpc.RpcError as exc:
-            answers.append(exc)
-
-    url = dbutil.workspace_url(stack, team.database_name)
-    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
-        # Both attempts wait on the memory's row, then go one after the other.
-        holder.execute("SELECT 1 FROM memory WHERE id = %s FOR UPDATE", (memory.id,))
-        threads = [threading.Thread(target=send) for _ in range(2)]
-        for t in threads:
-            t.start()
-        wait_for(
-            lambda: watch.execute(
-                "SELECT count(*) >= 2 FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock'"
-            ).fetchone()[0],
-            "both attempts waiting on the row",
-        )
-        holder.rollback()
-        for t in threads:
-            t.join()
+    # Both attempts wait on the memory's row, then go one after the other.
+    answers = _released_together(stack, team, memory.id, [calls[tool]] * 2)
     errors = [a for a in answers if isinstance(a, grpc.RpcError)]
     assert not errors, [(e.code(), e.details()) for e in errors]
     assert sorted(bool(a.replayed) for a in answers) == [False, True]
@@ -104,30 +116,12 @@ def test_the_loser_of_a_supersede_race_hears_aborted(stack: Stack, team: Team) -
     once the memory is superseded is refused as such (FAILED_PRECONDITION)."""
     ada = team.clients["ada"]
     memory = ada.remember("Office in Lyon", audience_to="workspace").memory
-    answers: list[Any] = []
-
-    def send(i: int) -> None:
-        try:
-            answers.append(ada.supersede(memory.id, 1, f"Office moved {i}"))
-        except grpc.RpcError as exc:
-            answers.append(exc)
-
-    url = dbutil.workspace_url(stack, team.database_name)
-    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
-        holder.execute("SELECT 1 FROM memory WHERE id = %s FOR UPDATE", (memory.id,))
-        threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
-        for t in threads:
-            t.start()
-        wait_for(
-            lambda: watch.execute(
-                "SELECT count(*) >= 2 FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock'"
-            ).fetchone()[0],
-            "both supersedes waiting on the row",
-        )
-        holder.rollback()
-        for t in threads:
-            t.join()
+    answers = _released_together(
+        stack,
+        team,
+        memory.id,
+        [lambda i=i: ada.supersede(memory.id, 1, f"Office moved {i}") for i in range(2)],
+    )
     lost = [a for a in answers if isinstance(a, grpc.RpcError)]
     assert len(lost) == 1 and lost[0].code() == grpc.StatusCode.ABORTED, lost
     late = _refused(lambda: ada.supersede(memory.id, 1, "Office moved again"))

@@ -106,14 +106,10 @@ def test_two_owners_removed_at_once_leave_one(
 ) -> None:
     from services.store.domain.control import ControlPlane
     from services.store.domain.member_removal import MemberRemoval
-    from services.store.infrastructure.db import Databases
-    from services.store.settings import StoreSettings
 
     eve = operator.create_member(team.workspace_id, "eve", owner=True).member.id
     owners = [team.members["ada"], eve]
-    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
-    try:
-        dbs.bootstrap()
+    with dbutil.store_databases(stack) as dbs:
         control, barrier = ControlPlane(dbs), threading.Barrier(2)
         real = dbs.control_conn
 
@@ -139,8 +135,6 @@ def test_two_owners_removed_at_once_leave_one(
         for t in threads:
             t.join()
         left = [m.id for m in control.members(team.workspace_id) if m.role == "owner"]
-    finally:
-        dbs.close()
     assert sorted(outcomes.values()) == ["refused: the last owner", "removed"]
     assert len(left) == 1 and outcomes[left[0]] == "refused: the last owner"
 
@@ -151,15 +145,9 @@ def _in_process_memories(stack: Stack) -> Iterator[Any]:
     the removal), so a test can hold a write at a chosen step."""
     from services.store.domain.control import ControlPlane
     from services.store.domain.memories import MemoryStore
-    from services.store.infrastructure.db import Databases
-    from services.store.settings import StoreSettings
 
-    dbs = Databases(StoreSettings(database_url=stack.database_url, app_password=stack.app_password))
-    try:
-        dbs.bootstrap()
+    with dbutil.store_databases(stack) as dbs:
         yield MemoryStore(dbs, ControlPlane(dbs))
-    finally:
-        dbs.close()
 
 
 def _write_for(memories: Any, team: Team, member: str, outcome: list[Any]) -> threading.Thread:

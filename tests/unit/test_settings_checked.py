@@ -11,27 +11,31 @@ import sys
 
 import pytest
 
-from recallatron.settings import SettingsInvalid
+from recallatron.settings import CommonSettings, SettingsInvalid
 from services.rank.settings import RankSettings
 from services.store.settings import StoreSettings
 
 
 @pytest.mark.parametrize(
-    ("variable", "value"),
+    ("settings", "variable", "value"),
     [
-        ("RECALLATRON_RRF_K", "-60"),
-        ("RECALLATRON_ARM_LIMIT", "600"),
-        ("RECALLATRON_WALK_LIMIT", "900"),
-        ("RECALLATRON_STORE_TIMEOUT_SECONDS", "0"),
-        ("RECALLATRON_SERVER_THREADS", "abc"),
+        (RankSettings, "RECALLATRON_RRF_K", "-60"),
+        (RankSettings, "RECALLATRON_ARM_LIMIT", "600"),
+        (RankSettings, "RECALLATRON_WALK_LIMIT", "900"),
+        (RankSettings, "RECALLATRON_STORE_TIMEOUT_SECONDS", "0"),
+        (RankSettings, "RECALLATRON_SERVER_THREADS", "abc"),
+        (StoreSettings, "RECALLATRON_CONNECTION_BUDGET", "0"),
+        (StoreSettings, "RECALLATRON_CONNECTION_BUDGET", "abc"),
+        (StoreSettings, "RECALLATRON_POOL_MAX_IDLE_SECONDS", "0"),
+        (StoreSettings, "RECALLATRON_STORE_REPLICAS", "0"),
     ],
 )
-def test_rank_refuses_a_setting_it_cannot_run_with(
-    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+def test_a_service_refuses_a_setting_it_cannot_run_with(
+    monkeypatch: pytest.MonkeyPatch, settings: type[CommonSettings], variable: str, value: str
 ) -> None:
     monkeypatch.setenv(variable, value)
     with pytest.raises(SettingsInvalid) as info:
-        RankSettings()
+        settings()
     assert variable in str(info.value.code)
 
 
@@ -42,24 +46,6 @@ def test_the_arms_must_fit_the_walk_together(monkeypatch: pytest.MonkeyPatch) ->
         RankSettings()
     assert "RECALLATRON_ARM_LIMIT" in str(info.value.code)
     assert "RECALLATRON_WALK_LIMIT" in str(info.value.code)
-
-
-@pytest.mark.parametrize(
-    ("variable", "value"),
-    [
-        ("RECALLATRON_CONNECTION_BUDGET", "0"),
-        ("RECALLATRON_CONNECTION_BUDGET", "abc"),
-        ("RECALLATRON_POOL_MAX_IDLE_SECONDS", "0"),
-        ("RECALLATRON_STORE_REPLICAS", "0"),
-    ],
-)
-def test_the_store_refuses_a_setting_it_cannot_run_with(
-    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
-) -> None:
-    monkeypatch.setenv(variable, value)
-    with pytest.raises(SettingsInvalid) as info:
-        StoreSettings()
-    assert variable in str(info.value.code)
 
 
 def test_a_service_started_with_one_stops_with_a_line_not_a_traceback() -> None:
