@@ -582,6 +582,46 @@ def test_timeline_of_an_entity_in_valid_time_order_with_paging(team: Team) -> No
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "page_token" in (err.details() or "")
 
 
+def test_a_timeline_holds_the_claims_held_now_once(team: Team) -> None:
+    """A claim a correction replaced, or a supersession carried to its
+    successor, is one event of what is held now, not two (the correction or
+    supersession event marks the change; lookup's history keeps the old)."""
+    ada = team.clients["ada"]
+    memory = ada.remember(
+        "Rhea's team",
+        audience_to="workspace",
+        claims=[
+            {"entity": {"name": "Rhea Stone"}, "attribute": "team", "value": "search",
+             "valid_from": "2020-01-01T00:00:00Z"}
+        ],
+        relations=[
+            {"subject": {"name": "Rhea Stone"}, "predicate": "works_with",
+             "object": {"name": "Ivo Brandt"}, "valid_from": "2020-01-01T00:00:00Z"}
+        ],
+    ).memory  # fmt: skip
+    rhea = memory.claims[0].entity.id
+    corrected = ada.correct(
+        memory.id,
+        memory.revision,
+        "she moved teams",
+        claims=[
+            {"entity": {"entity_id": rhea}, "attribute": "team", "value": "ranking",
+             "valid_from": "2021-01-01T00:00:00Z"}
+        ],
+    ).memory  # fmt: skip
+    carried = ada.supersede(corrected.id, corrected.revision, "Rhea's team, confirmed").memory
+
+    def starts() -> list[tuple[str, str, str]]:
+        events = ada.timeline(entity_id=rhea).events
+        return [(e.kind, e.summary, e.memory_id) for e in events if e.kind.endswith("_start")]
+
+    assert starts() == [("claim_start", "Rhea Stone: team = ranking", carried.id)]
+    kinds = [e.kind for e in ada.timeline(entity_id=rhea).events]
+    assert kinds.count("correction") == 1 and kinds.count("supersession") == 1
+    history = ada.lookup("Rhea Stone", include_history=True).entities[0]
+    assert sorted(a.value for a in history.attributes) == ["ranking", "ranking", "search"]
+
+
 def test_timeline_pages_through_the_workspace(team: Team) -> None:
     from recallatron.vocabulary import MAX_TIMELINE_EVENTS
 

@@ -30,7 +30,9 @@ KINDS = (
 # Each arm narrows to the subject: %(entities)s (an entity's group, design
 # §8.5, answering as %(entity)s) or %(episode)s, NULL for the whole
 # workspace. `at` is valid time where the claim states one, else when it was
-# stated.
+# stated. Only claims held now: one a correction replaced or a supersession
+# carried on is retired (its successor's copy, or the change's own event,
+# tells it; lookup's history keeps it), else it would start twice.
 EVENTS = """
 WITH subject AS (
     SELECT m.id FROM memory m
@@ -47,14 +49,14 @@ WITH subject AS (
            e.name || ': ' || c.attribute || ' = ' || c.value, c.id::text
     FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
     WHERE (%(entities)s::uuid[] IS NULL OR c.entity_id = ANY(%(entities)s::uuid[]))
-      AND c.memory_id IN (SELECT id FROM subject)
+      AND c.retired_at IS NULL AND c.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT c.valid_until, 'claim_end', c.memory_id, c.entity_id,
            e.name || ': ' || c.attribute || ' = ' || c.value || ' ends', c.id::text
     FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
     WHERE c.valid_until IS NOT NULL
       AND (%(entities)s::uuid[] IS NULL OR c.entity_id = ANY(%(entities)s::uuid[]))
-      AND c.memory_id IN (SELECT id FROM subject)
+      AND c.retired_at IS NULL AND c.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT coalesce(r.valid_from, r.stated_at), 'relation_start', r.memory_id,
            CASE WHEN %(entity)s::uuid IS NULL THEN r.subject_id ELSE %(entity)s::uuid END,
@@ -62,7 +64,7 @@ WITH subject AS (
     FROM relation_claim r JOIN entity s ON s.id = r.subject_id JOIN entity o ON o.id = r.object_id
     WHERE (%(entities)s::uuid[] IS NULL
            OR r.subject_id = ANY(%(entities)s::uuid[]) OR r.object_id = ANY(%(entities)s::uuid[]))
-      AND r.memory_id IN (SELECT id FROM subject)
+      AND r.retired_at IS NULL AND r.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT r.valid_until, 'relation_end', r.memory_id,
            CASE WHEN %(entity)s::uuid IS NULL THEN r.subject_id ELSE %(entity)s::uuid END,
@@ -71,7 +73,7 @@ WITH subject AS (
     WHERE r.valid_until IS NOT NULL
       AND (%(entities)s::uuid[] IS NULL
            OR r.subject_id = ANY(%(entities)s::uuid[]) OR r.object_id = ANY(%(entities)s::uuid[]))
-      AND r.memory_id IN (SELECT id FROM subject)
+      AND r.retired_at IS NULL AND r.memory_id IN (SELECT id FROM subject)
   UNION ALL
     SELECT rv.changed_at,
            CASE rv.action WHEN 'correct' THEN 'correction' ELSE 'supersession' END,
