@@ -220,9 +220,11 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
 
 
 def _job(settings: Any = None) -> Any:
+    """The embedding job for a one-shot command: an unreachable database ends
+    the command (main says so in one line) instead of being waited for."""
     from services.embedding_job.__main__ import build
 
-    return build(settings)
+    return build(settings, wait=False)
 
 
 def cmd_embed_job(args: argparse.Namespace) -> int:

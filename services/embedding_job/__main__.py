@@ -24,16 +24,20 @@ from services.store.settings import StoreSettings
 from services.store.sql import queries
 
 
-def build(settings: StoreSettings | None = None) -> EmbeddingJob:
+def build(settings: StoreSettings | None = None, wait: bool = True) -> EmbeddingJob:
     """The job on the servers of the settings, stopped by SIGTERM or SIGINT
     (``job.stop_event``); exits when the database never came up or a recorded
-    server is unknown."""
+    server is unknown. The service waits for Postgres (services start in any
+    order); a one-shot command (``wait=False``, `rebuild`) is told at once:
+    psycopg.OperationalError."""
     settings = settings or StoreSettings()
     dbs = Databases(settings, process="embedding job")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    if not dbs.wait_and_bootstrap(stop):
+    if not wait:
+        dbs.bootstrap()
+    elif not dbs.wait_and_bootstrap(stop):
         sys.exit(0)
     control = ControlPlane(dbs)
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -181,6 +182,54 @@ def test_migrate_db_brings_every_workspace_up_in_parallel_and_resumes(crowded: S
                 (latest_version("workspace"),),
             ).fetchone()
         assert below == (0,)
+
+
+def test_a_call_waits_for_a_workspace_s_migration_no_longer_than_its_deadline(
+    crowded: Stack,
+) -> None:
+    """A store meeting a workspace for the first time migrates it, waiting
+    for the migration lock another process (migrate-db, another replica)
+    holds: inside a call, until the call's deadline and then UNAVAILABLE with
+    a retry hint (it waited without end, holding the call's thread)."""
+    from recallatron import deadline, errors
+    from services.store.infrastructure import migrate
+
+    operator = Client(crowded.gateway, crowded.admin_token)
+    ws = operator.create_workspace(f"lock-{uuid.uuid4().hex[:8]}").workspace
+    operator.close()
+    with psycopg.connect(dbutil.workspace_url(crowded, CONTROL_DATABASE), autocommit=True) as ctl:
+        row = ctl.execute("SELECT database_name FROM workspace WHERE id = %s", (ws.id,)).fetchone()
+    assert row is not None
+    outcome: list[BaseException | None] = []
+
+    def first_use(dbs) -> None:  # type: ignore[no-untyped-def]
+        leave = deadline.enter(deadline.Scope(2.0))
+        try:
+            dbs.ensure_migrated("", row[0])
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+        finally:
+            leave()
+
+    with (
+        psycopg.connect(dbutil.workspace_url(crowded, row[0]), autocommit=True) as holder,
+        dbutil.store_databases(crowded) as dbs,
+    ):
+        holder.execute("SELECT pg_advisory_lock(%s)", (migrate._LOCK_KEY,))
+        call = threading.Thread(target=first_use, args=(dbs,), daemon=True)
+        call.start()
+        call.join(timeout=120)
+        alive = call.is_alive()
+        holder.execute("SELECT pg_advisory_unlock(%s)", (migrate._LOCK_KEY,))
+        call.join(timeout=120)
+    assert not alive, "the call waited for the migration lock past its deadline"
+    [raised] = outcome
+    assert isinstance(raised, errors.Unavailable), raised
+    assert raised.retry_after > 0
+    # Free again, the same first use goes through.
+    with dbutil.store_databases(crowded) as dbs:
+        dbs.ensure_migrated("", row[0])
 
 
 def test_a_budget_the_server_cannot_hold_stops_the_start(

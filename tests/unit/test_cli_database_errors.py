@@ -14,7 +14,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [["servers", "list"], ["rebuild"], ["scrub", "--workspace", "w"], ["migrate-db"]],
+    ids=lambda a: a[0],
+)
+def test_an_unreachable_database_is_one_line_without_its_password(
+    args: list[str], tmp_path: Path
+) -> None:
+    """Every operator command on the database ends with it (`rebuild`, built
+    on the embedding job, retried its connect once a second without end)."""
     env = {
         **os.environ,
         "RECALLATRON_DATABASE_URL": "postgresql://postgres:s3cret-pw@127.0.0.1:1/postgres",
@@ -22,7 +31,7 @@ def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path
         "RECALLATRON_STATE_DIR": str(tmp_path),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", "servers", "list"],
+        [sys.executable, "-m", "recallatron_cli.main", *args],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 1

@@ -9,6 +9,7 @@ from importlib import resources
 
 import psycopg
 
+from recallatron import deadline, errors
 from services.store.infrastructure.budget import closing_and_waiting
 
 log = logging.getLogger("recallatron.store.migrate")
@@ -29,13 +30,30 @@ def latest_version(kind: str) -> str:
     return migration_files(kind)[-1][0]
 
 
+def _take_lock(conn: psycopg.Connection) -> None:
+    """The migrators' lock. Inside a call (a workspace migrated on its first
+    use) waited for no longer than the call's deadline, then UNAVAILABLE with
+    a retry hint; elsewhere (migrate-db, start-up) for as long as it takes."""
+    left = deadline.remaining()
+    if left is None:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        return
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(1, int(left * 1000))}ms",))
+    try:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+    except psycopg.errors.LockNotAvailable:
+        raise errors.Unavailable("workspace database being migrated by another process") from None
+    # The migrations themselves run to their end once begun.
+    conn.execute("SELECT set_config('lock_timeout', '0', false)")
+
+
 def apply_migrations(conninfo: str, kind: str) -> list[str]:
     """Applies what is missing; returns the versions applied now."""
     applied_now: list[str] = []
     # Closed only once the server ended its backend: the next admin connection
     # must not meet this one still on the server (the start-up check's count).
     with closing_and_waiting(psycopg.connect(conninfo, autocommit=True)) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        _take_lock(conn)
         try:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migration ("
