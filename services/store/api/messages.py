@@ -185,6 +185,8 @@ def ref_msg(ref: Ref) -> cpb.MemoryRef:
 
 
 def memory_msg(m: MemoryView) -> cpb.Memory:
+    if m.withheld:
+        return cpb.Memory(id=m.id)
     audience = cpb.Audience(member_id=m.audience) if m.audience else cpb.Audience(workspace=True)
     return cpb.Memory(
         id=m.id,

@@ -152,7 +152,7 @@ class MemoryRevisions(MemoryWrites):
             replace, graph,
         )  # fmt: skip
         result_id, replayed = self._idempotent(caller, request_id, "correct", write, asked)
-        return WriteResult(self._read_back(caller, result_id), replayed)
+        return WriteResult(self._read_back(caller, result_id, replayed), replayed)
 
     def supersede(
         self,
@@ -213,7 +213,7 @@ class MemoryRevisions(MemoryWrites):
             "supersede", memory_id, expected_revision, new, reason, sorted(sources), replace_claims
         )
         new_id, replayed = self._idempotent(caller, request_id, "supersede", write, asked)
-        result = self._read_back(caller, new_id)
+        result = self._read_back(caller, new_id, replayed)
         old_view = self.read(caller, [memory_id], with_provenance=True)
         return WriteResult(result, replayed, old_view[0] if old_view else None)
 

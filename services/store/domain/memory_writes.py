@@ -228,7 +228,7 @@ class MemoryWrites(MemoryReads):
         memory_id, replayed = self._idempotent(caller, request_id, tool, write_and_read, asked)
         if not replayed and made:
             return WriteResult(made[0], False)
-        return WriteResult(self._read_back(caller, memory_id), replayed)
+        return WriteResult(self._read_back(caller, memory_id, replayed), replayed)
 
     def remember(
         self,
