@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from recallatron import errors
+from recallatron.vocabulary import MAX_REQUEST_ID
 
 MAX_TITLE_CHARS = 80
 MIN_CONTENT_WORDS = 3
@@ -93,6 +97,26 @@ _NEGATED = re.compile(
     r"(?:remember|record|note|save|store|log|keep|write)"
     r"(?:\s+down)?(?:\s+(?:that|this|it|anything|any of)\b|\s*[:.,!;]|\s*$)|"
     r"^(?:never ?mind|forget (?:that|this|it|about)|scratch that|ignore (?:that|this))\b",
+    _I,
+)
+
+# A claim the turn itself takes back, wherever it comes ("..., scratch that",
+# "... Wait, no, 6000."): what is left to store is unclear.
+_WITHDRAWN = re.compile(
+    r"\b(?:never ?mind|scratch that|(?<!don't )(?<!do not )forget (?:that|this|it|what i said)|"
+    r"ignore (?:that|this|what i said)|disregard (?:that|this|it)|just (?:kidding|joking)|"
+    r"wait,? no|no,? wait|actually,? no)\b",
+    _I,
+)
+# A team audience the turn negates or narrows ("not for everyone", "for the
+# team except Bob"): who may see it is unclear, so nothing is stored.
+_TEAM_NAMED = (
+    r"(?:(?:for|with|to)\s+)?(?:the (?:whole )?team|everyone|everybody|all of us|the workspace)"
+    r"|team-wide|workspace-wide"
+)
+_UNCLEAR_AUDIENCE = re.compile(
+    rf"(?:\bnot|\bnever|n't)\s+(?:\w+\s+)??(?:{_TEAM_NAMED})\b|"
+    rf"\b(?:{_TEAM_NAMED})\s*,?\s*(?:except|but not|other than|excluding|apart from|save for)\b",
     _I,
 )
 
@@ -192,10 +216,13 @@ _SHARE_SUFFIX = re.compile(
     r"(?P<who>[\w' ]+?)(?:\s+know)?[\s.!]*$",
     _I,
 )
+# A team phrase at the end shares the memory only when set apart from the
+# claim (", for everyone"): "mandatory for everyone" is what the claim says.
 _AUDIENCE_SUFFIX = re.compile(
-    r"[\s,;\-]*(?:(?P<team>for (?:the (?:whole )?team|everyone|all of us)|"
-    r"so (?:that )?(?:everyone|the (?:whole )?team) knows|team-wide|workspace-wide)|"
-    r"(?:(?:just|only) for me|privately|for my eyes only|keep it private))[\s.!]*$",
+    r"(?:\s*[,;\-\u2013\u2014]\s*(?P<team>for (?:the (?:whole )?team|everyone|all of us)|"
+    r"team-wide|workspace-wide)|"
+    r"[\s,;\-]*(?P<knows>so (?:that )?(?:everyone|the (?:whole )?team) knows)|"
+    r"[\s,;\-]*(?:(?:just|only) for me|privately|for my eyes only|keep it private))[\s.!]*$",
     _I,
 )
 _TEAM_WORDS = re.compile(
@@ -293,6 +320,15 @@ def decide(text: str) -> Capture:
         return _no(HEDGED, f"hedged ('{hedge.group(0)}'): only plainly stated claims are stored")
     if _NEGATED.search(opening):
         return _no(NO_REQUEST, "asks not to store anything")
+    withdrawn = _WITHDRAWN.search(flat)
+    if withdrawn:
+        return _no(NO_REQUEST, f"takes its claim back ('{withdrawn.group(0)}'): nothing to store")
+    unclear = _UNCLEAR_AUDIENCE.search(flat)
+    if unclear:
+        return _no(
+            AMBIGUOUS,
+            f"unclear who may see it ('{unclear.group(0)}'): say 'just for me' or 'for the team'",
+        )
     found = _directive(opening)
     if found is None and _DIRECTIVE_VERB.match(opening):
         return _no(
@@ -327,7 +363,7 @@ def decide(text: str) -> Capture:
         content = content[: share.start()]
     suffix = _AUDIENCE_SUFFIX.search(content)
     if suffix:
-        if suffix.group("team"):
+        if suffix.group("team") or suffix.group("knows"):
             audience = WORKSPACE
         content = content[: suffix.start()]
     content = content.strip(_QUOTES)
@@ -381,6 +417,29 @@ def request_id_for(
         turn += f"\x00{purpose}\x00{episode_id}"
     digest = hashlib.sha256(turn.encode()).hexdigest()
     return f"capture-{digest[:48]}"
+
+
+# How many times the same words may be forgotten and said again (each a
+# memory of its own, each found again by the chain of ids below).
+MAX_RESTATED = 20
+
+
+def restated_id(gone_request_id: str, gone_memory_id: str) -> str:
+    """The request id of words said again after the memory they made under
+    ``gone_request_id`` was forgotten: the same for every retry of them."""
+    digest = hashlib.sha256(f"{gone_request_id}\x00{gone_memory_id}".encode()).hexdigest()
+    return f"capture-{digest[:48]}"
+
+
+def check_ids(request_id: str, episode_id: str) -> None:
+    """The ids a capture passes on, checked whether or not its turn is stored."""
+    if len(request_id) > MAX_REQUEST_ID or not request_id.isprintable():
+        raise errors.InvalidArgument("request_id", f"at most {MAX_REQUEST_ID} printable characters")
+    if episode_id:
+        try:
+            uuid.UUID(episode_id)
+        except ValueError:
+            raise errors.InvalidArgument("episode_id", "must be a UUID") from None
 
 
 def body_with_time(body: str, occurred_at: datetime | None) -> str:

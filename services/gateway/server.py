@@ -282,6 +282,7 @@ class MemoryServicer(Forwarding):
             convert.when(request.occurred_at, request.HasField("occurred_at"), "occurred_at"),
             "occurred_at",
         )
+        capture.check_ids(request.request_id, request.episode_id)
         said = capture.decide(request.text)
         if not said.store:
             return pb.CaptureResponse(stored=False, reason=said.reason)
@@ -290,23 +291,29 @@ class MemoryServicer(Forwarding):
             if said.audience == capture.WORKSPACE
             else cpb.Audience(member_id=ident.member_id)
         )
-        resp = self.peers.as_member(
-            calls.REMEMBER,
-            pb.RememberRequest(
-                request_id=request.request_id
-                or capture.request_id_for(
-                    ident.member_id, request.text, occurred, who.purpose, request.episode_id
-                ),
-                kind=KIND.value(said.kind),
-                title=said.title,
-                body=capture.body_with_time(said.body, occurred),
-                audience=audience,
-                purposes=[who.purpose],
-                episode_id=request.episode_id,
-                occurred_at=convert.timestamp(occurred or datetime.now(UTC)),
+        remember = pb.RememberRequest(
+            request_id=request.request_id
+            or capture.request_id_for(
+                ident.member_id, request.text, occurred, who.purpose, request.episode_id
             ),
-            who,
+            kind=KIND.value(said.kind),
+            title=said.title,
+            body=capture.body_with_time(said.body, occurred),
+            audience=audience,
+            purposes=[who.purpose],
+            episode_id=request.episode_id,
+            occurred_at=convert.timestamp(occurred or datetime.now(UTC)),
         )
+        resp = self.peers.as_member(calls.REMEMBER, remember, who)
+        # Words with no time and no request id of the caller's are one turn
+        # while its memory lives; once forgotten (a replay then answers its id
+        # alone: revision 0, which no memory has), saying them again is a new
+        # statement, under an id chained from the gone one's.
+        for _ in range(capture.MAX_RESTATED):
+            if request.request_id or occurred or not (resp.replayed and resp.memory.revision == 0):
+                break
+            remember.request_id = capture.restated_id(remember.request_id, resp.memory.id)
+            resp = self.peers.as_member(calls.REMEMBER, remember, who)
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
 
     def DescribeTools(

@@ -285,6 +285,14 @@ AMBIGUOUS = [
     "Remember whatever Ana said.",
     "Make a note of this.",
     "Remember stuff.",
+    # A team audience negated or narrowed: who may see it is unclear.
+    "Remember that I'm leaving in May, but keep it just for me and not for everyone.",
+    "Remember that for everyone except Bob, the deadline is Monday.",
+    "Remember that my salary is 90k, but not for the team.",
+    "Note that the reorg is not team-wide.",
+    "Remember that the bonus pool is final, which is not workspace-wide.",
+    "Remember that the launch date is 3 June, not for all of us.",
+    "Record that the offsite is in Porto, for the whole team except the contractors.",
 ]
 
 NO_REQUEST = [
@@ -331,6 +339,16 @@ NO_REQUEST = [
     "The team agreed the retro format works.",
     "Notes from the meeting are in the shared doc.",
     "Nobody needs to note that.",
+    # A claim the same turn takes back.
+    "Remember that the door code is 4455. Actually, scratch that.",
+    "Remember that the offsite is in Porto. Never mind.",
+    "Note that the demo is on Friday. Actually, forget it.",
+    "Remember that the vendor is Acme; ignore that.",
+    "Remember that the budget is 5000. Wait, no, 6000.",
+    "Remember that the call is at 3pm, no wait, 4pm.",
+    "Remember that Dana is leaving. Just joking.",
+    "Record that the owner is Bob. Scratch that, it's Dave.",
+    "Remember that the server is down, just kidding.",
 ]
 
 NO_OPS: dict[str, list[str]] = {

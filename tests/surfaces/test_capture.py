@@ -24,6 +24,21 @@ PURPOSE_AUDIT = 4
 KIND = {"note": 1, "fact": 2, "decision": 3}
 
 
+def test_a_team_phrase_inside_the_claim_is_not_an_audience() -> None:
+    """Only a team phrase set apart from the claim, or in the request, shares
+    it: "mandatory for everyone" is what the claim says (it was cut off the
+    title and the memory shared with the workspace)."""
+    inside = capture.decide("Remember that the new VPN is mandatory for everyone.")
+    assert inside.store and inside.audience == capture.SPEAKER
+    assert inside.title == "The new VPN is mandatory for everyone"
+    apart = capture.decide("Remember that the office closes at 5pm on Friday, for everyone.")
+    assert apart.store and apart.audience == capture.WORKSPACE
+    assert apart.title == "The office closes at 5pm on Friday"
+    # "Don't forget" asks to store; it is not "forget it", a retraction.
+    kept = capture.decide("Please don't forget that the badge readers reset at midnight.")
+    assert kept.store and kept.title == "The badge readers reset at midnight"
+
+
 def test_labelled_turns_precision_is_one() -> None:
     counts: dict[str, dict[str, int]] = {}
     stored = [capture.decide(turn) for turn, _, _ in STORE]
@@ -122,3 +137,39 @@ def test_capture_rpc(stack: Stack, team: Team) -> None:
         ada.capture("Remember that " + "x" * 20_001)
     assert err.value.details().startswith("text")
     assert dbutil.checksum(stack, team.database_name) == before
+
+
+@pytest.mark.integration
+def test_a_turn_not_stored_is_still_refused_for_a_bad_field(stack: Stack, team: Team) -> None:
+    """Every field is checked whether or not the turn is worth storing (a bad
+    episode id or request id answered OK on a question)."""
+    ada = team.clients["ada"]
+    for turn in ("What did we decide?", "Remember that the backups run nightly."):
+        for kwargs, field in (
+            ({"episode_id": "not-a-uuid"}, "episode_id"),
+            ({"request_id": "x" * 5_000}, "request_id"),
+            ({"request_id": "tab\there"}, "request_id"),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                ada.capture(turn, **kwargs)  # type: ignore[arg-type]
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (turn, field)
+            assert (err.value.details() or "").startswith(field), err.value.details()
+
+
+@pytest.mark.integration
+def test_a_turn_said_again_after_its_memory_was_forgotten_is_stored_again(team: Team) -> None:
+    """The same words with no time and no request id are one turn while its
+    memory lives (a retry stores once); once that memory was forgotten, saying
+    them again is a new statement: it was answered "stored" with nothing kept."""
+    ada = team.clients["ada"]
+    turn = "Remember that Dana is on call this week."
+    first = ada.capture(turn)
+    retry = ada.capture(turn)
+    assert retry.stored and retry.memory.id == first.memory.id
+    ada.forget(first.memory.id, "rota changed")
+    again = ada.capture(turn)
+    assert again.stored and again.memory.id != first.memory.id
+    assert again.memory.title == "Dana is on call this week"
+    assert [m.title for m in ada.read([again.memory.id]).memories] == [again.memory.title]
+    # And that one, retried, is stored once too.
+    assert ada.capture(turn).memory.id == again.memory.id
