@@ -85,3 +85,49 @@ def test_supersede_from_sources_refuses_a_wider_trust(team: Team) -> None:
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
     assert "audience" in err.value.details()  # type: ignore[attr-defined]
     assert ada.read([a.id]).memories[0].revision == a.revision
+
+
+def test_supersede_with_the_other_text_states_the_other_s_claims(stack: Stack, team: Team) -> None:
+    """The successor holds B's text, so it states B's current claims (graph
+    included), not A's: A's outdated claim was carried onto a memory whose text
+    says otherwise, and lookup showed it as current."""
+    ada = team.clients["ada"]
+    a = ada.remember(
+        "Robin lives in Lisbon", "Robin Goodwin lives in Lisbon.",
+        mention_names=["Robin Goodwin"],
+        claims=[{"entity": {"name": "Robin Goodwin"}, "attribute": "city", "value": "Lisbon"}],
+    ).memory  # fmt: skip
+    robin = a.mentions[0].entity_id
+    b = ada.remember(
+        "Robin lives in Porto", "Robin Goodwin lives in Porto, with Kit.",
+        mention_ids=[robin],
+        claims=[{"entity": {"entity_id": robin}, "attribute": "city", "value": "Porto",
+                 "valid_from": "2024-01-01T00:00:00Z"}],
+        relations=[{"subject": {"entity_id": robin}, "predicate": "lives_with",
+                    "object": {"name": "Kit Ames"}}],
+        aliases=[{"entity": {"entity_id": robin}, "alias": "Rob G"}],
+    ).memory  # fmt: skip
+    app = ReviewApp(stack.gateway)
+    session = _session(team, "ada")
+    form = {
+        "action": "supersede",
+        "retire_id": a.id,
+        "retire_revision": str(a.revision),
+        "keep_id": b.id,
+        "keep_revision": str(b.revision),
+    }
+    app.decide(session, form, "assist")
+    assert session.flash and session.flash[-1][0] == "ok", session.flash
+    successor = ada.read([ada.read([a.id]).memories[0].superseded_by_id]).memories[0]
+    current = [c for c in successor.claims if not c.HasField("retired_at")]
+    assert [(c.attribute, c.value, c.valid_from.ToJsonString()) for c in current] == [
+        ("city", "Porto", "2024-01-01T00:00:00Z")
+    ]
+    assert [(r.predicate, r.object.name) for r in successor.relations] == [
+        ("lives_with", "Kit Ames")
+    ]
+    assert [al.alias for al in successor.aliases] == ["Rob G"]
+    card = ada.lookup("Robin Goodwin").entities[0]
+    assert sorted((at.value, at.memory_id) for at in card.attributes) == sorted(
+        [("Porto", b.id), ("Porto", successor.id)]
+    )

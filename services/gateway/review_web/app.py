@@ -7,6 +7,7 @@ import contextlib
 import secrets
 import uuid
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import grpc
@@ -257,6 +258,7 @@ class ReviewApp:
                 ("error", f"{keep_id} changed since you looked (now revision {kept.revision}).")
             )
             return
+        claims, relations, aliases = _current_graph(kept)
         request = pb.SupersedeRequest(
             request_id=_request_id(),
             id=retire_id,
@@ -266,6 +268,12 @@ class ReviewApp:
             body=kept.body,
             confidence=kept.confidence,
             mentions=[cpb.MentionInput(entity_id=m.entity_id) for m in kept.mentions],
+            # B's text states B's claims: A's, carried by default, would say
+            # on the successor what its text no longer does.
+            replace_claims=True,
+            claims=claims,
+            relations=relations,
+            aliases=aliases,
             reason=f"dedup review: replaced with the text of {keep_id}",
             purpose=PURPOSE.value(purpose),
             # Derived from the kept memory: the store gives the successor the
@@ -274,6 +282,45 @@ class ReviewApp:
         )
         resp = client.call(client.memory.Supersede, request)
         session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
+
+
+def _current_graph(
+    memory: cpb.Memory,
+) -> tuple[list[cpb.ClaimInput], list[cpb.RelationInput], list[cpb.AliasInput]]:
+    """The claims, relations and aliases ``memory`` states now, as a write
+    states them again (by entity id, with their valid times and confidence)."""
+
+    def timed(claim: cpb.AttributeClaim | cpb.RelationClaim) -> dict[str, Any]:
+        fields = {f: getattr(claim, f) for f in ("valid_from", "valid_until") if claim.HasField(f)}
+        return {**fields, "confidence": claim.confidence}
+
+    return (
+        [
+            cpb.ClaimInput(
+                entity=cpb.MentionInput(entity_id=c.entity.id),
+                attribute=c.attribute,
+                value=c.value,
+                **timed(c),
+            )
+            for c in memory.claims
+            if not c.HasField("retired_at")
+        ],
+        [
+            cpb.RelationInput(
+                subject=cpb.MentionInput(entity_id=r.subject.id),
+                predicate=r.predicate,
+                object=cpb.MentionInput(entity_id=r.object.id),
+                **timed(r),
+            )
+            for r in memory.relations
+            if not r.HasField("retired_at")
+        ],
+        [
+            cpb.AliasInput(entity=cpb.MentionInput(entity_id=a.entity.id), alias=a.alias)
+            for a in memory.aliases
+            if not a.HasField("retired_at")
+        ],
+    )
 
 
 def _request_id() -> str:
