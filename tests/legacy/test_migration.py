@@ -373,6 +373,25 @@ def test_refusals_name_the_argument(
     assert history_checksum(stack, team) == before
 
 
+def test_a_removed_owner_is_refused_before_anything_is_written(
+    stack: Stack, operator: Client, old_store: OldStore
+) -> None:
+    """A removed owner kept their role on the record: the run wrote every turn
+    as their history, then every memory was refused by the database (exit 2,
+    no report, every rerun the same)."""
+    team = make_team(stack, operator, ("ada", "cy"))
+    former = operator.create_member(team.workspace_id, "dee", owner=True).member
+    operator.remove_member(former.id, "erase")
+    before = history_checksum(stack, team)
+    argv = migrate_args(old_store, team)
+    for given in ("dee", former.id):
+        code, _, err = run_cli(stack, [*argv[:8], given, "--json"])
+        assert code == 2 and f"--owner: no member {given!r}" in err, err
+    assert history_checksum(stack, team) == before
+    for client in team.clients.values():
+        client.close()
+
+
 def _start_and_stop(
     stack: Stack, args: list[str], sig: int, at: str = "importing turns: "
 ) -> tuple[int, str]:

@@ -366,3 +366,102 @@ def test_record_planning_rules(tmp_path: Path) -> None:
     assert plan.entity_rows([], plan.plan_records(typed, ids, {})[0], typed, ids)["p"].type == (
         "team_lead"
     )
+
+
+OLD_SCHEMA = """
+CREATE TABLE turns (id INTEGER PRIMARY KEY, chat_id TEXT NOT NULL, role TEXT NOT NULL,
+    text TEXT NOT NULL, ts TEXT NOT NULL);
+CREATE TABLE session_digests (id INTEGER PRIMARY KEY, chat_id TEXT NOT NULL,
+    started_at TEXT NOT NULL, ended_at TEXT NOT NULL, turn_count INTEGER NOT NULL,
+    digest TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE memory_items (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL,
+    body TEXT NOT NULL, confidence REAL NOT NULL, status TEXT NOT NULL, scope TEXT,
+    source_chat_id TEXT, created_at TEXT NOT NULL, updated_at TEXT, confirmed_at TEXT);
+CREATE TABLE memory_item_entities (memory_id INTEGER NOT NULL, entity_id TEXT NOT NULL,
+    PRIMARY KEY (memory_id, entity_id));
+"""
+
+
+def _old_store(tmp_path: Path, *statements: str, schema: str = OLD_SCHEMA) -> Path:
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(schema)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_odd_rows_of_the_sqlite_file_are_read_not_crashed_on(tmp_path: Path) -> None:
+    """Held-out old stores: Unix seconds in the TEXT time columns (stored as
+    text, and skipped as unreadable), text that is not UTF-8 (a traceback, the
+    rest of the run never made), a confidence that is not a number and an edge
+    whose memory id is not one (a bare ValueError)."""
+    path = _old_store(
+        tmp_path,
+        "INSERT INTO turns VALUES (1, 'cli', 'user', 'hello there', 1718700000)",
+        "INSERT INTO turns VALUES (2, 'cli', 'user', CAST(X'68E96C6C6F' AS TEXT), '2026-01-01')",
+        "INSERT INTO memory_items VALUES (1, 'fact', 't', 'b', 'high', 'confirmed', NULL, NULL,"
+        " 1718700000, NULL, NULL)",
+        "INSERT INTO memory_item_entities VALUES ('one', 'e1')",
+        "INSERT INTO memory_item_entities VALUES (1, 'e2')",
+    )
+    store = SqliteStore(path)
+    turns = [t for batch in store.turn_batches(10) for t in batch]
+    ids = plan.Ids("ada")
+    first = plan.plan_turn(turns[0], ids)
+    assert not isinstance(first, str), first
+    assert first.occurred_at == datetime.fromtimestamp(1718700000, UTC)
+    assert turns[1].text == "h\ufffdllo"
+    [memory_item] = store.memory_items()
+    assert memory_item.confidence is None and memory_item.entity_ids == ("e2",)
+    row = plan.plan_item(memory_item, ids, fold_graph(_graph(tmp_path, [])))
+    assert not isinstance(row, str), row
+
+
+def test_a_store_of_another_schema_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    path = _old_store(tmp_path, schema=OLD_SCHEMA.replace("scope TEXT,", ""))
+    with pytest.raises(OldStoreError, match=r"--sqlite: .*memory_items.*scope"):
+        SqliteStore(path)
+
+
+def test_only_a_documented_shared_scope_shares(tmp_path: Path) -> None:
+    """'shared' (and 'workspace') are everyone; any other scope, 'team'
+    included, stays with the owner: a migration narrows, never widens."""
+    graph = fold_graph(_graph(tmp_path, []))
+    ids = plan.Ids("ada")
+    for scope, owner_only in (
+        ("shared", False), ("Workspace", False), ("team", True), ("private", True),
+        ("everyone-but-hr", True), (None, True),
+    ):  # fmt: skip
+        row = plan.plan_item(item(scope=scope), ids, graph)
+        assert not isinstance(row, str) and row.owner_only is owner_only, scope
+
+
+def test_graph_lines_of_odd_values_fold_without_harm(tmp_path: Path) -> None:
+    """A lone surrogate escape (valid JSON, refused by Postgres: the whole run
+    stopped, every rerun too), "confirmed": "false" (read as true), a confirm
+    patch whose confidence is true (read as 1.0), and a chain of 1,500
+    supersessions (a RecursionError)."""
+    chain = 1_500
+    at = {"valid_from": "2026-01-01T00:00:00Z"}
+    lines: list[object] = [
+        rec("s", "Bad \ud800 name", properties={"note\udfff": "v\ud800"}, **at),
+        rec("q", "Quoted", confirmed="false", **at),
+        rec("t", "True one", **at),
+        {"patch": "confirm", "id": "t", "confidence": True},
+    ]
+    lines += [rec(f"e{i}", f"E{i}", **at) for i in range(chain)]
+    lines += [
+        {"patch": "supersede", "id": f"e{i}", "superseded_by": f"e{i + 1}", "at": "2026-02-01"}
+        for i in range(chain - 1)
+    ]
+    graph = fold_graph(_graph(tmp_path, lines))
+    assert graph.entities["s"].name == "Bad \ufffd name"
+    assert graph.entities["s"].properties == {"note\ufffd": "v\ufffd"}
+    assert graph.entities["q"].confirmed is False
+    assert graph.entities["t"].confirmed and graph.entities["t"].confidence is None
+    rows, _skipped = plan.plan_records(graph, plan.Ids("ada"), {})
+    assert len(rows) == chain + 3
+    assert max(r.depth for r in rows) == chain - 1

@@ -7,6 +7,7 @@ way the old store's loader did. Plain Python, no database of ours."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
@@ -16,6 +17,19 @@ from pathlib import Path
 from typing import Any
 
 REQUIRED_TABLES = ("turns", "session_digests", "memory_items", "memory_item_entities")
+# The columns this reader reads, per table: a file of another schema version
+# is refused before anything is imported, naming what it lacks.
+REQUIRED_COLUMNS = {
+    "turns": ("id", "chat_id", "role", "text", "ts"),
+    "memory_items": (
+        "id", "kind", "title", "body", "confidence", "status", "scope", "created_at", "updated_at",
+    ),
+    "memory_item_entities": ("memory_id", "entity_id"),
+}  # fmt: skip
+# Unix seconds written as text (the time columns are TEXT in the old schema).
+_UNIX_SECONDS = re.compile(r"-?\d+(?:\.\d+)?")
+# A lone UTF-16 surrogate: valid in JSON's escapes, not text Postgres takes.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class OldStoreError(Exception):
@@ -81,7 +95,9 @@ def parse_time(value: object) -> datetime | None:
     seconds; None when unreadable."""
     if value is None:
         return None
-    if isinstance(value, int | float):
+    if isinstance(value, str) and _UNIX_SECONDS.fullmatch(value.strip()):
+        value = float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
         try:
             return datetime.fromtimestamp(float(value), UTC)
         except (OverflowError, OSError, ValueError):
@@ -105,6 +121,9 @@ class SqliteStore:
         self.path = path
         # Read-only: the migration never changes the old store.
         self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # Text that is not UTF-8 is carried with U+FFFD where bytes did not
+        # decode (Python's default stops the whole run at that row).
+        self.conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
         try:
             names = {
                 r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -114,6 +133,15 @@ class SqliteStore:
         missing = [t for t in REQUIRED_TABLES if t not in names]
         if missing:
             raise OldStoreError(f"--sqlite: not an old store: missing {', '.join(missing)}")
+        for table, columns in REQUIRED_COLUMNS.items():
+            # PRAGMA takes no parameter; the table names are this module's own.
+            have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            lacking = [c for c in columns if c not in have]
+            if lacking:
+                raise OldStoreError(
+                    f"--sqlite: an old store of another schema: {table} has no "
+                    f"{', '.join(lacking)} column"
+                )
         self.has_fts = "turns_fts" in names
 
     def close(self) -> None:
@@ -137,7 +165,9 @@ class SqliteStore:
         for memory_id, entity_id in self.conn.execute(
             "SELECT memory_id, entity_id FROM memory_item_entities ORDER BY memory_id, entity_id"
         ):
-            edges.setdefault(int(memory_id), []).append(str(entity_id))
+            item_id = _integer(memory_id)
+            if item_id is not None:  # an edge to no item's id names nothing
+                edges.setdefault(item_id, []).append(str(entity_id))
         items = []
         for r in self.conn.execute(
             "SELECT id, kind, title, body, confidence, status, scope, created_at, updated_at"
@@ -149,7 +179,7 @@ class SqliteStore:
                     kind=str(r[1] or ""),
                     title=str(r[2] or ""),
                     body=str(r[3] or ""),
-                    confidence=None if r[4] is None else float(r[4]),
+                    confidence=_number(r[4]),
                     status=str(r[5] or ""),
                     scope=r[6],
                     created_at=r[7],
@@ -160,7 +190,47 @@ class SqliteStore:
         return items
 
 
+def _integer(value: object) -> int | None:
+    try:
+        return int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        return None
+
+
+def _number(value: object) -> float | None:
+    """A confidence as the old store held it; None (the default) when it is
+    not a number ('high')."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
 # -- graph.jsonl ----------------------------------------------------------------
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` (a JSON value) with each lone surrogate replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _is_true(value: object) -> bool:
+    """A flag as written: true, or the text "true" (not "false", not 1.0)."""
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def _confidence(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 @dataclass
@@ -222,13 +292,11 @@ def _entity(obj: dict[str, Any]) -> Entity:
         type=str(obj.get("type") or ""),
         properties=props if isinstance(props, dict) else {},
         source=str(obj.get("source") or ""),
-        confidence=float(confidence)
-        if isinstance(confidence, int | float) and not isinstance(confidence, bool)
-        else None,
+        confidence=_confidence(confidence),
         valid_from=obj.get("valid_from"),
         valid_until=obj.get("valid_until"),
         superseded_by=str(obj["superseded_by"]) if obj.get("superseded_by") else None,
-        confirmed=bool(obj.get("confirmed", False)),
+        confirmed=_is_true(obj.get("confirmed")),
     )
 
 
@@ -245,7 +313,7 @@ def fold_graph(path: Path) -> Graph:
                 continue
             stats.lines += 1
             try:
-                obj = json.loads(raw)
+                obj = _without_surrogates(json.loads(raw))
             except (json.JSONDecodeError, UnicodeDecodeError):
                 stats.malformed += 1
                 continue
@@ -278,8 +346,8 @@ def fold_graph(path: Path) -> Graph:
             if op == "confirm":
                 target.confirmed = True
                 target.confirmed_at = obj.get("at")
-                if isinstance(obj.get("confidence"), int | float):
-                    target.confidence = float(obj["confidence"])
+                if _confidence(obj.get("confidence")) is not None:
+                    target.confidence = _confidence(obj.get("confidence"))
             else:
                 target.superseded_by = str(by)
                 target.superseded_at = obj.get("at")

@@ -384,10 +384,21 @@ def plan_records(
     depth: dict[str, int] = {}
 
     def depth_of(old_id: str) -> int:
-        if old_id not in depth:
-            s = planned[old_id].supersession
-            # Chains end ("replaced" only when they do), so this recursion does.
-            depth[old_id] = 0 if s is None else 1 + depth_of(s.by_old_id)
+        # Walked, not recursed: a chain may be longer than Python's stack.
+        # Chains end ("replaced" only when they do), so the walk does.
+        path: list[str] = []
+        at = old_id
+        while at not in depth:
+            s = planned[at].supersession
+            if s is None:
+                depth[at] = 0
+                break
+            path.append(at)
+            at = s.by_old_id
+        for step in reversed(path):
+            s = planned[step].supersession
+            assert s is not None
+            depth[step] = 1 + depth[s.by_old_id]
         return depth[old_id]
 
     rows = [replace(r, depth=depth_of(k)) for k, r in planned.items()]

@@ -30,7 +30,9 @@ DERIVED_TITLE_CHARS = 80
 MAX_HISTORY_TURN_CHARS = 200_000
 # Only memory items in this status are curated knowledge worth carrying.
 IMPORTED_STATUS = "confirmed"
-SHARED_SCOPES = ("shared", "workspace", "team")
+# The scopes that mean everyone; any other (a 'team' of some members, say)
+# stays with the owner: a migration narrows, never widens (design §4).
+SHARED_SCOPES = ("shared", "workspace")
 
 
 @dataclass(frozen=True)

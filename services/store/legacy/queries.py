@@ -3,9 +3,10 @@
 
 # -- control plane -------------------------------------------------------------
 
+# A removed member is no member (their history would be read by nobody).
 MEMBER_BY_HANDLE_OR_ID = """
 SELECT id::text, handle, role FROM member
-WHERE workspace_id = %(ws)s AND (handle = %(m)s OR id::text = %(m)s)
+WHERE workspace_id = %(ws)s AND (handle = %(m)s OR id::text = %(m)s) AND removed_at IS NULL
 """
 
 # -- workspace database ----------------------------------------------------------
