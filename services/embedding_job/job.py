@@ -85,8 +85,15 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) due, memory m
 WHERE j.memory_id = due.memory_id AND m.id = j.memory_id
-RETURNING j.memory_id, j.text_revision, m.title, m.body
+RETURNING j.memory_id, j.text_revision
 """
+# The claimed memories' text, read by a statement of its own after the claim
+# locked their queue rows: in the claim itself a correct committed while it
+# ran gave the queue row's new revision beside the memory's old text (a
+# statement re-reads the row it locks, not the rows it joined). Read later,
+# the text is its revision's or newer; a newer one's vector is then refused
+# by COMPLETE, and its own revision stays queued.
+TEXTS = "SELECT id, title, body FROM memory WHERE id = ANY(%s::uuid[])"
 # Only the worker that removes the queue entry for this exact text stores a
 # vector: a memory corrected or forgotten meanwhile is skipped. A whole batch
 # in one statement; the vectors then go in one pipelined round trip.
@@ -223,10 +230,19 @@ class EmbeddingJob:
     def claim(self, workspace_id: str) -> Batch:
         BACKLOG.labels(workspace_id)  # exported from the first look, even at zero
         with self._pool(workspace_id).connection() as conn:
-            rows = conn.execute(
+            claimed = conn.execute(
                 CLAIM, (self.settings.job_lease_seconds, self.settings.job_batch_size)
             ).fetchall()
-        return Batch(workspace_id, [(str(r[0]), int(r[1]), r[2], r[3]) for r in rows])
+            conn.commit()  # the leases stand; the text is read after them
+            texts = {
+                str(r[0]): (r[1], r[2])
+                for r in conn.execute(TEXTS, ([r[0] for r in claimed],)).fetchall()
+            }
+        # A memory gone since (its queue row went with it) is left out.
+        return Batch(
+            workspace_id,
+            [(str(r[0]), int(r[1]), *texts[str(r[0])]) for r in claimed if str(r[0]) in texts],
+        )
 
     def process(self, batch: Batch) -> int:
         """Embeds one claimed batch; returns how many vectors were stored.

@@ -16,7 +16,7 @@ import pytest
 
 from recallatron_devkit.stack import Stack
 from services.embed.models import BiEncoder
-from services.embedding_job.job import EMBED_INPUT_VERSION, EmbeddingJob, embed_input
+from services.embedding_job.job import EMBED_INPUT_VERSION, Batch, EmbeddingJob, embed_input
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.settings import StoreSettings
@@ -211,6 +211,74 @@ def test_a_batch_stores_only_the_rows_whose_text_it_embedded(
         )
         assert queued == [(made[1].id, made[1].revision + 1)]
     finally:
+        dbs.close()
+        stack.start_service("embedding-job")
+
+
+# Queued memories that make a claim's scan take long enough (tens of ms) for
+# a correct to commit inside it.
+FILLER = """
+INSERT INTO memory (id, kind, title, body, confidence, origin, purposes, created_by,
+                    audience_member_id, provenance_audience, provenance_purposes)
+SELECT gen_random_uuid(), 'note', 'claim filler ' || g, 'filler body ' || g, 0.5, 'told',
+       '{assist}', %(m)s, %(m)s, %(m)s, '{assist}'
+FROM generate_series(1, %(n)s) g
+"""
+
+
+def test_a_claim_never_pairs_a_new_revision_with_the_old_text(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A correct that commits while a claim runs (after the claim's snapshot,
+    before it locks the queue row) made the claim return the queue row's new
+    revision with the memory's old text, read in the same statement: the old
+    text was embedded and stored as the new one's, and nothing stayed queued.
+    Corrects are committed at a spread of moments inside claims; every text a
+    claim returns must be its revision's."""
+    ada = team.clients["ada"]
+    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
+    stack.stop_service("embedding-job")
+    settings, dbs = job_databases(stack, monkeypatch)
+    url = dbutil.workspace_url(stack, team.database_name)
+    old, new = "The gate code is 4711.", "The gate code was retired."
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(FILLER, {"m": team.members["bob"], "n": 20_000})
+        job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=FixedEmbedder())  # type: ignore[arg-type]
+        started = time.monotonic()
+        job.claim(team.workspace_id)
+        scan = time.monotonic() - started  # how long one claim takes here
+        paired = []
+        for attempt in range(20):
+            memory = ada.remember("Gate", old, audience_to="workspace").memory
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(  # first in the queue's order
+                    "UPDATE embedding_job SET enqueued_at = '2000-01-01' WHERE memory_id = %s",
+                    (memory.id,),
+                )
+            writer = psycopg.connect(url)  # the correct's own statement, held open
+            writer.execute(
+                "UPDATE memory SET body = %s, revision = revision + 1 WHERE id = %s",
+                (new, memory.id),
+            )
+            got: list[Batch] = []
+            claim = threading.Thread(
+                target=lambda into=got: into.append(job.claim(team.workspace_id))
+            )
+            claim.start()
+            time.sleep(scan * (attempt % 10) / 10)
+            writer.commit()
+            writer.close()
+            claim.join()
+            paired += [(r[1], r[3]) for r in got[0].rows if r[0] == memory.id]
+        assert paired, "no claim returned the corrected memory"
+        assert all((revision, body) in ((1, old), (2, new)) for revision, body in paired), paired
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "DELETE FROM embedding_job WHERE memory_id IN"
+                " (SELECT id FROM memory WHERE title LIKE 'claim filler %%' OR title = 'Gate')"
+            )
         dbs.close()
         stack.start_service("embedding-job")
 
