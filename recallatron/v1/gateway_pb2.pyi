@@ -1468,16 +1468,25 @@ class GetStatusResponse(_message.Message):
     PENDING_FIELD_NUMBER: _builtins.int
     PARKED_FIELD_NUMBER: _builtins.int
     PARKED_REASONS_FIELD_NUMBER: _builtins.int
+    MODEL_ID_FIELD_NUMBER: _builtins.int
+    INPUT_VERSION_FIELD_NUMBER: _builtins.int
     memories: _builtins.int
     """Live memories (neither forgotten nor superseded)."""
     embedded: _builtins.int
-    """Vectors of the current embed-input version."""
+    """Memories with a vector of the current embed-input version and of the
+    model the embedding job wrote last (model_id): during a rebuild for a new
+    model, those the new model has embedded.
+    """
     pending: _builtins.int
     """Memories waiting for the embedding job."""
     parked: _builtins.int
     """Memories the embedding job gave up on after its last attempt; a change
     of their text (correct) or a rebuild queues them again.
     """
+    model_id: _builtins.str
+    """The model of the newest vector ("" before any)."""
+    input_version: _builtins.str
+    """The embed-input version counted."""
     @_builtins.property
     def parked_reasons(self) -> _containers.RepeatedCompositeFieldContainer[_store_pb2.ParkedReason]:
         """Why, most common first (the embed service's status), with a count each."""
@@ -1490,10 +1499,12 @@ class GetStatusResponse(_message.Message):
         pending: _builtins.int = ...,
         parked: _builtins.int = ...,
         parked_reasons: _abc.Iterable[_store_pb2.ParkedReason] | None = ...,
+        model_id: _builtins.str = ...,
+        input_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedded", b"embedded", "memories", b"memories", "parked", b"parked", "parked_reasons", b"parked_reasons", "pending", b"pending"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedded", b"embedded", "input_version", b"input_version", "memories", b"memories", "model_id", b"model_id", "parked", b"parked", "parked_reasons", b"parked_reasons", "pending", b"pending"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1138,15 +1138,23 @@ class GetEmbeddingStatusRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    PURPOSES_FIELD_NUMBER: _builtins.int
     workspace_id: _builtins.str
+    @_builtins.property
+    def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
+        """The calling token's purposes (empty: every purpose): only memories for
+        one of them are counted.
+        """
+
     def __init__(
         self,
         *,
         workspace_id: _builtins.str = ...,
+        purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["purposes", b"purposes", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

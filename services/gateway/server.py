@@ -498,7 +498,9 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         ident = self.auth.owner(context, "read its status")
         resp = self.peers.as_identity(
             calls.GET_STATUS,
-            store_pb2.GetEmbeddingStatusRequest(workspace_id=ident.workspace_id),
+            store_pb2.GetEmbeddingStatusRequest(
+                workspace_id=ident.workspace_id, purposes=sorted(ident.purposes)
+            ),
             ident,
         )
         return relayed(pb.GetStatusResponse, resp)

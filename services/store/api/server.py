@@ -435,6 +435,7 @@ class StoreServicer:
             self.control,
             uuid_str(request.workspace_id, "workspace_id"),
             member,
+            names_of(PURPOSE, request.purposes, "purposes", "a purpose"),
         )
         return message_of(
             pb.GetEmbeddingStatusResponse,

@@ -157,21 +157,29 @@ CLEAR_WORK = "DELETE FROM workspace_work WHERE workspace_id = %s AND seq = %s"
 
 # -- the embedding job's progress (services/store/domain/embedding_status.py) --
 
+# Counted among the memories the caller may see by audience and by the
+# token's purposes (empty: all); embedded, per memory, by the model of the
+# newest vector (the one a rebuild for a new model is writing).
 EMBEDDING_STATUS = """
 WITH seen AS (
     SELECT id FROM memory
-    WHERE %(member)s::uuid IS NULL OR audience_member_id IS NULL
-       OR audience_member_id = %(member)s::uuid
+    WHERE (%(member)s::uuid IS NULL OR audience_member_id IS NULL
+           OR audience_member_id = %(member)s::uuid)
+      AND (cardinality(%(purposes)s::purpose[]) = 0 OR purposes && %(purposes)s::purpose[])
+), newest AS (
+    SELECT model_id FROM memory_embedding WHERE input_version = %(version)s
+    ORDER BY created_at DESC LIMIT 1
 )
 SELECT
   (SELECT count(*) FROM memory m JOIN seen USING (id)
    WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL),
-  (SELECT count(*) FROM memory_embedding e JOIN seen ON seen.id = e.memory_id
-   WHERE e.input_version = %(version)s),
+  (SELECT count(DISTINCT e.memory_id) FROM memory_embedding e JOIN seen ON seen.id = e.memory_id
+   WHERE e.input_version = %(version)s AND e.model_id = (SELECT model_id FROM newest)),
   (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
    WHERE j.next_attempt_at <> 'infinity'),
   (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
-   WHERE j.next_attempt_at = 'infinity')
+   WHERE j.next_attempt_at = 'infinity'),
+  (SELECT model_id FROM newest)
 """
 
 PARKED_REASONS = """
@@ -179,6 +187,7 @@ SELECT j.last_error, count(*) FROM embedding_job j JOIN memory m ON m.id = j.mem
 WHERE j.next_attempt_at = 'infinity'
   AND (%(member)s::uuid IS NULL OR m.audience_member_id IS NULL
        OR m.audience_member_id = %(member)s::uuid)
+  AND (cardinality(%(purposes)s::purpose[]) = 0 OR m.purposes && %(purposes)s::purpose[])
 GROUP BY j.last_error ORDER BY count(*) DESC, j.last_error LIMIT %(limit)s
 """
 
