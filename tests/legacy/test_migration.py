@@ -32,7 +32,7 @@ from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron_cli.main import main as cli_main
 from recallatron_devkit.legacy_corpus import START
-from recallatron_devkit.legacy_fixture import generate
+from recallatron_devkit.legacy_fixture import SCHEMA, generate
 from recallatron_devkit.legacy_truth import Truth
 from recallatron_devkit.stack import Stack
 from services.store.domain.administration import ACTIONS as ADMIN_ACTIONS
@@ -388,6 +388,51 @@ def test_a_removed_owner_is_refused_before_anything_is_written(
         code, _, err = run_cli(stack, [*argv[:8], given, "--json"])
         assert code == 2 and f"--owner: no member {given!r}" in err, err
     assert history_checksum(stack, team) == before
+    for client in team.clients.values():
+        client.close()
+
+
+def test_a_rerun_reports_a_supersede_patch_it_does_not_apply(
+    stack: Stack, operator: Client, tmp_path: Path
+) -> None:
+    """A supersede patch appended to graph.jsonl after its record was imported
+    is not applied by a rerun (reruns never revise earlier imports): the report
+    said the supersession was already present, though nothing was superseded."""
+    sqlite = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(sqlite)
+    conn.executescript(SCHEMA)
+    conn.execute(
+        "INSERT INTO memory_items (id, kind, title, body, confidence, status, scope,"
+        " source_chat_id, created_at, updated_at, confirmed_at)"
+        " VALUES (1, 'fact', 'Robin works at Fernhill', 'body', 0.9, 'confirmed', NULL, NULL,"
+        " '2026-01-01T00:00:00Z', NULL, NULL)"
+    )
+    conn.execute("INSERT INTO memory_item_entities VALUES (1, 'e1')")
+    conn.commit()
+    conn.close()
+    graph = tmp_path / "graph.jsonl"
+    records = [
+        {"id": "e1", "name": "Robin", "type": "person", "properties": {"role": "designer"},
+         "valid_from": "2026-01-01T00:00:00Z"},
+        {"id": "e2", "name": "Robin Goodwin", "type": "person", "properties": {"role": "lead"},
+         "valid_from": "2026-01-02T00:00:00Z"},
+    ]  # fmt: skip
+    graph.write_text("".join(json.dumps(r) + "\n" for r in records))
+    team = make_team(stack, operator, ("ada",))
+    old = OldStore(sqlite, graph, Truth(seed=0))
+    first = migrate(stack, old, team)
+    assert first["supersessions"]["read"] == 0
+    with graph.open("a") as f:
+        f.write(json.dumps({"patch": "supersede", "id": "e1", "superseded_by": "e2",
+                            "at": "2026-03-01T00:00:00Z"}) + "\n")  # fmt: skip
+    second = migrate(stack, old, team)
+    supersessions = second["supersessions"]
+    assert supersessions["read"] == 1 and supersessions["already_present"] == 0, supersessions
+    assert sum(supersessions["skipped"].values()) == 1, supersessions
+    superseded = dbutil.query(
+        stack, team.database_name, "SELECT count(*) FROM memory WHERE superseded_by_id IS NOT NULL"
+    )
+    assert superseded == [(0,)]
     for client in team.clients.values():
         client.close()
 

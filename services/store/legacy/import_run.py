@@ -46,6 +46,11 @@ def claim_columns(
     ]
 
 
+# A supersede patch appended after its record was imported: a rerun does not
+# revise what an earlier run imported (docs/migration.md).
+NOT_REVISED = "the record was imported before this patch (a rerun does not revise it)"
+
+
 @dataclass(frozen=True)
 class BatchDone:
     number: int
@@ -219,6 +224,12 @@ class ImportRun:
         with caller_transaction(self.pool, self.caller) as conn:
             present = self._present(conn, "entity_record", [r.source_id for r in rows])
             new = [r for r in rows if r.source_id not in present]
+            patched = [r.id for r in rows if r.source_id in present and r.supersession]
+            superseded = (
+                {row[0] for row in conn.execute(q.SUPERSEDED_AMONG, (patched,))}
+                if patched
+                else set()
+            )
             inserted: list[Any] = []
             if new and not self.dry_run:
                 inserted = self._insert_records(conn, new, entities)
@@ -244,8 +255,10 @@ class ImportRun:
                 report.supersessions.read += 1
                 if fresh:
                     report.supersessions.imported += 1
-                else:
+                elif r.id in superseded:
                     report.supersessions.already_present += 1
+                else:
+                    report.supersessions.skipped[NOT_REVISED] += 1
             elif r.supersession_skipped is not None:
                 report.supersessions.read += 1
                 report.supersessions.skipped[r.supersession_skipped] += 1

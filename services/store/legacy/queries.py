@@ -19,6 +19,11 @@ LOCK = "SELECT pg_advisory_lock(%s)"
 IMPORT_LOCK_KEY = 7_401_010
 LOCK_WAIT = "20s"
 
+# Which of these imported memories are superseded: a record imported before
+# its supersede patch was appended is not (reruns never revise an import).
+SUPERSEDED_AMONG = """
+SELECT id::text FROM memory WHERE id = ANY(%s::uuid[]) AND superseded_by_id IS NOT NULL
+"""
 LEDGER_PRESENT = """
 SELECT source_id FROM legacy_import
 WHERE owner_member_id = %s AND source = %s AND source_id = ANY(%s::text[])
