@@ -18,6 +18,7 @@ writes (services/embedding_job/upkeep.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -73,6 +74,16 @@ TRANSIENT = frozenset(
 )
 # A parked row's reason is kept this short (a status, never memory text).
 MAX_REASON_CHARS = 300
+
+
+def drop_series(workspace_id: str) -> None:
+    """A workspace with nothing queued or parked leaves the per-workspace
+    gauges (absent reads as zero): the series follow the workspaces with
+    work, not every workspace the job has seen."""
+    for gauge in (BACKLOG, PARKED):
+        with contextlib.suppress(KeyError):
+            gauge.remove(workspace_id)
+
 
 CLAIM = """
 UPDATE embedding_job j
@@ -228,7 +239,6 @@ class EmbeddingJob:
         return self.dbs.owner_pool(ws.server, ws.database_name)
 
     def claim(self, workspace_id: str) -> Batch:
-        BACKLOG.labels(workspace_id)  # exported from the first look, even at zero
         with self._pool(workspace_id).connection() as conn:
             claimed = conn.execute(
                 CLAIM, (self.settings.job_lease_seconds, self.settings.job_batch_size)
@@ -412,6 +422,8 @@ class EmbeddingJob:
             return time.monotonic() + max(float(due_in), 0.05)
         if seq is not None and not self.control.clear_work(workspace_id, seq):
             return time.monotonic()  # marked again meanwhile
+        if not queued and not parked:
+            drop_series(workspace_id)
         return None
 
     def run_forever(self) -> None:
@@ -443,6 +455,7 @@ class EmbeddingJob:
                 # is left to embed there, and nothing to look at again.
                 log.info("workspace deleted; dropped", extra={"workspace": workspace_id})
                 self.upkeep.forget(workspace_id)
+                drop_series(workspace_id)
                 next_at = None
             except Exception:
                 pause = min(max(failing.get(workspace_id, 0.0) * 2, 0.2), cap)

@@ -47,3 +47,31 @@ def test_metrics_after_some_traffic(stack: Stack, team: Team) -> None:
     job = scrape(ports["embedding-job"], "recallatron_embedding_job_backlog")
     assert "recallatron_embedding_job_backlog" in job
     assert "recallatron_embedding_job_embedded_total" in job
+
+
+def test_the_embedding_job_keeps_series_only_for_workspaces_with_work(
+    stack: Stack, team: Team
+) -> None:
+    """The backlog and parked gauges carry a workspace label: a series for
+    every workspace the job ever saw grew with all of them (100,000 series at
+    100,000 workspaces); a workspace whose queue is empty and nothing parked
+    leaves both."""
+    from tests.conftest import wait_for
+
+    ada = team.clients["ada"]
+    ada.remember("Series come and go with the work", audience_to="workspace")
+    ada.wait_embedded(timeout=120)
+    port = stack.config.metrics_ports["embedding-job"]
+    label = f'workspace="{team.workspace_id}"'
+
+    def gone() -> bool | None:
+        lines = [
+            line
+            for line in scrape(port).splitlines()
+            if line.startswith(
+                ("recallatron_embedding_job_backlog", "recallatron_embedding_job_parked")
+            )
+        ]
+        return all(label not in line for line in lines) or None
+
+    wait_for(gone, "the idle workspace's series to leave", timeout=60)

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from recallatron_devkit.stack import Stack
+from tests import dbutil
 from tests.conftest import Team
 from tests.k8s import monitoring
 
@@ -61,6 +62,17 @@ def test_every_metric_and_label_the_dashboard_and_rules_name_is_exported(
     assert not degraded.dense_available
     made = ada.remember("The roadmap review is on Thursdays", audience_to="workspace").memory
     ada.wait_embedded(timeout=120)
+    # The job's per-workspace gauges show while a workspace holds work (a
+    # workspace with none leaves them): one memory parked keeps them, once
+    # the next write wakes the job.
+    dbutil.query(
+        stack,
+        team.database_name,
+        "INSERT INTO embedding_job (memory_id, text_revision, next_attempt_at, last_error)"
+        " VALUES (%s, 1, 'infinity', 'parked by the test') RETURNING 1",
+        (made.id,),
+    )
+    ada.remember("The roadmap review moved to Fridays", audience_to="workspace")
     for mode in ("lexical", "dense", "hybrid"):
         ada.recall("when is the roadmap review", mode=mode)
     ada.read([made.id])
