@@ -10,6 +10,7 @@ from typing import Any, Self, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from recallatron import forwarding
 from recallatron.grpcclient import make_channel
 from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2_grpc
@@ -36,6 +37,8 @@ class Connection:
         self.review = gateway_pb2_grpc.ReviewServiceStub(self.channel)
         self.token = token
         self.timeout = timeout
+        # An end user's address a front forwards (recallatron/forwarding.py).
+        self.forwarded: tuple[tuple[str, str], ...] = ()
 
     def close(self) -> None:
         self.channel.close()
@@ -47,8 +50,16 @@ class Connection:
         other.token = token
         return other
 
-    def _md(self) -> tuple[tuple[str, str]]:
-        return (("authorization", f"Bearer {self.token}"),)
+    def for_address(self, client_address: str | None, secret: str) -> Self:
+        """This client calling for an end user at ``client_address``, on the
+        same channel: the gateway counts its failed authentications against
+        that address when it knows ``secret`` (recallatron/forwarding.py)."""
+        other = copy.copy(self)
+        other.forwarded = forwarding.metadata(client_address, secret)
+        return other
+
+    def _md(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"), *self.forwarded)
 
     def call(
         self,

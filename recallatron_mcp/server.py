@@ -90,21 +90,60 @@ def listed_tools() -> list[types.Tool]:
     ]
 
 
+# The HTTP client's address ("host:port") of the request being served: set
+# by :class:`RememberClient` for the bearer check, which the SDK gives only
+# the token.
+CLIENT_ADDRESS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "recallatron_mcp_client_address", default=None
+)
+
+
 class Clients:
     """Gateway clients for the tokens calls bring, all on one channel (the
     token travels with each call): none is ever closed under a call in
-    flight, and a caller sending many tokens costs no channel each."""
+    flight, and a caller sending many tokens costs no channel each. With
+    ``forwarding_secret`` (RECALLATRON_FORWARDING_SECRET, the gateway's too)
+    each call carries its HTTP client's address, so a stranger's wrong tokens
+    spend their own address's allowance of failed authentications at the
+    gateway, not this server's (recallatron/forwarding.py)."""
 
-    def __init__(self, gateway: str, default_token: str) -> None:
+    def __init__(self, gateway: str, default_token: str, forwarding_secret: str = "") -> None:
         self.gateway = gateway
         self.default_token = default_token
+        self.forwarding_secret = forwarding_secret
         self._base = Client(gateway, default_token)
 
-    def get(self, token: str) -> Client:
-        return self._base.with_token(token)
+    def get(self, token: str, client_address: str | None = None) -> Client:
+        client = self._base.with_token(token)
+        if not self.forwarding_secret:
+            return client
+        return client.for_address(client_address or CLIENT_ADDRESS.get(), self.forwarding_secret)
 
     def close(self) -> None:
         self._base.close()
+
+
+def _address(ctx: ServerRequestContext[Any]) -> str | None:
+    """The HTTP client's "host:port" of the request a tool call came in (None
+    on stdio)."""
+    client = getattr(ctx.request, "client", None)
+    return f"{client.host}:{client.port}" if client is not None else None
+
+
+class RememberClient:
+    """ASGI middleware: the HTTP client's address in :data:`CLIENT_ADDRESS`
+    for the rest of the request."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        client = scope.get("client") if scope.get("type") == "http" else None
+        token = CLIENT_ADDRESS.set(f"{client[0]}:{client[1]}" if client else None)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CLIENT_ADDRESS.reset(token)
 
 
 def _token(ctx: ServerRequestContext[Any], default: str) -> str:
@@ -144,7 +183,7 @@ def build_server(clients: Clients) -> Server[Any]:
                 content=_text(tools.failure(NO_TOKEN)),
                 is_error=True,
             )
-        client = clients.get(token)
+        client = clients.get(token, _address(ctx))
         try:
             # gRPC calls block: off the event loop.
             result = await anyio.to_thread.run_sync(tools.call, client, params.name, arguments)
@@ -329,7 +368,7 @@ def serve_http(server: Server[Any], listen: str, clients: Clients) -> None:
     host = host.strip("[]") or "127.0.0.1"
     oauth = OAuthSettings.from_env(clients.gateway)
     # A duplicate request id must not leave the first request hanging.
-    app = OneRequestPerId(http_app(server, host, clients, oauth))
+    app = RememberClient(OneRequestPerId(http_app(server, host, clients, oauth)))
     uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 
@@ -337,7 +376,7 @@ def run(args: argparse.Namespace) -> int:
     # stdout belongs to the protocol on stdio: logs go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     # From the environment or a file (RECALLATRON_TOKEN_FILE), never an argument.
-    clients = Clients(args.gateway, token_from())
+    clients = Clients(args.gateway, token_from(), token_from(env="RECALLATRON_FORWARDING_SECRET"))
     server = build_server(clients)
     try:
         if args.transport == "stdio":

@@ -9,6 +9,7 @@ from recallatron.grpcclient import peer_serving
 from recallatron.grpcserver import Server, add_methods
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
+from services.gateway import forwarded
 from services.gateway.authcache import AuthCache, RevocationWatcher
 from services.gateway.httpjson import HttpJsonApp, HttpJsonServer
 from services.gateway.peers import Peers
@@ -31,6 +32,7 @@ def main() -> None:
         key_of=fair_key_of(cache.workspace_of),
     )
     peers = Peers(settings)
+    forwarded.configure(settings.forwarding_secret)
     watch = internal_auth.store_method("WatchRevocations")
     watcher = RevocationWatcher(peers.store_channel, cache, lambda: peers.signer.service([watch]))
     auth = Auth(

@@ -1,11 +1,9 @@
-"""The client address of a call the gateway's own HTTP/JSON adapter relays
-(services/gateway/httpjson/): the adapter calls the gateway's gRPC port from
-inside the process, so every relayed call would otherwise come from the
-loopback address and share one bucket of the failed-authentication limit.
-
-The adapter sends the HTTP client's address in metadata with a secret made
-afresh by each process; the gateway believes the address only with that
-secret, so a gRPC client cannot choose its own bucket."""
+"""The client address of a call one of the project's fronts makes for an end
+user (recallatron/forwarding.py): the gateway's HTTP/JSON adapter and the
+review page in this process, with a secret made afresh by it, and fronts in
+other processes (the MCP server) with RECALLATRON_FORWARDING_SECRET when it
+is set. Without a secret this gateway knows, the connection's address
+counts, so a gRPC client cannot choose its own bucket."""
 
 from __future__ import annotations
 
@@ -14,31 +12,49 @@ import secrets
 
 import grpc
 
-PEER_KEY = "recallatron-forwarded-peer"
-PROOF_KEY = "recallatron-forwarded-proof"
+from recallatron import forwarding
+from recallatron.client import Client
+from recallatron.forwarding import PEER_KEY, PROOF_KEY
+
+__all__ = ["PEER_KEY", "PROOF_KEY", "configure", "for_user", "metadata", "peer"]
+
 _SECRET = secrets.token_hex(32)
+# The secret shared with fronts in other processes ("": none).
+_shared = ""
+
+
+def configure(shared_secret: str) -> None:
+    """The forwarding secret of the settings, believed beside this process's."""
+    global _shared
+    _shared = shared_secret
 
 
 def metadata(client_address: str | None) -> tuple[tuple[str, str], ...]:
-    """What the adapter adds to a relayed call for ``client_address``
-    ("host:port", as an HTTP server reports it)."""
-    if not client_address:
-        return ()
-    host, _, port = client_address.rpartition(":")
-    kind = "ipv6" if ":" in host else "ipv4"
-    if kind == "ipv6" and not host.startswith("["):
-        host = f"[{host}]"
-    return ((PEER_KEY, f"{kind}:{host}:{port}"), (PROOF_KEY, _SECRET))
+    """What a front in this process adds to a call it relays for
+    ``client_address`` ("host:port", as an HTTP server reports it)."""
+    return forwarding.metadata(client_address, _SECRET)
+
+
+def for_user(client: Client, client_address: str | None) -> Client:
+    """``client`` calling for the end user at ``client_address`` (a front in
+    this process: the review page)."""
+    return client.for_address(client_address, _SECRET)
+
+
+def _known(proof: str) -> bool:
+    return hmac.compare_digest(proof.encode(), _SECRET.encode()) or bool(
+        _shared and hmac.compare_digest(proof.encode(), _shared.encode())
+    )
 
 
 def peer(context: grpc.ServicerContext) -> str:
-    """The caller's address in gRPC's form ("ipv4:10.0.0.7:51234"): the one
-    the adapter forwarded with this process's secret, else the connection's."""
+    """The caller's address in gRPC's form ("ipv4:10.0.0.7:51234"): the one a
+    front forwarded with a secret this gateway knows, else the connection's."""
     found: dict[str, str] = {}
     for key, value in context.invocation_metadata():
         if key in (PEER_KEY, PROOF_KEY):
             found[key] = str(value)
     proof = found.get(PROOF_KEY, "")
-    if PEER_KEY in found and proof and hmac.compare_digest(proof, _SECRET):
+    if PEER_KEY in found and proof and _known(proof):
         return found[PEER_KEY]
     return str(context.peer())

@@ -21,6 +21,11 @@ class GatewaySettings(StorePeer, RankPeer):
     # asking the store. Known tokens are not affected. 0 turns it off.
     auth_failures_per_second: float = 10.0
     auth_failure_burst: int = 100
+    # Shared with the project's fronts in other processes (the MCP server's
+    # RECALLATRON_FORWARDING_SECRET): the end user's address they forward
+    # with it counts for the allowance above instead of the front's own.
+    # Empty: only this process's own fronts (HTTP/JSON, the review page) do.
+    forwarding_secret: str = ""
     # A workspace's calls served at once by this gateway (recallatron/settings.py):
     # 2, because each recall below it keeps both cores of a small machine busy
     # (docs/reliability.md, "Fair sharing": another workspace's p50 stays within

@@ -2,7 +2,8 @@
 abandoned stops in Postgres (pg_stat_activity) within 100 ms of its deadline
 or of its cancel; a workspace whose calls pile up is refused fast with
 RESOURCE_EXHAUSTED and a retry hint while another workspace is served; and a
-flood of unknown tokens from one address is limited. A workspace's calls are
+flood of unknown tokens from one address is limited, an address a front of
+the project's forwards counting as its own. A workspace's calls are
 made to wait by a lock held on its `memory` table, so nothing here depends
 on how fast this machine is."""
 
@@ -38,10 +39,12 @@ from tests.faults.stackutil import (
 pytestmark = pytest.mark.integration
 
 QUEUE = 8
+FORWARDING_SECRET = "a-secret-the-fronts-and-the-gateway-share"
 ENV = {
     "RECALLATRON_WORKSPACE_QUEUE": str(QUEUE),
     "RECALLATRON_AUTH_FAILURE_BURST": "5",
     "RECALLATRON_AUTH_FAILURES_PER_SECOND": "0.2",
+    "RECALLATRON_FORWARDING_SECRET": FORWARDING_SECRET,
 }
 # Backends of the app role busy with a statement in one database.
 BUSY = """
@@ -255,3 +258,28 @@ def test_a_flood_of_unknown_tokens_is_limited_per_address(stack: Stack) -> None:
     # A token the gateway knows is served all along.
     assert [m.id for m in client.read([memory_id]).memories] == [memory_id]
     client.close()
+
+
+def test_each_user_of_a_front_spends_their_own_failure_allowance(stack: Stack) -> None:
+    """The MCP server calls the gateway from one address for all its users: a
+    stranger's wrong tokens through it spent the allowance of every user whose
+    token was not yet known. With the shared secret it forwards each user's
+    address, and the stranger's flood exhausts the stranger's allowance only."""
+
+    def guesses(address: str, count: int) -> Counter[str]:
+        codes: Counter[str] = Counter()
+        for _ in range(count):
+            token = "rc_" + uuid.uuid4().hex
+            stranger = plain_client(stack.gateway, token).for_address(address, FORWARDING_SECRET)
+            try:
+                stranger.read([str(uuid.uuid4())])
+            except grpc.RpcError as exc:
+                codes[exc.code().name] += 1  # type: ignore[attr-defined]
+            finally:
+                stranger.close()
+        return codes
+
+    flood = guesses("203.0.113.7:51000", 20)
+    assert flood["UNAUTHENTICATED"] <= 6 and flood["RESOURCE_EXHAUSTED"] >= 14, flood
+    # Another user of the same front, at their own address: their own allowance.
+    assert guesses("203.0.113.8:51000", 3) == Counter({"UNAUTHENTICATED": 3})

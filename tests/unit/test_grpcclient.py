@@ -143,3 +143,36 @@ def test_clients_for_many_tokens_share_one_channel_and_close_none() -> None:
         assert made[0]._md() == (("authorization", "Bearer token-0"),)
     finally:
         clients.close()
+
+
+def test_the_mcp_server_forwards_each_http_client_s_address_with_the_secret() -> None:
+    """With RECALLATRON_FORWARDING_SECRET the MCP server's calls carry their
+    HTTP client's address and the secret (the gateway counts failed
+    authentications per that address); without it, nothing is added."""
+    import asyncio
+
+    from recallatron.forwarding import PEER_KEY, PROOF_KEY
+    from recallatron_mcp.server import CLIENT_ADDRESS, Clients, RememberClient
+
+    plain = Clients("127.0.0.1:1", "default")
+    shared = Clients("127.0.0.1:1", "default", "s3cret")
+    try:
+        assert plain.get("t", "198.51.100.4:4000")._md() == (("authorization", "Bearer t"),)
+        assert dict(shared.get("t", "198.51.100.4:4000")._md()) == {
+            "authorization": "Bearer t",
+            PEER_KEY: "ipv4:198.51.100.4:4000",
+            PROOF_KEY: "s3cret",
+        }
+        seen: list[str | None] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            seen.append(CLIENT_ADDRESS.get())
+            seen.append(dict(shared.get("t")._md()).get(PEER_KEY))
+
+        scope = {"type": "http", "client": ("2001:db8::7", 5000)}
+        asyncio.run(RememberClient(app)(scope, None, None))
+        assert seen == ["2001:db8::7:5000", "ipv6:[2001:db8::7]:5000"]
+        assert CLIENT_ADDRESS.get() is None
+    finally:
+        plain.close()
+        shared.close()

@@ -102,6 +102,55 @@ def test_a_forwarded_address_counts_only_with_this_process_secret() -> None:
     assert forwarded.metadata(None) == ()
 
 
+def test_a_shared_secret_lets_a_front_in_another_process_forward() -> None:
+    """The MCP server is another process: it forwards with the secret the
+    settings share (RECALLATRON_FORWARDING_SECRET), believed beside the
+    gateway's own; a wrong or empty one is not."""
+    from recallatron import forwarding
+
+    sent = forwarding.metadata("10.4.4.4:1", "shared-one")
+    try:
+        forwarded.configure("shared-one")
+        assert forwarded.peer(_Context(sent, "ipv4:127.0.0.1:9")) == "ipv4:10.4.4.4:1"  # type: ignore[arg-type]
+        forwarded.configure("")
+        assert forwarded.peer(_Context(sent, "ipv4:127.0.0.1:9")) == "ipv4:127.0.0.1:9"  # type: ignore[arg-type]
+        assert forwarding.metadata("10.4.4.4:1", "") == ()
+    finally:
+        forwarded.configure("")
+
+
+def test_the_review_page_signs_in_for_the_person_s_address() -> None:
+    """A token tried at sign-in spends the person's allowance of failed
+    authentications at the gateway, not the page's (one address for all)."""
+    from services.gateway.review_web import ReviewApp
+
+    class Refused(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.UNAUTHENTICATED
+
+    class Gateway:
+        def __init__(self) -> None:
+            self.forwarded: tuple[tuple[str, str], ...] = ()
+
+        def for_address(self, address: str | None, secret: str) -> Gateway:
+            from recallatron import forwarding
+
+            self.forwarded = forwarding.metadata(address, secret)
+            return self
+
+        def duplicate_pairs(self, **_: object) -> None:
+            raise Refused()
+
+        def close(self) -> None:
+            pass
+
+    gateway = Gateway()
+    app = ReviewApp("127.0.0.1:1", lambda token: gateway)  # type: ignore[arg-type,return-value]
+    response = app.handle("POST", "/signin", {}, {"token": "rc_wrong"}, "192.0.2.9:40000")
+    assert response.status == 401
+    assert forwarded.peer(_Context(gateway.forwarded, "ipv4:127.0.0.1:9")) == "ipv4:192.0.2.9:40000"  # type: ignore[arg-type]
+
+
 def test_the_openapi_document_has_every_method_of_the_descriptors() -> None:
     doc = document(SERVICES, "v1")
     methods = [m for s in SERVICES for m in s.methods]

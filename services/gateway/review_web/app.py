@@ -21,6 +21,7 @@ from recallatron.vocabulary import (
     PURPOSE,
     PURPOSES,
 )
+from services.gateway import forwarded
 from services.gateway.review_web.pages import (
     STYLE,
     Response,
@@ -67,7 +68,12 @@ class ReviewApp:
         self.sessions = Sessions()
 
     def handle(
-        self, method: str, target: str, cookies: dict[str, str], form: dict[str, str]
+        self,
+        method: str,
+        target: str,
+        cookies: dict[str, str],
+        form: dict[str, str],
+        client_address: str = "",
     ) -> Response:
         url = urlsplit(target)
         path = url.path
@@ -86,7 +92,7 @@ class ReviewApp:
                 return Response(HTTPStatus.OK, signin_page())
             return self.review(session, query.get("purpose", DEFAULT_PURPOSE))
         if method == "POST" and path == "/signin":
-            return self.signin(form.get("token", ""))
+            return self.signin(form.get("token", ""), client_address)
         if method == "POST" and path in ("/signout", "/decide"):
             if session is None:
                 return redirect("/")
@@ -100,11 +106,14 @@ class ReviewApp:
             return redirect(f"/?purpose={purpose if purpose in PURPOSES else DEFAULT_PURPOSE}")
         return Response(HTTPStatus.NOT_FOUND, page("Not found", "<p>Not found.</p>"))
 
-    def signin(self, token: str) -> Response:
+    def signin(self, token: str, client_address: str = "") -> Response:
+        """``client_address``: the person's ("host:port"); a token the
+        gateway does not know spends that address's allowance of failed
+        authentications, not the page's (services/gateway/forwarded.py)."""
         token = token.strip()
         if not token:
             return Response(HTTPStatus.BAD_REQUEST, signin_page("Enter your member token."))
-        client = self.client_factory(token)
+        client = forwarded.for_user(self.client_factory(token), client_address)
         # The token is checked by a read for a purpose its scope allows: one
         # scoped to audit only is refused an assist call, not unknown.
         for purpose in PURPOSES:

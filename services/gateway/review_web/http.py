@@ -196,7 +196,8 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
                 jar = SimpleCookie()
             cookies = {k: m.value for k, m in jar.items()}
             try:
-                response = app.handle(method, self.path, cookies, form)
+                host, port = self.client_address[:2]
+                response = app.handle(method, self.path, cookies, form, f"{host}:{port}")
             except Exception:
                 log.exception("review page error")
                 response = Response(
