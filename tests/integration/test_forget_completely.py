@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from recallatron.client import Client
 from recallatron_devkit.stack import Stack
 from services.store.domain.erasure import request_key
 from tests import dbutil
@@ -161,3 +162,44 @@ def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: 
     # The workspace still works after its tables were rewritten.
     kept = ada.remember("After the scrub", audience_to="workspace").memory
     assert ada.read([kept.id]).memories[0].title == "After the scrub"
+
+
+def test_forget_leaves_no_hash_of_the_text_beside_its_request_id(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """A write's request id keeps a hash of what it asked (migration 0027), its
+    text included: after forget (or a removed member's erase), anyone holding
+    the database or a backup could confirm a guess of the forgotten text
+    against it. Forget clears the hashes of the memory's writes."""
+    from recallatron.v1 import common_pb2 as cpb
+    from recallatron.v1 import gateway_pb2 as gpb
+    from services.store.api.messages import new_memory
+    from services.store.domain.erasure import fingerprint
+
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    title, body = "Bob's diagnosis", "Bob has been diagnosed with type 2 diabetes."
+    memory = ada.remember(title, body, audience_to="workspace").memory
+    corrected = ada.correct(memory.id, memory.revision, "more precise", body=body + " In May.")
+    private = bob.remember("Bob's own note", "Bob's pension number is 4471.").memory
+
+    def kept(memory_id: str) -> list[bytes]:
+        rows = dbutil.query(
+            stack,
+            team.database_name,
+            # The forget's own key hashes its id and reason: none of the text.
+            "SELECT fingerprint FROM request_key"
+            " WHERE memory_id = %s AND fingerprint IS NOT NULL AND tool <> 'forget'",
+            (memory_id,),
+        )
+        return [bytes(r[0]) for r in rows]
+
+    asked = gpb.RememberRequest(
+        kind=cpb.KIND_NOTE, title=title, body=body, audience=cpb.Audience(workspace=True)
+    )
+    guess = fingerprint("remember", new_memory(asked))
+    assert guess in kept(memory.id) and len(kept(memory.id)) == 2  # remember, correct
+    assert corrected.memory.revision == 2 and kept(private.id)
+    ada.forget(memory.id, "medical, asked to forget")
+    assert kept(memory.id) == []
+    operator.remove_member(team.members["bob"], "erase")
+    assert kept(private.id) == []
