@@ -113,3 +113,28 @@ def test_settings_read_back_are_the_control_planes_not_a_cached_copy(
     assert floor() == pytest.approx(0.30)  # the stack's store holds the record now
     replicas[0].update_settings(team.workspace_id, {"dense_floor": 0.44})  # another replica
     assert floor() == pytest.approx(0.44)
+
+
+def test_closing_members_may_edit_holds_at_once_on_every_replica(stack: Stack, team: Team) -> None:
+    """A store replica kept the workspace's settings for 5 s: after an owner
+    closed ``members_may_edit``, a member whose calls reached another replica
+    could still change the owner's workspace memories until its copy aged."""
+    import uuid
+
+    from recallatron import errors
+    from services.store.domain.control import ControlPlane
+    from services.store.domain.memories import MemoryStore
+    from services.store.infrastructure.db import Caller
+    from tests import dbutil
+
+    ada = team.clients["ada"]
+    with dbutil.store_databases(stack) as dbs:
+        replica = MemoryStore(dbs, ControlPlane(dbs))
+        bob = Caller(team.workspace_id, team.members["bob"], "assist", "member")
+        ada.update_settings(members_may_edit=True)
+        budget = ada.remember("Budget", "The budget is 10k.", audience_to="workspace").memory
+        replica.correct(bob, str(uuid.uuid4()), budget.id, 1, None, "12k", None, "cached open")
+        ada.update_settings(members_may_edit=False)  # through the stack's own store
+        with pytest.raises(errors.PermissionDenied):
+            replica.correct(bob, str(uuid.uuid4()), budget.id, 2, None, "1M", None, "closed")
+    assert [m.body for m in ada.read([budget.id]).memories] == ["12k"]

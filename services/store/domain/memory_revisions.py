@@ -76,7 +76,13 @@ class MemoryRevisions(MemoryWrites):
         subject = Subject(int(row[2]), bool(row[3]))
         if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
             return subject
-        if audience is None and self.control.settings(caller.workspace_id).members_may_edit:
+        # Read fresh, not from this replica's few seconds of cache: an owner
+        # closing the setting closes it at once on every replica. Only this
+        # rare case (a member changing another's workspace memory) pays it.
+        if (
+            audience is None
+            and self.control.settings(caller.workspace_id, fresh=True).members_may_edit
+        ):
             return subject
         raise errors.PermissionDenied(
             "id: only the memory's author or a workspace owner may change it"
