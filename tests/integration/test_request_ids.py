@@ -126,3 +126,49 @@ def test_the_loser_of_a_supersede_race_hears_aborted(stack: Stack, team: Team) -
     assert len(lost) == 1 and lost[0].code() == grpc.StatusCode.ABORTED, lost
     late = _refused(lambda: ada.supersede(memory.id, 1, "Office moved again"))
     assert late.code() == grpc.StatusCode.FAILED_PRECONDITION, late.details()
+
+
+def test_a_forget_that_waited_for_a_correct_records_the_revision_it_forgot(
+    stack: Stack, team: Team
+) -> None:
+    """A forget read the memory's revision before the row was its own: when a
+    correct held the row and committed first, the forget went on and its
+    history said it forgot revision 1 of a memory at revision 2."""
+    ada = team.clients["ada"]
+    memory = ada.remember("Race target", "v1", audience_to="workspace").memory
+    answers: dict[str, Any] = {}
+
+    def send(name: str, call: Callable[[], Any]) -> threading.Thread:
+        def run() -> None:
+            try:
+                answers[name] = call()
+            except grpc.RpcError as exc:
+                answers[name] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    url = dbutil.workspace_url(stack, team.database_name)
+    waiting = (
+        "SELECT count(*) >= %s FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
+        holder.execute("SELECT 1 FROM memory WHERE id = %s FOR UPDATE", (memory.id,))
+        first = send("correct", lambda: ada.correct(memory.id, 1, "fix", body="v2"))
+        wait_for(lambda: watch.execute(waiting, (1,)).fetchone()[0], "the correct waiting")
+        then = send("forget", lambda: ada.forget(memory.id, "gone"))
+        wait_for(lambda: watch.execute(waiting, (2,)).fetchone()[0], "the forget waiting")
+        holder.rollback()
+        first.join()
+        then.join()
+    assert not isinstance(answers["correct"], grpc.RpcError), answers["correct"]
+    assert not isinstance(answers["forget"], grpc.RpcError), answers["forget"]
+    history = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT action, revision FROM memory_revision WHERE memory_id = %s ORDER BY id",
+        (memory.id,),
+    )
+    assert history == [("create", 1), ("correct", 2), ("forget", 2)]

@@ -58,7 +58,9 @@ class MemoryRevisions(MemoryWrites):
             )
         raise errors.RevisionMismatch(memory_id, expected, revision)
 
-    def _may_change(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> Subject:
+    def _may_change(
+        self, conn: psycopg.Connection, caller: Caller, memory_id: str, lock: bool = False
+    ) -> Subject:
         """Who may change a memory (design §4): its author and the workspace's
         owners; the member a memory is addressed to, who is its only reader
         (its author cannot see it any more, so without this nobody could
@@ -68,8 +70,10 @@ class MemoryRevisions(MemoryWrites):
         cannot see is not found, as anywhere else; one it can see but may not
         change is PERMISSION_DENIED, before anything is written. Returns its
         revision and whether it was superseded, as read. Author and audience
-        never change, so the answer holds for the rest of the transaction."""
-        row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
+        never change, so the answer holds for the rest of the transaction;
+        with ``lock`` so does the revision."""
+        subject_of = mq.CHANGE_SUBJECT_LOCKED if lock else mq.CHANGE_SUBJECT
+        row = conn.execute(subject_of, (memory_id,)).fetchone()
         if row is None:
             raise errors.NotFound("memory not found")
         created_by, audience = str(row[0]), row[1]
@@ -242,7 +246,7 @@ class MemoryRevisions(MemoryWrites):
         v.text(reason, "reason", MAX_REASON)
 
         def write(conn: psycopg.Connection) -> str:
-            revision = self._may_change(conn, caller, memory_id).revision
+            revision = self._may_change(conn, caller, memory_id, lock=True).revision
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
             if row is None or row[0] is None:
                 raise errors.NotFound("memory not found")

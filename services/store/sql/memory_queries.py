@@ -43,6 +43,10 @@ CHANGE_SUBJECT = """
 SELECT created_by, audience_member_id, revision, superseded_by_id IS NOT NULL
 FROM memory WHERE id = %s
 """
+# The same, the row made the caller's first: a forget records the revision it
+# forgot, which a correct committing while the forget waited has moved on
+# (correct and supersede check theirs by compare-and-set instead).
+CHANGE_SUBJECT_LOCKED = CHANGE_SUBJECT.rstrip() + " FOR UPDATE\n"
 INSERT_REVISION = """
 INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason)
 VALUES (%s, %s, %s, %s, %s)
