@@ -806,16 +806,22 @@ class UpdateWorkspaceSettingsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTINGS_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def settings(self) -> Global___WorkspaceSettings: ...
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When the change was written (the gateway's UpdateSettingsResponse relays it)."""
+
     def __init__(
         self,
         *,
         settings: Global___WorkspaceSettings | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -49,7 +49,11 @@ def test_admin_changes_are_in_the_audit_log(team: Team, operator: Client) -> Non
     token = ada.create_token(team.members["bob"], "ci", expires_in=timedelta(days=1))
     rotated = ada.rotate_token(token.token_id, timedelta(0))
     ada.revoke_token(rotated.token_id)
-    ada.update_settings(dense_floor=0.35)
+    before = datetime.now(UTC)
+    changed = ada.update_settings(dense_floor=0.35)
+    # The answer says when it was written (the field was never set).
+    assert changed.HasField("updated_at")
+    assert changed.updated_at.ToDatetime(UTC) >= before - timedelta(minutes=1)
     ada.update_settings(dense_floor=0.35)  # no change: an entry with nothing changed
 
     newest = events(ada)[:5]

@@ -7,7 +7,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -347,7 +347,9 @@ class StoreServicer:
             else:
                 changes[name] = getattr(s, name)
         merged = self.admin.update_settings(caller.member_id, caller.workspace_id, changes)
-        return pb.UpdateWorkspaceSettingsResponse(settings=settings_msg(merged))
+        return pb.UpdateWorkspaceSettingsResponse(
+            settings=settings_msg(merged), updated_at=convert.timestamp(datetime.now(UTC))
+        )
 
     # -- memory tools ------------------------------------------------------
 
