@@ -189,7 +189,7 @@ SHOWN: dict[str, Shown] = {
         ),
         empty_is_null=_names("superseded_by_id", "episode_id"),
     ),
-    # A linked memory the caller may not see shows its id only.
+    # A linked memory the caller may not see shows visible: false, no id.
     cpb.MemoryRef.DESCRIPTOR.full_name: Shown(only_if={"title": "visible", "kind": "visible"}),
     cpb.EntityRef.DESCRIPTOR.full_name: Shown(empty_is_null=_names("type")),
     cpb.EntityCard.DESCRIPTOR.full_name: Shown(empty_is_null=_names("type")),

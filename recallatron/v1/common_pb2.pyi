@@ -245,8 +245,9 @@ Global___Caller: _TypeAlias = Caller  # noqa: Y015
 
 @_typing.final
 class MemoryRef(_message.Message):
-    """A memory a link or chain points at. The title is present only when the
-    caller may see that memory; otherwise only the id is given.
+    """A memory a link or chain points at. Id, title and kind are present only
+    when the caller may see that memory; otherwise visible is false and the
+    rest is empty (that a link is there, never which memory it names).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -85,6 +85,27 @@ def test_typescript_remembers_what_grpc_reads(stack: Stack, example: Path, owner
     assert read[0].body == "The canteen opens at 12."
 
 
+def test_a_typescript_retry_of_the_same_request_stores_one_memory(
+    stack: Stack, example: Path, owner: Member
+) -> None:
+    """The client made a new request id on every call: a caller retrying the
+    same request stored the memory twice."""
+    code, printed = node(
+        stack,
+        example,
+        owner.token,
+        "remember",
+        "Retried once",
+        "Sent twice.",
+        RECALLATRON_RETRY="1",
+    )
+    assert code == 0, printed
+    again = json_format.ParseDict(printed, pb.RememberResponse())
+    assert again.replayed
+    found = owner.client.recall("Retried once sent twice", mode="lexical").outcome.results
+    assert [r.memory.id for r in found if r.memory.title == "Retried once"] == [again.memory.id]
+
+
 def test_a_refusal_reaches_typescript_with_its_code_and_field(
     stack: Stack, example: Path, owner: Member
 ) -> None:

@@ -35,12 +35,16 @@ async function main(args: string[]): Promise<unknown> {
   const [command, ...rest] = args;
   if (command === "remember") {
     const [title, body = ""] = rest;
-    const made = await client.remember({
+    const request = {
       title,
       body,
       kind: Kind.FACT,
-      audience: { scope: { case: "workspace", value: true } },
-    });
+      audience: { scope: { case: "workspace" as const, value: true } },
+    };
+    let made = await client.remember(request);
+    // RECALLATRON_RETRY=1: the same request sent again, as a caller whose
+    // answer was lost would: it replays the first write (one memory).
+    if (process.env.RECALLATRON_RETRY) made = await client.remember(request);
     return toJson(RememberResponseSchema, made);
   }
   if (command === "recall") {

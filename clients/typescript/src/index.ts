@@ -62,7 +62,9 @@ export interface Recallatron {
     more?: RecallFields,
     options?: CallOptions,
   ): Promise<RecallResponse>;
-  /** A new memory; a request id is made when none is given, so a retry never doubles it. */
+  /** A new memory. A request without a request id gets one, written into the
+   * request object given: sending that same object again (a retry after a lost
+   * answer) replays the first write instead of making a second memory. */
   remember(
     request: MessageInitShape<typeof RememberRequestSchema>,
     options?: CallOptions,
@@ -109,8 +111,12 @@ export function createRecallatron(options: RecallatronOptions): Recallatron {
     review: createClient(ReviewService, transport),
     admin: createClient(AdminService, transport),
     recall: (query, more, callOptions) => memory.recall({ ...more, query }, callOptions),
-    remember: (request, callOptions) =>
-      memory.remember({ ...request, requestId: request.requestId || randomUUID() }, callOptions),
+    remember: (request, callOptions) => {
+      // Kept on the caller's object: a fresh id per call would make each
+      // retry a new write.
+      if (!request.requestId) request.requestId = randomUUID();
+      return memory.remember(request, callOptions);
+    },
   };
 }
 
