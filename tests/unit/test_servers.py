@@ -109,3 +109,20 @@ def test_the_start_up_check_counts_replicas_and_says_both_numbers() -> None:
     message = str(refused.value)
     assert "store 2 x 26 + embedding job 1 x 13 = 65 connections" in message
     assert "allows 47 (max_connections 60 - 3 reserved by the server - 10 kept" in message
+
+
+@pytest.mark.parametrize("where", ["default", "pairs"])
+def test_a_url_that_does_not_parse_is_refused_naming_its_server_only(where: str) -> None:
+    """A password that needs percent-encoding and is not (`s3cr%t`) made
+    libpq quote it in its parse error, which reached the store's log (a
+    traceback at start-up) and the operator's terminal."""
+    bad = "postgresql://admin:Zq9-s3cr%t-pass@pg-b.internal:5432/postgres"
+    with pytest.raises(ServerConfigError) as info:
+        if where == "default":
+            server_map(bad, "default", "", "")
+        else:
+            server_map("postgresql://d/postgres", "default", f"b={bad}", "")
+    said = str(info.value)
+    assert ("'default'" if where == "default" else "'b'") in said
+    assert "percent-encoded" in said
+    assert "s3cr" not in said and "pg-b.internal" not in said

@@ -28,7 +28,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -150,6 +150,17 @@ class Mover:
         ws = self.control.workspace(workspace_id)
         if ws.server == target:
             raise errors.FailedPrecondition(f"to: the workspace is on {target!r} already", "to")
+        # Asked before anything is recorded: a target that does not answer
+        # leaves no move to undo, and two names of one server would have the
+        # "copy" meet (and its undo drop) the workspace's own database.
+        self.dbs.ensure_server(target)
+        if self._system_id(ws.server) == self._system_id(target):
+            raise errors.FailedPrecondition(
+                f"to: {ws.server!r} and {target!r} name one Postgres server; the workspace "
+                "is on it already (to stop using a name, map it to the other's URL and keep "
+                "the record, or move to another server)",
+                "to",
+            )
         report.source = ws.server
         try:
             self._copy(workspace_id, ws.database_name, ws.server, target)
@@ -166,6 +177,14 @@ class Mover:
         report.total_seconds = time.monotonic() - began
         return report
 
+    def _system_id(self, server: str) -> int:
+        """The server's own identity (its cluster's system identifier): two
+        names, or two URLs, of one server answer the same."""
+        with self._conn(server) as conn:
+            row = conn.execute(q.SYSTEM_ID).fetchone()
+        assert row is not None
+        return int(row[0])
+
     def _copy(self, workspace_id: str, database: str, source: str, target: str) -> None:
         publication, subscription = _names(workspace_id)
         with self._control() as conn:
@@ -173,7 +192,6 @@ class Mover:
         self._step("recorded")
         # Both sides at the same schema: the source's migrations first.
         self.dbs.migrate_workspace(source, database)
-        self.dbs.ensure_server(target)
         with self._conn(target) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
         migrate.apply_migrations(self.dbs.database_url(target, database), "workspace")
@@ -203,6 +221,9 @@ class Mover:
                 )
             )
             source_url = with_inline_password(self.dbs.database_url(source, database))
+            # The statement holds the source's password: kept out of this
+            # server's log should it fail, and out of pg_stat_activity.
+            _quiet(conn)
             conn.execute(
                 sql.SQL(
                     "CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} "
@@ -345,14 +366,23 @@ class Mover:
         """Undoes a move that did not reach its seal: the source serves again
         and nothing of the move is left on either server."""
         publication, subscription = _names(workspace_id)
-        with self._conn(target) as conn:
-            on_target = conn.execute(q.DATABASE_EXISTS, (database,)).fetchone()
-        if on_target and target != source:
-            self._drop_subscription(target, database, subscription)
+        try:
             with self._conn(target) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database))
-                )
+                on_target = conn.execute(q.DATABASE_EXISTS, (database,)).fetchone()
+            if on_target and target != source:
+                self._drop_subscription(target, database, subscription)
+                with self._conn(target) as conn:
+                    conn.execute(
+                        sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database))
+                    )
+        except psycopg.OperationalError:
+            # A target that no longer answers keeps what the move made there
+            # (the source serves on, and the move's record goes): the
+            # workspace must not be stuck behind a server that is gone.
+            self.log(
+                f"rollback: {target!r} does not answer; drop database {database} there by "
+                "hand if the move made it"
+            )
         with self._conn(source) as conn:
             conn.execute(
                 sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS true").format(
@@ -398,3 +428,16 @@ class Mover:
                     return
                 except psycopg.errors.ObjectInUse:
                     time.sleep(0.05)
+
+
+def _quiet(conn: psycopg.Connection) -> None:
+    """No statement of this session in the server's log or its activity
+    view (each setting a superuser's; one the role may not set is skipped,
+    and the move goes on as before)."""
+    for setting, value in (
+        ("log_min_error_statement", "panic"),
+        ("log_statement", "none"),
+        ("track_activities", "off"),
+    ):
+        with suppress(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(value)))

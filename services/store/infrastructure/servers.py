@@ -151,6 +151,17 @@ def server_map(database_url: str, default: str, pairs: str, directory: str) -> S
             "(`recallatron up` sets it to the embedded Postgres) or name it in "
             "RECALLATRON_POSTGRES_SERVERS"
         )
+    for name, url in urls.items():
+        try:
+            conninfo_to_dict(url)
+        except Exception:
+            # libpq's own message quotes the part it could not read, which
+            # may be the password: neither it nor the URL is shown.
+            raise ServerConfigError(
+                f"server {name!r}: its URL is not a Postgres connection URL libpq reads "
+                "(a password holding %, @, : or / must be percent-encoded); the URL is "
+                "not shown"
+            ) from None
     return ServerMap(urls, default)
 
 

@@ -76,3 +76,5 @@ SUBSCRIPTION_EXISTS = "SELECT 1 FROM pg_subscription WHERE subname = %s"
 NOT_READY_TABLES = """
 SELECT count(*) FILTER (WHERE srsubstate <> 'r'), count(*) FROM pg_subscription_rel
 """
+# A server's identity: equal for two names or URLs of one Postgres server.
+SYSTEM_ID = "SELECT system_identifier FROM pg_control_system()"

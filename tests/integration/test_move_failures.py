@@ -1,0 +1,143 @@
+"""A move that cannot go through leaves the workspace as it was, and says
+nothing of a server's password: driven in this process (the store's own
+Mover) on two embedded Postgres servers, without the services. Two names
+for one server (docs/servers.md maps `default` and an old `url-...` name to
+one URL), a target that does not answer, and a subscription the target
+refuses (its statement lands in the target's server log)."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from recallatron_devkit.localpg import LocalPostgres
+from recallatron_devkit.stack import free_port
+from services.store.domain.control import ControlPlane
+from services.store.domain.deletion import WorkspaceDeletion
+from services.store.domain.moving import Mover
+from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
+from services.store.settings import StoreSettings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
+    base = tmp_path_factory.mktemp("move-failures")
+    made = {
+        name: LocalPostgres(base / name, free_port(), secrets_dir=base / f"{name}-secrets")
+        for name in ("default", "b")
+    }
+    for pg in made.values():
+        pg.start()
+    try:
+        yield made
+    finally:
+        for pg in made.values():
+            pg.stop()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _store(servers: dict[str, LocalPostgres], *more: str) -> tuple[Databases, ControlPlane]:
+    settings = StoreSettings(
+        database_url=servers["default"].url,
+        app_password=servers["default"].app_password,
+        app_password_scram_iterations=1,
+        postgres_servers=",".join([f"b={servers['b'].url}", *more]),
+    )
+    dbs = Databases(settings)
+    dbs.bootstrap()
+    return dbs, ControlPlane(dbs)
+
+
+def _move_row(servers: dict[str, LocalPostgres], workspace_id: str) -> Any:
+    with psycopg.connect(with_database(servers["default"].url, CONTROL_DATABASE)) as conn:
+        return conn.execute(
+            "SELECT source, target, state FROM workspace_move WHERE workspace_id = %s",
+            (workspace_id,),
+        ).fetchone()
+
+
+def test_a_move_between_two_names_of_one_server_is_refused_and_keeps_the_data(
+    servers: dict[str, LocalPostgres],
+) -> None:
+    """The move's CREATE DATABASE failed on the "target" (the database was
+    there: it was the source), and its rollback then dropped that database."""
+    from recallatron import errors
+
+    dbs, control = _store(servers, f"url-0123456789ab={servers['default'].url}")
+    try:
+        ws = control.create_workspace(f"alias-{uuid.uuid4().hex[:8]}", "url-0123456789ab")
+        with pytest.raises(errors.FailedPrecondition) as info:
+            Mover(dbs, control, lambda _: None).move(ws.id, "default")
+        assert info.value.subject == "to" and "one Postgres server" in info.value.message
+        with psycopg.connect(with_database(servers["default"].url, ws.database_name)) as conn:
+            assert conn.execute("SELECT count(*) FROM schema_migration").fetchone()[0] > 0
+        assert _move_row(servers, ws.id) is None
+        assert control.workspace(ws.id, fresh=True).server == "url-0123456789ab"
+    finally:
+        dbs.close()
+
+
+def test_a_move_to_a_server_that_does_not_answer_leaves_nothing_behind(
+    servers: dict[str, LocalPostgres],
+) -> None:
+    """The move row was written before the target was first asked, and the
+    rollback asked that target first: the row stayed, and the workspace
+    could be neither deleted nor moved anywhere else."""
+    dead = f"c=postgresql://postgres:pw1234secret@127.0.0.1:{_closed_port()}/postgres"
+    dbs, control = _store(servers, dead)
+    try:
+        ws = control.create_workspace(f"dead-{uuid.uuid4().hex[:8]}", "default")
+        mover = Mover(dbs, control, lambda _: None)
+        with pytest.raises(psycopg.OperationalError) as info:
+            mover.move(ws.id, "c")
+        assert "pw1234secret" not in str(info.value)
+        assert _move_row(servers, ws.id) is None
+        mover.move(ws.id, "b")
+        assert control.workspace(ws.id, fresh=True).server == "b"
+        WorkspaceDeletion(dbs, control).delete(ws.slug, ws.slug)
+    finally:
+        dbs.close()
+
+
+def test_a_refused_subscription_leaves_no_password_in_the_target_server_log(
+    servers: dict[str, LocalPostgres],
+) -> None:
+    """The subscription's connection string holds the source's password;
+    Postgres logs a statement that fails, and so wrote it to the target's log
+    (here the source has no free replication slot)."""
+    source = servers["default"]
+    dbs, control = _store(servers)
+    free = 0
+    try:
+        ws = control.create_workspace(f"slot-{uuid.uuid4().hex[:8]}", "default")
+        with psycopg.connect(source.url, autocommit=True) as conn:
+            free = conn.execute(
+                "SELECT current_setting('max_replication_slots')::int - count(*)"
+                " FROM pg_replication_slots"
+            ).fetchone()[0]
+            for i in range(free):
+                conn.execute("SELECT pg_create_physical_replication_slot(%s)", (f"taken_{i}",))
+        with pytest.raises(psycopg.Error):
+            Mover(dbs, control, lambda _: None).move(ws.id, "b")
+        assert _move_row(servers, ws.id) is None
+        log = Path(servers["b"].data_dir / "server.log").read_text(errors="replace")
+        assert "CREATE SUBSCRIPTION" not in log or source.superuser_password not in log
+        assert source.superuser_password not in log
+    finally:
+        with psycopg.connect(source.url, autocommit=True) as conn:
+            for i in range(free):
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (f"taken_{i}",))
+        dbs.close()
