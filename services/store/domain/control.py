@@ -33,6 +33,7 @@ from services.store.domain.token_records import TokenRecords
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Caller, Databases, WorkspacePool
 from services.store.infrastructure.servers import place
+from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import queries as q
 
 # \Z, not $: "$" lets a trailing newline through, which the database's own
@@ -102,10 +103,12 @@ class ControlPlane(TokenRecords):
         server = self.choose_server(server)
         workspace_id = str(uuid.uuid4())
         database = f"ws_{uuid.UUID(workspace_id).hex}"
-        self.dbs.ensure_server(server)
-        # The database is made and migrated before the workspace is recorded,
-        # so a recorded workspace always has a usable database.
-        self.dbs.create_database(server, database)
+        # A server that does not answer is UNAVAILABLE (retry), not a fault.
+        with translate_db_errors():
+            self.dbs.ensure_server(server)
+            # The database is made and migrated before the workspace is
+            # recorded, so a recorded workspace always has a usable database.
+            self.dbs.create_database(server, database)
         try:
             with self.dbs.control_conn() as conn:
                 conn.execute(
@@ -120,6 +123,10 @@ class ControlPlane(TokenRecords):
                     ),
                 )
         except UniqueViolation:
+            # Another creation of this slug got there first: the database
+            # made for this one is nobody's.
+            with translate_db_errors():
+                self.dbs.drop_database(server, database)
             raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists") from None
         return self.workspace(workspace_id)
 

@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
-from psycopg import sql
 
 from recallatron import errors
 from services.store.domain.control_records import Workspace
 from services.store.domain.workspace_services import OnWorkspaces
+from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import queries as q
 
-DROP_DATABASE = "DROP DATABASE IF EXISTS {} WITH (FORCE)"
 # How long a deletion waits for another one of the same workspace.
 LOCK_MS = 120_000
 
@@ -91,8 +90,9 @@ class WorkspaceDeletion(OnWorkspaces):
         # This process's own connections first: the drop ends the others'.
         self.dbs.forget_pools(ws.server, ws.database_name)
         self.control.forget_workspace(ws.id)
-        with self.dbs.admin(ws.server) as conn:
-            conn.execute(sql.SQL(DROP_DATABASE).format(sql.Identifier(ws.database_name)))
+        # A server that does not answer is UNAVAILABLE: deleting again finishes it.
+        with translate_db_errors():
+            self.dbs.drop_database(ws.server, ws.database_name)
         with self.dbs.control_conn() as conn:
             conn.execute(q.LOCK_WORKSPACE, (ws.id,))
             for statement in (

@@ -319,6 +319,16 @@ class Databases:
             )
         self._migrated.add(f"{server}|{database}")
 
+    def drop_database(self, server: str, database: str) -> None:
+        """A workspace database gone from its server, whoever is connected
+        (their sessions end); nothing when it is not there."""
+        server = server or self.default_server
+        with self.admin(server) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
+            )
+        self._migrated.discard(f"{server}|{database}")
+
     def refresh_template(self, server: str) -> None:
         """The server's template at the current migration level (migrate-db)."""
         with self._template_lock(server) as conn:

@@ -1,13 +1,17 @@
-"""A move that cannot go through leaves the workspace as it was, and says
-nothing of a server's password: driven in this process (the store's own
-Mover) on two embedded Postgres servers, without the services. Two names
-for one server (docs/servers.md maps `default` and an old `url-...` name to
-one URL), a target that does not answer, and a subscription the target
-refuses (its statement lands in the target's server log)."""
+"""A server that fails a workspace's life leaves the workspace as it was,
+says nothing of a server's password, and answers a status a client can act
+on: driven in this process (the store's own ControlPlane, Mover and
+WorkspaceDeletion) on two embedded Postgres servers, without the services.
+A move between two names of one server (docs/servers.md maps `default` and an
+old `url-...` name to one URL), a move target that does not answer, a
+subscription the target refuses (its statement lands in the target's server
+log); creating or deleting on a server that is down; two creations of one
+slug at once."""
 
 from __future__ import annotations
 
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,4 +144,69 @@ def test_a_refused_subscription_leaves_no_password_in_the_target_server_log(
         with psycopg.connect(source.url, autocommit=True) as conn:
             for i in range(free):
                 conn.execute("SELECT pg_drop_replication_slot(%s)", (f"taken_{i}",))
+        dbs.close()
+
+
+def _workspace_databases(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'ws%%'")
+        return {r[0] for r in rows}
+
+
+def test_creating_or_deleting_on_a_server_that_is_down_is_unavailable(
+    servers: dict[str, LocalPostgres],
+) -> None:
+    """A bare connection error left the domain code: the client heard
+    INTERNAL and did not retry (a deletion is finished by deleting again)."""
+    from recallatron import errors
+
+    dbs, control = _store(servers)
+    ws = control.create_workspace(f"down-{uuid.uuid4().hex[:8]}", "b")
+    dbs.close()
+    down = f"postgresql://postgres:pw1234secret@127.0.0.1:{_closed_port()}/postgres"
+    settings = StoreSettings(
+        database_url=servers["default"].url,
+        app_password=servers["default"].app_password,
+        postgres_servers=f"b={down}",
+    )
+    dbs = Databases(settings)
+    dbs.bootstrap()
+    control = ControlPlane(dbs)
+    try:
+        with pytest.raises(errors.Unavailable) as created:
+            control.create_workspace(f"down-{uuid.uuid4().hex[:8]}", "b")
+        with pytest.raises(errors.Unavailable) as deleted:
+            WorkspaceDeletion(dbs, control).delete(ws.slug, ws.slug)
+        for refused in (created.value, deleted.value):
+            assert refused.retry_after > 0 and "pw1234secret" not in refused.message
+    finally:
+        dbs.close()
+
+
+def test_two_creations_of_one_slug_leave_one_database(servers: dict[str, LocalPostgres]) -> None:
+    """Both passed the slug check and made a database; the loser answered
+    ALREADY_EXISTS and left its database behind, counted by nobody."""
+    dbs, control = _store(servers)
+    try:
+        before = _workspace_databases(servers["default"].url)
+        slug = f"race-{uuid.uuid4().hex[:8]}"
+        answers: list[str] = []
+        together = threading.Barrier(2)
+
+        def create() -> None:
+            together.wait()
+            try:
+                answers.append(control.create_workspace(slug, "default").database_name)
+            except Exception as exc:  # the loser's refusal, kept for the assertion
+                answers.append(type(exc).__name__)
+
+        threads = [threading.Thread(target=create) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        made = _workspace_databases(servers["default"].url) - before
+        assert sorted(a == "AlreadyExists" for a in answers) == [False, True], answers
+        assert made == {a for a in answers if a != "AlreadyExists"}
+    finally:
         dbs.close()
