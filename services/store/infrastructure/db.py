@@ -122,7 +122,9 @@ class Databases:
         self.budget_size = (
             settings.connection_budget if process == "store" else settings.job_connection_budget
         )
+        # By server name, and by where the server is (ServerMap.where).
         self._budgets: dict[str, ServerBudget] = {}
+        self._budget_at: dict[str, ServerBudget] = {}
         self._lock = threading.Lock()
         # Admin connections (databases made, migrations) at once, per process.
         self._admin_slots = threading.BoundedSemaphore(admin_connections)
@@ -377,17 +379,25 @@ class Databases:
         with self._lock:
             found = self._budgets.get(server)
             if found is None:
-                found = self._budgets[server] = ServerBudget(
-                    server,
-                    self.budget_size,
-                    self.settings.pool_max_idle_seconds,
-                    self.settings.pool_grow_after_seconds,
-                )
+                # Two names of one server (an old url-... name beside its
+                # new one, docs/servers.md) share its one budget: the server
+                # counts connections, not names.
+                where = self.servers.where(server)
+                found = self._budget_at.get(where)
+                if found is None:
+                    found = self._budget_at[where] = ServerBudget(
+                        server,
+                        self.budget_size,
+                        self.settings.pool_max_idle_seconds,
+                        self.settings.pool_grow_after_seconds,
+                    )
+                self._budgets[server] = found
             return found
 
     def budgets(self) -> list[ServerBudget]:
+        """Each budget once, however many names its server has."""
         with self._lock:
-            return list(self._budgets.values())
+            return list(self._budget_at.values())
 
     def _pool(self, server: str, database: str, app: bool) -> WorkspacePool:
         server = server or self.default_server
