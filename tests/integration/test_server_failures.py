@@ -210,3 +210,22 @@ def test_two_creations_of_one_slug_leave_one_database(servers: dict[str, LocalPo
         assert made == {a for a in answers if a != "AlreadyExists"}
     finally:
         dbs.close()
+
+
+@pytest.mark.parametrize("to", ["", "B!", "nowhere"])
+def test_a_move_to_no_configured_server_is_refused_naming_to(
+    servers: dict[str, LocalPostgres], to: str
+) -> None:
+    """`--to ''` meant the default server and ended in a database constraint's
+    error; other bad names were refused naming `server`, not the option."""
+    from recallatron import errors
+
+    dbs, control = _store(servers)
+    try:
+        ws = control.create_workspace(f"to-{uuid.uuid4().hex[:8]}", "b")
+        with pytest.raises(errors.InvalidArgument) as info:
+            Mover(dbs, control, lambda _: None).move(ws.id, to)
+        assert info.value.field == "to"
+        assert _move_row(servers, ws.id) is None
+    finally:
+        dbs.close()

@@ -40,7 +40,7 @@ from recallatron import errors
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Databases
-from services.store.infrastructure.servers import with_inline_password
+from services.store.infrastructure.servers import unknown_server, with_inline_password
 from services.store.sql import move_queries as q
 
 # Longest the cut-over waits for the target to catch up before giving up
@@ -108,7 +108,10 @@ class Mover:
     # -- the move -----------------------------------------------------------
 
     def move(self, workspace_id: str, target: str, keep_source: bool = False) -> MoveReport:
-        self.dbs.server_url(target)  # a configured name, or InvalidArgument
+        # A configured name (the default server too, by its name), or
+        # INVALID_ARGUMENT naming `to`: '' would mean the default server.
+        if target not in self.dbs.servers.names:
+            raise errors.InvalidArgument("to", unknown_server(target, self.dbs.servers.names))
         # One mover per workspace: a rerun while another still runs would
         # otherwise take its move for an interrupted one. The lock is the
         # session's, so a killed mover's goes with its connection.
