@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -255,6 +256,35 @@ def _arg_value(f: FieldDescriptor, table: ArgTable) -> JSON:
 # -- arguments: the request ----------------------------------------------------------
 
 
+_SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+
+
+def argument_path(descriptor: Descriptor, table: ArgTable, field_path: str) -> str:
+    """The argument an agent gave for a request field a refusal names
+    ("about_ids[0]", "filters.mention_entity_ids[1]", "audience.member_id"),
+    as the agent's schema names it ("about[0]", "mentions[1]", "audience");
+    a path it does not know comes back as it is."""
+    out: list[str] = []
+    current: Descriptor | None = descriptor
+    segments = field_path.split(".")
+    for i, segment in enumerate(segments):
+        match = _SEGMENT.fullmatch(segment)
+        f = current.fields_by_name.get(match.group(1)) if current and match else None
+        if f is None or match is None or current is None:
+            return ".".join([*out, *segments[i:]])
+        arg = table.get(current.full_name, _NO_ARGS).fields.get(f.name, _NO_ARG)
+        nested = f.message_type if f.type == FieldDescriptor.TYPE_MESSAGE else None
+        if arg.inline and nested is not None:
+            current = nested
+            continue
+        out.append((arg.name or f.name) + match.group(2))
+        if nested is None or nested.full_name == AUDIENCE:
+            # An audience is one argument (a string): its fields are not the agent's.
+            return ".".join(out)
+        current = nested
+    return ".".join(out)
+
+
 def to_message(cls: type[M], args: Mapping[str, Any], table: ArgTable | None = None) -> M:
     """The message the arguments give, by the same walk as input_schema. An
     argument left out or None leaves its field alone (or takes the overlay's
@@ -316,12 +346,25 @@ def _fill_fields(
                 if f.type == FieldDescriptor.TYPE_MESSAGE:
                     _set_message(items.add(), item, table, f"{path}[{i}]")
                 else:
-                    items.append(_scalar(f, item, f"{path}[{i}]"))
+                    with _named(f"{path}[{i}]"):
+                        items.append(_scalar(f, item, f"{path}[{i}]"))
         elif f.type == FieldDescriptor.TYPE_MESSAGE:
             _set_message(getattr(message, f.name), value, table, path)
         else:
-            setattr(message, f.name, _scalar(f, value, path))
+            with _named(path):
+                setattr(message, f.name, _scalar(f, value, path))
     return used
+
+
+@contextmanager
+def _named(path: str) -> Iterator[None]:
+    """protobuf's own refusal of a value (an integer past its field's range,
+    a float where an integer goes) with the argument named."""
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        text = str(exc)
+        raise ValueError(text if text.startswith(f"{path}:") else f"{path}: {text}") from None
 
 
 def _set_message(message: Message, value: Any, table: ArgTable, where: str) -> None:

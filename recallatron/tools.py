@@ -23,6 +23,7 @@ from recallatron.protojson import (
     Arg,
     Args,
     Shown,
+    argument_path,
     input_schema,
     output_schema,
     to_json,
@@ -262,6 +263,11 @@ class Tool:
 
     def schema_json(self) -> str:
         return json.dumps(self.input_schema, sort_keys=True)
+
+    def argument_of(self, field_path: str) -> str:
+        """A request field a refusal names, as this tool's arguments name it."""
+        request = _MEMORY_SERVICE.methods_by_name[self.method].input_type
+        return argument_path(request, self.table, field_path)
 
     def request_of(self, arguments: Mapping[str, Any]) -> Message:
         """The request the (schema-checked) arguments give; ValueError names

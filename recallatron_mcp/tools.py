@@ -6,6 +6,8 @@ advice of the shared relay, recallatron/grpcclient.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any
 
 import grpc
@@ -13,7 +15,7 @@ import jsonschema
 
 from recallatron.client import Client
 from recallatron.grpcclient import PeerStatus, advice, peer_status
-from recallatron.tools import BY_NAME, TOOLS
+from recallatron.tools import BY_NAME, TOOLS, Tool
 
 SCHEMAS = {t.name: t.input_schema for t in TOOLS}
 
@@ -79,8 +81,27 @@ def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]
     try:
         response = client.call(getattr(client.memory, tool.method), request)
     except grpc.RpcError as exc:
-        raise ToolError(failure(peer_status(exc))) from None
+        raise ToolError(failure(as_arguments(peer_status(exc), tool))) from None
     return tool.answer(response)
+
+
+# A field path as the servers name one ("claims[0].entity.entity_id").
+_FIELD_PATH = re.compile(r"[a-z_][a-z0-9_]*(?:\[\d+\])*(?:\.[a-z_][a-z0-9_]*(?:\[\d+\])*)*")
+
+
+def as_arguments(status: PeerStatus, tool: Tool) -> PeerStatus:
+    """The status with each field it names as the tool's arguments name it
+    (the gateway names its request's fields: about_ids for about)."""
+
+    def named(text: str) -> str:
+        name, sep, rest = text.partition(": ")
+        if not sep or not _FIELD_PATH.fullmatch(name):
+            return text
+        return f"{tool.argument_of(name)}{sep}{rest}"
+
+    return dataclasses.replace(
+        status, message=named(status.message), fields=tuple(named(f) for f in status.fields)
+    )
 
 
 # -- errors -> what to do ------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 import jsonschema
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -340,3 +341,45 @@ def test_the_owner_view_tools_are_read_only_and_bounded() -> None:
     assert _problems("audit_log", {"actions": ["Drop table"]}) != []
     req = BY_NAME["audit_log"].request_of(GOOD["audit_log"])
     assert list(req.actions) == ["forget", "remove_member"] and req.page_size == 200
+
+
+@pytest.mark.parametrize(
+    ("tool", "field", "argument"),
+    [
+        ("remember", "about_ids[0]", "about[0]"),
+        ("remember", "about_ids", "about"),
+        ("derive", "source_ids[2]", "sources[2]"),
+        ("recall", "filters.mention_entity_ids[1]", "mentions[1]"),
+        ("recall", "filters.kinds[0]", "kinds[0]"),
+        ("remember", "audience.member_id", "audience"),
+        ("remember", "claims[0].entity.entity_id", "claims[0].entity.entity_id"),
+        ("remember", "title", "title"),
+        ("remember", "no_such_field", "no_such_field"),
+    ],
+)
+def test_a_refusal_names_the_argument_the_agent_gave(tool: str, field: str, argument: str) -> None:
+    """The gateway names its request's fields; an agent was told to fix
+    about_ids, source_ids or filters.mention_entity_ids, which its schema has
+    not (about, sources, mentions)."""
+    from recallatron.grpcclient import PeerStatus
+    from recallatron_mcp.tools import as_arguments
+
+    assert BY_NAME[tool].argument_of(field) == argument
+    status = PeerStatus(grpc.StatusCode.INVALID_ARGUMENT, "x", fields=(f"{field}: must be a UUID",))
+    assert as_arguments(status, BY_NAME[tool]).fields == (f"{argument}: must be a UUID",)
+    # A refusal without field details says it in its message (NOT_FOUND).
+    found = PeerStatus(grpc.StatusCode.NOT_FOUND, f"{field}: a memory was not found")
+    assert as_arguments(found, BY_NAME[tool]).message == f"{argument}: a memory was not found"
+
+
+@pytest.mark.parametrize("revision", [2**63, 1e30])
+def test_a_number_past_its_field_is_refused_naming_the_argument(revision: float) -> None:
+    """protobuf refused it ("Value out of range") and the agent was not told
+    which argument."""
+    from recallatron_mcp import tools as mcp_tools
+
+    args = {"request_id": "r", "id": "7a0d6c55-5b8e-4f3c-9d6b-0f1e2a3b4c5d", "reason": "r",
+            "expected_revision": revision}  # fmt: skip
+    with pytest.raises(mcp_tools.ToolError) as refused:
+        mcp_tools.call(None, "correct", args)  # type: ignore[arg-type]
+    assert "expected_revision" in str(refused.value)
