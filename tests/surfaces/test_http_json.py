@@ -70,7 +70,7 @@ def test_errors_keep_their_code_message_and_details(stack: Stack, owner: Member)
         stack.http_url, "recallatron.v1.AdminService/CreateWorkspace", {"slug": "x"}, owner.token
     )
     assert (status, answer["code"]) == (403, "permission_denied")
-    # Refused by the gateway's own checks, with the field named as gRPC names it.
+    # Refused by the gateway's own checks, with the field named as JSON names it.
     status, answer = call(stack.http_url, recall, {"query": QUERY, "limit": 99}, owner.token)
     assert (status, answer["code"]) == (400, "invalid_argument")
     assert violations(answer) == ["limit"]
@@ -150,7 +150,8 @@ def test_every_method_answers_bad_input_with_a_4xx_naming_the_field(
     if answer.get("code") == "invalid_argument":
         named = violations(answer)
         assert named, answer
-        assert named[0].split(".")[0].split("[")[0] in {f.name for f in request_fields}, answer
+        # As the caller's JSON names it.
+        assert named[0].split(".")[0].split("[")[0] in {f.json_name for f in request_fields}, answer
     # A field the request does not have.
     status, answer = call(stack.http_url, path, {"noSuchField": 1}, owner.token)
     assert (status, answer["code"]) == (400, "invalid_argument"), answer
@@ -217,3 +218,45 @@ def test_the_openapi_document_lists_every_method(stack: Stack) -> None:
     schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
     assert schema["properties"]["query"] == {"type": "string"}
     assert schema["properties"]["skipRerank"] == {"type": "boolean"}
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json;charset=utf-8", 'application/json; charset="UTF-8"', "Application/JSON"],
+)
+def test_every_spelling_of_json_is_json(stack: Stack, owner: Member, content_type: str) -> None:
+    """Media types are case-insensitive with optional spaces (RFC 9110): these
+    were answered 415 (the last with no Connect error body at all)."""
+    status, answer = call(
+        stack.http_url,
+        "recallatron.v1.MemoryService/Recall",
+        {"query": QUERY},
+        owner.token,
+        content_type=content_type,
+    )
+    assert status == 200, answer
+
+
+def test_a_refusal_names_fields_as_json_names_them(stack: Stack, owner: Member) -> None:
+    """The gateway's own refusals named expires_in where the body's own
+    decode named expiresIn: one field, two names in one surface."""
+    token_call = "recallatron.v1.AdminService/CreateToken"
+    me = {"memberId": owner.member_id}
+    _, malformed = call(stack.http_url, token_call, {**me, "expiresIn": "5"}, owner.token)
+    _, negative = call(stack.http_url, token_call, {**me, "expiresIn": "-5s"}, owner.token)
+    assert violations(malformed) == violations(negative) == ["expiresIn"]
+    assert negative["message"].startswith("expiresIn:")
+
+
+def test_a_timeout_that_is_not_a_positive_count_is_refused(stack: Stack, owner: Member) -> None:
+    """Connect-Timeout-Ms of -5 ran the call with no time left (504, counted
+    as a deadline passed); "abc" was refused already."""
+    for value in ("-5", "abc", "12345678901"):
+        status, answer = call(
+            stack.http_url,
+            "recallatron.v1.MemoryService/Recall",
+            {"query": QUERY},
+            owner.token,
+            headers={"Connect-Timeout-Ms": value},
+        )
+        assert (status, answer.get("code")) == (400, "invalid_argument"), (value, answer)

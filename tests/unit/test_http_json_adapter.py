@@ -185,3 +185,18 @@ def _refs(node: Any) -> list[str]:
     if isinstance(node, list):
         return [r for v in node for r in _refs(v)]
     return []
+
+
+def test_media_types_and_json_paths() -> None:
+    from services.gateway.httpjson.app import media_type
+    from services.gateway.httpjson.relay import json_path
+
+    for given in ("application/json", "Application/JSON", "application/json;charset=utf-8",
+                  'application/json ; charset="UTF-8"'):  # fmt: skip
+        assert media_type(given) == "application/json", given
+    assert media_type("application/proto") == "application/proto"
+    for refused in ("text/plain", "application/json; charset=latin-1", "", "application/jsonx"):
+        assert media_type(refused) is None, refused
+    assert json_path("expires_in") == "expiresIn"
+    assert json_path("filters.mention_entity_ids[2]") == "filters.mentionEntityIds[2]"
+    assert json_path("claims[0].entity.entity_id") == "claims[0].entity.entityId"

@@ -41,10 +41,30 @@ Receive = Callable[[], Awaitable[Event]]
 Send = Callable[[Event], Awaitable[None]]
 
 OPENAPI_PATH = "/openapi.json"
-JSON_TYPES = ("application/json", "application/json; charset=utf-8")
 PROTO_TYPE = "application/proto"
 _FAILED_FIELD = re.compile(r"Failed to parse (\S+) field: ")
 _UNKNOWN_FIELD = re.compile(r'has no field named "([^"]+)"')
+
+
+_TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
+
+
+def media_type(content_type: str) -> str | None:
+    """The call's type in the one form the library reads ("application/json"
+    or "application/proto"), from any spelling HTTP allows (case, spaces,
+    a UTF-8 charset); None for another type."""
+    media, _, params = content_type.partition(";")
+    media = media.strip().lower()
+    charset = ""
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+    if media == "application/json" and charset in ("", "utf-8"):
+        return "application/json"
+    if media == PROTO_TYPE and not charset:
+        return PROTO_TYPE
+    return None
 
 
 class Refused(Exception):
@@ -169,14 +189,27 @@ class HttpJsonApp:
                     400, "invalid_argument", f"{name.decode('latin-1')}: a header that is not UTF-8"
                 ) from None
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        content_type = headers.get("content-type", "").lower()
-        if content_type not in (*JSON_TYPES, PROTO_TYPE):
+        content_type = media_type(headers.get("content-type", ""))
+        if content_type is None:
             raise Refused(
                 415,
                 "unimplemented",
                 "content-type: a unary Connect call is application/json or application/proto "
                 "(gRPC has its own port)",
             )
+        timeout = headers.get("connect-timeout-ms")
+        if timeout is not None and not _TIMEOUT_MS.fullmatch(timeout):
+            raise Refused(
+                400, "invalid_argument", "connect-timeout-ms: at most 10 digits, a positive number"
+            )
+        # The library matches the type as written: it gets the one form.
+        scope = {
+            **scope,
+            "headers": [
+                (k, content_type.encode() if k.lower() == b"content-type" else v)
+                for k, v in scope["headers"]
+            ],
+        }
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             raise Refused(429, "resource_exhausted", f"request over {self.max_bytes} bytes")

@@ -13,6 +13,7 @@ as soon as the gateway serves it over gRPC."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,11 @@ from connectrpc.errors import ConnectError
 from connectrpc.method import IdempotencyLevel, MethodInfo
 from connectrpc.request import RequestContext
 from connectrpc.server import Endpoint
+from google.protobuf import any_pb2
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from recallatron.grpcclient import keep_spinning
 from recallatron.settings import CommonSettings
@@ -60,13 +62,37 @@ def method_info(method: MethodDescriptor) -> MethodInfo[Message, Message]:
     )
 
 
+_SNAKE = re.compile(r"_([a-z0-9])")
+_LEADING_FIELD = re.compile(r"^([a-z][a-z0-9_]*(?:\[\d+\])*(?:\.[a-z][a-z0-9_]*(?:\[\d+\])*)*): ")
+
+
+def json_path(field_path: str) -> str:
+    """A field path as gRPC's refusals name it ("expires_in", "about_ids[0]")
+    in the proto3 JSON names an HTTP caller sends ("expiresIn", "aboutIds[0]")."""
+    return _SNAKE.sub(lambda m: m.group(1).upper(), field_path)
+
+
+def _json_named(detail: Any) -> Any:
+    bad = error_details_pb2.BadRequest()
+    if not detail.Unpack(bad):
+        return detail
+    for violation in bad.field_violations:
+        violation.field = json_path(violation.field)
+    packed = any_pb2.Any()
+    packed.Pack(bad)
+    return packed
+
+
 def connect_error(exc: grpc.Call) -> ConnectError:
-    """A gRPC status as a Connect error: code, message and rich details."""
+    """A gRPC status as a Connect error: code, message and rich details, the
+    fields they name as the caller's JSON names them (a body that does not
+    decode is refused so too, services/gateway/httpjson/app.py)."""
     details: Iterable[Any] = ()
     for key, value in exc.trailing_metadata() or ():
         if key == DETAILS_KEY and isinstance(value, bytes):
-            details = list(status_pb2.Status.FromString(value).details)
-    return ConnectError(CODES.get(exc.code(), Code.UNKNOWN), exc.details() or "", details)
+            details = [_json_named(d) for d in status_pb2.Status.FromString(value).details]
+    message = _LEADING_FIELD.sub(lambda m: f"{json_path(m.group(1))}: ", exc.details() or "")
+    return ConnectError(CODES.get(exc.code(), Code.UNKNOWN), message, details)
 
 
 def _settle(done: asyncio.Future[Message], call: grpc.Future[Message]) -> None:
