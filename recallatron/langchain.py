@@ -39,17 +39,16 @@ class RecallatronRetriever(BaseRetriever):
     _settings: RecallSettings | None = PrivateAttr(default=None)
 
     def _recall(self) -> RecallSettings:
+        """The connection is made once; what a recall asks is read from the
+        fields at each call (one assigned after the first call counts)."""
         if self._settings is None:
             self._settings = RecallSettings(
-                client=self.client,
-                gateway=self.gateway,
-                token=self.token,
-                purpose=self.purpose,
-                k=self.k,
-                mode=self.mode,
-                kinds=self.kinds,
+                client=self.client, gateway=self.gateway, token=self.token
             )
-        return self._settings
+        settings = self._settings
+        settings.purpose, settings.k, settings.mode = self.purpose, self.k, self.mode
+        settings.kinds = self.kinds
+        return settings
 
     def _get_relevant_documents(
         self,

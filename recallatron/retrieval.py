@@ -48,7 +48,8 @@ class Hit:
 
     id: str
     text: str
-    score: float
+    # None for a row of a re-ranked recall the cross-encoder did not score.
+    score: float | None
     metadata: dict[str, Any]
 
 
@@ -63,13 +64,18 @@ def hits(response: pb.RecallResponse, query: str = "") -> list[Hit]:
         body = str(memory.pop("body", ""))
         scores = memory.get("scores") or {}
         # The score the hits are ordered by: the cross-encoder's, else the
-        # arms' agreement (the page's order, design §5.4).
-        score = scores.get("rerank_score") if outcome["reranked"] else scores.get("agreement_score")
+        # arms' agreement (the page's order, design §5.4). A re-ranked
+        # recall's rows past the rerank depth have no cross-encoder score:
+        # None, not a 0.0 that would read as one.
+        if outcome["reranked"]:
+            score = scores.get("rerank_score") if scores.get("reranked") else None
+        else:
+            score = scores.get("agreement_score") or 0.0
         found.append(
             Hit(
                 id=str(memory["id"]),
                 text=f"{title}\n\n{body}" if body else title,
-                score=float(score or 0.0),
+                score=None if score is None else float(score),
                 metadata={**memory, "title": title, **outcome, "query": query},
             )
         )

@@ -1034,6 +1034,7 @@ class RecallScores(_message.Message):
     AGREEMENT_SCORE_FIELD_NUMBER: _builtins.int
     EPISODE_RANK_FIELD_NUMBER: _builtins.int
     EPISODE_LIFT_FIELD_NUMBER: _builtins.int
+    RERANKED_FIELD_NUMBER: _builtins.int
     lexical_rank: _builtins.int
     """Rank in the lexical arm (from 1); 0 when the arm did not return the row."""
     lexical_score: _builtins.float
@@ -1046,7 +1047,7 @@ class RecallScores(_message.Message):
     (hybrid only).
     """
     rerank_score: _builtins.float
-    """Cross-encoder score; meaningful only when the response says reranked."""
+    """Cross-encoder score; meaningful only when this row says reranked."""
     agreement_score: _builtins.float
     """How far the arms agree on the row: its lexical score over the best lexical
     score among the rows admitted, plus its cosine's height above the dense
@@ -1065,6 +1066,10 @@ class RecallScores(_message.Message):
     2 * c^3 / (60 + episode_rank), c being the agreement_score of the first
     row it was recorded next to, over 2 (the most there is); 0 otherwise.
     """
+    reranked: _builtins.bool
+    """Whether the cross-encoder scored this row: in a re-ranked recall, the
+    first rerank_depth rows; rerank_score means something only then.
+    """
     def __init__(
         self,
         *,
@@ -1077,10 +1082,11 @@ class RecallScores(_message.Message):
         agreement_score: _builtins.float = ...,
         episode_rank: _builtins.int = ...,
         episode_lift: _builtins.float = ...,
+        reranked: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "episode_lift", b"episode_lift", "episode_rank", b"episode_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "episode_lift", b"episode_lift", "episode_rank", b"episode_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score", "reranked", b"reranked"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

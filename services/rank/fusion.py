@@ -23,6 +23,8 @@ class Scores:
     agreement_score: float = 0.0
     episode_rank: int = 0
     episode_lift: float = 0.0
+    # The cross-encoder scored this row (rerank_score is its score).
+    reranked: bool = False
 
 
 @dataclass

@@ -411,6 +411,7 @@ class Pipeline(Generic[M]):
             return False, "the cross-encoder returned a score count that does not match"
         for result, score in zip(top, scores, strict=True):
             result.scores.rerank_score = float(score)
+            result.scores.reranked = True
         order = sorted(range(len(top)), key=lambda i: -top[i].scores.rerank_score)
         results[: len(top)] = [top[i] for i in order]
         return True, ""

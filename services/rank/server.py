@@ -43,6 +43,7 @@ def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
                     agreement_score=r.scores.agreement_score,
                     episode_rank=r.scores.episode_rank,
                     episode_lift=r.scores.episode_lift,
+                    reranked=r.scores.reranked,
                 ),
             )
             for r in outcome.results

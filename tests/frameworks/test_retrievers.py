@@ -137,6 +137,19 @@ def test_langchain_retriever_from_gateway_and_token(stack: Stack, seeded: Seeded
     assert len(retriever.invoke(QUERY)) == 2
 
 
+def test_langchain_fields_assigned_after_a_call_count(seeded: Seeded) -> None:
+    """The retriever kept what it asked with from its first call: a purpose,
+    k or mode assigned later was accepted and ignored."""
+    retriever = langchain.RecallatronRetriever(client=seeded.team.clients["ada"], mode="lexical")
+    assert seeded.audit_only.id not in {d.id for d in retriever.invoke(QUERY)}
+    retriever.purpose = "audit"
+    assert [d.id for d in retriever.invoke(QUERY)] == [seeded.audit_only.id]
+    retriever.purpose, retriever.k = "assist", 2
+    assert len(retriever.invoke(QUERY)) == 2
+    retriever.mode = "dense"
+    assert {d.metadata["mode"] for d in retriever.invoke(QUERY)} <= {"dense"}
+
+
 def test_llamaindex_nodes_carry_the_provenance_and_score(seeded: Seeded) -> None:
     ada = seeded.team.clients["ada"]
     retriever = llamaindex.RecallatronRetriever(ada, mode="lexical", k=10)

@@ -482,6 +482,8 @@ def test_rerank_reorders_only_the_admitted_head() -> None:
     assert ids(outcome) == ["c", "b", "a", "d"]
     assert [r.scores.rerank_score for r in outcome.results[:3]] == [99.0, 98.0, 97.0]
     assert outcome.results[3].scores.rerank_score == 0.0
+    # Each row says whether the cross-encoder scored it (its 0.0 read as a score).
+    assert [r.scores.reranked for r in outcome.results] == [True, True, True, False]
 
 
 def test_rerank_deeper_than_the_limit_brings_rows_up() -> None:
