@@ -4,6 +4,7 @@ workspaces, members and tokens."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from datetime import UTC, datetime, timedelta
@@ -53,7 +54,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
         )
     elif args.admin_cmd == "revoke-token":
         client.revoke_token(args.token_id)
-        print("revoked")
+        print(json.dumps({"revoked": args.token_id}) if args.json else "revoked")
     elif args.admin_cmd == "rotate-token":
         rotated = client.rotate_token(args.token_id, duration(args.grace, "grace", "--grace"))
         old_until = rotated.old_expires_at.ToDatetime(tzinfo=UTC)

@@ -131,6 +131,18 @@ def audience_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
 
 
+def acting_purpose_option(p: argparse.ArgumentParser) -> None:
+    """--as-purpose: --purpose names what the memory (or episode) is for; the
+    call itself acts for one."""
+    p.add_argument(
+        "--as-purpose",
+        dest="call_purpose",
+        choices=PURPOSES,
+        help="the purpose this call is made for (default: the first --purpose, else "
+        f"{DEFAULT_PURPOSE}); a token scoped to purposes acts only for them",
+    )
+
+
 def call_purpose(args: argparse.Namespace) -> str:
     """The purpose a write acts for: --as-purpose, else the first purpose the
     memory is given, else the default."""
@@ -178,11 +190,20 @@ def printable(text: str, newlines: bool = True) -> str:
     return text if newlines else text.replace("\n", "\\n").replace("\t", "\\t")
 
 
+def as_json(message: Any) -> Any:
+    """An answer as --json prints it: every field, false, zero and empty ones
+    too (a script reading ``reranked`` or ``pairs`` finds them in the
+    degraded or empty case it looks for)."""
+    return MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
 def show(args: argparse.Namespace, message: Any, text: str) -> None:
     """The answer as JSON with --json (control characters escaped by the
     encoder), else as text with control characters escaped."""
     if args.json:
-        print(json.dumps(MessageToDict(message, preserving_proto_field_name=True), indent=2))
+        print(json.dumps(as_json(message), indent=2))
     else:
         print(printable(text))
 

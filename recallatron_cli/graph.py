@@ -67,7 +67,15 @@ def graph_items(args: argparse.Namespace) -> GraphItems:
     if args.graph:
         handle = sys.stdin if args.graph == "-" else open(args.graph)  # noqa: SIM115
         with handle:
-            given = json.load(handle)
+            try:
+                given = json.load(handle)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--graph: not JSON ({exc})") from None
+        if not isinstance(given, dict):
+            raise ValueError(
+                '--graph: a JSON object is expected: {"claims": [...], "relations": [...], '
+                '"aliases": [...]}'
+            )
     items: GraphItems = {
         "claims": list(given.get("claims", [])),
         "relations": list(given.get("relations", [])),
@@ -95,9 +103,9 @@ def _when(ts: Any) -> str:
 
 
 def _claim_line(c: Any, what: str) -> str:
-    said = f"stated {c.stated_at.ToDatetime():%Y-%m-%d %H:%M} by memory {c.memory_id}"
+    said = f"stated {c.stated_at.ToDatetime():%Y-%m-%d %H:%M} UTC by memory {c.memory_id}"
     if c.retired_at.seconds:
-        said += f", retired {c.retired_at.ToDatetime():%Y-%m-%d %H:%M}"
+        said += f", retired {c.retired_at.ToDatetime():%Y-%m-%d %H:%M} UTC"
     valid = ""
     if c.valid_from.seconds or c.valid_until.seconds:
         valid = f" (valid {_when(c.valid_from)} to {_when(c.valid_until)})"
@@ -170,7 +178,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         purpose=args.purpose,
     )
     lines = [
-        f"{e.at.ToDatetime():%Y-%m-%d %H:%M}  {e.kind:<15} {e.summary}  (memory {e.memory_id})"
+        f"{e.at.ToDatetime():%Y-%m-%d %H:%M} UTC  {e.kind:<15} {e.summary}  (memory {e.memory_id})"
         for e in resp.events
     ]
     if resp.next_page_token:
@@ -187,6 +195,7 @@ def cmd_episode(args: argparse.Namespace) -> int:
         **common.audience(args),
         member_ids=args.member,
         entity_ids=args.entity,
+        purpose=common.call_purpose(args),
     )
     common.show(args, resp, f"episode {resp.episode_id}")
     return 0
@@ -230,6 +239,7 @@ def add_parser(sub: Any) -> None:
     ep.add_argument("--start", required=True, help="RFC 3339")
     ep.add_argument("--end", help="RFC 3339; default: the start")
     common.audience_options(ep)
+    common.acting_purpose_option(ep)
     ep.add_argument("--member", action="append", default=[], help="a participant member id")
     ep.add_argument("--entity", action="append", default=[], help="a participant entity id")
     ep.set_defaults(func=cmd_episode)

@@ -10,7 +10,7 @@ import sys
 import grpc
 
 from recallatron.v1 import gateway_pb2
-from recallatron.vocabulary import DEFAULT_PURPOSE, KINDS, MODES, PURPOSES
+from recallatron.vocabulary import KINDS, MODES
 from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
 from recallatron_cli.common import client_options
 
@@ -129,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
         "default: never expires",
     )
     json_option(ct)
-    admin_sub.add_parser("revoke-token").add_argument("token_id")
+    rv = admin_sub.add_parser("revoke-token")
+    rv.add_argument("token_id")
+    json_option(rv)
     rt = admin_sub.add_parser(
         "rotate-token",
         help="a new token for the same member, scope and lifetime; the old one stops "
@@ -176,15 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--confidence", type=float)
         graph.graph_arguments(p)
 
-    def acting_purpose(p: argparse.ArgumentParser) -> None:
-        # --purpose names what the memory is for; the call itself acts for one.
-        p.add_argument(
-            "--as-purpose",
-            dest="call_purpose",
-            choices=PURPOSES,
-            help="the purpose this call is made for (default: the first --purpose, else "
-            f"{DEFAULT_PURPOSE}); a token scoped to purposes acts only for them",
-        )
+    acting_purpose = common.acting_purpose_option
 
     r = client_options(sub.add_parser("remember"))
     new_memory_args(r)
@@ -230,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="")
     s.add_argument("title")
     s.add_argument("body", nargs="?", default="")
-    s.add_argument("--kind", default="note", choices=KINDS)
+    s.add_argument("--kind", choices=KINDS, help="default: the old memory's kind")
     graph.graph_arguments(s)
     s.add_argument(
         "--replace-claims", action="store_true", help="do not carry the old memory's claims"

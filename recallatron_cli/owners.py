@@ -169,10 +169,8 @@ def _emit(
         for page in pages:
             items.extend(getattr(page, key))
             last = page.next_page_token
-        from google.protobuf.json_format import MessageToDict
-
         out = {
-            key: [MessageToDict(m, preserving_proto_field_name=True) for m in items],
+            key: [common.as_json(m) for m in items],
             "next_page_token": last,
         }
         print(json.dumps(out, indent=2))

@@ -24,7 +24,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
-    occurred = datetime.fromisoformat(args.at) if args.at else None
+    try:
+        occurred = datetime.fromisoformat(args.at) if args.at else None
+    except ValueError:
+        raise ValueError(f"--at: {args.at!r} is not an ISO 8601 time") from None
     if occurred is not None and occurred.tzinfo is None:
         occurred = occurred.replace(tzinfo=UTC)
     resp = common.client(args).capture(
@@ -92,7 +95,7 @@ def cmd_merges(args: argparse.Namespace) -> int:
     resp = common.client(args).entity_merges(purpose=args.purpose, limit=args.limit)
     lines = [
         f"{m.id}  {m.merged.name} ({m.merged.id}) -> {m.kept.name} ({m.kept.id})"
-        f"  {m.decided_at.ToDatetime():%Y-%m-%d %H:%M}"
+        f"  {m.decided_at.ToDatetime():%Y-%m-%d %H:%M} UTC"
         for m in resp.merges
     ]
     common.show(args, resp, "\n".join(lines) or "no merges in force")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from recallatron.vocabulary import KIND
 from recallatron_cli import common, graph
 from recallatron_cli.common import memory_text, show
 
@@ -52,16 +53,18 @@ def cmd_recall(args: argparse.Namespace) -> int:
     )
     o = resp.outcome
     head = (
-        f"dense_available={o.dense_available} reranked={o.reranked} counts: lexical "
-        f"{o.counts.lexical}, dense {o.counts.dense}, fused {o.counts.fused}, admitted "
-        f"{o.counts.admitted}"
+        f"nothing_relevant={o.nothing_relevant} dense_available={o.dense_available} "
+        f"reranked={o.reranked} counts: lexical {o.counts.lexical}, dense {o.counts.dense}, "
+        f"fused {o.counts.fused}, admitted {o.counts.admitted}"
     )
-    if not o.dense_available:
+    if o.nothing_relevant and o.results:
+        head += "\n(nothing here was judged relevant: these are only the nearest rows)"
+    if not o.dense_available and o.dense_unavailable_reason:
         head += f"\n(dense arm: {o.dense_unavailable_reason})"
     items = [f"entity {graph.card_text(c)}" for c in o.entities]
     items += [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
     items += [
-        f"history {h.occurred_at.ToDatetime():%Y-%m-%d %H:%M} [{h.chat_id} {h.role}] {h.text}"
+        f"history {h.occurred_at.ToDatetime():%Y-%m-%d %H:%M} UTC [{h.chat_id} {h.role}] {h.text}"
         for h in o.history
     ]
     show(args, resp, "\n".join([head, *items]))
@@ -85,12 +88,16 @@ def cmd_correct(args: argparse.Namespace) -> int:
 
 
 def cmd_supersede(args: argparse.Namespace) -> int:
-    resp = common.client(args).supersede(
+    client = common.client(args)
+    # The successor keeps the old memory's kind unless told (a decision
+    # superseded stays a decision), as it keeps its audience and purposes.
+    kind = args.kind or KIND.name(client.read([args.id], purpose=args.purpose).memories[0].kind)
+    resp = client.supersede(
         args.id,
         args.revision,
         args.title,
         args.body,
-        args.kind,
+        kind,
         args.reason,
         replace_claims=args.replace_claims,
         purpose=args.purpose,

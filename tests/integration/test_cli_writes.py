@@ -6,9 +6,11 @@ traceback."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from recallatron.client import Client
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
 from tests.conftest import Team
@@ -53,3 +55,72 @@ def test_a_value_the_client_cannot_send_is_refused_by_name(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
     assert named in err
+
+
+def test_supersede_keeps_the_old_kind_and_episode_acts_for_its_purpose(
+    stack: Stack, operator: Client, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`supersede` without --kind made every successor a note (a decision
+    superseded became a note); `episode --purpose audit` still acted for
+    assist, so a token scoped to audit was refused."""
+    common = ["--gateway", stack.gateway, "--token", team.clients["ada"].token]
+    assert main(["remember", *common, "Launch is on May 4", "--kind", "decision",
+                 "--audience", "workspace", "--json"]) == 0  # fmt: skip
+    made = json.loads(capsys.readouterr().out)["memory"]
+    assert main(["supersede", *common, made["id"], "--revision", "1", "Launch is on May 11",
+                 "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["memory"]["kind"] == "KIND_DECISION"
+    audit = operator.create_token(team.members["ada"], "audit only", purposes=["audit"]).token
+    scoped = ["--gateway", stack.gateway, "--token", audit]
+    assert main(["episode", *scoped, "Audit review", "--start", "2026-05-04T09:00:00Z",
+                 "--purpose", "audit", "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["episode_id"]
+
+
+def test_json_answers_carry_every_field_and_every_command_speaks_json(
+    stack: Stack, operator: Client, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json left out false, zero and empty fields (a lexical recall had no
+    dense_available, an empty one no results, `pairs` printed {}); `admin
+    revoke-token` printed text whatever --json said."""
+    common = ["--gateway", stack.gateway, "--token", team.clients["ada"].token]
+    assert main(["recall", *common, "zebra quantum banana", "--mode", "lexical", "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)["outcome"]
+    assert outcome["dense_available"] is False and outcome["reranked"] is False
+    assert outcome["results"] == []
+    assert main(["pairs", *common, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"pairs": []}
+    token = operator.create_token(team.members["bob"], "to revoke")
+    admin = ["--gateway", stack.gateway, "--token", stack.admin_token]
+    assert main(["admin", *admin, "revoke-token", token.token_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"revoked": token.token_id}
+    # The text answer says when nothing was judged relevant.
+    assert main(["recall", *common, "zebra quantum banana", "--mode", "lexical"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.startswith("nothing_relevant=")
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["capture", "Remember that the bus leaves at 7.", "--at", "yesterday"], "--at"),
+        (["remember", "T", "--graph", "ARRAY"], "--graph"),
+        (["remember", "T", "--graph", "BROKEN"], "--graph"),
+    ],
+)
+def test_a_bad_option_value_is_refused_naming_the_option(
+    stack: Stack,
+    team: Team,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    named: str,
+) -> None:
+    (tmp_path / "array.json").write_text("[]")
+    (tmp_path / "broken.json").write_text("{not json")
+    files = {"ARRAY": str(tmp_path / "array.json"), "BROKEN": str(tmp_path / "broken.json")}
+    common = ["--gateway", stack.gateway, "--token", team.clients["ada"].token]
+    code = main([argv[0], *common, *(files.get(a, a) for a in argv[1:])])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.startswith("error: ") and f" {named}: " in err, err
