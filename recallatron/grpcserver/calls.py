@@ -52,6 +52,9 @@ REFUSED = Counter(
 )
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+# Streams open to anyone (health's watch, reflection) served at once per
+# server, well below its handler threads (RECALLATRON_SERVER_THREADS, 16).
+OPEN_STREAMS = 2
 
 # Finds the fairness key of a call (recallatron/fairness.py) from its method
 # and metadata: (key, sub-key), or None for a call under no key.
@@ -192,6 +195,10 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         self.executor = executor
         self.key_of = key_of
         self.failures = PeerFailures()
+        # The streams open without a credential (health's watch, reflection)
+        # this server serves at once: a few, so that anyone who can reach it
+        # cannot hold every handler thread with streams left silent.
+        self.open_streams = threading.BoundedSemaphore(OPEN_STREAMS)
 
     def _guarded(self, method: str) -> bool:
         return bool(self.internal_key) and not method.startswith(internal_auth.OPEN_PREFIXES)
@@ -285,6 +292,10 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         elif guarded:
             # No internal method streams from the client; refuse rather than pass.
             wrapped_handler = _refuse(method)
+        elif handler.unary_stream is not None or handler.stream_stream is not None:
+            # Health's watch and reflection: open to anyone, and a stream held
+            # open holds a handler thread while it lasts.
+            wrapped_handler = _bounded_stream(method, handler, self.open_streams)
         else:
             return handler
         self._wrapped[method] = wrapped_handler
@@ -411,6 +422,39 @@ def _refuse_blocked(method: str, context: grpc.ServicerContext, wait: float) -> 
     )
     RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc()
     context.abort_with_status(rpc_status.to_status(status))
+
+
+def _bounded_stream(method: str, handler: Handler, slots: threading.BoundedSemaphore) -> Handler:
+    """``handler`` (a stream open to anyone) served while one of ``slots`` is
+    free; RESOURCE_EXHAUSTED at once when none is."""
+
+    def bounded(behavior: Callable[[Any, grpc.ServicerContext], Iterator[Any]]) -> Any:
+        def stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            if not slots.acquire(blocking=False):
+                RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc()
+                context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "too many open health or reflection streams here; retry later",
+                )
+            try:
+                yield from behavior(request, context)
+            finally:
+                slots.release()
+
+        return stream
+
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(
+            bounded(handler.stream_stream),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    assert handler.unary_stream is not None
+    return grpc.unary_stream_rpc_method_handler(
+        bounded(handler.unary_stream),
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 def _overloaded(method: str, handler: Handler, retry_after: float) -> Handler:

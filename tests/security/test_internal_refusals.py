@@ -207,3 +207,49 @@ def test_an_assertion_expires_seconds_after_the_longest_deadline_of_a_hop() -> N
     later = time.time() + 5.0 + internal_auth.CLOCK_SKEW_SECONDS + 10.0
     with pytest.raises(internal_auth.errors.Unauthenticated, match="expired"):
         internal_auth.verify(key, token, GET_MODEL_INFO, now=later)
+
+
+def test_open_streams_without_a_credential_cannot_take_every_thread(served: Served) -> None:
+    """Reflection and health need no credential, and a stream of them held
+    open (one request, then silence, no deadline) held a handler thread for
+    as long as its connection lived: as many as the server has threads
+    starved every real call and the health check. Open streams now have a few
+    places of their own; past them, RESOURCE_EXHAUSTED at once."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    stop = threading.Event()
+    held: list[tuple[grpc.Channel, Any]] = []
+
+    def silent() -> Iterator[Any]:
+        yield reflection_pb2.ServerReflectionRequest(list_services="")
+        stop.wait()
+
+    codes: list[grpc.StatusCode] = []
+    try:
+        for _ in range(6):  # more than the server's 4 threads
+            channel = served.channel()
+            call = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(silent())
+            held.append((channel, call))
+            try:
+                next(call)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as exc:
+                codes.append(exc.code())  # type: ignore[attr-defined]
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes
+        assert codes.count(grpc.StatusCode.OK) < 4
+        # Real calls and the health check are still served.
+        with served.channel() as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=10
+            )
+            # Answered (this test's server never says SERVING; it was starved).
+            assert health.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            signer = internal_auth.Signer(served.server.interceptor.internal_key, "test")
+            _call(channel, signer.service([GET_MODEL_INFO]))()
+            assert served.calls == 1
+    finally:
+        stop.set()
+        for channel, call in held:
+            call.cancel()
+            channel.close()
