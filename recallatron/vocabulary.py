@@ -84,6 +84,10 @@ DEFAULT_PURPOSE = "assist"
 # Recall mode when neither the request nor the workspace settings name one.
 DEFAULT_MODE = "hybrid"
 
+# The bi-encoder's vectors (all-MiniLM-L6-v2): what the store's vector columns
+# and the dense arm's query take.
+VECTOR_DIMENSIONS = 384
+
 # -- limits: checked by the servers, stated in the tool schemas -----------------
 
 MAX_TITLE = 300

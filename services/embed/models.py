@@ -302,9 +302,11 @@ class EmbedModels:
                 chunk_size=self.settings.rerank_chunk_size,
             )
         except ModelLoadError as exc:
+            # Said to callers (it reaches recall answers) without the
+            # server's paths or the loader's words: those are in the log.
             self.cross_encoder_error = (
-                f"the cross-encoder configured by RECALLATRON_CROSS_ENCODER_DIR could not be "
-                f"loaded: {exc}"
+                "the cross-encoder configured by RECALLATRON_CROSS_ENCODER_DIR could not be "
+                "loaded (the embed service's log says why)"
             )
             log.error("cross-encoder not loaded", extra={"error": str(exc)})
             return False

@@ -34,6 +34,7 @@ from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.vocabulary import VECTOR_DIMENSIONS
 from services.embedding_job.upkeep import Upkeep
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases, WorkspacePool
@@ -207,6 +208,20 @@ class Embedder:
         return info.embedder.model_id
 
 
+def _unfit(values: Sequence[float]) -> str:
+    """Why a vector the embed service answered cannot be stored ("" when it
+    can): not the model's dimensions, not finite, or all zero (whose cosine
+    with anything is NaN, which passes any floor)."""
+    vector = np.asarray(values, dtype=np.float64)
+    if vector.shape != (VECTOR_DIMENSIONS,):
+        return f"{vector.size} numbers ({VECTOR_DIMENSIONS} expected)"
+    if not np.isfinite(vector).all():
+        return "a number that is not finite"
+    if not np.any(vector):
+        return "all zero"
+    return ""
+
+
 def _vector(values: Sequence[float]) -> np.ndarray:
     # Sent in pgvector's binary form (see services.store.infrastructure.db).
     return np.asarray(values, dtype=np.float32)
@@ -271,6 +286,9 @@ class EmbeddingJob:
                 "embed call refused; trying each memory alone",
                 extra={"workspace": batch.workspace, "rows": len(batch.rows)},
             )
+            return self._alone(batch.workspace, batch.rows)
+        if len(vectors) != len(batch.rows) and len(batch.rows) > 1:
+            # An answer that does not match the texts asked: each row alone.
             return self._alone(batch.workspace, batch.rows)
         return self._store(batch.workspace, batch.rows, model_id, vectors)
 
@@ -337,7 +355,28 @@ class EmbeddingJob:
         model_id: str,
         vectors: Sequence[Sequence[float]],
     ) -> int:
-        by_id = {r[0]: v for r, v in zip(rows, vectors, strict=True)}
+        if len(vectors) != len(rows):
+            answered = f"{len(vectors)} vectors answered for {len(rows)} texts"
+            problems = {r[0]: answered for r in rows}
+        else:
+            problems = {
+                r[0]: problem for r, v in zip(rows, vectors, strict=True) if (problem := _unfit(v))
+            }
+        for memory_id, revision, _title, _body in rows:
+            if memory_id in problems:
+                # Fails alone, as a refused row does: retried, then parked
+                # with the reason; its neighbours go in.
+                self._row_failed(
+                    workspace,
+                    memory_id,
+                    revision,
+                    grpc.StatusCode.INTERNAL,
+                    f"the embed service answered no usable vector: {problems[memory_id]}",
+                )
+        by_id = {r[0]: v for r, v in zip(rows, vectors, strict=False) if r[0] not in problems}
+        rows = [r for r in rows if r[0] in by_id]
+        if not rows:
+            return 0
         with self._pool(workspace).connection() as conn, conn.transaction():
             done = conn.execute(COMPLETE, ([r[0] for r in rows], [r[1] for r in rows]))
             completed = [str(r[0]) for r in done.fetchall()]

@@ -161,5 +161,8 @@ def test_a_broken_cross_encoder_fails_rerank_only(
     error = _error(lambda: server.stub.Rerank(request, timeout=10))
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "could not be loaded" in (error.details() or "")
+    # Its paths and the loader's words go to the log, not into every recall
+    # answer's rerank_unavailable_reason (rank passes the status on).
+    assert str(tmp_path) not in (error.details() or "")
     info = server.stub.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=10)
     assert not info.cross_encoder_loaded

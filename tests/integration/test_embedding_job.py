@@ -283,6 +283,64 @@ def test_a_claim_never_pairs_a_new_revision_with_the_old_text(
         stack.start_service("embedding-job")
 
 
+class AnswersBadly(FixedEmbedder):
+    """An embed service answering one text of each batch with a vector no
+    model gives (too short, NaN, all zero), the others with good ones."""
+
+    def __init__(self, bad: list[float]) -> None:
+        self.bad = bad
+
+    def embed(self, texts: list[str]) -> tuple[str, list[list[float]]]:
+        model, vectors = super().embed(texts)
+        return model, [self.bad, *vectors[1:]]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [[0.1] * 383, [float("nan")] + [0.0] * 383, [0.0] * 384],
+    ids=["383 numbers", "NaN", "zero"],
+)
+def test_a_vector_no_model_gives_fails_its_row_alone(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch, bad: list[float]
+) -> None:
+    """The job stored what the embed service answered unchecked: a zero
+    vector went in (its cosine is NaN, which passes any floor); one of the
+    wrong length or with a NaN was refused by Postgres for the whole batch,
+    whose good rows were then never stored, nor the bad one parked, the batch
+    tried again without end."""
+    ada = team.clients["ada"]
+    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
+    stack.stop_service("embedding-job")
+    settings, dbs = job_databases(stack, monkeypatch)
+    try:
+        made = [
+            ada.remember(f"Vector rule {i}", f"body {i}", audience_to="workspace").memory
+            for i in range(3)
+        ]
+        job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=AnswersBadly(bad))  # type: ignore[arg-type]
+        batch = job.claim(team.workspace_id)
+        assert job.process(batch) == 2
+        first = batch.rows[0][0]
+        stored = dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT memory_id::text FROM memory_embedding WHERE model_id = %s",
+            (FixedEmbedder.model,),
+        )
+        assert {r[0] for r in stored} == {m.id for m in made} - {first}
+        failed = dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT memory_id::text, last_error FROM embedding_job",
+        )
+        assert [r[0] for r in failed] == [first]
+        assert "vector" in failed[0][1]
+    finally:
+        dbutil.query(stack, team.database_name, "DELETE FROM embedding_job RETURNING 1")
+        dbs.close()
+        stack.start_service("embedding-job")
+
+
 def test_a_new_input_version_is_rebuilt_and_old_rows_unused(stack: Stack, team: Team) -> None:
     ada = team.clients["ada"]
     for i in range(5):

@@ -17,6 +17,7 @@ from recallatron.vocabulary import (
     MAX_ENTITY_NAME,
     MAX_HOPS,
     MAX_LOOKUP_ENTITIES,
+    MAX_QUERY_CHARS,
     MAX_RECALL_ENTITIES,
 )
 from services.store.domain import graph_rules as rules
@@ -141,6 +142,8 @@ class GraphStore(InWorkspaces):
         or a current alias of an entity the caller may see, as lookup gives
         it now. For recall's entity cards; a query naming nothing costs one
         probe of the name indexes, beneath no policy (migration 0022)."""
+        # The query's own rule (the arms check it too): no NUL, not past its length.
+        v.text(text, "text", MAX_QUERY_CHARS, required=False)
         keys = name_keys(text)
         if not keys:
             return []

@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 
 from recallatron import errors
-from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES
+from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES, VECTOR_DIMENSIONS
 from services.store.domain import entity_groups
 from services.store.domain import validation as v
 from services.store.domain.workspace_services import InWorkspaces
@@ -340,8 +340,11 @@ class RecallQueries(InWorkspaces):
         floor: float | None = None,
     ) -> DenseResult:
         values = np.asarray(vector, dtype=np.float32)
-        if values.shape != (384,) or not np.isfinite(values).all():
-            raise errors.InvalidArgument("vector", "must hold 384 finite numbers")
+        if values.shape != (VECTOR_DIMENSIONS,) or not np.isfinite(values).all():
+            raise errors.InvalidArgument("vector", f"must hold {VECTOR_DIMENSIONS} finite numbers")
+        if not np.any(values):
+            # Its cosine with any row is NaN, which passes any floor.
+            raise errors.InvalidArgument("vector", "must not be all zero")
         if not model_id:
             raise errors.InvalidArgument("model_id", "is required")
         settings = self.control.settings(caller.workspace_id)
