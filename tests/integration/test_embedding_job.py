@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import psycopg
@@ -169,7 +171,10 @@ class FixedEmbedder:
         return self.model
 
 
-def job_databases(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> tuple[StoreSettings, Databases]:
+EmbeddingJobParts = tuple[StoreSettings, Databases]
+
+
+def job_databases(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> EmbeddingJobParts:
     """The embedding job's settings and databases, as its process has them."""
     for key, value in stack.env_for("embedding-job").items():
         monkeypatch.setenv(key, value)
@@ -179,6 +184,32 @@ def job_databases(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> tuple[StoreS
     return settings, dbs
 
 
+@contextmanager
+def job_alone(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddingJobParts]:
+    """The stack's embedding job stopped once its queue is empty, and its
+    settings and databases held here to drive a job by hand; the stack's job
+    started again after."""
+    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
+    stack.stop_service("embedding-job")
+    settings, dbs = job_databases(stack, monkeypatch)
+    try:
+        yield settings, dbs
+    finally:
+        dbs.close()
+        stack.start_service("embedding-job")
+
+
+def vectors_of(stack: Stack, team: Team, model: str) -> set[str]:
+    """The memories holding a vector of ``model``."""
+    rows = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT memory_id::text FROM memory_embedding WHERE model_id = %s",
+        (model,),
+    )
+    return {r[0] for r in rows}
+
+
 def test_a_batch_stores_only_the_rows_whose_text_it_embedded(
     stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,10 +217,7 @@ def test_a_batch_stores_only_the_rows_whose_text_it_embedded(
     embedded: the others' vectors are stored, its own is not, and its new
     text stays queued (the batch is completed in one statement)."""
     ada = team.clients["ada"]
-    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
-    stack.stop_service("embedding-job")
-    settings, dbs = job_databases(stack, monkeypatch)
-    try:
+    with job_alone(stack, monkeypatch) as (settings, dbs):
         made = [
             ada.remember(f"Batch rule {i}", f"body {i}", audience_to="workspace").memory
             for i in range(3)
@@ -199,20 +227,11 @@ def test_a_batch_stores_only_the_rows_whose_text_it_embedded(
         assert sorted(r[0] for r in batch.rows) == sorted(m.id for m in made)
         ada.correct(made[1].id, made[1].revision, "typo", body="body one, corrected")
         assert job.process(batch) == 2
-        stored = dbutil.query(
-            stack,
-            team.database_name,
-            "SELECT memory_id::text FROM memory_embedding WHERE model_id = %s",
-            (FixedEmbedder.model,),
-        )
-        assert {r[0] for r in stored} == {made[0].id, made[2].id}
+        assert vectors_of(stack, team, FixedEmbedder.model) == {made[0].id, made[2].id}
         queued = dbutil.query(
             stack, team.database_name, "SELECT memory_id::text, text_revision FROM embedding_job"
         )
         assert queued == [(made[1].id, made[1].revision + 1)]
-    finally:
-        dbs.close()
-        stack.start_service("embedding-job")
 
 
 # Queued memories that make a claim's scan take long enough (tens of ms) for
@@ -236,12 +255,9 @@ def test_a_claim_never_pairs_a_new_revision_with_the_old_text(
     Corrects are committed at a spread of moments inside claims; every text a
     claim returns must be its revision's."""
     ada = team.clients["ada"]
-    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
-    stack.stop_service("embedding-job")
-    settings, dbs = job_databases(stack, monkeypatch)
     url = dbutil.workspace_url(stack, team.database_name)
     old, new = "The gate code is 4711.", "The gate code was retired."
-    try:
+    with job_alone(stack, monkeypatch) as (settings, dbs), _claim_fillers_removed(url):
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(FILLER, {"m": team.members["bob"], "n": 20_000})
         job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=FixedEmbedder())  # type: ignore[arg-type]
@@ -273,14 +289,19 @@ def test_a_claim_never_pairs_a_new_revision_with_the_old_text(
             paired += [(r[1], r[3]) for r in got[0].rows if r[0] == memory.id]
         assert paired, "no claim returned the corrected memory"
         assert all((revision, body) in ((1, old), (2, new)) for revision, body in paired), paired
+
+
+@contextmanager
+def _claim_fillers_removed(url: str) -> Iterator[None]:
+    """The claim race's queue left empty after it, whatever became of it."""
+    try:
+        yield
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
                 "DELETE FROM embedding_job WHERE memory_id IN"
                 " (SELECT id FROM memory WHERE title LIKE 'claim filler %%' OR title = 'Gate')"
             )
-        dbs.close()
-        stack.start_service("embedding-job")
 
 
 class AnswersBadly(FixedEmbedder):
@@ -309,10 +330,7 @@ def test_a_vector_no_model_gives_fails_its_row_alone(
     whose good rows were then never stored, nor the bad one parked, the batch
     tried again without end."""
     ada = team.clients["ada"]
-    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
-    stack.stop_service("embedding-job")
-    settings, dbs = job_databases(stack, monkeypatch)
-    try:
+    with job_alone(stack, monkeypatch) as (settings, dbs):
         made = [
             ada.remember(f"Vector rule {i}", f"body {i}", audience_to="workspace").memory
             for i in range(3)
@@ -321,24 +339,14 @@ def test_a_vector_no_model_gives_fails_its_row_alone(
         batch = job.claim(team.workspace_id)
         assert job.process(batch) == 2
         first = batch.rows[0][0]
-        stored = dbutil.query(
-            stack,
-            team.database_name,
-            "SELECT memory_id::text FROM memory_embedding WHERE model_id = %s",
-            (FixedEmbedder.model,),
-        )
-        assert {r[0] for r in stored} == {m.id for m in made} - {first}
+        assert vectors_of(stack, team, FixedEmbedder.model) == {m.id for m in made} - {first}
         failed = dbutil.query(
-            stack,
-            team.database_name,
-            "SELECT memory_id::text, last_error FROM embedding_job",
+            stack, team.database_name, "SELECT memory_id::text, last_error FROM embedding_job"
         )
         assert [r[0] for r in failed] == [first]
         assert "vector" in failed[0][1]
-    finally:
+        # Nothing left for the stack's job (it would embed the row for real).
         dbutil.query(stack, team.database_name, "DELETE FROM embedding_job RETURNING 1")
-        dbs.close()
-        stack.start_service("embedding-job")
 
 
 def test_a_new_input_version_is_rebuilt_and_old_rows_unused(stack: Stack, team: Team) -> None:

@@ -26,6 +26,20 @@ def _session(team: Team, handle: str) -> Session:
     return Session(team.clients[handle], "csrf", now, now)
 
 
+def _supersede_on_the_page(stack: Stack, team: Team, retire: cpb.Memory, keep: cpb.Memory) -> None:
+    """ada's "supersede the first with the second's text", as the page sends it."""
+    session = _session(team, "ada")
+    form = {
+        "action": "supersede",
+        "retire_id": retire.id,
+        "retire_revision": str(retire.revision),
+        "keep_id": keep.id,
+        "keep_revision": str(keep.revision),
+    }
+    ReviewApp(stack.gateway).decide(session, form, "assist")
+    assert session.flash and session.flash[-1][0] == "ok", session.flash
+
+
 def test_supersede_with_the_other_text_takes_the_intersection(stack: Stack, team: Team) -> None:
     ada, cy = team.clients["ada"], team.clients["cy"]
     # A: for the whole workspace, to assist. B: written for ada alone, to
@@ -36,17 +50,7 @@ def test_supersede_with_the_other_text_takes_the_intersection(stack: Stack, team
         purposes=["assist", "personalize"],
     ).memory
     assert b.audience.member_id == team.members["ada"]
-    session = _session(team, "ada")
-    app = ReviewApp(stack.gateway)
-    form = {
-        "action": "supersede",
-        "retire_id": a.id,
-        "retire_revision": str(a.revision),
-        "keep_id": b.id,
-        "keep_revision": str(b.revision),
-    }
-    app.decide(session, form, "assist")
-    assert session.flash and session.flash[-1][0] == "ok", session.flash
+    _supersede_on_the_page(stack, team, a, b)
     old = ada.read([a.id]).memories[0]
     successor = ada.read([old.superseded_by_id]).memories[0]
     assert successor.body == b.body
@@ -107,17 +111,7 @@ def test_supersede_with_the_other_text_states_the_other_s_claims(stack: Stack, t
                     "object": {"name": "Kit Ames"}}],
         aliases=[{"entity": {"entity_id": robin}, "alias": "Rob G"}],
     ).memory  # fmt: skip
-    app = ReviewApp(stack.gateway)
-    session = _session(team, "ada")
-    form = {
-        "action": "supersede",
-        "retire_id": a.id,
-        "retire_revision": str(a.revision),
-        "keep_id": b.id,
-        "keep_revision": str(b.revision),
-    }
-    app.decide(session, form, "assist")
-    assert session.flash and session.flash[-1][0] == "ok", session.flash
+    _supersede_on_the_page(stack, team, a, b)
     successor = ada.read([ada.read([a.id]).memories[0].superseded_by_id]).memories[0]
     current = [c for c in successor.claims if not c.HasField("retired_at")]
     assert [(c.attribute, c.value, c.valid_from.ToJsonString()) for c in current] == [
