@@ -3,9 +3,9 @@ description and the gateway method that answers it, whose messages
 (protos/recallatron/v1/gateway.proto) are the tool's request and response. The
 JSON input schema, the arguments -> request conversion, the answer's JSON and
 its output schema all come from those messages (recallatron/protojson.py) and
-the overlay below: what a descriptor cannot say. One place, shared by the gateway's DescribeTools
-and any agent-facing adapter (MCP). The names and limits are
-recallatron.vocabulary's, the ones the servers check."""
+the overlay below: what a descriptor cannot say. One place, shared by the
+gateway's DescribeTools and any agent-facing adapter (MCP). The names and
+limits are recallatron.vocabulary's, the ones the servers check."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from typing import Any
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
+from recallatron.argument_paths import argument_path
 from recallatron.owner_tools import OWNER_SHOWN, OWNER_TOOLS
 from recallatron.protojson import (
     JSON,
     Arg,
     Args,
     Shown,
-    argument_path,
     input_schema,
     output_schema,
     to_json,
@@ -181,8 +181,7 @@ def _order(names: str) -> tuple[str, ...]:
 
 
 SHOWN: dict[str, Shown] = {
-    # Its date and provenance first: a memory is a dated claim made by someone,
-    # to be weighed before it is used.
+    # Date and provenance first: a memory is someone's dated claim, weighed first.
     cpb.Memory.DESCRIPTOR.full_name: Shown(
         first=_order(
             "id created_at created_by origin confidence revision superseded_by_id episode_id "
@@ -229,13 +228,12 @@ class Tool:
     # A short human name (MCP's title).
     title: str
     description: str
-    # The MemoryService method that answers it; its input and output
-    # messages are the tool's request and response.
+    # The MemoryService method answering it (its messages: request, response).
     method: str
     # The request's fields as arguments (nested messages: NESTED).
     args: Mapping[str, Arg]
-    # What calling it does, for agents (MCP tool annotations). Every tool works
-    # only on this workspace's memory (a closed world). Idempotent: the same
+    # What calling it does, for agents (MCP tool annotations): every tool works
+    # only on this workspace's memory (a closed world); idempotent, the same
     # arguments again change nothing more (a write's request_id replays it).
     read_only: bool
     destructive: bool

@@ -29,6 +29,7 @@ from grpc_status import rpc_status
 from prometheus_client import Counter, Histogram
 
 from recallatron import deadline, errors, fairness, internal_auth
+from recallatron.grpcserver.open_streams import OPEN_STREAMS, bounded_stream
 from recallatron.grpcserver.status import status_for
 from recallatron.wire import undecodable_field
 
@@ -52,9 +53,6 @@ REFUSED = Counter(
 )
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
-# Streams open to anyone (health's watch, reflection) served at once per
-# server, well below its handler threads (RECALLATRON_SERVER_THREADS, 16).
-OPEN_STREAMS = 2
 
 # Finds the fairness key of a call (recallatron/fairness.py) from its method
 # and metadata: (key, sub-key), or None for a call under no key.
@@ -295,7 +293,11 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         elif handler.unary_stream is not None or handler.stream_stream is not None:
             # Health's watch and reflection: open to anyone, and a stream held
             # open holds a handler thread while it lasts.
-            wrapped_handler = _bounded_stream(method, handler, self.open_streams)
+            wrapped_handler = bounded_stream(
+                handler,
+                self.open_streams,
+                RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc,
+            )
         else:
             return handler
         self._wrapped[method] = wrapped_handler
@@ -422,39 +424,6 @@ def _refuse_blocked(method: str, context: grpc.ServicerContext, wait: float) -> 
     )
     RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc()
     context.abort_with_status(rpc_status.to_status(status))
-
-
-def _bounded_stream(method: str, handler: Handler, slots: threading.BoundedSemaphore) -> Handler:
-    """``handler`` (a stream open to anyone) served while one of ``slots`` is
-    free; RESOURCE_EXHAUSTED at once when none is."""
-
-    def bounded(behavior: Callable[[Any, grpc.ServicerContext], Iterator[Any]]) -> Any:
-        def stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            if not slots.acquire(blocking=False):
-                RPC_STATUS.labels(method, "RESOURCE_EXHAUSTED").inc()
-                context.abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    "too many open health or reflection streams here; retry later",
-                )
-            try:
-                yield from behavior(request, context)
-            finally:
-                slots.release()
-
-        return stream
-
-    if handler.stream_stream is not None:
-        return grpc.stream_stream_rpc_method_handler(
-            bounded(handler.stream_stream),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-    assert handler.unary_stream is not None
-    return grpc.unary_stream_rpc_method_handler(
-        bounded(handler.unary_stream),
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
 
 
 def _overloaded(method: str, handler: Handler, retry_after: float) -> Handler:

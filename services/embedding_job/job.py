@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
-import numpy as np
 from prometheus_client import Counter, Gauge
 
 from recallatron import errors, internal_channels
@@ -34,8 +33,8 @@ from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
-from recallatron.vocabulary import VECTOR_DIMENSIONS
 from services.embedding_job.upkeep import Upkeep
+from services.embedding_job.vectors import binary, unfit
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases, WorkspacePool
 from services.store.infrastructure.work_marks import WorkQueue
@@ -208,25 +207,6 @@ class Embedder:
         return info.embedder.model_id
 
 
-def _unfit(values: Sequence[float]) -> str:
-    """Why a vector the embed service answered cannot be stored ("" when it
-    can): not the model's dimensions, not finite, or all zero (whose cosine
-    with anything is NaN, which passes any floor)."""
-    vector = np.asarray(values, dtype=np.float64)
-    if vector.shape != (VECTOR_DIMENSIONS,):
-        return f"{vector.size} numbers ({VECTOR_DIMENSIONS} expected)"
-    if not np.isfinite(vector).all():
-        return "a number that is not finite"
-    if not np.any(vector):
-        return "all zero"
-    return ""
-
-
-def _vector(values: Sequence[float]) -> np.ndarray:
-    # Sent in pgvector's binary form (see services.store.infrastructure.db).
-    return np.asarray(values, dtype=np.float32)
-
-
 class EmbeddingJob:
     def __init__(
         self,
@@ -360,7 +340,7 @@ class EmbeddingJob:
             problems = {r[0]: answered for r in rows}
         else:
             problems = {
-                r[0]: problem for r, v in zip(rows, vectors, strict=True) if (problem := _unfit(v))
+                r[0]: problem for r, v in zip(rows, vectors, strict=True) if (problem := unfit(v))
             }
         for memory_id, revision, _title, _body in rows:
             if memory_id in problems:
@@ -385,7 +365,7 @@ class EmbeddingJob:
                     cur.executemany(
                         STORE_VECTOR,
                         [
-                            (memory_id, model_id, EMBED_INPUT_VERSION, _vector(by_id[memory_id]))
+                            (memory_id, model_id, EMBED_INPUT_VERSION, binary(by_id[memory_id]))
                             for memory_id in completed
                         ],
                     )

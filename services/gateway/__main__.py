@@ -10,13 +10,14 @@ from recallatron.grpcserver import Server, add_methods
 from recallatron.logs import configure_logging
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway import forwarded
+from services.gateway.auth import Auth
 from services.gateway.authcache import AuthCache, RevocationWatcher
 from services.gateway.httpjson import HttpJsonApp, HttpJsonServer
 from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter, fair_key_of
 from services.gateway.review import ReviewServicer
 from services.gateway.review_web import ReviewWeb, gateway_target
-from services.gateway.server import AdminServicer, Auth, MemoryServicer
+from services.gateway.server import AdminServicer, MemoryServicer
 from services.gateway.settings import GatewaySettings
 
 

@@ -39,7 +39,7 @@ class Leaving:
     """Mixed into the gateway's AdminServicer (services/gateway/server.py)."""
 
     peers: Peers
-    # server.Auth: typed loosely here, as the module above it defines it.
+    # services/gateway/auth.py Auth: typed loosely here, as the module above it defines it.
     auth: Any
     _long: Peer | None = None
 

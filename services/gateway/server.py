@@ -3,7 +3,6 @@ admin calls, forwarded to store and rank with deadlines."""
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -28,124 +27,15 @@ from recallatron.vocabulary import (
     MAX_TURN_CHARS,
     MODE,
     PURPOSE,
-    TOKEN_EXPIRED,
-    TOKEN_REVOKED,
 )
-from services.gateway import capture, forwarded, scopes
+from services.gateway import capture, scopes
 from services.gateway import peers as calls
-from services.gateway.authcache import AuthCache, Identity
+from services.gateway.auth import Auth
+from services.gateway.authcache import Identity
 from services.gateway.leaving import Leaving
 from services.gateway.peers import Peers, relayed
-from services.gateway.ratelimit import FailureLimiter, RateLimiter
 
 log = logging.getLogger("recallatron.gateway")
-
-
-def bearer_token(context: grpc.ServicerContext) -> str:
-    for key, value in context.invocation_metadata():
-        if key == "authorization":
-            scheme, _, token = str(value).partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-            raise errors.Unauthenticated("authorization: expected 'Bearer <token>'")
-    raise errors.Unauthenticated("authorization: missing bearer token")
-
-
-class Auth:
-    def __init__(
-        self,
-        peers: Peers,
-        admin_token: str,
-        limiter: RateLimiter | None = None,
-        cache: AuthCache | None = None,
-        failures: FailureLimiter | None = None,
-    ) -> None:
-        self.peers = peers
-        self.admin_token = admin_token
-        self.limiter = limiter or RateLimiter(0, 1)
-        self.failures = failures or FailureLimiter(0, 1)
-        # Off (never live) unless a RevocationWatcher drives it.
-        self.cache = cache or AuthCache(0, 0)
-
-    def token(self, context: grpc.ServicerContext) -> str:
-        token = bearer_token(context)
-        self.limiter.check(token)
-        return token
-
-    def member(self, context: grpc.ServicerContext) -> Identity:
-        """The member a token belongs to, with the call checked against the
-        token's scope."""
-        ident = self._identity(context)
-        scopes.check_call(ident.purposes, ident.read_only, current_method())
-        return ident
-
-    def _identity(self, context: grpc.ServicerContext) -> Identity:
-        token = self.token(context)
-        cached = self.cache.get(token)
-        if cached is not None:
-            return cached
-        if self._is_admin_token(token):
-            # The operator's own token on a member's method: refused as before,
-            # but saying why, never asked of the store, and no guess that
-            # spends the address's failed-authentication budget.
-            raise errors.Unauthenticated(
-                "authorization: the operator token is not a member's token; this call "
-                "needs a member's token"
-            )
-        # A peer that sent too many unknown tokens is refused before the store is asked.
-        self.failures.check(forwarded.peer(context))
-        generation = self.cache.generation()
-        try:
-            resp = self.peers.store.call(
-                calls.AUTHENTICATE,
-                store_pb2.AuthenticateRequest(token=token),
-                self.peers.service(calls.AUTHENTICATE.path),
-            )
-        except errors.Relayed as exc:
-            if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
-                # Only a token never issued is a guess; a stale client's
-                # calls must not lock out its neighbours at the same address.
-                if exc.message not in (TOKEN_EXPIRED, TOKEN_REVOKED):
-                    self.failures.failed(forwarded.peer(context))
-                if exc.message == TOKEN_EXPIRED:
-                    # Says that it expired, never whose it was.
-                    raise errors.Unauthenticated("authorization: token expired") from None
-                raise errors.Unauthenticated("authorization: unknown or revoked token") from None
-            raise
-        identity = Identity(
-            resp.workspace_id,
-            resp.member_id,
-            resp.role,
-            frozenset(resp.purposes),
-            resp.read_only,
-            resp.expires_at.ToDatetime(tzinfo=UTC).timestamp()
-            if resp.HasField("expires_at")
-            else None,
-        )
-        self.cache.put(token, identity, generation)
-        return identity
-
-    def is_operator(self, context: grpc.ServicerContext) -> bool:
-        return self._is_admin_token(self.token(context))
-
-    def _is_admin_token(self, token: str) -> bool:
-        return bool(self.admin_token) and hmac.compare_digest(token, self.admin_token)
-
-    def owner(self, context: grpc.ServicerContext, to: str) -> Identity:
-        """The member, who must own the workspace ``to`` make this call."""
-        ident = self.member(context)
-        if ident.role != cpb.ROLE_OWNER:
-            raise errors.PermissionDenied(f"only a workspace owner may {to}")
-        return ident
-
-    def operator_or_owner(self, context: grpc.ServicerContext) -> Identity | None:
-        """None for the operator; the owner's identity otherwise."""
-        if self.is_operator(context):
-            return None
-        ident = self.member(context)
-        if ident.role != cpb.ROLE_OWNER:
-            raise errors.PermissionDenied("this call needs a workspace owner's token")
-        return ident
 
 
 def caller(ident: Identity, purpose: cpb.Purpose.ValueType) -> cpb.Caller:

@@ -14,9 +14,10 @@ from recallatron.grpcserver import add_methods
 from recallatron.v1 import gateway_pb2, gateway_pb2_grpc, store_pb2, tools_pb2
 from recallatron.v1 import gateway_pb2 as pb
 from services.gateway import peers as calls
+from services.gateway.auth import Auth
 from services.gateway.peers import Peers
 from services.gateway.review import ReviewServicer
-from services.gateway.server import Auth, MemoryServicer
+from services.gateway.server import MemoryServicer
 
 TOOL_SERVICE = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
 
