@@ -163,3 +163,12 @@ DEFAULT_WORKSPACE_PAGE = 100
 MAX_WORKSPACE_PAGE = 1000
 # Actions named in one audit filter.
 MAX_AUDIT_ACTIONS = 20
+
+
+def request_id_fault(value: str) -> str | None:
+    """What is wrong with a client's request id, or None: the one rule the
+    gateway (capture) and the store (every write) both check. Whether one is
+    required is the caller's to say."""
+    if len(value) > MAX_REQUEST_ID or not value.isprintable():
+        return f"at most {MAX_REQUEST_ID} printable characters"
+    return None

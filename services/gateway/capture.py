@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from recallatron import errors
-from recallatron.vocabulary import MAX_REQUEST_ID
+from recallatron.vocabulary import request_id_fault
 
 MAX_TITLE_CHARS = 80
 MIN_CONTENT_WORDS = 3
@@ -433,8 +433,8 @@ def restated_id(gone_request_id: str, gone_memory_id: str) -> str:
 
 def check_ids(request_id: str, episode_id: str) -> None:
     """The ids a capture passes on, checked whether or not its turn is stored."""
-    if len(request_id) > MAX_REQUEST_ID or not request_id.isprintable():
-        raise errors.InvalidArgument("request_id", f"at most {MAX_REQUEST_ID} printable characters")
+    if fault := request_id_fault(request_id):
+        raise errors.InvalidArgument("request_id", fault)
     if episode_id:
         try:
             uuid.UUID(episode_id)

@@ -31,7 +31,7 @@ from services.store.api.graph_adapter import (
     relation_msg,
 )
 from services.store.domain import control_records as records
-from services.store.domain.memories import MemoryView, MentionIn, NewMemory, Ref
+from services.store.domain.memories import MemoryView, MentionIn, NewMemory, Ref, Withheld
 from services.store.domain.recall import DenseResult, Filters, LexicalResult
 from services.store.domain.trust import EMPTY, AudienceValue, _Empty
 from services.store.infrastructure.db import Caller
@@ -184,8 +184,8 @@ def ref_msg(ref: Ref) -> cpb.MemoryRef:
     )
 
 
-def memory_msg(m: MemoryView) -> cpb.Memory:
-    if m.withheld:
+def memory_msg(m: MemoryView | Withheld) -> cpb.Memory:
+    if isinstance(m, Withheld):
         return cpb.Memory(id=m.id)
     audience = cpb.Audience(member_id=m.audience) if m.audience else cpb.Audience(workspace=True)
     return cpb.Memory(

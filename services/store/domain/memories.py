@@ -13,6 +13,7 @@ from services.store.domain.memory_reads import (
     Ref,
     RevisionView,
     Walk,
+    Withheld,
     memory_view,
 )
 from services.store.domain.memory_revisions import ForgetResult, MemoryRevisions
@@ -34,6 +35,7 @@ __all__ = [
     "Ref",
     "RevisionView",
     "Walk",
+    "Withheld",
     "WriteResult",
     "memory_view",
 ]

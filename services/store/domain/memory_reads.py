@@ -68,18 +68,14 @@ class MemoryView:
     claims: list[graph_claims.AttributeView] = field(default_factory=list)
     relations: list[graph_claims.RelationView] = field(default_factory=list)
     aliases: list[graph_claims.AliasView] = field(default_factory=list)
-    # A retried write's memory the caller may not see now: its id alone is
-    # answered (design §4), every other field is empty.
-    withheld: bool = False
 
 
-def withheld(memory_id: str) -> MemoryView:
-    """What a retry answers of a memory its caller may not see now."""
-    return MemoryView(
-        id=memory_id, kind="", title="", body="", confidence=0.0, origin="", revision=0,
-        audience=None, purposes=[], created_by="", created_at=datetime.min,
-        updated_at=datetime.min, superseded_by_id=None, withheld=True,
-    )  # fmt: skip
+@dataclass(frozen=True)
+class Withheld:
+    """What a retried write answers of a memory its caller may not see now:
+    its id alone (design §4), so that the client knows the write was made."""
+
+    id: str
 
 
 def memory_view(row: Sequence[Any]) -> MemoryView:
@@ -129,7 +125,9 @@ class MemoryReads(OnWorkspaces):
             raise errors.NotFound("memory not found")
         return memory_view(row)
 
-    def _read_back(self, caller: Caller, memory_id: str, replayed: bool = False) -> MemoryView:
+    def _read_back(
+        self, caller: Caller, memory_id: str, replayed: bool = False
+    ) -> MemoryView | Withheld:
         """A write's memory as a read gives it. Its first answer falls back to
         what the caller wrote (say, for another member); a retry's answer does
         not: what others changed since, or what the retrying token's purposes
@@ -137,7 +135,7 @@ class MemoryReads(OnWorkspaces):
         found = self.read(caller, [memory_id], with_provenance=True)
         if found:
             return found[0]
-        return withheld(memory_id) if replayed else self._own_write(caller, memory_id)
+        return Withheld(memory_id) if replayed else self._own_write(caller, memory_id)
 
     def _read_new(
         self, conn: psycopg.Connection, memory_id: str, parts: frozenset[str]

@@ -22,7 +22,14 @@ from services.store.domain import episodes, graph_claims
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
 from services.store.domain.erasure import fingerprint, request_key
-from services.store.domain.memory_reads import GRAPH, LINKS, MENTIONS, MemoryReads, MemoryView
+from services.store.domain.memory_reads import (
+    GRAPH,
+    LINKS,
+    MENTIONS,
+    MemoryReads,
+    MemoryView,
+    Withheld,
+)
 from services.store.domain.trust import EMPTY, AudienceValue, Trust, _Empty
 from services.store.infrastructure.db import Caller, caller_transaction
 from services.store.sql import memory_queries as mq
@@ -50,7 +57,7 @@ class NewMemory:
 
 @dataclass(frozen=True)
 class WriteResult:
-    memory: MemoryView
+    memory: MemoryView | Withheld
     replayed: bool
     superseded: MemoryView | None = None
 

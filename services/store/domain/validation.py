@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Sequence
 
 from recallatron import errors
-from recallatron.vocabulary import KIND, KINDS, MAX_REQUEST_ID, PURPOSE, PURPOSES
+from recallatron.vocabulary import KIND, KINDS, PURPOSE, PURPOSES, request_id_fault
 
 
 def text(value: str, field: str, max_len: int, required: bool = True) -> str:
@@ -25,8 +25,8 @@ def text(value: str, field: str, max_len: int, required: bool = True) -> str:
 def request_id(value: str) -> str:
     if not value:
         raise errors.InvalidArgument("request_id", "is required (any unique string per write)")
-    if len(value) > MAX_REQUEST_ID or not value.isprintable():
-        raise errors.InvalidArgument("request_id", f"at most {MAX_REQUEST_ID} printable characters")
+    if fault := request_id_fault(value):
+        raise errors.InvalidArgument("request_id", fault)
     return value
 
 
