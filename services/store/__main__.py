@@ -63,7 +63,11 @@ def main() -> None:
     control = ControlPlane(dbs)
     revocations = RevocationFeed(dbs.control_url(), server.stopped)
     servicer = StoreServicer(
-        control, MemoryStore(dbs, control), RecallQueries(control), revocations, server.stopped
+        control,
+        MemoryStore(dbs, control),
+        RecallQueries(control, settings.dense_exact_rows),
+        revocations,
+        server.stopped,
     )
     add_methods(server.grpc_server, STORE_SERVICE, servicer.handlers())
     tools_pb2_grpc.add_ToolServiceServicer_to_server(servicer.tools, server.grpc_server)

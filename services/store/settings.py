@@ -59,6 +59,18 @@ class StoreSettings(EmbedPeer):
     connection_reserve: int = Field(default=10, ge=0)
     # Seconds a caller waits for a pooled connection before UNAVAILABLE.
     pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    # The dense arm ranks all the vectors of a caller who may see at most this
+    # many exactly (one scan, no HNSW graph), and walks the HNSW graph of their
+    # purpose beyond it (services/store/domain/recall.py, dense_exact). Exact
+    # answers are the nearest rows themselves, and the same after an import, a
+    # restore or a `rebuild`, where a graph is built anew with random levels
+    # of its own (docs/export.md). The price: about 1 us a vector on the
+    # development machine (10 ms at 10,500 against 3 ms for the graph's scan;
+    # recall p50 +5 ms at 10,000 memories, docs/benchmarks.md, "The exact
+    # dense plan"). 0 keeps only the narrow-caller rule.
+    # (recall.EXACT_ROWS, which the domain's own callers take; one test holds
+    # the two equal: settings cannot import the domain.)
+    dense_exact_rows: int = Field(default=12_000, ge=0)
     # Per-statement limit inside Postgres (milliseconds).
     statement_timeout_ms: int = Field(default=15_000, ge=1)
     # The embed service (embed_target), used only by the embedding job.

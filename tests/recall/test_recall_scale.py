@@ -25,6 +25,7 @@ from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Pipeline, Request, Walked
 from services.store.domain import recall as r
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS
+from services.store.settings import StoreSettings
 from tests import internal
 from tests.conftest import Team, remember_robin
 from tests.dbutil import workspace_url
@@ -238,6 +239,40 @@ def test_both_dense_plans_find_the_same_rows(stack: Stack, team: Team) -> None:
         assert set(exact) == _eligible_vectors(stack, team, who, purpose), (who, purpose)
 
 
+def test_the_exact_plan_is_the_cosine_order_of_the_callers_vectors(
+    stack: Stack, team: Team
+) -> None:
+    """The exact plan's first rows are the caller's nearest vectors by the
+    rule itself (cosine computed here, over the vectors the caller may see),
+    in cosine order, ties by id, for every member and purpose."""
+    _dense_corpus(team)
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        stored = {
+            str(row[0]): np.array(json.loads(row[1]), dtype=np.float64)
+            for row in conn.execute("SELECT memory_id, embedding::text FROM memory_embedding")
+        }
+    for who, purpose in CALLERS:
+        params = {**_dense_params(stack, team, purpose), "limit": 5}
+        with _app_conn(stack, team, who, purpose) as conn:
+            register_vector(conn)
+            got = [(str(row[0]), row[1]) for row in conn.execute(r.DENSE_EXACT, params)]
+        query = np.asarray(params["vector"], dtype=np.float64)
+        cosine = {
+            i: float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query)))
+            for i, v in stored.items()
+            if i in _eligible_vectors(stack, team, who, purpose)
+        }
+        assert len(got) == min(5, len(cosine)), (who, purpose)
+        for memory_id, value in got:
+            assert value == pytest.approx(cosine[memory_id], abs=1e-5), (who, purpose)
+        assert got == sorted(got, key=lambda row: (-row[1], row[0])), (who, purpose)
+        if got:  # none left out is nearer than the last one answered
+            rest = set(cosine) - {memory_id for memory_id, _ in got}
+            assert all(cosine[i] <= got[-1][1] + 1e-5 for i in rest), (who, purpose)
+
+
 def test_the_dense_scan_walks_the_graph_of_the_callers_purpose(stack: Stack, team: Team) -> None:
     """Under the app role, the HNSW scan reads the partial index of the
     caller's purpose (migration 0013), also once the driver prepares the
@@ -269,13 +304,20 @@ def test_the_dense_scan_walks_the_graph_of_the_callers_purpose(stack: Stack, tea
 
 
 def test_the_dense_plan_follows_the_callers_share() -> None:
-    assert r.dense_exact(500, -1)  # never analysed: few rows are ranked exactly
-    # The narrow caller at 100k sees 5,563 of the 9,910 vectors of the audit
-    # graph: the graph's scan, which visits about 1/share as many vectors.
-    assert not r.dense_exact(5_563, 9_910)
-    assert r.dense_exact(5_563, 100_300)  # a caller who sees 5.5% of the graph
+    # Every caller who sees at most the store's dense_exact_rows (default
+    # r.EXACT_ROWS): a workspace of 10,000 memories and its graph's.
+    assert r.dense_exact(500, -1)  # never analysed
+    assert r.dense_exact(10_500, 10_500)
+    assert not r.dense_exact(r.EXACT_ROWS + 1, r.EXACT_ROWS + 1)
+    # Beyond it, a narrow caller: the narrow caller at 100k sees 5,563 of the
+    # 9,910 vectors of the audit graph, the graph's scan visits about
+    # 1/share as many vectors.
+    assert not r.dense_exact(5_563, 9_910, exact_rows=2_000)
+    assert r.dense_exact(5_563, 100_300, exact_rows=2_000)  # 5.5% of the graph
     assert not r.dense_exact(54_000, 97_000)  # the owner at 100k
     assert not r.dense_exact(25_000, 1_000_000)  # never more than EXACT_MAX_ROWS
+    assert r.dense_exact(25_000, 25_000, exact_rows=30_000)  # unless the store says
+    assert StoreSettings().dense_exact_rows == r.EXACT_ROWS
 
 
 def test_the_app_role_cannot_bypass_row_security(stack: Stack, team: Team) -> None:

@@ -15,6 +15,7 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES, VECTOR_DIMENSIONS
 from services.store.domain import entity_groups
 from services.store.domain import validation as v
+from services.store.domain.control import ControlPlane
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, Caller, caller_transaction
 
@@ -125,22 +126,23 @@ FROM corpus_stat c
 WHERE c.purpose = caller_purpose() AND c.audience IN (stat_audience(NULL), caller_member())
 """
 # The exact plan while the caller sees at most this share of their purpose's
-# graph (or EXACT_MIN_ROWS) and at most EXACT_MAX_ROWS vectors: the filtered
-# HNSW scan visits about 1/share as many vectors as it returns, so a caller
-# who sees 5.6% of the graph took about 20 ms, where ranking their 5,563
-# vectors exactly took 4.7 ms (docs/benchmarks.md); ranking a half of 100,000
-# would not. Within their purpose's own graph a caller usually sees a large
-# share (the narrow caller at 100,000: 5,563 of about 6,900 audit vectors),
-# and the scan costs what an owner's does.
+# graph and at most EXACT_MAX_ROWS vectors, or at most ``exact_rows`` (the
+# store's setting dense_exact_rows) in all: the filtered HNSW scan visits
+# about 1/share as many vectors as it returns, so a caller who sees 5.6% of the
+# graph took about 20 ms, where ranking their 5,563 vectors exactly took 4.7 ms
+# (docs/benchmarks.md); ranking a half of 100,000 would not. Within their
+# purpose's own graph a caller usually sees a large share (the narrow caller at
+# 100,000: 5,563 of about 6,900 audit vectors), and the scan costs what an
+# owner's does.
 EXACT_SHARE = 0.1
-EXACT_MIN_ROWS = 2_000
+EXACT_ROWS = 12_000
 EXACT_MAX_ROWS = 20_000
 
 
-def dense_exact(visible: int, graph: float) -> bool:
+def dense_exact(visible: int, graph: float, exact_rows: int = EXACT_ROWS) -> bool:
     """Whether the caller's vectors are few enough, in all or against the
     graph of their purpose (``graph`` vectors), to rank them all exactly."""
-    return visible <= min(EXACT_MAX_ROWS, max(EXACT_MIN_ROWS, EXACT_SHARE * graph))
+    return visible <= max(exact_rows, min(EXACT_MAX_ROWS, EXACT_SHARE * graph))
 
 
 HAS_EMBEDDINGS = """
@@ -318,6 +320,10 @@ def lexical_arm(conn: psycopg.Connection, query: str, params: dict[str, object])
 
 
 class RecallQueries(InWorkspaces):
+    def __init__(self, control: ControlPlane, exact_rows: int = EXACT_ROWS) -> None:
+        super().__init__(control)
+        self.exact_rows = exact_rows
+
     def lexical(self, caller: Caller, query: str, limit: int, filters: Filters) -> LexicalResult:
         v.text(query, "query", MAX_QUERY_CHARS)
         expiry_days = self.control.settings(caller.workspace_id).expiry_days
@@ -368,7 +374,9 @@ class RecallQueries(InWorkspaces):
         with self.transaction(caller, hnsw) as conn:
             _merged_mentions(conn, params)
             row = conn.execute(CALLER_CORPUS).fetchone()
-            exact = row is not None and dense_exact(int(row[0]), float(row[1] or 0))
+            exact = row is not None and dense_exact(
+                int(row[0]), float(row[1] or 0), self.exact_rows
+            )
             rows = conn.execute(DENSE_EXACT if exact else DENSE[caller.purpose], params).fetchall()
             # No row: tell "nothing near enough" from "nothing embedded yet"
             # (the latter is a degrade the answer must report).
