@@ -36,9 +36,11 @@ def metadata(client_address: str | None) -> tuple[tuple[str, str], ...]:
 
 
 def for_user(client: Client, client_address: str | None) -> Client:
-    """``client`` calling for the end user at ``client_address`` (a front in
-    this process: the review page)."""
-    return client.for_address(client_address, _SECRET)
+    """``client`` calling for the end user at ``client_address`` (the review
+    page): with the shared secret when there is one, which a gateway in
+    another process knows too (the page run on its own), else this
+    process's."""
+    return client.for_address(client_address, _shared or _SECRET)
 
 
 def _known(proof: str) -> bool:

@@ -231,3 +231,97 @@ class _Denied(grpc.RpcError):
 def test_a_token_scoped_to_one_purpose_signs_in() -> None:
     app = ReviewApp("127.0.0.1:1", client_factory=_AuditOnly)  # type: ignore[arg-type]
     assert app.signin("rc_audit_only").status == 303
+
+
+def _raw(web: ReviewWeb, request: bytes) -> bytes:
+    with _connect(web) as conn:
+        conn.sendall(request)
+        return _answer(conn)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        # A digit Python's int() does not read (latin-1 superscript two).
+        (_post_head("\xb2").replace(b"\xc2\xb2", b"\xb2") + b"csrf=x", b"400"),
+        # An Origin no URL parser reads: not this page's.
+        (
+            b"POST /decide HTTP/1.1\r\nHost: x\r\nOrigin: http://[\r\n"
+            b"Content-Length: 6\r\n\r\ncsrf=x",
+            b"403",
+        ),
+        # A request target no URL parser reads.
+        (b"GET http://[x/ HTTP/1.1\r\nHost: x\r\n\r\n", b"400"),
+    ],
+    ids=["content-length", "origin", "target"],
+)
+def test_a_malformed_request_is_answered_not_dropped(
+    page: ReviewWeb, request_bytes: bytes, status: bytes
+) -> None:
+    answer = _raw(page, request_bytes)
+    assert answer.split(b" ", 2)[1:2] == [status], answer[:200]
+
+
+class _Refused(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return "refused"
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, 429),
+        (grpc.StatusCode.UNAVAILABLE, 502),
+    ],
+)
+def test_a_refused_signin_answers_what_went_wrong(code: grpc.StatusCode, status: int) -> None:
+    class Refusing(_Client):
+        def duplicate_pairs(self, **_: object) -> None:
+            raise _Refused(code)
+
+    app = ReviewApp("127.0.0.1:1", client_factory=Refusing)  # type: ignore[arg-type]
+    assert app.signin("rct_x").status == status
+
+
+@pytest.mark.parametrize("token", ["é", "rct_a\nb", "rct a", "rct_\x00"])
+def test_what_is_no_token_is_refused_before_any_call(token: str) -> None:
+    class Unused(_Client):
+        def duplicate_pairs(self, **_: object) -> None:
+            raise AssertionError("no call for what is no token")
+
+    app = ReviewApp("127.0.0.1:1", client_factory=Unused)  # type: ignore[arg-type]
+    answer = app.signin(token)
+    assert answer.status == 400 and b"not a token" in answer.body
+
+
+def test_a_token_scoped_to_one_purpose_lands_on_its_purpose() -> None:
+    app = ReviewApp("127.0.0.1:1", client_factory=_AuditOnly)  # type: ignore[arg-type]
+    answer = app.signin("rc_audit_only")
+    assert ("Location", "/?purpose=audit") in answer.headers
+
+
+def test_a_revision_out_of_range_is_an_incomplete_form() -> None:
+    from recallatron.v1 import common_pb2 as cpb
+
+    class Reading(_Client):
+        def read(self, ids: list[str], **_: object) -> object:
+            return type("R", (), {"memories": [cpb.Memory(id=ids[0], revision=1)]})()
+
+    app = ReviewApp("127.0.0.1:1", client_factory=Reading)  # type: ignore[arg-type]
+    assert app.signin("rct_owner").status == 303
+    (session,) = app.sessions._items.values()
+    form = {
+        "action": "supersede",
+        "retire_id": "a",
+        "keep_id": "b",
+        "retire_revision": str(2**63),
+        "keep_revision": "1",
+    }
+    app.decide(session, form, "assist")
+    assert session.flash == [("error", "The form was incomplete; look again.")]

@@ -176,3 +176,24 @@ def test_the_mcp_server_forwards_each_http_client_s_address_with_the_secret() ->
     finally:
         plain.close()
         shared.close()
+
+
+def test_the_review_page_forwards_with_the_shared_secret_when_it_has_one() -> None:
+    """The review page run on its own (python -m services.gateway.review_web)
+    is another process than the gateway: its calls' addresses are believed
+    only with RECALLATRON_FORWARDING_SECRET, so it signs with that one."""
+    from recallatron.client import Client
+    from recallatron.forwarding import PROOF_KEY
+    from services.gateway import forwarded
+
+    client = Client("127.0.0.1:1", "t")
+    try:
+        forwarded.configure("s3cret")
+        signed = dict(forwarded.for_user(client, "198.51.100.4:4000")._md())
+        assert signed[PROOF_KEY] == "s3cret"
+    finally:
+        forwarded.configure("")
+        client.close()
+    # Without one, its own process's secret (the page in the gateway's process).
+    unsigned = dict(forwarded.for_user(client, "198.51.100.4:4000")._md())
+    assert unsigned[PROOF_KEY] and unsigned[PROOF_KEY] != "s3cret"

@@ -9,6 +9,7 @@ import signal
 import threading
 
 from recallatron.logs import configure_logging
+from services.gateway import forwarded
 from services.gateway.review_web.http import ReviewWeb
 from services.gateway.settings import GatewaySettings
 
@@ -16,6 +17,9 @@ from services.gateway.settings import GatewaySettings
 def main() -> None:
     settings = GatewaySettings()
     log = configure_logging("review", settings.log_level)
+    # The gateway believes the people's addresses the page forwards only with
+    # a secret it knows: RECALLATRON_FORWARDING_SECRET, the same as its own.
+    forwarded.configure(settings.forwarding_secret)
     target = os.environ.get("RECALLATRON_GATEWAY_TARGET", "127.0.0.1:7400")
     web = ReviewWeb(settings.review_listen or "127.0.0.1:7410", target)
     port = web.start(os.environ.get("RECALLATRON_REVIEW_PORT_FILE", ""))

@@ -4,6 +4,7 @@ gateway's own gRPC API with the person's token (design §8.1, §8.5)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import uuid
 from http import HTTPStatus
@@ -44,6 +45,9 @@ from services.gateway.review_web.sessions import (
     _cookie,
 )
 
+# What a token may hold (printable ASCII, no space): anything else is refused
+# before a call carries it.
+_TOKEN = re.compile(r"[!-~]{1,500}")
 PAIRS_SHOWN = 50
 ENTITY_PAIRS_SHOWN = 20
 MERGES_SHOWN = 50
@@ -75,7 +79,10 @@ class ReviewApp:
         form: dict[str, str],
         client_address: str = "",
     ) -> Response:
-        url = urlsplit(target)
+        try:
+            url = urlsplit(target)
+        except ValueError:
+            return Response(HTTPStatus.BAD_REQUEST, page("Refused", "<p>Not a request target.</p>"))
         path = url.path
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         sid = cookies.get(COOKIE)
@@ -113,6 +120,9 @@ class ReviewApp:
         token = token.strip()
         if not token:
             return Response(HTTPStatus.BAD_REQUEST, signin_page("Enter your member token."))
+        if not _TOKEN.fullmatch(token):
+            # No token holds it, and gRPC would refuse it as a header value.
+            return Response(HTTPStatus.BAD_REQUEST, signin_page("That is not a token."))
         client = forwarded.for_user(self.client_factory(token), client_address)
         # The token is checked by a read for a purpose its scope allows: one
         # scoped to audit only is refused an assist call, not unknown.
@@ -128,6 +138,8 @@ class ReviewApp:
                     return Response(
                         HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
                     )
+                if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    return Response(HTTPStatus.TOO_MANY_REQUESTS, signin_page(_status_text(exc)))
                 return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
         try:
             sid = self.sessions.create(client, token)
@@ -137,7 +149,9 @@ class ReviewApp:
                 HTTPStatus.SERVICE_UNAVAILABLE,
                 signin_page("Too many people are signed in; try again later."),
             )
-        return redirect("/", [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
+        # The first purpose the token may act for: its page, not a refusal.
+        landing = "/" if purpose == DEFAULT_PURPOSE else f"/?purpose={purpose}"
+        return redirect(landing, [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
 
     def review(self, session: Session, purpose: str) -> Response:
         if purpose not in PURPOSES:
@@ -258,6 +272,8 @@ class ReviewApp:
         retire_id, keep_id = form.get("retire_id", ""), form.get("keep_id", "")
         try:
             retire_rev, keep_rev = int(form["retire_revision"]), int(form["keep_revision"])
+            if not (0 < retire_rev < 2**63 and 0 < keep_rev < 2**63):
+                raise ValueError("a revision out of range")
         except (KeyError, ValueError):
             session.flash.append(("error", "The form was incomplete; look again."))
             return

@@ -114,7 +114,7 @@ def content_length(value: str | None) -> int | Response:
     """The declared body length, or the answer that refuses it unread."""
     if value is None or not value.strip():
         return 0
-    if not value.strip().isdigit():
+    if not (value.strip().isascii() and value.strip().isdigit()):
         return Response(HTTPStatus.BAD_REQUEST, b"Content-Length: not a length", "text/plain")
     length = int(value)
     if length > MAX_FORM_BYTES:
@@ -124,6 +124,17 @@ def content_length(value: str | None) -> int | Response:
             "text/plain",
         )
     return length
+
+
+def _same_origin(origin: str | None, host: str) -> bool:
+    """Whether a form comes from this page (no Origin: not a browser's
+    cross-site post); an Origin no parser reads is not this page."""
+    if not origin:
+        return True
+    try:
+        return urlsplit(origin).netloc == host
+    except ValueError:
+        return False
 
 
 def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
@@ -174,8 +185,7 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
             if isinstance(length, Response):
                 self._refuse(length)
                 return
-            origin = self.headers.get("Origin")
-            if origin and urlsplit(origin).netloc != self.headers.get("Host", ""):
+            if not _same_origin(self.headers.get("Origin"), self.headers.get("Host", "")):
                 # A form posted from another site: refused before anything runs.
                 self._refuse(Response(HTTPStatus.FORBIDDEN, b"cross-site form refused"))
                 return
