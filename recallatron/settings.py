@@ -64,27 +64,27 @@ class CommonSettings(BaseSettings):
     # at once (0: workspace_concurrency): its share must not leave cores idle
     # when nobody else wants them. Another workspace's first call brings it
     # back to its share (new calls wait until it is within it).
-    workspace_concurrency_alone: int = 0
+    workspace_concurrency_alone: int = Field(default=0, ge=0)
     # ...counting as alone once no other workspace has had a call here for
     # this long, so that a neighbour calling one call after another never
     # meets the lent calls in the gaps between its calls.
-    workspace_alone_after_seconds: float = 2.0
+    workspace_alone_after_seconds: float = Field(default=2.0, ge=0)
     workspace_queue: int = Field(default=64, ge=0)
     # Calls one token (in the store, rank and embed: one member) may have
     # outstanding, running or waiting; 0: only the workspace's limit.
-    token_outstanding: int = 0
+    token_outstanding: int = Field(default=0, ge=0)
     # Calls in flight on one client connection (HTTP/2 streams); the client
     # holds back the rest, so a flood on one connection costs this server
     # nothing past it. 0: gRPC's default (no limit). Only for servers whose
     # clients do not multiplex many tenants on one connection (the gateway).
-    max_streams_per_connection: int = 0
+    max_streams_per_connection: int = Field(default=0, ge=0)
     # A client connection is cycled (GOAWAY, then a new one) past this age, so
     # round-robin clients find servers added by scaling; calls in flight on it
     # get the grace to finish. 0: never cycled.
-    max_connection_age_seconds: float = 300.0
-    max_connection_age_grace_seconds: float = 30.0
+    max_connection_age_seconds: float = Field(default=300.0, ge=0)
+    max_connection_age_grace_seconds: float = Field(default=30.0, ge=0)
     # Seconds in-flight calls get to finish after SIGTERM.
-    shutdown_grace_seconds: float = 10.0
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     # TLS. A server presents tls_cert_file + tls_key_file (PEM) when both are
     # set; clients connect with TLS, verifying peers against tls_ca_file, when
     # it is set. Empty: plaintext (loopback, or a mesh that does mTLS).

@@ -29,138 +29,39 @@ from recallatron.protojson import (
     to_json,
     to_message,
 )
-from recallatron.tool_args import IDENTIFIER, PAGE_TOKEN, PURPOSE, UUID
+from recallatron.tool_args import (
+    BODY,
+    GRAPH,
+    IDENTIFIER,
+    NESTED,
+    PAGE_TOKEN,
+    PURPOSE,
+    REASON,
+    REPLACE_CLAIMS,
+    REQUEST_ID,
+    REQUIRED,
+    REQUIRED_REASON,
+    REVISION_CHECKED,
+    TITLE,
+    UNIT,
+    UUID,
+    new_memory,
+)
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (
     DEFAULT_RECALL_LIMIT,
-    MAX_ALIASES,
-    MAX_BODY,
     MAX_CARD_ITEMS,
-    MAX_CLAIM_VALUE,
-    MAX_CLAIMS,
     MAX_ENTITY_NAME,
     MAX_HOPS,
     MAX_LINKS,
-    MAX_MENTIONS,
     MAX_NEIGHBOR_EDGES,
     MAX_NEIGHBOR_NODES,
     MAX_QUERY_CHARS,
     MAX_READ_IDS,
-    MAX_REASON,
     MAX_RECALL_LIMIT,
-    MAX_RELATIONS,
-    MAX_REQUEST_ID,
     MAX_TIMELINE_EVENTS,
-    MAX_TITLE,
 )
-
-# -- arguments: what the descriptors cannot say -------------------------------------
-
-_UNIT = {"minimum": 0, "maximum": 1}
-_REQUEST_ID = Arg(
-    {
-        "maxLength": MAX_REQUEST_ID,
-        "description": "Unique per write; a retry with the same id returns the first result.",
-    },
-    required=True,
-)
-_REQUIRED = Arg(required=True)
-_REASON = Arg({"maxLength": MAX_REASON})
-_REQUIRED_REASON = Arg(_REASON.schema, required=True)
-_VALIDITY = {
-    "valid_from": Arg({"description": "When it starts to hold (RFC 3339); open if left out."}),
-    "valid_until": Arg({"description": "When it stops holding (RFC 3339); open if left out."}),
-    "confidence": Arg({**_UNIT, "default": 1}),
-}
-
-# The messages inside requests, wherever they appear.
-NESTED: dict[str, Args] = {
-    cpb.MentionInput.DESCRIPTOR.full_name: Args(
-        {
-            "entity_id": Arg(UUID),
-            "name": Arg({"maxLength": MAX_ENTITY_NAME}),
-            "type": Arg(
-                {**IDENTIFIER, "description": "A new entity's type, such as person or project."}
-            ),
-        },
-        {
-            "description": "An existing entity by id, or a name that creates a new entity "
-            "(within one call the same name, ignoring case and accents, is one new entity)."
-        },
-    ),
-    cpb.ClaimInput.DESCRIPTOR.full_name: Args(
-        {
-            "entity": _REQUIRED,
-            "attribute": Arg(IDENTIFIER, required=True),
-            "value": Arg({"maxLength": MAX_CLAIM_VALUE}, required=True),
-            **_VALIDITY,
-        }
-    ),
-    cpb.RelationInput.DESCRIPTOR.full_name: Args(
-        {
-            "subject": _REQUIRED,
-            "predicate": Arg(IDENTIFIER, required=True),
-            "object": _REQUIRED,
-            **_VALIDITY,
-        }
-    ),
-    cpb.AliasInput.DESCRIPTOR.full_name: Args(
-        {"entity": _REQUIRED, "alias": Arg({"maxLength": MAX_ENTITY_NAME}, required=True)}
-    ),
-    # Recall takes its filters as arguments of its own (filters: inline).
-    cpb.RecallFilters.DESCRIPTOR.full_name: Args(
-        {
-            "mention_entity_ids": Arg(name="mentions", items=UUID),
-            "include_superseded": Arg({"default": False}),
-        }
-    ),
-}
-
-_GRAPH = {
-    "claims": Arg(
-        {
-            "maxItems": MAX_CLAIMS,
-            "description": "Attribute claims this memory states: entity, attribute, value.",
-        }
-    ),
-    "relations": Arg(
-        {
-            "maxItems": MAX_RELATIONS,
-            "description": "Relation claims this memory states: subject predicate object.",
-        }
-    ),
-    "aliases": Arg(
-        {
-            "maxItems": MAX_ALIASES,
-            "description": "Other names an entity goes by, stated by this memory.",
-        }
-    ),
-}
-_REPLACE_CLAIMS = {
-    "default": False,
-    "description": "Replace the current claims by those given (none given: drop them); the "
-    "old ones stay in the history.",
-}
-_TITLE = {"maxLength": MAX_TITLE}
-_BODY = Arg({"maxLength": MAX_BODY})
-_NEW_MEMORY = {
-    "kind": _REQUIRED,
-    "title": Arg(_TITLE, required=True),
-    "body": _BODY,
-    "confidence": Arg({**_UNIT, "default": 1}),
-    "audience": Arg(
-        {"description": "Who may see it: 'workspace' or a member id. Default: only you."}
-    ),
-    "mentions": Arg({"maxItems": MAX_MENTIONS}),
-    **_GRAPH,
-}
-# A change to one memory, refused when it changed since it was read.
-_REVISION_CHECKED = {
-    "request_id": _REQUEST_ID,
-    "id": _REQUIRED,
-    "expected_revision": Arg({"minimum": 1}, required=True),
-}
 
 # Why a graph answer is to be weighed, not trusted: said once, in every graph tool.
 _CLAIM_CAVEAT = (
@@ -336,8 +237,8 @@ TOOLS: tuple[Tool, ...] = (
         "and the claims are visible, change and vanish exactly with it.",
         "Remember",
         {
-            "request_id": _REQUEST_ID,
-            **_NEW_MEMORY,
+            "request_id": REQUEST_ID,
+            **new_memory("Default: only you."),
             "about_ids": Arg({"maxItems": MAX_LINKS}, name="about"),
             "episode_id": Arg(
                 {**UUID, "description": "The episode (conversation or event) it belongs to."}
@@ -356,11 +257,14 @@ TOOLS: tuple[Tool, ...] = (
         "Sources with no common audience or purpose refuse the derivation.",
         "Derive",
         {
-            "request_id": _REQUEST_ID,
+            "request_id": REQUEST_ID,
             "source_ids": Arg(
                 {"minItems": 1, "maxItems": MAX_LINKS}, name="sources", required=True
             ),
-            **_NEW_MEMORY,
+            **new_memory(
+                "Default: the intersection of its sources' audiences; you may narrow it, "
+                "never widen it."
+            ),
             "purpose": PURPOSE,
         },
         read_only=False,
@@ -374,13 +278,13 @@ TOOLS: tuple[Tool, ...] = (
         "Claims given replace the memory's current claims (the old ones stay in its history).",
         "Correct",
         {
-            **_REVISION_CHECKED,
-            "title": Arg(_TITLE),
-            "body": _BODY,
-            "confidence": Arg(_UNIT),
-            **_GRAPH,
-            "replace_claims": Arg(_REPLACE_CLAIMS),
-            "reason": _REQUIRED_REASON,
+            **REVISION_CHECKED,
+            "title": Arg(TITLE),
+            "body": BODY,
+            "confidence": Arg(UNIT),
+            **GRAPH,
+            "replace_claims": Arg(REPLACE_CLAIMS),
+            "reason": REQUIRED_REASON,
             "purpose": PURPOSE,
         },
         read_only=False,
@@ -395,16 +299,16 @@ TOOLS: tuple[Tool, ...] = (
         "one's current claims unless you give claims (or replace_claims).",
         "Supersede",
         {
-            **_REVISION_CHECKED,
-            **_NEW_MEMORY,
+            **REVISION_CHECKED,
+            **new_memory("Default: the old memory's audience (and its purposes)."),
             "replace_claims": Arg(
                 {
-                    **_REPLACE_CLAIMS,
+                    **REPLACE_CLAIMS,
                     "description": "State only the claims given (none given: none); without "
                     "it the new memory carries the old one's current claims.",
                 }
             ),
-            "reason": _REASON,
+            "reason": REASON,
             "purpose": PURPOSE,
             "source_ids": Arg(hidden=True),
         },
@@ -421,9 +325,9 @@ TOOLS: tuple[Tool, ...] = (
         "Nothing expires by itself.",
         "Forget",
         {
-            "request_id": _REQUEST_ID,
-            "id": _REQUIRED,
-            "reason": _REQUIRED_REASON,
+            "request_id": REQUEST_ID,
+            "id": REQUIRED,
+            "reason": REQUIRED_REASON,
             "purpose": PURPOSE,
         },
         read_only=False,

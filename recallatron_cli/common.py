@@ -124,10 +124,10 @@ def purpose_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
     p.add_argument("--purpose", choices=PURPOSES, default=DEFAULT_PURPOSE, help=help)
 
 
-def audience_options(p: argparse.ArgumentParser) -> None:
+def audience_options(p: argparse.ArgumentParser, default: str = "only you") -> None:
     """--audience and --purpose (repeatable): who may see what the command
-    stores, and for which purposes."""
-    p.add_argument("--audience", help="'workspace' or a member id; default: only you")
+    stores (``default``: who, when not given), and for which purposes."""
+    p.add_argument("--audience", help=f"'workspace' or a member id; default: {default}")
     p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
 
 

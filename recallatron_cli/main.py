@@ -170,11 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     owners.add_admin_parsers(admin_sub, json_option)
     ad.set_defaults(func=admin.cmd_admin)
 
-    def new_memory_args(p: argparse.ArgumentParser) -> None:
+    def new_memory_args(p: argparse.ArgumentParser, audience: str = "only you") -> None:
         p.add_argument("title")
         p.add_argument("body", nargs="?", default="")
         p.add_argument("--kind", default="note", choices=KINDS)
-        common.audience_options(p)
+        common.audience_options(p, audience)
         p.add_argument("--confidence", type=float)
         graph.graph_arguments(p)
 
@@ -234,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = client_options(sub.add_parser("derive"))
     d.add_argument("--source", dest="sources", action="append", required=True)
-    new_memory_args(d)
+    new_memory_args(d, "the intersection of the sources' audiences (narrow it, never widen)")
     acting_purpose(d)
     d.set_defaults(func=tools.cmd_derive, kind="summary")
 

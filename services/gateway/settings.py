@@ -1,26 +1,28 @@
 from __future__ import annotations
 
+from pydantic import Field
+
 from recallatron.settings import GATEWAY_ADDRESS, RankPeer, StorePeer
 
 
 class GatewaySettings(StorePeer, RankPeer):
     gateway_listen: str = GATEWAY_ADDRESS
-    store_timeout_seconds: float = 5.0
-    rank_timeout_seconds: float = 5.0
+    store_timeout_seconds: float = Field(default=5.0, gt=0)
+    rank_timeout_seconds: float = Field(default=5.0, gt=0)
     # Operator token for workspace creation; empty disables the admin surface
     # for everything but owners. `recallatron up` generates one locally.
     admin_token: str = ""
     # Calls per second each bearer token may make (a token bucket holding
     # `rate_limit_burst`); over it, RESOURCE_EXHAUSTED. 0 turns the limit off.
     # Generous by default so agents, tests and benchmarks are not throttled.
-    rate_limit_per_second: float = 1000.0
-    rate_limit_burst: int = 2000
+    rate_limit_per_second: float = Field(default=1000.0, gt=0)
+    rate_limit_burst: int = Field(default=2000, ge=1)
     # Failed authentications (tokens the store does not know) per client
     # address: a bucket of `auth_failure_burst` refilled at this rate; when it
     # is empty, unknown tokens from that address get RESOURCE_EXHAUSTED without
     # asking the store. Known tokens are not affected. 0 turns it off.
-    auth_failures_per_second: float = 10.0
-    auth_failure_burst: int = 100
+    auth_failures_per_second: float = Field(default=10.0, gt=0)
+    auth_failure_burst: int = Field(default=100, ge=1)
     # Shared with the project's fronts in other processes (the MCP server's
     # RECALLATRON_FORWARDING_SECRET): the end user's address they forward
     # with it counts for the allowance above instead of the front's own.
@@ -31,20 +33,20 @@ class GatewaySettings(StorePeer, RankPeer):
     # (docs/reliability.md, "Fair sharing": another workspace's p50 stays within
     # 2x of idle at 2, not at 4). One token's outstanding calls (running or
     # waiting) within that share.
-    workspace_concurrency: int = 2
+    workspace_concurrency: int = Field(default=2, ge=1)
     # Alone, a workspace keeps both cores busy only with more recalls in
     # flight than 2 (measured at 8 clients: 104 against 90 recalls/s, the
     # mean of three rounds; docs/reliability.md, "Fair sharing").
-    workspace_concurrency_alone: int = 4
-    token_outstanding: int = 48
+    workspace_concurrency_alone: int = Field(default=4, ge=0)
+    token_outstanding: int = Field(default=48, ge=0)
     # Below a workspace's share plus its queue (2 + 64): 1,000 calls sent at
     # once on one connection wait in the client, not here (docs/reliability.md).
-    max_streams_per_connection: int = 64
+    max_streams_per_connection: int = Field(default=64, ge=0)
     # Authenticated tokens are remembered this long (0: ask the store on every
     # call), and only while the store's revocation stream is live: a revoked
     # token is refused as soon as the revocation reaches this gateway.
-    auth_cache_seconds: float = 30.0
-    auth_cache_entries: int = 10_000
+    auth_cache_seconds: float = Field(default=30.0, ge=0)
+    auth_cache_entries: int = Field(default=10_000, ge=0)
     # The dedup review page (HTTP): host:port ("host:0" picks a free port);
     # "0" or empty turns the page off.
     review_listen: str = "127.0.0.1:7410"

@@ -23,7 +23,7 @@ class StoreSettings(EmbedPeer):
     # verifier; a generated password of 256 random bits cannot be guessed at
     # any rate, so the local stack, which generates it, sets 1. Keep the
     # default for a password a person chose.
-    app_password_scram_iterations: int = 4096
+    app_password_scram_iterations: int = Field(default=4096, ge=1)
     # Named Postgres servers (docs/servers.md). The server above is named
     # default_server and holds the control plane; more come as `name=url`
     # pairs and/or as one file per name holding its URL (a mounted Secret).
@@ -81,7 +81,7 @@ class StoreSettings(EmbedPeer):
     # again this often in case a notification was missed.
     job_batch_size: int = Field(default=32, ge=1)
     job_poll_seconds: float = Field(default=0.5, gt=0)
-    job_marks_refresh_seconds: float = 30.0
+    job_marks_refresh_seconds: float = Field(default=30.0, gt=0)
     # At start, the job looks once at every workspace, marked or not: rows
     # queued by writes that marked nothing (a store of a version before the
     # marks, during a rolling upgrade; a write killed between its commit and
@@ -89,13 +89,13 @@ class StoreSettings(EmbedPeer):
     job_sweep_on_start: bool = True
     # A claimed batch not finished within this many seconds is claimed again.
     job_lease_seconds: float = Field(default=60.0, gt=0)
-    job_max_backoff_seconds: float = 5.0
+    job_max_backoff_seconds: float = Field(default=5.0, ge=0)
     # A memory the embed service refuses is retried alone, after a backoff
     # that doubles from job_row_backoff_seconds up to job_row_max_backoff_seconds,
     # and parked after job_row_max_attempts (design §6): GetStatus shows why.
     job_row_max_attempts: int = Field(default=5, ge=1)
-    job_row_backoff_seconds: float = 1.0
-    job_row_max_backoff_seconds: float = 300.0
+    job_row_backoff_seconds: float = Field(default=1.0, ge=0)
+    job_row_max_backoff_seconds: float = Field(default=300.0, ge=0)
     # Batches in flight at once, each in its own thread: the embed service runs
     # one ONNX thread per call, so two calls keep two cores busy.
     job_workers: int = Field(default=2, ge=1)

@@ -12,8 +12,12 @@ import sys
 import pytest
 
 from recallatron.settings import CommonSettings, SettingsInvalid
+from services.embed.settings import EmbedSettings
+from services.gateway.settings import GatewaySettings
 from services.rank.settings import RankSettings
 from services.store.settings import StoreSettings
+
+SERVICES = (CommonSettings, EmbedSettings, GatewaySettings, RankSettings, StoreSettings)
 
 
 @pytest.mark.parametrize(
@@ -28,6 +32,15 @@ from services.store.settings import StoreSettings
         (StoreSettings, "RECALLATRON_CONNECTION_BUDGET", "abc"),
         (StoreSettings, "RECALLATRON_POOL_MAX_IDLE_SECONDS", "0"),
         (StoreSettings, "RECALLATRON_STORE_REPLICAS", "0"),
+        (StoreSettings, "RECALLATRON_DENSE_EXACT_ROWS", "-1"),
+        (StoreSettings, "RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS", "0"),
+        # The embed service refused every call with a batch of 0: every memory parked.
+        (EmbedSettings, "RECALLATRON_MAX_BATCH", "0"),
+        (EmbedSettings, "RECALLATRON_ONNX_THREADS", "0"),
+        (GatewaySettings, "RECALLATRON_WORKSPACE_CONCURRENCY", "0"),
+        (GatewaySettings, "RECALLATRON_RATE_LIMIT_PER_SECOND", "0"),
+        (GatewaySettings, "RECALLATRON_STORE_TIMEOUT_SECONDS", "-1"),
+        (GatewaySettings, "RECALLATRON_SHUTDOWN_GRACE_SECONDS", "-5"),
     ],
 )
 def test_a_service_refuses_a_setting_it_cannot_run_with(
@@ -62,3 +75,17 @@ def test_a_service_started_with_one_stops_with_a_line_not_a_traceback() -> None:
 
 def test_the_defaults_are_good() -> None:
     assert RankSettings().rrf_k == 60 and StoreSettings().connection_budget >= 1
+
+
+@pytest.mark.parametrize("settings", SERVICES, ids=lambda c: c.__name__)
+def test_every_number_a_service_takes_states_its_bounds(settings: type[CommonSettings]) -> None:
+    """A count or a time below what the process can run with stops it at
+    start (README, Configuration): every numeric setting says where its range
+    begins, so that none is taken unchecked (a batch or a share of 0)."""
+    unbounded = [
+        name
+        for name, field in settings.model_fields.items()
+        if field.annotation in (int, float)
+        and not any(hasattr(m, attr) for m in field.metadata for attr in ("ge", "gt"))
+    ]
+    assert unbounded == []

@@ -383,3 +383,19 @@ def test_a_number_past_its_field_is_refused_naming_the_argument(revision: float)
     with pytest.raises(mcp_tools.ToolError) as refused:
         mcp_tools.call(None, "correct", args)  # type: ignore[arg-type]
     assert "expected_revision" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("tool", "default"),
+    [
+        ("remember", "only you"),
+        ("derive", "intersection of its sources"),
+        ("supersede", "old memory's audience"),
+    ],
+)
+def test_each_write_tells_the_audience_it_defaults_to(tool: str, default: str) -> None:
+    """What a memory written without an audience is shared with, as the
+    store decides it: an agent trusting "only you" on derive or supersede
+    would share a memory with the workspace believing it private."""
+    said = BY_NAME[tool].input_schema["properties"]["audience"]["description"]
+    assert default in said, said
