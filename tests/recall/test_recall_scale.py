@@ -706,3 +706,64 @@ def test_a_read_runs_on_generic_plans(one_connection: Any, team: Team) -> None:
     with one_connection.caller_pool(caller).connection() as conn:
         tables = (*_CARD_TABLES, "memory_link", "memory_revision")
         assert_generic_plans(conn, caller.member_id, _READ_STATEMENTS, tables)
+
+
+def test_a_selective_filter_on_the_graph_still_finds_every_row(
+    one_connection: Any, stack: Stack, team: Team
+) -> None:
+    """On the HNSW plan, a filter that few of the graph's vectors pass (60
+    decisions among 25,060 memories, the notes all nearer the query) still
+    returns every decision above the floor: the filtered scan gives up after
+    hnsw.max_scan_tuples visited vectors (it returned none), and the arm then
+    ranks the caller's vectors exactly."""
+    from pgvector.psycopg import register_vector
+
+    from services.store.infrastructure.db import Caller
+
+    rng = np.random.default_rng(7)
+    query = rng.normal(size=384).astype(np.float32)
+    query /= np.linalg.norm(query)
+
+    def near(cosine: float, count: int) -> np.ndarray:
+        noise = rng.normal(size=(count, 384)).astype(np.float32)
+        noise -= np.outer(noise @ query, query)
+        noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+        return (cosine * query + np.sqrt(1 - cosine**2) * noise).astype(np.float32)
+
+    decisions, notes = 60, 25_000
+    with psycopg.connect(workspace_url(stack, team.database_name), autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes, created_by)"
+            " SELECT gen_random_uuid(),"
+            " CASE WHEN i <= %s THEN 'decision' ELSE 'note' END::memory_kind,"
+            " 'Weekly note ' || i, 'Nothing rare in here.', 1, 'told', '{assist}', %s"
+            " FROM generate_series(1, %s) i",
+            (decisions, team.members["ada"], decisions + notes),
+        )
+        rows = conn.execute("SELECT id, kind FROM memory ORDER BY kind, id").fetchall()
+        vectors = {"decision": near(0.5, decisions), "note": near(0.9, notes)}
+        taken = {"decision": 0, "note": 0}
+        # The graph built once over the vectors (as an import does), not
+        # vector by vector.
+        conn.execute("DROP INDEX memory_embedding_assist_hnsw_idx")
+        with conn.cursor().copy(
+            "COPY memory_embedding (memory_id, model_id, input_version, embedding) FROM STDIN"
+        ) as copy:
+            for memory_id, kind in rows:
+                copy.write_row((memory_id, "m", "v", vectors[kind][taken[kind]]))
+                taken[kind] += 1
+        conn.execute("SET maintenance_work_mem = '256MB'")
+        conn.execute(
+            "CREATE INDEX memory_embedding_assist_hnsw_idx ON memory_embedding"
+            " USING hnsw (embedding vector_cosine_ops) WHERE purposes @> '{assist}'::purpose[]"
+        )
+        conn.execute("ANALYZE")
+    caller = Caller(team.workspace_id, team.members["ada"], "assist")
+    # exact_rows=0: the plan this caller gets at any size past the setting.
+    arm = r.RecallQueries(one_connection, exact_rows=0)
+    found = arm.dense(caller, query, "m", "v", 100, r.Filters(kinds=["decision"]), floor=0.3)
+    assert len(found.candidates) == decisions
+    assert all(c.score == pytest.approx(0.5, abs=1e-3) for c in found.candidates)
+    unfiltered = arm.dense(caller, query, "m", "v", 100, r.Filters(), floor=0.3)
+    assert len(unfiltered.candidates) == 100

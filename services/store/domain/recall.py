@@ -78,9 +78,10 @@ CANDIDATE_CAP = 500
 # 0013: the purpose, a value in a custom plan, proves the partial index's
 # predicate; iterative scan keeps going until enough rows pass the
 # eligibility filter, which row-level security applies to the vector's own
-# copy of its memory's trust, see migration 0005); the floor is applied
-# outside so it does not defeat the index order. Vectors exist only for live,
-# unsuperseded memories.
+# copy of its memory's trust, see migration 0005). The floor is applied by
+# the caller (RecallQueries.dense), after it has seen how many rows the scan
+# found: fewer than asked tells a scan that gave up. Vectors exist only for
+# live, unsuperseded memories.
 _DENSE = """
 SELECT id::text, cosine FROM (
     SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
@@ -96,7 +97,6 @@ SELECT id::text, cosine FROM (
     ORDER BY e.embedding <=> %(vector)b
     LIMIT %(limit)s
 ) nearest
-WHERE cosine >= %(floor)s
 ORDER BY cosine DESC, id
 """
 # One statement per purpose, the purpose written into it from the closed set
@@ -112,7 +112,6 @@ DENSE_EXACT = """
 SELECT id::text, cosine FROM dense_candidates_exact(
     %(vector)b, %(model_id)s, %(input_version)s, %(limit)s, %(kinds)s::memory_kind[],
     %(expiry_days)s, %(entities)s::uuid[])
-WHERE cosine >= %(floor)s
 ORDER BY cosine DESC, id
 """
 # How many memories the caller may see (the caller's own statistics) and the
@@ -374,10 +373,18 @@ class RecallQueries(InWorkspaces):
         with self.transaction(caller, hnsw) as conn:
             _merged_mentions(conn, params)
             row = conn.execute(CALLER_CORPUS).fetchone()
-            exact = row is not None and dense_exact(
-                int(row[0]), float(row[1] or 0), self.exact_rows
-            )
+            visible = int(row[0]) if row is not None else 0
+            exact = row is not None and dense_exact(visible, float(row[1] or 0), self.exact_rows)
             rows = conn.execute(DENSE_EXACT if exact else DENSE[caller.purpose], params).fetchall()
+            if not exact and len(rows) < min(limit, visible):
+                # The filtered scan gave up before the limit (it stops after
+                # hnsw.max_scan_tuples visited vectors, which count the ones a
+                # filter or another member's audience keeps out) although the
+                # caller may see more: rank their vectors exactly instead, so
+                # that a selective filter finds its rows and what others hold
+                # near the query changes nothing in the answer.
+                rows = conn.execute(DENSE_EXACT, params).fetchall()
+            rows = [r for r in rows if r[1] >= floor]
             # No row: tell "nothing near enough" from "nothing embedded yet"
             # (the latter is a degrade the answer must report).
             if not rows:
