@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import grpc
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
@@ -104,3 +105,52 @@ def test_sigterm_lets_the_in_flight_call_finish(tmp_path: Path, prepared_models_
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_vector_renewed_before_migration_0026_follows_its_memory(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory renewed (new updated_at, same text, vector kept) on a
+    database before 0026 kept a vector whose copy of that time was stale, so
+    the dense arm's expiry gate left out what the lexical arm answered; the
+    migrations bring the copy up to date."""
+    from pgvector.psycopg import register_vector
+
+    name = f"mig_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(stack.database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = with_database(stack.database_url, name)
+    every = migrate.migration_files
+    monkeypatch.setattr(
+        migrate, "migration_files", lambda kind: [f for f in every(kind) if f[0] < "0026"]
+    )
+    migrate.apply_migrations(url, "workspace")
+    memory_id, member = str(uuid.uuid4()), str(uuid.uuid4())
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+            " created_by, created_at, updated_at) VALUES (%s, 'fact', 'Rollout', 'plan',"
+            " 0.5, 'told', '{assist}', %s, now() - interval '40 days',"
+            " now() - interval '40 days')",
+            (memory_id, member),
+        )
+        vector = np.ones(384, dtype=np.float32)
+        conn.execute(
+            "INSERT INTO memory_embedding (memory_id, model_id, input_version, embedding)"
+            " VALUES (%s, 'm', 'v', %s)",
+            (memory_id, vector),
+        )
+        conn.execute(
+            "UPDATE memory SET confidence = 0.9, updated_at = now(), revision = revision + 1"
+            " WHERE id = %s",
+            (memory_id,),
+        )
+    monkeypatch.setattr(migrate, "migration_files", every)
+    migrate.apply_migrations(url, "workspace")
+    with psycopg.connect(url) as conn:
+        times = conn.execute(
+            "SELECT m.updated_at, e.memory_updated_at FROM memory m"
+            " JOIN memory_embedding e ON e.memory_id = m.id"
+        ).fetchone()
+    assert times is not None and times[0] == times[1]
