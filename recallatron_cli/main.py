@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     ct.add_argument(
         "--read-only",
         action="store_true",
-        help="limit the token to the read-only calls (recall, read, review listing)",
+        help="limit the token to the calls that change nothing (recall, read, the graph, "
+        "list, audit, the review listings, settings, status)",
     )
     ct.add_argument(
         "--expires-in",

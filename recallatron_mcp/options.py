@@ -8,7 +8,8 @@ import os
 
 from recallatron.client import default_gateway
 
-DEFAULT_HTTP = "127.0.0.1:7420"
+# Beside the gateway's HTTP/JSON (7420) and review page (7410).
+DEFAULT_HTTP = "127.0.0.1:7421"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -89,3 +89,25 @@ def test_every_number_a_service_takes_states_its_bounds(settings: type[CommonSet
         and not any(hasattr(m, attr) for m in field.metadata for attr in ("ge", "gt"))
     ]
     assert unbounded == []
+
+
+def test_every_local_listener_has_a_port_of_its_own() -> None:
+    """Beside `make run`'s stack, an MCP server started with its defaults (as
+    docs/agents.md shows) must bind: it took the gateway's HTTP/JSON port."""
+    from recallatron import settings as common
+    from recallatron_devkit.stack import DEFAULT_PG_PORT
+    from recallatron_mcp.options import DEFAULT_HTTP
+
+    gateway = GatewaySettings()
+    listeners = [
+        common.GATEWAY_ADDRESS,
+        common.STORE_ADDRESS,
+        common.EMBED_ADDRESS,
+        common.RANK_ADDRESS,
+        gateway.review_listen,
+        gateway.http_listen,
+        DEFAULT_HTTP,
+        f"127.0.0.1:{DEFAULT_PG_PORT}",
+    ]
+    ports = [address.rsplit(":", 1)[1] for address in listeners]
+    assert len(set(ports)) == len(ports), listeners
