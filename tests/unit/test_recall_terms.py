@@ -8,11 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.store.domain.recall import (
+    Filters,
     QueryTerms,
+    _filter_params,
     idf,
     select_terms,
     tsquery_text,
     walk_is_cheaper,
+    walks,
 )
 
 
@@ -55,6 +58,23 @@ def test_the_capped_path_walks_when_the_matches_are_many_and_apart() -> None:
     # A term in a tenth of the memories is walked; no terms, no walk.
     assert walk_is_cheaper([10_150], 101_500)
     assert not walk_is_cheaper([], 101_500)
+
+
+def test_only_a_recall_no_filter_narrows_may_walk() -> None:
+    # The walk's cost counts every match as passing: true without a filter.
+    assert walks(Filters(), 0)
+    # Superseded memories taken in only let more matches pass.
+    assert walks(Filters(include_superseded=True), 0)
+    entity = "00000000-0000-4000-8000-000000000001"
+    for filters, expiry_days in [
+        (Filters(kinds=["decision"]), 0),
+        (Filters(mention_entity_ids=[entity]), 0),
+        (Filters(), 30),
+        (Filters(kinds=["note"], include_superseded=True), 0),
+    ]:
+        assert not walks(filters, expiry_days), (filters, expiry_days)
+        assert _filter_params(filters, expiry_days)["walks"] is False
+    assert _filter_params(Filters(), 0)["walks"] is True
 
 
 def test_idf_falls_as_a_term_grows_common_and_never_goes_negative() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import psycopg
@@ -212,6 +212,23 @@ def _check_limit(limit: int) -> int:
     return limit
 
 
+# Filters that only let more memories pass than a recall without them.
+WIDENING_FILTERS = frozenset({"include_superseded"})
+
+
+def walks(filters: Filters, expiry_days: int) -> bool:
+    """Whether the capped path may walk the created_at index: only for a
+    recall that nothing narrows. The walk's cost counts every match as
+    passing (``walk_is_cheaper``); under a filter (a kind, a mentioned
+    entity, the expiry gate, any other) few matches may pass, and the walk
+    then reads the whole workspace looking for CANDIDATE_CAP of them, where
+    the GIN index reads the matches alone."""
+    narrowed = any(
+        getattr(filters, f.name) for f in fields(filters) if f.name not in WIDENING_FILTERS
+    )
+    return not narrowed and expiry_days <= 0
+
+
 def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
     kinds = [v.kind(k) for k in filters.kinds]
     entities = v.uuid_list(list(filters.mention_entity_ids), "filters.mention_entity_ids", 50)
@@ -223,6 +240,8 @@ def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
         # superseded, which moves updated_at) within the gate are left out of
         # recall. Nothing is deleted; turning the gate off restores them.
         "expiry_days": expiry_days,
+        # Read by lexical_arm only; no statement names it.
+        "walks": walks(filters, expiry_days),
     }
 
 
@@ -254,7 +273,8 @@ class QueryTerms:
     # memories / the largest document frequency (the terms may all be in the
     # same memories). A walked row costs WALK_COST of a match read from the
     # GIN index (the walk reads the heap in the order rows were written). The
-    # walk when cheaper.
+    # walk when cheaper, and only for a recall no filter narrows (``walks``):
+    # the estimate counts every match as passing.
     by_index: bool = False
     # BM25's idf of each kept term, in the order of ``kept``.
     idfs: list[float] = field(default_factory=list)
@@ -308,7 +328,9 @@ def lexical_arm(conn: psycopg.Connection, query: str, params: dict[str, object])
     params = {**params, **terms.params()}
     if terms.capped:
         params["cap"] = CANDIDATE_CAP
-        params["by_index"] = terms.by_index
+        # Parameters built without _filter_params are taken as filtered:
+        # the GIN index gives the same rows, and never reads past the matches.
+        params["by_index"] = terms.by_index and params.get("walks") is True
         params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
     rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
     return LexicalResult(
