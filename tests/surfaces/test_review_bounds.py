@@ -20,6 +20,7 @@ import pytest
 from services.gateway.review_web import ReviewApp, ReviewWeb
 from services.gateway.review_web import http as review_http
 from services.gateway.review_web import sessions as review_sessions
+from services.gateway.review_web.pages import Response
 
 # Generous: a refusal comes at once; this only bounds a test that would hang.
 WAIT = 10.0
@@ -208,8 +209,37 @@ def test_sessions_are_capped_per_token_and_in_all(monkeypatch: pytest.MonkeyPatc
     assert len(app.sessions._items) == getattr(review_sessions, "MAX_SESSIONS_PER_TOKEN", 8)
     for i in range(12 - getattr(review_sessions, "MAX_SESSIONS_PER_TOKEN", 8)):
         assert app.signin(f"rc_other_{i}").status == 303
-    refused = app.signin("rc_one_too_many")
-    assert refused.status == 503 and len(app.sessions._items) == 12
+    # The page is full: the least recently seen session makes way, none is refused.
+    assert app.signin("rc_one_more").status == 303 and len(app.sessions._items) == 12
+
+
+def _sid(answer: Response) -> str:
+    """The session id a sign-in set in its cookie."""
+    (cookie,) = [v for k, v in answer.headers if k == "Set-Cookie"]
+    return cookie.split(";", 1)[0].split("=", 1)[1]
+
+
+def test_a_full_page_makes_way_for_a_new_signin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When every session is taken, the one seen least recently makes way: one
+    owner minting tokens and signing in with each kept every person of every
+    workspace out (503) once the page was full."""
+    monkeypatch.setattr(review_sessions, "MAX_SESSIONS", 4)
+    app = ReviewApp("127.0.0.1:1", client_factory=_Client)  # type: ignore[arg-type]
+    sids = [_sid(app.signin(f"rc_member_{i}")) for i in range(4)]
+    # The first person keeps using the page; the second signed in and left.
+    app.handle("GET", "/review.css", {review_sessions.COOKIE: sids[0]}, {})
+    closed = _Client.closed
+    newcomer = app.signin("rc_newcomer")
+    assert newcomer.status == 303
+    assert len(app.sessions) == 4
+    assert app.sessions.get(sids[1]) is None and _Client.closed == closed + 1
+    for kept in (sids[0], sids[2], sids[3], _sid(newcomer)):
+        assert app.sessions.get(kept) is not None
+    # Signing in again and again still leaves the one in use signed in.
+    for i in range(12):
+        app.handle("GET", "/review.css", {review_sessions.COOKIE: sids[0]}, {})
+        assert app.signin(f"rc_minted_{i}").status == 303
+    assert app.sessions.get(sids[0]) is not None and len(app.sessions) == 4
 
 
 class _AuditOnly(_Client):

@@ -41,7 +41,6 @@ from services.gateway.review_web.sessions import (
     ClientFactory,
     Session,
     Sessions,
-    TooManySessions,
     _cookie,
 )
 
@@ -141,14 +140,7 @@ class ReviewApp:
                 if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     return Response(HTTPStatus.TOO_MANY_REQUESTS, signin_page(_status_text(exc)))
                 return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
-        try:
-            sid = self.sessions.create(client, token)
-        except TooManySessions:
-            client.close()
-            return Response(
-                HTTPStatus.SERVICE_UNAVAILABLE,
-                signin_page("Too many people are signed in; try again later."),
-            )
+        sid = self.sessions.create(client, token)
         # The first purpose the token may act for: its page, not a refusal.
         landing = "/" if purpose == DEFAULT_PURPOSE else f"/?purpose={purpose}"
         return redirect(landing, [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])

@@ -7,6 +7,7 @@ import hashlib
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,7 +17,9 @@ COOKIE = "recallatron_review"
 SESSION_IDLE_SECONDS = 2 * 3600
 SESSION_MAX_SECONDS = 12 * 3600
 # Each session holds a gateway client; a token signing in again and again
-# replaces its own oldest session, and past the total nobody new signs in.
+# replaces its own oldest session, and past the total the session seen least
+# recently (anyone's) makes way: refusing sign-ins while full let one owner,
+# signing in with token after minted token, keep every other person out.
 MAX_SESSIONS_PER_TOKEN = 8
 MAX_SESSIONS = 1024
 
@@ -34,20 +37,17 @@ class Session:
     owner: str = ""
 
 
-class TooManySessions(Exception):
-    pass
-
-
 class Sessions:
-    """Signed-in people, by random session id; expired ones are dropped."""
+    """Signed-in people, by random session id, the one seen least recently
+    first; expired ones are dropped."""
 
     def __init__(self) -> None:
-        self._items: dict[str, Session] = {}
+        self._items: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
 
     def create(self, client: Client, token: str = "") -> str:
-        """A new session; TooManySessions when the total is reached (the
-        token's own oldest session makes way when the token has its share)."""
+        """A new session: the token's own oldest session makes way when the
+        token has its share, the one seen least recently when the page is full."""
         sid = secrets.token_urlsafe(32)
         now = time.monotonic()
         owner = hashlib.sha256(token.encode()).hexdigest()
@@ -57,8 +57,8 @@ class Sessions:
             own = sorted((s.created, k) for k, s in self._items.items() if s.owner == owner)
             for _, k in own[: max(0, len(own) - MAX_SESSIONS_PER_TOKEN + 1)]:
                 dropped.append(self._items.pop(k))
-            if len(self._items) >= MAX_SESSIONS:
-                raise TooManySessions()
+            while self._items and len(self._items) >= MAX_SESSIONS:
+                dropped.append(self._items.popitem(last=False)[1])
             self._items[sid] = Session(client, secrets.token_urlsafe(24), now, now, owner=owner)
         for session in dropped:
             session.client.close()
@@ -77,6 +77,7 @@ class Sessions:
             session = self._items.get(sid)
             if session is not None:
                 session.seen = now
+                self._items.move_to_end(sid)
             return session
 
     def drop(self, sid: str | None) -> None:
@@ -87,7 +88,7 @@ class Sessions:
 
     def close(self) -> None:
         with self._lock:
-            items, self._items = list(self._items.values()), {}
+            items, self._items = list(self._items.values()), OrderedDict()
         for session in items:
             session.client.close()
 
