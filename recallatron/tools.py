@@ -89,6 +89,7 @@ SHOWN: dict[str, Shown] = {
             "links supersedes superseded_by mentions audience purposes kind title body updated_at"
         ),
         empty_is_null=_names("superseded_by_id", "episode_id"),
+        only_if={"omitted": "provenance_cut"},
     ),
     # A linked memory the caller may not see shows visible: false, no id.
     cpb.MemoryRef.DESCRIPTOR.full_name: Shown(only_if={"title": "visible", "kind": "visible"}),
@@ -221,7 +222,9 @@ TOOLS: tuple[Tool, ...] = (
         "Read memories",
         "Read full memories by id, with provenance: links (with titles of linked memories you "
         "may see), the supersession chain both ways, mentions, revision, origin, confidence, "
-        "audience, purposes and times. An id you may not see reads as not found.",
+        "audience, purposes and times. An id you may not see reads as not found. Long "
+        "provenance lists are cut (provenance_cut, omitted counts what was left out); "
+        "memories past the answer's size are left to another call: read more_ids.",
         "Read",
         {"ids": Arg({"maxItems": MAX_READ_IDS}, required=True), "purpose": PURPOSE},
         read_only=True,

@@ -99,6 +99,16 @@ MAX_MENTIONS = 50
 # about_ids of remember, source_ids of derive.
 MAX_LINKS = 50
 MAX_READ_IDS = 100
+# A memory's provenance grows over its life (each correct may add mentions and
+# retire claims, each change a revision): an answer lists at most this many
+# items of each list per memory, and marks what it left out.
+MAX_PROVENANCE_ITEMS = 100
+# What the memories of one answer (read, recall) may take on the wire: half the
+# default gRPC message limit, room left for the rest of the answer and for
+# JSON's growth over HTTP and MCP. Past it, read leaves memories to another
+# call (more_ids) and recall leaves out their provenance; one memory is always
+# answered whole (its lists capped as above, it stays well under the limit).
+ANSWER_BUDGET_BYTES = 4 * 1024 * 1024
 MAX_QUERY_CHARS = 2_000
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10

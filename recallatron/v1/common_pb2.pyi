@@ -872,6 +872,8 @@ class Memory(_message.Message):
     RELATIONS_FIELD_NUMBER: _builtins.int
     ALIASES_FIELD_NUMBER: _builtins.int
     EPISODE_ID_FIELD_NUMBER: _builtins.int
+    PROVENANCE_CUT_FIELD_NUMBER: _builtins.int
+    OMITTED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     kind: Global___Kind.ValueType
     title: _builtins.str
@@ -884,6 +886,11 @@ class Memory(_message.Message):
     """Set when a newer memory replaced this one."""
     episode_id: _builtins.str
     """Its episode, when the reader may see that episode."""
+    provenance_cut: _builtins.bool
+    """Set when some of the lists above were cut to keep the answer bounded
+    (a memory corrected many times gathers mentions, revisions and retired
+    claims over its life); omitted says how many items of each were left out.
+    """
     @_builtins.property
     def audience(self) -> Global___Audience: ...
     @_builtins.property
@@ -920,6 +927,8 @@ class Memory(_message.Message):
     def relations(self) -> _containers.RepeatedCompositeFieldContainer[Global___RelationClaim]: ...
     @_builtins.property
     def aliases(self) -> _containers.RepeatedCompositeFieldContainer[Global___AliasClaim]: ...
+    @_builtins.property
+    def omitted(self) -> Global___ProvenanceOmitted: ...
     def __init__(
         self,
         *,
@@ -945,14 +954,62 @@ class Memory(_message.Message):
         relations: _abc.Iterable[Global___RelationClaim] | None = ...,
         aliases: _abc.Iterable[Global___AliasClaim] | None = ...,
         episode_id: _builtins.str = ...,
+        provenance_cut: _builtins.bool = ...,
+        omitted: Global___ProvenanceOmitted | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "created_at", b"created_at", "omitted", b"omitted", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "episode_id", b"episode_id", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "origin", b"origin", "purposes", b"purposes", "relations", b"relations", "revision", b"revision", "revisions", b"revisions", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "audience", b"audience", "body", b"body", "claims", b"claims", "confidence", b"confidence", "created_at", b"created_at", "created_by", b"created_by", "episode_id", b"episode_id", "id", b"id", "kind", b"kind", "links", b"links", "mentions", b"mentions", "omitted", b"omitted", "origin", b"origin", "provenance_cut", b"provenance_cut", "purposes", b"purposes", "relations", b"relations", "revision", b"revision", "revisions", b"revisions", "superseded_by", b"superseded_by", "superseded_by_id", b"superseded_by_id", "supersedes", b"supersedes", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Memory: _TypeAlias = Memory  # noqa: Y015
+
+@_typing.final
+class ProvenanceOmitted(_message.Message):
+    """How many items of a memory's provenance an answer left out, per list: each
+    list keeps at most a fixed number of items (the newest revisions, the
+    current claims first), and past the answer's size budget a memory's
+    provenance is left out whole. read of that one memory gives the most.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINKS_FIELD_NUMBER: _builtins.int
+    MENTIONS_FIELD_NUMBER: _builtins.int
+    SUPERSEDES_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_BY_FIELD_NUMBER: _builtins.int
+    REVISIONS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    links: _builtins.int
+    mentions: _builtins.int
+    supersedes: _builtins.int
+    superseded_by: _builtins.int
+    revisions: _builtins.int
+    claims: _builtins.int
+    relations: _builtins.int
+    aliases: _builtins.int
+    def __init__(
+        self,
+        *,
+        links: _builtins.int = ...,
+        mentions: _builtins.int = ...,
+        supersedes: _builtins.int = ...,
+        superseded_by: _builtins.int = ...,
+        revisions: _builtins.int = ...,
+        claims: _builtins.int = ...,
+        relations: _builtins.int = ...,
+        aliases: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "claims", b"claims", "links", b"links", "mentions", b"mentions", "relations", b"relations", "revisions", b"revisions", "superseded_by", b"superseded_by", "supersedes", b"supersedes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProvenanceOmitted: _TypeAlias = ProvenanceOmitted  # noqa: Y015
 
 @_typing.final
 class Revision(_message.Message):

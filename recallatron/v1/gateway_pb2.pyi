@@ -137,16 +137,26 @@ class ReadResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MEMORIES_FIELD_NUMBER: _builtins.int
+    MORE_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]: ...
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]:
+        """In the order asked, as many as fit the answer's size budget."""
+
+    @_builtins.property
+    def more_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Ids asked for, visible, and left out to keep the answer under its size
+        budget: read them in another call.
+        """
+
     def __init__(
         self,
         *,
         memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
+        more_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "more_ids", b"more_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -220,6 +220,8 @@ def memory_msg(m: MemoryView | Withheld) -> cpb.Memory:
         claims=[attribute_msg(a) for a in m.claims],
         relations=[relation_msg(r) for r in m.relations],
         aliases=[alias_msg(a) for a in m.aliases],
+        provenance_cut=bool(m.omitted),
+        omitted=cpb.ProvenanceOmitted(**m.omitted),
     )
 
 

@@ -78,14 +78,14 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     # -- the seven tools (design §7) -------------------------------------------------
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> pb.ReadResponse:
-        found = self.memories.read(asserted_caller(), list(request.ids), True)
-        seen = {m.id for m in found}
+        found, more = self.memories.read_answer(asserted_caller(), list(request.ids))
+        seen = {m.id for m in found} | set(more)
         # Ids as asked (any spelling of a UUID), found in their canonical form.
         missing = [i for i in request.ids if uuid_str(i, "ids") not in seen]
         if missing:
             # Not visible reads exactly like not there (design §4).
             raise errors.NotFound(f"ids: not found: {', '.join(missing)}")
-        return pb.ReadResponse(memories=[memory_msg(m) for m in found])
+        return pb.ReadResponse(memories=[memory_msg(m) for m in found], more_ids=more)
 
     def Remember(
         self, request: pb.RememberRequest, context: grpc.ServicerContext

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from recallatron.vocabulary import (
     MAX_CLAIM_VALUE,
     MAX_CLAIMS,
     MAX_ENTITY_NAME,
+    MAX_PROVENANCE_ITEMS,
     MAX_RELATIONS,
 )
 from services.store.domain import entity_groups
@@ -321,21 +322,48 @@ def qualified_fields(
     }
 
 
-def claims_of(
-    conn: psycopg.Connection, ids: str
-) -> tuple[
-    dict[str, list[AttributeView]], dict[str, list[RelationView]], dict[str, list[AliasView]]
-]:
-    """What each memory of ``ids`` (a uuid array literal) states, keyed by memory."""
-    attributes: dict[str, list[AttributeView]] = {}
-    relations: dict[str, list[RelationView]] = {}
-    aliases: dict[str, list[AliasView]] = {}
+@dataclass
+class StatedBy:
+    """What memories state, keyed by memory: at most ``cap`` of each kind per
+    memory, current ones first, and how many of each kind were left out."""
+
+    attributes: dict[str, list[AttributeView]] = field(default_factory=dict)
+    relations: dict[str, list[RelationView]] = field(default_factory=dict)
+    aliases: dict[str, list[AliasView]] = field(default_factory=dict)
+    # memory id -> {"claims" | "relations" | "aliases": items left out}
+    omitted: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def _count(self, memory_id: str, part: str, total: int, shown: int) -> None:
+        if total > shown:
+            self.omitted.setdefault(memory_id, {})[part] = total - shown
+
+
+def claims_of(conn: psycopg.Connection, ids: str, cap: int = MAX_PROVENANCE_ITEMS) -> StatedBy:
+    """What each memory of ``ids`` (a uuid array literal) states."""
+    out = StatedBy()
+    params = {"ids": ids, "cap": cap}
     with conn.pipeline():
-        a_cur = conn.execute(gq.CLAIMS_OF, (ids,))
-        r_cur = conn.execute(gq.RELATIONS_OF, (ids,))
-        l_cur = conn.execute(gq.ALIASES_OF, (ids,))
-    for mid, eid, name, type_, attr, value, vf, vu, conf, stated, retired in a_cur.fetchall():
-        attributes.setdefault(str(mid), []).append(
+        a_cur = conn.execute(gq.CLAIMS_OF, params)
+        r_cur = conn.execute(gq.RELATIONS_OF, params)
+        l_cur = conn.execute(gq.ALIASES_OF, params)
+    totals: dict[tuple[str, str], int] = {}
+    for (
+        mid,
+        eid,
+        name,
+        type_,
+        attr,
+        value,
+        vf,
+        vu,
+        conf,
+        stated,
+        retired,
+        total,
+        _,
+    ) in a_cur.fetchall():
+        totals[str(mid), "claims"] = total
+        out.attributes.setdefault(str(mid), []).append(
             AttributeView(
                 entity_ref(eid, name, type_),
                 attr,
@@ -345,7 +373,8 @@ def claims_of(
         )
     for row in r_cur.fetchall():
         mid = str(row[0])
-        relations.setdefault(mid, []).append(
+        totals[mid, "relations"] = row[13]
+        out.relations.setdefault(mid, []).append(
             RelationView(
                 entity_ref(row[1], row[2], row[3]),
                 row[4],
@@ -353,8 +382,11 @@ def claims_of(
                 **qualified_fields(row[8], row[9], row[10], mid, row[11], row[12]),
             )
         )
-    for mid, eid, name, type_, alias, stated, retired in l_cur.fetchall():
-        aliases.setdefault(str(mid), []).append(
+    for mid, eid, name, type_, alias, stated, retired, total, _ in l_cur.fetchall():
+        totals[str(mid), "aliases"] = total
+        out.aliases.setdefault(str(mid), []).append(
             AliasView(entity_ref(eid, name, type_), alias, **stated_fields(mid, stated, retired))
         )
-    return attributes, relations, aliases
+    for (mid, part), total in totals.items():
+        out._count(mid, part, total, min(total, cap))
+    return out

@@ -14,8 +14,15 @@ from typing import Any
 import psycopg
 
 from recallatron import errors
-from recallatron.vocabulary import MAX_EPISODE_SEEDS, MAX_READ_IDS, MAX_WALK, PURPOSES
-from services.store.domain import graph_claims
+from recallatron.vocabulary import (
+    ANSWER_BUDGET_BYTES,
+    MAX_EPISODE_SEEDS,
+    MAX_PROVENANCE_ITEMS,
+    MAX_READ_IDS,
+    MAX_WALK,
+    PURPOSES,
+)
+from services.store.domain import answer_budget, graph_claims
 from services.store.domain import validation as v
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, SET_LOCALS, Caller
@@ -68,6 +75,9 @@ class MemoryView:
     claims: list[graph_claims.AttributeView] = field(default_factory=list)
     relations: list[graph_claims.RelationView] = field(default_factory=list)
     aliases: list[graph_claims.AliasView] = field(default_factory=list)
+    # Items of each provenance list (by its name) the answer left out
+    # (vocabulary.MAX_PROVENANCE_ITEMS, ANSWER_BUDGET_BYTES).
+    omitted: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,14 @@ class MemoryReads(OnWorkspaces):
         with self.transaction(caller, GENERIC_PLANS) as conn:
             return self._read(conn, wanted, with_provenance, with_revisions=with_provenance)
 
+    def read_answer(self, caller: Caller, ids: Sequence[str]) -> tuple[list[MemoryView], list[str]]:
+        """A read's answer: the visible memories among ``ids``, in that order,
+        as many as fit the answer's size budget, and the ids of the visible
+        ones left for another call."""
+        found = self.read(caller, ids)
+        kept = answer_budget.fitting(found, ANSWER_BUDGET_BYTES)
+        return found[:kept], [m.id for m in found[kept:]]
+
     def _read(
         self,
         conn: psycopg.Connection,
@@ -188,20 +206,24 @@ class MemoryReads(OnWorkspaces):
         parts: frozenset[str] = EVERY_PART,
     ) -> None:
         ids = v.uuid_array(list(views))
+        capped = {"ids": ids, "cap": MAX_PROVENANCE_ITEMS}
         # Independent queries: one round trip.
         with conn.pipeline():
             links = conn.execute(mq.LINKS_OF, (ids,)) if LINKS in parts else None
-            mentions = conn.execute(mq.MENTIONS_OF, (ids,)) if MENTIONS in parts else None
+            mentions = conn.execute(mq.MENTIONS_OF, capped) if MENTIONS in parts else None
             chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids)) if CHAINS in parts else None
-            revisions = conn.execute(mq.REVISIONS_OF, (ids,)) if with_revisions else None
+            revisions = conn.execute(mq.REVISIONS_OF, capped) if with_revisions else None
+        totals: dict[tuple[str, str], int] = {}
         if with_revisions and GRAPH in parts:
-            claims, relations, aliases = graph_claims.claims_of(conn, ids)
+            stated = graph_claims.claims_of(conn, ids, MAX_PROVENANCE_ITEMS)
             for memory_id, view in views.items():
-                view.claims = claims.get(memory_id, [])
-                view.relations = relations.get(memory_id, [])
-                view.aliases = aliases.get(memory_id, [])
+                view.claims = stated.attributes.get(memory_id, [])
+                view.relations = stated.relations.get(memory_id, [])
+                view.aliases = stated.aliases.get(memory_id, [])
+                view.omitted.update(stated.omitted.get(memory_id, {}))
         if revisions is not None:
-            for memory_id, revision, action, changed_by, reason, changed_at in revisions:
+            for memory_id, revision, action, changed_by, reason, changed_at, total in revisions:
+                totals[str(memory_id), "revisions"] = total
                 views[str(memory_id)].revisions.append(
                     RevisionView(revision, action, str(changed_by), reason, changed_at)
                 )
@@ -210,8 +232,13 @@ class MemoryReads(OnWorkspaces):
                 Ref(str(target), True, title, target_kind) if title is not None else Ref("", False)
             )
             views[str(memory_id)].links.append((kind, ref))
-        for memory_id, entity_id, name in mentions.fetchall() if mentions else ():
+        for memory_id, entity_id, name, total in mentions.fetchall() if mentions else ():
+            totals[str(memory_id), "mentions"] = total
             views[str(memory_id)].mentions.append((str(entity_id), name))
+        for (memory_id, part), total in totals.items():
+            view = views[memory_id]
+            if total > len(getattr(view, part)):
+                view.omitted[part] = total - len(getattr(view, part))
         for memory_id, direction, depth, ref_id, title, kind in chains.fetchall() if chains else ():
             ref = Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False)
             view = views[str(memory_id)]
@@ -256,6 +283,7 @@ class MemoryReads(OnWorkspaces):
             # The head, then the neighbours past it, each once.
             read = list(dict.fromkeys(admitted[:hydrate] + [n for _, n in neighbours]))
             memories = self._read(conn, read, True) if read else []
+        answer_budget.strip_past(memories, ANSWER_BUDGET_BYTES)
         return Walk(admitted, memories, neighbours)
 
 

@@ -64,25 +64,44 @@ CARRY = (
 )
 
 # What a memory states, for read: current claims first, then by time.
+# What memories state, current claims first, at most %(cap)s of each kind per
+# memory; total is the memory's whole count of that kind (the answer says how
+# many it left out: memory_queries' provenance lists do the same).
 CLAIMS_OF = """
-SELECT c.memory_id, e.id, e.name, e.type, c.attribute, c.value, c.valid_from, c.valid_until,
-       c.confidence, c.stated_at, c.retired_at
-FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
-WHERE c.memory_id = ANY(%s::uuid[])
-ORDER BY c.memory_id, c.retired_at IS NOT NULL, c.stated_at DESC, e.name, c.attribute, c.id
+SELECT * FROM (
+    SELECT c.memory_id, e.id, e.name, e.type, c.attribute, c.value, c.valid_from,
+           c.valid_until, c.confidence, c.stated_at, c.retired_at,
+           count(*) OVER (PARTITION BY c.memory_id) AS total,
+           row_number() OVER (PARTITION BY c.memory_id ORDER BY c.retired_at IS NOT NULL,
+                              c.stated_at DESC, e.name, c.attribute, c.id) AS nth
+    FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
+    WHERE c.memory_id = ANY(%(ids)s::uuid[])
+) c WHERE nth <= %(cap)s
+ORDER BY memory_id, nth
 """
 RELATIONS_OF = """
-SELECT r.memory_id, s.id, s.name, s.type, r.predicate, o.id, o.name, o.type, r.valid_from,
-       r.valid_until, r.confidence, r.stated_at, r.retired_at
-FROM relation_claim r JOIN entity s ON s.id = r.subject_id JOIN entity o ON o.id = r.object_id
-WHERE r.memory_id = ANY(%s::uuid[])
-ORDER BY r.memory_id, r.retired_at IS NOT NULL, r.stated_at DESC, s.name, r.predicate, r.id
+SELECT * FROM (
+    SELECT r.memory_id, s.id, s.name, s.type, r.predicate, o.id, o.name, o.type, r.valid_from,
+           r.valid_until, r.confidence, r.stated_at, r.retired_at,
+           count(*) OVER (PARTITION BY r.memory_id) AS total,
+           row_number() OVER (PARTITION BY r.memory_id ORDER BY r.retired_at IS NOT NULL,
+                              r.stated_at DESC, s.name, r.predicate, r.id) AS nth
+    FROM relation_claim r JOIN entity s ON s.id = r.subject_id
+    JOIN entity o ON o.id = r.object_id
+    WHERE r.memory_id = ANY(%(ids)s::uuid[])
+) r WHERE nth <= %(cap)s
+ORDER BY memory_id, nth
 """
 ALIASES_OF = """
-SELECT a.memory_id, e.id, e.name, e.type, a.alias, a.stated_at, a.retired_at
-FROM entity_alias a JOIN entity e ON e.id = a.entity_id
-WHERE a.memory_id = ANY(%s::uuid[])
-ORDER BY a.memory_id, a.retired_at IS NOT NULL, a.stated_at DESC, a.alias, a.id
+SELECT * FROM (
+    SELECT a.memory_id, e.id, e.name, e.type, a.alias, a.stated_at, a.retired_at,
+           count(*) OVER (PARTITION BY a.memory_id) AS total,
+           row_number() OVER (PARTITION BY a.memory_id ORDER BY a.retired_at IS NOT NULL,
+                              a.stated_at DESC, a.alias, a.id) AS nth
+    FROM entity_alias a JOIN entity e ON e.id = a.entity_id
+    WHERE a.memory_id = ANY(%(ids)s::uuid[])
+) a WHERE nth <= %(cap)s
+ORDER BY memory_id, nth
 """
 
 # A claim is current at %(at)s when it was stated by then, not yet retired,

@@ -51,9 +51,16 @@ INSERT_REVISION = """
 INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason)
 VALUES (%s, %s, %s, %s, %s)
 """
+# The provenance lists below keep at most %(cap)s items per memory and give
+# each row its list's whole length (total), so the answer can say how many it
+# left out (vocabulary.MAX_PROVENANCE_ITEMS).
+# A memory's newest revisions, oldest first.
 REVISIONS_OF = """
-SELECT memory_id, revision, action, changed_by, reason, changed_at FROM memory_revision
-WHERE memory_id = ANY(%s::uuid[])
+SELECT memory_id, revision, action, changed_by, reason, changed_at, total FROM (
+    SELECT r.*, row_number() OVER (PARTITION BY memory_id ORDER BY id DESC) AS nth,
+           count(*) OVER (PARTITION BY memory_id) AS total
+    FROM memory_revision r WHERE memory_id = ANY(%(ids)s::uuid[])
+) r WHERE nth <= %(cap)s
 ORDER BY memory_id, id
 """
 
@@ -87,10 +94,14 @@ WHERE l.memory_id = ANY(%s::uuid[])
 ORDER BY l.memory_id, l.kind, t.created_at NULLS LAST
 """
 MENTIONS_OF = """
-SELECT mn.memory_id, e.id, e.name
-FROM mention mn JOIN entity e ON e.id = mn.entity_id
-WHERE mn.memory_id = ANY(%s::uuid[])
-ORDER BY mn.memory_id, e.name
+SELECT memory_id, entity_id, name, total FROM (
+    SELECT mn.memory_id, e.id AS entity_id, e.name,
+           row_number() OVER (PARTITION BY mn.memory_id ORDER BY e.name, e.id) AS nth,
+           count(*) OVER (PARTITION BY mn.memory_id) AS total
+    FROM mention mn JOIN entity e ON e.id = mn.entity_id
+    WHERE mn.memory_id = ANY(%(ids)s::uuid[])
+) m WHERE nth <= %(cap)s
+ORDER BY memory_id, nth
 """
 # Both directions of the supersession chain, nearest first. A step into a
 # memory the caller may not see ends the chain with an anonymous entry.
