@@ -27,9 +27,13 @@ class NotFound(DomainError):
 
 
 class FailedPrecondition(DomainError):
-    def __init__(self, message: str, subject: str = "") -> None:
+    """``subject`` names what failed; ``reason`` is the violation's type, the
+    one word a client tells refusals apart by."""
+
+    def __init__(self, message: str, subject: str = "", reason: str = "TRUST") -> None:
         super().__init__(message)
         self.subject = subject
+        self.reason = reason
 
 
 class RevisionMismatch(DomainError):

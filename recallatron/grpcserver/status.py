@@ -1,6 +1,7 @@
 """The one mapping from domain errors (recallatron/errors.py) to gRPC status
 codes with rich details: BadRequest naming the field, ErrorInfo with the
-current revision, PreconditionFailure for trust rules, RetryInfo."""
+current revision, PreconditionFailure for trust rules (and the few other
+preconditions, each with its own type), RetryInfo."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def status_for(error: errors.DomainError) -> status_pb2.Status:
                     error_details_pb2.PreconditionFailure(
                         violations=[
                             error_details_pb2.PreconditionFailure.Violation(
-                                type="TRUST",
+                                type=error.reason,
                                 subject=clip(error.subject, MAX_DETAIL_BYTES),
                                 description=clip(error.message, MAX_DETAIL_BYTES),
                             )

@@ -2,23 +2,31 @@
 member's tokens on the next call at every gateway (two here), erases their
 private memories as forget does (text, claims and entities nothing else
 names purged) or hands them to another member, keeps what they shared with
-their attribution, and keeps each claim with the memory that states it. Bad
+their attribution, and keeps each claim with the memory that states it; their
+imported conversation history goes the way of their private memories. Bad
 input is INVALID_ARGUMENT naming the field and changes nothing; the last
-owner cannot be removed; a removed member can hold no new token."""
+owner cannot be removed; a removed member can hold no new token; a hand-over
+to a member removed meanwhile is refused and moves nothing."""
 
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import grpc
+import psycopg
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from recallatron.client import Client
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
+from services.store.sql import leaving_queries as lq
 from tests import dbutil
 from tests.conftest import Team, wait_for
 from tests.integration.test_rolling_upgrade import REPO, Processes
@@ -232,7 +240,197 @@ def test_an_owner_cannot_remove_themselves_by_any_spelling_of_their_id(
     operator.create_member(team.workspace_id, "eve", owner=True)
     own = team.members["ada"]
     for spelling in (own.upper(), uuid.UUID(own).hex, "{" + own + "}"):
-        exc = error(lambda s=spelling: ada.remove_member(s, "erase"))
+        exc = error(partial(ada.remove_member, spelling, "erase"))
         assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (spelling, exc.details())
         assert "member_id" in str(exc.details())
     assert ada.read([ada.remember("ada is still here").memory.id]).memories
+
+
+# Old conversation turns, as the migration from the old store writes them.
+IMPORT_HISTORY = """
+INSERT INTO history_entry (id, owner_member_id, chat_id, role, text, occurred_at)
+SELECT gen_random_uuid(), %s, 'chat-1', 'user', t, now() - make_interval(secs => n)
+FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n)
+"""
+
+
+def import_history(stack: Stack, team: Team, handle: str, texts: list[str]) -> None:
+    with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
+        conn.execute(IMPORT_HISTORY, (team.members[handle], texts))
+
+
+def history_of(stack: Stack, team: Team, member: str) -> list[tuple[Any, ...]]:
+    return dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT id::text, chat_id, role, text, occurred_at FROM history_entry"
+        " WHERE owner_member_id = %s ORDER BY occurred_at",
+        (member,),
+    )
+
+
+def history_stats_of(stack: Stack, team: Team, member: str) -> list[tuple[Any, ...]]:
+    return dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT (SELECT count(*) FROM history_term_stat WHERE owner_member_id = %s),"
+        " (SELECT count(*) FROM history_corpus_stat WHERE owner_member_id = %s)",
+        (member, member),
+    )
+
+
+def test_erase_takes_their_imported_history_with_their_private_memories(
+    stack: Stack, team: Team
+) -> None:
+    ada, bob = team.clients["ada"], team.members["bob"]
+    tag = uuid.uuid4().hex[:10]
+    import_history(stack, team, "bob", [f"zqturn{tag} zqsecret{tag}", f"Bob asked zqask{tag}"])
+    import_history(stack, team, "ada", [f"zqturn{tag} Ada's own turn"])
+    ada.remove_member(bob, "erase")
+    assert history_of(stack, team, bob) == []
+    assert history_stats_of(stack, team, bob) == [(0, 0)]
+    # The text is gone from the database: rows, search vectors, term statistics.
+    dump = dbutil.pg_dump(stack, team.database_name)
+    for text in (f"zqsecret{tag}", f"zqask{tag}", "Bob asked"):
+        assert text not in dump
+    # Another member's history stays, and is still found.
+    found = ada.recall(f"zqturn{tag}", include_history=True).outcome.history
+    assert [h.text for h in found] == [f"zqturn{tag} Ada's own turn"]
+    detail = json.loads(ada.audit_events(actions=["remove_member"]).events[-1].detail_json)
+    assert detail["history_erased"] == 2
+
+
+def test_transfer_hands_their_imported_history_to_the_receiver(stack: Stack, team: Team) -> None:
+    ada, bob = team.clients["ada"], team.members["bob"]
+    tag = uuid.uuid4().hex[:10]
+    import_history(stack, team, "bob", [f"zqturn{tag} the vendor shortlist", f"zqturn{tag} two"])
+    before = history_of(stack, team, bob)
+    ada.remove_member(bob, "transfer", transfer_to=team.members["ada"])
+    assert history_of(stack, team, bob) == [] and history_stats_of(stack, team, bob) == [(0, 0)]
+    # The same turns, as they were said, now the receiver's: found by her words.
+    assert history_of(stack, team, team.members["ada"]) == before
+    found = ada.recall(f"zqturn{tag}", include_history=True).outcome.history
+    assert sorted(h.id for h in found) == sorted(r[0] for r in before)
+    detail = json.loads(ada.audit_events(actions=["remove_member"]).events[-1].detail_json)
+    assert detail["history_transferred"] == 2
+
+
+def waiting_for(watch: psycopg.Connection[Any], holder: psycopg.Connection[Any]) -> int:
+    """How many sessions wait for a lock ``holder`` holds."""
+    row = watch.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+        (holder.info.backend_pid,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def bobs_private_memory_and_history(stack: Stack, team: Team, tag: str) -> str:
+    import_history(stack, team, "bob", [f"zqturn{tag} for Bob alone"])
+    return team.clients["bob"].remember(f"Private {tag}", f"zqprivate{tag}").memory.id
+
+
+def assert_refused_and_nothing_moved(
+    stack: Stack, team: Team, outcome: list[Any], private: str, tag: str
+) -> None:
+    bob, cy = team.members["bob"], team.members["cy"]
+    # Nothing of bob's went to cy, who left.
+    live_for_cy = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT title FROM memory WHERE audience_member_id = %s AND invalidated_at IS NULL",
+        (cy,),
+    )
+    assert live_for_cy == []
+    assert history_of(stack, team, cy) == []
+    assert len(outcome) == 1 and isinstance(outcome[0], grpc.RpcError), outcome
+    exc = outcome[0]
+    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc.details()
+    assert "transfer_to" in str(exc.details()) and cy in str(exc.details())
+    status = rpc_status.from_call(exc)
+    assert status is not None
+    failure = error_details_pb2.PreconditionFailure()
+    assert any(d.Unpack(failure) for d in status.details)
+    assert [v.type for v in failure.violations] == ["RECEIVER_REMOVED"]
+    # Bob's private memory and history are as they were, still his; removing
+    # him again (erase) finishes what was left.
+    kept = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT audience_member_id::text, title FROM memory WHERE id = %s",
+        (private,),
+    )
+    assert kept == [(bob, f"Private {tag}")]
+    assert [r[3] for r in history_of(stack, team, bob)] == [f"zqturn{tag} for Bob alone"]
+    # (Bob's own removal stays: his tokens were revoked before the hand-over.)
+    again = team.clients["ada"].remove_member(bob, "erase")
+    assert (again.tokens_revoked, again.memories_erased) == (0, 1)
+    assert history_of(stack, team, bob) == []
+
+
+def test_a_hand_over_to_a_member_removed_after_its_check_is_refused_and_moves_nothing(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """The receiver is checked, then removed wholly (erase) by another call,
+    then the hand-over reaches the workspace: it was handed to them after
+    their erase."""
+    bob, cy = team.members["bob"], team.members["cy"]
+    tag = uuid.uuid4().hex[:10]
+    private = bobs_private_memory_and_history(stack, team, tag)
+    outcome: list[Any] = []
+
+    def hand_over() -> None:
+        try:
+            outcome.append(operator.remove_member(bob, "transfer", transfer_to=cy))
+        except grpc.RpcError as exc:
+            outcome.append(exc)
+
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
+        # Bob's write lock, held as a write for him holds it: the hand-over
+        # has checked its receiver in the control plane and waits here.
+        holder.execute(lq.HOLD_MEMBER_ALONE, {"member": bob})
+        thread = threading.Thread(target=hand_over)
+        thread.start()
+        wait_for(lambda: waiting_for(watch, holder) == 1, "the hand-over waiting for bob", 60)
+        operator.remove_member(cy, "erase")
+        holder.rollback()
+        thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert_refused_and_nothing_moved(stack, team, outcome, private, tag)
+
+
+def test_a_receiver_removed_while_a_hand_over_waits_for_them_refuses_it(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """The hand-over takes the receiver's write lock before it hands
+    anything over; the receiver's removal, under way meanwhile, is seen."""
+    bob, cy = team.members["bob"], team.members["cy"]
+    tag = uuid.uuid4().hex[:10]
+    private = bobs_private_memory_and_history(stack, team, tag)
+    outcome: list[Any] = []
+    removed: list[Any] = []
+
+    def hand_over() -> None:
+        try:
+            outcome.append(operator.remove_member(bob, "transfer", transfer_to=cy))
+        except grpc.RpcError as exc:
+            outcome.append(exc)
+
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
+        holder.execute(lq.HOLD_MEMBER_ALONE, {"member": cy})
+        handing = threading.Thread(target=hand_over)
+        handing.start()
+        wait_for(lambda: waiting_for(watch, holder) == 1, "the hand-over waiting for cy", 60)
+        leaving = threading.Thread(
+            target=lambda: removed.append(operator.remove_member(cy, "erase"))
+        )
+        leaving.start()
+        # Cy's removal has passed the control plane and waits for the workspace.
+        wait_for(lambda: waiting_for(watch, holder) == 2, "cy's removal waiting too", 60)
+        holder.rollback()
+        handing.join(timeout=120)
+        leaving.join(timeout=120)
+    assert not handing.is_alive() and not leaving.is_alive()
+    assert len(removed) == 1
+    assert_refused_and_nothing_moved(stack, team, outcome, private, tag)

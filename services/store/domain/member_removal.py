@@ -4,20 +4,26 @@ Their tokens are revoked and published at once, so every gateway refuses
 them on the next call (the revocation feed empties each gateway's cache).
 The memories only they could see are erased, as forget erases (text,
 vectors, search statistics and graph claims purged; a tombstone stays), or
-handed to another member of the workspace; what they wrote that others may
-see stays, still attributed to them; each entity claim follows the memory
-that states it. Their member row stays, marked removed, so that their
-handle still names what they did (the audit log), and it can hold no token.
+handed to another member of the workspace, and their imported conversation
+history with them (deleted, or given to the same member); what they wrote
+that others may see stays, still attributed to them; each entity claim
+follows the memory that states it. Their member row stays, marked removed,
+so that their handle still names what they did (the audit log), and it can
+hold no token.
 
 Every check runs before anything changes. A removal interrupted after the
 control plane's step is finished by running it again (the workspace's step
-changes only what is left)."""
+changes only what is left). A hand-over whose receiver was removed after
+that check (by another call) is refused in the workspace's step, which then
+changes nothing; the member stays removed and is finished the same way."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
@@ -34,6 +40,9 @@ MODES = (ERASE, TRANSFER)
 OPERATOR_ID = "00000000-0000-0000-0000-000000000000"
 # The tombstone's reason for an erased memory: says why, never what.
 ERASED_REASON = "member removed"
+# The refusal of a hand-over whose receiver was removed meanwhile (the type
+# of its PreconditionFailure).
+RECEIVER_REMOVED = "RECEIVER_REMOVED"
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ class MemberRemoval(OnWorkspaces):
             if row is None or (workspace_id and row[0] != workspace_id):
                 raise errors.NotFound("member_id: member not found")
             ws_id, role, removed_at = str(row[0]), row[1], row[2]
-            if receiver and not conn.execute(q.LIVE_MEMBER, (receiver, ws_id)).fetchone():
+            if receiver and not conn.execute(q.LIVE_RECEIVER, (receiver, ws_id)).fetchone():
                 raise errors.InvalidArgument(
                     "transfer_to", "names no current member of the member's workspace"
                 )
@@ -113,11 +122,13 @@ class MemberRemoval(OnWorkspaces):
             "by": by,
             "reason": ERASED_REASON,
         }
-        erased = transferred = 0
+        erased = transferred = history = 0
         with self.dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
             # A write for the member either committed before this or is
             # refused after it (migration 0025).
             conn.execute(lq.HOLD_MEMBER_ALONE, params)
+            if receiver is not None:
+                self._hold_receiver(conn, ws_id, member, receiver)
             conn.execute(lq.MARK_REMOVED, params)
             found = conn.execute(lq.KEPT, params).fetchone()
             kept = int(found[0]) if found else 0
@@ -134,6 +145,7 @@ class MemberRemoval(OnWorkspaces):
                         },
                     )
                 conn.execute(lq.ERASE_PRIVATE_EPISODES, params)
+                history = conn.execute(lq.ERASE_HISTORY, params).rowcount
             else:
                 rows = conn.execute(lq.TRANSFER_PRIVATE, params).fetchall()
                 transferred = sum(1 for r in rows if r[0])
@@ -145,14 +157,39 @@ class MemberRemoval(OnWorkspaces):
                     lq.TRANSFER_EPISODES,
                 ):
                     conn.execute(statement, params)
+                history = conn.execute(lq.TRANSFER_HISTORY, params).rowcount
             detail = {
                 "removed_member_id": member,
                 "private_memories": mode,
                 "erased": erased,
                 "transferred": transferred,
                 "kept": kept,
+                "history_erased" if receiver is None else "history_transferred": history,
             }
             if receiver:
                 detail["transfer_to"] = receiver
             conn.execute(lq.INSERT_AUDIT, (by, Jsonb(detail)))
         return erased, transferred, kept
+
+    def _hold_receiver(
+        self, conn: psycopg.Connection[Any], ws_id: str, member: str, receiver: str
+    ) -> None:
+        """Holds the receiver's write lock (shared) and checks them again under
+        it: the control plane's check came before, and their own removal may
+        have run since (its erase would have come before this hand-over)."""
+        conn.execute(lq.HOLD_RECEIVER, {"to": receiver})
+        removed = conn.execute(lq.RECEIVER_REMOVED, {"to": receiver}).fetchone() is not None
+        if not removed:
+            # Their removal may have passed the control plane and not yet
+            # reached this database; one under way there is waited for.
+            with self.dbs.control_conn() as control:
+                removed = control.execute(q.LIVE_RECEIVER, (receiver, ws_id)).fetchone() is None
+        if removed:
+            raise errors.FailedPrecondition(
+                f"transfer_to: member {receiver} was removed after this removal checked "
+                f"them; nothing was handed over. Member {member} stays removed with their "
+                "private memories and history as they were: remove them again with erase "
+                "or another transfer_to",
+                "transfer_to",
+                reason=RECEIVER_REMOVED,
+            )

@@ -10,6 +10,11 @@ changed are the member's, whoever may see them."""
 # refused after it. 7404 names the lock's use (the control plane's
 # owner-removal lock is 7403), as in the migration.
 HOLD_MEMBER_ALONE = "SELECT pg_advisory_xact_lock(7404, hashtext(%(member)s::text))"
+# A hand-over's receiver: their lock shared, as a write for them holds it, so
+# their own removal (which holds it alone) comes wholly before the hand-over,
+# and is seen, or wholly after it, and takes what was handed over too.
+HOLD_RECEIVER = "SELECT pg_advisory_xact_lock_shared(7404, hashtext(%(to)s::text))"
+RECEIVER_REMOVED = "SELECT 1 FROM removed_member WHERE member_id = %(to)s"
 MARK_REMOVED = """
 INSERT INTO removed_member (member_id) VALUES (%(member)s) ON CONFLICT (member_id) DO NOTHING
 """
@@ -34,6 +39,10 @@ FROM unnest(%(ids)s::uuid[], %(revisions)s::bigint[]) AS e(id, revision)
 ERASE_PRIVATE_EPISODES = """
 UPDATE episode SET title = '' WHERE audience_member_id = %(member)s AND title <> ''
 """
+
+# Their imported conversation history (migration 0003): owner-only, so no one
+# else could read it. The statistics trigger takes its lexemes with it.
+ERASE_HISTORY = "DELETE FROM history_entry WHERE owner_member_id = %(member)s"
 
 # -- transfer: every memory only they could see, to another member ------------
 # The audience is fixed for a memory's life everywhere else, so each copy of
@@ -67,6 +76,17 @@ ON CONFLICT (purpose, audience, shard) DO UPDATE SET docs = c.docs + EXCLUDED.do
 """
 TRANSFER_EPISODES = """
 UPDATE episode SET audience_member_id = %(to)s WHERE audience_member_id = %(member)s
+"""
+# History rows are never edited (migration 0003), so each is taken out and put
+# back as it was said, under its new owner, in one statement; the statistics
+# triggers move its counts from one owner's to the other's.
+TRANSFER_HISTORY = """
+WITH moved AS (
+    DELETE FROM history_entry WHERE owner_member_id = %(member)s
+    RETURNING id, chat_id, role, text, occurred_at
+)
+INSERT INTO history_entry (id, owner_member_id, chat_id, role, text, occurred_at)
+SELECT id, %(to)s, chat_id, role, text, occurred_at FROM moved
 """
 
 # What they wrote that others may see: kept as it is, attributed to them.

@@ -263,6 +263,12 @@ WHERE workspace_id = %s AND role = 'owner' AND id <> %s AND removed_at IS NULL
 LIVE_MEMBER = """
 SELECT 1 FROM member WHERE id = %s AND workspace_id = %s AND removed_at IS NULL
 """
+# The receiver of a removed member's private memories, held (FOR SHARE) against
+# their own removal (MEMBER_TO_REMOVE) until this transaction ends; waiting for
+# one under way, it reads the row that removal committed.
+LIVE_RECEIVER = """
+SELECT 1 FROM member WHERE id = %s AND workspace_id = %s AND removed_at IS NULL FOR SHARE
+"""
 MARK_MEMBER_REMOVED = "UPDATE member SET removed_at = now() WHERE id = %s RETURNING removed_at"
 # Handles of a workspace's members, removed ones included (the audit log's names).
 MEMBER_HANDLES = "SELECT id::text, handle FROM member WHERE workspace_id = %s"
