@@ -46,8 +46,11 @@ from recallatron_devkit.stack import free_port
 from services.store.domain import recall as r
 from services.store.domain.control_records import WorkspaceSettings
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, with_database
+from services.store.settings import StoreSettings
 
 RUNS = 3
+# The store's default, as a store started with no settings ranks.
+EXACT_ROWS = StoreSettings().dense_exact_rows
 
 
 def _median_ms(run: Callable[[], object]) -> float:
@@ -138,7 +141,7 @@ def dense(
                 "purpose": purpose,
                 "visible": int(visible),
                 "graph": float(graph or 0),
-                "exact_chosen": r.dense_exact(int(visible), float(graph or 0)),
+                "exact_chosen": r.dense_exact(int(visible), float(graph or 0), EXACT_ROWS),
                 "hnsw_p50_ms": round(statistics.median(hnsw), 2),
                 "exact_p50_ms": round(statistics.median(exact), 2),
                 "recall_at_100": round(statistics.mean(overlap), 3),

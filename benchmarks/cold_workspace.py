@@ -113,10 +113,11 @@ def run(state_dir: Path, workspaces: int, visits: int, statements: bool = False)
     stack.start_postgres()
     try:
         os.environ.update(stack.env_for("store"))
-        dbs = Databases(StoreSettings())
+        settings = StoreSettings()
+        dbs = Databases(settings)
         dbs.bootstrap()
         control = ControlPlane(dbs)
-        arms, graph = RecallQueries(control), GraphStore(control)
+        arms, graph = RecallQueries(control, settings.dense_exact_rows), GraphStore(control)
         connects = timed_connects()
         sent = timed_statements() if statements else []
         with dbs.control_conn() as conn:

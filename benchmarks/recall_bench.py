@@ -172,13 +172,12 @@ class InProcess:
         from services.store.infrastructure.db import Databases
         from services.store.settings import StoreSettings
 
-        self.dbs = Databases(
-            StoreSettings(database_url=stack.database_url, app_password=stack.app_password)
-        )
+        settings = StoreSettings(database_url=stack.database_url, app_password=stack.app_password)
+        self.dbs = Databases(settings)
         self.dbs.bootstrap()
         self.control = ControlPlane(self.dbs)
         self.memories = MemoryStore(self.dbs, self.control)
-        self.recall_queries = RecallQueries(self.control)
+        self.recall_queries = RecallQueries(self.control, settings.dense_exact_rows)
         self.graph = GraphStore(self.control)
         self.cards = ThreadPoolExecutor(1, thread_name_prefix="cards")
         # The embed service's own ONNX settings (one thread per call), so that

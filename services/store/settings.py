@@ -68,8 +68,6 @@ class StoreSettings(EmbedPeer):
     # development machine (10 ms at 10,500 against 3 ms for the graph's scan;
     # recall p50 +5 ms at 10,000 memories, docs/benchmarks.md, "The exact
     # dense plan"). 0 keeps only the narrow-caller rule.
-    # (recall.EXACT_ROWS, which the domain's own callers take; one test holds
-    # the two equal: settings cannot import the domain.)
     dense_exact_rows: int = Field(default=12_000, ge=0)
     # Per-statement limit inside Postgres (milliseconds).
     statement_timeout_ms: int = Field(default=15_000, ge=1)

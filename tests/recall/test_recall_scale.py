@@ -304,20 +304,20 @@ def test_the_dense_scan_walks_the_graph_of_the_callers_purpose(stack: Stack, tea
 
 
 def test_the_dense_plan_follows_the_callers_share() -> None:
-    # Every caller who sees at most the store's dense_exact_rows (default
-    # r.EXACT_ROWS): a workspace of 10,000 memories and its graph's.
-    assert r.dense_exact(500, -1)  # never analysed
-    assert r.dense_exact(10_500, 10_500)
-    assert not r.dense_exact(r.EXACT_ROWS + 1, r.EXACT_ROWS + 1)
+    # Every caller who sees at most the store's dense_exact_rows: a workspace
+    # of 10,000 memories and its graph's.
+    rows = StoreSettings().dense_exact_rows
+    assert r.dense_exact(500, -1, rows)  # never analysed
+    assert r.dense_exact(10_500, 10_500, rows)
+    assert not r.dense_exact(rows + 1, rows + 1, rows)
     # Beyond it, a narrow caller: the narrow caller at 100k sees 5,563 of the
     # 9,910 vectors of the audit graph, the graph's scan visits about
     # 1/share as many vectors.
     assert not r.dense_exact(5_563, 9_910, exact_rows=2_000)
     assert r.dense_exact(5_563, 100_300, exact_rows=2_000)  # 5.5% of the graph
-    assert not r.dense_exact(54_000, 97_000)  # the owner at 100k
-    assert not r.dense_exact(25_000, 1_000_000)  # never more than EXACT_MAX_ROWS
+    assert not r.dense_exact(54_000, 97_000, rows)  # the owner at 100k
+    assert not r.dense_exact(25_000, 1_000_000, rows)  # never more than EXACT_MAX_ROWS
     assert r.dense_exact(25_000, 25_000, exact_rows=30_000)  # unless the store says
-    assert StoreSettings().dense_exact_rows == r.EXACT_ROWS
 
 
 def test_the_app_role_cannot_bypass_row_security(stack: Stack, team: Team) -> None:
@@ -661,7 +661,8 @@ def test_the_term_statistics_and_the_entity_cards_run_on_generic_plans(
     ada = team.clients["ada"]
     remember_robin(ada, "Robin Goodwin leads the Apollo project from Lisbon.")
     caller = Caller(team.workspace_id, team.members["ada"], "assist")
-    queries, graph = r.RecallQueries(one_connection), GraphStore(one_connection)
+    queries = r.RecallQueries(one_connection, StoreSettings().dense_exact_rows)
+    graph = GraphStore(one_connection)
     for _ in range(8):  # past the driver's prepare threshold (5)
         (card,) = graph.named_in(caller, "what does Robin Goodwin lead?")
         assert card.attributes and card.relations and card.aliases and card.mentioned_by

@@ -134,11 +134,10 @@ WHERE c.purpose = caller_purpose() AND c.audience IN (stat_audience(NULL), calle
 # 100,000: 5,563 of about 6,900 audit vectors), and the scan costs what an
 # owner's does.
 EXACT_SHARE = 0.1
-EXACT_ROWS = 12_000
 EXACT_MAX_ROWS = 20_000
 
 
-def dense_exact(visible: int, graph: float, exact_rows: int = EXACT_ROWS) -> bool:
+def dense_exact(visible: int, graph: float, exact_rows: int) -> bool:
     """Whether the caller's vectors are few enough, in all or against the
     graph of their purpose (``graph`` vectors), to rank them all exactly."""
     return visible <= max(exact_rows, min(EXACT_MAX_ROWS, EXACT_SHARE * graph))
@@ -341,7 +340,7 @@ def lexical_arm(conn: psycopg.Connection, query: str, params: dict[str, object])
 
 
 class RecallQueries(InWorkspaces):
-    def __init__(self, control: ControlPlane, exact_rows: int = EXACT_ROWS) -> None:
+    def __init__(self, control: ControlPlane, exact_rows: int) -> None:
         super().__init__(control)
         self.exact_rows = exact_rows
 
