@@ -15,6 +15,8 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -219,8 +221,8 @@ def test_a_copy_answers_as_the_original_and_holds_nothing_a_left_out_member_hid(
     # copy's are built in (an HNSW graph depends on it, docs/export.md).
     in_table = "SELECT memory_id::text FROM memory_embedding ORDER BY ctid"
     copied = [r[0] for r in dbutil.query(stack, database, in_table)]
-    source = [r[0] for r in dbutil.query(stack, team.database_name, in_table)]
-    assert len(copied) > 3 and copied == [m for m in source if m in set(copied)]
+    original = [r[0] for r in dbutil.query(stack, team.database_name, in_table)]
+    assert len(copied) > 3 and copied == [m for m in original if m in set(copied)]
 
     # Cy's private memory: a tombstone in the copy, its text nowhere.
     leaks = dbutil.query(
@@ -372,6 +374,90 @@ def test_a_member_removed_before_the_export_is_no_member_of_the_copy(
     finally:
         copy.close()
     assert ada.read([private]).memories[0].audience.member_id == team.members["ada"]
+
+
+@pytest.mark.parametrize("moment", ["members", "rows"])
+def test_a_member_removed_during_the_export_keeps_what_the_archive_holds_of_theirs(
+    stack: Stack,
+    operator: Client,
+    team: Team,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    moment: str,
+) -> None:
+    """Bob is removed, his memories handed to ada, while the export runs:
+    as it reads the members ("members") or as it writes the rows ("rows").
+    Whichever moment the archive shows, each memory's audience is among its
+    members, so the copy holds the memories as they were then."""
+    from services.store.domain.archive_export import Exporter
+    from services.store.domain.control import ControlPlane
+
+    bob = team.clients["bob"]
+    private = bob.remember("Bob's reminder", "Bob prefers the Thursday sync.").memory.id
+    shared = bob.remember("Bob's release notes", "Apollo ships.", audience_to="workspace")
+    removed: list[bool] = []
+
+    def remove_bob() -> None:
+        if not removed:
+            removed.append(True)
+            operator.remove_member(team.members["bob"], "transfer", team.members["ada"])
+
+    out = tmp_path / "archive"
+    with dbutil.store_databases(stack) as dbs:
+        control = ControlPlane(dbs)
+        # The workspace's record read before, so that the export's one read
+        # of the control plane is its members'.
+        workspace = control.workspace(team.workspace_id)
+        monkeypatch.setattr(control, "workspace", lambda *_args, **_kw: workspace)
+        read_control = dbs.control_conn
+
+        @contextmanager
+        def control_conn() -> Iterator[psycopg.Connection]:
+            if moment == "members":
+                remove_bob()
+            with read_control() as conn:
+                yield conn
+
+        monkeypatch.setattr(dbs, "control_conn", control_conn)
+        Exporter(dbs, control).export(
+            team.workspace_id,
+            out,
+            on_rows=lambda _n: remove_bob() if moment == "rows" else None,
+        )
+    assert removed, "the removal did not run during the export"
+    members = {m["id"] for m in json.loads((out / fmt.WORKSPACE).read_text())["members"]}
+    archived = {
+        m["id"]: m for m in map(json.loads, (out / "memories.jsonl").read_text().splitlines())
+    }
+    audiences = {m["audience_member"] for m in archived.values() if m["forgotten_at"] is None}
+    assert audiences - {None} <= members, "a memory's audience is no member of the archive"
+
+    slug = f"copy-{uuid.uuid4().hex[:10]}"
+    imported = cli(stack, "import", str(out), "--as", slug, "--json")
+    assert imported.returncode == 0, imported.stderr
+    made = json.loads(imported.stdout)
+    assert made["left_out"]["private_memories"] == 0
+    copied = {m["source_id"]: m["id"] for m in made["members"]}
+    database = made_database(stack, made["workspace_id"])
+    for memory_id, body in ((private, "Bob prefers the Thursday sync."),
+                            (shared.memory.id, "Apollo ships.")):  # fmt: skip
+        was = archived[memory_id]
+        row = dbutil.query(
+            stack,
+            database,
+            "SELECT invalidated_at IS NULL, body, audience_member_id::text, created_by::text"
+            " FROM memory WHERE id = %s",
+            (memory_id,),
+        )
+        audience = was["audience_member"]
+        assert row == [
+            (
+                True,
+                body,
+                None if audience is None else copied[audience],
+                copied.get(was["created_by"], was["created_by"]),
+            )
+        ]
 
 
 def test_an_import_that_fails_at_its_last_step_leaves_no_workspace(

@@ -254,3 +254,120 @@ def test_a_difference_is_shown_where_the_answers_part() -> None:
     (shown,) = found.differences
     assert "from character 1013" in shown
     assert 'A"}' in shown and 'B"}' in shown
+
+
+# -- bounds on reading an archive --------------------------------------------------
+
+
+def _pad_to(path: Path, size: int) -> None:
+    """``path``'s JSON followed by spaces up to ``size`` bytes (still JSON)."""
+    data = path.read_bytes().rstrip()
+    path.write_bytes(data + b" " * (size - len(data)))
+
+
+def _fix_digest(directory: Path, kind: str) -> None:
+    name = kind if kind == fmt.WORKSPACE else fmt.file_name(kind)
+    manifest = json.loads((directory / fmt.MANIFEST).read_text())
+    manifest["files"][kind]["sha256"] = fmt.sha256_of(directory / name)
+    (directory / fmt.MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_a_record_line_over_a_mebibyte_is_refused_naming_its_line(tmp_path: Path) -> None:
+    def line_of(size: int) -> dict[str, Any]:
+        record = memory(2, body="")
+        record["body"] = "x" * (size - len(json.dumps(record)))
+        assert len(json.dumps(record)) == size
+        return record
+
+    write_archive(tmp_path / "a", {"memories": [memory(1), line_of(2**20)]})
+    assert plan.read_archive(tmp_path / "a").count("memories") == 2
+    write_archive(tmp_path / "b", {"memories": [memory(1), line_of(2**20 + 1)]})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "b")
+    assert err.value.field == "memories.jsonl line 2"
+    assert "longer than" in err.value.description
+
+
+def test_a_json_file_over_its_cap_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_archive(tmp_path / "a", {"memories": [memory(1)]})
+    cap = (tmp_path / "a" / fmt.MANIFEST).stat().st_size + 100
+    monkeypatch.setattr(fmt, "MAX_JSON_FILE_BYTES", cap, raising=False)
+    _pad_to(tmp_path / "a" / fmt.WORKSPACE, cap + 1)
+    _fix_digest(tmp_path / "a", fmt.WORKSPACE)
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == fmt.WORKSPACE and "larger than" in err.value.description
+
+    _pad_to(tmp_path / "a" / fmt.MANIFEST, cap + 1)
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == fmt.MANIFEST and "larger than" in err.value.description
+
+
+def test_a_members_file_over_64_mib_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "members.json"
+    path.write_text('{"members": [{"source": "ada"}]}')
+    _pad_to(path, 64 * 2**20 + 1)
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_members_file(path)
+    assert err.value.field == "members" and str(path) in err.value.description
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("where", ["memories.jsonl line 1", fmt.WORKSPACE, fmt.MANIFEST])
+def test_json_nested_deeper_than_the_parser_goes_is_refused_naming_where(
+    tmp_path: Path, where: str
+) -> None:
+    write_archive(tmp_path / "a", {"memories": [memory(1)]})
+    directory = tmp_path / "a"
+    if where == fmt.MANIFEST:
+        (directory / fmt.MANIFEST).write_text('{"format": ' + DEEP + "}")
+    elif where == fmt.WORKSPACE:
+        (directory / fmt.WORKSPACE).write_text('{"settings": {"x": ' + DEEP + "}}")
+        _fix_digest(directory, fmt.WORKSPACE)
+    else:
+        (directory / "memories.jsonl").write_text('{"title": ' + DEEP + "}\n")
+        _fix_digest(directory, "memories")
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(directory)
+    assert err.value.field == where and "nested" in err.value.description
+
+
+def test_a_members_file_nested_too_deep_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "members.json"
+    path.write_text('{"members": ' + DEEP + "}")
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_members_file(path)
+    assert err.value.field == "members" and "nested" in err.value.description
+
+
+def test_json_nested_deeper_than_the_format_is_refused_though_the_parser_goes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "members.json"
+    path.write_text('{"members": [' + "[" * fmt.MAX_DEPTH + "]" * fmt.MAX_DEPTH + "]}")
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_members_file(path)
+    assert err.value.field == "members" and "nested" in err.value.description
+
+
+def test_the_members_exported_are_those_of_the_snapshots_moment() -> None:
+    from services.store.domain.archive_export import ControlMember, snapshot_members
+
+    live, left, leaving, gone = (uid(n) for n in (1, 2, 3, 4))
+    known = [
+        ControlMember(live, "ada", "owner", False),
+        # Removed, and the snapshot holds the removal.
+        ControlMember(left, "bob", "member", True),
+        # Removed after the snapshot: it still holds their memories as theirs.
+        ControlMember(leaving, "cy", "member", True),
+        # Removed long ago: nothing of theirs is left to erase or hand over.
+        ControlMember(gone, "dee", "member", True),
+    ]
+    chosen = snapshot_members(known, removed_here={left}, still_holding={leaving})
+    assert [m["handle"] for m in chosen] == ["ada", "cy"]
+    assert chosen[0] == {"id": live, "handle": "ada", "role": "owner"}

@@ -2,20 +2,27 @@
 
 Everything is read in one snapshot of the workspace database (REPEATABLE
 READ, read only) as the server's admin role, so the archive is one moment of
-the workspace even while it keeps serving. Each kind of record goes to its
-JSON Lines file; the manifest, written last, names the files with their
-counts and digests, so a directory without one is an unfinished export."""
+the workspace even while it keeps serving. The members live in the control
+plane, outside that snapshot: they are read after it is taken, and the
+snapshot decides who of them the moment had (snapshot_members). Each kind of
+record goes to its JSON Lines file; the manifest, written last, names the
+files with their counts and digests, so a directory without one is an
+unfinished export. An archive holds every member's private memories: its
+directory and files are the exporting user's alone (0700, 0600), whatever
+the umask."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import psycopg
 
@@ -43,6 +50,10 @@ QUERIES: dict[str, str] = {
     "vectors": q.EXPORT_VECTORS,
 }
 FETCH_ROWS = 2000
+# The files whose query takes the members exported (%(members)s).
+_BY_MEMBERS = frozenset({"history"})
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
 
 
 @dataclass
@@ -66,16 +77,59 @@ class ExportReport:
         }
 
 
+@dataclass(frozen=True)
+class ControlMember:
+    """A member as the control plane has them, removed or not."""
+
+    id: str
+    handle: str
+    role: str
+    removed: bool
+
+
+def snapshot_members(
+    members: Sequence[ControlMember], removed_here: set[str], still_holding: set[str]
+) -> list[dict[str, str]]:
+    """The members of the snapshot's moment, from the control plane's
+    ``members`` read after it: none whose removal the snapshot holds
+    (``removed_here``); one the control plane says is removed only when the
+    snapshot still holds what their removal erases or hands over
+    (``still_holding``: the removal's workspace step came after the snapshot).
+    A removed member is otherwise no member of the archive: their private
+    rows stay behind as a left-out member's do (docs/export.md)."""
+    return [
+        {"id": m.id, "handle": m.handle, "role": m.role}
+        for m in members
+        if m.id not in removed_here and (not m.removed or m.id in still_holding)
+    ]
+
+
 def prepare_directory(out: Path) -> None:
-    """``out`` made, or refused when it holds anything already."""
+    """``out`` made (or taken when empty) with its owner's access alone, or
+    refused when it holds anything already."""
     if out.exists() and not out.is_dir():
         raise errors.InvalidArgument("out", f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
         raise errors.InvalidArgument("out", f"{out} is not empty: name a new or empty directory")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # the empty directory named
+            out.mkdir(mode=DIRECTORY_MODE)
+        # mkdir's mode is masked by the umask, and a directory given keeps its own.
+        out.chmod(DIRECTORY_MODE)
     except OSError as exc:
         raise errors.InvalidArgument("out", f"cannot create {out}: {exc.strerror}") from None
+
+
+def _create(path: Path) -> BinaryIO:
+    """A new file of the archive, its owner's alone from its first byte."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)  # the umask may have taken some of it
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class Exporter:
@@ -100,20 +154,19 @@ class Exporter:
         with psycopg.connect(self.dbs.database_url(ws.server, ws.database_name)) as conn:
             conn.execute(q.EXPORT_SNAPSHOT)
             conn.execute(q.UTC_SESSION)
-            level_row = conn.execute(q.SCHEMA_LEVEL).fetchone()
+            level_row = conn.execute(q.SCHEMA_LEVEL).fetchone()  # the snapshot is taken
+            members = self._members(conn, ws.id)
+            params = {"members": [m["id"] for m in members]}
             # In the order of fmt.RECORD_FILES.
-            counted = conn.execute(q.EXPORT_COUNTS).fetchone() or ()
+            counted = conn.execute(q.EXPORT_COUNTS, params).fetchone() or ()
             rows = dict(zip(fmt.RECORD_FILES, (int(n) for n in counted), strict=False))
             on_total("exporting", sum(rows.get(k, 0) for k in kinds))
             for kind in kinds:
-                files[kind] = self._write(conn, kind, out, on_rows)
+                files[kind] = self._write(
+                    conn, kind, out, on_rows, params if kind in _BY_MEMBERS else None
+                )
                 report.counts[kind] = files[kind].records
             exported_at = datetime.now(UTC).isoformat()
-        with self.dbs.control_conn() as control:
-            members = [
-                {"id": r[0], "handle": r[1], "role": r[2]}
-                for r in control.execute(q.MEMBERS_OF, (ws.id,)).fetchall()
-            ]
         workspace = {"settings": ws.settings.to_json(), "members": members}
         files[fmt.WORKSPACE] = _write_json(out / fmt.WORKSPACE, workspace, records=len(members))
         report.counts["members"] = len(members)
@@ -134,16 +187,39 @@ class Exporter:
         report.seconds = time.monotonic() - began
         return report
 
+    def _members(self, conn: psycopg.Connection, workspace_id: str) -> list[dict[str, str]]:
+        """The members of the moment ``conn``'s snapshot shows. The control
+        plane is read after the snapshot was taken, so it knows every member
+        the snapshot has rows of; a removal it already holds and the snapshot
+        not yet is decided by the snapshot."""
+        removed_here = {str(r[0]) for r in conn.execute(q.REMOVED_IN_SNAPSHOT).fetchall()}
+        with self.dbs.control_conn() as control:
+            known = [
+                ControlMember(str(r[0]), r[1], r[2], bool(r[3]))
+                for r in control.execute(q.MEMBERS_OF, (workspace_id,)).fetchall()
+            ]
+        pending = [m.id for m in known if m.removed and m.id not in removed_here]
+        holding = (
+            {str(r[0]) for r in conn.execute(q.STILL_HOLDING, {"members": pending}).fetchall()}
+            if pending
+            else set()
+        )
+        return snapshot_members(known, removed_here, holding)
+
     @staticmethod
     def _write(
-        conn: psycopg.Connection, kind: str, out: Path, on_rows: Callable[[int], None]
+        conn: psycopg.Connection,
+        kind: str,
+        out: Path,
+        on_rows: Callable[[int], None],
+        params: dict[str, Any] | None,
     ) -> fmt.FileDigest:
         name = fmt.file_name(kind)
         digest = hashlib.sha256()
         count = 0
-        with (out / name).open("wb") as f, conn.cursor(name=f"export_{kind}") as cur:
+        with _create(out / name) as f, conn.cursor(name=f"export_{kind}") as cur:
             cur.itersize = FETCH_ROWS
-            cur.execute(QUERIES[kind])
+            cur.execute(QUERIES[kind], params)
             while rows := cur.fetchmany(FETCH_ROWS):
                 chunk = b"".join(str(r[0]).encode("utf-8") + b"\n" for r in rows)
                 f.write(chunk)
@@ -155,5 +231,6 @@ class Exporter:
 
 def _write_json(path: Path, value: Any, records: int) -> fmt.FileDigest:
     data = (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    path.write_bytes(data)
+    with _create(path) as f:
+        f.write(data)
     return fmt.FileDigest(path.name, records, hashlib.sha256(data).hexdigest())

@@ -11,17 +11,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from recallatron import errors
 from recallatron.vocabulary import KINDS, PURPOSES
+
+# Bounds on what an archive may make a reader hold: a record line (a
+# workspace's longest, a migrated history turn, is 200,000 characters) and a
+# whole JSON file (the manifest, workspace.json, a members file).
+MAX_LINE_BYTES = 1 << 20
+MAX_JSON_FILE_BYTES = 64 << 20
+# Nesting of one JSON value: the format's deepest is 3 (an episode's
+# participants); a deeper value is refused before anything walks it.
+MAX_DEPTH = 64
 
 FORMAT_NAME = "recallatron-workspace-archive"
 FORMAT_VERSION = 1
@@ -338,6 +348,78 @@ class FileDigest:
         return {"name": self.name, "records": self.records, "sha256": self.sha256}
 
 
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def load_json(data: bytes | str, where: str) -> Any:
+    """One JSON value of an archive (or a members file), or InvalidArgument
+    naming ``where`` ("memories.jsonl line 12", "workspace.json"): text that
+    is not UTF-8, not JSON, nested deeper than MAX_DEPTH (or than the parser
+    goes), or holding a lone surrogate ("\\ud800": JSON, but no text to store)."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        value = json.loads(text)
+        if not _within_depth(value):
+            raise RecursionError
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeError:
+        raise errors.InvalidArgument(where, "is not UTF-8 text") from None
+    except RecursionError:
+        raise errors.InvalidArgument(
+            where, f"is JSON nested deeper than {MAX_DEPTH} levels: no value of the format is"
+        ) from None
+    except ValueError as exc:
+        raise errors.InvalidArgument(where, f"is not JSON: {exc}") from None
+    return value
+
+
+def _within_depth(value: Any) -> bool:
+    # Iterative: a walk by recursion would fail where the parser did not.
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            return False
+        pending.extend((x, depth + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return True
+
+
+def read_json_file(path: Path, where: str) -> Any:
+    """The JSON value of a whole file, refused naming ``where`` when the file
+    is larger than MAX_JSON_FILE_BYTES (before it is read) or is no JSON."""
+    limit = MAX_JSON_FILE_BYTES
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            # One byte past the cap: a file growing while it is read is refused too.
+            data = f.read(limit + 1) if size <= limit else b""
+    except OSError as exc:
+        raise errors.InvalidArgument(where, f"cannot read {path}: {exc.strerror}") from None
+    if size > limit or len(data) > limit:
+        raise errors.InvalidArgument(
+            where, f"{path} is larger than {_size(limit)}: no file of an archive is"
+        )
+    return load_json(data, where)
+
+
+def _lines(f: BinaryIO, name: str) -> Iterator[tuple[int, bytes]]:
+    """A record file's lines with their numbers; one longer than MAX_LINE_BYTES
+    (its line end not counted) is refused, naming it, before more is read."""
+    number = 0
+    while raw := f.readline(MAX_LINE_BYTES + 2):
+        number += 1
+        line = raw.rstrip(b"\r\n")
+        if len(line) > MAX_LINE_BYTES:
+            raise errors.InvalidArgument(
+                f"{name} line {number}",
+                f"is longer than {_size(MAX_LINE_BYTES)}: no record of the archive is",
+            )
+        yield number, line
+
+
 def sha256_of(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -353,10 +435,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise errors.InvalidArgument(
             "archive", f"{directory} holds no {MANIFEST}: not an archive, or an unfinished export"
         )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.InvalidArgument(MANIFEST, f"is not JSON: {exc}") from None
+    manifest = read_json_file(path, MANIFEST)
     if not isinstance(manifest, dict):
         raise errors.InvalidArgument(MANIFEST, "must be a JSON object")
     if manifest.get("format") != FORMAT_NAME:
@@ -397,19 +476,11 @@ def records(
         )
     count = 0
     with path.open("rb") as f:
-        for number, raw in enumerate(f, 1):
+        for number, raw in _lines(f, name):
             if not raw.strip():
                 continue
             place = f"{name} line {number}"
-            try:
-                line = raw.decode("utf-8")
-                value = json.loads(line)
-                # A lone surrogate ("\\ud800") is JSON but no text to store.
-                json.dumps(value, ensure_ascii=False).encode("utf-8")
-            except UnicodeError:
-                raise errors.InvalidArgument(place, "is not UTF-8 text") from None
-            except ValueError as exc:
-                raise errors.InvalidArgument(place, f"is not JSON: {exc}") from None
+            value = load_json(raw, place)
             check(kind, value, place)
             count += 1
             yield place, value

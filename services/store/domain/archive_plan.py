@@ -11,7 +11,6 @@ member do not come either, nor an entity that only those memories named."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,10 +82,7 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
         raise errors.InvalidArgument(fmt.WORKSPACE, "is missing from the archive")
     if fmt.sha256_of(path) != listed["sha256"]:
         raise errors.InvalidArgument(fmt.WORKSPACE, "does not match the manifest's digest")
-    try:
-        workspace = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.InvalidArgument(fmt.WORKSPACE, f"is not JSON: {exc}") from None
+    workspace = fmt.read_json_file(path, fmt.WORKSPACE)
     fmt.check("workspace", workspace, fmt.WORKSPACE)
     ids = [m["id"] for m in workspace["members"]]
     if len(set(ids)) != len(ids):
@@ -152,12 +148,7 @@ def _unique(archive: Archive, kind: str, key: str) -> set[str]:
 
 
 def read_members_file(path: Path) -> Record:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise errors.InvalidArgument("members", f"cannot read {path}: {exc.strerror}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.InvalidArgument("members", f"{path} is not JSON: {exc}") from None
+    value = fmt.read_json_file(path, "members")
     fmt.check("members_file", value, "members file")
     result: Record = value
     return result

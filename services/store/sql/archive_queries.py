@@ -13,8 +13,22 @@ from __future__ import annotations
 
 EXPORT_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 UTC_SESSION = "SET TIME ZONE 'UTC'"
+# The transaction's first query: it takes the snapshot every read below sees.
 SCHEMA_LEVEL = "SELECT max(version) FROM schema_migration"
-# Rows per record file, for the progress bar.
+# The members whose removal the snapshot holds (the removal's workspace step,
+# services/store/domain/member_removal.py).
+REMOVED_IN_SNAPSHOT = "SELECT member_id::text FROM removed_member"
+# Of these members, those the snapshot still holds rows of that a removal
+# erases or hands over (a current private memory, a private episode with its
+# title): their removal's workspace step came after the snapshot.
+STILL_HOLDING = """
+SELECT m::text FROM unnest(%(members)s::uuid[]) AS m
+WHERE EXISTS (SELECT 1 FROM memory
+              WHERE audience_member_id = m AND invalidated_at IS NULL)
+   OR EXISTS (SELECT 1 FROM episode WHERE audience_member_id = m AND title <> '')
+"""
+# Rows per record file, for the progress bar; history only of the members
+# exported, as EXPORT_HISTORY.
 EXPORT_COUNTS = """
 SELECT (SELECT count(*) FROM episode), (SELECT count(*) FROM entity),
        (SELECT count(*) FROM memory), (SELECT count(*) FROM memory_revision),
@@ -22,7 +36,8 @@ SELECT (SELECT count(*) FROM episode), (SELECT count(*) FROM entity),
        (SELECT count(*) FROM entity_alias), (SELECT count(*) FROM attribute_claim),
        (SELECT count(*) FROM relation_claim), (SELECT count(*) FROM entity_merge),
        (SELECT count(*) FROM entity_pair_apart), (SELECT count(*) FROM dismissed_pair),
-       (SELECT count(*) FROM history_entry), (SELECT count(*) FROM memory_embedding)
+       (SELECT count(*) FROM history_entry WHERE owner_member_id = ANY(%(members)s::uuid[])),
+       (SELECT count(*) FROM memory_embedding)
 """
 
 # Tombstones keep their id, trust fields and times; their text is already
@@ -111,11 +126,14 @@ SELECT json_build_object(
     'dismissed_at', dismissed_at)::text
 FROM dismissed_pair ORDER BY first_id, second_id
 """
+# Owner-only evidence: a removed member's stays behind, with everything else
+# no member of the archive may see.
 EXPORT_HISTORY = """
 SELECT json_build_object(
     'id', id, 'owner_member', owner_member_id, 'chat_id', chat_id, 'role', role,
     'text', text, 'occurred_at', occurred_at)::text
-FROM history_entry ORDER BY occurred_at, id
+FROM history_entry WHERE owner_member_id = ANY(%(members)s::uuid[])
+ORDER BY occurred_at, id
 """
 # pgvector's binary form is a 4-byte header (dimensions, unused) and then
 # big-endian float32s: the vector travels as those floats, base64.
@@ -260,10 +278,10 @@ ANALYZE = "ANALYZE"
 # -- control plane: undoing an import that failed after its workspace was made --
 DELETE_MEMBERS = "DELETE FROM member WHERE workspace_id = %s"
 DELETE_WORKSPACE = "DELETE FROM workspace WHERE id = %s"
-# A removed member is no member of the copy: their private rows stay behind
-# as a left-out member's do (docs/export.md), their authorship an attribution.
+# Every member of the workspace, removed ones too: which of them the archive
+# holds is decided by the workspace's snapshot (archive_export.snapshot_members).
 MEMBERS_OF = """
-SELECT id::text, handle, role FROM member
-WHERE workspace_id = %s AND removed_at IS NULL
+SELECT id::text, handle, role, removed_at IS NOT NULL FROM member
+WHERE workspace_id = %s
 ORDER BY created_at, id
 """
