@@ -16,13 +16,12 @@ import threading
 import psycopg
 
 from recallatron import errors
+from services.store.infrastructure.listen import Listener
 
 log = logging.getLogger("recallatron.store.revocations")
 
 # The channel of services.store.sql.queries.NOTIFY_REVOKED.
-LISTEN = "LISTEN recallatron_revocations"
-# How often the listener looks up from waiting, to notice a stop.
-POLL_SECONDS = 0.5
+CHANNEL = "recallatron_revocations"
 
 # A subscriber's queue: token ids, then None when the feed can no longer vouch
 # for completeness.
@@ -37,10 +36,21 @@ class RevocationFeed:
         self._lock = threading.Lock()
         self._subscribers: set[Subscription] = set()
         self._live = False
-        self._thread = threading.Thread(target=self._run, name="revocations", daemon=True)
+        # A connection whose server vanished ends too (listen.py), so the
+        # streams end and no gateway keeps caching on a feed gone silent.
+        self._listener = Listener(
+            "revocations",
+            control_url,
+            CHANNEL,
+            stop,
+            self._publish,
+            on_connect=self._connected,
+            retry_seconds=retry_seconds,
+            on_lost=lambda: self._set_live(False),
+        )
 
     def start(self) -> None:
-        self._thread.start()
+        self._listener.start()
 
     def subscribe(self) -> Subscription:
         """A queue of every revocation from now on. UNAVAILABLE while the
@@ -70,21 +80,6 @@ class RevocationFeed:
         for subscription in ended:
             subscription.put(None)
 
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                with psycopg.connect(self.control_url, autocommit=True) as conn:
-                    conn.execute(LISTEN)
-                    self._set_live(True)
-                    log.info("listening for token revocations")
-                    while not self.stop.is_set():
-                        for notify in conn.notifies(timeout=POLL_SECONDS):
-                            self._publish(notify.payload)
-            except psycopg.Error as exc:
-                log.warning(
-                    "revocation listener lost its connection; retrying",
-                    extra={"error": str(exc)},
-                )
-            finally:
-                self._set_live(False)
-            self.stop.wait(self.retry_seconds)
+    def _connected(self, _conn: psycopg.Connection) -> None:
+        self._set_live(True)
+        log.info("listening for token revocations")
