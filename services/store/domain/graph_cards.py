@@ -87,6 +87,9 @@ def entity_cards(
         card = EntityCard(group.head, merged=list(group.merged))
         cards[group.head.id] = card
         card_of.update((member, card) for member in group.ids)
+    # Every list is cut per entity in its statement (one more than a card
+    # shows, to tell that it was cut), so an entity's thousands of aliases or
+    # claims are never read; a merged group's lists are cut again below.
     params = {**params, "ids": v.uuid_array(list(card_of)), "cap": MAX_CARD_ITEMS + 1}
     with conn.pipeline():
         attrs = conn.execute(gq.CARD_ATTRIBUTES, params)

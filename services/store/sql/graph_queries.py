@@ -196,10 +196,15 @@ CROSS JOIN LATERAL (
 JOIN entity o ON o.id = x.other
 """
 CARD_ALIASES = f"""
-SELECT a.entity_id, a.alias, a.memory_id, a.stated_at, a.retired_at
-FROM entity_alias a
-WHERE a.entity_id = ANY(%(ids)s::uuid[]) AND {_ALIAS_CURRENT}
-ORDER BY a.entity_id, a.stated_at DESC, a.alias, a.id
+SELECT x.entity_id, x.alias, x.memory_id, x.stated_at, x.retired_at
+FROM unnest(%(ids)s::uuid[]) AS q(id)
+CROSS JOIN LATERAL (
+    SELECT a.* FROM entity_alias a
+    WHERE a.entity_id = q.id AND {_ALIAS_CURRENT}
+    ORDER BY a.stated_at DESC, a.alias, a.id
+    LIMIT %(cap)s
+) x
+ORDER BY x.entity_id, x.stated_at DESC, x.alias, x.id
 """
 # Visible memories mentioning each entity, newest first: those current at
 # %(at)s (written by then, and not superseded by then: superseded later, it
