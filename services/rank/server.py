@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -28,42 +29,32 @@ SERVICE_NAME = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
 log = logging.getLogger("recallatron.rank")
 
 
+# Each answer's dataclass's field names, read once (dataclasses.fields is
+# slow beside a recall's per-row work).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(value: Any, **converted: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, ``converted`` in place of those its
+    message holds in another form. Scores, Counts and Outcome name their
+    messages' fields, so each list of fields is written once, in its class."""
+    names = _FIELD_NAMES.get(type(value))
+    if names is None:
+        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+    return {n: converted.get(n, getattr(value, n)) for n in names}
+
+
 def outcome_msg(outcome: Outcome[cpb.Memory]) -> cpb.RecallOutcome:
     return cpb.RecallOutcome(
-        results=[
-            cpb.RecallResult(
-                memory=r.memory,
-                scores=cpb.RecallScores(
-                    lexical_rank=r.scores.lexical_rank,
-                    lexical_score=r.scores.lexical_score,
-                    dense_rank=r.scores.dense_rank,
-                    dense_cosine=r.scores.dense_cosine,
-                    fused_score=r.scores.fused_score,
-                    rerank_score=r.scores.rerank_score,
-                    agreement_score=r.scores.agreement_score,
-                    episode_rank=r.scores.episode_rank,
-                    episode_lift=r.scores.episode_lift,
-                    reranked=r.scores.reranked,
-                ),
-            )
-            for r in outcome.results
-        ],
-        mode=cpb.RecallMode.ValueType(MODE.value(outcome.mode)),
-        dense_available=outcome.dense_available,
-        dense_unavailable_reason=outcome.dense_unavailable_reason,
-        reranked=outcome.reranked,
-        nothing_relevant=outcome.nothing_relevant,
-        rerank_unavailable_reason=outcome.rerank_unavailable_reason,
-        entities=outcome.entities,
-        history=outcome.history,
-        entities_unavailable_reason=outcome.entities_unavailable_reason,
-        history_unavailable_reason=outcome.history_unavailable_reason,
-        counts=cpb.RecallCounts(
-            lexical=outcome.counts.lexical,
-            dense=outcome.counts.dense,
-            fused=outcome.counts.fused,
-            admitted=outcome.counts.admitted,
-        ),
+        **_fields(
+            outcome,
+            results=[
+                cpb.RecallResult(memory=r.memory, scores=cpb.RecallScores(**_fields(r.scores)))
+                for r in outcome.results
+            ],
+            mode=cpb.RecallMode.ValueType(MODE.value(outcome.mode)),
+            counts=cpb.RecallCounts(**_fields(outcome.counts)),
+        )
     )
 
 
