@@ -4,7 +4,7 @@ assertion for exactly the identity the gateway authenticated."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
@@ -166,14 +166,17 @@ class Peers:
         return self.signer.service(paths)
 
 
-def relayed(public: type[Relayed], answer: Message) -> Relayed:
-    """The public message made of the store's ``answer``: every field both
-    messages name, as the store set it (a field it left unset stays unset).
-    Admin calls answer with the store's fields under the public message's name."""
+def relayed(into: type[Relayed], source: Message, **given: Any) -> Relayed:
+    """The message ``into`` made of ``source``: every field both messages name,
+    as ``source`` set it (a field it left unset stays unset), and ``given`` in
+    place of any. Admin calls ask the store with the public request's fields
+    under the store's message (``given``: what the gateway vouches for, such
+    as the workspace), and answer with the store's fields under the public
+    message's name."""
     values = {}
-    for f in public.DESCRIPTOR.fields:
-        theirs = answer.DESCRIPTOR.fields_by_name.get(f.name)
-        if theirs is None or (theirs.has_presence and not answer.HasField(f.name)):
+    for f in into.DESCRIPTOR.fields:
+        theirs = source.DESCRIPTOR.fields_by_name.get(f.name)
+        if theirs is None or (theirs.has_presence and not source.HasField(f.name)):
             continue
-        values[f.name] = getattr(answer, f.name)
-    return public(**values)
+        values[f.name] = getattr(source, f.name)
+    return into(**{**values, **given})

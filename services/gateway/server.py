@@ -226,6 +226,16 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         self.peers = peers
         self.auth = auth
 
+    def _in_own_workspace(
+        self, m: Method[Req, Resp], request: Message, context: grpc.ServicerContext
+    ) -> Resp:
+        """A call the operator or an owner may make: the public request's
+        fields under the store's message, an owner's held to their own
+        workspace (the operator's to none: the store takes any)."""
+        owner = self.auth.operator_or_owner(context)
+        asked = relayed(m.request_type, request, workspace_id=owner.workspace_id if owner else "")
+        return self.peers.as_admin(m, asked, owner)
+
     def CreateWorkspace(
         self, request: pb.AdminServiceCreateWorkspaceRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceCreateWorkspaceResponse:
@@ -233,7 +243,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             raise errors.PermissionDenied("creating a workspace needs the operator token")
         resp = self.peers.store.call(
             calls.CREATE_WORKSPACE,
-            store_pb2.CreateWorkspaceRequest(slug=request.slug, server=request.server),
+            relayed(store_pb2.CreateWorkspaceRequest, request),
             self.peers.operator(calls.CREATE_WORKSPACE.path),
         )
         return relayed(pb.AdminServiceCreateWorkspaceResponse, resp)
@@ -249,9 +259,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             workspace_id = owner.workspace_id
         resp = self.peers.as_admin(
             calls.CREATE_MEMBER,
-            store_pb2.CreateMemberRequest(
-                workspace_id=workspace_id, handle=request.handle, role=request.role
-            ),
+            relayed(store_pb2.CreateMemberRequest, request, workspace_id=workspace_id),
             owner,
         )
         return relayed(pb.AdminServiceCreateMemberResponse, resp)
@@ -259,32 +267,13 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
     def CreateToken(
         self, request: pb.AdminServiceCreateTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceCreateTokenResponse:
-        owner = self.auth.operator_or_owner(context)
-        resp = self.peers.as_admin(
-            calls.CREATE_TOKEN,
-            store_pb2.CreateTokenRequest(
-                member_id=request.member_id,
-                label=request.label,
-                workspace_id=owner.workspace_id if owner else "",
-                purposes=request.purposes,
-                read_only=request.read_only,
-                expires_in=request.expires_in if request.HasField("expires_in") else None,
-            ),
-            owner,
-        )
+        resp = self._in_own_workspace(calls.CREATE_TOKEN, request, context)
         return relayed(pb.AdminServiceCreateTokenResponse, resp)
 
     def RevokeToken(
         self, request: pb.AdminServiceRevokeTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceRevokeTokenResponse:
-        owner = self.auth.operator_or_owner(context)
-        self.peers.as_admin(
-            calls.REVOKE_TOKEN,
-            store_pb2.RevokeTokenRequest(
-                token_id=request.token_id, workspace_id=owner.workspace_id if owner else ""
-            ),
-            owner,
-        )
+        self._in_own_workspace(calls.REVOKE_TOKEN, request, context)
         # At once on this gateway; others hear of it through the revocation stream.
         self.auth.cache.flush()
         return pb.AdminServiceRevokeTokenResponse()
@@ -292,16 +281,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
     def RotateToken(
         self, request: pb.AdminServiceRotateTokenRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceRotateTokenResponse:
-        owner = self.auth.operator_or_owner(context)
-        resp = self.peers.as_admin(
-            calls.ROTATE_TOKEN,
-            store_pb2.RotateTokenRequest(
-                token_id=request.token_id,
-                workspace_id=owner.workspace_id if owner else "",
-                grace=request.grace if request.HasField("grace") else None,
-            ),
-            owner,
-        )
+        resp = self._in_own_workspace(calls.ROTATE_TOKEN, request, context)
         # The old token's cached identity carries its former expiry: dropped
         # here at once, on other gateways through the revocation stream.
         self.auth.cache.flush()
@@ -323,8 +303,9 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
             raise errors.PermissionDenied("workspace_id: an owner lists their own workspace's")
         resp = self.peers.as_admin(
             calls.LIST_TOKENS,
-            store_pb2.ListTokensRequest(
-                member_id=request.member_id,
+            relayed(
+                store_pb2.ListTokensRequest,
+                request,
                 workspace_id=owner.workspace_id if owner else request.workspace_id,
             ),
             owner,
