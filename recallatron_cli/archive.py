@@ -180,6 +180,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _say_imported(report: ImportReport) -> None:
     print(report.workspace_id)
+    if report.removed_unfinished:
+        print(
+            f"removed first: workspace {report.removed_unfinished}, left by an import of "
+            f"{report.slug} that did not end (its process was killed)",
+            file=sys.stderr,
+        )
     for m in report.members:
         print(f"member {m['handle']} ({m['role']}): {m['id']}", file=sys.stderr)
     left = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in report.left_out.items() if n)

@@ -9,6 +9,7 @@ import sys
 
 import grpc
 
+from recallatron import errors
 from recallatron.v1 import gateway_pb2
 from recallatron.vocabulary import KINDS, MODES
 from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
@@ -292,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except grpc.RpcError as exc:
         print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        return 1
+    except errors.DomainError as exc:
+        # An operator command refused by the store's own rules (a workspace
+        # being imported): its message, one line.
+        print(f"error: {exc.message}", file=sys.stderr)
         return 1
     except ValueError as exc:
         # A value the client could not send (a time without its offset, a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -46,7 +47,7 @@ def test_a_member_added_to_a_workspace_deleted_meanwhile_is_not_found(
     control = ControlPlane(dbs)  # type: ignore[arg-type]
     forgotten: list[str] = []
     # The lookup still finds it: cached, or read before the delete committed.
-    monkeypatch.setattr(control, "workspace", lambda workspace_id: object())
+    monkeypatch.setattr(control, "workspace", lambda workspace_id: SimpleNamespace(importing=False))
     monkeypatch.setattr(control, "forget_workspace", forgotten.append)
     with pytest.raises(errors.NotFound):
         control.create_member(WORKSPACE, "ada", "member")
@@ -85,7 +86,7 @@ class _ChangedWhileRead:
         if self.during_read is not None:
             hook, self.during_read = self.during_read, None  # once, even if it reads too
             hook()
-        row = (WORKSPACE, "team", "default", "ws_db", {"dense_floor": 0.3}, None)
+        row = (WORKSPACE, "team", "default", "ws_db", {"dense_floor": 0.3}, None, False)
 
         class Cursor:
             def fetchone(self) -> Any:

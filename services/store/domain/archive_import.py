@@ -8,7 +8,10 @@ as they were: memory, entity, claim and episode ids are the same in the
 copy; member ids are the new members'. The derived state (lexical
 statistics, provenance, the embedding queue) is computed as the migrations
 compute it for existing rows. An import that fails after the workspace was
-made removes it again, database and control-plane rows."""
+made removes it again, database and control-plane rows. Until its last step
+the workspace is marked as being imported and served to nobody, and the
+importing process holds the slug's claim (import_claims.py): a killed
+import's workspace is removed by the next import of its slug."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import archive_plan as plan
 from services.store.domain.control import SLUG_RULE, ControlPlane, slug_ok
 from services.store.domain.graph_rules import name_key
+from services.store.domain.import_claims import claim, remove_unfinished
 from services.store.infrastructure.db import Databases
 from services.store.sql import archive_queries as q
 
@@ -53,6 +57,9 @@ class ImportReport:
     # Where the time went: read (and check), rows (written), derived (state
     # computed), analyze.
     steps: dict[str, float] = field(default_factory=dict)
+    # The workspace a killed import of the same slug had left, removed
+    # first ("" when there was none).
+    removed_unfinished: str = ""
 
     def to_json(self) -> dict[str, Any]:
         # Every field in order, the times rounded to the millisecond.
@@ -88,6 +95,28 @@ class Importer:
     ) -> ImportReport:
         """``on_total`` is told each phase ("reading", then "importing") and
         its rows; ``on_rows`` how many more are done."""
+        if not slug_ok(slug):
+            raise errors.InvalidArgument("as", SLUG_RULE)
+        # Held to the end: a second import of the slug is refused meanwhile,
+        # and a killed one's workspace is known as such by the claim it lost.
+        with claim(self.dbs, slug) as held:
+            removed = remove_unfinished(self.dbs, self.control, slug)
+            report = self._import(
+                held.finish, directory, slug, server, members_file, on_total, on_rows
+            )
+        report.removed_unfinished = removed.workspace_id if removed else ""
+        return report
+
+    def _import(
+        self,
+        finish: Callable[[str], None],
+        directory: Path,
+        slug: str,
+        server: str,
+        members_file: Path | None,
+        on_total: Callable[[str, int], None],
+        on_rows: Progress,
+    ) -> ImportReport:
         began = time.monotonic()
         server = self.check_target(slug, server)
         wanted = plan.read_members_file(members_file) if members_file else None
@@ -96,13 +125,13 @@ class Importer:
         members = plan.plan_members(archive.members, wanted)
         selection = plan.select(archive, {m.source_id for m in members})
         on_total("importing", sum(len(v) for v in selection.records.values()))
-        ws = self.control.create_workspace(slug, server)
+        ws = self.control.create_workspace(slug, server, importing=True)
         report = ImportReport(ws.id, ws.slug, ws.server)
         try:
             self.control.update_settings(ws.id, archive.settings.to_json())
             mapping: dict[str, str] = {}
             for m in members:
-                made = self.control.create_member(ws.id, m.handle, m.role)
+                made = self.control.create_member(ws.id, m.handle, m.role, importing=True)
                 mapping[m.source_id] = made.id
                 report.members.append(
                     {"source_id": m.source_id, "id": made.id, "handle": m.handle, "role": m.role}
@@ -124,6 +153,7 @@ class Importer:
                 # Within the undo's reach: an import that says it failed
                 # leaves no workspace behind.
                 self.control.mark_work(ws.id)
+            finish(ws.id)  # whole: served from now on
         except BaseException:
             try:
                 self._undo(ws.id, ws.server, ws.database_name)

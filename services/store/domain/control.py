@@ -69,7 +69,18 @@ def validate_settings(s: WorkspaceSettings) -> None:
 
 
 def _workspace(row: Any) -> Workspace:
-    return Workspace(row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5])
+    return Workspace(
+        row[0], row[1], row[2], row[3], WorkspaceSettings.from_json(row[4]), row[5], bool(row[6])
+    )
+
+
+def being_imported(ws: Workspace, field_name: str) -> errors.FailedPrecondition:
+    """The refusal of a call that would use a workspace an import is making."""
+    return errors.FailedPrecondition(
+        f"{field_name}: workspace {ws.slug!r} is being imported; it is served once its import "
+        "has ended (docs/export.md)",
+        field_name,
+    )
 
 
 # The longest id or slug a call may name a workspace by (a slug is at most 63).
@@ -94,12 +105,20 @@ class ControlPlane(TokenRecords):
     # cached (it may be the very record a change just made stale).
     _dropped: int = 0
 
-    def create_workspace(self, slug: str, server: str = "") -> Workspace:
+    def create_workspace(self, slug: str, server: str = "", importing: bool = False) -> Workspace:
+        """``importing``: marked as being imported (served to nobody) until
+        the import's last step clears the mark."""
         if not slug_ok(slug):
             raise errors.InvalidArgument("slug", SLUG_RULE)
         with self.dbs.control_conn() as conn:
-            if conn.execute(q.WORKSPACE_ID_BY_SLUG, (slug,)).fetchone():
-                raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
+            taken = conn.execute(q.WORKSPACE_ID_BY_SLUG, (slug,)).fetchone()
+        if taken and taken[1]:
+            raise errors.AlreadyExists(
+                f"slug: an import of {slug!r} holds it (under way, or killed: importing it "
+                "again or delete-workspace removes what it left; docs/export.md)"
+            )
+        if taken:
+            raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
         server = self.choose_server(server)
         workspace_id = str(uuid.uuid4())
         database = f"ws_{uuid.UUID(workspace_id).hex}"
@@ -120,6 +139,7 @@ class ControlPlane(TokenRecords):
                         database,
                         Jsonb(WorkspaceSettings().to_json()),
                         migrate.latest_version("workspace"),
+                        importing,
                     ),
                 )
         except UniqueViolation:
@@ -190,6 +210,8 @@ class ControlPlane(TokenRecords):
         """The app role's pool of the caller's workspace database: every
         caller transaction runs on it (row-level security as the caller)."""
         ws = self.workspace(validation.uuid_str(caller.workspace_id, "caller.workspace_id"))
+        if ws.importing:
+            raise being_imported(ws, "workspace")
         return self.dbs.app_pool(ws.server, ws.database_name)
 
     def workspace(self, workspace_id: str, fresh: bool = False) -> Workspace:
@@ -208,7 +230,8 @@ class ControlPlane(TokenRecords):
             raise errors.NotFound("workspace not found")
         ws = _workspace(row)
         with self._lock:
-            if self._dropped == dropped:
+            # One being imported is read afresh until its import has ended.
+            if self._dropped == dropped and not ws.importing:
                 self._workspaces[workspace_id] = (time.monotonic(), ws)
         return ws
 
@@ -319,9 +342,14 @@ class ControlPlane(TokenRecords):
         # A fresh read is not a drop: it must not keep other reads from caching.
         return self.workspace(workspace_id, fresh).settings
 
-    def create_member(self, workspace_id: str, handle: str, role: str) -> Member:
+    def create_member(
+        self, workspace_id: str, handle: str, role: str, importing: bool = False
+    ) -> Member:
+        """``importing``: the import making the workspace adds its members."""
         workspace_id = validation.uuid_str(workspace_id, "workspace_id")
-        self.workspace(workspace_id)
+        ws = self.workspace(workspace_id)
+        if ws.importing and not importing:
+            raise being_imported(ws, "workspace_id")
         if not HANDLE_RE.match(handle or ""):
             raise errors.InvalidArgument(
                 "handle", "1-63 characters of letters, digits, '.', '_' and '-'"
@@ -348,8 +376,11 @@ class ControlPlane(TokenRecords):
             raise errors.NotFound("member not found")
         return Member(str(row[0]), str(row[1]), row[2], row[3], row[4])
 
-    def workspace_named(self, given: str, field_name: str = "workspace") -> Workspace:
-        """A workspace by its id or its slug (an operator names either)."""
+    def workspace_named(
+        self, given: str, field_name: str = "workspace", importing: bool = False
+    ) -> Workspace:
+        """A workspace by its id or its slug (an operator names either); one
+        being imported is refused unless ``importing`` (its removal)."""
         if not given.strip():
             raise errors.InvalidArgument(field_name, "is required: the workspace's id or slug")
         if len(given) > MAX_WORKSPACE_NAMED or "\x00" in given:
@@ -360,12 +391,16 @@ class ControlPlane(TokenRecords):
             row = conn.execute(q.WORKSPACE_BY_ID_OR_SLUG, {"given": given}).fetchone()
         if row is None:
             raise errors.NotFound(f"{field_name}: no workspace {given!r}")
-        return _workspace(row)
+        ws = _workspace(row)
+        if ws.importing and not importing:
+            raise being_imported(ws, field_name)
+        return ws
 
     def list_workspaces(
         self, page_size: int = 0, page_token: str = "", server: str = ""
     ) -> WorkspacePage:
-        """Every workspace (or a server's), by slug, a page at a time."""
+        """Every workspace (or a server's), by slug, a page at a time; not one
+        being imported."""
         limit = validation.count(page_size, "page_size", DEFAULT_WORKSPACE_PAGE, MAX_WORKSPACE_PAGE)
         if server and server not in self.dbs.servers.names:
             self.dbs.server_url(server)  # InvalidArgument naming the field
@@ -380,7 +415,7 @@ class ControlPlane(TokenRecords):
             rows = conn.execute(
                 q.WORKSPACES_AFTER, {"after": after, "server": server, "limit": limit + 1}
             ).fetchall()
-        listed = [ListedWorkspace(_workspace(r), int(r[6])) for r in rows[:limit]]
+        listed = [ListedWorkspace(_workspace(r), int(r[7])) for r in rows[:limit]]
         if len(rows) <= limit:
             return WorkspacePage(listed, "")
         return WorkspacePage(

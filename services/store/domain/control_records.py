@@ -39,6 +39,9 @@ class Workspace:
     database_name: str
     settings: WorkspaceSettings
     created_at: datetime
+    # Being made by an import that has not ended (or was killed): served to
+    # nobody (docs/export.md).
+    importing: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,11 @@ workspace"). Three steps, each safe to run again:
 An interrupted deletion is finished by deleting again: the workspace is
 found until step 3 commits, and the drop of a database already gone is a
 no-op. Two deletions of one workspace (a retried call) run one after the
-other: the second then finds the tombstone (NOT_FOUND, "deleted at ...")."""
+other: the second then finds the tombstone (NOT_FOUND, "deleted at ...").
+
+A workspace an import is still making is deleted only once its importer is
+gone (the import's lock on the slug is free): what a killed import left is
+removed so (docs/export.md), one under way is not touched."""
 
 from __future__ import annotations
 
@@ -53,7 +57,7 @@ class WorkspaceDeletion(OnWorkspaces):
         naming one is, ControlPlane.workspace_named); NOT_FOUND, saying so
         when it was deleted, otherwise."""
         try:
-            return self.control.workspace_named(given)
+            return self.control.workspace_named(given, importing=True)
         except errors.NotFound:
             with self.dbs.control_conn() as conn:
                 gone = conn.execute(q.TOMBSTONE_BY_TEXT, {"given": given}).fetchone()
@@ -69,6 +73,25 @@ class WorkspaceDeletion(OnWorkspaces):
             )
         # One deletion of a workspace at a time; the lock is the session's, so
         # a killed deleter's goes with its connection.
+        with psycopg.connect(
+            self.dbs.control_url(), autocommit=True, options=f"-c statement_timeout={LOCK_MS}"
+        ) as guard:
+            guard.execute(q.DELETION_LOCK, (ws.id,))
+            ws = self.find(ws.id)
+            if ws.importing:
+                # Held to the guard's end: no import of the slug starts meanwhile.
+                free = guard.execute(q.TRY_IMPORT_LOCK, (ws.slug,)).fetchone()
+                if free is None or not free[0]:
+                    raise errors.FailedPrecondition(
+                        "workspace: an import of it is under way; it is removed by itself "
+                        "if the import fails, or can be deleted once its process is gone",
+                        "workspace",
+                    )
+            return self._delete(ws)
+
+    def delete_unfinished_import(self, ws: Workspace) -> Deleted:
+        """What an import that did not end left of ``ws``, removed; the
+        caller holds that import's lock on the slug (its importer is gone)."""
         with psycopg.connect(
             self.dbs.control_url(), autocommit=True, options=f"-c statement_timeout={LOCK_MS}"
         ) as guard:

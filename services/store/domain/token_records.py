@@ -85,6 +85,14 @@ class TokenRecords:
             raise errors.FailedPrecondition(
                 "member_id: the member's workspace is being deleted", "member_id"
             )
+        importing = conn.execute(q.MEMBER_WORKSPACE_IMPORTING, (member_id,)).fetchone()
+        if importing is not None and importing[0]:
+            # Served to nobody until the import has ended (docs/export.md).
+            raise errors.FailedPrecondition(
+                "member_id: the member's workspace is being imported; tokens are made once "
+                "its import has ended",
+                "member_id",
+            )
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = str(uuid.uuid4())
         row = conn.execute(

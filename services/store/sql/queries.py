@@ -4,24 +4,33 @@ to every query on the workspace tables."""
 
 # -- control plane -----------------------------------------------------------
 
-WORKSPACE_ID_BY_SLUG = "SELECT id FROM workspace WHERE slug = %s"
+# The workspace holding a slug, and whether an import is making it.
+WORKSPACE_ID_BY_SLUG = "SELECT id, importing_since IS NOT NULL FROM workspace WHERE slug = %s"
+# importing: marked as being imported until the import's last step
+# (migrations/control/0008_workspace_import.sql).
 INSERT_WORKSPACE = """
-INSERT INTO workspace (id, slug, server, database_name, settings, schema_version)
-VALUES (%s, %s, %s, %s, %s, %s)
+INSERT INTO workspace (id, slug, server, database_name, settings, schema_version, importing_since)
+VALUES (%s, %s, %s, %s, %s, %s, CASE WHEN %s THEN now() END)
 """
 SET_SCHEMA_VERSION = "UPDATE workspace SET schema_version = %s WHERE id = %s"
 # (server, database) of the workspaces at a migration level, and the others.
 WORKSPACES_AT_VERSION = "SELECT server, database_name FROM workspace WHERE schema_version = %s"
 WORKSPACES_BELOW_VERSION = """
-SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+SELECT id::text, slug, server, database_name, settings, created_at,
+       importing_since IS NOT NULL
+FROM workspace
 WHERE schema_version IS DISTINCT FROM %s ORDER BY created_at
 """
 WORKSPACE_BY_ID = """
-SELECT id::text, slug, server, database_name, settings, created_at FROM workspace WHERE id = %s
+SELECT id::text, slug, server, database_name, settings, created_at,
+       importing_since IS NOT NULL
+FROM workspace WHERE id = %s
 """
 ALL_WORKSPACE_IDS = "SELECT id FROM workspace ORDER BY created_at"
 ALL_WORKSPACES = """
-SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+SELECT id::text, slug, server, database_name, settings, created_at,
+       importing_since IS NOT NULL
+FROM workspace
 ORDER BY created_at
 """
 # -- named servers (docs/servers.md) --
@@ -47,12 +56,14 @@ FROM access_token t JOIN member m ON m.id = t.member_id
 WHERE t.id = %s
 """
 # The workspaces after a slug, by slug (the unique index), with their live
-# members; on one server when one is named.
+# members; on one server when one is named. One being imported is no
+# workspace to use yet.
 WORKSPACES_AFTER = """
-SELECT w.id::text, w.slug, w.server, w.database_name, w.settings, w.created_at,
+SELECT w.id::text, w.slug, w.server, w.database_name, w.settings, w.created_at, false,
        (SELECT count(*) FROM member m WHERE m.workspace_id = w.id AND m.removed_at IS NULL)
 FROM workspace w
 WHERE w.slug > %(after)s AND (%(server)s = '' OR w.server = %(server)s)
+  AND w.importing_since IS NULL
 ORDER BY w.slug
 LIMIT %(limit)s
 """
@@ -123,14 +134,14 @@ RETURNING t.id
 """
 # An expired or revoked token (or a removed member's) is found, to tell the
 # gateway it was once issued, but not admitted; `stale`: its last use is due
-# to be recorded.
+# to be recorded. A workspace being imported has no token to find.
 AUTHENTICATE = """
 SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only, t.id, t.expires_at,
        t.expires_at IS NOT NULL AND t.expires_at <= now() AS expired,
        t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute' AS stale,
        t.revoked_at IS NOT NULL OR m.removed_at IS NOT NULL AS revoked
 FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
-WHERE t.token_sha256 = %s
+WHERE t.token_sha256 = %s AND w.importing_since IS NULL
 """
 # Committed with the revocation: every store process listening passes it on
 # to the gateways watching (services/store/domain/revocations.py).
@@ -193,7 +204,9 @@ GROUP BY j.last_error ORDER BY count(*) DESC, j.last_error LIMIT %(limit)s
 
 # -- a workspace's and a member's end (migrations/control/0006_workspace_deletion.sql) --
 WORKSPACE_BY_ID_OR_SLUG = """
-SELECT id::text, slug, server, database_name, settings, created_at FROM workspace
+SELECT id::text, slug, server, database_name, settings, created_at,
+       importing_since IS NOT NULL
+FROM workspace
 WHERE slug = %(given)s OR id::text = %(given)s
 """
 # The workspace locked against a concurrent create-member or create-token
@@ -274,3 +287,21 @@ MARK_MEMBER_REMOVED = "UPDATE member SET removed_at = now() WHERE id = %s RETURN
 MEMBER_HANDLES = "SELECT id::text, handle FROM member WHERE workspace_id = %s"
 TOMBSTONE_BY_TEXT = "SELECT deleted_at FROM workspace_tombstone WHERE id::text = %(given)s"
 MOVE_PENDING = "SELECT 1 FROM workspace_move WHERE workspace_id = %s"
+# -- a workspace being imported (migrations/control/0008_workspace_import.sql) --
+# Held by the importing process's own session for the whole import
+# (namespace 7406): free while a workspace is marked importing, its importer
+# is gone. Keyed by slug, so that a second import of it is refused at once.
+TRY_IMPORT_LOCK = "SELECT pg_try_advisory_lock(7406, hashtext(%s::text))"
+# The import's last step; no row: the workspace was removed meanwhile.
+FINISH_IMPORT = """
+UPDATE workspace SET importing_since = NULL, updated_at = now()
+WHERE id = %s AND importing_since IS NOT NULL
+"""
+UNFINISHED_IMPORTS = """
+SELECT slug FROM workspace WHERE importing_since IS NOT NULL ORDER BY importing_since
+"""
+# Whether a member's workspace is being imported (no token is made for it).
+MEMBER_WORKSPACE_IMPORTING = """
+SELECT w.importing_since IS NOT NULL
+FROM member m JOIN workspace w ON w.id = m.workspace_id WHERE m.id = %s
+"""
