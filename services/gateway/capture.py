@@ -16,6 +16,10 @@ The rules, in order:
    (this, that, it, what we said), asks for a reminder (remember to ...),
    names a particular person as audience, or is under three words -> ambiguous.
 Only what passes all six is stored.
+
+Phrases closing a turn ("..., remember that", "just for me") are looked for in
+its last TAIL characters, a request to share ("tell the team") in its last
+clause: a turn of any length is decided in time linear in its length.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from recallatron.vocabulary import request_id_fault
 
 MAX_TITLE_CHARS = 80
 MIN_CONTENT_WORDS = 3
+# Anchored at the end but tried from every position, a closing phrase's pattern
+# backtracks quadratically over a long run of punctuation (20,000 commas: half a
+# minute holding the interpreter lock, every call of the gateway waiting).
+TAIL = 300
 
 # Categories of the outcome; the first is the only one that stores.
 STORE = "store"
@@ -63,9 +71,10 @@ def _no(category: str, reason: str) -> Capture:
 
 _I = re.IGNORECASE
 
-# Openers that carry no meaning of their own ("OK, so, please remember ...").
+# Openers that carry no meaning of their own ("OK, so, please remember ...");
+# matched at a position (no "^"), so stripping many is linear.
 _FILLER = re.compile(
-    r"^(?:ok(?:ay)?|alright|all right|so|also|and|hey|hi|hello|great|thanks|thank you|"
+    r"(?:ok(?:ay)?|alright|all right|so|also|and|hey|hi|hello|great|thanks|thank you|"
     r"please|pls|oh|well|one more thing|btw|by the way|assistant|right|cool|fyi)\b[\s,.:;!\-]*",
     _I,
 )
@@ -195,8 +204,9 @@ _DIRECTIVE_VERB = re.compile(
 _TEAM_IN_DIRECTIVE = re.compile(r"\bfor (?:the (?:whole )?team|everyone|all of us)\b", _I)
 # The same directives after the claim, past a punctuation mark: "<claim>, please
 # remember that." (without the mark, "You need not note that" would store its head).
+_SEPARATORS = ",;:.!-\u2013\u2014"
 _TRAILING = re.compile(
-    r"^(?P<content>.+?)\s*[,;:.!\-\u2013\u2014]+\s*(?:so\s+)?(?:please\s+)?"
+    r"[,;:.!\-\u2013\u2014]\s*(?:so\s+)?(?:please\s+)?"
     r"(?P<directive>(?:remember|note|record|log|save|store)\s+(?:that|this|it)"
     r"(?:\s+for\s+(?:the\s+(?:whole\s+)?team|everyone|all of us))?|"
     r"make a note of (?:that|this|it)|keep (?:that|this|it) in mind|for the record)[\s.!]*$",
@@ -248,16 +258,55 @@ _DECISION_CONTENT = re.compile(
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _SENTENCE_END = re.compile(r"(?<=[.!;])\s+")
 _QUOTES = " \t,:;-\"'\u201c\u201d"
+# Punctuation before the claim's first word, up to the last space in it
+# (". . . the deploy window ..."); ".NET" keeps its dot.
+_LEADING_MARKS = re.compile(r"[\s,;:.!\-\u2013\u2014\u2026\"'\u201c\u201d]*\s")
+# What a name to share with is made of.
+_LAST_CLAUSE = re.compile(r"[\w' ]*")
 # Typographic apostrophes read as plain ones ("don\u2019t" is "don't").
 _APOSTROPHES = str.maketrans({"\u2018": "'", "\u2019": "'"})
 
 
 def _strip_fillers(text: str) -> str:
-    previous = None
-    while previous != text:
-        previous = text
-        text = _FILLER.sub("", text, count=1).lstrip()
-    return text
+    pos = 0
+    while match := _FILLER.match(text, pos):
+        pos = match.end()
+    return text[pos:].lstrip()
+
+
+def _at_end(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The leftmost match of an end-anchored ``pattern`` starting in the last
+    TAIL characters of ``text`` before its closing spaces, dots and '!'."""
+    return pattern.search(text, max(0, len(text.rstrip(" .!")) - TAIL))
+
+
+def _share_request(content: str) -> re.Match[str] | None:
+    """A request to share at the end ("..., tell the team"): whom it names
+    runs to the end (letters, digits, apostrophes, spaces), so it starts at
+    most two characters before that last clause; from there each start is a
+    match or fails at once."""
+    end = len(content.rstrip(" .!"))
+    clause = _LAST_CLAUSE.match(content[:end][::-1])
+    return _SHARE_SUFFIX.search(content, max(0, end - (clause.end() if clause else 0) - 2))
+
+
+def _trailing(opening: str) -> tuple[str, str] | None:
+    """(directive, the claim before it) for a turn closing with a request to
+    remember; the claim ends before the run of marks and spaces ahead of it."""
+    match = _at_end(_TRAILING, opening)
+    if match is None:
+        return None
+    head = opening[: match.start()]
+    cut = len(head[: len(head.rstrip(_SEPARATORS))].rstrip())
+    if cut == 0 and match.start() == 0:
+        return None
+    return match.group("directive"), opening[: max(cut, 1)]
+
+
+def _claim_start(rest: str) -> str:
+    """The claim without the quotes, marks and spaces before its first word."""
+    marks = _LEADING_MARKS.match(rest)
+    return (rest[marks.end() :] if marks else rest).strip(_QUOTES)
 
 
 def _words(text: str) -> list[str]:
@@ -290,11 +339,11 @@ def _directive(opening: str) -> tuple[str, str, str] | None:
         match = pattern.match(opening)
         if match:
             return kind, match.group(0), opening[match.end() :]
-    trailing = _TRAILING.match(opening)
+    trailing = _trailing(opening)
     if trailing:
-        directive = trailing.group("directive")
+        directive, content = trailing
         kind = "note" if "note" in directive.lower() else "fact"
-        return kind, directive, trailing.group("content")
+        return kind, directive, content
     return None
 
 
@@ -344,7 +393,7 @@ def decide(text: str) -> Capture:
     kind, directive, rest = found
 
     audience = WORKSPACE if _TEAM_IN_DIRECTIVE.search(directive) else SPEAKER
-    content = rest.strip(_QUOTES)
+    content = _claim_start(rest)
     prefix = _TEAM_PREFIX.match(content)
     if prefix:
         audience, content = WORKSPACE, content[prefix.end() :]
@@ -353,7 +402,7 @@ def decide(text: str) -> Capture:
     other = _OTHER_PREFIX.match(content)
     if other:
         return _named_audience(other.group("who"))
-    share = _SHARE_SUFFIX.search(content)
+    share = _share_request(content)
     if share:
         who = share.group("who").strip()
         if _TEAM_WORDS.match(who):
@@ -361,7 +410,7 @@ def decide(text: str) -> Capture:
         elif not _SELF_WORDS.match(who):
             return _named_audience(who)
         content = content[: share.start()]
-    suffix = _AUDIENCE_SUFFIX.search(content)
+    suffix = _at_end(_AUDIENCE_SUFFIX, content)
     if suffix:
         if suffix.group("team") or suffix.group("knows"):
             audience = WORKSPACE

@@ -6,6 +6,8 @@ a replayed turn stores once)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -37,6 +39,17 @@ def test_a_team_phrase_inside_the_claim_is_not_an_audience() -> None:
     # "Don't forget" asks to store; it is not "forget it", a retraction.
     kept = capture.decide("Please don't forget that the badge readers reset at midnight.")
     assert kept.store and kept.title == "The badge readers reset at midnight"
+
+
+def test_marks_before_the_claim_are_not_its_title() -> None:
+    """Dots or dashes between the request and the claim are not part of it (the
+    title was empty, the body the marks); a word's own mark stays (".NET")."""
+    dots = capture.decide("Remember that... the build server moved to rack B4.")
+    assert dots.store and dots.title == "The build server moved to rack B4" and not dots.body
+    # A reminder behind marks is still a reminder, not a claim to store.
+    assert not capture.decide("Remember . . . to call Bob tomorrow morning").store
+    net = capture.decide("Note that .NET 8 is our runtime for all services.")
+    assert net.store and net.title == ".NET 8 is our runtime for all services"
 
 
 def test_labelled_turns_precision_is_one() -> None:
@@ -82,6 +95,53 @@ def test_reasons_say_why() -> None:
     assert "question" in capture.decide("Can you remember that the code is 44?").reason
     assert "Bob" in capture.decide("Remember for Bob that the key rotated.").reason
     assert capture.decide("   ").reason.startswith("empty")
+
+
+# Turns of 200,000 characters: a long run of punctuation alone, and followed by
+# a claim and a closing request (each a no-op, then a claim stored).
+LONG_RUNS = (",", ", ", ". ", "-", ",.;:-! ")
+LONG_TURNS_SCRIPT = """
+import json, sys
+from services.gateway import capture
+runs = json.loads(sys.argv[1])
+out = []
+for run in runs:
+    body = run * (200_000 // len(run))
+    for turn in (
+        body,
+        body + " the deploy window closes on Friday, remember that.",
+        body + " the deploy window closes on Friday - note that for the team!",
+    ):
+        d = capture.decide(turn)
+        out.append([d.store, d.category, d.kind, d.title, d.audience])
+print(json.dumps(out))
+"""
+
+
+def test_long_punctuation_turns_are_decided() -> None:
+    """A turn of a long run of commas, dots or dashes is decided, and rightly:
+    the closing phrases (anchored at the end, tried from every position)
+    backtracked quadratically over it, and a 20,000-character turn held the
+    interpreter lock for half a minute, so every call of the gateway waited.
+    Run in a process of its own: a regular expression holding the lock cannot
+    be interrupted, nor a thread running one joined, so only a process can be
+    stopped at the (generous) limit."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", LONG_TURNS_SCRIPT, json.dumps(LONG_RUNS)],
+            cwd=root, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("capture of 200,000-character punctuation turns did not end in 60 s")
+    decided = json.loads(done.stdout)
+    friday = "The deploy window closes on Friday"
+    expected = [
+        [False, capture.EMPTY, "", "", capture.SPEAKER],
+        [True, capture.STORE, "fact", friday, capture.SPEAKER],
+        [True, capture.STORE, "note", friday, capture.WORKSPACE],
+    ]
+    assert decided == expected * len(LONG_RUNS)
 
 
 @pytest.mark.integration
@@ -130,12 +190,12 @@ def test_capture_rpc(stack: Stack, team: Team) -> None:
         ({"occurred_at": datetime.now(UTC) + timedelta(days=1)}, "occurred_at"),
     ):
         with pytest.raises(grpc.RpcError) as err:
-            ada.capture(turn, **kwargs)  # type: ignore[arg-type]
+            ada.capture(turn, **kwargs)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert err.value.details().startswith(field)
+        assert (err.value.details() or "").startswith(field)
     with pytest.raises(grpc.RpcError) as err:
         ada.capture("Remember that " + "x" * 20_001)
-    assert err.value.details().startswith("text")
+    assert (err.value.details() or "").startswith("text")
     assert dbutil.checksum(stack, team.database_name) == before
 
 
