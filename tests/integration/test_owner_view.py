@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
+import psycopg
 import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
+from services.store.domain.owner_view import MemoryFilter, OwnerView
+from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
 from tests.conftest import Team
+from tests.dbutil import workspace_url
 
 pytestmark = pytest.mark.integration
 
@@ -88,6 +93,92 @@ def test_list_pages_filters_and_shows_only_what_the_caller_may_see(team: Team) -
     b1 = next(m for m in listed if m.id == ids["b1"]).created_at.ToJsonString()
     span = every(ada.list_memories, "memories", **{"from": a3, "to": b1})
     assert [m.id for m in span] == [ids["a3"]]
+
+
+class _OnConnection(OwnerView):
+    """The store's listing run on one connection, in one open transaction set
+    for the caller (and the call's settings) as the store sets it, so that
+    pg_stat_xact_user_tables counts the rows each page read."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def transaction(
+        self, caller: Caller, settings: Mapping[str, str] | None = None
+    ) -> Iterator[psycopg.Connection]:
+        if settings:
+            self.conn.execute(SET_LOCALS, (list(settings), list(settings.values())))
+        yield self.conn
+
+
+# Rows of the memory table this transaction has read, by any scan.
+MEMORY_READ = """
+SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+FROM pg_stat_xact_user_tables WHERE relid = 'memory'::regclass
+"""
+
+
+def _memory_read(conn: psycopg.Connection) -> int:
+    row = conn.execute(MEMORY_READ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team: Team) -> None:
+    """Bob's five memories, older than Ada's 3,000: listed by author, two to a
+    page, each page reads a few rows, under the plans the store's statements
+    get (custom, and generic once prepared) and the generic plan forced, where
+    the listing walked the created_at index through all of Ada's; and the
+    listing is one plain ORDER BY's, through the gateway too."""
+    bob, ada = team.members["bob"], team.members["ada"]
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+            " created_by, created_at, updated_at)"
+            " SELECT gen_random_uuid(), 'note', 'Item ' || i, '', 1, 'told', '{assist}',"
+            "  CASE WHEN i <= 5 THEN %(bob)s ELSE %(ada)s END::uuid,"
+            "  timestamptz '2025-01-01' + i * interval '1 minute',"
+            "  timestamptz '2025-01-01' + i * interval '1 minute'"
+            " FROM generate_series(1, 3005) AS i",
+            {"bob": bob, "ada": ada},
+        )
+        conn.execute("ANALYZE memory")
+    caller = Caller(team.workspace_id, ada, "assist")
+    for mode in ("auto", "force_generic_plan"):
+        with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
+            conn.execute(
+                SET_LOCALS,
+                (
+                    ["recallatron.member_id", "recallatron.purpose", "plan_cache_mode"],
+                    [ada, "assist", mode],
+                ),
+            )
+            expected = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM memory WHERE created_by = %s AND superseded_by_id IS NULL"
+                    " ORDER BY created_at DESC, id DESC",
+                    (bob,),
+                )
+            ]
+            view = _OnConnection(conn)
+            # Past the driver's prepare threshold and the server's custom plans.
+            for _ in range(8):
+                listed: list[str] = []
+                token = ""
+                while True:
+                    before = _memory_read(conn)
+                    page = view.memories(caller, MemoryFilter(created_by=bob), 2, token)
+                    read = _memory_read(conn) - before
+                    assert read <= 20, f"{mode}: a page of bob's read {read} memory rows"
+                    listed += [m.id for m in page.memories]
+                    token = page.next_page_token
+                    if not token:
+                        break
+                assert listed == expected and len(expected) == 5, mode
+    client = team.clients["ada"]
+    by_bob = every(client.list_memories, "memories", created_by=bob, page_size=2)
+    assert [m.id for m in by_bob] == expected
 
 
 def test_the_audit_log_is_for_owners_paged_and_filtered(team: Team) -> None:

@@ -1,8 +1,8 @@
 """Timelines (design §7.2): the events of an entity, an episode or the whole
 workspace in valid-time order: memories written, claims and relations that
 start or end, supersessions and corrections, each with its memory. One query
-inside the caller's transaction, so row-level security leaves out what the
-caller may not see; paged by a keyset token."""
+inside the caller's transaction, so what the caller may not see is left out;
+paged by a keyset token."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from services.store.domain import validation as v
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 
-# The kinds of event, in the order they sort at one instant.
+# The kinds of event, in the order they sort at one instant (migration 0031's
+# workspace_timeline numbers its walks in this order).
 KINDS = (
     "memory",
     "claim_start",
@@ -27,12 +28,13 @@ KINDS = (
     "relation_end",
 )
 
-# Each arm narrows to the subject: %(entities)s (an entity's group, design
-# §8.5, answering as %(entity)s) or %(episode)s, NULL for the whole
-# workspace. `at` is valid time where the claim states one, else when it was
-# stated. Only claims held now: one a correction replaced or a supersession
-# carried on is retired (its successor's copy, or the change's own event,
-# tells it; lookup's history keeps it), else it would start twice.
+# An entity's or an episode's: each arm narrows to the subject, %(entities)s
+# (an entity's group, design §8.5, answering as %(entity)s) or %(episode)s
+# (both NULL: every event of the workspace, sorted). `at` is valid time where
+# the claim states one, else when it was stated. Only claims held now: one a
+# correction replaced or a supersession carried on is retired (its
+# successor's copy, or the change's own event, tells it; lookup's history
+# keeps it), else it would start twice.
 EVENTS = """
 WITH subject AS (
     SELECT m.id FROM memory m
@@ -93,6 +95,15 @@ WHERE (%(from)s::timestamptz IS NULL OR at >= %(from)s::timestamptz)
           > (%(after_at)s::timestamptz, %(after_kind)s::int, %(after_key)s::text))
 ORDER BY at, array_position(%(kinds)s::text[], kind), key
 LIMIT %(limit)s
+"""
+
+# The whole workspace's: each kind of event walked on an index in this order
+# from the page's position, under the same visibility rules (migration 0031),
+# so a page reads about its own rows, not the workspace's.
+WORKSPACE_EVENTS = """
+SELECT at, kind, memory_id, entity_id, summary, key
+FROM workspace_timeline(%(from)s::timestamptz, %(to)s::timestamptz, %(after_at)s::timestamptz,
+                        %(after_kind)s::integer, %(after_key)s::text, %(limit)s::integer)
 """
 
 
@@ -172,7 +183,7 @@ class TimelineStore(InWorkspaces):
             if episode and conn.execute(episodes.VISIBLE, (episode,)).fetchone() is None:
                 raise errors.NotFound("episode_id: episode not found")
             rows = conn.execute(
-                EVENTS,
+                EVENTS if entity or episode else WORKSPACE_EVENTS,
                 {
                     "entity": group.head.id if group else None,
                     "entities": group.ids if group else None,

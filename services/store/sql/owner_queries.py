@@ -5,11 +5,15 @@ not see; both are paged by a keyset (newest first)."""
 
 from services.store.sql.memory_queries import MEMORY_COLUMNS
 
-# An episode filter matches only an episode the caller may see (the policy
-# on episode), so a hidden episode's id lists nothing.
-LIST_MEMORIES = f"""
+
+def _list_memories(author: str) -> str:
+    """The listing, narrowed by ``author`` (a condition on m, or TRUE).
+
+    An episode filter matches only an episode the caller may see (the policy
+    on episode), so a hidden episode's id lists nothing."""
+    return f"""
 SELECT {MEMORY_COLUMNS} FROM memory m
-WHERE (%(created_by)s::uuid IS NULL OR m.created_by = %(created_by)s::uuid)
+WHERE {author}
   AND (%(kinds)s::memory_kind[] IS NULL OR m.kind = ANY (%(kinds)s::memory_kind[]))
   AND (%(episode)s::uuid IS NULL
        OR (m.episode_id = %(episode)s::uuid
@@ -22,6 +26,16 @@ WHERE (%(created_by)s::uuid IS NULL OR m.created_by = %(created_by)s::uuid)
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """
+
+
+# Every author's memories.
+LIST_MEMORIES = _list_memories("TRUE")
+# One author's, read from memory_author_idx (migration 0032) in the listing's
+# order. The author is a plain equality so that the generic plan, which the
+# store's prepared statement comes to, can use that index: behind
+# "%(created_by)s IS NULL OR ..." it cannot, and walked the created_at index
+# over the whole workspace for that author's rows.
+LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid")
 
 AUDIT_EVENTS = """
 SELECT a.id, a.at, a.member_id::text, a.action, a.memory_id::text, a.detail
