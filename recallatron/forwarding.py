@@ -17,14 +17,23 @@ PEER_KEY = "recallatron-forwarded-peer"
 PROOF_KEY = "recallatron-forwarded-proof"
 
 
-def metadata(client_address: str | None, secret: str) -> tuple[tuple[str, str], ...]:
-    """What a front adds to a call it makes for ``client_address`` ("host:port",
-    as an HTTP server reports it: the port follows the last colon); nothing
-    without either."""
-    if not client_address or not secret:
-        return ()
+def grpc_peer(client_address: str | None) -> str:
+    """``client_address`` ("host:port", as an HTTP server reports it: the port
+    follows the last colon) in gRPC's form ("ipv4:10.0.0.7:51234",
+    "ipv6:[::1]:80"); "" without one."""
+    if not client_address:
+        return ""
     host, _, port = client_address.rpartition(":")
     host = host.strip("[]")
     kind = "ipv6" if ":" in host else "ipv4"
     shown = f"[{host}]" if kind == "ipv6" else host
-    return ((PEER_KEY, f"{kind}:{shown}:{port}"), (PROOF_KEY, secret))
+    return f"{kind}:{shown}:{port}"
+
+
+def metadata(client_address: str | None, secret: str) -> tuple[tuple[str, str], ...]:
+    """What a front adds to a call it makes for ``client_address`` ("host:port",
+    as an HTTP server reports it); nothing without either."""
+    peer = grpc_peer(client_address)
+    if not peer or not secret:
+        return ()
+    return ((PEER_KEY, peer), (PROOF_KEY, secret))

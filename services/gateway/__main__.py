@@ -62,13 +62,15 @@ def main() -> None:
         # Like RECALLATRON_PORT_FILE: tells a parent that asked for port 0 where it is.
         port_file = os.environ.get("RECALLATRON_REVIEW_PORT_FILE", "")
         log.info("review page", extra={"port": review.start(port_file)})
-    # HTTP/JSON: each call relayed to this gateway's own gRPC port (httpjson/).
+    # HTTP/JSON: each call's token checked by this gateway's authentication
+    # before its body is read, then relayed to its own gRPC port (httpjson/).
     http = None
     if settings.http_listen not in ("", "0"):
         app = HttpJsonApp(
             gateway_target(settings.gateway_listen, port),
             settings,
             [services[name] for name in ("MemoryService", "ReviewService", "AdminService")],
+            auth,
         )
         http = HttpJsonServer(settings.http_listen, app)
         http_port = http.start(os.environ.get("RECALLATRON_HTTP_PORT_FILE", ""))

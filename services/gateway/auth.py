@@ -22,14 +22,21 @@ from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter
 
 
+def bearer_of(authorization: str | None) -> str:
+    """The token of an ``authorization`` value ("Bearer <token>"; None: none sent)."""
+    if authorization is None:
+        raise errors.Unauthenticated("authorization: missing bearer token")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    raise errors.Unauthenticated("authorization: expected 'Bearer <token>'")
+
+
 def bearer_token(context: grpc.ServicerContext) -> str:
     for key, value in context.invocation_metadata():
         if key == "authorization":
-            scheme, _, token = str(value).partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-            raise errors.Unauthenticated("authorization: expected 'Bearer <token>'")
-    raise errors.Unauthenticated("authorization: missing bearer token")
+            return bearer_of(str(value))
+    return bearer_of(None)
 
 
 class Auth:
@@ -60,8 +67,26 @@ class Auth:
         scopes.check_call(ident.purposes, ident.read_only, current_method())
         return ident
 
+    def admit(self, method: str, authorization: str | None, peer: str) -> None:
+        """A call that reaches the gateway other than on its gRPC port (the
+        HTTP/JSON adapter), checked before its request is read, as the gRPC
+        path checks its caller: the token is the operator's or one the store
+        knows (an unknown one spends ``peer``'s failed-authentication
+        allowance), and the call lies within its scope. ``method`` is the full
+        name; the calls of scopes.OPEN_CALLS need no token. The call itself is
+        checked again, rate limit included, when it is served."""
+        if method in scopes.OPEN_CALLS:
+            return
+        token = bearer_of(authorization)
+        if self._is_admin_token(token):
+            return
+        ident = self._identity_of(token, peer)
+        scopes.check_call(ident.purposes, ident.read_only, method)
+
     def _identity(self, context: grpc.ServicerContext) -> Identity:
-        token = self.token(context)
+        return self._identity_of(self.token(context), forwarded.peer(context))
+
+    def _identity_of(self, token: str, peer: str) -> Identity:
         cached = self.cache.get(token)
         if cached is not None:
             return cached
@@ -74,7 +99,7 @@ class Auth:
                 "needs a member's token"
             )
         # A peer that sent too many unknown tokens is refused before the store is asked.
-        self.failures.check(forwarded.peer(context))
+        self.failures.check(peer)
         generation = self.cache.generation()
         try:
             resp = self.peers.store.call(
@@ -87,7 +112,7 @@ class Auth:
                 # Only a token never issued is a guess; a stale client's
                 # calls must not lock out its neighbours at the same address.
                 if exc.message not in (TOKEN_EXPIRED, TOKEN_REVOKED):
-                    self.failures.failed(forwarded.peer(context))
+                    self.failures.failed(peer)
                 if exc.message == TOKEN_EXPIRED:
                     # Says that it expired, never whose it was.
                     raise errors.Unauthenticated("authorization: token expired") from None

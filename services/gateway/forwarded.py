@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import Iterable
 
 import grpc
 
@@ -16,7 +17,17 @@ from recallatron import forwarding
 from recallatron.client import Client
 from recallatron.forwarding import PEER_KEY, PROOF_KEY
 
-__all__ = ["PEER_KEY", "PROOF_KEY", "configure", "for_user", "metadata", "peer"]
+__all__ = [
+    "PEER_KEY",
+    "PROOF_KEY",
+    "configure",
+    "for_peer",
+    "for_user",
+    "http_peer",
+    "metadata",
+    "peer",
+    "peer_of",
+]
 
 _SECRET = secrets.token_hex(32)
 # The secret shared with fronts in other processes ("": none).
@@ -49,14 +60,34 @@ def _known(proof: str) -> bool:
     )
 
 
-def peer(context: grpc.ServicerContext) -> str:
+def peer_of(metadata: Iterable[tuple[str, object]], connection: str) -> str:
     """The caller's address in gRPC's form ("ipv4:10.0.0.7:51234"): the one a
-    front forwarded with a secret this gateway knows, else the connection's."""
+    front forwarded in ``metadata`` with a secret this gateway knows, else
+    ``connection``'s."""
     found: dict[str, str] = {}
-    for key, value in context.invocation_metadata():
+    for key, value in metadata:
         if key in (PEER_KEY, PROOF_KEY):
             found[key] = str(value)
     proof = found.get(PROOF_KEY, "")
     if PEER_KEY in found and proof and _known(proof):
         return found[PEER_KEY]
-    return str(context.peer())
+    return connection
+
+
+def peer(context: grpc.ServicerContext) -> str:
+    """A gRPC caller's address (:func:`peer_of`)."""
+    return peer_of(context.invocation_metadata(), str(context.peer()))
+
+
+def http_peer(headers: Iterable[tuple[str, str]], client_address: str | None) -> str:
+    """An HTTP caller's address, taken as a gRPC caller's is: a front's
+    forwarded one (the same names, as headers) with a secret this gateway
+    knows, else the connection's ("host:port", as the HTTP server reports it)."""
+    named = ((key.lower(), value) for key, value in headers)
+    return peer_of(named, forwarding.grpc_peer(client_address))
+
+
+def for_peer(address: str) -> tuple[tuple[str, str], ...]:
+    """What a front in this process adds to a call it relays for a caller
+    whose address (gRPC's form) it already knows; nothing for ""."""
+    return ((PEER_KEY, address), (PROOF_KEY, _SECRET)) if address else ()

@@ -3,7 +3,8 @@ may be limited to some purposes and to the read-only calls. Two checks, each
 at the one point every call passes:
 
 - the call: :func:`check_call`, from ``Auth.member`` (every call that
-  authenticates a member token), by the method being served;
+  authenticates a member token), by the method being served, and from
+  ``Auth.admit`` before the HTTP/JSON adapter reads a call's body;
 - the purpose: :func:`check_purpose`, from ``server.caller`` (every identity
   the gateway sends to store or rank is built there);
 - the purposes a write gives its memory (or episode): :func:`written_purposes`,
@@ -33,14 +34,18 @@ def _methods(service: str, names: tuple[str, ...]) -> frozenset[str]:
     return frozenset(f"/{full}/{name}" for name in names)
 
 
+# The calls answered without a token (their handlers ask for none), on every
+# surface: gRPC, and the HTTP/JSON adapter, which checks every other call's
+# token before it reads the body (Auth.admit).
+OPEN_CALLS = _methods("MemoryService", ("DescribeTools",))
 # What a read-only token may call: the calls that change nothing.
 READ_ONLY_CALLS = (
-    _methods(
+    OPEN_CALLS
+    | _methods(
         "MemoryService",
         (
             "Recall",
             "Read",
-            "DescribeTools",
             "Lookup",
             "Neighbors",
             "Timeline",

@@ -22,6 +22,7 @@ import grpc
 import psycopg
 import pytest
 
+from recallatron import forwarding
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_devkit.stack import Stack
@@ -35,6 +36,7 @@ from tests.faults.stackutil import (
     retry_delay,
     running,
 )
+from tests.surfaces.httpjson import call
 
 pytestmark = pytest.mark.integration
 
@@ -283,3 +285,41 @@ def test_each_user_of_a_front_spends_their_own_failure_allowance(stack: Stack) -
     assert flood["UNAUTHENTICATED"] <= 6 and flood["RESOURCE_EXHAUSTED"] >= 14, flood
     # Another user of the same front, at their own address: their own allowance.
     assert guesses("203.0.113.8:51000", 3) == Counter({"UNAUTHENTICATED": 3})
+
+
+def test_a_guess_over_http_json_spends_the_allowance_grpc_keeps(stack: Stack) -> None:
+    """The HTTP/JSON adapter checks the token with the gateway's own
+    authentication before it reads the body: a wrong token spends the
+    caller's address's allowance, the address taken as the gRPC path takes
+    it (a front's forwarded one, with the shared secret), so a gRPC call for
+    that address finds it spent and another address keeps its own."""
+
+    def over_http(address: str, count: int) -> Counter[str]:
+        codes: Counter[str] = Counter()
+        for _ in range(count):
+            status, answer = call(
+                stack.http_url,
+                "recallatron.v1.MemoryService/Recall",
+                {"query": "anything"},
+                "rc_" + uuid.uuid4().hex,
+                headers=dict(forwarding.metadata(address, FORWARDING_SECRET)),
+            )
+            codes[answer.get("code", f"HTTP {status}")] += 1
+        return codes
+
+    flood = over_http("203.0.113.20:51000", 12)
+    assert flood["unauthenticated"] <= 6 and flood["resource_exhausted"] >= 6, flood
+    # Over gRPC, for the same address: the same allowance, spent (a guess
+    # after a refill spends it again).
+    codes: Counter[str] = Counter()
+    for _ in range(2):
+        guess = plain_client(stack.gateway, "rc_" + uuid.uuid4().hex)
+        try:
+            guess.for_address("203.0.113.20:52000", FORWARDING_SECRET).read([str(uuid.uuid4())])
+        except grpc.RpcError as exc:
+            codes[exc.code().name] += 1  # type: ignore[attr-defined]
+        finally:
+            guess.close()
+    assert codes["RESOURCE_EXHAUSTED"] >= 1, codes
+    # Another user of the same front: their own allowance.
+    assert over_http("203.0.113.21:51000", 3) == Counter({"unauthenticated": 3})

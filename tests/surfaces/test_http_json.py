@@ -260,3 +260,42 @@ def test_a_timeout_that_is_not_a_positive_count_is_refused(stack: Stack, owner: 
             headers={"Connect-Timeout-Ms": value},
         )
         assert (status, answer.get("code")) == (400, "invalid_argument"), (value, answer)
+
+
+def test_a_call_without_a_known_token_is_refused_before_its_body_is_read(
+    stack: Stack, owner: Member
+) -> None:
+    """The adapter read and decoded a body (up to 8 MB of JSON, or a few kB of
+    gzip inflating past that) before the token was checked, so anyone could
+    keep it busy. The token comes first: a body that is no request at all,
+    however large, is refused 401 when the token is missing or unknown, and
+    is the caller's mistake (4xx naming it) only for a known token."""
+    recall = "recallatron.v1.MemoryService/Recall"
+    malformed = b"[" * (4 * 1024 * 1024)  # 4 MB, not a request, nested past any parser
+    bomb = gzip.compress(b"{" * (9 * 1024 * 1024))  # 9 kB on the wire, past the limit inflated
+    gzipped = {"Content-Encoding": "gzip"}
+    for token in (None, "rc_not_a_token"):
+        for body, headers in ((b"not json", {}), (malformed, {}), (bomb, gzipped)):
+            status, answer = call(stack.http_url, recall, body, token, headers=headers)
+            assert (status, answer.get("code")) == (401, "unauthenticated"), (
+                token,
+                len(body),
+                answer,
+            )
+            assert "authorization" in answer["message"], answer
+    # A known token's body is read and decoded as before.
+    status, answer = call(stack.http_url, recall, b"not json", owner.token)
+    assert (status, answer["code"]) == (400, "invalid_argument"), answer
+    assert violations(answer) == ["request"]
+    status, answer = call(stack.http_url, recall, bomb, owner.token, headers=gzipped)
+    assert (status, answer["code"]) == (429, "resource_exhausted"), answer
+
+
+def test_describe_tools_answers_without_a_token(stack: Stack) -> None:
+    """As over gRPC: the one call that needs no token needs none here either,
+    and a token it does not need is not checked."""
+    describe = "recallatron.v1.MemoryService/DescribeTools"
+    for token in (None, "rc_not_a_token"):
+        status, answer = call(stack.http_url, describe, {}, token)
+        assert status == 200, answer
+        assert {t["name"] for t in answer["tools"]} >= {"recall", "remember"}, answer

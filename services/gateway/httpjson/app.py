@@ -2,38 +2,48 @@
 ``ConnectASGIApplication``, with the endpoints of relay.py) and the OpenAPI
 document at ``/openapi.json``.
 
-Before the library decodes a call's body it is checked here, once: its size
-against the gateway's message limit (as gRPC checks a message), its content
-type (Connect's unary ``application/json`` or ``application/proto``) and
-whether it decodes as the method's request at all. The library would answer
-a body that does not decode as an unknown error (HTTP 500); here it is the
-caller's error, ``invalid_argument`` (HTTP 400) with a ``google.rpc.BadRequest``
-naming the field, as a message gRPC cannot decode is, and it is counted in the
-same metric under the same method."""
+A call's token is checked first, by the gateway's own authentication
+(``Auth.admit``) on a thread of the app's pool, before a byte of the body is
+read: a caller without a known token cannot make the adapter read, inflate or
+parse up to the message limit. Then the body is read and checked here, once:
+its size against the gateway's message limit (as gRPC checks a message), its
+content type (Connect's unary ``application/json`` or ``application/proto``)
+and whether it decodes as the method's request at all, decoded off the event
+loop, and the request handed to the library as decoded. The library would
+answer a body that does not decode as an unknown error (HTTP 500); here it is
+the caller's error, ``invalid_argument`` (HTTP 400) with a
+``google.rpc.BadRequest`` naming the field, as a message gRPC cannot decode
+is. Either refusal is counted in the gRPC metric under the same method."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, cast
 
+import grpc
+from connectrpc.code import Code
 from connectrpc.server import ConnectASGIApplication
-from google.protobuf import json_format
+from google.protobuf import any_pb2, json_format, symbol_database
 from google.protobuf.descriptor import Descriptor, ServiceDescriptor
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.message_factory import GetMessageClass
 from google.rpc import error_details_pb2
 
+from recallatron import errors
 from recallatron.grpcserver import RPC_STATUS
-from recallatron.grpcserver.status import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clip
+from recallatron.grpcserver.status import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clip, status_for
 from recallatron.settings import CommonSettings
 from recallatron.wire import undecodable_field
+from services.gateway import forwarded
 from services.gateway.httpjson.openapi import document
-from services.gateway.httpjson.relay import Relay, path, relays
+from services.gateway.httpjson.relay import AUTHORIZATION, CODES, Relay, path, relays
 
 Scope = MutableMapping[str, Any]
 Event = MutableMapping[str, Any]
@@ -47,6 +57,33 @@ _UNKNOWN_FIELD = re.compile(r'has no field named "([^"]+)"')
 
 
 _TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
+_GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
+# The HTTP status of each Connect code (the Connect protocol's table).
+HTTP_STATUS: dict[Code, int] = {
+    Code.CANCELED: 499,
+    Code.UNKNOWN: 500,
+    Code.INVALID_ARGUMENT: 400,
+    Code.DEADLINE_EXCEEDED: 504,
+    Code.NOT_FOUND: 404,
+    Code.ALREADY_EXISTS: 409,
+    Code.PERMISSION_DENIED: 403,
+    Code.RESOURCE_EXHAUSTED: 429,
+    Code.FAILED_PRECONDITION: 400,
+    Code.ABORTED: 409,
+    Code.OUT_OF_RANGE: 400,
+    Code.UNIMPLEMENTED: 501,
+    Code.INTERNAL: 500,
+    Code.UNAVAILABLE: 503,
+    Code.DATA_LOSS: 500,
+    Code.UNAUTHENTICATED: 401,
+}
+
+
+class Admission(Protocol):
+    """The gateway's check of a call's caller before its body is read
+    (services/gateway/auth.py ``Auth.admit``): raises a domain error."""
+
+    def admit(self, method: str, authorization: str | None, peer: str) -> None: ...
 
 
 def media_type(content_type: str) -> str | None:
@@ -68,11 +105,38 @@ def media_type(content_type: str) -> str | None:
 
 
 class Refused(Exception):
-    """A call answered here with a Connect error, before the library sees it."""
+    """A call answered here with a Connect error, before the library sees it.
+    ``counted``: the gRPC code it is counted under in the method's metric
+    ("": not counted); a refusal naming a field is INVALID_ARGUMENT."""
 
-    def __init__(self, status: int, code: str, message: str, field: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str = "",
+        details: Sequence[any_pb2.Any] = (),
+        counted: str = "",
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field
+        self.details = details
+        self.counted = counted or ("INVALID_ARGUMENT" if field else "")
+
+
+def refused_by(error: errors.DomainError) -> Refused:
+    """A domain error as the gRPC path answers it (its one mapping,
+    grpcserver/status.py), in the Connect code of that status."""
+    status = status_for(error)
+    grpc_code = _GRPC_CODES.get(status.code, grpc.StatusCode.UNKNOWN)
+    code = CODES.get(grpc_code, Code.UNKNOWN)
+    return Refused(
+        HTTP_STATUS.get(code, 500),
+        code.value,
+        status.message,
+        details=list(status.details),
+        counted=grpc_code.name,
+    )
 
 
 def field_of(parse_error: str) -> str:
@@ -85,15 +149,14 @@ def field_of(parse_error: str) -> str:
     return ".".join(names) or "request"
 
 
-def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> None:
-    """Raises :class:`Refused` naming the field when ``body`` is not a ``cls``."""
+def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMessage:
+    """``body`` as a ``cls``; raises :class:`Refused` naming the field when it is not one."""
     try:
         if content_type == PROTO_TYPE:
-            cls.FromString(body)
-            return
+            return cls.FromString(body)
         if not body.lstrip().startswith(b"{"):
             raise Refused(400, "invalid_argument", "must be a JSON object", "request")
-        json_format.Parse(body, cls())
+        return json_format.Parse(body, cls())
     except DecodeError:
         field = undecodable_field(cast(Descriptor, cls.DESCRIPTOR), body) or "request"
         raise Refused(400, "invalid_argument", "could not be decoded", field) from None
@@ -103,26 +166,46 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> None:
         raise Refused(400, "invalid_argument", said, field_of(str(exc))) from None
 
 
+def _detail(packed: any_pb2.Any) -> dict[str, Any]:
+    """A detail as Connect writes one: its type, its bytes and, when the type
+    is known here, its JSON form."""
+    name = packed.TypeName()
+    shown: dict[str, Any] = {
+        "type": name,
+        "value": base64.b64encode(packed.value).decode().rstrip("="),
+    }
+    try:
+        message = symbol_database.Default().GetSymbol(name)()
+    except KeyError:
+        return shown
+    if packed.Unpack(message):
+        shown["debug"] = json_format.MessageToDict(message)
+    return shown
+
+
 def error_body(refused: Refused) -> bytes:
-    """The Connect error JSON, with a BadRequest naming the field when there is one."""
+    """The Connect error JSON, with a BadRequest naming the field when there
+    is one, and the refusal's own details."""
     message = f"{refused.field}: {refused.message}" if refused.field else refused.message
     body: dict[str, Any] = {"code": refused.code, "message": clip(message, MAX_MESSAGE_BYTES)}
+    details = list(refused.details)
     if refused.field:
-        violation = {
-            "field": clip(refused.field, MAX_DETAIL_BYTES),
-            "description": clip(refused.message, MAX_DETAIL_BYTES),
-        }
-        detail = error_details_pb2.BadRequest(
-            field_violations=[error_details_pb2.BadRequest.FieldViolation(**violation)]
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=clip(refused.field, MAX_DETAIL_BYTES),
+            description=clip(refused.message, MAX_DETAIL_BYTES),
         )
-        body["details"] = [
-            {
-                "type": detail.DESCRIPTOR.full_name,
-                "value": base64.b64encode(detail.SerializeToString()).decode().rstrip("="),
-                "debug": {"fieldViolations": [violation]},
-            }
-        ]
+        packed = any_pb2.Any()
+        packed.Pack(error_details_pb2.BadRequest(field_violations=[violation]))
+        details.insert(0, packed)
+    if details:
+        body["details"] = [_detail(d) for d in details]
     return json.dumps(body).encode()
+
+
+async def _refuse(scope: Scope, send: Send, refused: Refused) -> None:
+    if refused.counted:
+        RPC_STATUS.labels(scope["path"], refused.counted).inc()
+    await respond(send, refused.status, error_body(refused))
 
 
 async def respond(send: Send, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
@@ -136,10 +219,34 @@ async def respond(send: Send, status: int, body: bytes, *headers: tuple[bytes, b
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+class _Decoded:
+    """The ``receive`` of a call whose body was read and decoded here: the
+    library takes the request as it is (:class:`_Connect`), so the body is
+    parsed once; it would read the body once more from here otherwise."""
+
+    def __init__(self, request: ProtoMessage, body: bytes, receive: Receive) -> None:
+        self.request, self.body, self.receive = request, body, receive
+        self.given = False
+
+    async def __call__(self) -> Event:
+        if self.given:
+            return await self.receive()
+        self.given = True
+        return {"type": "http.request", "body": self.body, "more_body": False}
+
+
 class _Connect(ConnectASGIApplication[Relay]):
     @property
     def path(self) -> str:
         return "/"
+
+    async def _read_post_request(
+        self, endpoint: Any, receive: Any, codec: Any, headers: Any
+    ) -> Any:
+        # The library's one step that reads and decodes a unary call's body.
+        if isinstance(receive, _Decoded):
+            return receive.request
+        return await super()._read_post_request(endpoint, receive, codec, headers)
 
 
 class HttpJsonApp:
@@ -150,9 +257,14 @@ class HttpJsonApp:
         target: str,
         settings: CommonSettings,
         services: Iterable[ServiceDescriptor],
+        auth: Admission,
         version: str = "v1",
     ) -> None:
         services = list(services)
+        self.auth = auth
+        # Off the event loop: the token's check (it may ask the store) and the
+        # body's inflating and decoding, so one call never holds up the rest.
+        self.pool = ThreadPoolExecutor(settings.server_threads, thread_name_prefix="http-json")
         self.inputs: dict[str, type[ProtoMessage]] = {
             path(m): GetMessageClass(m.input_type) for s in services for m in s.methods
         }
@@ -170,16 +282,64 @@ class HttpJsonApp:
             return
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.inputs:
             try:
-                scope, body = await self._checked(scope, receive)
+                await self._admitted(scope)
             except Refused as refused:
-                if refused.field:
-                    RPC_STATUS.labels(scope["path"], "INVALID_ARGUMENT").inc()
-                await respond(send, refused.status, error_body(refused))
+                await self._discarded(scope, receive)
+                await _refuse(scope, send, refused)
                 return
-            receive = _replay(body, receive)
+            try:
+                scope, receive = await self._checked(scope, receive)
+            except Refused as refused:
+                await _refuse(scope, send, refused)
+                return
         await self.connect(scope, receive, send)
 
-    async def _checked(self, scope: Scope, receive: Receive) -> tuple[Scope, bytes]:
+    async def _discarded(self, scope: Scope, receive: Receive) -> None:
+        """The body of a call refused before it was read, read and dropped as
+        it comes (never kept, inflated or parsed): most clients send all of
+        it before they read the answer, and one closed under it would reach
+        them as a reset connection instead. Not when the client waits to be
+        told to send it (Expect: 100-continue), nor past the message limit."""
+        headers = {k.lower(): v for k, v in scope["headers"]}
+        declared = headers.get(b"content-length", b"")
+        if b"100-continue" in headers.get(b"expect", b"").lower() or (
+            declared.isdigit() and int(declared) > self.max_bytes
+        ):
+            return
+        size = 0
+        while size <= self.max_bytes:
+            event = await receive()
+            if event["type"] != "http.request":
+                return
+            size += len(event.get("body", b""))
+            if not event.get("more_body", False):
+                return
+
+    async def _admitted(self, scope: Scope) -> None:
+        """The caller checked before the body is read (nothing of it is)."""
+        headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+        authorization = next((v for k, v in headers if k == AUTHORIZATION), None)
+        # Every token the gateway issues is printable ASCII (all gRPC metadata holds).
+        if authorization is not None and not (
+            authorization.isascii() and authorization.isprintable()
+        ):
+            raise Refused(
+                401,
+                "unauthenticated",
+                "authorization: expected 'Bearer <token>'",
+                counted="UNAUTHENTICATED",
+            )
+        client = scope.get("client")
+        peer = forwarded.http_peer(headers, f"{client[0]}:{client[1]}" if client else None)
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(
+                self.pool, self.auth.admit, scope["path"], authorization, peer
+            )
+        except errors.DomainError as error:
+            raise refused_by(error) from None
+
+    async def _checked(self, scope: Scope, receive: Receive) -> tuple[Scope, _Decoded]:
         for name, value in scope["headers"]:
             # The Connect runtime reads headers as UTF-8 (a 500 otherwise).
             try:
@@ -213,18 +373,28 @@ class HttpJsonApp:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             raise Refused(429, "resource_exhausted", f"request over {self.max_bytes} bytes")
-        body = await self._body(receive)
         encoding = headers.get("content-encoding", "identity").lower()
+        if encoding not in ("gzip", "identity"):
+            raise Refused(501, "unimplemented", f"content-encoding: {encoding} is not accepted")
+        body = await self._body(receive)
         if encoding == "gzip":
-            body = self._gunzip(body)
             kept = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-encoding"]
             scope = {**scope, "headers": kept}
-        elif encoding != "identity":
-            raise Refused(501, "unimplemented", f"content-encoding: {encoding} is not accepted")
+        loop = asyncio.get_running_loop()
+        body, request = await loop.run_in_executor(
+            self.pool, self._request, scope["path"], body, content_type, encoding == "gzip"
+        )
+        return scope, _Decoded(request, body, receive)
+
+    def _request(
+        self, method: str, body: bytes, content_type: str, gzipped: bool
+    ) -> tuple[bytes, ProtoMessage]:
+        """The body as it was sent (inflated) and the method's request decoded from it."""
+        if gzipped:
+            body = self._gunzip(body)
         if content_type != PROTO_TYPE and not body.strip():
             body = b"{}"  # an empty JSON body is the empty request
-        decode(self.inputs[scope["path"]], body, content_type)
-        return scope, body
+        return body, decode(self.inputs[method], body, content_type)
 
     async def _body(self, receive: Receive) -> bytes:
         chunks: list[bytes] = []
@@ -250,17 +420,3 @@ class HttpJsonApp:
         if len(out) > self.max_bytes:
             raise Refused(429, "resource_exhausted", f"request over {self.max_bytes} bytes")
         return out
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` with the body already read given once more."""
-    given = False
-
-    async def again() -> Event:
-        nonlocal given
-        if given:
-            return await receive()
-        given = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return again

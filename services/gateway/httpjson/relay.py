@@ -118,7 +118,9 @@ def _metadata(ctx: RequestContext[Message, Message]) -> tuple[tuple[str, str], .
     if token is not None and not (token.isascii() and token.isprintable()):
         raise ConnectError(Code.UNAUTHENTICATED, "authorization: expected 'Bearer <token>'")
     own = ((AUTHORIZATION, token),) if token is not None else ()
-    return own + forwarded.metadata(ctx.client_address())
+    # The caller's address as the token's check before the body took it (app.py).
+    peer = forwarded.http_peer(ctx.request_headers().allitems(), ctx.client_address())
+    return own + forwarded.for_peer(peer)
 
 
 class Relay:
