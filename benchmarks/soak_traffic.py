@@ -177,10 +177,14 @@ class Worker:
 
     def remember(self, tenant: Tenant, client: Client, own: Own) -> None:
         title = f"soak {uuid.uuid4().hex}"
+        # Drawn once: a retry repeats its request whole (the same request id
+        # with another body is refused INVALID_ARGUMENT, as it should be, when
+        # the first attempt committed but its answer was lost).
+        body = f"harbour ledger entry {self.rng.randrange(1000)} from worker {self.index}"
         resp = self._write(
             lambda rid: client.remember(
                 title,
-                f"harbour ledger entry {self.rng.randrange(1000)} from worker {self.index}",
+                body,
                 mention_ids=[tenant.entity_id],
                 request_id=rid,
             )
