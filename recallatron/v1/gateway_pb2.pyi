@@ -1186,16 +1186,22 @@ class ListDuplicatePairsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PAIRS_FIELD_NUMBER: _builtins.int
+    MORE_FIELD_NUMBER: _builtins.int
+    more: _builtins.bool
+    """Set when pairs were left out to keep the answer under its size budget:
+    decide on these (or dismiss them) and list again.
+    """
     @_builtins.property
     def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___DuplicatePair]: ...
     def __init__(
         self,
         *,
         pairs: _abc.Iterable[Global___DuplicatePair] | None = ...,
+        more: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["more", b"more", "pairs", b"pairs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -861,6 +861,7 @@ class GetMemoriesResponse(_message.Message):
 
     MEMORIES_FIELD_NUMBER: _builtins.int
     NOT_FOUND_IDS_FIELD_NUMBER: _builtins.int
+    MORE_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]:
         """In the order asked, only those the caller may see."""
@@ -869,15 +870,22 @@ class GetMemoriesResponse(_message.Message):
     def not_found_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Ids asked for that do not exist or the caller may not see."""
 
+    @_builtins.property
+    def more_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Ids asked for, visible, and left out to keep the answer under its size
+        budget (vocabulary.ANSWER_BUDGET_BYTES): ask for them again.
+        """
+
     def __init__(
         self,
         *,
         memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
         not_found_ids: _abc.Iterable[_builtins.str] | None = ...,
+        more_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "not_found_ids", b"not_found_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "more_ids", b"more_ids", "not_found_ids", b"not_found_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,12 +7,15 @@ go through MemoryService."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 
 from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
+from recallatron.vocabulary import ANSWER_BUDGET_BYTES
 from services.gateway import peers as calls
 from services.gateway.server import Forwarding, caller
 
@@ -45,25 +48,44 @@ class ReviewServicer(Forwarding):
             ),
             self.peers.member(who, calls.LIST_DUPLICATE_PAIRS.path),
         )
-        ids = list(dict.fromkeys(i for p in found.pairs for i in (p.first_id, p.second_id)))
+        return self._filled(who, found.pairs)
+
+    def _filled(
+        self, who: cpb.Caller, pairs: Sequence[store_pb2.StoreDuplicatePair]
+    ) -> pb.ListDuplicatePairsResponse:
+        """The pairs with their memories, best first, as many as fit the
+        answer's size budget (at least one): memories are read in the pairs'
+        order, a chunk at a time, and reading stops once the budget is spent."""
+        pending = list(dict.fromkeys(i for p in pairs for i in (p.first_id, p.second_id)))
         memories: dict[str, cpb.Memory] = {}
-        for start in range(0, len(ids), READ_CHUNK):
-            resp = self.peers.store.call(
-                calls.GET_MEMORIES,
-                store_pb2.GetMemoriesRequest(
-                    caller=who, ids=ids[start : start + READ_CHUNK], with_provenance=True
-                ),
-                self.peers.member(who, calls.GET_MEMORIES.path),
-            )
-            memories.update((m.id, m) for m in resp.memories)
-        # A memory changed (forgotten, superseded) between the two reads
-        # leaves its pair out rather than half-filled.
-        return pb.ListDuplicatePairsResponse(
-            pairs=[
-                pb.DuplicatePair(
+        out = pb.ListDuplicatePairsResponse()
+        used, shown = 0, 0
+        while shown < len(pairs):
+            if pending:
+                resp = self.peers.store.call(
+                    calls.GET_MEMORIES,
+                    store_pb2.GetMemoriesRequest(
+                        caller=who, ids=pending[:READ_CHUNK], with_provenance=True
+                    ),
+                    self.peers.member(who, calls.GET_MEMORIES.path),
+                )
+                memories.update((m.id, m) for m in resp.memories)
+                pending = list(resp.more_ids) + pending[READ_CHUNK:]
+            unread = set(pending)
+            for p in pairs[shown:]:
+                if p.first_id in unread or p.second_id in unread:
+                    break
+                shown += 1
+                # A memory changed (forgotten, superseded) between the two
+                # reads leaves its pair out rather than half-filled.
+                if p.first_id not in memories or p.second_id not in memories:
+                    continue
+                pair = pb.DuplicatePair(
                     first=memories[p.first_id], second=memories[p.second_id], cosine=p.cosine
                 )
-                for p in found.pairs
-                if p.first_id in memories and p.second_id in memories
-            ]
-        )
+                used += pair.ByteSize()
+                if out.pairs and used > ANSWER_BUDGET_BYTES:
+                    out.more = True
+                    return out
+                out.pairs.append(pair)
+        return out

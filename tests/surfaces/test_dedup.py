@@ -14,6 +14,7 @@ import pytest
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2, store_pb2_grpc
+from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_CLAIM_VALUE
 from recallatron_devkit.stack import Stack
 from tests import dbutil, internal
 from tests.conftest import Team
@@ -147,3 +148,35 @@ def test_review_calls_validate_their_input(stack: Stack, team: Team) -> None:
         assert err.code() == grpc.StatusCode.UNAUTHENTICATED
     finally:
         anonymous.close()
+
+
+def test_pairs_of_large_memories_are_answered_within_the_budget(stack: Stack, team: Team) -> None:
+    # Each memory states 100 claims of 2,000 four-byte characters (about
+    # 800 kB; claims are not embedded): twelve such memories in six pairs
+    # pass the 8 MiB message limit a list of pairs once had to fit whole.
+    ada = team.clients["ada"]
+    wide = "\N{GRINNING FACE}" * MAX_CLAIM_VALUE
+    texts = [*NEAR_DUPLICATES, (UNRELATED[0], UNRELATED[0])]
+    ids = []
+    for n, pair in enumerate(texts):
+        for side, (title, body) in enumerate(pair):
+            claims = [
+                {"entity": {"name": f"ledger {n} {side} {i}"}, "attribute": "note", "value": wide}
+                for i in range(100)
+            ]
+            ids.append(ada.remember(title, body, claims=claims).memory.id)
+    wait_embedded(stack, team, ids)
+
+    first = ada.duplicate_pairs()
+    assert first.more and 0 < len(first.pairs) < len(texts)
+    assert first.ByteSize() < 2 * ANSWER_BUDGET_BYTES
+    # Deciding on what was shown brings the rest.
+    seen = 0
+    answer = first
+    while answer.pairs:
+        seen += len(answer.pairs)
+        for p in answer.pairs:
+            assert len(p.first.claims) == len(p.second.claims) == 100
+            ada.dismiss_pair(p.first.id, p.second.id)
+        answer = ada.duplicate_pairs()
+    assert seen == len(texts) and not answer.more

@@ -358,13 +358,14 @@ class StoreServicer:
         request: pb.GetMemoriesRequest,
         context: grpc.ServicerContext,
     ) -> pb.GetMemoriesResponse:
-        found = self.memories.read(
+        found, more = self.memories.read_answer(
             caller_of(request.caller), list(request.ids), request.with_provenance
         )
-        seen = {m.id for m in found}
+        seen = {m.id for m in found} | set(more)
         return pb.GetMemoriesResponse(
             memories=[memory_msg(m) for m in found],
             not_found_ids=[i for i in request.ids if i not in seen],
+            more_ids=more,
         )
 
     # -- recall support ----------------------------------------------------

@@ -174,11 +174,13 @@ class MemoryReads(OnWorkspaces):
         with self.transaction(caller, GENERIC_PLANS) as conn:
             return self._read(conn, wanted, with_provenance, with_revisions=with_provenance)
 
-    def read_answer(self, caller: Caller, ids: Sequence[str]) -> tuple[list[MemoryView], list[str]]:
+    def read_answer(
+        self, caller: Caller, ids: Sequence[str], with_provenance: bool = True
+    ) -> tuple[list[MemoryView], list[str]]:
         """A read's answer: the visible memories among ``ids``, in that order,
         as many as fit the answer's size budget, and the ids of the visible
         ones left for another call."""
-        found = self.read(caller, ids)
+        found = self.read(caller, ids, with_provenance)
         kept = answer_budget.fitting(found, ANSWER_BUDGET_BYTES)
         return found[:kept], [m.id for m in found[kept:]]
 
