@@ -237,12 +237,26 @@ def peer_status(exc: grpc.RpcError) -> PeerStatus:
     )
 
 
+def _own_deadline_passed() -> bool:
+    scope = deadline.current()
+    if scope is None:
+        return False
+    left = scope.remaining()
+    return scope.abandoned or (left is not None and left <= 0)
+
+
 def relay(exc: grpc.RpcError, peer: str = "a backing service") -> errors.DomainError:
     """The one translation of a peer's failure into the error this service
     answers with (design §9): a peer that is unreachable or past its deadline
     becomes UNAVAILABLE with a retry hint (the peer's own when it gave one);
-    any other status is passed on as it came, code, message and rich details."""
+    any other status is passed on as it came, code, message and rich details.
+    A peer past the deadline of the call being served answers that call's own
+    DEADLINE_EXCEEDED."""
     status = peer_status(exc)
+    if status.code == grpc.StatusCode.DEADLINE_EXCEEDED and _own_deadline_passed():
+        # The call being served ran out of time, not the peer: the caller's
+        # own deadline, which a retry with the same deadline would meet again.
+        return errors.DeadlineExceeded("the call's deadline passed")
     if status.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         hint = status.retry_after or errors.RETRY_AFTER_SECONDS
         return errors.Unavailable(f"{peer} is unavailable; retry shortly", hint)

@@ -13,7 +13,7 @@ import grpc
 import pytest
 from google.protobuf.wrappers_pb2 import BytesValue
 
-from recallatron import deadline, errors
+from recallatron import deadline, errors, grpcclient
 from recallatron.grpcclient import keep_spinning, make_channel, peer_channel, unary
 from recallatron.peer import Method, Peer
 from recallatron.settings import CommonSettings
@@ -197,3 +197,40 @@ def test_the_review_page_forwards_with_the_shared_secret_when_it_has_one() -> No
     # Without one, its own process's secret (the page in the gateway's process).
     unsigned = dict(forwarded.for_user(client, "198.51.100.4:4000")._md())
     assert unsigned[PROOF_KEY] and unsigned[PROOF_KEY] != "s3cret"
+
+
+class _Ended(grpc.RpcError):
+    """A peer's call that ended with ``code`` and no rich details."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return "ended"
+
+    def trailing_metadata(self) -> tuple[()]:
+        return ()
+
+
+def test_a_peer_past_the_callers_own_deadline_is_that_deadline_not_an_outage() -> None:
+    # The caller's deadline passed while a peer served it: the peer's
+    # DEADLINE_EXCEEDED is the caller's own (504 over HTTP), not an outage to
+    # retry; with time left it is the peer's fault: UNAVAILABLE.
+    for left, expected in ((-0.5, errors.DeadlineExceeded), (30.0, errors.Unavailable)):
+        leave = deadline.enter(deadline.Scope(left))
+        try:
+            got = grpcclient.relay(_Ended(grpc.StatusCode.DEADLINE_EXCEEDED), "rank")
+        finally:
+            leave()
+        assert type(got) is expected, (left, got)
+    # Outside any call, and for a peer that is down, nothing changes.
+    assert type(grpcclient.relay(_Ended(grpc.StatusCode.DEADLINE_EXCEEDED))) is errors.Unavailable
+    leave = deadline.enter(deadline.Scope(-0.5))
+    try:
+        got = grpcclient.relay(_Ended(grpc.StatusCode.UNAVAILABLE), "rank")
+    finally:
+        leave()
+    assert type(got) is errors.Unavailable
