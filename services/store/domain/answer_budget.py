@@ -17,6 +17,7 @@ class MemoryView(Protocol):
     body: str
     omitted: dict[str, int]
 
+
 # Ids, timestamps, enums and protobuf framing of one item (a memory, a link, a
 # mention, a claim...): about two UUIDs and two timestamps.
 ITEM_BYTES = 128
