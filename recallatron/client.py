@@ -218,6 +218,7 @@ class Client(ReviewAndAdmin):
         purpose: str = DEFAULT_PURPOSE,
         include_history: bool = False,
         partial: bool = False,
+        page_token: str = "",
     ) -> pb.LookupResponse:
         return self.ask(
             self.memory.Lookup,
@@ -227,6 +228,7 @@ class Client(ReviewAndAdmin):
             purpose=purpose,
             include_history=include_history,
             partial=partial,
+            page_token=page_token,
         )
 
     def neighbors(

@@ -49,7 +49,8 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
             "member (created_by), of some kinds, of one episode, or created between from and to; "
             "superseded ones only with include_superseded. Each comes without its provenance: "
             "read it before relying on it. A memory is a dated claim, not current truth. At most "
-            f"{MAX_LIST_PAGE} per page; pass next_page_token for more."
+            f"{MAX_LIST_PAGE} per page (fewer when long memories fill the answer); pass "
+            "next_page_token for more."
         ),
         method="ListMemories",
         args={

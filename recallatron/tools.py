@@ -103,7 +103,7 @@ SHOWN: dict[str, Shown] = {
         # exactly (as lookup gives them), then the memories found.
         first=_order(
             "nothing_relevant mode dense_available dense_unavailable_reason reranked "
-            "rerank_unavailable_reason counts entities entities_unavailable_reason"
+            "rerank_unavailable_reason counts entities more_entities entities_unavailable_reason"
         ),
         empty_is_null=_names(
             "dense_unavailable_reason",
@@ -115,6 +115,7 @@ SHOWN: dict[str, Shown] = {
     pb.RecallResponse.DESCRIPTOR.full_name: Shown(inline=_names("outcome")),
     cpb.TimelineEvent.DESCRIPTOR.full_name: Shown(empty_is_null=_names("entity_id")),
     pb.TimelineResponse.DESCRIPTOR.full_name: Shown(empty_is_null=_names("next_page_token")),
+    pb.LookupResponse.DESCRIPTOR.full_name: Shown(empty_is_null=_names("next_page_token")),
     **OWNER_SHOWN,
 }
 
@@ -198,11 +199,13 @@ TOOLS: tuple[Tool, ...] = (
         "above 0) was moved up for it, the more so the surer that result: read it as that "
         "result's context. When the "
         "query names an "
-        "entity exactly, its card (as lookup gives it) comes beside the results in entities; "
+        "entity exactly, its card (as lookup gives it) comes beside the results in entities "
+        "(cards too large to fit beside them are named in more_entities: look them up); "
         "mentions restricts the results to memories mentioning the given entity ids. "
         "include_history (workspace owners only; for anyone else it adds nothing) also "
         "searches old conversation turns brought over by migration, by their words, "
-        "returned apart in history: evidence of what was said, not memories.",
+        "returned apart in history (history_left_out counts turns too long to fit): "
+        "evidence of what was said, not memories.",
         "Recall",
         {
             "query": Arg({"maxLength": MAX_QUERY_CHARS}, required=True),
@@ -351,7 +354,8 @@ TOOLS: tuple[Tool, ...] = (
         + _CLAIM_CAVEAT
         + " as_of answers for a past time; "
         f"include_history adds claims no longer current. At most {MAX_CARD_ITEMS} items per "
-        "list (truncated says so).",
+        "list (truncated says so). Cards past the answer's size come on the next page: pass "
+        "next_page_token (with the same arguments) for more.",
         "Lookup",
         {
             "name": Arg({"maxLength": MAX_ENTITY_NAME}, required=True),
@@ -359,6 +363,7 @@ TOOLS: tuple[Tool, ...] = (
             "purpose": PURPOSE,
             "include_history": Arg({"default": False}),
             "partial": Arg({"default": False}),
+            "page_token": PAGE_TOKEN,
         },
         read_only=True,
         destructive=False,

@@ -109,6 +109,11 @@ MAX_PROVENANCE_ITEMS = 100
 # call (more_ids) and recall leaves out their provenance; one memory is always
 # answered whole (its lists capped as above, it stays well under the limit).
 ANSWER_BUDGET_BYTES = 4 * 1024 * 1024
+# What each part beside recall's memories (the entity cards, the history
+# evidence) may take: with the memories' budget the whole answer stays well
+# under the message limit. Past it, cards are named for lookup and history
+# entries counted as left out.
+BESIDE_BUDGET_BYTES = 1024 * 1024
 MAX_QUERY_CHARS = 2_000
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10

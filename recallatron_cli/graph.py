@@ -142,8 +142,11 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         purpose=args.purpose,
         include_history=args.history,
         partial=args.partial,
+        page_token=args.page_token,
     )
     text = "\n\n".join(card_text(c) for c in resp.entities) or f"no entity named {args.name!r}"
+    if resp.next_page_token:
+        text += f"\nmore: --page-token {resp.next_page_token}"
     common.show(args, resp, text)
     return 0
 
@@ -213,6 +216,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also names or aliases it begins (or a word of them), and names alike despite a typo",
     )
+    lk.add_argument("--page-token", default="", help="the next_page_token of a page before")
     common.purpose_option(lk)
     lk.set_defaults(func=cmd_lookup)
     nb = common.client_options(

@@ -1259,6 +1259,8 @@ class RecallOutcome(_message.Message):
     NOTHING_RELEVANT_FIELD_NUMBER: _builtins.int
     ENTITIES_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     HISTORY_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
+    MORE_ENTITIES_FIELD_NUMBER: _builtins.int
+    HISTORY_LEFT_OUT_FIELD_NUMBER: _builtins.int
     mode: Global___RecallMode.ValueType
     dense_available: _builtins.bool
     dense_unavailable_reason: _builtins.str
@@ -1278,6 +1280,10 @@ class RecallOutcome(_message.Message):
     (their peer call failed); the ranked memories are answered all the same.
     """
     history_unavailable_reason: _builtins.str
+    history_left_out: _builtins.int
+    """Matching history turns left out to keep the answer under its size budget
+    (long turns, beside the memories).
+    """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallResult]: ...
     @_builtins.property
@@ -1295,6 +1301,13 @@ class RecallOutcome(_message.Message):
         MAX_RECALL_ENTITIES. Beside the ranked memories, never instead of them.
         """
 
+    @_builtins.property
+    def more_entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityRef]:
+        """Entities the query names whose cards were left out to keep the answer
+        under its size budget (large cards, beside the memories): look each up by
+        name.
+        """
+
     def __init__(
         self,
         *,
@@ -1310,10 +1323,12 @@ class RecallOutcome(_message.Message):
         nothing_relevant: _builtins.bool = ...,
         entities_unavailable_reason: _builtins.str = ...,
         history_unavailable_reason: _builtins.str = ...,
+        more_entities: _abc.Iterable[Global___EntityRef] | None = ...,
+        history_left_out: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "entities_unavailable_reason", b"entities_unavailable_reason", "history", b"history", "history_unavailable_reason", b"history_unavailable_reason", "mode", b"mode", "nothing_relevant", b"nothing_relevant", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "entities_unavailable_reason", b"entities_unavailable_reason", "history", b"history", "history_left_out", b"history_left_out", "history_unavailable_reason", b"history_unavailable_reason", "mode", b"mode", "more_entities", b"more_entities", "nothing_relevant", b"nothing_relevant", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

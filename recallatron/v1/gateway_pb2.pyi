@@ -1275,16 +1275,22 @@ class ListEntityPairsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PAIRS_FIELD_NUMBER: _builtins.int
+    MORE_FIELD_NUMBER: _builtins.int
+    more: _builtins.bool
+    """Set when pairs were left out to keep the answer under its size budget:
+    decide on these (merge or keep apart) and list again.
+    """
     @_builtins.property
     def pairs(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityPair]: ...
     def __init__(
         self,
         *,
         pairs: _abc.Iterable[_common_pb2.EntityPair] | None = ...,
+        more: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["more", b"more", "pairs", b"pairs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1535,6 +1541,7 @@ class LookupRequest(_message.Message):
     PURPOSE_FIELD_NUMBER: _builtins.int
     INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
     PARTIAL_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """A name or alias, compared with case, accents and surrounding spaces folded."""
     purpose: _common_pb2.Purpose.ValueType
@@ -1544,6 +1551,10 @@ class LookupRequest(_message.Message):
     """Also entities whose name or alias begins with `name` (or has a word that
     does) and those alike despite a typo, after the exact matches; from three
     characters (shorter names match exactly only).
+    """
+    page_token: _builtins.str
+    """The previous answer's next_page_token (with the same name, as_of,
+    include_history and partial); empty: the first page.
     """
     @_builtins.property
     def as_of(self) -> _timestamp_pb2.Timestamp:
@@ -1557,10 +1568,11 @@ class LookupRequest(_message.Message):
         purpose: _common_pb2.Purpose.ValueType = ...,
         include_history: _builtins.bool = ...,
         partial: _builtins.bool = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "include_history", b"include_history", "name", b"name", "partial", b"partial", "purpose", b"purpose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "include_history", b"include_history", "name", b"name", "page_token", b"page_token", "partial", b"partial", "purpose", b"purpose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1571,16 +1583,24 @@ class LookupResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTITIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Set when cards were left for another page (answered as of the first
+    page's time); empty after the last.
+    """
     @_builtins.property
-    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]: ...
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]:
+        """As many as fit the answer's size budget (at least one)."""
+
     def __init__(
         self,
         *,
         entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1963,7 +1983,9 @@ class ListMemoriesResponse(_message.Message):
     """Empty when this page is the last."""
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]:
-        """Newest first, without provenance (read gives it)."""
+        """Newest first, without provenance (read gives it); fewer than page_size
+        when long memories fill the answer's size budget.
+        """
 
     def __init__(
         self,

@@ -1101,7 +1101,9 @@ class AdmitCandidatesResponse(_message.Message):
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]:
         """The first hydrate_limit of them, with provenance, in the same order;
-        then the neighbours past them, with provenance.
+        then the neighbours past them, with provenance. As many as fit the
+        answer's size budget without provenance, the provenance of the last left
+        out (counted) until they fit with it.
         """
 
     @_builtins.property
@@ -1268,16 +1270,22 @@ class SearchHistoryResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRIES_FIELD_NUMBER: _builtins.int
+    LEFT_OUT_FIELD_NUMBER: _builtins.int
+    left_out: _builtins.int
+    """Matching entries within the limit left out for the budget."""
     @_builtins.property
-    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.HistoryEntry]: ...
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.HistoryEntry]:
+        """Best first, those that fit the answer's size budget (each in turn)."""
+
     def __init__(
         self,
         *,
         entries: _abc.Iterable[_common_pb2.HistoryEntry] | None = ...,
+        left_out: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "left_out", b"left_out"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1386,16 +1394,24 @@ class NamedEntitiesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTITIES_FIELD_NUMBER: _builtins.int
+    MORE_ENTITIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]: ...
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityCard]:
+        """Those that fit the answer's size budget (each in turn)."""
+
+    @_builtins.property
+    def more_entities(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityRef]:
+        """The entities whose cards were left out for the budget."""
+
     def __init__(
         self,
         *,
         entities: _abc.Iterable[_common_pb2.EntityCard] | None = ...,
+        more_entities: _abc.Iterable[_common_pb2.EntityRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "more_entities", b"more_entities"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -18,6 +18,7 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, store_pb2
 from recallatron.vocabulary import DEFAULT_MODE, MODE
 from services.rank.ports import (
+    Beside,
     Candidate,
     Degraded,
     DenseArm,
@@ -88,14 +89,12 @@ def _degradable(
 T = TypeVar("T")
 
 
-def _beside(
-    pending: Pending[Resp], part: str, pick: Callable[[Resp], Sequence[T]]
-) -> Callable[[], Sequence[T]]:
+def _beside(pending: Pending[Resp], part: str, pick: Callable[[Resp], T]) -> Callable[[], T]:
     """The answer of a call made beside the arms, read when the recall wants
     it; its failure is that part's degrade (Degraded, naming ``part``), never
     the recall's."""
 
-    def read() -> Sequence[T]:
+    def read() -> T:
         try:
             return pick(pending.result())
         except errors.DomainError as exc:
@@ -191,18 +190,20 @@ class StoreClient:
 
     def entity_cards(
         self, caller: cpb.Caller, text: str, timeout: float | None = None
-    ) -> Callable[[], Sequence[cpb.EntityCard]]:
+    ) -> Callable[[], Beside]:
         pending = self.peer.start(
             NAMED_ENTITIES, store_pb2.NamedEntitiesRequest(caller=caller, text=text), "", timeout
         )
-        return _beside(pending, "entity cards", lambda r: r.entities)
+        return _beside(
+            pending, "entity cards", lambda r: Beside(r.entities, more_entities=r.more_entities)
+        )
 
     def history(
         self, caller: cpb.Caller, query: str, limit: int, timeout: float | None = None
-    ) -> Callable[[], Sequence[cpb.HistoryEntry]]:
+    ) -> Callable[[], Beside]:
         request = store_pb2.SearchHistoryRequest(caller=caller, query=query, limit=limit)
         pending = self.peer.start(SEARCH_HISTORY, request, "", timeout)
-        return _beside(pending, "history", lambda r: r.entries)
+        return _beside(pending, "history", lambda r: Beside(r.entries, left_out=r.left_out))
 
 
 class EmbedClient:

@@ -39,6 +39,7 @@ from recallatron.vocabulary import (
 from services.rank import metrics
 from services.rank.fusion import Fused, Scores, agreement, lift_neighbours, order_page, rrf
 from services.rank.ports import (
+    Beside,
     Candidate,
     Degraded,
     DenseArm,
@@ -53,6 +54,7 @@ from services.rank.ports import (
 from services.rank.relevance import nothing_relevant
 
 __all__ = [
+    "Beside",
     "Candidate",
     "Counts",
     "Degraded",
@@ -135,6 +137,10 @@ class Outcome(Generic[M]):
     # Why the cards or the history were asked for and are not there.
     entities_unavailable_reason: str = ""
     history_unavailable_reason: str = ""
+    # The entities whose cards, and how many history entries, the store left
+    # out to keep the answer under its size budget.
+    more_entities: Sequence[Any] = ()
+    history_left_out: int = 0
 
 
 @dataclass(frozen=True)
@@ -318,8 +324,12 @@ class Pipeline(Generic[M]):
         metrics.ARM_CANDIDATES.labels("fused").observe(len(fused))
         metrics.ARM_CANDIDATES.labels("admitted").observe(len(admitted))
 
-        head = admitted[:hydrate]
-        results = [Result(walked.memories[f.id], f.scores) for f in head if f.id in walked.memories]
+        # The first rows the store read: a row whose memory it left out (past
+        # the answer's size budget, or gone since) gives its place to the next.
+        results = [
+            Result(walked.memories[f.id], f.scores) for f in admitted if f.id in walked.memories
+        ]
+        del results[hydrate:]
 
         reranked, rerank_reason = self._rerank(request, results, rerank_depth)
         outcome: Outcome[M] = Outcome(
@@ -335,9 +345,11 @@ class Pipeline(Generic[M]):
             (r.scores for r in outcome.results), outcome.dense_available
         )
         if history is not None:
-            outcome.history, outcome.history_unavailable_reason = _beside("history", history)
+            got, outcome.history_unavailable_reason = _beside("history", history)
+            outcome.history, outcome.history_left_out = got.items, got.left_out
         if cards is not None:
-            outcome.entities, outcome.entities_unavailable_reason = _beside("entity_cards", cards)
+            got, outcome.entities_unavailable_reason = _beside("entity_cards", cards)
+            outcome.entities, outcome.more_entities = got.items, got.more_entities
         metrics.STAGE_SECONDS.labels("recall").observe(time.perf_counter() - start)
         return outcome
 
@@ -428,16 +440,17 @@ class Pipeline(Generic[M]):
             log.warning("dense arm unavailable; answering with lexical rows", extra={"why": why})
 
 
-def _beside(part: str, pending: Callable[[], Sequence[Any]]) -> tuple[Sequence[Any], str]:
+def _beside(part: str, pending: Callable[[], Sequence[Any] | Beside]) -> tuple[Beside, str]:
     """A part that sits beside the ranked memories (entity cards, history):
     without it recall still answers, and says why it is missing (design §5,
     degrade, never refuse)."""
     try:
-        return pending(), ""
+        got = pending()
     except Degraded as exc:
         metrics.DEGRADED.labels(part, exc.kind).inc()
         log.warning("%s unavailable", part, extra={"why": exc.message})
-        return (), exc.message
+        return Beside(()), exc.message
+    return (got if isinstance(got, Beside) else Beside(got)), ""
 
 
 def _passage(memory: Passage) -> str:

@@ -66,6 +66,18 @@ class Passage(Protocol):
     def body(self) -> str: ...
 
 
+@dataclass(frozen=True)
+class Beside:
+    """A part beside the ranked memories as the store answered it: the items
+    that fit the answer's size budget, the entities whose cards were left out
+    for it (looked up by name, they answer them) and how many other items
+    were."""
+
+    items: Sequence[Any]
+    more_entities: Sequence[Any] = ()
+    left_out: int = 0
+
+
 M = TypeVar("M", bound=Passage)
 M_co = TypeVar("M_co", bound=Passage, covariant=True)
 
@@ -122,17 +134,19 @@ class StorePort(Protocol[M_co]):
 
     def entity_cards(
         self, caller: Any, text: str, timeout: float | None = None
-    ) -> Callable[[], Sequence[Any]]:
+    ) -> Callable[[], Sequence[Any] | Beside]:
         """Starts reading the cards of the entities ``text`` names, as the
-        caller may see them; the callable returned waits for them and raises
-        :class:`Degraded` when the store cannot give them."""
+        caller may see them; the callable returned waits for them (with the
+        entities left out, when it says) and raises :class:`Degraded` when the
+        store cannot give them."""
         ...
 
     def history(
         self, caller: Any, query: str, limit: int, timeout: float | None = None
-    ) -> Callable[[], Sequence[Any]]:
+    ) -> Callable[[], Sequence[Any] | Beside]:
         """Starts the owner's history search for ``query`` (the store answers
-        nobody else); the callable returned waits for its entries."""
+        nobody else); the callable returned waits for its entries (with how
+        many were left out, when it says)."""
         ...
 
 

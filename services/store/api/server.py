@@ -23,6 +23,7 @@ from recallatron.vocabulary import (
 )
 from services.store.api.graph_adapter import (
     card_msg,
+    entity_msg,
 )
 from services.store.api.messages import (
     SETTINGS_FIELDS,
@@ -373,8 +374,11 @@ class StoreServicer:
     def NamedEntities(
         self, request: pb.NamedEntitiesRequest, context: grpc.ServicerContext
     ) -> pb.NamedEntitiesResponse:
-        cards = self.graph.named_in(caller_of(request.caller), request.text)
-        return pb.NamedEntitiesResponse(entities=[card_msg(c) for c in cards])
+        named = self.graph.named_cards(caller_of(request.caller), request.text)
+        return pb.NamedEntitiesResponse(
+            entities=[card_msg(c) for c in named.cards],
+            more_entities=[entity_msg(e) for e in named.left_out],
+        )
 
     def LexicalCandidates(
         self, request: pb.LexicalCandidatesRequest, context: grpc.ServicerContext
@@ -417,14 +421,15 @@ class StoreServicer:
         self, request: pb.SearchHistoryRequest, context: grpc.ServicerContext
     ) -> pb.SearchHistoryResponse:
         # Owner-only: anyone else gets an empty list (see services/store/domain/history.py).
-        hits = HistorySearch(self.memories.dbs, self.control).search(
+        found = HistorySearch(self.memories.dbs, self.control).answer(
             caller_of(request.caller), request.query, request.limit
         )
         return pb.SearchHistoryResponse(
             entries=[
                 message_of(cpb.HistoryEntry, h, occurred_at=convert.timestamp(h.occurred_at))
-                for h in hits
-            ]
+                for h in found.hits
+            ],
+            left_out=found.left_out,
         )
 
     def GetEmbeddingStatus(

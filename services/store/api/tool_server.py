@@ -145,14 +145,17 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     # -- the graph ---------------------------------------------------------------------
 
     def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
-        cards = self.graph.lookup(
+        page = self.graph.lookup(
             asserted_caller(),
             request.name,
             when_of(request, "as_of"),
             request.include_history,
             request.partial,
+            request.page_token,
         )
-        return pb.LookupResponse(entities=[card_msg(c) for c in cards])
+        return pb.LookupResponse(
+            entities=[card_msg(c) for c in page.cards], next_page_token=page.next_page_token
+        )
 
     def Neighbors(
         self, request: pb.NeighborsRequest, context: grpc.ServicerContext
@@ -279,8 +282,8 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     def ListEntityPairs(
         self, request: pb.ListEntityPairsRequest, context: grpc.ServicerContext
     ) -> pb.ListEntityPairsResponse:
-        pairs = self.entity_merge.pairs(asserted_caller(), request.limit)
-        return pb.ListEntityPairsResponse(pairs=[pair_msg(p) for p in pairs])
+        pairs, more = self.entity_merge.pairs(asserted_caller(), request.limit)
+        return pb.ListEntityPairsResponse(pairs=[pair_msg(p) for p in pairs], more=more)
 
     def MergeEntities(
         self, request: pb.MergeEntitiesRequest, context: grpc.ServicerContext

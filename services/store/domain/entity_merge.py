@@ -21,8 +21,8 @@ from psycopg.types.json import Jsonb
 
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
-from recallatron.vocabulary import MAX_ENTITY_GROUP
-from services.store.domain import entity_groups, graph
+from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_ENTITY_GROUP
+from services.store.domain import answer_budget, entity_groups, graph
 from services.store.domain import validation as v
 from services.store.domain.dedup import CURRENT_MODEL, canonical
 from services.store.domain.workspace_services import InWorkspaces
@@ -192,10 +192,13 @@ def _owner(caller: Caller) -> None:
 
 
 class EntityMergeStore(InWorkspaces):
-    def pairs(self, caller: Caller, limit: int = 0) -> list[EntityPair]:
+    def pairs(self, caller: Caller, limit: int = 0) -> tuple[list[EntityPair], bool]:
         """Proposed pairs, each as two cards of what the caller may see. Two
         entities already one (for the caller) or kept apart are not proposed;
-        a pair whose sides belong to merged groups is shown group to group."""
+        a pair whose sides belong to merged groups is shown group to group.
+        As many as fit the answer's size budget (ANSWER_BUDGET_BYTES, at
+        least one), and whether pairs were left out for it (decided on, the
+        shown ones make way for them)."""
         _owner(caller)
         limit = v.count(limit, "limit", DEFAULT_PAIRS, MAX_PAIRS)
         params = {
@@ -218,6 +221,7 @@ class EntityMergeStore(InWorkspaces):
             }
         out: list[EntityPair] = []
         shown: set[tuple[str, str]] = set()
+        used = 0
         for first_id, second_id, reasons, cosine in rows:
             a, b = cards.get(str(first_id)), cards.get(str(second_id))
             if a is None or b is None or a is b:
@@ -225,6 +229,9 @@ class EntityMergeStore(InWorkspaces):
             key = (min(a.entity.id, b.entity.id), max(a.entity.id, b.entity.id))
             if key in shown or key in apart:
                 continue
+            used += answer_budget.card_bytes(a) + answer_budget.card_bytes(b)
+            if out and used > ANSWER_BUDGET_BYTES:
+                return out, True
             shown.add(key)
             out.append(
                 EntityPair(
@@ -233,7 +240,7 @@ class EntityMergeStore(InWorkspaces):
             )
             if len(out) == limit:
                 break
-        return out
+        return out, False
 
     def merge(self, caller: Caller, kept_id: str, merged_id: str) -> tuple[Merge, bool]:
         """Records that ``merged_id`` is ``kept_id`` (reversibly); afterwards

@@ -9,22 +9,27 @@ exactly when its memory is, and an entity only through a visible mention."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from recallatron import errors
 from recallatron.vocabulary import (
+    ANSWER_BUDGET_BYTES,
+    BESIDE_BUDGET_BYTES,
     MAX_ENTITY_NAME,
     MAX_HOPS,
     MAX_LOOKUP_ENTITIES,
     MAX_QUERY_CHARS,
     MAX_RECALL_ENTITIES,
 )
+from services.store.domain import answer_budget, page_tokens
 from services.store.domain import graph_rules as rules
 from services.store.domain import validation as v
 from services.store.domain.graph_cards import (
     EntityCard,
     EntityRelationView,
+    card_page,
     cards_by_id,
     entity_cards,
     name_keys,
@@ -59,6 +64,7 @@ __all__ = [
     "AliasIn",
     "AliasView",
     "AttributeView",
+    "CardPage",
     "ClaimIn",
     "EntityCard",
     "EntityIn",
@@ -67,6 +73,7 @@ __all__ = [
     "GraphIn",
     "GraphStore",
     "GraphWriter",
+    "NamedCards",
     "Neighborhood",
     "Qualified",
     "QualifiersIn",
@@ -114,6 +121,42 @@ def lookup_statement(
     return (gq.LOOKUP_PARTIAL if fuzzy else gq.LOOKUP), params
 
 
+@dataclass(frozen=True)
+class CardPage:
+    """A lookup's answer: the cards that fit its size budget and the token of
+    the page after them ("" after the last)."""
+
+    cards: list[EntityCard]
+    next_page_token: str
+
+
+@dataclass(frozen=True)
+class NamedCards:
+    """Recall's entity cards: those that fit beside its memories, and the
+    entities left out (looked up by name, they answer their cards)."""
+
+    cards: list[EntityCard]
+    left_out: list[EntityRefView]
+
+
+def _page_of(token: str, asked: dict[str, Any]) -> tuple[int, datetime | None]:
+    """Where a lookup's page token starts (cards answered before it) and the
+    time its first page answered as of; (0, None) without one."""
+    if not token:
+        return 0, None
+    data = page_tokens.decode(token)
+    try:
+        skip, at = int(data["n"]), datetime.fromisoformat(str(data["at"]))
+        same = data["w"] == "lookup" and all(data[k] == asked[k] for k in asked)
+        if not 0 < skip < MAX_LOOKUP_ENTITIES or at.tzinfo is None:
+            raise ValueError(data)
+    except (KeyError, ValueError, TypeError, OverflowError):
+        raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
+    if not same:
+        raise errors.InvalidArgument("page_token", "belongs to another lookup")
+    return skip, at
+
+
 class GraphStore(InWorkspaces):
     def lookup(
         self,
@@ -122,7 +165,8 @@ class GraphStore(InWorkspaces):
         as_of: datetime | None,
         include_history: bool = False,
         partial: bool = False,
-    ) -> list[EntityCard]:
+        page_token: str = "",
+    ) -> CardPage:
         """Every entity the caller may see whose name or current alias is
         ``name`` (normalised); ``partial``: then those whose name or alias
         starts with it (or has a word that does), then those alike despite a
@@ -130,11 +174,30 @@ class GraphStore(InWorkspaces):
         its claims current at ``as_of`` (now by default) or, with the history,
         all of them. Two claims that disagree are both returned, newest
         statement first. Below :data:`MIN_FUZZY_CHARS` characters only exact
-        matches count (a letter or two would match at random)."""
+        matches count (a letter or two would match at random).
+
+        As many cards as fit the answer's size budget (ANSWER_BUDGET_BYTES, at
+        least one); ``next_page_token`` goes on from there, as of the first
+        page's time."""
         statement, params = lookup_statement(name, as_of, include_history, partial)
+        asked = {
+            "k": params["key"],
+            "a": as_of.isoformat() if as_of else "",
+            "h": include_history,
+            "p": partial,
+        }
+        skip, first_at = _page_of(page_token, asked)
+        if first_at is not None:
+            params["at"] = first_at
         pool = self.control.caller_pool(caller)
         with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
-            return entity_cards(conn, conn.execute(statement, params).fetchall(), params)
+            found = conn.execute(statement, params).fetchall()
+            cards, more = card_page(conn, found, params, skip, ANSWER_BUDGET_BYTES)
+        token = ""
+        if more:
+            at = params["at"].isoformat()
+            token = page_tokens.encode({"w": "lookup", **asked, "at": at, "n": skip + len(cards)})
+        return CardPage(cards, token)
 
     def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
         """The entities ``text`` names exactly: every run of up to
@@ -159,6 +222,14 @@ class GraphStore(InWorkspaces):
             if not (held and held[0]):
                 return []
             return entity_cards(conn, conn.execute(gq.NAMED, params).fetchall(), params)
+
+    def named_cards(self, caller: Caller, text: str) -> NamedCards:
+        """:meth:`named_in`'s cards that fit beside recall's memories
+        (BESIDE_BUDGET_BYTES), each in turn; the entities of the others."""
+        cards, left = answer_budget.each_fitting(
+            self.named_in(caller, text), answer_budget.card_bytes, BESIDE_BUDGET_BYTES
+        )
+        return NamedCards(cards, [c.entity for c in left])
 
     def neighbors(
         self,

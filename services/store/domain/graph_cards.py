@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from recallatron.vocabulary import MAX_CARD_ITEMS, MAX_NAME_WORDS
-from services.store.domain import entity_groups
+from services.store.domain import answer_budget, entity_groups
 from services.store.domain import graph_rules as rules
 from services.store.domain import validation as v
 from services.store.domain.graph_claims import (
@@ -54,6 +54,8 @@ class EntityCard:
 _PUNCTUATION = "\"'`.,;:!?()[]{}<>«»“”\u2018\u2019"
 # Words of a recall query looked at for names.
 _MAX_QUERY_WORDS = 64
+# Cards a page reads at once (a card may take a few MB).
+CARDS_AT_ONCE = 4
 
 
 def name_keys(text: str) -> set[str]:
@@ -75,18 +77,54 @@ def entity_cards(
     (or everything, with params["history"]), each cut at MAX_CARD_ITEMS. An
     entity merged with others answers as one card for its whole group, under
     the group's head, with every member's lists (design §8.5)."""
+    cards = _grouped(conn, found)
+    _fill(conn, cards, params)
+    return cards
+
+
+def card_page(
+    conn: psycopg.Connection,
+    found: Sequence[Sequence[Any]],
+    params: dict[str, Any],
+    skip: int,
+    budget: int,
+) -> tuple[list[EntityCard], bool]:
+    """The cards of ``found`` (as :func:`entity_cards` gives them) from the
+    ``skip``-th, as many as fit ``budget`` (at least one), and whether any
+    are left after them. Read a few at a time, so a page of large cards
+    reads little past what it answers."""
+    cards = _grouped(conn, found)[skip:]
+    page: list[EntityCard] = []
+    used = 0
+    for start in range(0, len(cards), CARDS_AT_ONCE):
+        chunk = cards[start : start + CARDS_AT_ONCE]
+        _fill(conn, chunk, params)
+        for card in chunk:
+            used += answer_budget.card_bytes(card)
+            if page and used > budget:
+                return page, True
+            page.append(card)
+    return page, False
+
+
+def _grouped(conn: psycopg.Connection, found: Sequence[Sequence[Any]]) -> list[EntityCard]:
+    """An empty card for each group among ``found``, in their order, each once."""
     if not found:
         return []
     grouped = entity_groups.groups(conn, [str(r[0]) for r in found])
     cards: dict[str, EntityCard] = {}
-    card_of: dict[str, EntityCard] = {}
     for row in found:
         group = grouped.get(str(row[0]))
-        if group is None or group.head.id in cards:
-            continue
-        card = EntityCard(group.head, merged=list(group.merged))
-        cards[group.head.id] = card
-        card_of.update((member, card) for member in group.ids)
+        if group is not None and group.head.id not in cards:
+            cards[group.head.id] = EntityCard(group.head, merged=list(group.merged))
+    return list(cards.values())
+
+
+def _fill(conn: psycopg.Connection, cards: Sequence[EntityCard], params: dict[str, Any]) -> None:
+    """Reads the lists of ``cards`` (empty, from :func:`_grouped`)."""
+    if not cards:
+        return
+    card_of = {m.id: card for card in cards for m in (card.entity, *card.merged)}
     # Every list is cut per entity in its statement (one more than a card
     # shows, to tell that it was cut), so an entity's thousands of aliases or
     # claims are never read; a merged group's lists are cut again below.
@@ -120,7 +158,7 @@ def entity_cards(
     mentioned: dict[int, list[tuple[datetime, str]]] = {}
     for eid, mid, created in mentions.fetchall():
         mentioned.setdefault(id(card_of[str(eid)]), []).append((created, str(mid)))
-    for card in cards.values():
+    for card in cards:
         if card.merged:
             # Several members' lists: one order again, newest statement first.
             card.attributes.sort(key=lambda a: a.stated_at, reverse=True)
@@ -133,7 +171,6 @@ def entity_cards(
             if len(items) > MAX_CARD_ITEMS:
                 del items[MAX_CARD_ITEMS:]
                 card.truncated = True
-    return list(cards.values())
 
 
 def cards_by_id(conn: psycopg.Connection, ids: Sequence[str]) -> dict[str, EntityCard]:

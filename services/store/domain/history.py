@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recallatron import errors
-from recallatron.vocabulary import MAX_QUERY_CHARS
+from recallatron.vocabulary import BESIDE_BUDGET_BYTES, MAX_QUERY_CHARS
+from services.store.domain import answer_budget
 from services.store.domain import validation as v
 from services.store.domain.recall import select_terms, tsquery_text
 from services.store.domain.workspace_services import OnWorkspaces
@@ -45,6 +46,16 @@ class HistoryHit:
     text: str
     occurred_at: datetime
     score: float
+
+
+@dataclass(frozen=True)
+class HistoryAnswer:
+    """The hits that fit beside recall's memories (BESIDE_BUDGET_BYTES), best
+    first, and how many others matched within the limit (a turn may hold
+    200,000 characters)."""
+
+    hits: list[HistoryHit]
+    left_out: int
 
 
 class HistorySearch(OnWorkspaces):
@@ -79,3 +90,10 @@ class HistorySearch(OnWorkspaces):
                 SEARCH_HISTORY, {"tsquery": tsquery_text(kept), "limit": limit or DEFAULT_LIMIT}
             ).fetchall()
         return [HistoryHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
+
+    def answer(self, caller: Caller, query: str, limit: int) -> HistoryAnswer:
+        """:meth:`search`'s hits, each in turn as it fits the budget."""
+        hits, left = answer_budget.each_fitting(
+            self.search(caller, query, limit), answer_budget.text_bytes, BESIDE_BUDGET_BYTES
+        )
+        return HistoryAnswer(hits, len(left))

@@ -286,6 +286,10 @@ class MemoryReads(OnWorkspaces):
             read = list(dict.fromkeys(admitted[:hydrate] + [n for _, n in neighbours]))
             memories = self._read(conn, read, True) if read else []
         answer_budget.strip_past(memories, ANSWER_BUDGET_BYTES)
+        # The memories past the budget even without provenance are not
+        # answered: recall ranks the rows it has memories for, and a page
+        # (at most MAX_RECALL_LIMIT rows) always fits without provenance.
+        memories = memories[: answer_budget.keep_within(memories, ANSWER_BUDGET_BYTES)]
         return Walk(admitted, memories, neighbours)
 
 

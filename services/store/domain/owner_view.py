@@ -16,6 +16,7 @@ from typing import Any
 
 from recallatron import errors
 from recallatron.vocabulary import (
+    ANSWER_BUDGET_BYTES,
     DEFAULT_LIST_PAGE,
     IDENTIFIER_PATTERN,
     KINDS,
@@ -23,7 +24,7 @@ from recallatron.vocabulary import (
     MAX_AUDIT_PAGE,
     MAX_LIST_PAGE,
 )
-from services.store.domain import page_tokens
+from services.store.domain import answer_budget, page_tokens
 from services.store.domain import validation as v
 from services.store.domain.member_removal import OPERATOR_ID
 from services.store.domain.memory_reads import MemoryView, memory_view
@@ -136,8 +137,13 @@ class OwnerView(InWorkspaces):
         with self.transaction(caller, settings) as conn:
             rows = conn.execute(listing, params).fetchall()
         views = [memory_view(r) for r in rows[:limit]]
+        # A page of long memories ends where the answer's size budget is
+        # spent; its token goes on from the last one answered.
+        kept = answer_budget.fitting(views, ANSWER_BUDGET_BYTES)
+        more = len(rows) > limit or kept < len(views)
+        del views[kept:]
         token = ""
-        if len(rows) > limit:
+        if more:
             last = views[-1]
             token = page_tokens.encode(
                 {"w": "memories", "at": last.created_at.isoformat(), "id": last.id}
