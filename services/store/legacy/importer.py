@@ -113,8 +113,18 @@ class Importer:
                     ) from None
                 self._describe(report, sqlite, graph)
                 run = ImportRun(report, pool, caller, ids, dry_run, self.batch_size, self.on_batch)
-                run.turns(sqlite)
-                run.graph_and_items(sqlite, graph)
+                try:
+                    run.turns(sqlite)
+                    run.graph_and_items(sqlite, graph)
+                except errors.InvalidArgument as exc:
+                    if exc.field not in q.REMOVED_MEMBER_COLUMNS:
+                        raise
+                    raise errors.FailedPrecondition(
+                        f"--owner: {target.owner_handle} was removed from workspace "
+                        f"{target.slug} while the migration ran; it stopped there, and what it "
+                        "had imported for them went the way of their removal",
+                        "--owner",
+                    ) from None
                 if not dry_run:
                     # Statistics for what was just written: until autovacuum's
                     # next visit the planner would guess (history search chose
