@@ -89,7 +89,7 @@ def test_json_answers_carry_every_field_and_every_command_speaks_json(
     assert outcome["dense_available"] is False and outcome["reranked"] is False
     assert outcome["results"] == []
     assert main(["pairs", *common, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"pairs": []}
+    assert json.loads(capsys.readouterr().out) == {"pairs": [], "more": False}
     token = operator.create_token(team.members["bob"], "to revoke")
     admin = ["--gateway", stack.gateway, "--token", stack.admin_token]
     assert main(["admin", *admin, "revoke-token", token.token_id, "--json"]) == 0
