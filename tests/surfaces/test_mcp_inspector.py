@@ -102,4 +102,4 @@ def test_inspector_lists_the_tools_over_streamable_http(stack: Stack, team: Team
             "--tool-arg",
             "name=nobody by this name",
         )
-        assert card["structuredContent"] == {"entities": []}
+        assert card["structuredContent"] == {"entities": [], "next_page_token": None}
