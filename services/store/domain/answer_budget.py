@@ -90,12 +90,7 @@ def memory_bytes(view: MemoryView) -> int:
 
 def fitting(views: Sequence[MemoryView], budget: int) -> int:
     """How many of ``views``, from the first, fit ``budget``: at least one."""
-    used = 0
-    for n, view in enumerate(views):
-        used += memory_bytes(view)
-        if used > budget and n > 0:
-            return n
-    return len(views)
+    return fitting_sizes([memory_bytes(v) for v in views], budget)
 
 
 def strip_past(views: Sequence[MemoryView], budget: int) -> None:
@@ -107,11 +102,7 @@ def strip_past(views: Sequence[MemoryView], budget: int) -> None:
         if used <= budget:
             continue
         used -= provenance_bytes(view)
-        for name in LISTS:
-            items = getattr(view, name)
-            if items:
-                view.omitted[name] = view.omitted.get(name, 0) + len(items)
-                setattr(view, name, [])
+        _leave_out_provenance(view)
 
 
 def keep_within(views: Sequence[MemoryView], budget: int) -> int:
