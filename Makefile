@@ -108,9 +108,9 @@ test: models check image $(CHROMIUM) $(PROMTOOL) $(INSPECTOR) $(TS_EXAMPLE)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Every test without the `integration` marker: no Postgres, no service process, no
-# prepared models, no browser (tests/README.md). Under a minute.
+# prepared models, no browser (tests/README.md). Under a minute, over every core.
 test-fast: $(INSTALLED) $(BUF) $(PROMTOOL)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not integration"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not integration" -n auto
 
 # Not part of `make test`: retrieval quality on the dev data, and latency (with
 # its pictures in docs/benchmarks/).
