@@ -20,6 +20,7 @@ from services.store.domain import timeline as tl
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
 from tests.conftest import Team
 from tests.dbutil import workspace_url
+from tests.integration import timeline_oracle
 
 pytestmark = pytest.mark.integration
 
@@ -155,13 +156,7 @@ def _row(at: datetime, kind: str, memory: Any, entity: Any, summary: str, key: s
 def _everything(conn: psycopg.Connection) -> list[Row]:
     """Every event of the workspace the caller may see, in one plain ORDER BY:
     the statement that served every page of this timeline before, unlimited."""
-    params = {
-        **dict.fromkeys(("entity", "entities", "episode", "from", "to")),
-        **dict.fromkeys(("after_at", "after_kind", "after_key")),
-        "kinds": list(tl.KINDS),
-        "limit": 10 * MEMORIES * len(tl.KINDS),
-    }
-    return [_row(*r) for r in conn.execute(tl.EVENTS, params).fetchall()]
+    return timeline_oracle.every_event(conn)
 
 
 def _pages(
@@ -255,8 +250,8 @@ def test_a_workspace_timeline_window_and_a_token_written_before_page_as_before(
 def test_the_workspace_timeline_alone_passes_row_security_with_its_path_pinned(
     stack: Stack, team: Team
 ) -> None:
-    """workspace_timeline runs as a role that bypasses row security, with its
-    search_path pinned; the app role may call it and not its parts."""
+    """The timelines' functions run as a role that bypasses row security, with
+    their search_path pinned; the app role may call them and not their parts."""
     with _app_conn(stack, team, "ada") as conn:
         rows = conn.execute(
             "SELECT p.proname, p.prosecdef, o.rolsuper OR o.rolbypassrls, p.proconfig,"
@@ -265,9 +260,19 @@ def test_the_workspace_timeline_alone_passes_row_security_with_its_path_pinned(
             " WHERE p.proname LIKE '%timeline%'"
         ).fetchall()
     by_name = {str(r[0]): r[1:] for r in rows}
-    assert by_name.keys() == {"workspace_timeline", "timeline_memory_seen", "timeline_entity_name"}
-    definer, owner_bypasses, config, callable_ = by_name["workspace_timeline"]
-    assert definer and owner_bypasses and callable_
-    assert "search_path=public" in config
-    for part in ("timeline_memory_seen", "timeline_entity_name"):
+    called = {"workspace_timeline", "entity_timeline", "episode_timeline"}
+    parts = {
+        "timeline_memory_seen",
+        "timeline_entity_name",
+        "timeline_in",
+        "timeline_memory_of",
+        "timeline_relation",
+        "entity_member_timeline",
+    }
+    assert by_name.keys() == called | parts
+    for name in called:
+        definer, owner_bypasses, config, callable_ = by_name[name]
+        assert definer and owner_bypasses and callable_, name
+        assert "search_path=public" in config, name
+    for part in parts:
         assert by_name[part][0] is False and by_name[part][3] is False, part

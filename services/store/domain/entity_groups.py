@@ -17,13 +17,16 @@ import psycopg
 from services.store.domain import validation as v
 
 # Every visible member of each start id's group, with what picks the head:
-# an entity no visible merge folds into another, the oldest such first.
+# an entity no visible merge folds into another, the oldest such first. Each
+# member is read by its id (LATERAL ... OFFSET 0), so the entity policy is
+# asked of the members only, never of every entity a join might scan.
 GROUPS = """
 SELECT g.start_id, e.id, e.name, e.type,
        EXISTS (SELECT 1 FROM entity_merge m
                WHERE m.merged_id = e.id AND m.undone_at IS NULL) AS folded,
        e.created_at
-FROM entity_group(%s::uuid[]) g JOIN entity e ON e.id = g.member_id
+FROM entity_group(%s::uuid[]) g
+CROSS JOIN LATERAL (SELECT * FROM entity e WHERE e.id = g.member_id OFFSET 0) e
 """
 
 

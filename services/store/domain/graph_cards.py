@@ -7,7 +7,8 @@ mention."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -129,7 +130,7 @@ def _fill(conn: psycopg.Connection, cards: Sequence[EntityCard], params: dict[st
     # shows, to tell that it was cut), so an entity's thousands of aliases or
     # claims are never read; a merged group's lists are cut again below.
     params = {**params, "ids": v.uuid_array(list(card_of)), "cap": MAX_CARD_ITEMS + 1}
-    with conn.pipeline():
+    with held_to_walks(conn), conn.pipeline():
         attrs = conn.execute(gq.CARD_ATTRIBUTES, params)
         rels = conn.execute(gq.CARD_RELATIONS, params)
         aliases = conn.execute(gq.CARD_ALIASES, params)
@@ -171,6 +172,16 @@ def _fill(conn: psycopg.Connection, cards: Sequence[EntityCard], params: dict[st
             if len(items) > MAX_CARD_ITEMS:
                 del items[MAX_CARD_ITEMS:]
                 card.truncated = True
+
+
+@contextmanager
+def held_to_walks(conn: psycopg.Connection) -> Iterator[None]:
+    """The statements inside read their lists as walks of their indexes
+    (graph_queries.HOLD_TO_WALKS); the planner's setting is put back after
+    (a statement that failed ends the transaction, and the setting with it)."""
+    row = conn.execute(gq.HOLD_TO_WALKS).fetchone()
+    yield
+    conn.execute(gq.LET_GO, (row[0] if row else "on",))
 
 
 def cards_by_id(conn: psycopg.Connection, ids: Sequence[str]) -> dict[str, EntityCard]:

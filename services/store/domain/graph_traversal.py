@@ -15,6 +15,7 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_NEIGHBOR_EDGES, MAX_NEIGHBOR_NODES
 from services.store.domain import entity_groups
 from services.store.domain import validation as v
+from services.store.domain.graph_cards import held_to_walks
 from services.store.domain.graph_claims import EntityRefView, RelationView, qualified_fields
 from services.store.sql import graph_queries as gq
 
@@ -52,17 +53,18 @@ def neighborhood(
         room = MAX_NEIGHBOR_EDGES - len(raw)
         if not frontier or room <= 0:
             break
-        rows = conn.execute(
-            gq.NEIGHBOR_EDGES,
-            {
-                "frontier": v.uuid_array(frontier),
-                "predicates": predicates,
-                "at": at,
-                "history": False,
-                "limit": room + 1,
-                "seen": sorted(seen),
-            },
-        ).fetchall()
+        with held_to_walks(conn):
+            rows = conn.execute(
+                gq.NEIGHBOR_EDGES,
+                {
+                    "frontier": v.uuid_array(frontier),
+                    "predicates": predicates,
+                    "at": at,
+                    "history": False,
+                    "limit": room + 1,
+                    "seen": sorted(seen),
+                },
+            ).fetchall()
         if len(rows) > room:
             rows = rows[:room]
             truncated = True

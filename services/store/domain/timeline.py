@@ -16,8 +16,8 @@ from services.store.domain import validation as v
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 
-# The kinds of event, in the order they sort at one instant (migration 0031's
-# workspace_timeline numbers its walks in this order).
+# The kinds of event, in the order they sort at one instant (the timeline
+# functions of migrations 0031 and 0033 number their walks in this order).
 KINDS = (
     "memory",
     "claim_start",
@@ -28,73 +28,21 @@ KINDS = (
     "relation_end",
 )
 
-# An entity's or an episode's: each arm narrows to the subject, %(entities)s
-# (an entity's group, design §8.5, answering as %(entity)s) or %(episode)s
-# (both NULL: every event of the workspace, sorted). `at` is valid time where
-# the claim states one, else when it was stated. Only claims held now: one a
-# correction replaced or a supersession carried on is retired (its
-# successor's copy, or the change's own event, tells it; lookup's history
-# keeps it), else it would start twice.
-EVENTS = """
-WITH subject AS (
-    SELECT m.id FROM memory m
-    WHERE (%(entities)s::uuid[] IS NULL
-           OR EXISTS (SELECT 1 FROM mention mn
-                      WHERE mn.memory_id = m.id AND mn.entity_id = ANY(%(entities)s::uuid[])))
-      AND (%(episode)s::uuid IS NULL OR m.episode_id = %(episode)s::uuid)
-), events AS (
-    SELECT m.created_at AS at, 'memory' AS kind, m.id AS memory_id, NULL::uuid AS entity_id,
-           m.title AS summary, m.id::text AS key
-    FROM memory m JOIN subject s ON s.id = m.id
-  UNION ALL
-    SELECT coalesce(c.valid_from, c.stated_at), 'claim_start', c.memory_id, c.entity_id,
-           e.name || ': ' || c.attribute || ' = ' || c.value, c.id::text
-    FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
-    WHERE (%(entities)s::uuid[] IS NULL OR c.entity_id = ANY(%(entities)s::uuid[]))
-      AND c.retired_at IS NULL AND c.memory_id IN (SELECT id FROM subject)
-  UNION ALL
-    SELECT c.valid_until, 'claim_end', c.memory_id, c.entity_id,
-           e.name || ': ' || c.attribute || ' = ' || c.value || ' ends', c.id::text
-    FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
-    WHERE c.valid_until IS NOT NULL
-      AND (%(entities)s::uuid[] IS NULL OR c.entity_id = ANY(%(entities)s::uuid[]))
-      AND c.retired_at IS NULL AND c.memory_id IN (SELECT id FROM subject)
-  UNION ALL
-    SELECT coalesce(r.valid_from, r.stated_at), 'relation_start', r.memory_id,
-           CASE WHEN %(entity)s::uuid IS NULL THEN r.subject_id ELSE %(entity)s::uuid END,
-           s.name || ' ' || r.predicate || ' ' || o.name, r.id::text
-    FROM relation_claim r JOIN entity s ON s.id = r.subject_id JOIN entity o ON o.id = r.object_id
-    WHERE (%(entities)s::uuid[] IS NULL
-           OR r.subject_id = ANY(%(entities)s::uuid[]) OR r.object_id = ANY(%(entities)s::uuid[]))
-      AND r.retired_at IS NULL AND r.memory_id IN (SELECT id FROM subject)
-  UNION ALL
-    SELECT r.valid_until, 'relation_end', r.memory_id,
-           CASE WHEN %(entity)s::uuid IS NULL THEN r.subject_id ELSE %(entity)s::uuid END,
-           s.name || ' ' || r.predicate || ' ' || o.name || ' ends', r.id::text
-    FROM relation_claim r JOIN entity s ON s.id = r.subject_id JOIN entity o ON o.id = r.object_id
-    WHERE r.valid_until IS NOT NULL
-      AND (%(entities)s::uuid[] IS NULL
-           OR r.subject_id = ANY(%(entities)s::uuid[]) OR r.object_id = ANY(%(entities)s::uuid[]))
-      AND r.retired_at IS NULL AND r.memory_id IN (SELECT id FROM subject)
-  UNION ALL
-    SELECT rv.changed_at,
-           CASE rv.action WHEN 'correct' THEN 'correction' ELSE 'supersession' END,
-           rv.memory_id, NULL::uuid,
-           CASE rv.action WHEN 'correct' THEN 'corrected to revision ' || rv.revision
-                ELSE 'superseded' END
-           || CASE WHEN rv.reason <> '' THEN ': ' || rv.reason ELSE '' END,
-           rv.memory_id::text || ':' || rv.revision || ':' || rv.action
-    FROM memory_revision rv JOIN subject s ON s.id = rv.memory_id
-    WHERE rv.action IN ('correct', 'supersede')
-)
-SELECT at, kind, memory_id, entity_id, summary, key FROM events
-WHERE (%(from)s::timestamptz IS NULL OR at >= %(from)s::timestamptz)
-  AND (%(to)s::timestamptz IS NULL OR at < %(to)s::timestamptz)
-  AND (%(after_at)s::timestamptz IS NULL
-       OR (at, array_position(%(kinds)s::text[], kind), key)
-          > (%(after_at)s::timestamptz, %(after_kind)s::int, %(after_key)s::text))
-ORDER BY at, array_position(%(kinds)s::text[], kind), key
-LIMIT %(limit)s
+# An entity's (its group, design §8.5, answering as its head) and an
+# episode's: each kind of event of the subject walked on an index in this
+# order from the page's position, under the policies' rules (migration 0033),
+# so a page reads about its own rows, not its subject's whole life.
+ENTITY_EVENTS = """
+SELECT at, kind, memory_id, entity_id, summary, key
+FROM entity_timeline(%(entities)s::uuid[], %(entity)s::uuid, %(from)s::timestamptz,
+                     %(to)s::timestamptz, %(after_at)s::timestamptz, %(after_kind)s::integer,
+                     %(after_key)s::text, %(limit)s::integer)
+"""
+EPISODE_EVENTS = """
+SELECT at, kind, memory_id, entity_id, summary, key
+FROM episode_timeline(%(episode)s::uuid, %(from)s::timestamptz, %(to)s::timestamptz,
+                      %(after_at)s::timestamptz, %(after_kind)s::integer, %(after_key)s::text,
+                      %(limit)s::integer)
 """
 
 # The whole workspace's: each kind of event walked on an index in this order
@@ -182,8 +130,9 @@ class TimelineStore(InWorkspaces):
                 raise errors.NotFound("entity_id: entity not found")
             if episode and conn.execute(episodes.VISIBLE, (episode,)).fetchone() is None:
                 raise errors.NotFound("episode_id: episode not found")
+            statement = ENTITY_EVENTS if entity else EPISODE_EVENTS if episode else WORKSPACE_EVENTS
             rows = conn.execute(
-                EVENTS if entity or episode else WORKSPACE_EVENTS,
+                statement,
                 {
                     "entity": group.head.id if group else None,
                     "entities": group.ids if group else None,
@@ -193,7 +142,6 @@ class TimelineStore(InWorkspaces):
                     "after_at": after_at,
                     "after_kind": after_kind,
                     "after_key": after_key,
-                    "kinds": list(KINDS),
                     "limit": MAX_TIMELINE_EVENTS + 1,
                 },
             ).fetchall()

@@ -115,6 +115,10 @@ _CURRENT = """
 _ALIAS_CURRENT = """
 (%(history)s OR (a.stated_at <= %(at)s AND (a.retired_at IS NULL OR a.retired_at > %(at)s)))
 """
+# The newest statement a list may hold, as a bound its index walk starts
+# from (an as_of in the past does not read what was stated after it).
+_LATEST = "CASE WHEN %(history)s THEN 'infinity'::timestamptz ELSE %(at)s::timestamptz END"
+_STATED_BY = "{t}.stated_at <= " + _LATEST
 
 # Entities by name or current alias key (migration 0016): exact matches first
 # (tier 0), then a prefix of the key or of one of its words (tier 1), then
@@ -165,42 +169,65 @@ WHERE e.id IN (
 ORDER BY length(e.name) DESC, e.created_at, e.id
 LIMIT %(limit)s
 """
+# A card's lists and a neighbors hop are walks of their indexes in their
+# order, left at a cap (migration 0033). For a generic plan the planner takes
+# each entity to hold an average entity's few rows and may rather fetch them
+# all on a bitmap and sort them: for an entity stated thousands of times, its
+# whole life for each card. HOLD_TO_WALKS turns bitmap scans off in the
+# transaction and answers the setting it replaced, which LET_GO puts back.
+HOLD_TO_WALKS = """
+WITH was AS MATERIALIZED (SELECT current_setting('enable_bitmapscan') AS setting)
+SELECT was.setting, set_config('enable_bitmapscan', 'off', true) FROM was
+"""
+LET_GO = "SELECT set_config('enable_bitmapscan', %s, true)"
+
 # The cards' lists, each newest statement first and cut at %(cap)s per entity
-# (one more, to tell that it was cut).
+# (one more, to tell that it was cut): each walks its index in that order
+# (migration 0033) and stops there, so an entity of thousands of claims costs
+# its card what the card shows.
 CARD_ATTRIBUTES = f"""
 SELECT x.entity_id, x.attribute, x.value, x.valid_from, x.valid_until, x.confidence,
        x.memory_id, x.stated_at, x.retired_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT c.* FROM attribute_claim c
-    WHERE c.entity_id = q.id AND {_CURRENT.format(t="c")}
+    WHERE c.entity_id = q.id AND {_STATED_BY.format(t="c")} AND {_CURRENT.format(t="c")}
     ORDER BY c.stated_at DESC, c.attribute, c.id
     LIMIT %(cap)s
 ) x
 """
+# Both directions, each walked on its own index to the cap, then merged (in
+# the card's order again after the join, which may take them in any).
 CARD_RELATIONS = f"""
 SELECT x.me, x.direction, o.id, o.name, o.type, x.predicate, x.valid_from, x.valid_until,
        x.confidence, x.memory_id, x.stated_at, x.retired_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT * FROM (
-        SELECT q.id AS me, 'outgoing' AS direction, r.object_id AS other, r.*
-        FROM relation_claim r WHERE r.subject_id = q.id AND {_CURRENT.format(t="r")}
+        (SELECT q.id AS me, 'outgoing' AS direction, r.object_id AS other, r.*
+         FROM relation_claim r
+         WHERE r.subject_id = q.id AND {_STATED_BY.format(t="r")} AND {_CURRENT.format(t="r")}
+         ORDER BY r.stated_at DESC, r.predicate, r.id
+         LIMIT %(cap)s)
         UNION ALL
-        SELECT q.id, 'incoming', r.subject_id, r.*
-        FROM relation_claim r WHERE r.object_id = q.id AND {_CURRENT.format(t="r")}
+        (SELECT q.id, 'incoming', r.subject_id, r.*
+         FROM relation_claim r
+         WHERE r.object_id = q.id AND {_STATED_BY.format(t="r")} AND {_CURRENT.format(t="r")}
+         ORDER BY r.stated_at DESC, r.predicate, r.id
+         LIMIT %(cap)s)
     ) both_ways
     ORDER BY stated_at DESC, predicate, id
     LIMIT %(cap)s
 ) x
 JOIN entity o ON o.id = x.other
+ORDER BY x.me, x.stated_at DESC, x.predicate, x.id
 """
 CARD_ALIASES = f"""
 SELECT x.entity_id, x.alias, x.memory_id, x.stated_at, x.retired_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT a.* FROM entity_alias a
-    WHERE a.entity_id = q.id AND {_ALIAS_CURRENT}
+    WHERE a.entity_id = q.id AND {_STATED_BY.format(t="a")} AND {_ALIAS_CURRENT}
     ORDER BY a.stated_at DESC, a.alias, a.id
     LIMIT %(cap)s
 ) x
@@ -210,41 +237,47 @@ ORDER BY x.entity_id, x.stated_at DESC, x.alias, x.id
 # %(at)s (written by then, and not superseded by then: superseded later, it
 # was current at %(at)s, as its claims were), all with the history. When it
 # was superseded is its own revision's record, which whoever sees the memory
-# sees (its successor may be hidden from them, or forgotten).
-CARD_MENTIONED_BY = """
+# sees (its successor may be hidden from them, or forgotten). Walked on the
+# mentions' index by their memory's time, newest first, taking every memory
+# of the same time as the last (the caller orders those by id), so the walk
+# stops where the card is full.
+CARD_MENTIONED_BY = f"""
 SELECT q.id, x.id, x.created_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT m.id, m.created_at FROM mention mn JOIN memory m ON m.id = mn.memory_id
-    WHERE mn.entity_id = q.id
-      AND (%(history)s OR (m.created_at <= %(at)s
-                           AND (m.superseded_by_id IS NULL
-                                OR (SELECT max(r.changed_at) FROM memory_revision r
-                                    WHERE r.memory_id = m.id AND r.action = 'supersede')
-                                   > %(at)s)))
-    ORDER BY m.created_at DESC, m.id
-    LIMIT %(cap)s
+    WHERE mn.entity_id = q.id AND mn.memory_created_at <= {_LATEST}
+      AND (%(history)s OR m.superseded_by_id IS NULL
+           OR (SELECT max(r.changed_at) FROM memory_revision r
+               WHERE r.memory_id = m.id AND r.action = 'supersede') > %(at)s)
+    ORDER BY mn.memory_created_at DESC
+    FETCH FIRST %(cap)s ROWS WITH TIES
 ) x
 """
-
-# The visible current relations whose {end} (subject_id or object_id) is in
-# the frontier: one side of a hop.
-_EDGES_AT = f"""
-    SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
-           r.confidence, r.memory_id, r.stated_at, r.retired_at
-    FROM relation_claim r
-    WHERE r.{{end}} = ANY(%(frontier)s::uuid[])
-      AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
-      AND {_CURRENT.format(t="r")}"""
 
 # One hop of neighbors: the visible current relations touching the frontier,
 # newest statement first, at most %(limit)s, but those an earlier hop took
 # (%(seen)s: the edges that led to this frontier, not to be counted twice).
+# Each entity of the frontier walks its relations on the cards' indexes
+# (newest first, with every one stated at the same time as the last), so a
+# hub of thousands of relations costs the hop its limit; a relation between
+# two of the frontier is one edge.
+_EDGES_AT = f"""
+    (SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
+            r.confidence, r.memory_id, r.stated_at, r.retired_at
+     FROM relation_claim r
+     WHERE r.{{end}} = f.id
+       AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
+       AND {_CURRENT.format(t="r")}
+       AND NOT (r.id = ANY(%(seen)s::uuid[]))
+     ORDER BY r.stated_at DESC
+     FETCH FIRST %(limit)s ROWS WITH TIES)"""
 NEIGHBOR_EDGES = f"""
-SELECT * FROM ({_EDGES_AT.format(end="subject_id")}
-    UNION{_EDGES_AT.format(end="object_id")}
+SELECT DISTINCT edges.*
+FROM unnest(%(frontier)s::uuid[]) AS f(id)
+CROSS JOIN LATERAL ({_EDGES_AT.format(end="subject_id")}
+    UNION ALL{_EDGES_AT.format(end="object_id")}
 ) edges
-WHERE NOT (id = ANY(%(seen)s::uuid[]))
-ORDER BY stated_at DESC, id
+ORDER BY edges.stated_at DESC, edges.id
 LIMIT %(limit)s
 """
