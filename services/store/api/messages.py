@@ -10,6 +10,7 @@ from typing import Any, TypeVar, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron import convert, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
@@ -21,6 +22,7 @@ from recallatron.vocabulary import (
     MODE,
     ORIGIN,
     PURPOSE,
+    ROLE,
     Terms,
 )
 from services.store.api.graph_adapter import (
@@ -222,6 +224,22 @@ def memory_msg(m: MemoryView | Withheld) -> cpb.Memory:
         aliases=[alias_msg(a) for a in m.aliases],
         provenance_cut=bool(m.omitted),
         omitted=cpb.ProvenanceOmitted(**m.omitted),
+    )
+
+
+def optional_timestamp(value: datetime | None) -> Timestamp | None:
+    """A time a message leaves unset when there is none (a token that never
+    expires, a member not removed): an empty Timestamp would read as set."""
+    return convert.timestamp(value) if value is not None else None
+
+
+def member_msg(m: records.Member) -> pb.Member:
+    return message_of(
+        pb.Member,
+        m,
+        role=ROLE.value(m.role),
+        created_at=convert.timestamp(m.created_at),
+        removed_at=optional_timestamp(m.removed_at),
     )
 
 

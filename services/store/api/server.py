@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron import convert, embed_input, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
@@ -30,9 +29,11 @@ from services.store.api.messages import (
     caller_of,
     candidates_answer,
     filters_of,
+    member_msg,
     memory_msg,
     message_of,
     names_of,
+    optional_timestamp,
     settings_msg,
     workspace_msg,
 )
@@ -117,11 +118,7 @@ class StoreServicer:
         by = _owner(internal_auth.check_admin(request.workspace_id))
         role = ROLE.parse(request.role, "role") or "member"
         m = self.admin.create_member(by, request.workspace_id, request.handle, role)
-        return pb.CreateMemberResponse(
-            member=message_of(
-                pb.Member, m, role=ROLE.value(m.role), created_at=convert.timestamp(m.created_at)
-            )
-        )
+        return pb.CreateMemberResponse(member=member_msg(m))
 
     def CreateToken(
         self,
@@ -139,10 +136,8 @@ class StoreServicer:
             request.read_only,
             convert.duration(request.expires_in, request.HasField("expires_in"), "expires_in"),
         )
-        return pb.CreateTokenResponse(
-            token=made.token,
-            token_id=made.token_id,
-            expires_at=convert.timestamp(made.expires_at) if made.expires_at else None,
+        return message_of(
+            pb.CreateTokenResponse, made, expires_at=optional_timestamp(made.expires_at)
         )
 
     def RevokeToken(
@@ -166,10 +161,10 @@ class StoreServicer:
             request.workspace_id or None,
             convert.duration(request.grace, request.HasField("grace"), "grace"),
         )
-        return pb.RotateTokenResponse(
-            token=made.token,
-            token_id=made.token_id,
-            expires_at=convert.timestamp(made.expires_at) if made.expires_at else None,
+        return message_of(
+            pb.RotateTokenResponse,
+            made,
+            expires_at=optional_timestamp(made.expires_at),
             old_expires_at=convert.timestamp(old_expires_at),
         )
 
@@ -180,10 +175,6 @@ class StoreServicer:
     ) -> pb.ListTokensResponse:
         internal_auth.check_admin(request.workspace_id)
         tokens = self.control.list_tokens(request.member_id, request.workspace_id or None)
-
-        def ts(value: datetime | None) -> Timestamp | None:
-            return convert.timestamp(value) if value is not None else None
-
         return pb.ListTokensResponse(
             tokens=[
                 message_of(
@@ -191,9 +182,9 @@ class StoreServicer:
                     t,
                     purposes=[PURPOSE.value(p) for p in t.purposes],
                     created_at=convert.timestamp(t.created_at),
-                    expires_at=ts(t.expires_at),
-                    last_used_at=ts(t.last_used_at),
-                    revoked_at=ts(t.revoked_at),
+                    expires_at=optional_timestamp(t.expires_at),
+                    last_used_at=optional_timestamp(t.last_used_at),
+                    revoked_at=optional_timestamp(t.revoked_at),
                 )
                 for t in tokens
             ]
@@ -204,16 +195,7 @@ class StoreServicer:
     ) -> pb.ListMembersResponse:
         ws = self._listed_workspace(request.workspace)
         return pb.ListMembersResponse(
-            members=[
-                message_of(
-                    pb.Member,
-                    m,
-                    role=ROLE.value(m.role),
-                    created_at=convert.timestamp(m.created_at),
-                    removed_at=convert.timestamp(m.removed_at) if m.removed_at else None,
-                )
-                for m in self.control.members(ws.id, request.include_removed)
-            ]
+            members=[member_msg(m) for m in self.control.members(ws.id, request.include_removed)]
         )
 
     def ListWorkspaces(
@@ -310,7 +292,7 @@ class StoreServicer:
             ident,
             role=ROLE.value(ident.role),
             purposes=[PURPOSE.value(p) for p in ident.purposes],
-            expires_at=convert.timestamp(ident.expires_at) if ident.expires_at else None,
+            expires_at=optional_timestamp(ident.expires_at),
         )
 
     def GetWorkspaceSettings(
