@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import grpc
 
 from recallatron import errors
+from recallatron.size_budget import Budget
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
@@ -59,7 +60,7 @@ class ReviewServicer(Forwarding):
         pending = list(dict.fromkeys(i for p in pairs for i in (p.first_id, p.second_id)))
         memories: dict[str, cpb.Memory] = {}
         out = pb.ListDuplicatePairsResponse()
-        used, shown = 0, 0
+        page, shown = Budget(ANSWER_BUDGET_BYTES), 0
         while shown < len(pairs):
             if pending:
                 resp = self.peers.store.call(
@@ -83,8 +84,7 @@ class ReviewServicer(Forwarding):
                 pair = pb.DuplicatePair(
                     first=memories[p.first_id], second=memories[p.second_id], cosine=p.cosine
                 )
-                used += pair.ByteSize()
-                if out.pairs and used > ANSWER_BUDGET_BYTES:
+                if not page.takes(pair.ByteSize()):
                     out.more = True
                     return out
                 out.pairs.append(pair)

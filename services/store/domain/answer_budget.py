@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
+from recallatron.size_budget import Budget
+
 T = TypeVar("T")
 
 
@@ -132,12 +134,11 @@ def _leave_out_provenance(view: MemoryView) -> None:
 def fitting_sizes(sizes: Sequence[int], budget: int) -> int:
     """How many items of these ``sizes``, from the first, fit ``budget``: at
     least one (a page always answers something, so its token moves on)."""
-    used = 0
-    for n, size in enumerate(sizes):
-        used += size
-        if used > budget and n > 0:
-            return n
-    return len(sizes)
+    page = Budget(budget)
+    for size in sizes:
+        if not page.takes(size):
+            break
+    return page.taken
 
 
 def each_fitting(

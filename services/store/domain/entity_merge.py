@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
+from recallatron.size_budget import Budget
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_ENTITY_GROUP
 from services.store.domain import answer_budget, entity_groups, graph
 from services.store.domain import validation as v
@@ -221,7 +222,7 @@ class EntityMergeStore(InWorkspaces):
             }
         out: list[EntityPair] = []
         shown: set[tuple[str, str]] = set()
-        used = 0
+        page = Budget(ANSWER_BUDGET_BYTES)
         for first_id, second_id, reasons, cosine in rows:
             a, b = cards.get(str(first_id)), cards.get(str(second_id))
             if a is None or b is None or a is b:
@@ -229,8 +230,7 @@ class EntityMergeStore(InWorkspaces):
             key = (min(a.entity.id, b.entity.id), max(a.entity.id, b.entity.id))
             if key in shown or key in apart:
                 continue
-            used += answer_budget.card_bytes(a) + answer_budget.card_bytes(b)
-            if out and used > ANSWER_BUDGET_BYTES:
+            if not page.takes(answer_budget.card_bytes(a) + answer_budget.card_bytes(b)):
                 return out, True
             shown.add(key)
             out.append(

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from recallatron.size_budget import Budget
 from recallatron.vocabulary import MAX_CARD_ITEMS, MAX_NAME_WORDS
 from services.store.domain import answer_budget, entity_groups
 from services.store.domain import graph_rules as rules
@@ -96,13 +97,12 @@ def card_page(
     reads little past what it answers."""
     cards = _grouped(conn, found)[skip:]
     page: list[EntityCard] = []
-    used = 0
+    fits = Budget(budget)
     for start in range(0, len(cards), CARDS_AT_ONCE):
         chunk = cards[start : start + CARDS_AT_ONCE]
         _fill(conn, chunk, params)
         for card in chunk:
-            used += answer_budget.card_bytes(card)
-            if page and used > budget:
+            if not fits.takes(answer_budget.card_bytes(card)):
                 return page, True
             page.append(card)
     return page, False
