@@ -38,6 +38,7 @@ from services.embed.manifest import (
     EMBED_INPUT_VERSION,
     MANIFEST_NAME,
     QUERY_MODEL_FILE,
+    Manifest,
     ManifestError,
     read_manifest,
 )
@@ -108,6 +109,18 @@ def _staging_dir(target: Path) -> Path:
     return staging
 
 
+def _export_in_place(target: Path, export: Callable[[Path], Manifest], log: Log) -> None:
+    """Runs ``export`` into a staging directory beside ``target`` and puts the
+    result in its place; a failed export leaves ``target`` as it was."""
+    staging = _staging_dir(target)
+    try:
+        manifest = export(staging)
+        _replace_dir(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"prepared {target} (sha256 {manifest.sha256[:12]}…)")
+
+
 def prepare_bi_encoder(models_dir: Path, force: bool = False, log: Log = _stderr) -> Path:
     """Exports the bi-encoder into ``models_dir/all-MiniLM-L6-v2`` unless it is
     already there and intact. Returns the directory."""
@@ -124,13 +137,7 @@ def prepare_bi_encoder(models_dir: Path, force: bool = False, log: Log = _stderr
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from services.embed.export import export_bi_encoder
 
-        staging = _staging_dir(target)
-        try:
-            manifest = export_bi_encoder(staging, log=log)
-            _replace_dir(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        log(f"prepared {target} (sha256 {manifest.sha256[:12]}…)")
+        _export_in_place(target, lambda staging: export_bi_encoder(staging, log=log), log)
         return target
 
 
@@ -176,13 +183,9 @@ def prepare_cross_encoder(
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from services.embed.export import export_cross_encoder
 
-        staging = _staging_dir(out)
-        try:
-            manifest = export_cross_encoder(source, staging, model_id, log=log)
-            _replace_dir(staging, out)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        log(f"prepared {out} (sha256 {manifest.sha256[:12]}…)")
+        _export_in_place(
+            out, lambda staging: export_cross_encoder(source, staging, model_id, log=log), log
+        )
         log(f"serve it with RECALLATRON_CROSS_ENCODER_DIR={out}")
         return out
 
