@@ -283,6 +283,12 @@ def _database_error(exc: Exception) -> str:
     return text
 
 
+def _failed(message: str, code: int) -> int:
+    """A command's failure: one line on stderr, and its exit status."""
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     import psycopg
 
@@ -292,27 +298,22 @@ def main(argv: list[str] | None = None) -> int:
             operator.find_database()
         return int(args.func(args))
     except grpc.RpcError as exc:
-        print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
-        return 1
+        return _failed(f"{exc.code().name}: {exc.details()}", 1)
     except errors.DomainError as exc:
         # An operator command refused by the store's own rules (a workspace
         # being imported): its message, one line.
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 1
+        return _failed(exc.message, 1)
     except ValueError as exc:
         # A value the client could not send (a time without its offset, a
         # number out of range), named as the service would name it.
-        print(f"error: INVALID_ARGUMENT: {exc}", file=sys.stderr)
-        return 2
+        return _failed(f"INVALID_ARGUMENT: {exc}", 2)
     except psycopg.Error as exc:
         # An operator command's database (unreachable, refusing the role):
         # one line, the server's own words, no password.
-        print(f"error: the database: {_database_error(exc)}", file=sys.stderr)
-        return 1
+        return _failed(f"the database: {_database_error(exc)}", 1)
     except OSError as exc:
         # A file an option names (--graph) that cannot be read.
-        print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+        return _failed(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 2)
 
 
 if __name__ == "__main__":
