@@ -185,6 +185,12 @@ def _qualifiers(q: QualifiersIn, where: str) -> None:
 # -- writing ---------------------------------------------------------------------
 
 
+def _qualifier_columns(q: QualifiersIn) -> tuple[datetime | None, datetime | None, float]:
+    """A claim's or a relation's last columns as written (valid_from,
+    valid_until, confidence), an unset confidence given its default."""
+    return (q.valid_from, q.valid_until, v.confidence(q.confidence))
+
+
 class GraphWriter:
     """Resolves the entities one write names and writes what it states, on the
     write's own connection and transaction. Within one write the same new
@@ -230,9 +236,7 @@ class GraphWriter:
                 self.entity(c.entity, f"claims[{i}].entity"),
                 c.attribute,
                 c.value,
-                c.valid_from,
-                c.valid_until,
-                v.confidence(c.confidence),
+                *_qualifier_columns(c),
             )
             for i, c in enumerate(graph.claims)
         ]
@@ -243,9 +247,7 @@ class GraphWriter:
                 self.entity(r.subject, f"relations[{i}].subject"),
                 r.predicate,
                 self.entity(r.object, f"relations[{i}].object"),
-                r.valid_from,
-                r.valid_until,
-                v.confidence(r.confidence),
+                *_qualifier_columns(r),
             )
             for i, r in enumerate(graph.relations)
         ]
