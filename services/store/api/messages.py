@@ -57,11 +57,18 @@ def caller_of(msg: cpb.Caller) -> Caller:
     """The request's Caller, which must be exactly the member the call's
     assertion vouches for (recallatron/internal_auth.py)."""
     internal_auth.check_caller(msg)
-    purpose = PURPOSE.parse(msg.purpose, "caller.purpose") or DEFAULT_PURPOSE
+    caller = caller_named(msg)
     if not msg.workspace_id or not msg.member_id:
         raise errors.InvalidArgument("caller", "workspace_id and member_id are required")
-    role = "owner" if msg.role == cpb.ROLE_OWNER else "member"
-    return Caller(msg.workspace_id, msg.member_id, purpose, role)
+    return caller
+
+
+def caller_named(who: cpb.Caller | internal_auth.Claims) -> Caller:
+    """The Caller a request's Caller or a member's assertion names: the
+    purpose it acts for (none named: the default), and owner or member."""
+    purpose = PURPOSE.parse(who.purpose, "caller.purpose") or DEFAULT_PURPOSE
+    role = "owner" if who.role == cpb.ROLE_OWNER else "member"
+    return Caller(who.workspace_id, who.member_id, purpose, role)
 
 
 def when_of(msg: Message, name: str) -> datetime | None:

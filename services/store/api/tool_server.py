@@ -27,6 +27,7 @@ from services.store.api.graph_adapter import (
 )
 from services.store.api.messages import (
     audience_of,
+    caller_named,
     memory_msg,
     message_of,
     names_of,
@@ -51,10 +52,7 @@ Resp = TypeVar("Resp", bound=Message)
 
 def asserted_caller() -> Caller:
     """The member (and purpose) the call's assertion vouches for."""
-    claims = internal_auth.check_kind(internal_auth.MEMBER)
-    purpose = PURPOSE.parse(claims.purpose, "caller.purpose") or DEFAULT_PURPOSE
-    role = "owner" if claims.role == cpb.ROLE_OWNER else "member"
-    return Caller(claims.workspace_id, claims.member_id, purpose, role)
+    return caller_named(internal_auth.check_kind(internal_auth.MEMBER))
 
 
 def written(answer: type[Resp], result: WriteResult) -> Resp:
