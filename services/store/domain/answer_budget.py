@@ -95,24 +95,12 @@ def fitting(views: Sequence[MemoryView], budget: int) -> int:
     return fitting_sizes([memory_bytes(v) for v in views], budget)
 
 
-def strip_past(views: Sequence[MemoryView], budget: int) -> None:
-    """Leaves out the provenance of the views past ``budget`` (their rows and
-    text stay), counting what each left out."""
-    used = 0
-    for view in views:
-        used += memory_bytes(view)
-        if used <= budget:
-            continue
-        used -= provenance_bytes(view)
-        _leave_out_provenance(view)
-
-
 def keep_within(views: Sequence[MemoryView], budget: int) -> int:
-    """How many of ``views``, from the first, an answer keeps within
-    ``budget`` (at least one): as many as fit without their provenance; then
-    the provenance of the kept views is left out from the last back (counted)
-    until they fit with it. After strip_past, which leaves every row's text
-    in, the text of many long memories alone may still pass the budget."""
+    """How many of ``views``, in rank order, an answer keeps within ``budget``
+    (at least one): as many as fit without their provenance; then the
+    provenance of the kept views is left out (counted) from the last back until
+    they fit with it, so the higher-ranked keep theirs first and a lower-ranked
+    view never keeps provenance a higher-ranked one lost."""
     kept = fitting_sizes([memory_bytes(v) - provenance_bytes(v) for v in views], budget)
     used = sum(memory_bytes(v) for v in views[:kept])
     for view in reversed(views[:kept]):

@@ -285,7 +285,6 @@ class MemoryReads(OnWorkspaces):
             # The head, then the neighbours past it, each once.
             read = list(dict.fromkeys(admitted[:hydrate] + [n for _, n in neighbours]))
             memories = self._read(conn, read, True) if read else []
-        answer_budget.strip_past(memories, ANSWER_BUDGET_BYTES)
         # The memories past the budget even without provenance are not
         # answered: recall ranks the rows it has memories for, and a page
         # (at most MAX_RECALL_LIMIT rows) always fits without provenance.
