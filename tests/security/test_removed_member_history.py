@@ -74,8 +74,11 @@ def test_history_written_while_its_member_is_removed_goes_with_the_removal(
     assert history_of(stack, team, bob) == [], "history written during the removal stayed"
 
 
-def old_store(directory: Path, turns: int) -> tuple[Path, Path]:
-    """An old store of ``turns`` turns and one confirmed private memory item."""
+def old_store(
+    directory: Path, turns: int, items: int = 1, scope: str | None = None
+) -> tuple[Path, Path]:
+    """An old store of ``turns`` turns and ``items`` confirmed memory items of
+    ``scope`` (None: private to the owner)."""
     path = directory / "old.sqlite"
     conn = sqlite3.connect(path)
     conn.executescript(SCHEMA)
@@ -83,11 +86,12 @@ def old_store(directory: Path, turns: int) -> tuple[Path, Path]:
         "INSERT INTO turns (id, chat_id, role, text, ts) VALUES (?, 'cli-main', 'user', ?, ?)",
         [(i, f"turn {i} about the office", f"2026-01-01T09:{i:02}:00Z") for i in range(turns)],
     )
-    conn.execute(
+    conn.executemany(
         "INSERT INTO memory_items (id, kind, title, body, confidence, status, scope,"
         " source_chat_id, created_at, updated_at, confirmed_at)"
-        " VALUES (1, 'fact', 'The office is in Lisbon', 'body', 0.9, 'confirmed', NULL, NULL,"
-        " '2026-01-01T00:00:00Z', NULL, NULL)"
+        " VALUES (?, 'fact', ?, 'body', 0.9, 'confirmed', ?, NULL,"
+        " '2026-01-01T00:00:00Z', NULL, NULL)",
+        [(i, f"The office is in Lisbon ({i})", scope) for i in range(1, items + 1)],
     )
     conn.commit()
     conn.close()
@@ -115,6 +119,38 @@ def run_cli(stack: Stack, argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def migrate_removing_owner(
+    stack: Stack,
+    operator: Client,
+    team: Team,
+    dee: str,
+    store: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    removed_after: int,
+) -> None:
+    """Migrates ``store`` in one-row batches for the owner ``dee`` (their
+    member id), removed (erase) once ``removed_after`` batches have
+    committed; the command must stop at its next batch and say why."""
+    batch_done = import_run.ImportRun._batch_done
+    removed: list[Any] = []
+
+    def remove_meanwhile(run: import_run.ImportRun, source: str, rows: int, imported: int) -> None:
+        batch_done(run, source, rows, imported)
+        if run.report.batches == removed_after and not removed:
+            removed.append(operator.remove_member(dee, "erase"))
+
+    monkeypatch.setattr(import_run.ImportRun, "_batch_done", remove_meanwhile)
+    sqlite, graph = store
+    argv = ["migrate", "--sqlite", str(sqlite), "--graph", str(graph), "--workspace", team.slug]
+    code, out, err = run_cli(
+        stack, [*argv, "--owner", "dee", "--batch-size", "1", "--json", "--no-floor-check"]
+    )
+    assert removed, err
+    assert "Traceback" not in err, err
+    assert code == 2, (out, err)
+    assert "error: --owner: dee was removed" in err, err
+
+
 @pytest.mark.parametrize("removed_after", [1, 3], ids=["among_turns", "before_memories"])
 def test_a_migration_whose_owner_is_removed_meanwhile_stops_and_says_so(
     stack: Stack,
@@ -129,24 +165,8 @@ def test_a_migration_whose_owner_is_removed_meanwhile_stops_and_says_so(
     is refused by the database, and the command says why."""
     dee = operator.create_member(team.workspace_id, "dee", owner=True).member.id
     sqlite, graph = old_store(tmp_path, turns=3)
-    batch_done = import_run.ImportRun._batch_done
-    removed: list[Any] = []
-
-    def remove_meanwhile(run: import_run.ImportRun, source: str, rows: int, imported: int) -> None:
-        batch_done(run, source, rows, imported)
-        if run.report.batches == removed_after and not removed:
-            removed.append(operator.remove_member(dee, "erase"))
-
-    monkeypatch.setattr(import_run.ImportRun, "_batch_done", remove_meanwhile)
-    argv = ["migrate", "--sqlite", str(sqlite), "--graph", str(graph), "--workspace", team.slug]
-    code, out, err = run_cli(
-        stack, [*argv, "--owner", "dee", "--batch-size", "1", "--json", "--no-floor-check"]
-    )
-    assert removed, err
+    migrate_removing_owner(stack, operator, team, dee, (sqlite, graph), monkeypatch, removed_after)
     assert history_of(stack, team, dee) == [], "history was left under the removed owner"
-    assert "Traceback" not in err, err
-    assert code == 2, (out, err)
-    assert "error: --owner: dee was removed" in err, err
     left = dbutil.query(
         stack,
         team.database_name,

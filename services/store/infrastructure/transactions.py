@@ -62,7 +62,7 @@ def translate_db_errors() -> Iterator[None]:
         raise errors.Unavailable("database unavailable", 1.0) from exc
     except psycopg.errors.InvalidParameterValue as exc:
         # A check in the database that names the request's field it refused
-        # (RAISE ... USING COLUMN: migration 0025's removed audience).
+        # (RAISE ... USING COLUMN: a removed audience or author, migration 0035).
         if not exc.diag.column_name:
             raise
         raise errors.InvalidArgument(

@@ -12,10 +12,10 @@ WHERE workspace_id = %(ws)s AND (handle = %(m)s OR id::text = %(m)s) AND removed
 # -- workspace database ----------------------------------------------------------
 
 # The columns the database names when it refuses a row for a removed member
-# (the pool's InvalidArgument field): a memory's audience (migration 0025), a
-# history entry's owner (0034). The owner was checked when the run began; a
-# removal may come while it goes on.
-REMOVED_MEMBER_COLUMNS = ("audience.member_id", "owner_member_id")
+# (the pool's InvalidArgument field): a memory's audience or author
+# (migrations 0025, 0035), a history entry's owner (0034). The owner was
+# checked when the run began; a removal may come while it goes on.
+REMOVED_MEMBER_COLUMNS = ("audience.member_id", "created_by", "owner_member_id")
 
 # One migration at a time per workspace database (session-level lock). A
 # run waits a little: the lock of a run just killed goes with its session,

@@ -2,9 +2,9 @@
 (services/store/domain/member_removal.py). Run on the owner pool: the rows
 changed are the member's, whoever may see them."""
 
-# -- the write lock of a member (migration 0025) -------------------------------
-# Every memory or episode inserted for one member holds that member's lock
-# shared and then reads removed_member (the trigger refuse_removed_audience);
+# -- the write lock of a member (migrations 0025, 0035) ------------------------
+# Every memory or episode inserted for or by one member holds that member's
+# lock shared and then reads removed_member (the trigger refuse_removed_member);
 # the removal holds it alone while it marks the member removed and erases or
 # hands over their memories, so such a write commits wholly before that or is
 # refused after it. 7404 names the lock's use (the control plane's
