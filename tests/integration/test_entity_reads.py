@@ -24,6 +24,7 @@ from services.store.infrastructure.db import GENERIC_PLANS, Caller
 from services.store.sql import graph_queries as gq
 from tests import dbutil
 from tests.conftest import Team
+from tests.integration import bulk_workspace as bulk
 
 pytestmark = pytest.mark.integration
 
@@ -108,20 +109,8 @@ def _seed(stack: Stack, team: Team) -> None:
     every fifth an alias of it (some retired); every memory mentions one of
     fifty others and states a claim about it; bob's private ones mention a
     secret of his."""
-    ada, bob = team.members["ada"], team.members["bob"]
     with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
-        conn.execute(
-            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
-            " created_by, created_at, updated_at, audience_member_id)"
-            " SELECT gen_random_uuid(), 'note', 'Entry ' || i, 'Nothing here.', 1, 'told',"
-            "  CASE WHEN i %% 19 = 0 THEN '{audit}' ELSE '{assist}' END::purpose[],"
-            "  CASE WHEN i %% 10 = 0 THEN %(bob)s ELSE %(ada)s END::uuid,"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  CASE WHEN i %% 10 = 0 THEN %(bob)s::uuid END"
-            " FROM generate_series(1, %(n)s) AS i",
-            {"ada": ada, "bob": bob, "n": MEMORIES},
-        )
+        bulk.insert_memories(conn, team, MEMORIES)
         conn.execute(
             "INSERT INTO entity (id, name, name_key)"
             " SELECT gen_random_uuid(), n, lower(n)"
@@ -129,12 +118,12 @@ def _seed(stack: Stack, team: Team) -> None:
             " UNION ALL SELECT gen_random_uuid(), 'Entity ' || i, 'entity ' || i"
             " FROM generate_series(1, 50) AS i"
         )
+        bulk.number_by_title(conn)
         conn.execute(
-            "CREATE TEMP TABLE named AS SELECT m.id AS memory_id, m.created_at, n.i,"
+            "CREATE TEMP TABLE named AS SELECT n.id AS memory_id, n.created_at, n.i,"
             " (SELECT id FROM entity WHERE name = 'Hub') AS hub,"
             " (SELECT id FROM entity WHERE name = 'Entity ' || (1 + n.i % 50)) AS other"
-            " FROM memory m JOIN (SELECT id, substr(title, 7)::int AS i FROM memory) n"
-            "  ON n.id = m.id"
+            " FROM numbered n"
         )
         conn.execute(
             "INSERT INTO mention (memory_id, entity_id)"
@@ -183,11 +172,7 @@ def _seed(stack: Stack, team: Team) -> None:
             "  m.created_at + interval '2 hours'"
             " FROM memory m WHERE m.superseded_by_id IS NOT NULL"
         )
-        conn.execute(
-            "UPDATE memory SET title = '', body = '',"
-            " invalidated_at = created_at + interval '1 day'"
-            " WHERE id IN (SELECT memory_id FROM named WHERE i % 17 = 0)"
-        )
+        bulk.forget_some(conn)
         conn.execute("ANALYZE")
 
 
@@ -207,24 +192,9 @@ def _store_transaction(
         yield conn
 
 
-def _reads(conn: psycopg.Connection) -> int:
-    row = conn.execute(
-        "SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))"
-        " FROM pg_stat_xact_user_tables WHERE relname = ANY (%s)",
-        (list(TABLES),),
-    ).fetchone()
-    return int(row[0] or 0) if row else 0
-
-
-def _entity(conn: psycopg.Connection, name: str) -> str:
-    row = conn.execute("SELECT id FROM entity WHERE name = %s", (name,)).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 def _hub(stack: Stack, team: Team) -> str:
     with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
-        return _entity(conn, "Hub")
+        return bulk.entity_id(conn, "Hub")
 
 
 def _shown(card: graph.EntityCard) -> int:
@@ -244,28 +214,28 @@ def test_an_often_mentioned_entity_costs_a_read_what_it_answers(stack: Stack, te
     )
     read: dict[str, int] = {}
     with _store_transaction(stack, team, "ada", "assist", generic=True) as conn:
-        before = _reads(conn)
+        before = bulk.rows_read(conn, TABLES)
         assert conn.execute(gq.ENTITY_VISIBLE, (hub,)).fetchone() is not None
-        read["exists"] = _reads(conn) - before
+        read["exists"] = bulk.rows_read(conn, TABLES) - before
 
-        before = _reads(conn)
+        before = bulk.rows_read(conn, TABLES)
         statement, params = graph.lookup_statement("hub", None, False, False)
         found = conn.execute(statement, params).fetchall()
         (card,), more = graph_cards.card_page(conn, found, params, 0, ANSWER_BUDGET_BYTES)
-        read["lookup"] = _reads(conn) - before
+        read["lookup"] = bulk.rows_read(conn, TABLES) - before
         assert not more and card.truncated and _shown(card) == 4 * MAX_CARD_ITEMS
 
-        before = _reads(conn)
+        before = bulk.rows_read(conn, TABLES)
         named = {"keys": ["about", "hub", "tell"], "at": datetime.now(UTC), "history": False}
         cards = graph_cards.entity_cards(
             conn, conn.execute(gq.NAMED, {**named, "limit": 5}).fetchall(), named
         )
-        read["recall's card"] = _reads(conn) - before
+        read["recall's card"] = bulk.rows_read(conn, TABLES) - before
         assert cards == [card]
     with _store_transaction(stack, team, "ada", "assist", generic=False) as conn:
-        before = _reads(conn)
+        before = bulk.rows_read(conn, TABLES)
         walked = graph_traversal.neighborhood(conn, hub, 2, [], datetime.now(UTC))
-        read["neighbors"] = _reads(conn) - before
+        read["neighbors"] = bulk.rows_read(conn, TABLES) - before
         assert walked.truncated and len(walked.edges) == MAX_NEIGHBOR_EDGES
     bounds = {"exists": 10, "lookup": CARD_READS, "recall's card": CARD_READS}
     bounds["neighbors"] = NEIGHBOR_READS
@@ -291,7 +261,7 @@ def test_cards_and_neighbors_answer_exactly_what_each_caller_may_see(
     times = ((datetime.now(UTC), False), (AS_OF, False), (datetime.now(UTC), True))
     allowed: dict[tuple[str, str], set[str]] = {}
     with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as admin:
-        secret = _entity(admin, "Bob's secret")
+        secret = bulk.entity_id(admin, "Bob's secret")
         for member, purpose in CALLERS:
             who = {"member": team.members[member], "purpose": purpose}
             allowed[member, purpose] = {str(i) for i in _by_hand(admin, "entities", **who)}

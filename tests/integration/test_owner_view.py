@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -25,6 +24,7 @@ from services.store.domain.owner_view import MemoryFilter, OwnerView
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
 from tests.conftest import Team
 from tests.dbutil import workspace_url
+from tests.integration.bulk_workspace import OneConnection
 
 pytestmark = pytest.mark.integration
 
@@ -95,21 +95,9 @@ def test_list_pages_filters_and_shows_only_what_the_caller_may_see(team: Team) -
     assert [m.id for m in span] == [ids["a3"]]
 
 
-class _OnConnection(OwnerView):
-    """The store's listing run on one connection, in one open transaction set
-    for the caller (and the call's settings) as the store sets it, so that
+class _OnConnection(OneConnection, OwnerView):
+    """The store's listing run on one connection, so that
     pg_stat_xact_user_tables counts the rows each page read."""
-
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self.conn = conn
-
-    @contextmanager
-    def transaction(
-        self, caller: Caller, settings: Mapping[str, str] | None = None
-    ) -> Iterator[psycopg.Connection]:
-        if settings:
-            self.conn.execute(SET_LOCALS, (list(settings), list(settings.values())))
-        yield self.conn
 
 
 # Rows of the memory table this transaction has read, by any scan.

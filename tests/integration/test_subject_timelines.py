@@ -7,8 +7,7 @@ a merged group among them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from datetime import datetime
 
 import psycopg
@@ -18,9 +17,10 @@ from recallatron.vocabulary import MAX_TIMELINE_EVENTS
 from recallatron_devkit.stack import Stack
 from services.store.domain import entity_groups
 from services.store.domain import timeline as tl
-from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
+from services.store.infrastructure.db import Caller
 from tests.conftest import Team
 from tests.dbutil import workspace_url
+from tests.integration import bulk_workspace as bulk
 from tests.integration import timeline_oracle
 from tests.integration.timeline_oracle import Row
 
@@ -56,26 +56,13 @@ def _seed(stack: Stack, team: Team) -> None:
     (some retired, some ending, half from their memory's time) and one about
     its other; relations from and to Hub, between Hub and Hub Two and from Hub
     to itself; corrections and supersessions beside them."""
-    ada, bob = team.members["ada"], team.members["bob"]
     with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
         conn.execute(
             "INSERT INTO episode (id, title, started_at, ended_at, purposes, created_by)"
             " VALUES (%s, 'The long meeting', '2025-01-01', '2025-02-01', '{assist,audit}', %s)",
-            (EPISODE, ada),
+            (EPISODE, team.members["ada"]),
         )
-        conn.execute(
-            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
-            " created_by, created_at, updated_at, audience_member_id, episode_id)"
-            " SELECT gen_random_uuid(), 'note', 'Entry ' || i, 'Nothing here.', 1, 'told',"
-            "  CASE WHEN i %% 19 = 0 THEN '{audit}' ELSE '{assist}' END::purpose[],"
-            "  CASE WHEN i %% 10 = 0 THEN %(bob)s ELSE %(ada)s END::uuid,"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  CASE WHEN i %% 10 = 0 THEN %(bob)s::uuid END,"
-            "  CASE WHEN i %% 3 = 1 THEN %(episode)s::uuid END"
-            " FROM generate_series(1, %(n)s) AS i",
-            {"ada": ada, "bob": bob, "n": MEMORIES, "episode": EPISODE},
-        )
+        bulk.insert_memories(conn, team, MEMORIES, EPISODE)
         conn.execute(
             "INSERT INTO entity (id, name, name_key, created_at)"
             " SELECT gen_random_uuid(), n, lower(n), timestamptz '2024-12-01' + i * interval '1s'"
@@ -83,10 +70,7 @@ def _seed(stack: Stack, team: Team) -> None:
             " UNION ALL SELECT gen_random_uuid(), 'Entity ' || i, 'entity ' || i, now()"
             " FROM generate_series(1, 50) AS i"
         )
-        conn.execute(
-            "CREATE TEMP TABLE numbered AS"
-            " SELECT id, created_at, substr(title, 7)::int AS i FROM memory"
-        )
+        bulk.number_by_title(conn)
         conn.execute(
             "CREATE TEMP TABLE named AS SELECT n.id AS memory_id, n.i, n.created_at,"
             " (SELECT id FROM entity WHERE name = CASE WHEN n.i % 5 = 0 THEN 'Hub Two'"
@@ -119,69 +103,19 @@ def _seed(stack: Stack, team: Team) -> None:
             "  ((SELECT id FROM entity WHERE name = 'Hub'), hub, i % 15 = 0),"
             "  (hub, hub, i % 97 = 0)) AS t(s, o, stated) WHERE stated"
         )
-        conn.execute(
-            "INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason,"
-            " changed_at)"
-            " SELECT n.id, 2, 'correct', m.created_by,"
-            "  CASE WHEN n.i % 2 = 0 THEN 'a typo' ELSE '' END, n.created_at + interval '1 hour'"
-            " FROM numbered n JOIN memory m ON m.id = n.id WHERE n.i % 7 = 0"
-            " UNION ALL"
-            " SELECT n.id, 3, 'supersede', m.created_by, 'replaced',"
-            "  n.created_at + interval '2 hours'"
-            " FROM numbered n JOIN memory m ON m.id = n.id WHERE n.i % 11 = 0"
-        )
-        conn.execute(
-            "UPDATE memory SET title = '', body = '',"
-            " invalidated_at = created_at + interval '1 day'"
-            " WHERE id IN (SELECT id FROM numbered WHERE i % 17 = 0)"
-        )
+        bulk.insert_revisions(conn)
+        bulk.forget_some(conn)
         conn.execute(
             "INSERT INTO entity_merge (id, kept_id, merged_id, decided_by)"
             " SELECT gen_random_uuid(), k.id, m.id, %s FROM entity k, entity m"
             " WHERE k.name = 'Hub' AND m.name = 'Hub Two'",
-            (ada,),
+            (team.members["ada"],),
         )
         conn.execute("ANALYZE")
 
 
-class _OnConnection(tl.TimelineStore):
-    """The store's timeline run on one connection, in one open transaction set
-    for the caller as the store sets it, so that pg_stat_xact_user_tables
-    counts the rows each page read."""
-
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self.conn = conn
-
-    @contextmanager
-    def transaction(
-        self, caller: Caller, settings: Mapping[str, str] | None = None
-    ) -> Iterator[psycopg.Connection]:
-        if settings:
-            self.conn.execute(SET_LOCALS, (list(settings), list(settings.values())))
-        yield self.conn
-
-
-@contextmanager
-def _as(stack: Stack, team: Team, member: str, purpose: str) -> Iterator[_OnConnection]:
-    with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
-        conn.execute(
-            SET_LOCALS,
-            (["recallatron.member_id", "recallatron.purpose"], [team.members[member], purpose]),
-        )
-        yield _OnConnection(conn)
-
-
-def _reads(conn: psycopg.Connection) -> int:
-    row = conn.execute(
-        "SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))"
-        " FROM pg_stat_xact_user_tables WHERE relname = ANY (%s)",
-        (list(TABLES),),
-    ).fetchone()
-    return int(row[0] or 0) if row else 0
-
-
 def _paged(
-    store: _OnConnection,
+    store: bulk.OnConnection,
     caller: Caller,
     entity: str | None,
     episode: str | None,
@@ -191,9 +125,9 @@ def _paged(
     """Each page: its events, the rows it read, its token."""
     token = ""
     while True:
-        before = _reads(store.conn)
+        before = bulk.rows_read(store.conn, TABLES)
         page = store.timeline(caller, entity, episode, start, end, token)
-        read = _reads(store.conn) - before
+        read = bulk.rows_read(store.conn, TABLES) - before
         events = [
             timeline_oracle.row(e.at, e.kind, e.memory_id, e.entity_id, e.summary, e.key)
             for e in page.events
@@ -206,9 +140,7 @@ def _paged(
 
 def _entity(stack: Stack, team: Team, name: str) -> str:
     with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
-        row = conn.execute("SELECT id FROM entity WHERE name = %s", (name,)).fetchone()
-    assert row is not None
-    return str(row[0])
+        return bulk.entity_id(conn, name)
 
 
 @pytest.mark.parametrize("subject", ["entity", "episode"])
@@ -224,7 +156,8 @@ def test_a_subject_timeline_page_reads_its_own_rows_and_pages_as_one_order(
     hub = _entity(stack, team, "Hub")
     for member, purpose in CALLERS:
         caller = Caller(team.workspace_id, team.members[member], purpose)
-        with _as(stack, team, member, purpose) as store:
+        with bulk.as_member(stack, team, member, purpose) as conn:
+            store = bulk.OnConnection(conn)
             if subject == "entity":
                 group = entity_groups.groups(store.conn, [hub])[hub]
                 assert len(group.ids) == 2
@@ -257,7 +190,8 @@ def test_a_window_of_an_entity_timeline_pages_as_its_part_of_the_order(
     _seed(stack, team)
     hub = _entity(stack, team, "Hub")
     caller = Caller(team.workspace_id, team.members["ada"], "assist")
-    with _as(stack, team, "ada", "assist") as store:
+    with bulk.as_member(stack, team, "ada") as conn:
+        store = bulk.OnConnection(conn)
         group = entity_groups.groups(store.conn, [hub])[hub]
         everything = timeline_oracle.every_event(store.conn, group.ids, hub)
         start, end = everything[1_000][0], everything[4_000][0]

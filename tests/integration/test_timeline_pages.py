@@ -5,8 +5,7 @@ ORDER BY over every event the caller may see."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -17,9 +16,10 @@ from recallatron.vocabulary import MAX_TIMELINE_EVENTS
 from recallatron_devkit.stack import Stack
 from services.store.domain import page_tokens
 from services.store.domain import timeline as tl
-from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
+from services.store.infrastructure.db import Caller
 from tests.conftest import Team
 from tests.dbutil import workspace_url
+from tests.integration import bulk_workspace as bulk
 from tests.integration import timeline_oracle
 
 pytestmark = pytest.mark.integration
@@ -41,20 +41,8 @@ def _seed(stack: Stack, team: Team) -> None:
     a hundred others; each states a claim (some retired, some ending, half
     with no valid_from, so starting with their memory), every third a
     relation; corrections and supersessions beside them."""
-    ada, bob = team.members["ada"], team.members["bob"]
     with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
-        conn.execute(
-            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
-            " created_by, created_at, updated_at, audience_member_id)"
-            " SELECT gen_random_uuid(), 'note', 'Entry ' || i, 'Nothing here.', 1, 'told',"
-            "  CASE WHEN i %% 19 = 0 THEN '{audit}' ELSE '{assist}' END::purpose[],"
-            "  CASE WHEN i %% 10 = 0 THEN %(bob)s ELSE %(ada)s END::uuid,"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  CASE WHEN i %% 10 = 0 THEN %(bob)s::uuid END"
-            " FROM generate_series(1, %(n)s) AS i",
-            {"ada": ada, "bob": bob, "n": MEMORIES},
-        )
+        bulk.insert_memories(conn, team, MEMORIES)
         conn.execute(
             "INSERT INTO entity (id, name, name_key)"
             " SELECT gen_random_uuid(), 'Entity ' || i, 'entity ' || i"
@@ -91,48 +79,8 @@ def _seed(stack: Stack, team: Team) -> None:
             " JOIN entity o ON o.name = 'Entity ' || (1 + n.i % 100)"
             " WHERE n.i % 3 = 0"
         )
-        conn.execute(
-            "INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason,"
-            " changed_at)"
-            " SELECT n.id, 2, 'correct', m.created_by,"
-            "  CASE WHEN n.i % 2 = 0 THEN 'a typo' ELSE '' END, n.created_at + interval '1 hour'"
-            " FROM numbered n JOIN memory m ON m.id = n.id WHERE n.i % 7 = 0"
-            " UNION ALL"
-            " SELECT n.id, 3, 'supersede', m.created_by, 'replaced',"
-            "  n.created_at + interval '2 hours'"
-            " FROM numbered n JOIN memory m ON m.id = n.id WHERE n.i % 11 = 0"
-        )
-        conn.execute(
-            "UPDATE memory SET title = '', body = '',"
-            " invalidated_at = created_at + interval '1 day'"
-            " WHERE id IN (SELECT id FROM numbered WHERE i % 17 = 0)"
-        )
-
-
-class _OnConnection(tl.TimelineStore):
-    """The store's timeline run on one connection, in one open transaction set
-    for the caller (and the call's settings) as the store sets it, so that
-    pg_stat_xact_user_tables counts the rows each page read."""
-
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self.conn = conn
-
-    @contextmanager
-    def transaction(
-        self, caller: Caller, settings: Mapping[str, str] | None = None
-    ) -> Iterator[psycopg.Connection]:
-        if settings:
-            self.conn.execute(SET_LOCALS, (list(settings), list(settings.values())))
-        yield self.conn
-
-
-def _app_conn(stack: Stack, team: Team, member: str) -> psycopg.Connection:
-    conn = psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE)
-    conn.execute(
-        SET_LOCALS,
-        (["recallatron.member_id", "recallatron.purpose"], [team.members[member], "assist"]),
-    )
-    return conn
+        bulk.insert_revisions(conn)
+        bulk.forget_some(conn)
 
 
 def _reads(conn: psycopg.Connection) -> dict[str, int]:
@@ -160,7 +108,7 @@ def _everything(conn: psycopg.Connection) -> list[Row]:
 
 
 def _pages(
-    store: _OnConnection,
+    store: bulk.OnConnection,
     caller: Caller,
     start: datetime | None = None,
     end: datetime | None = None,
@@ -195,9 +143,9 @@ def test_a_workspace_timeline_page_reads_its_own_rows_and_pages_as_one_order(
     seen: dict[str, list[Row]] = {}
     for member in ("ada", "bob"):
         caller = Caller(team.workspace_id, team.members[member], "assist")
-        with _app_conn(stack, team, member) as conn:
+        with bulk.as_member(stack, team, member) as conn:
             everything = _everything(conn)
-            store = _OnConnection(conn)
+            store = bulk.OnConnection(conn)
             paged: list[Row] = []
             for number, (events, read, token) in enumerate(_pages(store, caller)):
                 assert sum(read.values()) <= PAGE_READS, (
@@ -222,9 +170,9 @@ def test_a_workspace_timeline_window_and_a_token_written_before_page_as_before(
     after that event; and the gateway's first pages are the same events."""
     _seed(stack, team)
     caller = Caller(team.workspace_id, team.members["ada"], "assist")
-    with _app_conn(stack, team, "ada") as conn:
+    with bulk.as_member(stack, team, "ada") as conn:
         everything = _everything(conn)
-        store = _OnConnection(conn)
+        store = bulk.OnConnection(conn)
         start, end = everything[1_000][0], everything[3_000][0]
         window = [r for r in everything if start <= r[0] < end]
         paged = [row for events, _, _ in _pages(store, caller, start, end) for row in events]
@@ -252,7 +200,7 @@ def test_the_workspace_timeline_alone_passes_row_security_with_its_path_pinned(
 ) -> None:
     """The timelines' functions run as a role that bypasses row security, with
     their search_path pinned; the app role may call them and not their parts."""
-    with _app_conn(stack, team, "ada") as conn:
+    with bulk.as_member(stack, team, "ada") as conn:
         rows = conn.execute(
             "SELECT p.proname, p.prosecdef, o.rolsuper OR o.rolbypassrls, p.proconfig,"
             " has_function_privilege(p.oid, 'EXECUTE')"

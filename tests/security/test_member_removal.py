@@ -14,6 +14,8 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -367,12 +369,24 @@ def assert_refused_and_nothing_moved(
     assert history_of(stack, team, bob) == []
 
 
-def test_a_hand_over_to_a_member_removed_after_its_check_is_refused_and_moves_nothing(
-    stack: Stack, operator: Client, team: Team
-) -> None:
-    """The receiver is checked, then removed wholly (erase) by another call,
-    then the hand-over reaches the workspace: it was handed to them after
-    their erase."""
+@dataclass
+class HandOver:
+    """Bob's removal handing his private memory and history to cy, under way in
+    a thread of its own and waiting for a write lock held in ``holder``."""
+
+    tag: str
+    private: str
+    outcome: list[Any]
+    holder: psycopg.Connection[Any]
+    watch: psycopg.Connection[Any]
+
+
+@contextmanager
+def hand_over_waiting(stack: Stack, operator: Client, team: Team, held: str) -> Iterator[HandOver]:
+    """Bob removed with his private memory and history handed to cy, the
+    hand-over held at ``held``'s write lock (taken here as a write for them
+    takes it) while the body runs; then the lock is let go and the hand-over
+    finishes (its answer or error in ``outcome``)."""
     bob, cy = team.members["bob"], team.members["cy"]
     tag = uuid.uuid4().hex[:10]
     private = bobs_private_memory_and_history(stack, team, tag)
@@ -386,17 +400,27 @@ def test_a_hand_over_to_a_member_removed_after_its_check_is_refused_and_moves_no
 
     url = dbutil.workspace_url(stack, team.database_name)
     with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
-        # Bob's write lock, held as a write for him holds it: the hand-over
-        # has checked its receiver in the control plane and waits here.
-        holder.execute(lq.HOLD_MEMBER_ALONE, {"member": bob})
-        thread = threading.Thread(target=hand_over)
-        thread.start()
-        wait_for(lambda: waiting_for(watch, holder) == 1, "the hand-over waiting for bob", 60)
-        operator.remove_member(cy, "erase")
+        holder.execute(lq.HOLD_MEMBER_ALONE, {"member": team.members[held]})
+        handing = threading.Thread(target=hand_over)
+        handing.start()
+        wait_for(lambda: waiting_for(watch, holder) == 1, f"the hand-over waiting for {held}", 60)
+        yield HandOver(tag, private, outcome, holder, watch)
         holder.rollback()
-        thread.join(timeout=120)
-    assert not thread.is_alive()
-    assert_refused_and_nothing_moved(stack, team, outcome, private, tag)
+        handing.join(timeout=120)
+    assert not handing.is_alive()
+
+
+def test_a_hand_over_to_a_member_removed_after_its_check_is_refused_and_moves_nothing(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """The receiver is checked, then removed wholly (erase) by another call,
+    then the hand-over reaches the workspace: it was handed to them after
+    their erase."""
+    # Bob's write lock: the hand-over has checked its receiver in the control
+    # plane and waits here.
+    with hand_over_waiting(stack, operator, team, "bob") as waiting:
+        operator.remove_member(team.members["cy"], "erase")
+    assert_refused_and_nothing_moved(stack, team, waiting.outcome, waiting.private, waiting.tag)
 
 
 def test_a_receiver_removed_while_a_hand_over_waits_for_them_refuses_it(
@@ -404,33 +428,17 @@ def test_a_receiver_removed_while_a_hand_over_waits_for_them_refuses_it(
 ) -> None:
     """The hand-over takes the receiver's write lock before it hands
     anything over; the receiver's removal, under way meanwhile, is seen."""
-    bob, cy = team.members["bob"], team.members["cy"]
-    tag = uuid.uuid4().hex[:10]
-    private = bobs_private_memory_and_history(stack, team, tag)
-    outcome: list[Any] = []
     removed: list[Any] = []
-
-    def hand_over() -> None:
-        try:
-            outcome.append(operator.remove_member(bob, "transfer", transfer_to=cy))
-        except grpc.RpcError as exc:
-            outcome.append(exc)
-
-    url = dbutil.workspace_url(stack, team.database_name)
-    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
-        holder.execute(lq.HOLD_MEMBER_ALONE, {"member": cy})
-        handing = threading.Thread(target=hand_over)
-        handing.start()
-        wait_for(lambda: waiting_for(watch, holder) == 1, "the hand-over waiting for cy", 60)
+    with hand_over_waiting(stack, operator, team, "cy") as waiting:
         leaving = threading.Thread(
-            target=lambda: removed.append(operator.remove_member(cy, "erase"))
+            target=lambda: removed.append(operator.remove_member(team.members["cy"], "erase"))
         )
         leaving.start()
         # Cy's removal has passed the control plane and waits for the workspace.
-        wait_for(lambda: waiting_for(watch, holder) == 2, "cy's removal waiting too", 60)
-        holder.rollback()
-        handing.join(timeout=120)
-        leaving.join(timeout=120)
-    assert not handing.is_alive() and not leaving.is_alive()
+        wait_for(
+            lambda: waiting_for(waiting.watch, waiting.holder) == 2, "cy's removal waiting too", 60
+        )
+    leaving.join(timeout=120)
+    assert not leaving.is_alive()
     assert len(removed) == 1
-    assert_refused_and_nothing_moved(stack, team, outcome, private, tag)
+    assert_refused_and_nothing_moved(stack, team, waiting.outcome, waiting.private, waiting.tag)

@@ -1,0 +1,126 @@
+"""A workspace of thousands of memories written directly in SQL, for the tests
+that hold the rows a read reads against what it answers (test_timeline_pages,
+test_subject_timelines, test_entity_reads): the memories, their numbering and
+the corrected, superseded and forgotten among them alike in each, each test
+adding the entities, mentions and claims it reads; and a connection as the
+store's app role for a caller, with the store's timeline run on it, so that
+pg_stat_xact_user_tables counts the rows each read read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import psycopg
+
+from recallatron_devkit.stack import Stack
+from services.store.domain import timeline as tl
+from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
+from tests.conftest import Team
+from tests.dbutil import workspace_url
+
+
+def insert_memories(
+    conn: psycopg.Connection, team: Team, count: int, episode: str | None = None
+) -> None:
+    """``count`` memories titled "Entry <i>", three to an instant (ties) from
+    2025-01-01: one in ten private to bob, one in nineteen for audit only,
+    the rest ada's for assist; with ``episode``, one in three in it."""
+    conn.execute(
+        "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+        " created_by, created_at, updated_at, audience_member_id, episode_id)"
+        " SELECT gen_random_uuid(), 'note', 'Entry ' || i, 'Nothing here.', 1, 'told',"
+        "  CASE WHEN i %% 19 = 0 THEN '{audit}' ELSE '{assist}' END::purpose[],"
+        "  CASE WHEN i %% 10 = 0 THEN %(bob)s ELSE %(ada)s END::uuid,"
+        "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
+        "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
+        "  CASE WHEN i %% 10 = 0 THEN %(bob)s::uuid END,"
+        "  CASE WHEN i %% 3 = 1 THEN %(episode)s::uuid END"
+        " FROM generate_series(1, %(n)s) AS i",
+        {"ada": team.members["ada"], "bob": team.members["bob"], "n": count, "episode": episode},
+    )
+
+
+def number_by_title(conn: psycopg.Connection) -> None:
+    """The temporary table ``numbered`` (id, created_at, i): each memory with
+    the number its title carries."""
+    conn.execute(
+        "CREATE TEMP TABLE numbered AS"
+        " SELECT id, created_at, substr(title, 7)::int AS i FROM memory"
+    )
+
+
+def insert_revisions(conn: psycopg.Connection) -> None:
+    """A correction of one memory in seven of ``numbered`` (half with a
+    reason) an hour on, and a supersession of one in eleven two hours on."""
+    conn.execute(
+        "INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason,"
+        " changed_at)"
+        " SELECT n.id, 2, 'correct', m.created_by,"
+        "  CASE WHEN n.i % 2 = 0 THEN 'a typo' ELSE '' END, n.created_at + interval '1 hour'"
+        " FROM numbered n JOIN memory m ON m.id = n.id WHERE n.i % 7 = 0"
+        " UNION ALL"
+        " SELECT n.id, 3, 'supersede', m.created_by, 'replaced',"
+        "  n.created_at + interval '2 hours'"
+        " FROM numbered n JOIN memory m ON m.id = n.id WHERE n.i % 11 = 0"
+    )
+
+
+def forget_some(conn: psycopg.Connection) -> None:
+    """One memory in seventeen of ``numbered`` forgotten a day on: its text gone."""
+    conn.execute(
+        "UPDATE memory SET title = '', body = '',"
+        " invalidated_at = created_at + interval '1 day'"
+        " WHERE id IN (SELECT id FROM numbered WHERE i % 17 = 0)"
+    )
+
+
+@contextmanager
+def as_member(
+    stack: Stack, team: Team, member: str, purpose: str = "assist"
+) -> Iterator[psycopg.Connection]:
+    """A connection as the store's app role, under row security for
+    ``member`` and ``purpose``, in one open transaction."""
+    with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
+        conn.execute(
+            SET_LOCALS,
+            (["recallatron.member_id", "recallatron.purpose"], [team.members[member], purpose]),
+        )
+        yield conn
+
+
+class OneConnection:
+    """A store's reads run on one connection, in its open transaction, with
+    the call's settings set as the store sets them (first among the bases of
+    a store's class: ``class X(OneConnection, OwnerView)``)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def transaction(
+        self, caller: Caller, settings: Mapping[str, str] | None = None
+    ) -> Iterator[psycopg.Connection]:
+        if settings:
+            self.conn.execute(SET_LOCALS, (list(settings), list(settings.values())))
+        yield self.conn
+
+
+class OnConnection(OneConnection, tl.TimelineStore):
+    """The store's timeline run on one connection."""
+
+
+def rows_read(conn: psycopg.Connection, tables: Sequence[str]) -> int:
+    """The rows this transaction has read from ``tables`` so far."""
+    row = conn.execute(
+        "SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))"
+        " FROM pg_stat_xact_user_tables WHERE relname = ANY (%s)",
+        (list(tables),),
+    ).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def entity_id(conn: psycopg.Connection, name: str) -> str:
+    row = conn.execute("SELECT id FROM entity WHERE name = %s", (name,)).fetchone()
+    assert row is not None
+    return str(row[0])
