@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 import pytest
@@ -414,6 +415,40 @@ def test_hops_out_of_range(team: Team, hops: int) -> None:
     memory = ada.remember("n", mention_names=["Node"])
     err = rpc_error(lambda: ada.neighbors(memory.memory.mentions[0].entity_id, hops=hops))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "hops" in (err.details() or "")
+
+
+def test_an_identifier_ending_in_a_newline_is_refused(stack, team: Team) -> None:  # type: ignore[no-untyped-def]
+    """Attribute names, predicates and types are the whole of
+    ^[a-z][a-z0-9_]*$: "leads\\n" is not "leads" (a regular expression's $
+    also matches before a final newline)."""
+    ada = team.clients["ada"]
+    node = ada.remember("n", mention_names=["Node"], audience_to="workspace").memory
+    node_id = node.mentions[0].entity_id
+    before = dbutil.checksum(stack, team.database_name)
+    writes: list[tuple[dict[str, Any], str]] = [
+        (
+            {"claims": [{"entity": {"entity_id": node_id}, "attribute": "city\n", "value": "v"}]},
+            "claims[0].attribute",
+        ),
+        (
+            {"relations": [{"subject": {"entity_id": node_id}, "predicate": "leads\n",
+                            "object": {"name": "Apollo"}}]},
+            "relations[0].predicate",
+        ),
+        (
+            {"claims": [{"entity": {"name": "Nia", "type": "person\n"}, "attribute": "a",
+                         "value": "v"}]},
+            "claims[0].entity.type",
+        ),
+    ]  # fmt: skip
+    for graph_part, field in writes:
+        err = rpc_error(lambda g=graph_part: ada.remember("bad", **g))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, err.code())
+        assert field in (err.details() or ""), err.details()
+    err = rpc_error(lambda: ada.neighbors(node_id, predicates=["leads\n"]))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.code()
+    assert "predicates[0]" in (err.details() or "")
+    assert dbutil.checksum(stack, team.database_name) == before
 
 
 def test_traversal_from_a_hub_of_10000_relations_stays_within_caps_and_deadline(

@@ -45,7 +45,9 @@ def test_identifiers(good: str) -> None:
     assert identifier(good, "f") == good
 
 
-@pytest.mark.parametrize("bad", ["", "City", "9lives", "has space", "dash-ed", "x" * 65, "é"])
+@pytest.mark.parametrize(
+    "bad", ["", "City", "9lives", "has space", "dash-ed", "x" * 65, "é", "leads\n"]
+)
 def test_bad_identifiers_name_the_field(bad: str) -> None:
     with pytest.raises(errors.InvalidArgument) as err:
         identifier(bad, "claims[3].attribute")

@@ -28,7 +28,8 @@ def name_key(name: str) -> str:
 def identifier(value: str, field: str) -> str:
     if not value:
         raise errors.InvalidArgument(field, "is required")
-    if len(value) > MAX_IDENTIFIER or not _IDENTIFIER.match(value):
+    # fullmatch: the pattern's $ alone also matches before a final newline.
+    if len(value) > MAX_IDENTIFIER or not _IDENTIFIER.fullmatch(value):
         raise errors.InvalidArgument(
             field,
             f"must be an identifier: a lowercase letter, then lowercase letters, digits or _,"
