@@ -14,7 +14,7 @@ from recallatron.logs import configure_logging
 from recallatron.v1 import store_pb2, tools_pb2, tools_pb2_grpc
 from services.store.api.server import StoreServicer
 from services.store.domain.control import ControlPlane
-from services.store.domain.import_claims import remove_unfinished_imports
+from services.store.domain.import_claims import sweep_unfinished_imports
 from services.store.domain.memories import MemoryStore
 from services.store.domain.recall import RecallQueries
 from services.store.domain.revocations import RevocationFeed
@@ -93,10 +93,13 @@ def main() -> None:
     threading.Thread(
         target=migrate_all, args=(dbs, control, server.stopped), name="migrate", daemon=True
     ).start()
-    # What imports killed before this start left (docs/export.md): they
-    # were never served, so this runs beside serving.
+    # What imports killed before this start, or while it runs, left
+    # (docs/export.md): never served, so this runs beside serving.
     threading.Thread(
-        target=remove_unfinished_imports, args=(dbs, control), name="imports", daemon=True
+        target=sweep_unfinished_imports,
+        args=(dbs, control, settings.unfinished_imports_sweep_seconds, server.stopped),
+        name="imports",
+        daemon=True,
     ).start()
     revocations.start()
     MoveFollower(dbs.control_url(), server.stopped, control.follow_move).start()

@@ -69,6 +69,10 @@ class StoreSettings(EmbedPeer):
     # recall p50 +5 ms at 10,000 memories, docs/benchmarks.md, "The exact
     # dense plan"). 0 keeps only the narrow-caller rule.
     dense_exact_rows: int = Field(default=12_000, ge=0)
+    # What a killed import left (docs/export.md, "An import that was killed")
+    # is removed at start and then this often, so its slug is free again
+    # without a restart; an import whose process lives is never touched.
+    unfinished_imports_sweep_seconds: float = Field(default=60.0, gt=0)
     # Per-statement limit inside Postgres (milliseconds).
     statement_timeout_ms: int = Field(default=15_000, ge=1)
     # The embed service (embed_target), used only by the embedding job.

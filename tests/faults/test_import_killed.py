@@ -1,9 +1,10 @@
 """An import killed (SIGKILL: no handler runs, nothing is undone) in the
 middle leaves a workspace marked as being imported: served to nobody, and
 removed by the next import of its slug, by delete-workspace once the
-importer is gone, or by a store starting (docs/export.md, "An import that
-was killed"). The import runs in a child process held at one step by a
-hook of its own, so the kill lands there; on a stack of its own."""
+importer is gone, or by a store, at its start and then periodically
+(docs/export.md, "An import that was killed"). The import runs in a child
+process held at one step by a hook of its own, so the kill lands there; on a
+stack of its own."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +71,14 @@ with operator._store() as (dbs, control):
 """
 
 
+# The store's periodic removal of killed imports: held off (an hour) but in
+# the test of it, so each other test sees which of the others removes one.
+SWEEP = "RECALLATRON_UNFINISHED_IMPORTS_SWEEP_SECONDS"
+
+
 @pytest.fixture(scope="module")
 def fault_stack(prepared_models_dir: Path) -> Iterator[Stack]:
-    with running(new_stack(prepared_models_dir)) as stack:
+    with running(new_stack(prepared_models_dir, env={SWEEP: "3600"})) as stack:
         yield stack
 
 
@@ -123,9 +130,11 @@ def database_exists(stack: Stack, name: str) -> bool:
         )
 
 
-def kill_mid_import(stack: Stack, archive: Path, slug: str, moment: str, tmp: Path) -> str:
-    """Starts the import, waits until it is held at ``moment`` with its
-    workspace recorded, kills it; returns that workspace's database name."""
+@contextmanager
+def import_held(stack: Stack, archive: Path, slug: str, moment: str, tmp: Path) -> Iterator[str]:
+    """Starts the import and waits until it is held at ``moment`` with its
+    workspace recorded; yields that workspace's database name while its
+    process lives, and kills it (SIGKILL) after the block."""
     marker = tmp / f"{slug}.held"
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(archive), slug, moment, str(marker)],
@@ -141,6 +150,7 @@ def kill_mid_import(stack: Stack, archive: Path, slug: str, moment: str, tmp: Pa
         assert child.poll() is None, child.communicate()[1].decode()
         database = made(stack, slug)
         assert database is not None
+        yield database
         child.send_signal(signal.SIGKILL)
         child.wait(WAIT_SECONDS)
     finally:
@@ -149,7 +159,13 @@ def kill_mid_import(stack: Stack, archive: Path, slug: str, moment: str, tmp: Pa
             child.wait()
         if child.stderr is not None:
             child.stderr.close()
-    return database
+
+
+def kill_mid_import(stack: Stack, archive: Path, slug: str, moment: str, tmp: Path) -> str:
+    """The import held at ``moment``, then killed; returns its workspace's
+    database name."""
+    with import_held(stack, archive, slug, moment, tmp) as database:
+        return database
 
 
 def made(stack: Stack, slug: str) -> str | None:
@@ -267,3 +283,36 @@ def test_a_store_starting_removes_what_a_killed_import_left(
         lambda: made(fault_stack, slug) is None and not database_exists(fault_stack, database),
         "the store to remove the killed import's workspace",
     )
+
+
+def test_a_running_store_removes_what_a_killed_import_left_and_spares_a_live_one(
+    fault_stack: Stack, operator: Client, archive: Path, tmp_path: Path
+) -> None:
+    """A store that keeps running removes a killed import's workspace by its
+    periodic sweep (set to a second here), so the slug is free again without
+    a restart, and leaves alone an import whose process still lives."""
+    fault_stack.config.env[SWEEP] = "1"
+    try:
+        # Started before either import: its start-up pass finds nothing.
+        fault_stack.restart_service("store")
+        store = fault_stack.processes["store"]
+        killed, live = (f"killed-{uuid.uuid4().hex[:10]}" for _ in range(2))
+        with import_held(fault_stack, archive, live, "rows", tmp_path) as live_database:
+            left = kill_mid_import(fault_stack, archive, killed, "written", tmp_path)
+            wait_for(
+                lambda: refused(lambda: operator.create_workspace(killed)) is None,
+                "the running store to free the killed import's slug",
+            )
+            assert not database_exists(fault_stack, left), "the killed import's database stays"
+            # A sweep ran after the kill and spared the import under way.
+            assert made(fault_stack, live) == live_database
+        wait_for(
+            lambda: (
+                made(fault_stack, live) is None and not database_exists(fault_stack, live_database)
+            ),
+            "the running store to remove the second import once it was killed",
+        )
+        assert fault_stack.processes["store"] is store and store.poll() is None
+    finally:
+        fault_stack.config.env[SWEEP] = "3600"
+        fault_stack.restart_service("store")

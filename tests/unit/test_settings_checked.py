@@ -34,6 +34,7 @@ SERVICES = (CommonSettings, EmbedSettings, GatewaySettings, RankSettings, StoreS
         (StoreSettings, "RECALLATRON_STORE_REPLICAS", "0"),
         (StoreSettings, "RECALLATRON_DENSE_EXACT_ROWS", "-1"),
         (StoreSettings, "RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS", "0"),
+        (StoreSettings, "RECALLATRON_UNFINISHED_IMPORTS_SWEEP_SECONDS", "0"),
         # The embed service refused every call with a batch of 0: every memory parked.
         (EmbedSettings, "RECALLATRON_MAX_BATCH", "0"),
         (EmbedSettings, "RECALLATRON_ONNX_THREADS", "0"),

@@ -7,11 +7,13 @@ on a control-plane session of its own, for the whole import. An import that
 fails or is stopped removes its workspace itself; one that is killed
 (SIGKILL, its host gone) cannot, but its session ends and the lock with it.
 Whoever then takes the lock (a later import of the slug, delete-workspace, a
-store starting) knows that import will never end, and removes what it left."""
+store at its start and then periodically) knows that import will never end,
+and removes what it left."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
@@ -79,8 +81,8 @@ def remove_unfinished(dbs: Databases, control: ControlPlane, slug: str) -> Delet
 
 
 def remove_unfinished_imports(dbs: Databases, control: ControlPlane) -> list[Deleted]:
-    """Every workspace whose import's process is gone, removed (at a store's
-    start); an import under way is left to end."""
+    """Every workspace whose import's process is gone, removed (by a store's
+    sweep); an import under way is left to end."""
     try:
         with dbs.control_conn() as conn:
             slugs = [str(r[0]) for r in conn.execute(q.UNFINISHED_IMPORTS)]
@@ -101,3 +103,15 @@ def remove_unfinished_imports(dbs: Databases, control: ControlPlane) -> list[Del
         if done is not None:
             removed.append(done)
     return removed
+
+
+def sweep_unfinished_imports(
+    dbs: Databases, control: ControlPlane, every: float, stop: threading.Event
+) -> None:
+    """Removes what killed imports left at once, then every ``every`` seconds
+    until ``stop``: a store that runs for weeks frees a killed import's slug
+    without waiting for its next start."""
+    while not stop.is_set():
+        remove_unfinished_imports(dbs, control)
+        if stop.wait(every):
+            return
