@@ -731,7 +731,8 @@ def test_forget_removes_an_entity_that_took_part_in_an_episode(team: Team) -> No
 
 def test_a_crafted_timeline_page_token_is_refused_by_name(team: Team) -> None:
     """A page token is this service's own: one whose kind lies past the event
-    kinds, or whose key holds NUL, reached the database (INTERNAL)."""
+    kinds, or whose key holds NUL or a lone surrogate (JSON's "\\ud800", no
+    character at all), reached the database (INTERNAL)."""
     from recallatron.vocabulary import MAX_TIMELINE_EVENTS
     from services.store.domain import page_tokens
 
@@ -739,7 +740,7 @@ def test_a_crafted_timeline_page_token_is_refused_by_name(team: Team) -> None:
     for i in range(MAX_TIMELINE_EVENTS + 1):
         ada.remember(f"entry {i}", audience_to="workspace")
     real = page_tokens.decode(ada.timeline().next_page_token)
-    for change in ({"kind": 1099511627776}, {"kind": 0}, {"key": "a\x00b"}):
+    for change in ({"kind": 1099511627776}, {"kind": 0}, {"key": "a\x00b"}, {"key": "\ud800"}):
         token = page_tokens.encode({**real, **change})
         err = rpc_error(lambda t=token: ada.timeline(page_token=t))
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (change, err.details())

@@ -92,7 +92,10 @@ def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str |
         kind, key = int(data["kind"]), str(data["key"])
         same = data["s"] == subject
         # Only what this service writes: a kind of KINDS, a key with no NUL
-        # (the database could not take either otherwise: INTERNAL).
+        # and of characters only (JSON may spell a lone surrogate, which no
+        # encoding takes): the database could not take either otherwise
+        # (INTERNAL). UnicodeEncodeError is a ValueError.
+        key.encode()
         if not 1 <= kind <= len(KINDS) or "\x00" in key or at.tzinfo is None:
             raise ValueError(data)
     except (ValueError, KeyError, TypeError, OverflowError):
