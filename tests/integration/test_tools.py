@@ -14,6 +14,8 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from recallatron.client import Client
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
 from services.store.domain.erasure import request_key
 from tests import dbutil
 from tests.conftest import Team, make_team
@@ -387,3 +389,38 @@ def test_read_takes_any_spelling_of_an_id(team: Team) -> None:
     spellings = [memory.id.upper(), uuid.UUID(memory.id).hex, "{" + memory.id + "}"]
     for spelling in spellings:
         assert [m.id for m in ada.read([spelling]).memories] == [memory.id], spelling
+
+
+def test_an_audience_takes_any_spelling_of_its_member_id(team: Team) -> None:
+    """An audience names its member by any spelling of a UUID, as every id
+    does: each write then holds the member's id as any other write would."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    ada_id, bob_id = team.members["ada"], team.members["bob"]
+    urn = "urn:uuid:" + bob_id
+    for_bob = ada.remember("For Bob, spelled as a URN", audience_to=urn).memory
+    assert for_bob.audience.member_id == bob_id
+    assert bob.read([for_bob.id]).memories[0].id == for_bob.id
+    # Derived from Ada's own memory for Ada again: the same audience, not a
+    # wider one, however her id is spelled.
+    private = ada.remember("Ada's own").memory
+    for spelling in (ada_id.upper(), "urn:uuid:" + ada_id):
+        derived = ada.derive([private.id], "Ada's own, derived", audience_to=spelling).memory
+        assert derived.audience.member_id == ada_id, spelling
+    shared = ada.remember("For everyone", audience_to="workspace").memory
+    successor = ada.call(
+        ada.memory.Supersede,
+        pb.SupersedeRequest(
+            request_id=str(uuid.uuid4()),
+            id=shared.id,
+            expected_revision=1,
+            kind=cpb.KIND_NOTE,
+            title="For Bob now",
+            reason="narrowed",
+            audience=cpb.Audience(member_id=urn),
+        ),
+    )
+    assert successor.memory.audience.member_id == bob_id
+    episode = ada.create_episode("Bob's standup", "2026-01-05T09:00:00Z", audience_to=urn)
+    assert episode.episode_id
+    filed = bob.remember("In Bob's standup", episode_id=episode.episode_id).memory
+    assert filed.episode_id == episode.episode_id

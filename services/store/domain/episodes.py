@@ -94,11 +94,14 @@ class EpisodeStore(InWorkspaces):
         """A new episode; its participants are members of the workspace and
         entities the caller may see."""
         v.text(new.title, "title", MAX_TITLE)
+        # In canonical form: the database takes only some spellings of a UUID.
         audience = new.trust.audience
-        if audience is not None and not self.control.member_in_workspace(
-            caller.workspace_id, v.uuid_str(audience, "audience.member_id"), live=True
-        ):
-            raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
+        if audience is not None:
+            audience = v.uuid_str(audience, "audience.member_id")
+            if not self.control.member_in_workspace(caller.workspace_id, audience, live=True):
+                raise errors.InvalidArgument(
+                    "audience.member_id", "no such member in this workspace"
+                )
         ended = new.ended_at or new.started_at
         if ended < new.started_at:
             raise errors.InvalidArgument("ended_at", "must not lie before started_at")
@@ -119,7 +122,7 @@ class EpisodeStore(InWorkspaces):
                     new.title,
                     new.started_at,
                     ended,
-                    new.trust.audience,
+                    audience,
                     sorted(new.trust.purposes),
                     None,
                     caller.member_id,

@@ -181,7 +181,7 @@ class MemoryRevisions(MemoryWrites):
         memory_id = v.uuid_str(memory_id, "id")
         v.revision(expected_revision)
         self._validate_new(new)
-        self._check_audience(caller, new.audience)
+        new = self._audience(caller, new)
         v.text(reason, "reason", MAX_REASON, required=False)
         sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS)
 

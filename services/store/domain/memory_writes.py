@@ -69,13 +69,18 @@ QUEUES_EMBEDDING = frozenset({"remember", "derive", "correct", "supersede"})
 class MemoryWrites(MemoryReads):
     """The tools that write a new memory, and the plumbing every write shares."""
 
-    def _check_audience(self, caller: Caller, audience: AudienceValue | _Empty) -> None:
-        if isinstance(audience, _Empty) or audience is None:
-            return
-        member = v.uuid_str(audience, "audience.member_id")
+    def _audience(self, caller: Caller, new: NewMemory) -> NewMemory:
+        """``new`` with its audience's member id in canonical form, checked.
+        An id is taken in any spelling of a UUID, as everywhere; the database
+        takes only some of them, and the derivation rule compares audiences
+        as text, so only the canonical form goes on."""
+        if isinstance(new.audience, _Empty) or new.audience is None:
+            return new
+        member = v.uuid_str(new.audience, "audience.member_id")
         # A removed member reads nothing more: a memory for them would be read by nobody.
         if not self.control.member_in_workspace(caller.workspace_id, member, live=True):
             raise errors.InvalidArgument("audience.member_id", "no such member in this workspace")
+        return dataclasses.replace(new, audience=member)
 
     def _replay(
         self, conn: psycopg.Connection, caller: Caller, key: str, tool: str, asked: bytes
@@ -249,7 +254,7 @@ class MemoryWrites(MemoryReads):
         self._validate_new(new)
         if new.episode_id:
             v.uuid_str(new.episode_id, "episode_id")
-        self._check_audience(caller, new.audience)
+        new = self._audience(caller, new)
         # Default audience: the caller alone. Sharing is a deliberate choice.
         audience = caller.member_id if isinstance(new.audience, _Empty) else new.audience
         trust = Trust(audience, v.purposes(new.purposes) or frozenset({DEFAULT_PURPOSE}))
@@ -282,7 +287,7 @@ class MemoryWrites(MemoryReads):
     ) -> WriteResult:
         sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS, min_items=1)
         self._validate_new(new)
-        self._check_audience(caller, new.audience)
+        new = self._audience(caller, new)
 
         def write(conn: psycopg.Connection) -> str:
             rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
