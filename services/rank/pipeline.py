@@ -37,6 +37,7 @@ from recallatron.vocabulary import (
     MODES,
 )
 from services.rank import metrics
+from services.rank.cross_encoder_gate import CrossEncoderGate
 from services.rank.fusion import Fused, Scores, agreement, lift_neighbours, order_page, rrf
 from services.rank.ports import (
     Beside,
@@ -171,6 +172,10 @@ class PipelineConfig:
     # Hybrid only: the episode neighbours of this many first fused rows are
     # lifted (fusion.lift_neighbours); 0 turns it off.
     episode_neighbours_of: int = 2
+    # After the embed service did not answer, or has no cross-encoder, the
+    # cross-encoder is not asked again for this long (cross_encoder_gate.py;
+    # docs/recall.md); 0 asks on every recall.
+    cross_encoder_recheck_seconds: float = 10.0
 
 
 # -- the pipeline ---------------------------------------------------------------
@@ -233,6 +238,7 @@ class Pipeline(Generic[M]):
         # The embed service's reachability as last seen, to log its changes once.
         self._embed_down = False
         self._embed_lock = threading.Lock()
+        self.cross_encoder = CrossEncoderGate(self.config.cross_encoder_recheck_seconds)
 
     @staticmethod
     def _left(request: Request) -> float | None:
@@ -372,8 +378,10 @@ class Pipeline(Generic[M]):
             )
         except Degraded as exc:
             self._embed_reachable(False, exc.message)
+            self.cross_encoder.embed_failed(exc)
             return _DenseOutcome(None, f"query embedding: {exc.message}", f"embed_{exc.kind}")
         self._embed_reachable(True)
+        self.cross_encoder.answered()
         try:
             arm = _timed(
                 "dense",
@@ -409,6 +417,11 @@ class Pipeline(Generic[M]):
         if left is not None and left < MIN_RERANK_SECONDS:
             metrics.DEGRADED.labels("rerank", "no_time").inc()
             return False, "no time left for the cross-encoder within the caller's deadline"
+        kind, why_not = self.cross_encoder.closed()
+        if kind:
+            # Its last answer stands: asking would wait out the deadline again.
+            metrics.DEGRADED.labels("rerank", kind).inc()
+            return False, why_not
         top = results[:depth]
         passages = [_passage(r.memory) for r in top]
         try:
@@ -417,7 +430,9 @@ class Pipeline(Generic[M]):
             )
         except Degraded as exc:
             metrics.DEGRADED.labels("rerank", exc.kind).inc()
+            self.cross_encoder.rerank_failed(exc)
             return False, exc.message
+        self.cross_encoder.answered()
         if len(scores) != len(top):
             metrics.DEGRADED.labels("rerank", "failed").inc()
             return False, "the cross-encoder returned a score count that does not match"

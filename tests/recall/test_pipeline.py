@@ -170,6 +170,8 @@ class FakeEmbed:
     rerank_error: Degraded | None = None
     score: Callable[[str], float] = lambda passage: 0.0
     reranked: list[list[str]] = field(default_factory=list)
+    # Every cross-encoder call, answered or failed.
+    rerank_calls: int = 0
 
     def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
         if self.embed_error is not None:
@@ -179,6 +181,7 @@ class FakeEmbed:
     def rerank(
         self, query: str, passages: Sequence[str], timeout: float | None = None
     ) -> list[float]:
+        self.rerank_calls += 1
         if self.rerank_error is not None:
             raise self.rerank_error
         self.reranked.append(list(passages))
@@ -511,6 +514,67 @@ def test_skip_rerank_and_depth_zero() -> None:
     off = pipeline(store, embed).recall(request("lexical", skip_rerank=False))
     assert not off.reranked and "depth" in off.rerank_unavailable_reason
     assert embed.reranked == []
+
+
+def test_a_query_embedding_the_service_did_not_answer_leaves_its_cross_encoder_unasked() -> None:
+    # A hung embed service: the query embedding misses its deadline, and the
+    # cross-encoder, which runs there, would wait out its own as well.
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)])
+    late = Degraded("timeout", "the embed service did not answer within 0.5 s")
+    embed = FakeEmbed(embed_error=late, score=lambda passage: 1.0)
+    p = pipeline(store, embed)
+    outcome = p.recall(request("hybrid", skip_rerank=False))
+    assert not outcome.dense_available and ids(outcome) == ["a", "b"]
+    assert embed.rerank_calls == 0 and not outcome.reranked
+    assert "embed service" in outcome.rerank_unavailable_reason
+    assert "0.5 s" in outcome.rerank_unavailable_reason
+    # Nor in lexical recalls meanwhile; a query embedding answered opens it again.
+    assert not p.recall(request("lexical", skip_rerank=False)).reranked
+    assert embed.rerank_calls == 0
+    embed.embed_error = None
+    assert p.recall(request("hybrid", skip_rerank=False)).reranked
+    assert embed.rerank_calls == 1
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        Degraded("absent", "no cross-encoder configured: set RECALLATRON_CROSS_ENCODER_DIR"),
+        Degraded("timeout", "the cross-encoder did not answer within 2 s"),
+        Degraded("unavailable", "the cross-encoder is unavailable"),
+    ],
+)
+def test_a_cross_encoder_that_cannot_answer_is_asked_again_only_after_a_while(
+    failure: Degraded,
+) -> None:
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)])
+    embed = FakeEmbed(rerank_error=failure, score=lambda passage: 1.0)
+    p = pipeline(store, embed, cross_encoder_recheck_seconds=10.0)
+    now = [100.0]
+    p.cross_encoder.clock = lambda: now[0]
+    first = p.recall(request("lexical", skip_rerank=False))
+    assert embed.rerank_calls == 1 and first.rerank_unavailable_reason == failure.message
+    for _ in range(3):
+        again = p.recall(request("lexical", skip_rerank=False))
+        assert not again.reranked and ids(again) == ["a", "b"]
+        assert again.rerank_unavailable_reason.startswith(failure.message)
+    assert embed.rerank_calls == 1
+    now[0] += 10.0
+    embed.rerank_error = None
+    assert p.recall(request("lexical", skip_rerank=False)).reranked
+    assert embed.rerank_calls == 2
+
+
+def test_no_recheck_time_asks_on_every_recall() -> None:
+    store = FakeStore(lexical_rows=[c("a", 1)])
+    embed = FakeEmbed(
+        embed_error=Degraded("timeout", "the embed service did not answer within 0.5 s"),
+        rerank_error=Degraded("absent", "no cross-encoder configured"),
+    )
+    p = pipeline(store, embed, cross_encoder_recheck_seconds=0)
+    for _ in range(2):
+        p.recall(request("hybrid", skip_rerank=False))
+    assert embed.rerank_calls == 2
 
 
 # -- deadlines --------------------------------------------------------------------

@@ -301,6 +301,31 @@ def test_embed_too_slow_degrades(
     assert recall_stack.dense_recall(c, query, mode="hybrid").dense_available
 
 
+def test_a_hung_embed_service_is_not_asked_to_rerank_too(
+    recall_stack: RecallStack, office: tuple[Workspace, dict[str, str]]
+) -> None:
+    """The cross-encoder runs in the embed service: once its query embedding
+    missed the deadline, asking the cross-encoder too only waited out its own
+    (2 s more on every recall, lexical ones included, cross-encoder or not)."""
+    ws, _ = office
+    c = ws.owner.client
+    query = "who pays for lunch"
+    recall_stack.dense_recall(c, query, mode="hybrid")
+    embed = recall_stack.stack.processes["embed"]
+    os.kill(embed.pid, signal.SIGSTOP)
+    try:
+        hybrid = c.recall(query, mode="hybrid").outcome
+        lexical = c.recall(query, mode="lexical").outcome
+    finally:
+        os.kill(embed.pid, signal.SIGCONT)
+    assert not hybrid.dense_available and hybrid.results and lexical.results
+    for outcome in (hybrid, lexical):
+        assert not outcome.reranked
+        assert "cross-encoder did not answer" not in outcome.rerank_unavailable_reason
+    back = recall_stack.dense_recall(c, query, mode="hybrid")
+    assert "no cross-encoder configured" in back.rerank_unavailable_reason
+
+
 # -- the cross-encoder -----------------------------------------------------------------
 
 
