@@ -15,7 +15,7 @@ from recallatron.client_connection import Connection
 from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
-from recallatron.vocabulary import DEFAULT_PURPOSE
+from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_MEMBER_PAGE
 
 # Deleting a workspace or removing a member may take longer than a tool call
 # (a database dropped, many memories erased).
@@ -159,11 +159,35 @@ class ReviewAndAdmin(Connection):
     def list_members(
         self, workspace: str = "", include_removed: bool = False
     ) -> store_pb2.ListMembersResponse:
-        """A workspace's members, oldest first (an owner may leave ``workspace``
-        empty: their own; the operator names one by id or slug)."""
+        """Every member of a workspace, by handle, read a page at a time into
+        one answer (an owner may leave ``workspace`` empty: their own; the
+        operator names one by id or slug)."""
+        every = store_pb2.ListMembersResponse()
+        token = ""
+        while True:
+            page = self.list_members_page(workspace, include_removed, MAX_MEMBER_PAGE, token)
+            every.members.extend(page.members)
+            token = page.next_page_token
+            if not token:
+                return every
+
+    def list_members_page(
+        self,
+        workspace: str = "",
+        include_removed: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> store_pb2.ListMembersResponse:
+        """A page of a workspace's members, by handle (``page_size`` 0: every
+        one in one answer, refused when they pass one answer's size budget)."""
         return self.call(
             self.admin.ListMembers,
-            store_pb2.ListMembersRequest(workspace=workspace, include_removed=include_removed),
+            store_pb2.ListMembersRequest(
+                workspace=workspace,
+                include_removed=include_removed,
+                page_size=page_size,
+                page_token=page_token,
+            ),
         )
 
     def list_workspaces(

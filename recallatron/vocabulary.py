@@ -176,6 +176,11 @@ MAX_AUDIT_PAGE = 200
 # The operator's list of workspaces: page sizes, default and most.
 DEFAULT_WORKSPACE_PAGE = 100
 MAX_WORKSPACE_PAGE = 1000
+# A workspace's members (ListMembers): the most a page. A request without a
+# page size (a caller from before paging) gets every member in one answer,
+# within ANSWER_BUDGET_BYTES, or a refusal naming page_size: never a list cut
+# short that the caller could not tell from a whole one.
+MAX_MEMBER_PAGE = 1000
 # Actions named in one audit filter.
 MAX_AUDIT_ACTIONS = 20
 

@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--workspace", help="every token of this workspace (its id; the operator)")
     json_option(lt)
     lm = admin_sub.add_parser(
-        "list-members", help="a workspace's members, oldest first: id, handle, role, since"
+        "list-members", help="a workspace's members, by handle: id, handle, role, since"
     )
     lm.add_argument(
         "--workspace", help="its id or slug (the operator token needs it; owners: their own)"

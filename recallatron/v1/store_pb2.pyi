@@ -142,21 +142,32 @@ class ListMembersRequest(_message.Message):
 
     WORKSPACE_FIELD_NUMBER: _builtins.int
     INCLUDE_REMOVED_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     workspace: _builtins.str
     """The workspace's id or slug. The operator names one; an owner's token
     lists its own workspace (empty, or its own id or slug).
     """
     include_removed: _builtins.bool
     """Also the members who were removed, with when."""
+    page_size: _builtins.int
+    """At most this many a page: 1 to 1000. 0 (a caller from before paging):
+    every member in one answer, refused RESOURCE_EXHAUSTED naming page_size
+    when they pass one answer's size budget, never a list cut short.
+    """
+    page_token: _builtins.str
+    """The previous page's next_page_token; empty: the first page."""
     def __init__(
         self,
         *,
         workspace: _builtins.str = ...,
         include_removed: _builtins.bool = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_removed", b"include_removed", "workspace", b"workspace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_removed", b"include_removed", "page_size", b"page_size", "page_token", b"page_token", "workspace", b"workspace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -167,18 +178,22 @@ class ListMembersResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MEMBERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Asks for the next page; empty after the last."""
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___Member]:
-        """Oldest first."""
+        """By handle (byte order), then id."""
 
     def __init__(
         self,
         *,
         members: _abc.Iterable[Global___Member] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

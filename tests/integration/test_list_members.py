@@ -12,6 +12,7 @@ import base64
 import json
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import grpc
@@ -105,6 +106,122 @@ def test_the_cli_lists_members(
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3
     assert lines[1].startswith(f"{team.members['bob']}  bob  member  since ")
+
+
+def member_pages(
+    client: Client, workspace: str, page_size: int, removed: bool = False
+) -> list[Any]:
+    """Every page of a workspace's members, asked for one at a time."""
+    listed: list[Any] = []
+    token = ""
+    while True:
+        page = client.list_members_page(workspace, removed, page_size, token)
+        assert 0 < len(page.members) <= page_size
+        listed.extend(page.members)
+        token = page.next_page_token
+        if not token:
+            return listed
+
+
+def test_members_are_listed_a_page_at_a_time_by_handle(team: Team, operator: Client) -> None:
+    # Byte order, whatever the server's locale: upper case before lower,
+    # '-' before '.' before digits.
+    for handle in ("Zed", "a.b", "a-b", "9x", "ab", "A"):
+        operator.create_member(team.workspace_id, handle)
+    operator.remove_member(team.members["bob"], "erase")
+    live = member_pages(operator, team.slug, 2)
+    assert [m.handle for m in live] == ["9x", "A", "Zed", "a-b", "a.b", "ab", "ada", "cy"]
+    ada = team.clients["ada"]
+    for size in (1, 3, 1000):
+        assert member_pages(ada, "", size) == live
+    everyone = member_pages(operator, team.workspace_id, 3, removed=True)
+    assert [m.handle for m in everyone] == sorted([*(m.handle for m in live), "bob"])
+    assert len({m.id for m in everyone}) == len(everyone)
+    # Without a page size: every member in one answer, as before paging.
+    whole = operator.list_members_page(team.slug, True)
+    assert list(whole.members) == everyone and whole.next_page_token == ""
+    assert operator.list_members(team.slug, True) == whole
+
+
+def test_a_workspace_past_one_answer_is_listed_in_pages(
+    stack: Stack, operator: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Past ~49,000 members one answer passed the 8 MiB message limit
+    (RESOURCE_EXHAUSTED): nobody could list them. Each page is bounded now;
+    an answer of every member at once is refused, naming page_size, rather
+    than cut short for a caller that knows no pages."""
+    from services.store.infrastructure.db import CONTROL_DATABASE
+    from tests import dbutil
+
+    many = 60_000
+    big = make_team(stack, operator, ("ada",))
+    try:
+        with psycopg.connect(dbutil.workspace_url(stack, CONTROL_DATABASE)) as conn:
+            conn.execute(
+                "INSERT INTO member (id, workspace_id, handle, role, removed_at)"
+                " SELECT gen_random_uuid(), %s, 'm' || lpad(g::text, 62, '0'), 'member',"
+                " CASE WHEN g %% 2 = 0 THEN now() END FROM generate_series(1, %s) g",
+                (big.workspace_id, many),
+            )
+        everyone = operator.list_members(big.slug, include_removed=True).members
+        expected = ["ada", *(f"m{g:062d}" for g in range(1, many + 1))]
+        assert sorted(m.handle for m in everyone) == sorted(expected)
+        assert [m.handle for m in everyone] == sorted(expected)
+        assert len({m.id for m in everyone}) == many + 1
+        assert sum(m.HasField("removed_at") for m in everyone) == many // 2
+        live = big.clients["ada"].list_members().members
+        assert [m.handle for m in live] == [h for h in expected if h == "ada" or int(h[1:]) % 2]
+        whole = error(lambda: operator.list_members_page(big.slug, True))
+        assert whole.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "page_size" in str(whole.details())
+        base = ["admin", "--gateway", stack.gateway, "--token", stack.admin_token]
+        capsys.readouterr()
+        assert main([*base, "list-members", "--workspace", big.slug, "--removed", "--json"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert [m["handle"] for m in printed["members"]] == sorted(expected)
+    finally:
+        operator.delete_workspace(big.slug, big.slug)
+        for client in big.clients.values():
+            client.close()
+
+
+def members_token(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+
+
+def test_bad_member_pages_name_their_field(stack: Stack, team: Team, operator: Client) -> None:
+    first = operator.list_members_page(team.slug, False, 1)
+    assert first.next_page_token
+    other = make_team(stack, operator, ("dee", "eve"))
+    try:
+        elsewhere = operator.list_members_page(other.slug, False, 1).next_page_token
+        mine = {"w": "members", "ws": team.workspace_id, "id": team.members["ada"]}
+        for size, token in (
+            (-1, ""),
+            (1001, ""),
+            (0, "bm90IG91cnM="),
+            (0, elsewhere),
+            (0, every_page_token()),
+            (0, members_token({**mine, "handle": "a\u0000b"})),
+            (0, members_token({**mine, "handle": 7})),
+            (0, members_token({**mine, "handle": "ada", "id": "not-an-id"})),
+            (0, members_token({"w": "members", "ws": team.workspace_id, "handle": "ada"})),
+        ):
+            field = "page_size" if size else "page_token"
+            exc = error(partial(operator.list_members_page, team.slug, False, size, token))
+            assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (size, token, exc.details())
+            assert field in str(exc.details()), exc.details()
+        # A token this listing gave goes on where it ended, for whoever may list.
+        rest = team.clients["ada"].list_members_page("", False, 10, first.next_page_token)
+        assert [m.handle for m in rest.members] == ["bob", "cy"] and not rest.next_page_token
+    finally:
+        for client in other.clients.values():
+            client.close()
+
+
+def every_page_token() -> str:
+    """A token of the workspaces' listing, never the members'."""
+    return members_token({"w": "workspaces", "after": "a"})
 
 
 def every_page(operator: Client, page_size: int, server: str = "") -> list[Any]:

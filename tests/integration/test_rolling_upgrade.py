@@ -128,8 +128,19 @@ def exercise(gateway: str, operator_token: str) -> None:
     admin = Client(gateway, operator_token)
     ws = admin.create_workspace(f"upg-{uuid.uuid4().hex[:10]}").workspace
     member = admin.create_member(ws.id, "ada", owner=True).member
+    for handle in ("cy", "bob"):
+        admin.create_member(ws.id, handle)
     client = Client(gateway, admin.create_token(member.id, "upgrade").token)
     try:
+        # Members a page at a time (a gateway that knows no paging passes the
+        # fields on), and every one in one answer for a request without them.
+        first = admin.list_members_page(ws.slug, False, 2)
+        rest = admin.list_members_page(ws.slug, False, 2, first.next_page_token)
+        assert [m.handle for m in [*first.members, *rest.members]] == ["ada", "bob", "cy"]
+        assert not rest.next_page_token
+        whole = client.list_members_page()
+        assert [m.handle for m in whole.members] == ["ada", "bob", "cy"]
+        assert not whole.next_page_token
         made = client.remember(
             "The backup window is 02:00 to 03:00 UTC",
             "Nightly database backups run between two and three in the morning.",

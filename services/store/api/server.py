@@ -48,6 +48,7 @@ from services.store.domain.entity_merge import EntityMergeStore
 from services.store.domain.episodes import EpisodeStore
 from services.store.domain.graph import GraphStore
 from services.store.domain.history import HistorySearch
+from services.store.domain.member_pages import member_page
 from services.store.domain.member_removal import MemberRemoval
 from services.store.domain.memories import MemoryStore
 from services.store.domain.owner_view import OwnerView
@@ -194,8 +195,15 @@ class StoreServicer:
         self, request: pb.ListMembersRequest, context: grpc.ServicerContext
     ) -> pb.ListMembersResponse:
         ws = self._listed_workspace(request.workspace)
+        page = member_page(
+            self.control.dbs,
+            ws.id,
+            request.include_removed,
+            request.page_size,
+            request.page_token,
+        )
         return pb.ListMembersResponse(
-            members=[member_msg(m) for m in self.control.members(ws.id, request.include_removed)]
+            members=[member_msg(m) for m in page.members], next_page_token=page.next_page_token
         )
 
     def ListWorkspaces(

@@ -73,6 +73,17 @@ SELECT id, workspace_id, handle, role, created_at, removed_at FROM member
 WHERE workspace_id = %(workspace_id)s AND (%(include_removed)s OR removed_at IS NULL)
 ORDER BY created_at, handle
 """
+# A page of a workspace's members after (handle, id), by handle in byte order
+# then id (migrations/control/0009_member_listing.sql); removed ones only
+# when asked for. The first page starts after ('', the nil id): every handle
+# is longer.
+MEMBERS_AFTER = """
+SELECT id, workspace_id, handle, role, created_at, removed_at FROM member
+WHERE workspace_id = %(workspace_id)s AND (%(include_removed)s OR removed_at IS NULL)
+  AND (handle COLLATE "C", id) > (%(after_handle)s, %(after_id)s::uuid)
+ORDER BY handle COLLATE "C", id
+LIMIT %(limit)s
+"""
 INSERT_TOKEN = """
 INSERT INTO access_token
     (id, member_id, token_sha256, label, purposes, read_only, lifetime, expires_at)
