@@ -121,6 +121,38 @@ def test_a_lookup_of_many_large_cards_pages_within_the_budget(team: Team) -> Non
     assert "page_token" in (refused.value.details() or "")
 
 
+def test_a_lookup_forgotten_from_between_its_pages_still_answers_every_other_card(
+    team: Team,
+) -> None:
+    """The next page starts after the entities answered, not after a count of
+    cards: one of them forgotten between the pages left the next page a card
+    short (the list moved up one under the count)."""
+    from services.store.domain import page_tokens
+
+    ada = team.clients["ada"]
+    quarries = _quarries(ada, 6)  # about 4.8 MB of cards: two pages
+    first = ada.lookup("Quarry")
+    assert first.next_page_token and len(first.entities) < len(quarries)
+    gone = first.entities[0]
+    ada.forget(gone.mentioned_by[0], "between the pages")
+    seen = [c.id for c in first.entities]
+    token = first.next_page_token
+    while token:
+        page = ada.lookup("Quarry", page_token=token)
+        seen += [c.id for c in page.entities]
+        token = page.next_page_token
+    assert sorted(seen) == sorted(quarries), set(quarries) - set(seen)
+    # The entities answered are the token's own: anything else is refused.
+    real = page_tokens.decode(first.next_page_token)
+    changes: list[dict[str, Any]] = [{"seen": []}, {"seen": ["x"]}, {"seen": "abc"}, {"seen": None}]
+    for change in changes:
+        crafted = page_tokens.encode({**real, **change})
+        with pytest.raises(grpc.RpcError) as refused:
+            ada.lookup("Quarry", page_token=crafted)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, change
+        assert "page_token" in (refused.value.details() or "")
+
+
 def test_entity_pairs_of_large_cards_are_answered_within_the_budget(team: Team) -> None:
     # Six entities named Quarry, 800 kB of claims each: fifteen pairs, 24 MB
     # as two cards each.

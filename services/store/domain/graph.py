@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+
 from recallatron import errors
 from recallatron.vocabulary import (
     ANSWER_BUDGET_BYTES,
@@ -23,7 +25,7 @@ from recallatron.vocabulary import (
     MAX_QUERY_CHARS,
     MAX_RECALL_ENTITIES,
 )
-from services.store.domain import answer_budget, page_tokens
+from services.store.domain import answer_budget, entity_groups, page_tokens
 from services.store.domain import graph_rules as rules
 from services.store.domain import validation as v
 from services.store.domain.graph_cards import (
@@ -139,22 +141,42 @@ class NamedCards:
     left_out: list[EntityRefView]
 
 
-def _page_of(token: str, asked: dict[str, Any]) -> tuple[int, datetime | None]:
-    """Where a lookup's page token starts (cards answered before it) and the
-    time its first page answered as of; (0, None) without one."""
+def _page_of(token: str, asked: dict[str, Any]) -> tuple[list[str], datetime | None]:
+    """The entities a lookup's page token says were answered before it and
+    the time its first page answered as of; ([], None) without one."""
     if not token:
-        return 0, None
+        return [], None
     data = page_tokens.decode(token)
     try:
-        skip, at = int(data["n"]), datetime.fromisoformat(str(data["at"]))
+        answered, at = data["seen"], datetime.fromisoformat(str(data["at"]))
         same = data["w"] == "lookup" and all(data[k] == asked[k] for k in asked)
-        if not 0 < skip < MAX_LOOKUP_ENTITIES or at.tzinfo is None:
+        if (
+            not isinstance(answered, list)
+            or not 0 < len(answered) < MAX_LOOKUP_ENTITIES
+            or not all(isinstance(e, str) and v.is_canonical_uuid(e) for e in answered)
+            or at.tzinfo is None
+        ):
             raise ValueError(data)
     except (KeyError, ValueError, TypeError, OverflowError):
         raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
     if not same:
         raise errors.InvalidArgument("page_token", "belongs to another lookup")
-    return skip, at
+    return answered, at
+
+
+def _unanswered(
+    conn: psycopg.Connection, found: Sequence[Sequence[Any]], answered: set[str]
+) -> list[Sequence[Any]]:
+    """The entities of ``found`` whose group (as it stands now) holds none of
+    ``answered``: what a later page has left to answer, however the list
+    moved since (an entity forgotten, a merge decided or undone)."""
+    rest = [r for r in found if str(r[0]) not in answered]
+    grouped = entity_groups.groups(conn, [str(r[0]) for r in rest])
+    return [
+        r
+        for r in rest
+        if (g := grouped.get(str(r[0]))) is not None and not answered.intersection(g.ids)
+    ]
 
 
 class GraphStore(InWorkspaces):
@@ -186,17 +208,24 @@ class GraphStore(InWorkspaces):
             "h": include_history,
             "p": partial,
         }
-        skip, first_at = _page_of(page_token, asked)
+        answered, first_at = _page_of(page_token, asked)
         if first_at is not None:
             params["at"] = first_at
         pool = self.control.caller_pool(caller)
         with caller_transaction(pool, caller, GENERIC_PLANS) as conn:
             found = conn.execute(statement, params).fetchall()
-            cards, more = card_page(conn, found, params, skip, ANSWER_BUDGET_BYTES)
+            # Pages go on after the entities answered, not after a count of
+            # cards: one forgotten or merged between pages shifts none out.
+            rest = _unanswered(conn, found, set(answered)) if answered else found
+            cards, more = card_page(conn, rest, params, 0, ANSWER_BUDGET_BYTES)
         token = ""
         if more:
+            shown = {c.entity.id for c in cards} | {m.id for c in cards for m in c.merged}
+            # Of the entities found now (at most MAX_LOOKUP_ENTITIES), those
+            # answered on this page or before.
+            seen = [str(r[0]) for r in found if str(r[0]) in shown or str(r[0]) in answered]
             at = params["at"].isoformat()
-            token = page_tokens.encode({"w": "lookup", **asked, "at": at, "n": skip + len(cards)})
+            token = page_tokens.encode({"w": "lookup", **asked, "at": at, "seen": seen})
         return CardPage(cards, token)
 
     def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
