@@ -746,3 +746,20 @@ def test_a_crafted_timeline_page_token_is_refused_by_name(team: Team) -> None:
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (change, err.details())
         assert "page_token" in (err.details() or "")
     assert ada.timeline(page_token=page_tokens.encode(real)).events
+
+
+def test_a_page_token_nested_past_the_json_parsers_depth_is_refused_by_name(team: Team) -> None:
+    """A token of JSON nested deeper than the parser recurses (well within a
+    request's size) raised RecursionError past the token check: INTERNAL."""
+    import base64
+
+    ada = team.clients["ada"]
+    for nested in (b"[" * 100_000, b'{"a":' * 50_000):
+        token = base64.urlsafe_b64encode(nested).decode()
+        for call in (
+            lambda t=token: ada.lookup("Robin", page_token=t),
+            lambda t=token: ada.timeline(page_token=t),
+        ):
+            err = rpc_error(call)
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+            assert "page_token" in (err.details() or "")

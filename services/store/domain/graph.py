@@ -146,8 +146,8 @@ def _page_of(token: str, asked: dict[str, Any]) -> tuple[list[str], datetime | N
     the time its first page answered as of; ([], None) without one."""
     if not token:
         return [], None
-    data = page_tokens.decode(token)
     try:
+        data = page_tokens.decode(token)
         answered, at = data["seen"], datetime.fromisoformat(str(data["at"]))
         same = data["w"] == "lookup" and all(data[k] == asked[k] for k in asked)
         if (
@@ -157,7 +157,8 @@ def _page_of(token: str, asked: dict[str, Any]) -> tuple[list[str], datetime | N
             or at.tzinfo is None
         ):
             raise ValueError(data)
-    except (KeyError, ValueError, TypeError, OverflowError):
+    # RecursionError: JSON nested deeper than the parser goes (no token of ours).
+    except (KeyError, ValueError, TypeError, OverflowError, RecursionError):
         raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
     if not same:
         raise errors.InvalidArgument("page_token", "belongs to another lookup")

@@ -86,8 +86,8 @@ def _token(event: Event, subject: str) -> str:
 def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str | None]:
     if not token:
         return None, None, None
-    data = page_tokens.decode(token)
     try:
+        data = page_tokens.decode(token)
         at = datetime.fromisoformat(data["at"])
         kind, key = int(data["kind"]), str(data["key"])
         same = data["s"] == subject
@@ -98,7 +98,8 @@ def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str |
         key.encode()
         if not 1 <= kind <= len(KINDS) or "\x00" in key or at.tzinfo is None:
             raise ValueError(data)
-    except (ValueError, KeyError, TypeError, OverflowError):
+    # RecursionError: JSON nested deeper than the parser goes (no token of ours).
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
         raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
     if not same:
         raise errors.InvalidArgument("page_token", "belongs to another timeline")
