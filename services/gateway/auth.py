@@ -17,6 +17,7 @@ from recallatron.v1 import store_pb2
 from recallatron.vocabulary import TOKEN_EXPIRED, TOKEN_REVOKED
 from services.gateway import forwarded, scopes
 from services.gateway import peers as calls
+from services.gateway.admissions import ADMISSION_KEY, Admissions
 from services.gateway.authcache import AuthCache, Identity
 from services.gateway.peers import Peers
 from services.gateway.ratelimit import FailureLimiter, RateLimiter
@@ -33,10 +34,14 @@ def bearer_of(authorization: str | None) -> str:
 
 
 def bearer_token(context: grpc.ServicerContext) -> str:
+    return bearer_of(metadata_value(context, "authorization"))
+
+
+def metadata_value(context: grpc.ServicerContext, name: str) -> str | None:
     for key, value in context.invocation_metadata():
-        if key == "authorization":
-            return bearer_of(str(value))
-    return bearer_of(None)
+        if key == name:
+            return str(value)
+    return None
 
 
 class Auth:
@@ -54,6 +59,7 @@ class Auth:
         self.failures = failures or FailureLimiter(0, 1)
         # Off (never live) unless a RevocationWatcher drives it.
         self.cache = cache or AuthCache(0, 0)
+        self.admissions = Admissions()
 
     def token(self, context: grpc.ServicerContext) -> str:
         token = bearer_token(context)
@@ -67,24 +73,36 @@ class Auth:
         scopes.check_call(ident.purposes, ident.read_only, current_method())
         return ident
 
-    def admit(self, method: str, authorization: str | None, peer: str) -> None:
+    def admit(
+        self, method: str, authorization: str | None, peer: str
+    ) -> tuple[tuple[str, str], ...]:
         """A call that reaches the gateway other than on its gRPC port (the
         HTTP/JSON adapter), checked before its request is read, as the gRPC
         path checks its caller: the token is the operator's or one the store
         knows (an unknown one spends ``peer``'s failed-authentication
         allowance), and the call lies within its scope. ``method`` is the full
-        name; the calls of scopes.OPEN_CALLS need no token. The call itself is
-        checked again, rate limit included, when it is served."""
+        name; the calls of scopes.OPEN_CALLS need no token. Returns the
+        metadata the call relayed to the gRPC port carries so that its token
+        is not looked up again (admissions.py); that call is checked again,
+        scope and rate limit included, when it is served."""
         if method in scopes.OPEN_CALLS:
-            return
+            return ()
         token = bearer_of(authorization)
         if self._is_admin_token(token):
-            return
+            return ()
+        generation = self.cache.generation()
         ident = self._identity_of(token, peer)
         scopes.check_call(ident.purposes, ident.read_only, method)
+        return ((ADMISSION_KEY, self.admissions.issue(token, ident, generation)),)
 
     def _identity(self, context: grpc.ServicerContext) -> Identity:
-        return self._identity_of(self.token(context), forwarded.peer(context))
+        token = self.token(context)
+        ticket = metadata_value(context, ADMISSION_KEY)
+        if ticket is not None:
+            admitted = self.admissions.redeem(ticket, token, self.cache.generation())
+            if admitted is not None:
+                return admitted
+        return self._identity_of(token, forwarded.peer(context))
 
     def _identity_of(self, token: str, peer: str) -> Identity:
         cached = self.cache.get(token)

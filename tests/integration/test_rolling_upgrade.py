@@ -59,8 +59,11 @@ class Processes:
         self.run_dir = run_dir
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, name: str, tree: Path, **targets: str) -> str:
-        """Starts services.<name> from ``tree`` on a free port; its address."""
+    def start(
+        self, name: str, tree: Path, settings: dict[str, str] | None = None, **targets: str
+    ) -> str:
+        """Starts services.<name> from ``tree`` on a free port; its address.
+        ``settings``: environment variables set last, over the defaults here."""
         env = self.stack.env_for(name)
         port_file = self.run_dir / f"{name}-{uuid.uuid4().hex[:6]}.port"
         env.update(
@@ -73,6 +76,7 @@ class Processes:
                 "RECALLATRON_HTTP_LISTEN": "0",
                 "PYTHONPATH": str(tree),
                 **{f"RECALLATRON_{peer.upper()}_TARGET": t for peer, t in targets.items()},
+                **(settings or {}),
             }
         )
         env.pop("PYTHONSAFEPATH", None)
@@ -241,4 +245,4 @@ def test_every_method_the_previous_peers_call_is_still_served(old_tree: Path) ->
     methods = [tuple(m) for m in json.loads(listed.stdout)]
     # The old gateway calls the store and rank through this table.
     assert any("/recallatron.v1.StoreService/" in m[0] for m in methods), methods
-    assert unserved(methods) == []  # type: ignore[arg-type]
+    assert unserved(methods) == []

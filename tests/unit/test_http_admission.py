@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import MutableMapping
 from typing import Any
 
 import grpc
@@ -21,7 +22,9 @@ from recallatron.settings import CommonSettings
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2, store_pb2
 from services.gateway import forwarded, scopes
+from services.gateway.admissions import ADMISSION_KEY, Admissions
 from services.gateway.auth import Auth
+from services.gateway.authcache import Identity
 from services.gateway.httpjson.app import HttpJsonApp, error_body, refused_by
 from services.gateway.ratelimit import FailureLimiter
 from services.gateway.review import ReviewServicer
@@ -123,11 +126,71 @@ def test_a_store_that_cannot_answer_is_unavailable(down: errors.DomainError) -> 
 
 
 class _Context:
+    def __init__(self, *metadata: tuple[str, str]) -> None:
+        self.metadata = metadata
+
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ()
+        return self.metadata
 
     def peer(self) -> str:
         return PEER
+
+
+MEMBER = store_pb2.AuthenticateResponse(workspace_id="w", member_id="m", role=cpb.ROLE_MEMBER)
+
+
+def test_the_admitted_identity_is_handed_to_the_relayed_call_once() -> None:
+    """Without a live cache the admission asks the store, and the call it
+    relays does not ask again; a ticket is taken once, and only with its
+    own token (services/gateway/admissions.py)."""
+    auth, store = _auth(MEMBER)
+    carried = auth.admit(RECALL, "Bearer rc_member", PEER)
+    assert store.asked == 1 and [key for key, _ in carried] == [ADMISSION_KEY]
+    relayed = _Context(("authorization", "Bearer rc_member"), *carried)
+    assert auth.member(relayed).member_id == "m"  # type: ignore[arg-type]
+    assert store.asked == 1
+    # Taken: the same ticket again is no hand-over, and the token is asked.
+    assert auth.member(relayed).member_id == "m"  # type: ignore[arg-type]
+    assert store.asked == 2
+    # A ticket is no hand-over for another token, which is asked for itself.
+    other = _Context(
+        ("authorization", "Bearer rc_other"), *auth.admit(RECALL, "Bearer rc_member", PEER)
+    )
+    auth.member(other)  # type: ignore[arg-type]
+    assert store.asked == 4
+    # Nor without a token, or with one the store does not know.
+    carried = auth.admit(RECALL, "Bearer rc_member", PEER)
+    with pytest.raises(errors.Unauthenticated):
+        auth.member(_Context(*carried))  # type: ignore[arg-type]
+    unknown, _ = _auth(UNKNOWN)
+    forged = _Context(("authorization", "Bearer rc_guess"), (ADMISSION_KEY, "made-up"))
+    with pytest.raises(errors.Unauthenticated):
+        unknown.member(forged)  # type: ignore[arg-type]
+    # A revocation between the admission and the relayed call: asked again.
+    auth, store = _auth(MEMBER)
+    carried = auth.admit(RECALL, "Bearer rc_member", PEER)
+    auth.cache.flush()
+    auth.member(_Context(("authorization", "Bearer rc_member"), *carried))  # type: ignore[arg-type]
+    assert store.asked == 2
+    # The operator's token and the open calls are handed nothing.
+    assert auth.admit(RECALL, "Bearer operator-token", PEER) == ()
+    assert auth.admit(DESCRIBE, None, PEER) == ()
+
+
+def test_a_ticket_is_not_kept_past_its_time_a_revocation_or_the_table() -> None:
+    ident = Identity("w", "m", cpb.ROLE_MEMBER)
+    table = Admissions(ttl_seconds=0.0)
+    assert table.redeem(table.issue("rc_a", ident), "rc_a") is None
+    table = Admissions(max_tickets=2)
+    tickets = [table.issue("rc_a", ident) for _ in range(3)]
+    assert len(table) == 2
+    assert table.redeem(tickets[0], "rc_a") is None
+    assert table.redeem(tickets[2], "rc_a") == ident
+    expired = Identity("w", "m", cpb.ROLE_MEMBER, expires_at=1.0)
+    assert table.redeem(table.issue("rc_a", expired), "rc_a") is None
+    # A revocation came since it was made (the auth cache's generation moved).
+    assert table.redeem(table.issue("rc_a", ident, 7), "rc_a", 8) is None
+    assert table.redeem(table.issue("rc_a", ident, 8), "rc_a", 8) == ident
 
 
 def test_the_open_calls_are_those_grpc_answers_without_a_token() -> None:
@@ -158,7 +221,9 @@ class _Refusing:
         self.calls: list[tuple[str, str | None, str]] = []
         self.threads: list[int] = []
 
-    def admit(self, method: str, authorization: str | None, peer: str) -> None:
+    def admit(
+        self, method: str, authorization: str | None, peer: str
+    ) -> tuple[tuple[str, str], ...]:
         self.calls.append((method, authorization, peer))
         self.threads.append(threading.get_ident())
         raise errors.Unauthenticated("authorization: unknown or revoked token")
@@ -178,8 +243,8 @@ def _post(
         body = left.pop(0)
         return {"type": "http.request", "body": body, "more_body": bool(left)}
 
-    async def send(event: dict[str, Any]) -> None:
-        sent.append(event)
+    async def send(event: MutableMapping[str, Any]) -> None:
+        sent.append(dict(event))
 
     async def run() -> int:
         scope = {

@@ -5,11 +5,13 @@ document at ``/openapi.json``.
 A call's token is checked first, by the gateway's own authentication
 (``Auth.admit``) on a thread of the app's pool, before a byte of the body is
 read: a caller without a known token cannot make the adapter read, inflate or
-parse up to the message limit. Then the body is read and checked here, once:
-its size against the gateway's message limit (as gRPC checks a message), its
-content type (Connect's unary ``application/json`` or ``application/proto``)
-and whether it decodes as the method's request at all, decoded off the event
-loop, and the request handed to the library as decoded. The library would
+parse up to the message limit. The identity found is handed to the relayed
+call (services/gateway/admissions.py), which does not ask the store again.
+Then the body is read and checked here, once: its size against the gateway's
+message limit (as gRPC checks a message), its content type (Connect's unary
+``application/json`` or ``application/proto``) and whether it decodes as the
+method's request at all, decoded off the event loop, and the request handed
+to the library as decoded. The library would
 answer a body that does not decode as an unknown error (HTTP 500); here it is
 the caller's error, ``invalid_argument`` (HTTP 400) with a
 ``google.rpc.BadRequest`` naming the field, as a message gRPC cannot decode
@@ -43,7 +45,7 @@ from recallatron.settings import CommonSettings
 from recallatron.wire import undecodable_field
 from services.gateway import forwarded
 from services.gateway.httpjson.openapi import document
-from services.gateway.httpjson.relay import AUTHORIZATION, CODES, Relay, path, relays
+from services.gateway.httpjson.relay import ADMITTED, AUTHORIZATION, CODES, Relay, path, relays
 
 Scope = MutableMapping[str, Any]
 Event = MutableMapping[str, Any]
@@ -81,9 +83,12 @@ HTTP_STATUS: dict[Code, int] = {
 
 class Admission(Protocol):
     """The gateway's check of a call's caller before its body is read
-    (services/gateway/auth.py ``Auth.admit``): raises a domain error."""
+    (services/gateway/auth.py ``Auth.admit``): raises a domain error, or
+    returns what the relayed call carries so that it is not checked twice."""
 
-    def admit(self, method: str, authorization: str | None, peer: str) -> None: ...
+    def admit(
+        self, method: str, authorization: str | None, peer: str
+    ) -> tuple[tuple[str, str], ...]: ...
 
 
 def media_type(content_type: str) -> str | None:
@@ -280,9 +285,10 @@ class HttpJsonApp:
         if scope["type"] == "http" and scope["path"] == OPENAPI_PATH:
             await respond(send, 200, self.openapi)
             return
+        admitted: tuple[tuple[str, str], ...] = ()
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.inputs:
             try:
-                await self._admitted(scope)
+                admitted = await self._admitted(scope)
             except Refused as refused:
                 await self._discarded(scope, receive)
                 await _refuse(scope, send, refused)
@@ -292,7 +298,12 @@ class HttpJsonApp:
             except Refused as refused:
                 await _refuse(scope, send, refused)
                 return
-        await self.connect(scope, receive, send)
+        # To the relay in this task's context, never in a header a client sends.
+        handed = ADMITTED.set(admitted)
+        try:
+            await self.connect(scope, receive, send)
+        finally:
+            ADMITTED.reset(handed)
 
     async def _discarded(self, scope: Scope, receive: Receive) -> None:
         """The body of a call refused before it was read, read and dropped as
@@ -315,8 +326,9 @@ class HttpJsonApp:
             if not event.get("more_body", False):
                 return
 
-    async def _admitted(self, scope: Scope) -> None:
-        """The caller checked before the body is read (nothing of it is)."""
+    async def _admitted(self, scope: Scope) -> tuple[tuple[str, str], ...]:
+        """The caller checked before the body is read (nothing of it is);
+        what the relayed call carries for it (Admission)."""
         headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
         authorization = next((v for k, v in headers if k == AUTHORIZATION), None)
         # Every token the gateway issues is printable ASCII (all gRPC metadata holds).
@@ -333,7 +345,7 @@ class HttpJsonApp:
         peer = forwarded.http_peer(headers, f"{client[0]}:{client[1]}" if client else None)
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(
+            return await loop.run_in_executor(
                 self.pool, self.auth.admit, scope["path"], authorization, peer
             )
         except errors.DomainError as error:

@@ -1,8 +1,10 @@
 """Every method of the gateway's public services as a Connect endpoint, made
 from the service descriptors: each relays its request, as it was decoded, to
 the gateway's own gRPC port inside the process, with the caller's bearer
-token, the deadline the caller gave (``connect-timeout-ms``) and the caller's
-address (services/gateway/forwarded.py). The gRPC server then does all the
+token, the deadline the caller gave (``connect-timeout-ms``), the caller's
+address (services/gateway/forwarded.py) and the ticket of the identity the
+adapter admitted (services/gateway/admissions.py, so the token is looked up
+once). The gRPC server then does all the
 rest as for any gRPC call: authentication, scopes, rate and fairness limits,
 validation, the tools themselves, status codes with details, metrics. A
 status comes back as a Connect error with the same code, message and details.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,9 @@ DETAILS_KEY = "grpc-status-details-bin"
 AUTHORIZATION = "authorization"
 
 Handler = Callable[[Message, RequestContext[Message, Message]], Awaitable[Message]]
+# What the adapter's admission of this call gave it to carry (app.py), set in
+# the call's own task: in the process, where no client can set it.
+ADMITTED: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("admitted", default=())
 
 
 def path(method: MethodDescriptor) -> str:
@@ -120,7 +126,7 @@ def _metadata(ctx: RequestContext[Message, Message]) -> tuple[tuple[str, str], .
     own = ((AUTHORIZATION, token),) if token is not None else ()
     # The caller's address as the token's check before the body took it (app.py).
     peer = forwarded.http_peer(ctx.request_headers().allitems(), ctx.client_address())
-    return own + forwarded.for_peer(peer)
+    return own + forwarded.for_peer(peer) + ADMITTED.get()
 
 
 class Relay:
