@@ -225,6 +225,11 @@ def test_bad_input_names_the_field(team: Team) -> None:
         ),
         (lambda: ada.audit_events(page_size=201), "page_size"),
         (lambda: ada.audit_events(actions=["DROP TABLE"]), "actions[0]"),
+        # A name's pattern holds for the whole value: "$" also matches before a final newline.
+        (lambda: ada.audit_events(actions=["remember\n"]), "actions[0]"),
+        # JSON nested deeper than the parser goes is no token of ours either.
+        (lambda: ada.list_memories(page_token=_token("[" * 100_000)), "page_token"),
+        (lambda: ada.audit_events(page_token=_token('{"a":' * 50_000)), "page_token"),
         (lambda: ada.audit_events(member_id="x"), "member_id"),
         (lambda: ada.audit_events(page_token="eyJ3IjogIm1lbW9yaWVzIn0="), "page_token"),
         # An audit page token naming an id past a bigint, or past a float's range.

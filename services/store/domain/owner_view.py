@@ -159,7 +159,7 @@ class OwnerView(InWorkspaces):
         if len(f.actions) > MAX_AUDIT_ACTIONS:
             raise errors.InvalidArgument("actions", f"at most {MAX_AUDIT_ACTIONS}")
         for i, action in enumerate(f.actions):
-            if len(action) > 64 or not _ACTION.match(action):
+            if len(action) > 64 or not _ACTION.fullmatch(action):
                 raise errors.InvalidArgument(
                     f"actions[{i}]", "an action's name: lower-case letters, digits and '_'"
                 )

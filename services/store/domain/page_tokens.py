@@ -23,7 +23,8 @@ def decode(token: str) -> dict[str, Any]:
     not a JSON object in base64."""
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    # RecursionError: JSON nested deeper than the parser goes (no token of ours).
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         data = None
     if not isinstance(data, dict):
         raise errors.InvalidArgument("page_token", NOT_OURS)
