@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 
 from recallatron import convert, errors, internal_auth
@@ -68,6 +68,22 @@ def written(ident: Identity, request: Message, who: cpb.Caller) -> None:
         asked.extend(narrowed)
 
 
+def enum_lists_bounded(request: Message, prefix: str = "") -> None:
+    """Refuses a repeated enum field (here or in a message field, such as
+    recall's filters) holding more entries than its enum has values: each
+    entry names one of a closed set, so more can only repeat one, while each
+    costs the services behind a check, a copy and a hash (two million kinds
+    in a 2 MB recall kept the store busy past rank's deadline)."""
+    for fd, value in request.ListFields():
+        name = prefix + fd.name
+        if fd.type == FieldDescriptor.TYPE_ENUM and fd.is_repeated and fd.enum_type is not None:
+            most = len([e for e in fd.enum_type.values if e.number != 0])
+            if len(value) > most:
+                raise errors.InvalidArgument(name, f"at most {most} entries, each a different one")
+        elif fd.type == FieldDescriptor.TYPE_MESSAGE and not fd.is_repeated:
+            enum_lists_bounded(value, name + ".")
+
+
 # Every public tool request names the purpose its caller acts for; a write
 # names the purposes of what it writes in another field.
 PURPOSE_FIELD = "purpose"
@@ -89,6 +105,7 @@ class Forwarding:
 
     def forward(self, m: Method[Req, Resp], request: Req, context: grpc.ServicerContext) -> Resp:
         ident = self.auth.member(context)
+        enum_lists_bounded(request)
         who = caller(ident, getattr(request, PURPOSE_FIELD))
         written(ident, request, who)
         return self.peers.as_member(m, request, who)
@@ -126,6 +143,7 @@ class MemoryServicer(Forwarding):
             raise errors.InvalidArgument("query", "must not contain NUL characters")
         if request.limit < 0 or request.limit > MAX_RECALL_LIMIT:
             raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
+        enum_lists_bounded(request)
         MODE.parse(request.mode, "mode")
         who = caller(ident, request.purpose)
         # History evidence exists only for the workspace owner: for anyone

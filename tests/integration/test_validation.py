@@ -319,6 +319,37 @@ CASES: list[Case] = [
         INVALID,
         "limit",
     ),
+    # A closed set's list holds each of its values at most once in length: more
+    # entries only repeat one, and each costs the services a check (two
+    # million kinds in one recall used to answer UNAVAILABLE after seconds).
+    (
+        "recall kinds past the set",
+        "Recall",
+        lambda ids: pb.RecallRequest(query="q", filters=cpb.RecallFilters(kinds=[1] * 5)),
+        INVALID,
+        "filters.kinds",
+    ),
+    (
+        "recall two million kinds",
+        "Recall",
+        lambda ids: pb.RecallRequest(query="q", filters=cpb.RecallFilters(kinds=[1] * 2_000_000)),
+        INVALID,
+        "filters.kinds",
+    ),
+    (
+        "remember purposes past the set",
+        "Remember",
+        lambda ids: remember(purposes=[cpb.PURPOSE_ASSIST] * 5),
+        INVALID,
+        "purposes",
+    ),
+    (
+        "list kinds past the set",
+        "ListMemories",
+        lambda ids: pb.ListMemoriesRequest(kinds=[1] * 5),
+        INVALID,
+        "kinds",
+    ),
     (
         "recall unknown mode",
         "Recall",
