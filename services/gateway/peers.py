@@ -66,43 +66,8 @@ RANK = method(
 # The tools the store answers with the public messages (tools.proto).
 _TOOLS = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
 TOOLS: dict[str, Method[Message, Message]] = methods(_TOOLS)
-READ = method(_TOOLS, "Read", gpb.ReadRequest, gpb.ReadResponse)
+# Every tool is forwarded from TOOLS; remember is also called by name (capture).
 REMEMBER = method(_TOOLS, "Remember", gpb.RememberRequest, gpb.RememberResponse)
-DERIVE = method(_TOOLS, "Derive", gpb.DeriveRequest, gpb.DeriveResponse)
-CORRECT = method(_TOOLS, "Correct", gpb.CorrectRequest, gpb.CorrectResponse)
-SUPERSEDE = method(_TOOLS, "Supersede", gpb.SupersedeRequest, gpb.SupersedeResponse)
-FORGET = method(_TOOLS, "Forget", gpb.ForgetRequest, gpb.ForgetResponse)
-LOOKUP = method(_TOOLS, "Lookup", gpb.LookupRequest, gpb.LookupResponse)
-NEIGHBORS = method(_TOOLS, "Neighbors", gpb.NeighborsRequest, gpb.NeighborsResponse)
-CREATE_EPISODE = method(
-    _TOOLS, "CreateEpisode", gpb.CreateEpisodeRequest, gpb.CreateEpisodeResponse
-)
-TIMELINE = method(_TOOLS, "Timeline", gpb.TimelineRequest, gpb.TimelineResponse)
-LIST_MEMORIES = method(_TOOLS, "ListMemories", gpb.ListMemoriesRequest, gpb.ListMemoriesResponse)
-LIST_AUDIT_EVENTS = method(
-    _TOOLS, "ListAuditEvents", gpb.ListAuditEventsRequest, gpb.ListAuditEventsResponse
-)
-DISMISS_DUPLICATE_PAIR = method(
-    _TOOLS,
-    "DismissDuplicatePair",
-    gpb.DismissDuplicatePairRequest,
-    gpb.DismissDuplicatePairResponse,
-)
-LIST_ENTITY_PAIRS = method(
-    _TOOLS, "ListEntityPairs", gpb.ListEntityPairsRequest, gpb.ListEntityPairsResponse
-)
-MERGE_ENTITIES = method(
-    _TOOLS, "MergeEntities", gpb.MergeEntitiesRequest, gpb.MergeEntitiesResponse
-)
-KEEP_ENTITIES_APART = method(
-    _TOOLS, "KeepEntitiesApart", gpb.KeepEntitiesApartRequest, gpb.KeepEntitiesApartResponse
-)
-UNDO_ENTITY_MERGE = method(
-    _TOOLS, "UndoEntityMerge", gpb.UndoEntityMergeRequest, gpb.UndoEntityMergeResponse
-)
-LIST_ENTITY_MERGES = method(
-    _TOOLS, "ListEntityMerges", gpb.ListEntityMergesRequest, gpb.ListEntityMergesResponse
-)
 
 
 class Peers:

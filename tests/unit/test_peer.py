@@ -35,17 +35,12 @@ def test_every_store_tool_takes_and_answers_the_public_messages() -> None:
 
 
 def test_every_store_tool_is_forwarded_by_the_gateway_with_its_typed_method() -> None:
-    typed = {
-        v.name: v
-        for v in vars(calls).values()
-        if isinstance(v, peer.Method) and v.path.startswith(f"/{TOOL_SERVICE.full_name}/")
-    }
-    assert set(typed) == set(calls.TOOLS) == {m.name for m in TOOL_SERVICE.methods}
-    for name, m in typed.items():
-        assert (
-            m.request_type.DESCRIPTOR.full_name
-            == calls.TOOLS[name].request_type.DESCRIPTOR.full_name
-        )
+    assert set(calls.TOOLS) == {m.name for m in TOOL_SERVICE.methods}
+    # Each tool is forwarded with the public messages, the ones the gateway serves.
+    for name, m in calls.TOOLS.items():
+        assert m.request_type.DESCRIPTOR.full_name == f"recallatron.v1.{name}Request", name
+        assert m.response_type.DESCRIPTOR.full_name == f"recallatron.v1.{name}Response", name
+    assert calls.REMEMBER.path == calls.TOOLS["Remember"].path
     # Each public service's handler table: every tool is in one of them, as a
     # handler of its own, never the generated base's that answers UNIMPLEMENTED.
     handled: dict[str, object] = {}
