@@ -177,8 +177,9 @@ class MemoryServicer(Forwarding):
         # Checked before deciding: a turn not worth storing is still refused
         # for a bad purpose or time.
         who = caller(ident, request.purpose)
-        if request.speaker_member_id not in ("", ident.member_id):
-            # An agent captures the turns of the member it acts for, nobody else's.
+        if request.speaker_member_id and not ident.is_member(request.speaker_member_id):
+            # An agent captures the turns of the member it acts for, nobody
+            # else's; their id in any spelling of a UUID, as every id.
             raise errors.InvalidArgument(
                 "speaker_member_id", "must be empty or the member whose token this is"
             )

@@ -233,3 +233,21 @@ def test_a_turn_said_again_after_its_memory_was_forgotten_is_stored_again(team: 
     assert [m.title for m in ada.read([again.memory.id]).memories] == [again.memory.title]
     # And that one, retried, is stored once too.
     assert ada.capture(turn).memory.id == again.memory.id
+
+
+@pytest.mark.integration
+def test_the_speaker_is_named_in_any_spelling_of_their_id(team: Team) -> None:
+    """The member a token acts for may name themselves as the speaker by any
+    spelling of their id, as every id is taken; another member still may not."""
+    ada = team.clients["ada"]
+    ada_id = team.members["ada"]
+    for spelling in (ada_id.upper(), "{" + ada_id + "}", "urn:uuid:" + ada_id):
+        said = ada.capture(
+            f"Remember that the {spelling[:6]} standup moved.", speaker_member_id=spelling
+        )
+        assert said.stored and said.memory.created_by == ada_id, spelling
+    with pytest.raises(grpc.RpcError) as err:
+        ada.capture(
+            "Remember that the standup moved.", speaker_member_id=team.members["bob"].upper()
+        )
+    assert (err.value.details() or "").startswith("speaker_member_id")
