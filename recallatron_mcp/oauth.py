@@ -62,6 +62,10 @@ MAX_MINTED = 256
 # How long the check of a member token of the project's own holds, valid or
 # not (a token revoked meanwhile is refused by the gateway at the tool call).
 OWN_TOKEN_TTL = 60.0
+# After the issuer's metadata could not be had, JWTs are refused for this long
+# without asking again: an issuer that does not answer costs one lookup's wait
+# (up to 10 s for each of three URLs) per period, not every JWT's.
+KEYS_RETRY_SECONDS = 30.0
 OWN_CLIENT_ID = "recallatron-token"
 
 
@@ -218,8 +222,13 @@ class Verifier:
         self._client_of = client_of
         self._minted = minted
         self._jwks: jwt.PyJWKClient | None = None
+        # (when, why) the last lookup of the issuer's keys failed.
+        self._keys_failed: tuple[float, str] | None = None
         self._own: dict[bytes, tuple[bool, float]] = {}
         self._lock = threading.Lock()
+        # The issuer is looked up under a lock of its own: the checks of the
+        # members' own tokens need no issuer and never wait for it.
+        self._keys_lock = threading.Lock()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         check = self._check_jwt if looks_like_jwt(token) else self._check_own
@@ -228,10 +237,18 @@ class Verifier:
     # -- JWTs of the authorization server ------------------------------------------
 
     def _keys(self) -> jwt.PyJWKClient:
-        with self._lock:
-            if self._jwks is None:
+        with self._keys_lock:
+            if self._jwks is not None:
+                return self._jwks
+            failed = self._keys_failed
+            if failed is not None and time.monotonic() - failed[0] < KEYS_RETRY_SECONDS:
+                raise LookupError(failed[1])
+            try:
                 url = self.settings.jwks_url or discover_jwks(self.settings.issuer)
-                self._jwks = jwt.PyJWKClient(url, cache_jwk_set=True, lifespan=300)
+            except LookupError as exc:
+                self._keys_failed = (time.monotonic(), str(exc))
+                raise
+            self._jwks = jwt.PyJWKClient(url, cache_jwk_set=True, lifespan=300)
             return self._jwks
 
     def claims(self, token: str) -> dict[str, Any]:

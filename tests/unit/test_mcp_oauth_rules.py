@@ -6,6 +6,7 @@ kit's authorization server's keys."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -30,6 +31,8 @@ from recallatron_mcp.oauth import (
 )
 
 RESOURCE = "https://memory.example.com/mcp"
+# A generous limit for a condition that holds at once when all is well.
+WAIT = 30.0
 
 
 def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,3 +154,56 @@ def test_a_body_nested_past_the_parser_is_no_request_not_a_failure() -> None:
 
     assert _request_ids(b"[" * 100_000 + b"]" * 100_000) == []
     assert _request_ids(b'{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}') == [7]
+
+
+class _Answers:
+    """A gateway client whose GetSettings answers at once (a valid token)."""
+
+    def __init__(self) -> None:
+        self.admin = self
+
+    def GetSettings(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    def call(self, method: object, request: object) -> None:
+        return None
+
+
+def test_an_issuer_that_does_not_answer_holds_up_neither_own_tokens_nor_every_jwt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The issuer's metadata was looked up under the lock the checks of the
+    members' own tokens take too: an issuer that did not answer (each of
+    three metadata URLs waited 10 s) held up every member token, which needs
+    no issuer at all, and every JWT after it paid the same wait again."""
+    import recallatron_mcp.oauth as oauth
+
+    looking, release = threading.Event(), threading.Event()
+    lookups: list[str] = []
+
+    def hung_issuer(issuer: str, timeout: float = 10.0) -> str:
+        lookups.append(issuer)
+        looking.set()
+        release.wait(WAIT)
+        raise LookupError(f"no authorization server metadata with a jwks_uri for {issuer}")
+
+    monkeypatch.setattr(oauth, "discover_jwks", hung_issuer)
+    settings = OAuthSettings(issuer="https://id.example", resource=RESOURCE)
+    verifier = Verifier(settings, client_of=lambda token: _Answers(), minted=None)  # type: ignore[arg-type,return-value]
+    jwt_like = "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"
+    first = threading.Thread(target=verifier._check_jwt, args=(jwt_like,))
+    first.start()
+    try:
+        assert looking.wait(WAIT)
+        own: list[object] = []
+        member = threading.Thread(target=lambda: own.append(verifier._check_own("rct_member")))
+        member.start()
+        member.join(WAIT)
+        assert not member.is_alive(), "a member token waited for the issuer"
+        assert own and own[0] is not None
+    finally:
+        release.set()
+        first.join(WAIT)
+    # The issuer just failed: the next JWT is refused without asking it again.
+    assert verifier._check_jwt(jwt_like) is None
+    assert len(lookups) == 1
