@@ -25,6 +25,7 @@ clause: a turn of any length is decided in time linear in its length.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import uuid
 from dataclasses import dataclass
@@ -454,17 +455,32 @@ def decide(text: str) -> Capture:
     )
 
 
+def turn_key(secret: bytes) -> bytes:
+    """The key of the request ids made from turns, derived from the stack's
+    secret. The store keeps request ids (hashed) after their memory is
+    forgotten, so an id that was a plain hash of the words would let anyone
+    holding the database or a backup confirm a guess of forgotten words; an
+    HMAC under this key confirms nothing without the secret."""
+    return hmac.new(secret, b"recallatron capture request ids", hashlib.sha256).digest()
+
+
 def request_id_for(
-    member_id: str, text: str, occurred_at: datetime | None, purpose: int = 0, episode_id: str = ""
+    key: bytes,
+    member_id: str,
+    text: str,
+    occurred_at: datetime | None,
+    purpose: int = 0,
+    episode_id: str = "",
 ) -> str:
     """A request id from the turn itself, so capturing the same turn twice
     (a retry, a replayed transcript) stores one memory; the same words said
-    for another purpose or in another episode are another turn."""
+    for another purpose or in another episode are another turn. ``key`` is
+    :func:`turn_key`'s."""
     stamp = occurred_at.astimezone(UTC).isoformat() if occurred_at else ""
     turn = f"{member_id}\x00{stamp}\x00{text}"
     if purpose or episode_id:
         turn += f"\x00{purpose}\x00{episode_id}"
-    digest = hashlib.sha256(turn.encode()).hexdigest()
+    digest = hmac.new(key, turn.encode(), hashlib.sha256).hexdigest()
     return f"capture-{digest[:48]}"
 
 

@@ -3,6 +3,7 @@ admin calls, forwarded to store and rank with deadlines."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -133,6 +134,10 @@ class MemoryServicer(Forwarding):
     # Every tool the store answers as it is comes from Forwarding.handlers;
     # what is composed or checked here first is defined below.
 
+    @functools.cached_property
+    def capture_key(self) -> bytes:
+        return capture.turn_key(self.peers.settings.internal_signing_key())
+
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         ident = self.auth.member(context)
         if not request.query.strip():
@@ -203,7 +208,12 @@ class MemoryServicer(Forwarding):
         remember = pb.RememberRequest(
             request_id=request.request_id
             or capture.request_id_for(
-                ident.member_id, request.text, occurred, who.purpose, request.episode_id
+                self.capture_key,
+                ident.member_id,
+                request.text,
+                occurred,
+                who.purpose,
+                request.episode_id,
             ),
             kind=KIND.value(said.kind),
             title=said.title,

@@ -5,6 +5,7 @@ a replayed turn stores once)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from recallatron.v1 import common_pb2 as cpb
 from recallatron_devkit.stack import Stack
 from services.gateway import capture
 from tests import dbutil
@@ -251,3 +253,26 @@ def test_the_speaker_is_named_in_any_spelling_of_their_id(team: Team) -> None:
             "Remember that the standup moved.", speaker_member_id=team.members["bob"].upper()
         )
     assert (err.value.details() or "").startswith("speaker_member_id")
+
+
+@pytest.mark.integration
+def test_a_forgotten_turn_leaves_no_hash_of_its_words_behind(stack: Stack, team: Team) -> None:
+    """A capture with no request id of the caller's is keyed by its turn; once
+    its memory is forgotten, nothing in the database (or a dump of it) may
+    confirm a guess of the words: a plain hash of the member and the text was
+    kept as the write's request id (request_key, the audit log)."""
+    ada = team.clients["ada"]
+    turn = "Remember that the vault code is 4417."
+    said = ada.capture(turn)
+    ada.forget(said.memory.id, "a secret")
+    ada.capture(turn)  # said again: a new memory under an id chained from the gone one
+    # What a guess could be checked against: the turn's plain hash as its
+    # request id, kept as the store keeps every request id (erasure.request_key).
+    ada_id = team.members["ada"]
+    said_for = f"{ada_id}\x00\x00{turn}\x00{cpb.PURPOSE_ASSIST}\x00"
+    plain = hashlib.sha256(said_for.encode()).hexdigest()
+    stored = hashlib.sha256(f"{ada_id}:capture-{plain[:48]}".encode()).hexdigest()
+    dump = dbutil.pg_dump(stack, team.database_name)
+    assert said.memory.id in dump  # the tombstone and its request key are there
+    assert plain[:48] not in dump
+    assert stored not in dump
