@@ -262,6 +262,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
         fields under the store's message, an owner's held to their own
         workspace (the operator's to none: the store takes any)."""
         owner = self.auth.operator_or_owner(context)
+        enum_lists_bounded(request)
         asked = relayed(m.request_type, request, workspace_id=owner.workspace_id if owner else "")
         return self.peers.as_admin(m, asked, owner)
 

@@ -255,3 +255,23 @@ def test_an_unspecified_purpose_is_refused_not_taken_for_the_default(
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
             assert "purposes" in (info.value.details() or ""), info.value.details()
     assert dbutil.checksum(stack, team.database_name) == before
+
+
+def test_a_token_scoped_to_more_purposes_than_exist_is_refused(
+    operator: Client, team: Team
+) -> None:
+    """A scope names each purpose once at most: more entries than the closed
+    set can only repeat one, and two million of them cost the services behind
+    a check and a copy each (as every other list of enum values is bounded)."""
+    listed = len(operator.list_tokens(workspace_id=team.workspace_id).tokens)
+    for purposes in (["assist"] * 5, ["audit"] * 2_000_000):
+        request = pb.AdminServiceCreateTokenRequest(
+            member_id=team.members["bob"],
+            label="many",
+            purposes=[cpb.Purpose.Value(f"PURPOSE_{p.upper()}") for p in purposes],
+        )
+        with pytest.raises(grpc.RpcError) as info:
+            operator.call(operator.admin.CreateToken, request)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+        assert (info.value.details() or "").startswith("purposes"), info.value.details()
+    assert len(operator.list_tokens(workspace_id=team.workspace_id).tokens) == listed
