@@ -11,7 +11,8 @@ The rules, in order:
 3. a conditional or imagined case (if, suppose, what if, would, ...) -> hypothetical;
 4. a hedge anywhere (maybe, I think, not sure, probably, ...) -> hedged;
 5. no opening directive (remember that, note that, record that, don't forget
-   that, for the record, ...), or a negated one -> no request;
+   that, for the record, ...), a negated one, or a claim the turn takes back or
+   corrects in a later clause ("No, Monday.", "I mean ...", "Or not.") -> no request;
 6. the directive's object is missing -> empty; it points outside the turn
    (this, that, it, what we said), asks for a reminder (remember to ...),
    names a particular person as audience, or is under three words -> ambiguous.
@@ -33,6 +34,15 @@ from datetime import UTC, datetime
 
 from recallatron import errors
 from recallatron.vocabulary import request_id_fault
+from services.gateway.capture_doubts import (
+    CONDITIONAL,
+    HEDGE,
+    NEGATED,
+    QUESTION_WORDS,
+    REVISED,
+    UNCLEAR_AUDIENCE,
+    WITHDRAWN,
+)
 
 MAX_TITLE_CHARS = 80
 MIN_CONTENT_WORDS = 3
@@ -79,57 +89,6 @@ _FILLER = re.compile(
     r"please|pls|oh|well|one more thing|btw|by the way|assistant|right|cool|fyi)\b[\s,.:;!\-]*",
     _I,
 )
-_QUESTION_WORDS = re.compile(
-    r"^(?:what|who|whom|whose|when|where|why|how|which|does|did|can|could|would|should|"
-    r"is|are|was|were|will|shall|am|isn't|aren't|doesn't|didn't|won't|wouldn't|shouldn't|"
-    r"couldn't|can't)\b",
-    _I,
-)
-_HYPOTHETICAL = re.compile(
-    r"\b(?:if|what if|suppose|supposing|imagine|imagining|hypothetically|in case|assuming|"
-    r"assume|let's say|lets say|say we|were to|would|wouldn't|would've|could we|in theory|"
-    r"theoretically|unless|in the event|whether|pretend|in a world where|someday)\b",
-    _I,
-)
-_HEDGE = re.compile(
-    r"\b(?:maybe|perhaps|probably|possibly|might|mightn't|may be|may have|may not|"
-    r"we may|it may|they may|i think|i thought|i guess|i suppose|i believe|i assume|"
-    r"i feel like|not sure|unsure|not certain|uncertain|could be|likely|unlikely|apparently|"
-    r"supposedly|allegedly|tentative|tentatively|kind of|sort of|seems|seem to|seemed|"
-    r"iirc|if i recall|i'm told|unconfirmed|not confirmed|to be confirmed|tbc|tbd|"
-    r"or something|or so|i doubt|hopefully|rumou?r(?:ed)?|"
-    r"i reckon|presumably|guess)\b",
-    _I,
-)
-# Asking not to store: anywhere in the turn ("..., but don't note that").
-_NEGATED = re.compile(
-    r"\b(?:don'?t|do not|never|no need to|you don'?t need to|stop)\s+(?:\w+\s+)?"
-    r"(?:remember|record|note|save|store|log|keep|write)"
-    r"(?:\s+down)?(?:\s+(?:that|this|it|anything|any of)\b|\s*[:.,!;]|\s*$)|"
-    r"^(?:never ?mind|forget (?:that|this|it|about)|scratch that|ignore (?:that|this))\b",
-    _I,
-)
-
-# A claim the turn itself takes back, wherever it comes ("..., scratch that",
-# "... Wait, no, 6000."): what is left to store is unclear.
-_WITHDRAWN = re.compile(
-    r"\b(?:never ?mind|scratch that|(?<!don't )(?<!do not )forget (?:that|this|it|what i said)|"
-    r"ignore (?:that|this|what i said)|disregard (?:that|this|it)|just (?:kidding|joking)|"
-    r"wait,? no|no,? wait|actually,? no)\b",
-    _I,
-)
-# A team audience the turn negates or narrows ("not for everyone", "for the
-# team except Bob"): who may see it is unclear, so nothing is stored.
-_TEAM_NAMED = (
-    r"(?:(?:for|with|to)\s+)?(?:the (?:whole )?team|everyone|everybody|all of us|the workspace)"
-    r"|team-wide|workspace-wide"
-)
-_UNCLEAR_AUDIENCE = re.compile(
-    rf"(?:\bnot|\bnever|n't)\s+(?:\w+\s+)??(?:{_TEAM_NAMED})\b|"
-    rf"\b(?:{_TEAM_NAMED})\s*,?\s*(?:except|but not|other than|excluding|apart from|save for)\b",
-    _I,
-)
-
 # Directives at the start of the turn. Each maps to (kind, rest of the turn).
 _DECISION_WORDS = r"(?:the |our |this |a )?decision"
 _DIRECTIVES: list[tuple[re.Pattern[str], str]] = [
@@ -356,24 +315,31 @@ def decide(text: str) -> Capture:
     opening = _strip_fillers(flat)
     if not _words(opening):
         return _no(EMPTY, "only filler words: nothing to store")
-    if "?" in flat or _QUESTION_WORDS.match(opening):
+    if "?" in flat or QUESTION_WORDS.match(opening):
         return _no(QUESTION, "a question: it asks, it does not state anything to store")
-    hypothetical = _HYPOTHETICAL.search(flat)
+    hypothetical = CONDITIONAL.search(flat)
     if hypothetical:
         return _no(
             HYPOTHETICAL,
             f"hypothetical ('{hypothetical.group(0)}'): a conditional or imagined case is not "
             "a claim to store",
         )
-    hedge = _HEDGE.search(flat)
+    hedge = HEDGE.search(flat)
     if hedge:
         return _no(HEDGED, f"hedged ('{hedge.group(0)}'): only plainly stated claims are stored")
-    if _NEGATED.search(opening):
+    if NEGATED.search(opening):
         return _no(NO_REQUEST, "asks not to store anything")
-    withdrawn = _WITHDRAWN.search(flat)
+    withdrawn = WITHDRAWN.search(flat)
     if withdrawn:
         return _no(NO_REQUEST, f"takes its claim back ('{withdrawn.group(0)}'): nothing to store")
-    unclear = _UNCLEAR_AUDIENCE.search(flat)
+    revised = REVISED.search(flat)
+    if revised:
+        return _no(
+            NO_REQUEST,
+            f"takes back or corrects its claim ('{revised.group(0).strip(' ,.;:')}'): "
+            "say the claim once, as it stands",
+        )
+    unclear = UNCLEAR_AUDIENCE.search(flat)
     if unclear:
         return _no(
             AMBIGUOUS,

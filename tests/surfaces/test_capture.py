@@ -99,6 +99,73 @@ def test_reasons_say_why() -> None:
     assert capture.decide("   ").reason.startswith("empty")
 
 
+# Turns that take back, correct or doubt their own claim in a later clause,
+# in words the labelled turns do not use: each stored its first version.
+SELF_REVISED = [
+    "Remember that the deadline is Friday. No, Monday.",
+    "Remember that the server is at 10.0.0.1 \u2014 no, 10.0.0.2.",
+    "Remember that the deadline is Friday, I mean Monday.",
+    "Remember that the deadline is Friday. Correction: Monday.",
+    "Remember that the deadline is Friday, er, Monday.",
+    "Remember that the deploy window is Tuesday. Actually it's Wednesday.",
+    "Remember that the release is on Friday. Or Monday.",
+    "Remember that the deadline is Friday... or was it Monday.",
+    "Remember that the deadline is Friday. Or not.",
+    "Remember that the deadline is Friday (or Monday).",
+    "Remember that the deadline is Friday, hmm, or Monday.",
+    "Remember that Bob doesn't like coffee, or does he.",
+    "Remember that lorem ipsum dolor (not really).",
+    "Remember that the deadline is Friday. Don't.",
+    "Remember that the deadline is Friday. Actually don't.",
+    "Remember that the deadline is Friday. On second thought, don't.",
+    "Remember that the deadline is Friday. Cancel that.",
+    "Remember that the deadline is Friday. Strike that.",
+    "Remember that the deadline is Friday. Disregard.",
+    "Remember that the deadline is Friday. Undo that.",
+    "Remember that the deadline is Friday. Forget about it.",
+    "Remember that the deadline is Friday. Forget I said that.",
+    "Remember that the deadline is Friday. Ignore the above.",
+    "Remember that the deadline is Friday. Oops, wrong chat.",
+    "Remember that the deadline is Friday. I was wrong.",
+    "Remember that the deadline is Friday. My mistake.",
+    "Remember that the deadline is Friday. jk",
+    "Remember that the deadline is Friday, lol jk",
+    "Remember that the deadline is Friday. Kidding!",
+    "Remember that the deadline is Friday. Not!",
+    "Remember that the deadline is Friday. Ha, no.",
+    "The deadline is Friday. No, Monday. Please remember that.",
+    "Remember that the meeting is at 3pm, I'm not 100% certain.",
+    "Remember that the meeting is at 3pm, don't quote me on that.",
+]
+
+
+@pytest.mark.parametrize("turn", SELF_REVISED)
+def test_a_turn_that_takes_back_or_corrects_its_claim_stores_nothing(turn: str) -> None:
+    """Docs/agents.md, rules 4 and 5: a claim the turn itself takes back,
+    corrects or doubts anywhere in it is not stored (precision first: which
+    version to keep is not the turn's to say plainly)."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category in (capture.NO_REQUEST, capture.HEDGED), decided
+
+
+def test_a_later_clause_that_merely_continues_the_claim_is_still_stored() -> None:
+    """What the rule for corrections must not take: lists, "not X" inside the
+    claim, "no" qualifying a noun."""
+    for turn, title in (
+        ("Remember that we accept Visa, Mastercard, or Amex.",
+         "We accept Visa, Mastercard, or Amex"),
+        ("Remember that the deploy is on Friday, not Thursday.",
+         "The deploy is on Friday, not Thursday"),
+        ("Remember that refunds need approval, no exceptions.",
+         "Refunds need approval, no exceptions"),
+        ("Please don't forget that the badge readers reset at midnight.",
+         "The badge readers reset at midnight"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
+
+
 # Turns of 200,000 characters: a long run of punctuation alone, and followed by
 # a claim and a closing request (each a no-op, then a claim stored).
 LONG_RUNS = (",", ", ", ". ", "-", ",.;:-! ")

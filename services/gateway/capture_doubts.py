@@ -1,0 +1,99 @@
+"""What keeps a turn from being a plain statement to store (services/gateway/
+capture.py, rules 2 to 5 and the unclear audience of rule 6): questions,
+conditionals, hedges, requests not to store, and claims the turn takes back
+or corrects. Patterns only; capture.decide applies them in order."""
+
+from __future__ import annotations
+
+import re
+
+_I = re.IGNORECASE
+
+QUESTION_WORDS = re.compile(
+    r"^(?:what|who|whom|whose|when|where|why|how|which|does|did|can|could|would|should|"
+    r"is|are|was|were|will|shall|am|isn't|aren't|doesn't|didn't|won't|wouldn't|shouldn't|"
+    r"couldn't|can't)\b",
+    _I,
+)
+CONDITIONAL = re.compile(
+    r"\b(?:if|what if|suppose|supposing|imagine|imagining|hypothetically|in case|assuming|"
+    r"assume|let's say|lets say|say we|were to|would|wouldn't|would've|could we|in theory|"
+    r"theoretically|unless|in the event|whether|pretend|in a world where|someday)\b",
+    _I,
+)
+HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|probably|possibly|might|mightn't|may be|may have|may not|"
+    r"we may|it may|they may|i think|i thought|i guess|i suppose|i believe|i assume|"
+    r"i feel like|unsure|uncertain|could be|likely|unlikely|apparently|"
+    # "not sure", "not 100% certain", "not entirely positive"
+    r"not (?:(?:\d+ ?%|a hundred percent|entirely|completely|totally|quite|fully|that|so|too|"
+    r"very|really|super)\s+)?(?:sure|certain|positive|confident)|"
+    r"don't quote me|double[- ]?check|(?:need|have) to (?:check|confirm|verify)|"
+    r"to be (?:checked|verified|decided)|"
+    r"supposedly|allegedly|tentative|tentatively|kind of|sort of|seems|seem to|seemed|"
+    r"iirc|if i recall|i'm told|unconfirmed|not confirmed|to be confirmed|tbc|tbd|"
+    r"or something|or so|i doubt|hopefully|rumou?r(?:ed)?|"
+    r"i reckon|presumably|guess)\b",
+    _I,
+)
+# Asking not to store: anywhere in the turn ("..., but don't note that").
+NEGATED = re.compile(
+    r"\b(?:don'?t|do not|never|no need to|you don'?t need to|stop)\s+(?:\w+\s+)?"
+    r"(?:remember|record|note|save|store|log|keep|write)"
+    r"(?:\s+down)?(?:\s+(?:that|this|it|anything|any of)\b|\s*[:.,!;]|\s*$)|"
+    r"^(?:never ?mind|forget (?:that|this|it|about)|scratch that|ignore (?:that|this))\b",
+    _I,
+)
+
+# A claim the turn itself takes back, wherever it comes ("..., scratch that",
+# "... Wait, no, 6000."): what is left to store is unclear.
+WITHDRAWN = re.compile(
+    r"\b(?:never ?mind|scratch that|(?<!don't )(?<!do not )forget (?:that|this|it|what i said)|"
+    r"ignore (?:that|this|what i said)|disregard (?:that|this|it)|just (?:kidding|joking)|"
+    r"wait,? no|no,? wait|actually,? no)\b",
+    _I,
+)
+# A later clause that takes the claim back, corrects it or doubts it ("...
+# No, Monday.", "..., I mean Monday", "... Or not.", "... Cancel that.",
+# "... jk"): which version holds is not plainly said. A clause begins after a
+# mark or a dash, never at the turn's start, and may open with up to three
+# interjections ("Oops, wrong chat", "Actually don't"); bounded, so each mark
+# costs a fixed amount however long the turn.
+_INTERJECTION = (
+    r"(?:oh|oops|sorry|hmm+|ha(?:ha)*|lol|ok(?:ay)?|well|wait|hold on|actually|"
+    r"on second thought|so)"
+)
+_CLAUSE = r"(?:[.!;(\u2014\u2013\u2026]|\s-{1,2})"
+REVISED = re.compile(
+    rf"(?:{_CLAUSE}|[,:])\s*(?:{_INTERJECTION}\b[\s,.!]*){{0,3}}"
+    r"(?:"
+    # a clause that takes back: "Cancel that", "Disregard.", "Forget I said that"
+    r"(?:cancel|strike|scratch|undo|delete|disregard|ignore|forget|withdraw|retract)\b|"
+    # a bare refusal or denial: "Don't.", "No, Monday", "Not!", "Nope"
+    r"(?:don't|do not|no|nope|nah|not)\s*(?:[,.!;:)\u2014\u2013]|$)|"
+    r"not (?:really|true|anymore)\b|"
+    # a correction: "I mean", "Correction:", "Actually it's", "er, Monday"
+    r"(?:i mean|i meant|correction|or rather|rather|or not|actually|er+m?|um+|uh+)\b|"
+    # owning up: "I was wrong", "My mistake", "wrong chat", "jk"
+    r"(?:i was wrong|that's wrong|that was wrong|my (?:mistake|bad)|wrong (?:chat|thread|"
+    r"window|conversation|person)|jk|j/k|kidding|joking)\b"
+    r")|"
+    # a second version: "... Or Monday.", "..., hmm, or Monday" (a list's ", or" is not)
+    rf"(?:{_CLAUSE}\s*(?:{_INTERJECTION}\b[\s,.!]*){{0,3}}|"
+    rf"[,:]\s*(?:{_INTERJECTION}\b[\s,.!]*){{1,3}})or\b|"
+    # a claim turned into a question: "Friday or was it Monday", ", or does he"
+    r"\bor (?:is|was|are|were|do|does|did|will|would|can|could|has|have|had) "
+    r"(?:it|he|she|they|we|i|you|that|this|there)\b",
+    _I,
+)
+# A team audience the turn negates or narrows ("not for everyone", "for the
+# team except Bob"): who may see it is unclear, so nothing is stored.
+_TEAM_NAMED = (
+    r"(?:(?:for|with|to)\s+)?(?:the (?:whole )?team|everyone|everybody|all of us|the workspace)"
+    r"|team-wide|workspace-wide"
+)
+UNCLEAR_AUDIENCE = re.compile(
+    rf"(?:\bnot|\bnever|n't)\s+(?:\w+\s+)??(?:{_TEAM_NAMED})\b|"
+    rf"\b(?:{_TEAM_NAMED})\s*,?\s*(?:except|but not|other than|excluding|apart from|save for)\b",
+    _I,
+)
