@@ -227,7 +227,11 @@ def _arg_properties(descriptor: Descriptor, table: ArgTable) -> tuple[JSON, list
         name = arg.name or f.name
         one = _arg_value(f, table)
         if f.is_repeated:
-            properties[name] = {"type": "array", "items": {**one, **arg.items}, **arg.schema}
+            # A list of an enum's names holds at most as many as the enum has:
+            # more could only repeat one (the gateway refuses them).
+            bound = {"maxItems": len(one["enum"])} if "enum" in one else {}
+            items = {**one, **arg.items}
+            properties[name] = {"type": "array", "items": items, **bound, **arg.schema}
         else:
             properties[name] = {**one, **arg.schema}
         if arg.required:

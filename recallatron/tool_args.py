@@ -92,7 +92,8 @@ NESTED: dict[str, Args] = {
     # Recall takes its filters as arguments of its own (filters: inline).
     cpb.RecallFilters.DESCRIPTOR.full_name: Args(
         {
-            "mention_entity_ids": Arg(name="mentions", items=UUID),
+            # The store's bound on the entities a recall may be restricted to.
+            "mention_entity_ids": Arg({"maxItems": MAX_MENTIONS}, name="mentions", items=UUID),
             "include_superseded": Arg({"default": False}),
         }
     ),

@@ -5,6 +5,7 @@ become the request field by field; answers read as the output schema says."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -399,3 +400,33 @@ def test_each_write_tells_the_audience_it_defaults_to(tool: str, default: str) -
     would share a memory with the workspace believing it private."""
     said = BY_NAME[tool].input_schema["properties"]["audience"]["description"]
     assert default in said, said
+
+
+def _lists(schema: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every array in a schema, with where it is."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "array":
+            yield path, schema
+        for key, value in schema.items():
+            yield from _lists(value, f"{path}.{key}" if path else key)
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            yield from _lists(value, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("name", list(GOOD))
+def test_every_list_argument_says_how_long_it_may_be(name: str) -> None:
+    """The gateway refuses a list past its bound (a list of an enum's names
+    past as many as the enum has; recall's mentions past 50): an agent reads
+    that bound in the schema, not from a refusal after the call."""
+    unbounded = [path for path, s in _lists(BY_NAME[name].input_schema) if "maxItems" not in s]
+    assert unbounded == []
+
+
+def test_the_lists_bounds_are_the_gateways() -> None:
+    every_kind = ["note", "fact", "decision", "summary"]
+    assert _problems("recall", {"query": "q", "kinds": every_kind}) == []
+    assert _problems("recall", {"query": "q", "kinds": ["note"] * 5}) != []
+    assert _problems("remember", {**REMEMBER, "purposes": ["assist"] * 5}) != []
+    assert _problems("recall", {"query": "q", "mentions": [ID] * 50}) == []
+    assert _problems("recall", {"query": "q", "mentions": [ID] * 51}) != []
