@@ -12,6 +12,7 @@ import base64
 import json
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -359,3 +360,59 @@ def test_the_token_list_keeps_every_live_token_past_its_cap(
     assert [t.created_at.ToDatetime() for t in listed] == sorted(
         t.created_at.ToDatetime() for t in listed
     )
+
+
+def test_no_live_token_is_left_out_of_a_token_list(
+    stack: Stack, team: Team, operator: Client
+) -> None:
+    """A token list past its cap left live tokens out, looking whole: nothing
+    bounded how many live tokens a member holds, so a member with 1,001 had
+    the oldest one missing from their list and from their workspace's. A
+    member holds at most MAX_LISTED_TOKENS live tokens (one more, made or
+    rotated with a grace, is refused and nothing is made), and a workspace
+    whose live tokens pass the cap is refused its whole list, never cut."""
+    from services.store.domain.tokens import MAX_LISTED_TOKENS
+    from services.store.infrastructure.db import CONTROL_DATABASE
+    from tests import dbutil
+
+    bob = team.members["bob"]
+    live = (
+        "SELECT count(*) FROM access_token WHERE member_id = %s AND revoked_at IS NULL"
+        " AND (expires_at IS NULL OR expires_at > now())"
+    )
+    with psycopg.connect(dbutil.workspace_url(stack, CONTROL_DATABASE)) as conn:
+        # bob holds the team's token: these make the cap's worth of live ones.
+        conn.execute(
+            "INSERT INTO access_token (id, member_id, token_sha256, label, created_at)"
+            " SELECT gen_random_uuid(), %s, sha256(gen_random_uuid()::text::bytea),"
+            " 'live', now() - interval '1 day' + g * interval '1 second'"
+            " FROM generate_series(1, %s) g",
+            (bob, MAX_LISTED_TOKENS - 1),
+        )
+    for call in (
+        partial(operator.create_token, bob, "one too many"),
+        partial(team.clients["ada"].create_token, bob, "one too many"),
+        partial(operator.rotate_token, team.token_ids["bob"]),
+    ):
+        refused = error(call)
+        assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.details()
+        assert str(refused.details()).startswith("member_id"), refused.details()
+    assert dbutil.query(stack, CONTROL_DATABASE, live, (bob,)) == [(MAX_LISTED_TOKENS,)]
+    listed = {t.id for t in operator.list_tokens(bob).tokens}
+    assert len(listed) == MAX_LISTED_TOKENS and team.token_ids["bob"] in listed
+    # ada's and cy's live tokens beside bob's pass the cap: never a list
+    # that leaves one of them out.
+    for whole in (
+        partial(team.clients["ada"].list_tokens),
+        partial(operator.list_tokens, workspace_id=team.workspace_id),
+    ):
+        exc = error(whole)
+        assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.details()
+        assert "member_id" in str(exc.details()), exc.details()
+    # A rotation that ends the old token at once holds no more; a revocation
+    # makes room for a new one.
+    rotated = operator.rotate_token(team.token_ids["bob"], grace=timedelta(0))
+    assert dbutil.query(stack, CONTROL_DATABASE, live, (bob,)) == [(MAX_LISTED_TOKENS,)]
+    operator.revoke_token(rotated.token_id)
+    operator.create_token(bob, "room again")
+    assert dbutil.query(stack, CONTROL_DATABASE, live, (bob,)) == [(MAX_LISTED_TOKENS,)]

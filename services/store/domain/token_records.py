@@ -17,6 +17,7 @@ from recallatron.vocabulary import PURPOSES, TOKEN_EXPIRED, TOKEN_REVOKED
 from services.store.domain.control_records import Identity, Member, Workspace
 from services.store.domain.tokens import (
     MAX_LISTED_TOKENS,
+    MAX_LIVE_TOKENS,
     NewToken,
     TokenSummary,
     hash_token,
@@ -93,6 +94,15 @@ class TokenRecords:
                 "its import has ended",
                 "member_id",
             )
+        conn.execute(q.TOKEN_TURN, (member_id,))
+        held = conn.execute(q.LIVE_TOKENS_OF_MEMBER, (member_id,)).fetchone()
+        if held is not None and int(held[0]) >= MAX_LIVE_TOKENS:
+            # Past it, their token list would leave a live one out.
+            raise errors.FailedPrecondition(
+                f"member_id: the member holds {int(held[0])} live tokens, as many as a member "
+                "may; revoke some first (or rotate with grace 0)",
+                "member_id",
+            )
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = str(uuid.uuid4())
         row = conn.execute(
@@ -129,12 +139,14 @@ class TokenRecords:
                 raise errors.FailedPrecondition(
                     "token_id: the token has expired; create a new one instead"
                 )
-            made = self._insert_token(
-                conn, str(member_id), label, list(purposes or ()), read_only, lifetime
-            )
+            # Shortened first: one ending at once holds no place among the
+            # member's live tokens when the new one is counted.
             shortened = conn.execute(q.SHORTEN_EXPIRY, {"id": token_id, "grace": grace}).fetchone()
             assert shortened is not None  # the row is locked above
             old_expires_at: datetime = shortened[0]
+            made = self._insert_token(
+                conn, str(member_id), label, list(purposes or ()), read_only, lifetime
+            )
             conn.execute(q.NOTIFY_REVOKED, (token_id,))
         return made, old_expires_at
 
@@ -155,6 +167,8 @@ class TokenRecords:
                     "limit": MAX_LISTED_TOKENS,
                 },
             ).fetchall()
+        if len(rows) >= MAX_LISTED_TOKENS:
+            self._all_live_listed(member_id, workspace_id)
         if (
             member_id
             and not rows
@@ -167,6 +181,21 @@ class TokenRecords:
             )
             for r in rows
         ]
+
+    def _all_live_listed(self, member_id: str | None, workspace_id: str | None) -> None:
+        """A list at its cap leaves out ended tokens only: one whose live
+        tokens pass it (a workspace's, many members') is refused, never cut."""
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(
+                q.LIVE_TOKENS_LISTED,
+                {"member_id": member_id or None, "workspace_id": workspace_id or None},
+            ).fetchone()
+        live = int(row[0]) if row else 0
+        if live > MAX_LISTED_TOKENS:
+            raise errors.ResourceExhausted(
+                f"member_id: {live} live tokens pass what one list holds ({MAX_LISTED_TOKENS}); "
+                "revoke some, or list them member by member"
+            )
 
     def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
         token_id = uuid_str(token_id, "token_id")

@@ -43,8 +43,11 @@ class TokenSummary:
 MAX_TOKEN_LIFETIME = timedelta(days=3650)
 DEFAULT_ROTATION_GRACE = timedelta(hours=24)
 MAX_ROTATION_GRACE = timedelta(days=90)
-# A listing's bound: more tokens than any member should hold.
+# A listing's bound: more tokens than any member should hold. A member holds
+# at most this many live ones (a new one past it is refused), so that their
+# list leaves out ended tokens only, never a live one.
 MAX_LISTED_TOKENS = 1000
+MAX_LIVE_TOKENS = MAX_LISTED_TOKENS
 
 
 def token_lifetime(value: timedelta | None) -> timedelta | None:

@@ -127,6 +127,21 @@ FROM (
 ) listed
 ORDER BY created_at, id
 """
+# A member's live tokens (made, rotated) counted one at a time, held to the
+# commit (namespace 7407): two made at once cannot both pass the cap.
+TOKEN_TURN = "SELECT pg_advisory_xact_lock(7407, hashtext(%s::text))"
+LIVE_TOKENS_OF_MEMBER = """
+SELECT count(*) FROM access_token
+WHERE member_id = %s AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+"""
+# The live tokens a listing covers (a member's, or a workspace's).
+LIVE_TOKENS_LISTED = """
+SELECT count(*)
+FROM access_token t JOIN member m ON m.id = t.member_id
+WHERE (%(member_id)s::uuid IS NULL OR t.member_id = %(member_id)s::uuid)
+  AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
+  AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+"""
 # Last use, written only when the recorded one is a minute old (the WHERE
 # makes concurrent stores write once). Not waiting for the WAL flush: a
 # last use lost in a crash is harmless.
