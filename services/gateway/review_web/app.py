@@ -96,7 +96,7 @@ class ReviewApp:
         if method == "GET" and path == "/":
             if session is None:
                 return Response(HTTPStatus.OK, signin_page())
-            return self.review(session, query.get("purpose", DEFAULT_PURPOSE))
+            return self.review(session, query.get("purpose", DEFAULT_PURPOSE), sid)
         if method == "POST" and path == "/signin":
             return self.signin(form.get("token", ""), client_address)
         if method == "POST" and path in ("/signout", "/decide"):
@@ -145,7 +145,7 @@ class ReviewApp:
         landing = "/" if purpose == DEFAULT_PURPOSE else f"/?purpose={purpose}"
         return redirect(landing, [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
 
-    def review(self, session: Session, purpose: str) -> Response:
+    def review(self, session: Session, purpose: str, sid: str | None = None) -> Response:
         if purpose not in PURPOSES:
             purpose = DEFAULT_PURPOSE
         flashes = "".join(
@@ -156,6 +156,8 @@ class ReviewApp:
         try:
             pairs = list(session.client.duplicate_pairs(purpose=purpose, limit=PAIRS_SHOWN).pairs)
         except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                return self._signed_out(sid)
             pairs = []
             flashes += f'<p class="flash error" role=alert>{e(_status_text(exc))}</p>'
         options = "".join(
@@ -178,6 +180,17 @@ class ReviewApp:
         )
         body = "<h2 class=part>Memory pairs</h2>" + body + self.entities(session, purpose)
         return Response(HTTPStatus.OK, page("Dedup review", lead + flashes + body, top))
+
+    def _signed_out(self, sid: str | None) -> Response:
+        """The session's token is no longer accepted (revoked, expired): the
+        session, and the token it holds, end here rather than serve a page of
+        refusals until it idles out."""
+        self.sessions.drop(sid)
+        return Response(
+            HTTPStatus.UNAUTHORIZED,
+            signin_page("Your token was revoked or has expired: sign in again."),
+            headers=[("Set-Cookie", _cookie("", max_age=0))],
+        )
 
     def entities(self, session: Session, purpose: str) -> str:
         """The entity part of the page: owners only (a member is told so)."""

@@ -1,0 +1,59 @@
+"""The review page's sessions against the real stack: a session whose token
+the gateway no longer accepts (revoked, expired) ends at the next page view,
+rather than living on as a signed-in page of refusals. Driven through the
+page's application with a real gateway client, as the HTTP server calls it."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+
+from recallatron.client import Client
+from recallatron_devkit.stack import Stack
+from services.gateway.review_web import ReviewApp
+from services.gateway.review_web.sessions import COOKIE
+from tests.conftest import Team, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _cleared(headers: list[tuple[str, str]]) -> bool:
+    return any(k == "Set-Cookie" and v.startswith(f"{COOKIE}=;") for k, v in headers)
+
+
+def test_a_session_ends_once_its_token_is_revoked(
+    stack: Stack, team: Team, operator: Client
+) -> None:
+    app = ReviewApp(stack.gateway)
+    signed = app.handle("POST", "/signin", {}, {"token": team.clients["bob"].token})
+    assert signed.status == HTTPStatus.SEE_OTHER
+    cookie = next(v for k, v in signed.headers if k == "Set-Cookie")
+    sid = cookie.split(";")[0].split("=", 1)[1]
+    assert app.handle("GET", "/", {COOKIE: sid}, {}).status == HTTPStatus.OK
+    session = app.sessions.get(sid)
+    assert session is not None
+
+    operator.revoke_token(team.token_ids["bob"])
+    wait_for(lambda: _refused(team.clients["bob"]), what="the revocation to take effect")
+    page = app.handle("GET", "/", {COOKIE: sid}, {})
+    # The person is told and asked to sign in again; the session and the
+    # token it held are gone, and the browser's cookie is cleared.
+    assert page.status == HTTPStatus.UNAUTHORIZED, page.body[-300:]
+    assert b"data-testid=token" in page.body
+    assert b"sign in again" in page.body
+    assert _cleared(page.headers), page.headers
+    assert app.sessions.get(sid) is None
+    assert len(app.sessions) == 0
+    # A decision posted on the gone session is not run: back to sign-in.
+    form = {"csrf": session.csrf, "action": "keep", "first_id": "x", "second_id": "y"}
+    again = app.handle("POST", "/decide", {COOKIE: sid}, form)
+    assert again.status == HTTPStatus.SEE_OTHER and session.flash == []
+
+
+def _refused(client: Client) -> bool:
+    try:
+        client.duplicate_pairs(limit=1)
+    except Exception:
+        return True
+    return False
