@@ -481,3 +481,36 @@ def test_an_import_that_fails_at_its_last_step_leaves_no_workspace(
         with pytest.raises(errors.Unavailable):
             Importer(dbs, control).import_archive(out, slug)
     assert not slug_exists(stack, slug)
+
+
+def test_an_archives_bad_or_shared_member_handle_is_refused_by_its_record_before_anything_is_made(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """workspace.json's member handles were not checked with the archive: a
+    handle no member may have, or one handle given to two members, was found
+    only when the import created that member, after the workspace and its
+    database were made, and refused as 'handle: ...' or ALREADY_EXISTS
+    'taken in this workspace', naming neither the file nor the record."""
+    from recallatron import errors
+    from services.store.domain import archive_plan as plan
+
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    for i, (field, handle) in enumerate(
+        (("members[1].handle", "not a handle!"), ("members[2].handle", "ada"))
+    ):
+        bad = tmp_path / f"handles-{i}"
+        subprocess.run(["cp", "-r", str(out), str(bad)], check=True)
+        workspace = json.loads((bad / fmt.WORKSPACE).read_text())
+        workspace["members"].sort(key=lambda m: m["handle"])  # ada, bob, cy
+        workspace["members"][int(field[8])]["handle"] = handle
+        _replace(bad, fmt.WORKSPACE, json.dumps(workspace).encode())
+        # The check that reads the archive, before the import makes anything.
+        with pytest.raises(errors.InvalidArgument) as info:
+            plan.read_archive(bad)
+        assert info.value.field == f"{fmt.WORKSPACE}: {field}", info.value.message
+        slug = f"bad-{uuid.uuid4().hex[:10]}"
+        done = cli(stack, "import", str(bad), "--as", slug)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"{fmt.WORKSPACE}: {field}" in done.stderr, done.stderr
+        assert not slug_exists(stack, slug)

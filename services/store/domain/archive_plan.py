@@ -18,7 +18,7 @@ from typing import Any
 
 from recallatron import errors
 from services.store.domain import archive_format as fmt
-from services.store.domain.control import HANDLE_RE, validate_settings
+from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
 from services.store.domain.control_records import WorkspaceSettings
 
 NOT_MAPPED_REASON = "not imported: its audience member is not a member of the copy"
@@ -87,6 +87,16 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
     ids = [m["id"] for m in workspace["members"]]
     if len(set(ids)) != len(ids):
         raise errors.InvalidArgument(f"{fmt.WORKSPACE}: members", "name a member twice")
+    # Checked with the archive, not when the import creates each member (the
+    # workspace made by then): each becomes a member of the copy by this handle.
+    handles: set[str] = set()
+    for i, m in enumerate(workspace["members"]):
+        where = f"{fmt.WORKSPACE}: members[{i}].handle"
+        if not HANDLE_RE.match(m["handle"]):
+            raise errors.InvalidArgument(where, HANDLE_RULE)
+        if m["handle"] in handles:
+            raise errors.InvalidArgument(where, f"{m['handle']!r} is another member's handle too")
+        handles.add(m["handle"])
     result: Record = workspace
     return result
 
@@ -181,9 +191,7 @@ def plan_members(archive_members: list[Record], members_file: Record | None) -> 
             )
         handle = entry.get("handle", source["handle"])
         if not HANDLE_RE.match(handle):
-            raise errors.InvalidArgument(
-                f"{where}.handle", "1-63 characters of letters, digits, '.', '_' and '-'"
-            )
+            raise errors.InvalidArgument(f"{where}.handle", HANDLE_RULE)
         if handle in handles:
             raise errors.InvalidArgument(
                 f"{where}.handle",

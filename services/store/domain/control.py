@@ -40,6 +40,7 @@ from services.store.sql import queries as q
 # check then refuses (an INTERNAL error, and a database made for nothing).
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+HANDLE_RULE = "1-63 characters of letters, digits, '.', '_' and '-'"
 SLUG_RULE = "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit, not a UUID"
 
 
@@ -351,9 +352,7 @@ class ControlPlane(TokenRecords):
         if ws.importing and not importing:
             raise being_imported(ws, "workspace_id")
         if not HANDLE_RE.match(handle or ""):
-            raise errors.InvalidArgument(
-                "handle", "1-63 characters of letters, digits, '.', '_' and '-'"
-            )
+            raise errors.InvalidArgument("handle", HANDLE_RULE)
         if role not in ("owner", "member"):
             raise errors.InvalidArgument("role", "must be owner or member")
         member_id = str(uuid.uuid4())
