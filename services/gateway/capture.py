@@ -178,13 +178,27 @@ _TEAM_PREFIX = re.compile(
     _I,
 )
 _PRIVATE_PREFIX = re.compile(r"^(?:(?:just|only) for me|privately|for me)\s*[,:\-]?\s*", _I)
-# "Remember for Bob that ...": an audience we cannot resolve to a member.
-_OTHER_PREFIX = re.compile(r"^for\s+(?P<who>[\w']+(?:\s+[\w']+)?)\s*(?:that\b|:)", _I)
+# "Remember for Bob and Ana that ...", "Remember for Bob, ...": an audience we
+# cannot resolve to a member ("for the record" is a directive, not a person).
+_OTHER_PREFIX = re.compile(
+    r"^for\s+(?P<who>(?!(?:the record|example|instance)\b)"
+    r"[\w']+(?:(?:\s*,\s*|\s+)[\w']+){0,4}?)\s*(?:that\b|:|,)",
+    _I,
+)
 _SHARE_SUFFIX = re.compile(
-    r"(?:[,;.]\s*|\s+-\s+|\s+and\s+)(?:and\s+)?(?:please\s+)?"
-    r"(?:(?:share|show)\s+(?:it\s+|this\s+|that\s+)?with|tell|let)\s+"
+    r"(?:[,;.:\u2013\u2014]\s*|\s+-{1,2}\s+|\s+and\s+)(?:and\s+)?(?:please\s+)?"
+    r"(?:(?:share|show)\s+(?:it\s+|this\s+|that\s+)?with|"
+    r"(?:send|forward|pass|give|copy)\s+(?:it|this|that)\s+(?:on\s+)?to|"
+    r"tell|let|remind|inform|notify)\s+"
     r"(?P<who>[\w' ]+?)(?:\s+know)?[\s.!]*$",
     _I,
+)
+# ", for Bob and Dana", ", just for Bob", ", for me and Bob" at the end: people
+# by name (capitalised; "for the holiday" says why, not who).
+_NAMED_SUFFIX = re.compile(
+    r"[,;:\-\u2013\u2014]\s*(?:and\s+)?(?i:(?:just\s+|only\s+)?for)\s+"
+    r"(?P<who>(?:(?i:me)\s+(?i:and)\s+)?[A-Z][\w']*"
+    r"(?:(?:\s*,\s*|\s+(?i:and)\s+|\s+)[A-Z][\w']*){0,4})[\s.!]*$"
 )
 # A team phrase at the end shares the memory only when set apart from the
 # claim (", for everyone"): "mandatory for everyone" is what the claim says.
@@ -243,11 +257,11 @@ def _at_end(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
 def _share_request(content: str) -> re.Match[str] | None:
     """A request to share at the end ("..., tell the team"): whom it names
     runs to the end (letters, digits, apostrophes, spaces), so it starts at
-    most two characters before that last clause; from there each start is a
+    most three characters (" --") before that last clause; from there each start is a
     match or fails at once."""
     end = len(content.rstrip(" .!"))
     clause = _LAST_CLAUSE.match(content[:end][::-1])
-    return _SHARE_SUFFIX.search(content, max(0, end - (clause.end() if clause else 0) - 2))
+    return _SHARE_SUFFIX.search(content, max(0, end - (clause.end() if clause else 0) - 3))
 
 
 def _trailing(opening: str) -> tuple[str, str] | None:
@@ -377,6 +391,9 @@ def decide(text: str) -> Capture:
         elif not _SELF_WORDS.match(who):
             return _named_audience(who)
         content = content[: share.start()]
+    named = _at_end(_NAMED_SUFFIX, content)
+    if named:
+        return _named_audience(named.group("who"))
     suffix = _at_end(_AUDIENCE_SUFFIX, content)
     if suffix:
         if suffix.group("team") or suffix.group("knows"):

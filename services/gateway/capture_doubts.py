@@ -94,6 +94,7 @@ _TEAM_NAMED = (
 )
 UNCLEAR_AUDIENCE = re.compile(
     rf"(?:\bnot|\bnever|n't)\s+(?:\w+\s+)??(?:{_TEAM_NAMED})\b|"
-    rf"\b(?:{_TEAM_NAMED})\s*,?\s*(?:except|but not|other than|excluding|apart from|save for)\b",
+    rf"\b(?:{_TEAM_NAMED}|for all)\s*,?\s*"
+    r"(?:except|but|besides|minus|other than|excluding|apart from|save for)\b",
     _I,
 )

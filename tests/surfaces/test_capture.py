@@ -166,6 +166,54 @@ def test_a_later_clause_that_merely_continues_the_claim_is_still_stored() -> Non
         assert decided.store and decided.title == title, (turn, decided)
 
 
+# Turns that name particular people as the audience, or narrow the team, in
+# words the labelled turns do not use: each was stored for the speaker alone,
+# with the audience left in its title ("For Bob and Alice that the ...").
+OTHER_AUDIENCES = [
+    ("Remember for Bob and Alice that the deadline is Friday.", "Bob and Alice"),
+    ("Remember for Bob Smith Jones that the deadline is Friday.", "Bob Smith Jones"),
+    ("Remember for Bob, the deadline is Friday.", "Bob"),
+    ("Remember that the deadline is Friday -- share with Bob.", "Bob"),
+    ("Remember that the deadline is Friday \u2014 tell Bob.", "Bob"),
+    ("Remember that the deadline is Friday: tell Bob.", "Bob"),
+    ("Remember that the deadline is Friday, and send it to Bob.", "Bob"),
+    ("Remember that the deadline is Friday, and pass it on to Bob.", "Bob"),
+    ("Remember that the deadline is Friday, for Bob.", "Bob"),
+    ("Remember that the deadline is Friday, for Bob and Dana.", "Bob and Dana"),
+    ("Remember that the deadline is Friday, just for Bob.", "Bob"),
+    ("Remember that the deadline is Friday, for me and Bob.", "me and Bob"),
+    ("Remember that the deadline is Friday for everyone but Bob.", "but"),
+    ("Remember that the deadline is Friday, for everyone besides Bob.", "besides"),
+    ("Remember that the deadline is Friday, for all but Bob.", "but"),
+]
+
+
+@pytest.mark.parametrize(("turn", "named"), OTHER_AUDIENCES)
+def test_a_turn_naming_other_people_or_narrowing_the_team_stores_nothing(
+    turn: str, named: str
+) -> None:
+    """Docs/agents.md, rule 6: a turn that names a particular person as its
+    audience, or negates or narrows a team audience, is ambiguous."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == capture.AMBIGUOUS and named in decided.reason, decided
+
+
+def test_phrases_that_are_not_an_audience_still_store() -> None:
+    for turn, title, audience in (
+        ("Remember, for the record, the deadline is Friday.",
+         "For the record, the deadline is Friday", capture.SPEAKER),
+        ("Remember that the office is closed, for the holiday.",
+         "The office is closed, for the holiday", capture.SPEAKER),
+        ("Remember for everyone, the deadline is Friday.",
+         "The deadline is Friday", capture.WORKSPACE),
+        ("Remember that the deadline is Friday, just for me.",
+         "The deadline is Friday", capture.SPEAKER),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert (decided.store, decided.title, decided.audience) == (True, title, audience), turn
+
+
 # Turns of 200,000 characters: a long run of punctuation alone, and followed by
 # a claim and a closing request (each a no-op, then a claim stored).
 LONG_RUNS = (",", ", ", ". ", "-", ",.;:-! ")
