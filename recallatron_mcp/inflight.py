@@ -6,8 +6,9 @@ request's POST never gets an answer and hangs (and the second gets the
 first's). JSON-RPC says ids are unique among a session's pending requests,
 so a duplicate is the client's mistake; it is refused at once here, with a
 JSON-RPC error on its own POST, and the request already running keeps its
-answer. Over stdio every answer goes out on the one stream, so nothing
-hangs there."""
+answer. The SDK keys the streams by the id as text, so an id whose text is
+another's in flight (7 and "7") is refused alike. Over stdio every answer
+goes out on the one stream, so nothing hangs there."""
 
 from __future__ import annotations
 
@@ -44,12 +45,19 @@ def _request_ids(body: bytes) -> list[Any]:
     ]
 
 
+def _stream_key(request_id: Any) -> str:
+    """The key of a request's answer stream as the SDK makes it: the id as
+    text, so 7 and "7" (two ids to JSON-RPC) take the same stream and are one
+    id here."""
+    return str(request_id) if isinstance(request_id, int | str) else json.dumps(request_id)
+
+
 class OneRequestPerId:
     """ASGI middleware around the SDK's streamable HTTP app."""
 
     def __init__(self, app: App) -> None:
         self.app = app
-        # (session id, JSON of the request id) of requests being answered.
+        # (session id, stream key of the request id) of requests being answered.
         self.in_flight: set[tuple[bytes, str]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -58,10 +66,11 @@ class OneRequestPerId:
             await self.app(scope, receive, send)
             return
         body, replay = await self._peek(receive)
-        keys = [(session, json.dumps(i)) for i in _request_ids(body)]
-        taken = [k for k in keys if k in self.in_flight]
+        ids = _request_ids(body)
+        keys = [(session, _stream_key(i)) for i in ids]
+        taken = [i for i, k in zip(ids, keys, strict=True) if k in self.in_flight]
         if taken:
-            await self._refuse(send, json.loads(taken[0][1]))
+            await self._refuse(send, taken[0])
             return
         self.in_flight.update(keys)
         try:

@@ -44,7 +44,12 @@ def _messages(response: httpx2.Response) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_duplicate_request_id_leaves_the_first_answered(silent_gateway: str) -> None:
+@pytest.mark.parametrize("second_id", [7, "7"], ids=["same", "same-as-text"])
+def test_a_duplicate_request_id_leaves_the_first_answered(
+    silent_gateway: str, second_id: int | str
+) -> None:
+    """7 and "7" are two ids to JSON-RPC, but the SDK keys its answer streams
+    by the id as text: the second took the first's stream like a duplicate."""
     with http_server(silent_gateway) as url:
         base = {"Accept": ACCEPT, "Authorization": "Bearer rc_not_checked_here"}
         init = httpx2.post(
@@ -93,10 +98,10 @@ def test_a_duplicate_request_id_leaves_the_first_answered(silent_gateway: str) -
         thread = threading.Thread(target=post_first)
         thread.start()
         time.sleep(1.0)  # the first is now waiting on the silent gateway
-        second = httpx2.post(url, headers=headers, json=call, timeout=60)
+        second = httpx2.post(url, headers=headers, json={**call, "id": second_id}, timeout=60)
         assert second.status_code == 409, second.text
         refusal = second.json()
-        assert refusal["id"] == 7 and refusal["error"]["code"] == -32600
+        assert refusal["id"] == second_id and refusal["error"]["code"] == -32600
         thread.join(90)
         assert "error" not in first, "the first request was left hanging"
         answers = _messages(first["response"])
