@@ -355,3 +355,42 @@ def test_a_revision_out_of_range_is_an_incomplete_form() -> None:
     }
     app.decide(session, form, "assist")
     assert session.flash == [("error", "The form was incomplete; look again.")]
+
+
+def test_a_memory_never_supersedes_itself_and_revisions_are_ascii_digits() -> None:
+    """Only a hand-made form sends these: the same memory to retire and to
+    keep (it superseded a memory with a copy of itself), or a revision in
+    other digits than 0-9 (int() read U+0661, Arabic-Indic one, as 1)."""
+    from recallatron.v1 import common_pb2 as cpb
+
+    written: list[object] = []
+
+    class Reading(_Client):
+        memory = type("Stubs", (), {"Supersede": "Supersede"})()
+
+        def read(self, ids: list[str], **_: object) -> object:
+            return type("R", (), {"memories": [cpb.Memory(id=ids[0], revision=1)]})()
+
+        def call(self, *args: object, **_: object) -> object:
+            written.append(args)
+            raise AssertionError("nothing may be written")
+
+    app = ReviewApp("127.0.0.1:1", client_factory=Reading)  # type: ignore[arg-type]
+    assert app.signin("rct_owner").status == 303
+    (session,) = app.sessions._items.values()
+    same = "0b8f7a52-9a43-4c1e-9d3b-1f6a2f1e3a11"
+    for form, said in (
+        (
+            {"retire_id": same, "keep_id": same.upper()}
+            | {"retire_revision": "1", "keep_revision": "1"},
+            "A memory cannot replace itself; look again.",
+        ),
+        (
+            {"retire_id": "a", "keep_id": "b", "retire_revision": "\u0661", "keep_revision": "1"},
+            "The form was incomplete; look again.",
+        ),
+    ):
+        session.flash.clear()
+        app.decide(session, {"action": "supersede", **form}, "assist")
+        assert session.flash == [("error", said)], form
+    assert written == []

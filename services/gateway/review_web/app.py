@@ -276,11 +276,18 @@ class ReviewApp:
         client = session.client
         retire_id, keep_id = form.get("retire_id", ""), form.get("keep_id", "")
         try:
-            retire_rev, keep_rev = int(form["retire_revision"]), int(form["keep_revision"])
+            revisions = form["retire_revision"], form["keep_revision"]
+            # int() also reads other scripts' digits (U+0661 is 1): the page writes 0-9 only.
+            if not all(r.isascii() for r in revisions):
+                raise ValueError("a revision in other digits")
+            retire_rev, keep_rev = int(revisions[0]), int(revisions[1])
             if not (0 < retire_rev < 2**63 and 0 < keep_rev < 2**63):
                 raise ValueError("a revision out of range")
         except (KeyError, ValueError):
             session.flash.append(("error", "The form was incomplete; look again."))
+            return
+        if _same_id(retire_id, keep_id):
+            session.flash.append(("error", "A memory cannot replace itself; look again."))
             return
         kept = client.read([keep_id], purpose=purpose).memories[0]
         if kept.revision != keep_rev:
@@ -312,6 +319,14 @@ class ReviewApp:
         )
         resp = client.call(client.memory.Supersede, request)
         session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
+
+
+def _same_id(a: str, b: str) -> bool:
+    """Whether two ids name one memory, in any spelling of a UUID."""
+    try:
+        return uuid.UUID(a) == uuid.UUID(b)
+    except ValueError:
+        return a == b
 
 
 def _current_graph(
