@@ -272,7 +272,8 @@ class Pipeline(Generic[M]):
         lexical_future: Future[list[Candidate]] | None = None
         if mode in ("lexical", "hybrid"):
             lexical_future = self.executor.submit(self._lexical, request)
-        dense = _DenseOutcome(None)
+        # Not asked in mode lexical: said, so it does not read as a degrade.
+        dense = _DenseOutcome(None, "not asked: the recall's mode is lexical")
         if mode in ("dense", "hybrid"):
             # The dense arm runs here while the lexical arm runs in its thread.
             dense = self._dense(request)

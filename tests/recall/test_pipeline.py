@@ -449,6 +449,17 @@ def test_embed_down_degrades_to_the_lexical_rows(mode: str) -> None:
     assert not store.called("dense")
 
 
+def test_a_lexical_recall_says_why_the_dense_arm_did_not_contribute() -> None:
+    """dense_available is false in mode lexical, as when the arm failed: the
+    reason tells the two apart (it was empty, so an agent read a degrade)."""
+    store = FakeStore(lexical_rows=[c("a", 1)], dense_rows=[c("b", 1)])
+    embed = FakeEmbed()
+    outcome = pipeline(store, embed).recall(request("lexical"))
+    assert not outcome.dense_available
+    assert outcome.dense_unavailable_reason == "not asked: the recall's mode is lexical"
+    assert ids(outcome) == ["a"] and not store.called("dense")
+
+
 def test_no_current_embeddings_degrades() -> None:
     store = FakeStore(lexical_rows=[c("a", 1)], embeddings_available=False)
     outcome = pipeline(store).recall(request("hybrid"))
