@@ -1,19 +1,95 @@
 """The HTTP/JSON server beside the gateway's gRPC server, in the same process:
-uvicorn on a thread of its own, with its own event loop."""
+uvicorn on a thread of its own, with its own event loop, and bounds on its
+connections (uvicorn keeps one that sends nothing open for good)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
+from collections import Counter
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from services.gateway.httpjson.app import HttpJsonApp
 from services.gateway.listening import split, write_port
 
-# Connections served at once (over it, 503) and how long an idle one is kept.
+# Connections served at once (over it, 503) and how long one may send nothing
+# (from its opening, or from its last answer).
 MAX_CONNECTIONS = 1000
 KEEP_ALIVE_SECONDS = 30
+# From one client address, so that one address holding connections open
+# cannot take every one (behind a proxy, the proxy is the address: its own
+# limits apply).
+MAX_CONNECTIONS_PER_ADDRESS = 100
+# A request's head and body must arrive within this long of its first byte,
+# however slowly they trickle (the largest body at 2 Mbit/s).
+REQUEST_SECONDS = 60
+_OVER_SHARE_BODY = b'{"code": "unavailable", "message": "too many connections from this address"}'
+_OVER_SHARE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_OVER_SHARE_BODY), _OVER_SHARE_BODY)
+)
+
+
+def bounded(per_address: Counter[str]) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, with a deadline on each connection until
+    its request has arrived whole, and ``per_address`` counting each client
+    address's connections (one server's, on its event loop's thread)."""
+
+    class Bounded(H11Protocol):
+        address = ""
+        timer: asyncio.TimerHandle | None = None
+        receiving = False
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.address = self.client[0] if self.client else ""
+            per_address[self.address] += 1
+            if per_address[self.address] > MAX_CONNECTIONS_PER_ADDRESS:
+                transport.write(_OVER_SHARE)
+                transport.close()
+                return
+            self._wait(KEEP_ALIVE_SECONDS)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            per_address[self.address] -= 1
+            if per_address[self.address] <= 0:
+                del per_address[self.address]
+            self._stop()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if not self.receiving:
+                # A request's first byte: the whole of it is due in REQUEST_SECONDS.
+                self.receiving = True
+                self._wait(REQUEST_SECONDS)
+            super().data_received(data)
+
+        def on_response_complete(self) -> None:
+            self.receiving = False
+            self._wait(KEEP_ALIVE_SECONDS)
+            super().on_response_complete()
+
+        def _wait(self, seconds: float) -> None:
+            self._stop()
+            self.timer = self.loop.call_later(seconds, self._late)
+
+        def _stop(self) -> None:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+
+        def _late(self) -> None:
+            self.timer = None
+            # Only while the request is still arriving (or none has begun): a
+            # request read whole is the call's own deadline's to end.
+            if self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                self.transport.close()
+
+    return Bounded
 
 
 class HttpJsonServer:
@@ -38,6 +114,7 @@ class HttpJsonServer:
                 # not believed (the failed-authentication limit keys on it).
                 proxy_headers=False,
                 server_header=False,
+                http=bounded(Counter()),
                 limit_concurrency=MAX_CONNECTIONS,
                 timeout_keep_alive=KEEP_ALIVE_SECONDS,
             )
