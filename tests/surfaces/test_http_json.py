@@ -19,7 +19,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
 from recallatron.client import Client
-from recallatron.v1 import gateway_pb2
+from recallatron.v1 import common_pb2, gateway_pb2
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_devkit.stack import Stack
 from tests.surfaces.httpjson import QUERY, Member, call, owner_with_memories, violations
@@ -299,3 +299,45 @@ def test_describe_tools_answers_without_a_token(stack: Stack) -> None:
         status, answer = call(stack.http_url, describe, {}, token)
         assert status == 200, answer
         assert {t["name"] for t in answer["tools"]} >= {"recall", "remember"}, answer
+
+
+def test_a_gzip_body_is_inflated_whole_or_refused(stack: Stack, owner: Member) -> None:
+    """Only the first member of a gzip body was inflated and a stream cut
+    short was taken as what it held so far: a remember whose body came in two
+    members was stored without the second's fields (200), one cut short was
+    stored, and a JSON body in two members was refused as not JSON."""
+    remember = "recallatron.v1.MemoryService/Remember"
+    gzipped = {"Content-Encoding": "gzip"}
+    first = pb.RememberRequest(
+        request_id=str(uuid.uuid4()),
+        kind=common_pb2.KIND_FACT,
+        title="Two members",
+        body="the second holds confidence",
+    )
+    first.audience.workspace = True
+    second = pb.RememberRequest(confidence=0.25)
+    # Concatenated protobuf messages merge; concatenated gzip members are one body (RFC 1952).
+    body = gzip.compress(first.SerializeToString()) + gzip.compress(second.SerializeToString())
+    status, answer = call(
+        stack.http_url, remember, body, owner.token, "application/proto", headers=gzipped
+    )
+    assert status == 200, answer
+    made = pb.RememberResponse.FromString(answer["proto"]).memory
+    assert made.confidence == pytest.approx(0.25), made
+    text = json.dumps({"query": QUERY, "limit": 2}).encode()
+    status, answer = call(
+        stack.http_url,
+        "recallatron.v1.MemoryService/Recall",
+        gzip.compress(text[:9]) + gzip.compress(text[9:]),
+        owner.token,
+        headers=gzipped,
+    )
+    assert status == 200 and answer["outcome"]["results"], answer
+    # Cut short (its trailer lost), or with bytes after it that are no gzip member.
+    whole = gzip.compress(first.SerializeToString())
+    for broken in (whole[:-8], whole + b"junk"):
+        status, answer = call(
+            stack.http_url, remember, broken, owner.token, "application/proto", headers=gzipped
+        )
+        assert (status, answer.get("code")) == (400, "invalid_argument"), answer
+        assert violations(answer) == ["request"], answer

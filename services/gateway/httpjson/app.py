@@ -424,11 +424,21 @@ class HttpJsonApp:
                 return b"".join(chunks)
 
     def _gunzip(self, body: bytes) -> bytes:
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out = inflate.decompress(body, self.max_bytes + 1)
-        except zlib.error:
-            raise Refused(400, "invalid_argument", "not valid gzip", "request") from None
-        if len(out) > self.max_bytes:
-            raise Refused(429, "resource_exhausted", f"request over {self.max_bytes} bytes")
-        return out
+        """``body`` inflated whole: every member of it (RFC 1952 lets a gzip
+        body be several, one after another), each complete, nothing after
+        the last; never more than the message limit."""
+        out = bytearray()
+        rest = body
+        while rest:
+            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                # At least 1 byte may come (0 would mean no limit).
+                out += inflate.decompress(rest, self.max_bytes + 1 - len(out))
+            except zlib.error:
+                raise Refused(400, "invalid_argument", "not valid gzip", "request") from None
+            if len(out) > self.max_bytes:
+                raise Refused(429, "resource_exhausted", f"request over {self.max_bytes} bytes")
+            if not inflate.eof:
+                raise Refused(400, "invalid_argument", "not valid gzip: cut short", "request")
+            rest = inflate.unused_data
+        return bytes(out)
