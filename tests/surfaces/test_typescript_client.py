@@ -126,3 +126,22 @@ def test_a_transport_of_the_callers_own_still_carries_the_token(
     )
     assert code == 0, printed
     assert printed["outcome"]["results"], printed
+
+
+def test_a_transport_of_the_callers_own_still_keeps_the_deadline(
+    stack: Stack, example: Path, owner: Member
+) -> None:
+    """timeoutMs was applied only to the transport the client made: with one
+    of the caller's own, a call had no deadline at all (this recall answered)."""
+    for own in ("", "1"):
+        code, printed = node(
+            stack,
+            example,
+            owner.token,
+            "recall",
+            QUERY,
+            RECALLATRON_OWN_TRANSPORT=own,
+            RECALLATRON_TIMEOUT_MS="1",
+        )
+        refused = printed.get("error", {}).get("code")
+        assert (code, refused) == (1, "DeadlineExceeded"), (own, printed)

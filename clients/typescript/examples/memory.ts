@@ -29,7 +29,8 @@ async function main(args: string[]): Promise<unknown> {
   const client = createRecallatron({
     baseUrl,
     token: process.env.RECALLATRON_TOKEN ?? "",
-    timeoutMs: 30_000,
+    // RECALLATRON_TIMEOUT_MS: each call's deadline (default 30 s).
+    timeoutMs: Number(process.env.RECALLATRON_TIMEOUT_MS ?? 30_000),
     transport,
   });
   const [command, ...rest] = args;

@@ -48,7 +48,7 @@ export interface RecallatronOptions {
   /** Binary protobuf instead of JSON on the wire (default: JSON). */
   useBinaryFormat?: boolean;
   /** Another transport (say, the gRPC one); baseUrl is then not used, the
-   * token is still sent with every call. */
+   * token and timeoutMs still apply to every call. */
   transport?: Transport;
 }
 
@@ -80,24 +80,25 @@ export function bearer(token: string): Interceptor {
 }
 
 /** A transport that sends the token with every call it carries (one given
- * in the options may not; a header the caller sets itself still wins). */
-function withToken(inner: Transport, token: string): Transport {
+ * in the options may not; a header the caller sets itself still wins), and
+ * gives a call without a deadline of its own the client's `timeoutMs`. */
+function withToken(inner: Transport, token: string, timeoutMs?: number): Transport {
   const headers = (header: HeadersInit | undefined): Headers => {
     const h = new Headers(header);
     if (!h.has("Authorization")) h.set("Authorization", `Bearer ${token}`);
     return h;
   };
   return {
-    unary: (method, signal, timeoutMs, header, input, contextValues) =>
-      inner.unary(method, signal, timeoutMs, headers(header), input, contextValues),
-    stream: (method, signal, timeoutMs, header, input, contextValues) =>
-      inner.stream(method, signal, timeoutMs, headers(header), input, contextValues),
+    unary: (method, signal, callTimeoutMs, header, input, contextValues) =>
+      inner.unary(method, signal, callTimeoutMs ?? timeoutMs, headers(header), input, contextValues),
+    stream: (method, signal, callTimeoutMs, header, input, contextValues) =>
+      inner.stream(method, signal, callTimeoutMs ?? timeoutMs, headers(header), input, contextValues),
   };
 }
 
 export function createRecallatron(options: RecallatronOptions): Recallatron {
   const transport = options.transport
-    ? withToken(options.transport, options.token)
+    ? withToken(options.transport, options.token, options.timeoutMs)
     : createConnectTransport({
       baseUrl: options.baseUrl,
       httpVersion: "1.1",
