@@ -15,7 +15,7 @@ from recallatron.client_connection import Connection
 from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
-from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_MEMBER_PAGE
+from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_MEMBER_PAGE, MAX_TOKEN_PAGE
 
 # Deleting a workspace or removing a member may take longer than a tool call
 # (a database dropped, many memories erased).
@@ -149,11 +149,36 @@ class ReviewAndAdmin(Connection):
     def list_tokens(
         self, member_id: str = "", workspace_id: str = ""
     ) -> pb.AdminServiceListTokensResponse:
-        """A member's tokens, or a workspace's (an owner may leave both empty:
-        their workspace's)."""
+        """Every token of a member, or of a workspace (an owner may leave both
+        empty: their workspace's), ended ones too, by member, each member's
+        oldest first, read a page at a time into one answer."""
+        every = pb.AdminServiceListTokensResponse()
+        token = ""
+        while True:
+            page = self.list_tokens_page(member_id, workspace_id, MAX_TOKEN_PAGE, token)
+            every.tokens.extend(page.tokens)
+            token = page.next_page_token
+            if not token:
+                return every
+
+    def list_tokens_page(
+        self,
+        member_id: str = "",
+        workspace_id: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> pb.AdminServiceListTokensResponse:
+        """A page of a member's or a workspace's tokens (``page_size`` and
+        ``page_token`` both unset: the whole list in one answer, refused when
+        its live tokens pass 1,000)."""
         return self.call(
             self.admin.ListTokens,
-            pb.AdminServiceListTokensRequest(member_id=member_id, workspace_id=workspace_id),
+            pb.AdminServiceListTokensRequest(
+                member_id=member_id,
+                workspace_id=workspace_id,
+                page_size=page_size,
+                page_token=page_token,
+            ),
         )
 
     def list_members(

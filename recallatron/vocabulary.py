@@ -181,6 +181,11 @@ MAX_WORKSPACE_PAGE = 1000
 # within ANSWER_BUDGET_BYTES, or a refusal naming page_size: never a list cut
 # short that the caller could not tell from a whole one.
 MAX_MEMBER_PAGE = 1000
+# A token listing (ListTokens): the most a page, and a page given a page token
+# without a size. A request without either (a caller from before paging) gets
+# the whole list, or a refusal naming page_size when its live tokens pass
+# 1,000 (never a list that leaves a live token out).
+MAX_TOKEN_PAGE = 1000
 # Actions named in one audit filter.
 MAX_AUDIT_ACTIONS = 20
 

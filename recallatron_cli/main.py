@@ -148,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     json_option(rt)
     lt = admin_sub.add_parser(
-        "list-tokens", help="tokens with scope, expiry and last use; never a secret"
+        "list-tokens",
+        help="tokens with scope, expiry and last use, by member, oldest first; never a secret",
     )
     lt.add_argument(
         "--member", help="the member's id (owners: default every member of the workspace)"

@@ -938,6 +938,8 @@ class AdminServiceListTokensRequest(_message.Message):
 
     MEMBER_ID_FIELD_NUMBER: _builtins.int
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     """The member whose tokens to list. An owner may leave it empty for every
     token of the workspace; the operator names a member or a workspace.
@@ -946,15 +948,25 @@ class AdminServiceListTokensRequest(_message.Message):
     """Every token of this workspace (the operator's way to see a workspace's
     tokens; an owner's token lists only its own workspace's).
     """
+    page_size: _builtins.int
+    """At most this many a page: 1 to 1000; 0 with a page_token: 1000. 0
+    without one (a caller from before paging): the whole list in one answer,
+    refused RESOURCE_EXHAUSTED naming page_size when its live tokens pass
+    1000, never a list cut short.
+    """
+    page_token: _builtins.str
+    """The previous page's next_page_token; empty: the first page."""
     def __init__(
         self,
         *,
         member_id: _builtins.str = ...,
         workspace_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "page_size", b"page_size", "page_token", b"page_token", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -965,16 +977,22 @@ class AdminServiceListTokensResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOKENS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Asks for the next page; empty after the last."""
     @_builtins.property
-    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[_store_pb2.TokenSummary]: ...
+    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[_store_pb2.TokenSummary]:
+        """By member (handle in byte order, then id), each member's oldest first."""
+
     def __init__(
         self,
         *,
         tokens: _abc.Iterable[_store_pb2.TokenSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -548,18 +548,30 @@ class ListTokensRequest(_message.Message):
 
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
     MEMBER_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     workspace_id: _builtins.str
     """At least one is set: a member's tokens, or every token of a workspace."""
     member_id: _builtins.str
+    page_size: _builtins.int
+    """At most this many a page: 1 to 1000; 0 with a page_token: 1000. 0
+    without one (a caller from before paging): the whole list in one answer,
+    refused RESOURCE_EXHAUSTED naming page_size when its live tokens pass
+    1000, never a list cut short.
+    """
+    page_token: _builtins.str
+    """The previous page's next_page_token; empty: the first page."""
     def __init__(
         self,
         *,
         workspace_id: _builtins.str = ...,
         member_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "page_size", b"page_size", "page_token", b"page_token", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -631,16 +643,22 @@ class ListTokensResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOKENS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Asks for the next page; empty after the last."""
     @_builtins.property
-    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenSummary]: ...
+    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenSummary]:
+        """By member (handle in byte order, then id), each member's oldest first."""
+
     def __init__(
         self,
         *,
         tokens: _abc.Iterable[Global___TokenSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -352,7 +352,7 @@ def test_the_token_list_keeps_every_live_token_past_its_cap(
             " FROM generate_series(1, %s) g",
             (bob, MAX_LISTED_TOKENS),
         )
-    listed = operator.list_tokens(bob).tokens
+    listed = operator.list_tokens_page(bob).tokens  # one list, as before paging
     assert len(listed) == MAX_LISTED_TOKENS
     # bob's live token from the team's making: newer than every ended one
     # here, it was the one an oldest-first list cut.
@@ -398,13 +398,13 @@ def test_no_live_token_is_left_out_of_a_token_list(
         assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.details()
         assert str(refused.details()).startswith("member_id"), refused.details()
     assert dbutil.query(stack, CONTROL_DATABASE, live, (bob,)) == [(MAX_LISTED_TOKENS,)]
-    listed = {t.id for t in operator.list_tokens(bob).tokens}
+    listed = {t.id for t in operator.list_tokens_page(bob).tokens}
     assert len(listed) == MAX_LISTED_TOKENS and team.token_ids["bob"] in listed
-    # ada's and cy's live tokens beside bob's pass the cap: never a list
-    # that leaves one of them out.
+    # ada's and cy's live tokens beside bob's pass the cap: never one list
+    # that leaves one of them out (pages list them all).
     for whole in (
-        partial(team.clients["ada"].list_tokens),
-        partial(operator.list_tokens, workspace_id=team.workspace_id),
+        partial(team.clients["ada"].list_tokens_page),
+        partial(operator.list_tokens_page, workspace_id=team.workspace_id),
     ):
         exc = error(whole)
         assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.details()

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pool
@@ -132,8 +133,7 @@ def exercise(gateway: str, operator_token: str) -> None:
     admin = Client(gateway, operator_token)
     ws = admin.create_workspace(f"upg-{uuid.uuid4().hex[:10]}").workspace
     member = admin.create_member(ws.id, "ada", owner=True).member
-    for handle in ("cy", "bob"):
-        admin.create_member(ws.id, handle)
+    others = [admin.create_member(ws.id, handle).member for handle in ("cy", "bob")]
     client = Client(gateway, admin.create_token(member.id, "upgrade").token)
     try:
         # Members a page at a time (a gateway that knows no paging passes the
@@ -145,6 +145,22 @@ def exercise(gateway: str, operator_token: str) -> None:
         whole = client.list_members_page()
         assert [m.handle for m in whole.members] == ["ada", "bob", "cy"]
         assert not whole.next_page_token
+        # Tokens a page at a time, by member; a gateway that knows no paging
+        # drops the page fields and answers the whole list, never a cut one.
+        for other in others:
+            admin.create_token(other.id, "upgrade")
+        listed = client.list_tokens_page()
+        assert [t.member_handle for t in listed.tokens] == ["ada", "bob", "cy"]
+        assert not listed.next_page_token
+        paged: list[Any] = []
+        token = ""
+        while True:
+            page = admin.list_tokens_page("", ws.id, 2, token)
+            paged.extend(page.tokens)
+            if not (token := page.next_page_token):
+                break
+        assert paged == list(listed.tokens)
+        assert client.list_tokens() == listed
         made = client.remember(
             "The backup window is 02:00 to 03:00 UTC",
             "Nightly database backups run between two and three in the morning.",

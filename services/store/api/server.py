@@ -55,6 +55,7 @@ from services.store.domain.owner_view import OwnerView
 from services.store.domain.recall import RecallQueries
 from services.store.domain.revocations import RevocationFeed
 from services.store.domain.timeline import TimelineStore
+from services.store.domain.token_pages import token_page
 from services.store.domain.validation import uuid_str
 
 
@@ -175,7 +176,12 @@ class StoreServicer:
         context: grpc.ServicerContext,
     ) -> pb.ListTokensResponse:
         internal_auth.check_admin(request.workspace_id)
-        tokens = self.control.list_tokens(request.member_id, request.workspace_id or None)
+        member_id, workspace_id = self.control.token_listing(
+            request.member_id, request.workspace_id or None
+        )
+        page = token_page(
+            self.control.dbs, member_id, workspace_id, request.page_size, request.page_token
+        )
         return pb.ListTokensResponse(
             tokens=[
                 message_of(
@@ -187,8 +193,9 @@ class StoreServicer:
                     last_used_at=optional_timestamp(t.last_used_at),
                     revoked_at=optional_timestamp(t.revoked_at),
                 )
-                for t in tokens
-            ]
+                for t in page.tokens
+            ],
+            next_page_token=page.next_page_token,
         )
 
     def ListMembers(

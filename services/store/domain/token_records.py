@@ -16,10 +16,8 @@ from recallatron import errors
 from recallatron.vocabulary import PURPOSES, TOKEN_EXPIRED, TOKEN_REVOKED
 from services.store.domain.control_records import Identity, Member, Workspace
 from services.store.domain.tokens import (
-    MAX_LISTED_TOKENS,
     MAX_LIVE_TOKENS,
     NewToken,
-    TokenSummary,
     hash_token,
     rotation_grace,
     token_lifetime,
@@ -150,52 +148,22 @@ class TokenRecords:
             conn.execute(q.NOTIFY_REVOKED, (token_id,))
         return made, old_expires_at
 
-    def list_tokens(self, member_id: str | None, workspace_id: str | None) -> list[TokenSummary]:
-        """A member's tokens (or a workspace's); at least one is named."""
+    def token_listing(
+        self, member_id: str | None, workspace_id: str | None
+    ) -> tuple[str | None, str | None]:
+        """Whose tokens a listing covers, checked: a member's (within the
+        workspace, when one is named) or a workspace's; their canonical ids
+        (token_pages.py lists them)."""
         if member_id:
             member_id = uuid_str(member_id, "member_id")
         if not member_id and not workspace_id:
             raise errors.InvalidArgument("member_id", "is required")
         if workspace_id:
-            self.workspace(uuid_str(workspace_id, "workspace_id"))  # NotFound when there is none
-        with self.dbs.control_conn() as conn:
-            rows = conn.execute(
-                q.LIST_TOKENS,
-                {
-                    "member_id": member_id or None,
-                    "workspace_id": workspace_id or None,
-                    "limit": MAX_LISTED_TOKENS,
-                },
-            ).fetchall()
-        if len(rows) >= MAX_LISTED_TOKENS:
-            self._all_live_listed(member_id, workspace_id)
-        if (
-            member_id
-            and not rows
-            and not (workspace_id is None or self.member_in_workspace(workspace_id, member_id))
-        ):
-            raise errors.NotFound("member not found")
-        return [
-            TokenSummary(
-                str(r[0]), r[1], str(r[2]), r[3], tuple(r[4] or ()), r[5], r[6], r[7], r[8], r[9]
-            )
-            for r in rows
-        ]
-
-    def _all_live_listed(self, member_id: str | None, workspace_id: str | None) -> None:
-        """A list at its cap leaves out ended tokens only: one whose live
-        tokens pass it (a workspace's, many members') is refused, never cut."""
-        with self.dbs.control_conn() as conn:
-            row = conn.execute(
-                q.LIVE_TOKENS_LISTED,
-                {"member_id": member_id or None, "workspace_id": workspace_id or None},
-            ).fetchone()
-        live = int(row[0]) if row else 0
-        if live > MAX_LISTED_TOKENS:
-            raise errors.ResourceExhausted(
-                f"member_id: {live} live tokens pass what one list holds ({MAX_LISTED_TOKENS}); "
-                "revoke some, or list them member by member"
-            )
+            workspace_id = uuid_str(workspace_id, "workspace_id")
+            self.workspace(workspace_id)  # NotFound when there is none
+            if member_id and not self.member_in_workspace(workspace_id, member_id):
+                raise errors.NotFound("member not found")
+        return member_id or None, workspace_id or None
 
     def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
         token_id = uuid_str(token_id, "token_id")

@@ -109,7 +109,8 @@ SET expires_at = least(coalesce(expires_at, 'infinity'), now() + %(grace)s::inte
 WHERE id = %(id)s
 RETURNING expires_at
 """
-# Oldest first; past %(limit)s the oldest ended tokens (revoked or expired)
+# By member (handle in byte order, then id), each member's oldest first;
+# past %(limit)s the oldest ended tokens (revoked or expired)
 # are left out, never a live one (an MCP grant makes an hour's token at a
 # time, so ended ones pile up).
 LIST_TOKENS = """
@@ -125,7 +126,38 @@ FROM (
              t.created_at DESC, t.id DESC
     LIMIT %(limit)s
 ) listed
-ORDER BY created_at, id
+ORDER BY handle COLLATE "C", member_id, created_at, id
+"""
+# A page of a listing's tokens after (handle, member, created_at, id), in the
+# order of LIST_TOKENS, every token (ended ones too): first the rest of the
+# last listed member's tokens, then those of the workspace's members after
+# them (only when listing a workspace), each part read in index order
+# (migrations/control/0009_member_listing.sql, 0010_token_listing.sql). A
+# member's listing starts after (their id, -infinity), a workspace's after
+# ('', the nil id): every handle is longer.
+TOKENS_AFTER = """
+SELECT id, label, member_id, handle, purposes, read_only, created_at, expires_at,
+       last_used_at, revoked_at
+FROM (
+    (SELECT t.id, t.label, m.id AS member_id, m.handle, t.purposes, t.read_only, t.created_at,
+            t.expires_at, t.last_used_at, t.revoked_at
+     FROM access_token t JOIN member m ON m.id = t.member_id
+     WHERE t.member_id = %(after_member)s::uuid
+       AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
+       AND (t.created_at, t.id) > (%(after_at)s::timestamptz, %(after_id)s::uuid)
+     ORDER BY t.created_at, t.id
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT t.id, t.label, m.id, m.handle, t.purposes, t.read_only, t.created_at,
+            t.expires_at, t.last_used_at, t.revoked_at
+     FROM member m JOIN access_token t ON t.member_id = m.id
+     WHERE %(member_id)s::uuid IS NULL AND m.workspace_id = %(workspace_id)s::uuid
+       AND (m.handle COLLATE "C", m.id) > (%(after_handle)s, %(after_member)s::uuid)
+     ORDER BY m.handle COLLATE "C", m.id, t.created_at, t.id
+     LIMIT %(limit)s)
+) listed
+ORDER BY handle COLLATE "C", member_id, created_at, id
+LIMIT %(limit)s
 """
 # A member's live tokens (made, rotated) counted one at a time, held to the
 # commit (namespace 7407): two made at once cannot both pass the cap.
