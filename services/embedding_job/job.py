@@ -169,12 +169,17 @@ DELETE FROM memory_embedding WHERE model_id <> %s OR input_version <> %s
 # leaves parked rows out: they wait for a change, not for the job.
 
 
-class EmbedUnavailable(Exception):
-    """The embed service could not be reached; the claimed rows are back in
-    the queue."""
+class EmbedUnavailable(errors.Unavailable):
+    """The embed service could not be reached, or has no model loaded yet;
+    the claimed rows are back in the queue. A domain error, so a one-shot
+    command (`rebuild`) ends with its message in one line."""
 
-    def __init__(self, code: grpc.StatusCode) -> None:
-        super().__init__(f"embed service unavailable ({code.name})")
+    def __init__(self, code: grpc.StatusCode, details: str = "") -> None:
+        said = f": {details}" if details else ""
+        super().__init__(
+            f"the embed service cannot embed now ({code.name}{said}); what is queued stays "
+            "queued for the embedding job"
+        )
         self.code = code
 
 
@@ -201,9 +206,16 @@ class Embedder:
         return resp.model_id, [list(vec.values) for vec in resp.vectors]
 
     def model_id(self) -> str:
-        info: embed_pb2.GetModelInfoResponse = self.stub.GetModelInfo(
-            embed_pb2.GetModelInfoRequest(), timeout=self.timeout
-        )
+        """The model the service embeds with. One that has not loaded it yet
+        answers no id, which is no model: every vector would look stale."""
+        try:
+            info: embed_pb2.GetModelInfoResponse = self.stub.GetModelInfo(
+                embed_pb2.GetModelInfoRequest(), timeout=self.timeout
+            )
+        except grpc.RpcError as exc:
+            raise EmbedUnavailable(exc.code(), exc.details() or "") from exc
+        if not info.HasField("embedder") or not info.embedder.model_id:
+            raise EmbedUnavailable(grpc.StatusCode.UNAVAILABLE, "no model loaded yet")
         return info.embedder.model_id
 
 
@@ -295,7 +307,7 @@ class EmbeddingJob:
             code = exc.code()
             if code in TRANSIENT:
                 self._release(workspace, [r[0] for r in rows[i:]])
-                raise EmbedUnavailable(code) from exc
+                raise EmbedUnavailable(code, exc.details() or "") from exc
             self._row_failed(workspace, memory_id, revision, code, exc.details() or "")
         return stored
 
