@@ -75,6 +75,10 @@ class Processes:
                 "RECALLATRON_METRICS_PORT": "0",
                 "RECALLATRON_REVIEW_LISTEN": "0",
                 "RECALLATRON_HTTP_LISTEN": "0",
+                # Its own port files: the session stack's (run/http.port,
+                # run/review.port) name the stack's gateway to later tests.
+                "RECALLATRON_HTTP_PORT_FILE": str(self.run_dir / f"{port_file.stem}.http.port"),
+                "RECALLATRON_REVIEW_PORT_FILE": str(self.run_dir / f"{port_file.stem}.review.port"),
                 "PYTHONPATH": str(tree),
                 **{f"RECALLATRON_{peer.upper()}_TARGET": t for peer, t in targets.items()},
                 **(settings or {}),
