@@ -81,6 +81,7 @@ def _plans(url: str, member: str, purpose: str, lexemes: list[str]) -> dict[str,
             assert terms is not None
             capped = terms.capped
             params["terms"], params["idfs"] = terms.kept, terms.idfs
+            params["rare"] = terms.params()["rare"]
             params["prefilter"] = r.PREFILTER_FACTOR * 100
             params["cap"] = r.CANDIDATE_CAP
             params["by_index"] = terms.by_index

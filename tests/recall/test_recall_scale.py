@@ -338,6 +338,7 @@ def test_the_app_role_cannot_bypass_row_security(stack: Stack, team: Team) -> No
         "lexical_candidates_newest",
         "lexical_candidates_bm25",
         "lexical_candidates_bm25_newest",
+        "lexical_candidates_bm25_capped",
     }
     for _, definer, owner_bypasses, config in rows:
         assert definer and owner_bypasses

@@ -92,4 +92,5 @@ def test_the_lexical_parameters_pair_each_kept_term_with_its_idf() -> None:
         "tsquery": "'budget' | 'tuesday'",
         "terms": ["budget", "tuesday"],
         "idfs": [1.5, 2.5],
+        "rare": None,
     }

@@ -65,10 +65,14 @@ SELECT id::text, score FROM lexical_candidates_bm25(
 # Of those, ts_rank (cheap) keeps the best PREFILTER_FACTOR x limit for BM25
 # to order: on the benchmark corpora the top 100 of ts_rank_cd were the same
 # rows in 598 capped queries of 599 (docs/benchmarks.md).
+# Beside them, every match of the query's rare terms (``rare_terms``; NULL
+# for none) is ranked too, past the prefilter: otherwise a rare word beside a
+# common one went unfound once CANDIDATE_CAP newer memories held the common
+# one (migration 0039).
 LEXICAL_CAPPED = """
-SELECT id::text, score FROM lexical_candidates_bm25_newest(
-    %(tsquery)s::tsquery, %(terms)s::text[], %(idfs)s::float8[], %(limit)s, %(cap)s,
-    %(prefilter)s, %(include_superseded)s, %(kinds)s::memory_kind[], %(expiry_days)s,
+SELECT id::text, score FROM lexical_candidates_bm25_capped(
+    %(tsquery)s::tsquery, %(rare)s::tsquery, %(terms)s::text[], %(idfs)s::float8[], %(limit)s,
+    %(cap)s, %(prefilter)s, %(include_superseded)s, %(kinds)s::memory_kind[], %(expiry_days)s,
     %(entities)s::uuid[], %(by_index)s)
 """
 PREFILTER_FACTOR = 2
@@ -277,10 +281,17 @@ class QueryTerms:
     by_index: bool = False
     # BM25's idf of each kept term, in the order of ``kept``.
     idfs: list[float] = field(default_factory=list)
+    # Capped: the kept terms whose every match is ranked (``rare_terms``).
+    rare: list[str] = field(default_factory=list)
 
     def params(self) -> dict[str, object]:
         """The lexical functions' query parameters for these terms."""
-        return {"tsquery": tsquery_text(self.kept), "terms": self.kept, "idfs": self.idfs}
+        return {
+            "tsquery": tsquery_text(self.kept),
+            "terms": self.kept,
+            "idfs": self.idfs,
+            "rare": tsquery_text(self.rare) if self.rare else None,
+        }
 
 
 # Measured on 100,000 memories (docs/benchmarks.md, "What changed";
@@ -288,6 +299,20 @@ class QueryTerms:
 # 0.145 x cap x memories were faster on the GIN index, and 191 of the 197
 # above 0.15 faster walked.
 WALK_COST = 0.15
+
+
+def rare_terms(terms: Sequence[str], docs: Sequence[int]) -> list[str]:
+    """The rarest of the kept terms whose document frequencies add up to at
+    most CANDIDATE_CAP (rarest first, ties by lexeme): on the capped path all
+    of their matches are ranked, at the cost of the uncapped path's."""
+    rare: list[str] = []
+    total = 0
+    for doc_count, term in sorted(zip(docs, terms, strict=True)):
+        if total + doc_count > CANDIDATE_CAP:
+            break
+        rare.append(term)
+        total += doc_count
+    return rare
 
 
 def walk_is_cheaper(docs: Sequence[int], memories: float) -> bool:
@@ -309,12 +334,14 @@ def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     kept_docs = [docs.get(t, 0) for t in kept]
     # reltuples is -1 before the first ANALYZE; the caller's corpus bounds it.
     memories = max(float(rows[0][3] or 0), corpus)
+    capped = sum(kept_docs) > CANDIDATE_CAP
     return QueryTerms(
         kept,
         dropped,
-        sum(kept_docs) > CANDIDATE_CAP,
+        capped,
         walk_is_cheaper(kept_docs, memories),
         [idf(d, corpus) for d in kept_docs],
+        rare_terms(kept, kept_docs) if capped else [],
     )
 
 
