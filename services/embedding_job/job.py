@@ -2,7 +2,8 @@
 write path. Memories enter the `embedding_job` queue by trigger in their own
 transaction; workers here claim batches with FOR UPDATE SKIP LOCKED and a
 lease, call the embed service outside any transaction, and store a vector only
-if the memory's text is still the one they embedded.
+if the memory's text is still the one they embedded, holding the memory while
+it goes in (HOLD_MEMORIES).
 
 Failures are isolated per row: when the embed service refuses a batch, each
 row is tried alone, so one bad row fails alone; a failing row is retried with
@@ -33,6 +34,19 @@ from recallatron.embed_input import EMBED_INPUT_VERSION, compose
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
+from services.embedding_job.queries import (
+    BACKLOG_COUNT,
+    CLAIM,
+    COMPLETE,
+    DROP_STALE,
+    ENQUEUE_MISSING,
+    HOLD_MEMORIES,
+    NEXT_DUE,
+    RELEASE,
+    ROW_FAILED,
+    STORE_VECTOR,
+    TEXTS,
+)
 from services.embedding_job.upkeep import Upkeep
 from services.embedding_job.vectors import binary, unfit
 from services.store.domain.control import ControlPlane
@@ -83,90 +97,6 @@ def drop_series(workspace_id: str) -> None:
     for gauge in (BACKLOG, PARKED):
         with contextlib.suppress(KeyError):
             gauge.remove(workspace_id)
-
-
-CLAIM = """
-UPDATE embedding_job j
-SET next_attempt_at = now() + make_interval(secs => %s), attempts = j.attempts + 1
-FROM (
-    SELECT memory_id FROM embedding_job
-    WHERE next_attempt_at <= now()
-    ORDER BY enqueued_at
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED
-) due, memory m
-WHERE j.memory_id = due.memory_id AND m.id = j.memory_id
-RETURNING j.memory_id, j.text_revision
-"""
-# The claimed memories' text, read by a statement of its own after the claim
-# locked their queue rows: in the claim itself a correct committed while it
-# ran gave the queue row's new revision beside the memory's old text (a
-# statement re-reads the row it locks, not the rows it joined). Read later,
-# the text is its revision's or newer; a newer one's vector is then refused
-# by COMPLETE, and its own revision stays queued.
-TEXTS = "SELECT id, title, body FROM memory WHERE id = ANY(%s::uuid[])"
-# Only the worker that removes the queue entry for this exact text stores a
-# vector: a memory corrected or forgotten meanwhile is skipped. A whole batch
-# in one statement; the vectors then go in one pipelined round trip.
-COMPLETE = """
-DELETE FROM embedding_job j
-USING unnest(%s::uuid[], %s::bigint[]) AS done(memory_id, text_revision)
-WHERE j.memory_id = done.memory_id AND j.text_revision = done.text_revision
-RETURNING j.memory_id
-"""
-STORE_VECTOR = """
-INSERT INTO memory_embedding (memory_id, model_id, input_version, embedding)
-VALUES (%s, %s, %s, %b)
-ON CONFLICT (memory_id, model_id, input_version) DO UPDATE SET embedding = EXCLUDED.embedding,
-    created_at = now()
-"""
-# Back to the queue without spending the attempt the claim counted.
-RELEASE = """
-UPDATE embedding_job SET next_attempt_at = now() + make_interval(secs => %s),
-    attempts = greatest(attempts - 1, 0)
-WHERE memory_id = ANY(%s)
-"""
-# One row failed alone: retried after a backoff doubling per attempt, parked
-# ('infinity': never due) once it has had its last. Only for the text tried.
-ROW_FAILED = """
-UPDATE embedding_job SET last_error = %(reason)s,
-    next_attempt_at = CASE WHEN attempts >= %(max_attempts)s THEN 'infinity'::timestamptz
-        ELSE now() + make_interval(secs => least(
-            %(base)s * power(2, greatest(attempts - 1, 0)), %(cap)s)) END
-WHERE memory_id = %(memory_id)s AND text_revision = %(revision)s
-RETURNING next_attempt_at = 'infinity'::timestamptz
-"""
-# When the earliest row not parked is due (seconds from now; NULL: none),
-# and how many rows are queued and parked.
-NEXT_DUE = """
-SELECT extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at <> 'infinity')
-                         - now()),
-       count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
-       count(*) FILTER (WHERE next_attempt_at = 'infinity')
-FROM embedding_job
-"""
-BACKLOG_COUNT = """
-SELECT count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
-       count(*) FILTER (WHERE next_attempt_at = 'infinity')
-FROM embedding_job
-"""
-# Memories whose current-stamp vector is missing: queued by rebuild.
-ENQUEUE_MISSING = """
-INSERT INTO embedding_job (memory_id, text_revision)
-SELECT m.id, m.revision FROM memory m
-WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL
-  AND (%s OR NOT EXISTS (
-        SELECT 1 FROM memory_embedding e
-        WHERE e.memory_id = m.id AND e.model_id = %s AND e.input_version = %s))
-ON CONFLICT (memory_id) DO UPDATE SET next_attempt_at = now(), attempts = 0, last_error = NULL
-"""
-DROP_STALE = """
-DELETE FROM memory_embedding WHERE model_id <> %s OR input_version <> %s
-"""
-# Counts over what one member may see by audience (the workspace's and their
-# own; NULL: every memory, for the operator): an owner's status must not count
-# members' private memories (design §4, "Not found means not found"). Pending
-# leaves parked rows out: they wait for a change, not for the job.
 
 
 class EmbedUnavailable(errors.Unavailable):
@@ -311,9 +241,10 @@ class EmbeddingJob:
             self._row_failed(workspace, memory_id, revision, code, exc.details() or "")
         return stored
 
-    def _release(self, workspace: str, memory_ids: list[str]) -> None:
+    def _release(self, workspace: str, memory_ids: list[str], delay: float | None = None) -> None:
+        wait = self.settings.job_max_backoff_seconds if delay is None else delay
         with self._pool(workspace).connection() as conn:
-            conn.execute(RELEASE, (self.settings.job_max_backoff_seconds, memory_ids))
+            conn.execute(RELEASE, (wait, memory_ids))
 
     def _row_failed(
         self, workspace: str, memory_id: str, revision: int, code: grpc.StatusCode, details: str
@@ -370,6 +301,9 @@ class EmbeddingJob:
         if not rows:
             return 0
         with self._pool(workspace).connection() as conn, conn.transaction():
+            held = {str(r[0]) for r in conn.execute(HOLD_MEMORIES, ([r[0] for r in rows],))}
+            busy = [r[0] for r in rows if r[0] not in held]
+            rows = [r for r in rows if r[0] in held]
             done = conn.execute(COMPLETE, ([r[0] for r in rows], [r[1] for r in rows]))
             completed = [str(r[0]) for r in done.fetchall()]
             if completed:
@@ -381,6 +315,9 @@ class EmbeddingJob:
                             for memory_id in completed
                         ],
                     )
+        if busy:
+            # Embedded again once the change has committed; no attempt spent.
+            self._release(workspace, busy, self.settings.job_poll_seconds)
         EMBEDDED.inc(len(completed))
         return len(completed)
 
