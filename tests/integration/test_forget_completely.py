@@ -203,3 +203,36 @@ def test_forget_leaves_no_hash_of_the_text_beside_its_request_id(
     assert kept(memory.id) == []
     operator.remove_member(team.members["bob"], "erase")
     assert kept(private.id) == []
+
+
+def test_forget_leaves_no_reason_of_a_change_that_may_quote_the_text(
+    stack: Stack, team: Team
+) -> None:
+    """A correct's and a supersede's reasons are the caller's words about the
+    change, and agents write the old value in them ("was: ..."): once the
+    memory is forgotten, its revision history and audit trail keep who and
+    when, not why (forget's own reason stays, as documented, and the tool's
+    description tells agents never to repeat the content in it)."""
+    ada = team.clients["ada"]
+    first = ada.remember("Locker code", "The locker code is 8817.").memory
+    corrected = ada.correct(
+        first.id, first.revision, "was quinzelle 8811", body="The locker code is 8817."
+    ).memory
+    successor = ada.supersede(
+        first.id, corrected.revision, "Locker code", "Now 9902.", reason="replaced vorpaline 8817"
+    ).memory
+    dump = dbutil.pg_dump(stack, team.database_name)
+    assert "quinzelle" in dump and "vorpaline" in dump  # kept while the memories live
+    ada.forget(successor.id, "no longer needed")
+    ada.forget(first.id, "no longer needed")
+    dump = dbutil.pg_dump(stack, team.database_name)
+    assert "quinzelle" not in dump
+    assert "vorpaline" not in dump
+    assert "no longer needed" in dump  # who, when and forget's own reason stay
+    actions = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT action FROM memory_revision WHERE memory_id = %s ORDER BY id",
+        (first.id,),
+    )
+    assert [a for (a,) in actions] == ["create", "correct", "supersede", "forget"]
