@@ -22,6 +22,7 @@ from pathlib import Path
 
 from recallatron.grpcclient import make_channel, peer_serving
 from recallatron.secretfiles import private_dir, private_log, read_or_create
+from recallatron_devkit import statelock
 from recallatron_devkit.localpg import DEFAULT_MAX_CONNECTIONS, LocalPostgres, server_group
 
 SERVICES = ("store", "embed", "rank", "gateway")
@@ -151,6 +152,8 @@ class Stack:
         read_or_create(self.internal_key_file)
         # Set (say, by a signal) to abandon a start that is still waiting.
         self.abort = threading.Event()
+        # Held from start to stop (recallatron_devkit/statelock.py).
+        self._lock_fd: int | None = None
 
     def _admin_token(self) -> str:
         """The local operator token, kept in the state directory (mode 0600)."""
@@ -365,6 +368,9 @@ class Stack:
         raise RuntimeError(self._failure(name, f"not SERVING after {timeout:g} s"))
 
     def start(self) -> None:
+        # Refused before the try: a stack that is not ours is never stopped.
+        if self._lock_fd is None:
+            self._lock_fd = statelock.take(self.state_dir)
         try:
             self.start_postgres()
             for name in self.config.services:
@@ -402,6 +408,9 @@ class Stack:
             self.postgres.stop()
         for pg in self.extra_postgres.values():
             pg.stop()
+        if self._lock_fd is not None:
+            statelock.release(self._lock_fd)
+            self._lock_fd = None
 
 
 def has_embedded_server(state_dir: Path) -> bool:

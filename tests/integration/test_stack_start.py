@@ -1,17 +1,26 @@
-"""`recallatron up` on a fresh state directory without prepared models: the
-start fails within seconds with the embed service's own reason, instead of
-waiting out the start timeout."""
+"""`recallatron up` starting: on a fresh state directory without prepared
+models the start fails within seconds with the embed service's own reason,
+instead of waiting out the start timeout; a second `up` in the state
+directory of one that runs refuses and leaves it alone."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from recallatron.client import Client
 from recallatron_devkit.stack import Stack, StackConfig
+from tests.conftest import WAIT_SECONDS, free_port, wait_for
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_start_without_models_fails_fast_with_the_services_reason(tmp_path: Path) -> None:
@@ -37,3 +46,76 @@ def test_start_without_models_fails_fast_with_the_services_reason(tmp_path: Path
     assert "recallatron prepare-models" in message
     assert "Nones" not in message
     assert stack.processes["embed"].poll() == 1
+
+
+def _up(state: Path, models: Path, pg_port: int, out: Path) -> subprocess.Popen[bytes]:
+    """`recallatron up` in ``state`` as a user starts it, services on free ports."""
+    env = {
+        **os.environ,
+        "RECALLATRON_STATE_DIR": str(state),
+        "RECALLATRON_MODELS_DIR": str(models),
+        "RECALLATRON_PG_PORT": str(pg_port),
+        **{f"RECALLATRON_{n}_PORT": "0" for n in ("GATEWAY", "STORE", "EMBED", "RANK")},
+    }
+    env.pop("RECALLATRON_DATABASE_URL", None)
+    with open(out, "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "recallatron_cli.main", "up"],
+            env=env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_second_up_in_the_same_state_directory_leaves_the_running_stack_alone(
+    tmp_path: Path, prepared_models_dir: Path
+) -> None:
+    state = tmp_path / "state"
+    pg_port = free_port()
+    first_out, second_out = tmp_path / "first.out", tmp_path / "second.out"
+    first = _up(state, prepared_models_dir, pg_port, first_out)
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        wait_for(
+            lambda: "ready gateway=" in first_out.read_text() or first.poll() is not None,
+            "the first up to be ready",
+        )
+        assert first.poll() is None, first_out.read_text()
+        gateway = first_out.read_text().split("ready gateway=", 1)[1].split()[0]
+        postgres = (state / "pgdata" / "postmaster.pid").read_text().splitlines()[0]
+        # The same command again, say from another terminal.
+        second = _up(state, prepared_models_dir, pg_port, second_out)
+        wait_for(
+            lambda: second.poll() is not None or "ready gateway=" in second_out.read_text(),
+            "the second up to end or be ready",
+        )
+        said = second_out.read_text()
+        assert second.wait(WAIT_SECONDS) == 1, said
+        assert f"a stack is already running in {state.resolve()}" in said, said
+        assert f"pid {first.pid}" in said, said
+        assert "Traceback" not in said, said
+        # The first stack still runs on its own Postgres and answers.
+        assert first.poll() is None, first_out.read_text()
+        assert (state / "pgdata" / "postmaster.pid").read_text().splitlines()[0] == postgres
+        admin = Client(gateway, (state / "admin-token").read_text().strip(), timeout=30)
+        try:
+            admin.create_workspace("still-serving")
+        finally:
+            admin.close()
+        assert (state / "run" / "gateway.port").read_text().strip() == gateway.split(":")[1]
+    finally:
+        if second is not None:
+            _stop(second)
+        _stop(first)
+    assert "stopped" in first_out.read_text()
