@@ -5,6 +5,7 @@ arm, explicitly by the lexical arm's functions (migration 0006)."""
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
@@ -325,7 +326,8 @@ def walk_is_cheaper(docs: Sequence[int], memories: float) -> bool:
 def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     """The query's terms after the 15% rule, from the statistics we keep
     anyway; None when the query has no terms."""
-    rows = conn.execute(TERMS, (query,)).fetchall()
+    # The form memories are kept in (migration 0044): "é" one code point.
+    rows = conn.execute(TERMS, (unicodedata.normalize("NFC", query),)).fetchall()
     if not rows:
         return None
     docs = {r[0]: int(r[1]) for r in rows}
