@@ -341,3 +341,27 @@ def test_a_gzip_body_is_inflated_whole_or_refused(stack: Stack, owner: Member) -
         )
         assert (status, answer.get("code")) == (400, "invalid_argument"), answer
         assert violations(answer) == ["request"], answer
+
+
+def test_an_enum_given_as_a_fraction_is_refused_naming_the_field(
+    stack: Stack, owner: Member
+) -> None:
+    """proto3 JSON takes an enum as its name or its number; the parser read
+    1.5 as 1, so a remember with "kind": 1.5 was stored as a note."""
+    remember = "recallatron.v1.MemoryService/Remember"
+    recall = "recallatron.v1.MemoryService/Recall"
+    before = call(stack.http_url, "recallatron.v1.MemoryService/ListMemories", {}, owner.token)[1]
+    for method, body, field in (
+        (remember, {"requestId": "f1", "kind": 1.5, "title": "A fraction of a kind"}, "kind"),
+        (remember, {"requestId": "f2", "kind": 1, "title": "t", "purposes": [1, 2.5]}, "purposes"),
+        (recall, {"query": QUERY, "filters": {"kinds": [0.5]}}, "filters.kinds"),
+    ):
+        status, answer = call(stack.http_url, method, body, owner.token)
+        assert (status, answer.get("code")) == (400, "invalid_argument"), (body, answer)
+        assert violations(answer) == [field], answer
+    after = call(stack.http_url, "recallatron.v1.MemoryService/ListMemories", {}, owner.token)[1]
+    assert after == before
+    # A whole number written as one (1.0) is the number, as for any integer field.
+    whole = {"requestId": "f3", "kind": 1.0, "title": "Whole"}
+    status, answer = call(stack.http_url, remember, whole, owner.token)
+    assert status == 200, answer

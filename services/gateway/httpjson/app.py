@@ -154,6 +154,36 @@ def field_of(parse_error: str) -> str:
     return ".".join(names) or "request"
 
 
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # As the proto3 JSON parser's own loading: a key given twice is refused.
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"Failed to load JSON: Name {key!r} given twice.")
+        data[key] = value
+    return data
+
+
+def whole_enum_numbers(descriptor: Descriptor, data: object, prefix: str = "") -> None:
+    """Refuses an enum given as a number with a fraction, naming its field:
+    proto3 JSON takes an enum's name or its number, and the parser read 1.5
+    as 1 (a remember with "kind": 1.5 stored a note)."""
+    if not isinstance(data, dict):
+        return
+    for field in descriptor.fields:
+        value = data.get(field.json_name, data.get(field.name))
+        if value is None:
+            continue
+        name = prefix + field.json_name
+        items = value if isinstance(value, list) else [value]
+        if field.enum_type is not None:
+            if any(isinstance(v, float) and not v.is_integer() for v in items):
+                raise Refused(400, "invalid_argument", "an enum's number is whole", name)
+        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            for item in items:
+                whole_enum_numbers(field.message_type, item, name + ".")
+
+
 def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMessage:
     """``body`` as a ``cls``; raises :class:`Refused` naming the field when it is not one."""
     try:
@@ -161,7 +191,9 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
             return cls.FromString(body)
         if not body.lstrip().startswith(b"{"):
             raise Refused(400, "invalid_argument", "must be a JSON object", "request")
-        return json_format.Parse(body, cls())
+        data = json.loads(body, object_pairs_hook=_no_repeated_keys)
+        whole_enum_numbers(cast(Descriptor, cls.DESCRIPTOR), data)
+        return json_format.ParseDict(data, cls())
     except DecodeError:
         field = undecodable_field(cast(Descriptor, cls.DESCRIPTOR), body) or "request"
         raise Refused(400, "invalid_argument", "could not be decoded", field) from None
