@@ -19,6 +19,7 @@ from recallatron_cli.common import memory_text
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from recallatron_devkit.ports import PortTaken
     from recallatron_devkit.stack import (
         DEFAULT_PG_PORT,
         DEFAULT_PORTS,
@@ -50,6 +51,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"starting Postgres and services (state in {state}) ...", flush=True)
     try:
         stack.start()
+    except PortTaken as exc:
+        # The setting that moves it, as this command reads it.
+        side = exc.what in ("review", "http")
+        name = "PG" if exc.what == "postgres" else exc.what.upper()
+        variable = f"RECALLATRON_{name}_" + ("LISTEN" if side else "PORT")
+        free = "host:0" if side else "0"
+        print(
+            f"could not start: {exc}: stop that process, or move this one with "
+            f"{variable} ({free}: a free one)",
+            file=sys.stderr,
+        )
+        return 1
     except RuntimeError as exc:
         print(f"could not start: {exc}", file=sys.stderr)
         return 1

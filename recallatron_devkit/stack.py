@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,8 +20,11 @@ from pathlib import Path
 
 from recallatron.grpcclient import make_channel, peer_serving
 from recallatron.secretfiles import private_dir, private_log, read_or_create
-from recallatron_devkit import statelock
+from recallatron_devkit import ports, statelock
 from recallatron_devkit.localpg import DEFAULT_MAX_CONNECTIONS, LocalPostgres, server_group
+
+# Kept importable from here, where the stack's users look for it.
+from recallatron_devkit.ports import free_port as free_port
 
 SERVICES = ("store", "embed", "rank", "gateway")
 DEFAULT_PORTS = {"gateway": 7400, "store": 7401, "embed": 7402, "rank": 7403}
@@ -66,45 +67,6 @@ def last_error(log_text: str) -> str | None:
             error = record.get("error") or record.get("exc_info")
             return f"{record.get('message')}" + (f" ({error})" if error else "")
     return None
-
-
-# Ports handed out by free_port in this process: two picks never collide.
-_HANDED_OUT: set[int] = set()
-
-
-def _ephemeral_start() -> int:
-    """Where the kernel's range for outgoing connections' ports begins."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port() -> int:
-    """A loopback port free now, for a stack started on ports of its own.
-
-    Picked below the kernel's ephemeral range: a port the kernel hands out
-    (port 0) may meanwhile become the local end of some outgoing connection
-    (a Postgres client's, say) before the stack binds it, and the service
-    then fails with "Address already in use"."""
-    low, high = 10_000, _ephemeral_start()
-    rng = random.SystemRandom()
-    # A range too small to find a port in by chance: the kernel's pick below.
-    attempts = 200 if high - low > 1000 else 0
-    for _ in range(attempts):
-        port = rng.randrange(low, high)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -367,11 +329,27 @@ class Stack:
             channel.close()
         raise RuntimeError(self._failure(name, f"not SERVING after {timeout:g} s"))
 
+    def _fixed_listens(self) -> dict[str, str]:
+        """Where the embedded Postgres, the services and the gateway's pages
+        will listen (host:port; a port 0 is chosen by the server)."""
+        listens = {} if self.database_url else {"postgres": f"127.0.0.1:{self.config.pg_port}"}
+        for name in self.config.services:
+            listens[name] = self.env_for(name)[f"RECALLATRON_{name.upper()}_LISTEN"]
+        if "gateway" in self.config.services:
+            from services.gateway.settings import GatewaySettings
+
+            env = self.env_for("gateway")
+            for side in ("review", "http"):
+                default = GatewaySettings.model_fields[f"{side}_listen"].default
+                listens[side] = env.get(f"RECALLATRON_{side.upper()}_LISTEN", default)
+        return listens
+
     def start(self) -> None:
         # Refused before the try: a stack that is not ours is never stopped.
         if self._lock_fd is None:
             self._lock_fd = statelock.take(self.state_dir)
         try:
+            ports.check_free(self._fixed_listens())
             self.start_postgres()
             for name in self.config.services:
                 self.start_service(name)

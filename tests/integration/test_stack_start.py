@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -48,7 +49,9 @@ def test_start_without_models_fails_fast_with_the_services_reason(tmp_path: Path
     assert stack.processes["embed"].poll() == 1
 
 
-def _up(state: Path, models: Path, pg_port: int, out: Path) -> subprocess.Popen[bytes]:
+def _up(
+    state: Path, models: Path, pg_port: int, out: Path, more: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """`recallatron up` in ``state`` as a user starts it, services on free ports."""
     env = {
         **os.environ,
@@ -56,6 +59,7 @@ def _up(state: Path, models: Path, pg_port: int, out: Path) -> subprocess.Popen[
         "RECALLATRON_MODELS_DIR": str(models),
         "RECALLATRON_PG_PORT": str(pg_port),
         **{f"RECALLATRON_{n}_PORT": "0" for n in ("GATEWAY", "STORE", "EMBED", "RANK")},
+        **(more or {}),
     }
     env.pop("RECALLATRON_DATABASE_URL", None)
     with open(out, "wb") as log:
@@ -119,3 +123,34 @@ def test_a_second_up_in_the_same_state_directory_leaves_the_running_stack_alone(
             _stop(second)
         _stop(first)
     assert "stopped" in first_out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RECALLATRON_PG_PORT", "{port}"),
+        ("RECALLATRON_STORE_PORT", "{port}"),
+        ("RECALLATRON_REVIEW_LISTEN", "127.0.0.1:{port}"),
+    ],
+)
+def test_a_port_taken_by_another_process_is_named_with_its_setting(
+    tmp_path: Path, prepared_models_dir: Path, variable: str, value: str
+) -> None:
+    state = tmp_path / "state"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        out = tmp_path / "up.out"
+        up = _up(state, prepared_models_dir, free_port(), out, {variable: value.format(port=port)})
+        try:
+            code = up.wait(WAIT_SECONDS)
+        finally:
+            _stop(up)
+    said = out.read_text()
+    assert code == 1, said
+    assert f"127.0.0.1:{port}" in said and "taken" in said and variable in said, said
+    assert "Traceback" not in said and "its log ends" not in said, said
+    # Refused before anything started: no server left behind, no log written.
+    assert not (state / "pgdata" / "postmaster.pid").exists()
+    assert not (state / "logs").exists() or not any((state / "logs").iterdir())

@@ -39,7 +39,7 @@ def test_free_ports_lie_below_the_ephemeral_range_and_never_repeat() -> None:
     between the pick and the bind (the embedding job once failed to start
     its metrics endpoint with "Address already in use"), and picks made one
     after another are distinct even before any of them is bound."""
-    from recallatron_devkit.stack import _ephemeral_start, free_port
+    from recallatron_devkit.ports import _ephemeral_start, free_port
 
     ports = [free_port() for _ in range(50)]
     assert len(set(ports)) == len(ports)
