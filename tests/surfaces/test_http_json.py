@@ -218,6 +218,10 @@ def test_the_openapi_document_lists_every_method(stack: Stack) -> None:
     schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
     assert schema["properties"]["query"] == {"type": "string"}
     assert schema["properties"]["skipRerank"] == {"type": "boolean"}
+    # Every call needs the bearer token but the open ones (DescribeTools).
+    assert doc["security"] == [{"bearer": []}]
+    opened = {p for p, item in doc["paths"].items() if item["post"].get("security") == []}
+    assert opened == {"/recallatron.v1.MemoryService/DescribeTools"}
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ from recallatron.grpcserver import RPC_STATUS
 from recallatron.grpcserver.status import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clip, status_for
 from recallatron.settings import CommonSettings
 from recallatron.wire import undecodable_field
-from services.gateway import forwarded
+from services.gateway import forwarded, scopes
 from services.gateway.httpjson.openapi import document
 from services.gateway.httpjson.relay import ADMITTED, AUTHORIZATION, CODES, Relay, path, relays
 
@@ -311,7 +311,7 @@ class HttpJsonApp:
             endpoints=lambda relay: relay.endpoints(services),
             read_max_bytes=self.max_bytes,
         )
-        self.openapi = json.dumps(document(services, version), indent=1).encode()
+        self.openapi = json.dumps(document(services, version, scopes.OPEN_CALLS), indent=1).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == OPENAPI_PATH:

@@ -135,8 +135,11 @@ class _Schemas:
         return {"type": "string"}
 
 
-def document(services: Iterable[ServiceDescriptor], version: str) -> JSON:
-    """The OpenAPI document of ``services``."""
+def document(
+    services: Iterable[ServiceDescriptor], version: str, open_calls: Iterable[str] = ()
+) -> JSON:
+    """The OpenAPI document of ``services``; ``open_calls`` (paths) need no token."""
+    opened = frozenset(open_calls)
     schemas = _Schemas()
     paths: JSON = {}
     tags = []
@@ -165,6 +168,8 @@ def document(services: Iterable[ServiceDescriptor], version: str) -> JSON:
                             "content": {"application/json": {"schema": _ref(ERROR)}},
                         },
                     },
+                    # An empty list overrides the document's bearer requirement.
+                    **({"security": []} if path(m) in opened else {}),
                 }
             }
     return {
