@@ -19,6 +19,7 @@ from recallatron_cli.common import memory_text
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from recallatron_devkit.load import models_dir
     from recallatron_devkit.ports import PortTaken
     from recallatron_devkit.stack import (
         DEFAULT_PG_PORT,
@@ -41,7 +42,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         pg_port=int(os.environ.get("RECALLATRON_PG_PORT", DEFAULT_PG_PORT)) or free_port(),
         ports=ports,
         database_url=os.environ.get("RECALLATRON_DATABASE_URL", ""),
-        models_dir=Path(os.environ.get("RECALLATRON_MODELS_DIR", state / "models")),
+        # Where `recallatron prepare-models` writes them (RECALLATRON_MODELS_DIR,
+        # else the checkout's), not the state directory's own: a stack in a
+        # state directory of its own uses the models already prepared.
+        models_dir=models_dir(),
         cross_encoder_dir=os.environ.get("RECALLATRON_CROSS_ENCODER_DIR", ""),
     )
     stack = Stack(config)
