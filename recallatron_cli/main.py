@@ -105,10 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the configured Postgres server's name; default: the placement policy "
         "(fewest workspaces among servers not draining; docs/servers.md)",
     )
+    json_option(cw)
     cm = admin_sub.add_parser("create-member")
     cm.add_argument("--workspace", required=True)
     cm.add_argument("handle")
     cm.add_argument("--owner", action="store_true")
+    json_option(cm)
     ct = admin_sub.add_parser("create-token")
     ct.add_argument("member")
     ct.add_argument("--label", default="")
