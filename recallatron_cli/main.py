@@ -4,6 +4,8 @@ tools from a shell."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
 import sys
 
@@ -185,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     acting_purpose = common.acting_purpose_option
 
-    r = client_options(sub.add_parser("remember"))
+    r = client_options(sub.add_parser("remember", help="store a new memory (origin told)"))
     new_memory_args(r)
     acting_purpose(r)
     r.add_argument("--mention", action="append")
@@ -195,12 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
     common.field_options(r, gateway_pb2.RememberRequest, tools.REMEMBER_OPTIONS)
     r.set_defaults(func=tools.cmd_remember)
 
-    rd = client_options(sub.add_parser("read"))
+    rd = client_options(sub.add_parser("read", help="memories by id, with their provenance"))
     rd.add_argument("ids", nargs="+")
     common.purpose_option(rd)
     rd.set_defaults(func=tools.cmd_read)
 
-    rc = client_options(sub.add_parser("recall"))
+    rc = client_options(
+        sub.add_parser("recall", help="the memories you may see that match a query")
+    )
     rc.add_argument("query")
     rc.add_argument("--mode", choices=MODES)
     rc.add_argument("--limit", type=int, default=10)
@@ -211,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rc.set_defaults(func=tools.cmd_recall)
 
-    c = client_options(sub.add_parser("correct"))
+    c = client_options(sub.add_parser("correct", help="edit a memory in place, with a reason"))
     c.add_argument("id")
     c.add_argument("--revision", type=int, required=True)
     c.add_argument("--reason", required=True)
@@ -223,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.purpose_option(c, help="the purpose the call is made for (the memory's own stay)")
     c.set_defaults(func=tools.cmd_correct)
 
-    s = client_options(sub.add_parser("supersede"))
+    s = client_options(sub.add_parser("supersede", help="replace a memory with a new one"))
     s.add_argument("id")
     s.add_argument("--revision", type=int, required=True)
     s.add_argument("--reason", default="")
@@ -237,13 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.purpose_option(s, help="the purpose the call is made for")
     s.set_defaults(func=tools.cmd_supersede)
 
-    d = client_options(sub.add_parser("derive"))
+    d = client_options(
+        sub.add_parser("derive", help="a new memory from sources, their trust intersected")
+    )
     d.add_argument("--source", dest="sources", action="append", required=True)
     new_memory_args(d, "the intersection of the sources' audiences (narrow it, never widen)")
     acting_purpose(d)
     d.set_defaults(func=tools.cmd_derive, kind="summary")
 
-    f = client_options(sub.add_parser("forget"))
+    f = client_options(sub.add_parser("forget", help="purge a memory's content, a tombstone kept"))
     f.add_argument("id")
     f.add_argument("--reason", required=True)
     common.purpose_option(f, help="the purpose the call is made for")
@@ -286,6 +292,11 @@ def _database_error(exc: Exception) -> str:
     return text
 
 
+# A command whose reader stopped reading (`recallatron ... | head`) ends as a
+# command killed by SIGPIPE would: quietly, 128 + 13.
+EXIT_BROKEN_PIPE = 141
+
+
 def _failed(message: str, code: int) -> int:
     """A command's failure: one line on stderr, and its exit status."""
     print(f"error: {message}", file=sys.stderr)
@@ -314,6 +325,13 @@ def main(argv: list[str] | None = None) -> int:
         # An operator command's database (unreachable, refusing the role):
         # one line, the server's own words, no password.
         return _failed(f"the database: {_database_error(exc)}", 1)
+    except BrokenPipeError:
+        # Nothing more can be written: stdout goes nowhere so that the
+        # interpreter's own flush at exit does not complain either.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the rest of the process)
+        return EXIT_BROKEN_PIPE
     except OSError as exc:
         # A file an option names (--graph) that cannot be read.
         return _failed(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 2)

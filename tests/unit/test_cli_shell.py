@@ -1,0 +1,43 @@
+"""The command as a shell meets it: every subcommand says what it does in
+`recallatron --help` (the seven tools said nothing), and output cut short by
+the reader (`recallatron ... | head`) ends quietly, as a SIGPIPE'd command
+does, not in "error: Broken pipe"."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+
+from recallatron_cli import main as cli
+
+
+def test_every_subcommand_says_what_it_does() -> None:
+    parser = cli.build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    helped = {c.dest: c.help for c in subparsers._choices_actions}
+    assert set(helped) == set(subparsers.choices)
+    assert [name for name, said in helped.items() if not said] == []
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def prints(_: argparse.Namespace) -> int:
+        print("a line the reader will not take")
+        return 0
+
+    monkeypatch.setattr(cli.tools, "cmd_read", prints)
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    status = cli.main(["read", "00000000-0000-0000-0000-000000000001"])
+    assert status == cli.EXIT_BROKEN_PIPE
+    assert capsys.readouterr().err == ""
