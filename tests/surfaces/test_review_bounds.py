@@ -394,3 +394,17 @@ def test_a_memory_never_supersedes_itself_and_revisions_are_ascii_digits() -> No
         app.decide(session, {"action": "supersede", **form}, "assist")
         assert session.flash == [("error", said)], form
     assert written == []
+
+
+def test_a_session_keeps_only_its_latest_messages() -> None:
+    """Each decision leaves a message for the next view; posting decisions
+    without ever viewing the page grew the session's list without end."""
+    from services.gateway.review_web.sessions import MAX_FLASH
+
+    app = ReviewApp("127.0.0.1:1", client_factory=_Client)  # type: ignore[arg-type]
+    assert app.signin("rct_owner").status == 303
+    (session,) = app.sessions._items.values()
+    for i in range(5 * MAX_FLASH):
+        app.decide(session, {"action": f"nothing-{i}"}, "assist")
+    assert len(session.flash) == MAX_FLASH
+    assert session.flash[-1] == ("error", "Unknown decision.")

@@ -25,6 +25,18 @@ MAX_SESSIONS = 1024
 
 ClientFactory = Callable[[str], Client]
 
+# The messages a session keeps for its next view: decisions posted without a
+# view in between must not grow it without end.
+MAX_FLASH = 20
+
+
+class Flash(list[tuple[str, str]]):
+    """A session's messages for its next view, the latest MAX_FLASH."""
+
+    def append(self, item: tuple[str, str]) -> None:
+        super().append(item)
+        del self[:-MAX_FLASH]
+
 
 @dataclass
 class Session:
@@ -32,7 +44,7 @@ class Session:
     csrf: str
     created: float
     seen: float
-    flash: list[tuple[str, str]] = field(default_factory=list)
+    flash: list[tuple[str, str]] = field(default_factory=Flash)
     # A digest of the token it signed in with (for the per-token cap).
     owner: str = ""
 
