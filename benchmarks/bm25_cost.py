@@ -20,6 +20,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +51,11 @@ VALUES (gen_random_uuid(), %s, %s, %s, 1, 'told', '{assist}', %s)
 """
 
 
-def seed(stack: Stack, memories: int) -> tuple[str, str]:
-    """A workspace holding `memories` synthetic memories: (database url, owner id)."""
+def seed(stack: Stack, memories: int, vacuum: bool = False) -> tuple[str, str]:
+    """A workspace holding `memories` synthetic memories: (database url, owner id).
+    Analyzed; with `vacuum` also vacuumed, as the embedding job's upkeep
+    leaves a workspace (docs/benchmarks.md, "A workspace just filled"):
+    without it the GIN index's pending list holds the newest writes."""
     admin = Client(stack.gateway, stack.admin_token, timeout=60)
     ws = admin.create_workspace(f"bm25-{memories}").workspace
     owner = admin.create_member(ws.id, "owner", owner=True).member
@@ -66,7 +71,43 @@ def seed(stack: Stack, memories: int) -> tuple[str, str]:
         conn.commit()
         conn.execute("ANALYZE memory")
         conn.commit()
+        if vacuum:
+            conn.autocommit = True
+            conn.execute("VACUUM ANALYZE memory")
     return url, owner.id
+
+
+@contextmanager
+def seeded(memories: int, vacuum: bool = False) -> Iterator[tuple[str, str]]:
+    """A stack of its own, for the block, holding a workspace of `memories`
+    synthetic memories: (database url, owner id)."""
+    state = Path(tempfile.mkdtemp(prefix="bm25-cost-"))
+    config = own_config(state, models_dir(), embedding_job=False)
+    with running(Stack(config), remove_state=True) as stack:
+        yield seed(stack, memories, vacuum)
+
+
+@contextmanager
+def as_the_services(url: str, owner: str) -> Iterator[psycopg.Connection]:
+    """A connection as the services' role, acting for `owner` for assist."""
+    with psycopg.connect(url, user=APP_ROLE) as conn:
+        conn.execute(
+            SET_LOCALS, (["recallatron.member_id", "recallatron.purpose"], [owner, "assist"])
+        )
+        yield conn
+
+
+def arm_params(terms: r.QueryTerms) -> dict[str, Any]:
+    """The lexical arm's parameters for these terms, no filter, as the store
+    sets them (``lexical_arm``) for an arm limit of 100."""
+    params: dict[str, Any] = {**r._filter_params(r.Filters(), 0), "limit": 100, **terms.params()}
+    if terms.capped:
+        params.update(
+            cap=r.CANDIDATE_CAP,
+            prefilter=r.PREFILTER_FACTOR * 100,
+            by_index=terms.by_index and params["walks"] is True,
+        )
+    return params
 
 
 def timed(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> float:
@@ -80,22 +121,13 @@ def measure(url: str, owner: str, queries: list[str], rounds: int) -> dict[str, 
         path: {"ts_rank_cd": [], "bm25": []} for path in ("all", "capped")
     }
     same_top = 0
-    with psycopg.connect(url, user=APP_ROLE) as conn:
-        conn.execute(
-            SET_LOCALS, (["recallatron.member_id", "recallatron.purpose"], [owner, "assist"])
-        )
+    with as_the_services(url, owner) as conn:
         for i, query in enumerate(queries * rounds):
             terms = r.query_terms(conn, query)
             if terms is None:
                 continue
-            params = {**r._filter_params(r.Filters(), 0), "limit": 100, **terms.params()}
+            params = arm_params(terms)
             path = "capped" if terms.capped else "all"
-            if terms.capped:
-                params.update(
-                    cap=r.CANDIDATE_CAP,
-                    prefilter=r.PREFILTER_FACTOR * 100,
-                    by_index=terms.by_index,
-                )
             old = TS_RANK_CD_CAPPED if terms.capped else TS_RANK_CD
             new = r.LEXICAL_CAPPED if terms.capped else r.LEXICAL
             order = [("ts_rank_cd", old), ("bm25", new)]
@@ -128,22 +160,40 @@ def compared(times: dict[str, list[float]], before: str, after: str) -> dict[str
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def sizes_parser(description: str | None, vacuum: bool = False) -> argparse.ArgumentParser:
+    """The options of a benchmark run at each corpus size: --memories,
+    --rounds, --vacuum (``seed``'s; `vacuum` its default)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--memories", type=int, nargs="+", default=[10_000])
-    parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args(argv)
+    parser.add_argument("--vacuum", action=argparse.BooleanOptionalAction, default=vacuum)
+    return parser
+
+
+def each_size(
+    sizes: list[int], run: Callable[[int, str, str], Any], vacuum: bool = False
+) -> dict[str, Any]:
+    """``run(memories, url, owner)`` on a stack seeded with each size in
+    turn, each size's report printed to stderr as it ends."""
     report = {}
-    for n in args.memories:
+    for n in sizes:
+        with seeded(n, vacuum) as (url, owner):
+            report[str(n)] = run(n, url, owner)
+        print(json.dumps({str(n): report[str(n)]}), file=sys.stderr, flush=True)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = sizes_parser(__doc__)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args(argv)
+
+    def run(n: int, url: str, owner: str) -> dict[str, Any]:
         rare = synthetic.rare_words_used(n)[: args.queries // 2]
         queries = synthetic.queries(args.queries - len(rare)) + rare
-        state = Path(tempfile.mkdtemp(prefix="bm25-cost-"))
-        config = own_config(state, models_dir(), embedding_job=False)
-        with running(Stack(config), remove_state=True) as stack:
-            url, owner = seed(stack, n)
-            report[str(n)] = measure(url, owner, queries, args.rounds)
-        print(json.dumps({str(n): report[str(n)]}), file=sys.stderr, flush=True)
+        return measure(url, owner, queries, args.rounds)
+
+    report = each_size(args.memories, run, args.vacuum)
     print(json.dumps(report, indent=2))
     return 0
 
