@@ -117,32 +117,41 @@ def test_a_move_to_a_server_that_does_not_answer_leaves_nothing_behind(
 
 
 def test_a_refused_subscription_leaves_no_password_in_the_target_server_log(
-    servers: dict[str, LocalPostgres],
+    servers: dict[str, LocalPostgres], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The subscription's connection string holds the source's password;
     Postgres logs a statement that fails, and so wrote it to the target's log
-    (here the source has no free replication slot)."""
+    (here the source has no free replication slot: taken by others after the
+    move found two, move_copy.check_replication_room)."""
     source = servers["default"]
     dbs, control = _store(servers)
-    free = 0
+    free = [0]
+    step = Mover._step
+
+    def take_every_slot_once_recorded(mover: Mover, name: str) -> None:
+        if name == "recorded":
+            with psycopg.connect(source.url, autocommit=True) as conn:
+                free[0] = conn.execute(
+                    "SELECT current_setting('max_replication_slots')::int - count(*)"
+                    " FROM pg_replication_slots"
+                ).fetchone()[0]  # type: ignore[index]
+                for i in range(free[0]):
+                    conn.execute("SELECT pg_create_physical_replication_slot(%s)", (f"taken_{i}",))
+        step(mover, name)
+
+    monkeypatch.setattr(Mover, "_step", take_every_slot_once_recorded)
     try:
         ws = control.create_workspace(f"slot-{uuid.uuid4().hex[:8]}", "default")
-        with psycopg.connect(source.url, autocommit=True) as conn:
-            free = conn.execute(
-                "SELECT current_setting('max_replication_slots')::int - count(*)"
-                " FROM pg_replication_slots"
-            ).fetchone()[0]
-            for i in range(free):
-                conn.execute("SELECT pg_create_physical_replication_slot(%s)", (f"taken_{i}",))
         with pytest.raises(psycopg.Error):
             Mover(dbs, control, lambda _: None).move(ws.id, "b")
+        assert free[0] > 0
         assert _move_row(servers, ws.id) is None
         log = Path(servers["b"].data_dir / "server.log").read_text(errors="replace")
         assert "CREATE SUBSCRIPTION" not in log or source.superuser_password not in log
         assert source.superuser_password not in log
     finally:
         with psycopg.connect(source.url, autocommit=True) as conn:
-            for i in range(free):
+            for i in range(free[0]):
                 conn.execute("SELECT pg_drop_replication_slot(%s)", (f"taken_{i}",))
         dbs.close()
 

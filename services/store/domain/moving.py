@@ -37,6 +37,7 @@ from psycopg import sql
 from psycopg.errors import DeadlockDetected, LockNotAvailable
 
 from recallatron import errors
+from services.store.domain import move_copy
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Databases
@@ -164,6 +165,8 @@ class Mover:
                 "the record, or move to another server)",
                 "to",
             )
+        with self._conn(ws.server) as conn:
+            move_copy.check_replication_room(conn, ws.server)
         report.source = ws.server
         try:
             self._copy(workspace_id, ws.database_name, ws.server, target)
@@ -240,11 +243,7 @@ class Mover:
             )
         self._step("copying")
         with self._conn(target, database) as conn:
-            while True:
-                row = conn.execute(q.NOT_READY_TABLES).fetchone()
-                if row is not None and row[0] == 0 and row[1] >= len(tables):
-                    break
-                time.sleep(0.2)
+            move_copy.wait_copied(conn, subscription, len(tables))
         self._step("copied")
 
     def _cut_over(self, workspace_id: str, database: str, source: str, target: str) -> float:

@@ -72,9 +72,27 @@ CURRENT_LSN = "SELECT pg_current_wal_lsn()::text"
 # -- target --
 AS_REPLICA = "SET session_replication_role = replica"
 SUBSCRIPTION_EXISTS = "SELECT 1 FROM pg_subscription WHERE subname = %s"
-# Initial copy done: every table of the subscription is ready ('r').
-NOT_READY_TABLES = """
-SELECT count(*) FILTER (WHERE srsubstate <> 'r'), count(*) FROM pg_subscription_rel
-"""
 # A server's identity: equal for two names or URLs of one Postgres server.
 SYSTEM_ID = "SELECT system_identifier FROM pg_control_system()"
+
+# -- the initial copy, watched (services/store/domain/move_copy.py) --
+# On the source: replication slots and WAL senders still free.
+REPLICATION_ROOM = """
+SELECT current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots),
+       current_setting('max_wal_senders')::int - (SELECT count(*) FROM pg_stat_replication)
+"""
+# On the target: how far the copy is (each table's sync state, and what the
+# COPY of a table in progress has taken in), the tables not ready, and all.
+COPY_PROGRESS = """
+SELECT (SELECT coalesce(string_agg(srrelid::text || srsubstate::text
+                                   || coalesce(srsublsn::text, ''), ',' ORDER BY srrelid), '')
+        FROM pg_subscription_rel),
+       (SELECT coalesce(sum(bytes_processed + tuples_processed), 0) FROM pg_stat_progress_copy
+        WHERE datname = current_database()),
+       (SELECT count(*) FILTER (WHERE srsubstate <> 'r') FROM pg_subscription_rel),
+       (SELECT count(*) FROM pg_subscription_rel)
+"""
+# The subscription's failed table syncs and apply starts (PostgreSQL 15 on).
+SYNC_ERRORS = """
+SELECT sync_error_count + apply_error_count FROM pg_stat_subscription_stats WHERE subname = %s
+"""

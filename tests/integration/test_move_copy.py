@@ -1,0 +1,178 @@
+"""A move's initial copy when the servers lack room for it (docs/servers.md,
+Moving, Requirements): Postgres retries a failing table sync for ever, and
+the move waited with it. Driven in this process (the store's own
+ControlPlane and Mover) on two embedded Postgres servers, without the
+services."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from recallatron import errors
+from recallatron_devkit.localpg import LocalPostgres
+from recallatron_devkit.stack import free_port
+from services.store.domain import move_copy
+from services.store.domain.control import ControlPlane
+from services.store.domain.moving import Mover
+from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
+from services.store.settings import StoreSettings
+
+pytestmark = pytest.mark.integration
+
+# Longer than any healthy step here: a move still running then is stuck.
+STUCK_SECONDS = 150.0
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
+    base = tmp_path_factory.mktemp("move-copy")
+    made = {
+        name: LocalPostgres(base / name, free_port(), secrets_dir=base / f"{name}-secrets")
+        for name in ("default", "b")
+    }
+    for pg in made.values():
+        pg.start()
+    try:
+        yield made
+    finally:
+        for pg in made.values():
+            pg.stop()
+
+
+@pytest.fixture
+def store(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, ControlPlane]]:
+    settings = StoreSettings(
+        database_url=servers["default"].url,
+        app_password=servers["default"].app_password,
+        app_password_scram_iterations=1,
+        postgres_servers=f"b={servers['b'].url}",
+    )
+    dbs = Databases(settings)
+    dbs.bootstrap()
+    try:
+        yield dbs, ControlPlane(dbs)
+    finally:
+        dbs.close()
+
+
+@pytest.fixture
+def one_free_slot(servers: dict[str, LocalPostgres]) -> Iterator[None]:
+    """Every replication slot of the source but one taken (by others)."""
+    url = servers["default"].url
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT current_setting('max_replication_slots')::int - count(*)"
+            " FROM pg_replication_slots"
+        ).fetchone()
+        taken = [f"taken_{i}" for i in range(int(row[0]) - 1)]  # type: ignore[index]
+        for name in taken:
+            conn.execute("SELECT pg_create_physical_replication_slot(%s)", (name,))
+    try:
+        yield
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name in taken:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
+def moved(mover: Mover, workspace_id: str) -> Any:
+    """The move's report or its error; fails when it is still running after
+    STUCK_SECONDS (it is left to run in the background)."""
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append(mover.move(workspace_id, "b"))
+        except Exception as exc:  # the refusal, kept for the assertion
+            result.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(STUCK_SECONDS)
+    assert result, f"the move was still running after {STUCK_SECONDS:.0f} s"
+    return result[0]
+
+
+def as_before(servers: dict[str, LocalPostgres], control: ControlPlane, ws: Any) -> None:
+    """The workspace on its source, served, nothing of the move left."""
+    with psycopg.connect(with_database(servers["default"].url, CONTROL_DATABASE)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM workspace_move WHERE workspace_id = %s", (ws.id,)
+        ).fetchone()
+    assert row == (0,)
+    assert control.workspace(ws.id, fresh=True).server == "default"
+    with psycopg.connect(with_database(servers["default"].url, ws.database_name)) as conn:
+        assert conn.execute("SELECT count(*) FROM memory").fetchone() == (0,)
+        slots = conn.execute(
+            "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical'"
+        ).fetchall()
+    assert slots == []
+    with psycopg.connect(servers["b"].url) as conn:
+        there = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (ws.database_name,)
+        ).fetchall()
+    assert there == []
+
+
+def test_a_source_with_one_free_slot_is_refused_before_anything_is_recorded(
+    servers: dict[str, LocalPostgres], store: tuple[Databases, ControlPlane], one_free_slot: None
+) -> None:
+    """The subscription took the one free slot; each table's initial copy
+    then failed for want of another, again and again, and the move waited
+    at `copying` for ever."""
+    dbs, control = store
+    ws = control.create_workspace(f"room-{uuid.uuid4().hex[:8]}", "default")
+    said: list[str] = []
+    outcome = moved(Mover(dbs, control, said.append), ws.id)
+    assert isinstance(outcome, errors.FailedPrecondition), (outcome, said)
+    assert outcome.subject == "workspace"
+    assert "'default' has 1 free replication slots" in outcome.message
+    assert "a move needs 2 of each" in outcome.message
+    assert said == []
+    as_before(servers, control, ws)
+
+
+def test_a_copy_that_makes_no_progress_is_rolled_back(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The slots taken after the move looked (by another consumer of the
+    source): the copy cannot go on, and the move gives up and rolls back."""
+    dbs, control = store
+    ws = control.create_workspace(f"stall-{uuid.uuid4().hex[:8]}", "default")
+    monkeypatch.setattr(move_copy, "COPY_STALL_SECONDS", 5.0)
+    taken: list[str] = []
+    step = Mover._step
+
+    def lose_the_room_once_recorded(mover: Mover, name: str) -> None:
+        if name == "recorded":
+            with psycopg.connect(servers["default"].url, autocommit=True) as conn:
+                free = conn.execute(
+                    "SELECT current_setting('max_replication_slots')::int - count(*)"
+                    " FROM pg_replication_slots"
+                ).fetchone()
+                for i in range(int(free[0]) - 1):  # type: ignore[index]
+                    taken.append(f"late_{i}")
+                    conn.execute("SELECT pg_create_physical_replication_slot(%s)", (taken[-1],))
+        step(mover, name)
+
+    monkeypatch.setattr(Mover, "_step", lose_the_room_once_recorded)
+    said: list[str] = []
+    try:
+        outcome = moved(Mover(dbs, control, said.append), ws.id)
+    finally:
+        with psycopg.connect(servers["default"].url, autocommit=True) as conn:
+            for name in taken:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+    assert isinstance(outcome, errors.Unavailable), (outcome, said)
+    assert outcome.message.startswith("copying: no progress for 5 s (")
+    assert "the target server's log says why" in outcome.message
+    assert said[-1] == "rolled back: the source serves as before"
+    as_before(servers, control, ws)
