@@ -1,5 +1,5 @@
 """What ranking the rare terms' matches costs the lexical arm's capped path
-(docs/recall.md, "Recall at scale"; migration 0039): the capped statement as
+(docs/recall.md, "Recall at scale"; migration 0036): the capped statement as
 it was (`lexical_candidates_bm25_newest`, still in the schema) against the
 store's now (`lexical_candidates_bm25_capped`), interleaved query by query in
 one database, as the services' role.
@@ -40,7 +40,7 @@ from benchmarks.bm25_cost import (
 from recallatron_devkit import synthetic
 from services.store.domain import recall as r
 
-# The capped statement before migration 0039, verbatim.
+# The capped statement before migration 0036, verbatim.
 NEWEST = """
 SELECT id::text, score FROM lexical_candidates_bm25_newest(
     %(tsquery)s::tsquery, %(terms)s::text[], %(idfs)s::float8[], %(limit)s, %(cap)s,

@@ -1,7 +1,7 @@
 """A rare word beside a common one, against the real stack: when the kept
 terms' matches are many, the lexical arm ranks only the newest CANDIDATE_CAP
 of them, and every match of the query's rare terms beside them (migration
-0039), so the one old memory holding the rare word is found whatever the
+0036), so the one old memory holding the rare word is found whatever the
 common word's matches."""
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ SELECT id::text, score FROM lexical_candidates_bm25(
 # Beside them, every match of the query's rare terms (``rare_terms``; NULL
 # for none) is ranked too, past the prefilter: otherwise a rare word beside a
 # common one went unfound once CANDIDATE_CAP newer memories held the common
-# one (migration 0039).
+# one (migration 0036).
 LEXICAL_CAPPED = """
 SELECT id::text, score FROM lexical_candidates_bm25_capped(
     %(tsquery)s::tsquery, %(rare)s::tsquery, %(terms)s::text[], %(idfs)s::float8[], %(limit)s,
@@ -326,7 +326,7 @@ def walk_is_cheaper(docs: Sequence[int], memories: float) -> bool:
 def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     """The query's terms after the 15% rule, from the statistics we keep
     anyway; None when the query has no terms."""
-    # The form memories are kept in (migration 0044): "é" one code point.
+    # The form memories are kept in (migration 0038): "é" one code point.
     rows = conn.execute(TERMS, (unicodedata.normalize("NFC", query),)).fetchall()
     if not rows:
         return None
