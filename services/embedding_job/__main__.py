@@ -35,12 +35,13 @@ def build(settings: StoreSettings | None = None, wait: bool = True) -> Embedding
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    if not wait:
-        dbs.bootstrap()
-    elif not dbs.wait_and_bootstrap(stop):
-        sys.exit(0)
     control = ControlPlane(dbs)
     try:
+        # The default server's budget is checked as it is bootstrapped.
+        if not wait:
+            dbs.bootstrap()
+        elif not dbs.wait_and_bootstrap(stop):
+            sys.exit(0)
         control.check_recorded_servers()  # unknown server names fail at start-up
         dbs.ensure_all_servers()  # and a budget the servers cannot hold
     except RuntimeError as exc:

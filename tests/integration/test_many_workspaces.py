@@ -252,3 +252,21 @@ def test_a_budget_the_server_cannot_hold_stops_the_start(
     )
     allowed = 40 - 3 - s.connection_reserve  # superuser_reserved_connections is 3
     assert f"= {asked} connections" in message and f"allows {allowed}" in message, message
+
+
+def test_the_embedding_jobs_budget_the_server_cannot_hold_stops_it_in_one_line(
+    tmp_path: Path, prepared_models_dir: Path
+) -> None:
+    """The job checks the budgets at its start as the store does, and says
+    both numbers in one line: it stopped with a traceback (the check ran
+    outside the code that turns it into the job's message)."""
+    config = _config(tmp_path, prepared_models_dir, 40)
+    config.services = ()
+    config.embedding_job = True
+    config.env = {"RECALLATRON_JOB_CONNECTION_BUDGET": "60"}
+    with running(Stack(config)) as stack:
+        job = stack.processes["embedding-job"]
+        assert job.wait(timeout=120) != 0
+        log = (stack.state_dir / "logs" / "embedding-job.log").read_text()
+    assert "embedding job cannot run:" in log and "max_connections 40" in log, log[-2000:]
+    assert "Traceback" not in log, log[-2000:]
