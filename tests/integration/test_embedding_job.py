@@ -184,12 +184,24 @@ def job_databases(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> EmbeddingJob
     return settings, dbs
 
 
+def backlog(stack: Stack, database: str) -> int:
+    """Queued memories of one workspace."""
+    return int(dbutil.query(stack, database, "SELECT count(*) FROM embedding_job")[0][0])
+
+
 @contextmanager
-def job_alone(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddingJobParts]:
-    """The stack's embedding job stopped once its queue is empty, and its
-    settings and databases held here to drive a job by hand; the stack's job
-    started again after."""
-    wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
+def job_alone(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, database: str | None = None
+) -> Iterator[EmbeddingJobParts]:
+    """The stack's embedding job stopped once its queue is empty (every
+    workspace's, or only ``database``'s: the session stack may hold a long
+    backlog of other tests' bulk-written memories), and its settings and
+    databases held here to drive a job by hand; the stack's job started
+    again after."""
+    if database is None:
+        wait_for(lambda: global_backlog(stack) == 0 or None, "an empty queue")
+    else:
+        wait_for(lambda: backlog(stack, database) == 0 or None, f"an empty queue in {database}")
     stack.stop_service("embedding-job")
     settings, dbs = job_databases(stack, monkeypatch)
     try:

@@ -31,7 +31,7 @@ def test_a_vector_stored_during_a_hand_over_takes_the_new_audience(
     stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bob, cy = team.members["bob"], team.members["cy"]
-    with job_alone(stack, monkeypatch) as (settings, dbs):
+    with job_alone(stack, monkeypatch, team.database_name) as (settings, dbs):
         memory = team.clients["bob"].remember("Bob's notes on the roadmap", "Quarterly goals")
         job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=FixedEmbedder())  # type: ignore[arg-type]
         batch = job.claim(team.workspace_id)
