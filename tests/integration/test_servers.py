@@ -127,6 +127,7 @@ def test_named_placement_and_the_policy_use_both_servers(two: Stack, operator: C
 
 
 def test_a_draining_server_gets_no_new_workspaces(two: Stack, operator: Client) -> None:
+    placed_on_b = counts(two).get("b", 0)
     assert "draining" in servers_cli(two, "drain", "b")
     try:
         placed = {new_workspace(operator)[2] for _ in range(3)}
@@ -134,6 +135,19 @@ def test_a_draining_server_gets_no_new_workspaces(two: Stack, operator: Client) 
         err = refused(lambda: operator.create_workspace(f"s-{uuid.uuid4().hex[:10]}", "b"))
         assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert err.details().startswith("server: 'b' is draining")
+        # Nor is one moved there: draining closes a server to workspaces.
+        workspace_id = new_workspace(operator)[0]
+        move = ["move-workspace", workspace_id, "--to", "b"]
+        moved = subprocess.run(
+            [sys.executable, "-m", "recallatron_cli.main", *move],
+            env=two.env_for("store"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert moved.returncode != 0, moved.stdout
+        assert "to: 'b' is draining" in moved.stderr, moved.stderr
+        assert counts(two).get("b", 0) == placed_on_b
     finally:
         servers_cli(two, "undrain", "b")
     assert new_workspace(operator, "b")[2] == "b"

@@ -154,6 +154,14 @@ class Mover:
         ws = self.control.workspace(workspace_id)
         if ws.server == target:
             raise errors.FailedPrecondition(f"to: the workspace is on {target!r} already", "to")
+        # A draining server takes no workspace, new or moved (an interrupted
+        # move past its seal, above, is still finished).
+        if any(s.name == target and s.draining for s in self.control.servers()):
+            raise errors.FailedPrecondition(
+                f"to: {target!r} is draining; mark it open again first "
+                "(recallatron servers undrain)",
+                "to",
+            )
         # Asked before anything is recorded: a target that does not answer
         # leaves no move to undo, and two names of one server would have the
         # "copy" meet (and its undo drop) the workspace's own database.
