@@ -317,8 +317,25 @@ class HttpJsonApp:
         if scope["type"] == "http" and scope["path"] == OPENAPI_PATH:
             await respond(send, 200, self.openapi)
             return
+        if scope["type"] == "http" and scope["path"] not in self.inputs:
+            # The library would answer 404 with no body at all.
+            refused = Refused(
+                404,
+                "unimplemented",
+                f"{clip(scope['path'], MAX_DETAIL_BYTES)}: no such method "
+                f"(POST /<package>.<Service>/<Method>, listed in {OPENAPI_PATH})",
+            )
+            await respond(send, refused.status, error_body(refused))
+            return
+        if scope["type"] == "http" and scope["method"] != "POST":
+            # As above: 405 with no body from the library.
+            refused = Refused(
+                405, "unimplemented", f"{scope['method']}: a call is a POST (Connect's unary call)"
+            )
+            await respond(send, refused.status, error_body(refused), (b"allow", b"POST"))
+            return
         admitted: tuple[tuple[str, str], ...] = ()
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.inputs:
+        if scope["type"] == "http":
             try:
                 admitted = await self._admitted(scope)
             except Refused as refused:

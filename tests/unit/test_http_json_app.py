@@ -1,0 +1,101 @@
+"""The HTTP/JSON app's own answers, as ASGI events, without a stack
+(services/gateway/httpjson/app.py): whatever it refuses, it refuses with a
+Connect error body."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import MutableMapping
+from typing import Any
+
+import pytest
+
+from recallatron.settings import CommonSettings
+from recallatron.v1 import gateway_pb2
+from services.gateway.httpjson.app import HttpJsonApp
+
+SERVICES = [
+    gateway_pb2.DESCRIPTOR.services_by_name[n]
+    for n in ("MemoryService", "ReviewService", "AdminService")
+]
+DESCRIBE = "/recallatron.v1.MemoryService/DescribeTools"
+
+
+class _Open:
+    """Admits every caller (the token's check is tests/unit/test_http_admission.py's)."""
+
+    def admit(
+        self, method: str, authorization: str | None, peer: str
+    ) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
+def _answer(
+    method: str, path: str, headers: tuple[tuple[bytes, bytes], ...] = (), body: bytes = b"{}"
+) -> tuple[int, dict[str, Any], dict[bytes, bytes]]:
+    """The status, JSON body and headers the app answers with, its lifespan
+    started first (the relay to a gateway that is not there: nothing here
+    reaches it)."""
+    app = HttpJsonApp("127.0.0.1:1", CommonSettings(), SERVICES, _Open())
+    sent: list[MutableMapping[str, Any]] = []
+    startup: list[dict[str, Any]] = [{"type": "lifespan.startup"}]
+
+    async def lifespan_receive() -> dict[str, Any]:
+        if startup:
+            return startup.pop()
+        await asyncio.sleep(3600)
+        return {}
+
+    async def lifespan_send(event: MutableMapping[str, Any]) -> None:
+        assert event["type"] == "lifespan.startup.complete", event
+
+    given = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if given:
+            return given.pop()
+        await asyncio.sleep(3600)
+        return {}
+
+    async def send(event: MutableMapping[str, Any]) -> None:
+        sent.append(event)
+
+    async def run() -> None:
+        life = asyncio.create_task(app({"type": "lifespan"}, lifespan_receive, lifespan_send))
+        await asyncio.sleep(0)
+        scope = {
+            "type": "http",
+            "method": method,
+            "path": path,
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"content-type", b"application/json"), *headers],
+            "client": ("192.0.2.7", 4000),
+        }
+        await asyncio.wait_for(app(scope, receive, send), 30)
+        life.cancel()
+
+    asyncio.run(run())
+    start, body_event = sent[0], sent[-1]
+    answer = json.loads(body_event["body"]) if body_event.get("body") else {}
+    return start["status"], answer, dict(start["headers"])
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("POST", "/recallatron.v1.MemoryService/NoSuchMethod"), ("GET", "/"), ("POST", "/x/y/z")],
+)
+def test_an_unknown_path_is_a_connect_error_naming_it(method: str, path: str) -> None:
+    status, answer, headers = _answer(method, path)
+    assert status == 404
+    assert headers[b"content-type"] == b"application/json"
+    assert answer.get("code") == "unimplemented", answer
+    assert path in answer["message"]
+
+
+def test_a_method_that_is_not_post_is_a_connect_error() -> None:
+    status, answer, headers = _answer("GET", DESCRIBE)
+    assert (status, headers.get(b"allow")) == (405, b"POST")
+    assert answer.get("code") == "unimplemented", answer
+    assert "POST" in answer["message"]
