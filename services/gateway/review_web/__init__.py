@@ -9,7 +9,9 @@ SameSite=Strict cookie. Page scripts can never read the token (there are no
 scripts at all: plain HTML forms), a cross-site form cannot ride on the
 cookie, and every form carries a per-session CSRF token as well. A gateway
 restart signs everyone out, which is the safe direction; so does a token
-revoked or expired (the next page view ends its session).
+revoked or expired (the next page view ends its session). Signing in again
+ends the session the browser held: the id is rotated, never kept alive
+beside the new one.
 
 Decisions, one pair at a time, nothing automatic:
 - keep both: the pair is dismissed and never proposed again;

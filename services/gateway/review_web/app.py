@@ -98,7 +98,7 @@ class ReviewApp:
                 return Response(HTTPStatus.OK, signin_page())
             return self.review(session, query.get("purpose", DEFAULT_PURPOSE), sid)
         if method == "POST" and path == "/signin":
-            return self.signin(form.get("token", ""), client_address)
+            return self.signin(form.get("token", ""), client_address, sid)
         if method == "POST" and path in ("/signout", "/decide"):
             if session is None:
                 return redirect("/")
@@ -112,10 +112,12 @@ class ReviewApp:
             return redirect(f"/?purpose={purpose if purpose in PURPOSES else DEFAULT_PURPOSE}")
         return Response(HTTPStatus.NOT_FOUND, page("Not found", "<p>Not found.</p>"))
 
-    def signin(self, token: str, client_address: str = "") -> Response:
+    def signin(self, token: str, client_address: str = "", held: str | None = None) -> Response:
         """``client_address``: the person's ("host:port"); a token the
         gateway does not know spends that address's allowance of failed
-        authentications, not the page's (services/gateway/forwarded.py)."""
+        authentications, not the page's (services/gateway/forwarded.py).
+        ``held``: the session id the browser sent, ended once this sign-in
+        succeeds (a refused one leaves it as it was)."""
         token = token.strip()
         if not token:
             return Response(HTTPStatus.BAD_REQUEST, signin_page("Enter your member token."))
@@ -140,7 +142,7 @@ class ReviewApp:
                 if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     return Response(HTTPStatus.TOO_MANY_REQUESTS, signin_page(_status_text(exc)))
                 return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
-        sid = self.sessions.create(client, token)
+        sid = self.sessions.create(client, token, replaces=held)
         # The first purpose the token may act for: its page, not a refusal.
         landing = "/" if purpose == DEFAULT_PURPOSE else f"/?purpose={purpose}"
         return redirect(landing, [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])

@@ -57,15 +57,19 @@ class Sessions:
         self._items: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def create(self, client: Client, token: str = "") -> str:
-        """A new session: the token's own oldest session makes way when the
-        token has its share, the one seen least recently when the page is full."""
+    def create(self, client: Client, token: str = "", replaces: str | None = None) -> str:
+        """A new session under a new id: ``replaces``, the session the browser
+        held, ends with it (signing in again rotates the id, so no earlier
+        cookie stays signed in); the token's own oldest session makes way when
+        the token has its share, the one seen least recently when the page is full."""
         sid = secrets.token_urlsafe(32)
         now = time.monotonic()
         owner = hashlib.sha256(token.encode()).hexdigest()
         dropped: list[Session] = []
         with self._lock:
             self._expire(now)
+            if replaces and (previous := self._items.pop(replaces, None)) is not None:
+                dropped.append(previous)
             own = sorted((s.created, k) for k, s in self._items.items() if s.owner == owner)
             for _, k in own[: max(0, len(own) - MAX_SESSIONS_PER_TOKEN + 1)]:
                 dropped.append(self._items.pop(k))

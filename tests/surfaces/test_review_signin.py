@@ -1,0 +1,81 @@
+"""The review page's sign-in, one browser at a time: signing in again from a
+browser that holds a session ends that session (its id is rotated, never
+kept alive beside the new one). Checked on the page's application with a
+stand-in gateway client; nothing here reaches a gateway."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from services.gateway.review_web import ReviewApp
+from services.gateway.review_web.pages import Response
+from services.gateway.review_web.sessions import COOKIE
+
+
+class _Client:
+    """A gateway client that accepts every token and records its closing."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.closed = False
+
+    def for_address(self, client_address: str | None, secret: str) -> _Client:
+        return self
+
+    def duplicate_pairs(self, **_: object) -> object:
+        return type("Pairs", (), {"pairs": []})()
+
+    def entity_pairs(self, **_: object) -> object:
+        return type("Pairs", (), {"pairs": []})()
+
+    def entity_merges(self, **_: object) -> object:
+        return type("Merges", (), {"merges": []})()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _app() -> ReviewApp:
+    return ReviewApp("127.0.0.1:1", client_factory=_Client)  # type: ignore[arg-type]
+
+
+def _sid(answer: Response) -> str:
+    (cookie,) = [v for k, v in answer.headers if k == "Set-Cookie"]
+    return cookie.split(";", 1)[0].split("=", 1)[1]
+
+
+def _signin(app: ReviewApp, token: str, cookies: dict[str, str] | None = None) -> Response:
+    answer = app.handle("POST", "/signin", cookies or {}, {"token": token})
+    assert answer.status == HTTPStatus.SEE_OTHER, answer.body[-300:]
+    return answer
+
+
+def test_signing_in_again_ends_the_session_the_browser_held() -> None:
+    app = _app()
+    for first_token, second_token in (("rct_alice", "rct_bob"), ("rct_carol", "rct_carol")):
+        old = _sid(_signin(app, first_token))
+        old_session = app.sessions.get(old)
+        assert old_session is not None
+        new = _sid(_signin(app, second_token, {COOKIE: old}))
+        assert new != old
+        # The old id signs nothing in any more: its session and client are gone.
+        assert app.sessions.get(old) is None, (first_token, second_token)
+        assert old_session.client.closed  # type: ignore[attr-defined]
+        stale = app.handle("GET", "/", {COOKIE: old}, {})
+        assert b"data-testid=token" in stale.body
+        form = {"csrf": old_session.csrf, "action": "keep", "first_id": "a", "second_id": "b"}
+        assert app.handle("POST", "/decide", {COOKIE: old}, form).status == HTTPStatus.SEE_OTHER
+        assert old_session.flash == []
+        # The new one is signed in.
+        assert b"data-testid=signout" in app.handle("GET", "/", {COOKIE: new}, {}).body
+    assert len(app.sessions) == 2
+
+
+def test_a_refused_signin_leaves_the_session_as_it_was() -> None:
+    """Only a sign-in that succeeds replaces the browser's session: a mistyped
+    token neither signs the person out nor in as anyone else."""
+    app = _app()
+    held = _sid(_signin(app, "rct_alice"))
+    refused = app.handle("POST", "/signin", {COOKIE: held}, {"token": "not a token"})
+    assert refused.status == HTTPStatus.BAD_REQUEST
+    assert app.sessions.get(held) is not None
