@@ -15,7 +15,8 @@ The rules, in order:
    corrects in a later clause ("No, Monday.", "I mean ...", "Or not.") -> no request;
 6. the directive's object is missing -> empty; it points outside the turn
    (this, that, it, what we said), asks for a reminder (remember to ...),
-   names a particular person as audience, or is under three words -> ambiguous.
+   names a particular person as audience or is addressed to others ("cc Bob",
+   "@bob"), or is under three words -> ambiguous.
 Only what passes all six is stored.
 
 Phrases closing a turn ("..., remember that", "just for me") are looked for in
@@ -40,8 +41,8 @@ from services.gateway.capture_doubts import (
     NEGATED,
     QUESTION_WORDS,
     REVISED,
-    UNCLEAR_AUDIENCE,
     WITHDRAWN,
+    audience_doubt,
 )
 
 MAX_TITLE_CHARS = 80
@@ -353,12 +354,8 @@ def decide(text: str) -> Capture:
             f"takes back or corrects its claim ('{revised.group(0).strip(' ,.;:')}'): "
             "say the claim once, as it stands",
         )
-    unclear = UNCLEAR_AUDIENCE.search(flat)
-    if unclear:
-        return _no(
-            AMBIGUOUS,
-            f"unclear who may see it ('{unclear.group(0)}'): say 'just for me' or 'for the team'",
-        )
+    if doubt := audience_doubt(flat):
+        return _no(AMBIGUOUS, doubt)
     found = _directive(opening)
     if found is None and _DIRECTIVE_VERB.match(opening):
         return _no(

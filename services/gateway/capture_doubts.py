@@ -98,3 +98,37 @@ UNCLEAR_AUDIENCE = re.compile(
     r"(?:except|but|besides|minus|other than|excluding|apart from|save for)\b",
     _I,
 )
+
+# A turn copied or addressed to other people beside the speaker ("..., cc Bob",
+# "bcc: Ana", "loop in Bob", "keep Bob in the loop", "@bob"): an audience the
+# speaker did not state for the memory, as "for Bob" is. Someone addressed is
+# a capitalised name, an @handle or the team; "cc" with anything after it
+# counts at a clause's start or before a colon ("250 cc", "the cc list" do not).
+_ONE = (
+    r"(?:@[A-Za-z][\w\-]*|[A-Z](?:[a-z]|'[A-Z])[\w'\-]*|"
+    r"(?i:the (?:whole )?team|everyone|everybody|all of us))"
+)
+_SOME = rf"{_ONE}(?:(?:\s*,\s*|\s+(?i:and)\s+|\s+){_ONE}){{0,4}}"
+_CC = r"(?i:b?cc(?:'?(?:ing|ed|d|s))?)"
+_AT_CLAUSE = r"(?:^|[,;:.!(\u2014\u2013]|\s-{1,2}|\s(?i:and|please))\s*"
+ADDRESSED = re.compile(
+    rf"(?<![\w.@])@[A-Za-z][\w\-]*(?:\.[\w\-]+)*|"
+    rf"{_AT_CLAUSE}{_CC}\s*:?\s+[\w@][\w'\-]*(?:(?:\s*,\s*|\s+(?i:and)\s+){_ONE}){{0,4}}|"
+    rf"\b{_CC}(?:\s*:\s*|\s+){_SOME}|"
+    rf"{_AT_CLAUSE}(?i:loop\s+in)\s+{_SOME}|\b(?i:loop(?:ing|ed)\s+in)\s+{_SOME}|"
+    rf"\b(?i:loop(?:s|ing|ed)?)\s+{_SOME}\s+(?i:in)\b|"
+    rf"\b(?i:keep(?:s|ing)?|kept)\s+{_SOME}\s+(?i:in the loop|posted)\b"
+)
+
+
+def audience_doubt(flat: str) -> str | None:
+    """Why who may see the turn's memory is unclear, if it is."""
+    if unclear := UNCLEAR_AUDIENCE.search(flat):
+        return f"unclear who may see it ('{unclear.group(0)}'): say 'just for me' or 'for the team'"
+    if addressed := ADDRESSED.search(flat):
+        who = addressed.group(0).strip(" ,;:.!(-\u2014\u2013")
+        return (
+            f"addressed to others beside the speaker ('{who}'): say 'just for me' or "
+            "'for the team', or use remember with that member's id"
+        )
+    return None

@@ -391,3 +391,48 @@ def test_a_forgotten_turn_leaves_no_hash_of_its_words_behind(stack: Stack, team:
     assert said.memory.id in dump  # the tombstone and its request key are there
     assert plain[:48] not in dump
     assert stored not in dump
+
+
+# Turns addressed to other people beside the speaker ("cc Bob", "@bob", "loop
+# in Bob"): an audience the speaker did not state for the memory, as "for Bob"
+# is. Each was stored for the speaker alone with the addressee in its text.
+ADDRESSED = [
+    ("Remember that we ship on Friday, cc Bob.", "Bob"),
+    ("Note for the team: we ship on Friday, cc: Alice and Bob", "Alice"),
+    ("Remember that we ship on Friday. CC Bob", "Bob"),
+    ("Remember that we ship on Friday (cc Bob).", "Bob"),
+    ("Remember that we ship on Friday, cc'ing Bob.", "Bob"),
+    ("Remember that we ship on Friday, bcc Alice.", "Alice"),
+    ("Remember that we ship on Friday, cc the team.", "the team"),
+    ("Remember that we ship on Friday, loop in Bob.", "Bob"),
+    ("Remember that we ship on Friday, looping in Alice and Bob.", "Alice"),
+    ("Remember that we ship on Friday and loop Bob in.", "Bob"),
+    ("Remember that we ship on Friday, keep Bob in the loop.", "Bob"),
+    ("Remember that we ship on Friday @bob", "@bob"),
+    ("@Alice remember that we ship on Friday.", "@Alice"),
+    ("cc Bob: remember that we ship on Friday.", "Bob"),
+]
+
+
+@pytest.mark.parametrize(("turn", "named"), ADDRESSED)
+def test_a_turn_addressed_to_other_people_stores_nothing(turn: str, named: str) -> None:
+    """Docs/agents.md, rule 6: a turn copied or addressed to other people is
+    ambiguous wherever the addressing comes, like one naming them as audience."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == capture.AMBIGUOUS and named in decided.reason, decided
+
+
+def test_cc_loop_and_at_signs_that_address_no_one_still_store() -> None:
+    for turn, title in (
+        ("Remember that the engine is 250 cc.", "The engine is 250 cc"),
+        ("Remember that the cc list for releases is kept in the wiki.",
+         "The cc list for releases is kept in the wiki"),
+        ("Remember that the support address is help@example.com for customers.",
+         "The support address is help@example.com for customers"),
+        ("Remember that the retry loop in the importer runs three times.",
+         "The retry loop in the importer runs three times"),
+        ("Remember that the stand-up is @ 9:30 in room 4.", "The stand-up is @ 9:30 in room 4"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
