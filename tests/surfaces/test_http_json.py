@@ -253,9 +253,9 @@ def test_a_refusal_names_fields_as_json_names_them(stack: Stack, owner: Member) 
 
 
 def test_a_timeout_that_is_not_a_positive_count_is_refused(stack: Stack, owner: Member) -> None:
-    """Connect-Timeout-Ms of -5 ran the call with no time left (504, counted
-    as a deadline passed); "abc" was refused already."""
-    for value in ("-5", "abc", "12345678901"):
+    """Connect-Timeout-Ms of -5, and later 0, ran the call with no time left
+    (504, counted as a deadline passed); "abc" was refused already."""
+    for value in ("-5", "0", "abc", "12345678901"):
         status, answer = call(
             stack.http_url,
             "recallatron.v1.MemoryService/Recall",

@@ -1,6 +1,7 @@
 """The HTTP/JSON app's own answers, as ASGI events, without a stack
 (services/gateway/httpjson/app.py): whatever it refuses, it refuses with a
-Connect error body."""
+Connect error body, and a call's deadline is a positive count of
+milliseconds, as the Connect protocol has it."""
 
 from __future__ import annotations
 
@@ -99,3 +100,10 @@ def test_a_method_that_is_not_post_is_a_connect_error() -> None:
     assert (status, headers.get(b"allow")) == (405, b"POST")
     assert answer.get("code") == "unimplemented", answer
     assert "POST" in answer["message"]
+
+
+@pytest.mark.parametrize("value", ["0", "0000000000", "-5", "abc", "12345678901", "1.5", " "])
+def test_a_timeout_that_is_no_positive_count_is_refused_naming_the_header(value: str) -> None:
+    status, answer, _ = _answer("POST", DESCRIBE, ((b"connect-timeout-ms", value.encode()),))
+    assert (status, answer.get("code")) == (400, "invalid_argument"), (value, answer)
+    assert answer["message"].startswith("connect-timeout-ms:")

@@ -419,9 +419,13 @@ class HttpJsonApp:
                 "(gRPC has its own port)",
             )
         timeout = headers.get("connect-timeout-ms")
-        if timeout is not None and not _TIMEOUT_MS.fullmatch(timeout):
+        # The Connect protocol's Timeout-Milliseconds: a positive integer of at
+        # most 10 digits. 0 is none: it ran the call with no time left (504).
+        if timeout is not None and not (_TIMEOUT_MS.fullmatch(timeout) and int(timeout) > 0):
             raise Refused(
-                400, "invalid_argument", "connect-timeout-ms: at most 10 digits, a positive number"
+                400,
+                "invalid_argument",
+                "connect-timeout-ms: a positive whole number of milliseconds, at most 10 digits",
             )
         # The library matches the type as written: it gets the one form.
         scope = {
