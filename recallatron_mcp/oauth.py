@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -39,8 +40,11 @@ import anyio
 import grpc
 import jwt
 from mcp.server.auth.provider import AccessToken
+from starlette.authentication import AuthenticationError
 
+from recallatron import errors
 from recallatron.client import Client
+from recallatron.grpcclient import peer_status
 from recallatron.secretfiles import token_from
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import PURPOSES
@@ -67,6 +71,33 @@ OWN_TOKEN_TTL = 60.0
 # (up to 10 s for each of three URLs) per period, not every JWT's.
 KEYS_RETRY_SECONDS = 30.0
 OWN_CLIENT_ID = "recallatron-token"
+# The gateway's refusals of a gateway token for a JWT's member that say the
+# member cannot be served (unknown, of another workspace, removed): the token
+# is no good here, 401. Any other failure (the gateway away, overloaded,
+# failing) says nothing of the token: 503, and the client retries.
+MEMBER_REFUSED = frozenset(
+    {
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    }
+)
+
+
+class CannotCheckNow(AuthenticationError):
+    """A token that cannot be checked or served for now: answered 503 with
+    Retry-After (server.py), not 401, which would send an MCP client back
+    through its whole sign-in for a dependency briefly away."""
+
+    def __init__(self, why: str, retry_after: float = errors.RETRY_AFTER_SECONDS) -> None:
+        super().__init__(why)
+        self.retry_after = retry_after
+
+    @property
+    def retry_after_header(self) -> str:
+        """Retry-After in whole seconds, rounded up: never shorter than asked."""
+        return str(max(1, math.ceil(self.retry_after)))
 
 
 @dataclass(frozen=True)
@@ -210,7 +241,8 @@ class MemberTokens:
 
 class Verifier:
     """The SDK's TokenVerifier: a JWT of the issuer for this resource, or a
-    member token of the project's own. None refuses (401)."""
+    member token of the project's own. None refuses (401); CannotCheckNow
+    says to come back later (503)."""
 
     def __init__(
         self,
@@ -287,10 +319,14 @@ class Verifier:
                     grant_of(member, scopes), f"mcp-oauth {client_id} {claims.get('sub', '')}"
                 )
             except grpc.RpcError as exc:
-                # Unknown member, a member of another workspace than the
-                # admin token's, or the gateway away: no access.
-                log.warning("no gateway token for an OAuth caller: %s", exc.code())
-                return None
+                status = peer_status(exc)
+                log.warning("no gateway token for an OAuth caller: %s", status.code)
+                if status.code in MEMBER_REFUSED:
+                    return None
+                raise CannotCheckNow(
+                    f"the memory service cannot serve this token now ({status.code.name})",
+                    status.retry_after or errors.RETRY_AFTER_SECONDS,
+                ) from None
         return MemberAccess(
             token=token,
             client_id=client_id,

@@ -31,6 +31,11 @@ from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
+from starlette.authentication import AuthenticationBackend, AuthenticationError
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Send
 
@@ -40,7 +45,15 @@ from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
 from recallatron_mcp.inflight import OneRequestPerId
-from recallatron_mcp.oauth import READ, SCOPES, MemberAccess, MemberTokens, OAuthSettings, Verifier
+from recallatron_mcp.oauth import (
+    READ,
+    SCOPES,
+    CannotCheckNow,
+    MemberAccess,
+    MemberTokens,
+    OAuthSettings,
+    Verifier,
+)
 
 log = logging.getLogger("recallatron.mcp")
 
@@ -313,6 +326,7 @@ def http_app(
         validate_token_resource=True,
     )
     app = server.streamable_http_app(host=host, auth=auth, token_verifier=verifier)
+    app.user_middleware[:] = _answering_cannot_check(app.user_middleware)
     metadata = create_protected_resource_routes(
         resource_url=_url(oauth.resource),
         authorization_servers=[_url(oauth.issuer)],
@@ -347,6 +361,36 @@ class _Challenge(RequireAuthMiddleware):
         if status_code == 401:
             description = f"Unauthorized: {description}"
         await super()._send_auth_error(send, status_code, error, description)
+
+
+def _cannot_check_now(conn: HTTPConnection, exc: AuthenticationError) -> Response:
+    """A token that cannot be checked now (CannotCheckNow) is 503 with
+    Retry-After: a 401 would send the client back through its sign-in."""
+    if isinstance(exc, CannotCheckNow):
+        return JSONResponse(
+            {"error": "temporarily_unavailable", "error_description": str(exc)},
+            status_code=503,
+            headers={"Retry-After": exc.retry_after_header},
+        )
+    return AuthenticationMiddleware.default_on_error(conn, exc)
+
+
+def _is_bearer_check(middleware: Middleware) -> bool:
+    cls: object = middleware.cls
+    return cls is AuthenticationMiddleware
+
+
+def _answering_cannot_check(middleware: list[Middleware]) -> list[Middleware]:
+    """The SDK's middleware with its bearer check answering CannotCheckNow
+    as :func:`_cannot_check_now` does (Starlette's own answer is a 400)."""
+    checks = [m for m in middleware if _is_bearer_check(m)]
+    if len(checks) != 1:
+        raise RuntimeError("the MCP SDK's app has no one bearer check to answer 503 with")
+    backend = checks[0].kwargs.get("backend")
+    if not isinstance(backend, AuthenticationBackend):
+        raise RuntimeError("the MCP SDK's bearer check has no authentication backend")
+    answering = Middleware(AuthenticationMiddleware, backend=backend, on_error=_cannot_check_now)
+    return [answering if _is_bearer_check(m) else m for m in middleware]
 
 
 def _said_unauthorized(route: BaseRoute) -> BaseRoute:

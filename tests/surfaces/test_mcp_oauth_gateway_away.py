@@ -1,0 +1,120 @@
+"""The OAuth resource server (recallatron_mcp/oauth.py) while the gateway it
+makes its callers' gateway tokens with is away: a valid token that cannot be
+served for now is answered 503 with Retry-After, never 401 (which sends an MCP
+client back through its whole sign-in); only a token that is not valid, or
+whose member the gateway refuses, is 401. No stack: the dev kit's issuer in
+this process, the gateway an address nothing listens on, or a fake."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from starlette.authentication import AuthenticationError
+from starlette.testclient import TestClient
+
+from recallatron_devkit.oauth_server import AuthorizationServer, Running
+from recallatron_devkit.stack import free_port
+from recallatron_mcp.oauth import Grant, OAuthSettings, Verifier
+from recallatron_mcp.server import Clients, build_server, http_app
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "away-test", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[AuthorizationServer]:
+    port = free_port()
+    auth = AuthorizationServer(f"http://127.0.0.1:{port}", "3f0c6f9e-0000-4000-8000-000000000001")
+    running = Running(auth, "127.0.0.1", port)
+    yield auth
+    running.stop()
+
+
+def test_a_valid_token_while_the_gateway_is_away_is_503_with_retry_after(
+    issuer: AuthorizationServer,
+) -> None:
+    resource = "http://127.0.0.1:7421/mcp"
+    # Nothing listens there: every gateway call is UNAVAILABLE.
+    clients = Clients(f"127.0.0.1:{free_port()}", "")
+    settings = OAuthSettings(issuer=issuer.issuer, resource=resource, admin_token="rct_owner")
+    app = http_app(build_server(clients), "127.0.0.1", clients, settings)
+    try:
+        with TestClient(app, base_url="http://127.0.0.1:7421") as http:
+            valid = {**ACCEPT, "Authorization": f"Bearer {issuer.issue(resource)}"}
+            away = http.post("/mcp", json=INITIALIZE, headers=valid)
+            assert away.status_code == 503, away.text
+            assert int(away.headers["retry-after"]) >= 1
+            assert "www-authenticate" not in away.headers
+            assert away.json()["error"] == "temporarily_unavailable"
+            # A token that is not valid is still 401, with its challenge.
+            broken = {**ACCEPT, "Authorization": f"Bearer {issuer.issue(resource)[:-8]}"}
+            refused = http.post("/mcp", json=INITIALIZE, headers=broken)
+            assert refused.status_code == 401
+            assert "resource_metadata=" in refused.headers["www-authenticate"]
+    finally:
+        clients.close()
+
+
+class Refusing(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return f"{self._code.name.lower()} for the test"
+
+    def trailing_metadata(self) -> tuple[()]:
+        return ()
+
+
+class Minting:
+    """Stands in for MemberTokens: every token it is asked for fails with ``code``."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+    def token_for(self, grant: Grant, label: str) -> str:
+        raise Refusing(self.code)
+
+
+AWAY = [
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.INTERNAL,
+]
+NOT_SERVED = [
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+]
+
+
+@pytest.mark.parametrize("code", AWAY + NOT_SERVED, ids=lambda c: c.name)
+def test_only_a_member_the_gateway_refuses_makes_a_valid_token_401(
+    issuer: AuthorizationServer, code: grpc.StatusCode
+) -> None:
+    resource = "https://memory.example.com/mcp"
+    settings = OAuthSettings(issuer=issuer.issuer, resource=resource)
+    verifier = Verifier(settings, client_of=lambda token: None, minted=Minting(code))  # type: ignore[arg-type,return-value]
+    token = issuer.issue(resource)
+    if code in NOT_SERVED:
+        assert verifier._check_jwt(token) is None
+        return
+    with pytest.raises(AuthenticationError) as away:
+        verifier._check_jwt(token)
+    assert getattr(away.value, "retry_after", 0) > 0
