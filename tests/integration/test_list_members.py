@@ -333,6 +333,38 @@ def test_the_operator_lists_a_workspaces_tokens(stack: Stack, team: Team, operat
     assert "workspace_id" in str(malformed.details())
 
 
+def test_listing_the_tokens_of_a_member_that_does_not_exist_is_not_found(
+    stack: Stack, team: Team, operator: Client
+) -> None:
+    """The operator naming a member id nobody holds was answered an empty
+    list, as if the member held no tokens; it is NOT_FOUND naming member_id,
+    as ListMembers is for a workspace that does not exist. An owner naming a
+    member of another workspace hears the same."""
+    nobody = str(uuid.uuid4())
+    for call in (
+        partial(operator.list_tokens, nobody),
+        partial(operator.list_tokens_page, nobody),
+        partial(operator.list_tokens_page, nobody, "", 10),
+        partial(operator.list_tokens, nobody, team.workspace_id),
+    ):
+        missing = error(call)
+        assert missing.code() == grpc.StatusCode.NOT_FOUND, missing.details()
+        assert str(missing.details()).startswith("member_id"), missing.details()
+    other = make_team(stack, operator, ("dee",))
+    try:
+        ada = team.clients["ada"]
+        elsewhere = error(partial(ada.list_tokens, other.members["dee"]))
+        nowhere = error(partial(ada.list_tokens, nobody))
+        assert elsewhere.code() == nowhere.code() == grpc.StatusCode.NOT_FOUND
+        assert str(elsewhere.details()).startswith("member_id"), elsewhere.details()
+    finally:
+        for client in other.clients.values():
+            client.close()
+    # A removed member's tokens are still theirs to list.
+    operator.remove_member(team.members["cy"], "erase")
+    assert [t.id for t in operator.list_tokens(team.members["cy"]).tokens] == [team.token_ids["cy"]]
+
+
 def test_the_token_list_keeps_every_live_token_past_its_cap(
     stack: Stack, team: Team, operator: Client
 ) -> None:

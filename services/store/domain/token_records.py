@@ -161,9 +161,21 @@ class TokenRecords:
         if workspace_id:
             workspace_id = uuid_str(workspace_id, "workspace_id")
             self.workspace(workspace_id)  # NotFound when there is none
-            if member_id and not self.member_in_workspace(workspace_id, member_id):
-                raise errors.NotFound("member not found")
+        # A member nobody holds is told, never answered an empty list as if
+        # they held no tokens; one of another workspace is answered alike.
+        if member_id and not self._member_listed(member_id, workspace_id):
+            raise errors.NotFound(f"member_id: no member {member_id!r}")
         return member_id or None, workspace_id or None
+
+    def _member_listed(self, member_id: str, workspace_id: str | None) -> bool:
+        """Whether the member exists (in ``workspace_id``, when named)."""
+        if workspace_id:
+            return self.member_in_workspace(workspace_id, member_id)
+        try:
+            self.member(member_id)
+        except errors.NotFound:
+            return False
+        return True
 
     def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
         token_id = uuid_str(token_id, "token_id")
