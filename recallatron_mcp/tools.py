@@ -50,7 +50,11 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
     """The tool's own JSON schema, checked before anything is sent."""
     schema = SCHEMAS.get(name)
     if schema is None:
-        raise ToolError(f"unknown tool {clip(repr(name))}; the tools are: {', '.join(SCHEMAS)}")
+        # As gRPC answers an unknown method, and the gateway's HTTP/JSON an unknown path.
+        raise ToolError(
+            f"UNIMPLEMENTED (nothing was sent): unknown tool {clip(repr(name))}; the tools "
+            f"are: {', '.join(SCHEMAS)}. Call one of these by its exact name."
+        )
     validator = jsonschema.Draft202012Validator(schema)
     problems = sorted(validator.iter_errors(arguments), key=lambda err: list(err.path))
     if problems:

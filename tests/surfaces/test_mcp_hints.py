@@ -47,7 +47,8 @@ class Failed(grpc.RpcError):
         self.status = rpc_status.to_status(status_for(error))
 
     def code(self) -> grpc.StatusCode:
-        return self.status.code
+        code: grpc.StatusCode = self.status.code
+        return code
 
     def details(self) -> str:
         return str(self.status.details)
@@ -184,3 +185,34 @@ def test_the_mcp_layer_keeps_no_table_of_hints() -> None:
             if isinstance(node, ast.Dict):
                 keys = [ast.unparse(k) for k in node.keys if k is not None]
                 assert not any("StatusCode" in k for k in keys), f"{path.name}:{node.lineno}"
+
+
+# A tool error's head: a gRPC status name, "(nothing was sent)" when the
+# server refused it before calling the gateway.
+_HEAD = re.compile(r"([A-Z_]+)(?: \(nothing was sent\))?: ")
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("no_such_tool", {}),
+        ("read", {"ids": "not a list"}),
+        ("read", {"ids": [str(uuid.uuid4())]}),
+    ],
+    ids=["unknown tool", "schema", "gateway"],
+)
+def test_every_tool_error_begins_with_its_status(name: str, arguments: dict[str, Any]) -> None:
+    client = FailingClient(Failed(errors.NotFound("memory: not found")))
+    with pytest.raises(tools.ToolError) as err:
+        tools.call(client, name, arguments)  # type: ignore[arg-type]
+    message = str(err.value)
+    head = _HEAD.match(message)
+    assert head is not None and head[1] in grpc.StatusCode.__members__, message
+
+
+def test_an_unknown_tool_is_unimplemented_as_an_unknown_method_is() -> None:
+    with pytest.raises(tools.ToolError) as err:
+        tools.call(FailingClient(Bare(grpc.StatusCode.INTERNAL, "")), "no_such_tool", {})  # type: ignore[arg-type]
+    message = str(err.value)
+    assert message.startswith("UNIMPLEMENTED (nothing was sent): unknown tool 'no_such_tool'")
+    assert all(name in message for name in tools.SCHEMAS)
