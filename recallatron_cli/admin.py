@@ -6,13 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from recallatron.client import Client
 from recallatron.v1 import store_pb2
-from recallatron.vocabulary import MAX_WORKSPACE_PAGE, PURPOSE, PURPOSES, ROLE
+from recallatron.vocabulary import PURPOSE, PURPOSES, ROLE
 from recallatron_cli import common
 from recallatron_cli.common import show
 
@@ -34,7 +32,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
         purposes = [p for value in args.purposes or () for p in value.split(",") if p]
         unknown = [p for p in purposes if p not in PURPOSES]
         if unknown:
-            sys.exit(f"unknown purpose {unknown[0]!r}: one of {', '.join(PURPOSES)}")
+            raise common.invalid(
+                "purposes", "--purposes", f"{unknown[0]!r} is not one of {', '.join(PURPOSES)}"
+            )
         expires_in = duration(args.expires_in, "expires_in", "--expires-in")
         token = client.create_token(
             args.member, args.label, purposes, args.read_only, expires_in=expires_in
@@ -79,21 +79,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
         members = client.list_members(args.workspace or "", args.removed)
         show(args, members, "\n".join(member_line(m) for m in members.members) or "no members")
     elif args.admin_cmd == "list-workspaces":
-        every = all_workspaces(client, args.server or "")
+        every = client.all_workspaces(args.server or "")
         show(args, every, "\n".join(workspace_line(w) for w in every.workspaces) or "no workspaces")
     return 0
-
-
-def all_workspaces(client: Client, server: str) -> store_pb2.ListWorkspacesResponse:
-    """Every page of the list, in one answer."""
-    every = store_pb2.ListWorkspacesResponse()
-    token = ""
-    while True:
-        page = client.list_workspaces(MAX_WORKSPACE_PAGE, token, server)
-        every.workspaces.extend(page.workspaces)
-        token = page.next_page_token
-        if not token:
-            return every
 
 
 def workspace_line(listed: store_pb2.ListedWorkspace) -> str:
@@ -129,11 +117,12 @@ def duration(text: str | None, field: str, flag: str) -> timedelta | None:
         return timedelta(**{_UNIT[unit]: int(n) for n, unit in parts})
     except (ValueError, OverflowError):
         # Malformed, a unit given twice (1d1d), or past what a time can hold.
-        sys.exit(
-            f"error: INVALID_ARGUMENT: {field} ({flag}): {text!r} is not a duration; "
-            "use a whole number and a unit (d, h, m, s), each unit once, e.g. 90d, 12h, "
-            "30m, 1h30m, or 0"
-        )
+        raise common.invalid(
+            field,
+            flag,
+            f"{text!r} is not a duration; use a whole number and a unit (d, h, m, s), each "
+            "unit once, e.g. 90d, 12h, 30m, 1h30m, or 0",
+        ) from None
 
 
 def stamp(value: datetime) -> str:

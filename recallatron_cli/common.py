@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import re
-import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, TypedDict, cast
@@ -30,6 +29,25 @@ from recallatron.vocabulary import (
     PURPOSES,
     REVISION_ACTION,
 )
+
+# A command's refusal of its own input or settings, before anything is sent:
+# the status argparse exits with for a bad argument.
+EXIT_USAGE = 2
+
+
+class Refused(Exception):
+    """A refusal the command makes itself; main() prints it as it prints every
+    failure (``error:`` and one line) and exits with ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def invalid(field: str, flag: str, why: str) -> Refused:
+    """Bad input named as the gateway would name it: the request's field (and the flag)."""
+    return Refused(f"INVALID_ARGUMENT: {field} ({flag}): {why}")
 
 
 def state_dir() -> Path:
@@ -168,7 +186,9 @@ def client(args: argparse.Namespace, admin: bool = False) -> Client:
     if not token and admin:
         token = admin_token()
     if not token:
-        sys.exit("no token: set RECALLATRON_TOKEN or RECALLATRON_TOKEN_FILE, or pass --token-file")
+        raise Refused(
+            "no token: set RECALLATRON_TOKEN or RECALLATRON_TOKEN_FILE, or pass --token-file"
+        )
     return Client(args.gateway, token)
 
 

@@ -33,10 +33,19 @@ def graph_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--graph", metavar="FILE", help="JSON {claims, relations, aliases}; - stdin")
 
 
+# Each option's form, as its help shows it.
+_FORMS = {
+    "--claim": "ENTITY:ATTRIBUTE=VALUE",
+    "--relation": "SUBJECT:PREDICATE:OBJECT",
+    "--alias": "ENTITY=ALIAS",
+    "--entity-type": "NAME=TYPE",
+}
+
+
 def _split(text: str, sep: str, option: str, parts: int) -> list[str]:
     pieces = text.split(sep, parts - 1)
     if len(pieces) != parts or not all(p.strip() for p in pieces):
-        sys.exit(f"{option}: expected {option.upper()} as in the help, got {text!r}")
+        raise common.Refused(f"INVALID_ARGUMENT: {option}: expected {_FORMS[option]}, got {text!r}")
     return [p.strip() for p in pieces]
 
 

@@ -313,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except grpc.RpcError as exc:
         return _failed(f"{exc.code().name}: {exc.details()}", 1)
+    except common.Refused as exc:
+        # The command's own refusal of its input or settings.
+        return _failed(exc.message, exc.code)
     except errors.DomainError as exc:
         # An operator command refused by the store's own rules (a workspace
         # being imported): its message, one line.

@@ -163,10 +163,10 @@ def workspace_id_or_none(control: ControlPlane, given: str) -> str | None:
 
 
 def _workspace_id(control: ControlPlane, given: str) -> str:
-    """The workspace ``given`` names by slug or id; exits when there is none."""
+    """The workspace ``given`` names by slug or id; NotFound when there is none."""
     found = workspace_id_or_none(control, given)
     if found is None:
-        sys.exit(f"no workspace {given!r}")
+        raise errors.NotFound(f"no workspace {given!r}")
     return found
 
 
@@ -268,13 +268,9 @@ def cmd_scrub(args: argparse.Namespace) -> int:
         print(msg, file=steps, flush=True)
 
     if args.server:
-        from recallatron import errors
-
+        # A refusal (an unknown server) ends the command through main().
         with _store() as (dbs, _control):
-            try:
-                report = scrub_server(dbs, args.server, step)
-            except errors.DomainError as exc:
-                sys.exit(f"error: {exc.message}")
+            report = scrub_server(dbs, args.server, step)
         target = {"server": args.server}
     else:
         with _store() as (dbs, control):
@@ -307,39 +303,29 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 def cmd_servers(args: argparse.Namespace) -> int:
     """Named Postgres servers: list them, mark one draining or open again.
     Runs with the store's settings (names only are shown; docs/servers.md)."""
-    from recallatron import errors
-
     with _store() as (_, control):
-        try:
-            if args.servers_cmd in ("drain", "undrain"):
-                control.set_draining(args.name, args.servers_cmd == "drain")
-            for s in control.servers():
-                marks = [m for m, on in (("default", s.default), ("draining", s.draining)) if on]
-                print(
-                    f"{s.name}\t{s.workspaces} workspaces"
-                    + (f"\t{', '.join(marks)}" if marks else "")
-                )
-        except errors.DomainError as exc:
-            sys.exit(f"error: {exc.message}")
+        if args.servers_cmd in ("drain", "undrain"):
+            control.set_draining(args.name, args.servers_cmd == "drain")
+        for s in control.servers():
+            marks = [m for m, on in (("default", s.default), ("draining", s.draining)) if on]
+            print(
+                f"{s.name}\t{s.workspaces} workspaces" + (f"\t{', '.join(marks)}" if marks else "")
+            )
     return 0
 
 
 def cmd_move_workspace(args: argparse.Namespace) -> int:
     """Moves a live workspace to another named server (docs/servers.md,
     Moving); a rerun after an interruption finishes or rolls back."""
-    from recallatron import errors
     from services.store.domain.moving import Mover
 
     with _store() as (dbs, control):
         # SIGTERM ends the move like Ctrl-C: a move not yet sealed rolls back at
         # once (one past the seal is finished by a rerun).
         signal.signal(signal.SIGTERM, signal.default_int_handler)
-        try:
-            workspace_id = _workspace_id(control, args.workspace)
-            mover = Mover(dbs, control, lambda msg: print(msg, flush=True))
-            report = mover.move(workspace_id, args.to, keep_source=args.keep_source)
-        except errors.DomainError as exc:
-            sys.exit(f"error: {exc.message}")
+        workspace_id = _workspace_id(control, args.workspace)
+        mover = Mover(dbs, control, lambda msg: print(msg, flush=True))
+        report = mover.move(workspace_id, args.to, keep_source=args.keep_source)
     print(
         f"moved {report.workspace} from {report.source} to {report.target} in "
         f"{report.total_seconds:.1f} s (copy {report.copied_seconds:.1f} s, writes held "

@@ -86,5 +86,6 @@ def test_calibrate_floor_prints_the_rule_and_applies_it_when_asked(
 
 def test_calibrate_floor_names_an_unknown_workspace(stack: Stack) -> None:
     proc = calibrate(stack, "--workspace", "no-such-workspace")
-    assert proc.returncode != 0
-    assert "no workspace 'no-such-workspace'" in proc.stderr
+    # The refusal every command gives: its line starts "error:" (it did not).
+    assert proc.returncode == 1
+    assert "error: no workspace 'no-such-workspace'\n" in proc.stderr

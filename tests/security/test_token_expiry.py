@@ -251,12 +251,10 @@ def test_the_token_commands(stack: Stack, team: Team, capsys: pytest.CaptureFixt
     assert "shown once" in out and "works until" in out
 
     # A malformed duration is refused before any call, naming the field.
-    with pytest.raises(SystemExit) as bad:
-        main(["admin", *ada, "create-token", bob_id, "--expires-in", "ninety days"])
-    assert "INVALID_ARGUMENT: expires_in" in str(bad.value.code)
+    assert main(["admin", *ada, "create-token", bob_id, "--expires-in", "ninety days"]) == 2
+    assert "error: INVALID_ARGUMENT: expires_in" in capsys.readouterr().err
     # An absurd one by the gateway, also naming it.
     assert main(["admin", *ada, "create-token", bob_id, "--expires-in", "99999d"]) == 1
     assert "INVALID_ARGUMENT: expires_in" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as bad:
-        main(["admin", *ada, "rotate-token", rotated["token_id"], "--grace=-1h"])
-    assert "INVALID_ARGUMENT: grace" in str(bad.value.code)
+    assert main(["admin", *ada, "rotate-token", rotated["token_id"], "--grace=-1h"]) == 2
+    assert "error: INVALID_ARGUMENT: grace" in capsys.readouterr().err

@@ -1,0 +1,65 @@
+"""Every refusal of the `recallatron` command reads the same: one line on
+stderr starting ``error:``, and the exit status of its kind (2 for input the
+command refuses before sending anything, as argparse and the other client-side
+refusals do). Some left by ``sys.exit(message)``: no prefix, exit 1."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from recallatron_cli import main as cli
+
+# Nothing listens here: every case is refused before a call is made.
+NOWHERE = ["--gateway", "127.0.0.1:1", "--token", "t"]
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """Exit status and stderr as a shell sees them (a ``sys.exit(text)``
+    prints the text and exits 1)."""
+    try:
+        status = cli.main(argv)
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            status = 1
+        else:
+            status = int(exc.code or 0)
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["admin", *NOWHERE, "create-token", "m", "--purposes", "gossip"],
+            "INVALID_ARGUMENT: purposes (--purposes): 'gossip'",
+        ),
+        (
+            ["admin", *NOWHERE, "create-token", "m", "--expires-in", "ninety days"],
+            "INVALID_ARGUMENT: expires_in (--expires-in): 'ninety days'",
+        ),
+        (
+            ["remember", "text", "--claim", "no colon here", *NOWHERE],
+            "INVALID_ARGUMENT: --claim: expected",
+        ),
+        (["read", "00000000-0000-0000-0000-000000000001"], "no token:"),
+    ],
+    ids=["purpose", "duration", "claim", "no-token"],
+)
+def test_a_refusal_is_one_error_line_and_exit_2(
+    argv: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in ("RECALLATRON_TOKEN", "RECALLATRON_TOKEN_FILE", "RECALLATRON_ADMIN_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RECALLATRON_STATE_DIR", str(tmp_path))
+    status, err = _run(argv, capsys)
+    assert err.startswith(f"error: {said}"), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert status == 2, err
