@@ -72,6 +72,7 @@ def read_archive(
         on_rows(len(placed) % 1000)
         archive.records[kind] = placed
     _check_references(archive)
+    _check_tombstones(archive)
     return archive
 
 
@@ -142,6 +143,47 @@ def _check_references(archive: Archive) -> None:
             if p["entity_id"] is not None and p["entity_id"] not in entities:
                 raise errors.InvalidArgument(
                     f"{place}: participants[{i}].entity_id", "names no entity of the archive"
+                )
+
+
+# What of a tombstone's the source never holds, and so no archive does: forget
+# empties the text, deletes the claims, aliases and vector, and the export
+# leaves out the reasons. Its mentions are not here: one forgotten before
+# forget purged the graph may still hold them (select() leaves them behind).
+_NOT_OF_A_TOMBSTONE = (
+    ("attribute_claims", "claims"),
+    ("relation_claims", "relations"),
+    ("aliases", "aliases"),
+    ("vectors", "vector"),
+)
+
+
+def _check_tombstones(archive: Archive) -> None:
+    """A forgotten memory travels without its text (docs/export.md): one
+    given a title, a body, a revision's reason, a claim or a vector was
+    changed by hand, and is refused rather than brought back."""
+    forgotten: set[str] = set()
+    for place, record in archive.records.get("memories", []):
+        if record["forgotten_at"] is None:
+            continue
+        forgotten.add(record["id"])
+        for key in ("title", "body"):
+            if record[key]:
+                raise errors.InvalidArgument(
+                    f"{place}: {key}", "must be empty: the memory is forgotten, its text gone"
+                )
+    for place, record in archive.records.get("revisions", []):
+        if record["memory_id"] in forgotten and record["reason"]:
+            raise errors.InvalidArgument(
+                f"{place}: reason",
+                "must be empty: its memory is forgotten, and a reason may quote its text",
+            )
+    for kind, what in _NOT_OF_A_TOMBSTONE:
+        for place, record in archive.records.get(kind, []):
+            if record["memory_id"] in forgotten:
+                raise errors.InvalidArgument(
+                    f"{place}: memory_id",
+                    f"names a forgotten memory: forget removed its {what}",
                 )
 
 

@@ -1,0 +1,78 @@
+"""What an import refuses before it makes anything, through the command an
+operator runs (docs/export.md): a hand-edited archive that gives a
+forgotten memory its text back."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team
+from tests.integration.test_export_import import cli, rewrite, slug_exists
+
+pytestmark = pytest.mark.integration
+
+FORGOTTEN = "OSPREY7160"  # in a memory forgotten before the export
+
+
+def refused(stack: Stack, archive: Path, *more: str) -> str:
+    slug = f"bad-{uuid.uuid4().hex[:10]}"
+    done = cli(stack, "import", str(archive), "--as", slug, *more)
+    assert done.returncode == 1, done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not slug_exists(stack, slug)
+    return done.stderr
+
+
+def test_a_tombstone_given_its_text_back_is_refused_and_nothing_is_made(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A forgotten memory's forget reason, edited into an archive, was
+    imported: the copy's tombstone held text its source had erased. A title
+    or body was refused only by the database, after the workspace was made,
+    naming neither the record nor the field and quoting the text."""
+    ada = team.clients["ada"]
+    gone = ada.remember("The code", f"it opens with {FORGOTTEN}", audience_to="workspace").memory
+    ada.forget(gone.id, "recorded by mistake")
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    lines = [json.loads(x) for x in (out / "memories.jsonl").read_text().splitlines()]
+    line = 1 + next(i for i, m in enumerate(lines) if m["id"] == gone.id)
+
+    def put_back(field: str, value: str) -> Any:
+        def change(rows: list[dict[str, Any]]) -> None:
+            next(r for r in rows if r["id"] == gone.id)[field] = value
+
+        return change
+
+    def copy_of(name: str) -> Path:
+        edited = tmp_path / name
+        edited.mkdir()
+        for f in out.iterdir():
+            (edited / f.name).write_bytes(f.read_bytes())
+        return edited
+
+    for field in ("title", "body"):
+        edited = copy_of(f"edited-{field}")
+        rewrite(edited, "memories", put_back(field, f"the safe opens with {FORGOTTEN}"))
+        error = refused(stack, edited)
+        assert f"memories.jsonl line {line}: {field}" in error and "forgotten" in error, error
+        assert FORGOTTEN not in error  # the refusal does not repeat the text either
+
+    revisions = [json.loads(x) for x in (out / "revisions.jsonl").read_text().splitlines()]
+    forget = 1 + next(
+        i for i, r in enumerate(revisions) if r["memory_id"] == gone.id and r["action"] == "forget"
+    )
+
+    def give_reason(rows: list[dict[str, Any]]) -> None:
+        rows[forget - 1]["reason"] = f"it said the safe opens with {FORGOTTEN}"
+
+    edited = copy_of("edited-reason")
+    rewrite(edited, "revisions", give_reason)
+    error = refused(stack, edited)
+    assert f"revisions.jsonl line {forget}: reason" in error and "forgotten" in error, error
