@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import grpc
@@ -46,6 +47,16 @@ def _problem(err: jsonschema.ValidationError) -> str:
     return clip(message, PROBLEM_CHARS)
 
 
+def argument_path(parts: Iterable[str | int]) -> str:
+    """Where in the arguments a schema violation is, named as the servers
+    name fields and the gateway's refusals reach the agent ("mentions[0].name",
+    recallatron/argument_paths.py), not as JSON Schema's path ("mentions.0.name")."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path
+
+
 def check_arguments(name: str, arguments: dict[str, Any]) -> None:
     """The tool's own JSON schema, checked before anything is sent."""
     schema = SCHEMAS.get(name)
@@ -60,7 +71,7 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
     if problems:
         lines = []
         for err in problems[:5]:
-            where = ".".join(str(p) for p in err.absolute_path) or "(arguments)"
+            where = argument_path(err.absolute_path) or "(arguments)"
             lines.append(f"{clip(where)}: {_problem(err)}")
         raise ToolError(
             "INVALID_ARGUMENT (nothing was sent): "
