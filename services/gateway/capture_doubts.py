@@ -18,7 +18,11 @@ QUESTION_WORDS = re.compile(
 CONDITIONAL = re.compile(
     r"\b(?:if|what if|suppose|supposing|imagine|imagining|hypothetically|in case|assuming|"
     r"assume|let's say|lets say|say we|were to|would|wouldn't|would've|could we|in theory|"
-    r"theoretically|unless|in the event|whether|pretend|in a world where|someday)\b",
+    r"theoretically|unless|in the event|whether|pretend|in a world where|someday|"
+    r"provided|providing|as long as|so long as|depending on|on (?:the )?condition|"
+    r"contingent (?:on|upon))\b|"
+    # "..., pending QA": only opening a clause ("the pending invoices" is a claim)
+    r"(?:^|[,;(\u2014\u2013]|\s-{1,2})\s*pending\b",
     _I,
 )
 HEDGE = re.compile(
@@ -33,7 +37,31 @@ HEDGE = re.compile(
     r"supposedly|allegedly|tentative|tentatively|kind of|sort of|seems|seem to|seemed|"
     r"iirc|if i recall|i'm told|unconfirmed|not confirmed|to be confirmed|tbc|tbd|"
     r"or something|or so|i doubt|hopefully|rumou?r(?:ed)?|"
-    r"i reckon|presumably|guess)\b",
+    r"i reckon|presumably|guess|"
+    # guesses, hopes and opinions: "I'd say", "pretty sure", "I suspect", "IMO"
+    r"i'?d (?:say|think|bet)|i (?:suspect|hope|bet|figure|gather)|"
+    r"i'?m (?:guessing|assuming|hoping|thinking|betting)|"
+    r"(?:fairly|pretty|quite|almost|reasonably|mostly|nearly|kinda|somewhat) "
+    r"(?:sure|certain|confident|positive)|"
+    r"imo|imho|in my (?:humble )?(?:opinion|view|book)|fingers crossed|touch wood|"
+    r"knock on wood|dunno|idk|prolly|who knows|(?:i have|i've got|i've) no (?:idea|clue)|"
+    # second-hand or as far as the speaker knows: "AFAIK", "last I heard"
+    r"as far as (?:i|we) (?:know|can tell|understand|remember|recall)|afaik|afaict|iiuc|"
+    r"last (?:i|we) (?:heard|checked|looked|saw)|as (?:i|we) understand it|"
+    r"from what (?:i|we) (?:gather|understand|hear|heard|know|can tell|remember)|"
+    # not settled yet: "subject to change", "pending confirmation", "needs confirming"
+    r"don't hold me to (?:it|that|this)|subject to change|(?:could|may) change|"
+    r"not (?:yet )?(?:final|set in stone|official)|pending (?:confirmation|approval|"
+    r"review|sign-?off|verification)|needs? (?:confirming|confirmation|checking|verifying|"
+    r"verification)|"
+    # vague on purpose: "Friday-ish", "give or take", "or thereabouts"
+    r"give or take|or thereabouts|ballpark|more or less)\b|(?<=\w)-ish\b|"
+    # said at a clause's start, these doubt the claim before them ("..., no idea.",
+    # "..., I was told."); inside a claim they may be what it says ("Bob has no idea")
+    r"(?:[,;(\u2014\u2013\u2026]|\s-{1,2})\s*(?:no idea|no clue|not a clue|i was told|"
+    r"i heard|i hear|i expect|i understand|i'm told|so i'm told)\b|"
+    # a thinking face, crossed fingers, a shrug
+    r"[\U0001f914\U0001f91e\U0001f937]|\\_\(\u30c4\)_/",
     _I,
 )
 # Asking not to store: anywhere in the turn ("..., but don't note that").

@@ -1,0 +1,76 @@
+"""Capture's doubts (docs/agents.md, rules 2 to 5) on turns in words the
+labelled turns do not use: each of these was stored as a plain claim."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.gateway import capture
+
+# A claim its speaker doubts, hopes, guesses, holds as an opinion or has heard
+# second-hand, or one that holds only under a condition.
+HEDGED = [
+    "Remember that we ship Friday, I'd say.",
+    "Remember that we ship Friday, as far as I know.",
+    "Remember that we ship Friday, AFAIK.",
+    "Remember that we ship Friday, I'm fairly sure.",
+    "Remember that we ship Friday, pretty sure.",
+    "Remember that we ship Friday, I'm almost certain.",
+    "Remember that we ship Friday, I suspect.",
+    "Remember that we ship Friday, I hope.",
+    "Remember that we ship Friday, I'm guessing.",
+    "Remember that we ship Friday, I expect.",
+    "Remember that we ship Friday IMO.",
+    "Remember that we ship Friday, in my opinion.",
+    "Remember that we ship Friday, fingers crossed.",
+    "Remember that we ship Friday \U0001f91e",
+    "Remember that we ship Friday \U0001f914",
+    "Remember that we ship Friday, dunno.",
+    "Remember that we ship Friday, idk.",
+    "Remember that we ship Friday, prolly.",
+    "Remember that we ship Friday, who knows.",
+    "Remember that we ship Friday, no idea.",
+    "Remember that we ship Friday, last I heard.",
+    "Remember that we ship Friday, I was told.",
+    "Remember that we ship Friday, as I understand it.",
+    "Remember that we ship Friday, from what I gather.",
+    "Remember that we ship Friday, don't hold me to it.",
+    "Remember that we ship Friday, subject to change.",
+    "Remember that we ship Friday, pending confirmation.",
+    "Remember that we ship Friday, needs confirming.",
+    "Remember that we ship Friday-ish.",
+    "Remember that we ship Friday, give or take.",
+    "Remember that we ship Friday, or thereabouts.",
+]
+CONDITIONAL = [
+    "Remember that we ship Friday provided QA signs off.",
+    "Remember that we ship Friday as long as QA signs off.",
+    "Remember that we ship Friday, depending on QA.",
+    "Remember that we ship Friday, pending QA sign-off.",
+    "Remember that we ship Friday on condition that QA signs off.",
+]
+
+
+@pytest.mark.parametrize("turn", HEDGED + CONDITIONAL)
+def test_a_hedged_or_conditional_claim_stores_nothing(turn: str) -> None:
+    """Rules 3 and 4: a claim its speaker does not plainly state, in any of
+    the usual words for it, is a no-op whose reason names the words."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category in (capture.HEDGED, capture.HYPOTHETICAL), decided
+
+
+def test_plain_claims_near_the_hedges_still_store() -> None:
+    for turn, title in (
+        ("Remember that the budget is about 10k.", "The budget is about 10k"),
+        ("Remember that I understand Portuguese.", "I understand Portuguese"),
+        ("Remember that Bob has no idea about the surprise party.",
+         "Bob has no idea about the surprise party"),
+        ("Remember that members can change their display name.",
+         "Members can change their display name"),
+        ("Remember that Alice said we ship Friday.", "Alice said we ship Friday"),
+        ("Remember that the Ishikawa diagram is in the wiki.",
+         "The Ishikawa diagram is in the wiki"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
