@@ -17,7 +17,8 @@ from google.rpc import error_details_pb2
 from recallatron.v1 import gateway_pb2
 from recallatron.v1 import gateway_pb2 as pb
 from services.gateway import forwarded
-from services.gateway.httpjson.app import Refused, decode, error_body
+from services.gateway.httpjson.app import error_body
+from services.gateway.httpjson.body import Refused, decode
 from services.gateway.httpjson.openapi import document
 from services.gateway.httpjson.relay import CODES, method_info, path
 
@@ -46,6 +47,31 @@ def test_a_body_that_is_no_request_is_refused_naming_the_field(body: bytes, fiel
     assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
     assert refused.value.field == field
     assert "\n" not in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("cls", "body", "field"),
+    [
+        (pb.RecallRequest, b'{"query": "a", "limit": 3, "query": "b"}', "query"),
+        (pb.RecallRequest, b'{"filters": {"kinds": [], "kinds": []}}', "filters.kinds"),
+        (pb.RecallRequest, b'{"query": "a", "filters": {"a": 1, "a": 2}}', "filters.a"),
+        (
+            pb.RememberRequest,
+            b'{"title": "t", "mentions": [{"name": "x"}, {"name": "y", "name": "z"}]}',
+            "mentions[1].name",
+        ),
+        (pb.RecallRequest, b'{"query": "a", "q\\u0075ery": "b"}', "query"),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_its_path(
+    cls: type[Any], body: bytes, field: str
+) -> None:
+    """The refusal named the whole body ("request"), not the key."""
+    with pytest.raises(Refused) as refused:
+        decode(cls, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == field
+    assert "twice" in refused.value.message
 
 
 def test_a_binary_body_names_the_string_field_that_is_not_utf8() -> None:
@@ -188,7 +214,7 @@ def _refs(node: Any) -> list[str]:
 
 
 def test_media_types_and_json_paths() -> None:
-    from services.gateway.httpjson.app import media_type
+    from services.gateway.httpjson.body import media_type
     from services.gateway.httpjson.relay import json_path
 
     for given in ("application/json", "Application/JSON", "application/json;charset=utf-8",

@@ -10,7 +10,7 @@ call (services/gateway/admissions.py), which does not ask the store again.
 Then the body is read and checked here, once: its size against the gateway's
 message limit (as gRPC checks a message), its content type (Connect's unary
 ``application/json`` or ``application/proto``) and whether it decodes as the
-method's request at all, decoded off the event loop, and the request handed
+method's request at all (body.py), decoded off the event loop, and the request handed
 to the library as decoded. The library would
 answer a body that does not decode as an unknown error (HTTP 500); here it is
 the caller's error, ``invalid_argument`` (HTTP 400) with a
@@ -24,16 +24,15 @@ import base64
 import json
 import re
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import grpc
 from connectrpc.code import Code
 from connectrpc.server import ConnectASGIApplication
 from google.protobuf import any_pb2, json_format, symbol_database
-from google.protobuf.descriptor import Descriptor, ServiceDescriptor
-from google.protobuf.message import DecodeError
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.message_factory import GetMessageClass
 from google.rpc import error_details_pb2
@@ -42,8 +41,8 @@ from recallatron import errors
 from recallatron.grpcserver import RPC_STATUS
 from recallatron.grpcserver.status import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clip, status_for
 from recallatron.settings import CommonSettings
-from recallatron.wire import undecodable_field
 from services.gateway import forwarded, scopes
+from services.gateway.httpjson.body import PROTO_TYPE, Refused, decode, media_type
 from services.gateway.httpjson.openapi import document
 from services.gateway.httpjson.relay import ADMITTED, AUTHORIZATION, CODES, Relay, path, relays
 
@@ -53,9 +52,6 @@ Receive = Callable[[], Awaitable[Event]]
 Send = Callable[[Event], Awaitable[None]]
 
 OPENAPI_PATH = "/openapi.json"
-PROTO_TYPE = "application/proto"
-_FAILED_FIELD = re.compile(r"Failed to parse (\S+) field: ")
-_UNKNOWN_FIELD = re.compile(r'has no field named "([^"]+)"')
 
 
 _TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
@@ -91,44 +87,6 @@ class Admission(Protocol):
     ) -> tuple[tuple[str, str], ...]: ...
 
 
-def media_type(content_type: str) -> str | None:
-    """The call's type in the one form the library reads ("application/json"
-    or "application/proto"), from any spelling HTTP allows (case, spaces,
-    a UTF-8 charset); None for another type."""
-    media, _, params = content_type.partition(";")
-    media = media.strip().lower()
-    charset = ""
-    for param in params.split(";"):
-        key, _, value = param.partition("=")
-        if key.strip().lower() == "charset":
-            charset = value.strip().strip('"').lower()
-    if media == "application/json" and charset in ("", "utf-8"):
-        return "application/json"
-    if media == PROTO_TYPE and not charset:
-        return PROTO_TYPE
-    return None
-
-
-class Refused(Exception):
-    """A call answered here with a Connect error, before the library sees it.
-    ``counted``: the gRPC code it is counted under in the method's metric
-    ("": not counted); a refusal naming a field is INVALID_ARGUMENT."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        field: str = "",
-        details: Sequence[any_pb2.Any] = (),
-        counted: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.field = status, code, message, field
-        self.details = details
-        self.counted = counted or ("INVALID_ARGUMENT" if field else "")
-
-
 def refused_by(error: errors.DomainError) -> Refused:
     """A domain error as the gRPC path answers it (its one mapping,
     grpcserver/status.py), in the Connect code of that status."""
@@ -142,65 +100,6 @@ def refused_by(error: errors.DomainError) -> Refused:
         details=list(status.details),
         counted=grpc_code.name,
     )
-
-
-def field_of(parse_error: str) -> str:
-    """The field a proto3 JSON parse error is about, dotted ("filters.kinds"),
-    as the caller named it; "request" when it is about the whole body."""
-    names = _FAILED_FIELD.findall(parse_error)
-    unknown = _UNKNOWN_FIELD.search(parse_error)
-    if unknown:
-        names.append(unknown.group(1))
-    return ".".join(names) or "request"
-
-
-def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # As the proto3 JSON parser's own loading: a key given twice is refused.
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise ValueError(f"Failed to load JSON: Name {key!r} given twice.")
-        data[key] = value
-    return data
-
-
-def whole_enum_numbers(descriptor: Descriptor, data: object, prefix: str = "") -> None:
-    """Refuses an enum given as a number with a fraction, naming its field:
-    proto3 JSON takes an enum's name or its number, and the parser read 1.5
-    as 1 (a remember with "kind": 1.5 stored a note)."""
-    if not isinstance(data, dict):
-        return
-    for field in descriptor.fields:
-        value = data.get(field.json_name, data.get(field.name))
-        if value is None:
-            continue
-        name = prefix + field.json_name
-        items = value if isinstance(value, list) else [value]
-        if field.enum_type is not None:
-            if any(isinstance(v, float) and not v.is_integer() for v in items):
-                raise Refused(400, "invalid_argument", "an enum's number is whole", name)
-        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
-            for item in items:
-                whole_enum_numbers(field.message_type, item, name + ".")
-
-
-def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMessage:
-    """``body`` as a ``cls``; raises :class:`Refused` naming the field when it is not one."""
-    try:
-        if content_type == PROTO_TYPE:
-            return cls.FromString(body)
-        if not body.lstrip().startswith(b"{"):
-            raise Refused(400, "invalid_argument", "must be a JSON object", "request")
-        data = json.loads(body, object_pairs_hook=_no_repeated_keys)
-        whole_enum_numbers(cast(Descriptor, cls.DESCRIPTOR), data)
-        return json_format.ParseDict(data, cls())
-    except DecodeError:
-        field = undecodable_field(cast(Descriptor, cls.DESCRIPTOR), body) or "request"
-        raise Refused(400, "invalid_argument", "could not be decoded", field) from None
-    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
-        # The parser's first line; the next ones list every field the message has.
-        said = str(exc).split("\n", 1)[0]
-        raise Refused(400, "invalid_argument", said, field_of(str(exc))) from None
 
 
 def _detail(packed: any_pb2.Any) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def _json_named(detail: Any) -> Any:
 def connect_error(exc: grpc.Call) -> ConnectError:
     """A gRPC status as a Connect error: code, message and rich details, the
     fields they name as the caller's JSON names them (a body that does not
-    decode is refused so too, services/gateway/httpjson/app.py)."""
+    decode is refused so too, services/gateway/httpjson/body.py)."""
     details: Iterable[Any] = ()
     for key, value in exc.trailing_metadata() or ():
         if key == DETAILS_KEY and isinstance(value, bytes):

@@ -1,0 +1,151 @@
+"""A call's body before the library sees it: its media type in the one form
+the library reads, and its decoding as the method's request, refused
+(:class:`Refused`, ``invalid_argument`` with the field named as the caller
+sent it) when it is not one, as a message gRPC cannot decode is."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, cast
+
+from google.protobuf import any_pb2, json_format
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as ProtoMessage
+
+from recallatron.wire import undecodable_field
+
+PROTO_TYPE = "application/proto"
+_FAILED_FIELD = re.compile(r"Failed to parse (\S+) field: ")
+_UNKNOWN_FIELD = re.compile(r'has no field named "([^"]+)"')
+
+
+def media_type(content_type: str) -> str | None:
+    """The call's type in the one form the library reads ("application/json"
+    or "application/proto"), from any spelling HTTP allows (case, spaces,
+    a UTF-8 charset); None for another type."""
+    media, _, params = content_type.partition(";")
+    media = media.strip().lower()
+    charset = ""
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+    if media == "application/json" and charset in ("", "utf-8"):
+        return "application/json"
+    if media == PROTO_TYPE and not charset:
+        return PROTO_TYPE
+    return None
+
+
+class Refused(Exception):
+    """A call answered here with a Connect error, before the library sees it.
+    ``counted``: the gRPC code it is counted under in the method's metric
+    ("": not counted); a refusal naming a field is INVALID_ARGUMENT."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str = "",
+        details: Sequence[any_pb2.Any] = (),
+        counted: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+        self.details = details
+        self.counted = counted or ("INVALID_ARGUMENT" if field else "")
+
+
+def field_of(parse_error: str) -> str:
+    """The field a proto3 JSON parse error is about, dotted ("filters.kinds"),
+    as the caller named it; "request" when it is about the whole body."""
+    names = _FAILED_FIELD.findall(parse_error)
+    unknown = _UNKNOWN_FIELD.search(parse_error)
+    if unknown:
+        names.append(unknown.group(1))
+    return ".".join(names) or "request"
+
+
+class _Repeated:
+    """Where a JSON object with a key given twice was: the refusal names the
+    key by its path, which the object's own loading does not know."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_repeated_keys(
+    pairs: list[tuple[str, Any]], repeats: list[str]
+) -> dict[str, Any] | _Repeated:
+    # As the proto3 JSON parser's own loading: a key given twice is refused.
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            repeats.append(key)
+            return _Repeated(key)
+        data[key] = value
+    return data
+
+
+def repeated_key(data: object, at: str = "") -> str:
+    """The path of the first key given twice in loaded JSON, as the caller
+    sent it ("filters.kinds", "mentions[1].name"); "" when there is none."""
+    if isinstance(data, _Repeated):
+        return f"{at}.{data.key}" if at else data.key
+    if isinstance(data, dict):
+        inner = [(f"{at}.{k}" if at else k, v) for k, v in data.items()]
+    elif isinstance(data, list):
+        inner = [(f"{at}[{i}]", v) for i, v in enumerate(data)]
+    else:
+        return ""
+    for where, value in inner:
+        found = repeated_key(value, where)
+        if found:
+            return found
+    return ""
+
+
+def whole_enum_numbers(descriptor: Descriptor, data: object, prefix: str = "") -> None:
+    """Refuses an enum given as a number with a fraction, naming its field:
+    proto3 JSON takes an enum's name or its number, and the parser read 1.5
+    as 1 (a remember with "kind": 1.5 stored a note)."""
+    if not isinstance(data, dict):
+        return
+    for field in descriptor.fields:
+        value = data.get(field.json_name, data.get(field.name))
+        if value is None:
+            continue
+        name = prefix + field.json_name
+        items = value if isinstance(value, list) else [value]
+        if field.enum_type is not None:
+            if any(isinstance(v, float) and not v.is_integer() for v in items):
+                raise Refused(400, "invalid_argument", "an enum's number is whole", name)
+        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            for item in items:
+                whole_enum_numbers(field.message_type, item, name + ".")
+
+
+def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMessage:
+    """``body`` as a ``cls``; raises :class:`Refused` naming the field when it is not one."""
+    try:
+        if content_type == PROTO_TYPE:
+            return cls.FromString(body)
+        if not body.lstrip().startswith(b"{"):
+            raise Refused(400, "invalid_argument", "must be a JSON object", "request")
+        repeats: list[str] = []
+        data = json.loads(body, object_pairs_hook=lambda p: _no_repeated_keys(p, repeats))
+        if repeats:  # only then is the body walked for where
+            raise Refused(400, "invalid_argument", "given twice", repeated_key(data) or repeats[0])
+        whole_enum_numbers(cast(Descriptor, cls.DESCRIPTOR), data)
+        return json_format.ParseDict(data, cls())
+    except DecodeError:
+        field = undecodable_field(cast(Descriptor, cls.DESCRIPTOR), body) or "request"
+        raise Refused(400, "invalid_argument", "could not be decoded", field) from None
+    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        # The parser's first line; the next ones list every field the message has.
+        said = str(exc).split("\n", 1)[0]
+        raise Refused(400, "invalid_argument", said, field_of(str(exc))) from None
