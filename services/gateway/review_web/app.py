@@ -52,6 +52,20 @@ ENTITY_PAIRS_SHOWN = 20
 MERGES_SHOWN = 50
 # Titles of the memories an entity card cites, read in one call at most.
 CITED_MEMORIES = 100
+# Each path and the methods it takes (HEAD answers as GET, without the body);
+# OPTIONS is taken everywhere.
+ROUTES: dict[str, tuple[str, ...]] = {
+    "/": ("GET", "HEAD"),
+    "/review.css": ("GET", "HEAD"),
+    "/signin": ("POST",),
+    "/signout": ("POST",),
+    "/decide": ("POST",),
+}
+
+
+def _allow(path: str) -> str:
+    methods = ROUTES.get(path) or tuple(dict.fromkeys(m for ms in ROUTES.values() for m in ms))
+    return ", ".join((*methods, "OPTIONS"))
 
 
 def _status_text(exc: grpc.RpcError) -> str:
@@ -83,6 +97,20 @@ class ReviewApp:
         except ValueError:
             return Response(HTTPStatus.BAD_REQUEST, page("Refused", "<p>Not a request target.</p>"))
         path = url.path
+        if path not in ROUTES and not (method == "OPTIONS" and target == "*"):
+            return Response(HTTPStatus.NOT_FOUND, page("Not found", "<p>Not found.</p>"))
+        if method == "OPTIONS":
+            return Response(HTTPStatus.NO_CONTENT, headers=[("Allow", _allow(path))])
+        if method not in ROUTES[path]:
+            return Response(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                page("Not allowed", f"<p>{e(method)} is not taken here.</p>"),
+                headers=[("Allow", _allow(path))],
+            )
+        # HEAD is GET without the body (the HTTP server leaves it out), and
+        # leaves the session's messages for the view that shows them.
+        peek = method == "HEAD"
+        method = "GET" if peek else method
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         sid = cookies.get(COOKIE)
         session = self.sessions.get(sid)
@@ -96,7 +124,7 @@ class ReviewApp:
         if method == "GET" and path == "/":
             if session is None:
                 return Response(HTTPStatus.OK, signin_page())
-            return self.review(session, query.get("purpose", DEFAULT_PURPOSE), sid)
+            return self.review(session, query.get("purpose", DEFAULT_PURPOSE), sid, peek)
         if method == "POST" and path == "/signin":
             return self.signin(form.get("token", ""), client_address, sid)
         if method == "POST" and path in ("/signout", "/decide"):
@@ -147,14 +175,18 @@ class ReviewApp:
         landing = "/" if purpose == DEFAULT_PURPOSE else f"/?purpose={purpose}"
         return redirect(landing, [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
 
-    def review(self, session: Session, purpose: str, sid: str | None = None) -> Response:
+    def review(
+        self, session: Session, purpose: str, sid: str | None = None, peek: bool = False
+    ) -> Response:
+        """The page; ``peek`` (HEAD) keeps the messages for the next view."""
         if purpose not in PURPOSES:
             purpose = DEFAULT_PURPOSE
         flashes = "".join(
             f'<p class="flash {e(level)}" role=status data-testid=flash>{e(text)}</p>'
             for level, text in session.flash
         )
-        session.flash.clear()
+        if not peek:
+            session.flash.clear()
         try:
             pairs = list(session.client.duplicate_pairs(purpose=purpose, limit=PAIRS_SHOWN).pairs)
         except grpc.RpcError as exc:

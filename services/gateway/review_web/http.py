@@ -45,11 +45,17 @@ SECURITY_HEADERS = [
         "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
         "base-uri 'none'",
     ),
+    # For browsers that predate CSP's frame-ancestors.
+    ("X-Frame-Options", "DENY"),
     ("X-Content-Type-Options", "nosniff"),
     # Not no-referrer: with it, browsers send "Origin: null" on our own forms.
     ("Referrer-Policy", "same-origin"),
     ("Cache-Control", "no-store"),
 ]
+
+
+# Methods the page knows but takes on no path (405 with Allow, not 501).
+KNOWN_METHODS = ("PUT", "DELETE", "PATCH", "TRACE", "CONNECT")
 
 
 class HeadTooLarge(Exception):
@@ -173,8 +179,43 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
             finally:
                 self.deadline.disarm()
 
+        def parse_request(self) -> bool:
+            if not super().parse_request():
+                return False
+            if self.request_version == "HTTP/0.9":
+                # An HTTP/0.9 answer has no status line and no headers, so
+                # none of the security headers: not spoken here.
+                self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/0.9 is not spoken")
+                return False
+            return True
+
+        def send_error(
+            self, code: int, message: str | None = None, explain: str | None = None
+        ) -> None:
+            """The errors http.server finds itself (a request line it cannot
+            read, an unknown method, too many headers), answered as every other
+            answer is: with the security headers."""
+            self.close_connection = True
+            if not self.request_version.startswith("HTTP/1."):
+                # The line was not read as HTTP/1.x: answer in HTTP/1.0, which
+                # carries headers (the default, HTTP/0.9, carries none).
+                self.request_version = "HTTP/1.0"
+            phrase = self.responses.get(code, ("Error", ""))[0]
+            text = f"{code} {phrase}" + (f": {message}" if message else "")
+            self._send(
+                Response(
+                    code, text.encode(), "text/plain; charset=utf-8", [("Connection", "close")]
+                )
+            )
+
         def do_GET(self) -> None:
             self._serve("GET", {})
+
+        def do_HEAD(self) -> None:
+            self._serve("HEAD", {})
+
+        def do_OPTIONS(self) -> None:
+            self._serve("OPTIONS", {})
 
         def do_POST(self) -> None:
             if self.headers.get("Transfer-Encoding"):
@@ -199,6 +240,13 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
                 # Whatever arrived before the deadline shut the socket is cut short.
                 self.close_connection = True
                 return
+            if method != "POST" and (
+                self.headers.get("Transfer-Encoding")
+                or self.headers.get("Content-Length", "0").strip() not in ("", "0")
+            ):
+                # A body no method here reads: left unread, it must not be
+                # taken for the next request.
+                self.close_connection = True
             jar = SimpleCookie()
             try:
                 jar.load(self.headers.get("Cookie", ""))
@@ -224,20 +272,34 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, response: Response) -> None:
             self.send_response(response.status)
-            self.send_header("Content-Type", response.content_type)
-            self.send_header("Content-Length", str(len(response.body)))
+            # A 204 has no body and must not say a length; HEAD says GET's.
+            bodiless = response.status == HTTPStatus.NO_CONTENT
+            if not bodiless:
+                self.send_header("Content-Type", response.content_type)
+                self.send_header("Content-Length", str(len(response.body)))
             own = {k for k, _ in response.headers}
             for key, value in [*SECURITY_HEADERS, *response.headers]:
                 if (key, value) in SECURITY_HEADERS and key in own:
                     continue  # the response sets its own (say, caching of the stylesheet)
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(response.body)
+            if not bodiless and self.command != "HEAD":
+                self.wfile.write(response.body)
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("http " + format, *args)
 
+    for name in KNOWN_METHODS:
+        # Routed like any request: the app answers 405 with Allow.
+        setattr(Handler, f"do_{name}", lambda self, name=name: self._serve(name, {}))
     return Handler
+
+
+# Answered without reading the request, security headers and all.
+BUSY = (
+    "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n"
+    "Retry-After: 1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in SECURITY_HEADERS) + "\r\n"
+).encode()
 
 
 class BoundedHTTPServer(ThreadingHTTPServer):
@@ -268,10 +330,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 
     def _busy(self, request: Any) -> None:
         with contextlib.suppress(OSError):
-            request.sendall(
-                b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                b"Connection: close\r\nRetry-After: 1\r\n\r\n"
-            )
+            request.sendall(BUSY)
         self.shutdown_request(request)
 
     def process_request(self, request: Any, client_address: Any) -> None:
