@@ -87,7 +87,7 @@ def test_a_move_between_two_names_of_one_server_is_refused_and_keeps_the_data(
             Mover(dbs, control, lambda _: None).move(ws.id, "default")
         assert info.value.subject == "to" and "one Postgres server" in info.value.message
         with psycopg.connect(with_database(servers["default"].url, ws.database_name)) as conn:
-            assert conn.execute("SELECT count(*) FROM schema_migration").fetchone()[0] > 0
+            assert conn.execute("SELECT count(*) FROM schema_migration").fetchone()[0] > 0  # type: ignore[index]
         assert _move_row(servers, ws.id) is None
         assert control.workspace(ws.id, fresh=True).server == "url-0123456789ab"
     finally:
@@ -236,5 +236,24 @@ def test_a_move_to_no_configured_server_is_refused_naming_to(
             Mover(dbs, control, lambda _: None).move(ws.id, to)
         assert info.value.field == "to"
         assert _move_row(servers, ws.id) is None
+    finally:
+        dbs.close()
+
+
+def test_two_spellings_of_one_server_share_one_connection_budget(
+    servers: dict[str, LocalPostgres],
+) -> None:
+    """Budgets were shared only by names whose URLs spelled the same host and
+    port: `localhost` beside `127.0.0.1` gave one server two budgets, and the
+    process could hold twice what the start-up check had passed there."""
+    pg = servers["default"]
+    spelled = f"postgresql://postgres:{pg.superuser_password}@localhost:{pg.port}/postgres"
+    dbs, _ = _store(servers, f"other={spelled}", f"url-0123456789ab={pg.url}")
+    try:
+        dbs.ensure_all_servers()
+        assert dbs.budget("other") is dbs.budget("default")
+        assert dbs.budget("url-0123456789ab") is dbs.budget("default")
+        assert dbs.budget("b") is not dbs.budget("default")
+        assert len(dbs.budgets()) == 2
     finally:
         dbs.close()

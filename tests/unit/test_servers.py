@@ -126,25 +126,3 @@ def test_a_url_that_does_not_parse_is_refused_naming_its_server_only(where: str)
     assert ("'default'" if where == "default" else "'b'") in said
     assert "percent-encoded" in said
     assert "s3cr" not in said and "pg-b.internal" not in said
-
-
-def test_two_names_of_one_server_share_its_connection_budget() -> None:
-    """Budgets were kept per name: an old url-... name beside the new one
-    (docs/servers.md, upgrading) gave one server two budgets, and a store
-    could open twice what the start-up check had passed."""
-    from services.store.infrastructure.db import Databases
-    from services.store.settings import StoreSettings
-
-    url = "postgresql://admin:pw@127.0.0.1:1/postgres"
-    settings = StoreSettings(
-        database_url=url,
-        app_password="x",
-        postgres_servers=f"url-0123456789ab={url},b=postgresql://admin:pw@127.0.0.2:1/postgres",
-    )
-    dbs = Databases(settings)
-    try:
-        assert dbs.budget("url-0123456789ab") is dbs.budget("default")
-        assert dbs.budget("b") is not dbs.budget("default")
-        assert len(dbs.budgets()) == 2
-    finally:
-        dbs.close()

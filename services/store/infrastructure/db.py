@@ -23,12 +23,11 @@ from services.store.infrastructure.budget import (
     ServerBudget,
     closing_and_waiting,
 )
+from services.store.infrastructure.reach import Identity, SameServers, check_budget, identify
 from services.store.infrastructure.servers import (
     ADMIN_CONNECTIONS,
     ServerConfigError,
     UnknownServer,
-    check_connections,
-    demand,
     redact,
     server_map,
     unknown_server,
@@ -122,14 +121,15 @@ class Databases:
         self.budget_size = (
             settings.connection_budget if process == "store" else settings.job_connection_budget
         )
-        # By server name, and by where the server is (ServerMap.where).
+        # By server name, and by the first name reached of each server:
+        # names that reach one server share its budget (reach.SameServers).
         self._budgets: dict[str, ServerBudget] = {}
         self._budget_at: dict[str, ServerBudget] = {}
+        self._same = SameServers()
         self._lock = threading.Lock()
         # Admin connections (databases made, migrations) at once, per process.
         self._admin_slots = threading.BoundedSemaphore(admin_connections)
-        # Servers whose budget was checked, and whose template is current.
-        self._checked: set[str] = set()
+        # Servers whose template is current.
         self._templates: set[str] = set()
         # Workspace databases known to be at the current migration level (the
         # store checks each before its first use, not all of them at start).
@@ -212,37 +212,6 @@ class Databases:
             name="control",
         )
 
-    def check_budget(self, server: str, conn: psycopg.Connection) -> int:
-        """The start-up check (docs/servers.md): the store's and the job's
-        connections on ``server``, times their replicas, against its
-        max_connections less its reserved slots and the operators' reserve.
-        Raises BudgetTooLarge; returns the connections asked for."""
-        row = conn.execute(
-            "SELECT current_setting('max_connections')::int,"
-            " current_setting('superuser_reserved_connections')::int"
-            " + coalesce(current_setting('reserved_connections', true), '0')::int"
-        ).fetchone()
-        assert row is not None
-        s = self.settings
-        default = server == self.default_server
-        control = s.control_pool_max_size
-        return check_connections(
-            server,
-            max_connections=int(row[0]),
-            reserved=int(row[1]),
-            reserve=s.connection_reserve,
-            processes={
-                "store": (
-                    s.store_replicas,
-                    demand("store", s.connection_budget, control, default),
-                ),
-                "embedding job": (
-                    s.job_replicas,
-                    demand("embedding job", s.job_connection_budget, control, default),
-                ),
-            },
-        )
-
     def wait_and_bootstrap(self, stop: threading.Event, retry_seconds: float = 1.0) -> bool:
         """Bootstraps, retrying while Postgres is not reachable yet. False when
         stopped first."""
@@ -275,12 +244,15 @@ class Databases:
         return redact(text, self.secrets())
 
     def ensure_server(self, server: str) -> None:
-        """The app role exists on a named server (roles are per server), and
-        the budgets fit the server (checked once per process)."""
+        """The app role exists on a named server (roles are per server), and,
+        the first time this process reaches it, the budgets fit the server
+        and the names that reach the same server are known."""
+        found: Identity | None = None
         with self.admin(server) as conn:
-            if server not in self._checked:
-                self.check_budget(server, conn)
-                self._checked.add(server)
+            if self._same.first(server) is None:
+                # The start-up check (docs/servers.md): raises BudgetTooLarge.
+                check_budget(self.settings, server, server == self.default_server, conn)
+                found = identify(conn)
             conn.execute("SELECT pg_advisory_lock(%s)", (_BOOTSTRAP_LOCK,))
             try:
                 if not conn.execute(
@@ -305,6 +277,17 @@ class Databases:
                     )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_BOOTSTRAP_LOCK,))
+        if found is not None:
+            # Outside the admin connection: asking another name takes a slot.
+            self._same.place(server, found, self._identity)
+
+    def _identity(self, server: str) -> Identity | None:
+        """What a server says it is now; None when it does not answer."""
+        try:
+            with self.admin(server) as conn:
+                return identify(conn)
+        except (psycopg.OperationalError, errors.Unavailable):
+            return None
 
     def create_database(self, server: str, database: str) -> None:
         """A new workspace database: a copy of the server's template, which is
@@ -374,19 +357,27 @@ class Databases:
     # -- pools -------------------------------------------------------------
 
     def budget(self, server: str) -> ServerBudget:
-        """This process's budget on a server (made at its first use)."""
+        """This process's budget on a server, made once the server was
+        reached (ensure_server): two names of one server (an old url-...
+        name beside its new one, two spellings of its host) share its one
+        budget, since the server counts connections, not names."""
         server = server or self.default_server
         with self._lock:
             found = self._budgets.get(server)
+        if found is not None:
+            return found
+        first = self._same.first(server)
+        if first is None:
+            self.ensure_server(server)
+            first = self._same.first(server)
+            assert first is not None
+        with self._lock:
+            found = self._budgets.get(server)
             if found is None:
-                # Two names of one server (an old url-... name beside its
-                # new one, docs/servers.md) share its one budget: the server
-                # counts connections, not names.
-                where = self.servers.where(server)
-                found = self._budget_at.get(where)
+                found = self._budget_at.get(first)
                 if found is None:
-                    found = self._budget_at[where] = ServerBudget(
-                        server,
+                    found = self._budget_at[first] = ServerBudget(
+                        first,
                         self.budget_size,
                         self.settings.pool_max_idle_seconds,
                         self.settings.pool_grow_after_seconds,
@@ -407,7 +398,8 @@ class Databases:
             with translate_db_errors():
                 self.ensure_migrated(server, database)
         key = f"{'app' if app else 'owner'}:{database}"
-        budget = self.budget(server)
+        with translate_db_errors():
+            budget = self.budget(server)
 
         def make() -> DatabasePool:
             overrides = {"user": APP_ROLE} if app else {}
@@ -460,7 +452,10 @@ class Databases:
 
     def forget_pools(self, server: str, database: str) -> None:
         """Closes a database's pools (after a move: its old location)."""
-        budget = self.budget(server)
+        with self._lock:
+            budget = self._budgets.get(server or self.default_server)
+        if budget is None:
+            return  # never reached: it has no pools
         for role in ("app", "owner"):
             with budget.lock:
                 pool = budget.pools.get(f"{role}:{database}")

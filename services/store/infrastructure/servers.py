@@ -41,14 +41,6 @@ class ServerMap:
     def names(self) -> list[str]:
         return sorted(self.urls)
 
-    def where(self, name: str) -> str:
-        """Where a configured server listens (its hosts and ports, as its URL
-        gives them): the same for two names of one URL, so that they share a
-        connection budget. Never shown: only a key."""
-        params = conninfo_to_dict(self.url(name))
-        hosts = str(params.get("host") or params.get("hostaddr") or "localhost").lower()
-        return f"{hosts}|{params.get('port') or 5432}"
-
     def secrets(self, extra: Iterable[str] = ()) -> list[str]:
         """Every string that must never reach an answer or a log: the URLs,
         the passwords and password files in them, and ``extra``."""

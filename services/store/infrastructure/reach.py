@@ -1,0 +1,96 @@
+"""Reaching a Postgres server (docs/servers.md, Connection budget): the
+start-up check of the budgets against what the server allows, and which
+configured names reach one server, asked of the server itself: host strings
+differ (`localhost`, `127.0.0.1`, a DNS name) where the server is one, and
+one server must have one budget in a process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+
+from services.store.infrastructure.servers import check_connections, demand
+from services.store.settings import StoreSettings
+from services.store.sql import server_queries as q
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a server says it is."""
+
+    system: str  # pg_control_system().system_identifier: the cluster
+    port: str
+    started: str  # pg_postmaster_start_time(): tells copies of a cluster apart
+
+    def same_cluster(self, other: Identity) -> bool:
+        return (self.system, self.port) == (other.system, other.port)
+
+
+def identify(conn: psycopg.Connection) -> Identity:
+    row = conn.execute(q.IDENTITY).fetchone()
+    assert row is not None
+    return Identity(str(row[0]), str(row[1]), str(row[2]))
+
+
+def check_budget(
+    settings: StoreSettings, server: str, default: bool, conn: psycopg.Connection
+) -> int:
+    """The start-up check: the store's and the job's connections on
+    ``server``, times their replicas, against its max_connections less its
+    reserved slots and the operators' reserve. Raises BudgetTooLarge;
+    returns the connections asked for."""
+    row = conn.execute(q.CONNECTION_ROOM).fetchone()
+    assert row is not None
+    s = settings
+    control = s.control_pool_max_size
+    return check_connections(
+        server,
+        max_connections=int(row[0]),
+        reserved=int(row[1]),
+        reserve=s.connection_reserve,
+        processes={
+            "store": (s.store_replicas, demand("store", s.connection_budget, control, default)),
+            "embedding job": (
+                s.job_replicas,
+                demand("embedding job", s.job_connection_budget, control, default),
+            ),
+        },
+    )
+
+
+class SameServers:
+    """Configured name -> the first name reached of its server (whose budget
+    every name of that server shares)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._identity: dict[str, Identity] = {}
+        self._first: dict[str, str] = {}
+
+    def first(self, name: str) -> str | None:
+        """The name whose budget ``name`` spends; None until it was reached."""
+        with self._lock:
+            return self._first.get(name)
+
+    def place(self, name: str, found: Identity, ask: Callable[[str], Identity | None]) -> str:
+        """Records what ``name`` reached. A name of the same cluster that
+        answered another start time is asked again (``ask``; None: it does
+        not answer): its server may have restarted since."""
+        with self._lock:
+            if name in self._first:
+                return self._first[name]
+            stale = [o for o, i in self._identity.items() if i != found and i.same_cluster(found)]
+        for other in stale:
+            now = ask(other)
+            if now is not None:
+                with self._lock:
+                    self._identity[other] = now
+        with self._lock:
+            if name not in self._first:
+                same = next((o for o, i in self._identity.items() if i == found), None)
+                self._identity[name] = found
+                self._first[name] = self._first[same] if same is not None else name
+            return self._first[name]
