@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
 from google.protobuf.duration_pb2 import Duration
 
@@ -15,11 +15,27 @@ from recallatron.client_connection import Connection
 from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
-from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_MEMBER_PAGE, MAX_TOKEN_PAGE
+from recallatron.vocabulary import (
+    DEFAULT_PURPOSE,
+    MAX_MEMBER_PAGE,
+    MAX_TOKEN_PAGE,
+    MAX_WORKSPACE_PAGE,
+)
 
 # Deleting a workspace or removing a member may take longer than a tool call
 # (a database dropped, many memories erased).
 LONG_CALL_SECONDS = 150.0
+
+
+class _Page(Protocol):
+    """A listing's answer: its items, and where the next page starts."""
+
+    next_page_token: str
+
+    def MergeFrom(self, other_msg: Self, /) -> None: ...
+
+
+_P = TypeVar("_P", bound=_Page)
 
 
 class ReviewAndAdmin(Connection):
@@ -152,14 +168,9 @@ class ReviewAndAdmin(Connection):
         """Every token of a member, or of a workspace (an owner may leave both
         empty: their workspace's), ended ones too, by member, each member's
         oldest first, read a page at a time into one answer."""
-        every = pb.AdminServiceListTokensResponse()
-        token = ""
-        while True:
-            page = self.list_tokens_page(member_id, workspace_id, MAX_TOKEN_PAGE, token)
-            every.tokens.extend(page.tokens)
-            token = page.next_page_token
-            if not token:
-                return every
+        return _every_page(
+            lambda token: self.list_tokens_page(member_id, workspace_id, MAX_TOKEN_PAGE, token)
+        )
 
     def list_tokens_page(
         self,
@@ -187,14 +198,9 @@ class ReviewAndAdmin(Connection):
         """Every member of a workspace, by handle, read a page at a time into
         one answer (an owner may leave ``workspace`` empty: their own; the
         operator names one by id or slug)."""
-        every = store_pb2.ListMembersResponse()
-        token = ""
-        while True:
-            page = self.list_members_page(workspace, include_removed, MAX_MEMBER_PAGE, token)
-            every.members.extend(page.members)
-            token = page.next_page_token
-            if not token:
-                return every
+        return _every_page(
+            lambda token: self.list_members_page(workspace, include_removed, MAX_MEMBER_PAGE, token)
+        )
 
     def list_members_page(
         self,
@@ -225,6 +231,11 @@ class ReviewAndAdmin(Connection):
                 page_size=page_size, page_token=page_token, server=server
             ),
         )
+
+    def all_workspaces(self, server: str = "") -> store_pb2.ListWorkspacesResponse:
+        """Every workspace (or a server's), by slug, read a page at a time into
+        one answer (operator token)."""
+        return _every_page(lambda token: self.list_workspaces(MAX_WORKSPACE_PAGE, token, server))
 
     def status(self) -> pb.GetStatusResponse:
         return self.call(self.admin.GetStatus, pb.GetStatusRequest())
@@ -304,6 +315,20 @@ class ReviewAndAdmin(Connection):
         return self.ask(
             self.memory.ListAuditEvents, pb.ListAuditEventsRequest, purpose=purpose, **filters
         )
+
+
+def _every_page(read: Callable[[str], _P]) -> _P:
+    """Every page of a listing in one answer, each page's items after those
+    before: ``read`` answers the page a token starts (empty: the first)."""
+    every = read("")
+    token = every.next_page_token
+    while token:
+        page = read(token)
+        every.MergeFrom(page)
+        token = page.next_page_token
+    # MergeFrom kept the last token that was not empty.
+    every.next_page_token = ""
+    return every
 
 
 def _duration(value: timedelta) -> Duration:
