@@ -283,6 +283,14 @@ class Verifier:
             self._jwks = jwt.PyJWKClient(url, cache_jwk_set=True, lifespan=300)
             return self._jwks
 
+    def _keys_retry_after(self) -> float:
+        """Until the issuer is asked again after a failed lookup, else a moment."""
+        failed = self._keys_failed
+        if failed is None:
+            return errors.RETRY_AFTER_SECONDS
+        left = KEYS_RETRY_SECONDS - (time.monotonic() - failed[0])
+        return max(errors.RETRY_AFTER_SECONDS, left)
+
     def claims(self, token: str) -> dict[str, Any]:
         """The token's claims when it is valid for this resource; raises
         jwt.PyJWTError (or LookupError: no keys) otherwise."""
@@ -303,7 +311,14 @@ class Verifier:
     def _check_jwt(self, token: str) -> AccessToken | None:
         try:
             claims = self.claims(token)
-        except (jwt.PyJWTError, LookupError) as exc:
+        except (LookupError, jwt.PyJWKClientConnectionError) as exc:
+            # The issuer's metadata or keys out of reach: nothing is known of
+            # the token, so the client is asked to come back, not to sign in.
+            log.warning("bearer JWT not checked, the issuer's keys are out of reach: %s", exc)
+            raise CannotCheckNow(
+                "the authorization server's keys cannot be had now", self._keys_retry_after()
+            ) from None
+        except jwt.PyJWTError as exc:
             log.info("bearer JWT refused: %s", exc)
             return None
         member = claims.get(self.settings.member_claim)

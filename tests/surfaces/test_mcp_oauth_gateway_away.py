@@ -90,6 +90,11 @@ class Minting:
         raise Refusing(self.code)
 
 
+def verifier_for(settings: OAuthSettings, code: grpc.StatusCode) -> Verifier:
+    """A verifier whose gateway tokens fail with ``code``; no member token of ours is checked."""
+    return Verifier(settings, client_of=lambda token: None, minted=Minting(code))  # type: ignore[arg-type,return-value]
+
+
 AWAY = [
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -110,7 +115,7 @@ def test_only_a_member_the_gateway_refuses_makes_a_valid_token_401(
 ) -> None:
     resource = "https://memory.example.com/mcp"
     settings = OAuthSettings(issuer=issuer.issuer, resource=resource)
-    verifier = Verifier(settings, client_of=lambda token: None, minted=Minting(code))  # type: ignore[arg-type,return-value]
+    verifier = verifier_for(settings, code)
     token = issuer.issue(resource)
     if code in NOT_SERVED:
         assert verifier._check_jwt(token) is None
@@ -118,3 +123,23 @@ def test_only_a_member_the_gateway_refuses_makes_a_valid_token_401(
     with pytest.raises(AuthenticationError) as away:
         verifier._check_jwt(token)
     assert getattr(away.value, "retry_after", 0) > 0
+
+
+def test_a_valid_looking_token_while_the_issuers_keys_cannot_be_had_is_503(
+    issuer: AuthorizationServer,
+) -> None:
+    """The issuer's metadata or keys out of reach says nothing of the token:
+    503, asked again once the issuer may be looked up again, not 401."""
+    resource = "https://memory.example.com/mcp"
+    gone = f"http://127.0.0.1:{free_port()}"
+    for settings in (
+        # No metadata to find the keys from.
+        OAuthSettings(issuer=gone, resource=resource),
+        # The keys' own URL not answering.
+        OAuthSettings(issuer=issuer.issuer, resource=resource, jwks_url=f"{gone}/jwks"),
+    ):
+        verifier = verifier_for(settings, grpc.StatusCode.OK)
+        for _ in range(2):  # the lookup, then its failure remembered
+            with pytest.raises(AuthenticationError) as away:
+                verifier._check_jwt(issuer.issue(resource))
+            assert getattr(away.value, "retry_after", 0) > 0, settings

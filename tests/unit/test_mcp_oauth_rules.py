@@ -19,6 +19,7 @@ from recallatron_devkit.stack import free_port
 from recallatron_mcp.oauth import (
     READ,
     WRITE,
+    CannotCheckNow,
     Grant,
     OAuthSettings,
     Verifier,
@@ -191,7 +192,12 @@ def test_an_issuer_that_does_not_answer_holds_up_neither_own_tokens_nor_every_jw
     settings = OAuthSettings(issuer="https://id.example", resource=RESOURCE)
     verifier = Verifier(settings, client_of=lambda token: _Answers(), minted=None)  # type: ignore[arg-type,return-value]
     jwt_like = "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"
-    first = threading.Thread(target=verifier._check_jwt, args=(jwt_like,))
+
+    def check_jwt() -> None:
+        with pytest.raises(CannotCheckNow):
+            verifier._check_jwt(jwt_like)
+
+    first = threading.Thread(target=check_jwt)
     first.start()
     try:
         assert looking.wait(WAIT)
@@ -204,6 +210,9 @@ def test_an_issuer_that_does_not_answer_holds_up_neither_own_tokens_nor_every_jw
     finally:
         release.set()
         first.join(WAIT)
-    # The issuer just failed: the next JWT is refused without asking it again.
-    assert verifier._check_jwt(jwt_like) is None
+    # The issuer just failed: the next JWT is told to come back (503, not
+    # 401) when the issuer will be asked again, without asking it now.
+    with pytest.raises(CannotCheckNow) as away:
+        verifier._check_jwt(jwt_like)
+    assert 0 < away.value.retry_after <= oauth.KEYS_RETRY_SECONDS
     assert len(lookups) == 1
