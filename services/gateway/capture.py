@@ -39,10 +39,12 @@ from services.gateway.capture_doubts import (
     CONDITIONAL,
     HEDGE,
     NEGATED,
+    QUESTION_MARK,
     QUESTION_WORDS,
     REVISED,
     WITHDRAWN,
     audience_doubt,
+    fold,
 )
 
 MAX_TITLE_CHARS = 80
@@ -238,8 +240,8 @@ _QUOTES = " \t,:;-\"'\u201c\u201d"
 _LEADING_MARKS = re.compile(r"[\s,;:.!\-\u2013\u2014\u2026\"'\u201c\u201d]*\s")
 # What a name to share with is made of.
 _LAST_CLAUSE = re.compile(r"[\w' ]*")
-# Typographic apostrophes read as plain ones ("don\u2019t" is "don't").
-_APOSTROPHES = str.maketrans({"\u2018": "'", "\u2019": "'"})
+# Typographic and modifier apostrophes read as plain ones ("don\u2019t" is "don't").
+_APOSTROPHES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'"})
 
 
 def _strip_fillers(text: str) -> str:
@@ -330,31 +332,32 @@ def decide(text: str) -> Capture:
     opening = _strip_fillers(flat)
     if not _words(opening):
         return _no(EMPTY, "only filler words: nothing to store")
-    if "?" in flat or QUESTION_WORDS.match(opening):
+    folded = fold(flat)
+    if QUESTION_MARK.search(flat) or QUESTION_WORDS.match(fold(opening)):
         return _no(QUESTION, "a question: it asks, it does not state anything to store")
-    hypothetical = CONDITIONAL.search(flat)
+    hypothetical = CONDITIONAL.search(folded)
     if hypothetical:
         return _no(
             HYPOTHETICAL,
             f"hypothetical ('{hypothetical.group(0)}'): a conditional or imagined case is not "
             "a claim to store",
         )
-    hedge = HEDGE.search(flat)
+    hedge = HEDGE.search(folded)
     if hedge:
         return _no(HEDGED, f"hedged ('{hedge.group(0)}'): only plainly stated claims are stored")
-    if NEGATED.search(opening):
+    if NEGATED.search(fold(opening)):
         return _no(NO_REQUEST, "asks not to store anything")
-    withdrawn = WITHDRAWN.search(flat)
+    withdrawn = WITHDRAWN.search(folded)
     if withdrawn:
         return _no(NO_REQUEST, f"takes its claim back ('{withdrawn.group(0)}'): nothing to store")
-    revised = REVISED.search(flat)
+    revised = REVISED.search(folded)
     if revised:
         return _no(
             NO_REQUEST,
             f"takes back or corrects its claim ('{revised.group(0).strip(' ,.;:')}'): "
             "say the claim once, as it stands",
         )
-    if doubt := audience_doubt(flat):
+    if doubt := audience_doubt(folded):
         return _no(AMBIGUOUS, doubt)
     found = _directive(opening)
     if found is None and _DIRECTIVE_VERB.match(opening):

@@ -6,8 +6,29 @@ or corrects. Patterns only; capture.decide applies them in order."""
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _I = re.IGNORECASE
+
+# Invisible marks inside words (soft hyphen, zero-width spaces and joiners,
+# direction marks, variation selectors, the BOM): "may\u00adbe" reads "maybe".
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff]"
+)
+# Question marks of any script: Spanish opening, Greek, Armenian, Arabic,
+# Ethiopic, interrobangs, the emoji, the vertical, small and fullwidth forms.
+QUESTION_MARK = re.compile(
+    "[?\u00bf\u037e\u055e\u061f\u1367\u1945\u203d\u2047-\u2049\u2753\u2754\u2e2e\ufe16\ufe56\uff1f]"
+)
+
+
+def fold(text: str) -> str:
+    """The text the doubts are read in: compatibility forms as their plain
+    letters (fullwidth, mathematical, ligatures: "\uff4d\uff41\uff59\uff42\uff45"
+    is "maybe"), invisible marks gone. The claim stored keeps its own letters."""
+    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+
 
 QUESTION_WORDS = re.compile(
     r"^(?:what|who|whom|whose|when|where|why|how|which|does|did|can|could|would|should|"

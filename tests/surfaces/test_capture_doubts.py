@@ -74,3 +74,44 @@ def test_plain_claims_near_the_hedges_still_store() -> None:
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+# The same doubts in other scripts' marks or in letters a keyboard, a font or a
+# copy from the web spells differently: each was stored as a plain claim.
+OTHER_SPELLINGS = [
+    ("Remember that we ship on Friday\uff1f", capture.QUESTION),  # fullwidth '?'
+    ("Remember that we ship on Friday\u061f", capture.QUESTION),  # Arabic
+    ("Remember that \u00bfwe ship on Friday", capture.QUESTION),  # Spanish, opening
+    ("Remember that we ship on Friday \u2753", capture.QUESTION),  # the emoji
+    ("Remember that we ship on Friday\u2049", capture.QUESTION),  # '!?'
+    ("Remember that we ship on Friday, \uff4d\uff41\uff59\uff42\uff45.", capture.HEDGED),
+    ("Remember that we ship on Friday, \U0001d429\U0001d42b\U0001d428\U0001d41b\U0001d41a"
+     "\U0001d41b\U0001d425\U0001d432.", capture.HEDGED),  # mathematical bold
+    ("Remember that we ship on Friday, may\u200bbe.", capture.HEDGED),  # zero-width space
+    ("Remember that we ship on Friday, prob\u00adably.", capture.HEDGED),  # soft hyphen
+    ("Remember that we ship Friday \uff49\uff46 QA signs off.", capture.HYPOTHETICAL),
+    ("Remember that the deadline is Friday. \uff2e\uff4f, Monday.", capture.NO_REQUEST),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("turn", "category"), OTHER_SPELLINGS)
+def test_doubts_in_other_marks_and_letter_forms_store_nothing(turn: str, category: str) -> None:
+    """Rules 2 to 5 read a turn's compatibility forms as their plain letters
+    (fullwidth, mathematical, ligatures), ignore invisible marks inside words
+    and know the question marks of other scripts."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == category, decided
+
+
+def test_a_claim_in_other_letter_forms_is_stored_as_written() -> None:
+    for turn, title in (
+        ("Remember that the caf\u00e9 opens at 8 on weekdays.",
+         "The caf\u00e9 opens at 8 on weekdays"),
+        ("Remember that the \uff32\uff06\uff24 budget is 10k this year.",
+         "The \uff32\uff06\uff24 budget is 10k this year"),
+        ("Remember that the r\u00e9sum\u00e9 template is in the \ufb01nance folder.",
+         "The r\u00e9sum\u00e9 template is in the \ufb01nance folder"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
