@@ -57,7 +57,7 @@ def add_parser(sub: Any) -> None:
     im.add_argument(
         "--members",
         help="JSON {members: [{source, handle?, role?}]}: the source members the copy has "
-        "(by handle or id); default: every one, as they were",
+        "(by handle or id), at least one an owner; default: every one, as they were",
     )
     im.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     im.set_defaults(func=cmd_import)

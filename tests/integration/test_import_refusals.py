@@ -1,6 +1,7 @@
 """What an import refuses before it makes anything, through the command an
 operator runs (docs/export.md): a hand-edited archive that gives a
-forgotten memory its text back."""
+forgotten memory its text back, a members file that leaves the copy
+without an owner."""
 
 from __future__ import annotations
 
@@ -76,3 +77,26 @@ def test_a_tombstone_given_its_text_back_is_refused_and_nothing_is_made(
     rewrite(edited, "revisions", give_reason)
     error = refused(stack, edited)
     assert f"revisions.jsonl line {forget}: reason" in error and "forgotten" in error, error
+
+
+def test_a_members_file_naming_no_owner_is_refused_and_nothing_is_made(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A members file listing members only (or nobody) made a copy without
+    an owner: nobody could add a member, make a token or change a setting
+    there but the operator, where a workspace's last owner cannot even be
+    removed."""
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    members = tmp_path / "members.json"
+    for listed in ([{"source": "bob"}, {"source": "cy"}], [{"source": "ada", "role": "member"}]):
+        members.write_text(json.dumps({"members": listed}))
+        error = refused(stack, out, "--members", str(members))
+        assert "members file: members: gives the copy no owner" in error, error
+    members.write_text(json.dumps({"members": [{"source": "bob", "role": "owner"}]}))
+    slug = f"copy-{uuid.uuid4().hex[:10]}"
+    done = cli(stack, "import", str(out), "--as", slug, "--members", str(members), "--json")
+    assert done.returncode == 0, done.stderr
+    assert [(m["handle"], m["role"]) for m in json.loads(done.stdout)["members"]] == [
+        ("bob", "owner")
+    ]

@@ -168,6 +168,21 @@ def test_members_come_as_they_were_or_as_the_file_says_and_never_two_as_one() ->
         assert err.value.field == field
 
 
+@pytest.mark.parametrize(
+    "members",
+    [[{"source": "bob"}], [{"source": "ada", "role": "member"}, {"source": "bob"}], []],
+)
+def test_a_members_file_that_gives_the_copy_no_owner_is_refused(
+    members: list[dict[str, str]],
+) -> None:
+    """A workspace keeps an owner (its last one cannot be removed): a members
+    file naming none would make a copy that no member of it can manage."""
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.plan_members(MEMBERS, {"members": members})
+    assert err.value.field == "members file: members"
+    assert "owner" in err.value.description
+
+
 def test_a_left_out_members_private_records_stay_behind(tmp_path: Path) -> None:
     episode = {
         "id": uid(50),

@@ -209,8 +209,9 @@ def read_members_file(path: Path) -> Record:
 def plan_members(archive_members: list[Record], members_file: Record | None) -> list[MemberPlan]:
     """Who the copy's members are: every source member as they were, or
     those the members file lists (by handle or id), with the handle and
-    role it gives. Two source members never become one member of the copy:
-    each would see the other's private memories."""
+    role it gives, at least one of them an owner. Two source members never
+    become one member of the copy: each would see the other's private
+    memories."""
     if members_file is None:
         return [MemberPlan(m["id"], m["handle"], m["role"]) for m in archive_members]
     by_key: dict[str, Record] = {}
@@ -242,6 +243,13 @@ def plan_members(archive_members: list[Record], members_file: Record | None) -> 
         sources.add(source["id"])
         handles.add(handle)
         plans.append(MemberPlan(source["id"], handle, entry.get("role", source["role"])))
+    # A workspace keeps an owner (its last one cannot be removed): without
+    # one, no member of the copy could manage its members or settings.
+    if not any(p.role == "owner" for p in plans):
+        raise errors.InvalidArgument(
+            "members file: members",
+            'gives the copy no owner: list a source owner, or give a member "role": "owner"',
+        )
     return plans
 
 
