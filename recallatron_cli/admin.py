@@ -4,11 +4,14 @@ workspaces, members and tokens."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from recallatron.client import Client
 from recallatron.v1 import store_pb2
 from recallatron.vocabulary import PURPOSE, PURPOSES, ROLE
 from recallatron_cli import common
@@ -26,7 +29,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
             f"{made.workspace.server}",
         )
     elif args.admin_cmd == "create-member":
-        member = client.create_member(args.workspace, args.handle, owner=args.owner)
+        workspace_id = workspace_id_of(client, args.workspace)
+        member = client.create_member(workspace_id, args.handle, owner=args.owner)
         show(args, member, f"member {member.member.handle} {member.member.id}")
     elif args.admin_cmd == "create-token":
         purposes = [p for value in args.purposes or () for p in value.split(",") if p]
@@ -69,7 +73,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
             ),
         )
     elif args.admin_cmd == "list-tokens":
-        listed = client.list_tokens(args.member or "", args.workspace or "")
+        listed = client.list_tokens(args.member or "", workspace_id_of(client, args.workspace))
         show(
             args,
             listed,
@@ -82,6 +86,26 @@ def cmd_admin(args: argparse.Namespace) -> int:
         every = client.all_workspaces(args.server or "")
         show(args, every, "\n".join(workspace_line(w) for w in every.workspaces) or "no workspaces")
     return 0
+
+
+def workspace_id_of(client: Client, given: str | None) -> str:
+    """The id of the workspace ``given`` names by id or slug, for a request
+    whose field takes an id. A slug is resolved by the gateway as list-members
+    resolves one (with its refusals: NOT_FOUND, an owner naming another
+    workspace); a workspace no member ever joined, which only the operator
+    sees, is found in the list of workspaces."""
+    if not given:
+        return ""
+    with contextlib.suppress(ValueError):
+        return str(uuid.UUID(given))  # a slug is never a UUID
+    page = client.list_members_page(given, include_removed=True, page_size=1)
+    if page.members:
+        return str(page.members[0].workspace_id)
+    for listed in client.all_workspaces().workspaces:
+        if listed.workspace.slug == given:
+            return str(listed.workspace.id)
+    # Deleted between the two calls.
+    raise common.Refused(f"NOT_FOUND: workspace: no workspace {given!r}", 1)
 
 
 def workspace_line(listed: store_pb2.ListedWorkspace) -> str:

@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     json_option(cw)
     cm = admin_sub.add_parser("create-member")
-    cm.add_argument("--workspace", required=True)
+    cm.add_argument("--workspace", required=True, help="its id or slug (owners: their own)")
     cm.add_argument("handle")
     cm.add_argument("--owner", action="store_true")
     json_option(cm)
@@ -158,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument(
         "--member", help="the member's id (owners: default every member of the workspace)"
     )
-    lt.add_argument("--workspace", help="every token of this workspace (its id; the operator)")
+    lt.add_argument(
+        "--workspace", help="every token of this workspace (its id or slug; the operator)"
+    )
     json_option(lt)
     lm = admin_sub.add_parser(
         "list-members", help="a workspace's members, by handle: id, handle, role, since"

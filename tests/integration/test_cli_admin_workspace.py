@@ -1,0 +1,59 @@
+"""The admin commands that name a workspace take its slug or its id alike:
+`create-member --workspace` and `list-tokens --workspace` took an id only
+(a slug was refused INVALID_ARGUMENT) while `list-members` and
+`delete-workspace` took either."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from recallatron.client import Client
+from recallatron_cli.main import main
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+
+def _admin(stack: Stack, token: str, *argv: str) -> list[str]:
+    return ["admin", "--gateway", stack.gateway, "--token", token, *argv]
+
+
+def test_the_operator_names_a_workspace_by_slug_or_id(
+    stack: Stack, operator: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A workspace with no member yet: what create-member is first used on.
+    slug = f"s-{uuid.uuid4().hex[:12]}"
+    ws = operator.create_workspace(slug).workspace
+    for handle, named in (("dee", slug), ("eve", ws.id)):
+        argv = _admin(stack, stack.admin_token, "create-member", "--workspace", named, handle)
+        assert main([*argv, "--owner", "--json"]) == 0, capsys.readouterr().err
+        made = json.loads(capsys.readouterr().out)["member"]
+        assert (made["handle"], made["workspace_id"]) == (handle, ws.id)
+    operator.create_token(made["id"], "by slug")
+    assert main(_admin(stack, stack.admin_token, "list-tokens", "--workspace", slug)) == 0
+    assert "by slug" in capsys.readouterr().out
+    # A slug naming no workspace is refused as the gateway refuses one.
+    gone = f"s-{uuid.uuid4().hex[:12]}"
+    argv = _admin(stack, stack.admin_token, "create-member", "--workspace", gone, "fay")
+    assert main(argv) == 1
+    assert f"error: NOT_FOUND: workspace: no workspace '{gone}'" in capsys.readouterr().err
+    handles = {m.handle for m in operator.list_members(ws.id).members}
+    assert handles == {"dee", "eve"}
+
+
+def test_an_owner_names_their_own_workspace_by_slug_and_no_other(
+    stack: Stack, operator: Client, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ada = team.clients["ada"].token
+    assert main(_admin(stack, ada, "create-member", "--workspace", team.slug, "gus")) == 0
+    assert "member gus" in capsys.readouterr().out
+    other = f"s-{uuid.uuid4().hex[:12]}"
+    elsewhere = operator.create_workspace(other).workspace
+    assert main(_admin(stack, ada, "create-member", "--workspace", other, "hal")) == 1
+    assert capsys.readouterr().err.startswith("error: PERMISSION_DENIED")
+    assert operator.list_members(elsewhere.id).members == []
+    assert "gus" in {m.handle for m in operator.list_members(team.workspace_id).members}
