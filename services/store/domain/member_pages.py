@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from recallatron import errors
 from recallatron.size_budget import Budget
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_MEMBER_PAGE
-from services.store.domain import page_tokens, validation
+from services.store.domain import page_tokens
 from services.store.domain.answer_budget import ITEM_BYTES
 from services.store.domain.control import HANDLE_RE
 from services.store.domain.control_records import Member
@@ -53,19 +53,10 @@ def _after(token: str, workspace_id: str) -> tuple[str, str]:
     """Where the page starts: (handle, id) of the last member answered."""
     if not token:
         return _START
-    data = page_tokens.decode(token)
-    handle, member_id = data.get("handle"), data.get("id")
-    if (
-        data.get("w") != "members"
-        or not isinstance(handle, str)
-        or not HANDLE_RE.match(handle)
-        or not isinstance(member_id, str)
-        or not validation.is_canonical_uuid(member_id)
-    ):
-        raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS)
+    data = page_tokens.decode_keyset(token, "members", HANDLE_RE, "id")
     if data.get("ws") != workspace_id:
         raise errors.InvalidArgument("page_token", "belongs to another workspace's listing")
-    return handle, member_id
+    return data["handle"], data["id"]
 
 
 def member_page(
@@ -81,22 +72,23 @@ def member_page(
     after_handle, after_id = _after(page_token, workspace_id)
     limit = page_size or _WHOLE_LIMIT
     with dbs.control_conn() as conn:
-        rows = conn.execute(
+        rows, more = page_tokens.read_page(
+            conn,
             q.MEMBERS_AFTER,
             {
                 "workspace_id": workspace_id,
                 "include_removed": include_removed,
                 "after_handle": after_handle,
                 "after_id": after_id,
-                "limit": limit + 1,
             },
-        ).fetchall()
-    members = [Member(str(r[0]), str(r[1]), r[2], r[3], r[4], r[5]) for r in rows[:limit]]
+            limit,
+        )
+    members = [Member(str(r[0]), str(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
     page = Budget(ANSWER_BUDGET_BYTES)
     for member in members:
         if not page.takes(member_bytes(member)):
             break
-    more = len(rows) > limit or page.taken < len(members)
+    more = more or page.taken < len(members)
     if more and not page_size:
         raise errors.ResourceExhausted(
             f"page_size: the members pass what one answer may hold ({ANSWER_BUDGET_BYTES} "

@@ -22,7 +22,7 @@ from typing import Any
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_TOKEN_PAGE
-from services.store.domain import page_tokens, validation
+from services.store.domain import page_tokens
 from services.store.domain.control import HANDLE_RE
 from services.store.domain.tokens import MAX_LISTED_TOKENS, TokenSummary
 from services.store.infrastructure.db import Databases
@@ -84,25 +84,16 @@ def _after(token: str, workspace_id: str | None, member_id: str | None) -> _Afte
         if member_id:
             return _After("", member_id, _EARLIEST, _NIL)
         return _After("", _NIL, _EARLIEST, _NIL)
-    data = page_tokens.decode(token)
-    handle, member, token_id = data.get("handle"), data.get("member"), data.get("id")
+    data = page_tokens.decode_keyset(token, "tokens", HANDLE_RE, "member", "id")
+    member = data["member"]
     at = _timestamp(data.get("at"))
-    if (
-        data.get("w") != "tokens"
-        or not isinstance(handle, str)
-        or not HANDLE_RE.match(handle)
-        or not isinstance(member, str)
-        or not validation.is_canonical_uuid(member)
-        or not isinstance(token_id, str)
-        or not validation.is_canonical_uuid(token_id)
-        or at is None
-    ):
+    if at is None:
         raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS)
     if (data.get("ws"), data.get("m")) != (workspace_id or "", member_id or "") or (
         member_id and member != member_id
     ):
         raise errors.InvalidArgument("page_token", "belongs to another token listing")
-    return _After(handle, member, at, token_id)
+    return _After(data["handle"], member, at, data["id"])
 
 
 def token_page(
@@ -124,7 +115,8 @@ def token_page(
     after = _after(page_token, workspace_id, member_id)
     limit = page_size or MAX_TOKEN_PAGE
     with dbs.control_conn() as conn:
-        rows = conn.execute(
+        rows, more = page_tokens.read_page(
+            conn,
             q.TOKENS_AFTER,
             {
                 "member_id": member_id,
@@ -133,11 +125,10 @@ def token_page(
                 "after_member": after.member_id,
                 "after_at": after.at,
                 "after_id": after.token_id,
-                "limit": limit + 1,
             },
-        ).fetchall()
-    tokens = [_summary(r) for r in rows[:limit]]
-    more = len(rows) > limit
+            limit,
+        )
+    tokens = [_summary(r) for r in rows]
     return TokenPage(tokens, _token(workspace_id, member_id, tokens[-1]) if more else "")
 
 
