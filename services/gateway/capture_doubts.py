@@ -125,8 +125,17 @@ REVISED = re.compile(
     r"(?:i mean|i meant|correction|or rather|rather|or not|actually|er+m?|um+|uh+)\b|"
     # owning up: "I was wrong", "My mistake", "wrong chat", "jk"
     r"(?:i was wrong|that's wrong|that was wrong|my (?:mistake|bad)|wrong (?:chat|thread|"
-    r"window|conversation|person)|jk|j/k|kidding|joking)\b"
+    r"window|conversation|person)|jk|j/k|kidding|joking)\b|"
+    # an update or fix: "Edit: Monday", "Sorry, Monday", "Oh wait, Monday", "Make that ..."
+    r"(?:edit(?:ed)?|update[ds]?|upd|typo|wrong|sorry|wait|hold on|hang on)"
+    r"\s*(?:[,:;!.)\u2014\u2013]|-\s|$)|"
+    r"(?:make (?:that|it)|changed (?:it )?to|now it's|it's now|let me rephrase|rephrasing|"
+    r"instead(?! of))\b|"
+    # a starred correction ("... *Monday")
+    r"\*[^\W_]"
     r")|"
+    # a substitution: "s/Friday/Monday/"
+    r"(?<![\w/])s/[^/\s]+/|"
     # a second version: "... Or Monday.", "..., hmm, or Monday" (a list's ", or" is not)
     rf"(?:{_CLAUSE}\s*(?:{_INTERJECTION}\b[\s,.!]*){{0,3}}|"
     rf"[,:]\s*(?:{_INTERJECTION}\b[\s,.!]*){{1,3}})or\b|"

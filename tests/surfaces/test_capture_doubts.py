@@ -115,3 +115,49 @@ def test_a_claim_in_other_letter_forms_is_stored_as_written() -> None:
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+# A claim the turn itself corrects or updates in a later clause, in words the
+# rule did not know: each stored its first version (titled "We ship Friday").
+CORRECTED = [
+    "Remember that we ship Friday. Update: we ship Monday.",
+    "Remember that we ship Friday. Edit: Monday.",
+    "Remember that we ship Friday. EDIT - it's Monday.",
+    "Remember that we ship Friday. Make that Monday.",
+    "Remember that we ship Friday, make it Monday.",
+    "Remember that we ship Friday. Sorry, Monday.",
+    "Remember that we ship Friday. Monday, sorry.",
+    "Remember that we ship Friday. Oh wait, Monday.",
+    "Remember that we ship Friday. Hold on, Monday.",
+    "Remember that we ship Friday. Instead, Monday.",
+    "Remember that we ship Friday. Wrong, Monday.",
+    "Remember that we ship Friday. Typo: Monday.",
+    "Remember that we ship Friday. Changed to Monday.",
+    "Remember that we ship Friday. Now it's Monday.",
+    "Remember that we ship Friday. Let me rephrase: Monday.",
+    "Remember that we ship Friday. *Monday",
+    "Remember that we ship Friday. s/Friday/Monday/",
+]
+
+
+@pytest.mark.parametrize("turn", CORRECTED)
+def test_a_claim_the_turn_corrects_or_updates_stores_nothing(turn: str) -> None:
+    """Rule 5: a claim the turn corrects or gives a second version of in a
+    later clause is a no-op: which version holds is not plainly said."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == capture.NO_REQUEST, decided
+
+
+def test_later_clauses_that_only_go_on_still_store() -> None:
+    for turn, title in (
+        ("Remember that we ship Monday, instead of Friday.", "We ship Monday, instead of Friday"),
+        ("Remember that we ship Friday, sorry for the short notice.",
+         "We ship Friday, sorry for the short notice"),
+        ("Remember that we ship Friday. Update the changelog before it.", "We ship Friday"),
+        ("Remember that the build waits for QA, then ships.",
+         "The build waits for QA, then ships"),
+        ("Remember that the deploy is on *Friday*.", "The deploy is on *Friday*"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
