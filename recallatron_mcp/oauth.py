@@ -31,6 +31,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -218,24 +219,42 @@ class MemberTokens:
         self._admin = admin
         self._made: dict[Grant, tuple[str, float]] = {}
         self._lock = threading.Lock()
+        # The making of a grant's token under way: a burst of the grant's first
+        # requests (or its renewal) shares that one making, its token or its
+        # failure, rather than each making a live token of the member's.
+        self._making: dict[Grant, Future[str]] = {}
 
     def token_for(self, grant: Grant, label: str) -> str:
         with self._lock:
             made = self._made.get(grant)
             if made is not None and made[1] - time.monotonic() > MINTED_MARGIN:
                 return made[0]
-        answer = self._admin.create_token(
-            grant.member_id,
-            label=label[:200],
-            purposes=grant.purposes,
-            read_only=grant.read_only,
-            expires_in=MINTED_LIFETIME,
-        )
+            making = self._making.get(grant)
+            mine = making is None
+            if making is None:
+                making = self._making[grant] = Future()
+        if not mine:
+            return making.result()
+        try:
+            answer = self._admin.create_token(
+                grant.member_id,
+                label=label[:200],
+                purposes=grant.purposes,
+                read_only=grant.read_only,
+                expires_in=MINTED_LIFETIME,
+            )
+        except BaseException as exc:
+            with self._lock:
+                self._making.pop(grant, None)
+            making.set_exception(exc)
+            raise
         until = time.monotonic() + MINTED_LIFETIME.total_seconds()
         with self._lock:
             if len(self._made) >= MAX_MINTED:
                 self._made.pop(next(iter(self._made)))
             self._made[grant] = (answer.token, until)
+            self._making.pop(grant, None)
+        making.set_result(answer.token)
         return answer.token
 
 

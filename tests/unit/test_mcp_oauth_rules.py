@@ -216,3 +216,68 @@ def test_an_issuer_that_does_not_answer_holds_up_neither_own_tokens_nor_every_jw
         verifier._check_jwt(jwt_like)
     assert 0 < away.value.retry_after <= oauth.KEYS_RETRY_SECONDS
     assert len(lookups) == 1
+
+
+class _SlowAdmin:
+    """The admin client: each CreateToken waits (up to a bound) for ``callers``
+    to be making one at once, as a burst of first requests would."""
+
+    def __init__(self, callers: int, fails: bool = False) -> None:
+        self.callers = callers
+        self.fails = fails
+        self.made = 0
+        self._lock = threading.Condition()
+
+    def create_token(self, member_id: str, **kwargs: object) -> object:
+        with self._lock:
+            self.made += 1
+            self._lock.notify_all()
+            self._lock.wait_for(lambda: self.made >= self.callers, timeout=2.0)
+            number = self.made
+        if self.fails:
+            raise LookupError("the gateway is away")
+
+        class Made:
+            token = f"rct_minted_{number}"
+
+        return Made()
+
+
+def test_a_burst_of_first_requests_makes_one_gateway_token() -> None:
+    """The gateway token for a grant was made by every request that found
+    none kept: concurrent first requests (or renewals) each made a live token
+    of the member's, which their token list then shows."""
+    from recallatron_mcp.oauth import MemberTokens
+
+    callers = 6
+    admin = _SlowAdmin(callers)
+    minted = MemberTokens(admin)  # type: ignore[arg-type]
+    grant = Grant("member-1", False, ())
+    got: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(minted.token_for(grant, "mcp-oauth x")))
+        for _ in range(callers)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert len(got) == callers
+    assert admin.made == 1 and len(set(got)) == 1
+    # A failure is shared too: the burst waits one call's time, not one each.
+    failing = _SlowAdmin(callers, fails=True)
+    minted = MemberTokens(failing)  # type: ignore[arg-type]
+    failed: list[Exception] = []
+
+    def attempt() -> None:
+        try:
+            minted.token_for(grant, "mcp-oauth x")
+        except LookupError as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=attempt) for _ in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert len(failed) == callers and failing.made == 1
