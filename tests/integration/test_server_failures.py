@@ -257,3 +257,47 @@ def test_two_spellings_of_one_server_share_one_connection_budget(
         assert len(dbs.budgets()) == 2
     finally:
         dbs.close()
+
+
+def test_a_server_down_at_start_is_checked_against_its_budget_when_first_reached(
+    servers: dict[str, LocalPostgres], tmp_path: Path
+) -> None:
+    """The start-up check ran only for servers up at the start: one that came
+    up later served its workspaces over a budget it could not hold."""
+    from recallatron import errors
+
+    late = LocalPostgres(tmp_path / "late", free_port(), secrets_dir=tmp_path / "late-secrets")
+    late.start()
+    try:
+        dbs, control = _store(servers, f"late={late.url}")
+        try:
+            ws = control.create_workspace(f"late-{uuid.uuid4().hex[:8]}", "late")
+        finally:
+            dbs.close()
+        late.stop()
+        # Room for 25 - 3 reserved - 10 for operators = 12, where the store
+        # and the job need 19 + 6 on a server other than the default.
+        late.max_connections = 25
+        dbs, control = _store(servers, f"late={late.url}")
+        try:
+            dbs.ensure_all_servers()  # late is down: logged, not fatal
+            late.start()
+            for attempt in (
+                lambda: dbs.app_pool("late", ws.database_name),
+                lambda: control.create_workspace(f"late-{uuid.uuid4().hex[:8]}", "late"),
+            ):
+                with pytest.raises(errors.Unavailable) as info:
+                    attempt()
+                said = info.value.message
+                assert "connection budget: server 'late'" in said, said
+                assert "max_connections 25" in said and "\n" not in said
+                assert late.superuser_password not in said
+            with psycopg.connect(late.url) as conn:
+                assert conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                    (ws.database_name,),
+                ).fetchone() == (0,)
+        finally:
+            dbs.close()
+    finally:
+        late.stop()

@@ -366,11 +366,7 @@ class Databases:
             found = self._budgets.get(server)
         if found is not None:
             return found
-        first = self._same.first(server)
-        if first is None:
-            self.ensure_server(server)
-            first = self._same.first(server)
-            assert first is not None
+        first = self._same.reach(server, lambda: self.ensure_server(server))
         with self._lock:
             found = self._budgets.get(server)
             if found is None:

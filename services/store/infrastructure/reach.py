@@ -7,14 +7,19 @@ one server must have one budget in a process."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
 
-from services.store.infrastructure.servers import check_connections, demand
+from services.store.infrastructure.servers import BudgetTooLarge, check_connections, demand
 from services.store.settings import StoreSettings
 from services.store.sql import server_queries as q
+
+# A server not reached (down, or refusing the budgets) is asked again after
+# this long: the calls meanwhile are told at once instead of each connecting.
+REACH_AGAIN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -69,11 +74,40 @@ class SameServers:
         self._lock = threading.Lock()
         self._identity: dict[str, Identity] = {}
         self._first: dict[str, str] = {}
+        self._reaching: dict[str, threading.Lock] = {}
+        self._failed: dict[str, tuple[float, Exception]] = {}
 
     def first(self, name: str) -> str | None:
         """The name whose budget ``name`` spends; None until it was reached."""
         with self._lock:
             return self._first.get(name)
+
+    def reach(self, name: str, ensure: Callable[[], None]) -> str:
+        """The first name of ``name``'s server, reaching it with ``ensure``
+        (which checks the budgets and calls :meth:`place`) unless that was
+        done: a server down at the start is checked when it is first reached,
+        not served over a budget it cannot hold. One reach at a time per
+        name; a failure is raised again, without connecting, for
+        REACH_AGAIN_SECONDS."""
+        with self._lock:
+            if name in self._first:
+                return self._first[name]
+            lock = self._reaching.setdefault(name, threading.Lock())
+        with lock:
+            with self._lock:
+                failed = self._failed.get(name)
+            if failed is not None and time.monotonic() < failed[0]:
+                raise failed[1]
+            if self.first(name) is None:
+                try:
+                    ensure()
+                except (psycopg.OperationalError, BudgetTooLarge) as exc:
+                    with self._lock:
+                        self._failed[name] = (time.monotonic() + REACH_AGAIN_SECONDS, exc)
+                    raise
+        first = self.first(name)
+        assert first is not None, "ensure() places the name"
+        return first
 
     def place(self, name: str, found: Identity, ask: Callable[[str], Identity | None]) -> str:
         """Records what ``name`` reached. A name of the same cluster that

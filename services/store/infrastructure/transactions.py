@@ -28,6 +28,7 @@ from psycopg_pool import PoolTimeout
 
 from recallatron import deadline, errors
 from services.store.infrastructure.budget import BudgetTimeout, DatabasePool, PoolClosed
+from services.store.infrastructure.servers import BudgetTooLarge
 
 log = logging.getLogger("recallatron.store.db")
 
@@ -58,6 +59,11 @@ def translate_db_errors() -> Iterator[None]:
         raise errors.Unavailable("database unavailable: no connection in time", 1.0) from exc
     except PoolClosed as exc:
         raise errors.Unavailable("database unavailable: the workspace moved; retry", 0.2) from exc
+    except BudgetTooLarge as exc:
+        # A server first reached after the start whose budgets it cannot hold
+        # (docs/servers.md): refused as the start refuses it, in one line
+        # naming both numbers, until its max_connections or the budgets change.
+        raise errors.Unavailable(str(exc), 5.0) from exc
     except psycopg.OperationalError as exc:
         raise errors.Unavailable("database unavailable", 1.0) from exc
     except psycopg.errors.InvalidParameterValue as exc:
