@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from services.store.infrastructure.servers import (
     BudgetTooLarge,
@@ -17,6 +18,7 @@ from services.store.infrastructure.servers import (
     place,
     redact,
     server_map,
+    with_inline_password,
 )
 
 A = "postgresql://admin:s3cret-a@pg-a.internal:5432/postgres"
@@ -126,3 +128,36 @@ def test_a_url_that_does_not_parse_is_refused_naming_its_server_only(where: str)
     assert ("'default'" if where == "default" else "'b'") in said
     assert "percent-encoded" in said
     assert "s3cr" not in said and "pg-b.internal" not in said
+
+
+def _inlined(tmp_path: Path, lines: list[str], url: str) -> str | None:
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("\n".join(lines) + "\n")
+    params = conninfo_to_dict(with_inline_password(f"{url}?passfile={passfile}"))
+    found = params.get("password")
+    return None if found is None else str(found)
+
+
+def test_a_password_file_is_read_as_libpq_reads_it(tmp_path: Path) -> None:
+    """Fields were split at every ':' and kept their escapes: a password
+    holding ':' or '\\' (written '\\:' and '\\\\', as libpq asks) reached the
+    move's subscription cut or with its backslashes, and the copy failed."""
+    url = "postgresql://admin@127.0.0.1:5433/postgres"
+    escaped = r"127.0.0.1:5433:*:admin:pa\:ss\\wo\rd"
+    assert _inlined(tmp_path, [escaped], url) == "pa:ss\\word"
+    # The first line that matches wins; '*' matches a whole field only; a
+    # comment is no entry; an escaped ':' in a host (IPv6) matches it.
+    lines = [
+        "# 127.0.0.1:5433:*:admin:from-a-comment",
+        r"127.0.0.1:5433:postgre\*:admin:not-this-one",
+        "127.0.0.1:5433:*:someone-else:nor-this",
+        "127.0.0.1:5433:*:admin:this-one:and-not-this-part",
+        "*:*:*:*:too-late",
+    ]
+    assert _inlined(tmp_path, lines, url) == "this-one"
+    v6 = r"\:\:1:5433:postgres:admin:over-v6"
+    assert _inlined(tmp_path, [v6], "postgresql://admin@[::1]:5433/postgres") == "over-v6"
+    # No database named: libpq matches the user's name in its place.
+    assert _inlined(
+        tmp_path, ["127.0.0.1:5433:admin:admin:db-is-user"], url[: url.rindex("/")] + "/"
+    ) == ("db-is-user")

@@ -5,6 +5,7 @@ from settings, keeping URLs out of text, and the placement policy."""
 
 from __future__ import annotations
 
+import getpass
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -172,20 +173,71 @@ def with_inline_password(url: str) -> str:
     params = conninfo_to_dict(url)
     passfile = params.pop("passfile", None)
     if passfile and not params.get("password"):
-        want = [
-            str(params.get("host") or "localhost"),
-            str(params.get("port") or "5432"),
-            str(params.get("dbname") or ""),
-            str(params.get("user") or ""),
-        ]
-        for line in Path(str(passfile)).read_text().splitlines():
-            fields = line.split(":", 4)
-            if len(fields) == 5 and all(
-                f in ("*", w) for f, w in zip(fields[:4], want, strict=True)
-            ):
-                params["password"] = fields[4]
-                break
+        # The values libpq matches with (the first host of a multi-host URL).
+        user = str(params.get("user") or getpass.getuser())
+        found = passfile_password(
+            Path(str(passfile)).read_text(),
+            str(params.get("host") or params.get("hostaddr") or "").split(",")[0],
+            str(params.get("port") or "").split(",")[0],
+            str(params.get("dbname") or user),
+            user,
+        )
+        if found is not None:
+            params["password"] = found
     return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def passfile_password(text: str, host: str, port: str, dbname: str, user: str) -> str | None:
+    """The password a libpq password file gives a connection, by libpq's
+    rules: the first line, not a comment, whose hostname:port:database:user
+    fields match (``*`` a whole field: anything; ``\\`` escapes the
+    character after it, so ``\\:`` and ``\\\\`` are literal), its password up
+    to its first unescaped ``:``, unescaped. An empty host is ``localhost``."""
+    want = (host or "localhost", port or "5432", dbname, user)
+    for raw in text.split("\n"):
+        line = raw.rstrip("\r\n")
+        if not line or line.startswith("#"):
+            continue
+        rest: str | None = line
+        for token in want:
+            rest = _field(rest, token) if rest is not None else None
+        if rest is not None:
+            return _unescaped(rest)
+    return None
+
+
+def _field(rest: str, token: str) -> str | None:
+    """What follows the line's next field when it matches ``token``
+    (libpq's pwdfMatchesString); None when it does not."""
+    if rest.startswith("*:"):
+        return rest[2:]
+    i = t = 0
+    escaped = False
+    while i < len(rest):
+        if rest[i] == "\\" and not escaped:
+            i += 1
+            escaped = True
+            if i == len(rest):
+                return None
+        if rest[i] == ":" and t == len(token) and not escaped:
+            return rest[i + 1 :]
+        escaped = False
+        if t == len(token) or rest[i] != token[t]:
+            return None
+        i += 1
+        t += 1
+    return None
+
+
+def _unescaped(rest: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(rest) and rest[i] != ":":
+        if rest[i] == "\\" and i + 1 < len(rest):
+            i += 1
+        out.append(rest[i])
+        i += 1
+    return "".join(out)
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
