@@ -157,8 +157,7 @@ def _page_of(token: str, asked: dict[str, Any]) -> tuple[list[str], datetime | N
             or at.tzinfo is None
         ):
             raise ValueError(data)
-    # RecursionError: JSON nested deeper than the parser goes (no token of ours).
-    except (KeyError, ValueError, TypeError, OverflowError, RecursionError):
+    except (KeyError, ValueError, TypeError, OverflowError):
         raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
     if not same:
         raise errors.InvalidArgument("page_token", "belongs to another lookup")

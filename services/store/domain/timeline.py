@@ -98,8 +98,7 @@ def _after(token: str, subject: str) -> tuple[datetime | None, int | None, str |
         key.encode()
         if not 1 <= kind <= len(KINDS) or "\x00" in key or at.tzinfo is None:
             raise ValueError(data)
-    # RecursionError: JSON nested deeper than the parser goes (no token of ours).
-    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+    except (ValueError, KeyError, TypeError, OverflowError):
         raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None
     if not same:
         raise errors.InvalidArgument("page_token", "belongs to another timeline")
