@@ -72,7 +72,7 @@ def main() -> None:
             [services[name] for name in ("MemoryService", "ReviewService", "AdminService")],
             auth,
         )
-        http = HttpJsonServer(settings.http_listen, app)
+        http = HttpJsonServer(settings.http_listen, app, settings.http_connections_per_address)
         http_port = http.start(os.environ.get("RECALLATRON_HTTP_PORT_FILE", ""))
         log.info("http/json", extra={"port": http_port})
     # The gateway can answer (auth needs the store) once the store serves;

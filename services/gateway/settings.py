@@ -53,3 +53,7 @@ class GatewaySettings(StorePeer, RankPeer):
     # HTTP/JSON (the Connect protocol, services/gateway/httpjson/): host:port
     # ("host:0" picks a free port); "0" or empty turns it off.
     http_listen: str = "127.0.0.1:7420"
+    # HTTP/JSON connections one client address may hold open at once (over it,
+    # 503 for that address): one address cannot take the server's 1,000. Behind
+    # an ingress every client is the ingress's address: raise it there.
+    http_connections_per_address: int = Field(default=100, ge=1)

@@ -15,19 +15,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from recallatron_devkit.stack import Stack
-from services.gateway.httpjson.serve import MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS
+from recallatron_devkit.stack import Stack, free_port
+from services.gateway.httpjson.serve import MAX_CONNECTIONS
+from services.gateway.settings import GatewaySettings
+from tests.integration.test_rolling_upgrade import REPO, Processes
 
 pytestmark = pytest.mark.integration
 
 DESCRIBE = "/recallatron.v1.MemoryService/DescribeTools"
+# One client address's share of the connections, unless the gateway is told otherwise.
+PER_ADDRESS = int(GatewaySettings.model_fields["http_connections_per_address"].default)
 # Generous: the server's own limits are tens of seconds.
 WAIT_SECONDS = 240
 
 
-def _status(stack: Stack, address: str = "127.0.0.1") -> int:
-    """A call that needs no token, from ``address`` (a loopback one)."""
-    port = urllib.parse.urlparse(stack.http_url).port
+def _status(stack: Stack, address: str = "127.0.0.1", port: int | None = None) -> int:
+    """A call that needs no token, from ``address`` (a loopback one), to
+    the session gateway's HTTP/JSON (or the one on ``port``)."""
+    port = port or urllib.parse.urlparse(stack.http_url).port
     conn = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(address, 0))
     try:
         conn.sendall(
@@ -78,7 +83,7 @@ def test_silent_and_unfinished_connections_are_closed_and_cannot_shut_the_api(
 ) -> None:
     """MAX_CONNECTIONS connections that never sent a byte made every call 503
     for as long as they stayed open (they were never closed): no token needed."""
-    silent = _open(port, MAX_CONNECTIONS_PER_ADDRESS, "127.0.0.2")
+    silent = _open(port, PER_ADDRESS, "127.0.0.2")
     held.extend(silent)
     partial_head = _open(port, 1, "127.0.0.3")[0]
     partial_head.sendall(f"POST {DESCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Le".encode())
@@ -109,3 +114,34 @@ def test_one_address_cannot_take_every_connection(
     assert _status(stack, "127.0.0.6") == 200
     # The address over its share is refused, the others are not.
     assert _status(stack, "127.0.0.5") == 503
+
+
+@pytest.fixture(scope="module")
+def behind_one_address(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """Another gateway on the session store, as one behind an ingress is
+    configured: every client comes from the ingress's one address."""
+    procs = Processes(stack, tmp_path_factory.mktemp("one-address-gateway"))
+    port = free_port()
+    settings = {
+        "RECALLATRON_HTTP_LISTEN": f"127.0.0.1:{port}",
+        "RECALLATRON_HTTP_CONNECTIONS_PER_ADDRESS": str(PER_ADDRESS + 50),
+    }
+    try:
+        procs.start(
+            "gateway", REPO, settings, store=stack.address("store"), rank=stack.address("rank")
+        )
+        yield port
+    finally:
+        procs.stop()
+
+
+def test_the_share_of_one_address_is_a_setting(
+    stack: Stack, behind_one_address: int, held: list[socket.socket]
+) -> None:
+    """Fixed at 100: a deployment whose clients all
+    come through one ingress address was refused past it."""
+    held.extend(_open(behind_one_address, PER_ADDRESS + 20, "127.0.0.7"))
+    assert _status(stack, "127.0.0.7", behind_one_address) == 200
+    held.extend(_open(behind_one_address, 40, "127.0.0.7"))
+    # Past the share set, the address is refused all the same.
+    assert _status(stack, "127.0.0.7", behind_one_address) == 503

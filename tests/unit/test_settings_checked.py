@@ -42,6 +42,7 @@ SERVICES = (CommonSettings, EmbedSettings, GatewaySettings, RankSettings, StoreS
         (GatewaySettings, "RECALLATRON_RATE_LIMIT_PER_SECOND", "0"),
         (GatewaySettings, "RECALLATRON_STORE_TIMEOUT_SECONDS", "-1"),
         (GatewaySettings, "RECALLATRON_SHUTDOWN_GRACE_SECONDS", "-5"),
+        (GatewaySettings, "RECALLATRON_HTTP_CONNECTIONS_PER_ADDRESS", "0"),
     ],
 )
 def test_a_service_refuses_a_setting_it_cannot_run_with(

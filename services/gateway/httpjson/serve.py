@@ -20,10 +20,6 @@ from services.gateway.listening import split, write_port
 # (from its opening, or from its last answer).
 MAX_CONNECTIONS = 1000
 KEEP_ALIVE_SECONDS = 30
-# From one client address, so that one address holding connections open
-# cannot take every one (behind a proxy, the proxy is the address: its own
-# limits apply).
-MAX_CONNECTIONS_PER_ADDRESS = 100
 # A request's head and body must arrive within this long of its first byte,
 # however slowly they trickle (the largest body at 2 Mbit/s).
 REQUEST_SECONDS = 60
@@ -34,10 +30,11 @@ _OVER_SHARE = (
 )
 
 
-def bounded(per_address: Counter[str]) -> type[H11Protocol]:
+def bounded(per_address: Counter[str], share: int) -> type[H11Protocol]:
     """uvicorn's HTTP/1.1 protocol, with a deadline on each connection until
     its request has arrived whole, and ``per_address`` counting each client
-    address's connections (one server's, on its event loop's thread)."""
+    address's connections (one server's, on its event loop's thread), at
+    most ``share`` of them open at once."""
 
     class Bounded(H11Protocol):
         address = ""
@@ -48,7 +45,7 @@ def bounded(per_address: Counter[str]) -> type[H11Protocol]:
             super().connection_made(transport)
             self.address = self.client[0] if self.client else ""
             per_address[self.address] += 1
-            if per_address[self.address] > MAX_CONNECTIONS_PER_ADDRESS:
+            if per_address[self.address] > share:
                 transport.write(_OVER_SHARE)
                 transport.close()
                 return
@@ -93,7 +90,11 @@ def bounded(per_address: Counter[str]) -> type[H11Protocol]:
 
 
 class HttpJsonServer:
-    def __init__(self, listen: str, app: HttpJsonApp) -> None:
+    def __init__(self, listen: str, app: HttpJsonApp, per_address: int) -> None:
+        """``per_address``: the connections one client address may hold open,
+        so that one address cannot take every one (the gateway's
+        ``http_connections_per_address``; behind a proxy, the proxy is the
+        address)."""
         host, port = split(listen)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # Bound here: a port in use fails at start-up, and port 0 is known at once.
@@ -114,7 +115,7 @@ class HttpJsonServer:
                 # not believed (the failed-authentication limit keys on it).
                 proxy_headers=False,
                 server_header=False,
-                http=bounded(Counter()),
+                http=bounded(Counter(), per_address),
                 limit_concurrency=MAX_CONNECTIONS,
                 timeout_keep_alive=KEEP_ALIVE_SECONDS,
             )
