@@ -299,7 +299,9 @@ def _title(content: str) -> str:
 
 
 def _capitalised(text: str) -> str:
-    return text[:1].upper() + text[1:]
+    # Only a plain lowercase word: "iPhone", "eBay", a URL are written as given.
+    word = text.split(" ", 1)[0].rstrip(",;:.!").replace("'", "")
+    return text[:1].upper() + text[1:] if word.isalpha() and word.islower() else text
 
 
 def _named_audience(who: str) -> Capture:
@@ -335,23 +337,19 @@ def decide(text: str) -> Capture:
     folded = fold(flat)
     if QUESTION_MARK.search(flat) or QUESTION_WORDS.match(fold(opening)):
         return _no(QUESTION, "a question: it asks, it does not state anything to store")
-    hypothetical = CONDITIONAL.search(folded)
-    if hypothetical:
+    if hypothetical := CONDITIONAL.search(folded):
         return _no(
             HYPOTHETICAL,
             f"hypothetical ('{hypothetical.group(0)}'): a conditional or imagined case is not "
             "a claim to store",
         )
-    hedge = HEDGE.search(folded)
-    if hedge:
+    if hedge := HEDGE.search(folded):
         return _no(HEDGED, f"hedged ('{hedge.group(0)}'): only plainly stated claims are stored")
     if NEGATED.search(fold(opening)):
         return _no(NO_REQUEST, "asks not to store anything")
-    withdrawn = WITHDRAWN.search(folded)
-    if withdrawn:
+    if withdrawn := WITHDRAWN.search(folded):
         return _no(NO_REQUEST, f"takes its claim back ('{withdrawn.group(0)}'): nothing to store")
-    revised = REVISED.search(folded)
-    if revised:
+    if revised := REVISED.search(folded):
         return _no(
             NO_REQUEST,
             f"takes back or corrects its claim ('{revised.group(0).strip(' ,.;:')}'): "

@@ -436,3 +436,21 @@ def test_cc_loop_and_at_signs_that_address_no_one_still_store() -> None:
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+def test_a_claim_opening_with_its_own_capitals_or_marks_is_written_as_given() -> None:
+    """The title is the claim's first sentence: only a plain lowercase first
+    word is capitalised ("the" -> "The"); "iPhone" became "IPhone", a URL
+    "Https://...", changing what the person said."""
+    for turn, title in (
+        ("Remember that iPhone users get the beta first.", "iPhone users get the beta first"),
+        ("Remember that eBay is our biggest client.", "eBay is our biggest client"),
+        ("Remember that https://status.example.com/Ops lists outages.",
+         "https://status.example.com/Ops lists outages"),
+        ("Remember that x86_64 is the only build target.", "x86_64 is the only build target"),
+        ("Remember that the staging database is read-only.", "The staging database is read-only"),
+        ("Remember that \u00e9lan is the team's word of the year.",
+         "\u00c9lan is the team's word of the year"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
