@@ -41,6 +41,10 @@ _P = TypeVar("_P", bound=_Page)
 class ReviewAndAdmin(Connection):
     # -- dedup review ------------------------------------------------------
 
+    def who_am_i(self) -> pb.WhoAmIResponse:
+        """The token's member (handle) and workspace (slug)."""
+        return self.call(self.review.WhoAmI, pb.WhoAmIRequest())
+
     def duplicate_pairs(
         self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
     ) -> pb.ListDuplicatePairsResponse:

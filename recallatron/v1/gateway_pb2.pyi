@@ -1177,6 +1177,53 @@ class DuplicatePair(_message.Message):
 Global___DuplicatePair: _TypeAlias = DuplicatePair  # noqa: Y015
 
 @_typing.final
+class WhoAmIRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhoAmIRequest: _TypeAlias = WhoAmIRequest  # noqa: Y015
+
+@_typing.final
+class WhoAmIResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKSPACE_ID_FIELD_NUMBER: _builtins.int
+    WORKSPACE_SLUG_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_HANDLE_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    workspace_id: _builtins.str
+    workspace_slug: _builtins.str
+    member_id: _builtins.str
+    member_handle: _builtins.str
+    """Empty when the store behind the gateway predates it."""
+    role: _common_pb2.Role.ValueType
+    def __init__(
+        self,
+        *,
+        workspace_id: _builtins.str = ...,
+        workspace_slug: _builtins.str = ...,
+        member_id: _builtins.str = ...,
+        member_handle: _builtins.str = ...,
+        role: _common_pb2.Role.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_handle", b"member_handle", "member_id", b"member_id", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhoAmIResponse: _TypeAlias = WhoAmIResponse  # noqa: Y015
+
+@_typing.final
 class ListDuplicatePairsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -762,6 +762,11 @@ class ReviewServiceStub:
                 request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.FromString,
                 _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/recallatron.v1.ReviewService/WhoAmI',
+                request_serializer=recallatron_dot_v1_dot_gateway__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
 
 
 class ReviewServiceServicer:
@@ -815,6 +820,14 @@ class ReviewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """Who the token is: its member and workspace (the review page shows who
+        is signed in). Any member token, any scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReviewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -852,6 +865,11 @@ def add_ReviewServiceServicer_to_server(servicer, server):
                     servicer.ListEntityMerges,
                     request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.FromString,
                     response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.WhoAmIRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.WhoAmIResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1045,6 +1063,33 @@ class ReviewService:
             '/recallatron.v1.ReviewService/ListEntityMerges',
             recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.SerializeToString,
             recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.v1.ReviewService/WhoAmI',
+            recallatron_dot_v1_dot_gateway__pb2.WhoAmIRequest.SerializeToString,
+            recallatron_dot_v1_dot_gateway__pb2.WhoAmIResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -250,6 +250,10 @@ class ReviewServiceStub:
     KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]
     UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]
     ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]
+    WhoAmI: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.WhoAmIRequest, _gateway_pb2.WhoAmIResponse]
+    """Who the token is: its member and workspace (the review page shows who
+    is signed in). Any member token, any scope.
+    """
 
 @_typing.type_check_only
 class ReviewServiceAsyncStub(ReviewServiceStub):
@@ -270,6 +274,10 @@ class ReviewServiceAsyncStub(ReviewServiceStub):
     KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]  # type: ignore[assignment]
     UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]  # type: ignore[assignment]
     ListEntityMerges: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]  # type: ignore[assignment]
+    WhoAmI: _aio.UnaryUnaryMultiCallable[_gateway_pb2.WhoAmIRequest, _gateway_pb2.WhoAmIResponse]  # type: ignore[assignment]
+    """Who the token is: its member and workspace (the review page shows who
+    is signed in). Any member token, any scope.
+    """
 
 class ReviewServiceServicer(metaclass=_abc_1.ABCMeta):
     """Dedup review for people: proposed pairs, and their decisions. Nothing
@@ -329,6 +337,16 @@ class ReviewServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.ListEntityMergesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.ListEntityMergesResponse, _abc.Awaitable[_gateway_pb2.ListEntityMergesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def WhoAmI(
+        self,
+        request: _gateway_pb2.WhoAmIRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.WhoAmIResponse, _abc.Awaitable[_gateway_pb2.WhoAmIResponse]]:
+        """Who the token is: its member and workspace (the review page shows who
+        is signed in). Any member token, any scope.
+        """
 
 def add_ReviewServiceServicer_to_server(servicer: ReviewServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -733,11 +733,14 @@ class AuthenticateResponse(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    MEMBER_HANDLE_FIELD_NUMBER: _builtins.int
     workspace_id: _builtins.str
     member_id: _builtins.str
     role: _common_pb2.Role.ValueType
     workspace_slug: _builtins.str
     read_only: _builtins.bool
+    member_handle: _builtins.str
+    """The member's handle (empty from a store before it was answered)."""
     @_builtins.property
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
         """The token's scope: its purposes (empty: all) and whether it is read-only."""
@@ -756,10 +759,11 @@ class AuthenticateResponse(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         read_only: _builtins.bool = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
+        member_handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "member_handle", b"member_handle", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "role", b"role", "workspace_id", b"workspace_id", "workspace_slug", b"workspace_slug"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

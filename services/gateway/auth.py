@@ -145,6 +145,8 @@ class Auth:
             resp.expires_at.ToDatetime(tzinfo=UTC).timestamp()
             if resp.HasField("expires_at")
             else None,
+            resp.workspace_slug,
+            resp.member_handle,
         )
         self.cache.put(token, identity, generation)
         return identity

@@ -52,6 +52,9 @@ class Identity:
     # When the token expires (seconds since the epoch; None: never): a cached
     # identity is not used from then on.
     expires_at: float | None = None
+    # Shown back to the caller (WhoAmI); "" from a store that predates them.
+    workspace_slug: str = ""
+    member_handle: str = ""
 
     def is_workspace(self, given: str) -> bool:
         """Whether ``given`` names this identity's workspace, in any spelling

@@ -32,6 +32,17 @@ READ_CHUNK = 100
 # The decisions and the entity merge (design §8.5): the store decides what the
 # caller may see and that only an owner decides; these calls are forwarded.
 class ReviewServicer(Forwarding):
+    def WhoAmI(self, request: pb.WhoAmIRequest, context: grpc.ServicerContext) -> pb.WhoAmIResponse:
+        # What authenticating the token already told: no further store call.
+        ident = self.auth.member(context)
+        return pb.WhoAmIResponse(
+            workspace_id=ident.workspace_id,
+            workspace_slug=ident.workspace_slug,
+            member_id=ident.member_id,
+            member_handle=ident.member_handle,
+            role=ident.role,
+        )
+
     def ListDuplicatePairs(
         self, request: pb.ListDuplicatePairsRequest, context: grpc.ServicerContext
     ) -> pb.ListDuplicatePairsResponse:

@@ -53,7 +53,9 @@ READ_ONLY_CALLS = (
             "ListAuditEvents",
         ),
     )
-    | _methods("ReviewService", ("ListDuplicatePairs", "ListEntityPairs", "ListEntityMerges"))
+    | _methods(
+        "ReviewService", ("ListDuplicatePairs", "ListEntityPairs", "ListEntityMerges", "WhoAmI")
+    )
     | _methods("AdminService", ("GetSettings", "GetStatus"))
 )
 # What any scoped token may call: the tools and the review, and reading the

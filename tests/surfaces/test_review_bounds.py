@@ -196,6 +196,9 @@ class _Client:
     def duplicate_pairs(self, **_: object) -> None:
         return None
 
+    def who_am_i(self) -> object:
+        return type("Me", (), {"member_handle": "someone", "workspace_slug": "somewhere"})()
+
     def close(self) -> None:
         _Client.closed += 1
 

@@ -51,6 +51,26 @@ def test_a_session_ends_once_its_token_is_revoked(
     assert again.status == HTTPStatus.SEE_OTHER and session.flash == []
 
 
+def test_the_page_shows_who_is_signed_in(stack: Stack, team: Team, operator: Client) -> None:
+    """The member's handle and workspace, for an unscoped token and for one
+    scoped to a purpose and the read-only calls."""
+    scoped = operator.create_token(
+        team.members["bob"], "review", purposes=["audit"], read_only=True
+    ).token
+    app = ReviewApp(stack.gateway)
+    for token in (team.clients["bob"].token, scoped):
+        signed = app.handle("POST", "/signin", {}, {"token": token})
+        assert signed.status == HTTPStatus.SEE_OTHER, signed.body[-300:]
+        sid = next(v for k, v in signed.headers if k == "Set-Cookie").split(";")[0].split("=", 1)[1]
+        landing = next(v for k, v in signed.headers if k == "Location")
+        page = app.handle("GET", landing, {COOKIE: sid}, {})
+        assert page.status == HTTPStatus.OK
+        assert b"data-testid=handle>bob</b>" in page.body, page.body[:600]
+        assert f"data-testid=workspace>{team.slug}</b>".encode() in page.body
+    me = team.clients["bob"].who_am_i()
+    assert (me.member_id, me.workspace_id) == (team.members["bob"], team.workspace_id)
+
+
 def _refused(client: Client) -> bool:
     try:
         client.duplicate_pairs(limit=1)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
+import grpc
+
 from services.gateway.review_web import ReviewApp
 from services.gateway.review_web.pages import Response
 from services.gateway.review_web.sessions import COOKIE
@@ -30,6 +32,9 @@ class _Client:
 
     def entity_merges(self, **_: object) -> object:
         return type("Merges", (), {"merges": []})()
+
+    def who_am_i(self) -> object:
+        return type("Me", (), {"member_handle": "alice", "workspace_slug": "team"})()
 
     def close(self) -> None:
         self.closed = True
@@ -79,3 +84,38 @@ def test_a_refused_signin_leaves_the_session_as_it_was() -> None:
     refused = app.handle("POST", "/signin", {COOKIE: held}, {"token": "not a token"})
     assert refused.status == HTTPStatus.BAD_REQUEST
     assert app.sessions.get(held) is not None
+
+
+class _Unescaped(_Client):
+    def who_am_i(self) -> object:
+        return type("Me", (), {"member_handle": "<b>al&ice</b>", "workspace_slug": 't"><script>'})()
+
+
+class _OldGateway(_Client):
+    def who_am_i(self) -> object:
+        raise _Unimplemented()
+
+
+class _Unimplemented(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNIMPLEMENTED
+
+    def details(self) -> str:
+        return "Method not found!"
+
+
+def test_the_page_shows_who_is_signed_in_escaped() -> None:
+    app = ReviewApp("127.0.0.1:1", client_factory=_Unescaped)  # type: ignore[arg-type]
+    sid = _sid(_signin(app, "rct_alice"))
+    body = app.handle("GET", "/", {COOKIE: sid}, {}).body
+    assert b"data-testid=handle>&lt;b&gt;al&amp;ice&lt;/b&gt;</b>" in body, body[:600]
+    assert b"data-testid=workspace>t&quot;&gt;&lt;script&gt;</b>" in body
+    assert b"<script>" not in body
+
+
+def test_a_gateway_that_cannot_say_who_still_signs_in() -> None:
+    """A gateway from before WhoAmI: the page signs in and shows no name."""
+    app = ReviewApp("127.0.0.1:1", client_factory=_OldGateway)  # type: ignore[arg-type]
+    sid = _sid(_signin(app, "rct_alice"))
+    body = app.handle("GET", "/", {COOKIE: sid}, {}).body
+    assert b"data-testid=signout" in body and b"data-testid=signed-in" not in body

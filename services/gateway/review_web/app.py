@@ -33,6 +33,7 @@ from services.gateway.review_web.pages import (
     page,
     pair_section,
     redirect,
+    signed_in,
     signin_page,
 )
 from services.gateway.review_web.sessions import (
@@ -170,7 +171,7 @@ class ReviewApp:
                 if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     return Response(HTTPStatus.TOO_MANY_REQUESTS, signin_page(_status_text(exc)))
                 return Response(HTTPStatus.BAD_GATEWAY, signin_page(_status_text(exc)))
-        sid = self.sessions.create(client, token, replaces=held)
+        sid = self.sessions.create(client, token, replaces=held, who=_who(client))
         # The first purpose the token may act for: its page, not a refusal.
         landing = "/" if purpose == DEFAULT_PURPOSE else f"/?purpose={purpose}"
         return redirect(landing, [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
@@ -199,7 +200,8 @@ class ReviewApp:
             for p in PURPOSES
         )
         top = (
-            "<form method=get action=/><label>Purpose <select name=purpose>"
+            signed_in(session.handle, session.workspace)
+            + "<form method=get action=/><label>Purpose <select name=purpose>"
             f"{options}</select></label> <button type=submit>Show</button></form>"
             f"<form method=post action=/signout>{_hidden(csrf=session.csrf)}"
             "<button type=submit data-testid=signout>Sign out</button></form>"
@@ -353,6 +355,17 @@ class ReviewApp:
         )
         resp = client.call(client.memory.Supersede, request)
         session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
+
+
+def _who(client: Client) -> tuple[str, str]:
+    """The member's handle and workspace slug, asked once at sign-in (neither
+    changes for a token); a gateway that cannot say (one from before WhoAmI)
+    leaves them unshown rather than refusing the sign-in."""
+    try:
+        me = client.who_am_i()
+    except grpc.RpcError:
+        return "", ""
+    return me.member_handle or me.member_id, me.workspace_slug or me.workspace_id
 
 
 def _same_id(a: str, b: str) -> bool:

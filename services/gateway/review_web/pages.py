@@ -49,6 +49,7 @@ body { font: 15px/1.45 system-ui, sans-serif; color: var(--ink); margin: 0; back
 header.top { display: flex; gap: 1rem; align-items: center; padding: .8rem 1.5rem;
   background: #fff; border-bottom: 1px solid var(--line); }
 header.top h1 { font-size: 1.1rem; margin: 0 auto 0 0; }
+.who { margin: 0; color: var(--muted); }
 main { max-width: 1200px; margin: 0 auto; padding: 1rem 1.5rem 3rem; }
 .lead { color: var(--muted); }
 .flash { padding: .6rem .9rem; border-radius: 6px; margin: .5rem 0; background: #e7f0ff; }
@@ -282,6 +283,17 @@ def merges_table(merges: list[cpb.EntityMerge], csrf: str, purpose: str) -> str:
     return (
         "<table class=merges><tr><th>Merged</th><th>Into</th><th>Decided</th><th></th></tr>"
         f"{rows}</table>"
+    )
+
+
+def signed_in(handle: str, workspace: str) -> str:
+    """Who the page acts as (nothing when the gateway did not say)."""
+    if not handle:
+        return ""
+    where = f" in <b data-testid=workspace>{e(workspace)}</b>" if workspace else ""
+    return (
+        f"<p class=who data-testid=signed-in>Signed in as "
+        f"<b data-testid=handle>{e(handle)}</b>{where}</p>"
     )
 
 

@@ -47,6 +47,9 @@ class Session:
     flash: list[tuple[str, str]] = field(default_factory=Flash)
     # A digest of the token it signed in with (for the per-token cap).
     owner: str = ""
+    # Who signed in, as the page shows it ("" when the gateway did not say).
+    handle: str = ""
+    workspace: str = ""
 
 
 class Sessions:
@@ -57,11 +60,18 @@ class Sessions:
         self._items: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def create(self, client: Client, token: str = "", replaces: str | None = None) -> str:
+    def create(
+        self,
+        client: Client,
+        token: str = "",
+        replaces: str | None = None,
+        who: tuple[str, str] = ("", ""),
+    ) -> str:
         """A new session under a new id: ``replaces``, the session the browser
         held, ends with it (signing in again rotates the id, so no earlier
         cookie stays signed in); the token's own oldest session makes way when
-        the token has its share, the one seen least recently when the page is full."""
+        the token has its share, the one seen least recently when the page is full.
+        ``who``: the member's handle and workspace, shown on the page."""
         sid = secrets.token_urlsafe(32)
         now = time.monotonic()
         owner = hashlib.sha256(token.encode()).hexdigest()
@@ -75,7 +85,15 @@ class Sessions:
                 dropped.append(self._items.pop(k))
             while self._items and len(self._items) >= MAX_SESSIONS:
                 dropped.append(self._items.popitem(last=False)[1])
-            self._items[sid] = Session(client, secrets.token_urlsafe(24), now, now, owner=owner)
+            self._items[sid] = Session(
+                client,
+                secrets.token_urlsafe(24),
+                now,
+                now,
+                owner=owner,
+                handle=who[0],
+                workspace=who[1],
+            )
         for session in dropped:
             session.client.close()
         return sid

@@ -87,3 +87,4 @@ class Identity:
     read_only: bool = False
     # None: the token never expires.
     expires_at: datetime | None = None
+    member_handle: str = ""

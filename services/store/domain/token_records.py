@@ -209,5 +209,12 @@ class TokenRecords:
         if row[8]:
             raise errors.NotFound(TOKEN_EXPIRED)
         return Identity(
-            str(row[0]), row[1], str(row[2]), row[3], tuple(row[4] or ()), row[5], row[7]
+            str(row[0]),
+            row[1],
+            str(row[2]),
+            row[3],
+            tuple(row[4] or ()),
+            row[5],
+            row[7],
+            member_handle=row[11],
         )

@@ -197,7 +197,7 @@ AUTHENTICATE = """
 SELECT w.id, w.slug, m.id, m.role, t.purposes, t.read_only, t.id, t.expires_at,
        t.expires_at IS NOT NULL AND t.expires_at <= now() AS expired,
        t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute' AS stale,
-       t.revoked_at IS NOT NULL OR m.removed_at IS NOT NULL AS revoked
+       t.revoked_at IS NOT NULL OR m.removed_at IS NOT NULL AS revoked, m.handle
 FROM access_token t JOIN member m ON m.id = t.member_id JOIN workspace w ON w.id = m.workspace_id
 WHERE t.token_sha256 = %s AND w.importing_since IS NULL
 """
