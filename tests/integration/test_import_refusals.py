@@ -1,11 +1,13 @@
 """What an import refuses before it makes anything, through the command an
 operator runs (docs/export.md): a hand-edited archive that gives a
 forgotten memory its text back, a members file that leaves the copy
-without an owner."""
+without an owner. And what it writes as every other path does: a memory's
+text in NFC, whatever form the archive holds it in."""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,9 @@ from typing import Any
 import pytest
 
 from recallatron_devkit.stack import Stack
+from tests import dbutil
 from tests.conftest import Team
-from tests.integration.test_export_import import cli, rewrite, slug_exists
+from tests.integration.test_export_import import cli, made_database, rewrite, slug_exists
 
 pytestmark = pytest.mark.integration
 
@@ -100,3 +103,37 @@ def test_a_members_file_naming_no_owner_is_refused_and_nothing_is_made(
     assert [(m["handle"], m["role"]) for m in json.loads(done.stdout)["members"]] == [
         ("bob", "owner")
     ]
+
+
+def test_a_memorys_text_is_imported_in_nfc_as_every_write_stores_it(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """The import writes its rows with the memory table's triggers off, the
+    one that keeps text in NFC among them (migration 0038): an archive
+    holding decomposed text (one written by hand, or exported before 0038)
+    was imported as it was: its words became other lexemes than the same
+    words typed (a query is normalised to NFC), so lexical recall missed them."""
+    ada = team.clients["ada"]
+    made = ada.remember("Café hours", "the café opens at nine", audience_to="workspace").memory
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+
+    def decompose(rows: list[dict[str, Any]]) -> None:
+        row = next(r for r in rows if r["id"] == made.id)
+        for field in ("title", "body"):
+            row[field] = unicodedata.normalize("NFD", row[field])
+
+    rewrite(out, "memories", decompose)
+    assert "cafe\\u0301" in (out / "memories.jsonl").read_text()  # as JSON escapes it
+    slug = f"copy-{uuid.uuid4().hex[:10]}"
+    done = cli(stack, "import", str(out), "--as", slug, "--json")
+    assert done.returncode == 0, done.stderr
+    database = made_database(stack, json.loads(done.stdout)["workspace_id"])
+    text = "SELECT title, body FROM memory WHERE id = %s"
+    # As the store wrote it in the source: composed.
+    assert dbutil.query(stack, database, text, (made.id,)) == [(made.title, made.body)]
+    assert unicodedata.is_normalized("NFC", made.title + made.body)
+    lexemes = "SELECT lexeme FROM term_stat WHERE lexeme LIKE 'caf%%' ORDER BY lexeme"
+    assert dbutil.query(stack, database, lexemes) == dbutil.query(
+        stack, team.database_name, lexemes
+    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -300,8 +301,8 @@ def _write(
             (
                 m["id"],
                 m["kind"],
-                m["title"],
-                m["body"],
+                nfc(m["title"]),
+                nfc(m["body"]),
                 m["confidence"],
                 m["origin"],
                 m["revision"],
@@ -414,6 +415,13 @@ def _fold_provenance(conn: psycopg.Connection) -> None:
         if before == after:
             return
     raise errors.FailedPrecondition("links: the archive's links do not settle (a cycle?)")
+
+
+def nfc(text: str) -> str:
+    """A memory's text as every write stores it (workspace migration 0038):
+    that migration's trigger is off while the rows go in, and an archive may
+    hold another form (one exported before it, or edited by hand)."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
 
 
 def vector_text(encoded: str) -> str:
