@@ -161,3 +161,27 @@ def test_a_password_file_is_read_as_libpq_reads_it(tmp_path: Path) -> None:
     assert _inlined(
         tmp_path, ["127.0.0.1:5433:admin:admin:db-is-user"], url[: url.rindex("/")] + "/"
     ) == ("db-is-user")
+
+
+def test_a_password_libpq_takes_from_the_environment_reaches_the_subscription(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a `passfile` named in the URL was read: a store that reached its
+    servers with PGPASSWORD, PGPASSFILE or ~/.pgpass (as libpq does) handed
+    the move's subscription no password, and the target could not connect."""
+    for name in ("PGPASSWORD", "PGPASSFILE", "PGHOST", "PGPORT", "PGUSER", "PGDATABASE"):
+        monkeypatch.delenv(name, raising=False)
+    url = "postgresql://admin@127.0.0.1:5433/postgres"
+
+    def inlined() -> object:
+        return conninfo_to_dict(with_inline_password(url)).get("password")
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".pgpass").write_text("127.0.0.1:5433:*:admin:from-home\n")
+    assert inlined() == "from-home"
+    named = tmp_path / "named"
+    named.write_text("127.0.0.1:5433:*:admin:from-pgpassfile\n")
+    monkeypatch.setenv("PGPASSFILE", str(named))
+    assert inlined() == "from-pgpassfile"
+    monkeypatch.setenv("PGPASSWORD", "from-pgpassword")
+    assert inlined() == "from-pgpassword"

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 SERVER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
@@ -167,22 +168,37 @@ def server_map(database_url: str, default: str, pairs: str, directory: str) -> S
 
 
 def with_inline_password(url: str) -> str:
-    """``url`` with the password its libpq password file holds written into
-    it: for a connection Postgres itself opens (a subscription), which cannot
-    read this process's password file. Never log the result."""
+    """``url`` with the password libpq would send written into it: for a
+    connection Postgres itself opens (a subscription), which cannot read this
+    process's environment or password file. libpq's order: the URL's
+    password, PGPASSWORD, then the password file (the URL's ``passfile``,
+    PGPASSFILE, ~/.pgpass). Never log the result."""
     params = conninfo_to_dict(url)
     passfile = params.pop("passfile", None)
-    if passfile and not params.get("password"):
-        # The values libpq matches with (the first host of a multi-host URL).
-        user = str(params.get("user") or getpass.getuser())
-        found = passfile_password(
-            Path(str(passfile)).read_text(),
-            str(params.get("host") or params.get("hostaddr") or "").split(",")[0],
-            str(params.get("port") or "").split(",")[0],
-            str(params.get("dbname") or user),
-            user,
-        )
-        if found is not None:
+    if not params.get("password"):
+        env = {
+            o.keyword.decode(): o.val.decode()
+            for o in pq.Conninfo.get_defaults()
+            if o.val is not None and o.envvar is not None
+        }
+
+        def given(key: str) -> str:
+            # The URL's value, else the environment's (the first host of a
+            # multi-host URL).
+            return str(params.get(key) or env.get(key) or "").split(",")[0]
+
+        found: str | None = env.get("password")
+        path = Path(str(passfile or env.get("passfile") or Path.home() / ".pgpass"))
+        if not found and path.is_file():
+            user = given("user") or getpass.getuser()
+            found = passfile_password(
+                path.read_text(),
+                given("host") or given("hostaddr"),
+                given("port"),
+                given("dbname") or user,
+                user,
+            )
+        if found:
             params["password"] = found
     return make_conninfo(**params)  # type: ignore[arg-type]
 
