@@ -8,10 +8,8 @@ The CLI prints the same lists."""
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -25,14 +23,9 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
 from tests.conftest import Team, make_team
+from tests.listings import add_ended_tokens, add_live_tokens, error, every_page, page_token
 
 pytestmark = pytest.mark.integration
-
-
-def error(call: Callable[[], Any]) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as info:
-        call()
-    return info.value
 
 
 def handles(answer: Any) -> list[str]:
@@ -113,15 +106,11 @@ def member_pages(
     client: Client, workspace: str, page_size: int, removed: bool = False
 ) -> list[Any]:
     """Every page of a workspace's members, asked for one at a time."""
-    listed: list[Any] = []
-    token = ""
-    while True:
-        page = client.list_members_page(workspace, removed, page_size, token)
-        assert 0 < len(page.members) <= page_size
-        listed.extend(page.members)
-        token = page.next_page_token
-        if not token:
-            return listed
+    return every_page(
+        lambda token: client.list_members_page(workspace, removed, page_size, token),
+        "members",
+        page_size,
+    )
 
 
 def test_members_are_listed_a_page_at_a_time_by_handle(team: Team, operator: Client) -> None:
@@ -186,10 +175,6 @@ def test_a_workspace_past_one_answer_is_listed_in_pages(
             client.close()
 
 
-def members_token(data: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
-
-
 def test_bad_member_pages_name_their_field(stack: Stack, team: Team, operator: Client) -> None:
     first = operator.list_members_page(team.slug, False, 1)
     assert first.next_page_token
@@ -203,10 +188,10 @@ def test_bad_member_pages_name_their_field(stack: Stack, team: Team, operator: C
             (0, "bm90IG91cnM="),
             (0, elsewhere),
             (0, every_page_token()),
-            (0, members_token({**mine, "handle": "a\u0000b"})),
-            (0, members_token({**mine, "handle": 7})),
-            (0, members_token({**mine, "handle": "ada", "id": "not-an-id"})),
-            (0, members_token({"w": "members", "ws": team.workspace_id, "handle": "ada"})),
+            (0, page_token({**mine, "handle": "a\u0000b"})),
+            (0, page_token({**mine, "handle": 7})),
+            (0, page_token({**mine, "handle": "ada", "id": "not-an-id"})),
+            (0, page_token({"w": "members", "ws": team.workspace_id, "handle": "ada"})),
         ):
             field = "page_size" if size else "page_token"
             exc = error(partial(operator.list_members_page, team.slug, False, size, token))
@@ -222,19 +207,14 @@ def test_bad_member_pages_name_their_field(stack: Stack, team: Team, operator: C
 
 def every_page_token() -> str:
     """A token of the workspaces' listing, never the members'."""
-    return members_token({"w": "workspaces", "after": "a"})
+    return page_token({"w": "workspaces", "after": "a"})
 
 
-def every_page(operator: Client, page_size: int, server: str = "") -> list[Any]:
-    listed: list[Any] = []
-    token = ""
-    while True:
-        page = operator.list_workspaces(page_size, token, server)
-        assert len(page.workspaces) <= page_size
-        listed.extend(page.workspaces)
-        token = page.next_page_token
-        if not token:
-            return listed
+def workspace_pages(operator: Client, page_size: int, server: str = "") -> list[Any]:
+    """Every page of the workspaces' listing, asked for one at a time."""
+    return every_page(
+        lambda token: operator.list_workspaces(page_size, token, server), "workspaces", page_size
+    )
 
 
 def test_the_operator_lists_every_workspace_a_page_at_a_time(
@@ -242,20 +222,20 @@ def test_the_operator_lists_every_workspace_a_page_at_a_time(
 ) -> None:
     made = [make_team(stack, operator, ("eve", "fay")) for _ in range(3)]
     try:
-        listed = every_page(operator, 2)
+        listed = workspace_pages(operator, 2)
         slugs = [w.workspace.slug for w in listed]
         assert slugs == sorted(slugs) and len(slugs) == len(set(slugs))
-        assert slugs == [w.workspace.slug for w in every_page(operator, 1000)]
+        assert slugs == [w.workspace.slug for w in workspace_pages(operator, 1000)]
         by_slug = {w.workspace.slug: w for w in listed}
         for t in (team, *made):
             assert by_slug[t.slug].workspace.id == t.workspace_id
             assert by_slug[t.slug].workspace.server == "default"
         assert by_slug[team.slug].members == 3
         operator.remove_member(made[0].members["fay"], "erase")
-        server = every_page(operator, 1000, "default")
+        server = workspace_pages(operator, 1000, "default")
         assert {w.workspace.slug: w.members for w in server}[made[0].slug] == 1
         operator.delete_workspace(made[1].slug, made[1].slug)
-        assert made[1].slug not in {w.workspace.slug for w in every_page(operator, 1000)}
+        assert made[1].slug not in {w.workspace.slug for w in workspace_pages(operator, 1000)}
     finally:
         for t in made:
             for client in t.clients.values():
@@ -263,15 +243,11 @@ def test_the_operator_lists_every_workspace_a_page_at_a_time(
 
 
 # A token of the right shape whose slug holds a NUL character.
-NUL_TOKEN = base64.urlsafe_b64encode(
-    json.dumps({"w": "workspaces", "after": "a\u0000b"}).encode()
-).decode()
+NUL_TOKEN = page_token({"w": "workspaces", "after": "a\u0000b"})
 
 
 def test_a_page_past_the_last_workspace_is_empty(operator: Client) -> None:
-    past = base64.urlsafe_b64encode(
-        json.dumps({"w": "workspaces", "after": "z" * 40}).encode()
-    ).decode()
+    past = page_token({"w": "workspaces", "after": "z" * 40})
     page = operator.list_workspaces(0, past)
     assert list(page.workspaces) == [] and page.next_page_token == ""
 
@@ -371,19 +347,9 @@ def test_the_token_list_keeps_every_live_token_past_its_cap(
     """Ended tokens pile up (an MCP grant makes an hour's token at a time);
     the list's cap cuts the oldest ended ones, never a live one."""
     from services.store.domain.tokens import MAX_LISTED_TOKENS
-    from services.store.infrastructure.db import CONTROL_DATABASE
-    from tests import dbutil
 
     bob = team.members["bob"]
-    with psycopg.connect(dbutil.workspace_url(stack, CONTROL_DATABASE)) as conn:
-        conn.execute(
-            "INSERT INTO access_token (id, member_id, token_sha256, label, created_at,"
-            " expires_at) SELECT gen_random_uuid(), %s, sha256(gen_random_uuid()::text::bytea),"
-            " 'an hour', now() - interval '30 days' + g * interval '1 minute',"
-            " now() - interval '29 days' + g * interval '1 minute'"
-            " FROM generate_series(1, %s) g",
-            (bob, MAX_LISTED_TOKENS),
-        )
+    add_ended_tokens(stack, bob, MAX_LISTED_TOKENS)
     listed = operator.list_tokens_page(bob).tokens  # one list, as before paging
     assert len(listed) == MAX_LISTED_TOKENS
     # bob's live token from the team's making: newer than every ended one
@@ -412,15 +378,8 @@ def test_no_live_token_is_left_out_of_a_token_list(
         "SELECT count(*) FROM access_token WHERE member_id = %s AND revoked_at IS NULL"
         " AND (expires_at IS NULL OR expires_at > now())"
     )
-    with psycopg.connect(dbutil.workspace_url(stack, CONTROL_DATABASE)) as conn:
-        # bob holds the team's token: these make the cap's worth of live ones.
-        conn.execute(
-            "INSERT INTO access_token (id, member_id, token_sha256, label, created_at)"
-            " SELECT gen_random_uuid(), %s, sha256(gen_random_uuid()::text::bytea),"
-            " 'live', now() - interval '1 day' + g * interval '1 second'"
-            " FROM generate_series(1, %s) g",
-            (bob, MAX_LISTED_TOKENS - 1),
-        )
+    # bob holds the team's token: these make the cap's worth of live ones.
+    add_live_tokens(stack, [bob], MAX_LISTED_TOKENS - 1)
     for call in (
         partial(operator.create_token, bob, "one too many"),
         partial(team.clients["ada"].create_token, bob, "one too many"),

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import grpc
-import psycopg
 import pytest
 
 from recallatron.client import Client
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
 from tests.conftest import Team, make_team
+from tests.listings import add_ended_tokens, add_live_tokens, error, every_page, page_token
 
 pytestmark = pytest.mark.integration
 
@@ -31,25 +30,15 @@ HANDLES = ("Zed", "a-b", "a.b", "9x", *(f"m{i:02d}" for i in range(26)))
 LIVE_EACH = 50
 
 
-def error(call: Callable[[], Any]) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as info:
-        call()
-    return info.value
-
-
 def token_pages(
     client: Client, page_size: int, member_id: str = "", workspace_id: str = ""
 ) -> list[Any]:
     """Every page of a token listing, asked for one at a time."""
-    listed: list[Any] = []
-    token = ""
-    while True:
-        page = client.list_tokens_page(member_id, workspace_id, page_size, token)
-        assert 0 < len(page.tokens) <= page_size
-        listed.extend(page.tokens)
-        token = page.next_page_token
-        if not token:
-            return listed
+    return every_page(
+        lambda token: client.list_tokens_page(member_id, workspace_id, page_size, token),
+        "tokens",
+        page_size,
+    )
 
 
 def listing_order(t: Any) -> tuple[bytes, str, int, int, str]:
@@ -64,16 +53,8 @@ def seed(stack: Stack, operator: Client, team: Team) -> set[str]:
     from tests import dbutil
 
     made = [operator.create_member(team.workspace_id, h).member.id for h in HANDLES]
-    with psycopg.connect(dbutil.workspace_url(stack, CONTROL_DATABASE)) as conn:
-        # Five at a time share a created_at: the id orders them.
-        conn.execute(
-            "INSERT INTO access_token (id, member_id, token_sha256, label, created_at,"
-            " revoked_at) SELECT gen_random_uuid(), m, sha256(gen_random_uuid()::text::bytea),"
-            " 'seeded', now() - interval '1 day' + (g / 5) * interval '1 second',"
-            " CASE WHEN g = 0 THEN now() END"
-            " FROM unnest(%s::uuid[]) m, generate_series(0, %s) g",
-            (made, LIVE_EACH),
-        )
+    # Five at a time share a created_at: the id orders them.
+    add_live_tokens(stack, made, LIVE_EACH + 1, sharing=5, first_revoked=True)
     rows = dbutil.query(
         stack,
         CONTROL_DATABASE,
@@ -128,29 +109,15 @@ def test_a_members_ended_tokens_past_one_list_are_listed_in_pages(
     """One list leaves a member's oldest ended tokens out past 1,000; their
     pages leave nothing out."""
     from services.store.domain.tokens import MAX_LISTED_TOKENS
-    from services.store.infrastructure.db import CONTROL_DATABASE
-    from tests import dbutil
 
     bob = team.members["bob"]
-    with psycopg.connect(dbutil.workspace_url(stack, CONTROL_DATABASE)) as conn:
-        conn.execute(
-            "INSERT INTO access_token (id, member_id, token_sha256, label, created_at,"
-            " expires_at) SELECT gen_random_uuid(), %s, sha256(gen_random_uuid()::text::bytea),"
-            " 'an hour', now() - interval '30 days' + g * interval '1 minute',"
-            " now() - interval '29 days' + g * interval '1 minute'"
-            " FROM generate_series(1, %s) g",
-            (bob, MAX_LISTED_TOKENS),
-        )
+    add_ended_tokens(stack, bob, MAX_LISTED_TOKENS)
     one = operator.list_tokens_page(bob)
     assert len(one.tokens) == MAX_LISTED_TOKENS and not one.next_page_token
     paged = token_pages(operator, 400, member_id=bob)
     assert len({t.id for t in paged}) == len(paged) == MAX_LISTED_TOKENS + 1
     assert team.token_ids["bob"] == paged[-1].id
     assert operator.list_tokens(bob).tokens == paged
-
-
-def page_token(data: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
 
 
 def test_bad_token_pages_name_their_field(stack: Stack, team: Team, operator: Client) -> None:
