@@ -74,6 +74,41 @@ def test_a_key_given_twice_is_refused_naming_its_path(
     assert "twice" in refused.value.message
 
 
+@pytest.mark.parametrize(
+    ("cls", "body", "field"),
+    [
+        (
+            pb.RecallRequest,
+            b'{"skipRerank": true, "query": "a", "skip_rerank": false}',
+            "skip_rerank",
+        ),
+        (pb.RecallRequest, b'{"skip_rerank": false, "skipRerank": true}', "skipRerank"),
+        (
+            pb.RecallRequest,
+            b'{"filters": {"include_superseded": true, "includeSuperseded": false}}',
+            "filters.includeSuperseded",
+        ),
+        (
+            pb.RememberRequest,
+            b'{"title": "t", "claims": [{}, {"validFrom": "2026-01-01T00:00:00Z",'
+            b' "valid_from": "2020-01-01T00:00:00Z"}]}',
+            "claims[1].valid_from",
+        ),
+    ],
+)
+def test_a_field_given_by_both_its_names_is_refused_naming_the_second(
+    cls: type[Any], body: bytes, field: str
+) -> None:
+    """Both names of one field (its JSON name and its proto name) in one
+    object were taken, the last one given winning, where a key given twice
+    is refused."""
+    with pytest.raises(Refused) as refused:
+        decode(cls, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == field
+    assert "twice" in refused.value.message
+
+
 def test_a_binary_body_names_the_string_field_that_is_not_utf8() -> None:
     with pytest.raises(Refused) as refused:
         decode(pb.RecallRequest, b"\x0a\x02\xff\xfe", "application/proto")

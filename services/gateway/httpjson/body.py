@@ -109,24 +109,37 @@ def repeated_key(data: object, at: str = "") -> str:
     return ""
 
 
-def whole_enum_numbers(descriptor: Descriptor, data: object, prefix: str = "") -> None:
-    """Refuses an enum given as a number with a fraction, naming its field:
-    proto3 JSON takes an enum's name or its number, and the parser read 1.5
-    as 1 (a remember with "kind": 1.5 stored a note)."""
+def checked(descriptor: Descriptor, data: object, prefix: str = "") -> None:
+    """Refuses, naming the field as it was sent, what the proto3 JSON parser
+    takes but a request must not have: one field given by both its names
+    (``skipRerank`` and ``skip_rerank``; the parser kept the last, where a
+    key given twice is refused), and an enum given as a number with a
+    fraction (proto3 JSON takes an enum's name or its number, and the parser
+    read 1.5 as 1: a remember with "kind": 1.5 stored a note)."""
     if not isinstance(data, dict):
         return
+    keys = list(data)
     for field in descriptor.fields:
-        value = data.get(field.json_name, data.get(field.name))
+        given = [k for k in dict.fromkeys((field.json_name, field.name)) if k in data]
+        if not given:
+            continue
+        if len(given) > 1:
+            later = prefix + max(given, key=keys.index)
+            raise Refused(400, "invalid_argument", "given twice (by both its names)", later)
+        value = data[given[0]]
         if value is None:
             continue
-        name = prefix + field.json_name
-        items = value if isinstance(value, list) else [value]
+        name = prefix + given[0]
         if field.enum_type is not None:
+            items = value if isinstance(value, list) else [value]
             if any(isinstance(v, float) and not v.is_integer() for v in items):
                 raise Refused(400, "invalid_argument", "an enum's number is whole", name)
         elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
-            for item in items:
-                whole_enum_numbers(field.message_type, item, name + ".")
+            if isinstance(value, list):
+                for index, item in enumerate(value):
+                    checked(field.message_type, item, f"{name}[{index}].")
+            else:
+                checked(field.message_type, value, name + ".")
 
 
 def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMessage:
@@ -140,7 +153,7 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
         data = json.loads(body, object_pairs_hook=lambda p: _no_repeated_keys(p, repeats))
         if repeats:  # only then is the body walked for where
             raise Refused(400, "invalid_argument", "given twice", repeated_key(data) or repeats[0])
-        whole_enum_numbers(cast(Descriptor, cls.DESCRIPTOR), data)
+        checked(cast(Descriptor, cls.DESCRIPTOR), data)
         return json_format.ParseDict(data, cls())
     except DecodeError:
         field = undecodable_field(cast(Descriptor, cls.DESCRIPTOR), body) or "request"
