@@ -70,6 +70,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"could not start: {exc}", file=sys.stderr)
         return 1
+    status = 0
     try:
         print(f"ready gateway={stack.gateway}", flush=True)
         with contextlib.suppress(OSError):  # the page may be switched off
@@ -81,15 +82,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("serving; Ctrl-C stops everything", flush=True)
         while not stop.is_set():
             stop.wait(1.0)
-            for name, proc in stack.processes.items():
-                if proc.poll() is not None:
-                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
-                    stop.set()
+            ended = stack.exited()
+            if ended is not None:
+                # A stack with a part gone serves errors: stop it all, and fail.
+                print(f"{ended}; stopping", file=sys.stderr, flush=True)
+                status = 1
+                stop.set()
     finally:
         print("stopping ...", flush=True)
         stack.stop()
         print("stopped", flush=True)
-    return 0
+    return status
 
 
 def demo(gateway: str, admin_token: str, state: Path) -> None:

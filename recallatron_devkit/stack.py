@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,14 @@ _GUARDED = (
     "    pass\n"
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
 )
+
+
+def how_it_ended(returncode: int) -> str:
+    """A process's end as its exit status says it: a status, or the signal."""
+    if returncode < 0:
+        with suppress(ValueError):
+            return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with {returncode}"
 
 
 def last_error(log_text: str) -> str | None:
@@ -307,6 +315,21 @@ class Stack:
             proc = self.processes[name]
             if proc.poll() is not None:
                 raise RuntimeError(self._failure(name, f"exited with {proc.returncode}"))
+
+    def exited(self) -> str | None:
+        """What of the running stack has ended by itself, in one phrase
+        ('postgres was killed by SIGKILL', 'rank exited with 1'), or None. Its
+        Postgres servers come first: a service may end because one did."""
+        watched: dict[str, subprocess.Popen[bytes] | None] = {}
+        if self.postgres is not None:
+            watched["postgres"] = self.postgres.process
+        for name, pg in self.extra_postgres.items():
+            watched[f"postgres {name}"] = pg.process
+        watched.update(self.processes)
+        for name, proc in watched.items():
+            if proc is not None and proc.poll() is not None:
+                return f"{name} {how_it_ended(proc.returncode)}"
+        return None
 
     def wait_serving(
         self, name: str, timeout: float | None = None, watch: Iterable[str] = ()
