@@ -107,3 +107,24 @@ def test_a_timeout_that_is_no_positive_count_is_refused_naming_the_header(value:
     status, answer, _ = _answer("POST", DESCRIBE, ((b"connect-timeout-ms", value.encode()),))
     assert (status, answer.get("code")) == (400, "invalid_argument"), (value, answer)
     assert answer["message"].startswith("connect-timeout-ms:")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ((b"connect-timeout-ms", b"-5"), (b"connect-timeout-ms", b"5000")),
+        ((b"connect-timeout-ms", b"0"), (b"Connect-Timeout-Ms", b"5000")),
+        ((b"content-type", b"application/json"),),
+        ((b"content-encoding", b"identity"), (b"content-encoding", b"identity")),
+    ],
+)
+def test_a_header_of_the_call_given_twice_is_refused_naming_it(
+    given: tuple[tuple[bytes, bytes], ...],
+) -> None:
+    """The check read a repeated header's last value and the library its
+    first: a timeout of -5 given before one of 5000 passed the check and ran
+    the call with no time left."""
+    status, answer, _ = _answer("POST", DESCRIBE, given)
+    name = given[0][0].decode()
+    assert (status, answer.get("code")) == (400, "invalid_argument"), answer
+    assert answer["message"].startswith(f"{name}:"), answer

@@ -55,6 +55,9 @@ OPENAPI_PATH = "/openapi.json"
 
 
 _TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
+# The headers of a call that hold one value, each checked here before the
+# library reads it (its first; a dict of them here, the last).
+_SINGLE_HEADERS = ("content-type", "content-encoding", "connect-timeout-ms")
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 # The HTTP status of each Connect code (the Connect protocol's table).
 HTTP_STATUS: dict[Code, int] = {
@@ -308,6 +311,11 @@ class HttpJsonApp:
                 raise Refused(
                     400, "invalid_argument", f"{name.decode('latin-1')}: a header that is not UTF-8"
                 ) from None
+        names = [k.decode("latin-1").lower() for k, _ in scope["headers"]]
+        for name in _SINGLE_HEADERS:
+            if names.count(name) > 1:
+                # Checked here by one value, read by the library by another.
+                raise Refused(400, "invalid_argument", f"{name}: given more than once")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         content_type = media_type(headers.get("content-type", ""))
         if content_type is None:
