@@ -42,10 +42,15 @@ _FORMS = {
 }
 
 
-def _split(text: str, sep: str, option: str, parts: int) -> list[str]:
+def _split(text: str, sep: str, option: str, parts: int, given: str = "") -> list[str]:
+    """``text`` in ``parts`` non-blank pieces; refused naming the option and
+    its value as ``given`` (when ``text`` is a part of it)."""
     pieces = text.split(sep, parts - 1)
     if len(pieces) != parts or not all(p.strip() for p in pieces):
-        raise common.Refused(f"INVALID_ARGUMENT: {option}: expected {_FORMS[option]}, got {text!r}")
+        shown = given or text
+        raise common.Refused(
+            f"INVALID_ARGUMENT: {option}: expected {_FORMS[option]}, got {shown!r}"
+        )
     return [p.strip() for p in pieces]
 
 
@@ -92,7 +97,7 @@ def graph_items(args: argparse.Namespace) -> GraphItems:
     }
     for text in args.claim:
         name, rest = _split(text, ":", "--claim", 2)
-        attribute, value = _split(rest, "=", "--claim", 2)
+        attribute, value = _split(rest, "=", "--claim", 2, given=text)
         items["claims"].append(
             {"entity": entity(name), "attribute": attribute, "value": value, **span}
         )

@@ -45,9 +45,14 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
             ["remember", "text", "--claim", "no colon here", *NOWHERE],
             "INVALID_ARGUMENT: --claim: expected",
         ),
+        # The option's value as given, not the part after its first separator.
+        (
+            ["remember", "text", "--claim", "Robin:city", *NOWHERE],
+            "INVALID_ARGUMENT: --claim: expected ENTITY:ATTRIBUTE=VALUE, got 'Robin:city'\n",
+        ),
         (["read", "00000000-0000-0000-0000-000000000001"], "no token:"),
     ],
-    ids=["purpose", "duration", "claim", "no-token"],
+    ids=["purpose", "duration", "claim", "claim-without-value", "no-token"],
 )
 def test_a_refusal_is_one_error_line_and_exit_2(
     argv: list[str],
