@@ -139,3 +139,27 @@ def test_head_leaves_the_messages_for_the_next_view() -> None:
     assert app.handle("HEAD", "/", {COOKIE: sid}, {}).status == 200
     assert b"Kept both." in app.handle("GET", "/", {COOKIE: sid}, {}).body
     assert session.flash == []
+
+
+@pytest.mark.parametrize(
+    "other",
+    ['prefs={"theme":"dark"}', "greeting=hello world", 'quoted="a\\"'],
+    ids=["json", "space", "quote"],
+)
+def test_another_sites_cookie_does_not_sign_the_person_out(web: ReviewWeb, other: str) -> None:
+    """Cookies are kept per host, not per port: another application on the
+    same host sets its own, in whatever shape it likes. One that Python's
+    cookie parser refuses took ours down with it (signed out, and every
+    sign-in landed on the sign-in form again)."""
+    web.app.client_factory = _Client  # type: ignore[assignment]
+    form = b"token=rct_alice"
+    _, headers, _ = _exchange(
+        web,
+        _request("POST", "/signin", f"Content-Length: {len(form)}\r\n").removesuffix(b"\r\n")
+        + b"\r\n"
+        + form,
+    )
+    sid = headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+    for cookie in (f"{other}; {COOKIE}={sid}", f"{COOKIE}={sid}; {other}"):
+        status, _, body = _exchange(web, _request("GET", "/", f"Cookie: {cookie}\r\n"))
+        assert status == 200 and b"data-testid=signout" in body, cookie

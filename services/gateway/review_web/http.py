@@ -10,7 +10,6 @@ import sys
 import threading
 from collections import Counter
 from http import HTTPStatus
-from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -132,6 +131,21 @@ def content_length(value: str | None) -> int | Response:
     return length
 
 
+def cookies_of(headers: list[str]) -> dict[str, str]:
+    """The request's cookies by name, the first of each name. Read pair by
+    pair: cookies are kept per host, not per port, so another application on
+    the same host adds its own in any shape (JSON, spaces, stray quotes),
+    and http.cookies drops every cookie of a header it cannot parse whole."""
+    found: dict[str, str] = {}
+    for header in headers:
+        for pair in header.split(";"):
+            name, sep, value = pair.partition("=")
+            name, value = name.strip(), value.strip()
+            if sep and name and name not in found:
+                found[name] = value
+    return found
+
+
 def _same_origin(origin: str | None, host: str) -> bool:
     """Whether a form comes from this page (no Origin: not a browser's
     cross-site post); an Origin no parser reads is not this page."""
@@ -247,12 +261,7 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
                 # A body no method here reads: left unread, it must not be
                 # taken for the next request.
                 self.close_connection = True
-            jar = SimpleCookie()
-            try:
-                jar.load(self.headers.get("Cookie", ""))
-            except Exception:
-                jar = SimpleCookie()
-            cookies = {k: m.value for k, m in jar.items()}
+            cookies = cookies_of(self.headers.get_all("Cookie") or [])
             try:
                 host, port = self.client_address[:2]
                 response = app.handle(method, self.path, cookies, form, f"{host}:{port}")
