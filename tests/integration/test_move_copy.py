@@ -16,12 +16,11 @@ import pytest
 
 from recallatron import errors
 from recallatron_devkit.localpg import LocalPostgres
-from recallatron_devkit.stack import free_port
 from services.store.domain import move_copy
 from services.store.domain.control import ControlPlane
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
-from services.store.settings import StoreSettings
+from tests.two_servers import before_step, drop_slots, store_on, take_slots, two_servers
 
 pytestmark = pytest.mark.integration
 
@@ -31,32 +30,15 @@ STUCK_SECONDS = 150.0
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
-    base = tmp_path_factory.mktemp("move-copy")
-    made = {
-        name: LocalPostgres(base / name, free_port(), secrets_dir=base / f"{name}-secrets")
-        for name in ("default", "b")
-    }
-    for pg in made.values():
-        pg.start()
-    try:
+    with two_servers(tmp_path_factory.mktemp("move-copy")) as made:
         yield made
-    finally:
-        for pg in made.values():
-            pg.stop()
 
 
 @pytest.fixture
 def store(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, ControlPlane]]:
-    settings = StoreSettings(
-        database_url=servers["default"].url,
-        app_password=servers["default"].app_password,
-        app_password_scram_iterations=1,
-        postgres_servers=f"b={servers['b'].url}",
-    )
-    dbs = Databases(settings)
-    dbs.bootstrap()
+    dbs, control = store_on(servers)
     try:
-        yield dbs, ControlPlane(dbs)
+        yield dbs, control
     finally:
         dbs.close()
 
@@ -64,21 +46,11 @@ def store(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, Contro
 @pytest.fixture
 def one_free_slot(servers: dict[str, LocalPostgres]) -> Iterator[None]:
     """Every replication slot of the source but one taken (by others)."""
-    url = servers["default"].url
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT current_setting('max_replication_slots')::int - count(*)"
-            " FROM pg_replication_slots"
-        ).fetchone()
-        taken = [f"taken_{i}" for i in range(int(row[0]) - 1)]  # type: ignore[index]
-        for name in taken:
-            conn.execute("SELECT pg_create_physical_replication_slot(%s)", (name,))
+    taken = take_slots(servers["default"].url, "taken", leave=1)
     try:
         yield
     finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            for name in taken:
-                conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+        drop_slots(servers["default"].url, taken)
 
 
 def moved(mover: Mover, workspace_id: str) -> Any:
@@ -149,28 +121,16 @@ def test_a_copy_that_makes_no_progress_is_rolled_back(
     ws = control.create_workspace(f"stall-{uuid.uuid4().hex[:8]}", "default")
     monkeypatch.setattr(move_copy, "COPY_STALL_SECONDS", 5.0)
     taken: list[str] = []
-    step = Mover._step
-
-    def lose_the_room_once_recorded(mover: Mover, name: str) -> None:
-        if name == "recorded":
-            with psycopg.connect(servers["default"].url, autocommit=True) as conn:
-                free = conn.execute(
-                    "SELECT current_setting('max_replication_slots')::int - count(*)"
-                    " FROM pg_replication_slots"
-                ).fetchone()
-                for i in range(int(free[0]) - 1):  # type: ignore[index]
-                    taken.append(f"late_{i}")
-                    conn.execute("SELECT pg_create_physical_replication_slot(%s)", (taken[-1],))
-        step(mover, name)
-
-    monkeypatch.setattr(Mover, "_step", lose_the_room_once_recorded)
+    before_step(
+        monkeypatch,
+        "recorded",
+        lambda: taken.extend(take_slots(servers["default"].url, "late", leave=1)),
+    )
     said: list[str] = []
     try:
         outcome = moved(Mover(dbs, control, said.append), ws.id)
     finally:
-        with psycopg.connect(servers["default"].url, autocommit=True) as conn:
-            for name in taken:
-                conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+        drop_slots(servers["default"].url, taken)
     assert isinstance(outcome, errors.Unavailable), (outcome, said)
     assert outcome.message.startswith("copying: no progress for 5 s (")
     assert "the target server's log says why" in outcome.message

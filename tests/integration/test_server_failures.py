@@ -27,42 +27,21 @@ from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.settings import StoreSettings
+from tests.two_servers import before_step, drop_slots, store_on, take_slots, two_servers
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
-    base = tmp_path_factory.mktemp("move-failures")
-    made = {
-        name: LocalPostgres(base / name, free_port(), secrets_dir=base / f"{name}-secrets")
-        for name in ("default", "b")
-    }
-    for pg in made.values():
-        pg.start()
-    try:
+    with two_servers(tmp_path_factory.mktemp("move-failures")) as made:
         yield made
-    finally:
-        for pg in made.values():
-            pg.stop()
 
 
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _store(servers: dict[str, LocalPostgres], *more: str) -> tuple[Databases, ControlPlane]:
-    settings = StoreSettings(
-        database_url=servers["default"].url,
-        app_password=servers["default"].app_password,
-        app_password_scram_iterations=1,
-        postgres_servers=",".join([f"b={servers['b'].url}", *more]),
-    )
-    dbs = Databases(settings)
-    dbs.bootstrap()
-    return dbs, ControlPlane(dbs)
 
 
 def _move_row(servers: dict[str, LocalPostgres], workspace_id: str) -> Any:
@@ -80,7 +59,7 @@ def test_a_move_between_two_names_of_one_server_is_refused_and_keeps_the_data(
     there: it was the source), and its rollback then dropped that database."""
     from recallatron import errors
 
-    dbs, control = _store(servers, f"url-0123456789ab={servers['default'].url}")
+    dbs, control = store_on(servers, f"url-0123456789ab={servers['default'].url}")
     try:
         ws = control.create_workspace(f"alias-{uuid.uuid4().hex[:8]}", "url-0123456789ab")
         with pytest.raises(errors.FailedPrecondition) as info:
@@ -101,7 +80,7 @@ def test_a_move_to_a_server_that_does_not_answer_leaves_nothing_behind(
     rollback asked that target first: the row stayed, and the workspace
     could be neither deleted nor moved anywhere else."""
     dead = f"c=postgresql://postgres:pw1234secret@127.0.0.1:{_closed_port()}/postgres"
-    dbs, control = _store(servers, dead)
+    dbs, control = store_on(servers, dead)
     try:
         ws = control.create_workspace(f"dead-{uuid.uuid4().hex[:8]}", "default")
         mover = Mover(dbs, control, lambda _: None)
@@ -124,35 +103,20 @@ def test_a_refused_subscription_leaves_no_password_in_the_target_server_log(
     (here the source has no free replication slot: taken by others after the
     move found two, move_copy.check_replication_room)."""
     source = servers["default"]
-    dbs, control = _store(servers)
-    free = [0]
-    step = Mover._step
-
-    def take_every_slot_once_recorded(mover: Mover, name: str) -> None:
-        if name == "recorded":
-            with psycopg.connect(source.url, autocommit=True) as conn:
-                free[0] = conn.execute(
-                    "SELECT current_setting('max_replication_slots')::int - count(*)"
-                    " FROM pg_replication_slots"
-                ).fetchone()[0]  # type: ignore[index]
-                for i in range(free[0]):
-                    conn.execute("SELECT pg_create_physical_replication_slot(%s)", (f"taken_{i}",))
-        step(mover, name)
-
-    monkeypatch.setattr(Mover, "_step", take_every_slot_once_recorded)
+    dbs, control = store_on(servers)
+    taken: list[str] = []
+    before_step(monkeypatch, "recorded", lambda: taken.extend(take_slots(source.url, "taken")))
     try:
         ws = control.create_workspace(f"slot-{uuid.uuid4().hex[:8]}", "default")
         with pytest.raises(psycopg.Error):
             Mover(dbs, control, lambda _: None).move(ws.id, "b")
-        assert free[0] > 0
+        assert taken
         assert _move_row(servers, ws.id) is None
         log = Path(servers["b"].data_dir / "server.log").read_text(errors="replace")
         assert "CREATE SUBSCRIPTION" not in log or source.superuser_password not in log
         assert source.superuser_password not in log
     finally:
-        with psycopg.connect(source.url, autocommit=True) as conn:
-            for i in range(free[0]):
-                conn.execute("SELECT pg_drop_replication_slot(%s)", (f"taken_{i}",))
+        drop_slots(source.url, taken)
         dbs.close()
 
 
@@ -169,7 +133,7 @@ def test_creating_or_deleting_on_a_server_that_is_down_is_unavailable(
     INTERNAL and did not retry (a deletion is finished by deleting again)."""
     from recallatron import errors
 
-    dbs, control = _store(servers)
+    dbs, control = store_on(servers)
     ws = control.create_workspace(f"down-{uuid.uuid4().hex[:8]}", "b")
     dbs.close()
     down = f"postgresql://postgres:pw1234secret@127.0.0.1:{_closed_port()}/postgres"
@@ -195,7 +159,7 @@ def test_creating_or_deleting_on_a_server_that_is_down_is_unavailable(
 def test_two_creations_of_one_slug_leave_one_database(servers: dict[str, LocalPostgres]) -> None:
     """Both passed the slug check and made a database; the loser answered
     ALREADY_EXISTS and left its database behind, counted by nobody."""
-    dbs, control = _store(servers)
+    dbs, control = store_on(servers)
     try:
         before = _workspace_databases(servers["default"].url)
         slug = f"race-{uuid.uuid4().hex[:8]}"
@@ -229,7 +193,7 @@ def test_a_move_to_no_configured_server_is_refused_naming_to(
     error; other bad names were refused naming `server`, not the option."""
     from recallatron import errors
 
-    dbs, control = _store(servers)
+    dbs, control = store_on(servers)
     try:
         ws = control.create_workspace(f"to-{uuid.uuid4().hex[:8]}", "b")
         with pytest.raises(errors.InvalidArgument) as info:
@@ -248,7 +212,7 @@ def test_two_spellings_of_one_server_share_one_connection_budget(
     process could hold twice what the start-up check had passed there."""
     pg = servers["default"]
     spelled = f"postgresql://postgres:{pg.superuser_password}@localhost:{pg.port}/postgres"
-    dbs, _ = _store(servers, f"other={spelled}", f"url-0123456789ab={pg.url}")
+    dbs, _ = store_on(servers, f"other={spelled}", f"url-0123456789ab={pg.url}")
     try:
         dbs.ensure_all_servers()
         assert dbs.budget("other") is dbs.budget("default")
@@ -269,7 +233,7 @@ def test_a_server_down_at_start_is_checked_against_its_budget_when_first_reached
     late = LocalPostgres(tmp_path / "late", free_port(), secrets_dir=tmp_path / "late-secrets")
     late.start()
     try:
-        dbs, control = _store(servers, f"late={late.url}")
+        dbs, control = store_on(servers, f"late={late.url}")
         try:
             ws = control.create_workspace(f"late-{uuid.uuid4().hex[:8]}", "late")
         finally:
@@ -278,7 +242,7 @@ def test_a_server_down_at_start_is_checked_against_its_budget_when_first_reached
         # Room for 25 - 3 reserved - 10 for operators = 12, where the store
         # and the job need 19 + 6 on a server other than the default.
         late.max_connections = 25
-        dbs, control = _store(servers, f"late={late.url}")
+        dbs, control = store_on(servers, f"late={late.url}")
         try:
             dbs.ensure_all_servers()  # late is down: logged, not fatal
             late.start()
