@@ -61,15 +61,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         name = "PG" if exc.what == "postgres" else exc.what.upper()
         variable = f"RECALLATRON_{name}_" + ("LISTEN" if side else "PORT")
         free = "host:0" if side else "0"
-        print(
+        raise common.Refused(
             f"could not start: {exc}: stop that process, or move this one with "
             f"{variable} ({free}: a free one)",
-            file=sys.stderr,
-        )
-        return 1
+            1,
+        ) from None
     except RuntimeError as exc:
-        print(f"could not start: {exc}", file=sys.stderr)
-        return 1
+        raise common.Refused(f"could not start: {exc}", 1) from None
     status = 0
     try:
         print(f"ready gateway={stack.gateway}", flush=True)

@@ -106,7 +106,9 @@ def test_a_second_up_in_the_same_state_directory_leaves_the_running_stack_alone(
         )
         said = second_out.read_text()
         assert second.wait(WAIT_SECONDS) == 1, said
-        assert f"a stack is already running in {state.resolve()}" in said, said
+        # Refused as every command refuses: one line starting "error:".
+        refused = f"\nerror: could not start: a stack is already running in {state.resolve()}"
+        assert refused in said, said
         assert f"pid {first.pid}" in said, said
         assert "Traceback" not in said, said
         # The first stack still runs on its own Postgres and answers.
@@ -150,6 +152,7 @@ def test_a_port_taken_by_another_process_is_named_with_its_setting(
     said = out.read_text()
     assert code == 1, said
     assert f"127.0.0.1:{port}" in said and "taken" in said and variable in said, said
+    assert said.splitlines()[-1].startswith("error: could not start: "), said
     assert "Traceback" not in said and "its log ends" not in said, said
     # Refused before anything started: no server left behind, no log written.
     assert not (state / "pgdata" / "postmaster.pid").exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from recallatron_cli import up
+from recallatron_cli import common, up
 from recallatron_devkit import stack
 from services.embed import prepare
 
@@ -25,7 +25,8 @@ def _models_dir_up_uses(monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.setattr(stack, "Stack", Stopped)
     monkeypatch.setattr(signal, "signal", lambda *_: None)
-    assert up.cmd_up(argparse.Namespace(demo=False)) == 1
+    with pytest.raises(common.Refused, match="could not start: stopped before starting"):
+        up.cmd_up(argparse.Namespace(demo=False))
     [models] = seen
     assert models is not None
     return models
