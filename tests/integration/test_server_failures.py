@@ -265,3 +265,41 @@ def test_a_server_down_at_start_is_checked_against_its_budget_when_first_reached
             dbs.close()
     finally:
         late.stop()
+
+
+def test_a_server_that_never_answers_holds_neither_the_start_nor_a_call(
+    servers: dict[str, LocalPostgres],
+) -> None:
+    """Admin connections had no connect timeout: a server whose port accepts
+    and never answers (a hung host, a proxy with no backend) held the start
+    (the app role set on every server) for ever, and, since a server is
+    checked when first reached, each call for one of its workspaces held
+    one of the process's two admin connections with it."""
+    from recallatron import errors
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # the kernel accepts; nobody ever answers
+        port = silent.getsockname()[1]
+        dbs, _ = store_on(
+            servers, f"c=postgresql://postgres:pw1234secret@127.0.0.1:{port}/postgres"
+        )
+        try:
+            done = threading.Event()
+            errors_seen: list[BaseException] = []
+
+            def start_then_call() -> None:
+                try:
+                    dbs.ensure_all_servers()  # c does not answer: logged, not fatal
+                    with pytest.raises(errors.Unavailable):
+                        dbs.app_pool("c", "ws_" + uuid.uuid4().hex)
+                except BaseException as exc:  # kept for the assertion below
+                    errors_seen.append(exc)
+                finally:
+                    done.set()
+
+            threading.Thread(target=start_then_call, daemon=True).start()
+            assert done.wait(120), "the start or the call still waits for the silent server"
+            assert not errors_seen, errors_seen
+        finally:
+            dbs.close()

@@ -77,6 +77,7 @@ _BOOTSTRAP_LOCK = 7_401_000
 _TEMPLATE_LOCK = 7_401_002
 PROCESSES = ("store", "embedding job")
 ADMIN_WAIT_SECONDS = 60.0
+ADMIN_CONNECT_TIMEOUT_SECONDS = 10
 
 
 def with_database(server_url: str, database: str, **overrides: str) -> str:
@@ -178,6 +179,11 @@ class Databases:
         """An admin connection (autocommit), outside the budget but counted
         in the start-up check: at most ADMIN_CONNECTIONS at once."""
         url = self.database_url(server, database) if database else self.server_url(server)
+        # A server that never answers is given up (its own URL may say how
+        # long): it would hold a slot, and the start or a call, for ever.
+        if "connect_timeout" not in conninfo_to_dict(url):
+            wait = deadline.capped(ADMIN_CONNECT_TIMEOUT_SECONDS)  # a call's, when nearer
+            url = make_conninfo(url, connect_timeout=max(1, round(wait)))
         # The slot is free again only once the server ended the backend.
         with self.admin_slot(), closing_and_waiting(psycopg.connect(url, autocommit=True)) as conn:
             yield conn
