@@ -3,7 +3,8 @@ floor's rule (services/store/domain/floor.py) on a workspace's own memories,
 run beside the store like `rebuild`: the memories and their vectors from the
 workspace's database, the queries embedded by the embed service. With
 ``--apply`` the chosen floor becomes the workspace's ``dense_floor`` (the
-services read settings anew within seconds)."""
+services read settings anew within seconds), written to the workspace's audit
+log as the operator's change, as an owner's change through the API is."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def embed_texts() -> Any:
 def cmd_calibrate_floor(args: argparse.Namespace) -> int:
     from recallatron.embed_input import EMBED_INPUT_VERSION, compose
     from recallatron_cli.operator import _store, _workspace_id
+    from services.store.domain.administration import Administration
     from services.store.domain.floor import calibrate
     from services.store.sql import floor_queries as q
 
@@ -84,7 +86,10 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
             return 1
         current = ws.settings.dense_floor
         if args.apply:
-            control.update_settings(workspace_id, {"dense_floor": choice.floor})
+            # None: the operator (the command runs beside the store, no member asked).
+            Administration(dbs, control).update_settings(
+                None, workspace_id, {"dense_floor": choice.floor}
+            )
     result = {
         "workspace": ws.slug,
         "memories": len(rows),

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from recallatron_devkit.stack import Stack
+from services.store.domain.administration import ACTIONS
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests.conftest import Team
 
@@ -89,3 +90,25 @@ def test_calibrate_floor_names_an_unknown_workspace(stack: Stack) -> None:
     # The refusal every command gives: its line starts "error:" (it did not).
     assert proc.returncode == 1
     assert "error: no workspace 'no-such-workspace'\n" in proc.stderr
+
+
+def test_applying_the_floor_is_in_the_workspaces_audit_log(stack: Stack, team: Team) -> None:
+    """An owner reads who changed their workspace's settings (design §10):
+    `--apply` changed the dense floor and wrote no entry, so the log showed
+    nothing of a change that moves every recall."""
+    ada = team.clients["ada"]
+    for i, fact in enumerate(FACTS[:6]):
+        ada.remember(f"Fact {i}", fact, audience_to="workspace")
+    ada.wait_embedded(timeout=120)
+    before = floor_of(stack, team.workspace_id)
+
+    applied = calibrate(stack, "--workspace", team.slug, "--apply", "--json")
+    assert applied.returncode == 0, applied.stderr
+    chosen = json.loads(applied.stdout)["floor"]
+    newest = ada.audit_events(actions=list(ACTIONS)).events[0]
+    assert (newest.action, newest.member_handle) == ("update_settings", "operator"), newest
+    changed = json.loads(newest.detail_json)["changed"]
+    if chosen == pytest.approx(before):
+        assert changed == {}
+    else:
+        assert changed == {"dense_floor": [pytest.approx(before), pytest.approx(chosen)]}

@@ -95,7 +95,7 @@ class Administration(OnWorkspaces):
         return made, old_expires_at
 
     def update_settings(
-        self, by: str, workspace_id: str, changes: dict[str, Any]
+        self, by: str | None, workspace_id: str, changes: dict[str, Any]
     ) -> WorkspaceSettings:
         was, merged = self.control.change_settings(workspace_id, changes)
         before, after = was.to_json(), merged.to_json()
