@@ -118,24 +118,39 @@ WITH {CURRENT_MODEL}, recent_memory AS (
                       WHERE x.entity_id = a.id AND y.entity_id = b.id)
 ), candidates AS (
     SELECT * FROM by_key UNION ALL SELECT * FROM by_prefix UNION ALL SELECT * FROM by_context
+), grp AS MATERIALIZED (
+    SELECT g.start_id, g.member_id FROM entity_group(ARRAY(SELECT id FROM recent)) g
+), rep AS (
+    -- The least member stands for its group: the rows of two groups are one proposal.
+    SELECT start_id AS id, min(member_id::text)::uuid AS rep FROM grp GROUP BY start_id
+), pair_rows AS (
+    SELECT c.first_id, c.second_id, c.reason,
+           least(ra.rep, rb.rep) AS lo, greatest(ra.rep, rb.rep) AS hi,
+           nullif(1 - (ca.centroid <=> cb.centroid), 'NaN') AS cosine
+    FROM candidates c
+    JOIN rep ra ON ra.id = c.first_id
+    JOIN rep rb ON rb.id = c.second_id
+    LEFT JOIN context ca ON ca.id = c.first_id
+    LEFT JOIN context cb ON cb.id = c.second_id
+    -- Two entities already one, or two groups any of whose members were
+    -- kept apart, are not proposed.
+    WHERE ra.rep <> rb.rep
+      AND NOT EXISTS (
+            SELECT 1 FROM grp ga JOIN grp gb ON gb.start_id = c.second_id
+            JOIN entity_pair_apart d
+              ON d.first_id = least(ga.member_id, gb.member_id)
+             AND d.second_id = greatest(ga.member_id, gb.member_id)
+            WHERE ga.start_id = c.first_id)
 )
-SELECT c.first_id, c.second_id, array_agg(DISTINCT c.reason) AS reasons,
-       nullif(1 - (ca.centroid <=> cb.centroid), 'NaN') AS cosine
-FROM candidates c
-LEFT JOIN context ca ON ca.id = c.first_id
-LEFT JOIN context cb ON cb.id = c.second_id
-WHERE NOT EXISTS (SELECT 1 FROM entity_pair_apart d
-                  WHERE d.first_id = c.first_id AND d.second_id = c.second_id)
-GROUP BY c.first_id, c.second_id, ca.centroid, cb.centroid
-ORDER BY bool_or(c.reason <> 'close_context') DESC, cosine DESC NULLS LAST, c.first_id, c.second_id
+-- One row per pair of groups, named by its closest two entities.
+SELECT (array_agg(p.first_id ORDER BY p.cosine DESC NULLS LAST, p.first_id, p.second_id))[1],
+       (array_agg(p.second_id ORDER BY p.cosine DESC NULLS LAST, p.first_id, p.second_id))[1],
+       array_agg(DISTINCT p.reason) AS reasons,
+       max(p.cosine) AS cosine
+FROM pair_rows p
+GROUP BY p.lo, p.hi
+ORDER BY bool_or(p.reason <> 'close_context') DESC, cosine DESC NULLS LAST, p.lo, p.hi
 LIMIT %(limit)s
-"""
-VISIBLE_COUNT = "SELECT count(*) FROM entity WHERE id = ANY(%s::uuid[])"
-# The pairs kept apart among these entities (both ends), to be read as their
-# groups' heads: a pair is kept apart group to group.
-APART_AMONG = """
-SELECT first_id, second_id FROM entity_pair_apart
-WHERE first_id = ANY(%(ids)s::uuid[]) AND second_id = ANY(%(ids)s::uuid[])
 """
 # Merges in one workspace are decided one at a time (a transaction-scoped
 # lock of its database): two taken at once could each find their groups within
@@ -207,19 +222,14 @@ class EntityMergeStore(InWorkspaces):
             "memories": PAIR_MEMORIES,
             "entities": PAIR_ENTITIES,
             "min_cosine": CONTEXT_MIN_COSINE,
-            # More rows than shown: pairs inside one group fall away below.
-            "limit": limit * 4,
+            # One row per pair of groups, none inside one group or kept
+            # apart (the statement decides, so none crowds out another).
+            "limit": limit,
         }
         with self.transaction(caller) as conn:
             rows = conn.execute(PAIRS, params).fetchall()
             ids = list(dict.fromkeys(str(i) for r in rows for i in (r[0], r[1])))
             cards = graph.cards_by_id(conn, ids)
-            head_of = {m.id: c.entity.id for c in cards.values() for m in (c.entity, *c.merged)}
-            apart = {
-                (min(heads), max(heads))
-                for x, y in conn.execute(APART_AMONG, {"ids": list(head_of)}).fetchall()
-                for heads in [(head_of[str(x)], head_of[str(y)])]
-            }
         out: list[EntityPair] = []
         shown: set[tuple[str, str]] = set()
         page = Budget(ANSWER_BUDGET_BYTES)
@@ -228,7 +238,7 @@ class EntityMergeStore(InWorkspaces):
             if a is None or b is None or a is b:
                 continue
             key = (min(a.entity.id, b.entity.id), max(a.entity.id, b.entity.id))
-            if key in shown or key in apart:
+            if key in shown:
                 continue
             if not page.takes(answer_budget.card_bytes(a) + answer_budget.card_bytes(b)):
                 return out, True
