@@ -69,7 +69,12 @@ class Auth:
     def member(self, context: grpc.ServicerContext) -> Identity:
         """The member a token belongs to, with the call checked against the
         token's scope."""
-        ident = self._identity(context)
+        return self._member(context, self.token(context))
+
+    def _member(self, context: grpc.ServicerContext, token: str) -> Identity:
+        """:meth:`member` for the call's ``token``, already taken from its
+        rate-limit bucket (once per call, however many checks it makes)."""
+        ident = self._identity(context, token)
         scopes.check_call(ident.purposes, ident.read_only, current_method())
         return ident
 
@@ -95,8 +100,7 @@ class Auth:
         scopes.check_call(ident.purposes, ident.read_only, method)
         return ((ADMISSION_KEY, self.admissions.issue(token, ident, generation)),)
 
-    def _identity(self, context: grpc.ServicerContext) -> Identity:
-        token = self.token(context)
+    def _identity(self, context: grpc.ServicerContext, token: str) -> Identity:
         ticket = metadata_value(context, ADMISSION_KEY)
         if ticket is not None:
             admitted = self.admissions.redeem(ticket, token, self.cache.generation())
@@ -166,9 +170,10 @@ class Auth:
 
     def operator_or_owner(self, context: grpc.ServicerContext) -> Identity | None:
         """None for the operator; the owner's identity otherwise."""
-        if self.is_operator(context):
+        token = self.token(context)
+        if self._is_admin_token(token):
             return None
-        ident = self.member(context)
+        ident = self._member(context, token)
         if ident.role != cpb.ROLE_OWNER:
             raise errors.PermissionDenied("this call needs a workspace owner's token")
         return ident
