@@ -67,10 +67,13 @@ MAX_MINTED = 256
 # How long the check of a member token of the project's own holds, valid or
 # not (a token revoked meanwhile is refused by the gateway at the tool call).
 OWN_TOKEN_TTL = 60.0
-# After the issuer's metadata could not be had, JWTs are refused for this long
-# without asking again: an issuer that does not answer costs one lookup's wait
-# (up to 10 s for each of three URLs) per period, not every JWT's.
+# After the issuer's metadata or keys could not be had, JWTs needing them are
+# answered 503 for this long without asking again: an issuer that does not
+# answer costs one lookup's wait per period, not every JWT's.
 KEYS_RETRY_SECONDS = 30.0
+# How long one fetch of the issuer's metadata (each of up to three URLs) or
+# keys may wait: a JWT's check holds a worker thread the tool calls use too.
+FETCH_TIMEOUT = 5.0
 OWN_CLIENT_ID = "recallatron-token"
 # The gateway's refusals of a gateway token for a JWT's member that say the
 # member cannot be served (unknown, of another workspace, removed): the token
@@ -115,6 +118,7 @@ class OAuthSettings:
     scope_claim: str = "scope"
     admin_token: str = ""
     leeway: float = 30.0
+    fetch_timeout: float = FETCH_TIMEOUT
 
     @classmethod
     def from_env(cls, gateway: str, env: Mapping[str, str] = os.environ) -> OAuthSettings | None:
@@ -198,7 +202,7 @@ def metadata_urls(issuer: str) -> list[str]:
     ]
 
 
-def discover_jwks(issuer: str, timeout: float = 10.0) -> str:
+def discover_jwks(issuer: str, timeout: float = FETCH_TIMEOUT) -> str:
     """The issuer's jwks_uri, from metadata whose issuer is exactly ``issuer``."""
     for url in metadata_urls(issuer):
         try:
@@ -209,6 +213,55 @@ def discover_jwks(issuer: str, timeout: float = 10.0) -> str:
         if metadata.get("issuer") == issuer and metadata.get("jwks_uri"):
             return str(metadata["jwks_uri"])
     raise LookupError(f"no authorization server metadata with a jwks_uri for {issuer}")
+
+
+class RecentFailure:
+    """The last failed lookup of the issuer's metadata or keys, remembered
+    KEYS_RETRY_SECONDS: meanwhile a lookup fails at once, as that one did."""
+
+    def __init__(self) -> None:
+        # (when, why)
+        self._last: tuple[float, str] | None = None
+
+    def raise_if_recent(self) -> None:
+        last = self._last
+        if last is not None and time.monotonic() - last[0] < KEYS_RETRY_SECONDS:
+            raise LookupError(last[1])
+
+    def record(self, why: str) -> None:
+        self._last = (time.monotonic(), why)
+
+    def retry_after(self) -> float:
+        """Until the issuer is asked again, else a moment."""
+        last = self._last
+        if last is None:
+            return errors.RETRY_AFTER_SECONDS
+        left = KEYS_RETRY_SECONDS - (time.monotonic() - last[0])
+        return max(errors.RETRY_AFTER_SECONDS, left)
+
+
+class IssuerKeys(jwt.PyJWKClient):
+    """The issuer's JWKS, cached as the library does; each fetch bounded by
+    the settings' timeout and its failure remembered, so the JWTs queued
+    behind a fetch that timed out (the library fetches under one lock) are
+    answered at once rather than each waiting out a fetch of its own."""
+
+    def __init__(self, url: str, timeout: float, failure: RecentFailure) -> None:
+        super().__init__(url, cache_jwk_set=True, lifespan=300, timeout=timeout)
+        self._failure = failure
+
+    def fetch_data(self) -> Any:
+        self._failure.raise_if_recent()
+        try:
+            return super().fetch_data()
+        except jwt.PyJWKClientConnectionError as exc:
+            self._failure.record(str(exc))
+            raise
+        except OSError as exc:
+            # A connection reset while reading the answer escapes the library
+            # unwrapped: the keys are as out of reach as for a timeout.
+            self._failure.record(f"the keys could not be fetched: {exc}")
+            raise jwt.PyJWKClientConnectionError(str(exc)) from exc
 
 
 class MemberTokens:
@@ -272,9 +325,8 @@ class Verifier:
         self.settings = settings
         self._client_of = client_of
         self._minted = minted
-        self._jwks: jwt.PyJWKClient | None = None
-        # (when, why) the last lookup of the issuer's keys failed.
-        self._keys_failed: tuple[float, str] | None = None
+        self._jwks: IssuerKeys | None = None
+        self._keys_failed = RecentFailure()
         self._own: dict[bytes, tuple[bool, float]] = {}
         self._lock = threading.Lock()
         # The issuer is looked up under a lock of its own: the checks of the
@@ -287,28 +339,19 @@ class Verifier:
 
     # -- JWTs of the authorization server ------------------------------------------
 
-    def _keys(self) -> jwt.PyJWKClient:
+    def _keys(self) -> IssuerKeys:
         with self._keys_lock:
             if self._jwks is not None:
                 return self._jwks
-            failed = self._keys_failed
-            if failed is not None and time.monotonic() - failed[0] < KEYS_RETRY_SECONDS:
-                raise LookupError(failed[1])
+            self._keys_failed.raise_if_recent()
+            timeout = self.settings.fetch_timeout
             try:
-                url = self.settings.jwks_url or discover_jwks(self.settings.issuer)
+                url = self.settings.jwks_url or discover_jwks(self.settings.issuer, timeout)
             except LookupError as exc:
-                self._keys_failed = (time.monotonic(), str(exc))
+                self._keys_failed.record(str(exc))
                 raise
-            self._jwks = jwt.PyJWKClient(url, cache_jwk_set=True, lifespan=300)
+            self._jwks = IssuerKeys(url, timeout, self._keys_failed)
             return self._jwks
-
-    def _keys_retry_after(self) -> float:
-        """Until the issuer is asked again after a failed lookup, else a moment."""
-        failed = self._keys_failed
-        if failed is None:
-            return errors.RETRY_AFTER_SECONDS
-        left = KEYS_RETRY_SECONDS - (time.monotonic() - failed[0])
-        return max(errors.RETRY_AFTER_SECONDS, left)
 
     def claims(self, token: str) -> dict[str, Any]:
         """The token's claims when it is valid for this resource; raises
@@ -335,7 +378,7 @@ class Verifier:
             # the token, so the client is asked to come back, not to sign in.
             log.warning("bearer JWT not checked, the issuer's keys are out of reach: %s", exc)
             raise CannotCheckNow(
-                "the authorization server's keys cannot be had now", self._keys_retry_after()
+                "the authorization server's keys cannot be had now", self._keys_failed.retry_after()
             ) from None
         except jwt.PyJWTError as exc:
             log.info("bearer JWT refused: %s", exc)

@@ -7,6 +7,9 @@ this process, the gateway an address nothing listens on, or a fake."""
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -16,7 +19,7 @@ from starlette.testclient import TestClient
 
 from recallatron_devkit.oauth_server import AuthorizationServer, Running
 from recallatron_devkit.stack import free_port
-from recallatron_mcp.oauth import Grant, OAuthSettings, Verifier
+from recallatron_mcp.oauth import CannotCheckNow, Grant, OAuthSettings, Verifier
 from recallatron_mcp.server import Clients, build_server, http_app
 
 INITIALIZE = {
@@ -30,6 +33,10 @@ INITIALIZE = {
     },
 }
 ACCEPT = {"Accept": "application/json, text/event-stream"}
+# A generous limit for a condition that holds at once when all is well.
+WAIT = 30.0
+# Generous beside the bound on one fetch of the issuer's keys (5 s).
+KEYS_WAIT = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +150,67 @@ def test_a_valid_looking_token_while_the_issuers_keys_cannot_be_had_is_503(
             with pytest.raises(AuthenticationError) as away:
                 verifier._check_jwt(issuer.issue(resource))
             assert getattr(away.value, "retry_after", 0) > 0, settings
+
+
+class _Silent:
+    """A server that accepts connections and never answers (a hung host, a
+    proxy with no backend): it counts them and holds them open until closed."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            self.held.append(connection)
+
+    def close(self) -> None:
+        # Shut down first: a close alone leaves accept() waiting.
+        self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        for connection in self.held:
+            connection.close()
+        self._thread.join(WAIT)
+
+
+def test_a_keys_url_that_never_answers_costs_one_short_wait_per_period(
+    issuer: AuthorizationServer,
+) -> None:
+    """The keys fetch waited the JWT library's 30 s default and nothing
+    remembered its failure: each request with a JWT (the fetches one after
+    another, under the library's lock) held a worker thread for 30 s."""
+    resource = "https://memory.example.com/mcp"
+    silent = _Silent()
+    try:
+        settings = OAuthSettings(
+            issuer=issuer.issuer, resource=resource, jwks_url=f"http://127.0.0.1:{silent.port}/jwks"
+        )
+        verifier = verifier_for(settings, grpc.StatusCode.OK)
+        token = issuer.issue(resource)
+        refused: list[float] = []
+
+        def check() -> None:
+            with pytest.raises(CannotCheckNow) as away:
+                verifier._check_jwt(token)
+            refused.append(away.value.retry_after)
+
+        burst = [threading.Thread(target=check) for _ in range(3)]
+        for thread in burst:
+            thread.start()
+        deadline = time.monotonic() + KEYS_WAIT
+        for thread in burst:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in burst), f"still waiting after {KEYS_WAIT} s"
+        assert len(refused) == 3 and all(r > 0 for r in refused)
+        # Remembered: the burst and the next JWT asked the keys URL once.
+        check()
+        assert len(silent.held) == 1
+    finally:
+        silent.close()
