@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,30 +28,45 @@ def unit_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:
 
 
 def service_embedder() -> Any:
-    """Texts -> unit vectors, through the embed service of the settings."""
+    """(the job's embedder, texts -> unit vectors as memories are embedded,
+    texts -> unit vectors as recall embeds its query), through the embed
+    service of the settings. Recall marks its queries (EmbedRequest.queries:
+    the service's query graph, docs/embeddings.md), so the floor's queries
+    are marked too: the cosines the rule reads are the ones recall compares
+    with the floor."""
+    from recallatron.v1 import embed_pb2
     from services.embedding_job.job import Embedder
     from services.store.settings import StoreSettings
 
     settings = StoreSettings()
     embedder = Embedder(settings.embed_target, EMBED_TIMEOUT_SECONDS, settings)
 
-    def batch(texts: Sequence[str]) -> list[list[float]]:
+    def once(texts: Sequence[str], queries: bool) -> list[list[float]]:
+        request = embed_pb2.EmbedRequest(texts=list(texts), queries=queries)
+        resp = embedder.stub.Embed(request, timeout=EMBED_TIMEOUT_SECONDS)
+        return [list(vec.values) for vec in resp.vectors]
+
+    def batch(texts: Sequence[str], queries: bool) -> list[list[float]]:
         try:
-            return list(embedder.embed(texts)[1])
+            return once(texts, queries)
         except Exception:  # once more: the service may be busy with the embedding job
-            return list(embedder.embed(texts)[1])
+            return once(texts, queries)
 
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        out: list[list[float]] = []
-        for i in range(0, len(texts), EMBED_BATCH):
-            out += batch(texts[i : i + EMBED_BATCH])
-        return unit_rows(out)
+    def embedding(queries: bool) -> Callable[[Sequence[str]], np.ndarray]:
+        def embed(texts: Sequence[str]) -> np.ndarray:
+            out: list[list[float]] = []
+            for i in range(0, len(texts), EMBED_BATCH):
+                out += batch(texts[i : i + EMBED_BATCH], queries)
+            return unit_rows(out)
 
-    return embedder, embed
+        return embed
+
+    return embedder, embedding(False), embedding(True)
 
 
 def embed_texts() -> Any:
-    """The embedder of the migration report's floor section."""
+    """The embedder of the migration report's floor section (memories not
+    embedded yet and the queries alike: the report passes one)."""
     return service_embedder()[1]
 
 
@@ -62,7 +77,7 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
     from services.store.domain.floor import calibrate
     from services.store.sql import floor_queries as q
 
-    embedder, embed = service_embedder()
+    embedder, embed, embed_queries = service_embedder()
     with _store() as (dbs, control):
         workspace_id = _workspace_id(control, args.workspace)
         ws = control.workspace(workspace_id)
@@ -80,7 +95,7 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
             return 1
         texts = [compose(str(r[0]), str(r[1])) for r in rows]
         try:
-            choice = calibrate(texts, embed, unit_rows([list(r[2]) for r in rows]))
+            choice = calibrate(texts, embed, unit_rows([list(r[2]) for r in rows]), embed_queries)
         except ValueError as exc:
             print(f"{ws.slug}: {exc}")
             return 1

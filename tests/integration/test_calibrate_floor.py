@@ -10,8 +10,10 @@ import sys
 import psycopg
 import pytest
 
+from recallatron.embed_input import compose
 from recallatron_devkit.stack import Stack
 from services.store.domain.administration import ACTIONS
+from services.store.domain.floor import build_queries
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests.conftest import Team
 
@@ -112,3 +114,33 @@ def test_applying_the_floor_is_in_the_workspaces_audit_log(stack: Stack, team: T
         assert changed == {}
     else:
         assert changed == {"dense_floor": [pytest.approx(before), pytest.approx(chosen)]}
+
+
+def test_the_pairs_cosines_are_the_ones_recall_compares_with_the_floor(
+    stack: Stack, team: Team
+) -> None:
+    """The rule keeps every memory-shaped pair at the floor it chooses, so
+    the cosine it reads for a pair must be the one recall compares with the
+    floor. Recall embeds its query on the embed service's query graph; the
+    command embedded its queries on the exact graph, whose cosines differ
+    in the third decimal (the lowest pair: 0.9000 against recall's 0.8983), so a
+    pair just above a whole percent could be under the floor it was reported
+    kept at."""
+    ada = team.clients["ada"]
+    for i, fact in enumerate(FACTS[:6]):
+        ada.remember(f"Fact {i}", fact, audience_to="workspace")
+    ada.wait_embedded(timeout=120)
+
+    shown = calibrate(stack, "--workspace", team.slug, "--json")
+    assert shown.returncode == 0, shown.stderr
+    reported = json.loads(shown.stdout)["lowest_pair_cosine"]
+
+    pairs, _ = build_queries([compose(f"Fact {i}", f) for i, f in enumerate(FACTS[:6])])
+    assert len(pairs) == 6
+    cosines = []
+    for query, i in pairs:
+        results = ada.recall(query, mode="dense", skip_rerank=True).outcome.results
+        own = [r.scores.dense_cosine for r in results if r.memory.title == f"Fact {i}"]
+        assert own, query
+        cosines.append(own[0])
+    assert min(cosines) == pytest.approx(reported, abs=2e-4)

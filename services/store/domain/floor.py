@@ -152,16 +152,23 @@ def choose(pair_cosines: Sequence[float], off_topic_best: Sequence[float]) -> Fl
 
 
 def calibrate(
-    texts: Sequence[str], embed: Embed, memory_vectors: np.ndarray | None = None
+    texts: Sequence[str],
+    embed: Embed,
+    memory_vectors: np.ndarray | None = None,
+    embed_queries: Embed | None = None,
 ) -> FloorChoice:
     """The rule on a workspace's memories (their embed inputs, in any order).
-    ``embed`` gives unit vectors for texts; ``memory_vectors`` (one unit row
-    per text) saves embedding the memories again."""
+    ``embed`` gives unit vectors for texts as memories are embedded;
+    ``memory_vectors`` (one unit row per text) saves embedding the memories
+    again; ``embed_queries`` gives the queries' vectors as recall embeds a
+    query (the embed service's query graph, whose cosines differ from the
+    exact graph's in the third decimal: a floor measured on other vectors
+    than recall's could drop a pair it reports kept), by default ``embed``."""
     pairs, off_topic = build_queries(texts)
     if not pairs:
         raise ValueError("too few memories with three content words to calibrate on")
     memories = memory_vectors if memory_vectors is not None else embed(texts)
-    queries = embed([q for q, _ in pairs] + off_topic)
+    queries = (embed_queries or embed)([q for q, _ in pairs] + off_topic)
     pair_q, off_q = queries[: len(pairs)], queries[len(pairs) :]
     own = memories[[i for _, i in pairs]]
     pair_cosines = np.einsum("ij,ij->i", pair_q, own)
