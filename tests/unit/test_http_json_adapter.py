@@ -109,6 +109,43 @@ def test_a_field_given_by_both_its_names_is_refused_naming_the_second(
     assert "twice" in refused.value.message
 
 
+@pytest.mark.parametrize(
+    ("cls", "body", "field"),
+    [
+        (
+            pb.RememberRequest,
+            b'{"title": "t", "audience": {"workspace": true, "memberId": "m"}}',
+            "audience.memberId",
+        ),
+        (
+            pb.RememberRequest,
+            b'{"title": "t", "audience": {"member_id": "m", "workspace": false}}',
+            "audience.workspace",
+        ),
+        (
+            pb.RememberRequest,
+            b'{"title": "t", "mentions": [{"name": "x"}, {"entity_id": "e", "name": "y"}]}',
+            "mentions[1].name",
+        ),
+    ],
+)
+def test_a_oneof_given_two_members_is_refused_naming_the_second(
+    cls: type[Any], body: bytes, field: str
+) -> None:
+    """The refusal named only the field holding the oneof ("audience")."""
+    with pytest.raises(Refused) as refused:
+        decode(cls, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == field
+
+
+def test_a_oneof_member_given_null_is_no_member() -> None:
+    body = b'{"title": "t", "audience": {"workspace": null, "memberId": "m"}}'
+    request = decode(pb.RememberRequest, body, "application/json")
+    assert isinstance(request, pb.RememberRequest)
+    assert request.audience.WhichOneof("scope") == "member_id"
+
+
 def test_a_binary_body_names_the_string_field_that_is_not_utf8() -> None:
     with pytest.raises(Refused) as refused:
         decode(pb.RecallRequest, b"\x0a\x02\xff\xfe", "application/proto")

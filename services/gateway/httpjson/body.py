@@ -109,16 +109,42 @@ def repeated_key(data: object, at: str = "") -> str:
     return ""
 
 
+def _second_of_a_oneof(descriptor: Descriptor, data: dict[str, Any]) -> tuple[str, str] | None:
+    """The key, in the order sent, of the second member of a oneof given a
+    value (null is no value, as the parser has it), and the oneof's name;
+    None when each oneof has one at most. The parser refused naming only the
+    message field holding the oneof."""
+    for oneof in descriptor.oneofs:
+        member_of = {n: f for f in oneof.fields for n in (f.json_name, f.name)}
+        first = None
+        for key, value in data.items():
+            field = member_of.get(key)
+            if field is None or value is None:
+                continue
+            if first is None:
+                first = field
+            elif field.number != first.number:
+                return key, oneof.name
+    return None
+
+
 def checked(descriptor: Descriptor, data: object, prefix: str = "") -> None:
     """Refuses, naming the field as it was sent, what the proto3 JSON parser
     takes but a request must not have: one field given by both its names
     (``skipRerank`` and ``skip_rerank``; the parser kept the last, where a
-    key given twice is refused), and an enum given as a number with a
+    key given twice is refused), a oneof given two members (the parser named
+    only the field holding it), and an enum given as a number with a
     fraction (proto3 JSON takes an enum's name or its number, and the parser
     read 1.5 as 1: a remember with "kind": 1.5 stored a note)."""
     if not isinstance(data, dict):
         return
     keys = list(data)
+    second = _second_of_a_oneof(descriptor, data)
+    if second:
+        key, oneof = second
+        raise Refused(
+            400, "invalid_argument", f"only one member of {oneof} may be given", prefix + key
+        )
     for field in descriptor.fields:
         given = [k for k in dict.fromkeys((field.json_name, field.name)) if k in data]
         if not given:
