@@ -283,6 +283,12 @@ class Graph:
         return sum(len(e.relations()) for e in self.entities.values())
 
 
+def _usable_id(value: object) -> bool:
+    """An id a row can be keyed by: given, and free of NUL characters, which
+    Postgres text cannot hold (the ledger keeps old ids as text)."""
+    return bool(value) and "\x00" not in str(value)
+
+
 def _entity(obj: dict[str, Any]) -> Entity:
     props = obj.get("properties")
     confidence = obj.get("confidence")
@@ -317,7 +323,7 @@ def fold_graph(path: Path) -> Graph:
             except (json.JSONDecodeError, UnicodeDecodeError):
                 stats.malformed += 1
                 continue
-            if not isinstance(obj, dict) or not obj.get("id"):
+            if not isinstance(obj, dict) or not _usable_id(obj.get("id")):
                 stats.malformed += 1
                 continue
             op = obj.get("patch")
@@ -335,7 +341,7 @@ def fold_graph(path: Path) -> Graph:
                 stats.unknown_ops += 1
                 continue
             by = obj.get("superseded_by")
-            if op == "supersede" and (not by or str(by) == str(obj["id"])):
+            if op == "supersede" and (not _usable_id(by) or str(by) == str(obj["id"])):
                 stats.malformed += 1
                 continue
             stats.patches[op] += 1

@@ -1,0 +1,74 @@
+"""`recallatron migrate` on small hand-made old stores against the real stack:
+lines and rows the generated store does not hold, each checked for what the
+migration writes and what its report says."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recallatron.client import Client
+from recallatron_devkit.legacy_fixture import SCHEMA
+from recallatron_devkit.stack import Stack
+from tests import dbutil
+from tests.conftest import Team, make_team
+from tests.legacy.test_migration import run_cli
+
+pytestmark = pytest.mark.integration
+
+AT = "2026-01-01T00:00:00Z"
+
+Turn = tuple[int, str, str, str, str]
+
+
+def old_store(tmp: Path, turns: list[Turn], graph: list[Any]) -> tuple[Path, Path]:
+    """An old store of these turns (no memory items) and graph lines."""
+    db = tmp / "old.sqlite"
+    conn = sqlite3.connect(db)
+    conn.executescript(SCHEMA)
+    conn.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?)", turns)
+    conn.commit()
+    conn.close()
+    graph_path = tmp / "graph.jsonl"
+    graph_path.write_text("".join(json.dumps(line) + "\n" for line in graph))
+    return db, graph_path
+
+
+def migrate(stack: Stack, team: Team, files: tuple[Path, Path]) -> dict[str, Any]:
+    args = ["migrate", "--sqlite", str(files[0]), "--graph", str(files[1])]
+    args += ["--workspace", team.slug, "--owner", "ada", "--json", "--no-floor-check"]
+    code, out, err = run_cli(stack, args)
+    assert code == 0, err
+    report: dict[str, Any] = json.loads(out)
+    return report
+
+
+@pytest.fixture
+def ada(stack: Stack, operator: Client) -> Iterator[Team]:
+    team = make_team(stack, operator, ("ada",))
+    yield team
+    for client in team.clients.values():
+        client.close()
+
+
+def test_a_graph_id_holding_a_nul_character_is_a_malformed_line(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """JSON may escape a NUL ("\\u0000") that Postgres text cannot hold: the
+    ledger refused the record's old id and the run stopped there, every rerun
+    too, with nothing of the graph or the memory items imported."""
+    graph = [
+        {"id": "torn\u0000", "name": "Torn", "valid_from": AT},
+        {"id": "ok", "name": "Okay", "valid_from": AT},
+        {"patch": "supersede", "id": "ok", "superseded_by": "torn\u0000", "at": AT},
+    ]
+    report = migrate(stack, ada, old_store(tmp_path, [(1, "c", "user", "hello", AT)], graph))
+    assert report["graph"]["malformed"] == 2
+    assert report["entity_records"]["imported"] == 1
+    titles = dbutil.query(stack, ada.database_name, "SELECT title FROM memory")
+    assert titles == [("Okay",)]
