@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from google.protobuf import json_format
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
 from recallatron.client import Client
@@ -141,7 +142,7 @@ def test_every_method_answers_bad_input_with_a_4xx_naming_the_field(
     stack: Stack, owner: Member, method: Any
 ) -> None:
     path = f"{method.containing_service.full_name}/{method.name}"
-    request_fields = GetMessageClass(method.input_type).DESCRIPTOR.fields
+    request_fields = cast(Descriptor, GetMessageClass(method.input_type).DESCRIPTOR).fields
     # Reachable: the empty request is served or refused, never not found or a 5xx,
     # and a refusal of a field names one of the request's.
     status, answer = call(stack.http_url, path, {}, owner.token)
@@ -222,6 +223,15 @@ def test_the_openapi_document_lists_every_method(stack: Stack) -> None:
     assert doc["security"] == [{"bearer": []}]
     opened = {p for p, item in doc["paths"].items() if item["post"].get("security") == []}
     assert opened == {"/recallatron.v1.MemoryService/DescribeTools"}
+    head = urllib.request.Request(f"{stack.http_url}/openapi.json", method="HEAD")
+    with urllib.request.urlopen(head, timeout=30) as resp:
+        assert resp.status == 200 and resp.read() == b""
+    # Any other method was answered the document.
+    post = urllib.request.Request(f"{stack.http_url}/openapi.json", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(post, timeout=30)
+    assert (refused.value.code, refused.value.headers["allow"]) == (405, "GET, HEAD")
+    assert json.loads(refused.value.read())["code"] == "unimplemented"
 
 
 @pytest.mark.parametrize(

@@ -128,3 +128,20 @@ def test_a_header_of_the_call_given_twice_is_refused_naming_it(
     name = given[0][0].decode()
     assert (status, answer.get("code")) == (400, "invalid_argument"), answer
     assert answer["message"].startswith(f"{name}:"), answer
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_the_openapi_document_is_read_with_get_or_head(method: str) -> None:
+    status, answer, _ = _answer(method, "/openapi.json")
+    assert status == 200
+    assert answer["openapi"].startswith("3.1")
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_another_method_to_the_openapi_document_is_a_connect_error(method: str) -> None:
+    """Any method was answered the document."""
+    status, answer, headers = _answer(method, "/openapi.json")
+    assert (status, headers.get(b"allow")) == (405, b"GET, HEAD")
+    assert headers[b"content-type"] == b"application/json"
+    assert answer.get("code") == "unimplemented", answer
+    assert method in answer["message"] and "GET" in answer["message"]

@@ -217,7 +217,7 @@ class HttpJsonApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == OPENAPI_PATH:
-            await respond(send, 200, self.openapi)
+            await self._openapi(scope, receive, send)
             return
         if scope["type"] == "http" and scope["path"] not in self.inputs:
             # The library would answer 404 with no body at all.
@@ -255,6 +255,19 @@ class HttpJsonApp:
             await self.connect(scope, receive, send)
         finally:
             ADMITTED.reset(handed)
+
+    async def _openapi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The document to a GET or a HEAD (the server sends a HEAD's headers
+        only); to another method, 405 as a call's wrong method is answered,
+        its body (a POST's, a PUT's) read and dropped first."""
+        if scope["method"] in ("GET", "HEAD"):
+            await respond(send, 200, self.openapi)
+            return
+        await self._discarded(scope, receive)
+        refused = Refused(
+            405, "unimplemented", f"{scope['method']}: {OPENAPI_PATH} is read with GET or HEAD"
+        )
+        await respond(send, refused.status, error_body(refused), (b"allow", b"GET, HEAD"))
 
     async def _discarded(self, scope: Scope, receive: Receive) -> None:
         """The body of a call refused before it was read, read and dropped as
