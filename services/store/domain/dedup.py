@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from recallatron import errors
@@ -77,6 +80,18 @@ def canonical(first_id: str, second_id: str) -> tuple[str, str]:
     return lo, hi
 
 
+@contextmanager
+def seen_until_written(what: str) -> Iterator[None]:
+    """A decision's row is checked by row security as it is written: a row it
+    names that went out of the caller's sight since it was read (forgotten at
+    the same moment) refuses it, and the decision is not found, as for an id
+    that does not exist, rather than a server fault."""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise errors.NotFound(f"{what} not found") from exc
+
+
 def _min_cosine(value: float) -> float:
     if value == 0:
         return DEFAULT_MIN_COSINE
@@ -106,5 +121,7 @@ class DedupStore(InWorkspaces):
             row = conn.execute(VISIBLE_COUNT, ([lo, hi],)).fetchone()
             if row is None or row[0] != 2:
                 raise errors.NotFound("memory not found")
-            if conn.execute(DISMISS, (lo, hi, caller.member_id)).rowcount == 1:
+            with seen_until_written("memory"):
+                written = conn.execute(DISMISS, (lo, hi, caller.member_id)).rowcount
+            if written == 1:
                 conn.execute(AUDIT, (caller.member_id, lo, Jsonb({"second_id": hi})))

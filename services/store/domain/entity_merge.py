@@ -25,7 +25,7 @@ from recallatron.size_budget import Budget
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_ENTITY_GROUP
 from services.store.domain import answer_budget, entity_groups, graph
 from services.store.domain import validation as v
-from services.store.domain.dedup import CURRENT_MODEL, canonical
+from services.store.domain.dedup import CURRENT_MODEL, canonical, seen_until_written
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 
@@ -276,7 +276,10 @@ class EntityMergeStore(InWorkspaces):
                     f"a merged entity holds at most {MAX_ENTITY_GROUP} entities", "merged_id"
                 )
             merge_id = str(uuid.uuid4())
-            row = conn.execute(INSERT_MERGE, (merge_id, kept, merged, caller.member_id)).fetchone()
+            with seen_until_written("entity"):
+                row = conn.execute(
+                    INSERT_MERGE, (merge_id, kept, merged, caller.member_id)
+                ).fetchone()
             if row is None:
                 # The same decision, taken at the same moment, won.
                 return self._merges(conn, 1, [kept, merged])[0], False
@@ -311,7 +314,9 @@ class EntityMergeStore(InWorkspaces):
                 raise errors.NotFound("entity not found")
             if hi in grouped[lo].ids:
                 raise errors.FailedPrecondition("the two entities are merged; undo the merge first")
-            if conn.execute(KEEP_APART, (lo, hi, caller.member_id)).rowcount == 1:
+            with seen_until_written("entity"):
+                written = conn.execute(KEEP_APART, (lo, hi, caller.member_id)).rowcount
+            if written == 1:
                 conn.execute(
                     AUDIT,
                     (
