@@ -72,3 +72,30 @@ def test_a_graph_id_holding_a_nul_character_is_a_malformed_line(
     assert report["entity_records"]["imported"] == 1
     titles = dbutil.query(stack, ada.database_name, "SELECT title FROM memory")
     assert titles == [("Okay",)]
+
+
+def test_claims_whose_parts_hold_colons_are_each_written(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """Claim ids were made from the old id, name and target joined by colons:
+    verb "x" to "y:z" and verb "x:y" to "z" (or record "a:b"'s property "c"
+    and record "a"'s "b:c") gave one id, the second claim was dropped on
+    conflict, and the report counted it imported all the same."""
+    graph = [
+        {"id": "a", "name": "A", "valid_from": AT,
+         "properties": {"b:c": "one", "relations": {"x": ["y:z"], "x:y": ["z"]}}},
+        {"id": "a:b", "name": "AB", "valid_from": AT, "properties": {"c": "two"}},
+        {"id": "y:z", "name": "YZ", "valid_from": AT},
+        {"id": "z", "name": "Z", "valid_from": AT},
+    ]  # fmt: skip
+    report = migrate(stack, ada, old_store(tmp_path, [], graph))
+    assert (report["attribute_claims"]["imported"], report["relation_claims"]["imported"]) == (
+        2,
+        2,
+    )
+    rows = dbutil.query(
+        stack,
+        ada.database_name,
+        "SELECT (SELECT count(*) FROM attribute_claim), (SELECT count(*) FROM relation_claim)",
+    )
+    assert rows == [(2, 2)]

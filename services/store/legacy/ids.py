@@ -34,7 +34,15 @@ class Ids:
     def attribute(self, old_id: str, key: str) -> str:
         # Keyed by the property's name as written: two names that become the
         # same identifier stay two claims.
-        return str(uuid.uuid5(self.namespace, f"attribute:{old_id}:{key}"))
+        return str(uuid.uuid5(self.namespace, f"attribute:{_part(old_id)}:{_part(key)}"))
 
     def relation(self, old_id: str, verb: str, target: str) -> str:
-        return str(uuid.uuid5(self.namespace, f"relation:{old_id}:{verb}:{target}"))
+        name = f"relation:{_part(old_id)}:{_part(verb)}:{_part(target)}"
+        return str(uuid.uuid5(self.namespace, name))
+
+
+def _part(text: str) -> str:
+    """One part of a name joined by colons, its colons escaped: verb "x" to
+    "y:z" and verb "x:y" to "z" are two claims, not one id. Text without a
+    colon or backslash is unchanged, and so are the ids made from it."""
+    return text.replace("\\", "\\\\").replace(":", "\\:")
