@@ -93,6 +93,10 @@ class TokenRecords:
                 "member_id",
             )
         conn.execute(q.TOKEN_TURN, (member_id,))
+        live = conn.execute(q.MEMBER_HELD, (member_id,)).fetchone()
+        if live is not None and not live[0]:
+            # Removed since the caller's checks, before this transaction.
+            raise errors.FailedPrecondition("member_id: the member was removed", "member_id")
         held = conn.execute(q.LIVE_TOKENS_OF_MEMBER, (member_id,)).fetchone()
         if held is not None and int(held[0]) >= MAX_LIVE_TOKENS:
             # Past it, their token list would leave a live one out.
@@ -127,6 +131,9 @@ class TokenRecords:
         token_id = uuid_str(token_id, "token_id")
         grace = rotation_grace(grace)
         with self.dbs.control_conn() as conn:
+            # The member first, then the token, as a removal takes them: the
+            # other order deadlocked a rotation and a removal made together.
+            conn.execute(q.TOKEN_MEMBER_HELD, (token_id,))
             old = conn.execute(
                 q.TOKEN_TO_ROTATE, {"id": token_id, "workspace_id": workspace_id}
             ).fetchone()

@@ -159,6 +159,16 @@ FROM (
 ORDER BY handle COLLATE "C", member_id, created_at, id
 LIMIT %(limit)s
 """
+# A token's member, held against a removal (which takes the row FOR UPDATE,
+# then revokes their tokens) until the token call commits: a token is made
+# for a live member only, and one made first is there for the removal to
+# revoke. Taken before the token's own row, in the removal's order.
+TOKEN_MEMBER_HELD = """
+SELECT m.removed_at IS NULL FROM member m JOIN access_token t ON t.member_id = m.id
+WHERE t.id = %s
+FOR SHARE OF m
+"""
+MEMBER_HELD = "SELECT removed_at IS NULL FROM member WHERE id = %s FOR SHARE"
 # A member's live tokens (made, rotated) counted one at a time, held to the
 # commit (namespace 7407): two made at once cannot both pass the cap.
 TOKEN_TURN = "SELECT pg_advisory_xact_lock(7407, hashtext(%s::text))"
