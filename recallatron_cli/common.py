@@ -1,7 +1,9 @@
 """What every command of the `recallatron` CLI shares: where the local state
 lives, the client a command talks through, the gateway options, and how a
 memory or an answer is printed. Imported by every command module (which
-never import each other's internals)."""
+never import each other's internals). A command's refusal of its own input,
+``Refused``, is the shared package's (recallatron/refusal.py), so that the dev
+kit's commands behind this one raise it too."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from recallatron.client import Client, default_gateway
+from recallatron.refusal import Refused as Refused
 from recallatron.secretfiles import TOKEN_HELP, token_from
 from recallatron.settings import default_state_dir
 from recallatron.vocabulary import (
@@ -29,20 +32,6 @@ from recallatron.vocabulary import (
     PURPOSES,
     REVISION_ACTION,
 )
-
-# A command's refusal of its own input or settings, before anything is sent:
-# the status argparse exits with for a bad argument.
-EXIT_USAGE = 2
-
-
-class Refused(Exception):
-    """A refusal the command makes itself; main() prints it as it prints every
-    failure (``error:`` and one line) and exits with ``code``."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
 
 
 def invalid(field: str, flag: str, why: str) -> Refused:

@@ -39,6 +39,7 @@ import grpc
 
 from recallatron.client import Client
 from recallatron.progress import Progress
+from recallatron.refusal import Refused
 from recallatron.settings import default_state_dir
 from recallatron.vocabulary import EPISODE_NEIGHBOUR_WEIGHT, MAX_QUERY_CHARS, MODES
 from recallatron_devkit.beir import Dataset, Document, Query, load_dataset, memory_text
@@ -387,7 +388,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             path = state / "admin-token"
             token = path.read_text().strip() if path.is_file() else ""
         if not token:
-            sys.exit("no operator token: pass --token or set RECALLATRON_ADMIN_TOKEN")
+            raise Refused("no operator token: pass --token or set RECALLATRON_ADMIN_TOKEN")
         report = evaluate(args.gateway, token, datasets, modes, args.rerank)
     else:
         with temporary_stack(log) as (gateway, token):

@@ -87,3 +87,18 @@ def test_the_plot_shows_every_mode_and_category(tmp_path: Path) -> None:
     # Without categories, one panel: no category axis.
     flat = {m: {k: v for k, v in r.items() if k != "per_category"} for m, r in report.items()}
     assert "by query category" not in evaluate_plot(flat, tmp_path / "flat.svg").read_text()
+
+
+def test_eval_without_an_operator_token_is_refused_as_every_command_refuses(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It ended with the bare message (exit 1), where every other refusal of
+    the command reads 'error: ...'."""
+    from recallatron_cli.main import main
+
+    monkeypatch.delenv("RECALLATRON_ADMIN_TOKEN", raising=False)
+    monkeypatch.setenv("RECALLATRON_STATE_DIR", str(tmp_path))  # no admin-token there
+    code = main(["eval", str(MINI_BEIR), "--gateway", "127.0.0.1:1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: no operator token: "), err
