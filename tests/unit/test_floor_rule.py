@@ -72,3 +72,19 @@ def test_calibrate_scores_pairs_against_their_own_memory() -> None:
     assert choice.pairs == 3 and choice.off_topic == 3
     assert choice.lowest_pair == pytest.approx(1.0)
     assert choice.floor == 0.11 and choice.meets_rule  # just above the scrambled 0.1
+
+
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("Die Straße wird über Nacht gesperrt", "Die Straße wird über Nacht gesperrt"),
+        ("Réunion de l'équipe mercredi à Genève", "Réunion l'équipe mercredi Genève"),
+        ("A naïve café résumé", "naïve café résumé"),
+    ],
+)
+def test_a_memory_shaped_query_keeps_its_words_whole_beyond_ascii(text: str, query: str) -> None:
+    """The query is the memory's content words: a letter beyond ASCII cut a
+    word in two ('Straße' gave 'Stra', 'über' 'ber', 'Réunion' 'union'), so
+    the pairs of a workspace written in most languages were judged on
+    fragments no one searches with, and 'naïve café résumé' gave no pair."""
+    assert floor.memory_shaped_query(text) == query

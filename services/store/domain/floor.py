@@ -33,7 +33,9 @@ BLOCK_SHARE = 0.95
 SAMPLE = 300
 SEED = 20260918
 MIN_QUERY_WORDS = 3
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
+# A word: a letter of any script, then letters, apostrophes or hyphens
+# (three characters at least): "Straße", "über" and "l'équipe" whole.
+_WORD = re.compile(r"[^\W\d_](?:[^\W\d_]|['-]){2,}")
 _STOPWORDS = (
     "about above after again against all also and any are because been before being "
     "below between both but can could did does doing down during each few for from "
