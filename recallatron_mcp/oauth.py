@@ -257,11 +257,14 @@ class IssuerKeys(jwt.PyJWKClient):
         except jwt.PyJWKClientConnectionError as exc:
             self._failure.record(str(exc))
             raise
-        except OSError as exc:
-            # A connection reset while reading the answer escapes the library
-            # unwrapped: the keys are as out of reach as for a timeout.
-            self._failure.record(f"the keys could not be fetched: {exc}")
-            raise jwt.PyJWKClientConnectionError(str(exc)) from exc
+        except (OSError, ValueError, jwt.PyJWKClientError, jwt.PyJWKSetError) as exc:
+            # What escapes the library unwrapped (a connection reset while
+            # reading, an answer that is not JSON) or is no key set (not an
+            # object, no usable key: a proxy's page): the keys are as out of
+            # reach as for a timeout, and nothing is known of the token.
+            why = f"the issuer's keys could not be had from {self.uri}: {exc}"
+            self._failure.record(why)
+            raise jwt.PyJWKClientConnectionError(why) from exc
 
 
 class MemberTokens:

@@ -7,6 +7,7 @@ this process, the gateway an address nothing listens on, or a fake."""
 
 from __future__ import annotations
 
+import http.server
 import socket
 import threading
 import time
@@ -214,3 +215,47 @@ def test_a_keys_url_that_never_answers_costs_one_short_wait_per_period(
         assert len(silent.held) == 1
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize(
+    "page",
+    [b"<html>502 Bad Gateway</html>", b"[]", b'{"keys": [{"kty": "nope", "kid": "k"}]}'],
+    ids=["html", "not-an-object", "no-usable-key"],
+)
+def test_a_keys_url_answering_no_key_set_is_503_and_remembered(
+    issuer: AuthorizationServer, page: bytes
+) -> None:
+    """A keys URL answering something that is no key set (a proxy's error
+    page with 200): the JSON error escaped the check (a 500), or the token
+    was refused 401 as if it were bad, and each JWT asked again."""
+    asked: list[str] = []
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        resource = "https://memory.example.com/mcp"
+        settings = OAuthSettings(
+            issuer=issuer.issuer,
+            resource=resource,
+            jwks_url=f"http://127.0.0.1:{server.server_port}/jwks",
+        )
+        verifier = verifier_for(settings, grpc.StatusCode.OK)
+        for _ in range(2):
+            with pytest.raises(CannotCheckNow) as away:
+                verifier._check_jwt(issuer.issue(resource))
+            assert away.value.retry_after > 0
+        assert asked == ["/jwks"]
+    finally:
+        server.shutdown()
+        server.server_close()
