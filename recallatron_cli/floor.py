@@ -72,6 +72,7 @@ def embed_texts() -> Any:
 
 def cmd_calibrate_floor(args: argparse.Namespace) -> int:
     from recallatron.embed_input import EMBED_INPUT_VERSION, compose
+    from recallatron_cli.common import Refused
     from recallatron_cli.operator import _store, _workspace_id
     from services.store.domain.administration import Administration
     from services.store.domain.floor import calibrate
@@ -91,14 +92,16 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
             counted = conn.execute(q.CALIBRATION_MEMORY_COUNT).fetchone()
         total = int(counted[0]) if counted else 0
         if not rows:
-            print(f"{ws.slug}: no memory is embedded yet with the current model; nothing to do")
-            return 1
+            # A failure as every command's: one "error:" line on stderr, so
+            # that --json's stdout holds JSON or nothing.
+            raise Refused(
+                f"{ws.slug}: no memory is embedded yet with the current model; nothing to do", 1
+            )
         texts = [compose(str(r[0]), str(r[1])) for r in rows]
         try:
             choice = calibrate(texts, embed, unit_rows([list(r[2]) for r in rows]), embed_queries)
         except ValueError as exc:
-            print(f"{ws.slug}: {exc}")
-            return 1
+            raise Refused(f"{ws.slug}: {exc}", 1) from None
         current = ws.settings.dense_floor
         if args.apply:
             # None: the operator (the command runs beside the store, no member asked).

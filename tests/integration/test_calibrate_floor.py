@@ -144,3 +144,24 @@ def test_the_pairs_cosines_are_the_ones_recall_compares_with_the_floor(
         assert own, query
         cosines.append(own[0])
     assert min(cosines) == pytest.approx(reported, abs=2e-4)
+
+
+def test_nothing_to_calibrate_on_is_one_error_line_and_no_output(stack: Stack, team: Team) -> None:
+    """A workspace the rule cannot judge ends the command as every failure
+    does: one "error:" line on stderr, exit 1, nothing on stdout. It printed
+    its reason on stdout, without the prefix, so `--json` gave a line that is
+    not JSON and a script reading stderr saw nothing."""
+    ada = team.clients["ada"]
+    empty = calibrate(stack, "--workspace", team.slug, "--json")
+    assert (empty.returncode, empty.stdout) == (1, ""), empty
+    assert empty.stderr == (
+        f"error: {team.slug}: no memory is embedded yet with the current model; nothing to do\n"
+    )
+
+    ada.remember("ok", "a b c", audience_to="workspace")  # no three content words
+    ada.wait_embedded(timeout=120)
+    few = calibrate(stack, "--workspace", team.slug, "--json")
+    assert (few.returncode, few.stdout) == (1, ""), few
+    assert few.stderr == (
+        f"error: {team.slug}: too few memories with three content words to calibrate on\n"
+    )
