@@ -146,6 +146,30 @@ def test_a_oneof_member_given_null_is_no_member() -> None:
     assert request.audience.WhichOneof("scope") == "member_id"
 
 
+@pytest.mark.parametrize(
+    ("cls", "body", "field"),
+    [
+        (pb.RememberRequest, b'{"title": "t", "audience": []}', "audience"),
+        (pb.RememberRequest, b'{"title": "t", "audience": "x"}', "audience"),
+        (pb.RememberRequest, b'{"title": "t", "audience": [1, 2]}', "audience"),
+        (pb.RecallRequest, b'{"filters": [{"kinds": ["KIND_NOTE"]}]}', "filters"),
+        (pb.RememberRequest, b'{"title": "t", "mentions": [{"name": "a"}, []]}', "mentions[1]"),
+        (pb.RememberRequest, b'{"title": "t", "mentions": ["x"]}', "mentions[0]"),
+    ],
+)
+def test_a_message_given_no_json_object_is_refused_naming_it(
+    cls: type[Any], body: bytes, field: str
+) -> None:
+    """The parser took an array for a message (an empty audience, an empty
+    mention), and refused a string or an array of scalars naming a field
+    that is not there (audience.x, audience.1, mentions.x)."""
+    with pytest.raises(Refused) as refused:
+        decode(cls, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == field
+    assert refused.value.message == "must be a JSON object"
+
+
 def test_a_binary_body_names_the_string_field_that_is_not_utf8() -> None:
     with pytest.raises(Refused) as refused:
         decode(pb.RecallRequest, b"\x0a\x02\xff\xfe", "application/proto")

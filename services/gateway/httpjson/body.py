@@ -135,7 +135,8 @@ def checked(descriptor: Descriptor, data: object, prefix: str = "") -> None:
     key given twice is refused), a oneof given two members (the parser named
     only the field holding it), and an enum given as a number with a
     fraction (proto3 JSON takes an enum's name or its number, and the parser
-    read 1.5 as 1: a remember with "kind": 1.5 stored a note)."""
+    read 1.5 as 1: a remember with "kind": 1.5 stored a note), and a message
+    given something other than a JSON object."""
     if not isinstance(data, dict):
         return
     keys = list(data)
@@ -161,11 +162,23 @@ def checked(descriptor: Descriptor, data: object, prefix: str = "") -> None:
             if any(isinstance(v, float) and not v.is_integer() for v in items):
                 raise Refused(400, "invalid_argument", "an enum's number is whole", name)
         elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
-            if isinstance(value, list):
+            if not field.is_repeated:
+                _message(field.message_type, value, name)
+            elif isinstance(value, list):
                 for index, item in enumerate(value):
-                    checked(field.message_type, item, f"{name}[{index}].")
-            else:
-                checked(field.message_type, value, name + ".")
+                    _message(field.message_type, item, f"{name}[{index}]")
+
+
+def _message(descriptor: Descriptor, value: object, name: str) -> None:
+    """A message's value checked: a JSON object (the parser took an array
+    for an empty message, and named a field that is not there for a string),
+    but for the well-known types, which have JSON forms of their own (a
+    Timestamp is a string); null is the parser's to judge."""
+    if value is None:
+        return
+    if not isinstance(value, dict) and not descriptor.full_name.startswith("google.protobuf."):
+        raise Refused(400, "invalid_argument", "must be a JSON object", name)
+    checked(descriptor, value, name + ".")
 
 
 def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMessage:
