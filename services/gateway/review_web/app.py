@@ -165,8 +165,14 @@ class ReviewApp:
                     continue
                 client.close()
                 if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    # The gateway's reason, as gRPC and HTTP/JSON callers hear
+                    # it (expired, unknown or revoked, the operator's token);
+                    # it never holds the token.
+                    why = (exc.details() or "unknown or revoked token").removeprefix(
+                        "authorization: "
+                    )
                     return Response(
-                        HTTPStatus.UNAUTHORIZED, signin_page("That token is unknown or revoked.")
+                        HTTPStatus.UNAUTHORIZED, signin_page(f"That token was refused: {why}.")
                     )
                 if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     return Response(HTTPStatus.TOO_MANY_REQUESTS, signin_page(_status_text(exc)))
