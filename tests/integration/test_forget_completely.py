@@ -236,3 +236,83 @@ def test_forget_leaves_no_reason_of_a_change_that_may_quote_the_text(
         (first.id,),
     )
     assert [a for (a,) in actions] == ["create", "correct", "supersede", "forget"]
+
+
+def test_forgetting_a_replaced_memory_leaves_no_hash_of_the_supersede_s_reason(
+    stack: Stack, team: Team
+) -> None:
+    """A supersede's reason often quotes the memory it replaces ("replaced
+    ..."), and forgetting that memory drops the reason from its history and
+    audit (migration 0037) while the successor lives on. The supersede's
+    request id, kept under the successor, hashed the reason too: holding the
+    database, one could confirm a guess of the reason, and so of the
+    forgotten text, against it."""
+    from recallatron.v1 import common_pb2 as cpb
+    from recallatron.v1 import gateway_pb2 as gpb
+    from services.store.api.messages import new_memory
+    from services.store.domain.erasure import fingerprint
+
+    ada = team.clients["ada"]
+    old = ada.remember("Locker code", "The locker code is 8817.").memory
+    reason = "replaced the code vorpaline 8817"
+    rid = str(uuid.uuid4())
+    successor = ada.supersede(
+        old.id, old.revision, "Locker code", "Now 9902.", reason=reason, request_id=rid
+    ).memory
+    asked = gpb.SupersedeRequest(kind=cpb.KIND_NOTE, title="Locker code", body="Now 9902.")
+    guess = fingerprint("supersede", old.id, old.revision, new_memory(asked), reason, [], False)
+
+    def hashes() -> list[bytes]:
+        rows = dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT fingerprint FROM request_key WHERE fingerprint IS NOT NULL",
+        )
+        return [bytes(r[0]) for r in rows]
+
+    assert guess in hashes()  # kept while the memory it replaced lives
+    ada.forget(old.id, "no longer needed")
+    assert guess not in hashes()
+    # The successor lives on, and a retry of its supersede still replays.
+    again = ada.supersede(
+        old.id, old.revision, "Locker code", "Now 9902.", reason=reason, request_id=rid
+    )
+    assert again.replayed and again.memory.id == successor.id
+
+
+def test_forget_does_not_read_every_request_key_of_the_workspace(stack: Stack, team: Team) -> None:
+    """Forget clears the fingerprints of the memory's writes, found by memory
+    id: without an index on it, each forget (and each memory of a removed
+    member's erase) read the whole request_key table, a row for every write
+    the workspace ever made."""
+    ada = team.clients["ada"]
+    anchor = ada.remember("Anchor").memory
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        # A workspace with a long history of writes.
+        conn.execute(
+            "INSERT INTO request_key (member_id, request_id, tool, memory_id, fingerprint)"
+            " SELECT %s, md5(g::text), 'remember', %s, '\\x00'::bytea"
+            " FROM generate_series(1, 200000) g",
+            (team.members["ada"], anchor.id),
+        )
+        conn.execute("ANALYZE request_key")
+        scans = "SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'request_key'"
+        memory = ada.remember("To forget", "soon gone").memory
+
+        def seq_scans() -> int:
+            # This connection's own counts, flushed at once.
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute(scans).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        before = seq_scans()
+        # The tombstone as every path that forgets makes it (the triggers
+        # do the rest), here so that its reads are this connection's to count.
+        conn.execute(
+            "UPDATE memory SET title = '', body = '', invalidated_at = now() WHERE id = %s",
+            (memory.id,),
+        )
+        assert seq_scans() == before
