@@ -19,6 +19,7 @@ changes nothing; the member stays removed and is finished the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,23 @@ ERASED_REASON = "member removed"
 # The refusal of a hand-over whose receiver was removed meanwhile (the type
 # of its PreconditionFailure).
 RECEIVER_REMOVED = "RECEIVER_REMOVED"
+
+
+# Memories a statement of the workspace's step changes at most (leaving_queries:
+# "a batch at a time"): forget's triggers cost a few milliseconds a memory, so
+# a batch stays far within the store's statement timeout.
+BATCH = 100
+
+
+def _in_batches(
+    conn: psycopg.Connection[Any], ids: str, statement: str, params: dict[str, Any]
+) -> Iterator[list[tuple[Any, ...]]]:
+    """The rows ``statement`` returns (none when it returns none) for each
+    batch of the ids the query ``ids`` reads, in turn."""
+    found = [r[0] for r in conn.execute(ids, params).fetchall()]
+    for start in range(0, len(found), BATCH):
+        cur = conn.execute(statement, {**params, "ids": found[start : start + BATCH]})
+        yield cur.fetchall() if cur.description is not None else []
 
 
 @dataclass(frozen=True)
@@ -133,25 +151,31 @@ class MemberRemoval(OnWorkspaces):
             found = conn.execute(lq.KEPT, params).fetchone()
             kept = int(found[0]) if found else 0
             if receiver is None:
-                rows = conn.execute(lq.ERASE_PRIVATE, params).fetchall()
-                erased = len(rows)
-                if rows:
-                    conn.execute(
-                        lq.INSERT_ERASED_REVISIONS,
-                        {
-                            **params,
-                            "ids": [r[0] for r in rows],
-                            "revisions": [r[1] for r in rows],
-                        },
-                    )
+                for rows in _in_batches(conn, lq.PRIVATE_LIVE, lq.ERASE_PRIVATE, params):
+                    erased += len(rows)
+                    if rows:
+                        conn.execute(
+                            lq.INSERT_ERASED_REVISIONS,
+                            {
+                                **params,
+                                "ids": [r[0] for r in rows],
+                                "revisions": [r[1] for r in rows],
+                            },
+                        )
                 conn.execute(lq.ERASE_PRIVATE_EPISODES, params)
                 history = conn.execute(lq.ERASE_HISTORY, params).rowcount
             else:
-                rows = conn.execute(lq.TRANSFER_PRIVATE, params).fetchall()
-                transferred = sum(1 for r in rows if r[0])
+                # Each list is read before its statements run: a memory handed
+                # over no longer names the member.
+                for rows in _in_batches(conn, lq.PRIVATE_ALL, lq.TRANSFER_PRIVATE, params):
+                    transferred += sum(1 for r in rows if r[0])
+                for ids, statement in (
+                    (lq.PROVENANCE_OF, lq.TRANSFER_PROVENANCE),
+                    (lq.VECTORS_OF, lq.TRANSFER_VECTORS),
+                ):
+                    for _ in _in_batches(conn, ids, statement, params):
+                        pass
                 for statement in (
-                    lq.TRANSFER_PROVENANCE,
-                    lq.TRANSFER_VECTORS,
                     lq.TRANSFER_TERM_STATS,
                     lq.TRANSFER_CORPUS_STATS,
                     lq.TRANSFER_EPISODES,

@@ -19,6 +19,22 @@ MARK_REMOVED = """
 INSERT INTO removed_member (member_id) VALUES (%(member)s) ON CONFLICT (member_id) DO NOTHING
 """
 
+# -- a batch at a time ----------------------------------------------------------
+# A statement that changes memories runs their triggers row by row (forget's
+# cost a few milliseconds a memory), and the store's statement timeout bounds
+# each statement: over every private memory of a member with thousands it
+# was cancelled, and so was every retry. So the ids are read first (the
+# member's lock is held: no row of theirs is added meanwhile) and each
+# statement below changes one batch of them, named in %(ids)s.
+PRIVATE_LIVE = """
+SELECT id FROM memory WHERE audience_member_id = %(member)s AND invalidated_at IS NULL
+"""
+PRIVATE_ALL = "SELECT id FROM memory WHERE audience_member_id = %(member)s"
+PROVENANCE_OF = "SELECT id FROM memory WHERE provenance_audience = %(member)s"
+VECTORS_OF = """
+SELECT DISTINCT memory_id FROM memory_embedding WHERE audience_member_id = %(member)s
+"""
+
 # -- erase: as forget does, for every memory only they could see -------------
 # The triggers of forget follow (migrations 0001, 0006, 0008): the embedding,
 # the search statistics, the graph claims, aliases and mentions (and entities
@@ -27,7 +43,7 @@ ERASE_PRIVATE = """
 UPDATE memory
 SET title = '', body = '', invalidated_at = now(), invalidation_reason = %(reason)s,
     invalidated_by = %(by)s, updated_at = now()
-WHERE audience_member_id = %(member)s AND invalidated_at IS NULL
+WHERE id = ANY (%(ids)s::uuid[]) AND audience_member_id = %(member)s AND invalidated_at IS NULL
 RETURNING id, revision
 """
 INSERT_ERASED_REVISIONS = """
@@ -50,15 +66,17 @@ ERASE_HISTORY = "DELETE FROM history_entry WHERE owner_member_id = %(member)s"
 # search statistics kept per audience, and their episodes.
 TRANSFER_PRIVATE = """
 UPDATE memory SET audience_member_id = %(to)s, updated_at = now()
-WHERE audience_member_id = %(member)s
+WHERE id = ANY (%(ids)s::uuid[]) AND audience_member_id = %(member)s
 RETURNING invalidated_at IS NULL
 """
 TRANSFER_PROVENANCE = """
-UPDATE memory SET provenance_audience = %(to)s WHERE provenance_audience = %(member)s
+UPDATE memory SET provenance_audience = %(to)s
+WHERE id = ANY (%(ids)s::uuid[]) AND provenance_audience = %(member)s
 """
 # The copy is taken from the memory again by memory_embedding_copy_trust.
 TRANSFER_VECTORS = """
-UPDATE memory_embedding SET audience_member_id = %(to)s WHERE audience_member_id = %(member)s
+UPDATE memory_embedding SET audience_member_id = %(to)s
+WHERE memory_id = ANY (%(ids)s::uuid[]) AND audience_member_id = %(member)s
 """
 TRANSFER_TERM_STATS = """
 WITH moved AS (DELETE FROM term_stat WHERE audience = %(member)s RETURNING *)
