@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from recallatron_devkit.legacy_fixture import SCHEMA
 from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team, make_team
-from tests.legacy.test_migration import run_cli
+from tests.legacy.test_migration import recall, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -99,3 +100,23 @@ def test_claims_whose_parts_hold_colons_are_each_written(
         "SELECT (SELECT count(*) FROM attribute_claim), (SELECT count(*) FROM relation_claim)",
     )
     assert rows == [(2, 2)]
+
+
+def test_history_written_with_combining_accents_is_found_by_either_form(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """Memories are kept and searched in NFC (migration 0038) and history
+    kept as it was said: a turn written with combining accents (as macOS
+    writes file names and some keyboards type) was found only by a query in
+    the same decomposed form, never by "zébulon" typed the usual way."""
+    said = unicodedata.normalize("NFD", "the café on rue zébulon")
+    migrate(stack, ada, old_store(tmp_path, [(1, "c", "user", said, AT)], []))
+    owner = ada.clients["ada"]
+    for form in ("NFC", "NFD"):
+        query = unicodedata.normalize(form, "zébulon")
+        [hit] = recall(owner, query, include_history=True).outcome.history
+        assert hit.text == said, form  # kept as it was said
+    stats = dbutil.query(
+        stack, ada.database_name, "SELECT lexeme FROM history_term_stat ORDER BY lexeme"
+    )
+    assert (unicodedata.normalize("NFC", "zébulon"),) in stats

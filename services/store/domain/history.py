@@ -11,6 +11,7 @@ apply to it."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -78,7 +79,8 @@ class HistorySearch(OnWorkspaces):
         ws = self.control.workspace(workspace_id)
         pool = self.dbs.app_pool(ws.server, ws.database_name)
         with caller_transaction(pool, caller) as conn:
-            row = conn.execute(LEXEMES, (query,)).fetchone()
+            # The form turns are searched in (migration 0040): "é" one code point.
+            row = conn.execute(LEXEMES, (unicodedata.normalize("NFC", query),)).fetchone()
             terms: list[str] = list(dict.fromkeys(row[0])) if row and row[0] else []
             if not terms:
                 return []
