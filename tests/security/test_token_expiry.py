@@ -15,6 +15,8 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
@@ -143,6 +145,28 @@ def test_grace_zero_ends_the_old_token_at_once(
     assert fresh.read([memory_id]).memories[0].id == memory_id
     fresh.close()
     elsewhere.close()
+
+
+def test_an_expired_token_cannot_be_rotated_and_the_refusal_names_it(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """FAILED_PRECONDITION naming token_id (the PreconditionFailure every
+    other token call's precondition carries), and nothing is made."""
+    bob_id = team.members["bob"]
+    made = operator.create_token(bob_id, "short", expires_in=timedelta(seconds=1))
+    short = Client(stack.gateway, made.token)
+    memory_id = team.clients["ada"].remember("expired rotation", audience_to="workspace").memory.id
+    wait_refused(short, memory_id, 30)
+    short.close()
+    before = len(operator.list_tokens(bob_id).tokens)
+    exc = error(lambda: operator.rotate_token(made.token_id, grace=timedelta(0)))
+    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc.details()
+    assert "token_id" in str(exc.details()) and "expired" in str(exc.details())
+    status = rpc_status.from_call(exc)
+    failure = error_details_pb2.PreconditionFailure()
+    assert status is not None and any(d.Unpack(failure) for d in status.details), status
+    assert [v.subject for v in failure.violations] == ["token_id"]
+    assert len(operator.list_tokens(bob_id).tokens) == before
 
 
 def test_the_list_shows_expiry_and_last_use_never_a_secret(
