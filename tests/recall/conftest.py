@@ -43,7 +43,6 @@ def one_connection(stack: Stack) -> Iterator[Any]:
         StoreSettings(
             database_url=stack.database_url,
             app_password=stack.app_password,
-            pool_min_size=1,
             pool_max_size=1,
         )
     )
