@@ -47,6 +47,58 @@ CASES: list[Case] = [
     ("long title", "Remember", lambda ids: remember(title="x" * 301), INVALID, "title"),
     ("NUL in title", "Remember", lambda ids: remember(title="a\x00b"), INVALID, "title"),
     ("long body", "Remember", lambda ids: remember(body="x" * 20001), INVALID, "body"),
+    # Text is kept in Unicode NFC (migration 0038), where U+FB2C is three code
+    # points and U+1D15E two: the limits hold for what is kept.
+    (
+        "long title once in NFC",
+        "Remember",
+        lambda ids: remember(title="\ufb2c" * 101),
+        INVALID,
+        "title",
+    ),
+    (
+        "long body once in NFC",
+        "Remember",
+        lambda ids: remember(body="\U0001d15e" * 10001),
+        INVALID,
+        "body",
+    ),
+    (
+        "derive long title once in NFC",
+        "Derive",
+        lambda ids: pb.DeriveRequest(
+            request_id="d-nfc", kind=1, title="\ufb2c" * 101, source_ids=[ids["memory"]]
+        ),
+        INVALID,
+        "title",
+    ),
+    (
+        "correct long title once in NFC",
+        "Correct",
+        lambda ids: pb.CorrectRequest(
+            request_id="c-nfc",
+            id=ids["memory"],
+            expected_revision=1,
+            title="\ufb2c" * 101,
+            reason="r",
+        ),
+        INVALID,
+        "title",
+    ),
+    (
+        "supersede long body once in NFC",
+        "Supersede",
+        lambda ids: pb.SupersedeRequest(
+            request_id="s-nfc",
+            id=ids["memory"],
+            expected_revision=1,
+            kind=1,
+            title="t",
+            body="\U0001d15e" * 10001,
+        ),
+        INVALID,
+        "body",
+    ),
     ("confidence > 1", "Remember", lambda ids: remember(confidence=1.5), INVALID, "confidence"),
     ("confidence < 0", "Remember", lambda ids: remember(confidence=-0.1), INVALID, "confidence"),
     (

@@ -126,9 +126,9 @@ class MemoryRevisions(MemoryWrites):
             raise errors.InvalidArgument("title", "give a new title, body, confidence or claims")
         graph_claims.validate(graph)
         if title is not None:
-            v.text(title, "title", MAX_TITLE)
+            v.memory_text(title, "title", MAX_TITLE)
         if body is not None:
-            v.text(body, "body", MAX_BODY, required=False)
+            v.memory_text(body, "body", MAX_BODY, required=False)
         if confidence is not None:
             v.confidence(confidence)
         v.text(reason, "reason", MAX_REASON)

@@ -135,8 +135,8 @@ class MemoryWrites(MemoryReads):
 
     def _validate_new(self, new: NewMemory) -> None:
         v.kind(new.kind)
-        v.text(new.title, "title", MAX_TITLE)
-        v.text(new.body, "body", MAX_BODY, required=False)
+        v.memory_text(new.title, "title", MAX_TITLE)
+        v.memory_text(new.body, "body", MAX_BODY, required=False)
         v.confidence(new.confidence)
         v.purposes(new.purposes)
         if len(new.mentions) > MAX_MENTIONS:
