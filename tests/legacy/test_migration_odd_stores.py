@@ -24,15 +24,21 @@ pytestmark = pytest.mark.integration
 
 AT = "2026-01-01T00:00:00Z"
 
-Turn = tuple[int, str, str, str, str]
+# (id, chat id, role, text: bytes are kept as a BLOB, time)
+Turn = tuple[int, str, str, str | bytes, str]
 
 
-def old_store(tmp: Path, turns: list[Turn], graph: list[Any]) -> tuple[Path, Path]:
-    """An old store of these turns (no memory items) and graph lines."""
+def old_store(
+    tmp: Path, turns: list[Turn], graph: list[Any], *statements: tuple[str, tuple[Any, ...]]
+) -> tuple[Path, Path]:
+    """An old store of these turns and graph lines, and what ``statements``
+    (SQL, parameters) add to its SQLite file."""
     db = tmp / "old.sqlite"
     conn = sqlite3.connect(db)
     conn.executescript(SCHEMA)
     conn.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?)", turns)
+    for sql, params in statements:
+        conn.execute(sql, params)
     conn.commit()
     conn.close()
     graph_path = tmp / "graph.jsonl"
@@ -120,3 +126,33 @@ def test_history_written_with_combining_accents_is_found_by_either_form(
         stack, ada.database_name, "SELECT lexeme FROM history_term_stat ORDER BY lexeme"
     )
     assert (unicodedata.normalize("NFC", "zébulon"),) in stats
+
+
+def test_text_the_old_store_kept_as_bytes_is_carried_as_text(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """SQLite keeps bytes written to a TEXT column as a BLOB (an old writer
+    that stored encoded text): they were carried as Python's b'...' (a
+    history turn "b'see you at the caf\\xc3\\xa9'", a memory titled
+    "b'Dentist'") and an edge to b'e1' named no entity."""
+    item = (
+        "INSERT INTO memory_items VALUES (1, 'fact', ?, ?, 0.9, 'confirmed', NULL, NULL, ?,"
+        " NULL, NULL)",
+        (b"Dentist", "Dentist on Tuesday at the café".encode(), b"2026-01-02T00:00:00Z"),
+    )
+    edge = ("INSERT INTO memory_item_entities VALUES (1, ?)", (b"e1",))
+    turns: list[Turn] = [(1, "c", "user", "see you at the café".encode(), AT)]
+    turns.append((2, "c", "user", b"caf\xe9 not UTF-8", AT))
+    graph = [{"id": "e1", "name": "Dr Pereira", "valid_from": AT}]
+    report = migrate(stack, ada, old_store(tmp_path, turns, graph, item, edge))
+    assert report["mentions"]["imported"] == 1, report["mentions"]
+    db = ada.database_name
+    history = dbutil.query(stack, db, "SELECT text FROM history_entry ORDER BY text")
+    assert history == [("caf\ufffd not UTF-8",), ("see you at the café",)]
+    memory = dbutil.query(
+        stack,
+        db,
+        "SELECT m.title, m.body, e.name FROM memory m JOIN mention n ON n.memory_id = m.id"
+        " JOIN entity e ON e.id = n.entity_id WHERE m.kind = 'fact' AND m.title = 'Dentist'",
+    )
+    assert memory == [("Dentist", "Dentist on Tuesday at the café", "Dr Pereira")]

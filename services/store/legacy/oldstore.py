@@ -42,7 +42,8 @@ class Turn:
     chat_id: str
     role: str
     text: str
-    ts: str
+    # ISO-8601 text or Unix seconds, as written (parse_time reads both).
+    ts: str | int | float | None
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ class MemoryItem:
     confidence: float | None
     status: str
     scope: str | None
-    created_at: str
-    updated_at: str | None
+    created_at: str | int | float | None
+    updated_at: str | int | float | None
     entity_ids: tuple[str, ...] = ()
 
 
@@ -156,8 +157,7 @@ class SqliteStore:
         cur = self.conn.execute("SELECT id, chat_id, role, text, ts FROM turns ORDER BY id")
         while rows := cur.fetchmany(size):
             yield [
-                Turn(int(r[0]), str(r[1] or ""), str(r[2] or ""), str(r[3] or ""), r[4])
-                for r in rows
+                Turn(int(r[0]), _text(r[1]), _text(r[2]), _text(r[3]), _time(r[4])) for r in rows
             ]
 
     def memory_items(self) -> list[MemoryItem]:
@@ -167,7 +167,7 @@ class SqliteStore:
         ):
             item_id = _integer(memory_id)
             if item_id is not None:  # an edge to no item's id names nothing
-                edges.setdefault(item_id, []).append(str(entity_id))
+                edges.setdefault(item_id, []).append(_text(entity_id))
         items = []
         for r in self.conn.execute(
             "SELECT id, kind, title, body, confidence, status, scope, created_at, updated_at"
@@ -176,23 +176,43 @@ class SqliteStore:
             items.append(
                 MemoryItem(
                     id=int(r[0]),
-                    kind=str(r[1] or ""),
-                    title=str(r[2] or ""),
-                    body=str(r[3] or ""),
+                    kind=_text(r[1]),
+                    title=_text(r[2]),
+                    body=_text(r[3]),
                     confidence=_number(r[4]),
-                    status=str(r[5] or ""),
-                    scope=r[6],
-                    created_at=r[7],
-                    updated_at=r[8],
+                    status=_text(r[5]),
+                    scope=None if r[6] is None else _text(r[6]),
+                    created_at=_time(r[7]),
+                    updated_at=_time(r[8]),
                     entity_ids=tuple(edges.get(int(r[0]), ())),
                 )
             )
         return items
 
 
+def _text(value: object) -> str:
+    """A text column's value as text. SQLite keeps what was written: bytes
+    (a BLOB) are decoded as UTF-8, U+FFFD where they do not decode, not
+    carried as Python's b'...'; a number in a column of no type is its
+    digits, 0 included; NULL is empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _time(value: object) -> str | int | float | None:
+    """A time column's value for parse_time: numbers stay numbers (Unix
+    seconds), bytes are decoded like text."""
+    return value if value is None or isinstance(value, int | float | str) else _text(value)
+
+
 def _integer(value: object) -> int | None:
+    if isinstance(value, int):
+        return value
     try:
-        return int(str(value).strip()) if not isinstance(value, int) else value
+        return int(_text(value).strip())
     except ValueError:
         return None
 
