@@ -172,3 +172,41 @@ def test_a_forget_that_waited_for_a_correct_records_the_revision_it_forgot(
         (memory.id,),
     )
     assert history == [("create", 1), ("correct", 2), ("forget", 2)]
+
+
+def test_a_retry_may_list_a_set_in_another_order(team: Team) -> None:
+    """Purposes and `about` links are sets (stored as such, read back in an
+    order of their own): a retry that lists them in another order, as one
+    built from a set in another process does, is the same request and
+    replays, as derive's sources already did."""
+    ada = team.clients["ada"]
+    # Supersede takes purposes as any field of its request (untyped here).
+    supersede: Any = ada.supersede
+    both, other_order = ["assist", "audit"], ["audit", "assist"]
+    a = ada.remember("First", audience_to="workspace", purposes=both).memory
+    b = ada.remember("Second", audience_to="workspace", purposes=both).memory
+    old = ada.remember("Old", purposes=both).memory
+
+    def twice(call: Callable[[str, list[str], list[str]], Any]) -> tuple[Any, Any]:
+        rid = str(uuid.uuid4())
+        return call(rid, both, [a.id, b.id]), call(rid, other_order, [b.id, a.id])
+
+    answers = {
+        "remember": twice(
+            lambda rid, purposes, ids: ada.remember(
+                "About both", purposes=purposes, about=ids, request_id=rid
+            )
+        ),
+        "derive": twice(
+            lambda rid, purposes, ids: ada.derive(
+                ids, "From both", purposes=purposes, request_id=rid
+            )
+        ),
+        "supersede": twice(
+            lambda rid, purposes, ids: supersede(
+                old.id, 1, "New", purposes=purposes, request_id=rid
+            )
+        ),
+    }
+    for tool, (first, again) in answers.items():
+        assert again.replayed and again.memory.id == first.memory.id, tool

@@ -18,7 +18,7 @@ from services.store.domain import graph_claims
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
 from services.store.domain.erasure import fingerprint
-from services.store.domain.memory_writes import MemoryWrites, NewMemory, WriteResult
+from services.store.domain.memory_writes import MemoryWrites, NewMemory, WriteResult, as_asked
 from services.store.domain.trust import Trust, _Empty
 from services.store.infrastructure.db import Caller
 from services.store.sql import memory_queries as mq
@@ -220,8 +220,9 @@ class MemoryRevisions(MemoryWrites):
             return new_id
 
         asked = fingerprint(
-            "supersede", memory_id, expected_revision, new, reason, sorted(sources), replace_claims
-        )
+            "supersede", memory_id, expected_revision, as_asked(new), reason, sorted(sources),
+            replace_claims,
+        )  # fmt: skip
         new_id, replayed = self._idempotent(caller, request_id, "supersede", write, asked)
         result = self._read_back(caller, new_id, replayed)
         old_view = self.read(caller, [memory_id], with_provenance=True)

@@ -62,6 +62,16 @@ class WriteResult:
     superseded: MemoryView | None = None
 
 
+def as_asked(new: NewMemory, about: Sequence[str] = ()) -> NewMemory:
+    """``new`` as its request's fingerprint takes it: its purposes and its
+    ``about`` links (``about``: checked, canonical ids) are sets, kept as such
+    and read back in an order of their own, so a retry may list them in any
+    order (one built from a set in another process does)."""
+    return dataclasses.replace(
+        new, purposes=sorted(set(new.purposes), key=str), about_ids=sorted(about)
+    )
+
+
 # The tools whose writes queue memories for the embedding job (by trigger).
 QUEUES_EMBEDDING = frozenset({"remember", "derive", "correct", "supersede"})
 
@@ -279,7 +289,7 @@ class MemoryWrites(MemoryReads):
 
         # The turn's time only places the memory (capture sends its own "now"
         # when a turn has none): a retry is the same request without it.
-        asked = fingerprint("remember", new)
+        asked = fingerprint("remember", as_asked(new, about))
         return self._write_new(caller, request_id, "remember", write, new, bool(about), asked)
 
     def derive(
@@ -303,5 +313,5 @@ class MemoryWrites(MemoryReads):
             self._audit(conn, caller, "derive", memory_id, request_id)
             return memory_id
 
-        asked = fingerprint("derive", sorted(sources), new)
+        asked = fingerprint("derive", sorted(sources), as_asked(new))
         return self._write_new(caller, request_id, "derive", write, new, True, asked)
