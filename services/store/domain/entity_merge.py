@@ -56,7 +56,7 @@ WITH {CURRENT_MODEL}, recent_memory AS (
     WHERE m.superseded_by_id IS NULL
     ORDER BY m.created_at DESC, m.id DESC
     LIMIT %(memories)s
-), recent AS (
+), windowed AS (
     SELECT e.id, e.name_key, e.type
     FROM entity e
     JOIN (SELECT mn.entity_id, max(rm.created_at) AS seen
@@ -64,31 +64,6 @@ WITH {CURRENT_MODEL}, recent_memory AS (
           GROUP BY mn.entity_id) s ON s.entity_id = e.id
     ORDER BY s.seen DESC, e.id
     LIMIT %(entities)s
-), keys AS (
-    SELECT r.id, r.name_key AS key, true AS is_name FROM recent r
-    UNION
-    SELECT a.entity_id, a.alias_key, false
-    FROM entity_alias a JOIN recent r ON r.id = a.entity_id
-    WHERE a.retired_at IS NULL
-), by_key AS (
-    SELECT a.id AS first_id, b.id AS second_id,
-           CASE WHEN bool_or(a.is_name AND b.is_name) THEN 'same_name'
-                ELSE 'same_alias' END AS reason
-    FROM keys a JOIN keys b ON a.key = b.key AND a.id < b.id
-    GROUP BY a.id, b.id
-), by_prefix AS (
-    SELECT least(a.id, b.id), greatest(a.id, b.id), 'name_prefix'
-    FROM recent a JOIN recent b
-      ON length(b.name_key) > length(a.name_key)
-     AND left(b.name_key, length(a.name_key) + 1) = a.name_key || ' '
-    WHERE EXISTS (
-        SELECT 1
-        FROM mention ma
-        JOIN mention ca ON ca.memory_id = ma.memory_id
-                       AND ca.entity_id <> a.id AND ca.entity_id <> b.id
-        JOIN mention cb ON cb.entity_id = ca.entity_id
-        JOIN mention mb ON mb.memory_id = cb.memory_id AND mb.entity_id = b.id
-        WHERE ma.entity_id = a.id)
 ), window_mean AS (
     -- Contexts are centred on the window's mean: a mean of many memories
     -- otherwise drifts toward it, and so toward every other such mean.
@@ -101,55 +76,79 @@ WITH {CURRENT_MODEL}, recent_memory AS (
     FROM mention mn
     JOIN memory m ON m.id = mn.memory_id
     JOIN memory_embedding me ON me.memory_id = m.id
-    WHERE mn.entity_id IN (SELECT id FROM recent)
+    WHERE mn.entity_id IN (SELECT id FROM windowed)
       AND m.superseded_by_id IS NULL
       AND me.input_version = %(input_version)s
       AND me.model_id = (SELECT model_id FROM current_model)
     GROUP BY mn.entity_id
+), grp AS MATERIALIZED (
+    SELECT g.start_id, g.member_id FROM entity_group(ARRAY(SELECT id FROM windowed)) g
+), rep AS MATERIALIZED (
+    -- The least member stands for its group: the rows of two groups are one
+    -- proposal, and two entities of one group none.
+    SELECT start_id AS id, min(member_id::text)::uuid AS rep FROM grp GROUP BY start_id
+), recent AS MATERIALIZED (
+    -- Each entity with its group and its context, joined once here (the
+    -- rules below make many rows of few entities).
+    SELECT w.id, w.name_key, w.type, r.rep, c.centroid
+    FROM windowed w JOIN rep r ON r.id = w.id LEFT JOIN context c ON c.id = w.id
+), keys AS (
+    SELECT r.id, r.rep, r.centroid, r.name_key AS key, true AS is_name FROM recent r
+    UNION ALL
+    SELECT a.entity_id, r.rep, r.centroid, a.alias_key, false
+    FROM entity_alias a JOIN recent r ON r.id = a.entity_id
+    WHERE a.retired_at IS NULL
+), by_key AS (
+    SELECT a.id AS first_id, b.id AS second_id, a.rep AS first_rep, b.rep AS second_rep,
+           CASE WHEN bool_or(a.is_name AND b.is_name) THEN 'same_name'
+                ELSE 'same_alias' END AS reason,
+           max(nullif(1 - (a.centroid <=> b.centroid), 'NaN')) AS cosine
+    FROM keys a JOIN keys b ON a.key = b.key AND a.id < b.id AND a.rep <> b.rep
+    GROUP BY a.id, b.id, a.rep, b.rep
+), by_prefix AS (
+    SELECT least(a.id, b.id), greatest(a.id, b.id), a.rep, b.rep, 'name_prefix',
+           nullif(1 - (a.centroid <=> b.centroid), 'NaN')
+    FROM recent a JOIN recent b
+      ON length(b.name_key) > length(a.name_key)
+     AND left(b.name_key, length(a.name_key) + 1) = a.name_key || ' '
+    WHERE a.rep <> b.rep AND EXISTS (
+        SELECT 1
+        FROM mention ma
+        JOIN mention ca ON ca.memory_id = ma.memory_id
+                       AND ca.entity_id <> a.id AND ca.entity_id <> b.id
+        JOIN mention cb ON cb.entity_id = ca.entity_id
+        JOIN mention mb ON mb.memory_id = cb.memory_id AND mb.entity_id = b.id
+        WHERE ma.entity_id = a.id)
 ), by_context AS (
-    SELECT a.id, b.id, 'close_context'
-    FROM context a JOIN context b ON a.id < b.id
-    JOIN recent ra ON ra.id = a.id
-    JOIN recent rb ON rb.id = b.id
-    WHERE (ra.type IS NULL OR rb.type IS NULL OR ra.type = rb.type)
-      -- As a distance: a zero context (NaN cosine) never passes.
+    SELECT a.id, b.id, a.rep, b.rep, 'close_context',
+           nullif(1 - (a.centroid <=> b.centroid), 'NaN')
+    FROM recent a JOIN recent b ON a.id < b.id
+    WHERE a.rep <> b.rep
+      AND (a.type IS NULL OR b.type IS NULL OR a.type = b.type)
+      -- As a distance: a zero context (NaN cosine), or none, never passes.
       AND (a.centroid <=> b.centroid) <= 1 - %(min_cosine)s
       AND NOT EXISTS (SELECT 1 FROM mention x JOIN mention y ON y.memory_id = x.memory_id
                       WHERE x.entity_id = a.id AND y.entity_id = b.id)
 ), candidates AS (
     SELECT * FROM by_key UNION ALL SELECT * FROM by_prefix UNION ALL SELECT * FROM by_context
-), grp AS MATERIALIZED (
-    SELECT g.start_id, g.member_id FROM entity_group(ARRAY(SELECT id FROM recent)) g
-), rep AS (
-    -- The least member stands for its group: the rows of two groups are one proposal.
-    SELECT start_id AS id, min(member_id::text)::uuid AS rep FROM grp GROUP BY start_id
-), pair_rows AS (
-    SELECT c.first_id, c.second_id, c.reason,
-           least(ra.rep, rb.rep) AS lo, greatest(ra.rep, rb.rep) AS hi,
-           nullif(1 - (ca.centroid <=> cb.centroid), 'NaN') AS cosine
-    FROM candidates c
-    JOIN rep ra ON ra.id = c.first_id
-    JOIN rep rb ON rb.id = c.second_id
-    LEFT JOIN context ca ON ca.id = c.first_id
-    LEFT JOIN context cb ON cb.id = c.second_id
-    -- Two entities already one, or two groups any of whose members were
-    -- kept apart, are not proposed.
-    WHERE ra.rep <> rb.rep
-      AND NOT EXISTS (
-            SELECT 1 FROM grp ga JOIN grp gb ON gb.start_id = c.second_id
-            JOIN entity_pair_apart d
-              ON d.first_id = least(ga.member_id, gb.member_id)
-             AND d.second_id = greatest(ga.member_id, gb.member_id)
-            WHERE ga.start_id = c.first_id)
+), apart AS MATERIALIZED (
+    -- Two groups any of whose members were kept apart are kept apart.
+    SELECT DISTINCT least(ra.rep, rb.rep) AS lo, greatest(ra.rep, rb.rep) AS hi
+    FROM entity_pair_apart d
+    JOIN grp ga ON ga.member_id = d.first_id JOIN rep ra ON ra.id = ga.start_id
+    JOIN grp gb ON gb.member_id = d.second_id JOIN rep rb ON rb.id = gb.start_id
 )
 -- One row per pair of groups, named by its closest two entities.
-SELECT (array_agg(p.first_id ORDER BY p.cosine DESC NULLS LAST, p.first_id, p.second_id))[1],
-       (array_agg(p.second_id ORDER BY p.cosine DESC NULLS LAST, p.first_id, p.second_id))[1],
-       array_agg(DISTINCT p.reason) AS reasons,
-       max(p.cosine) AS cosine
-FROM pair_rows p
-GROUP BY p.lo, p.hi
-ORDER BY bool_or(p.reason <> 'close_context') DESC, cosine DESC NULLS LAST, p.lo, p.hi
+SELECT (array_agg(c.first_id ORDER BY c.cosine DESC NULLS LAST, c.first_id, c.second_id))[1],
+       (array_agg(c.second_id ORDER BY c.cosine DESC NULLS LAST, c.first_id, c.second_id))[1],
+       array_agg(DISTINCT c.reason) AS reasons,
+       max(c.cosine) AS cosine
+FROM candidates c
+WHERE NOT EXISTS (SELECT 1 FROM apart a WHERE a.lo = least(c.first_rep, c.second_rep)
+                                          AND a.hi = greatest(c.first_rep, c.second_rep))
+GROUP BY least(c.first_rep, c.second_rep), greatest(c.first_rep, c.second_rep)
+ORDER BY bool_or(c.reason <> 'close_context') DESC, cosine DESC NULLS LAST,
+         least(c.first_rep, c.second_rep), greatest(c.first_rep, c.second_rep)
 LIMIT %(limit)s
 """
 # Merges in one workspace are decided one at a time (a transaction-scoped
