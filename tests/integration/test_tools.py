@@ -173,6 +173,31 @@ def test_superseded_or_forgotten_cannot_change_again(team: Team) -> None:
     assert rpc_error(lambda: ada.forget(f.id, "again")).code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_a_successor_stays_in_the_episode_of_the_memory_it_replaces(team: Team) -> None:
+    """Supersede keeps the old memory's audience, purposes and claims, and
+    left its episode behind: the trip's hotel superseded, the trip listed no
+    memory at all (the old one superseded, the new one in no episode), and
+    supersede has no field to say otherwise. The successor is filed where
+    the old one was, when its writer may see that episode (as remember
+    asks); a caller who may not is answered no episode, as a read gives."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    trip = ada.create_episode(
+        "Trip to Rome", "2026-05-04T09:00:00Z", audience_to="workspace"
+    ).episode_id
+    hotel = ada.remember("Hotel booked", "Albergo Roma", audience_to="workspace", episode_id=trip)
+    moved = ada.supersede(hotel.memory.id, 1, "Hotel booked", "Albergo Milano").memory
+    assert moved.episode_id == trip
+    listed = ada.call(ada.memory.ListMemories, pb.ListMemoriesRequest(episode_id=trip))
+    assert [m.id for m in listed.memories] == [moved.id]
+    # Ada's own episode, which Bob may not see, holding a memory she wrote for him.
+    own = ada.create_episode("Ada's notes", "2026-05-04T09:00:00Z").episode_id
+    for_bob = ada.remember("For Bob", "v1", audience_to=team.members["bob"], episode_id=own)
+    (as_bob_reads,) = bob.read([for_bob.memory.id]).memories
+    assert as_bob_reads.episode_id == ""
+    successor = bob.supersede(for_bob.memory.id, 1, "For Bob", "v2").memory
+    assert successor.episode_id == ""
+
+
 def test_read_shows_provenance(team: Team) -> None:
     ada, bob = team.clients["ada"], team.clients["bob"]
     base = ada.remember("Kickoff notes", audience_to="workspace", mention_names=["Atlas"]).memory

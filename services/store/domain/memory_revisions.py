@@ -4,6 +4,7 @@ revision history, and the claims a change retires or carries over."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -187,10 +188,11 @@ class MemoryRevisions(MemoryWrites):
 
         def write(conn: psycopg.Connection) -> str:
             seen = self._may_change(conn, caller, memory_id)
-            old = conn.execute(mq.TRUST_OF, ([memory_id],)).fetchone()
-            if old is None:
+            found = self._read(conn, [memory_id], with_provenance=False)
+            if not found:
                 raise errors.NotFound("memory not found")
-            old_trust = Trust(str(old[1]) if old[1] else None, frozenset(old[2]))
+            old = found[0]
+            old_trust = Trust(old.audience, frozenset(old.purposes))
             if sources:
                 trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
             else:
@@ -199,9 +201,13 @@ class MemoryRevisions(MemoryWrites):
                 audience = old_trust.audience if isinstance(new.audience, _Empty) else new.audience
                 purposes = v.purposes(new.purposes) or old_trust.purposes
                 trust, origin = Trust(audience, purposes), "told"
+            # The replacement stays in the old memory's episode when the
+            # caller may see it (a read gives it no other), the rule remember
+            # files a memory by.
+            placed = dataclasses.replace(new, episode_id=old.episode_id)
             new_id = str(uuid.uuid4())
             links = [("derived_from", s) for s in sources]
-            writer = self._insert(conn, caller, new_id, new, origin, trust, links)
+            writer = self._insert(conn, caller, new_id, placed, origin, trust, links)
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision, seen)
