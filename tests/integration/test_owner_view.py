@@ -169,6 +169,63 @@ def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team
     assert [m.id for m in by_bob] == expected
 
 
+def test_a_kinds_few_old_memories_are_listed_reading_few_rows(stack: Stack, team: Team) -> None:
+    """Five decisions older than 3,000 notes: listed by kind, two to a page,
+    each page reads a few rows under the plans the store's statements get
+    (custom, and generic once prepared) and the generic plan forced, where
+    the listing walked the created_at index through every note for each
+    page; two kinds are merged in the listing's order; the same through the
+    gateway."""
+    ada = team.members["ada"]
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+            " created_by, created_at, updated_at)"
+            " SELECT gen_random_uuid(),"
+            "  CASE WHEN i <= 5 THEN 'decision' ELSE 'note' END::memory_kind,"
+            "  'Item ' || i, '', 1, 'told', '{assist}', %(ada)s::uuid,"
+            "  timestamptz '2025-01-01' + (i / 2) * interval '1 minute',"
+            "  timestamptz '2025-01-01' + (i / 2) * interval '1 minute'"
+            " FROM generate_series(1, 3005) AS i",
+            {"ada": ada},
+        )
+        conn.execute("ANALYZE memory")
+    caller = Caller(team.workspace_id, ada, "assist")
+    newest = "SELECT id FROM memory WHERE kind::text = ANY(%s) ORDER BY created_at DESC, id DESC"
+    for mode in ("auto", "force_generic_plan"):
+        with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
+            conn.execute(
+                SET_LOCALS,
+                (
+                    ["recallatron.member_id", "recallatron.purpose", "plan_cache_mode"],
+                    [ada, "assist", mode],
+                ),
+            )
+            decisions = [str(r[0]) for r in conn.execute(newest, (["decision"],))]
+            two = [str(r[0]) for r in conn.execute(newest + " LIMIT 2", (["decision", "note"],))]
+            view = _OnConnection(conn)
+            # Past the driver's prepare threshold and the server's custom plans.
+            for _ in range(8):
+                listed: list[str] = []
+                token = ""
+                while True:
+                    before = _memory_read(conn)
+                    page = view.memories(caller, MemoryFilter(kinds=["decision", "fact"]), 2, token)
+                    read = _memory_read(conn) - before
+                    assert read <= 20, f"{mode}: a page of decisions read {read} memory rows"
+                    listed += [m.id for m in page.memories]
+                    token = page.next_page_token
+                    if not token:
+                        break
+                assert listed == decisions and len(decisions) == 5, mode
+                before = _memory_read(conn)
+                page = view.memories(caller, MemoryFilter(kinds=["decision", "note"]), 2)
+                assert _memory_read(conn) - before <= 20, mode
+                assert [m.id for m in page.memories] == two, mode
+    listed_here = every(team.clients["ada"].list_memories, "memories", kinds=["decision"])
+    assert [m.id for m in listed_here] == decisions
+
+
 def test_the_audit_log_is_for_owners_paged_and_filtered(team: Team) -> None:
     ada, bob = team.clients["ada"], team.clients["bob"]
     ids = seeded(team)

@@ -39,6 +39,11 @@ from services.store.sql import queries as q
 # whole workspace's created_at index (it follows the table: cheap in its eyes)
 # and sort, or sort all of the author's rows; the generic plan did the walk.
 AUTHOR_ORDER = {"enable_sort": "off", "enable_incremental_sort": "off"}
+# Some kinds' memories: a page's worth of ids from each kind's walk (migration
+# 0044), each memory then read by its id. Left to choose, the planner, which
+# guesses that few rows of the table pass row security, would rather hash the
+# ids and scan the whole table for them.
+KIND_ORDER = {"enable_hashjoin": "off", "enable_mergejoin": "off", "enable_seqscan": "off"}
 
 # Detail keys shown: ids, counts and names of things, never free text.
 HIDDEN_DETAIL = frozenset({"reason"})
@@ -132,6 +137,8 @@ class OwnerView(InWorkspaces):
         }
         if created_by:
             listing, settings = oq.LIST_MEMORIES_BY_AUTHOR, AUTHOR_ORDER
+        elif params["kinds"]:
+            listing, settings = oq.LIST_MEMORIES_OF_KINDS, KIND_ORDER
         else:
             listing, settings = oq.LIST_MEMORIES, {}
         with self.transaction(caller, settings) as conn:

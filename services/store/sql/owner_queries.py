@@ -36,6 +36,21 @@ LIST_MEMORIES = _list_memories("TRUE")
 # "%(created_by)s IS NULL OR ..." it cannot, and walked the created_at index
 # over the whole workspace for that author's rows.
 LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid")
+# Some kinds' (at most four), every author's: each kind's page walked by
+# memories_of_kind (migration 0044) from the page token's position, then merged.
+# Behind "= ANY" the planner walked the created_at index over the whole
+# workspace for the rows of those kinds.
+LIST_MEMORIES_OF_KINDS = f"""
+SELECT {MEMORY_COLUMNS}
+FROM unnest(%(kinds)s::memory_kind[]) AS k(kind)
+CROSS JOIN LATERAL memories_of_kind(
+    k.kind, %(episode)s::uuid, %(from)s::timestamptz, %(to)s::timestamptz,
+    %(include_superseded)s, %(after_at)s::timestamptz, %(after_id)s::uuid, %(limit)s
+) AS f(id)
+JOIN memory m ON m.id = f.id
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
 
 AUDIT_EVENTS = """
 SELECT a.id, a.at, a.member_id::text, a.action, a.memory_id::text, a.detail
