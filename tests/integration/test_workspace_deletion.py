@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import grpc
@@ -188,3 +189,32 @@ def test_no_token_is_made_while_a_deletion_is_under_way(
             "SELECT pg_advisory_unlock(7402, hashtext(%s::text))", (team.workspace_id,)
         )
     assert operator.create_token(bob, "after").token
+
+
+def test_a_write_under_way_when_its_database_is_dropped_is_not_found(
+    stack: Stack, operator: Client
+) -> None:
+    """A write past the gateway's token check and waiting in the workspace's
+    database when the deletion drops it (its session ended by the drop) ends
+    NOT_FOUND, as a call naming a deleted workspace does: never INTERNAL."""
+    team = make_team(stack, operator, ("ada", "bob"))
+    bob = team.members["bob"]
+    team.clients["ada"].remember("before", audience_to="workspace")
+    with psycopg.connect(dbutil.workspace_url(stack, team.database_name), autocommit=True) as conn:
+        # Bob's write lock (migration 0035), held alone: his write waits for it.
+        conn.execute("SELECT pg_advisory_lock(7404, hashtext(%s::text))", (bob,))
+        with ThreadPoolExecutor(1) as pool:
+            writing = pool.submit(team.clients["bob"].remember, "under way")
+            wait_for(
+                lambda: control(
+                    stack,
+                    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    " AND database = (SELECT oid FROM pg_database WHERE datname = %s)",
+                    (team.database_name,),
+                ),
+                "bob's write waiting for his lock",
+                60,
+            )
+            operator.delete_workspace(team.workspace_id, team.slug)
+            exc = error(lambda: writing.result(timeout=120))
+    assert exc.code() == grpc.StatusCode.NOT_FOUND, exc.details()
