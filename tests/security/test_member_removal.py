@@ -153,6 +153,30 @@ def test_transfer_hands_private_memories_and_their_claims_to_another_member(
     assert error(lambda: ada.read([private])).code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_transfer_hands_over_their_vectors_for_the_receivers_dense_recall(
+    stack: Stack, team: Team
+) -> None:
+    bob, cy = team.members["bob"], team.members["cy"]
+    writer = team.clients["bob"]
+    ids = [writer.remember(f"Harbour note {i}", "the tides").memory.id for i in range(3)]
+
+    def vectors() -> list[tuple[object, ...]]:
+        return dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT audience_member_id::text, count(*) FROM memory_embedding GROUP BY 1",
+        )
+
+    wait_for(lambda: vectors() == [(bob, 3)], "bob's memories embedded", 120)
+    done = team.clients["ada"].remove_member(bob, "transfer", transfer_to=cy)
+    assert done.memories_transferred == 3
+    # Every vector's copy of the audience is the receiver's; their dense arm finds them.
+    assert vectors() == [(cy, 3)]
+    found = team.clients["cy"].recall("harbour tides", mode="dense").outcome
+    assert not found.dense_unavailable_reason
+    assert set(ids) <= {r.memory.id for r in found.results}
+
+
 def test_bad_input_names_the_field_and_changes_nothing(
     stack: Stack, operator: Client, team: Team
 ) -> None:
