@@ -79,7 +79,7 @@ class HistorySearch(OnWorkspaces):
         ws = self.control.workspace(workspace_id)
         pool = self.dbs.app_pool(ws.server, ws.database_name)
         with caller_transaction(pool, caller) as conn:
-            # The form turns are searched in (migration 0040): "é" one code point.
+            # The form turns are searched in (migration 0039): "é" one code point.
             row = conn.execute(LEXEMES, (unicodedata.normalize("NFC", query),)).fetchone()
             terms: list[str] = list(dict.fromkeys(row[0])) if row and row[0] else []
             if not terms:

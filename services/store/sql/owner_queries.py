@@ -37,7 +37,7 @@ LIST_MEMORIES = _list_memories("TRUE")
 # over the whole workspace for that author's rows.
 LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid")
 # Some kinds' (at most four), every author's: each kind's page walked by
-# memories_of_kind (migration 0044) from the page token's position, then merged.
+# memories_of_kind (migration 0040) from the page token's position, then merged.
 # Behind "= ANY" the planner walked the created_at index over the whole
 # workspace for the rows of those kinds.
 LIST_MEMORIES_OF_KINDS = f"""
