@@ -185,3 +185,35 @@ def test_a_password_libpq_takes_from_the_environment_reaches_the_subscription(
     assert inlined() == "from-pgpassfile"
     monkeypatch.setenv("PGPASSWORD", "from-pgpassword")
     assert inlined() == "from-pgpassword"
+
+
+def test_passwords_libpq_takes_from_the_environment_are_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only passwords and password files named in the URLs were redacted: a
+    password from PGPASSWORD, PGPASSFILE or ~/.pgpass (which libpq, and so
+    the store and a move's subscription, use) could reach a log in an error
+    that quotes the DSN or the subscription's conninfo."""
+    for name in ("PGPASSWORD", "PGPASSFILE", "PGHOST", "PGPORT", "PGUSER", "PGDATABASE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".pgpass").write_text(
+        "h1:5432:*:admin:from-home-h1\nh2:5433:*:admin:from-home-h2\n"
+    )
+    named = tmp_path / "named-pgpass"
+    named.write_text("pg-c:5432:*:admin:from-pgpassfile\n")
+    servers = server_map(
+        "postgresql://admin@h1:5432,h2:5433/postgres",
+        "default",
+        "c=postgresql://admin@pg-c:5432/postgres",
+        "",
+    )
+    text = "failed: from-home-h1 from-home-h2"
+    # Every host of a multi-host URL: libpq looks each one up.
+    assert redact(text, servers.secrets()) == "failed: *** ***"
+    monkeypatch.setenv("PGPASSFILE", str(named))
+    said = redact(f"conninfo password=from-pgpassfile passfile={named}", servers.secrets())
+    assert "from-pgpassfile" not in said and str(named) not in said
+    monkeypatch.setenv("PGPASSWORD", "from-pgpassword")
+    said = redact("host=pg-c password=from-pgpassword", servers.secrets())
+    assert said == "host=pg-c password=***"

@@ -45,14 +45,19 @@ class ServerMap:
 
     def secrets(self, extra: Iterable[str] = ()) -> list[str]:
         """Every string that must never reach an answer or a log: the URLs,
-        the passwords and password files in them, and ``extra``."""
+        the passwords and password files in them, the passwords libpq takes
+        for them from its environment (PGPASSWORD, PGPASSFILE, ~/.pgpass) and
+        the password file PGPASSFILE names, and ``extra``. Read afresh each
+        time: a password file may be rotated under a running process."""
         found = set(self.urls.values()) | {e for e in extra if e}
         for url in self.urls.values():
             try:
                 params = conninfo_to_dict(url)
+                found |= set(libpq_passwords(url))
             except Exception:  # a bad URL is itself kept out: it is in the list
                 continue
             found |= {str(params[k]) for k in ("password", "passfile") if params.get(k)}
+        found |= {v for v in (_environment().get("passfile"),) if v}
         return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
 
 
@@ -172,35 +177,65 @@ def with_inline_password(url: str) -> str:
     connection Postgres itself opens (a subscription), which cannot read this
     process's environment or password file. libpq's order: the URL's
     password, PGPASSWORD, then the password file (the URL's ``passfile``,
-    PGPASSFILE, ~/.pgpass). Never log the result."""
+    PGPASSFILE, ~/.pgpass), looked up for the first host of a multi-host
+    URL. Never log the result."""
     params = conninfo_to_dict(url)
-    passfile = params.pop("passfile", None)
-    if not params.get("password"):
-        env = {
-            o.keyword.decode(): o.val.decode()
-            for o in pq.Conninfo.get_defaults()
-            if o.val is not None and o.envvar is not None
-        }
-
-        def given(key: str) -> str:
-            # The URL's value, else the environment's (the first host of a
-            # multi-host URL).
-            return str(params.get(key) or env.get(key) or "").split(",")[0]
-
-        found: str | None = env.get("password")
-        path = Path(str(passfile or env.get("passfile") or Path.home() / ".pgpass"))
-        if not found and path.is_file():
-            user = given("user") or getpass.getuser()
-            found = passfile_password(
-                path.read_text(),
-                given("host") or given("hostaddr"),
-                given("port"),
-                given("dbname") or user,
-                user,
-            )
-        if found:
-            params["password"] = found
+    found = _libpq_password(params, _environment(), 0)
+    params.pop("passfile", None)
+    if found:
+        params["password"] = found
     return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def libpq_passwords(url: str) -> list[str]:
+    """Every password libpq would send for ``url``, in the order of
+    :func:`with_inline_password`: one per host of a multi-host URL, since
+    libpq looks each host up in the password file."""
+    params = conninfo_to_dict(url)
+    env = _environment()
+    hosts = str(params.get("host") or params.get("hostaddr") or env.get("host") or "")
+    found: list[str] = []
+    for index in range(max(1, len(hosts.split(",")))):
+        password = _libpq_password(params, env, index)
+        if password and password not in found:
+            found.append(password)
+    return found
+
+
+def _environment() -> dict[str, str]:
+    """libpq's connection defaults taken from its environment variables
+    (PGPASSWORD, PGPASSFILE, PGHOST, ...), read now."""
+    return {
+        o.keyword.decode(): o.val.decode()
+        for o in pq.Conninfo.get_defaults()
+        if o.val is not None and o.envvar is not None
+    }
+
+
+def _libpq_password(params: Mapping[str, object], env: Mapping[str, str], index: int) -> str | None:
+    """The password libpq sends to the ``index``-th host of ``params``."""
+    if params.get("password"):
+        return str(params["password"])
+    if env.get("password"):
+        return env["password"]
+
+    def given(key: str) -> str:
+        # The URL's value, else the environment's; of a list (a multi-host
+        # URL's), the host's own entry, else the first (one port for all).
+        values = str(params.get(key) or env.get(key) or "").split(",")
+        return values[index] if index < len(values) else values[0]
+
+    path = Path(str(params.get("passfile") or env.get("passfile") or Path.home() / ".pgpass"))
+    try:
+        if not path.is_file():
+            return None
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):  # libpq cannot read it either
+        return None
+    user = given("user") or getpass.getuser()
+    return passfile_password(
+        text, given("host") or given("hostaddr"), given("port"), given("dbname") or user, user
+    )
 
 
 def passfile_password(text: str, host: str, port: str, dbname: str, user: str) -> str | None:
