@@ -131,6 +131,50 @@ def test_window_holds_the_newest_memories(stack: Stack, team: Team) -> None:
         channel.close()
 
 
+def test_window_counts_the_newest_memories_whether_embedded_or_not(
+    stack: Stack, team: Team
+) -> None:
+    # The window is the newest memories the member may see; one with no
+    # vector yet (queued, or parked by the embedding job) still takes its
+    # place in it, rather than letting the window reach back to older ones.
+    ada = team.clients["ada"]
+    (p, q), _, _, _, _ = NEAR_DUPLICATES
+    oldest = ada.remember(*p).memory.id
+    middle = ada.remember(*q).memory.id
+    newest = ada.remember(p[0] + ".", p[1]).memory.id
+    wait_embedded(stack, team, [oldest, middle, newest])
+    # The newest loses its vector, as one not yet embedded has none.
+    dbutil.query(
+        stack,
+        team.database_name,
+        "DELETE FROM memory_embedding WHERE memory_id = %s RETURNING memory_id",
+        (newest,),
+    )
+    channel = internal.channel(stack, "store")
+    store = store_pb2_grpc.StoreServiceStub(channel)
+    who = cpb.Caller(
+        workspace_id=team.workspace_id,
+        member_id=team.members["ada"],
+        purpose=cpb.PURPOSE_ASSIST,
+        role=cpb.ROLE_OWNER,
+    )
+    try:
+
+        def pairs(window: int) -> set[frozenset[str]]:
+            req = store_pb2.StoreServiceListDuplicatePairsRequest(
+                caller=who, window=window, min_cosine=0.8
+            )
+            return {
+                frozenset((x.first_id, x.second_id)) for x in store.ListDuplicatePairs(req).pairs
+            }
+
+        # The two newest are `newest` (no vector) and `middle`: no pair.
+        assert pairs(2) == set()
+        assert pairs(3) == {frozenset((oldest, middle))}
+    finally:
+        channel.close()
+
+
 def test_review_calls_validate_their_input(stack: Stack, team: Team) -> None:
     ada = team.clients["ada"]
     for limit in (-1, 201):

@@ -31,7 +31,10 @@ MAX_LIMIT = 500
 # wrote last with the current input stamp (after a model change, rebuild
 # replaces the older vectors; until then they are left out, not mixed in).
 # Superseded and forgotten memories have no vector (the sync trigger drops
-# it), so they never form a pair. 500 x 500 / 2 cosines is cheap in SQL.
+# it), so they never form a pair. The window is the newest current memories
+# the caller may see, taken before their vectors: one not embedded yet (or
+# parked) keeps its place rather than letting the window reach back to older
+# ones (SPEC §8). 500 x 500 / 2 cosines is cheap in SQL.
 CURRENT_MODEL = """current_model AS (
     SELECT e.model_id FROM memory_embedding e
     WHERE e.input_version = %(input_version)s
@@ -39,14 +42,16 @@ CURRENT_MODEL = """current_model AS (
     LIMIT 1
 )"""
 PAIRS = f"""
-WITH {CURRENT_MODEL}, recent AS (
-    SELECT m.id, e.embedding
-    FROM memory m JOIN memory_embedding e ON e.memory_id = m.id
-    WHERE e.input_version = %(input_version)s
-      AND e.model_id = (SELECT model_id FROM current_model)
-      AND m.superseded_by_id IS NULL
+WITH {CURRENT_MODEL}, newest AS (
+    SELECT m.id FROM memory m
+    WHERE m.superseded_by_id IS NULL
     ORDER BY m.created_at DESC, m.id DESC
     LIMIT %(window)s
+), recent AS (
+    SELECT n.id, e.embedding
+    FROM newest n JOIN memory_embedding e ON e.memory_id = n.id
+    WHERE e.input_version = %(input_version)s
+      AND e.model_id = (SELECT model_id FROM current_model)
 )
 SELECT a.id, b.id, 1 - (a.embedding <=> b.embedding) AS cosine
 FROM recent a JOIN recent b ON a.id < b.id
