@@ -432,7 +432,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="recallatron")
     add_parser(parser.add_subparsers(dest="cmd", required=True))
     args = parser.parse_args(["eval", *(argv if argv is not None else sys.argv[1:])])
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except Refused as exc:
+        # As the CLI's main() ends a refusal: one line, no traceback.
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.code
 
 
 if __name__ == "__main__":

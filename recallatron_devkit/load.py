@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recallatron.client import Client
+from recallatron.refusal import Refused
 from recallatron.vocabulary import DEFAULT_MODE, DEFAULT_PURPOSE, MODES, PURPOSES
 from recallatron_devkit import synthetic
 from recallatron_devkit.loadgen import QueryMix, measure
@@ -126,10 +127,16 @@ WARMUP = 20
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     log = _log
+    # Input is checked before the stack starts or the gateway is called: a
+    # bad --classes, --queries or --member is refused at once (exit 2).
     try:
-        mix = build_mix(args)  # before the stack: a bad --classes fails fast
-    except (ValueError, OSError) as exc:
-        raise SystemExit(f"recallatron load: {exc}") from exc
+        mix = build_mix(args)
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
+    except OSError as exc:
+        raise Refused(f"--queries {args.queries}: {exc.strerror or exc}") from None
+    if not 0 <= args.member < args.members:
+        raise Refused(f"--member {args.member}: the workspace has {args.members} members")
     with _gateway(args) as (gateway, admin_token):
         admin = Client(gateway, admin_token, timeout=60)
         clients = seed_workspace(
@@ -141,11 +148,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log,
             members=args.members,
         )
-        if not 0 <= args.member < len(clients):
-            raise SystemExit(
-                f"recallatron load: --member {args.member}: the workspace has "
-                f"{len(clients)} members"
-            )
         wait_embedded(clients[0], args.embed_timeout)
         client = clients[args.member]
         rerank = args.rerank

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from recallatron.refusal import Refused
+
 # [percentile, ms] pairs, as recallatron_devkit.loadgen.Recorder.distribution gives.
 Distribution = Sequence[Sequence[float]]
 
@@ -21,10 +23,11 @@ _NINES_LABELS = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
 def pyplot() -> Any:
     try:
         import matplotlib
-    except ImportError as exc:
-        raise SystemExit(
+    except ImportError:
+        # A setting of this machine, refused as a command refuses its input.
+        raise Refused(
             "drawing needs matplotlib: pip install matplotlib (it is in the dev extra)"
-        ) from exc
+        ) from None
     matplotlib.use("Agg")  # no display: files only
     matplotlib.rcParams.update(
         {

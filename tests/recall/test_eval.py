@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from recallatron_devkit.plots import eval_plot as evaluate_plot
 from tests.recall.conftest import RecallStack
 
 MINI_BEIR = Path(__file__).resolve().parent.parent / "data" / "mini-beir"
+# A gateway nothing answers on: a refusal comes before any call.
+GATEWAY = ["--gateway", "127.0.0.1:1"]
 
 
 def test_metrics_of_one_ranking() -> None:
@@ -102,3 +107,33 @@ def test_eval_without_an_operator_token_is_refused_as_every_command_refuses(
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: no operator token: "), err
+
+
+def test_eval_plot_without_matplotlib_is_refused_as_every_command_refuses(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--plot` without matplotlib ended with the bare message (SystemExit)."""
+    from recallatron_cli.main import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # its import fails
+    code = main(["eval", str(MINI_BEIR), *GATEWAY, "--plot", "x.svg"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: drawing needs matplotlib"), err
+
+
+def test_eval_run_as_its_own_module_refuses_without_a_traceback(tmp_path: Path) -> None:
+    """`python -m recallatron_devkit.evaluate` without a token showed a
+    traceback ending in the refusal, where the CLI prints one line."""
+    env = {k: v for k, v in os.environ.items() if k != "RECALLATRON_ADMIN_TOKEN"}
+    env["RECALLATRON_STATE_DIR"] = str(tmp_path)  # no admin-token there
+    done = subprocess.run(
+        [sys.executable, "-m", "recallatron_devkit.evaluate", str(MINI_BEIR), *GATEWAY],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: no operator token: "), done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,49 @@
+"""`recallatron load` refusing its input as every command does: `error:` and
+one line from the CLI's main(), exit 2, before any stack or gateway is used."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from recallatron_devkit import load
+
+
+@pytest.fixture
+def no_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal must come before a stack is started or a gateway called."""
+
+    def reached(args: argparse.Namespace) -> None:
+        raise AssertionError("the stack or gateway was reached")
+
+    monkeypatch.setattr(load, "_gateway", reached)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--classes", "rare,nope"], "unknown query class(es) nope"),
+        (["--classes", "file"], "class `file` needs --queries FILE"),
+        (["--queries", "/nonexistent/queries.txt"], "No such file"),
+        (["--members", "2", "--member", "2"], "--member 2: the workspace has 2 members"),
+        (["--member", "-1"], "--member -1: the workspace has 8 members"),
+    ],
+)
+def test_bad_load_input_is_refused_with_error_and_exit_2(
+    argv: list[str],
+    says: str,
+    no_gateway: None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It ended with SystemExit('recallatron load: ...'): the bare message,
+    exit 1; a bad --member only after the workspace was seeded."""
+    from recallatron_cli.main import main
+
+    code = main(["load", "--state-dir", str(tmp_path), *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: ") and says in err, err
+    assert "recallatron load:" not in err
