@@ -65,9 +65,9 @@ def service_embedder() -> Any:
 
 
 def embed_texts() -> Any:
-    """The embedder of the migration report's floor section (memories not
-    embedded yet and the queries alike: the report passes one)."""
-    return service_embedder()[1]
+    """The embedders of the migration report's floor section: of the
+    memories (not embedded yet) and of the queries, as recall embeds them."""
+    return service_embedder()[1:]
 
 
 def cmd_calibrate_floor(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from services.store.legacy.plan import DEFAULT_BATCH_SIZE
 from services.store.legacy.report import Report
 
 if TYPE_CHECKING:
-    from services.store.domain.floor import Embed
+    from services.store.legacy.floor_check import Embedders
     from services.store.legacy.importer import BatchDone
 
 EXIT_BAD_INPUT = 2
@@ -43,10 +43,11 @@ class _Stop:
         cls.requested = True
 
 
-def add_parser(sub: Any, floor_embed: Callable[[], Embed] | None = None) -> None:
-    """``floor_embed`` makes the embedder of the report's floor section (the
-    command line brings the embed service's client; without it the section
-    says it was not checked)."""
+def add_parser(sub: Any, floor_embed: Callable[[], Embedders] | None = None) -> None:
+    """``floor_embed`` makes the embedders of the report's floor section, of
+    memories and of queries as recall embeds them (the command line brings
+    the embed service's client; without it the section says it was not
+    checked)."""
     p = sub.add_parser(
         "migrate",
         help="import the old store (SQLite + graph.jsonl) into a workspace",

@@ -19,9 +19,15 @@ from services.store.sql import floor_queries as q
 # how many.
 MAX_MEMORIES = 5_000
 
+# (texts -> unit vectors as the embedding job embeds memories, texts -> unit
+# vectors as recall embeds its query). Recall embeds its query on the embed
+# service's query graph, whose cosines differ from the exact graph's in the
+# third decimal: the rule must read the cosines recall compares with the floor.
+Embedders = tuple[Embed, Embed]
+
 
 def migrated_floor(
-    dbs: Databases, control: ControlPlane, workspace_id: str, make_embed: Callable[[], Embed]
+    dbs: Databases, control: ControlPlane, workspace_id: str, make_embed: Callable[[], Embedders]
 ) -> dict[str, Any]:
     ws = control.workspace(workspace_id)
     with dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
@@ -33,7 +39,8 @@ def migrated_floor(
     }
     texts = [compose(str(r[0]), str(r[1])) for r in rows]
     try:
-        choice = calibrate(texts, make_embed())
+        embed, embed_queries = make_embed()
+        choice = calibrate(texts, embed, embed_queries=embed_queries)
     except ValueError as exc:
         return {**section, "reason": str(exc)}
     except Exception as exc:  # the embed service: reported, the migration stands
