@@ -142,12 +142,21 @@ class ReviewAndAdmin(Connection):
         purposes: Sequence[str] = (),
         read_only: bool = False,
         expires_in: timedelta | None = None,
+        request_id: str = "",
     ) -> pb.AdminServiceCreateTokenResponse:
         """A token; scoped to ``purposes`` (empty: all) and to the read-only
-        calls; refused from ``expires_in`` on (None: never expires)."""
+        calls; refused from ``expires_in`` on (None: never expires).
+        ``request_id``: a retry with it makes no second token (ALREADY_EXISTS
+        naming the first one)."""
         request = to_message(
             pb.AdminServiceCreateTokenRequest,
-            {"member_id": member_id, "label": label, "purposes": purposes, "read_only": read_only},
+            {
+                "member_id": member_id,
+                "label": label,
+                "purposes": purposes,
+                "read_only": read_only,
+                "request_id": request_id,
+            },
         )
         if expires_in is not None:
             request.expires_in.CopyFrom(_duration(expires_in))
@@ -157,11 +166,12 @@ class ReviewAndAdmin(Connection):
         self.call(self.admin.RevokeToken, pb.AdminServiceRevokeTokenRequest(token_id=token_id))
 
     def rotate_token(
-        self, token_id: str, grace: timedelta | None = None
+        self, token_id: str, grace: timedelta | None = None, request_id: str = ""
     ) -> pb.AdminServiceRotateTokenResponse:
         """A new token for the same member and scope, shown once; the old one
-        keeps working for ``grace`` (None: the gateway's default, 24 hours)."""
-        request = pb.AdminServiceRotateTokenRequest(token_id=token_id)
+        keeps working for ``grace`` (None: the gateway's default, 24 hours).
+        ``request_id``: as create_token's."""
+        request = pb.AdminServiceRotateTokenRequest(token_id=token_id, request_id=request_id)
         if grace is not None:
             request.grace.CopyFrom(_duration(grace))
         return self.call(self.admin.RotateToken, request)

@@ -38,6 +38,9 @@ log = logging.getLogger("recallatron.grpcclient")
 # resend from a new call: another episode, token, rotation or merge, or a
 # refusal of what the first attempt already did (a second delete).
 _ACT_AGAIN = ("Create", "Rotate", "Merge", "Undo", "Delete", "Remove")
+# Writes whose request id is optional, and whose resend with one is refused
+# (ALREADY_EXISTS naming the token made), not answered: sent once too.
+_ONCE_THOUGH_IDENTIFIED = ("CreateToken", "RotateToken")
 
 
 def not_retried() -> list[dict[str, str]]:
@@ -53,6 +56,7 @@ def not_retried() -> list[dict[str, str]]:
             for method in service.methods:
                 if method.name.startswith(_ACT_AGAIN) and (
                     "request_id" not in method.input_type.fields_by_name
+                    or method.name in _ONCE_THOUGH_IDENTIFIED
                 ):
                     names.append({"service": service.full_name, "method": method.name})
     return names

@@ -41,7 +41,12 @@ def cmd_admin(args: argparse.Namespace) -> int:
             )
         expires_in = duration(args.expires_in, "expires_in", "--expires-in")
         token = client.create_token(
-            args.member, args.label, purposes, args.read_only, expires_in=expires_in
+            args.member,
+            args.label,
+            purposes,
+            args.read_only,
+            expires_in=expires_in,
+            request_id=args.request_id,
         )
         scope = ", ".join(
             [
@@ -60,7 +65,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
         client.revoke_token(args.token_id)
         print(json.dumps({"revoked": args.token_id}) if args.json else "revoked")
     elif args.admin_cmd == "rotate-token":
-        rotated = client.rotate_token(args.token_id, duration(args.grace, "grace", "--grace"))
+        rotated = client.rotate_token(
+            args.token_id, duration(args.grace, "grace", "--grace"), args.request_id
+        )
         old_until = rotated.old_expires_at.ToDatetime(tzinfo=UTC)
         show(
             args,

@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the token is refused from then on: e.g. 90d, 12h, 30m (at most 3650d); "
         "default: never expires",
     )
+    ct.add_argument(
+        "--request-id",
+        default="",
+        help="your id of this request: a retry with it makes no second token (refused, "
+        "naming the token the first attempt made)",
+    )
     json_option(ct)
     rv = admin_sub.add_parser("revoke-token")
     rv.add_argument("token_id")
@@ -149,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="how long the old token keeps working: e.g. 1h, 0 (stops at once); "
         "default 24h, at most 90d",
+    )
+    rt.add_argument(
+        "--request-id",
+        default="",
+        help="your id of this request: a retry with it makes no second token (refused, "
+        "naming the token the first attempt made)",
     )
     json_option(rt)
     lt = admin_sub.add_parser(

@@ -775,11 +775,19 @@ class AdminServiceCreateTokenRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
     EXPIRES_IN_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
     read_only: _builtins.bool
     """Scope: only the read-only calls (Recall, Read, DescribeTools,
     ListDuplicatePairs, GetSettings, GetStatus).
+    """
+    request_id: _builtins.str
+    """Optional: the client's id of this request (at most 128 printable
+    characters, the caller's own). A retry with it makes no second token:
+    ALREADY_EXISTS naming request_id and the token the first attempt made,
+    whose secret is not kept (revoke it and create another); with another
+    request, INVALID_ARGUMENT naming request_id.
     """
     @_builtins.property
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
@@ -801,10 +809,11 @@ class AdminServiceCreateTokenRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         read_only: _builtins.bool = ...,
         expires_in: _duration_pb2.Duration | None = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in", "label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in", "label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -878,7 +887,12 @@ class AdminServiceRotateTokenRequest(_message.Message):
 
     TOKEN_ID_FIELD_NUMBER: _builtins.int
     GRACE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     token_id: _builtins.str
+    request_id: _builtins.str
+    """Optional: as AdminServiceCreateTokenRequest.request_id; a retry rotates
+    nothing more (ALREADY_EXISTS naming the new token the first attempt made).
+    """
     @_builtins.property
     def grace(self) -> _duration_pb2.Duration:
         """How long the old token keeps working: unset, 24 hours; zero, it stops
@@ -890,10 +904,11 @@ class AdminServiceRotateTokenRequest(_message.Message):
         *,
         token_id: _builtins.str = ...,
         grace: _duration_pb2.Duration | None = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace", "token_id", b"token_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace", "request_id", b"request_id", "token_id", b"token_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -377,6 +377,7 @@ class CreateTokenRequest(_message.Message):
     PURPOSES_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
     EXPIRES_IN_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     label: _builtins.str
     workspace_id: _builtins.str
@@ -384,6 +385,10 @@ class CreateTokenRequest(_message.Message):
     read_only: _builtins.bool
     """Scope: read-only tools only (recall, read, review listing, settings and
     status reads).
+    """
+    request_id: _builtins.str
+    """Optional: the client's id of this request. A retry with it makes no
+    second token: ALREADY_EXISTS naming the token the first attempt made.
     """
     @_builtins.property
     def purposes(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Purpose.ValueType]:
@@ -402,10 +407,11 @@ class CreateTokenRequest(_message.Message):
         purposes: _abc.Iterable[_common_pb2.Purpose.ValueType] | None = ...,
         read_only: _builtins.bool = ...,
         expires_in: _duration_pb2.Duration | None = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in", "label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_in", b"expires_in", "label", b"label", "member_id", b"member_id", "purposes", b"purposes", "read_only", b"read_only", "request_id", b"request_id", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -485,9 +491,12 @@ class RotateTokenRequest(_message.Message):
     TOKEN_ID_FIELD_NUMBER: _builtins.int
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
     GRACE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     token_id: _builtins.str
     workspace_id: _builtins.str
     """When set, the token must belong to a member of this workspace."""
+    request_id: _builtins.str
+    """Optional: as CreateTokenRequest.request_id."""
     @_builtins.property
     def grace(self) -> _duration_pb2.Duration:
         """How long the old token keeps working: unset, 24 hours; zero, it stops
@@ -500,10 +509,11 @@ class RotateTokenRequest(_message.Message):
         token_id: _builtins.str = ...,
         workspace_id: _builtins.str = ...,
         grace: _duration_pb2.Duration | None = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace", "token_id", b"token_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace", "request_id", b"request_id", "token_id", b"token_id", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -137,6 +137,7 @@ class StoreServicer:
             tuple(purposes),
             request.read_only,
             convert.duration(request.expires_in, request.HasField("expires_in"), "expires_in"),
+            request.request_id,
         )
         return message_of(
             pb.CreateTokenResponse, made, expires_at=optional_timestamp(made.expires_at)
@@ -162,6 +163,7 @@ class StoreServicer:
             request.token_id,
             request.workspace_id or None,
             convert.duration(request.grace, request.HasField("grace"), "grace"),
+            request.request_id,
         )
         return message_of(
             pb.RotateTokenResponse,

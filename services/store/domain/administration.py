@@ -17,9 +17,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from services.store.domain import validation as v
 from services.store.domain.control_records import Member, WorkspaceSettings
+from services.store.domain.erasure import fingerprint, request_key
 from services.store.domain.member_removal import OPERATOR_ID
-from services.store.domain.tokens import NewToken
+from services.store.domain.tokens import NewToken, TokenRequest
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.sql import owner_queries as oq
 from services.store.sql import queries as q
@@ -32,6 +34,21 @@ ACTIONS = ("create_member", "create_token", "rotate_token", "revoke_token", "upd
 
 def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def token_request(by: str, request_id: str, call: str, *asked: Any) -> TokenRequest | None:
+    """``request_id`` of a ``call`` (create_token or rotate_token) made by
+    ``by`` (an owner's member id, or the operator's), or None when none was
+    given: such a call is made each time it is asked, as before."""
+    if not request_id:
+        return None
+    key = request_key(by, v.request_id(request_id))
+    return TokenRequest(key, call, fingerprint(call, *asked))
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    """A duration as a request's fingerprint takes it (unset is not zero)."""
+    return value.total_seconds() if value is not None else None
 
 
 class Administration(OnWorkspaces):
@@ -57,9 +74,15 @@ class Administration(OnWorkspaces):
         purposes: tuple[str, ...],
         read_only: bool,
         expires_in: timedelta | None,
+        request_id: str = "",
     ) -> NewToken:
+        member_id = v.uuid_str(member_id, "member_id")
+        request = token_request(
+            by or OPERATOR_ID, request_id, "create_token",
+            member_id, label, sorted(set(purposes)), read_only, _seconds(expires_in),
+        )  # fmt: skip
         made = self.control.create_token(
-            member_id, label, workspace_id, purposes, read_only, expires_in
+            member_id, label, workspace_id, purposes, read_only, expires_in, request
         )
         self._token_event(
             by,
@@ -79,9 +102,18 @@ class Administration(OnWorkspaces):
         self._token_event(by, "revoke_token", token_id, {})
 
     def rotate_token(
-        self, by: str | None, token_id: str, workspace_id: str | None, grace: timedelta | None
+        self,
+        by: str | None,
+        token_id: str,
+        workspace_id: str | None,
+        grace: timedelta | None,
+        request_id: str = "",
     ) -> tuple[NewToken, datetime]:
-        made, old_expires_at = self.control.rotate_token(token_id, workspace_id, grace)
+        token_id = v.uuid_str(token_id, "token_id")
+        request = token_request(
+            by or OPERATOR_ID, request_id, "rotate_token", token_id, _seconds(grace)
+        )
+        made, old_expires_at = self.control.rotate_token(token_id, workspace_id, grace, request)
         self._token_event(
             by,
             "rotate_token",

@@ -18,7 +18,9 @@ from services.store.domain.control_records import Identity, Member, Workspace
 from services.store.domain.tokens import (
     MAX_LIVE_TOKENS,
     NewToken,
+    TokenRequest,
     hash_token,
+    replayed_request,
     rotation_grace,
     token_lifetime,
 )
@@ -53,9 +55,16 @@ class TokenRecords:
         purposes: tuple[str, ...] = (),
         read_only: bool = False,
         expires_in: timedelta | None = None,
+        request: TokenRequest | None = None,
     ) -> NewToken:
+        """``request``: the client's request id, when given (a retry of it
+        is refused with the token the first attempt made, never a second)."""
         member_id = uuid_str(member_id, "member_id")
         lifetime = token_lifetime(expires_in)
+        if request is not None:
+            # First: a retry is answered so whatever changed since its first attempt.
+            with self.dbs.control_conn() as conn:
+                self._check_request(conn, request)
         member = self.member(member_id)
         if workspace_id and member.workspace_id != workspace_id:
             raise errors.NotFound("member not found")
@@ -65,10 +74,22 @@ class TokenRecords:
         scope = sorted(set(purposes), key=PURPOSES.index)
         try:
             with self.dbs.control_conn() as conn:
-                return self._insert_token(conn, member_id, label, scope, read_only, lifetime)
+                if request is not None:
+                    conn.execute(q.TOKEN_REQUEST_TURN, (request.key,))
+                    self._check_request(conn, request)
+                return self._insert_token(
+                    conn, member_id, label, scope, read_only, lifetime, request
+                )
         except ForeignKeyViolation:
             # The member's workspace was deleted since the checks above.
             raise errors.NotFound("member not found") from None
+
+    @staticmethod
+    def _check_request(conn: Any, request: TokenRequest) -> None:
+        """Refuses a request id that already made a token."""
+        row = conn.execute(q.TOKEN_OF_REQUEST, (request.key,)).fetchone()
+        if row is not None:
+            raise replayed_request(request, str(row[0]), row[1], bytes(row[2]))
 
     @staticmethod
     def _insert_token(
@@ -78,6 +99,7 @@ class TokenRecords:
         purposes: list[str],
         read_only: bool,
         lifetime: timedelta | None,
+        request: TokenRequest | None = None,
     ) -> NewToken:
         free = conn.execute(q.NO_DELETION_UNDER_WAY, (member_id,)).fetchone()
         if free is not None and not free[0]:
@@ -117,20 +139,33 @@ class TokenRecords:
                 "purposes": purposes or None,
                 "read_only": read_only,
                 "lifetime": lifetime,
+                "request_key": request.key if request else None,
+                "request_call": request.call if request else None,
+                "request_asked": request.asked if request else None,
             },
         ).fetchone()
         return NewToken(token, token_id, row[0])
 
     def rotate_token(
-        self, token_id: str, workspace_id: str | None = None, grace: timedelta | None = None
+        self,
+        token_id: str,
+        workspace_id: str | None = None,
+        grace: timedelta | None = None,
+        request: TokenRequest | None = None,
     ) -> tuple[NewToken, datetime]:
         """A new token for the old one's member, scope and lifetime policy;
         the old one expires after ``grace``. Returns the new token and the old
         one's expiry. Published like a revocation, so that every gateway drops
-        what it cached of the old token (and its former expiry)."""
+        what it cached of the old token (and its former expiry). ``request``:
+        as create_token's."""
         token_id = uuid_str(token_id, "token_id")
         grace = rotation_grace(grace)
         with self.dbs.control_conn() as conn:
+            if request is not None:
+                # Before the old token's checks: a retry after a rotation with
+                # grace 0 finds it expired, yet is answered as a retry.
+                conn.execute(q.TOKEN_REQUEST_TURN, (request.key,))
+                self._check_request(conn, request)
             # The member first, then the token, as a removal takes them: the
             # other order deadlocked a rotation and a removal made together.
             conn.execute(q.TOKEN_MEMBER_HELD, (token_id,))
@@ -150,7 +185,7 @@ class TokenRecords:
             assert shortened is not None  # the row is locked above
             old_expires_at: datetime = shortened[0]
             made = self._insert_token(
-                conn, str(member_id), label, list(purposes or ()), read_only, lifetime
+                conn, str(member_id), label, list(purposes or ()), read_only, lifetime, request
             )
             conn.execute(q.NOTIFY_REVOKED, (token_id,))
         return made, old_expires_at

@@ -86,11 +86,21 @@ LIMIT %(limit)s
 """
 INSERT_TOKEN = """
 INSERT INTO access_token
-    (id, member_id, token_sha256, label, purposes, read_only, lifetime, expires_at)
+    (id, member_id, token_sha256, label, purposes, read_only, lifetime, expires_at,
+     request_key, request_call, request_asked)
 VALUES (%(id)s, %(member_id)s, %(sha256)s, %(label)s, %(purposes)s, %(read_only)s,
-        %(lifetime)s::interval, now() + %(lifetime)s::interval)
+        %(lifetime)s::interval, now() + %(lifetime)s::interval,
+        %(request_key)s, %(request_call)s, %(request_asked)s)
 RETURNING expires_at
 """
+# The token a client's request id made (migrations/control/0011_token_requests.sql).
+TOKEN_OF_REQUEST = """
+SELECT id, request_call, request_asked FROM access_token WHERE request_key = %s
+"""
+# A request's own turn: concurrent attempts of one request id wait for each
+# other, so the second finds the first one's token rather than failing on the
+# unique index after its checks.
+TOKEN_REQUEST_TURN = "SELECT pg_advisory_xact_lock(7411, hashtext(%s::text))"
 # -- expiry and rotation (migrations/control/0005_token_expiry.sql) --
 # The token to rotate, locked: a live one of the workspace named (if any).
 TOKEN_TO_ROTATE = """

@@ -1,0 +1,116 @@
+"""Token calls with a client's request id (docs/api.md, Tokens): a retry of
+CreateToken or RotateToken whose first answer was lost makes no second live
+token; it is refused ALREADY_EXISTS naming request_id and the token the
+first attempt made (its secret was shown once and is not kept). The same
+id with another request is INVALID_ARGUMENT naming request_id; one caller's
+ids are not another's. Labels and refusals: a label with control characters
+is refused, a member of another workspace is named."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team, make_team
+
+pytestmark = pytest.mark.integration
+
+
+def _refused(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value
+
+
+def _live(client: Client, member_id: str) -> list[str]:
+    """The member's tokens neither revoked nor expired."""
+    now = datetime.now(UTC)
+    return [
+        t.id
+        for t in client.list_tokens(member_id).tokens
+        if not t.HasField("revoked_at")
+        and not (t.HasField("expires_at") and t.expires_at.ToDatetime(tzinfo=UTC) <= now)
+    ]
+
+
+def test_a_create_token_retried_with_its_request_id_makes_no_second_token(
+    operator: Client, team: Team
+) -> None:
+    bob = team.members["bob"]
+    before = set(_live(operator, bob))
+    made = operator.create_token(bob, "ci", read_only=True, request_id="create-1")
+    exc = _refused(lambda: operator.create_token(bob, "ci", read_only=True, request_id="create-1"))
+    assert exc.code() == grpc.StatusCode.ALREADY_EXISTS, exc.details()
+    assert "request_id" in str(exc.details()) and made.token_id in str(exc.details())
+    assert set(_live(operator, bob)) - before == {made.token_id}
+    # The same id with another request is refused, never answered as the first.
+    other = _refused(lambda: operator.create_token(bob, "other", request_id="create-1"))
+    assert other.code() == grpc.StatusCode.INVALID_ARGUMENT, other.details()
+    assert str(other.details()).startswith("request_id:")
+    assert set(_live(operator, bob)) - before == {made.token_id}
+    # Without a request id every call makes a token, as before.
+    operator.create_token(bob, "ci")
+    operator.create_token(bob, "ci")
+    assert len(set(_live(operator, bob)) - before) == 3
+
+
+def test_a_rotation_retried_with_its_request_id_rotates_once(operator: Client, team: Team) -> None:
+    bob = team.members["bob"]
+    old = team.token_ids["bob"]
+    rotated = operator.rotate_token(old, grace=timedelta(0), request_id="rotate-1")
+    # Retried after the old token stopped (grace 0): still the first rotation's
+    # answer, never "expired" and never a second new token.
+    exc = _refused(lambda: operator.rotate_token(old, grace=timedelta(0), request_id="rotate-1"))
+    assert exc.code() == grpc.StatusCode.ALREADY_EXISTS, exc.details()
+    assert "request_id" in str(exc.details()) and rotated.token_id in str(exc.details())
+    assert _live(operator, bob) == [rotated.token_id]
+    # A create's request id is not a rotation's.
+    operator.create_token(bob, "x", request_id="used-by-create")
+    other = _refused(lambda: operator.rotate_token(rotated.token_id, request_id="used-by-create"))
+    assert other.code() == grpc.StatusCode.INVALID_ARGUMENT, other.details()
+    assert str(other.details()).startswith("request_id:")
+
+
+def test_concurrent_duplicates_make_one_token(operator: Client, team: Team) -> None:
+    cy = team.members["cy"]
+    before = set(_live(operator, cy))
+
+    def attempt(_: int) -> str:
+        try:
+            return operator.create_token(cy, "dup", request_id="dup-1").token_id
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.ALREADY_EXISTS, exc.details()
+            return "refused"
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(attempt, range(4)))
+    made = [a for a in answers if a != "refused"]
+    assert len(made) == 1, answers
+    assert set(_live(operator, cy)) - before == set(made)
+
+
+def test_request_ids_are_each_callers_own(stack: Stack, operator: Client, team: Team) -> None:
+    """An owner's request id and the operator's, the same string, are two
+    requests (keyed by who asked, as a member's write ids are)."""
+    owner = team.clients["ada"]
+    bob = team.members["bob"]
+    a = owner.create_token(bob, "owner's", request_id="same")
+    b = operator.create_token(bob, "operator's", request_id="same")
+    assert a.token_id != b.token_id
+    # The request id's check holds for an owner too.
+    exc = _refused(lambda: owner.create_token(bob, "owner's", request_id="same"))
+    assert exc.code() == grpc.StatusCode.ALREADY_EXISTS, exc.details()
+    other = make_team(stack, operator, ("dee",))
+    try:
+        # Another workspace's owner using the same id is another request.
+        other.clients["dee"].create_token(other.members["dee"], "owner's", request_id="same")
+    finally:
+        for client in other.clients.values():
+            client.close()
