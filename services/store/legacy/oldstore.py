@@ -303,10 +303,28 @@ class Graph:
         return sum(len(e.relations()) for e in self.entities.values())
 
 
+def _scalar(value: object) -> bool:
+    """A value a text field may hold: text or a number (read as its digits).
+    An object, a list or a flag would become Python's text of it, never what
+    was written: the line is malformed."""
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
 def _usable_id(value: object) -> bool:
-    """An id a row can be keyed by: given, and free of NUL characters, which
-    Postgres text cannot hold (the ledger keeps old ids as text)."""
-    return bool(value) and "\x00" not in str(value)
+    """An id a row can be keyed by: given, text or a number, and free of NUL
+    characters, which Postgres text cannot hold (the ledger keeps old ids as
+    text)."""
+    return _scalar(value) and bool(value) and "\x00" not in str(value)
+
+
+# An entity record's text fields: absent or null, else text or a number.
+_RECORD_TEXT = ("name", "type", "source")
+
+
+def _record_shaped(obj: dict[str, Any]) -> bool:
+    """A name or a type given, and every text field text or a number."""
+    given = [obj.get(k) for k in _RECORD_TEXT]
+    return bool(obj.get("name") or obj.get("type")) and all(v is None or _scalar(v) for v in given)
 
 
 def _entity(obj: dict[str, Any]) -> Entity:
@@ -348,7 +366,7 @@ def fold_graph(path: Path) -> Graph:
                 continue
             op = obj.get("patch")
             if op is None:
-                if not obj.get("name") and not obj.get("type"):
+                if not _record_shaped(obj):
                     stats.malformed += 1
                     continue
                 stats.records += 1

@@ -1,0 +1,34 @@
+"""graph.jsonl lines of the wrong shape (docs/migration.md, "graph.jsonl"):
+a line that is not a JSON object of either shape, an entity record or a
+patch, is malformed, counted and skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.store.legacy.oldstore import fold_graph
+from tests.legacy.test_old_store import _graph, rec
+
+AT = {"valid_from": "2026-01-01T00:00:00Z"}
+
+
+def test_a_record_whose_text_fields_hold_objects_or_lists_is_malformed(tmp_path: Path) -> None:
+    """An id, name, type or source written as a JSON object or list became
+    Python's text of it (an entity titled "{'x': 1}")."""
+    lines: list[object] = [
+        rec("n", {"x": 1}, **AT),  # type: ignore[arg-type]
+        rec("t", "Typed", **{**AT, "type": ["person"]}),
+        rec("s", "Sourced", source={"chat": "tg-1"}, **AT),
+        {"id": {"x": 1}, "name": "Keyed", **AT},
+        {"id": ["a"], "name": "Listed", **AT},
+        rec("ok", "Robin", **AT),
+        rec("num", 1998, **AT),  # type: ignore[arg-type]
+        rec("b", "Bee", **AT),
+        {"patch": "supersede", "id": "b", "superseded_by": {"id": "ok"}},
+    ]
+    graph = fold_graph(_graph(tmp_path, lines))
+    assert sorted(graph.entities) == ["b", "num", "ok"]
+    assert graph.entities["num"].name == "1998"
+    assert graph.entities["b"].superseded_by is None
+    assert graph.stats.malformed == 6
+    assert graph.stats.records == 3
