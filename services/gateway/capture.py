@@ -46,8 +46,9 @@ from services.gateway.capture_doubts import (
     audience_doubt,
     fold,
 )
+from services.gateway.capture_title import MAX_TITLE_CHARS as MAX_TITLE_CHARS
+from services.gateway.capture_title import capitalised, opened, title, unquoted
 
-MAX_TITLE_CHARS = 80
 MIN_CONTENT_WORDS = 3
 # Anchored at the end but tried from every position, a closing phrase's pattern
 # backtracks quadratically over a long run of punctuation (20,000 commas: half a
@@ -233,8 +234,6 @@ _DECISION_CONTENT = re.compile(
     _I,
 )
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
-_SENTENCE_END = re.compile(r"(?<=[.!;])\s+")
-_QUOTES = " \t,:;-\"'\u201c\u201d"
 # Punctuation before the claim's first word, up to the last space in it
 # (". . . the deploy window ..."); ".NET" keeps its dot.
 _LEADING_MARKS = re.compile(r"[\s,;:.!\-\u2013\u2014\u2026\"'\u201c\u201d]*\s")
@@ -281,27 +280,14 @@ def _trailing(opening: str) -> tuple[str, str] | None:
 
 
 def _claim_start(rest: str) -> str:
-    """The claim without the quotes, marks and spaces before its first word."""
+    """The claim without the marks and spaces before its first word, nor
+    quotes around it or left without a partner at either end."""
     marks = _LEADING_MARKS.match(rest)
-    return (rest[marks.end() :] if marks else rest).strip(_QUOTES)
+    return unquoted(rest[marks.end() :] if marks else rest)
 
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(text)
-
-
-def _title(content: str) -> str:
-    first = _SENTENCE_END.split(content, maxsplit=1)[0].rstrip(" .!;:")
-    if len(first) <= MAX_TITLE_CHARS:
-        return first
-    cut = first[: MAX_TITLE_CHARS - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
-    return cut + "…"
-
-
-def _capitalised(text: str) -> str:
-    # Only a plain lowercase word: "iPhone", "eBay", a URL are written as given.
-    word = text.split(" ", 1)[0].rstrip(",;:.!").replace("'", "")
-    return text[:1].upper() + text[1:] if word.isalpha() and word.islower() else text
 
 
 def _named_audience(who: str) -> Capture:
@@ -378,7 +364,8 @@ def decide(text: str) -> Capture:
         audience, content = WORKSPACE, content[prefix.end() :]
     elif _PRIVATE_PREFIX.match(content):
         content = _PRIVATE_PREFIX.sub("", content, count=1)
-    other = _OTHER_PREFIX.match(content)
+    # Inside a quote as outside it: who it is for, what it points to.
+    other = _OTHER_PREFIX.match(opened(content))
     if other:
         return _named_audience(other.group("who"))
     share = _share_request(content)
@@ -397,18 +384,18 @@ def decide(text: str) -> Capture:
         if suffix.group("team") or suffix.group("knows"):
             audience = WORKSPACE
         content = content[: suffix.start()]
-    content = content.strip(_QUOTES)
+    content = unquoted(content)
 
     if not _words(content):
         if re.search(r"\b(?:this|that|it)\s*$", directive, _I):
             return _no(AMBIGUOUS, "unclear what to store: 'that' points outside this turn")
         return _no(EMPTY, "asks to remember but says nothing to store")
-    if directive.strip(" ,:;").lower().endswith("remember") and _REMINDER.match(content):
+    if directive.strip(" ,:;").lower().endswith("remember") and _REMINDER.match(opened(content)):
         return _no(
             AMBIGUOUS,
             "a reminder or a recollection ('remember to/when ...'), not a claim to store",
         )
-    if _DEICTIC.match(content):
+    if _DEICTIC.match(opened(content)):
         return _no(
             AMBIGUOUS,
             "unclear what to store: it points to something outside this turn "
@@ -419,18 +406,18 @@ def decide(text: str) -> Capture:
 
     if kind != "decision" and _DECISION_CONTENT.match(content):
         kind = "decision"
-    content = _capitalised(content)
+    content = capitalised(content)
     if not content.endswith((".", "!")):
         content += "."
-    title = _capitalised(_title(content))
-    body = "" if title == content.rstrip(".!") else content
+    heading = capitalised(title(content))
+    body = "" if heading == content.rstrip(".!") else content
     who = "the workspace" if audience == WORKSPACE else "the speaker only"
     return Capture(
         True,
         STORE,
         f"stored: an explicit request to record a {kind}; audience {who}",
         kind=kind,
-        title=title,
+        title=heading,
         body=body,
         audience=audience,
     )

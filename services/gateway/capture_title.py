@@ -1,0 +1,169 @@
+"""A captured claim's quotes, and its title (services/gateway/capture.py).
+
+A pair of quotes around the whole claim is not part of it ("Remember that
+"we ship Friday"." stores we ship Friday); a pair inside it is what was said
+('"We ship Friday," said Alice') and is kept whole; a mark with no partner
+at either end is dropped. The title is the first sentence, never ended
+inside a quote, and a title cut inside one closes it: its quotes come in
+pairs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+MAX_TITLE_CHARS = 80
+
+# Each opening mark and the marks that close it (German „...“ and „...”).
+_CLOSERS = {
+    '"': '"',
+    "'": "'",
+    "\u201c": "\u201d",
+    "\u201e": "\u201c\u201d",
+    "\u00ab": "\u00bb",
+    "\u2039": "\u203a",
+    "\u300c": "\u300d",
+    "\u300e": "\u300f",
+}
+QUOTE_MARKS = frozenset(_CLOSERS) | frozenset("".join(_CLOSERS.values()))
+_QUOTE = re.compile("[" + re.escape("".join(sorted(QUOTE_MARKS))) + "]")
+# Before the claim or after it, never part of it.
+_EDGES = " \t,:;-"
+# What may follow a closing quote that ends the claim.
+_STOPS = ".!\u2026"
+_SENTENCE_END = re.compile(r"(?<=[.!;])\s+")
+# How deep a quote may sit inside others and still be closed; how many
+# layers of quotes around a claim are taken off.
+NESTED = 8
+LAYERS = 4
+
+
+def _apostrophe(text: str, at: int) -> bool:
+    # Between letters ("don't", "Bob's"), a single quote is part of a word.
+    return (
+        text[at] == "'"
+        and 0 < at < len(text) - 1
+        and text[at - 1].isalnum()
+        and text[at + 1].isalnum()
+    )
+
+
+def _can_open(text: str, at: int) -> bool:
+    mark = text[at]
+    after = text[at + 1 : at + 2]
+    if mark not in _CLOSERS or not after or after.isspace() or after in ",;:!?)]}.":
+        return False
+    # An apostrophe inside or after a word ("Bob's", "students'") opens nothing.
+    return mark != "'" or at == 0 or not text[at - 1].isalnum()
+
+
+def pairs(text: str) -> tuple[dict[int, int], set[int]]:
+    """The quotes of ``text``: each opening mark's index to its closing one's,
+    and the marks that have no partner (an inch mark, a stray quote).
+    Apostrophes between letters are not quotes. A closing mark looks for its
+    opening one among the last NESTED still open: linear in the text."""
+    matched: dict[int, int] = {}
+    unmatched: set[int] = set()
+    open_at: list[int] = []
+    for found in _QUOTE.finditer(text):
+        at, mark = found.start(), found.group(0)
+        if _apostrophe(text, at):
+            continue
+        before = text[at - 1 : at]
+        closes = [i for i in open_at[-NESTED:] if mark in _CLOSERS[text[i]]]
+        if (
+            closes
+            and before
+            and not before.isspace()
+            and (closes[-1] == open_at[-1] or not _can_open(text, at))
+        ):
+            opener = closes[-1]
+            while open_at[-1] != opener:
+                unmatched.add(open_at.pop())
+            matched[open_at.pop()] = at
+        elif _can_open(text, at):
+            open_at.append(at)
+        else:
+            unmatched.add(at)
+    unmatched.update(open_at)
+    return matched, unmatched
+
+
+def unquoted(text: str) -> str:
+    """``text`` without the spaces and marks around it, a pair of quotes
+    around all of it, or a quote at either end with no partner; the quotes
+    inside it, paired or not ("12" pizza"), are its own. A few layers at
+    most, each a pass over the text."""
+    for _ in range(LAYERS):
+        text = text.strip(_EDGES)
+        if not text:
+            break
+        matched, unmatched = pairs(text)
+        last = len(text.rstrip(_STOPS)) - 1
+        if 0 in matched and not text[matched[0] + 1 :].strip(_STOPS):
+            text = text[1 : matched[0]] + text[matched[0] + 1 :]
+        elif 0 in unmatched:
+            text = text[1:]
+        elif last in unmatched:
+            text = text[:last] + text[last + 1 :]
+        else:
+            break
+    return text.strip(_EDGES)
+
+
+def opened(text: str) -> str:
+    """``text`` past the opening quotes it starts with."""
+    return text.lstrip("".join(_CLOSERS))
+
+
+def capitalised(text: str) -> str:
+    """The claim with its first word capitalised when that is a plain
+    lowercase word: "iPhone", "eBay", a URL are written as given; an opening
+    quote is passed over ('"we ship" ...' -> '"We ship" ...')."""
+    start = len(text) - len(opened(text))
+    word = text[start:].split(" ", 1)[0].rstrip(",;:.!").replace("'", "")
+    word = "".join(c for c in word if c not in QUOTE_MARKS)
+    if not (word.isalpha() and word.islower()):
+        return text
+    return text[:start] + text[start].upper() + text[start + 1 :]
+
+
+def _outside_quotes(text: str, ends: Iterator[re.Match[str]], matched: dict[int, int]) -> int:
+    """Where the first of ``ends`` not between a pair's marks starts; the
+    text's length when there is none. Pairs nest, so the outermost ones,
+    in order, are all a position need be checked against."""
+    outermost: list[tuple[int, int]] = []
+    for opener, closer in sorted(matched.items()):
+        if not outermost or opener > outermost[-1][1]:
+            outermost.append((opener, closer))
+    pair = 0
+    for end in ends:
+        at = end.start()
+        while pair < len(outermost) and outermost[pair][1] <= at:
+            pair += 1
+        if pair == len(outermost) or not outermost[pair][0] < at:
+            return at
+    return len(text)
+
+
+def title(content: str) -> str:
+    """The claim's first sentence (a sentence ends outside quotes), at most
+    MAX_TITLE_CHARS long, cut at a word and closing any quote it cuts."""
+    matched, _ = pairs(content)
+    first = content[: _outside_quotes(content, _SENTENCE_END.finditer(content), matched)]
+    first = first.rstrip(" .!;:")
+    if len(first) <= MAX_TITLE_CHARS:
+        return first
+    early = {o: c for o, c in matched.items() if o < MAX_TITLE_CHARS}
+    closers = ""
+    # Each quote the cut leaves open takes a character of the title's room.
+    for _ in range(NESTED):
+        room = MAX_TITLE_CHARS - 1 - len(closers)
+        cut = len(first[:room].rsplit(" ", 1)[0].rstrip(" ,;:"))
+        left_open = sorted((o for o, c in early.items() if o < cut <= c), reverse=True)
+        wanted = "".join(_CLOSERS[first[o]][-1] for o in left_open)
+        done = len(wanted) <= len(closers)
+        closers = wanted
+        if done:
+            break
+    return first[:cut] + "\u2026" + closers

@@ -1,0 +1,63 @@
+"""A captured memory's title and body (docs/agents.md, Capture): quotes around
+the whole claim are not part of it, a quote inside it is, and either way the
+title's quotes come in pairs."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.gateway import capture
+
+# (turn, title, body): each title came out with one mark of a pair.
+QUOTED = [
+    # Reported speech: the quote is part of the claim, both its marks kept.
+    ('Remember that "we ship Friday," said Alice.', '"We ship Friday," said Alice', ""),
+    ("Remember that \u201cwe ship Friday,\u201d said Alice.",
+     "\u201cWe ship Friday,\u201d said Alice", ""),
+    ("Remember that 'we ship Friday,' said Alice.", "'We ship Friday,' said Alice", ""),
+    ("Remember that \u2018we ship Friday,\u2019 said Alice.", "'We ship Friday,' said Alice", ""),
+    ('Remember that "we ship Friday" is the plan.', '"We ship Friday" is the plan', ""),
+    ("Remember that \u00abwe ship Friday\u00bb is the motto.",
+     "\u00abWe ship Friday\u00bb is the motto", ""),
+    # A quote closing the claim, opened inside it.
+    ('Remember that the sign says "Exit".', 'The sign says "Exit"', ""),
+    ('Remember that Alice said "we ship Friday."', 'Alice said "we ship Friday."', ""),
+    # The whole claim quoted: the pair is dropped, whichever side the stop is on.
+    ('Remember that "we ship Friday".', "We ship Friday", ""),
+    ('Remember: "the deploy window is Tuesday."', "The deploy window is Tuesday", ""),
+    ("Remember that \u201cthe deploy window is Tuesday\u201d", "The deploy window is Tuesday", ""),
+    ('Remember that "Alice said \'we ship Friday\' to everyone."',
+     "Alice said 'we ship Friday' to everyone", ""),
+    # A mark with no partner is not part of the claim; an inch mark or an
+    # apostrophe is not a quote.
+    ('Remember that we ship Friday".', "We ship Friday", ""),
+    ('Remember that "we ship Friday.', "We ship Friday", ""),
+    ('Remember that the 12" pizza costs ten euros.', 'The 12" pizza costs ten euros', ""),
+    ("Remember that the students' lounge is on floor 2.",
+     "The students' lounge is on floor 2", ""),
+    ("Remember that 'Bob's car' is the red one.", "'Bob's car' is the red one", ""),
+    # A sentence ending inside a quote does not end the title there.
+    ('Remember that "we ship Friday. No slips," said Alice. She means it.',
+     '"We ship Friday. No slips," said Alice',
+     '"We ship Friday. No slips," said Alice. She means it.'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("turn", "title", "body"), QUOTED)
+def test_quotes_in_a_title_come_in_pairs(turn: str, title: str, body: str) -> None:
+    decided = capture.decide(turn)
+    assert (decided.store, decided.title, decided.body) == (True, title, body), decided
+
+
+def test_a_title_cut_inside_a_quote_closes_it() -> None:
+    """A claim longer than a title, cut inside its quote: the title closes the
+    quote after the cut."""
+    turn = (
+        'Remember that Alice said "the billing migration moves every customer in the '
+        'European region to the new invoicing system by the end of March" at standup.'
+    )
+    decided = capture.decide(turn)
+    assert decided.store
+    assert len(decided.title) <= capture.MAX_TITLE_CHARS, decided.title
+    assert decided.title.startswith('Alice said "the billing migration')
+    assert decided.title.endswith('\u2026"'), decided.title
