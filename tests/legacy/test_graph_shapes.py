@@ -32,3 +32,23 @@ def test_a_record_whose_text_fields_hold_objects_or_lists_is_malformed(tmp_path:
     assert graph.entities["b"].superseded_by is None
     assert graph.stats.malformed == 6
     assert graph.stats.records == 3
+
+
+def test_a_patch_line_whose_patch_is_null_or_no_name_is_malformed(tmp_path: Path) -> None:
+    """A line holding "patch": null was read as an entity record (the
+    record's test is for a missing patch), and one whose patch was an object
+    or a number was counted as a patch of an unknown kind."""
+    lines: list[object] = [
+        rec("a", "Robin", **AT),
+        {"patch": None, "id": "a", "name": "Not Robin", **AT},
+        {"patch": None, "id": "z", "name": "Zed", **AT},
+        {"patch": {"op": "confirm"}, "id": "a"},
+        {"patch": 1, "id": "a"},
+        {"patch": "merge", "id": "a"},
+    ]
+    graph = fold_graph(_graph(tmp_path, lines))
+    assert sorted(graph.entities) == ["a"]
+    assert graph.entities["a"].name == "Robin"
+    assert (graph.stats.records, graph.stats.restated) == (1, 0)
+    assert graph.stats.malformed == 4
+    assert graph.stats.unknown_ops == 1

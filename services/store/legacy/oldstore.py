@@ -364,6 +364,11 @@ def fold_graph(path: Path) -> Graph:
             if not isinstance(obj, dict) or not _usable_id(obj.get("id")):
                 stats.malformed += 1
                 continue
+            if "patch" in obj and not isinstance(obj["patch"], str):
+                # A patch names its kind; null or an object names none, and
+                # the line is no record either.
+                stats.malformed += 1
+                continue
             op = obj.get("patch")
             if op is None:
                 if not _record_shaped(obj):
