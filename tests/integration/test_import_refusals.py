@@ -1,8 +1,9 @@
 """What an import refuses before it makes anything, through the command an
 operator runs (docs/export.md): a hand-edited archive that gives a
-forgotten memory its text back, a members file that leaves the copy
-without an owner. And what it writes as every other path does: a memory's
-text in NFC, whatever form the archive holds it in."""
+forgotten memory its text back or holds a claim about an entity its memory
+does not mention, a members file that leaves the copy without an owner.
+And what it writes as every other path does: a memory's text in NFC,
+whatever form the archive holds it in."""
 
 from __future__ import annotations
 
@@ -80,6 +81,55 @@ def test_a_tombstone_given_its_text_back_is_refused_and_nothing_is_made(
     rewrite(edited, "revisions", give_reason)
     error = refused(stack, edited)
     assert f"revisions.jsonl line {forget}: reason" in error and "forgotten" in error, error
+
+
+def test_a_claim_about_an_entity_its_memory_does_not_mention_is_refused_and_nothing_is_made(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """An archive edited to drop the mention of a relation's end by the
+    memory stating it was imported: neighbors from the other end then
+    answered INTERNAL in the copy (the walk could not place an end nobody
+    could see). Every write mentions what its claims name; such an archive
+    is refused, naming the record and the field."""
+    stated = team.clients["ada"].remember(
+        "Robin leads Apollo",
+        relations=[
+            {"subject": {"name": "Robin Goodwin"}, "predicate": "leads",
+             "object": {"name": "Apollo"}},
+        ],
+        audience_to="workspace",
+    ).memory  # fmt: skip
+    ids = {m.name: m.entity_id for m in stated.mentions}
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+
+    def lines_of(kind: str) -> list[dict[str, Any]]:
+        text = (out / f"{kind}.jsonl").read_text()
+        return [json.loads(x) for x in text.splitlines()]
+
+    def line_naming(kind: str, key: str, name: str) -> int:
+        return 1 + next(i for i, r in enumerate(lines_of(kind)) if r[key] == ids[name])
+
+    expected = {
+        "Apollo": ("relation_claims", "object_id"),
+        "Robin Goodwin": ("relation_claims", "subject_id"),
+    }
+    for name, (kind, key) in expected.items():
+        edited = tmp_path / f"without-{name.split()[0]}"
+        edited.mkdir()
+        for f in out.iterdir():
+            (edited / f.name).write_bytes(f.read_bytes())
+
+        def drop(rows: list[dict[str, Any]], entity: str = ids[name]) -> None:
+            rows[:] = [r for r in rows if r["entity_id"] != entity]
+
+        rewrite(edited, "mentions", drop)
+        error = refused(stack, edited)
+        where = f"{kind}.jsonl line {line_naming(kind, key, name)}: {key}"
+        assert where in error and "does not mention" in error, error
+    # As exported, the copy's walk answers.
+    slug = f"copy-{uuid.uuid4().hex[:10]}"
+    assert cli(stack, "import", str(out), "--as", slug).returncode == 0
 
 
 def test_a_members_file_naming_no_owner_is_refused_and_nothing_is_made(

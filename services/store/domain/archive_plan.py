@@ -73,6 +73,7 @@ def read_archive(
         archive.records[kind] = placed
     _check_references(archive)
     _check_tombstones(archive)
+    _check_mentions(archive)
     return archive
 
 
@@ -185,6 +186,33 @@ def _check_tombstones(archive: Archive) -> None:
                     f"{place}: memory_id",
                     f"names a forgotten memory: forget removed its {what}",
                 )
+
+
+# The entity ids each kind of claim names. Every write mentions them from
+# the memory that states the claim (graph_claims.GraphWriter.write, carry):
+# an entity is visible only through a mention, and the graph's reads place
+# a visible claim's entities by it.
+_NAMED_BY_CLAIMS = (
+    ("attribute_claims", ("entity_id",)),
+    ("aliases", ("entity_id",)),
+    ("relation_claims", ("subject_id", "object_id")),
+)
+
+
+def _check_mentions(archive: Archive) -> None:
+    """Every entity a claim, relation or alias names is mentioned by the
+    memory that states it: otherwise those who may see the claim might not
+    see its entity."""
+    mentioned = {(r["memory_id"], r["entity_id"]) for _, r in archive.records.get("mentions", [])}
+    for kind, keys in _NAMED_BY_CLAIMS:
+        for place, record in archive.records.get(kind, []):
+            for key in keys:
+                if (record["memory_id"], record[key]) not in mentioned:
+                    raise errors.InvalidArgument(
+                        f"{place}: {key}",
+                        "names an entity its memory (memory_id) does not mention: "
+                        "every write mentions the entities its claims name",
+                    )
 
 
 def _unique(archive: Archive, kind: str, key: str) -> set[str]:
