@@ -387,7 +387,14 @@ def decide(text: str) -> Capture:
     content = unquoted(content)
 
     if not _words(content):
-        if re.search(r"\b(?:this|that|it)\s*$", directive, _I):
+        # "Remember that." ends on its object, a pronoun; in "Remember that 🎉"
+        # a claim was to follow and none did, as with "...🎉, remember that".
+        leading = opening.startswith(directive)
+        if (
+            leading
+            and not rest[:1].isspace()
+            and re.search(r"\b(?:this|that|it)\s*$", directive, _I)
+        ):
             return _no(AMBIGUOUS, "unclear what to store: 'that' points outside this turn")
         return _no(EMPTY, "asks to remember but says nothing to store")
     if directive.strip(" ,:;").lower().endswith("remember") and _REMINDER.match(opened(content)):

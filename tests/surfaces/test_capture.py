@@ -454,3 +454,16 @@ def test_a_claim_opening_with_its_own_capitals_or_marks_is_written_as_given() ->
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+def test_a_directive_followed_by_no_claim_says_nothing_was_stated() -> None:
+    """A directive, then only emoji or marks where the claim goes, states
+    nothing (rule 1: empty); the reason said 'that' pointed outside the turn.
+    "Remember that." alone still points elsewhere (rule 6)."""
+    for turn in ("Remember that \U0001f389\U0001f389\U0001f389", "Remember that .",
+                 "Note that ---", "Record that \u2026", "\U0001f389, remember that."):  # fmt: skip
+        decided = capture.decide(turn)
+        assert (decided.category, decided.reason) == (
+            capture.EMPTY, "asks to remember but says nothing to store"), turn  # fmt: skip
+    for turn in ("Remember that.", "Note that!", "Remember that..."):
+        assert capture.decide(turn).category == capture.AMBIGUOUS, turn
