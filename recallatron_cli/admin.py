@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import json
 import re
+import unicodedata
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -170,6 +171,15 @@ def expiry(message: Any) -> str:
     return f"expires {when(message, 'expires_at', 'never')}"
 
 
+def shown(text: str) -> str:
+    """``text`` with control and format characters written as escapes: a
+    label kept before they were refused never acts on the terminal."""
+    return "".join(
+        f"\\u{ord(ch):04x}" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+        for ch in text
+    )
+
+
 def token_line(t: store_pb2.TokenSummary) -> str:
     """One token: id, label, member, scope, created, expiry, last use, state."""
     now = datetime.now(UTC)
@@ -186,7 +196,7 @@ def token_line(t: store_pb2.TokenSummary) -> str:
         ]
     )
     return (
-        f"{t.id}  {t.label or '-'}  member {t.member_handle} ({t.member_id})  "
+        f"{t.id}  {shown(t.label) or '-'}  member {t.member_handle} ({t.member_id})  "
         f"scope {scope or 'all'}  created {when(t, 'created_at', '-')}  "
         f"{expiry(t)}  last used {when(t, 'last_used_at', 'never')}  {state}"
     )

@@ -17,6 +17,8 @@ import grpc
 import pytest
 
 from recallatron.client import Client
+from recallatron.v1 import store_pb2
+from recallatron_cli.admin import token_line
 from recallatron_devkit.stack import Stack
 from tests.conftest import Team, make_team
 
@@ -114,3 +116,27 @@ def test_request_ids_are_each_callers_own(stack: Stack, operator: Client, team: 
     finally:
         for client in other.clients.values():
             client.close()
+
+
+@pytest.mark.parametrize("label", ["\x1b[2J\x1b[31mci", "ci\nforged line", "\u202eic", "bell\x07"])
+def test_a_label_with_control_characters_is_refused(
+    operator: Client, team: Team, label: str
+) -> None:
+    """Such a label would act on the terminal that lists tokens (an escape
+    sequence clears it or recolours it, a newline forges a line)."""
+    bob = team.members["bob"]
+    before = len(operator.list_tokens(bob).tokens)
+    exc = _refused(lambda: operator.create_token(bob, label))
+    assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, exc.details()
+    assert str(exc.details()).startswith("label:"), exc.details()
+    assert len(operator.list_tokens(bob).tokens) == before
+    # Any other text is a label: quotes, accents, symbols.
+    made = operator.create_token(bob, "ada's agent · café ✓")
+    assert made.token_id in _live(operator, bob)
+
+
+def test_a_kept_label_is_listed_with_its_control_characters_escaped() -> None:
+    """One kept before such labels were refused: list-tokens writes it inert."""
+    line = token_line(store_pb2.TokenSummary(id="t", label="\x1b[2Jci\n"))
+    assert "\x1b" not in line and "\n" not in line
+    assert "\\u001b[2Jci\\u000a" in line

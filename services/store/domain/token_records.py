@@ -22,9 +22,10 @@ from services.store.domain.tokens import (
     hash_token,
     replayed_request,
     rotation_grace,
+    token_label,
     token_lifetime,
 )
-from services.store.domain.validation import text, uuid_str
+from services.store.domain.validation import uuid_str
 from services.store.infrastructure.db import Databases
 from services.store.sql import queries as q
 
@@ -61,6 +62,7 @@ class TokenRecords:
         is refused with the token the first attempt made, never a second)."""
         member_id = uuid_str(member_id, "member_id")
         lifetime = token_lifetime(expires_in)
+        token_label(label)
         if request is not None:
             # First: a retry is answered so whatever changed since its first attempt.
             with self.dbs.control_conn() as conn:
@@ -70,7 +72,6 @@ class TokenRecords:
             raise errors.NotFound("member not found")
         if not self.member_in_workspace(member.workspace_id, member_id, live=True):
             raise errors.FailedPrecondition("member_id: the member was removed", "member_id")
-        text(label, "label", 200, required=False)
         scope = sorted(set(purposes), key=PURPOSES.index)
         try:
             with self.dbs.control_conn() as conn:

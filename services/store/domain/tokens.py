@@ -6,6 +6,7 @@ stores and checks them."""
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -79,6 +80,26 @@ MAX_ROTATION_GRACE = timedelta(days=90)
 # list leaves out ended tokens only, never a live one.
 MAX_LISTED_TOKENS = 1000
 MAX_LIVE_TOKENS = MAX_LISTED_TOKENS
+
+
+MAX_LABEL = 200
+# Control characters (escape sequences, newlines) and format ones (bidi
+# overrides) would act on the terminal that lists the tokens, or disguise a
+# label there; line and paragraph separators break a listing's lines.
+_UNSHOWN = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def token_label(value: str) -> str:
+    """A token's label: optional, at most MAX_LABEL characters of text that
+    shows as itself wherever tokens are listed."""
+    if len(value) > MAX_LABEL:
+        raise errors.InvalidArgument("label", f"at most {MAX_LABEL} characters")
+    for ch in value:
+        if unicodedata.category(ch) in _UNSHOWN:
+            raise errors.InvalidArgument(
+                "label", f"must not contain control or format characters (U+{ord(ch):04X})"
+            )
+    return value
 
 
 def token_lifetime(value: timedelta | None) -> timedelta | None:
