@@ -18,7 +18,13 @@ other: the second then finds the tombstone (NOT_FOUND, "deleted at ...").
 
 A workspace an import is still making is deleted only once its importer is
 gone (the import's lock on the slug is free): what a killed import left is
-removed so (docs/export.md), one under way is not touched."""
+removed so (docs/export.md), one under way is not touched.
+
+A deletion and a move of the workspace exclude each other: the deletion
+holds the move's lock for its whole course, so it is refused while a move
+runs (one started before its record was written too), and a move is refused
+while it runs; otherwise a move could copy the database to a server the
+deletion never drops."""
 
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from recallatron import errors
 from services.store.domain.control_records import Workspace
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.infrastructure.transactions import translate_db_errors
+from services.store.sql import move_queries
 from services.store.sql import queries as q
 
 # How long a deletion waits for another one of the same workspace.
@@ -49,6 +56,17 @@ def deleted_payload(ws: Workspace) -> str:
     """The notification's payload (DeletionFollower in
     services/store/infrastructure/follow.py reads it)."""
     return f"{ws.id} {ws.server} {ws.database_name}"
+
+
+def _hold_off_moves(guard: psycopg.Connection, ws: Workspace) -> None:
+    """The move lock taken on the guard's session, held to its end (no move
+    of ``ws`` starts meanwhile); refused while a mover holds it."""
+    row = guard.execute(move_queries.TRY_MOVE_LOCK, (ws.id,)).fetchone()
+    if row is None or not row[0]:
+        raise errors.FailedPrecondition(
+            "workspace: a move of it is under way; delete it once the move has ended",
+            "workspace",
+        )
 
 
 class WorkspaceDeletion(OnWorkspaces):
@@ -78,6 +96,7 @@ class WorkspaceDeletion(OnWorkspaces):
         ) as guard:
             guard.execute(q.DELETION_LOCK, (ws.id,))
             ws = self.find(ws.id)
+            _hold_off_moves(guard, ws)
             if ws.importing:
                 # Held to the guard's end: no import of the slug starts meanwhile.
                 free = guard.execute(q.TRY_IMPORT_LOCK, (ws.slug,)).fetchone()
@@ -96,7 +115,9 @@ class WorkspaceDeletion(OnWorkspaces):
             self.dbs.control_url(), autocommit=True, options=f"-c statement_timeout={LOCK_MS}"
         ) as guard:
             guard.execute(q.DELETION_LOCK, (ws.id,))
-            return self._delete(self.find(ws.id))
+            ws = self.find(ws.id)
+            _hold_off_moves(guard, ws)
+            return self._delete(ws)
 
     def _delete(self, ws: Workspace) -> Deleted:
         with self.dbs.control_conn() as conn:

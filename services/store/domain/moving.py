@@ -119,6 +119,11 @@ class Mover:
         with psycopg.connect(self.dbs.control_url(), autocommit=True) as guard:
             row = guard.execute(q.TRY_MOVE_LOCK, (workspace_id,)).fetchone()
             if row is None or not row[0]:
+                # A deletion holds it too: it drops the database it found,
+                # and a copy made meanwhile would be left, named by nothing.
+                deleting = guard.execute(q.DELETION_UNDER_WAY, (workspace_id,)).fetchone()
+                if deleting is not None and deleting[0]:
+                    raise errors.FailedPrecondition("workspace: it is being deleted", "workspace")
                 raise errors.FailedPrecondition(
                     "workspace: another move of this workspace is running", "workspace"
                 )

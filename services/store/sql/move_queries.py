@@ -3,8 +3,14 @@ Identifiers (tables, the publication, subscription and slot) are composed
 with psycopg.sql from names this code makes, never from request text."""
 
 # -- control plane --
-# Held by the mover's own session for the whole move (namespace 7401).
+# Held by the mover's own session for the whole move (namespace 7401), and
+# by a deletion of the workspace for its whole course: the two exclude each
+# other (services/store/domain/deletion.py).
 TRY_MOVE_LOCK = "SELECT pg_try_advisory_lock(7401, hashtext(%s::text))"
+# Whether a deletion of the workspace holds its lock (queries.DELETION_LOCK):
+# only to say why the move lock was not free. The share is the statement's
+# (autocommit), so it is gone at once.
+DELETION_UNDER_WAY = "SELECT NOT pg_try_advisory_xact_lock_shared(7402, hashtext(%s::text))"
 MOVE_OF = "SELECT source, target, state FROM workspace_move WHERE workspace_id = %s"
 INSERT_MOVE = """
 INSERT INTO workspace_move (workspace_id, source, target, state) VALUES (%s, %s, %s, 'copying')

@@ -1,0 +1,113 @@
+"""Deleting a workspace and moving it exclude each other (docs/servers.md,
+Moving; docs/reliability.md, Deleting a workspace): a deletion while a move
+runs is refused, and so is a move while a deletion runs, so that neither
+leaves a copy of the database on a server the control plane no longer
+names. Driven in this process (the store's own ControlPlane, Mover and
+WorkspaceDeletion) on two embedded Postgres servers, each ordering held by
+a hook at the step where the other party came in."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from recallatron import errors
+from recallatron_devkit.localpg import LocalPostgres
+from services.store.domain import move_copy
+from services.store.domain.control import ControlPlane
+from services.store.domain.deletion import WorkspaceDeletion
+from services.store.domain.moving import Mover
+from services.store.infrastructure.db import Databases
+from tests.two_servers import store_on, two_servers
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
+    with two_servers(tmp_path_factory.mktemp("move-deletion")) as made:
+        yield made
+
+
+@pytest.fixture
+def store(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, ControlPlane]]:
+    dbs, control = store_on(servers)
+    try:
+        yield dbs, control
+    finally:
+        dbs.close()
+
+
+def databases_named(servers: dict[str, LocalPostgres], database: str) -> list[str]:
+    """The servers that hold a database of that name."""
+    held = []
+    for name, pg in servers.items():
+        with psycopg.connect(pg.url) as conn:
+            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchall():
+                held.append(name)
+    return held
+
+
+def test_a_deletion_while_a_move_runs_is_refused(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A move past its start but with nothing recorded yet (checking the
+    source's room): a deletion then found no move record and dropped the
+    database under it."""
+    dbs, control = store
+    ws = control.create_workspace(f"moving-{uuid.uuid4().hex[:8]}", "default")
+    refusals: list[errors.FailedPrecondition] = []
+    original = move_copy.check_replication_room
+
+    def delete_meanwhile(conn: psycopg.Connection, server: str) -> None:
+        try:
+            WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
+        except errors.FailedPrecondition as exc:
+            refusals.append(exc)
+        original(conn, server)
+
+    monkeypatch.setattr(move_copy, "check_replication_room", delete_meanwhile)
+    Mover(dbs, control).move(ws.id, "b")
+    assert [(e.subject, "a move of it is under way" in e.message) for e in refusals] == [
+        ("workspace", True)
+    ], refusals
+    assert control.workspace(ws.id, fresh=True).server == "b"
+    assert databases_named(servers, ws.database_name) == ["b"]
+    # Once the move is done, the deletion goes through, on the new server.
+    monkeypatch.undo()
+    WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
+    assert databases_named(servers, ws.database_name) == []
+
+
+def test_a_move_while_a_deletion_runs_is_refused(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A move started as a deletion came to its drop (past its check for a
+    move) ran to its end on the target; the deletion then dropped the
+    source's database, already gone, and the target's copy was left, named
+    by nothing."""
+    dbs, control = store
+    ws = control.create_workspace(f"deleting-{uuid.uuid4().hex[:8]}", "default")
+    refusals: list[errors.FailedPrecondition] = []
+    original = Databases.drop_database
+
+    def move_meanwhile(self: Databases, server: str, database: str) -> None:
+        try:
+            Mover(dbs, control).move(ws.id, "b")
+        except errors.FailedPrecondition as exc:
+            refusals.append(exc)
+        original(self, server, database)
+
+    monkeypatch.setattr(Databases, "drop_database", move_meanwhile)
+    WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
+    assert databases_named(servers, ws.database_name) == []
+    assert [(e.subject, "being deleted" in e.message) for e in refusals] == [("workspace", True)], (
+        refusals
+    )
