@@ -20,11 +20,11 @@ from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
-from services.store.domain.owner_view import MemoryFilter, OwnerView
+from services.store.domain.owner_view import AuditFilter, MemoryFilter, OwnerView
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
 from tests.conftest import Team
 from tests.dbutil import workspace_url
-from tests.integration.bulk_workspace import OneConnection
+from tests.integration.bulk_workspace import OneConnection, rows_read
 
 pytestmark = pytest.mark.integration
 
@@ -343,3 +343,76 @@ def test_agents_list_and_read_the_audit_through_the_mcp_tools(team: Team) -> Non
     assert [(e["member_handle"], e["memory_id"]) for e in audited["events"]] == [("ada", ids["b3"])]
     with pytest.raises(ToolError, match="PERMISSION_DENIED"):
         mcp_call(bob, "audit_log", {})
+
+
+class _AuditOnConnection(OneConnection, OwnerView):
+    """The store's audit log run on one connection (handles are left out:
+    they come from the control database, not the log)."""
+
+    def _handles(self, workspace_id: str) -> dict[str, str]:
+        return {}
+
+
+def test_a_members_or_actions_few_old_events_are_listed_reading_few_rows(
+    stack: Stack, team: Team
+) -> None:
+    """Bob's five forgets, older than 20,000 of Ada's remembers: the log
+    filtered by member, by actions, or both, two to a page, reads a few rows
+    a page under the plans the store's statements get (custom, and generic
+    once prepared) and the generic plan forced, where each page walked the
+    whole log from its newest event; the same through the gateway."""
+    bob, ada = team.members["bob"], team.members["ada"]
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        conn.execute(
+            "INSERT INTO audit_log (member_id, action, memory_id, detail)"
+            " SELECT CASE WHEN i <= 5 THEN %(bob)s ELSE %(ada)s END::uuid,"
+            "  CASE WHEN i <= 5 THEN 'forget' ELSE 'remember' END, gen_random_uuid(), '{}'"
+            " FROM generate_series(1, 20005) AS i",
+            {"bob": bob, "ada": ada},
+        )
+        conn.execute("ANALYZE audit_log")
+        expected = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT id FROM audit_log WHERE member_id = %s AND action = 'forget'"
+                " ORDER BY id DESC",
+                (bob,),
+            )
+        ]
+    caller = Caller(team.workspace_id, ada, "assist", "owner")
+    filters = [
+        AuditFilter(member_id=bob),
+        AuditFilter(actions=["forget"]),
+        AuditFilter(actions=["forget", "correct"]),
+        AuditFilter(member_id=bob, actions=["forget", "supersede"]),
+    ]
+    for mode in ("auto", "force_generic_plan"):
+        with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
+            conn.execute(
+                SET_LOCALS,
+                (
+                    ["recallatron.member_id", "recallatron.purpose", "plan_cache_mode"],
+                    [ada, "assist", mode],
+                ),
+            )
+            view = _AuditOnConnection(conn)
+            # Past the driver's prepare threshold and the server's custom plans.
+            for _ in range(8):
+                for f in filters:
+                    listed: list[int] = []
+                    token = ""
+                    while True:
+                        before = rows_read(conn, ["audit_log"])
+                        page = view.audit(caller, f, 2, token)
+                        read = rows_read(conn, ["audit_log"]) - before
+                        assert read <= 20, f"{mode}, {f}: a page read {read} audit rows"
+                        listed += [e.id for e in page.events]
+                        token = page.next_page_token
+                        if not token:
+                            break
+                    assert listed == expected and len(expected) == 5, (mode, f)
+    client = team.clients["ada"]
+    by_bob = every(client.audit_events, "events", member_id=bob, page_size=2)
+    assert [e.id for e in by_bob] == expected
+    forgets = every(client.audit_events, "events", actions=["forget", "correct"], page_size=2)
+    assert [e.id for e in forgets] == expected

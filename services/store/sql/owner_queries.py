@@ -52,17 +52,59 @@ ORDER BY m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """
 
-AUDIT_EVENTS = """
+
+# The log's keyset, newest first, in two spellings. The primary key walks the
+# whole log by id. A filtered listing walks a member's or an action's events
+# in an index on (..., -id) (migration 0042), ordered and bounded by -id: no
+# other index gives that order, so with sorting off (owner_view.AUDIT_ORDER)
+# the planner cannot fall back on walking the primary key from the newest
+# event and filtering, which it chose for a member's few old events under the
+# generic plan (it guesses from the count of members alone how many match).
+# The page token's id is an index condition either way: a page starts where
+# the last ended.
+BY_ID = ("a.id DESC", "a.id < coalesce(%(after_id)s::bigint, 9223372036854775807)")
+BY_NEGATED_ID = ("-a.id", "-a.id > -coalesce(%(after_id)s::bigint, 9223372036854775807)")
+
+
+def _audit_events(member: str, keyset: tuple[str, str] = BY_ID) -> str:
+    """The log newest first, narrowed by ``member`` (a condition on a, or TRUE)."""
+    order, after = keyset
+    return f"""
 SELECT a.id, a.at, a.member_id::text, a.action, a.memory_id::text, a.detail
 FROM audit_log a
-WHERE (%(member)s::uuid IS NULL OR a.member_id = %(member)s::uuid)
-  AND (%(actions)s::text[] IS NULL OR a.action = ANY (%(actions)s::text[]))
+WHERE {member}
   AND (%(from)s::timestamptz IS NULL OR a.at >= %(from)s::timestamptz)
   AND (%(to)s::timestamptz IS NULL OR a.at < %(to)s::timestamptz)
-  AND (%(after_id)s::bigint IS NULL OR a.id < %(after_id)s::bigint)
-ORDER BY a.id DESC
+  AND {after}
+ORDER BY {order}
 LIMIT %(limit)s
 """
+
+
+def _audit_events_of_actions(member: str) -> str:
+    """Some actions' events (at most MAX_AUDIT_ACTIONS), narrowed by
+    ``member``: each action's page walked in its own index from the page
+    token's position (behind "= ANY" no index gives the log's order), then
+    merged."""
+    page = _audit_events(f"{member} AND a.action = k.action", BY_NEGATED_ID)
+    return f"""
+SELECT e.* FROM unnest(%(actions)s::text[]) AS k(action)
+CROSS JOIN LATERAL ({page}) AS e
+ORDER BY e.id DESC
+LIMIT %(limit)s
+"""
+
+
+# The whole log, by its primary key.
+AUDIT_EVENTS = _audit_events("TRUE")
+# One member's, from audit_log_member_idx. The member is a plain equality so
+# that the generic plan, which the store's prepared statement comes to, can
+# use that index: behind "%(member)s IS NULL OR ..." it cannot.
+AUDIT_EVENTS_BY_MEMBER = _audit_events("a.member_id = %(member)s::uuid", BY_NEGATED_ID)
+# Some actions', every member's, from audit_log_action_idx.
+AUDIT_EVENTS_OF_ACTIONS = _audit_events_of_actions("TRUE")
+# Some actions' of one member, from audit_log_member_action_idx.
+AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS = _audit_events_of_actions("a.member_id = %(member)s::uuid")
 
 # A change the control plane made to the workspace (a member, a token, its
 # settings), written by the owner role after that change committed
