@@ -8,9 +8,11 @@ is refused, a member of another workspace is named."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import grpc
@@ -140,3 +142,25 @@ def test_a_kept_label_is_listed_with_its_control_characters_escaped() -> None:
     line = token_line(store_pb2.TokenSummary(id="t", label="\x1b[2Jci\n"))
     assert "\x1b" not in line and "\n" not in line
     assert "\\u001b[2Jci\\u000a" in line
+
+
+def test_a_member_of_another_workspace_or_none_is_named(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """NOT_FOUND naming member_id, as ListTokens answers, alike for a member
+    of another workspace and for none (an owner learns nothing of others)."""
+    other = make_team(stack, operator, ("dee",))
+    try:
+        stranger = other.members["dee"]
+        nobody = str(uuid.uuid4())
+        owner = team.clients["ada"]
+        for client, member_id in ((owner, stranger), (owner, nobody), (operator, nobody)):
+            exc = _refused(partial(client.create_token, member_id, "x"))
+            assert exc.code() == grpc.StatusCode.NOT_FOUND, exc.details()
+            assert exc.details() == f"member_id: no member {member_id!r}"
+            listed = _refused(partial(client.list_tokens, member_id))
+            assert listed.details() == exc.details()
+        assert len(operator.list_tokens(stranger).tokens) == 1
+    finally:
+        for c in other.clients.values():
+            c.close()

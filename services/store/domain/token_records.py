@@ -67,9 +67,15 @@ class TokenRecords:
             # First: a retry is answered so whatever changed since its first attempt.
             with self.dbs.control_conn() as conn:
                 self._check_request(conn, request)
-        member = self.member(member_id)
+        # Named as ListTokens names it; one of another workspace is answered
+        # as one that does not exist.
+        missing = errors.NotFound(f"member_id: no member {member_id!r}")
+        try:
+            member = self.member(member_id)
+        except errors.NotFound:
+            raise missing from None
         if workspace_id and member.workspace_id != workspace_id:
-            raise errors.NotFound("member not found")
+            raise missing
         if not self.member_in_workspace(member.workspace_id, member_id, live=True):
             raise errors.FailedPrecondition("member_id: the member was removed", "member_id")
         scope = sorted(set(purposes), key=PURPOSES.index)
@@ -83,7 +89,7 @@ class TokenRecords:
                 )
         except ForeignKeyViolation:
             # The member's workspace was deleted since the checks above.
-            raise errors.NotFound("member not found") from None
+            raise missing from None
 
     @staticmethod
     def _check_request(conn: Any, request: TokenRequest) -> None:
