@@ -156,3 +156,30 @@ def test_text_the_old_store_kept_as_bytes_is_carried_as_text(
         " JOIN entity e ON e.id = n.entity_id WHERE m.kind = 'fact' AND m.title = 'Dentist'",
     )
     assert memory == [("Dentist", "Dentist on Tuesday at the café", "Dr Pereira")]
+
+
+def test_a_corrupt_page_in_the_sqlite_file_is_refused_before_anything_is_written(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """A page partway through the file that does not read (a disk error, a
+    copy cut short): the run must say which file is damaged, once, and write
+    nothing a rerun on the repaired file would have to work around."""
+    turns: list[Turn] = [(i, "c", "user", f"turn {i} " + "words " * 40, AT) for i in range(1, 2001)]
+    db, graph = old_store(tmp_path, turns, [{"id": "e1", "name": "Robin", "valid_from": AT}])
+    page = 4096
+    pages = db.stat().st_size // page
+    with db.open("r+b") as f:
+        f.seek((pages * 2 // 3) * page)
+        f.write(b"\xa5" * page)
+    args = ["migrate", "--sqlite", str(db), "--graph", str(graph)]
+    code, out, err = run_cli(stack, [*args, "--workspace", ada.slug, "--owner", "ada", "--json"])
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err
+    assert str(db) in err and err.count("error:") == 1, err
+    written = dbutil.query(
+        stack,
+        ada.database_name,
+        "SELECT (SELECT count(*) FROM history_entry), (SELECT count(*) FROM memory),"
+        " (SELECT count(*) FROM legacy_import)",
+    )
+    assert written == [(0, 0, 0)]

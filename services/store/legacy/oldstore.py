@@ -11,6 +11,7 @@ import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,23 +145,62 @@ class SqliteStore:
                     f"{', '.join(lacking)} column"
                 )
         self.has_fts = "turns_fts" in names
+        self._check_pages()
+
+    def _check_pages(self) -> None:
+        """Every page of the tables read, read once before anything is
+        written: a damaged page partway through the file would otherwise stop
+        the run there, with the batches before it committed and every rerun
+        stopping at the same page. The FTS index is not read, so not checked."""
+        for table in REQUIRED_TABLES:
+            try:
+                # PRAGMA takes no parameter; the table names are this module's own.
+                found = [r[0] for r in self.conn.execute(f"PRAGMA quick_check({table})")]
+            except sqlite3.DatabaseError as exc:
+                found = [str(exc)]
+            if found != ["ok"]:
+                raise OldStoreError(
+                    f"--sqlite: {self.path} is damaged (table {table}: {found[0]}); "
+                    "nothing was imported: repair the file (sqlite3 .recover) and rerun"
+                )
 
     def close(self) -> None:
         self.conn.close()
 
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A page that stops reading after the check (the file changed under
+        the run) is the file's fault, said once with its name."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise OldStoreError(
+                f"--sqlite: {self.path} could not be read partway ({exc}); the batches "
+                "imported before stay: repair the file (sqlite3 .recover) and rerun"
+            ) from None
+
     def digest_count(self) -> int:
-        row = self.conn.execute("SELECT count(*) FROM session_digests").fetchone()
+        with self._reading():
+            row = self.conn.execute("SELECT count(*) FROM session_digests").fetchone()
         return int(row[0])
 
     def turn_batches(self, size: int) -> Iterator[list[Turn]]:
         """Every turn in id order, `size` at a time (the ledger may be large)."""
-        cur = self.conn.execute("SELECT id, chat_id, role, text, ts FROM turns ORDER BY id")
-        while rows := cur.fetchmany(size):
+        with self._reading():
+            cur = self.conn.execute("SELECT id, chat_id, role, text, ts FROM turns ORDER BY id")
+            rows = cur.fetchmany(size)
+        while rows:
             yield [
                 Turn(int(r[0]), _text(r[1]), _text(r[2]), _text(r[3]), _time(r[4])) for r in rows
             ]
+            with self._reading():
+                rows = cur.fetchmany(size)
 
     def memory_items(self) -> list[MemoryItem]:
+        with self._reading():
+            return self._memory_items()
+
+    def _memory_items(self) -> list[MemoryItem]:
         edges: dict[int, list[str]] = {}
         for memory_id, entity_id in self.conn.execute(
             "SELECT memory_id, entity_id FROM memory_item_entities ORDER BY memory_id, entity_id"
