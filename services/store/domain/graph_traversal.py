@@ -35,7 +35,8 @@ def neighborhood(
     """Breadth first from ``start`` over the relations current at ``at``
     whose predicate is one of ``predicates`` (any, when none), up to ``hops``;
     at most MAX_NEIGHBOR_NODES nodes and MAX_NEIGHBOR_EDGES edges (the newest
-    statements first at each hop), ``truncated`` when a cap cut."""
+    statements first at each hop), ``truncated`` when a cap cut. A relation
+    whose end the caller cannot see is skipped."""
     # Nodes are groups (design §8.5): each keyed by its head, reached
     # through any member, and walked on from all of its members.
     group_of: dict[str, entity_groups.Group] = {}
@@ -76,7 +77,12 @@ def neighborhood(
             claim_id = str(row[0])
             if claim_id in seen:
                 continue
-            ends = {group_of[str(row[1])].head.id, group_of[str(row[3])].head.id}
+            subject, object_ = group_of.get(str(row[1])), group_of.get(str(row[3]))
+            if subject is None or object_ is None:
+                # An end no mention the caller sees places (a store edited by
+                # hand; every write mentions both): no node, so no edge.
+                continue
+            ends = {subject.head.id, object_.head.id}
             new_ends = [e for e in ends if e not in depth_of]
             if len(depth_of) + len(new_ends) > MAX_NEIGHBOR_NODES:
                 truncated = True
