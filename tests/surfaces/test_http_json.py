@@ -379,3 +379,26 @@ def test_an_enum_given_as_a_fraction_is_refused_naming_the_field(
     whole = {"requestId": "f3", "kind": 1.0, "title": "Whole"}
     status, answer = call(stack.http_url, remember, whole, owner.token)
     assert status == 200, answer
+
+
+def test_a_confidence_that_is_no_number_is_refused_naming_it(stack: Stack, owner: Member) -> None:
+    """A bare NaN or Infinity is not JSON: refused as a malformed body is,
+    saying where (it was refused naming the whole request, as a parse error).
+    proto3 JSON reads "NaN" and "Infinity" as strings for a double: those
+    reach the check of the field and are refused naming it, as is a number
+    past a double's range."""
+    remember = "recallatron.v1.MemoryService/Remember"
+    before = call(stack.http_url, "recallatron.v1.MemoryService/ListMemories", {}, owner.token)[1]
+    for constant in (b"NaN", b"Infinity", b"-Infinity"):
+        body = b'{"requestId": "n1", "title": "A claim", "confidence": ' + constant + b"}"
+        status, answer = call(stack.http_url, remember, body, owner.token)
+        assert (status, answer.get("code")) == (400, "invalid_argument"), answer
+        assert violations(answer) == ["request"], answer
+        assert "is not JSON: line 1 column 55" in answer["message"], answer
+    for value in (b'"NaN"', b'"Infinity"', b'"-Infinity"', b"1e999", b'"high"'):
+        body = b'{"requestId": "n2", "kind": 2, "title": "A claim", "confidence": ' + value + b"}"
+        status, answer = call(stack.http_url, remember, body, owner.token)
+        assert (status, answer.get("code")) == (400, "invalid_argument"), (value, answer)
+        assert violations(answer) == ["confidence"], (value, answer)
+    after = call(stack.http_url, "recallatron.v1.MemoryService/ListMemories", {}, owner.token)[1]
+    assert after == before

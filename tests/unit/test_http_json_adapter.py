@@ -250,6 +250,9 @@ def test_the_review_page_signs_in_for_the_person_s_address() -> None:
         def code(self) -> grpc.StatusCode:
             return grpc.StatusCode.UNAUTHENTICATED
 
+        def details(self) -> str:
+            return "authorization: unknown or revoked token"
+
     class Gateway:
         def __init__(self) -> None:
             self.forwarded: tuple[tuple[str, str], ...] = ()
@@ -322,3 +325,43 @@ def test_media_types_and_json_paths() -> None:
     assert json_path("expires_in") == "expiresIn"
     assert json_path("filters.mention_entity_ids[2]") == "filters.mentionEntityIds[2]"
     assert json_path("claims[0].entity.entity_id") == "claims[0].entity.entityId"
+
+
+@pytest.mark.parametrize(
+    ("body", "constant", "column"),
+    [
+        (b'{"title": "t", "confidence": NaN}', "NaN", 30),
+        (b'{"title": "t", "confidence": Infinity}', "Infinity", 30),
+        (b'{"title": "t", "confidence": -Infinity}', "-Infinity", 30),
+        (b'{"title": "NaN, -Infinity", "claims": [{"confidence": NaN}]}', "NaN", 55),
+    ],
+)
+def test_a_constant_json_has_not_is_refused_as_malformed_json(
+    body: bytes, constant: str, column: int
+) -> None:
+    """NaN and Infinity are not JSON: the reader took them, and the parser
+    then refused naming the whole request, not where the body went wrong."""
+    with pytest.raises(Refused) as refused:
+        decode(pb.RememberRequest, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == "request"
+    where = f"line 1 column {column} (char {column - 1})"
+    assert refused.value.message == f"{constant} is not JSON: {where}"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"title": "t", "confidence": 1e999}', "confidence"),
+        (b'{"title": "t", "confidence": "high"}', "confidence"),
+        (b'{"title": "t", "claims": [{"confidence": 1e999}]}', "claims[0].confidence"),
+        (b'{"title": "t", "claims": [{"confidence": "high"}]}', "claims[0].confidence"),
+    ],
+)
+def test_a_number_no_double_holds_is_refused_naming_its_field(body: bytes, field: str) -> None:
+    """A number past a double's range, or a string that is no number, was
+    refused naming the whole request (or only the list holding it)."""
+    with pytest.raises(Refused) as refused:
+        decode(pb.RememberRequest, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == field

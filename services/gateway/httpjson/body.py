@@ -20,6 +20,11 @@ from recallatron.wire import undecodable_field
 PROTO_TYPE = "application/proto"
 _FAILED_FIELD = re.compile(r"Failed to parse (\S+) field: ")
 _UNKNOWN_FIELD = re.compile(r'has no field named "([^"]+)"')
+# A value's path in the parser's message, past the request's own name; a
+# message's path is quoted, a value's is not.
+_VALUE_AT = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]]+?)\.*$")
+# Strings, passed over whole, and the constants Python's reader takes.
+_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
 
 
 def media_type(content_type: str) -> str | None:
@@ -62,12 +67,40 @@ class Refused(Exception):
 
 def field_of(parse_error: str) -> str:
     """The field a proto3 JSON parse error is about, dotted ("filters.kinds"),
-    as the caller named it; "request" when it is about the whole body."""
+    as the caller named it; "request" when it is about the whole body. A
+    value the parser could not read names its path ("at RememberRequest.
+    claims[0].confidence") where the fields it failed in name less."""
     names = _FAILED_FIELD.findall(parse_error)
     unknown = _UNKNOWN_FIELD.search(parse_error)
     if unknown:
         names.append(unknown.group(1))
+    else:
+        at = _VALUE_AT.search(parse_error.split("\n", 1)[0])
+        path = at.group(1) if at else ""
+        if path and path.count(".") >= len(names):
+            return path
     return ".".join(names) or "request"
+
+
+class _NotJson(Exception):
+    """A constant the JSON reader takes but JSON has not (NaN, Infinity)."""
+
+    def __init__(self, constant: str) -> None:
+        super().__init__(constant)
+        self.constant = constant
+
+
+def _not_json(constant: str) -> object:
+    raise _NotJson(constant)
+
+
+def _constant_refused(body: bytes, constant: str) -> Refused:
+    """NaN or Infinity refused as malformed JSON is, saying where: the first
+    such constant outside a string, in the text the reader read."""
+    text = body.decode(json.detect_encoding(body), "surrogatepass")
+    found = next((m for m in _CONSTANT.finditer(text) if m.group(1)), None)
+    where = json.JSONDecodeError(f"{constant} is not JSON", text, found.start(1) if found else 0)
+    return Refused(400, "invalid_argument", str(where), "request")
 
 
 class _Repeated:
@@ -189,7 +222,14 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
         if not body.lstrip().startswith(b"{"):
             raise Refused(400, "invalid_argument", "must be a JSON object", "request")
         repeats: list[str] = []
-        data = json.loads(body, object_pairs_hook=lambda p: _no_repeated_keys(p, repeats))
+        try:
+            data = json.loads(
+                body,
+                object_pairs_hook=lambda p: _no_repeated_keys(p, repeats),
+                parse_constant=_not_json,
+            )
+        except _NotJson as exc:
+            raise _constant_refused(body, exc.constant) from None
         if repeats:  # only then is the body walked for where
             raise Refused(400, "invalid_argument", "given twice", repeated_key(data) or repeats[0])
         checked(cast(Descriptor, cls.DESCRIPTOR), data)
