@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from services.store.legacy import plan
 from services.store.legacy.oldstore import fold_graph
 from tests.legacy.test_old_store import _graph, rec
 
@@ -52,3 +53,26 @@ def test_a_patch_line_whose_patch_is_null_or_no_name_is_malformed(tmp_path: Path
     assert (graph.stats.records, graph.stats.restated) == (1, 0)
     assert graph.stats.malformed == 4
     assert graph.stats.unknown_ops == 1
+
+
+def test_times_written_as_objects_lists_or_flags_are_read_as_none(tmp_path: Path) -> None:
+    """A valid-from, valid-until or patch time written as a JSON object, list
+    or flag was carried into the record's memory as Python's text of it
+    ("valid from {'at': '2026'}", "Confirmed at True.")."""
+    lines: list[object] = [
+        rec("v", "Vera", valid_from={"at": "2026-01-01"}, valid_until=["2027"]),
+        {"patch": "confirm", "id": "v", "at": "2026-02-01T00:00:00Z"},
+        rec("w", "Walt", **AT),
+        {"patch": "confirm", "id": "w", "at": True},
+        rec("x", "Xena", **AT),
+        {"patch": "supersede", "id": "x", "superseded_by": "w", "at": {"t": 1}},
+    ]
+    graph = fold_graph(_graph(tmp_path, lines))
+    assert graph.entities["v"].valid_from is None and graph.entities["v"].valid_until is None
+    assert graph.entities["w"].confirmed and graph.entities["w"].confirmed_at is None
+    assert graph.entities["x"].superseded_by == "w" and graph.entities["x"].superseded_at is None
+    rows, _skipped = plan.plan_records(graph, plan.Ids("ada"), {})
+    bodies = {r.source_id: r.body for r in rows}
+    assert sorted(bodies) == ["v", "w", "x"]
+    for body in bodies.values():
+        assert "{'" not in body and "['" not in body and "True" not in body, body

@@ -357,6 +357,13 @@ def _usable_id(value: object) -> bool:
     return _scalar(value) and bool(value) and "\x00" not in str(value)
 
 
+def _time_given(value: object) -> Any:
+    """A time as written (text or Unix seconds); an object, a list or a flag
+    gives none, as an unreadable time does (its end left open), rather than
+    Python's text of it in the record's memory."""
+    return value if _scalar(value) else None
+
+
 # An entity record's text fields: absent or null, else text or a number.
 _RECORD_TEXT = ("name", "type", "source")
 
@@ -377,8 +384,8 @@ def _entity(obj: dict[str, Any]) -> Entity:
         properties=props if isinstance(props, dict) else {},
         source=str(obj.get("source") or ""),
         confidence=_confidence(confidence),
-        valid_from=obj.get("valid_from"),
-        valid_until=obj.get("valid_until"),
+        valid_from=_time_given(obj.get("valid_from")),
+        valid_until=_time_given(obj.get("valid_until")),
         superseded_by=str(obj["superseded_by"]) if obj.get("superseded_by") else None,
         confirmed=_is_true(obj.get("confirmed")),
     )
@@ -434,11 +441,11 @@ def fold_graph(path: Path) -> Graph:
                 continue
             if op == "confirm":
                 target.confirmed = True
-                target.confirmed_at = obj.get("at")
+                target.confirmed_at = _time_given(obj.get("at"))
                 if _confidence(obj.get("confidence")) is not None:
                     target.confidence = _confidence(obj.get("confidence"))
             else:
                 target.superseded_by = str(by)
-                target.superseded_at = obj.get("at")
-                target.valid_until = obj.get("at") or target.valid_until
+                target.superseded_at = _time_given(obj.get("at"))
+                target.valid_until = target.superseded_at or target.valid_until
     return Graph(entities, stats)
