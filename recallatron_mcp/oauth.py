@@ -31,9 +31,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,6 +47,7 @@ from recallatron.grpcclient import peer_status
 from recallatron.secretfiles import token_from
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import PURPOSES
+from recallatron_mcp.gateway_tokens import MAX_MINTED, Grant, GrantRevoked, MemberTokens
 
 log = logging.getLogger("recallatron.mcp.oauth")
 
@@ -59,11 +58,6 @@ SCOPES = [READ, WRITE, *(f"{PURPOSE_PREFIX}{p}" for p in PURPOSES)]
 # Asymmetric algorithms only: never `none`, never a shared secret.
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA")
 
-# The gateway tokens made for OAuth callers: how long one lives, how much of
-# that must be left to reuse it, and how many are kept.
-MINTED_LIFETIME = timedelta(hours=1)
-MINTED_MARGIN = 300.0
-MAX_MINTED = 256
 # How long the check of a member token of the project's own holds, valid or
 # not (a token revoked meanwhile is refused by the gateway at the tool call).
 OWN_TOKEN_TTL = 60.0
@@ -153,16 +147,9 @@ class MemberAccess(AccessToken):
     """A verified caller with the gateway token its tool calls carry."""
 
     gateway_token: str
-
-
-@dataclass(frozen=True)
-class Grant:
-    """What one OAuth token lets its bearer do, as a gateway token's scope."""
-
-    member_id: str
-    read_only: bool
-    # Empty: all four.
-    purposes: tuple[str, ...]
+    # The gateway token was made by this server for an OAuth caller (not the
+    # caller's own member token): MemberTokens.refused applies to it.
+    made_here: bool = False
 
 
 def scopes_of(claims: Mapping[str, Any], claim: str) -> list[str]:
@@ -267,53 +254,6 @@ class IssuerKeys(jwt.PyJWKClient):
             raise jwt.PyJWKClientConnectionError(why) from exc
 
 
-class MemberTokens:
-    """Gateway tokens made for OAuth callers, one per grant, reused until
-    MINTED_MARGIN before they expire."""
-
-    def __init__(self, admin: Client) -> None:
-        self._admin = admin
-        self._made: dict[Grant, tuple[str, float]] = {}
-        self._lock = threading.Lock()
-        # The making of a grant's token under way: a burst of the grant's first
-        # requests (or its renewal) shares that one making, its token or its
-        # failure, rather than each making a live token of the member's.
-        self._making: dict[Grant, Future[str]] = {}
-
-    def token_for(self, grant: Grant, label: str) -> str:
-        with self._lock:
-            made = self._made.get(grant)
-            if made is not None and made[1] - time.monotonic() > MINTED_MARGIN:
-                return made[0]
-            making = self._making.get(grant)
-            mine = making is None
-            if making is None:
-                making = self._making[grant] = Future()
-        if not mine:
-            return making.result()
-        try:
-            answer = self._admin.create_token(
-                grant.member_id,
-                label=label[:200],
-                purposes=grant.purposes,
-                read_only=grant.read_only,
-                expires_in=MINTED_LIFETIME,
-            )
-        except BaseException as exc:
-            with self._lock:
-                self._making.pop(grant, None)
-            making.set_exception(exc)
-            raise
-        until = time.monotonic() + MINTED_LIFETIME.total_seconds()
-        with self._lock:
-            if len(self._made) >= MAX_MINTED:
-                self._made.pop(next(iter(self._made)))
-            self._made[grant] = (answer.token, until)
-            self._making.pop(grant, None)
-        making.set_result(answer.token)
-        return answer.token
-
-
 class Verifier:
     """The SDK's TokenVerifier: a JWT of the issuer for this resource, or a
     member token of the project's own. None refuses (401); CannotCheckNow
@@ -393,11 +333,17 @@ class Verifier:
         scopes = scopes_of(claims, self.settings.scope_claim)
         client_id = str(claims.get("client_id") or claims.get("azp") or "oauth")
         gateway_token = ""
+        issued = claims.get("iat")
         if READ in scopes or WRITE in scopes:
             try:
                 gateway_token = self._minted.token_for(
-                    grant_of(member, scopes), f"mcp-oauth {client_id} {claims.get('sub', '')}"
+                    grant_of(member, scopes),
+                    f"mcp-oauth {client_id} {claims.get('sub', '')}",
+                    issued if isinstance(issued, (int, float)) else None,
                 )
+            except GrantRevoked as exc:
+                log.info("bearer JWT refused: %s", exc)
+                return None
             except grpc.RpcError as exc:
                 status = peer_status(exc)
                 log.warning("no gateway token for an OAuth caller: %s", status.code)
@@ -416,6 +362,7 @@ class Verifier:
             subject=str(claims.get("sub", member)),
             claims={"iss": self.settings.issuer},
             gateway_token=gateway_token,
+            made_here=bool(gateway_token),
         )
 
     # -- the project's own member tokens -------------------------------------------

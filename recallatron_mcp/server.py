@@ -44,13 +44,13 @@ from recallatron.grpcclient import PeerStatus
 from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
+from recallatron_mcp.gateway_tokens import MemberTokens
 from recallatron_mcp.inflight import OneRequestPerId
 from recallatron_mcp.oauth import (
     READ,
     SCOPES,
     CannotCheckNow,
     MemberAccess,
-    MemberTokens,
     OAuthSettings,
     Verifier,
 )
@@ -125,6 +125,8 @@ class Clients:
         self.default_token = default_token
         self.forwarding_secret = forwarding_secret
         self._base = Client(gateway, default_token)
+        # The gateway tokens made for OAuth callers (set by http_app with OAuth).
+        self.made: MemberTokens | None = None
 
     def get(self, token: str, client_address: str | None = None) -> Client:
         client = self._base.with_token(token)
@@ -159,12 +161,18 @@ class RememberClient:
             CLIENT_ADDRESS.reset(token)
 
 
+def _access(ctx: ServerRequestContext[Any]) -> MemberAccess | None:
+    """The request's verified caller, when the server checks tokens (OAuth)."""
+    scope = getattr(ctx.request, "scope", None)
+    access = getattr(scope.get("user") if isinstance(scope, dict) else None, "access_token", None)
+    return access if isinstance(access, MemberAccess) else None
+
+
 def _token(ctx: ServerRequestContext[Any], default: str) -> str:
     """The gateway token of the request's verified OAuth caller, or the HTTP
     request's bearer token when there is one, else the default."""
-    scope = getattr(ctx.request, "scope", None)
-    access = getattr(scope.get("user") if isinstance(scope, dict) else None, "access_token", None)
-    if isinstance(access, MemberAccess):
+    access = _access(ctx)
+    if access is not None:
         return access.gateway_token
     headers = getattr(ctx.request, "headers", None)
     value = headers.get("authorization", "") if headers is not None else ""
@@ -201,7 +209,7 @@ def build_server(clients: Clients) -> Server[Any]:
             # gRPC calls block: off the event loop.
             result = await anyio.to_thread.run_sync(tools.call, client, params.name, arguments)
         except tools.ToolError as exc:
-            return types.CallToolResult(content=_text(str(exc)), is_error=True)
+            return types.CallToolResult(content=_text(_told(exc, _access(ctx))), is_error=True)
         except Exception:
             log.exception("tool call failed", extra={"tool": params.name})
             return types.CallToolResult(
@@ -209,6 +217,22 @@ def build_server(clients: Clients) -> Server[Any]:
                 is_error=True,
             )
         return types.CallToolResult(content=_text(result), structured_content=result)
+
+    def _told(exc: tools.ToolError, access: MemberAccess | None) -> str:
+        """The failure as the agent reads it. The gateway refusing a token
+        this server made for an OAuth caller: the token is dropped (the
+        caller signs in again for another) and the advice is that."""
+        status = exc.status
+        if (
+            status is None
+            or status.code != grpc.StatusCode.UNAUTHENTICATED
+            or access is None
+            or not access.made_here
+        ):
+            return str(exc)
+        if clients.made is not None:
+            clients.made.refused(access.gateway_token)
+        return tools.failure(status, tools.SIGN_IN_AGAIN)
 
     return Server(
         "recallatron",
@@ -318,7 +342,8 @@ def http_app(
     if oauth is None:
         return server.streamable_http_app(host=host)
     admin = Client(oauth.gateway or clients.gateway, oauth.admin_token)
-    verifier = Verifier(oauth, clients.get, MemberTokens(admin))
+    clients.made = MemberTokens(admin)
+    verifier = Verifier(oauth, clients.get, clients.made)
     auth = AuthSettings(
         issuer_url=_url(oauth.issuer),
         resource_server_url=_url(oauth.resource),

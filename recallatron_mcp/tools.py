@@ -22,7 +22,12 @@ SCHEMAS = {t.name: t.input_schema for t in TOOLS}
 
 
 class ToolError(Exception):
-    """A failure the agent should read: what was wrong and what to do."""
+    """A failure the agent should read: what was wrong and what to do;
+    ``status``: the gateway's, when it refused the call."""
+
+    def __init__(self, message: str, status: PeerStatus | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 # -- arguments -> requests -------------------------------------------------------
@@ -96,7 +101,8 @@ def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]
     try:
         response = client.call(getattr(client.memory, tool.method), request)
     except grpc.RpcError as exc:
-        raise ToolError(failure(as_arguments(peer_status(exc), tool))) from None
+        status = as_arguments(peer_status(exc), tool)
+        raise ToolError(failure(status), status) from None
     return tool.answer(response)
 
 
@@ -122,7 +128,16 @@ def as_arguments(status: PeerStatus, tool: Tool) -> PeerStatus:
 # -- errors -> what to do ------------------------------------------------------------
 
 
-def failure(status: PeerStatus) -> str:
-    """STATUS: what was wrong (with the field when known). What to do (the
-    shared plumbing's advice, recallatron/grpcclient.py)."""
-    return f"{status.code.name}: {clip(status.problem, PROBLEM_CHARS)}. {advice(status)}"
+# What an OAuth caller is told when the gateway refuses the token this server
+# made for its sign-in: it has no member token to set (the shared advice).
+SIGN_IN_AGAIN = (
+    "The access given to this connection's sign-in was revoked (an owner revoked it, or "
+    "the member was removed). Ask the person to sign in again (reconnect this MCP server); "
+    "if that is refused too, ask a workspace owner to restore their access."
+)
+
+
+def failure(status: PeerStatus, todo: str | None = None) -> str:
+    """STATUS: what was wrong (with the field when known). What to do: ``todo``,
+    else the shared plumbing's advice (recallatron/grpcclient.py)."""
+    return f"{status.code.name}: {clip(status.problem, PROBLEM_CHARS)}. {todo or advice(status)}"

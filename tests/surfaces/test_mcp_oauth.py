@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from mcp.shared.auth import (
     OAuthClientMetadata,
     OAuthToken,
 )
+from pydantic import AnyUrl
 
 from recallatron_devkit.oauth_server import AuthorizationServer, Running
 from recallatron_devkit.stack import Stack
@@ -160,7 +162,7 @@ def oauth_client(url: str, scope: str | None) -> tuple[OAuthClientProvider, Brow
         server_url=url,
         client_metadata=OAuthClientMetadata(
             client_name="hosted-style test client",
-            redirect_uris=["http://127.0.0.1:1/callback"],
+            redirect_uris=[AnyUrl("http://127.0.0.1:1/callback")],
             grant_types=["authorization_code"],
             response_types=["code"],
             token_endpoint_auth_method="none",
@@ -346,3 +348,70 @@ def test_the_inspector_cli_without_credentials_is_challenged(deployment: Deploym
     assert done.returncode != 0
     assert '"error": "invalid_token"' in done.stdout + done.stderr
     assert '"tools"' not in done.stdout
+
+
+def call_recall(url: str, bearer: str) -> Any:
+    """One recall over a session whose requests carry ``bearer`` as they are."""
+
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {bearer}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            streamable_http_client(url, http_client=http) as (r, w),
+            ClientSession(r, w) as s,
+        ):
+            await s.initialize()
+            return await s.call_tool("recall", {"query": "anything", "mode": "lexical"})
+
+    return anyio.run(run)
+
+
+def refused_after(url: str, bearer: str, limit: float = 30.0) -> str:
+    """The message of the first recall the gateway refuses (it learns of a
+    revocation within moments)."""
+    deadline = time.monotonic() + limit
+    while True:
+        answer = call_recall(url, bearer)
+        if answer.is_error:
+            return str(payload(answer))
+        assert time.monotonic() < deadline, "the revoked token was still accepted"
+        time.sleep(0.2)
+
+
+def test_a_revoked_gateway_token_asks_the_caller_to_sign_in_again(
+    deployment: Deployment,
+) -> None:
+    """An owner revoking the `mcp-oauth` token made for a caller: the caller's
+    calls failed until the token's renewal (~55 min), each telling the agent
+    to set RECALLATRON_TOKEN, which an OAuth caller has no use for, and a new
+    sign-in was given the revoked token again. Now the failure says to sign
+    in again; the token signed in with before stays refused (the revocation
+    holds); a new sign-in gets a new gateway token, unless the member was
+    removed."""
+    url, auth, ada = deployment.url, deployment.auth, deployment.team.clients["ada"]
+    bob = deployment.team.members["bob"]
+    before = auth.issue(url)
+    assert not call_recall(url, before).is_error
+
+    def made_for_bob() -> list[Any]:
+        listed = ada.list_tokens(bob).tokens
+        return [t for t in listed if t.label.startswith("mcp-oauth")]
+
+    (made,) = made_for_bob()
+    ada.revoke_token(made.id)
+    said = refused_after(url, before)
+    assert said.startswith("UNAUTHENTICATED"), said
+    assert "RECALLATRON_TOKEN" not in said and "sign in again" in said, said
+    # The access token of before the revocation: refused, its challenge sent.
+    again = initialize(url, before)
+    assert again.status_code == 401
+    assert "resource_metadata=" in again.headers["www-authenticate"]
+    # Signed in again: a new gateway token, and the tools work.
+    assert not call_recall(url, auth.issue(url)).is_error
+    live = [t for t in made_for_bob() if not t.HasField("revoked_at")]
+    assert len(live) == 1 and live[0].id != made.id
+    # A removed member stays refused, signed in again or not.
+    signed_in = auth.issue(url)
+    ada.remove_member(bob, "erase")
+    assert refused_after(url, signed_in).startswith("UNAUTHENTICATED")
+    assert initialize(url, auth.issue(url)).status_code == 401

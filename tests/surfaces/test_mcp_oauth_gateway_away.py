@@ -20,7 +20,8 @@ from starlette.testclient import TestClient
 
 from recallatron_devkit.oauth_server import AuthorizationServer, Running
 from recallatron_devkit.stack import free_port
-from recallatron_mcp.oauth import CannotCheckNow, Grant, OAuthSettings, Verifier
+from recallatron_mcp.gateway_tokens import Grant
+from recallatron_mcp.oauth import CannotCheckNow, OAuthSettings, Verifier
 from recallatron_mcp.server import Clients, build_server, http_app
 
 INITIALIZE = {
@@ -94,7 +95,7 @@ class Minting:
     def __init__(self, code: grpc.StatusCode) -> None:
         self.code = code
 
-    def token_for(self, grant: Grant, label: str) -> str:
+    def token_for(self, grant: Grant, label: str, issued_at: float | None = None) -> str:
         raise Refusing(self.code)
 
 

@@ -16,11 +16,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from recallatron_devkit.oauth_server import AuthorizationServer, Running
 from recallatron_devkit.stack import free_port
+from recallatron_mcp.gateway_tokens import Grant, MemberTokens
 from recallatron_mcp.oauth import (
     READ,
     WRITE,
     CannotCheckNow,
-    Grant,
     OAuthSettings,
     Verifier,
     discover_jwks,
@@ -247,8 +247,6 @@ def test_a_burst_of_first_requests_makes_one_gateway_token() -> None:
     """The gateway token for a grant was made by every request that found
     none kept: concurrent first requests (or renewals) each made a live token
     of the member's, which their token list then shows."""
-    from recallatron_mcp.oauth import MemberTokens
-
     callers = 6
     admin = _SlowAdmin(callers)
     minted = MemberTokens(admin)  # type: ignore[arg-type]
@@ -281,3 +279,33 @@ def test_a_burst_of_first_requests_makes_one_gateway_token() -> None:
     for t in threads:
         t.join(WAIT)
     assert len(failed) == callers and failing.made == 1
+
+
+def test_a_refused_gateway_token_is_remade_only_for_a_later_sign_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gateway token the gateway refused (revoked) was kept and handed to
+    every access token of its grant until its renewal; now it is dropped, the
+    access tokens issued before the refusal (or with no `iat`) are refused, and
+    one issued in that second or later gets a new one."""
+    from recallatron_mcp.gateway_tokens import GrantRevoked
+
+    admin = _SlowAdmin(1)
+    minted = MemberTokens(admin)  # type: ignore[arg-type]
+    grant, other = Grant("member-1", False, ()), Grant("member-1", True, ())
+    first = minted.token_for(grant, "mcp-oauth x", 1_000.0)
+    kept = minted.token_for(other, "mcp-oauth x", 1_000.0)
+    monkeypatch.setattr("time.time", lambda: 2_000.5)  # when the refusal is seen
+    minted.refused("rct_not_one_of_ours")  # nothing to drop
+    assert minted.token_for(grant, "mcp-oauth x", 1_000.0) == first
+    minted.refused(first)
+    for issued in (1_999.0, None):
+        with pytest.raises(GrantRevoked):
+            minted.token_for(grant, "mcp-oauth x", issued)
+    assert minted.token_for(other, "mcp-oauth x", 1_000.0) == kept  # another grant
+    again = minted.token_for(grant, "mcp-oauth x", 2_000.0)
+    assert again not in (first, kept) and admin.made == 3
+    minted.refused(first)  # an older refusal, reported late: nothing more
+    assert minted.token_for(grant, "mcp-oauth x", 2_001.0) == again
+    with pytest.raises(GrantRevoked):  # the revocation holds for older ones
+        minted.token_for(grant, "mcp-oauth x", 1_500.0)
