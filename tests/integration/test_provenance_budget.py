@@ -6,11 +6,14 @@ everyone by outgrowing the gRPC message limit."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from recallatron.client import Client
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_CLAIM_VALUE, MAX_PROVENANCE_ITEMS
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team
+from tests.dbutil import workspace_url
 
 pytestmark = pytest.mark.integration
 
@@ -90,3 +93,43 @@ def test_a_read_past_the_budget_leaves_the_rest_to_another_call(team: Team) -> N
         asked = list(answer.more_ids)
     assert answered == ids
     assert len(ada.read(ids).memories) < len(ids)
+
+
+def test_a_supersession_chain_past_the_cap_is_cut_and_says_so(stack: Stack, team: Team) -> None:
+    """A memory superseded more times than an answer lists: its chain, both
+    ways, shows the nearest MAX_PROVENANCE_ITEMS steps, and the read says the
+    list was cut (it showed 100 and said nothing left out). A chain of
+    exactly the cap is whole and not cut."""
+    ada: Client = team.clients["ada"]
+    steps = MAX_PROVENANCE_ITEMS + 2
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        rows = conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+            " created_by, created_at, updated_at)"
+            " SELECT gen_random_uuid(), 'note', 'Version ' || i, '', 1, 'told', '{assist}',"
+            "  %(ada)s::uuid, timestamptz '2025-01-01' + i * interval '1 minute',"
+            "  timestamptz '2025-01-01' + i * interval '1 minute'"
+            " FROM generate_series(0, %(steps)s) AS i RETURNING id, title",
+            {"ada": team.members["ada"], "steps": steps},
+        ).fetchall()
+        ids = [str(i) for i, _ in sorted(rows, key=lambda r: int(r[1].split()[1]))]
+        # Each version superseded by the next: version 0 is the oldest.
+        conn.execute(
+            "UPDATE memory m SET superseded_by_id = n.next::uuid"
+            " FROM unnest(%s::text[], %s::text[]) AS n(id, next) WHERE m.id = n.id::uuid",
+            (ids[:-1], ids[1:]),
+        )
+    newest, oldest = ada.read([ids[-1]]).memories[0], ada.read([ids[0]]).memories[0]
+    assert [r.id for r in newest.supersedes] == ids[-2 : -2 - MAX_PROVENANCE_ITEMS : -1]
+    assert newest.provenance_cut and newest.omitted.supersedes >= 1
+    assert [r.id for r in oldest.superseded_by] == ids[1 : 1 + MAX_PROVENANCE_ITEMS]
+    assert oldest.provenance_cut and oldest.omitted.superseded_by >= 1
+    middle = ada.read([ids[1]]).memories[0]
+    assert [r.id for r in middle.supersedes] == [ids[0]]
+    assert len(middle.superseded_by) == MAX_PROVENANCE_ITEMS
+    assert middle.provenance_cut and middle.omitted.superseded_by >= 1
+    # Exactly the cap: the whole chain, nothing cut.
+    exact = ada.read([ids[2]]).memories[0]
+    assert len(exact.superseded_by) == MAX_PROVENANCE_ITEMS
+    assert not exact.provenance_cut and exact.omitted.superseded_by == 0
+    assert [r.id for r in exact.supersedes] == [ids[1], ids[0]]

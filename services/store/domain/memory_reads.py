@@ -213,7 +213,7 @@ class MemoryReads(OnWorkspaces):
         with conn.pipeline():
             links = conn.execute(mq.LINKS_OF, (ids,)) if LINKS in parts else None
             mentions = conn.execute(mq.MENTIONS_OF, capped) if MENTIONS in parts else None
-            chains = conn.execute(mq.SUPERSESSION_CHAINS, (ids, ids)) if CHAINS in parts else None
+            chains = conn.execute(mq.SUPERSESSION_CHAINS, capped) if CHAINS in parts else None
             revisions = conn.execute(mq.REVISIONS_OF, capped) if with_revisions else None
         totals: dict[tuple[str, str], int] = {}
         if with_revisions and GRAPH in parts:
@@ -242,10 +242,15 @@ class MemoryReads(OnWorkspaces):
             if total > len(getattr(view, part)):
                 view.omitted[part] = total - len(getattr(view, part))
         for memory_id, direction, depth, ref_id, title, kind in chains.fetchall() if chains else ():
-            ref = Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False)
             view = views[str(memory_id)]
-            (view.supersedes if direction == "older" else view.superseded_by).append(ref)
-            del depth  # ordering is done in SQL
+            part = "supersedes" if direction == "older" else "superseded_by"
+            chain: list[Ref] = getattr(view, part)
+            # Nearest first (ordered in SQL): past the cap the chain was cut,
+            # and what the query found past it (a step at least) is counted.
+            if depth > MAX_PROVENANCE_ITEMS or len(chain) >= MAX_PROVENANCE_ITEMS:
+                view.omitted[part] = view.omitted.get(part, 0) + 1
+                continue
+            chain.append(Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False))
 
     def walk(
         self,

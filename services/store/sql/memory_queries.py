@@ -104,26 +104,30 @@ SELECT memory_id, entity_id, name, total FROM (
 ORDER BY memory_id, nth
 """
 # Both directions of the supersession chain, nearest first. A step into a
-# memory the caller may not see ends the chain with an anonymous entry.
+# memory the caller may not see ends the chain with an anonymous entry. Each
+# direction is followed %(cap)s steps and one more: a step past the cap says
+# the answer's list was cut (MemoryReads._provenance drops and counts it);
+# the rest of a longer chain is not walked.
 SUPERSESSION_CHAINS = """
 WITH RECURSIVE newer(root, depth, id, title, kind, next_id) AS (
     SELECT m.id, 0, m.id, m.title, m.kind::text, m.superseded_by_id
-    FROM memory m WHERE m.id = ANY(%s::uuid[])
+    FROM memory m WHERE m.id = ANY(%(ids)s::uuid[])
   UNION ALL
     SELECT n.root, n.depth + 1, x.id, x.title, x.kind::text, x.superseded_by_id
     FROM newer n JOIN memory x ON x.id = n.next_id
-    WHERE n.depth < 100
+    WHERE n.depth <= %(cap)s
 ), older(root, depth, id, title, kind) AS (
-    SELECT m.id, 0, m.id, m.title, m.kind::text FROM memory m WHERE m.id = ANY(%s::uuid[])
+    SELECT m.id, 0, m.id, m.title, m.kind::text FROM memory m WHERE m.id = ANY(%(ids)s::uuid[])
   UNION ALL
     SELECT o.root, o.depth + 1, x.id, x.title, x.kind::text
     FROM older o JOIN memory x ON x.superseded_by_id = o.id
-    WHERE o.depth < 100
+    WHERE o.depth <= %(cap)s
 )
 SELECT root, 'newer' AS direction, depth, id, title, kind FROM newer WHERE depth > 0
 UNION ALL
 SELECT n.root, 'newer', n.depth + 1, NULL, NULL, NULL FROM newer n
-WHERE n.next_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory x WHERE x.id = n.next_id)
+WHERE n.depth <= %(cap)s AND n.next_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM memory x WHERE x.id = n.next_id)
 UNION ALL
 SELECT root, 'older', depth, id, title, kind FROM older WHERE depth > 0
 ORDER BY 1, 2, 3
