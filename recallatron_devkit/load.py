@@ -78,8 +78,7 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     """(gateway address, operator token): the given gateway, or a stack of
     our own whose data persists in --state-dir so seeding is reused."""
     if args.gateway:
-        token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
-        yield args.gateway, token
+        yield args.gateway, operator_token()
         return
     from recallatron_devkit.stack import FAST_JOB, Stack, own_config, running
 
@@ -91,6 +90,18 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     )
     with running(Stack(config)) as stack:
         yield stack.gateway, stack.admin_token
+
+
+def operator_token() -> str:
+    """The operator token for --gateway: RECALLATRON_ADMIN_TOKEN, else the
+    local stack's (as `recallatron eval` finds it); '' when neither is."""
+    from recallatron.settings import default_state_dir
+
+    token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
+    if not token:
+        path = Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir())) / "admin-token"
+        token = path.read_text().strip() if path.is_file() else ""
+    return token
 
 
 def models_dir() -> Path:
@@ -137,6 +148,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise Refused(f"--queries {args.queries}: {exc.strerror or exc}") from None
     if not 0 <= args.member < args.members:
         raise Refused(f"--member {args.member}: the workspace has {args.members} members")
+    if args.gateway and not operator_token():
+        raise Refused("no operator token: set RECALLATRON_ADMIN_TOKEN")
     with _gateway(args) as (gateway, admin_token):
         admin = Client(gateway, admin_token, timeout=60)
         clients = seed_workspace(

@@ -47,3 +47,21 @@ def test_bad_load_input_is_refused_with_error_and_exit_2(
     assert code == 2, err
     assert err.startswith("error: ") and says in err, err
     assert "recallatron load:" not in err
+
+
+def test_a_gateway_without_an_operator_token_is_refused_before_it_is_called(
+    no_gateway: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--gateway` without RECALLATRON_ADMIN_TOKEN went on to call it with no
+    token (UNAUTHENTICATED, exit 1), where `recallatron eval` refuses first."""
+    from recallatron_cli.main import main
+
+    monkeypatch.delenv("RECALLATRON_ADMIN_TOKEN", raising=False)
+    monkeypatch.setenv("RECALLATRON_STATE_DIR", str(tmp_path))  # no admin-token there
+    code = main(["load", "--gateway", "127.0.0.1:1", "--state-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: no operator token: "), err
