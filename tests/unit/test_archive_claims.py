@@ -1,8 +1,8 @@
 """What an archive's claims must meet beyond their references (docs/export.md):
 every entity a claim, a relation or an alias names is mentioned by the
 memory that states it, as every write makes it, since an entity is visible
-only through a mention. An archive edited to break that is refused, naming
-the record and the field."""
+only through a mention. An archive without such a mention (edited, or
+exported from a workspace written before every write made them) gets it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from recallatron import errors
 from services.store.domain import archive_plan as plan
 from tests.unit.test_archive import T, memory, uid, write_archive
 
@@ -53,11 +52,12 @@ BOTH = [(1, 10), (1, 11), (2, 10), (2, 11)]
         ("relation_claims", RELATION, [(1, 10), (2, 11)], "object_id"),
     ],
 )  # fmt: skip
-def test_a_claim_about_an_entity_its_memory_does_not_mention_is_refused(
+def test_a_claim_about_an_entity_its_memory_does_not_mention_gets_that_mention(
     tmp_path: Path, kind: str, record: dict[str, Any], said: list[tuple[int, int]], field: str
 ) -> None:
     """Neighbors answered INTERNAL in a copy holding a relation whose end its
-    stating memory did not mention: the walk could not place that end."""
+    stating memory did not mention: the walk could not place that end. The
+    archive now gets the mention every write makes, and no other."""
     records = {
         "memories": [memory(1), memory(2)],
         "entities": ENTITIES,
@@ -65,11 +65,16 @@ def test_a_claim_about_an_entity_its_memory_does_not_mention_is_refused(
         kind: [record],
     }
     write_archive(tmp_path / "a", records)
-    with pytest.raises(errors.InvalidArgument) as err:
-        plan.read_archive(tmp_path / "a")
-    assert err.value.field == f"{kind}.jsonl line 1: {field}"
-    assert "does not mention" in err.value.description
+    archive = plan.read_archive(tmp_path / "a")
+    added = [
+        (place, r)
+        for place, r in archive.records["mentions"]
+        if (r["memory_id"], r["entity_id"]) not in {(uid(m), uid(e)) for m, e in said}
+    ]
+    assert [r for _, r in added] == [{"memory_id": uid(1), "entity_id": record[field]}]
+    assert added[0][0] == f"{kind}.jsonl line 1: {field}"
+    assert archive.count(kind) == 1
 
-    # As a write makes them, with each named entity mentioned: read.
+    # As a write makes them, with each named entity mentioned: nothing added.
     write_archive(tmp_path / "b", {**records, "mentions": mentions(*BOTH)})
-    assert plan.read_archive(tmp_path / "b").count(kind) == 1
+    assert plan.read_archive(tmp_path / "b").count("mentions") == len(BOTH)

@@ -73,7 +73,7 @@ def read_archive(
         archive.records[kind] = placed
     _check_references(archive)
     _check_tombstones(archive)
-    _check_mentions(archive)
+    _mention_what_claims_name(archive)
     return archive
 
 
@@ -199,19 +199,24 @@ _NAMED_BY_CLAIMS = (
 )
 
 
-def _check_mentions(archive: Archive) -> None:
+def _mention_what_claims_name(archive: Archive) -> None:
     """Every entity a claim, relation or alias names is mentioned by the
-    memory that states it: otherwise those who may see the claim might not
-    see its entity."""
-    mentioned = {(r["memory_id"], r["entity_id"]) for _, r in archive.records.get("mentions", [])}
+    memory that states it, as every write makes it: otherwise those who may
+    see the claim might not see its entity (the walk could not place such a
+    relation's end). A mention the archive lacks is added rather than the
+    archive refused: workspaces written before every write made these
+    mentions export without them, and the claim already names the entity to
+    whoever may see its memory, so the mention shows no one anything more."""
+    mentions = archive.records.setdefault("mentions", [])
+    mentioned = {(r["memory_id"], r["entity_id"]) for _, r in mentions}
     for kind, keys in _NAMED_BY_CLAIMS:
         for place, record in archive.records.get(kind, []):
             for key in keys:
-                if (record["memory_id"], record[key]) not in mentioned:
-                    raise errors.InvalidArgument(
-                        f"{place}: {key}",
-                        "names an entity its memory (memory_id) does not mention: "
-                        "every write mentions the entities its claims name",
+                pair = (record["memory_id"], record[key])
+                if pair not in mentioned:
+                    mentioned.add(pair)
+                    mentions.append(
+                        (f"{place}: {key}", {"memory_id": pair[0], "entity_id": pair[1]})
                     )
 
 
