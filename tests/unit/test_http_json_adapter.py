@@ -365,3 +365,28 @@ def test_a_number_no_double_holds_is_refused_naming_its_field(body: bytes, field
         decode(pb.RememberRequest, body, "application/json")
     assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
     assert refused.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("cls", "key", "field"),
+    [
+        (pb.RecallRequest, "limit", "limit"),
+        (pb.RememberRequest, "confidence", "confidence"),
+        (pb.RememberRequest, "kind", "kind"),
+    ],
+)
+def test_an_integer_of_thousands_of_digits_is_refused_naming_its_field(
+    cls: type[Any], key: str, field: str
+) -> None:
+    """A whole number longer than Python reads as an int (4,300 digits) is
+    JSON, and out of any field's range: it was refused naming the whole
+    request, with the server's advice to raise its own digit limit."""
+    for sign in ("", "-"):
+        body = f'{{"{key}": {sign}1{"0" * 5000}}}'.encode()
+        with pytest.raises(Refused) as refused:
+            decode(cls, body, "application/json")
+        assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+        assert refused.value.field == field, refused.value.message
+        assert "sys." not in refused.value.message
+        if key == "kind":
+            assert refused.value.message == "an enum's number is out of range"

@@ -6,6 +6,7 @@ sent it) when it is not one, as a message gRPC cannot decode is."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any, cast
@@ -92,6 +93,16 @@ class _NotJson(Exception):
 
 def _not_json(constant: str) -> object:
     raise _NotJson(constant)
+
+
+def _whole_number(digits: str) -> int | float:
+    """A JSON integer; one longer than Python reads as an int (4,300 digits)
+    as the float it rounds to, infinite, so the parser refuses it naming its
+    field as out of range, as any number too large for the field."""
+    try:
+        return int(digits)
+    except ValueError:
+        return float(digits)
 
 
 def _constant_refused(body: bytes, constant: str) -> Refused:
@@ -192,7 +203,11 @@ def checked(descriptor: Descriptor, data: object, prefix: str = "") -> None:
         name = prefix + given[0]
         if field.enum_type is not None:
             items = value if isinstance(value, list) else [value]
-            if any(isinstance(v, float) and not v.is_integer() for v in items):
+            numbers = [v for v in items if isinstance(v, float)]
+            # An infinite one (1e400, or thousands of digits) the parser failed on.
+            if any(not math.isfinite(v) for v in numbers):
+                raise Refused(400, "invalid_argument", "an enum's number is out of range", name)
+            if any(not v.is_integer() for v in numbers):
                 raise Refused(400, "invalid_argument", "an enum's number is whole", name)
         elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
             if not field.is_repeated:
@@ -227,6 +242,7 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
                 body,
                 object_pairs_hook=lambda p: _no_repeated_keys(p, repeats),
                 parse_constant=_not_json,
+                parse_int=_whole_number,
             )
         except _NotJson as exc:
             raise _constant_refused(body, exc.constant) from None
