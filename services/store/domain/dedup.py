@@ -34,7 +34,7 @@ MAX_LIMIT = 500
 # it), so they never form a pair. The window is the newest current memories
 # the caller may see, taken before their vectors: one not embedded yet (or
 # parked) keeps its place rather than letting the window reach back to older
-# ones (SPEC §8). 500 x 500 / 2 cosines is cheap in SQL.
+# ones (design §8.1). 500 x 500 / 2 cosines is cheap in SQL.
 CURRENT_MODEL = """current_model AS (
     SELECT e.model_id FROM memory_embedding e
     WHERE e.input_version = %(input_version)s
