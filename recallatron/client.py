@@ -257,13 +257,17 @@ class Client(ReviewAndAdmin):
         reason: str,
         purpose: str = DEFAULT_PURPOSE,
         request_id: str | None = None,
+        expected_revision: int = 0,
     ) -> pb.ForgetResponse:
+        """``expected_revision``: the revision read (0: not checked); a
+        memory changed since is not forgotten (ABORTED)."""
         return self._write(
             self.memory.Forget,
             pb.ForgetRequest,
             {"purpose": purpose, "request_id": request_id},
             id=memory_id,
             reason=reason,
+            expected_revision=expected_revision or None,
         )
 
     def capture(

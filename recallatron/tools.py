@@ -335,6 +335,14 @@ TOOLS: tuple[Tool, ...] = (
             "id": REQUIRED,
             "reason": REQUIRED_REASON,
             "purpose": PURPOSE,
+            "expected_revision": Arg(
+                {
+                    "minimum": 0,
+                    "default": 0,
+                    "description": "The revision you read; if the memory changed since, nothing "
+                    "is forgotten (read it again). 0: not checked.",
+                }
+            ),
         },
         read_only=False,
         # Purges the text and the embedding.

@@ -266,6 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
     f = client_options(sub.add_parser("forget", help="purge a memory's content, a tombstone kept"))
     f.add_argument("id")
     f.add_argument("--reason", required=True)
+    f.add_argument(
+        "--revision",
+        type=int,
+        default=0,
+        help="the revision you read: a memory changed since is not forgotten (default: not "
+        "checked)",
+    )
     common.purpose_option(f, help="the purpose the call is made for")
     f.set_defaults(func=tools.cmd_forget)
 

@@ -122,6 +122,8 @@ def cmd_derive(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    resp = common.client(args).forget(args.id, args.reason, purpose=args.purpose)
+    resp = common.client(args).forget(
+        args.id, args.reason, purpose=args.purpose, expected_revision=args.revision
+    )
     show(args, resp, f"forgotten {resp.id}")
     return 0

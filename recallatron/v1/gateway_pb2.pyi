@@ -569,10 +569,15 @@ class ForgetRequest(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    EXPECTED_REVISION_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     id: _builtins.str
     reason: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    expected_revision: _builtins.int
+    """Optional: the revision read. When set (not 0) a memory changed since is
+    not forgotten: ABORTED with its current revision, as correct's race loser.
+    """
     def __init__(
         self,
         *,
@@ -580,10 +585,11 @@ class ForgetRequest(_message.Message):
         id: _builtins.str = ...,
         reason: _builtins.str = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        expected_revision: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "purpose", b"purpose", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_revision", b"expected_revision", "id", b"id", "purpose", b"purpose", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

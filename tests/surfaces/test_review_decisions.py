@@ -125,3 +125,49 @@ def test_supersede_with_the_other_text_states_the_other_s_claims(stack: Stack, t
     assert sorted((at.value, at.memory_id) for at in card.attributes) == sorted(
         [("Porto", b.id), ("Porto", successor.id)]
     )
+
+
+def test_forget_on_the_page_checks_the_revision_it_showed(stack: Stack, team: Team) -> None:
+    """The page's forget names the revision it showed, as its supersede does:
+    a memory corrected since the page was drawn is not forgotten on the
+    strength of its old text (ABORTED from the store, a flash on the page)."""
+    ada = team.clients["ada"]
+    shown = ada.remember("Deploys freeze on Fridays", audience_to="workspace").memory
+    ada.correct(shown.id, shown.revision, body="Unless a fix is urgent.", reason="exception")
+    session = _session(team, "ada")
+    form = {
+        "action": "forget",
+        "target_id": shown.id,
+        "target_revision": str(shown.revision),
+        "reason": "duplicate",
+    }
+    ReviewApp(stack.gateway).decide(session, form, "assist")
+    assert session.flash and session.flash[-1][0] == "error", session.flash
+    assert "changed since" in session.flash[-1][1], session.flash
+    # Not forgotten: it still reads, as corrected.
+    still = ada.read([shown.id]).memories[0]
+    assert still.revision == shown.revision + 1
+    # Shown afresh, the same form forgets it.
+    form["target_revision"] = str(still.revision)
+    ReviewApp(stack.gateway).decide(session, form, "assist")
+    assert session.flash[-1][0] == "ok", session.flash
+    with pytest.raises(grpc.RpcError) as err:
+        ada.read([shown.id])
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_forget_with_an_expected_revision_loses_the_race_as_correct_does(team: Team) -> None:
+    """ForgetRequest.expected_revision: 0 is not checked (as before); another
+    is ABORTED with the memory's current revision, nothing forgotten."""
+    ada = team.clients["ada"]
+    m = ada.remember("Quarterly review moved to Thursday", audience_to="workspace").memory
+    ada.correct(m.id, m.revision, body="Thursday at ten.", reason="time")
+    with pytest.raises(grpc.RpcError) as err:
+        ada.forget(m.id, "outdated", expected_revision=m.revision)
+    assert err.value.code() == grpc.StatusCode.ABORTED
+    assert "expected_revision" in str(err.value.details())
+    assert "revision 2" in str(err.value.details())
+    done = ada.forget(m.id, "outdated", expected_revision=m.revision + 1)
+    assert not done.replayed
+    other = ada.remember("Unchecked forget", audience_to="workspace").memory
+    ada.forget(other.id, "no revision given")

@@ -285,7 +285,19 @@ class ReviewApp:
                     )
                     return
                 target = form.get("target_id", "")
-                client.forget(target, reason, purpose=purpose, request_id=_request_id())
+                # The revision shown: a memory changed since is not forgotten
+                # on the strength of its old text.
+                shown = _revision(form.get("target_revision", ""))
+                if shown is None:
+                    session.flash.append(("error", "The form was incomplete; look again."))
+                    return
+                client.forget(
+                    target,
+                    reason,
+                    purpose=purpose,
+                    request_id=_request_id(),
+                    expected_revision=shown,
+                )
                 session.flash.append(("ok", f"Forgot {target}."))
             elif action == "supersede":
                 self._supersede(session, form, purpose)
@@ -372,6 +384,15 @@ def _who(client: Client) -> tuple[str, str]:
     except grpc.RpcError:
         return "", ""
     return me.member_handle or me.member_id, me.workspace_slug or me.workspace_id
+
+
+def _revision(value: str) -> int | None:
+    """A revision the page wrote (ASCII digits, 1 to 2**63 - 1), or None."""
+    # int() also reads other scripts' digits (U+0661 is 1): the page writes 0-9 only.
+    if not value.isascii() or not value.isdigit():
+        return None
+    revision = int(value)
+    return revision if 0 < revision < 2**63 else None
 
 
 def _same_id(a: str, b: str) -> bool:

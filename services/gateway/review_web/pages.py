@@ -187,7 +187,14 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
             f"<input type=text name=reason required maxlength={MAX_REASON} "
             f'placeholder="why forget {e(label)}" aria-label="reason to forget {e(label)}">'
         )
-        return form(f"forget:{label}", f"Forget {label}", "danger", reason, target_id=m.id)
+        return form(
+            f"forget:{label}",
+            f"Forget {label}",
+            "danger",
+            reason,
+            target_id=m.id,
+            target_revision=str(m.revision),
+        )
 
     return (
         f'<section class=pair data-testid=pair data-first="{e(a.id)}" data-second="{e(b.id)}">'

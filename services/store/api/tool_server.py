@@ -134,7 +134,11 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
 
     def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext) -> pb.ForgetResponse:
         result = self.memories.forget(
-            asserted_caller(), request.request_id, request.id, request.reason
+            asserted_caller(),
+            request.request_id,
+            request.id,
+            request.reason,
+            request.expected_revision,
         )
         return message_of(
             pb.ForgetResponse, result, forgotten_at=convert.timestamp(result.forgotten_at)

@@ -248,12 +248,26 @@ class MemoryRevisions(MemoryWrites):
         allowed = trust_rules.intersect([old, *found])
         return trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)
 
-    def forget(self, caller: Caller, request_id: str, memory_id: str, reason: str) -> ForgetResult:
+    def forget(
+        self,
+        caller: Caller,
+        request_id: str,
+        memory_id: str,
+        reason: str,
+        expected_revision: int = 0,
+    ) -> ForgetResult:
+        """``expected_revision``: 0, not checked; else the revision the caller
+        read, refused as correct's race loser when the memory changed since
+        (a page showing its old text must not forget what it now says)."""
         memory_id = v.uuid_str(memory_id, "id")
         v.text(reason, "reason", MAX_REASON)
+        if expected_revision:
+            v.revision(expected_revision)
 
         def write(conn: psycopg.Connection) -> str:
             revision = self._may_change(conn, caller, memory_id, lock=True).revision
+            if expected_revision and revision != expected_revision:
+                raise errors.RevisionMismatch(memory_id, expected_revision, revision)
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
             if row is None or row[0] is None:
                 raise errors.NotFound("memory not found")
@@ -261,7 +275,10 @@ class MemoryRevisions(MemoryWrites):
             self._audit(conn, caller, "forget", memory_id, request_id, {"reason": reason})
             return memory_id
 
-        asked = fingerprint("forget", memory_id, reason)
+        # Unchecked, as a request made before the revision could be given:
+        # its retry across an upgrade still matches.
+        checked = [expected_revision] if expected_revision else []
+        asked = fingerprint("forget", memory_id, reason, *checked)
         result_id, replayed = self._idempotent(caller, request_id, "forget", write, asked)
         with self._owner_pool(caller).connection() as conn:
             row = conn.execute(mq.TOMBSTONE_TIME, (result_id,)).fetchone()
