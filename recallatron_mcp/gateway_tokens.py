@@ -11,6 +11,7 @@ import logging
 import math
 import threading
 import time
+import unicodedata
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,6 +29,15 @@ MAX_MINTED = 256
 # owner, or with its member) refuses the access tokens issued before that
 # (or with no `iat` to tell): longer than any access token should live.
 REVOKED_KEPT = 24 * 3600.0
+
+
+def plain_label(text: str) -> str:
+    """A token label made of what a JWT says (its client_id and sub, the
+    issuer's choice): control and format characters, which the store refuses
+    in a label, as '?'; at most the store's 200 characters."""
+    return "".join(
+        "?" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text[:200]
+    )
 
 
 class GrantRevoked(Exception):
@@ -107,7 +117,7 @@ class MemberTokens:
         try:
             answer = self._admin.create_token(
                 grant.member_id,
-                label=label[:200],
+                label=plain_label(label),
                 purposes=grant.purposes,
                 read_only=grant.read_only,
                 expires_in=MINTED_LIFETIME,

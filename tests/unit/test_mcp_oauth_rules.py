@@ -309,3 +309,25 @@ def test_a_refused_gateway_token_is_remade_only_for_a_later_sign_in(
     assert minted.token_for(grant, "mcp-oauth x", 2_001.0) == again
     with pytest.raises(GrantRevoked):  # the revocation holds for older ones
         minted.token_for(grant, "mcp-oauth x", 1_500.0)
+
+
+def test_a_gateway_tokens_label_from_the_jwt_is_plain_text() -> None:
+    """The label is made of the JWT's client_id and sub, the issuer's to
+    choose: control or format characters in them would have the store refuse
+    the label (and the OAuth caller with it); they are written as '?'."""
+
+    class _Recording:
+        label = ""
+
+        def create_token(self, member_id: str, **kwargs: object) -> object:
+            self.label = str(kwargs["label"])
+
+            class Made:
+                token = "rct_minted"
+
+            return Made()
+
+    admin = _Recording()
+    minted = MemberTokens(admin)  # type: ignore[arg-type]
+    minted.token_for(Grant("member-1", False, ()), "mcp-oauth app\x1b[2J sub\n\u202ex" + "y" * 300)
+    assert admin.label == "mcp-oauth app?[2J sub??x" + "y" * 176
