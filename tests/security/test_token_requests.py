@@ -164,3 +164,30 @@ def test_a_member_of_another_workspace_or_none_is_named(
     finally:
         for c in other.clients.values():
             c.close()
+
+
+def test_a_token_of_another_workspace_or_none_is_named(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """RevokeToken and RotateToken answer NOT_FOUND naming token_id, as
+    CreateToken and ListTokens name member_id, alike for another workspace's
+    token and for none; the other workspace's token is untouched."""
+    other = make_team(stack, operator, ("dee",))
+    try:
+        theirs = other.token_ids["dee"]
+        nobody = str(uuid.uuid4())
+        owner = team.clients["ada"]
+        for client, token_id in ((owner, theirs), (owner, nobody), (operator, nobody)):
+            for call in (client.revoke_token, client.rotate_token):
+                exc = _refused(partial(call, token_id))
+                assert exc.code() == grpc.StatusCode.NOT_FOUND, exc.details()
+                assert str(exc.details()).startswith(f"token_id: no token {token_id!r}")
+        assert _live(operator, other.members["dee"]) == [theirs]
+        # A revoked token is named as such when rotated.
+        owner.revoke_token(team.token_ids["cy"])
+        exc = _refused(partial(owner.rotate_token, team.token_ids["cy"]))
+        assert exc.code() == grpc.StatusCode.NOT_FOUND, exc.details()
+        assert str(exc.details()).endswith("or it was revoked"), exc.details()
+    finally:
+        for c in other.clients.values():
+            c.close()

@@ -180,7 +180,7 @@ class TokenRecords:
                 q.TOKEN_TO_ROTATE, {"id": token_id, "workspace_id": workspace_id}
             ).fetchone()
             if old is None:
-                raise errors.NotFound("token not found")
+                raise errors.NotFound(f"token_id: no token {token_id!r}, or it was revoked")
             member_id, label, purposes, read_only, lifetime, expired = old
             if expired:
                 raise errors.FailedPrecondition(
@@ -233,7 +233,7 @@ class TokenRecords:
             if row is not None:
                 conn.execute(q.NOTIFY_REVOKED, (token_id,))
         if row is None:
-            raise errors.NotFound("token not found")
+            raise errors.NotFound(f"token_id: no token {token_id!r}")
 
     def authenticate(self, token: str) -> Identity:
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
