@@ -28,6 +28,8 @@ deletion never drops."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -89,14 +91,7 @@ class WorkspaceDeletion(OnWorkspaces):
             raise errors.InvalidArgument(
                 "confirm", "must repeat the workspace's slug or id (nothing was deleted)"
             )
-        # One deletion of a workspace at a time; the lock is the session's, so
-        # a killed deleter's goes with its connection.
-        with psycopg.connect(
-            self.dbs.control_url(), autocommit=True, options=f"-c statement_timeout={LOCK_MS}"
-        ) as guard:
-            guard.execute(q.DELETION_LOCK, (ws.id,))
-            ws = self.find(ws.id)
-            _hold_off_moves(guard, ws)
+        with self._guarded(ws) as (guard, ws):
             if ws.importing:
                 # Held to the guard's end: no import of the slug starts meanwhile.
                 free = guard.execute(q.TRY_IMPORT_LOCK, (ws.slug,)).fetchone()
@@ -111,13 +106,21 @@ class WorkspaceDeletion(OnWorkspaces):
     def delete_unfinished_import(self, ws: Workspace) -> Deleted:
         """What an import that did not end left of ``ws``, removed; the
         caller holds that import's lock on the slug (its importer is gone)."""
+        with self._guarded(ws) as (_, ws):
+            return self._delete(ws)
+
+    @contextmanager
+    def _guarded(self, ws: Workspace) -> Iterator[tuple[psycopg.Connection, Workspace]]:
+        """The guard a deletion holds to its end, and ``ws`` read again under
+        it. One deletion of a workspace at a time, and no move meanwhile; the
+        locks are the session's, so a killed deleter's go with its connection."""
         with psycopg.connect(
             self.dbs.control_url(), autocommit=True, options=f"-c statement_timeout={LOCK_MS}"
         ) as guard:
             guard.execute(q.DELETION_LOCK, (ws.id,))
             ws = self.find(ws.id)
             _hold_off_moves(guard, ws)
-            return self._delete(ws)
+            yield guard, ws
 
     def _delete(self, ws: Workspace) -> Deleted:
         with self.dbs.control_conn() as conn:
