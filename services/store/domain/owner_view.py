@@ -59,6 +59,13 @@ KIND_ORDER = {
 # newest event and filter, then sort (the generic plan did: 20,003 rows read
 # for a page of two of one member's few old events).
 AUDIT_ORDER = {"enable_sort": "off"}
+# The audit listing by (a member given, actions given).
+AUDIT_LISTINGS: dict[tuple[bool, bool], tuple[str, dict[str, str]]] = {
+    (True, True): (oq.AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS, AUDIT_ORDER),
+    (True, False): (oq.AUDIT_EVENTS_BY_MEMBER, AUDIT_ORDER),
+    (False, True): (oq.AUDIT_EVENTS_OF_ACTIONS, AUDIT_ORDER),
+    (False, False): (oq.AUDIT_EVENTS, {}),
+}
 
 # Detail keys shown: ids, counts and names of things, never free text.
 HIDDEN_DETAIL = frozenset({"reason"})
@@ -203,14 +210,7 @@ class OwnerView(InWorkspaces):
             "after_id": after_id,
             "limit": limit + 1,
         }
-        if member and params["actions"]:
-            listing, settings = oq.AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS, AUDIT_ORDER
-        elif member:
-            listing, settings = oq.AUDIT_EVENTS_BY_MEMBER, AUDIT_ORDER
-        elif params["actions"]:
-            listing, settings = oq.AUDIT_EVENTS_OF_ACTIONS, AUDIT_ORDER
-        else:
-            listing, settings = oq.AUDIT_EVENTS, {}
+        listing, settings = AUDIT_LISTINGS[bool(member), bool(params["actions"])]
         with self.transaction(caller, settings) as conn:
             rows = conn.execute(listing, params).fetchall()
         handles = self._handles(caller.workspace_id)
