@@ -37,14 +37,20 @@ class RecallatronRetriever(BaseRetriever):
     mode: str | None = None
     kinds: Sequence[str] = ()
     _settings: RecallSettings | None = PrivateAttr(default=None)
+    # The client, gateway and token the settings' connection was made for.
+    _made_for: tuple[Client | None, str, str] | None = PrivateAttr(default=None)
 
     def _recall(self) -> RecallSettings:
-        """The connection is made once; what a recall asks is read from the
-        fields at each call (one assigned after the first call counts)."""
-        if self._settings is None:
+        """The connection is made once for a client, gateway and token, and
+        again when one of them is assigned (a retriever reused for another
+        member must never answer as the first); what a recall asks is read
+        from the fields at each call (one assigned after the first call counts)."""
+        who = (self.client, self.gateway, self.token)
+        if self._settings is None or self._made_for != who:
             self._settings = RecallSettings(
                 client=self.client, gateway=self.gateway, token=self.token
             )
+            self._made_for = who
         settings = self._settings
         settings.purpose, settings.k, settings.mode = self.purpose, self.k, self.mode
         settings.kinds = self.kinds

@@ -150,6 +150,28 @@ def test_langchain_fields_assigned_after_a_call_count(seeded: Seeded) -> None:
     assert {d.metadata["mode"] for d in retriever.invoke(QUERY)} <= {"dense"}
 
 
+def test_langchain_client_or_token_assigned_after_a_call_counts(
+    stack: Stack, seeded: Seeded
+) -> None:
+    """The retriever made its connection at its first call and kept it: a
+    client or token assigned later (a retriever reused for another member)
+    was accepted and ignored, so the second member was answered the first
+    one's private memories."""
+    ada, bob = seeded.team.clients["ada"], seeded.team.clients["bob"]
+    retriever = langchain.RecallatronRetriever(client=ada, mode="lexical")
+    assert seeded.derived.id in {d.id for d in retriever.invoke(QUERY)}
+    retriever.client = bob
+    found = {d.id for d in retriever.invoke(QUERY)}
+    assert seeded.derived.id not in found and seeded.bobs.id in found
+    by_token = langchain.RecallatronRetriever(
+        gateway=stack.gateway, token=ada.token, mode="lexical"
+    )
+    assert seeded.derived.id in {d.id for d in by_token.invoke(QUERY)}
+    by_token.token = bob.token
+    found = {d.id for d in by_token.invoke(QUERY)}
+    assert seeded.derived.id not in found and seeded.bobs.id in found
+
+
 def test_llamaindex_nodes_carry_the_provenance_and_score(seeded: Seeded) -> None:
     ada = seeded.team.clients["ada"]
     retriever = llamaindex.RecallatronRetriever(ada, mode="lexical", k=10)
