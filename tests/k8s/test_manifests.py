@@ -9,6 +9,7 @@ import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -409,10 +410,28 @@ def test_env_is_exactly_the_settings_each_process_reads(overlay):
     assert not problems, "\n".join(problems)
 
 
-def test_the_budget_check_counts_the_replicas_deployed(overlay):
+def rollout_peak(workload: dict[str, Any]) -> int:
+    """The most pods of a Deployment that run at once, a rolling update's
+    surge included: Recreate stops the old pods before it starts the new ones;
+    RollingUpdate adds up to maxSurge (default 25%, rounded up) beside them."""
+    spec = workload["spec"]
+    replicas = int(spec.get("replicas", 1))
+    strategy = spec.get("strategy") or {}
+    if strategy.get("type", "RollingUpdate") == "Recreate":
+        return replicas
+    surge = (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")
+    if isinstance(surge, str) and surge.endswith("%"):
+        return replicas + -(-replicas * int(surge[:-1]) // 100)
+    return replicas + int(surge)
+
+
+def test_the_budget_check_counts_the_replicas_deployed(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
     """The start-up connection check (docs/servers.md) multiplies each
     process's connections by the replicas it is told about: they must be the
-    Deployments' own."""
+    most pods of its Deployment that hold connections at once, so a rolling
+    update's surge pod does not take the server past max_connections."""
     name, objs = overlay
     for component, key in (
         ("store", "RECALLATRON_STORE_REPLICAS"),
@@ -423,7 +442,54 @@ def test_the_budget_check_counts_the_replicas_deployed(overlay):
             c for c in all_containers(workload["spec"]["template"]["spec"]) if is_recallatron(c)
         )
         told = container_env(objs, container).values[key]
-        assert told == str(workload["spec"]["replicas"]), f"{name} {component}: {key}={told}"
+        peak = rollout_peak(workload)
+        assert told == str(peak), (
+            f"{name} {component}: {key}={told}, but {workload['spec'].get('replicas', 1)} "
+            f"replicas and the update strategy run {peak} at once"
+        )
+
+
+def test_dev_postgres_holds_the_connections_the_check_counts(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The in-cluster Postgres of dev must pass the start-up check it is told
+    about (its max_connections less the server's 3 reserved slots and the
+    operators' reserve), or the store refuses to start."""
+    from services.store.infrastructure.servers import check_connections, demand
+
+    objs = rendered["dev"]
+    store = pod_template(workload_by_component(objs, "store"))
+    assert store is not None
+    env = container_env(objs, store["spec"]["containers"][0]).values
+
+    def number(key: str) -> int:
+        value = env[key]
+        assert value is not None, key
+        return int(value)
+
+    pg = pod_template(workload_by_component(objs, "database"))
+    assert pg is not None
+    args = pg["spec"]["containers"][0].get("args", [])
+    max_connections = next(
+        int(a.split("=", 1)[1]) for a in args if a.startswith("max_connections=")
+    )
+    control = number("RECALLATRON_CONTROL_POOL_MAX_SIZE")
+    check_connections(
+        "default",
+        max_connections=max_connections,
+        reserved=3,  # superuser_reserved_connections' default; reserved_connections 0
+        reserve=number("RECALLATRON_CONNECTION_RESERVE"),
+        processes={
+            "store": (
+                number("RECALLATRON_STORE_REPLICAS"),
+                demand("store", number("RECALLATRON_CONNECTION_BUDGET"), control, True),
+            ),
+            "embedding job": (
+                number("RECALLATRON_JOB_REPLICAS"),
+                demand("embedding job", number("RECALLATRON_JOB_CONNECTION_BUDGET"), control, True),
+            ),
+        },
+    )
 
 
 def test_settings_values_parse_with_the_settings_classes(overlay, monkeypatch):
