@@ -25,10 +25,32 @@ from recallatron.retrieval import PROVENANCE_KEYS, RecallSettings
 from recallatron.vocabulary import DEFAULT_PURPOSE, DEFAULT_RECALL_LIMIT
 
 
+class _Setting:
+    """A retriever's field kept in its RecallSettings, so one assigned after
+    the first call counts at the next (as the LangChain retriever's fields)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, retriever: RecallatronRetriever | None, owner: type | None = None) -> Any:
+        if retriever is None:  # read on the class itself
+            return self
+        return getattr(retriever.settings, self.name)
+
+    def __set__(self, retriever: RecallatronRetriever, value: Any) -> None:
+        setattr(retriever.settings, self.name, value)
+
+
 class RecallatronRetriever(BaseRetriever):
     """Recall as one member, for one purpose. Give ``client`` (a
     recallatron.client.Client), or ``gateway`` and ``token`` (default:
     RECALLATRON_GATEWAY and RECALLATRON_TOKEN or RECALLATRON_TOKEN_FILE)."""
+
+    client = _Setting()
+    purpose = _Setting()
+    k = _Setting()
+    mode = _Setting()
+    kinds = _Setting()
 
     def __init__(
         self,

@@ -196,6 +196,26 @@ def test_llamaindex_nodes_carry_the_provenance_and_score(seeded: Seeded) -> None
     assert nodes[0].node.get_content(metadata_mode=MetadataMode.EMBED) == nodes[0].node.text
 
 
+def test_llamaindex_fields_assigned_after_a_call_count(seeded: Seeded) -> None:
+    """The retriever kept its purpose, k, mode, kinds and client where no
+    assignment reached them: ``retriever.purpose = "audit"`` was accepted and
+    the next call still recalled for assist (and a client assigned, as the
+    first member)."""
+    ada, bob = seeded.team.clients["ada"], seeded.team.clients["bob"]
+    retriever = llamaindex.RecallatronRetriever(ada, mode="lexical")
+    assert seeded.audit_only.id not in {n.node.node_id for n in retriever.retrieve(QUERY)}
+    retriever.purpose = "audit"
+    assert [n.node.node_id for n in retriever.retrieve(QUERY)] == [seeded.audit_only.id]
+    retriever.purpose, retriever.k = "assist", 2
+    assert len(retriever.retrieve(QUERY)) == 2
+    retriever.k, retriever.kinds = 10, ["summary"]
+    assert [n.node.node_id for n in retriever.retrieve(QUERY)] == [seeded.derived.id]
+    retriever.kinds, retriever.client = (), bob
+    found = {n.node.node_id for n in retriever.retrieve(QUERY)}
+    assert seeded.derived.id not in found and seeded.bobs.id in found
+    assert (retriever.purpose, retriever.k, retriever.mode) == ("assist", 10, "lexical")
+
+
 def test_llamaindex_retriever_evaluator_finds_the_expected_memories(seeded: Seeded) -> None:
     ada = seeded.team.clients["ada"]
     retriever = llamaindex.RecallatronRetriever(ada, mode="lexical", k=10)
