@@ -646,6 +646,39 @@ def test_servers_listen_probe_and_expose_the_same_port(overlay):
         assert live["periodSeconds"] * live["failureThreshold"] >= 30, where
 
 
+# A server that reports NOT_SERVING until a peer serves (the gateway waits for
+# the store: services/gateway/__main__.py) inherits that peer's start-up time.
+WAITS_FOR = {"gateway": "store"}
+
+
+def startup_allowance(container: dict[str, Any]) -> float:
+    """Seconds the startupProbe lets a container stay unready before a restart."""
+    probe = container["startupProbe"]
+    return float(
+        probe.get("initialDelaySeconds", 0)
+        + probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3)
+    )
+
+
+def test_a_server_waiting_for_a_peer_starts_as_long_as_the_peer(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """Otherwise the kubelet restarts it, again and again with a growing back-off,
+    while the peer is still within its own start-up allowance (the store's waits
+    five minutes for Postgres and the migration Job)."""
+    name, objs = overlay
+    for waiter, peer in WAITS_FOR.items():
+        allowances = {}
+        for component in (waiter, peer):
+            template = pod_template(workload_by_component(objs, component))
+            assert template is not None
+            allowances[component] = startup_allowance(template["spec"]["containers"][0])
+        assert allowances[waiter] >= allowances[peer], (
+            f"{name}: {waiter} is restarted after {allowances[waiter]:g}s NOT_SERVING while it "
+            f"waits for {peer}, which may take {allowances[peer]:g}s to serve"
+        )
+
+
 def test_metrics_port_is_declared_and_annotated(overlay):
     _name, objs = overlay
     for w, _, c in recallatron_containers(objs):
