@@ -26,8 +26,6 @@ clause: a turn of any length is decided in time linear in its length.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
 import uuid
 from dataclasses import dataclass
@@ -46,6 +44,12 @@ from services.gateway.capture_doubts import (
     audience_doubt,
     fold,
 )
+from services.gateway.capture_ids import MAX_RESTATED as MAX_RESTATED
+from services.gateway.capture_ids import earlier_request_id as earlier_request_id
+from services.gateway.capture_ids import request_id_for as request_id_for
+from services.gateway.capture_ids import restated_id as restated_id
+from services.gateway.capture_ids import said_alike as said_alike
+from services.gateway.capture_ids import turn_key as turn_key
 from services.gateway.capture_title import MAX_TITLE_CHARS as MAX_TITLE_CHARS
 from services.gateway.capture_title import capitalised, opened, title, unquoted
 
@@ -428,47 +432,6 @@ def decide(text: str) -> Capture:
         body=body,
         audience=audience,
     )
-
-
-def turn_key(secret: bytes) -> bytes:
-    """The key of the request ids made from turns, derived from the stack's
-    secret. The store keeps request ids (hashed) after their memory is
-    forgotten, so an id that was a plain hash of the words would let anyone
-    holding the database or a backup confirm a guess of forgotten words; an
-    HMAC under this key confirms nothing without the secret."""
-    return hmac.new(secret, b"recallatron capture request ids", hashlib.sha256).digest()
-
-
-def request_id_for(
-    key: bytes,
-    member_id: str,
-    text: str,
-    occurred_at: datetime | None,
-    purpose: int = 0,
-    episode_id: str = "",
-) -> str:
-    """A request id from the turn itself, so capturing the same turn twice
-    (a retry, a replayed transcript) stores one memory; the same words said
-    for another purpose or in another episode are another turn. ``key`` is
-    :func:`turn_key`'s."""
-    stamp = occurred_at.astimezone(UTC).isoformat() if occurred_at else ""
-    turn = f"{member_id}\x00{stamp}\x00{text}"
-    if purpose or episode_id:
-        turn += f"\x00{purpose}\x00{episode_id}"
-    digest = hmac.new(key, turn.encode(), hashlib.sha256).hexdigest()
-    return f"capture-{digest[:48]}"
-
-
-# How many times the same words may be forgotten and said again (each a
-# memory of its own, each found again by the chain of ids below).
-MAX_RESTATED = 20
-
-
-def restated_id(gone_request_id: str, gone_memory_id: str) -> str:
-    """The request id of words said again after the memory they made under
-    ``gone_request_id`` was forgotten: the same for every retry of them."""
-    digest = hashlib.sha256(f"{gone_request_id}\x00{gone_memory_id}".encode()).hexdigest()
-    return f"capture-{digest[:48]}"
 
 
 def check_ids(request_id: str, episode_id: str) -> None:

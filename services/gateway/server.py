@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -197,32 +198,37 @@ class MemoryServicer(Forwarding):
             "occurred_at",
         )
         capture.check_ids(request.request_id, request.episode_id)
-        said = capture.decide(request.text)
+        # A derived id reads the turn written alike (capture_ids.said_alike), and so
+        # does the claim stored under it: one id, one request. A caller's own id
+        # is retried with its own text, as it always was.
+        said = capture.decide(
+            request.text if request.request_id else capture.said_alike(request.text)
+        )
         if not said.store:
             return pb.CaptureResponse(stored=False, reason=said.reason)
-        audience = (
-            cpb.Audience(workspace=True)
-            if said.audience == capture.WORKSPACE
-            else cpb.Audience(member_id=ident.member_id)
+        ids = (
+            self.capture_key,
+            ident.member_id,
+            request.text,
+            occurred,
+            who.purpose,
+            request.episode_id,
         )
-        remember = pb.RememberRequest(
-            request_id=request.request_id
-            or capture.request_id_for(
-                self.capture_key,
-                ident.member_id,
-                request.text,
-                occurred,
-                who.purpose,
-                request.episode_id,
-            ),
-            kind=KIND.value(said.kind),
-            title=said.title,
-            body=capture.body_with_time(said.body, occurred),
-            audience=audience,
-            purposes=[who.purpose],
-            episode_id=request.episode_id,
-            occurred_at=convert.timestamp(occurred or datetime.now(UTC)),
+        remember = self._remember(
+            said,
+            request.request_id or capture.request_id_for(*ids),
+            ident,
+            who,
+            occurred,
+            request.episode_id,
         )
+        earlier = None if request.request_id else capture.earlier_request_id(*ids)
+        if earlier and self._stored_under(earlier, remember, who):
+            # Captured when ids were made from the raw text: replayed as it was
+            # asked then, its claim read from the text as written.
+            then = capture.decide(request.text)
+            if then.store:
+                remember = self._remember(then, earlier, ident, who, occurred, request.episode_id)
         resp = self.peers.as_member(calls.REMEMBER, remember, who)
         # Words with no time and no request id of the caller's are one turn
         # while its memory lives; once forgotten (a replay then answers its id
@@ -234,6 +240,54 @@ class MemoryServicer(Forwarding):
             remember.request_id = capture.restated_id(remember.request_id, resp.memory.id)
             resp = self.peers.as_member(calls.REMEMBER, remember, who)
         return pb.CaptureResponse(stored=True, reason=said.reason, memory=resp.memory)
+
+    @staticmethod
+    def _remember(
+        said: capture.Capture,
+        request_id: str,
+        ident: Identity,
+        who: cpb.Caller,
+        occurred: datetime | None,
+        episode_id: str,
+    ) -> pb.RememberRequest:
+        audience = (
+            cpb.Audience(workspace=True)
+            if said.audience == capture.WORKSPACE
+            else cpb.Audience(member_id=ident.member_id)
+        )
+        return pb.RememberRequest(
+            request_id=request_id,
+            kind=KIND.value(said.kind),
+            title=said.title,
+            body=capture.body_with_time(said.body, occurred),
+            audience=audience,
+            purposes=[who.purpose],
+            episode_id=episode_id,
+            occurred_at=convert.timestamp(occurred or datetime.now(UTC)),
+        )
+
+    def _stored_under(self, request_id: str, remember: pb.RememberRequest, who: cpb.Caller) -> bool:
+        """Whether a memory was made under ``request_id`` (a turn captured when
+        its id was made from its raw text), asked without writing one: the
+        same request linked to a memory that does not exist is refused as a
+        replay of another request when the id is known (or answered as one
+        when it was kept without a fingerprint), NOT_FOUND, writing nothing,
+        when it is not."""
+        probe = pb.RememberRequest()
+        probe.CopyFrom(remember)
+        probe.request_id = request_id
+        probe.about_ids.append(str(uuid.uuid4()))
+        try:
+            self.peers.as_member(calls.REMEMBER, probe, who)
+        except errors.Relayed as exc:
+            if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
+                return False
+            if exc.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and exc.message.startswith(
+                "request_id:"
+            ):
+                return True
+            raise
+        return True
 
     def DescribeTools(
         self,
