@@ -23,6 +23,9 @@ from recallatron.client import Client
 from recallatron.retrieval import RecallSettings
 from recallatron.vocabulary import DEFAULT_PURPOSE, DEFAULT_RECALL_LIMIT
 
+# What LangChain's invoke passes to the retriever besides its own arguments.
+_PASSED_ON = frozenset({"verbose"})
+
 
 class RecallatronRetriever(BaseRetriever):
     """Recall as one member, for one purpose. Give ``client`` (a
@@ -64,6 +67,15 @@ class RecallatronRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
+        # LangChain passes invoke's other keywords on (``verbose`` among
+        # them); one this retriever does not take (``purpose="audit"``) is
+        # refused rather than answered for the retriever's own purpose.
+        unknown = sorted(set(kwargs) - _PASSED_ON)
+        if unknown:
+            raise TypeError(
+                f"invoke takes k and no other recall argument, not {', '.join(unknown)}: "
+                "set them on the retriever"
+            )
         return [
             Document(
                 id=hit.id, page_content=hit.text, metadata={**hit.metadata, "score": hit.score}

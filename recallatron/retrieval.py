@@ -19,7 +19,7 @@ from recallatron.client_connection import default_gateway
 from recallatron.secretfiles import token_from
 from recallatron.tools import BY_NAME
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron.vocabulary import DEFAULT_PURPOSE, DEFAULT_RECALL_LIMIT
+from recallatron.vocabulary import DEFAULT_PURPOSE, DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT
 
 # What the recall as a whole said, copied into every hit's metadata.
 OUTCOME_KEYS = ("nothing_relevant", "dense_available", "reranked", "mode")
@@ -108,10 +108,18 @@ class RecallSettings:
         return self.client
 
     def recall(self, query: str, k: int | None = None) -> list[Hit]:
+        """``k``: this call's number of results (None: the settings')."""
+        limit = self.k if k is None else k
+        # Checked here: the gateway reads a limit of 0 as its default, so a
+        # k of 0 would otherwise come back as ten results.
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise ValueError(f"k: must be a whole number, not {limit!r}")
+        if not 1 <= limit <= MAX_RECALL_LIMIT:
+            raise ValueError(f"k: must lie in [1, {MAX_RECALL_LIMIT}], not {limit}")
         response = self.connect().recall(
             query,
             mode=self.mode,
-            limit=k or self.k,
+            limit=limit,
             purpose=self.purpose,
             kinds=self.kinds,
         )

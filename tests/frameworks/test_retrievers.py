@@ -172,6 +172,26 @@ def test_langchain_client_or_token_assigned_after_a_call_counts(
     assert seeded.derived.id not in found and seeded.bobs.id in found
 
 
+def test_a_k_out_of_range_or_another_recall_argument_is_refused(seeded: Seeded) -> None:
+    """A k of 0 was answered with the default ten results (invoke's k=0 read
+    as "not given", the constructor's sent as the gateway's "default"), and
+    invoke's other keywords were dropped: ``purpose="audit"`` answered the
+    assist memories."""
+    ada = seeded.team.clients["ada"]
+    retriever = langchain.RecallatronRetriever(client=ada, mode="lexical")
+    for k in (0, -1, 51):
+        with pytest.raises(ValueError, match=r"^k: must lie in \[1, 50\]"):
+            retriever.invoke(QUERY, k=k)
+    with pytest.raises(ValueError, match=r"^k: must lie in \[1, 50\]"):
+        langchain.RecallatronRetriever(client=ada, mode="lexical", k=0).invoke(QUERY)
+    with pytest.raises(ValueError, match=r"^k: must lie in \[1, 50\]"):
+        llamaindex.RecallatronRetriever(ada, mode="lexical", k=0).retrieve(QUERY)
+    with pytest.raises(TypeError, match="purpose"):
+        retriever.invoke(QUERY, purpose="audit")
+    # LangChain's own keyword still passes.
+    assert len(retriever.invoke(QUERY, k=1, verbose=True)) == 1
+
+
 def test_llamaindex_nodes_carry_the_provenance_and_score(seeded: Seeded) -> None:
     ada = seeded.team.clients["ada"]
     retriever = llamaindex.RecallatronRetriever(ada, mode="lexical", k=10)
