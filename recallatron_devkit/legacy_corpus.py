@@ -115,3 +115,16 @@ VARIED_PROPERTIES: list[tuple[str, Any, str | None, str]] = [
     ("bio", "word " * 500, None, "value over 2000 characters"),
     ("★", "star", None, "attribute name with no letter or digit"),
 ]
+
+
+# The least of each size: a turn for each needle word, an entity of each type.
+LEAST = {"turns": len(NEEDLES), "items": 0, "entities": len(ENTITY_TYPES)}
+
+
+def size_problem(turns: int, items: int, entities: int, prefix: str = "") -> str | None:
+    """What is wrong with the sizes asked for, naming the parameter (with
+    prefix, as the command's option) and its least value; None if nothing."""
+    for name, value in (("turns", turns), ("items", items), ("entities", entities)):
+        if value < LEAST[name]:
+            return f"{prefix}{name} must be at least {LEAST[name]}, got {value}"
+    return None

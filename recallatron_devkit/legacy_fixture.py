@@ -10,7 +10,8 @@ out from the generator's own bookkeeping rather than by reading the files,
 so that tests compare the importer against an independent answer
 (`legacy_truth`). What the store is made of is in `legacy_corpus`.
 
-    python -m recallatron_devkit.legacy_fixture OUT_DIR [--seed N] [--turns N]
+    python -m recallatron_devkit.legacy_fixture OUT_DIR [--seed N] [--turns N] [--items N]
+        [--entities N]
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from recallatron_devkit.legacy_corpus import (
     VARIED_PROPERTIES,
     VERBS,
     WHEN,
+    size_problem,
 )
 from recallatron_devkit.legacy_truth import Truth
 
@@ -123,7 +125,9 @@ class _Gen:
         clocks = {c: START + timedelta(hours=r.randint(0, 72)) for c in chats}
         turns: list[tuple[Any, ...]] = []
         digests: list[tuple[Any, ...]] = []
-        needle_at = set(r.sample(range(200, n_turns - 200), len(NEEDLES)))
+        # Needles clear of the first and last 200 turns, or what a small ledger spares.
+        margin = min(200, (n_turns - len(NEEDLES)) // 2)
+        needle_at = set(r.sample(range(margin, n_turns - margin), len(NEEDLES)))
         needles = iter(NEEDLES)
         while len(turns) < n_turns:
             chat = r.choice(chats)
@@ -174,9 +178,19 @@ class _Gen:
         lines: list[dict[str, Any]] = []
         final: dict[str, dict[str, Any]] = {}
         names_used: set[str] = set()
+        spent: set[str] = set()  # kinds whose names ran out: no more redrawing
+
+        def numbered(name: str) -> str:
+            """name if it is free, else name with the least free number from 100."""
+            k, free = 100, name
+            while free in names_used:
+                free, k = f"{name} {k}", k + 1
+            names_used.add(free)
+            return free
 
         def name_for(kind: str) -> str:
-            for _ in range(1000):
+            name = ""
+            for _ in range(1 if kind in spent else 1000):
                 name = {
                     "person": self.person(),
                     "project": r.choice(PROJECTS).title(),
@@ -189,7 +203,9 @@ class _Gen:
                 if name not in names_used:
                     names_used.add(name)
                     return name
-            raise RuntimeError("ran out of names")
+            # The lists are spent (a large graph): number the last name drawn.
+            spent.add(kind)
+            return numbered(name)
 
         def record(eid: str, kind: str, name: str, t: datetime) -> dict[str, Any]:
             rec: dict[str, Any] = {
@@ -224,7 +240,7 @@ class _Gen:
                     v: sorted(r.sample(ids, r.randint(1, 2))) for v in r.sample(verbs, 1)
                 }
         # Restatements: a full record appended again for an id (later wins).
-        for eid in r.sample(ids, 6):
+        for eid in r.sample(ids, min(6, len(ids))):
             again = json.loads(json.dumps(final[eid]))
             again["properties"]["note"] = "restated"
             again["properties"].pop("relations", None)
@@ -246,9 +262,11 @@ class _Gen:
             # The fuller name the duplicate turned out to mean.
             first = final[old]["name"].split()[0]
             name = f"{first} {LAST[k % len(LAST)]}"
-            while name in names_used:
+            for _ in range(1000):
+                if name not in names_used:
+                    break
                 name = f"{first} {r.choice('ABCDEFGHJKLMNPRSTVW')}. {r.choice(LAST)}"
-            names_used.add(name)
+            name = numbered(name)
             rec = record(new_id, "person", name, START)
             rec["valid_from"] = iso(START + timedelta(days=120 + k))
             lines.append(rec)
@@ -264,8 +282,9 @@ class _Gen:
 
         for old, new_id in zip(replaced, replacements, strict=True):
             supersede(old, new_id, 121)
-        for k in range(3):
-            supersede(replacements[k], replacements[k + 3], 150)
+        chains = min(3, len(replacements) // 2)
+        for k in range(chains):
+            supersede(replacements[k], replacements[k + chains], 150)
         # A patch for an id that never had a record.
         lines.append({"patch": "confirm", "id": "ent_9001", "at": iso(START)})
         self.truth.orphan_patches += 1
@@ -363,9 +382,9 @@ class _Gen:
                 )
             )
             mentioned = set(r.sample(entity_ids, r.randint(0, 3)))
-            if i % 9 == 0:
+            if i % 9 == 0 and superseded_olds:
                 mentioned.add(r.choice(superseded_olds))
-            if i % 61 == 0:
+            if i % 61 == 0 and superseded_olds:
                 # The duplicate and its replacement both linked: one mention.
                 old = r.choice(superseded_olds)
                 mentioned |= {old, t.final_entity[old]}
@@ -408,7 +427,11 @@ class _Gen:
 def generate(
     out_dir: Path, seed: int = 7, turns: int = 4_200, items: int = 523, entities: int = 300
 ) -> Truth:
-    """Writes old-store.sqlite and graph.jsonl into out_dir (replacing them)."""
+    """Writes old-store.sqlite and graph.jsonl into out_dir (replacing them).
+    Sizes below legacy_corpus.LEAST raise ValueError before anything is written."""
+    problem = size_problem(turns, items, entities)
+    if problem:
+        raise ValueError(problem)
     out_dir.mkdir(parents=True, exist_ok=True)
     gen = _Gen(seed)
     turn_rows, digests = gen.turns(turns, n_chats=9)
@@ -447,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entities", type=int, default=300)
     parser.add_argument("--truth", action="store_true", help="print every expected figure")
     args = parser.parse_args(argv)
+    problem = size_problem(args.turns, args.items, args.entities, prefix="--")
+    if problem:
+        parser.error(problem)
     truth = generate(args.out_dir, args.seed, args.turns, args.items, args.entities)
     data = truth.to_json()
     if not args.truth:
