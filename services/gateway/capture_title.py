@@ -36,6 +36,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!;])\s+")
 # layers of quotes around a claim are taken off.
 NESTED = 8
 LAYERS = 4
+# An apostrophe for left-out letters or a century ("'tis", "'90s"): with no
+# partner at the claim's start it is part of its first word, not a quote.
+_ELIDED = re.compile(
+    r"'(?:\d\d(?:s\b|(?!\w))|(?i:tis|twas|twere|twill|twould|em|cause|cos|til|bout|nuff)\b)"
+)
 
 
 def _apostrophe(text: str, at: int) -> bool:
@@ -92,7 +97,8 @@ def pairs(text: str) -> tuple[dict[int, int], set[int]]:
 def unquoted(text: str) -> str:
     """``text`` without the spaces and marks around it, a pair of quotes
     around all of it, or a quote at either end with no partner; the quotes
-    inside it, paired or not ("12" pizza"), are its own. A few layers at
+    inside it, paired or not ("12" pizza"), and an elision's apostrophe
+    opening it ("'tis"), are its own. A few layers at
     most, each a pass over the text."""
     for _ in range(LAYERS):
         text = text.strip(_EDGES)
@@ -102,7 +108,7 @@ def unquoted(text: str) -> str:
         last = len(text.rstrip(_STOPS)) - 1
         if 0 in matched and not text[matched[0] + 1 :].strip(_STOPS):
             text = text[1 : matched[0]] + text[matched[0] + 1 :]
-        elif 0 in unmatched:
+        elif 0 in unmatched and not _ELIDED.match(text):
             text = text[1:]
         elif last in unmatched:
             text = text[:last] + text[last + 1 :]

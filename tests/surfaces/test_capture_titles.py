@@ -61,3 +61,25 @@ def test_a_title_cut_inside_a_quote_closes_it() -> None:
     assert len(decided.title) <= capture.MAX_TITLE_CHARS, decided.title
     assert decided.title.startswith('Alice said "the billing migration')
     assert decided.title.endswith('\u2026"'), decided.title
+
+
+# (turn, title): an apostrophe standing for left-out letters or a century at
+# the claim's start has no partner and is no quote; each was dropped ("Tis",
+# "90s"). A stray opening quote still is.
+ELIDED = [
+    ("Remember that 'tis the season for code freezes.", "'Tis the season for code freezes"),
+    ("Remember that 'twas Ana who wrote the runbook.", "'Twas Ana who wrote the runbook"),
+    ("Remember that '90s hardware runs the billing box.", "'90s hardware runs the billing box"),
+    ("Remember that \u201999 was the first release year.", "'99 was the first release year"),
+    ("Remember: 'cause of the audit, deploys stop on Friday.",
+     "'Cause of the audit, deploys stop on Friday"),
+    ("Remember that 'tis Bob's 'big day' on Friday.", "'Tis Bob's 'big day' on Friday"),
+    ("Remember that '24 roadmap' is the final name.", "'24 roadmap' is the final name"),
+    ("Remember that 'we ship Friday.", "We ship Friday"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("turn", "title"), ELIDED)
+def test_an_elision_apostrophe_opening_the_claim_is_kept(turn: str, title: str) -> None:
+    decided = capture.decide(turn)
+    assert (decided.store, decided.title) == (True, title), decided
