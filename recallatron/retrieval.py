@@ -11,7 +11,7 @@ nothing_relevant, dense_available, reranked, mode and the query."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from recallatron.client import Client
@@ -91,7 +91,9 @@ class RecallSettings:
 
     client: Client | None = None
     gateway: str = ""
-    token: str = ""
+    # Out of the repr: a retriever's settings printed, logged or shown in a
+    # traceback must not carry the member's token.
+    token: str = field(default="", repr=False)
     purpose: str = DEFAULT_PURPOSE
     k: int = DEFAULT_RECALL_LIMIT
     mode: str | None = None

@@ -137,6 +137,15 @@ def test_langchain_retriever_from_gateway_and_token(stack: Stack, seeded: Seeded
     assert len(retriever.invoke(QUERY)) == 2
 
 
+def test_llamaindex_retriever_shows_no_token(stack: Stack, seeded: Seeded) -> None:
+    """The LlamaIndex retriever's settings printed the member's token in
+    their repr (a dataclass's), as a log line or a traceback shows them."""
+    ada = seeded.team.clients["ada"]
+    retriever = llamaindex.RecallatronRetriever(gateway=stack.gateway, token=ada.token, k=2)
+    assert ada.token not in repr(retriever.settings) and ada.token not in repr(retriever)
+    assert len(retriever.retrieve(QUERY)) == 2
+
+
 def test_langchain_fields_assigned_after_a_call_count(seeded: Seeded) -> None:
     """The retriever kept what it asked with from its first call: a purpose,
     k or mode assigned later was accepted and ignored."""
