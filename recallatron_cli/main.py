@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--json", action="store_true", help="the report as JSON (progress on stderr)")
     sc.set_defaults(func=operator.cmd_scrub)
     sv = sub.add_parser(
-        "servers", help="the named Postgres servers: list, drain, undrain (docs/servers.md)"
+        "servers",
+        help="the named Postgres servers: list, drain, undrain, kept copies (docs/servers.md)",
     )
     sv_sub = sv.add_subparsers(dest="servers_cmd", required=True)
     sv_sub.add_parser("list", help="each server, its workspace count and marks")
@@ -81,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
         "name"
     )
     sv_sub.add_parser("undrain", help="open it for new workspaces again").add_argument("name")
+    sv_sub.add_parser("kept", help="the copies moves kept (--keep-source), deleted ones' too")
+    sv_sub.add_parser(
+        "drop-kept",
+        help="drop the kept copies of deleted workspaces whose server did not answer then",
+    ).add_argument("--workspace", help="slug or id: drop this live workspace's kept copies")
     sv.set_defaults(func=operator.cmd_servers)
     mv = sub.add_parser(
         "move-workspace",

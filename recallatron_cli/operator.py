@@ -303,6 +303,8 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 def cmd_servers(args: argparse.Namespace) -> int:
     """Named Postgres servers: list them, mark one draining or open again.
     Runs with the store's settings (names only are shown; docs/servers.md)."""
+    if args.servers_cmd in ("kept", "drop-kept"):
+        return _kept_copies(args)
     with _store() as (_, control):
         if args.servers_cmd in ("drain", "undrain"):
             control.set_draining(args.name, args.servers_cmd == "drain")
@@ -312,6 +314,32 @@ def cmd_servers(args: argparse.Namespace) -> int:
                 f"{s.name}\t{s.workspaces} workspaces" + (f"\t{', '.join(marks)}" if marks else "")
             )
     return 0
+
+
+def _kept_copies(args: argparse.Namespace) -> int:
+    """Lists the copies moves kept, or drops those of deleted workspaces (a
+    deletion's whose server did not answer) or of one live workspace; 1 when
+    a copy could not be dropped (docs/servers.md, Moving)."""
+    from services.store.domain.kept_copies import KeptCopies
+
+    with _store() as (dbs, control):
+        copies = KeptCopies(dbs)
+        if args.servers_cmd == "kept":
+            for c in copies.listed():
+                owner = c.workspace_slug or f"deleted workspace {c.workspace_id}"
+                print(f"{c.server}\t{c.database}\t{owner}\tkept {c.kept_at.isoformat()}")
+            return 0
+        if args.workspace:
+            chosen = copies.listed(_workspace_id(control, args.workspace))
+        else:
+            chosen = copies.listed(deleted_only=True)
+        left = copies.drop(chosen)
+    for c in chosen:
+        if c not in [n.copy for n in left]:
+            print(f"dropped {c}")
+    for n in left:
+        print(f"left {n.copy}: {n.why}", file=sys.stderr)
+    return 1 if left else 0
 
 
 def cmd_move_workspace(args: argparse.Namespace) -> int:

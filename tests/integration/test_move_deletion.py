@@ -111,3 +111,76 @@ def test_a_move_while_a_deletion_runs_is_refused(
     assert [(e.subject, "being deleted" in e.message) for e in refusals] == [("workspace", True)], (
         refusals
     )
+
+
+def kept_copies_of(servers: dict[str, LocalPostgres], database: str) -> list[tuple[str, str]]:
+    """(server, database) of every copy a move kept of ``database``."""
+    held = []
+    for name, pg in servers.items():
+        with psycopg.connect(pg.url) as conn:
+            for (kept,) in conn.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY datname",
+                (f"{database}_moved_%",),
+            ).fetchall():
+                held.append((name, kept))
+    return held
+
+
+def test_a_deletion_drops_the_copies_moves_kept(
+    servers: dict[str, LocalPostgres], store: tuple[Databases, ControlPlane]
+) -> None:
+    """A move with keep_source renamed the old database on its server, and a
+    deletion dropped only the workspace's current database: the kept copy,
+    its text included, outlived the deletion."""
+    dbs, control = store
+    ws = control.create_workspace(f"kept-{uuid.uuid4().hex[:8]}", "default")
+    Mover(dbs, control).move(ws.id, "b", keep_source=True)
+    Mover(dbs, control).move(ws.id, "default", keep_source=True)
+    kept = kept_copies_of(servers, ws.database_name)
+    assert [server for server, _ in kept] == ["default", "b"], kept
+    deleted = WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
+    assert kept_copies_of(servers, ws.database_name) == []
+    assert deleted.copies_left == []
+    assert databases_named(servers, ws.database_name) == []
+
+
+def test_a_kept_copy_whose_server_does_not_answer_is_dropped_later(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The copy's server down at the deletion: the workspace is deleted all
+    the same, the answer names the copy left, and `recallatron servers
+    drop-kept` drops it once the server answers."""
+    dbs, control = store
+    ws = control.create_workspace(f"kept-{uuid.uuid4().hex[:8]}", "default")
+    Mover(dbs, control).move(ws.id, "b", keep_source=True)
+    [(_, kept)] = kept_copies_of(servers, ws.database_name)
+    original = Databases.drop_database
+
+    def down(self: Databases, server: str, database: str) -> None:
+        if database == kept:
+            raise psycopg.OperationalError("connection refused")
+        original(self, server, database)
+
+    monkeypatch.setattr(Databases, "drop_database", down)
+    deleted = WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
+    assert deleted.copies_left == [f"default/{kept}"]
+    assert databases_named(servers, ws.database_name) == []
+    monkeypatch.undo()
+
+    from recallatron_cli.main import main
+
+    monkeypatch.setenv("RECALLATRON_DATABASE_URL", servers["default"].url)
+    monkeypatch.setenv("RECALLATRON_APP_PASSWORD", servers["default"].app_password)
+    monkeypatch.setenv("RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS", "1")
+    monkeypatch.setenv("RECALLATRON_POSTGRES_SERVERS", f"b={servers['b'].url}")
+    assert main(["servers", "kept"]) == 0
+    listed = capsys.readouterr().out
+    assert f"default\t{kept}\tdeleted workspace {ws.id}" in listed, listed
+    assert main(["servers", "drop-kept"]) == 0
+    assert f"dropped default/{kept}" in capsys.readouterr().out
+    assert kept_copies_of(servers, ws.database_name) == []
+    assert main(["servers", "kept"]) == 0
+    assert kept not in capsys.readouterr().out

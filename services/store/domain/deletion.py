@@ -5,7 +5,9 @@ workspace"). Three steps, each safe to run again:
    every gateway refuses them on the next call (the revocation feed empties
    each gateway's cache);
 2. its database is dropped (``WITH (FORCE)``: sessions on it end), after
-   this process closed its own pools of it;
+   this process closed its own pools of it, and so are the copies moves
+   kept of it (services/store/domain/kept_copies.py; one whose server does
+   not answer is left recorded, and named in the log);
 3. its control-plane rows (tokens, members, settings, work marks, the move
    record, the workspace) are deleted and a tombstone of its id and the time
    is written, with a notification on which every store process and
@@ -30,13 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import psycopg
 
 from recallatron import errors
 from services.store.domain.control_records import Workspace
+from services.store.domain.kept_copies import KeptCopies
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import move_queries
@@ -52,6 +55,8 @@ class Deleted:
     slug: str
     deleted_at: datetime
     tokens_revoked: int
+    # Copies a move kept whose server did not answer ("<server>/<database>").
+    copies_left: list[str] = field(default_factory=list)
 
 
 def deleted_payload(ws: Workspace) -> str:
@@ -140,6 +145,10 @@ class WorkspaceDeletion(OnWorkspaces):
         # A server that does not answer is UNAVAILABLE: deleting again finishes it.
         with translate_db_errors():
             self.dbs.drop_database(ws.server, ws.database_name)
+        # The copies moves kept; one whose server does not answer stays
+        # recorded (under the tombstone's id) for `servers drop-kept`.
+        copies = KeptCopies(self.dbs)
+        left = copies.drop(copies.listed(ws.id))
         with self.dbs.control_conn() as conn:
             conn.execute(q.LOCK_WORKSPACE, (ws.id,))
             for statement in (
@@ -155,4 +164,4 @@ class WorkspaceDeletion(OnWorkspaces):
             conn.execute(q.NOTIFY_DELETED, (deleted_payload(ws),))
         self.dbs.forget_pools(ws.server, ws.database_name)
         self.control.forget_workspace(ws.id)
-        return Deleted(ws.id, ws.slug, row[0], len(revoked))
+        return Deleted(ws.id, ws.slug, row[0], len(revoked), [str(n.copy) for n in left])

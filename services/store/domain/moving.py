@@ -16,7 +16,7 @@ alone fences writes:
 3. the switch: the control plane records the target, and store replicas
    follow within their workspace cache (WORKSPACE_CACHE_SECONDS);
 4. clean-up: the subscription and slot go; the source database is dropped,
-   or kept renamed with ``keep_source``.
+   or kept renamed with ``keep_source`` (and recorded: services/store/domain/kept_copies.py).
 
 Each step is recorded in `workspace_move`; a rerun after a kill finishes a
 move that got as far as the seal and rolls back one that did not, so the
@@ -39,6 +39,7 @@ from psycopg.errors import DeadlockDetected, LockNotAvailable
 from recallatron import errors
 from services.store.domain import move_copy
 from services.store.domain.control import ControlPlane
+from services.store.domain.kept_copies import KeptCopies
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Databases
 from services.store.infrastructure.servers import unknown_server, with_inline_password
@@ -361,9 +362,12 @@ class Mover:
             if conn.execute(q.DATABASE_EXISTS, (database,)).fetchone():
                 if keep_source:
                     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+                    kept = f"{database}_moved_{stamp}"
+                    # Recorded first: a deletion of the workspace drops it.
+                    KeptCopies(self.dbs).record(source, kept, workspace_id)
                     conn.execute(
                         sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
-                            sql.Identifier(database), sql.Identifier(f"{database}_moved_{stamp}")
+                            sql.Identifier(database), sql.Identifier(kept)
                         )
                     )
                 else:

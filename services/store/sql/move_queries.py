@@ -23,6 +23,23 @@ SWITCH_WORKSPACE = """
 UPDATE workspace SET server = %s, updated_at = now() WHERE id = %s AND server = %s
 """
 WORKSPACE_SERVER = "SELECT server FROM workspace WHERE id = %s"
+# Copies a move kept (migrations/control/0012_kept_copies.sql;
+# services/store/domain/kept_copies.py): recorded before the rename, so a
+# copy is never on a server unrecorded (a record of a rename that did not
+# happen drops nothing).
+RECORD_KEPT_COPY = """
+INSERT INTO kept_copy (server, database_name, workspace_id) VALUES (%s, %s, %s)
+ON CONFLICT (server, database_name) DO NOTHING
+"""
+FORGET_KEPT_COPY = "DELETE FROM kept_copy WHERE server = %s AND database_name = %s"
+# Each copy with its workspace's slug ('' once the workspace was deleted).
+KEPT_COPIES = """
+SELECT k.server, k.database_name, k.workspace_id::text, k.kept_at, coalesce(w.slug, '')
+FROM kept_copy k LEFT JOIN workspace w ON w.id = k.workspace_id
+WHERE (%(workspace_id)s::uuid IS NULL OR k.workspace_id = %(workspace_id)s::uuid)
+  AND (NOT %(deleted_only)s OR w.id IS NULL)
+ORDER BY k.kept_at, k.server, k.database_name
+"""
 # Delivered at the switch's commit: replicas drop their cached record
 # (services/store/infrastructure/follow.py).
 NOTIFY_MOVED = "SELECT pg_notify('recallatron_workspace_moved', %s)"
