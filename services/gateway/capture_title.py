@@ -1,8 +1,8 @@
 """A captured claim's quotes, and its title (services/gateway/capture.py).
 
-A pair of quotes around the whole claim is not part of it ("Remember that
-"we ship Friday"." stores we ship Friday); a pair inside it is what was said
-('"We ship Friday," said Alice') and is kept whole; a mark with no partner
+A pair of quotes or brackets around the whole claim is not part of it
+("Remember that "we ship Friday"." stores we ship Friday); a pair inside it
+is what was said ('"We ship Friday," said Alice') and is kept whole; a mark with no partner
 at either end is dropped. The title is the first sentence, never ended
 inside a quote, and a title cut inside one closes it: its quotes come in
 pairs."""
@@ -94,11 +94,32 @@ def pairs(text: str) -> tuple[dict[int, int], set[int]]:
     return matched, unmatched
 
 
+_BRACKETS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _bracket_closing(text: str) -> int | None:
+    """Where the bracket opening ``text`` is closed, brackets inside it
+    nesting; None when it opens none or is never closed. One pass."""
+    closer = _BRACKETS.get(text[:1])
+    if closer is None:
+        return None
+    depth = 0
+    for at, char in enumerate(text):
+        if char == text[0]:
+            depth += 1
+        elif char == closer:
+            depth -= 1
+            if depth == 0:
+                return at
+    return None
+
+
 def unquoted(text: str) -> str:
     """``text`` without the spaces and marks around it, a pair of quotes
     around all of it, or a quote at either end with no partner; the quotes
     inside it, paired or not ("12" pizza"), and an elision's apostrophe
-    opening it ("'tis"), are its own. A few layers at
+    opening it ("'tis"), are its own. Brackets around all of it go as a
+    pair of quotes does. A few layers at
     most, each a pass over the text."""
     for _ in range(LAYERS):
         text = text.strip(_EDGES)
@@ -106,8 +127,12 @@ def unquoted(text: str) -> str:
             break
         matched, unmatched = pairs(text)
         last = len(text.rstrip(_STOPS)) - 1
+        closing = _bracket_closing(text)
         if 0 in matched and not text[matched[0] + 1 :].strip(_STOPS):
             text = text[1 : matched[0]] + text[matched[0] + 1 :]
+        elif closing is not None and not text[closing + 1 :].strip(_STOPS):
+            # Brackets around the whole claim are dropped as quotes are.
+            text = text[1:closing] + text[closing + 1 :]
         elif 0 in unmatched and not _ELIDED.match(text):
             text = text[1:]
         elif last in unmatched:

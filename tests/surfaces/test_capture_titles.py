@@ -83,3 +83,25 @@ ELIDED = [
 def test_an_elision_apostrophe_opening_the_claim_is_kept(turn: str, title: str) -> None:
     decided = capture.decide(turn)
     assert (decided.store, decided.title) == (True, title), decided
+
+
+# (turn, title): brackets around the whole claim are not part of it, as a pair
+# of quotes is not; each was kept, its first letter left small. Brackets
+# inside the claim are its own.
+BRACKETED = [
+    ("Remember that (the deploy is Friday).", "The deploy is Friday"),
+    ("Remember that [the deploy is Friday]", "The deploy is Friday"),
+    ("Note: {the deploy is Friday.}", "The deploy is Friday"),
+    ('Remember that ("the deploy is Friday").', "The deploy is Friday"),
+    ("Remember that (the deploy (and QA) is Friday).", "The deploy (and QA) is Friday"),
+    ("Remember that (the deploy) is on Friday.", "(the deploy) is on Friday"),
+    ("Remember that (the deploy) and (the freeze) are Friday.",
+     "(the deploy) and (the freeze) are Friday"),
+    ("Remember that the deploy is Friday (not Thursday).", "The deploy is Friday (not Thursday)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("turn", "title"), BRACKETED)
+def test_brackets_around_the_whole_claim_are_dropped(turn: str, title: str) -> None:
+    decided = capture.decide(turn)
+    assert (decided.store, decided.title) == (True, title), decided
