@@ -23,6 +23,7 @@ REQUIRED_ALERTS = {
     "RecallatronRerankDegraded",
     "RecallatronEmbeddingBacklogGrowing",
     "RecallatronEmbeddingStalled",
+    "RecallatronEmbeddingJobDown",
     "RecallatronRecallLatencyHigh",
     "RecallatronErrorRate",
     "RecallatronRateLimited",
@@ -60,6 +61,40 @@ def test_a_broken_rule_fails_its_unit_test(tmp_path: Path) -> None:
     done = promtool("test", "rules", monitoring.ALERT_TESTS.name, cwd=tmp_path)
     assert done.returncode != 0
     assert "RecallatronDenseArmDegraded" in done.stdout + done.stderr
+
+
+def test_an_embedding_job_that_is_gone_is_alerted(tmp_path: Path) -> None:
+    """A stack whose embedding job is gone (crash-looping, scaled to zero)
+    embeds nothing, yet the job's own metrics, the queue's size among them, go
+    with it, so no rule on them can see the stall. Some alert must fire for
+    that namespace, and none for one whose job reports."""
+    shutil.copy(monitoring.ALERTS, tmp_path)
+    alive = [
+        # Every stack has a gateway; "gone" has no embedding job reporting.
+        {"series": 'recallatron_gateway_auth_cache_live{namespace="gone"}', "values": "1x40"},
+        {"series": 'recallatron_gateway_auth_cache_live{namespace="calm"}', "values": "1x40"},
+        {"series": 'recallatron_embedding_job_embedded_total{namespace="calm"}', "values": "5x40"},
+    ]
+    cases = [
+        {"eval_time": "30m", "alertname": rule["alert"], "exp_alerts": []}
+        for rule in monitoring.alert_rules()
+    ]
+    (tmp_path / "gone.test.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [monitoring.ALERTS.name],
+                "evaluation_interval": "1m",
+                "tests": [{"interval": "1m", "input_series": alive, "alert_rule_test": cases}],
+            }
+        )
+    )
+    done = promtool("test", "rules", "gone.test.yaml", cwd=tmp_path)
+    output = done.stdout + done.stderr
+    # Every case expects silence: an alert that fires fails its case and is shown.
+    assert done.returncode != 0 and 'namespace="gone"' in output, (
+        "no alert fires for a namespace without an embedding job:\n" + output
+    )
+    assert 'namespace="calm"' not in output, output
 
 
 def test_every_alert_is_documented_and_tested_firing_and_quiet() -> None:
