@@ -2,10 +2,10 @@
 
 A pair of quotes or brackets around the whole claim is not part of it
 ("Remember that "we ship Friday"." stores we ship Friday); a pair inside it
-is what was said ('"We ship Friday," said Alice') and is kept whole; a mark with no partner
-at either end is dropped. The title is the first sentence, never ended
-inside a quote, and a title cut inside one closes it: its quotes come in
-pairs."""
+is what was said ('"We ship Friday," said Alice') and is kept whole; a mark
+with no partner at either end is dropped. The title is the first sentence,
+never ended inside a quote nor at an abbreviation ("Dr.", "e.g."), and a
+title cut inside a quote closes it: its quotes come in pairs."""
 
 from __future__ import annotations
 
@@ -32,6 +32,14 @@ _EDGES = " \t,:;-"
 # What may follow a closing quote that ends the claim.
 _STOPS = ".!\u2026"
 _SENTENCE_END = re.compile(r"(?<=[.!;])\s+")
+# A stop that ends an abbreviation, not a sentence: a title ("Dr."), a short
+# form ("vs.", "approx."), or letters with stops between ("e.g.", "a.m.",
+# "U.S."). All are short: the few characters before a stop tell.
+_ABBREVIATION = re.compile(
+    r"(?:^|[\s(\"'])(?:(?i:dr|mr|mrs|ms|prof|st|mt|jr|sr|vs|approx|cf|ca|fig|dept|est)|"
+    r"[^\W\d_](?:\.[^\W\d_])+)\.$"
+)
+_ABBREVIATION_CHARS = 12
 # How deep a quote may sit inside others and still be closed; how many
 # layers of quotes around a claim are taken off.
 NESTED = 8
@@ -177,11 +185,21 @@ def _outside_quotes(text: str, ends: Iterator[re.Match[str]], matched: dict[int,
     return len(text)
 
 
+def _sentence_ends(content: str) -> Iterator[re.Match[str]]:
+    """Where a sentence of ``content`` may end: past a stop not ending an
+    abbreviation."""
+    for end in _SENTENCE_END.finditer(content):
+        before = content[max(0, end.start() - _ABBREVIATION_CHARS) : end.start()]
+        if not _ABBREVIATION.search(before):
+            yield end
+
+
 def title(content: str) -> str:
-    """The claim's first sentence (a sentence ends outside quotes), at most
-    MAX_TITLE_CHARS long, cut at a word and closing any quote it cuts."""
+    """The claim's first sentence (a sentence ends outside quotes, not at an
+    abbreviation's stop), at most MAX_TITLE_CHARS long, cut at a word and
+    closing any quote it cuts."""
     matched, _ = pairs(content)
-    first = content[: _outside_quotes(content, _SENTENCE_END.finditer(content), matched)]
+    first = content[: _outside_quotes(content, _sentence_ends(content), matched)]
     first = first.rstrip(" .!;:")
     if len(first) <= MAX_TITLE_CHARS:
         return first

@@ -105,3 +105,23 @@ BRACKETED = [
 def test_brackets_around_the_whole_claim_are_dropped(turn: str, title: str) -> None:
     decided = capture.decide(turn)
     assert (decided.store, decided.title) == (True, title), decided
+
+
+# (turn, title): a stop ending an abbreviation ("Dr.", "e.g.", "vs.") does not
+# end the title's sentence; each title was cut there ("Dr", "e.g").
+ABBREVIATED = [
+    ("Remember that Dr. Smith owns the billing service.", "Dr. Smith owns the billing service"),
+    ("Remember that e.g. staging resets nightly.", "e.g. staging resets nightly"),
+    ("Remember that the standup is at 9 a.m. on Mondays.", "The standup is at 9 a.m. on Mondays"),
+    ("Remember that Postgres vs. MySQL was settled in March. We chose Postgres.",
+     "Postgres vs. MySQL was settled in March"),
+    ("Remember that the API lives at api.example.com. It is behind SSO.",
+     "The API lives at api.example.com"),
+    ("Remember that v2.1 ships on Friday. QA signs off Thursday.", "v2.1 ships on Friday"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("turn", "title"), ABBREVIATED)
+def test_an_abbreviation_does_not_end_the_title(turn: str, title: str) -> None:
+    decided = capture.decide(turn)
+    assert (decided.store, decided.title) == (True, title), decided
