@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -136,10 +137,28 @@ def build_mix(args: argparse.Namespace) -> QueryMix:
 WARMUP = 20
 
 
+def size_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the run's sizes, naming the option: a run of no
+    length, workers or memories would seed a workspace to measure nothing."""
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        return f"--duration {args.duration}: must be a number of seconds more than 0"
+    # --rate 0 is the default: the closed loop.
+    if not (math.isfinite(args.rate) and args.rate >= 0):
+        return f"--rate {args.rate}: must be more than 0 requests a second"
+    for option in ("concurrency", "memories", "members", "pool_size"):
+        value = getattr(args, option)
+        if value < 1:
+            return f"--{option.replace('_', '-')} {value}: must be at least 1"
+    return None
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     log = _log
     # Input is checked before the stack starts or the gateway is called: a
-    # bad --classes, --queries or --member is refused at once (exit 2).
+    # bad size, --classes, --queries or --member is refused at once (exit 2).
+    problem = size_problem(args)
+    if problem:
+        raise Refused(problem)
     try:
         mix = build_mix(args)
     except ValueError as exc:

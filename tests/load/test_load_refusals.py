@@ -29,6 +29,19 @@ def no_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--queries", "/nonexistent/queries.txt"], "No such file"),
         (["--members", "2", "--member", "2"], "--member 2: the workspace has 2 members"),
         (["--member", "-1"], "--member -1: the workspace has 8 members"),
+        # Each of these seeded the workspace, then reported a run of 0
+        # requests with exit 0 (a memory count of 0: 'no queries for class(es) rare').
+        (["--duration", "0"], "--duration 0.0: must be a number of seconds more than 0"),
+        (["--duration", "-5"], "--duration -5.0: must be a number of seconds more than 0"),
+        (["--duration", "nan"], "--duration nan: must be a number of seconds more than 0"),
+        (["--duration", "inf"], "--duration inf: must be a number of seconds more than 0"),
+        (["--concurrency", "0"], "--concurrency 0: must be at least 1"),
+        (["--concurrency", "-3"], "--concurrency -3: must be at least 1"),
+        (["--rate", "-10"], "--rate -10.0: must be more than 0 requests a second"),
+        (["--rate", "nan"], "--rate nan: must be more than 0 requests a second"),
+        (["--memories", "0"], "--memories 0: must be at least 1"),
+        (["--members", "0"], "--members 0: must be at least 1"),
+        (["--pool-size", "0"], "--pool-size 0: must be at least 1"),
     ],
 )
 def test_bad_load_input_is_refused_with_error_and_exit_2(
