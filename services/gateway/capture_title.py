@@ -133,6 +133,9 @@ def unquoted(text: str) -> str:
         text = text.strip(_EDGES)
         if not text:
             break
+        # A space before the closing stops is not the claim's ("Friday" .).
+        before_stops = text.rstrip(_STOPS)
+        text = before_stops.rstrip() + text[len(before_stops) :]
         matched, unmatched = pairs(text)
         last = len(text.rstrip(_STOPS)) - 1
         closing = _bracket_closing(text)

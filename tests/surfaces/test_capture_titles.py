@@ -125,3 +125,20 @@ ABBREVIATED = [
 def test_an_abbreviation_does_not_end_the_title(turn: str, title: str) -> None:
     decided = capture.decide(turn)
     assert (decided.store, decided.title) == (True, title), decided
+
+
+# (turn, title): a space before the closing stop is not part of the claim;
+# each kept the quotes or brackets around it and a body of its own ("We ship
+# Friday .") beside a title that said the same.
+SPACED_STOP = [
+    ('Remember that "we ship Friday" .', "We ship Friday"),
+    ("Remember that (the deploy is Friday) !", "The deploy is Friday"),
+    ('Remember that "we ship Friday" ...', "We ship Friday"),
+    ("Remember that we ship Friday .", "We ship Friday"),
+]
+
+
+@pytest.mark.parametrize(("turn", "title"), SPACED_STOP)
+def test_a_space_before_the_closing_stop_is_not_part_of_the_claim(turn: str, title: str) -> None:
+    decided = capture.decide(turn)
+    assert (decided.store, decided.title, decided.body) == (True, title, ""), decided
