@@ -45,7 +45,6 @@ from services.gateway.capture_doubts import (
     fold,
 )
 from services.gateway.capture_ids import MAX_RESTATED as MAX_RESTATED
-from services.gateway.capture_ids import earlier_request_id as earlier_request_id
 from services.gateway.capture_ids import request_id_for as request_id_for
 from services.gateway.capture_ids import restated_id as restated_id
 from services.gateway.capture_ids import said_alike as said_alike

@@ -56,22 +56,6 @@ def request_id_for(
     return _turn_id(key, member_id, said_alike(text), occurred_at, purpose, episode_id)
 
 
-def earlier_request_id(
-    key: bytes,
-    member_id: str,
-    text: str,
-    occurred_at: datetime | None,
-    purpose: int = 0,
-    episode_id: str = "",
-) -> str | None:
-    """The id the turn had when ids were made from its raw text, when that is
-    not :func:`request_id_for`'s (its text was not already written alike): a
-    memory captured then is found under it."""
-    if said_alike(text) == text:
-        return None
-    return _turn_id(key, member_id, text, occurred_at, purpose, episode_id)
-
-
 # How many times the same words may be forgotten and said again (each a
 # memory of its own, each found again by the chain of ids below).
 MAX_RESTATED = 20

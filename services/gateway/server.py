@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -222,13 +221,6 @@ class MemoryServicer(Forwarding):
             occurred,
             request.episode_id,
         )
-        earlier = None if request.request_id else capture.earlier_request_id(*ids)
-        if earlier and self._stored_under(earlier, remember, who):
-            # Captured when ids were made from the raw text: replayed as it was
-            # asked then, its claim read from the text as written.
-            then = capture.decide(request.text)
-            if then.store:
-                remember = self._remember(then, earlier, ident, who, occurred, request.episode_id)
         resp = self.peers.as_member(calls.REMEMBER, remember, who)
         # Words with no time and no request id of the caller's are one turn
         # while its memory lives; once forgotten (a replay then answers its id
@@ -265,29 +257,6 @@ class MemoryServicer(Forwarding):
             episode_id=episode_id,
             occurred_at=convert.timestamp(occurred or datetime.now(UTC)),
         )
-
-    def _stored_under(self, request_id: str, remember: pb.RememberRequest, who: cpb.Caller) -> bool:
-        """Whether a memory was made under ``request_id`` (a turn captured when
-        its id was made from its raw text), asked without writing one: the
-        same request linked to a memory that does not exist is refused as a
-        replay of another request when the id is known (or answered as one
-        when it was kept without a fingerprint), NOT_FOUND, writing nothing,
-        when it is not."""
-        probe = pb.RememberRequest()
-        probe.CopyFrom(remember)
-        probe.request_id = request_id
-        probe.about_ids.append(str(uuid.uuid4()))
-        try:
-            self.peers.as_member(calls.REMEMBER, probe, who)
-        except errors.Relayed as exc:
-            if exc.code == grpc.StatusCode.NOT_FOUND.value[0]:
-                return False
-            if exc.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and exc.message.startswith(
-                "request_id:"
-            ):
-                return True
-            raise
-        return True
 
     def DescribeTools(
         self,
