@@ -21,7 +21,7 @@ from services.store.domain.control import ControlPlane
 from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import Databases
-from tests.two_servers import store_on, two_servers
+from tests.two_servers import before_step, store_on, two_servers
 
 pytestmark = pytest.mark.integration
 
@@ -184,3 +184,37 @@ def test_a_kept_copy_whose_server_does_not_answer_is_dropped_later(
     assert kept_copies_of(servers, ws.database_name) == []
     assert main(["servers", "kept"]) == 0
     assert kept not in capsys.readouterr().out
+
+
+def test_a_deletion_drops_what_a_rolled_back_move_left_on_a_target_that_did_not_answer(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A move rolled back while its target did not answer leaves the copy it
+    made there (the source serves on); the copy was named by nothing, so a
+    deletion of the workspace left it, text included, on the target."""
+    dbs, control = store
+    ws = control.create_workspace(f"left-{uuid.uuid4().hex[:8]}", "default")
+    original = Mover._conn
+    target_down = False
+
+    def conn(mover: Mover, server: str, database: str = "postgres") -> object:
+        if target_down and server == "b":
+            raise psycopg.OperationalError("connection refused")
+        return original(mover, server, database)
+
+    def fail_before_the_seal() -> None:
+        nonlocal target_down
+        target_down = True
+        raise errors.Unavailable("the target did not catch up in time")
+
+    monkeypatch.setattr(Mover, "_conn", conn)
+    before_step(monkeypatch, "copied", fail_before_the_seal)
+    with pytest.raises(errors.Unavailable):
+        Mover(dbs, control).move(ws.id, "b")
+    monkeypatch.undo()
+    assert control.workspace(ws.id, fresh=True).server == "default"
+    assert sorted(databases_named(servers, ws.database_name)) == ["b", "default"]
+    WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
+    assert databases_named(servers, ws.database_name) == []

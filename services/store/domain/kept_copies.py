@@ -4,10 +4,12 @@ Moving; docs/reliability.md, "Deleting a workspace").
 ``move-workspace --keep-source`` leaves the old database on its server,
 renamed and closed to connections. It holds the workspace's text as of the
 move, so each is recorded in the control plane (``kept_copy``) and dropped
-when the workspace is deleted. A server that does not answer then (or is
-no longer configured) must not keep the workspace from being deleted: its
-copy stays recorded under the deleted workspace's id, and ``recallatron
-servers drop-kept`` drops it later."""
+when the workspace is deleted; so is what a rolled-back move left on a
+target that did not answer (services/store/domain/moving.py, rollback).
+A server that does not answer then (or is no longer configured) must not
+keep the workspace from being deleted: its copy stays recorded under the
+deleted workspace's id, and ``recallatron servers drop-kept`` drops it
+later."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from psycopg import sql
 
 from recallatron import errors
 from services.store.infrastructure.db import Databases
@@ -65,7 +68,7 @@ class KeptCopies:
         left = []
         for copy in copies:
             try:
-                self.dbs.drop_database(copy.server, copy.database)
+                self._drop(copy)
             except errors.InvalidArgument as exc:  # a name no longer configured
                 left.append(NotDropped(copy, exc.description))
                 continue
@@ -85,3 +88,21 @@ class KeptCopies:
                 not_dropped.why,
             )
         return left
+
+    def _drop(self, copy: KeptCopy) -> None:
+        try:
+            self.dbs.drop_database(copy.server, copy.database)
+        except psycopg.errors.ObjectInUse:
+            # A copy a rolled-back move left still holds its subscription,
+            # which a drop refuses to take along: it goes first, without its
+            # slot (the rollback dropped that on the source).
+            with self.dbs.admin(copy.server, copy.database) as conn:
+                for (name,) in conn.execute(q.SUBSCRIPTIONS_HERE).fetchall():
+                    subscription = sql.Identifier(name)
+                    for statement in (
+                        "ALTER SUBSCRIPTION {} DISABLE",
+                        "ALTER SUBSCRIPTION {} SET (slot_name = NONE)",
+                        "DROP SUBSCRIPTION {}",
+                    ):
+                        conn.execute(sql.SQL(statement).format(subscription))
+            self.dbs.drop_database(copy.server, copy.database)

@@ -344,6 +344,7 @@ class Mover:
             if row is None or row[0] != target:
                 raise errors.FailedPrecondition("the workspace's record changed during the move")
             conn.execute(q.SET_MOVE_STATE, ("switched", workspace_id))
+            conn.execute(q.FORGET_KEPT_COPY_SERVING, (workspace_id,))
             conn.execute(q.NOTIFY_MOVED, (workspace_id,))
         self.control.settings(workspace_id, fresh=True)
         # Rows queued at the source came along: the job looks at the new place.
@@ -394,13 +395,20 @@ class Mover:
                     conn.execute(
                         sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database))
                     )
+                # Left there by an earlier rollback, and gone now.
+                with self._control() as conn:
+                    conn.execute(q.FORGET_KEPT_COPY, (target, database))
         except psycopg.OperationalError:
             # A target that no longer answers keeps what the move made there
             # (the source serves on, and the move's record goes): the
-            # workspace must not be stuck behind a server that is gone.
+            # workspace must not be stuck behind a server that is gone. The
+            # copy is recorded, so that deleting the workspace drops it.
+            if target != source:
+                KeptCopies(self.dbs).record(target, database, workspace_id)
             self.log(
-                f"rollback: {target!r} does not answer; drop database {database} there by "
-                "hand if the move made it"
+                f"rollback: {target!r} does not answer; what the move made there (database "
+                f"{database}) is recorded as a kept copy: deleting the workspace or "
+                "`recallatron servers drop-kept --workspace` drops it"
             )
         with self._conn(source) as conn:
             conn.execute(

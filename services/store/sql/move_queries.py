@@ -32,12 +32,21 @@ INSERT INTO kept_copy (server, database_name, workspace_id) VALUES (%s, %s, %s)
 ON CONFLICT (server, database_name) DO NOTHING
 """
 FORGET_KEPT_COPY = "DELETE FROM kept_copy WHERE server = %s AND database_name = %s"
+# At the switch: a copy left on the target by an earlier rolled-back move was
+# replaced by the workspace's own database there, no longer a copy.
+FORGET_KEPT_COPY_SERVING = """
+DELETE FROM kept_copy k USING workspace w
+WHERE w.id = %s AND k.server = w.server AND k.database_name = w.database_name
+"""
 # Each copy with its workspace's slug ('' once the workspace was deleted).
 KEPT_COPIES = """
 SELECT k.server, k.database_name, k.workspace_id::text, k.kept_at, coalesce(w.slug, '')
 FROM kept_copy k LEFT JOIN workspace w ON w.id = k.workspace_id
 WHERE (%(workspace_id)s::uuid IS NULL OR k.workspace_id = %(workspace_id)s::uuid)
   AND (NOT %(deleted_only)s OR w.id IS NULL)
+  -- Never a database a workspace is served from.
+  AND NOT EXISTS (SELECT 1 FROM workspace s
+                  WHERE s.server = k.server AND s.database_name = k.database_name)
 ORDER BY k.kept_at, k.server, k.database_name
 """
 # Delivered at the switch's commit: replicas drop their cached record
@@ -95,6 +104,11 @@ CURRENT_LSN = "SELECT pg_current_wal_lsn()::text"
 # -- target --
 AS_REPLICA = "SET session_replication_role = replica"
 SUBSCRIPTION_EXISTS = "SELECT 1 FROM pg_subscription WHERE subname = %s"
+# The subscriptions of the connected database (a copy a rolled-back move left).
+SUBSCRIPTIONS_HERE = """
+SELECT s.subname FROM pg_subscription s JOIN pg_database d ON d.oid = s.subdbid
+WHERE d.datname = current_database()
+"""
 # A server's identity: equal for two names or URLs of one Postgres server.
 SYSTEM_ID = "SELECT system_identifier FROM pg_control_system()"
 
