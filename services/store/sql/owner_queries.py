@@ -64,29 +64,55 @@ LIMIT %(limit)s
 # the last ended.
 BY_ID = ("a.id DESC", "a.id < coalesce(%(after_id)s::bigint, 9223372036854775807)")
 BY_NEGATED_ID = ("-a.id", "-a.id > -coalesce(%(after_id)s::bigint, 9223372036854775807)")
+# A window in time walks a GiST index of (..., id, at) (migration 0043)
+# nearest first to the page token's id, that is newest first below it; each
+# index spells the id its own way (id, -id, id::float8) so that only it gives
+# its statement's order. The index measures distance in double precision,
+# exact below 2**53: it is measured from just past the log's last id, not
+# from the largest bigint, where neighbouring ids are at one distance.
+_AFTER = "coalesce(%(after_id)s::bigint, 9223372036854775807)"
+_ORIGIN = f"least({_AFTER}, (SELECT max(l.id) + 1 FROM audit_log l))"
+BY_DISTANCE = (f"a.id <-> {_ORIGIN}", f"a.id < {_AFTER}")
+BY_NEGATED_DISTANCE = (f"(-a.id) <-> (-{_ORIGIN})", f"-a.id > -{_AFTER}")
+BY_FLOAT_DISTANCE = (
+    f"a.id::float8 <-> {_ORIGIN}::float8",
+    f"a.id::float8 < {_AFTER}::float8 AND a.id < {_AFTER}",
+)
+# The window's bounds are index conditions there, infinite when not given
+# ("IS NULL OR" would keep them out of the generic plan's index scan). Its
+# end is exclusive: the index takes it inclusive, so that no end keeps an
+# event at 'infinity', and the plain test leaves out an event at the end.
+ANY_TIME = """
+  AND (%(from)s::timestamptz IS NULL OR a.at >= %(from)s::timestamptz)
+  AND (%(to)s::timestamptz IS NULL OR a.at < %(to)s::timestamptz)"""
+IN_WINDOW = """
+  AND a.at >= coalesce(%(from)s::timestamptz, '-infinity')
+  AND a.at <= coalesce(%(to)s::timestamptz, 'infinity')
+  AND (%(to)s::timestamptz IS NULL OR a.at < %(to)s::timestamptz)"""
 
 
-def _audit_events(member: str, keyset: tuple[str, str] = BY_ID) -> str:
-    """The log newest first, narrowed by ``member`` (a condition on a, or TRUE)."""
+def _audit_events(member: str, keyset: tuple[str, str] = BY_ID, window: str = ANY_TIME) -> str:
+    """The log newest first, narrowed by ``member`` (a condition on a, or
+    TRUE) and the time ``window``."""
     order, after = keyset
     return f"""
 SELECT a.id, a.at, a.member_id::text, a.action, a.memory_id::text, a.detail
 FROM audit_log a
-WHERE {member}
-  AND (%(from)s::timestamptz IS NULL OR a.at >= %(from)s::timestamptz)
-  AND (%(to)s::timestamptz IS NULL OR a.at < %(to)s::timestamptz)
+WHERE {member}{window}
   AND {after}
 ORDER BY {order}
 LIMIT %(limit)s
 """
 
 
-def _audit_events_of_actions(member: str) -> str:
+def _audit_events_of_actions(
+    member: str, keyset: tuple[str, str] = BY_NEGATED_ID, window: str = ANY_TIME
+) -> str:
     """Some actions' events (at most MAX_AUDIT_ACTIONS), narrowed by
     ``member``: each action's page walked in its own index from the page
     token's position (behind "= ANY" no index gives the log's order), then
     merged."""
-    page = _audit_events(f"{member} AND a.action = k.action", BY_NEGATED_ID)
+    page = _audit_events(f"{member} AND a.action = k.action", keyset, window)
     return f"""
 SELECT e.* FROM unnest(%(actions)s::text[]) AS k(action)
 CROSS JOIN LATERAL ({page}) AS e
@@ -105,6 +131,18 @@ AUDIT_EVENTS_BY_MEMBER = _audit_events("a.member_id = %(member)s::uuid", BY_NEGA
 AUDIT_EVENTS_OF_ACTIONS = _audit_events_of_actions("TRUE")
 # Some actions' of one member, from audit_log_member_action_idx.
 AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS = _audit_events_of_actions("a.member_id = %(member)s::uuid")
+# The same within a window in time, from migration 0043's indexes: the whole
+# log's from audit_log_time_idx, a member's (of some actions or not) from
+# audit_log_member_time_idx, some actions' of every member from
+# audit_log_action_time_idx.
+AUDIT_EVENTS_IN_WINDOW = _audit_events("TRUE", BY_DISTANCE, IN_WINDOW)
+AUDIT_EVENTS_BY_MEMBER_IN_WINDOW = _audit_events(
+    "a.member_id = %(member)s::uuid", BY_NEGATED_DISTANCE, IN_WINDOW
+)
+AUDIT_EVENTS_OF_ACTIONS_IN_WINDOW = _audit_events_of_actions("TRUE", BY_FLOAT_DISTANCE, IN_WINDOW)
+AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS_IN_WINDOW = _audit_events_of_actions(
+    "a.member_id = %(member)s::uuid", BY_NEGATED_DISTANCE, IN_WINDOW
+)
 
 # A change the control plane made to the workspace (a member, a token, its
 # settings), written by the owner role after that change committed
