@@ -71,6 +71,7 @@ def main() -> None:
             settings,
             [services[name] for name in ("MemoryService", "ReviewService", "AdminService")],
             auth,
+            body_budget=settings.http_body_budget_bytes,
         )
         http = HttpJsonServer(settings.http_listen, app, settings.http_connections_per_address)
         http_port = http.start(os.environ.get("RECALLATRON_HTTP_PORT_FILE", ""))

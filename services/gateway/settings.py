@@ -57,3 +57,9 @@ class GatewaySettings(StorePeer, RankPeer):
     # 503 for that address): one address cannot take the server's 1,000. Behind
     # an ingress every client is the ingress's address: raise it there.
     http_connections_per_address: int = Field(default=100, ge=1)
+    # Bytes of HTTP/JSON request bodies this process holds at once (each up
+    # to RECALLATRON_MAX_MESSAGE_BYTES, held from its reading to its call's
+    # end): over it, 503 unavailable, the body unread. Well under the pod's
+    # 384Mi (docs/kubernetes.md); at least the message limit, or the largest
+    # bodies are never taken.
+    http_body_budget_bytes: int = Field(default=64 * 1024 * 1024, ge=1)

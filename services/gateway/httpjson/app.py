@@ -43,8 +43,10 @@ from recallatron.grpcserver.status import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, c
 from recallatron.settings import CommonSettings
 from services.gateway import forwarded, scopes
 from services.gateway.httpjson.body import PROTO_TYPE, Refused, decode, media_type
+from services.gateway.httpjson.budget import BodyBudget, Reservation
 from services.gateway.httpjson.openapi import document
 from services.gateway.httpjson.relay import ADMITTED, AUTHORIZATION, CODES, Relay, path, relays
+from services.gateway.settings import GatewaySettings
 
 Scope = MutableMapping[str, Any]
 Event = MutableMapping[str, Any]
@@ -52,6 +54,7 @@ Receive = Callable[[], Awaitable[Event]]
 Send = Callable[[Event], Awaitable[None]]
 
 OPENAPI_PATH = "/openapi.json"
+BODY_BUDGET_BYTES = int(GatewaySettings.model_fields["http_body_budget_bytes"].default)
 
 
 _TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
@@ -144,7 +147,7 @@ def error_body(refused: Refused) -> bytes:
 async def _refuse(scope: Scope, send: Send, refused: Refused) -> None:
     if refused.counted:
         RPC_STATUS.labels(scope["path"], refused.counted).inc()
-    await respond(send, refused.status, error_body(refused))
+    await respond(send, refused.status, error_body(refused), *refused.headers)
 
 
 async def respond(send: Send, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
@@ -198,8 +201,12 @@ class HttpJsonApp:
         services: Iterable[ServiceDescriptor],
         auth: Admission,
         version: str = "v1",
+        body_budget: int = BODY_BUDGET_BYTES,
     ) -> None:
+        """``body_budget``: the bytes of request bodies held at once (the
+        gateway's ``http_body_budget_bytes``)."""
         services = list(services)
+        self.budget = BodyBudget(body_budget)
         self.auth = auth
         # Off the event loop: the token's check (it may ask the store) and the
         # body's inflating and decoding, so one call never holds up the rest.
@@ -236,6 +243,17 @@ class HttpJsonApp:
             )
             await respond(send, refused.status, error_body(refused), (b"allow", b"POST"))
             return
+        # The body's bytes are held until the call ends: the decoded request
+        # and the body handed to the library live as long as it.
+        reservation = Reservation(self.budget)
+        try:
+            await self._call(scope, receive, send, reservation)
+        finally:
+            reservation.release()
+
+    async def _call(
+        self, scope: Scope, receive: Receive, send: Send, reservation: Reservation
+    ) -> None:
         admitted: tuple[tuple[str, str], ...] = ()
         if scope["type"] == "http":
             try:
@@ -245,7 +263,7 @@ class HttpJsonApp:
                 await _refuse(scope, send, refused)
                 return
             try:
-                scope, receive = await self._checked(scope, receive)
+                scope, receive = await self._checked(scope, receive, reservation)
             except Refused as refused:
                 await _refuse(scope, send, refused)
                 return
@@ -315,7 +333,9 @@ class HttpJsonApp:
         except errors.DomainError as error:
             raise refused_by(error) from None
 
-    async def _checked(self, scope: Scope, receive: Receive) -> tuple[Scope, _Decoded]:
+    async def _checked(
+        self, scope: Scope, receive: Receive, reservation: Reservation
+    ) -> tuple[Scope, _Decoded]:
         for name, value in scope["headers"]:
             # The Connect runtime reads headers as UTF-8 (a 500 otherwise).
             try:
@@ -361,7 +381,9 @@ class HttpJsonApp:
         encoding = headers.get("content-encoding", "identity").lower()
         if encoding not in ("gzip", "identity"):
             raise Refused(501, "unimplemented", f"content-encoding: {encoding} is not accepted")
-        body = await self._body(receive)
+        if declared.isdigit() and not reservation.cover(int(declared)):
+            raise self._over_budget()
+        body = await self._body(receive, reservation)
         if encoding == "gzip":
             kept = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-encoding"]
             scope = {**scope, "headers": kept}
@@ -381,7 +403,21 @@ class HttpJsonApp:
             body = b"{}"  # an empty JSON body is the empty request
         return body, decode(self.inputs[method], body, content_type)
 
-    async def _body(self, receive: Receive) -> bytes:
+    def _over_budget(self) -> Refused:
+        """The process holds as many body bytes as it may: ``unavailable``
+        (503, Connect's code for a state that passes; another replica, or
+        this one a moment later, serves the call), not ``resource_exhausted``
+        (429), which says the caller spent an allowance of its own. The
+        connection is closed, its body left unread."""
+        return Refused(
+            503,
+            "unavailable",
+            "the gateway is reading as many request bodies as it may at once; retry",
+            counted="UNAVAILABLE",
+            headers=((b"retry-after", b"1"), (b"connection", b"close")),
+        )
+
+    async def _body(self, receive: Receive, reservation: Reservation) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -392,6 +428,9 @@ class HttpJsonApp:
             size += len(chunk)
             if size > self.max_bytes:
                 raise Refused(429, "resource_exhausted", f"request over {self.max_bytes} bytes")
+            # A body of no declared length is reserved as it comes.
+            if not reservation.cover(size):
+                raise self._over_budget()
             chunks.append(chunk)
             if not event.get("more_body", False):
                 return b"".join(chunks)

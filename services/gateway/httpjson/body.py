@@ -49,7 +49,8 @@ def media_type(content_type: str) -> str | None:
 class Refused(Exception):
     """A call answered here with a Connect error, before the library sees it.
     ``counted``: the gRPC code it is counted under in the method's metric
-    ("": not counted); a refusal naming a field is INVALID_ARGUMENT."""
+    ("": not counted); a refusal naming a field is INVALID_ARGUMENT.
+    ``headers``: sent with the answer besides its content type."""
 
     def __init__(
         self,
@@ -59,10 +60,12 @@ class Refused(Exception):
         field: str = "",
         details: Sequence[any_pb2.Any] = (),
         counted: str = "",
+        headers: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field
         self.details = details
+        self.headers = headers
         self.counted = counted or ("INVALID_ARGUMENT" if field else "")
 
 
