@@ -124,8 +124,10 @@ def build_mix(args: argparse.Namespace) -> QueryMix:
     builtin = [c for c in classes if c != "file"]
     per_class = args.pool_size
     if args.rate:
-        # Open loop knows its length: enough per class for the whole run.
-        per_class = max(per_class, int(args.rate * args.duration) // len(classes) + WARMUP + 1)
+        # Open loop knows its length: enough per class for the whole run, up
+        # to a bound (a rate no stack meets would build pools for hours).
+        needed = int(args.rate * args.duration) // len(classes) + WARMUP + 1
+        per_class = max(per_class, min(needed, OPEN_LOOP_POOL_BOUND))
     pools = synthetic.query_mix(per_class, args.memories, args.seed, args.seed + 1, builtin)
     if has_file:
         pools["file"] = read_queries(Path(args.queries), args.allow_repeats)
@@ -135,6 +137,10 @@ def build_mix(args: argparse.Namespace) -> QueryMix:
 
 # Unrecorded requests before measuring.
 WARMUP = 20
+# Queries per class open loop builds at most for its schedule (unless
+# --pool-size asks for more); a run needing more stops early, as when a class
+# runs out.
+OPEN_LOOP_POOL_BOUND = 50_000
 
 
 def size_problem(args: argparse.Namespace) -> str | None:

@@ -152,12 +152,16 @@ class QueryMix:
         return sum(self.requests[n] - self.repeats[n] for n in names)
 
 
+def open_loop_length(rate: float, duration_s: float) -> int:
+    """Requests in a constant-rate schedule."""
+    if not (rate > 0 and duration_s > 0):
+        return 0
+    return int(rate * duration_s)
+
+
 def open_loop_offsets(rate: float, duration_s: float) -> list[float]:
     """Intended send times (seconds from start) of a constant-rate schedule."""
-    if rate <= 0 or duration_s <= 0:
-        return []
-    count = int(rate * duration_s)
-    return [i / rate for i in range(count)]
+    return [i / rate for i in range(open_loop_length(rate, duration_s))]
 
 
 def _outcome(call: Callable[[], Any]) -> str | None:
@@ -221,22 +225,33 @@ def run_open_loop(
     max_requests of it); each latency counts from the request's intended send
     time, including any wait for a worker, and goes to `recorder` and to
     by_class(i)."""
-    offsets = open_loop_offsets(rate, duration_s)[:max_requests]
+    # Computed as sent, not listed: a long schedule at a high rate is millions.
+    count = open_loop_length(rate, duration_s)
+    if max_requests is not None:
+        count = min(count, max_requests)
     start = clock()
+    # Requests waiting for a worker, bounded so a rate the callee cannot meet
+    # does not queue the whole schedule; a wait still counts from the intended
+    # send time, so the latencies are those of an unbounded queue.
+    waiting = threading.Semaphore(4 * max_workers)
 
     def send(i: int, intended: float) -> None:
-        error = _outcome(lambda: call(i))
-        latency = clock() - intended
-        recorder.record(latency, error)
-        if by_class is not None:
-            by_class(i).record(latency, error)
+        try:
+            error = _outcome(lambda: call(i))
+            latency = clock() - intended
+            recorder.record(latency, error)
+            if by_class is not None:
+                by_class(i).record(latency, error)
+        finally:
+            waiting.release()
 
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        for i, offset in enumerate(offsets):
-            intended = start + offset
+        for i in range(count):
+            intended = start + i / rate
             delay = intended - clock()
             if delay > 0:
                 sleep(delay)
+            waiting.acquire()
             pool.submit(send, i, intended)
     return clock() - start
 
@@ -297,7 +312,7 @@ def measure(
         # The pools ran out before the duration (open loop: the schedule) did.
         exhausted=limit is not None
         and recorder.requests >= limit
-        and (not rate or len(open_loop_offsets(rate, duration_s)) > limit),
+        and (not rate or open_loop_length(rate, duration_s) > limit),
     )
     return result
 
