@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -181,13 +182,25 @@ class Server:
         for name in [*self.service_names, ""]:
             self.health.set(name, state)
 
-    def wait_for_termination(self, on_stop: Callable[[], None] | None = None) -> None:
+    def wait_for_termination(
+        self,
+        on_stop: Callable[[], None] | None = None,
+        before_drain: Callable[[float], None] | None = None,
+    ) -> None:
         """Blocks until SIGTERM or SIGINT, then drains: health goes NOT_SERVING,
-        new calls are refused, in-flight calls get the grace period to finish."""
+        new calls are refused, in-flight calls get the grace period to finish.
+        ``before_drain(grace)``: drains what calls this server (a front in the
+        same process) while it still serves them; the drain gets what is left
+        of the grace."""
 
         self.stopped.wait()
         self.health.enter_graceful_shutdown()
-        self.grpc_server.stop(self.settings.shutdown_grace_seconds).wait()
+        grace = self.settings.shutdown_grace_seconds
+        if before_drain is not None:
+            began = time.monotonic()
+            before_drain(grace)
+            grace = max(0.0, grace - (time.monotonic() - began))
+        self.grpc_server.stop(grace).wait()
         if on_stop is not None:
             on_stop()
         log.info("stopped")

@@ -84,14 +84,20 @@ def main() -> None:
     server.set_serving()
     log.info("serving")
 
+    def before_drain(grace: float) -> None:
+        # HTTP/JSON first, while the gRPC server its calls are relayed to
+        # still serves: its calls in flight finish, and a kept-alive
+        # connection is closed (its client goes elsewhere) instead of
+        # answered unavailable through a server that is draining.
+        if http:
+            http.stop(grace)
+
     def on_stop() -> None:
         watcher.close()
         if review:
             review.stop()
-        if http:
-            http.stop()
 
-    server.wait_for_termination(on_stop=on_stop)
+    server.wait_for_termination(on_stop=on_stop, before_drain=before_drain)
 
 
 if __name__ == "__main__":

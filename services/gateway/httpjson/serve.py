@@ -5,6 +5,7 @@ connections (uvicorn keeps one that sends nothing open for good)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 import threading
 from collections import Counter
@@ -138,7 +139,14 @@ class HttpJsonServer:
             write_port(port_file, self.port)
         return self.port
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 10.0) -> None:
+        """Stops accepting connections and closes the idle ones at once; a
+        call in flight (its body still arriving too) gets ``grace`` seconds
+        to be answered, its connection closed then. Called before the gRPC
+        server drains: the calls are relayed to it."""
+        self.server.config.timeout_graceful_shutdown = math.ceil(grace)
         self.server.should_exit = True
-        self.thread.join(timeout=5)
+        # Past the grace, the lifespan's shutdown (the relay's channels) and
+        # uvicorn's 0.1 s ticks.
+        self.thread.join(timeout=grace + 5)
         self.socket.close()
