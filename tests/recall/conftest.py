@@ -43,6 +43,9 @@ def one_connection(stack: Stack) -> Iterator[Any]:
         StoreSettings(
             database_url=stack.database_url,
             app_password=stack.app_password,
+            # As the stack's own store: reaching the server sets the app
+            # role's password with this many rounds.
+            app_password_scram_iterations=1,
             pool_max_size=1,
         )
     )

@@ -42,6 +42,9 @@ def removal(stack: Stack) -> Iterator[MemberRemoval]:
     settings = StoreSettings(
         database_url=stack.database_url,
         app_password=stack.app_password,
+        # As the stack's own store: reaching the server sets the app role's
+        # password with this many rounds.
+        app_password_scram_iterations=1,
         statement_timeout_ms=TIMEOUT_MS,
     )
     dbs = Databases(settings)

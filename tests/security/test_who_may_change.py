@@ -189,7 +189,13 @@ def test_review_page_applies_the_same_rule(stack: Stack, team: Team) -> None:
     before = dbutil.checksum(stack, team.database_name)
     common = {"csrf": csrf.group(1), "purpose": "assist", "first_id": a.id, "second_id": b.id}
     decisions = [
-        {**common, "action": "forget", "target_id": a.id, "reason": "duplicate"},
+        {
+            **common,
+            "action": "forget",
+            "target_id": a.id,
+            "target_revision": "1",
+            "reason": "duplicate",
+        },
         {
             **common,
             "action": "supersede",
