@@ -16,10 +16,12 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
 import grpc
+from google.protobuf.descriptor import MethodDescriptor
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -34,32 +36,64 @@ Metadata: TypeAlias = tuple[tuple[str, str], ...]
 
 log = logging.getLogger("recallatron.grpcclient")
 
+
+class Replay(Enum):
+    """What a write whose request carries a request_id answers when it is sent
+    again with the same id after a first attempt that was done."""
+
+    # The first attempt's answer (design §7): a resend after a lost answer is
+    # safe, so the channel may resend.
+    FIRST_ANSWER = "the first answer"
+    # ALREADY_EXISTS naming what the first attempt made, whose answer is not
+    # kept (a token's secret): a resend would lose the answer, so sent once.
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+
+    @property
+    def resendable(self) -> bool:
+        return self is Replay.FIRST_ANSWER
+
+
+# Every method whose request carries a request_id, by name (the same in each
+# service serving it), with what it answers a resend. A method with one that
+# is not here is sent once until it is declared.
+IDENTIFIED_WRITES: Mapping[str, Replay] = {
+    "Remember": Replay.FIRST_ANSWER,
+    "Derive": Replay.FIRST_ANSWER,
+    "Correct": Replay.FIRST_ANSWER,
+    "Supersede": Replay.FIRST_ANSWER,
+    "Forget": Replay.FIRST_ANSWER,
+    "Capture": Replay.FIRST_ANSWER,
+    "CreateToken": Replay.ALREADY_EXISTS,
+    "RotateToken": Replay.ALREADY_EXISTS,
+}
+
 # Calls that act again when sent again and carry no request id to tell a
 # resend from a new call: another episode, token, rotation or merge, or a
 # refusal of what the first attempt already did (a second delete).
 _ACT_AGAIN = ("Create", "Rotate", "Merge", "Undo", "Delete", "Remove")
-# Writes whose request id is optional, and whose resend with one is refused
-# (ALREADY_EXISTS naming the token made), not answered: sent once too.
-_ONCE_THOUGH_IDENTIFIED = ("CreateToken", "RotateToken")
 
 
-def not_retried() -> list[dict[str, str]]:
-    """The methods a channel never sends again after UNAVAILABLE: writes
-    without a request id (by the name's verb), in every service of the
-    stack. A write with a request id is safe to resend (the store answers a
-    resend with the first answer, design §7); a read is."""
+def _sent_once(method: MethodDescriptor, replays: Mapping[str, Replay]) -> bool:
+    if "request_id" in method.input_type.fields_by_name:
+        replay = replays.get(method.name)
+        return replay is None or not replay.resendable
+    return method.name.startswith(_ACT_AGAIN)
+
+
+def not_retried(replays: Mapping[str, Replay] = IDENTIFIED_WRITES) -> list[dict[str, str]]:
+    """The methods a channel never sends again after UNAVAILABLE, in every
+    service of the stack: a write with a request id whose resend is not
+    answered with the first answer (``replays``), and a write without one
+    that acts again (by the name's verb). Reads are safe to resend."""
     from recallatron.v1 import embed_pb2, gateway_pb2, rank_pb2, store_pb2, tools_pb2
 
-    names = []
-    for module in (gateway_pb2, store_pb2, tools_pb2, rank_pb2, embed_pb2):
-        for service in module.DESCRIPTOR.services_by_name.values():
-            for method in service.methods:
-                if method.name.startswith(_ACT_AGAIN) and (
-                    "request_id" not in method.input_type.fields_by_name
-                    or method.name in _ONCE_THOUGH_IDENTIFIED
-                ):
-                    names.append({"service": service.full_name, "method": method.name})
-    return names
+    return [
+        {"service": service.full_name, "method": method.name}
+        for module in (gateway_pb2, store_pb2, tools_pb2, rank_pb2, embed_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+        if _sent_once(method, replays)
+    ]
 
 
 _SERVICE_CONFIG = json.dumps(
@@ -74,7 +108,7 @@ _SERVICE_CONFIG = json.dumps(
                 # Only UNAVAILABLE is retried: the call never reached a server,
                 # the server was going away, or a peer behind it was down.
                 # Reads are safe to resend, and so are writes with a client
-                # request id (a resend is answered as the first was).
+                # request id whose resend is answered as the first was.
                 "retryPolicy": {
                     "maxAttempts": 3,
                     "initialBackoff": "0.05s",

@@ -1,6 +1,6 @@
 """The channels' retry policy (recallatron/grpcclient.py): after UNAVAILABLE a
-read or a write with a request id is sent again (the store answers a resend
-as it answered the first), a write without one is sent once, since a resend
+read or a write with a request id is sent again when it answers a resend
+as it answered the first (its declared Replay), a write without one is sent once, since a resend
 could do it twice (another episode, another token) though the first attempt
 was done and only its answer lost."""
 
@@ -13,9 +13,9 @@ from concurrent import futures
 import grpc
 import pytest
 
-from recallatron.grpcclient import make_channel, not_retried
+from recallatron.grpcclient import IDENTIFIED_WRITES, Replay, make_channel, not_retried
+from recallatron.v1 import embed_pb2, gateway_pb2, gateway_pb2_grpc, rank_pb2, store_pb2, tools_pb2
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron.v1 import gateway_pb2_grpc
 
 SENT: Counter[str] = Counter()
 
@@ -27,7 +27,9 @@ def _unavailable(request: bytes, context: grpc.ServicerContext) -> bytes:
 
 
 class _Everything(grpc.GenericRpcHandler):
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[bytes, bytes]:
         return grpc.unary_unary_rpc_method_handler(_unavailable)
 
 
@@ -47,7 +49,7 @@ def _sent(call: grpc.UnaryUnaryMultiCallable, request: object, name: str) -> int
     SENT.clear()
     with pytest.raises(grpc.RpcError) as caught:
         call(request, timeout=10)
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     return SENT[name]
 
 
@@ -75,3 +77,33 @@ def test_every_write_without_a_request_id_that_acts_again_is_listed() -> None:
     } <= listed
     # Writes a resend cannot double stay retried.
     assert not {m for s, m in listed} & {"Remember", "CreateMemory", "Forget", "Read"}
+
+
+def _listed(replays: dict[str, Replay]) -> set[tuple[str, str]]:
+    return {(n["service"].rsplit(".", 1)[1], n["method"]) for n in not_retried(replays)}
+
+
+def test_a_newly_tabled_method_follows_its_declaration() -> None:
+    # Remember declared as refusing its resend is sent once wherever it is
+    # served; CreateToken declared as answering the first answer is resent.
+    table = {**IDENTIFIED_WRITES, "Remember": Replay.ALREADY_EXISTS}
+    table["CreateToken"] = Replay.FIRST_ANSWER
+    listed = _listed(table)
+    assert {("MemoryService", "Remember"), ("ToolService", "Remember")} <= listed
+    assert not {m for s, m in listed} & {"CreateToken"}
+    assert ("AdminService", "RotateToken") in listed
+    # Left out of the table, a write with a request id is sent once.
+    untabled = {k: v for k, v in IDENTIFIED_WRITES.items() if k != "Derive"}
+    assert ("MemoryService", "Derive") in _listed(untabled)
+    assert ("MemoryService", "Derive") not in _listed(dict(IDENTIFIED_WRITES))
+
+
+def test_every_method_with_a_request_id_declares_its_replay() -> None:
+    identified = {
+        m.name
+        for module in (gateway_pb2, store_pb2, tools_pb2, rank_pb2, embed_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for m in service.methods
+        if "request_id" in m.input_type.fields_by_name
+    }
+    assert identified == set(IDENTIFIED_WRITES)
