@@ -7,6 +7,7 @@ however it ends, so the next is taken."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import MutableMapping
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from recallatron.settings import CommonSettings
 from recallatron.v1 import gateway_pb2
 from services.gateway.httpjson.app import BODY_BUDGET_BYTES, HttpJsonApp
+from services.gateway.httpjson.budget import Reservation
 
 SERVICES = [
     gateway_pb2.DESCRIPTOR.services_by_name[n]
@@ -34,6 +36,19 @@ class _Open:
         return ()
 
 
+def _scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """A call of DescribeTools with these headers."""
+    return {
+        "type": "http",
+        "method": "POST",
+        "path": DESCRIBE,
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("192.0.2.7", 4000),
+    }
+
+
 class _Call:
     """One call whose body arrives in two parts: ``{`` at once, the rest
     (or the client's going away) only when :meth:`finish` is called."""
@@ -51,15 +66,7 @@ class _Call:
         headers = [(b"content-type", b"application/json")]
         if self.length is not None:
             headers.append((b"content-length", str(self.length).encode()))
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": DESCRIBE,
-            "root_path": "",
-            "query_string": b"",
-            "headers": headers,
-            "client": ("192.0.2.7", 4000),
-        }
+        scope = _scope(headers)
 
         async def receive() -> dict[str, Any]:
             self.parts += 1
@@ -154,3 +161,57 @@ def test_a_body_of_no_declared_length_is_held_as_it_arrives() -> None:
         assert app.budget.held == 0
 
     asyncio.run(run())
+
+
+async def _gzip_call(app: HttpJsonApp, body: bytes) -> tuple[int, dict[str, Any]]:
+    """One call of a gzip body sent whole: its status and its answer."""
+    wire = gzip.compress(body)
+    scope = _scope(
+        [
+            (b"content-type", b"application/json"),
+            (b"content-encoding", b"gzip"),
+            (b"content-length", str(len(wire)).encode()),
+        ]
+    )
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": wire, "more_body": False}
+
+    async def send(event: MutableMapping[str, Any]) -> None:
+        sent.append(event)
+
+    await asyncio.wait_for(app(scope, receive, send), WAIT_SECONDS)
+    return sent[0]["status"], json.loads(sent[-1]["body"])
+
+
+def test_a_gzip_body_is_held_inflated_and_refused_past_the_budget() -> None:
+    """Only the bytes sent were reserved: a gzip body of a few dozen bytes
+    inflated to 5,000 against a budget of 1,000 was decoded (every worker
+    could hold the message limit more while inflating)."""
+
+    async def run() -> None:
+        app = _app(1000)
+        status, answer = await _gzip_call(app, b"{" + b" " * 4982 + REST)
+        assert (status, answer.get("code")) == (503, "unavailable"), answer
+        assert app.budget.held == 0
+        # One that fits inflated is taken, read and decoded.
+        status, answer = await _gzip_call(app, b"{" + b" " * 500 + REST)
+        assert (status, answer.get("code")) == (400, "invalid_argument"), answer
+        assert app.budget.held == 0
+
+    asyncio.run(run())
+
+
+def test_a_gzip_body_holds_what_it_inflates_to_until_its_call_ends() -> None:
+    """The reservation covers the inflated body (the bytes sent dropped):
+    what the call holds while the request is relayed."""
+    app = _app(10_000)
+    inflated = b"{" + b" " * 4998 + b"}"
+    reservation = Reservation(app.budget)
+    reservation.cover(100)
+    body, _ = app._request(DESCRIBE, gzip.compress(inflated), "application/json", reservation)
+    assert body == inflated
+    assert (reservation.size, app.budget.held) == (len(inflated), len(inflated))
+    reservation.release()
+    assert app.budget.held == 0

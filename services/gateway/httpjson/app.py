@@ -57,6 +57,8 @@ OPENAPI_PATH = "/openapi.json"
 BODY_BUDGET_BYTES = int(GatewaySettings.model_fields["http_body_budget_bytes"].default)
 
 
+# The most bytes a gzip body is inflated by at once, each step reserved as it comes.
+_GUNZIP_STEP = 64 * 1024
 _TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
 # The headers of a call that hold one value, each checked here before the
 # library reads it (its first; a dict of them here, the last).
@@ -389,16 +391,25 @@ class HttpJsonApp:
             scope = {**scope, "headers": kept}
         loop = asyncio.get_running_loop()
         body, request = await loop.run_in_executor(
-            self.pool, self._request, scope["path"], body, content_type, encoding == "gzip"
+            self.pool,
+            self._request,
+            scope["path"],
+            body,
+            content_type,
+            reservation if encoding == "gzip" else None,
         )
         return scope, _Decoded(request, body, receive)
 
     def _request(
-        self, method: str, body: bytes, content_type: str, gzipped: bool
+        self, method: str, body: bytes, content_type: str, gzipped: Reservation | None
     ) -> tuple[bytes, ProtoMessage]:
-        """The body as it was sent (inflated) and the method's request decoded from it."""
-        if gzipped:
-            body = self._gunzip(body)
+        """The body as it was sent (inflated when ``gzipped``, the call's
+        reservation, which then holds the inflated body) and the method's
+        request decoded from it."""
+        if gzipped is not None:
+            body = self._gunzip(body, gzipped)
+            # The bytes sent are dropped as this returns; the inflated are held.
+            gzipped.hold(len(body))
         if content_type != PROTO_TYPE and not body.strip():
             body = b"{}"  # an empty JSON body is the empty request
         return body, decode(self.inputs[method], body, content_type)
@@ -435,22 +446,42 @@ class HttpJsonApp:
             if not event.get("more_body", False):
                 return b"".join(chunks)
 
-    def _gunzip(self, body: bytes) -> bytes:
+    def _gunzip(self, body: bytes, reservation: Reservation) -> bytes:
         """``body`` inflated whole: every member of it (RFC 1952 lets a gzip
         body be several, one after another), each complete, nothing after
-        the last; never more than the message limit."""
+        the last; never more than the message limit. What it inflates to is
+        reserved besides the bytes sent, a step (64 KiB at most) at a time as
+        it comes: past the budget the call is refused (:meth:`_over_budget`)."""
         out = bytearray()
-        rest = body
-        while rest:
-            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        # The member being inflated; None between members.
+        inflate: zlib._Decompress | None = None
+        pending = b""  # the bytes sent, given to ``inflate`` but not yet taken
+        at = 0  # how many of the bytes sent were given
+        more = False  # the last step filled its room: it may hold more
+        while pending or more or at < len(body):
+            if not pending and not more:
+                # The input a step at a time too: what it leaves is copied.
+                pending = body[at : at + _GUNZIP_STEP]
+                at += len(pending)
+            if inflate is None:
+                inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            # At least 1 byte may come (0 would mean no limit).
+            room = min(_GUNZIP_STEP, self.max_bytes + 1 - len(out))
             try:
-                # At least 1 byte may come (0 would mean no limit).
-                out += inflate.decompress(rest, self.max_bytes + 1 - len(out))
+                step = inflate.decompress(pending, room)
             except zlib.error:
                 raise Refused(400, "invalid_argument", "not valid gzip", "request") from None
+            out += step
             if len(out) > self.max_bytes:
                 raise Refused(429, "resource_exhausted", f"request over {self.max_bytes} bytes")
-            if not inflate.eof:
-                raise Refused(400, "invalid_argument", "not valid gzip: cut short", "request")
-            rest = inflate.unused_data
+            # As a body's chunks as they arrive: a step held is reserved.
+            if not reservation.cover(len(body) + len(out)):
+                raise self._over_budget()
+            more = not inflate.eof and len(step) == room
+            if inflate.eof:
+                pending, inflate = inflate.unused_data, None
+            else:
+                pending = inflate.unconsumed_tail
+        if inflate is not None:
+            raise Refused(400, "invalid_argument", "not valid gzip: cut short", "request")
         return bytes(out)

@@ -5,7 +5,9 @@ limit; the connections bound how many calls arrive at once, not what their
 bodies add up to (1,000 of 8 MiB against a pod's few hundred MiB). A call
 reserves its body's size from the budget before reading it (its declared
 length, or chunk by chunk when it declares none) and gives it back when it
-ends, however it ends; one that would pass the budget is refused unread."""
+ends, however it ends; one that would pass the budget is refused unread. A
+gzip body reserves what it inflates to as well, as it inflates, and is
+refused the same way past the budget."""
 
 from __future__ import annotations
 
@@ -52,6 +54,13 @@ class Reservation:
             return False
         self.size = size
         return True
+
+    def hold(self, size: int) -> None:
+        """Holds ``size`` bytes at most, giving back the rest (a gzip body's
+        bytes as sent, dropped once it is inflated)."""
+        if size < self.size:
+            self.budget.give(self.size - size)
+            self.size = size
 
     def release(self) -> None:
         self.budget.give(self.size)
