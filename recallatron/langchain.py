@@ -34,7 +34,9 @@ class RecallatronRetriever(BaseRetriever):
 
     client: Client | None = None
     gateway: str = ""
-    token: str = Field(default="", repr=False)
+    # Out of the repr and of model_dump and its JSON (a trace, a log line or a
+    # saved configuration shows them); still a plain str to read and assign.
+    token: str = Field(default="", repr=False, exclude=True)
     purpose: str = DEFAULT_PURPOSE
     k: int = DEFAULT_RECALL_LIMIT
     mode: str | None = None
