@@ -63,6 +63,17 @@ class GraphItems(TypedDict):
     aliases: list[dict[str, Any]]
 
 
+def _listed(given: dict[str, Any], key: str) -> list[Any]:
+    """The items under ``key`` of a --graph file: a JSON array (null or left
+    out: none, as the JSON form of a request reads them)."""
+    value = given.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"--graph: {key}: a JSON array is expected")
+    return value
+
+
 def graph_items(args: argparse.Namespace) -> GraphItems:
     """The claims, relations and aliases the options give, in the agents' shape."""
     types = dict(_split(t, "=", "--entity-type", 2) for t in args.entity_type)
@@ -91,9 +102,9 @@ def graph_items(args: argparse.Namespace) -> GraphItems:
                 '"aliases": [...]}'
             )
     items: GraphItems = {
-        "claims": list(given.get("claims", [])),
-        "relations": list(given.get("relations", [])),
-        "aliases": list(given.get("aliases", [])),
+        "claims": _listed(given, "claims"),
+        "relations": _listed(given, "relations"),
+        "aliases": _listed(given, "aliases"),
     }
     for text in args.claim:
         name, rest = _split(text, ":", "--claim", 2)

@@ -5,11 +5,13 @@ refusals do). Some left by ``sys.exit(message)``: no prefix, exit 1."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
 import pytest
 
+from recallatron_cli import graph
 from recallatron_cli import main as cli
 
 # Nothing listens here: every case is refused before a call is made.
@@ -68,3 +70,35 @@ def test_a_refusal_is_one_error_line_and_exit_2(
     assert err.startswith(f"error: {said}"), err
     assert len(err.strip().splitlines()) == 1, err
     assert status == 2, err
+
+
+@pytest.mark.parametrize(
+    ("graph", "key"),
+    [
+        ('{"claims": 5}', "claims"),
+        ('{"relations": true}', "relations"),
+        # A string or an object is no list of items either (not its
+        # characters or keys, as items).
+        ('{"aliases": "Robin=Rob"}', "aliases"),
+        ('{"claims": {"entity": {"name": "Robin"}, "attribute": "city"}}', "claims"),
+    ],
+    ids=["number", "boolean", "string", "object"],
+)
+def test_a_graph_file_whose_lists_are_not_lists_is_refused_naming_them(
+    graph: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --graph file with "claims": 5 ended in a traceback (TypeError), and
+    a string's characters were sent as items ("claims[0]: unexpected value")."""
+    path = tmp_path / "graph.json"
+    path.write_text(graph)
+    status, err = _run(["remember", "text", "--graph", str(path), *NOWHERE], capsys)
+    assert err == f"error: INVALID_ARGUMENT: --graph: {key}: a JSON array is expected\n", err
+    assert status == 2
+
+
+def test_a_graph_file_may_leave_a_list_out_or_null(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the JSON form of a request reads them: no items ("claims": null
+    ended in a traceback)."""
+    args = cli.build_parser().parse_args(["remember", "text", "--graph", "-"])
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"claims": null, "aliases": []}'))
+    assert graph.graph_items(args) == {"claims": [], "relations": [], "aliases": []}
