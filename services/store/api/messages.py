@@ -4,7 +4,8 @@ messages, shared by its two gRPC adapters (server.py, tool_server.py)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+import json
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -14,6 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from recallatron import convert, errors, internal_auth
 from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as gpb
 from recallatron.v1 import store_pb2 as pb
 from recallatron.vocabulary import (
     DEFAULT_PURPOSE,
@@ -34,7 +36,10 @@ from services.store.api.graph_adapter import (
 )
 from services.store.domain import control_records as records
 from services.store.domain.memories import MemoryView, MentionIn, NewMemory, Ref, Withheld
+from services.store.domain.owner_view import AuditEvent
 from services.store.domain.recall import DenseResult, Filters, LexicalResult
+from services.store.domain.timeline import Event
+from services.store.domain.tokens import TokenSummary
 from services.store.domain.trust import EMPTY, AudienceValue, _Empty
 from services.store.infrastructure.db import Caller
 
@@ -110,6 +115,7 @@ _NEW_MEMORY_BY_HAND = frozenset(
     }
 )
 M = TypeVar("M", bound=Message)
+T = TypeVar("T")
 _NOT_PLAIN = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP, FieldDescriptor.TYPE_ENUM)
 
 
@@ -142,6 +148,16 @@ def message_of(answer: type[M], value: Any, **converted: Any) -> M:
         if f.name in names and f.type not in _NOT_PLAIN
     }
     return answer(**plain, **converted)
+
+
+def page_answer(
+    answer: type[M], items: Iterable[T], item_msg: Callable[[T], Message], next_page_token: str
+) -> M:
+    """A listing's answer: its page's items, each made a message by
+    ``item_msg``, in the answer's one repeated field (every listing's answer
+    holds one, and next_page_token), and the token of the page after them."""
+    (field,) = (f.name for f in cast(Descriptor, answer.DESCRIPTOR).fields if f.is_repeated)
+    return answer(**{field: [item_msg(i) for i in items], "next_page_token": next_page_token})
 
 
 def new_memory(req: Message) -> NewMemory:
@@ -262,4 +278,33 @@ def workspace_msg(w: records.Workspace) -> pb.Workspace:
         w,
         settings=settings_msg(w.settings),
         created_at=convert.timestamp(w.created_at),
+    )
+
+
+def listed_workspace_msg(w: records.ListedWorkspace) -> pb.ListedWorkspace:
+    return pb.ListedWorkspace(workspace=workspace_msg(w.workspace), members=w.members)
+
+
+def token_msg(t: TokenSummary) -> pb.TokenSummary:
+    return message_of(
+        pb.TokenSummary,
+        t,
+        purposes=[PURPOSE.value(p) for p in t.purposes],
+        created_at=convert.timestamp(t.created_at),
+        expires_at=optional_timestamp(t.expires_at),
+        last_used_at=optional_timestamp(t.last_used_at),
+        revoked_at=optional_timestamp(t.revoked_at),
+    )
+
+
+def timeline_event_msg(e: Event) -> cpb.TimelineEvent:
+    return message_of(cpb.TimelineEvent, e, at=convert.timestamp(e.at), entity_id=e.entity_id or "")
+
+
+def audit_event_msg(e: AuditEvent) -> gpb.AuditEvent:
+    return message_of(
+        gpb.AuditEvent,
+        e,
+        at=convert.timestamp(e.at),
+        detail_json=json.dumps(e.detail, sort_keys=True, default=str),
     )

@@ -29,12 +29,15 @@ from services.store.api.messages import (
     caller_of,
     candidates_answer,
     filters_of,
+    listed_workspace_msg,
     member_msg,
     memory_msg,
     message_of,
     names_of,
     optional_timestamp,
+    page_answer,
     settings_msg,
+    token_msg,
     workspace_msg,
 )
 from services.store.api.tool_server import ToolServicer
@@ -184,21 +187,7 @@ class StoreServicer:
         page = token_page(
             self.control.dbs, member_id, workspace_id, request.page_size, request.page_token
         )
-        return pb.ListTokensResponse(
-            tokens=[
-                message_of(
-                    pb.TokenSummary,
-                    t,
-                    purposes=[PURPOSE.value(p) for p in t.purposes],
-                    created_at=convert.timestamp(t.created_at),
-                    expires_at=optional_timestamp(t.expires_at),
-                    last_used_at=optional_timestamp(t.last_used_at),
-                    revoked_at=optional_timestamp(t.revoked_at),
-                )
-                for t in page.tokens
-            ],
-            next_page_token=page.next_page_token,
-        )
+        return page_answer(pb.ListTokensResponse, page.tokens, token_msg, page.next_page_token)
 
     def ListMembers(
         self, request: pb.ListMembersRequest, context: grpc.ServicerContext
@@ -211,21 +200,15 @@ class StoreServicer:
             request.page_size,
             request.page_token,
         )
-        return pb.ListMembersResponse(
-            members=[member_msg(m) for m in page.members], next_page_token=page.next_page_token
-        )
+        return page_answer(pb.ListMembersResponse, page.members, member_msg, page.next_page_token)
 
     def ListWorkspaces(
         self, request: pb.ListWorkspacesRequest, context: grpc.ServicerContext
     ) -> pb.ListWorkspacesResponse:
         internal_auth.check_kind(internal_auth.OPERATOR)
         page = self.control.list_workspaces(request.page_size, request.page_token, request.server)
-        return pb.ListWorkspacesResponse(
-            workspaces=[
-                pb.ListedWorkspace(workspace=workspace_msg(w.workspace), members=w.members)
-                for w in page.workspaces
-            ],
-            next_page_token=page.next_page_token,
+        return page_answer(
+            pb.ListWorkspacesResponse, page.workspaces, listed_workspace_msg, page.next_page_token
         )
 
     def _listed_workspace(self, given: str) -> Workspace:

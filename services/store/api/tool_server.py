@@ -5,7 +5,6 @@ gateway.proto; this adapter turns them into domain calls."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -13,7 +12,6 @@ import grpc
 from google.protobuf.message import Message
 
 from recallatron import convert, errors, internal_auth
-from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import tools_pb2_grpc
 from recallatron.vocabulary import DEFAULT_PURPOSE, KIND, PURPOSE
@@ -27,11 +25,14 @@ from services.store.api.graph_adapter import (
 )
 from services.store.api.messages import (
     audience_of,
+    audit_event_msg,
     caller_named,
     memory_msg,
     message_of,
     names_of,
     new_memory,
+    page_answer,
+    timeline_event_msg,
     when_of,
 )
 from services.store.domain.dedup import DedupStore
@@ -155,9 +156,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             request.partial,
             request.page_token,
         )
-        return pb.LookupResponse(
-            entities=[card_msg(c) for c in page.cards], next_page_token=page.next_page_token
-        )
+        return page_answer(pb.LookupResponse, page.cards, card_msg, page.next_page_token)
 
     def Neighbors(
         self, request: pb.NeighborsRequest, context: grpc.ServicerContext
@@ -213,14 +212,8 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             when_of(request, "to"),
             request.page_token,
         )
-        return pb.TimelineResponse(
-            events=[
-                message_of(
-                    cpb.TimelineEvent, e, at=convert.timestamp(e.at), entity_id=e.entity_id or ""
-                )
-                for e in page.events
-            ],
-            next_page_token=page.next_page_token,
+        return page_answer(
+            pb.TimelineResponse, page.events, timeline_event_msg, page.next_page_token
         )
 
     # -- an owner's view ---------------------------------------------------------------
@@ -242,9 +235,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return pb.ListMemoriesResponse(
-            memories=[memory_msg(m) for m in page.memories], next_page_token=page.next_page_token
-        )
+        return page_answer(pb.ListMemoriesResponse, page.memories, memory_msg, page.next_page_token)
 
     def ListAuditEvents(
         self, request: pb.ListAuditEventsRequest, context: grpc.ServicerContext
@@ -260,17 +251,8 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return pb.ListAuditEventsResponse(
-            events=[
-                message_of(
-                    pb.AuditEvent,
-                    e,
-                    at=convert.timestamp(e.at),
-                    detail_json=json.dumps(e.detail, sort_keys=True, default=str),
-                )
-                for e in page.events
-            ],
-            next_page_token=page.next_page_token,
+        return page_answer(
+            pb.ListAuditEventsResponse, page.events, audit_event_msg, page.next_page_token
         )
 
     # -- the review page's decisions -------------------------------------------------------
