@@ -12,7 +12,14 @@ sent is reported.
 Open loop measures each request from its intended send time, so a stall
 delays every later request's clock as well and cannot hide (no coordinated
 omission). The loops, recorders and mix are in `loadgen`, the seeded workspace
-in `seeding`; this module is the command around them."""
+in `seeding`; this module is the command around them.
+
+A failed request is counted by its status, not timed: the latencies are those
+of the requests that succeeded, and a class (or run) none of whose requests
+succeeded reports no latency ("all failed"; null in --json) rather than 0 ms.
+When more than --max-failed-share (default 1%) of any class's requests
+failed, the figures describe a failing stack, not its speed: the run still
+prints them, then names each such class on stderr and exits 1."""
 
 from __future__ import annotations
 
@@ -151,6 +158,9 @@ def size_problem(args: argparse.Namespace) -> str | None:
     # --rate 0 is the default: the closed loop.
     if not (math.isfinite(args.rate) and args.rate >= 0):
         return f"--rate {args.rate}: must be more than 0 requests a second"
+    share = args.max_failed_share
+    if not (math.isfinite(share) and 0 <= share <= 1):
+        return f"--max-failed-share {share}: must be a share from 0 to 1"
     for option in ("concurrency", "memories", "members", "pool_size"):
         value = getattr(args, option)
         if value < 1:
@@ -290,27 +300,83 @@ def add_parser(sub: Any) -> None:
         help="where the own stack keeps its data (reused across runs)",
     )
     p.add_argument("--embed-timeout", type=float, default=3600.0)
+    p.add_argument(
+        "--max-failed-share",
+        type=float,
+        default=MAX_FAILED_SHARE,
+        help="exit 1 when more than this share of any class's requests failed "
+        f"(default {MAX_FAILED_SHARE}; 1 never does)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_load)
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    result = run(args)
+    result = no_latency_without_successes(run(args))
     if args.json:
         print(json.dumps(result))
     else:
         print(format_result(result))
-    return 0
+    failing = too_many_failed(result, args.max_failed_share)
+    for line in failing:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if failing else 0
+
+
+# The share of a class's requests that may fail before the run exits 1.
+MAX_FAILED_SHARE = 0.01
+# A summary's latency figures, of the requests that succeeded.
+LATENCY_KEYS = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms")
+
+
+def _failed(summary: dict[str, Any]) -> int:
+    return sum(summary["errors"].values())
+
+
+def no_latency_without_successes(result: dict[str, Any]) -> dict[str, Any]:
+    """The result with no latency (None) for the run and each class none of
+    whose requests succeeded: an empty histogram reads 0 ms, as if instant."""
+    for summary in (result, *result.get("classes", {}).values()):
+        if _failed(summary) >= summary["requests"]:
+            for key in LATENCY_KEYS:
+                if key in summary:
+                    summary[key] = None
+    return result
+
+
+def too_many_failed(result: dict[str, Any], max_share: float) -> list[str]:
+    """One line for each class (the run, without classes) more than
+    max_share of whose requests failed."""
+    classes = result.get("classes") or {"": result}
+    lines = []
+    for name, summary in classes.items():
+        failed, requests = _failed(summary), summary["requests"]
+        if requests and failed / requests > max_share:
+            lines.append(
+                (f"class {name}: " if name else "") + f"{failed} of {requests} requests failed "
+                f"({failed / requests:.1%}; --max-failed-share allows {max_share:.1%})"
+            )
+    return lines
+
+
+def _untimed(requests: int) -> str:
+    """Why a summary has no latency."""
+    return f"all {requests} failed" if requests else "none sent"
 
 
 def format_result(r: dict[str, Any]) -> str:
     loop = f"rate {r['rate']}/s" if r.get("rate") else f"concurrency {r['concurrency']}"
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "none"
+    latency = (
+        f"p50 {r['p50_ms']} ms  p95 {r['p95_ms']} ms  p99 {r['p99_ms']} ms  "
+        f"p99.9 {r['p999_ms']} ms  max {r['max_ms']} ms"
+        if r["p50_ms"] is not None
+        else f"no latency: {_untimed(r['requests'])}"
+    )
     lines = [
         f"recall {r['mode']} rerank={r['rerank']} at {r['memories']} memories, {loop}, "
         f"{r['duration_s']}s",
-        f"p50 {r['p50_ms']} ms  p95 {r['p95_ms']} ms  p99 {r['p99_ms']} ms  "
-        f"p99.9 {r['p999_ms']} ms  max {r['max_ms']} ms",
+        latency,
         f"{r['requests']} requests, {r['throughput_rps']} req/s, errors: {errors}",
     ]
     if "member" in r:
@@ -328,5 +394,10 @@ def format_result(r: dict[str, Any]) -> str:
         width = max(len("class"), *(len(c) for c in classes))
         lines.append(f"{'class':<{width}}  {'p50 ms':>9}  {'p99 ms':>9}  {'requests':>8}")
         for name, c in classes.items():
-            lines.append(f"{name:<{width}}  {c['p50_ms']:>9}  {c['p99_ms']:>9}  {c['requests']:>8}")
+            timed = (
+                f"{c['p50_ms']:>9}  {c['p99_ms']:>9}"
+                if c["p50_ms"] is not None
+                else f"{_untimed(c['requests']):>20}"
+            )
+            lines.append(f"{name:<{width}}  {timed}  {c['requests']:>8}")
     return "\n".join(lines)
