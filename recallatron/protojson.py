@@ -37,26 +37,25 @@ TIMESTAMP = Timestamp.DESCRIPTOR.full_name
 AUDIENCE = cpb.Audience.DESCRIPTOR.full_name
 WORKSPACE = "workspace"
 
+# Protobuf's integer types, by the OpenAPI format each takes (its width and sign).
+INTEGER_FORMATS = {
+    FieldDescriptor.TYPE_INT32: "int32",
+    FieldDescriptor.TYPE_SINT32: "int32",
+    FieldDescriptor.TYPE_SFIXED32: "int32",
+    FieldDescriptor.TYPE_UINT32: "uint32",
+    FieldDescriptor.TYPE_FIXED32: "uint32",
+    FieldDescriptor.TYPE_INT64: "int64",
+    FieldDescriptor.TYPE_SINT64: "int64",
+    FieldDescriptor.TYPE_SFIXED64: "int64",
+    FieldDescriptor.TYPE_UINT64: "uint64",
+    FieldDescriptor.TYPE_FIXED64: "uint64",
+}
 _JSON_TYPES = {
     FieldDescriptor.TYPE_STRING: "string",
     FieldDescriptor.TYPE_BOOL: "boolean",
     FieldDescriptor.TYPE_DOUBLE: "number",
     FieldDescriptor.TYPE_FLOAT: "number",
-    **dict.fromkeys(
-        (
-            FieldDescriptor.TYPE_INT32,
-            FieldDescriptor.TYPE_INT64,
-            FieldDescriptor.TYPE_UINT32,
-            FieldDescriptor.TYPE_UINT64,
-            FieldDescriptor.TYPE_SINT32,
-            FieldDescriptor.TYPE_SINT64,
-            FieldDescriptor.TYPE_FIXED32,
-            FieldDescriptor.TYPE_FIXED64,
-            FieldDescriptor.TYPE_SFIXED32,
-            FieldDescriptor.TYPE_SFIXED64,
-        ),
-        "integer",
-    ),
+    **dict.fromkeys(INTEGER_FORMATS, "integer"),
 }
 _FLOATS = {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT}
 # Decimals an answer's floats keep: scores and confidences, not float noise.

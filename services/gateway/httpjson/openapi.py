@@ -13,25 +13,14 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
 
+from recallatron.protojson import INTEGER_FORMATS
 from services.gateway.httpjson.relay import path
 
 JSON = dict[str, Any]
 ERROR = "connect.error"
 
-_INT32 = {
-    FieldDescriptor.TYPE_INT32: "int32",
-    FieldDescriptor.TYPE_SINT32: "int32",
-    FieldDescriptor.TYPE_SFIXED32: "int32",
-    FieldDescriptor.TYPE_UINT32: "uint32",
-    FieldDescriptor.TYPE_FIXED32: "uint32",
-}
-_INT64 = {
-    FieldDescriptor.TYPE_INT64: "int64",
-    FieldDescriptor.TYPE_SINT64: "int64",
-    FieldDescriptor.TYPE_SFIXED64: "int64",
-    FieldDescriptor.TYPE_UINT64: "uint64",
-    FieldDescriptor.TYPE_FIXED64: "uint64",
-}
+# proto3 JSON writes 64-bit integers as strings (and reads either).
+_INT64 = {t for t, name in INTEGER_FORMATS.items() if name.endswith("64")}
 _WRAPPED: dict[str, JSON] = {
     "google.protobuf.DoubleValue": {"type": "number"},
     "google.protobuf.FloatValue": {"type": "number"},
@@ -122,10 +111,10 @@ class _Schemas:
             return self.message(f.message_type)
         if f.enum_type is not None:
             return {"type": "string", "enum": [v.name for v in f.enum_type.values]}
-        if f.type in _INT32:
-            return {"type": "integer", "format": _INT32[f.type]}
         if f.type in _INT64:
-            return {"type": ["integer", "string"], "format": _INT64[f.type]}
+            return {"type": ["integer", "string"], "format": INTEGER_FORMATS[f.type]}
+        if f.type in INTEGER_FORMATS:
+            return {"type": "integer", "format": INTEGER_FORMATS[f.type]}
         if f.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
             return {"type": "number"}
         if f.type == FieldDescriptor.TYPE_BOOL:
