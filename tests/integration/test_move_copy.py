@@ -20,27 +20,18 @@ from services.store.domain import move_copy
 from services.store.domain.control import ControlPlane
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
-from tests.two_servers import before_step, drop_slots, store_on, take_slots, two_servers
+from tests.two_servers import (  # noqa: F401 (the fixtures, asked for by name)
+    before_step,
+    drop_slots,
+    servers_fixture,
+    store_fixture,
+    take_slots,
+)
 
 pytestmark = pytest.mark.integration
 
 # Longer than any healthy step here: a move still running then is stuck.
 STUCK_SECONDS = 150.0
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
-    with two_servers(tmp_path_factory.mktemp("move-copy")) as made:
-        yield made
-
-
-@pytest.fixture
-def store(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, ControlPlane]]:
-    dbs, control = store_on(servers)
-    try:
-        yield dbs, control
-    finally:
-        dbs.close()
 
 
 @pytest.fixture

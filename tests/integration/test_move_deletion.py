@@ -9,7 +9,6 @@ a hook at the step where the other party came in."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -21,24 +20,9 @@ from services.store.domain.control import ControlPlane
 from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import Databases
-from tests.two_servers import before_step, store_on, two_servers
+from tests.two_servers import before_step, servers_fixture, store_fixture  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
-    with two_servers(tmp_path_factory.mktemp("move-deletion")) as made:
-        yield made
-
-
-@pytest.fixture
-def store(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, ControlPlane]]:
-    dbs, control = store_on(servers)
-    try:
-        yield dbs, control
-    finally:
-        dbs.close()
 
 
 def databases_named(servers: dict[str, LocalPostgres], database: str) -> list[str]:

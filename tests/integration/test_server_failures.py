@@ -13,7 +13,6 @@ from __future__ import annotations
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,16 @@ from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.settings import StoreSettings
-from tests.two_servers import before_step, drop_slots, store_on, take_slots, two_servers
+from tests.two_servers import (  # noqa: F401 (the fixtures, asked for by name)
+    before_step,
+    drop_slots,
+    servers_fixture,
+    store_fixture,
+    store_on,
+    take_slots,
+)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
-    with two_servers(tmp_path_factory.mktemp("move-failures")) as made:
-        yield made
 
 
 def _closed_port() -> int:
@@ -96,14 +96,16 @@ def test_a_move_to_a_server_that_does_not_answer_leaves_nothing_behind(
 
 
 def test_a_refused_subscription_leaves_no_password_in_the_target_server_log(
-    servers: dict[str, LocalPostgres], monkeypatch: pytest.MonkeyPatch
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The subscription's connection string holds the source's password;
     Postgres logs a statement that fails, and so wrote it to the target's log
     (here the source has no free replication slot: taken by others after the
     move found two, move_copy.check_replication_room)."""
     source = servers["default"]
-    dbs, control = store_on(servers)
+    dbs, control = store
     taken: list[str] = []
     before_step(monkeypatch, "recorded", lambda: taken.extend(take_slots(source.url, "taken")))
     try:
@@ -117,7 +119,6 @@ def test_a_refused_subscription_leaves_no_password_in_the_target_server_log(
         assert source.superuser_password not in log
     finally:
         drop_slots(source.url, taken)
-        dbs.close()
 
 
 def _workspace_databases(url: str) -> set[str]:
@@ -156,52 +157,48 @@ def test_creating_or_deleting_on_a_server_that_is_down_is_unavailable(
         dbs.close()
 
 
-def test_two_creations_of_one_slug_leave_one_database(servers: dict[str, LocalPostgres]) -> None:
+def test_two_creations_of_one_slug_leave_one_database(
+    servers: dict[str, LocalPostgres], store: tuple[Databases, ControlPlane]
+) -> None:
     """Both passed the slug check and made a database; the loser answered
     ALREADY_EXISTS and left its database behind, counted by nobody."""
-    dbs, control = store_on(servers)
-    try:
-        before = _workspace_databases(servers["default"].url)
-        slug = f"race-{uuid.uuid4().hex[:8]}"
-        answers: list[str] = []
-        together = threading.Barrier(2)
+    _, control = store
+    before = _workspace_databases(servers["default"].url)
+    slug = f"race-{uuid.uuid4().hex[:8]}"
+    answers: list[str] = []
+    together = threading.Barrier(2)
 
-        def create() -> None:
-            together.wait()
-            try:
-                answers.append(control.create_workspace(slug, "default").database_name)
-            except Exception as exc:  # the loser's refusal, kept for the assertion
-                answers.append(type(exc).__name__)
+    def create() -> None:
+        together.wait()
+        try:
+            answers.append(control.create_workspace(slug, "default").database_name)
+        except Exception as exc:  # the loser's refusal, kept for the assertion
+            answers.append(type(exc).__name__)
 
-        threads = [threading.Thread(target=create) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        made = _workspace_databases(servers["default"].url) - before
-        assert sorted(a == "AlreadyExists" for a in answers) == [False, True], answers
-        assert made == {a for a in answers if a != "AlreadyExists"}
-    finally:
-        dbs.close()
+    threads = [threading.Thread(target=create) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = _workspace_databases(servers["default"].url) - before
+    assert sorted(a == "AlreadyExists" for a in answers) == [False, True], answers
+    assert made == {a for a in answers if a != "AlreadyExists"}
 
 
 @pytest.mark.parametrize("to", ["", "B!", "nowhere"])
 def test_a_move_to_no_configured_server_is_refused_naming_to(
-    servers: dict[str, LocalPostgres], to: str
+    servers: dict[str, LocalPostgres], store: tuple[Databases, ControlPlane], to: str
 ) -> None:
     """`--to ''` meant the default server and ended in a database constraint's
     error; other bad names were refused naming `server`, not the option."""
     from recallatron import errors
 
-    dbs, control = store_on(servers)
-    try:
-        ws = control.create_workspace(f"to-{uuid.uuid4().hex[:8]}", "b")
-        with pytest.raises(errors.InvalidArgument) as info:
-            Mover(dbs, control, lambda _: None).move(ws.id, to)
-        assert info.value.field == "to"
-        assert _move_row(servers, ws.id) is None
-    finally:
-        dbs.close()
+    dbs, control = store
+    ws = control.create_workspace(f"to-{uuid.uuid4().hex[:8]}", "b")
+    with pytest.raises(errors.InvalidArgument) as info:
+        Mover(dbs, control, lambda _: None).move(ws.id, to)
+    assert info.value.field == "to"
+    assert _move_row(servers, ws.id) is None
 
 
 def test_two_spellings_of_one_server_share_one_connection_budget(
