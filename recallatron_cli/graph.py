@@ -101,6 +101,10 @@ def graph_items(args: argparse.Namespace) -> GraphItems:
                 '--graph: a JSON object is expected: {"claims": [...], "relations": [...], '
                 '"aliases": [...]}'
             )
+    # A key it does not read would be a list meant and silently not sent.
+    unknown = sorted(set(given) - set(GraphItems.__required_keys__))
+    if unknown:
+        raise ValueError(f"--graph: unknown key {unknown[0]!r:.60} (claims, relations, aliases)")
     items: GraphItems = {
         "claims": _listed(given, "claims"),
         "relations": _listed(given, "relations"),

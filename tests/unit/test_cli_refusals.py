@@ -102,3 +102,16 @@ def test_a_graph_file_may_leave_a_list_out_or_null(monkeypatch: pytest.MonkeyPat
     args = cli.build_parser().parse_args(["remember", "text", "--graph", "-"])
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"claims": null, "aliases": []}'))
     assert graph.graph_items(args) == {"claims": [], "relations": [], "aliases": []}
+
+
+def test_a_graph_file_with_a_key_it_does_not_read_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt "claim" was passed over: the memory was written without
+    the claims meant, and nothing said so."""
+    path = tmp_path / "graph.json"
+    path.write_text('{"claim": [{"entity": {"name": "Robin"}, "attribute": "a", "value": "b"}]}')
+    status, err = _run(["remember", "text", "--graph", str(path), *NOWHERE], capsys)
+    said = "error: INVALID_ARGUMENT: --graph: unknown key 'claim' (claims, relations, aliases)\n"
+    assert err == said, err
+    assert status == 2
