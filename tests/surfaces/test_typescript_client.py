@@ -145,3 +145,24 @@ def test_a_transport_of_the_callers_own_still_keeps_the_deadline(
         )
         refused = printed.get("error", {}).get("code")
         assert (code, refused) == (1, "DeadlineExceeded"), (own, printed)
+
+
+def test_a_callers_own_authorization_header_wins(
+    stack: Stack, example: Path, owner: Member
+) -> None:
+    """The client's own transport set its token over the Authorization header
+    a call gave (one given in the options kept it): this recall, whose header
+    carries the member's token, was refused with the client's bad one."""
+    for own in ("", "1"):
+        code, printed = node(
+            stack,
+            example,
+            "rc_not_a_token",
+            "recall",
+            QUERY,
+            "3",
+            RECALLATRON_OWN_TRANSPORT=own,
+            RECALLATRON_CALL_TOKEN=owner.token,
+        )
+        assert code == 0, (own, printed)
+        assert printed["outcome"]["results"], (own, printed)

@@ -50,7 +50,11 @@ async function main(args: string[]): Promise<unknown> {
   }
   if (command === "recall") {
     const [query, limit = "0"] = rest;
-    const found = await client.recall(query, { limit: Number(limit) });
+    // RECALLATRON_CALL_TOKEN: this call's own Authorization header, which
+    // wins over the client's token.
+    const callToken = process.env.RECALLATRON_CALL_TOKEN;
+    const options = callToken ? { headers: { Authorization: `Bearer ${callToken}` } } : {};
+    const found = await client.recall(query, { limit: Number(limit) }, options);
     return toJson(RecallResponseSchema, found);
   }
   throw new Error("usage: memory.js remember TITLE [BODY] | recall QUERY [LIMIT]");

@@ -71,17 +71,19 @@ export interface Recallatron {
   ): Promise<RememberResponse>;
 }
 
-/** Sends the token with every call. */
+/** Sends the token with every call that does not carry an Authorization
+ * header of its own. */
 export function bearer(token: string): Interceptor {
   return (next) => async (req) => {
-    req.header.set("Authorization", `Bearer ${token}`);
+    if (!req.header.has("Authorization")) req.header.set("Authorization", `Bearer ${token}`);
     return await next(req);
   };
 }
 
 /** A transport that sends the token with every call it carries (one given
  * in the options may not; a header the caller sets itself still wins), and
- * gives a call without a deadline of its own the client's `timeoutMs`. */
+ * gives a call without a deadline of its own the client's `timeoutMs`: the
+ * client's own transport and one given in the options alike. */
 function withToken(inner: Transport, token: string, timeoutMs?: number): Transport {
   const headers = (header: HeadersInit | undefined): Headers => {
     const h = new Headers(header);
@@ -97,15 +99,12 @@ function withToken(inner: Transport, token: string, timeoutMs?: number): Transpo
 }
 
 export function createRecallatron(options: RecallatronOptions): Recallatron {
-  const transport = options.transport
-    ? withToken(options.transport, options.token, options.timeoutMs)
-    : createConnectTransport({
-      baseUrl: options.baseUrl,
-      httpVersion: "1.1",
-      useBinaryFormat: options.useBinaryFormat ?? false,
-      defaultTimeoutMs: options.timeoutMs,
-      interceptors: [bearer(options.token)],
-    });
+  const inner = options.transport ?? createConnectTransport({
+    baseUrl: options.baseUrl,
+    httpVersion: "1.1",
+    useBinaryFormat: options.useBinaryFormat ?? false,
+  });
+  const transport = withToken(inner, options.token, options.timeoutMs);
   const memory = createClient(MemoryService, transport);
   return {
     memory,
