@@ -70,19 +70,17 @@ def member_page(
     if page_size and not 1 <= page_size <= MAX_MEMBER_PAGE:
         raise errors.InvalidArgument("page_size", f"must lie in [1, {MAX_MEMBER_PAGE}], or 0")
     after_handle, after_id = _after(page_token, workspace_id)
-    limit = page_size or _WHOLE_LIMIT
-    with dbs.control_conn() as conn:
-        rows, more = page_tokens.read_page(
-            conn,
-            q.MEMBERS_AFTER,
-            {
-                "workspace_id": workspace_id,
-                "include_removed": include_removed,
-                "after_handle": after_handle,
-                "after_id": after_id,
-            },
-            limit,
-        )
+    rows, more = page_tokens.read_page(
+        dbs,
+        q.MEMBERS_AFTER,
+        {
+            "workspace_id": workspace_id,
+            "include_removed": include_removed,
+            "after_handle": after_handle,
+            "after_id": after_id,
+        },
+        page_size or _WHOLE_LIMIT,
+    )
     members = [Member(str(r[0]), str(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
     page = Budget(ANSWER_BUDGET_BYTES)
     for member in members:

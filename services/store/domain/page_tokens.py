@@ -11,10 +11,9 @@ import json
 import re
 from typing import Any
 
-import psycopg
-
 from recallatron import errors
 from services.store.domain import validation
+from services.store.infrastructure.db import Databases
 
 NOT_OURS = "not a token this call gave"
 
@@ -60,9 +59,10 @@ def _is_id(value: object) -> bool:
 
 
 def read_page(
-    conn: psycopg.Connection, query: str, params: dict[str, Any], limit: int
+    dbs: Databases, query: str, params: dict[str, Any], limit: int
 ) -> tuple[list[Any], bool]:
-    """At most ``limit`` rows of a keyset ``query`` and whether more follow:
-    it reads one more (its ``limit`` parameter) to know."""
-    rows = conn.execute(query, {**params, "limit": limit + 1}).fetchall()
+    """At most ``limit`` rows of a keyset ``query`` of the control plane and
+    whether more follow: it reads one more (its ``limit`` parameter) to know."""
+    with dbs.control_conn() as conn:
+        rows = conn.execute(query, {**params, "limit": limit + 1}).fetchall()
     return rows[:limit], len(rows) > limit

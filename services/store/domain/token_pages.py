@@ -113,21 +113,19 @@ def token_page(
     if not page_size and not page_token:
         return TokenPage(_whole_list(dbs, member_id, workspace_id), "")
     after = _after(page_token, workspace_id, member_id)
-    limit = page_size or MAX_TOKEN_PAGE
-    with dbs.control_conn() as conn:
-        rows, more = page_tokens.read_page(
-            conn,
-            q.TOKENS_AFTER,
-            {
-                "member_id": member_id,
-                "workspace_id": workspace_id,
-                "after_handle": after.handle,
-                "after_member": after.member_id,
-                "after_at": after.at,
-                "after_id": after.token_id,
-            },
-            limit,
-        )
+    rows, more = page_tokens.read_page(
+        dbs,
+        q.TOKENS_AFTER,
+        {
+            "member_id": member_id,
+            "workspace_id": workspace_id,
+            "after_handle": after.handle,
+            "after_member": after.member_id,
+            "after_at": after.at,
+            "after_id": after.token_id,
+        },
+        page_size or MAX_TOKEN_PAGE,
+    )
     tokens = [_summary(r) for r in rows]
     return TokenPage(tokens, _token(workspace_id, member_id, tokens[-1]) if more else "")
 
