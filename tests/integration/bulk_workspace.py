@@ -1,23 +1,41 @@
 """A workspace of thousands of memories written directly in SQL, for the tests
 that hold the rows a read reads against what it answers (test_timeline_pages,
-test_subject_timelines, test_entity_reads): the memories, their numbering and
-the corrected, superseded and forgotten among them alike in each, each test
-adding the entities, mentions and claims it reads; and a connection as the
-store's app role for a caller, with the store's timeline run on it, so that
-pg_stat_xact_user_tables counts the rows each read read."""
+test_subject_timelines, test_entity_reads, test_owner_view,
+test_audit_time_filter): the memories, their numbering and the corrected,
+superseded and forgotten among them alike in each, each test adding the
+entities, mentions and claims it reads; and a connection as the store's app
+role for a caller, with the store's timeline, listing or audit log run on
+it, so that pg_stat_xact_user_tables counts the rows each read read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from recallatron_devkit.stack import Stack
 from services.store.domain import timeline as tl
+from services.store.domain.owner_view import OwnerView
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
 from tests.conftest import Team
 from tests.dbutil import workspace_url
+
+# The plans the store's statements get (custom, and generic once prepared),
+# and the generic plan forced.
+PLAN_MODES = ("auto", "force_generic_plan")
+
+
+@contextmanager
+def writing(stack: Stack, team: Team, table: str) -> Iterator[psycopg.Connection]:
+    """A connection as the workspace database's owner (no row security) for
+    a test's own rows of ``table``, analysed once they are written so that
+    the planner plans for their number."""
+    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+        yield conn
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
 
 
 def insert_memories(
@@ -77,15 +95,22 @@ def forget_some(conn: psycopg.Connection) -> None:
 
 @contextmanager
 def as_member(
-    stack: Stack, team: Team, member: str, purpose: str = "assist"
+    stack: Stack,
+    team: Team,
+    member: str,
+    purpose: str = "assist",
+    plan_cache_mode: str | None = None,
 ) -> Iterator[psycopg.Connection]:
     """A connection as the store's app role, under row security for
-    ``member`` and ``purpose``, in one open transaction."""
+    ``member`` and ``purpose``, in one open transaction (with
+    ``plan_cache_mode``, one of PLAN_MODES, set for it)."""
+    names = ["recallatron.member_id", "recallatron.purpose"]
+    values = [team.members[member], purpose]
+    if plan_cache_mode is not None:
+        names.append("plan_cache_mode")
+        values.append(plan_cache_mode)
     with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
-        conn.execute(
-            SET_LOCALS,
-            (["recallatron.member_id", "recallatron.purpose"], [team.members[member], purpose]),
-        )
+        conn.execute(SET_LOCALS, (names, values))
         yield conn
 
 
@@ -110,6 +135,14 @@ class OnConnection(OneConnection, tl.TimelineStore):
     """The store's timeline run on one connection."""
 
 
+class AuditOnConnection(OneConnection, OwnerView):
+    """The store's audit log run on one connection (handles are left out:
+    they come from the control database, not the log)."""
+
+    def _handles(self, workspace_id: str) -> dict[str, str]:
+        return {}
+
+
 def rows_read(conn: psycopg.Connection, tables: Sequence[str]) -> int:
     """The rows this transaction has read from ``tables`` so far."""
     row = conn.execute(
@@ -118,6 +151,25 @@ def rows_read(conn: psycopg.Connection, tables: Sequence[str]) -> int:
         (list(tables),),
     ).fetchone()
     return int(row[0] or 0) if row else 0
+
+
+def every_page(
+    conn: psycopg.Connection, table: str, listing: Callable[[str], Any], key: str
+) -> tuple[list[Any], int]:
+    """The ids of every item ``listing`` (a page token in, a page out) lists
+    under ``key``, page after page, and the most rows of ``table`` one page
+    read."""
+    listed: list[Any] = []
+    most = 0
+    token = ""
+    while True:
+        before = rows_read(conn, [table])
+        page = listing(token)
+        most = max(most, rows_read(conn, [table]) - before)
+        listed += [item.id for item in getattr(page, key)]
+        token = page.next_page_token
+        if not token:
+            return listed, most
 
 
 def entity_id(conn: psycopg.Connection, name: str) -> str:

@@ -8,28 +8,20 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import psycopg
 import pytest
 
 from recallatron_devkit.stack import Stack
-from services.store.domain.owner_view import AuditFilter, OwnerView
-from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
+from services.store.domain.owner_view import AuditFilter
+from services.store.infrastructure.db import Caller
 from tests.conftest import Team
-from tests.dbutil import workspace_url
-from tests.integration.bulk_workspace import OneConnection, rows_read
+from tests.integration import bulk_workspace as bulk
 
 pytestmark = pytest.mark.integration
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class _AuditOnConnection(OneConnection, OwnerView):
-    """The store's audit log run on one connection (handles are left out:
-    they come from the control database, not the log)."""
-
-    def _handles(self, workspace_id: str) -> dict[str, str]:
-        return {}
 
 
 def _insert(conn: psycopg.Connection, events: list[tuple[str, str, datetime]]) -> None:
@@ -38,7 +30,6 @@ def _insert(conn: psycopg.Connection, events: list[tuple[str, str, datetime]]) -
             "INSERT INTO audit_log (member_id, action, at, detail) VALUES (%s, %s, %s, '{}')",
             events,
         )
-    conn.execute("ANALYZE audit_log")
 
 
 def _expected(conn: psycopg.Connection, f: AuditFilter) -> list[int]:
@@ -55,36 +46,6 @@ def _expected(conn: psycopg.Connection, f: AuditFilter) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def _pages(
-    view: OwnerView, conn: psycopg.Connection, caller: Caller, f: AuditFilter, size: int
-) -> tuple[list[int], int]:
-    """Every event the filter lists, page after page, and the most audit rows
-    a page read."""
-    listed: list[int] = []
-    most = 0
-    token = ""
-    while True:
-        before = rows_read(conn, ["audit_log"])
-        page = view.audit(caller, f, size, token)
-        most = max(most, rows_read(conn, ["audit_log"]) - before)
-        listed += [e.id for e in page.events]
-        token = page.next_page_token
-        if not token:
-            return listed, most
-
-
-def _app_conn(stack: Stack, team: Team, mode: str) -> psycopg.Connection:
-    conn = psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE)
-    conn.execute(
-        SET_LOCALS,
-        (
-            ["recallatron.member_id", "recallatron.purpose", "plan_cache_mode"],
-            [team.members["ada"], "assist", mode],
-        ),
-    )
-    return conn
-
-
 def test_a_time_windows_few_old_events_are_listed_reading_few_rows(
     stack: Stack, team: Team
 ) -> None:
@@ -99,7 +60,7 @@ def test_a_time_windows_few_old_events_are_listed_reading_few_rows(
         for i in range(1, 20006)
     ]
     end = BASE + timedelta(minutes=5, seconds=30)
-    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+    with bulk.writing(stack, team, "audit_log") as conn:
         _insert(conn, events)
         filters = [
             AuditFilter(end=end),
@@ -110,13 +71,14 @@ def test_a_time_windows_few_old_events_are_listed_reading_few_rows(
         ]
         expected = {repr(f): _expected(conn, f) for f in filters}
     caller = Caller(team.workspace_id, ada, "assist", "owner")
-    for mode in ("auto", "force_generic_plan"):
-        with _app_conn(stack, team, mode) as conn:
-            view = _AuditOnConnection(conn)
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
+            view = bulk.AuditOnConnection(conn)
             # Past the driver's prepare threshold and the server's custom plans.
             for _ in range(7):
                 for f in filters:
-                    listed, most = _pages(view, conn, caller, f, 2)
+                    listing = partial(view.audit, caller, f, 2)
+                    listed, most = bulk.every_page(conn, "audit_log", listing, "events")
                     assert most <= 20, f"{mode}, {f}: a page read {most} audit rows"
                     assert listed == expected[repr(f)] and listed, (mode, f)
 
@@ -139,7 +101,7 @@ def test_a_time_window_lists_exactly_its_events_when_times_tie_or_go_back(
         when = at - timedelta(hours=1) if rng.random() < 0.02 else at
         events.append((rng.choice(members), rng.choice(actions), when))
     times = sorted({e[2] for e in events})
-    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+    with bulk.writing(stack, team, "audit_log") as conn:
         _insert(conn, events)
         filters = []
         for lo, hi in [(0.1, 0.12), (0.5, 0.6), (0.0, 0.02), (0.97, 1.0)]:
@@ -154,9 +116,10 @@ def test_a_time_window_lists_exactly_its_events_when_times_tie_or_go_back(
             ]
         expected = {repr(f): _expected(conn, f) for f in filters}
     caller = Caller(team.workspace_id, members[0], "assist", "owner")
-    for mode in ("auto", "force_generic_plan"):
-        with _app_conn(stack, team, mode) as conn:
-            view = _AuditOnConnection(conn)
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
+            view = bulk.AuditOnConnection(conn)
             for f in filters:
-                listed, _ = _pages(view, conn, caller, f, 200)
+                listing = partial(view.audit, caller, f, 200)
+                listed, _ = bulk.every_page(conn, "audit_log", listing, "events")
                 assert listed == expected[repr(f)], (mode, f)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import grpc
-import psycopg
 import pytest
 
 from recallatron.client import Client
@@ -21,10 +21,9 @@ from recallatron.v1 import gateway_pb2 as pb
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
 from services.store.domain.owner_view import AuditFilter, MemoryFilter, OwnerView
-from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
+from services.store.infrastructure.db import Caller
 from tests.conftest import Team
-from tests.dbutil import workspace_url
-from tests.integration.bulk_workspace import OneConnection, rows_read
+from tests.integration import bulk_workspace as bulk
 
 pytestmark = pytest.mark.integration
 
@@ -95,21 +94,9 @@ def test_list_pages_filters_and_shows_only_what_the_caller_may_see(team: Team) -
     assert [m.id for m in span] == [ids["a3"]]
 
 
-class _OnConnection(OneConnection, OwnerView):
+class _OnConnection(bulk.OneConnection, OwnerView):
     """The store's listing run on one connection, so that
     pg_stat_xact_user_tables counts the rows each page read."""
-
-
-# Rows of the memory table this transaction has read, by any scan.
-MEMORY_READ = """
-SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-FROM pg_stat_xact_user_tables WHERE relid = 'memory'::regclass
-"""
-
-
-def _memory_read(conn: psycopg.Connection) -> int:
-    row = conn.execute(MEMORY_READ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team: Team) -> None:
@@ -119,7 +106,7 @@ def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team
     the listing walked the created_at index through all of Ada's; and the
     listing is one plain ORDER BY's, through the gateway too."""
     bob, ada = team.members["bob"], team.members["ada"]
-    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+    with bulk.writing(stack, team, "memory") as conn:
         conn.execute(
             "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
             " created_by, created_at, updated_at)"
@@ -130,17 +117,9 @@ def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team
             " FROM generate_series(1, 3005) AS i",
             {"bob": bob, "ada": ada},
         )
-        conn.execute("ANALYZE memory")
     caller = Caller(team.workspace_id, ada, "assist")
-    for mode in ("auto", "force_generic_plan"):
-        with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
-            conn.execute(
-                SET_LOCALS,
-                (
-                    ["recallatron.member_id", "recallatron.purpose", "plan_cache_mode"],
-                    [ada, "assist", mode],
-                ),
-            )
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
             expected = [
                 str(r[0])
                 for r in conn.execute(
@@ -149,20 +128,11 @@ def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team
                     (bob,),
                 )
             ]
-            view = _OnConnection(conn)
+            listing = partial(_OnConnection(conn).memories, caller, MemoryFilter(created_by=bob), 2)
             # Past the driver's prepare threshold and the server's custom plans.
             for _ in range(8):
-                listed: list[str] = []
-                token = ""
-                while True:
-                    before = _memory_read(conn)
-                    page = view.memories(caller, MemoryFilter(created_by=bob), 2, token)
-                    read = _memory_read(conn) - before
-                    assert read <= 20, f"{mode}: a page of bob's read {read} memory rows"
-                    listed += [m.id for m in page.memories]
-                    token = page.next_page_token
-                    if not token:
-                        break
+                listed, most = bulk.every_page(conn, "memory", listing, "memories")
+                assert most <= 20, f"{mode}: a page of bob's read {most} memory rows"
                 assert listed == expected and len(expected) == 5, mode
     client = team.clients["ada"]
     by_bob = every(client.list_memories, "memories", created_by=bob, page_size=2)
@@ -177,7 +147,7 @@ def test_a_kinds_few_old_memories_are_listed_reading_few_rows(stack: Stack, team
     page; two kinds are merged in the listing's order; the same through the
     gateway."""
     ada = team.members["ada"]
-    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+    with bulk.writing(stack, team, "memory") as conn:
         conn.execute(
             "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
             " created_by, created_at, updated_at)"
@@ -189,38 +159,22 @@ def test_a_kinds_few_old_memories_are_listed_reading_few_rows(stack: Stack, team
             " FROM generate_series(1, 3005) AS i",
             {"ada": ada},
         )
-        conn.execute("ANALYZE memory")
     caller = Caller(team.workspace_id, ada, "assist")
     newest = "SELECT id FROM memory WHERE kind::text = ANY(%s) ORDER BY created_at DESC, id DESC"
-    for mode in ("auto", "force_generic_plan"):
-        with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
-            conn.execute(
-                SET_LOCALS,
-                (
-                    ["recallatron.member_id", "recallatron.purpose", "plan_cache_mode"],
-                    [ada, "assist", mode],
-                ),
-            )
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
             decisions = [str(r[0]) for r in conn.execute(newest, (["decision"],))]
             two = [str(r[0]) for r in conn.execute(newest + " LIMIT 2", (["decision", "note"],))]
             view = _OnConnection(conn)
+            listing = partial(view.memories, caller, MemoryFilter(kinds=["decision", "fact"]), 2)
             # Past the driver's prepare threshold and the server's custom plans.
             for _ in range(8):
-                listed: list[str] = []
-                token = ""
-                while True:
-                    before = _memory_read(conn)
-                    page = view.memories(caller, MemoryFilter(kinds=["decision", "fact"]), 2, token)
-                    read = _memory_read(conn) - before
-                    assert read <= 20, f"{mode}: a page of decisions read {read} memory rows"
-                    listed += [m.id for m in page.memories]
-                    token = page.next_page_token
-                    if not token:
-                        break
+                listed, most = bulk.every_page(conn, "memory", listing, "memories")
+                assert most <= 20, f"{mode}: a page of decisions read {most} memory rows"
                 assert listed == decisions and len(decisions) == 5, mode
-                before = _memory_read(conn)
+                before = bulk.rows_read(conn, ["memory"])
                 page = view.memories(caller, MemoryFilter(kinds=["decision", "note"]), 2)
-                assert _memory_read(conn) - before <= 20, mode
+                assert bulk.rows_read(conn, ["memory"]) - before <= 20, mode
                 assert [m.id for m in page.memories] == two, mode
     listed_here = every(team.clients["ada"].list_memories, "memories", kinds=["decision"])
     assert [m.id for m in listed_here] == decisions
@@ -345,14 +299,6 @@ def test_agents_list_and_read_the_audit_through_the_mcp_tools(team: Team) -> Non
         mcp_call(bob, "audit_log", {})
 
 
-class _AuditOnConnection(OneConnection, OwnerView):
-    """The store's audit log run on one connection (handles are left out:
-    they come from the control database, not the log)."""
-
-    def _handles(self, workspace_id: str) -> dict[str, str]:
-        return {}
-
-
 def test_a_members_or_actions_few_old_events_are_listed_reading_few_rows(
     stack: Stack, team: Team
 ) -> None:
@@ -362,7 +308,7 @@ def test_a_members_or_actions_few_old_events_are_listed_reading_few_rows(
     once prepared) and the generic plan forced, where each page walked the
     whole log from its newest event; the same through the gateway."""
     bob, ada = team.members["bob"], team.members["ada"]
-    with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
+    with bulk.writing(stack, team, "audit_log") as conn:
         conn.execute(
             "INSERT INTO audit_log (member_id, action, memory_id, detail)"
             " SELECT CASE WHEN i <= 5 THEN %(bob)s ELSE %(ada)s END::uuid,"
@@ -370,7 +316,6 @@ def test_a_members_or_actions_few_old_events_are_listed_reading_few_rows(
             " FROM generate_series(1, 20005) AS i",
             {"bob": bob, "ada": ada},
         )
-        conn.execute("ANALYZE audit_log")
         expected = [
             int(r[0])
             for r in conn.execute(
@@ -386,30 +331,15 @@ def test_a_members_or_actions_few_old_events_are_listed_reading_few_rows(
         AuditFilter(actions=["forget", "correct"]),
         AuditFilter(member_id=bob, actions=["forget", "supersede"]),
     ]
-    for mode in ("auto", "force_generic_plan"):
-        with psycopg.connect(workspace_url(stack, team.database_name), user=APP_ROLE) as conn:
-            conn.execute(
-                SET_LOCALS,
-                (
-                    ["recallatron.member_id", "recallatron.purpose", "plan_cache_mode"],
-                    [ada, "assist", mode],
-                ),
-            )
-            view = _AuditOnConnection(conn)
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
+            view = bulk.AuditOnConnection(conn)
             # Past the driver's prepare threshold and the server's custom plans.
             for _ in range(8):
                 for f in filters:
-                    listed: list[int] = []
-                    token = ""
-                    while True:
-                        before = rows_read(conn, ["audit_log"])
-                        page = view.audit(caller, f, 2, token)
-                        read = rows_read(conn, ["audit_log"]) - before
-                        assert read <= 20, f"{mode}, {f}: a page read {read} audit rows"
-                        listed += [e.id for e in page.events]
-                        token = page.next_page_token
-                        if not token:
-                            break
+                    listing = partial(view.audit, caller, f, 2)
+                    listed, most = bulk.every_page(conn, "audit_log", listing, "events")
+                    assert most <= 20, f"{mode}, {f}: a page read {most} audit rows"
                     assert listed == expected and len(expected) == 5, (mode, f)
     client = team.clients["ada"]
     by_bob = every(client.audit_events, "events", member_id=bob, page_size=2)
