@@ -41,22 +41,14 @@ class RecallatronRetriever(BaseRetriever):
     k: int = DEFAULT_RECALL_LIMIT
     mode: str | None = None
     kinds: Sequence[str] = ()
-    _settings: RecallSettings | None = PrivateAttr(default=None)
-    # The client, gateway and token the settings' connection was made for.
-    _made_for: tuple[Client | None, str, str] | None = PrivateAttr(default=None)
+    _settings: RecallSettings = PrivateAttr(default_factory=RecallSettings)
 
     def _recall(self) -> RecallSettings:
-        """The connection is made once for a client, gateway and token, and
-        again when one of them is assigned (a retriever reused for another
-        member must never answer as the first); what a recall asks is read
-        from the fields at each call (one assigned after the first call counts)."""
-        who = (self.client, self.gateway, self.token)
-        if self._settings is None or self._made_for != who:
-            self._settings = RecallSettings(
-                client=self.client, gateway=self.gateway, token=self.token
-            )
-            self._made_for = who
+        """The settings as the fields stand at this call (one assigned after
+        the first call counts; a client, gateway or token assigned connects
+        anew, recallatron/retrieval.py)."""
         settings = self._settings
+        settings.client, settings.gateway, settings.token = self.client, self.gateway, self.token
         settings.purpose, settings.k, settings.mode = self.purpose, self.k, self.mode
         settings.kinds = self.kinds
         return settings

@@ -47,6 +47,8 @@ class RecallatronRetriever(BaseRetriever):
     RECALLATRON_GATEWAY and RECALLATRON_TOKEN or RECALLATRON_TOKEN_FILE)."""
 
     client = _Setting()
+    gateway = _Setting()
+    token = _Setting()
     purpose = _Setting()
     k = _Setting()
     mode = _Setting()

@@ -98,16 +98,24 @@ class RecallSettings:
     k: int = DEFAULT_RECALL_LIMIT
     mode: str | None = None
     kinds: Sequence[str] = ()
+    # The client made for a gateway and token, kept while they stay: one
+    # assigned later makes another (a retriever reused for another member
+    # must never answer as the first).
+    _made: tuple[str, str, Client] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def connect(self) -> Client:
-        if self.client is None:
-            token = self.token or token_from()
-            if not token:
-                raise ValueError(
-                    "no member token: pass client= or token=, or set RECALLATRON_TOKEN"
-                )
-            self.client = Client(self.gateway or default_gateway(), token)
-        return self.client
+        """The client given, else one for the gateway and token."""
+        if self.client is not None:
+            return self.client
+        token = self.token or token_from()
+        if not token:
+            raise ValueError("no member token: pass client= or token=, or set RECALLATRON_TOKEN")
+        gateway = self.gateway or default_gateway()
+        if self._made is None or self._made[:2] != (gateway, token):
+            self._made = (gateway, token, Client(gateway, token))
+        return self._made[2]
 
     def recall(self, query: str, k: int | None = None) -> list[Hit]:
         """``k``: this call's number of results (None: the settings')."""

@@ -35,3 +35,20 @@ def test_llamaindex_retriever_shows_no_token() -> None:
     # LlamaIndex's BaseRetriever is no pydantic model: it has no dump.
     assert not hasattr(retriever, "model_dump") and not hasattr(retriever, "dict")
     assert retriever.settings.token == TOKEN
+
+
+def test_llamaindex_gateway_or_token_assigned_after_a_call_counts() -> None:
+    """The LlamaIndex retriever took gateway and token only in its
+    constructor: one assigned later (a retriever reused for another member)
+    was accepted and ignored, and the calls went on as the first member."""
+    retriever = llamaindex.RecallatronRetriever(gateway="127.0.0.1:1", token=TOKEN)
+    first = retriever.settings.connect()
+    assert first.token == TOKEN
+    retriever.token = "another"
+    again = retriever.settings.connect()
+    assert again.token == "another" and again is not first
+    assert retriever.settings.connect() is again
+    assert retriever.token == "another"
+    retriever.gateway = "127.0.0.1:2"
+    assert retriever.settings.connect() is not again
+    assert TOKEN not in repr(retriever.settings)
