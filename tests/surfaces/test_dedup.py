@@ -7,6 +7,8 @@ newest memories."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from functools import partial
 
 import grpc
 import pytest
@@ -95,15 +97,24 @@ def test_pairs_never_show_what_the_member_may_not_see(stack: Stack, team: Team) 
     assert pairs_of(ada) == {frozenset((ada1, ada2))}
 
 
-def test_window_holds_the_newest_memories(stack: Stack, team: Team) -> None:
+@pytest.fixture
+def three_close(stack: Stack, team: Team) -> tuple[str, str, str]:
+    """Ada's three memories, each close to the others, oldest first, embedded."""
     ada = team.clients["ada"]
     (p, q), _, _, _, _ = NEAR_DUPLICATES
     oldest = ada.remember(*p).memory.id
     middle = ada.remember(*q).memory.id
     newest = ada.remember(p[0] + ".", p[1]).memory.id
     wait_embedded(stack, team, [oldest, middle, newest])
+    return oldest, middle, newest
+
+
+@pytest.fixture
+def store_as_ada(
+    stack: Stack, team: Team
+) -> Iterator[tuple[store_pb2_grpc.StoreServiceStub, cpb.Caller]]:
+    """The store service, called directly, and Ada as its caller (an owner, for assist)."""
     channel = internal.channel(stack, "store")
-    store = store_pb2_grpc.StoreServiceStub(channel)
     who = cpb.Caller(
         workspace_id=team.workspace_id,
         member_id=team.members["ada"],
@@ -111,38 +122,45 @@ def test_window_holds_the_newest_memories(stack: Stack, team: Team) -> None:
         role=cpb.ROLE_OWNER,
     )
     try:
-
-        def pairs(window: int) -> set[frozenset[str]]:
-            req = store_pb2.StoreServiceListDuplicatePairsRequest(
-                caller=who, window=window, min_cosine=0.8
-            )
-            return {
-                frozenset((x.first_id, x.second_id)) for x in store.ListDuplicatePairs(req).pairs
-            }
-
-        assert pairs(2) == {frozenset((middle, newest))}
-        assert len(pairs(3)) == 3
-        for window, field in ((501, "window"), (-1, "window")):
-            req = store_pb2.StoreServiceListDuplicatePairsRequest(caller=who, window=window)
-            err = refused(lambda r=req: store.ListDuplicatePairs(r))
-            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert err.details().startswith(field)
+        yield store_pb2_grpc.StoreServiceStub(channel), who
     finally:
         channel.close()
 
 
+def window_pairs(
+    store: store_pb2_grpc.StoreServiceStub, who: cpb.Caller, window: int
+) -> set[frozenset[str]]:
+    """The pairs among the newest ``window`` memories ``who`` may see."""
+    req = store_pb2.StoreServiceListDuplicatePairsRequest(caller=who, window=window, min_cosine=0.8)
+    return {frozenset((x.first_id, x.second_id)) for x in store.ListDuplicatePairs(req).pairs}
+
+
+def test_window_holds_the_newest_memories(
+    three_close: tuple[str, str, str],
+    store_as_ada: tuple[store_pb2_grpc.StoreServiceStub, cpb.Caller],
+) -> None:
+    _, middle, newest = three_close
+    store, who = store_as_ada
+    pairs = partial(window_pairs, store, who)
+    assert pairs(2) == {frozenset((middle, newest))}
+    assert len(pairs(3)) == 3
+    for window, field in ((501, "window"), (-1, "window")):
+        req = store_pb2.StoreServiceListDuplicatePairsRequest(caller=who, window=window)
+        err = refused(lambda r=req: store.ListDuplicatePairs(r))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert str(err.details()).startswith(field)
+
+
 def test_window_counts_the_newest_memories_whether_embedded_or_not(
-    stack: Stack, team: Team
+    stack: Stack,
+    team: Team,
+    three_close: tuple[str, str, str],
+    store_as_ada: tuple[store_pb2_grpc.StoreServiceStub, cpb.Caller],
 ) -> None:
     # The window is the newest memories the member may see; one with no
     # vector yet (queued, or parked by the embedding job) still takes its
     # place in it, rather than letting the window reach back to older ones.
-    ada = team.clients["ada"]
-    (p, q), _, _, _, _ = NEAR_DUPLICATES
-    oldest = ada.remember(*p).memory.id
-    middle = ada.remember(*q).memory.id
-    newest = ada.remember(p[0] + ".", p[1]).memory.id
-    wait_embedded(stack, team, [oldest, middle, newest])
+    oldest, middle, newest = three_close
     # The newest loses its vector, as one not yet embedded has none.
     dbutil.query(
         stack,
@@ -150,42 +168,23 @@ def test_window_counts_the_newest_memories_whether_embedded_or_not(
         "DELETE FROM memory_embedding WHERE memory_id = %s RETURNING memory_id",
         (newest,),
     )
-    channel = internal.channel(stack, "store")
-    store = store_pb2_grpc.StoreServiceStub(channel)
-    who = cpb.Caller(
-        workspace_id=team.workspace_id,
-        member_id=team.members["ada"],
-        purpose=cpb.PURPOSE_ASSIST,
-        role=cpb.ROLE_OWNER,
-    )
-    try:
-
-        def pairs(window: int) -> set[frozenset[str]]:
-            req = store_pb2.StoreServiceListDuplicatePairsRequest(
-                caller=who, window=window, min_cosine=0.8
-            )
-            return {
-                frozenset((x.first_id, x.second_id)) for x in store.ListDuplicatePairs(req).pairs
-            }
-
-        # The two newest are `newest` (no vector) and `middle`: no pair.
-        assert pairs(2) == set()
-        assert pairs(3) == {frozenset((oldest, middle))}
-    finally:
-        channel.close()
+    pairs = partial(window_pairs, *store_as_ada)
+    # The two newest are `newest` (no vector) and `middle`: no pair.
+    assert pairs(2) == set()
+    assert pairs(3) == {frozenset((oldest, middle))}
 
 
 def test_review_calls_validate_their_input(stack: Stack, team: Team) -> None:
     ada = team.clients["ada"]
     for limit in (-1, 201):
         err = refused(lambda n=limit: ada.duplicate_pairs(limit=n))
-        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "limit" in err.details()
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "limit" in str(err.details())
     same = str(uuid.uuid4())
     err = refused(lambda: ada.dismiss_pair(same, same))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert err.details().startswith("second_id")
+    assert str(err.details()).startswith("second_id")
     err = refused(lambda: ada.dismiss_pair("not-a-uuid", same))
-    assert err.details().startswith("first_id")
+    assert str(err.details()).startswith("first_id")
     anonymous = Client(stack.gateway, "not-a-token")
     try:
         err = refused(lambda: anonymous.duplicate_pairs())
