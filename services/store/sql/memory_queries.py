@@ -135,7 +135,9 @@ ORDER BY 1, 2, 3
 
 # The permission walk (design §5.5): a candidate is admitted when it is
 # visible, not superseded (unless asked for; a memory superseded after the
-# arms ran is refused here, in the snapshot the answer is read from), and
+# arms ran is refused here, in the snapshot the answer is read from; only a
+# successor the caller may see, which the policy filters, supersedes it for
+# them, as read shows, migration 0044), and
 # every memory reachable along its links is visible to the caller and not
 # forgotten. That last part is kept on each memory (migration 0006: the
 # intersections of its provenance's audiences and purposes, and whether any
@@ -148,7 +150,8 @@ SELECT c.id, m.in_episode FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS c(id, 
 CROSS JOIN LATERAL (
     SELECT x.episode_id IS NOT NULL AS in_episode FROM memory x
     WHERE x.id = c.id
-      AND (%(include_superseded)s OR x.superseded_by_id IS NULL)
+      AND (%(include_superseded)s OR x.superseded_by_id IS NULL
+           OR NOT EXISTS (SELECT 1 FROM memory s WHERE s.id = x.superseded_by_id))
       AND NOT x.provenance_forgotten
       AND (x.provenance_audience IS NULL OR x.provenance_audience = caller_member())
       AND caller_purpose() = ANY (x.provenance_purposes)
