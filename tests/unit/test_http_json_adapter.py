@@ -28,6 +28,15 @@ SERVICES = [
 ]
 
 
+def refused_json(cls: type[Any], body: bytes, field: str) -> Refused:
+    """The refusal of ``body`` read as a JSON ``cls``: a bad request naming ``field``."""
+    with pytest.raises(Refused) as refused:
+        decode(cls, body, "application/json")
+    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
+    assert refused.value.field == field, refused.value.message
+    return refused.value
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -42,11 +51,7 @@ SERVICES = [
     ],
 )
 def test_a_body_that_is_no_request_is_refused_naming_the_field(body: bytes, field: str) -> None:
-    with pytest.raises(Refused) as refused:
-        decode(pb.RecallRequest, body, "application/json")
-    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-    assert refused.value.field == field
-    assert "\n" not in refused.value.message
+    assert "\n" not in refused_json(pb.RecallRequest, body, field).message
 
 
 @pytest.mark.parametrize(
@@ -67,11 +72,7 @@ def test_a_key_given_twice_is_refused_naming_its_path(
     cls: type[Any], body: bytes, field: str
 ) -> None:
     """The refusal named the whole body ("request"), not the key."""
-    with pytest.raises(Refused) as refused:
-        decode(cls, body, "application/json")
-    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-    assert refused.value.field == field
-    assert "twice" in refused.value.message
+    assert "twice" in refused_json(cls, body, field).message
 
 
 @pytest.mark.parametrize(
@@ -102,11 +103,7 @@ def test_a_field_given_by_both_its_names_is_refused_naming_the_second(
     """Both names of one field (its JSON name and its proto name) in one
     object were taken, the last one given winning, where a key given twice
     is refused."""
-    with pytest.raises(Refused) as refused:
-        decode(cls, body, "application/json")
-    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-    assert refused.value.field == field
-    assert "twice" in refused.value.message
+    assert "twice" in refused_json(cls, body, field).message
 
 
 @pytest.mark.parametrize(
@@ -133,10 +130,7 @@ def test_a_oneof_given_two_members_is_refused_naming_the_second(
     cls: type[Any], body: bytes, field: str
 ) -> None:
     """The refusal named only the field holding the oneof ("audience")."""
-    with pytest.raises(Refused) as refused:
-        decode(cls, body, "application/json")
-    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-    assert refused.value.field == field
+    refused_json(cls, body, field)
 
 
 def test_a_oneof_member_given_null_is_no_member() -> None:
@@ -163,11 +157,7 @@ def test_a_message_given_no_json_object_is_refused_naming_it(
     """The parser took an array for a message (an empty audience, an empty
     mention), and refused a string or an array of scalars naming a field
     that is not there (audience.x, audience.1, mentions.x)."""
-    with pytest.raises(Refused) as refused:
-        decode(cls, body, "application/json")
-    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-    assert refused.value.field == field
-    assert refused.value.message == "must be a JSON object"
+    assert refused_json(cls, body, field).message == "must be a JSON object"
 
 
 def test_a_binary_body_names_the_string_field_that_is_not_utf8() -> None:
@@ -213,14 +203,19 @@ class _Context:
         return self._peer
 
 
+def peer_of(metadata: tuple[tuple[str, str], ...], peer: str) -> str:
+    """The caller's address the gateway takes from a call with ``metadata`` from ``peer``."""
+    return forwarded.peer(_Context(metadata, peer))  # type: ignore[arg-type]
+
+
 def test_a_forwarded_address_counts_only_with_this_process_secret() -> None:
     sent = forwarded.metadata("10.1.2.3:5555")
-    assert forwarded.peer(_Context(sent, "ipv4:127.0.0.1:4000")) == "ipv4:10.1.2.3:5555"  # type: ignore[arg-type]
-    assert forwarded.peer(_Context(forwarded.metadata("::1:80"), "x")) == "ipv6:[::1]:80"  # type: ignore[arg-type]
+    assert peer_of(sent, "ipv4:127.0.0.1:4000") == "ipv4:10.1.2.3:5555"
+    assert peer_of(forwarded.metadata("::1:80"), "x") == "ipv6:[::1]:80"
     forged = ((forwarded.PEER_KEY, "ipv4:10.9.9.9:1"), (forwarded.PROOF_KEY, "guess"))
-    assert forwarded.peer(_Context(forged, "ipv4:127.0.0.1:4000")) == "ipv4:127.0.0.1:4000"  # type: ignore[arg-type]
+    assert peer_of(forged, "ipv4:127.0.0.1:4000") == "ipv4:127.0.0.1:4000"
     alone = ((forwarded.PEER_KEY, "ipv4:10.9.9.9:1"),)
-    assert forwarded.peer(_Context(alone, "ipv4:127.0.0.1:4000")) == "ipv4:127.0.0.1:4000"  # type: ignore[arg-type]
+    assert peer_of(alone, "ipv4:127.0.0.1:4000") == "ipv4:127.0.0.1:4000"
     assert forwarded.metadata(None) == ()
 
 
@@ -233,9 +228,9 @@ def test_a_shared_secret_lets_a_front_in_another_process_forward() -> None:
     sent = forwarding.metadata("10.4.4.4:1", "shared-one")
     try:
         forwarded.configure("shared-one")
-        assert forwarded.peer(_Context(sent, "ipv4:127.0.0.1:9")) == "ipv4:10.4.4.4:1"  # type: ignore[arg-type]
+        assert peer_of(sent, "ipv4:127.0.0.1:9") == "ipv4:10.4.4.4:1"
         forwarded.configure("")
-        assert forwarded.peer(_Context(sent, "ipv4:127.0.0.1:9")) == "ipv4:127.0.0.1:9"  # type: ignore[arg-type]
+        assert peer_of(sent, "ipv4:127.0.0.1:9") == "ipv4:127.0.0.1:9"
         assert forwarding.metadata("10.4.4.4:1", "") == ()
     finally:
         forwarded.configure("")
@@ -273,7 +268,7 @@ def test_the_review_page_signs_in_for_the_person_s_address() -> None:
     app = ReviewApp("127.0.0.1:1", lambda token: gateway)  # type: ignore[arg-type,return-value]
     response = app.handle("POST", "/signin", {}, {"token": "rc_wrong"}, "192.0.2.9:40000")
     assert response.status == 401
-    assert forwarded.peer(_Context(gateway.forwarded, "ipv4:127.0.0.1:9")) == "ipv4:192.0.2.9:40000"  # type: ignore[arg-type]
+    assert peer_of(gateway.forwarded, "ipv4:127.0.0.1:9") == "ipv4:192.0.2.9:40000"
 
 
 def test_the_openapi_document_has_every_method_of_the_descriptors() -> None:
@@ -341,12 +336,9 @@ def test_a_constant_json_has_not_is_refused_as_malformed_json(
 ) -> None:
     """NaN and Infinity are not JSON: the reader took them, and the parser
     then refused naming the whole request, not where the body went wrong."""
-    with pytest.raises(Refused) as refused:
-        decode(pb.RememberRequest, body, "application/json")
-    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-    assert refused.value.field == "request"
     where = f"line 1 column {column} (char {column - 1})"
-    assert refused.value.message == f"{constant} is not JSON: {where}"
+    message = refused_json(pb.RememberRequest, body, "request").message
+    assert message == f"{constant} is not JSON: {where}"
 
 
 @pytest.mark.parametrize(
@@ -361,10 +353,7 @@ def test_a_constant_json_has_not_is_refused_as_malformed_json(
 def test_a_number_no_double_holds_is_refused_naming_its_field(body: bytes, field: str) -> None:
     """A number past a double's range, or a string that is no number, was
     refused naming the whole request (or only the list holding it)."""
-    with pytest.raises(Refused) as refused:
-        decode(pb.RememberRequest, body, "application/json")
-    assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-    assert refused.value.field == field
+    refused_json(pb.RememberRequest, body, field)
 
 
 @pytest.mark.parametrize(
@@ -383,10 +372,7 @@ def test_an_integer_of_thousands_of_digits_is_refused_naming_its_field(
     request, with the server's advice to raise its own digit limit."""
     for sign in ("", "-"):
         body = f'{{"{key}": {sign}1{"0" * 5000}}}'.encode()
-        with pytest.raises(Refused) as refused:
-            decode(cls, body, "application/json")
-        assert (refused.value.status, refused.value.code) == (400, "invalid_argument")
-        assert refused.value.field == field, refused.value.message
-        assert "sys." not in refused.value.message
+        message = refused_json(cls, body, field).message
+        assert "sys." not in message
         if key == "kind":
-            assert refused.value.message == "an enum's number is out of range"
+            assert message == "an enum's number is out of range"
