@@ -9,7 +9,8 @@ The rules, in order:
 1. nothing but whitespace, punctuation or filler -> empty;
 2. a question (a '?' or an opening question word) -> question;
 3. a conditional or imagined case (if, suppose, what if, would, ...) -> hypothetical;
-4. a hedge anywhere (maybe, I think, not sure, probably, ...) -> hedged;
+4. a hedge anywhere (maybe, I think, not sure, probably, ...), or a claim
+   relayed from someone else (Alice said, according to Bob, ...) -> hedged;
 5. no opening directive (remember that, note that, record that, don't forget
    that, for the record, ...), a negated one, or a claim the turn takes back or
    corrects in a later clause ("No, Monday.", "I mean ...", "Or not.") -> no request;
@@ -43,6 +44,7 @@ from services.gateway.capture_doubts import (
     WITHDRAWN,
     audience_doubt,
     fold,
+    second_hand,
 )
 from services.gateway.capture_ids import MAX_RESTATED as MAX_RESTATED
 from services.gateway.capture_ids import request_id_for as request_id_for
@@ -400,6 +402,12 @@ def decide(text: str) -> Capture:
         ):
             return _no(AMBIGUOUS, "unclear what to store: 'that' points outside this turn")
         return _no(EMPTY, "asks to remember but says nothing to store")
+    if relayed := second_hand(fold(content)):
+        return _no(
+            HEDGED,
+            f"second-hand ('{relayed}'): a claim relayed from someone else is theirs, not "
+            "one the speaker states; say it as your own claim to store it",
+        )
     if directive.strip(" ,:;").lower().endswith("remember") and _REMINDER.match(opened(content)):
         return _no(
             AMBIGUOUS,

@@ -190,3 +190,117 @@ def audience_doubt(flat: str) -> str | None:
             "'for the team', or use remember with that member's id"
         )
     return None
+
+
+# A claim relayed from someone else ("Alice said ...", "..., says Bob",
+# "according to Bob, ...", "as Bob put it"): their word, not one the speaker states. Verbs of
+# saying in any tense; those that often take a thing as object ("Ana wrote the
+# parser", "Ops confirmed the test") count only before "that", ":" or a quote,
+# and those that need a hearer ("told the client") only after one.
+_SAYING = (
+    r"say|says|said|saying|claim(?:s|ed|ing)?|mention(?:s|ed|ing)?|insist(?:s|ed|ing)?|"
+    r"swear(?:s|ing)?|swore|sworn|reckon(?:s|ed)?|thinks?|thought|believe[sd]?|hears?|heard"
+)
+_TELLING = (
+    r"tell|tells|told|telling|inform(?:s|ed|ing)?|assur(?:e|es|ed|ing)|warn(?:s|ed|ing)?|"
+    r"promis(?:e|es|ed|ing)|let"
+)
+_SAYING_THAT = (
+    r"confirm(?:s|ed|ing)?|report(?:s|ed|ing)?|announc(?:e|es|ed|ing)|explain(?:s|ed|ing)?|"
+    r"admit(?:s|ted|ting)?|state[sd]|stating|wr(?:ite|ites|ote|itten)|posted|e-?mailed|"
+    r"texted|messaged|pinged|slacked"
+)
+_VERB = rf"(?:{_SAYING}|{_TELLING}|{_SAYING_THAT})"
+# Words between a subject and its verb ("Alice has just said", "Bob did say"):
+# a few at most, so a long run of them costs each position a bounded amount.
+_AUX = (
+    r"(?:(?:has|have|had|did|does|do|will|would|just|also|always|already|once|again|even|"
+    r"clearly|explicitly|specifically|repeatedly)\s+){0,3}"
+)
+# Whom a claim was told to ("told me", "told the client", "let us know") or
+# heard from ("said to Bob", "heard from Bob").
+_HEARER = (
+    r"(?:me|us|him|her|them|you|everyone|everybody|all of us|"
+    r"(?:the|our|my|his|her|their)\s+[\w'\-]+|(?-i:[A-Z])[\w'\-]*)"
+)
+_QUOTES = "\"'\u201c\u2018\u00ab\u201e"
+# What opens a reported clause: "that", a quote, a subject, "to" and a verb.
+_REPORTED_CLAUSE = (
+    rf"(?:\s*[,:]\s*|\s+)(?:that\b|[{_QUOTES}]|to\s+\w|\d|(?-i:[A-Z])|"
+    r"(?:the|a|an|we|i|you|he|she|it|they|there|this|these|those|our|my|your|his|her|"
+    r"their|its|everyone|everybody|nobody|someone|somebody|all|every|each|some|most|"
+    r"both|none)\b)"
+)
+_NAME = r"(?<![\w'\-])[^\W_][\w'\-]*"
+_CLAUSE_MARK = r"(?:[,;:.!(\u2026\u2014\u2013\"'\u201d\u2019\u00bb]|\s-{1,2})\s*"
+_MARK = rf"(?:^|{_CLAUSE_MARK})"
+_CLOSE = r"\s*(?:[,;:.!)\u2026\u2014\u2013\"'\u201d\u2019\u00bb]|$)"
+_WHO = r"(?:(?:the|our|my|his|her|their)\s+)?(?:[\w'\-]+\s+)?"
+# What may follow a verb of saying that ends its clause: "Bob said so", "as
+# Ana said at standup", "Alice told me yesterday".
+_SAID_WHEN = (
+    r"(?:\s+(?:so|too|also|me|us|him|her|them|it|this|that|earlier|before|yesterday|today|"
+    r"again|once|then|to (?:me|us|everyone|the team)|(?:this|last) \w+|"
+    r"(?:at|in|on|during|after|over|by)\s+(?:(?:the|our|a|this|last)\s+)?[\w'\-]+)){0,3}"
+)
+REPORTED = re.compile(
+    # "Alice said the ...", "Bob told me that ...", "Bob let us know ...", "Ana wrote: ..."
+    rf"(?P<subject>{_NAME})\s+{_AUX}(?P<verb>"
+    rf"(?:{_SAYING})(?:\s+(?:to|from)\s+{_HEARER})?{_REPORTED_CLAUSE}|"
+    rf"(?:{_TELLING})\s+{_HEARER}(?:\s+know)?{_REPORTED_CLAUSE}|"
+    rf"(?:{_SAYING_THAT})(?:\s+(?:to\s+)?{_HEARER})?(?:\s+that\b|\s*:|\s*[{_QUOTES}]))|"
+    # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."
+    rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?){_WHO}(?P<teller>{_NAME})\s+{_AUX}"
+    rf"(?P<after>{_VERB}){_SAID_WHEN}{_CLOSE}|"
+    # "..., says Bob.", "\u201c...,\u201d said Alice."
+    rf"{_MARK}(?P<before>{_VERB})\s+{_WHO}(?P<speaker>{_NAME}){_CLOSE}|"
+    # "according to Bob", "per Bob", "we were told", "reportedly", "word is"
+    rf"\baccording to\s+{_WHO}(?P<source>{_NAME})|{_MARK}per\s+(?-i:[A-Z])[\w'\-]*|"
+    rf"\bas\s+{_WHO}(?P<putter>{_NAME})\s+put it\b|"
+    r"\b(?:was|were|been|being|gets?|got|getting)\s+told\b|\b(?:reportedly|hearsay|"
+    r"rumou?r has it|word (?:is|has it)|in [\w'\-]+'s words|to quote)\b",
+    _I,
+)
+# A word REPORTED starts from or turns on: a turn with none (most) is passed
+# over in one quick scan, not tried at every position.
+_REPORTING_WORD = re.compile(
+    rf"\b(?:{_VERB}|according|per|put|reportedly|hearsay|rumou?r|word|quote)\b", _I
+)
+# Who may relay a claim as their own: the speaker; and a written source ("the
+# contract says ...") is evidence anyone can read again.
+_OWN = frozenset({"i", "we", "it", "this", "that", "which"})
+_WRITTEN = re.compile(
+    r"(?:sign|label|contract|agreement|polic(?:y|ie)|spec|specification|wiki|doc|"
+    r"documentation|readme|manual|handbook|guide|faq|changelog|law|rule|regulation|term|"
+    r"licen[cs]e|schedule|calendar|plan|ticket|invoice|receipt|minute|notice|memo|log|error|"
+    r"screen|banner|page|website|site|config|menu|map|box|package|form|dashboard|chart|table|"
+    r"timetable|agenda|sheet|spreadsheet|record|code|output|note|app|tool|system|cli|ui|"
+    r"display|printer|meter|monitor|alert|prompt|console|terminal|build|test|check|linter|"
+    r"compiler)s?"
+)
+
+
+def _relayer(found: re.Match[str]) -> str | None:
+    """Who a reported claim comes from, in lower case; None when no one is
+    named by the words ("reportedly", "we were told")."""
+    for group in ("subject", "teller", "speaker", "source", "putter"):
+        if who := found.group(group):
+            return who.lower().split("'")[0]
+    return None
+
+
+def second_hand(claim: str) -> str | None:
+    """The words that relay ``claim`` from someone else, if any: a verb of
+    saying or hearing whose subject is not the speaker ("I told Bob ..." is the
+    speaker's own word, "we heard ..." is not) nor a written source."""
+    if not _REPORTING_WORD.search(claim):
+        return None
+    pos = 0
+    while found := REPORTED.search(claim, pos):
+        who = _relayer(found)
+        verb = found.group("verb") or found.group("after") or found.group("before") or ""
+        heard = verb.lower().startswith("hear")
+        if who is None or not (_WRITTEN.fullmatch(who) or (who in _OWN and not heard)):
+            return found.group(0).strip(" ,;:.!(-\u2014\u2013\u2026\"'\u201d\u2019\u00bb")
+        pos = found.start() + 1
+    return None

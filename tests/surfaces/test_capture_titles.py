@@ -10,24 +10,25 @@ from services.gateway import capture
 
 # (turn, title, body): each title came out with one mark of a pair.
 QUOTED = [
-    # Reported speech: the quote is part of the claim, both its marks kept.
-    ('Remember that "we ship Friday," said Alice.', '"We ship Friday," said Alice', ""),
-    ("Remember that \u201cwe ship Friday,\u201d said Alice.",
-     "\u201cWe ship Friday,\u201d said Alice", ""),
-    ("Remember that 'we ship Friday,' said Alice.", "'We ship Friday,' said Alice", ""),
-    ("Remember that \u2018we ship Friday,\u2019 said Alice.", "'We ship Friday,' said Alice", ""),
+    # A quote opening the claim: part of it, both its marks kept.
+    ('Remember that "we ship Friday," read the banner.', '"We ship Friday," read the banner', ""),
+    ("Remember that \u201cwe ship Friday,\u201d read the banner.",
+     "\u201cWe ship Friday,\u201d read the banner", ""),
+    ("Remember that 'we ship Friday,' read the banner.", "'We ship Friday,' read the banner", ""),
+    ("Remember that \u2018we ship Friday,\u2019 read the banner.",
+     "'We ship Friday,' read the banner", ""),
     ('Remember that "we ship Friday" is the plan.', '"We ship Friday" is the plan', ""),
     ("Remember that \u00abwe ship Friday\u00bb is the motto.",
      "\u00abWe ship Friday\u00bb is the motto", ""),
     # A quote closing the claim, opened inside it.
     ('Remember that the sign says "Exit".', 'The sign says "Exit"', ""),
-    ('Remember that Alice said "we ship Friday."', 'Alice said "we ship Friday."', ""),
+    ('Remember that the banner read "we ship Friday."', 'The banner read "we ship Friday."', ""),
     # The whole claim quoted: the pair is dropped, whichever side the stop is on.
     ('Remember that "we ship Friday".', "We ship Friday", ""),
     ('Remember: "the deploy window is Tuesday."', "The deploy window is Tuesday", ""),
     ("Remember that \u201cthe deploy window is Tuesday\u201d", "The deploy window is Tuesday", ""),
-    ('Remember that "Alice said \'we ship Friday\' to everyone."',
-     "Alice said 'we ship Friday' to everyone", ""),
+    ('Remember that "the banner read \'we ship Friday\' to everyone."',
+     "The banner read 'we ship Friday' to everyone", ""),
     # A mark with no partner is not part of the claim; an inch mark or an
     # apostrophe is not a quote.
     ('Remember that we ship Friday".', "We ship Friday", ""),
@@ -37,9 +38,9 @@ QUOTED = [
      "The students' lounge is on floor 2", ""),
     ("Remember that 'Bob's car' is the red one.", "'Bob's car' is the red one", ""),
     # A sentence ending inside a quote does not end the title there.
-    ('Remember that "we ship Friday. No slips," said Alice. She means it.',
-     '"We ship Friday. No slips," said Alice',
-     '"We ship Friday. No slips," said Alice. She means it.'),
+    ('Remember that "we ship Friday. No slips," read the banner. It stays up.',
+     '"We ship Friday. No slips," read the banner',
+     '"We ship Friday. No slips," read the banner. It stays up.'),
 ]  # fmt: skip
 
 
@@ -53,13 +54,13 @@ def test_a_title_cut_inside_a_quote_closes_it() -> None:
     """A claim longer than a title, cut inside its quote: the title closes the
     quote after the cut."""
     turn = (
-        'Remember that Alice said "the billing migration moves every customer in the '
-        'European region to the new invoicing system by the end of March" at standup.'
+        'Remember that the plan reads "the billing migration moves every customer in the '
+        'European region to the new invoicing system by the end of March" for now.'
     )
     decided = capture.decide(turn)
     assert decided.store
     assert len(decided.title) <= capture.MAX_TITLE_CHARS, decided.title
-    assert decided.title.startswith('Alice said "the billing migration')
+    assert decided.title.startswith('The plan reads "the billing migration')
     assert decided.title.endswith('\u2026"'), decided.title
 
 
