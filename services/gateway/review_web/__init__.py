@@ -14,7 +14,9 @@ ends the session the browser held: the id is rotated, never kept alive
 beside the new one.
 
 Decisions, one pair at a time, nothing automatic:
-- keep both: the pair is dismissed and never proposed again;
+- keep both: the pair is dismissed and never proposed again (for the
+  revisions shown: a memory changed since refuses it, as it refuses each
+  decision below);
 - supersede one with the other's text: the outdated memory is superseded by
   a new memory carrying the kept memory's kind, title, body, confidence and
   mentions (the supersede tool always writes a new memory); the outdated one

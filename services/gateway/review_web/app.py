@@ -275,8 +275,7 @@ class ReviewApp:
         client = session.client
         try:
             if action == "keep":
-                client.dismiss_pair(form.get("first_id", ""), form.get("second_id", ""), purpose)
-                session.flash.append(("ok", "Kept both; this pair will not be proposed again."))
+                self._keep(session, form, purpose)
             elif action == "forget":
                 reason = form.get("reason", "").strip()
                 if not reason or len(reason) > MAX_REASON:
@@ -325,6 +324,38 @@ class ReviewApp:
                 session.flash.append(("error", "Unknown decision."))
         except grpc.RpcError as exc:
             session.flash.append(("error", _explain(exc)))
+
+    def _keep(self, session: Session, form: dict[str, str], purpose: str) -> None:
+        """Keep both, for the revisions shown: the pair is never proposed
+        again, so a memory changed since is not kept on the strength of its
+        old text (as forget and supersede are not taken on it)."""
+        client = session.client
+        ids = form.get("first_id", ""), form.get("second_id", "")
+        shown = (
+            _revision(form.get("first_revision", "")),
+            _revision(form.get("second_revision", "")),
+        )
+        if shown[0] is None or shown[1] is None:
+            session.flash.append(("error", "The form was incomplete; look again."))
+            return
+        keys = _uuid(ids[0]), _uuid(ids[1])
+        if keys[0] is not None and keys[1] is not None and keys[0] != keys[1]:
+            # Ids the store would refuse are left to it: its refusal names the field.
+            now = {
+                _uuid(m.id): m.revision for m in client.read(list(ids), purpose=purpose).memories
+            }
+            for memory_id, key, revision in zip(ids, keys, shown, strict=True):
+                if now.get(key, revision) != revision:
+                    session.flash.append(
+                        (
+                            "error",
+                            f"{memory_id} changed since you looked (now revision {now[key]}); "
+                            "nothing was done.",
+                        )
+                    )
+                    return
+        client.dismiss_pair(ids[0], ids[1], purpose)
+        session.flash.append(("ok", "Kept both; this pair will not be proposed again."))
 
     def _supersede(self, session: Session, form: dict[str, str], purpose: str) -> None:
         client = session.client
@@ -395,12 +426,18 @@ def _revision(value: str) -> int | None:
     return revision if 0 < revision < 2**63 else None
 
 
+def _uuid(value: str) -> uuid.UUID | None:
+    """The UUID ``value`` spells (any spelling), or None."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
 def _same_id(a: str, b: str) -> bool:
     """Whether two ids name one memory, in any spelling of a UUID."""
-    try:
-        return uuid.UUID(a) == uuid.UUID(b)
-    except ValueError:
-        return a == b
+    ka, kb = _uuid(a), _uuid(b)
+    return ka == kb if ka is not None and kb is not None else a == b
 
 
 def _current_graph(

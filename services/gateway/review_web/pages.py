@@ -196,12 +196,16 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
             target_revision=str(m.revision),
         )
 
+    # The revisions shown: a memory changed since is not kept on its old text.
+    keep = form(
+        "keep", "Keep both", first_revision=str(a.revision), second_revision=str(b.revision)
+    )
     return (
         f'<section class=pair data-testid=pair data-first="{e(a.id)}" data-second="{e(b.id)}">'
         f"<h2>cosine {pair.cosine:.3f}</h2>"
         f"<div class=sides>{memory_card('A', a)}{memory_card('B', b)}</div>"
         "<div class=decisions>"
-        f"{form('keep', 'Keep both')}"
+        f"{keep}"
         f"{supersede(a, b, 'A', 'B')}{supersede(b, a, 'B', 'A')}"
         f"{forget(a, 'A')}{forget(b, 'B')}"
         "<p class=hint>Keep both: never proposed again. Supersede: the outdated one is "
