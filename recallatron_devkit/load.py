@@ -38,7 +38,7 @@ from recallatron.client import Client
 from recallatron.refusal import Refused
 from recallatron.vocabulary import DEFAULT_MODE, DEFAULT_PURPOSE, MODES, PURPOSES
 from recallatron_devkit import synthetic
-from recallatron_devkit.loadgen import QueryMix, measure
+from recallatron_devkit.loadgen import QueryMix, measure, open_loop_length
 from recallatron_devkit.seeding import seed_workspace, wait_embedded
 
 
@@ -158,6 +158,12 @@ def size_problem(args: argparse.Namespace) -> str | None:
     # --rate 0 is the default: the closed loop.
     if not (math.isfinite(args.rate) and args.rate >= 0):
         return f"--rate {args.rate}: must be more than 0 requests a second"
+    if args.rate and open_loop_length(args.rate, args.duration) < 1:
+        # Its schedule sends one request each 1/rate seconds from 0.
+        return (
+            f"--rate {args.rate} --duration {args.duration}: schedules no request "
+            "(rate x duration must be at least 1)"
+        )
     share = args.max_failed_share
     if not (math.isfinite(share) and 0 <= share <= 1):
         return f"--max-failed-share {share}: must be a share from 0 to 1"

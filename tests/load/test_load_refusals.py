@@ -42,6 +42,11 @@ def no_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--memories", "0"], "--memories 0: must be at least 1"),
         (["--members", "0"], "--members 0: must be at least 1"),
         (["--pool-size", "0"], "--pool-size 0: must be at least 1"),
+        # Open loop whose schedule holds no request: seeded, then 0 requests.
+        (
+            ["--rate", "0.5", "--duration", "1"],
+            "--rate 0.5 --duration 1.0: schedules no request",
+        ),
         (["--max-failed-share", "2"], "--max-failed-share 2.0: must be a share from 0 to 1"),
         (["--max-failed-share", "nan"], "--max-failed-share nan: must be a share from 0 to 1"),
     ],
