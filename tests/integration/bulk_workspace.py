@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -18,7 +19,7 @@ from psycopg import sql
 
 from recallatron_devkit.stack import Stack
 from services.store.domain import timeline as tl
-from services.store.domain.owner_view import OwnerView
+from services.store.domain.owner_view import AuditFilter, OwnerView
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS, Caller
 from tests.conftest import Team
 from tests.dbutil import workspace_url
@@ -170,6 +171,28 @@ def every_page(
         token = page.next_page_token
         if not token:
             return listed, most
+
+
+def audit_listings(
+    stack: Stack,
+    team: Team,
+    caller: Caller,
+    filters: Sequence[AuditFilter],
+    times: int,
+    page_size: int,
+) -> list[tuple[str, AuditFilter, list[Any], int]]:
+    """Each filter's audit log listed as Ada, ``page_size`` to a page,
+    ``times`` over under each of PLAN_MODES: the mode, the filter, the event
+    ids listed and the most audit rows a page read, for each listing."""
+    listings: list[tuple[str, AuditFilter, list[Any], int]] = []
+    for mode in PLAN_MODES:
+        with as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
+            view = AuditOnConnection(conn)
+            for _ in range(times):
+                for f in filters:
+                    listing = partial(view.audit, caller, f, page_size)
+                    listings.append((mode, f, *every_page(conn, "audit_log", listing, "events")))
+    return listings
 
 
 def entity_id(conn: psycopg.Connection, name: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
-from functools import partial
 
 import psycopg
 import pytest
@@ -71,16 +70,10 @@ def test_a_time_windows_few_old_events_are_listed_reading_few_rows(
         ]
         expected = {repr(f): _expected(conn, f) for f in filters}
     caller = Caller(team.workspace_id, ada, "assist", "owner")
-    for mode in bulk.PLAN_MODES:
-        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
-            view = bulk.AuditOnConnection(conn)
-            # Past the driver's prepare threshold and the server's custom plans.
-            for _ in range(7):
-                for f in filters:
-                    listing = partial(view.audit, caller, f, 2)
-                    listed, most = bulk.every_page(conn, "audit_log", listing, "events")
-                    assert most <= 20, f"{mode}, {f}: a page read {most} audit rows"
-                    assert listed == expected[repr(f)] and listed, (mode, f)
+    # Seven times: past the driver's prepare threshold and the server's custom plans.
+    for mode, f, listed, most in bulk.audit_listings(stack, team, caller, filters, 7, 2):
+        assert most <= 20, f"{mode}, {f}: a page read {most} audit rows"
+        assert listed == expected[repr(f)] and listed, (mode, f)
 
 
 def test_a_time_window_lists_exactly_its_events_when_times_tie_or_go_back(
@@ -116,10 +109,5 @@ def test_a_time_window_lists_exactly_its_events_when_times_tie_or_go_back(
             ]
         expected = {repr(f): _expected(conn, f) for f in filters}
     caller = Caller(team.workspace_id, members[0], "assist", "owner")
-    for mode in bulk.PLAN_MODES:
-        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
-            view = bulk.AuditOnConnection(conn)
-            for f in filters:
-                listing = partial(view.audit, caller, f, 200)
-                listed, _ = bulk.every_page(conn, "audit_log", listing, "events")
-                assert listed == expected[repr(f)], (mode, f)
+    for mode, f, listed, _ in bulk.audit_listings(stack, team, caller, filters, 1, 200):
+        assert listed == expected[repr(f)], (mode, f)
