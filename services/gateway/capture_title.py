@@ -2,10 +2,11 @@
 
 A pair of quotes or brackets around the whole claim is not part of it
 ("Remember that "we ship Friday"." stores we ship Friday); a pair inside it
-is what was said ('"We ship Friday," said Alice') and is kept whole; a mark
+is what was said ('"We ship Friday," read the banner') and is kept whole; a mark
 with no partner at either end is dropped. The title is the first sentence,
 never ended inside a quote nor at an abbreviation ("Dr.", "e.g."), and a
-title cut inside a quote closes it: its quotes come in pairs."""
+title cut inside a quote closes it: its quotes come in pairs. A name's initial
+("J. Smith") does not end a sentence either."""
 
 from __future__ import annotations
 
@@ -36,8 +37,25 @@ _SENTENCE_END = re.compile(r"(?<=[.!;])\s+")
 # form ("vs.", "approx."), or letters with stops between ("e.g.", "a.m.",
 # "U.S."). All are short: the few characters before a stop tell.
 _ABBREVIATION = re.compile(
-    r"(?:^|[\s(\"'])(?:(?i:dr|mr|mrs|ms|prof|st|mt|jr|sr|vs|approx|cf|ca|fig|dept|est)|"
+    r"(?:^|[\s(\"'])(?:(?i:dr|mr|mrs|ms|mx|prof|st|mt|jr|sr|vs|approx|cf|ca|fig|dept|est|"
+    r"inc|ltd|corp|co|llc|plc|bros|gen|col|lt|sgt|capt|gov|sen|rev|hon|ave|rd|blvd|"
+    r"jan|feb|apr|jun|jul|aug|sep|sept|oct|nov|dec|mon|tue|tues|thu|thur|thurs|fri)|"
     r"[^\W\d_](?:\.[^\W\d_])+)\.$"
+)
+# Short forms that are words too ("no", "sat"), or one letter ("p."), are one
+# only before a number: "invoice no. 42", "p. 12", "Mar. 5" ("The answer was no."
+# ends a sentence).
+_NUMBERED = re.compile(
+    r"(?:^|[\s(\"'])(?i:no|nos|p|pp|vol|ch|sec|art|para|eq|op|ed|mar|sat|sun|wed)\.$"
+)
+# A capital letter alone before a stop is a name's initial ("J. Smith", "A. B.
+# Jones") unless the next word opens a sentence ("plan A. It is cheaper.").
+_INITIAL = re.compile(r"(?:^|[\s(\"'])(?-i:[A-Z])\.$")
+_OPENS_SENTENCE = re.compile(
+    r"(?:the|it|its|we|i|he|she|they|you|this|that|these|those|there|then|but|and|so|also|"
+    r"our|my|his|her|their|your|a|an|in|on|at|for|if|when|please|now|next|see|after|before|"
+    r"however|still|both|all|no|yes|nobody|everyone)\b(?!\.)",
+    re.IGNORECASE,
 )
 _ABBREVIATION_CHARS = 12
 # How deep a quote may sit inside others and still be closed; how many
@@ -190,11 +208,15 @@ def _outside_quotes(text: str, ends: Iterator[re.Match[str]], matched: dict[int,
 
 def _sentence_ends(content: str) -> Iterator[re.Match[str]]:
     """Where a sentence of ``content`` may end: past a stop not ending an
-    abbreviation."""
+    abbreviation, a short form before its number or a name's initial."""
     for end in _SENTENCE_END.finditer(content):
         before = content[max(0, end.start() - _ABBREVIATION_CHARS) : end.start()]
-        if not _ABBREVIATION.search(before):
-            yield end
+        after = content[end.end() : end.end() + _ABBREVIATION_CHARS]
+        if _ABBREVIATION.search(before) or (after[:1].isdigit() and _NUMBERED.search(before)):
+            continue
+        if _INITIAL.search(before) and not _OPENS_SENTENCE.match(after):
+            continue
+        yield end
 
 
 def title(content: str) -> str:

@@ -108,8 +108,8 @@ def test_brackets_around_the_whole_claim_are_dropped(turn: str, title: str) -> N
     assert (decided.store, decided.title) == (True, title), decided
 
 
-# (turn, title): a stop ending an abbreviation ("Dr.", "e.g.", "vs.") does not
-# end the title's sentence; each title was cut there ("Dr", "e.g").
+# (turn, title): a stop ending an abbreviation ("Dr.", "e.g.", "vs.") or an
+# initial does not end the title's sentence; each title was cut there ("Dr", "e.g").
 ABBREVIATED = [
     ("Remember that Dr. Smith owns the billing service.", "Dr. Smith owns the billing service"),
     ("Remember that e.g. staging resets nightly.", "e.g. staging resets nightly"),
@@ -119,6 +119,27 @@ ABBREVIATED = [
     ("Remember that the API lives at api.example.com. It is behind SSO.",
      "The API lives at api.example.com"),
     ("Remember that v2.1 ships on Friday. QA signs off Thursday.", "v2.1 ships on Friday"),
+    # A name's initial and the short forms of companies, months and numbered
+    # things: each title was cut there ("J", "Smith Inc", "Invoice no").
+    ("Remember that J. Smith owns the billing service. It moved last year.",
+     "J. Smith owns the billing service"),
+    ("Remember that A. B. Jones owns billing. It moved.", "A. B. Jones owns billing"),
+    ("Remember that Dr. J. Smith owns billing. It moved.", "Dr. J. Smith owns billing"),
+    ("Remember that billing is owned by J. R. R. Tolkien. He left.",
+     "Billing is owned by J. R. R. Tolkien"),
+    ("Remember that Smith Inc. owns billing. It moved.", "Smith Inc. owns billing"),
+    ("Remember that Acme Corp. and Beta Ltd. merged. Nobody objected.",
+     "Acme Corp. and Beta Ltd. merged"),
+    ("Remember that invoice no. 42 is paid. Bob checked.", "Invoice no. 42 is paid"),
+    ("Remember that the rule is on p. 12 of the handbook. Read it.",
+     "The rule is on p. 12 of the handbook"),
+    ("Remember that the audit is due Jan. 5 every year. Plan ahead.",
+     "The audit is due Jan. 5 every year"),
+    # A capital letter that ends a sentence still ends the title.
+    ("Remember that we chose plan A. It is cheaper.", "We chose plan A"),
+    ("Remember that the server is in rack B. The key is at reception.",
+     "The server is in rack B"),
+    ("Remember that the answer was no. We move on.", "The answer was no"),
 ]  # fmt: skip
 
 
