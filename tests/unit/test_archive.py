@@ -490,3 +490,32 @@ def test_a_tombstone_as_exported_is_read_and_its_old_mentions_stay_behind(tmp_pa
     tomb = next(m for m in chosen.records["memories"] if m["id"] == uid(1))
     assert tomb["title"] == "" and tomb["body"] == ""
     assert chosen.records["mentions"] == [] and chosen.records["entities"] == []
+
+
+@pytest.mark.parametrize("kind", ["memories", "revisions", "history"])
+def test_a_manifest_that_does_not_list_a_record_file_is_refused_naming_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """Every export lists each record file (vectors with --vectors only): a
+    manifest without one was damaged, and reading on would import the
+    workspace without those records and say it had succeeded."""
+    write_archive(tmp_path / "a", {"memories": [memory(1), memory(2)]})
+    manifest = json.loads((tmp_path / "a" / fmt.MANIFEST).read_text())
+    del manifest["files"][kind]
+    (tmp_path / "a" / fmt.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == f"{fmt.MANIFEST}: files"
+    assert f"{kind}.jsonl" in err.value.description
+
+
+def test_a_manifest_saying_it_holds_vectors_lists_them(tmp_path: Path) -> None:
+    write_archive(tmp_path / "a", {"memories": [memory(1)]})
+    manifest = json.loads((tmp_path / "a" / fmt.MANIFEST).read_text())
+    manifest["vectors_included"] = True
+    del manifest["files"]["vectors"]
+    (tmp_path / "a" / fmt.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == f"{fmt.MANIFEST}: files"
+    assert "vectors.jsonl" in err.value.description

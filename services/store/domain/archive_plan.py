@@ -54,6 +54,19 @@ def read_archive(
 ) -> Archive:
     """Every file read and checked (schema, digests, counts); nothing written."""
     manifest = fmt.read_manifest(directory)
+    # Every export lists each record file, even an empty one: one not listed
+    # would be read as holding nothing, and the copy made without its records.
+    missing = [
+        fmt.file_name(k)
+        for k in fmt.RECORD_FILES
+        if k not in manifest["files"] and (k != "vectors" or manifest["vectors_included"])
+    ]
+    if missing:
+        raise errors.InvalidArgument(
+            f"{fmt.MANIFEST}: files",
+            f"does not list {', '.join(missing)}: every archive lists each of its record "
+            "files; the manifest was changed or is incomplete",
+        )
     listed = [manifest["files"][k]["records"] for k in fmt.RECORD_FILES if k in manifest["files"]]
     on_total("reading", sum(listed))
     workspace = _read_workspace(directory, manifest)
