@@ -31,32 +31,9 @@ from recallatron_devkit.stack import Stack
 from services.store.sql import leaving_queries as lq
 from tests import dbutil
 from tests.conftest import Team, wait_for
-from tests.integration.test_rolling_upgrade import REPO, Processes
+from tests.replicas import second_gateway_fixture  # noqa: F401 (asked for by name)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def second_gateway(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Another gateway replica on the same store, with its own auth cache (and
-    gRPC only: the first one holds the stack's HTTP/JSON port)."""
-    procs = Processes(stack, tmp_path_factory.mktemp("second-gateway"))
-    env_for = stack.env_for
-
-    def grpc_only(name: str) -> dict[str, str]:
-        return {**env_for(name), "RECALLATRON_HTTP_LISTEN": "0"}
-
-    stack.env_for = grpc_only  # type: ignore[method-assign]
-    try:
-        address = procs.start(
-            "gateway", REPO, store=stack.address("store"), rank=stack.address("rank")
-        )
-    finally:
-        stack.env_for = env_for  # type: ignore[method-assign]
-    try:
-        yield address
-    finally:
-        procs.stop()
 
 
 def error(call: Callable[[], Any]) -> grpc.RpcError:

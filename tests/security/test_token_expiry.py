@@ -8,7 +8,7 @@ duration is INVALID_ARGUMENT naming its field and creates nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,19 +25,9 @@ from recallatron.v1 import store_pb2
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
 from tests.conftest import Team, make_team, wait_for
-from tests.integration.test_rolling_upgrade import REPO, Processes
+from tests.replicas import second_gateway_fixture  # noqa: F401 (asked for by name)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def second_gateway(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Another gateway replica on the same store, with its own auth cache."""
-    procs = Processes(stack, tmp_path_factory.mktemp("second-gateway"))
-    try:
-        yield procs.start("gateway", REPO, store=stack.address("store"), rank=stack.address("rank"))
-    finally:
-        procs.stop()
 
 
 def error(call: Callable[[], Any]) -> grpc.RpcError:
