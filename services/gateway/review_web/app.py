@@ -18,12 +18,14 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (
     DEFAULT_PURPOSE,
+    MAX_READ_IDS,
     MAX_REASON,
     PURPOSE,
     PURPOSES,
 )
 from services.gateway import forwarded
 from services.gateway.review_web.pages import (
+    MENTIONS_SHOWN,
     STYLE,
     Response,
     _hidden,
@@ -51,8 +53,6 @@ _TOKEN = re.compile(r"[!-~]{1,500}")
 PAIRS_SHOWN = 50
 ENTITY_PAIRS_SHOWN = 20
 MERGES_SHOWN = 50
-# Titles of the memories an entity card cites, read in one call at most.
-CITED_MEMORIES = 100
 # Each path and the methods it takes (HEAD answers as GET, without the body);
 # OPTIONS is taken everywhere.
 ROUTES: dict[str, tuple[str, ...]] = {
@@ -248,13 +248,14 @@ class ReviewApp:
                 )
             return f'<p class="flash error" role=alert>{e(_status_text(exc))}</p>'
         cited = list(
-            dict.fromkeys(m for p in pairs for c in (p.first, p.second) for m in c.mentioned_by)
-        )[:CITED_MEMORIES]
-        titles: dict[str, str] = {}
-        if cited:
-            with contextlib.suppress(grpc.RpcError):
-                # A memory changed since is shown by id alone.
-                titles = {m.id: m.title for m in client.read(cited, purpose=purpose).memories}
+            dict.fromkeys(
+                m
+                for p in pairs
+                for c in (p.first, p.second)
+                for m in c.mentioned_by[:MENTIONS_SHOWN]
+            )
+        )
+        titles = _titles(client, cited, purpose)
         shown = "".join(entity_pair_section(p, titles, session.csrf, purpose) for p in pairs)
         return (
             "<h2 class=part>Entity pairs</h2><p class=lead>Entities you may see for this purpose "
@@ -404,6 +405,18 @@ class ReviewApp:
         )
         resp = client.call(client.memory.Supersede, request)
         session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
+
+
+def _titles(client: Client, ids: list[str], purpose: str) -> dict[str, str]:
+    """The titles of the memories ``ids`` (at most MENTIONS_SHOWN per card
+    shown), by id. A memory whose title was not read (gone since, or a read
+    refused) is shown by its id alone."""
+    titles: dict[str, str] = {}
+    for start in range(0, len(ids), MAX_READ_IDS):
+        with contextlib.suppress(grpc.RpcError):
+            read = client.read(ids[start : start + MAX_READ_IDS], purpose=purpose)
+            titles.update((m.id, m.title) for m in read.memories)
+    return titles
 
 
 def _who(client: Client) -> tuple[str, str]:

@@ -18,6 +18,10 @@ from recallatron.vocabulary import (
     PURPOSE,
 )
 
+# The memories an entity card lists by title, newest first (the rest are
+# counted): the page reads each one's title, and a card may cite hundreds.
+MENTIONS_SHOWN = 5
+
 REASON_TEXT = {
     "same_name": "the same name",
     "same_alias": "a name or alias of one is the other's",
@@ -235,13 +239,15 @@ def entity_card(label: str, card: cpb.EntityCard, titles: dict[str, str]) -> str
         or "<li>none</li>"
     )
     relations = "".join(_relation(r) for r in card.relations) or "<li>none</li>"
-    cited = (
-        "".join(
-            f"<li>{e(titles.get(m, '(changed since)'))} <code>{e(m)}</code></li>"
-            for m in card.mentioned_by
-        )
-        or "<li>none</li>"
+    listed = card.mentioned_by[:MENTIONS_SHOWN]
+    cited = "".join(
+        f"<li>{e(titles[m])} <code>{e(m)}</code></li>"
+        if m in titles
+        else f"<li><code>{e(m)}</code></li>"
+        for m in listed
     )
+    if len(card.mentioned_by) > len(listed):
+        cited += f"<li>and {len(card.mentioned_by) - len(listed)} more</li>"
     more = "<p class=hint>Lists cut at their cap.</p>" if card.truncated else ""
     return (
         f'<article class=entity data-testid="entity-{e(label)}" data-entity="{e(card.id)}">'
@@ -249,7 +255,7 @@ def entity_card(label: str, card: cpb.EntityCard, titles: dict[str, str]) -> str
         f"<h3>{e(card.name)}</h3><dl class=meta>{meta}</dl>"
         f"<h4>Attributes</h4><ul>{attributes}</ul>"
         f"<h4>Relations</h4><ul>{relations}</ul>"
-        f"<h4>Mentioned by</h4><ul>{cited}</ul>{more}</article>"
+        f"<h4>Mentioned by</h4><ul>{cited or '<li>none</li>'}</ul>{more}</article>"
     )
 
 
