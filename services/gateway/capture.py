@@ -7,7 +7,8 @@ a no-op with the reason.
 
 The rules, in order:
 1. nothing but whitespace, punctuation or filler -> empty;
-2. a question (a '?' or an opening question word) -> question;
+2. a question (a '?', an opening question word or a closing tag: ", right")
+   -> question;
 3. a conditional or imagined case (if, suppose, what if, would, ...) -> hypothetical;
 4. a hedge anywhere (maybe, I think, not sure, probably, ...), or a claim
    relayed from someone else (Alice said, according to Bob, ...) -> hedged;
@@ -44,6 +45,7 @@ from services.gateway.capture_doubts import (
     WITHDRAWN,
     audience_doubt,
     fold,
+    question_tag,
     second_hand,
 )
 from services.gateway.capture_ids import MAX_RESTATED as MAX_RESTATED
@@ -83,6 +85,9 @@ class Capture:
     body: str = ""
     # SPEAKER (only the person who spoke) unless the turn says the team.
     audience: str = SPEAKER
+
+
+_ASKS = "a question: it asks, it does not state anything to store"
 
 
 def _no(category: str, reason: str) -> Capture:
@@ -326,8 +331,8 @@ def decide(text: str) -> Capture:
     if not _words(opening):
         return _no(EMPTY, "only filler words: nothing to store")
     folded = fold(flat)
-    if QUESTION_MARK.search(flat) or QUESTION_WORDS.match(fold(opening)):
-        return _no(QUESTION, "a question: it asks, it does not state anything to store")
+    if QUESTION_MARK.search(flat) or QUESTION_WORDS.match(fold(opening)) or question_tag(folded):
+        return _no(QUESTION, _ASKS)
     if hypothetical := CONDITIONAL.search(folded):
         return _no(
             HYPOTHETICAL,
@@ -402,6 +407,8 @@ def decide(text: str) -> Capture:
         ):
             return _no(AMBIGUOUS, "unclear what to store: 'that' points outside this turn")
         return _no(EMPTY, "asks to remember but says nothing to store")
+    if question_tag(fold(content)):
+        return _no(QUESTION, _ASKS)
     if relayed := second_hand(fold(content)):
         return _no(
             HEDGED,

@@ -36,6 +36,25 @@ QUESTION_WORDS = re.compile(
     r"couldn't|can't)\b",
     _I,
 )
+# A question tag closing a claim asks the listener to confirm it, question mark
+# or not: "..., right", "..., isn't it", "..., do we", "..., is that right".
+_TAG = re.compile(
+    r"(?:[,\u2014\u2013]|\s-{1,2})\s*(?:right|correct|innit|eh|am i right|"
+    r"(?:is|was) (?:that|it) (?:right|correct|so|true)|"
+    r"(?:is|are|was|were|do|does|did|have|has|had|can|could|will|should|ai)(?:n't)? "
+    r"(?:it|that|this|he|she|they|we|you|i|there))[\s.!]*$",
+    _I,
+)
+# How far from the end a question tag may start: it is short.
+_TAG_CHARS = 40
+
+
+def question_tag(text: str) -> bool:
+    """Whether ``text`` ends on a question tag; only its last few characters
+    are read, so a turn of any length costs the same."""
+    return _TAG.search(text, max(0, len(text) - _TAG_CHARS)) is not None
+
+
 CONDITIONAL = re.compile(
     r"\b(?:if|what if|suppose|supposing|imagine|imagining|hypothetically|in case|assuming|"
     r"assume|let's say|lets say|say we|were to|would|wouldn't|would've|could we|in theory|"

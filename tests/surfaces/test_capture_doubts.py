@@ -236,3 +236,43 @@ def test_the_speakers_own_words_and_written_sources_still_store() -> None:
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+# A claim ending on a question tag without a question mark asks the listener
+# to confirm it: the speaker does not state it plainly. Each was stored.
+TAGGED = [
+    "Remember that the deploy is on Friday, right",
+    "Remember that the deploy is on Friday, right.",
+    "Remember that the deploy is on Friday, isn't it.",
+    "Remember that we ship on Friday, don't we",
+    "Remember that Bob owns billing, doesn't he.",
+    "Remember that the keys were rotated, weren't they",
+    "Remember that we don't ship on Friday, do we.",
+    "Remember that the deploy is on Friday, correct.",
+    "Remember that the deploy is on Friday, is that right.",
+    "Remember that the deploy is on Friday, am I right",
+    "Remember that the deploy is on Friday \u2014 innit.",
+    "Remember that the deploy is on Friday, eh.",
+    "The deploy is on Friday, right, remember that.",
+]
+
+
+@pytest.mark.parametrize("turn", TAGGED)
+def test_a_claim_ending_on_a_question_tag_stores_nothing(turn: str) -> None:
+    """Rule 2: a question tag at the end ("..., right", "..., isn't it") makes
+    the turn a question, with or without its question mark."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == capture.QUESTION, decided
+
+
+def test_the_same_words_inside_a_claim_still_store() -> None:
+    for turn, title in (
+        ("Remember that the exit is on the right.", "The exit is on the right"),
+        ("Remember that the lift is on the left, right next to the stairs.",
+         "The lift is on the left, right next to the stairs"),
+        ("Remember that the invoice total is correct.", "The invoice total is correct"),
+        ("Remember that Bob's answer was right, as usual.", "Bob's answer was right, as usual"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
