@@ -299,9 +299,15 @@ def export_bi_encoder(out_dir: Path, log: Callable[[str], None] = print) -> Mani
 
 
 def export_cross_encoder(
-    source: str, out_dir: Path, model_id: str, log: Callable[[str], None] = print
+    source: str,
+    out_dir: Path,
+    model_id: str,
+    log: Callable[[str], None] = print,
+    source_digest: str = "",
 ) -> Manifest:
-    """Exports a sentence-transformers ``CrossEncoder`` with one label into ``out_dir``."""
+    """Exports a sentence-transformers ``CrossEncoder`` with one label into
+    ``out_dir``; ``source_digest``, of a local source's files, is recorded
+    so that preparing again can tell when they changed."""
     _quiet()
     log(f"loading cross-encoder {source}")
     ce = StCrossEncoder(source, device="cpu", model_kwargs={"attn_implementation": "eager"})
@@ -341,7 +347,7 @@ def export_cross_encoder(
         files=describe_files(out_dir, [MODEL_FILE, TOKENIZER_FILE]),
         input_names=input_names,
         pad_id=_pad_id(tokenizer),
-        source={"from": source},
+        source={"from": source, **({"digest": source_digest} if source_digest else {})},
         exported_with=_versions(),
         details={"activation": type(activation).__name__, "num_labels": 1},
     )

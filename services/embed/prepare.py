@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import hashlib
 import importlib.metadata
 import os
 import shutil
@@ -41,6 +42,7 @@ from services.embed.manifest import (
     Manifest,
     ManifestError,
     read_manifest,
+    sha256_file,
 )
 
 Log = Callable[[str], None]
@@ -141,6 +143,19 @@ def prepare_bi_encoder(models_dir: Path, force: bool = False, log: Log = _stderr
         return target
 
 
+def source_digest(source: str) -> str:
+    """The sha256 of a local model directory's files (their paths and
+    contents), so that a model changed in place is prepared again; '' for a
+    hub id."""
+    root = Path(source)
+    if not root.is_dir():
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n".encode())
+    return digest.hexdigest()
+
+
 def cross_encoder_status(target: Path, source: str, model_id: str) -> str | None:
     try:
         manifest = read_manifest(target, CROSS_ENCODER_KIND, verify=True)
@@ -148,6 +163,8 @@ def cross_encoder_status(target: Path, source: str, model_id: str) -> str | None
         return str(exc)
     if manifest.source.get("from") != source or manifest.model_id != model_id:
         return f"it was prepared from {manifest.source.get('from')!r}"
+    if manifest.source.get("digest", "") != source_digest(source):
+        return f"the model in {source} changed since it was prepared"
     return None
 
 
@@ -183,8 +200,13 @@ def prepare_cross_encoder(
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from services.embed.export import export_cross_encoder
 
+        digest = source_digest(source)
         _export_in_place(
-            out, lambda staging: export_cross_encoder(source, staging, model_id, log=log), log
+            out,
+            lambda staging: export_cross_encoder(
+                source, staging, model_id, log=log, source_digest=digest
+            ),
+            log,
         )
         log(f"serve it with RECALLATRON_CROSS_ENCODER_DIR={out}")
         return out
