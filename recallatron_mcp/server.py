@@ -59,6 +59,10 @@ log = logging.getLogger("recallatron.mcp")
 
 # Failures of this server's own, told like the gateway's (tools.failure).
 NO_TOKEN = PeerStatus(grpc.StatusCode.UNAUTHENTICATED, "no member token")
+NOT_BEARER = PeerStatus(
+    grpc.StatusCode.UNAUTHENTICATED,
+    "the request's Authorization header is not 'Bearer <member token>'",
+)
 FAILED = PeerStatus(grpc.StatusCode.INTERNAL, "the tool failed unexpectedly")
 
 # What the tool descriptions do not say: when to reach for the tools at all.
@@ -168,18 +172,23 @@ def _access(ctx: ServerRequestContext[Any]) -> MemberAccess | None:
     return access if isinstance(access, MemberAccess) else None
 
 
-def _token(ctx: ServerRequestContext[Any], default: str) -> str:
+def _token(ctx: ServerRequestContext[Any], default: str) -> str | None:
     """The gateway token of the request's verified OAuth caller, or the HTTP
-    request's bearer token when there is one, else the default."""
+    request's bearer token, else (no Authorization header, or stdio) the
+    default. None: the request has an Authorization header with no bearer
+    token in it; its caller meant to be someone, so it is refused rather than
+    served as the default member."""
     access = _access(ctx)
     if access is not None:
         return access.gateway_token
     headers = getattr(ctx.request, "headers", None)
-    value = headers.get("authorization", "") if headers is not None else ""
-    scheme, _, token = value.partition(" ")
+    value: str | None = headers.get("authorization") if headers is not None else None
+    if value is None:
+        return default
+    scheme, _, token = value.strip().partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    return default
+    return None
 
 
 def _text(payload: Any) -> list[types.ContentBlock]:
@@ -201,7 +210,7 @@ def build_server(clients: Clients) -> Server[Any]:
         arguments = dict(params.arguments or {})
         if not token:
             return types.CallToolResult(
-                content=_text(tools.failure(NO_TOKEN)),
+                content=_text(tools.failure(NO_TOKEN if token == "" else NOT_BEARER)),
                 is_error=True,
             )
         client = clients.get(token, _address(ctx))
