@@ -18,7 +18,8 @@ The rules, in order:
 6. the directive's object is missing -> empty; it points outside the turn
    (this, that, it, what we said), asks for a reminder (remember to ...),
    names a particular person as audience or is addressed to others ("cc Bob",
-   "@bob"), or is under three words -> ambiguous.
+   "@bob"), names a person by a pronoun alone ("the lead is her"), or is under
+   three words -> ambiguous.
 Only what passes all six is stored.
 
 Phrases closing a turn ("..., remember that", "just for me") are looked for in
@@ -47,6 +48,7 @@ from services.gateway.capture_doubts import (
     fold,
     question_tag,
     second_hand,
+    unnamed_person,
 )
 from services.gateway.capture_ids import MAX_RESTATED as MAX_RESTATED
 from services.gateway.capture_ids import request_id_for as request_id_for
@@ -426,6 +428,8 @@ def decide(text: str) -> Capture:
             "unclear what to store: it points to something outside this turn "
             f"('{_words(content)[0]}')",
         )
+    if pronoun := unnamed_person(content):
+        return _no(AMBIGUOUS, f"unclear who '{pronoun}' is: name the person in the claim")
     if len(_words(content)) < MIN_CONTENT_WORDS:
         return _no(AMBIGUOUS, "too short to be a claim: say what to remember in a sentence")
 

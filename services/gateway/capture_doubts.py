@@ -198,6 +198,30 @@ ADDRESSED = re.compile(
 )
 
 
+# A person a claim names by a pronoun alone ("the new lead is her"): with no
+# name before it in the claim, who is meant lies outside the turn. A name is a
+# capitalised word or an acronym ("Dana", "CEO") other than a sentence's usual
+# openers.
+_PERSON_PRONOUN = re.compile(r"\b(?:[Hh](?:e|im|is|er|ers|imself|erself)|[Ss]he)\b")
+_WORD = re.compile(r"[^\W\d_]+")
+_NOT_NAMES = frozenset(
+    {"The", "A", "An", "It", "Its", "This", "That", "These", "Those", "There", "Our", "My"}
+    | {"Your", "Their", "We", "I", "In", "On", "At", "For", "If", "When", "After", "Before"}
+    | {"Since", "Until", "Every", "Each", "All", "Some", "No", "Once", "And", "But", "So"}
+)
+
+
+def unnamed_person(claim: str) -> str | None:
+    """The pronoun ``claim`` names a person by with no name before it, if any."""
+    pronoun = _PERSON_PRONOUN.search(claim)
+    if pronoun is None:
+        return None
+    words = (word.group(0) for word in _WORD.finditer(claim, 0, pronoun.start()))
+    if any(word[0].isupper() and word not in _NOT_NAMES for word in words):
+        return None
+    return pronoun.group(0)
+
+
 def audience_doubt(flat: str) -> str | None:
     """Why who may see the turn's memory is unclear, if it is."""
     if unclear := UNCLEAR_AUDIENCE.search(flat):

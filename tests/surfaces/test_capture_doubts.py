@@ -276,3 +276,43 @@ def test_the_same_words_inside_a_claim_still_store() -> None:
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+# A claim naming a person only by "he", "she", "him", "her", "his" or "hers",
+# with no one named before it: who is meant lies outside the turn. Each was
+# stored ("The new lead for billing is her").
+UNNAMED = [
+    "Remember that the new lead for billing is her.",
+    "Remember that the keys are with him.",
+    "Remember that the billing service is his now.",
+    "Remember that the deploy waits until she is back.",
+    "Record that the client called him about the invoice.",
+    "Note that the spare laptop is hers.",
+    "Remember that the on-call phone stays with her this week.",
+]
+
+
+@pytest.mark.parametrize("turn", UNNAMED)
+def test_a_claim_about_someone_it_does_not_name_stores_nothing(turn: str) -> None:
+    """Rule 6: a person the claim points to by a pronoun alone, with no name
+    for it in the turn, is ambiguous, wherever the pronoun stands."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == capture.AMBIGUOUS, decided
+
+
+def test_a_pronoun_after_the_name_it_stands_for_still_stores() -> None:
+    for turn, title in (
+        ("Remember that my manager is Dana Lee and she prefers Slack.",
+         "My manager is Dana Lee and she prefers Slack"),
+        ("Remember that Ana moved to Lisbon, where she works remotely.",
+         "Ana moved to Lisbon, where she works remotely"),
+        ("Remember that the CEO wants his reports on Monday.",
+         "The CEO wants his reports on Monday"),
+        ("Remember that Cy is allergic to peanuts and his EpiPen is in the first-aid box.",
+         "Cy is allergic to peanuts and his EpiPen is in the first-aid box"),
+        ("Remember that the HERE maps licence renews in May.",
+         "The HERE maps licence renews in May"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
