@@ -4,14 +4,18 @@ pg_dump): as the admin role, outside row-level security."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 
-from recallatron_devkit.localpg import _commands
+# The wheel's, as localpg imports it (quietly: the wheel warns at import).
+from recallatron_devkit.localpg import _commands  # type: ignore[attr-defined]
 from recallatron_devkit.stack import Stack
-from services.store.infrastructure.db import Databases, with_database
+from services.store.domain.control import ControlPlane
+from services.store.domain.workspace_services import InWorkspaces
+from services.store.infrastructure.db import Caller, Databases, with_database
 from services.store.settings import StoreSettings
 
 # The embedding job's tables (embedding_job, memory_embedding) change in the
@@ -59,9 +63,11 @@ def pg_dump(stack: Stack, database: str) -> str:
     ).stdout
 
 
-def query(stack: Stack, database: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:
+def query(
+    stack: Stack, database: str, sql: str, params: tuple[object, ...] = ()
+) -> list[tuple[Any, ...]]:
     with psycopg.connect(workspace_url(stack, database)) as conn:
-        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+        return conn.execute(sql, params).fetchall()
 
 
 @contextmanager
@@ -75,3 +81,17 @@ def store_databases(stack: Stack) -> Iterator[Databases]:
         yield dbs
     finally:
         dbs.close()
+
+
+@contextmanager
+def store_transaction(
+    stack: Stack, caller: Caller, settings: Mapping[str, str] | None = None
+) -> Iterator[psycopg.Connection]:
+    """A transaction as the store opens one for ``caller`` (``settings``: more
+    transaction-local settings), on databases held in this process as by
+    store_databases: for a test that runs the store's reads on it itself."""
+    with (
+        store_databases(stack) as dbs,
+        InWorkspaces(ControlPlane(dbs)).transaction(caller, settings) as conn,
+    ):
+        yield conn

@@ -4,8 +4,7 @@ the card shows the aliases it always showed, newest statement first."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 import psycopg
@@ -13,6 +12,7 @@ import pytest
 
 from recallatron.vocabulary import MAX_CARD_ITEMS
 from recallatron_devkit.stack import Stack
+from services.store.infrastructure.db import Caller
 from tests import dbutil
 from tests.conftest import Team
 
@@ -52,18 +52,10 @@ class _Recording:
         return getattr(self._conn, name)
 
 
-@contextlib.contextmanager
-def _graph_transaction(stack: Stack, team: Team) -> Iterator[Any]:
-    from services.store.domain.control import ControlPlane
-    from services.store.domain.workspace_services import InWorkspaces
-    from services.store.infrastructure.db import Caller
-
+def _graph_transaction(stack: Stack, team: Team) -> AbstractContextManager[psycopg.Connection]:
+    """A transaction as the store opens one for Ada (an owner, for assist)."""
     caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
-    with (
-        dbutil.store_databases(stack) as dbs,
-        InWorkspaces(ControlPlane(dbs)).transaction(caller) as conn,
-    ):
-        yield conn
+    return dbutil.store_transaction(stack, caller)
 
 
 def _alias_order(stack: Stack, team: Team, entity_id: str) -> list[str]:

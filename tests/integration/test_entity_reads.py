@@ -7,8 +7,7 @@ purposes and times, with forgotten, private and superseded memories)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +17,6 @@ import pytest
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_CARD_ITEMS, MAX_NEIGHBOR_EDGES
 from recallatron_devkit.stack import Stack
 from services.store.domain import graph, graph_cards, graph_traversal
-from services.store.domain.control import ControlPlane
-from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, Caller
 from services.store.sql import graph_queries as gq
 from tests import dbutil
@@ -176,20 +173,13 @@ def _seed(stack: Stack, team: Team) -> None:
         conn.execute("ANALYZE")
 
 
-@contextlib.contextmanager
 def _store_transaction(
     stack: Stack, team: Team, member: str, purpose: str, generic: bool
-) -> Iterator[psycopg.Connection]:
+) -> AbstractContextManager[psycopg.Connection]:
     """A transaction as the store opens one for the caller: lookup and
     recall's cards with generic plans, neighbors without."""
     caller = Caller(team.workspace_id, team.members[member], purpose)
-    with (
-        dbutil.store_databases(stack) as dbs,
-        InWorkspaces(ControlPlane(dbs)).transaction(
-            caller, GENERIC_PLANS if generic else None
-        ) as conn,
-    ):
-        yield conn
+    return dbutil.store_transaction(stack, caller, GENERIC_PLANS if generic else None)
 
 
 def _hub(stack: Stack, team: Team) -> str:

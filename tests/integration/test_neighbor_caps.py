@@ -5,14 +5,15 @@ cap is whole and not marked truncated."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 
 from recallatron_devkit.stack import Stack
+from services.store.infrastructure.db import Caller
 from tests import dbutil
 from tests.conftest import Team
 
@@ -23,18 +24,10 @@ def _relation(subject: str, obj: str) -> dict[str, Any]:
     return {"subject": {"name": subject}, "predicate": "works_with", "object": {"name": obj}}
 
 
-@contextlib.contextmanager
-def _graph_transaction(stack: Stack, team: Team) -> Iterator[Any]:
-    from services.store.domain.control import ControlPlane
-    from services.store.domain.workspace_services import InWorkspaces
-    from services.store.infrastructure.db import Caller
-
+def _graph_transaction(stack: Stack, team: Team) -> AbstractContextManager[psycopg.Connection]:
+    """A transaction as the store opens one for Ada (an owner, for assist)."""
     caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
-    with (
-        dbutil.store_databases(stack) as dbs,
-        InWorkspaces(ControlPlane(dbs)).transaction(caller) as conn,
-    ):
-        yield conn
+    return dbutil.store_transaction(stack, caller)
 
 
 def test_edges_that_led_to_a_hop_do_not_count_against_the_cap(
