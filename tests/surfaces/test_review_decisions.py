@@ -127,6 +127,36 @@ def test_supersede_with_the_other_text_states_the_other_s_claims(stack: Stack, t
     )
 
 
+def _mentioned(memory: cpb.Memory) -> int:
+    return len(memory.mentions) + memory.omitted.mentions
+
+
+@pytest.mark.parametrize("services", [60, 100])
+def test_supersede_with_the_text_of_a_memory_naming_many_entities(
+    stack: Stack, team: Team, services: int
+) -> None:
+    """B names 61 entities through its relations (one remember may state 100):
+    the page sent each of them again as a mention beside the relations that
+    name them, past what one write may mention, and "supersede A with B's
+    text" was refused ('mentions: at most 50 allowed'), a field the person
+    never filled. With 101, one more than a read lists, none is lost."""
+    ada = team.clients["ada"]
+    a = ada.remember("Apollo depends on many services", audience_to="workspace").memory
+    relations = [
+        {"subject": {"name": "Apollo"}, "predicate": "depends_on", "object": {"name": f"svc{i}"}}
+        for i in range(services)
+    ]
+    b = ada.remember("Apollo depends on its services", relations=relations).memory
+    assert _mentioned(b) == services + 1
+    _supersede_on_the_page(stack, team, a, b)
+    successor = ada.read([ada.read([a.id]).memories[0].superseded_by_id]).memories[0]
+    assert _mentioned(successor) == services + 1
+    assert {m.entity_id for m in b.mentions} <= {
+        x for r in successor.relations for x in (r.subject.id, r.object.id)
+    }
+    assert len(successor.relations) == services
+
+
 def test_forget_on_the_page_checks_the_revision_it_showed(stack: Stack, team: Team) -> None:
     """The page's forget names the revision it showed, as its supersede does:
     a memory corrected since the page was drawn is not forgotten on the

@@ -382,6 +382,23 @@ class ReviewApp:
             )
             return
         claims, relations, aliases = _current_graph(kept)
+        # The entities the graph names are mentioned by the memory that states
+        # it: named again as mentions they counted twice against one write's
+        # MAX_MENTIONS, and a text naming many entities could not be kept.
+        named = {c.entity.entity_id for c in claims} | {a.entity.entity_id for a in aliases}
+        named |= {x for r in relations for x in (r.subject.entity_id, r.object.entity_id)}
+        mentioned = len(kept.mentions) + kept.omitted.mentions
+        if len(named | {m.entity_id for m in kept.mentions}) < mentioned:
+            # The read left out mentions the graph does not name: the
+            # successor would mention fewer entities than the kept text does.
+            session.flash.append(
+                (
+                    "error",
+                    f"{keep_id} mentions more entities than one read lists "
+                    f"({kept.omitted.mentions} left out); nothing was done.",
+                )
+            )
+            return
         request = pb.SupersedeRequest(
             request_id=_request_id(),
             id=retire_id,
@@ -390,7 +407,11 @@ class ReviewApp:
             title=kept.title,
             body=kept.body,
             confidence=kept.confidence,
-            mentions=[cpb.MentionInput(entity_id=m.entity_id) for m in kept.mentions],
+            mentions=[
+                cpb.MentionInput(entity_id=m.entity_id)
+                for m in kept.mentions
+                if m.entity_id not in named
+            ],
             # B's text states B's claims: A's, carried by default, would say
             # on the successor what its text no longer does.
             replace_claims=True,
