@@ -77,3 +77,24 @@ def _refused(client: Client) -> bool:
     except Exception:
         return True
     return False
+
+
+def test_an_owner_s_token_for_other_purposes_is_not_told_only_owners_decide(
+    stack: Stack, team: Team, operator: Client
+) -> None:
+    """An owner signed in with a token scoped to audit, looking at assist: the
+    page said "Only a workspace owner decides on entity merges" to the
+    workspace's owner (the scope's refusal taken for the owner rule's)."""
+    scoped = operator.create_token(team.members["ada"], "review", purposes=["audit"]).token
+    app = ReviewApp(stack.gateway)
+    signed = app.handle("POST", "/signin", {}, {"token": scoped})
+    sid = next(v for k, v in signed.headers if k == "Set-Cookie").split(";")[0].split("=", 1)[1]
+    page = app.handle("GET", "/?purpose=assist", {COOKIE: sid}, {}).body
+    assert b"assist is outside it" in page, page[-800:]
+    assert b"Only a workspace owner" not in page, page[-800:]
+    # For its own purpose the owner's entity part is there; a member is told.
+    page = app.handle("GET", "/?purpose=audit", {COOKIE: sid}, {}).body
+    assert b"Only a workspace owner" not in page and b"Entity pairs" in page
+    signed = app.handle("POST", "/signin", {}, {"token": team.clients["bob"].token})
+    sid = next(v for k, v in signed.headers if k == "Set-Cookie").split(";")[0].split("=", 1)[1]
+    assert b"Only a workspace owner" in app.handle("GET", "/", {COOKIE: sid}, {}).body

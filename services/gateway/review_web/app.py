@@ -194,12 +194,16 @@ class ReviewApp:
         )
         if not peek:
             session.flash.clear()
+        # Whether the token may act for this purpose at all: the refusal is
+        # shown once, and not taken for the entity part's owner rule.
+        in_scope = True
         try:
             pairs = list(session.client.duplicate_pairs(purpose=purpose, limit=PAIRS_SHOWN).pairs)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 return self._signed_out(sid)
             pairs = []
+            in_scope = exc.code() != grpc.StatusCode.PERMISSION_DENIED
             flashes += f'<p class="flash error" role=alert>{e(_status_text(exc))}</p>'
         options = "".join(
             f'<option value="{p}"{" selected" if p == purpose else ""}>{p}</option>'
@@ -220,7 +224,9 @@ class ReviewApp:
         body = "".join(pair_section(p, session.csrf, purpose) for p in pairs) or (
             "<p class=empty data-testid=no-pairs>No pairs to review.</p>"
         )
-        body = "<h2 class=part>Memory pairs</h2>" + body + self.entities(session, purpose)
+        body = "<h2 class=part>Memory pairs</h2>" + body
+        if in_scope:
+            body += self.entities(session, purpose)
         return Response(HTTPStatus.OK, page("Dedup review", lead + flashes + body, top))
 
     def _signed_out(self, sid: str | None) -> Response:
