@@ -110,6 +110,18 @@ def rich_detail(exc: grpc.RpcError, message: type[M]) -> M | None:
     return None
 
 
+def field_violations(exc: grpc.RpcError) -> list[str]:
+    """The fields the google.rpc.BadRequest details of a refusal name, in
+    their order (none when it carries no rich status)."""
+    status = rpc_status.from_call(exc)
+    found: list[str] = []
+    for detail in status.details if status else []:
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            found.extend(v.field for v in bad.field_violations)
+    return found
+
+
 def retry_delay(exc: grpc.RpcError) -> float:
     """The google.rpc.RetryInfo hint of a refusal, in seconds (0: none)."""
     info = rich_detail(exc, error_details_pb2.RetryInfo)

@@ -9,13 +9,12 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from tests import dbutil
 from tests.conftest import Team
+from tests.faults.stackutil import field_violations
 
 pytestmark = pytest.mark.integration
 
@@ -440,13 +439,7 @@ def test_bad_input_is_refused_naming_the_field(stack, fixture_ids, case: Case) -
     assert err.value.code() == code, err.value.details()
     assert field in err.value.details()
     if code == INVALID:
-        status = rpc_status.from_call(err.value)
-        assert status is not None
-        violations = []
-        for detail in status.details:
-            br = error_details_pb2.BadRequest()
-            if detail.Unpack(br):
-                violations.extend(v.field for v in br.field_violations)
+        violations = field_violations(err.value)
         assert violations and field in violations[0]
     # Hidden ids never appear in an answer.
     assert ids["hidden"] not in err.value.details()

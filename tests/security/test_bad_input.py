@@ -13,8 +13,6 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.internal import encoder
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
@@ -22,6 +20,7 @@ from recallatron.v1 import gateway_pb2_grpc
 from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team, make_team
+from tests.faults.stackutil import field_violations
 from tests.security.corpus import CASES, OK, Case
 
 pytestmark = pytest.mark.integration
@@ -74,16 +73,6 @@ def _stub(client: Client, service: str) -> Any:
     return {"memory": client.memory, "admin": client.admin, "review": client.review}[service]
 
 
-def _violations(err: grpc.RpcError) -> list[str]:
-    status = rpc_status.from_call(err)  # type: ignore[arg-type]
-    found: list[str] = []
-    for detail in status.details if status else []:
-        br = error_details_pb2.BadRequest()
-        if detail.Unpack(br):
-            found.extend(v.field for v in br.field_violations)
-    return found
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_answers_as_documented_and_changes_nothing(
     stack: Stack, operator: Client, world, case: Case
@@ -107,7 +96,7 @@ def test_bad_input_answers_as_documented_and_changes_nothing(
         assert code == case.code, details
         assert case.field in details, details
         if code == grpc.StatusCode.INVALID_ARGUMENT:
-            fields = _violations(err.value)
+            fields = field_violations(err.value)
             assert fields and case.field in fields[0], fields
         for secret in ("hidden", "foreign", "ada_only", "bob_shared"):
             assert ids[secret] not in details or ids[secret] in str(case.build(ids)), details
@@ -177,7 +166,7 @@ def test_invalid_utf8_in_a_string_field_is_refused(stack: Stack, world, case, ba
     # is a client error, not a server fault, and nothing written.
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (err.code(), err.details())  # type: ignore[attr-defined]
     assert field in (err.details() or "")  # type: ignore[attr-defined]
-    assert _violations(err) == [field]
+    assert field_violations(err) == [field]
     assert dbutil.checksum(stack, team.database_name) == before
 
 

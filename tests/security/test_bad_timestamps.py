@@ -15,8 +15,6 @@ import pytest
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
@@ -24,6 +22,7 @@ from recallatron.v1 import gateway_pb2 as pb
 from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team, make_team
+from tests.faults.stackutil import field_violations
 
 pytestmark = pytest.mark.integration
 
@@ -163,16 +162,6 @@ def _stub(client: Client, service: str) -> Any:
     return stubs.get(service, client.review)
 
 
-def _violations(err: grpc.RpcError) -> list[str]:
-    status = rpc_status.from_call(err)  # type: ignore[arg-type]
-    found: list[str] = []
-    for detail in status.details if status else []:
-        br = error_details_pb2.BadRequest()
-        if detail.Unpack(br):
-            found.extend(v.field for v in br.field_violations)
-    return found
-
-
 @pytest.fixture(scope="module")
 def world(stack: Stack, operator: Client) -> Iterator[tuple[Team, dict[str, str]]]:
     team = make_team(stack, operator, ("ada",))
@@ -211,7 +200,7 @@ def test_an_out_of_range_timestamp_is_invalid_argument_naming_the_field(
     code, details = err.value.code(), err.value.details() or ""
     assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
     assert name in details, details
-    assert _violations(err.value) == [name]
+    assert field_violations(err.value) == [name]
     assert _state(stack, team) == before
 
 
