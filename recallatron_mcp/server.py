@@ -63,6 +63,12 @@ NOT_BEARER = PeerStatus(
     grpc.StatusCode.UNAUTHENTICATED,
     "the request's Authorization header is not 'Bearer <member token>'",
 )
+# Said without the token: it may be a real one with a stray character.
+NOT_A_TOKEN = PeerStatus(
+    grpc.StatusCode.UNAUTHENTICATED,
+    "the member token holds a character no token has (tokens are printable ASCII with no "
+    "spaces: a copied quote mark, a non-ASCII letter or a control character is in it)",
+)
 FAILED = PeerStatus(grpc.StatusCode.INTERNAL, "the tool failed unexpectedly")
 
 # What the tool descriptions do not say: when to reach for the tools at all.
@@ -191,6 +197,11 @@ def _token(ctx: ServerRequestContext[Any], default: str) -> str | None:
     return None
 
 
+def _token_shaped(token: str) -> bool:
+    """Whether ``token`` can be a token at all: printable ASCII, no spaces."""
+    return all("!" <= ch <= "~" for ch in token)
+
+
 def _text(payload: Any) -> list[types.ContentBlock]:
     return [types.TextContent(type="text", text=json.dumps(payload, indent=1, ensure_ascii=False))]
 
@@ -213,6 +224,9 @@ def build_server(clients: Clients) -> Server[Any]:
                 content=_text(tools.failure(NO_TOKEN if token == "" else NOT_BEARER)),
                 is_error=True,
             )
+        if not _token_shaped(token):
+            # gRPC refuses it as call metadata, which reads as a server fault.
+            return types.CallToolResult(content=_text(tools.failure(NOT_A_TOKEN)), is_error=True)
         client = clients.get(token, _address(ctx))
         try:
             # gRPC calls block: off the event loop.
