@@ -383,6 +383,7 @@ def _write(
     conn.execute(q.FILL_TERM_STATS)
     conn.execute(q.FILL_CORPUS_STATS)
     _fold_provenance(conn)
+    conn.execute(q.VECTOR_PROVENANCE)
     queued = conn.execute(q.ENQUEUE_UNEMBEDDED, (EMBED_INPUT_VERSION,)).rowcount
     for statement in q.TRIGGERS_ON:
         conn.execute(statement)

@@ -83,15 +83,19 @@ CANDIDATE_CAP = 500
 # 0013: the purpose, a value in a custom plan, proves the partial index's
 # predicate; iterative scan keeps going until enough rows pass the
 # eligibility filter, which row-level security applies to the vector's own
-# copy of its memory's trust, see migration 0005). The floor is applied by
-# the caller (RecallQueries.dense), after it has seen how many rows the scan
-# found: fewer than asked tells a scan that gave up. Vectors exist only for
-# live, unsuperseded memories.
+# copy of its memory's trust, see migration 0005; the walk's condition is
+# applied to its copy of the memory's provenance, migration 0048, so that a
+# row the walk would refuse takes no place among the first rows). The floor
+# is applied by the caller (RecallQueries.dense), after it has seen how many
+# rows the scan found: fewer than asked tells a scan that gave up. Vectors
+# exist only for live, unsuperseded memories.
 _DENSE = """
 SELECT id::text, cosine FROM (
     SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
     FROM memory_embedding e
     WHERE e.purposes @> ARRAY['{purpose}'::purpose]
+      AND vector_provenance_admits(
+            e.provenance_audience, e.provenance_purposes, e.provenance_forgotten)
       AND e.model_id = %(model_id)s AND e.input_version = %(input_version)s
       AND (cardinality(%(kinds)s::memory_kind[]) = 0 OR e.kind = ANY(%(kinds)s::memory_kind[]))
       AND (%(expiry_days)s = 0

@@ -264,6 +264,17 @@ SELECT md5(string_agg(id::text || coalesce(provenance_audience::text, '')
                       ',' ORDER BY id))
 FROM memory
 """
+# The vectors' copies of the provenance just folded (migration 0048): the
+# memory triggers that keep them equal are off during the import.
+VECTOR_PROVENANCE = """
+UPDATE memory_embedding e
+SET provenance_audience = m.provenance_audience, provenance_purposes = m.provenance_purposes,
+    provenance_forgotten = m.provenance_forgotten
+FROM memory m
+WHERE m.id = e.memory_id
+  AND (e.provenance_audience, e.provenance_purposes, e.provenance_forgotten)
+      IS DISTINCT FROM (m.provenance_audience, m.provenance_purposes, m.provenance_forgotten)
+"""
 # The embedding queue: every current memory without a vector of the current
 # input version (a vector of another model waits for `recallatron rebuild`).
 ENQUEUE_UNEMBEDDED = """
