@@ -1,7 +1,7 @@
 """A second gateway replica beside the session stack's, for the tests of what
 every gateway must refuse at once (test_token_expiry, test_member_removal): a
-test module imports `second_gateway_fixture` and its tests ask for
-`second_gateway`."""
+test module imports the fixture `second_gateway` (as itself: `import
+second_gateway as second_gateway`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from recallatron_devkit.stack import Stack
 from tests.integration.test_rolling_upgrade import REPO, Processes
 
 
-@pytest.fixture(scope="module", name="second_gateway")
-def second_gateway_fixture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def second_gateway(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Another gateway replica on the same store, with its own auth cache
     (gRPC only: Processes leaves the HTTP/JSON port to the stack's gateway)."""
     procs = Processes(stack, tmp_path_factory.mktemp("second-gateway"))

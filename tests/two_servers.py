@@ -2,10 +2,9 @@
 (test_move_copy, test_move_deletion, test_server_failures): two embedded
 servers, `default` and `b`, and the store's own ControlPlane on them in this
 process, without the services; the source's replication slots taken by
-others, as a move meets them. A test module imports the fixtures
-`servers_fixture` (servers `default` and `b`, started once for the module)
-and `store_fixture` (the store on them, one for each test); its tests ask for
-them as `servers` and `store`."""
+others, as a move meets them. A test module imports the fixtures `servers`
+(servers `default` and `b`, started once for the module) and `store` (the
+store on them, one for each test) as themselves (`import servers as servers`)."""
 
 from __future__ import annotations
 
@@ -54,15 +53,15 @@ def store_on(servers: dict[str, LocalPostgres], *more: str) -> tuple[Databases, 
     return dbs, ControlPlane(dbs)
 
 
-@pytest.fixture(scope="module", name="servers")
-def servers_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalPostgres]]:
     """Servers `default` and `b`, one pair for the importing module."""
     with two_servers(tmp_path_factory.mktemp("two-servers")) as made:
         yield made
 
 
-@pytest.fixture(name="store")
-def store_fixture(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, ControlPlane]]:
+@pytest.fixture
+def store(servers: dict[str, LocalPostgres]) -> Iterator[tuple[Databases, ControlPlane]]:
     """The store's databases and control plane on ``servers``; closed after the test."""
     dbs, control = store_on(servers)
     try:

@@ -20,7 +20,9 @@ from services.store.domain.control import ControlPlane
 from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import Databases
-from tests.two_servers import before_step, servers_fixture, store_fixture  # noqa: F401 (fixtures)
+from tests.two_servers import before_step
+from tests.two_servers import servers as servers  # the fixture
+from tests.two_servers import store as store  # the fixture
 
 pytestmark = pytest.mark.integration
 

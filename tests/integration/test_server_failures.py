@@ -26,14 +26,9 @@ from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.settings import StoreSettings
-from tests.two_servers import (  # noqa: F401 (the fixtures, asked for by name)
-    before_step,
-    drop_slots,
-    servers_fixture,
-    store_fixture,
-    store_on,
-    take_slots,
-)
+from tests.two_servers import before_step, drop_slots, store_on, take_slots
+from tests.two_servers import servers as servers  # the fixture
+from tests.two_servers import store as store  # the fixture
 
 pytestmark = pytest.mark.integration
 

@@ -29,11 +29,10 @@ from tests.conftest import Team, make_team, wait_for
 from tests.integration.test_forget_completely import _grep
 from tests.integration.test_metrics import scrape
 from tests.integration.test_rolling_upgrade import REPO
-from tests.security.test_member_removal import error, refused, second_gateway
+from tests.replicas import second_gateway as second_gateway  # the fixture
+from tests.security.test_member_removal import error, refused
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["second_gateway"]  # the fixture, shared with the member tests
 
 
 def control(stack: Stack, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:

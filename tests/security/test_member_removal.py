@@ -31,7 +31,7 @@ from recallatron_devkit.stack import Stack
 from services.store.sql import leaving_queries as lq
 from tests import dbutil
 from tests.conftest import Team, wait_for
-from tests.replicas import second_gateway_fixture  # noqa: F401 (asked for by name)
+from tests.replicas import second_gateway as second_gateway  # the fixture
 
 pytestmark = pytest.mark.integration
 

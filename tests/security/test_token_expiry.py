@@ -25,7 +25,7 @@ from recallatron.v1 import store_pb2
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
 from tests.conftest import Team, make_team, wait_for
-from tests.replicas import second_gateway_fixture  # noqa: F401 (asked for by name)
+from tests.replicas import second_gateway as second_gateway  # the fixture
 
 pytestmark = pytest.mark.integration
 
