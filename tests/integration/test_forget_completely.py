@@ -67,7 +67,7 @@ def test_request_keys_made_before_hashing_still_replay(stack: Stack, team: Team)
         # As the row stood before 0010: the plain id in both tables.
         conn.execute("UPDATE request_key SET request_id = %s WHERE memory_id = %s", (rid, m.id))
         conn.execute("UPDATE audit_log SET request_id = %s WHERE memory_id = %s", (rid, m.id))
-        conn.execute(MIGRATION.read_text())  # type: ignore[call-overload]
+        conn.execute(MIGRATION.read_text())
     rows = dbutil.query(
         stack,
         team.database_name,
@@ -91,6 +91,18 @@ def _grep(directory: Path, needles: list[str]) -> list[str]:
         assert done.returncode in (0, 1), done.stderr
         found += [f"{path}: {needle}" for path in done.stdout.split()]
     return found
+
+
+def _scrub(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    """`recallatron scrub` with ``args`` on the stack's server, run to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "recallatron_cli.main", "scrub", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url},
+        cwd=REPO,
+        timeout=600,
+    )
 
 
 def _named(stack: Stack, database: str, hits: list[str]) -> list[str]:
@@ -141,16 +153,8 @@ def test_scrub_leaves_no_copy_of_a_forgotten_memory_on_disk(stack: Stack, team: 
     # search index, term_stat, the WAL): the check can fail.
     assert any(title in line or f"zqtitle{tag[:12]}" in line for line in before), before
     named = _named(stack, team.database_name, before)
-    env = {**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url}
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", "scrub", "--workspace", team.slug],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=600,
-    )
+    done = _scrub(stack, "--workspace", team.slug)
     assert done.returncode == 0, done.stderr
     assert f"scrubbed {team.slug}" in done.stdout
     elapsed = time.monotonic() - started

@@ -8,9 +8,6 @@ confirmation or a caller who is not the operator changes nothing."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +23,8 @@ from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests import dbutil
 from tests.conftest import Team, make_team, wait_for
-from tests.integration.test_forget_completely import _grep
+from tests.integration.test_forget_completely import _grep, _scrub
 from tests.integration.test_metrics import scrape
-from tests.integration.test_rolling_upgrade import REPO
 from tests.replicas import second_gateway as second_gateway  # the fixture
 from tests.security.test_member_removal import error, refused
 
@@ -142,15 +138,7 @@ def test_delete_refuses_tokens_drops_the_database_and_keeps_a_tombstone(
     data = stack.state_dir / "pgdata"
     needles = [title, body, f"zqdeletebody{tag[12:24]}", entity, value]
     before = _grep(data, needles)
-    env = {**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url}
-    done = subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", "scrub", "--server", "default", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=600,
-    )
+    done = _scrub(stack, "--server", "default", "--json")
     assert done.returncode == 0, done.stderr
     scrubbed = json.loads(done.stdout)
     assert scrubbed["server"] == "default" and scrubbed["wal_cycles"] >= 1
