@@ -14,12 +14,15 @@ What is traced: every gRPC call served and made (the trace context travels in
 the call's metadata next to the caller assertion of recallatron/internal_auth.py),
 except health checks and reflection; and in the store every SQL statement
 (its text with placeholders, never the parameters: memory content stays out
-of the spans)."""
+of the spans). A statement composed with ``psycopg.sql`` shows each literal
+in it as a placeholder too: a literal there is a value all the same (the app
+role's password the store sets at start, a source's connection string a move
+subscribes to)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # The variables that turn tracing on; any other OTEL_* variable only tunes it.
@@ -75,6 +78,35 @@ def _untraced(details: Any) -> bool:
     return method.startswith(("/grpc.health.v1.Health/", "/grpc.reflection."))
 
 
+def statement_text(statement: Any, context: Any = None) -> str:
+    """The text a span shows of a statement composed with ``psycopg.sql``:
+    as Postgres gets it, but each ``Literal`` (a value written into the text)
+    shown as the placeholder ``%s``."""
+    from psycopg import sql
+
+    if isinstance(statement, sql.Literal):
+        return "%s"
+    if isinstance(statement, sql.Composed):
+        return "".join(statement_text(part, context) for part in statement)
+    return str(statement.as_string(context))
+
+
+def _trace_statements() -> None:
+    """Psycopg's instrumentation with composed statements shown by
+    :func:`statement_text`: its own shows them as sent, literals and all."""
+    from opentelemetry.instrumentation import psycopg as traced
+    from psycopg.sql import Composable
+
+    class CursorTracer(traced.CursorTracer):
+        def get_statement(self, cursor: Any, args: Sequence[Any]) -> str:
+            if args and isinstance(args[0], Composable):
+                return statement_text(args[0], cursor)
+            return str(super().get_statement(cursor, list(args)))
+
+    # The instrumentation makes each connection's tracer from this name.
+    traced.CursorTracer = CursorTracer  # type: ignore[misc]
+
+
 def setup(service: str, database: bool = False) -> bool:
     """Turns tracing on for this process when the environment asks (see the
     module's description); ``database``: the process talks to Postgres, whose
@@ -110,6 +142,7 @@ def setup(service: str, database: bool = False) -> bool:
     if database:
         from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
+        _trace_statements()
         PsycopgInstrumentor().instrument()
     _configured = True
     return True

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -37,6 +37,19 @@ class Span:
     trace_id: bytes
     span_id: bytes
     parent_id: bytes
+    # Everything the span says (its attributes, events, status), as text.
+    said: str = field(default="", compare=False, repr=False)
+
+
+def _said(span: trace_pb2.Span) -> str:
+    """Every value a span carries: its attributes, its events' names and
+    attributes (a recorded exception's message among them), its status."""
+    values = [span.name, span.status.message]
+    for a in [*span.attributes, *(a for e in span.events for a in e.attributes)]:
+        shown = a.value.string_value if a.value.HasField("string_value") else str(a.value)
+        values.append(f"{a.key}={shown}")
+    values += [e.name for e in span.events]
+    return "\n".join(values)
 
 
 class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
@@ -63,6 +76,7 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
                             s.trace_id,
                             s.span_id,
                             s.parent_span_id,
+                            _said(s),
                         )
                     )
         with self.lock:
@@ -188,5 +202,55 @@ def test_one_recall_is_one_trace_across_the_services(traced_stack: Stack, receiv
 
     # Health checks stay out of the traces (the stack polled them at start).
     assert not [s for s in spans_of.snapshot() if s.name.startswith("/grpc.health.")]
+    operator.close()
+    ada.close()
+
+
+def test_no_span_holds_a_secret_memory_text_or_query(traced_stack: Stack, receiver) -> None:  # type: ignore[no-untyped-def]
+    """What a collector receives is kept apart from the stack and outlives
+    forget: no span carries a memory's text, a query, a token or a password,
+    whatever the call (refused ones too) and whatever ran (the store's start
+    included, which sets the app role's password)."""
+    spans_of, _ = receiver
+    operator = Client(traced_stack.gateway, traced_stack.admin_token)
+    team = make_team(traced_stack, operator, ("ada",))
+    ada = team.clients["ada"]
+    secret_title, secret_body, secret_query = (
+        "Zanzibar-title-7f3a",
+        "Zanzibar-body-91c2 the vault code",
+        "Zanzibar-query-5d0e",
+    )
+    made = ada.remember(secret_title, secret_body, audience_to="workspace").memory
+    ada.recall(secret_query, mode="lexical")
+    with pytest.raises(grpc.RpcError):
+        ada.correct(made.id, made.revision + 5, "wrong revision", title=secret_title + " again")
+    with pytest.raises(grpc.RpcError):
+        ada.remember("x" * 5000 + secret_title)
+    ada.forget(made.id, "erase it")
+    secrets = {
+        "memory title": secret_title,
+        "memory body": secret_body,
+        "query": secret_query,
+        "member token": ada.token,
+        "operator token": traced_stack.admin_token,
+        "app role password": traced_stack.app_password,
+    }
+    assert all(secrets.values())
+
+    def forgotten() -> list[Span] | None:
+        spans = spans_of.snapshot()
+        done = any(s.name.endswith("/Forget") and s.service == "recallatron-store" for s in spans)
+        return spans if done else None
+
+    spans = wait_for(forgotten, "the store's span of the forget", timeout=60)
+    leaks = sorted(
+        {
+            (what, s.service, s.name)
+            for s in spans
+            for what, value in secrets.items()
+            if value in s.said
+        }
+    )
+    assert not leaks, leaks
     operator.close()
     ada.close()

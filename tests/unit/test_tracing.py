@@ -75,3 +75,21 @@ def test_an_unknown_exporter_or_protocol_is_refused_at_start() -> None:
         with pytest.raises(subprocess.CalledProcessError) as failed:
             _probe(env)
         assert "OTEL_" in failed.value.stderr
+
+
+def test_a_composed_statement_is_traced_with_its_literals_as_placeholders() -> None:
+    from psycopg import sql
+
+    from recallatron.tracing import statement_text
+
+    password = "s3cret-pass'word"
+    statement = sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+        sql.Identifier("recallatron_app"), sql.Literal(password)
+    )
+    assert statement_text(statement) == 'ALTER ROLE "recallatron_app" PASSWORD %s'
+    nested = sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {}").format(
+        sql.Identifier("s"),
+        sql.Composed([sql.Literal("postgres://u:pw@h/db")]),
+        sql.Identifier("p"),
+    )
+    assert statement_text(nested) == 'CREATE SUBSCRIPTION "s" CONNECTION %s PUBLICATION "p"'
