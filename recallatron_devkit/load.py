@@ -14,8 +14,9 @@ delays every later request's clock as well and cannot hide (no coordinated
 omission). The loops, recorders and mix are in `loadgen`, the seeded workspace
 in `seeding`; this module is the command around them.
 
-A failed request is counted by its status, not timed: the latencies are those
-of the requests that succeeded, and a class (or run) none of whose requests
+A failed request is counted by its status (by its exception's type when it
+failed with no gRPC error), not timed: the latencies are those of the
+requests that succeeded, and a class (or run) none of whose requests
 succeeded reports no latency ("all failed"; null in --json) rather than 0 ms.
 When more than --max-failed-share (default 1%) of any class's requests
 failed, the figures describe a failing stack, not its speed: the run still

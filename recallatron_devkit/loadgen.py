@@ -166,10 +166,16 @@ def open_loop_offsets(rate: float, duration_s: float) -> list[float]:
 
 
 def _outcome(call: Callable[[], Any]) -> str | None:
+    """None when the call succeeded, else its failure's kind: the gRPC status
+    name, or the exception's type for anything else (a client-side error is a
+    failed request too, and must not end a worker or go uncounted)."""
     try:
         call()
-    except grpc.RpcError as exc:
-        return str(exc.code().name)
+    except Exception as exc:
+        code = getattr(exc, "code", None) if isinstance(exc, grpc.RpcError) else None
+        if callable(code):
+            return str(code().name)
+        return type(exc).__name__
     return None
 
 

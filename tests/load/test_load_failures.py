@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ import grpc
 import pytest
 
 from recallatron_devkit import load
-from recallatron_devkit.loadgen import QueryMix, measure
+from recallatron_devkit.loadgen import QueryMix, Recorder, measure, run_closed_loop, run_open_loop
 
 
 class _Unavailable(grpc.RpcError):
@@ -24,9 +25,12 @@ class _Unavailable(grpc.RpcError):
         return grpc.StatusCode.UNAVAILABLE
 
 
-def _run_with(fails: Callable[[str], bool]) -> Callable[[argparse.Namespace], dict[str, Any]]:
+def _run_with(
+    fails: Callable[[str], bool], error: Callable[[], Exception] = _Unavailable
+) -> Callable[[argparse.Namespace], dict[str, Any]]:
     """load.run's stand-in: a real measurement over a small mix (used up
-    after 40 requests) whose recall fails where `fails` says."""
+    after 40 requests) whose recall fails where `fails` says, raising
+    `error()`."""
     pools = {
         "rare": [f"rare {i}" for i in range(10)],
         "common": [f"common {i}" for i in range(10)],
@@ -36,7 +40,7 @@ def _run_with(fails: Callable[[str], bool]) -> Callable[[argparse.Namespace], di
 
     def recall(query: str) -> None:
         if fails(query):
-            raise _Unavailable()
+            raise error()
 
     def run(args: argparse.Namespace) -> dict[str, Any]:
         result = measure(recall, QueryMix(pools), 60.0, concurrency=2)
@@ -57,10 +61,12 @@ def _run_with(fails: Callable[[str], bool]) -> Callable[[argparse.Namespace], di
 def run_load(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> Callable[..., tuple[int, str, str]]:
-    def go(fails: Callable[[str], bool], *argv: str) -> tuple[int, str, str]:
+    def go(
+        fails: Callable[[str], bool], *argv: str, error: Callable[[], Exception] = _Unavailable
+    ) -> tuple[int, str, str]:
         from recallatron_cli.main import main
 
-        monkeypatch.setattr(load, "run", _run_with(fails))
+        monkeypatch.setattr(load, "run", _run_with(fails, error))
         code = main(["load", *argv])
         out, err = capsys.readouterr()
         return code, out, err
@@ -109,3 +115,69 @@ def test_failures_within_the_allowed_share_leave_the_run_at_exit_0(
     assert code == 0 and err == "" and "UNAVAILABLE: 1" in out, err
     code, _out, err = run_load(lambda query: False)
     assert code == 0 and err == "", err
+
+
+# -- failures that are no gRPC error ----------------------------------------------
+
+
+def test_a_call_failing_with_no_grpc_error_is_counted_and_its_worker_keeps_sending() -> None:
+    """A call raising anything but a gRPC error killed its closed-loop
+    worker: two of three workers kept sending and the run measured a lower
+    concurrency than it said. Here every later call waits until all three
+    workers are in one (a generous limit, then BrokenBarrierError)."""
+    all_three = threading.Barrier(3, timeout=60)
+
+    def call(i: int) -> None:
+        if i == 0:
+            raise ValueError("a response the client could not read")
+        all_three.wait()
+
+    recorder = Recorder()
+    by = {"even": Recorder(), "odd": Recorder()}
+    run_closed_loop(
+        call,
+        3,
+        600.0,
+        recorder,
+        by_class=lambda i: by["even" if i % 2 == 0 else "odd"],
+        max_requests=10,
+    )
+    assert recorder.requests == 10 and recorder.errors == {"ValueError": 1}
+    assert by["even"].errors == {"ValueError": 1} and by["even"].requests == 5
+    assert by["odd"].errors == {} and by["odd"].requests == 5
+
+
+def test_open_loop_counts_a_call_failing_with_no_grpc_error() -> None:
+    """Open loop lost such a call silently: not a request, not a failure."""
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    def call(i: int) -> None:
+        if i % 3 == 0:
+            raise KeyError(i)
+
+    recorder = Recorder()
+    by = {"even": Recorder(), "odd": Recorder()}
+    run_open_loop(
+        call,
+        rate=10,
+        duration_s=1.0,
+        recorder=recorder,
+        max_workers=2,
+        clock=lambda: now[0],
+        sleep=sleep,
+        by_class=lambda i: by["even" if i % 2 == 0 else "odd"],
+    )
+    assert recorder.requests == 10 and recorder.errors == {"KeyError": 4}
+    assert by["even"].errors == {"KeyError": 2} and by["odd"].errors == {"KeyError": 2}
+
+
+def test_the_report_names_the_kind_of_a_failure_that_is_no_grpc_error(
+    run_load: Callable[..., tuple[int, str, str]],
+) -> None:
+    failing = {f"rare {i}" for i in range(3)}
+    code, out, err = run_load(lambda query: query in failing, error=lambda: RuntimeError("no"))
+    assert code == 1 and "class rare: 3 of 10 requests failed (30.0%" in err, err
+    assert "40 requests" in out and "errors: RuntimeError: 3" in out, out
