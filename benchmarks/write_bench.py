@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import shlex
 import sys
 import tempfile
@@ -124,6 +125,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def size_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the run's sizes, naming the option (as `recallatron
+    load` does): a run of no writers, members, texts or seconds would start a
+    stack to measure nothing."""
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        return f"--duration {args.duration}: must be a number of seconds more than 0"
+    if not (math.isfinite(args.warmup) and args.warmup >= 0):
+        return f"--warmup {args.warmup}: must be a number of seconds, 0 or more"
+    for option in ("writers", "members", "texts"):
+        value = getattr(args, option)
+        if value < 1:
+            return f"--{option} {value}: must be at least 1"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--writers", type=int, default=8)
@@ -138,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", default="", help="default: a fresh temporary one, removed")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    problem = size_problem(args)
+    if problem:
+        # Refused before the stack starts, as every CLI refusal: exit 2.
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     r = run(args)
     if args.json:
         print(json.dumps(r))
