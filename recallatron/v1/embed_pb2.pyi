@@ -189,9 +189,14 @@ class GetModelInfoResponse(_message.Message):
     CROSS_ENCODER_FIELD_NUMBER: _builtins.int
     CROSS_ENCODER_LOADED_FIELD_NUMBER: _builtins.int
     EMBED_INPUT_VERSION_FIELD_NUMBER: _builtins.int
+    MAX_BATCH_FIELD_NUMBER: _builtins.int
     cross_encoder_loaded: _builtins.bool
     embed_input_version: _builtins.str
     """The embed-input version stamp from the model manifest."""
+    max_batch: _builtins.int
+    """The most texts one Embed call may hold (more are refused whole). 0 from
+    a service of a version before it: unknown.
+    """
     @_builtins.property
     def embedder(self) -> Global___ModelInfo: ...
     @_builtins.property
@@ -205,10 +210,11 @@ class GetModelInfoResponse(_message.Message):
         cross_encoder: Global___ModelInfo | None = ...,
         cross_encoder_loaded: _builtins.bool = ...,
         embed_input_version: _builtins.str = ...,
+        max_batch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["cross_encoder", b"cross_encoder", "embedder", b"embedder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cross_encoder", b"cross_encoder", "cross_encoder_loaded", b"cross_encoder_loaded", "embed_input_version", b"embed_input_version", "embedder", b"embedder"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cross_encoder", b"cross_encoder", "cross_encoder_loaded", b"cross_encoder_loaded", "embed_input_version", b"embed_input_version", "embedder", b"embedder", "max_batch", b"max_batch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -57,6 +57,7 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
         response = embed_pb2.GetModelInfoResponse(
             cross_encoder_loaded=info.cross_encoder_loaded,
             embed_input_version=info.embed_input_version,
+            max_batch=self.models.settings.max_batch,
         )
         if info.embedder is not None:
             response.embedder.CopyFrom(_model_info(info.embedder))

@@ -135,6 +135,17 @@ class Embedder:
         resp = self.stub.Embed(embed_pb2.EmbedRequest(texts=list(texts)), timeout=self.timeout)
         return resp.model_id, [list(vec.values) for vec in resp.vectors]
 
+    def max_batch(self) -> int:
+        """The most texts the service takes in one call; 0 when it does not
+        say (a service of a version before it)."""
+        try:
+            info: embed_pb2.GetModelInfoResponse = self.stub.GetModelInfo(
+                embed_pb2.GetModelInfoRequest(), timeout=self.timeout
+            )
+        except grpc.RpcError as exc:
+            raise EmbedUnavailable(exc.code(), exc.details() or "") from exc
+        return max(0, info.max_batch)
+
     def model_id(self) -> str:
         """The model the service embeds with. One that has not loaded it yet
         answers no id, which is no model: every vector would look stale."""
@@ -170,6 +181,10 @@ class EmbeddingJob:
         self.upkeep = Upkeep()
         # Called at every step of the worker loop (services/embedding_job/heartbeat.py).
         self.beat: Callable[[], None] = lambda: None
+        # The embed service's max_batch once a claim was refused for being
+        # above it (0: none learned); claims then hold no more.
+        self.batch_limit = 0
+        self._limit_lock = threading.Lock()
 
     def _pool(self, workspace_id: str) -> WorkspacePool:
         ws = self.control.workspace(workspace_id)
@@ -178,7 +193,7 @@ class EmbeddingJob:
     def claim(self, workspace_id: str) -> Batch:
         with self._pool(workspace_id).connection() as conn:
             claimed = conn.execute(
-                CLAIM, (self.settings.job_lease_seconds, self.settings.job_batch_size)
+                CLAIM, (self.settings.job_lease_seconds, self.batch_size())
             ).fetchall()
             conn.commit()  # the leases stand; the text is read after them
             texts = {
@@ -191,6 +206,46 @@ class EmbeddingJob:
             [(str(r[0]), int(r[1]), *texts[str(r[0])]) for r in claimed if str(r[0]) in texts],
         )
 
+    def batch_size(self) -> int:
+        """Rows a claim takes: job_batch_size, within the embed service's limit."""
+        size = self.settings.job_batch_size
+        return min(size, self.batch_limit) if self.batch_limit else size
+
+    def _limit_below(self, asked: int) -> int:
+        """The embed service's max_batch when ``asked`` texts are above it,
+        else 0 (as when it does not say or cannot be asked: each row is then
+        tried alone, which finds out)."""
+        if self.batch_limit and asked <= self.batch_limit:
+            return 0  # within what the service is known to take
+        try:
+            limit = self.embedder.max_batch()
+        except EmbedUnavailable:
+            return 0
+        if not 0 < limit < asked:
+            return 0
+        with self._limit_lock:
+            if self.batch_limit != limit:
+                self.batch_limit = limit
+                log.warning(
+                    f"job_batch_size ({self.settings.job_batch_size}) is above the embed "
+                    f"service's max_batch ({limit}): claiming {limit} memories at a time",
+                    extra={"job_batch_size": self.settings.job_batch_size, "max_batch": limit},
+                )
+        return limit
+
+    def _in_parts(self, batch: Batch, limit: int) -> int:
+        """A claim above the service's limit, sent ``limit`` rows a call; when
+        the service goes away midway the rows not sent go back to the queue."""
+        stored = 0
+        for start in range(0, len(batch.rows), limit):
+            try:
+                stored += self.process(Batch(batch.workspace, batch.rows[start : start + limit]))
+            except EmbedUnavailable:
+                if rest := [r[0] for r in batch.rows[start + limit :]]:
+                    self._release(batch.workspace, rest)
+                raise
+        return stored
+
     def process(self, batch: Batch) -> int:
         """Embeds one claimed batch; returns how many vectors were stored.
         Raises :class:`EmbedUnavailable` when the embed service cannot be
@@ -202,6 +257,12 @@ class EmbeddingJob:
             FAILURES.inc()
             if exc.code() in TRANSIENT or len(batch.rows) == 1:
                 return self._alone(batch.workspace, batch.rows, exc)
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and (
+                limit := self._limit_below(len(batch.rows))
+            ):
+                # More texts than the service takes in a call (job_batch_size
+                # above its max_batch): in calls it takes, not one per row.
+                return self._in_parts(batch, limit)
             # The service refused the batch: one row may be at fault, so each
             # is tried alone and only the bad one fails.
             log.info(

@@ -81,6 +81,8 @@ class StoreSettings(EmbedPeer):
     # The embedding job. It learns which workspaces have work from the
     # control plane's work marks (a notification each); it reads every mark
     # again this often in case a notification was missed.
+    # Memories a claim takes; one above the embed service's max_batch is cut
+    # to it once a claim is refused for it (said once in the log).
     job_batch_size: int = Field(default=32, ge=1)
     job_poll_seconds: float = Field(default=0.5, gt=0)
     job_marks_refresh_seconds: float = Field(default=30.0, gt=0)

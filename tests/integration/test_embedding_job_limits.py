@@ -1,0 +1,81 @@
+"""The embedding job within the embed service's limits: a claim larger than
+the texts one Embed call may hold (the service's max_batch) is sent in calls
+the service takes, and later claims are no larger."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+import pytest
+
+from recallatron_devkit.stack import Stack
+from services.embedding_job.job import Embedder, EmbeddingJob
+from services.store.domain.control import ControlPlane
+from tests.conftest import Team
+from tests.integration.test_embedding_job import FixedEmbedder, job_alone, vectors_of
+
+pytestmark = pytest.mark.integration
+
+
+class TooMany(grpc.RpcError):
+    """What the embed service answers a call above its max_batch."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INVALID_ARGUMENT
+
+    def details(self) -> str:
+        return "texts: holds too many texts; at most 4 per call"
+
+
+class TakesFour(FixedEmbedder):
+    """An embed service whose max_batch is 4: a call with more texts is
+    refused whole, as the real service refuses one above its setting."""
+
+    limit = 4
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def embed(self, texts: list[str]) -> tuple[str, list[list[float]]]:
+        self.calls.append(len(texts))
+        if len(texts) > self.limit:
+            raise TooMany()
+        return super().embed(texts)
+
+    def max_batch(self) -> int:
+        return self.limit
+
+
+def test_a_batch_size_above_the_embed_services_limit_is_sent_within_it(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """job_batch_size above the embed service's max_batch: every claim was
+    refused whole and then embedded one memory a call (a call and a log line
+    per memory); now the claim is sent in calls of max_batch, the job says
+    so once, and its next claims hold at most max_batch."""
+    ada = team.clients["ada"]
+    with job_alone(stack, monkeypatch, team.database_name) as (settings, dbs):
+        settings = settings.model_copy(update={"job_batch_size": 10})
+        made = [
+            ada.remember(f"Limit rule {i}", f"body {i}", audience_to="workspace").memory.id
+            for i in range(16)
+        ]
+        embedder = TakesFour()
+        job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=embedder)  # type: ignore[arg-type]
+        with caplog.at_level(logging.INFO, logger="recallatron.store.embedding_job"):
+            first = job.claim(team.workspace_id)
+            assert len(first.rows) == 10
+            assert job.process(first) == 10
+            # One refused call, then the ten in calls the service takes.
+            assert embedder.calls == [10, 4, 4, 2]
+            embedder.calls.clear()
+            second = job.claim(team.workspace_id)
+            assert len(second.rows) == 4
+            assert job.process(second) == 4
+            assert embedder.calls == [4]
+        said = [r.getMessage() for r in caplog.records if "max_batch" in r.getMessage()]
+        assert len(said) == 1 and "job_batch_size" in said[0], said
+        assert len(set(made) - vectors_of(stack, team, FixedEmbedder.model)) == 2
+        # The real service says its limit (0 would be one of an older version).
+        assert Embedder(settings.embed_target, 30.0, settings).max_batch() > 0
