@@ -93,7 +93,10 @@ class StoreSettings(EmbedPeer):
     job_sweep_on_start: bool = True
     # A claimed batch not finished within this many seconds is claimed again.
     job_lease_seconds: float = Field(default=60.0, gt=0)
-    job_max_backoff_seconds: float = Field(default=5.0, ge=0)
+    # The pause while the embed service is unreachable (and a failing
+    # workspace's longest); below 0.1 s the job would retry without a pause,
+    # a warning each time.
+    job_max_backoff_seconds: float = Field(default=5.0, ge=0.1)
     # A memory the embed service refuses is retried alone, after a backoff
     # that doubles from job_row_backoff_seconds up to job_row_max_backoff_seconds,
     # and parked after job_row_max_attempts (design §6): GetStatus shows why.

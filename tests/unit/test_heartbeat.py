@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 
 from services.embedding_job.heartbeat import Heartbeat, check, main
 from services.embedding_job.job import Batch, EmbeddingJob
@@ -55,7 +56,7 @@ def test_beats_are_written_at_most_once_per_interval(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["workers"] == {threading.current_thread().name: 1001.1}
 
 
-def test_probe_command_exit_codes(tmp_path: Path, capsys) -> None:
+def test_probe_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "hb"
     path.write_text(json.dumps({"workers": {"w0": time.time()}}))
     assert main(["--max-age", "60", "--file", str(path)]) == 0
@@ -80,11 +81,11 @@ class OneWorkspace:
 
 
 def job_with(claim, process, tmp_path: Path) -> tuple[EmbeddingJob, Path]:  # type: ignore[no-untyped-def]
-    settings = StoreSettings(job_poll_seconds=0.01, job_max_backoff_seconds=0.02)
+    settings = StoreSettings(job_poll_seconds=0.01, job_max_backoff_seconds=0.1)
     job = EmbeddingJob(settings, dbs=None, control=OneWorkspace(), embedder=object())  # type: ignore[arg-type]
     job.claim = claim  # type: ignore[method-assign]
     job.process = process  # type: ignore[method-assign]
-    job.backlog = lambda _ws: 1  # type: ignore[method-assign]
+    job.backlog = lambda _ws: 1  # type: ignore[method-assign,assignment]
     job.queue.mark("ws")
     path = tmp_path / "hb"
     job.beat = Heartbeat(path, min_interval=0.02).beat

@@ -35,6 +35,9 @@ SERVICES = (CommonSettings, EmbedSettings, GatewaySettings, RankSettings, StoreS
         (StoreSettings, "RECALLATRON_DENSE_EXACT_ROWS", "-1"),
         (StoreSettings, "RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS", "0"),
         (StoreSettings, "RECALLATRON_UNFINISHED_IMPORTS_SWEEP_SECONDS", "0"),
+        # With the embed service down the job retried without a pause: CPU and log flood.
+        (StoreSettings, "RECALLATRON_JOB_MAX_BACKOFF_SECONDS", "0"),
+        (StoreSettings, "RECALLATRON_JOB_MAX_BACKOFF_SECONDS", "0.01"),
         # The embed service refused every call with a batch of 0: every memory parked.
         (EmbedSettings, "RECALLATRON_MAX_BATCH", "0"),
         (EmbedSettings, "RECALLATRON_ONNX_THREADS", "0"),
