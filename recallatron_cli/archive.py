@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -109,6 +108,11 @@ def _run(
     bar = Phases()
     try:
         report = work(bar)
+    except KeyboardInterrupt:
+        bar.close(stopped=True)
+        # The work took back what it had made before this came up.
+        undone = "nothing of it is kept" if what == "import" else "what it wrote is removed"
+        return operator.stopped(f"{what} stopped: {undone}; run it again")
     except (errors.DomainError, psycopg.Error, OSError) as exc:
         bar.close(stopped=True)
         if isinstance(exc, errors.DomainError):
@@ -127,7 +131,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from services.store.domain.archive_export import Exporter
 
     operator.find_database()
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    operator.stop_on_sigterm()
     with operator._store() as (dbs, control):
         workspace_id = operator.workspace_id_or_none(control, args.workspace)
         if workspace_id is None:
@@ -159,7 +163,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from services.store.domain.archive_import import Importer
 
     operator.find_database()
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    operator.stop_on_sigterm()
     with operator._store() as (dbs, control):
         # On a failure the workspace made for it is gone again (docs/export.md).
         return _run(

@@ -40,6 +40,27 @@ DATABASE_COMMANDS = frozenset(
 )
 # Bad or missing settings, as argparse reports bad arguments.
 EXIT_SETTINGS = 2
+# The signal that stopped a command (stop_on_sigterm): its exit status is
+# 128 + its number, as a shell reports a command a signal ended.
+_stopped_by: list[int] = [signal.SIGINT]
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM stops the command as Ctrl-C does (KeyboardInterrupt, so that
+    its undo runs), remembered for the exit status."""
+
+    def handler(signum: int, _frame: object) -> None:
+        _stopped_by[0] = signum
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def stopped(message: str) -> int:
+    """A command stopped by a signal: one line on stderr, never a traceback;
+    returns its exit status."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 128 + _stopped_by[0]
 
 
 def _fail(message: str) -> NoReturn:
@@ -350,10 +371,16 @@ def cmd_move_workspace(args: argparse.Namespace) -> int:
     with _store() as (dbs, control):
         # SIGTERM ends the move like Ctrl-C: a move not yet sealed rolls back at
         # once (one past the seal is finished by a rerun).
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        stop_on_sigterm()
         workspace_id = _workspace_id(control, args.workspace)
         mover = Mover(dbs, control, lambda msg: print(msg, flush=True))
-        report = mover.move(workspace_id, args.to, keep_source=args.keep_source)
+        try:
+            report = mover.move(workspace_id, args.to, keep_source=args.keep_source)
+        except KeyboardInterrupt:
+            return stopped(
+                "move-workspace stopped (its last step above); run it again to finish a "
+                "move past its seal, or to move anew one rolled back"
+            )
     print(
         f"moved {report.workspace} from {report.source} to {report.target} in "
         f"{report.total_seconds:.1f} s (copy {report.copied_seconds:.1f} s, writes held "

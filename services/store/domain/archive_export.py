@@ -29,6 +29,7 @@ import psycopg
 from recallatron import errors
 from services.store.domain import archive_format as fmt
 from services.store.domain.control import ControlPlane
+from services.store.domain.control_records import Workspace
 from services.store.infrastructure.db import Databases
 from services.store.sql import archive_queries as q
 
@@ -104,21 +105,39 @@ def snapshot_members(
     ]
 
 
-def prepare_directory(out: Path) -> None:
+def prepare_directory(out: Path) -> bool:
     """``out`` made (or taken when empty) with its owner's access alone, or
-    refused when it holds anything already."""
+    refused when it holds anything already; True when it was made here."""
     if out.exists() and not out.is_dir():
         raise errors.InvalidArgument("out", f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
         raise errors.InvalidArgument("out", f"{out} is not empty: name a new or empty directory")
+    made = False
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):  # the empty directory named
             out.mkdir(mode=DIRECTORY_MODE)
+            made = True
         # mkdir's mode is masked by the umask, and a directory given keeps its own.
         out.chmod(DIRECTORY_MODE)
     except OSError as exc:
         raise errors.InvalidArgument("out", f"cannot create {out}: {exc.strerror}") from None
+    return made
+
+
+def take_back(out: Path, made: bool) -> None:
+    """What an export that did not end wrote into ``out`` removed (the
+    directory too when the export made it): the same command can run again,
+    and no partial archive is left holding private memories. Only the
+    archive's own names: the directory was empty when the export began, and
+    is its user's alone since."""
+    names = [fmt.file_name(k) for k in fmt.RECORD_FILES] + [fmt.WORKSPACE, fmt.MANIFEST]
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            (out / name).unlink()
+    if made:
+        with contextlib.suppress(OSError):  # something else was put there meanwhile
+            out.rmdir()
 
 
 def _create(path: Path) -> BinaryIO:
@@ -147,7 +166,22 @@ class Exporter:
     ) -> ExportReport:
         began = time.monotonic()
         ws = self.control.workspace(workspace_id)
-        prepare_directory(out)
+        made = prepare_directory(out)
+        try:
+            return self._export(ws, out, vectors, on_total, on_rows, began)
+        except BaseException:  # a failure, SIGTERM and Ctrl-C too (the CLI makes both this)
+            take_back(out, made)
+            raise
+
+    def _export(
+        self,
+        ws: Workspace,
+        out: Path,
+        vectors: bool,
+        on_total: Callable[[str, int], None],
+        on_rows: Callable[[int], None],
+        began: float,
+    ) -> ExportReport:
         kinds = [k for k in fmt.RECORD_FILES if vectors or k != "vectors"]
         report = ExportReport(ws.id, ws.slug, str(out), vectors)
         files: dict[str, fmt.FileDigest] = {}
