@@ -87,6 +87,40 @@ def test_the_walk_names_visible_admitted_neighbours_only(recall_stack: RecallSta
     ]
 
 
+def test_a_neighbour_the_walk_refuses_is_passed_over(recall_stack: RecallStack) -> None:
+    """A memory the caller may read but the walk refuses (it is about one
+    they may not see) is passed over like a hidden one: the next memory the
+    walk admits is the neighbour, so the lift does not depend on what the
+    caller may not see (docs/recall.md, step 5a)."""
+    ws = recall_stack.workspace("bea")
+    owner = ws.owner.client
+    episode = owner.create_episode(
+        "Boat club meeting", "2026-05-02T18:00:00Z", audience_to="workspace"
+    ).episode_id
+    private = str(owner.remember("Owner's appraisal", "Only the owner.").memory.id)
+
+    def note(title: str, about: tuple[str, ...] = ()) -> str:
+        return str(
+            owner.remember(
+                title, f"{title}.", audience_to="workspace", episode_id=episode, about=about
+            ).memory.id
+        )
+
+    first = note("Kayak storage moves to boathouse B")
+    refused = note("Kayak budget, from the appraisal", about=(private,))
+    second = note("Trailer booked for the regatta")
+    store = StoreClient(internal.channel(recall_stack.stack, "store"), 10.0)
+    bea = caller(ws, ws.members["bea"].id, owner=False)
+    walked = store.walk(bea, [first, second, refused], 0, None, neighbours_of=1)
+    assert walked.admitted == [first, second]
+    assert list(walked.neighbours) == [(first, second)]
+    # The owner, whom the walk admits it, gets it as the neighbour.
+    me = caller(ws, ws.owner.id, owner=True)
+    assert list(store.walk(me, [first, second, refused], 0, None, neighbours_of=1).neighbours) == [
+        (first, refused)
+    ]
+
+
 def test_an_episode_the_caller_may_not_see_lends_no_neighbours(
     recall_stack: RecallStack,
 ) -> None:
@@ -130,7 +164,7 @@ def test_neighbours_of_out_of_range_names_the_field(recall_stack: RecallStack, b
 
 
 def arms_only(scores: Any) -> float:
-    return sum(1.0 / (60 + r) for r in (scores.lexical_rank, scores.dense_rank) if r)
+    return float(sum(1.0 / (60 + r) for r in (scores.lexical_rank, scores.dense_rank) if r))
 
 
 def test_hybrid_recall_lifts_the_first_rows_neighbours(recall_stack: RecallStack) -> None:

@@ -286,7 +286,11 @@ class MemoryReads(OnWorkspaces):
             # Only when a seed belongs to an episode: most workspaces' memories
             # belong to none, and a statement costs most on a backend just opened.
             seeded = any(in_episode for _, in_episode in rows[:neighbours_of])
-            neighbours = _admitted_neighbours(conn, admitted, neighbours_of) if seeded else []
+            neighbours = (
+                _admitted_neighbours(conn, admitted, neighbours_of, include_superseded)
+                if seeded
+                else []
+            )
             # The head, then the neighbours past it, each once.
             read = list(dict.fromkeys(admitted[:hydrate] + [n for _, n in neighbours]))
             memories = self._read(conn, read, True) if read else []
@@ -298,11 +302,12 @@ class MemoryReads(OnWorkspaces):
 
 
 def _admitted_neighbours(
-    conn: psycopg.Connection, admitted: list[str], seeds: int
+    conn: psycopg.Connection, admitted: list[str], seeds: int, include_superseded: bool
 ) -> list[tuple[str, str]]:
     """The episode neighbours of the first ``seeds`` admitted rows that the walk
     admitted too; a seed is never another seed's neighbour."""
     first = admitted[:seeds]
-    rows = conn.execute(mq.EPISODE_NEIGHBOURS, {"seeds": v.uuid_array(first)}).fetchall()
+    params = {"seeds": v.uuid_array(first), "include_superseded": include_superseded}
+    rows = conn.execute(mq.EPISODE_NEIGHBOURS, params).fetchall()
     keep = set(admitted) - set(first)
     return [(s, n) for s, n in rows if n in keep]

@@ -167,8 +167,17 @@ ORDER BY c.ord
 # here depends on rows hidden from them). The episode itself must be one the
 # caller may see (its own policy): shared memories filed in a member's
 # private episode (as capture files a speaker's turns) are no neighbours to
-# anyone else, as a read shows them in no episode.
-EPISODE_NEIGHBOURS = """
+# anyone else, as a read shows them in no episode. A memory the walk would
+# refuse (superseded for the caller, or reaching one hidden from them or
+# forgotten: ADMIT's condition) is passed over too, so the lift does not
+# depend on what the caller may not see.
+_ADMITTED_NEIGHBOUR = """
+       AND (%(include_superseded)s OR m.superseded_by_id IS NULL
+            OR NOT EXISTS (SELECT 1 FROM memory x WHERE x.id = m.superseded_by_id))
+       AND NOT m.provenance_forgotten
+       AND (m.provenance_audience IS NULL OR m.provenance_audience = caller_member())
+       AND caller_purpose() = ANY (m.provenance_purposes)"""
+EPISODE_NEIGHBOURS = f"""
 SELECT s.id::text, n.id::text
 FROM unnest(%(seeds)s::uuid[]) WITH ORDINALITY AS q(id, ord)
 JOIN memory s ON s.id = q.id AND s.episode_id IS NOT NULL
@@ -176,10 +185,12 @@ JOIN episode e ON e.id = s.episode_id
 CROSS JOIN LATERAL (
     (SELECT m.id, 1 AS side FROM memory m
      WHERE m.episode_id = s.episode_id AND (m.created_at, m.id) < (s.created_at, s.id)
+       {_ADMITTED_NEIGHBOUR}
      ORDER BY m.created_at DESC, m.id DESC LIMIT 1)
     UNION ALL
     (SELECT m.id, 2 AS side FROM memory m
      WHERE m.episode_id = s.episode_id AND (m.created_at, m.id) > (s.created_at, s.id)
+       {_ADMITTED_NEIGHBOUR}
      ORDER BY m.created_at, m.id LIMIT 1)
 ) n
 ORDER BY q.ord, n.side
