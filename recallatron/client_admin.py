@@ -106,10 +106,22 @@ class ReviewAndAdmin(Connection):
         )
 
     def entity_merges(
-        self, purpose: str = DEFAULT_PURPOSE, limit: int = 0
+        self,
+        purpose: str = DEFAULT_PURPOSE,
+        limit: int = 0,
+        page_size: int = 0,
+        page_token: str = "",
     ) -> pb.ListEntityMergesResponse:
+        """The merges in force, newest first; ``page_size`` (or, from before
+        paging, ``limit``) a page, ``page_token`` the previous page's
+        next_page_token."""
         return self.ask(
-            self.review.ListEntityMerges, pb.ListEntityMergesRequest, purpose=purpose, limit=limit
+            self.review.ListEntityMerges,
+            pb.ListEntityMergesRequest,
+            purpose=purpose,
+            limit=limit,
+            page_size=page_size,
+            page_token=page_token,
         )
 
     # -- admin -------------------------------------------------------------

@@ -1515,18 +1515,28 @@ class ListEntityMergesRequest(_message.Message):
 
     PURPOSE_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     purpose: _common_pb2.Purpose.ValueType
     limit: _builtins.int
-    """Most merges returned, newest first; default 50, at most 200."""
+    """Most merges returned, newest first; default 50, at most 200. Kept for
+    callers from before page_size, which takes its place (give one of the two).
+    """
+    page_size: _builtins.int
+    """At most this many a page: 1 to 200; 0: limit's (50 when neither is set)."""
+    page_token: _builtins.str
+    """The previous page's next_page_token; empty: the first page."""
     def __init__(
         self,
         *,
         purpose: _common_pb2.Purpose.ValueType = ...,
         limit: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "purpose", b"purpose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "page_size", b"page_size", "page_token", b"page_token", "purpose", b"purpose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1537,16 +1547,24 @@ class ListEntityMergesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MERGES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this page is the last: the merges decided before the last one
+    answered follow with it as page_token.
+    """
     @_builtins.property
-    def merges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityMerge]: ...
+    def merges(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityMerge]:
+        """Newest first."""
+
     def __init__(
         self,
         *,
         merges: _abc.Iterable[_common_pb2.EntityMerge] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["merges", b"merges"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["merges", b"merges", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

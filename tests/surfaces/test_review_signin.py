@@ -9,6 +9,7 @@ from http import HTTPStatus
 
 import grpc
 
+from recallatron.v1 import gateway_pb2 as pb
 from services.gateway.review_web import ReviewApp
 from services.gateway.review_web.pages import Response
 from services.gateway.review_web.sessions import COOKIE
@@ -24,14 +25,14 @@ class _Client:
     def for_address(self, client_address: str | None, secret: str) -> _Client:
         return self
 
-    def duplicate_pairs(self, **_: object) -> object:
-        return type("Pairs", (), {"pairs": []})()
+    def duplicate_pairs(self, **_: object) -> pb.ListDuplicatePairsResponse:
+        return pb.ListDuplicatePairsResponse()
 
-    def entity_pairs(self, **_: object) -> object:
-        return type("Pairs", (), {"pairs": []})()
+    def entity_pairs(self, **_: object) -> pb.ListEntityPairsResponse:
+        return pb.ListEntityPairsResponse()
 
-    def entity_merges(self, **_: object) -> object:
-        return type("Merges", (), {"merges": []})()
+    def entity_merges(self, **_: object) -> pb.ListEntityMergesResponse:
+        return pb.ListEntityMergesResponse()
 
     def who_am_i(self) -> object:
         return type("Me", (), {"member_handle": "alice", "workspace_slug": "team"})()

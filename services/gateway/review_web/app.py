@@ -7,7 +7,7 @@ import contextlib
 import re
 import secrets
 from http import HTTPStatus
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import grpc
 
@@ -112,7 +112,9 @@ class ReviewApp:
         if method == "GET" and path == "/":
             if session is None:
                 return Response(HTTPStatus.OK, signin_page())
-            return self.review(session, query.get("purpose", DEFAULT_PURPOSE), sid, peek)
+            return self.review(
+                session, query.get("purpose", DEFAULT_PURPOSE), sid, peek, query.get("merges", "")
+            )
         if method == "POST" and path == "/signin":
             return self.signin(form.get("token", ""), client_address, sid)
         if method == "POST" and path in ("/signout", "/decide"):
@@ -125,7 +127,11 @@ class ReviewApp:
                 return redirect("/", [("Set-Cookie", _cookie("", max_age=0))])
             purpose = form.get("purpose", DEFAULT_PURPOSE)
             self.decide(session, form, purpose)
-            return redirect(f"/?purpose={purpose if purpose in PURPOSES else DEFAULT_PURPOSE}")
+            back = {"purpose": purpose if purpose in PURPOSES else DEFAULT_PURPOSE}
+            if form.get("merges"):
+                # The page of merges the decision was taken on.
+                back["merges"] = form["merges"]
+            return redirect("/?" + urlencode(back))
         return Response(HTTPStatus.NOT_FOUND, page("Not found", "<p>Not found.</p>"))
 
     def signin(self, token: str, client_address: str = "", held: str | None = None) -> Response:
@@ -170,9 +176,15 @@ class ReviewApp:
         return redirect(landing, [("Set-Cookie", _cookie(sid, max_age=SESSION_MAX_SECONDS))])
 
     def review(
-        self, session: Session, purpose: str, sid: str | None = None, peek: bool = False
+        self,
+        session: Session,
+        purpose: str,
+        sid: str | None = None,
+        peek: bool = False,
+        merges_from: str = "",
     ) -> Response:
-        """The page; ``peek`` (HEAD) keeps the messages for the next view."""
+        """The page; ``peek`` (HEAD) keeps the messages for the next view;
+        ``merges_from``: the merges' page token (empty: the newest)."""
         if purpose not in PURPOSES:
             purpose = DEFAULT_PURPOSE
         flashes = "".join(
@@ -213,7 +225,7 @@ class ReviewApp:
         )
         body = "<h2 class=part>Memory pairs</h2>" + body
         if in_scope:
-            body += self.entities(session, purpose)
+            body += self.entities(session, purpose, merges_from)
         return Response(HTTPStatus.OK, page("Dedup review", lead + flashes + body, top))
 
     def _signed_out(self, sid: str | None) -> Response:
@@ -227,12 +239,15 @@ class ReviewApp:
             headers=[("Set-Cookie", _cookie("", max_age=0))],
         )
 
-    def entities(self, session: Session, purpose: str) -> str:
-        """The entity part of the page: owners only (a member is told so)."""
+    def entities(self, session: Session, purpose: str, merges_from: str = "") -> str:
+        """The entity part of the page: owners only (a member is told so).
+        The merges in force a page at a time, from ``merges_from``."""
         client = session.client
         try:
             pairs = list(client.entity_pairs(purpose=purpose, limit=ENTITY_PAIRS_SHOWN).pairs)
-            merges = list(client.entity_merges(purpose=purpose, limit=MERGES_SHOWN).merges)
+            merges = client.entity_merges(
+                purpose=purpose, page_size=MERGES_SHOWN, page_token=merges_from
+            )
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
                 return (
@@ -257,7 +272,9 @@ class ReviewApp:
             "person: read both sides, then decide.</p>"
             + (shown or "<p class=empty data-testid=no-entity-pairs>No entity pairs.</p>")
             + "<h2 class=part>Merged entities</h2>"
-            + merges_table(merges, session.csrf, purpose)
+            + merges_table(
+                list(merges.merges), session.csrf, purpose, merges.next_page_token, merges_from
+            )
         )
 
     def decide(self, session: Session, form: dict[str, str], purpose: str) -> None:

@@ -7,6 +7,7 @@ import html
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import urlencode
 
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
@@ -286,21 +287,42 @@ def entity_pair_section(
     )
 
 
-def merges_table(merges: list[cpb.EntityMerge], csrf: str, purpose: str) -> str:
+def merges_table(
+    merges: list[cpb.EntityMerge], csrf: str, purpose: str, older: str = "", since: str = ""
+) -> str:
+    """A page of the merges in force; ``older``: the next page's token (a
+    link to it), ``since``: this page's (a link back to the newest)."""
+    links = ""
+    if since:
+        links += f'<a data-testid=newest-merges href="{e(_view_url(purpose))}">Newest merges</a> '
+    if older:
+        links += (
+            f'<a data-testid=more-merges href="{e(_view_url(purpose, merges=older))}">'
+            "Older merges</a>"
+        )
+    links = f"<p class=pages>{links}</p>" if links else ""
     if not merges:
-        return "<p class=empty data-testid=no-merges>No merges in force.</p>"
+        none = "No older merges in force." if since else "No merges in force."
+        return f"<p class=empty data-testid=no-merges>{none}</p>{links}"
+    # An undo comes back to this page of merges (``since``), not the newest.
+    at = {"merges": since} if since else {}
     rows = "".join(
         f'<tr data-testid=merge data-merge="{e(m.id)}"><td>{e(m.merged.name)} '
         f"<code>{e(m.merged.id)}</code></td><td>{e(m.kept.name)} <code>{e(m.kept.id)}</code>"
         f"</td><td>{e(_when(m.decided_at))}</td><td>"
-        + decision_form("undo", "Undo", {"csrf": csrf, "purpose": purpose, "merge_id": m.id})
+        + decision_form("undo", "Undo", {"csrf": csrf, "purpose": purpose, "merge_id": m.id, **at})
         + "</td></tr>"
         for m in merges
     )
     return (
         "<table class=merges><tr><th>Merged</th><th>Into</th><th>Decided</th><th></th></tr>"
-        f"{rows}</table>"
+        f"{rows}</table>{links}"
     )
+
+
+def _view_url(purpose: str, **query: str) -> str:
+    """The page's own address for ``purpose`` and more ``query``."""
+    return "/?" + urlencode({"purpose": purpose, **query})
 
 
 def signed_in(handle: str, workspace: str) -> str:

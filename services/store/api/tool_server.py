@@ -292,5 +292,9 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     def ListEntityMerges(
         self, request: pb.ListEntityMergesRequest, context: grpc.ServicerContext
     ) -> pb.ListEntityMergesResponse:
-        merges = self.entity_merge.merges(asserted_caller(), request.limit)
-        return pb.ListEntityMergesResponse(merges=[merge_msg(m) for m in merges])
+        page = self.entity_merge.merges(
+            asserted_caller(), request.limit, request.page_size, request.page_token
+        )
+        return page_answer(
+            pb.ListEntityMergesResponse, page.merges, merge_msg, page.next_page_token
+        )

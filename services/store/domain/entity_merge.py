@@ -23,7 +23,7 @@ from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from recallatron.size_budget import Budget
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_ENTITY_GROUP
-from services.store.domain import answer_budget, entity_groups, graph
+from services.store.domain import answer_budget, entity_groups, graph, page_tokens
 from services.store.domain import validation as v
 from services.store.domain.dedup import CURRENT_MODEL, canonical, seen_until_written
 from services.store.domain.workspace_services import InWorkspaces
@@ -170,12 +170,17 @@ KEEP_APART = """
 INSERT INTO entity_pair_apart (first_id, second_id, decided_by) VALUES (%s, %s, %s)
 ON CONFLICT (first_id, second_id) DO NOTHING
 """
+# Newest first; a page goes on after the (decided_at, id) its token names,
+# so merges undone (or decided) since the last page shift nothing.
 MERGES = """
 SELECT m.id, k.id, k.name, k.type, x.id, x.name, x.type, m.decided_by, m.decided_at
 FROM entity_merge m JOIN entity k ON k.id = m.kept_id JOIN entity x ON x.id = m.merged_id
 WHERE m.undone_at IS NULL
   AND (%(pair)s::uuid[] IS NULL OR (m.kept_id = ANY(%(pair)s::uuid[])
                                     AND m.merged_id = ANY(%(pair)s::uuid[])))
+  AND (%(after_at)s::timestamptz IS NULL
+       OR m.decided_at < %(after_at)s::timestamptz
+       OR (m.decided_at = %(after_at)s::timestamptz AND m.id > %(after_id)s::uuid))
 ORDER BY m.decided_at DESC, m.id
 LIMIT %(limit)s
 """
@@ -199,6 +204,13 @@ class Merge:
     merged: graph.EntityRefView
     decided_by: str
     decided_at: datetime
+
+
+@dataclass(frozen=True)
+class MergePage:
+    merges: list[Merge]
+    # Empty when this page is the last.
+    next_page_token: str
 
 
 def _owner(caller: Caller) -> None:
@@ -343,16 +355,46 @@ class EntityMergeStore(InWorkspaces):
                 ),
             )
 
-    def merges(self, caller: Caller, limit: int = 0) -> list[Merge]:
-        """The merges in force the caller may see, newest first."""
+    def merges(
+        self, caller: Caller, limit: int = 0, page_size: int = 0, page_token: str = ""
+    ) -> MergePage:
+        """A page of the merges in force the caller may see, newest first:
+        ``page_size`` of them (or ``limit``, as callers from before paging
+        ask), after the last merge of the page ``page_token`` ended."""
         _owner(caller)
-        limit = v.count(limit, "limit", DEFAULT_MERGES, MAX_MERGES)
+        if page_size and limit:
+            raise errors.InvalidArgument("page_size", "give page_size or limit, not both")
+        size = (
+            v.count(page_size, "page_size", DEFAULT_MERGES, MAX_MERGES)
+            if page_size
+            else v.count(limit, "limit", DEFAULT_MERGES, MAX_MERGES)
+        )
+        after = _after(page_token) if page_token else None
         with self.transaction(caller) as conn:
-            return self._merges(conn, limit, None)
+            # One more than the page, to know whether another follows.
+            found = self._merges(conn, size + 1, None, after)
+        if len(found) <= size:
+            return MergePage(found, "")
+        last = found[size - 1]
+        token = page_tokens.encode(
+            {"w": "merges", "at": last.decided_at.isoformat(), "id": last.id}
+        )
+        return MergePage(found[:size], token)
 
     @staticmethod
-    def _merges(conn: psycopg.Connection, limit: int, pair: list[str] | None) -> list[Merge]:
-        rows = conn.execute(MERGES, {"limit": limit, "pair": pair}).fetchall()
+    def _merges(
+        conn: psycopg.Connection,
+        limit: int,
+        pair: list[str] | None,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[Merge]:
+        params = {
+            "limit": limit,
+            "pair": pair,
+            "after_at": after[0] if after else None,
+            "after_id": after[1] if after else None,
+        }
+        rows = conn.execute(MERGES, params).fetchall()
         return [
             Merge(
                 str(r[0]),
@@ -363,3 +405,18 @@ class EntityMergeStore(InWorkspaces):
             )
             for r in rows
         ]
+
+
+def _after(page_token: str) -> tuple[datetime, str]:
+    """Where a merges page token says the next page starts; InvalidArgument
+    (page_token) for any other token."""
+    data = page_tokens.decode(page_token)
+    try:
+        if data.get("w") != "merges":
+            raise ValueError("another listing's token")
+        at = datetime.fromisoformat(str(data["at"]))
+        if at.tzinfo is None:
+            raise ValueError("a time without its zone")
+        return at, v.uuid_str(str(data["id"]), "page_token")
+    except (KeyError, ValueError, errors.InvalidArgument):
+        raise errors.InvalidArgument("page_token", page_tokens.NOT_OURS) from None

@@ -1,4 +1,4 @@
-"""The page tokens of the listing calls (timeline, an owner's view, members,
+"""The page tokens of the listing calls (timeline, an owner's view, merges, members,
 tokens, workspaces): where the next page starts, as JSON in URL-safe base64.
 Opaque to callers, and refused as one error whatever is wrong with them. The
 keyset listings (members, tokens) also read their pages here alike."""
