@@ -1,6 +1,7 @@
-"""Names the field of a request the protobuf runtime refused to decode, so a
-client that sent bytes that are not UTF-8 in a string field hears which one
-(INVALID_ARGUMENT), not a server fault."""
+"""Why the protobuf runtime refused to decode a request, so that the client
+hears it (INVALID_ARGUMENT), not a server fault: the string field whose bytes
+are not UTF-8, or the request as a whole when its bytes are no protobuf
+message at all (truncated or malformed)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,15 @@ def undecodable_field(descriptor: Descriptor, data: bytes, prefix: str = "") -> 
     except (IndexError, ValueError):
         return ""
     return ""
+
+
+NOT_UTF8 = "could not be decoded: not valid UTF-8 (string fields must be UTF-8)"
+MALFORMED = "could not be decoded: not a valid protobuf message (truncated or malformed)"
+
+
+def decode_refusal(descriptor: Descriptor | None, data: bytes) -> tuple[str, str]:
+    """The field and the message of a refusal of ``data``, which the runtime
+    would not decode as ``descriptor``'s message: told apart, since only the
+    first is about text."""
+    field = undecodable_field(descriptor, data) if descriptor is not None else ""
+    return (field, NOT_UTF8) if field else ("request", MALFORMED)

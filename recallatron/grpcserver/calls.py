@@ -31,7 +31,7 @@ from prometheus_client import Counter, Histogram
 from recallatron import deadline, errors, fairness, internal_auth
 from recallatron.grpcserver.open_streams import OPEN_STREAMS, bounded_stream
 from recallatron.grpcserver.status import status_for
-from recallatron.wire import undecodable_field
+from recallatron.wire import decode_refusal
 
 log = logging.getLogger("recallatron.server")
 
@@ -164,6 +164,7 @@ def current_method() -> str:
 @dataclass(frozen=True)
 class _Undecodable:
     field: str
+    problem: str
 
 
 @dataclass(frozen=True)
@@ -344,15 +345,15 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         latency = RPC_LATENCY.labels(method)
 
         def parsed(data: bytes) -> Any:
-            # A refused request (say, a string field that is not UTF-8) is the
-            # client's error: the handler answers INVALID_ARGUMENT naming it.
+            # A refused request (a string field that is not UTF-8, bytes that
+            # are no message) is the client's error: the handler answers
+            # INVALID_ARGUMENT saying which.
             try:
                 return parse(data) if parse else data
             except DecodeError:
                 message_class = getattr(parse, "__self__", None)
                 descriptor = getattr(message_class, "DESCRIPTOR", None)
-                field = undecodable_field(descriptor, data) if descriptor else ""
-                return _Undecodable(field or "request")
+                return _Undecodable(*decode_refusal(descriptor, data))
 
         def deserialize(data: bytes) -> Any:
             # Inside the stack the request is parsed in the handler, once its
@@ -379,9 +380,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):
                     leave = internal_auth.enter(*self._admitted(method, context, request))
                     request = parsed(request.data)
                 if isinstance(request, _Undecodable):
-                    raise errors.InvalidArgument(
-                        request.field, "could not be decoded (string fields must be UTF-8)"
-                    )
+                    raise errors.InvalidArgument(request.field, request.problem)
                 return inner(request, context)
             except errors.DomainError as exc:
                 status = status_for(exc)
