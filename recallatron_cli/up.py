@@ -7,6 +7,8 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
+import shutil
 import signal
 import sys
 import uuid
@@ -93,6 +95,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     return status
 
 
+def command_name() -> str:
+    """This `recallatron` as another shell can run it: its name when PATH finds
+    this one (an activated or installed environment), else its path (after
+    `make run` the virtualenv's bin/ is on no PATH)."""
+    beside = Path(sys.executable).parent / "recallatron"
+    found = shutil.which("recallatron")
+    if not beside.exists() or (found is not None and Path(found).resolve() == beside.resolve()):
+        return "recallatron"
+    return shlex.quote(str(beside))
+
+
 def demo(gateway: str, admin_token: str, state: Path) -> None:
     """Shows the stack working: a workspace, a member, a memory read back. The
     demo member's token is kept in the state directory (0600) and reused; the
@@ -138,5 +151,6 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
     print("read back:\n" + memory_text(read))
     card = client.lookup("Standup").entities[-1]
     print("the graph knows, stated by that memory:\n" + graph.card_text(card))
-    print(f"try: RECALLATRON_TOKEN_FILE={token_path} recallatron read {made.id}")
-    print(f"     RECALLATRON_TOKEN_FILE={token_path} recallatron lookup standup")
+    run = f"RECALLATRON_TOKEN_FILE={shlex.quote(str(token_path))} {command_name()}"
+    print(f"try: {run} read {made.id}")
+    print(f"     {run} lookup standup")
