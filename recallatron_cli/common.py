@@ -39,6 +39,52 @@ def invalid(field: str, flag: str, why: str) -> Refused:
     return Refused(f"INVALID_ARGUMENT: {field} ({flag}): {why}")
 
 
+def renamed_fields(p: argparse.ArgumentParser, **flags: str) -> None:
+    """The request fields a command's flags fill under another name
+    (started_at="--start"), for :func:`naming_flags`; a flag named after its
+    field (--as-of for as_of) needs none."""
+    p.set_defaults(field_flags=flags)
+
+
+# A refusal naming a request's field: `claims[0].valid_from: why`.
+_FIELD_PATH = re.compile(r"[A-Za-z_]\w*(\[\d+\])?(\.[A-Za-z_]\w*(\[\d+\])?)*")
+
+
+def _command_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Any]:
+    """The options of the command ``args`` was parsed for, its parents' too."""
+    options: list[Any] = []
+    current: argparse.ArgumentParser | None = parser
+    while current is not None:
+        # argparse keeps a parser's actions in _actions: no public accessor.
+        options.extend(a for a in current._actions if a.option_strings)
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        current = subs[0].choices.get(str(getattr(args, subs[0].dest, ""))) if subs else None
+    return options
+
+
+def naming_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, message: str) -> str:
+    """A refusal of a request's field (`from: why`) naming the flag the value
+    came from as well (`from (--from): why`), as :func:`invalid` does; from
+    the innermost name of the field's path outwards, the first with a flag
+    given. A message naming no field, or naming its flag, is left as it is."""
+    path, sep, why = message.partition(": ")
+    if not sep or not _FIELD_PATH.fullmatch(path):
+        return message
+    renamed: dict[str, str] = getattr(args, "field_flags", None) or {}
+    options = _command_options(parser, args)
+    for name in reversed(re.findall(r"[A-Za-z_]\w*", path)):
+        wanted = {renamed.get(name, ""), "--" + name.replace("_", "-")}
+        flags = [
+            next((o for o in a.option_strings if o.startswith("--")), a.option_strings[0])
+            for a in options
+            if (a.dest in (name, FIELD_DEST + name) or wanted & set(a.option_strings))
+            and getattr(args, a.dest, None) not in (None, "", [])
+        ]
+        if flags:
+            return f"{path} ({', '.join(dict.fromkeys(flags))}): {why}"
+    return message
+
+
 def state_dir() -> Path:
     return Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
 
@@ -171,7 +217,13 @@ def audience(args: argparse.Namespace) -> Audience:
 def client(args: argparse.Namespace, admin: bool = False) -> Client:
     """A client with the token from --token, --token-file, RECALLATRON_TOKEN or
     RECALLATRON_TOKEN_FILE (admin: else the operator token of the local stack)."""
-    token = token_from(args.token, getattr(args, "token_file", "") or "")
+    token_file = getattr(args, "token_file", "") or ""
+    try:
+        token = token_from(args.token, token_file)
+    except (OSError, UnicodeDecodeError) as exc:
+        source = "--token-file" if token_file else "RECALLATRON_TOKEN_FILE"
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise Refused(f"{source}: {why or exc}: {token_file or os.environ.get(source)}") from None
     if not token and admin:
         token = admin_token()
     if not token:

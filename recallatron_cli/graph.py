@@ -90,12 +90,18 @@ def graph_items(args: argparse.Namespace) -> GraphItems:
     span = {k: v for k, v in span.items() if v}
     given: dict[str, Any] = {}
     if args.graph:
-        handle = sys.stdin if args.graph == "-" else open(args.graph)  # noqa: SIM115
-        with handle:
-            try:
+        try:
+            handle = sys.stdin if args.graph == "-" else open(args.graph)  # noqa: SIM115
+            with handle:
                 given = json.load(handle)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"--graph: not JSON ({exc})") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--graph: not JSON ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"--graph: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+        except OSError as exc:
+            raise ValueError(f"--graph: {exc.strerror or exc}: {args.graph}") from None
         if not isinstance(given, dict):
             raise ValueError(
                 '--graph: a JSON object is expected: {"claims": [...], "relations": [...], '
@@ -276,3 +282,6 @@ def add_parser(sub: Any) -> None:
     ep.add_argument("--member", action="append", default=[], help="a participant member id")
     ep.add_argument("--entity", action="append", default=[], help="a participant entity id")
     ep.set_defaults(func=cmd_episode)
+    common.renamed_fields(
+        ep, started_at="--start", ended_at="--end", member_ids="--member", entity_ids="--entity"
+    )

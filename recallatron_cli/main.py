@@ -333,7 +333,8 @@ def _failed(message: str, code: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     import psycopg
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         if args.cmd in operator.DATABASE_COMMANDS:
             operator.find_database()
@@ -349,8 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(exc.message, 1)
     except ValueError as exc:
         # A value the client could not send (a time without its offset, a
-        # number out of range), named as the service would name it.
-        return _failed(f"INVALID_ARGUMENT: {exc}", 2)
+        # number out of range), named as the service would name it, and by
+        # the flag it came from: the one place a field is matched to its flag.
+        return _failed(f"INVALID_ARGUMENT: {common.naming_flags(parser, args, str(exc))}", 2)
     except psycopg.Error as exc:
         # An operator command's database (unreachable, refusing the role):
         # one line, the server's own words, no password.
@@ -363,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the rest of the process)
         return EXIT_BROKEN_PIPE
     except OSError as exc:
-        # A file an option names (--graph) that cannot be read.
+        # A file the command reads that cannot be read (each file a flag
+        # names is refused naming the flag before this).
         return _failed(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 2)
 
 

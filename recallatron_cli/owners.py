@@ -117,6 +117,7 @@ def add_parsers(sub: Any) -> None:
     ls.add_argument("--include-superseded", action="store_true")
     common.purpose_option(ls)
     ls.set_defaults(func=cmd_list)
+    common.renamed_fields(ls, created_by="--author", episode_id="--episode")
     au = client_options(
         sub.add_parser(
             "audit",
@@ -131,6 +132,7 @@ def add_parsers(sub: Any) -> None:
     _span_and_pages(au, MAX_AUDIT_PAGE)
     common.purpose_option(au)
     au.set_defaults(func=cmd_audit)
+    common.renamed_fields(au, member_id="--member")
 
 
 def _span_and_pages(p: argparse.ArgumentParser, most: int) -> None:
@@ -141,19 +143,14 @@ def _span_and_pages(p: argparse.ArgumentParser, most: int) -> None:
     p.add_argument("--all", action="store_true", help="every page, not only the first")
 
 
-_FLAGS = {"from": "--from", "to": "--to", "created_by": "--author", "episode_id": "--episode"}
-
-
 def _pages(
     args: argparse.Namespace, ask: Callable[..., Any], filters: dict[str, Any]
 ) -> Iterator[Any]:
     token = args.page_token
     while True:
-        try:
-            page = ask(purpose=args.purpose, page_size=args.page_size, page_token=token, **filters)
-        except ValueError as exc:  # a malformed time, before anything is sent
-            field = str(exc).split(":", 1)[0]
-            _refuse(field, _FLAGS.get(field, "--" + field), str(exc).split(": ", 1)[-1])
+        # A malformed time is a ValueError naming its field, before anything
+        # is sent: the CLI's main() names its flag too.
+        page = ask(purpose=args.purpose, page_size=args.page_size, page_token=token, **filters)
         yield page
         token = page.next_page_token
         if not (args.all and token):

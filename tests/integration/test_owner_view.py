@@ -275,13 +275,11 @@ def test_the_commands_answer_in_json_and_refuse_a_bad_time(
     assert main(["audit", "--gateway", stack.gateway, "--token", ada_token]) == 0
     text = capsys.readouterr().out
     assert f"ada ({team.members['ada']})  forget  {ids['b3']}" in text
-    with pytest.raises(SystemExit) as stop:
-        main(["list", *common, "--from", "yesterday"])
-    assert stop.value.code == 2 and "from (--from)" in capsys.readouterr().err
+    assert main(["list", *common, "--from", "yesterday"]) == 2
+    assert "from (--from)" in capsys.readouterr().err
     # A time its offset carries past the calendar's end (it ended in a traceback).
-    with pytest.raises(SystemExit) as stop:
-        main(["audit", *common, "--to", "9999-12-31T23:59:59-05:00"])
-    assert stop.value.code == 2 and "to (--to)" in capsys.readouterr().err
+    assert main(["audit", *common, "--to", "9999-12-31T23:59:59-05:00"]) == 2
+    assert "to (--to)" in capsys.readouterr().err
 
 
 def test_agents_list_and_read_the_audit_through_the_mcp_tools(team: Team) -> None:
