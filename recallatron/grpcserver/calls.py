@@ -167,6 +167,18 @@ class _Undecodable:
     problem: str
 
 
+def _parsed(parse: Callable[[bytes], Any] | None, data: bytes) -> Any:
+    """The request, or why it does not decode: a string field that is not
+    UTF-8 or bytes that are no message are the client's error, answered
+    INVALID_ARGUMENT saying which."""
+    try:
+        return parse(data) if parse else data
+    except DecodeError:
+        message_class = getattr(parse, "__self__", None)
+        descriptor = getattr(message_class, "DESCRIPTOR", None)
+        return _Undecodable(*decode_refusal(descriptor, data))
+
+
 @dataclass(frozen=True)
 class _Received:
     """The bytes of a call's request inside the stack: parsed only once the
@@ -318,13 +330,16 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         def wrapped(received: _Received, context: grpc.ServicerContext) -> Any:
             try:
                 claims, token = self._admitted(method, context, received)
+                request = _parsed(parse, received.data)
+                if isinstance(request, _Undecodable):
+                    raise errors.InvalidArgument(request.field, request.problem)
             except errors.DomainError as exc:
                 status = status_for(exc)
                 RPC_STATUS.labels(method, _CODES[status.code].name).inc()
                 context.abort_with_status(rpc_status.to_status(status))
             leave = internal_auth.enter(claims, token)
             try:
-                yield from inner(parse(received.data) if parse else received.data, context)
+                yield from inner(request, context)
             finally:
                 leave()
 
@@ -344,21 +359,10 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         parse = handler.request_deserializer
         latency = RPC_LATENCY.labels(method)
 
-        def parsed(data: bytes) -> Any:
-            # A refused request (a string field that is not UTF-8, bytes that
-            # are no message) is the client's error: the handler answers
-            # INVALID_ARGUMENT saying which.
-            try:
-                return parse(data) if parse else data
-            except DecodeError:
-                message_class = getattr(parse, "__self__", None)
-                descriptor = getattr(message_class, "DESCRIPTOR", None)
-                return _Undecodable(*decode_refusal(descriptor, data))
-
         def deserialize(data: bytes) -> Any:
             # Inside the stack the request is parsed in the handler, once its
             # assertion is checked (against these bytes when bound).
-            return _Received(data) if guarded else parsed(data)
+            return _Received(data) if guarded else _parsed(parse, data)
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             start = time.perf_counter()
@@ -378,7 +382,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):
                 if guarded:
                     # Before anything else, the request's content included.
                     leave = internal_auth.enter(*self._admitted(method, context, request))
-                    request = parsed(request.data)
+                    request = _parsed(parse, request.data)
                 if isinstance(request, _Undecodable):
                     raise errors.InvalidArgument(request.field, request.problem)
                 return inner(request, context)

@@ -12,6 +12,7 @@ from concurrent import futures
 import grpc
 import pytest
 
+from recallatron import internal_auth
 from recallatron.grpcserver.calls import ServiceInterceptor
 from recallatron.v1 import embed_pb2
 
@@ -82,3 +83,59 @@ def test_bytes_that_are_no_message_are_not_blamed_on_utf8(
     details = err.details() or ""
     assert details.startswith("request:"), details
     assert "UTF-8" not in details and "not a valid protobuf message" in details, details
+
+
+KEY = b"k" * 32
+STREAM = "/test.Decode/Watch"
+
+
+def _watch(request: embed_pb2.EmbedRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
+    yield b""
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[grpc.Channel]:
+    """A server inside the stack: every call carries an assertion."""
+    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[ServiceInterceptor(KEY)])
+    parse = embed_pb2.EmbedRequest.FromString
+    methods = {
+        "Embed": grpc.unary_unary_rpc_method_handler(
+            _echo, request_deserializer=parse, response_serializer=lambda b: b
+        ),
+        "Watch": grpc.unary_stream_rpc_method_handler(
+            _watch, request_deserializer=parse, response_serializer=lambda b: b
+        ),
+    }
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("test.Decode", methods)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield channel
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+@pytest.mark.parametrize("method", [METHOD, STREAM], ids=["unary", "stream"])
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [(b"\x0a\x02\xff\xfe", "texts"), (b"\x0a\x05ab", "request")],
+    ids=["not utf8", "no message"],
+)
+def test_a_call_inside_the_stack_is_refused_the_same(
+    guarded: grpc.Channel, method: str, payload: bytes, field: str
+) -> None:
+    """A server-streaming method inside the stack (the store's revocation
+    watch) is refused as the others are: INVALID_ARGUMENT saying why."""
+    token = internal_auth.Signer(KEY, "test").service([method])
+    kind = guarded.unary_unary if method == METHOD else guarded.unary_stream
+    call = kind(method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as caught:
+        answer = call(payload, metadata=internal_auth.metadata(token), timeout=10)
+        if method == STREAM:
+            list(answer)
+    err = caught.value
+    details = err.details() or ""
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (err.code(), details)
+    assert details.startswith(f"{field}:"), details
