@@ -10,6 +10,8 @@ import html
 import re
 from http import HTTPStatus
 
+import pytest
+
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from services.gateway.review_web import ReviewApp
@@ -36,10 +38,10 @@ class _Client:
     def for_address(self, client_address: str | None, secret: str) -> _Client:
         return self
 
-    def duplicate_pairs(self, **_: object) -> pb.ListDuplicatePairsResponse:
+    def duplicate_pairs(self, limit: int = 0, **_: object) -> pb.ListDuplicatePairsResponse:
         return pb.ListDuplicatePairsResponse()
 
-    def entity_pairs(self, **_: object) -> pb.ListEntityPairsResponse:
+    def entity_pairs(self, limit: int = 0, **_: object) -> pb.ListEntityPairsResponse:
         return pb.ListEntityPairsResponse()
 
     def entity_merges(
@@ -122,3 +124,62 @@ def test_an_undo_on_older_merges_comes_back_to_them() -> None:
     assert answer.status == HTTPStatus.SEE_OTHER
     assert ("Location", older) in answer.headers
     assert _link(_view(app, cookies, older), "newest-merges") == "/?purpose=audit"
+
+
+def _memory(i: int) -> cpb.Memory:
+    return cpb.Memory(id=f"30000000-0000-4000-8000-{i:012d}", title=f"memory {i}", revision=1)
+
+
+def _card(i: int) -> cpb.EntityCard:
+    return cpb.EntityCard(id=f"40000000-0000-4000-8000-{i:012d}", name=f"entity {i}")
+
+
+class _Pairs(_Client):
+    """``waiting`` pairs of each kind; answers at most ``cut`` of them, with
+    `more` set for the rest (as the size budget leaves pairs out), and at
+    most the limit asked, as the gateway does."""
+
+    waiting = 0
+    cut = 1000
+
+    def duplicate_pairs(self, limit: int = 0, **_: object) -> pb.ListDuplicatePairsResponse:
+        answered = min(self.waiting, limit or 50)
+        pairs = [
+            pb.DuplicatePair(first=_memory(2 * i), second=_memory(2 * i + 1), cosine=0.9)
+            for i in range(min(answered, self.cut))
+        ]
+        return pb.ListDuplicatePairsResponse(pairs=pairs, more=answered > self.cut)
+
+    def entity_pairs(self, limit: int = 0, **_: object) -> pb.ListEntityPairsResponse:
+        answered = min(self.waiting, limit or 20)
+        pairs = [
+            cpb.EntityPair(first=_card(2 * i), second=_card(2 * i + 1), reasons=["same_name"])
+            for i in range(min(answered, self.cut))
+        ]
+        return pb.ListEntityPairsResponse(pairs=pairs, more=answered > self.cut)
+
+
+@pytest.mark.parametrize(
+    ("waiting", "cut", "told"),
+    [
+        (3, 1000, False),  # every pair shown
+        (3, 2, True),  # the answer's size budget left one out
+        (300, 1000, True),  # more wait than the page asks for
+    ],
+)
+def test_the_pair_lists_say_when_more_pairs_wait(waiting: int, cut: int, told: bool) -> None:
+    """Both lists showed what the answer held and said nothing of the pairs
+    left out, by the answer's size budget (`more`) or by the page's count."""
+    client = type("Waiting", (_Pairs,), {"waiting": waiting, "cut": cut})
+    app = ReviewApp("127.0.0.1:1", client_factory=client)
+    body = _view(app, _signed_in(app))
+    memory_pairs = body.count("data-testid=pair ")
+    entity_pairs = body.count("data-testid=entity-pair ")
+    assert 0 < memory_pairs <= 50 and 0 < entity_pairs <= 20
+    for testid, shown in (("more-pairs", memory_pairs), ("more-entity-pairs", entity_pairs)):
+        note = re.search(rf"<p [^>]*data-testid={testid}>([^<]*)</p>", body)
+        if not told:
+            assert note is None, testid
+            continue
+        assert note is not None, testid
+        assert f"More pairs wait than the {shown} shown" in note.group(1), note.group(1)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+from collections.abc import Sequence
 from http import HTTPStatus
+from typing import TypeVar
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import grpc
@@ -24,6 +26,7 @@ from services.gateway.review_web.pages import (
     e,
     entity_pair_section,
     merges_table,
+    more_pairs,
     page,
     pair_section,
     redirect,
@@ -39,6 +42,7 @@ from services.gateway.review_web.sessions import (
     _cookie,
 )
 
+T = TypeVar("T")
 # What a token may hold (printable ASCII, no space): anything else is refused
 # before a call carries it.
 _TOKEN = re.compile(r"[!-~]{1,500}")
@@ -196,8 +200,11 @@ class ReviewApp:
         # Whether the token may act for this purpose at all: the refusal is
         # shown once, and not taken for the entity part's owner rule.
         in_scope = True
+        more = False
         try:
-            pairs = list(session.client.duplicate_pairs(purpose=purpose, limit=PAIRS_SHOWN).pairs)
+            # One more than shown: whether others wait beyond the page's count.
+            found = session.client.duplicate_pairs(purpose=purpose, limit=PAIRS_SHOWN + 1)
+            pairs, more = _shown(found.pairs, found.more, PAIRS_SHOWN)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 return self._signed_out(sid)
@@ -223,6 +230,12 @@ class ReviewApp:
         body = "".join(pair_section(p, session.csrf, purpose) for p in pairs) or (
             "<p class=empty data-testid=no-pairs>No pairs to review.</p>"
         )
+        if more:
+            body += more_pairs(
+                "more-pairs",
+                len(pairs),
+                "decide on these (keep both, supersede or forget) and look again",
+            )
         body = "<h2 class=part>Memory pairs</h2>" + body
         if in_scope:
             body += self.entities(session, purpose, merges_from)
@@ -244,7 +257,8 @@ class ReviewApp:
         The merges in force a page at a time, from ``merges_from``."""
         client = session.client
         try:
-            pairs = list(client.entity_pairs(purpose=purpose, limit=ENTITY_PAIRS_SHOWN).pairs)
+            found = client.entity_pairs(purpose=purpose, limit=ENTITY_PAIRS_SHOWN + 1)
+            pairs, more = _shown(found.pairs, found.more, ENTITY_PAIRS_SHOWN)
             merges = client.entity_merges(
                 purpose=purpose, page_size=MERGES_SHOWN, page_token=merges_from
             )
@@ -271,6 +285,15 @@ class ReviewApp:
             "co-mentioned entity in common, or close mention contexts. A name is not a "
             "person: read both sides, then decide.</p>"
             + (shown or "<p class=empty data-testid=no-entity-pairs>No entity pairs.</p>")
+            + (
+                more_pairs(
+                    "more-entity-pairs",
+                    len(pairs),
+                    "merge these or keep them apart and look again",
+                )
+                if more
+                else ""
+            )
             + "<h2 class=part>Merged entities</h2>"
             + merges_table(
                 list(merges.merges), session.csrf, purpose, merges.next_page_token, merges_from
@@ -280,6 +303,12 @@ class ReviewApp:
     def decide(self, session: Session, form: dict[str, str], purpose: str) -> None:
         """Carries out one decision; its outcome goes to the next page view."""
         decisions.decide(session, form, purpose)
+
+
+def _shown(pairs: Sequence[T], more: bool, count: int) -> tuple[list[T], bool]:
+    """The first ``count`` of an answer's pairs, and whether others wait:
+    left out of the answer (its size budget, ``more``) or past ``count``."""
+    return list(pairs[:count]), more or len(pairs) > count
 
 
 def _titles(client: Client, ids: list[str], purpose: str) -> dict[str, str]:

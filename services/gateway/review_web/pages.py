@@ -287,6 +287,15 @@ def entity_pair_section(
     )
 
 
+def more_pairs(testid: str, shown: int, how: str) -> str:
+    """Said under a pair list that shows fewer pairs than wait: the lists
+    are not paged, so deciding on those shown makes way for the next."""
+    return (
+        f"<p class=hint data-testid={e(testid)}>More pairs wait than the {shown} shown: "
+        f"{e(how)}, and the next ones take their places.</p>"
+    )
+
+
 def merges_table(
     merges: list[cpb.EntityMerge], csrf: str, purpose: str, older: str = "", since: str = ""
 ) -> str:
