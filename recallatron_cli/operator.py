@@ -202,32 +202,45 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     from services.store.infrastructure.migrate import latest_version
 
     parallel = max(1, args.parallel)
-    failed = 0
+    failed = done = 0
+    stop_on_sigterm()
     with _store(admin_connections=parallel) as (dbs, control):
-        everything = control.all_workspace_locations()
-        workspaces = everything if args.all else control.below_current()
-        for server in sorted({ws.server for ws in everything} | {dbs.default_server}):
-            try:
-                dbs.refresh_template(server)
-            except Exception as exc:  # that server's workspaces fail below; the others go on
-                failed += 1
-                print(f"server {server}: template not refreshed: {dbs.redact(str(exc))}")
-        with (
-            Progress("migrating", len(workspaces), "workspaces") as bar,
-            ThreadPoolExecutor(parallel, thread_name_prefix="migrate") as pool,
-        ):
-            futures = {pool.submit(control.migrate, ws): ws for ws in workspaces}
-            for future in as_completed(futures):
-                ws = futures[future]
+        try:
+            everything = control.all_workspace_locations()
+            workspaces = everything if args.all else control.below_current()
+            for server in sorted({ws.server for ws in everything} | {dbs.default_server}):
                 try:
-                    applied = future.result()
-                except Exception as exc:  # reported, the others go on
+                    dbs.refresh_template(server)
+                except Exception as exc:  # that server's workspaces fail below; the others go on
                     failed += 1
-                    bar.echo(f"{ws.slug}: failed: {dbs.redact(str(exc))}")
-                else:
-                    if applied or args.verbose:
-                        bar.echo(f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}")
-                bar.advance()
+                    print(f"server {server}: template not refreshed: {dbs.redact(str(exc))}")
+            pool = ThreadPoolExecutor(parallel, thread_name_prefix="migrate")
+            with Progress("migrating", len(workspaces), "workspaces") as bar:
+                futures = {pool.submit(control.migrate, ws): ws for ws in workspaces}
+                for future in as_completed(futures):
+                    ws = futures[future]
+                    try:
+                        applied = future.result()
+                    except Exception as exc:  # reported, the others go on
+                        failed += 1
+                        bar.echo(f"{ws.slug}: failed: {dbs.redact(str(exc))}")
+                    else:
+                        done += 1
+                        if applied or args.verbose:
+                            bar.echo(
+                                f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}"
+                            )
+                    bar.advance()
+            pool.shutdown()
+        except KeyboardInterrupt:
+            code = stopped(
+                f"migrate-db stopped: {done} workspaces done; run it again to migrate the "
+                "rest (what is done is skipped)"
+            )
+            # Now, not after the migrations under way (a thread cannot be
+            # stopped, and the interpreter's exit waits for the pool's): each
+            # migrates in its own transactions, which its server rolls back.
+            os._exit(code)
     if failed:
         print(
             f"migrations done, {failed} failed (workspaces or templates): run again to retry them"
@@ -389,9 +402,3 @@ def cmd_move_workspace(args: argparse.Namespace) -> int:
         flush=True,
     )
     return 0
-
-
-def cmd_prepare_models(args: argparse.Namespace) -> int:
-    from services.embed import prepare
-
-    return int(prepare.main(args.rest))

@@ -1,7 +1,8 @@
 """Operator commands stopped part way (Ctrl-C, SIGTERM) on the real stack:
 each ends with one line saying what happened and how to go on, never a
 traceback, with 128 + the signal's number as a shell reports a stopped
-command; what it leaves lets the same command run again (docs/export.md)."""
+command; what it leaves lets the same command run again (docs/export.md,
+docs/design.md on migrate-db)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from recallatron.client import Client
 from recallatron_devkit.stack import Stack
 from services.store.domain.archive_export import Exporter
 from services.store.domain.control import ControlPlane
+from services.store.infrastructure import migrate
 from services.store.infrastructure.db import CONTROL_DATABASE
 from tests import dbutil
 from tests.conftest import WAIT_SECONDS, Team, wait_for
@@ -159,3 +162,42 @@ def test_an_export_stopped_after_some_files_leaves_none_of_them(
         assert given.is_dir() and list(given.iterdir()) == []
         exporter.export(team.workspace_id, out)
     assert (out / "manifest.json").is_file()
+
+
+def test_migrate_db_stopped_while_a_migration_waits_ends_and_resumes(
+    stack: Stack, operator: Client
+) -> None:
+    """Ctrl-C stops migrate-db at once, a migration under way included (each
+    database migrates in its own transactions, so what it had not committed is
+    rolled back): it used to wait for every migration queued, one of them
+    waiting here for a lock, before ending with a traceback."""
+    for _ in range(2):
+        operator.create_workspace(f"mig-{uuid.uuid4().hex[:10]}")
+    control = dbutil.workspace_url(stack, CONTROL_DATABASE)
+    with psycopg.connect(control, autocommit=True) as ctl:
+        databases = [r[0] for r in ctl.execute("SELECT database_name FROM workspace")]
+    release = ExitStack()
+    for database in databases:
+        conn = release.enter_context(
+            psycopg.connect(dbutil.workspace_url(stack, database), autocommit=True)
+        )
+        conn.execute("SELECT pg_advisory_lock(%s)", (migrate._LOCK_KEY,))
+    proc = start(stack, "migrate-db", "--all", "--parallel", "1")
+    with psycopg.connect(control, autocommit=True) as admin:
+        wait_for(
+            lambda: (
+                admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory'"
+                    " AND datname = ANY(%s)",
+                    (databases,),
+                ).fetchone()
+                == (1,)
+            ),
+            "a migration to wait for its lock",
+        )
+    # The locks are held until it has ended: it must not wait for them.
+    code, err = stopped(proc, signal.SIGINT, release, hold=True)
+    assert_one_line(code, err, signal.SIGINT)
+    assert "again" in err.strip().splitlines()[-1], err
+    done = cli(stack, "migrate-db")
+    assert done.returncode == 0, done.stdout + done.stderr
