@@ -1252,7 +1252,7 @@ class ListDuplicatePairsRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     purpose: _common_pb2.Purpose.ValueType
     limit: _builtins.int
-    """Most pairs returned; default 50."""
+    """Most pairs returned: 1 to 200; 0: the default, 50."""
     def __init__(
         self,
         *,

@@ -48,7 +48,9 @@ class ReviewServicer(Forwarding):
     ) -> pb.ListDuplicatePairsResponse:
         ident = self.auth.member(context)
         if not 0 <= request.limit <= MAX_PAIRS:
-            raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_PAIRS}]")
+            raise errors.InvalidArgument(
+                "limit", f"must lie in [0, {MAX_PAIRS}]; 0 is the default, {DEFAULT_PAIRS}"
+            )
         who = caller(ident, request.purpose)
         found = self.peers.store.call(
             calls.LIST_DUPLICATE_PAIRS,

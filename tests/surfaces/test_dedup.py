@@ -193,6 +193,16 @@ def test_review_calls_validate_their_input(stack: Stack, team: Team) -> None:
         anonymous.close()
 
 
+def test_a_refused_limit_says_what_it_takes(team: Team) -> None:
+    """The refusal said [1, 200] while 0 is taken (as the default)."""
+    ada = team.clients["ada"]
+    ada.duplicate_pairs(limit=0)
+    for limit in (-1, 201):
+        err = refused(lambda n=limit: ada.duplicate_pairs(limit=n))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.details() == "limit: must lie in [0, 200]; 0 is the default, 50", limit
+
+
 def test_pairs_of_large_memories_are_answered_within_the_budget(stack: Stack, team: Team) -> None:
     # Each memory states 100 claims of 2,000 four-byte characters (about
     # 800 kB; claims are not embedded): twelve such memories in six pairs
