@@ -19,6 +19,7 @@ from recallatron_cli.common import client_options
 
 # Kept importable from here, where the command's callers look for it.
 from recallatron_cli.up import demo
+from services.embed import prepare
 
 __all__ = ["build_parser", "demo", "main"]
 
@@ -100,9 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the old database (renamed, closed to connections) instead of dropping it",
     )
     mv.set_defaults(func=operator.cmd_move_workspace)
-    pm = sub.add_parser("prepare-models", help="export the models to ONNX (cached)")
-    pm.add_argument("rest", nargs=argparse.REMAINDER)
-    pm.set_defaults(func=operator.cmd_prepare_models)
+    # The options of `python -m services.embed.prepare`, shown by --help too.
+    pm = sub.add_parser(
+        "prepare-models",
+        help="export the models to ONNX (cached)",
+        parents=[prepare.build_parser()],
+        add_help=False,
+    )
+    pm.set_defaults(func=prepare.run)
 
     ad = client_options(sub.add_parser("admin", help="operator and owner calls"))
     admin_sub = ad.add_subparsers(dest="admin_cmd", required=True)
@@ -216,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--episode", default="", help="the episode it belongs to")
     common.field_options(r, gateway_pb2.RememberRequest, tools.REMEMBER_OPTIONS)
     r.set_defaults(func=tools.cmd_remember)
+    common.renamed_fields(r, episode_id="--episode", mentions="--mention", about_ids="--about")
 
     rd = client_options(sub.add_parser("read", help="memories by id, with their provenance"))
     rd.add_argument("ids", nargs="+")
@@ -246,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--replace-claims", action="store_true", help="drop claims not given")
     common.purpose_option(c, help="the purpose the call is made for (the memory's own stay)")
     c.set_defaults(func=tools.cmd_correct)
+    common.renamed_fields(c, expected_revision="--revision")
 
     s = client_options(sub.add_parser("supersede", help="replace a memory with a new one"))
     s.add_argument("id")
@@ -260,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.purpose_option(s, help="the purpose the call is made for")
     s.set_defaults(func=tools.cmd_supersede)
+    common.renamed_fields(s, expected_revision="--revision")
 
     d = client_options(
         sub.add_parser("derive", help="a new memory from sources, their trust intersected")
@@ -268,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     new_memory_args(d, "the intersection of the sources' audiences (narrow it, never widen)")
     acting_purpose(d)
     d.set_defaults(func=tools.cmd_derive, kind="summary")
+    common.renamed_fields(d, source_ids="--source")
 
     f = client_options(sub.add_parser("forget", help="purge a memory's content, a tombstone kept"))
     f.add_argument("id")
@@ -281,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.purpose_option(f, help="the purpose the call is made for")
     f.set_defaults(func=tools.cmd_forget)
+    common.renamed_fields(f, expected_revision="--revision")
 
     graph.add_parser(sub)
     floor.add_parser(sub)
@@ -352,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         # A value the client could not send (a time without its offset, a
         # number out of range), named as the service would name it, and by
         # the flag it came from: the one place a field is matched to its flag.
-        return _failed(f"INVALID_ARGUMENT: {common.naming_flags(parser, args, str(exc))}", 2)
+        return _failed(f"INVALID_ARGUMENT: {common.naming_flags(parser, args, exc)}", 2)
     except psycopg.Error as exc:
         # An operator command's database (unreachable, refusing the role):
         # one line, the server's own words, no password.

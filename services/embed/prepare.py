@@ -218,7 +218,8 @@ def _default_models_dir() -> Path:
     return Path(EmbedSettings().models_dir)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The options, also those of `recallatron prepare-models` (its parent)."""
     parser = argparse.ArgumentParser(
         prog="prepare-models",
         description="Export the embed service's models to ONNX (cached: re-running is cheap).",
@@ -250,7 +251,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prepares what ``args`` (from :func:`build_parser`'s options) name."""
     try:
         if args.command == "cross-encoder":
             prepare_cross_encoder(
