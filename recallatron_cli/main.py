@@ -112,7 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ad = client_options(sub.add_parser("admin", help="operator and owner calls"))
     admin_sub = ad.add_subparsers(dest="admin_cmd", required=True)
-    cw = admin_sub.add_parser("create-workspace")
+    cw = admin_sub.add_parser(
+        "create-workspace",
+        help="a new workspace by slug, on a server; prints its id (operator token)",
+    )
     cw.add_argument("slug")
     cw.add_argument(
         "--server",
@@ -120,12 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(fewest workspaces among servers not draining; docs/servers.md)",
     )
     json_option(cw)
-    cm = admin_sub.add_parser("create-member")
+    cm = admin_sub.add_parser(
+        "create-member",
+        help="a member of a workspace by handle, --owner to manage it; prints its id",
+    )
     cm.add_argument("--workspace", required=True, help="its id or slug (owners: their own)")
     cm.add_argument("handle")
     cm.add_argument("--owner", action="store_true")
     json_option(cm)
-    ct = admin_sub.add_parser("create-token")
+    ct = admin_sub.add_parser(
+        "create-token",
+        help="a token for a member, its scope and lifetime; the secret is shown once",
+    )
     ct.add_argument("member")
     ct.add_argument("--label", default="")
     ct.add_argument(
@@ -153,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         "naming the token the first attempt made)",
     )
     json_option(ct)
-    rv = admin_sub.add_parser("revoke-token")
+    rv = admin_sub.add_parser("revoke-token", help="a token refused from now on, by its id")
     rv.add_argument("token_id")
     json_option(rv)
     rt = admin_sub.add_parser(

@@ -21,6 +21,24 @@ def test_every_subcommand_says_what_it_does() -> None:
     assert [name for name, said in helped.items() if not said] == []
 
 
+def test_every_nested_subcommand_says_what_it_does_too() -> None:
+    """`recallatron admin --help` listed create-workspace, create-member,
+    create-token and revoke-token with nothing beside them."""
+    silent: list[str] = []
+
+    def visit(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {c.dest: c.help for c in action._choices_actions}
+                for name, child in action.choices.items():
+                    if not helped.get(name):
+                        silent.append(f"{path} {name}")
+                    visit(child, f"{path} {name}")
+
+    visit(cli.build_parser(), "recallatron")
+    assert silent == []
+
+
 class _ClosedPipe(io.StringIO):
     def write(self, text: str) -> int:
         raise BrokenPipeError(32, "Broken pipe")
