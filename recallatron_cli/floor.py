@@ -35,7 +35,7 @@ def service_embedder() -> Any:
     are marked too: the cosines the rule reads are the ones recall compares
     with the floor."""
     from recallatron.v1 import embed_pb2
-    from services.embedding_job.job import Embedder
+    from services.embedding_job.embedder import Embedder
     from services.store.settings import StoreSettings
 
     settings = StoreSettings()

@@ -10,7 +10,8 @@ import grpc
 import pytest
 
 from recallatron_devkit.stack import Stack
-from services.embedding_job.job import Embedder, EmbeddingJob
+from services.embedding_job.embedder import Embedder
+from services.embedding_job.job import EmbeddingJob
 from services.store.domain.control import ControlPlane
 from tests.conftest import Team
 from tests.integration.test_embedding_job import FixedEmbedder, job_alone, vectors_of

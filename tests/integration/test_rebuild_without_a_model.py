@@ -13,7 +13,8 @@ import pytest
 
 from recallatron_devkit.embed_fixture import EmbedProcess
 from recallatron_devkit.stack import Stack
-from services.embedding_job.job import Embedder, EmbeddingJob, EmbedUnavailable
+from services.embedding_job.embedder import Embedder, EmbedUnavailable
+from services.embedding_job.job import EmbeddingJob
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases
 from services.store.settings import StoreSettings

@@ -235,6 +235,7 @@ ADAPTERS = {
     "services.rank.server",
     "services.rank.peers",
     "services.rank.__main__",
+    "services.embedding_job.embedder",
     "services.embedding_job.job",
     "services.embedding_job.__main__",
     "services.store.__main__",
