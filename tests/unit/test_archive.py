@@ -519,3 +519,16 @@ def test_a_manifest_saying_it_holds_vectors_lists_them(tmp_path: Path) -> None:
         plan.read_archive(tmp_path / "a")
     assert err.value.field == f"{fmt.MANIFEST}: files"
     assert "vectors.jsonl" in err.value.description
+
+
+def test_a_setting_the_release_does_not_know_is_refused_naming_it(tmp_path: Path) -> None:
+    """A misspelt or unknown setting in workspace.json was dropped without a
+    word, the copy made with the default in its place."""
+    write_archive(tmp_path / "a", {})
+    workspace = tmp_path / "a" / fmt.WORKSPACE
+    workspace.write_text(workspace.read_text().replace('"dense_floor"', '"dense_flor"'))
+    _fix_digest(tmp_path / "a", fmt.WORKSPACE)
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == "workspace.json: settings.dense_flor"
+    assert "dense_floor" in err.value.description

@@ -70,6 +70,15 @@ def read_archive(
     listed = [manifest["files"][k]["records"] for k in fmt.RECORD_FILES if k in manifest["files"]]
     on_total("reading", sum(listed))
     workspace = _read_workspace(directory, manifest)
+    # from_json passes over a key it does not know: the copy would have the
+    # default in place of a setting misspelt or of a release this one is not.
+    known = WorkspaceSettings.__dataclass_fields__
+    for key in workspace["settings"]:
+        if key not in known:
+            raise errors.InvalidArgument(
+                f"{fmt.WORKSPACE}: settings.{key}",
+                f"is no setting this release knows ({', '.join(known)})",
+            )
     settings = WorkspaceSettings.from_json(workspace["settings"])
     try:
         validate_settings(settings)
