@@ -11,6 +11,7 @@ import io
 import pytest
 
 from recallatron_cli import main as cli
+from recallatron_cli import tools
 
 
 def test_every_subcommand_says_what_it_does() -> None:
@@ -54,7 +55,7 @@ def test_output_cut_short_by_its_reader_ends_quietly(
         print("a line the reader will not take")
         return 0
 
-    monkeypatch.setattr(cli.tools, "cmd_read", prints)
+    monkeypatch.setattr(tools, "cmd_read", prints)
     monkeypatch.setattr("sys.stdout", _ClosedPipe())
     status = cli.main(["read", "00000000-0000-0000-0000-000000000001"])
     assert status == cli.EXIT_BROKEN_PIPE
