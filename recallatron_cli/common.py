@@ -39,49 +39,70 @@ def invalid(field: str, flag: str, why: str) -> Refused:
     return Refused(f"INVALID_ARGUMENT: {field} ({flag}): {why}")
 
 
-def renamed_fields(p: argparse.ArgumentParser, **flags: str) -> None:
+def renamed_fields(p: argparse.ArgumentParser, **flags: str | tuple[str, ...]) -> None:
     """The request fields a command's flags fill under another name
     (started_at="--start"), for :func:`naming_flags`; a flag named after its
-    field (--as-of for as_of) needs none."""
-    p.set_defaults(field_flags=flags)
+    field (--as-of for as_of) needs none. A field several flags fill names
+    each of them given (claims: --claim, --graph)."""
+    known = dict(p.get_default("flags_of_fields") or {})
+    known.update({k: (v,) if isinstance(v, str) else v for k, v in flags.items()})
+    p.set_defaults(flags_of_fields=known)
 
 
 # A refusal naming a request's field: `claims[0].valid_from: why`.
 _FIELD_PATH = re.compile(r"[A-Za-z_]\w*(\[\d+\])?(\.[A-Za-z_]\w*(\[\d+\])?)*")
 
 
-def _command_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Any]:
-    """The options of the command ``args`` was parsed for, its parents' too."""
-    options: list[Any] = []
+def _command_actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Any]:
+    """The arguments of the command ``args`` was parsed for, its parents' too."""
+    actions: list[Any] = []
     current: argparse.ArgumentParser | None = parser
     while current is not None:
         # argparse keeps a parser's actions in _actions: no public accessor.
-        options.extend(a for a in current._actions if a.option_strings)
         subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        actions.extend(a for a in current._actions if a not in subs)
         current = subs[0].choices.get(str(getattr(args, subs[0].dest, ""))) if subs else None
-    return options
+    return actions
 
 
-def naming_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, message: str) -> str:
+def _flag(action: argparse.Action) -> str:
+    """How the user wrote the argument: its long option, or its name."""
+    options = action.option_strings
+    return next((o for o in options if o.startswith("--")), options[0] if options else action.dest)
+
+
+def naming_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, exc: ValueError) -> str:
     """A refusal of a request's field (`from: why`) naming the flag the value
     came from as well (`from (--from): why`), as :func:`invalid` does; from
-    the innermost name of the field's path outwards, the first with a flag
-    given. A message naming no field, or naming its flag, is left as it is."""
+    the innermost name of the field's path outwards (a pair of names before
+    each alone: entity.type is --entity-type), the first with a flag given.
+    A message naming no field, or naming its flag, is left as it is."""
+    message = str(exc)
+    actions = _command_actions(parser, args)
+
+    def given(action: argparse.Action) -> bool:
+        return getattr(args, action.dest, None) not in (None, "", [])
+
     path, sep, why = message.partition(": ")
-    if not sep or not _FIELD_PATH.fullmatch(path):
+    if sep and _FIELD_PATH.fullmatch(path):
+        renamed: dict[str, tuple[str, ...]] = getattr(args, "flags_of_fields", None) or {}
+        names = re.findall(r"[A-Za-z_]\w*", path)
+        candidates: list[str] = []
+        for i in reversed(range(len(names))):
+            candidates.extend([f"{names[i - 1]}_{names[i]}"] if i else [])
+            candidates.append(names[i])
+        for name in candidates:
+            wanted = {*renamed.get(name, ()), "--" + name.replace("_", "-")}
+            flags = [
+                _flag(a)
+                for a in actions
+                if a.option_strings
+                and (a.dest in (name, FIELD_DEST + name) or wanted & set(a.option_strings))
+                and given(a)
+            ]
+            if flags:
+                return f"{path} ({', '.join(dict.fromkeys(flags))}): {why}"
         return message
-    renamed: dict[str, str] = getattr(args, "field_flags", None) or {}
-    options = _command_options(parser, args)
-    for name in reversed(re.findall(r"[A-Za-z_]\w*", path)):
-        wanted = {renamed.get(name, ""), "--" + name.replace("_", "-")}
-        flags = [
-            next((o for o in a.option_strings if o.startswith("--")), a.option_strings[0])
-            for a in options
-            if (a.dest in (name, FIELD_DEST + name) or wanted & set(a.option_strings))
-            and getattr(args, a.dest, None) not in (None, "", [])
-        ]
-        if flags:
-            return f"{path} ({', '.join(dict.fromkeys(flags))}): {why}"
     return message
 
 

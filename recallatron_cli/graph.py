@@ -31,6 +31,13 @@ def graph_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--valid-from", help="RFC 3339; for every claim and relation of this call")
     g.add_argument("--valid-until", help="RFC 3339; for every claim and relation of this call")
     g.add_argument("--graph", metavar="FILE", help="JSON {claims, relations, aliases}; - stdin")
+    # A refused item names both flags that give items, of those given.
+    common.renamed_fields(
+        p,
+        claims=("--claim", "--graph"),
+        relations=("--relation", "--graph"),
+        aliases=("--alias", "--graph"),
+    )
 
 
 # Each option's form, as its help shows it.
@@ -273,6 +280,7 @@ def add_parser(sub: Any) -> None:
     tl.add_argument("--page-token", default="")
     common.purpose_option(tl)
     tl.set_defaults(func=cmd_timeline)
+    common.renamed_fields(tl, entity_id="--entity", episode_id="--episode")
     ep = common.client_options(sub.add_parser("episode", help="record an episode"))
     ep.add_argument("title")
     ep.add_argument("--start", required=True, help="RFC 3339")

@@ -103,3 +103,46 @@ def test_a_token_file_that_cannot_be_read_is_refused_naming_token_file(
     status, err = _run(argv[:4], capsys)
     assert err.startswith("error: RECALLATRON_TOKEN_FILE: ") and str(path) in err, err
     assert status == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        # Each named only a field no flag is called ('expected_revision: ...').
+        (
+            ["correct", "x", "--revision", "9" * 20, "--reason", "r"],
+            "expected_revision (--revision)",
+        ),
+        (
+            ["forget", "x", "--reason", "r", "--revision", "9" * 20],
+            "expected_revision (--revision)",
+        ),
+        (["remember", "t", "--episode", "e\ud800"], "episode_id (--episode)"),
+        (["remember", "t", "--mention", "m\ud800"], "mentions[0].name (--mention)"),
+        (["remember", "t", "--about", "a\ud800"], "about_ids[0] (--about)"),
+        (["remember", "t", "--claim", "a:b=c\ud800"], "claims[0].value (--claim)"),
+        (
+            ["remember", "t", "--entity-type", "a=b\ud800", "--claim", "a:b=c"],
+            "claims[0].entity.type (--entity-type)",
+        ),
+        (["timeline", "--entity", "e\ud800"], "entity_id (--entity)"),
+        (["timeline", "--episode", "e\ud800"], "episode_id (--episode)"),
+    ],
+)
+def test_a_field_filled_from_a_flag_of_another_name_names_that_flag(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, err = _run([*argv, *NOWHERE], capsys)
+    assert err.startswith(f"error: INVALID_ARGUMENT: {said}: "), err
+    assert status == 2, err
+
+
+def test_an_item_of_a_graph_file_refused_names_graph(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --graph item the client cannot send named only `claims[0].value`."""
+    path = tmp_path / "graph.json"
+    path.write_text('{"claims": [{"entity": {"name": "a"}, "attribute": "b", "value": "\\ud800"}]}')
+    status, err = _run(["remember", "t", "--graph", str(path), *NOWHERE], capsys)
+    assert err.startswith("error: INVALID_ARGUMENT: claims[0].value (--graph): "), err
+    assert status == 2
