@@ -3,9 +3,10 @@
 Each worker thread of the job records in a small file, in the state directory,
 when its loop last completed a step (a claim, an embedded batch, an empty
 queue seen, a failed call answered with a backoff). Every step is bounded by a
-deadline (the embed call's, the statement and pool timeouts, the backoff cap),
-so a worker that keeps working, or keeps retrying while embed is down, stays
-fresh; one that hangs, alive but doing nothing while work waits, goes stale.
+deadline (the embed call's, the statement and pool timeouts), and a worker
+waiting out a backoff beats as it waits, so a worker that keeps working, or
+keeps retrying while embed is down however long its backoff, stays fresh;
+one that hangs, alive but doing nothing while work waits, goes stale.
 The embed-job Deployment's exec probe runs
 
     python -m services.embedding_job.heartbeat --max-age SECONDS

@@ -124,6 +124,9 @@ class EmbeddingJob:
         self.upkeep = Upkeep()
         # Called at every step of the worker loop (services/embedding_job/heartbeat.py).
         self.beat: Callable[[], None] = lambda: None
+        # A worker waiting out a backoff beats this often: a backoff longer
+        # than the liveness probe's max-age must not read as a hang.
+        self.beat_every = 1.0
         # The embed service's max_batch once a claim was refused for being
         # above it (0: none learned); claims then hold no more.
         self.batch_limit = 0
@@ -398,6 +401,13 @@ class EmbeddingJob:
             drop_series(workspace_id)
         return None
 
+    def _pause(self, seconds: float) -> None:
+        """Waits ``seconds`` (less when stopped), beating meanwhile."""
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0 and not self.stop_event.is_set():
+            self.beat()
+            self.stop_event.wait(min(left, self.beat_every))
+
     def run_forever(self) -> None:
         """A worker: takes the marked workspace due first, one batch at a
         time (services/store/infrastructure/work_marks.py); backs off while the embed
@@ -420,7 +430,7 @@ class EmbeddingJob:
                     extra={"code": exc.code.name, "backoff_s": cap},
                 )
                 self.queue.done(workspace_id, time.monotonic() + cap)
-                self.stop_event.wait(cap)
+                self._pause(cap)
                 continue
             except errors.NotFound:
                 # Deleted meanwhile (services/store/domain/deletion.py): nothing

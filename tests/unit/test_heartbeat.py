@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from services.embedding_job.embedder import EmbedUnavailable
 from services.embedding_job.heartbeat import Heartbeat, check, main
 from services.embedding_job.job import Batch, EmbeddingJob
 from services.store.settings import StoreSettings
@@ -134,3 +135,25 @@ def test_a_hung_step_lets_the_heartbeat_go_stale(tmp_path: Path) -> None:
         job.stop_event.set()
         release.set()
         worker.join(5)
+
+
+def test_a_long_backoff_keeps_the_heartbeat_fresh(tmp_path: Path) -> None:
+    """An embed outage with a backoff longer than the probe's max-age (say
+    JOB_MAX_BACKOFF_SECONDS=300 against --max-age 120): the worker slept
+    the whole backoff without a beat, so the probe restarted the job for an
+    outage a restart cannot mend. It beats while it waits."""
+
+    def process(_batch: Batch) -> int:
+        raise EmbedUnavailable(grpc.StatusCode.UNAVAILABLE)
+
+    job, path = job_with(lambda ws: Batch(ws, [("m", 1, "t", "b")]), process, tmp_path)
+    job.settings = StoreSettings(job_poll_seconds=0.01, job_max_backoff_seconds=30)
+    job.beat_every = 0.05
+    worker = run_for(job, 0.6)
+    try:
+        alive, why = check(path, max_age=0.3)
+        assert alive, why
+    finally:
+        job.stop_event.set()
+        worker.join(5)
+    assert not worker.is_alive()
