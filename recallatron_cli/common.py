@@ -76,7 +76,8 @@ def naming_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, exc:
     came from as well (`from (--from): why`), as :func:`invalid` does; from
     the innermost name of the field's path outwards (a pair of names before
     each alone: entity.type is --entity-type), the first with a flag given.
-    A message naming no field, or naming its flag, is left as it is."""
+    Text that is not UTF-8 (bytes passed as given) refused naming no field is
+    named by the argument holding it. Anything else is left as it is."""
     message = str(exc)
     actions = _command_actions(parser, args)
 
@@ -103,6 +104,15 @@ def naming_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, exc:
             if flags:
                 return f"{path} ({', '.join(dict.fromkeys(flags))}): {why}"
         return message
+    if isinstance(exc, UnicodeEncodeError):
+        # Found by the characters refused: what was encoded may be more than
+        # the argument.
+        bad = exc.object[exc.start : exc.end]
+        for a in actions:
+            value = getattr(args, a.dest, None)
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, str) and bad in v:
+                    return f"{_flag(a)}: not UTF-8 text: {v!r:.60}"
     return message
 
 

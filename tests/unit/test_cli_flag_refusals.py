@@ -146,3 +146,22 @@ def test_an_item_of_a_graph_file_refused_names_graph(
     status, err = _run(["remember", "t", "--graph", str(path), *NOWHERE], capsys)
     assert err.startswith("error: INVALID_ARGUMENT: claims[0].value (--graph): "), err
     assert status == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["remember", "t", "--audience", "x\udce9"], "--audience"),
+        (["admin", *NOWHERE, "create-member", "h", "--workspace", "x\udce9"], "--workspace"),
+        (["admin", *NOWHERE, "list-tokens", "--workspace", "x\udce9"], "--workspace"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_refused_naming_it(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes that are not UTF-8 in an argument (as a shell passes them) were
+    refused as `INVALID_ARGUMENT: 'utf-8' codec can't encode character
+    '\\udce9' ...`, naming neither a field nor the flag."""
+    status, err = _run(argv if argv[0] == "admin" else [*argv, *NOWHERE], capsys)
+    assert err.startswith(f"error: INVALID_ARGUMENT: {flag}: not UTF-8 text: "), err
+    assert status == 2
