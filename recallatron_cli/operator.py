@@ -58,7 +58,9 @@ def stop_on_sigterm() -> None:
 
 def stopped(message: str) -> int:
     """A command stopped by a signal: one line on stderr, never a traceback;
-    returns its exit status."""
+    returns its exit status. What was printed before comes out first (a
+    command may end without the interpreter's own flush, migrate-db)."""
+    sys.stdout.flush()
     print(f"error: {message}", file=sys.stderr, flush=True)
     return 128 + _stopped_by[0]
 
