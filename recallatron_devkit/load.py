@@ -184,6 +184,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise Refused(problem)
     try:
         mix = build_mix(args)
+    except UnicodeDecodeError as exc:
+        # A ValueError too, but of the file, not of --classes.
+        raise Refused(
+            f"--queries {args.queries}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except ValueError as exc:
         raise Refused(str(exc)) from None
     except OSError as exc:

@@ -85,3 +85,17 @@ def test_a_gateway_without_an_operator_token_is_refused_before_it_is_called(
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.startswith("error: no operator token: "), err
+
+
+def test_a_queries_file_that_is_not_utf8_is_refused_naming_queries(
+    no_gateway: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said only "error: 'utf-8' codec can't decode byte 0xe9 ..."."""
+    from recallatron_cli.main import main
+
+    path = tmp_path / "queries.txt"
+    path.write_bytes("café prices\n".encode("latin-1"))
+    code = main(["load", "--state-dir", str(tmp_path), "--queries", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: --queries {path}: not UTF-8 text"), err
