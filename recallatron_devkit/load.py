@@ -153,7 +153,9 @@ OPEN_LOOP_POOL_BOUND = 50_000
 
 def size_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the run's sizes, naming the option: a run of no
-    length, workers or memories would seed a workspace to measure nothing."""
+    length, workers or memories (or a wait for embedding of no number of
+    seconds) would
+    seed a workspace to measure nothing."""
     if not (math.isfinite(args.duration) and args.duration > 0):
         return f"--duration {args.duration}: must be a number of seconds more than 0"
     # --rate 0 is the default: the closed loop.
@@ -165,6 +167,9 @@ def size_problem(args: argparse.Namespace) -> str | None:
             f"--rate {args.rate} --duration {args.duration}: schedules no request "
             "(rate x duration must be at least 1)"
         )
+    # inf is no limit; nan would wait without end, a negative time fail.
+    if not args.embed_timeout >= 0:
+        return f"--embed-timeout {args.embed_timeout}: must be a number of seconds, 0 or more"
     share = args.max_failed_share
     if not (math.isfinite(share) and 0 <= share <= 1):
         return f"--max-failed-share {share}: must be a share from 0 to 1"

@@ -49,6 +49,11 @@ def no_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         (["--max-failed-share", "2"], "--max-failed-share 2.0: must be a share from 0 to 1"),
         (["--max-failed-share", "nan"], "--max-failed-share nan: must be a share from 0 to 1"),
+        # Each seeded the workspace first: a negative one then failed the run
+        # ('embedding not done') unless embedding had caught up; nan waited
+        # without end.
+        (["--embed-timeout", "-1"], "--embed-timeout -1.0: must be a number of seconds, 0 or more"),
+        (["--embed-timeout", "nan"], "--embed-timeout nan: must be a number of seconds, 0 or more"),
     ],
 )
 def test_bad_load_input_is_refused_with_error_and_exit_2(
