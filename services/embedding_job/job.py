@@ -383,7 +383,14 @@ class EmbeddingJob:
         seq = self.control.work_seq(workspace_id)  # read before the claim
         batch = self.claim(workspace_id)
         if batch.rows:
-            self.wrote(workspace_id, self.process(batch))
+            try:
+                stored = self.process(batch)
+            except EmbedUnavailable:
+                # The gauges follow the queue while embed is away: the alert
+                # for a stall reads a backlog that nothing embeds.
+                self.backlog(workspace_id)
+                raise
+            self.wrote(workspace_id, stored)
             self.backlog(workspace_id)
             return time.monotonic()  # again, after the others now due
         with self._pool(workspace_id).connection() as conn:
