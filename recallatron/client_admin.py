@@ -56,14 +56,23 @@ class ReviewAndAdmin(Connection):
         )
 
     def dismiss_pair(
-        self, first_id: str, second_id: str, purpose: str = DEFAULT_PURPOSE
+        self,
+        first_id: str,
+        second_id: str,
+        purpose: str = DEFAULT_PURPOSE,
+        first_expected_revision: int = 0,
+        second_expected_revision: int = 0,
     ) -> pb.DismissDuplicatePairResponse:
+        """Keep both; with the revisions read (0: unchecked), a memory
+        changed since is not kept (ABORTED)."""
         return self.ask(
             self.review.DismissDuplicatePair,
             pb.DismissDuplicatePairRequest,
             first_id=first_id,
             second_id=second_id,
             purpose=purpose,
+            first_expected_revision=first_expected_revision,
+            second_expected_revision=second_expected_revision,
         )
 
     def entity_pairs(

@@ -1300,19 +1300,30 @@ class DismissDuplicatePairRequest(_message.Message):
     FIRST_ID_FIELD_NUMBER: _builtins.int
     SECOND_ID_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    FIRST_EXPECTED_REVISION_FIELD_NUMBER: _builtins.int
+    SECOND_EXPECTED_REVISION_FIELD_NUMBER: _builtins.int
     first_id: _builtins.str
     second_id: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    first_expected_revision: _builtins.int
+    """Optional: the revisions read of first_id and second_id. When set (not 0)
+    the pair is not kept on the strength of an old text: a memory changed
+    since is ABORTED with its current revision, as correct's race loser; one
+    superseded since is FAILED_PRECONDITION, as correct answers.
+    """
+    second_expected_revision: _builtins.int
     def __init__(
         self,
         *,
         first_id: _builtins.str = ...,
         second_id: _builtins.str = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        first_expected_revision: _builtins.int = ...,
+        second_expected_revision: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_id", b"first_id", "purpose", b"purpose", "second_id", b"second_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_expected_revision", b"first_expected_revision", "first_id", b"first_id", "purpose", b"purpose", "second_expected_revision", b"second_expected_revision", "second_id", b"second_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -6,10 +6,14 @@ signed-in session would (the browser's part is in test_review_page.py)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import gateway_pb2 as pb
 from recallatron_devkit.stack import Stack
 from services.gateway.review_web import ReviewApp, Session
 from tests import dbutil
@@ -74,3 +78,72 @@ def test_keep_both_on_a_form_without_its_revisions_is_incomplete(stack: Stack, t
         ReviewApp(stack.gateway).decide(session, form, "assist")
         assert session.flash == [("error", "The form was incomplete; look again.")], dropped
     assert _dismissed(stack, team) == []
+
+
+class _CorrectedAfterRead:
+    """A member's client whose every read is followed at once by a correct
+    of ``target`` by its author: the page's read-then-dismiss, with the
+    correct committing between its read and its dismissal."""
+
+    def __init__(self, client: Client, author: Client, target: str) -> None:
+        self.client, self.author, self.target = client, author, target
+
+    def read(self, ids: list[str], **kwargs: Any) -> pb.ReadResponse:
+        answer = self.client.read(ids, **kwargs)
+        (now,) = self.author.read([self.target]).memories
+        self.author.correct(self.target, now.revision, body="Changed meanwhile.", reason="race")
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_keep_both_loses_to_a_correct_between_its_check_and_its_dismissal(
+    stack: Stack, team: Team
+) -> None:
+    """The page read the revisions, then dismissed: a correct committed in
+    between was not seen, and the pair was dismissed on the old text."""
+    ada = team.clients["ada"]
+    a = ada.remember("Deploys freeze on Fridays", audience_to="workspace").memory
+    b = ada.remember("No deploys on Fridays", audience_to="workspace").memory
+    now = time.monotonic()
+    session = Session(_CorrectedAfterRead(ada, ada, a.id), "csrf", now, now)  # type: ignore[arg-type]
+    ReviewApp(stack.gateway).decide(session, _keep_form(a, b), "assist")
+    assert session.flash and session.flash[-1][0] == "error", session.flash
+    assert "changed since you looked" in session.flash[-1][1], session.flash
+    assert _dismissed(stack, team) == []
+
+
+def test_dismissal_checks_the_revisions_given_in_its_transaction(team: Team) -> None:
+    ada = team.clients["ada"]
+    a = ada.remember("The VPN rotates keys monthly", audience_to="workspace").memory
+    b = ada.remember("VPN keys rotate every month", audience_to="workspace").memory
+    c = ada.remember("VPN keys rotate monthly", audience_to="workspace").memory
+    ada.correct(b.id, b.revision, body="VPN keys rotate weekly now.", reason="policy")
+    # Changed since read: ABORTED as correct's race loser, naming the memory.
+    with pytest.raises(grpc.RpcError) as err:
+        ada.dismiss_pair(
+            b.id, a.id, first_expected_revision=b.revision, second_expected_revision=a.revision
+        )
+    assert err.value.code() == grpc.StatusCode.ABORTED
+    assert err.value.details() == (
+        f"expected_revision: memory {b.id} is at revision {b.revision + 1}, not {b.revision}"
+    )
+    # Superseded since read: it can no longer change, as correct answers.
+    ada.supersede(c.id, c.revision, "VPN keys rotate monthly, by the ops team")
+    with pytest.raises(grpc.RpcError) as err:
+        ada.dismiss_pair(
+            a.id, c.id, first_expected_revision=a.revision, second_expected_revision=c.revision
+        )
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert (err.value.details() or "").startswith("second_id: the memory was superseded")
+    # Out of range: refused naming the field.
+    with pytest.raises(grpc.RpcError) as err:
+        ada.dismiss_pair(a.id, b.id, second_expected_revision=-1)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("second_expected_revision")
+    # The revisions read, each given with its own id whatever their order: kept.
+    ada.dismiss_pair(
+        b.id, a.id, first_expected_revision=b.revision + 1, second_expected_revision=a.revision
+    )
+    ada.dismiss_pair(a.id, b.id)  # unchecked, as callers from before: idempotent

@@ -105,7 +105,15 @@ def _keep(session: Session, form: dict[str, str], purpose: str) -> None:
                     )
                 )
                 return
-    client.dismiss_pair(ids[0], ids[1], purpose)
+    # The store checks the revisions again as it writes: a change committed
+    # since the read above is not kept on the strength of its old text.
+    client.dismiss_pair(
+        ids[0],
+        ids[1],
+        purpose,
+        first_expected_revision=shown[0],
+        second_expected_revision=shown[1],
+    )
     session.flash.append(("ok", "Kept both; this pair will not be proposed again."))
 
 

@@ -260,7 +260,13 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
     def DismissDuplicatePair(
         self, request: pb.DismissDuplicatePairRequest, context: grpc.ServicerContext
     ) -> pb.DismissDuplicatePairResponse:
-        self.dedup.dismiss(asserted_caller(), request.first_id, request.second_id)
+        self.dedup.dismiss(
+            asserted_caller(),
+            request.first_id,
+            request.second_id,
+            request.first_expected_revision,
+            request.second_expected_revision,
+        )
         return pb.DismissDuplicatePairResponse()
 
     def ListEntityPairs(

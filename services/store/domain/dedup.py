@@ -61,7 +61,11 @@ WHERE 1 - (a.embedding <=> b.embedding) >= %(min_cosine)s
 ORDER BY cosine DESC, a.id, b.id
 LIMIT %(limit)s
 """
-VISIBLE_COUNT = "SELECT count(*) FROM memory WHERE id = ANY(%s::uuid[])"
+# The pair's memories the caller may see, as they stand: a dismissal given
+# the revisions read checks them against these, in its own transaction.
+PAIR_STATES = """
+SELECT id::text, revision, superseded_by_id IS NOT NULL FROM memory WHERE id = ANY(%s::uuid[])
+"""
 DISMISS = """
 INSERT INTO dismissed_pair (first_id, second_id, dismissed_by) VALUES (%s, %s, %s)
 ON CONFLICT (first_id, second_id) DO NOTHING
@@ -105,6 +109,12 @@ def _min_cosine(value: float) -> float:
     return value
 
 
+def _expected(revision: int, field: str) -> None:
+    """A revision read (>= 1), or 0: not checked."""
+    if revision < 0:
+        raise errors.InvalidArgument(field, "must be the revision you read (>= 1), or 0")
+
+
 class DedupStore(InWorkspaces):
     def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:
         params = {
@@ -118,14 +128,44 @@ class DedupStore(InWorkspaces):
         # Float rounding can put an identical pair a hair above 1.
         return [Pair(str(a), str(b), min(float(c), 1.0)) for a, b, c in rows]
 
-    def dismiss(self, caller: Caller, first_id: str, second_id: str) -> None:
+    def dismiss(
+        self,
+        caller: Caller,
+        first_id: str,
+        second_id: str,
+        first_revision: int = 0,
+        second_revision: int = 0,
+    ) -> None:
         """Keep both: the pair is never proposed again. Idempotent. A pair
-        with a memory the caller may not see is not found, like any other."""
+        with a memory the caller may not see is not found, like any other.
+        ``first_revision``/``second_revision``: 0, not checked; else the
+        revision the caller read of that memory, refused as correct refuses
+        a change on a revision read before another change (ABORTED; a memory
+        superseded since, FAILED_PRECONDITION)."""
         lo, hi = canonical(first_id, second_id)
+        expected = {
+            "first_id": (v.uuid_str(first_id, "first_id"), first_revision),
+            "second_id": (v.uuid_str(second_id, "second_id"), second_revision),
+        }
+        _expected(first_revision, "first_expected_revision")
+        _expected(second_revision, "second_expected_revision")
         with self.transaction(caller) as conn:
-            row = conn.execute(VISIBLE_COUNT, ([lo, hi],)).fetchone()
-            if row is None or row[0] != 2:
+            states = {r[0]: (int(r[1]), bool(r[2])) for r in conn.execute(PAIR_STATES, ([lo, hi],))}
+            if len(states) != 2:
                 raise errors.NotFound("memory not found")
+            # Read without a lock: a change committing after this read orders
+            # after the dismissal, which then was taken on the text it read.
+            for field, (memory_id, revision) in expected.items():
+                current, superseded = states[memory_id]
+                if not revision:
+                    continue
+                if superseded:
+                    raise errors.FailedPrecondition(
+                        f"{field}: the memory was superseded and is no longer proposed",
+                        subject=field,
+                    )
+                if current != revision:
+                    raise errors.RevisionMismatch(memory_id, revision, current)
             with seen_until_written("memory"):
                 written = conn.execute(DISMISS, (lo, hi, caller.member_id)).rowcount
             if written == 1:
