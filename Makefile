@@ -96,9 +96,9 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Strict for recallatron/, services/, recallatron_cli/ and recallatron_mcp/; the
-# files, the strictness and the few targeted relaxations (generated stubs,
-# untyped libraries) are in pyproject.toml.
+# Strict for recallatron/, services/, recallatron_devkit/, recallatron_cli/ and
+# recallatron_mcp/; the files, the strictness and the few targeted relaxations
+# (generated stubs, untyped libraries) are in pyproject.toml.
 mypy: $(INSTALLED)
 	$(VENV)/bin/python -m mypy
 
