@@ -34,6 +34,7 @@ from recallatron.grpcserver.status import status_for
 from recallatron.settings import CommonSettings
 
 __all__ = [
+    "LIVENESS",
     "REFUSED",
     "RPC_LATENCY",
     "RPC_STATUS",
@@ -47,13 +48,20 @@ __all__ = [
 
 log = logging.getLogger("recallatron.server")
 
+# The health service name a liveness probe asks: SERVING from start() until
+# shutdown, whatever the dependencies do. The empty name and each service's
+# own name are readiness (set_serving, follow_readiness): a dependency's
+# outage takes the process out of its Service without restarting it.
+LIVENESS = "liveness"
+
 
 class Server:
-    """A gRPC server with health (NOT_SERVING until :meth:`set_serving`),
-    reflection, error mapping, metrics and a SIGTERM drain. ``internal``: a
-    service inside the stack (store, rank, embed), whose every call but
-    health and reflection must carry a caller assertion signed with the
-    stack's internal key; without a key it does not start."""
+    """A gRPC server with health (readiness NOT_SERVING until
+    :meth:`set_serving`, liveness under :data:`LIVENESS`), reflection, error
+    mapping, metrics and a SIGTERM drain. ``internal``: a service inside the
+    stack (store, rank, embed), whose every call but health and reflection
+    must carry a caller assertion signed with the stack's internal key;
+    without a key it does not start."""
 
     def __init__(
         self,
@@ -135,8 +143,10 @@ class Server:
         )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
-        for name in [*self.service_names, ""]:
+        for name in [*self.service_names, "", LIVENESS]:
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._ready = False
+        self._ready_lock = threading.Lock()
         # Set by SIGTERM/SIGINT; start-up waits (say, for Postgres) watch it.
         self.stopped = threading.Event()
         self.port = 0
@@ -156,6 +166,8 @@ class Server:
         if self.port == 0:
             raise RuntimeError(f"could not bind {address}")
         self.grpc_server.start()
+        # Alive once it answers; only the drain turns it off.
+        self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
         if self.settings.metrics_port:
             start_http_server(self.settings.metrics_port)
 
@@ -174,21 +186,53 @@ class Server:
         return self.port
 
     def set_serving(self, serving: bool = True) -> None:
+        """Readiness: the empty name and every service's own (never liveness).
+        Set only on a change, so health's watchers hear each change once."""
         state = (
             health_pb2.HealthCheckResponse.SERVING
             if serving
             else health_pb2.HealthCheckResponse.NOT_SERVING
         )
-        for name in [*self.service_names, ""]:
-            self.health.set(name, state)
+        with self._ready_lock:
+            if serving == self._ready:
+                return
+            self._ready = serving
+            for name in [*self.service_names, ""]:
+                self.health.set(name, state)
+
+    def follow_readiness(self, ready: Callable[[], bool], every_seconds: float, what: str) -> None:
+        """Readiness follows ``ready()`` (something the process already knows,
+        or one bounded check) asked now and every ``every_seconds`` until
+        shutdown, in a thread of its own; ``what``: the dependency, for the
+        log, which says each change once. A check that raises counts as not
+        ready."""
+
+        def run() -> None:
+            while not self.stopped.is_set():
+                error = ""
+                try:
+                    serving = bool(ready())
+                except Exception as exc:
+                    serving, error = False, f"{type(exc).__name__}: {exc}"
+                if serving != self._ready:
+                    if serving:
+                        log.info("ready", extra={"dependency": what})
+                    else:
+                        extra = {"dependency": what, **({"error": error} if error else {})}
+                        log.warning("not ready: dependency away", extra=extra)
+                self.set_serving(serving)
+                self.stopped.wait(every_seconds)
+
+        threading.Thread(target=run, name="readiness", daemon=True).start()
 
     def wait_for_termination(
         self,
         on_stop: Callable[[], None] | None = None,
         before_drain: Callable[[float], None] | None = None,
     ) -> None:
-        """Blocks until SIGTERM or SIGINT, then drains: health goes NOT_SERVING,
-        new calls are refused, in-flight calls get the grace period to finish.
+        """Blocks until SIGTERM or SIGINT, then drains: health (readiness and
+        liveness) goes NOT_SERVING for good, new calls are refused, in-flight
+        calls get the grace period to finish.
         ``before_drain(grace)``: drains what calls this server (a front in the
         same process) while it still serves them; the drain gets what is left
         of the grace."""

@@ -20,6 +20,11 @@ from services.gateway.review_web import ReviewWeb, gateway_target
 from services.gateway.server import AdminServicer, MemoryServicer
 from services.gateway.settings import GatewaySettings
 
+# Readiness asks the store's health this often, on the gateway's own channel
+# to it (no new connection), each answer within STORE_CHECK_TIMEOUT_SECONDS.
+STORE_CHECK_SECONDS = 2.0
+STORE_CHECK_TIMEOUT_SECONDS = 3.0
+
 
 def main() -> None:
     settings = GatewaySettings()
@@ -81,7 +86,13 @@ def main() -> None:
     while not server.stopped.is_set() and not peer_serving(peers.store_channel):
         server.stopped.wait(0.5)
     watcher.start()
-    server.set_serving()
+    # Ready while the store serves: every call is authenticated there. A
+    # store outage takes the gateway out of its Service; liveness stays.
+    server.follow_readiness(
+        lambda: peer_serving(peers.store_channel, STORE_CHECK_TIMEOUT_SECONDS),
+        STORE_CHECK_SECONDS,
+        "store",
+    )
     log.info("serving")
 
     def before_drain(grace: float) -> None:

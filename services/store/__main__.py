@@ -24,6 +24,10 @@ from services.store.infrastructure.follow import DeletionFollower, MoveFollower
 from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store")
+# How often readiness looks at the revocation feed's connection (a flag, no
+# round trip): the listener notices a closed control connection at once and a
+# silent one within about 25 s (infrastructure/listen.py).
+READINESS_SECONDS = 1.0
 STORE_SERVICE = store_pb2.DESCRIPTOR.services_by_name["StoreService"]
 TOOL_SERVICE = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
 
@@ -104,7 +108,10 @@ def main() -> None:
     revocations.start()
     MoveFollower(dbs.control_url(), server.stopped, control.follow_move).start()
     DeletionFollower(dbs.control_url(), server.stopped, dbs, control.forget_workspace).start()
-    server.set_serving()
+    # Ready while the control database is: every call needs it (tokens,
+    # workspaces), and the revocation feed's listener is the connection to it
+    # that notices losing it. Liveness stays SERVING through an outage.
+    server.follow_readiness(lambda: revocations.live, READINESS_SECONDS, "control database")
     log.info("serving")
     server.wait_for_termination(on_stop=dbs.close)
 

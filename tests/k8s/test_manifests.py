@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from recallatron.grpcserver import LIVENESS
+
 REPO = Path(__file__).resolve().parents[2]
 
 NAMESPACE = "recallatron"
@@ -639,8 +641,11 @@ def test_servers_listen_probe_and_expose_the_same_port(overlay):
                 f"{where}: {probe} must be a native gRPC probe"
             )
             assert spec["grpc"]["port"] == port, f"{where}: {probe} port"
-            # The empty service name is the server's overall health.
-            assert spec["grpc"].get("service", "") == ""
+            # The empty service name is readiness (a dependency away turns it
+            # off); liveness has a name of its own that only shutdown turns
+            # off, so an outage takes pods out of Services but restarts none.
+            service = LIVENESS if probe == "livenessProbe" else ""
+            assert spec["grpc"].get("service", "") == service, f"{where}: {probe} service"
         # Liveness must not restart a pod merely for being NOT_SERVING briefly.
         live = c["livenessProbe"]
         assert live["periodSeconds"] * live["failureThreshold"] >= 30, where

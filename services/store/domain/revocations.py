@@ -52,6 +52,13 @@ class RevocationFeed:
     def start(self) -> None:
         self._listener.start()
 
+    @property
+    def live(self) -> bool:
+        """Connected to the control database and listening: the store's
+        readiness (services/store/__main__.py), since no call works without it."""
+        with self._lock:
+            return self._live
+
     def subscribe(self) -> Subscription:
         """A queue of every revocation from now on. UNAVAILABLE while the
         listener is not connected (nothing could be promised)."""
