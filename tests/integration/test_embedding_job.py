@@ -11,14 +11,16 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 import psycopg
 import pytest
 
+from recallatron.embed_input import EMBED_INPUT_VERSION
 from recallatron_devkit.stack import Stack
 from services.embed.models import BiEncoder
-from services.embedding_job.job import EMBED_INPUT_VERSION, Batch, EmbeddingJob, embed_input
+from services.embedding_job.job import Batch, EmbeddingJob, embed_input
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.settings import StoreSettings
@@ -132,7 +134,7 @@ def test_two_workers_embed_every_memory_exactly_once(stack: Stack, team: Team) -
             )
         # Both workers are up and polling before the work arrives, so both get some.
         for port in ports:
-            wait_for(lambda p=port: _embedded_total(p), "the worker to start", timeout=60)
+            wait_for(partial(_embedded_total, port), "the worker to start", timeout=60)
         made = [
             ada.remember(f"Batch item {i}", f"body {i}", audience_to="workspace").memory.id
             for i in range(150)
