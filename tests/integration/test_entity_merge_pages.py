@@ -92,3 +92,31 @@ def test_bad_page_arguments_name_their_field(team: Team) -> None:
             ada.entity_merges(**kwargs)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, kwargs
         assert (err.value.details() or "").startswith(field), (kwargs, err.value.details())
+
+
+def test_a_refused_count_says_that_0_is_taken(team: Team) -> None:
+    """The refusals said [1, most] while 0 is taken (as the default)."""
+    ada = team.clients["ada"]
+    ada.entity_pairs(limit=0)
+    ada.entity_merges(limit=0, page_size=0)
+    for call, field, told in (
+        (
+            lambda: ada.entity_pairs(limit=101),
+            "limit",
+            "must lie in [0, 100]; 0 is the default, 20",
+        ),
+        (
+            lambda: ada.entity_merges(limit=-1),
+            "limit",
+            "must lie in [0, 200]; 0 is the default, 50",
+        ),
+        (
+            lambda: ada.entity_merges(page_size=201),
+            "page_size",
+            "must lie in [0, 200]; 0 is the default, 50",
+        ),
+    ):
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.details() == f"{field}: {told}"

@@ -102,7 +102,7 @@ def count(value: int, field: str, default: int, most: int) -> int:
     if value == 0:
         return default
     if not 1 <= value <= most:
-        raise errors.InvalidArgument(field, f"must lie in [1, {most}]")
+        raise errors.InvalidArgument(field, f"must lie in [0, {most}]; 0 is the default, {default}")
     return value
 
 
