@@ -94,6 +94,15 @@ HEDGE = re.compile(
     r"not (?:yet )?(?:final|set in stone|official)|pending (?:confirmation|approval|"
     r"review|sign-?off|verification)|needs? (?:confirming|confirmation|checking|verifying|"
     r"verification)|"
+    # not settled yet: "not decided yet", "under discussion", "TBA", "we'll see"
+    r"(?:not|[a-z]+n't)\s+(?:yet\s+)?(?:been\s+)?(?:decided|settled|agreed|determined|"
+    r"finali[sz]ed)|undecided|unsettled|under (?:discussion|consideration|debate|negotiation)|"
+    r"up for (?:discussion|debate)|to be (?:announced|determined|arranged|agreed|discussed|"
+    r"settled|scheduled|finali[sz]ed|seen)|tba|t\.b\.[acd]|time will tell|"
+    r"(?:we'?ll|we will|let's) see(?=\s*(?:[,;.!)\u2014\u2013\u2026]|$|how|what|whether))|"
+    # a likelihood or a wish, not a fact: "chances are", "ideally" ("ideally located" is one)
+    r"(?:the )?(?:chances|odds) are|in all (?:likelihood|probability)|"
+    r"ideally(?!\s+\w+ed\b)|in an ideal world|"
     # vague on purpose: "Friday-ish", "give or take", "or thereabouts"
     r"give or take|or thereabouts|ballpark|more or less)\b|(?<=\w)-ish\b|"
     # said at a clause's start, these doubt the claim before them ("..., no idea.",

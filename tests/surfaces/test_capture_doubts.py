@@ -75,6 +75,59 @@ def test_plain_claims_near_the_hedges_still_store() -> None:
         assert decided.store and decided.title == title, (turn, decided)
 
 
+# A claim not settled yet, or a likelihood or a wish rather than a fact: each
+# was stored as a plain claim, and "..., to be announced" was called
+# second-hand (an announcement still to come is no one's word yet).
+UNSETTLED = [
+    "Remember that the release date is not decided yet.",
+    "Remember that the release date hasn't been decided.",
+    "Remember that the venue is still undecided.",
+    "Remember that the venue is yet to be decided.",
+    "Remember that the venue is under discussion.",
+    "Remember that the budget is under consideration.",
+    "Remember that the venue is TBA.",
+    "Remember that the venue is T.B.D.",
+    "Remember that the venue is Hall B, to be announced.",
+    "Remember that the venue is to be determined.",
+    "Remember that we ship Friday, we'll see.",
+    "Remember that we ship Friday, time will tell.",
+    "Remember that whether we ship Friday remains to be seen.",
+    "Remember that chances are we ship Friday.",
+    "Remember that odds are we ship Friday.",
+    "Remember that in all likelihood we ship Friday.",
+    "Remember that in all probability we ship Friday.",
+    "Remember that ideally we ship Friday.",
+    "Remember that we ship Friday, ideally.",
+    "Remember that in an ideal world we ship Friday.",
+]
+
+
+@pytest.mark.parametrize("turn", UNSETTLED)
+def test_a_claim_not_settled_yet_or_only_likely_stores_nothing(turn: str) -> None:
+    """Rule 4: "not decided yet", "under discussion", "TBA", "we'll see",
+    "chances are", "ideally" are hedges: a no-op whose reason names the words,
+    never calling an announcement still to come second-hand."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category in (capture.HEDGED, capture.HYPOTHETICAL), decided
+    assert "second-hand" not in decided.reason, decided
+
+
+def test_plain_claims_near_the_unsettled_words_still_store() -> None:
+    for turn, title in (
+        ("Remember that we'll see Bob in Lisbon on Friday.", "We'll see Bob in Lisbon on Friday"),
+        ("Remember that the office is ideally located near the station.",
+         "The office is ideally located near the station"),
+        ("Remember that the board decided the budget on Monday.",
+         "The board decided the budget on Monday"),
+        ("Remember that the discussion is on Friday at 3pm.", "The discussion is on Friday at 3pm"),
+        ("Remember that the chances of rain are tracked in the ops sheet.",
+         "The chances of rain are tracked in the ops sheet"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
+
+
 # The same doubts in other scripts' marks or in letters a keyboard, a font or a
 # copy from the web spells differently: each was stored as a plain claim.
 OTHER_SPELLINGS = [
