@@ -115,6 +115,8 @@ def lookup_statement(
         "word_prefix": "% " + _like_escaped(key) + "%",
         "at": as_of or datetime.now(UTC),
         "history": include_history,
+        # As of a time, only entities known by then (the history has them all).
+        "known_by": None if include_history else as_of,
         "limit": MAX_LOOKUP_ENTITIES,
     }
     # Below MIN_FUZZY_CHARS only exact matches count (a letter or two would
@@ -280,4 +282,4 @@ class GraphStore(InWorkspaces):
         wanted = [rules.identifier(p, f"predicates[{i}]") for i, p in enumerate(predicates)]
         at = as_of or datetime.now(UTC)
         with self.transaction(caller) as conn:
-            return neighborhood(conn, start, hops, wanted, at)
+            return neighborhood(conn, start, hops, wanted, at, known_by=as_of)

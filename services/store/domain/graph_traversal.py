@@ -30,13 +30,19 @@ class Neighborhood:
 
 
 def neighborhood(
-    conn: psycopg.Connection, start: str, hops: int, predicates: list[str], at: datetime
+    conn: psycopg.Connection,
+    start: str,
+    hops: int,
+    predicates: list[str],
+    at: datetime,
+    known_by: datetime | None = None,
 ) -> Neighborhood:
     """Breadth first from ``start`` over the relations current at ``at``
     whose predicate is one of ``predicates`` (any, when none), up to ``hops``;
     at most MAX_NEIGHBOR_NODES nodes and MAX_NEIGHBOR_EDGES edges (the newest
     statements first at each hop), ``truncated`` when a cap cut. A relation
-    whose end the caller cannot see is skipped."""
+    whose end the caller cannot see is skipped. With ``known_by`` (an as_of),
+    a start no memory had mentioned by then is not found, as lookup's."""
     # Nodes are groups (design §8.5): each keyed by its head, reached
     # through any member, and walked on from all of its members.
     group_of: dict[str, entity_groups.Group] = {}
@@ -45,7 +51,13 @@ def neighborhood(
     raw: list[tuple[Any, ...]] = []
     truncated = False
     first = entity_groups.groups(conn, [start]).get(start)
-    if first is None:
+    if first is None or (
+        known_by is not None
+        and conn.execute(
+            gq.KNOWN_BY, {"ids": v.uuid_array(first.ids), "known_by": known_by}
+        ).fetchone()
+        is None
+    ):
         raise errors.NotFound("entity_id: entity not found")
     group_of.update((m, first) for m in first.ids)
     depth_of[first.head.id] = 0

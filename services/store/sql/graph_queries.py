@@ -140,6 +140,7 @@ WITH hit (entity_id, tier, closeness) AS (
     ORDER BY entity_id, tier, closeness DESC
 )
 SELECT e.id, e.name, e.type FROM best b JOIN entity e ON e.id = b.entity_id
+WHERE {known_by}
 ORDER BY b.tier, b.closeness DESC, length(e.name), e.created_at, e.id
 LIMIT %(limit)s
 """
@@ -149,10 +150,24 @@ _PARTIAL = """
     FROM entity_key_matches(%(key)s, %(prefix)s, %(word_prefix)s) k
     LEFT JOIN entity_alias a ON a.id = k.alias_id
     WHERE k.alias_id IS NULL OR (a.id IS NOT NULL AND {alias_current})"""
-LOOKUP = _LOOKUP.format(alias_current=_ALIAS_CURRENT, partial="")
+# Asked as of a time (%(known_by)s, NULL for now), an entity exists only once
+# a memory the caller may see mentioning it had been written (the mentions'
+# time index): an entity first named later was not known then, by any route.
+_KNOWN_BY = """(%(known_by)s::timestamptz IS NULL
+ OR EXISTS (SELECT 1 FROM mention mn
+            WHERE mn.entity_id = {e}.id AND mn.memory_created_at <= %(known_by)s::timestamptz))"""
+LOOKUP = _LOOKUP.format(alias_current=_ALIAS_CURRENT, partial="", known_by=_KNOWN_BY.format(e="e"))
 LOOKUP_PARTIAL = _LOOKUP.format(
-    alias_current=_ALIAS_CURRENT, partial=_PARTIAL.format(alias_current=_ALIAS_CURRENT)
+    alias_current=_ALIAS_CURRENT,
+    partial=_PARTIAL.format(alias_current=_ALIAS_CURRENT),
+    known_by=_KNOWN_BY.format(e="e"),
 )
+# Whether one of %(ids)s (a group's members) was known at %(known_by)s, as above.
+KNOWN_BY = """
+SELECT 1 FROM mention mn
+WHERE mn.entity_id = ANY(%(ids)s::uuid[]) AND mn.memory_created_at <= %(known_by)s::timestamptz
+LIMIT 1
+"""
 # Whether any entity or alias holds one of the keys, whoever may see it
 # (migration 0022): when none does, NAMED would find nothing either.
 KEYS_HELD = "SELECT entity_keys_held(%(keys)s::text[])"
