@@ -55,9 +55,11 @@ def question_tag(text: str) -> bool:
     return _TAG.search(text, max(0, len(text) - _TAG_CHARS)) is not None
 
 
+# "Suppose ...", "assume ..." imagine a case; "I suppose", "we assume" are beliefs (HEDGE).
 CONDITIONAL = re.compile(
-    r"\b(?:if|what if|suppose|supposing|imagine|imagining|hypothetically|in case|assuming|"
-    r"assume|let's say|lets say|say we|were to|would|wouldn't|would've|could we|in theory|"
+    r"\b(?:if|what if|(?<!\bi )(?<!\bwe )(?:suppose|assume)|supposing|imagine|imagining|"
+    r"hypothetically|in case|assuming|let's say|lets say|say we|were to|would|wouldn't|"
+    r"would've|could we|in theory|"
     r"theoretically|unless|in the event|whether|pretend|in a world where|someday|"
     r"provided|providing|as long as|so long as|depending on|on (?:the )?condition|"
     r"contingent (?:on|upon))\b|"
@@ -67,8 +69,11 @@ CONDITIONAL = re.compile(
 )
 HEDGE = re.compile(
     r"\b(?:maybe|perhaps|probably|possibly|might|mightn't|may be|may have|may not|"
-    r"we may|it may|they may|i think|i thought|i guess|i suppose|i believe|i assume|"
-    r"i feel like|unsure|uncertain|could be|likely|unlikely|apparently|"
+    r"we may|it may|they may|unsure|"
+    # a belief, the speaker's alone or shared, is not a stated fact: "we think", "I suppose"
+    r"(?:i|we) (?:think|thought|guess|suppose|believe|assume|reckon|suspect|hope|bet|figure|"
+    r"gather)|(?:i|we) feel (?:like|that)|(?:my|our) (?:hunch|guess|belief|feeling|impression)|"
+    r"uncertain|could be|likely|unlikely|apparently|"
     # "not sure", "not 100% certain", "not entirely positive"
     r"not (?:(?:\d+ ?%|a hundred percent|entirely|completely|totally|quite|fully|that|so|too|"
     r"very|really|super)\s+)?(?:sure|certain|positive|confident)|"
@@ -77,13 +82,12 @@ HEDGE = re.compile(
     r"supposedly|allegedly|tentative|tentatively|kind of|sort of|seems|seem to|seemed|"
     r"iirc|if i recall|i'm told|unconfirmed|not confirmed|to be confirmed|tbc|tbd|"
     r"or something|or so|i doubt|hopefully|rumou?r(?:ed)?|"
-    r"i reckon|presumably|guess|"
+    r"presumably|guess|"
     # guesses, hopes and opinions: "I'd say", "pretty sure", "I suspect", "IMO"
-    r"i'?d (?:say|think|bet)|i (?:suspect|hope|bet|figure|gather)|"
-    r"i'?m (?:guessing|assuming|hoping|thinking|betting)|"
+    r"(?:i|we)'?d (?:say|think|bet)|(?:i'?m|we'?re) (?:guessing|assuming|hoping|thinking|betting)|"
     r"(?:fairly|pretty|quite|almost|reasonably|mostly|nearly|kinda|somewhat) "
     r"(?:sure|certain|confident|positive)|"
-    r"imo|imho|in my (?:humble )?(?:opinion|view|book)|fingers crossed|touch wood|"
+    r"imo|imho|in (?:my|our) (?:humble )?(?:opinion|view|book)|fingers crossed|touch wood|"
     r"knock on wood|dunno|idk|prolly|who knows|(?:i have|i've got|i've) no (?:idea|clue)|"
     # second-hand or as far as the speaker knows: "AFAIK", "last I heard"
     r"as far as (?:i|we) (?:know|can tell|understand|remember|recall)|afaik|afaict|iiuc|"

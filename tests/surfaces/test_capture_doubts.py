@@ -128,6 +128,47 @@ def test_plain_claims_near_the_unsettled_words_still_store() -> None:
         assert decided.store and decided.title == title, (turn, decided)
 
 
+# What the speaker, alone or with others, believes, guesses or supposes: a
+# belief is not a stated fact. Each was stored ("We think the deploy is on
+# Friday"), or, "I suppose", called hypothetical.
+BELIEVED = [
+    "Remember that we think the deploy is on Friday.",
+    "Remember that we believe the deploy is on Friday.",
+    "Remember that we thought the deploy was on Friday.",
+    "Remember that we guess the deploy is on Friday.",
+    "Remember that we suppose the deploy is on Friday.",
+    "Remember that we assume the deploy is on Friday.",
+    "Remember that we reckon the deploy is on Friday.",
+    "Remember that we suspect the deploy is on Friday.",
+    "Remember that we feel that the deploy should be on Friday.",
+    "Remember that we're guessing the deploy is on Friday.",
+    "Remember that we'd say the deploy is on Friday.",
+    "Remember that in our opinion the deploy should be on Friday.",
+    "Remember that our hunch is that the deploy is on Friday.",
+    "Remember that I guess the deploy is on Friday.",
+    "Remember that I suppose the deploy is on Friday.",
+    "I suppose we use Kafka for events, remember that.",
+]
+
+
+@pytest.mark.parametrize("turn", BELIEVED)
+def test_a_belief_stores_nothing_as_a_hedge(turn: str) -> None:
+    """Rule 4: "we think", "we believe", "I guess", "I suppose" say what the
+    speaker holds likely, not what is so: hedged, whoever holds it."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == capture.HEDGED, decided
+
+
+def test_suppose_opening_an_imagined_case_is_still_hypothetical() -> None:
+    for turn in (
+        "Suppose the client says no, note that we fall back to plan B.",
+        "Remember that, supposing the client says no, we fall back to plan B.",
+        "Let's suppose the client says no: note that we fall back to plan B.",
+    ):
+        assert capture.decide(turn).category == capture.HYPOTHETICAL, turn
+
+
 # The same doubts in other scripts' marks or in letters a keyboard, a font or a
 # copy from the web spells differently: each was stored as a plain claim.
 OTHER_SPELLINGS = [
