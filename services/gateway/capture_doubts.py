@@ -251,8 +251,9 @@ def audience_doubt(flat: str) -> str | None:
 # A claim relayed from someone else ("Alice said ...", "..., says Bob",
 # "according to Bob, ...", "as Bob put it"): their word, not one the speaker states. Verbs of
 # saying in any tense; those that often take a thing as object ("Ana wrote the
-# parser", "Ops confirmed the test") count only before "that", ":" or a quote,
-# and those that need a hearer ("told the client") only after one.
+# parser", "Ops confirmed the test") count only before "that", ":", a quote or
+# a clause of its own ("Bob confirmed the deploy is ..."), and those that need a
+# hearer ("told the client") only after one.
 _SAYING = (
     r"say|says|said|saying|claim(?:s|ed|ing)?|mention(?:s|ed|ing)?|insist(?:s|ed|ing)?|"
     r"swear(?:s|ing)?|swore|sworn|reckon(?:s|ed)?|thinks?|thought|believe[sd]?|hears?|heard"
@@ -287,6 +288,25 @@ _REPORTED_CLAUSE = (
     r"their|its|everyone|everybody|nobody|someone|somebody|all|every|each|some|most|"
     r"both|none)\b)"
 )
+# A clause of its own after a verb, without "that": a subject pronoun and a
+# word ("confirmed we ship"), or up to four words and a finite verb ("confirmed
+# the deploy is ...", "admitted the backup failed."); a thing as its object
+# ("confirmed the booking", "wrote the parser used by billing") is none.
+_NOT_SUBJECT = (
+    r"(?:and|or|but|which|who|whom|whose|because|since|so|when|while|where|if|then|from|"
+    r"in|on|at|for|with|by|to|about|into|after|before|until|over)\b"
+)
+_FINITE = (
+    r"(?:is|are|was|were|will|would|has|have|had|can|could|must|should|shall|may|might|"
+    r"does|did|do|cannot|(?:is|are|was|were|wo|would|has|have|had|ca|could|should|does|did|"
+    r"do)n't|[a-z]{2,}ed(?=\s*(?:[,;.!]|$)|\s+(?:to|at|on|in|into|from|for|after|before|"
+    r"during|over|yesterday|today|tonight|again|back|out|up|down|off|once|twice|last)\b))\b"
+)
+_BARE_CLAUSE = (
+    rf"\s+(?:(?:i|we|you|he|she|they)\s+\w|(?:(?!{_NOT_SUBJECT})[\w'\-]+\s+){{1,4}}{_FINITE})"
+)
+# Verbs of telling that may leave out whom they tell ("Bob warned the deploy is ...").
+_PROMISING = r"warn(?:s|ed|ing)?|promis(?:e|es|ed|ing)|assur(?:e|es|ed|ing)"
 _NAME = r"(?<![\w'\-])[^\W_][\w'\-]*"
 _CLAUSE_MARK = r"(?:[,;:.!(\u2026\u2014\u2013\"'\u201d\u2019\u00bb]|\s-{1,2})\s*"
 _MARK = rf"(?:^|{_CLAUSE_MARK})"
@@ -304,7 +324,8 @@ REPORTED = re.compile(
     rf"(?P<subject>{_NAME})\s+{_AUX}(?P<verb>"
     rf"(?:{_SAYING})(?:\s+(?:to|from)\s+{_HEARER})?{_REPORTED_CLAUSE}|"
     rf"(?:{_TELLING})\s+{_HEARER}(?:\s+know)?{_REPORTED_CLAUSE}|"
-    rf"(?:{_SAYING_THAT})(?:\s+(?:to\s+)?{_HEARER})?(?:\s+that\b|\s*:|\s*[{_QUOTES}]))|"
+    rf"(?:{_SAYING_THAT}|{_PROMISING})(?:\s+(?:to\s+)?{_HEARER})?"
+    rf"(?:\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE}))|"
     # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."
     rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?){_WHO}(?P<teller>{_NAME})\s+{_AUX}"
     rf"(?P<after>{_VERB}){_SAID_WHEN}{_CLOSE}|"

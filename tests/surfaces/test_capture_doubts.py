@@ -309,6 +309,56 @@ def test_a_claim_relayed_from_someone_else_stores_nothing(turn: str) -> None:
     assert "second-hand" in decided.reason, decided
 
 
+# The same relayed claims without "that": a verb of confirming, reporting or
+# writing followed by a clause of its own (a subject and its verb) relays it as
+# surely as "Bob confirmed that ..." does. Each was stored ("Bob confirmed the
+# deploy is on Friday").
+REPORTED_WITHOUT_THAT = [
+    "Remember that Bob confirmed the deploy is on Friday.",
+    "Remember that Bob confirmed the deploy will be on Friday.",
+    "Remember that Bob has confirmed the dates of the offsite are fixed.",
+    "Remember that Bob confirmed we ship on Friday.",
+    "Remember that Dana reported the build is green.",
+    "Remember that the CFO announced bonuses are paid in March.",
+    "Remember that Bob admitted the backup failed.",
+    "Remember that Ana wrote the API is frozen until May.",
+    "Remember that Ana posted the office is closed on Monday.",
+    "Remember that Bob emailed us the deploy is on Friday.",
+    "Remember that Bob texted me the deploy moved to Friday.",
+    "Remember that Bob warned the deploy can't wait.",
+    "Remember that Bob promised the fix will ship on Friday.",
+]
+
+
+@pytest.mark.parametrize("turn", REPORTED_WITHOUT_THAT)
+def test_a_claim_relayed_without_that_is_second_hand_too(turn: str) -> None:
+    """Rule 4: "Bob confirmed the deploy is on Friday" relays Bob's claim as
+    "Bob confirmed that the deploy is on Friday" does: second-hand."""
+    decided = capture.decide(turn)
+    assert not decided.store, (turn, decided.title)
+    assert decided.category == capture.HEDGED, decided
+    assert "second-hand" in decided.reason, decided
+
+
+def test_a_thing_confirmed_or_written_is_still_a_claim() -> None:
+    for turn, title in (
+        ("Remember that Bob confirmed the booking for Friday.",
+         "Bob confirmed the booking for Friday"),
+        ("Remember that Bob confirmed it yesterday.", "Bob confirmed it yesterday"),
+        ("Remember that Ana wrote the parser used by billing.",
+         "Ana wrote the parser used by billing"),
+        ("Remember that Ana posted the shared drive link in Slack.",
+         "Ana posted the shared drive link in Slack"),
+        ("Remember that Ana posted the photos from the offsite.",
+         "Ana posted the photos from the offsite"),
+        ("Remember that Bob emailed us the signed contract.", "Bob emailed us the signed contract"),
+        ("Remember that I confirmed the deploy is on Friday.",
+         "I confirmed the deploy is on Friday"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
+
+
 def test_the_speakers_own_words_and_written_sources_still_store() -> None:
     for turn, title in (
         ("Remember that I told Bob the deploy is on Friday.",
