@@ -224,15 +224,76 @@ _NOT_NAMES = frozenset(
 )
 
 
+# A person noun before it ("the client", "my landlord", "our new hire") names
+# whom a subject, an owner's or a reflexive pronoun means ("she needs", "his
+# invoices", "herself"), as a name does; an object or a predicate ("called
+# him", "is her", "with him", "gave her the keys") is someone else.
+_PEOPLE = (
+    r"(?:client|customer|user|manager|boss|lead|owner|(?:co-?)?founder|director|chair(?:man|woman)?|"
+    r"president|head|landlord|landlady|tenant|neighbou?r|contractor|freelancer|consultant|"
+    r"candidate|applicant|hire|recruit|intern|employee|engineer|developer|designer|architect|"
+    r"analyst|admin|administrator|doctor|dentist|nurse|vet|therapist|teacher|tutor|professor|"
+    r"lawyer|attorney|accountant|auditor|recruiter|assistant|secretary|receptionist|colleague|"
+    r"co-?worker|teammate|partner|spouse|wife|husband|mother|father|mum|mom|dad|parent|son|"
+    r"daughter|brother|sister|sibling|aunt|uncle|cousin|grand(?:mother|father|ma|pa)|niece|"
+    r"nephew|friend|boyfriend|girlfriend|fianc\u00e9e?|fiancee?|kid|child|baby|guy|man|woman|"
+    r"girl|boy|lady|gentleman|person|author|reviewer|tester|driver|plumber|electrician|cleaner|"
+    r"nanny|babysitter|caretaker|courier|mentor|mentee|coach|trainer|student|patient|guest|"
+    r"visitor|sponsor|investor|buyer|seller|rep|representative|officer|inspector|judge|pilot|"
+    r"chef|waiter|waitress)"
+)
+_PERSON_NOUN = re.compile(
+    rf"\b(?:the|our|my|your|their|this|that)\s+(?:[\w'\-]+\s+){{0,2}}?{_PEOPLE}\b", re.IGNORECASE
+)
+# "the intern and he share a desk": the one beside the person noun is someone else.
+_BESIDE = re.compile(rf"\b{_PEOPLE}\s+(?:and|or|nor|&)\s+$", re.IGNORECASE)
+# What follows "his" or "her" as a predicate or an object, not before what they own.
+_NOT_OWNED = re.compile(
+    r"\s*(?:$|[^\w\s]|(?:the|a|an|this|that|these|those|now|today|tomorrow|yesterday|again|"
+    r"too|also|back|here|there|about|on|in|at|for|to|from|with|by|and|or|but|as|if|when|until|"
+    r"later|soon|first|last|next|every|each|some|all|no|personally|directly|up|down|off|out|"
+    r"over|know)\b)",
+    re.IGNORECASE,
+)
+# Verbs whose "her" is whom something is given or said to ("gave her flowers").
+_TO_HER = re.compile(
+    r"\b(?:g[ai]ve|giv(?:es|ing)|sen[dt]s?|show(?:s|ed)?|t[eo]ld|tells|offer(?:s|ed)?|"
+    r"ow(?:e|es|ed)|pa(?:y|ys|id)|len[dt]s?|hand(?:s|ed)?|b(?:uy|uys|ought)|br(?:ing|ings|ought)|"
+    r"ask(?:s|ed)?|ma(?:ke|kes|de)|g[eo]ts?|leaves?|left|promis(?:e|es|ed)|call(?:s|ed)?|"
+    r"e-?mail(?:s|ed)?|text(?:s|ed)?|s[eo]ll?s?|sold|f[io]u?nds?|t(?:each|aught)|"
+    r"charge[sd]?|let|lets|allow(?:s|ed)?|wish(?:es|ed)?)\s+$",
+    re.IGNORECASE,
+)
+
+
+def _stands_for_a_person_noun(claim: str, pronoun: re.Match[str]) -> bool:
+    """Whether a person noun before ``pronoun`` is whom it means: it is a
+    subject, a reflexive or an owner's pronoun, not an object or predicate."""
+    if not _PERSON_NOUN.search(claim, 0, pronoun.start()):
+        return False
+    word = pronoun.group(0).lower()
+    if word in ("he", "she"):
+        return not _BESIDE.search(claim, max(0, pronoun.start() - 40), pronoun.start())
+    if word in ("himself", "herself"):
+        return True
+    if word not in ("his", "her") or _NOT_OWNED.match(claim, pronoun.end()):
+        return False
+    return word == "his" or not _TO_HER.search(claim, max(0, pronoun.start() - 20), pronoun.start())
+
+
 def unnamed_person(claim: str) -> str | None:
-    """The pronoun ``claim`` names a person by with no name before it, if any."""
-    pronoun = _PERSON_PRONOUN.search(claim)
-    if pronoun is None:
+    """The pronoun ``claim`` names a person by with no name, nor a person noun
+    it stands for, before it, if any."""
+    first = _PERSON_PRONOUN.search(claim)
+    if first is None:
         return None
-    words = (word.group(0) for word in _WORD.finditer(claim, 0, pronoun.start()))
+    words = (word.group(0) for word in _WORD.finditer(claim, 0, first.start()))
     if any(word[0].isupper() and word not in _NOT_NAMES for word in words):
         return None
-    return pronoun.group(0)
+    for pronoun in _PERSON_PRONOUN.finditer(claim):
+        if not _stands_for_a_person_noun(claim, pronoun):
+            return pronoun.group(0)
+    return None
 
 
 def audience_doubt(flat: str) -> str | None:

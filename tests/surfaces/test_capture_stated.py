@@ -1,6 +1,7 @@
-"""Capture of what the speaker states as their own (docs/agents.md, after
-the rules): preferences, standing instructions to the assistant and plans are
-the speaker's claims, stored when asked for and only then."""
+"""Capture of what the speaker states as their own (docs/agents.md): preferences,
+standing instructions to the assistant and plans, stored when asked for and
+only then; and claims the rules refused though nothing in them was unclear or
+second-hand: a person named by a noun before the pronoun for them."""
 
 from __future__ import annotations
 
@@ -37,3 +38,41 @@ def test_an_instruction_or_plan_not_asked_for_is_a_no_op() -> None:
     ):
         decided = capture.decide(turn)
         assert not decided.store and decided.category == capture.NO_REQUEST, (turn, decided)
+
+
+def test_a_person_named_by_a_noun_before_their_pronoun_is_named() -> None:
+    """Rule 6: "the client wants his invoices" names whose invoices: a person
+    noun ("the client", "my landlord", "our new hire") before a pronoun that
+    stands for a subject or an owner ("she needs", "his invoices") is its
+    referent, as a name is. Each was refused as unclear who 'his' is."""
+    for turn, title in (
+        ("Remember that the client wants his invoices by email.",
+         "The client wants his invoices by email"),
+        ("Remember that my landlord wants her deposit paid by the 1st.",
+         "My landlord wants her deposit paid by the 1st"),
+        ("Remember that our new hire starts next week and she needs a laptop.",
+         "Our new hire starts next week and she needs a laptop"),
+        ("Remember that the contractor sends his hours every Friday.",
+         "The contractor sends his hours every Friday"),
+        ("Remember that my wife's birthday is in spring and she loves tulips.",
+         "My wife's birthday is in spring and she loves tulips"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
+
+
+def test_a_pronoun_no_person_noun_can_stand_for_is_still_unclear() -> None:
+    """An object or a predicate ("called him", "is her", "with him", "gave her
+    the keys") is someone other than the subject, and a thing ("the deploy")
+    is no one: who is meant still lies outside the turn."""
+    for turn in (
+        "Remember that the client called him about the invoice.",
+        "Remember that the new lead for the client is her.",
+        "Remember that the client gave her the keys.",
+        "Remember that the client's account belongs to her.",
+        "Remember that the deploy needs her approval.",
+        "Remember that the release waits until he is back.",
+        "Remember that the manager's laptop is his now.",
+    ):
+        decided = capture.decide(turn)
+        assert not decided.store and decided.category == capture.AMBIGUOUS, (turn, decided)
