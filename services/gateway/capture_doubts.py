@@ -317,8 +317,11 @@ def audience_doubt(flat: str) -> str | None:
 # hearer ("told the client") only after one.
 _SAYING = (
     r"say|says|said|saying|claim(?:s|ed|ing)?|mention(?:s|ed|ing)?|insist(?:s|ed|ing)?|"
-    r"swear(?:s|ing)?|swore|sworn|reckon(?:s|ed)?|thinks?|thought|believe[sd]?|hears?|heard"
+    r"swear(?:s|ing)?|swore|sworn|reckon(?:s|ed)?|thinks?|thought|believe[sd]?"
 )
+# Hearing relays a claim only with a clause or a source ("heard the deploy is ...",
+# "heard from Bob"): "we heard the alarm" is what the hearer perceived.
+_HEARING = r"hear(?:s|d|ing)?"
 _TELLING = (
     r"tell|tells|told|telling|inform(?:s|ed|ing)?|assur(?:e|es|ed|ing)|warn(?:s|ed|ing)?|"
     r"promis(?:e|es|ed|ing)|let"
@@ -328,7 +331,7 @@ _SAYING_THAT = (
     r"admit(?:s|ted|ting)?|state[sd]|stating|wr(?:ite|ites|ote|itten)|posted|e-?mailed|"
     r"texted|messaged|pinged|slacked"
 )
-_VERB = rf"(?:{_SAYING}|{_TELLING}|{_SAYING_THAT})"
+_VERB = rf"(?:{_SAYING}|{_TELLING}|{_SAYING_THAT}|{_HEARING})"
 # Words between a subject and its verb ("Alice has just said", "Bob did say"):
 # a few at most, so a long run of them costs each position a bounded amount.
 _AUX = (
@@ -386,7 +389,8 @@ REPORTED = re.compile(
     rf"(?:{_SAYING})(?:\s+(?:to|from)\s+{_HEARER})?{_REPORTED_CLAUSE}|"
     rf"(?:{_TELLING})\s+{_HEARER}(?:\s+know)?{_REPORTED_CLAUSE}|"
     rf"(?:{_SAYING_THAT}|{_PROMISING})(?:\s+(?:to\s+)?{_HEARER})?"
-    rf"(?:\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE}))|"
+    rf"(?:\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
+    rf"(?:{_HEARING})(?:\s+(?:from|about)\b|\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE}))|"
     # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."
     rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?){_WHO}(?P<teller>{_NAME})\s+{_AUX}"
     rf"(?P<after>{_VERB}){_SAID_WHEN}{_CLOSE}|"

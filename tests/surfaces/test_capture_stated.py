@@ -76,3 +76,30 @@ def test_a_pronoun_no_person_noun_can_stand_for_is_still_unclear() -> None:
     ):
         decided = capture.decide(turn)
         assert not decided.store and decided.category == capture.AMBIGUOUS, (turn, decided)
+
+
+def test_a_sound_heard_is_a_claim_and_a_claim_heard_is_second_hand() -> None:
+    """Rule 4: hearing a sound is what the hearer perceived ("we heard the
+    alarm at 3am"), not a claim heard from someone; each was refused as
+    second-hand. Hearing a claim ("we heard the deploy is on Friday") still is."""
+    for turn, title in (
+        ("Remember that we heard the alarm at 3am.", "We heard the alarm at 3am"),
+        ("Remember that I heard the smoke alarm go off twice last night.",
+         "I heard the smoke alarm go off twice last night"),
+        ("Remember that we heard a loud bang from the server room.",
+         "We heard a loud bang from the server room"),
+        ("Remember that Ana heard the fire alarm in the lab.", "Ana heard the fire alarm in the lab"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
+    for turn in (
+        "Remember that we heard the deploy is on Friday.",
+        "Remember that we heard the deploy moved to Friday.",
+        "Remember that we heard that the deploy is on Friday.",
+        "Remember that we heard from Bob the deploy is on Friday.",
+        "Remember that I heard about the reorg from Bob.",
+        "Remember that Bob heard the client is unhappy.",
+        "Remember that the deploy is on Friday, we heard.",
+    ):
+        decided = capture.decide(turn)
+        assert not decided.store and "second-hand" in decided.reason, (turn, decided)
