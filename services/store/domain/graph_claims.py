@@ -283,7 +283,7 @@ class GraphWriter:
     def _mention(cur: psycopg.Cursor[Any], memory_id: str, entities: Sequence[str]) -> None:
         unique = list(dict.fromkeys(entities))
         if unique:
-            cur.executemany(gq.INSERT_MENTION, [(memory_id, e) for e in unique])
+            cur.executemany(gq.INSERT_MENTION, [(memory_id, e, memory_id) for e in unique])
 
     def retire(self, memory_id: str) -> None:
         for statement in gq.RETIRE:

@@ -8,7 +8,13 @@ from __future__ import annotations
 ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
 ENTITIES = "SELECT id, name, type FROM entity WHERE id = ANY(%s::uuid[]) ORDER BY created_at, id"
 INSERT_ENTITY = "INSERT INTO entity (id, name, type, name_key) VALUES (%s, %s, %s, %s)"
-INSERT_MENTION = "INSERT INTO mention (memory_id, entity_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+# A mention written after its memory (a correction's claims naming an entity)
+# records when (migration 0050); with a new memory it is as old as the memory.
+INSERT_MENTION = """
+INSERT INTO mention (memory_id, entity_id, mentioned_at)
+SELECT %s, %s, (SELECT now() FROM memory m WHERE m.id = %s AND m.created_at < now())
+ON CONFLICT DO NOTHING
+"""
 
 # The entities the old memory's current claims name, which its successor
 # mentions when it carries them (read before: the successor may be written for
@@ -151,11 +157,13 @@ _PARTIAL = """
     LEFT JOIN entity_alias a ON a.id = k.alias_id
     WHERE k.alias_id IS NULL OR (a.id IS NOT NULL AND {alias_current})"""
 # Asked as of a time (%(known_by)s, NULL for now), an entity exists only once
-# a memory the caller may see mentioning it had been written (the mentions'
-# time index): an entity first named later was not known then, by any route.
+# a memory the caller may see mentioned it: one written by then, mentioning it
+# since (migration 0050: a correction may name it in an older memory). One
+# first named later was not known then, by any route.
 _KNOWN_BY = """(%(known_by)s::timestamptz IS NULL
  OR EXISTS (SELECT 1 FROM mention mn
-            WHERE mn.entity_id = {e}.id AND mn.memory_created_at <= %(known_by)s::timestamptz))"""
+            WHERE mn.entity_id = {e}.id AND mn.memory_created_at <= %(known_by)s::timestamptz
+              AND (mn.mentioned_at IS NULL OR mn.mentioned_at <= %(known_by)s::timestamptz)))"""
 LOOKUP = _LOOKUP.format(alias_current=_ALIAS_CURRENT, partial="", known_by=_KNOWN_BY.format(e="e"))
 LOOKUP_PARTIAL = _LOOKUP.format(
     alias_current=_ALIAS_CURRENT,
@@ -163,10 +171,8 @@ LOOKUP_PARTIAL = _LOOKUP.format(
     known_by=_KNOWN_BY.format(e="e"),
 )
 # Whether one of %(ids)s (a group's members) was known at %(known_by)s, as above.
-KNOWN_BY = """
-SELECT 1 FROM mention mn
-WHERE mn.entity_id = ANY(%(ids)s::uuid[]) AND mn.memory_created_at <= %(known_by)s::timestamptz
-LIMIT 1
+KNOWN_BY = f"""
+SELECT 1 FROM entity e WHERE e.id = ANY(%(ids)s::uuid[]) AND {_KNOWN_BY.format(e="e")} LIMIT 1
 """
 # Whether any entity or alias holds one of the keys, whoever may see it
 # (migration 0022): when none does, NAMED would find nothing either.
@@ -249,7 +255,8 @@ CROSS JOIN LATERAL (
 ORDER BY x.entity_id, x.stated_at DESC, x.alias, x.id
 """
 # Visible memories mentioning each entity, newest first: those current at
-# %(at)s (written by then, and not superseded by then: superseded later, it
+# %(at)s (written by then, mentioning it by then (migration 0050), and not
+# superseded by then: superseded later, it
 # was current at %(at)s, as its claims were), all with the history. When it
 # was superseded is its own revision's record, which whoever sees the memory
 # sees (its successor may be hidden from them, or forgotten). Walked on the
@@ -262,6 +269,7 @@ FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT m.id, m.created_at FROM mention mn JOIN memory m ON m.id = mn.memory_id
     WHERE mn.entity_id = q.id AND mn.memory_created_at <= {_LATEST}
+      AND (mn.mentioned_at IS NULL OR mn.mentioned_at <= {_LATEST})
       AND (%(history)s OR m.superseded_by_id IS NULL
            OR (SELECT max(r.changed_at) FROM memory_revision r
                WHERE r.memory_id = m.id AND r.action = 'supersede') > %(at)s)
