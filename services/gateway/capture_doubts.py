@@ -409,7 +409,7 @@ _REPORTING_WORD = re.compile(
     rf"\b(?:{_VERB}|according|per|put|reportedly|hearsay|rumou?r|word|quote)\b", _I
 )
 # Who may relay a claim as their own: the speaker; and a written source ("the
-# contract says ...") is evidence anyone can read again.
+# contract says ...") or an instrument is evidence anyone can read again.
 _OWN = frozenset({"i", "we", "it", "this", "that", "which"})
 _WRITTEN = re.compile(
     r"(?:sign|label|contract|agreement|polic(?:y|ie)|spec|specification|wiki|doc|"
@@ -418,7 +418,10 @@ _WRITTEN = re.compile(
     r"screen|banner|page|website|site|config|menu|map|box|package|form|dashboard|chart|table|"
     r"timetable|agenda|sheet|spreadsheet|record|code|output|note|app|tool|system|cli|ui|"
     r"display|printer|meter|monitor|alert|prompt|console|terminal|build|test|check|linter|"
-    r"compiler)s?"
+    r"compiler|"
+    # an instrument's reading, which anyone can take again: "the thermometer says 20 degrees"
+    r"\w*met(?:er|re)|gauge|scale|sensor|clock|watch|timer|thermostat|compass|gps|satnav|"
+    r"counter|readout|reading|probe|indicator|detector|tracker)s?"
 )
 
 

@@ -103,3 +103,23 @@ def test_a_sound_heard_is_a_claim_and_a_claim_heard_is_second_hand() -> None:
     ):
         decided = capture.decide(turn)
         assert not decided.store and "second-hand" in decided.reason, (turn, decided)
+
+
+def test_an_instrument_reading_is_a_claim() -> None:
+    """Rule 4: what an instrument shows ("the thermometer says 20 degrees") is
+    a reading anyone can take again, like a written source; each was refused
+    as second-hand. What a person says still is second-hand."""
+    for turn, title in (
+        ("Remember that the thermometer says 20 degrees.", "The thermometer says 20 degrees"),
+        ("Remember that the bathroom scale says 82 kg.", "The bathroom scale says 82 kg"),
+        ("Remember that the kitchen clock says 9:15 when it is 9:00.",
+         "The kitchen clock says 9:15 when it is 9:00"),
+        ("Remember that the pressure gauge says 40 psi.", "The pressure gauge says 40 psi"),
+        ("Remember that the odometer says 120,000 km.", "The odometer says 120,000 km"),
+        ("Remember that the humidity sensor says 40% in the lab.",
+         "The humidity sensor says 40% in the lab"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
+    decided = capture.decide("Remember that the plumber says the boiler is fine.")
+    assert not decided.store and "second-hand" in decided.reason, decided
