@@ -213,10 +213,27 @@ ADDRESSED = re.compile(
 
 # A person a claim names by a pronoun alone ("the new lead is her"): with no
 # name before it in the claim, who is meant lies outside the turn. A name is a
-# capitalised word or an acronym ("Dana", "CEO") other than a sentence's usual
-# openers.
+# capitalised word other than a sentence's usual openers, a day or a month, or
+# a role's acronym ("Dana", "CEO"; "API" and "Q3" name no one).
 _PERSON_PRONOUN = re.compile(r"\b(?:[Hh](?:e|im|is|er|ers|imself|erself)|[Ss]he)\b")
 _WORD = re.compile(r"[^\W\d_]+")
+_ROLES = frozenset(
+    {"CEO", "CTO", "CFO", "COO", "CIO", "CISO", "CMO", "CPO", "CSO", "VP", "SVP", "EVP", "PM"}
+    | {"GM", "MD", "DPO", "SRE", "EM", "TL"}
+)
+_CALENDAR = re.compile(
+    r"(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|January|February|March|April|May|June|July|"
+    r"August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec"
+)
+
+
+def _a_name(word: str) -> bool:
+    """Whether ``word`` may be the name of the person a pronoun stands for."""
+    if not word[0].isupper() or word in _NOT_NAMES or _CALENDAR.fullmatch(word):
+        return False
+    return word in _ROLES or not (word.isupper() or len(word) == 1)
+
+
 _NOT_NAMES = frozenset(
     {"The", "A", "An", "It", "Its", "This", "That", "These", "Those", "There", "Our", "My"}
     | {"Your", "Their", "We", "I", "In", "On", "At", "For", "If", "When", "After", "Before"}
@@ -288,7 +305,7 @@ def unnamed_person(claim: str) -> str | None:
     if first is None:
         return None
     words = (word.group(0) for word in _WORD.finditer(claim, 0, first.start()))
-    if any(word[0].isupper() and word not in _NOT_NAMES for word in words):
+    if any(_a_name(word) for word in words):
         return None
     for pronoun in _PERSON_PRONOUN.finditer(claim):
         if not _stands_for_a_person_noun(claim, pronoun):

@@ -123,3 +123,31 @@ def test_an_instrument_reading_is_a_claim() -> None:
         assert decided.store and decided.title == title, (turn, decided)
     decided = capture.decide("Remember that the plumber says the boiler is fine.")
     assert not decided.store and "second-hand" in decided.reason, decided
+
+
+def test_a_day_a_month_or_an_acronym_is_no_name_for_a_pronoun() -> None:
+    """Rule 6: a capitalised word before the pronoun counted as the name it
+    stands for, so a weekday, a month or a product's acronym ("on Monday the
+    keys are with him", "the API keys are with him") let an unnamed person
+    through: each was stored. A role's acronym ("the CEO wants his ...") and
+    a name still name them."""
+    for turn in (
+        "Remember that on Monday the keys are with him.",
+        "Remember that every Friday the on-call phone stays with her.",
+        "Remember that from January the billing service is his.",
+        "Remember that in Q3 the budget is his.",
+        "Remember that the API keys are with him.",
+        "Remember that the VPN token is hers until March.",
+    ):
+        decided = capture.decide(turn)
+        assert not decided.store and decided.category == capture.AMBIGUOUS, (turn, decided)
+    for turn, title in (
+        ("Remember that the CEO wants his reports on Monday.",
+         "The CEO wants his reports on Monday"),
+        ("Remember that our CFO sends her numbers every Friday.",
+         "Our CFO sends her numbers every Friday"),
+        ("Remember that on Monday Dana hands her keys to facilities.",
+         "On Monday Dana hands her keys to facilities"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
