@@ -107,6 +107,9 @@ HEDGE = re.compile(
     # a likelihood or a wish, not a fact: "chances are", "ideally" ("ideally located" is one)
     r"(?:the )?(?:chances|odds) are|in all (?:likelihood|probability)|"
     r"ideally(?!\s+\w+ed\b)|in an ideal world|"
+    # tentative or hoped for: "supposed to be", "pencilled in", "all being well"
+    r"(?:supposed|expected) to|provisional(?:ly)?|pencil+ed in|all being well|with (?:any|a bit "
+    r"of|some) luck|at least (?:that's|that is|that was) the (?:plan|idea|hope)|"
     # vague on purpose: "Friday-ish", "give or take", "or thereabouts"
     r"give or take|or thereabouts|ballpark|more or less)\b|(?<=\w)-ish\b|"
     # said at a clause's start, these doubt the claim before them ("..., no idea.",

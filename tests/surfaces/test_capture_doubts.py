@@ -99,6 +99,15 @@ UNSETTLED = [
     "Remember that ideally we ship Friday.",
     "Remember that we ship Friday, ideally.",
     "Remember that in an ideal world we ship Friday.",
+    # tentative or hoped for: each was stored too
+    "Remember that the deploy is supposed to be on Friday.",
+    "Remember that the deploy is expected to land on Friday.",
+    "Remember that the deploy is provisionally on Friday.",
+    "Remember that the deploy is pencilled in for Friday.",
+    "Remember that the deploy is penciled in for Friday.",
+    "Remember that the deploy is on Friday, all being well.",
+    "Remember that the deploy is on Friday, with any luck.",
+    "Remember that the deploy is on Friday, at least that's the plan.",
 ]
 
 
@@ -123,6 +132,9 @@ def test_plain_claims_near_the_unsettled_words_still_store() -> None:
         ("Remember that the discussion is on Friday at 3pm.", "The discussion is on Friday at 3pm"),
         ("Remember that the chances of rain are tracked in the ops sheet.",
          "The chances of rain are tracked in the ops sheet"),
+        ("Remember that the plan is in the wiki, at least the draft.",
+         "The plan is in the wiki, at least the draft"),
+        ("Remember that the pencils are in the top drawer.", "The pencils are in the top drawer"),
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
