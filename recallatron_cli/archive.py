@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from recallatron.progress import Progress
-from recallatron_cli import operator
+from recallatron_cli import common, operator
 
 if TYPE_CHECKING:
     from services.store.domain.archive_export import ExportReport
@@ -112,7 +112,7 @@ def _run(
         bar.close(stopped=True)
         # The work took back what it had made before this came up.
         undone = "nothing of it is kept" if what == "import" else "what it wrote is removed"
-        return operator.stopped(f"{what} stopped: {undone}; run it again")
+        return common.stopped(f"{what} stopped: {undone}; run it again")
     except (errors.DomainError, psycopg.Error, OSError) as exc:
         bar.close(stopped=True)
         if isinstance(exc, errors.DomainError):
@@ -131,7 +131,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     from services.store.domain.archive_export import Exporter
 
     operator.find_database()
-    operator.stop_on_sigterm()
     with operator._store() as (dbs, control):
         workspace_id = operator.workspace_id_or_none(control, args.workspace)
         if workspace_id is None:
@@ -163,7 +162,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     from services.store.domain.archive_import import Importer
 
     operator.find_database()
-    operator.stop_on_sigterm()
     with operator._store() as (dbs, control):
         # On a failure the workspace made for it is gone again (docs/export.md).
         return _run(

@@ -11,7 +11,11 @@ import argparse
 import json
 import os
 import re
-from collections.abc import Collection, Sequence
+import signal
+import sys
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
@@ -32,6 +36,41 @@ from recallatron.vocabulary import (
     PURPOSES,
     REVISION_ACTION,
 )
+
+# The signal that stopped the command (SIGINT unless SIGTERM came): its exit
+# status is 128 + its number, as a shell reports a command a signal ended.
+_stopped_by: list[int] = [signal.SIGINT]
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """While inside, SIGTERM stops the command as Ctrl-C does (a
+    KeyboardInterrupt, so that its undo runs), remembered for the exit
+    status; the previous handler is back on leaving (main() may run inside
+    another program). Only the main thread can set a handler."""
+    _stopped_by[0] = signal.SIGINT
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        _stopped_by[0] = signum
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stopped(message: str) -> int:
+    """A command stopped by a signal: one line on stderr, never a traceback;
+    returns its exit status. What was printed before comes out first (a
+    command may end without the interpreter's own flush, migrate-db)."""
+    sys.stdout.flush()
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 128 + _stopped_by[0]
 
 
 def invalid(field: str, flag: str, why: str) -> Refused:

@@ -350,11 +350,52 @@ def _failed(message: str, code: int) -> int:
     return code
 
 
+# What a command stopped part way (Ctrl-C, SIGTERM) leaves, and what to do
+# then, for those that do not say so themselves (export, import, migrate-db
+# and move-workspace know how far they got).
+STOPPED = {
+    "rebuild": "the memories it queued stay queued for the embedding job, and the "
+    "vectors of other models stay until a rebuild ends; run it again to finish",
+    "scrub": "forgotten text may still be on disk (the tables rewritten stay so); run it again",
+    "servers": "a change of a server's marks is made whole or not at all, a copy "
+    "dropped stays dropped; run it again",
+}
+# A command calling the gateway may have been answered already.
+STOPPED_CALLING = "what it asked the gateway may have been done; look before running it again"
+STOPPED_OTHERWISE = "what it finished is kept; run it again"
+
+
+def _stopped_note(args: argparse.Namespace | None) -> str:
+    """The line for a command stopped part way: its name, what it left, what to do."""
+    if args is None:
+        return "recallatron stopped; run it again"
+    if args.cmd in STOPPED:
+        note = STOPPED[args.cmd]
+    elif hasattr(args, "gateway"):
+        note = STOPPED_CALLING
+    else:
+        note = STOPPED_OTHERWISE
+    return f"{args.cmd} stopped: {note}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line ``argv`` run: its exit status. Ctrl-C or SIGTERM
+    stops any command with one line (the command's own when it has one) and
+    exit 128 + the signal, never a traceback."""
+    args: argparse.Namespace | None = None
+    with common.sigterm_as_ctrl_c():
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            return _run(parser, args)
+        except KeyboardInterrupt:
+            return common.stopped(_stopped_note(args))
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The command ``args`` names, its failures each one line on stderr."""
     import psycopg
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
         if args.cmd in operator.DATABASE_COMMANDS:
             operator.find_database()

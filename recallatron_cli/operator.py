@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,29 +39,6 @@ DATABASE_COMMANDS = frozenset(
 )
 # Bad or missing settings, as argparse reports bad arguments.
 EXIT_SETTINGS = 2
-# The signal that stopped a command (stop_on_sigterm): its exit status is
-# 128 + its number, as a shell reports a command a signal ended.
-_stopped_by: list[int] = [signal.SIGINT]
-
-
-def stop_on_sigterm() -> None:
-    """SIGTERM stops the command as Ctrl-C does (KeyboardInterrupt, so that
-    its undo runs), remembered for the exit status."""
-
-    def handler(signum: int, _frame: object) -> None:
-        _stopped_by[0] = signum
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
-def stopped(message: str) -> int:
-    """A command stopped by a signal: one line on stderr, never a traceback;
-    returns its exit status. What was printed before comes out first (a
-    command may end without the interpreter's own flush, migrate-db)."""
-    sys.stdout.flush()
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    return 128 + _stopped_by[0]
 
 
 def _fail(message: str) -> NoReturn:
@@ -205,7 +181,6 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
 
     parallel = max(1, args.parallel)
     failed = done = 0
-    stop_on_sigterm()
     with _store(admin_connections=parallel) as (dbs, control):
         try:
             everything = control.all_workspace_locations()
@@ -235,7 +210,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
                     bar.advance()
             pool.shutdown()
         except KeyboardInterrupt:
-            code = stopped(
+            code = common.stopped(
                 f"migrate-db stopped: {done} workspaces done; run it again to migrate the "
                 "rest (what is done is skipped)"
             )
@@ -384,15 +359,14 @@ def cmd_move_workspace(args: argparse.Namespace) -> int:
     from services.store.domain.moving import Mover
 
     with _store() as (dbs, control):
-        # SIGTERM ends the move like Ctrl-C: a move not yet sealed rolls back at
-        # once (one past the seal is finished by a rerun).
-        stop_on_sigterm()
         workspace_id = _workspace_id(control, args.workspace)
         mover = Mover(dbs, control, lambda msg: print(msg, flush=True))
         try:
             report = mover.move(workspace_id, args.to, keep_source=args.keep_source)
         except KeyboardInterrupt:
-            return stopped(
+            # Ctrl-C or SIGTERM (main): a move not yet sealed rolls back at
+            # once, one past the seal is finished by a rerun.
+            return common.stopped(
                 "move-workspace stopped (its last step above); run it again to finish a "
                 "move past its seal, or to move anew one rolled back"
             )

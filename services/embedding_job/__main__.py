@@ -29,12 +29,14 @@ def build(settings: StoreSettings | None = None, wait: bool = True) -> Embedding
     (``job.stop_event``); exits when the database never came up or a recorded
     server is unknown. The service waits for Postgres (services start in any
     order); a one-shot command (``wait=False``, `rebuild`) is told at once:
-    psycopg.OperationalError."""
+    psycopg.OperationalError, and keeps its own signal handling (the CLI's:
+    a stop ends it where it is, saying what it left)."""
     settings = settings or StoreSettings()
     dbs = Databases(settings, process="embedding job")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if wait:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
     control = ControlPlane(dbs)
     try:
         # The default server's budget is checked as it is bootstrapped.

@@ -201,3 +201,42 @@ def test_migrate_db_stopped_while_a_migration_waits_ends_and_resumes(
     assert "again" in err.strip().splitlines()[-1], err
     done = cli(stack, "migrate-db")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_rebuild_stopped_keeps_the_old_vectors_and_says_so(stack: Stack, team: Team) -> None:
+    """A rebuild stopped part way must not drop the vectors of other models
+    (its last step, once every memory has one of the current model): it took
+    SIGTERM as a request to stop draining, went on to drop them and ended 0,
+    'done'."""
+    made = team.clients["ada"].remember("Heron count", "Twelve herons on the lake today.")
+    memory_id = made.memory.id
+    vectors = "SELECT count(*) FROM memory_embedding WHERE memory_id = %s AND model_id = %s"
+    wait_for(
+        lambda: dbutil.query(stack, team.database_name, VECTORS_OF, (memory_id,))[0][0] > 0,
+        "the memory's vector",
+    )
+    database = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(database, autocommit=True) as admin:
+        admin.execute(RETIRED_VECTOR, (memory_id,))
+    release = ExitStack()
+    release.enter_context(locked(database, "LOCK TABLE memory_embedding IN ACCESS EXCLUSIVE MODE"))
+    proc = start(stack, "rebuild", "--workspace", team.slug)
+    with psycopg.connect(database, autocommit=True) as admin:
+        wait_for(lambda: waiting(admin, team.database_name, "%INSERT INTO embedding_job%"), "it")
+    code, err = stopped(proc, signal.SIGTERM, release)
+    assert_one_line(code, err, signal.SIGTERM)
+    assert err.strip().splitlines()[-1].startswith("error: rebuild stopped"), err
+    kept = dbutil.query(stack, team.database_name, vectors, (memory_id, "retired-model"))
+    assert kept == [(1,)]
+    again = cli(stack, "rebuild", "--workspace", team.slug)
+    assert again.returncode == 0, again.stderr
+    assert dbutil.query(stack, team.database_name, vectors, (memory_id, "retired-model")) == [(0,)]
+
+
+VECTORS_OF = "SELECT count(*) FROM memory_embedding WHERE memory_id = %s"
+# The memory's vector as a model no longer in use had made it.
+RETIRED_VECTOR = """
+INSERT INTO memory_embedding (memory_id, model_id, input_version, embedding)
+SELECT memory_id, 'retired-model', input_version, embedding FROM memory_embedding
+WHERE memory_id = %s LIMIT 1
+"""

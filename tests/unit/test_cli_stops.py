@@ -1,0 +1,99 @@
+"""Any `recallatron` command stopped by Ctrl-C or SIGTERM ends as the operator
+commands built for it do (tests/integration/test_operator_stops.py): one line
+on stderr naming the command and how to go on, never a traceback, and the
+exit status a shell gives a command that signal ended (128 + its number)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recallatron_cli import common, operator, tools
+from recallatron_cli import main as cli
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_SECONDS = 60.0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "args",
+    [["servers", "list"], ["scrub", "--workspace", "w"], ["rebuild"]],
+    ids=lambda a: a[0],
+)
+def test_a_command_stopped_while_its_database_keeps_silent_says_so_in_one_line(
+    args: list[str], sig: signal.Signals, tmp_path: Path
+) -> None:
+    """Stopped while it waits for a server that took its connection and never
+    answers: `servers` and `scrub` ended in a traceback on Ctrl-C and without
+    a word on SIGTERM; `rebuild` waited for the server's time-out."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        silent.settimeout(WAIT_SECONDS)
+        env = {
+            **os.environ,
+            "RECALLATRON_DATABASE_URL": (
+                f"postgresql://postgres:pw@127.0.0.1:{port}/postgres?connect_timeout=600"
+            ),
+            "RECALLATRON_APP_PASSWORD": "app-pw",
+            "RECALLATRON_STATE_DIR": str(tmp_path),
+            "RECALLATRON_PROGRESS": "off",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "recallatron_cli.main", *args],
+            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            conn, _ = silent.accept()
+            with conn:
+                proc.send_signal(sig)
+                _, err = proc.communicate(timeout=WAIT_SECONDS)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert "Traceback" not in err, err
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert last.startswith(f"error: {args[0]} stopped"), err
+    assert "again" in last, err
+
+
+def test_a_client_command_stopped_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(_: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tools, "cmd_recall", interrupted)
+    try:
+        status = cli.main(["recall", "herons", "--token", "t"])
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt left main(): a traceback")
+    err = capsys.readouterr().err
+    assert status == 128 + signal.SIGINT
+    assert err.startswith("error: recall stopped") and err.count("\n") == 1, err
+
+
+def test_a_command_s_own_stop_message_is_the_only_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command that says itself what its stop left (move-workspace, export,
+    import, migrate-db) is not followed by the general line."""
+
+    def says_itself(_: argparse.Namespace) -> int:
+        return common.stopped("move-workspace stopped (its last step above); run it again")
+
+    monkeypatch.setattr(operator, "cmd_move_workspace", says_itself)
+    monkeypatch.setattr(operator, "find_database", lambda: None)
+    status = cli.main(["move-workspace", "w", "--to", "s"])
+    err = capsys.readouterr().err
+    assert status == 128 + signal.SIGINT
+    assert err == "error: move-workspace stopped (its last step above); run it again\n"
