@@ -80,9 +80,10 @@ class Oracle:
                         if s == e and self.sees(m, member, purpose)
                     ]
                     + [
+                        # A relation to itself is listed once, as outgoing.
                         (p, cpb.RELATION_DIRECTION_INCOMING, s, m)
                         for s, p, o, m in self.relations
-                        if o == e and self.sees(m, member, purpose)
+                        if o == e and s != e and self.sees(m, member, purpose)
                     ]
                 ),
                 "aliases": sorted(

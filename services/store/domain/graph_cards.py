@@ -7,6 +7,7 @@ mention."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -143,9 +144,19 @@ def _fill(conn: psycopg.Connection, cards: Sequence[EntityCard], params: dict[st
     relation_rows = rels.fetchall()
     # The other end of a relation answers through its own group too.
     others = entity_groups.groups(conn, [str(row[2]) for row in relation_rows])
+    per_member = Counter(str(row[0]) for row in relation_rows)
+    for member, count in per_member.items():
+        if count > MAX_CARD_ITEMS:
+            # A member's list was cut: the card is, whatever is left out below.
+            card_of[member].truncated = True
     for row in relation_rows:
+        card = card_of[str(row[0])]
+        if row[1] == "incoming" and card_of.get(str(row[2])) is card:
+            # Between two members of one group: listed once, as the
+            # outgoing relation of its subject (a member of this card too).
+            continue
         other = others.get(str(row[2]))
-        card_of[str(row[0])].relations.append(
+        card.relations.append(
             EntityRelationView(
                 row[5],
                 row[1],

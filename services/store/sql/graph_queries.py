@@ -218,7 +218,8 @@ CROSS JOIN LATERAL (
 ) x
 """
 # Both directions, each walked on its own index to the cap, then merged (in
-# the card's order again after the join, which may take them in any).
+# the card's order again after the join, which may take them in any). A
+# relation from an entity to itself is listed once, as outgoing.
 CARD_RELATIONS = f"""
 SELECT x.me, x.direction, o.id, o.name, o.type, x.predicate, x.valid_from, x.valid_until,
        x.confidence, x.memory_id, x.stated_at, x.retired_at
@@ -233,7 +234,8 @@ CROSS JOIN LATERAL (
         UNION ALL
         (SELECT q.id, 'incoming', r.subject_id, r.*
          FROM relation_claim r
-         WHERE r.object_id = q.id AND {_STATED_BY.format(t="r")} AND {_CURRENT.format(t="r")}
+         WHERE r.object_id = q.id AND r.subject_id <> q.id
+           AND {_STATED_BY.format(t="r")} AND {_CURRENT.format(t="r")}
          ORDER BY r.stated_at DESC, r.predicate, r.id
          LIMIT %(cap)s)
     ) both_ways
