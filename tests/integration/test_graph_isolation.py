@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 import pytest
@@ -140,12 +141,14 @@ def test_lookup_and_neighbors_match_the_oracle(stack, operator, memories, forget
                     return {"entity_id": e}
             return {"name": name}
 
-        claims = [
+        claims: list[dict[str, Any]] = [
             {"entity": ref(n), "attribute": "note", "value": f"v-{uuid.uuid4().hex[:6]}"}
             for n in attr_names
         ]
         relations = [{"subject": ref(s), "predicate": p, "object": ref(o)} for s, p, o in rels]
-        aliases = [{"entity": ref(n), "alias": f"aka {n}"} for n in alias_names]
+        aliases: list[dict[str, Any]] = [
+            {"entity": ref(n), "alias": f"aka {n}"} for n in alias_names
+        ]
         aud = "workspace" if audience == "workspace" else team.members[audience]
         m = (
             team.clients[creator]
