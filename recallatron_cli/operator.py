@@ -190,7 +190,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
                     dbs.refresh_template(server)
                 except Exception as exc:  # that server's workspaces fail below; the others go on
                     failed += 1
-                    print(f"server {server}: template not refreshed: {dbs.redact(str(exc))}")
+                    _failure(f"server {server}: template not refreshed: {dbs.redact(str(exc))}")
             pool = ThreadPoolExecutor(parallel, thread_name_prefix="migrate")
             with Progress("migrating", len(workspaces), "workspaces") as bar:
                 futures = {pool.submit(control.migrate, ws): ws for ws in workspaces}
@@ -200,7 +200,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
                         applied = future.result()
                     except Exception as exc:  # reported, the others go on
                         failed += 1
-                        bar.echo(f"{ws.slug}: failed: {dbs.redact(str(exc))}")
+                        _failure(f"{ws.slug}: failed: {dbs.redact(str(exc))}")
                     else:
                         done += 1
                         if applied or args.verbose:
@@ -219,7 +219,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
             # migrates in its own transactions, which its server rolls back.
             os._exit(code)
     if failed:
-        print(
+        _failure(
             f"migrations done, {failed} failed (workspaces or templates): run again to retry them"
         )
         return 1
@@ -228,6 +228,13 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
         f"{latest_version('workspace')}, {len(everything) - len(workspaces)} already there"
     )
     return 0
+
+
+def _failure(line: str) -> None:
+    """A failure the command reports and goes on from: on stderr, so that
+    stdout holds its answer alone (a script reads what was migrated there).
+    Above a progress bar, which takes over stderr while it runs."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _job(settings: Any = None) -> Any:
