@@ -54,7 +54,7 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: object) -> None:
-        _stopped_by[0] = signum
+        stopped_by(signum)
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -62,6 +62,12 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def stopped_by(signum: int) -> None:
+    """The signal stopping the command, for its exit status (a command
+    handling its signals itself, `up`, says which)."""
+    _stopped_by[0] = signum
 
 
 def stopped(message: str) -> int:

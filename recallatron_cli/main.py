@@ -357,6 +357,7 @@ STOPPED = {
     "rebuild": "the memories it queued stay queued for the embedding job, and the "
     "vectors of other models stay until a rebuild ends; run it again to finish",
     "scrub": "forgotten text may still be on disk (the tables rewritten stay so); run it again",
+    "up": "nothing of it is left running; run it again",
     "servers": "a change of a server's marks is made whole or not at all, a copy "
     "dropped stays dropped; run it again",
 }

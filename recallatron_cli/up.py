@@ -52,8 +52,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     stack = Stack(config)
     stop = stack.abort  # a signal during start-up abandons it; later, stops serving
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    def on_signal(signum: int, _frame: object) -> None:
+        common.stopped_by(signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     print(f"starting Postgres and services (state in {state}) ...", flush=True)
     try:
         stack.start()
@@ -69,6 +74,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             1,
         ) from None
     except RuntimeError as exc:
+        if stop.is_set():
+            # Abandoned (Ctrl-C, SIGTERM), what it had started stopped: a
+            # stop, not a failure (main says so).
+            raise KeyboardInterrupt from None
         raise common.Refused(f"could not start: {exc}", 1) from None
     status = 0
     try:

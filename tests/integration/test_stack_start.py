@@ -157,3 +157,27 @@ def test_a_port_taken_by_another_process_is_named_with_its_setting(
     # Refused before anything started: no server left behind, no log written.
     assert not (state / "pgdata" / "postmaster.pid").exists()
     assert not (state / "logs").exists() or not any((state / "logs").iterdir())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_up_stopped_while_it_starts_says_so_as_every_stopped_command(
+    tmp_path: Path, prepared_models_dir: Path, sig: signal.Signals
+) -> None:
+    """Ctrl-C or SIGTERM before the stack is ready abandons the start: it
+    said `error: could not start: start abandoned` and exited 1, as a start
+    that failed. Its store waits here for a database that is not there, so
+    the stack is never ready."""
+    out = tmp_path / "up.out"
+    nowhere = {"RECALLATRON_DATABASE_URL": "postgresql://postgres:pw@127.0.0.1:1/postgres"}
+    up = _up(tmp_path / "state", prepared_models_dir, free_port(), out, nowhere)
+    try:
+        wait_for(lambda: "starting" in out.read_text() or up.poll() is not None, "up to start")
+        assert up.poll() is None, out.read_text()
+        up.send_signal(sig)
+        code = up.wait(WAIT_SECONDS)
+    finally:
+        _stop(up)
+    said = out.read_text()
+    assert "Traceback" not in said, said
+    assert code == 128 + sig, said
+    assert said.strip().splitlines()[-1].startswith("error: up stopped"), said
