@@ -34,7 +34,7 @@ MAX_JSON_FILE_BYTES = 64 << 20
 MAX_DEPTH = 64
 
 FORMAT_NAME = "recallatron-workspace-archive"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a mention's mentioned_at (docs/export.md, "Versions")
 MANIFEST = "manifest.json"
 WORKSPACE = "workspace.json"
 
@@ -93,6 +93,9 @@ _CLAIM_TIMES = {
     "retired_at": _TIME_OR_NULL,
 }
 
+# mentioned_at: when a correction made the memory name it; absent, since the memory.
+_MENTION = {"memory_id": _UUID, "entity_id": _UUID, "mentioned_at": _TIME_OR_NULL}
+
 RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
     "memories": _record(
         {
@@ -135,7 +138,7 @@ RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
             "created_at": _TIME,
         }
     ),
-    "mentions": _record({"memory_id": _UUID, "entity_id": _UUID}),
+    "mentions": _record(_MENTION, optional=("mentioned_at",)),
     "aliases": _record(
         {
             "id": _UUID,
@@ -326,12 +329,8 @@ def check(kind: str, value: Any, place: str) -> None:
     field = _where(error)
     if error.validator == "required" or error.validator == "additionalProperties":
         field = field or "record"
-    raise errors.InvalidArgument(f"{place}: {field}" if field else place, _message(error))
-
-
-def _message(error: ValidationError) -> str:
-    text = error.message
-    return text if len(text) <= 200 else text[:200] + "..."
+    text = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+    raise errors.InvalidArgument(f"{place}: {field}" if field else place, text)
 
 
 def file_name(kind: str) -> str:

@@ -194,7 +194,7 @@ _AS_THEY_ARE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("memory_id", "revision", "action", "changed_by", "reason", "changed_at"),
     ),
     ("links", q.COPY_LINKS, ("memory_id", "kind", "target_id")),
-    ("mentions", q.COPY_MENTIONS, ("memory_id", "entity_id")),
+    ("mentions", q.COPY_MENTIONS, ("memory_id", "entity_id", "mentioned_at")),
     (
         "attribute_claims",
         q.COPY_ATTRIBUTES,
@@ -218,6 +218,9 @@ _AS_THEY_ARE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     ("history", q.COPY_HISTORY, ("id", "owner_member", "chat_id", "role", "text", "occurred_at")),
 )
+# Their fields a record may lack (one of an older format, or an added
+# mention): NULL, as the column was before the field existed.
+_OPTIONAL_FIELDS = frozenset({"mentioned_at"})
 # Their fields that name a member: mapped to the copy's member ids.
 _MEMBER_FIELDS = frozenset(
     {"changed_by", "decided_by", "undone_by", "dismissed_by", "owner_member"}
@@ -348,7 +351,12 @@ def _write(
             statement,
             on_rows,
             (
-                tuple(member(r[f]) if f in _MEMBER_FIELDS else r[f] for f in fields)
+                tuple(
+                    member(r[f])
+                    if f in _MEMBER_FIELDS
+                    else (r.get(f) if f in _OPTIONAL_FIELDS else r[f])
+                    for f in fields
+                )
                 for r in rows[records]
             ),
         )

@@ -70,8 +70,11 @@ EXPORT_ENTITIES = """
 SELECT json_build_object('id', id, 'name', name, 'type', type, 'created_at', created_at)::text
 FROM entity ORDER BY created_at, id
 """
+# `mentioned_at` only where set (a correction's mention, migration 0050): a
+# mention as old as its memory is the record format 1 had.
 EXPORT_MENTIONS = """
-SELECT json_build_object('memory_id', memory_id, 'entity_id', entity_id)::text
+SELECT json_strip_nulls(json_build_object(
+    'memory_id', memory_id, 'entity_id', entity_id, 'mentioned_at', mentioned_at))::text
 FROM mention ORDER BY memory_id, entity_id
 """
 EXPORT_ALIASES = """
@@ -186,7 +189,7 @@ COPY_REVISIONS = """
 COPY memory_revision (memory_id, revision, action, changed_by, reason, changed_at) FROM STDIN
 """
 COPY_LINKS = "COPY memory_link (memory_id, kind, target_id) FROM STDIN"
-COPY_MENTIONS = "COPY mention (memory_id, entity_id) FROM STDIN"
+COPY_MENTIONS = "COPY mention (memory_id, entity_id, mentioned_at) FROM STDIN"
 COPY_ALIASES = """
 COPY entity_alias (id, memory_id, entity_id, alias, alias_key, stated_at, retired_at) FROM STDIN
 """
