@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import sys
+import threading
 
 import grpc
 
@@ -380,9 +381,9 @@ def _stopped_note(args: argparse.Namespace | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line ``argv`` run: its exit status. Ctrl-C or SIGTERM
-    stops any command with one line (the command's own when it has one) and
-    exit 128 + the signal, never a traceback."""
+    """The command line ``argv`` (None: this process's own) run: its exit
+    status. Ctrl-C or SIGTERM stops any command with one line (the command's
+    own when it has one) and exit 128 + the signal, never a traceback."""
     args: argparse.Namespace | None = None
     with common.sigterm_as_ctrl_c():
         try:
@@ -390,7 +391,21 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
             return _run(parser, args)
         except KeyboardInterrupt:
-            return common.stopped(_stopped_note(args))
+            code = common.stopped(_stopped_note(args))
+    if argv is None and _still_working():
+        # The interpreter's exit would wait for the command's threads (load's
+        # workers until its duration is over): the process is the command, so
+        # it ends now, its undo having run as the stop unwound.
+        os._exit(code)
+    return code
+
+
+def _still_working() -> bool:
+    """True while a thread the interpreter's exit waits for is alive."""
+    main_thread = threading.main_thread()
+    return any(
+        t.is_alive() and not t.daemon and t is not main_thread for t in threading.enumerate()
+    )
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

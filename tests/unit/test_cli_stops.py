@@ -97,3 +97,42 @@ def test_a_command_s_own_stop_message_is_the_only_one(
     err = capsys.readouterr().err
     assert status == 128 + signal.SIGINT
     assert err == "error: move-workspace stopped (its last step above); run it again\n"
+
+
+# A command whose threads go on working after Ctrl-C (load's workers, a
+# pool's queued calls), run as the `recallatron` program is.
+STILL_WORKING = """
+import sys, threading, time
+from recallatron_cli import main as cli, tools
+
+def working(_args):
+    threading.Thread(target=time.sleep, args=(600,), name="worker").start()
+    print("working", flush=True)
+    time.sleep(600)
+    return 0
+
+tools.cmd_recall = working
+sys.argv = ["recallatron", "recall", "herons", "--token", "t"]
+sys.exit(cli.main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_stopped_command_ends_though_its_threads_still_work(sig: signal.Signals) -> None:
+    """It said it had stopped, then the interpreter's exit waited for its
+    threads (for the rest of a `load --duration`)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STILL_WORKING],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "working\n"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=WAIT_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert err.startswith("error: recall stopped") and err.count("\n") == 1, err
