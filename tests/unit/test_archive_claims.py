@@ -78,3 +78,28 @@ def test_a_claim_about_an_entity_its_memory_does_not_mention_gets_that_mention(
     # As a write makes them, with each named entity mentioned: nothing added.
     write_archive(tmp_path / "b", {**records, "mentions": mentions(*BOTH)})
     assert plan.read_archive(tmp_path / "b").count("mentions") == len(BOTH)
+
+
+def test_a_mention_added_for_a_corrections_claim_counts_from_its_first_statement(
+    tmp_path: Path,
+) -> None:
+    """A correction's claims name an entity in an older memory: the mention a
+    write makes then counts from the correction (workspace migration 0050),
+    and so does the one an import adds; a claim stated with its memory adds
+    a mention as old as the memory."""
+    later, latest = "2026-02-01T00:00:00+00:00", "2026-03-01T00:00:00Z"
+    records = {
+        "memories": [memory(1), memory(2)],
+        "entities": ENTITIES,
+        "attribute_claims": [
+            {**CLAIM, "stated_at": latest},
+            {**CLAIM, "id": uid(23), "stated_at": later, "retired_at": latest},
+            {**CLAIM, "id": uid(24), "memory_id": uid(2), "entity_id": uid(11)},
+        ],
+    }
+    write_archive(tmp_path / "a", records)
+    added = [r for _, r in plan.read_archive(tmp_path / "a").records["mentions"]]
+    assert added == [
+        {"memory_id": uid(1), "entity_id": uid(10), "mentioned_at": later},
+        {"memory_id": uid(2), "entity_id": uid(11)},
+    ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -228,18 +229,32 @@ def _mention_what_claims_name(archive: Archive) -> None:
     relation's end). A mention the archive lacks is added rather than the
     archive refused: workspaces written before every write made these
     mentions export without them, and the claim already names the entity to
-    whoever may see its memory, so the mention shows no one anything more."""
+    whoever may see its memory, so the mention shows no one anything more.
+    As a write makes it, it counts from the first claim naming the entity
+    when that was stated after the memory (a correction's): `as_of` a time
+    before, the memory did not name it (workspace migration 0050)."""
     mentions = archive.records.setdefault("mentions", [])
     mentioned = {(r["memory_id"], r["entity_id"]) for _, r in mentions}
+    created = {r["id"]: _time(r["created_at"]) for _, r in archive.records.get("memories", [])}
+    added: dict[tuple[str, str], tuple[str, datetime]] = {}
     for kind, keys in _NAMED_BY_CLAIMS:
         for place, record in archive.records.get(kind, []):
+            stated = _time(record["stated_at"])
             for key in keys:
                 pair = (record["memory_id"], record[key])
-                if pair not in mentioned:
-                    mentioned.add(pair)
-                    mentions.append(
-                        (f"{place}: {key}", {"memory_id": pair[0], "entity_id": pair[1]})
-                    )
+                if pair in mentioned or (pair in added and added[pair][1] <= stated):
+                    continue
+                added[pair] = (added[pair][0] if pair in added else f"{place}: {key}", stated)
+    for (memory_id, entity_id), (place, stated) in added.items():
+        mention: Record = {"memory_id": memory_id, "entity_id": entity_id}
+        if stated > created[memory_id]:
+            mention["mentioned_at"] = stated.isoformat()
+        mentions.append((place, mention))
+
+
+def _time(value: str) -> datetime:
+    # The schema's times: ISO 8601 with an offset, which fromisoformat reads.
+    return datetime.fromisoformat(value)
 
 
 def _unique(archive: Archive, kind: str, key: str) -> set[str]:
