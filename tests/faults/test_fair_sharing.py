@@ -13,10 +13,11 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 import psycopg
@@ -24,6 +25,7 @@ import pytest
 
 from recallatron import forwarding
 from recallatron.client import Client
+from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_devkit.stack import Stack
 from tests import dbutil
@@ -78,7 +80,9 @@ def busy(stack: Stack, database: str) -> int:
 
 def workspace(stack: Stack, slug: str) -> tuple[Client, str, str]:
     client, _, database = owner_client(stack, f"{slug}-{uuid.uuid4().hex[:6]}")
-    memory_id = client.remember(f"{slug} note", "something to read").memory.id
+    memory_id = client.remember(
+        f"{slug} note", "something to read", mention_names=["Ada"]
+    ).memory.id
     return client, database, memory_id
 
 
@@ -124,6 +128,82 @@ def test_a_cancelled_call_stops_its_statement(stack: Stack) -> None:
         time.sleep(0.1)
         left = busy(stack, database)
     assert left == 0
+    client.close()
+
+
+# Every backend busy with a statement in one database, whichever role (the
+# owner's listings use the owner role), the test's own lock left out.
+ANY_BUSY = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = %s AND state = 'active' AND pid <> %s
+"""
+# Tools whose statements take other paths than Read's: recall through rank's
+# fan-out to the store, the graph, an owner's listing, a write.
+TOOLS: dict[str, Callable[[Client, float], Any]] = {
+    "recall": lambda c, t: c.memory.Recall.future(
+        pb.RecallRequest(query="note", limit=5), metadata=c._md(), timeout=t
+    ),
+    "lookup": lambda c, t: c.memory.Lookup.future(
+        pb.LookupRequest(name="Ada"), metadata=c._md(), timeout=t
+    ),
+    "list_memories": lambda c, t: c.memory.ListMemories.future(
+        pb.ListMemoriesRequest(), metadata=c._md(), timeout=t
+    ),
+    "remember": lambda c, t: c.memory.Remember.future(
+        pb.RememberRequest(kind=cpb.KIND_NOTE, title="late", request_id=uuid.uuid4().hex),
+        metadata=c._md(),
+        timeout=t,
+    ),
+}
+
+
+@pytest.mark.parametrize("how", ["deadline", "cancel"])
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_every_kind_of_call_stops_its_statement(stack: Stack, tool: str, how: str) -> None:
+    """Past its deadline or cancelled by its client, a call's statement is
+    gone from pg_stat_activity (a generous wait: well before the fixed
+    statement timeout of 15 s would end it)."""
+    client, database, _ = workspace(stack, f"stop-{how}-{tool.replace('_', '-')}")
+    client.wait_embedded(timeout=120)  # the embedding job's statements done
+    with psycopg.connect(dbutil.workspace_url(stack, database)) as conn:
+        conn.execute("LOCK TABLE memory, entity, entity_alias IN ACCESS EXCLUSIVE MODE")
+        mine = conn.info.backend_pid
+
+        def active() -> int:
+            return int(dbutil.query(stack, "postgres", ANY_BUSY, (database, mine))[0][0])
+
+        future = TOOLS[tool](client, 1.0 if how == "deadline" else 60.0)
+        wait_for(lambda: active() >= 1, "the call's statement to wait on the lock", 10)
+        if how == "cancel":
+            future.cancel()
+        else:
+            with pytest.raises(grpc.RpcError) as refused:
+                future.result()
+            assert refused.value.code() in (
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.UNAVAILABLE,
+            )
+        wait_for(lambda: active() == 0, "the statement to stop", 8)
+        conn.rollback()
+    client.close()
+
+
+def test_a_write_past_its_deadline_is_kept_once_when_sent_again(stack: Stack) -> None:
+    """A remember stopped at its deadline changed nothing; sent again with
+    its request id it is kept, once."""
+    client, database, _ = workspace(stack, "late-write")
+    client.wait_embedded(timeout=120)
+    request = pb.RememberRequest(kind=cpb.KIND_NOTE, title="late write", request_id="late-1")
+    with locked(stack, database):
+        with pytest.raises(grpc.RpcError) as refused:
+            client.memory.Remember(request, metadata=client._md(), timeout=1.0)
+        assert refused.value.code() in (
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.UNAVAILABLE,
+        )
+    kept = client.memory.Remember(request, metadata=client._md(), timeout=10).memory.id
+    rows = dbutil.query(stack, database, "SELECT id FROM memory WHERE title = 'late write'")
+    assert [str(r[0]) for r in rows] == [kept]
     client.close()
 
 
