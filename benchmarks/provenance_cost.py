@@ -1,5 +1,5 @@
 """What the walk's condition costs the recall arms (docs/recall.md, step 1;
-migration 0048): each arm's statement as it was before 0048 against the
+migration 0045): each arm's statement as it was before 0045 against the
 store's now, interleaved call by call in one database, as the services' role.
 
     python -m benchmarks.provenance_cost [--memories 10000] [--queries 100] [--rounds 3]
@@ -8,7 +8,7 @@ For each corpus size it starts a stack of its own, writes the synthetic
 memories of `recallatron load` into its database (benchmarks.bm25_cost's
 seed, vacuumed), gives every memory a random vector of a model of its own
 (the purpose's HNSW graph built once over them, as an import builds it) and
-recreates the functions of before 0048 under names of their own (their
+recreates the functions of before 0045 under names of their own (their
 bodies read from migrations 0021, 0036 and 0029, renamed). Then, for the
 load tool's queries and rare words, it times the lexical arm (every match
 ranked, or the capped path), the HNSW statement and the exact dense plan,
@@ -47,7 +47,7 @@ _DENSE_FILTER = re.compile(r"\n\s*AND vector_provenance_admits\([^)]*\)")
 
 
 def _before_functions() -> str:
-    """The three functions as migrations before 0048 defined them, renamed."""
+    """The three functions as migrations before 0045 defined them, renamed."""
     folder = resources.files("services.store.sql") / "migrations" / "workspace"
     out = []
     for file, head in _FUNCTIONS.items():

@@ -3,7 +3,7 @@
 only its first rows, so a refused row ranked among them would push out a
 memory the caller may see, and the caller's answer would change with rows
 they may not see. Eligibility in SQL is the walk's condition on the memory's
-provenance too (migration 0048), on every path of both arms."""
+provenance too (migration 0045), on every path of both arms."""
 
 from __future__ import annotations
 

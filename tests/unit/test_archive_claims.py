@@ -84,7 +84,7 @@ def test_a_mention_added_for_a_corrections_claim_counts_from_its_first_statement
     tmp_path: Path,
 ) -> None:
     """A correction's claims name an entity in an older memory: the mention a
-    write makes then counts from the correction (workspace migration 0050),
+    write makes then counts from the correction (workspace migration 0046),
     and so does the one an import adds; a claim stated with its memory adds
     a mention as old as the memory."""
     later, latest = "2026-02-01T00:00:00+00:00", "2026-03-01T00:00:00Z"

@@ -1,6 +1,6 @@
 """The archive's versions (docs/export.md, "Versions"): format 2 lets a
 mention say when a correction made its memory mention the entity
-(`mentioned_at`, workspace migration 0050). A release reads the format 1
+(`mentioned_at`, workspace migration 0046). A release reads the format 1
 archives written before, their mentions counting from their memory's
 creation; a release reading up to 1 refuses a format 2 archive by its
 version, before its records."""

@@ -84,7 +84,7 @@ CANDIDATE_CAP = 500
 # predicate; iterative scan keeps going until enough rows pass the
 # eligibility filter, which row-level security applies to the vector's own
 # copy of its memory's trust, see migration 0005; the walk's condition is
-# applied to its copy of the memory's provenance, migration 0048, so that a
+# applied to its copy of the memory's provenance, migration 0045, so that a
 # row the walk would refuse takes no place among the first rows). The floor
 # is applied by the caller (RecallQueries.dense), after it has seen how many
 # rows the scan found: fewer than asked tells a scan that gave up. Vectors

@@ -70,7 +70,7 @@ EXPORT_ENTITIES = """
 SELECT json_build_object('id', id, 'name', name, 'type', type, 'created_at', created_at)::text
 FROM entity ORDER BY created_at, id
 """
-# `mentioned_at` only where set (a correction's mention, migration 0050): a
+# `mentioned_at` only where set (a correction's mention, migration 0046): a
 # mention as old as its memory is the record format 1 had.
 EXPORT_MENTIONS = """
 SELECT json_strip_nulls(json_build_object(
@@ -267,7 +267,7 @@ SELECT md5(string_agg(id::text || coalesce(provenance_audience::text, '')
                       ',' ORDER BY id))
 FROM memory
 """
-# The vectors' copies of the provenance just folded (migration 0048): the
+# The vectors' copies of the provenance just folded (migration 0045): the
 # memory triggers that keep them equal are off during the import.
 VECTOR_PROVENANCE = """
 UPDATE memory_embedding e

@@ -9,7 +9,7 @@ ENTITY_VISIBLE = "SELECT 1 FROM entity WHERE id = %s"
 ENTITIES = "SELECT id, name, type FROM entity WHERE id = ANY(%s::uuid[]) ORDER BY created_at, id"
 INSERT_ENTITY = "INSERT INTO entity (id, name, type, name_key) VALUES (%s, %s, %s, %s)"
 # A mention written after its memory (a correction's claims naming an entity)
-# records when (migration 0050); with a new memory it is as old as the memory.
+# records when (migration 0046); with a new memory it is as old as the memory.
 INSERT_MENTION = """
 INSERT INTO mention (memory_id, entity_id, mentioned_at)
 SELECT %s, %s, (SELECT now() FROM memory m WHERE m.id = %s AND m.created_at < now())
@@ -158,7 +158,7 @@ _PARTIAL = """
     WHERE k.alias_id IS NULL OR (a.id IS NOT NULL AND {alias_current})"""
 # Asked as of a time (%(known_by)s, NULL for now), an entity exists only once
 # a memory the caller may see mentioned it: one written by then, mentioning it
-# since (migration 0050: a correction may name it in an older memory). One
+# since (migration 0046: a correction may name it in an older memory). One
 # first named later was not known then, by any route.
 _KNOWN_BY = """(%(known_by)s::timestamptz IS NULL
  OR EXISTS (SELECT 1 FROM mention mn
@@ -257,7 +257,7 @@ CROSS JOIN LATERAL (
 ORDER BY x.entity_id, x.stated_at DESC, x.alias, x.id
 """
 # Visible memories mentioning each entity, newest first: those current at
-# %(at)s (written by then, mentioning it by then (migration 0050), and not
+# %(at)s (written by then, mentioning it by then (migration 0046), and not
 # superseded by then: superseded later, it
 # was current at %(at)s, as its claims were), all with the history. When it
 # was superseded is its own revision's record, which whoever sees the memory
