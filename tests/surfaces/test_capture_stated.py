@@ -88,7 +88,8 @@ def test_a_sound_heard_is_a_claim_and_a_claim_heard_is_second_hand() -> None:
          "I heard the smoke alarm go off twice last night"),
         ("Remember that we heard a loud bang from the server room.",
          "We heard a loud bang from the server room"),
-        ("Remember that Ana heard the fire alarm in the lab.", "Ana heard the fire alarm in the lab"),
+        ("Remember that Ana heard the fire alarm in the lab.",
+         "Ana heard the fire alarm in the lab"),
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
