@@ -9,8 +9,11 @@ on how fast this machine is."""
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import time
+import urllib.parse
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -49,6 +52,9 @@ ENV = {
     "RECALLATRON_AUTH_FAILURE_BURST": "5",
     "RECALLATRON_AUTH_FAILURES_PER_SECOND": "0.2",
     "RECALLATRON_FORWARDING_SECRET": FORWARDING_SECRET,
+    # Longer than the statement timeout (15 s): a call abandoned by its
+    # client must stop on that, not on the gateway's deadline for the store.
+    "RECALLATRON_STORE_TIMEOUT_SECONDS": "60",
 }
 # Backends of the app role busy with a statement in one database.
 BUSY = """
@@ -204,6 +210,27 @@ def test_a_write_past_its_deadline_is_kept_once_when_sent_again(stack: Stack) ->
     kept = client.memory.Remember(request, metadata=client._md(), timeout=10).memory.id
     rows = dbutil.query(stack, database, "SELECT id FROM memory WHERE title = 'late write'")
     assert [str(r[0]) for r in rows] == [kept]
+    client.close()
+
+
+def test_an_http_json_client_that_goes_away_stops_its_statement(stack: Stack) -> None:
+    """A Read over HTTP/JSON whose client closes its connection while the
+    statement waits: the statement is gone from pg_stat_activity (a generous
+    wait, well before the statement timeout of 15 s would end it)."""
+    client, database, memory_id = workspace(stack, "http-gone")
+    body = json.dumps({"ids": [memory_id]}).encode()
+    url = urllib.parse.urlsplit(stack.http_url)
+    head = (
+        "POST /recallatron.v1.MemoryService/Read HTTP/1.1\r\n"
+        f"Host: {url.netloc}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {client.token}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    with locked(stack, database):
+        conn = socket.create_connection((url.hostname, url.port), timeout=30)
+        conn.sendall(head.encode() + body)
+        wait_for(lambda: busy(stack, database) >= 1, "the read to wait on the lock", 10)
+        conn.close()
+        wait_for(lambda: busy(stack, database) == 0, "the statement to stop", 10)
     client.close()
 
 

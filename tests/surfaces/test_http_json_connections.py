@@ -145,3 +145,36 @@ def test_the_share_of_one_address_is_a_setting(
     held.extend(_open(behind_one_address, 40, "127.0.0.7"))
     # Past the share set, the address is refused all the same.
     assert _status(stack, "127.0.0.7", behind_one_address) == 503
+
+
+def test_a_kept_alive_connections_next_request_is_not_taken_for_its_going_away(
+    port: int, held: list[socket.socket]
+) -> None:
+    """A call's connection is watched while it runs, so that a client that
+    goes away stops its call: requests sent back to back on one connection
+    (the next arriving while one is served) are each answered, none
+    stopped as if the client had left."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+    held.append(conn)
+    request = (
+        f"POST {DESCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 2\r\n\r\n{}"
+    ).encode()
+    conn.sendall(request * 3)
+    reader = conn.makefile("rb")
+    statuses = []
+    for _ in range(3):
+        status = reader.readline()
+        assert status.startswith(b"HTTP/1.1 "), f"after {statuses}: {status!r}"
+        headers = {}
+        while (line := reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        if b"content-length" in headers:
+            reader.read(int(headers[b"content-length"]))
+        else:  # chunked: up to its last, empty chunk
+            while (size := int(reader.readline(), 16)) > 0:
+                reader.read(size + 2)
+            reader.readline()
+        statuses.append(int(status.split(b" ")[1]))
+    assert statuses == [200, 200, 200]

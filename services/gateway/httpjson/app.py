@@ -42,6 +42,7 @@ from recallatron.grpcserver import RPC_STATUS
 from recallatron.grpcserver.status import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clip, status_for
 from recallatron.settings import CommonSettings
 from services.gateway import forwarded, scopes
+from services.gateway.httpjson.abandon import stopped_when_gone
 from services.gateway.httpjson.body import PROTO_TYPE, Refused, decode, media_type
 from services.gateway.httpjson.budget import BodyBudget, Reservation
 from services.gateway.httpjson.openapi import document
@@ -257,6 +258,7 @@ class HttpJsonApp:
         self, scope: Scope, receive: Receive, send: Send, reservation: Reservation
     ) -> None:
         admitted: tuple[tuple[str, str], ...] = ()
+        connection = receive  # the client's own, the body read from it
         if scope["type"] == "http":
             try:
                 admitted = await self._admitted(scope)
@@ -272,7 +274,12 @@ class HttpJsonApp:
         # To the relay in this task's context, never in a header a client sends.
         handed = ADMITTED.set(admitted)
         try:
-            await self.connect(scope, receive, send)
+            if scope["type"] != "http":
+                await self.connect(scope, receive, send)
+                return
+            await stopped_when_gone(
+                lambda answer: self.connect(scope, receive, answer), connection, send
+            )
         finally:
             ADMITTED.reset(handed)
 
