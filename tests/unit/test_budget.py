@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg.pq import TransactionStatus
 
@@ -331,3 +332,47 @@ def test_a_full_budget_closes_its_oldest_idle_connection_ahead_of_need() -> None
         time.sleep(0.01)
     assert all(name.startswith("budget-closer") for name in closed_by.values()), closed_by
     assert opened == ["a", "b", "c"]
+
+
+def _connect_timeout_given(
+    monkeypatch: pytest.MonkeyPatch, conninfo: str, left: float | None
+) -> int:
+    """The connect_timeout a new connection of a pool (its wait 5 s) was
+    opened with, as the driver reads it (its arguments over the URL's),
+    inside a call with ``left`` seconds to go (None: outside any call)."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from recallatron import deadline
+
+    given: list[int] = []
+
+    def connect(url: str, **kwargs: Any) -> FakeConn:
+        given.append(int(conninfo_to_dict(make_conninfo(url, **kwargs))["connect_timeout"]))
+        return FakeConn("db", [])
+
+    monkeypatch.setattr(psycopg, "connect", connect)
+    budget = ServerBudget("s", limit=2, idle_seconds=60)
+    pool = DatabasePool(budget, "db", conninfo, max_size=2, timeout=5.0, statement_timeout_ms=1)
+    leave = deadline.enter(deadline.Scope(left)) if left is not None else lambda: None
+    try:
+        with pool.connection():
+            pass
+    finally:
+        leave()
+    return given[0]
+
+
+def test_a_new_connection_gives_up_by_the_calls_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connect waited the pool's whole wait (5 s) whatever was left of
+    the call it was opened for; the driver counts whole seconds."""
+    assert _connect_timeout_given(monkeypatch, "host=db.invalid", None) == 5
+    assert _connect_timeout_given(monkeypatch, "host=db.invalid", 1.2) <= 2
+
+
+def test_a_new_connection_keeps_the_servers_own_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server's URL saying connect_timeout=2 was overridden by the pool's 5 s."""
+    assert _connect_timeout_given(monkeypatch, "host=db.invalid connect_timeout=2", None) == 2
+    # A larger one is capped by the pool's wait as before.
+    assert _connect_timeout_given(monkeypatch, "host=db.invalid connect_timeout=30", None) == 5

@@ -36,7 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
+
+from recallatron import deadline
 
 log = logging.getLogger("recallatron.store.budget")
 
@@ -147,11 +150,23 @@ class DatabasePool:
         self.last_used = time.monotonic()
         self.closed = False
 
+    def connect_timeout(self) -> int:
+        """How long a new connection may take to open: the pool's wait, the
+        server URL's own connect_timeout when smaller, and no longer than
+        what is left of the call it is opened for (DeadlineExceeded when
+        nothing is). Whole seconds, as libpq counts them (and at least 2)."""
+        wait = deadline.capped(self.timeout)
+        given = conninfo_to_dict(self.conninfo).get("connect_timeout")
+        with suppress(TypeError, ValueError):
+            if given is not None and float(given) > 0:  # 0 is libpq's "no limit"
+                wait = min(wait, float(given))
+        return max(1, round(wait))
+
     def _connect(self) -> psycopg.Connection:
         conn = psycopg.connect(
             self.conninfo,
             options=f"-c statement_timeout={self.statement_timeout_ms}",
-            connect_timeout=max(1, int(self.timeout)),
+            connect_timeout=self.connect_timeout(),
         )
         try:
             if self.configure is not None:
