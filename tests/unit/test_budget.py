@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -68,6 +69,14 @@ def make(budget: ServerBudget, key: str, opened: list[str], max_size: int = 2) -
     pool = budget.pool(key, lambda: FakePool(budget, key, opened, max_size))
     assert isinstance(pool, FakePool)
     return pool
+
+
+def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None:
+    """Until ``condition`` holds (a generous limit, then the test fails)."""
+    end = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < end, "the condition never held"
+        time.sleep(0.005)
 
 
 def _open_count(budget: ServerBudget) -> int:
@@ -376,3 +385,40 @@ def test_a_new_connection_keeps_the_servers_own_connect_timeout(
     assert _connect_timeout_given(monkeypatch, "host=db.invalid connect_timeout=2", None) == 2
     # A larger one is capped by the pool's wait as before.
     assert _connect_timeout_given(monkeypatch, "host=db.invalid connect_timeout=30", None) == 5
+
+
+def test_a_call_abandoned_while_it_waits_leaves_the_queue() -> None:
+    """A call cancelled by its client while it waited for a connection kept
+    its place for the whole wait and, its turn come, opened a connection
+    (closing another workspace's idle one) for nobody."""
+    from recallatron import deadline, errors
+
+    budget = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    a, b = make(budget, "a", opened), make(budget, "b", opened)
+    call = deadline.Scope(60.0)
+    outcome: list[BaseException] = []
+
+    def wait_in_call() -> None:
+        leave = deadline.enter(call)
+        try:
+            with b.connection(timeout=60):
+                pass
+        except BaseException as exc:
+            outcome.append(exc)
+        finally:
+            leave()
+
+    with a.connection():
+        waiter = threading.Thread(target=wait_in_call)
+        waiter.start()
+        wait_until(lambda: budget.stats()["waiting"] == 1)
+        call.abandon()
+        waiter.join(10)
+        assert not waiter.is_alive(), "the abandoned call still waits"
+        assert budget.stats()["waiting"] == 0
+    assert len(outcome) == 1 and isinstance(outcome[0], errors.DeadlineExceeded), outcome
+    assert opened == ["a"]
+    # The budget is whole: the place went to nobody.
+    with b.connection(timeout=1) as conn:
+        assert conn.key == "b"

@@ -112,6 +112,9 @@ class _Waiter:
     conn: psycopg.Connection | None = None
     slot: bool = False
     victim: psycopg.Connection | None = None
+    # Where the victim was idle, and since when: it goes back there when the
+    # waiter's call was abandoned before it closed it.
+    victim_from: tuple[DatabasePool, float] | None = None
 
 
 class DatabasePool:
@@ -246,6 +249,13 @@ class ServerBudget:
             return pool
 
     def acquire(self, pool: DatabasePool, timeout: float) -> psycopg.Connection:
+        """A connection of ``pool`` within ``timeout``. Inside a call
+        (recallatron/deadline.py), one abandoned while it waits leaves the
+        queue at once (DeadlineExceeded), and one abandoned once its turn
+        came gives its place back: nothing is opened, and no other
+        workspace's idle connection closed, for nobody."""
+        call = deadline.current()
+        deadline.remaining()  # nothing left of the call: not queued at all
         started = time.monotonic()
         end = started + max(0.0, timeout)
         waiter = _Waiter(pool)
@@ -260,19 +270,14 @@ class ServerBudget:
             pool.waiting += 1
             self.waiters.append(waiter)
             self._dispatch()
-        # Woken at least every grow_after: a waiter held back while its
-        # workspace was waking up may open a connection of its own after it.
-        while not waiter.event.wait(max(0.0, min(end - time.monotonic(), self.grow_after))):
-            with self.lock:
-                if waiter.event.is_set():
-                    break
-                if time.monotonic() >= end:
-                    self.waiters.remove(waiter)
-                    pool.waiting -= 1
-                    pool.timeouts += 1
-                    self.timeouts += 1
-                    raise BudgetTimeout(self.server, time.monotonic() - started, min(1.0, timeout))
-                self._dispatch()
+        take_back = call.on_abandon(lambda: self._abandon(waiter)) if call else lambda: None
+        try:
+            self._wait(waiter, started, end, timeout)
+        finally:
+            take_back()
+        if call is not None and call.abandoned:
+            self._give_back(waiter)
+            deadline.remaining()  # raises: the call is abandoned
         if waiter.conn is not None:
             return waiter.conn
         if not waiter.slot:
@@ -287,6 +292,52 @@ class ServerBudget:
                 pool.in_use -= 1
                 self._dispatch()
             raise
+
+    def _wait(self, waiter: _Waiter, started: float, end: float, timeout: float) -> None:
+        """Until ``waiter`` is granted, abandoned or dropped (BudgetTimeout at
+        ``end``). Woken at least every grow_after: one held back while its
+        workspace was waking up may open a connection of its own after it."""
+        pool = waiter.pool
+        while not waiter.event.wait(max(0.0, min(end - time.monotonic(), self.grow_after))):
+            with self.lock:
+                if waiter.event.is_set():
+                    break
+                if time.monotonic() >= end:
+                    self.waiters.remove(waiter)
+                    pool.waiting -= 1
+                    pool.timeouts += 1
+                    self.timeouts += 1
+                    raise BudgetTimeout(self.server, time.monotonic() - started, min(1.0, timeout))
+                self._dispatch()
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """The waiter's call was abandoned: out of the queue, if still in it."""
+        with self.lock:
+            if waiter in self.waiters:
+                self.waiters.remove(waiter)
+                waiter.pool.waiting -= 1
+                waiter.event.set()  # granted nothing
+
+    def _give_back(self, waiter: _Waiter) -> None:
+        """What an abandoned call's waiter was granted, returned unused: an
+        idle connection to its pool, a place to the budget (its victim back
+        where it was idle, when that pool is still open)."""
+        if waiter.conn is not None:
+            self.release(waiter.pool, waiter.conn)
+            return
+        if not waiter.slot:
+            return
+        victim, owner = waiter.victim, waiter.victim_from
+        with self.lock:
+            waiter.pool.in_use -= 1
+            if victim is None or owner is None:
+                self.open -= 1
+            elif not owner[0].closed:
+                owner[0].idle.appendleft((victim, owner[1]))
+                victim = None
+            self._dispatch()
+        if victim is not None:
+            self._discard(victim)
 
     def release(self, pool: DatabasePool, conn: psycopg.Connection) -> None:
         status = conn.info.transaction_status if not conn.closed else TransactionStatus.UNKNOWN
@@ -332,12 +383,13 @@ class ServerBudget:
                 if self.open < self.limit:
                     self.open += 1
                 else:
-                    victim = self._oldest_idle()
-                    if victim is None:
+                    owner = self._oldest_idle_pool()
+                    if owner is None:
                         return
                     # The slot passes from the victim to the waiter, which
                     # closes the victim before it opens its own.
-                    waiter.victim = victim
+                    waiter.victim, since = owner.idle.popleft()
+                    waiter.victim_from = (owner, since)
                 waiter.slot = True
                 if self.open >= self.limit:
                     self._close_ahead(now)
@@ -374,10 +426,6 @@ class ServerBudget:
             if pool.idle and (oldest is None or pool.idle[0][1] < oldest.idle[0][1]):
                 oldest = pool
         return oldest
-
-    def _oldest_idle(self) -> psycopg.Connection | None:
-        oldest = self._oldest_idle_pool()
-        return oldest.idle.popleft()[0] if oldest is not None else None
 
     # -- upkeep ------------------------------------------------------------
 
