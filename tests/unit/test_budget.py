@@ -54,8 +54,12 @@ class FakeConn:
 
 
 class FakePool(DatabasePool):
-    def __init__(self, budget: ServerBudget, key: str, opened: list[str], max_size: int = 2):
-        super().__init__(budget, key, "", max_size=max_size, timeout=5.0, statement_timeout_ms=1)
+    def __init__(
+        self, budget: ServerBudget, key: str, opened: list[str], max_size: int = 2, **more: Any
+    ):
+        super().__init__(
+            budget, key, "", max_size=max_size, timeout=5.0, statement_timeout_ms=1, **more
+        )
         self.opened = opened
         self.gate: threading.Event | None = None
 
@@ -278,7 +282,7 @@ def test_a_spent_budget_answers_unavailable_with_a_retry_hint() -> None:
     from services.store.infrastructure.db import translate_db_errors
 
     with pytest.raises(errors.Unavailable) as mapped, translate_db_errors():
-        raise BudgetTimeout("default", 5.0, 1.0)
+        raise BudgetTimeout("server 'default'", "all in use", 5.0, 1.0)
     status = status_for(mapped.value)
     assert status.code == code_pb2.UNAVAILABLE
     hints = []
@@ -422,3 +426,36 @@ def test_a_call_abandoned_while_it_waits_leaves_the_queue() -> None:
     # The budget is whole: the place went to nobody.
     with b.connection(timeout=1) as conn:
         assert conn.key == "b"
+
+
+def test_a_wait_refused_names_the_limit_that_held_it() -> None:
+    """A call held back by its own workspace's cap was told that every
+    connection of the process's budget was in use, the budget nearly empty;
+    each refusal names its setting (the store's, unless told another)."""
+    from recallatron import errors
+    from services.store.infrastructure.db import translate_db_errors
+
+    budget = ServerBudget("s", limit=10, idle_seconds=60)
+    pool = make(budget, "db", [], max_size=1)
+    with pool.connection(), pytest.raises(errors.Unavailable) as capped, translate_db_errors():
+        budget.acquire(pool, 0.05)
+    said = f"{capped.value.__cause__} / {capped.value}"
+    assert "RECALLATRON_POOL_MAX_SIZE" in str(capped.value.__cause__), said
+    assert "RECALLATRON_POOL_MAX_SIZE" in str(capped.value), said
+    assert "budget" not in said, said
+
+    full = ServerBudget("s", limit=1, idle_seconds=60)
+    opened: list[str] = []
+    a, b = make(full, "a", opened), make(full, "b", opened)
+    with a.connection(), pytest.raises(errors.Unavailable) as spent, translate_db_errors():
+        full.acquire(b, 0.05)
+    assert "RECALLATRON_CONNECTION_BUDGET" in str(spent.value.__cause__), spent.value.__cause__
+    assert "RECALLATRON_CONNECTION_BUDGET" in str(spent.value), spent.value
+    # Another process's settings, named as it was told.
+    job = ServerBudget("s", limit=1, idle_seconds=60, setting="RECALLATRON_JOB_CONNECTION_BUDGET")
+    owner = job.pool(
+        "o", lambda: FakePool(job, "o", [], max_size=1, setting="RECALLATRON_OWNER_POOL_MAX_SIZE")
+    )
+    with owner.connection(), pytest.raises(BudgetTimeout) as held:
+        job.acquire(owner, 0.05)
+    assert "RECALLATRON_OWNER_POOL_MAX_SIZE" in str(held.value), held.value

@@ -52,13 +52,14 @@ CLOSE_AHEAD_AFTER_SECONDS = 0.25
 
 
 class BudgetTimeout(Exception):
-    """No connection within the wait allowed; the caller may retry."""
+    """No connection within the wait allowed; the caller may retry.
+    ``limit``: the limit that held the caller back, its setting named (a
+    workspace database's own cap, or the server's budget), as the caller
+    is told it; the exception's text adds where and how long."""
 
-    def __init__(self, server: str, waited: float, retry_after: float) -> None:
-        super().__init__(
-            f"server {server!r}: every connection of this process's budget is in use "
-            f"(waited {waited:.1f} s)"
-        )
+    def __init__(self, where: str, limit: str, waited: float, retry_after: float) -> None:
+        super().__init__(f"{where}: {limit} (waited {waited:.1f} s)")
+        self.limit = limit
         self.retry_after = retry_after
 
 
@@ -132,7 +133,10 @@ class DatabasePool:
         statement_timeout_ms: int,
         configure: Callable[[psycopg.Connection], None] | None = None,
         name: str = "",
+        setting: str = "RECALLATRON_POOL_MAX_SIZE",
     ) -> None:
+        """``setting``: the one ``max_size`` comes from, named when a caller
+        waited on that cap in vain."""
         self.budget = budget
         self.key = key
         self.conninfo = conninfo
@@ -141,6 +145,7 @@ class DatabasePool:
         self.statement_timeout_ms = statement_timeout_ms
         self.configure = configure
         self.name = name or key
+        self.setting = setting
         # Guarded by the budget's lock.
         self.idle: deque[tuple[psycopg.Connection, float]] = deque()
         # In use (being opened among them).
@@ -220,11 +225,14 @@ class ServerBudget:
         idle_seconds: float,
         grow_after: float = 0.05,
         close_ahead_after: float = CLOSE_AHEAD_AFTER_SECONDS,
+        setting: str = "RECALLATRON_CONNECTION_BUDGET",
     ) -> None:
+        """``setting``: the one ``limit`` comes from, named as for a pool's."""
         if limit < 1:
             raise ValueError("a connection budget must allow at least one connection")
         self.server = server
         self.limit = limit
+        self.setting = setting
         self.idle_seconds = idle_seconds
         self.grow_after = grow_after
         self.close_ahead_after = close_ahead_after
@@ -307,8 +315,20 @@ class ServerBudget:
                     pool.waiting -= 1
                     pool.timeouts += 1
                     self.timeouts += 1
-                    raise BudgetTimeout(self.server, time.monotonic() - started, min(1.0, timeout))
+                    raise self._refusal(pool, time.monotonic() - started, min(1.0, timeout))
                 self._dispatch()
+
+    def _refusal(self, pool: DatabasePool, waited: float, retry_after: float) -> BudgetTimeout:
+        """Which limit held a caller of ``pool`` back (under the lock)."""
+        if pool.in_use >= pool.max_size:
+            where = f"database {pool.name!r}"
+            held = f"connections this workspace's database may hold ({pool.setting})"
+            limit = f"all {pool.max_size} {held} are in use"
+        else:
+            where = f"server {self.server!r}"
+            held = f"connections this process may hold to the server ({self.setting})"
+            limit = f"all {self.limit} {held} are in use"
+        return BudgetTimeout(where, limit, waited, retry_after)
 
     def _abandon(self, waiter: _Waiter) -> None:
         """The waiter's call was abandoned: out of the queue, if still in it."""
@@ -476,24 +496,3 @@ class ServerBudget:
                 "timeouts": self.timeouts,
                 "idle": sum(len(p.idle) for p in self.pools.values()),
             }
-
-
-class Reaper:
-    """Closes idle connections of every budget about once a second."""
-
-    def __init__(self, budgets: Callable[[], list[ServerBudget]], interval: float) -> None:
-        self.budgets = budgets
-        self.interval = interval
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="pg-idle-reaper", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.interval):
-            for budget in self.budgets():
-                try:
-                    budget.close_idle()
-                except Exception:  # the next round tries again
-                    log.exception("closing idle connections failed")

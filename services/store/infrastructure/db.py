@@ -19,11 +19,11 @@ from recallatron import deadline, errors
 from services.store.infrastructure import migrate
 from services.store.infrastructure.budget import (
     DatabasePool,
-    Reaper,
     ServerBudget,
     closing_and_waiting,
 )
 from services.store.infrastructure.reach import Identity, SameServers, check_budget, identify
+from services.store.infrastructure.reaper import Reaper
 from services.store.infrastructure.servers import (
     ADMIN_CONNECTIONS,
     ServerConfigError,
@@ -119,8 +119,10 @@ class Databases:
             )
         # The default server's name: the control plane lives there.
         self.default_server = self.servers.default
-        self.budget_size = (
-            settings.connection_budget if process == "store" else settings.job_connection_budget
+        self.budget_size, self.budget_setting = (
+            (settings.connection_budget, "RECALLATRON_CONNECTION_BUDGET")
+            if process == "store"
+            else (settings.job_connection_budget, "RECALLATRON_JOB_CONNECTION_BUDGET")
         )
         # By server name, and by the first name reached of each server:
         # names that reach one server share its budget (reach.SameServers).
@@ -383,6 +385,7 @@ class Databases:
                         self.budget_size,
                         self.settings.pool_max_idle_seconds,
                         self.settings.pool_grow_after_seconds,
+                        setting=self.budget_setting,
                     )
                 self._budgets[server] = found
             return found
@@ -417,6 +420,7 @@ class Databases:
                 statement_timeout_ms=s.statement_timeout_ms,
                 configure=lambda conn: self._configure_workspace(conn, server, database),
                 name=key,
+                setting=f"RECALLATRON_{'' if app else 'OWNER_'}POOL_MAX_SIZE",
             )
 
         pool = budget.pool(key, make)

@@ -51,10 +51,9 @@ def translate_db_errors() -> Iterator[None]:
         # statement_timeout (the call's deadline) or a cancel for an abandoned call.
         raise errors.DeadlineExceeded("the statement was stopped at the call's deadline") from exc
     except BudgetTimeout as exc:
-        # The connection budget is spent (design §10): retry shortly.
-        raise errors.Unavailable(
-            "database busy: no connection within the wait allowed; retry", exc.retry_after
-        ) from exc
+        # The connection budget is spent, or the workspace's own cap (design
+        # §10): retry shortly. Which of them, by its setting.
+        raise errors.Unavailable(f"database busy: {exc.limit}; retry", exc.retry_after) from exc
     except PoolTimeout as exc:
         raise errors.Unavailable("database unavailable: no connection in time", 1.0) from exc
     except PoolClosed as exc:
