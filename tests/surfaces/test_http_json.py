@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
+from recallatron import wire
 from recallatron.client import Client
 from recallatron.v1 import common_pb2, gateway_pb2
 from recallatron.v1 import gateway_pb2 as pb
@@ -175,6 +176,9 @@ def test_bodies_that_are_not_requests(stack: Stack, owner: Member) -> None:
     )
     assert (status, answer["code"]) == (400, "invalid_argument")
     assert violations(answer) == ["query"]
+    assert answer["message"] == f"query: {wire.NOT_UTF8}", answer
+    status, answer = call(stack.http_url, recall, b"\x0a\x05ab", owner.token, "application/proto")
+    assert (status, answer["message"]) == (400, f"request: {wire.MALFORMED}"), answer
     status, _ = call(stack.http_url, recall, b"{}", owner.token, "text/plain")
     assert status == 415
     # Binary protobuf and a gzip body are the same call.

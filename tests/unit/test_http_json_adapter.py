@@ -14,6 +14,7 @@ import pytest
 from connectrpc.code import Code
 from google.rpc import error_details_pb2
 
+from recallatron import wire
 from recallatron.v1 import gateway_pb2
 from recallatron.v1 import gateway_pb2 as pb
 from services.gateway import forwarded
@@ -166,6 +167,24 @@ def test_a_binary_body_names_the_string_field_that_is_not_utf8() -> None:
     assert refused.value.field == "query"
     decode(pb.RecallRequest, pb.RecallRequest(query="ok").SerializeToString(), "application/proto")
     decode(pb.RecallRequest, b'{"query": "ok", "skipRerank": true}', "application/json")
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "said"),
+    [
+        (b"\x0a\x02\xff\xfe", "query", wire.NOT_UTF8),
+        (b"\x0a\x05ab", "request", wire.MALFORMED),
+        (b"\x8a", "request", wire.MALFORMED),
+    ],
+    ids=["not utf8", "past the end", "cut tag"],
+)
+def test_a_binary_body_is_refused_saying_why_as_grpc_is(body: bytes, field: str, said: str) -> None:
+    """A bare "could not be decoded" answered both a string that is not UTF-8
+    and bytes that are no message, where gRPC's refusal tells them apart."""
+    with pytest.raises(Refused) as refused:
+        decode(pb.RecallRequest, body, "application/proto")
+    assert (refused.value.field, refused.value.message) == (field, said)
+    assert (field, said) == wire.decode_refusal(pb.RecallRequest.DESCRIPTOR, body)
 
 
 def test_the_error_body_is_connects_with_a_bad_request() -> None:

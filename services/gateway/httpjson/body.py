@@ -16,7 +16,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 
-from recallatron.wire import undecodable_field
+from recallatron.wire import decode_refusal
 
 PROTO_TYPE = "application/proto"
 _FAILED_FIELD = re.compile(r"Failed to parse (\S+) field: ")
@@ -254,8 +254,10 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
         checked(cast(Descriptor, cls.DESCRIPTOR), data)
         return json_format.ParseDict(data, cls())
     except DecodeError:
-        field = undecodable_field(cast(Descriptor, cls.DESCRIPTOR), body) or "request"
-        raise Refused(400, "invalid_argument", "could not be decoded", field) from None
+        # Worded as gRPC's refusal of the same bytes: the string that is not
+        # UTF-8, or the request that is no message.
+        field, said = decode_refusal(cast(Descriptor, cls.DESCRIPTOR), body)
+        raise Refused(400, "invalid_argument", said, field) from None
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         # The parser's first line; the next ones list every field the message has.
         said = str(exc).split("\n", 1)[0]
