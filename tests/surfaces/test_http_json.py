@@ -406,3 +406,18 @@ def test_a_confidence_that_is_no_number_is_refused_naming_it(stack: Stack, owner
         assert violations(answer) == ["confidence"], (value, answer)
     after = call(stack.http_url, "recallatron.v1.MemoryService/ListMemories", {}, owner.token)[1]
     assert after == before
+
+
+def test_recalls_limit_is_refused_as_the_api_doc_shows(stack: Stack, owner: Member) -> None:
+    """docs/api.md's example refusal (a limit of 99) is the one recall gives
+    past 50 and below 0; 0 is no refusal but DEFAULT_RECALL_LIMIT."""
+    recall = "recallatron.v1.MemoryService/Recall"
+    status, answer = call(stack.http_url, recall, {"query": QUERY, "limit": 0}, owner.token)
+    assert status == 200 and answer["outcome"]["results"], answer
+    for limit in (51, 99, -1):
+        status, answer = call(stack.http_url, recall, {"query": QUERY, "limit": limit}, owner.token)
+        assert (status, answer["message"]) == (400, "limit: must lie in [1, 50]"), answer
+        debug = answer["details"][0]["debug"]
+        assert debug == {
+            "fieldViolations": [{"field": "limit", "description": "must lie in [1, 50]"}]
+        }
