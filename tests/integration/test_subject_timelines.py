@@ -7,8 +7,9 @@ a merged group among them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -55,7 +56,8 @@ def _seed(stack: Stack, team: Team) -> None:
     and one of fifty others; each states a claim about the one it mentions
     (some retired, some ending, half from their memory's time) and one about
     its other; relations from and to Hub, between Hub and Hub Two and from Hub
-    to itself; corrections and supersessions beside them."""
+    to itself; corrections and supersessions beside them; some mentions
+    from after their memory (a correction's), of one or both of Hub's group."""
     with psycopg.connect(workspace_url(stack, team.database_name)) as conn:
         conn.execute(
             "INSERT INTO episode (id, title, started_at, ended_at, purposes, created_by)"
@@ -83,6 +85,20 @@ def _seed(stack: Stack, team: Team) -> None:
             " SELECT memory_id, hub FROM named UNION SELECT memory_id, other FROM named"
             " UNION SELECT memory_id, (SELECT id FROM entity WHERE name = 'Hub') FROM named"
             " WHERE i % 15 = 0"
+        )
+        # Some mentions a later correction made (mentioned_at): all of one in
+        # eleven memories'; of a memory naming Hub and Hub Two, one of them or
+        # each at its own time.
+        conn.execute(
+            "UPDATE mention mn SET mentioned_at = n.created_at + (1 + n.i % 4) * interval '1 hour'"
+            " FROM named n WHERE n.memory_id = mn.memory_id AND (n.i % 11 = 3"
+            "  OR (n.i % 30 = 0 AND mn.entity_id = n.hub)"
+            "  OR (n.i % 30 = 15 AND mn.entity_id <> n.hub))"
+        )
+        conn.execute(
+            "UPDATE mention mn SET mentioned_at = n.created_at + interval '30 minutes'"
+            " FROM named n WHERE n.memory_id = mn.memory_id AND n.i % 30 = 15"
+            " AND mn.entity_id = n.hub"
         )
         conn.execute(
             "INSERT INTO attribute_claim (id, memory_id, entity_id, attribute, value,"
@@ -207,3 +223,36 @@ def test_a_window_of_an_entity_timeline_pages_as_its_part_of_the_order(
         for e in [*first.events, *second.events]
     ]
     assert shown == [(r[1], r[2], r[3], r[4]) for r in everything[: 2 * MAX_TIMELINE_EVENTS]]
+
+
+def test_a_mention_a_later_correction_added_is_on_the_timeline_from_the_correction(
+    team: Team,
+) -> None:
+    """A correct whose claims name a known entity in an older memory makes
+    that memory mention it from then (mention.mentioned_at): the entity's
+    timeline shows the memory's event at the correction, not at the memory's
+    creation, before which the memory did not mention it; a window from the
+    correction holds it."""
+    ada = team.clients["ada"]
+    kai = ada.remember("Kai", "Kai is here.", audience_to="workspace", mention_names=["Kai"]).memory
+    plain = ada.remember("A note", "Nothing named yet.", audience_to="workspace").memory
+    kai_id = ada.lookup("Kai").entities[0].id
+    time.sleep(0.05)
+    ada.correct(
+        plain.id,
+        plain.revision,
+        "named Kai",
+        claims=[{"entity": {"entity_id": kai_id}, "attribute": "role", "value": "host"}],
+    )
+    events = ada.timeline(entity_id=kai_id).events
+    shown = [(e.kind, e.memory_id) for e in events]
+    correction = next(e for e in events if e.kind == "correction")
+    noted = next(e for e in events if e.kind == "memory" and e.memory_id == plain.id)
+    assert noted.at.ToDatetime() == correction.at.ToDatetime(), (
+        f"the note's memory event at {noted.at.ToDatetime()}, its mention since the correction"
+        f" at {correction.at.ToDatetime()}: {shown}"
+    )
+    assert shown[:2] == [("memory", kai.id), ("memory", plain.id)]
+    since = correction.at.ToDatetime().replace(tzinfo=UTC).isoformat()
+    later = [(e.kind, e.memory_id) for e in ada.timeline(entity_id=kai_id, start=since).events]
+    assert ("memory", plain.id) in later

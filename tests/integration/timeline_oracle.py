@@ -20,13 +20,20 @@ Row = tuple[datetime, str, str, str | None, str, str]
 # as %(entity)s) or %(episode)s (both NULL: every event of the workspace).
 EVENTS = """
 WITH subject AS (
-    SELECT m.id FROM memory m
+    -- An entity's memory event is from the memory's first mention of it (a
+    -- correction may name it later, migration 0046).
+    SELECT m.id,
+           CASE WHEN %(entities)s::uuid[] IS NULL THEN m.created_at
+                ELSE (SELECT min(coalesce(mn.mentioned_at, m.created_at)) FROM mention mn
+                      WHERE mn.memory_id = m.id AND mn.entity_id = ANY(%(entities)s::uuid[]))
+           END AS since
+    FROM memory m
     WHERE (%(entities)s::uuid[] IS NULL
            OR EXISTS (SELECT 1 FROM mention mn
                       WHERE mn.memory_id = m.id AND mn.entity_id = ANY(%(entities)s::uuid[])))
       AND (%(episode)s::uuid IS NULL OR m.episode_id = %(episode)s::uuid)
 ), events AS (
-    SELECT m.created_at AS at, 'memory' AS kind, m.id AS memory_id, NULL::uuid AS entity_id,
+    SELECT s.since AS at, 'memory' AS kind, m.id AS memory_id, NULL::uuid AS entity_id,
            m.title AS summary, m.id::text AS key
     FROM memory m JOIN subject s ON s.id = m.id
   UNION ALL
