@@ -107,7 +107,8 @@ class EpisodeStore(InWorkspaces):
             raise errors.InvalidArgument("ended_at", "must not lie before started_at")
         members = v.uuid_list(list(new.member_ids), "member_ids", MAX_MENTIONS)
         for i, member in enumerate(members):
-            if not self.control.member_in_workspace(caller.workspace_id, member):
+            # A removed member takes part in nothing more, as they read nothing more.
+            if not self.control.member_in_workspace(caller.workspace_id, member, live=True):
                 raise errors.InvalidArgument(f"member_ids[{i}]", "no such member in this workspace")
         entities = v.uuid_list(list(new.entity_ids), "entity_ids", MAX_MENTIONS)
         episode_id = str(uuid.uuid4())

@@ -1,0 +1,32 @@
+"""CreateEpisode's refusals and its trust (docs/graph.md, "Episodes and
+timelines"): each participant and the audience must be live members of the
+workspace, refused by name as a memory's audience is."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+WHEN = "2026-11-30T10:00:00Z"
+
+
+def test_a_removed_member_is_refused_as_a_participant_by_name(team: Team, operator: Client) -> None:
+    """A removed member reads nothing more: they are refused among member_ids
+    exactly as they are as the audience, and nothing is written."""
+    ada = team.clients["ada"]
+    operator.remove_member(team.members["cy"], "erase")
+    with pytest.raises(grpc.RpcError) as as_audience:
+        ada.create_episode("Retro", WHEN, audience_to=team.members["cy"])
+    with pytest.raises(grpc.RpcError) as as_member:
+        ada.create_episode("Retro", WHEN, member_ids=[team.members["bob"], team.members["cy"]])
+    assert as_audience.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert as_audience.value.details() == "audience.member_id: no such member in this workspace"
+    assert as_member.value.code() == grpc.StatusCode.INVALID_ARGUMENT, as_member.value.details()
+    assert as_member.value.details() == "member_ids[1]: no such member in this workspace"
+    made = ada.create_episode("Retro", WHEN, member_ids=[team.members["bob"]])
+    assert made.episode_id
