@@ -187,6 +187,34 @@ def test_a_binary_body_is_refused_saying_why_as_grpc_is(body: bytes, field: str,
     assert (field, said) == wire.decode_refusal(pb.RecallRequest.DESCRIPTOR, body)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-32-le"])
+def test_a_json_body_in_another_encoding_is_refused(encoding: str) -> None:
+    """JSON on this surface is UTF-8 (a charset=utf-16 is 415), but a body in
+    UTF-16 or UTF-32 without a charset was read as the request all the same."""
+    refused_json(pb.RecallRequest, '{"query": "when"}'.encode(encoding), "request")
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "at"),
+    [
+        (b'{"query": "a\xff"}', "query", 12),
+        (b'{"query": "\xed\xa0\x80"}', "query", 11),  # a surrogate, encoded
+        (b'{"query": "a", "filters": {"kinds": ["\xc3"]}}', "filters.kinds[0]", 38),
+        (b'{"qu\xffery": "a"}', "request", 4),
+        (b'{"query": "a"}\xff', "request", 14),
+    ],
+    ids=["stray byte", "encoded surrogate", "nested", "in a key", "after the object"],
+)
+def test_a_json_body_that_is_not_utf8_is_refused_saying_so(
+    body: bytes, field: str, at: int
+) -> None:
+    """Refused naming the whole request in the codec's words ("'utf-8' codec
+    can't decode byte 0xff in position 12"), where a binary body's refusal
+    names the string field."""
+    refused = refused_json(pb.RecallRequest, body, field)
+    assert refused.message == f"not valid UTF-8 at byte {at} (a JSON body must be UTF-8)"
+
+
 def test_the_error_body_is_connects_with_a_bad_request() -> None:
     body: dict[str, Any] = json.loads(
         error_body(Refused(400, "invalid_argument", "must be a JSON object", "request"))

@@ -26,6 +26,8 @@ _UNKNOWN_FIELD = re.compile(r'has no field named "([^"]+)"')
 _VALUE_AT = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]]+?)\.*$")
 # Strings, passed over whole, and the constants Python's reader takes.
 _CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+# A byte that is no UTF-8, as ``surrogateescape`` keeps it.
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 
 def media_type(content_type: str) -> str | None:
@@ -108,13 +110,45 @@ def _whole_number(digits: str) -> int | float:
         return float(digits)
 
 
-def _constant_refused(body: bytes, constant: str) -> Refused:
+def _constant_refused(text: str, constant: str) -> Refused:
     """NaN or Infinity refused as malformed JSON is, saying where: the first
     such constant outside a string, in the text the reader read."""
-    text = body.decode(json.detect_encoding(body), "surrogatepass")
     found = next((m for m in _CONSTANT.finditer(text) if m.group(1)), None)
     where = json.JSONDecodeError(f"{constant} is not JSON", text, found.start(1) if found else 0)
     return Refused(400, "invalid_argument", str(where), "request")
+
+
+def _escaped_at(data: object, at: str = "") -> str:
+    """The path of the first string value holding a byte that was no UTF-8
+    (kept as a lone surrogate by ``surrogateescape``); "" when none does."""
+    if isinstance(data, str):
+        return at if _ESCAPED.search(data) else ""
+    if isinstance(data, dict):
+        inner = [(f"{at}.{k}" if at else k, v) for k, v in data.items()]
+    elif isinstance(data, list):
+        inner = [(f"{at}[{i}]", v) for i, v in enumerate(data)]
+    else:
+        return ""
+    for where, value in inner:
+        found = _escaped_at(value, where)
+        if found:
+            return found
+    return ""
+
+
+def _not_utf8_refused(body: bytes, exc: UnicodeDecodeError) -> Refused:
+    """A JSON body that is not UTF-8 (JSON's only encoding on this surface, as
+    the content type's charset says) refused saying where, naming the string
+    field holding the first such byte as a binary body's refusal does; the
+    whole request when it is elsewhere (a key, between values)."""
+    try:
+        field = _escaped_at(json.loads(body.decode("utf-8", "surrogateescape")))
+    except (ValueError, RecursionError):
+        field = ""
+    if not field or _ESCAPED.search(field):
+        field = "request"
+    said = f"not valid UTF-8 at byte {exc.start} (a JSON body must be UTF-8)"
+    return Refused(400, "invalid_argument", said, field)
 
 
 class _Repeated:
@@ -239,16 +273,21 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
             return cls.FromString(body)
         if not body.lstrip().startswith(b"{"):
             raise Refused(400, "invalid_argument", "must be a JSON object", "request")
+        try:
+            # Read as UTF-8 only: json.loads would take UTF-16 and UTF-32 too.
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8_refused(body, exc) from None
         repeats: list[str] = []
         try:
             data = json.loads(
-                body,
+                text,
                 object_pairs_hook=lambda p: _no_repeated_keys(p, repeats),
                 parse_constant=_not_json,
                 parse_int=_whole_number,
             )
         except _NotJson as exc:
-            raise _constant_refused(body, exc.constant) from None
+            raise _constant_refused(text, exc.constant) from None
         if repeats:  # only then is the body walked for where
             raise Refused(400, "invalid_argument", "given twice", repeated_key(data) or repeats[0])
         checked(cast(Descriptor, cls.DESCRIPTOR), data)
