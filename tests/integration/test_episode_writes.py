@@ -1,6 +1,7 @@
 """CreateEpisode's refusals and its trust (docs/graph.md, "Episodes and
 timelines"): each participant and the audience must be live members of the
-workspace, refused by name as a memory's audience is."""
+workspace, refused by name as a memory's audience is; an episode's purposes
+are its own, as a memory's are."""
 
 from __future__ import annotations
 
@@ -30,3 +31,18 @@ def test_a_removed_member_is_refused_as_a_participant_by_name(team: Team, operat
     assert as_member.value.details() == "member_ids[1]: no such member in this workspace"
     made = ada.create_episode("Retro", WHEN, member_ids=[team.members["bob"]])
     assert made.episode_id
+
+
+def test_an_episode_for_other_purposes_is_its_creators_under_them(team: Team) -> None:
+    """As remember writes a memory for purposes other than the call's (a
+    token's scope bounds them, tests/security/test_token_scopes.py), an
+    episode made for audit alone is made; its creator reaches it calling for
+    audit, and not for assist, as any memory of theirs for audit alone."""
+    ada = team.clients["ada"]
+    episode = ada.create_episode("Audit walk", WHEN, purposes=["audit"]).episode_id
+    memory = ada.remember("Checked", purposes=["audit"], episode_id=episode, purpose="audit").memory
+    events = ada.timeline(episode_id=episode, purpose="audit").events
+    assert [e.memory_id for e in events] == [memory.id]
+    with pytest.raises(grpc.RpcError) as err:
+        ada.timeline(episode_id=episode)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
