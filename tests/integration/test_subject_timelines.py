@@ -256,3 +256,28 @@ def test_a_mention_a_later_correction_added_is_on_the_timeline_from_the_correcti
     since = correction.at.ToDatetime().replace(tzinfo=UTC).isoformat()
     later = [(e.kind, e.memory_id) for e in ada.timeline(entity_id=kai_id, start=since).events]
     assert ("memory", plain.id) in later
+
+
+def test_a_change_before_a_memory_mentioned_an_entity_is_not_on_its_timeline(
+    team: Team,
+) -> None:
+    """A note corrected once, then corrected to name Kai: Kai's timeline
+    holds the memory from the second correction on, so the first, made
+    before the note named Kai, is not among Kai's events (the note's own
+    timeline, the workspace's, keeps both)."""
+    ada = team.clients["ada"]
+    ada.remember("Kai", "Kai is here.", audience_to="workspace", mention_names=["Kai"])
+    plain = ada.remember("A note", "Nothing named yet.", audience_to="workspace").memory
+    kai_id = ada.lookup("Kai").entities[0].id
+    typo = ada.correct(plain.id, plain.revision, "a typo", body="Nothing named, yet.").memory
+    ada.correct(
+        plain.id,
+        typo.revision,
+        "named Kai",
+        claims=[{"entity": {"entity_id": kai_id}, "attribute": "role", "value": "host"}],
+    )
+    shown = [(e.kind, e.summary) for e in ada.timeline(entity_id=kai_id).events]
+    assert ("correction", "corrected to revision 2: a typo") not in shown, shown
+    assert ("correction", "corrected to revision 3: named Kai") in shown
+    everything = [(e.kind, e.summary) for e in ada.timeline().events]
+    assert ("correction", "corrected to revision 2: a typo") in everything

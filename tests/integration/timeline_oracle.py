@@ -76,6 +76,7 @@ WITH subject AS (
            rv.memory_id::text || ':' || rv.revision || ':' || rv.action
     FROM memory_revision rv JOIN subject s ON s.id = rv.memory_id
     WHERE rv.action IN ('correct', 'supersede')
+      AND (%(entities)s::uuid[] IS NULL OR rv.changed_at >= s.since)
 )
 SELECT at, kind, memory_id, entity_id, summary, key FROM events
 WHERE (%(from)s::timestamptz IS NULL OR at >= %(from)s::timestamptz)
