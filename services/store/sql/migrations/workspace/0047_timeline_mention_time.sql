@@ -7,7 +7,10 @@
 CREATE INDEX mention_entity_since_idx ON mention
     (entity_id, (coalesce(mentioned_at, memory_created_at)), (memory_id::text));
 
--- As 0033's, but for the memory's event (its first arm).
+-- As 0033's, with the memory's event (its first arm) at the mention's time,
+-- and its corrections and supersessions only from then: a correction made
+-- before a later one named the entity in the memory is not the entity's
+-- event (for a merged group: made since the memory mentioned any member).
 CREATE OR REPLACE FUNCTION entity_member_timeline(
     e uuid, entities uuid[], head uuid, start_at timestamptz, end_at timestamptz,
     after_at timestamptz, after_kind integer, after_key text, lim integer
@@ -81,7 +84,9 @@ BEGIN
                   'corrected to revision ' || rv.revision
                   || CASE WHEN rv.reason <> '' THEN ': ' || rv.reason ELSE '' END, mc.key
            FROM mention_change mc JOIN memory_revision rv ON rv.id = mc.revision_id
+                JOIN mention mn ON mn.memory_id = mc.memory_id AND mn.entity_id = mc.entity_id
            WHERE mc.entity_id = e AND mc.action = 'correct'
+             AND mc.changed_at >= coalesce(mn.mentioned_at, mn.memory_created_at)
              AND timeline_in(mc.changed_at, mc.key, 4, lo, end_at, after_at, after_kind,
                              after_key)
              AND timeline_memory_seen(mc.memory_id)
@@ -91,7 +96,9 @@ BEGIN
                   'superseded' || CASE WHEN rv.reason <> '' THEN ': ' || rv.reason ELSE '' END,
                   mc.key
            FROM mention_change mc JOIN memory_revision rv ON rv.id = mc.revision_id
+                JOIN mention mn ON mn.memory_id = mc.memory_id AND mn.entity_id = mc.entity_id
            WHERE mc.entity_id = e AND mc.action = 'supersede'
+             AND mc.changed_at >= coalesce(mn.mentioned_at, mn.memory_created_at)
              AND timeline_in(mc.changed_at, mc.key, 5, lo, end_at, after_at, after_kind,
                              after_key)
              AND timeline_memory_seen(mc.memory_id)
