@@ -175,7 +175,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     ``--parallel`` at once. Each database migrates in its own transactions
     under its own lock and records its level when done, so an interrupted run
     is resumed by running it again: what is done is skipped."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from concurrent.futures import ThreadPoolExecutor
 
     from services.store.infrastructure.migrate import latest_version
 
@@ -194,7 +194,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
             pool = ThreadPoolExecutor(parallel, thread_name_prefix="migrate")
             with Progress("migrating", len(workspaces), "workspaces") as bar:
                 futures = {pool.submit(control.migrate, ws): ws for ws in workspaces}
-                for future in as_completed(futures):
+                for future in common.completed(futures):
                     ws = futures[future]
                     try:
                         applied = future.result()

@@ -136,3 +136,40 @@ def test_a_stopped_command_ends_though_its_threads_still_work(sig: signal.Signal
             proc.communicate()
     assert proc.returncode == 128 + sig, (proc.returncode, err)
     assert err.startswith("error: recall stopped") and err.count("\n") == 1, err
+
+
+# The main thread blocks SIGINT, so the kernel hands it to the worker thread:
+# the interpreter still runs its handler in the main thread, but only once that
+# thread runs again (a wait without end, as_completed's, never does).
+_WAITS_ON_A_FUTURE = """
+import signal, sys, threading
+from concurrent.futures import Future
+from recallatron_cli import common
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+try:
+    print("waiting", flush=True)
+    for _ in common.completed([Future()]):
+        pass
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+"""
+
+
+def test_a_wait_on_threads_takes_a_stop_delivered_to_a_worker_thread() -> None:
+    """migrate-db waits for its migrations in the main thread; a Ctrl-C the
+    kernel delivered to one of its threads left it waiting for ever (seen as
+    'the command did not end after SIGINT' on a busy machine)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WAITS_ON_A_FUTURE],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "waiting"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=WAIT_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out.strip() == "stopped", (out, err)
