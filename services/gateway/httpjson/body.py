@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from google.protobuf import any_pb2, json_format
@@ -118,11 +118,13 @@ def _constant_refused(text: str, constant: str) -> Refused:
     return Refused(400, "invalid_argument", str(where), "request")
 
 
-def _escaped_at(data: object, at: str = "") -> str:
-    """The path of the first string value holding a byte that was no UTF-8
-    (kept as a lone surrogate by ``surrogateescape``); "" when none does."""
-    if isinstance(data, str):
-        return at if _ESCAPED.search(data) else ""
+def _first_path(data: object, hit: Callable[[object, str], str], at: str = "") -> str:
+    """The path, as the caller sent it ("filters.kinds", "mentions[1].name"),
+    of the first node of loaded JSON that ``hit`` names (its path, or "" for
+    none; asked before the node is walked into); "" when none does."""
+    found = hit(data, at)
+    if found:
+        return found
     if isinstance(data, dict):
         inner = [(f"{at}.{k}" if at else k, v) for k, v in data.items()]
     elif isinstance(data, list):
@@ -130,10 +132,21 @@ def _escaped_at(data: object, at: str = "") -> str:
     else:
         return ""
     for where, value in inner:
-        found = _escaped_at(value, where)
+        found = _first_path(value, hit, where)
         if found:
             return found
     return ""
+
+
+def _escaped(data: object, at: str) -> str:
+    # A byte that was no UTF-8 is kept as a lone surrogate by ``surrogateescape``.
+    return at if isinstance(data, str) and _ESCAPED.search(data) else ""
+
+
+def _escaped_at(data: object) -> str:
+    """The path of the first string value holding a byte that was no UTF-8;
+    "" when none does."""
+    return _first_path(data, _escaped)
 
 
 def _not_utf8_refused(body: bytes, exc: UnicodeDecodeError) -> Refused:
@@ -172,22 +185,16 @@ def _no_repeated_keys(
     return data
 
 
-def repeated_key(data: object, at: str = "") -> str:
-    """The path of the first key given twice in loaded JSON, as the caller
-    sent it ("filters.kinds", "mentions[1].name"); "" when there is none."""
+def _repeated(data: object, at: str) -> str:
     if isinstance(data, _Repeated):
         return f"{at}.{data.key}" if at else data.key
-    if isinstance(data, dict):
-        inner = [(f"{at}.{k}" if at else k, v) for k, v in data.items()]
-    elif isinstance(data, list):
-        inner = [(f"{at}[{i}]", v) for i, v in enumerate(data)]
-    else:
-        return ""
-    for where, value in inner:
-        found = repeated_key(value, where)
-        if found:
-            return found
     return ""
+
+
+def repeated_key(data: object) -> str:
+    """The path of the first key given twice in loaded JSON, as the caller
+    sent it ("filters.kinds", "mentions[1].name"); "" when there is none."""
+    return _first_path(data, _repeated)
 
 
 def _second_of_a_oneof(descriptor: Descriptor, data: dict[str, Any]) -> tuple[str, str] | None:
