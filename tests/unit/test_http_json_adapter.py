@@ -423,3 +423,19 @@ def test_an_integer_of_thousands_of_digits_is_refused_naming_its_field(
         assert "sys." not in message
         if key == "kind":
             assert message == "an enum's number is out of range"
+
+
+def test_a_json_body_after_a_byte_order_mark_is_read_as_without_it() -> None:
+    """RFC 8259 lets a parser ignore a UTF-8 byte-order mark, and some
+    writers (PowerShell, Windows editors) put one first: it was refused as
+    "must be a JSON object". A byte that is no UTF-8 after it is still said
+    where it is in the body as sent."""
+    bom = b"\xef\xbb\xbf"
+    request = decode(pb.RecallRequest, bom + b' {"query": "when", "limit": 3}', "application/json")
+    assert request == pb.RecallRequest(query="when", limit=3)
+    refused = refused_json(pb.RecallRequest, bom + b'{"query": "a\xff"}', "query")
+    assert refused.message == "not valid UTF-8 at byte 15 (a JSON body must be UTF-8)"
+    refused_json(pb.RecallRequest, bom + b'{"query": "a", "query": "b"}', "query")
+    # One mark, at the start only: JSON has no other place for it.
+    refused_json(pb.RecallRequest, bom + bom + b'{"query": "a"}', "request")
+    refused_json(pb.RecallRequest, b" " + bom + b'{"query": "a"}', "request")

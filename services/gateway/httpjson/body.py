@@ -28,6 +28,9 @@ _VALUE_AT = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]]+?)\.*$")
 _CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
 # A byte that is no UTF-8, as ``surrogateescape`` keeps it.
 _ESCAPED = re.compile("[\udc80-\udcff]")
+# A JSON object's opening, past a UTF-8 byte-order mark (some writers,
+# PowerShell and Windows editors, put one first) and white space.
+_OBJECT = re.compile(rb"(\xef\xbb\xbf)?\s*\{")
 
 
 def media_type(content_type: str) -> str | None:
@@ -149,18 +152,20 @@ def _escaped_at(data: object) -> str:
     return _first_path(data, _escaped)
 
 
-def _not_utf8_refused(body: bytes, exc: UnicodeDecodeError) -> Refused:
+def _not_utf8_refused(body: bytes, start: int, at: int) -> Refused:
     """A JSON body that is not UTF-8 (JSON's only encoding on this surface, as
     the content type's charset says) refused saying where, naming the string
     field holding the first such byte as a binary body's refusal does; the
-    whole request when it is elsewhere (a key, between values)."""
+    whole request when it is elsewhere (a key, between values). ``start``:
+    where the JSON text begins (past a byte-order mark); ``at``: the byte's
+    place in the body as sent."""
     try:
-        field = _escaped_at(json.loads(body.decode("utf-8", "surrogateescape")))
+        field = _escaped_at(json.loads(str(memoryview(body)[start:], "utf-8", "surrogateescape")))
     except (ValueError, RecursionError):
         field = ""
     if not field or _ESCAPED.search(field):
         field = "request"
-    said = f"not valid UTF-8 at byte {exc.start} (a JSON body must be UTF-8)"
+    said = f"not valid UTF-8 at byte {at} (a JSON body must be UTF-8)"
     return Refused(400, "invalid_argument", said, field)
 
 
@@ -278,13 +283,16 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
     try:
         if content_type == PROTO_TYPE:
             return cls.FromString(body)
-        if not body.lstrip().startswith(b"{"):
+        opening = _OBJECT.match(body)
+        if opening is None:
             raise Refused(400, "invalid_argument", "must be a JSON object", "request")
+        # A UTF-8 byte-order mark first is ignored (RFC 8259 lets a parser).
+        start = len(opening.group(1) or b"")
         try:
             # Read as UTF-8 only: json.loads would take UTF-16 and UTF-32 too.
-            text = body.decode("utf-8")
+            text = str(memoryview(body)[start:], "utf-8")
         except UnicodeDecodeError as exc:
-            raise _not_utf8_refused(body, exc) from None
+            raise _not_utf8_refused(body, start, start + exc.start) from None
         repeats: list[str] = []
         try:
             data = json.loads(
