@@ -61,6 +61,7 @@ from recallatron.vocabulary import (
     MAX_READ_IDS,
     MAX_RECALL_LIMIT,
     MAX_TIMELINE_EVENTS,
+    RECALL_LIMIT_RULE,
 )
 
 # Why a graph answer is to be weighed, not trusted: said once, in every graph tool.
@@ -210,7 +211,12 @@ TOOLS: tuple[Tool, ...] = (
         {
             "query": Arg({"maxLength": MAX_QUERY_CHARS}, required=True),
             "limit": Arg(
-                {"minimum": 1, "maximum": MAX_RECALL_LIMIT, "default": DEFAULT_RECALL_LIMIT}
+                {
+                    "minimum": 0,
+                    "maximum": MAX_RECALL_LIMIT,
+                    "default": DEFAULT_RECALL_LIMIT,
+                    "description": f"How many results: {RECALL_LIMIT_RULE}.",
+                }
             ),
             "purpose": PURPOSE,
             "filters": Arg(inline=True),

@@ -117,6 +117,11 @@ BESIDE_BUDGET_BYTES = 1024 * 1024
 MAX_QUERY_CHARS = 2_000
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10
+# Recall's limit as every surface states it: 0 (the proto's default, a field
+# left out) asks for the default, so a refusal must not call 0 out of range.
+RECALL_LIMIT_RULE = (
+    f"must be 0 (the default, {DEFAULT_RECALL_LIMIT}) or lie in [1, {MAX_RECALL_LIMIT}]"
+)
 # One captured conversation turn.
 MAX_TURN_CHARS = 20_000
 # Recall's episode neighbours (docs/recall.md, "Episode neighbours"): a row

@@ -14,7 +14,7 @@ import grpc
 
 from recallatron import errors
 from recallatron.v1 import gateway_pb2
-from recallatron.vocabulary import KINDS, MODES
+from recallatron.vocabulary import DEFAULT_RECALL_LIMIT, KINDS, MODES, RECALL_LIMIT_RULE
 from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
 from recallatron_cli.common import client_options
 
@@ -244,7 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rc.add_argument("query")
     rc.add_argument("--mode", choices=MODES)
-    rc.add_argument("--limit", type=int, default=10)
+    rc.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_RECALL_LIMIT,
+        help=f"how many results: {RECALL_LIMIT_RULE}",
+    )
     common.purpose_option(rc)
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument(

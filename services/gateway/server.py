@@ -28,6 +28,7 @@ from recallatron.vocabulary import (
     MAX_TURN_CHARS,
     MODE,
     PURPOSE,
+    RECALL_LIMIT_RULE,
 )
 from services.gateway import capture, scopes
 from services.gateway import peers as calls
@@ -147,7 +148,7 @@ class MemoryServicer(Forwarding):
         if "\x00" in request.query:
             raise errors.InvalidArgument("query", "must not contain NUL characters")
         if request.limit < 0 or request.limit > MAX_RECALL_LIMIT:
-            raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
+            raise errors.InvalidArgument("limit", RECALL_LIMIT_RULE)
         enum_lists_bounded(request)
         MODE.parse(request.mode, "mode")
         who = caller(ident, request.purpose)

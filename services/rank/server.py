@@ -19,7 +19,13 @@ from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import rank_pb2, rank_pb2_grpc
-from recallatron.vocabulary import DEFAULT_RECALL_LIMIT, MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MODE
+from recallatron.vocabulary import (
+    DEFAULT_RECALL_LIMIT,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_LIMIT,
+    MODE,
+    RECALL_LIMIT_RULE,
+)
 from services.rank.peers import EmbedClient, StoreClient
 from services.rank.pipeline import Outcome, Pipeline, PipelineConfig, Request
 from services.rank.settings import RankSettings
@@ -69,7 +75,7 @@ def request_of(msg: rank_pb2.RankRequest, time_remaining: float | None = None) -
     # for the field wherever it is checked.
     limit = msg.limit or DEFAULT_RECALL_LIMIT
     if not 1 <= limit <= MAX_RECALL_LIMIT:
-        raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_RECALL_LIMIT}]")
+        raise errors.InvalidArgument("limit", RECALL_LIMIT_RULE)
     return Request(
         caller=msg.caller,
         workspace_id=msg.caller.workspace_id,

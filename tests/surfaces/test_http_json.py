@@ -416,8 +416,7 @@ def test_recalls_limit_is_refused_as_the_api_doc_shows(stack: Stack, owner: Memb
     assert status == 200 and answer["outcome"]["results"], answer
     for limit in (51, 99, -1):
         status, answer = call(stack.http_url, recall, {"query": QUERY, "limit": limit}, owner.token)
-        assert (status, answer["message"]) == (400, "limit: must lie in [1, 50]"), answer
+        rule = "must be 0 (the default, 10) or lie in [1, 50]"
+        assert (status, answer["message"]) == (400, f"limit: {rule}"), answer
         debug = answer["details"][0]["debug"]
-        assert debug == {
-            "fieldViolations": [{"field": "limit", "description": "must lie in [1, 50]"}]
-        }
+        assert debug == {"fieldViolations": [{"field": "limit", "description": rule}]}
