@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import tracemalloc
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -215,3 +216,25 @@ def test_a_gzip_body_holds_what_it_inflates_to_until_its_call_ends() -> None:
     assert (reservation.size, app.budget.held) == (len(inflated), len(inflated))
     reservation.release()
     assert app.budget.held == 0
+
+
+def test_a_gzip_body_inflated_is_held_once_as_its_reservation_counts() -> None:
+    """What inflating holds at its most is what the call reserved (the bytes
+    sent and the inflated body, with a step's room and a growing buffer's
+    slack): the inflated body was copied whole once inflated, held twice for
+    a moment beyond what the budget counted."""
+    app = _app(64 * 1024 * 1024)
+    inflated = b"{" + b" " * (4 * 1024 * 1024) + REST
+    sent = gzip.compress(inflated)
+    reservation = Reservation(app.budget)
+    tracemalloc.start()
+    try:
+        body = app._gunzip(sent, reservation)
+        _, most = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert body == inflated
+    assert reservation.size == len(sent) + len(inflated)
+    slack = len(inflated) // 8 + 256 * 1024
+    assert most <= reservation.size + slack, (most, reservation.size)
+    reservation.release()

@@ -169,7 +169,7 @@ class _Decoded:
     library takes the request as it is (:class:`_Connect`), so the body is
     parsed once; it would read the body once more from here otherwise."""
 
-    def __init__(self, request: ProtoMessage, body: bytes, receive: Receive) -> None:
+    def __init__(self, request: ProtoMessage, body: bytes | bytearray, receive: Receive) -> None:
         self.request, self.body, self.receive = request, body, receive
         self.given = False
 
@@ -397,7 +397,7 @@ class HttpJsonApp:
             kept = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-encoding"]
             scope = {**scope, "headers": kept}
         loop = asyncio.get_running_loop()
-        body, request = await loop.run_in_executor(
+        held, request = await loop.run_in_executor(
             self.pool,
             self._request,
             scope["path"],
@@ -405,19 +405,21 @@ class HttpJsonApp:
             content_type,
             reservation if encoding == "gzip" else None,
         )
-        return scope, _Decoded(request, body, receive)
+        return scope, _Decoded(request, held, receive)
 
     def _request(
-        self, method: str, body: bytes, content_type: str, gzipped: Reservation | None
-    ) -> tuple[bytes, ProtoMessage]:
+        self, method: str, sent: bytes, content_type: str, gzipped: Reservation | None
+    ) -> tuple[bytes | bytearray, ProtoMessage]:
         """The body as it was sent (inflated when ``gzipped``, the call's
         reservation, which then holds the inflated body) and the method's
-        request decoded from it."""
+        request decoded from it; the body is never copied whole (the budget
+        counts it once)."""
+        body: bytes | bytearray = sent
         if gzipped is not None:
-            body = self._gunzip(body, gzipped)
+            body = self._gunzip(sent, gzipped)
             # The bytes sent are dropped as this returns; the inflated are held.
             gzipped.hold(len(body))
-        if content_type != PROTO_TYPE and not body.strip():
+        if content_type != PROTO_TYPE and (not body or body.isspace()):
             body = b"{}"  # an empty JSON body is the empty request
         return body, decode(self.inputs[method], body, content_type)
 
@@ -453,12 +455,14 @@ class HttpJsonApp:
             if not event.get("more_body", False):
                 return b"".join(chunks)
 
-    def _gunzip(self, body: bytes, reservation: Reservation) -> bytes:
+    def _gunzip(self, body: bytes, reservation: Reservation) -> bytearray:
         """``body`` inflated whole: every member of it (RFC 1952 lets a gzip
         body be several, one after another), each complete, nothing after
         the last; never more than the message limit. What it inflates to is
         reserved besides the bytes sent, a step (64 KiB at most) at a time as
-        it comes: past the budget the call is refused (:meth:`_over_budget`)."""
+        it comes: past the budget the call is refused (:meth:`_over_budget`).
+        The buffer inflated into is handed on as it is: a copy would hold the
+        body twice, once beyond what is reserved."""
         out = bytearray()
         # The member being inflated; None between members.
         inflate: zlib._Decompress | None = None
@@ -491,4 +495,4 @@ class HttpJsonApp:
                 pending = inflate.unconsumed_tail
         if inflate is not None:
             raise Refused(400, "invalid_argument", "not valid gzip: cut short", "request")
-        return bytes(out)
+        return out

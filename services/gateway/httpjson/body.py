@@ -152,7 +152,7 @@ def _escaped_at(data: object) -> str:
     return _first_path(data, _escaped)
 
 
-def _not_utf8_refused(body: bytes, start: int, at: int) -> Refused:
+def _not_utf8_refused(body: bytes | bytearray, start: int, at: int) -> Refused:
     """A JSON body that is not UTF-8 (JSON's only encoding on this surface, as
     the content type's charset says) refused saying where, naming the string
     field holding the first such byte as a binary body's refusal does; the
@@ -278,11 +278,14 @@ def _message(descriptor: Descriptor, value: object, name: str) -> None:
     checked(descriptor, value, name + ".")
 
 
-def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMessage:
-    """``body`` as a ``cls``; raises :class:`Refused` naming the field when it is not one."""
+def decode(cls: type[ProtoMessage], body: bytes | bytearray, content_type: str) -> ProtoMessage:
+    """``body`` as a ``cls``; raises :class:`Refused` naming the field when it
+    is not one. Read where it is (an inflated body is a ``bytearray``), never
+    copied whole."""
     try:
         if content_type == PROTO_TYPE:
-            return cls.FromString(body)
+            # The runtime reads any buffer; the stubs name bytes only.
+            return cls.FromString(cast(bytes, body))
         opening = _OBJECT.match(body)
         if opening is None:
             raise Refused(400, "invalid_argument", "must be a JSON object", "request")
@@ -310,7 +313,8 @@ def decode(cls: type[ProtoMessage], body: bytes, content_type: str) -> ProtoMess
     except DecodeError:
         # Worded as gRPC's refusal of the same bytes: the string that is not
         # UTF-8, or the request that is no message.
-        field, said = decode_refusal(cast(Descriptor, cls.DESCRIPTOR), body)
+        # A copy on this path only: the call ends with the refusal.
+        field, said = decode_refusal(cast(Descriptor, cls.DESCRIPTOR), bytes(body))
         raise Refused(400, "invalid_argument", said, field) from None
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         # The parser's first line; the next ones list every field the message has.
