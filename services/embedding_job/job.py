@@ -128,8 +128,13 @@ class EmbeddingJob:
         # than the liveness probe's max-age must not read as a hang.
         self.beat_every = 1.0
         # The embed service's max_batch once a claim was refused for being
-        # above it (0: none learned); claims then hold no more.
+        # above it (0: none learned); claims then hold no more. A held limit
+        # is asked again every limit_refresh_seconds and after the service was
+        # found away, so one restarted with another max_batch is followed
+        # without restarting the job.
         self.batch_limit = 0
+        self.limit_refresh_seconds = 60.0
+        self._limit_asked = 0.0  # monotonic; when the held limit was last asked
         self._limit_lock = threading.Lock()
 
     def _pool(self, workspace_id: str) -> WorkspacePool:
@@ -137,10 +142,9 @@ class EmbeddingJob:
         return self.dbs.owner_pool(ws.server, ws.database_name)
 
     def claim(self, workspace_id: str) -> Batch:
+        size = self.batch_size()  # may ask the embed service: no connection held
         with self._pool(workspace_id).connection() as conn:
-            claimed = conn.execute(
-                CLAIM, (self.settings.job_lease_seconds, self.batch_size())
-            ).fetchall()
+            claimed = conn.execute(CLAIM, (self.settings.job_lease_seconds, size)).fetchall()
             conn.commit()  # the leases stand; the text is read after them
             texts = {
                 str(r[0]): (r[1], r[2])
@@ -153,9 +157,43 @@ class EmbeddingJob:
         )
 
     def batch_size(self) -> int:
-        """Rows a claim takes: job_batch_size, within the embed service's limit."""
+        """Rows a claim takes: job_batch_size, within the embed service's limit
+        (asked again when due)."""
+        if self.batch_limit and time.monotonic() - self._limit_asked >= self.limit_refresh_seconds:
+            # Unanswered: the limit held stays, asked again at the next claim.
+            with contextlib.suppress(EmbedUnavailable):
+                self._learn(self.embedder.max_batch())
         size = self.settings.job_batch_size
         return min(size, self.batch_limit) if self.batch_limit else size
+
+    def _limit_stale(self) -> None:
+        """The embed service was found away: the one that comes back may take
+        another max_batch, so the next claim asks it first."""
+        with self._limit_lock:
+            self._limit_asked = float("-inf")
+
+    def _learn(self, limit: int) -> None:
+        """``limit`` (the service's max_batch; 0: it does not say) becomes the
+        one claims keep within; none when job_batch_size fits in it."""
+        size = self.settings.job_batch_size
+        held = limit if 0 < limit < size else 0
+        with self._limit_lock:
+            self._limit_asked = time.monotonic()
+            if self.batch_limit == held:
+                return
+            self.batch_limit = held
+        if held:
+            log.warning(
+                f"job_batch_size ({size}) is above the embed service's max_batch "
+                f"({held}): claiming {held} memories at a time",
+                extra={"job_batch_size": size, "max_batch": held},
+            )
+        else:
+            log.info(
+                f"the embed service now takes job_batch_size ({size}) memories a call "
+                f"(max_batch {limit or 'not said'}): claiming {size} at a time",
+                extra={"job_batch_size": size, "max_batch": limit},
+            )
 
     def _limit_below(self, asked: int) -> int:
         """The embed service's max_batch when ``asked`` texts are above it,
@@ -169,14 +207,7 @@ class EmbeddingJob:
             return 0
         if not 0 < limit < asked:
             return 0
-        with self._limit_lock:
-            if self.batch_limit != limit:
-                self.batch_limit = limit
-                log.warning(
-                    f"job_batch_size ({self.settings.job_batch_size}) is above the embed "
-                    f"service's max_batch ({limit}): claiming {limit} memories at a time",
-                    extra={"job_batch_size": self.settings.job_batch_size, "max_batch": limit},
-                )
+        self._learn(limit)
         return limit
 
     def _in_parts(self, batch: Batch, limit: int) -> int:
@@ -243,6 +274,7 @@ class EmbeddingJob:
                     continue
             code = exc.code()
             if code in TRANSIENT:
+                self._limit_stale()
                 self._release(workspace, [r[0] for r in rows[i:]])
                 raise EmbedUnavailable(code, exc.details() or "") from exc
             self._row_failed(workspace, memory_id, revision, code, exc.details() or "")
