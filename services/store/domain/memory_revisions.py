@@ -178,7 +178,9 @@ class MemoryRevisions(MemoryWrites):
     ) -> WriteResult:
         """The successor states ``new.graph`` when given (or nothing, with
         ``replace_claims``), else the old memory's current claims again; the
-        old memory's claims retire with it and stay in its history."""
+        old memory's claims retire with it and stay in its history. The
+        successor of a told memory is its author's new claim (any audience and
+        purposes, as remember); that of a derived one is never wider than it."""
         memory_id = v.uuid_str(memory_id, "id")
         v.revision(expected_revision)
         self._validate_new(new)
@@ -195,6 +197,19 @@ class MemoryRevisions(MemoryWrites):
             old_trust = Trust(old.audience, frozenset(old.purposes))
             if sources:
                 trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
+            elif old.origin == "derived":
+                # What was derived from other memories stays within the trust
+                # they gave it (design §4): its successor may narrow it, never
+                # widen it, and stays derived, so its own successors are held
+                # to the same bound. Read gives its sources through the
+                # memory it supersedes.
+                trust = trust_rules.narrow(
+                    old_trust,
+                    new.audience,
+                    v.purposes(new.purposes) or None,
+                    bound="the superseded derived memory's",
+                )
+                origin = "derived"
             else:
                 # The replacement keeps the old memory's audience and
                 # purposes unless the caller sets them.

@@ -60,14 +60,16 @@ def narrow(
     allowed: Trust,
     audience: AudienceValue | _Empty = EMPTY,
     purposes: frozenset[str] | None = None,
+    bound: str = "the sources'",
 ) -> Trust:
     """Applies a caller's requested audience/purposes (EMPTY / None: keep the
-    allowed value). Narrowing is fine; anything wider is refused."""
+    allowed value). Narrowing is fine; anything wider is refused, its message
+    naming whose trust (``bound``) it would exceed."""
     result_audience = allowed.audience
     if not isinstance(audience, _Empty):
         if allowed.audience is not None and audience != allowed.audience:
             raise errors.InvalidArgument(
-                "audience", "would widen the sources' audience; a derivation may only narrow it"
+                "audience", f"would widen {bound} audience; a derivation may only narrow it"
             )
         result_audience = audience
     result_purposes = allowed.purposes
@@ -76,8 +78,8 @@ def narrow(
         if extra:
             raise errors.InvalidArgument(
                 "purposes",
-                f"{', '.join(sorted(extra))} not shared by every source; a derivation may "
-                "only narrow purposes",
+                f"{', '.join(sorted(extra))} not among {bound} purposes; a derivation may "
+                "only narrow them",
             )
         result_purposes = purposes
     return Trust(result_audience, result_purposes)

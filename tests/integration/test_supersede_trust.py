@@ -1,0 +1,114 @@
+"""Supersede and the derive rule (design §4): a derived memory's successor is
+never wider than the memory it replaces, so a supersede cannot republish what
+was derived from private sources to more readers or for more purposes; a told
+memory's successor is its author's new claim and follows remember's rules."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import grpc
+import pytest
+
+from recallatron.client import Client
+from recallatron.v1 import gateway_pb2 as pb
+from tests.conftest import Team
+
+pytestmark = pytest.mark.integration
+
+
+def _supersede(
+    client: Client,
+    memory_id: str,
+    title: str,
+    audience: str | None = None,
+    purposes: Sequence[str] = (),
+    source_ids: Sequence[str] = (),
+) -> pb.SupersedeResponse:
+    return client.ask(
+        client.memory.Supersede,
+        pb.SupersedeRequest,
+        request_id=str(uuid.uuid4()),
+        id=memory_id,
+        expected_revision=1,
+        kind="note",
+        title=title,
+        audience=audience,
+        purposes=list(purposes),
+        source_ids=list(source_ids),
+    )
+
+
+def _refusal(fn) -> grpc.RpcError:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.RpcError) as err:
+        fn()
+    return err.value
+
+
+def _unchanged(client: Client, memory_id: str) -> None:
+    old = client.read([memory_id]).memories[0]
+    assert (old.revision, old.superseded_by_id) == (1, "")
+
+
+def test_a_derived_memory_is_never_superseded_wider(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    ada_id = team.members["ada"]
+    private = ada.remember("Ada's salary is 90k", purposes=["assist", "personalize"]).memory
+    shared = ada.remember("Salaries are reviewed in March", audience_to="workspace").memory
+    derived = ada.derive([private.id, shared.id], "Ada's review: 90k in March").memory
+    assert (derived.audience.member_id, list(derived.purposes)) == (ada_id, [1])
+
+    # To the whole workspace, or for a purpose its sources do not share: refused,
+    # naming the field, and nothing changes.
+    wider = _refusal(lambda: _supersede(ada, derived.id, "Ada: 95k", audience="workspace"))
+    assert wider.code() == grpc.StatusCode.INVALID_ARGUMENT, wider.details()
+    assert (wider.details() or "").startswith("audience:"), wider.details()
+    more = _refusal(lambda: _supersede(ada, derived.id, "Ada: 95k", purposes=["assist", "audit"]))
+    assert more.code() == grpc.StatusCode.INVALID_ARGUMENT, more.details()
+    assert (more.details() or "").startswith("purposes:"), more.details()
+    other = _refusal(lambda: _supersede(ada, derived.id, "Ada: 95k", audience=team.members["bob"]))
+    assert other.code() == grpc.StatusCode.INVALID_ARGUMENT, other.details()
+    _unchanged(ada, derived.id)
+    assert not bob.recall("95k", mode="lexical").outcome.results
+
+    # Left as it was, the successor keeps the memory's trust and stays derived,
+    # so its own successor is held to the same bound.
+    successor = _supersede(ada, derived.id, "Ada: 95k in March").memory
+    assert (successor.audience.member_id, list(successor.purposes)) == (ada_id, [1])
+    assert successor.origin == derived.origin
+    again = _refusal(lambda: _supersede(ada, successor.id, "Ada: 95k", audience="workspace"))
+    assert again.code() == grpc.StatusCode.INVALID_ARGUMENT, again.details()
+    _unchanged(ada, successor.id)
+
+
+def test_a_derived_memory_may_be_superseded_narrower(team: Team) -> None:
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    first = ada.remember("Standup at 9", audience_to="workspace", purposes=["assist", "audit"])
+    second = ada.remember("Standup in room 4", audience_to="workspace", purposes=["assist"])
+    derived = ada.derive([first.memory.id, second.memory.id], "Standup at 9 in room 4").memory
+    assert derived.audience.workspace and list(derived.purposes) == [1]
+    more = _refusal(lambda: _supersede(ada, derived.id, "Standup at 10", purposes=["audit"]))
+    assert more.code() == grpc.StatusCode.INVALID_ARGUMENT, more.details()
+    _unchanged(ada, derived.id)
+    narrowed = _supersede(ada, derived.id, "Standup at 10", audience=team.members["bob"]).memory
+    assert narrowed.audience.member_id == team.members["bob"]
+    assert bob.read([narrowed.id]).memories[0].title == "Standup at 10"
+
+
+def test_a_told_memory_is_superseded_as_a_new_claim(team: Team) -> None:
+    ada = team.clients["ada"]
+    told = ada.remember("Ada's draft plan", purposes=["assist"]).memory
+    published = _supersede(
+        ada, told.id, "The plan", audience="workspace", purposes=["assist", "audit"]
+    ).memory
+    assert published.audience.workspace
+    assert sorted(published.purposes) == [1, 4]
+    assert published.origin == told.origin
+
+
+def test_correct_has_no_way_to_change_trust() -> None:
+    # Audience and purposes are set when a memory is written and never edited
+    # in place; a wider successor is supersede's to refuse.
+    fields = set(pb.CorrectRequest.DESCRIPTOR.fields_by_name)
+    assert not fields & {"audience", "purposes", "source_ids"}
