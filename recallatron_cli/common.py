@@ -14,12 +14,10 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future
-from concurrent.futures import wait as wait_for_futures
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar, cast
+from typing import Any, TypedDict, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict
@@ -70,25 +68,6 @@ def stopped_by(signum: int) -> None:
     """The signal stopping the command, for its exit status (a command
     handling its signals itself, `up`, says which)."""
     _stopped_by[0] = signum
-
-
-# How often a command waiting on its threads wakes to take a signal: the
-# kernel may deliver Ctrl-C or SIGTERM to any thread, and the interpreter runs
-# its handler only in the main thread, which a wait without end never leaves.
-_SIGNAL_WAKE_SECONDS = 0.5
-_T = TypeVar("_T")
-
-
-def completed(futures: Iterable[Future[_T]]) -> Iterator[Future[_T]]:
-    """``futures`` as each completes (as ``concurrent.futures.as_completed``),
-    the main thread waking every half second meanwhile so that a stop signal
-    delivered to a worker thread still stops the command."""
-    pending = set(futures)
-    while pending:
-        done, pending = wait_for_futures(
-            pending, timeout=_SIGNAL_WAKE_SECONDS, return_when=FIRST_COMPLETED
-        )
-        yield from done
 
 
 def stopped(message: str) -> int:

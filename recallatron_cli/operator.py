@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from recallatron import errors
 from recallatron.progress import Progress
+from recallatron.waits import completed
 from recallatron_cli import common
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
             pool = ThreadPoolExecutor(parallel, thread_name_prefix="migrate")
             with Progress("migrating", len(workspaces), "workspaces") as bar:
                 futures = {pool.submit(control.migrate, ws): ws for ws in workspaces}
-                for future in common.completed(futures):
+                for future in completed(futures):
                     ws = futures[future]
                     try:
                         applied = future.result()

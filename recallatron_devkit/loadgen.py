@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 from hdrh.histogram import HdrHistogram
 
+from recallatron.waits import joined
 from recallatron_devkit import synthetic
 
 # Microseconds, up to a day, 3 significant digits: open loop counts the wait
@@ -194,9 +195,10 @@ def run_closed_loop(
     stop_at = time.perf_counter() + duration_s
     counter = iter(range(1 << 62 if max_requests is None else max_requests))
     lock = threading.Lock()
+    stopping = threading.Event()
 
     def worker() -> None:
-        while time.perf_counter() < stop_at:
+        while not stopping.is_set() and time.perf_counter() < stop_at:
             with lock:
                 i = next(counter, None)
             if i is None:
@@ -210,10 +212,15 @@ def run_closed_loop(
 
     start = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        # Waking, so that a Ctrl-C the kernel gave a worker stops the run now.
+        joined(threads)
+    finally:
+        # Stopped: the workers end after their call under way, not at the
+        # duration's end (a benchmark's process goes on).
+        stopping.set()
     return time.perf_counter() - start
 
 

@@ -144,12 +144,12 @@ def test_a_stopped_command_ends_though_its_threads_still_work(sig: signal.Signal
 _WAITS_ON_A_FUTURE = """
 import signal, sys, threading
 from concurrent.futures import Future
-from recallatron_cli import common
+from recallatron.waits import completed
 threading.Thread(target=threading.Event().wait, daemon=True).start()
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 try:
     print("waiting", flush=True)
-    for _ in common.completed([Future()]):
+    for _ in completed([Future()]):
         pass
 except KeyboardInterrupt:
     print("stopped", flush=True)

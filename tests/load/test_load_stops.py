@@ -1,0 +1,52 @@
+"""`recallatron load` stopped by Ctrl-C or SIGTERM stops at once, whichever of
+its threads the kernel hands the signal to: the interpreter runs a signal's
+handler only in the main thread, so the main thread must not wait on the
+workers without waking (tests/unit/test_cli_stops.py has the rule itself)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_SECONDS = 60.0
+
+# The first call sends SIGINT to its own worker thread, as the kernel may;
+# the run's duration is far longer than the test waits. Once the run is
+# stopped, its workers must end too (a benchmark calling the generator goes
+# on in the same process).
+_STOPPED_IN_A_WORKER = """
+import signal, sys, threading, time
+from recallatron_devkit.loadgen import Recorder, run_closed_loop
+
+def call(i):
+    if i == 0:
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+    time.sleep(0.01)
+
+try:
+    run_closed_loop(call, 2, 600.0, Recorder())
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+deadline = time.monotonic() + 30
+while threading.active_count() > 1 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("threads", threading.active_count(), flush=True)
+"""
+
+
+def test_a_closed_loop_takes_a_stop_delivered_to_a_worker_thread() -> None:
+    """The closed loop joined its workers without end: a Ctrl-C the kernel
+    delivered to a worker was acted on only when --duration was over."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_IN_A_WORKER],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
+    assert out.split("\n")[:2] == ["stopped", "threads 1"], (out, err)
