@@ -10,6 +10,7 @@ import html
 import re
 from http import HTTPStatus
 
+import grpc
 import pytest
 
 from recallatron.v1 import common_pb2 as cpb
@@ -26,6 +27,16 @@ MERGES = [
     )
     for i in range(120)
 ]
+
+
+class _NotOurs(grpc.RpcError):
+    """The gateway's answer to a page token it did not give."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INVALID_ARGUMENT
+
+    def details(self) -> str:
+        return "page_token: not a page token this listing gave"
 
 
 class _Client:
@@ -47,6 +58,8 @@ class _Client:
     def entity_merges(
         self, purpose: str = "", limit: int = 0, page_size: int = 0, page_token: str = ""
     ) -> pb.ListEntityMergesResponse:
+        if not page_token.isdigit() and page_token:
+            raise _NotOurs()
         start, size = int(page_token or 0), page_size or limit or 50
         end = start + size
         return pb.ListEntityMergesResponse(
@@ -124,6 +137,24 @@ def test_an_undo_on_older_merges_comes_back_to_them() -> None:
     assert answer.status == HTTPStatus.SEE_OTHER
     assert ("Location", older) in answer.headers
     assert _link(_view(app, cookies, older), "newest-merges") == "/?purpose=audit"
+
+
+def test_a_merges_value_that_is_no_page_shows_the_newest_merges_saying_so() -> None:
+    """A merges= value edited by hand (or cut short when copied) replaced the
+    whole entity part, its pairs too, with the gateway's refusal."""
+    app = ReviewApp("127.0.0.1:1", client_factory=_Pairs)  # type: ignore[arg-type]
+    cookies = _signed_in(app)
+    body = _view(app, cookies, "/?purpose=audit&merges=%3Cnot-ours%3E")
+    assert "Entity pairs" in body
+    assert "data-testid=no-entity-pairs" in body
+    rows = re.findall(r'data-testid=merge data-merge="([^"]+)"', body)
+    assert rows == [m.id for m in MERGES[:50]]
+    note = re.search(r"<p [^>]*data-testid=merges-ignored>(.*?)</p>", body)
+    assert note is not None, body[-2000:]
+    assert "merges=" in note.group(1) and "newest" in note.group(1), note.group(1)
+    assert "<not-ours>" not in body and "&lt;not-ours&gt;" in note.group(1)
+    # An undo from here comes back to the newest merges, not the value refused.
+    assert 'name="merges"' not in body.split("data-testid=merges-ignored")[1]
 
 
 def _memory(i: int) -> cpb.Memory:

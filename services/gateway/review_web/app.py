@@ -49,6 +49,8 @@ _TOKEN = re.compile(r"[!-~]{1,500}")
 PAIRS_SHOWN = 50
 ENTITY_PAIRS_SHOWN = 20
 MERGES_SHOWN = 50
+# The most of a merges= value refused that the note about it repeats.
+MERGES_VALUE_SHOWN = 80
 # Each path and the methods it takes (HEAD answers as GET, without the body);
 # OPTIONS is taken everywhere.
 ROUTES: dict[str, tuple[str, ...]] = {
@@ -256,12 +258,22 @@ class ReviewApp:
         """The entity part of the page: owners only (a member is told so).
         The merges in force a page at a time, from ``merges_from``."""
         client = session.client
+        ignored = ""
         try:
             found = client.entity_pairs(purpose=purpose, limit=ENTITY_PAIRS_SHOWN + 1)
             pairs, more = _shown(found.pairs, found.more, ENTITY_PAIRS_SHOWN)
-            merges = client.entity_merges(
-                purpose=purpose, page_size=MERGES_SHOWN, page_token=merges_from
-            )
+            try:
+                merges = client.entity_merges(
+                    purpose=purpose, page_size=MERGES_SHOWN, page_token=merges_from
+                )
+            except grpc.RpcError as exc:
+                if not merges_from or exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
+                # A merges= value edited by hand or cut short when copied: the
+                # rest of the part still stands, and the newest merges are shown.
+                ignored = _merges_ignored(merges_from, exc)
+                merges_from = ""
+                merges = client.entity_merges(purpose=purpose, page_size=MERGES_SHOWN)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
                 return (
@@ -295,6 +307,7 @@ class ReviewApp:
                 else ""
             )
             + "<h2 class=part>Merged entities</h2>"
+            + ignored
             + merges_table(
                 list(merges.merges), session.csrf, purpose, merges.next_page_token, merges_from
             )
@@ -303,6 +316,17 @@ class ReviewApp:
     def decide(self, session: Session, form: dict[str, str], purpose: str) -> None:
         """Carries out one decision; its outcome goes to the next page view."""
         decisions.decide(session, form, purpose)
+
+
+def _merges_ignored(value: str, exc: grpc.RpcError) -> str:
+    """The note that the address's merges= value was no page of merges (the
+    gateway's refusal said why) and the newest are shown instead."""
+    shown = value if len(value) <= MERGES_VALUE_SHOWN else value[:MERGES_VALUE_SHOWN] + "…"
+    return (
+        '<p class="flash error" role=status data-testid=merges-ignored>'
+        f"The address's merges={e(shown)} is not a page of merges this page gave "
+        f"({e(_status_text(exc))}): it was ignored, and the newest merges are shown.</p>"
+    )
 
 
 def _shown(pairs: Sequence[T], more: bool, count: int) -> tuple[list[T], bool]:
