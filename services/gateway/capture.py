@@ -47,7 +47,6 @@ from services.gateway.capture_doubts import (
     audience_doubt,
     fold,
     question_tag,
-    second_hand,
     unnamed_person,
 )
 from services.gateway.capture_ids import MAX_RESTATED as MAX_RESTATED
@@ -55,6 +54,7 @@ from services.gateway.capture_ids import request_id_for as request_id_for
 from services.gateway.capture_ids import restated_id as restated_id
 from services.gateway.capture_ids import said_alike as said_alike
 from services.gateway.capture_ids import turn_key as turn_key
+from services.gateway.capture_relayed import second_hand
 from services.gateway.capture_title import MAX_TITLE_CHARS as MAX_TITLE_CHARS
 from services.gateway.capture_title import capitalised, opened, title, unquoted
 

@@ -152,3 +152,45 @@ def test_a_day_a_month_or_an_acronym_is_no_name_for_a_pronoun() -> None:
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+def test_another_persons_view_is_second_hand() -> None:
+    """Rule 4: someone else's view, take, estimate or guess, and a claim
+    credited to them ("..., via Bob", "... per Bob"), is their word, not
+    evidence the speaker states; each was stored as a plain claim."""
+    for turn in (
+        "Remember that Bob's take is that the deploy is on Friday.",
+        "Remember that Bob's view: the deploy is on Friday.",
+        "Remember that Bob's opinion is that we ship Friday.",
+        "Remember that in Bob's view the deploy is on Friday.",
+        "Remember that the client's position is that we pay in May.",
+        "Remember that Bob's estimate is two hours.",
+        "Remember that the deploy is on Friday, via Bob.",
+        "Remember that the deploy is on Friday per Bob.",
+        "Remember that the deploy is on Friday (Bob's words).",
+        "Remember that Bob figures the deploy is on Friday.",
+        "Remember that Bob suspects the deploy is on Friday.",
+        "Remember that Bob expects the deploy on Friday.",
+        "Remember that Bob feels the deploy should be on Friday.",
+        "Remember that Bob suggested we ship Friday.",
+        "Remember that Bob is convinced we ship Friday.",
+        "Remember that Bob is of the view that we ship Friday.",
+    ):
+        decided = capture.decide(turn)
+        assert not decided.store and "second-hand" in decided.reason, (turn, decided)
+    for turn, title in (
+        ("Remember that Bob's view of the harbour is blocked.",
+         "Bob's view of the harbour is blocked"),
+        ("Remember that the fee is 10 euros per person.", "The fee is 10 euros per person"),
+        ("Remember that the deploy is on Friday, per the schedule.",
+         "The deploy is on Friday, per the schedule"),
+        ("Remember that deploys go out via Jenkins at noon.",
+         "Deploys go out via Jenkins at noon"),
+        ("Remember that Bob feels the cold in the server room.",
+         "Bob feels the cold in the server room"),
+        ("Remember that Bob suggested a fix for the login bug.",
+         "Bob suggested a fix for the login bug"),
+        ("Remember that I'm convinced we ship Friday.", "I'm convinced we ship Friday"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)
