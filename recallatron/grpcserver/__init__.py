@@ -200,6 +200,18 @@ class Server:
             for name in [*self.service_names, ""]:
                 self.health.set(name, state)
 
+    def set_detail(self, name: str, serving: bool) -> None:
+        """A health name of its own (a dependency's state, say one Postgres
+        server's): never readiness nor liveness, which it does not change."""
+        if name in {*self.service_names, "", LIVENESS}:
+            raise ValueError(f"{name!r} is readiness or liveness, not a detail")
+        self.health.set(
+            name,
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING,
+        )
+
     def follow_readiness(self, ready: Callable[[], bool], every_seconds: float, what: str) -> None:
         """Readiness follows ``ready()`` (something the process already knows,
         or one bounded check) asked now and every ``every_seconds`` until

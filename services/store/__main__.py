@@ -21,6 +21,7 @@ from services.store.domain.revocations import RevocationFeed
 from services.store.infrastructure import pool_metrics
 from services.store.infrastructure.db import Databases
 from services.store.infrastructure.follow import DeletionFollower, MoveFollower
+from services.store.infrastructure.server_watch import ServerWatch
 from services.store.settings import StoreSettings
 
 log = logging.getLogger("recallatron.store")
@@ -112,6 +113,13 @@ def main() -> None:
     # workspaces), and the revocation feed's listener is the connection to it
     # that notices losing it. Liveness stays SERVING through an outage.
     server.follow_readiness(lambda: revocations.live, READINESS_SECONDS, "control database")
+    # Each server's own state, apart from readiness: one of several servers
+    # away must not take the workspaces of the others out of service.
+    watch = ServerWatch(
+        dbs, server.stopped, lambda name, up: server.set_detail(f"postgres/{name}", up)
+    )
+    watch.register()
+    watch.start()
     log.info("serving")
     server.wait_for_termination(on_stop=dbs.close)
 
