@@ -194,3 +194,41 @@ def test_another_persons_view_is_second_hand() -> None:
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+def test_a_provisional_claim_is_a_hedge_and_an_approximate_amount_a_claim() -> None:
+    """Rule 4: a claim said to hold only for now or still pending is not
+    settled, as "provisionally" is not: each was stored. An approximate
+    amount ("about 12 herons", "roughly 10k") is a plain claim of an
+    estimate, stored with its word, so the memory says it is one."""
+    for turn in (
+        "Remember that the deploy is on Friday for now.",
+        "Remember that for now we use Postgres for events.",
+        "Remember that the deploy is on Friday, for the time being.",
+        "Remember that the deploy is on Friday for the moment.",
+        "Remember that the budget is 10k as things stand.",
+        "Remember that the deploy is on Friday, in principle.",
+        "Remember that the deploy on Friday is pending.",
+        "Remember that the budget is still pending.",
+        "Remember that the deploy is on Friday pending QA.",
+        "Remember that the deploy is on Friday pending the test results.",
+        "Remember that the deploy is tentatively on Friday.",
+        "Remember that the deploy is provisionally on Friday.",
+        "Remember that the deploy is probably on Friday.",
+    ):
+        decided = capture.decide(turn)
+        assert not decided.store, (turn, decided.title)
+        assert decided.category in (capture.HEDGED, capture.HYPOTHETICAL), (turn, decided)
+    for turn, title in (
+        ("Remember that we saw about 12 herons at the lake.", "We saw about 12 herons at the lake"),
+        ("Remember that the budget is roughly 10k.", "The budget is roughly 10k"),
+        ("Remember that the trip takes approximately two hours.",
+         "The trip takes approximately two hours"),
+        ("Remember that the pending invoices are in the shared folder.",
+         "The pending invoices are in the shared folder"),
+        ("Remember that the office is temporarily closed until May.",
+         "The office is temporarily closed until May"),
+        ("Remember that the talk is about Kafka.", "The talk is about Kafka"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)

@@ -55,7 +55,7 @@ def test_a_title_cut_inside_a_quote_closes_it() -> None:
     quote after the cut."""
     turn = (
         'Remember that the plan reads "the billing migration moves every customer in the '
-        'European region to the new invoicing system by the end of March" for now.'
+        'European region to the new invoicing system by the end of March" since May.'
     )
     decided = capture.decide(turn)
     assert decided.store
