@@ -1,7 +1,8 @@
 """What BM25 costs the lexical arm (docs/recall.md, "Finding more"): the
-arm's statement with `ts_rank_cd` (migration 0006's functions, still in the
-schema) against the same with BM25 (migration 0017's), interleaved query by
-query in one database, as the services' role.
+arm's statement with `ts_rank_cd` (migration 0006's functions, dropped by
+0048 and created again here by benchmarks.old_arms) against the same with
+BM25 (migration 0017's), interleaved query by query in one database, as the
+services' role.
 
     python -m benchmarks.bm25_cost [--memories 10000 100000] [--queries 200] [--rounds 5]
 
@@ -27,6 +28,7 @@ from typing import Any
 
 import psycopg
 
+from benchmarks import old_arms
 from recallatron.client import Client
 from recallatron_devkit import synthetic
 from recallatron_devkit.load import models_dir
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     def run(n: int, url: str, owner: str) -> dict[str, Any]:
         rare = synthetic.rare_words_used(n)[: args.queries // 2]
         queries = synthetic.queries(args.queries - len(rare)) + rare
+        old_arms.restore(url, "lexical_candidates", "lexical_candidates_newest")
         return measure(url, owner, queries, args.rounds)
 
     report = each_size(args.memories, run, args.vacuum)

@@ -1,6 +1,7 @@
 """What ranking the rare terms' matches costs the lexical arm's capped path
 (docs/recall.md, "Recall at scale"; migration 0036): the capped statement as
-it was (`lexical_candidates_bm25_newest`, still in the schema) against the
+it was (`lexical_candidates_bm25_newest`, dropped by migration 0048 and
+created again here by benchmarks.old_arms) against the
 store's now (`lexical_candidates_bm25_capped`), interleaved query by query in
 one database, as the services' role.
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+from benchmarks import old_arms
 from benchmarks.bm25_cost import (
     arm_params,
     as_the_services,
@@ -154,11 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = sizes_parser(__doc__.split("\n\n")[0], vacuum=True)
     parser.add_argument("--per-class", type=int, default=60)
     args = parser.parse_args(argv)
-    report = each_size(
-        args.memories,
-        lambda n, url, owner: measure(url, owner, query_classes(n, args.per_class), args.rounds),
-        args.vacuum,
-    )
+
+    def run(n: int, url: str, owner: str) -> dict[str, Any]:
+        old_arms.restore(url, "lexical_candidates_bm25_newest")
+        return measure(url, owner, query_classes(n, args.per_class), args.rounds)
+
+    report = each_size(args.memories, run, args.vacuum)
     print(json.dumps(report, indent=2))
     print(table(report))
     return 0
