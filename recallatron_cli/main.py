@@ -3,24 +3,30 @@ tools from a shell."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import os
-import re
 import sys
-import threading
 
-import grpc
+from recallatron_cli.starting import STOPPED_BEFORE_STARTING, stopped_while_starting
 
-from recallatron import errors
-from recallatron.v1 import gateway_pb2
-from recallatron.vocabulary import DEFAULT_RECALL_LIMIT, KINDS, MODES, RECALL_LIMIT_RULE
-from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
-from recallatron_cli.common import client_options
+# A Ctrl-C while these load (the first fraction of a second) stops the
+# command as any other stop does, not in a traceback.
+with stopped_while_starting(__name__):
+    import argparse
+    import contextlib
+    import os
+    import re
+    import threading
 
-# Kept importable from here, where the command's callers look for it.
-from recallatron_cli.up import demo
-from services.embed import prepare
+    import grpc
+
+    from recallatron import errors
+    from recallatron.v1 import gateway_pb2
+    from recallatron.vocabulary import DEFAULT_RECALL_LIMIT, KINDS, MODES, RECALL_LIMIT_RULE
+    from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
+    from recallatron_cli.common import client_options
+
+    # Kept importable from here, where the command's callers look for it.
+    from recallatron_cli.up import demo
+    from services.embed import prepare
 
 __all__ = ["build_parser", "demo", "main"]
 
@@ -375,7 +381,7 @@ STOPPED_OTHERWISE = "what it finished is kept; run it again"
 def _stopped_note(args: argparse.Namespace | None) -> str:
     """The line for a command stopped part way: its name, what it left, what to do."""
     if args is None:
-        return "recallatron stopped; run it again"
+        return STOPPED_BEFORE_STARTING
     if args.cmd in STOPPED:
         note = STOPPED[args.cmd]
     elif hasattr(args, "gateway"):

@@ -173,3 +173,44 @@ def test_a_wait_on_threads_takes_a_stop_delivered_to_a_worker_thread() -> None:
         if proc.poll() is None:
             proc.kill()
     assert out.strip() == "stopped", (out, err)
+
+
+# Ctrl-C while the command still imports its modules (its first ~0.2 s), made
+# certain: the first import of grpc, which the command's modules need, is
+# interrupted, as a Ctrl-C arriving then would interrupt it.
+_INTERRUPTED_IMPORT = """
+import sys
+
+class Interrupted:
+    def find_spec(self, name, path=None, target=None):
+        if name == "grpc":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupted())
+"""
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        [sys.executable, "-m", "recallatron_cli.main"],
+        [sys.executable, str(Path(sys.executable).parent / "recallatron")],
+    ],
+    ids=["python-m", "script"],
+)
+def test_a_command_stopped_while_it_starts_says_so_in_one_line(
+    program: list[str], tmp_path: Path
+) -> None:
+    """Before main() had its handler in place a Ctrl-C ended the command in a
+    traceback."""
+    (tmp_path / "sitecustomize.py").write_text(_INTERRUPTED_IMPORT)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "RECALLATRON_STATE_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        [*program, "servers", "list"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=WAIT_SECONDS,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (
+        128 + signal.SIGINT,
+        "error: recallatron stopped; run it again\n",
+    )
