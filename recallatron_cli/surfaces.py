@@ -46,7 +46,11 @@ def cmd_pairs(args: argparse.Namespace) -> int:
         f"cosine {p.cosine:.3f}\nA {common.memory_text(p.first)}\nB {common.memory_text(p.second)}"
         for p in resp.pairs
     ]
-    common.show(args, resp, "\n\n".join(blocks) or "no pairs to review")
+    text = "\n\n".join(blocks) or "no pairs to review"
+    if resp.more:
+        # Cut by the limit or the answer's size: the list has not ended.
+        text += "\n\nmore pairs wait: decide on these (keep-both, supersede, forget) and list again"
+    common.show(args, resp, text)
     return 0
 
 

@@ -1274,8 +1274,8 @@ class ListDuplicatePairsResponse(_message.Message):
     PAIRS_FIELD_NUMBER: _builtins.int
     MORE_FIELD_NUMBER: _builtins.int
     more: _builtins.bool
-    """Set when pairs were left out to keep the answer under its size budget:
-    decide on these (or dismiss them) and list again.
+    """Set when pairs were left out, past the limit or to keep the answer under
+    its size budget: decide on these (or dismiss them) and list again.
     """
     @_builtins.property
     def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___DuplicatePair]: ...

@@ -1398,16 +1398,20 @@ class StoreServiceListDuplicatePairsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PAIRS_FIELD_NUMBER: _builtins.int
+    MORE_FIELD_NUMBER: _builtins.int
+    more: _builtins.bool
+    """Set when the limit cut the list: more pairs wait past these."""
     @_builtins.property
     def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreDuplicatePair]: ...
     def __init__(
         self,
         *,
         pairs: _abc.Iterable[Global___StoreDuplicatePair] | None = ...,
+        more: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["more", b"more", "pairs", b"pairs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

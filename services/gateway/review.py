@@ -62,17 +62,18 @@ class ReviewServicer(Forwarding):
             ),
             self.peers.member(who, calls.LIST_DUPLICATE_PAIRS.path),
         )
-        return self._filled(who, found.pairs)
+        return self._filled(who, found.pairs, found.more)
 
     def _filled(
-        self, who: cpb.Caller, pairs: Sequence[store_pb2.StoreDuplicatePair]
+        self, who: cpb.Caller, pairs: Sequence[store_pb2.StoreDuplicatePair], more: bool
     ) -> pb.ListDuplicatePairsResponse:
         """The pairs with their memories, best first, as many as fit the
         answer's size budget (at least one): memories are read in the pairs'
-        order, a chunk at a time, and reading stops once the budget is spent."""
+        order, a chunk at a time, and reading stops once the budget is spent.
+        ``more``: the store's limit cut the list (said as a budget cut is)."""
         pending = list(dict.fromkeys(i for p in pairs for i in (p.first_id, p.second_id)))
         memories: dict[str, cpb.Memory] = {}
-        out = pb.ListDuplicatePairsResponse()
+        out = pb.ListDuplicatePairsResponse(more=more)
         page, shown = Budget(ANSWER_BUDGET_BYTES), 0
         while shown < len(pairs):
             if pending:

@@ -233,3 +233,17 @@ def test_pairs_of_large_memories_are_answered_within_the_budget(stack: Stack, te
             ada.dismiss_pair(p.first.id, p.second.id)
         answer = ada.duplicate_pairs()
     assert seen == len(texts) and not answer.more
+
+
+def test_a_list_cut_by_its_limit_says_more_pairs_wait(stack: Stack, team: Team) -> None:
+    """A list of exactly `limit` pairs read the same whether others waited
+    past it or none did: `more` was set only by the answer's size budget."""
+    ada = team.clients["ada"]
+    ids = [ada.remember(*side).memory.id for pair in NEAR_DUPLICATES[:2] for side in pair]
+    wait_embedded(stack, team, ids)
+    whole = ada.duplicate_pairs(limit=2)
+    assert len(whole.pairs) == 2 and not whole.more, whole
+    cut = ada.duplicate_pairs(limit=1)
+    assert len(cut.pairs) == 1 and cut.more, cut
+    assert cut.pairs[0] == whole.pairs[0]
+    assert not ada.duplicate_pairs(limit=3).more

@@ -439,11 +439,11 @@ class StoreServicer:
     def ListDuplicatePairs(
         self, request: pb.StoreServiceListDuplicatePairsRequest, context: grpc.ServicerContext
     ) -> pb.StoreServiceListDuplicatePairsResponse:
-        pairs = self.dedup.pairs(
+        pairs, more = self.dedup.pairs(
             caller_of(request.caller), request.window, request.min_cosine, request.limit
         )
         return pb.StoreServiceListDuplicatePairsResponse(
-            pairs=[message_of(pb.StoreDuplicatePair, p) for p in pairs]
+            pairs=[message_of(pb.StoreDuplicatePair, p) for p in pairs], more=more
         )
 
     def handlers(self) -> dict[str, Callable[..., Any]]:

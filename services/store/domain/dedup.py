@@ -116,17 +116,24 @@ def _expected(revision: int, field: str) -> None:
 
 
 class DedupStore(InWorkspaces):
-    def pairs(self, caller: Caller, window: int, min_cosine: float, limit: int) -> list[Pair]:
+    def pairs(
+        self, caller: Caller, window: int, min_cosine: float, limit: int
+    ) -> tuple[list[Pair], bool]:
+        """The best ``limit`` pairs, and whether more wait past them (the
+        caller is told the list was cut, not that it ended)."""
+        limit = v.count(limit, "limit", DEFAULT_LIMIT, MAX_LIMIT)
         params = {
             "input_version": EMBED_INPUT_VERSION,
             "window": v.count(window, "window", DEFAULT_WINDOW, MAX_WINDOW),
             "min_cosine": _min_cosine(min_cosine),
-            "limit": v.count(limit, "limit", DEFAULT_LIMIT, MAX_LIMIT),
+            # One more than asked: whether another waits.
+            "limit": limit + 1,
         }
         with self.transaction(caller) as conn:
             rows = conn.execute(PAIRS, params).fetchall()
         # Float rounding can put an identical pair a hair above 1.
-        return [Pair(str(a), str(b), min(float(c), 1.0)) for a, b, c in rows]
+        pairs = [Pair(str(a), str(b), min(float(c), 1.0)) for a, b, c in rows[:limit]]
+        return pairs, len(rows) > limit
 
     def dismiss(
         self,
