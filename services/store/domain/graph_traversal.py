@@ -38,11 +38,13 @@ def neighborhood(
     known_by: datetime | None = None,
 ) -> Neighborhood:
     """Breadth first from ``start`` over the relations current at ``at``
-    whose predicate is one of ``predicates`` (any, when none), up to ``hops``;
-    at most MAX_NEIGHBOR_NODES nodes and MAX_NEIGHBOR_EDGES edges (the newest
-    statements first at each hop), ``truncated`` when a cap cut. A relation
-    whose end the caller cannot see is skipped. With ``known_by`` (an as_of),
-    a start no memory had mentioned by then is not found, as lookup's."""
+    whose predicate is one of ``predicates`` (any, when none), up to ``hops``,
+    with every such relation among the nodes reached (those between two of
+    the last hop too); at most MAX_NEIGHBOR_NODES nodes and MAX_NEIGHBOR_EDGES
+    edges (the newest statements first at each hop), ``truncated`` when a cap
+    cut. A relation whose end the caller cannot see is skipped. With
+    ``known_by`` (an as_of), a start no memory had mentioned by then is not
+    found, as lookup's."""
     # Nodes are groups (design §8.5): each keyed by its head, reached
     # through any member, and walked on from all of its members.
     group_of: dict[str, entity_groups.Group] = {}
@@ -62,13 +64,18 @@ def neighborhood(
     group_of.update((m, first) for m in first.ids)
     depth_of[first.head.id] = 0
     frontier = first.ids
-    for depth in range(1, hops + 1):
+    # One pass more than the hops: the last takes the relations between two
+    # nodes of the last hop, which no hop walked (the answer is a subgraph:
+    # its nodes and every edge among them), and reaches no new node.
+    for depth in range(1, hops + 2):
         room = MAX_NEIGHBOR_EDGES - len(raw)
-        if not frontier or room <= 0:
+        if not frontier or (room <= 0 and truncated):
             break
+        # With no room left the pass still asks for one edge: whether the
+        # cap cut one is what ``truncated`` says.
         with held_to_walks(conn):
             rows = conn.execute(
-                gq.NEIGHBOR_EDGES,
+                gq.NEIGHBOR_EDGES if depth <= hops else gq.NEIGHBOR_EDGES_AMONG,
                 {
                     "frontier": v.uuid_array(frontier),
                     "predicates": predicates,

@@ -306,3 +306,20 @@ CROSS JOIN LATERAL ({_EDGES_AT.format(end="subject_id")}
 ORDER BY edges.stated_at DESC, edges.id
 LIMIT %(limit)s
 """
+
+# After the last hop: the visible current relations between two of its nodes
+# (%(frontier)s, their groups' members), newest first, at most %(limit)s. The
+# walk goes no further from them, but a relation among an answer's nodes
+# belongs to it as the ones that led there do. Probed pair by pair on
+# migration 0050's index, so a busy node costs its pairs, not its relations.
+NEIGHBOR_EDGES_AMONG = f"""
+SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
+       r.confidence, r.memory_id, r.stated_at, r.retired_at
+FROM relation_claim r
+WHERE r.subject_id = ANY(%(frontier)s::uuid[]) AND r.object_id = ANY(%(frontier)s::uuid[])
+  AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
+  AND {_CURRENT.format(t="r")}
+  AND NOT (r.id = ANY(%(seen)s::uuid[]))
+ORDER BY r.stated_at DESC, r.id
+LIMIT %(limit)s
+"""
