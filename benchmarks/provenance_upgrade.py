@@ -1,0 +1,127 @@
+"""What migration 0045 costs at upgrade (docs/benchmarks.md, "Migration
+0045 at upgrade"): it copies each memory's provenance onto every vector row
+(one UPDATE over memory_embedding), rewriting each row once, its HNSW index
+entries too.
+
+    python -m benchmarks.provenance_upgrade [--vectors 100000] [--state-dir DIR]
+
+On a Postgres server of its own it builds a workspace database at 0044,
+writes `--vectors` synthetic memories each with a random unit 384-d vector
+(the purpose's HNSW index built once over them, as an import builds it),
+then applies 0045 as migrate-db would (one transaction) and prints its wall
+time, the WAL it wrote and the database's and memory_embedding's growth."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+from recallatron_devkit.localpg import LocalPostgres
+from recallatron_devkit.ports import free_port
+from services.store.infrastructure.db import APP_ROLE, with_database
+from services.store.infrastructure.migrate import migration_files
+
+BEFORE, MIGRATION = "0044", "0045"
+DATABASE = "upgrade_bench"
+MEMORIES = """
+INSERT INTO memory (id, kind, title, body, confidence, origin, purposes, created_by)
+SELECT gen_random_uuid(), 'fact', 'Note ' || i, 'Synthetic note number ' || i, 1, 'told',
+       '{assist}', %s
+FROM generate_series(1, %s) AS i
+"""
+SIZES = """
+SELECT pg_database_size(current_database()), pg_total_relation_size('memory_embedding'),
+       pg_current_wal_lsn()
+"""
+
+
+def build(url: str, vectors: int) -> None:
+    """A workspace database at 0044 holding `vectors` memories, each embedded."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migration (version text PRIMARY KEY, applied_at"
+                     " timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+        for version, sql in migration_files("workspace"):
+            if version[:4] > BEFORE:
+                break
+            with conn.transaction():
+                conn.execute(sql.encode())
+                conn.execute("INSERT INTO schema_migration (version) VALUES (%s)", (version,))
+        conn.execute(MEMORIES, (str(uuid.uuid4()), vectors))
+        register_vector(conn)
+        ids = [row[0] for row in conn.execute("SELECT id FROM memory")]
+        conn.execute("DROP INDEX memory_embedding_assist_hnsw_idx")
+        rng = np.random.default_rng(7)
+        with conn.cursor().copy(
+            "COPY memory_embedding (memory_id, model_id, input_version, embedding) FROM STDIN"
+        ) as copy:
+            for memory_id in ids:
+                vector = rng.normal(size=384).astype(np.float32)
+                copy.write_row((memory_id, "m", "v", vector / np.linalg.norm(vector)))
+        conn.execute("SET maintenance_work_mem = '256MB'")
+        conn.execute(
+            "CREATE INDEX memory_embedding_assist_hnsw_idx ON memory_embedding"
+            " USING hnsw (embedding vector_cosine_ops) WHERE purposes @> '{assist}'::purpose[]"
+        )
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CHECKPOINT")
+
+
+def upgrade(url: str) -> dict[str, Any]:
+    """Applies 0045 as migrate-db does and measures it."""
+    (sql,) = [s for v, s in migration_files("workspace") if v.startswith(MIGRATION)]
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM memory_embedding").fetchone()
+        before = conn.execute(SIZES).fetchone()
+        started = time.perf_counter()
+        with conn.transaction():
+            conn.execute(sql.encode())
+            conn.execute("INSERT INTO schema_migration (version) VALUES (%s)", (MIGRATION,))
+        seconds = time.perf_counter() - started
+        after = conn.execute(SIZES).fetchone()
+        assert rows and before and after
+        wal = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after[2], before[2])).fetchone()
+    assert wal
+    mb = 1024 * 1024
+    return {
+        "vectors": rows[0],
+        "seconds": round(seconds, 1),
+        "wal_mb": round(float(wal[0]) / mb, 1),
+        "database_mb": [round(before[0] / mb, 1), round(after[0] / mb, 1)],
+        "memory_embedding_mb": [round(before[1] / mb, 1), round(after[1] / mb, 1)],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vectors", type=int, default=100_000)
+    parser.add_argument("--state-dir", default="")
+    args = parser.parse_args(argv)
+    state = Path(args.state_dir or tempfile.mkdtemp(prefix="provenance-upgrade-"))
+    pg = LocalPostgres(state / "pgdata", free_port())
+    pg.start()
+    try:
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {DATABASE}".encode())
+            conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS".encode())
+        url = with_database(pg.url, DATABASE)
+        started = time.perf_counter()
+        build(url, args.vectors)
+        report = {"build_seconds": round(time.perf_counter() - started, 1), **upgrade(url)}
+    finally:
+        pg.stop()
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
