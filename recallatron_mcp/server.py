@@ -44,6 +44,7 @@ from recallatron.grpcclient import PeerStatus
 from recallatron.secretfiles import token_from
 from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
+from recallatron_mcp.arguments import ArgumentsAnObject
 from recallatron_mcp.gateway_tokens import MemberTokens
 from recallatron_mcp.inflight import OneRequestPerId
 from recallatron_mcp.oauth import (
@@ -257,13 +258,15 @@ def build_server(clients: Clients) -> Server[Any]:
             clients.made.refused(access.gateway_token)
         return tools.failure(status, tools.SIGN_IN_AGAIN)
 
-    return Server(
+    server: Server[Any] = Server(
         "recallatron",
         version="0.1.0",
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware.append(ArgumentsAnObject())
+    return server
 
 
 def bad_line_reply(exc: Exception) -> types.JSONRPCError:
