@@ -25,6 +25,7 @@ import pytest
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
+from tests.clirun import cli
 from tests.conftest import WAIT_SECONDS, wait_for
 from tests.faults.stackutil import new_stack, owner_client, running
 
@@ -105,17 +106,6 @@ def archive(fault_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Pat
     done = cli(fault_stack, "export", "--workspace", "killed-import-source", "--out", str(out))
     assert done.returncode == 0, done.stderr
     return out
-
-
-def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", *args],
-        env={**stack.env_for("store"), "RECALLATRON_PROGRESS": "off"},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=WAIT_SECONDS * 2,
-    )
 
 
 def control_rows(stack: Stack, sql: str, params: tuple[object, ...] = ()) -> list[Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,24 +28,13 @@ from recallatron_devkit.stack import Stack
 from services.store.domain import archive_format as fmt
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests import dbutil
-from tests.conftest import WAIT_SECONDS, Team, wait_for
+from tests.clirun import cli
+from tests.conftest import Team, wait_for
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 SECRET = "PLOVER5512"  # in cy's private memory only
 FORGOTTEN = "GANNET3321"  # in a memory forgotten before the export
-
-
-def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", *args],
-        env={**stack.env_for("store"), "RECALLATRON_PROGRESS": "off"},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=WAIT_SECONDS * 2,
-    )
 
 
 def build(team: Team) -> dict[str, Any]:

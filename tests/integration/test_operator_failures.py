@@ -3,11 +3,8 @@ script reading the answer must not take a failure for part of it."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,22 +13,10 @@ from psycopg import sql
 from recallatron_devkit.stack import Stack
 from services.store.infrastructure.db import CONTROL_DATABASE, TEMPLATE_DATABASE
 from tests import dbutil
-from tests.conftest import WAIT_SECONDS, Team
+from tests.clirun import cli
+from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", *args],
-        env={**stack.env_for("store"), "RECALLATRON_PROGRESS": "off"},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=WAIT_SECONDS * 2,
-    )
 
 
 @contextmanager

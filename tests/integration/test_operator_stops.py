@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -24,49 +23,15 @@ from services.store.domain.control import ControlPlane
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import CONTROL_DATABASE
 from tests import dbutil
+from tests.clirun import cli, start
 from tests.conftest import WAIT_SECONDS, Team, wait_for
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
 
 WAITING_ON_A_LOCK = """
 SELECT count(*) FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND datname = %s AND query ILIKE %s
 """
-
-
-def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "recallatron_cli.main", *args],
-        env={**stack.env_for("store"), "RECALLATRON_PROGRESS": "off"},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=WAIT_SECONDS * 2,
-    )
-
-
-def _ctrl_c_as_at_a_terminal() -> None:
-    """In the child: SIGINT's default action back. A run started in the
-    background of a non-interactive shell (a CI script's `... &`) ignores
-    SIGINT, as its children do unless told otherwise, and Python installs its
-    Ctrl-C handler only when SIGINT is not ignored: the command then took no
-    notice of the test's SIGINT (stderr empty, never ending)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def start(stack: Stack, *args: str) -> subprocess.Popen[str]:
-    """The command started as a user at a terminal starts it."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "recallatron_cli.main", *args],
-        env={**stack.env_for("store"), "RECALLATRON_PROGRESS": "off"},
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_ctrl_c_as_at_a_terminal,
-    )
 
 
 def waiting(admin: psycopg.Connection, database: str, query: str) -> bool:
