@@ -155,6 +155,9 @@ LIMIT %(limit)s
 # lock of its database): two taken at once could each find their groups within
 # MAX_ENTITY_GROUP and together pass it. Owners decide merges; they are rare.
 MERGE_TURN = "SELECT pg_advisory_xact_lock(7405, 0)"
+# The entities two groups hold together as the workspace holds them, merges
+# the caller cannot see included (migration 0052): only a number.
+GROUP_SIZE = "SELECT entity_group_size(%s::uuid[])"
 INSERT_MERGE = """
 INSERT INTO entity_merge (id, kept_id, merged_id, decided_by) VALUES (%s, %s, %s, %s)
 ON CONFLICT (least(kept_id, merged_id), greatest(kept_id, merged_id))
@@ -282,9 +285,16 @@ class EntityMergeStore(InWorkspaces):
                     "the two entities already answer as one through other merges"
                 )
             size = len(grouped[kept].ids) + len(grouped[merged].ids)
+            if size <= MAX_ENTITY_GROUP:
+                # The bound holds for every reader: merges decided for another
+                # purpose, or through another member's memories, count too.
+                row = conn.execute(GROUP_SIZE, ([kept, merged],)).fetchone()
+                size = max(size, int(row[0]) if row else 0)
             if size > MAX_ENTITY_GROUP:
                 raise errors.FailedPrecondition(
-                    f"a merged entity holds at most {MAX_ENTITY_GROUP} entities", "merged_id"
+                    f"a merged entity holds at most {MAX_ENTITY_GROUP} entities"
+                    " (merges decided for other purposes count too)",
+                    "merged_id",
                 )
             merge_id = str(uuid.uuid4())
             with seen_until_written("entity"):
