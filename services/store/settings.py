@@ -57,6 +57,14 @@ class StoreSettings(EmbedPeer):
     store_replicas: int = Field(default=1, ge=1)
     job_replicas: int = Field(default=1, ge=1)
     connection_reserve: int = Field(default=10, ge=0)
+    # A Postgres server that stops answering without closing its connections
+    # (a network cut that drops packets, a host gone) ends each of them within
+    # this many seconds: TCP keepalives and tcp_user_timeout on every
+    # connection the store and the embedding job open, unless the server's URL
+    # sets its own (infrastructure/servers.py, tcp_watch). A call on such a
+    # connection then answers UNAVAILABLE instead of waiting out its deadline.
+    # 0 leaves the kernel's defaults (a cut noticed after minutes).
+    postgres_silence_seconds: int = Field(default=10, ge=0)
     # Seconds a caller waits for a pooled connection before UNAVAILABLE.
     pool_timeout_seconds: float = Field(default=5.0, gt=0)
     # The dense arm ranks all the vectors of a caller who may see at most this

@@ -18,6 +18,8 @@ from services.store.infrastructure.servers import (
     place,
     redact,
     server_map,
+    tcp_watch,
+    watched,
     with_inline_password,
 )
 
@@ -217,3 +219,20 @@ def test_passwords_libpq_takes_from_the_environment_are_redacted(
     monkeypatch.setenv("PGPASSWORD", "from-pgpassword")
     said = redact("host=pg-c password=from-pgpassword", servers.secrets())
     assert said == "host=pg-c password=***"
+
+
+def test_every_server_url_watches_for_a_silent_server_unless_it_says_otherwise() -> None:
+    """RECALLATRON_POSTGRES_SILENCE_SECONDS in libpq's TCP options: the
+    keepalives and the user timeout both end a silent connection within the
+    setting; a URL's own options win; 0 adds nothing."""
+    for seconds in (4, 10, 30, 120):
+        watch = {k: int(v) for k, v in tcp_watch(seconds).items()}
+        bound = watch["keepalives_idle"] + watch["keepalives_count"] * watch["keepalives_interval"]
+        assert watch["keepalives"] == 1 and bound == seconds, watch
+        assert watch["tcp_user_timeout"] == seconds * 1000, watch
+    given = conninfo_to_dict(
+        watched("postgresql://u@h:5432/db?keepalives_idle=60&tcp_user_timeout=0", 10)
+    )
+    assert given["keepalives_idle"] == "60" and given["tcp_user_timeout"] == "0"
+    assert given["keepalives_count"] == "3" and given["host"] == "h"
+    assert watched("postgresql://u@h/db", 0) == "postgresql://u@h/db"

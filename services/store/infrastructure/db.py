@@ -31,6 +31,7 @@ from services.store.infrastructure.servers import (
     redact,
     server_map,
     unknown_server,
+    watched,
 )
 from services.store.infrastructure.transactions import (
     CANCEL_TIMEOUT_SECONDS,
@@ -148,7 +149,8 @@ class Databases:
         """A configured server's admin URL ('' is the default server). Never
         put it in an answer or a log."""
         try:
-            return self.servers.url(server)
+            # Every connection opened to it notices a silent cut (settings).
+            return watched(self.servers.url(server), self.settings.postgres_silence_seconds)
         except UnknownServer:
             raise errors.InvalidArgument(
                 "server", unknown_server(server, self.servers.names)

@@ -27,13 +27,15 @@ from contextlib import contextmanager, suppress
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 log = logging.getLogger("recallatron.store.listen")
 
 # How often the loop looks up from waiting, to notice a stop.
 POLL_SECONDS = 0.5
 
-# The kernel's watch of an idle connection (libpq's TCP options): a probe
+# The kernel's watch of an idle connection (libpq's TCP options), for a URL
+# that sets none of its own: a probe
 # after KEEPALIVE_IDLE_SECONDS of silence, again every
 # KEEPALIVE_INTERVAL_SECONDS, the connection ended after KEEPALIVE_COUNT
 # unanswered (10 + 3 x 5 = 25 s); data sent and unacknowledged for
@@ -56,15 +58,19 @@ def listen_connection(url: str) -> psycopg.Connection:
     """An autocommit connection for LISTEN that the kernel ends when its
     server stops answering TCP (libpq's keepalive and user-timeout options;
     ignored on a Unix socket, which cannot be partitioned)."""
+    watch = {
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE_IDLE_SECONDS,
+        "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
+        "keepalives_count": KEEPALIVE_COUNT,
+        "tcp_user_timeout": USER_TIMEOUT_MS,
+    }
+    # The URL's own (the store's setting, RECALLATRON_POSTGRES_SILENCE_SECONDS,
+    # puts them in every server URL) win over these.
+    given = conninfo_to_dict(url)
+    missing = {k: v for k, v in watch.items() if k not in given}
     return psycopg.connect(
-        url,
-        autocommit=True,
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        keepalives=1,
-        keepalives_idle=KEEPALIVE_IDLE_SECONDS,
-        keepalives_interval=KEEPALIVE_INTERVAL_SECONDS,
-        keepalives_count=KEEPALIVE_COUNT,
-        tcp_user_timeout=USER_TIMEOUT_MS,
+        make_conninfo(url, **missing), autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
     )
 
 

@@ -172,6 +172,44 @@ def server_map(database_url: str, default: str, pairs: str, directory: str) -> S
     return ServerMap(urls, default)
 
 
+# libpq's TCP options that tcp_watch sets.
+TCP_WATCH_KEYS = (
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+
+
+def tcp_watch(seconds: int) -> dict[str, str]:
+    """libpq's TCP options that end a connection whose server went silent
+    within about ``seconds`` (at least 4): an idle one after its keepalive
+    probes go unanswered (idle + count x interval), one with data sent and
+    unacknowledged after tcp_user_timeout. Nothing for 0. Ignored by libpq
+    on a Unix socket, which no network can cut."""
+    if seconds <= 0:
+        return {}
+    count = 3
+    interval = max(1, seconds // 5)
+    idle = max(1, seconds - count * interval)
+    return {
+        "keepalives": "1",
+        "keepalives_idle": str(idle),
+        "keepalives_interval": str(interval),
+        "keepalives_count": str(count),
+        "tcp_user_timeout": str((idle + count * interval) * 1000),
+    }
+
+
+def watched(url: str, seconds: int) -> str:
+    """``url`` with :func:`tcp_watch`'s options it does not set itself (an
+    operator's own, in the URL, win)."""
+    params = conninfo_to_dict(url)
+    missing = {k: v for k, v in tcp_watch(seconds).items() if k not in params}
+    return make_conninfo(url, **missing) if missing else url
+
+
 def with_inline_password(url: str) -> str:
     """``url`` with the password libpq would send written into it: for a
     connection Postgres itself opens (a subscription), which cannot read this
