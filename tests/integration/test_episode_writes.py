@@ -5,10 +5,18 @@ are its own, as a memory's are."""
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import grpc
+import psycopg
 import pytest
 
 from recallatron.client import Client
+from recallatron_devkit.stack import Stack
+from services.store.sql import leaving_queries as lq
+from tests import dbutil
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
@@ -31,6 +39,56 @@ def test_a_removed_member_is_refused_as_a_participant_by_name(team: Team, operat
     assert as_member.value.details() == "member_ids[1]: no such member in this workspace"
     made = ada.create_episode("Retro", WHEN, member_ids=[team.members["bob"]])
     assert made.episode_id
+
+
+def test_a_participant_removed_while_the_episode_is_written_is_refused(
+    stack: Stack, team: Team
+) -> None:
+    """The control plane's check comes before the write's transaction; a
+    removal may pass between them. The removal's workspace step (its lock on
+    the member alone, the member marked removed) is held open here on a
+    connection of its own: the episode's write waits for it and, once it
+    commits, refuses the member by name, as a memory's audience is refused;
+    no episode names them."""
+    ada, cy = team.clients["ada"], team.members["cy"]
+    url = dbutil.workspace_url(stack, team.database_name)
+    answer: dict[str, Any] = {}
+
+    def create() -> None:
+        try:
+            answer["made"] = ada.create_episode("Retro", WHEN, member_ids=[team.members["bob"], cy])
+        except grpc.RpcError as err:
+            answer["refused"] = err
+
+    with psycopg.connect(url) as removal, psycopg.connect(url, autocommit=True) as watch:
+        removal.execute(lq.HOLD_MEMBER_ALONE, {"member": cy})
+        removal.execute(lq.MARK_REMOVED, {"member": cy})
+        writer = threading.Thread(target=create)
+        writer.start()
+        # Until the write waits on the member's lock, or has answered.
+        deadline = time.monotonic() + 30
+        while writer.is_alive() and time.monotonic() < deadline:
+            waiting = watch.execute(
+                "SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+                " WHERE l.locktype = 'advisory' AND NOT l.granted"
+                " AND d.datname = current_database()"
+            ).fetchone()
+            if waiting is not None:
+                break
+            time.sleep(0.05)
+        removal.commit()
+        writer.join(60)
+    assert not writer.is_alive()
+    named = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT count(*) FROM episode_participant WHERE member_id = %s",
+        (cy,),
+    )
+    assert "made" not in answer and int(named[0][0]) == 0, answer
+    refused = answer["refused"]
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.details()
+    assert refused.details() == "member_ids[1]: no such member in this workspace"
 
 
 def test_an_episode_for_other_purposes_is_its_creators_under_them(team: Team) -> None:

@@ -43,6 +43,12 @@ ORDER BY ended_at DESC
 LIMIT 1
 """
 EXTEND = "UPDATE episode SET ended_at = greatest(ended_at, %s) WHERE id = %s"
+# A participant's write lock, shared, to the end of the transaction, then
+# whether they were removed (migrations 0025, 0035): their removal holds the
+# lock alone while it marks them removed, so the episode commits wholly
+# before it or reads the mark after it.
+HOLD_PARTICIPANT = "SELECT pg_advisory_xact_lock_shared(7404, hashtext(%s::text))"
+PARTICIPANT_REMOVED = "SELECT 1 FROM removed_member WHERE member_id = %s"
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,14 @@ class EpisodeStore(InWorkspaces):
         entities = v.uuid_list(list(new.entity_ids), "entity_ids", MAX_MENTIONS)
         episode_id = str(uuid.uuid4())
         with self.transaction(caller) as conn:
+            # Asked again under each member's lock: a removal may have passed
+            # between the check above and this transaction.
+            for i, member in enumerate(members):
+                conn.execute(HOLD_PARTICIPANT, (member,))
+                if conn.execute(PARTICIPANT_REMOVED, (member,)).fetchone() is not None:
+                    raise errors.InvalidArgument(
+                        f"member_ids[{i}]", "no such member in this workspace"
+                    )
             for i, entity in enumerate(entities):
                 if conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
                     raise errors.InvalidArgument(f"entity_ids[{i}]", "no such entity")
