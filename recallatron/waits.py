@@ -35,3 +35,10 @@ def joined(threads: Iterable[threading.Thread]) -> None:
     for thread in threads:
         while thread.is_alive():
             thread.join(WAKE_SECONDS)
+
+
+def acquired(semaphore: threading.Semaphore) -> None:
+    """``semaphore`` acquired (as ``acquire()``), the main thread waking
+    meanwhile to take a stop signal."""
+    while not semaphore.acquire(timeout=WAKE_SECONDS):
+        pass

@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 from hdrh.histogram import HdrHistogram
 
-from recallatron.waits import joined
+from recallatron.waits import acquired, joined
 from recallatron_devkit import synthetic
 
 # Microseconds, up to a day, 3 significant digits: open loop counts the wait
@@ -247,7 +247,8 @@ def run_open_loop(
     # Requests waiting for a worker, bounded so a rate the callee cannot meet
     # does not queue the whole schedule; a wait still counts from the intended
     # send time, so the latencies are those of an unbounded queue.
-    waiting = threading.Semaphore(4 * max_workers)
+    queue_size = 4 * max_workers
+    waiting = threading.Semaphore(queue_size)
 
     def send(i: int, intended: float) -> None:
         try:
@@ -259,14 +260,26 @@ def run_open_loop(
         finally:
             waiting.release()
 
-    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=max_workers)
+    try:
         for i in range(count):
             intended = start + i / rate
             delay = intended - clock()
             if delay > 0:
                 sleep(delay)
-            waiting.acquire()
+            # Waking, as every wait below: a stalled callee fills the queue,
+            # and a Ctrl-C the kernel gave a worker must still stop the run.
+            acquired(waiting)
             pool.submit(send, i, intended)
+        # The calls under way done: every place in the queue given back.
+        for _ in range(queue_size):
+            acquired(waiting)
+    except BaseException:
+        # Stopped: the queued requests are dropped, the calls under way
+        # left to end on their own (a thread cannot be stopped).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return clock() - start
 
 

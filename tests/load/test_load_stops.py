@@ -50,3 +50,42 @@ def test_a_closed_loop_takes_a_stop_delivered_to_a_worker_thread() -> None:
         out, err = proc.communicate()
         raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
     assert out.split("\n")[:2] == ["stopped", "threads 1"], (out, err)
+
+
+# A stack that no longer answers: every call waits, the open loop's queue
+# fills, and the first call, once the loop waits for a place in it, sends
+# SIGINT to its own worker thread.
+_STOPPED_IN_A_STALLED_OPEN_LOOP = """
+import os, signal, threading, time
+from recallatron_devkit.loadgen import Recorder, run_open_loop
+
+stalled = threading.Event()
+def call(i):
+    if i == 0:
+        time.sleep(1.0)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+    stalled.wait(600)
+
+try:
+    run_open_loop(call, 1000.0, 600.0, Recorder(), max_workers=2)
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+os._exit(0)
+"""
+
+
+def test_an_open_loop_on_a_stalled_stack_takes_a_stop_delivered_to_a_worker_thread() -> None:
+    """The open loop waited without end for a place in its full queue, and
+    then for the calls under way: a Ctrl-C the kernel delivered to a worker
+    was not acted on while the stack did not answer."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_IN_A_STALLED_OPEN_LOOP],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
+    assert out == "stopped\n", (out, err)
