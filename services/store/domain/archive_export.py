@@ -6,17 +6,21 @@ the workspace even while it keeps serving. The members live in the control
 plane, outside that snapshot: they are read after it is taken, and the
 snapshot decides who of them the moment had (snapshot_members). Each kind of
 record goes to its JSON Lines file; the manifest, written last, names the
-files with their counts and digests, so a directory without one is an
-unfinished export. An archive holds every member's private memories: its
+files with their counts and digests. The files are written in a staging
+directory and moved into place at the end, so the directory named holds a
+complete archive or none (docs/export.md). An archive holds every member's private memories: its
 directory and files are the exporting user's alone (0700, 0600), whatever
 the umask."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -105,39 +109,123 @@ def snapshot_members(
     ]
 
 
-def prepare_directory(out: Path) -> bool:
-    """``out`` made (or taken when empty) with its owner's access alone, or
-    refused when it holds anything already; True when it was made here."""
+# An export writes into a staging directory named with this, locked (flock)
+# while it runs, and moves the archive into place at its end: one killed
+# (SIGKILL, an out-of-memory kill) leaves only that directory, which the next
+# export beside it removes once its lock is free.
+STAGING = "unfinished-export-"
+ARCHIVE_NAMES = frozenset(
+    [fmt.file_name(k) for k in fmt.RECORD_FILES] + [fmt.WORKSPACE, fmt.MANIFEST]
+)
+
+
+def _remove_unfinished(parent: Path, prefix: str) -> None:
+    """The staging directories under ``parent`` of exports that were killed
+    removed: those whose lock is free and which hold nothing but an
+    archive's files (anything else there is left as it is)."""
+    for path in parent.glob(f"{prefix}*"):
+        if path.is_symlink() or not path.is_dir():
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # an export under way
+            entries = list(path.iterdir())
+            if any(e.name not in ARCHIVE_NAMES or e.is_symlink() for e in entries):
+                continue
+            for entry in entries:
+                entry.unlink()
+            path.rmdir()
+        except OSError:
+            continue  # not ours to remove after all: left
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class Staging:
+    """Where an export writes until its archive is complete. ``out`` new:
+    a sibling directory renamed to ``out`` at the end (one step on one
+    filesystem); ``out`` given empty (a mount point, say): a directory
+    within it whose files move up at the end, the manifest last."""
+
+    out: Path
+    directory: Path
+    inside: bool
+    fd: int  # held locked (flock) while the export runs
+
+    def finish(self) -> None:
+        try:
+            if not self.inside:
+                os.rename(self.directory, self.out)
+                return
+            names = sorted(p.name for p in self.directory.iterdir())
+            for name in sorted(names, key=lambda n: n == fmt.MANIFEST):  # the manifest last
+                os.rename(self.directory / name, self.out / name)
+            self.directory.rmdir()
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise errors.InvalidArgument(
+                    "out", f"{self.out} is no longer empty: name a new or empty directory"
+                ) from None
+            raise errors.InvalidArgument(
+                "out", f"cannot move the archive into {self.out}: {exc.strerror}"
+            ) from None
+
+    def abandon(self) -> None:
+        """What the export wrote removed: the same command runs again, and no
+        partial archive is left holding private memories."""
+        with contextlib.suppress(OSError):
+            for entry in self.directory.iterdir():
+                if entry.name in ARCHIVE_NAMES:
+                    entry.unlink()
+            self.directory.rmdir()
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+
+def stage(out: Path) -> Staging:
+    """A staging directory for an archive bound for ``out`` (new, or an empty
+    directory: refused when it holds anything already), its owner's alone;
+    what killed exports left beside it removed first."""
     if out.exists() and not out.is_dir():
         raise errors.InvalidArgument("out", f"{out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        raise errors.InvalidArgument("out", f"{out} is not empty: name a new or empty directory")
-    made = False
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):  # the empty directory named
-            out.mkdir(mode=DIRECTORY_MODE)
-            made = True
-        # mkdir's mode is masked by the umask, and a directory given keeps its own.
-        out.chmod(DIRECTORY_MODE)
+        inside = out.is_dir()
+        if inside:
+            prefix, parent = f".{STAGING}", out
+            _remove_unfinished(out, prefix)
+            if any(out.iterdir()):
+                raise errors.InvalidArgument(
+                    "out", f"{out} is not empty: name a new or empty directory"
+                )
+            out.chmod(DIRECTORY_MODE)  # a directory given keeps its own mode otherwise
+        else:
+            prefix, parent = f".{out.name}.{STAGING}", out.parent
+            parent.mkdir(parents=True, exist_ok=True)
+            _remove_unfinished(parent, prefix)
+        while True:
+            directory = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # new and empty: no other export holds it
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(directory).st_ino == os.fstat(fd).st_ino:
+                    break
+            # Another export's sweep took it before it was locked: a new one.
+            os.close(fd)
+        directory.chmod(DIRECTORY_MODE)  # mkdtemp's mode is masked by the umask
     except OSError as exc:
         raise errors.InvalidArgument("out", f"cannot create {out}: {exc.strerror}") from None
-    return made
-
-
-def take_back(out: Path, made: bool) -> None:
-    """What an export that did not end wrote into ``out`` removed (the
-    directory too when the export made it): the same command can run again,
-    and no partial archive is left holding private memories. Only the
-    archive's own names: the directory was empty when the export began, and
-    is its user's alone since."""
-    names = [fmt.file_name(k) for k in fmt.RECORD_FILES] + [fmt.WORKSPACE, fmt.MANIFEST]
-    for name in names:
-        with contextlib.suppress(FileNotFoundError):
-            (out / name).unlink()
-    if made:
-        with contextlib.suppress(OSError):  # something else was put there meanwhile
-            out.rmdir()
+    return Staging(out, directory, inside, fd)
 
 
 def _create(path: Path) -> BinaryIO:
@@ -166,12 +254,18 @@ class Exporter:
     ) -> ExportReport:
         began = time.monotonic()
         ws = self.control.workspace(workspace_id)
-        made = prepare_directory(out)
+        staging = stage(out)
         try:
-            return self._export(ws, out, vectors, on_total, on_rows, began)
+            report = self._export(ws, staging.directory, vectors, on_total, on_rows, began)
+            staging.finish()
         except BaseException:  # a failure, SIGTERM and Ctrl-C too (the CLI makes both this)
-            take_back(out, made)
+            staging.abandon()
             raise
+        finally:
+            staging.release()
+        report.directory = str(out)
+        report.seconds = time.monotonic() - began
+        return report
 
     def _export(
         self,
