@@ -7,10 +7,7 @@ a mention the archive lacks and the import adds, from the claim naming it."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +17,10 @@ import pytest
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
 from services.store.domain import archive_format as fmt
+from tests.clirun import cli
 from tests.conftest import Team
-from tests.integration.test_export_import import cli, rewrite
+from tests.integration.corrected_mention import Corrected, correct_an_old_note
+from tests.integration.test_export_import import rewrite
 
 pytestmark = pytest.mark.integration
 
@@ -39,37 +38,13 @@ def _neighbors(client: Client, entity_id: str, as_of: str) -> object:
     return [n.entity.id for n in walked.nodes]
 
 
-@dataclass
-class Corrected:
-    kai: str  # the memory mentioning Kai from its creation
-    plain: str  # the memory a correction made name Kai and Newcomer
-    kai_id: str
-    newcomer: str
-    before: str  # a time before the correction
-
-
 def _correct_an_old_note(team: Team) -> Corrected:
     ada = team.clients["ada"]
-    kai = ada.remember("Kai", "Kai is here.", audience_to="workspace", mention_names=["Kai"]).memory
-    plain = ada.remember("A note", "Nothing named yet.", audience_to="workspace").memory
-    kai_id = ada.lookup("Kai").entities[0].id
-    time.sleep(0.05)
-    before = datetime.now(UTC).isoformat()
-    time.sleep(0.05)
-    ada.correct(
-        plain.id,
-        plain.revision,
-        "named them",
-        claims=[
-            {"entity": {"name": "Newcomer"}, "attribute": "role", "value": "guest"},
-            {"entity": {"entity_id": kai_id}, "attribute": "role", "value": "host"},
-        ],
-    )
-    newcomer = ada.lookup("Newcomer").entities[0].id
+    made = correct_an_old_note(ada)
     # The original as the correction made it (tests/integration/test_graph_as_of.py).
-    assert _lookup(ada, "Newcomer", before) == []
-    assert _lookup(ada, "Kai", before) == [(kai_id, "Kai", [kai.id])]
-    return Corrected(kai.id, plain.id, kai_id, newcomer, before)
+    assert _lookup(ada, "Newcomer", made.before) == []
+    assert _lookup(ada, "Kai", made.before) == [(made.kai_id, "Kai", [made.kai])]
+    return made
 
 
 def _import_and_compare(

@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from tests.conftest import Team
+from tests.integration.corrected_mention import correct_an_old_note
 
 pytestmark = pytest.mark.integration
 
@@ -74,28 +75,16 @@ def test_a_mention_a_later_correction_added_does_not_count_before_it(team: Team)
     memory: the memory did not mention them before the correction, so as of a
     time before it a new one is not found and a known one is not mentioned by it."""
     ada = team.clients["ada"]
-    kai = ada.remember("Kai", "Kai is here.", audience_to="workspace", mention_names=["Kai"]).memory
-    plain = ada.remember("A note", "Nothing named yet.", audience_to="workspace").memory
-    kai_id = ada.lookup("Kai").entities[0].id
-    time.sleep(0.05)
-    before = datetime.now(UTC).isoformat()
-    time.sleep(0.05)
-    ada.correct(
-        plain.id,
-        plain.revision,
-        "named them",
-        claims=[
-            {"entity": {"name": "Newcomer"}, "attribute": "role", "value": "guest"},
-            {"entity": {"entity_id": kai_id}, "attribute": "role", "value": "host"},
-        ],
-    )
+    made = correct_an_old_note(ada)
     newcomer = ada.lookup("Newcomer").entities[0]
-    assert list(newcomer.mentioned_by) == [plain.id]
-    then = [(c.name, list(c.mentioned_by)) for c in ada.lookup("Newcomer", as_of=before).entities]
+    assert list(newcomer.mentioned_by) == [made.plain]
+    then = [
+        (c.name, list(c.mentioned_by)) for c in ada.lookup("Newcomer", as_of=made.before).entities
+    ]
     assert then == [], f"lookup as of a time before the correction naming it answered {then}"
     with pytest.raises(grpc.RpcError) as err:
-        ada.neighbors(newcomer.id, hops=1, as_of=before)
+        ada.neighbors(newcomer.id, hops=1, as_of=made.before)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    kai_then = ada.lookup("Kai", as_of=before).entities
-    assert [list(c.mentioned_by) for c in kai_then] == [[kai.id]]
-    assert list(ada.lookup("Kai").entities[0].mentioned_by) == [plain.id, kai.id]
+    kai_then = ada.lookup("Kai", as_of=made.before).entities
+    assert [list(c.mentioned_by) for c in kai_then] == [[made.kai]]
+    assert list(ada.lookup("Kai").entities[0].mentioned_by) == [made.plain, made.kai]
