@@ -112,3 +112,24 @@ def test_correct_has_no_way_to_change_trust() -> None:
     # in place; a wider successor is supersede's to refuse.
     fields = set(pb.CorrectRequest.DESCRIPTOR.fields_by_name)
     assert not fields & {"audience", "purposes", "source_ids"}
+
+
+def test_forgetting_a_source_takes_a_derived_memory_s_successor_out_of_recall(
+    team: Team,
+) -> None:
+    """The successor restates what was derived: it keeps the derived memory's
+    sources, so forgetting one takes it out of recall as it does the memory
+    it replaced, and read names them."""
+    ada = team.clients["ada"]
+    source = ada.remember("Ada's Quetzal password hint is her cat").memory
+    derived = ada.derive([source.id], "Quetzal hint: a cat").memory
+    successor = _supersede(ada, derived.id, "Quetzal hint: the cat Miso").memory
+    read = ada.read([successor.id]).memories[0]
+    assert [(link.kind, link.target.id) for link in read.links] == [
+        (derived.links[0].kind, source.id)
+    ]
+    assert [r.memory.id for r in ada.recall("Miso", mode="lexical").outcome.results] == [
+        successor.id
+    ]
+    ada.forget(source.id, "no longer wanted")
+    assert not ada.recall("Miso", mode="lexical").outcome.results

@@ -195,14 +195,16 @@ class MemoryRevisions(MemoryWrites):
                 raise errors.NotFound("memory not found")
             old = found[0]
             old_trust = Trust(old.audience, frozenset(old.purposes))
+            carried: list[str] = []
             if sources:
                 trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
             elif old.origin == "derived":
                 # What was derived from other memories stays within the trust
                 # they gave it (design §4): its successor may narrow it, never
-                # widen it, and stays derived, so its own successors are held
-                # to the same bound. Read gives its sources through the
-                # memory it supersedes.
+                # widen it, and stays derived from the same sources, so its
+                # own successors are held to the same bound and forgetting a
+                # source takes it out of recall, as it does the memory it
+                # replaces.
                 trust = trust_rules.narrow(
                     old_trust,
                     new.audience,
@@ -210,6 +212,7 @@ class MemoryRevisions(MemoryWrites):
                     bound="the superseded derived memory's",
                 )
                 origin = "derived"
+                carried = [str(r[0]) for r in conn.execute(mq.SOURCES_OF, (memory_id,))]
             else:
                 # The replacement keeps the old memory's audience and
                 # purposes unless the caller sets them.
@@ -221,7 +224,7 @@ class MemoryRevisions(MemoryWrites):
             # files a memory by.
             placed = dataclasses.replace(new, episode_id=old.episode_id)
             new_id = str(uuid.uuid4())
-            links = [("derived_from", s) for s in sources]
+            links = [("derived_from", s) for s in dict.fromkeys([*carried, *sources])]
             writer = self._insert(conn, caller, new_id, placed, origin, trust, links)
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:

@@ -37,6 +37,11 @@ TRUST_OF = """
 SELECT id, audience_member_id, purposes::text[] FROM memory WHERE id = ANY(%s::uuid[])
 """
 STATE_OF = "SELECT revision, superseded_by_id FROM memory WHERE id = %s"
+# A derived memory's sources, which its successor keeps (MemoryRevisions.supersede).
+SOURCES_OF = """
+SELECT target_id FROM memory_link
+WHERE memory_id = %s AND kind = 'derived_from' ORDER BY target_id
+"""
 # Who may change it: its author, its audience (NULL: the workspace) and its
 # revision, for the rule in MemoryStore._may_change.
 CHANGE_SUBJECT = """
