@@ -18,7 +18,8 @@ The rules, in order:
 6. the directive's object is missing -> empty; it points outside the turn
    (this, that, it, what we said), asks for a reminder (remember to ...),
    names a particular person as audience or is addressed to others ("cc Bob",
-   "@bob"), names a person by a pronoun alone ("the lead is her"), or is under
+   "@bob"), names a person by a pronoun its sentence does not name one person for, as a
+   subject, before it ("the lead is her", "Ada's manager called; she ..."), or is under
    three words -> ambiguous.
 Only what passes all six is stored.
 
@@ -47,13 +48,13 @@ from services.gateway.capture_doubts import (
     audience_doubt,
     fold,
     question_tag,
-    unnamed_person,
 )
 from services.gateway.capture_ids import MAX_RESTATED as MAX_RESTATED
 from services.gateway.capture_ids import request_id_for as request_id_for
 from services.gateway.capture_ids import restated_id as restated_id
 from services.gateway.capture_ids import said_alike as said_alike
 from services.gateway.capture_ids import turn_key as turn_key
+from services.gateway.capture_pronouns import unnamed_person
 from services.gateway.capture_relayed import second_hand
 from services.gateway.capture_title import MAX_TITLE_CHARS as MAX_TITLE_CHARS
 from services.gateway.capture_title import capitalised, opened, title, unquoted

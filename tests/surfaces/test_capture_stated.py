@@ -232,3 +232,36 @@ def test_a_provisional_claim_is_a_hedge_and_an_approximate_amount_a_claim() -> N
     ):  # fmt: skip
         decided = capture.decide(turn)
         assert decided.store and decided.title == title, (turn, decided)
+
+
+def test_a_pronoun_has_a_referent_only_when_one_person_is_named_as_subject() -> None:
+    """Rule 6: a name anywhere before a pronoun was taken for whom it means,
+    so "Ada's manager called; she approved ..." stored though "she" may be
+    the manager. A pronoun stands for someone only when its sentence names one
+    person before it, as a subject; otherwise who is meant is unclear."""
+    for turn in (
+        "Remember that Ada's manager called; she approved the budget.",
+        "Remember that Ada's manager approved her budget.",
+        "Remember that Ada's brother owns the car and she drives it.",
+        "Remember that Ada and Eve share a flat and she pays the rent.",
+        "Remember that Ada called Eve and she approved the budget.",
+        "Remember that I met Ada at the station and she approved the budget.",
+        "Remember that the meeting with Ada is at 3 and he will join.",
+        "Remember that Ada leads billing. She approved the budget.",
+    ):
+        decided = capture.decide(turn)
+        assert not decided.store and decided.category == capture.AMBIGUOUS, (turn, decided)
+    for turn, title in (
+        ("Remember that Ada approved the budget and she signed it.",
+         "Ada approved the budget and she signed it"),
+        ("Remember that Ada owns the car and her brother drives it.",
+         "Ada owns the car and her brother drives it"),
+        ("Remember that when Ada arrives she opens the office.",
+         "When Ada arrives she opens the office"),
+        ("Remember that Ada, our new lead, wants her laptop by Monday.",
+         "Ada, our new lead, wants her laptop by Monday"),
+        ("Remember that Dana Lee runs billing and she reports to Sam.",
+         "Dana Lee runs billing and she reports to Sam"),
+    ):  # fmt: skip
+        decided = capture.decide(turn)
+        assert decided.store and decided.title == title, (turn, decided)

@@ -125,7 +125,7 @@ ABBREVIATED = [
      "J. Smith owns the billing service"),
     ("Remember that A. B. Jones owns billing. It moved.", "A. B. Jones owns billing"),
     ("Remember that Dr. J. Smith owns billing. It moved.", "Dr. J. Smith owns billing"),
-    ("Remember that billing is owned by J. R. R. Tolkien. He left.",
+    ("Remember that billing is owned by J. R. R. Tolkien. Tolkien left.",
      "Billing is owned by J. R. R. Tolkien"),
     ("Remember that Smith Inc. owns billing. It moved.", "Smith Inc. owns billing"),
     ("Remember that Acme Corp. and Beta Ltd. merged. Nobody objected.",
