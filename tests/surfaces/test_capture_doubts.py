@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.gateway import capture
+from tests.surfaces.capture_checks import decided_as
 
 # A claim its speaker doubts, hopes, guesses, holds as an opinion or has heard
 # second-hand, or one that holds only under a condition.
@@ -55,13 +56,11 @@ CONDITIONAL = [
 def test_a_hedged_or_conditional_claim_stores_nothing(turn: str) -> None:
     """Rules 3 and 4: a claim its speaker does not plainly state, in any of
     the usual words for it, is a no-op whose reason names the words."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category in (capture.HEDGED, capture.HYPOTHETICAL), decided
+    decided_as((capture.HEDGED, capture.HYPOTHETICAL), [turn])
 
 
 def test_plain_claims_near_the_hedges_still_store() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that the budget is about 10k.", "The budget is about 10k"),
         ("Remember that I understand Portuguese.", "I understand Portuguese"),
         ("Remember that Bob has no idea about the surprise party.",
@@ -70,9 +69,7 @@ def test_plain_claims_near_the_hedges_still_store() -> None:
          "Members can change their display name"),
         ("Remember that the Ishikawa diagram is in the wiki.",
          "The Ishikawa diagram is in the wiki"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 # A claim not settled yet, or a likelihood or a wish rather than a fact: each
@@ -116,14 +113,11 @@ def test_a_claim_not_settled_yet_or_only_likely_stores_nothing(turn: str) -> Non
     """Rule 4: "not decided yet", "under discussion", "TBA", "we'll see",
     "chances are", "ideally" are hedges: a no-op whose reason names the words,
     never calling an announcement still to come second-hand."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category in (capture.HEDGED, capture.HYPOTHETICAL), decided
-    assert "second-hand" not in decided.reason, decided
+    decided_as((capture.HEDGED, capture.HYPOTHETICAL), [turn], never_says="second-hand")
 
 
 def test_plain_claims_near_the_unsettled_words_still_store() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that we'll see Bob in Lisbon on Friday.", "We'll see Bob in Lisbon on Friday"),
         ("Remember that the office is ideally located near the station.",
          "The office is ideally located near the station"),
@@ -135,9 +129,7 @@ def test_plain_claims_near_the_unsettled_words_still_store() -> None:
         ("Remember that the plan is in the wiki, at least the draft.",
          "The plan is in the wiki, at least the draft"),
         ("Remember that the pencils are in the top drawer.", "The pencils are in the top drawer"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 # What the speaker, alone or with others, believes, guesses or supposes: a
@@ -167,18 +159,15 @@ BELIEVED = [
 def test_a_belief_stores_nothing_as_a_hedge(turn: str) -> None:
     """Rule 4: "we think", "we believe", "I guess", "I suppose" say what the
     speaker holds likely, not what is so: hedged, whoever holds it."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category == capture.HEDGED, decided
+    decided_as(capture.HEDGED, [turn])
 
 
 def test_suppose_opening_an_imagined_case_is_still_hypothetical() -> None:
-    for turn in (
+    decided_as(capture.HYPOTHETICAL, [
         "Suppose the client says no, note that we fall back to plan B.",
         "Remember that, supposing the client says no, we fall back to plan B.",
         "Let's suppose the client says no: note that we fall back to plan B.",
-    ):
-        assert capture.decide(turn).category == capture.HYPOTHETICAL, turn
+    ])  # fmt: skip
 
 
 # The same doubts in other scripts' marks or in letters a keyboard, a font or a
@@ -204,22 +193,18 @@ def test_doubts_in_other_marks_and_letter_forms_store_nothing(turn: str, categor
     """Rules 2 to 5 read a turn's compatibility forms as their plain letters
     (fullwidth, mathematical, ligatures), ignore invisible marks inside words
     and know the question marks of other scripts."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category == category, decided
+    decided_as(category, [turn])
 
 
 def test_a_claim_in_other_letter_forms_is_stored_as_written() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that the caf\u00e9 opens at 8 on weekdays.",
          "The caf\u00e9 opens at 8 on weekdays"),
         ("Remember that the \uff32\uff06\uff24 budget is 10k this year.",
          "The \uff32\uff06\uff24 budget is 10k this year"),
         ("Remember that the r\u00e9sum\u00e9 template is in the \ufb01nance folder.",
          "The r\u00e9sum\u00e9 template is in the \ufb01nance folder"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 # A claim the turn itself corrects or updates in a later clause, in words the
@@ -249,13 +234,11 @@ CORRECTED = [
 def test_a_claim_the_turn_corrects_or_updates_stores_nothing(turn: str) -> None:
     """Rule 5: a claim the turn corrects or gives a second version of in a
     later clause is a no-op: which version holds is not plainly said."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category == capture.NO_REQUEST, decided
+    decided_as(capture.NO_REQUEST, [turn])
 
 
 def test_later_clauses_that_only_go_on_still_store() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that we ship Monday, instead of Friday.", "We ship Monday, instead of Friday"),
         ("Remember that we ship Friday, sorry for the short notice.",
          "We ship Friday, sorry for the short notice"),
@@ -263,9 +246,7 @@ def test_later_clauses_that_only_go_on_still_store() -> None:
         ("Remember that the build waits for QA, then ships.",
          "The build waits for QA, then ships"),
         ("Remember that the deploy is on *Friday*.", "The deploy is on *Friday*"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 # A claim someone else made, relayed by the speaker, in several tenses, word
@@ -315,10 +296,7 @@ def test_a_claim_relayed_from_someone_else_stores_nothing(turn: str) -> None:
     """Rule 4: a claim the speaker relays from someone else ("Alice said",
     "according to Bob", "..., says Bob") is second-hand, not one the
     speaker states: a no-op whose reason names the words."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category == capture.HEDGED, decided
-    assert "second-hand" in decided.reason, decided
+    decided_as(capture.HEDGED, [turn], says="second-hand")
 
 
 # The same relayed claims without "that": a verb of confirming, reporting or
@@ -346,14 +324,11 @@ REPORTED_WITHOUT_THAT = [
 def test_a_claim_relayed_without_that_is_second_hand_too(turn: str) -> None:
     """Rule 4: "Bob confirmed the deploy is on Friday" relays Bob's claim as
     "Bob confirmed that the deploy is on Friday" does: second-hand."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category == capture.HEDGED, decided
-    assert "second-hand" in decided.reason, decided
+    decided_as(capture.HEDGED, [turn], says="second-hand")
 
 
 def test_a_thing_confirmed_or_written_is_still_a_claim() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that Bob confirmed the booking for Friday.",
          "Bob confirmed the booking for Friday"),
         ("Remember that Bob confirmed it yesterday.", "Bob confirmed it yesterday"),
@@ -366,13 +341,11 @@ def test_a_thing_confirmed_or_written_is_still_a_claim() -> None:
         ("Remember that Bob emailed us the signed contract.", "Bob emailed us the signed contract"),
         ("Remember that I confirmed the deploy is on Friday.",
          "I confirmed the deploy is on Friday"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 def test_the_speakers_own_words_and_written_sources_still_store() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that I told Bob the deploy is on Friday.",
          "I told Bob the deploy is on Friday"),
         ("Remember that we said the deploy is on Friday.", "We said the deploy is on Friday"),
@@ -389,9 +362,7 @@ def test_the_speakers_own_words_and_written_sources_still_store() -> None:
          "The API allows 600 requests per minute"),
         ("Remember that Bob told the client about the delay.",
          "Bob told the client about the delay"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 # A claim ending on a question tag without a question mark asks the listener
@@ -417,21 +388,17 @@ TAGGED = [
 def test_a_claim_ending_on_a_question_tag_stores_nothing(turn: str) -> None:
     """Rule 2: a question tag at the end ("..., right", "..., isn't it") makes
     the turn a question, with or without its question mark."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category == capture.QUESTION, decided
+    decided_as(capture.QUESTION, [turn])
 
 
 def test_the_same_words_inside_a_claim_still_store() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that the exit is on the right.", "The exit is on the right"),
         ("Remember that the lift is on the left, right next to the stairs.",
          "The lift is on the left, right next to the stairs"),
         ("Remember that the invoice total is correct.", "The invoice total is correct"),
         ("Remember that Bob's answer was right, as usual.", "Bob's answer was right, as usual"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 # A claim naming a person only by "he", "she", "him", "her", "his" or "hers",
@@ -452,13 +419,11 @@ UNNAMED = [
 def test_a_claim_about_someone_it_does_not_name_stores_nothing(turn: str) -> None:
     """Rule 6: a person the claim points to by a pronoun alone, with no name
     for it in the turn, is ambiguous, wherever the pronoun stands."""
-    decided = capture.decide(turn)
-    assert not decided.store, (turn, decided.title)
-    assert decided.category == capture.AMBIGUOUS, decided
+    decided_as(capture.AMBIGUOUS, [turn])
 
 
 def test_a_pronoun_after_the_name_it_stands_for_still_stores() -> None:
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that my manager is Dana Lee and she prefers Slack.",
          "My manager is Dana Lee and she prefers Slack"),
         ("Remember that Ana moved to Lisbon, where she works remotely.",
@@ -469,6 +434,4 @@ def test_a_pronoun_after_the_name_it_stands_for_still_stores() -> None:
          "Cy is allergic to peanuts and his EpiPen is in the first-aid box"),
         ("Remember that the HERE maps licence renews in May.",
          "The HERE maps licence renews in May"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip

@@ -6,13 +6,14 @@ second-hand: a person named by a noun before the pronoun for them."""
 from __future__ import annotations
 
 from services.gateway import capture
+from tests.surfaces.capture_checks import decided_as
 
 
 def test_a_preference_instruction_or_plan_asked_for_is_stored_as_said() -> None:
     """A standing instruction or a plan the speaker asks to remember is their
     own word: exactly what a person wants kept. It is stored as said, a plan
     as a plan (not as done)."""
-    for turn, title in (
+    decisions = decided_as(capture.STORE, [
         ("Remember that you should always answer in French.",
          "You should always answer in French"),
         ("Remember that from now on you reply in English.", "From now on you reply in English"),
@@ -22,22 +23,18 @@ def test_a_preference_instruction_or_plan_asked_for_is_stored_as_said() -> None:
         ("Remember that we plan to ship on Friday.", "We plan to ship on Friday"),
         ("Note that we're planning to move the office in June.",
          "We're planning to move the office in June"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
-        assert decided.kind in ("fact", "note"), decided
+    ])  # fmt: skip
+    assert all(decided.kind in ("fact", "note") for decided in decisions), decisions
 
 
 def test_an_instruction_or_plan_not_asked_for_is_a_no_op() -> None:
     """Without a request to remember, an instruction is for the conversation
     at hand, and a plan is talk: neither is stored."""
-    for turn in (
+    decided_as(capture.NO_REQUEST, [
         "From now on reply in English.",
         "You should always answer in French.",
         "We plan to ship on Friday.",
-    ):
-        decided = capture.decide(turn)
-        assert not decided.store and decided.category == capture.NO_REQUEST, (turn, decided)
+    ])  # fmt: skip
 
 
 def test_a_person_named_by_a_noun_before_their_pronoun_is_named() -> None:
@@ -45,7 +42,7 @@ def test_a_person_named_by_a_noun_before_their_pronoun_is_named() -> None:
     noun ("the client", "my landlord", "our new hire") before a pronoun that
     stands for a subject or an owner ("she needs", "his invoices") is its
     referent, as a name is. Each was refused as unclear who 'his' is."""
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that the client wants his invoices by email.",
          "The client wants his invoices by email"),
         ("Remember that my landlord wants her deposit paid by the 1st.",
@@ -56,16 +53,14 @@ def test_a_person_named_by_a_noun_before_their_pronoun_is_named() -> None:
          "The contractor sends his hours every Friday"),
         ("Remember that my wife's birthday is in spring and she loves tulips.",
          "My wife's birthday is in spring and she loves tulips"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 def test_a_pronoun_no_person_noun_can_stand_for_is_still_unclear() -> None:
     """An object or a predicate ("called him", "is her", "with him", "gave her
     the keys") is someone other than the subject, and a thing ("the deploy")
     is no one: who is meant still lies outside the turn."""
-    for turn in (
+    decided_as(capture.AMBIGUOUS, [
         "Remember that the client called him about the invoice.",
         "Remember that the new lead for the client is her.",
         "Remember that the client gave her the keys.",
@@ -73,16 +68,14 @@ def test_a_pronoun_no_person_noun_can_stand_for_is_still_unclear() -> None:
         "Remember that the deploy needs her approval.",
         "Remember that the release waits until he is back.",
         "Remember that the manager's laptop is his now.",
-    ):
-        decided = capture.decide(turn)
-        assert not decided.store and decided.category == capture.AMBIGUOUS, (turn, decided)
+    ])  # fmt: skip
 
 
 def test_a_sound_heard_is_a_claim_and_a_claim_heard_is_second_hand() -> None:
     """Rule 4: hearing a sound is what the hearer perceived ("we heard the
     alarm at 3am"), not a claim heard from someone; each was refused as
     second-hand. Hearing a claim ("we heard the deploy is on Friday") still is."""
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that we heard the alarm at 3am.", "We heard the alarm at 3am"),
         ("Remember that I heard the smoke alarm go off twice last night.",
          "I heard the smoke alarm go off twice last night"),
@@ -90,10 +83,8 @@ def test_a_sound_heard_is_a_claim_and_a_claim_heard_is_second_hand() -> None:
          "We heard a loud bang from the server room"),
         ("Remember that Ana heard the fire alarm in the lab.",
          "Ana heard the fire alarm in the lab"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
-    for turn in (
+    ])  # fmt: skip
+    decided_as(capture.HEDGED, [
         "Remember that we heard the deploy is on Friday.",
         "Remember that we heard the deploy moved to Friday.",
         "Remember that we heard that the deploy is on Friday.",
@@ -101,16 +92,14 @@ def test_a_sound_heard_is_a_claim_and_a_claim_heard_is_second_hand() -> None:
         "Remember that I heard about the reorg from Bob.",
         "Remember that Bob heard the client is unhappy.",
         "Remember that the deploy is on Friday, we heard.",
-    ):
-        decided = capture.decide(turn)
-        assert not decided.store and "second-hand" in decided.reason, (turn, decided)
+    ], says="second-hand")  # fmt: skip
 
 
 def test_an_instrument_reading_is_a_claim() -> None:
     """Rule 4: what an instrument shows ("the thermometer says 20 degrees") is
     a reading anyone can take again, like a written source; each was refused
     as second-hand. What a person says still is second-hand."""
-    for turn, title in (
+    decided_as(capture.STORE, [
         ("Remember that the thermometer says 20 degrees.", "The thermometer says 20 degrees"),
         ("Remember that the bathroom scale says 82 kg.", "The bathroom scale says 82 kg"),
         ("Remember that the kitchen clock says 9:15 when it is 9:00.",
@@ -119,11 +108,10 @@ def test_an_instrument_reading_is_a_claim() -> None:
         ("Remember that the odometer says 120,000 km.", "The odometer says 120,000 km"),
         ("Remember that the humidity sensor says 40% in the lab.",
          "The humidity sensor says 40% in the lab"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
-    decided = capture.decide("Remember that the plumber says the boiler is fine.")
-    assert not decided.store and "second-hand" in decided.reason, decided
+    ])  # fmt: skip
+    decided_as(
+        capture.HEDGED, ["Remember that the plumber says the boiler is fine."], says="second-hand"
+    )
 
 
 def test_a_day_a_month_or_an_acronym_is_no_name_for_a_pronoun() -> None:
@@ -132,33 +120,29 @@ def test_a_day_a_month_or_an_acronym_is_no_name_for_a_pronoun() -> None:
     keys are with him", "the API keys are with him") let an unnamed person
     through: each was stored. A role's acronym ("the CEO wants his ...") and
     a name still name them."""
-    for turn in (
+    decided_as(capture.AMBIGUOUS, [
         "Remember that on Monday the keys are with him.",
         "Remember that every Friday the on-call phone stays with her.",
         "Remember that from January the billing service is his.",
         "Remember that in Q3 the budget is his.",
         "Remember that the API keys are with him.",
         "Remember that the VPN token is hers until March.",
-    ):
-        decided = capture.decide(turn)
-        assert not decided.store and decided.category == capture.AMBIGUOUS, (turn, decided)
-    for turn, title in (
+    ])  # fmt: skip
+    decided_as(capture.STORE, [
         ("Remember that the CEO wants his reports on Monday.",
          "The CEO wants his reports on Monday"),
         ("Remember that our CFO sends her numbers every Friday.",
          "Our CFO sends her numbers every Friday"),
         ("Remember that on Monday Dana hands her keys to facilities.",
          "On Monday Dana hands her keys to facilities"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 def test_another_persons_view_is_second_hand() -> None:
     """Rule 4: someone else's view, take, estimate or guess, and a claim
     credited to them ("..., via Bob", "... per Bob"), is their word, not
     evidence the speaker states; each was stored as a plain claim."""
-    for turn in (
+    decided_as(capture.HEDGED, [
         "Remember that Bob's take is that the deploy is on Friday.",
         "Remember that Bob's view: the deploy is on Friday.",
         "Remember that Bob's opinion is that we ship Friday.",
@@ -175,10 +159,8 @@ def test_another_persons_view_is_second_hand() -> None:
         "Remember that Bob suggested we ship Friday.",
         "Remember that Bob is convinced we ship Friday.",
         "Remember that Bob is of the view that we ship Friday.",
-    ):
-        decided = capture.decide(turn)
-        assert not decided.store and "second-hand" in decided.reason, (turn, decided)
-    for turn, title in (
+    ], says="second-hand")  # fmt: skip
+    decided_as(capture.STORE, [
         ("Remember that Bob's view of the harbour is blocked.",
          "Bob's view of the harbour is blocked"),
         ("Remember that the fee is 10 euros per person.", "The fee is 10 euros per person"),
@@ -191,9 +173,7 @@ def test_another_persons_view_is_second_hand() -> None:
         ("Remember that Bob suggested a fix for the login bug.",
          "Bob suggested a fix for the login bug"),
         ("Remember that I'm convinced we ship Friday.", "I'm convinced we ship Friday"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 def test_a_provisional_claim_is_a_hedge_and_an_approximate_amount_a_claim() -> None:
@@ -201,7 +181,7 @@ def test_a_provisional_claim_is_a_hedge_and_an_approximate_amount_a_claim() -> N
     settled, as "provisionally" is not: each was stored. An approximate
     amount ("about 12 herons", "roughly 10k") is a plain claim of an
     estimate, stored with its word, so the memory says it is one."""
-    for turn in (
+    decided_as((capture.HEDGED, capture.HYPOTHETICAL), [
         "Remember that the deploy is on Friday for now.",
         "Remember that for now we use Postgres for events.",
         "Remember that the deploy is on Friday, for the time being.",
@@ -215,11 +195,8 @@ def test_a_provisional_claim_is_a_hedge_and_an_approximate_amount_a_claim() -> N
         "Remember that the deploy is tentatively on Friday.",
         "Remember that the deploy is provisionally on Friday.",
         "Remember that the deploy is probably on Friday.",
-    ):
-        decided = capture.decide(turn)
-        assert not decided.store, (turn, decided.title)
-        assert decided.category in (capture.HEDGED, capture.HYPOTHETICAL), (turn, decided)
-    for turn, title in (
+    ])  # fmt: skip
+    decided_as(capture.STORE, [
         ("Remember that we saw about 12 herons at the lake.", "We saw about 12 herons at the lake"),
         ("Remember that the budget is roughly 10k.", "The budget is roughly 10k"),
         ("Remember that the trip takes approximately two hours.",
@@ -229,9 +206,7 @@ def test_a_provisional_claim_is_a_hedge_and_an_approximate_amount_a_claim() -> N
         ("Remember that the office is temporarily closed until May.",
          "The office is temporarily closed until May"),
         ("Remember that the talk is about Kafka.", "The talk is about Kafka"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
 
 
 def test_a_pronoun_has_a_referent_only_when_one_person_is_named_as_subject() -> None:
@@ -239,7 +214,7 @@ def test_a_pronoun_has_a_referent_only_when_one_person_is_named_as_subject() -> 
     so "Ada's manager called; she approved ..." stored though "she" may be
     the manager. A pronoun stands for someone only when its sentence names one
     person before it, as a subject; otherwise who is meant is unclear."""
-    for turn in (
+    decided_as(capture.AMBIGUOUS, [
         "Remember that Ada's manager called; she approved the budget.",
         "Remember that Ada's manager approved her budget.",
         "Remember that Ada's brother owns the car and she drives it.",
@@ -248,10 +223,8 @@ def test_a_pronoun_has_a_referent_only_when_one_person_is_named_as_subject() -> 
         "Remember that I met Ada at the station and she approved the budget.",
         "Remember that the meeting with Ada is at 3 and he will join.",
         "Remember that Ada leads billing. She approved the budget.",
-    ):
-        decided = capture.decide(turn)
-        assert not decided.store and decided.category == capture.AMBIGUOUS, (turn, decided)
-    for turn, title in (
+    ])  # fmt: skip
+    decided_as(capture.STORE, [
         ("Remember that Ada approved the budget and she signed it.",
          "Ada approved the budget and she signed it"),
         ("Remember that Ada owns the car and her brother drives it.",
@@ -262,6 +235,4 @@ def test_a_pronoun_has_a_referent_only_when_one_person_is_named_as_subject() -> 
          "Ada, our new lead, wants her laptop by Monday"),
         ("Remember that Dana Lee runs billing and she reports to Sam.",
          "Dana Lee runs billing and she reports to Sam"),
-    ):  # fmt: skip
-        decided = capture.decide(turn)
-        assert decided.store and decided.title == title, (turn, decided)
+    ])  # fmt: skip
