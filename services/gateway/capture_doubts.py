@@ -91,7 +91,9 @@ HEDGE = re.compile(
     r"knock on wood|dunno|idk|prolly|who knows|(?:i have|i've got|i've) no (?:idea|clue)|"
     # second-hand or as far as the speaker knows: "AFAIK", "last I heard"
     r"as far as (?:i|we) (?:know|can tell|understand|remember|recall)|afaik|afaict|iiuc|"
-    r"last (?:i|we) (?:heard|checked|looked|saw)|as (?:i|we) understand it|"
+    r"as far as (?:i'?m|i am|we'?re|we are) aware|to (?:the best of )?(?:my|our) knowledge|"
+    r"(?:the )?last (?:time )?(?:i|we) (?:heard|checked|looked|saw)|as (?:i|we) understand it|"
+    r"or at least (?:it|that|this|they) (?:was|were|used to be)|"
     r"from what (?:i|we) (?:gather|understand|hear|heard|know|can tell|remember)|"
     # not settled yet: "subject to change", "pending confirmation", "needs confirming"
     r"don't hold me to (?:it|that|this)|subject to change|(?:could|may) change|"
@@ -120,6 +122,7 @@ HEDGE = re.compile(
     # said at a clause's start, these doubt the claim before them ("..., no idea.",
     # "..., I was told."); inside a claim they may be what it says ("Bob has no idea")
     r"(?:[,;(\u2014\u2013\u2026]|\s-{1,2})\s*(?:no idea|no clue|not a clue|i was told|"
+    r"i (?:don't|do not) know|"
     r"i heard|i hear|i expect|i understand|i'm told|so i'm told)\b|"
     # a thinking face, crossed fingers, a shrug
     r"[\U0001f914\U0001f91e\U0001f937]|\\_\(\u30c4\)_/",

@@ -42,6 +42,13 @@ HEDGED = [
     "Remember that we ship Friday-ish.",
     "Remember that we ship Friday, give or take.",
     "Remember that we ship Friday, or thereabouts.",
+    # variants of the above in other words: each was stored
+    "Remember that we ship Friday, as far as I'm aware.",
+    "Remember that we ship Friday, to my knowledge.",
+    "Remember that we ship Friday, to the best of my knowledge.",
+    "Remember that we ship Friday, last time I checked.",
+    "Remember that we ship Friday, I don't know.",
+    "Remember that we ship Friday, or at least it was.",
 ]
 CONDITIONAL = [
     "Remember that we ship Friday provided QA signs off.",
@@ -63,6 +70,8 @@ def test_plain_claims_near_the_hedges_still_store() -> None:
     decided_as(capture.STORE, [
         ("Remember that the budget is about 10k.", "The budget is about 10k"),
         ("Remember that I understand Portuguese.", "I understand Portuguese"),
+        ("Remember that I don't know Portuguese.", "I don't know Portuguese"),
+        ("Remember that the knowledge base is in the wiki.", "The knowledge base is in the wiki"),
         ("Remember that Bob has no idea about the surprise party.",
          "Bob has no idea about the surprise party"),
         ("Remember that members can change their display name.",
