@@ -30,13 +30,17 @@ _HOLDING = (
 _HOLDING_THAT = (
     r"(?:feel(?:s|ing)?|felt)(?:\s+(?:strongly|firmly))?|argu(?:e|es|ed|ing)|suggest(?:s|ed|ing)?|maintain(?:s|ed)?|"
     r"assum(?:e|es|ed)|imagin(?:e|es|ed)|gather(?:s|ed)?|understand(?:s)?|understood|"
-    r"recall(?:s|ed)?"
+    r"recall(?:s|ed)?|agree(?:s|d)?"
 )
 # Being sure of a claim is holding it: "Bob is convinced we ship ...".
 _SURE = (
     r"(?:is|was|are|were|seems|seemed|has been|had been)\s+(?:(?:so|very|quite|absolutely|"
     r"totally|fully|completely)\s+)?(?:convinced|sure|certain|confident|adamant|positive|"
     r"of the (?:view|opinion|belief|mind))"
+)
+_CALENDAR = (
+    r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|jan(?:uary)?|feb(?:ruary)?|march|april|may|"
+    r"june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 )
 # Someone's view named as such: "Bob's take is ...", "Bob's view: ...", "in
 # Bob's view", "(Bob's words)"; "Bob's view of the harbour" is a thing.
@@ -120,7 +124,7 @@ REPORTED = re.compile(
     rf"(?:{_HEARING})(?:\s+(?:from|about)\b|\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
     rf"{_SURE}(?:\s+that\b|\s*:|{_BARE_CLAUSE}))|"
     # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."
-    rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?){_WHO}(?P<teller>{_NAME})\s+{_AUX}"
+    rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?)(?:[\w'\-]+\s+(?:and|&)\s+)?{_WHO}(?P<teller>{_NAME})\s+{_AUX}"
     rf"(?P<after>{_VERB}|{_HOLDING}|{_HOLDING_THAT}){_SAID_WHEN}{_CLOSE}|"
     # "..., says Bob.", "\u201c...,\u201d said Alice."
     rf"{_MARK}(?P<before>{_VERB})\s+{_WHO}(?P<speaker>{_NAME}){_CLOSE}|"
@@ -131,9 +135,12 @@ REPORTED = re.compile(
     rf"(?:[\w'\-]+\s+)?(?P<perthe>{_NAME}))|"
     # "..., via Bob.", "..., h/t Ana" set apart at the end of a clause
     rf"{_CLAUSE_MARK}(?:via|h/t|hat tip to|source\s*:)\s+{_WHO}(?P<via>{_NAME}){_CLOSE}|"
+    # "..., from Bob." (a capitalised name: "..., from Monday" says when)
+    rf"{_CLAUSE_MARK}from\s+(?P<sender>(?!{_CALENDAR}\b)(?-i:[A-Z][a-z])[\w'\-]*){_CLOSE}|"
     rf"(?:\bin\s+{_WHO}(?P<inview>[^\W_][\w\-]*)'s\s+{_VIEW}\b|"
     rf"{_WHO}(?P<holder>(?<![\w'\-])[^\W_][\w\-]*)'s\s+{_VIEW}"
-    r"(?:\s+(?:is|was|are|were|remains|being)\b|\s*[:)\u2014\u2013]|\s+-\s))|"
+    r"(?:\s+(?:is|was|are|were|remains|being)\b|\s*[:)\u2014\u2013]|\s+-\s)|"
+    rf"{_WHO}(?P<quoted>(?<![\w'\-])[^\W_][\w\-]*)'s\s+words(?:\s*,|\s+not\b))|"
     rf"\bas\s+{_WHO}(?P<putter>{_NAME})\s+put it\b|"
     r"\b(?:was|were|been|being|gets?|got|getting)\s+told\b|\b(?:reportedly|hearsay|"
     r"rumou?r has it|word (?:is|has it)|in [\w'\-]+'s words|to quote)\b",
@@ -143,7 +150,7 @@ REPORTED = re.compile(
 # over in one quick scan, not tried at every position.
 _REPORTING_WORD = re.compile(
     rf"\b(?:{_VERB}|{_HOLDING}|{_HOLDING_THAT}|according|per|put|reportedly|hearsay|rumou?r|"
-    rf"word|quote|via|h/t|hat|source|{_VIEW}|convinced|sure|certain|confident|adamant|"
+    rf"word|quote|via|h/t|hat|source|from|{_VIEW}|convinced|sure|certain|confident|adamant|"
     r"positive)\b",
     _I,
 )
@@ -169,7 +176,7 @@ def _relayer(found: re.Match[str]) -> str | None:
     named by the words ("reportedly", "we were told")."""
     for group in (
         *("subject", "teller", "speaker", "source", "putter", "per", "perthe", "via"),
-        *("inview", "holder"),
+        *("inview", "holder", "sender", "quoted"),
     ):
         if who := found.group(group):
             return who.lower().split("'")[0]

@@ -236,3 +236,22 @@ def test_a_pronoun_has_a_referent_only_when_one_person_is_named_as_subject() -> 
         ("Remember that Dana Lee runs billing and she reports to Sam.",
          "Dana Lee runs billing and she reports to Sam"),
     ])  # fmt: skip
+
+
+def test_a_claim_others_agree_on_or_credited_to_them_is_second_hand() -> None:
+    """Rule 4: others agreeing on a claim ("Bob agrees the deploy is ...")
+    hold it, and a claim credited to a person at its end ("..., from Bob.",
+    "..., Bob's words, not mine") is theirs: each was stored."""
+    decided_as(capture.HEDGED, [
+        "Remember that Bob agrees the deploy is on Friday.",
+        "Remember that Bob and Ana agree that the deploy is on Friday.",
+        "Remember that the deploy is on Friday, Bob and Ana agree.",
+        "Remember that the deploy is on Friday, from Bob.",
+        "Remember that the deploy is on Friday, Bob's words, not mine.",
+    ], says="second-hand")  # fmt: skip
+    decided_as(capture.STORE, [
+        ("Remember that Bob agreed the budget for Q3.", "Bob agreed the budget for Q3"),
+        ("Remember that we agreed the deploy is on Friday.", "We agreed the deploy is on Friday"),
+        ("Remember that the office closes at 6, from Monday.",
+         "The office closes at 6, from Monday"),
+    ])  # fmt: skip
