@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -15,6 +16,9 @@ import pytest
 
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
+from services.store.domain import episodes
+from services.store.domain.trust import Trust
+from services.store.infrastructure.db import Caller
 from services.store.sql import leaving_queries as lq
 from tests import dbutil
 from tests.conftest import Team
@@ -41,6 +45,21 @@ def test_a_removed_member_is_refused_as_a_participant_by_name(team: Team, operat
     assert made.episode_id
 
 
+def _wait_for_a_lock_or_the_end(watch: psycopg.Connection, writer: threading.Thread) -> None:
+    """Until ``writer`` waits on an advisory lock in ``watch``'s database, or
+    has ended (as it does when nothing makes it wait)."""
+    deadline = time.monotonic() + 30
+    while writer.is_alive() and time.monotonic() < deadline:
+        waiting = watch.execute(
+            "SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+            " WHERE l.locktype = 'advisory' AND NOT l.granted"
+            " AND d.datname = current_database()"
+        ).fetchone()
+        if waiting is not None:
+            return
+        time.sleep(0.05)
+
+
 def test_a_participant_removed_while_the_episode_is_written_is_refused(
     stack: Stack, team: Team
 ) -> None:
@@ -65,17 +84,7 @@ def test_a_participant_removed_while_the_episode_is_written_is_refused(
         removal.execute(lq.MARK_REMOVED, {"member": cy})
         writer = threading.Thread(target=create)
         writer.start()
-        # Until the write waits on the member's lock, or has answered.
-        deadline = time.monotonic() + 30
-        while writer.is_alive() and time.monotonic() < deadline:
-            waiting = watch.execute(
-                "SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
-                " WHERE l.locktype = 'advisory' AND NOT l.granted"
-                " AND d.datname = current_database()"
-            ).fetchone()
-            if waiting is not None:
-                break
-            time.sleep(0.05)
+        _wait_for_a_lock_or_the_end(watch, writer)
         removal.commit()
         writer.join(60)
     assert not writer.is_alive()
@@ -104,3 +113,31 @@ def test_an_episode_for_other_purposes_is_its_creators_under_them(team: Team) ->
     with pytest.raises(grpc.RpcError) as err:
         ada.timeline(episode_id=episode)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_two_turns_of_one_speaker_captured_at_once_share_one_episode(
+    stack: Stack, team: Team
+) -> None:
+    """Two captured turns of one speaker, with no episode open, written at the
+    same moment: the first's transaction (held open here) opens an episode;
+    the second, a second later, joins it once the first commits, rather than
+    opening another the first's uncommitted one hid from it."""
+    caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
+    own = Trust(caller.member_id, frozenset({"assist"}))
+    at = datetime.now(UTC)
+    answer: dict[str, str] = {}
+
+    def second_turn() -> None:
+        with dbutil.store_transaction(stack, caller) as conn:
+            answer["episode"] = episodes.for_capture(conn, caller, at + timedelta(seconds=1), own)
+
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url, autocommit=True) as watch:
+        with dbutil.store_transaction(stack, caller) as first:
+            opened = episodes.for_capture(first, caller, at, own)
+            writer = threading.Thread(target=second_turn)
+            writer.start()
+            _wait_for_a_lock_or_the_end(watch, writer)
+        writer.join(60)
+    assert not writer.is_alive()
+    assert answer["episode"] == opened

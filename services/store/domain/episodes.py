@@ -43,6 +43,11 @@ ORDER BY ended_at DESC
 LIMIT 1
 """
 EXTEND = "UPDATE episode SET ended_at = greatest(ended_at, %s) WHERE id = %s"
+# A speaker's captured turns find or open their episode one at a time, each
+# to the end of its transaction: two at once would each see no open episode
+# (the other's new one uncommitted) and open one each. 7415 names the lock's
+# use, beside the member write lock's 7404.
+CAPTURE_TURN = "SELECT pg_advisory_xact_lock(7415, hashtext(%s::text))"
 # A participant's write lock, shared, to the end of the transaction, then
 # whether they were removed (migrations 0025, 0035): their removal holds the
 # lock alone while it marks them removed, so the episode commits wholly
@@ -71,6 +76,7 @@ def check_visible(conn: psycopg.Connection, episode_id: str, field: str = "episo
 def for_capture(conn: psycopg.Connection, caller: Caller, at: datetime, trust: Trust) -> str:
     """The episode a captured turn of ``caller`` at ``at`` falls into: the
     open one (extended to ``at``), else a new one of the caller's own."""
+    conn.execute(CAPTURE_TURN, (caller.member_id,))
     row = conn.execute(
         OPEN_CAPTURE,
         {"speaker": caller.member_id, "purpose": caller.purpose, "at": at, "gap": CAPTURE_GAP},
