@@ -76,7 +76,11 @@ def cmd_entity_pairs(args: argparse.Namespace) -> int:
         if p.HasField("context_cosine"):
             why += f" (context cosine {p.context_cosine:.3f})"
         blocks.append(f"{why}\nA {card_text(p.first)}\nB {card_text(p.second)}")
-    common.show(args, resp, "\n\n".join(blocks) or "no entity pairs to review")
+    text = "\n\n".join(blocks) or "no entity pairs to review"
+    if resp.more:
+        # Cut by the limit or the answer's size: the list has not ended.
+        text += "\n\nmore pairs wait: decide on these (merge, keep-apart) and list again"
+    common.show(args, resp, text)
     return 0
 
 

@@ -1374,8 +1374,8 @@ class ListEntityPairsResponse(_message.Message):
     PAIRS_FIELD_NUMBER: _builtins.int
     MORE_FIELD_NUMBER: _builtins.int
     more: _builtins.bool
-    """Set when pairs were left out to keep the answer under its size budget:
-    decide on these (merge or keep apart) and list again.
+    """Set when pairs were left out, past the limit or to keep the answer under
+    its size budget: decide on these (merge or keep apart) and list again.
     """
     @_builtins.property
     def pairs(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EntityPair]: ...

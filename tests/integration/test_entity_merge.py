@@ -358,3 +358,18 @@ def test_no_merge_without_a_decision(
         assert rows[0][0] == 0
     finally:
         ada.close()
+
+
+def test_a_list_cut_by_its_limit_says_more_pairs_wait(team: Team) -> None:
+    """A list of exactly `limit` pairs read the same whether others waited
+    past it or none did: `more` was set only by the answer's size budget."""
+    ada = team.clients["ada"]
+    kim_park_three_ways(ada)
+    whole = ada.entity_pairs(limit=3)
+    assert len(whole.pairs) == 3 and not whole.more, whole
+    cut = ada.entity_pairs(limit=2)
+    assert len(cut.pairs) == 2 and cut.more, cut
+    # The embedding job may still reorder them: the cut ones are of the whole.
+    keys = [frozenset((p.first.id, p.second.id)) for p in (*whole.pairs, *cut.pairs)]
+    assert set(keys[3:]) < set(keys[:3]), keys
+    assert not ada.entity_pairs(limit=4).more

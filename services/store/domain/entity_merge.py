@@ -227,8 +227,9 @@ class EntityMergeStore(InWorkspaces):
         entities already one (for the caller) or kept apart are not proposed;
         a pair whose sides belong to merged groups is shown group to group.
         As many as fit the answer's size budget (ANSWER_BUDGET_BYTES, at
-        least one), and whether pairs were left out for it (decided on, the
-        shown ones make way for them)."""
+        least one) and the limit, and whether pairs were left out for either
+        (decided on, the shown ones make way for them): the caller is told
+        the list was cut, not that it ended."""
         _owner(caller)
         limit = v.count(limit, "limit", DEFAULT_PAIRS, MAX_PAIRS)
         params = {
@@ -237,8 +238,9 @@ class EntityMergeStore(InWorkspaces):
             "entities": PAIR_ENTITIES,
             "min_cosine": CONTEXT_MIN_COSINE,
             # One row per pair of groups, none inside one group or kept
-            # apart (the statement decides, so none crowds out another).
-            "limit": limit,
+            # apart (the statement decides, so none crowds out another);
+            # one more than asked tells whether another waits.
+            "limit": limit + 1,
         }
         with self.transaction(caller) as conn:
             rows = conn.execute(PAIRS, params).fetchall()
@@ -254,6 +256,8 @@ class EntityMergeStore(InWorkspaces):
             key = (min(a.entity.id, b.entity.id), max(a.entity.id, b.entity.id))
             if key in shown:
                 continue
+            if len(out) == limit:
+                return out, True
             if not page.takes(answer_budget.card_bytes(a) + answer_budget.card_bytes(b)):
                 return out, True
             shown.add(key)
@@ -262,8 +266,6 @@ class EntityMergeStore(InWorkspaces):
                     a, b, sorted(reasons), None if cosine is None else min(float(cosine), 1.0)
                 )
             )
-            if len(out) == limit:
-                break
         return out, False
 
     def merge(self, caller: Caller, kept_id: str, merged_id: str) -> tuple[Merge, bool]:
