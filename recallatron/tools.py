@@ -308,11 +308,15 @@ TOOLS: tuple[Tool, ...] = (
         "Supersede a memory",
         "Replace a memory with a new one when the facts changed; the old one stays readable and "
         "points to its successor. Pass the revision you read. The new memory carries the old "
-        "one's current claims unless you give claims (or replace_claims).",
+        "one's current claims unless you give claims (or replace_claims). A derived memory's "
+        "successor stays derived: you may narrow its audience and purposes, never widen them.",
         "Supersede",
         {
             **REVISION_CHECKED,
-            **new_memory("Default: the old memory's audience (and its purposes)."),
+            **new_memory(
+                "Default: the old memory's audience (and its purposes); for a derived memory "
+                "you may narrow them, never widen them."
+            ),
             "replace_claims": Arg(
                 {
                     **REPLACE_CLAIMS,

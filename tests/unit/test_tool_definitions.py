@@ -402,6 +402,16 @@ def test_each_write_tells_the_audience_it_defaults_to(tool: str, default: str) -
     assert default in said, said
 
 
+def test_supersede_tells_a_derived_memory_is_only_narrowed() -> None:
+    """A derived memory's successor may narrow its audience and purposes,
+    never widen them (design §4): an agent told only "Default: the old
+    memory's audience" would try a wider one and meet a refusal it was never
+    warned of."""
+    tool = BY_NAME["supersede"]
+    for said in (tool.description, tool.input_schema["properties"]["audience"]["description"]):
+        assert "derived" in said and "narrow" in said and "never widen" in said, said
+
+
 def _lists(schema: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """Every array in a schema, with where it is."""
     if isinstance(schema, dict):
