@@ -7,6 +7,7 @@ name: tests/integration/test_monitoring_metrics.py."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -118,6 +119,41 @@ def test_the_operators_docs_name_every_alert() -> None:
     assert "k8s/monitoring" in docs and "promtool" in docs
     missing = [r["alert"] for r in monitoring.alert_rules() if r["alert"] not in docs]
     assert missing == []
+
+
+def documented_metrics() -> dict[str, set[str]]:
+    """The metrics table of docs/kubernetes.md, "Metrics": each full metric
+    name its rows give -> the labels its row names."""
+    docs = (K8S.parent / "docs" / "kubernetes.md").read_text()
+    section = docs[docs.index("The metrics, by process") : docs.index("## Tracing")]
+    out: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) > 3 and cells[1].strip().startswith("`recallatron_"):
+            labels = set(re.findall(r"`([a-z_]+)`", cells[2]))
+            for name in re.findall(r"`(recallatron_[a-z_]+)`", cells[1]):
+                out[name] = labels
+    return out
+
+
+def test_the_operators_docs_list_every_metric_the_bundle_uses() -> None:
+    """docs/kubernetes.md says the dashboard and the alerts use nothing but the
+    metrics its table lists: each one they name is a row, with every label
+    their selectors match on."""
+    documented = documented_metrics()
+    problems = []
+    for query in monitoring.every_query():
+        matched = query.matched()
+        for sample in sorted(query.metrics):
+            name = sample
+            if name not in documented:
+                name = re.sub(r"_(bucket|sum|count)$", "", sample)
+            if name not in documented:
+                problems.append(f"{query.where}: {sample} is not in the docs' metrics table")
+                continue
+            labels = matched.get(sample, set()) - documented[name] - monitoring.TARGET_LABELS
+            problems += [f"{query.where}: {name} label {label!r} undocumented" for label in labels]
+    assert problems == [], "\n".join(sorted(set(problems)))
 
 
 def test_every_dashboard_query_parses_as_promql(tmp_path: Path) -> None:
