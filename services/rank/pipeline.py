@@ -349,7 +349,9 @@ class Pipeline(Generic[M]):
             counts=counts,
         )
         outcome.nothing_relevant = nothing_relevant(
-            (r.scores for r in outcome.results), outcome.dense_available
+            (r.scores for r in outcome.results),
+            outcome.dense_available,
+            dense_floor=dense.arm.floor if dense.arm is not None else 0.0,
         )
         if history is not None:
             got, outcome.history_unavailable_reason = _beside("history", history)

@@ -16,9 +16,12 @@ What the rule cannot judge it does not claim:
 - when the dense arm did not take part (mode ``lexical``, or degraded), there
   is no cosine to judge by: the rows the words matched are not flagged, and
   only an empty answer is;
-- the dense floor needs no term of its own: a row under the floor is never
-  in the dense arm, and a floor set above :data:`RELEVANT_COSINE` makes every
-  dense row it lets through count;
+- a dense floor set above :data:`RELEVANT_COSINE` (an owner's setting) keeps
+  out of the dense arm rows whose cosine lies between the two: a returned row
+  the arm did not return then has no cosine to judge by and is not flagged,
+  so with such a floor only an empty answer is (every dense row it lets
+  through counts); at or under the threshold a row the arm left out lies
+  under the floor, so under the threshold;
 - cross-encoder scores are not used: no real cross-encoder's weights were at
   hand to calibrate a threshold on (docs/embeddings.md), and an uncalibrated
   one would be a guess.
@@ -48,12 +51,20 @@ class Judged(Protocol):
 
 
 def nothing_relevant(
-    rows: Iterable[Judged], dense_available: bool, threshold: float = RELEVANT_COSINE
+    rows: Iterable[Judged],
+    dense_available: bool,
+    threshold: float = RELEVANT_COSINE,
+    dense_floor: float = 0.0,
 ) -> bool:
-    """True when no returned row is judged relevant (see the module's rule)."""
+    """True when no returned row is judged relevant (see the module's rule);
+    ``dense_floor`` is the floor the dense arm applied."""
     rows = list(rows)
     if not rows:
         return True
     if not dense_available:
         return False
-    return not any(r.dense_rank > 0 and r.dense_cosine >= threshold for r in rows)
+    if any(r.dense_rank > 0 and r.dense_cosine >= threshold for r in rows):
+        return False
+    # A row the arm left out lies under its floor: under the threshold only
+    # when the floor is not above it.
+    return dense_floor <= threshold or all(r.dense_rank > 0 for r in rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Team
+from tests.conftest import Team, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,3 +39,27 @@ def test_a_question_about_a_memory_is_not_flagged_and_an_unrelated_one_is(team: 
     assert lexical.results and not lexical.nothing_relevant
     empty = ada.recall("zzyzx qwertyuiop", mode="lexical").outcome
     assert not empty.results and empty.nothing_relevant
+
+
+def test_a_floor_above_the_threshold_does_not_flag_the_rows_it_kept_out(team: Team) -> None:
+    """An owner's dense floor above the rule's cosine keeps out of the dense
+    arm rows the rule would judge relevant (a cosine between the two): such a
+    row, found by its words, cannot be judged, so it is not flagged."""
+    ada = team.clients["ada"]
+    for title, body in MEMORIES:
+        ada.remember(title, body, audience_to="workspace")
+    ada.wait_embedded(timeout=120)
+    question = "When does the Lisbon office move to the harbour?"
+    found = ada.recall(question).outcome
+    assert found.results[0].scores.dense_cosine < 0.95 and not found.nothing_relevant
+
+    ada.update_settings(dense_floor=0.95)
+
+    def dense_rows_gone() -> bool:  # the services read settings within seconds
+        return not any(r.scores.dense_rank for r in ada.recall(question).outcome.results)
+
+    wait_for(dense_rows_gone, "the floor's change to reach recall", timeout=60)
+    outcome = ada.recall(question).outcome
+    assert outcome.dense_available and outcome.results
+    assert outcome.results[0].memory.title == "Office move"
+    assert not outcome.nothing_relevant

@@ -67,3 +67,19 @@ def test_without_the_dense_arm_only_an_empty_answer_is_flagged(mode: str) -> Non
 
 def test_an_empty_answer_is_flagged() -> None:
     assert pipeline(FakeStore()).recall(request("hybrid")).nothing_relevant
+
+
+def test_a_floor_above_the_threshold_leaves_the_rows_it_kept_out_unjudged() -> None:
+    # The dense arm returned nothing at its floor: a lexical row lies under
+    # the floor, which may still be at or above the threshold.
+    store = FakeStore(lexical_rows=[c("a", 1)], dense_floor=RELEVANT_COSINE + 0.2)
+    outcome = pipeline(store).recall(request("hybrid"))
+    assert outcome.dense_available and ids(outcome) == ["a"]
+    assert not outcome.nothing_relevant
+    # A floor at or under the threshold says the row is under it: flagged.
+    for floor in (RELEVANT_COSINE, 0.30):
+        store.dense_floor = floor
+        assert pipeline(store).recall(request("hybrid")).nothing_relevant
+    # Nothing returned is flagged whatever the floor.
+    store.lexical_rows, store.dense_floor = [], 0.95
+    assert pipeline(store).recall(request("hybrid")).nothing_relevant
