@@ -104,7 +104,7 @@ class Client(ReviewAndAdmin):
             confidence=confidence,
             audience=audience_to,
             purposes=purposes,
-            mentions=[{"name": n} for n in mention_names] + [{"entity_id": e} for e in mention_ids],
+            mentions=_mentions(mention_names, mention_ids),
             about_ids=about,
             episode_id=episode_id,
             **more,
@@ -152,6 +152,9 @@ class Client(ReviewAndAdmin):
         *,
         audience_to: str | None = None,
         purposes: Sequence[str] = (),
+        mention_names: Sequence[str] = (),
+        mention_ids: Sequence[str] = (),
+        confidence: float | None = None,
         **write: Unpack[Write],
     ) -> pb.DeriveResponse:
         return self._write(
@@ -162,8 +165,10 @@ class Client(ReviewAndAdmin):
             kind=kind,
             title=title,
             body=body,
+            confidence=confidence,
             audience=audience_to,
             purposes=purposes,
+            mentions=_mentions(mention_names, mention_ids),
         )
 
     def correct(
@@ -197,8 +202,17 @@ class Client(ReviewAndAdmin):
         body: str = "",
         kind: str = "note",
         reason: str = "",
+        *,
+        audience_to: str | None = None,
+        purposes: Sequence[str] = (),
+        mention_names: Sequence[str] = (),
+        mention_ids: Sequence[str] = (),
+        confidence: float | None = None,
+        sources: Sequence[str] = (),
         **revision: Unpack[Revision],
     ) -> pb.SupersedeResponse:
+        """``audience_to`` and ``purposes`` left out: the old memory's;
+        ``sources``: the memories a derived successor is derived from."""
         return self._write(
             self.memory.Supersede,
             pb.SupersedeRequest,
@@ -208,7 +222,12 @@ class Client(ReviewAndAdmin):
             kind=kind,
             title=title,
             body=body,
+            confidence=confidence,
+            audience=audience_to,
+            purposes=purposes,
+            mentions=_mentions(mention_names, mention_ids),
             reason=reason,
+            source_ids=sources,
         )
 
     def lookup(
@@ -356,3 +375,8 @@ class Client(ReviewAndAdmin):
                 "request_id": write.get("request_id") or str(uuid.uuid4()),
             },
         )
+
+
+def _mentions(names: Sequence[str], entity_ids: Sequence[str]) -> list[dict[str, str]]:
+    """A write's mentions: new or known entities by name, known ones by id."""
+    return [{"name": n} for n in names] + [{"entity_id": e} for e in entity_ids]
