@@ -35,6 +35,12 @@ LIVE = Gauge(
     "recallatron_gateway_auth_cache_live",
     "1 while the revocation stream is live and identities may be cached.",
 )
+# Whether this gateway caches at all: with the cache off (a setting of 0) the
+# stream is never watched, and LIVE's 0 is no loss to alert on.
+ENABLED = Gauge(
+    "recallatron_gateway_auth_cache_enabled",
+    "1 when the gateway caches authenticated tokens (RECALLATRON_AUTH_CACHE_* above 0).",
+)
 # Reconnecting to the revocation stream: first wait, and the longest.
 MIN_BACKOFF_SECONDS = 0.1
 MAX_BACKOFF_SECONDS = 5.0
@@ -165,6 +171,7 @@ class RevocationWatcher:
         self._thread = threading.Thread(target=self._run, name="revocations", daemon=True)
 
     def start(self) -> None:
+        ENABLED.set(1 if self.cache.enabled else 0)
         if self.cache.enabled:
             self._thread.start()
 

@@ -98,6 +98,31 @@ def test_an_embedding_job_that_is_gone_is_alerted(tmp_path: Path) -> None:
     assert 'namespace="calm"' not in output, output
 
 
+def test_a_gateway_with_its_auth_cache_turned_off_is_not_alerted(tmp_path: Path) -> None:
+    """RECALLATRON_AUTH_CACHE_SECONDS=0 turns the cache off (README), so that
+    gateway never watches the revocation stream and reports it not live: that
+    is its setting, not a lost stream, and no alert may fire for it."""
+    shutil.copy(monitoring.ALERTS, tmp_path)
+    off = 'namespace="off", pod="gateway-a"'
+    series = [
+        {"series": f"recallatron_gateway_auth_cache_live{{{off}}}", "values": "0x40"},
+        {"series": f"recallatron_gateway_auth_cache_enabled{{{off}}}", "values": "0x40"},
+        {"series": f"recallatron_embedding_job_embedded_total{{{off}}}", "values": "5x40"},
+    ]
+    cases = [
+        {"eval_time": "30m", "alertname": rule["alert"], "exp_alerts": []}
+        for rule in monitoring.alert_rules()
+    ]
+    test = {"interval": "1m", "input_series": series, "alert_rule_test": cases}
+    (tmp_path / "off.test.yaml").write_text(
+        yaml.safe_dump(
+            {"rule_files": [monitoring.ALERTS.name], "evaluation_interval": "1m", "tests": [test]}
+        )
+    )
+    done = promtool("test", "rules", "off.test.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_every_alert_is_documented_and_tested_firing_and_quiet() -> None:
     rules = {r["alert"]: r for r in monitoring.alert_rules()}
     assert set(rules) >= REQUIRED_ALERTS
