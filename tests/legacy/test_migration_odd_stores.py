@@ -183,3 +183,43 @@ def test_a_corrupt_page_in_the_sqlite_file_is_refused_before_anything_is_written
         " (SELECT count(*) FROM legacy_import)",
     )
     assert written == [(0, 0, 0)]
+
+
+def test_times_at_the_ends_of_the_calendar_do_not_break_reading(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """A time whose offset puts it before year 1 or after year 9999 in UTC
+    ('0001-01-01T00:30:00+01:00', '9999-12-31T23:00:00-05:00') was written as
+    it was (Postgres keeps it), and then every read of the row failed: the
+    owner's recall answered an error for the memory and for the turn."""
+    early, late = "0001-01-01T00:30:00+01:00", "9999-12-31T23:00:00-05:00"
+    items = [
+        (
+            "INSERT INTO memory_items VALUES (?, 'fact', ?, ?, 0.9, 'confirmed', NULL, NULL, ?,"
+            " ?, NULL)",
+            (n, title, f"{title} quasar window", created, updated),
+        )
+        for n, title, created, updated in (
+            (1, "Early", early, None),
+            (2, "Late", late, None),
+            (3, "Renewed late", AT, late),
+        )
+    ]
+    edge = ("INSERT INTO memory_item_entities VALUES (3, 'e1')", ())
+    graph = [{"id": "e1", "name": "Robin", "valid_from": early, "valid_until": late}]
+    turns: list[Turn] = [(1, "c", "user", "zephyrine early", early)]
+    turns.append((2, "c", "user", "zephyrine late", late))
+    report = migrate(stack, ada, old_store(tmp_path, turns, graph, *items, edge))
+    assert report["turns"]["skipped"] == {"unreadable time": 2}, report["turns"]
+    assert report["memory_items"]["skipped"] == {"unreadable time": 2}, report["memory_items"]
+    owner = ada.clients["ada"]
+    assert not recall(owner, "zephyrine", include_history=True).outcome.history
+    [result] = recall(owner, "quasar", include_history=False).outcome.results
+    assert result.memory.title == "Renewed late"
+    rows = dbutil.query(
+        stack,
+        ada.database_name,
+        "SELECT count(*) FROM memory WHERE created_at < '0001-01-02' OR updated_at > '9999-12-30'"
+        " OR created_at > '9999-12-30'",
+    )
+    assert rows == [(0,)]

@@ -29,6 +29,11 @@ REQUIRED_COLUMNS = {
 }  # fmt: skip
 # Unix seconds written as text (the time columns are TEXT in the old schema).
 _UNIX_SECONDS = re.compile(r"-?\d+(?:\.\d+)?")
+# Postgres keeps times past both ends of Python's calendar (years 1 to
+# 9999), which every later read of the row (psycopg's datetime) then fails
+# on; a server's time zone moves a time shown by up to a day, hence the margin.
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+_LATEST = datetime(9999, 12, 30, tzinfo=UTC)
 # A lone UTF-16 surrogate: valid in JSON's escapes, not text Postgres takes.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -94,21 +99,21 @@ class Entity:
 
 def parse_time(value: object) -> datetime | None:
     """ISO-8601 text (a trailing Z allowed; no zone means UTC) or Unix
-    seconds; None when unreadable."""
+    seconds; None when unreadable, or when it lies outside the times a
+    reader can read back (_EARLIEST.._LATEST)."""
     if value is None:
         return None
     if isinstance(value, str) and _UNIX_SECONDS.fullmatch(value.strip()):
         value = float(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            return datetime.fromtimestamp(float(value), UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
     try:
-        parsed = datetime.fromisoformat(str(value).strip())
-    except ValueError:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            parsed = datetime.fromtimestamp(float(value), UTC)
+        else:
+            parsed = datetime.fromisoformat(str(value).strip())
+            parsed = parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (OverflowError, OSError, ValueError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return parsed if _EARLIEST <= parsed <= _LATEST else None
 
 
 # -- the SQLite file ----------------------------------------------------------
