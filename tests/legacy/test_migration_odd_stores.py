@@ -223,3 +223,36 @@ def test_times_at_the_ends_of_the_calendar_do_not_break_reading(
         " OR created_at > '9999-12-30'",
     )
     assert rows == [(0,)]
+
+
+def test_a_graph_file_that_is_no_graph_jsonl_is_refused_before_anything_is_written(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """The SQLite file given as --graph too (or any file of no JSON lines):
+    every line was malformed, the run imported the items without one of their
+    mentions and exited 0, and a rerun with the right graph.jsonl could not
+    add them (a rerun never revises an imported item)."""
+    item = (
+        "INSERT INTO memory_items VALUES (1, 'fact', 'Dentist', 'On Tuesday', 0.9, 'confirmed',"
+        " NULL, NULL, ?, NULL, NULL)",
+        (AT,),
+    )
+    edge = ("INSERT INTO memory_item_entities VALUES (1, 'e1')", ())
+    db, graph = old_store(tmp_path, [(1, "c", "user", "hello", AT)], [], item, edge)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not json\n{torn\n")
+    for wrong in (db, notes):
+        args = ["migrate", "--sqlite", str(db), "--graph", str(wrong)]
+        code, out, err = run_cli(stack, [*args, "--workspace", ada.slug, "--owner", "ada"])
+        assert code == 2, (code, out, err)
+        assert "--graph" in err and str(wrong) in err and "Traceback" not in err, err
+    written = dbutil.query(
+        stack,
+        ada.database_name,
+        "SELECT (SELECT count(*) FROM history_entry), (SELECT count(*) FROM memory),"
+        " (SELECT count(*) FROM legacy_import)",
+    )
+    assert written == [(0, 0, 0)]
+    # A graph of no lines at all is an old store that never met an entity.
+    report = migrate(stack, ada, (db, graph))
+    assert report["memory_items"]["imported"] == 1

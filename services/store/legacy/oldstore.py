@@ -453,4 +453,12 @@ def fold_graph(path: Path) -> Graph:
                 target.superseded_by = str(by)
                 target.superseded_at = _time_given(obj.get("at"))
                 target.valid_until = target.superseded_at or target.valid_until
+    if stats.lines and stats.malformed == stats.lines:
+        # Another file given by mistake (the SQLite file, say): run on, the
+        # items would come over without their mentions, which no rerun adds.
+        raise OldStoreError(
+            f"--graph: {path} is not a graph.jsonl: none of its {stats.lines} lines is an "
+            "entity record or a patch; nothing was imported (an old store with no graph "
+            "has an empty graph.jsonl)"
+        )
     return Graph(entities, stats)
