@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
+from recallatron.vocabulary import MAX_BODY, MAX_CLAIM_VALUE, MAX_ENTITY_NAME, MAX_REASON, MAX_TITLE
 from recallatron_devkit.stack import Stack
 from tests import dbutil
+from tests.clirun import cli
 from tests.conftest import Team
-from tests.integration.test_export_import import cli, made_database, rewrite, slug_exists
+from tests.integration.test_export_import import made_database, rewrite, slug_exists
 
 pytestmark = pytest.mark.integration
 
@@ -178,3 +180,45 @@ def test_a_memorys_text_is_imported_in_nfc_as_every_write_stores_it(
     assert dbutil.query(stack, database, lexemes) == dbutil.query(
         stack, team.database_name, lexemes
     )
+
+
+def test_text_past_every_writes_limits_is_refused_naming_the_record_and_field(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """An archive edited to hold what no write may store (a title past
+    MAX_TITLE, a body past MAX_BODY, an entity name past MAX_ENTITY_NAME, an
+    attribute that is no identifier, a claim value or a revision's reason
+    past its limit) was imported as it was: the copy held memories and claims
+    no tool could have written and that a correct could not write back."""
+    ada = team.clients["ada"]
+    ada.remember(
+        "Robin leads Apollo",
+        "Robin Goodwin leads Apollo.",
+        audience_to="workspace",
+        claims=[{"entity": {"name": "Apollo"}, "attribute": "status", "value": "on"}],
+        aliases=[{"entity": {"name": "Apollo"}, "alias": "Apollo project"}],
+    )
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    edits: list[tuple[str, str, Any]] = [
+        ("memories", "title", "t" * (MAX_TITLE + 1)),
+        ("memories", "body", "b" * (MAX_BODY + 1)),
+        ("revisions", "reason", "r" * (MAX_REASON + 1)),
+        ("entities", "name", "n" * (MAX_ENTITY_NAME + 1)),
+        ("entities", "type", "Not An Identifier"),
+        ("aliases", "alias", "a" * (MAX_ENTITY_NAME + 1)),
+        ("attribute_claims", "attribute", "Status!"),
+        ("attribute_claims", "value", "v" * (MAX_CLAIM_VALUE + 1)),
+    ]
+    for n, (kind, field, value) in enumerate(edits):
+        edited = tmp_path / f"edited-{n}"
+        edited.mkdir()
+        for f in out.iterdir():
+            (edited / f.name).write_bytes(f.read_bytes())
+
+        def change(rows: list[dict[str, Any]], field: str = field, value: Any = value) -> None:
+            rows[0][field] = value
+
+        rewrite(edited, kind, change)
+        error = refused(stack, edited)
+        assert f"{kind}.jsonl line 1: {field}" in error, (kind, field, error)

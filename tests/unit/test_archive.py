@@ -288,18 +288,20 @@ def _fix_digest(directory: Path, kind: str) -> None:
 
 
 def test_a_record_line_over_a_mebibyte_is_refused_naming_its_line(tmp_path: Path) -> None:
-    def line_of(size: int) -> dict[str, Any]:
-        record = memory(2, body="")
-        record["body"] = "x" * (size - len(json.dumps(record)))
+    # History text has no limit of its own (a memory's body has MAX_BODY).
+    def line_of(n: int, size: int) -> dict[str, Any]:
+        record = {"id": uid(n), "owner_member": ADA, "chat_id": "c", "role": "user",
+                  "text": "", "occurred_at": T}  # fmt: skip
+        record["text"] = "x" * (size - len(json.dumps(record)))
         assert len(json.dumps(record)) == size
         return record
 
-    write_archive(tmp_path / "a", {"memories": [memory(1), line_of(2**20)]})
-    assert plan.read_archive(tmp_path / "a").count("memories") == 2
-    write_archive(tmp_path / "b", {"memories": [memory(1), line_of(2**20 + 1)]})
+    write_archive(tmp_path / "a", {"history": [line_of(1, 200), line_of(2, 2**20)]})
+    assert plan.read_archive(tmp_path / "a").count("history") == 2
+    write_archive(tmp_path / "b", {"history": [line_of(1, 200), line_of(2, 2**20 + 1)]})
     with pytest.raises(errors.InvalidArgument) as err:
         plan.read_archive(tmp_path / "b")
-    assert err.value.field == "memories.jsonl line 2"
+    assert err.value.field == "history.jsonl line 2"
     assert "longer than" in err.value.description
 
 
@@ -532,3 +534,22 @@ def test_a_setting_the_release_does_not_know_is_refused_naming_it(tmp_path: Path
         plan.read_archive(tmp_path / "a")
     assert err.value.field == "workspace.json: settings.dense_flor"
     assert "dense_floor" in err.value.description
+
+
+@pytest.mark.parametrize(
+    ("kind", "record", "field"),
+    [
+        ("memories", memory(1, title="t" * 301), "title"),
+        ("memories", memory(1, body="b" * 20_001), "body"),
+        # NFC makes U+FB2C three code points: kept, the title is past 300.
+        ("memories", memory(1, title="\ufb2c" * 101), "title"),
+        ("memories", memory(1, title="a\x00b"), "title"),
+    ],
+)
+def test_text_past_every_writes_limits_is_refused_naming_the_record_and_field(
+    tmp_path: Path, kind: str, record: dict[str, Any], field: str
+) -> None:
+    write_archive(tmp_path / "a", {kind: [record]})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == f"{kind}.jsonl line 1: {field}"

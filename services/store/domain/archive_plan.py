@@ -18,9 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from recallatron import errors
+from recallatron.vocabulary import (
+    MAX_BODY,
+    MAX_CLAIM_VALUE,
+    MAX_ENTITY_NAME,
+    MAX_REASON,
+    MAX_TITLE,
+)
 from services.store.domain import archive_format as fmt
+from services.store.domain import validation as v
 from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
 from services.store.domain.control_records import WorkspaceSettings
+from services.store.domain.graph_rules import identifier
 
 NOT_MAPPED_REASON = "not imported: its audience member is not a member of the copy"
 
@@ -94,6 +103,7 @@ def read_archive(
                 on_rows(1000)
         on_rows(len(placed) % 1000)
         archive.records[kind] = placed
+    _check_limits(archive)
     _check_references(archive)
     _check_tombstones(archive)
     _mention_what_claims_name(archive)
@@ -124,6 +134,38 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
         handles.add(m["handle"])
     result: Record = workspace
     return result
+
+
+# Each text field's rule as every write checks it (validation, graph_rules):
+# the copy holds nothing a tool could not have written, nor a correct write
+# back. A length, or None for an identifier (a type may be absent).
+_LIMITS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "memories": (("title", MAX_TITLE), ("body", MAX_BODY)),
+    "revisions": (("reason", MAX_REASON),),
+    "entities": (("name", MAX_ENTITY_NAME), ("type", None)),
+    "aliases": (("alias", MAX_ENTITY_NAME),),
+    "attribute_claims": (("attribute", None), ("value", MAX_CLAIM_VALUE)),
+    "relation_claims": (("predicate", None),),
+    "episodes": (("title", MAX_TITLE),),
+}
+
+
+def _check_limits(archive: Archive) -> None:
+    """No text past the limits every write keeps (an archive edited by hand)."""
+    for kind, fields in _LIMITS.items():
+        for place, record in archive.records.get(kind, []):
+            for key, limit in fields:
+                value = record[key]
+                try:
+                    if limit is None:
+                        if value is not None:
+                            identifier(value, key)
+                    elif kind == "memories":
+                        v.memory_text(value, key, limit, required=False)
+                    else:
+                        v.text(value, key, limit, required=False)
+                except errors.InvalidArgument as exc:
+                    raise errors.InvalidArgument(f"{place}: {key}", exc.description) from None
 
 
 def _check_references(archive: Archive) -> None:
