@@ -18,7 +18,7 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from services.store.domain.erasure import request_key
 from tests import dbutil
-from tests.conftest import Team, make_team
+from tests.conftest import Team, make_team, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -171,6 +171,32 @@ def test_superseded_or_forgotten_cannot_change_again(team: Team) -> None:
     )
     assert rpc_error(lambda: ada.supersede(f.id, 1, "y")).code() == grpc.StatusCode.NOT_FOUND
     assert rpc_error(lambda: ada.forget(f.id, "again")).code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_memory_whose_successor_is_forgotten_is_current_again(stack, team: Team) -> None:  # type: ignore[no-untyped-def]
+    """Forgetting the memory that replaced another leaves that one reading as
+    current (no successor, recalled as current): it must also change as a
+    current memory does and be embedded again, not refuse every correct and
+    supersede as superseded by a successor nobody can see."""
+    ada = team.clients["ada"]
+    old = ada.remember("Office in Lyon", audience_to="workspace").memory
+    new = ada.supersede(old.id, 1, "Office in Paris", reason="moved").memory
+    ada.forget(new.id, "it never moved")
+    current = ada.read([old.id]).memories[0]
+    assert current.superseded_by_id == "" and current.revision == 2
+    corrected = ada.correct(old.id, 2, "the street too", body="Rue de la Paix").memory
+    assert corrected.revision == 3 and corrected.body == "Rue de la Paix"
+    wait_for(
+        lambda: dbutil.query(
+            stack,
+            team.database_name,
+            "SELECT count(*) FROM memory_embedding WHERE memory_id = %s",
+            (old.id,),
+        )[0][0],
+        "the memory embedded again",
+    )
+    again = ada.supersede(old.id, 3, "Office in Lyon, Rue de la Paix").memory
+    assert ada.read([old.id]).memories[0].superseded_by_id == again.id
 
 
 def test_a_successor_stays_in_the_episode_of_the_memory_it_replaces(team: Team) -> None:
