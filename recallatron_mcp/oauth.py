@@ -176,6 +176,12 @@ def looks_like_jwt(token: str) -> bool:
     return token.count(".") == 2 and token.startswith("eyJ")
 
 
+def token_shaped(token: str) -> bool:
+    """Whether ``token`` can be a token at all: printable ASCII, no spaces
+    (anything else cannot even travel to the gateway as call metadata)."""
+    return all("!" <= ch <= "~" for ch in token)
+
+
 def metadata_urls(issuer: str) -> list[str]:
     """Where an issuer's metadata is: RFC 8414 §3.1 (the well-known part
     inserted before the issuer's path), then OpenID Connect discovery."""
@@ -369,7 +375,12 @@ class Verifier:
 
     def _check_own(self, token: str) -> AccessToken | None:
         """Checked with the gateway (GetSettings: any member may call it, and
-        it authenticates), the answer kept OWN_TOKEN_TTL either way."""
+        it authenticates), the answer kept OWN_TOKEN_TTL either way. One no
+        token could be is refused here: gRPC would refuse to send it with an
+        INTERNAL status, which is not the gateway's UNAUTHENTICATED and so
+        would pass it as valid."""
+        if not token_shaped(token):
+            return None
         digest = hashlib.sha256(token.encode()).digest()
         with self._lock:
             known = self._own.get(digest)

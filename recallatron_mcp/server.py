@@ -54,6 +54,7 @@ from recallatron_mcp.oauth import (
     MemberAccess,
     OAuthSettings,
     Verifier,
+    token_shaped,
 )
 
 log = logging.getLogger("recallatron.mcp")
@@ -198,11 +199,6 @@ def _token(ctx: ServerRequestContext[Any], default: str) -> str | None:
     return None
 
 
-def _token_shaped(token: str) -> bool:
-    """Whether ``token`` can be a token at all: printable ASCII, no spaces."""
-    return all("!" <= ch <= "~" for ch in token)
-
-
 def _text(payload: Any) -> list[types.ContentBlock]:
     return [types.TextContent(type="text", text=json.dumps(payload, indent=1, ensure_ascii=False))]
 
@@ -225,7 +221,7 @@ def build_server(clients: Clients) -> Server[Any]:
                 content=_text(tools.failure(NO_TOKEN if token == "" else NOT_BEARER)),
                 is_error=True,
             )
-        if not _token_shaped(token):
+        if not token_shaped(token):
             # gRPC refuses it as call metadata, which reads as a server fault.
             return types.CallToolResult(content=_text(tools.failure(NOT_A_TOKEN)), is_error=True)
         client = clients.get(token, _address(ctx))

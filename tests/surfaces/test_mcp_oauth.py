@@ -285,6 +285,28 @@ def test_tokens_a_resource_server_must_refuse(deployment: Deployment) -> None:
     assert initialize(url, auth.issue(url + "/")).status_code == 200
 
 
+def test_a_bearer_no_token_could_be_is_refused_with_the_challenge(
+    deployment: Deployment,
+) -> None:
+    """A bearer holding a character no token has (a non-ASCII letter, DEL, a
+    lone byte) cannot even be sent to the gateway: it is refused 401 with the
+    challenge, as any token the server does not know, never taken as a member
+    token the gateway did not refuse."""
+    for raw in (b"rct_\xe9t\xe9", b"rct_abc\x7f", b"\xff"):
+        answer = httpx2.post(
+            deployment.url,
+            json=INITIALIZE,
+            headers=[
+                *((k.encode(), v.encode()) for k, v in ACCEPT.items()),
+                (b"Authorization", b"Bearer " + raw),
+            ],
+            timeout=30,
+        )
+        assert answer.status_code == 401, (raw, answer.status_code)
+        challenge = answer.headers["www-authenticate"]
+        assert f'resource_metadata="{deployment.metadata_url}"' in challenge, raw
+
+
 def test_the_members_own_tokens_are_still_accepted(deployment: Deployment) -> None:
     cy = deployment.team.clients["cy"]
     mine = cy.remember("Cy waters the office plants", audience_to="workspace").memory
