@@ -256,3 +256,28 @@ def test_a_graph_file_that_is_no_graph_jsonl_is_refused_before_anything_is_writt
     # A graph of no lines at all is an old store that never met an entity.
     report = migrate(stack, ada, (db, graph))
     assert report["memory_items"]["imported"] == 1
+
+
+def test_another_old_store_for_the_same_owner_is_refused_not_taken_as_present(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """A second old store (another device's) migrated for the same owner: its
+    turns and items share the first's ids, so the run reported them all
+    'already present', imported none of them and exited 0."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    migrate(stack, ada, old_store(first, [(1, "c", "user", "the laptop's turn", AT)], []))
+    turns: list[Turn] = [(1, "c", "user", "the phone's turn about zinnias", AT)]
+    turns.append((2, "c", "user", "another phone turn", AT))
+    db, graph = old_store(second, turns, [])
+    args = ["migrate", "--sqlite", str(db), "--graph", str(graph)]
+    code, out, err = run_cli(stack, [*args, "--workspace", ada.slug, "--owner", "ada"])
+    assert code == 2, (code, out, err)
+    assert "--sqlite" in err and "turn 1" in err and "Traceback" not in err, err
+    history = dbutil.query(stack, ada.database_name, "SELECT text FROM history_entry")
+    assert history == [("the laptop's turn",)]
+    # The same store again, grown since, is a rerun: its new turn comes over.
+    grown = [(1, "c", "user", "the laptop's turn", AT), (2, "c", "user", "later", AT)]
+    (tmp_path / "grown").mkdir()
+    report = migrate(stack, ada, old_store(tmp_path / "grown", grown, []))
+    assert (report["turns"]["imported"], report["turns"]["already_present"]) == (1, 1)

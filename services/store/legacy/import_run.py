@@ -15,7 +15,7 @@ from services.store.domain.graph_rules import name_key
 from services.store.infrastructure.db import Caller, caller_transaction
 from services.store.legacy import plan
 from services.store.legacy import queries as q
-from services.store.legacy.oldstore import Graph, SqliteStore
+from services.store.legacy.oldstore import Graph, OldStoreError, SqliteStore
 from services.store.legacy.report import Report, Section
 
 
@@ -119,6 +119,7 @@ class ImportRun:
             return 0
         with caller_transaction(self.pool, self.caller) as conn:
             present = self._present(conn, "turn", [r.source_id for r in rows])
+            self._same_as_imported(conn, [r for r in rows if r.source_id in present])
             new = [r for r in rows if r.source_id not in present]
             if self.dry_run or not new:
                 section.already_present += len(present)
@@ -133,6 +134,27 @@ class ImportRun:
         section.imported += len(inserted)
         section.already_present += len(present) + len(new) - len(inserted)
         return len(inserted)
+
+    @staticmethod
+    def _same_as_imported(conn: psycopg.Connection, rows: list[plan.HistoryRow]) -> None:
+        """The old ledger is append-only, so a turn imported earlier reads the
+        same on every rerun. One that does not is another old store's (another
+        device's), whose rows share the first's ids: taken as already
+        present, none of them would come over."""
+        if not rows:
+            return
+        kept = {
+            r[0]: tuple(r[1:]) for r in conn.execute(q.HISTORY_AS_IMPORTED, ([r.id for r in rows],))
+        }
+        for r in rows:
+            was = kept.get(r.id)
+            if was is not None and was != (r.chat_id, r.role, r.text, r.occurred_at):
+                raise OldStoreError(
+                    f"--sqlite: turn {r.source_id} is not the turn of that id imported earlier "
+                    "for this owner: this is another old store than the one migrated for them "
+                    "before, whose rows its rows would be taken for; nothing more was imported "
+                    "(one old store per owner)"
+                )
 
     # -- entity records, memory items -----------------------------------------
 

@@ -41,6 +41,10 @@ FROM unnest(%s::text[], %s::uuid[]) AS u(source_id, target_id)
 ON CONFLICT DO NOTHING
 """
 
+# Turns as an earlier run imported them, to tell a rerun from another store.
+HISTORY_AS_IMPORTED = """
+SELECT id::text, chat_id, role, text, occurred_at FROM history_entry WHERE id = ANY(%s::uuid[])
+"""
 INSERT_HISTORY = """
 INSERT INTO history_entry (id, owner_member_id, chat_id, role, text, occurred_at)
 SELECT u.id, %s, u.chat_id, u.role, u.text, u.occurred_at
