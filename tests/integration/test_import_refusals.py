@@ -222,3 +222,26 @@ def test_text_past_every_writes_limits_is_refused_naming_the_record_and_field(
         rewrite(edited, kind, change)
         error = refused(stack, edited)
         assert f"{kind}.jsonl line 1: {field}" in error, (kind, field, error)
+
+
+def test_a_revision_given_twice_is_refused_naming_it(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A revision line copied in an archive was imported as it was
+    (memory_revision has no key of its own): the copy's history of that
+    memory held the change twice."""
+    ada = team.clients["ada"]
+    made = ada.remember("Release day", "Friday", audience_to="workspace").memory
+    ada.correct(made.id, made.revision, "moved", body="Monday")
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    edits: list[tuple[str, Any]] = [("doubled", lambda rows: rows.append(dict(rows[-1])))]
+    for name, change in edits:
+        edited = tmp_path / name
+        edited.mkdir()
+        for f in out.iterdir():
+            (edited / f.name).write_bytes(f.read_bytes())
+        rewrite(edited, "revisions", change)
+        count = len((edited / "revisions.jsonl").read_text().splitlines())
+        error = refused(stack, edited)
+        assert f"revisions.jsonl line {count}: revision" in error, (name, error)

@@ -553,3 +553,18 @@ def test_text_past_every_writes_limits_is_refused_naming_the_record_and_field(
     with pytest.raises(errors.InvalidArgument) as err:
         plan.read_archive(tmp_path / "a")
     assert err.value.field == f"{kind}.jsonl line 1: {field}"
+
+
+def test_a_revision_given_twice_is_refused(tmp_path: Path) -> None:
+    def revision(n: int, action: str) -> dict[str, Any]:
+        return {"memory_id": uid(1), "revision": n, "action": action, "changed_by": ADA,
+                "reason": "", "changed_at": T}  # fmt: skip
+
+    done = [revision(1, "create"), revision(2, "correct"), revision(2, "forget")]
+    write_archive(tmp_path / "a", {"memories": [memory(1, revision=2)], "revisions": done})
+    assert plan.read_archive(tmp_path / "a").count("revisions") == 3
+    rows = [*done, revision(2, "correct")]
+    write_archive(tmp_path / "b", {"memories": [memory(1, revision=2)], "revisions": rows})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "b")
+    assert err.value.field == "revisions.jsonl line 4: revision"

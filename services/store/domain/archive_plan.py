@@ -105,6 +105,7 @@ def read_archive(
         archive.records[kind] = placed
     _check_limits(archive)
     _check_references(archive)
+    _check_revisions(archive)
     _check_tombstones(archive)
     _mention_what_claims_name(archive)
     return archive
@@ -210,6 +211,23 @@ def _check_references(archive: Archive) -> None:
                 raise errors.InvalidArgument(
                     f"{place}: participants[{i}].entity_id", "names no entity of the archive"
                 )
+
+
+def _check_revisions(archive: Archive) -> None:
+    """Each change recorded once, as every write records it: memory_revision
+    has no key of its own, so a line given twice would show its change twice
+    in the copy's history (a forget shares its revision with the change
+    before it, under another action)."""
+    seen: set[tuple[str, int, str]] = set()
+    for place, record in archive.records.get("revisions", []):
+        key = (record["memory_id"], record["revision"], record["action"])
+        if key in seen:
+            raise errors.InvalidArgument(
+                f"{place}: revision",
+                f"the memory's {record['action']} of revision {record['revision']} "
+                "is in the archive already",
+            )
+        seen.add(key)
 
 
 # What of a tombstone's the source never holds, and so no archive does: forget
