@@ -133,6 +133,37 @@ def test_every_gateway_method_is_read_only_or_refused_to_a_read_only_token(
     assert dbutil.checksum(stack, team.database_name) == before
 
 
+def test_every_call_that_names_a_purpose_refuses_one_outside_the_scope(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """Listed from the service descriptors: the graph, the timeline, the
+    owner's view and the entity review as well as the tools, for an owner's
+    token (which may call them all) scoped to assist."""
+    assist_only = scoped(stack, operator, team.members["ada"], purposes=["assist"])
+    before = dbutil.checksum(stack, team.database_name)
+    asked = []
+    for service in pb.DESCRIPTOR.services_by_name.values():
+        for method in service.methods:
+            if "purpose" not in method.input_type.fields_by_name:
+                continue
+            full = f"/{service.full_name}/{method.name}"
+            request = _message_class(method.input_type.full_name)(purpose=cpb.PURPOSE_AUDIT)
+            if "query" in method.input_type.fields_by_name:
+                request.query = "budget"  # an empty one is refused first
+            call: Any = assist_only.channel.unary_unary(
+                full,
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=lambda b: b,
+            )
+            with pytest.raises(grpc.RpcError) as info:
+                call(request, metadata=assist_only._md(), timeout=10)
+            assert info.value.code() == DENIED, (full, info.value.details())
+            assert "token scope" in str(info.value.details()), (full, info.value.details())
+            asked.append(method.name)
+    assert {"Lookup", "Timeline", "ListAuditEvents", "MergeEntities"} <= set(asked)
+    assert dbutil.checksum(stack, team.database_name) == before
+
+
 def test_a_scoped_token_cannot_manage_members_tokens_or_settings(
     stack: Stack, operator: Client, team: Team
 ) -> None:
