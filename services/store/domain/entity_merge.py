@@ -156,7 +156,7 @@ LIMIT %(limit)s
 # MAX_ENTITY_GROUP and together pass it. Owners decide merges; they are rare.
 MERGE_TURN = "SELECT pg_advisory_xact_lock(7405, 0)"
 # The entities two groups hold together as the workspace holds them, merges
-# the caller cannot see included (migration 0052): only a number.
+# the caller cannot see included (migration 0050): only a number.
 GROUP_SIZE = "SELECT entity_group_size(%s::uuid[])"
 INSERT_MERGE = """
 INSERT INTO entity_merge (id, kept_id, merged_id, decided_by) VALUES (%s, %s, %s, %s)

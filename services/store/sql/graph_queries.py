@@ -311,7 +311,7 @@ LIMIT %(limit)s
 # (%(frontier)s, their groups' members), newest first, at most %(limit)s. The
 # walk goes no further from them, but a relation among an answer's nodes
 # belongs to it as the ones that led there do. Probed pair by pair on
-# migration 0050's index, so a busy node costs its pairs, not its relations.
+# migration 0049's index, so a busy node costs its pairs, not its relations.
 NEIGHBOR_EDGES_AMONG = f"""
 SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
        r.confidence, r.memory_id, r.stated_at, r.retired_at
