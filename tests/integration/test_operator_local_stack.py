@@ -137,7 +137,7 @@ def test_operator_commands_find_the_running_local_stack(
     servers = _cli(env, "servers", "list")
     outputs += [servers.stdout, servers.stderr]
     assert servers.returncode == 0, servers.stderr
-    assert servers.stdout.splitlines() == ["default\t1 workspaces\tdefault"]
+    assert servers.stdout.splitlines() == ["default\t1 workspaces\tanswers\tdefault"]
 
     # The embedding job's work too: the embed service and the internal key
     # come from the same state directory.

@@ -295,3 +295,47 @@ def test_a_server_that_never_answers_holds_neither_the_start_nor_a_call(
             assert not errors_seen, errors_seen
         finally:
             dbs.close()
+
+
+def test_servers_list_says_whether_each_server_answers(
+    servers: dict[str, LocalPostgres],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`servers list` named each server with its workspaces and marks only:
+    one stopped, or one whose port accepts and never answers, read as one
+    that serves. Each is asked now, within a short limit, so the listing
+    never waits on a silent one."""
+    from recallatron_cli.main import main
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # the kernel accepts; nobody ever answers
+        quiet = f"postgresql://postgres:pw1234secret@127.0.0.1:{silent.getsockname()[1]}/postgres"
+        monkeypatch.setenv("RECALLATRON_DATABASE_URL", servers["default"].url)
+        monkeypatch.setenv("RECALLATRON_APP_PASSWORD", servers["default"].app_password)
+        monkeypatch.setenv("RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS", "1")
+        monkeypatch.setenv("RECALLATRON_POSTGRES_SERVERS", f"b={servers['b'].url},c={quiet}")
+        servers["b"].stop()
+        try:
+            done = threading.Event()
+            status: list[int] = []
+
+            def listed() -> None:
+                try:
+                    status.append(main(["servers", "list"]))
+                finally:
+                    done.set()
+
+            threading.Thread(target=listed, daemon=True).start()
+            assert done.wait(120), "servers list still waits for a server that does not answer"
+        finally:
+            servers["b"].start()
+    out, err = capsys.readouterr()
+    assert status == [0], err
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in out.splitlines()}
+    assert rows["default"][1:] == ["answers", "default"], out
+    assert rows["b"][1:] == ["not answering"] and rows["c"][1:] == ["not answering"], out
+    # Why, on stderr, and never a password.
+    assert "server b does not answer" in err and "server c does not answer" in err, err
+    assert "pw1234secret" not in out + err
