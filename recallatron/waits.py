@@ -2,13 +2,15 @@
 stop signal. The kernel may deliver Ctrl-C or SIGTERM to any thread, and the
 interpreter runs its handler only in the main thread, once that thread runs
 again: a wait without end (``Thread.join()``, ``as_completed``) never does,
-so a stop would be acted on only when the work is over. Each wait here wakes
-the main thread every half second. Used by the CLI (migrate-db) and the dev
-kit (load's workers)."""
+so a stop would be acted on only when the work is over; nor does a sleep
+wake for a signal delivered to another thread. Each wait here wakes the main
+thread every half second. Used by the CLI (migrate-db) and the dev kit
+(load's workers, and its open loop's gaps between sends)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_for_futures
@@ -42,3 +44,11 @@ def acquired(semaphore: threading.Semaphore) -> None:
     meanwhile to take a stop signal."""
     while not semaphore.acquire(timeout=WAKE_SECONDS):
         pass
+
+
+def slept(seconds: float) -> None:
+    """Returns after ``seconds`` (as ``time.sleep``), the main thread waking
+    meanwhile to take a stop signal."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, WAKE_SECONDS))

@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 from hdrh.histogram import HdrHistogram
 
-from recallatron.waits import acquired, joined
+from recallatron.waits import acquired, joined, slept
 from recallatron_devkit import synthetic
 
 # Microseconds, up to a day, 3 significant digits: open loop counts the wait
@@ -231,7 +231,9 @@ def run_open_loop(
     recorder: Recorder,
     max_workers: int = 64,
     clock: Callable[[], float] = time.perf_counter,
-    sleep: Callable[[float], None] = time.sleep,
+    # Waking, so that a stop the kernel gave a worker is taken within a long
+    # gap between sends (a low rate), not at the next send.
+    sleep: Callable[[float], None] = slept,
     by_class: Callable[[int], Recorder] | None = None,
     max_requests: int | None = None,
 ) -> float:

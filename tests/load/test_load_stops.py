@@ -89,3 +89,40 @@ def test_an_open_loop_on_a_stalled_stack_takes_a_stop_delivered_to_a_worker_thre
         out, err = proc.communicate()
         raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
     assert out == "stopped\n", (out, err)
+
+
+# One request every 1,000 s: the first call, a second after it was sent,
+# sends SIGINT to its own worker thread while the loop waits for the second's
+# time.
+_STOPPED_BETWEEN_SENDS_AT_A_LOW_RATE = """
+import os, signal, threading, time
+from recallatron_devkit.loadgen import Recorder, run_open_loop
+
+def call(i):
+    if i == 0:
+        time.sleep(1.0)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+try:
+    run_open_loop(call, 0.001, 3000.0, Recorder(), max_workers=2)
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+os._exit(0)
+"""
+
+
+def test_an_open_loop_at_a_low_rate_takes_a_stop_delivered_to_a_worker_thread() -> None:
+    """The open loop slept the whole gap to its next send in the main thread:
+    a Ctrl-C the kernel delivered to a worker was acted on only at the next
+    send (at --rate 0.001, 1,000 s later)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_BETWEEN_SENDS_AT_A_LOW_RATE],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
+    assert out == "stopped\n", (out, err)
