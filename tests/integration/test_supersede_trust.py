@@ -133,3 +133,27 @@ def test_forgetting_a_source_takes_a_derived_memory_s_successor_out_of_recall(
     ]
     ada.forget(source.id, "no longer wanted")
     assert not ada.recall("Miso", mode="lexical").outcome.results
+
+
+def test_a_derived_memory_superseded_with_another_s_text_keeps_its_sources(team: Team) -> None:
+    """The review page's "supersede A with B's text": the successor is derived
+    from B and, as any derived memory's successor, from A's sources (its
+    trust is capped by A's, which they gave), so forgetting one of A's
+    sources takes the successor out of recall as it does A, while B stays."""
+    ada = team.clients["ada"]
+    source = ada.remember("Ada's Quetzal password hint is her cat").memory
+    derived = ada.derive([source.id], "Quetzal hint: a cat").memory
+    other = ada.remember("Quetzal hint: the cat Miso", audience_to="workspace").memory
+    successor = _supersede(
+        ada, derived.id, "Quetzal hint: the cat Miso", source_ids=[other.id]
+    ).memory
+    assert successor.audience.member_id == team.members["ada"]
+    read = ada.read([successor.id]).memories[0]
+    assert sorted((link.kind, link.target.id) for link in read.links) == sorted(
+        [(derived.links[0].kind, source.id), (derived.links[0].kind, other.id)]
+    )
+    recalled = {r.memory.id for r in ada.recall("Miso", mode="lexical").outcome.results}
+    assert recalled == {successor.id, other.id}
+    ada.forget(source.id, "no longer wanted")
+    recalled = {r.memory.id for r in ada.recall("Miso", mode="lexical").outcome.results}
+    assert recalled == {other.id}

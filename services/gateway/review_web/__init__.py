@@ -23,7 +23,8 @@ Decisions, one pair at a time, nothing automatic:
   stays readable and points to it. The new memory is derived from the kept
   one (a derived_from link) and gets the derive rule's trust (design §4):
   the intersection of both memories' audiences and purposes, so the kept
-  text never reaches anyone it was not written for;
+  text never reaches anyone it was not written for (an outdated memory
+  that was derived passes its sources on too, design §4);
 - forget one, with a reason.
 
 Entity pairs (design §8.5), shown to owners: two entities that may be one,

@@ -196,15 +196,18 @@ class MemoryRevisions(MemoryWrites):
             old = found[0]
             old_trust = Trust(old.audience, frozenset(old.purposes))
             carried: list[str] = []
+            if old.origin == "derived":
+                # What was derived from other memories stays within the trust
+                # they gave it (design §4): its successor, whatever its text,
+                # is capped by that trust and stays derived from the same
+                # sources, so its own successors are held to the same bound
+                # and forgetting a source takes it out of recall, as it does
+                # the memory it replaces.
+                carried = [str(r[0]) for r in conn.execute(mq.SOURCES_OF, (memory_id,))]
             if sources:
                 trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
             elif old.origin == "derived":
-                # What was derived from other memories stays within the trust
-                # they gave it (design §4): its successor may narrow it, never
-                # widen it, and stays derived from the same sources, so its
-                # own successors are held to the same bound and forgetting a
-                # source takes it out of recall, as it does the memory it
-                # replaces.
+                # It may narrow that trust, never widen it.
                 trust = trust_rules.narrow(
                     old_trust,
                     new.audience,
@@ -212,7 +215,6 @@ class MemoryRevisions(MemoryWrites):
                     bound="the superseded derived memory's",
                 )
                 origin = "derived"
-                carried = [str(r[0]) for r in conn.execute(mq.SOURCES_OF, (memory_id,))]
             else:
                 # The replacement keeps the old memory's audience and
                 # purposes unless the caller sets them.
