@@ -28,6 +28,8 @@ from recallatron.vocabulary import (
 
 IDENTIFIER: dict[str, Any] = {"pattern": IDENTIFIER_PATTERN, "maxLength": MAX_IDENTIFIER}
 UUID: dict[str, Any] = {"format": "uuid"}
+# A list of ids: the store refuses one given twice ("contains duplicates").
+UNIQUE: dict[str, Any] = {"uniqueItems": True}
 PURPOSE = Arg(
     {
         "default": DEFAULT_PURPOSE,
@@ -93,7 +95,9 @@ NESTED: dict[str, Args] = {
     cpb.RecallFilters.DESCRIPTOR.full_name: Args(
         {
             # The store's bound on the entities a recall may be restricted to.
-            "mention_entity_ids": Arg({"maxItems": MAX_MENTIONS}, name="mentions", items=UUID),
+            "mention_entity_ids": Arg(
+                {"maxItems": MAX_MENTIONS, **UNIQUE}, name="mentions", items=UUID
+            ),
             "include_superseded": Arg({"default": False}),
         }
     ),

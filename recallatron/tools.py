@@ -43,6 +43,7 @@ from recallatron.tool_args import (
     REQUIRED_REASON,
     REVISION_CHECKED,
     TITLE,
+    UNIQUE,
     UNIT,
     UUID,
     new_memory,
@@ -235,7 +236,12 @@ TOOLS: tuple[Tool, ...] = (
         "provenance lists are cut (provenance_cut, omitted counts what was left out); "
         "memories past the answer's size are left to another call: read more_ids.",
         "Read",
-        {"ids": Arg({"maxItems": MAX_READ_IDS}, required=True), "purpose": PURPOSE},
+        {
+            "ids": Arg(
+                {"minItems": 1, "maxItems": MAX_READ_IDS, **UNIQUE}, items=UUID, required=True
+            ),
+            "purpose": PURPOSE,
+        },
         read_only=True,
         destructive=False,
     ),
@@ -251,7 +257,7 @@ TOOLS: tuple[Tool, ...] = (
         {
             "request_id": REQUEST_ID,
             **new_memory("Default: only you."),
-            "about_ids": Arg({"maxItems": MAX_LINKS}, name="about"),
+            "about_ids": Arg({"maxItems": MAX_LINKS, **UNIQUE}, items=UUID, name="about"),
             "episode_id": Arg(
                 {**UUID, "description": "The episode (conversation or event) it belongs to."}
             ),
@@ -271,7 +277,10 @@ TOOLS: tuple[Tool, ...] = (
         {
             "request_id": REQUEST_ID,
             "source_ids": Arg(
-                {"minItems": 1, "maxItems": MAX_LINKS}, name="sources", required=True
+                {"minItems": 1, "maxItems": MAX_LINKS, **UNIQUE},
+                items=UUID,
+                name="sources",
+                required=True,
             ),
             **new_memory(
                 "Default: the intersection of its sources' audiences; you may narrow it, "

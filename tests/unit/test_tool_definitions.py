@@ -341,6 +341,7 @@ def test_the_owner_view_tools_are_read_only_and_bounded() -> None:
     assert _problems("audit_log", {"page_size": 201}) != []
     assert _problems("audit_log", {"actions": ["Drop table"]}) != []
     req = BY_NAME["audit_log"].request_of(GOOD["audit_log"])
+    assert isinstance(req, pb.ListAuditEventsRequest)
     assert list(req.actions) == ["forget", "remove_member"] and req.page_size == 200
 
 
@@ -438,5 +439,26 @@ def test_the_lists_bounds_are_the_gateways() -> None:
     assert _problems("recall", {"query": "q", "kinds": every_kind}) == []
     assert _problems("recall", {"query": "q", "kinds": ["note"] * 5}) != []
     assert _problems("remember", {**REMEMBER, "purposes": ["assist"] * 5}) != []
-    assert _problems("recall", {"query": "q", "mentions": [ID] * 50}) == []
-    assert _problems("recall", {"query": "q", "mentions": [ID] * 51}) != []
+    # Distinct ids: the store refuses one given twice.
+    ids = [f"3f0c6f9e-0000-4000-8000-{i:012d}" for i in range(51)]
+    assert _problems("recall", {"query": "q", "mentions": ids[:50]}) == []
+    assert _problems("recall", {"query": "q", "mentions": ids}) != []
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("read", {"ids": []}),
+        ("read", {"ids": [ID, ID]}),
+        ("derive", {**GOOD["derive"], "sources": [ID, ID]}),
+        ("remember", {**REMEMBER, "about": [ID, ID]}),
+        ("recall", {"query": "q", "mentions": [ENTITY, ENTITY]}),
+    ],
+)
+def test_an_id_list_the_gateway_refuses_the_schema_refuses_too(
+    name: str, arguments: dict[str, Any]
+) -> None:
+    """The store refuses an empty read ("ids: at least 1 required") and an id
+    given twice in a list of ids ("ids: contains duplicates"): an agent
+    whose arguments pass the schema must not meet that refusal after the call."""
+    assert _problems(name, arguments) != []
