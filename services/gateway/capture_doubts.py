@@ -67,6 +67,12 @@ CONDITIONAL = re.compile(
     r"(?:^|[,;(\u2014\u2013]|\s-{1,2})\s*pending\b",
     _I,
 )
+# A day, a month or a time of day (not "Mondays": a recurring choice is a claim).
+_WHEN = (
+    r"(?:(?:next|this|on|in|at|the)\s+)?(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+    r"january|february|march|april|(?-i:May)|june|july|august|september|october|november|"
+    r"december|today|tonight|tomorrow|\d{1,2}(?::\d\d)?\s*(?:am|pm)|\d{1,2}:\d\d)"
+)
 HEDGE = re.compile(
     r"\b(?:maybe|perhaps|probably|possibly|might|mightn't|may be|may have|may not|"
     r"we may|it may|they may|unsure|"
@@ -118,7 +124,17 @@ HEDGE = re.compile(
     r"(?:supposed|expected) to|provisional(?:ly)?|pencil+ed in|all being well|with (?:any|a bit "
     r"of|some) luck|at least (?:that's|that is|that was) the (?:plan|idea|hope)|"
     # vague on purpose: "Friday-ish", "give or take", "or thereabouts"
-    r"give or take|or thereabouts|ballpark|more or less)\b|(?<=\w)-ish\b|"
+    r"give or take|or thereabouts|ballpark|more or less|"
+    # the best case, or a call still someone's to make: "at best", "Bob's call", "up to Bob"
+    r"at (?:best|worst)|(?:is|are|was|were|'s|remains?|stays?)\s+"
+    r"(?:(?:entirely|totally|all|really|ultimately|still|solely)\s+)?(?:(?:my|your|his|her|"
+    r"their|our)|(?:the\s+)?[\w\-]+(?:'s|s'))\s+(?:call|decision|choice|pick)"
+    r"(?=\s*(?:[,;.!)\u2014\u2013]|$|to make))|(?:is|are|was|were|'s|remains?|stays?)\s+"
+    r"(?:(?:entirely|totally|all|really|ultimately|still|solely)\s+)?up to\s+(?:me|you|him|"
+    r"her|them|us|the (?:team|client|customer|board|committee|manager|lead|owner|boss)|"
+    r"(?-i:[A-Z][a-z])[\w\-]*))\b|(?<=\w)-ish\b|"
+    # two days, months or times for one value: "on Friday or Saturday", "at 3pm or 4pm"
+    rf"\b{_WHEN}\s*,?\s+or\s+{_WHEN}\b|"
     # said at a clause's start, these doubt the claim before them ("..., no idea.",
     # "..., I was told."); inside a claim they may be what it says ("Bob has no idea")
     r"(?:[,;(\u2014\u2013\u2026]|\s-{1,2})\s*(?:no idea|no clue|not a clue|i was told|"

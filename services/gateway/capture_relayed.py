@@ -32,6 +32,17 @@ _HOLDING_THAT = (
     r"assum(?:e|es|ed)|imagin(?:e|es|ed)|gather(?:s|ed)?|understand(?:s)?|understood|"
     r"recall(?:s|ed)?|agree(?:s|d)?"
 )
+# Another person's wish or plan ("Bob wants the deploy on Friday", "Bob plans to
+# ship"): theirs, not a settled fact; a want of their own things is a preference
+# stated ("Ada wants her reports on Monday", "the client wants his invoices").
+# "Plan" and "want" are nouns after a determiner ("the plan to migrate is ...").
+_WISHING = r"want(?:s|ed)?|plan(?:s|ned)?|intend(?:s|ed)?"
+_WISHED = (
+    r"(?<!\bthe )(?<!\ba )(?<!\ban )(?<!\bour )(?<!\bmy )(?<!\byour )(?<!\btheir )"
+    r"(?<!\bthis )(?<!\bthat )(?:(?:plan(?:s|ned)?|intend(?:s|ed)?)\s+to\s+\w|want(?:s|ed)?"
+    r"(?!\s+(?:his|her|their|its)\s+(?!to\b)\w)\s+(?:to\s+\w|(?:the|a|an|this|that|these|"
+    r"those|us|them|me|you|him|her|everyone|everybody|it|we|our|my|your)\b|\d|(?-i:[A-Z])))"
+)
 # Being sure of a claim is holding it: "Bob is convinced we ship ...".
 _SURE = (
     r"(?:is|was|are|were|seems|seemed|has been|had been)\s+(?:(?:so|very|quite|absolutely|"
@@ -48,7 +59,7 @@ _VIEW = (
     r"(?:(?:own|personal|honest|strong|gut|best|initial|latest|current|considered|rough)\s+)?"
     r"(?:take|view|opinion|position|stance|understanding|sense|belief|feeling|impression|"
     r"hunch|guess|estimate|assessment|read|verdict|thinking|expectation|prediction|bet|"
-    r"theory|recollection|suspicion|words)s?"
+    r"theory|recollection|suspicion|words|plan|intention|proposal|idea|wish|goal|aim)s?"
 )
 # Hearing relays a claim only with a clause or a source ("heard the deploy is ...",
 # "heard from Bob"): "we heard the alarm" is what the hearer perceived.
@@ -122,7 +133,7 @@ REPORTED = re.compile(
     rf"(?:{_SAYING_THAT}|{_PROMISING}|{_HOLDING_THAT})(?:\s+(?:to\s+)?{_HEARER})?"
     rf"(?:\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
     rf"(?:{_HEARING})(?:\s+(?:from|about)\b|\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
-    rf"{_SURE}(?:\s+that\b|\s*:|{_BARE_CLAUSE}))|"
+    rf"{_SURE}(?:\s+that\b|\s*:|{_BARE_CLAUSE})|{_WISHED})|"
     # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."
     rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?)(?:[\w'\-]+\s+(?:and|&)\s+)?{_WHO}(?P<teller>{_NAME})\s+{_AUX}"
     rf"(?P<after>{_VERB}|{_HOLDING}|{_HOLDING_THAT}){_SAID_WHEN}{_CLOSE}|"
@@ -143,14 +154,16 @@ REPORTED = re.compile(
     rf"{_WHO}(?P<quoted>(?<![\w'\-])[^\W_][\w\-]*)'s\s+words(?:\s*,|\s+not\b))|"
     rf"\bas\s+{_WHO}(?P<putter>{_NAME})\s+put it\b|"
     r"\b(?:was|were|been|being|gets?|got|getting)\s+told\b|\b(?:reportedly|hearsay|"
-    r"rumou?r has it|word (?:is|has it)|in [\w'\-]+'s words|to quote)\b",
+    r"rumou?r has it|word (?:is|has it)|in [\w'\-]+'s words|to quote|in the words of|unquote)\b|"
+    # "..., quoting Bob", "quoting Bob, ...", "Bob wrote, quote, ..." ("quoting 10k" is a price)
+    rf"(?:^|{_CLAUSE_MARK})quoting\s|\bquoting\s+(?-i:[A-Z])|(?:^|{_CLAUSE_MARK})quote{_CLOSE}",
     _I,
 )
 # A word REPORTED starts from or turns on: a turn with none (most) is passed
 # over in one quick scan, not tried at every position.
 _REPORTING_WORD = re.compile(
-    rf"\b(?:{_VERB}|{_HOLDING}|{_HOLDING_THAT}|according|per|put|reportedly|hearsay|rumou?r|"
-    rf"word|quote|via|h/t|hat|source|from|{_VIEW}|convinced|sure|certain|confident|adamant|"
+    rf"\b(?:{_VERB}|{_HOLDING}|{_HOLDING_THAT}|{_WISHING}|according|per|put|reportedly|"
+    rf"hearsay|rumou?r|word|quote|quoting|unquote|via|h/t|hat|source|from|{_VIEW}|convinced|sure|certain|confident|adamant|"
     r"positive)\b",
     _I,
 )

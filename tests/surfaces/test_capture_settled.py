@@ -1,0 +1,95 @@
+"""Capture stores only the speaker's settled fact (SPEC §8, docs/agents.md
+rules 4 and 6): a best case, a call still someone's to make, a quotation, a
+wish or plan of someone else, or two alternatives for one value is not one;
+the claims beside those words still store."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.gateway import capture
+from tests.surfaces.capture_checks import decided_as
+
+# Each of these was stored as a plain claim.
+NOT_SETTLED = [
+    "Remember that the deploy is on Friday, at best.",
+    "Remember that the deploy is on Friday at best.",
+    "Remember that the release date is Bob's call.",
+    "Remember that the venue is the client's call, not ours.",
+    "Remember that the release date is up to Bob.",
+    "Remember that the deploy date is entirely up to the client.",
+    "Remember that the deploy is on Friday or Saturday.",
+    "Remember that we ship on Friday, or Monday.",
+    "Remember that the offsite is in April or May.",
+    "Remember that the call is at 3pm or 4pm.",
+    "Remember that the launch is tomorrow or Friday.",
+]
+# Someone else's words or wish: their word, not the speaker's settled fact.
+THEIRS = [
+    "Remember that, quoting Bob, the deploy is on Friday.",
+    "Remember that the deploy is on Friday, quoting Bob.",
+    "Remember that, in the words of Bob, the deploy is on Friday.",
+    "Remember that Bob wrote, quote, the deploy is Friday, unquote.",
+    "Remember that Bob wants the deploy on Friday.",
+    "Remember that Bob wants to deploy on Friday.",
+    "Remember that the client wanted us to ship on Friday.",
+    "Remember that Bob's plan is to deploy Friday.",
+    "Remember that Bob's plan: deploy on Friday.",
+    "Remember that Bob plans to deploy Friday.",
+    "Remember that Ana intends to move the standup to 10.",
+]
+
+
+@pytest.mark.parametrize("turn", NOT_SETTLED)
+def test_a_claim_not_settled_stores_nothing(turn: str) -> None:
+    """Rule 4: "at best", "Bob's call", "up to Bob" and two days, months or
+    times for one value leave the claim unsettled: a hedge, not second-hand."""
+    decided_as(capture.HEDGED, [turn], never_says="second-hand")
+
+
+@pytest.mark.parametrize("turn", THEIRS)
+def test_someone_elses_words_wish_or_plan_stores_nothing(turn: str) -> None:
+    """Rule 4: a quotation, and another person's wish or plan, are theirs."""
+    decided_as(capture.HEDGED, [turn], says="second-hand")
+
+
+def test_plain_claims_near_those_words_still_store() -> None:
+    decided_as(
+        capture.STORE,
+        [
+            ("Remember that the budget is 10k at most.", "The budget is 10k at most"),
+            (
+                "Remember that the form is due on Friday at the latest.",
+                "The form is due on Friday at the latest",
+            ),
+            ("Remember that the wiki is up to date.", "The wiki is up to date"),
+            ("Remember that the room holds up to 12 people.", "The room holds up to 12 people"),
+            (
+                "Remember that Bob's call with the client is at 3pm.",
+                "Bob's call with the client is at 3pm",
+            ),
+            ("Remember that members can pay by card or cash.", "Members can pay by card or cash"),
+            (
+                "Remember that the gym is open on Mondays or Tuesdays.",
+                "The gym is open on Mondays or Tuesdays",
+            ),
+            ("Remember that the quote for the roof is 10k.", "The quote for the roof is 10k"),
+            ("Remember that Bob quoted 10k for the roof.", "Bob quoted 10k for the roof"),
+            ("Remember that we plan to ship on Friday.", "We plan to ship on Friday"),
+            ("Remember that I want the deploy on Friday.", "I want the deploy on Friday"),
+            ("Remember that our plan is to deploy Friday.", "Our plan is to deploy Friday"),
+            (
+                "Remember that the client wants his invoices in PDF.",
+                "The client wants his invoices in PDF",
+            ),
+            (
+                "Remember that Bob's plan for the garden is in the shed.",
+                "Bob's plan for the garden is in the shed",
+            ),
+            (
+                "Remember that the plan to migrate is in the wiki.",
+                "The plan to migrate is in the wiki",
+            ),
+            ("Remember that Bob planned the sprint.", "Bob planned the sprint"),
+        ],
+    )
