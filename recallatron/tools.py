@@ -316,7 +316,8 @@ TOOLS: tuple[Tool, ...] = (
         "supersede",
         "Supersede a memory",
         "Replace a memory with a new one when the facts changed; the old one stays readable and "
-        "points to its successor. Pass the revision you read. The new memory carries the old "
+        "points to its successor (if the successor is forgotten, the old one is current again). "
+        "Pass the revision you read. The new memory carries the old "
         "one's current claims unless you give claims (or replace_claims). A derived memory's "
         "successor stays derived: you may narrow its audience and purposes, never widen them.",
         "Supersede",
@@ -347,7 +348,9 @@ TOOLS: tuple[Tool, ...] = (
         "Invalidate a memory with a reason, only when asked: its text and embedding are purged "
         "and a tombstone keeps links valid. The tombstone keeps the reason exactly as you give "
         "it, so say why in general terms and never repeat the forgotten content in it. "
-        "Nothing expires by itself.",
+        "Forgetting a memory that superseded another makes the one it replaced current again "
+        "(no successor, recalled and changeable): supersede that one too if it no longer "
+        "holds. Nothing expires by itself.",
         "Forget",
         {
             "request_id": REQUEST_ID,

@@ -462,3 +462,15 @@ def test_an_id_list_the_gateway_refuses_the_schema_refuses_too(
     given twice in a list of ids ("ids: contains duplicates"): an agent
     whose arguments pass the schema must not meet that refusal after the call."""
     assert _problems(name, arguments) != []
+
+
+def test_forget_and_supersede_tell_a_forgotten_successor_revives_what_it_replaced() -> None:
+    """Forgetting a memory that superseded another makes that one current
+    again (no successor, recalled as current, changeable: design §7.1). An
+    agent told only that "the old one stays readable and points to its
+    successor" and that forget "keeps links valid" forgets a wrong update
+    without knowing the replaced claim comes back as current."""
+    forget = BY_NAME["forget"].description
+    assert "current again" in forget and "replaced" in forget, forget
+    supersede = BY_NAME["supersede"].description
+    assert "current again" in supersede, supersede
