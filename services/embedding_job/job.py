@@ -8,8 +8,9 @@ it goes in (HOLD_MEMORIES).
 Failures are isolated per row: when the embed service refuses a batch, each
 row is tried alone, so one bad row fails alone; a failing row is retried with
 backoff and parked after ``job_row_max_attempts`` with its reason (GetStatus,
-``recallatron_embedding_job_parked``). An unreachable embed service costs no
-attempts: the rows go back to the queue and the worker backs off. A workspace
+``recallatron_embedding_job_parked``). An unreachable embed service, or one
+refusing the job itself (its key), costs no attempts: the rows go back to the
+queue and the worker backs off. A workspace
 whose database fails is backed off alone.
 
 Only workspaces with work are visited: writes mark them in the control plane
@@ -75,13 +76,19 @@ PARKED = Gauge(
 )
 
 # Codes that say the embed service (not the row) is the problem: the rows go
-# back to the queue without spending an attempt.
+# back to the queue without spending an attempt. A refusal of the job itself
+# (its internal key, while a rotation's pods overlap; a service without the
+# call) is no row's fault either: spent as attempts, it parked every memory
+# written meanwhile for good.
 TRANSIENT = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.DEADLINE_EXCEEDED,
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNIMPLEMENTED,
     }
 )
 # A parked row's reason is kept this short (a status, never memory text).
