@@ -48,3 +48,26 @@ def test_instructions_add_to_the_descriptions() -> None:
         for sentence in tool.description.split(". "):
             if len(sentence) > 30:
                 assert sentence not in INSTRUCTIONS, (tool.name, sentence)
+
+
+def test_the_agents_guide_gives_every_tools_annotations() -> None:
+    """docs/agents.md says every tool carries annotations and tabulates them:
+    each listed tool in one row, with the values the server lists."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    header = "| tool | `readOnlyHint` | `destructiveHint` | `idempotentHint` | `openWorldHint` |"
+    table = guide.split(header, 1)[1].split("\n\n", 1)[0]
+    rows: dict[str, tuple[bool, ...]] = {}
+    for line in table.strip().splitlines()[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        hints = tuple(c.split()[0] == "true" for c in cells[1:])
+        for name in cells[0].replace("`", "").split(", "):
+            rows[name] = hints
+    tools, _ = listed()
+    assert set(rows) == {t["name"] for t in tools}
+    for tool in tools:
+        a = tool["annotations"]
+        assert isinstance(a, dict)
+        said = (a["readOnlyHint"], a["destructiveHint"], a["idempotentHint"], a["openWorldHint"])
+        assert rows[str(tool["name"])] == said, tool["name"]
