@@ -6,10 +6,11 @@ advisory lock the test takes) while the removal runs to its end."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -18,6 +19,8 @@ import pytest
 
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
+from services.store.domain.erasure import request_key
+from services.store.domain.member_removal import OPERATOR_ID
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from tests.conftest import Team, wait_for
 
@@ -113,3 +116,61 @@ def _blocked_removal(conn: psycopg.Connection) -> bool:
         "AND wait_event <> 'advisory'"
     ).fetchone()
     return row is not None and int(row[0]) > 0
+
+
+# services/store/sql/queries.py TOKEN_REQUEST_TURN: (7411, hashtext(request key)).
+REQUEST_TURN_CLASS = 7411
+
+
+def test_two_rotations_of_one_token_without_grace_make_one_new_token(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """Two rotations of a token with grace 0 (a leaked token rolled from two
+    places at once): the one that comes second is refused, never a second
+    new token from a token the first one ended. The second is held in its
+    transaction (its request id's turn, taken by the test) from before the
+    first starts until the first has committed."""
+    bob = team.members["bob"]
+    old = team.token_ids["bob"]
+    second_id = f"second-{uuid.uuid4().hex}"
+    # The operator's request key (services/store/domain/administration.py).
+    key = request_key(OPERATOR_ID, second_id)
+    with ThreadPoolExecutor(1) as pool, _control(stack) as held:
+        held.execute("SELECT pg_advisory_lock(%s, hashtext(%s::text))", (REQUEST_TURN_CLASS, key))
+        try:
+            second = pool.submit(
+                operator.rotate_token, old, grace=timedelta(0), request_id=second_id
+            )
+            wait_for(lambda: _waiting_for(held, REQUEST_TURN_CLASS), "the second rotation waiting")
+            first = operator.rotate_token(old, grace=timedelta(0))
+        finally:
+            held.execute(
+                "SELECT pg_advisory_unlock(%s, hashtext(%s::text))", (REQUEST_TURN_CLASS, key)
+            )
+        failed = second.exception(timeout=60)
+    assert failed is not None, "both rotations of one token without grace made a new token"
+    assert isinstance(failed, grpc.RpcError), failed
+    assert failed.code() in (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.NOT_FOUND,
+    ), (failed.code(), failed.details())
+    assert "token_id" in str(failed.details()), failed.details()
+    listed = operator.list_tokens(bob).tokens
+    live = [t.id for t in listed if not t.HasField("revoked_at") and _live(t)]
+    assert live == [first.token_id], live
+
+
+def _waiting_for(conn: psycopg.Connection, lock_class: int) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND classid = %s",
+        (lock_class,),
+    ).fetchone()
+    return row is not None and int(row[0]) > 0
+
+
+def _live(token: Any) -> bool:
+    """Not expired (the list shows ended tokens too)."""
+    if not token.HasField("expires_at"):
+        return True
+    return bool(token.expires_at.ToDatetime(tzinfo=UTC) > datetime.now(UTC))

@@ -184,7 +184,9 @@ class TokenRecords:
             member_id, label, purposes, read_only, lifetime, expired = old
             if expired:
                 raise errors.FailedPrecondition(
-                    "token_id: the token has expired; create a new one instead", "token_id"
+                    "token_id: the token has expired (or was rotated with no grace); "
+                    "create a new one instead",
+                    "token_id",
                 )
             # Shortened first: one ending at once holds no place among the
             # member's live tokens when the new one is counted.

@@ -103,9 +103,12 @@ SELECT id, request_call, request_asked FROM access_token WHERE request_key = %s
 TOKEN_REQUEST_TURN = "SELECT pg_advisory_xact_lock(7411, hashtext(%s::text))"
 # -- expiry and rotation (migrations/control/0005_token_expiry.sql) --
 # The token to rotate, locked: a live one of the workspace named (if any).
+# Its expiry is checked against the clock, not now(): a rotation that began
+# before another of the same token committed (and ended it with grace 0)
+# reads that expiry once the lock is its, and must find it passed.
 TOKEN_TO_ROTATE = """
 SELECT t.member_id, t.label, t.purposes, t.read_only, t.lifetime,
-       t.expires_at IS NOT NULL AND t.expires_at <= now() AS expired
+       t.expires_at IS NOT NULL AND t.expires_at <= clock_timestamp() AS expired
 FROM access_token t JOIN member m ON m.id = t.member_id
 WHERE t.id = %(id)s AND t.revoked_at IS NULL
   AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
