@@ -16,6 +16,7 @@ import pytest
 from recallatron.client import Client
 from recallatron_devkit.legacy_fixture import SCHEMA
 from recallatron_devkit.stack import Stack
+from services.store.legacy import plan
 from tests import dbutil
 from tests.conftest import Team, make_team
 from tests.legacy.test_migration import recall, run_cli
@@ -281,3 +282,33 @@ def test_another_old_store_for_the_same_owner_is_refused_not_taken_as_present(
     (tmp_path / "grown").mkdir()
     report = migrate(stack, ada, old_store(tmp_path / "grown", grown, []))
     assert (report["turns"]["imported"], report["turns"]["already_present"]) == (1, 1)
+
+
+def test_a_batch_is_bounded_by_bytes_as_well_as_rows(
+    stack: Stack, ada: Team, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--batch-size 10000 of turns up to 200,000 characters each could pass
+    Postgres's 1 GB limit on one parameter (a batch's texts go as one array
+    each) and end in a traceback: a batch also ends at MAX_BATCH_BYTES of
+    text, here made small enough for a few turns and items to cross."""
+    monkeypatch.setattr(plan, "MAX_BATCH_BYTES", 4000, raising=False)
+    turns: list[Turn] = [(i, "c", "user", f"{i:04d}" + "é" * 748, AT) for i in range(1, 6)]
+    items = [
+        (
+            "INSERT INTO memory_items VALUES (?, 'fact', 'T', ?, 0.9, 'confirmed', NULL, NULL,"
+            " ?, NULL, NULL)",
+            (i, "x" * 1500, AT),
+        )
+        for i in range(1, 5)
+    ]
+    db, graph = old_store(tmp_path, turns, [], *items)
+    args = ["migrate", "--sqlite", str(db), "--graph", str(graph), "--batch-size", "10000"]
+    args += ["--workspace", ada.slug, "--owner", "ada", "--json", "--no-floor-check"]
+    code, out, err = run_cli(stack, args)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["turns"]["imported"] == 5 and report["memory_items"]["imported"] == 4
+    # Turns and items of about 1,500 bytes: two to a batch of 4,000 bytes.
+    assert report["batches"] == 5, report
+    texts = dbutil.query(stack, ada.database_name, "SELECT text FROM history_entry ORDER BY text")
+    assert [t[0] for t in texts] == [t[3] for t in turns]

@@ -15,6 +15,7 @@ from services.store.domain.graph_rules import name_key
 from services.store.infrastructure.db import Caller, caller_transaction
 from services.store.legacy import plan
 from services.store.legacy import queries as q
+from services.store.legacy.batching import bounded_batches, text_bytes
 from services.store.legacy.oldstore import Graph, OldStoreError, SqliteStore
 from services.store.legacy.report import Report, Section
 
@@ -44,6 +45,11 @@ def claim_columns(
         [r.created_at for r, _ in claims],
         [r.supersession.at if r.supersession is not None else None for r, _ in claims],
     ]
+
+
+def _memory_bytes(row: plan.MemoryRow | plan.RecordRow) -> int:
+    """What a memory weighs in a batch: its title and body."""
+    return text_bytes(row.title, row.body)
 
 
 # A supersede patch appended after its record was imported: a rerun does not
@@ -101,7 +107,7 @@ class ImportRun:
 
     def turns(self, sqlite: SqliteStore) -> None:
         section = self.report.turns
-        for batch in sqlite.turn_batches(self.batch_size):
+        for batch in sqlite.turn_batches(self.batch_size, plan.MAX_BATCH_BYTES):
             section.read += len(batch)
             rows: list[plan.HistoryRow] = []
             for turn in batch:
@@ -180,13 +186,11 @@ class ImportRun:
         self._account_skipped_records(graph, skipped)
         entities = plan.entity_rows(rows, records, graph, self.ids)
         self._account_entities(graph, entities)
-        size = self.batch_size
-        for start in range(0, len(records), size):
-            record_batch = records[start : start + size]
+        size, max_bytes = self.batch_size, plan.MAX_BATCH_BYTES
+        for record_batch in bounded_batches(records, size, max_bytes, _memory_bytes):
             imported = self._write_records(record_batch, entities)
             self._batch_done("entity_record", len(record_batch), imported)
-        for start in range(0, len(rows), size):
-            batch = rows[start : start + size]
+        for batch in bounded_batches(rows, size, max_bytes, _memory_bytes):
             imported = self._write_items(batch, entities)
             self._batch_done("memory_item", len(batch), imported)
 

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from services.store.legacy.batching import MAX_BATCH_BYTES, bounded_batches, text_bytes
+
 REQUIRED_TABLES = ("turns", "session_digests", "memory_items", "memory_item_entities")
 # The columns this reader reads, per table: a file of another schema version
 # is refused before anything is imported, naming what it lacks.
@@ -34,6 +36,8 @@ _UNIX_SECONDS = re.compile(r"-?\d+(?:\.\d+)?")
 # on; a server's time zone moves a time shown by up to a day, hence the margin.
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 _LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+# Turns read from the file at a time (batches are cut from them).
+_READ_ROWS = 256
 # A lone UTF-16 surrogate: valid in JSON's escapes, not text Postgres takes.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -50,6 +54,11 @@ class Turn:
     text: str
     # ISO-8601 text or Unix seconds, as written (parse_time reads both).
     ts: str | int | float | None
+
+
+def turn_bytes(turn: Turn) -> int:
+    """What a turn weighs in a batch: its text columns' UTF-8 size."""
+    return text_bytes(turn.chat_id, turn.role, turn.text)
 
 
 @dataclass(frozen=True)
@@ -189,17 +198,21 @@ class SqliteStore:
             row = self.conn.execute("SELECT count(*) FROM session_digests").fetchone()
         return int(row[0])
 
-    def turn_batches(self, size: int) -> Iterator[list[Turn]]:
-        """Every turn in id order, `size` at a time (the ledger may be large)."""
+    def turn_batches(self, size: int, max_bytes: int = MAX_BATCH_BYTES) -> Iterator[list[Turn]]:
+        """Every turn in id order, at most `size` and (past a batch's first
+        turn) `max_bytes` of text at a time: the ledger may be large, and a
+        turn may hold 200,000 characters."""
+        return bounded_batches(self._turns(), size, max_bytes, turn_bytes)
+
+    def _turns(self) -> Iterator[Turn]:
         with self._reading():
             cur = self.conn.execute("SELECT id, chat_id, role, text, ts FROM turns ORDER BY id")
-            rows = cur.fetchmany(size)
+            rows = cur.fetchmany(_READ_ROWS)
         while rows:
-            yield [
-                Turn(int(r[0]), _text(r[1]), _text(r[2]), _text(r[3]), _time(r[4])) for r in rows
-            ]
+            for r in rows:
+                yield Turn(int(r[0]), _text(r[1]), _text(r[2]), _text(r[3]), _time(r[4]))
             with self._reading():
-                rows = cur.fetchmany(size)
+                rows = cur.fetchmany(_READ_ROWS)
 
     def memory_items(self) -> list[MemoryItem]:
         with self._reading():

@@ -5,6 +5,7 @@ graph.jsonl, the memory that states its graph claims (plan_graph)."""
 
 from __future__ import annotations
 
+from services.store.legacy.batching import MAX_BATCH_BYTES
 from services.store.legacy.ids import LEGACY_NAMESPACE, Ids
 from services.store.legacy.plan_graph import (
     ATTRIBUTE_PREFIX,
@@ -50,6 +51,7 @@ __all__ = [
     "IMPORTED_STATUS",
     "KIND_MAP",
     "LEGACY_NAMESPACE",
+    "MAX_BATCH_BYTES",
     "MAX_HISTORY_TURN_CHARS",
     "PREDICATE_PREFIX",
     "RECORD_KIND",
