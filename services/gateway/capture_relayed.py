@@ -21,8 +21,12 @@ _SAYING = (
 # Verbs of holding a view, whose object is the view ("Bob suspects the deploy
 # is ...", "Bob expects the deploy on Friday"): their guess, not a fact stated.
 _HOLDING = (
-    r"suspect(?:s|ed)?|doubt(?:s|ed)?|predict(?:s|ed)?|estimat(?:e|es|ed)|expect(?:s|ed)?|"
-    r"fear(?:s|ed)?|hop(?:e|es|ed)|guess(?:es|ed)?|suppos(?:e|es|ed)|contend(?:s|ed)?|"
+    r"suspect(?:s|ed)?|doubt(?:s|ed)?|predict(?:s|ed)?|estimat(?:e|es|ed)|"
+    # awaiting a birth is no view: "Bob expects a baby in May"
+    r"expect(?:s|ed)?(?!\s+(?:(?:a|an|another|their|his|her|our|my|your)\s+)?(?:(?:first|"
+    r"second|third|new)\s+)?(?:bab(?:y|ies)|child(?:ren)?|kids?|twins|triplets|grandchild|son|"
+    r"daughter|boy|girl)\b)|"
+    r"fear(?:s|ed)?|hop(?:e|es|ed)|guess(?:es)?|suppos(?:e|es|ed)|contend(?:s|ed)?|"
     r"figur(?:e|es|ed)"
 )
 # Those that often take a thing ("feels the cold", "suggested a fix") hold a
@@ -30,7 +34,9 @@ _HOLDING = (
 _HOLDING_THAT = (
     r"(?:feel(?:s|ing)?|felt)(?:\s+(?:strongly|firmly))?|argu(?:e|es|ed|ing)|suggest(?:s|ed|ing)?|maintain(?:s|ed)?|"
     r"assum(?:e|es|ed)|imagin(?:e|es|ed)|gather(?:s|ed)?|understand(?:s)?|understood|"
-    r"recall(?:s|ed)?|agree(?:s|d)?"
+    r"recall(?:s|ed)?|agree(?:s|d)?|"
+    # a guess made is often what happened: "Bob guessed the password"
+    r"guessed"
 )
 # Another person's wish or plan ("Bob wants the deploy on Friday", "Bob plans to
 # ship"): theirs, not a settled fact; a want of their own things is a preference
@@ -118,6 +124,8 @@ _CLAUSE_MARK = r"(?:[,;:.!(\u2026\u2014\u2013\"'\u201d\u2019\u00bb]|\s-{1,2})\s*
 _MARK = rf"(?:^|{_CLAUSE_MARK})"
 _CLOSE = r"\s*(?:[,;:.!)\u2026\u2014\u2013\"'\u201d\u2019\u00bb]|$)"
 _WHO = r"(?:(?:the|our|my|his|her|their)\s+)?(?:[\w'\-]+\s+)?"
+# A possessive is no one's name: in "wants her reports on Monday" "reports" is a noun.
+_NOT_POSSESSIVE = r"(?!(?:her|his|their|its|my|our|your)\b)"
 # What may follow a verb of saying that ends its clause: "Bob said so", "as
 # Ana said at standup", "Alice told me yesterday".
 _SAID_WHEN = (
@@ -135,7 +143,7 @@ REPORTED = re.compile(
     rf"(?:{_HEARING})(?:\s+(?:from|about)\b|\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
     rf"{_SURE}(?:\s+that\b|\s*:|{_BARE_CLAUSE})|{_WISHED})|"
     # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."
-    rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?)(?:[\w'\-]+\s+(?:and|&)\s+)?{_WHO}(?P<teller>{_NAME})\s+{_AUX}"
+    rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?)(?:[\w'\-]+\s+(?:and|&)\s+)?{_WHO}{_NOT_POSSESSIVE}(?P<teller>{_NAME})\s+{_AUX}"
     rf"(?P<after>{_VERB}|{_HOLDING}|{_HOLDING_THAT}){_SAID_WHEN}{_CLOSE}|"
     # "..., says Bob.", "\u201c...,\u201d said Alice."
     rf"{_MARK}(?P<before>{_VERB})\s+{_WHO}(?P<speaker>{_NAME}){_CLOSE}|"

@@ -93,3 +93,56 @@ def test_plain_claims_near_those_words_still_store() -> None:
             ("Remember that Bob planned the sprint.", "Bob planned the sprint"),
         ],
     )
+
+
+def test_a_stated_fact_near_the_words_of_a_view_still_stores() -> None:
+    """Rule 4 reads a view in a verb with a clause or a view's object, not in
+    a possessive pronoun before a noun ("her reports" read as Ada's relayer),
+    a birth awaited, a guess that happened, or "pending" as an adjective."""
+    decided_as(
+        capture.STORE,
+        [
+            (
+                "Remember that Ada, our new lead, wants her reports on Monday.",
+                "Ada, our new lead, wants her reports on Monday",
+            ),
+            ("Remember that Bob expects a baby in May.", "Bob expects a baby in May"),
+            (
+                "Remember that Ana and Bob are expecting twins in June.",
+                "Ana and Bob are expecting twins in June",
+            ),
+            ("Remember that Bob guessed the password.", "Bob guessed the password"),
+            ("Remember that there are two pending invoices.", "There are two pending invoices"),
+            (
+                "Remember that there are two pending Acme invoices.",
+                "There are two pending Acme invoices",
+            ),
+            (
+                "Remember that the three pending approvals are in the queue.",
+                "The three pending approvals are in the queue",
+            ),
+        ],
+    )
+
+
+def test_the_views_beside_those_facts_are_still_second_hand() -> None:
+    decided_as(
+        capture.HEDGED,
+        [
+            "Remember that Bob expects the deploy on Friday.",
+            "Remember that Bob expects a delay on Friday.",
+            "Remember that Bob guesses the deploy is on Friday.",
+            "Remember that Bob guessed the deploy slipped.",
+            "Remember that the deploy is on Friday, Bob guessed.",
+            "Remember that the deploy is on Friday, her manager reports.",
+        ],
+        says="second-hand",
+    )
+    decided_as(
+        capture.HEDGED,
+        [
+            "Remember that we ship Friday pending Legal.",
+            "Remember that the invoices are pending.",
+        ],
+        never_says="second-hand",
+    )
