@@ -46,6 +46,22 @@ class OldStoreError(Exception):
     """The files are not an old store this reader understands."""
 
 
+def readable(path: Path, flag: str) -> None:
+    """Refuses, naming ``flag`` and the file, a path that is missing, not a
+    file, or not readable (its permissions, say), before anything is read."""
+    if path.is_dir():
+        raise OldStoreError(f"{flag}: {path} is a directory, not the file")
+    if path.exists() and not path.is_file():
+        raise OldStoreError(f"{flag}: {path} is not a regular file")
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except FileNotFoundError:
+        raise OldStoreError(f"{flag}: no such file: {path}") from None
+    except OSError as exc:
+        raise OldStoreError(f"{flag}: {path} cannot be read ({exc.strerror or exc})") from None
+
+
 @dataclass(frozen=True)
 class Turn:
     id: int
@@ -132,11 +148,13 @@ class SqliteStore:
     """Read-only access to the old store's SQLite file."""
 
     def __init__(self, path: Path) -> None:
-        if not path.is_file():
-            raise OldStoreError(f"--sqlite: no such file: {path}")
+        readable(path, "--sqlite")
         self.path = path
         # Read-only: the migration never changes the old store.
-        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise OldStoreError(f"--sqlite: {path} cannot be read ({exc})") from None
         # Text that is not UTF-8 is carried with U+FFFD where bytes did not
         # decode (Python's default stops the whole run at that row).
         self.conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
@@ -409,63 +427,70 @@ def _entity(obj: dict[str, Any]) -> Entity:
     )
 
 
+def _lines(path: Path, flag: str) -> Iterator[bytes]:
+    """The file's lines; a read that fails partway is the file's fault."""
+    try:
+        with path.open("rb") as f:
+            yield from f
+    except OSError as exc:
+        raise OldStoreError(f"{flag}: {path} cannot be read ({exc.strerror or exc})") from None
+
+
 def fold_graph(path: Path) -> Graph:
     """Reads graph.jsonl in file order: entity records add (or restate) an
     entity, patch lines change the state of one already recorded."""
-    if not path.is_file():
-        raise OldStoreError(f"--graph: no such file: {path}")
+    readable(path, "--graph")
     entities: dict[str, Entity] = {}
     stats = FoldStats()
-    with path.open("rb") as f:
-        for raw in f:
-            if not raw.strip():
-                continue
-            stats.lines += 1
-            try:
-                obj = _without_surrogates(json.loads(raw))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+    for raw in _lines(path, "--graph"):
+        if not raw.strip():
+            continue
+        stats.lines += 1
+        try:
+            obj = _without_surrogates(json.loads(raw))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            stats.malformed += 1
+            continue
+        if not isinstance(obj, dict) or not _usable_id(obj.get("id")):
+            stats.malformed += 1
+            continue
+        if "patch" in obj and not isinstance(obj["patch"], str):
+            # A patch names its kind; null or an object names none, and
+            # the line is no record either.
+            stats.malformed += 1
+            continue
+        op = obj.get("patch")
+        if op is None:
+            if not _record_shaped(obj):
                 stats.malformed += 1
                 continue
-            if not isinstance(obj, dict) or not _usable_id(obj.get("id")):
-                stats.malformed += 1
-                continue
-            if "patch" in obj and not isinstance(obj["patch"], str):
-                # A patch names its kind; null or an object names none, and
-                # the line is no record either.
-                stats.malformed += 1
-                continue
-            op = obj.get("patch")
-            if op is None:
-                if not _record_shaped(obj):
-                    stats.malformed += 1
-                    continue
-                stats.records += 1
-                entity = _entity(obj)
-                if entity.id in entities:
-                    stats.restated += 1
-                entities[entity.id] = entity
-                continue
-            if op not in ("confirm", "supersede"):
-                stats.unknown_ops += 1
-                continue
-            by = obj.get("superseded_by")
-            if op == "supersede" and (not _usable_id(by) or str(by) == str(obj["id"])):
-                stats.malformed += 1
-                continue
-            stats.patches[op] += 1
-            target = entities.get(str(obj["id"]))
-            if target is None:
-                stats.orphan_patches += 1
-                continue
-            if op == "confirm":
-                target.confirmed = True
-                target.confirmed_at = _time_given(obj.get("at"))
-                if _confidence(obj.get("confidence")) is not None:
-                    target.confidence = _confidence(obj.get("confidence"))
-            else:
-                target.superseded_by = str(by)
-                target.superseded_at = _time_given(obj.get("at"))
-                target.valid_until = target.superseded_at or target.valid_until
+            stats.records += 1
+            entity = _entity(obj)
+            if entity.id in entities:
+                stats.restated += 1
+            entities[entity.id] = entity
+            continue
+        if op not in ("confirm", "supersede"):
+            stats.unknown_ops += 1
+            continue
+        by = obj.get("superseded_by")
+        if op == "supersede" and (not _usable_id(by) or str(by) == str(obj["id"])):
+            stats.malformed += 1
+            continue
+        stats.patches[op] += 1
+        target = entities.get(str(obj["id"]))
+        if target is None:
+            stats.orphan_patches += 1
+            continue
+        if op == "confirm":
+            target.confirmed = True
+            target.confirmed_at = _time_given(obj.get("at"))
+            if _confidence(obj.get("confidence")) is not None:
+                target.confidence = _confidence(obj.get("confidence"))
+        else:
+            target.superseded_by = str(by)
+            target.superseded_at = _time_given(obj.get("at"))
+            target.valid_until = target.superseded_at or target.valid_until
     if stats.lines and stats.malformed == stats.lines:
         # Another file given by mistake (the SQLite file, say): run on, the
         # items would come over without their mentions, which no rerun adds.
