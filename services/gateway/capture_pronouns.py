@@ -109,6 +109,8 @@ _BEFORE_SUBJECT = re.compile(
     _I,
 )
 _BESIDE = re.compile(r"\s+(?:and|or|nor|&)\s+")
+# The run of capitalised words a named mention ends with ("Dana Lee").
+_LAST_NAME = re.compile(r"[A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)*$")
 
 
 @dataclass
@@ -189,6 +191,23 @@ def _stands_for_a_person_noun(claim: str, person: _Mention, pronoun: re.Match[st
     return word == "his" or not _TO_HER.search(claim, max(0, pronoun.start() - 20), pronoun.start())
 
 
+def _beside(claim: str, sentence: int, person: _Mention, pronoun: re.Match[str]) -> bool:
+    """Whether ``pronoun`` names someone beside ``person`` ("Ada and he share",
+    "shared by Ada and him"): another person, whom the turn does not name. A
+    subject pronoun is beside a subject only ("my manager is Dana Lee and she
+    ..." opens a clause); an owner's pronoun there is the person's ("Ada and her
+    brother")."""
+    if not _BESIDE.fullmatch(claim, person.end, pronoun.start()):
+        return False
+    word = pronoun.group(0).lower()
+    if word in ("he", "she"):
+        name = _LAST_NAME.search(claim, sentence, person.end) if person.named else None
+        return _as_subject(
+            claim, sentence, _Mention(name.start() if name else person.start, 0, set(), False)
+        )
+    return word != "his" and (word != "her" or _NOT_OWNED.match(claim, pronoun.end()) is not None)
+
+
 def unnamed_person(claim: str) -> str | None:
     """The first pronoun in ``claim`` whose sentence does not name, before it,
     exactly one person as a subject, if any. Each mention and clause mark is
@@ -208,7 +227,7 @@ def unnamed_person(claim: str) -> str | None:
             next_mention += 1
             if people and people[0] is not first:
                 subject = _as_subject(claim, sentence, people[0])
-        if len(people) != 1 or not subject:
+        if len(people) != 1 or not subject or _beside(claim, sentence, people[0], pronoun):
             return pronoun.group(0)
         if not people[0].named and not _stands_for_a_person_noun(claim, people[0], pronoun):
             return pronoun.group(0)

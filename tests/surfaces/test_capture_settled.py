@@ -146,3 +146,25 @@ def test_the_views_beside_those_facts_are_still_second_hand() -> None:
         ],
         never_says="second-hand",
     )
+
+
+def test_a_pronoun_beside_a_name_has_no_referent() -> None:
+    """Rule 6: "Ada and he" are two people, and the turn names only one; who
+    'he' is is unclear, so nothing is stored ("Ada and her brother" is hers)."""
+    decided_as(
+        capture.AMBIGUOUS,
+        [
+            "Remember that Ada and he share a desk.",
+            "Remember that Ada or she will open the office.",
+            "Remember that the desk is shared by Ada and him.",
+        ],
+        says="unclear who",
+    )
+    decided_as(capture.AMBIGUOUS, ["Remember that he and Ada share a desk."])
+    decided_as(
+        capture.STORE,
+        [
+            ("Remember that Ada and her brother share a desk.", "Ada and her brother share a desk"),
+            ("Remember that Ada and Bob share a desk.", "Ada and Bob share a desk"),
+        ],
+    )
