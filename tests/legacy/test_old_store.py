@@ -465,3 +465,20 @@ def test_graph_lines_of_odd_values_fold_without_harm(tmp_path: Path) -> None:
     rows, _skipped = plan.plan_records(graph, plan.Ids("ada"), {})
     assert len(rows) == chain + 3
     assert max(r.depth for r in rows) == chain - 1
+
+
+def test_a_turn_of_an_overlong_chat_id_or_role_is_skipped_and_counted() -> None:
+    """A turn's chat id and role had no limit: a chat id of 300,000
+    characters came over, and its history line (with a long text) outgrew
+    the line an archive reads back (1 MiB), so the workspace's export could
+    not be imported. Cut, two chats' ids could become one: skipped, counted."""
+    ids = plan.Ids("ada")
+    at = "2026-05-01T10:00:00Z"
+    said = plan.plan_turn(Turn(1, "c" * 300_000, "user", "hi", at), ids)
+    assert isinstance(said, str) and said.startswith("chat id over"), said
+    said = plan.plan_turn(Turn(2, "tg-1", "r" * 1000, "hi", at), ids)
+    assert isinstance(said, str) and said.startswith("role over"), said
+    edge = Turn(3, "c" * plan.MAX_CHAT_ID_CHARS, "r" * plan.MAX_ROLE_CHARS, "hi", at)
+    assert isinstance(plan.plan_turn(edge, ids), plan.HistoryRow)
+    over = Turn(4, "c" * (plan.MAX_CHAT_ID_CHARS + 1), "user", "hi", at)
+    assert plan.plan_turn(over, ids) == f"chat id over {plan.MAX_CHAT_ID_CHARS} characters"

@@ -28,6 +28,12 @@ DERIVED_TITLE_CHARS = 80
 # Longer turns (pasted logs, say) are skipped: their search vector could
 # pass Postgres's tsvector size limit and fail the whole batch.
 MAX_HISTORY_TURN_CHARS = 200_000
+# A chat id ('tg-1004', 'cli-main') and a role ('user', 'assistant', 'tool')
+# are short names. A turn with a longer one is skipped, not cut (two chats'
+# ids cut alike would become one chat): every reader shows them beside each
+# turn, and an archive line (1 MiB at most) holds the turn's text and them.
+MAX_CHAT_ID_CHARS = 256
+MAX_ROLE_CHARS = 64
 # Only memory items in this status are curated knowledge worth carrying.
 IMPORTED_STATUS = "confirmed"
 # The scopes that mean everyone; any other (a 'team' of some members, say)
@@ -81,6 +87,10 @@ def plan_turn(turn: Turn, ids: Ids) -> HistoryRow | str:
         return "text holds NUL characters"
     if len(turn.text) > MAX_HISTORY_TURN_CHARS:
         return f"text over {MAX_HISTORY_TURN_CHARS} characters"
+    if len(turn.chat_id) > MAX_CHAT_ID_CHARS:
+        return f"chat id over {MAX_CHAT_ID_CHARS} characters"
+    if len(turn.role) > MAX_ROLE_CHARS:
+        return f"role over {MAX_ROLE_CHARS} characters"
     occurred = parse_time(turn.ts)
     if occurred is None:
         return "unreadable time"
