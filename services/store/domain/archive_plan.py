@@ -27,6 +27,7 @@ from recallatron.vocabulary import (
 )
 from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
+from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
 from services.store.domain.control_records import WorkspaceSettings
 from services.store.domain.graph_rules import identifier
@@ -106,6 +107,7 @@ def read_archive(
     _check_limits(archive)
     _check_references(archive)
     _check_revisions(archive)
+    check_vectors(archive.records.get("vectors", []))
     _check_tombstones(archive)
     _mention_what_claims_name(archive)
     return archive
