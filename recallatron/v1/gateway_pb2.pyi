@@ -643,24 +643,68 @@ class ToolDescription(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     INPUT_SCHEMA_JSON_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _builtins.int
+    ANNOTATIONS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     input_schema_json: _builtins.str
     """JSON Schema of the tool's input."""
+    title: _builtins.str
+    """A short human name (MCP's title)."""
+    output_schema_json: _builtins.str
+    """JSON Schema of the tool's answer, as the MCP tool's structured content."""
+    @_builtins.property
+    def annotations(self) -> Global___ToolAnnotations:
+        """What calling it does, as MCP's tool annotations say it."""
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         description: _builtins.str = ...,
         input_schema_json: _builtins.str = ...,
+        title: _builtins.str = ...,
+        output_schema_json: _builtins.str = ...,
+        annotations: Global___ToolAnnotations | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "input_schema_json", b"input_schema_json", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "description", b"description", "input_schema_json", b"input_schema_json", "name", b"name", "output_schema_json", b"output_schema_json", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ToolDescription: _TypeAlias = ToolDescription  # noqa: Y015
+
+@_typing.final
+class ToolAnnotations(_message.Message):
+    """Every tool works only on the workspace's own memory: no open world."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    READ_ONLY_HINT_FIELD_NUMBER: _builtins.int
+    DESTRUCTIVE_HINT_FIELD_NUMBER: _builtins.int
+    IDEMPOTENT_HINT_FIELD_NUMBER: _builtins.int
+    OPEN_WORLD_HINT_FIELD_NUMBER: _builtins.int
+    read_only_hint: _builtins.bool
+    destructive_hint: _builtins.bool
+    idempotent_hint: _builtins.bool
+    open_world_hint: _builtins.bool
+    def __init__(
+        self,
+        *,
+        read_only_hint: _builtins.bool = ...,
+        destructive_hint: _builtins.bool = ...,
+        idempotent_hint: _builtins.bool = ...,
+        open_world_hint: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["destructive_hint", b"destructive_hint", "idempotent_hint", b"idempotent_hint", "open_world_hint", b"open_world_hint", "read_only_hint", b"read_only_hint"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolAnnotations: _TypeAlias = ToolAnnotations  # noqa: Y015
 
 @_typing.final
 class DescribeToolsResponse(_message.Message):

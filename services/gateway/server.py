@@ -4,6 +4,7 @@ admin calls, forwarded to store and rank with deadlines."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -267,7 +268,17 @@ class MemoryServicer(Forwarding):
         return pb.DescribeToolsResponse(
             tools=[
                 pb.ToolDescription(
-                    name=t.name, description=t.description, input_schema_json=t.schema_json()
+                    name=t.name,
+                    title=t.title,
+                    description=t.description,
+                    input_schema_json=t.schema_json(),
+                    output_schema_json=json.dumps(t.output_schema, sort_keys=True),
+                    annotations=pb.ToolAnnotations(
+                        read_only_hint=t.read_only,
+                        destructive_hint=t.destructive,
+                        idempotent_hint=t.idempotent,
+                        open_world_hint=False,
+                    ),
                 )
                 for t in TOOLS
             ]
