@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 import pytest
@@ -157,3 +158,67 @@ def test_a_derived_memory_superseded_with_another_s_text_keeps_its_sources(team:
     ada.forget(source.id, "no longer wanted")
     recalled = {r.memory.id for r in ada.recall("Miso", mode="lexical").outcome.results}
     assert recalled == {other.id}
+
+
+def _derive_refusal(client: Client, sources: list[str], **more: Any) -> tuple[object, str]:
+    err = _refusal(lambda: client.derive(sources, "Lunch plan", **more))
+    return err.code(), err.details() or ""
+
+
+def test_deriving_from_a_memory_superseded_out_of_sight_reveals_nothing(team: Team) -> None:
+    """Bob may see a memory whose successor is Ada's alone: he derives from it
+    as from any memory he sees (its own trust, intersected; a link to it),
+    and every refusal reads as for a memory never superseded."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    shared = ["assist", "audit"]
+    old = ada.remember("Lunch is at noon", audience_to="workspace", purposes=shared).memory
+    hidden = _supersede(ada, old.id, "Lunch is at one", audience=team.members["ada"]).memory
+    never = ada.remember("Dinner is at eight", audience_to="workspace", purposes=shared).memory
+    assert bob.read([old.id]).memories[0].superseded_by_id == ""
+    own = bob.remember("Bob eats at the canteen", purposes=["assist"]).memory
+
+    derived = bob.derive([old.id, own.id], "Bob: lunch at noon, canteen").memory
+    assert (derived.audience.member_id, list(derived.purposes)) == (team.members["bob"], [1])
+    read = bob.read([derived.id]).memories[0]
+    assert sorted((link.target.id, link.target.visible) for link in read.links) == sorted(
+        [(old.id, True), (own.id, True)]
+    )
+    recalled = {r.memory.id for r in bob.recall("canteen", mode="lexical").outcome.results}
+    assert recalled == {own.id, derived.id}
+
+    # The successor is not found, as an id that never was; the other
+    # refusals answer as for a memory never superseded.
+    assert _derive_refusal(bob, [old.id, hidden.id]) == _derive_refusal(
+        bob, [old.id, str(uuid.uuid4())]
+    )
+    for sources, more in (
+        ([], {"purposes": ["personalize"]}),
+        ([own.id], {"audience_to": "workspace"}),
+        ([own.id], {"purposes": ["audit"]}),
+    ):
+        assert _derive_refusal(bob, [old.id, *sources], **more) == _derive_refusal(
+            bob, [never.id, *sources], **more
+        ), more
+
+
+def test_deriving_from_a_memory_whose_successor_was_forgotten(team: Team) -> None:
+    """A memory whose successor was forgotten is current again: a derivation
+    from it takes its trust, links to it alone and stays in recall until one
+    of its own sources is forgotten; the forgotten successor is not found."""
+    ada = team.clients["ada"]
+    source = ada.remember("Ada's Quetzal password hint is her cat").memory
+    old = ada.derive([source.id], "Quetzal hint: a cat").memory
+    successor = _supersede(ada, old.id, "Quetzal hint: the cat Miso").memory
+    ada.forget(successor.id, "wrong cat")
+    assert ada.read([old.id]).memories[0].superseded_by_id == ""
+
+    derived = ada.derive([old.id], "Quetzal hint: a pet").memory
+    assert (derived.audience.member_id, list(derived.purposes)) == (team.members["ada"], [1])
+    read = ada.read([derived.id]).memories[0]
+    assert [(link.target.id, link.target.visible) for link in read.links] == [(old.id, True)]
+    assert [r.memory.id for r in ada.recall("pet", mode="lexical").outcome.results] == [derived.id]
+    assert _derive_refusal(ada, [old.id, successor.id]) == _derive_refusal(
+        ada, [old.id, str(uuid.uuid4())]
+    )
+    ada.forget(source.id, "no longer wanted")
+    assert not ada.recall("pet", mode="lexical").outcome.results
