@@ -222,3 +222,20 @@ def test_deriving_from_a_memory_whose_successor_was_forgotten(team: Team) -> Non
     )
     ada.forget(source.id, "no longer wanted")
     assert not ada.recall("pet", mode="lexical").outcome.results
+
+
+def test_the_successor_of_a_memory_whose_source_was_forgotten_stays_out_of_recall(
+    team: Team,
+) -> None:
+    """Forgetting a source took the derived memory out of recall; superseding
+    it (with its own text or another's) must not bring what was derived back."""
+    ada = team.clients["ada"]
+    source = ada.remember("Ada's Quetzal password hint is her cat").memory
+    first = ada.derive([source.id], "Quetzal hint: a cat").memory
+    second = ada.derive([source.id], "Quetzal hint: a pet cat").memory
+    other = ada.remember("Quetzal hint: the cat Miso", audience_to="workspace").memory
+    ada.forget(source.id, "no longer wanted")
+    own = _supersede(ada, first.id, "Quetzal hint: the cat Tigger").memory
+    taken = _supersede(ada, second.id, "Quetzal hint: the cat Miso", source_ids=[other.id])
+    recalled = {r.memory.id for r in ada.recall("Quetzal", mode="lexical").outcome.results}
+    assert recalled == {other.id}, (own.id, taken.memory.id)
