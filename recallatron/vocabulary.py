@@ -81,6 +81,10 @@ MODES = MODE.names
 # A caller that names no purpose acts for this one; a new memory given no
 # purposes is stored for it.
 DEFAULT_PURPOSE = "assist"
+# The purposes the owner's imported conversation turns (history) answer:
+# evidence of what was said serves a conversation and its review, not an
+# agent acting on systems (automate) or tailoring (personalize).
+HISTORY_PURPOSES = ("assist", "audit")
 # Recall mode when neither the request nor the workspace settings name one.
 DEFAULT_MODE = "hybrid"
 

@@ -23,6 +23,7 @@ from typing import cast
 from recallatron import errors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2
+from recallatron.vocabulary import HISTORY_PURPOSES
 
 _SERVICES = gateway_pb2.DESCRIPTOR.services_by_name
 
@@ -103,6 +104,22 @@ def check_purpose(purposes: frozenset[int], read_only: bool, purpose: int) -> No
             f"purpose: token scope is {describe(purposes, read_only)}; "
             f"{_purpose_name(purpose)} is outside it"
         )
+
+
+def history_withheld(purposes: frozenset[int], read_only: bool, purpose: int) -> str:
+    """Why recall leaves the owner's history out for ``purpose`` (the call's,
+    already checked), naming the token's scope when it allows no purpose
+    history serves; "" when history is for that purpose (HISTORY_PURPOSES)."""
+    name = _purpose_name(purpose)
+    if name in HISTORY_PURPOSES:
+        return ""
+    why = (
+        f"history is conversation evidence, for the {' and '.join(HISTORY_PURPOSES)} "
+        f"purposes only; this recall's purpose is {name}"
+    )
+    if purposes and not any(_purpose_name(p) in HISTORY_PURPOSES for p in purposes):
+        why += f" (token scope is {describe(purposes, read_only)})"
+    return why
 
 
 # The writes whose purposes, left empty, come from the memories they build on

@@ -154,8 +154,13 @@ class MemoryServicer(Forwarding):
         MODE.parse(request.mode, "mode")
         who = caller(ident, request.purpose)
         # History evidence exists only for the workspace owner: for anyone
-        # else the flag changes nothing.
+        # else the flag changes nothing. The owner hears why it is left out
+        # for a purpose it does not serve (the store answers none either).
         history = request.include_history and ident.role == cpb.ROLE_OWNER
+        withheld = (
+            scopes.history_withheld(ident.purposes, ident.read_only, who.purpose) if history else ""
+        )
+        history = history and not withheld
         rank_request = rank_pb2.RankRequest(
             caller=who,
             query=request.query,
@@ -173,6 +178,8 @@ class MemoryServicer(Forwarding):
             methods = (*methods, calls.SEARCH_HISTORY.path)
         assertion = self.peers.member(who, *methods)
         resp = self.peers.rank.call(calls.RANK, rank_request, assertion)
+        if withheld:
+            resp.outcome.history_unavailable_reason = withheld
         return pb.RecallResponse(outcome=resp.outcome)
 
     def Capture(

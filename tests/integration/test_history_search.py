@@ -5,14 +5,22 @@ rather than with what it finds (migration 0019)."""
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 
+from recallatron.client import Client
+from recallatron.v1 import common_pb2 as cpb
+from recallatron.v1 import store_pb2, store_pb2_grpc
+from recallatron.vocabulary import PURPOSE, PURPOSES
 from recallatron_devkit.stack import Stack
 from services.store.domain.history import SEARCH_HISTORY
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS
+from tests import dbutil
 from tests.conftest import Team
 from tests.dbutil import workspace_url
+from tests.internal import channel
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +66,53 @@ def test_history_search_reads_its_matches_not_the_whole_history(stack: Stack, te
     assert (scans, read) == (0, len(found))
     # The policy's rule holds inside the search: another member finds nothing.
     assert search(stack, team, "bob", "quetzal")[0] == []
+
+
+def _scoped(stack: Stack, operator: Client, member_id: str, purposes: list[str]) -> Client:
+    return Client(
+        stack.gateway, operator.create_token(member_id, "scoped", purposes=purposes).token
+    )
+
+
+def test_history_is_evidence_for_assist_and_audit_only(
+    stack: Stack, operator: Client, team: Team
+) -> None:
+    """The owner's imported turns are conversation evidence (docs/api.md,
+    History): a recall for assist or audit gets them; one for automate or
+    personalize (all a token scoped to those can ask for) gets its memories
+    without them, told why; the store's own search answers such a caller
+    nothing either."""
+    ada = team.members["ada"]
+    dbutil.query(
+        stack,
+        team.database_name,
+        "INSERT INTO history_entry (id, owner_member_id, chat_id, role, text, occurred_at)"
+        " VALUES (%s, %s, 'c1', 'user', 'the kayak is booked for the lake', now()) RETURNING id",
+        (str(uuid.uuid4()), ada),
+    )
+    clients = {p: _scoped(stack, operator, ada, [p]) for p in PURPOSES}
+    try:
+        for purpose in ("assist", "audit"):
+            got = clients[purpose].recall("kayak", purpose=purpose, include_history=True)
+            assert [h.text for h in got.outcome.history] == ["the kayak is booked for the lake"]
+            assert got.outcome.history_unavailable_reason == ""
+        for purpose in ("automate", "personalize"):
+            # The scoped token and the owner's own unscoped one alike.
+            for client in (clients[purpose], team.clients["ada"]):
+                got = client.recall("kayak", purpose=purpose, include_history=True)
+                assert list(got.outcome.history) == [], purpose
+                reason = got.outcome.history_unavailable_reason
+                assert purpose in reason and "assist" in reason and "audit" in reason, reason
+    finally:
+        for client in clients.values():
+            client.close()
+    store = store_pb2_grpc.StoreServiceStub(channel(stack, "store"))
+    for purpose in PURPOSES:
+        who = cpb.Caller(
+            workspace_id=team.workspace_id,
+            member_id=ada,
+            purpose=PURPOSE.value(purpose),
+            role=cpb.ROLE_OWNER,
+        )
+        found = store.SearchHistory(store_pb2.SearchHistoryRequest(caller=who, query="kayak"))
+        assert len(found.entries) == (1 if purpose in ("assist", "audit") else 0), purpose

@@ -4,8 +4,10 @@ over by migration, searched lexically for the workspace owner they belong to.
 For anyone else history does not exist: a caller who is not an owner of the
 workspace (by the control plane, not by what the request claims) gets an
 empty list, never an error, so the answer does not even reveal whether the
-workspace holds any. Row-level security then limits an owner to the rows
-recorded for that owner. History is never a memory: it is not embedded, not
+workspace holds any. Nor does it for a call made for a purpose history does
+not serve (HISTORY_PURPOSES: conversation evidence is for assist and audit;
+the gateway says so to the owner). Row-level security then limits an owner
+to the rows recorded for that owner. History is never a memory: it is not embedded, not
 fused, not re-ranked, and the expiry gate (which is about memories) does not
 apply to it."""
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recallatron import errors
-from recallatron.vocabulary import BESIDE_BUDGET_BYTES, MAX_QUERY_CHARS
+from recallatron.vocabulary import BESIDE_BUDGET_BYTES, HISTORY_PURPOSES, MAX_QUERY_CHARS
 from services.store.domain import answer_budget
 from services.store.domain import validation as v
 from services.store.domain.recall import select_terms, tsquery_text
@@ -74,7 +76,7 @@ class HistorySearch(OnWorkspaces):
                 "limit", f"must lie in [0, {MAX_LIMIT}]; 0 is {DEFAULT_LIMIT}"
             )
         workspace_id = v.uuid_str(caller.workspace_id, "caller.workspace_id")
-        if not self._is_owner(caller):
+        if caller.purpose not in HISTORY_PURPOSES or not self._is_owner(caller):
             return []
         ws = self.control.workspace(workspace_id)
         pool = self.dbs.app_pool(ws.server, ws.database_name)
