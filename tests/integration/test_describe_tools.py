@@ -1,7 +1,7 @@
 """DescribeTools, the one call that needs no token, tells an agent over gRPC
 (and HTTP/JSON) what MCP's tool listing tells it: each tool's title, input
-and output schemas and its annotations (SPEC §7: every tool an agent sees
-carries them). It gave only name, description and input schema."""
+and output schemas and its annotations (every tool an agent sees
+carries them, docs/agents.md). It gave only name, description and input schema."""
 
 from __future__ import annotations
 

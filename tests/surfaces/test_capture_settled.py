@@ -1,4 +1,4 @@
-"""Capture stores only the speaker's settled fact (SPEC §8, docs/agents.md
+"""Capture stores only the speaker's settled fact (docs/agents.md
 rules 4 and 6): a best case, a call still someone's to make, a quotation, a
 wish or plan of someone else, or two alternatives for one value is not one;
 the claims beside those words still store."""
