@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -19,7 +20,7 @@ from recallatron.client import Client
 from recallatron_devkit.stack import Stack
 from services.store.domain.erasure import request_key
 from tests import dbutil
-from tests.conftest import Team
+from tests.conftest import Team, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -320,3 +321,55 @@ def test_forget_does_not_read_every_request_key_of_the_workspace(stack: Stack, t
             (memory.id,),
         )
         assert seq_scans() == before
+
+
+# The scrub's statement waiting for a lock another transaction holds.
+SCRUB_WAITING = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = %s AND wait_event_type = 'Lock' AND query LIKE 'VACUUM (FULL%%'
+"""
+
+
+def test_a_scrub_waiting_for_a_table_does_not_hold_up_the_workspace(
+    stack: Stack, team: Team
+) -> None:
+    """A transaction left open on `memory` (a long export, a session left idle
+    in an open transaction) made the scrub wait for that table without end,
+    and every call on the workspace then queued behind the scrub's lock
+    request: a remember did not answer until the transaction ended. The scrub
+    now waits its turn without holding the workspace up, and rewrites the
+    table once it may."""
+    ada = team.clients["ada"]
+    ada.remember("Before the held scrub", audience_to="workspace")
+    url = dbutil.workspace_url(stack, team.database_name)
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as admin:
+        holder.execute("SELECT count(*) FROM memory")  # its transaction stays open
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "recallatron_cli.main", "scrub", "--workspace", team.slug],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "RECALLATRON_DATABASE_URL": stack.database_url},
+            cwd=REPO,
+        )
+        try:
+            wait_for(
+                lambda: admin.execute(SCRUB_WAITING, (team.database_name,)).fetchone()[0] > 0,  # type: ignore[index]
+                "the scrub waiting for memory",
+            )
+            with ThreadPoolExecutor(1) as pool:
+                made = pool.submit(ada.remember, "During the held scrub", audience_to="workspace")
+                try:
+                    kept = made.result(timeout=60).memory
+                finally:
+                    holder.rollback()  # ends the holder's transaction either way
+            assert proc.poll() is None  # still waiting its turn, not given up
+            out, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err
+    assert f"scrubbed {team.slug}" in out
+    assert "waiting for memory" in out, out
+    assert ada.read([kept.id]).memories[0].title == "During the held scrub"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from recallatron import errors
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases
 
@@ -80,6 +82,15 @@ WAL_KEPT_SEGMENTS = """
 SELECT ceil(pg_size_bytes(current_setting('wal_keep_size'))::numeric
             / pg_size_bytes(current_setting('wal_segment_size')))::int
 """
+# A rewrite waits this long for its table's lock, then steps back: while its
+# ACCESS EXCLUSIVE request waits (behind a transaction left open on the
+# table), every call on the table queues behind it, so the workspace would
+# stop for as long as that transaction lasts.
+LOCK_TIMEOUT = "SET lock_timeout = '1s'"
+# Between two tries, the calls that queued behind the request go through.
+LOCK_RETRY_PAUSE_SECONDS = 1.0
+# A table held longer than this ends the scrub (what it rewrote stays so).
+LOCK_GIVE_UP_SECONDS = 600.0
 SWITCH_WAL = "SELECT pg_switch_wal()"
 CHECKPOINT = "CHECKPOINT"
 # What keeps old WAL out of this command's reach.
@@ -99,6 +110,7 @@ def scrub(
     control: ControlPlane,
     workspace_id: str,
     log: Callable[[str], None] = lambda _msg: None,
+    give_up_after: float = LOCK_GIVE_UP_SECONDS,
 ) -> ScrubReport:
     """Rewrites every table of one workspace's database (VACUUM FULL, which
     copies only live rows into new files and drops the old ones, indexes
@@ -111,20 +123,54 @@ def scrub(
     Needs the server's admin role (superuser, as `recallatron up` has). Takes
     each table's ACCESS EXCLUSIVE lock while it is rewritten: calls on that
     workspace wait for it (other workspaces do not), so run it in a quiet
-    moment or a maintenance window (docs/reliability.md)."""
+    moment or a maintenance window (docs/reliability.md). A table another
+    transaction holds is waited for in turns of a second that do not hold the
+    calls up meanwhile; held ``give_up_after`` seconds, it ends the scrub."""
     ws = control.workspace(workspace_id)
     url = dbs.database_url(ws.server, ws.database_name)
     report = ScrubReport()
     with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(LOCK_TIMEOUT)
         tables = [str(r[0]) for r in conn.execute(WORKSPACE_TABLES).fetchall()]
         for table in tables:
-            conn.execute(sql.SQL(REWRITE_TABLE).format(sql.Identifier("public", table)))
+            statement = sql.SQL(REWRITE_TABLE).format(sql.Identifier("public", table))
+            _when_free(conn, statement, table, log, give_up_after)
             report.tables.append(table)
             log(f"rewrote {table}")
-        conn.execute(STATISTICS_CATALOG)
+        _when_free(conn, sql.SQL(STATISTICS_CATALOG), "pg_statistic", log, give_up_after)
         log("rewrote pg_statistic")
         _cycle_wal(conn, report, log)
     return report
+
+
+def _when_free(
+    conn: psycopg.Connection,
+    statement: sql.SQL | sql.Composed,
+    table: str,
+    log: Callable[[str], None],
+    give_up_after: float,
+) -> None:
+    """Runs ``statement`` (a rewrite of ``table``) once it gets the table's
+    lock: tried for LOCK_TIMEOUT at a time, with pauses between that let the
+    workspace's calls through; refused (Unavailable) once the table was held
+    ``give_up_after`` seconds."""
+    deadline = time.monotonic() + give_up_after
+    said = False
+    while True:
+        try:
+            conn.execute(statement)
+            return
+        except psycopg.errors.LockNotAvailable:
+            if time.monotonic() >= deadline:
+                raise errors.Unavailable(
+                    f"scrub: {table} was held by another transaction for over "
+                    f"{give_up_after:.0f} s (see pg_stat_activity); the tables rewritten "
+                    "before it stay so; run it again"
+                ) from None
+            if not said:
+                log(f"waiting for {table}: another transaction holds it")
+                said = True
+            time.sleep(LOCK_RETRY_PAUSE_SECONDS)
 
 
 def scrub_server(
