@@ -261,18 +261,28 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         else job.control.all_workspaces()
     )
     for workspace_id in workspaces:
-        slug = job.control.workspace(workspace_id).slug
-        queued = job.enqueue_rebuild(workspace_id, force=args.force)
-        # Marked too: should this command stop, the running job carries on.
-        job.control.mark_work(workspace_id)
-        print(f"{slug}: {queued} memories queued", flush=True)
-        with Progress(f"{slug}: embedding", queued, "memories") as bar:
-            # The backlog left; writes meanwhile may keep it above the queued count.
-            done = job.drain(workspace_id, lambda left, b=bar, q=queued: b.update(max(0, q - left)))
-        dropped = job.drop_stale(workspace_id)
-        print(f"{slug}: {done} embedded, {dropped} stale vectors removed", flush=True)
+        try:
+            _rebuild_one(job, workspace_id, args.force)
+        except errors.NotFound:
+            if args.workspace:
+                raise
+            # Listed, then deleted: nothing of it to rebuild; the others go on.
+            print(f"{workspace_id}: deleted since the rebuild started; passed over", flush=True)
     job.dbs.close()
     return 0
+
+
+def _rebuild_one(job: Any, workspace_id: str, force: bool) -> None:
+    slug = job.control.workspace(workspace_id, fresh=True).slug
+    queued = job.enqueue_rebuild(workspace_id, force=force)
+    # Marked too: should this command stop, the running job carries on.
+    job.control.mark_work(workspace_id)
+    print(f"{slug}: {queued} memories queued", flush=True)
+    with Progress(f"{slug}: embedding", queued, "memories") as bar:
+        # The backlog left; writes meanwhile may keep it above the queued count.
+        done = job.drain(workspace_id, lambda left, b=bar, q=queued: b.update(max(0, q - left)))
+    dropped = job.drop_stale(workspace_id)
+    print(f"{slug}: {done} embedded, {dropped} stale vectors removed", flush=True)
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
