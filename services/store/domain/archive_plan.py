@@ -139,6 +139,11 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
     return result
 
 
+# A history turn's chat id and role, as the legacy migration (history's only
+# writer) keeps them (legacy/plan_items.py): longer ones it skips.
+MAX_HISTORY_CHAT_ID = 256
+MAX_HISTORY_ROLE = 64
+
 # Each text field's rule as every write checks it (validation, graph_rules):
 # the copy holds nothing a tool could not have written, nor a correct write
 # back. A length, or None for an identifier (a type may be absent).
@@ -150,6 +155,7 @@ _LIMITS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "attribute_claims": (("attribute", None), ("value", MAX_CLAIM_VALUE)),
     "relation_claims": (("predicate", None),),
     "episodes": (("title", MAX_TITLE),),
+    "history": (("chat_id", MAX_HISTORY_CHAT_ID), ("role", MAX_HISTORY_ROLE)),
 }
 
 
