@@ -6,7 +6,11 @@ rather than with what it finds (migration 0019)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
+import grpc
 import psycopg
 import pytest
 
@@ -16,11 +20,12 @@ from recallatron.v1 import store_pb2, store_pb2_grpc
 from recallatron.vocabulary import PURPOSE, PURPOSES
 from recallatron_devkit.stack import Stack
 from services.store.domain.history import SEARCH_HISTORY
-from services.store.infrastructure.db import APP_ROLE, SET_LOCALS
+from services.store.infrastructure.db import APP_ROLE, CONTROL_DATABASE, SET_LOCALS
 from tests import dbutil
-from tests.conftest import Team
+from tests.conftest import Team, wait_for
 from tests.dbutil import workspace_url
 from tests.internal import channel
+from tests.replicas import second_gateway as second_gateway  # the fixture
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +121,59 @@ def test_history_is_evidence_for_assist_and_audit_only(
         )
         found = store.SearchHistory(store_pb2.SearchHistoryRequest(caller=who, query="kayak"))
         assert len(found.entries) == (1 if purpose in ("assist", "audit") else 0), purpose
+
+
+def _refused(call: Callable[[], Any]) -> bool:
+    """True once the call is UNAUTHENTICATED; False while it is answered."""
+    try:
+        call()
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.UNAUTHENTICATED, (exc.code(), exc.details())
+        return True
+    return False
+
+
+def test_a_removed_owner_has_no_history_search_nor_settings_change(
+    stack: Stack, operator: Client, team: Team, second_gateway: str
+) -> None:
+    """A second owner removed (their history handed to the first): their
+    token, cached at two gateways, is refused before the history search and
+    the settings change, at this gateway on the next call and at the other
+    once the store's revocation stream reaches it; the settings stay."""
+    cy = operator.create_member(team.workspace_id, f"cy-{uuid.uuid4().hex[:8]}", owner=True)
+    cy_id = cy.member.id
+    token = operator.create_token(cy_id, "cy").token
+    dbutil.query(
+        stack,
+        team.database_name,
+        "INSERT INTO history_entry (id, owner_member_id, chat_id, role, text, occurred_at)"
+        " VALUES (%s, %s, 'c1', 'user', 'cy booked the quokka tour', now()) RETURNING id",
+        (str(uuid.uuid4()), cy_id),
+    )
+    here, there = Client(stack.gateway, token), Client(second_gateway, token)
+    try:
+        for client in (here, there, here, there):
+            got = client.recall("quokka", include_history=True).outcome.history
+            assert [h.text for h in got] == ["cy booked the quokka tour"]
+            client.update_settings(rerank_depth=11)
+        team.clients["ada"].remove_member(cy_id, "transfer", team.members["ada"])
+        for client in (here, there):
+            history = partial(client.recall, "quokka", include_history=True)
+            for call in (history, partial(client.update_settings, rerank_depth=3)):
+                if client is here:
+                    assert _refused(call)
+                else:
+                    wait_for(partial(_refused, call), "the removed owner refused", 30)
+    finally:
+        here.close()
+        there.close()
+    settings = dbutil.query(
+        stack,
+        CONTROL_DATABASE,
+        "SELECT settings FROM workspace WHERE id = %s",
+        (team.workspace_id,),
+    )
+    assert settings[0][0]["rerank_depth"] == 11, settings
+    # Handed over: the remaining owner finds the turn.
+    got = team.clients["ada"].recall("quokka", include_history=True).outcome.history
+    assert [h.text for h in got] == ["cy booked the quokka tour"]
