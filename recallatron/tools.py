@@ -204,7 +204,9 @@ TOOLS: tuple[Tool, ...] = (
         "entity exactly, its card (as lookup gives it) comes beside the results in entities "
         "(cards too large to fit beside them are named in more_entities: look them up); "
         "mentions restricts the results to memories mentioning the given entity ids. "
-        "include_history (workspace owners only; for anyone else it adds nothing) also "
+        "include_history (workspace owners only: for anyone else it adds nothing; for "
+        "purposes other than assist and audit it adds nothing and "
+        "history_unavailable_reason says why) also "
         "searches old conversation turns brought over by migration, by their words, "
         "returned apart in history (history_left_out counts turns too long to fit): "
         "evidence of what was said, not memories.",
