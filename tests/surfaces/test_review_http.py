@@ -163,3 +163,46 @@ def test_another_sites_cookie_does_not_sign_the_person_out(web: ReviewWeb, other
     for cookie in (f"{other}; {COOKIE}={sid}", f"{COOKIE}={sid}; {other}"):
         status, _, body = _exchange(web, _request("GET", "/", f"Cookie: {cookie}\r\n"))
         assert status == 200 and b"data-testid=signout" in body, cookie
+
+
+def _signin(web: ReviewWeb, extra: str = "") -> dict[str, str]:
+    """The headers of a sign-in posted over HTTP with ``extra`` headers."""
+    web.app.client_factory = _Client  # type: ignore[assignment]
+    form = b"token=rct_alice"
+    head = _request("POST", "/signin", f"Content-Length: {len(form)}\r\n{extra}")
+    _, headers, _ = _exchange(web, head + form)
+    return headers
+
+
+@pytest.mark.parametrize(
+    "proxy",
+    [
+        "X-Forwarded-Proto: https",
+        "X-Forwarded-Proto: HTTPS, http",
+        "Forwarded: for=1.2.3.4;proto=https",
+    ],
+    ids=["x-forwarded-proto", "chained", "forwarded"],
+)
+def test_behind_a_tls_proxy_the_session_cookie_is_secure(web: ReviewWeb, proxy: str) -> None:
+    """The page speaks plain HTTP; a TLS-terminating proxy in front says the
+    browser came over TLS. Without Secure the browser would send the session
+    cookie to http:// on the same host, in the clear, to anyone on the path."""
+    cookie = _signin(web, proxy + "\r\n")["set-cookie"]
+    assert "; Secure" in cookie, cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    sid = cookie.split(";", 1)[0].split("=", 1)[1]
+    session = web.app.sessions.get(sid)
+    assert session is not None
+    form = f"csrf={session.csrf}".encode()
+    head = _request(
+        "POST",
+        "/signout",
+        f"Content-Length: {len(form)}\r\nCookie: {COOKIE}={sid}\r\n{proxy}\r\n",
+    )
+    status, headers, _ = _exchange(web, head + form)
+    assert status == 303 and headers["set-cookie"].startswith(f"{COOKIE}=;"), headers
+    assert "; Secure" in headers["set-cookie"], headers
+    # Loopback over plain HTTP (no proxy, or one that says http) keeps a
+    # cookie the browser stores over http://.
+    for plain in ("", "X-Forwarded-Proto: http\r\n"):
+        assert "Secure" not in _signin(web, plain)["set-cookie"], plain

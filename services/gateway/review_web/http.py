@@ -157,6 +157,27 @@ def _same_origin(origin: str | None, host: str) -> bool:
         return False
 
 
+def over_tls(forwarded_proto: str | None, forwarded: str | None) -> bool:
+    """Whether the browser reached the page over TLS, as a TLS-terminating
+    proxy in front says (X-Forwarded-Proto, or Forwarded's proto=; the first
+    hop is the browser's). Believed from anyone: a client claiming it over
+    plain HTTP only gets a Secure cookie its own browser will not keep."""
+    if forwarded_proto:
+        return forwarded_proto.split(",")[0].strip().lower() == "https"
+    if forwarded:
+        for part in forwarded.split(",")[0].split(";"):
+            name, _, value = part.partition("=")
+            if name.strip().lower() == "proto":
+                return value.strip().strip('"').lower() == "https"
+    return False
+
+
+def _secure(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``headers`` with every cookie the page sets marked Secure: sent back
+    over TLS only, never in the clear to http:// on the same host."""
+    return [(k, f"{v}; Secure" if k == "Set-Cookie" else v) for k, v in headers]
+
+
 def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "recallatron-review"
@@ -265,6 +286,8 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
             try:
                 host, port = self.client_address[:2]
                 response = app.handle(method, self.path, cookies, form, f"{host}:{port}")
+                if over_tls(self.headers.get("X-Forwarded-Proto"), self.headers.get("Forwarded")):
+                    response.headers = _secure(response.headers)
             except Exception:
                 log.exception("review page error")
                 response = Response(
