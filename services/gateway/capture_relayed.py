@@ -93,9 +93,9 @@ _HEARER = (
     r"(?:the|our|my|his|her|their)\s+[\w'\-]+|(?-i:[A-Z])[\w'\-]*)"
 )
 _QUOTES = "\"'\u201c\u2018\u00ab\u201e"
-# What opens a reported clause: "that", a quote, a subject, "to" and a verb.
-_REPORTED_CLAUSE = (
-    rf"(?:\s*[,:]\s*|\s+)(?:that\b|[{_QUOTES}]|to\s+\w|\d|(?-i:[A-Z])|"
+# What opens a reported clause: "that", a quote, a subject.
+_CLAUSE_START = (
+    rf"(?:that\b|[{_QUOTES}]|\d|(?-i:[A-Z])|"
     r"(?:the|a|an|we|i|you|he|she|it|they|there|this|these|those|our|my|your|his|her|"
     r"their|its|everyone|everybody|nobody|someone|somebody|all|every|each|some|most|"
     r"both|none)\b)"
@@ -116,6 +116,19 @@ _FINITE = (
 )
 _BARE_CLAUSE = (
     rf"\s+(?:(?:i|we|you|he|she|they)\s+\w|(?:(?!{_NOT_SUBJECT})[\w'\-]+\s+){{1,4}}{_FINITE})"
+)
+# After a verb of saying, a clause opened as above or by "to" and a verb;
+# after a comma or a colon, one with no article too ("Bob said, deploy is ...").
+_REPORTED_CLAUSE = rf"(?:(?:\s*[,:]\s*|\s+)(?:{_CLAUSE_START}|to\s+\w)|\s*[,:]{_BARE_CLAUSE})"
+# A verb that may take a thing ("wrote", "emailed") relays a clause set off by
+# a bare comma ("Bob wrote, the deploy is Friday", "Bob texted me, ..."); a
+# list of who did what ("Ana wrote, Bob reviewed ...") or of deeds ("wrote,
+# tested and shipped") is none, and a hearer is a pronoun: in "wrote the
+# report, the ..." the report is what was written.
+_COMMA_CLAUSE = (
+    r"(?:\s+(?:me|us|him|her|them|you|everyone|everybody|all of us))?\s*,"
+    rf"(?!\s*(?:i|we|you|he|she|they|(?-i:[A-Z])[\w'\-]*)\s+[a-z]+ed\b)"
+    rf"(?:\s*{_CLAUSE_START}|{_BARE_CLAUSE})"
 )
 # Verbs of telling that may leave out whom they tell ("Bob warned the deploy is ...").
 _PROMISING = r"warn(?:s|ed|ing)?|promis(?:e|es|ed|ing)|assur(?:e|es|ed|ing)"
@@ -138,8 +151,8 @@ REPORTED = re.compile(
     rf"(?P<subject>{_NAME})\s+{_AUX}(?P<verb>"
     rf"(?:{_SAYING}|{_HOLDING})(?:\s+(?:to|from)\s+{_HEARER})?{_REPORTED_CLAUSE}|"
     rf"(?:{_TELLING})\s+{_HEARER}(?:\s+know)?{_REPORTED_CLAUSE}|"
-    rf"(?:{_SAYING_THAT}|{_PROMISING}|{_HOLDING_THAT})(?:\s+(?:to\s+)?{_HEARER})?"
-    rf"(?:\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
+    rf"(?:{_SAYING_THAT}|{_PROMISING}|{_HOLDING_THAT})(?:(?:\s+(?:to\s+)?{_HEARER})?"
+    rf"(?:\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|{_COMMA_CLAUSE})|"
     rf"(?:{_HEARING})(?:\s+(?:from|about)\b|\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
     rf"{_SURE}(?:\s+that\b|\s*:|{_BARE_CLAUSE})|{_WISHED})|"
     # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."

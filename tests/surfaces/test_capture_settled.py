@@ -168,3 +168,44 @@ def test_a_pronoun_beside_a_name_has_no_referent() -> None:
             ("Remember that Ada and Bob share a desk.", "Ada and Bob share a desk"),
         ],
     )
+
+
+# A verb of writing or saying and a bare comma before the claim: each stored.
+RELAYED_BY_A_COMMA = [
+    "Remember that Bob wrote, the deploy is Friday.",
+    "Remember that Bob wrote, deploy is Friday.",
+    'Remember that Bob wrote, "the deploy is Friday".',
+    "Remember that Bob said, deploy is Friday.",
+    "Remember that Bob told us, deploy is Friday.",
+    "Remember that Bob texted, the deploy is Friday.",
+    "Remember that Bob texted me, the deploy moved to Friday.",
+    "Remember that Bob emailed, we ship on Friday.",
+    "Remember that Bob e-mailed us, the office is closed Monday.",
+    "Remember that Bob posted, the deploy is Friday.",
+    "Remember that Bob mentioned, deploy is Friday.",
+    "Remember that the client wrote, the invoice is due on the 5th.",
+]
+
+
+@pytest.mark.parametrize("turn", RELAYED_BY_A_COMMA)
+def test_a_claim_after_a_verb_of_writing_and_a_comma_is_second_hand(turn: str) -> None:
+    """Rule 4: "Bob wrote, the deploy is Friday" relays Bob's words as "Bob
+    said the deploy is Friday" does; without quotation marks it was stored."""
+    decided_as(capture.HEDGED, [turn], says="second-hand")
+
+
+def test_a_stated_fact_holding_a_verb_of_writing_still_stores() -> None:
+    """What the speaker states about writing, saying or sending stays theirs:
+    the verb's object, a list of who did what, a verb with no clause after."""
+    decided_as(capture.STORE, [
+        ("Remember that I wrote the deploy script.", "I wrote the deploy script"),
+        ("Remember that Bob wrote the report on Friday.", "Bob wrote the report on Friday"),
+        ("Remember that Ana wrote, Bob reviewed and Cy merged the fix.",
+         "Ana wrote, Bob reviewed and Cy merged the fix"),
+        ("Remember that Ana wrote, tested and shipped the parser.",
+         "Ana wrote, tested and shipped the parser"),
+        ("Remember that Bob emailed the report, then called the client.",
+         "Bob emailed the report, then called the client"),
+        ("Remember that Bob wrote the parser, the tests and the docs.",
+         "Bob wrote the parser, the tests and the docs"),
+    ])  # fmt: skip
