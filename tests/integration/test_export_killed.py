@@ -118,3 +118,95 @@ def test_an_export_under_way_and_other_files_are_never_removed(
     assert (out / fmt.MANIFEST).is_file()
     assert (running / "memories.jsonl").is_file()
     assert (foreign / "notes.txt").is_file() and (foreign / "memories.jsonl").is_file()
+
+
+# An export into a directory given empty that stops, once it has moved its
+# first two files up, until killed.
+HELD_MOVE = """
+import os
+import sys
+from pathlib import Path
+
+from services.store.domain.archive_export import Exporter
+from services.store.domain.control import ControlPlane
+from services.store.infrastructure.db import Databases
+from services.store.settings import StoreSettings
+
+url, password, workspace_id, out = sys.argv[1:]
+dbs = Databases(StoreSettings(database_url=url, app_password=password))
+dbs.bootstrap()
+rename = os.rename
+moved = []
+
+
+def held(src, dst):
+    rename(src, dst)
+    if Path(dst).parent == Path(out):
+        moved.append(dst)
+        if len(moved) == 2:
+            print("moving", flush=True)
+            sys.stdin.read()
+
+
+os.rename = held
+Exporter(dbs, ControlPlane(dbs)).export(workspace_id, Path(out))
+"""
+
+
+def killed_while_moving(stack: Stack, team: Team, out: Path) -> None:
+    """An export into ``out`` (given empty) killed after it moved two files up."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HELD_MOVE, stack.database_url, stack.app_password,
+         team.workspace_id, str(out)],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        ready = sel.select(timeout=WAIT_SECONDS)
+    line = proc.stdout.readline() if ready else ""
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=WAIT_SECONDS)
+    assert line == "moving\n", err
+    assert proc.returncode == -signal.SIGKILL
+
+
+def moved_up(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if STAGING not in p.name)
+
+
+def test_an_export_killed_while_moving_its_files_up_runs_again(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """Killed between the moves of its files up into a `DIR` given empty, an
+    export left `DIR` holding some of them without a manifest, and the same
+    command was then refused (`out: DIR is not empty`); now it removes what
+    the killed one moved up and left staged, and writes the archive."""
+    team.clients["ada"].remember("Heron count", "Twelve herons on the lake today.")
+    out = tmp_path / "archive"
+    out.mkdir()
+    killed_while_moving(stack, team, out)
+    first = moved_up(out)
+    assert len(first) == 2 and fmt.MANIFEST not in first, first
+    assert len(staged(out)) == 1
+    again = cli(stack, "export", "--workspace", team.slug, "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert (out / fmt.MANIFEST).is_file()
+    assert staged(out) == []
+
+
+def test_a_file_changed_after_an_export_was_killed_moving_up_is_kept(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A file in `DIR` that is not what the killed export moved there (its
+    content changed since) is no export's to remove: `DIR` is not empty."""
+    out = tmp_path / "archive"
+    out.mkdir()
+    killed_while_moving(stack, team, out)
+    mine = out / moved_up(out)[0]
+    mine.write_text("mine\n")
+    again = cli(stack, "export", "--workspace", team.slug, "--out", str(out))
+    assert again.returncode != 0
+    assert "is not empty" in again.stderr, again.stderr
+    assert mine.read_text() == "mine\n"

@@ -119,10 +119,43 @@ ARCHIVE_NAMES = frozenset(
 )
 
 
-def _remove_unfinished(parent: Path, prefix: str) -> None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _remove_moved_up(staging: Path, present: set[str]) -> None:
+    """The files an export killed while moving its archive up into the
+    directory given (``staging``'s parent) had moved there removed. Its
+    manifest, moved last, is still staged and names each file with its
+    SHA-256: a file up there is removed only when its name is one the
+    manifest names, no longer staged, and its bytes are the ones the
+    manifest holds (anything else is no export's to remove)."""
+    if fmt.MANIFEST not in present:
+        return  # the move had not begun: nothing was moved up
+    try:
+        files = json.loads((staging / fmt.MANIFEST).read_bytes())["files"]
+        named = {str(d["name"]): str(d["sha256"]) for d in files.values()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return  # not a manifest this code wrote: nothing is recognised
+    for name, sha256 in named.items():
+        path = staging.parent / name
+        if name in present or name not in ARCHIVE_NAMES or name == fmt.MANIFEST:
+            continue
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink() and _sha256(path) == sha256:
+                path.unlink()
+
+
+def _remove_unfinished(parent: Path, prefix: str, inside: bool = False) -> None:
     """The staging directories under ``parent`` of exports that were killed
     removed: those whose lock is free and which hold nothing but an
-    archive's files (anything else there is left as it is)."""
+    archive's files (anything else there is left as it is). ``inside``: the
+    staging directories are within the directory given, so what such an
+    export had moved up into it already is removed too (_remove_moved_up)."""
     for path in parent.glob(f"{prefix}*"):
         if path.is_symlink() or not path.is_dir():
             continue
@@ -138,6 +171,8 @@ def _remove_unfinished(parent: Path, prefix: str) -> None:
             entries = list(path.iterdir())
             if any(e.name not in ARCHIVE_NAMES or e.is_symlink() for e in entries):
                 continue
+            if inside:
+                _remove_moved_up(path, {e.name for e in entries})
             for entry in entries:
                 entry.unlink()
             path.rmdir()
@@ -203,7 +238,7 @@ def stage(out: Path) -> Staging:
         inside = out.is_dir()
         if inside:
             prefix, parent = f".{STAGING}", out
-            _remove_unfinished(out, prefix)
+            _remove_unfinished(out, prefix, inside=True)
             if any(out.iterdir()):
                 raise errors.InvalidArgument(
                     "out", f"{out} is not empty: name a new or empty directory"
