@@ -288,11 +288,11 @@ def _fix_digest(directory: Path, kind: str) -> None:
 
 
 def test_a_record_line_over_a_mebibyte_is_refused_naming_its_line(tmp_path: Path) -> None:
-    # History text has no limit of its own (a memory's body has MAX_BODY).
+    # History text is the longest (200,000 characters); escaped, 6 bytes each, it fills a MiB.
     def line_of(n: int, size: int) -> dict[str, Any]:
         record = {"id": uid(n), "owner_member": ADA, "chat_id": "c", "role": "user",
                   "text": "", "occurred_at": T}  # fmt: skip
-        record["text"] = "x" * (size - len(json.dumps(record)))
+        record["text"] = "\u00e9" * ((m := size - len(json.dumps(record))) // 6) + "x" * (m % 6)
         assert len(json.dumps(record)) == size
         return record
 

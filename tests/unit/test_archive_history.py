@@ -42,3 +42,18 @@ def test_a_turn_at_the_migrations_limits_is_taken(tmp_path: Path) -> None:
     edge = turn(2, chat_id="c" * plan_items.MAX_CHAT_ID_CHARS, role="r" * plan_items.MAX_ROLE_CHARS)
     write_archive(tmp_path / "a", {"history": [turn(1), edge]})
     assert plan.read_archive(tmp_path / "a").count("history") == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["t" * (plan_items.MAX_HISTORY_TURN_CHARS + 1), "the deploy\x00 is Friday"],
+    ids=["over-the-migrations-length", "nul"],
+)
+def test_a_turns_text_the_migration_skips_is_refused_naming_it(tmp_path: Path, text: str) -> None:
+    """The migration skips a turn over 200,000 characters (its search vector
+    could pass Postgres's size limit) or holding NUL (no text Postgres
+    stores): an import took either, to fail at the database or not at all."""
+    write_archive(tmp_path / "a", {"history": [turn(1), turn(2, text=text)]})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == "history.jsonl line 2: text"

@@ -139,10 +139,12 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
     return result
 
 
-# A history turn's chat id and role, as the legacy migration (history's only
-# writer) keeps them (legacy/plan_items.py): longer ones it skips.
+# A history turn's chat id, role and text, as the legacy migration (history's
+# only writer) keeps them (legacy/plan_items.py): longer ones it skips (a
+# longer text's search vector could pass Postgres's size limit).
 MAX_HISTORY_CHAT_ID = 256
 MAX_HISTORY_ROLE = 64
+MAX_HISTORY_TEXT = 200_000
 
 # Each text field's rule as every write checks it (validation, graph_rules):
 # the copy holds nothing a tool could not have written, nor a correct write
@@ -155,7 +157,11 @@ _LIMITS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "attribute_claims": (("attribute", None), ("value", MAX_CLAIM_VALUE)),
     "relation_claims": (("predicate", None),),
     "episodes": (("title", MAX_TITLE),),
-    "history": (("chat_id", MAX_HISTORY_CHAT_ID), ("role", MAX_HISTORY_ROLE)),
+    "history": (
+        ("chat_id", MAX_HISTORY_CHAT_ID),
+        ("role", MAX_HISTORY_ROLE),
+        ("text", MAX_HISTORY_TEXT),
+    ),
 }
 
 
