@@ -5,9 +5,12 @@ stand-in gateway client; nothing here reaches a gateway."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
+from typing import ClassVar
 
 import grpc
+import pytest
 
 from recallatron.v1 import gateway_pb2 as pb
 from services.gateway.review_web import ReviewApp
@@ -120,3 +123,58 @@ def test_a_gateway_that_cannot_say_who_still_signs_in() -> None:
     sid = _sid(_signin(app, "rct_alice"))
     body = app.handle("GET", "/", {COOKIE: sid}, {}).body
     assert b"data-testid=signout" in body and b"data-testid=signed-in" not in body
+
+
+class _ClosingClient(_Client):
+    """Refuses calls once closed, as a gRPC channel does (ValueError); its
+    second pair listing (the view after sign-in) first runs ``during``:
+    another tab's request."""
+
+    during: ClassVar[list[Callable[[], object]]] = []
+
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.listings = 0
+
+    def _open(self) -> None:
+        if self.closed:
+            raise ValueError("Cannot invoke RPC on closed channel!")
+
+    def duplicate_pairs(self, **_: object) -> pb.ListDuplicatePairsResponse:
+        self._open()
+        self.listings += 1
+        if self.listings == 2 and self.during:
+            self.during.pop()()
+        return pb.ListDuplicatePairsResponse()
+
+    def entity_pairs(self, **_: object) -> pb.ListEntityPairsResponse:
+        self._open()
+        return pb.ListEntityPairsResponse()
+
+    def entity_merges(self, **_: object) -> pb.ListEntityMergesResponse:
+        self._open()
+        return pb.ListEntityMergesResponse()
+
+
+@pytest.mark.parametrize("other_tab", ["signout", "signin"])
+def test_a_view_under_way_when_its_session_ends_is_answered(other_tab: str) -> None:
+    """Signing out (or in again) in one tab while another tab's page is being
+    drawn: the view under way had its gateway client closed mid-page, and its
+    next call answered 500 (ValueError: Cannot invoke RPC on closed channel!).
+    The client is closed once no request uses it."""
+    app = ReviewApp("127.0.0.1:1", client_factory=_ClosingClient)  # type: ignore[arg-type]
+    sid = _sid(_signin(app, "rct_alice"))
+    session = app.sessions.get(sid)
+    assert session is not None
+    others: list[Response] = []
+    form = {"csrf": session.csrf}
+    signout = lambda: others.append(app.handle("POST", "/signout", {COOKIE: sid}, form))  # noqa: E731
+    signin = lambda: others.append(_signin(app, "rct_alice", {COOKIE: sid}))  # noqa: E731
+    _ClosingClient.during = [signout if other_tab == "signout" else signin]
+    view = app.handle("GET", "/", {COOKIE: sid}, {})
+    assert others and others[0].status == HTTPStatus.SEE_OTHER
+    assert view.status == HTTPStatus.OK, view.body[-300:]
+    # Ended for whatever comes next, and its client closed once unused.
+    assert app.sessions.get(sid) is None
+    assert session.client.closed  # type: ignore[attr-defined]
+    assert b"data-testid=token" in app.handle("GET", "/", {COOKIE: sid}, {}).body

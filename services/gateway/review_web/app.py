@@ -107,7 +107,23 @@ class ReviewApp:
         method = "GET" if peek else method
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         sid = cookies.get(COOKIE)
-        session = self.sessions.get(sid)
+        # Held for the whole request: another tab ending the session meanwhile
+        # leaves this request's client open until it is done.
+        with self.sessions.using(sid) as session:
+            return self._route(method, path, query, form, client_address, sid, session, peek)
+
+    def _route(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        form: dict[str, str],
+        client_address: str,
+        sid: str | None,
+        session: Session | None,
+        peek: bool,
+    ) -> Response:
+        """One request to a path that takes its method."""
         if method == "GET" and path == "/review.css":
             return Response(
                 HTTPStatus.OK,

@@ -8,7 +8,8 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from recallatron.client import Client
@@ -50,6 +51,11 @@ class Session:
     # Who signed in, as the page shows it ("" when the gateway did not say).
     handle: str = ""
     workspace: str = ""
+    # Requests using it now, and whether it has ended: an ended session's
+    # client is closed once the last of them is done (another tab signing
+    # out must not cut the page this one is drawing).
+    users: int = 0
+    ended: bool = False
 
 
 class Sessions:
@@ -94,8 +100,7 @@ class Sessions:
                 handle=who[0],
                 workspace=who[1],
             )
-        for session in dropped:
-            session.client.close()
+        self._close(dropped)
         return sid
 
     def __len__(self) -> int:
@@ -103,6 +108,11 @@ class Sessions:
             return len(self._items)
 
     def get(self, sid: str | None) -> Session | None:
+        return self._find(sid, use=False)
+
+    def _find(self, sid: str | None, use: bool) -> Session | None:
+        """The live session ``sid``, seen now; ``use``: counted as in use
+        (in the same hold of the lock, so it cannot end unseen between)."""
         if not sid:
             return None
         now = time.monotonic()
@@ -112,25 +122,57 @@ class Sessions:
             if session is not None:
                 session.seen = now
                 self._items.move_to_end(sid)
+                session.users += use
             return session
+
+    @contextmanager
+    def using(self, sid: str | None) -> Iterator[Session | None]:
+        """The session ``sid`` (as :meth:`get`) for one request: ended
+        meanwhile, its client stays open until the request is done."""
+        session = self._find(sid, use=True)
+        if session is None:
+            yield None
+            return
+        try:
+            yield session
+        finally:
+            with self._lock:
+                session.users -= 1
+                done = session.ended and session.users == 0
+            if done:
+                session.client.close()
 
     def drop(self, sid: str | None) -> None:
         with self._lock:
             session = self._items.pop(sid or "", None)
-        if session is not None:
-            session.client.close()
+        self._close([session] if session is not None else [])
 
     def close(self) -> None:
         with self._lock:
             items, self._items = list(self._items.values()), OrderedDict()
-        for session in items:
+        self._close(items)
+
+    def _close(self, sessions: list[Session]) -> None:
+        """Ends ``sessions`` (already out of the list): each client is closed
+        now, or by the last request still using it."""
+        with self._lock:
+            idle = []
+            for session in sessions:
+                session.ended = True
+                if session.users == 0:
+                    idle.append(session)
+        for session in idle:
             session.client.close()
 
     def _expire(self, now: float) -> None:
+        """Drops the sessions past their time (called under the lock): each
+        client is closed here, or by the last request still using it."""
         for sid, s in list(self._items.items()):
             if now - s.seen > SESSION_IDLE_SECONDS or now - s.created > SESSION_MAX_SECONDS:
                 del self._items[sid]
-                s.client.close()
+                s.ended = True
+                if s.users == 0:
+                    s.client.close()
 
 
 def _cookie(value: str, max_age: int) -> str:
