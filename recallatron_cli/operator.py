@@ -253,6 +253,8 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
+    from services.embedding_job.deletions import deleted_meanwhile
+
     job = _job()
     # One workspace by slug or id (one lookup), else every one.
     workspaces = (
@@ -263,10 +265,14 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     for workspace_id in workspaces:
         try:
             _rebuild_one(job, workspace_id, args.force)
-        except errors.NotFound:
-            if args.workspace:
+        except Exception as exc:
+            # Listed, then deleted (before its turn, or its database dropped
+            # under the rebuild): nothing of it to rebuild; the others go on.
+            if args.workspace or not (
+                isinstance(exc, errors.NotFound)
+                or deleted_meanwhile(job.dbs, job.control, workspace_id)
+            ):
                 raise
-            # Listed, then deleted: nothing of it to rebuild; the others go on.
             print(f"{workspace_id}: deleted since the rebuild started; passed over", flush=True)
     job.dbs.close()
     return 0

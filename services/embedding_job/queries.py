@@ -89,3 +89,9 @@ ON CONFLICT (memory_id) DO UPDATE SET next_attempt_at = now(), attempts = 0, las
 DROP_STALE = """
 DELETE FROM memory_embedding WHERE model_id <> %s OR input_version <> %s
 """
+# Waits for a deletion of the workspace under way to end: the deleting
+# session holds queries.DELETION_LOCK (services/store/sql/queries.py, the
+# same key) exclusively until its last step, so a share of it is granted
+# only then (and released with this transaction).
+DELETION_ENDED = "SELECT pg_advisory_xact_lock_shared(7402, hashtext(%s::text))"
+DELETION_WAIT = "SELECT set_config('statement_timeout', %s, true)"
