@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -24,6 +25,15 @@ from recallatron_devkit.stack import free_port as free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# Ctrl-C as at a terminal, for this run and every process it starts. A run
+# started in the background of a non-interactive shell (a CI script's `... &`)
+# ignores SIGINT, children inherit an ignored signal, and Python installs its
+# Ctrl-C handler only when SIGINT is not ignored: every test that stops a
+# command or a load with SIGINT then waited for ever. A handled signal is back
+# to its default in a child (exec), so one handler here serves them all.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # Which services the session stack runs (all unless narrowed for debugging).
