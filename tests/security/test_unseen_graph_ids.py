@@ -55,9 +55,7 @@ def test_an_unseen_graph_id_is_refused_as_a_missing_one(team: Team, name: str) -
 
 
 def _supersede_from(client: Client, memory_id: str, source: str) -> Any:
-    # source_ids is a field the client's helper does not name.
-    supersede: Any = client.supersede
-    return supersede(memory_id, 1, "s", source_ids=[source])
+    return client.supersede(memory_id, 1, "s", sources=[source])
 
 
 def test_an_unseen_source_is_refused_as_a_missing_one(team: Team) -> None:
