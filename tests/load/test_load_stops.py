@@ -12,6 +12,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 WAIT_SECONDS = 60.0
 
+
+def _stopped(script: str) -> tuple[str, str]:
+    """``script`` run to its end (it stops itself with a signal to a worker
+    thread): its stdout and stderr; an error if it still runs after the wait."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        return proc.communicate(timeout=WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
+
+
 # The first call sends SIGINT to its own worker thread, as the kernel may;
 # the run's duration is far longer than the test waits. Once the run is
 # stopped, its workers must end too (a benchmark calling the generator goes
@@ -39,16 +55,7 @@ print("threads", threading.active_count(), flush=True)
 def test_a_closed_loop_takes_a_stop_delivered_to_a_worker_thread() -> None:
     """The closed loop joined its workers without end: a Ctrl-C the kernel
     delivered to a worker was acted on only when --duration was over."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _STOPPED_IN_A_WORKER],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=WAIT_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
+    out, err = _stopped(_STOPPED_IN_A_WORKER)
     assert out.split("\n")[:2] == ["stopped", "threads 1"], (out, err)
 
 
@@ -78,16 +85,7 @@ def test_an_open_loop_on_a_stalled_stack_takes_a_stop_delivered_to_a_worker_thre
     """The open loop waited without end for a place in its full queue, and
     then for the calls under way: a Ctrl-C the kernel delivered to a worker
     was not acted on while the stack did not answer."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _STOPPED_IN_A_STALLED_OPEN_LOOP],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=WAIT_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
+    out, err = _stopped(_STOPPED_IN_A_STALLED_OPEN_LOOP)
     assert out == "stopped\n", (out, err)
 
 
@@ -115,14 +113,5 @@ def test_an_open_loop_at_a_low_rate_takes_a_stop_delivered_to_a_worker_thread() 
     """The open loop slept the whole gap to its next send in the main thread:
     a Ctrl-C the kernel delivered to a worker was acted on only at the next
     send (at --rate 0.001, 1,000 s later)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _STOPPED_BETWEEN_SENDS_AT_A_LOW_RATE],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=WAIT_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"running {WAIT_SECONDS:.0f} s after the stop: {out!r}") from None
+    out, err = _stopped(_STOPPED_BETWEEN_SENDS_AT_A_LOW_RATE)
     assert out == "stopped\n", (out, err)
