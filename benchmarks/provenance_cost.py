@@ -64,22 +64,29 @@ def _renamed(sql: str, function: str) -> str:
     return sql.replace(function + "(", function + _BEFORE + "(", 1)
 
 
+def random_vectors(conn: psycopg.Connection[Any], rng: np.random.Generator) -> None:
+    """Every memory given a random unit vector, the HNSW index built once after
+    them (far faster than entry by entry); ``conn`` autocommit, the
+    migrations' owner."""
+    register_vector(conn)
+    ids = [row[0] for row in conn.execute("SELECT id FROM memory ORDER BY id")]
+    conn.execute("DROP INDEX memory_embedding_assist_hnsw_idx")
+    with conn.cursor().copy(
+        "COPY memory_embedding (memory_id, model_id, input_version, embedding) FROM STDIN"
+    ) as copy:
+        for memory_id in ids:
+            vector = rng.normal(size=384).astype(np.float32)
+            copy.write_row((memory_id, "m", "v", vector / np.linalg.norm(vector)))
+    conn.execute("SET maintenance_work_mem = '256MB'")
+    conn.execute(
+        "CREATE INDEX memory_embedding_assist_hnsw_idx ON memory_embedding"
+        " USING hnsw (embedding vector_cosine_ops) WHERE purposes @> '{assist}'::purpose[]"
+    )
+
+
 def _vectors(url: str, rng: np.random.Generator) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        register_vector(conn)
-        ids = [row[0] for row in conn.execute("SELECT id FROM memory ORDER BY id")]
-        conn.execute("DROP INDEX memory_embedding_assist_hnsw_idx")
-        with conn.cursor().copy(
-            "COPY memory_embedding (memory_id, model_id, input_version, embedding) FROM STDIN"
-        ) as copy:
-            for memory_id in ids:
-                vector = rng.normal(size=384).astype(np.float32)
-                copy.write_row((memory_id, "m", "v", vector / np.linalg.norm(vector)))
-        conn.execute("SET maintenance_work_mem = '256MB'")
-        conn.execute(
-            "CREATE INDEX memory_embedding_assist_hnsw_idx ON memory_embedding"
-            " USING hnsw (embedding vector_cosine_ops) WHERE purposes @> '{assist}'::purpose[]"
-        )
+        random_vectors(conn, rng)
         conn.execute(_before_functions())
         conn.execute("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO recallatron_app")
         conn.execute("VACUUM ANALYZE memory_embedding")

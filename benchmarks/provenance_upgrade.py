@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
 
+from benchmarks.provenance_cost import random_vectors
 from recallatron_devkit.localpg import LocalPostgres
 from recallatron_devkit.ports import free_port
 from services.store.infrastructure.db import APP_ROLE, with_database
@@ -57,21 +57,7 @@ def build(url: str, vectors: int) -> None:
                 conn.execute(sql.encode())
                 conn.execute("INSERT INTO schema_migration (version) VALUES (%s)", (version,))
         conn.execute(MEMORIES, (str(uuid.uuid4()), vectors))
-        register_vector(conn)
-        ids = [row[0] for row in conn.execute("SELECT id FROM memory")]
-        conn.execute("DROP INDEX memory_embedding_assist_hnsw_idx")
-        rng = np.random.default_rng(7)
-        with conn.cursor().copy(
-            "COPY memory_embedding (memory_id, model_id, input_version, embedding) FROM STDIN"
-        ) as copy:
-            for memory_id in ids:
-                vector = rng.normal(size=384).astype(np.float32)
-                copy.write_row((memory_id, "m", "v", vector / np.linalg.norm(vector)))
-        conn.execute("SET maintenance_work_mem = '256MB'")
-        conn.execute(
-            "CREATE INDEX memory_embedding_assist_hnsw_idx ON memory_embedding"
-            " USING hnsw (embedding vector_cosine_ops) WHERE purposes @> '{assist}'::purpose[]"
-        )
+        random_vectors(conn, np.random.default_rng(7))
         conn.execute("VACUUM ANALYZE")
         conn.execute("CHECKPOINT")
 
