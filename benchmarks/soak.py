@@ -96,14 +96,18 @@ def restart(stack: Stack, name: str) -> None:
         assert stack.postgres is not None
         # Right after a kill its old backends may still hold shared memory.
         deadline = time.monotonic() + POSTGRES_RECOVERY_LIMIT
+        said = ""
         while True:
             try:
                 # Crash recovery replays the WAL first: give it time.
                 stack.postgres.start(timeout=POSTGRES_RECOVERY_LIMIT)
                 return
-            except Exception:
+            except Exception as exc:
                 if time.monotonic() > deadline:
                     raise
+                if str(exc) != said:  # each new reason once, as it happens
+                    said = str(exc)
+                    log(f"postgres did not start, trying again: {said}")
                 time.sleep(0.5)
     stack.start_service(name)
     if name in SERVICES:

@@ -121,6 +121,18 @@ def server_group() -> int | None:
 DEFAULT_MAX_CONNECTIONS = 500
 
 
+def _tail(path: Path, offset: int, lines: int = 12) -> str:
+    """The last ``lines`` a server wrote to its log from ``offset`` on: why it
+    stopped, where a caller sees it (a CI run keeps no data directory)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError as exc:
+        return f"(its log could not be read: {exc})"
+    return "\n".join(text.splitlines()[-lines:]) or "(it wrote nothing)"
+
+
 class LocalPostgres:
     def __init__(
         self,
@@ -296,7 +308,10 @@ class LocalPostgres:
         self._stop_leftover()
         self.init()
         self._write_passfile()
-        log = private_log(self.data_dir / "server.log")
+        log_path = self.data_dir / "server.log"
+        log = private_log(log_path)
+        # Where this start's lines begin: its failure quotes them.
+        begun_at = log.tell()
         command = [
             str(_commands.POSTGRES_BIN_PATH / "postgres"),
             "-D",
@@ -338,7 +353,7 @@ class LocalPostgres:
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"postgres exited with {self.process.returncode}; "
-                    f"see {self.data_dir}/server.log"
+                    f"see {log_path}:\n{_tail(log_path, begun_at)}"
                 )
             try:
                 with psycopg.connect(self.url, connect_timeout=2):
