@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
@@ -127,6 +127,16 @@ SHOWN: dict[str, Shown] = {
 _MEMORY_SERVICE = pb.DESCRIPTOR.services_by_name["MemoryService"]
 
 
+class Hints(TypedDict):
+    """A tool's annotations by MCP's names, the same in the gateway's
+    ToolAnnotations message."""
+
+    read_only_hint: bool
+    destructive_hint: bool
+    idempotent_hint: bool
+    open_world_hint: bool
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -163,6 +173,18 @@ class Tool:
     def table(self) -> dict[str, Args]:
         request = _MEMORY_SERVICE.methods_by_name[self.method].input_type
         return {**NESTED, request.full_name: Args(self.args)}
+
+    @property
+    def hints(self) -> Hints:
+        """What calling it does, as MCP annotates a tool (an unannotated one
+        reads as destructive and open-world); no tool reaches past the
+        workspace's memory, so none is open-world."""
+        return Hints(
+            read_only_hint=self.read_only,
+            destructive_hint=self.destructive,
+            idempotent_hint=self.idempotent,
+            open_world_hint=False,
+        )
 
     def schema_json(self) -> str:
         return json.dumps(self.input_schema, sort_keys=True)

@@ -94,8 +94,8 @@ INSTRUCTIONS = (
 
 
 def listed_tools() -> list[types.Tool]:
-    """The catalogue's tools as MCP lists them, each with its annotations (an
-    unannotated tool reads as destructive and open-world)."""
+    """The catalogue's tools as MCP lists them, each with its annotations
+    (Tool.hints)."""
     return [
         types.Tool(
             name=t.name,
@@ -104,12 +104,7 @@ def listed_tools() -> list[types.Tool]:
             input_schema=t.input_schema,
             # The structured content of every answer conforms to it.
             output_schema=t.output_schema,
-            annotations=types.ToolAnnotations(
-                read_only_hint=t.read_only,
-                destructive_hint=t.destructive,
-                idempotent_hint=t.idempotent,
-                open_world_hint=False,
-            ),
+            annotations=types.ToolAnnotations(**t.hints),
         )
         for t in TOOLS
     ]

@@ -280,12 +280,7 @@ class MemoryServicer(Forwarding):
                     description=t.description,
                     input_schema_json=t.schema_json(),
                     output_schema_json=json.dumps(t.output_schema, sort_keys=True),
-                    annotations=pb.ToolAnnotations(
-                        read_only_hint=t.read_only,
-                        destructive_hint=t.destructive,
-                        idempotent_hint=t.idempotent,
-                        open_world_hint=False,
-                    ),
+                    annotations=pb.ToolAnnotations(**t.hints),
                 )
                 for t in TOOLS
             ]
