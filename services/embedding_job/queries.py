@@ -1,6 +1,8 @@
 """The embedding job's statements (services/embedding_job/job.py), on a
 workspace's database as its owner."""
 
+from services.store.sql.queries import DELETION_LOCK_NAMESPACE
+
 CLAIM = """
 UPDATE embedding_job j
 SET next_attempt_at = now() + make_interval(secs => %s), attempts = j.attempts + 1
@@ -93,5 +95,7 @@ DELETE FROM memory_embedding WHERE model_id <> %s OR input_version <> %s
 # session holds queries.DELETION_LOCK (services/store/sql/queries.py, the
 # same key) exclusively until its last step, so a share of it is granted
 # only then (and released with this transaction).
-DELETION_ENDED = "SELECT pg_advisory_xact_lock_shared(7402, hashtext(%s::text))"
+DELETION_ENDED = (
+    f"SELECT pg_advisory_xact_lock_shared({DELETION_LOCK_NAMESPACE}, hashtext(%s::text))"
+)
 DELETION_WAIT = "SELECT set_config('statement_timeout', %s, true)"

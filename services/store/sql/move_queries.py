@@ -2,6 +2,8 @@
 Identifiers (tables, the publication, subscription and slot) are composed
 with psycopg.sql from names this code makes, never from request text."""
 
+from services.store.sql.queries import DELETION_LOCK_NAMESPACE
+
 # -- control plane --
 # Held by the mover's own session for the whole move (namespace 7401), and
 # by a deletion of the workspace for its whole course: the two exclude each
@@ -10,7 +12,9 @@ TRY_MOVE_LOCK = "SELECT pg_try_advisory_lock(7401, hashtext(%s::text))"
 # Whether a deletion of the workspace holds its lock (queries.DELETION_LOCK):
 # only to say why the move lock was not free. The share is the statement's
 # (autocommit), so it is gone at once.
-DELETION_UNDER_WAY = "SELECT NOT pg_try_advisory_xact_lock_shared(7402, hashtext(%s::text))"
+DELETION_UNDER_WAY = (
+    f"SELECT NOT pg_try_advisory_xact_lock_shared({DELETION_LOCK_NAMESPACE}, hashtext(%s::text))"
+)
 MOVE_OF = "SELECT source, target, state FROM workspace_move WHERE workspace_id = %s"
 INSERT_MOVE = """
 INSERT INTO workspace_move (workspace_id, source, target, state) VALUES (%s, %s, %s, 'copying')

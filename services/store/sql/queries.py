@@ -327,16 +327,19 @@ INSERT INTO workspace_tombstone (id) VALUES (%s)
 ON CONFLICT (id) DO UPDATE SET deleted_at = workspace_tombstone.deleted_at
 RETURNING deleted_at
 """
-# Held by the deleting session for the whole deletion (namespace 7402; moves
-# use 7401): a second deletion of the workspace (a client's retry) waits for
-# the first and then finds it done.
-DELETION_LOCK = "SELECT pg_advisory_lock(7402, hashtext(%s::text))"
+# The advisory lock namespace of a workspace's deletion (moves use 7401,
+# move_queries.TRY_MOVE_LOCK), keyed by the workspace id's hash; the
+# embedding job waits on the same key (services/embedding_job/queries.py).
+DELETION_LOCK_NAMESPACE = 7402
+# Held by the deleting session for the whole deletion: a second deletion of
+# the workspace (a client's retry) waits for the first and then finds it done.
+DELETION_LOCK = f"SELECT pg_advisory_lock({DELETION_LOCK_NAMESPACE}, hashtext(%s::text))"
 # A token is made only while no deletion of its member's workspace is under
 # way (the deletion holds DELETION_LOCK for its whole course, the token's
 # transaction this share of it to its commit): a token made in the middle of
 # one would live, unannounced, until its last step. False: one is under way.
-NO_DELETION_UNDER_WAY = """
-SELECT pg_try_advisory_xact_lock_shared(7402, hashtext(m.workspace_id::text))
+NO_DELETION_UNDER_WAY = f"""
+SELECT pg_try_advisory_xact_lock_shared({DELETION_LOCK_NAMESPACE}, hashtext(m.workspace_id::text))
 FROM member m WHERE m.id = %s
 """
 # Committed with the deletion: every store process (and embedding job)
