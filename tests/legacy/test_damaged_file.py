@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from recallatron_devkit.legacy_fixture import SCHEMA
-from services.store.legacy.oldstore import OldStoreError, SqliteStore, fold_graph
+from services.store.legacy.oldgraph import fold_graph
+from services.store.legacy.oldstore import OldStoreError, SqliteStore
 
 PAGE = 4096
 # The user and group a root test drops to.

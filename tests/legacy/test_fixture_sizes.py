@@ -11,7 +11,7 @@ import pytest
 
 from recallatron_devkit import legacy_fixture
 from recallatron_devkit.legacy_fixture import generate
-from services.store.legacy.oldstore import fold_graph
+from services.store.legacy.oldgraph import fold_graph
 
 
 @pytest.mark.parametrize(

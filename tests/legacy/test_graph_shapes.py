@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.store.legacy import plan
-from services.store.legacy.oldstore import fold_graph
+from services.store.legacy.oldgraph import fold_graph
 from tests.legacy.test_old_store import _graph, rec
 
 AT = {"valid_from": "2026-01-01T00:00:00Z"}

@@ -15,14 +15,8 @@ import pytest
 from recallatron_devkit.legacy_fixture import generate
 from recallatron_devkit.legacy_truth import Truth
 from services.store.legacy import plan
-from services.store.legacy.oldstore import (
-    MemoryItem,
-    OldStoreError,
-    Resolution,
-    SqliteStore,
-    Turn,
-    fold_graph,
-)
+from services.store.legacy.oldgraph import Resolution, fold_graph
+from services.store.legacy.oldstore import MemoryItem, OldStoreError, SqliteStore, Turn
 
 
 @pytest.fixture(scope="module")

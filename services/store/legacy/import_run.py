@@ -16,7 +16,8 @@ from services.store.infrastructure.db import Caller, caller_transaction
 from services.store.legacy import plan
 from services.store.legacy import queries as q
 from services.store.legacy.batching import bounded_batches, text_bytes
-from services.store.legacy.oldstore import Graph, OldStoreError, SqliteStore
+from services.store.legacy.oldgraph import Graph
+from services.store.legacy.oldstore import OldStoreError, SqliteStore
 from services.store.legacy.report import Report, Section
 
 

@@ -30,7 +30,8 @@ from services.store.infrastructure.db import Caller, Databases
 from services.store.legacy import plan
 from services.store.legacy import queries as q
 from services.store.legacy.import_run import BatchDone, ImportRun
-from services.store.legacy.oldstore import Graph, SqliteStore, fold_graph
+from services.store.legacy.oldgraph import Graph, fold_graph
+from services.store.legacy.oldstore import SqliteStore
 from services.store.legacy.report import Report
 
 __all__ = ["MAX_BATCH_SIZE", "BatchDone", "Importer", "Target", "resolve_target"]

@@ -20,7 +20,8 @@ from recallatron.vocabulary import (
     MAX_TITLE,
 )
 from services.store.legacy.ids import Ids
-from services.store.legacy.oldstore import Entity, Graph, parse_time
+from services.store.legacy.oldgraph import Entity, Graph
+from services.store.legacy.oldstore import parse_time
 from services.store.legacy.plan_items import MemoryRow, confidence_of
 
 

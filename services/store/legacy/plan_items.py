@@ -10,7 +10,8 @@ from datetime import datetime
 
 from recallatron.vocabulary import MAX_BODY, MAX_TITLE
 from services.store.legacy.ids import Ids
-from services.store.legacy.oldstore import Graph, MemoryItem, Turn, parse_time
+from services.store.legacy.oldgraph import Graph
+from services.store.legacy.oldstore import MemoryItem, Turn, parse_time
 
 # Old kinds without a namesake among the four (design §3.2).
 KIND_MAP = {
