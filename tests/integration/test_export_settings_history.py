@@ -12,6 +12,11 @@ import pytest
 
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
+from services.store.domain.archive_history import (
+    MAX_HISTORY_CHAT_ID,
+    MAX_HISTORY_ROLE,
+    history_name,
+)
 from services.store.infrastructure.db import CONTROL_DATABASE
 from tests import dbutil
 from tests.clirun import cli
@@ -72,3 +77,41 @@ def test_settings_and_history_come_over_as_they_were(
         copy.close()
     database = made_database(stack, made["workspace_id"])
     assert dbutil.query(stack, database, "SELECT count(*) FROM history_entry") == [(3,)]
+
+
+def test_history_an_older_release_kept_with_a_long_chat_id_or_role_round_trips(
+    stack: Stack, operator: Client, team: Team, tmp_path: Path
+) -> None:
+    """A workspace migrated before chat ids (256) and roles (64) had a limit
+    may hold longer ones: its export was refused by its own import
+    (`history.jsonl line 1: chat_id: at most 256 characters`). Now the
+    archive holds each within the limit, shortened to a prefix and a digest
+    of the whole (two chats stay two), and the copy's history holds that."""
+    ada_id = team.members["ada"]
+    chats = ["c" * 300 + "-one", "c" * 300 + "-two", "short"]
+    long_role = "r" * 80
+    for i, chat in enumerate(chats):
+        dbutil.query(
+            stack,
+            team.database_name,
+            "INSERT INTO history_entry (id, owner_member_id, chat_id, role, text, occurred_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            (str(uuid.uuid4()), ada_id, chat, long_role, f"heron turn {i}", f"2024-05-0{i + 1}"),
+        )
+    out = tmp_path / "a"
+    done = cli(stack, "export", "--workspace", team.slug, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    held = [json.loads(x) for x in (out / "history.jsonl").read_text().splitlines()]
+    expected = [history_name(c, MAX_HISTORY_CHAT_ID) for c in chats]
+    assert [h["chat_id"] for h in held] == expected
+    assert {h["role"] for h in held} == {history_name(long_role, MAX_HISTORY_ROLE)}
+    assert len(set(expected)) == 3 and expected[2] == "short"
+    assert all(len(c) <= MAX_HISTORY_CHAT_ID for c in expected)
+    slug = f"copy-{uuid.uuid4().hex[:10]}"
+    done = cli(stack, "import", str(out), "--as", slug, "--json")
+    assert done.returncode == 0, done.stderr
+    database = made_database(stack, json.loads(done.stdout)["workspace_id"])
+    kept = dbutil.query(
+        stack, database, "SELECT chat_id, role FROM history_entry ORDER BY occurred_at"
+    )
+    assert kept == [(c, history_name(long_role, MAX_HISTORY_ROLE)) for c in expected]

@@ -16,6 +16,7 @@ import pytest
 from recallatron import errors
 from services.store.domain import archive_format as fmt
 from services.store.domain import archive_plan as plan
+from services.store.domain.archive_history import MAX_HISTORY_CHAT_ID, history_name
 from services.store.domain.archive_import import vector_text
 
 ADA = "00000000-0000-4000-8000-00000000000a"
@@ -568,3 +569,22 @@ def test_a_revision_given_twice_is_refused(tmp_path: Path) -> None:
     with pytest.raises(errors.InvalidArgument) as err:
         plan.read_archive(tmp_path / "b")
     assert err.value.field == "revisions.jsonl line 4: revision"
+
+
+def test_a_long_chat_id_or_role_an_older_export_wrote_is_read_shortened(tmp_path: Path) -> None:
+    """An export before chat ids and roles were shortened wrote them as an
+    older workspace kept them; its import refused its own archive
+    (`history.jsonl line 1: chat_id: at most 256 characters`). Now it reads
+    them as an export writes them now, two chats cut alike staying two."""
+    chats = ["c" * 300 + "-one", "c" * 300 + "-two"]
+    turns = [
+        {"id": uid(n), "owner_member": ADA, "chat_id": chat, "role": "r" * 65, "text": "t",
+         "occurred_at": T}
+        for n, chat in enumerate(chats)
+    ]  # fmt: skip
+    write_archive(tmp_path / "a", {"history": turns})
+    read = [r for _, r in plan.read_archive(tmp_path / "a").records["history"]]
+    assert [r["chat_id"] for r in read] == [history_name(c, MAX_HISTORY_CHAT_ID) for c in chats]
+    assert len({r["chat_id"] for r in read}) == 2
+    assert all(len(r["chat_id"]) == 256 and len(r["role"]) == 64 for r in read)
+    assert history_name("cli-main", MAX_HISTORY_CHAT_ID) == "cli-main"

@@ -32,6 +32,7 @@ import psycopg
 
 from recallatron import errors
 from services.store.domain import archive_format as fmt
+from services.store.domain.archive_history import export_params
 from services.store.domain.control import ControlPlane
 from services.store.domain.control_records import Workspace
 from services.store.infrastructure.db import Databases
@@ -319,7 +320,8 @@ class Exporter:
             conn.execute(q.UTC_SESSION)
             level_row = conn.execute(q.SCHEMA_LEVEL).fetchone()  # the snapshot is taken
             members = self._members(conn, ws.id)
-            params = {"members": [m["id"] for m in members]}
+            params: dict[str, Any] = {"members": [m["id"] for m in members]}
+            params.update(export_params())
             # In the order of fmt.RECORD_FILES.
             counted = conn.execute(q.EXPORT_COUNTS, params).fetchone() or ()
             rows = dict(zip(fmt.RECORD_FILES, (int(n) for n in counted), strict=False))

@@ -27,6 +27,11 @@ from recallatron.vocabulary import (
 )
 from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
+from services.store.domain.archive_history import (
+    MAX_HISTORY_CHAT_ID,
+    MAX_HISTORY_ROLE,
+    history_name,
+)
 from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
 from services.store.domain.control_records import WorkspaceSettings
@@ -139,11 +144,9 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
     return result
 
 
-# A history turn's chat id, role and text, as the legacy migration (history's
-# only writer) keeps them (legacy/plan_items.py): longer ones it skips (a
-# longer text's search vector could pass Postgres's size limit).
-MAX_HISTORY_CHAT_ID = 256
-MAX_HISTORY_ROLE = 64
+# A history turn's text as the legacy migration (history's only writer) keeps
+# it (legacy/plan_items.py): a longer one it skips (its search vector could
+# pass Postgres's size limit). Its chat id and role: archive_history.
 MAX_HISTORY_TEXT = 200_000
 
 # Each text field's rule as every write checks it (validation, graph_rules):
@@ -166,7 +169,14 @@ _LIMITS: dict[str, tuple[tuple[str, int | None], ...]] = {
 
 
 def _check_limits(archive: Archive) -> None:
-    """No text past the limits every write keeps (an archive edited by hand)."""
+    """No text past the limits every write keeps (an archive edited by hand).
+    A history turn's chat id or role past its limit, as an export before
+    archive_history wrote one a workspace kept from before that limit, is
+    shortened as an export now writes it."""
+    for _place, record in archive.records.get("history", []):
+        for key, most in (("chat_id", MAX_HISTORY_CHAT_ID), ("role", MAX_HISTORY_ROLE)):
+            if isinstance(record[key], str):
+                record[key] = history_name(record[key], most)
     for kind, fields in _LIMITS.items():
         for place, record in archive.records.get(kind, []):
             for key, limit in fields:

@@ -130,10 +130,17 @@ SELECT json_build_object(
 FROM dismissed_pair ORDER BY first_id, second_id
 """
 # Owner-only evidence: a removed member's stays behind, with everything else
-# no member of the archive may see.
+# no member of the archive may see. A chat id or role past its limit (kept
+# before there was one) is written as archive_history.history_name writes it.
 EXPORT_HISTORY = """
 SELECT json_build_object(
-    'id', id, 'owner_member', owner_member_id, 'chat_id', chat_id, 'role', role,
+    'id', id, 'owner_member', owner_member_id,
+    'chat_id', CASE WHEN char_length(chat_id) <= %(chat_id_max)s THEN chat_id
+        ELSE left(chat_id, %(chat_id_max)s - %(digest_hex)s - 1) || '…'
+            || left(encode(sha256(convert_to(chat_id, 'UTF8')), 'hex'), %(digest_hex)s) END,
+    'role', CASE WHEN char_length(role) <= %(role_max)s THEN role
+        ELSE left(role, %(role_max)s - %(digest_hex)s - 1) || '…'
+            || left(encode(sha256(convert_to(role, 'UTF8')), 'hex'), %(digest_hex)s) END,
     'text', text, 'occurred_at', occurred_at)::text
 FROM history_entry WHERE owner_member_id = ANY(%(members)s::uuid[])
 ORDER BY occurred_at, id
