@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import psycopg
@@ -118,45 +118,38 @@ class _Waiter:
     victim_from: tuple[DatabasePool, float] | None = None
 
 
+# Compared by identity, and no repr: its conninfo may hold a password.
+@dataclass(eq=False, repr=False)
 class DatabasePool:
     """The connections of one database (and role) on a server's budget. Its
-    interface is the part of psycopg_pool's that the store uses."""
+    interface is the part of psycopg_pool's that the store uses.
+    ``setting``: the one ``max_size`` comes from, named when a caller waited
+    on that cap in vain."""
 
-    def __init__(
-        self,
-        budget: ServerBudget,
-        key: str,
-        conninfo: str,
-        *,
-        max_size: int,
-        timeout: float,
-        statement_timeout_ms: int,
-        configure: Callable[[psycopg.Connection], None] | None = None,
-        name: str = "",
-        setting: str = "RECALLATRON_POOL_MAX_SIZE",
-    ) -> None:
-        """``setting``: the one ``max_size`` comes from, named when a caller
-        waited on that cap in vain."""
-        self.budget = budget
-        self.key = key
-        self.conninfo = conninfo
-        self.max_size = max_size
-        self.timeout = timeout
-        self.statement_timeout_ms = statement_timeout_ms
-        self.configure = configure
-        self.name = name or key
-        self.setting = setting
-        # Guarded by the budget's lock.
-        self.idle: deque[tuple[psycopg.Connection, float]] = deque()
-        # In use (being opened among them).
-        self.in_use = 0
-        # When its first connection since it last had none was granted: for
-        # grow_after from then the workspace has just woken up.
-        self.woke_at = 0.0
-        self.waiting = 0
-        self.timeouts = 0
-        self.last_used = time.monotonic()
-        self.closed = False
+    budget: ServerBudget
+    key: str
+    conninfo: str
+    _: KW_ONLY
+    max_size: int
+    timeout: float
+    statement_timeout_ms: int
+    configure: Callable[[psycopg.Connection], None] | None = None
+    name: str = ""
+    setting: str = "RECALLATRON_POOL_MAX_SIZE"
+    # Guarded by the budget's lock.
+    idle: deque[tuple[psycopg.Connection, float]] = field(init=False, default_factory=deque)
+    # In use (being opened among them).
+    in_use: int = field(init=False, default=0)
+    # When its first connection since it last had none was granted: for
+    # grow_after from then the workspace has just woken up.
+    woke_at: float = field(init=False, default=0.0)
+    waiting: int = field(init=False, default=0)
+    timeouts: int = field(init=False, default=0)
+    last_used: float = field(init=False, default_factory=time.monotonic)
+    closed: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.key
 
     def connect_timeout(self) -> int:
         """How long a new connection may take to open: the pool's wait, the
@@ -215,36 +208,32 @@ class DatabasePool:
         self.budget.drop(self)
 
 
+@dataclass(eq=False, repr=False)
 class ServerBudget:
-    """One server's connections in this process: at most ``limit`` open."""
+    """One server's connections in this process: at most ``limit`` open.
+    ``setting``: the one ``limit`` comes from, named as for a pool's."""
 
-    def __init__(
-        self,
-        server: str,
-        limit: int,
-        idle_seconds: float,
-        grow_after: float = 0.05,
-        close_ahead_after: float = CLOSE_AHEAD_AFTER_SECONDS,
-        setting: str = "RECALLATRON_CONNECTION_BUDGET",
-    ) -> None:
-        """``setting``: the one ``limit`` comes from, named as for a pool's."""
-        if limit < 1:
+    server: str
+    limit: int
+    idle_seconds: float
+    grow_after: float = 0.05
+    close_ahead_after: float = CLOSE_AHEAD_AFTER_SECONDS
+    setting: str = "RECALLATRON_CONNECTION_BUDGET"
+    # Connections closed ahead of need, by one thread of the budget's own.
+    _closing: queue.SimpleQueue[psycopg.Connection] = field(
+        init=False, default_factory=queue.SimpleQueue
+    )
+    _closer: threading.Thread | None = field(init=False, default=None)
+    lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    pools: dict[str, DatabasePool] = field(init=False, default_factory=dict)
+    waiters: deque[_Waiter] = field(init=False, default_factory=deque)
+    # Connections open, being opened, or closing (until the server let go).
+    open: int = field(init=False, default=0)
+    timeouts: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
             raise ValueError("a connection budget must allow at least one connection")
-        self.server = server
-        self.limit = limit
-        self.setting = setting
-        self.idle_seconds = idle_seconds
-        self.grow_after = grow_after
-        self.close_ahead_after = close_ahead_after
-        # Connections closed ahead of need, by one thread of the budget's own.
-        self._closing: queue.SimpleQueue[psycopg.Connection] = queue.SimpleQueue()
-        self._closer: threading.Thread | None = None
-        self.lock = threading.Lock()
-        self.pools: dict[str, DatabasePool] = {}
-        self.waiters: deque[_Waiter] = deque()
-        # Connections open, being opened, or closing (until the server let go).
-        self.open = 0
-        self.timeouts = 0
 
     # -- lending -----------------------------------------------------------
 

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import sql
@@ -112,31 +113,23 @@ def answered_within(conn: psycopg.Connection, seconds: float) -> Iterator[None]:
         timer.cancel()
 
 
+# Compared by identity, and no repr: its URL may hold a password.
+@dataclass(eq=False, repr=False)
 class Listener:
-    def __init__(
-        self,
-        name: str,
-        control_url: str,
-        channel: str,
-        stop: threading.Event,
-        on_notify: Callable[[str], None],
-        on_connect: Callable[[psycopg.Connection], None] = lambda _conn: None,
-        every: Callable[[psycopg.Connection], None] | None = None,
-        every_seconds: float = 0.0,
-        retry_seconds: float = 1.0,
-        on_lost: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.name = name
-        self.control_url = control_url
-        self.channel = channel
-        self.stop = stop
-        self.on_notify = on_notify
-        self.on_connect = on_connect
-        self.every = every
-        self.every_seconds = every_seconds
-        self.retry_seconds = retry_seconds
-        self.on_lost = on_lost
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+    name: str
+    control_url: str
+    channel: str
+    stop: threading.Event
+    on_notify: Callable[[str], None]
+    on_connect: Callable[[psycopg.Connection], None] = lambda _conn: None
+    every: Callable[[psycopg.Connection], None] | None = None
+    every_seconds: float = 0.0
+    retry_seconds: float = 1.0
+    on_lost: Callable[[], None] = lambda: None
+    _thread: threading.Thread = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
