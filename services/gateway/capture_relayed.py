@@ -130,6 +130,21 @@ _COMMA_CLAUSE = (
     rf"(?!\s*(?:i|we|you|he|she|they|(?-i:[A-Z])[\w'\-]*)\s+[a-z]+ed\b)"
     rf"(?:\s*{_CLAUSE_START}|{_BARE_CLAUSE})"
 )
+# A phrase put between a verb and what was said relays it as the plain form
+# does: a few words set apart by commas, dashes or brackets ("wrote, in Slack,
+# that", "mentioned \u2014 in passing \u2014 that", "wrote (in Slack) that"), or
+# a plain when or where ("said on the call that", "confirmed by email last week that").
+_ASIDE_WORDS = r"[^\W_][\w'\-]*(?:\s+[\w'\-]+){0,5}"
+_WHEN_WHERE = (
+    r"(?:earlier|before|yesterday|today|tonight|again|once|twice|recently|later|"
+    r"(?:this|last)\s+\w+|(?:in|on|at|during|after|over|by|via|through)\s+"
+    r"(?:(?:the|our|a|an|this|that|last|his|her|their|my|your)\s+)?[\w'\-]+)"
+)
+_ASIDE = (
+    rf"(?:\s*,\s*{_ASIDE_WORDS}\s*,|\s*[\u2014\u2013]\s*{_ASIDE_WORDS}\s*[\u2014\u2013]|"
+    rf"\s+-{{1,2}}\s+{_ASIDE_WORDS}\s+-{{1,2}}|\s*\(\s*{_ASIDE_WORDS}\s*\)|"
+    rf"(?:\s+{_WHEN_WHERE}){{1,2}})?"
+)
 # Verbs of telling that may leave out whom they tell ("Bob warned the deploy is ...").
 _PROMISING = r"warn(?:s|ed|ing)?|promis(?:e|es|ed|ing)|assur(?:e|es|ed|ing)"
 _NAME = r"(?<![\w'\-])[^\W_][\w'\-]*"
@@ -149,12 +164,12 @@ _SAID_WHEN = (
 REPORTED = re.compile(
     # "Alice said the ...", "Bob told me that ...", "Bob let us know ...", "Ana wrote: ..."
     rf"(?P<subject>{_NAME})\s+{_AUX}(?P<verb>"
-    rf"(?:{_SAYING}|{_HOLDING})(?:\s+(?:to|from)\s+{_HEARER})?{_REPORTED_CLAUSE}|"
-    rf"(?:{_TELLING})\s+{_HEARER}(?:\s+know)?{_REPORTED_CLAUSE}|"
-    rf"(?:{_SAYING_THAT}|{_PROMISING}|{_HOLDING_THAT})(?:(?:\s+(?:to\s+)?{_HEARER})?"
+    rf"(?:{_SAYING}|{_HOLDING})(?:\s+(?:to|from)\s+{_HEARER})?{_ASIDE}{_REPORTED_CLAUSE}|"
+    rf"(?:{_TELLING})\s+{_HEARER}(?:\s+know)?{_ASIDE}{_REPORTED_CLAUSE}|"
+    rf"(?:{_SAYING_THAT}|{_PROMISING}|{_HOLDING_THAT})(?:(?:\s+(?:to\s+)?{_HEARER})?{_ASIDE}"
     rf"(?:\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|{_COMMA_CLAUSE})|"
-    rf"(?:{_HEARING})(?:\s+(?:from|about)\b|\s+that\b|\s*:|\s*[{_QUOTES}]|{_BARE_CLAUSE})|"
-    rf"{_SURE}(?:\s+that\b|\s*:|{_BARE_CLAUSE})|{_WISHED})|"
+    rf"(?:{_HEARING}){_ASIDE}(?:\s+(?:from|about)\b|\s+that\b|\s*:|\s*[{_QUOTES}]|"
+    rf"{_BARE_CLAUSE})|{_SURE}{_ASIDE}(?:\s+that\b|\s*:|{_BARE_CLAUSE})|{_WISHED})|"
     # "..., Alice said.", "... Bob said so.", "As Bob said at standup, ..."
     rf"(?:^\s*as\s+|{_CLAUSE_MARK}(?:and\s+|as\s+)?)(?:[\w'\-]+\s+(?:and|&)\s+)?{_WHO}{_NOT_POSSESSIVE}(?P<teller>{_NAME})\s+{_AUX}"
     rf"(?P<after>{_VERB}|{_HOLDING}|{_HOLDING_THAT}){_SAID_WHEN}{_CLOSE}|"

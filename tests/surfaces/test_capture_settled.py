@@ -209,3 +209,44 @@ def test_a_stated_fact_holding_a_verb_of_writing_still_stores() -> None:
         ("Remember that Bob wrote the parser, the tests and the docs.",
          "Bob wrote the parser, the tests and the docs"),
     ])  # fmt: skip
+
+
+# A verb of saying or writing, a phrase put between it and what was said, and
+# the claim: each was stored though its plain form ("Bob wrote that ...") is not.
+RELAYED_PAST_AN_ASIDE = [
+    "Remember that Bob wrote, in Slack, that the deploy moved to Friday.",
+    "Remember that Bob said, on the call, that the deploy moved to Friday.",
+    "Remember that Bob mentioned \u2014 in passing \u2014 that the deploy moved to Friday.",
+    "Remember that Bob mentioned - in passing - that the deploy moved to Friday.",
+    "Remember that Bob wrote (in Slack) that the deploy moved to Friday.",
+    "Remember that Bob told me, on the call, that the deploy moved to Friday.",
+    "Remember that Bob wrote, in Slack, the deploy is Friday.",
+    "Remember that Bob said, when we met, the office is closed Monday.",
+    "Remember that Bob wrote in Slack that the deploy moved to Friday.",
+    "Remember that Bob said on the call that the deploy moved to Friday.",
+    "Remember that Bob said yesterday that the deploy moved to Friday.",
+    "Remember that the client confirmed by email last week that the invoice is due.",
+    "Remember that Bob heard, at lunch, that the office moves in May.",
+]
+
+
+@pytest.mark.parametrize("turn", RELAYED_PAST_AN_ASIDE)
+def test_a_claim_relayed_past_an_aside_is_second_hand(turn: str) -> None:
+    """Rule 4: a phrase between the verb and the claim, set apart by commas,
+    dashes or brackets, or a plain when or where, relays the claim as the
+    plain form does."""
+    decided_as(capture.HEDGED, [turn], says="second-hand")
+
+
+def test_an_aside_before_a_verbs_object_still_stores() -> None:
+    """What was written past an aside is still the verb's object, not a claim."""
+    decided_as(capture.STORE, [
+        ("Remember that Ana wrote, in 2019, the parser that billing uses.",
+         "Ana wrote, in 2019, the parser that billing uses"),
+        ("Remember that Bob emailed, on Friday, the report to the client.",
+         "Bob emailed, on Friday, the report to the client"),
+        ("Remember that Ana wrote, with Bob, the tests and the docs.",
+         "Ana wrote, with Bob, the tests and the docs"),
+        ("Remember that Bob posted in Slack the link to the runbook.",
+         "Bob posted in Slack the link to the runbook"),
+    ])  # fmt: skip
