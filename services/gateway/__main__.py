@@ -63,7 +63,11 @@ def main() -> None:
     # The dedup review page calls this gateway's own gRPC API with each person's token.
     review = None
     if settings.review_listen not in ("", "0"):
-        review = ReviewWeb(settings.review_listen, gateway_target(settings.gateway_listen, port))
+        review = ReviewWeb(
+            settings.review_listen,
+            gateway_target(settings.gateway_listen, port),
+            settings.review_public_origins,
+        )
         # Like RECALLATRON_PORT_FILE: tells a parent that asked for port 0 where it is.
         port_file = os.environ.get("RECALLATRON_REVIEW_PORT_FILE", "")
         log.info("review page", extra={"port": review.start(port_file)})

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from recallatron.settings import GATEWAY_ADDRESS, RankPeer, StorePeer
+from services.gateway.review_web import origins
 
 
 class GatewaySettings(StorePeer, RankPeer):
@@ -50,6 +51,11 @@ class GatewaySettings(StorePeer, RankPeer):
     # The dedup review page (HTTP): host:port ("host:0" picks a free port);
     # "0" or empty turns the page off.
     review_listen: str = "127.0.0.1:7410"
+    # The page's public origin(s), comma-separated ("https://review.example.com"),
+    # when a proxy in front rewrites Host: then only these may post its forms
+    # (unset, a form's Origin must name the Host). X-Forwarded-Host is never
+    # believed: anyone may send it (review_web/origins.py).
+    review_public_origins: str = ""
     # HTTP/JSON (the Connect protocol, services/gateway/httpjson/): host:port
     # ("host:0" picks a free port); "0" or empty turns it off.
     http_listen: str = "127.0.0.1:7420"
@@ -63,3 +69,10 @@ class GatewaySettings(StorePeer, RankPeer):
     # 384Mi (docs/kubernetes.md); at least the message limit, or the largest
     # bodies are never taken.
     http_body_budget_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+
+    @field_validator("review_public_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        # A mistyped origin stops the start, not every form later.
+        origins.parse(value)
+        return value

@@ -12,9 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from recallatron.settings import SettingsInvalid
 from services.gateway.review_web import ReviewApp, ReviewWeb
 from services.gateway.review_web import http as review_http
 from services.gateway.review_web.sessions import COOKIE
+from services.gateway.settings import GatewaySettings
 from tests.surfaces.test_review_signin import _Client, _sid
 
 # Generous: each answer comes at once; this only bounds a test that would hang.
@@ -206,3 +208,66 @@ def test_behind_a_tls_proxy_the_session_cookie_is_secure(web: ReviewWeb, proxy: 
     # cookie the browser stores over http://.
     for plain in ("", "X-Forwarded-Proto: http\r\n"):
         assert "Secure" not in _signin(web, plain)["set-cookie"], plain
+
+
+def _post_signin(web: ReviewWeb, host: str, extra: str) -> int:
+    """The status of a sign-in posted with ``host`` and ``extra`` headers."""
+    web.app.client_factory = _Client  # type: ignore[assignment]
+    form = b"token=rct_alice"
+    head = (
+        f"POST /signin HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
+        f"Content-Length: {len(form)}\r\n{extra}\r\n"
+    ).encode()
+    status, _, _ = _exchange(web, head + form)
+    return status
+
+
+def test_behind_a_proxy_that_rewrites_host_the_public_origin_may_post(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ingress sends the Service's name as Host while the browser says the
+    public address as Origin: every form was refused 403. The operator names
+    the public origin(s) (RECALLATRON_REVIEW_PUBLIC_ORIGINS); then those, and
+    only those, may post. X-Forwarded-Host is never believed."""
+    internal = "gateway.recallatron.svc:7410"
+    public = "Origin: https://review.example.com\r\n"
+    foreign = "Origin: https://evil.example\r\n"
+    monkeypatch.setenv(
+        "RECALLATRON_REVIEW_PUBLIC_ORIGINS",
+        "https://Review.example.com:443/, http://127.0.0.1:7410",
+    )
+    settings = GatewaySettings()
+    configured = ReviewWeb("127.0.0.1:0", "127.0.0.1:1", settings.review_public_origins)
+    configured.start()
+    plain = ReviewWeb("127.0.0.1:0", "127.0.0.1:1")
+    plain.start()
+    try:
+        assert _post_signin(configured, internal, public) == 303
+        assert _post_signin(configured, internal, "Origin: http://127.0.0.1:7410\r\n") == 303
+        # Unset, the Host check stands: the public origin is not the Host.
+        assert _post_signin(plain, internal, public) == 403
+        assert _post_signin(plain, "x", "Origin: http://x\r\n") == 303
+        for web in (configured, plain):
+            assert _post_signin(web, internal, foreign) == 403
+            assert (
+                _post_signin(web, internal, foreign + "X-Forwarded-Host: evil.example\r\n") == 403
+            )
+            assert _post_signin(web, internal, "Origin: null\r\n") == 403
+        # Set, only its origins: one naming the (rewritten) Host is not one.
+        assert _post_signin(configured, "x", "Origin: http://x\r\n") == 403
+    finally:
+        configured.stop()
+        plain.stop()
+
+
+@pytest.mark.parametrize(
+    "bad", ["review.example.com", "https://review.example.com/path", "ftp://x", "https://x:99999"]
+)
+def test_a_public_origin_that_is_no_origin_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    """A mistyped origin stops the gateway at start, naming the variable,
+    rather than refusing every form later."""
+    monkeypatch.setenv("RECALLATRON_REVIEW_PUBLIC_ORIGINS", bad)
+    with pytest.raises(SettingsInvalid, match="RECALLATRON_REVIEW_PUBLIC_ORIGINS"):
+        GatewaySettings()

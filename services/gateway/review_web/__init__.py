@@ -7,7 +7,9 @@ Sessions: the token is entered once in a form and kept on the server, in
 memory; the browser holds only a random session id in an HttpOnly,
 SameSite=Strict cookie. Page scripts can never read the token (there are no
 scripts at all: plain HTML forms), a cross-site form cannot ride on the
-cookie, and every form carries a per-session CSRF token as well. A gateway
+cookie, a form's Origin must be the page's (the Host, or the public origins
+the operator names: origins.py), and every form carries a per-session CSRF
+token as well. A gateway
 restart signs everyone out, which is the safe direction; so does a token
 revoked or expired (the next page view ends its session). Signing in again
 ends the session the browser held: the id is rotated, never kept alive

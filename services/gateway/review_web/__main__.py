@@ -21,7 +21,9 @@ def main() -> None:
     # a secret it knows: RECALLATRON_FORWARDING_SECRET, the same as its own.
     forwarded.configure(settings.forwarding_secret)
     target = os.environ.get("RECALLATRON_GATEWAY_TARGET", "127.0.0.1:7400")
-    web = ReviewWeb(settings.review_listen or "127.0.0.1:7410", target)
+    web = ReviewWeb(
+        settings.review_listen or "127.0.0.1:7410", target, settings.review_public_origins
+    )
     port = web.start(os.environ.get("RECALLATRON_REVIEW_PORT_FILE", ""))
     log.info("review page", extra={"port": port, "gateway": target})
     stop = threading.Event()

@@ -12,9 +12,10 @@ from collections import Counter
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from services.gateway.listening import split, write_port
+from services.gateway.review_web import origins
 from services.gateway.review_web.app import ReviewApp
 from services.gateway.review_web.pages import Response, page
 
@@ -146,17 +147,6 @@ def cookies_of(headers: list[str]) -> dict[str, str]:
     return found
 
 
-def _same_origin(origin: str | None, host: str) -> bool:
-    """Whether a form comes from this page (no Origin: not a browser's
-    cross-site post); an Origin no parser reads is not this page."""
-    if not origin:
-        return True
-    try:
-        return urlsplit(origin).netloc == host
-    except ValueError:
-        return False
-
-
 def over_tls(forwarded_proto: str | None, forwarded: str | None) -> bool:
     """Whether the browser reached the page over TLS, as a TLS-terminating
     proxy in front says (X-Forwarded-Proto, or Forwarded's proto=; the first
@@ -178,7 +168,7 @@ def _secure(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(k, f"{v}; Secure" if k == "Set-Cookie" else v) for k, v in headers]
 
 
-def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
+def _handler(app: ReviewApp, public: frozenset[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "recallatron-review"
         sys_version = ""
@@ -261,7 +251,8 @@ def _handler(app: ReviewApp) -> type[BaseHTTPRequestHandler]:
             if isinstance(length, Response):
                 self._refuse(length)
                 return
-            if not _same_origin(self.headers.get("Origin"), self.headers.get("Host", "")):
+            origin, host = self.headers.get("Origin"), self.headers.get("Host", "")
+            if not origins.allowed(origin, host, public):
                 # A form posted from another site: refused before anything runs.
                 self._refuse(Response(HTTPStatus.FORBIDDEN, b"cross-site form refused"))
                 return
@@ -394,11 +385,13 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 class ReviewWeb:
     """The page's HTTP server, in a daemon thread of the gateway process."""
 
-    def __init__(self, listen: str, gateway_target: str) -> None:
+    def __init__(self, listen: str, gateway_target: str, public_origins: str = "") -> None:
+        """``public_origins``: RECALLATRON_REVIEW_PUBLIC_ORIGINS (origins.py)."""
         self.app = ReviewApp(gateway_target)
         host, port = split(listen)
+        public = origins.parse(public_origins)
         # Binding a port in use fails here, at start-up, not silently later.
-        self.httpd = BoundedHTTPServer((host, port), _handler(self.app))
+        self.httpd = BoundedHTTPServer((host, port), _handler(self.app, public))
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
         self.thread = threading.Thread(
