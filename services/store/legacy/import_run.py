@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 
@@ -26,20 +26,21 @@ def columns(rows: Sequence[Any], *fields: str) -> list[list[Any]]:
     return [[getattr(r, f) for r in rows] for f in fields]
 
 
-Claim = TypeVar("Claim", plan.AttributeRow, plan.RelationRow)
+Claim = plan.AttributeRow | plan.RelationRow
 
 
 def claim_columns(
-    claims: Sequence[tuple[plan.RecordRow, Claim]], *own: Callable[[Claim], Any]
+    claims: Sequence[tuple[plan.RecordRow, Claim]], new_id: Callable[[str], str]
 ) -> list[list[Any]]:
     """The arrays a claim insert takes: each claim's id and its record's
-    memory, its own columns (``own`` of the claim), then those every claim
-    takes from its record: valid time and confidence, stated at the record's
-    time, retired with it."""
+    memory, its own three columns (entities by ``new_id`` of their old ids),
+    then those every claim takes from its record: valid time and confidence,
+    stated at the record's time, retired with it."""
+    own = [c.own_columns(new_id) for _, c in claims]
     return [
         [c.id for _, c in claims],
         [r.id for r, _ in claims],
-        *([column(c) for _, c in claims] for column in own),
+        *([row[i] for row in own] for i in range(3)),
         [r.valid_from for r, _ in claims],
         [r.valid_until for r, _ in claims],
         [r.confidence for r, _ in claims],
@@ -320,26 +321,13 @@ class ImportRun:
         # Every entity a claim names is mentioned: visibility rests on it.
         pairs = [(r.id, entities[o].id) for r in new for o in r.mentions]
         self._mentions(conn, pairs)
-        attrs = [(r, a) for r in new for a in r.attributes]
-        conn.execute(
-            q.INSERT_ATTRIBUTE_CLAIMS,
-            claim_columns(
-                attrs,
-                lambda a: entities[a.entity_old_id].id,
-                lambda a: a.attribute,
-                lambda a: a.value,
-            ),
-        )
-        rels = [(r, x) for r in new for x in r.relations]
-        conn.execute(
-            q.INSERT_RELATION_CLAIMS,
-            claim_columns(
-                rels,
-                lambda x: entities[x.subject_old_id].id,
-                lambda x: x.predicate,
-                lambda x: entities[x.object_old_id].id,
-            ),
-        )
+        # Each kind of claim's insert, and its claims with their records.
+        claims: dict[str, list[tuple[plan.RecordRow, Claim]]] = {
+            q.INSERT_ATTRIBUTE_CLAIMS: [(r, a) for r in new for a in r.attributes],
+            q.INSERT_RELATION_CLAIMS: [(r, x) for r in new for x in r.relations],
+        }
+        for insert, of_kind in claims.items():
+            conn.execute(insert, claim_columns(of_kind, lambda old: entities[old].id))
         superseded = [r for r in new if r.supersession is not None]
         if superseded:
             done = conn.execute(

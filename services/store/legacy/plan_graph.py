@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -167,6 +167,11 @@ class AttributeRow:
     attribute: str
     value: str
 
+    def own_columns(self, new_id: Callable[[str], str]) -> tuple[str, str, str]:
+        """entity_id, attribute, value: the claim's columns but those of its
+        record, its entity by ``new_id`` of its old id."""
+        return new_id(self.entity_old_id), self.attribute, self.value
+
 
 @dataclass(frozen=True)
 class RelationRow:
@@ -174,6 +179,10 @@ class RelationRow:
     subject_old_id: str
     predicate: str
     object_old_id: str
+
+    def own_columns(self, new_id: Callable[[str], str]) -> tuple[str, str, str]:
+        """subject_id, predicate, object_id, as AttributeRow.own_columns."""
+        return new_id(self.subject_old_id), self.predicate, new_id(self.object_old_id)
 
 
 @dataclass(frozen=True)
