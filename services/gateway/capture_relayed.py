@@ -39,14 +39,15 @@ _HOLDING_THAT = (
     r"guessed"
 )
 # Another person's wish or plan ("Bob wants the deploy on Friday", "Bob plans to
-# ship"): theirs, not a settled fact; a want of their own things is a preference
-# stated ("Ada wants her reports on Monday", "the client wants his invoices").
+# ship"): theirs, not a settled fact; a want of their own things, or of a thing
+# to have, is a preference stated ("Ada wants her reports on Monday", "the client
+# wants his invoices", "Bob wants a window seat", as "Bob wants tea").
 # "Plan" and "want" are nouns after a determiner ("the plan to migrate is ...").
 _WISHING = r"want(?:s|ed)?|plan(?:s|ned)?|intend(?:s|ed)?"
 _WISHED = (
     r"(?<!\bthe )(?<!\ba )(?<!\ban )(?<!\bour )(?<!\bmy )(?<!\byour )(?<!\btheir )"
     r"(?<!\bthis )(?<!\bthat )(?:(?:plan(?:s|ned)?|intend(?:s|ed)?)\s+to\s+\w|want(?:s|ed)?"
-    r"(?!\s+(?:his|her|their|its)\s+(?!to\b)\w)\s+(?:to\s+\w|(?:the|a|an|this|that|these|"
+    r"(?!\s+(?:his|her|their|its)\s+(?!to\b)\w)\s+(?:to\s+\w|(?:the|this|that|these|"
     r"those|us|them|me|you|him|her|everyone|everybody|it|we|our|my|your)\b|\d|(?-i:[A-Z])))"
 )
 # Being sure of a claim is holding it: "Bob is convinced we ship ...".

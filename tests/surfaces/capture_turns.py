@@ -56,6 +56,8 @@ STORE: list[tuple[str, str, str]] = [
     ("Remember for me that my laptop's asset tag is LT-2291.", "fact", "speaker"),
     ("Please make a note that the CI runners were upgraded to 8 cores.", "note", "speaker"),
     ("Record the decision: we keep the monorepo.", "decision", "speaker"),
+    # Someone else's want of a thing to have is a preference the speaker states.
+    ("Remember that Bob wants a window seat.", "fact", "speaker"),
     (
         "Remember that the coffee machine on floor three is descaled on Mondays, "
         "and share it with the team.",

@@ -250,3 +250,26 @@ def test_an_aside_before_a_verbs_object_still_stores() -> None:
         ("Remember that Bob posted in Slack the link to the runbook.",
          "Bob posted in Slack the link to the runbook"),
     ])  # fmt: skip
+
+
+def test_another_persons_want_of_a_thing_is_a_preference_stated() -> None:
+    """Rule 4: wanting a thing for oneself ("Bob wants a window seat", as
+    "Bob wants tea" or "the client wants his invoices") is a preference the
+    speaker states, not a wish about a shared matter ("Bob wants the deploy on
+    Friday"); it was second-hand ('Bob wants a')."""
+    decided_as(capture.STORE, [
+        ("Remember that Bob wants a window seat.", "Bob wants a window seat"),
+        ("Remember that Ana wants a vegetarian meal at the offsite.",
+         "Ana wants a vegetarian meal at the offsite"),
+        ("Remember that the client wants an invoice in PDF.",
+         "The client wants an invoice in PDF"),
+    ])  # fmt: skip
+    decided_as(
+        capture.HEDGED,
+        [
+            "Remember that Bob wants the window seat for Ana.",
+            "Remember that Bob wants us to book a window seat.",
+            "Remember that Bob wants a window seat, Ana said.",
+        ],
+        says="second-hand",
+    )
