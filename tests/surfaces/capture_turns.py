@@ -154,6 +154,8 @@ HEDGED = [
     "Record that the launch could be delayed by a week.",
     "I reckon the wiki is outdated, note that.",
     "Remember that Bob may have the spare badge.",
+    # Two days for one value: which day is not said ("Mondays or Fridays" would be).
+    "Remember that we meet Monday or Friday.",
 ]
 
 HYPOTHETICAL = [
