@@ -128,6 +128,13 @@ RECALL_LIMIT_RULE = (
 )
 # One captured conversation turn.
 MAX_TURN_CHARS = 20_000
+# A history turn (an old conversation turn; the legacy migration is history's
+# only writer): one whose chat id, role or text is longer is skipped, not cut
+# (services/store/legacy/plan_items.py), and an archive holds none longer
+# (services/store/domain/archive_history.py, archive_plan.py).
+MAX_HISTORY_CHAT_ID = 256
+MAX_HISTORY_ROLE = 64
+MAX_HISTORY_TEXT = 200_000
 # Recall's episode neighbours (docs/recall.md, "Episode neighbours"): a row
 # recorded next to one of the first rows (its seed) in its episode gains
 # WEIGHT * c ** POWER times an arm's reciprocal rank, at its rank in the list

@@ -11,12 +11,9 @@ from pathlib import Path
 import pytest
 
 from recallatron.client import Client
+from recallatron.vocabulary import MAX_HISTORY_CHAT_ID, MAX_HISTORY_ROLE
 from recallatron_devkit.stack import Stack
-from services.store.domain.archive_history import (
-    MAX_HISTORY_CHAT_ID,
-    MAX_HISTORY_ROLE,
-    history_name,
-)
+from services.store.domain.archive_history import history_name
 from services.store.infrastructure.db import CONTROL_DATABASE
 from tests import dbutil
 from tests.clirun import cli

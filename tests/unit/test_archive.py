@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from recallatron import errors
+from recallatron.vocabulary import MAX_HISTORY_CHAT_ID
 from services.store.domain import archive_format as fmt
 from services.store.domain import archive_plan as plan
-from services.store.domain.archive_history import MAX_HISTORY_CHAT_ID, history_name
+from services.store.domain.archive_history import history_name
 from services.store.domain.archive_import import vector_text
 
 ADA = "00000000-0000-4000-8000-00000000000a"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 
-MAX_HISTORY_CHAT_ID = 256
-MAX_HISTORY_ROLE = 64
+from recallatron.vocabulary import MAX_HISTORY_CHAT_ID, MAX_HISTORY_ROLE
+
 DIGEST_HEX = 32
 MARK = "\u2026"  # an ellipsis: one character
 

@@ -22,16 +22,15 @@ from recallatron.vocabulary import (
     MAX_BODY,
     MAX_CLAIM_VALUE,
     MAX_ENTITY_NAME,
+    MAX_HISTORY_CHAT_ID,
+    MAX_HISTORY_ROLE,
+    MAX_HISTORY_TEXT,
     MAX_REASON,
     MAX_TITLE,
 )
 from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
-from services.store.domain.archive_history import (
-    MAX_HISTORY_CHAT_ID,
-    MAX_HISTORY_ROLE,
-    history_name,
-)
+from services.store.domain.archive_history import history_name
 from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
 from services.store.domain.control_records import WorkspaceSettings
@@ -143,11 +142,6 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
     result: Record = workspace
     return result
 
-
-# A history turn's text as the legacy migration (history's only writer) keeps
-# it (legacy/plan_items.py): a longer one it skips (its search vector could
-# pass Postgres's size limit). Its chat id and role: archive_history.
-MAX_HISTORY_TEXT = 200_000
 
 # Each text field's rule as every write checks it (validation, graph_rules):
 # the copy holds nothing a tool could not have written, nor a correct write

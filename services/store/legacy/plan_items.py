@@ -8,7 +8,13 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from recallatron.vocabulary import MAX_BODY, MAX_TITLE
+from recallatron.vocabulary import (
+    MAX_BODY,
+    MAX_HISTORY_CHAT_ID,
+    MAX_HISTORY_ROLE,
+    MAX_HISTORY_TEXT,
+    MAX_TITLE,
+)
 from services.store.legacy.ids import Ids
 from services.store.legacy.oldgraph import Graph
 from services.store.legacy.oldstore import MemoryItem, Turn, parse_time
@@ -28,13 +34,13 @@ KIND_MAP = {
 DERIVED_TITLE_CHARS = 80
 # Longer turns (pasted logs, say) are skipped: their search vector could
 # pass Postgres's tsvector size limit and fail the whole batch.
-MAX_HISTORY_TURN_CHARS = 200_000
+MAX_HISTORY_TURN_CHARS = MAX_HISTORY_TEXT
 # A chat id ('tg-1004', 'cli-main') and a role ('user', 'assistant', 'tool')
 # are short names. A turn with a longer one is skipped, not cut (two chats'
 # ids cut alike would become one chat): every reader shows them beside each
 # turn, and an archive line (1 MiB at most) holds the turn's text and them.
-MAX_CHAT_ID_CHARS = 256
-MAX_ROLE_CHARS = 64
+MAX_CHAT_ID_CHARS = MAX_HISTORY_CHAT_ID
+MAX_ROLE_CHARS = MAX_HISTORY_ROLE
 # Only memory items in this status are curated knowledge worth carrying.
 IMPORTED_STATUS = "confirmed"
 # The scopes that mean everyone; any other (a 'team' of some members, say)
