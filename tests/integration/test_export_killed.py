@@ -123,10 +123,10 @@ def test_an_export_under_way_and_other_files_are_never_removed(
 # An export into a directory given empty that stops, once it has moved its
 # first two files up, until killed.
 HELD_MOVE = """
-import os
 import sys
 from pathlib import Path
 
+from services.store.domain import archive_export
 from services.store.domain.archive_export import Exporter
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import Databases
@@ -135,12 +135,12 @@ from services.store.settings import StoreSettings
 url, password, workspace_id, out = sys.argv[1:]
 dbs = Databases(StoreSettings(database_url=url, app_password=password))
 dbs.bootstrap()
-rename = os.rename
+move = archive_export._move_new
 moved = []
 
 
 def held(src, dst):
-    rename(src, dst)
+    move(src, dst)
     if Path(dst).parent == Path(out):
         moved.append(dst)
         if len(moved) == 2:
@@ -148,7 +148,7 @@ def held(src, dst):
             sys.stdin.read()
 
 
-os.rename = held
+archive_export._move_new = held
 Exporter(dbs, ControlPlane(dbs)).export(workspace_id, Path(out))
 """
 

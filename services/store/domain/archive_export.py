@@ -15,6 +15,7 @@ the umask."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -196,15 +197,25 @@ class Staging:
     fd: int  # held locked (flock) while the export runs
 
     def finish(self) -> None:
+        """The archive moved into ``out``, never over anything: a file or
+        directory someone put there while the export ran is kept, and the
+        export refused naming ``out`` (what was moved up goes back to be
+        removed with the staging directory)."""
+        moved: list[tuple[str, int]] = []
         try:
             if not self.inside:
-                os.rename(self.directory, self.out)
+                _move_new(self.directory, self.out)
                 return
+            if any(p.name != self.directory.name for p in self.out.iterdir()):
+                raise FileExistsError(errno.EEXIST, "not empty")
             names = sorted(p.name for p in self.directory.iterdir())
             for name in sorted(names, key=lambda n: n == fmt.MANIFEST):  # the manifest last
-                os.rename(self.directory / name, self.out / name)
+                inode = os.lstat(self.directory / name).st_ino
+                _move_new(self.directory / name, self.out / name)
+                moved.append((name, inode))
             self.directory.rmdir()
         except OSError as exc:
+            self._move_back(moved)
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise errors.InvalidArgument(
                     "out", f"{self.out} is no longer empty: name a new or empty directory"
@@ -212,6 +223,14 @@ class Staging:
             raise errors.InvalidArgument(
                 "out", f"cannot move the archive into {self.out}: {exc.strerror}"
             ) from None
+
+    def _move_back(self, moved: list[tuple[str, int]]) -> None:
+        """Files this export had moved up into ``out`` put back into its
+        staging directory (only each still the very file it moved)."""
+        for name, inode in moved:
+            with contextlib.suppress(OSError):
+                if os.lstat(self.out / name).st_ino == inode:
+                    _move_new(self.out / name, self.directory / name)
 
     def abandon(self) -> None:
         """What the export wrote removed: the same command runs again, and no
@@ -227,6 +246,33 @@ class Staging:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = -1
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_RENAMEAT2 = getattr(_LIBC, "renameat2", None)
+
+
+def _move_new(src: Path, dst: Path) -> None:
+    """``src`` renamed to ``dst`` only while nothing is at ``dst``, in one
+    step (a plain rename replaces a file there, or an empty directory):
+    renameat2's RENAME_NOREPLACE, or for a file on a filesystem without it a
+    hard link (which never replaces) and the old name removed. Where neither
+    is possible the move is refused (OSError) rather than risk a file."""
+    if _RENAMEAT2 is not None:
+        if (
+            _RENAMEAT2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+            == 0
+        ):
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), str(dst))
+    if src.is_dir():
+        raise OSError(errno.ENOTSUP, "the filesystem cannot rename without replacing", str(dst))
+    os.link(src, dst)
+    os.unlink(src)
 
 
 def stage(out: Path) -> Staging:
