@@ -15,18 +15,23 @@ from datetime import datetime
 import psycopg
 
 from services.store.domain import validation as v
+from services.store.sql import graph_queries as gq
 
 # Every visible member of each start id's group, with what picks the head:
 # an entity no visible merge folds into another, the oldest such first. Each
 # member is read by its id (LATERAL ... OFFSET 0), so the entity policy is
-# asked of the members only, never of every entity a join might scan.
-GROUPS = """
+# asked of the members only, never of every entity a join might scan. As of
+# a time (%(known_by)s, NULL for now), only the members known by then: one
+# first mentioned later did not exist then, in a group or alone.
+GROUPS = f"""
 SELECT g.start_id, e.id, e.name, e.type,
        EXISTS (SELECT 1 FROM entity_merge m
                WHERE m.merged_id = e.id AND m.undone_at IS NULL) AS folded,
        e.created_at
-FROM entity_group(%s::uuid[]) g
-CROSS JOIN LATERAL (SELECT * FROM entity e WHERE e.id = g.member_id OFFSET 0) e
+FROM entity_group(%(ids)s::uuid[]) g
+CROSS JOIN LATERAL (
+    SELECT * FROM entity e WHERE e.id = g.member_id AND {gq.KNOWN_BY_CONDITION} OFFSET 0
+) e
 """
 
 
@@ -59,14 +64,18 @@ class Group:
         return [m.id for m in self.members]
 
 
-def groups(conn: psycopg.Connection, ids: Sequence[str]) -> dict[str, Group]:
+def groups(
+    conn: psycopg.Connection, ids: Sequence[str], known_by: datetime | None = None
+) -> dict[str, Group]:
     """The group of each id the caller may see (an id it may not see is
-    absent); an entity no merge touches is a group of one."""
+    absent); an entity no merge touches is a group of one. With ``known_by``
+    (an as_of), only the members some visible memory had mentioned by then
+    (an id not known then is absent too)."""
     if not ids:
         return {}
     found: dict[str, list[tuple[bool, datetime, str, EntityRef]]] = {}
     for start, eid, name, type_, folded, created in conn.execute(
-        GROUPS, (v.uuid_array(list(dict.fromkeys(ids))),)
+        GROUPS, {"ids": v.uuid_array(list(dict.fromkeys(ids))), "known_by": known_by}
     ).fetchall():
         found.setdefault(str(start), []).append(
             (bool(folded), created, str(eid), EntityRef(str(eid), name, type_))

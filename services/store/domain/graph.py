@@ -167,13 +167,16 @@ def _page_of(token: str, asked: dict[str, Any]) -> tuple[list[str], datetime | N
 
 
 def _unanswered(
-    conn: psycopg.Connection, found: Sequence[Sequence[Any]], answered: set[str]
+    conn: psycopg.Connection,
+    found: Sequence[Sequence[Any]],
+    answered: set[str],
+    known_by: datetime | None,
 ) -> list[Sequence[Any]]:
     """The entities of ``found`` whose group (as it stands now) holds none of
     ``answered``: what a later page has left to answer, however the list
     moved since (an entity forgotten, a merge decided or undone)."""
     rest = [r for r in found if str(r[0]) not in answered]
-    grouped = entity_groups.groups(conn, [str(r[0]) for r in rest])
+    grouped = entity_groups.groups(conn, [str(r[0]) for r in rest], known_by)
     return [
         r
         for r in rest
@@ -218,7 +221,9 @@ class GraphStore(InWorkspaces):
             found = conn.execute(statement, params).fetchall()
             # Pages go on after the entities answered, not after a count of
             # cards: one forgotten or merged between pages shifts none out.
-            rest = _unanswered(conn, found, set(answered)) if answered else found
+            rest = (
+                _unanswered(conn, found, set(answered), params["known_by"]) if answered else found
+            )
             cards, more = card_page(conn, rest, params, 0, ANSWER_BUDGET_BYTES)
         token = ""
         if more:

@@ -80,7 +80,7 @@ def entity_cards(
     (or everything, with params["history"]), each cut at MAX_CARD_ITEMS. An
     entity merged with others answers as one card for its whole group, under
     the group's head, with every member's lists (design §8.5)."""
-    cards = _grouped(conn, found)
+    cards = _grouped(conn, found, params.get("known_by"))
     _fill(conn, cards, params)
     return cards
 
@@ -96,7 +96,7 @@ def card_page(
     ``skip``-th, as many as fit ``budget`` (at least one), and whether any
     are left after them. Read a few at a time, so a page of large cards
     reads little past what it answers."""
-    cards = _grouped(conn, found)[skip:]
+    cards = _grouped(conn, found, params.get("known_by"))[skip:]
     page: list[EntityCard] = []
     fits = Budget(budget)
     for start in range(0, len(cards), CARDS_AT_ONCE):
@@ -109,11 +109,14 @@ def card_page(
     return page, False
 
 
-def _grouped(conn: psycopg.Connection, found: Sequence[Sequence[Any]]) -> list[EntityCard]:
-    """An empty card for each group among ``found``, in their order, each once."""
+def _grouped(
+    conn: psycopg.Connection, found: Sequence[Sequence[Any]], known_by: datetime | None
+) -> list[EntityCard]:
+    """An empty card for each group among ``found``, in their order, each once
+    (as of ``known_by``, of the members known by then)."""
     if not found:
         return []
-    grouped = entity_groups.groups(conn, [str(r[0]) for r in found])
+    grouped = entity_groups.groups(conn, [str(r[0]) for r in found], known_by)
     cards: dict[str, EntityCard] = {}
     for row in found:
         group = grouped.get(str(row[0]))
@@ -143,7 +146,9 @@ def _fill(conn: psycopg.Connection, cards: Sequence[EntityCard], params: dict[st
         )
     relation_rows = rels.fetchall()
     # The other end of a relation answers through its own group too.
-    others = entity_groups.groups(conn, [str(row[2]) for row in relation_rows])
+    others = entity_groups.groups(
+        conn, [str(row[2]) for row in relation_rows], params.get("known_by")
+    )
     per_member = Counter(str(row[0]) for row in relation_rows)
     for member, count in per_member.items():
         if count > MAX_CARD_ITEMS:

@@ -52,7 +52,8 @@ def neighborhood(
     seen: set[str] = set()
     raw: list[tuple[Any, ...]] = []
     truncated = False
-    first = entity_groups.groups(conn, [start]).get(start)
+    # As of a time, a group holds the members known then (entity_groups).
+    first = entity_groups.groups(conn, [start], known_by).get(start)
     if first is None or (
         known_by is not None
         and conn.execute(
@@ -89,7 +90,7 @@ def neighborhood(
             rows = rows[:room]
             truncated = True
         unknown = {str(r[i]) for r in rows for i in (1, 3)} - group_of.keys()
-        for group in entity_groups.groups(conn, sorted(unknown)).values():
+        for group in entity_groups.groups(conn, sorted(unknown), known_by).values():
             group_of.update((m, group) for m in group.ids)
         next_frontier: list[str] = []
         for row in rows:

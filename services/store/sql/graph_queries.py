@@ -170,6 +170,9 @@ LOOKUP_PARTIAL = _LOOKUP.format(
     partial=_PARTIAL.format(alias_current=_ALIAS_CURRENT),
     known_by=_KNOWN_BY.format(e="e"),
 )
+# Whether entity e was known at %(known_by)s, as above (entity groups ask it
+# of each member).
+KNOWN_BY_CONDITION = _KNOWN_BY.format(e="e")
 # Whether one of %(ids)s (a group's members) was known at %(known_by)s, as above.
 KNOWN_BY = f"""
 SELECT 1 FROM entity e WHERE e.id = ANY(%(ids)s::uuid[]) AND {_KNOWN_BY.format(e="e")} LIMIT 1
