@@ -17,7 +17,9 @@ from recallatron import errors
 from recallatron_devkit.localpg import LocalPostgres
 from services.store.domain import move_copy
 from services.store.domain.control import ControlPlane
+from services.store.domain.control_records import Workspace
 from services.store.domain.deletion import WorkspaceDeletion
+from services.store.domain.kept_copies import KeptCopies
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import Databases
 from tests.two_servers import before_step
@@ -172,16 +174,11 @@ def test_a_kept_copy_whose_server_does_not_answer_is_dropped_later(
     assert kept not in capsys.readouterr().out
 
 
-def test_a_deletion_drops_what_a_rolled_back_move_left_on_a_target_that_did_not_answer(
-    servers: dict[str, LocalPostgres],
-    store: tuple[Databases, ControlPlane],
-    monkeypatch: pytest.MonkeyPatch,
+def roll_back_while_the_target_does_not_answer(
+    dbs: Databases, control: ControlPlane, ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A move rolled back while its target did not answer leaves the copy it
-    made there (the source serves on); the copy was named by nothing, so a
-    deletion of the workspace left it, text included, on the target."""
-    dbs, control = store
-    ws = control.create_workspace(f"left-{uuid.uuid4().hex[:8]}", "default")
+    """A move of ``ws`` to `b` that fails before its seal as `b` stops
+    answering: rolled back, the copy it made on `b` left there."""
     original = Mover._conn
     target_down = False
 
@@ -200,7 +197,38 @@ def test_a_deletion_drops_what_a_rolled_back_move_left_on_a_target_that_did_not_
     with pytest.raises(errors.Unavailable):
         Mover(dbs, control).move(ws.id, "b")
     monkeypatch.undo()
+
+
+def test_a_deletion_drops_what_a_rolled_back_move_left_on_a_target_that_did_not_answer(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A move rolled back while its target did not answer leaves the copy it
+    made there (the source serves on); the copy was named by nothing, so a
+    deletion of the workspace left it, text included, on the target."""
+    dbs, control = store
+    ws = control.create_workspace(f"left-{uuid.uuid4().hex[:8]}", "default")
+    roll_back_while_the_target_does_not_answer(dbs, control, ws, monkeypatch)
     assert control.workspace(ws.id, fresh=True).server == "default"
     assert sorted(databases_named(servers, ws.database_name)) == ["b", "default"]
     WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
     assert databases_named(servers, ws.database_name) == []
+
+
+def test_a_later_move_to_that_target_replaces_what_a_rolled_back_move_left(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy a rolled-back move left on a target that did not answer
+    holds the workspace's own database name there: the next move to that
+    target failed at its CREATE DATABASE ("already exists"), dropping the
+    copy only in its own rollback."""
+    dbs, control = store
+    ws = control.create_workspace(f"again-{uuid.uuid4().hex[:8]}", "default")
+    roll_back_while_the_target_does_not_answer(dbs, control, ws, monkeypatch)
+    Mover(dbs, control).move(ws.id, "b")
+    assert control.workspace(ws.id, fresh=True).server == "b"
+    assert databases_named(servers, ws.database_name) == ["b"]
+    assert KeptCopies(dbs).listed(ws.id) == []

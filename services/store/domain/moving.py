@@ -212,6 +212,7 @@ class Mover:
         self._step("recorded")
         # Both sides at the same schema: the source's migrations first.
         self.dbs.migrate_workspace(source, database)
+        self._replace_left_copy(workspace_id, target, database)
         with self._conn(target) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
         migrate.apply_migrations(self.dbs.database_url(target, database), "workspace")
@@ -259,6 +260,17 @@ class Mover:
         with self._conn(target, database) as conn:
             move_copy.wait_copied(conn, subscription, len(tables))
         self._step("copied")
+
+    def _replace_left_copy(self, workspace_id: str, target: str, database: str) -> None:
+        """What an earlier move, rolled back while this target did not answer,
+        left here under the database's own name (recorded as a kept copy)
+        dropped, so that the copy is made afresh rather than refused."""
+        copies = KeptCopies(self.dbs)
+        left = copies.drop(
+            [c for c in copies.listed(workspace_id) if (c.server, c.database) == (target, database)]
+        )
+        if left:
+            raise errors.Unavailable(f"to: a copy an earlier move left: {left[0].why}")
 
     def _cut_over(self, workspace_id: str, database: str, source: str, target: str) -> float:
         """Fence, catch up, seal, switch; the seconds writes were held."""
