@@ -399,10 +399,14 @@ class Pipeline(Generic[M]):
         except Degraded as exc:
             return _DenseOutcome(None, f"dense candidates: {exc.message}", f"store_{exc.kind}")
         if not arm.embeddings_available:
+            # The store looks only at the vectors the caller may see (row
+            # security): another member's embedded memories must not change
+            # this answer, so it speaks of the caller's memories, not the
+            # workspace's.
             return _DenseOutcome(
                 None,
-                f"no memory of this workspace is embedded yet with model {vector.model_id} "
-                "and the current embed-input version",
+                "no memory you may see for this purpose is embedded yet with model "
+                f"{vector.model_id} and the current embed-input version",
                 "no_embeddings",
             )
         return _DenseOutcome(arm)
