@@ -135,17 +135,19 @@ _COMMA_CLAUSE = (
 # does: a few words set apart by commas, dashes or brackets ("wrote, in Slack,
 # that", "mentioned \u2014 in passing \u2014 that", "wrote (in Slack) that"), or
 # a plain when or where ("said on the call that", "confirmed by email last week that").
+# Set apart, it may stand between the subject and its verb too ("Bob, in Slack,
+# wrote that", "Bob, our lead, said ...").
 _ASIDE_WORDS = r"[^\W_][\w'\-]*(?:\s+[\w'\-]+){0,5}"
+_SET_APART = (
+    rf"(?:\s*,\s*{_ASIDE_WORDS}\s*,|\s*[\u2014\u2013]\s*{_ASIDE_WORDS}\s*[\u2014\u2013]|"
+    rf"\s+-{{1,2}}\s+{_ASIDE_WORDS}\s+-{{1,2}}|\s*\(\s*{_ASIDE_WORDS}\s*\))"
+)
 _WHEN_WHERE = (
     r"(?:earlier|before|yesterday|today|tonight|again|once|twice|recently|later|"
     r"(?:this|last)\s+\w+|(?:in|on|at|during|after|over|by|via|through)\s+"
     r"(?:(?:the|our|a|an|this|that|last|his|her|their|my|your)\s+)?[\w'\-]+)"
 )
-_ASIDE = (
-    rf"(?:\s*,\s*{_ASIDE_WORDS}\s*,|\s*[\u2014\u2013]\s*{_ASIDE_WORDS}\s*[\u2014\u2013]|"
-    rf"\s+-{{1,2}}\s+{_ASIDE_WORDS}\s+-{{1,2}}|\s*\(\s*{_ASIDE_WORDS}\s*\)|"
-    rf"(?:\s+{_WHEN_WHERE}){{1,2}})?"
-)
+_ASIDE = rf"(?:{_SET_APART}|(?:\s+{_WHEN_WHERE}){{1,2}})?"
 # Verbs of telling that may leave out whom they tell ("Bob warned the deploy is ...").
 _PROMISING = r"warn(?:s|ed|ing)?|promis(?:e|es|ed|ing)|assur(?:e|es|ed|ing)"
 _NAME = r"(?<![\w'\-])[^\W_][\w'\-]*"
@@ -164,7 +166,7 @@ _SAID_WHEN = (
 )
 REPORTED = re.compile(
     # "Alice said the ...", "Bob told me that ...", "Bob let us know ...", "Ana wrote: ..."
-    rf"(?P<subject>{_NAME})\s+{_AUX}(?P<verb>"
+    rf"(?P<subject>{_NAME}){_SET_APART}?\s+{_AUX}(?P<verb>"
     rf"(?:{_SAYING}|{_HOLDING})(?:\s+(?:to|from)\s+{_HEARER})?{_ASIDE}{_REPORTED_CLAUSE}|"
     rf"(?:{_TELLING})\s+{_HEARER}(?:\s+know)?{_ASIDE}{_REPORTED_CLAUSE}|"
     rf"(?:{_SAYING_THAT}|{_PROMISING}|{_HOLDING_THAT})(?:(?:\s+(?:to\s+)?{_HEARER})?{_ASIDE}"

@@ -238,6 +238,24 @@ def test_a_claim_relayed_past_an_aside_is_second_hand(turn: str) -> None:
     decided_as(capture.HEDGED, [turn], says="second-hand")
 
 
+# The same with the phrase between the teller and the verb: each was stored.
+RELAYED_PAST_AN_ASIDE_AFTER_THE_TELLER = [
+    "Remember that Bob, in Slack, wrote that the deploy moved to Friday.",
+    "Remember that Bob, on the call, said the deploy moved to Friday.",
+    "Remember that Bob \u2014 on the call \u2014 said that the deploy moved to Friday.",
+    "Remember that Bob, our lead, wrote that the deploy moved to Friday.",
+    "Remember that Bob (our lead) confirmed the deploy is on Friday.",
+    "Remember that the client, in an email, told us the invoice is due on the 5th.",
+]
+
+
+@pytest.mark.parametrize("turn", RELAYED_PAST_AN_ASIDE_AFTER_THE_TELLER)
+def test_a_claim_relayed_past_an_aside_after_its_teller_is_second_hand(turn: str) -> None:
+    """Rule 4: a phrase set apart between the teller and the verb relays the
+    claim as "Bob wrote that ..." does."""
+    decided_as(capture.HEDGED, [turn], says="second-hand")
+
+
 def test_an_aside_before_a_verbs_object_still_stores() -> None:
     """What was written past an aside is still the verb's object, not a claim."""
     decided_as(capture.STORE, [
@@ -249,6 +267,10 @@ def test_an_aside_before_a_verbs_object_still_stores() -> None:
          "Ana wrote, with Bob, the tests and the docs"),
         ("Remember that Bob posted in Slack the link to the runbook.",
          "Bob posted in Slack the link to the runbook"),
+        ("Remember that Ada, our new lead, owns the billing service.",
+         "Ada, our new lead, owns the billing service"),
+        ("Remember that I, for one, said that the deploy moved to Friday.",
+         "I, for one, said that the deploy moved to Friday"),
     ])  # fmt: skip
 
 
