@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import selectors
 import socket
+import struct
 import threading
 from types import TracebackType
 
@@ -91,6 +92,20 @@ class TcpProxy:
             open_now = [p for p in self._pairs if not p.ended.is_set()]
         for pair in open_now:
             pair.held.set()
+        return len(open_now)
+
+    def reset(self) -> int:
+        """Ends every connection open now: the client's side with a reset
+        (as a firewall or NAT that forgot it answers), the server's with a
+        close, so the server ends its session and stays up. The client
+        learns of it only when it next reads. How many were ended."""
+        with self._lock:
+            open_now = [p for p in self._pairs if not p.ended.is_set()]
+        for pair in open_now:
+            # Linger 0: the close sends a reset, not an orderly end.
+            pair.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            pair.held.set()
+            pair.close()
         return len(open_now)
 
     def close(self) -> None:

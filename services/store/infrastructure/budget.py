@@ -40,6 +40,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from recallatron import deadline
+from services.store.infrastructure.liveness import looks_alive
 
 log = logging.getLogger("recallatron.store.budget")
 
@@ -49,6 +50,9 @@ CLOSE_WAIT_SECONDS = 2.0
 # With the budget full, an idle connection unused this long is closed ahead of
 # need: it is the one the next workspace to wake would close anyway.
 CLOSE_AHEAD_AFTER_SECONDS = 0.25
+# An idle connection lent after this long is looked at first (liveness.py):
+# one found ended while idle is replaced, not handed to the call.
+CHECK_IDLE_AFTER_SECONDS = 1.0
 
 
 class BudgetTimeout(Exception):
@@ -111,6 +115,7 @@ class _Waiter:
     # Set when granted: an idle connection, or None with ``slot`` True (open
     # a new one, after closing ``victim`` when one is given).
     conn: psycopg.Connection | None = None
+    idle_since: float = 0.0
     slot: bool = False
     victim: psycopg.Connection | None = None
     # Where the victim was idle, and since when: it goes back there when the
@@ -276,7 +281,13 @@ class ServerBudget:
             self._give_back(waiter)
             deadline.remaining()  # raises: the call is abandoned
         if waiter.conn is not None:
-            return waiter.conn
+            if time.monotonic() - waiter.idle_since < CHECK_IDLE_AFTER_SECONDS:
+                return waiter.conn
+            if looks_alive(waiter.conn):
+                return waiter.conn
+            # Ended while idle: its place goes to a new connection.
+            log.info("an idle connection was found ended; opening another")
+            waiter.victim, waiter.conn, waiter.slot = waiter.conn, None, True
         if not waiter.slot:
             raise PoolClosed(pool.name)
         if waiter.victim is not None:
@@ -383,7 +394,7 @@ class ServerBudget:
             if pool.in_use >= pool.max_size:
                 continue
             if pool.idle:
-                waiter.conn = pool.idle.pop()[0]  # the most recent: still warm
+                waiter.conn, waiter.idle_since = pool.idle.pop()  # the most recent: warm
             elif pool.in_use and now - pool.woke_at < self.grow_after:
                 continue
             else:

@@ -253,29 +253,42 @@ def caller_transaction(
         "recallatron.purpose": caller.purpose,
         **(settings or {}),
     }
-    with pool.connection() as conn:
-        if left is not None:
-            # Read again: the connection may have taken a while to come.
-            left = deadline.remaining() or left
-            ms = max(1, int(left * 1000))
-            if ms < pool.statement_timeout_ms:
-                local["statement_timeout"] = str(ms)
-        # The transaction is opened by our own BEGIN, sent with the settings,
-        # so the driver must not send one of its own first: autocommit for
-        # the block's length (statements still run inside our transaction;
-        # a nested conn.transaction() becomes a savepoint, as before).
-        conn.autocommit = True
-        try:
-            statement = begin_with_settings(len(local))
-            psycopg.ClientCursor(conn).execute(statement, [x for kv in local.items() for x in kv])
-            yield conn
-            conn.commit()
-        except BaseException:
-            if not conn.closed and conn.info.transaction_status in _OPEN:
-                with suppress(psycopg.Error):
-                    conn.rollback()
-            raise
-        finally:
-            # A connection not idle now is discarded by the pool (release).
-            if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
-                conn.autocommit = False
+    # A connection that died while idle (and looked alive when lent) fails
+    # the first message, our BEGIN with its settings: no statement of the
+    # block has run, so the block goes once more on another connection.
+    # Never after the block began: a write may have run.
+    for attempt in (1, 2):
+        with pool.connection() as conn:
+            if left is not None:
+                # Read again: the connection may have taken a while to come.
+                left = deadline.remaining() or left
+                ms = max(1, int(left * 1000))
+                if ms < pool.statement_timeout_ms:
+                    local["statement_timeout"] = str(ms)
+            # The transaction is opened by our own BEGIN, sent with the
+            # settings, so the driver must not send one of its own first:
+            # autocommit for the block's length (statements still run inside
+            # our transaction; a nested conn.transaction() becomes a savepoint).
+            conn.autocommit = True
+            try:
+                try:
+                    statement = begin_with_settings(len(local))
+                    values = [x for kv in local.items() for x in kv]
+                    psycopg.ClientCursor(conn).execute(statement, values)
+                except psycopg.OperationalError:
+                    if attempt > 1 or not conn.broken:
+                        raise
+                    log.info("a pooled connection was found ended; the call goes again")
+                    continue  # the pool discards the broken connection
+                yield conn
+                conn.commit()
+                return
+            except BaseException:
+                if not conn.closed and conn.info.transaction_status in _OPEN:
+                    with suppress(psycopg.Error):
+                        conn.rollback()
+                raise
+            finally:
+                # A connection not idle now is discarded by the pool (release).
+                if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
+                    conn.autocommit = False
