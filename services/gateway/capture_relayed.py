@@ -235,6 +235,21 @@ def _relayer(found: re.Match[str]) -> str | None:
     return None
 
 
+# A subject and a phrase set apart after it, at a sentence's start: the verb
+# after them is theirs ("Ada, our lead, confirmed the booking"), not one put
+# after a claim ("..., confirmed the client"). How far back it is looked for.
+_SUBJECT_ASIDE = re.compile(rf"(?:^|[.;:!]\s+|\s(?:and|but)\s+){_WHO}{_NAME}{_SET_APART}\s*$", _I)
+_SUBJECT_ASIDE_CHARS = 200
+
+
+def _after_its_subject(claim: str, verb_at: int) -> bool:
+    """Whether the verb at ``verb_at`` follows its own subject and an aside."""
+    start = max(0, verb_at - _SUBJECT_ASIDE_CHARS)
+    # A cut start is no sentence's start: the NUL keeps '^' from reading it as one.
+    head = claim[start:verb_at] if start == 0 else "\0" + claim[start:verb_at]
+    return _SUBJECT_ASIDE.search(head) is not None
+
+
 def second_hand(claim: str) -> str | None:
     """The words that relay ``claim`` from someone else, if any: a verb of
     saying or hearing whose subject is not the speaker ("I told Bob ..." is the
@@ -246,6 +261,9 @@ def second_hand(claim: str) -> str | None:
         who = _relayer(found)
         verb = found.group("verb") or found.group("after") or found.group("before") or ""
         heard = verb.lower().startswith("hear")
+        if found.group("before") and _after_its_subject(claim, found.start("before")):
+            pos = found.start() + 1
+            continue
         if who is None or not (_WRITTEN.fullmatch(who) or (who in _OWN and not heard)):
             return found.group(0).strip(" ,;:.!(-\u2014\u2013\u2026\"'\u201d\u2019\u00bb")
         pos = found.start() + 1

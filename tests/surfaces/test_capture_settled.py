@@ -295,3 +295,26 @@ def test_another_persons_want_of_a_thing_is_a_preference_stated() -> None:
         ],
         says="second-hand",
     )
+
+
+def test_a_verb_after_its_subjects_aside_is_no_teller_put_after_a_claim() -> None:
+    """Rule 4: in "Ada, our lead, confirmed the booking" the verb has its
+    subject, Ada, before the aside; it is no "..., says the client" closing a
+    claim (each was second-hand, 'confirmed the booking'), and that form stays
+    second-hand."""
+    decided_as(capture.STORE, [
+        ("Remember that Ada, our lead, confirmed the booking.",
+         "Ada, our lead, confirmed the booking"),
+        ("Remember that Bob, in 2019, wrote the parser.", "Bob, in 2019, wrote the parser"),
+        ("Remember that the client, as usual, posted the invoice.",
+         "The client, as usual, posted the invoice"),
+    ])  # fmt: skip
+    decided_as(
+        capture.HEDGED,
+        [
+            "Remember that the deploy is on Friday, said the client.",
+            "Remember that the deploy, in the end, moved to Friday, said the client.",
+            "Remember that the deploy moved to Friday, as planned, said the client.",
+        ],
+        says="second-hand",
+    )
