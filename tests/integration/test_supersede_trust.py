@@ -14,7 +14,9 @@ import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
+from recallatron_devkit.stack import Stack
 from tests.conftest import Team
+from tests.dbutil import query
 
 pytestmark = pytest.mark.integration
 
@@ -239,3 +241,33 @@ def test_the_successor_of_a_memory_whose_source_was_forgotten_stays_out_of_recal
     taken = _supersede(ada, second.id, "Quetzal hint: the cat Miso", source_ids=[other.id])
     recalled = {r.memory.id for r in ada.recall("Quetzal", mode="lexical").outcome.results}
     assert recalled == {other.id}, (own.id, taken.memory.id)
+
+
+def test_a_chain_of_supersedes_of_a_derived_memory_keeps_its_links_bounded(
+    stack: Stack, team: Team
+) -> None:
+    """Each successor restates the same two sources (given again on some hops,
+    carried on the others): it is derived from exactly those two, once each,
+    whatever the chain's length, and the chain's link rows grow by two a hop."""
+    ada = team.clients["ada"]
+    sources = [ada.remember(f"Quetzal fact {i}").memory.id for i in range(2)]
+    current = ada.derive(sources, "Quetzal facts, together").memory
+    chain = [current.id]
+    for hop in range(30):
+        given = sources if hop % 2 == 0 else []
+        current = _supersede(ada, current.id, f"Quetzal facts, take {hop}", source_ids=given).memory
+        chain.append(current.id)
+    rows = query(
+        stack,
+        team.database_name,
+        "SELECT memory_id::text, kind::text, target_id::text FROM memory_link"
+        " WHERE memory_id = ANY(%s::uuid[])",
+        (chain,),
+    )
+    per_memory: dict[str, list[tuple[str, str]]] = {m: [] for m in chain}
+    for memory_id, kind, target in rows:
+        per_memory[memory_id].append((kind, target))
+    expected = sorted(("derived_from", s) for s in sources)
+    assert {m: sorted(links) for m, links in per_memory.items()} == dict.fromkeys(chain, expected)
+    read = ada.read([current.id]).memories[0]
+    assert sorted(link.target.id for link in read.links) == sorted(sources)
