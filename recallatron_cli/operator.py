@@ -21,6 +21,7 @@ from recallatron_cli import common
 
 if TYPE_CHECKING:
     from services.store.domain.control import ControlPlane
+    from services.store.domain.control_records import Workspace
     from services.store.infrastructure.db import Databases
     from services.store.settings import StoreSettings
 
@@ -181,7 +182,7 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     from services.store.infrastructure.migrate import latest_version
 
     parallel = max(1, args.parallel)
-    failed = done = 0
+    failed = done = gone = 0
     with _store(admin_connections=parallel) as (dbs, control):
         try:
             everything = control.all_workspace_locations()
@@ -194,7 +195,9 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
                     _failure(f"server {server}: template not refreshed: {dbs.redact(str(exc))}")
             pool = ThreadPoolExecutor(parallel, thread_name_prefix="migrate")
             with Progress("migrating", len(workspaces), "workspaces") as bar:
-                futures = {pool.submit(control.migrate, ws): ws for ws in workspaces}
+                futures = {
+                    pool.submit(_migrate_where_it_is, dbs, control, ws): ws for ws in workspaces
+                }
                 for future in completed(futures):
                     ws = futures[future]
                     try:
@@ -204,7 +207,10 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
                         _failure(f"{ws.slug}: failed: {dbs.redact(str(exc))}")
                     else:
                         done += 1
-                        if applied or args.verbose:
+                        if applied is None:
+                            gone += 1
+                            bar.echo(f"{ws.slug}: deleted since migrate-db started; passed over")
+                        elif applied or args.verbose:
                             bar.echo(
                                 f"{ws.slug}: {', '.join(applied) if applied else 'up to date'}"
                             )
@@ -225,10 +231,29 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
         )
         return 1
     print(
-        f"migrations done: {len(workspaces)} workspaces brought to "
+        f"migrations done: {len(workspaces) - gone} workspaces brought to "
         f"{latest_version('workspace')}, {len(everything) - len(workspaces)} already there"
+        + (f", {gone} deleted meanwhile" if gone else "")
     )
     return 0
+
+
+def _migrate_where_it_is(dbs: Databases, control: ControlPlane, ws: Workspace) -> list[str] | None:
+    """``ws`` migrated (the migrations applied), where it is now: listed
+    before a deletion or a move, its database may be gone from where the
+    listing said. None when the workspace was deleted (after any deletion
+    under way has ended); moved, it is migrated on its new server."""
+    from services.embedding_job.deletions import deleted_meanwhile
+
+    try:
+        return control.migrate(ws)
+    except Exception:
+        if deleted_meanwhile(dbs, control, ws.id):
+            return None
+        now = control.workspace(ws.id, fresh=True)
+        if (now.server, now.database_name) == (ws.server, ws.database_name):
+            raise
+    return control.migrate(now)
 
 
 def _failure(line: str) -> None:
