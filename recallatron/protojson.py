@@ -114,6 +114,7 @@ ShownTable = Mapping[str, Shown]
 _NO_ARG = Arg()
 _NO_ARGS = Args()
 _NO_SHOWN = Shown()
+_NOT_EMPTY: JSON = {"minLength": 1}  # a string the servers refuse empty
 
 
 # -- plain values ----------------------------------------------------------------------
@@ -226,13 +227,16 @@ def _arg_properties(descriptor: Descriptor, table: ArgTable) -> tuple[JSON, list
         name = arg.name or f.name
         one = _arg_value(f, table)
         if f.is_repeated:
-            # A list of an enum's names holds at most as many as the enum has:
-            # more could only repeat one (the gateway refuses them).
+            # A list of an enum's names: at most as many as it has (the gateway refuses more).
             bound = {"maxItems": len(one["enum"])} if "enum" in one else {}
-            items = {**one, **arg.items}
+            plain = _NOT_EMPTY if one == {"type": "string"} else {}  # an empty item: none
+            items = {**one, **plain, **arg.items}
             properties[name] = {"type": "array", "items": items, **bound, **arg.schema}
         else:
-            properties[name] = {**one, **arg.schema}
+            choice = f.containing_oneof  # "" is no choice; `optional` makes a oneof of one
+            chosen = arg.required or (choice is not None and len(choice.fields) > 1)
+            plain = _NOT_EMPTY if chosen and one == {"type": "string"} else {}
+            properties[name] = {**one, **plain, **arg.schema}
         if arg.required:
             required.append(name)
     return properties, required
@@ -247,7 +251,7 @@ def _arg_value(f: FieldDescriptor, table: ArgTable) -> JSON:
     if message.full_name == TIMESTAMP:
         return {"type": "string", "format": "date-time"}
     if message.full_name == AUDIENCE:
-        return {"type": "string"}
+        return {"type": "string", **_NOT_EMPTY}
     properties, required = _arg_properties(message, table)
     out: JSON = {"type": "object", "properties": properties}
     if required:
