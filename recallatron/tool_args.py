@@ -49,6 +49,8 @@ REQUEST_ID = Arg(
     required=True,
 )
 REQUIRED = Arg(required=True)
+# A memory's id: the gateway refuses any other value ("id: must be a UUID").
+REQUIRED_ID = Arg(UUID, required=True)
 REASON = Arg({"maxLength": MAX_REASON})
 REQUIRED_REASON = Arg(REASON.schema, required=True)
 VALIDITY = {
@@ -151,6 +153,6 @@ def new_memory(audience_default: str) -> dict[str, Arg]:
 # A change to one memory, refused when it changed since it was read.
 REVISION_CHECKED = {
     "request_id": REQUEST_ID,
-    "id": REQUIRED,
+    "id": REQUIRED_ID,
     "expected_revision": Arg({"minimum": 1}, required=True),
 }

@@ -39,7 +39,7 @@ from recallatron.tool_args import (
     REASON,
     REPLACE_CLAIMS,
     REQUEST_ID,
-    REQUIRED,
+    REQUIRED_ID,
     REQUIRED_REASON,
     REVISION_CHECKED,
     TITLE,
@@ -378,7 +378,7 @@ TOOLS: tuple[Tool, ...] = (
         "Forget",
         {
             "request_id": REQUEST_ID,
-            "id": REQUIRED,
+            "id": REQUIRED_ID,
             "reason": REQUIRED_REASON,
             "purpose": PURPOSE,
             "expected_revision": Arg(
