@@ -17,11 +17,13 @@ import psycopg
 import pytest
 
 from recallatron import errors
-from recallatron_devkit.localpg import LocalPostgres
+from recallatron_devkit.localpg import SUPERUSER, LocalPostgres
 from recallatron_devkit.stack import free_port
 from services.store.infrastructure import budget as budget_module
 from services.store.infrastructure.budget import ServerBudget
+from services.store.infrastructure.db import Databases
 from services.store.infrastructure.transactions import Caller, WorkspacePool, caller_transaction
+from services.store.settings import StoreSettings
 from tests.faults.tcp_proxy import TcpProxy
 from tests.faults.test_vanished_server import _through
 
@@ -137,3 +139,24 @@ def test_a_call_cut_after_a_statement_ran_is_not_run_again(
     assert _count(postgres, value) == 0
     # The pool serves the next call on a fresh connection.
     _backend(pool)
+
+
+def test_the_control_pools_connection_cut_while_idle_is_replaced_when_lent(
+    postgres: LocalPostgres, proxy: TcpProxy
+) -> None:
+    """The control plane's pool (psycopg_pool's) as well: its idle
+    connection ended, the next call is served on another."""
+    url = f"postgresql://{SUPERUSER}:{postgres.superuser_password}@127.0.0.1:{proxy.port}/postgres"
+    dbs = Databases(StoreSettings(database_url=url, app_password=postgres.app_password))
+    try:
+        dbs.bootstrap()
+        assert dbs.control is not None
+        dbs.control.wait()
+        with dbs.control_conn() as conn:
+            first = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert proxy.reset() >= 1
+        with dbs.control_conn() as conn:
+            second = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert second != first
+    finally:
+        dbs.close()

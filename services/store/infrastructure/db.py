@@ -17,11 +17,8 @@ from psycopg_pool import ConnectionPool
 
 from recallatron import deadline, errors
 from services.store.infrastructure import migrate
-from services.store.infrastructure.budget import (
-    DatabasePool,
-    ServerBudget,
-    closing_and_waiting,
-)
+from services.store.infrastructure.budget import DatabasePool, ServerBudget, closing_and_waiting
+from services.store.infrastructure.liveness import check_alive
 from services.store.infrastructure.reach import Identity, SameServers, check_budget, identify
 from services.store.infrastructure.reaper import Reaper
 from services.store.infrastructure.servers import (
@@ -219,6 +216,7 @@ class Databases:
             kwargs={"options": f"-c statement_timeout={self.settings.statement_timeout_ms}"},
             open=True,
             configure=configure_connection,
+            check=check_alive,
             name="control",
         )
 

@@ -28,3 +28,10 @@ def looks_alive(conn: psycopg.Connection) -> bool:
     except (OSError, psycopg.Error):
         return False
     return pgconn.status == ConnStatus.OK and pgconn.transaction_status == TransactionStatus.IDLE
+
+
+def check_alive(conn: psycopg.Connection) -> None:
+    """psycopg_pool's ``check`` (the control plane's pool): a connection
+    found ended is discarded and another lent in its place."""
+    if not looks_alive(conn):
+        raise psycopg.OperationalError("the connection ended while idle")
