@@ -44,12 +44,21 @@ def test_a_file_put_into_the_directory_given_while_the_export_ran_is_kept(
     assert sorted(p.name for p in out.iterdir()) == [name]  # no partial archive, no staging
 
 
-def test_a_directory_made_where_a_new_one_was_to_go_is_kept(tmp_path: Path) -> None:
-    """``out`` new at the start, someone's directory there at the end."""
+@pytest.mark.parametrize("holding", [False, True], ids=["empty", "holding a file"])
+def test_a_directory_made_where_a_new_one_was_to_go_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holding: bool
+) -> None:
+    """``out`` new at the start, someone's directory there at the end. Where
+    the filesystem has no RENAME_NOREPLACE, a plain rename replaces at most
+    an empty directory: one holding a file is kept all the same."""
+    if holding:
+        monkeypatch.setattr(archive_export, "_RENAMEAT2", None)
     out = tmp_path / "new"
     staging = stage(out)
     (staging.directory / fmt.MANIFEST).write_bytes(b"{}\n")
     out.mkdir()
+    if holding:
+        (out / "notes.txt").write_bytes(b"mine\n")
     try:
         with pytest.raises(errors.InvalidArgument) as err:
             staging.finish()
@@ -57,7 +66,7 @@ def test_a_directory_made_where_a_new_one_was_to_go_is_kept(tmp_path: Path) -> N
     finally:
         staging.release()
     assert str(out) in err.value.description
-    assert out.is_dir() and list(out.iterdir()) == []
+    assert [p.name for p in out.iterdir()] == (["notes.txt"] if holding else [])
     assert [p for p in tmp_path.iterdir() if STAGING in p.name] == []
 
 

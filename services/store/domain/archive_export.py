@@ -257,20 +257,20 @@ _RENAMEAT2 = getattr(_LIBC, "renameat2", None)
 def _move_new(src: Path, dst: Path) -> None:
     """``src`` renamed to ``dst`` only while nothing is at ``dst``, in one
     step (a plain rename replaces a file there, or an empty directory):
-    renameat2's RENAME_NOREPLACE, or for a file on a filesystem without it a
-    hard link (which never replaces) and the old name removed. Where neither
-    is possible the move is refused (OSError) rather than risk a file."""
+    renameat2's RENAME_NOREPLACE. On a filesystem without it a file is moved
+    by a hard link (which never replaces) and its old name removed, and a
+    directory by a plain rename (which replaces at most an empty directory);
+    a file that cannot be linked is refused (OSError), not risked."""
     if _RENAMEAT2 is not None:
-        if (
-            _RENAMEAT2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
-            == 0
-        ):
+        names = (os.fsencode(src), os.fsencode(dst))
+        if _RENAMEAT2(_AT_FDCWD, names[0], _AT_FDCWD, names[1], _RENAME_NOREPLACE) == 0:
             return
         err = ctypes.get_errno()
         if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
             raise OSError(err, os.strerror(err), str(dst))
     if src.is_dir():
-        raise OSError(errno.ENOTSUP, "the filesystem cannot rename without replacing", str(dst))
+        os.rename(src, dst)  # replaces at most an empty directory: no file is lost
+        return
     os.link(src, dst)
     os.unlink(src)
 
