@@ -22,6 +22,7 @@ from services.store.domain.deletion import WorkspaceDeletion
 from services.store.domain.kept_copies import KeptCopies
 from services.store.domain.moving import Mover
 from services.store.infrastructure.db import Databases
+from services.store.settings import StoreSettings
 from tests.two_servers import before_step
 from tests.two_servers import servers as servers  # the fixture
 from tests.two_servers import store as store  # the fixture
@@ -232,3 +233,53 @@ def test_a_later_move_to_that_target_replaces_what_a_rolled_back_move_left(
     assert control.workspace(ws.id, fresh=True).server == "b"
     assert databases_named(servers, ws.database_name) == ["b"]
     assert KeptCopies(dbs).listed(ws.id) == []
+
+
+@pytest.mark.parametrize("target", ["configured", "no longer configured"])
+def test_a_deletion_rolls_back_a_move_whose_mover_died_before_the_seal(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+) -> None:
+    """A mover killed while copying leaves its record at `copying`, the
+    source serving: the deletion was refused ("a move of it is under way;
+    finish it first") with no move running, until someone moved the
+    workspace afresh; with the target gone from the settings not even that
+    (the rerun's rollback met "unknown server 'b'"), so never."""
+    dbs, control = store
+    ws = control.create_workspace(f"dead-{uuid.uuid4().hex[:8]}", "default")
+
+    def killed() -> None:
+        # No rollback: a killed mover runs none.
+        monkeypatch.setattr(Mover, "rollback", lambda *_args: None)
+        raise KeyboardInterrupt
+
+    before_step(monkeypatch, "copied", killed)
+    with pytest.raises(KeyboardInterrupt):
+        Mover(dbs, control).move(ws.id, "b")
+    monkeypatch.undo()
+    assert sorted(databases_named(servers, ws.database_name)) == ["b", "default"]
+    if target == "configured":
+        deleted = WorkspaceDeletion(dbs, control).delete(ws.id, ws.slug)
+        assert deleted.copies_left == []
+        assert databases_named(servers, ws.database_name) == []
+        return
+    only_default = Databases(
+        StoreSettings(
+            database_url=servers["default"].url,
+            app_password=servers["default"].app_password,
+            app_password_scram_iterations=1,
+        )
+    )
+    only_default.bootstrap()
+    try:
+        deleted = WorkspaceDeletion(only_default, ControlPlane(only_default)).delete(ws.id, ws.slug)
+    finally:
+        only_default.close()
+    # The copy on the server no longer configured is named, and recorded.
+    assert deleted.copies_left == [f"b/{ws.database_name}"]
+    assert databases_named(servers, ws.database_name) == ["b"]
+    assert [str(c) for c in KeptCopies(dbs).listed(ws.id)] == [f"b/{ws.database_name}"]
+    KeptCopies(dbs).drop(KeptCopies(dbs).listed(ws.id))
+    assert databases_named(servers, ws.database_name) == []

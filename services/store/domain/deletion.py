@@ -26,7 +26,8 @@ A deletion and a move of the workspace exclude each other: the deletion
 holds the move's lock for its whole course, so it is refused while a move
 runs (one started before its record was written too), and a move is refused
 while it runs; otherwise a move could copy the database to a server the
-deletion never drops."""
+deletion never drops. A move recorded short of its seal whose mover is gone
+is rolled back by the deletion; one past its seal must be finished first."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ import psycopg
 from recallatron import errors
 from services.store.domain.control_records import Workspace
 from services.store.domain.kept_copies import KeptCopies
+from services.store.domain.moving import Mover
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import move_queries
@@ -77,6 +79,17 @@ def _hold_off_moves(guard: psycopg.Connection, ws: Workspace) -> None:
 
 
 class WorkspaceDeletion(OnWorkspaces):
+    def _roll_back_unsealed_move(self, ws: Workspace) -> None:
+        """A move recorded short of its seal is one whose mover is gone (the
+        guard holds the move lock): its source still serves, so it is rolled
+        back as a rerun would, rather than keep the workspace from being
+        deleted until someone moves it afresh (or forever, its target no
+        longer configured). One past its seal must be finished first."""
+        with self.dbs.control_conn() as conn:
+            row = conn.execute(move_queries.MOVE_OF, (ws.id,)).fetchone()
+        if row is not None and row[2] == "copying":
+            Mover(self.dbs, self.control).rollback(ws.id, ws.database_name, row[0], row[1])
+
     def find(self, given: str) -> Workspace:
         """The workspace ``given`` names by id or slug (checked as every call
         naming one is, ControlPlane.workspace_named); NOT_FOUND, saying so
@@ -128,6 +141,7 @@ class WorkspaceDeletion(OnWorkspaces):
             yield guard, ws
 
     def _delete(self, ws: Workspace) -> Deleted:
+        self._roll_back_unsealed_move(ws)
         with self.dbs.control_conn() as conn:
             if conn.execute(q.MOVE_PENDING, (ws.id,)).fetchone():
                 raise errors.FailedPrecondition(

@@ -410,11 +410,12 @@ class Mover:
                 # Left there by an earlier rollback, and gone now.
                 with self._control() as conn:
                     conn.execute(q.FORGET_KEPT_COPY, (target, database))
-        except psycopg.OperationalError:
-            # A target that no longer answers keeps what the move made there
-            # (the source serves on, and the move's record goes): the
-            # workspace must not be stuck behind a server that is gone. The
-            # copy is recorded, so that deleting the workspace drops it.
+        except (psycopg.OperationalError, errors.InvalidArgument):
+            # A target that no longer answers (or is no longer configured)
+            # keeps what the move made there (the source serves on, and the
+            # move's record goes): the workspace must not be stuck behind a
+            # server that is gone. The copy is recorded, so that deleting
+            # the workspace drops it (or names it left, its server unknown).
             if target != source:
                 KeptCopies(self.dbs).record(target, database, workspace_id)
             self.log(
