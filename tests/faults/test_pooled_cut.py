@@ -9,6 +9,7 @@ idle connection and carries new ones, on an embedded Postgres of its own."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from recallatron import errors
+from recallatron import deadline, errors
 from recallatron_devkit.localpg import SUPERUSER, LocalPostgres
 from recallatron_devkit.stack import free_port
 from services.store.infrastructure import budget as budget_module
@@ -24,6 +25,7 @@ from services.store.infrastructure.budget import ServerBudget
 from services.store.infrastructure.db import Databases
 from services.store.infrastructure.transactions import Caller, WorkspacePool, caller_transaction
 from services.store.settings import StoreSettings
+from tests.conftest import wait_for
 from tests.faults.tcp_proxy import TcpProxy
 from tests.faults.test_vanished_server import _through
 
@@ -160,3 +162,37 @@ def test_the_control_pools_connection_cut_while_idle_is_replaced_when_lent(
         assert second != first
     finally:
         dbs.close()
+
+
+def test_an_abandoned_call_on_a_connection_that_went_silent_ends(
+    pool: WorkspacePool, proxy: TcpProxy
+) -> None:
+    """A proxy or balancer between that still acknowledges what is sent (so
+    no keepalive or user timeout ever fires) while nothing reaches the
+    server: the call's first message is never answered and a cancel reaches
+    a backend that runs nothing. Abandoned at its deadline, the call must
+    still end (its thread and connection freed), not wait for ever."""
+    _backend(pool)
+    assert proxy.blackhole() == 1
+    scope = deadline.Scope(60.0)
+    outcome: list[BaseException | None] = []
+
+    def call() -> None:
+        leave = deadline.enter(scope)
+        try:
+            _backend(pool)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+        finally:
+            leave()
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(1.0)
+    assert thread.is_alive(), outcome
+    scope.abandon()
+    wait_for(lambda: outcome or None, "the abandoned call ended", timeout=30.0)
+    assert isinstance(outcome[0], errors.DeadlineExceeded | errors.Unavailable), outcome
+    # Its place in the pool is free again: the next call is served.
+    assert _backend(pool)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -162,12 +164,21 @@ GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
 # call was abandoned (sending one opens a connection to the server).
 _CANCELLER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pg-cancel")
 CANCEL_TIMEOUT_SECONDS = 2.0
+# After a cancel, how long an abandoned call may still hold its connection
+# before the connection is taken for one nothing answers on (a cancelled
+# statement ends within milliseconds).
+CUT_AFTER_SECONDS = 5.0
 
 
 class _CancelGuard:
     """Cancels what a connection runs for an abandoned call, and only while
     the call still holds it: the lock keeps a late cancel from reaching the
-    next call the pool lends the connection to."""
+    next call the pool lends the connection to. A call still holding it
+    CUT_AFTER_SECONDS after the cancel was waiting on a connection nothing
+    answers on (a proxy or balancer between that acknowledges what is sent
+    while nothing reaches the server: no keepalive or user timeout fires,
+    and the cancel reaches a backend running nothing): its socket is shut,
+    which ends the wait; the pool then discards the broken connection."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
@@ -186,6 +197,22 @@ class _CancelGuard:
                 log.info("statement cancelled: its call was abandoned")
             except Exception as exc:  # a failed cancel leaves statement_timeout to act
                 log.warning("could not cancel a statement", extra={"error": str(exc)})
+        cut = threading.Timer(CUT_AFTER_SECONDS, self._cut)
+        cut.daemon = True
+        cut.start()
+
+    def _cut(self) -> None:
+        with self.lock:
+            if self.released or self.conn.closed:
+                return
+            log.warning("an abandoned call's connection answered nothing; closing it")
+            # A copy of the descriptor: shutting it ends the connection's wait,
+            # closing it leaves libpq's own to the pool's discard.
+            with (
+                suppress(OSError, psycopg.Error),
+                socket.socket(fileno=os.dup(self.conn.pgconn.socket)) as sock,
+            ):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def release(self) -> None:
         with self.lock:
