@@ -163,6 +163,15 @@ def workspace_id_or_none(control: ControlPlane, given: str) -> str | None:
         return None
 
 
+def _named_workspace(given: str | None) -> str | None:
+    """``--workspace`` as given (None: not given). Empty, it is refused
+    rather than taken for absent: an unset shell variable must not turn a
+    command on one workspace into one on every workspace."""
+    if given is not None and not given.strip():
+        raise common.invalid("workspace", "--workspace", "empty: give a workspace's slug or id")
+    return given
+
+
 def _workspace_id(control: ControlPlane, given: str) -> str:
     """The workspace ``given`` names by slug or id; NotFound when there is none."""
     found = workspace_id_or_none(control, given)
@@ -181,7 +190,9 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
 
     from services.store.infrastructure.migrate import latest_version
 
-    parallel = max(1, args.parallel)
+    if args.parallel < 1:
+        raise common.invalid("parallel", "--parallel", "at least 1")
+    parallel = args.parallel
     failed = done = gone = 0
     with _store(admin_connections=parallel) as (dbs, control):
         try:
@@ -280,12 +291,11 @@ def cmd_embed_job(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from services.embedding_job.deletions import deleted_meanwhile
 
+    named = _named_workspace(args.workspace)
     job = _job()
     # One workspace by slug or id (one lookup), else every one.
     workspaces = (
-        [_workspace_id(job.control, args.workspace)]
-        if args.workspace
-        else job.control.all_workspaces()
+        [_workspace_id(job.control, named)] if named is not None else job.control.all_workspaces()
     )
     for workspace_id in workspaces:
         try:
@@ -441,6 +451,7 @@ def _kept_copies(args: argparse.Namespace) -> int:
     a copy could not be dropped (docs/servers.md, Moving)."""
     from services.store.domain.kept_copies import KeptCopies
 
+    named = _named_workspace(getattr(args, "workspace", None))
     with _store() as (dbs, control):
         copies = KeptCopies(dbs)
         if args.servers_cmd == "kept":
@@ -448,8 +459,8 @@ def _kept_copies(args: argparse.Namespace) -> int:
                 owner = c.workspace_slug or f"deleted workspace {c.workspace_id}"
                 print(f"{c.server}\t{c.database}\t{owner}\tkept {c.kept_at.isoformat()}")
             return 0
-        if args.workspace:
-            chosen = copies.listed(_workspace_id(control, args.workspace))
+        if named is not None:
+            chosen = copies.listed(_workspace_id(control, named))
         else:
             chosen = copies.listed(deleted_only=True)
         left = copies.drop(chosen)

@@ -32,7 +32,7 @@ from services.store.domain.control_records import (
 from services.store.domain.token_records import TokenRecords
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Caller, Databases, WorkspacePool
-from services.store.infrastructure.servers import place
+from services.store.infrastructure.servers import place, unknown_server
 from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import queries as q
 
@@ -188,7 +188,10 @@ class ControlPlane(TokenRecords):
         return chosen
 
     def set_draining(self, server: str, draining: bool) -> None:
-        self.dbs.server_url(server)  # a configured name, or InvalidArgument
+        if server not in self.dbs.servers.names:
+            # InvalidArgument naming the field ('' too, which elsewhere means
+            # the default server: a mark is set on a name).
+            raise errors.InvalidArgument("server", unknown_server(server, self.dbs.servers.names))
         with self.dbs.control_conn() as conn:
             conn.execute(q.SET_SERVER_DRAINING, (server, draining))
 
