@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,27 +34,50 @@ REQUEST_KEY_VERSION = "sha256"
 
 def fingerprint(tool: str, *parts: Any) -> bytes:
     """What a write asked for, as a hash: the same for the same request in any
-    process (sets sorted, records by field, times in UTC), so a retry that
-    repeats its request replays it and one that does not is refused."""
+    process (sets sorted, records by field, times in UTC, ids in canonical
+    form), so a retry that repeats its request replays it and one that does
+    not is refused. ``parts`` given positionally are taken as they are (a
+    caller passes ids there already checked, so canonical)."""
     text = json.dumps([tool, *(_canonical(p) for p in parts)], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).digest()
 
 
-def _canonical(value: Any) -> Any:
+# The fields of a request's records that hold ids (an entity's, an episode's,
+# a memory's, a member's): the API takes an id in any spelling of a UUID, so
+# a retry may spell it otherwise. Only these: text that reads like a UUID (a
+# title, a claim's value) is compared as written.
+_ID_FIELD = re.compile(r".*_ids?|audience")
+
+
+def _canonical(value: Any, is_id: bool = False) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: _canonical(getattr(value, f.name), bool(_ID_FIELD.fullmatch(f.name)))
+            for f in dataclasses.fields(value)
+        }
     if isinstance(value, (set, frozenset)):
-        return sorted((_canonical(v) for v in value), key=repr)
+        return sorted((_canonical(v, is_id) for v in value), key=repr)
     if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
+        return [_canonical(v, is_id) for v in value]
     if isinstance(value, dict):
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat()
+    if is_id and isinstance(value, str):
+        return _id_form(value)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     # A sentinel such as "not given": its type names it.
     return type(value).__name__
+
+
+def _id_form(value: str) -> str:
+    """An id in its canonical form, as the tools check it (validation.uuid_str);
+    a value that is no UUID, which its tool refuses, as it is."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return value
 
 
 def request_key(member_id: str, request_id: str) -> str:
