@@ -18,6 +18,7 @@ from recallatron.vocabulary import (
     MAX_CLAIM_VALUE,
     MAX_CLAIMS,
     MAX_ENTITY_NAME,
+    MAX_FILTER_ENTITIES,
     MAX_IDENTIFIER,
     MAX_MENTIONS,
     MAX_REASON,
@@ -96,9 +97,10 @@ NESTED: dict[str, Args] = {
     # Recall takes its filters as arguments of its own (filters: inline).
     cpb.RecallFilters.DESCRIPTOR.full_name: Args(
         {
-            # The store's bound on the entities a recall may be restricted to.
+            # The bound on the entities a recall may be restricted to (the
+            # gateway's check, recallatron.recall_filters).
             "mention_entity_ids": Arg(
-                {"maxItems": MAX_MENTIONS, **UNIQUE}, name="mentions", items=UUID
+                {"maxItems": MAX_FILTER_ENTITIES, **UNIQUE}, name="mentions", items=UUID
             ),
             "include_superseded": Arg({"default": False}),
         }

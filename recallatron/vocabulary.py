@@ -119,6 +119,9 @@ ANSWER_BUDGET_BYTES = 4 * 1024 * 1024
 # entries counted as left out.
 BESIDE_BUDGET_BYTES = 1024 * 1024
 MAX_QUERY_CHARS = 2_000
+# Recall's filters.mention_entity_ids: the entities one recall may be
+# restricted to.
+MAX_FILTER_ENTITIES = 50
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10
 # Recall's limit as every surface states it: 0 (the proto's default, a field

@@ -14,7 +14,7 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 
-from recallatron import convert, errors, internal_auth
+from recallatron import convert, errors, internal_auth, recall_filters
 from recallatron.grpcserver import current_method
 from recallatron.peer import Method
 from recallatron.tools import TOOLS
@@ -152,6 +152,9 @@ class MemoryServicer(Forwarding):
             raise errors.InvalidArgument("limit", RECALL_LIMIT_RULE)
         enum_lists_bounded(request)
         MODE.parse(request.mode, "mode")
+        # Here, not first at the store's lexical arm: a bad filter must cost
+        # no query embedding and no store call.
+        recall_filters.check(request.filters.kinds, request.filters.mention_entity_ids)
         who = caller(ident, request.purpose)
         # History evidence exists only for the workspace owner: for anyone
         # else the flag changes nothing. The owner hears why it is left out

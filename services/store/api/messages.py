@@ -13,7 +13,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from recallatron import convert, errors, internal_auth
+from recallatron import convert, errors, internal_auth, recall_filters
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as gpb
 from recallatron.v1 import store_pb2 as pb
@@ -190,7 +190,8 @@ def names_of(terms: Terms[Any], values: Sequence[int], where: str, what: str) ->
 
 
 def filters_of(msg: cpb.RecallFilters) -> Filters:
-    kinds = names_of(KIND, msg.kinds, "filters.kinds", "a kind")
+    # The rules the gateway checks first (recallatron.recall_filters).
+    kinds = recall_filters.kinds(msg.kinds)
     return Filters(kinds, list(msg.mention_entity_ids), msg.include_superseded)
 
 

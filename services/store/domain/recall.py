@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import psycopg
 
-from recallatron import errors
+from recallatron import errors, recall_filters
 from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES, VECTOR_DIMENSIONS
 from services.store.domain import entity_groups
 from services.store.domain import validation as v
@@ -239,7 +239,7 @@ def walks(filters: Filters, expiry_days: int) -> bool:
 
 def _filter_params(filters: Filters, expiry_days: int) -> dict[str, object]:
     kinds = [v.kind(k) for k in filters.kinds]
-    entities = v.uuid_list(list(filters.mention_entity_ids), "filters.mention_entity_ids", 50)
+    entities = recall_filters.mention_entity_ids(list(filters.mention_entity_ids))
     return {
         "include_superseded": filters.include_superseded,
         "kinds": kinds,

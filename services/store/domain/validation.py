@@ -1,15 +1,18 @@
 """Input rules shared by every write. The names and limits are those of
-recallatron.vocabulary, which the tool schemas state too."""
+recallatron.vocabulary, which the tool schemas state too; the id rules those
+of recallatron.ids, which the gateway checks with too (imported here under
+their names)."""
 
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
-import uuid
 from collections.abc import Sequence
 
 from recallatron import errors
+from recallatron.ids import is_canonical_uuid as is_canonical_uuid
+from recallatron.ids import uuid_list as uuid_list
+from recallatron.ids import uuid_str as uuid_str
 from recallatron.vocabulary import KIND, KINDS, PURPOSE, PURPOSES, request_id_fault
 
 
@@ -69,25 +72,6 @@ def purposes(values: Sequence[str | None], field: str = "purposes") -> frozenset
     return frozenset(out)
 
 
-# The canonical form, which every id this service hands out has: accepted as is
-# (parsing each id of a 500-candidate list costs more than the query).
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def is_canonical_uuid(value: str) -> bool:
-    """Whether ``value`` is a UUID in the form this service hands out."""
-    return bool(_CANONICAL_UUID.fullmatch(value))
-
-
-def uuid_str(value: str, field: str) -> str:
-    if isinstance(value, str) and is_canonical_uuid(value):
-        return value
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise errors.InvalidArgument(field, "must be a UUID") from None
-
-
 def two_uuids(first: str, second: str, first_field: str, second_field: str) -> tuple[str, str]:
     """Two ids that must name two different rows (a pair to decide on)."""
     a = uuid_str(first, first_field)
@@ -104,25 +88,6 @@ def count(value: int, field: str, default: int, most: int) -> int:
     if not 1 <= value <= most:
         raise errors.InvalidArgument(field, f"must lie in [0, {most}]; 0 is the default, {default}")
     return value
-
-
-def uuid_list(values: Sequence[str], field: str, max_items: int, min_items: int = 0) -> list[str]:
-    if len(values) < min_items:
-        raise errors.InvalidArgument(field, f"at least {min_items} required")
-    if len(values) > max_items:
-        raise errors.InvalidArgument(field, f"at most {max_items} allowed")
-    try:
-        # All canonical (the common case): checked without a Python-level loop.
-        canonical = all(map(_CANONICAL_UUID.fullmatch, values))
-    except TypeError:
-        canonical = False
-    if canonical:
-        out = list(values)
-    else:
-        out = [uuid_str(v, f"{field}[{i}]") for i, v in enumerate(values)]
-    if len(set(out)) != len(out):
-        raise errors.InvalidArgument(field, "contains duplicates")
-    return out
 
 
 def uuid_array(ids: Sequence[str]) -> str:
