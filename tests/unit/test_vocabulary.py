@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_parse_and_name() -> None:
         ("link_kind", vocabulary.LINK_KIND),
     ],
 )
-def test_the_database_enums_say_the_same(sql_type: str, terms: vocabulary.Terms) -> None:
+def test_the_database_enums_say_the_same(sql_type: str, terms: vocabulary.Terms[Any]) -> None:
     declared = re.search(rf"CREATE TYPE {sql_type} AS ENUM \(([^)]*)\)", MIGRATION.read_text())
     assert declared is not None
     assert tuple(re.findall(r"'([a-z_]+)'", declared.group(1))) == terms.names
@@ -59,6 +60,7 @@ def test_tool_schemas_state_the_checked_limits() -> None:
     assert recall["limit"]["maximum"] == vocabulary.MAX_RECALL_LIMIT
     assert recall["limit"]["default"] == vocabulary.DEFAULT_RECALL_LIMIT
     assert recall["mode"]["enum"] == list(vocabulary.MODES)
+    assert recall["mentions"]["maxItems"] == vocabulary.MAX_FILTER_ENTITIES
     assert remember["kind"]["enum"] == list(vocabulary.KINDS)
     assert remember["title"]["maxLength"] == vocabulary.MAX_TITLE
     assert remember["body"]["maxLength"] == vocabulary.MAX_BODY
@@ -89,3 +91,12 @@ def test_the_api_document_states_the_same_limits() -> None:
     assert len(rows) >= 10
     for name, value in rows:
         assert getattr(vocabulary, name) == int(value), name
+    # And every limit is in it: a bound an agent or a client meets must not be
+    # one only the tool schema or the code states.
+    limits = {
+        name
+        for name, value in vars(vocabulary).items()
+        if isinstance(value, int) and (name.startswith("MAX_") or name.endswith("_BUDGET_BYTES"))
+    }
+    missing = sorted(limits - {name for name, _ in rows})
+    assert not missing, f"docs/api.md's Limits table lacks {missing}"
