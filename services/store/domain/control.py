@@ -3,6 +3,7 @@ hashed tokens, workspace settings."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -29,10 +30,10 @@ from services.store.domain.control_records import (
     WorkspacePage,
     WorkspaceSettings,
 )
+from services.store.domain.placement import DrainedMeanwhile, Placement, draining_refusal
 from services.store.domain.token_records import TokenRecords
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Caller, Databases, WorkspacePool
-from services.store.infrastructure.servers import place, unknown_server
 from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import queries as q
 
@@ -120,9 +121,41 @@ class ControlPlane(TokenRecords):
             )
         if taken:
             raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
-        server = self.choose_server(server)
-        workspace_id = str(uuid.uuid4())
-        database = f"ws_{uuid.UUID(workspace_id).hex}"
+        placement = Placement(self.dbs)
+        named = server
+        # Placed afresh while the server chosen drains meanwhile: each turn
+        # skips the servers draining, so it ends once they all drain.
+        while True:
+            workspace_id = str(uuid.uuid4())
+            database = f"ws_{uuid.UUID(workspace_id).hex}"
+            server = placement.reserve(named, database)
+            try:
+                if self._make_and_record(
+                    placement, workspace_id, slug, server, database, importing
+                ):
+                    return self.workspace(workspace_id)
+            except BaseException:
+                # Unreleased, a placement stops counting after its hold.
+                with deadline.detached(), contextlib.suppress(errors.DomainError):
+                    placement.release(database)
+                raise
+            # Drained once placed: placed afresh (a server named is refused).
+            placement.release(database)
+            if named:
+                raise draining_refusal(named)
+
+    def _make_and_record(
+        self,
+        placement: Placement,
+        workspace_id: str,
+        slug: str,
+        server: str,
+        database: str,
+        importing: bool,
+    ) -> bool:
+        """The workspace's database made on ``server``, then the workspace
+        recorded there; False when the server was marked draining meanwhile
+        (the database made is dropped)."""
         # A server that does not answer is UNAVAILABLE (retry), not a fault.
         with translate_db_errors():
             self.dbs.ensure_server(server)
@@ -130,7 +163,7 @@ class ControlPlane(TokenRecords):
             # recorded, so a recorded workspace always has a usable database.
             self.dbs.create_database(server, database)
         try:
-            with self.dbs.control_conn() as conn:
+            with placement.recording(server, database) as conn:
                 conn.execute(
                     q.INSERT_WORKSPACE,
                     (
@@ -149,7 +182,11 @@ class ControlPlane(TokenRecords):
             with translate_db_errors():
                 self.dbs.drop_database(server, database)
             raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists") from None
-        return self.workspace(workspace_id)
+        except DrainedMeanwhile:
+            with translate_db_errors():
+                self.dbs.drop_database(server, database)
+            return False
+        return True
 
     # -- named servers (docs/servers.md) ------------------------------------
 
@@ -164,36 +201,12 @@ class ControlPlane(TokenRecords):
         ]
 
     def choose_server(self, requested: str) -> str:
-        """The named server, checked; or the placement policy's choice."""
-        statuses = {s.name: s for s in self.servers()}
-        if requested:
-            if requested not in statuses:
-                self.dbs.server_url(requested)  # InvalidArgument naming the field
-            if statuses[requested].draining:
-                raise errors.FailedPrecondition(
-                    f"server: {requested!r} is draining; mark it open again first "
-                    "(recallatron servers undrain)",
-                    "server",
-                )
-            return requested
-        chosen = place(
-            statuses,
-            {n: s.workspaces for n, s in statuses.items()},
-            [n for n, s in statuses.items() if s.draining],
-        )
-        if chosen is None:
-            raise errors.FailedPrecondition(
-                "server: every configured server is draining; name one or open one", "server"
-            )
-        return chosen
+        """The named server, checked; or the placement policy's choice now
+        (nothing reserved: a creation places itself afresh)."""
+        return Placement(self.dbs).check(requested)
 
     def set_draining(self, server: str, draining: bool) -> None:
-        if server not in self.dbs.servers.names:
-            # InvalidArgument naming the field ('' too, which elsewhere means
-            # the default server: a mark is set on a name).
-            raise errors.InvalidArgument("server", unknown_server(server, self.dbs.servers.names))
-        with self.dbs.control_conn() as conn:
-            conn.execute(q.SET_SERVER_DRAINING, (server, draining))
+        Placement(self.dbs).set_draining(server, draining)
 
     def check_recorded_servers(self) -> None:
         """Every server a workspace records is named in settings: checked at
