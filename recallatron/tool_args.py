@@ -28,6 +28,13 @@ from recallatron.vocabulary import (
 )
 
 IDENTIFIER: dict[str, Any] = {"pattern": IDENTIFIER_PATTERN, "maxLength": MAX_IDENTIFIER}
+# An identifier or "": a proto3 string left empty is one not given, so the
+# servers cannot refuse "" where a value is optional (a mention's type), and an
+# agent that fills every property with "" must not be refused for it either.
+OPTIONAL_IDENTIFIER: dict[str, Any] = {
+    "pattern": f"^({IDENTIFIER_PATTERN.removeprefix('^').removesuffix('$')})?$",
+    "maxLength": MAX_IDENTIFIER,
+}
 UUID: dict[str, Any] = {"format": "uuid"}
 # A list of ids: the store refuses one given twice ("contains duplicates").
 UNIQUE: dict[str, Any] = {"uniqueItems": True}
@@ -67,7 +74,11 @@ NESTED: dict[str, Args] = {
             "entity_id": Arg(UUID),
             "name": Arg({"maxLength": MAX_ENTITY_NAME}),
             "type": Arg(
-                {**IDENTIFIER, "description": "A new entity's type, such as person or project."}
+                {
+                    **OPTIONAL_IDENTIFIER,
+                    "description": "A new entity's type, such as person or project; "
+                    "empty or left out: none.",
+                }
             ),
         },
         {
