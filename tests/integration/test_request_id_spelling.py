@@ -5,6 +5,7 @@ text that merely reads like a UUID is still text, compared as written."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,9 @@ from typing import Any
 import grpc
 import pytest
 
+from recallatron.client import Client
+from recallatron_devkit.stack import Stack
+from tests import dbutil
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
@@ -133,3 +137,39 @@ def test_text_that_reads_like_a_uuid_is_compared_as_written(team: Team) -> None:
             remember(text.upper())
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "request_id" in str(refused.value.details())
+
+
+def test_a_request_id_that_is_a_uuid_is_the_same_in_any_spelling(
+    stack: Stack, team: Team, operator: Client
+) -> None:
+    """The request id itself, when a UUID, as any id; one kept before in
+    another spelling (under the hash of that spelling) still replays spelled so."""
+    ada = team.clients["ada"]
+    rid = str(uuid.uuid4())
+    first = ada.remember("Once", request_id=rid.upper()).memory
+    for spell in (str, _spelled, _bare):
+        again = ada.remember("Once", request_id=spell(rid))
+        assert again.replayed and again.memory.id == first.id, spell
+
+    kept = str(uuid.uuid4())
+    made = ada.remember("Kept before", request_id=kept.upper()).memory
+    member = team.members["ada"]
+    # As a store before this one kept it: the hash of the id as spelled.
+    assert dbutil.query(
+        stack, team.database_name,
+        "UPDATE request_key SET request_id = %s WHERE request_id = %s RETURNING 1",
+        (_hashed(member, kept.upper()), _hashed(member, kept)),
+    ) == [(1,)]  # fmt: skip
+    again = ada.remember("Kept before", request_id=kept.upper())
+    assert again.replayed and again.memory.id == made.id
+
+    token_rid = str(uuid.uuid4())
+    token = operator.create_token(team.members["bob"], "ci", request_id=token_rid).token_id
+    with pytest.raises(grpc.RpcError) as retried:
+        operator.create_token(team.members["bob"], "ci", request_id=_spelled(token_rid))
+    assert retried.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert token in str(retried.value.details())
+
+
+def _hashed(member_id: str, request_id: str) -> str:
+    return hashlib.sha256(f"{member_id}:{request_id}".encode()).hexdigest()

@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 from services.store.domain import validation as v
 from services.store.domain.control_records import Member, WorkspaceSettings
-from services.store.domain.erasure import fingerprint, request_key
+from services.store.domain.erasure import fingerprint, request_keys
 from services.store.domain.member_removal import OPERATOR_ID
 from services.store.domain.tokens import NewToken, TokenRequest
 from services.store.domain.workspace_services import OnWorkspaces
@@ -42,8 +42,8 @@ def token_request(by: str, request_id: str, call: str, *asked: Any) -> TokenRequ
     given: such a call is made each time it is asked, as before."""
     if not request_id:
         return None
-    key = request_key(by, v.request_id(request_id))
-    return TokenRequest(key, call, fingerprint(call, *asked))
+    key, *spelled = request_keys(by, v.request_id(request_id))
+    return TokenRequest(key, call, fingerprint(call, *asked), spelled[0] if spelled else None)
 
 
 def _seconds(value: timedelta | None) -> float | None:

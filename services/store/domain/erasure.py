@@ -81,6 +81,21 @@ def _id_form(value: str) -> str:
 
 
 def request_key(member_id: str, request_id: str) -> str:
+    """The key a request id is kept under: one that is a UUID in its canonical
+    form, so a retry may spell it otherwise, as any id."""
+    return _hashed(member_id, _id_form(request_id))
+
+
+def request_keys(member_id: str, request_id: str) -> tuple[str, ...]:
+    """The keys a request id may have been kept under: :func:`request_key`,
+    then the id as spelled, which a request made before UUIDs were read in
+    canonical form was kept under (a retry of it with the same spelling still
+    replays)."""
+    keys = (request_key(member_id, request_id), _hashed(member_id, request_id))
+    return keys[:1] if keys[0] == keys[1] else keys
+
+
+def _hashed(member_id: str, request_id: str) -> str:
     # Lower case: Postgres writes a uuid so (migration 0010 hashes uuid::text).
     return hashlib.sha256(f"{member_id.lower()}:{request_id}".encode()).hexdigest()
 

@@ -21,7 +21,7 @@ from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_BODY, MAX_LINKS, MAX_MEN
 from services.store.domain import episodes, graph_claims
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
-from services.store.domain.erasure import fingerprint, request_key
+from services.store.domain.erasure import fingerprint, request_key, request_keys
 from services.store.domain.memory_reads import (
     GRAPH,
     LINKS,
@@ -94,10 +94,19 @@ class MemoryWrites(MemoryReads):
         return dataclasses.replace(new, audience=member)
 
     def _replay(
-        self, conn: psycopg.Connection, caller: Caller, key: str, tool: str, asked: bytes
+        self,
+        conn: psycopg.Connection,
+        caller: Caller,
+        keys: Sequence[str],
+        tool: str,
+        asked: bytes,
     ) -> str | None:
-        row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
-        if row is None:
+        """The memory an earlier attempt under any of ``keys`` (erasure.request_keys) made."""
+        for key in keys:
+            row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
+            if row is not None:
+                break
+        else:
             return None
         if row[0] != tool:
             raise errors.InvalidArgument(
@@ -186,11 +195,12 @@ class MemoryWrites(MemoryReads):
         :func:`fingerprint`) gets the first result's memory id back; the same
         request id with another request is refused."""
         # Stored and looked up as a hash only (design §8.6).
-        key = request_key(caller.member_id, v.request_id(request_id))
+        keys = request_keys(caller.member_id, v.request_id(request_id))
+        key = keys[0]
         pool = self.control.caller_pool(caller)
         try:
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, key, tool, asked)
+                existing = self._replay(conn, caller, keys, tool, asked)
                 if existing is None:
                     memory_id = write(conn)
                     conn.execute(
@@ -201,7 +211,7 @@ class MemoryWrites(MemoryReads):
             if "request_key" not in str(exc.diag.constraint_name or ""):
                 raise
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, key, tool, asked)
+                existing = self._replay(conn, caller, keys, tool, asked)
             assert existing is not None
             result = (existing, True)
         except errors.DomainError:
@@ -210,7 +220,7 @@ class MemoryWrites(MemoryReads):
             # one then found made: a revision moved on, a memory already
             # superseded or forgotten. Its answer is this one's.
             with caller_transaction(pool, caller) as conn:
-                existing = self._replay(conn, caller, key, tool, asked)
+                existing = self._replay(conn, caller, keys, tool, asked)
             if existing is None:
                 raise
             result = (existing, True)

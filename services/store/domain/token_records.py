@@ -95,6 +95,8 @@ class TokenRecords:
     def _check_request(conn: Any, request: TokenRequest) -> None:
         """Refuses a request id that already made a token."""
         row = conn.execute(q.TOKEN_OF_REQUEST, (request.key,)).fetchone()
+        if row is None and request.spelled_key is not None:
+            row = conn.execute(q.TOKEN_OF_REQUEST, (request.spelled_key,)).fetchone()
         if row is not None:
             raise replayed_request(request, str(row[0]), row[1], bytes(row[2]))
 

@@ -47,6 +47,9 @@ class TokenRequest:
     key: str
     call: str
     asked: bytes
+    # The key of the id as spelled, when not ``key`` (erasure.request_keys):
+    # a token made before request ids were read in canonical form has it.
+    spelled_key: str | None = None
 
 
 def replayed_request(
