@@ -453,15 +453,18 @@ def decide(text: str) -> Capture:
     )
 
 
-def check_ids(request_id: str, episode_id: str) -> None:
-    """The ids a capture passes on, checked whether or not its turn is stored."""
+def check_ids(request_id: str, episode_id: str) -> str:
+    """The ids a capture passes on, checked whether or not its turn is stored;
+    the episode's id (if any) in canonical form, as the turn's own request id
+    is made of it: any spelling of the same episode is the same turn."""
     if fault := request_id_fault(request_id):
         raise errors.InvalidArgument("request_id", fault)
-    if episode_id:
-        try:
-            uuid.UUID(episode_id)
-        except ValueError:
-            raise errors.InvalidArgument("episode_id", "must be a UUID") from None
+    if not episode_id:
+        return ""
+    try:
+        return str(uuid.UUID(episode_id))
+    except ValueError:
+        raise errors.InvalidArgument("episode_id", "must be a UUID") from None
 
 
 def body_with_time(body: str, occurred_at: datetime | None) -> str:

@@ -208,7 +208,7 @@ class MemoryServicer(Forwarding):
             convert.when(request.occurred_at, request.HasField("occurred_at"), "occurred_at"),
             "occurred_at",
         )
-        capture.check_ids(request.request_id, request.episode_id)
+        episode_id = capture.check_ids(request.request_id, request.episode_id)
         # A derived id reads the turn written alike (capture_ids.said_alike), and so
         # does the claim stored under it: one id, one request. A caller's own id
         # is retried with its own text, as it always was.
@@ -223,7 +223,7 @@ class MemoryServicer(Forwarding):
             request.text,
             occurred,
             who.purpose,
-            request.episode_id,
+            episode_id,
         )
         remember = self._remember(
             said,
@@ -231,7 +231,7 @@ class MemoryServicer(Forwarding):
             ident,
             who,
             occurred,
-            request.episode_id,
+            episode_id,
         )
         resp = self.peers.as_member(calls.REMEMBER, remember, who)
         # Words with no time and no request id of the caller's are one turn

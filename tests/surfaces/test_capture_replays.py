@@ -5,6 +5,7 @@ same turn."""
 from __future__ import annotations
 
 import unicodedata
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -32,3 +33,19 @@ def test_a_turn_replayed_with_other_whitespace_or_spelling_stores_once(team: Tea
         ):
             again = ada.capture(replay, occurred_at=occurred)
             assert again.stored and again.memory.id == first.memory.id, (replay, occurred)
+
+
+@pytest.mark.integration
+def test_a_turn_replayed_with_its_episode_id_spelled_otherwise_stores_once(team: Team) -> None:
+    """The episode's id in any spelling of a UUID is the same episode, so the
+    same turn in it is the same turn: the id read as spelled made another
+    request id, and a second memory."""
+    ada = team.clients["ada"]
+    episode = ada.create_episode("Standup", "2026-03-02T14:00:00Z").episode_id
+    turn = "Remember that the standup moves to 10am."
+    for occurred in (None, SAID):
+        first = ada.capture(turn, occurred_at=occurred, episode_id=episode)
+        assert first.stored and first.memory.episode_id == episode
+        for spelled in (episode.upper(), "{" + episode + "}", uuid.UUID(episode).hex):
+            again = ada.capture(turn, occurred_at=occurred, episode_id=spelled)
+            assert again.stored and again.memory.id == first.memory.id, (spelled, occurred)
