@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from recallatron.protojson import Arg, Shown
+from recallatron.protojson import Arg
+from recallatron.protojson_answers import Shown
 from recallatron.tool_args import IDENTIFIER, PAGE_TOKEN, PURPOSE, UUID
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (

@@ -1,12 +1,13 @@
-"""Protobuf messages as the JSON agents write and read, by one walk of the
-descriptor: the JSON Schema of a request's arguments, the request from those
-arguments, and an answer's JSON and its JSON Schema.
+"""Protobuf messages as the JSON agents write, by one walk of the descriptor:
+the JSON Schema of a request's arguments and the request from those arguments;
+and the plain values and descriptor helpers that the answers' side
+(recallatron/protojson_answers.py: an answer's JSON and its JSON Schema)
+shares with it.
 
 What a descriptor cannot say (descriptions, limits, defaults, an argument's
-public name, fields agents do not see, how an answer reads best) comes from an
-overlay keyed by message type; recallatron/tools.py holds the tools'. Without
-one, arguments take the proto field names, so the client library builds its
-requests the same way.
+public name, fields agents do not see) comes from an overlay keyed by message
+type; recallatron/tools.py holds the tools'. Without one, arguments take the
+proto field names, so the client library builds its requests the same way.
 
 The plain values: an enum is its vocabulary's lowercase name
 (recallatron.vocabulary), a Timestamp an RFC 3339 string, an Audience
@@ -50,16 +51,13 @@ INTEGER_FORMATS = {
     FieldDescriptor.TYPE_UINT64: "uint64",
     FieldDescriptor.TYPE_FIXED64: "uint64",
 }
-_JSON_TYPES = {
+JSON_TYPES = {
     FieldDescriptor.TYPE_STRING: "string",
     FieldDescriptor.TYPE_BOOL: "boolean",
     FieldDescriptor.TYPE_DOUBLE: "number",
     FieldDescriptor.TYPE_FLOAT: "number",
     **dict.fromkeys(INTEGER_FORMATS, "integer"),
 }
-_FLOATS = {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT}
-# Decimals an answer's floats keep: scores and confidences, not float noise.
-DIGITS = 4
 
 
 # -- overlays ------------------------------------------------------------------------
@@ -92,28 +90,9 @@ class Args:
     schema: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Shown:
-    """How one message type reads in an answer beyond its fields."""
-
-    # These come first, in this order; the others follow in the proto's.
-    first: tuple[str, ...] = ()
-    hidden: frozenset[str] = frozenset()
-    # Message fields whose own fields stand beside their siblings.
-    inline: frozenset[str] = frozenset()
-    # Strings where "" means there is none: null.
-    empty_is_null: frozenset[str] = frozenset()
-    # A field shown only when a boolean field of the same message is true.
-    only_if: Mapping[str, str] = field(default_factory=dict)
-    # Decimals of a float field, where not DIGITS.
-    digits: Mapping[str, int] = field(default_factory=dict)
-
-
 ArgTable = Mapping[str, Args]
-ShownTable = Mapping[str, Shown]
 _NO_ARG = Arg()
 _NO_ARGS = Args()
-_NO_SHOWN = Shown()
 _NOT_EMPTY: JSON = {"minLength": 1}  # a string the servers refuse empty
 
 
@@ -148,11 +127,6 @@ def terms(enum: EnumDescriptor) -> vocabulary.Terms[Any]:
     return vocabulary.Terms(EnumTypeWrapper(enum), _upper_snake(enum.name) + "_")
 
 
-@functools.cache
-def _enum_names(enum: EnumDescriptor) -> dict[int, str]:
-    return {number: name for name, number in terms(enum).values.items()}
-
-
 def rfc3339(value: str, where: str) -> datetime:
     """An RFC 3339 time with its offset ("2026-05-01T09:00:00Z")."""
     try:
@@ -181,18 +155,12 @@ def descriptor_of(message: Message | type[Message]) -> Descriptor:
     return cast(Descriptor, message.DESCRIPTOR)
 
 
-def _fields(descriptor: Descriptor, first: Sequence[str] = ()) -> Iterator[FieldDescriptor]:
-    by_name = descriptor.fields_by_name
-    yield from (by_name[name] for name in first)
-    yield from (f for f in descriptor.fields if f.name not in first)
-
-
-def _message_type(f: FieldDescriptor) -> Descriptor:
+def message_type(f: FieldDescriptor) -> Descriptor:
     assert f.message_type is not None, f.full_name
     return f.message_type
 
 
-def _enum_type(f: FieldDescriptor) -> EnumDescriptor:
+def enum_type(f: FieldDescriptor) -> EnumDescriptor:
     assert f.enum_type is not None, f.full_name
     return f.enum_type
 
@@ -220,7 +188,7 @@ def _arg_properties(descriptor: Descriptor, table: ArgTable) -> tuple[JSON, list
         if arg.hidden:
             continue
         if arg.inline:
-            inner, inner_required = _arg_properties(_message_type(f), table)
+            inner, inner_required = _arg_properties(message_type(f), table)
             properties.update(inner)
             required += inner_required
             continue
@@ -244,10 +212,10 @@ def _arg_properties(descriptor: Descriptor, table: ArgTable) -> tuple[JSON, list
 
 def _arg_value(f: FieldDescriptor, table: ArgTable) -> JSON:
     if f.type == FieldDescriptor.TYPE_ENUM:
-        return {"type": "string", "enum": list(terms(_enum_type(f)).names)}
+        return {"type": "string", "enum": list(terms(enum_type(f)).names)}
     if f.type != FieldDescriptor.TYPE_MESSAGE:
-        return {"type": _JSON_TYPES[f.type]}
-    message = _message_type(f)
+        return {"type": JSON_TYPES[f.type]}
+    message = message_type(f)
     if message.full_name == TIMESTAMP:
         return {"type": "string", "format": "date-time"}
     if message.full_name == AUDIENCE:
@@ -363,11 +331,11 @@ def _set_message(message: Message, value: Any, table: ArgTable, where: str) -> N
 
 def _scalar(f: FieldDescriptor, value: Any, where: str) -> Any:
     if f.type == FieldDescriptor.TYPE_ENUM:
-        vocab = terms(_enum_type(f))
+        vocab = terms(enum_type(f))
         if value not in vocab.values:
             raise ValueError(f"{where}: {value!r:.60} is not one of {vocab.one_of()}")
         return vocab.value(value)
-    kind = _JSON_TYPES.get(f.type)
+    kind = JSON_TYPES.get(f.type)
     if kind == "string" and isinstance(value, str):
         return value
     if kind == "boolean" and isinstance(value, bool):
@@ -380,121 +348,3 @@ def _scalar(f: FieldDescriptor, value: Any, where: str) -> Any:
     if kind == "number" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     raise ValueError(f"{where}: {value!r:.60} is not a {kind}")
-
-
-# -- answers -------------------------------------------------------------------------
-
-
-class _Defs:
-    """The message types of one answer's schema, each under its own name."""
-
-    def __init__(self, table: ShownTable) -> None:
-        self.table = table
-        self.schemas: dict[str, JSON] = {}
-        self.owners: dict[str, str] = {}
-
-    def ref(self, message: Descriptor) -> JSON:
-        owner = self.owners.setdefault(message.name, message.full_name)
-        if owner != message.full_name:
-            raise ValueError(
-                f"two message types named {message.name}: {owner}, {message.full_name}"
-            )
-        if message.name not in self.schemas:
-            self.schemas[message.name] = {}  # taken while it is built
-            self.schemas[message.name] = self.object(message)
-        return {"$ref": f"#/$defs/{message.name}"}
-
-    def object(self, descriptor: Descriptor) -> JSON:
-        properties, required = self.properties(descriptor)
-        return {
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": False,
-        }
-
-    def properties(self, descriptor: Descriptor) -> tuple[JSON, list[str]]:
-        shown = self.table.get(descriptor.full_name, _NO_SHOWN)
-        properties: JSON = {}
-        required: list[str] = []
-        for f in _fields(descriptor, shown.first):
-            if f.name in shown.hidden:
-                continue
-            if f.name in shown.inline:
-                inner, inner_required = self.properties(_message_type(f))
-                properties.update(inner)
-                required += inner_required
-                continue
-            one = self.value(f, shown)
-            properties[f.name] = {"type": "array", "items": one} if f.is_repeated else one
-            if f.name not in shown.only_if:
-                required.append(f.name)
-        return properties, required
-
-    def value(self, f: FieldDescriptor, shown: Shown) -> JSON:
-        if f.type == FieldDescriptor.TYPE_ENUM:
-            # null: unspecified, or a value newer than this build.
-            return {"type": ["string", "null"], "enum": [*terms(_enum_type(f)).names, None]}
-        if f.type == FieldDescriptor.TYPE_MESSAGE:
-            message = _message_type(f)
-            if message.full_name == TIMESTAMP:
-                return {"type": ["string", "null"], "format": "date-time"}
-            if message.full_name == AUDIENCE:
-                return {"type": ["string", "null"], "description": "'workspace' or a member id."}
-            return self.ref(message)
-        kind = _JSON_TYPES[f.type]
-        nullable = (f.has_presence and not f.is_repeated) or f.name in shown.empty_is_null
-        return {"type": [kind, "null"] if nullable else kind}
-
-
-def output_schema(descriptor: Descriptor, table: ShownTable) -> JSON:
-    """The JSON Schema of what to_json makes of a ``descriptor`` message; the
-    message types inside it are under $defs, by name."""
-    defs = _Defs(table)
-    out = defs.object(descriptor)
-    if defs.schemas:
-        out["$defs"] = defs.schemas
-    return out
-
-
-def to_json(message: Message, table: ShownTable) -> JSON:
-    """A message as an agent reads it, by the same walk as output_schema."""
-    fields = descriptor_of(message)
-    shown = table.get(fields.full_name, _NO_SHOWN)
-    out: JSON = {}
-    for f in _fields(fields, shown.first):
-        condition = shown.only_if.get(f.name)
-        if f.name in shown.hidden or (condition and not getattr(message, condition)):
-            continue
-        value = getattr(message, f.name)
-        if f.name in shown.inline:
-            out.update(to_json(value, table))
-        elif f.is_repeated:
-            out[f.name] = [_plain(f, item, shown, table) for item in value]
-        elif (
-            f.type != FieldDescriptor.TYPE_MESSAGE
-            and f.has_presence
-            and not message.HasField(f.name)
-        ):
-            out[f.name] = None
-        else:
-            out[f.name] = _plain(f, value, shown, table)
-    return out
-
-
-def _plain(f: FieldDescriptor, value: Any, shown: Shown, table: ShownTable) -> Any:
-    if f.type == FieldDescriptor.TYPE_ENUM:
-        return _enum_names(_enum_type(f)).get(value)
-    if f.type == FieldDescriptor.TYPE_MESSAGE:
-        name = value.DESCRIPTOR.full_name
-        if name == TIMESTAMP:
-            # The epoch is how an unset time travels in some answers.
-            return value.ToJsonString() if value.seconds or value.nanos else None
-        if name == AUDIENCE:
-            return WORKSPACE if value.workspace else value.member_id or None
-        return to_json(value, table)
-    if f.type in _FLOATS:
-        return round(value, shown.digits.get(f.name, DIGITS))
-    if f.name in shown.empty_is_null and value == "":
-        return None
-    return value

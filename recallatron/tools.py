@@ -1,9 +1,10 @@
 """The tools as agents see them, one definition each: a name, a title, the
 description and the gateway method that answers it, whose messages
 (protos/recallatron/v1/gateway.proto) are the tool's request and response. The
-JSON input schema, the arguments -> request conversion, the answer's JSON and
-its output schema all come from those messages (recallatron/protojson.py) and
-the overlay below: what a descriptor cannot say. One place, shared by the
+JSON input schema and the arguments -> request conversion
+(recallatron/protojson.py), the answer's JSON and its output schema
+(recallatron/protojson_answers.py) all come from those messages and the
+overlay below: what a descriptor cannot say. One place, shared by the
 gateway's DescribeTools and any agent-facing adapter (MCP). The names and
 limits are recallatron.vocabulary's, the ones the servers check."""
 
@@ -23,12 +24,10 @@ from recallatron.protojson import (
     JSON,
     Arg,
     Args,
-    Shown,
     input_schema,
-    output_schema,
-    to_json,
     to_message,
 )
+from recallatron.protojson_answers import Shown, output_schema, to_json
 from recallatron.tool_args import (
     BODY,
     GRAPH,
