@@ -56,6 +56,7 @@ from recallatron_mcp.oauth import (
     Verifier,
     token_shaped,
 )
+from recallatron_mcp.sessions import bounded_sessions, sessions_per_address
 
 log = logging.getLogger("recallatron.mcp")
 
@@ -453,8 +454,12 @@ def serve_http(server: Server[Any], listen: str, clients: Clients) -> None:
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     oauth = OAuthSettings.from_env(clients.gateway)
+    per_address = sessions_per_address()
+    sdk_app = http_app(server, host, clients, oauth)
+    # One address may not hold every session open.
+    bounded = bounded_sessions(sdk_app, server.session_manager, per_address)
     # A duplicate request id must not leave the first request hanging.
-    app = RememberClient(OneRequestPerId(http_app(server, host, clients, oauth)))
+    app = RememberClient(OneRequestPerId(bounded))
     uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 
