@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from recallatron import errors
 from recallatron.progress import Progress
 from recallatron.waits import completed
-from recallatron_cli import common
+from recallatron_cli import common, migrate_room
 
 if TYPE_CHECKING:
     from services.store.domain.control import ControlPlane
@@ -190,15 +190,15 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
 
     from services.store.infrastructure.migrate import latest_version
 
-    if args.parallel < 1:
-        raise common.invalid("parallel", "--parallel", "at least 1")
-    parallel = args.parallel
+    parallel = migrate_room.wanted(args.parallel)
     failed = done = gone = 0
     with _store(admin_connections=parallel) as (dbs, control):
         try:
             everything = control.all_workspace_locations()
             workspaces = everything if args.all else control.below_current()
-            for server in sorted({ws.server for ws in everything} | {dbs.default_server}):
+            servers = sorted({ws.server for ws in everything} | {dbs.default_server})
+            migrate_room.check(dbs, parallel, servers)
+            for server in servers:
                 try:
                     dbs.refresh_template(server)
                 except Exception as exc:  # that server's workspaces fail below; the others go on

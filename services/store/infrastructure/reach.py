@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 import psycopg
 
-from services.store.infrastructure.servers import BudgetTooLarge, check_connections, demand
+from services.store.infrastructure.servers import (
+    BudgetTooLarge,
+    Demand,
+    check_connections,
+    demand,
+)
 from services.store.settings import StoreSettings
 from services.store.sql import server_queries as q
 
@@ -40,6 +45,19 @@ def identify(conn: psycopg.Connection) -> Identity:
     return Identity(str(row[0]), str(row[1]), str(row[2]))
 
 
+def _processes(settings: StoreSettings, default: bool) -> dict[str, tuple[int, Demand]]:
+    """Each kind of process on a server: its replicas and its connections at most."""
+    s = settings
+    control = s.control_pool_max_size
+    return {
+        "store": (s.store_replicas, demand("store", s.connection_budget, control, default)),
+        "embedding job": (
+            s.job_replicas,
+            demand("embedding job", s.job_connection_budget, control, default),
+        ),
+    }
+
+
 def check_budget(
     settings: StoreSettings, server: str, default: bool, conn: psycopg.Connection
 ) -> int:
@@ -49,21 +67,41 @@ def check_budget(
     returns the connections asked for."""
     row = conn.execute(q.CONNECTION_ROOM).fetchone()
     assert row is not None
-    s = settings
-    control = s.control_pool_max_size
     return check_connections(
         server,
         max_connections=int(row[0]),
         reserved=int(row[1]),
-        reserve=s.connection_reserve,
-        processes={
-            "store": (s.store_replicas, demand("store", s.connection_budget, control, default)),
-            "embedding job": (
-                s.job_replicas,
-                demand("embedding job", s.job_connection_budget, control, default),
-            ),
-        },
+        reserve=settings.connection_reserve,
+        processes=_processes(settings, default),
     )
+
+
+@dataclass(frozen=True)
+class Room:
+    """What a server allows beyond the store's and the job's connections at
+    their most (times their replicas): the room operators' connections share,
+    at least RECALLATRON_CONNECTION_RESERVE where the start-up check passed."""
+
+    max_connections: int
+    reserved: int  # by the server itself
+    processes: int  # the store's and the job's, at their most
+
+    @property
+    def left(self) -> int:
+        return self.max_connections - self.reserved - self.processes
+
+    def __str__(self) -> str:
+        return (
+            f"max_connections {self.max_connections} - {self.reserved} reserved by the server"
+            f" - {self.processes} for the store's and the embedding job's replicas at their most"
+        )
+
+
+def room(settings: StoreSettings, default: bool, conn: psycopg.Connection) -> Room:
+    row = conn.execute(q.CONNECTION_ROOM).fetchone()
+    assert row is not None
+    asked = sum(n * d.total for n, d in _processes(settings, default).values())
+    return Room(int(row[0]), int(row[1]), asked)
 
 
 class SameServers:
