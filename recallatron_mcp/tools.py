@@ -7,8 +7,9 @@ advice of the shared relay, recallatron/grpcclient.py)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import grpc
@@ -62,6 +63,44 @@ def argument_path(parts: Iterable[str | int]) -> str:
     return path
 
 
+@functools.cache
+def _python_regex(pattern: str) -> re.Pattern[str]:
+    """A schema pattern (ECMA-262, as JSON Schema reads it) for Python's re:
+    each ``$`` outside a character class becomes ``\\Z``, since Python's ``$``
+    also matches before a final newline ("city\\n" would pass
+    ``^[a-z][a-z0-9_]*$`` here, and the store refuses it)."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "$":
+            c = r"\Z"
+        out.append(c)
+        i += 1
+    return re.compile("".join(out))
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if validator.is_type(instance, "string") and not _python_regex(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# Draft 2020-12 with its patterns read as JSON Schema reads them.
+_Validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft202012Validator, {"pattern": _pattern}
+)
+
+
 def check_arguments(name: str, arguments: dict[str, Any]) -> None:
     """The tool's own JSON schema, checked before anything is sent."""
     schema = SCHEMAS.get(name)
@@ -71,7 +110,7 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
             f"UNIMPLEMENTED (nothing was sent): unknown tool {clip(repr(name))}; the tools "
             f"are: {', '.join(SCHEMAS)}. Call one of these by its exact name."
         )
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _Validator(schema)
     problems = sorted(validator.iter_errors(arguments), key=lambda err: list(err.path))
     if problems:
         lines = []
