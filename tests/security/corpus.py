@@ -107,6 +107,22 @@ BAD_UUIDS = {
 # Python's UUID parser takes Unicode digits: this one parses (as the nil
 # UUID) and answers like any id that does not exist.
 UNICODE_UUID = "-".join("\u0660" * n for n in (8, 4, 4, 4, 12))
+# One id spelled as it is handed out and as the tools also take it.
+SPELLINGS: dict[str, Callable[[str], str]] = {
+    "alike": str,
+    "upper case": str.upper,
+    "in braces": lambda id_: "{" + id_ + "}",
+    "without hyphens": lambda id_: id_.replace("-", ""),
+}
+
+
+def _mentioned_twice(spell: Callable[[str], str]) -> Callable[[Ids], Any]:
+    def build(i: Ids) -> pb.RememberRequest:
+        same = [i["entity"], spell(i["entity"])]
+        return remember(mentions=[cpb.MentionInput(entity_id=e) for e in same])
+
+    return build
+
 
 CASES: list[Case] = []
 
@@ -282,6 +298,18 @@ add(
         lambda i: remember(mentions=[cpb.MentionInput(name="ok"), cpb.MentionInput(entity_id="x")]),
         INVALID,
         "mentions[1].entity_id",
+    ),
+    # The same entity twice, spelled alike or not: any spelling of a UUID is one id.
+    *(
+        Case(
+            f"remember same entity mentioned twice {how}",
+            "memory",
+            "Remember",
+            _mentioned_twice(spell),
+            INVALID,
+            "mentions",
+        )
+        for how, spell in SPELLINGS.items()
     ),
     Case(
         "remember about other workspace's memory",
@@ -739,6 +767,20 @@ add(
         lambda i: supersede(i, mentions=[cpb.MentionInput(entity_id="x")]),
         INVALID,
         "mentions[0].entity_id",
+    ),
+    Case(
+        "supersede same entity mentioned twice upper case",
+        "memory",
+        "Supersede",
+        lambda i: supersede(
+            i,
+            mentions=[
+                cpb.MentionInput(entity_id=i["entity"]),
+                cpb.MentionInput(entity_id=i["entity"].upper()),
+            ],
+        ),
+        INVALID,
+        "mentions",
     ),
     Case(
         "supersede confidence -1",

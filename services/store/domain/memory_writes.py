@@ -164,7 +164,8 @@ class MemoryWrites(MemoryReads):
         for i, m in enumerate(new.mentions):
             graph_claims.validate_entity(m, f"mentions[{i}]")
         graph_claims.validate(new.graph)
-        ids = [m.entity_id for m in new.mentions if m.entity_id]
+        # In canonical form: any spelling of a UUID is the same entity.
+        ids = [v.uuid_str(m.entity_id, "mentions") for m in new.mentions if m.entity_id]
         if len(set(ids)) != len(ids):
             raise errors.InvalidArgument("mentions", "an entity is mentioned twice")
         v.uuid_list(list(new.about_ids), "about_ids", MAX_LINKS)
