@@ -83,6 +83,21 @@ MEMBER_REFUSED = frozenset(
 )
 
 
+# The gateway's answers to a member token's check that say nothing of the
+# token: it was never looked at (the gateway away, late, failing, or refusing
+# the address's unknown tokens for a while, RESOURCE_EXHAUSTED).
+NOT_CHECKED = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+
+
 class CannotCheckNow(AuthenticationError):
     """A token that cannot be checked or served for now: answered 503 with
     Retry-After (server.py), not 401, which would send an MCP client back
@@ -375,7 +390,8 @@ class Verifier:
 
     def _check_own(self, token: str) -> AccessToken | None:
         """Checked with the gateway (GetSettings: any member may call it, and
-        it authenticates), the answer kept OWN_TOKEN_TTL either way. One no
+        it authenticates), the answer kept OWN_TOKEN_TTL either way; no answer
+        (NOT_CHECKED) is CannotCheckNow, kept not at all. One no
         token could be is refused here: gRPC would refuse to send it with an
         INTERNAL status, which is not the gateway's UNAUTHENTICATED and so
         would pass it as valid."""
@@ -390,9 +406,19 @@ class Verifier:
             try:
                 client.call(client.admin.GetSettings, pb.GetSettingsRequest())
             except grpc.RpcError as exc:
-                # Anything but UNAUTHENTICATED (the gateway away, a rate
-                # limit) is the tool call's to report, as without OAuth.
-                valid = exc.code() != grpc.StatusCode.UNAUTHENTICATED
+                status = peer_status(exc)
+                if status.code in NOT_CHECKED:
+                    # The gateway said nothing of the token (away, failing,
+                    # or refusing this address's guesses for now): neither
+                    # admitted nor kept, 503 as for a JWT it cannot serve.
+                    log.warning("a member token not checked: %s", status.code)
+                    raise CannotCheckNow(
+                        f"the memory service cannot check this token now ({status.code.name})",
+                        status.retry_after or errors.RETRY_AFTER_SECONDS,
+                    ) from None
+                # Any other refusal (a scope's PERMISSION_DENIED) came after
+                # the gateway knew the token: only UNAUTHENTICATED is not.
+                valid = status.code != grpc.StatusCode.UNAUTHENTICATED
             known = (valid, time.monotonic() + OWN_TOKEN_TTL)
             with self._lock:
                 if len(self._own) >= MAX_MINTED:

@@ -260,3 +260,56 @@ def test_a_keys_url_answering_no_key_set_is_503_and_remembered(
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _Checking:
+    """Stands in for a gateway client: GetSettings fails with each code of ``codes`` in turn."""
+
+    def __init__(self, codes: list[grpc.StatusCode]) -> None:
+        self.codes = codes
+        self.admin = self
+
+    def GetSettings(self) -> None:
+        raise AssertionError("called through call()")
+
+    def call(self, method: object, request: object) -> None:
+        raise Refusing(self.codes.pop(0))
+
+
+def _checking(settings: OAuthSettings, codes: list[grpc.StatusCode]) -> Verifier:
+    """A verifier whose checks of member tokens fail with ``codes`` in turn."""
+    gateway = _Checking(codes)
+    return Verifier(settings, client_of=lambda token: gateway, minted=Minting(codes[0]))  # type: ignore[arg-type,return-value]
+
+
+def test_a_member_token_the_gateway_cannot_check_is_503_and_not_kept(
+    issuer: AuthorizationServer,
+) -> None:
+    """A token of ours that is not a JWT was admitted whenever the gateway
+    answered anything but UNAUTHENTICATED (away, failing, or refusing the
+    address's unknown tokens, RESOURCE_EXHAUSTED), and kept as valid for 60 s:
+    a made-up token opened a session as if the gateway knew it."""
+    resource = "http://127.0.0.1:7421/mcp"
+    # Nothing listens there: the check of a member token is UNAVAILABLE.
+    clients = Clients(f"127.0.0.1:{free_port()}", "")
+    settings = OAuthSettings(issuer=issuer.issuer, resource=resource, admin_token="rct_owner")
+    app = http_app(build_server(clients), "127.0.0.1", clients, settings)
+    try:
+        with TestClient(app, base_url="http://127.0.0.1:7421") as http:
+            made_up = {**ACCEPT, "Authorization": "Bearer rct_made_up_by_a_stranger"}
+            away = http.post("/mcp", json=INITIALIZE, headers=made_up)
+            assert away.status_code == 503, away.text
+            assert int(away.headers["retry-after"]) >= 1
+            assert away.json()["error"] == "temporarily_unavailable"
+    finally:
+        clients.close()
+    settings = OAuthSettings(issuer=issuer.issuer, resource=resource)
+    for code in AWAY:
+        # Not kept: the next check asks again, and the gateway's refusal holds.
+        verifier = _checking(settings, [code, grpc.StatusCode.UNAUTHENTICATED])
+        with pytest.raises(CannotCheckNow):
+            verifier._check_own("rct_made_up")
+        assert verifier._check_own("rct_made_up") is None, code
+    # A refusal after the gateway knew the token (a scope's) still admits it.
+    verifier = _checking(settings, [grpc.StatusCode.PERMISSION_DENIED])
+    assert verifier._check_own("rct_scoped") is not None
