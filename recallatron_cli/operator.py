@@ -375,7 +375,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
     now), mark one draining or open again. Runs with the store's settings
     (names only are shown; why a server does not answer goes to stderr,
     redacted; docs/servers.md)."""
-    from concurrent.futures import ThreadPoolExecutor
+    from recallatron_cli.servers_list import print_servers
 
     if args.servers_cmd in ("kept", "drop-kept"):
         return _kept_copies(args)
@@ -383,27 +383,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
     with _store(admin_connections=len(_server_names())) as (dbs, control):
         if args.servers_cmd in ("drain", "undrain"):
             control.set_draining(args.name, args.servers_cmd == "drain")
-        listed = control.servers()
-        names = [s.name for s in listed]
-        pool = ThreadPoolExecutor(len(names), thread_name_prefix="probe")
-        try:
-            why_not = dict(
-                zip(names, pool.map(lambda n: _why_not_answering(dbs, n), names), strict=True)
-            )
-        finally:
-            # A stop (Ctrl-C) leaves the probes to their own short limit.
-            pool.shutdown(wait=False, cancel_futures=True)
-        for s in listed:
-            marks = [m for m, on in (("default", s.default), ("draining", s.draining)) if on]
-            reach = "not answering" if why_not[s.name] else "answers"
-            print(
-                f"{s.name}\t{s.workspaces} workspaces\t{reach}"
-                + (f"\t{', '.join(marks)}" if marks else "")
-            )
-            if why_not[s.name]:
-                print(
-                    f"warning: server {s.name} does not answer: {why_not[s.name]}", file=sys.stderr
-                )
+        print_servers(dbs, control.servers())
     return 0
 
 
@@ -421,28 +401,6 @@ def _server_names() -> list[str]:
             settings.postgres_servers_dir,
         ).names
     )
-
-
-def _why_not_answering(dbs: Databases, server: str) -> str:
-    """'' when ``server`` answers now; else why not, redacted. Asked as the
-    store's watch asks (an admin connection, with the keepalive options of
-    server_url), within the watch's limit: a server whose port accepts and
-    never answers is given up, not waited on."""
-    import psycopg
-
-    from recallatron import deadline
-    from services.store.infrastructure.server_watch import PROBE_LIMIT_SECONDS
-
-    leave = deadline.enter(deadline.Scope(PROBE_LIMIT_SECONDS))
-    try:
-        with dbs.admin(server) as conn:
-            conn.execute("SELECT 1")
-        return ""
-    except (psycopg.Error, errors.DomainError) as exc:
-        said = (str(exc).strip().splitlines() or [""])[0]
-        return dbs.redact(said) or type(exc).__name__
-    finally:
-        leave()
 
 
 def _kept_copies(args: argparse.Namespace) -> int:

@@ -153,3 +153,30 @@ def test_no_creation_lands_on_a_server_once_its_drain_was_acknowledged(
     # Nothing made for it is left on the drained server.
     assert _databases(servers[target].url) == before
     assert _placements(servers) == []
+
+
+def test_servers_list_names_a_server_no_longer_configured_that_holds_workspaces(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A server the settings no longer name was left out of the list while
+    workspaces were still recorded on it: the store refuses to start then,
+    and the list did not show why."""
+    from recallatron_cli.main import main
+
+    _, control = store
+    control.create_workspace(f"left-{uuid.uuid4().hex[:8]}", "b")
+    on_b = next(s.workspaces for s in control.servers() if s.name == "b")
+    monkeypatch.setenv("RECALLATRON_DATABASE_URL", servers["default"].url)
+    monkeypatch.setenv("RECALLATRON_APP_PASSWORD", servers["default"].app_password)
+    monkeypatch.setenv("RECALLATRON_APP_PASSWORD_SCRAM_ITERATIONS", "1")
+    for name in ("RECALLATRON_POSTGRES_SERVERS", "RECALLATRON_POSTGRES_SERVERS_DIR"):
+        monkeypatch.delenv(name, raising=False)  # b no longer named
+    assert main(["servers", "list"]) == 0
+    out, err = capsys.readouterr()
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in out.splitlines()}
+    assert rows["default"][1:] == ["answers", "default"], out
+    assert rows["b"] == [f"{on_b} workspaces", "not configured"], out
+    assert "server b is not configured" in err and "RECALLATRON_POSTGRES_SERVERS" in err, err

@@ -191,14 +191,18 @@ class ControlPlane(TokenRecords):
     # -- named servers (docs/servers.md) ------------------------------------
 
     def servers(self) -> list[ServerStatus]:
-        """Every configured server with its workspace count and drain mark."""
+        """Every configured server with its workspace count and drain mark;
+        then every server the settings do not name that workspaces are
+        still recorded on, marked not configured."""
         with self.dbs.control_conn() as conn:
             counts = {r[0]: int(r[1]) for r in conn.execute(q.WORKSPACES_PER_SERVER)}
             draining = {r[0] for r in conn.execute(q.DRAINING_SERVERS)}
+        configured = self.dbs.servers.names
+        unknown = sorted(set(counts) - set(configured))
         return [
             ServerStatus(n, counts.get(n, 0), n in draining, n == self.dbs.default_server)
-            for n in self.dbs.servers.names
-        ]
+            for n in configured
+        ] + [ServerStatus(n, counts[n], n in draining, False, configured=False) for n in unknown]
 
     def choose_server(self, requested: str) -> str:
         """The named server, checked; or the placement policy's choice now

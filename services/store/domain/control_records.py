@@ -50,6 +50,9 @@ class ServerStatus:
     workspaces: int
     draining: bool
     default: bool
+    # False: workspaces are recorded on a server the settings no longer
+    # name (the store refuses to start until they do).
+    configured: bool = True
 
 
 @dataclass(frozen=True)
