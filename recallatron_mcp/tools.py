@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import grpc
@@ -101,6 +102,39 @@ _Validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
 )
 
 
+# Schema violations looked for before refusing: each costs an error object
+# (and its message), so a list of a million bad items must not make a million.
+MAX_PROBLEMS = 50
+
+
+def over_long(
+    schema: Mapping[str, Any], value: Any, where: list[str | int]
+) -> tuple[list[str | int], int, int] | None:
+    """The first list in ``value`` longer than its schema's maxItems (where,
+    its length, the limit), found by lengths alone: the schema's own check
+    comes after it has validated every item, so a list a thousand times too
+    long cost a thousand times the work (and an error object per bad item)."""
+    if isinstance(value, list):
+        most = schema.get("maxItems")
+        if isinstance(most, int) and len(value) > most:
+            return where, len(value), most
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for i, item in enumerate(value):
+                if (found := over_long(items, item, [*where, i])) is not None:
+                    return found
+    elif isinstance(value, Mapping):
+        properties = schema.get("properties")
+        if isinstance(properties, Mapping):
+            for key, item in value.items():
+                inner = properties.get(key)
+                if not isinstance(inner, Mapping):
+                    continue
+                if (found := over_long(inner, item, [*where, key])) is not None:
+                    return found
+    return None
+
+
 def check_arguments(name: str, arguments: dict[str, Any]) -> None:
     """The tool's own JSON schema, checked before anything is sent."""
     schema = SCHEMAS.get(name)
@@ -110,18 +144,22 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
             f"UNIMPLEMENTED (nothing was sent): unknown tool {clip(repr(name))}; the tools "
             f"are: {', '.join(SCHEMAS)}. Call one of these by its exact name."
         )
+    refuse = f". Fix the arguments to match the {name} tool's input schema and call again."
+    if (long_list := over_long(schema, arguments, [])) is not None:
+        path, given, most = long_list
+        raise ToolError(
+            f"INVALID_ARGUMENT (nothing was sent): {clip(argument_path(path))}: "
+            f"a list of {given} items is too long (at most {most})" + refuse
+        )
     validator = _Validator(schema)
-    problems = sorted(validator.iter_errors(arguments), key=lambda err: list(err.path))
+    found = itertools.islice(validator.iter_errors(arguments), MAX_PROBLEMS)
+    problems = sorted(found, key=lambda err: list(err.path))
     if problems:
         lines = []
         for err in problems[:5]:
             where = argument_path(err.absolute_path) or "(arguments)"
             lines.append(f"{clip(where)}: {_problem(err)}")
-        raise ToolError(
-            "INVALID_ARGUMENT (nothing was sent): "
-            + "; ".join(lines)
-            + f". Fix the arguments to match the {name} tool's input schema and call again."
-        )
+        raise ToolError("INVALID_ARGUMENT (nothing was sent): " + "; ".join(lines) + refuse)
 
 
 def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
