@@ -1,5 +1,5 @@
 """The gateway tokens the OAuth resource server (oauth.py) makes for its
-callers: one per grant (member and scope), made with the admin token, reused
+callers: one per grant (member, client and scope), made with the admin token, reused
 until shortly before it expires, shared by a burst of first requests, and
 dropped when the gateway refuses it, after which the access tokens issued
 before that are refused so that an owner's revocation holds (docs/agents.md,
@@ -47,12 +47,17 @@ class GrantRevoked(Exception):
 
 @dataclass(frozen=True)
 class Grant:
-    """What one OAuth token lets its bearer do, as a gateway token's scope."""
+    """What one OAuth token lets its bearer do, as a gateway token's scope,
+    and for which client: each client (connector) of a member has its own
+    gateway token, labelled with its client_id, so the token list tells
+    them apart and an owner revokes one without cutting off the others."""
 
     member_id: str
     read_only: bool
     # Empty: all four.
     purposes: tuple[str, ...]
+    # The JWT's client_id (or azp).
+    client_id: str = ""
 
 
 class MemberTokens:

@@ -11,8 +11,8 @@ A token's member is a claim (RECALLATRON_MCP_OAUTH_MEMBER_CLAIM, default `sub`:
 the member id) and its scopes say what it may do: `recallatron:read` (the
 read-only tools), `recallatron:write` (every tool), and optionally
 `recallatron:purpose:<purpose>` to narrow the purposes (none: all four). The
-gateway knows only its own tokens, so the server makes one per member and
-scope with an owner's or the operator's token (RECALLATRON_MCP_OAUTH_ADMIN_TOKEN
+gateway knows only its own tokens, so the server makes one per member,
+client and scope with an owner's or the operator's token (RECALLATRON_MCP_OAUTH_ADMIN_TOKEN
 or _FILE), short-lived and reused while it lives, and the gateway applies that
 scope to every call as it does for any token (docs/agents.md, "OAuth").
 
@@ -177,9 +177,9 @@ def scopes_of(claims: Mapping[str, Any], claim: str) -> list[str]:
     return []
 
 
-def grant_of(member_id: str, scopes: list[str]) -> Grant:
+def grant_of(member_id: str, scopes: list[str], client_id: str = "") -> Grant:
     purposes = tuple(p for p in PURPOSES if f"{PURPOSE_PREFIX}{p}" in scopes)
-    return Grant(member_id, WRITE not in scopes, purposes)
+    return Grant(member_id, WRITE not in scopes, purposes, client_id)
 
 
 def granted_scopes(scopes: list[str]) -> list[str]:
@@ -358,7 +358,7 @@ class Verifier:
         if READ in scopes or WRITE in scopes:
             try:
                 gateway_token = self._minted.token_for(
-                    grant_of(member, scopes),
+                    grant_of(member, scopes, client_id),
                     f"mcp-oauth {client_id} {claims.get('sub', '')}",
                     issued if isinstance(issued, (int, float)) else None,
                 )

@@ -21,6 +21,7 @@ from recallatron_mcp.oauth import (
     READ,
     WRITE,
     CannotCheckNow,
+    MemberAccess,
     OAuthSettings,
     Verifier,
     discover_jwks,
@@ -331,3 +332,38 @@ def test_a_gateway_tokens_label_from_the_jwt_is_plain_text() -> None:
     minted = MemberTokens(admin)  # type: ignore[arg-type]
     minted.token_for(Grant("member-1", False, ()), "mcp-oauth app\x1b[2J sub\n\u202ex" + "y" * 300)
     assert admin.label == "mcp-oauth app?[2J sub??x" + "y" * 176
+
+
+def test_each_client_of_a_member_has_its_own_gateway_token(issuer: AuthorizationServer) -> None:
+    """Two clients (connectors) of one member with the same scopes shared one
+    gateway token, labelled with whichever client came first: the token list
+    named one client for both, and an owner revoking it (meaning that
+    connector) cut the other off too, its earlier access tokens refused."""
+
+    class _Labelling:
+        def __init__(self) -> None:
+            self.labels: list[str] = []
+
+        def create_token(self, member_id: str, **kwargs: object) -> object:
+            self.labels.append(str(kwargs["label"]))
+            made = f"rct_minted_{len(self.labels)}"
+
+            class Made:
+                token = made
+
+            return Made()
+
+    admin = _Labelling()
+    minted = MemberTokens(admin)  # type: ignore[arg-type]
+    settings = OAuthSettings(issuer=issuer.issuer, resource=RESOURCE)
+    verifier = Verifier(settings, client_of=lambda token: None, minted=minted)  # type: ignore[arg-type,return-value]
+    first = verifier._check_jwt(issuer.issue(RESOURCE, client_id="assistant-a"))
+    second = verifier._check_jwt(issuer.issue(RESOURCE, client_id="assistant-b"))
+    assert isinstance(first, MemberAccess) and isinstance(second, MemberAccess)
+    assert first.gateway_token != second.gateway_token
+    assert admin.labels == ["mcp-oauth assistant-a member-1", "mcp-oauth assistant-b member-1"]
+    # An owner revokes assistant-a's token: assistant-b's access tokens still serve.
+    b_before = issuer.issue(RESOURCE, client_id="assistant-b")
+    minted.refused(first.gateway_token)
+    again = verifier._check_jwt(b_before)
+    assert isinstance(again, MemberAccess) and again.gateway_token == second.gateway_token
