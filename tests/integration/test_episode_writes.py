@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -141,3 +142,35 @@ def test_two_turns_of_one_speaker_captured_at_once_share_one_episode(
         writer.join(60)
     assert not writer.is_alive()
     assert answer["episode"] == opened
+
+
+def test_a_write_naming_an_episode_it_may_not_see_answers_as_for_none(
+    stack: Stack, team: Team
+) -> None:
+    """An episode the caller may not see (another member's, or one for other
+    purposes) does not exist for them: remember and capture naming it answer
+    exactly as for an id nothing has, NOT_FOUND as timeline does and as a
+    write naming a memory it may not see (about_ids, source_ids, the id to
+    supersede) does, and nothing is written."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    private = ada.create_episode("Ada's 1:1", WHEN).episode_id
+    for_audit = ada.create_episode("Audit walk", WHEN, purposes=["audit"]).episode_id
+    named = [
+        (bob, str(uuid.uuid4())),
+        (bob, private),
+        (ada, str(uuid.uuid4())),
+        (ada, for_audit),
+    ]
+    count = "SELECT count(*) FROM memory"
+    before = dbutil.query(stack, team.database_name, count)
+    answers: set[tuple[grpc.StatusCode, str | None]] = set()
+    for client, episode in named:
+        with pytest.raises(grpc.RpcError) as told:
+            client.remember("Noted in the meeting", episode_id=episode)
+        with pytest.raises(grpc.RpcError) as captured:
+            client.capture("Remember that the demo is on Friday.", episode_id=episode)
+        with pytest.raises(grpc.RpcError) as listed:
+            client.timeline(episode_id=episode)
+        answers |= {(e.value.code(), e.value.details()) for e in (told, captured, listed)}
+    assert answers == {(grpc.StatusCode.NOT_FOUND, "episode_id: episode not found")}
+    assert dbutil.query(stack, team.database_name, count) == before

@@ -67,9 +67,12 @@ class NewEpisode:
 
 
 def check_visible(conn: psycopg.Connection, episode_id: str, field: str = "episode_id") -> str:
+    """``episode_id`` in canonical form, when the caller may see it. One the
+    caller may not see answers as one that does not exist, NOT_FOUND, as a
+    memory named on a write (about_ids, source_ids) or a timeline does."""
     episode_id = v.uuid_str(episode_id, field)
     if conn.execute(VISIBLE, (episode_id,)).fetchone() is None:
-        raise errors.InvalidArgument(field, "no such episode")
+        raise errors.NotFound(f"{field}: episode not found")
     return episode_id
 
 

@@ -131,8 +131,8 @@ class TimelineStore(InWorkspaces):
             group = entity_groups.groups(conn, [entity]).get(entity) if entity else None
             if entity and group is None:
                 raise errors.NotFound("entity_id: entity not found")
-            if episode and conn.execute(episodes.VISIBLE, (episode,)).fetchone() is None:
-                raise errors.NotFound("episode_id: episode not found")
+            if episode:
+                episodes.check_visible(conn, episode)
             statement = ENTITY_EVENTS if entity else EPISODE_EVENTS if episode else WORKSPACE_EVENTS
             rows = conn.execute(
                 statement,
