@@ -69,6 +69,16 @@ class Connection:
     ) -> Resp:
         return stub_method(request, metadata=self._md(), timeout=timeout or self.timeout)
 
+    def start(
+        self,
+        stub_method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        timeout: float | None = None,
+    ) -> grpc.Future[Resp]:
+        """:meth:`call` started, not waited for: its caller can cancel it
+        (the peer then stops the work) instead of waiting out the deadline."""
+        return stub_method.future(request, metadata=self._md(), timeout=timeout or self.timeout)
+
     def ask(
         self,
         method: grpc.UnaryUnaryMultiCallable[Req, Resp],

@@ -222,8 +222,8 @@ def build_server(clients: Clients) -> Server[Any]:
             return types.CallToolResult(content=_text(tools.failure(NOT_A_TOKEN)), is_error=True)
         client = clients.get(token, _address(ctx))
         try:
-            # gRPC calls block: off the event loop.
-            result = await anyio.to_thread.run_sync(tools.call, client, params.name, arguments)
+            # Cancelled with this task when the client cancels the request.
+            result = await tools.call_cancellable(client, params.name, arguments)
         except tools.ToolError as exc:
             return types.CallToolResult(content=_text(_told(exc, _access(ctx))), is_error=True)
         except Exception:

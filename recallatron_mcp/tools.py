@@ -6,15 +6,19 @@ advice of the shared relay, recallatron/grpcclient.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import functools
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import anyio
 import grpc
 import jsonschema
+from google.protobuf.message import Message
 
 from recallatron.client import Client
 from recallatron.grpcclient import PeerStatus, advice, peer_status
@@ -162,25 +166,71 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
         raise ToolError("INVALID_ARGUMENT (nothing was sent): " + "; ".join(lines) + refuse)
 
 
-def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Runs one tool: its arguments checked and made its request, the gateway
-    method named in the catalogue called, the answer as the tool's output
-    schema says. Raises ToolError with an actionable message on failure."""
+def prepare(name: str, arguments: dict[str, Any]) -> tuple[Tool, Message]:
+    """The tool and its gateway request, its arguments checked. Raises
+    ToolError with an actionable message when they are wrong."""
     check_arguments(name, arguments)
     tool = BY_NAME[name]
     try:
-        request = tool.request_of(arguments)
+        return tool, tool.request_of(arguments)
     except ValueError as exc:  # what a schema cannot check, such as a time's offset
         raise ToolError(
             f"INVALID_ARGUMENT (nothing was sent): {clip(str(exc), PROBLEM_CHARS)}. "
             "Fix it and call again."
         ) from None
+
+
+def answered(tool: Tool, response: Callable[[], Message]) -> dict[str, Any]:
+    """The gateway's answer (``response()``) as the tool's output schema says;
+    its refusal a ToolError."""
     try:
-        response = client.call(getattr(client.memory, tool.method), request)
+        return tool.answer(response())
     except grpc.RpcError as exc:
         status = as_arguments(peer_status(exc), tool)
         raise ToolError(failure(status), status) from None
-    return tool.answer(response)
+
+
+def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Runs one tool: its arguments checked and made its request, the gateway
+    method named in the catalogue called, the answer as the tool's output
+    schema says. Raises ToolError with an actionable message on failure."""
+    tool, request = prepare(name, arguments)
+    return answered(tool, lambda: client.call(getattr(client.memory, tool.method), request))
+
+
+async def call_cancellable(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """:func:`call` for the event loop: cancelling the task (the client's
+    notifications/cancelled) cancels the gateway call at once, so the gateway
+    stops its work and the request is answered and its id freed, instead of a
+    thread waiting the call out to its deadline."""
+    # The arguments' check is CPU work: off the event loop.
+    tool, request = await anyio.to_thread.run_sync(prepare, name, arguments)
+    future = client.start(getattr(client.memory, tool.method), request)
+    try:
+        await _finished(future)
+    finally:
+        # A no-op once it is done; otherwise the task was cancelled.
+        future.cancel()
+    return answered(tool, future.result)
+
+
+async def _finished(future: grpc.Future[Any]) -> None:
+    """Waits for a gRPC call without holding a thread. Its done callback runs
+    on a gRPC thread, or in this one when it is done already."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def wake() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def on_done(_: grpc.Future[Any]) -> None:
+        # RuntimeError: the loop is closed, so nobody waits any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(wake)
+
+    future.add_done_callback(on_done)
+    await done
 
 
 # A field path as the servers name one ("claims[0].entity.entity_id").
