@@ -371,16 +371,42 @@ class LocalPostgres:
             return
         try:
             pid = int(pidfile.read_text().splitlines()[0])
+        except (ValueError, IndexError, OSError):
+            return  # postgres itself judges a file it cannot have written
+        ours = self._serves_here(pid)
+        if ours is False:
+            # A stale file naming a PID now some other program's (after a
+            # kill -9 and a reboot, or PIDs come round again): that program
+            # is sent nothing, and postgres, which would refuse to start
+            # while the PID lives, is not shown the file.
+            pidfile.unlink(missing_ok=True)
+            return
+        try:
             os.kill(pid, signal.SIGINT)
-        except (ValueError, IndexError, ProcessLookupError, PermissionError):
+        except (ProcessLookupError, PermissionError):
             return  # stale file: postgres itself handles it
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            # An ended server still waiting for its parent to collect it
+            # (a zombie) no longer serves here: kill(pid, 0) would find it.
+            if self._serves_here(pid) is False:
+                return
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
                 return
             time.sleep(0.1)
+
+    def _serves_here(self, pid: int) -> bool | None:
+        """Whether ``pid`` is a server of this data directory (postgres works
+        in its data directory); None when this system cannot tell."""
+        try:
+            return Path(os.readlink(f"/proc/{pid}/cwd")) == self.data_dir
+        except (FileNotFoundError, ProcessLookupError):
+            # No such process, or no /proc at all.
+            return False if Path("/proc/self").exists() else None
+        except OSError:
+            return None
 
     def stop(self, timeout: float = 30.0) -> None:
         """Fast shutdown (SIGINT): active transactions roll back, data is flushed."""
