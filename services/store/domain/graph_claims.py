@@ -172,6 +172,35 @@ def validate(graph: GraphIn) -> None:
         alias = v.text(a.alias, f"{where}.alias", MAX_ENTITY_NAME)
         if not rules.name_key(alias):
             raise errors.InvalidArgument(f"{where}.alias", "is required")
+    _once("claims", [(_key(c.entity), c.attribute, c.value, *_span(c)) for c in graph.claims])
+    _once(
+        "relations",
+        [(_key(r.subject), r.predicate, _key(r.object), *_span(r)) for r in graph.relations],
+    )
+    _once("aliases", [(_key(a.entity), rules.name_key(a.alias)) for a in graph.aliases])
+
+
+def _key(ref: EntityIn) -> tuple[str, str]:
+    """The entity a (valid) reference names within one write: any spelling of
+    its id, or one new entity per folded name (as GraphWriter resolves it)."""
+    if ref.entity_id is not None:
+        return ("id", v.uuid_str(ref.entity_id, "entity_id"))
+    return ("name", rules.name_key(ref.name or ""))
+
+
+def _span(q: QualifiersIn) -> tuple[datetime | None, datetime | None]:
+    return (q.valid_from, q.valid_until)
+
+
+def _once(part: str, keys: Sequence[tuple[Any, ...]]) -> None:
+    """One write states each claim, relation or alias once, as it mentions
+    each entity once: a repeat (at any confidence) would be stored twice and
+    counted twice, so the first repeat is refused by its index."""
+    first: dict[tuple[Any, ...], int] = {}
+    for i, key in enumerate(keys):
+        j = first.setdefault(key, i)
+        if j != i:
+            raise errors.InvalidArgument(f"{part}[{i}]", f"states the same as {part}[{j}]")
 
 
 def _qualifiers(q: QualifiersIn, where: str) -> None:
