@@ -16,6 +16,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -25,9 +27,6 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 SESSION_HEADER = b"mcp-session-id"
 # JSON-RPC's "Invalid Request".
 INVALID_REQUEST = -32600
-# Bodies longer than this are passed on unread for the transport to refuse
-# (the SDK's own limit is smaller).
-MAX_PEEK_BYTES = 8 * 1024 * 1024
 
 
 def _request_ids(body: bytes) -> list[Any]:
@@ -55,8 +54,12 @@ def _stream_key(request_id: Any) -> str:
 class OneRequestPerId:
     """ASGI middleware around the SDK's streamable HTTP app."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, max_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
         self.app = app
+        # The transport's own limit: a longer body is refused (413) as it
+        # would refuse it, unread past the limit, since reading it all to
+        # look for ids would hold more than the transport ever does.
+        self.max_body_size = max_body_size
         # (session id, stream key of the request id) of requests being answered.
         self.in_flight: set[tuple[bytes, str]] = set()
 
@@ -65,7 +68,11 @@ class OneRequestPerId:
         if scope.get("type") != "http" or scope.get("method") != "POST" or not session:
             await self.app(scope, receive, send)
             return
-        body, replay = await self._peek(receive)
+        peeked = await self._peek(scope, receive)
+        if peeked is None:
+            await self._too_large(send)
+            return
+        body, replay = peeked
         ids = _request_ids(body)
         keys = [(session, _stream_key(i)) for i in ids]
         taken = [i for i, k in zip(ids, keys, strict=True) if k in self.in_flight]
@@ -78,18 +85,24 @@ class OneRequestPerId:
         finally:
             self.in_flight.difference_update(keys)
 
-    async def _peek(self, receive: Receive) -> tuple[bytes, Receive]:
-        """The body (whole, unless longer than MAX_PEEK_BYTES) and a receive
-        that gives the app the same messages again."""
+    async def _peek(self, scope: Scope, receive: Receive) -> tuple[bytes, Receive] | None:
+        """The body and a receive that gives the app the same messages
+        again; None when it is longer than max_body_size (by its declared
+        length, unread, or once that much has come)."""
+        declared = dict(scope.get("headers") or ()).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_body_size:
+            return None
         chunks: list[Message] = []
         size = 0
         more = True
-        while more and size <= MAX_PEEK_BYTES:
+        while more:
             message = await receive()
             chunks.append(message)
             if message.get("type") != "http.request":
                 break
             size += len(message.get("body", b""))
+            if size > self.max_body_size:
+                return None
             more = bool(message.get("more_body"))
         body = b"".join(m.get("body", b"") for m in chunks) if not more else b""
 
@@ -99,6 +112,21 @@ class OneRequestPerId:
             return await receive()
 
         return body, replay
+
+    async def _too_large(self, send: Send) -> None:
+        """The transport's own answer to a body past its limit."""
+        body = b"Request body too large"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
     async def _refuse(self, send: Send, request_id: Any) -> None:
         error = {

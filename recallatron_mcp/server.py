@@ -459,7 +459,8 @@ def serve_http(server: Server[Any], listen: str, clients: Clients) -> None:
     # One address may not hold every session open.
     bounded = bounded_sessions(sdk_app, server.session_manager, per_address)
     # A duplicate request id must not leave the first request hanging.
-    app = RememberClient(OneRequestPerId(bounded))
+    limit = server.session_manager.max_request_body_size
+    app = RememberClient(OneRequestPerId(bounded, limit))
     uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 
