@@ -71,3 +71,15 @@ def test_the_agents_guide_gives_every_tools_annotations() -> None:
         assert isinstance(a, dict)
         said = (a["readOnlyHint"], a["destructiveHint"], a["idempotentHint"], a["openWorldHint"])
         assert rows[str(tool["name"])] == said, tool["name"]
+
+
+def test_the_agents_guide_names_every_read_only_tool_for_the_read_scope() -> None:
+    """docs/agents.md's OAuth scope table says which tools `recallatron:read`
+    grants: exactly the catalogue's read-only tools (the gateway's read-only
+    calls), in the catalogue's order."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    row = next(line for line in guide.splitlines() if line.startswith("| `recallatron:read` |"))
+    said = row.split("(", 1)[1].split(")", 1)[0].replace("`", "").split(", ")
+    assert said == [t.name for t in TOOLS if t.read_only], row
