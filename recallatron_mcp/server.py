@@ -1,6 +1,7 @@
-"""The MCP server: exactly the seven tools and the graph's lookup, neighbors
-and timeline, with the names, titles, descriptions and input and output
-schemas of recallatron/tools.py, forwarded to the gateway with the
+"""The MCP server: exactly the tools of recallatron/tools.py (the seven, the
+graph's lookup, neighbors and timeline, an owner's list_memories and
+audit_log), with their names, titles, descriptions and input and output
+schemas there, forwarded to the gateway with the
 member's token. Over stdio (one member: RECALLATRON_TOKEN or
 RECALLATRON_TOKEN_FILE) or streamable HTTP (the member's token in each
 request's `Authorization: Bearer` header, else that one; or, with
