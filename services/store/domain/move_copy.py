@@ -5,7 +5,8 @@ replication slots or WAL senders, a target out of replication workers. The
 move waited with it, the workspace's move stuck at `copying` with nothing
 said. So the source's room is asked before anything is recorded, and a copy
 that makes no progress for COPY_STALL_SECONDS is given up (the move then
-rolls back, the source serving throughout)."""
+rolls back, the source serving throughout). Also the move's quiet session
+(the subscription's statement holds a password) and its slot's drop."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from contextlib import suppress
 
 import psycopg
+from psycopg import sql
 
 from recallatron import errors
 from services.store.sql import move_queries as q
@@ -81,3 +83,34 @@ def _failures(conn: psycopg.Connection, subscription: str) -> str:
         if row is not None and row[0]:
             return f"; {int(row[0])} failed table syncs or apply starts"
     return ""
+
+
+def quiet(conn: psycopg.Connection) -> None:
+    """No statement of this session in the server's log or its activity
+    view (each setting a superuser's; one the role may not set is skipped,
+    and the move goes on as before)."""
+    for setting, value in (
+        ("log_min_error_statement", "panic"),
+        ("log_statement", "none"),
+        ("track_activities", "off"),
+    ):
+        with suppress(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(value)))
+
+
+def drop_slot(conn: psycopg.Connection, slot: str) -> None:
+    """The move's slot on its source (``conn``, autocommit) dropped, its
+    WAL sender ended first."""
+    for _ in range(100):
+        row = conn.execute(q.SLOT_PID, (slot,)).fetchone()
+        if row is None:
+            return
+        if row[0] is not None:
+            conn.execute(q.TERMINATE, (row[0],))
+            time.sleep(0.05)
+            continue
+        try:
+            conn.execute(q.DROP_SLOT, (slot,))
+            return
+        except psycopg.errors.ObjectInUse:
+            time.sleep(0.05)

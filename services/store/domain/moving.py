@@ -14,7 +14,9 @@ alone fences writes:
    session on it ends (the waiting writes fail, UNAVAILABLE, and clients
    retry them with their request ids);
 3. the switch: the control plane records the target, and store replicas
-   follow within their workspace cache (WORKSPACE_CACHE_SECONDS);
+   follow within their workspace cache (WORKSPACE_CACHE_SECONDS); under the
+   placement lock, refused when the target's drain was acknowledged first
+   (the move is then rolled back: the target never served);
 4. clean-up: the subscription and slot go; the source database is dropped,
    or kept renamed with ``keep_source`` (and recorded: services/store/domain/kept_copies.py).
 
@@ -28,9 +30,10 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NoReturn
 
 import psycopg
 from psycopg import sql
@@ -40,6 +43,7 @@ from recallatron import errors
 from services.store.domain import move_copy
 from services.store.domain.control import ControlPlane
 from services.store.domain.kept_copies import KeptCopies
+from services.store.domain.placement import DrainedMeanwhile, Placement
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Databases
 from services.store.infrastructure.servers import unknown_server, with_inline_password
@@ -153,15 +157,18 @@ class Mover:
                     )
                 self.log(f"finishing the interrupted move (state {state})")
                 if state == "sealed":
-                    self._switch(workspace_id, source, target)
+                    try:
+                        self._switch(workspace_id, source, target)
+                    except DrainedMeanwhile:
+                        self._refuse_drained(workspace_id, ws.database_name, source, target)
                 self._clean_up(workspace_id, ws.database_name, source, target, keep_source)
                 report.total_seconds = time.monotonic() - began
                 return report
         ws = self.control.workspace(workspace_id)
         if ws.server == target:
             raise errors.FailedPrecondition(f"to: the workspace is on {target!r} already", "to")
-        # A draining server takes no workspace, new or moved (an interrupted
-        # move past its seal, above, is still finished).
+        # A draining server takes no workspace, new or moved: refused here
+        # before any work, and at the switch should it drain meanwhile.
         if any(s.name == target and s.draining for s in self.control.servers()):
             raise errors.FailedPrecondition(
                 f"to: {target!r} is draining; mark it open again first "
@@ -186,6 +193,8 @@ class Mover:
             self._copy(workspace_id, ws.database_name, ws.server, target)
             report.copied_seconds = time.monotonic() - began
             report.fence_seconds = self._cut_over(workspace_id, ws.database_name, ws.server, target)
+        except DrainedMeanwhile:
+            self._refuse_drained(workspace_id, ws.database_name, ws.server, target)
         except BaseException:  # SIGTERM and Ctrl-C too (the CLI makes both KeyboardInterrupt)
             with self._control() as conn:
                 row = conn.execute(q.MOVE_OF, (workspace_id,)).fetchone()
@@ -244,7 +253,7 @@ class Mover:
             source_url = with_inline_password(self.dbs.database_url(source, database))
             # The statement holds the source's password: kept out of this
             # server's log should it fail, and out of pg_stat_activity.
-            _quiet(conn)
+            move_copy.quiet(conn)
             conn.execute(
                 sql.SQL(
                     "CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} "
@@ -350,14 +359,27 @@ class Mover:
                 time.sleep(0.02)
 
     def _switch(self, workspace_id: str, source: str, target: str) -> None:
-        with self._control() as conn, conn.transaction():
-            conn.execute(q.SWITCH_WORKSPACE, (target, workspace_id, source))
-            row = conn.execute(q.WORKSPACE_SERVER, (workspace_id,)).fetchone()
-            if row is None or row[0] != target:
-                raise errors.FailedPrecondition("the workspace's record changed during the move")
-            conn.execute(q.SET_MOVE_STATE, ("switched", workspace_id))
-            conn.execute(q.FORGET_KEPT_COPY_SERVING, (workspace_id,))
-            conn.execute(q.NOTIFY_MOVED, (workspace_id,))
+        """DrainedMeanwhile when the target's drain was acknowledged first:
+        the drain mark changes under the same lock, so none lands after it."""
+        placement = Placement(self.dbs)
+        with placement.locked() as conn:
+            drained = placement.is_draining(conn, target)
+            if drained:
+                # Undone, by a rerun too ('copying' is rolled back): the
+                # target never served, so the source has every write.
+                conn.execute(q.SET_MOVE_STATE, ("copying", workspace_id))
+            else:
+                conn.execute(q.SWITCH_WORKSPACE, (target, workspace_id, source))
+                row = conn.execute(q.WORKSPACE_SERVER, (workspace_id,)).fetchone()
+                if row is None or row[0] != target:
+                    raise errors.FailedPrecondition(
+                        "the workspace's record changed during the move"
+                    )
+                conn.execute(q.SET_MOVE_STATE, ("switched", workspace_id))
+                conn.execute(q.FORGET_KEPT_COPY_SERVING, (workspace_id,))
+                conn.execute(q.NOTIFY_MOVED, (workspace_id,))
+        if drained:
+            raise DrainedMeanwhile(target)
         self.control.settings(workspace_id, fresh=True)
         # Rows queued at the source came along: the job looks at the new place.
         self.control.mark_work(workspace_id)
@@ -393,6 +415,18 @@ class Mover:
         self._step("done")
 
     # -- rolling back ------------------------------------------------------------
+
+    def _refuse_drained(
+        self, workspace_id: str, database: str, source: str, target: str
+    ) -> NoReturn:
+        self.log(f"{target!r} was marked draining before the switch; rolling back")
+        self.rollback(workspace_id, database, source, target)
+        raise errors.FailedPrecondition(
+            f"to: {target!r} was marked draining before the move's switch; the move was rolled "
+            f"back and the workspace stays on {source!r} (recallatron servers undrain {target}, "
+            "then move it again)",
+            "to",
+        )
 
     def rollback(self, workspace_id: str, database: str, source: str, target: str) -> None:
         """Undoes a move that did not reach its seal: the source serves again
@@ -455,29 +489,4 @@ class Mover:
 
     def _drop_slot(self, source: str, slot: str) -> None:
         with self._conn(source) as conn:
-            for _ in range(100):
-                row = conn.execute(q.SLOT_PID, (slot,)).fetchone()
-                if row is None:
-                    return
-                if row[0] is not None:
-                    conn.execute(q.TERMINATE, (row[0],))
-                    time.sleep(0.05)
-                    continue
-                try:
-                    conn.execute(q.DROP_SLOT, (slot,))
-                    return
-                except psycopg.errors.ObjectInUse:
-                    time.sleep(0.05)
-
-
-def _quiet(conn: psycopg.Connection) -> None:
-    """No statement of this session in the server's log or its activity
-    view (each setting a superuser's; one the role may not set is skipped,
-    and the move goes on as before)."""
-    for setting, value in (
-        ("log_min_error_statement", "panic"),
-        ("log_statement", "none"),
-        ("track_activities", "off"),
-    ):
-        with suppress(psycopg.errors.InsufficientPrivilege):
-            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(value)))
+            move_copy.drop_slot(conn, slot)

@@ -4,7 +4,8 @@ the servers and recording the workspace; so a placement reads the servers
 and reserves its choice under one lock, and the workspace is recorded under
 the same lock only while its server is not draining. Creations at once then
 spread as if made one after another, and none is recorded on a server once
-its drain has been acknowledged (the drain mark is changed under the lock too)."""
+its drain has been acknowledged (the drain mark is changed under the lock
+too). A move's switch takes the same lock (services/store/domain/moving.py)."""
 
 from __future__ import annotations
 
@@ -85,14 +86,25 @@ class Placement:
             conn.execute(pq.RELEASE_PLACEMENT, (database,))
 
     @contextmanager
+    def locked(self) -> Iterator[psycopg.Connection]:
+        """A control transaction under the placement lock: a drain mark read
+        in it cannot change before it commits (a move's switch takes it too)."""
+        with self.dbs.control_conn() as conn:
+            conn.execute(pq.PLACEMENT_LOCK)
+            yield conn
+
+    @staticmethod
+    def is_draining(conn: psycopg.Connection, server: str) -> bool:
+        row = conn.execute(pq.SERVER_DRAINING, (server,)).fetchone()
+        return row is not None and bool(row[0])
+
+    @contextmanager
     def recording(self, server: str, database: str) -> Iterator[psycopg.Connection]:
         """The control transaction that records the workspace placed on
         ``server``; DrainedMeanwhile (nothing written) when the server is
         draining now. Its placement goes with the record."""
-        with self.dbs.control_conn() as conn:
-            conn.execute(pq.PLACEMENT_LOCK)
-            row = conn.execute(pq.SERVER_DRAINING, (server,)).fetchone()
-            if row is not None and row[0]:
+        with self.locked() as conn:
+            if self.is_draining(conn, server):
                 raise DrainedMeanwhile(server)
             conn.execute(pq.RELEASE_PLACEMENT, (database,))
             yield conn

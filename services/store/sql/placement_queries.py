@@ -2,9 +2,10 @@
 (services/store/domain/placement.py; migrations/control/0013_workspace_placement.sql)."""
 
 # Held by a placement (reading the servers and reserving one), by recording
-# the workspace placed (checking its server is still open) and by a drain
-# mark's change: so no creation is recorded on a server once its drain is
-# committed, and two placements never read the same counts.
+# the workspace placed (checking its server is still open), by a move's
+# switch (checking its target is) and by a drain mark's change: so no
+# creation or move lands on a server once its drain is committed, and two
+# placements never read the same counts.
 PLACEMENT_LOCK = "SELECT pg_advisory_xact_lock(7416, 0)"
 # Placements older than the hold (seconds) are a killed creation's: gone.
 FORGET_OLD_PLACEMENTS = """

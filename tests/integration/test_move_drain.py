@@ -1,0 +1,115 @@
+"""A move meets a drain (docs/servers.md, "Placing new workspaces" and
+Moving): once `servers drain` has answered, no move switches a workspace
+onto that server; one on its way there is rolled back at its switch, the
+workspace staying where it was. Driven in this process (the store's own
+ControlPlane and Mover) on two embedded servers, the drain acknowledged by a
+hook at a step between the move's start and its switch."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from recallatron import errors
+from recallatron_devkit.localpg import LocalPostgres
+from services.store.domain.control import ControlPlane
+from services.store.domain.control_records import Workspace
+from services.store.domain.moving import Mover
+from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
+from tests.two_servers import before_step
+from tests.two_servers import servers as servers  # the fixture
+from tests.two_servers import store as store  # the fixture
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def open_servers(store: tuple[Databases, ControlPlane]) -> Iterator[None]:
+    """Every server open for workspaces, before the test and after it."""
+    _, control = store
+    for name in ("default", "b"):
+        control.set_draining(name, False)
+    yield
+    for name in ("default", "b"):
+        control.set_draining(name, False)
+
+
+def as_before(servers: dict[str, LocalPostgres], control: ControlPlane, ws: Workspace) -> None:
+    """The workspace on its source, taking connections, nothing of the move left."""
+    with psycopg.connect(with_database(servers["default"].url, CONTROL_DATABASE)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM workspace_move WHERE workspace_id = %s", (ws.id,)
+        ).fetchone()
+    assert row == (0,)
+    assert control.workspace(ws.id, fresh=True).server == "default"
+    with psycopg.connect(servers["default"].url) as conn:
+        allowed = conn.execute(
+            "SELECT datallowconn FROM pg_database WHERE datname = %s", (ws.database_name,)
+        ).fetchone()
+        slots = conn.execute(
+            "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical'"
+        ).fetchall()
+    assert allowed == (True,)
+    assert slots == []
+    with psycopg.connect(with_database(servers["default"].url, ws.database_name)) as conn:
+        assert conn.execute("SELECT count(*) FROM memory").fetchone() == (0,)
+    with psycopg.connect(servers["b"].url) as conn:
+        there = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (ws.database_name,)
+        ).fetchall()
+    assert there == []
+
+
+@pytest.mark.parametrize("step", ["copied", "sealed"])
+def test_a_move_does_not_switch_onto_a_server_drained_meanwhile(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    open_servers: None,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+) -> None:
+    """The move checked the drain mark only at its start: drained while it
+    copied (or once sealed), it still switched the workspace onto `b`."""
+    dbs, control = store
+    ws = control.create_workspace(f"drained-{uuid.uuid4().hex[:8]}", "default")
+    before_step(monkeypatch, step, lambda: control.set_draining("b", True))
+    said: list[str] = []
+    with pytest.raises(errors.FailedPrecondition) as refused:
+        Mover(dbs, control, said.append).move(ws.id, "b")
+    assert refused.value.subject == "to", refused.value
+    assert "'b' was marked draining" in refused.value.message, refused.value
+    assert said[-1] == "rolled back: the source serves as before", said
+    as_before(servers, control, ws)
+    # Nothing left in the way: open again, the same move goes through.
+    monkeypatch.undo()
+    control.set_draining("b", False)
+    Mover(dbs, control).move(ws.id, "b")
+    assert control.workspace(ws.id, fresh=True).server == "b"
+
+
+def test_a_move_interrupted_past_its_seal_is_rolled_back_once_its_target_drains(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    open_servers: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rerun finished a move stopped past its seal onto `b`, drained
+    since: the workspace landed on a server whose drain had answered."""
+    dbs, control = store
+    ws = control.create_workspace(f"resumed-{uuid.uuid4().hex[:8]}", "default")
+
+    def stop() -> None:
+        raise KeyboardInterrupt  # as Ctrl-C or SIGTERM stops the command
+
+    before_step(monkeypatch, "sealed", stop)
+    with pytest.raises(KeyboardInterrupt):
+        Mover(dbs, control).move(ws.id, "b")
+    monkeypatch.undo()
+    control.set_draining("b", True)
+    with pytest.raises(errors.FailedPrecondition) as refused:
+        Mover(dbs, control).move(ws.id, "b")
+    assert refused.value.subject == "to" and "'b' was marked draining" in refused.value.message
+    as_before(servers, control, ws)
