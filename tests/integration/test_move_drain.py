@@ -72,7 +72,9 @@ def test_a_move_does_not_switch_onto_a_server_drained_meanwhile(
     step: str,
 ) -> None:
     """The move checked the drain mark only at its start: drained while it
-    copied (or once sealed), it still switched the workspace onto `b`."""
+    copied (or once sealed), it still switched the workspace onto `b`; and
+    a drain known before the cut-over still had the source fenced and sealed
+    (its writes cut off) for a move refused at the switch."""
     dbs, control = store
     ws = control.create_workspace(f"drained-{uuid.uuid4().hex[:8]}", "default")
     before_step(monkeypatch, step, lambda: control.set_draining("b", True))
@@ -82,6 +84,9 @@ def test_a_move_does_not_switch_onto_a_server_drained_meanwhile(
     assert refused.value.subject == "to", refused.value
     assert "'b' was marked draining" in refused.value.message, refused.value
     assert said[-1] == "rolled back: the source serves as before", said
+    if step == "copied":
+        # Known before the cut-over: no write was held or cut off for it.
+        assert "step: fenced" not in said and "step: sealed" not in said, said
     as_before(servers, control, ws)
     # Nothing left in the way: open again, the same move goes through.
     monkeypatch.undo()

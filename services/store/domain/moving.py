@@ -292,6 +292,11 @@ class Mover:
         for _ in range(CATCH_UP_ROUNDS):
             if self._marker_round_trip(source, target, database) < CLOSE_ENOUGH_SECONDS:
                 break
+        # A drain known by now refuses before any write is held or cut off
+        # (the switch asks again, under the placement lock).
+        with self._control() as conn:
+            if Placement.is_draining(conn, target):
+                raise DrainedMeanwhile(target)
         fence = psycopg.connect(self.dbs.database_url(source, database))
         try:
             fenced_at = self._fence(fence, tables)
@@ -419,7 +424,7 @@ class Mover:
     def _refuse_drained(
         self, workspace_id: str, database: str, source: str, target: str
     ) -> NoReturn:
-        self.log(f"{target!r} was marked draining before the switch; rolling back")
+        self.log(f"{target!r} was marked draining before the move's switch; rolling back")
         self.rollback(workspace_id, database, source, target)
         raise errors.FailedPrecondition(
             f"to: {target!r} was marked draining before the move's switch; the move was rolled "
