@@ -86,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sv_sub = sv.add_subparsers(dest="servers_cmd", required=True)
     sv_sub.add_parser("list", help="each server, its workspace count and marks")
-    sv_sub.add_parser("drain", help="new workspaces are no longer placed on it").add_argument(
-        "name"
-    )
+    sv_sub.add_parser(
+        "drain", help="no new workspace is placed on it, and no move switches onto it"
+    ).add_argument("name")
     sv_sub.add_parser("undrain", help="open it for new workspaces again").add_argument("name")
     sv_sub.add_parser("kept", help="the copies moves kept (--keep-source), deleted ones' too")
     sv_sub.add_parser(

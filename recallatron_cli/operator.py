@@ -442,10 +442,12 @@ def cmd_move_workspace(args: argparse.Namespace) -> int:
             report = mover.move(workspace_id, args.to, keep_source=args.keep_source)
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM (main): a move not yet sealed rolls back at
-            # once, one past the seal is finished by a rerun.
+            # once, one past the seal is finished by a rerun (rolled back
+            # instead when its target was drained meanwhile).
             return common.stopped(
                 "move-workspace stopped (its last step above); run it again to finish a "
-                "move past its seal, or to move anew one rolled back"
+                "move past its seal (rolled back instead if its target was drained "
+                "meanwhile), or to move anew one rolled back"
             )
     print(
         f"moved {report.workspace} from {report.source} to {report.target} in "
