@@ -4,13 +4,16 @@ servers, `default` and `b`, and the store's own ControlPlane on them in this
 process, without the services; the source's replication slots taken by
 others, as a move meets them. A test module imports the fixtures `servers`
 (servers `default` and `b`, started once for the module) and `store` (the
-store on them, one for each test) as themselves (`import servers as servers`)."""
+store on them, one for each test) as themselves (`import servers as servers`);
+`open_servers` undrains both around a test, and `as_before` checks a workspace
+stands on its source with nothing of a move left."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -19,7 +22,7 @@ from recallatron_devkit.localpg import LocalPostgres
 from recallatron_devkit.stack import free_port
 from services.store.domain.control import ControlPlane
 from services.store.domain.moving import Mover
-from services.store.infrastructure.db import Databases
+from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.settings import StoreSettings
 
 
@@ -58,6 +61,38 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loca
     """Servers `default` and `b`, one pair for the importing module."""
     with two_servers(tmp_path_factory.mktemp("two-servers")) as made:
         yield made
+
+
+@pytest.fixture
+def open_servers(store: tuple[Databases, ControlPlane]) -> Iterator[None]:
+    """Every server open for workspaces, before the test and after it."""
+    _, control = store
+    for name in ("default", "b"):
+        control.set_draining(name, False)
+    yield
+    for name in ("default", "b"):
+        control.set_draining(name, False)
+
+
+def as_before(servers: dict[str, LocalPostgres], control: ControlPlane, ws: Any) -> None:
+    """The workspace on its source, served, nothing of the move left."""
+    with psycopg.connect(with_database(servers["default"].url, CONTROL_DATABASE)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM workspace_move WHERE workspace_id = %s", (ws.id,)
+        ).fetchone()
+    assert row == (0,)
+    assert control.workspace(ws.id, fresh=True).server == "default"
+    with psycopg.connect(with_database(servers["default"].url, ws.database_name)) as conn:
+        assert conn.execute("SELECT count(*) FROM memory").fetchone() == (0,)
+        slots = conn.execute(
+            "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical'"
+        ).fetchall()
+    assert slots == []
+    with psycopg.connect(servers["b"].url) as conn:
+        there = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (ws.database_name,)
+        ).fetchall()
+    assert there == []
 
 
 @pytest.fixture

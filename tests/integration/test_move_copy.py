@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from recallatron import errors
@@ -19,8 +18,8 @@ from recallatron_devkit.localpg import LocalPostgres
 from services.store.domain import move_copy
 from services.store.domain.control import ControlPlane
 from services.store.domain.moving import Mover
-from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
-from tests.two_servers import before_step, drop_slots, take_slots
+from services.store.infrastructure.db import Databases
+from tests.two_servers import as_before, before_step, drop_slots, take_slots
 from tests.two_servers import servers as servers  # the fixture
 from tests.two_servers import store as store  # the fixture
 
@@ -56,27 +55,6 @@ def moved(mover: Mover, workspace_id: str) -> Any:
     thread.join(STUCK_SECONDS)
     assert result, f"the move was still running after {STUCK_SECONDS:.0f} s"
     return result[0]
-
-
-def as_before(servers: dict[str, LocalPostgres], control: ControlPlane, ws: Any) -> None:
-    """The workspace on its source, served, nothing of the move left."""
-    with psycopg.connect(with_database(servers["default"].url, CONTROL_DATABASE)) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM workspace_move WHERE workspace_id = %s", (ws.id,)
-        ).fetchone()
-    assert row == (0,)
-    assert control.workspace(ws.id, fresh=True).server == "default"
-    with psycopg.connect(with_database(servers["default"].url, ws.database_name)) as conn:
-        assert conn.execute("SELECT count(*) FROM memory").fetchone() == (0,)
-        slots = conn.execute(
-            "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical'"
-        ).fetchall()
-    assert slots == []
-    with psycopg.connect(servers["b"].url) as conn:
-        there = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (ws.database_name,)
-        ).fetchall()
-    assert there == []
 
 
 def test_a_source_with_one_free_slot_is_refused_before_anything_is_recorded(

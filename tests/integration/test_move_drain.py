@@ -8,7 +8,6 @@ hook at a step between the move's start and its switch."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -18,49 +17,24 @@ from recallatron_devkit.localpg import LocalPostgres
 from services.store.domain.control import ControlPlane
 from services.store.domain.control_records import Workspace
 from services.store.domain.moving import Mover
-from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
+from services.store.infrastructure.db import Databases
+from tests.two_servers import as_before as moved_nothing
 from tests.two_servers import before_step
+from tests.two_servers import open_servers as open_servers  # the fixture
 from tests.two_servers import servers as servers  # the fixture
 from tests.two_servers import store as store  # the fixture
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def open_servers(store: tuple[Databases, ControlPlane]) -> Iterator[None]:
-    """Every server open for workspaces, before the test and after it."""
-    _, control = store
-    for name in ("default", "b"):
-        control.set_draining(name, False)
-    yield
-    for name in ("default", "b"):
-        control.set_draining(name, False)
-
-
 def as_before(servers: dict[str, LocalPostgres], control: ControlPlane, ws: Workspace) -> None:
     """The workspace on its source, taking connections, nothing of the move left."""
-    with psycopg.connect(with_database(servers["default"].url, CONTROL_DATABASE)) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM workspace_move WHERE workspace_id = %s", (ws.id,)
-        ).fetchone()
-    assert row == (0,)
-    assert control.workspace(ws.id, fresh=True).server == "default"
+    moved_nothing(servers, control, ws)
     with psycopg.connect(servers["default"].url) as conn:
         allowed = conn.execute(
             "SELECT datallowconn FROM pg_database WHERE datname = %s", (ws.database_name,)
         ).fetchone()
-        slots = conn.execute(
-            "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical'"
-        ).fetchall()
     assert allowed == (True,)
-    assert slots == []
-    with psycopg.connect(with_database(servers["default"].url, ws.database_name)) as conn:
-        assert conn.execute("SELECT count(*) FROM memory").fetchone() == (0,)
-    with psycopg.connect(servers["b"].url) as conn:
-        there = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (ws.database_name,)
-        ).fetchall()
-    assert there == []
 
 
 @pytest.mark.parametrize("step", ["copied", "sealed"])

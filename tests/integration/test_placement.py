@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -20,6 +20,7 @@ from recallatron_devkit.localpg import LocalPostgres
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.infrastructure.servers import place
+from tests.two_servers import open_servers as open_servers  # the fixture
 from tests.two_servers import servers as servers  # the fixture
 from tests.two_servers import store as store  # the fixture
 
@@ -82,17 +83,6 @@ def _even(control: ControlPlane) -> dict[str, int]:
     for _ in range(max(counts.values()) - counts[fewer]):
         control.create_workspace(f"even-{uuid.uuid4().hex[:8]}", fewer)
     return {s.name: s.workspaces for s in control.servers()}
-
-
-@pytest.fixture
-def open_servers(store: tuple[Databases, ControlPlane]) -> Iterator[None]:
-    """Every server open for new workspaces, before the test and after it."""
-    _, control = store
-    for name in ("default", "b"):
-        control.set_draining(name, False)
-    yield
-    for name in ("default", "b"):
-        control.set_draining(name, False)
 
 
 def test_creations_at_once_spread_as_if_made_one_after_another(
