@@ -115,18 +115,7 @@ class OneRequestPerId:
 
     async def _too_large(self, send: Send) -> None:
         """The transport's own answer to a body past its limit."""
-        body = b"Request body too large"
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _respond(send, 413, b"text/plain; charset=utf-8", b"Request body too large")
 
     async def _refuse(self, send: Send, request_id: Any) -> None:
         error = {
@@ -138,15 +127,19 @@ class OneRequestPerId:
                 "give each request a new id",
             },
         }
-        body = json.dumps(error).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 409,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _respond(send, 409, b"application/json", json.dumps(error).encode())
+
+
+async def _respond(send: Send, status: int, content_type: bytes, body: bytes) -> None:
+    """A whole answer of this middleware's own, never passed to the app."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
