@@ -8,9 +8,11 @@ it again on every recall only adds its deadline to every answer: 2 s a
 recall, in any mode, while the answer is the fused order all the same. So a
 failure of that kind closes the gate for ``recheck_seconds``, during which the
 fused order stands without a call; the first recall after it asks again. A
-query embedding the service answers opens the gate at once (the service is
-back), except after "no cross-encoder configured", which only a restart of
-the embed service changes."""
+query embedding the service answers opens the gate at once when the service
+itself had failed (it is back); not when the cross-encoder was late or absent
+while the service answered: the query embedding of every hybrid recall would
+then ask a slow cross-encoder again and wait out its deadline each time, and
+only a restart of the embed service brings a missing one."""
 
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ class CrossEncoderGate:
         self._until = 0.0
         self._kind = ""
         self._reason = ""
+        # Closed because the service failed a call (not the cross-encoder's
+        # own lateness or absence): any answer of the service opens it.
+        self._service_failed = False
 
     def closed(self) -> tuple[str, str]:
         """(kind, why) of the failure that keeps the cross-encoder from being
@@ -49,7 +54,13 @@ class CrossEncoderGate:
         if exc.kind == ABSENT:
             self._close(exc.kind, exc.message)
         elif exc.kind in NO_ANSWER:
-            self._close(exc.kind, f"{exc.message}; asked again {self.recheck_seconds:g} s after")
+            # Unreachable: the service is down, and its next answer says it is
+            # back; late: the cross-encoder itself is, whatever the service says.
+            self._close(
+                exc.kind,
+                f"{exc.message}; asked again {self.recheck_seconds:g} s after",
+                service_failed=exc.kind == "unavailable",
+            )
 
     def embed_failed(self, exc: Degraded) -> None:
         """The service failed a query embedding: its cross-encoder would not
@@ -60,16 +71,20 @@ class CrossEncoderGate:
                 f"not asked: the embed service, which runs it, failed a query embedding "
                 f"({exc.message}); asked again {self.recheck_seconds:g} s after",
                 keep_absent=True,
+                service_failed=True,
             )
 
     def answered(self) -> None:
-        """The service answered a call: it serves again (a missing
-        cross-encoder stays missing until the gate's time is up)."""
+        """The service answered a call: it serves again (a missing or late
+        cross-encoder stays so until the gate's time is up)."""
         with self._lock:
-            if self._kind != ABSENT:
+            if self._service_failed:
                 self._kind, self._reason, self._until = "", "", 0.0
+                self._service_failed = False
 
-    def _close(self, kind: str, reason: str, keep_absent: bool = False) -> None:
+    def _close(
+        self, kind: str, reason: str, keep_absent: bool = False, service_failed: bool = False
+    ) -> None:
         if self.recheck_seconds <= 0:
             return
         with self._lock:
@@ -78,3 +93,4 @@ class CrossEncoderGate:
                 return
             self._kind, self._reason = kind, reason
             self._until = now + self.recheck_seconds
+            self._service_failed = service_failed

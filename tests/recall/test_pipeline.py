@@ -652,3 +652,26 @@ def test_history_failing_degrades_to_none_and_says_so() -> None:
     )
     assert ids(outcome) == ["a"] and list(outcome.history) == []
     assert outcome.history_unavailable_reason == "history: the store did not answer in time"
+
+
+def test_a_late_cross_encoder_is_not_asked_again_because_the_query_embedding_answered() -> None:
+    # The service answers query embeddings at once, but its cross-encoder
+    # misses its deadline: in hybrid (the default mode) each recall's answered
+    # embedding must not reopen the gate, or every recall waits out the
+    # cross-encoder's deadline again (docs/recall.md, "Degrade, never refuse").
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2)])
+    late = Degraded("timeout", "the cross-encoder did not answer within 2 s")
+    embed = FakeEmbed(rerank_error=late, score=lambda passage: 1.0)
+    p = pipeline(store, embed, cross_encoder_recheck_seconds=10.0)
+    now = [100.0]
+    p.cross_encoder.clock = lambda: now[0]
+    assert not p.recall(request("hybrid", skip_rerank=False)).reranked
+    for _ in range(3):
+        again = p.recall(request("hybrid", skip_rerank=False))
+        assert again.dense_available and not again.reranked
+        assert again.rerank_unavailable_reason.startswith(late.message)
+    assert embed.rerank_calls == 1
+    now[0] += 10.0
+    embed.rerank_error = None
+    assert p.recall(request("hybrid", skip_rerank=False)).reranked
+    assert embed.rerank_calls == 2
