@@ -148,9 +148,10 @@ def test_claims_are_visible_exactly_when_their_memory_is(team: Team) -> None:
     assert err.code() == grpc.StatusCode.NOT_FOUND
     unknown = rpc_error(lambda: bob.neighbors(str(uuid.uuid4()), hops=1))
     assert (unknown.code(), unknown.details()) == (err.code(), err.details())
-    # Nor can he name it on a write (it answers like an unknown id).
+    # Nor can he name it on a write (it answers like an unknown id:
+    # tests/integration/test_entity_id_writes.py).
     err = rpc_error(lambda: bob.remember("x", mention_ids=[entity_id]))
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "mentions[0].entity_id" in (
+    assert err.code() == grpc.StatusCode.NOT_FOUND and "mentions[0].entity_id" in (
         err.details() or ""
     )
     # A purpose the memory was not stored for sees nothing either.
@@ -359,7 +360,7 @@ def test_forget_purges_claims_down_to_pg_dump(stack, team: Team) -> None:  # typ
         ([{"entity": {"name": "X"}, "attribute": "a", "value": "v" * 2001}], [], "claims[0].value"),
         ([{"entity": {"name": "X"}, "attribute": "a", "value": ""}], [], "claims[0].value"),
         (
-            [{"entity": {"entity_id": str(uuid.uuid4())}, "attribute": "a", "value": "v"}],
+            [{"entity": {"entity_id": "not-a-uuid"}, "attribute": "a", "value": "v"}],
             [],
             "claims[0].entity.entity_id",
         ),

@@ -272,7 +272,7 @@ add(
         "memory",
         "Remember",
         lambda i: remember(mentions=[cpb.MentionInput(entity_id=i["foreign_entity"])]),
-        INVALID,
+        NOT_FOUND,
         "mentions[0].entity_id",
     ),
     Case(

@@ -13,11 +13,11 @@ import psycopg
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_MENTIONS, MAX_TITLE
+from services.store.domain import graph_claims
 from services.store.domain import validation as v
 from services.store.domain.trust import Trust
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
-from services.store.sql import graph_queries as gq
 
 # Captured turns of one speaker share an episode until a silence longer than
 # this (the old store's rule); then a new one begins.
@@ -137,8 +137,7 @@ class EpisodeStore(InWorkspaces):
                         f"member_ids[{i}]", "no such member in this workspace"
                     )
             for i, entity in enumerate(entities):
-                if conn.execute(gq.ENTITY_VISIBLE, (entity,)).fetchone() is None:
-                    raise errors.InvalidArgument(f"entity_ids[{i}]", "no such entity")
+                graph_claims.check_visible(conn, entity, f"entity_ids[{i}]")
             conn.execute(
                 INSERT,
                 (

@@ -214,6 +214,14 @@ def _qualifiers(q: QualifiersIn, where: str) -> None:
 # -- writing ---------------------------------------------------------------------
 
 
+def check_visible(conn: psycopg.Connection, entity_id: str, field: str) -> None:
+    """NOT_FOUND unless the caller may see ``entity_id`` (canonical): one they
+    may not see answers exactly as one that does not exist, as neighbors,
+    timeline and a write naming an episode or a memory answer."""
+    if conn.execute(gq.ENTITY_VISIBLE, (entity_id,)).fetchone() is None:
+        raise errors.NotFound(f"{field}: entity not found")
+
+
 def _qualifier_columns(q: QualifiersIn) -> tuple[datetime | None, datetime | None, float]:
     """A claim's or a relation's last columns as written (valid_from,
     valid_until, confidence), an unset confidence given its default."""
@@ -235,9 +243,9 @@ class GraphWriter:
         if ref.entity_id is not None:
             entity_id = v.uuid_str(ref.entity_id, f"{where}.entity_id")
             if entity_id not in self._known:
-                # Only an entity the caller may see can be named (row security).
-                if self.conn.execute(gq.ENTITY_VISIBLE, (entity_id,)).fetchone() is None:
-                    raise errors.InvalidArgument(f"{where}.entity_id", "no such entity")
+                # Only an entity the caller may see can be named (row security);
+                # one they may not see answers as one that does not exist.
+                check_visible(self.conn, entity_id, f"{where}.entity_id")
                 self._known.add(entity_id)
             return entity_id
         name = (ref.name or "").strip()
