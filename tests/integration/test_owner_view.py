@@ -94,6 +94,33 @@ def test_list_pages_filters_and_shows_only_what_the_caller_may_see(team: Team) -
     assert [m.id for m in span] == [ids["a3"]]
 
 
+def test_a_memory_whose_successor_the_caller_may_not_see_is_listed_as_current(
+    team: Team,
+) -> None:
+    """Bob supersedes a workspace memory by one only he may see, and another by
+    one for a purpose Ada lacks: Ada reads each as current (no successor), so
+    her list shows them, by every listing (all, by author, by kind), and no
+    further than that; Bob, who sees the successors, sees them superseded."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    plan = bob.remember("the shared plan", audience_to="workspace").memory
+    mine = bob.supersede(plan.id, plan.revision, "the plan", audience_to=team.members["bob"])
+    note = bob.remember("the shared note", kind="decision", audience_to="workspace").memory
+    bob.supersede(note.id, note.revision, "the note", kind="decision", purposes=["automate"])
+    assert ada.read([plan.id]).memories[0].superseded_by_id == ""
+    expected = [note.id, plan.id]
+    listings: dict[str, dict[str, Any]] = {
+        "all": {},
+        "author": {"created_by": team.members["bob"]},
+        "kinds": {"kinds": ["note", "decision"]},
+    }
+    for name, filters in listings.items():
+        listed = every(ada.list_memories, "memories", page_size=1, **filters)
+        assert [m.id for m in listed] == expected, name
+        assert all(m.superseded_by_id == "" for m in listed), name
+    by_bob = [m.id for m in every(bob.list_memories, "memories")]
+    assert plan.id not in by_bob and mine.memory.id in by_bob
+
+
 class _OnConnection(bulk.OneConnection, OwnerView):
     """The store's listing run on one connection, so that
     pg_stat_xact_user_tables counts the rows each page read."""

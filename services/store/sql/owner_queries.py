@@ -10,7 +10,11 @@ def _list_memories(author: str) -> str:
     """The listing, narrowed by ``author`` (a condition on m, or TRUE).
 
     An episode filter matches only an episode the caller may see (the policy
-    on episode), so a hidden episode's id lists nothing."""
+    on episode), so a hidden episode's id lists nothing. A memory is
+    superseded for the caller only when its successor is one they may see
+    (the policy on memory), as read and recall take it (migration 0044): one
+    whose successor is hidden is listed as current. A scalar subquery, not
+    EXISTS, which the planner could answer by hashing the whole table."""
     return f"""
 SELECT {MEMORY_COLUMNS} FROM memory m
 WHERE {author}
@@ -20,7 +24,8 @@ WHERE {author}
            AND EXISTS (SELECT 1 FROM episode ep WHERE ep.id = %(episode)s::uuid)))
   AND (%(from)s::timestamptz IS NULL OR m.created_at >= %(from)s::timestamptz)
   AND (%(to)s::timestamptz IS NULL OR m.created_at < %(to)s::timestamptz)
-  AND (%(include_superseded)s OR m.superseded_by_id IS NULL)
+  AND (%(include_superseded)s OR m.superseded_by_id IS NULL
+       OR (SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id) IS NULL)
   AND (%(after_at)s::timestamptz IS NULL
        OR (m.created_at, m.id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
 ORDER BY m.created_at DESC, m.id DESC
