@@ -23,6 +23,7 @@ run, the fused order stands.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -443,6 +444,11 @@ class Pipeline(Generic[M]):
         if len(scores) != len(top):
             metrics.DEGRADED.labels("rerank", "failed").inc()
             return False, "the cross-encoder returned a score count that does not match"
+        if not all(math.isfinite(score) for score in scores):
+            # A broken model (an overflow in its graph): no order can be read
+            # from NaN, and neither it nor infinity is a JSON number.
+            metrics.DEGRADED.labels("rerank", "failed").inc()
+            return False, "the cross-encoder returned a score that is not a finite number"
         for result, score in zip(top, scores, strict=True):
             result.scores.rerank_score = float(score)
             result.scores.reranked = True

@@ -675,3 +675,17 @@ def test_a_late_cross_encoder_is_not_asked_again_because_the_query_embedding_ans
     embed.rerank_error = None
     assert p.recall(request("hybrid", skip_rerank=False)).reranked
     assert embed.rerank_calls == 2
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_cross_encoder_answering_scores_that_are_not_numbers_is_failing(bad: float) -> None:
+    # A broken cross-encoder export (an overflow in its graph) answers NaN or
+    # infinity: no order can be read from that, and an infinite or NaN score
+    # is no JSON number for an MCP or HTTP client. The fused order stands.
+    store = FakeStore(lexical_rows=[c("a", 1), c("b", 2), c("c", 3)])
+    embed = FakeEmbed(score=lambda passage: bad if "b" in passage.split()[1] else 1.0)
+    outcome = pipeline(store, embed).recall(request("lexical", skip_rerank=False))
+    assert not outcome.reranked
+    assert "not a finite number" in outcome.rerank_unavailable_reason
+    assert ids(outcome) == ["a", "b", "c"]
+    assert all(not r.scores.reranked and r.scores.rerank_score == 0.0 for r in outcome.results)
