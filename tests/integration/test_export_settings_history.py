@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recallatron.client import Client
-from recallatron.vocabulary import MAX_HISTORY_CHAT_ID, MAX_HISTORY_ROLE
+from recallatron.vocabulary import MAX_HISTORY_CHAT_ID, MAX_HISTORY_ROLE, MAX_HISTORY_TEXT
 from recallatron_devkit.stack import Stack
 from services.store.domain.archive_history import history_name
 from services.store.infrastructure.db import CONTROL_DATABASE
@@ -112,3 +112,27 @@ def test_history_an_older_release_kept_with_a_long_chat_id_or_role_round_trips(
         stack, database, "SELECT chat_id, role FROM history_entry ORDER BY occurred_at"
     )
     assert kept == [(c, history_name(long_role, MAX_HISTORY_ROLE)) for c in expected]
+
+
+def test_a_turn_whose_line_is_over_a_mebibyte_round_trips(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A turn of 200,000 control characters (a terminal's output pasted whole)
+    is one the migration keeps; the export writes each as \\u001b, a line of
+    1.2 MB, which the import refused (`is longer than 1 MiB`)."""
+    text = ("\x1b\x01\x02\x03\x0e\x0f" * 40_000)[:MAX_HISTORY_TEXT]
+    dbutil.query(
+        stack,
+        team.database_name,
+        "INSERT INTO history_entry (id, owner_member_id, chat_id, role, text, occurred_at)"
+        " VALUES (%s, %s, 'c', 'tool', %s, '2024-05-01') RETURNING id",
+        (str(uuid.uuid4()), team.members["ada"], text),
+    )
+    out = tmp_path / "a"
+    done = cli(stack, "export", "--workspace", team.slug, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert max(len(x) for x in (out / "history.jsonl").read_bytes().splitlines()) > 2**20
+    done = cli(stack, "import", str(out), "--as", f"copy-{uuid.uuid4().hex[:10]}", "--json")
+    assert done.returncode == 0, done.stderr
+    database = made_database(stack, json.loads(done.stdout)["workspace_id"])
+    assert dbutil.query(stack, database, "SELECT text FROM history_entry") == [(text,)]

@@ -290,20 +290,22 @@ def _fix_digest(directory: Path, kind: str) -> None:
 
 
 def test_a_record_line_over_a_mebibyte_is_refused_naming_its_line(tmp_path: Path) -> None:
-    # History text is the longest (200,000 characters); escaped, 6 bytes each, it fills a MiB.
+    # A history turn's line has its own bound (tests/unit/test_archive_versions.py).
     def line_of(n: int, size: int) -> dict[str, Any]:
-        record = {"id": uid(n), "owner_member": ADA, "chat_id": "c", "role": "user",
-                  "text": "", "occurred_at": T}  # fmt: skip
-        record["text"] = "\u00e9" * ((m := size - len(json.dumps(record))) // 6) + "x" * (m % 6)
+        record = memory(n, body="")
+        record["body"] = "\u00e9" * ((m := size - len(json.dumps(record))) // 6) + "x" * (m % 6)
         assert len(json.dumps(record)) == size
         return record
 
-    write_archive(tmp_path / "a", {"history": [line_of(1, 200), line_of(2, 2**20)]})
-    assert plan.read_archive(tmp_path / "a").count("history") == 2
-    write_archive(tmp_path / "b", {"history": [line_of(1, 200), line_of(2, 2**20 + 1)]})
+    def read(directory: Path) -> int:
+        return len(list(fmt.records(directory, "memories", fmt.read_manifest(directory))))
+
+    write_archive(tmp_path / "a", {"memories": [line_of(1, 500), line_of(2, 2**20)]})
+    assert read(tmp_path / "a") == 2
+    write_archive(tmp_path / "b", {"memories": [line_of(1, 500), line_of(2, 2**20 + 1)]})
     with pytest.raises(errors.InvalidArgument) as err:
-        plan.read_archive(tmp_path / "b")
-    assert err.value.field == "history.jsonl line 2"
+        read(tmp_path / "b")
+    assert err.value.field == "memories.jsonl line 2"
     assert "longer than" in err.value.description
 
 

@@ -7,14 +7,18 @@ version, before its records."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from recallatron import errors
+from recallatron.vocabulary import MAX_HISTORY_CHAT_ID, MAX_HISTORY_TEXT
 from services.store.domain import archive_format as fmt
 from services.store.domain import archive_plan as plan
+from services.store.domain.archive_history import history_name
 from tests.unit.test_archive import ADA, BOB, T, memory, uid, write_archive
 
 LATER = "2026-02-03T04:05:06.5+00:00"
@@ -73,3 +77,71 @@ def test_a_release_reading_up_to_format_1_refuses_this_ones_archive_by_its_versi
         "format_version: the archive is format version 2, newer than this release reads "
         "(up to 1); import it with a newer recallatron"
     )
+
+
+# -- a history line as an older release wrote it ------------------------------------
+
+# A terminal's raw output pasted whole: control characters, each written by
+# the export's json_build_object as \u001b (6 bytes), as json.dumps writes it.
+RAW = "\x1b\x01\x02\x03\x0e\x0f"
+
+
+def _turn(n: int, chat_id: str, text: str) -> dict[str, Any]:
+    return {"id": uid(n), "owner_member": ADA, "chat_id": chat_id, "role": "user",
+            "text": text, "occurred_at": T}  # fmt: skip
+
+
+def test_a_history_line_an_older_release_wrote_past_a_mebibyte_is_read(tmp_path: Path) -> None:
+    """A turn of the longest text the migration keeps (200,000 characters) is
+    1.2 MB as JSON when it is control characters; a release before chat ids
+    had a limit exported a 300,000-character one whole beside it. Its format 1
+    archive was refused (`history.jsonl line 2: is longer than 1 MiB`)."""
+    text = (RAW * (MAX_HISTORY_TEXT // len(RAW) + 1))[:MAX_HISTORY_TEXT]
+    chat = "tg-" + "9" * 300_000
+    write_archive(tmp_path / "a", {"history": [_turn(1, "c", "hi"), _turn(2, chat, text)]})
+    _set_version(tmp_path / "a", 1)
+    line = (tmp_path / "a" / "history.jsonl").read_bytes().splitlines()[1]
+    assert len(line) > 1_500_000
+    read = plan.read_archive(tmp_path / "a").records["history"]
+    assert [(r["chat_id"], r["text"]) for _, r in read] == [
+        ("c", "hi"),
+        (history_name(chat, MAX_HISTORY_CHAT_ID), text),
+    ]
+
+
+def test_a_history_line_past_what_any_release_wrote_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    limit = fmt.LINE_LIMITS["history"]
+    chat = "c" * (limit - len(json.dumps(_turn(2, "", "t"))) + 1)
+    write_archive(tmp_path / "a", {"history": [_turn(1, "c", "hi"), _turn(2, chat, "t")]})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == "history.jsonl line 2"
+    assert err.value.description == f"is longer than {limit >> 20} MiB: no record of the archive is"
+
+
+class _Endless(io.RawIOBase):
+    """A line that never ends, counting what is read of it."""
+
+    def __init__(self) -> None:
+        self.read_bytes = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = len(buffer)
+        buffer[:n] = b"x" * n
+        self.read_bytes += n
+        return n
+
+
+@pytest.mark.parametrize("kind", ["history", "memories"])
+def test_a_line_is_refused_before_more_than_its_limit_is_read(kind: str) -> None:
+    source = _Endless()
+    with pytest.raises(errors.InvalidArgument) as err:
+        next(fmt.lines(io.BufferedReader(source), kind))
+    assert err.value.field == f"{kind}.jsonl line 1"
+    limit = fmt.LINE_LIMITS.get(kind, fmt.MAX_LINE_BYTES)
+    assert source.read_bytes <= limit + 2 + io.DEFAULT_BUFFER_SIZE

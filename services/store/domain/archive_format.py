@@ -24,11 +24,12 @@ from jsonschema.exceptions import ValidationError
 from recallatron import errors
 from recallatron.vocabulary import KINDS, PURPOSES
 
-# Bounds on what an archive may make a reader hold: a record line (a
-# workspace's longest, a migrated history turn, is 200,000 characters) and a
-# whole JSON file (the manifest, workspace.json, a members file).
-MAX_LINE_BYTES = 1 << 20
+# What a reader holds at most: a JSON file (the manifest, workspace.json, a members file)
+# and a record line; a history turn's as a file, its text alone up to 1.2 MB as JSON (200,000
+# characters escaped as \u001b) beside chat ids older releases exported whole (docs/export.md).
 MAX_JSON_FILE_BYTES = 64 << 20
+MAX_LINE_BYTES = 1 << 20
+LINE_LIMITS = {"history": MAX_JSON_FILE_BYTES}
 # Nesting of one JSON value: the format's deepest is 3 (an episode's
 # participants); a deeper value is refused before anything walks it.
 MAX_DEPTH = 64
@@ -404,17 +405,17 @@ def read_json_file(path: Path, where: str) -> Any:
     return load_json(data, where)
 
 
-def _lines(f: BinaryIO, name: str) -> Iterator[tuple[int, bytes]]:
-    """A record file's lines with their numbers; one longer than MAX_LINE_BYTES
-    (its line end not counted) is refused, naming it, before more is read."""
-    number = 0
-    while raw := f.readline(MAX_LINE_BYTES + 2):
+def lines(f: BinaryIO, kind: str) -> Iterator[tuple[int, bytes]]:
+    """A record file's lines with their numbers; one longer than its kind's
+    limit (its line end not counted) is refused, naming it, before more is read."""
+    limit, number = LINE_LIMITS.get(kind, MAX_LINE_BYTES), 0
+    while raw := f.readline(limit + 2):
         number += 1
         line = raw.rstrip(b"\r\n")
-        if len(line) > MAX_LINE_BYTES:
+        if len(line) > limit:
             raise errors.InvalidArgument(
-                f"{name} line {number}",
-                f"is longer than {_size(MAX_LINE_BYTES)}: no record of the archive is",
+                f"{file_name(kind)} line {number}",
+                f"is longer than {_size(limit)}: no record of the archive is",
             )
         yield number, line
 
@@ -475,7 +476,7 @@ def records(
         )
     count = 0
     with path.open("rb") as f:
-        for number, raw in _lines(f, name):
+        for number, raw in lines(f, kind):
             if not raw.strip():
                 continue
             place = f"{name} line {number}"

@@ -103,6 +103,8 @@ def read_archive(
     for kind in fmt.RECORD_FILES:
         placed: list[Placed] = []
         for place, record in fmt.records(directory, kind, manifest):
+            if kind == "history":
+                _shorten_names(record)
             placed.append((place, record))
             if len(placed) % 1000 == 0:
                 on_rows(1000)
@@ -162,15 +164,18 @@ _LIMITS: dict[str, tuple[tuple[str, int | None], ...]] = {
 }
 
 
-def _check_limits(archive: Archive) -> None:
-    """No text past the limits every write keeps (an archive edited by hand).
-    A history turn's chat id or role past its limit, as an export before
+def _shorten_names(record: Record) -> None:
+    """A history turn's chat id or role past its limit, as an export before
     archive_history wrote one a workspace kept from before that limit, is
-    shortened as an export now writes it."""
-    for _place, record in archive.records.get("history", []):
-        for key, most in (("chat_id", MAX_HISTORY_CHAT_ID), ("role", MAX_HISTORY_ROLE)):
-            if isinstance(record[key], str):
-                record[key] = history_name(record[key], most)
+    shortened as an export now writes it, as it is read: the archive's
+    records are held, and such a name may be megabytes."""
+    for key, most in (("chat_id", MAX_HISTORY_CHAT_ID), ("role", MAX_HISTORY_ROLE)):
+        if isinstance(record[key], str):
+            record[key] = history_name(record[key], most)
+
+
+def _check_limits(archive: Archive) -> None:
+    """No text past the limits every write keeps (an archive edited by hand)."""
     for kind, fields in _LIMITS.items():
         for place, record in archive.records.get(kind, []):
             for key, limit in fields:

@@ -38,7 +38,7 @@ MAX_HISTORY_TURN_CHARS = MAX_HISTORY_TEXT
 # A chat id ('tg-1004', 'cli-main') and a role ('user', 'assistant', 'tool')
 # are short names. A turn with a longer one is skipped, not cut (two chats'
 # ids cut alike would become one chat): every reader shows them beside each
-# turn, and an archive line (1 MiB at most) holds the turn's text and them.
+# turn, and an archive line holds the turn's text and them.
 MAX_CHAT_ID_CHARS = MAX_HISTORY_CHAT_ID
 MAX_ROLE_CHARS = MAX_HISTORY_ROLE
 # Only memory items in this status are curated knowledge worth carrying.
