@@ -156,7 +156,7 @@ CASES: list[Case] = [
         "mention unknown entity",
         "Remember",
         lambda ids: remember(mentions=[cpb.MentionInput(entity_id=str(uuid.uuid4()))]),
-        INVALID,
+        NOT_FOUND,
         "mentions[0].entity_id",
     ),
     (
