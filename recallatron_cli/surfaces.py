@@ -100,13 +100,23 @@ def cmd_keep_apart(args: argparse.Namespace) -> int:
 
 
 def cmd_merges(args: argparse.Namespace) -> int:
-    resp = common.client(args).entity_merges(purpose=args.purpose, limit=args.limit)
+    resp = common.client(args).entity_merges(
+        purpose=args.purpose,
+        limit=args.limit,
+        page_size=args.page_size,
+        page_token=args.page_token,
+    )
     lines = [
         f"{m.id}  {m.merged.name} ({m.merged.id}) -> {m.kept.name} ({m.kept.id})"
         f"  {m.decided_at.ToDatetime():%Y-%m-%d %H:%M} UTC"
         for m in resp.merges
     ]
-    common.show(args, resp, "\n".join(lines) or "no merges in force")
+    if not lines:
+        lines.append("no older merges in force" if args.page_token else "no merges in force")
+    # Older merges wait past this page: an owner undoing one needs its id.
+    if resp.next_page_token:
+        lines.append(f"more: --page-token {resp.next_page_token}")
+    common.show(args, resp, "\n".join(lines))
     return 0
 
 
@@ -156,7 +166,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mg.add_argument("merged")
     mg.set_defaults(func=cmd_merge)
     pair_decision("keep-apart", "an entity pair never proposed again", cmd_keep_apart)
-    review_list("merges", "entity merges in force (owners)", cmd_merges)
+    ms = with_client(sub.add_parser("merges", help="entity merges in force, newest first (owners)"))
+    ms.add_argument("--limit", type=int, default=0, help="from before paging: as --page-size")
+    ms.add_argument("--page-size", type=int, default=0, help="1..200; default 50")
+    ms.add_argument("--page-token", default="", help="the next_page_token of a page before")
+    ms.set_defaults(func=cmd_merges)
     um = with_client(sub.add_parser("undo-merge", help="undo an entity merge (owners)"))
     um.add_argument("merge_id")
     um.set_defaults(func=cmd_undo_merge)
