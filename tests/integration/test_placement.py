@@ -18,8 +18,10 @@ import pytest
 from recallatron import errors
 from recallatron_devkit.localpg import LocalPostgres
 from services.store.domain.control import ControlPlane
+from services.store.domain.moving import Mover
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
 from services.store.infrastructure.servers import place
+from tests.two_servers import before_step
 from tests.two_servers import open_servers as open_servers  # the fixture
 from tests.two_servers import servers as servers  # the fixture
 from tests.two_servers import store as store  # the fixture
@@ -170,3 +172,77 @@ def test_servers_list_names_a_server_no_longer_configured_that_holds_workspaces(
     assert rows["default"][1:] == ["answers", "default"], out
     assert rows["b"] == [f"{on_b} workspaces", "not configured"], out
     assert "server b is not configured" in err and "RECALLATRON_POSTGRES_SERVERS" in err, err
+
+
+def _tied_with_a_workspace_to_move(control: ControlPlane) -> Any:
+    """Both servers holding as many workspaces, one of those on `default`
+    returned (to move to `b`): the policy places on `b` (ties go to the first
+    name) unless something counts on `b` beside them."""
+    _even(control)
+    control.create_workspace(f"on-b-{uuid.uuid4().hex[:8]}", "b")
+    ws = control.create_workspace(f"moving-{uuid.uuid4().hex[:8]}", "default")
+    counts = {s.name: s.workspaces for s in control.servers()}
+    assert counts["default"] == counts["b"] and place(counts, counts, []) == "b"
+    return ws
+
+
+@pytest.mark.parametrize("step", ["copied", "sealed"])
+def test_a_move_under_way_counts_on_its_target(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    open_servers: None,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+) -> None:
+    """A placement counted a workspace being moved onto `b` only on its
+    source: placed while it copied (or once sealed), a new workspace went to
+    `b` too, which then held one more than `default`."""
+    dbs, control = store
+    ws = _tied_with_a_workspace_to_move(control)
+    reached, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        reached.set()
+        assert release.wait(WAIT_SECONDS), "the held move was never released"
+
+    before_step(monkeypatch, step, hold)
+    thread, moved = _in_thread(lambda: Mover(dbs, control).move(ws.id, "b"))
+    try:
+        assert reached.wait(WAIT_SECONDS), moved
+        placed = control.create_workspace(f"placed-{uuid.uuid4().hex[:8]}")
+    finally:
+        release.set()
+        thread.join(WAIT_SECONDS)
+    assert not thread.is_alive() and not isinstance(moved[0], Exception), moved
+    # Counted on its source too until the switch: the two tied with it.
+    assert placed.server == "default"
+    assert control.workspace(ws.id, fresh=True).server == "b"
+    counts = {s.name: s.workspaces for s in control.servers()}
+    assert counts["b"] == counts["default"] + 1 and _placements(servers) == []
+
+
+@pytest.mark.parametrize("state", ["copying", "sealed"])
+def test_a_move_stopped_by_a_kill_counts_on_its_target_only_if_its_rerun_finishes_it(
+    servers: dict[str, LocalPostgres],
+    store: tuple[Databases, ControlPlane],
+    open_servers: None,
+    state: str,
+) -> None:
+    """A killed mover's move (its record, no mover holding it): one past its
+    seal is finished by its rerun, so it arrives; one short of it is rolled
+    back, and would keep `b` counted one more until someone reran it."""
+    _, control = store
+    ws = _tied_with_a_workspace_to_move(control)
+    control_url = with_database(servers["default"].url, CONTROL_DATABASE)
+    with psycopg.connect(control_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO workspace_move (workspace_id, source, target, state)"
+            " VALUES (%s, 'default', 'b', %s)",
+            (ws.id, state),
+        )
+    try:
+        placed = control.create_workspace(f"placed-{uuid.uuid4().hex[:8]}")
+    finally:
+        with psycopg.connect(control_url, autocommit=True) as conn:
+            conn.execute("DELETE FROM workspace_move WHERE workspace_id = %s", (ws.id,))
+    assert placed.server == ("default" if state == "sealed" else "b")

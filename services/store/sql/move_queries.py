@@ -8,7 +8,8 @@ from services.store.sql.queries import DELETION_LOCK_NAMESPACE
 # Held by the mover's own session for the whole move (namespace 7401), and
 # by a deletion of the workspace for its whole course: the two exclude each
 # other (services/store/domain/deletion.py).
-TRY_MOVE_LOCK = "SELECT pg_try_advisory_lock(7401, hashtext(%s::text))"
+MOVE_LOCK_NAMESPACE = 7401
+TRY_MOVE_LOCK = f"SELECT pg_try_advisory_lock({MOVE_LOCK_NAMESPACE}, hashtext(%s::text))"
 # Whether a deletion of the workspace holds its lock (queries.DELETION_LOCK):
 # only to say why the move lock was not free. The share is the statement's
 # (autocommit), so it is gone at once.
