@@ -207,6 +207,42 @@ def test_a_kinds_few_old_memories_are_listed_reading_few_rows(stack: Stack, team
     assert [m.id for m in listed_here] == decisions
 
 
+def test_a_kinds_listing_walks_each_kind_once_a_page(stack: Stack, team: Team) -> None:
+    """Ada's five notes beneath 20,000 newer notes private to Bob: listed by
+    kind, two to a page, each kind is walked once a page (the walk still
+    passes the notes Ada may not see, one by one), not once for each memory
+    Ada may see, which the generic plan did once the statement was prepared
+    (100,020 rows read for a page of two); the same through the gateway."""
+    ada, bob = team.members["ada"], team.members["bob"]
+    hidden = 20_000
+    with bulk.writing(stack, team, "memory") as conn:
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+            " created_by, created_at, updated_at, audience_member_id)"
+            " SELECT gen_random_uuid(), 'note', 'Item ' || i, '', 1, 'told', '{assist}',"
+            "  CASE WHEN i <= 5 THEN %(ada)s ELSE %(bob)s END::uuid,"
+            "  timestamptz '2025-01-01' + i * interval '1 minute',"
+            "  timestamptz '2025-01-01' + i * interval '1 minute',"
+            "  CASE WHEN i <= 5 THEN NULL ELSE %(bob)s END::uuid"
+            " FROM generate_series(1, %(n)s) AS i",
+            {"bob": bob, "ada": ada, "n": hidden + 5},
+        )
+    caller = Caller(team.workspace_id, ada, "assist")
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
+            notes = [str(r[0]) for r in conn.execute("SELECT id FROM memory ORDER BY id")]
+            view = _OnConnection(conn)
+            for kinds in (["note"], ["note", "fact"]):
+                listing = partial(view.memories, caller, MemoryFilter(kinds=kinds), 2)
+                # Past the driver's prepare threshold and the server's custom plans.
+                for _ in range(12):
+                    listed, most = bulk.every_page(conn, "memory", listing, "memories")
+                    assert most <= hidden + 20, f"{mode}, {kinds}: a page read {most} rows"
+                    assert sorted(listed) == notes and len(notes) == 5, (mode, kinds)
+    through_gateway = every(team.clients["ada"].list_memories, "memories", kinds=["note"])
+    assert sorted(m.id for m in through_gateway) == notes
+
+
 def test_the_audit_log_is_for_owners_paged_and_filtered(team: Team) -> None:
     ada, bob = team.clients["ada"], team.clients["bob"]
     ids = seeded(team)

@@ -44,15 +44,23 @@ LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid")
 # Some kinds' (at most four), every author's: each kind's page walked by
 # memories_of_kind (migration 0040) from the page token's position, then merged.
 # Behind "= ANY" the planner walked the created_at index over the whole
-# workspace for the rows of those kinds.
+# workspace for the rows of those kinds. The walks run once, before any
+# memory is read (an InitPlan), the page's memories then read by their ids:
+# joined to the walks, the generic plan (guessing ten kinds of fifty rows
+# each, and few memories the caller may see) read the caller's memories first
+# and walked every kind again for each of them (100,020 rows read for a page
+# of two of five memories).
 LIST_MEMORIES_OF_KINDS = f"""
 SELECT {MEMORY_COLUMNS}
-FROM unnest(%(kinds)s::memory_kind[]) AS k(kind)
-CROSS JOIN LATERAL memories_of_kind(
-    k.kind, %(episode)s::uuid, %(from)s::timestamptz, %(to)s::timestamptz,
-    %(include_superseded)s, %(after_at)s::timestamptz, %(after_id)s::uuid, %(limit)s
-) AS f(id)
-JOIN memory m ON m.id = f.id
+FROM memory m
+WHERE m.id = ANY (ARRAY(
+    SELECT w.id
+    FROM unnest(%(kinds)s::memory_kind[]) AS k(kind)
+    CROSS JOIN LATERAL memories_of_kind(
+        k.kind, %(episode)s::uuid, %(from)s::timestamptz, %(to)s::timestamptz,
+        %(include_superseded)s, %(after_at)s::timestamptz, %(after_id)s::uuid, %(limit)s
+    ) AS w(id)
+))
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """
