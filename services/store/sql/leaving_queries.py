@@ -63,9 +63,11 @@ ERASE_HISTORY = "DELETE FROM history_entry WHERE owner_member_id = %(member)s"
 # -- transfer: every memory only they could see, to another member ------------
 # The audience is fixed for a memory's life everywhere else, so each copy of
 # it follows here: the memory, its vectors' copies, its provenance's, the
-# search statistics kept per audience, and their episodes.
+# search statistics kept per audience, and their episodes. Not updated_at:
+# the hand-over changes who reads a memory, not what it says, so it renews
+# nothing past the expiry gate and records no revision.
 TRANSFER_PRIVATE = """
-UPDATE memory SET audience_member_id = %(to)s, updated_at = now()
+UPDATE memory SET audience_member_id = %(to)s
 WHERE id = ANY (%(ids)s::uuid[]) AND audience_member_id = %(member)s
 RETURNING invalidated_at IS NULL
 """
