@@ -50,6 +50,17 @@ SETTINGS_FIELDS = {
     "expiry_days",
     "members_may_edit",
 }
+# A setting UpdateWorkspaceSettings may name, by its proto name or its proto3
+# JSON name: an HTTP caller names fields by the latter (docs/api.md).
+SETTING_NAMES = {
+    given: f.name
+    for f in pb.WorkspaceSettings.DESCRIPTOR.fields
+    if f.name in SETTINGS_FIELDS
+    for given in (f.name, f.json_name)
+}
+SETTINGS_LISTED = ", ".join(
+    f.name for f in pb.WorkspaceSettings.DESCRIPTOR.fields if f.name in SETTINGS_FIELDS
+)
 REVISION_ACTIONS = {
     "create": cpb.REVISION_ACTION_CREATE,
     "correct": cpb.REVISION_ACTION_CORRECT,

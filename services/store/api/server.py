@@ -25,7 +25,8 @@ from services.store.api.graph_adapter import (
     entity_msg,
 )
 from services.store.api.messages import (
-    SETTINGS_FIELDS,
+    SETTING_NAMES,
+    SETTINGS_LISTED,
     caller_of,
     candidates_answer,
     filters_of,
@@ -319,9 +320,12 @@ class StoreServicer:
             raise errors.InvalidArgument("update_fields", "name at least one setting to change")
         changes: dict[str, object] = {}
         s = request.settings
-        for name in request.update_fields:
-            if name not in SETTINGS_FIELDS:
-                raise errors.InvalidArgument("update_fields", f"unknown setting {name!r}")
+        for given in request.update_fields:
+            name = SETTING_NAMES.get(given)
+            if name is None:
+                raise errors.InvalidArgument(
+                    "update_fields", f"unknown setting {given!r}; the settings: {SETTINGS_LISTED}"
+                )
             if name == "default_recall_mode":
                 mode = MODE.parse(s.default_recall_mode, "settings.default_recall_mode")
                 if mode is None:
