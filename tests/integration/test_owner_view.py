@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -164,6 +165,62 @@ def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team
     client = team.clients["ada"]
     by_bob = every(client.list_memories, "memories", created_by=bob, page_size=2)
     assert [m.id for m in by_bob] == expected
+
+
+def test_every_authors_memories_are_listed_reading_few_rows(stack: Stack, team: Team) -> None:
+    """20,005 memories, a third private to Bob, three to an instant: Ada's
+    listing of every author's, whole, within a span, from or to a time, or
+    with superseded ones, two to a page, reads a few rows a page under the
+    plans the store's statements get (custom, and generic once prepared) and
+    the generic plan forced, where the generic plan read every memory Ada may
+    see (13,337 rows) and sorted them, or walked from the newest memory to the
+    span's end (15,514 rows); the pages are the listing's order."""
+    ada, bob = team.members["ada"], team.members["bob"]
+    with bulk.writing(stack, team, "memory") as conn:
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+            " created_by, created_at, updated_at, audience_member_id)"
+            " SELECT gen_random_uuid(), 'note', 'Item ' || i, '', 1, 'told', '{assist}',"
+            "  CASE WHEN i %% 2 = 0 THEN %(ada)s ELSE %(bob)s END::uuid,"
+            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
+            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
+            "  CASE WHEN i %% 3 = 0 THEN %(bob)s END::uuid"
+            " FROM generate_series(1, 20005) AS i",
+            {"bob": bob, "ada": ada},
+        )
+    start = datetime(2025, 1, 2, tzinfo=UTC)
+    end = datetime(2025, 1, 2, 1, tzinfo=UTC)
+    filters = {
+        "all": (MemoryFilter(), "TRUE"),
+        "span": (MemoryFilter(start=start, end=end), "created_at >= %(s)s AND created_at < %(e)s"),
+        "from": (MemoryFilter(start=start), "created_at >= %(s)s"),
+        "to": (MemoryFilter(end=end), "created_at < %(e)s"),
+        "superseded too": (MemoryFilter(include_superseded=True), "TRUE"),
+    }
+    caller = Caller(team.workspace_id, ada, "assist")
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
+            view = _OnConnection(conn)
+            for name, (f, where) in filters.items():
+                expected = [
+                    str(r[0])
+                    for r in conn.execute(
+                        f"SELECT id FROM memory WHERE {where}"
+                        " ORDER BY created_at DESC, id DESC LIMIT 8",
+                        {"s": start, "e": end},
+                    )
+                ]
+                # Past the driver's prepare threshold and the server's custom plans.
+                for _ in range(8):
+                    token, listed = "", []
+                    for _ in range(4):
+                        before = bulk.rows_read(conn, ["memory"])
+                        page = view.memories(caller, f, 2, token)
+                        most = bulk.rows_read(conn, ["memory"]) - before
+                        assert most <= 20, f"{mode}, {name}: a page read {most} memory rows"
+                        listed += [m.id for m in page.memories]
+                        token = page.next_page_token
+                    assert listed == expected, (mode, name)
 
 
 def test_a_kinds_few_old_memories_are_listed_reading_few_rows(stack: Stack, team: Team) -> None:
