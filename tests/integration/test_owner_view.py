@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -167,62 +166,6 @@ def test_one_authors_few_memories_are_listed_reading_few_rows(stack: Stack, team
     assert [m.id for m in by_bob] == expected
 
 
-def test_every_authors_memories_are_listed_reading_few_rows(stack: Stack, team: Team) -> None:
-    """20,005 memories, a third private to Bob, three to an instant: Ada's
-    listing of every author's, whole, within a span, from or to a time, or
-    with superseded ones, two to a page, reads a few rows a page under the
-    plans the store's statements get (custom, and generic once prepared) and
-    the generic plan forced, where the generic plan read every memory Ada may
-    see (13,337 rows) and sorted them, or walked from the newest memory to the
-    span's end (15,514 rows); the pages are the listing's order."""
-    ada, bob = team.members["ada"], team.members["bob"]
-    with bulk.writing(stack, team, "memory") as conn:
-        conn.execute(
-            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
-            " created_by, created_at, updated_at, audience_member_id)"
-            " SELECT gen_random_uuid(), 'note', 'Item ' || i, '', 1, 'told', '{assist}',"
-            "  CASE WHEN i %% 2 = 0 THEN %(ada)s ELSE %(bob)s END::uuid,"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  timestamptz '2025-01-01' + (i / 3) * interval '1 minute',"
-            "  CASE WHEN i %% 3 = 0 THEN %(bob)s END::uuid"
-            " FROM generate_series(1, 20005) AS i",
-            {"bob": bob, "ada": ada},
-        )
-    start = datetime(2025, 1, 2, tzinfo=UTC)
-    end = datetime(2025, 1, 2, 1, tzinfo=UTC)
-    filters = {
-        "all": (MemoryFilter(), "TRUE"),
-        "span": (MemoryFilter(start=start, end=end), "created_at >= %(s)s AND created_at < %(e)s"),
-        "from": (MemoryFilter(start=start), "created_at >= %(s)s"),
-        "to": (MemoryFilter(end=end), "created_at < %(e)s"),
-        "superseded too": (MemoryFilter(include_superseded=True), "TRUE"),
-    }
-    caller = Caller(team.workspace_id, ada, "assist")
-    for mode in bulk.PLAN_MODES:
-        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
-            view = _OnConnection(conn)
-            for name, (f, where) in filters.items():
-                expected = [
-                    str(r[0])
-                    for r in conn.execute(
-                        f"SELECT id FROM memory WHERE {where}"
-                        " ORDER BY created_at DESC, id DESC LIMIT 8",
-                        {"s": start, "e": end},
-                    )
-                ]
-                # Past the driver's prepare threshold and the server's custom plans.
-                for _ in range(8):
-                    token, listed = "", []
-                    for _ in range(4):
-                        before = bulk.rows_read(conn, ["memory"])
-                        page = view.memories(caller, f, 2, token)
-                        most = bulk.rows_read(conn, ["memory"]) - before
-                        assert most <= 20, f"{mode}, {name}: a page read {most} memory rows"
-                        listed += [m.id for m in page.memories]
-                        token = page.next_page_token
-                    assert listed == expected, (mode, name)
-
-
 def test_a_kinds_few_old_memories_are_listed_reading_few_rows(stack: Stack, team: Team) -> None:
     """Five decisions older than 3,000 notes: listed by kind, two to a page,
     each page reads a few rows under the plans the store's statements get
@@ -262,42 +205,6 @@ def test_a_kinds_few_old_memories_are_listed_reading_few_rows(stack: Stack, team
                 assert [m.id for m in page.memories] == two, mode
     listed_here = every(team.clients["ada"].list_memories, "memories", kinds=["decision"])
     assert [m.id for m in listed_here] == decisions
-
-
-def test_a_kinds_listing_walks_each_kind_once_a_page(stack: Stack, team: Team) -> None:
-    """Ada's five notes beneath 20,000 newer notes private to Bob: listed by
-    kind, two to a page, each kind is walked once a page (the walk still
-    passes the notes Ada may not see, one by one), not once for each memory
-    Ada may see, which the generic plan did once the statement was prepared
-    (100,020 rows read for a page of two); the same through the gateway."""
-    ada, bob = team.members["ada"], team.members["bob"]
-    hidden = 20_000
-    with bulk.writing(stack, team, "memory") as conn:
-        conn.execute(
-            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
-            " created_by, created_at, updated_at, audience_member_id)"
-            " SELECT gen_random_uuid(), 'note', 'Item ' || i, '', 1, 'told', '{assist}',"
-            "  CASE WHEN i <= 5 THEN %(ada)s ELSE %(bob)s END::uuid,"
-            "  timestamptz '2025-01-01' + i * interval '1 minute',"
-            "  timestamptz '2025-01-01' + i * interval '1 minute',"
-            "  CASE WHEN i <= 5 THEN NULL ELSE %(bob)s END::uuid"
-            " FROM generate_series(1, %(n)s) AS i",
-            {"bob": bob, "ada": ada, "n": hidden + 5},
-        )
-    caller = Caller(team.workspace_id, ada, "assist")
-    for mode in bulk.PLAN_MODES:
-        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
-            notes = [str(r[0]) for r in conn.execute("SELECT id FROM memory ORDER BY id")]
-            view = _OnConnection(conn)
-            for kinds in (["note"], ["note", "fact"]):
-                listing = partial(view.memories, caller, MemoryFilter(kinds=kinds), 2)
-                # Past the driver's prepare threshold and the server's custom plans.
-                for _ in range(12):
-                    listed, most = bulk.every_page(conn, "memory", listing, "memories")
-                    assert most <= hidden + 20, f"{mode}, {kinds}: a page read {most} rows"
-                    assert sorted(listed) == notes and len(notes) == 5, (mode, kinds)
-    through_gateway = every(team.clients["ada"].list_memories, "memories", kinds=["note"])
-    assert sorted(m.id for m in through_gateway) == notes
 
 
 def test_the_audit_log_is_for_owners_paged_and_filtered(team: Team) -> None:

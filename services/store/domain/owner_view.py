@@ -38,6 +38,7 @@ from services.store.sql import queries as q
 # tell how few of the rows it reads the caller may see, would rather walk the
 # whole workspace's created_at index (it follows the table: cheap in its eyes)
 # and sort, or sort all of the author's rows; the generic plan did the walk.
+# One episode's are read so too, in memory_episode_order_idx's order.
 AUTHOR_ORDER = {"enable_sort": "off", "enable_incremental_sort": "off"}
 # Every author's memories: a page's worth from the created_at index, the ties
 # of an instant put in order as they come. Left to choose, the generic plan
@@ -180,6 +181,8 @@ class OwnerView(InWorkspaces):
             listing, settings = oq.LIST_MEMORIES_BY_AUTHOR, AUTHOR_ORDER
         elif params["kinds"]:
             listing, settings = oq.LIST_MEMORIES_OF_KINDS, KIND_ORDER
+        elif episode:
+            listing, settings = oq.LIST_MEMORIES_OF_EPISODE, AUTHOR_ORDER
         else:
             listing, settings = oq.LIST_MEMORIES, NEWEST_ORDER
         with self.transaction(caller, settings) as conn:

@@ -49,6 +49,11 @@ LIST_MEMORIES = _list_memories("TRUE")
 # "%(created_by)s IS NULL OR ..." it cannot, and walked the created_at index
 # over the whole workspace for that author's rows.
 LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid")
+# One episode's, every author's, read from memory_episode_order_idx (migration
+# 0023) backwards, in the listing's order; the episode a plain equality, as
+# the author's is: behind "IS NULL OR" the generic plan walked the created_at
+# index over the whole workspace for the episode's rows.
+LIST_MEMORIES_OF_EPISODE = _list_memories("m.episode_id = %(episode)s::uuid")
 # Some kinds' (at most four), every author's: each kind's page walked by
 # memories_of_kind (migration 0040) from the page token's position, then merged.
 # Behind "= ANY" the planner walked the created_at index over the whole
