@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from services.store.domain import archive_plan as plan
-from tests.unit.test_archive import T, memory, uid, write_archive
+from tests.unit.archive_records import T, memory, uid, write_archive
 
 ENTITIES = [
     {"id": uid(10), "name": "Heron", "type": None, "created_at": T},

@@ -13,7 +13,7 @@ import pytest
 from recallatron import errors
 from services.store.domain import archive_plan as plan
 from services.store.legacy import plan_items
-from tests.unit.test_archive import ADA, T, uid, write_archive
+from tests.unit.archive_records import ADA, T, uid, write_archive
 
 
 def turn(n: int, **more: Any) -> dict[str, Any]:

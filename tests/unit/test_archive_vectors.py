@@ -13,7 +13,7 @@ import pytest
 
 from recallatron import errors
 from services.store.domain import archive_plan as plan
-from tests.unit.test_archive import T, memory, uid, write_archive
+from tests.unit.archive_records import T, memory, uid, write_archive
 
 
 def vector(n: int, values: list[float] | None = None, **more: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from recallatron.vocabulary import MAX_HISTORY_CHAT_ID, MAX_HISTORY_TEXT
 from services.store.domain import archive_format as fmt
 from services.store.domain import archive_plan as plan
 from services.store.domain.archive_history import history_name
-from tests.unit.test_archive import ADA, BOB, T, memory, uid, write_archive
+from tests.unit.archive_records import ADA, BOB, T, memory, uid, write_archive
 
 LATER = "2026-02-03T04:05:06.5+00:00"
 ENTITY = {"id": uid(10), "name": "Heron", "type": None, "created_at": T}
