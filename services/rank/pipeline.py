@@ -31,6 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from recallatron.expiring import ExpiringCache
 from recallatron.vocabulary import (
     DEFAULT_MODE,
     EPISODE_NEIGHBOUR_WEIGHT,
@@ -182,26 +183,35 @@ class PipelineConfig:
 # -- the pipeline ---------------------------------------------------------------
 
 
+# The most workspaces whose settings one rank process keeps (about 300 bytes
+# each); beyond it the oldest read are dropped first, and read again at their
+# next recall. Expired entries are dropped too, so the cache holds only the
+# workspaces recalled within settings_cache_seconds.
+SETTINGS_CACHE_ENTRIES = 10_000
+
+
 class _SettingsCache:
     """Workspace settings for a few seconds: read on every recall, changed
     rarely, and a stale value for seconds is harmless."""
 
     def __init__(self, load: Callable[[str, float | None], WorkspaceSettings], ttl: float) -> None:
         self.load = load
-        self.ttl = ttl
-        self._lock = threading.Lock()
-        self._entries: dict[str, tuple[float, WorkspaceSettings]] = {}
+        self._entries: ExpiringCache[str, WorkspaceSettings] = ExpiringCache(
+            ttl, SETTINGS_CACHE_ENTRIES, time.monotonic
+        )
 
     def get(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._entries.get(workspace_id)
-        if hit is not None and now - hit[0] < self.ttl:
-            return hit[1]
+        hit = self._entries.get(workspace_id)
+        if hit is not None:
+            return hit
+        # Its age counts from before the read: never reused past ttl.
+        read_at = time.monotonic()
         value = self.load(workspace_id, timeout)
-        with self._lock:
-            self._entries[workspace_id] = (now, value)
+        self._entries.put(workspace_id, value, read_at)
         return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def _timed(stage: str, fn: Callable[[], T]) -> T:
