@@ -27,6 +27,10 @@ def default_state_dir() -> Path:
 
 ENV_PREFIX = "RECALLATRON_"
 
+# The longest RECALLATRON_SETTINGS_CACHE_SECONDS: a workspace settings change
+# is seen within it.
+MAX_SETTINGS_CACHE_SECONDS = 3600.0
+
 
 class SettingsInvalid(SystemExit):
     """A setting the environment gives that the process cannot run with: it
@@ -35,7 +39,9 @@ class SettingsInvalid(SystemExit):
 
 
 class CommonSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    # No number may be infinite or NaN: an infinite time never ends (a cache
+    # never refreshed, a wait never over), and NaN passes no bound's check.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", allow_inf_nan=False)
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -4,7 +4,12 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from recallatron.settings import RANK_ADDRESS, EmbedPeer, StorePeer
+from recallatron.settings import (
+    MAX_SETTINGS_CACHE_SECONDS,
+    RANK_ADDRESS,
+    EmbedPeer,
+    StorePeer,
+)
 from recallatron.vocabulary import MAX_EPISODE_SEEDS, MAX_WALK
 
 
@@ -21,8 +26,9 @@ class RankSettings(StorePeer, EmbedPeer):
     rrf_k: int = Field(default=60, ge=1)
     # Most candidates the permission walk considers.
     walk_limit: int = Field(default=500, ge=2, le=MAX_WALK)
-    # How long workspace settings (default mode, rerank depth) are reused.
-    settings_cache_seconds: float = Field(default=5.0, ge=0)
+    # How long workspace settings (default mode, rerank depth) are reused: a
+    # change is seen within it, so at most an hour (docs/recall.md).
+    settings_cache_seconds: float = Field(default=5.0, ge=0, le=MAX_SETTINGS_CACHE_SECONDS)
     # Hybrid recall lifts the episode neighbours of this many first fused
     # rows (docs/recall.md, "Episode neighbours"); 0 turns it off.
     episode_neighbours_of: int = Field(default=2, ge=0, le=MAX_EPISODE_SEEDS)

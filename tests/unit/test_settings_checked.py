@@ -46,6 +46,12 @@ SERVICES = (CommonSettings, EmbedSettings, GatewaySettings, RankSettings, StoreS
         (GatewaySettings, "RECALLATRON_STORE_TIMEOUT_SECONDS", "-1"),
         (GatewaySettings, "RECALLATRON_SHUTDOWN_GRACE_SECONDS", "-5"),
         (GatewaySettings, "RECALLATRON_HTTP_CONNECTIONS_PER_ADDRESS", "0"),
+        # Settings read once and then never again: a change never seen.
+        (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "inf"),
+        (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "1e400"),
+        (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "nan"),
+        (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "-1"),
+        (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "86400"),
     ],
 )
 def test_a_service_refuses_a_setting_it_cannot_run_with(
@@ -94,6 +100,24 @@ def test_every_number_a_service_takes_states_its_bounds(settings: type[CommonSet
         and not any(hasattr(m, attr) for m in field.metadata for attr in ("ge", "gt"))
     ]
     assert unbounded == []
+
+
+@pytest.mark.parametrize("settings", SERVICES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_no_number_a_service_takes_may_be_infinite(
+    monkeypatch: pytest.MonkeyPatch, settings: type[CommonSettings], value: str
+) -> None:
+    """An infinite time never ends (a cache never refreshed, a wait never
+    over) and NaN compares false with every bound: each is refused at start."""
+    for name, field in settings.model_fields.items():
+        if field.annotation is not float:
+            continue
+        variable = f"RECALLATRON_{name.upper()}"
+        with monkeypatch.context() as env:
+            env.setenv(variable, value)
+            with pytest.raises(SettingsInvalid) as info:
+                settings()
+        assert variable in str(info.value.code)
 
 
 def test_every_local_listener_has_a_port_of_its_own() -> None:
