@@ -12,6 +12,7 @@ import pytest
 from recallatron import errors
 from services.store.domain import archive_format as fmt
 from services.store.domain import archive_plan as plan
+from services.store.domain import archive_reading as reading
 from tests.unit.archive_records import fix_digest, memory, pad_to, write_archive
 
 
@@ -40,7 +41,7 @@ def test_a_json_file_over_its_cap_is_refused_naming_it(
 ) -> None:
     write_archive(tmp_path / "a", {"memories": [memory(1)]})
     cap = (tmp_path / "a" / fmt.MANIFEST).stat().st_size + 100
-    monkeypatch.setattr(fmt, "MAX_JSON_FILE_BYTES", cap, raising=False)
+    monkeypatch.setattr(reading, "MAX_JSON_FILE_BYTES", cap)
     pad_to(tmp_path / "a" / fmt.WORKSPACE, cap + 1)
     fix_digest(tmp_path / "a", fmt.WORKSPACE)
     with pytest.raises(errors.InvalidArgument) as err:
@@ -96,7 +97,7 @@ def test_json_nested_deeper_than_the_format_is_refused_though_the_parser_goes(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "members.json"
-    path.write_text('{"members": [' + "[" * fmt.MAX_DEPTH + "]" * fmt.MAX_DEPTH + "]}")
+    path.write_text('{"members": [' + "[" * reading.MAX_DEPTH + "]" * reading.MAX_DEPTH + "]}")
     with pytest.raises(errors.InvalidArgument) as err:
         plan.read_members_file(path)
     assert err.value.field == "members" and "nested" in err.value.description

@@ -18,6 +18,7 @@ from recallatron import errors
 from recallatron.vocabulary import MAX_HISTORY_CHAT_ID, MAX_HISTORY_TEXT
 from services.store.domain import archive_format as fmt
 from services.store.domain import archive_plan as plan
+from services.store.domain import archive_reading as reading
 from services.store.domain.archive_history import history_name
 from tests.unit.archive_records import ADA, BOB, T, memory, uid, write_archive
 
@@ -112,7 +113,7 @@ def test_a_history_line_an_older_release_wrote_past_a_mebibyte_is_read(tmp_path:
 def test_a_history_line_past_what_any_release_wrote_is_refused_naming_it(
     tmp_path: Path,
 ) -> None:
-    limit = fmt.LINE_LIMITS["history"]
+    limit = reading.LINE_LIMITS["history"]
     chat = "c" * (limit - len(json.dumps(_turn(2, "", "t"))) + 1)
     write_archive(tmp_path / "a", {"history": [_turn(1, "c", "hi"), _turn(2, chat, "t")]})
     with pytest.raises(errors.InvalidArgument) as err:
@@ -141,7 +142,7 @@ class _Endless(io.RawIOBase):
 def test_a_line_is_refused_before_more_than_its_limit_is_read(kind: str) -> None:
     source = _Endless()
     with pytest.raises(errors.InvalidArgument) as err:
-        next(fmt.lines(io.BufferedReader(source), kind))
+        next(reading.lines(io.BufferedReader(source), kind))
     assert err.value.field == f"{kind}.jsonl line 1"
-    limit = fmt.LINE_LIMITS.get(kind, fmt.MAX_LINE_BYTES)
+    limit = reading.LINE_LIMITS.get(kind, reading.MAX_LINE_BYTES)
     assert source.read_bytes <= limit + 2 + io.DEFAULT_BUFFER_SIZE
