@@ -33,11 +33,12 @@ from services.store.infrastructure.db import Caller
 from services.store.sql import owner_queries as oq
 from services.store.sql import queries as q
 
-# One author's memories are read in memory_author_idx's order (migration
-# 0032), a page's worth and no more. Left to choose, the planner, which cannot
-# tell how few of the rows it reads the caller may see, would rather walk the
-# whole workspace's created_at index (it follows the table: cheap in its eyes)
-# and sort, or sort all of the author's rows; the generic plan did the walk.
+# One author's memories are read in the order of migration 0057's indexes of
+# the author (the workspace's, the caller's own), a page's worth and no more.
+# Left to choose, the planner, which cannot tell how few of the rows it reads
+# the caller may see, would rather walk the whole workspace's created_at index
+# (it follows the table: cheap in its eyes) and sort, or sort all of the
+# author's rows; the generic plan did the walk.
 # One episode's are read so too, in memory_episode_order_idx's order.
 AUTHOR_ORDER = {"enable_sort": "off", "enable_incremental_sort": "off"}
 # Every author's memories: a page's worth from the created_at index, the ties
@@ -46,11 +47,12 @@ AUTHOR_ORDER = {"enable_sort": "off", "enable_incremental_sort": "off"}
 # may see and sorted them (13,337 rows read for a page of two).
 NEWEST_ORDER = {"enable_sort": "off"}
 # Some kinds' memories: a page's worth of ids from each kind's walk (migration
-# 0040), each memory then read by its id. Left to choose, the planner, which
-# guesses that few rows of the table pass row security, would rather hash the
-# ids and scan the whole table for them, or read the table's visible rows once
-# into memory and filter them for each id (the plan it chose at times once the
-# other two were off: 3,005 rows read for a page of two).
+# 0040; 0057: the workspace's and the caller's own), each then read by its id.
+# Left to choose, the planner, which guesses that few rows of the table pass
+# row security, would rather hash the ids and scan the whole table for them,
+# or read the table's visible rows once into memory and filter them for each
+# id (the plan it chose at times once the other two were off: 3,005 rows read
+# for a page of two).
 KIND_ORDER = {
     "enable_hashjoin": "off",
     "enable_mergejoin": "off",

@@ -5,6 +5,21 @@ not see; both are paged by a keyset (newest first)."""
 
 from services.store.sql.memory_queries import MEMORY_COLUMNS
 
+# The listing's conditions beside its narrowing: its span in time, the page
+# token's position and superseded memories (see _list_memories).
+_LISTED = """
+  AND (%(kinds)s::memory_kind[] IS NULL OR m.kind = ANY (%(kinds)s::memory_kind[]))
+  AND (%(episode)s::uuid IS NULL
+       OR (m.episode_id = %(episode)s::uuid
+           AND EXISTS (SELECT 1 FROM episode ep WHERE ep.id = %(episode)s::uuid)))
+  AND m.created_at >= %(since)s::timestamptz
+  AND m.created_at < %(until)s::timestamptz
+  AND m.created_at <= %(at_most)s::timestamptz
+  AND (%(include_superseded)s OR m.superseded_by_id IS NULL
+       OR (SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id) IS NULL)
+  AND (%(after_at)s::timestamptz IS NULL
+       OR (m.created_at, m.id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))"""
+
 
 def _list_memories(author: str) -> str:
     """The listing, narrowed by ``author`` (a condition on m, or TRUE).
@@ -24,18 +39,7 @@ def _list_memories(author: str) -> str:
     EXISTS, which the planner could answer by hashing the whole table."""
     return f"""
 SELECT {MEMORY_COLUMNS} FROM memory m
-WHERE {author}
-  AND (%(kinds)s::memory_kind[] IS NULL OR m.kind = ANY (%(kinds)s::memory_kind[]))
-  AND (%(episode)s::uuid IS NULL
-       OR (m.episode_id = %(episode)s::uuid
-           AND EXISTS (SELECT 1 FROM episode ep WHERE ep.id = %(episode)s::uuid)))
-  AND m.created_at >= %(since)s::timestamptz
-  AND m.created_at < %(until)s::timestamptz
-  AND m.created_at <= %(at_most)s::timestamptz
-  AND (%(include_superseded)s OR m.superseded_by_id IS NULL
-       OR (SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id) IS NULL)
-  AND (%(after_at)s::timestamptz IS NULL
-       OR (m.created_at, m.id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
+WHERE {author}{_LISTED}
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """
@@ -43,19 +47,43 @@ LIMIT %(limit)s
 
 # Every author's memories.
 LIST_MEMORIES = _list_memories("TRUE")
-# One author's, read from memory_author_idx (migration 0032) in the listing's
-# order. The author is a plain equality so that the generic plan, which the
-# store's prepared statement comes to, can use that index: behind
-# "%(created_by)s IS NULL OR ..." it cannot, and walked the created_at index
-# over the whole workspace for that author's rows.
-LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid")
+# One author's: the workspace's memories of the author and the caller's own,
+# each read from its index of migration 0057 in the listing's order (the
+# author and the audience plain equalities, which the generic plan, which the
+# store's prepared statement comes to, can use: behind "IS NULL OR" it walked
+# the created_at index over the whole workspace), a page's worth each, then
+# merged. One index of every audience (0032) had a page check every row of the
+# author's others may not see (20,008 rows read for a page of two of Ada's
+# few memories beneath 20,000 private to Bob).
+_OF_AUTHOR = f"""
+SELECT m.id, m.kind, m.title, m.body, m.confidence, m.origin, m.revision, m.superseded_by_id,
+       m.audience_member_id, m.purposes, m.created_by, m.created_at, m.updated_at,
+       m.episode_id
+FROM memory m
+WHERE m.created_by = %(created_by)s::uuid AND m.invalidated_at IS NULL{_LISTED}"""
+LIST_MEMORIES_BY_AUTHOR = f"""
+SELECT {MEMORY_COLUMNS} FROM (
+    ({_OF_AUTHOR}
+       AND m.audience_member_id IS NULL
+     ORDER BY m.created_by, m.created_at DESC, m.id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    ({_OF_AUTHOR}
+       AND m.audience_member_id = caller_member()
+     ORDER BY m.audience_member_id, m.created_by, m.created_at DESC, m.id DESC
+     LIMIT %(limit)s)
+) AS m
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
 # One episode's, every author's, read from memory_episode_order_idx (migration
 # 0023) backwards, in the listing's order; the episode a plain equality, as
 # the author's is: behind "IS NULL OR" the generic plan walked the created_at
 # index over the whole workspace for the episode's rows.
 LIST_MEMORIES_OF_EPISODE = _list_memories("m.episode_id = %(episode)s::uuid")
 # Some kinds' (at most four), every author's: each kind's page walked by
-# memories_of_kind (migration 0040) from the page token's position, then merged.
+# memories_of_kind (migrations 0040, 0057) from the page token's position, then
+# merged.
 # Behind "= ANY" the planner walked the created_at index over the whole
 # workspace for the rows of those kinds. The walks run once, before any
 # memory is read (an InitPlan), the page's memories then read by their ids:
