@@ -4,7 +4,12 @@ from pathlib import Path
 
 from pydantic import Field
 
-from recallatron.settings import STORE_ADDRESS, EmbedPeer, default_state_dir
+from recallatron.settings import (
+    MAX_SETTINGS_CACHE_SECONDS,
+    STORE_ADDRESS,
+    EmbedPeer,
+    default_state_dir,
+)
 
 
 class StoreSettings(EmbedPeer):
@@ -81,6 +86,11 @@ class StoreSettings(EmbedPeer):
     # is removed at start and then this often, so its slug is free again
     # without a restart; an import whose process lives is never touched.
     unfinished_imports_sweep_seconds: float = Field(default=60.0, gt=0)
+    # How long a workspace's record (its location and settings) is reused:
+    # recall's dense_floor and expiry gate follow a settings change made
+    # through another replica within it. The same variable holds rank's copy
+    # of the default mode and rerank depth (docs/recall.md).
+    settings_cache_seconds: float = Field(default=5.0, ge=0, le=MAX_SETTINGS_CACHE_SECONDS)
     # Per-statement limit inside Postgres (milliseconds).
     statement_timeout_ms: int = Field(default=15_000, ge=1)
     # The embed service (embed_target), used only by the embedding job.

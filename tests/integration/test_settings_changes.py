@@ -138,3 +138,23 @@ def test_closing_members_may_edit_holds_at_once_on_every_replica(stack: Stack, t
         with pytest.raises(errors.PermissionDenied):
             replica.correct(bob, str(uuid.uuid4()), budget.id, 2, None, "1M", None, "closed")
     assert [m.body for m in ada.read([budget.id]).memories] == ["12k"]
+
+
+def test_a_replicas_recall_settings_follow_the_settings_cache_seconds(
+    monkeypatch: pytest.MonkeyPatch, stack: Stack, team: Team, replicas: list[Any]
+) -> None:
+    """The store reads dense_floor and the expiry gate for recall from its
+    cached workspace record: RECALLATRON_SETTINGS_CACHE_SECONDS, rank's setting
+    for the mode and rerank depth, governs that copy too (0: read every time),
+    so a change made through another replica is recalled with as soon."""
+    from services.store.domain.control import ControlPlane
+    from tests import dbutil
+
+    monkeypatch.setenv("RECALLATRON_SETTINGS_CACHE_SECONDS", "0")
+    with dbutil.store_databases(stack) as dbs:
+        replica = ControlPlane(dbs)
+        before = replica.settings(team.workspace_id)  # what its recall reads
+        replicas[0].update_settings(team.workspace_id, {"dense_floor": 0.47, "expiry_days": 9})
+        after = replica.settings(team.workspace_id)
+    assert before.dense_floor != pytest.approx(0.47)
+    assert after.dense_floor == pytest.approx(0.47) and after.expiry_days == 9

@@ -32,6 +32,8 @@ class _DeletedMeanwhile:
 
 
 class _Databases:
+    settings = SimpleNamespace(settings_cache_seconds=5.0)
+
     def __init__(self) -> None:
         self.conn = _DeletedMeanwhile()
 
@@ -127,6 +129,8 @@ def test_a_fresh_read_is_not_a_drop() -> None:
 class _Marks:
     """A control database that records work marks made through a connection
     capped, as the real one is, by the current call's deadline."""
+
+    settings = SimpleNamespace(settings_cache_seconds=5.0)
 
     def __init__(self, failures: int = 0) -> None:
         self.marks: list[Any] = []

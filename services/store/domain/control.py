@@ -15,6 +15,7 @@ from psycopg.errors import ForeignKeyViolation, UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import deadline, errors
+from recallatron.expiring import ExpiringCache
 from recallatron.vocabulary import (
     DEFAULT_WORKSPACE_PAGE,
     MAX_WORKSPACE_PAGE,
@@ -93,19 +94,33 @@ MAX_WORKSPACE_NAMED = 200
 MARK_ATTEMPTS = 3
 MARK_BACKOFF_SECONDS = 0.2
 
-# Workspace records (location, settings) are cached this long, so that a
-# settings change made through another store replica takes effect soon.
-WORKSPACE_CACHE_SECONDS = 5.0
+# Workspace records (location, settings) are cached for the store's
+# settings_cache_seconds (RECALLATRON_SETTINGS_CACHE_SECONDS, 5 s), the setting
+# that holds rank's copy of the settings too: recall reads dense_floor and
+# expiry_days from this record, so a settings change made through another
+# store replica is recalled with within that time, as rank's mode and rerank
+# depth are.
+# The most workspace records one process keeps (a few hundred bytes each);
+# beyond it the oldest read are dropped first, and read again when next used.
+WORKSPACE_CACHE_ENTRIES = 10_000
 
 
 @dataclass
 class ControlPlane(TokenRecords):
     dbs: Databases
-    _workspaces: dict[str, tuple[float, Workspace]] = field(default_factory=dict)
+    # None: the store's settings_cache_seconds.
+    cache_seconds: float | None = None
+    _workspaces: ExpiringCache[str, Workspace] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Counts the records dropped: a record read while one was dropped is not
     # cached (it may be the very record a change just made stale).
     _dropped: int = 0
+
+    def __post_init__(self) -> None:
+        seconds = self.cache_seconds
+        if seconds is None:
+            seconds = self.dbs.settings.settings_cache_seconds
+        self._workspaces = ExpiringCache(seconds, WORKSPACE_CACHE_ENTRIES)
 
     def create_workspace(self, slug: str, server: str = "", importing: bool = False) -> Workspace:
         """``importing``: marked as being imported (served to nobody) until
@@ -239,28 +254,27 @@ class ControlPlane(TokenRecords):
         """The workspace's record, from the cache unless ``fresh`` (then read
         from the control plane, and cached again)."""
         cached = None if fresh else self._workspaces.get(workspace_id)
-        if cached is not None and time.monotonic() - cached[0] < WORKSPACE_CACHE_SECONDS:
-            return cached[1]
+        if cached is not None:
+            return cached
         with self._lock:
             dropped = self._dropped
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.WORKSPACE_BY_ID, (workspace_id,)).fetchone()
         if row is None:
-            with self._lock:
-                self._workspaces.pop(workspace_id, None)
+            self._workspaces.pop(workspace_id)
             raise errors.NotFound("workspace not found")
         ws = _workspace(row)
         with self._lock:
             # One being imported is read afresh until its import has ended.
             if self._dropped == dropped and not ws.importing:
-                self._workspaces[workspace_id] = (time.monotonic(), ws)
+                self._workspaces.put(workspace_id, ws)
         return ws
 
     def forget_workspace(self, workspace_id: str) -> None:
         """Drops the cached record (the workspace moved:
         services/store/infrastructure/follow.py)."""
         with self._lock:
-            self._workspaces.pop(workspace_id, None)
+            self._workspaces.pop(workspace_id)
             self._dropped += 1
 
     def follow_move(self, workspace_id: str) -> None:
@@ -345,7 +359,7 @@ class ControlPlane(TokenRecords):
         """The workspace's settings before and after ``changes``, merged into
         the record as the control plane holds it now, its row locked until the
         write commits: never into this process's cached copy (up to
-        WORKSPACE_CACHE_SECONDS old, so a change made through another replica
+        settings_cache_seconds old, so a change made through another replica
         would be written back over), and two changes at once are applied one
         after the other. Invalid settings raise before anything is written."""
         with self.dbs.control_conn() as conn:  # one transaction: the lock holds to the write

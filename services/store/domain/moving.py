@@ -14,7 +14,7 @@ alone fences writes:
    session on it ends (the waiting writes fail, UNAVAILABLE, and clients
    retry them with their request ids);
 3. the switch: the control plane records the target, and store replicas
-   follow within their workspace cache (WORKSPACE_CACHE_SECONDS); under the
+   follow within their workspace cache (settings_cache_seconds); under the
    placement lock, refused when the target's drain was acknowledged first
    (the move is then rolled back: the target never served);
 4. clean-up: the subscription and slot go; the source database is dropped,

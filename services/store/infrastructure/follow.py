@@ -5,7 +5,7 @@ workspace's id; every store process (and embedding job) LISTENs on one
 dedicated connection and drops its cached record of that workspace, so the
 next call reads the new location instead of meeting the sealed old database
 until the cache expires. Without the listener (its connection lost) the
-cache's own expiry (WORKSPACE_CACHE_SECONDS) still bounds how long a replica
+cache's own expiry (settings_cache_seconds) still bounds how long a replica
 lags: the notification only shortens it."""
 
 from __future__ import annotations
