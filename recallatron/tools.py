@@ -103,11 +103,13 @@ SHOWN: dict[str, Shown] = {
         # Whether the arms took part, then the entities the query names
         # exactly (as lookup gives them), then the memories found.
         first=_order(
-            "nothing_relevant mode dense_available dense_unavailable_reason reranked "
-            "rerank_unavailable_reason counts entities more_entities entities_unavailable_reason"
+            "nothing_relevant mode dense_available dense_unavailable_reason not_embedded "
+            "dense_behind_reason reranked rerank_unavailable_reason counts entities "
+            "more_entities entities_unavailable_reason"
         ),
         empty_is_null=_names(
             "dense_unavailable_reason",
+            "dense_behind_reason",
             "rerank_unavailable_reason",
             "entities_unavailable_reason",
             "history_unavailable_reason",
@@ -214,7 +216,10 @@ TOOLS: tuple[Tool, ...] = (
         "provenance (derived_from and about links, supersession, mentions) before the items. "
         "The response says whether the dense arm and the re-ranker took part "
         "(dense_available, reranked); when they did not, results are lexical or unranked, "
-        "never refused. nothing_relevant true means no result was judged relevant to the "
+        "never refused. not_embedded above 0 (with dense_behind_reason) counts memories you "
+        "may see that search by meaning cannot find yet (just written): an empty dense "
+        "answer then means not found yet, not absent. nothing_relevant true means no result "
+        "was judged relevant to the "
         "query (none close enough in meaning): the nearest rows still come back, but treat "
         "them as likely beside the point and say you found nothing on it rather than answer "
         "from them; false is no promise that a result answers. A result recorded just "

@@ -172,6 +172,9 @@ MAX_CARD_ITEMS = 200
 # words) looked for.
 MAX_RECALL_ENTITIES = 5
 MAX_NAME_WORDS = 6
+# Recall: the memories without a vector yet are counted up to this many (a
+# count that stops early stays cheap however far the embedding job is behind).
+MAX_NOT_EMBEDDED_COUNTED = 1_000
 # Neighbors: hops, and the most nodes and edges one answer carries.
 MAX_HOPS = 3
 MAX_NEIGHBOR_NODES = 200

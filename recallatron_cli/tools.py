@@ -61,6 +61,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         head += "\n(nothing here was judged relevant: these are only the nearest rows)"
     if not o.dense_available and o.dense_unavailable_reason:
         head += f"\n(dense arm: {o.dense_unavailable_reason})"
+    if o.dense_behind_reason:
+        head += f"\n(dense arm behind: {o.dense_behind_reason})"
     items = [f"entity {graph.card_text(c)}" for c in o.entities]
     items += [f"{i + 1}. {memory_text(r.memory)}" for i, r in enumerate(o.results)]
     items += [

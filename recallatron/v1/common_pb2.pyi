@@ -1261,6 +1261,8 @@ class RecallOutcome(_message.Message):
     HISTORY_UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     MORE_ENTITIES_FIELD_NUMBER: _builtins.int
     HISTORY_LEFT_OUT_FIELD_NUMBER: _builtins.int
+    NOT_EMBEDDED_FIELD_NUMBER: _builtins.int
+    DENSE_BEHIND_REASON_FIELD_NUMBER: _builtins.int
     mode: Global___RecallMode.ValueType
     dense_available: _builtins.bool
     dense_unavailable_reason: _builtins.str
@@ -1283,6 +1285,17 @@ class RecallOutcome(_message.Message):
     history_left_out: _builtins.int
     """Matching history turns left out to keep the answer under its size budget
     (long turns, beside the memories).
+    """
+    not_embedded: _builtins.int
+    """How many memories the caller may see have no vector yet (the embedding
+    job has not reached them, or parked them): the dense arm cannot find
+    them, whatever they say. Counted up to 1,000 (MAX_NOT_EMBEDDED_COUNTED):
+    1000 means at least that many. 0 when the dense arm was not asked, or
+    the store did not answer it.
+    """
+    dense_behind_reason: _builtins.str
+    """Why the dense arm's rows may be missing memories although it answered:
+    in dense and hybrid recalls, when not_embedded is above 0.
     """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallResult]: ...
@@ -1325,10 +1338,12 @@ class RecallOutcome(_message.Message):
         history_unavailable_reason: _builtins.str = ...,
         more_entities: _abc.Iterable[Global___EntityRef] | None = ...,
         history_left_out: _builtins.int = ...,
+        not_embedded: _builtins.int = ...,
+        dense_behind_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "entities_unavailable_reason", b"entities_unavailable_reason", "history", b"history", "history_left_out", b"history_left_out", "history_unavailable_reason", b"history_unavailable_reason", "mode", b"mode", "more_entities", b"more_entities", "nothing_relevant", b"nothing_relevant", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dense_available", b"dense_available", "dense_behind_reason", b"dense_behind_reason", "dense_unavailable_reason", b"dense_unavailable_reason", "entities", b"entities", "entities_unavailable_reason", b"entities_unavailable_reason", "history", b"history", "history_left_out", b"history_left_out", "history_unavailable_reason", b"history_unavailable_reason", "mode", b"mode", "more_entities", b"more_entities", "not_embedded", b"not_embedded", "nothing_relevant", b"nothing_relevant", "rerank_unavailable_reason", b"rerank_unavailable_reason", "reranked", b"reranked", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

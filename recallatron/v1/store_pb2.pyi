@@ -1066,11 +1066,17 @@ class DenseCandidatesResponse(_message.Message):
     CANDIDATES_FIELD_NUMBER: _builtins.int
     EMBEDDINGS_AVAILABLE_FIELD_NUMBER: _builtins.int
     FLOOR_FIELD_NUMBER: _builtins.int
+    NOT_EMBEDDED_FIELD_NUMBER: _builtins.int
     embeddings_available: _builtins.bool
     """False when the workspace holds no embeddings of the current model and
     embed-input version.
     """
     floor: _builtins.float
+    not_embedded: _builtins.int
+    """How many memories the caller may see wait for their vector (pending or
+    parked in the embedding job), whatever the filters, counted up to 1,000
+    (MAX_NOT_EMBEDDED_COUNTED): that many means at least that many.
+    """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___Candidate]: ...
     def __init__(
@@ -1079,10 +1085,11 @@ class DenseCandidatesResponse(_message.Message):
         candidates: _abc.Iterable[Global___Candidate] | None = ...,
         embeddings_available: _builtins.bool = ...,
         floor: _builtins.float = ...,
+        not_embedded: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "embeddings_available", b"embeddings_available", "floor", b"floor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "embeddings_available", b"embeddings_available", "floor", b"floor", "not_embedded", b"not_embedded"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -159,7 +159,9 @@ class StoreClient:
             filters=filters,
         )
         resp = _degradable(self.peer, DENSE, request, timeout, "store")
-        return DenseArm(_candidates(resp.candidates), resp.embeddings_available, resp.floor)
+        return DenseArm(
+            _candidates(resp.candidates), resp.embeddings_available, resp.floor, resp.not_embedded
+        )
 
     def walk(
         self,

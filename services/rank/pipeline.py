@@ -40,6 +40,7 @@ from recallatron.vocabulary import (
 )
 from services.rank import metrics
 from services.rank.cross_encoder_gate import CrossEncoderGate
+from services.rank.dense_outcome import DenseOutcome
 from services.rank.fusion import Fused, Scores, agreement, lift_neighbours, order_page, rrf
 from services.rank.ports import (
     Beside,
@@ -144,6 +145,9 @@ class Outcome(Generic[M]):
     # out to keep the answer under its size budget.
     more_entities: Sequence[Any] = ()
     history_left_out: int = 0
+    # Memories the caller may see without a vector (services/rank/dense_outcome.py).
+    not_embedded: int = 0
+    dense_behind_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -222,13 +226,6 @@ def _timed(stage: str, fn: Callable[[], T]) -> T:
         metrics.STAGE_SECONDS.labels(stage).observe(time.perf_counter() - start)
 
 
-@dataclass
-class _DenseOutcome:
-    arm: DenseArm | None
-    reason: str = ""
-    kind: str = ""
-
-
 class Pipeline(Generic[M]):
     def __init__(
         self,
@@ -284,7 +281,7 @@ class Pipeline(Generic[M]):
         if mode in ("lexical", "hybrid"):
             lexical_future = self.executor.submit(self._lexical, request)
         # Not asked in mode lexical: said, so it does not read as a degrade.
-        dense = _DenseOutcome(None, "not asked: the recall's mode is lexical")
+        dense = DenseOutcome(None, "not asked: the recall's mode is lexical")
         if mode in ("dense", "hybrid"):
             # The dense arm runs here while the lexical arm runs in its thread.
             dense = self._dense(request)
@@ -358,6 +355,8 @@ class Pipeline(Generic[M]):
             reranked=reranked,
             rerank_unavailable_reason=rerank_reason,
             counts=counts,
+            not_embedded=dense.not_embedded,
+            dense_behind_reason=dense.behind_reason(),
         )
         outcome.nothing_relevant = nothing_relevant(
             (r.scores for r in outcome.results),
@@ -385,7 +384,7 @@ class Pipeline(Generic[M]):
             ),
         )
 
-    def _dense(self, request: Request) -> _DenseOutcome:
+    def _dense(self, request: Request) -> DenseOutcome:
         try:
             vector = _timed(
                 "embed", lambda: self.embed.embed_query(request.query, timeout=self._left(request))
@@ -393,7 +392,7 @@ class Pipeline(Generic[M]):
         except Degraded as exc:
             self._embed_reachable(False, exc.message)
             self.cross_encoder.embed_failed(exc)
-            return _DenseOutcome(None, f"query embedding: {exc.message}", f"embed_{exc.kind}")
+            return DenseOutcome(None, f"query embedding: {exc.message}", f"embed_{exc.kind}")
         self._embed_reachable(True)
         self.cross_encoder.answered()
         try:
@@ -408,19 +407,20 @@ class Pipeline(Generic[M]):
                 ),
             )
         except Degraded as exc:
-            return _DenseOutcome(None, f"dense candidates: {exc.message}", f"store_{exc.kind}")
+            return DenseOutcome(None, f"dense candidates: {exc.message}", f"store_{exc.kind}")
         if not arm.embeddings_available:
             # The store looks only at the vectors the caller may see (row
             # security): another member's embedded memories must not change
             # this answer, so it speaks of the caller's memories, not the
             # workspace's.
-            return _DenseOutcome(
+            return DenseOutcome(
                 None,
                 "no memory you may see for this purpose is embedded yet with model "
                 f"{vector.model_id} and the current embed-input version",
                 "no_embeddings",
+                arm.not_embedded,
             )
-        return _DenseOutcome(arm)
+        return DenseOutcome(arm, not_embedded=arm.not_embedded)
 
     def _rerank(self, request: Request, results: list[Result[M]], depth: int) -> tuple[bool, str]:
         """Re-orders the first ``depth`` admitted rows in place by cross-encoder

@@ -31,6 +31,10 @@ class DenseArm:
     # The cosine floor the arm applied: where its scale starts (0 for a store
     # that did not say).
     floor: float = 0.0
+    # Memories the caller may see with no vector yet, which the arm cannot
+    # find: counted up to MAX_NOT_EMBEDDED_COUNTED (0 for a store that did
+    # not say).
+    not_embedded: int = 0
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,12 @@ import numpy as np
 import psycopg
 
 from recallatron import errors, recall_filters
-from recallatron.vocabulary import MAX_QUERY_CHARS, PURPOSES, VECTOR_DIMENSIONS
+from recallatron.vocabulary import (
+    MAX_NOT_EMBEDDED_COUNTED,
+    MAX_QUERY_CHARS,
+    PURPOSES,
+    VECTOR_DIMENSIONS,
+)
 from services.store.domain import entity_groups
 from services.store.domain import validation as v
 from services.store.domain.control import ControlPlane
@@ -155,6 +160,9 @@ def dense_exact(visible: int, graph: float, exact_rows: int) -> bool:
 HAS_EMBEDDINGS = """
 SELECT EXISTS (SELECT 1 FROM memory_embedding WHERE model_id = %s AND input_version = %s)
 """
+# The memories the caller may see that wait for their vector, up to a cap
+# (migration 0059): what the dense arm cannot find yet.
+NOT_EMBEDDED = "SELECT memories_not_embedded(%s)"
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,9 @@ class DenseResult:
     candidates: list[Candidate]
     embeddings_available: bool
     floor: float
+    # Memories the caller may see with no vector yet, counted up to
+    # MAX_NOT_EMBEDDED_COUNTED (that many: at least that many).
+    not_embedded: int = 0
 
 
 def select_terms(
@@ -439,12 +450,18 @@ class RecallQueries(InWorkspaces):
                 # near the query changes nothing in the answer.
                 rows = conn.execute(DENSE_EXACT, params).fetchall()
             rows = [r for r in rows if r[1] >= floor]
-            # No row: tell "nothing near enough" from "nothing embedded yet"
-            # (the latter is a degrade the answer must report).
+            # Whatever the rows, tell "nothing near enough" from "not
+            # embedded yet": the memories this arm cannot find.
+            waiting = conn.execute(NOT_EMBEDDED, (MAX_NOT_EMBEDDED_COUNTED,)).fetchone()
+            not_embedded = int(waiting[0]) if waiting is not None else 0
+            # No row: nothing embedded at all is a degrade the answer must report.
             if not rows:
                 available_row = conn.execute(HAS_EMBEDDINGS, (model_id, input_version)).fetchone()
                 if not (available_row and available_row[0]):
-                    return DenseResult([], False, floor)
+                    return DenseResult([], False, floor, not_embedded)
         return DenseResult(
-            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)], True, floor
+            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
+            True,
+            floor,
+            not_embedded,
         )
