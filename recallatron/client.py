@@ -321,10 +321,14 @@ class Client(ReviewAndAdmin):
         member_ids: Sequence[str] = (),
         entity_ids: Sequence[str] = (),
         purpose: str = DEFAULT_PURPOSE,
+        request_id: str | None = None,
     ) -> pb.CreateEpisodeResponse:
+        """``request_id``: a retry with it answers the first attempt's episode
+        and makes no second one (None: none is sent, and each call makes one)."""
         return self.ask(
             self.memory.CreateEpisode,
             pb.CreateEpisodeRequest,
+            request_id=request_id,
             title=title,
             started_at=started_at,
             ended_at=ended_at or None,

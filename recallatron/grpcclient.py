@@ -47,6 +47,11 @@ class Replay(Enum):
     # ALREADY_EXISTS naming what the first attempt made, whose answer is not
     # kept (a token's secret): a resend would lose the answer, so sent once.
     ALREADY_EXISTS = "ALREADY_EXISTS"
+    # The first answer when the request carries an id, but the id is optional
+    # and a channel's retry policy is per method, not per request: one sent
+    # without an id could be done twice, so sent once (the caller resends it
+    # with its id).
+    FIRST_ANSWER_IF_GIVEN = "the first answer, when it carries an id"
 
     @property
     def resendable(self) -> bool:
@@ -65,6 +70,7 @@ IDENTIFIED_WRITES: Mapping[str, Replay] = {
     "Capture": Replay.FIRST_ANSWER,
     "CreateToken": Replay.ALREADY_EXISTS,
     "RotateToken": Replay.ALREADY_EXISTS,
+    "CreateEpisode": Replay.FIRST_ANSWER_IF_GIVEN,
 }
 
 # Calls that act again when sent again and carry no request id to tell a

@@ -241,6 +241,7 @@ def cmd_episode(args: argparse.Namespace) -> int:
         member_ids=args.member,
         entity_ids=args.entity,
         purpose=common.call_purpose(args),
+        request_id=args.request_id,
     )
     common.show(args, resp, f"episode {resp.episode_id}")
     return 0
@@ -289,6 +290,12 @@ def add_parser(sub: Any) -> None:
     common.acting_purpose_option(ep)
     ep.add_argument("--member", action="append", default=[], help="a participant member id")
     ep.add_argument("--entity", action="append", default=[], help="a participant entity id")
+    ep.add_argument(
+        "--request-id",
+        default="",
+        help="your id of this request: a retry with it answers the episode the first "
+        "attempt made and makes no second one",
+    )
     ep.set_defaults(func=cmd_episode)
     common.renamed_fields(
         ep, started_at="--start", ended_at="--end", member_ids="--member", entity_ids="--entity"

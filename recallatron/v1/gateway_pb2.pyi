@@ -1843,8 +1843,16 @@ class CreateEpisodeRequest(_message.Message):
     MEMBER_IDS_FIELD_NUMBER: _builtins.int
     ENTITY_IDS_FIELD_NUMBER: _builtins.int
     PURPOSE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     title: _builtins.str
     purpose: _common_pb2.Purpose.ValueType
+    request_id: _builtins.str
+    """Optional: the client's id of this request (at most 128 printable
+    characters, the caller's own, one set with its writes' ids). A retry
+    with it answers the first attempt's episode and makes no second one;
+    with another request, INVALID_ARGUMENT naming request_id. Without one,
+    each call makes an episode.
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1876,10 +1884,11 @@ class CreateEpisodeRequest(_message.Message):
         member_ids: _abc.Iterable[_builtins.str] | None = ...,
         entity_ids: _abc.Iterable[_builtins.str] | None = ...,
         purpose: _common_pb2.Purpose.ValueType = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "ended_at", b"ended_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "ended_at", b"ended_at", "entity_ids", b"entity_ids", "member_ids", b"member_ids", "purpose", b"purpose", "purposes", b"purposes", "started_at", b"started_at", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audience", b"audience", "ended_at", b"ended_at", "entity_ids", b"entity_ids", "member_ids", b"member_ids", "purpose", b"purpose", "purposes", b"purposes", "request_id", b"request_id", "started_at", b"started_at", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -198,6 +198,7 @@ class ToolServicer(tools_pb2_grpc.ToolServiceServicer):
                 list(request.member_ids),
                 list(request.entity_ids),
             ),
+            request.request_id,
         )
         return pb.CreateEpisodeResponse(episode_id=episode_id)
 

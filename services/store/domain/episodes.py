@@ -4,17 +4,20 @@ security, 0011_episodes.sql). Plain domain code on the caller's connection."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import psycopg
+from psycopg.errors import UniqueViolation
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_MENTIONS, MAX_TITLE
-from services.store.domain import graph_claims
+from services.store.domain import graph_claims, request_replay
 from services.store.domain import validation as v
+from services.store.domain.erasure import fingerprint, request_keys
 from services.store.domain.trust import Trust
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
@@ -54,6 +57,13 @@ CAPTURE_TURN = "SELECT pg_advisory_xact_lock(7415, hashtext(%s::text))"
 # before it or reads the mark after it.
 HOLD_PARTICIPANT = "SELECT pg_advisory_xact_lock_shared(7404, hashtext(%s::text))"
 PARTICIPANT_REMOVED = "SELECT 1 FROM removed_member WHERE member_id = %s"
+# A CreateEpisode's request id, beside the writes' (migration 0056).
+INSERT_REQUEST_KEY = """
+INSERT INTO request_key (member_id, request_id, tool, episode_id, fingerprint)
+VALUES (%s, %s, %s, %s, %s)
+"""
+# The call a request key names, as the memory writes name theirs by tool.
+TOOL = "create_episode"
 
 
 @dataclass(frozen=True)
@@ -105,9 +115,12 @@ def for_capture(conn: psycopg.Connection, caller: Caller, at: datetime, trust: T
 
 
 class EpisodeStore(InWorkspaces):
-    def create(self, caller: Caller, new: NewEpisode) -> str:
-        """A new episode; its participants are members of the workspace and
-        entities the caller may see."""
+    def create(self, caller: Caller, new: NewEpisode, request_id: str = "") -> str:
+        """A new episode's id; its participants are members of the workspace
+        and entities the caller may see. With ``request_id`` (the caller's
+        own, one set with their writes' ids) a retry of the same request
+        answers the first attempt's episode and makes no second one; the same
+        id with another request is refused, as a write's is."""
         v.text(new.title, "title", MAX_TITLE)
         # In canonical form: the database takes only some spellings of a UUID.
         audience = new.trust.audience
@@ -126,38 +139,78 @@ class EpisodeStore(InWorkspaces):
             if not self.control.member_in_workspace(caller.workspace_id, member, live=True):
                 raise errors.InvalidArgument(f"member_ids[{i}]", "no such member in this workspace")
         entities = v.uuid_list(list(new.entity_ids), "entity_ids", MAX_MENTIONS)
+        checked = NewEpisode(
+            new.title,
+            new.started_at,
+            ended,
+            Trust(audience, new.trust.purposes),
+            members,
+            entities,
+        )
+        if not request_id:
+            with self.transaction(caller) as conn:
+                return self._insert(conn, caller, checked)
+        keys = request_keys(caller.member_id, v.request_id(request_id))
+        # Participants and purposes are sets: a retry may list them in any order.
+        asked = fingerprint(
+            TOOL,
+            dataclasses.replace(
+                checked,
+                ended_at=new.ended_at,
+                member_ids=sorted(members),
+                entity_ids=sorted(entities),
+            ),
+        )
+        try:
+            with self.transaction(caller) as conn:
+                # A retry answers the first attempt's episode, writing nothing.
+                made = request_replay.earlier(conn, caller.member_id, keys, TOOL, asked)
+                if made is None:
+                    made = self._insert(conn, caller, checked)
+                    conn.execute(INSERT_REQUEST_KEY, (caller.member_id, keys[0], TOOL, made, asked))
+                return made
+        except UniqueViolation as exc:
+            if "request_key" not in str(exc.diag.constraint_name or ""):
+                raise
+            # An attempt of this request at once committed first: its answer.
+            with self.transaction(caller) as conn:
+                made = request_replay.earlier(conn, caller.member_id, keys, TOOL, asked)
+            assert made is not None
+            return made
+
+    def _insert(self, conn: psycopg.Connection, caller: Caller, new: NewEpisode) -> str:
+        """Inserts ``new`` (checked: canonical ids, its end set) in ``conn``'s
+        transaction; its id."""
         episode_id = str(uuid.uuid4())
-        with self.transaction(caller) as conn:
-            # Asked again under each member's lock: a removal may have passed
-            # between the check above and this transaction.
-            for i, member in enumerate(members):
-                conn.execute(HOLD_PARTICIPANT, (member,))
-                if conn.execute(PARTICIPANT_REMOVED, (member,)).fetchone() is not None:
-                    raise errors.InvalidArgument(
-                        f"member_ids[{i}]", "no such member in this workspace"
-                    )
-            for i, entity in enumerate(entities):
-                graph_claims.check_visible(conn, entity, f"entity_ids[{i}]")
+        members, entities = list(new.member_ids), list(new.entity_ids)
+        # Asked again under each member's lock: a removal may have passed
+        # between the control plane's check and this transaction.
+        for i, member in enumerate(members):
+            conn.execute(HOLD_PARTICIPANT, (member,))
+            if conn.execute(PARTICIPANT_REMOVED, (member,)).fetchone() is not None:
+                raise errors.InvalidArgument(f"member_ids[{i}]", "no such member in this workspace")
+        for i, entity in enumerate(entities):
+            graph_claims.check_visible(conn, entity, f"entity_ids[{i}]")
+        conn.execute(
+            INSERT,
+            (
+                episode_id,
+                new.title,
+                new.started_at,
+                new.ended_at,
+                new.trust.audience,
+                sorted(new.trust.purposes),
+                None,
+                caller.member_id,
+            ),
+        )
+        if members or entities:
             conn.execute(
-                INSERT,
+                INSERT_PARTICIPANTS,
                 (
                     episode_id,
-                    new.title,
-                    new.started_at,
-                    ended,
-                    audience,
-                    sorted(new.trust.purposes),
-                    None,
-                    caller.member_id,
+                    members + [None] * len(entities),
+                    [None] * len(members) + entities,
                 ),
             )
-            if members or entities:
-                conn.execute(
-                    INSERT_PARTICIPANTS,
-                    (
-                        episode_id,
-                        members + [None] * len(entities),
-                        [None] * len(members) + entities,
-                    ),
-                )
         return episode_id

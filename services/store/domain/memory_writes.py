@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 from recallatron import errors
 from recallatron.vocabulary import DEFAULT_PURPOSE, MAX_BODY, MAX_LINKS, MAX_MENTIONS, MAX_TITLE
-from services.store.domain import episodes, graph_claims
+from services.store.domain import episodes, graph_claims, request_replay
 from services.store.domain import trust as trust_rules
 from services.store.domain import validation as v
 from services.store.domain.erasure import fingerprint, request_key, request_keys
@@ -102,24 +102,7 @@ class MemoryWrites(MemoryReads):
         asked: bytes,
     ) -> str | None:
         """The memory an earlier attempt under any of ``keys`` (erasure.request_keys) made."""
-        for key in keys:
-            row = conn.execute(mq.REQUEST_KEY, (caller.member_id, key)).fetchone()
-            if row is not None:
-                break
-        else:
-            return None
-        if row[0] != tool:
-            raise errors.InvalidArgument(
-                "request_id", f"already used for a different call ({row[0]})"
-            )
-        if row[2] is not None and bytes(row[2]) != asked:
-            # Answering with the first request's memory would acknowledge a
-            # write that was never made.
-            raise errors.InvalidArgument(
-                "request_id",
-                f"already used for another {tool} request; a retry repeats its request exactly",
-            )
-        return str(row[1])
+        return request_replay.earlier(conn, caller.member_id, keys, tool, asked)
 
     def _insert(
         self,

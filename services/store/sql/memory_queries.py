@@ -25,8 +25,10 @@ SELECT %s, k, t FROM unnest(%s::link_kind[], %s::uuid[]) AS l(k, t)
 INSERT_AUDIT = """
 INSERT INTO audit_log (member_id, action, memory_id, request_id, detail) VALUES (%s, %s, %s, %s, %s)
 """
+# What the first attempt made: a memory, or an episode (migration 0056).
 REQUEST_KEY = """
-SELECT tool, memory_id, fingerprint FROM request_key WHERE member_id = %s AND request_id = %s
+SELECT tool, coalesce(memory_id, episode_id), fingerprint FROM request_key
+WHERE member_id = %s AND request_id = %s
 """
 INSERT_REQUEST_KEY = """
 INSERT INTO request_key (member_id, request_id, tool, memory_id, fingerprint)
