@@ -132,7 +132,9 @@ class Administration(OnWorkspaces):
         was, merged = self.control.change_settings(workspace_id, changes)
         before, after = was.to_json(), merged.to_json()
         changed = {k: [before.get(k), after[k]] for k in changes if before.get(k) != after[k]}
-        self._record(workspace_id, by, "update_settings", {"changed": changed})
+        # The log holds changes (docs/api.md): a setting given its own value is none.
+        if changed:
+            self._record(workspace_id, by, "update_settings", {"changed": changed})
         return merged
 
     def _token_event(
