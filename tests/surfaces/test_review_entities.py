@@ -7,11 +7,15 @@ CSRF rules. Screenshots before and after a merge go to test-artifacts/."""
 from __future__ import annotations
 
 import http.client
+import threading
+import time
+import uuid
 
 import pytest
 from playwright.sync_api import expect
 
 from recallatron_devkit.stack import Stack
+from services.gateway.review_web import ReviewApp, Session
 from tests import dbutil
 from tests.conftest import Team
 from tests.surfaces.browser import ARTIFACTS, browser_page, post_form, sign_in
@@ -129,3 +133,64 @@ def test_entity_forms_need_the_session_and_its_csrf_token(stack: Stack, team: Te
     assert post("/decide", {**undo, "csrf": "forged"}, session).status == 403
     assert post("/decide", undo, {}).status == 303
     assert [r[2] for r in merges_in(stack, team)] == [None]  # still in force
+
+
+def test_an_undo_posted_twice_answers_as_done(stack: Stack, team: Team) -> None:
+    """A double-click posts the Undo form twice: the second found the merge no
+    longer in force, and the page said "Undid the merge" beside "It is gone or
+    no longer visible to you; nothing was done". Driven through the page's
+    application with the owner's gateway client, as her session would."""
+    ada = team.clients["ada"]
+    robins = write_robins(ada)
+    done = ada.merge_entities(robins["goodwin"], robins["robin"]).merge
+    now = time.monotonic()
+    session = Session(ada, "csrf", now, now)
+    app = ReviewApp(stack.gateway)
+    undo = {"action": "undo", "merge_id": done.id}
+    app.decide(session, undo, "assist")
+    app.decide(session, undo, "assist")
+    assert session.flash == [("ok", "Undid the merge; both answer on their own again.")]
+    # Posted again after the page showed that, it says so again, in its own words.
+    session.flash.clear()
+    app.decide(session, {**undo, "merge_id": done.id.upper()}, "assist")
+    assert session.flash == [("ok", "That merge is already undone; nothing changed.")]
+    undos = dbutil.query(
+        stack,
+        team.database_name,
+        "SELECT count(*) FROM audit_log WHERE action = 'undo_entity_merge'",
+    )
+    assert [r[2] is not None for r in merges_in(stack, team)] == [True] and undos == [(1,)]
+    # A merge this session never undid is still refused as the store answers.
+    session.flash.clear()
+    app.decide(session, {**undo, "merge_id": str(uuid.uuid4())}, "assist")
+    assert len(session.flash) == 1 and session.flash[0][0] == "error"
+    assert "nothing was done" in session.flash[0][1]
+
+
+def _post_at_once(app: ReviewApp, session: Session, form: dict[str, str]) -> None:
+    """``form`` posted twice at the same moment, as a double-click does."""
+    start = threading.Barrier(2)
+
+    def post() -> None:
+        start.wait(timeout=30)
+        app.decide(session, form, "assist")
+
+    threads = [threading.Thread(target=post) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+
+
+def test_an_undo_posted_twice_at_once_answers_as_done(stack: Stack, team: Team) -> None:
+    """The two posts of a double-click may arrive together: whichever the store
+    answers second still answers as done, not as a merge that is gone."""
+    ada = team.clients["ada"]
+    robins = write_robins(ada)
+    app = ReviewApp(stack.gateway)
+    for _ in range(5):
+        done = ada.merge_entities(robins["goodwin"], robins["robin"]).merge
+        now = time.monotonic()
+        session = Session(ada, "csrf", now, now)
+        _post_at_once(app, session, {"action": "undo", "merge_id": done.id})
+        assert session.flash == [("ok", "Undid the merge; both answer on their own again.")]

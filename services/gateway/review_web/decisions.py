@@ -25,6 +25,11 @@ def decide(session: Session, form: dict[str, str], purpose: str) -> None:
     if purpose not in PURPOSES:
         session.flash.append(("error", "Unknown purpose."))
         return
+    with session.deciding:
+        _decide(session, form, purpose)
+
+
+def _decide(session: Session, form: dict[str, str], purpose: str) -> None:
     action = form.get("action", "")
     client = session.client
     try:
@@ -70,12 +75,32 @@ def decide(session: Session, form: dict[str, str], purpose: str) -> None:
             client.keep_entities_apart(form.get("first_id", ""), form.get("second_id", ""), purpose)
             session.flash.append(("ok", "Kept apart; this pair will not be proposed again."))
         elif action == "undo":
-            client.undo_entity_merge(form.get("merge_id", ""), purpose)
-            session.flash.append(("ok", "Undid the merge; both answer on their own again."))
+            _undo(session, form.get("merge_id", ""), purpose)
         else:
             session.flash.append(("error", "Unknown decision."))
     except grpc.RpcError as exc:
         session.flash.append(("error", _explain(exc)))
+
+
+UNDONE = ("ok", "Undid the merge; both answer on their own again.")
+ALREADY_UNDONE = ("ok", "That merge is already undone; nothing changed.")
+
+
+def _undo(session: Session, merge_id: str, purpose: str) -> None:
+    """Undoes a merge in force. One this session undid already is answered
+    as done: the store knows it only as no merge in force, as it knows one
+    that is gone or hidden, and the second post of a double-click would have
+    the page say both that it was undone and that nothing was done."""
+    key = _uuid(merge_id)
+    if key is not None and key in session.undone:
+        # An undone merge stays undone (merging again makes a new one).
+        if UNDONE not in session.flash:
+            session.flash.append(ALREADY_UNDONE)
+        return
+    session.client.undo_entity_merge(merge_id, purpose)
+    if key is not None:
+        session.undone.append(key)
+    session.flash.append(UNDONE)
 
 
 def _keep(session: Session, form: dict[str, str], purpose: str) -> None:

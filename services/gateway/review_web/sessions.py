@@ -7,7 +7,8 @@ import hashlib
 import secrets
 import threading
 import time
-from collections import OrderedDict
+import uuid
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ ClientFactory = Callable[[str], Client]
 # The messages a session keeps for its next view: decisions posted without a
 # view in between must not grow it without end.
 MAX_FLASH = 20
+# The merges a session undid that it remembers, the latest: enough for the
+# forms of the pages it has open.
+MAX_UNDONE = 256
 
 
 class Flash(list[tuple[str, str]]):
@@ -56,6 +60,12 @@ class Session:
     # out must not cut the page this one is drawing).
     users: int = 0
     ended: bool = False
+    # The merges it undid: the Undo form posted again (a double-click posts
+    # it twice) is answered as done, not as a merge that is gone.
+    undone: deque[uuid.UUID] = field(default_factory=lambda: deque(maxlen=MAX_UNDONE))
+    # Its decisions are taken one at a time, so a form posted twice at once
+    # is taken by the first post and the second sees what the first did.
+    deciding: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Sessions:
