@@ -140,7 +140,7 @@ class AuditOnConnection(OneConnection, OwnerView):
     """The store's audit log run on one connection (handles are left out:
     they come from the control database, not the log)."""
 
-    def _handles(self, workspace_id: str) -> dict[str, str]:
+    def _handles(self, workspace_id: str, member_ids: set[str]) -> dict[str, str]:
         return {}
 
 

@@ -1,20 +1,24 @@
 """An owner's view of memories (ListMemories) costs a page's worth of rows
 whatever else the workspace holds: by kind, by episode, every author's, in a
 span of time, under the plans the store's statements get (custom, and generic
-once prepared) and the generic plan forced."""
+once prepared) and the generic plan forced; a page of its audit log
+(ListAuditEvents) reads the handles of the page's members only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
+import psycopg
 import pytest
 
 from recallatron_devkit.stack import Stack
-from services.store.domain.owner_view import MemoryFilter, OwnerView
-from services.store.infrastructure.db import Caller
+from services.store.domain.member_removal import OPERATOR_ID
+from services.store.domain.owner_view import AuditFilter, MemoryFilter, OwnerView
+from services.store.infrastructure.db import CONTROL_DATABASE, Caller, with_database
 from tests.conftest import Team
 from tests.integration import bulk_workspace as bulk
 
@@ -229,3 +233,84 @@ def test_a_page_by_kind_or_author_reads_none_of_the_rows_hidden_from_the_caller(
                     listed, most = bulk.every_page(conn, "memory", listing, "memories")
                     assert most <= 20, f"{mode}, {name}: a page read {most} memory rows"
                     assert listed == expected, (mode, name)
+
+
+class _ControlOn:
+    """The control plane's database as one connection, so that
+    pg_stat_xact_user_tables counts the member rows a page read."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.dbs = self
+        self.conn = conn
+
+    @contextmanager
+    def control_conn(self) -> Iterator[psycopg.Connection]:
+        yield self.conn
+
+
+class _AuditOnConnections(bulk.OneConnection, OwnerView):
+    """The store's audit log run on one connection to the workspace's
+    database and one to the control plane's (the members' handles)."""
+
+    def __init__(self, conn: psycopg.Connection, control: psycopg.Connection) -> None:
+        super().__init__(conn)
+        self.control = cast(Any, _ControlOn(control))
+
+
+def test_an_audit_page_reads_the_handles_of_its_members_only(stack: Stack, team: Team) -> None:
+    """A workspace of 2,003 members, its log's newest events two of Bob's and
+    one of the operator's: each page of two of them (and the rest of the log)
+    reads a few member rows under the plans the store's statements get and
+    the generic plan forced, where every page read every member's handle
+    (2,003 rows), and names each event's member by handle."""
+    ada, bob = team.members["ada"], team.members["bob"]
+    control_url = with_database(stack.database_url, CONTROL_DATABASE)
+    with psycopg.connect(control_url) as conn:
+        conn.execute(
+            "INSERT INTO member (id, workspace_id, handle, role)"
+            " SELECT gen_random_uuid(), %s, 'extra-' || i, 'member'"
+            " FROM generate_series(1, 2000) AS i",
+            (team.workspace_id,),
+        )
+        conn.execute("ANALYZE member")
+    with bulk.writing(stack, team, "audit_log") as conn:
+        conn.execute(
+            "INSERT INTO audit_log (member_id, action) VALUES (%s, 'remember'),"
+            " (%s, 'update_settings'), (%s, 'remember'), (%s, 'remember')",
+            (ada, OPERATOR_ID, bob, bob),
+        )
+    caller = Caller(team.workspace_id, ada, "assist", role="owner")
+    handles = {ada: "ada", bob: "bob", OPERATOR_ID: "operator"}
+    try:
+        for mode in bulk.PLAN_MODES:
+            with (
+                bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn,
+                psycopg.connect(control_url) as control,
+            ):
+                control.execute("SELECT set_config('plan_cache_mode', %s, true)", (mode,))
+                view = _AuditOnConnections(conn, control)
+                # Past the driver's prepare threshold and the server's custom plans.
+                for _ in range(8):
+                    token, named = "", []
+                    while True:
+                        before = bulk.rows_read(control, ["member"])
+                        page = view.audit(caller, AuditFilter(), 2, token)
+                        most = bulk.rows_read(control, ["member"]) - before
+                        assert most <= 4, f"{mode}: a page of two read {most} member rows"
+                        named += [(e.member_id, e.member_handle) for e in page.events]
+                        token = page.next_page_token
+                        if not token:
+                            break
+                    assert named[:4] == [
+                        (bob, "bob"),
+                        (bob, "bob"),
+                        (OPERATOR_ID, "operator"),
+                        (ada, "ada"),
+                    ], mode
+                    assert all(handles.get(m, h) == h for m, h in named), mode
+    finally:
+        with psycopg.connect(control_url) as conn:
+            conn.execute(
+                "DELETE FROM member WHERE workspace_id = %s AND handle LIKE 'extra-%%'",
+                (team.workspace_id,),
+            )

@@ -31,7 +31,6 @@ from services.store.domain.memory_reads import MemoryView, memory_view
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 from services.store.sql import owner_queries as oq
-from services.store.sql import queries as q
 
 # One author's memories are read in the order of migration 0057's indexes of
 # the author (the workspace's, the caller's own), a page's worth and no more.
@@ -238,7 +237,7 @@ class OwnerView(InWorkspaces):
         listing, settings = AUDIT_LISTINGS[bool(member), bool(params["actions"]), window]
         with self.transaction(caller, settings) as conn:
             rows = conn.execute(listing, params).fetchall()
-        handles = self._handles(caller.workspace_id)
+        handles = self._handles(caller.workspace_id, {str(r[2]) for r in rows[:limit]})
         events = [
             AuditEvent(
                 int(r[0]),
@@ -254,7 +253,13 @@ class OwnerView(InWorkspaces):
         token = page_tokens.encode({"w": "audit", "id": events[-1].id}) if len(rows) > limit else ""
         return AuditPage(events, token)
 
-    def _handles(self, workspace_id: str) -> dict[str, str]:
-        with self.control.dbs.control_conn() as conn:
-            found = {str(r[0]): str(r[1]) for r in conn.execute(q.MEMBER_HANDLES, (workspace_id,))}
+    def _handles(self, workspace_id: str, member_ids: set[str]) -> dict[str, str]:
+        """The handles of the page's members only: a page of the log costs
+        the same however many members the workspace has had."""
+        wanted = sorted(member_ids - {OPERATOR_ID})
+        found: dict[str, str] = {}
+        if wanted:
+            with self.control.dbs.control_conn() as conn:
+                rows = conn.execute(oq.MEMBER_HANDLES_OF, (wanted, workspace_id))
+                found = {str(r[0]): str(r[1]) for r in rows}
         return {**found, OPERATOR_ID: "operator"}

@@ -1,7 +1,8 @@
 """Named SQL of an owner's view (services/store/domain/owner_view.py): the
 memories a caller may see, listed, and the workspace's audit log. Both run in
 a caller transaction, so row-level security leaves out what the caller may
-not see; both are paged by a keyset (newest first)."""
+not see; both are paged by a keyset (newest first). The handles of a page's
+members are read in the control database."""
 
 from services.store.sql.memory_queries import MEMORY_COLUMNS
 
@@ -197,6 +198,13 @@ AUDIT_EVENTS_OF_ACTIONS_IN_WINDOW = _audit_events_of_actions("TRUE", BY_FLOAT_DI
 AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS_IN_WINDOW = _audit_events_of_actions(
     "a.member_id = %(member)s::uuid", BY_NEGATED_DISTANCE, IN_WINDOW
 )
+
+# The handles of an audit page's members (removed ones included), read in the
+# control database by their ids: the handles of every member of the workspace
+# cost each page as many rows as it has had members (2,003 for a page of two).
+MEMBER_HANDLES_OF = """
+SELECT id::text, handle FROM member WHERE id = ANY (%s::uuid[]) AND workspace_id = %s
+"""
 
 # A change the control plane made to the workspace (a member, a token, its
 # settings), written by the owner role after that change committed
