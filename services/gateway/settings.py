@@ -16,13 +16,13 @@ class GatewaySettings(StorePeer, RankPeer):
     # Calls per second each bearer token may make (a token bucket holding
     # `rate_limit_burst`); over it, RESOURCE_EXHAUSTED. 0 turns the limit off.
     # Generous by default so agents, tests and benchmarks are not throttled.
-    rate_limit_per_second: float = Field(default=1000.0, gt=0)
+    rate_limit_per_second: float = Field(default=1000.0, ge=0)
     rate_limit_burst: int = Field(default=2000, ge=1)
     # Failed authentications (tokens the store does not know) per client
     # address: a bucket of `auth_failure_burst` refilled at this rate; when it
     # is empty, unknown tokens from that address get RESOURCE_EXHAUSTED without
     # asking the store. Known tokens are not affected. 0 turns it off.
-    auth_failures_per_second: float = Field(default=10.0, gt=0)
+    auth_failures_per_second: float = Field(default=10.0, ge=0)
     auth_failure_burst: int = Field(default=100, ge=1)
     # Shared with the project's fronts in other processes (the MCP server's
     # RECALLATRON_FORWARDING_SECRET): the end user's address they forward

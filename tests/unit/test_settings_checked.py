@@ -42,7 +42,8 @@ SERVICES = (CommonSettings, EmbedSettings, GatewaySettings, RankSettings, StoreS
         (EmbedSettings, "RECALLATRON_MAX_BATCH", "0"),
         (EmbedSettings, "RECALLATRON_ONNX_THREADS", "0"),
         (GatewaySettings, "RECALLATRON_WORKSPACE_CONCURRENCY", "0"),
-        (GatewaySettings, "RECALLATRON_RATE_LIMIT_PER_SECOND", "0"),
+        (GatewaySettings, "RECALLATRON_RATE_LIMIT_PER_SECOND", "-1"),
+        (GatewaySettings, "RECALLATRON_AUTH_FAILURES_PER_SECOND", "-1"),
         (GatewaySettings, "RECALLATRON_STORE_TIMEOUT_SECONDS", "-1"),
         (GatewaySettings, "RECALLATRON_SHUTDOWN_GRACE_SECONDS", "-5"),
         (GatewaySettings, "RECALLATRON_HTTP_CONNECTIONS_PER_ADDRESS", "0"),
@@ -82,6 +83,28 @@ def test_a_service_started_with_one_stops_with_a_line_not_a_traceback() -> None:
     )
     assert done.returncode == 1
     assert "RECALLATRON_RRF_K" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "variable", ["RECALLATRON_RATE_LIMIT_PER_SECOND", "RECALLATRON_AUTH_FAILURES_PER_SECOND"]
+)
+def test_a_gateway_limit_the_docs_turn_off_with_0_takes_0(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """docs/reliability.md: "0 turns it off" (the limiters take 0 per second
+    as no limit); the gateway refused to start with it."""
+    from services.gateway.ratelimit import FailureLimiter, RateLimiter
+
+    monkeypatch.setenv(variable, "0")
+    settings = GatewaySettings()
+    calls = RateLimiter(settings.rate_limit_per_second, 1)
+    failures = FailureLimiter(settings.auth_failures_per_second, 1)
+    for _ in range(3):  # past a burst of 1: never refused by the limit turned off
+        if variable == "RECALLATRON_RATE_LIMIT_PER_SECOND":
+            calls.check("token")
+        else:
+            failures.failed("ipv4:10.0.0.7:1")
+            failures.check("ipv4:10.0.0.7:2")
 
 
 def test_the_defaults_are_good() -> None:
