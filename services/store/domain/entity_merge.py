@@ -46,10 +46,13 @@ MAX_MERGES = 200
 # - same_name / same_alias: equal normalised names, or a name or current
 #   alias equal to the other's;
 # - name_prefix: one name is a whole-word prefix of the other ("robin" of
-#   "robin goodwin") and the two share a co-mentioned entity;
-# - close_context: their mention contexts (centred) are close, their types agree (or
-#   one has none) and no memory mentions both (entities named together in
-#   one memory are two things, and would share their context trivially).
+#   "robin goodwin") and the two share an entity co-mentioned in the window;
+# - close_context: their mention contexts (centred, of the window's memories)
+#   are close, their types agree (or one has none) and no memory of the window
+#   mentions both (entities named together in one memory are two things, and
+#   would share their context trivially).
+# Every rule reads the window's memories only, so a pair costs what the
+# window holds, however many older memories mention its entities.
 PAIRS = f"""
 WITH {CURRENT_MODEL}, recent_memory AS (
     SELECT m.id, m.created_at FROM memory m
@@ -71,16 +74,20 @@ WITH {CURRENT_MODEL}, recent_memory AS (
     FROM recent_memory rm JOIN memory_embedding me ON me.memory_id = rm.id
     WHERE me.input_version = %(input_version)s
       AND me.model_id = (SELECT model_id FROM current_model)
+), window_mention AS MATERIALIZED (
+    -- The window's mentions: contexts and co-mentions are read here, never
+    -- from every mention of an entity (one named by tens of thousands of
+    -- older memories costs what the window holds of it).
+    SELECT mn.memory_id, mn.entity_id
+    FROM recent_memory rm JOIN mention mn ON mn.memory_id = rm.id
 ), context AS (
-    SELECT mn.entity_id AS id, avg(me.embedding) - (SELECT mean FROM window_mean) AS centroid
-    FROM mention mn
-    JOIN memory m ON m.id = mn.memory_id
-    JOIN memory_embedding me ON me.memory_id = m.id
-    WHERE mn.entity_id IN (SELECT id FROM windowed)
-      AND m.superseded_by_id IS NULL
+    SELECT wm.entity_id AS id, avg(me.embedding) - (SELECT mean FROM window_mean) AS centroid
+    FROM window_mention wm
+    JOIN memory_embedding me ON me.memory_id = wm.memory_id
+    WHERE wm.entity_id IN (SELECT id FROM windowed)
       AND me.input_version = %(input_version)s
       AND me.model_id = (SELECT model_id FROM current_model)
-    GROUP BY mn.entity_id
+    GROUP BY wm.entity_id
 ), grp AS MATERIALIZED (
     SELECT g.start_id, g.member_id FROM entity_group(ARRAY(SELECT id FROM windowed)) g
 ), rep AS MATERIALIZED (
@@ -113,11 +120,11 @@ WITH {CURRENT_MODEL}, recent_memory AS (
      AND left(b.name_key, length(a.name_key) + 1) = a.name_key || ' '
     WHERE a.rep <> b.rep AND EXISTS (
         SELECT 1
-        FROM mention ma
-        JOIN mention ca ON ca.memory_id = ma.memory_id
-                       AND ca.entity_id <> a.id AND ca.entity_id <> b.id
-        JOIN mention cb ON cb.entity_id = ca.entity_id
-        JOIN mention mb ON mb.memory_id = cb.memory_id AND mb.entity_id = b.id
+        FROM window_mention ma
+        JOIN window_mention ca ON ca.memory_id = ma.memory_id
+                              AND ca.entity_id <> a.id AND ca.entity_id <> b.id
+        JOIN window_mention cb ON cb.entity_id = ca.entity_id
+        JOIN window_mention mb ON mb.memory_id = cb.memory_id AND mb.entity_id = b.id
         WHERE ma.entity_id = a.id)
 ), by_context AS (
     SELECT a.id, b.id, a.rep, b.rep, 'close_context',
@@ -127,7 +134,8 @@ WITH {CURRENT_MODEL}, recent_memory AS (
       AND (a.type IS NULL OR b.type IS NULL OR a.type = b.type)
       -- As a distance: a zero context (NaN cosine), or none, never passes.
       AND (a.centroid <=> b.centroid) <= 1 - %(min_cosine)s
-      AND NOT EXISTS (SELECT 1 FROM mention x JOIN mention y ON y.memory_id = x.memory_id
+      AND NOT EXISTS (SELECT 1 FROM window_mention x
+                      JOIN window_mention y ON y.memory_id = x.memory_id
                       WHERE x.entity_id = a.id AND y.entity_id = b.id)
 ), candidates AS (
     SELECT * FROM by_key UNION ALL SELECT * FROM by_prefix UNION ALL SELECT * FROM by_context
