@@ -7,6 +7,8 @@ test_review_page.py."""
 
 from __future__ import annotations
 
+import html
+import re
 import time
 
 import grpc
@@ -16,6 +18,8 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron_devkit.stack import Stack
 from services.gateway.review_web import ReviewApp, Session
+from services.gateway.review_web.pages import pair_section
+from tests import dbutil
 from tests.conftest import Team
 
 pytestmark = pytest.mark.integration
@@ -201,3 +205,47 @@ def test_forget_with_an_expected_revision_loses_the_race_as_correct_does(team: T
     assert not done.replayed
     other = ada.remember("Unchecked forget", audience_to="workspace").memory
     ada.forget(other.id, "no revision given")
+
+
+def _drawn_form(a: cpb.Memory, b: cpb.Memory, testid: str) -> dict[str, str]:
+    """The fields of the pair's form ``testid`` as the page draws it."""
+    drawn = pair_section(pb.DuplicatePair(first=a, second=b, cosine=0.97), "csrf", "assist")
+    form = re.search(rf'<form [^>]*data-testid="{re.escape(testid)}">(.*?)</form>', drawn)
+    assert form is not None, testid
+    fields = re.findall(r'<input type=hidden name="([^"]*)" value="([^"]*)">', form.group(1))
+    return {html.unescape(k): html.unescape(v) for k, v in fields}
+
+
+@pytest.mark.parametrize("decision", ["forget", "supersede"])
+def test_a_decision_posted_twice_answers_as_done(stack: Stack, team: Team, decision: str) -> None:
+    """A double-click posts the form twice: the second found the memory
+    forgotten (or superseded) by the first, and the page said "Forgot ..."
+    beside "It is gone or no longer visible to you; nothing was done" (or
+    "FAILED_PRECONDITION: ... superseded and can no longer change")."""
+    ada = team.clients["ada"]
+    a = ada.remember("Backups run nightly at 2am", audience_to="workspace").memory
+    b = ada.remember("Nightly backups start at 2am", audience_to="workspace").memory
+    form = _drawn_form(a, b, f"{decision}:A")
+    if decision == "forget":
+        form["reason"] = "said twice"
+    session = _session(team, "ada")
+    app = ReviewApp(stack.gateway)
+    app.decide(session, form, "assist")
+    app.decide(session, form, "assist")
+    assert [level for level, _ in session.flash] == ["ok"], session.flash
+    if decision == "forget":
+        assert session.flash == [("ok", f"Forgot {a.id}.")]
+        forgets = "SELECT count(*) FROM memory_revision WHERE memory_id = %s AND action = 'forget'"
+        assert dbutil.query(stack, team.database_name, forgets, (a.id,)) == [(1,)]
+    else:
+        old = ada.read([a.id]).memories[0]
+        assert session.flash == [
+            ("ok", f"Superseded {a.id}; its successor is {old.superseded_by_id}.")
+        ]
+        # One successor, not two.
+        same_text = "SELECT count(*) FROM memory WHERE title = %s"
+        assert dbutil.query(stack, team.database_name, same_text, (b.title,)) == [(2,)]
+    # A form drawn afresh is a decision of its own: the memory is gone or replaced.
+    session.flash.clear()
+    app.decide(session, _drawn_form(a, b, f"{decision}:A") | {"reason": "again"}, "assist")
+    assert [level for level, _ in session.flash] == ["error"], session.flash

@@ -53,10 +53,10 @@ def _decide(session: Session, form: dict[str, str], purpose: str) -> None:
                 target,
                 reason,
                 purpose=purpose,
-                request_id=_request_id(),
+                request_id=_form_request_id(form),
                 expected_revision=shown,
             )
-            session.flash.append(("ok", f"Forgot {target}."))
+            _tell(session, ("ok", f"Forgot {target}."))
         elif action == "supersede":
             _supersede(session, form, purpose)
         elif action == "merge":
@@ -184,7 +184,7 @@ def _supersede(session: Session, form: dict[str, str], purpose: str) -> None:
         )
         return
     request = pb.SupersedeRequest(
-        request_id=_request_id(),
+        request_id=_form_request_id(form),
         id=retire_id,
         expected_revision=retire_rev,
         kind=kept.kind,
@@ -209,7 +209,7 @@ def _supersede(session: Session, form: dict[str, str], purpose: str) -> None:
         source_ids=[keep_id],
     )
     resp = client.call(client.memory.Supersede, request)
-    session.flash.append(("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
+    _tell(session, ("ok", f"Superseded {retire_id}; its successor is {resp.memory.id}."))
 
 
 def _revision(value: str) -> int | None:
@@ -274,8 +274,30 @@ def _current_graph(
     )
 
 
-def _request_id() -> str:
-    return f"review-{uuid.uuid4()}"
+REQUEST_ID_PREFIX = "review-"
+
+
+def new_request_id() -> str:
+    """A request id for one drawn form of a write (forget, supersede)."""
+    return f"{REQUEST_ID_PREFIX}{uuid.uuid4()}"
+
+
+def _form_request_id(form: dict[str, str]) -> str:
+    """The request id the page drew into the form: the two posts of a
+    double-click carry the same one, and the store answers the second as it
+    answered the first (a retry), not as a change to a memory the first
+    already forgot or superseded. A form without one gets a new one."""
+    value = form.get("request_id", "")
+    drawn = value.startswith(REQUEST_ID_PREFIX)
+    ok = drawn and _uuid(value[len(REQUEST_ID_PREFIX) :]) is not None
+    return value if ok else new_request_id()
+
+
+def _tell(session: Session, message: tuple[str, str]) -> None:
+    """``message`` for the next view, unless it already waits there (a
+    decision posted twice is answered once)."""
+    if message not in session.flash:
+        session.flash.append(message)
 
 
 def _explain(exc: grpc.RpcError) -> str:

@@ -18,6 +18,7 @@ from recallatron.vocabulary import (
     ORIGIN,
     PURPOSE,
 )
+from services.gateway.review_web.decisions import new_request_id
 
 # The memories an entity card lists by title, newest first (the rest are
 # counted): the page reads each one's title, and a card may cite hundreds.
@@ -185,6 +186,8 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
             retire_revision=str(old.revision),
             keep_id=new.id,
             keep_revision=str(new.revision),
+            # One id per drawn form: posted twice, the store answers it once.
+            request_id=new_request_id(),
         )
 
     def forget(m: cpb.Memory, label: str) -> str:
@@ -199,6 +202,7 @@ def pair_section(pair: pb.DuplicatePair, csrf: str, purpose: str) -> str:
             reason,
             target_id=m.id,
             target_revision=str(m.revision),
+            request_id=new_request_id(),
         )
 
     # The revisions shown: a memory changed since is not kept on its old text.
