@@ -314,3 +314,62 @@ def test_an_audit_page_reads_the_handles_of_its_members_only(stack: Stack, team:
                 "DELETE FROM member WHERE workspace_id = %s AND handle LIKE 'extra-%%'",
                 (team.workspace_id,),
             )
+
+
+def test_every_authors_or_an_episodes_page_reads_none_of_the_rows_hidden_from_the_caller(
+    stack: Stack, team: Team
+) -> None:
+    """Ada's five memories (two of them private to her) and two of Bob's
+    shared with the workspace, in an episode, beneath 20,000 newer memories
+    of it private to Bob: every author's listing, whole or in a span, and the
+    episode's, two to a page, read a few rows a page under the plans the
+    store's statements get and the generic plan forced, not the 20,000 Ada
+    may not see, which the walk of the created_at or the episode's index
+    checked one by one; the pages are the listing's order."""
+    ada, bob = team.members["ada"], team.members["bob"]
+    episode = (
+        team.clients["ada"]
+        .create_episode("planning", "2025-01-01T00:00:00Z", audience_to="workspace")
+        .episode_id
+    )
+    with bulk.writing(stack, team, "memory") as conn:
+        conn.execute(
+            "INSERT INTO memory (id, kind, title, body, confidence, origin, purposes,"
+            " created_by, created_at, updated_at, audience_member_id, episode_id)"
+            " SELECT gen_random_uuid(), 'note', 'Item ' || i, '', 1, 'told', '{assist}',"
+            "  CASE WHEN i <= 5 THEN %(ada)s ELSE %(bob)s END::uuid,"
+            "  timestamptz '2025-01-01' + (i / 2) * interval '1 minute',"
+            "  timestamptz '2025-01-01' + (i / 2) * interval '1 minute',"
+            "  CASE WHEN i IN (2, 4) THEN %(ada)s WHEN i > 7 THEN %(bob)s END::uuid,"
+            "  %(episode)s::uuid"
+            " FROM generate_series(1, 20007) AS i",
+            {"bob": bob, "ada": ada, "episode": episode},
+        )
+    start = datetime(2025, 1, 1, 0, 1, tzinfo=UTC)
+    end = datetime(2025, 1, 2, tzinfo=UTC)
+    filters = {
+        "all": (MemoryFilter(), "TRUE"),
+        "span": (MemoryFilter(start=start, end=end), "created_at >= %(s)s AND created_at < %(e)s"),
+        "to": (MemoryFilter(end=end), "created_at < %(e)s"),
+        "episode": (MemoryFilter(episode_id=episode), "TRUE"),
+        "superseded too": (MemoryFilter(include_superseded=True), "TRUE"),
+    }
+    caller = Caller(team.workspace_id, ada, "assist")
+    for mode in bulk.PLAN_MODES:
+        with bulk.as_member(stack, team, "ada", plan_cache_mode=mode) as conn:
+            view = _OnConnection(conn)
+            for name, (f, where) in filters.items():
+                expected = [
+                    str(r[0])
+                    for r in conn.execute(
+                        f"SELECT id FROM memory WHERE {where} ORDER BY created_at DESC, id DESC",
+                        {"s": start, "e": end},
+                    )
+                ]
+                assert len(expected) == (6 if name == "span" else 7), name
+                listing = partial(view.memories, caller, f, 2)
+                # Past the driver's prepare threshold and the server's custom plans.
+                for _ in range(8):
+                    listed, most = bulk.every_page(conn, "memory", listing, "memories")
+                    assert most <= 20, f"{mode}, {name}: a page read {most} memory rows"
+                    assert listed == expected, (mode, name)

@@ -38,12 +38,13 @@ from services.store.sql import owner_queries as oq
 # the caller may see, would rather walk the whole workspace's created_at index
 # (it follows the table: cheap in its eyes) and sort, or sort all of the
 # author's rows; the generic plan did the walk.
-# One episode's are read so too, in memory_episode_order_idx's order.
+# One episode's are read so too, from migration 0058's indexes of episodes.
 AUTHOR_ORDER = {"enable_sort": "off", "enable_incremental_sort": "off"}
-# Every author's memories: a page's worth from the created_at index, the ties
-# of an instant put in order as they come. Left to choose, the generic plan
-# (which the store's prepared statement comes to) read every memory the caller
-# may see and sorted them (13,337 rows read for a page of two).
+# Every author's memories: a page's worth from each of migration 0058's
+# indexes by time (the workspace's, the caller's own). Left to choose, the
+# generic plan (which the store's prepared statement comes to) read every
+# memory the caller may see and sorted them (13,337 rows read for a page of
+# two).
 NEWEST_ORDER = {"enable_sort": "off"}
 # Some kinds' memories: a page's worth of ids from each kind's walk (migration
 # 0040; 0057: the workspace's and the caller's own), each then read by its id.

@@ -6,8 +6,7 @@ members are read in the control database."""
 
 from services.store.sql.memory_queries import MEMORY_COLUMNS
 
-# The listing's conditions beside its narrowing: its span in time, the page
-# token's position and superseded memories (see _list_memories).
+# The listing's conditions beside its narrowing (see _list_memories).
 _LISTED = """
   AND (%(kinds)s::memory_kind[] IS NULL OR m.kind = ANY (%(kinds)s::memory_kind[]))
   AND (%(episode)s::uuid IS NULL
@@ -22,15 +21,24 @@ _LISTED = """
        OR (m.created_at, m.id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))"""
 
 
-def _list_memories(author: str) -> str:
-    """The listing, narrowed by ``author`` (a condition on m, or TRUE).
+def _list_memories(narrow: str, key: str = "") -> str:
+    """The listing, narrowed by ``narrow`` (a condition on m, or TRUE), read
+    from the indexes of migrations 0057 and 0058 on (``key``, created_at, id):
+    the workspace's memories and the caller's own (that index keyed first by
+    its member), each walked in the listing's order for a page's worth, then
+    merged. Forgotten memories and other members' private ones are in
+    neither: one index of every audience had a page check each of them, one
+    by one (20,008 rows read for a page of two of Ada's few memories beneath
+    20,000 private to Bob). The narrowing and the audience are plain
+    equalities, which the generic plan (the store's prepared statement comes
+    to it) can use: behind "IS NULL OR" it walked the created_at index over
+    the whole workspace.
 
-    Its span in time, and the page token's instant, are bounds of the
-    created_at index's walk in every plan: given as values, infinite when
-    not given ("IS NULL OR", or coalesce, which row security does not trust
-    to run before its own conditions, left them filters, and the generic plan
-    walked from the newest memory: 15,514 rows read for a page of two before
-    an end in time).
+    Its span in time, and the page token's instant, are bounds of each walk
+    in every plan: given as values, infinite when not given ("IS NULL OR",
+    or coalesce, which row security does not trust to run before its own
+    conditions, left them filters, and the generic plan walked from the
+    newest memory: 15,514 rows read for a page of two before an end in time).
 
     An episode filter matches only an episode the caller may see (the policy
     on episode), so a hidden episode's id lists nothing. A memory is
@@ -38,9 +46,25 @@ def _list_memories(author: str) -> str:
     (the policy on memory), as read and recall take it (migration 0044): one
     whose successor is hidden is listed as current. A scalar subquery, not
     EXISTS, which the planner could answer by hashing the whole table."""
+    order = f"{key}m.created_at DESC, m.id DESC"
+    walk = f"""
+SELECT m.id, m.kind, m.title, m.body, m.confidence, m.origin, m.revision, m.superseded_by_id,
+       m.audience_member_id, m.purposes, m.created_by, m.created_at, m.updated_at,
+       m.episode_id
+FROM memory m
+WHERE {narrow} AND m.invalidated_at IS NULL{_LISTED}"""
     return f"""
-SELECT {MEMORY_COLUMNS} FROM memory m
-WHERE {author}{_LISTED}
+SELECT {MEMORY_COLUMNS} FROM (
+    ({walk}
+       AND m.audience_member_id IS NULL
+     ORDER BY {order}
+     LIMIT %(limit)s)
+    UNION ALL
+    ({walk}
+       AND m.audience_member_id = caller_member()
+     ORDER BY m.audience_member_id, {order}
+     LIMIT %(limit)s)
+) AS m
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """
@@ -48,40 +72,10 @@ LIMIT %(limit)s
 
 # Every author's memories.
 LIST_MEMORIES = _list_memories("TRUE")
-# One author's: the workspace's memories of the author and the caller's own,
-# each read from its index of migration 0057 in the listing's order (the
-# author and the audience plain equalities, which the generic plan, which the
-# store's prepared statement comes to, can use: behind "IS NULL OR" it walked
-# the created_at index over the whole workspace), a page's worth each, then
-# merged. One index of every audience (0032) had a page check every row of the
-# author's others may not see (20,008 rows read for a page of two of Ada's
-# few memories beneath 20,000 private to Bob).
-_OF_AUTHOR = f"""
-SELECT m.id, m.kind, m.title, m.body, m.confidence, m.origin, m.revision, m.superseded_by_id,
-       m.audience_member_id, m.purposes, m.created_by, m.created_at, m.updated_at,
-       m.episode_id
-FROM memory m
-WHERE m.created_by = %(created_by)s::uuid AND m.invalidated_at IS NULL{_LISTED}"""
-LIST_MEMORIES_BY_AUTHOR = f"""
-SELECT {MEMORY_COLUMNS} FROM (
-    ({_OF_AUTHOR}
-       AND m.audience_member_id IS NULL
-     ORDER BY m.created_by, m.created_at DESC, m.id DESC
-     LIMIT %(limit)s)
-    UNION ALL
-    ({_OF_AUTHOR}
-       AND m.audience_member_id = caller_member()
-     ORDER BY m.audience_member_id, m.created_by, m.created_at DESC, m.id DESC
-     LIMIT %(limit)s)
-) AS m
-ORDER BY m.created_at DESC, m.id DESC
-LIMIT %(limit)s
-"""
-# One episode's, every author's, read from memory_episode_order_idx (migration
-# 0023) backwards, in the listing's order; the episode a plain equality, as
-# the author's is: behind "IS NULL OR" the generic plan walked the created_at
-# index over the whole workspace for the episode's rows.
-LIST_MEMORIES_OF_EPISODE = _list_memories("m.episode_id = %(episode)s::uuid")
+# One author's, the author a plain equality (migration 0057's indexes).
+LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid", "m.created_by, ")
+# One episode's, every author's, the episode a plain equality (0058's).
+LIST_MEMORIES_OF_EPISODE = _list_memories("m.episode_id = %(episode)s::uuid", "m.episode_id, ")
 # Some kinds' (at most four), every author's: each kind's page walked by
 # memories_of_kind (migrations 0040, 0057) from the page token's position, then
 # merged.
