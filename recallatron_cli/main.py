@@ -21,7 +21,17 @@ with stopped_while_starting(__name__):
     from recallatron import errors
     from recallatron.v1 import gateway_pb2
     from recallatron.vocabulary import DEFAULT_RECALL_LIMIT, KINDS, MODES, RECALL_LIMIT_RULE
-    from recallatron_cli import admin, common, floor, graph, operator, owners, tools, up
+    from recallatron_cli import (
+        admin,
+        common,
+        floor,
+        graph,
+        operator,
+        owners,
+        tools,
+        up,
+        workspace_settings,
+    )
     from recallatron_cli.common import client_options
 
     # Kept importable from here, where the command's callers look for it.
@@ -317,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_parser(sub)
     floor.add_parser(sub)
     owners.add_parsers(sub)
+    workspace_settings.add_parser(sub)
 
     from recallatron_devkit import evaluate, load
 
