@@ -105,3 +105,36 @@ def test_two_forgets_along_a_chain_at_once_leave_no_link_to_a_tombstone(
     assert rows == [(None,)]
     assert ada.read([lyon.id]).memories[0].superseded_by_id == ""
     assert ada.correct(lyon.id, 2, "still here", body="Rue de la Paix").memory.revision == 3
+
+
+def test_a_chain_hidden_in_the_middle_is_superseded_for_who_sees_a_later_one(
+    team: Team,
+) -> None:
+    """Lyon (the workspace's) superseded by Paris (Ada's own draft), Paris by
+    Nice (published to the workspace): Bob, who may not see Paris, sees Nice
+    replace Lyon, one office, not two current at once."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    lyon = remember_robin(ada, "Office in Lyon", audience_to="workspace").memory
+    draft = ada.supersede(
+        lyon.id, 1, "Office in Paris", reason="draft", audience_to=team.members["ada"]
+    ).memory
+    nice = ada.supersede(draft.id, 1, "Office in Nice", reason="publish", audience_to="workspace")
+
+    first = bob.read([lyon.id]).memories[0]
+    assert first.superseded_by_id == nice.memory.id
+    assert [m.id for m in first.superseded_by] == [nice.memory.id]
+    found = [r.memory.id for r in bob.recall("office", mode="lexical").outcome.results]
+    assert found == [nice.memory.id]
+    every = bob.recall("office", mode="lexical", include_superseded=True).outcome.results
+    assert {r.memory.id for r in every} == {lyon.id, nice.memory.id}
+    # Ada, who sees the draft, reads it as Lyon's successor, as before.
+    assert ada.read([lyon.id]).memories[0].superseded_by_id == draft.id
+    assert [m.id for m in ada.read([lyon.id]).memories[0].superseded_by] == [
+        draft.id,
+        nice.memory.id,
+    ]
+    # A chain hidden all the way still reads as current (the draft alone).
+    alone = ada.remember("Desk by the window", audience_to="workspace").memory
+    ada.supersede(alone.id, 1, "Desk by the door", audience_to=team.members["ada"])
+    assert bob.read([alone.id]).memories[0].superseded_by_id == ""
+    assert [r.memory.id for r in bob.recall("desk", mode="lexical").outcome.results] == [alone.id]

@@ -4,9 +4,12 @@ embeddings) to what the caller may see."""
 
 # The successor's id only when the caller may see it (row-level security
 # filters the subquery): an id one may not see is never shown (design §4).
+# Past one hidden from them, the nearest along the chain they may see
+# (migration 0064): a later one they see supersedes it for them too.
 MEMORY_COLUMNS = """
 m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
-(SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id), m.audience_member_id,
+coalesce((SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id),
+         visible_successor(m.superseded_by_id)), m.audience_member_id,
 m.purposes::text[], m.created_by, m.created_at, m.updated_at,
 (SELECT ep.id FROM episode ep WHERE ep.id = m.episode_id)
 """
@@ -110,8 +113,9 @@ SELECT memory_id, entity_id, name, total FROM (
 ) m WHERE nth <= %(cap)s
 ORDER BY memory_id, nth
 """
-# Both directions of the supersession chain, nearest first. A step into a
-# memory the caller may not see ends the chain with an anonymous entry. Each
+# Both directions of the supersession chain, nearest first. Newer ones step
+# over those the caller may not see to the next they may (migration 0064); a
+# chain with none further ends with an anonymous entry. Each
 # direction is followed %(cap)s steps and one more: a step past the cap says
 # the answer's list was cut (MemoryReads._provenance drops and counts it);
 # the rest of a longer chain is not walked.
@@ -121,7 +125,7 @@ WITH RECURSIVE newer(root, depth, id, title, kind, next_id) AS (
     FROM memory m WHERE m.id = ANY(%(ids)s::uuid[])
   UNION ALL
     SELECT n.root, n.depth + 1, x.id, x.title, x.kind::text, x.superseded_by_id
-    FROM newer n JOIN memory x ON x.id = n.next_id
+    FROM newer n JOIN memory x ON x.id = visible_successor(n.next_id)
     WHERE n.depth <= %(cap)s
 ), older(root, depth, id, title, kind) AS (
     SELECT m.id, 0, m.id, m.title, m.kind::text FROM memory m WHERE m.id = ANY(%(ids)s::uuid[])
@@ -134,7 +138,7 @@ SELECT root, 'newer' AS direction, depth, id, title, kind FROM newer WHERE depth
 UNION ALL
 SELECT n.root, 'newer', n.depth + 1, NULL, NULL, NULL FROM newer n
 WHERE n.depth <= %(cap)s AND n.next_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM memory x WHERE x.id = n.next_id)
+  AND visible_successor(n.next_id) IS NULL
 UNION ALL
 SELECT root, 'older', depth, id, title, kind FROM older WHERE depth > 0
 ORDER BY 1, 2, 3
@@ -144,7 +148,7 @@ ORDER BY 1, 2, 3
 # visible, not superseded (unless asked for; a memory superseded after the
 # arms ran is refused here, in the snapshot the answer is read from; only a
 # successor the caller may see, which the policy filters, supersedes it for
-# them, as read shows, migration 0044), and
+# them, as read shows, migration 0044, or one along its chain, 0064), and
 # every memory reachable along its links is visible to the caller and not
 # forgotten. That last part is kept on each memory (migration 0006: the
 # intersections of its provenance's audiences and purposes, and whether any
@@ -158,7 +162,7 @@ CROSS JOIN LATERAL (
     SELECT x.episode_id IS NOT NULL AS in_episode FROM memory x
     WHERE x.id = c.id
       AND (%(include_superseded)s OR x.superseded_by_id IS NULL
-           OR NOT EXISTS (SELECT 1 FROM memory s WHERE s.id = x.superseded_by_id))
+           OR NOT successor_seen(x.superseded_by_id))
       AND NOT x.provenance_forgotten
       AND (x.provenance_audience IS NULL OR x.provenance_audience = caller_member())
       AND caller_purpose() = ANY (x.provenance_purposes)
@@ -180,7 +184,7 @@ ORDER BY c.ord
 # depend on what the caller may not see.
 _ADMITTED_NEIGHBOUR = """
        AND (%(include_superseded)s OR m.superseded_by_id IS NULL
-            OR NOT EXISTS (SELECT 1 FROM memory x WHERE x.id = m.superseded_by_id))
+            OR NOT successor_seen(m.superseded_by_id))
        AND NOT m.provenance_forgotten
        AND (m.provenance_audience IS NULL OR m.provenance_audience = caller_member())
        AND caller_purpose() = ANY (m.provenance_purposes)"""
