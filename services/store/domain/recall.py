@@ -19,7 +19,7 @@ from recallatron.vocabulary import (
     PURPOSES,
     VECTOR_DIMENSIONS,
 )
-from services.store.domain import entity_groups
+from services.store.domain import entity_groups, expiry_gate
 from services.store.domain import validation as v
 from services.store.domain.control import ControlPlane
 from services.store.domain.workspace_services import InWorkspaces
@@ -440,6 +440,8 @@ class RecallQueries(InWorkspaces):
             row = conn.execute(CALLER_CORPUS).fetchone()
             visible = int(row[0]) if row is not None else 0
             exact = row is not None and dense_exact(visible, float(row[1] or 0), self.exact_rows)
+            # Few vectors inside the expiry gate: the graph's scan would give up.
+            exact = exact or expiry_gate.few_inside(conn, params)
             rows = conn.execute(DENSE_EXACT if exact else DENSE[caller.purpose], params).fetchall()
             if not exact and len(rows) < min(limit, visible):
                 # The filtered scan gave up before the limit (it stops after
