@@ -362,6 +362,7 @@ class Pipeline(Generic[M]):
             (r.scores for r in outcome.results),
             outcome.dense_available,
             dense_floor=dense.arm.floor if dense.arm is not None else 0.0,
+            not_embedded=dense.not_embedded,
         )
         if history is not None:
             got, outcome.history_unavailable_reason = _beside("history", history)

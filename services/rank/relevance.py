@@ -22,6 +22,11 @@ What the rule cannot judge it does not claim:
   so with such a floor only an empty answer is (every dense row it lets
   through counts); at or under the threshold a row the arm left out lies
   under the floor, so under the threshold;
+- while memories the caller may see wait for their vector (the embedding job
+  behind the writes, ``not_embedded``), a returned row the dense arm did not
+  return may be one of them, never compared with the query: such an answer
+  is not flagged (a memory just written, found by its words, is not called
+  beside the point);
 - cross-encoder scores are not used: no real cross-encoder's weights were at
   hand to calibrate a threshold on (docs/embeddings.md), and an uncalibrated
   one would be a guess.
@@ -55,15 +60,19 @@ def nothing_relevant(
     dense_available: bool,
     threshold: float = RELEVANT_COSINE,
     dense_floor: float = 0.0,
+    not_embedded: int = 0,
 ) -> bool:
     """True when no returned row is judged relevant (see the module's rule);
-    ``dense_floor`` is the floor the dense arm applied."""
+    ``dense_floor`` is the floor the dense arm applied, ``not_embedded`` how
+    many memories the caller may see have no vector yet."""
     rows = list(rows)
     if not rows:
         return True
     if not dense_available:
         return False
     if any(r.dense_rank > 0 and r.dense_cosine >= threshold for r in rows):
+        return False
+    if not_embedded > 0 and any(r.dense_rank == 0 for r in rows):
         return False
     # A row the arm left out lies under its floor: under the threshold only
     # when the floor is not above it.

@@ -111,3 +111,24 @@ def test_a_recall_says_how_many_memories_it_may_see_wait_for_their_vectors(stack
         owner.close()
         narrow.close()
         operator.close()
+
+
+def test_a_memory_not_embedded_yet_is_not_judged_beside_the_point(stack: Stack) -> None:
+    """A memory the lexical arm finds while it has no vector has no cosine to
+    judge it by: a hybrid recall that returns it must not say nothing_relevant
+    (which tells an agent to say it found nothing)."""
+    owner, _, database = owner_client(stack, "unjudged")
+    try:
+        first = owner.remember("Harbour crane schedule", "The crane works on Mondays").memory
+        wait_for(lambda: _embedded(stack, database, first.id), "the first memory embedded", 90)
+        stack.stop_service("embedding-job")
+        try:
+            written = owner.remember("Zephyrine tide tables", "Zephyrine tides peak at dawn").memory
+            outcome = owner.recall("zephyrine tide tables", mode="hybrid", skip_rerank=True).outcome
+            assert outcome.dense_available and outcome.not_embedded == 1
+            assert [r.memory.id for r in outcome.results][:1] == [written.id]
+            assert not outcome.nothing_relevant, outcome
+        finally:
+            stack.start_service("embedding-job")
+    finally:
+        owner.close()

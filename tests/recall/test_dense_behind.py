@@ -66,3 +66,18 @@ def test_the_reason_reads_the_count_and_its_cap() -> None:
     assert dense_behind(MAX_NOT_EMBEDDED_COUNTED).startswith(
         "at least 1,000 memories you may see are not embedded yet"
     )
+
+
+def test_a_row_that_may_have_no_vector_is_not_judged() -> None:
+    """Found by its words while memories wait for their vectors, a row the
+    dense arm did not return may never have been compared with the query."""
+    far = 0.1
+    store = BehindStore(lexical_rows=[c("new", 1, 2.0)], dense_rows=[c("old", 1, far)])
+    assert pipeline(store).recall(request("hybrid")).nothing_relevant
+    store.not_embedded = 1
+    outcome = pipeline(store).recall(request("hybrid"))
+    assert not outcome.nothing_relevant and ids(outcome) == ["new", "old"]
+    # Rows the dense arm returned are judged as before; an empty answer is flagged.
+    only_dense = BehindStore(dense_rows=[c("old", 1, far)], not_embedded=1)
+    assert pipeline(only_dense).recall(request("dense")).nothing_relevant
+    assert pipeline(BehindStore(not_embedded=1)).recall(request("hybrid")).nothing_relevant
