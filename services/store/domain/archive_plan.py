@@ -30,6 +30,7 @@ from recallatron.vocabulary import (
 )
 from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
+from services.store.domain.archive_chains import take_out_forgotten
 from services.store.domain.archive_history import history_name
 from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
@@ -426,7 +427,7 @@ def select(archive: Archive, mapped: set[str]) -> Selection:
 
     out: dict[str, list[Record]] = {}
     left_out: dict[str, int] = {}
-    rows = {k: [r for _, r in v] for k, v in archive.records.items()}
+    rows = take_out_forgotten({k: [r for _, r in v] for k, v in archive.records.items()})
     episodes = [e for e in rows.get("episodes", []) if sees(e["audience_member"])]
     kept_episodes = {e["id"] for e in episodes}
     hidden: set[str] = set()

@@ -1,0 +1,74 @@
+"""Supersede chains an archive holds as a release before forget took a memory
+out of its chain left them (workspace migrations 0051, 0055_successor_chain
+and 0055_revived_claims; docs/export.md, "Import").
+
+Such a release kept a memory's link to a successor that was forgotten later:
+Lyon superseded by Paris, Paris by Nice, Paris forgotten, and Lyon still
+naming Paris. The service now never holds that: the forgotten memory leaves
+the chain (Lyon is replaced by Nice), and a memory left with no successor is
+current again, stating the claims, relations and aliases its supersede had
+retired. The import holds such records as the service would, rather than a
+memory that reads as current yet is refused every change as superseded and
+states nothing. Only memories forgotten in the source count: a tombstone the
+import makes of a member's private memory (archive_plan.select) is one the
+source's members could not see, and stays the successor it was."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+Record = dict[str, Any]
+# The statements a supersede retires, by the record files that hold them.
+_STATEMENTS = ("attribute_claims", "relation_claims", "aliases")
+
+
+def _successor(memory: Record, forgotten: dict[str, Record]) -> str | None:
+    """The first successor along the chain that is not forgotten (None: none,
+    nor a chain leading round to the memory itself, which no write makes)."""
+    successor: str | None = memory["superseded_by"]
+    seen: set[str] = set()
+    while successor in forgotten and successor not in seen:
+        seen.add(successor)
+        successor = forgotten[successor]["superseded_by"]
+    return None if successor in forgotten or successor == memory["id"] else successor
+
+
+def take_out_forgotten(rows: dict[str, list[Record]]) -> dict[str, list[Record]]:
+    """``rows`` (records by file) with every memory not forgotten whose
+    successor is forgotten replaced by that successor's first live successor,
+    and one left with none revived: its statements retired by its latest
+    supersede (at that revision's time, as the supersede's transaction
+    retired them) stated again. New lists and records; ``rows`` is unchanged."""
+    memories = rows.get("memories", [])
+    forgotten = {m["id"]: m for m in memories if m["forgotten_at"] is not None}
+    if not forgotten:
+        return rows
+    changed: dict[str, str | None] = {
+        m["id"]: _successor(m, forgotten)
+        for m in memories
+        if m["forgotten_at"] is None and m["superseded_by"] in forgotten
+    }
+    if not changed:
+        return rows
+    out = dict(rows)
+    out["memories"] = [
+        {**m, "superseded_by": changed[m["id"]]} if m["id"] in changed else m for m in memories
+    ]
+    revived = {memory_id for memory_id, successor in changed.items() if successor is None}
+    superseded_at: dict[str, datetime] = {}
+    for r in rows.get("revisions", []):
+        if r["memory_id"] in revived and r["action"] == "supersede":
+            at = datetime.fromisoformat(r["changed_at"])
+            superseded_at[r["memory_id"]] = max(at, superseded_at.get(r["memory_id"], at))
+
+    def retired_by_supersede(record: Record) -> bool:
+        at = superseded_at.get(record["memory_id"])
+        retired = record["retired_at"]
+        return at is not None and retired is not None and datetime.fromisoformat(retired) == at
+
+    for kind in _STATEMENTS:
+        out[kind] = [
+            {**r, "retired_at": None} if retired_by_supersede(r) else r for r in rows.get(kind, [])
+        ]
+    return out

@@ -1,0 +1,62 @@
+"""Supersede chains an older release's archive holds with a forgotten
+successor are taken as the service holds them now (archive_chains)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.store.domain.archive_chains import take_out_forgotten
+
+T1 = "2025-01-01T00:00:00+00:00"
+T2 = "2025-01-02T00:00:00+00:00"
+
+
+def memory(id_: str, successor: str | None, forgotten: bool = False) -> dict[str, Any]:
+    return {"id": id_, "superseded_by": successor, "forgotten_at": T2 if forgotten else None}
+
+
+def test_a_chain_through_forgotten_successors_reaches_the_first_live_one() -> None:
+    rows = {
+        "memories": [
+            memory("a", "b"),
+            memory("b", "c", forgotten=True),
+            memory("c", "d", forgotten=True),
+            memory("d", None),
+        ]
+    }
+    out = take_out_forgotten(rows)
+    assert {m["id"]: m["superseded_by"] for m in out["memories"]} == {
+        "a": "d", "b": "c", "c": "d", "d": None,
+    }  # fmt: skip
+    assert rows["memories"][0]["superseded_by"] == "b"  # the records given are kept
+
+
+def test_a_memory_left_with_no_successor_states_what_its_supersede_retired() -> None:
+    rows = {
+        "memories": [memory("a", "b"), memory("b", "a", forgotten=True)],
+        "revisions": [
+            {"memory_id": "a", "action": "create", "changed_at": T1},
+            {"memory_id": "a", "action": "supersede", "changed_at": "2025-01-01T12:00:00Z"},
+        ],
+        "attribute_claims": [
+            {"memory_id": "a", "retired_at": "2025-01-01T12:00:00+00:00"},
+            {"memory_id": "a", "retired_at": T1},  # a correct replaced it before
+        ],
+        "aliases": [{"memory_id": "a", "retired_at": "2025-01-01T12:00:00+00:00"}],
+        "relation_claims": [],
+    }
+    out = take_out_forgotten(rows)
+    assert out["memories"][0]["superseded_by"] is None
+    assert [c["retired_at"] for c in out["attribute_claims"]] == [None, T1]
+    assert out["aliases"][0]["retired_at"] is None
+
+
+def test_forgotten_successors_in_a_circle_leave_no_successor() -> None:
+    rows = {
+        "memories": [
+            memory("a", "b"),
+            memory("b", "c", forgotten=True),
+            memory("c", "b", forgotten=True),
+        ]
+    }
+    assert take_out_forgotten(rows)["memories"][0]["superseded_by"] is None
