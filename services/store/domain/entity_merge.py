@@ -37,6 +37,11 @@ PAIR_ENTITIES = 500
 # entity, less the mean of the window's memories) at least this close
 # propose a pair.
 CONTEXT_MIN_COSINE = 0.56  # docs/graph.md "Mention contexts: the threshold"
+# The window is the newest memories walked from the created_at index: row
+# security's conditions leave the planner expecting few visible memories, so
+# with sorting on it reads every memory the caller may see and sorts them for
+# the newest 1,000 (20,040 memory rows a page at 20,040 memories).
+WINDOW_ORDER = {"enable_sort": "off"}
 DEFAULT_PAIRS = 20
 MAX_PAIRS = 100
 DEFAULT_MERGES = 50
@@ -250,7 +255,7 @@ class EntityMergeStore(InWorkspaces):
             # one more than asked tells whether another waits.
             "limit": limit + 1,
         }
-        with self.transaction(caller) as conn:
+        with self.transaction(caller, WINDOW_ORDER) as conn:
             rows = conn.execute(PAIRS, params).fetchall()
             ids = list(dict.fromkeys(str(i) for r in rows for i in (r[0], r[1])))
             cards = graph.cards_by_id(conn, ids)
