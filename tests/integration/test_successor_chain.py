@@ -138,3 +138,23 @@ def test_a_chain_hidden_in_the_middle_is_superseded_for_who_sees_a_later_one(
     ada.supersede(alone.id, 1, "Desk by the door", audience_to=team.members["ada"])
     assert bob.read([alone.id]).memories[0].superseded_by_id == ""
     assert [r.memory.id for r in bob.recall("desk", mode="lexical").outcome.results] == [alone.id]
+
+
+def test_a_chain_hidden_in_the_middle_reads_the_same_both_ways(team: Team) -> None:
+    """Bob reads Lyon as superseded by Nice past Ada's hidden draft, so he
+    reads Nice as superseding Lyon (design §5.10: the chain both ways)."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    lyon = ada.remember("Office in Lyon", audience_to="workspace").memory
+    draft = ada.supersede(lyon.id, 1, "Office in Paris", audience_to=team.members["ada"]).memory
+    mid = ada.supersede(draft.id, 1, "Office in Nice", audience_to="workspace").memory
+    last = ada.supersede(mid.id, 1, "Office in Nice, 2nd floor").memory
+
+    nice, newest = bob.read([mid.id, last.id]).memories
+    assert [m.id for m in nice.supersedes] == [lyon.id]
+    assert [m.id for m in newest.supersedes] == [mid.id, lyon.id]
+    # Ada, who sees the draft, reads it in its place.
+    assert [m.id for m in ada.read([last.id]).memories[0].supersedes] == [
+        mid.id,
+        draft.id,
+        lyon.id,
+    ]

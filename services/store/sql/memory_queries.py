@@ -113,9 +113,9 @@ SELECT memory_id, entity_id, name, total FROM (
 ) m WHERE nth <= %(cap)s
 ORDER BY memory_id, nth
 """
-# Both directions of the supersession chain, nearest first. Newer ones step
-# over those the caller may not see to the next they may (migration 0064); a
-# chain with none further ends with an anonymous entry. Each
+# Both directions of the supersession chain, nearest first. Each steps over
+# the memories the caller may not see to the next they may (migrations
+# 0064); a newer chain with none further ends with an anonymous entry. Each
 # direction is followed %(cap)s steps and one more: a step past the cap says
 # the answer's list was cut (MemoryReads._provenance drops and counts it);
 # the rest of a longer chain is not walked.
@@ -131,7 +131,8 @@ WITH RECURSIVE newer(root, depth, id, title, kind, next_id) AS (
     SELECT m.id, 0, m.id, m.title, m.kind::text FROM memory m WHERE m.id = ANY(%(ids)s::uuid[])
   UNION ALL
     SELECT o.root, o.depth + 1, x.id, x.title, x.kind::text
-    FROM older o JOIN memory x ON x.superseded_by_id = o.id
+    FROM older o CROSS JOIN LATERAL visible_predecessors(o.id) AS p(id)
+    JOIN memory x ON x.id = p.id
     WHERE o.depth <= %(cap)s
 )
 SELECT root, 'newer' AS direction, depth, id, title, kind FROM newer WHERE depth > 0
