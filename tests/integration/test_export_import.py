@@ -316,12 +316,12 @@ def test_newer_formats_bad_records_and_bad_members_are_refused_before_anything_i
     workspace["settings"].update(dense_floor=0.3, rerank_depth=5.5)
     _replace(typed, fmt.WORKSPACE, json.dumps(workspace).encode())
     assert "settings.rerank_depth" in refused(typed)
-    # A memory superseded by itself: the database's refusal, naming its records.
+    # A memory superseded by itself: refused naming the record and field.
     looped = tmp_path / "looped"
     subprocess.run(["cp", "-r", str(out), str(looped)], check=True)
     rewrite(looped, "memories", lambda rows: rows[0].update(superseded_by=rows[0]["id"]))
     error = refused(looped)
-    assert "memory records were refused" in error, error
+    assert "memories.jsonl line 1: superseded_by: names the memory itself" in error, error
     for broken in (b'{"title": "\xff\xfe"}\n', b'{"title": "\\ud800"}\n'):
         damaged = tmp_path / f"damaged-{len(broken)}"
         subprocess.run(["cp", "-r", str(out), str(damaged)], check=True)

@@ -245,3 +245,41 @@ def test_a_revision_given_twice_is_refused_naming_it(
         count = len((edited / "revisions.jsonl").read_text().splitlines())
         error = refused(stack, edited)
         assert f"revisions.jsonl line {count}: revision" in error, (name, error)
+
+
+def test_a_supersede_chain_leading_back_to_a_memory_is_refused_naming_it(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A memory edited to be its own successor was refused only by the
+    database, after the workspace was made, quoting the memory's whole row
+    (its text too) and naming no record or field; two memories edited to
+    supersede each other were imported, and forgetting one of them in the
+    copy answered INTERNAL (its successor became the other's, which no
+    memory may be of itself)."""
+    ada = team.clients["ada"]
+    first = ada.remember("Alpha", f"alpha {FORGOTTEN}", audience_to="workspace").memory
+    second = ada.remember("Beta", "beta", audience_to="workspace").memory
+    third = ada.remember("Gamma", "gamma", audience_to="workspace").memory
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    lines = [json.loads(x)["id"] for x in (out / "memories.jsonl").read_text().splitlines()]
+    shapes = {
+        "itself": {first.id: first.id},
+        "two": {first.id: second.id, second.id: first.id},
+        "three": {first.id: second.id, second.id: third.id, third.id: first.id},
+    }
+    for name, successors in shapes.items():
+        edited = tmp_path / name
+        edited.mkdir()
+        for f in out.iterdir():
+            (edited / f.name).write_bytes(f.read_bytes())
+
+        def change(rows: list[dict[str, Any]], successors: dict[str, str] = successors) -> None:
+            for r in rows:
+                r["superseded_by"] = successors.get(r["id"], r["superseded_by"])
+
+        rewrite(edited, "memories", change)
+        error = refused(stack, edited)
+        line = 1 + min(lines.index(m) for m in successors)
+        assert f"memories.jsonl line {line}: superseded_by" in error, (name, error)
+        assert FORGOTTEN not in error, (name, error)

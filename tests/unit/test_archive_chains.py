@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.store.domain.archive_chains import take_out_forgotten
+import pytest
+
+from recallatron import errors
+from services.store.domain.archive_chains import check_chains, take_out_forgotten
 
 T1 = "2025-01-01T00:00:00+00:00"
 T2 = "2025-01-02T00:00:00+00:00"
@@ -60,3 +63,28 @@ def test_forgotten_successors_in_a_circle_leave_no_successor() -> None:
         ]
     }
     assert take_out_forgotten(rows)["memories"][0]["superseded_by"] is None
+
+
+def placed(successors: dict[str, str | None]) -> list[tuple[str, dict[str, Any]]]:
+    items = enumerate(successors.items())
+    return [(f"memories.jsonl line {i + 1}", memory(m, s)) for i, (m, s) in items]
+
+
+def test_a_chain_leading_back_to_a_memory_is_refused_naming_the_first_in_the_file() -> None:
+    check_chains(placed({"a": "b", "b": "c", "c": None, "d": "c"}))
+    shapes: list[tuple[dict[str, str | None], int, str]] = [
+        ({"a": None, "b": "b"}, 2, "names the memory itself"),
+        ({"x": "a", "a": "b", "b": "a"}, 2, "leads back"),
+        ({"a": "b", "b": "c", "c": "b"}, 2, "leads back"),
+    ]
+    for successors, line, what in shapes:
+        with pytest.raises(errors.InvalidArgument) as refused:
+            check_chains(placed(successors))
+        assert refused.value.field == f"memories.jsonl line {line}: superseded_by"
+        assert what in refused.value.description
+
+
+def test_a_long_chain_is_checked_in_one_pass() -> None:
+    n = 100_000
+    chain = {f"m{i}": f"m{i + 1}" for i in range(n)} | {f"m{n}": None}
+    check_chains(placed(chain))

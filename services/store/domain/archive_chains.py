@@ -18,7 +18,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from recallatron import errors
+
 Record = dict[str, Any]
+# A record and where it came from ("memories.jsonl line 12").
+Placed = tuple[str, Record]
 # The statements a supersede retires, by the record files that hold them.
 _STATEMENTS = ("attribute_claims", "relation_claims", "aliases")
 
@@ -72,3 +76,31 @@ def take_out_forgotten(rows: dict[str, list[Record]]) -> dict[str, list[Record]]
             {**r, "retired_at": None} if retired_by_supersede(r) else r for r in rows.get(kind, [])
         ]
     return out
+
+
+def check_chains(memories: list[Placed]) -> None:
+    """No supersede chain leads back to a memory it passed: every write
+    names a newer memory as the successor (a forget passes the link on to a
+    newer one still), so only an edited archive holds a circle, which would
+    leave no memory of it current and make a forget in the copy fail.
+    Refused naming the first memory of the circle in the file."""
+    successor = {r["id"]: r["superseded_by"] for _, r in memories}
+    on_circle: set[str] = set()
+    done: set[str] = set()
+    for _, record in memories:
+        path: dict[str, int] = {}  # the walk's memories, by their step
+        at: str | None = record["id"]
+        while at is not None and at not in done and at not in path:
+            path[at] = len(path)
+            at = successor.get(at)
+        if at is not None and at in path:
+            on_circle.update(m for m, step in path.items() if step >= path[at])
+        done.update(path)
+    for place, record in memories:
+        if record["id"] in on_circle:
+            raise errors.InvalidArgument(
+                f"{place}: superseded_by",
+                "names the memory itself"
+                if record["superseded_by"] == record["id"]
+                else "leads back to this memory: a supersede chain never returns to a memory",
+            )

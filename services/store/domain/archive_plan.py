@@ -30,7 +30,7 @@ from recallatron.vocabulary import (
 )
 from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
-from services.store.domain.archive_chains import take_out_forgotten
+from services.store.domain.archive_chains import check_chains, take_out_forgotten
 from services.store.domain.archive_history import history_name
 from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
@@ -114,6 +114,7 @@ def read_archive(
     _check_limits(archive)
     _check_references(archive)
     _check_revisions(archive)
+    check_chains(archive.records.get("memories", []))
     check_vectors(archive.records.get("vectors", []))
     _check_tombstones(archive)
     _mention_what_claims_name(archive)
