@@ -121,6 +121,45 @@ def test_a_memory_whose_successor_the_caller_may_not_see_is_listed_as_current(
     assert plan.id not in by_bob and mine.memory.id in by_bob
 
 
+def test_a_chain_hidden_in_the_middle_is_listed_as_read_and_recall_take_it(
+    team: Team,
+) -> None:
+    """Lyon (the workspace's) superseded by Paris (Ada's own draft), Paris by
+    Nice (the workspace's): Bob, who may not see Paris, reads Lyon as
+    superseded by Nice (migration 0064), so every listing of his shows Nice
+    alone, and Lyon, with superseded ones, as superseded by Nice. A chain
+    hidden from him all the way still lists as current."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    lyon = ada.remember("Office in Lyon", kind="decision", audience_to="workspace").memory
+    draft = ada.supersede(
+        lyon.id, 1, "Office in Paris", kind="decision", audience_to=team.members["ada"]
+    ).memory
+    nice = ada.supersede(
+        draft.id, 1, "Office in Nice", kind="decision", audience_to="workspace"
+    ).memory
+    desk = ada.remember("Desk by the window", kind="decision", audience_to="workspace").memory
+    ada.supersede(desk.id, 1, "Desk by the door", audience_to=team.members["ada"])
+    assert bob.read([lyon.id]).memories[0].superseded_by_id == nice.id
+    listings: dict[str, dict[str, Any]] = {
+        "all": {},
+        "author": {"created_by": team.members["ada"]},
+        "kinds": {"kinds": ["decision"]},
+        "kinds and note": {"kinds": ["decision", "note"]},
+    }
+    for name, filters in listings.items():
+        listed = every(bob.list_memories, "memories", page_size=1, **filters)
+        assert [m.id for m in listed] == [desk.id, nice.id], name
+        with_old = every(bob.list_memories, "memories", include_superseded=True, **filters)
+        assert [(m.id, m.superseded_by_id) for m in with_old] == [
+            (desk.id, ""),
+            (nice.id, ""),
+            (lyon.id, nice.id),
+        ], name
+        # Ada, who sees the draft, lists Nice and her draft of the desk.
+        assert nice.id in [m.id for m in every(ada.list_memories, "memories", **filters)], name
+        assert lyon.id not in [m.id for m in every(ada.list_memories, "memories", **filters)]
+
+
 class _OnConnection(bulk.OneConnection, OwnerView):
     """The store's listing run on one connection, so that
     pg_stat_xact_user_tables counts the rows each page read."""

@@ -16,7 +16,7 @@ _LISTED = """
   AND m.created_at < %(until)s::timestamptz
   AND m.created_at <= %(at_most)s::timestamptz
   AND (%(include_superseded)s OR m.superseded_by_id IS NULL
-       OR (SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id) IS NULL)
+       OR visible_successor(m.superseded_by_id) IS NULL)
   AND (%(after_at)s::timestamptz IS NULL
        OR (m.created_at, m.id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))"""
 
@@ -42,10 +42,12 @@ def _list_memories(narrow: str, key: str = "") -> str:
 
     An episode filter matches only an episode the caller may see (the policy
     on episode), so a hidden episode's id lists nothing. A memory is
-    superseded for the caller only when its successor is one they may see
-    (the policy on memory), as read and recall take it (migration 0044): one
-    whose successor is hidden is listed as current. A scalar subquery, not
-    EXISTS, which the planner could answer by hashing the whole table."""
+    superseded for the caller only when a memory along its chain of
+    successors is one they may see, as read and recall take it (migration
+    0064, visible_successor): one whose successors are all hidden is listed as
+    current. A call on the memory's own link, walking by primary key only for
+    a superseded one, not a join, which the planner could answer by hashing
+    the whole table."""
     order = f"{key}m.created_at DESC, m.id DESC"
     walk = f"""
 SELECT m.id, m.kind, m.title, m.body, m.confidence, m.origin, m.revision, m.superseded_by_id,
@@ -77,7 +79,7 @@ LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid", 
 # One episode's, every author's, the episode a plain equality (0058's).
 LIST_MEMORIES_OF_EPISODE = _list_memories("m.episode_id = %(episode)s::uuid", "m.episode_id, ")
 # Some kinds' (at most four), every author's: each kind's page walked by
-# memories_of_kind (migrations 0040, 0057) from the page token's position, then
+# memories_of_kind (migrations 0040, 0057, 0065) from the page token's position, then
 # merged.
 # Behind "= ANY" the planner walked the created_at index over the whole
 # workspace for the rows of those kinds. The walks run once, before any
