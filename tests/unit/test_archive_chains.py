@@ -88,3 +88,11 @@ def test_a_long_chain_is_checked_in_one_pass() -> None:
     n = 100_000
     chain = {f"m{i}": f"m{i + 1}" for i in range(n)} | {f"m{n}": None}
     check_chains(placed(chain))
+
+
+def test_a_long_chain_of_forgotten_memories_is_walked_once() -> None:
+    n = 50_000
+    forgotten = [memory(f"f{i}", f"f{i + 1}", forgotten=True) for i in range(n)]
+    live = [memory(f"l{i}", f"f{i}") for i in range(n)]
+    out = take_out_forgotten({"memories": [*forgotten, memory(f"f{n}", None), *live]})
+    assert {m["superseded_by"] for m in out["memories"] if m["id"].startswith("l")} == {f"f{n}"}

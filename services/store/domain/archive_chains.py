@@ -27,15 +27,24 @@ Placed = tuple[str, Record]
 _STATEMENTS = ("attribute_claims", "relation_claims", "aliases")
 
 
-def _successor(memory: Record, forgotten: dict[str, Record]) -> str | None:
-    """The first successor along the chain that is not forgotten (None: none,
-    nor a chain leading round to the memory itself, which no write makes)."""
-    successor: str | None = memory["superseded_by"]
-    seen: set[str] = set()
-    while successor in forgotten and successor not in seen:
-        seen.add(successor)
-        successor = forgotten[successor]["superseded_by"]
-    return None if successor in forgotten or successor == memory["id"] else successor
+def _live_successors(forgotten: dict[str, Record]) -> dict[str, str | None]:
+    """For each forgotten memory, the first memory along its chain that is
+    not forgotten (None: none). Each chain is walked once (what a walk finds
+    is kept for every memory it passed), so a long chain costs its length."""
+    found: dict[str, str | None] = {}
+    for start in forgotten:
+        path: dict[str, None] = {}  # the walk's memories, in order
+        at: str | None = start
+        while at in forgotten and at not in found and at not in path:
+            path[at] = None
+            at = forgotten[at]["superseded_by"]
+        # A circle of forgotten memories (no write makes one) leads to none.
+        end: str | None = None if at in forgotten else at
+        if at is not None and at in found:
+            end = found[at]
+        for passed in path:
+            found[passed] = end
+    return found
 
 
 def take_out_forgotten(rows: dict[str, list[Record]]) -> dict[str, list[Record]]:
@@ -48,8 +57,10 @@ def take_out_forgotten(rows: dict[str, list[Record]]) -> dict[str, list[Record]]
     forgotten = {m["id"]: m for m in memories if m["forgotten_at"] is not None}
     if not forgotten:
         return rows
+    live = _live_successors(forgotten)
     changed: dict[str, str | None] = {
-        m["id"]: _successor(m, forgotten)
+        # A chain leading round to the memory itself (no write makes one) leaves none.
+        m["id"]: None if live[m["superseded_by"]] == m["id"] else live[m["superseded_by"]]
         for m in memories
         if m["forgotten_at"] is None and m["superseded_by"] in forgotten
     }
