@@ -271,3 +271,30 @@ def test_a_chain_of_supersedes_of_a_derived_memory_keeps_its_links_bounded(
     assert {m: sorted(links) for m, links in per_memory.items()} == dict.fromkeys(chain, expected)
     read = ada.read([current.id]).memories[0]
     assert sorted(link.target.id for link in read.links) == sorted(sources)
+
+
+def test_a_successor_is_never_derived_from_what_it_replaces(team: Team) -> None:
+    """A successor whose sources name the memory it supersedes, or one that
+    memory replaced along its chain (past one the caller may not see), would
+    be hidden from recall when that old version is forgotten (the walk
+    refuses what reaches a forgotten memory), where forgetting an old version
+    leaves the current one current (design §7.1): refused, naming source_ids,
+    and nothing changes."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    lyon = bob.remember("Quetzal office in Lyon", audience_to="workspace").memory
+    draft = _supersede(bob, lyon.id, "Quetzal office in Paris", audience=team.members["bob"])
+    nice = _supersede(bob, draft.memory.id, "Quetzal office in Nice", audience="workspace").memory
+    other = ada.remember("Quetzal office hours", audience_to="workspace").memory
+    for sources in ([nice.id], [other.id, nice.id], [lyon.id]):
+        refused = _refusal(
+            lambda s=sources: _supersede(ada, nice.id, "Quetzal office in Nice", source_ids=s)
+        )
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, (sources, refused.details())
+        assert (refused.details() or "").startswith("source_ids:"), refused.details()
+        _unchanged(ada, nice.id)
+    # Another memory's text is taken as before; forgetting an old version
+    # leaves the successor current.
+    taken = _supersede(ada, nice.id, "Quetzal office hours", source_ids=[other.id]).memory
+    bob.forget(lyon.id, "an old version")
+    recalled = [r.memory.id for r in ada.recall("Quetzal office", mode="lexical").outcome.results]
+    assert taken.id in recalled and nice.id not in recalled

@@ -24,6 +24,11 @@ from services.store.domain.trust import Trust, _Empty
 from services.store.infrastructure.db import Caller
 from services.store.sql import memory_queries as mq
 
+# supersede's refusal of a source its successor would replace.
+_REPLACED_SOURCE = (
+    "a successor is never derived from the memory it supersedes or an older version of it"
+)
+
 
 @dataclass(frozen=True)
 class ForgetResult:
@@ -187,6 +192,8 @@ class MemoryRevisions(MemoryWrites):
         new = self._audience(caller, new)
         v.text(reason, "reason", MAX_REASON, required=False)
         sources = v.uuid_list(list(source_ids), "source_ids", MAX_LINKS)
+        if memory_id in sources:
+            raise errors.InvalidArgument("source_ids", _REPLACED_SOURCE)
 
         def write(conn: psycopg.Connection) -> str:
             seen = self._may_change(conn, caller, memory_id)
@@ -206,6 +213,14 @@ class MemoryRevisions(MemoryWrites):
                 carried = [str(r[0]) for r in conn.execute(mq.SOURCES_OF, (memory_id,))]
             if sources:
                 trust, origin = self._supersede_from(conn, sources, old_trust, new), "derived"
+                # Derived from a version it replaces, it would leave recall
+                # when that old version is forgotten (the walk refuses what
+                # reaches a forgotten memory), where forgetting an old
+                # version leaves the current one current (design §7.1).
+                if conn.execute(
+                    mq.REPLACED_AMONG, {"sources": sources, "memory": memory_id}
+                ).fetchone():
+                    raise errors.InvalidArgument("source_ids", _REPLACED_SOURCE)
             elif old.origin == "derived":
                 # It may narrow that trust, never widen it.
                 trust = trust_rules.narrow(

@@ -47,6 +47,22 @@ SOURCES_OF = """
 SELECT target_id FROM memory_link
 WHERE memory_id = %s AND kind = 'derived_from' ORDER BY target_id
 """
+# Whether one of supersede's sources is an older version of the memory it
+# supersedes: that memory is along the source's chain of successors as the
+# caller reads it (past hidden ones, visible_successor of migration 0064);
+# bounded as that walk is.
+REPLACED_AMONG = """
+WITH RECURSIVE later(id, hops) AS (
+    SELECT visible_successor(m.superseded_by_id), 1
+    FROM memory m
+    WHERE m.id = ANY(%(sources)s::uuid[]) AND m.superseded_by_id IS NOT NULL
+  UNION ALL
+    SELECT visible_successor(m.superseded_by_id), l.hops + 1
+    FROM later l JOIN memory m ON m.id = l.id
+    WHERE m.superseded_by_id IS NOT NULL AND l.id <> %(memory)s::uuid AND l.hops < 100000
+)
+SELECT 1 FROM later WHERE id = %(memory)s::uuid LIMIT 1
+"""
 # Who may change it: its author, its audience (NULL: the workspace) and its
 # revision, for the rule in MemoryStore._may_change.
 CHANGE_SUBJECT = """
