@@ -78,11 +78,12 @@ SELECT count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
        count(*) FILTER (WHERE next_attempt_at = 'infinity')
 FROM embedding_job
 """
-# Memories whose current-stamp vector is missing: queued by rebuild.
+# Memories whose current-stamp vector is missing: queued by rebuild. Every
+# memory not forgotten has a vector, superseded ones too (migration 0062).
 ENQUEUE_MISSING = """
 INSERT INTO embedding_job (memory_id, text_revision)
 SELECT m.id, m.revision FROM memory m
-WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL
+WHERE m.invalidated_at IS NULL
   AND (%s OR NOT EXISTS (
         SELECT 1 FROM memory_embedding e
         WHERE e.memory_id = m.id AND e.model_id = %s AND e.input_version = %s))

@@ -1,6 +1,7 @@
 """The embedding job (design §6): vectors after commit, replaced on correct,
-gone on supersede and forget, a backlog that survives the embed service being
-down, several workers without double work, and rebuild after a stamp change."""
+kept on supersede (naming the successor), gone on forget, a backlog that
+survives the embed service being down, several workers without double work,
+and rebuild after a stamp change."""
 
 from __future__ import annotations
 
@@ -61,7 +62,12 @@ def test_vector_follows_the_memory(stack: Stack, team: Team, encoder: BiEncoder)
     expected = encoder.embed([embed_input("Lunch order", "Ada orders the lentil soup")])[0]
     assert float(np.dot(second, expected)) > 0.9999
     new = ada.supersede(m.id, 2, "Lunch order, final", "Soup it is").memory
-    assert vector_of(stack, team, m.id) is None
+    # Kept, its copy naming the successor (migration 0062): recall finds a
+    # superseded memory when asked, or when its successor is hidden.
+    kept = vector_of(stack, team, m.id)
+    assert kept is not None and float(np.dot(kept, second)) > 0.9999
+    successor_copy = "SELECT superseded_by_id::text FROM memory_embedding WHERE memory_id = %s"
+    assert dbutil.query(stack, team.database_name, successor_copy, (m.id,)) == [(new.id,)]
     wait_for(lambda: vector_of(stack, team, new.id), "the successor's vector")
     ada.forget(new.id, "not worth keeping")
     assert vector_of(stack, team, new.id) is None

@@ -93,7 +93,12 @@ CANDIDATE_CAP = 500
 # row the walk would refuse takes no place among the first rows). The floor
 # is applied by the caller (RecallQueries.dense), after it has seen how many
 # rows the scan found: fewer than asked tells a scan that gave up. Vectors
-# exist only for live, unsuperseded memories.
+# exist for every memory not forgotten; a superseded one's is admitted as
+# the lexical arm and the walk admit its memory (migration 0062: asked for,
+# or no memory along its chain of successors visible to the caller,
+# successor_seen, 0064). Looked up for a superseded vector alone, its direct
+# successor first, by primary key under the memory policy: a successor the
+# caller sees settles it at a fiftieth of the chain's walk.
 _DENSE = """
 SELECT id::text, cosine FROM (
     SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
@@ -108,6 +113,9 @@ SELECT id::text, cosine FROM (
       AND (cardinality(%(entities)s::uuid[]) = 0 OR EXISTS (
             SELECT 1 FROM mention mn
             WHERE mn.memory_id = e.memory_id AND mn.entity_id = ANY(%(entities)s::uuid[])))
+      AND (%(include_superseded)s OR e.superseded_by_id IS NULL
+           OR ((SELECT s.id FROM memory s WHERE s.id = e.superseded_by_id) IS NULL
+               AND NOT successor_seen(e.superseded_by_id)))
     ORDER BY e.embedding <=> %(vector)b
     LIMIT %(limit)s
 ) nearest
@@ -125,7 +133,7 @@ DENSE = {purpose: _DENSE.replace("{purpose}", purpose) for purpose in PURPOSES}
 DENSE_EXACT = """
 SELECT id::text, cosine FROM dense_candidates_exact(
     %(vector)b, %(model_id)s, %(input_version)s, %(limit)s, %(kinds)s::memory_kind[],
-    %(expiry_days)s, %(entities)s::uuid[])
+    %(expiry_days)s, %(entities)s::uuid[], %(include_superseded)s)
 ORDER BY cosine DESC, id
 """
 # How many memories the caller may see (the caller's own statistics) and the

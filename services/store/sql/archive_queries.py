@@ -222,8 +222,8 @@ COPY dismissed_pair (first_id, second_id, dismissed_by, dismissed_at) FROM STDIN
 COPY_HISTORY = """
 COPY history_entry (id, owner_member_id, chat_id, role, text, occurred_at) FROM STDIN
 """
-# The vector trigger stays on too: it copies the memory's trust fields onto
-# the vector, and drops the vector of a forgotten or superseded memory.
+# The vector trigger stays on too: it copies the memory's trust fields and
+# successor onto the vector, and drops the vector of a forgotten memory.
 COPY_VECTORS = """
 COPY memory_embedding (memory_id, model_id, input_version, created_at, embedding) FROM STDIN
 """
@@ -285,12 +285,13 @@ WHERE m.id = e.memory_id
   AND (e.provenance_audience, e.provenance_purposes, e.provenance_forgotten)
       IS DISTINCT FROM (m.provenance_audience, m.provenance_purposes, m.provenance_forgotten)
 """
-# The embedding queue: every current memory without a vector of the current
-# input version (a vector of another model waits for `recallatron rebuild`).
+# The embedding queue: every memory not forgotten (superseded ones too,
+# migration 0062) without a vector of the current input version (a vector of
+# another model waits for `recallatron rebuild`).
 ENQUEUE_UNEMBEDDED = """
 INSERT INTO embedding_job (memory_id, text_revision)
 SELECT m.id, m.revision FROM memory m
-WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL
+WHERE m.invalidated_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM memory_embedding e
                   WHERE e.memory_id = m.id AND e.input_version = %s)
 """

@@ -251,7 +251,9 @@ CLEAR_WORK = "DELETE FROM workspace_work WHERE workspace_id = %s AND seq = %s"
 
 # Counted among the memories the caller may see by audience and by the
 # token's purposes (empty: all); embedded, per memory, by the model of the
-# newest vector (the one a rebuild for a new model is writing).
+# newest vector (the one a rebuild for a new model is writing), among the
+# live memories counted first (a superseded memory keeps its vector, its
+# successor copied onto it, migration 0062; pending counts its queue entry).
 EMBEDDING_STATUS = """
 WITH seen AS (
     SELECT id FROM memory
@@ -266,7 +268,8 @@ SELECT
   (SELECT count(*) FROM memory m JOIN seen USING (id)
    WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL),
   (SELECT count(DISTINCT e.memory_id) FROM memory_embedding e JOIN seen ON seen.id = e.memory_id
-   WHERE e.input_version = %(version)s AND e.model_id = (SELECT model_id FROM newest)),
+   WHERE e.input_version = %(version)s AND e.model_id = (SELECT model_id FROM newest)
+     AND e.superseded_by_id IS NULL),
   (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
    WHERE j.next_attempt_at <> 'infinity'),
   (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
