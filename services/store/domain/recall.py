@@ -98,7 +98,9 @@ CANDIDATE_CAP = 500
 # or no memory along its chain of successors visible to the caller,
 # successor_seen, 0064). Looked up for a superseded vector alone, its direct
 # successor first, by primary key under the memory policy: a successor the
-# caller sees settles it at a fiftieth of the chain's walk.
+# caller sees settles it at a fiftieth of the chain's walk (the exact plan,
+# beneath no policy, also reads a hidden one's own successor: 0062's
+# superseded_vectors_exact).
 _DENSE = """
 SELECT id::text, cosine FROM (
     SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
