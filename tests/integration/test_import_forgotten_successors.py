@@ -1,5 +1,5 @@
 """An archive from a release before forget took a memory out of its chain
-(workspace migrations 0051 and 0055) holds a memory whose successor is
+(workspace migrations 0051, 0053 and 0054) holds a memory whose successor is
 forgotten: Lyon superseded by Paris, Paris by Nice, Paris forgotten, and
 Lyon still naming Paris. The copy holds it as the service does since then
 (docs/export.md, "Import"): what the forgotten memory replaced is replaced by

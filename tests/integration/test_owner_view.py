@@ -126,7 +126,7 @@ def test_a_chain_hidden_in_the_middle_is_listed_as_read_and_recall_take_it(
 ) -> None:
     """Lyon (the workspace's) superseded by Paris (Ada's own draft), Paris by
     Nice (the workspace's): Bob, who may not see Paris, reads Lyon as
-    superseded by Nice (migration 0064), so every listing of his shows Nice
+    superseded by Nice (migration 0063), so every listing of his shows Nice
     alone, and Lyon, with superseded ones, as superseded by Nice. A chain
     hidden from him all the way still lists as current."""
     ada, bob = team.clients["ada"], team.clients["bob"]

@@ -92,7 +92,7 @@ def _workspace(stack: Stack, team: Team, query: np.ndarray) -> dict[str, Any]:
     by a memory for that purpose alone (hidden from a caller of every other
     purpose), one superseded by a workspace memory of every purpose, one
     superseded by ada's private one which a workspace memory superseded in
-    turn (migration 0064: superseded for whoever sees a later one), and 40
+    turn (migration 0063: superseded for whoever sees a later one), and 40
     current ones farther from the query; every memory for every purpose,
     each with its vector, given here."""
     from pgvector.psycopg import register_vector

@@ -1,6 +1,6 @@
 """Supersede chains an archive holds as a release before forget took a memory
-out of its chain left them (workspace migrations 0051, 0055_successor_chain
-and 0055_revived_claims; docs/export.md, "Import").
+out of its chain left them (workspace migrations 0051, 0054_successor_chain
+and 0053_revived_claims; docs/export.md, "Import").
 
 Such a release kept a memory's link to a successor that was forgotten later:
 Lyon superseded by Paris, Paris by Nice, Paris forgotten, and Lyon still

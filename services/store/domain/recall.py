@@ -96,7 +96,7 @@ CANDIDATE_CAP = 500
 # exist for every memory not forgotten; a superseded one's is admitted as
 # the lexical arm and the walk admit its memory (migration 0062: asked for,
 # or no memory along its chain of successors visible to the caller,
-# successor_seen, 0064). Looked up for a superseded vector alone, its direct
+# successor_seen, 0063). Looked up for a superseded vector alone, its direct
 # successor first, by primary key under the memory policy: a successor the
 # caller sees settles it at a fiftieth of the chain's walk (the exact plan,
 # beneath no policy, also reads a hidden one's own successor: 0062's

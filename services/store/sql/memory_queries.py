@@ -5,7 +5,7 @@ embeddings) to what the caller may see."""
 # The successor's id only when the caller may see it (row-level security
 # filters the subquery): an id one may not see is never shown (design §4).
 # Past one hidden from them, the nearest along the chain they may see
-# (migration 0064): a later one they see supersedes it for them too.
+# (migration 0063): a later one they see supersedes it for them too.
 MEMORY_COLUMNS = """
 m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
 coalesce((SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id),
@@ -49,7 +49,7 @@ WHERE memory_id = %s AND kind = 'derived_from' ORDER BY target_id
 """
 # Whether one of supersede's sources is an older version of the memory it
 # supersedes: that memory is along the source's chain of successors as the
-# caller reads it (past hidden ones, visible_successor of migration 0064);
+# caller reads it (past hidden ones, visible_successor of migration 0063);
 # bounded as that walk is.
 REPLACED_AMONG = """
 WITH RECURSIVE later(id, hops) AS (
@@ -131,7 +131,7 @@ ORDER BY memory_id, nth
 """
 # Both directions of the supersession chain, nearest first. Each steps over
 # the memories the caller may not see to the next they may (migrations
-# 0064); a newer chain with none further ends with an anonymous entry. Each
+# 0063 and 0064); a newer chain with none further ends with an anonymous entry. Each
 # direction is followed %(cap)s steps and one more: a step past the cap says
 # the answer's list was cut (MemoryReads._provenance drops and counts it);
 # the rest of a longer chain is not walked.
@@ -165,7 +165,7 @@ ORDER BY 1, 2, 3
 # visible, not superseded (unless asked for; a memory superseded after the
 # arms ran is refused here, in the snapshot the answer is read from; only a
 # successor the caller may see, which the policy filters, supersedes it for
-# them, as read shows, migration 0044, or one along its chain, 0064), and
+# them, as read shows, migration 0044, or one along its chain, 0063), and
 # every memory reachable along its links is visible to the caller and not
 # forgotten. That last part is kept on each memory (migration 0006: the
 # intersections of its provenance's audiences and purposes, and whether any

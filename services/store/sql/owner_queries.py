@@ -44,7 +44,7 @@ def _list_memories(narrow: str, key: str = "") -> str:
     on episode), so a hidden episode's id lists nothing. A memory is
     superseded for the caller only when a memory along its chain of
     successors is one they may see, as read and recall take it (migration
-    0064, visible_successor): one whose successors are all hidden is listed as
+    0063, visible_successor): one whose successors are all hidden is listed as
     current. A call on the memory's own link, walking by primary key only for
     a superseded one, not a join, which the planner could answer by hashing
     the whole table."""

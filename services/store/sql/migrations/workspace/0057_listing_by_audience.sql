@@ -23,7 +23,7 @@ CREATE INDEX memory_author_private_idx
     ON memory (audience_member_id, created_by, created_at DESC, id DESC)
     WHERE audience_member_id IS NOT NULL AND invalidated_at IS NULL;
 
--- One kind's page (0040, 0053): the workspace's memories of the kind and the
+-- One kind's page (0040, 0052): the workspace's memories of the kind and the
 -- caller's own, each walked in its index from the page token's position for a
 -- page's worth, then merged. Each row is still checked as before (its
 -- purpose; the rules written out, as the policies' are). Unchanged otherwise.

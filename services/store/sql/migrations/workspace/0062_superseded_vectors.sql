@@ -11,7 +11,7 @@
 -- then) and followed on every later change of the successor. The dense arm
 -- admits a superseded vector exactly when the lexical arm and the walk admit
 -- its memory: the recall asks for superseded memories, or the caller may see
--- no memory along its chain of successors (successor_seen, 0044 and 0064).
+-- no memory along its chain of successors (successor_seen, 0044 and 0063).
 -- Only a forget deletes a vector.
 
 ALTER TABLE memory_embedding ADD COLUMN superseded_by_id uuid;
@@ -59,7 +59,7 @@ BEGIN
 END $$;
 
 -- The copy of the successor follows the memory's: a supersede sets it, a
--- forgotten successor's leaving the chain (0055_successor_chain) moves or
+-- forgotten successor's leaving the chain (0054_successor_chain) moves or
 -- clears it.
 CREATE FUNCTION memory_embedding_follow_successor() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
@@ -85,7 +85,7 @@ CREATE TRIGGER memory_embedding_follow_renewal AFTER UPDATE OF updated_at ON mem
 -- The exact plan (0045's) with the recall's include_superseded: a superseded
 -- vector is ranked when asked for, or when the caller may see no memory along
 -- its chain of successors (successor_seen, the lexical arm's and the walk's
--- rule, 0064). Evaluated for a superseded vector alone, its direct successor
+-- rule, 0063). Evaluated for a superseded vector alone, its direct successor
 -- first, by primary key (this function runs as its owner, beneath no policy:
 -- the eligibility rule applied explicitly): one the caller sees settles it
 -- without a function call, each of which cost about 150 µs when

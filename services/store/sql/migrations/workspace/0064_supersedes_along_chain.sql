@@ -1,9 +1,9 @@
--- The other direction of 0064_successor_along_chain: a read's chain of the
+-- The other direction of 0063_successor_along_chain: a read's chain of the
 -- memories a memory supersedes stopped at the first one the caller may not
 -- see, so Bob read Lyon as superseded by Nice past Ada's hidden draft, yet Nice
 -- as superseding nothing. The nearest memories the caller may see before
 -- `successor` along its chain, hidden ones stepped over (a forgotten one is
--- no link of a chain: 0055_successor_chain relinked what it replaced). Runs as
+-- no link of a chain: 0054_successor_chain relinked what it replaced). Runs as
 -- the owner, beneath no policy; it names only memories the caller may see.
 CREATE FUNCTION visible_predecessors(successor uuid) RETURNS SETOF uuid
     LANGUAGE sql STABLE STRICT SECURITY DEFINER SET search_path = public AS $$

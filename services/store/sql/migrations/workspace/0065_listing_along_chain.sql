@@ -1,8 +1,8 @@
 -- An owner's list of memories took a memory as superseded for the caller only
--- when its direct successor was one they may see (0053, 0057): Lyon (the
+-- when its direct successor was one they may see (0052, 0057): Lyon (the
 -- workspace's) superseded by Paris (Ada's own draft), Paris by Nice (the
 -- workspace's), and Bob's list showed Lyon as current beside Nice, where read
--- and recall take Lyon as superseded by Nice (0064_successor_along_chain).
+-- and recall take Lyon as superseded by Nice (0063_successor_along_chain).
 -- The list now takes the same rule: a memory is superseded for the caller when
 -- any memory along its chain of successors is one they may see
 -- (visible_successor), walked by primary key only for a superseded memory.

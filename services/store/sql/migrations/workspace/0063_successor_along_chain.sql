@@ -2,7 +2,7 @@
 -- (0044), but only its direct successor was asked: Lyon (the workspace's)
 -- superseded by Paris (Ada's own draft), Paris by Nice (the workspace's), and
 -- Bob read Lyon with no successor and recalled Lyon and Nice both as current,
--- two offices at once, as a forgotten middle did before 0055_successor_chain.
+-- two offices at once, as a forgotten middle did before 0054_successor_chain.
 -- A memory is now superseded for the caller when any memory along its chain of
 -- successors is eligible for them, and the one it reads as superseded by is
 -- the nearest of those; a chain hidden from them all the way still reads as

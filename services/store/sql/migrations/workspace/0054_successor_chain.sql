@@ -1,5 +1,5 @@
 -- Forgetting a memory that was itself superseded made the memory it had
--- replaced current again (0051, 0055_revived_claims), though a newer one
+-- replaced current again (0051, 0053_revived_claims), though a newer one
 -- stood: Lyon superseded by Paris, Paris by Nice, and forgetting Paris
 -- brought Lyon back beside Nice, both recalled as current, Lyon's claims
 -- stated twice with Nice's, and the supersede of Lyon lost. The forgotten
