@@ -370,8 +370,6 @@ LIVE_RECEIVER = """
 SELECT 1 FROM member WHERE id = %s AND workspace_id = %s AND removed_at IS NULL FOR SHARE
 """
 MARK_MEMBER_REMOVED = "UPDATE member SET removed_at = now() WHERE id = %s RETURNING removed_at"
-# Handles of a workspace's members, removed ones included (the audit log's names).
-MEMBER_HANDLES = "SELECT id::text, handle FROM member WHERE workspace_id = %s"
 TOMBSTONE_BY_TEXT = "SELECT deleted_at FROM workspace_tombstone WHERE id::text = %(given)s"
 MOVE_PENDING = "SELECT 1 FROM workspace_move WHERE workspace_id = %s"
 # -- a workspace being imported (migrations/control/0008_workspace_import.sql) --
