@@ -186,17 +186,26 @@ def admin_token() -> str:
     return token
 
 
+TOKEN_FILE_HELP = "a file holding the token (mode 0600)"
+# Said beside --gateway: which gateway a command calls when not told.
+GATEWAY_HELP = (
+    "host:port of the gateway to call (default: RECALLATRON_GATEWAY, else the local "
+    "stack's in RECALLATRON_STATE_DIR, else 127.0.0.1:7400)"
+)
+JSON_HELP = "print the answer as JSON"
+
+
 def add_token_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default="", help=f"the token itself: {TOKEN_HELP}")
-    p.add_argument("--token-file", default="", help="a file holding the token (mode 0600)")
+    p.add_argument("--token-file", default="", help=TOKEN_FILE_HELP)
 
 
 def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """--gateway, --token / --token-file and --json, for a command that calls
     the gateway."""
-    p.add_argument("--gateway", default=local_gateway())
+    p.add_argument("--gateway", default=local_gateway(), help=GATEWAY_HELP)
     add_token_arguments(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     return p
 
 

@@ -49,7 +49,7 @@ __all__ = ["build_parser", "demo", "main"]
 def json_option(p: argparse.ArgumentParser) -> None:
     """--json after an admin subcommand too (it is also the admin parser's):
     left unset unless given, so as not to undo the other."""
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=common.JSON_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:

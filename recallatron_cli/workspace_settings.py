@@ -68,10 +68,10 @@ def _setting_option(p: argparse.ArgumentParser, f: FieldDescriptor) -> None:
 def _late_client_options(p: argparse.ArgumentParser) -> None:
     """--gateway, --token, --token-file and --json after `set` too: left unset
     unless given there, so as not to undo the same option given before it."""
-    p.add_argument("--gateway", default=argparse.SUPPRESS)
+    p.add_argument("--gateway", default=argparse.SUPPRESS, help=common.GATEWAY_HELP)
     p.add_argument("--token", default=argparse.SUPPRESS, help=f"the token itself: {TOKEN_HELP}")
-    p.add_argument("--token-file", default=argparse.SUPPRESS, help="a file holding the token")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    p.add_argument("--token-file", default=argparse.SUPPRESS, help=common.TOKEN_FILE_HELP)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=common.JSON_HELP)
 
 
 def add_parser(sub: Any) -> None:

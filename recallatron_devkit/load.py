@@ -324,7 +324,7 @@ def add_parser(sub: Any) -> None:
         help="exit 1 when more than this share of any class's requests failed "
         f"(default {MAX_FAILED_SHARE}; 1 never does)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_load)
 
 

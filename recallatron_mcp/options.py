@@ -14,7 +14,12 @@ DEFAULT_HTTP = "127.0.0.1:7421"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--gateway", default=default_gateway())
+    parser.add_argument(
+        "--gateway",
+        default=default_gateway(),
+        help="host:port of the gateway the tools call (default: RECALLATRON_GATEWAY, "
+        "else 127.0.0.1:7400)",
+    )
     parser.add_argument(
         "--listen",
         default=os.environ.get("RECALLATRON_MCP_LISTEN", DEFAULT_HTTP),

@@ -60,3 +60,28 @@ def test_output_cut_short_by_its_reader_ends_quietly(
     status = cli.main(["read", "00000000-0000-0000-0000-000000000001"])
     assert status == cli.EXIT_BROKEN_PIPE
     assert capsys.readouterr().err == ""
+
+
+def test_every_gateway_option_says_which_gateway_it_calls() -> None:
+    """Twenty-four commands listed `--gateway GATEWAY` with nothing beside it,
+    so `--help` never told a newcomer what a command calls by default nor that
+    RECALLATRON_GATEWAY chooses another; the same for `--json`."""
+    silent: list[str] = []
+
+    def visit(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    visit(child, f"{path} {name}")
+            elif "--gateway" in action.option_strings:
+                # The dev kit's eval and load start a stack of their own.
+                if "RECALLATRON_GATEWAY" not in str(action.help) and path.split()[-1] not in (
+                    "eval",
+                    "load",
+                ):
+                    silent.append(f"{path} --gateway")
+            elif "--json" in action.option_strings and not action.help:
+                silent.append(f"{path} --json")
+
+    visit(cli.build_parser(), "recallatron")
+    assert silent == []
