@@ -345,7 +345,23 @@ def build_parser() -> argparse.ArgumentParser:
     from recallatron_cli import archive
 
     archive.add_parser(sub)
+    say_repeatable(parser)
     return parser
+
+
+def say_repeatable(parser: argparse.ArgumentParser) -> None:
+    """Every option taken many times says so in --help, whichever module
+    declared it: argparse shows such an option once, as if it took one value."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                say_repeatable(child)
+        elif (
+            isinstance(action, argparse._AppendAction | argparse._ExtendAction)
+            and action.help != argparse.SUPPRESS
+            and "repeatable" not in str(action.help or "")
+        ):
+            action.help = f"{action.help} (repeatable)" if action.help else "repeatable"
 
 
 # A password in a URL or a conninfo a database error may quote.

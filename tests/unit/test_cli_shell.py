@@ -85,3 +85,24 @@ def test_every_gateway_option_says_which_gateway_it_calls() -> None:
 
     visit(cli.build_parser(), "recallatron")
     assert silent == []
+
+
+def test_every_repeatable_option_says_so() -> None:
+    """`recallatron list --help` showed `--kind {note,...}` once, though
+    `--kind note --kind fact` lists both (docs/api.md: `[--kind KIND ...]`), and
+    remember's --claim, --relation, --purpose, derive's --source and 21 more
+    taken many times said nothing of it."""
+    silent: list[str] = []
+
+    def visit(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    visit(child, f"{path} {name}")
+            elif isinstance(
+                action, argparse._AppendAction | argparse._ExtendAction
+            ) and "repeatable" not in str(action.help):
+                silent.append(f"{path} {action.option_strings[0]}")
+
+    visit(cli.build_parser(), "recallatron")
+    assert silent == []
