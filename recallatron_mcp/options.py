@@ -13,7 +13,12 @@ DEFAULT_HTTP = "127.0.0.1:7421"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (the default: one member, the agent client starts it) or streamable http",
+    )
     parser.add_argument(
         "--gateway",
         default=default_gateway(),
@@ -23,5 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--listen",
         default=os.environ.get("RECALLATRON_MCP_LISTEN", DEFAULT_HTTP),
-        help="host:port for --transport http (the endpoint is /mcp)",
+        help="host:port for --transport http (the endpoint is /mcp; default: "
+        f"RECALLATRON_MCP_LISTEN, else {DEFAULT_HTTP})",
     )

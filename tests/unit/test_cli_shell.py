@@ -106,3 +106,17 @@ def test_every_repeatable_option_says_so() -> None:
 
     visit(cli.build_parser(), "recallatron")
     assert silent == []
+
+
+def test_the_mcp_servers_options_name_their_defaults() -> None:
+    """`recallatron mcp --help` named neither the stdio default of --transport
+    nor RECALLATRON_MCP_LISTEN, which --listen's default is read from and no
+    document named."""
+    (subparsers,) = [
+        a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    helped = {
+        a.option_strings[0]: str(a.help) for a in subparsers.choices["mcp"]._actions if a.help
+    }
+    assert "RECALLATRON_MCP_LISTEN" in helped.get("--listen", "")
+    assert "stdio" in helped.get("--transport", "")
