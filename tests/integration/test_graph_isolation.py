@@ -35,6 +35,7 @@ memory_specs = st.lists(
         st.lists(
             st.tuples(st.sampled_from(NAMES), st.sampled_from(PREDICATES), st.sampled_from(NAMES)),
             max_size=2,
+            unique=True,  # a write states each relation once (a repeat is refused)
         ),
         st.lists(st.sampled_from(NAMES), max_size=1),  # aliases of these
     ),
