@@ -13,6 +13,7 @@ pg_hba.conf is rewritten."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import pwd
@@ -380,11 +381,15 @@ class LocalPostgres:
             # is sent nothing, and postgres, which would refuse to start
             # while the PID lives, is not shown the file.
             pidfile.unlink(missing_ok=True)
+            self._kill_orphans(timeout)
             return
         try:
             os.kill(pid, signal.SIGINT)
-        except (ProcessLookupError, PermissionError):
+        except ProcessLookupError:
+            self._kill_orphans(timeout)
             return  # stale file: postgres itself handles it
+        except PermissionError:
+            return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             # An ended server still waiting for its parent to collect it
@@ -396,6 +401,30 @@ class LocalPostgres:
             except ProcessLookupError:
                 return
             time.sleep(0.1)
+
+    def _kill_orphans(self, timeout: float) -> None:
+        """Backends of a server whose postmaster is gone (killed with
+        SIGKILL) may live on: one forked as its postmaster died, or one
+        waiting on a lock its killed peer held, never wakes. Each keeps the
+        server's shared memory attached, and postgres refuses to start beside
+        it ("pre-existing shared memory block is still in use") for as long
+        as it lives. Every process working in this data directory is such a
+        leftover once its postmaster is gone: SIGKILL, then wait for them."""
+        deadline = time.monotonic() + timeout
+        while (left := self._working_here()) and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def _working_here(self) -> list[int]:
+        """The processes whose working directory is this data directory
+        (postgres works in its data directory); none where there is no /proc."""
+        found = []
+        for entry in os.listdir("/proc") if Path("/proc/self").exists() else ():
+            if entry.isdigit() and self._serves_here(int(entry)):
+                found.append(int(entry))
+        return found
 
     def _serves_here(self, pid: int) -> bool | None:
         """Whether ``pid`` is a server of this data directory (postgres works

@@ -3,6 +3,9 @@ or a benchmark keeps no data directory to read server.log in afterwards."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -76,3 +79,34 @@ def test_a_server_of_this_data_directory_left_running_is_stopped_first(tmp_path:
             again.stop()
     finally:
         first.stop()
+
+
+def test_a_backend_left_behind_by_a_killed_postmaster_does_not_stop_the_start(
+    tmp_path: Path,
+) -> None:
+    """A server killed with SIGKILL may leave a backend behind (one forked as
+    its postmaster died, or one waiting on a lock a killed peer held): it keeps
+    the shared memory attached, and postgres refuses to start beside it. The
+    start ends such leftovers of its own data directory."""
+    pg = LocalPostgres(tmp_path / "pgdata", free_port(), secrets_dir=tmp_path / "secrets")
+    pg.start()
+    conn = psycopg.connect(pg.url, connect_timeout=5)
+    backend = conn.info.backend_pid
+    postmaster = int((pg.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+    try:
+        # Held still, the backend cannot notice its postmaster's death: as one
+        # blocked on a lock whose holder was killed.
+        os.kill(backend, signal.SIGSTOP)
+        os.kill(postmaster, signal.SIGKILL)
+        assert pg.process is not None
+        pg.process.wait()
+        pg.start()
+        try:
+            with psycopg.connect(pg.url, connect_timeout=5) as fresh:
+                assert fresh.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            pg.stop()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(backend, signal.SIGKILL)
+        conn.close()
