@@ -16,7 +16,7 @@ from recallatron_devkit.stack import Stack
 from services.embedding_job.embedder import Embedder, EmbedUnavailable
 from services.embedding_job.job import EmbeddingJob
 from services.store.domain.control import ControlPlane
-from tests.conftest import Team, free_port
+from tests.conftest import Team, free_port, wait_for
 from tests.integration.test_embedding_job import FixedEmbedder, job_alone, vectors_of
 
 pytestmark = pytest.mark.integration
@@ -130,6 +130,9 @@ def test_a_larger_limit_is_learned_when_the_embed_service_comes_back_with_one(
         job = EmbeddingJob(
             settings, dbs, ControlPlane(dbs), embedder=Embedder(address, 30.0, settings)
         )
+        # Only the service's absence may make the job ask again here, never
+        # the periodic refresh (60 s) a slow run could reach.
+        job.limit_refresh_seconds = 1e9
         embed = _embed_on(tmp_path / "small", prepared_models_dir, address, key, 4)
         try:
             first = job.claim(team.workspace_id)
@@ -143,6 +146,9 @@ def test_a_larger_limit_is_learned_when_the_embed_service_comes_back_with_one(
             job.process(job.claim(team.workspace_id))
         embed = _embed_on(tmp_path / "large", prepared_models_dir, address, key, 64)
         try:
+            # The job's channel may still be waiting out its reconnect backoff
+            # when the service is back: each claim asks again until answered.
+            wait_for(lambda: job.batch_size() == 10 or None, "the limit asked again")
             again = job.claim(team.workspace_id)
             assert len(again.rows) == 10, job.batch_limit
             assert job.process(again) == 10
