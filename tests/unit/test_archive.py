@@ -60,6 +60,14 @@ def test_a_bad_record_is_named_by_file_line_and_field(
     assert err.value.field == field
 
 
+def test_an_id_given_twice_is_refused_naming_the_second(tmp_path: Path) -> None:
+    write_archive(tmp_path / "a", {"memories": [memory(1), memory(2), memory(1)]})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == "memories.jsonl line 3: id"
+    assert err.value.description == "is not unique in the archive"
+
+
 def test_references_digests_and_settings_are_checked(tmp_path: Path) -> None:
     link = {"memory_id": uid(1), "kind": "about", "target_id": uid(7)}
     write_archive(tmp_path / "a", {"memories": [memory(1)], "links": [link]})

@@ -32,6 +32,7 @@ from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
 from services.store.domain.archive_chains import check_chains, take_out_forgotten
 from services.store.domain.archive_history import history_name
+from services.store.domain.archive_reading import add_once
 from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
 from services.store.domain.control_records import WorkspaceSettings
@@ -245,14 +246,13 @@ def _check_revisions(archive: Archive) -> None:
     before it, under another action)."""
     seen: set[tuple[str, int, str]] = set()
     for place, record in archive.records.get("revisions", []):
-        key = (record["memory_id"], record["revision"], record["action"])
-        if key in seen:
-            raise errors.InvalidArgument(
-                f"{place}: revision",
-                f"the memory's {record['action']} of revision {record['revision']} "
-                "is in the archive already",
-            )
-        seen.add(key)
+        add_once(
+            seen,
+            (record["memory_id"], record["revision"], record["action"]),
+            f"{place}: revision",
+            f"the memory's {record['action']} of revision {record['revision']} "
+            "is in the archive already",
+        )
 
 
 # What of a tombstone's the source never holds, and so no archive does: forget
@@ -345,9 +345,7 @@ def _time(value: str) -> datetime:
 def _unique(archive: Archive, kind: str, key: str) -> set[str]:
     seen: set[str] = set()
     for place, record in archive.records.get(kind, []):
-        if record[key] in seen:
-            raise errors.InvalidArgument(f"{place}: {key}", "is not unique in the archive")
-        seen.add(record[key])
+        add_once(seen, record[key], f"{place}: {key}", "is not unique in the archive")
     return seen
 
 

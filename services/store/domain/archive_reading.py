@@ -1,16 +1,17 @@
 """Reading a workspace archive's files within bounds (docs/export.md): a
 JSON file no larger than its cap, record lines no longer than their kind's
-limit, JSON values no deeper than the format nests, and a file's digest. The
-record formats themselves are in archive_format."""
+limit, JSON values no deeper than the format nests, a record's key once per
+archive, and a file's digest. The record formats themselves are in
+archive_format."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from recallatron import errors
 
@@ -23,6 +24,8 @@ LINE_LIMITS = {"history": MAX_JSON_FILE_BYTES}
 # Nesting of one JSON value: the format's deepest is 3 (an episode's
 # participants); a deeper value is refused before anything walks it.
 MAX_DEPTH = 64
+
+K = TypeVar("K", bound=Hashable)
 
 
 def file_name(kind: str) -> str:
@@ -99,6 +102,15 @@ def lines(f: BinaryIO, kind: str) -> Iterator[tuple[int, bytes]]:
                 f"is longer than {_size(limit)}: no record of the archive is",
             )
         yield number, line
+
+
+def add_once(seen: set[K], key: K, where: str, repeated: str) -> None:
+    """Adds a record's ``key`` to ``seen`` (the keys of the records before
+    it), or refuses one seen already, naming ``where`` (its line and field)
+    with ``repeated``: what the archive would then hold twice."""
+    if key in seen:
+        raise errors.InvalidArgument(where, repeated)
+    seen.add(key)
 
 
 def sha256_of(path: Path) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recallatron import errors
+from services.store.domain.archive_reading import add_once
 
 # memory_embedding.embedding is vector(384) (workspace migration 0001).
 DIMENSION = 384
@@ -48,11 +49,10 @@ def check_vectors(placed: Iterable[tuple[str, dict[str, Any]]]) -> None:
                 f"value {int(bad[0])} is {floats[bad[0]]}, not a number a vector may hold "
                 "(finite numbers only)",
             )
-        key = (record["memory_id"], record["model_id"], record["input_version"])
-        if key in seen:
-            raise errors.InvalidArgument(
-                f"{place}: memory_id",
-                f"the memory's vector of model {key[1]!r} (input version {key[2]!r}) "
-                "is in the archive already",
-            )
-        seen.add(key)
+        add_once(
+            seen,
+            (record["memory_id"], record["model_id"], record["input_version"]),
+            f"{place}: memory_id",
+            f"the memory's vector of model {record['model_id']!r} "
+            f"(input version {record['input_version']!r}) is in the archive already",
+        )
