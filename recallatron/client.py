@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_GATEWAY",
     "Client",
     "Connection",
+    "Content",
     "GraphItems",
     "Revision",
     "Write",
@@ -59,6 +60,27 @@ class Revision(Write, total=False):
     given stand (False when left out)."""
 
     replace_claims: bool
+
+
+class Content(TypedDict, total=False):
+    """The keyword arguments remember, derive and supersede share for the new
+    memory: who may see it (``audience_to``: a member id, "workspace"; None
+    or left out: the call's default) and for which purposes, the entities it
+    mentions by name (new or known) and by id (known), and its confidence."""
+
+    audience_to: str | None
+    purposes: Sequence[str]
+    mention_names: Sequence[str]
+    mention_ids: Sequence[str]
+    confidence: float | None
+
+
+class _Derivation(Write, Content, total=False):
+    """derive's keyword arguments."""
+
+
+class _Succession(Revision, Content, total=False):
+    """supersede's keyword arguments (``sources`` aside)."""
 
 
 class Client(ReviewAndAdmin):
@@ -94,17 +116,20 @@ class Client(ReviewAndAdmin):
             "relations": relations,
             "aliases": aliases,
         }
+        content: Content = {
+            "audience_to": audience_to,
+            "purposes": purposes,
+            "mention_names": mention_names,
+            "mention_ids": mention_ids,
+            "confidence": confidence,
+        }
         return self._write(
             self.memory.Remember,
             pb.RememberRequest,
-            write,
+            {**write, **content},
             kind=kind,
             title=title,
             body=body,
-            confidence=confidence,
-            audience=audience_to,
-            purposes=purposes,
-            mentions=_mentions(mention_names, mention_ids),
             about_ids=about,
             episode_id=episode_id,
             **more,
@@ -149,13 +174,7 @@ class Client(ReviewAndAdmin):
         title: str,
         body: str = "",
         kind: str = "summary",
-        *,
-        audience_to: str | None = None,
-        purposes: Sequence[str] = (),
-        mention_names: Sequence[str] = (),
-        mention_ids: Sequence[str] = (),
-        confidence: float | None = None,
-        **write: Unpack[Write],
+        **write: Unpack[_Derivation],
     ) -> pb.DeriveResponse:
         return self._write(
             self.memory.Derive,
@@ -165,10 +184,6 @@ class Client(ReviewAndAdmin):
             kind=kind,
             title=title,
             body=body,
-            confidence=confidence,
-            audience=audience_to,
-            purposes=purposes,
-            mentions=_mentions(mention_names, mention_ids),
         )
 
     def correct(
@@ -203,13 +218,8 @@ class Client(ReviewAndAdmin):
         kind: str = "note",
         reason: str = "",
         *,
-        audience_to: str | None = None,
-        purposes: Sequence[str] = (),
-        mention_names: Sequence[str] = (),
-        mention_ids: Sequence[str] = (),
-        confidence: float | None = None,
         sources: Sequence[str] = (),
-        **revision: Unpack[Revision],
+        **revision: Unpack[_Succession],
     ) -> pb.SupersedeResponse:
         """``audience_to`` and ``purposes`` left out: the old memory's;
         ``sources``: the memories a derived successor is derived from."""
@@ -222,10 +232,6 @@ class Client(ReviewAndAdmin):
             kind=kind,
             title=title,
             body=body,
-            confidence=confidence,
-            audience=audience_to,
-            purposes=purposes,
-            mentions=_mentions(mention_names, mention_ids),
             reason=reason,
             source_ids=sources,
         )
@@ -368,13 +374,21 @@ class Client(ReviewAndAdmin):
         **fields: Any,
     ) -> Resp:
         """A write's call: its own ``fields`` and the ``write`` arguments with
-        their defaults (Write)."""
+        their defaults (Write), those of the new memory under their request
+        fields' names (Content)."""
+        given = dict(write)
+        names = given.pop("mention_names", ())
+        entity_ids = given.pop("mention_ids", ())
+        if names or entity_ids:
+            given["mentions"] = _mentions(names, entity_ids)
+        if "audience_to" in given:
+            given["audience"] = given.pop("audience_to")
         return self.ask(
             method,
             request,
             **fields,
             **{
-                **write,
+                **given,
                 "purpose": write.get("purpose", DEFAULT_PURPOSE),
                 "request_id": write.get("request_id") or str(uuid.uuid4()),
             },
