@@ -17,19 +17,52 @@ REMEMBER_OPTIONS = frozenset(
 )
 
 
+class NewMemory(common.Audience, graph.GraphItems):
+    """The client's keyword arguments the options of main.py's
+    new_memory_args give (remember and derive), with the purpose acted for."""
+
+    title: str
+    body: str
+    kind: str
+    confidence: float | None
+    purpose: str
+
+
+def new_memory(args: argparse.Namespace) -> NewMemory:
+    return {
+        "title": args.title,
+        "body": args.body,
+        "kind": args.kind,
+        **common.audience(args),
+        "confidence": args.confidence,
+        "purpose": common.call_purpose(args),
+        **graph.graph_items(args),
+    }
+
+
+class Revised(graph.GraphItems):
+    """The client's keyword arguments correct and supersede take from the
+    same options (--replace-claims, --purpose and the graph's)."""
+
+    replace_claims: bool
+    purpose: str
+
+
+def revised(args: argparse.Namespace) -> Revised:
+    return {
+        "replace_claims": args.replace_claims,
+        "purpose": args.purpose,
+        **graph.graph_items(args),
+    }
+
+
 def cmd_remember(args: argparse.Namespace) -> int:
     resp = common.client(args).remember(
-        args.title,
-        args.body,
-        args.kind,
-        **common.audience(args),
+        **new_memory(args),
         mention_names=args.mention or (),
         about=args.about or (),
-        confidence=args.confidence,
         request_id=args.request_id,
         episode_id=args.episode,
-        purpose=common.call_purpose(args),
-        **graph.graph_items(args),
         **common.field_values(args),
     )
     show(args, resp, ("(replayed) " if resp.replayed else "") + memory_text(resp.memory))
@@ -81,9 +114,7 @@ def cmd_correct(args: argparse.Namespace) -> int:
         title=args.title,
         body=args.body,
         confidence=args.confidence,
-        replace_claims=args.replace_claims,
-        purpose=args.purpose,
-        **graph.graph_items(args),
+        **revised(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
@@ -101,24 +132,14 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         args.body,
         kind,
         args.reason,
-        replace_claims=args.replace_claims,
-        purpose=args.purpose,
-        **graph.graph_items(args),
+        **revised(args),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
 
 
 def cmd_derive(args: argparse.Namespace) -> int:
-    resp = common.client(args).derive(
-        args.sources,
-        args.title,
-        args.body,
-        args.kind,
-        **common.audience(args),
-        purpose=common.call_purpose(args),
-        **graph.graph_items(args),
-    )
+    resp = common.client(args).derive(args.sources, **new_memory(args))
     show(args, resp, memory_text(resp.memory))
     return 0
 

@@ -77,6 +77,20 @@ def test_supersede_keeps_the_old_kind_and_episode_acts_for_its_purpose(
     assert json.loads(capsys.readouterr().out)["episode_id"]
 
 
+def test_derive_keeps_the_confidence_given(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`derive --confidence` was taken and then left out of the call, so the
+    derived memory had none."""
+    common = ["--gateway", stack.gateway, "--token", team.clients["ada"].token]
+    assert main(["remember", *common, "Apollo ships in May", "--json"]) == 0
+    source = json.loads(capsys.readouterr().out)["memory"]["id"]
+    assert main(["derive", *common, "--source", source, "Apollo ships this spring",
+                 "--confidence", "0.7", "--json"]) == 0  # fmt: skip
+    derived = json.loads(capsys.readouterr().out)["memory"]
+    assert derived["confidence"] == pytest.approx(0.7)
+
+
 def test_json_answers_carry_every_field_and_every_command_speaks_json(
     stack: Stack, operator: Client, team: Team, capsys: pytest.CaptureFixture[str]
 ) -> None:
