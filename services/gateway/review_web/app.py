@@ -7,6 +7,7 @@ import contextlib
 import re
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TypeVar
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -70,6 +71,22 @@ def _allow(path: str) -> str:
 # -- the application -----------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Request:
+    """A request to a path that takes its method, as the routes read it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    form: dict[str, str]
+    # The person's ("host:port"), for the sign-in's allowance.
+    client_address: str
+    # The session id the browser sent, if any.
+    sid: str | None
+    # HEAD: answered as GET, keeping the session's messages.
+    peek: bool
+
+
 class ReviewApp:
     """Request handling without the HTTP plumbing (and so testable alone)."""
 
@@ -104,26 +121,24 @@ class ReviewApp:
         # HEAD is GET without the body (the HTTP server leaves it out), and
         # leaves the session's messages for the view that shows them.
         peek = method == "HEAD"
-        method = "GET" if peek else method
-        query = {k: v[0] for k, v in parse_qs(url.query).items()}
-        sid = cookies.get(COOKIE)
+        request = _Request(
+            method="GET" if peek else method,
+            path=path,
+            query={k: v[0] for k, v in parse_qs(url.query).items()},
+            form=form,
+            client_address=client_address,
+            sid=cookies.get(COOKIE),
+            peek=peek,
+        )
         # Held for the whole request: another tab ending the session meanwhile
         # leaves this request's client open until it is done.
-        with self.sessions.using(sid) as session:
-            return self._route(method, path, query, form, client_address, sid, session, peek)
+        with self.sessions.using(request.sid) as session:
+            return self._route(request, session)
 
-    def _route(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, str],
-        form: dict[str, str],
-        client_address: str,
-        sid: str | None,
-        session: Session | None,
-        peek: bool,
-    ) -> Response:
+    def _route(self, request: _Request, session: Session | None) -> Response:
         """One request to a path that takes its method."""
+        method, path, query, form = request.method, request.path, request.query, request.form
+        sid = request.sid
         if method == "GET" and path == "/review.css":
             return Response(
                 HTTPStatus.OK,
@@ -135,10 +150,14 @@ class ReviewApp:
             if session is None:
                 return Response(HTTPStatus.OK, signin_page())
             return self.review(
-                session, query.get("purpose", DEFAULT_PURPOSE), sid, peek, query.get("merges", "")
+                session,
+                query.get("purpose", DEFAULT_PURPOSE),
+                sid,
+                request.peek,
+                query.get("merges", ""),
             )
         if method == "POST" and path == "/signin":
-            return self.signin(form.get("token", ""), client_address, sid)
+            return self.signin(form.get("token", ""), request.client_address, sid)
         if method == "POST" and path in ("/signout", "/decide"):
             if session is None:
                 return redirect("/")
