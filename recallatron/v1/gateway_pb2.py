@@ -22,169 +22,26 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
-from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
-from recallatron.v1 import common_pb2 as recallatron_dot_v1_dot_common__pb2
-from recallatron.v1 import store_pb2 as recallatron_dot_v1_dot_store__pb2
+from recallatron.v1 import admin_pb2 as recallatron_dot_v1_dot_admin__pb2
+from recallatron.v1 import control_pb2 as recallatron_dot_v1_dot_control__pb2
+from recallatron.v1 import memory_pb2 as recallatron_dot_v1_dot_memory__pb2
+from recallatron.v1 import review_pb2 as recallatron_dot_v1_dot_review__pb2
 
+from recallatron.v1.admin_pb2 import *
+from recallatron.v1.memory_pb2 import *
+from recallatron.v1.review_pb2 import *
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1crecallatron/v1/gateway.proto\x12\x0erecallatron.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brecallatron/v1/common.proto\x1a\x1arecallatron/v1/store.proto\"\xdf\x01\n\rRecallRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12(\n\x04mode\x18\x02 \x01(\x0e\x32\x1a.recallatron.v1.RecallMode\x12\r\n\x05limit\x18\x03 \x01(\x05\x12(\n\x07purpose\x18\x04 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12.\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x1d.recallatron.v1.RecallFilters\x12\x13\n\x0bskip_rerank\x18\x06 \x01(\x08\x12\x17\n\x0finclude_history\x18\x07 \x01(\x08\"@\n\x0eRecallResponse\x12.\n\x07outcome\x18\x01 \x01(\x0b\x32\x1d.recallatron.v1.RecallOutcome\"D\n\x0bReadRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12(\n\x07purpose\x18\x02 \x01(\x0e\x32\x17.recallatron.v1.Purpose\"J\n\x0cReadResponse\x12(\n\x08memories\x18\x01 \x03(\x0b\x32\x16.recallatron.v1.Memory\x12\x10\n\x08more_ids\x18\x02 \x03(\t\"\xa2\x04\n\x0fRememberRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x04kind\x18\x02 \x01(\x0e\x32\x14.recallatron.v1.Kind\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x17\n\nconfidence\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12*\n\x08\x61udience\x18\x06 \x01(\x0b\x32\x18.recallatron.v1.Audience\x12)\n\x08purposes\x18\x07 \x03(\x0e\x32\x17.recallatron.v1.Purpose\x12.\n\x08mentions\x18\x08 \x03(\x0b\x32\x1c.recallatron.v1.MentionInput\x12\x11\n\tabout_ids\x18\t \x03(\t\x12(\n\x07purpose\x18\n \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12*\n\x06\x63laims\x18\x0b \x03(\x0b\x32\x1a.recallatron.v1.ClaimInput\x12\x30\n\trelations\x18\x0c \x03(\x0b\x32\x1d.recallatron.v1.RelationInput\x12+\n\x07\x61liases\x18\r \x03(\x0b\x32\x1a.recallatron.v1.AliasInput\x12\x12\n\nepisode_id\x18\x0e \x01(\t\x12/\n\x0boccurred_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_confidence\"L\n\x10RememberResponse\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12\x10\n\x08replayed\x18\x02 \x01(\x08\"\xdc\x03\n\rDeriveRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsource_ids\x18\x02 \x03(\t\x12\"\n\x04kind\x18\x03 \x01(\x0e\x32\x14.recallatron.v1.Kind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12*\n\x08\x61udience\x18\x07 \x01(\x0b\x32\x18.recallatron.v1.Audience\x12)\n\x08purposes\x18\x08 \x03(\x0e\x32\x17.recallatron.v1.Purpose\x12.\n\x08mentions\x18\t \x03(\x0b\x32\x1c.recallatron.v1.MentionInput\x12(\n\x07purpose\x18\n \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12*\n\x06\x63laims\x18\x0b \x03(\x0b\x32\x1a.recallatron.v1.ClaimInput\x12\x30\n\trelations\x18\x0c \x03(\x0b\x32\x1d.recallatron.v1.RelationInput\x12+\n\x07\x61liases\x18\r \x03(\x0b\x32\x1a.recallatron.v1.AliasInputB\r\n\x0b_confidence\"J\n\x0e\x44\x65riveResponse\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12\x10\n\x08replayed\x18\x02 \x01(\x08\"\x8a\x03\n\x0e\x43orrectRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x19\n\x11\x65xpected_revision\x18\x03 \x01(\x03\x12\x12\n\x05title\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04\x62ody\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12\x0e\n\x06reason\x18\x07 \x01(\t\x12(\n\x07purpose\x18\x08 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12*\n\x06\x63laims\x18\t \x03(\x0b\x32\x1a.recallatron.v1.ClaimInput\x12\x30\n\trelations\x18\n \x03(\x0b\x32\x1d.recallatron.v1.RelationInput\x12+\n\x07\x61liases\x18\x0b \x03(\x0b\x32\x1a.recallatron.v1.AliasInput\x12\x16\n\x0ereplace_claims\x18\x0c \x01(\x08\x42\x08\n\x06_titleB\x07\n\x05_bodyB\r\n\x0b_confidence\"K\n\x0f\x43orrectResponse\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12\x10\n\x08replayed\x18\x02 \x01(\x08\"\xae\x04\n\x10SupersedeRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x19\n\x11\x65xpected_revision\x18\x03 \x01(\x03\x12\"\n\x04kind\x18\x04 \x01(\x0e\x32\x14.recallatron.v1.Kind\x12\r\n\x05title\x18\x05 \x01(\t\x12\x0c\n\x04\x62ody\x18\x06 \x01(\t\x12\x17\n\nconfidence\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12*\n\x08\x61udience\x18\x08 \x01(\x0b\x32\x18.recallatron.v1.Audience\x12)\n\x08purposes\x18\t \x03(\x0e\x32\x17.recallatron.v1.Purpose\x12.\n\x08mentions\x18\n \x03(\x0b\x32\x1c.recallatron.v1.MentionInput\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12(\n\x07purpose\x18\x0c \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12*\n\x06\x63laims\x18\r \x03(\x0b\x32\x1a.recallatron.v1.ClaimInput\x12\x30\n\trelations\x18\x0e \x03(\x0b\x32\x1d.recallatron.v1.RelationInput\x12+\n\x07\x61liases\x18\x0f \x03(\x0b\x32\x1a.recallatron.v1.AliasInput\x12\x16\n\x0ereplace_claims\x18\x10 \x01(\x08\x12\x12\n\nsource_ids\x18\x11 \x03(\tB\r\n\x0b_confidence\"y\n\x11SupersedeResponse\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12*\n\nsuperseded\x18\x02 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12\x10\n\x08replayed\x18\x03 \x01(\x08\"\x84\x01\n\rForgetRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12(\n\x07purpose\x18\x04 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x19\n\x11\x65xpected_revision\x18\x05 \x01(\x03\"`\n\x0e\x46orgetResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x30\n\x0c\x66orgotten_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08replayed\x18\x03 \x01(\x08\"\x16\n\x14\x44\x65scribeToolsRequest\"\xb0\x01\n\x0fToolDescription\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x19\n\x11input_schema_json\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x1a\n\x12output_schema_json\x18\x05 \x01(\t\x12\x34\n\x0b\x61nnotations\x18\x06 \x01(\x0b\x32\x1f.recallatron.v1.ToolAnnotations\"u\n\x0fToolAnnotations\x12\x16\n\x0eread_only_hint\x18\x01 \x01(\x08\x12\x18\n\x10\x64\x65structive_hint\x18\x02 \x01(\x08\x12\x17\n\x0fidempotent_hint\x18\x03 \x01(\x08\x12\x17\n\x0fopen_world_hint\x18\x04 \x01(\x08\"G\n\x15\x44\x65scribeToolsResponse\x12.\n\x05tools\x18\x01 \x03(\x0b\x32\x1f.recallatron.v1.ToolDescription\"B\n\"AdminServiceCreateWorkspaceRequest\x12\x0c\n\x04slug\x18\x01 \x01(\t\x12\x0e\n\x06server\x18\x02 \x01(\t\"S\n#AdminServiceCreateWorkspaceResponse\x12,\n\tworkspace\x18\x01 \x01(\x0b\x32\x19.recallatron.v1.Workspace\"k\n\x1f\x41\x64minServiceCreateMemberRequest\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x0e\n\x06handle\x18\x02 \x01(\t\x12\"\n\x04role\x18\x03 \x01(\x0e\x32\x14.recallatron.v1.Role\"J\n AdminServiceCreateMemberResponse\x12&\n\x06member\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Member\"\xc3\x01\n\x1e\x41\x64minServiceCreateTokenRequest\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\r\n\x05label\x18\x02 \x01(\t\x12)\n\x08purposes\x18\x03 \x03(\x0e\x32\x17.recallatron.v1.Purpose\x12\x11\n\tread_only\x18\x04 \x01(\x08\x12-\n\nexpires_in\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nrequest_id\x18\x06 \x01(\t\"r\n\x1f\x41\x64minServiceCreateTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x1e\x41\x64minServiceRevokeTokenRequest\x12\x10\n\x08token_id\x18\x01 \x01(\t\"!\n\x1f\x41\x64minServiceRevokeTokenResponse\"p\n\x1e\x41\x64minServiceRotateTokenRequest\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12(\n\x05grace\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"\xa6\x01\n\x1f\x41\x64minServiceRotateTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0eold_expires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"o\n\x1d\x41\x64minServiceListTokensRequest\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cworkspace_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"g\n\x1e\x41\x64minServiceListTokensResponse\x12,\n\x06tokens\x18\x01 \x03(\x0b\x32\x1c.recallatron.v1.TokenSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x14\n\x12GetSettingsRequest\"J\n\x13GetSettingsResponse\x12\x33\n\x08settings\x18\x01 \x01(\x0b\x32!.recallatron.v1.WorkspaceSettings\"c\n\x15UpdateSettingsRequest\x12\x33\n\x08settings\x18\x01 \x01(\x0b\x32!.recallatron.v1.WorkspaceSettings\x12\x15\n\rupdate_fields\x18\x02 \x03(\t\"}\n\x16UpdateSettingsResponse\x12\x33\n\x08settings\x18\x01 \x01(\x0b\x32!.recallatron.v1.WorkspaceSettings\x12.\n\nupdated_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbc\x01\n\x0e\x43\x61ptureRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11speaker_member_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12/\n\x0boccurred_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x07purpose\x18\x05 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x12\n\nepisode_id\x18\x06 \x01(\t\"Y\n\x0f\x43\x61ptureResponse\x12\x0e\n\x06stored\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12&\n\x06memory\x18\x03 \x01(\x0b\x32\x16.recallatron.v1.Memory\"n\n\rDuplicatePair\x12%\n\x05\x66irst\x18\x01 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12&\n\x06second\x18\x02 \x01(\x0b\x32\x16.recallatron.v1.Memory\x12\x0e\n\x06\x63osine\x18\x03 \x01(\x01\"\x0f\n\rWhoAmIRequest\"\x8c\x01\n\x0eWhoAmIResponse\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x16\n\x0eworkspace_slug\x18\x02 \x01(\t\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x15\n\rmember_handle\x18\x04 \x01(\t\x12\"\n\x04role\x18\x05 \x01(\x0e\x32\x14.recallatron.v1.Role\"T\n\x19ListDuplicatePairsRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\r\n\x05limit\x18\x02 \x01(\x05\"X\n\x1aListDuplicatePairsResponse\x12,\n\x05pairs\x18\x01 \x03(\x0b\x32\x1d.recallatron.v1.DuplicatePair\x12\x0c\n\x04more\x18\x02 \x01(\x08\"\xaf\x01\n\x1b\x44ismissDuplicatePairRequest\x12\x10\n\x08\x66irst_id\x18\x01 \x01(\t\x12\x11\n\tsecond_id\x18\x02 \x01(\t\x12(\n\x07purpose\x18\x03 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x1f\n\x17\x66irst_expected_revision\x18\x04 \x01(\x03\x12 \n\x18second_expected_revision\x18\x05 \x01(\x03\"\x1e\n\x1c\x44ismissDuplicatePairResponse\"Q\n\x16ListEntityPairsRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\r\n\x05limit\x18\x02 \x01(\x05\"R\n\x17ListEntityPairsResponse\x12)\n\x05pairs\x18\x01 \x03(\x0b\x32\x1a.recallatron.v1.EntityPair\x12\x0c\n\x04more\x18\x02 \x01(\x08\"d\n\x14MergeEntitiesRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x0f\n\x07kept_id\x18\x02 \x01(\t\x12\x11\n\tmerged_id\x18\x03 \x01(\t\"T\n\x15MergeEntitiesResponse\x12*\n\x05merge\x18\x01 \x01(\x0b\x32\x1b.recallatron.v1.EntityMerge\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"i\n\x18KeepEntitiesApartRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x10\n\x08\x66irst_id\x18\x02 \x01(\t\x12\x11\n\tsecond_id\x18\x03 \x01(\t\"\x1b\n\x19KeepEntitiesApartResponse\"T\n\x16UndoEntityMergeRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x10\n\x08merge_id\x18\x02 \x01(\t\"\x19\n\x17UndoEntityMergeResponse\"y\n\x17ListEntityMergesRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"`\n\x18ListEntityMergesResponse\x12+\n\x06merges\x18\x01 \x03(\x0b\x32\x1b.recallatron.v1.EntityMerge\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x12\n\x10GetStatusRequest\"\xb7\x01\n\x11GetStatusResponse\x12\x10\n\x08memories\x18\x01 \x01(\x03\x12\x10\n\x08\x65mbedded\x18\x02 \x01(\x03\x12\x0f\n\x07pending\x18\x03 \x01(\x03\x12\x0e\n\x06parked\x18\x04 \x01(\x03\x12\x34\n\x0eparked_reasons\x18\x05 \x03(\x0b\x32\x1c.recallatron.v1.ParkedReason\x12\x10\n\x08model_id\x18\x06 \x01(\t\x12\x15\n\rinput_version\x18\x07 \x01(\t\"\xb0\x01\n\rLookupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x05\x61s_of\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x07purpose\x18\x03 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x17\n\x0finclude_history\x18\x04 \x01(\x08\x12\x0f\n\x07partial\x18\x05 \x01(\x08\x12\x12\n\npage_token\x18\x06 \x01(\t\"W\n\x0eLookupResponse\x12,\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x1a.recallatron.v1.EntityCard\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x9c\x01\n\x10NeighborsRequest\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04hops\x18\x02 \x01(\x05\x12\x12\n\npredicates\x18\x03 \x03(\t\x12)\n\x05\x61s_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x07purpose\x18\x05 \x01(\x0e\x32\x17.recallatron.v1.Purpose\"~\n\x11NeighborsResponse\x12(\n\x05nodes\x18\x01 \x03(\x0b\x32\x19.recallatron.v1.GraphNode\x12,\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1d.recallatron.v1.RelationClaim\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"\xc0\x02\n\x14\x43reateEpisodeRequest\x12\r\n\x05title\x18\x01 \x01(\t\x12.\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\x08\x61udience\x18\x04 \x01(\x0b\x32\x18.recallatron.v1.Audience\x12)\n\x08purposes\x18\x05 \x03(\x0e\x32\x17.recallatron.v1.Purpose\x12\x12\n\nmember_ids\x18\x06 \x03(\t\x12\x12\n\nentity_ids\x18\x07 \x03(\t\x12(\n\x07purpose\x18\x08 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x12\n\nrequest_id\x18\t \x01(\t\"+\n\x15\x43reateEpisodeResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\"\xc8\x01\n\x0fTimelineRequest\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12(\n\x04\x66rom\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x02to\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\npage_token\x18\x05 \x01(\t\x12(\n\x07purpose\x18\x06 \x01(\x0e\x32\x17.recallatron.v1.Purpose\"Z\n\x10TimelineResponse\x12-\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1d.recallatron.v1.TimelineEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"H\n\"AdminServiceDeleteWorkspaceRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\x0f\n\x07\x63onfirm\x18\x02 \x01(\t\"\x91\x01\n#AdminServiceDeleteWorkspaceResponse\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t\x12.\n\ndeleted_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0etokens_revoked\x18\x04 \x01(\x03\"\x84\x01\n\x1f\x41\x64minServiceRemoveMemberRequest\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x39\n\x10private_memories\x18\x02 \x01(\x0e\x32\x1f.recallatron.v1.PrivateMemories\x12\x13\n\x0btransfer_to\x18\x03 \x01(\t\"\xcb\x01\n AdminServiceRemoveMemberResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12.\n\nremoved_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0etokens_revoked\x18\x03 \x01(\x03\x12\x17\n\x0fmemories_erased\x18\x04 \x01(\x03\x12\x1c\n\x14memories_transferred\x18\x05 \x01(\x03\x12\x15\n\rmemories_kept\x18\x06 \x01(\x03\"\xa1\x02\n\x13ListMemoriesRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x12\n\ncreated_by\x18\x02 \x01(\t\x12#\n\x05kinds\x18\x03 \x03(\x0e\x32\x14.recallatron.v1.Kind\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12(\n\x04\x66rom\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x02to\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12include_superseded\x18\x07 \x01(\x08\x12\x11\n\tpage_size\x18\x08 \x01(\x05\x12\x12\n\npage_token\x18\t \x01(\t\"Y\n\x14ListMemoriesResponse\x12(\n\x08memories\x18\x01 \x03(\x0b\x32\x16.recallatron.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xdf\x01\n\x16ListAuditEventsRequest\x12(\n\x07purpose\x18\x01 \x01(\x0e\x32\x17.recallatron.v1.Purpose\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x63tions\x18\x03 \x03(\t\x12(\n\x04\x66rom\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x02to\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x06 \x01(\x05\x12\x12\n\npage_token\x18\x07 \x01(\t\"\xa2\x01\n\nAuditEvent\x12\n\n\x02id\x18\x01 \x01(\x03\x12&\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x15\n\rmember_handle\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\x12\x11\n\tmemory_id\x18\x06 \x01(\t\x12\x13\n\x0b\x64\x65tail_json\x18\x07 \x01(\t\"^\n\x17ListAuditEventsResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.recallatron.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*n\n\x0fPrivateMemories\x12 \n\x1cPRIVATE_MEMORIES_UNSPECIFIED\x10\x00\x12\x1a\n\x16PRIVATE_MEMORIES_ERASE\x10\x01\x12\x1d\n\x19PRIVATE_MEMORIES_TRANSFER\x10\x02\x32\xcb\t\n\rMemoryService\x12G\n\x06Recall\x12\x1d.recallatron.v1.RecallRequest\x1a\x1e.recallatron.v1.RecallResponse\x12\x41\n\x04Read\x12\x1b.recallatron.v1.ReadRequest\x1a\x1c.recallatron.v1.ReadResponse\x12M\n\x08Remember\x12\x1f.recallatron.v1.RememberRequest\x1a .recallatron.v1.RememberResponse\x12G\n\x06\x44\x65rive\x12\x1d.recallatron.v1.DeriveRequest\x1a\x1e.recallatron.v1.DeriveResponse\x12J\n\x07\x43orrect\x12\x1e.recallatron.v1.CorrectRequest\x1a\x1f.recallatron.v1.CorrectResponse\x12P\n\tSupersede\x12 .recallatron.v1.SupersedeRequest\x1a!.recallatron.v1.SupersedeResponse\x12G\n\x06\x46orget\x12\x1d.recallatron.v1.ForgetRequest\x1a\x1e.recallatron.v1.ForgetResponse\x12\\\n\rDescribeTools\x12$.recallatron.v1.DescribeToolsRequest\x1a%.recallatron.v1.DescribeToolsResponse\x12J\n\x07\x43\x61pture\x12\x1e.recallatron.v1.CaptureRequest\x1a\x1f.recallatron.v1.CaptureResponse\x12G\n\x06Lookup\x12\x1d.recallatron.v1.LookupRequest\x1a\x1e.recallatron.v1.LookupResponse\x12P\n\tNeighbors\x12 .recallatron.v1.NeighborsRequest\x1a!.recallatron.v1.NeighborsResponse\x12\\\n\rCreateEpisode\x12$.recallatron.v1.CreateEpisodeRequest\x1a%.recallatron.v1.CreateEpisodeResponse\x12M\n\x08Timeline\x12\x1f.recallatron.v1.TimelineRequest\x1a .recallatron.v1.TimelineResponse\x12Y\n\x0cListMemories\x12#.recallatron.v1.ListMemoriesRequest\x1a$.recallatron.v1.ListMemoriesResponse\x12\x62\n\x0fListAuditEvents\x12&.recallatron.v1.ListAuditEventsRequest\x1a\'.recallatron.v1.ListAuditEventsResponse2\xaf\x06\n\rReviewService\x12k\n\x12ListDuplicatePairs\x12).recallatron.v1.ListDuplicatePairsRequest\x1a*.recallatron.v1.ListDuplicatePairsResponse\x12q\n\x14\x44ismissDuplicatePair\x12+.recallatron.v1.DismissDuplicatePairRequest\x1a,.recallatron.v1.DismissDuplicatePairResponse\x12\x62\n\x0fListEntityPairs\x12&.recallatron.v1.ListEntityPairsRequest\x1a\'.recallatron.v1.ListEntityPairsResponse\x12\\\n\rMergeEntities\x12$.recallatron.v1.MergeEntitiesRequest\x1a%.recallatron.v1.MergeEntitiesResponse\x12h\n\x11KeepEntitiesApart\x12(.recallatron.v1.KeepEntitiesApartRequest\x1a).recallatron.v1.KeepEntitiesApartResponse\x12\x62\n\x0fUndoEntityMerge\x12&.recallatron.v1.UndoEntityMergeRequest\x1a\'.recallatron.v1.UndoEntityMergeResponse\x12\x65\n\x10ListEntityMerges\x12\'.recallatron.v1.ListEntityMergesRequest\x1a(.recallatron.v1.ListEntityMergesResponse\x12G\n\x06WhoAmI\x12\x1d.recallatron.v1.WhoAmIRequest\x1a\x1e.recallatron.v1.WhoAmIResponse2\xed\n\n\x0c\x41\x64minService\x12z\n\x0f\x43reateWorkspace\x12\x32.recallatron.v1.AdminServiceCreateWorkspaceRequest\x1a\x33.recallatron.v1.AdminServiceCreateWorkspaceResponse\x12q\n\x0c\x43reateMember\x12/.recallatron.v1.AdminServiceCreateMemberRequest\x1a\x30.recallatron.v1.AdminServiceCreateMemberResponse\x12n\n\x0b\x43reateToken\x12..recallatron.v1.AdminServiceCreateTokenRequest\x1a/.recallatron.v1.AdminServiceCreateTokenResponse\x12n\n\x0bRevokeToken\x12..recallatron.v1.AdminServiceRevokeTokenRequest\x1a/.recallatron.v1.AdminServiceRevokeTokenResponse\x12n\n\x0bRotateToken\x12..recallatron.v1.AdminServiceRotateTokenRequest\x1a/.recallatron.v1.AdminServiceRotateTokenResponse\x12k\n\nListTokens\x12-.recallatron.v1.AdminServiceListTokensRequest\x1a..recallatron.v1.AdminServiceListTokensResponse\x12V\n\x0bListMembers\x12\".recallatron.v1.ListMembersRequest\x1a#.recallatron.v1.ListMembersResponse\x12_\n\x0eListWorkspaces\x12%.recallatron.v1.ListWorkspacesRequest\x1a&.recallatron.v1.ListWorkspacesResponse\x12V\n\x0bGetSettings\x12\".recallatron.v1.GetSettingsRequest\x1a#.recallatron.v1.GetSettingsResponse\x12_\n\x0eUpdateSettings\x12%.recallatron.v1.UpdateSettingsRequest\x1a&.recallatron.v1.UpdateSettingsResponse\x12P\n\tGetStatus\x12 .recallatron.v1.GetStatusRequest\x1a!.recallatron.v1.GetStatusResponse\x12z\n\x0f\x44\x65leteWorkspace\x12\x32.recallatron.v1.AdminServiceDeleteWorkspaceRequest\x1a\x33.recallatron.v1.AdminServiceDeleteWorkspaceResponse\x12q\n\x0cRemoveMember\x12/.recallatron.v1.AdminServiceRemoveMemberRequest\x1a\x30.recallatron.v1.AdminServiceRemoveMemberResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1crecallatron/v1/gateway.proto\x12\x0erecallatron.v1\x1a\x1arecallatron/v1/admin.proto\x1a\x1crecallatron/v1/control.proto\x1a\x1brecallatron/v1/memory.proto\x1a\x1brecallatron/v1/review.proto2\xcb\t\n\rMemoryService\x12G\n\x06Recall\x12\x1d.recallatron.v1.RecallRequest\x1a\x1e.recallatron.v1.RecallResponse\x12\x41\n\x04Read\x12\x1b.recallatron.v1.ReadRequest\x1a\x1c.recallatron.v1.ReadResponse\x12M\n\x08Remember\x12\x1f.recallatron.v1.RememberRequest\x1a .recallatron.v1.RememberResponse\x12G\n\x06\x44\x65rive\x12\x1d.recallatron.v1.DeriveRequest\x1a\x1e.recallatron.v1.DeriveResponse\x12J\n\x07\x43orrect\x12\x1e.recallatron.v1.CorrectRequest\x1a\x1f.recallatron.v1.CorrectResponse\x12P\n\tSupersede\x12 .recallatron.v1.SupersedeRequest\x1a!.recallatron.v1.SupersedeResponse\x12G\n\x06\x46orget\x12\x1d.recallatron.v1.ForgetRequest\x1a\x1e.recallatron.v1.ForgetResponse\x12\\\n\rDescribeTools\x12$.recallatron.v1.DescribeToolsRequest\x1a%.recallatron.v1.DescribeToolsResponse\x12J\n\x07\x43\x61pture\x12\x1e.recallatron.v1.CaptureRequest\x1a\x1f.recallatron.v1.CaptureResponse\x12G\n\x06Lookup\x12\x1d.recallatron.v1.LookupRequest\x1a\x1e.recallatron.v1.LookupResponse\x12P\n\tNeighbors\x12 .recallatron.v1.NeighborsRequest\x1a!.recallatron.v1.NeighborsResponse\x12\\\n\rCreateEpisode\x12$.recallatron.v1.CreateEpisodeRequest\x1a%.recallatron.v1.CreateEpisodeResponse\x12M\n\x08Timeline\x12\x1f.recallatron.v1.TimelineRequest\x1a .recallatron.v1.TimelineResponse\x12Y\n\x0cListMemories\x12#.recallatron.v1.ListMemoriesRequest\x1a$.recallatron.v1.ListMemoriesResponse\x12\x62\n\x0fListAuditEvents\x12&.recallatron.v1.ListAuditEventsRequest\x1a\'.recallatron.v1.ListAuditEventsResponse2\xaf\x06\n\rReviewService\x12k\n\x12ListDuplicatePairs\x12).recallatron.v1.ListDuplicatePairsRequest\x1a*.recallatron.v1.ListDuplicatePairsResponse\x12q\n\x14\x44ismissDuplicatePair\x12+.recallatron.v1.DismissDuplicatePairRequest\x1a,.recallatron.v1.DismissDuplicatePairResponse\x12\x62\n\x0fListEntityPairs\x12&.recallatron.v1.ListEntityPairsRequest\x1a\'.recallatron.v1.ListEntityPairsResponse\x12\\\n\rMergeEntities\x12$.recallatron.v1.MergeEntitiesRequest\x1a%.recallatron.v1.MergeEntitiesResponse\x12h\n\x11KeepEntitiesApart\x12(.recallatron.v1.KeepEntitiesApartRequest\x1a).recallatron.v1.KeepEntitiesApartResponse\x12\x62\n\x0fUndoEntityMerge\x12&.recallatron.v1.UndoEntityMergeRequest\x1a\'.recallatron.v1.UndoEntityMergeResponse\x12\x65\n\x10ListEntityMerges\x12\'.recallatron.v1.ListEntityMergesRequest\x1a(.recallatron.v1.ListEntityMergesResponse\x12G\n\x06WhoAmI\x12\x1d.recallatron.v1.WhoAmIRequest\x1a\x1e.recallatron.v1.WhoAmIResponse2\xed\n\n\x0c\x41\x64minService\x12z\n\x0f\x43reateWorkspace\x12\x32.recallatron.v1.AdminServiceCreateWorkspaceRequest\x1a\x33.recallatron.v1.AdminServiceCreateWorkspaceResponse\x12q\n\x0c\x43reateMember\x12/.recallatron.v1.AdminServiceCreateMemberRequest\x1a\x30.recallatron.v1.AdminServiceCreateMemberResponse\x12n\n\x0b\x43reateToken\x12..recallatron.v1.AdminServiceCreateTokenRequest\x1a/.recallatron.v1.AdminServiceCreateTokenResponse\x12n\n\x0bRevokeToken\x12..recallatron.v1.AdminServiceRevokeTokenRequest\x1a/.recallatron.v1.AdminServiceRevokeTokenResponse\x12n\n\x0bRotateToken\x12..recallatron.v1.AdminServiceRotateTokenRequest\x1a/.recallatron.v1.AdminServiceRotateTokenResponse\x12k\n\nListTokens\x12-.recallatron.v1.AdminServiceListTokensRequest\x1a..recallatron.v1.AdminServiceListTokensResponse\x12V\n\x0bListMembers\x12\".recallatron.v1.ListMembersRequest\x1a#.recallatron.v1.ListMembersResponse\x12_\n\x0eListWorkspaces\x12%.recallatron.v1.ListWorkspacesRequest\x1a&.recallatron.v1.ListWorkspacesResponse\x12V\n\x0bGetSettings\x12\".recallatron.v1.GetSettingsRequest\x1a#.recallatron.v1.GetSettingsResponse\x12_\n\x0eUpdateSettings\x12%.recallatron.v1.UpdateSettingsRequest\x1a&.recallatron.v1.UpdateSettingsResponse\x12P\n\tGetStatus\x12 .recallatron.v1.GetStatusRequest\x1a!.recallatron.v1.GetStatusResponse\x12z\n\x0f\x44\x65leteWorkspace\x12\x32.recallatron.v1.AdminServiceDeleteWorkspaceRequest\x1a\x33.recallatron.v1.AdminServiceDeleteWorkspaceResponse\x12q\n\x0cRemoveMember\x12/.recallatron.v1.AdminServiceRemoveMemberRequest\x1a\x30.recallatron.v1.AdminServiceRemoveMemberResponseP\x00P\x02P\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'recallatron.v1.gateway_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PRIVATEMEMORIES']._serialized_start=9764
-  _globals['_PRIVATEMEMORIES']._serialized_end=9874
-  _globals['_RECALLREQUEST']._serialized_start=171
-  _globals['_RECALLREQUEST']._serialized_end=394
-  _globals['_RECALLRESPONSE']._serialized_start=396
-  _globals['_RECALLRESPONSE']._serialized_end=460
-  _globals['_READREQUEST']._serialized_start=462
-  _globals['_READREQUEST']._serialized_end=530
-  _globals['_READRESPONSE']._serialized_start=532
-  _globals['_READRESPONSE']._serialized_end=606
-  _globals['_REMEMBERREQUEST']._serialized_start=609
-  _globals['_REMEMBERREQUEST']._serialized_end=1155
-  _globals['_REMEMBERRESPONSE']._serialized_start=1157
-  _globals['_REMEMBERRESPONSE']._serialized_end=1233
-  _globals['_DERIVEREQUEST']._serialized_start=1236
-  _globals['_DERIVEREQUEST']._serialized_end=1712
-  _globals['_DERIVERESPONSE']._serialized_start=1714
-  _globals['_DERIVERESPONSE']._serialized_end=1788
-  _globals['_CORRECTREQUEST']._serialized_start=1791
-  _globals['_CORRECTREQUEST']._serialized_end=2185
-  _globals['_CORRECTRESPONSE']._serialized_start=2187
-  _globals['_CORRECTRESPONSE']._serialized_end=2262
-  _globals['_SUPERSEDEREQUEST']._serialized_start=2265
-  _globals['_SUPERSEDEREQUEST']._serialized_end=2823
-  _globals['_SUPERSEDERESPONSE']._serialized_start=2825
-  _globals['_SUPERSEDERESPONSE']._serialized_end=2946
-  _globals['_FORGETREQUEST']._serialized_start=2949
-  _globals['_FORGETREQUEST']._serialized_end=3081
-  _globals['_FORGETRESPONSE']._serialized_start=3083
-  _globals['_FORGETRESPONSE']._serialized_end=3179
-  _globals['_DESCRIBETOOLSREQUEST']._serialized_start=3181
-  _globals['_DESCRIBETOOLSREQUEST']._serialized_end=3203
-  _globals['_TOOLDESCRIPTION']._serialized_start=3206
-  _globals['_TOOLDESCRIPTION']._serialized_end=3382
-  _globals['_TOOLANNOTATIONS']._serialized_start=3384
-  _globals['_TOOLANNOTATIONS']._serialized_end=3501
-  _globals['_DESCRIBETOOLSRESPONSE']._serialized_start=3503
-  _globals['_DESCRIBETOOLSRESPONSE']._serialized_end=3574
-  _globals['_ADMINSERVICECREATEWORKSPACEREQUEST']._serialized_start=3576
-  _globals['_ADMINSERVICECREATEWORKSPACEREQUEST']._serialized_end=3642
-  _globals['_ADMINSERVICECREATEWORKSPACERESPONSE']._serialized_start=3644
-  _globals['_ADMINSERVICECREATEWORKSPACERESPONSE']._serialized_end=3727
-  _globals['_ADMINSERVICECREATEMEMBERREQUEST']._serialized_start=3729
-  _globals['_ADMINSERVICECREATEMEMBERREQUEST']._serialized_end=3836
-  _globals['_ADMINSERVICECREATEMEMBERRESPONSE']._serialized_start=3838
-  _globals['_ADMINSERVICECREATEMEMBERRESPONSE']._serialized_end=3912
-  _globals['_ADMINSERVICECREATETOKENREQUEST']._serialized_start=3915
-  _globals['_ADMINSERVICECREATETOKENREQUEST']._serialized_end=4110
-  _globals['_ADMINSERVICECREATETOKENRESPONSE']._serialized_start=4112
-  _globals['_ADMINSERVICECREATETOKENRESPONSE']._serialized_end=4226
-  _globals['_ADMINSERVICEREVOKETOKENREQUEST']._serialized_start=4228
-  _globals['_ADMINSERVICEREVOKETOKENREQUEST']._serialized_end=4278
-  _globals['_ADMINSERVICEREVOKETOKENRESPONSE']._serialized_start=4280
-  _globals['_ADMINSERVICEREVOKETOKENRESPONSE']._serialized_end=4313
-  _globals['_ADMINSERVICEROTATETOKENREQUEST']._serialized_start=4315
-  _globals['_ADMINSERVICEROTATETOKENREQUEST']._serialized_end=4427
-  _globals['_ADMINSERVICEROTATETOKENRESPONSE']._serialized_start=4430
-  _globals['_ADMINSERVICEROTATETOKENRESPONSE']._serialized_end=4596
-  _globals['_ADMINSERVICELISTTOKENSREQUEST']._serialized_start=4598
-  _globals['_ADMINSERVICELISTTOKENSREQUEST']._serialized_end=4709
-  _globals['_ADMINSERVICELISTTOKENSRESPONSE']._serialized_start=4711
-  _globals['_ADMINSERVICELISTTOKENSRESPONSE']._serialized_end=4814
-  _globals['_GETSETTINGSREQUEST']._serialized_start=4816
-  _globals['_GETSETTINGSREQUEST']._serialized_end=4836
-  _globals['_GETSETTINGSRESPONSE']._serialized_start=4838
-  _globals['_GETSETTINGSRESPONSE']._serialized_end=4912
-  _globals['_UPDATESETTINGSREQUEST']._serialized_start=4914
-  _globals['_UPDATESETTINGSREQUEST']._serialized_end=5013
-  _globals['_UPDATESETTINGSRESPONSE']._serialized_start=5015
-  _globals['_UPDATESETTINGSRESPONSE']._serialized_end=5140
-  _globals['_CAPTUREREQUEST']._serialized_start=5143
-  _globals['_CAPTUREREQUEST']._serialized_end=5331
-  _globals['_CAPTURERESPONSE']._serialized_start=5333
-  _globals['_CAPTURERESPONSE']._serialized_end=5422
-  _globals['_DUPLICATEPAIR']._serialized_start=5424
-  _globals['_DUPLICATEPAIR']._serialized_end=5534
-  _globals['_WHOAMIREQUEST']._serialized_start=5536
-  _globals['_WHOAMIREQUEST']._serialized_end=5551
-  _globals['_WHOAMIRESPONSE']._serialized_start=5554
-  _globals['_WHOAMIRESPONSE']._serialized_end=5694
-  _globals['_LISTDUPLICATEPAIRSREQUEST']._serialized_start=5696
-  _globals['_LISTDUPLICATEPAIRSREQUEST']._serialized_end=5780
-  _globals['_LISTDUPLICATEPAIRSRESPONSE']._serialized_start=5782
-  _globals['_LISTDUPLICATEPAIRSRESPONSE']._serialized_end=5870
-  _globals['_DISMISSDUPLICATEPAIRREQUEST']._serialized_start=5873
-  _globals['_DISMISSDUPLICATEPAIRREQUEST']._serialized_end=6048
-  _globals['_DISMISSDUPLICATEPAIRRESPONSE']._serialized_start=6050
-  _globals['_DISMISSDUPLICATEPAIRRESPONSE']._serialized_end=6080
-  _globals['_LISTENTITYPAIRSREQUEST']._serialized_start=6082
-  _globals['_LISTENTITYPAIRSREQUEST']._serialized_end=6163
-  _globals['_LISTENTITYPAIRSRESPONSE']._serialized_start=6165
-  _globals['_LISTENTITYPAIRSRESPONSE']._serialized_end=6247
-  _globals['_MERGEENTITIESREQUEST']._serialized_start=6249
-  _globals['_MERGEENTITIESREQUEST']._serialized_end=6349
-  _globals['_MERGEENTITIESRESPONSE']._serialized_start=6351
-  _globals['_MERGEENTITIESRESPONSE']._serialized_end=6435
-  _globals['_KEEPENTITIESAPARTREQUEST']._serialized_start=6437
-  _globals['_KEEPENTITIESAPARTREQUEST']._serialized_end=6542
-  _globals['_KEEPENTITIESAPARTRESPONSE']._serialized_start=6544
-  _globals['_KEEPENTITIESAPARTRESPONSE']._serialized_end=6571
-  _globals['_UNDOENTITYMERGEREQUEST']._serialized_start=6573
-  _globals['_UNDOENTITYMERGEREQUEST']._serialized_end=6657
-  _globals['_UNDOENTITYMERGERESPONSE']._serialized_start=6659
-  _globals['_UNDOENTITYMERGERESPONSE']._serialized_end=6684
-  _globals['_LISTENTITYMERGESREQUEST']._serialized_start=6686
-  _globals['_LISTENTITYMERGESREQUEST']._serialized_end=6807
-  _globals['_LISTENTITYMERGESRESPONSE']._serialized_start=6809
-  _globals['_LISTENTITYMERGESRESPONSE']._serialized_end=6905
-  _globals['_GETSTATUSREQUEST']._serialized_start=6907
-  _globals['_GETSTATUSREQUEST']._serialized_end=6925
-  _globals['_GETSTATUSRESPONSE']._serialized_start=6928
-  _globals['_GETSTATUSRESPONSE']._serialized_end=7111
-  _globals['_LOOKUPREQUEST']._serialized_start=7114
-  _globals['_LOOKUPREQUEST']._serialized_end=7290
-  _globals['_LOOKUPRESPONSE']._serialized_start=7292
-  _globals['_LOOKUPRESPONSE']._serialized_end=7379
-  _globals['_NEIGHBORSREQUEST']._serialized_start=7382
-  _globals['_NEIGHBORSREQUEST']._serialized_end=7538
-  _globals['_NEIGHBORSRESPONSE']._serialized_start=7540
-  _globals['_NEIGHBORSRESPONSE']._serialized_end=7666
-  _globals['_CREATEEPISODEREQUEST']._serialized_start=7669
-  _globals['_CREATEEPISODEREQUEST']._serialized_end=7989
-  _globals['_CREATEEPISODERESPONSE']._serialized_start=7991
-  _globals['_CREATEEPISODERESPONSE']._serialized_end=8034
-  _globals['_TIMELINEREQUEST']._serialized_start=8037
-  _globals['_TIMELINEREQUEST']._serialized_end=8237
-  _globals['_TIMELINERESPONSE']._serialized_start=8239
-  _globals['_TIMELINERESPONSE']._serialized_end=8329
-  _globals['_ADMINSERVICEDELETEWORKSPACEREQUEST']._serialized_start=8331
-  _globals['_ADMINSERVICEDELETEWORKSPACEREQUEST']._serialized_end=8403
-  _globals['_ADMINSERVICEDELETEWORKSPACERESPONSE']._serialized_start=8406
-  _globals['_ADMINSERVICEDELETEWORKSPACERESPONSE']._serialized_end=8551
-  _globals['_ADMINSERVICEREMOVEMEMBERREQUEST']._serialized_start=8554
-  _globals['_ADMINSERVICEREMOVEMEMBERREQUEST']._serialized_end=8686
-  _globals['_ADMINSERVICEREMOVEMEMBERRESPONSE']._serialized_start=8689
-  _globals['_ADMINSERVICEREMOVEMEMBERRESPONSE']._serialized_end=8892
-  _globals['_LISTMEMORIESREQUEST']._serialized_start=8895
-  _globals['_LISTMEMORIESREQUEST']._serialized_end=9184
-  _globals['_LISTMEMORIESRESPONSE']._serialized_start=9186
-  _globals['_LISTMEMORIESRESPONSE']._serialized_end=9275
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=9278
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=9501
-  _globals['_AUDITEVENT']._serialized_start=9504
-  _globals['_AUDITEVENT']._serialized_end=9666
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=9668
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=9762
-  _globals['_MEMORYSERVICE']._serialized_start=9877
-  _globals['_MEMORYSERVICE']._serialized_end=11104
-  _globals['_REVIEWSERVICE']._serialized_start=11107
-  _globals['_REVIEWSERVICE']._serialized_end=11922
-  _globals['_ADMINSERVICE']._serialized_start=11925
-  _globals['_ADMINSERVICE']._serialized_end=13314
+  _globals['_MEMORYSERVICE']._serialized_start=165
+  _globals['_MEMORYSERVICE']._serialized_end=1392
+  _globals['_REVIEWSERVICE']._serialized_start=1395
+  _globals['_REVIEWSERVICE']._serialized_end=2210
+  _globals['_ADMINSERVICE']._serialized_start=2213
+  _globals['_ADMINSERVICE']._serialized_end=3602
 # @@protoc_insertion_point(module_scope)

@@ -5,8 +5,86 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from recallatron.v1 import gateway_pb2 as _gateway_pb2
-from recallatron.v1 import store_pb2 as _store_pb2
+from recallatron.v1 import admin_pb2 as _admin_pb2
+from recallatron.v1 import control_pb2 as _control_pb2
+from recallatron.v1 import memory_pb2 as _memory_pb2
+from recallatron.v1 import review_pb2 as _review_pb2
+from recallatron.v1.admin_pb2 import AdminServiceCreateMemberRequest as AdminServiceCreateMemberRequest
+from recallatron.v1.admin_pb2 import AdminServiceCreateMemberResponse as AdminServiceCreateMemberResponse
+from recallatron.v1.admin_pb2 import AdminServiceCreateTokenRequest as AdminServiceCreateTokenRequest
+from recallatron.v1.admin_pb2 import AdminServiceCreateTokenResponse as AdminServiceCreateTokenResponse
+from recallatron.v1.admin_pb2 import AdminServiceCreateWorkspaceRequest as AdminServiceCreateWorkspaceRequest
+from recallatron.v1.admin_pb2 import AdminServiceCreateWorkspaceResponse as AdminServiceCreateWorkspaceResponse
+from recallatron.v1.admin_pb2 import AdminServiceDeleteWorkspaceRequest as AdminServiceDeleteWorkspaceRequest
+from recallatron.v1.admin_pb2 import AdminServiceDeleteWorkspaceResponse as AdminServiceDeleteWorkspaceResponse
+from recallatron.v1.admin_pb2 import AdminServiceListTokensRequest as AdminServiceListTokensRequest
+from recallatron.v1.admin_pb2 import AdminServiceListTokensResponse as AdminServiceListTokensResponse
+from recallatron.v1.admin_pb2 import AdminServiceRemoveMemberRequest as AdminServiceRemoveMemberRequest
+from recallatron.v1.admin_pb2 import AdminServiceRemoveMemberResponse as AdminServiceRemoveMemberResponse
+from recallatron.v1.admin_pb2 import AdminServiceRevokeTokenRequest as AdminServiceRevokeTokenRequest
+from recallatron.v1.admin_pb2 import AdminServiceRevokeTokenResponse as AdminServiceRevokeTokenResponse
+from recallatron.v1.admin_pb2 import AdminServiceRotateTokenRequest as AdminServiceRotateTokenRequest
+from recallatron.v1.admin_pb2 import AdminServiceRotateTokenResponse as AdminServiceRotateTokenResponse
+from recallatron.v1.admin_pb2 import GetSettingsRequest as GetSettingsRequest
+from recallatron.v1.admin_pb2 import GetSettingsResponse as GetSettingsResponse
+from recallatron.v1.admin_pb2 import GetStatusRequest as GetStatusRequest
+from recallatron.v1.admin_pb2 import GetStatusResponse as GetStatusResponse
+from recallatron.v1.admin_pb2 import PRIVATE_MEMORIES_ERASE as PRIVATE_MEMORIES_ERASE
+from recallatron.v1.admin_pb2 import PRIVATE_MEMORIES_TRANSFER as PRIVATE_MEMORIES_TRANSFER
+from recallatron.v1.admin_pb2 import PRIVATE_MEMORIES_UNSPECIFIED as PRIVATE_MEMORIES_UNSPECIFIED
+from recallatron.v1.admin_pb2 import PrivateMemories as PrivateMemories
+from recallatron.v1.admin_pb2 import UpdateSettingsRequest as UpdateSettingsRequest
+from recallatron.v1.admin_pb2 import UpdateSettingsResponse as UpdateSettingsResponse
+from recallatron.v1.memory_pb2 import AuditEvent as AuditEvent
+from recallatron.v1.memory_pb2 import CaptureRequest as CaptureRequest
+from recallatron.v1.memory_pb2 import CaptureResponse as CaptureResponse
+from recallatron.v1.memory_pb2 import CorrectRequest as CorrectRequest
+from recallatron.v1.memory_pb2 import CorrectResponse as CorrectResponse
+from recallatron.v1.memory_pb2 import CreateEpisodeRequest as CreateEpisodeRequest
+from recallatron.v1.memory_pb2 import CreateEpisodeResponse as CreateEpisodeResponse
+from recallatron.v1.memory_pb2 import DeriveRequest as DeriveRequest
+from recallatron.v1.memory_pb2 import DeriveResponse as DeriveResponse
+from recallatron.v1.memory_pb2 import DescribeToolsRequest as DescribeToolsRequest
+from recallatron.v1.memory_pb2 import DescribeToolsResponse as DescribeToolsResponse
+from recallatron.v1.memory_pb2 import ForgetRequest as ForgetRequest
+from recallatron.v1.memory_pb2 import ForgetResponse as ForgetResponse
+from recallatron.v1.memory_pb2 import ListAuditEventsRequest as ListAuditEventsRequest
+from recallatron.v1.memory_pb2 import ListAuditEventsResponse as ListAuditEventsResponse
+from recallatron.v1.memory_pb2 import ListMemoriesRequest as ListMemoriesRequest
+from recallatron.v1.memory_pb2 import ListMemoriesResponse as ListMemoriesResponse
+from recallatron.v1.memory_pb2 import LookupRequest as LookupRequest
+from recallatron.v1.memory_pb2 import LookupResponse as LookupResponse
+from recallatron.v1.memory_pb2 import NeighborsRequest as NeighborsRequest
+from recallatron.v1.memory_pb2 import NeighborsResponse as NeighborsResponse
+from recallatron.v1.memory_pb2 import ReadRequest as ReadRequest
+from recallatron.v1.memory_pb2 import ReadResponse as ReadResponse
+from recallatron.v1.memory_pb2 import RecallRequest as RecallRequest
+from recallatron.v1.memory_pb2 import RecallResponse as RecallResponse
+from recallatron.v1.memory_pb2 import RememberRequest as RememberRequest
+from recallatron.v1.memory_pb2 import RememberResponse as RememberResponse
+from recallatron.v1.memory_pb2 import SupersedeRequest as SupersedeRequest
+from recallatron.v1.memory_pb2 import SupersedeResponse as SupersedeResponse
+from recallatron.v1.memory_pb2 import TimelineRequest as TimelineRequest
+from recallatron.v1.memory_pb2 import TimelineResponse as TimelineResponse
+from recallatron.v1.memory_pb2 import ToolAnnotations as ToolAnnotations
+from recallatron.v1.memory_pb2 import ToolDescription as ToolDescription
+from recallatron.v1.review_pb2 import DismissDuplicatePairRequest as DismissDuplicatePairRequest
+from recallatron.v1.review_pb2 import DismissDuplicatePairResponse as DismissDuplicatePairResponse
+from recallatron.v1.review_pb2 import DuplicatePair as DuplicatePair
+from recallatron.v1.review_pb2 import KeepEntitiesApartRequest as KeepEntitiesApartRequest
+from recallatron.v1.review_pb2 import KeepEntitiesApartResponse as KeepEntitiesApartResponse
+from recallatron.v1.review_pb2 import ListDuplicatePairsRequest as ListDuplicatePairsRequest
+from recallatron.v1.review_pb2 import ListDuplicatePairsResponse as ListDuplicatePairsResponse
+from recallatron.v1.review_pb2 import ListEntityMergesRequest as ListEntityMergesRequest
+from recallatron.v1.review_pb2 import ListEntityMergesResponse as ListEntityMergesResponse
+from recallatron.v1.review_pb2 import ListEntityPairsRequest as ListEntityPairsRequest
+from recallatron.v1.review_pb2 import ListEntityPairsResponse as ListEntityPairsResponse
+from recallatron.v1.review_pb2 import MergeEntitiesRequest as MergeEntitiesRequest
+from recallatron.v1.review_pb2 import MergeEntitiesResponse as MergeEntitiesResponse
+from recallatron.v1.review_pb2 import UndoEntityMergeRequest as UndoEntityMergeRequest
+from recallatron.v1.review_pb2 import UndoEntityMergeResponse as UndoEntityMergeResponse
+from recallatron.v1.review_pb2 import WhoAmIRequest as WhoAmIRequest
+from recallatron.v1.review_pb2 import WhoAmIResponse as WhoAmIResponse
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -36,32 +114,32 @@ class MemoryServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> MemoryServiceAsyncStub: ...
-    Recall: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]
-    Read: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ReadRequest, _gateway_pb2.ReadResponse]
-    Remember: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RememberRequest, _gateway_pb2.RememberResponse]
-    Derive: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DeriveRequest, _gateway_pb2.DeriveResponse]
-    Correct: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CorrectRequest, _gateway_pb2.CorrectResponse]
-    Supersede: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.SupersedeRequest, _gateway_pb2.SupersedeResponse]
-    Forget: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ForgetRequest, _gateway_pb2.ForgetResponse]
-    DescribeTools: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DescribeToolsRequest, _gateway_pb2.DescribeToolsResponse]
+    Recall: _grpc.UnaryUnaryMultiCallable[_memory_pb2.RecallRequest, _memory_pb2.RecallResponse]
+    Read: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ReadRequest, _memory_pb2.ReadResponse]
+    Remember: _grpc.UnaryUnaryMultiCallable[_memory_pb2.RememberRequest, _memory_pb2.RememberResponse]
+    Derive: _grpc.UnaryUnaryMultiCallable[_memory_pb2.DeriveRequest, _memory_pb2.DeriveResponse]
+    Correct: _grpc.UnaryUnaryMultiCallable[_memory_pb2.CorrectRequest, _memory_pb2.CorrectResponse]
+    Supersede: _grpc.UnaryUnaryMultiCallable[_memory_pb2.SupersedeRequest, _memory_pb2.SupersedeResponse]
+    Forget: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ForgetRequest, _memory_pb2.ForgetResponse]
+    DescribeTools: _grpc.UnaryUnaryMultiCallable[_memory_pb2.DescribeToolsRequest, _memory_pb2.DescribeToolsResponse]
     """Names, descriptions and JSON input schemas of the seven tools, for agents."""
-    Capture: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CaptureRequest, _gateway_pb2.CaptureResponse]
+    Capture: _grpc.UnaryUnaryMultiCallable[_memory_pb2.CaptureRequest, _memory_pb2.CaptureResponse]
     """Stores a memory from one conversation turn only when it plainly asks to
     remember or record something; otherwise a no-op with the reason.
     """
-    Lookup: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]
+    Lookup: _grpc.UnaryUnaryMultiCallable[_memory_pb2.LookupRequest, _memory_pb2.LookupResponse]
     """The graph tools: entities by exact name or alias, with the claims the
     caller may see; and a bounded walk over visible relations.
     """
-    Neighbors: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]
-    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]
+    Neighbors: _grpc.UnaryUnaryMultiCallable[_memory_pb2.NeighborsRequest, _memory_pb2.NeighborsResponse]
+    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_memory_pb2.CreateEpisodeRequest, _memory_pb2.CreateEpisodeResponse]
     """Episodes (dated spans of a conversation or event) and timelines."""
-    Timeline: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]
-    ListMemories: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]
+    Timeline: _grpc.UnaryUnaryMultiCallable[_memory_pb2.TimelineRequest, _memory_pb2.TimelineResponse]
+    ListMemories: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ListMemoriesRequest, _memory_pb2.ListMemoriesResponse]
     """The memories the caller may see, newest first, paged; by author, kind,
     episode and time. Read-only.
     """
-    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]
+    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ListAuditEventsRequest, _memory_pb2.ListAuditEventsResponse]
     """The workspace's audit log, newest first, paged; by member, action and
     time. Workspace owners only; read-only.
     """
@@ -73,32 +151,32 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    Recall: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]  # type: ignore[assignment]
-    Read: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ReadRequest, _gateway_pb2.ReadResponse]  # type: ignore[assignment]
-    Remember: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RememberRequest, _gateway_pb2.RememberResponse]  # type: ignore[assignment]
-    Derive: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DeriveRequest, _gateway_pb2.DeriveResponse]  # type: ignore[assignment]
-    Correct: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CorrectRequest, _gateway_pb2.CorrectResponse]  # type: ignore[assignment]
-    Supersede: _aio.UnaryUnaryMultiCallable[_gateway_pb2.SupersedeRequest, _gateway_pb2.SupersedeResponse]  # type: ignore[assignment]
-    Forget: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ForgetRequest, _gateway_pb2.ForgetResponse]  # type: ignore[assignment]
-    DescribeTools: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DescribeToolsRequest, _gateway_pb2.DescribeToolsResponse]  # type: ignore[assignment]
+    Recall: _aio.UnaryUnaryMultiCallable[_memory_pb2.RecallRequest, _memory_pb2.RecallResponse]  # type: ignore[assignment]
+    Read: _aio.UnaryUnaryMultiCallable[_memory_pb2.ReadRequest, _memory_pb2.ReadResponse]  # type: ignore[assignment]
+    Remember: _aio.UnaryUnaryMultiCallable[_memory_pb2.RememberRequest, _memory_pb2.RememberResponse]  # type: ignore[assignment]
+    Derive: _aio.UnaryUnaryMultiCallable[_memory_pb2.DeriveRequest, _memory_pb2.DeriveResponse]  # type: ignore[assignment]
+    Correct: _aio.UnaryUnaryMultiCallable[_memory_pb2.CorrectRequest, _memory_pb2.CorrectResponse]  # type: ignore[assignment]
+    Supersede: _aio.UnaryUnaryMultiCallable[_memory_pb2.SupersedeRequest, _memory_pb2.SupersedeResponse]  # type: ignore[assignment]
+    Forget: _aio.UnaryUnaryMultiCallable[_memory_pb2.ForgetRequest, _memory_pb2.ForgetResponse]  # type: ignore[assignment]
+    DescribeTools: _aio.UnaryUnaryMultiCallable[_memory_pb2.DescribeToolsRequest, _memory_pb2.DescribeToolsResponse]  # type: ignore[assignment]
     """Names, descriptions and JSON input schemas of the seven tools, for agents."""
-    Capture: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CaptureRequest, _gateway_pb2.CaptureResponse]  # type: ignore[assignment]
+    Capture: _aio.UnaryUnaryMultiCallable[_memory_pb2.CaptureRequest, _memory_pb2.CaptureResponse]  # type: ignore[assignment]
     """Stores a memory from one conversation turn only when it plainly asks to
     remember or record something; otherwise a no-op with the reason.
     """
-    Lookup: _aio.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]  # type: ignore[assignment]
+    Lookup: _aio.UnaryUnaryMultiCallable[_memory_pb2.LookupRequest, _memory_pb2.LookupResponse]  # type: ignore[assignment]
     """The graph tools: entities by exact name or alias, with the claims the
     caller may see; and a bounded walk over visible relations.
     """
-    Neighbors: _aio.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]  # type: ignore[assignment]
-    CreateEpisode: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]  # type: ignore[assignment]
+    Neighbors: _aio.UnaryUnaryMultiCallable[_memory_pb2.NeighborsRequest, _memory_pb2.NeighborsResponse]  # type: ignore[assignment]
+    CreateEpisode: _aio.UnaryUnaryMultiCallable[_memory_pb2.CreateEpisodeRequest, _memory_pb2.CreateEpisodeResponse]  # type: ignore[assignment]
     """Episodes (dated spans of a conversation or event) and timelines."""
-    Timeline: _aio.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]  # type: ignore[assignment]
-    ListMemories: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]  # type: ignore[assignment]
+    Timeline: _aio.UnaryUnaryMultiCallable[_memory_pb2.TimelineRequest, _memory_pb2.TimelineResponse]  # type: ignore[assignment]
+    ListMemories: _aio.UnaryUnaryMultiCallable[_memory_pb2.ListMemoriesRequest, _memory_pb2.ListMemoriesResponse]  # type: ignore[assignment]
     """The memories the caller may see, newest first, paged; by author, kind,
     episode and time. Read-only.
     """
-    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
+    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_memory_pb2.ListAuditEventsRequest, _memory_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
     """The workspace's audit log, newest first, paged; by member, action and
     time. Workspace owners only; read-only.
     """
@@ -111,66 +189,66 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def Recall(
         self,
-        request: _gateway_pb2.RecallRequest,
+        request: _memory_pb2.RecallRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.RecallResponse, _abc.Awaitable[_gateway_pb2.RecallResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.RecallResponse, _abc.Awaitable[_memory_pb2.RecallResponse]]: ...
 
     @_abc_1.abstractmethod
     def Read(
         self,
-        request: _gateway_pb2.ReadRequest,
+        request: _memory_pb2.ReadRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ReadResponse, _abc.Awaitable[_gateway_pb2.ReadResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.ReadResponse, _abc.Awaitable[_memory_pb2.ReadResponse]]: ...
 
     @_abc_1.abstractmethod
     def Remember(
         self,
-        request: _gateway_pb2.RememberRequest,
+        request: _memory_pb2.RememberRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.RememberResponse, _abc.Awaitable[_gateway_pb2.RememberResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.RememberResponse, _abc.Awaitable[_memory_pb2.RememberResponse]]: ...
 
     @_abc_1.abstractmethod
     def Derive(
         self,
-        request: _gateway_pb2.DeriveRequest,
+        request: _memory_pb2.DeriveRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.DeriveResponse, _abc.Awaitable[_gateway_pb2.DeriveResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.DeriveResponse, _abc.Awaitable[_memory_pb2.DeriveResponse]]: ...
 
     @_abc_1.abstractmethod
     def Correct(
         self,
-        request: _gateway_pb2.CorrectRequest,
+        request: _memory_pb2.CorrectRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.CorrectResponse, _abc.Awaitable[_gateway_pb2.CorrectResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.CorrectResponse, _abc.Awaitable[_memory_pb2.CorrectResponse]]: ...
 
     @_abc_1.abstractmethod
     def Supersede(
         self,
-        request: _gateway_pb2.SupersedeRequest,
+        request: _memory_pb2.SupersedeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.SupersedeResponse, _abc.Awaitable[_gateway_pb2.SupersedeResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.SupersedeResponse, _abc.Awaitable[_memory_pb2.SupersedeResponse]]: ...
 
     @_abc_1.abstractmethod
     def Forget(
         self,
-        request: _gateway_pb2.ForgetRequest,
+        request: _memory_pb2.ForgetRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ForgetResponse, _abc.Awaitable[_gateway_pb2.ForgetResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.ForgetResponse, _abc.Awaitable[_memory_pb2.ForgetResponse]]: ...
 
     @_abc_1.abstractmethod
     def DescribeTools(
         self,
-        request: _gateway_pb2.DescribeToolsRequest,
+        request: _memory_pb2.DescribeToolsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.DescribeToolsResponse, _abc.Awaitable[_gateway_pb2.DescribeToolsResponse]]:
+    ) -> _typing.Union[_memory_pb2.DescribeToolsResponse, _abc.Awaitable[_memory_pb2.DescribeToolsResponse]]:
         """Names, descriptions and JSON input schemas of the seven tools, for agents."""
 
     @_abc_1.abstractmethod
     def Capture(
         self,
-        request: _gateway_pb2.CaptureRequest,
+        request: _memory_pb2.CaptureRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.CaptureResponse, _abc.Awaitable[_gateway_pb2.CaptureResponse]]:
+    ) -> _typing.Union[_memory_pb2.CaptureResponse, _abc.Awaitable[_memory_pb2.CaptureResponse]]:
         """Stores a memory from one conversation turn only when it plainly asks to
         remember or record something; otherwise a no-op with the reason.
         """
@@ -178,9 +256,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def Lookup(
         self,
-        request: _gateway_pb2.LookupRequest,
+        request: _memory_pb2.LookupRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.LookupResponse, _abc.Awaitable[_gateway_pb2.LookupResponse]]:
+    ) -> _typing.Union[_memory_pb2.LookupResponse, _abc.Awaitable[_memory_pb2.LookupResponse]]:
         """The graph tools: entities by exact name or alias, with the claims the
         caller may see; and a bounded walk over visible relations.
         """
@@ -188,31 +266,31 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def Neighbors(
         self,
-        request: _gateway_pb2.NeighborsRequest,
+        request: _memory_pb2.NeighborsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.NeighborsResponse, _abc.Awaitable[_gateway_pb2.NeighborsResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.NeighborsResponse, _abc.Awaitable[_memory_pb2.NeighborsResponse]]: ...
 
     @_abc_1.abstractmethod
     def CreateEpisode(
         self,
-        request: _gateway_pb2.CreateEpisodeRequest,
+        request: _memory_pb2.CreateEpisodeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.CreateEpisodeResponse, _abc.Awaitable[_gateway_pb2.CreateEpisodeResponse]]:
+    ) -> _typing.Union[_memory_pb2.CreateEpisodeResponse, _abc.Awaitable[_memory_pb2.CreateEpisodeResponse]]:
         """Episodes (dated spans of a conversation or event) and timelines."""
 
     @_abc_1.abstractmethod
     def Timeline(
         self,
-        request: _gateway_pb2.TimelineRequest,
+        request: _memory_pb2.TimelineRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.TimelineResponse, _abc.Awaitable[_gateway_pb2.TimelineResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.TimelineResponse, _abc.Awaitable[_memory_pb2.TimelineResponse]]: ...
 
     @_abc_1.abstractmethod
     def ListMemories(
         self,
-        request: _gateway_pb2.ListMemoriesRequest,
+        request: _memory_pb2.ListMemoriesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListMemoriesResponse, _abc.Awaitable[_gateway_pb2.ListMemoriesResponse]]:
+    ) -> _typing.Union[_memory_pb2.ListMemoriesResponse, _abc.Awaitable[_memory_pb2.ListMemoriesResponse]]:
         """The memories the caller may see, newest first, paged; by author, kind,
         episode and time. Read-only.
         """
@@ -220,9 +298,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ListAuditEvents(
         self,
-        request: _gateway_pb2.ListAuditEventsRequest,
+        request: _memory_pb2.ListAuditEventsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListAuditEventsResponse, _abc.Awaitable[_gateway_pb2.ListAuditEventsResponse]]:
+    ) -> _typing.Union[_memory_pb2.ListAuditEventsResponse, _abc.Awaitable[_memory_pb2.ListAuditEventsResponse]]:
         """The workspace's audit log, newest first, paged; by member, action and
         time. Workspace owners only; read-only.
         """
@@ -238,19 +316,19 @@ class ReviewServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ReviewServiceAsyncStub: ...
-    ListDuplicatePairs: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListDuplicatePairsRequest, _gateway_pb2.ListDuplicatePairsResponse]
-    DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]
+    ListDuplicatePairs: _grpc.UnaryUnaryMultiCallable[_review_pb2.ListDuplicatePairsRequest, _review_pb2.ListDuplicatePairsResponse]
+    DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_review_pb2.DismissDuplicatePairRequest, _review_pb2.DismissDuplicatePairResponse]
     """"Keep both": the pair is never proposed again."""
-    ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]
+    ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_review_pb2.ListEntityPairsRequest, _review_pb2.ListEntityPairsResponse]
     """Entity pairs that may be one entity (owners only). Nothing merges by
     itself: an owner merges (reversibly), keeps a pair apart (never proposed
     again), or undoes a merge.
     """
-    MergeEntities: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.MergeEntitiesRequest, _gateway_pb2.MergeEntitiesResponse]
-    KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]
-    UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]
-    ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]
-    WhoAmI: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.WhoAmIRequest, _gateway_pb2.WhoAmIResponse]
+    MergeEntities: _grpc.UnaryUnaryMultiCallable[_review_pb2.MergeEntitiesRequest, _review_pb2.MergeEntitiesResponse]
+    KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_review_pb2.KeepEntitiesApartRequest, _review_pb2.KeepEntitiesApartResponse]
+    UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_review_pb2.UndoEntityMergeRequest, _review_pb2.UndoEntityMergeResponse]
+    ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_review_pb2.ListEntityMergesRequest, _review_pb2.ListEntityMergesResponse]
+    WhoAmI: _grpc.UnaryUnaryMultiCallable[_review_pb2.WhoAmIRequest, _review_pb2.WhoAmIResponse]
     """Who the token is: its member and workspace (the review page shows who
     is signed in). Any member token, any scope.
     """
@@ -262,19 +340,19 @@ class ReviewServiceAsyncStub(ReviewServiceStub):
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    ListDuplicatePairs: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListDuplicatePairsRequest, _gateway_pb2.ListDuplicatePairsResponse]  # type: ignore[assignment]
-    DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]  # type: ignore[assignment]
+    ListDuplicatePairs: _aio.UnaryUnaryMultiCallable[_review_pb2.ListDuplicatePairsRequest, _review_pb2.ListDuplicatePairsResponse]  # type: ignore[assignment]
+    DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_review_pb2.DismissDuplicatePairRequest, _review_pb2.DismissDuplicatePairResponse]  # type: ignore[assignment]
     """"Keep both": the pair is never proposed again."""
-    ListEntityPairs: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]  # type: ignore[assignment]
+    ListEntityPairs: _aio.UnaryUnaryMultiCallable[_review_pb2.ListEntityPairsRequest, _review_pb2.ListEntityPairsResponse]  # type: ignore[assignment]
     """Entity pairs that may be one entity (owners only). Nothing merges by
     itself: an owner merges (reversibly), keeps a pair apart (never proposed
     again), or undoes a merge.
     """
-    MergeEntities: _aio.UnaryUnaryMultiCallable[_gateway_pb2.MergeEntitiesRequest, _gateway_pb2.MergeEntitiesResponse]  # type: ignore[assignment]
-    KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]  # type: ignore[assignment]
-    UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]  # type: ignore[assignment]
-    ListEntityMerges: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]  # type: ignore[assignment]
-    WhoAmI: _aio.UnaryUnaryMultiCallable[_gateway_pb2.WhoAmIRequest, _gateway_pb2.WhoAmIResponse]  # type: ignore[assignment]
+    MergeEntities: _aio.UnaryUnaryMultiCallable[_review_pb2.MergeEntitiesRequest, _review_pb2.MergeEntitiesResponse]  # type: ignore[assignment]
+    KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_review_pb2.KeepEntitiesApartRequest, _review_pb2.KeepEntitiesApartResponse]  # type: ignore[assignment]
+    UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_review_pb2.UndoEntityMergeRequest, _review_pb2.UndoEntityMergeResponse]  # type: ignore[assignment]
+    ListEntityMerges: _aio.UnaryUnaryMultiCallable[_review_pb2.ListEntityMergesRequest, _review_pb2.ListEntityMergesResponse]  # type: ignore[assignment]
+    WhoAmI: _aio.UnaryUnaryMultiCallable[_review_pb2.WhoAmIRequest, _review_pb2.WhoAmIResponse]  # type: ignore[assignment]
     """Who the token is: its member and workspace (the review page shows who
     is signed in). Any member token, any scope.
     """
@@ -287,24 +365,24 @@ class ReviewServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ListDuplicatePairs(
         self,
-        request: _gateway_pb2.ListDuplicatePairsRequest,
+        request: _review_pb2.ListDuplicatePairsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListDuplicatePairsResponse, _abc.Awaitable[_gateway_pb2.ListDuplicatePairsResponse]]: ...
+    ) -> _typing.Union[_review_pb2.ListDuplicatePairsResponse, _abc.Awaitable[_review_pb2.ListDuplicatePairsResponse]]: ...
 
     @_abc_1.abstractmethod
     def DismissDuplicatePair(
         self,
-        request: _gateway_pb2.DismissDuplicatePairRequest,
+        request: _review_pb2.DismissDuplicatePairRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.DismissDuplicatePairResponse, _abc.Awaitable[_gateway_pb2.DismissDuplicatePairResponse]]:
+    ) -> _typing.Union[_review_pb2.DismissDuplicatePairResponse, _abc.Awaitable[_review_pb2.DismissDuplicatePairResponse]]:
         """"Keep both": the pair is never proposed again."""
 
     @_abc_1.abstractmethod
     def ListEntityPairs(
         self,
-        request: _gateway_pb2.ListEntityPairsRequest,
+        request: _review_pb2.ListEntityPairsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListEntityPairsResponse, _abc.Awaitable[_gateway_pb2.ListEntityPairsResponse]]:
+    ) -> _typing.Union[_review_pb2.ListEntityPairsResponse, _abc.Awaitable[_review_pb2.ListEntityPairsResponse]]:
         """Entity pairs that may be one entity (owners only). Nothing merges by
         itself: an owner merges (reversibly), keeps a pair apart (never proposed
         again), or undoes a merge.
@@ -313,37 +391,37 @@ class ReviewServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def MergeEntities(
         self,
-        request: _gateway_pb2.MergeEntitiesRequest,
+        request: _review_pb2.MergeEntitiesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.MergeEntitiesResponse, _abc.Awaitable[_gateway_pb2.MergeEntitiesResponse]]: ...
+    ) -> _typing.Union[_review_pb2.MergeEntitiesResponse, _abc.Awaitable[_review_pb2.MergeEntitiesResponse]]: ...
 
     @_abc_1.abstractmethod
     def KeepEntitiesApart(
         self,
-        request: _gateway_pb2.KeepEntitiesApartRequest,
+        request: _review_pb2.KeepEntitiesApartRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.KeepEntitiesApartResponse, _abc.Awaitable[_gateway_pb2.KeepEntitiesApartResponse]]: ...
+    ) -> _typing.Union[_review_pb2.KeepEntitiesApartResponse, _abc.Awaitable[_review_pb2.KeepEntitiesApartResponse]]: ...
 
     @_abc_1.abstractmethod
     def UndoEntityMerge(
         self,
-        request: _gateway_pb2.UndoEntityMergeRequest,
+        request: _review_pb2.UndoEntityMergeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.UndoEntityMergeResponse, _abc.Awaitable[_gateway_pb2.UndoEntityMergeResponse]]: ...
+    ) -> _typing.Union[_review_pb2.UndoEntityMergeResponse, _abc.Awaitable[_review_pb2.UndoEntityMergeResponse]]: ...
 
     @_abc_1.abstractmethod
     def ListEntityMerges(
         self,
-        request: _gateway_pb2.ListEntityMergesRequest,
+        request: _review_pb2.ListEntityMergesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListEntityMergesResponse, _abc.Awaitable[_gateway_pb2.ListEntityMergesResponse]]: ...
+    ) -> _typing.Union[_review_pb2.ListEntityMergesResponse, _abc.Awaitable[_review_pb2.ListEntityMergesResponse]]: ...
 
     @_abc_1.abstractmethod
     def WhoAmI(
         self,
-        request: _gateway_pb2.WhoAmIRequest,
+        request: _review_pb2.WhoAmIRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.WhoAmIResponse, _abc.Awaitable[_gateway_pb2.WhoAmIResponse]]:
+    ) -> _typing.Union[_review_pb2.WhoAmIResponse, _abc.Awaitable[_review_pb2.WhoAmIResponse]]:
         """Who the token is: its member and workspace (the review page shows who
         is signed in). Any member token, any scope.
         """
@@ -359,32 +437,32 @@ class AdminServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AdminServiceAsyncStub: ...
-    CreateWorkspace: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateWorkspaceRequest, _gateway_pb2.AdminServiceCreateWorkspaceResponse]
-    CreateMember: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateMemberRequest, _gateway_pb2.AdminServiceCreateMemberResponse]
-    CreateToken: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateTokenRequest, _gateway_pb2.AdminServiceCreateTokenResponse]
-    RevokeToken: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRevokeTokenRequest, _gateway_pb2.AdminServiceRevokeTokenResponse]
-    RotateToken: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRotateTokenRequest, _gateway_pb2.AdminServiceRotateTokenResponse]
+    CreateWorkspace: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceCreateWorkspaceRequest, _admin_pb2.AdminServiceCreateWorkspaceResponse]
+    CreateMember: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceCreateMemberRequest, _admin_pb2.AdminServiceCreateMemberResponse]
+    CreateToken: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceCreateTokenRequest, _admin_pb2.AdminServiceCreateTokenResponse]
+    RevokeToken: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceRevokeTokenRequest, _admin_pb2.AdminServiceRevokeTokenResponse]
+    RotateToken: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceRotateTokenRequest, _admin_pb2.AdminServiceRotateTokenResponse]
     """A new token for the same member, scope and lifetime policy, shown once;
     the old one keeps working for the grace, then is refused.
     """
-    ListTokens: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceListTokensRequest, _gateway_pb2.AdminServiceListTokensResponse]
+    ListTokens: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceListTokensRequest, _admin_pb2.AdminServiceListTokensResponse]
     """Tokens with their scope, expiry and last use; never a secret or a hash."""
-    ListMembers: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]
+    ListMembers: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListMembersRequest, _control_pb2.ListMembersResponse]
     """A workspace's members, oldest first (removed ones when asked, with when):
     an owner's own workspace, or any one with the operator token.
     """
-    ListWorkspaces: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]
+    ListWorkspaces: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListWorkspacesRequest, _control_pb2.ListWorkspacesResponse]
     """Every workspace, by slug, with its server and members (operator token)."""
-    GetSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]
-    UpdateSettings: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]
-    GetStatus: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]
+    GetSettings: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetSettingsRequest, _admin_pb2.GetSettingsResponse]
+    UpdateSettings: _grpc.UnaryUnaryMultiCallable[_admin_pb2.UpdateSettingsRequest, _admin_pb2.UpdateSettingsResponse]
+    GetStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.GetStatusResponse]
     """Memory and embedding counts of the caller's workspace (owner token)."""
-    DeleteWorkspace: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceDeleteWorkspaceRequest, _gateway_pb2.AdminServiceDeleteWorkspaceResponse]
+    DeleteWorkspace: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceDeleteWorkspaceRequest, _admin_pb2.AdminServiceDeleteWorkspaceResponse]
     """Deletes a workspace (operator token): its tokens refused at once, its
     database dropped, its control-plane rows removed but a tombstone (id
     and time). Not undone.
     """
-    RemoveMember: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRemoveMemberRequest, _gateway_pb2.AdminServiceRemoveMemberResponse]
+    RemoveMember: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceRemoveMemberRequest, _admin_pb2.AdminServiceRemoveMemberResponse]
     """Removes a member (operator, or an owner of the workspace): their tokens
     refused at once, their private memories erased or handed to another
     member, what they shared kept with their attribution.
@@ -397,32 +475,32 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    CreateWorkspace: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateWorkspaceRequest, _gateway_pb2.AdminServiceCreateWorkspaceResponse]  # type: ignore[assignment]
-    CreateMember: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateMemberRequest, _gateway_pb2.AdminServiceCreateMemberResponse]  # type: ignore[assignment]
-    CreateToken: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceCreateTokenRequest, _gateway_pb2.AdminServiceCreateTokenResponse]  # type: ignore[assignment]
-    RevokeToken: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRevokeTokenRequest, _gateway_pb2.AdminServiceRevokeTokenResponse]  # type: ignore[assignment]
-    RotateToken: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRotateTokenRequest, _gateway_pb2.AdminServiceRotateTokenResponse]  # type: ignore[assignment]
+    CreateWorkspace: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceCreateWorkspaceRequest, _admin_pb2.AdminServiceCreateWorkspaceResponse]  # type: ignore[assignment]
+    CreateMember: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceCreateMemberRequest, _admin_pb2.AdminServiceCreateMemberResponse]  # type: ignore[assignment]
+    CreateToken: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceCreateTokenRequest, _admin_pb2.AdminServiceCreateTokenResponse]  # type: ignore[assignment]
+    RevokeToken: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceRevokeTokenRequest, _admin_pb2.AdminServiceRevokeTokenResponse]  # type: ignore[assignment]
+    RotateToken: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceRotateTokenRequest, _admin_pb2.AdminServiceRotateTokenResponse]  # type: ignore[assignment]
     """A new token for the same member, scope and lifetime policy, shown once;
     the old one keeps working for the grace, then is refused.
     """
-    ListTokens: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceListTokensRequest, _gateway_pb2.AdminServiceListTokensResponse]  # type: ignore[assignment]
+    ListTokens: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceListTokensRequest, _admin_pb2.AdminServiceListTokensResponse]  # type: ignore[assignment]
     """Tokens with their scope, expiry and last use; never a secret or a hash."""
-    ListMembers: _aio.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]  # type: ignore[assignment]
+    ListMembers: _aio.UnaryUnaryMultiCallable[_control_pb2.ListMembersRequest, _control_pb2.ListMembersResponse]  # type: ignore[assignment]
     """A workspace's members, oldest first (removed ones when asked, with when):
     an owner's own workspace, or any one with the operator token.
     """
-    ListWorkspaces: _aio.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]  # type: ignore[assignment]
+    ListWorkspaces: _aio.UnaryUnaryMultiCallable[_control_pb2.ListWorkspacesRequest, _control_pb2.ListWorkspacesResponse]  # type: ignore[assignment]
     """Every workspace, by slug, with its server and members (operator token)."""
-    GetSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetSettingsRequest, _gateway_pb2.GetSettingsResponse]  # type: ignore[assignment]
-    UpdateSettings: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateSettingsRequest, _gateway_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
-    GetStatus: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetStatusRequest, _gateway_pb2.GetStatusResponse]  # type: ignore[assignment]
+    GetSettings: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetSettingsRequest, _admin_pb2.GetSettingsResponse]  # type: ignore[assignment]
+    UpdateSettings: _aio.UnaryUnaryMultiCallable[_admin_pb2.UpdateSettingsRequest, _admin_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
+    GetStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.GetStatusResponse]  # type: ignore[assignment]
     """Memory and embedding counts of the caller's workspace (owner token)."""
-    DeleteWorkspace: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceDeleteWorkspaceRequest, _gateway_pb2.AdminServiceDeleteWorkspaceResponse]  # type: ignore[assignment]
+    DeleteWorkspace: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceDeleteWorkspaceRequest, _admin_pb2.AdminServiceDeleteWorkspaceResponse]  # type: ignore[assignment]
     """Deletes a workspace (operator token): its tokens refused at once, its
     database dropped, its control-plane rows removed but a tombstone (id
     and time). Not undone.
     """
-    RemoveMember: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AdminServiceRemoveMemberRequest, _gateway_pb2.AdminServiceRemoveMemberResponse]  # type: ignore[assignment]
+    RemoveMember: _aio.UnaryUnaryMultiCallable[_admin_pb2.AdminServiceRemoveMemberRequest, _admin_pb2.AdminServiceRemoveMemberResponse]  # type: ignore[assignment]
     """Removes a member (operator, or an owner of the workspace): their tokens
     refused at once, their private memories erased or handed to another
     member, what they shared kept with their attribution.
@@ -436,37 +514,37 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def CreateWorkspace(
         self,
-        request: _gateway_pb2.AdminServiceCreateWorkspaceRequest,
+        request: _admin_pb2.AdminServiceCreateWorkspaceRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceCreateWorkspaceResponse, _abc.Awaitable[_gateway_pb2.AdminServiceCreateWorkspaceResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.AdminServiceCreateWorkspaceResponse, _abc.Awaitable[_admin_pb2.AdminServiceCreateWorkspaceResponse]]: ...
 
     @_abc_1.abstractmethod
     def CreateMember(
         self,
-        request: _gateway_pb2.AdminServiceCreateMemberRequest,
+        request: _admin_pb2.AdminServiceCreateMemberRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceCreateMemberResponse, _abc.Awaitable[_gateway_pb2.AdminServiceCreateMemberResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.AdminServiceCreateMemberResponse, _abc.Awaitable[_admin_pb2.AdminServiceCreateMemberResponse]]: ...
 
     @_abc_1.abstractmethod
     def CreateToken(
         self,
-        request: _gateway_pb2.AdminServiceCreateTokenRequest,
+        request: _admin_pb2.AdminServiceCreateTokenRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceCreateTokenResponse, _abc.Awaitable[_gateway_pb2.AdminServiceCreateTokenResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.AdminServiceCreateTokenResponse, _abc.Awaitable[_admin_pb2.AdminServiceCreateTokenResponse]]: ...
 
     @_abc_1.abstractmethod
     def RevokeToken(
         self,
-        request: _gateway_pb2.AdminServiceRevokeTokenRequest,
+        request: _admin_pb2.AdminServiceRevokeTokenRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceRevokeTokenResponse, _abc.Awaitable[_gateway_pb2.AdminServiceRevokeTokenResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.AdminServiceRevokeTokenResponse, _abc.Awaitable[_admin_pb2.AdminServiceRevokeTokenResponse]]: ...
 
     @_abc_1.abstractmethod
     def RotateToken(
         self,
-        request: _gateway_pb2.AdminServiceRotateTokenRequest,
+        request: _admin_pb2.AdminServiceRotateTokenRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceRotateTokenResponse, _abc.Awaitable[_gateway_pb2.AdminServiceRotateTokenResponse]]:
+    ) -> _typing.Union[_admin_pb2.AdminServiceRotateTokenResponse, _abc.Awaitable[_admin_pb2.AdminServiceRotateTokenResponse]]:
         """A new token for the same member, scope and lifetime policy, shown once;
         the old one keeps working for the grace, then is refused.
         """
@@ -474,17 +552,17 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ListTokens(
         self,
-        request: _gateway_pb2.AdminServiceListTokensRequest,
+        request: _admin_pb2.AdminServiceListTokensRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceListTokensResponse, _abc.Awaitable[_gateway_pb2.AdminServiceListTokensResponse]]:
+    ) -> _typing.Union[_admin_pb2.AdminServiceListTokensResponse, _abc.Awaitable[_admin_pb2.AdminServiceListTokensResponse]]:
         """Tokens with their scope, expiry and last use; never a secret or a hash."""
 
     @_abc_1.abstractmethod
     def ListMembers(
         self,
-        request: _store_pb2.ListMembersRequest,
+        request: _control_pb2.ListMembersRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.ListMembersResponse, _abc.Awaitable[_store_pb2.ListMembersResponse]]:
+    ) -> _typing.Union[_control_pb2.ListMembersResponse, _abc.Awaitable[_control_pb2.ListMembersResponse]]:
         """A workspace's members, oldest first (removed ones when asked, with when):
         an owner's own workspace, or any one with the operator token.
         """
@@ -492,39 +570,39 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ListWorkspaces(
         self,
-        request: _store_pb2.ListWorkspacesRequest,
+        request: _control_pb2.ListWorkspacesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.ListWorkspacesResponse, _abc.Awaitable[_store_pb2.ListWorkspacesResponse]]:
+    ) -> _typing.Union[_control_pb2.ListWorkspacesResponse, _abc.Awaitable[_control_pb2.ListWorkspacesResponse]]:
         """Every workspace, by slug, with its server and members (operator token)."""
 
     @_abc_1.abstractmethod
     def GetSettings(
         self,
-        request: _gateway_pb2.GetSettingsRequest,
+        request: _admin_pb2.GetSettingsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.GetSettingsResponse, _abc.Awaitable[_gateway_pb2.GetSettingsResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.GetSettingsResponse, _abc.Awaitable[_admin_pb2.GetSettingsResponse]]: ...
 
     @_abc_1.abstractmethod
     def UpdateSettings(
         self,
-        request: _gateway_pb2.UpdateSettingsRequest,
+        request: _admin_pb2.UpdateSettingsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.UpdateSettingsResponse, _abc.Awaitable[_gateway_pb2.UpdateSettingsResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.UpdateSettingsResponse, _abc.Awaitable[_admin_pb2.UpdateSettingsResponse]]: ...
 
     @_abc_1.abstractmethod
     def GetStatus(
         self,
-        request: _gateway_pb2.GetStatusRequest,
+        request: _admin_pb2.GetStatusRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.GetStatusResponse, _abc.Awaitable[_gateway_pb2.GetStatusResponse]]:
+    ) -> _typing.Union[_admin_pb2.GetStatusResponse, _abc.Awaitable[_admin_pb2.GetStatusResponse]]:
         """Memory and embedding counts of the caller's workspace (owner token)."""
 
     @_abc_1.abstractmethod
     def DeleteWorkspace(
         self,
-        request: _gateway_pb2.AdminServiceDeleteWorkspaceRequest,
+        request: _admin_pb2.AdminServiceDeleteWorkspaceRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceDeleteWorkspaceResponse, _abc.Awaitable[_gateway_pb2.AdminServiceDeleteWorkspaceResponse]]:
+    ) -> _typing.Union[_admin_pb2.AdminServiceDeleteWorkspaceResponse, _abc.Awaitable[_admin_pb2.AdminServiceDeleteWorkspaceResponse]]:
         """Deletes a workspace (operator token): its tokens refused at once, its
         database dropped, its control-plane rows removed but a tombstone (id
         and time). Not undone.
@@ -533,9 +611,9 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def RemoveMember(
         self,
-        request: _gateway_pb2.AdminServiceRemoveMemberRequest,
+        request: _admin_pb2.AdminServiceRemoveMemberRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.AdminServiceRemoveMemberResponse, _abc.Awaitable[_gateway_pb2.AdminServiceRemoveMemberResponse]]:
+    ) -> _typing.Union[_admin_pb2.AdminServiceRemoveMemberResponse, _abc.Awaitable[_admin_pb2.AdminServiceRemoveMemberResponse]]:
         """Removes a member (operator, or an owner of the workspace): their tokens
         refused at once, their private memories erased or handed to another
         member, what they shared kept with their attribution.

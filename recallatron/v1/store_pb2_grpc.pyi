@@ -5,7 +5,41 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from recallatron.v1 import control_pb2 as _control_pb2
 from recallatron.v1 import store_pb2 as _store_pb2
+from recallatron.v1.control_pb2 import AuthenticateRequest as AuthenticateRequest
+from recallatron.v1.control_pb2 import AuthenticateResponse as AuthenticateResponse
+from recallatron.v1.control_pb2 import CreateMemberRequest as CreateMemberRequest
+from recallatron.v1.control_pb2 import CreateMemberResponse as CreateMemberResponse
+from recallatron.v1.control_pb2 import CreateTokenRequest as CreateTokenRequest
+from recallatron.v1.control_pb2 import CreateTokenResponse as CreateTokenResponse
+from recallatron.v1.control_pb2 import CreateWorkspaceRequest as CreateWorkspaceRequest
+from recallatron.v1.control_pb2 import CreateWorkspaceResponse as CreateWorkspaceResponse
+from recallatron.v1.control_pb2 import DeleteWorkspaceRequest as DeleteWorkspaceRequest
+from recallatron.v1.control_pb2 import DeleteWorkspaceResponse as DeleteWorkspaceResponse
+from recallatron.v1.control_pb2 import GetWorkspaceSettingsRequest as GetWorkspaceSettingsRequest
+from recallatron.v1.control_pb2 import GetWorkspaceSettingsResponse as GetWorkspaceSettingsResponse
+from recallatron.v1.control_pb2 import ListMembersRequest as ListMembersRequest
+from recallatron.v1.control_pb2 import ListMembersResponse as ListMembersResponse
+from recallatron.v1.control_pb2 import ListTokensRequest as ListTokensRequest
+from recallatron.v1.control_pb2 import ListTokensResponse as ListTokensResponse
+from recallatron.v1.control_pb2 import ListWorkspacesRequest as ListWorkspacesRequest
+from recallatron.v1.control_pb2 import ListWorkspacesResponse as ListWorkspacesResponse
+from recallatron.v1.control_pb2 import ListedWorkspace as ListedWorkspace
+from recallatron.v1.control_pb2 import Member as Member
+from recallatron.v1.control_pb2 import RemoveMemberRequest as RemoveMemberRequest
+from recallatron.v1.control_pb2 import RemoveMemberResponse as RemoveMemberResponse
+from recallatron.v1.control_pb2 import RevokeTokenRequest as RevokeTokenRequest
+from recallatron.v1.control_pb2 import RevokeTokenResponse as RevokeTokenResponse
+from recallatron.v1.control_pb2 import RotateTokenRequest as RotateTokenRequest
+from recallatron.v1.control_pb2 import RotateTokenResponse as RotateTokenResponse
+from recallatron.v1.control_pb2 import TokenSummary as TokenSummary
+from recallatron.v1.control_pb2 import UpdateWorkspaceSettingsRequest as UpdateWorkspaceSettingsRequest
+from recallatron.v1.control_pb2 import UpdateWorkspaceSettingsResponse as UpdateWorkspaceSettingsResponse
+from recallatron.v1.control_pb2 import WatchRevocationsRequest as WatchRevocationsRequest
+from recallatron.v1.control_pb2 import WatchRevocationsResponse as WatchRevocationsResponse
+from recallatron.v1.control_pb2 import Workspace as Workspace
+from recallatron.v1.control_pb2 import WorkspaceSettings as WorkspaceSettings
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -36,46 +70,46 @@ class StoreServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> StoreServiceAsyncStub: ...
-    CreateWorkspace: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateWorkspaceRequest, _store_pb2.CreateWorkspaceResponse]
+    CreateWorkspace: _grpc.UnaryUnaryMultiCallable[_control_pb2.CreateWorkspaceRequest, _control_pb2.CreateWorkspaceResponse]
     """Control plane."""
-    CreateMember: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateMemberRequest, _store_pb2.CreateMemberResponse]
-    CreateToken: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateTokenRequest, _store_pb2.CreateTokenResponse]
-    RevokeToken: _grpc.UnaryUnaryMultiCallable[_store_pb2.RevokeTokenRequest, _store_pb2.RevokeTokenResponse]
-    RotateToken: _grpc.UnaryUnaryMultiCallable[_store_pb2.RotateTokenRequest, _store_pb2.RotateTokenResponse]
+    CreateMember: _grpc.UnaryUnaryMultiCallable[_control_pb2.CreateMemberRequest, _control_pb2.CreateMemberResponse]
+    CreateToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.CreateTokenRequest, _control_pb2.CreateTokenResponse]
+    RevokeToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.RevokeTokenRequest, _control_pb2.RevokeTokenResponse]
+    RotateToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.RotateTokenRequest, _control_pb2.RotateTokenResponse]
     """A new token for the same member, scope and lifetime policy; the old one
     expires after the grace (published like a revocation).
     """
-    ListTokens: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListTokensRequest, _store_pb2.ListTokensResponse]
+    ListTokens: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListTokensRequest, _control_pb2.ListTokensResponse]
     """A member's (or a workspace's) tokens, never their secrets or hashes."""
-    ListMembers: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]
+    ListMembers: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListMembersRequest, _control_pb2.ListMembersResponse]
     """A workspace's members (also served as AdminService.ListMembers, with
     these messages).
     """
-    ListWorkspaces: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]
+    ListWorkspaces: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListWorkspacesRequest, _control_pb2.ListWorkspacesResponse]
     """Every workspace, by slug, a page at a time (also served as
     AdminService.ListWorkspaces, with these messages).
     """
-    Authenticate: _grpc.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]
+    Authenticate: _grpc.UnaryUnaryMultiCallable[_control_pb2.AuthenticateRequest, _control_pb2.AuthenticateResponse]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
     token is unknown, revoked or expired (message "token expired").
     """
-    WatchRevocations: _grpc.UnaryStreamMultiCallable[_store_pb2.WatchRevocationsRequest, _store_pb2.WatchRevocationsResponse]
+    WatchRevocations: _grpc.UnaryStreamMultiCallable[_control_pb2.WatchRevocationsRequest, _control_pb2.WatchRevocationsResponse]
     """Token revocations as they commit, for gateways that cache Authenticate:
     the first message says the stream is live; each later one names a revoked
     token. The stream ends whenever the store could miss one, and a cache
     built on it must then be dropped.
     """
-    DeleteWorkspace: _grpc.UnaryUnaryMultiCallable[_store_pb2.DeleteWorkspaceRequest, _store_pb2.DeleteWorkspaceResponse]
+    DeleteWorkspace: _grpc.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkspaceRequest, _control_pb2.DeleteWorkspaceResponse]
     """Deletes a workspace (operator): tokens revoked and published, database
     dropped, control-plane rows removed but a tombstone; every store process
     closes its pools of that database.
     """
-    RemoveMember: _grpc.UnaryUnaryMultiCallable[_store_pb2.RemoveMemberRequest, _store_pb2.RemoveMemberResponse]
+    RemoveMember: _grpc.UnaryUnaryMultiCallable[_control_pb2.RemoveMemberRequest, _control_pb2.RemoveMemberResponse]
     """Removes a member (operator or owner): tokens revoked and published,
     private memories erased or transferred, the member row kept as removed.
     """
-    GetWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]
-    UpdateWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]
+    GetWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetWorkspaceSettingsRequest, _control_pb2.GetWorkspaceSettingsResponse]
+    UpdateWorkspaceSettings: _grpc.UnaryUnaryMultiCallable[_control_pb2.UpdateWorkspaceSettingsRequest, _control_pb2.UpdateWorkspaceSettingsResponse]
     GetMemories: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]
     """The tools themselves are ToolService's (tools.proto). Here: memories read
     for the review page, eligibility applied for the caller.
@@ -107,46 +141,46 @@ class StoreServiceAsyncStub(StoreServiceStub):
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    CreateWorkspace: _aio.UnaryUnaryMultiCallable[_store_pb2.CreateWorkspaceRequest, _store_pb2.CreateWorkspaceResponse]  # type: ignore[assignment]
+    CreateWorkspace: _aio.UnaryUnaryMultiCallable[_control_pb2.CreateWorkspaceRequest, _control_pb2.CreateWorkspaceResponse]  # type: ignore[assignment]
     """Control plane."""
-    CreateMember: _aio.UnaryUnaryMultiCallable[_store_pb2.CreateMemberRequest, _store_pb2.CreateMemberResponse]  # type: ignore[assignment]
-    CreateToken: _aio.UnaryUnaryMultiCallable[_store_pb2.CreateTokenRequest, _store_pb2.CreateTokenResponse]  # type: ignore[assignment]
-    RevokeToken: _aio.UnaryUnaryMultiCallable[_store_pb2.RevokeTokenRequest, _store_pb2.RevokeTokenResponse]  # type: ignore[assignment]
-    RotateToken: _aio.UnaryUnaryMultiCallable[_store_pb2.RotateTokenRequest, _store_pb2.RotateTokenResponse]  # type: ignore[assignment]
+    CreateMember: _aio.UnaryUnaryMultiCallable[_control_pb2.CreateMemberRequest, _control_pb2.CreateMemberResponse]  # type: ignore[assignment]
+    CreateToken: _aio.UnaryUnaryMultiCallable[_control_pb2.CreateTokenRequest, _control_pb2.CreateTokenResponse]  # type: ignore[assignment]
+    RevokeToken: _aio.UnaryUnaryMultiCallable[_control_pb2.RevokeTokenRequest, _control_pb2.RevokeTokenResponse]  # type: ignore[assignment]
+    RotateToken: _aio.UnaryUnaryMultiCallable[_control_pb2.RotateTokenRequest, _control_pb2.RotateTokenResponse]  # type: ignore[assignment]
     """A new token for the same member, scope and lifetime policy; the old one
     expires after the grace (published like a revocation).
     """
-    ListTokens: _aio.UnaryUnaryMultiCallable[_store_pb2.ListTokensRequest, _store_pb2.ListTokensResponse]  # type: ignore[assignment]
+    ListTokens: _aio.UnaryUnaryMultiCallable[_control_pb2.ListTokensRequest, _control_pb2.ListTokensResponse]  # type: ignore[assignment]
     """A member's (or a workspace's) tokens, never their secrets or hashes."""
-    ListMembers: _aio.UnaryUnaryMultiCallable[_store_pb2.ListMembersRequest, _store_pb2.ListMembersResponse]  # type: ignore[assignment]
+    ListMembers: _aio.UnaryUnaryMultiCallable[_control_pb2.ListMembersRequest, _control_pb2.ListMembersResponse]  # type: ignore[assignment]
     """A workspace's members (also served as AdminService.ListMembers, with
     these messages).
     """
-    ListWorkspaces: _aio.UnaryUnaryMultiCallable[_store_pb2.ListWorkspacesRequest, _store_pb2.ListWorkspacesResponse]  # type: ignore[assignment]
+    ListWorkspaces: _aio.UnaryUnaryMultiCallable[_control_pb2.ListWorkspacesRequest, _control_pb2.ListWorkspacesResponse]  # type: ignore[assignment]
     """Every workspace, by slug, a page at a time (also served as
     AdminService.ListWorkspaces, with these messages).
     """
-    Authenticate: _aio.UnaryUnaryMultiCallable[_store_pb2.AuthenticateRequest, _store_pb2.AuthenticateResponse]  # type: ignore[assignment]
+    Authenticate: _aio.UnaryUnaryMultiCallable[_control_pb2.AuthenticateRequest, _control_pb2.AuthenticateResponse]  # type: ignore[assignment]
     """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
     token is unknown, revoked or expired (message "token expired").
     """
-    WatchRevocations: _aio.UnaryStreamMultiCallable[_store_pb2.WatchRevocationsRequest, _store_pb2.WatchRevocationsResponse]  # type: ignore[assignment]
+    WatchRevocations: _aio.UnaryStreamMultiCallable[_control_pb2.WatchRevocationsRequest, _control_pb2.WatchRevocationsResponse]  # type: ignore[assignment]
     """Token revocations as they commit, for gateways that cache Authenticate:
     the first message says the stream is live; each later one names a revoked
     token. The stream ends whenever the store could miss one, and a cache
     built on it must then be dropped.
     """
-    DeleteWorkspace: _aio.UnaryUnaryMultiCallable[_store_pb2.DeleteWorkspaceRequest, _store_pb2.DeleteWorkspaceResponse]  # type: ignore[assignment]
+    DeleteWorkspace: _aio.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkspaceRequest, _control_pb2.DeleteWorkspaceResponse]  # type: ignore[assignment]
     """Deletes a workspace (operator): tokens revoked and published, database
     dropped, control-plane rows removed but a tombstone; every store process
     closes its pools of that database.
     """
-    RemoveMember: _aio.UnaryUnaryMultiCallable[_store_pb2.RemoveMemberRequest, _store_pb2.RemoveMemberResponse]  # type: ignore[assignment]
+    RemoveMember: _aio.UnaryUnaryMultiCallable[_control_pb2.RemoveMemberRequest, _control_pb2.RemoveMemberResponse]  # type: ignore[assignment]
     """Removes a member (operator or owner): tokens revoked and published,
     private memories erased or transferred, the member row kept as removed.
     """
-    GetWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.GetWorkspaceSettingsRequest, _store_pb2.GetWorkspaceSettingsResponse]  # type: ignore[assignment]
-    UpdateWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkspaceSettingsRequest, _store_pb2.UpdateWorkspaceSettingsResponse]  # type: ignore[assignment]
+    GetWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_control_pb2.GetWorkspaceSettingsRequest, _control_pb2.GetWorkspaceSettingsResponse]  # type: ignore[assignment]
+    UpdateWorkspaceSettings: _aio.UnaryUnaryMultiCallable[_control_pb2.UpdateWorkspaceSettingsRequest, _control_pb2.UpdateWorkspaceSettingsResponse]  # type: ignore[assignment]
     GetMemories: _aio.UnaryUnaryMultiCallable[_store_pb2.GetMemoriesRequest, _store_pb2.GetMemoriesResponse]  # type: ignore[assignment]
     """The tools themselves are ToolService's (tools.proto). Here: memories read
     for the review page, eligibility applied for the caller.
@@ -179,38 +213,38 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def CreateWorkspace(
         self,
-        request: _store_pb2.CreateWorkspaceRequest,
+        request: _control_pb2.CreateWorkspaceRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.CreateWorkspaceResponse, _abc.Awaitable[_store_pb2.CreateWorkspaceResponse]]:
+    ) -> _typing.Union[_control_pb2.CreateWorkspaceResponse, _abc.Awaitable[_control_pb2.CreateWorkspaceResponse]]:
         """Control plane."""
 
     @_abc_1.abstractmethod
     def CreateMember(
         self,
-        request: _store_pb2.CreateMemberRequest,
+        request: _control_pb2.CreateMemberRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.CreateMemberResponse, _abc.Awaitable[_store_pb2.CreateMemberResponse]]: ...
+    ) -> _typing.Union[_control_pb2.CreateMemberResponse, _abc.Awaitable[_control_pb2.CreateMemberResponse]]: ...
 
     @_abc_1.abstractmethod
     def CreateToken(
         self,
-        request: _store_pb2.CreateTokenRequest,
+        request: _control_pb2.CreateTokenRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.CreateTokenResponse, _abc.Awaitable[_store_pb2.CreateTokenResponse]]: ...
+    ) -> _typing.Union[_control_pb2.CreateTokenResponse, _abc.Awaitable[_control_pb2.CreateTokenResponse]]: ...
 
     @_abc_1.abstractmethod
     def RevokeToken(
         self,
-        request: _store_pb2.RevokeTokenRequest,
+        request: _control_pb2.RevokeTokenRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.RevokeTokenResponse, _abc.Awaitable[_store_pb2.RevokeTokenResponse]]: ...
+    ) -> _typing.Union[_control_pb2.RevokeTokenResponse, _abc.Awaitable[_control_pb2.RevokeTokenResponse]]: ...
 
     @_abc_1.abstractmethod
     def RotateToken(
         self,
-        request: _store_pb2.RotateTokenRequest,
+        request: _control_pb2.RotateTokenRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.RotateTokenResponse, _abc.Awaitable[_store_pb2.RotateTokenResponse]]:
+    ) -> _typing.Union[_control_pb2.RotateTokenResponse, _abc.Awaitable[_control_pb2.RotateTokenResponse]]:
         """A new token for the same member, scope and lifetime policy; the old one
         expires after the grace (published like a revocation).
         """
@@ -218,17 +252,17 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ListTokens(
         self,
-        request: _store_pb2.ListTokensRequest,
+        request: _control_pb2.ListTokensRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.ListTokensResponse, _abc.Awaitable[_store_pb2.ListTokensResponse]]:
+    ) -> _typing.Union[_control_pb2.ListTokensResponse, _abc.Awaitable[_control_pb2.ListTokensResponse]]:
         """A member's (or a workspace's) tokens, never their secrets or hashes."""
 
     @_abc_1.abstractmethod
     def ListMembers(
         self,
-        request: _store_pb2.ListMembersRequest,
+        request: _control_pb2.ListMembersRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.ListMembersResponse, _abc.Awaitable[_store_pb2.ListMembersResponse]]:
+    ) -> _typing.Union[_control_pb2.ListMembersResponse, _abc.Awaitable[_control_pb2.ListMembersResponse]]:
         """A workspace's members (also served as AdminService.ListMembers, with
         these messages).
         """
@@ -236,9 +270,9 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ListWorkspaces(
         self,
-        request: _store_pb2.ListWorkspacesRequest,
+        request: _control_pb2.ListWorkspacesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.ListWorkspacesResponse, _abc.Awaitable[_store_pb2.ListWorkspacesResponse]]:
+    ) -> _typing.Union[_control_pb2.ListWorkspacesResponse, _abc.Awaitable[_control_pb2.ListWorkspacesResponse]]:
         """Every workspace, by slug, a page at a time (also served as
         AdminService.ListWorkspaces, with these messages).
         """
@@ -246,9 +280,9 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def Authenticate(
         self,
-        request: _store_pb2.AuthenticateRequest,
+        request: _control_pb2.AuthenticateRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.AuthenticateResponse, _abc.Awaitable[_store_pb2.AuthenticateResponse]]:
+    ) -> _typing.Union[_control_pb2.AuthenticateResponse, _abc.Awaitable[_control_pb2.AuthenticateResponse]]:
         """Resolves a bearer token to (workspace, member, role); NOT_FOUND when the
         token is unknown, revoked or expired (message "token expired").
         """
@@ -256,9 +290,9 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def WatchRevocations(
         self,
-        request: _store_pb2.WatchRevocationsRequest,
+        request: _control_pb2.WatchRevocationsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_store_pb2.WatchRevocationsResponse], _abc.AsyncIterator[_store_pb2.WatchRevocationsResponse]]:
+    ) -> _typing.Union[_abc.Iterator[_control_pb2.WatchRevocationsResponse], _abc.AsyncIterator[_control_pb2.WatchRevocationsResponse]]:
         """Token revocations as they commit, for gateways that cache Authenticate:
         the first message says the stream is live; each later one names a revoked
         token. The stream ends whenever the store could miss one, and a cache
@@ -268,9 +302,9 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def DeleteWorkspace(
         self,
-        request: _store_pb2.DeleteWorkspaceRequest,
+        request: _control_pb2.DeleteWorkspaceRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.DeleteWorkspaceResponse, _abc.Awaitable[_store_pb2.DeleteWorkspaceResponse]]:
+    ) -> _typing.Union[_control_pb2.DeleteWorkspaceResponse, _abc.Awaitable[_control_pb2.DeleteWorkspaceResponse]]:
         """Deletes a workspace (operator): tokens revoked and published, database
         dropped, control-plane rows removed but a tombstone; every store process
         closes its pools of that database.
@@ -279,9 +313,9 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def RemoveMember(
         self,
-        request: _store_pb2.RemoveMemberRequest,
+        request: _control_pb2.RemoveMemberRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.RemoveMemberResponse, _abc.Awaitable[_store_pb2.RemoveMemberResponse]]:
+    ) -> _typing.Union[_control_pb2.RemoveMemberResponse, _abc.Awaitable[_control_pb2.RemoveMemberResponse]]:
         """Removes a member (operator or owner): tokens revoked and published,
         private memories erased or transferred, the member row kept as removed.
         """
@@ -289,16 +323,16 @@ class StoreServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def GetWorkspaceSettings(
         self,
-        request: _store_pb2.GetWorkspaceSettingsRequest,
+        request: _control_pb2.GetWorkspaceSettingsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.GetWorkspaceSettingsResponse, _abc.Awaitable[_store_pb2.GetWorkspaceSettingsResponse]]: ...
+    ) -> _typing.Union[_control_pb2.GetWorkspaceSettingsResponse, _abc.Awaitable[_control_pb2.GetWorkspaceSettingsResponse]]: ...
 
     @_abc_1.abstractmethod
     def UpdateWorkspaceSettings(
         self,
-        request: _store_pb2.UpdateWorkspaceSettingsRequest,
+        request: _control_pb2.UpdateWorkspaceSettingsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_store_pb2.UpdateWorkspaceSettingsResponse, _abc.Awaitable[_store_pb2.UpdateWorkspaceSettingsResponse]]: ...
+    ) -> _typing.Union[_control_pb2.UpdateWorkspaceSettingsResponse, _abc.Awaitable[_control_pb2.UpdateWorkspaceSettingsResponse]]: ...
 
     @_abc_1.abstractmethod
     def GetMemories(

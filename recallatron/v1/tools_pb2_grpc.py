@@ -3,7 +3,8 @@
 import grpc
 import warnings
 
-from recallatron.v1 import gateway_pb2 as recallatron_dot_v1_dot_gateway__pb2
+from recallatron.v1 import memory_pb2 as recallatron_dot_v1_dot_memory__pb2
+from recallatron.v1 import review_pb2 as recallatron_dot_v1_dot_review__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -27,12 +28,12 @@ if _version_not_supported:
 
 class ToolServiceStub:
     """The store's side of the tools: each method takes the public request of
-    gateway.proto and answers its public response, so that a tool's messages
-    are defined once. A call acts for exactly the member its caller assertion
-    vouches for (recallatron/internal_auth.py), with the purpose the gateway
-    resolved and checked against the token's scope; the request's own
-    `purpose` field is the gateway's to read. Internal: only the gateway
-    reaches it.
+    MemoryService or ReviewService (gateway.proto) and answers its public
+    response, so that a tool's messages are defined once. A call acts for
+    exactly the member its caller assertion vouches for
+    (recallatron/internal_auth.py), with the purpose the gateway resolved and
+    checked against the token's scope; the request's own `purpose` field is
+    the gateway's to read. Internal: only the gateway reaches it.
     """
 
     def __init__(self, channel):
@@ -43,104 +44,104 @@ class ToolServiceStub:
         """
         self.Read = channel.unary_unary(
                 '/recallatron.v1.ToolService/Read',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ReadRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ReadResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.ReadRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.ReadResponse.FromString,
                 _registered_method=True)
         self.Remember = channel.unary_unary(
                 '/recallatron.v1.ToolService/Remember',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.RememberRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.RememberResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.RememberRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.RememberResponse.FromString,
                 _registered_method=True)
         self.Derive = channel.unary_unary(
                 '/recallatron.v1.ToolService/Derive',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.DeriveRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.DeriveResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.DeriveRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.DeriveResponse.FromString,
                 _registered_method=True)
         self.Correct = channel.unary_unary(
                 '/recallatron.v1.ToolService/Correct',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.CorrectRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.CorrectResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.CorrectRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.CorrectResponse.FromString,
                 _registered_method=True)
         self.Supersede = channel.unary_unary(
                 '/recallatron.v1.ToolService/Supersede',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.SupersedeRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.SupersedeResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.SupersedeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.SupersedeResponse.FromString,
                 _registered_method=True)
         self.Forget = channel.unary_unary(
                 '/recallatron.v1.ToolService/Forget',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ForgetRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ForgetResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.ForgetResponse.FromString,
                 _registered_method=True)
         self.Lookup = channel.unary_unary(
                 '/recallatron.v1.ToolService/Lookup',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.LookupRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.LookupResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.LookupRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.LookupResponse.FromString,
                 _registered_method=True)
         self.Neighbors = channel.unary_unary(
                 '/recallatron.v1.ToolService/Neighbors',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.NeighborsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.NeighborsResponse.FromString,
                 _registered_method=True)
         self.CreateEpisode = channel.unary_unary(
                 '/recallatron.v1.ToolService/CreateEpisode',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.CreateEpisodeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.CreateEpisodeResponse.FromString,
                 _registered_method=True)
         self.Timeline = channel.unary_unary(
                 '/recallatron.v1.ToolService/Timeline',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.TimelineRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.TimelineResponse.FromString,
                 _registered_method=True)
         self.ListMemories = channel.unary_unary(
                 '/recallatron.v1.ToolService/ListMemories',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.ListMemoriesResponse.FromString,
                 _registered_method=True)
         self.ListAuditEvents = channel.unary_unary(
                 '/recallatron.v1.ToolService/ListAuditEvents',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_memory__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_memory__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
         self.DismissDuplicatePair = channel.unary_unary(
                 '/recallatron.v1.ToolService/DismissDuplicatePair',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_review__pb2.DismissDuplicatePairRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_review__pb2.DismissDuplicatePairResponse.FromString,
                 _registered_method=True)
         self.ListEntityPairs = channel.unary_unary(
                 '/recallatron.v1.ToolService/ListEntityPairs',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_review__pb2.ListEntityPairsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_review__pb2.ListEntityPairsResponse.FromString,
                 _registered_method=True)
         self.MergeEntities = channel.unary_unary(
                 '/recallatron.v1.ToolService/MergeEntities',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_review__pb2.MergeEntitiesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_review__pb2.MergeEntitiesResponse.FromString,
                 _registered_method=True)
         self.KeepEntitiesApart = channel.unary_unary(
                 '/recallatron.v1.ToolService/KeepEntitiesApart',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_review__pb2.KeepEntitiesApartRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_review__pb2.KeepEntitiesApartResponse.FromString,
                 _registered_method=True)
         self.UndoEntityMerge = channel.unary_unary(
                 '/recallatron.v1.ToolService/UndoEntityMerge',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_review__pb2.UndoEntityMergeRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_review__pb2.UndoEntityMergeResponse.FromString,
                 _registered_method=True)
         self.ListEntityMerges = channel.unary_unary(
                 '/recallatron.v1.ToolService/ListEntityMerges',
-                request_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.SerializeToString,
-                response_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.FromString,
+                request_serializer=recallatron_dot_v1_dot_review__pb2.ListEntityMergesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_v1_dot_review__pb2.ListEntityMergesResponse.FromString,
                 _registered_method=True)
 
 
 class ToolServiceServicer:
     """The store's side of the tools: each method takes the public request of
-    gateway.proto and answers its public response, so that a tool's messages
-    are defined once. A call acts for exactly the member its caller assertion
-    vouches for (recallatron/internal_auth.py), with the purpose the gateway
-    resolved and checked against the token's scope; the request's own
-    `purpose` field is the gateway's to read. Internal: only the gateway
-    reaches it.
+    MemoryService or ReviewService (gateway.proto) and answers its public
+    response, so that a tool's messages are defined once. A call acts for
+    exactly the member its caller assertion vouches for
+    (recallatron/internal_auth.py), with the purpose the gateway resolved and
+    checked against the token's scope; the request's own `purpose` field is
+    the gateway's to read. Internal: only the gateway reaches it.
     """
 
     def Read(self, request, context):
@@ -258,93 +259,93 @@ def add_ToolServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Read': grpc.unary_unary_rpc_method_handler(
                     servicer.Read,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ReadRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ReadResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.ReadRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.ReadResponse.SerializeToString,
             ),
             'Remember': grpc.unary_unary_rpc_method_handler(
                     servicer.Remember,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.RememberRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.RememberResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.RememberRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.RememberResponse.SerializeToString,
             ),
             'Derive': grpc.unary_unary_rpc_method_handler(
                     servicer.Derive,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.DeriveRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.DeriveResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.DeriveRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.DeriveResponse.SerializeToString,
             ),
             'Correct': grpc.unary_unary_rpc_method_handler(
                     servicer.Correct,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.CorrectRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.CorrectResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.CorrectRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.CorrectResponse.SerializeToString,
             ),
             'Supersede': grpc.unary_unary_rpc_method_handler(
                     servicer.Supersede,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.SupersedeRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.SupersedeResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.SupersedeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.SupersedeResponse.SerializeToString,
             ),
             'Forget': grpc.unary_unary_rpc_method_handler(
                     servicer.Forget,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ForgetRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ForgetResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.ForgetRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.ForgetResponse.SerializeToString,
             ),
             'Lookup': grpc.unary_unary_rpc_method_handler(
                     servicer.Lookup,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.LookupRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.LookupResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.LookupRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.LookupResponse.SerializeToString,
             ),
             'Neighbors': grpc.unary_unary_rpc_method_handler(
                     servicer.Neighbors,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.NeighborsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.NeighborsResponse.SerializeToString,
             ),
             'CreateEpisode': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateEpisode,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.CreateEpisodeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.CreateEpisodeResponse.SerializeToString,
             ),
             'Timeline': grpc.unary_unary_rpc_method_handler(
                     servicer.Timeline,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.TimelineRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.TimelineResponse.SerializeToString,
             ),
             'ListMemories': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMemories,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.ListMemoriesResponse.SerializeToString,
             ),
             'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAuditEvents,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_memory__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_memory__pb2.ListAuditEventsResponse.SerializeToString,
             ),
             'DismissDuplicatePair': grpc.unary_unary_rpc_method_handler(
                     servicer.DismissDuplicatePair,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_review__pb2.DismissDuplicatePairRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_review__pb2.DismissDuplicatePairResponse.SerializeToString,
             ),
             'ListEntityPairs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListEntityPairs,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_review__pb2.ListEntityPairsRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_review__pb2.ListEntityPairsResponse.SerializeToString,
             ),
             'MergeEntities': grpc.unary_unary_rpc_method_handler(
                     servicer.MergeEntities,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_review__pb2.MergeEntitiesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_review__pb2.MergeEntitiesResponse.SerializeToString,
             ),
             'KeepEntitiesApart': grpc.unary_unary_rpc_method_handler(
                     servicer.KeepEntitiesApart,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_review__pb2.KeepEntitiesApartRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_review__pb2.KeepEntitiesApartResponse.SerializeToString,
             ),
             'UndoEntityMerge': grpc.unary_unary_rpc_method_handler(
                     servicer.UndoEntityMerge,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_review__pb2.UndoEntityMergeRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_review__pb2.UndoEntityMergeResponse.SerializeToString,
             ),
             'ListEntityMerges': grpc.unary_unary_rpc_method_handler(
                     servicer.ListEntityMerges,
-                    request_deserializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.FromString,
-                    response_serializer=recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.SerializeToString,
+                    request_deserializer=recallatron_dot_v1_dot_review__pb2.ListEntityMergesRequest.FromString,
+                    response_serializer=recallatron_dot_v1_dot_review__pb2.ListEntityMergesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -356,12 +357,12 @@ def add_ToolServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ToolService:
     """The store's side of the tools: each method takes the public request of
-    gateway.proto and answers its public response, so that a tool's messages
-    are defined once. A call acts for exactly the member its caller assertion
-    vouches for (recallatron/internal_auth.py), with the purpose the gateway
-    resolved and checked against the token's scope; the request's own
-    `purpose` field is the gateway's to read. Internal: only the gateway
-    reaches it.
+    MemoryService or ReviewService (gateway.proto) and answers its public
+    response, so that a tool's messages are defined once. A call acts for
+    exactly the member its caller assertion vouches for
+    (recallatron/internal_auth.py), with the purpose the gateway resolved and
+    checked against the token's scope; the request's own `purpose` field is
+    the gateway's to read. Internal: only the gateway reaches it.
     """
 
     @staticmethod
@@ -379,8 +380,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Read',
-            recallatron_dot_v1_dot_gateway__pb2.ReadRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.ReadResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.ReadRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.ReadResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -406,8 +407,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Remember',
-            recallatron_dot_v1_dot_gateway__pb2.RememberRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.RememberResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.RememberRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.RememberResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -433,8 +434,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Derive',
-            recallatron_dot_v1_dot_gateway__pb2.DeriveRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.DeriveResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.DeriveRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.DeriveResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -460,8 +461,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Correct',
-            recallatron_dot_v1_dot_gateway__pb2.CorrectRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.CorrectResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.CorrectRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.CorrectResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -487,8 +488,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Supersede',
-            recallatron_dot_v1_dot_gateway__pb2.SupersedeRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.SupersedeResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.SupersedeRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.SupersedeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -514,8 +515,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Forget',
-            recallatron_dot_v1_dot_gateway__pb2.ForgetRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.ForgetResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.ForgetResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -541,8 +542,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Lookup',
-            recallatron_dot_v1_dot_gateway__pb2.LookupRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.LookupResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.LookupRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.LookupResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -568,8 +569,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Neighbors',
-            recallatron_dot_v1_dot_gateway__pb2.NeighborsRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.NeighborsResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.NeighborsRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.NeighborsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -595,8 +596,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/CreateEpisode',
-            recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.CreateEpisodeResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.CreateEpisodeRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.CreateEpisodeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -622,8 +623,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/Timeline',
-            recallatron_dot_v1_dot_gateway__pb2.TimelineRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.TimelineResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.TimelineRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.TimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -649,8 +650,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/ListMemories',
-            recallatron_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.ListMemoriesRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.ListMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -676,8 +677,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/ListAuditEvents',
-            recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.ListAuditEventsResponse.FromString,
+            recallatron_dot_v1_dot_memory__pb2.ListAuditEventsRequest.SerializeToString,
+            recallatron_dot_v1_dot_memory__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -703,8 +704,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/DismissDuplicatePair',
-            recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.DismissDuplicatePairResponse.FromString,
+            recallatron_dot_v1_dot_review__pb2.DismissDuplicatePairRequest.SerializeToString,
+            recallatron_dot_v1_dot_review__pb2.DismissDuplicatePairResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -730,8 +731,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/ListEntityPairs',
-            recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.ListEntityPairsResponse.FromString,
+            recallatron_dot_v1_dot_review__pb2.ListEntityPairsRequest.SerializeToString,
+            recallatron_dot_v1_dot_review__pb2.ListEntityPairsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -757,8 +758,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/MergeEntities',
-            recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.MergeEntitiesResponse.FromString,
+            recallatron_dot_v1_dot_review__pb2.MergeEntitiesRequest.SerializeToString,
+            recallatron_dot_v1_dot_review__pb2.MergeEntitiesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -784,8 +785,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/KeepEntitiesApart',
-            recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.KeepEntitiesApartResponse.FromString,
+            recallatron_dot_v1_dot_review__pb2.KeepEntitiesApartRequest.SerializeToString,
+            recallatron_dot_v1_dot_review__pb2.KeepEntitiesApartResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -811,8 +812,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/UndoEntityMerge',
-            recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.UndoEntityMergeResponse.FromString,
+            recallatron_dot_v1_dot_review__pb2.UndoEntityMergeRequest.SerializeToString,
+            recallatron_dot_v1_dot_review__pb2.UndoEntityMergeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -838,8 +839,8 @@ class ToolService:
             request,
             target,
             '/recallatron.v1.ToolService/ListEntityMerges',
-            recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesRequest.SerializeToString,
-            recallatron_dot_v1_dot_gateway__pb2.ListEntityMergesResponse.FromString,
+            recallatron_dot_v1_dot_review__pb2.ListEntityMergesRequest.SerializeToString,
+            recallatron_dot_v1_dot_review__pb2.ListEntityMergesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,7 +5,8 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from recallatron.v1 import gateway_pb2 as _gateway_pb2
+from recallatron.v1 import memory_pb2 as _memory_pb2
+from recallatron.v1 import review_pb2 as _review_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -28,208 +29,208 @@ GRPC_VERSION: str
 
 class ToolServiceStub:
     """The store's side of the tools: each method takes the public request of
-    gateway.proto and answers its public response, so that a tool's messages
-    are defined once. A call acts for exactly the member its caller assertion
-    vouches for (recallatron/internal_auth.py), with the purpose the gateway
-    resolved and checked against the token's scope; the request's own
-    `purpose` field is the gateway's to read. Internal: only the gateway
-    reaches it.
+    MemoryService or ReviewService (gateway.proto) and answers its public
+    response, so that a tool's messages are defined once. A call acts for
+    exactly the member its caller assertion vouches for
+    (recallatron/internal_auth.py), with the purpose the gateway resolved and
+    checked against the token's scope; the request's own `purpose` field is
+    the gateway's to read. Internal: only the gateway reaches it.
     """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ToolServiceAsyncStub: ...
-    Read: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ReadRequest, _gateway_pb2.ReadResponse]
-    Remember: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RememberRequest, _gateway_pb2.RememberResponse]
-    Derive: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DeriveRequest, _gateway_pb2.DeriveResponse]
-    Correct: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CorrectRequest, _gateway_pb2.CorrectResponse]
-    Supersede: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.SupersedeRequest, _gateway_pb2.SupersedeResponse]
-    Forget: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ForgetRequest, _gateway_pb2.ForgetResponse]
-    Lookup: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]
-    Neighbors: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]
-    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]
-    Timeline: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]
-    ListMemories: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]
-    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]
+    Read: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ReadRequest, _memory_pb2.ReadResponse]
+    Remember: _grpc.UnaryUnaryMultiCallable[_memory_pb2.RememberRequest, _memory_pb2.RememberResponse]
+    Derive: _grpc.UnaryUnaryMultiCallable[_memory_pb2.DeriveRequest, _memory_pb2.DeriveResponse]
+    Correct: _grpc.UnaryUnaryMultiCallable[_memory_pb2.CorrectRequest, _memory_pb2.CorrectResponse]
+    Supersede: _grpc.UnaryUnaryMultiCallable[_memory_pb2.SupersedeRequest, _memory_pb2.SupersedeResponse]
+    Forget: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ForgetRequest, _memory_pb2.ForgetResponse]
+    Lookup: _grpc.UnaryUnaryMultiCallable[_memory_pb2.LookupRequest, _memory_pb2.LookupResponse]
+    Neighbors: _grpc.UnaryUnaryMultiCallable[_memory_pb2.NeighborsRequest, _memory_pb2.NeighborsResponse]
+    CreateEpisode: _grpc.UnaryUnaryMultiCallable[_memory_pb2.CreateEpisodeRequest, _memory_pb2.CreateEpisodeResponse]
+    Timeline: _grpc.UnaryUnaryMultiCallable[_memory_pb2.TimelineRequest, _memory_pb2.TimelineResponse]
+    ListMemories: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ListMemoriesRequest, _memory_pb2.ListMemoriesResponse]
+    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ListAuditEventsRequest, _memory_pb2.ListAuditEventsResponse]
     """Owners only (the assertion's role)."""
-    DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]
+    DismissDuplicatePair: _grpc.UnaryUnaryMultiCallable[_review_pb2.DismissDuplicatePairRequest, _review_pb2.DismissDuplicatePairResponse]
     """The review page's decisions (ReviewService)."""
-    ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]
-    MergeEntities: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.MergeEntitiesRequest, _gateway_pb2.MergeEntitiesResponse]
-    KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]
-    UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]
-    ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]
+    ListEntityPairs: _grpc.UnaryUnaryMultiCallable[_review_pb2.ListEntityPairsRequest, _review_pb2.ListEntityPairsResponse]
+    MergeEntities: _grpc.UnaryUnaryMultiCallable[_review_pb2.MergeEntitiesRequest, _review_pb2.MergeEntitiesResponse]
+    KeepEntitiesApart: _grpc.UnaryUnaryMultiCallable[_review_pb2.KeepEntitiesApartRequest, _review_pb2.KeepEntitiesApartResponse]
+    UndoEntityMerge: _grpc.UnaryUnaryMultiCallable[_review_pb2.UndoEntityMergeRequest, _review_pb2.UndoEntityMergeResponse]
+    ListEntityMerges: _grpc.UnaryUnaryMultiCallable[_review_pb2.ListEntityMergesRequest, _review_pb2.ListEntityMergesResponse]
 
 @_typing.type_check_only
 class ToolServiceAsyncStub(ToolServiceStub):
     """The store's side of the tools: each method takes the public request of
-    gateway.proto and answers its public response, so that a tool's messages
-    are defined once. A call acts for exactly the member its caller assertion
-    vouches for (recallatron/internal_auth.py), with the purpose the gateway
-    resolved and checked against the token's scope; the request's own
-    `purpose` field is the gateway's to read. Internal: only the gateway
-    reaches it.
+    MemoryService or ReviewService (gateway.proto) and answers its public
+    response, so that a tool's messages are defined once. A call acts for
+    exactly the member its caller assertion vouches for
+    (recallatron/internal_auth.py), with the purpose the gateway resolved and
+    checked against the token's scope; the request's own `purpose` field is
+    the gateway's to read. Internal: only the gateway reaches it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    Read: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ReadRequest, _gateway_pb2.ReadResponse]  # type: ignore[assignment]
-    Remember: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RememberRequest, _gateway_pb2.RememberResponse]  # type: ignore[assignment]
-    Derive: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DeriveRequest, _gateway_pb2.DeriveResponse]  # type: ignore[assignment]
-    Correct: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CorrectRequest, _gateway_pb2.CorrectResponse]  # type: ignore[assignment]
-    Supersede: _aio.UnaryUnaryMultiCallable[_gateway_pb2.SupersedeRequest, _gateway_pb2.SupersedeResponse]  # type: ignore[assignment]
-    Forget: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ForgetRequest, _gateway_pb2.ForgetResponse]  # type: ignore[assignment]
-    Lookup: _aio.UnaryUnaryMultiCallable[_gateway_pb2.LookupRequest, _gateway_pb2.LookupResponse]  # type: ignore[assignment]
-    Neighbors: _aio.UnaryUnaryMultiCallable[_gateway_pb2.NeighborsRequest, _gateway_pb2.NeighborsResponse]  # type: ignore[assignment]
-    CreateEpisode: _aio.UnaryUnaryMultiCallable[_gateway_pb2.CreateEpisodeRequest, _gateway_pb2.CreateEpisodeResponse]  # type: ignore[assignment]
-    Timeline: _aio.UnaryUnaryMultiCallable[_gateway_pb2.TimelineRequest, _gateway_pb2.TimelineResponse]  # type: ignore[assignment]
-    ListMemories: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListMemoriesRequest, _gateway_pb2.ListMemoriesResponse]  # type: ignore[assignment]
-    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditEventsRequest, _gateway_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
+    Read: _aio.UnaryUnaryMultiCallable[_memory_pb2.ReadRequest, _memory_pb2.ReadResponse]  # type: ignore[assignment]
+    Remember: _aio.UnaryUnaryMultiCallable[_memory_pb2.RememberRequest, _memory_pb2.RememberResponse]  # type: ignore[assignment]
+    Derive: _aio.UnaryUnaryMultiCallable[_memory_pb2.DeriveRequest, _memory_pb2.DeriveResponse]  # type: ignore[assignment]
+    Correct: _aio.UnaryUnaryMultiCallable[_memory_pb2.CorrectRequest, _memory_pb2.CorrectResponse]  # type: ignore[assignment]
+    Supersede: _aio.UnaryUnaryMultiCallable[_memory_pb2.SupersedeRequest, _memory_pb2.SupersedeResponse]  # type: ignore[assignment]
+    Forget: _aio.UnaryUnaryMultiCallable[_memory_pb2.ForgetRequest, _memory_pb2.ForgetResponse]  # type: ignore[assignment]
+    Lookup: _aio.UnaryUnaryMultiCallable[_memory_pb2.LookupRequest, _memory_pb2.LookupResponse]  # type: ignore[assignment]
+    Neighbors: _aio.UnaryUnaryMultiCallable[_memory_pb2.NeighborsRequest, _memory_pb2.NeighborsResponse]  # type: ignore[assignment]
+    CreateEpisode: _aio.UnaryUnaryMultiCallable[_memory_pb2.CreateEpisodeRequest, _memory_pb2.CreateEpisodeResponse]  # type: ignore[assignment]
+    Timeline: _aio.UnaryUnaryMultiCallable[_memory_pb2.TimelineRequest, _memory_pb2.TimelineResponse]  # type: ignore[assignment]
+    ListMemories: _aio.UnaryUnaryMultiCallable[_memory_pb2.ListMemoriesRequest, _memory_pb2.ListMemoriesResponse]  # type: ignore[assignment]
+    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_memory_pb2.ListAuditEventsRequest, _memory_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
     """Owners only (the assertion's role)."""
-    DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DismissDuplicatePairRequest, _gateway_pb2.DismissDuplicatePairResponse]  # type: ignore[assignment]
+    DismissDuplicatePair: _aio.UnaryUnaryMultiCallable[_review_pb2.DismissDuplicatePairRequest, _review_pb2.DismissDuplicatePairResponse]  # type: ignore[assignment]
     """The review page's decisions (ReviewService)."""
-    ListEntityPairs: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityPairsRequest, _gateway_pb2.ListEntityPairsResponse]  # type: ignore[assignment]
-    MergeEntities: _aio.UnaryUnaryMultiCallable[_gateway_pb2.MergeEntitiesRequest, _gateway_pb2.MergeEntitiesResponse]  # type: ignore[assignment]
-    KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_gateway_pb2.KeepEntitiesApartRequest, _gateway_pb2.KeepEntitiesApartResponse]  # type: ignore[assignment]
-    UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UndoEntityMergeRequest, _gateway_pb2.UndoEntityMergeResponse]  # type: ignore[assignment]
-    ListEntityMerges: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListEntityMergesRequest, _gateway_pb2.ListEntityMergesResponse]  # type: ignore[assignment]
+    ListEntityPairs: _aio.UnaryUnaryMultiCallable[_review_pb2.ListEntityPairsRequest, _review_pb2.ListEntityPairsResponse]  # type: ignore[assignment]
+    MergeEntities: _aio.UnaryUnaryMultiCallable[_review_pb2.MergeEntitiesRequest, _review_pb2.MergeEntitiesResponse]  # type: ignore[assignment]
+    KeepEntitiesApart: _aio.UnaryUnaryMultiCallable[_review_pb2.KeepEntitiesApartRequest, _review_pb2.KeepEntitiesApartResponse]  # type: ignore[assignment]
+    UndoEntityMerge: _aio.UnaryUnaryMultiCallable[_review_pb2.UndoEntityMergeRequest, _review_pb2.UndoEntityMergeResponse]  # type: ignore[assignment]
+    ListEntityMerges: _aio.UnaryUnaryMultiCallable[_review_pb2.ListEntityMergesRequest, _review_pb2.ListEntityMergesResponse]  # type: ignore[assignment]
 
 class ToolServiceServicer(metaclass=_abc_1.ABCMeta):
     """The store's side of the tools: each method takes the public request of
-    gateway.proto and answers its public response, so that a tool's messages
-    are defined once. A call acts for exactly the member its caller assertion
-    vouches for (recallatron/internal_auth.py), with the purpose the gateway
-    resolved and checked against the token's scope; the request's own
-    `purpose` field is the gateway's to read. Internal: only the gateway
-    reaches it.
+    MemoryService or ReviewService (gateway.proto) and answers its public
+    response, so that a tool's messages are defined once. A call acts for
+    exactly the member its caller assertion vouches for
+    (recallatron/internal_auth.py), with the purpose the gateway resolved and
+    checked against the token's scope; the request's own `purpose` field is
+    the gateway's to read. Internal: only the gateway reaches it.
     """
 
     @_abc_1.abstractmethod
     def Read(
         self,
-        request: _gateway_pb2.ReadRequest,
+        request: _memory_pb2.ReadRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ReadResponse, _abc.Awaitable[_gateway_pb2.ReadResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.ReadResponse, _abc.Awaitable[_memory_pb2.ReadResponse]]: ...
 
     @_abc_1.abstractmethod
     def Remember(
         self,
-        request: _gateway_pb2.RememberRequest,
+        request: _memory_pb2.RememberRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.RememberResponse, _abc.Awaitable[_gateway_pb2.RememberResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.RememberResponse, _abc.Awaitable[_memory_pb2.RememberResponse]]: ...
 
     @_abc_1.abstractmethod
     def Derive(
         self,
-        request: _gateway_pb2.DeriveRequest,
+        request: _memory_pb2.DeriveRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.DeriveResponse, _abc.Awaitable[_gateway_pb2.DeriveResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.DeriveResponse, _abc.Awaitable[_memory_pb2.DeriveResponse]]: ...
 
     @_abc_1.abstractmethod
     def Correct(
         self,
-        request: _gateway_pb2.CorrectRequest,
+        request: _memory_pb2.CorrectRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.CorrectResponse, _abc.Awaitable[_gateway_pb2.CorrectResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.CorrectResponse, _abc.Awaitable[_memory_pb2.CorrectResponse]]: ...
 
     @_abc_1.abstractmethod
     def Supersede(
         self,
-        request: _gateway_pb2.SupersedeRequest,
+        request: _memory_pb2.SupersedeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.SupersedeResponse, _abc.Awaitable[_gateway_pb2.SupersedeResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.SupersedeResponse, _abc.Awaitable[_memory_pb2.SupersedeResponse]]: ...
 
     @_abc_1.abstractmethod
     def Forget(
         self,
-        request: _gateway_pb2.ForgetRequest,
+        request: _memory_pb2.ForgetRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ForgetResponse, _abc.Awaitable[_gateway_pb2.ForgetResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.ForgetResponse, _abc.Awaitable[_memory_pb2.ForgetResponse]]: ...
 
     @_abc_1.abstractmethod
     def Lookup(
         self,
-        request: _gateway_pb2.LookupRequest,
+        request: _memory_pb2.LookupRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.LookupResponse, _abc.Awaitable[_gateway_pb2.LookupResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.LookupResponse, _abc.Awaitable[_memory_pb2.LookupResponse]]: ...
 
     @_abc_1.abstractmethod
     def Neighbors(
         self,
-        request: _gateway_pb2.NeighborsRequest,
+        request: _memory_pb2.NeighborsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.NeighborsResponse, _abc.Awaitable[_gateway_pb2.NeighborsResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.NeighborsResponse, _abc.Awaitable[_memory_pb2.NeighborsResponse]]: ...
 
     @_abc_1.abstractmethod
     def CreateEpisode(
         self,
-        request: _gateway_pb2.CreateEpisodeRequest,
+        request: _memory_pb2.CreateEpisodeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.CreateEpisodeResponse, _abc.Awaitable[_gateway_pb2.CreateEpisodeResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.CreateEpisodeResponse, _abc.Awaitable[_memory_pb2.CreateEpisodeResponse]]: ...
 
     @_abc_1.abstractmethod
     def Timeline(
         self,
-        request: _gateway_pb2.TimelineRequest,
+        request: _memory_pb2.TimelineRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.TimelineResponse, _abc.Awaitable[_gateway_pb2.TimelineResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.TimelineResponse, _abc.Awaitable[_memory_pb2.TimelineResponse]]: ...
 
     @_abc_1.abstractmethod
     def ListMemories(
         self,
-        request: _gateway_pb2.ListMemoriesRequest,
+        request: _memory_pb2.ListMemoriesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListMemoriesResponse, _abc.Awaitable[_gateway_pb2.ListMemoriesResponse]]: ...
+    ) -> _typing.Union[_memory_pb2.ListMemoriesResponse, _abc.Awaitable[_memory_pb2.ListMemoriesResponse]]: ...
 
     @_abc_1.abstractmethod
     def ListAuditEvents(
         self,
-        request: _gateway_pb2.ListAuditEventsRequest,
+        request: _memory_pb2.ListAuditEventsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListAuditEventsResponse, _abc.Awaitable[_gateway_pb2.ListAuditEventsResponse]]:
+    ) -> _typing.Union[_memory_pb2.ListAuditEventsResponse, _abc.Awaitable[_memory_pb2.ListAuditEventsResponse]]:
         """Owners only (the assertion's role)."""
 
     @_abc_1.abstractmethod
     def DismissDuplicatePair(
         self,
-        request: _gateway_pb2.DismissDuplicatePairRequest,
+        request: _review_pb2.DismissDuplicatePairRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.DismissDuplicatePairResponse, _abc.Awaitable[_gateway_pb2.DismissDuplicatePairResponse]]:
+    ) -> _typing.Union[_review_pb2.DismissDuplicatePairResponse, _abc.Awaitable[_review_pb2.DismissDuplicatePairResponse]]:
         """The review page's decisions (ReviewService)."""
 
     @_abc_1.abstractmethod
     def ListEntityPairs(
         self,
-        request: _gateway_pb2.ListEntityPairsRequest,
+        request: _review_pb2.ListEntityPairsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListEntityPairsResponse, _abc.Awaitable[_gateway_pb2.ListEntityPairsResponse]]: ...
+    ) -> _typing.Union[_review_pb2.ListEntityPairsResponse, _abc.Awaitable[_review_pb2.ListEntityPairsResponse]]: ...
 
     @_abc_1.abstractmethod
     def MergeEntities(
         self,
-        request: _gateway_pb2.MergeEntitiesRequest,
+        request: _review_pb2.MergeEntitiesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.MergeEntitiesResponse, _abc.Awaitable[_gateway_pb2.MergeEntitiesResponse]]: ...
+    ) -> _typing.Union[_review_pb2.MergeEntitiesResponse, _abc.Awaitable[_review_pb2.MergeEntitiesResponse]]: ...
 
     @_abc_1.abstractmethod
     def KeepEntitiesApart(
         self,
-        request: _gateway_pb2.KeepEntitiesApartRequest,
+        request: _review_pb2.KeepEntitiesApartRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.KeepEntitiesApartResponse, _abc.Awaitable[_gateway_pb2.KeepEntitiesApartResponse]]: ...
+    ) -> _typing.Union[_review_pb2.KeepEntitiesApartResponse, _abc.Awaitable[_review_pb2.KeepEntitiesApartResponse]]: ...
 
     @_abc_1.abstractmethod
     def UndoEntityMerge(
         self,
-        request: _gateway_pb2.UndoEntityMergeRequest,
+        request: _review_pb2.UndoEntityMergeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.UndoEntityMergeResponse, _abc.Awaitable[_gateway_pb2.UndoEntityMergeResponse]]: ...
+    ) -> _typing.Union[_review_pb2.UndoEntityMergeResponse, _abc.Awaitable[_review_pb2.UndoEntityMergeResponse]]: ...
 
     @_abc_1.abstractmethod
     def ListEntityMerges(
         self,
-        request: _gateway_pb2.ListEntityMergesRequest,
+        request: _review_pb2.ListEntityMergesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.ListEntityMergesResponse, _abc.Awaitable[_gateway_pb2.ListEntityMergesResponse]]: ...
+    ) -> _typing.Union[_review_pb2.ListEntityMergesResponse, _abc.Awaitable[_review_pb2.ListEntityMergesResponse]]: ...
 
 def add_ToolServiceServicer_to_server(servicer: ToolServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

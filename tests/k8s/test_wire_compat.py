@@ -22,7 +22,7 @@ V1 = Path("recallatron") / "v1"
 
 
 def add_field(files: dict[str, str]) -> None:
-    files["gateway.proto"] = files["gateway.proto"].replace(
+    files["memory.proto"] = files["memory.proto"].replace(
         "message RecallResponse {", "message RecallResponse {\n  string wire_test_added = 9999;", 1
     )
 
@@ -52,15 +52,15 @@ def _first_field(text: str, message: str) -> re.Match[str]:
 
 
 def remove_field(files: dict[str, str]) -> None:
-    text = files["gateway.proto"]
+    text = files["memory.proto"]
     m = _first_field(text, "RecallResponse")
-    files["gateway.proto"] = text[: m.start(1)] + "\n" + text[m.end() :]
+    files["memory.proto"] = text[: m.start(1)] + "\n" + text[m.end() :]
 
 
 def renumber_field(files: dict[str, str]) -> None:
-    text = files["gateway.proto"]
+    text = files["memory.proto"]
     m = _first_field(text, "RecallResponse")
-    files["gateway.proto"] = text[: m.start(2)] + str(int(m.group(2)) + 100) + text[m.end(2) :]
+    files["memory.proto"] = text[: m.start(2)] + str(int(m.group(2)) + 100) + text[m.end(2) :]
 
 
 def change_field_type(files: dict[str, str]) -> None:

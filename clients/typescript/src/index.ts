@@ -17,19 +17,21 @@ import {
 } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { randomUUID } from "node:crypto";
-import {
-  AdminService,
-  MemoryService,
-  type RecallRequest,
-  type RecallRequestSchema,
-  type RecallResponse,
-  type RememberRequestSchema,
-  type RememberResponse,
-  ReviewService,
-} from "./gen/recallatron/v1/gateway_pb.js";
+import { AdminService, MemoryService, ReviewService } from "./gen/recallatron/v1/gateway_pb.js";
+import type {
+  RecallRequest,
+  RecallRequestSchema,
+  RecallResponse,
+  RememberRequestSchema,
+  RememberResponse,
+} from "./gen/recallatron/v1/memory_pb.js";
 
+// The services (gateway.proto), and each one's messages (the file named after it).
+export * from "./gen/recallatron/v1/admin_pb.js";
 export * from "./gen/recallatron/v1/common_pb.js";
 export * from "./gen/recallatron/v1/gateway_pb.js";
+export * from "./gen/recallatron/v1/memory_pb.js";
+export * from "./gen/recallatron/v1/review_pb.js";
 export { Code, ConnectError };
 
 /** A recall's fields besides its query, as plain values. */
