@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -98,3 +99,24 @@ def test_a_settings_update_that_changes_nothing_writes_no_entry(team: Team) -> N
     newest = events(ada)
     assert len(newest) == before + 1
     assert json.loads(newest[0].detail_json)["changed"] == {"expiry_days": [0, 30]}
+
+
+def test_a_token_revoked_again_writes_no_second_entry(team: Team) -> None:
+    """A revocation retried (its answer lost), or asked by two owners at the
+    same moment, answers as the first did, but the log holds one revocation,
+    at the time the token stopped: an entry for each call would tell the
+    owner it was revoked again, later, by whoever asked last."""
+    ada = team.clients["ada"]
+    token = ada.create_token(team.members["bob"], "twice")
+    ada.revoke_token(token.token_id)
+    ada.revoke_token(token.token_id)
+    other = ada.create_token(team.members["bob"], "at once")
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: ada.revoke_token(other.token_id), range(4)))
+    revoked = [
+        json.loads(e.detail_json)["token_id"] for e in events(ada) if e.action == "revoke_token"
+    ]
+    assert sorted(revoked) == sorted([token.token_id, other.token_id])
+    listed = {t.id: t for t in ada.list_tokens(team.members["bob"]).tokens}
+    assert listed[token.token_id].HasField("revoked_at")
+    assert listed[other.token_id].HasField("revoked_at")

@@ -98,8 +98,9 @@ class Administration(OnWorkspaces):
         return made
 
     def revoke_token(self, by: str | None, token_id: str, workspace_id: str | None) -> None:
-        self.control.revoke_token(token_id, workspace_id)
-        self._token_event(by, "revoke_token", token_id, {})
+        # One entry per revocation: a token revoked before changes nothing.
+        if self.control.revoke_token(token_id, workspace_id):
+            self._token_event(by, "revoke_token", token_id, {})
 
     def rotate_token(
         self,

@@ -230,14 +230,19 @@ class TokenRecords:
             return False
         return True
 
-    def revoke_token(self, token_id: str, workspace_id: str | None = None) -> None:
+    def revoke_token(self, token_id: str, workspace_id: str | None = None) -> bool:
+        """True when this call revoked the token; False when it was revoked
+        before (answered alike: a retry's goal is met)."""
         token_id = uuid_str(token_id, "token_id")
         with self.dbs.control_conn() as conn:
-            row = conn.execute(q.REVOKE_TOKEN, (token_id, workspace_id, workspace_id)).fetchone()
-            if row is not None:
+            row = conn.execute(
+                q.REVOKE_TOKEN, {"id": token_id, "workspace_id": workspace_id}
+            ).fetchone()
+            if row is not None and row[1]:
                 conn.execute(q.NOTIFY_REVOKED, (token_id,))
         if row is None:
             raise errors.NotFound(f"token_id: no token {token_id!r}")
+        return bool(row[1])
 
     def authenticate(self, token: str) -> Identity:
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:

@@ -207,11 +207,22 @@ FROM relaxed
 WHERE id = %(id)s
   AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 """
+# The token (of the workspace named, if any), locked, and whether this call
+# revoked it: one revoked before (a retry, or another owner at the same
+# moment, whose revocation this one waits for and then reads) keeps its
+# time and is neither published nor logged again.
 REVOKE_TOKEN = """
-UPDATE access_token t SET revoked_at = coalesce(t.revoked_at, now())
-FROM member m
-WHERE t.id = %s AND m.id = t.member_id AND (%s::uuid IS NULL OR m.workspace_id = %s::uuid)
-RETURNING t.id
+WITH found AS (
+    SELECT t.id, t.revoked_at IS NULL AS live
+    FROM access_token t JOIN member m ON m.id = t.member_id
+    WHERE t.id = %(id)s
+      AND (%(workspace_id)s::uuid IS NULL OR m.workspace_id = %(workspace_id)s::uuid)
+    FOR UPDATE OF t
+), revoked AS (
+    UPDATE access_token t SET revoked_at = now() FROM found WHERE t.id = found.id AND found.live
+    RETURNING t.id
+)
+SELECT found.id, EXISTS (SELECT 1 FROM revoked) FROM found
 """
 # An expired or revoked token (or a removed member's) is found, to tell the
 # gateway it was once issued, but not admitted; `stale`: its last use is due
