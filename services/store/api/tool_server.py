@@ -1,7 +1,8 @@
 """The store's ToolService (tools.proto): the tools, taking the public request
 messages and answering the public responses, for exactly the member the
 call's assertion vouches for. A tool's messages are defined once, in
-gateway.proto; this adapter turns them into domain calls."""
+memory.proto and review.proto (gateway_pb2 offers them); this adapter turns
+them into domain calls."""
 
 from __future__ import annotations
 
