@@ -304,6 +304,8 @@ def test_the_operator_lists_a_workspaces_tokens(stack: Stack, team: Team, operat
             client.close()
     missing = error(lambda: operator.list_tokens(workspace_id=str(uuid.uuid4())))
     assert missing.code() == grpc.StatusCode.NOT_FOUND
+    # Named as every refusal of a field is (it said only "workspace not found").
+    assert str(missing.details()).startswith("workspace_id: "), missing.details()
     malformed = error(lambda: operator.list_tokens(workspace_id="not-an-id"))
     assert malformed.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "workspace_id" in str(malformed.details())

@@ -270,6 +270,14 @@ class ControlPlane(TokenRecords):
                 self._workspaces.put(workspace_id, ws)
         return ws
 
+    def workspace_in_field(self, workspace_id: str, field_name: str) -> Workspace:
+        """The record of the workspace a request's field names by id; its
+        NOT_FOUND names the field, as every refusal of a field does."""
+        try:
+            return self.workspace(workspace_id)
+        except errors.NotFound:
+            raise errors.NotFound(f"{field_name}: workspace not found") from None
+
     def forget_workspace(self, workspace_id: str) -> None:
         """Drops the cached record (the workspace moved:
         services/store/infrastructure/follow.py)."""
@@ -382,7 +390,7 @@ class ControlPlane(TokenRecords):
     ) -> Member:
         """``importing``: the import making the workspace adds its members."""
         workspace_id = validation.uuid_str(workspace_id, "workspace_id")
-        ws = self.workspace(workspace_id)
+        ws = self.workspace_in_field(workspace_id, "workspace_id")
         if ws.importing and not importing:
             raise being_imported(ws, "workspace_id")
         if not HANDLE_RE.match(handle or ""):
@@ -399,7 +407,7 @@ class ControlPlane(TokenRecords):
             # Deleted since it was looked up (or still cached here after a
             # delete elsewhere): the workspace is gone, as the lookup says.
             self.forget_workspace(workspace_id)
-            raise errors.NotFound("workspace not found") from None
+            raise errors.NotFound("workspace_id: workspace not found") from None
         return self.member(member_id)
 
     def member(self, member_id: str) -> Member:

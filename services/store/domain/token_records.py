@@ -46,7 +46,7 @@ class TokenRecords:
             self, workspace_id: str, member_id: str, live: bool = False
         ) -> bool: ...
 
-        def workspace(self, workspace_id: str) -> Workspace: ...
+        def workspace_in_field(self, workspace_id: str, field_name: str) -> Workspace: ...
 
     def create_token(
         self,
@@ -213,7 +213,7 @@ class TokenRecords:
             raise errors.InvalidArgument("member_id", "is required")
         if workspace_id:
             workspace_id = uuid_str(workspace_id, "workspace_id")
-            self.workspace(workspace_id)  # NotFound when there is none
+            self.workspace_in_field(workspace_id, "workspace_id")  # NotFound when there is none
         # A member nobody holds is told, never answered an empty list as if
         # they held no tokens; one of another workspace is answered alike.
         if member_id and not self._member_listed(member_id, workspace_id):

@@ -142,7 +142,7 @@ add(
             workspace_id=str(uuid.uuid4()), handle="x", role=cpb.ROLE_MEMBER
         ),
         NOT_FOUND,
-        "workspace",
+        "workspace_id",
         who="operator",
     ),
     Case(
