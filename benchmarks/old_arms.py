@@ -1,18 +1,18 @@
 """The lexical arm's candidate functions as an earlier release had them
-(dropped from the schema by migration 0048), for the benchmarks that time
-them against the current ones: each is created again, verbatim from the
-last migration that defined it, in the benchmark's own database."""
+(dropped from the schema by migration 0048, which the workspace baseline
+replaces), for the benchmarks that time them against the current ones: each
+is created again, verbatim from the last migration that defined it (read
+from the release before the baseline), in the benchmark's own database."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import psycopg
 
+from benchmarks import before_baseline
 from services.store.infrastructure.db import APP_ROLE
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "services/store/sql/migrations/workspace"
 # Each function and the migration whose definition it last had.
 DEFINED_IN = {
     "lexical_candidates": "0006_recall_at_scale.sql",
@@ -23,7 +23,7 @@ DEFINED_IN = {
 
 def definition(name: str) -> str:
     """The CREATE FUNCTION statement of `name`, as its migration wrote it."""
-    text = (MIGRATIONS / DEFINED_IN[name]).read_text()
+    text = before_baseline.migration(DEFINED_IN[name])
     found = re.search(
         rf"^CREATE (?:OR REPLACE )?FUNCTION {name}\(.*?^END \$\$;$", text, re.S | re.M
     )

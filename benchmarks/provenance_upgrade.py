@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from benchmarks.before_baseline import migration_files
 from benchmarks.provenance_cost import random_vectors
 from recallatron_devkit.localpg import LocalPostgres
 from recallatron_devkit.ports import free_port
 from services.store.infrastructure.db import APP_ROLE, with_database
-from services.store.infrastructure.migrate import migration_files
 
 BEFORE, MIGRATION = "0044", "0045"
 DATABASE = "upgrade_bench"
@@ -50,7 +50,7 @@ def build(url: str, vectors: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE schema_migration (version text PRIMARY KEY, applied_at"
                      " timestamptz NOT NULL DEFAULT now())")  # fmt: skip
-        for version, sql in migration_files("workspace"):
+        for version, sql in migration_files():
             if version[:4] > BEFORE:
                 break
             with conn.transaction():
@@ -64,7 +64,7 @@ def build(url: str, vectors: int) -> None:
 
 def upgrade(url: str) -> dict[str, Any]:
     """Applies 0045 as migrate-db does and measures it."""
-    (sql,) = [s for v, s in migration_files("workspace") if v.startswith(MIGRATION)]
+    (sql,) = [s for v, s in migration_files() if v.startswith(MIGRATION)]
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute("SELECT count(*) FROM memory_embedding").fetchone()
         before = conn.execute(SIZES).fetchone()

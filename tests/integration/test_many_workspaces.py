@@ -20,7 +20,7 @@ import pytest
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack, StackConfig, own_config, running
 from services.store.infrastructure.db import CONTROL_DATABASE, TEMPLATE_DATABASE
-from services.store.infrastructure.migrate import latest_version, migration_files
+from services.store.infrastructure.migrate import latest_version, versions
 from services.store.infrastructure.servers import demand
 from services.store.settings import StoreSettings
 from tests import dbutil
@@ -139,14 +139,14 @@ def test_an_idle_workspace_costs_no_query_and_no_connection(crowded: Stack) -> N
 def test_a_new_workspace_is_a_copy_of_the_migrated_template(crowded: Stack) -> None:
     operator = Client(crowded.gateway, crowded.admin_token)
     ws = operator.create_workspace(f"tpl-{uuid.uuid4().hex[:8]}").workspace
-    versions = sorted(v for v, _ in migration_files("workspace"))
+    recorded = sorted(versions("workspace"))
     with psycopg.connect(dbutil.workspace_url(crowded, CONTROL_DATABASE), autocommit=True) as ctl:
         row = ctl.execute("SELECT database_name FROM workspace WHERE id = %s", (ws.id,)).fetchone()
     assert row is not None
     for database in (row[0], TEMPLATE_DATABASE):
         with psycopg.connect(dbutil.workspace_url(crowded, database), autocommit=True) as conn:
             got = [r[0] for r in conn.execute("SELECT version FROM schema_migration ORDER BY 1")]
-        assert got == versions, database
+        assert got == recorded, database
     operator.close()
 
 

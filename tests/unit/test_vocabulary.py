@@ -15,7 +15,8 @@ from recallatron.v1 import common_pb2 as cpb
 from recallatron.vocabulary import KIND, MODE, PURPOSE
 
 REPO = Path(__file__).resolve().parents[2]
-MIGRATION = REPO / "services/store/sql/migrations/workspace/0001_memory.sql"
+# The workspace baseline's part that declares the enum types.
+(TYPES,) = (REPO / "services/store/sql/migrations/workspace").glob("*_baseline/01_types.sql")
 
 
 def test_names_come_from_the_proto_enums() -> None:
@@ -48,7 +49,7 @@ def test_parse_and_name() -> None:
     ],
 )
 def test_the_database_enums_say_the_same(sql_type: str, terms: vocabulary.Terms[Any]) -> None:
-    declared = re.search(rf"CREATE TYPE {sql_type} AS ENUM \(([^)]*)\)", MIGRATION.read_text())
+    declared = re.search(rf"CREATE TYPE {sql_type} AS ENUM \(([^)]*)\)", TYPES.read_text())
     assert declared is not None
     assert tuple(re.findall(r"'([a-z_]+)'", declared.group(1))) == terms.names
 
