@@ -34,11 +34,12 @@ RETURNING j.memory_id
 """
 # The memories of a batch about to be completed, held against a change until
 # the vectors commit: a vector's copies of its memory's audience and update
-# time (migration 0005) are read from the memory as committed, and a change
-# that is not one of text (a removed member's memories handed over, a correct
-# of the confidence) updates only the copies of vectors it can see. One that
-# such a change holds now is left for the next claim (SKIP LOCKED: never a
-# wait, so never a deadlock with a change that holds several memories).
+# time (0067_baseline/08_embedding.sql) are read from the memory as committed,
+# and a change that is not one of text (a removed member's memories handed
+# over, a correct of the confidence) updates only the copies of vectors it can
+# see. One that such a change holds now is left for the next claim (SKIP
+# LOCKED: never a wait, so never a deadlock with a change that holds several
+# memories).
 HOLD_MEMORIES = """
 SELECT id FROM memory WHERE id = ANY(%s::uuid[]) ORDER BY id FOR SHARE SKIP LOCKED
 """
@@ -79,7 +80,8 @@ SELECT count(*) FILTER (WHERE next_attempt_at <> 'infinity'),
 FROM embedding_job
 """
 # Memories whose current-stamp vector is missing: queued by rebuild. Every
-# memory not forgotten has a vector, superseded ones too (migration 0062).
+# memory not forgotten has a vector, superseded ones too
+# (0067_baseline/08_embedding.sql).
 ENQUEUE_MISSING = """
 INSERT INTO embedding_job (memory_id, text_revision)
 SELECT m.id, m.revision FROM memory m

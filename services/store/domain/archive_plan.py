@@ -317,7 +317,8 @@ def _mention_what_claims_name(archive: Archive) -> None:
     whoever may see its memory, so the mention shows no one anything more.
     As a write makes it, it counts from the first claim naming the entity
     when that was stated after the memory (a correction's): `as_of` a time
-    before, the memory did not name it (workspace migration 0046)."""
+    before, the memory did not name it (mention.mentioned_at,
+    0067_baseline/02_memory_tables.sql)."""
     mentions = archive.records.setdefault("mentions", [])
     mentioned = {(r["memory_id"], r["entity_id"]) for _, r in mentions}
     created = {r["id"]: _time(r["created_at"]) for _, r in archive.records.get("memories", [])}

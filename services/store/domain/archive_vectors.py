@@ -17,7 +17,8 @@ import numpy.typing as npt
 from recallatron import errors
 from services.store.domain.archive_reading import add_once
 
-# memory_embedding.embedding is vector(384) (workspace migration 0001).
+# memory_embedding.embedding is vector(384)
+# (0067_baseline/02_memory_tables.sql).
 DIMENSION = 384
 
 

@@ -30,12 +30,12 @@ MAX_LIMIT = 500
 # The vectors compared must come from one model: the one the embedding job
 # wrote last with the current input stamp (after a model change, rebuild
 # replaces the older vectors; until then they are left out, not mixed in).
-# Superseded memories keep their vector (migration 0062: recall may find them)
-# but are left out of the window, and forgotten ones have none, so neither
-# ever forms a pair. The window is the newest current memories
-# the caller may see, taken before their vectors: one not embedded yet (or
-# parked) keeps its place rather than letting the window reach back to older
-# ones (design §8.1). 500 x 500 / 2 cosines is cheap in SQL.
+# Superseded memories keep their vector (0067_baseline/08_embedding.sql: recall
+# may find them) but are left out of the window, and forgotten ones have none,
+# so neither ever forms a pair. The window is the newest current memories the
+# caller may see, taken before their vectors: one not embedded yet (or parked)
+# keeps its place rather than letting the window reach back to older ones
+# (design §8.1). 500 x 500 / 2 cosines is cheap in SQL.
 CURRENT_MODEL = """current_model AS (
     SELECT e.model_id FROM memory_embedding e
     WHERE e.input_version = %(input_version)s

@@ -1,6 +1,6 @@
 """Episodes (design §3.3): dated spans of one conversation or event, with
 their own audience and purposes under a memory's eligibility (row-level
-security, 0011_episodes.sql). Plain domain code on the caller's connection."""
+security, 0067_baseline/13_policies.sql). Plain domain code on the caller's connection."""
 
 from __future__ import annotations
 
@@ -52,12 +52,13 @@ EXTEND = "UPDATE episode SET ended_at = greatest(ended_at, %s) WHERE id = %s"
 # use, beside the member write lock's 7404.
 CAPTURE_TURN = "SELECT pg_advisory_xact_lock(7415, hashtext(%s::text))"
 # A participant's write lock, shared, to the end of the transaction, then
-# whether they were removed (migrations 0025, 0035): their removal holds the
-# lock alone while it marks them removed, so the episode commits wholly
+# whether they were removed (0067_baseline/04_memory.sql): their removal holds
+# the lock alone while it marks them removed, so the episode commits wholly
 # before it or reads the mark after it.
 HOLD_PARTICIPANT = "SELECT pg_advisory_xact_lock_shared(7404, hashtext(%s::text))"
 PARTICIPANT_REMOVED = "SELECT 1 FROM removed_member WHERE member_id = %s"
-# A CreateEpisode's request id, beside the writes' (migration 0056).
+# A CreateEpisode's request id, beside the writes'
+# (0067_baseline/02_memory_tables.sql).
 INSERT_REQUEST_KEY = """
 INSERT INTO request_key (member_id, request_id, tool, episode_id, fingerprint)
 VALUES (%s, %s, %s, %s, %s)

@@ -2,7 +2,7 @@
 gate's cost"): with few of the caller's vectors inside the gate, the
 filtered HNSW scan visits vectors to its limit and gives up, so those few
 are ranked exactly instead, read from the vectors' update-time index
-(migration 0061), at a cost that follows the rows inside the gate."""
+(0067_baseline/08_embedding.sql), at a cost that follows the rows inside the gate."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ class GraphStore(InWorkspaces):
         MAX_NAME_WORDS words (ends stripped of punctuation) that is the name
         or a current alias of an entity the caller may see, as lookup gives
         it now. For recall's entity cards; a query naming nothing costs one
-        probe of the name indexes, beneath no policy (migration 0022)."""
+        probe of the name indexes, beneath no policy (0067_baseline/09_graph.sql)."""
         # The query's own rule (the arms check it too): no NUL, not past its length.
         v.text(text, "text", MAX_QUERY_CHARS, required=False)
         keys = name_keys(text)

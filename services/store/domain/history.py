@@ -31,8 +31,8 @@ DEFAULT_LIMIT = 10
 LEXEMES = "SELECT tsvector_to_array(to_tsvector('english', %s))"
 HISTORY_TERM_DOCS = "SELECT lexeme, docs FROM history_term_stat WHERE lexeme = ANY(%s)"
 HISTORY_CORPUS_DOCS = "SELECT docs FROM history_corpus_stat"
-# The caller's matches come from its index (history_matches, migration 0019:
-# beneath the policy `@@` could not use it).
+# The caller's matches come from its index (history_matches,
+# 0067_baseline/05_history.sql: beneath the policy `@@` could not use it).
 SEARCH_HISTORY = """
 SELECT h.id::text, h.chat_id, h.role, h.text, h.occurred_at, ts_rank_cd(h.search, q.query) AS score
 FROM (SELECT %(tsquery)s::tsquery AS query) q, history_matches(q.query) h
@@ -81,7 +81,8 @@ class HistorySearch(OnWorkspaces):
         ws = self.control.workspace(workspace_id)
         pool = self.dbs.app_pool(ws.server, ws.database_name)
         with caller_transaction(pool, caller) as conn:
-            # The form turns are searched in (migration 0039): "é" one code point.
+            # The form turns are searched in
+            # (0067_baseline/02_memory_tables.sql): "é" one code point.
             row = conn.execute(LEXEMES, (unicodedata.normalize("NFC", query),)).fetchone()
             terms: list[str] = list(dict.fromkeys(row[0])) if row and row[0] else []
             if not terms:

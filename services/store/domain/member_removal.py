@@ -143,7 +143,7 @@ class MemberRemoval(OnWorkspaces):
         erased = transferred = history = 0
         with self.dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
             # A write for the member either committed before this or is
-            # refused after it (migration 0025).
+            # refused after it (0067_baseline/04_memory.sql).
             conn.execute(lq.HOLD_MEMBER_ALONE, params)
             if receiver is not None:
                 self._hold_receiver(conn, ws_id, member, receiver)

@@ -73,7 +73,8 @@ def as_asked(new: NewMemory, about: Sequence[str] = ()) -> NewMemory:
 
 
 # The tools whose writes queue memories for the embedding job (by trigger;
-# forget: the memory its memory replaced, current again, migration 0051).
+# forget: the memory its memory replaced, current again,
+# 0067_baseline/12_chains.sql).
 QUEUES_EMBEDDING = frozenset({"remember", "derive", "correct", "supersede", "forget"})
 
 

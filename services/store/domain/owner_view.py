@@ -32,27 +32,27 @@ from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 from services.store.sql import owner_queries as oq
 
-# One author's memories are read in the order of migration 0057's indexes of
-# the author (the workspace's, the caller's own), a page's worth and no more.
-# Left to choose, the planner, which cannot tell how few of the rows it reads
-# the caller may see, would rather walk the whole workspace's created_at index
-# (it follows the table: cheap in its eyes) and sort, or sort all of the
-# author's rows; the generic plan did the walk.
-# One episode's are read so too, from migration 0058's indexes of episodes.
+# One author's memories are read in the order of 0067_baseline/12_chains.sql's
+# indexes of the author (the workspace's, the caller's own), a page's worth and
+# no more. Left to choose, the planner, which cannot tell how few of the rows
+# it reads the caller may see, would rather walk the whole workspace's
+# created_at index (it follows the table: cheap in its eyes) and sort, or sort
+# all of the author's rows; the generic plan did the walk.
+# One episode's are read so too, from the same part's indexes of episodes.
 AUTHOR_ORDER = {"enable_sort": "off", "enable_incremental_sort": "off"}
-# Every author's memories: a page's worth from each of migration 0058's
+# Every author's memories: a page's worth from each of that part's
 # indexes by time (the workspace's, the caller's own). Left to choose, the
 # generic plan (which the store's prepared statement comes to) read every
 # memory the caller may see and sorted them (13,337 rows read for a page of
 # two).
 NEWEST_ORDER = {"enable_sort": "off"}
-# Some kinds' memories: a page's worth of ids from each kind's walk (migration
-# 0040; 0057: the workspace's and the caller's own), each then read by its id.
-# Left to choose, the planner, which guesses that few rows of the table pass
-# row security, would rather hash the ids and scan the whole table for them,
-# or read the table's visible rows once into memory and filter them for each
-# id (the plan it chose at times once the other two were off: 3,005 rows read
-# for a page of two).
+# Some kinds' memories: a page's worth of ids from each kind's walk
+# (0067_baseline/12_chains.sql: the workspace's and the caller's own), each
+# then read by its id. Left to choose, the planner, which guesses that few rows
+# of the table pass row security, would rather hash the ids and scan the whole
+# table for them, or read the table's visible rows once into memory and filter
+# them for each id (the plan it chose at times once the other two were off:
+# 3,005 rows read for a page of two).
 KIND_ORDER = {
     "enable_hashjoin": "off",
     "enable_mergejoin": "off",
@@ -61,18 +61,18 @@ KIND_ORDER = {
 }
 
 # A member's or some actions' audit events: a page's worth from the index of
-# each (migration 0042) in the order only it gives (owner_queries.BY_NEGATED_ID).
-# Left to choose, the planner, guessing from the count of members or actions
-# alone how many events match, would rather walk the whole log from its
-# newest event and filter, then sort (the generic plan did: 20,003 rows read
-# for a page of two of one member's few old events).
+# each (0067_baseline/04_memory.sql) in the order only it gives
+# (owner_queries.BY_NEGATED_ID). Left to choose, the planner, guessing from the
+# count of members or actions alone how many events match, would rather walk
+# the whole log from its newest event and filter, then sort (the generic plan
+# did: 20,003 rows read for a page of two of one member's few old events).
 AUDIT_ORDER = {"enable_sort": "off"}
 # A window in time: a page's worth from a GiST index of (..., id, at)
-# (migration 0043) in the order only it gives (owner_queries.BY_*DISTANCE), the
-# window's times pruning its pages. Left to choose, the planner would walk the
-# whole log (or a member's or an action's events) from the newest event and
-# filter by time (it did: 20,004 rows read for a page of two of a window
-# before all but the oldest event).
+# (0067_baseline/04_memory.sql) in the order only it gives
+# (owner_queries.BY_*DISTANCE), the window's times pruning its pages. Left to
+# choose, the planner would walk the whole log (or a member's or an action's
+# events) from the newest event and filter by time (it did: 20,004 rows read
+# for a page of two of a window before all but the oldest event).
 # The audit listing by (a member given, actions given, a window given).
 AUDIT_LISTINGS: dict[tuple[bool, bool, bool], tuple[str, dict[str, str]]] = {
     (True, True, False): (oq.AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS, AUDIT_ORDER),

@@ -1,6 +1,6 @@
 """The two candidate queries of recall (design §5.2, 5.3), eligibility applied
 in SQL inside the caller's transaction: by row-level security for the dense
-arm, explicitly by the lexical arm's functions (migration 0006)."""
+arm, explicitly by the lexical arm's functions (0067_baseline/06_recall.sql)."""
 
 from __future__ import annotations
 
@@ -34,11 +34,11 @@ EF_SEARCH = 100
 
 # The query's distinct lexemes with their document frequencies and the corpus
 # size, over the memories the caller may see (the workspace's statistics plus
-# the caller's own, for the caller's purpose: migration 0006), from the
-# trigger-maintained statistics (no corpus scan). Row security on the
+# the caller's own, for the caller's purpose: 0067_baseline/06_recall.sql),
+# from the trigger-maintained statistics (no corpus scan). Row security on the
 # statistics says the same; the explicit conditions let the primary key serve.
-# The last column, the planner's estimate of all memories, only chooses how
-# the capped path finds its rows (the same rows either way).
+# The last column, the planner's estimate of all memories, only chooses how the
+# capped path finds its rows (the same rows either way).
 TERMS = """
 WITH visible(audience) AS (VALUES (stat_audience(NULL)), (caller_member()))
 SELECT t.lexeme,
@@ -52,10 +52,10 @@ FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS t(lexeme)
 ORDER BY t.lexeme
 """
 
-# The arm runs in SECURITY DEFINER functions (migrations 0006, 0017) that
+# The arm runs in SECURITY DEFINER functions (0067_baseline/06_recall.sql) that
 # read the GIN index and apply the eligibility rule explicitly: beneath
 # row-level security `@@` is not leakproof and would be checked on every
-# visible row. Rows are ordered by BM25 (migration 0017) with the kept terms'
+# visible row. Rows are ordered by BM25 with the kept terms'
 # idf from the caller's own statistics. Every match is ranked when the kept
 # terms' document frequencies say the matches are few (the common case with
 # the 15% rule).
@@ -74,7 +74,7 @@ SELECT id::text, score FROM lexical_candidates_bm25(
 # Beside them, every match of the query's rare terms (``rare_terms``; NULL
 # for none) is ranked too, past the prefilter: otherwise a rare word beside a
 # common one went unfound once CANDIDATE_CAP newer memories held the common
-# one (migration 0036).
+# one (0067_baseline/06_recall.sql).
 LEXICAL_CAPPED = """
 SELECT id::text, score FROM lexical_candidates_bm25_capped(
     %(tsquery)s::tsquery, %(rare)s::tsquery, %(terms)s::text[], %(idfs)s::float8[], %(limit)s,
@@ -84,23 +84,22 @@ SELECT id::text, score FROM lexical_candidates_bm25_capped(
 PREFILTER_FACTOR = 2
 CANDIDATE_CAP = 500
 
-# The inner query walks the HNSW graph of the caller's purpose (migration
-# 0013: the purpose, a value in a custom plan, proves the partial index's
-# predicate; iterative scan keeps going until enough rows pass the
-# eligibility filter, which row-level security applies to the vector's own
-# copy of its memory's trust, see migration 0005; the walk's condition is
-# applied to its copy of the memory's provenance, migration 0045, so that a
-# row the walk would refuse takes no place among the first rows). The floor
-# is applied by the caller (RecallQueries.dense), after it has seen how many
-# rows the scan found: fewer than asked tells a scan that gave up. Vectors
-# exist for every memory not forgotten; a superseded one's is admitted as
-# the lexical arm and the walk admit its memory (migration 0062: asked for,
-# or no memory along its chain of successors visible to the caller,
-# successor_seen, 0063). Looked up for a superseded vector alone, its direct
-# successor first, by primary key under the memory policy: a successor the
-# caller sees settles it at a fiftieth of the chain's walk (the exact plan,
-# beneath no policy, also reads a hidden one's own successor: 0062's
-# superseded_vectors_exact).
+# The inner query walks the HNSW graph of the caller's purpose
+# (0067_baseline/06_recall.sql: the purpose, a value in a custom plan, proves
+# the partial index's predicate; iterative scan keeps going until enough rows
+# pass the eligibility filter, which row-level security applies to the vector's
+# own copy of its memory's trust, see 0067_baseline/08_embedding.sql; the
+# walk's condition is applied to its copy of the memory's provenance, so that a
+# row the walk would refuse takes no place among the first rows). The floor is
+# applied by the caller (RecallQueries.dense), after it has seen how many rows
+# the scan found: fewer than asked tells a scan that gave up. Vectors exist for
+# every memory not forgotten; a superseded one's is admitted as the lexical arm
+# and the walk admit its memory (asked for, or no memory along its chain of
+# successors visible to the caller, successor_seen). Looked up for a superseded
+# vector alone, its direct successor first, by primary key under the memory
+# policy: a successor the caller sees settles it at a fiftieth of the chain's
+# walk (the exact plan, beneath no policy, also reads a hidden one's own
+# successor: dense_candidates_exact, 0067_baseline/08_embedding.sql).
 _DENSE = """
 SELECT id::text, cosine FROM (
     SELECT e.memory_id AS id, 1 - (e.embedding <=> %(vector)b) AS cosine
@@ -129,9 +128,9 @@ ORDER BY cosine DESC, id
 # plan on every execution (measured: 1.7-2.0 ms against 0.8-0.9 ms for the
 # whole statement at 10,000 memories) for the planner to see the purpose.
 DENSE = {purpose: _DENSE.replace("{purpose}", purpose) for purpose in PURPOSES}
-# A narrow caller's vectors ranked exactly (migration 0006, 2b): cheaper
-# than the filtered HNSW scan when the caller may see few of the vectors of
-# their purpose's graph, and exact.
+# A narrow caller's vectors ranked exactly (0067_baseline/08_embedding.sql):
+# cheaper than the filtered HNSW scan when the caller may see few of the
+# vectors of their purpose's graph, and exact.
 DENSE_EXACT = """
 SELECT id::text, cosine FROM dense_candidates_exact(
     %(vector)b, %(model_id)s, %(input_version)s, %(limit)s, %(kinds)s::memory_kind[],
@@ -140,7 +139,8 @@ ORDER BY cosine DESC, id
 """
 # How many memories the caller may see (the caller's own statistics) and the
 # planner's estimate of the vectors in their purpose's graph (the partial
-# index's entries, migration 0013): what decides between the two dense plans.
+# index's entries, 0067_baseline/06_recall.sql): what decides between the two
+# dense plans.
 CALLER_CORPUS = """
 SELECT coalesce(sum(c.docs), 0),
        (SELECT i.reltuples FROM pg_class i
@@ -171,7 +171,7 @@ HAS_EMBEDDINGS = """
 SELECT EXISTS (SELECT 1 FROM memory_embedding WHERE model_id = %s AND input_version = %s)
 """
 # The memories the caller may see that wait for their vector, up to a cap
-# (migration 0059): what the dense arm cannot find yet.
+# (0067_baseline/08_embedding.sql): what the dense arm cannot find yet.
 NOT_EMBEDDED = "SELECT memories_not_embedded(%s)"
 
 
@@ -351,7 +351,8 @@ def walk_is_cheaper(docs: Sequence[int], memories: float) -> bool:
 def query_terms(conn: psycopg.Connection, query: str) -> QueryTerms | None:
     """The query's terms after the 15% rule, from the statistics we keep
     anyway; None when the query has no terms."""
-    # The form memories are kept in (migration 0038): "é" one code point.
+    # The form memories are kept in (0067_baseline/04_memory.sql): "é" one code
+    # point.
     rows = conn.execute(TERMS, (unicodedata.normalize("NFC", query),)).fetchall()
     if not rows:
         return None
@@ -439,8 +440,9 @@ class RecallQueries(InWorkspaces):
         }
         # Iterative scan: a selective eligibility filter must not starve the
         # arm (MEASUREMENTS: 2% filter without it returns ~2 of 50); the
-        # planner walks the HNSW index (see migration 0005), the graph of the
-        # caller's purpose (its own statement, DENSE).
+        # planner walks the HNSW index (vector_is_eligible,
+        # 0067_baseline/08_embedding.sql), the graph of the caller's purpose
+        # (its own statement, DENSE).
         hnsw = {
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(max(EF_SEARCH, limit)),

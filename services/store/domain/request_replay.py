@@ -1,7 +1,7 @@
 """A request id's earlier attempt (design §7): what a write under the same
 (member, request id) made, when it was this same request; the same id used
 for another call or another request is refused. One set of ids per member
-across the memory writes and CreateEpisode (request_key, migration 0056)."""
+across the memory writes and CreateEpisode (request_key, 0067_baseline/02_memory_tables.sql)."""
 
 from __future__ import annotations
 

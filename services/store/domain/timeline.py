@@ -17,7 +17,8 @@ from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 
 # The kinds of event, in the order they sort at one instant (the timeline
-# functions of migrations 0031 and 0033 number their walks in this order).
+# functions of 0067_baseline/10_workspace_timeline.sql and
+# 11_subject_timelines.sql number their walks in this order).
 KINDS = (
     "memory",
     "claim_start",
@@ -28,10 +29,11 @@ KINDS = (
     "relation_end",
 )
 
-# An entity's (its group, design §8.5, answering as its head) and an
-# episode's: each kind of event of the subject walked on an index in this
-# order from the page's position, under the policies' rules (migration 0033),
-# so a page reads about its own rows, not its subject's whole life.
+# An entity's (its group, design §8.5, answering as its head) and an episode's:
+# each kind of event of the subject walked on an index in this order from the
+# page's position, under the policies' rules
+# (0067_baseline/11_subject_timelines.sql), so a page reads about its own rows,
+# not its subject's whole life.
 ENTITY_EVENTS = """
 SELECT at, kind, memory_id, entity_id, summary, key
 FROM entity_timeline(%(entities)s::uuid[], %(entity)s::uuid, %(from)s::timestamptz,
@@ -46,8 +48,9 @@ FROM episode_timeline(%(episode)s::uuid, %(from)s::timestamptz, %(to)s::timestam
 """
 
 # The whole workspace's: each kind of event walked on an index in this order
-# from the page's position, under the same visibility rules (migration 0031),
-# so a page reads about its own rows, not the workspace's.
+# from the page's position, under the same visibility rules
+# (0067_baseline/10_workspace_timeline.sql), so a page reads about its own
+# rows, not the workspace's.
 WORKSPACE_EVENTS = """
 SELECT at, kind, memory_id, entity_id, summary, key
 FROM workspace_timeline(%(from)s::timestamptz, %(to)s::timestamptz, %(after_at)s::timestamptz,

@@ -28,7 +28,7 @@ def text(value: str, field: str, max_len: int, required: bool = True) -> str:
 
 def memory_text(value: str, field: str, max_len: int, required: bool = True) -> str:
     """A memory's title or body: :func:`text`, its length counted as it is
-    kept, in Unicode NFC (migration 0038). NFC makes a few characters longer
+    kept, in Unicode NFC (0067_baseline/04_memory.sql). NFC makes a few characters longer
     (U+FB2C becomes three code points, U+1D15E two), and a text kept past its
     limit could not be written back as read, by a correct or a supersede."""
     text(value, field, max_len, required)

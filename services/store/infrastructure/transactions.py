@@ -69,7 +69,8 @@ def translate_db_errors() -> Iterator[None]:
         raise errors.Unavailable("database unavailable", 1.0) from exc
     except psycopg.errors.InvalidParameterValue as exc:
         # A check in the database that names the request's field it refused
-        # (RAISE ... USING COLUMN: a removed audience or author, migration 0035).
+        # (RAISE ... USING COLUMN: a removed audience or author,
+        # 0067_baseline/04_memory.sql).
         if not exc.diag.column_name:
             raise
         raise errors.InvalidArgument(

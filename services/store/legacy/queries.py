@@ -13,8 +13,8 @@ WHERE workspace_id = %(ws)s AND (handle = %(m)s OR id::text = %(m)s) AND removed
 
 # The columns the database names when it refuses a row for a removed member
 # (the pool's InvalidArgument field): a memory's audience or author
-# (migrations 0025, 0035), a history entry's owner (0034). The owner was
-# checked when the run began; a removal may come while it goes on.
+# (0067_baseline/04_memory.sql), a history entry's owner (the same). The owner
+# was checked when the run began; a removal may come while it goes on.
 REMOVED_MEMBER_COLUMNS = ("audience.member_id", "created_by", "owner_member_id")
 
 # One migration at a time per workspace database (session-level lock). A

@@ -2,7 +2,7 @@
 (services/store/domain/member_removal.py). Run on the owner pool: the rows
 changed are the member's, whoever may see them."""
 
-# -- the write lock of a member (migrations 0025, 0035) ------------------------
+# -- the write lock of a member (0067_baseline/04_memory.sql) ----------------
 # Every memory or episode inserted for or by one member holds that member's
 # lock shared and then reads removed_member (the trigger refuse_removed_member);
 # the removal holds it alone while it marks the member removed and erases or
@@ -36,9 +36,10 @@ SELECT DISTINCT memory_id FROM memory_embedding WHERE audience_member_id = %(mem
 """
 
 # -- erase: as forget does, for every memory only they could see -------------
-# The triggers of forget follow (migrations 0001, 0006, 0008): the embedding,
-# the search statistics, the graph claims, aliases and mentions (and entities
-# nothing names any more) go, and what derives from it is marked.
+# The triggers of forget follow (0067_baseline/04_memory.sql and the parts
+# after it): the embedding, the search statistics, the graph claims, aliases
+# and mentions (and entities nothing names any more) go, and what derives from
+# it is marked.
 ERASE_PRIVATE = """
 UPDATE memory
 SET title = '', body = '', invalidated_at = now(), invalidation_reason = %(reason)s,
@@ -56,8 +57,9 @@ ERASE_PRIVATE_EPISODES = """
 UPDATE episode SET title = '' WHERE audience_member_id = %(member)s AND title <> ''
 """
 
-# Their imported conversation history (migration 0003): owner-only, so no one
-# else could read it. The statistics trigger takes its lexemes with it.
+# Their imported conversation history (0067_baseline/05_history.sql):
+# owner-only, so no one else could read it. The statistics trigger takes its
+# lexemes with it.
 ERASE_HISTORY = "DELETE FROM history_entry WHERE owner_member_id = %(member)s"
 
 # -- transfer: every memory only they could see, to another member ------------
@@ -97,9 +99,9 @@ ON CONFLICT (purpose, audience, shard) DO UPDATE SET docs = c.docs + EXCLUDED.do
 TRANSFER_EPISODES = """
 UPDATE episode SET audience_member_id = %(to)s WHERE audience_member_id = %(member)s
 """
-# History rows are never edited (migration 0003), so each is taken out and put
-# back as it was said, under its new owner, in one statement; the statistics
-# triggers move its counts from one owner's to the other's.
+# History rows are never edited (0067_baseline/05_history.sql), so each is
+# taken out and put back as it was said, under its new owner, in one statement;
+# the statistics triggers move its counts from one owner's to the other's.
 TRANSFER_HISTORY = """
 WITH moved AS (
     DELETE FROM history_entry WHERE owner_member_id = %(member)s

@@ -3,9 +3,10 @@ row-level security restricts `memory` (and, through it, links, mentions and
 embeddings) to what the caller may see."""
 
 # The successor's id only when the caller may see it (row-level security
-# filters the subquery): an id one may not see is never shown (design §4).
-# Past one hidden from them, the nearest along the chain they may see
-# (migration 0063): a later one they see supersedes it for them too.
+# filters the subquery): an id one may not see is never shown (design §4). Past
+# one hidden from them, the nearest along the chain they may see
+# (0067_baseline/12_chains.sql): a later one they see supersedes it for them
+# too.
 MEMORY_COLUMNS = """
 m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
 coalesce((SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id),
@@ -20,7 +21,7 @@ INSERT INTO memory (id, kind, title, body, confidence, origin, audience_member_i
 VALUES (%s, %s::memory_kind, %s, %s, %s, %s::memory_origin, %s, %s::purpose[], %s, %s)
 """
 # All of a memory's links in one statement: the trigger that folds them into
-# its provenance (migration 0006) then runs once.
+# its provenance (0067_baseline/07_permission_walk.sql) then runs once.
 INSERT_LINKS = """
 INSERT INTO memory_link (memory_id, kind, target_id)
 SELECT %s, k, t FROM unnest(%s::link_kind[], %s::uuid[]) AS l(k, t)
@@ -28,7 +29,8 @@ SELECT %s, k, t FROM unnest(%s::link_kind[], %s::uuid[]) AS l(k, t)
 INSERT_AUDIT = """
 INSERT INTO audit_log (member_id, action, memory_id, request_id, detail) VALUES (%s, %s, %s, %s, %s)
 """
-# What the first attempt made: a memory, or an episode (migration 0056).
+# What the first attempt made: a memory, or an episode
+# (0067_baseline/02_memory_tables.sql).
 REQUEST_KEY = """
 SELECT tool, coalesce(memory_id, episode_id), fingerprint FROM request_key
 WHERE member_id = %s AND request_id = %s
@@ -49,8 +51,8 @@ WHERE memory_id = %s AND kind = 'derived_from' ORDER BY target_id
 """
 # Whether one of supersede's sources is an older version of the memory it
 # supersedes: that memory is along the source's chain of successors as the
-# caller reads it (past hidden ones, visible_successor of migration 0063);
-# bounded as that walk is.
+# caller reads it (past hidden ones, visible_successor,
+# 0067_baseline/12_chains.sql); bounded as that walk is.
 REPLACED_AMONG = """
 WITH RECURSIVE later(id, hops) AS (
     SELECT visible_successor(m.superseded_by_id), 1
@@ -102,7 +104,8 @@ SUPERSEDE = """
 UPDATE memory SET superseded_by_id = %s, revision = revision + 1, updated_at = now()
 WHERE id = %s AND revision = %s AND superseded_by_id IS NULL
 """
-# Through the tombstone function (see migration 0001): NULL when not visible.
+# Through the tombstone function (forget_memory, 0067_baseline/04_memory.sql):
+# NULL when not visible.
 FORGET = "SELECT forget_memory(%s, %s)"
 TOMBSTONE_TIME = "SELECT invalidated_at FROM memory WHERE id = %s"
 # Its tombstone when it was forgotten since (or erased with a removed member).
@@ -129,12 +132,13 @@ SELECT memory_id, entity_id, name, total FROM (
 ) m WHERE nth <= %(cap)s
 ORDER BY memory_id, nth
 """
-# Both directions of the supersession chain, nearest first. Each steps over
-# the memories the caller may not see to the next they may (migrations
-# 0063 and 0064); a newer chain with none further ends with an anonymous entry. Each
-# direction is followed %(cap)s steps and one more: a step past the cap says
-# the answer's list was cut (MemoryReads._provenance drops and counts it);
-# the rest of a longer chain is not walked.
+# Both directions of the supersession chain, nearest first. Each steps over the
+# memories the caller may not see to the next they may (visible_successor,
+# visible_predecessors: 0067_baseline/12_chains.sql); a newer chain with none
+# further ends with an anonymous entry. Each direction is followed %(cap)s
+# steps and one more: a step past the cap says the answer's list was cut
+# (MemoryReads._provenance drops and counts it); the rest of a longer chain is
+# not walked.
 SUPERSESSION_CHAINS = """
 WITH RECURSIVE newer(root, depth, id, title, kind, next_id) AS (
     SELECT m.id, 0, m.id, m.title, m.kind::text, m.superseded_by_id
@@ -162,17 +166,18 @@ ORDER BY 1, 2, 3
 """
 
 # The permission walk (design §5.5): a candidate is admitted when it is
-# visible, not superseded (unless asked for; a memory superseded after the
-# arms ran is refused here, in the snapshot the answer is read from; only a
+# visible, not superseded (unless asked for; a memory superseded after the arms
+# ran is refused here, in the snapshot the answer is read from; only a
 # successor the caller may see, which the policy filters, supersedes it for
-# them, as read shows, migration 0044, or one along its chain, 0063), and
-# every memory reachable along its links is visible to the caller and not
-# forgotten. That last part is kept on each memory (migration 0006: the
-# intersections of its provenance's audiences and purposes, and whether any
-# of it is forgotten), so the walk reads one row per candidate, whatever the
-# depth or width of its provenance. The LATERAL fence keeps it to one primary
-# key lookup per candidate (left alone, the planner cannot estimate row
-# security and may hash every visible memory).
+# them, as read shows, or one along its chain: 0067_baseline/12_chains.sql),
+# and every memory reachable along its links is visible to the caller and not
+# forgotten. That last part is kept on each memory
+# (0067_baseline/07_permission_walk.sql: the intersections of its provenance's
+# audiences and purposes, and whether any of it is forgotten), so the walk
+# reads one row per candidate, whatever the depth or width of its provenance.
+# The LATERAL fence keeps it to one primary key lookup per candidate (left
+# alone, the planner cannot estimate row security and may hash every visible
+# memory).
 ADMIT = """
 SELECT c.id, m.in_episode FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS c(id, ord)
 CROSS JOIN LATERAL (
@@ -188,17 +193,17 @@ CROSS JOIN LATERAL (
 ORDER BY c.ord
 """
 
-# Recall's episode neighbours (migration 0023): for each seed, in the order
-# given, the memory just before it and the one just after it in its episode
-# among those the caller may see (the policy filters as the index is walked:
-# a memory the caller may not see is passed over, never named, so nothing
-# here depends on rows hidden from them). The episode itself must be one the
-# caller may see (its own policy): shared memories filed in a member's
+# Recall's episode neighbours (0067_baseline/09_graph.sql): for each seed, in
+# the order given, the memory just before it and the one just after it in its
+# episode among those the caller may see (the policy filters as the index is
+# walked: a memory the caller may not see is passed over, never named, so
+# nothing here depends on rows hidden from them). The episode itself must be
+# one the caller may see (its own policy): shared memories filed in a member's
 # private episode (as capture files a speaker's turns) are no neighbours to
 # anyone else, as a read shows them in no episode. A memory the walk would
 # refuse (superseded for the caller, or reaching one hidden from them or
-# forgotten: ADMIT's condition) is passed over too, so the lift does not
-# depend on what the caller may not see.
+# forgotten: ADMIT's condition) is passed over too, so the lift does not depend
+# on what the caller may not see.
 _ADMITTED_NEIGHBOUR = """
        AND (%(include_superseded)s OR m.superseded_by_id IS NULL
             OR NOT successor_seen(m.superseded_by_id))

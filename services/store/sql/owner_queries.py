@@ -23,7 +23,7 @@ _LISTED = """
 
 def _list_memories(narrow: str, key: str = "") -> str:
     """The listing, narrowed by ``narrow`` (a condition on m, or TRUE), read
-    from the indexes of migrations 0057 and 0058 on (``key``, created_at, id):
+    from the indexes of 0067_baseline/12_chains.sql on (``key``, created_at, id):
     the workspace's memories and the caller's own (that index keyed first by
     its member), each walked in the listing's order for a page's worth, then
     merged. Forgotten memories and other members' private ones are in
@@ -43,11 +43,11 @@ def _list_memories(narrow: str, key: str = "") -> str:
     An episode filter matches only an episode the caller may see (the policy
     on episode), so a hidden episode's id lists nothing. A memory is
     superseded for the caller only when a memory along its chain of
-    successors is one they may see, as read and recall take it (migration
-    0063, visible_successor): one whose successors are all hidden is listed as
-    current. A call on the memory's own link, walking by primary key only for
-    a superseded one, not a join, which the planner could answer by hashing
-    the whole table."""
+    successors is one they may see, as read and recall take it
+    (visible_successor, 0067_baseline/12_chains.sql): one whose successors
+    are all hidden is listed as current. A call on the memory's own link,
+    walking by primary key only for a superseded one, not a join, which the
+    planner could answer by hashing the whole table."""
     order = f"{key}m.created_at DESC, m.id DESC"
     walk = f"""
 SELECT m.id, m.kind, m.title, m.body, m.confidence, m.origin, m.revision, m.superseded_by_id,
@@ -74,20 +74,21 @@ LIMIT %(limit)s
 
 # Every author's memories.
 LIST_MEMORIES = _list_memories("TRUE")
-# One author's, the author a plain equality (migration 0057's indexes).
+# One author's, the author a plain equality (0067_baseline/12_chains.sql's
+# indexes).
 LIST_MEMORIES_BY_AUTHOR = _list_memories("m.created_by = %(created_by)s::uuid", "m.created_by, ")
-# One episode's, every author's, the episode a plain equality (0058's).
+# One episode's, every author's, the episode a plain equality (the same part's).
 LIST_MEMORIES_OF_EPISODE = _list_memories("m.episode_id = %(episode)s::uuid", "m.episode_id, ")
 # Some kinds' (at most four), every author's: each kind's page walked by
-# memories_of_kind (migrations 0040, 0057, 0065) from the page token's position, then
-# merged.
+# memories_of_kind (0067_baseline/12_chains.sql) from the page token's
+# position, then merged.
 # Behind "= ANY" the planner walked the created_at index over the whole
-# workspace for the rows of those kinds. The walks run once, before any
-# memory is read (an InitPlan), the page's memories then read by their ids:
-# joined to the walks, the generic plan (guessing ten kinds of fifty rows
-# each, and few memories the caller may see) read the caller's memories first
-# and walked every kind again for each of them (100,020 rows read for a page
-# of two of five memories).
+# workspace for the rows of those kinds. The walks run once, before any memory
+# is read (an InitPlan), the page's memories then read by their ids: joined to
+# the walks, the generic plan (guessing ten kinds of fifty rows each, and few
+# memories the caller may see) read the caller's memories first and walked
+# every kind again for each of them (100,020 rows read for a page of two of
+# five memories).
 LIST_MEMORIES_OF_KINDS = f"""
 SELECT {MEMORY_COLUMNS}
 FROM memory m
@@ -105,22 +106,23 @@ LIMIT %(limit)s
 
 
 # The log's keyset, newest first, in two spellings. The primary key walks the
-# whole log by id. A filtered listing walks a member's or an action's events
-# in an index on (..., -id) (migration 0042), ordered and bounded by -id: no
-# other index gives that order, so with sorting off (owner_view.AUDIT_ORDER)
-# the planner cannot fall back on walking the primary key from the newest
-# event and filtering, which it chose for a member's few old events under the
-# generic plan (it guesses from the count of members alone how many match).
-# The page token's id is an index condition either way: a page starts where
-# the last ended.
+# whole log by id. A filtered listing walks a member's or an action's events in
+# an index on (..., -id) (0067_baseline/04_memory.sql), ordered and bounded by
+# -id: no other index gives that order, so with sorting off
+# (owner_view.AUDIT_ORDER) the planner cannot fall back on walking the primary
+# key from the newest event and filtering, which it chose for a member's few
+# old events under the generic plan (it guesses from the count of members alone
+# how many match). The page token's id is an index condition either way: a page
+# starts where the last ended.
 BY_ID = ("a.id DESC", "a.id < coalesce(%(after_id)s::bigint, 9223372036854775807)")
 BY_NEGATED_ID = ("-a.id", "-a.id > -coalesce(%(after_id)s::bigint, 9223372036854775807)")
-# A window in time walks a GiST index of (..., id, at) (migration 0043)
-# nearest first to the page token's id, that is newest first below it; each
-# index spells the id its own way (id, -id, id::float8) so that only it gives
-# its statement's order. The index measures distance in double precision,
-# exact below 2**53: it is measured from just past the log's last id, not
-# from the largest bigint, where neighbouring ids are at one distance.
+# A window in time walks a GiST index of (..., id, at)
+# (0067_baseline/04_memory.sql) nearest first to the page token's id, that is
+# newest first below it; each index spells the id its own way (id, -id,
+# id::float8) so that only it gives its statement's order. The index measures
+# distance in double precision, exact below 2**53: it is measured from just
+# past the log's last id, not from the largest bigint, where neighbouring ids
+# are at one distance.
 _AFTER = "coalesce(%(after_id)s::bigint, 9223372036854775807)"
 _ORIGIN = f"least({_AFTER}, (SELECT max(l.id) + 1 FROM audit_log l))"
 BY_DISTANCE = (f"a.id <-> {_ORIGIN}", f"a.id < {_AFTER}")
@@ -182,7 +184,7 @@ AUDIT_EVENTS_BY_MEMBER = _audit_events("a.member_id = %(member)s::uuid", BY_NEGA
 AUDIT_EVENTS_OF_ACTIONS = _audit_events_of_actions("TRUE")
 # Some actions' of one member, from audit_log_member_action_idx.
 AUDIT_EVENTS_BY_MEMBER_OF_ACTIONS = _audit_events_of_actions("a.member_id = %(member)s::uuid")
-# The same within a window in time, from migration 0043's indexes: the whole
+# The same within a window in time, from the GiST indexes: the whole
 # log's from audit_log_time_idx, a member's (of some actions or not) from
 # audit_log_member_time_idx, some actions' of every member from
 # audit_log_action_time_idx.

@@ -264,7 +264,8 @@ CLEAR_WORK = "DELETE FROM workspace_work WHERE workspace_id = %s AND seq = %s"
 # token's purposes (empty: all); embedded, per memory, by the model of the
 # newest vector (the one a rebuild for a new model is writing), among the
 # live memories counted first (a superseded memory keeps its vector, its
-# successor copied onto it, migration 0062; pending counts its queue entry).
+# successor copied onto it, 0067_baseline/08_embedding.sql; pending counts
+# its queue entry).
 EMBEDDING_STATUS = """
 WITH seen AS (
     SELECT id FROM memory
