@@ -208,6 +208,24 @@ def test_a_slug_or_handle_is_checked_to_its_end_and_a_slug_is_no_uuid() -> None:
     assert info.value.field == "slug"
 
 
+def test_a_slug_is_no_uuid_in_any_spelling() -> None:
+    """A slug of 32 hex digits (a hash, another system's id), with or without
+    hyphens anywhere, was taken although it reads as a UUID, and `recallatron
+    admin create-member --workspace` and `list-tokens --workspace`, which read
+    a name that parses as a UUID as an id, answered NOT_FOUND for the
+    workspace it names; such a slug is refused, as the rule says."""
+    from services.store.domain.control import slug_ok
+
+    for bad in (
+        "7a0d6c555b8e4f3c9d6b0f1e2a3b4c5d",
+        "7a0d6c55-5b8e4f3c-9d6b0f1e-2a3b4c5d",
+        "7a0d-6c55-5b8e-4f3c-9d6b-0f1e-2a3b-4c5d",
+    ):
+        assert not slug_ok(bad), bad
+    # Hex that is not 32 digits is a slug like any other.
+    assert slug_ok("7a0d6c555b8e4f3c9d6b0f1e2a3b4c5") and slug_ok("cafe-babe")
+
+
 def test_a_call_waits_for_an_admin_connection_no_longer_than_its_deadline() -> None:
     """A workspace migrated on its first use waits for one of the few admin
     connections: inside a call, never past the call's deadline (it waited a

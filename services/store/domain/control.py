@@ -46,9 +46,20 @@ HANDLE_RULE = "1-63 characters of letters, digits, '.', '_' and '-'"
 SLUG_RULE = "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit, not a UUID"
 
 
+def spelled_id(given: str) -> str | None:
+    """The id ``given`` spells, in the canonical form, when it reads as a
+    UUID in any spelling an id field takes (32 hex digits, hyphens anywhere,
+    any case); None otherwise."""
+    try:
+        return str(uuid.UUID(given))
+    except ValueError:
+        return None
+
+
 def slug_ok(slug: str) -> bool:
-    """A slug names one workspace: never another's id (commands take either)."""
-    return bool(SLUG_RE.match(slug or "")) and not validation.is_canonical_uuid(slug)
+    """A slug names one workspace: never an id in any spelling (commands
+    take either, and read one that parses as a UUID as an id)."""
+    return bool(SLUG_RE.match(slug or "")) and spelled_id(slug) is None
 
 
 def validate_settings(s: WorkspaceSettings) -> None:
