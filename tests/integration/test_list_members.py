@@ -44,6 +44,11 @@ def test_the_operator_and_an_owner_list_the_members(team: Team, operator: Client
     assert ada.list_members() == by_id
     assert ada.list_members(team.slug) == by_id
     assert ada.list_members(team.workspace_id) == by_id
+    # An id in another spelling is the same id, as for every field that takes
+    # one (CreateMember and ListTokens took it; this listing said "no workspace").
+    for spelled in (team.workspace_id.upper(), uuid.UUID(team.workspace_id).hex):
+        assert operator.list_members(spelled) == by_id
+        assert ada.list_members(spelled) == by_id
 
 
 def test_removed_members_show_only_when_asked(team: Team, operator: Client) -> None:

@@ -205,3 +205,20 @@ def test_a_write_under_way_when_its_database_is_dropped_is_not_found(
             operator.delete_workspace(team.workspace_id, team.slug)
             exc = error(lambda: writing.result(timeout=120))
     assert exc.code() == grpc.StatusCode.NOT_FOUND, exc.details()
+
+
+def test_a_workspace_named_by_its_id_in_another_spelling_is_deleted(
+    stack: Stack, operator: Client
+) -> None:
+    """An id in upper case or without hyphens is the same id, as every field
+    that takes only an id reads one (CreateMember took it): DeleteWorkspace
+    said "no workspace" for it, and a second delete so spelled did not say
+    when it was deleted."""
+    team = make_team(stack, operator, ("ada",))
+    upper, bare = team.workspace_id.upper(), uuid.UUID(team.workspace_id).hex
+    exc = error(lambda: operator.delete_workspace(upper, "another"))
+    assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "confirm" in str(exc.details())
+    done = operator.delete_workspace(upper, bare)
+    assert (done.workspace_id, done.slug) == (team.workspace_id, team.slug)
+    exc = error(lambda: operator.delete_workspace(bare, bare))
+    assert exc.code() == grpc.StatusCode.NOT_FOUND and "deleted at" in str(exc.details())

@@ -441,6 +441,11 @@ class ControlPlane(TokenRecords):
             )
         with self.dbs.control_conn() as conn:
             row = conn.execute(q.WORKSPACE_BY_ID_OR_SLUG, {"given": given}).fetchone()
+            canonical = spelled_id(given)
+            if row is None and canonical not in (None, given):
+                # An id in another spelling (upper case, no hyphens), as
+                # every field that takes only an id reads one.
+                row = conn.execute(q.WORKSPACE_BY_ID_OR_SLUG, {"given": canonical}).fetchone()
         if row is None:
             raise errors.NotFound(f"{field_name}: no workspace {given!r}")
         ws = _workspace(row)

@@ -39,6 +39,7 @@ from datetime import datetime
 import psycopg
 
 from recallatron import errors
+from services.store.domain.control import spelled_id
 from services.store.domain.control_records import Workspace
 from services.store.domain.kept_copies import KeptCopies
 from services.store.domain.moving import Mover
@@ -98,14 +99,16 @@ class WorkspaceDeletion(OnWorkspaces):
             return self.control.workspace_named(given, importing=True)
         except errors.NotFound:
             with self.dbs.control_conn() as conn:
-                gone = conn.execute(q.TOMBSTONE_BY_TEXT, {"given": given}).fetchone()
+                gone = conn.execute(
+                    q.TOMBSTONE_BY_TEXT, {"given": spelled_id(given) or given}
+                ).fetchone()
             if gone is not None:
                 raise errors.NotFound(f"workspace: deleted at {gone[0].isoformat()}") from None
             raise
 
     def delete(self, given: str, confirm: str) -> Deleted:
         ws = self.find(given)
-        if confirm not in (ws.slug, ws.id):
+        if confirm != ws.slug and spelled_id(confirm) != ws.id:
             raise errors.InvalidArgument(
                 "confirm", "must repeat the workspace's slug or id (nothing was deleted)"
             )
