@@ -166,3 +166,23 @@ def test_a_callers_own_authorization_header_wins(
         )
         assert code == 0, (own, printed)
         assert printed["outcome"]["results"], (own, printed)
+
+
+def test_a_refusal_over_the_grpc_transport_names_its_field(
+    stack: Stack, example: Path, owner: Member
+) -> None:
+    """fieldViolations read only the JSON copy ("debug") of a detail, which
+    the Connect protocol's errors carry and gRPC's trailers do not: over the
+    gRPC transport (the other the client offers) a refusal of `limit` named
+    no field."""
+    code, printed = node(
+        stack, example, owner.token, "recall", QUERY, "3", RECALLATRON_GRPC=stack.gateway
+    )
+    assert code == 0, printed
+    assert printed["outcome"]["results"], printed
+    code, printed = node(
+        stack, example, owner.token, "recall", QUERY, "99", RECALLATRON_GRPC=stack.gateway
+    )
+    assert code == 1
+    assert printed["error"]["code"] == "InvalidArgument"
+    assert printed["error"]["fields"] == ["limit"]

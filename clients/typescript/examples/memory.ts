@@ -5,10 +5,13 @@
 //     node dist/examples/memory.js remember "The standup moved to 9:30" "From Monday ..."
 //   node dist/examples/memory.js recall "when is the standup" [limit]
 //
+// RECALLATRON_GRPC=host:port calls the gateway's gRPC port instead (the
+// client over a transport of the caller's own).
+//
 // A refusal prints {"error": {"code", "message", "fields"}} and exits 1.
 
 import { toJson } from "@bufbuild/protobuf";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   ConnectError,
   Code,
@@ -23,9 +26,12 @@ async function main(args: string[]): Promise<unknown> {
   const baseUrl = process.env.RECALLATRON_URL ?? "http://127.0.0.1:7420";
   // RECALLATRON_OWN_TRANSPORT=1: a transport of the caller's own making,
   // which the client still sends the token through.
-  const transport = process.env.RECALLATRON_OWN_TRANSPORT
-    ? createConnectTransport({ baseUrl, httpVersion: "1.1" })
-    : undefined;
+  const grpc = process.env.RECALLATRON_GRPC;
+  const transport = grpc
+    ? createGrpcTransport({ baseUrl: `http://${grpc}` })
+    : process.env.RECALLATRON_OWN_TRANSPORT
+      ? createConnectTransport({ baseUrl, httpVersion: "1.1" })
+      : undefined;
   const client = createRecallatron({
     baseUrl,
     token: process.env.RECALLATRON_TOKEN ?? "",

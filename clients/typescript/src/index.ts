@@ -6,6 +6,7 @@
 // need, with the defaults spelled out.
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import {
   type CallOptions,
   type Client,
@@ -122,16 +123,41 @@ export function createRecallatron(options: RecallatronOptions): Recallatron {
   };
 }
 
-/** The fields a refusal names (google.rpc.BadRequest), e.g. ["limit"]. */
+/** The fields a refusal names (google.rpc.BadRequest), e.g. ["limit"]: read
+ * from the detail's bytes, which every transport carries (the JSON copy,
+ * `debug`, comes only with the Connect protocol's errors, not gRPC's). */
 export function fieldViolations(error: unknown): string[] {
   const err = ConnectError.from(error);
   const fields: string[] = [];
   for (const detail of err.details) {
-    if (!("debug" in detail) || detail.type !== "google.rpc.BadRequest") continue;
-    const debug = detail.debug as { fieldViolations?: { field?: string }[] } | undefined;
-    for (const v of debug?.fieldViolations ?? []) {
-      if (v.field) fields.push(v.field);
+    if (!("type" in detail) || detail.type !== "google.rpc.BadRequest") continue;
+    try {
+      fields.push(...violatedFields(detail.value));
+    } catch {
+      // Bytes that are no BadRequest name no field.
     }
   }
   return fields;
+}
+
+/** BadRequest's field_violations (1), each FieldViolation's field (1). */
+function violatedFields(bytes: Uint8Array): string[] {
+  const fields: string[] = [];
+  for (const violation of fieldsNumbered(bytes, 1, (r) => r.bytes())) {
+    const [field] = fieldsNumbered(violation, 1, (r) => r.string());
+    if (field) fields.push(field);
+  }
+  return fields;
+}
+
+/** The length-delimited values of field ``no`` in a message's bytes. */
+function fieldsNumbered<T>(bytes: Uint8Array, no: number, read: (r: BinaryReader) => T): T[] {
+  const reader = new BinaryReader(bytes);
+  const out: T[] = [];
+  while (reader.pos < reader.len) {
+    const [fieldNo, wireType] = reader.tag();
+    if (fieldNo === no && wireType === WireType.LengthDelimited) out.push(read(reader));
+    else reader.skip(wireType, fieldNo);
+  }
+  return out;
 }
