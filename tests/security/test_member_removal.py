@@ -234,6 +234,9 @@ def test_a_removed_member_holds_no_new_token_and_the_cli_says_so(
     assert [(e.member_handle, json.loads(e.detail_json)["removed_member_id"]) for e in events] == [
         ("operator", bob_id)
     ] * 2
+    # With the answer's counts, the tokens it refused too (newest first): the
+    # log records no revoke_token for them, and it said nothing of them.
+    assert [json.loads(e.detail_json)["tokens_revoked"] for e in events] == [0, 1]
 
 
 def test_an_owner_cannot_remove_themselves_by_any_spelling_of_their_id(

@@ -126,13 +126,16 @@ class MemberRemoval(OnWorkspaces):
                 assert marked is not None  # the row is locked above
                 removed_at = marked[0]
         erased, transferred, kept = self._workspace_step(
-            ws_id, member_id, receiver, removed_by or OPERATOR_ID, private_memories
+            ws_id, member_id, receiver, removed_by or OPERATOR_ID, private_memories, len(revoked)
         )
         return Removal(member_id, removed_at, len(revoked), erased, transferred, kept)
 
     def _workspace_step(
-        self, ws_id: str, member: str, receiver: str | None, by: str, mode: str
+        self, ws_id: str, member: str, receiver: str | None, by: str, mode: str, revoked: int
     ) -> tuple[int, int, int]:
+        """The workspace database's part; ``revoked``: the tokens the control
+        plane's part revoked, counted in the audit entry as in the answer
+        (no revoke_token entry records them)."""
         ws = self.control.workspace(ws_id)
         params = {
             "member": member,
@@ -188,6 +191,7 @@ class MemberRemoval(OnWorkspaces):
                 "erased": erased,
                 "transferred": transferred,
                 "kept": kept,
+                "tokens_revoked": revoked,
                 "history_erased" if receiver is None else "history_transferred": history,
             }
             if receiver:
