@@ -6,7 +6,8 @@
 
 Each Document is one recalled memory: its title and body as page_content, its
 provenance and scores as metadata, with what the recall said as a whole
-(nothing_relevant, dense_available, reranked, mode); see recallatron/retrieval.py.
+(nothing_relevant, dense_available, reranked, mode, why an arm or the
+reranker did not serve, not_embedded); see recallatron/retrieval.py.
 ``invoke(query, k=3)`` asks for another number of results for one call."""
 
 from __future__ import annotations

@@ -7,7 +7,8 @@
 Each NodeWithScore is one recalled memory: a TextNode whose id is the
 memory's, its title and body as text, its provenance and scores as metadata
 with what the recall said as a whole (nothing_relevant, dense_available,
-reranked, mode; recallatron/retrieval.py); the score is the cross-encoder's
+reranked, mode, why an arm or the reranker did not serve, not_embedded;
+recallatron/retrieval.py); the score is the cross-encoder's
 when it ran, else the fused one. A language model reading a node's content
 sees the provenance (date, author, origin, confidence, links), not the scores
 or flags."""

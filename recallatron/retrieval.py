@@ -6,7 +6,8 @@ memory (recallatron/tools.py: the same JSON the MCP server gives agents), so a
 framework user reads the same fields an agent does: id, created_at, created_by,
 origin, confidence, revision, supersession, links, mentions, audience,
 purposes, kind, scores. Beside them, what the recall as a whole said:
-nothing_relevant, dense_available, reranked, mode and the query."""
+nothing_relevant, dense_available, reranked, mode, the reasons an arm or the
+reranker did not serve, not_embedded and the query."""
 
 from __future__ import annotations
 
@@ -21,8 +22,19 @@ from recallatron.tools import BY_NAME
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import DEFAULT_PURPOSE, DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT
 
-# What the recall as a whole said, copied into every hit's metadata.
-OUTCOME_KEYS = ("nothing_relevant", "dense_available", "reranked", "mode")
+# What the recall as a whole said, copied into every hit's metadata: with a
+# degraded arm, why (degrade and say so), and how many of the caller's
+# memories the dense arm could not yet search.
+OUTCOME_KEYS = (
+    "nothing_relevant",
+    "dense_available",
+    "dense_unavailable_reason",
+    "dense_behind_reason",
+    "not_embedded",
+    "reranked",
+    "rerank_unavailable_reason",
+    "mode",
+)
 # The keys a language model should read beside the text: when, by whom, how
 # sure, where it came from and whether something replaced it. The scores and
 # the outcome flags are for the program, not the model.

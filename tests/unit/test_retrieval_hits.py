@@ -34,3 +34,34 @@ def test_a_row_past_the_rerank_depth_has_no_score_rather_than_zero() -> None:
         outcome=cpb.RecallOutcome(results=[_result("a", agreement_score=1.25), _result("b")])
     )
     assert [h.score for h in hits(fused)] == [1.25, 0.0]
+
+
+def test_a_hit_says_why_the_dense_arm_or_the_reranker_did_not_serve() -> None:
+    """The hits carried dense_available and reranked but not the reasons the
+    recall gave beside them, nor how many of the caller's memories still wait
+    for their vector: a retriever's user saw a degraded recall without its
+    explanation, which the gateway's answer says (degrade and say so)."""
+    degraded = pb.RecallResponse(
+        outcome=cpb.RecallOutcome(
+            dense_available=True,
+            dense_behind_reason="3 memories wait for their vector",
+            not_embedded=3,
+            reranked=False,
+            rerank_unavailable_reason="no cross-encoder configured",
+            results=[_result("a", agreement_score=1.0)],
+        )
+    )
+    [hit] = hits(degraded, "query")
+    assert hit.metadata["not_embedded"] == 3
+    assert hit.metadata["dense_behind_reason"] == "3 memories wait for their vector"
+    assert hit.metadata["rerank_unavailable_reason"] == "no cross-encoder configured"
+    down = pb.RecallResponse(
+        outcome=cpb.RecallOutcome(
+            dense_available=False,
+            dense_unavailable_reason="embed service unavailable",
+            results=[_result("a")],
+        )
+    )
+    [hit] = hits(down)
+    assert hit.metadata["dense_available"] is False
+    assert hit.metadata["dense_unavailable_reason"] == "embed service unavailable"
