@@ -44,6 +44,16 @@ _CURRENT = """
 (%(history)s OR (x.stated_at <= %(at)s AND (x.retired_at IS NULL OR x.retired_at > %(at)s)
                  AND (x.valid_from IS NULL OR x.valid_from <= %(at)s)
                  AND (x.valid_until IS NULL OR x.valid_until > %(at)s)))"""
+# A memory along m's chain of successors that the caller may see: m is then
+# superseded for them, else it reads to them as current (design §4).
+_SUCCESSOR_SEEN = f"""
+WITH RECURSIVE chain (id) AS (
+    SELECT m.superseded_by_id
+    UNION ALL
+    SELECT s.superseded_by_id FROM chain c JOIN memory s ON s.id = c.id
+    WHERE s.superseded_by_id IS NOT NULL
+)
+SELECT 1 FROM chain c JOIN memory s ON s.id = c.id WHERE {_ELIGIBLE.replace("m.", "s.")}"""
 _BY_HAND = {
     "entities": f"""
 SELECT DISTINCT mn.entity_id FROM mention mn JOIN memory m ON m.id = mn.memory_id
@@ -73,7 +83,8 @@ WHERE mn.entity_id = %(entity)s AND {_ELIGIBLE}
   AND (%(history)s OR (m.created_at <= %(at)s
        AND (m.superseded_by_id IS NULL
             OR (SELECT max(r.changed_at) FROM memory_revision r
-                WHERE r.memory_id = m.id AND r.action = 'supersede') > %(at)s)))
+                WHERE r.memory_id = m.id AND r.action = 'supersede') > %(at)s
+            OR NOT EXISTS ({_SUCCESSOR_SEEN}))))
 ORDER BY m.created_at DESC, m.id""",
 }
 # Each hop as neighbors asked for it before its walks: every relation of the

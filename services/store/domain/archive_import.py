@@ -388,6 +388,7 @@ def _write(
     deriving = time.monotonic()
     steps["rows"] = deriving - writing
     steps["vectors"] = deriving - vectors
+    conn.execute(q.MARK_SUPERSEDE_RETIREMENTS)
     conn.execute(q.FILL_TERM_STATS)
     conn.execute(q.FILL_CORPUS_STATS)
     _fold_provenance(conn)

@@ -28,6 +28,7 @@ from services.store.domain import validation as v
 from services.store.domain.dedup import CURRENT_MODEL, canonical, seen_until_written
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
+from services.store.sql import graph_queries as gq
 
 # The entities looked at: those mentioned by the caller's newest memories
 # (a bounded window, as dedup review's), at most this many.
@@ -109,7 +110,7 @@ WITH {CURRENT_MODEL}, recent_memory AS (
     UNION ALL
     SELECT a.entity_id, r.rep, r.centroid, a.alias_key, false
     FROM entity_alias a JOIN recent r ON r.id = a.entity_id
-    WHERE a.retired_at IS NULL
+    WHERE {gq.ALIAS_CURRENT_NOW}
 ), by_key AS (
     SELECT a.id AS first_id, b.id AS second_id, a.rep AS first_rep, b.rep AS second_rep,
            CASE WHEN bool_or(a.is_name AND b.is_name) THEN 'same_name'

@@ -322,9 +322,11 @@ class GraphWriter:
         if unique:
             cur.executemany(gq.INSERT_MENTION, [(memory_id, e, memory_id) for e in unique])
 
-    def retire(self, memory_id: str) -> None:
+    def retire(self, memory_id: str, *, superseded: bool = False) -> None:
+        """A correct's retirement (for everyone), or the supersede's of
+        ``memory_id`` (for whoever sees a successor of it)."""
         for statement in gq.RETIRE:
-            self.conn.execute(statement, (memory_id,))
+            self.conn.execute(statement, {"memory": memory_id, "superseded": superseded})
 
     def carry(self, old_id: str, new_id: str) -> None:
         """Supersede: the successor states the old memory's current claims."""

@@ -248,7 +248,7 @@ class MemoryRevisions(MemoryWrites):
                 self._cas_failure(conn, memory_id, expected_revision, seen)
             if not (replace_claims or new.graph):
                 writer.carry(memory_id, new_id)
-            writer.retire(memory_id)
+            writer.retire(memory_id, superseded=True)
             self._revision(conn, caller, memory_id, expected_revision + 1, "supersede", reason)
             self._audit(
                 conn,

@@ -240,6 +240,11 @@ ORDER BY c.relname
 """
 INDEX_BUILD_MEMORY = "SET LOCAL maintenance_work_mem = '256MB'"
 
+# Which statements their memory's supersede retired (they stay current for a
+# caller who may see none of its successors): the archive holds when each was
+# retired and the supersede revisions, from which migration 0068's function
+# tells them exactly, as it did for the rows before it.
+MARK_SUPERSEDE_RETIREMENTS = "SELECT mark_supersede_retirements()"
 # The lexical arm's statistics, as migration 0006 computes them for existing rows.
 FILL_TERM_STATS = """
 INSERT INTO term_stat (lexeme, purpose, audience, shard, docs)

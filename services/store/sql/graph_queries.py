@@ -40,11 +40,12 @@ INSERT INTO entity_alias (id, memory_id, entity_id, alias, alias_key) VALUES (%s
 """
 
 # Correct and supersede: a memory's current claims stop being current now;
-# they stay, retired, in its history.
-RETIRE = (
-    "UPDATE attribute_claim SET retired_at = now() WHERE memory_id = %s AND retired_at IS NULL",
-    "UPDATE relation_claim SET retired_at = now() WHERE memory_id = %s AND retired_at IS NULL",
-    "UPDATE entity_alias SET retired_at = now() WHERE memory_id = %s AND retired_at IS NULL",
+# they stay, retired, in its history. What retired them (%(superseded)s:
+# the memory's supersede) decides for whom (migration 0068, _CURRENT below).
+RETIRE = tuple(
+    f"UPDATE {table} SET retired_at = now(), retired_by_supersede = %(superseded)s"
+    " WHERE memory_id = %(memory)s AND retired_at IS NULL"
+    for table in ("attribute_claim", "relation_claim", "entity_alias")
 )
 # Supersede: the successor states the old memory's current claims again.
 CARRY = (
@@ -69,58 +70,74 @@ CARRY = (
     """,
 )
 
+# A statement its memory's supersede retired stays current for a caller who
+# reads that memory as current: none of its successors is one they may see,
+# the rule of read and recall (migration 0068). A correct's retirement holds
+# for everyone.
+_KEPT = "({t}.retired_by_supersede AND memory_reads_current({t}.memory_id))"
+# When a statement was retired, for the caller: never, while they read its
+# memory as current (its supersede is not theirs to see through it).
+_RETIRED = f"CASE WHEN {_KEPT} THEN NULL ELSE {{t}}.retired_at END"
 # What a memory states, for read: current claims first, then by time.
 # What memories state, current claims first, at most %(cap)s of each kind per
 # memory; total is the memory's whole count of that kind (the answer says how
 # many it left out: memory_queries' provenance lists do the same).
-CLAIMS_OF = """
+CLAIMS_OF = f"""
 SELECT * FROM (
     SELECT c.memory_id, e.id, e.name, e.type, c.attribute, c.value, c.valid_from,
-           c.valid_until, c.confidence, c.stated_at, c.retired_at,
+           c.valid_until, c.confidence, c.stated_at, {_RETIRED.format(t="c")} AS retired_at,
            count(*) OVER (PARTITION BY c.memory_id) AS total,
-           row_number() OVER (PARTITION BY c.memory_id ORDER BY c.retired_at IS NOT NULL,
-                              c.stated_at DESC, e.name, c.attribute, c.id) AS nth
+           row_number() OVER (PARTITION BY c.memory_id
+                              ORDER BY ({_RETIRED.format(t="c")}) IS NOT NULL,
+                                       c.stated_at DESC, e.name, c.attribute, c.id) AS nth
     FROM attribute_claim c JOIN entity e ON e.id = c.entity_id
     WHERE c.memory_id = ANY(%(ids)s::uuid[])
 ) c WHERE nth <= %(cap)s
 ORDER BY memory_id, nth
 """
-RELATIONS_OF = """
+RELATIONS_OF = f"""
 SELECT * FROM (
     SELECT r.memory_id, s.id, s.name, s.type, r.predicate, o.id, o.name, o.type, r.valid_from,
-           r.valid_until, r.confidence, r.stated_at, r.retired_at,
+           r.valid_until, r.confidence, r.stated_at, {_RETIRED.format(t="r")} AS retired_at,
            count(*) OVER (PARTITION BY r.memory_id) AS total,
-           row_number() OVER (PARTITION BY r.memory_id ORDER BY r.retired_at IS NOT NULL,
-                              r.stated_at DESC, s.name, r.predicate, r.id) AS nth
+           row_number() OVER (PARTITION BY r.memory_id
+                              ORDER BY ({_RETIRED.format(t="r")}) IS NOT NULL,
+                                       r.stated_at DESC, s.name, r.predicate, r.id) AS nth
     FROM relation_claim r JOIN entity s ON s.id = r.subject_id
     JOIN entity o ON o.id = r.object_id
     WHERE r.memory_id = ANY(%(ids)s::uuid[])
 ) r WHERE nth <= %(cap)s
 ORDER BY memory_id, nth
 """
-ALIASES_OF = """
+ALIASES_OF = f"""
 SELECT * FROM (
-    SELECT a.memory_id, e.id, e.name, e.type, a.alias, a.stated_at, a.retired_at,
+    SELECT a.memory_id, e.id, e.name, e.type, a.alias, a.stated_at,
+           {_RETIRED.format(t="a")} AS retired_at,
            count(*) OVER (PARTITION BY a.memory_id) AS total,
-           row_number() OVER (PARTITION BY a.memory_id ORDER BY a.retired_at IS NOT NULL,
-                              a.stated_at DESC, a.alias, a.id) AS nth
+           row_number() OVER (PARTITION BY a.memory_id
+                              ORDER BY ({_RETIRED.format(t="a")}) IS NOT NULL,
+                                       a.stated_at DESC, a.alias, a.id) AS nth
     FROM entity_alias a JOIN entity e ON e.id = a.entity_id
     WHERE a.memory_id = ANY(%(ids)s::uuid[])
 ) a WHERE nth <= %(cap)s
 ORDER BY memory_id, nth
 """
 
-# A claim is current at %(at)s when it was stated by then, not yet retired,
-# and valid then (either end open). %(history)s lifts the condition.
-_CURRENT = """
-(%(history)s OR ({t}.stated_at <= %(at)s
-                 AND ({t}.retired_at IS NULL OR {t}.retired_at > %(at)s)
-                 AND ({t}.valid_from IS NULL OR {t}.valid_from <= %(at)s)
-                 AND ({t}.valid_until IS NULL OR {t}.valid_until > %(at)s)))
+# A claim is current at %(at)s when it was stated by then, not yet retired
+# (for the caller), and valid then (either end open). %(history)s lifts the
+# condition.
+_CURRENT = f"""
+(%(history)s OR ({{t}}.stated_at <= %(at)s
+                 AND ({{t}}.retired_at IS NULL OR {{t}}.retired_at > %(at)s OR {_KEPT})
+                 AND ({{t}}.valid_from IS NULL OR {{t}}.valid_from <= %(at)s)
+                 AND ({{t}}.valid_until IS NULL OR {{t}}.valid_until > %(at)s)))
 """
-_ALIAS_CURRENT = """
-(%(history)s OR (a.stated_at <= %(at)s AND (a.retired_at IS NULL OR a.retired_at > %(at)s)))
+_ALIAS_CURRENT = f"""
+(%(history)s OR (a.stated_at <= %(at)s
+                 AND (a.retired_at IS NULL OR a.retired_at > %(at)s OR {_KEPT.format(t="a")})))
 """
+# An alias current now for the caller (entity merge's proposals).
+ALIAS_CURRENT_NOW = f"(a.retired_at IS NULL OR {_KEPT.format(t='a')})"
 # The newest statement a list may hold, as a bound its index walk starts
 # from (an as_of in the past does not read what was stated after it).
 _LATEST = "CASE WHEN %(history)s THEN 'infinity'::timestamptz ELSE %(at)s::timestamptz END"
@@ -211,7 +228,7 @@ LET_GO = "SELECT set_config('enable_bitmapscan', %s, true)"
 # its card what the card shows.
 CARD_ATTRIBUTES = f"""
 SELECT x.entity_id, x.attribute, x.value, x.valid_from, x.valid_until, x.confidence,
-       x.memory_id, x.stated_at, x.retired_at
+       x.memory_id, x.stated_at, {_RETIRED.format(t="x")} AS retired_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT c.* FROM attribute_claim c
@@ -225,7 +242,7 @@ CROSS JOIN LATERAL (
 # relation from an entity to itself is listed once, as outgoing.
 CARD_RELATIONS = f"""
 SELECT x.me, x.direction, o.id, o.name, o.type, x.predicate, x.valid_from, x.valid_until,
-       x.confidence, x.memory_id, x.stated_at, x.retired_at
+       x.confidence, x.memory_id, x.stated_at, {_RETIRED.format(t="x")} AS retired_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT * FROM (
@@ -249,7 +266,7 @@ JOIN entity o ON o.id = x.other
 ORDER BY x.me, x.stated_at DESC, x.predicate, x.id
 """
 CARD_ALIASES = f"""
-SELECT x.entity_id, x.alias, x.memory_id, x.stated_at, x.retired_at
+SELECT x.entity_id, x.alias, x.memory_id, x.stated_at, {_RETIRED.format(t="x")} AS retired_at
 FROM unnest(%(ids)s::uuid[]) AS q(id)
 CROSS JOIN LATERAL (
     SELECT a.* FROM entity_alias a
@@ -262,7 +279,8 @@ ORDER BY x.entity_id, x.stated_at DESC, x.alias, x.id
 # Visible memories mentioning each entity, newest first: those current at
 # %(at)s (written by then, mentioning it by then (migration 0046), and not
 # superseded by then: superseded later, it
-# was current at %(at)s, as its claims were), all with the history. When it
+# was current at %(at)s, as its claims were; nor superseded for the caller,
+# who may see none of its successors: migration 0068), all with the history. When it
 # was superseded is its own revision's record, which whoever sees the memory
 # sees (its successor may be hidden from them, or forgotten). Walked on the
 # mentions' index by their memory's time, newest first, taking every memory
@@ -277,7 +295,8 @@ CROSS JOIN LATERAL (
       AND (mn.mentioned_at IS NULL OR mn.mentioned_at <= {_LATEST})
       AND (%(history)s OR m.superseded_by_id IS NULL
            OR (SELECT max(r.changed_at) FROM memory_revision r
-               WHERE r.memory_id = m.id AND r.action = 'supersede') > %(at)s)
+               WHERE r.memory_id = m.id AND r.action = 'supersede') > %(at)s
+           OR visible_successor(m.superseded_by_id) IS NULL)
     ORDER BY mn.memory_created_at DESC
     FETCH FIRST %(cap)s ROWS WITH TIES
 ) x
@@ -292,7 +311,7 @@ CROSS JOIN LATERAL (
 # two of the frontier is one edge.
 _EDGES_AT = f"""
     (SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
-            r.confidence, r.memory_id, r.stated_at, r.retired_at
+            r.confidence, r.memory_id, r.stated_at, {_RETIRED.format(t="r")} AS retired_at
      FROM relation_claim r
      WHERE r.{{end}} = f.id
        AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
@@ -317,7 +336,7 @@ LIMIT %(limit)s
 # migration 0049's index, so a busy node costs its pairs, not its relations.
 NEIGHBOR_EDGES_AMONG = f"""
 SELECT r.id, r.subject_id, r.predicate, r.object_id, r.valid_from, r.valid_until,
-       r.confidence, r.memory_id, r.stated_at, r.retired_at
+       r.confidence, r.memory_id, r.stated_at, {_RETIRED.format(t="r")} AS retired_at
 FROM relation_claim r
 WHERE r.subject_id = ANY(%(frontier)s::uuid[]) AND r.object_id = ANY(%(frontier)s::uuid[])
   AND (cardinality(%(predicates)s::text[]) = 0 OR r.predicate = ANY(%(predicates)s::text[]))
