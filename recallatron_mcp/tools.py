@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -52,9 +53,12 @@ def clip(text: str, limit: int = QUOTE_CHARS) -> str:
 
 
 def _problem(err: jsonschema.ValidationError) -> str:
-    """A schema violation's message with the offending value quoted short."""
+    """A schema violation's message with the offending value quoted short;
+    null, true and false as JSON names them, not as Python's None, True, False."""
     quoted = repr(err.instance)
-    message = str(err.message).replace(quoted, clip(quoted))
+    plain = err.instance is None or isinstance(err.instance, bool)
+    shown = json.dumps(err.instance) if plain else clip(quoted)
+    message = str(err.message).replace(quoted, shown)
     return clip(message, PROBLEM_CHARS)
 
 
@@ -139,8 +143,28 @@ def over_long(
     return None
 
 
-def check_arguments(name: str, arguments: dict[str, Any]) -> None:
-    """The tool's own JSON schema, checked before anything is sent."""
+def without_nulls(schema: Mapping[str, Any], value: Any) -> Any:
+    """``value`` with each optional property given as null left out, at any
+    depth: many agents fill every property of a schema, null where they mean
+    none, and null is how the request reads one not given. A required one,
+    an unknown one and a list's item stay, to be refused naming them."""
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [without_nulls(items, v) for v in value] if isinstance(items, Mapping) else value
+    properties = schema.get("properties")
+    if not isinstance(value, Mapping) or not isinstance(properties, Mapping):
+        return value
+    required = schema.get("required", ())
+    return {
+        key: without_nulls(properties.get(key, {}), item)
+        for key, item in value.items()
+        if item is not None or key in required or key not in properties
+    }
+
+
+def check_arguments(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The tool's own JSON schema, checked before anything is sent; returns
+    the arguments to send (:func:`without_nulls`)."""
     schema = SCHEMAS.get(name)
     if schema is None:
         # As gRPC answers an unknown method, and the gateway's HTTP/JSON an unknown path.
@@ -155,6 +179,7 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
             f"INVALID_ARGUMENT (nothing was sent): {clip(argument_path(path))}: "
             f"a list of {given} items is too long (at most {most})" + refuse
         )
+    arguments = without_nulls(schema, arguments)
     validator = _Validator(schema)
     found = itertools.islice(validator.iter_errors(arguments), MAX_PROBLEMS)
     problems = sorted(found, key=lambda err: list(err.path))
@@ -164,12 +189,13 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
             where = argument_path(err.absolute_path) or "(arguments)"
             lines.append(f"{clip(where)}: {_problem(err)}")
         raise ToolError("INVALID_ARGUMENT (nothing was sent): " + "; ".join(lines) + refuse)
+    return arguments
 
 
 def prepare(name: str, arguments: dict[str, Any]) -> tuple[Tool, Message]:
     """The tool and its gateway request, its arguments checked. Raises
     ToolError with an actionable message when they are wrong."""
-    check_arguments(name, arguments)
+    arguments = check_arguments(name, arguments)
     tool = BY_NAME[name]
     try:
         return tool, tool.request_of(arguments)
