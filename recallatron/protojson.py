@@ -128,10 +128,11 @@ def terms(enum: EnumDescriptor) -> vocabulary.Terms[Any]:
 
 
 def rfc3339(value: str, where: str) -> datetime:
-    """An RFC 3339 time with its offset ("2026-05-01T09:00:00Z")."""
+    """An RFC 3339 time with its offset ("2026-05-01T09:00:00Z"; its "t" and
+    "z" may be lowercase, RFC 3339 5.6, which fromisoformat does not take)."""
     try:
-        at = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
+        at = datetime.fromisoformat(value.upper())
+    except (AttributeError, TypeError, ValueError):
         raise ValueError(f"{where}: not an RFC 3339 time: {value!r:.60}") from None
     if at.tzinfo is None:
         raise ValueError(f"{where}: an RFC 3339 time needs its offset (Z or +hh:mm)")

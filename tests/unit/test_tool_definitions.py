@@ -235,6 +235,15 @@ def test_timeline_from_and_to_and_a_time_without_offset() -> None:
         )
 
 
+@pytest.mark.parametrize("written", ["2026-01-01t09:30:00z", "2026-01-01T10:30:00+01:00"])
+def test_a_time_in_any_spelling_rfc_3339_allows(written: str) -> None:
+    """RFC 3339 (5.6) allows "t" and "z" in lowercase; both were refused as
+    'not an RFC 3339 time' (Python's fromisoformat takes only capitals)."""
+    req = BY_NAME["lookup"].request_of({"name": "Robin", "as_of": written})
+    assert isinstance(req, pb.LookupRequest)
+    assert req.as_of == _at("2026-01-01T09:30:00Z")
+
+
 def test_a_whole_number_written_with_a_point_is_an_integer() -> None:
     """The input schema says "integer", which JSON Schema grants 5.0."""
     assert protojson.to_message(pb.RecallRequest, {"query": "q", "limit": 5.0}).limit == 5
