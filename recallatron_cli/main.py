@@ -144,7 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
         "create-member",
         help="a member of a workspace by handle, --owner to manage it; prints its id",
     )
-    cm.add_argument("--workspace", required=True, help="its id or slug (owners: their own)")
+    cm.add_argument(
+        "--workspace",
+        help="its id or slug; the operator names one, an owner's token adds to their own",
+    )
     cm.add_argument("handle")
     cm.add_argument("--owner", action="store_true")
     json_option(cm)

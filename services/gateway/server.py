@@ -323,6 +323,8 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
     ) -> pb.AdminServiceCreateMemberResponse:
         owner = self.auth.operator_or_owner(context)
         workspace_id = request.workspace_id
+        if owner is None and not workspace_id:
+            raise errors.InvalidArgument("workspace_id", "is required with the operator token")
         if owner is not None:
             if workspace_id and not owner.is_workspace(workspace_id):
                 raise errors.NotFound("workspace_id: workspace not found")

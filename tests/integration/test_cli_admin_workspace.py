@@ -1,7 +1,8 @@
 """The admin commands that name a workspace take its slug or its id alike:
 `create-member --workspace` and `list-tokens --workspace` took an id only
 (a slug was refused INVALID_ARGUMENT) while `list-members` and
-`delete-workspace` took either."""
+`delete-workspace` took either. An owner may leave it out, as they may for
+`list-members` and `list-tokens`: their own."""
 
 from __future__ import annotations
 
@@ -57,3 +58,19 @@ def test_an_owner_names_their_own_workspace_by_slug_and_no_other(
     assert capsys.readouterr().err.startswith("error: PERMISSION_DENIED")
     assert operator.list_members(elsewhere.id).members == []
     assert "gus" in {m.handle for m in operator.list_members(team.workspace_id).members}
+
+
+def test_an_owner_adds_a_member_to_their_own_workspace_without_naming_it(
+    stack: Stack, operator: Client, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`create-member` required --workspace even of an owner, whose token acts
+    in their own workspace only and whom the gateway takes without one
+    (argparse: 'the following arguments are required: --workspace', exit 2);
+    the operator, who must name one, is told so naming the field."""
+    ada = team.clients["ada"].token
+    assert main(_admin(stack, ada, "create-member", "ivy")) == 0, capsys.readouterr().err
+    assert "member ivy" in capsys.readouterr().out
+    assert "ivy" in {m.handle for m in operator.list_members(team.workspace_id).members}
+    assert main(_admin(stack, stack.admin_token, "create-member", "jon")) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: INVALID_ARGUMENT: workspace_id: is required"), err
