@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import grpc
@@ -120,3 +121,17 @@ def test_a_token_revoked_again_writes_no_second_entry(team: Team) -> None:
     listed = {t.id: t for t in ada.list_tokens(team.members["bob"]).tokens}
     assert listed[token.token_id].HasField("revoked_at")
     assert listed[other.token_id].HasField("revoked_at")
+
+
+def test_no_member_takes_the_name_the_log_gives_the_operator(team: Team, operator: Client) -> None:
+    """The log names the operator's changes "operator" (docs/api.md); a member
+    of that handle was made, and their entries read as the operator's to
+    whoever reads the log by handle (the review page, an agent's audit_log)."""
+    ada = team.clients["ada"]
+    before = len(events(ada))
+    for caller, handle in ((ada, "operator"), (operator, "Operator")):
+        refused = error(partial(caller.create_member, team.workspace_id, handle))
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert str(refused.details()).startswith("handle: "), refused.details()
+    assert len(events(ada)) == before
+    assert ada.create_member(team.workspace_id, "operators").member.handle == "operators"

@@ -43,6 +43,10 @@ from services.store.sql import queries as q
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 HANDLE_RULE = "1-63 characters of letters, digits, '.', '_' and '-'"
+# The name the audit log gives the operator's changes (docs/api.md): no new
+# member takes it, in any case, so that an entry read by handle is never a
+# member's passing for the operator's.
+OPERATOR_HANDLE = "operator"
 SLUG_RULE = "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit, not a UUID"
 
 
@@ -406,6 +410,12 @@ class ControlPlane(TokenRecords):
             raise being_imported(ws, "workspace_id")
         if not HANDLE_RE.match(handle or ""):
             raise errors.InvalidArgument("handle", HANDLE_RULE)
+        if handle.casefold() == OPERATOR_HANDLE and not importing:
+            # An archive's member keeps the handle it had (their id tells them apart).
+            raise errors.InvalidArgument(
+                "handle",
+                f"{handle!r} is how the audit log names the operator; choose another handle",
+            )
         if role not in ("owner", "member"):
             raise errors.InvalidArgument("role", "must be owner or member")
         member_id = str(uuid.uuid4())
