@@ -160,7 +160,8 @@ def test_no_token_is_made_while_a_deletion_is_under_way(
     stack: Stack, operator: Client, team: Team
 ) -> None:
     """A token made in the middle of a deletion lived, unannounced, until the
-    deletion's last step (the database already dropped): it is refused now."""
+    deletion's last step (the database already dropped): it is refused now.
+    So is a member, which was answered and then deleted with the rest."""
     bob = team.members["bob"]
     with psycopg.connect(with_database(stack.database_url, CONTROL_DATABASE)) as deleting:
         # What a deletion holds for its whole course (queries.DELETION_LOCK).
@@ -168,6 +169,8 @@ def test_no_token_is_made_while_a_deletion_is_under_way(
         for call in (
             partial(operator.create_token, bob, "during"),
             partial(team.clients["ada"].create_token, bob, "during"),
+            partial(operator.create_member, team.workspace_id, "during"),
+            partial(team.clients["ada"].create_member, team.workspace_id, "during"),
         ):
             exc = error(call)
             assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc.details()
@@ -176,6 +179,7 @@ def test_no_token_is_made_while_a_deletion_is_under_way(
             "SELECT pg_advisory_unlock(7402, hashtext(%s::text))", (team.workspace_id,)
         )
     assert operator.create_token(bob, "after").token
+    assert operator.create_member(team.workspace_id, "after").member.handle == "after"
 
 
 def test_a_write_under_way_when_its_database_is_dropped_is_not_found(

@@ -421,6 +421,11 @@ class ControlPlane(TokenRecords):
         member_id = str(uuid.uuid4())
         try:
             with self.dbs.control_conn() as conn:
+                free = conn.execute(q.NO_DELETION_OF_WORKSPACE, (workspace_id,)).fetchone()
+                if free is not None and not free[0]:
+                    raise errors.FailedPrecondition(
+                        "workspace_id: the workspace is being deleted", "workspace_id"
+                    )
                 conn.execute(q.INSERT_MEMBER, (member_id, workspace_id, handle, role))
         except UniqueViolation:
             raise errors.AlreadyExists(f"handle: {handle!r} is taken in this workspace") from None

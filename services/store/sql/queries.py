@@ -357,6 +357,11 @@ NO_DELETION_UNDER_WAY = f"""
 SELECT pg_try_advisory_xact_lock_shared({DELETION_LOCK_NAMESPACE}, hashtext(m.workspace_id::text))
 FROM member m WHERE m.id = %s
 """
+# The same for a member made in the workspace %s: one made in the middle of
+# a deletion was answered, then deleted with the rest at its last step.
+NO_DELETION_OF_WORKSPACE = f"""
+SELECT pg_try_advisory_xact_lock_shared({DELETION_LOCK_NAMESPACE}, hashtext(%s::text))
+"""
 # Committed with the deletion: every store process (and embedding job)
 # closes its pools of the database (services/store/infrastructure/follow.py).
 # Payload: "<workspace id> <server> <database>".
