@@ -17,6 +17,7 @@ import argparse
 import contextvars
 import json
 import logging
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -449,33 +450,53 @@ def _is_metadata(route: BaseRoute) -> bool:
     return isinstance(route, Route) and route.path.startswith(WELL_KNOWN)
 
 
-def serve_http(server: Server[Any], listen: str, clients: Clients) -> None:
+class CannotStart(ValueError):
+    """A setting the server cannot start with, named (not a traceback)."""
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """What the streamable HTTP server is started with, all read before it
+    starts: a setting it cannot run with stops it at once, naming it."""
+
+    host: str
+    port: int
+    oauth: OAuthSettings | None
+    per_address: int
+
+    @classmethod
+    def read(cls, listen: str, gateway: str) -> HttpSettings:
+        try:
+            host, port = options.listen_address(listen)
+            return cls(host, port, OAuthSettings.from_env(gateway), sessions_per_address())
+        except ValueError as exc:
+            raise CannotStart(str(exc)) from None
+
+
+def serve_http(server: Server[Any], settings: HttpSettings, clients: Clients) -> None:
     import uvicorn
 
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    oauth = OAuthSettings.from_env(clients.gateway)
-    per_address = sessions_per_address()
-    sdk_app = http_app(server, host, clients, oauth)
+    sdk_app = http_app(server, settings.host, clients, settings.oauth)
     # One address may not hold every session open.
-    bounded = bounded_sessions(sdk_app, server.session_manager, per_address)
+    bounded = bounded_sessions(sdk_app, server.session_manager, settings.per_address)
     # A duplicate request id must not leave the first request hanging.
     limit = server.session_manager.max_request_body_size
     app = RememberClient(OneRequestPerId(bounded, limit))
-    uvicorn.run(app, host=host, port=int(port), log_level="warning")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
 
 
 def run(args: argparse.Namespace) -> int:
     # stdout belongs to the protocol on stdio: logs go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    http = HttpSettings.read(args.listen, args.gateway) if args.transport == "http" else None
     # From the environment or a file (RECALLATRON_TOKEN_FILE), never an argument.
     clients = Clients(args.gateway, token_from(), token_from(env="RECALLATRON_FORWARDING_SECRET"))
     server = build_server(clients)
     try:
-        if args.transport == "stdio":
+        if http is None:
             anyio.run(serve_stdio, server)
         else:
-            serve_http(server, args.listen, clients)
+            serve_http(server, http, clients)
     finally:
         clients.close()
     return 0
@@ -484,4 +505,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m recallatron_mcp", description=__doc__)
     options.add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except CannotStart as exc:
+        parser.error(str(exc))

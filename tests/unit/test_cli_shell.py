@@ -120,3 +120,26 @@ def test_the_mcp_servers_options_name_their_defaults() -> None:
     }
     assert "RECALLATRON_MCP_LISTEN" in helped.get("--listen", "")
     assert "stdio" in helped.get("--transport", "")
+
+
+@pytest.mark.parametrize("listen", ["localhost", "127.0.0.1:mcp", "127.0.0.1:99999", ""])
+def test_an_mcp_listen_address_that_is_none_stops_the_start_naming_it(
+    listen: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --listen (or RECALLATRON_MCP_LISTEN) without a port, or with one no
+    port can be, failed with int()'s words, naming neither ('error:
+    INVALID_ARGUMENT: invalid literal for int() with base 10: 'localhost''),
+    or with a traceback from `python -m recallatron_mcp`."""
+    from recallatron_mcp import server
+
+    monkeypatch.setenv("RECALLATRON_TOKEN", "rc_unused")
+    monkeypatch.delenv("RECALLATRON_MCP_OAUTH_ISSUER", raising=False)
+    assert cli.main(["mcp", "--transport", "http", "--listen", listen]) == 2
+    said = capsys.readouterr().err
+    assert "--listen" in said and "RECALLATRON_MCP_LISTEN" in said and "int()" not in said
+    monkeypatch.setenv("RECALLATRON_MCP_LISTEN", listen)
+    with pytest.raises(SystemExit) as stopped:
+        server.main(["--transport", "http"])
+    assert stopped.value.code == 2
+    said = capsys.readouterr().err
+    assert "--listen" in said and "RECALLATRON_MCP_LISTEN" in said and "int()" not in said
