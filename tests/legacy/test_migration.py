@@ -673,6 +673,11 @@ def test_supersede_patches_become_supersession(
         ("relation_claim", t.relation_claims_retired),
     ):
         assert rows(f"SELECT count(*) FROM {table} WHERE retired_at IS NOT NULL") == [(retired,)]
+        # Each by its record's supersede, as the supersede tool marks it
+        # (workspace migration 0068).
+        assert rows(
+            f"SELECT count(*) FROM {table} WHERE (retired_at IS NOT NULL) <> retired_by_supersede"
+        ) == [(0,)]
         assert rows(
             f"SELECT count(*) FROM {table} c JOIN memory m ON m.id = c.memory_id"
             " WHERE (c.retired_at IS NOT NULL) <> (m.superseded_by_id IS NOT NULL)"

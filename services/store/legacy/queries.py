@@ -88,13 +88,17 @@ FROM unnest(%s::uuid[], %s::text[]) AS u(id, source_id)
 def _insert_claims(table: str, own: str, own_types: str) -> str:
     """Into a claim table: the id and memory, its own columns (``own``, of
     ``own_types``), then its valid time, confidence and when it was stated
-    and retired."""
+    and retired. Only a superseded record's claims are retired, by its
+    supersede: current still for a caller who may see none of its
+    successors (workspace migration 0068)."""
     return f"""
 INSERT INTO {table} (id, memory_id, {own}, valid_from, valid_until, confidence,
-                     stated_at, retired_at)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], {own_types},
-                     %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::timestamptz[],
-                     %s::timestamptz[])
+                     stated_at, retired_at, retired_by_supersede)
+SELECT u.*, u.retired_at IS NOT NULL
+FROM unnest(%s::uuid[], %s::uuid[], {own_types},
+            %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::timestamptz[],
+            %s::timestamptz[])
+     AS u (id, memory_id, {own}, valid_from, valid_until, confidence, stated_at, retired_at)
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
