@@ -12,9 +12,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 
 from recallatron.client import Client
+from recallatron_devkit.stack import Stack
+from tests import dbutil
 from tests.conftest import Team, remember_robin
 
 pytestmark = pytest.mark.integration
@@ -156,3 +159,38 @@ def test_a_claim_a_correct_replaced_stays_retired_for_everyone(team: Team) -> No
         ]
     assert _lookup(bob)[0] == {("city=Porto", new.id)}
     assert _timeline_claims(bob, robin) == {("Robin Goodwin: city = Porto", new.id)}
+
+
+_MARKS = """
+SELECT 'attribute_claim', memory_id::text, value, retired_by_supersede FROM attribute_claim
+UNION ALL SELECT 'relation_claim', memory_id::text, predicate, retired_by_supersede
+FROM relation_claim
+UNION ALL SELECT 'entity_alias', memory_id::text, alias, retired_by_supersede FROM entity_alias
+ORDER BY 1, 2, 3
+"""
+
+
+def test_rows_written_before_the_column_are_marked_as_the_supersede_marks_them(
+    stack: Stack, team: Team
+) -> None:
+    """Migration 0068 (and the import, whose archive holds no column) tells
+    what a supersede retired from the times: a superseded memory's statements
+    retired at its latest supersede; one a correct retired before stays
+    unmarked, and so does every statement of a memory current again."""
+    bob = team.clients["bob"]
+    kept = remember_robin(bob, "Kept.", audience_to="workspace").memory
+    robin = next(m.entity_id for m in kept.mentions if m.name == "Robin Goodwin")
+    porto = [{"entity": {"entity_id": robin}, "attribute": "city", "value": "Porto"}]
+    corrected = bob.correct(kept.id, kept.revision, "moved", claims=porto).memory
+    bob.supersede(kept.id, corrected.revision, "Robin in Porto", audience_to=team.members["bob"])
+    revived = remember_robin(bob, "Revived.", audience_to="workspace").memory
+    gone = bob.supersede(revived.id, revived.revision, "Robin, again").memory
+    bob.forget(gone.id, "said in error")
+
+    written = dbutil.query(stack, team.database_name, _MARKS)
+    assert {(r[1], r[2]) for r in written if r[3]} == {(kept.id, "Porto")}
+    with psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as conn:
+        for table in ("attribute_claim", "relation_claim", "entity_alias"):
+            conn.execute(f"UPDATE {table} SET retired_by_supersede = false")
+        conn.execute("SELECT mark_supersede_retirements()")
+    assert dbutil.query(stack, team.database_name, _MARKS) == written
