@@ -96,6 +96,22 @@ _NO_ARGS = Args()
 _NOT_EMPTY: JSON = {"minLength": 1}  # a string the servers refuse empty
 
 
+# How much of a caller's own value a refusal quotes: enough to recognise it;
+# a 5 MB argument must not come back as a 5 MB error.
+QUOTE_CHARS = 80
+
+
+def clip(text: str, limit: int = QUOTE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def quoted(value: Any) -> str:
+    """A caller's value as a refusal quotes it: its repr, clipped."""
+    return clip(repr(value))
+
+
 # -- plain values ----------------------------------------------------------------------
 
 
@@ -133,7 +149,7 @@ def rfc3339(value: str, where: str) -> datetime:
     try:
         at = datetime.fromisoformat(value.upper())
     except (AttributeError, TypeError, ValueError):
-        raise ValueError(f"{where}: not an RFC 3339 time: {value!r:.60}") from None
+        raise ValueError(f"{where}: not an RFC 3339 time: {quoted(value)}") from None
     if at.tzinfo is None:
         raise ValueError(f"{where}: an RFC 3339 time needs its offset (Z or +hh:mm)")
     return at
@@ -246,7 +262,7 @@ def _fill(message: Message, args: Mapping[str, Any], table: ArgTable, where: str
     used = _fill_fields(message, args, table, where)
     unknown = sorted(set(args) - used)
     if unknown:
-        raise ValueError(f"{where or '(arguments)'}: unknown argument {unknown[0]!r:.60}")
+        raise ValueError(f"{where or '(arguments)'}: unknown argument {quoted(unknown[0])}")
 
 
 def _fill_fields(
@@ -327,14 +343,14 @@ def _set_message(message: Message, value: Any, table: ArgTable, where: str) -> N
         message.SetInParent()
         _fill(message, value, table, where)
     else:
-        raise ValueError(f"{where}: unexpected value {value!r:.60}")
+        raise ValueError(f"{where}: unexpected value {quoted(value)}")
 
 
 def _scalar(f: FieldDescriptor, value: Any, where: str) -> Any:
     if f.type == FieldDescriptor.TYPE_ENUM:
         vocab = terms(enum_type(f))
         if value not in vocab.values:
-            raise ValueError(f"{where}: {value!r:.60} is not one of {vocab.one_of()}")
+            raise ValueError(f"{where}: {quoted(value)} is not one of {vocab.one_of()}")
         return vocab.value(value)
     kind = JSON_TYPES.get(f.type)
     if kind == "string" and isinstance(value, str):
@@ -348,4 +364,4 @@ def _scalar(f: FieldDescriptor, value: Any, where: str) -> Any:
         return int(value)
     if kind == "number" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    raise ValueError(f"{where}: {value!r:.60} is not a {kind}")
+    raise ValueError(f"{where}: {quoted(value)} is not a {kind}")

@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 
 from recallatron.client import Client
 from recallatron.grpcclient import PeerStatus, advice, peer_status
+from recallatron.protojson import clip
 from recallatron.tools import BY_NAME, TOOLS, Tool
 
 SCHEMAS = {t.name: t.input_schema for t in TOOLS}
@@ -39,17 +40,8 @@ class ToolError(Exception):
 
 # -- arguments -> requests -------------------------------------------------------
 
-# How much of a caller's own value an error quotes: enough to recognise it;
-# a 5 MB argument must not come back as a 5 MB error in the agent's context.
-QUOTE_CHARS = 80
-# And the most one problem's description may take.
+# The most one problem's description may take (a value in it: protojson.clip).
 PROBLEM_CHARS = 300
-
-
-def clip(text: str, limit: int = QUOTE_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text)} characters)"
 
 
 def _problem(err: jsonschema.ValidationError) -> str:

@@ -244,6 +244,28 @@ def test_a_time_in_any_spelling_rfc_3339_allows(written: str) -> None:
     assert req.as_of == _at("2026-01-01T09:30:00Z")
 
 
+@pytest.mark.parametrize(
+    ("request_type", "arguments"),
+    [
+        (pb.LookupRequest, {"name": "x", "as_of": "9" * 100_000}),
+        (pb.RecallRequest, {"query": "x", "mode": "m" * 100_000}),
+        (pb.RecallRequest, {"query": "x", "limit": "5" * 100_000}),
+        (pb.RecallRequest, {"query": "x", "q" * 100_000: 1}),
+    ],
+    ids=["time", "enum", "kind", "unknown"],
+)
+def test_a_long_bad_value_is_quoted_short_with_its_length(
+    request_type: type[Any], arguments: dict[str, Any]
+) -> None:
+    """Such a value was cut at 60 characters, its closing quote and its length
+    lost ('as_of: not an RFC 3339 time: '999...'), where docs/agents.md
+    promises at most 80 characters of it and its length."""
+    with pytest.raises(ValueError) as err:
+        protojson.to_message(request_type, arguments)
+    message = str(err.value)
+    assert "… (100002 characters)" in message and len(message) < 300, message
+
+
 def test_a_whole_number_written_with_a_point_is_an_integer() -> None:
     """The input schema says "integer", which JSON Schema grants 5.0."""
     assert protojson.to_message(pb.RecallRequest, {"query": "q", "limit": 5.0}).limit == 5
