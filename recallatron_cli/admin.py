@@ -66,17 +66,19 @@ def cmd_admin(args: argparse.Namespace) -> int:
         client.revoke_token(args.token_id)
         print(json.dumps({"revoked": args.token_id}) if args.json else "revoked")
     elif args.admin_cmd == "rotate-token":
-        rotated = client.rotate_token(
-            args.token_id, duration(args.grace, "grace", "--grace"), args.request_id
-        )
+        grace = duration(args.grace, "grace", "--grace")
+        rotated = client.rotate_token(args.token_id, grace, args.request_id)
         old_until = rotated.old_expires_at.ToDatetime(tzinfo=UTC)
+        # A grace of 0 ended it at the server's time: a clock here a little
+        # behind the server's must not read that as a time still to come.
+        stopped = grace == timedelta(0) or old_until <= datetime.now(UTC)
         show(
             args,
             rotated,
             f"token {rotated.token}\n(id {rotated.token_id}; shown once; {expiry(rotated)})\n"
             + (
                 f"the old token {args.token_id} stops now"
-                if old_until <= datetime.now(UTC)
+                if stopped
                 else f"the old token {args.token_id} works until {stamp(old_until)}"
             ),
         )

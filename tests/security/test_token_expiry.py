@@ -272,3 +272,29 @@ def test_the_token_commands(stack: Stack, team: Team, capsys: pytest.CaptureFixt
     assert "INVALID_ARGUMENT: expires_in" in capsys.readouterr().err
     assert main(["admin", *ada, "rotate-token", rotated["token_id"], "--grace=-1h"]) == 2
     assert "error: INVALID_ARGUMENT: grace" in capsys.readouterr().err
+
+
+class _Behind(datetime):
+    """The clock of a machine a few seconds behind the server's."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return datetime.now(tz) - timedelta(seconds=5)
+
+
+def test_rotating_with_no_grace_says_the_old_token_stopped_on_a_clock_behind(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rotate-token --grace 0` ends the old token at the server's time; the
+    command compared that time with its own clock, so from a machine a few
+    seconds behind the server it said the old token "works until" a moment
+    that read as still to come, though it was refused already."""
+    monkeypatch.setattr("recallatron_cli.admin.datetime", _Behind)
+    ada = ["--gateway", stack.gateway, "--token", team.clients["ada"].token]
+    old = team.clients["ada"].create_token(team.members["bob"], "skewed")
+    assert main(["admin", *ada, "rotate-token", old.token_id, "--grace", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"the old token {old.token_id} stops now" in out, out
+    assert "works until" not in out
+    refused = error(lambda: Client(stack.gateway, old.token).who_am_i())
+    assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
