@@ -239,14 +239,15 @@ def build_server(clients: Clients) -> Server[Any]:
     def _told(exc: tools.ToolError, access: MemberAccess | None) -> str:
         """The failure as the agent reads it. The gateway refusing a token
         this server made for an OAuth caller: the token is dropped (the
-        caller signs in again for another) and the advice is that."""
+        caller signs in again for another) and the advice is that; refusing
+        a call outside its scope, which is what the person approved at
+        sign-in, the advice is to approve more there, not to ask an owner."""
         status = exc.status
-        if (
-            status is None
-            or status.code != grpc.StatusCode.UNAUTHENTICATED
-            or access is None
-            or not access.made_here
-        ):
+        if status is None or access is None or not access.made_here:
+            return str(exc)
+        if status.code == grpc.StatusCode.PERMISSION_DENIED and tools.SCOPE in status.message:
+            return tools.failure(status, tools.wider_sign_in(access.scopes))
+        if status.code != grpc.StatusCode.UNAUTHENTICATED:
             return str(exc)
         if clients.made is not None:
             clients.made.refused(access.gateway_token)

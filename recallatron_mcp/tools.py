@@ -281,6 +281,21 @@ SIGN_IN_AGAIN = (
     "if that is refused too, ask a workspace owner to restore their access."
 )
 
+# How the gateway's refusal of a call outside a token's scope begins
+# (services/gateway/scopes.py).
+SCOPE = "token scope"
+
+
+def wider_sign_in(granted: Iterable[str]) -> str:
+    """What an OAuth caller is told when its sign-in's scopes (``granted``)
+    do not reach the call: only the person can approve more, at sign-in."""
+    return (
+        f"This connection's sign-in approved only {' '.join(sorted(granted))}. If the person "
+        "means this agent to do it, ask them to reconnect this MCP server and approve the "
+        "scope it needs (recallatron:write to change memories, recallatron:purpose:<purpose> "
+        "for another purpose); do not retry as is."
+    )
+
 
 def failure(status: PeerStatus, todo: str | None = None) -> str:
     """STATUS: what was wrong (with the field when known). What to do: ``todo``,

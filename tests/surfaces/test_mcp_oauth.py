@@ -256,6 +256,12 @@ def test_a_read_only_grant_for_one_purpose_reads_and_writes_nothing(
     assert not recalled.is_error
     assert audit.is_error and payload(audit).startswith("PERMISSION_DENIED")
     assert wrote.is_error and payload(wrote).startswith("PERMISSION_DENIED")
+    # The sign-in's scopes refused them, not the member's role: the advice was
+    # to ask a workspace owner, who cannot widen what the person approved.
+    for refused, scope in ((audit, "recallatron:purpose:"), (wrote, "recallatron:write")):
+        told = payload(refused)
+        assert "ask a workspace owner" not in told, told
+        assert "reconnect" in told and scope in told, told
 
 
 def test_tokens_a_resource_server_must_refuse(deployment: Deployment) -> None:
