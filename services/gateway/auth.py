@@ -155,8 +155,17 @@ class Auth:
         self.cache.put(token, identity, generation)
         return identity
 
-    def is_operator(self, context: grpc.ServicerContext) -> bool:
-        return self._is_admin_token(self.token(context))
+    def operator(self, context: grpc.ServicerContext, refusal: str) -> None:
+        """Refuses a call only the operator may make, ``refusal`` saying why
+        (PERMISSION_DENIED) to a member's token; any other token (unknown,
+        expired, revoked) is UNAUTHENTICATED as on every call and over
+        HTTP/JSON (:meth:`admit`), an unknown one spending the address's
+        failed-authentication allowance."""
+        token = self.token(context)
+        if self._is_admin_token(token):
+            return
+        self._identity(context, token)
+        raise errors.PermissionDenied(refusal)
 
     def _is_admin_token(self, token: str) -> bool:
         return bool(self.admin_token) and hmac.compare_digest(token, self.admin_token)

@@ -52,8 +52,7 @@ class Leaving:
     def DeleteWorkspace(
         self, request: pb.AdminServiceDeleteWorkspaceRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceDeleteWorkspaceResponse:
-        if not self.auth.is_operator(context):
-            raise errors.PermissionDenied("deleting a workspace needs the operator token")
+        self.auth.operator(context, "deleting a workspace needs the operator token")
         resp = self.peers.as_admin(
             DELETE_WORKSPACE,
             spb.DeleteWorkspaceRequest(workspace=request.workspace, confirm=request.confirm),

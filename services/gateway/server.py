@@ -309,8 +309,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
     def CreateWorkspace(
         self, request: pb.AdminServiceCreateWorkspaceRequest, context: grpc.ServicerContext
     ) -> pb.AdminServiceCreateWorkspaceResponse:
-        if not self.auth.is_operator(context):
-            raise errors.PermissionDenied("creating a workspace needs the operator token")
+        self.auth.operator(context, "creating a workspace needs the operator token")
         resp = self.peers.store.call(
             calls.CREATE_WORKSPACE,
             relayed(store_pb2.CreateWorkspaceRequest, request),
@@ -400,8 +399,7 @@ class AdminServicer(Leaving, gateway_pb2_grpc.AdminServiceServicer):
     def ListWorkspaces(
         self, request: store_pb2.ListWorkspacesRequest, context: grpc.ServicerContext
     ) -> store_pb2.ListWorkspacesResponse:
-        if not self.auth.is_operator(context):
-            raise errors.PermissionDenied("this call needs the operator token")
+        self.auth.operator(context, "this call needs the operator token")
         return self.peers.as_admin(calls.LIST_WORKSPACES, request, None)
 
     def GetSettings(

@@ -16,7 +16,7 @@ from google.protobuf.internal import encoder
 
 from recallatron.client import Client
 from recallatron.v1 import gateway_pb2 as pb
-from recallatron.v1 import gateway_pb2_grpc
+from recallatron.v1 import gateway_pb2_grpc, store_pb2
 from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team, make_team
@@ -241,3 +241,37 @@ def test_bad_tokens_are_unauthenticated(
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "authorization" in (err.value.details() or "")
     assert dbutil.checksum(stack, team.database_name) == before
+
+
+def test_the_operators_calls_authenticate_a_token_that_is_not_the_operators(
+    stack: Stack, operator: Client, world
+) -> None:
+    """CreateWorkspace, ListWorkspaces and DeleteWorkspace answered every token
+    but the operator's PERMISSION_DENIED without looking at it: an unknown,
+    expired or revoked one was not UNAUTHENTICATED as on every other call (and
+    on these calls over HTTP/JSON), and a guess spent nothing of the address's
+    failed-authentication allowance. A member's token is still refused
+    PERMISSION_DENIED."""
+    team, _, _ = world
+    made = operator.create_token(team.members["bob"], "to revoke")
+    operator.revoke_token(made.token_id)
+    channel = grpc.insecure_channel(stack.gateway)
+    stub = gateway_pb2_grpc.AdminServiceStub(channel)
+    calls = (
+        (stub.CreateWorkspace, pb.AdminServiceCreateWorkspaceRequest(slug="never-made")),
+        (stub.ListWorkspaces, store_pb2.ListWorkspacesRequest()),
+        (stub.DeleteWorkspace, pb.AdminServiceDeleteWorkspaceRequest(workspace=team.slug)),
+    )
+    try:
+        for token, code in (
+            ("rct_" + "A" * 43, grpc.StatusCode.UNAUTHENTICATED),
+            (made.token, grpc.StatusCode.UNAUTHENTICATED),
+            (team.clients["bob"].token, grpc.StatusCode.PERMISSION_DENIED),
+        ):
+            for call, request in calls:
+                with pytest.raises(grpc.RpcError) as err:
+                    call(request, metadata=[("authorization", f"Bearer {token}")], timeout=10)
+                assert err.value.code() == code, (call, err.value.details())
+    finally:
+        channel.close()
+    assert "never-made" not in {w.workspace.slug for w in operator.all_workspaces().workspaces}
