@@ -322,15 +322,19 @@ class GraphWriter:
         if unique:
             cur.executemany(gq.INSERT_MENTION, [(memory_id, e, memory_id) for e in unique])
 
-    def retire(self, memory_id: str, *, superseded: bool = False) -> None:
+    def retire(self, memory_id: str, *, superseded: bool = False, kept: bool = False) -> None:
         """A correct's retirement (for everyone), or the supersede's of
-        ``memory_id`` (for whoever sees a successor of it)."""
+        ``memory_id`` (for whoever sees a successor of it). ``kept``: the
+        caller reads the memory as current past a successor hidden from them,
+        and what its supersede retired is current for them, so retired too."""
+        params = {"memory": memory_id, "superseded": superseded, "kept": kept}
         for statement in gq.RETIRE:
-            self.conn.execute(statement, {"memory": memory_id, "superseded": superseded})
+            self.conn.execute(statement, params)
 
-    def carry(self, old_id: str, new_id: str) -> None:
-        """Supersede: the successor states the old memory's current claims."""
-        params = {"old": old_id, "new": new_id}
+    def carry(self, old_id: str, new_id: str, *, kept: bool = False) -> None:
+        """Supersede: the successor states the old memory's current claims
+        (``kept``: as ``retire`` says)."""
+        params = {"old": old_id, "new": new_id, "kept": kept}
         named = [str(r[0]) for r in self.conn.execute(gq.CARRIED_ENTITIES, params).fetchall()]
         with self.conn.cursor() as cur:
             for statement in gq.CARRY:

@@ -38,10 +38,13 @@ class ForgetResult:
 
 
 class Subject(NamedTuple):
-    """A memory as a change first reads it."""
+    """A memory as a change first reads it: superseded for the caller (a
+    memory along its chain of successors is one they may see), and a
+    successor it has all the same, hidden from them."""
 
     revision: int
     superseded: bool
+    hidden_successor: str | None
 
 
 class MemoryRevisions(MemoryWrites):
@@ -53,12 +56,13 @@ class MemoryRevisions(MemoryWrites):
         """Why a change's compare-and-set matched nothing. ``seen``: the memory
         as this call first read it. Superseded already then: it can no longer
         change. Changed by a call that committed meanwhile (a correct, or a
-        supersede that won): a race lost, read again."""
+        supersede that won): a race lost, read again. Superseded means for
+        the caller: a successor hidden from them never shows in the answer."""
         row = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
         if row is None:
             raise errors.NotFound("memory not found")
-        revision, superseded_by = row
-        if superseded_by is not None and (seen.superseded or revision == expected):
+        revision, superseded = row
+        if superseded and (seen.superseded or revision == expected):
             raise errors.FailedPrecondition(
                 "id: the memory was superseded and can no longer change", subject="id"
             )
@@ -83,7 +87,8 @@ class MemoryRevisions(MemoryWrites):
         if row is None:
             raise errors.NotFound("memory not found")
         created_by, audience = str(row[0]), row[1]
-        subject = Subject(int(row[2]), bool(row[3]))
+        hidden = None if row[3] or row[4] is None else str(row[4])
+        subject = Subject(int(row[2]), bool(row[3]), hidden)
         if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
             return subject
         # Read fresh, not from this replica's few seconds of cache: an owner
@@ -150,8 +155,15 @@ class MemoryRevisions(MemoryWrites):
                 # After the update: the row is this transaction's, which the
                 # claim tables' policies ask of a change (0008_graph.sql).
                 writer = graph_claims.GraphWriter(conn)
-                writer.retire(memory_id)
+                kept = seen.hidden_successor is not None
+                writer.retire(memory_id, kept=kept)
                 writer.write(memory_id, (), graph)
+                if kept:
+                    # A caller who reads it as current past a successor
+                    # hidden from them: what it now states is current for
+                    # whoever reads it so, and retired by its supersede for
+                    # whoever sees that successor (which states its own).
+                    writer.retire(memory_id, superseded=True)
             self._revision(conn, caller, memory_id, expected_revision + 1, "correct", reason)
             self._audit(
                 conn,
@@ -243,12 +255,28 @@ class MemoryRevisions(MemoryWrites):
             new_id = str(uuid.uuid4())
             links = [("derived_from", s) for s in dict.fromkeys([*carried, *sources])]
             writer = self._insert(conn, caller, new_id, placed, origin, trust, links)
+            # Read locked, just before the compare-and-set: a successor hidden
+            # from the caller becomes the new memory's (below), and a forget
+            # along the chain may have moved it since ``seen``, which answers a
+            # lost race as it did.
+            hidden = self._may_change(conn, caller, memory_id, lock=True).hidden_successor
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision, seen)
             if not (replace_claims or new.graph):
-                writer.carry(memory_id, new_id)
+                writer.carry(memory_id, new_id, kept=hidden is not None)
             writer.retire(memory_id, superseded=True)
+            if hidden is not None:
+                # Superseded by one the caller may not see, the memory reads
+                # to them as current, and so a supersede of it may not be
+                # refused (that would reveal the successor): the new memory
+                # goes where their view of the chain ends, before the hidden
+                # one, which stays current for whoever sees it. What the new
+                # memory states is retired, for whoever sees that one only, as
+                # by its supersede (migration 0068): stated and retired at once
+                # (migration 0069).
+                conn.execute(mq.CHAIN_BEFORE, (hidden, new_id))
+                writer.retire(new_id, superseded=True)
             self._revision(conn, caller, memory_id, expected_revision + 1, "supersede", reason)
             self._audit(
                 conn,

@@ -19,11 +19,15 @@ ON CONFLICT DO NOTHING
 # The entities the old memory's current claims name, which its successor
 # mentions when it carries them (read before: the successor may be written for
 # someone else, whose rows the writer cannot read back).
-CARRIED_ENTITIES = """
-SELECT entity_id FROM attribute_claim WHERE memory_id = %(old)s AND retired_at IS NULL
-UNION SELECT subject_id FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
-UNION SELECT object_id FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
-UNION SELECT entity_id FROM entity_alias WHERE memory_id = %(old)s AND retired_at IS NULL
+# A memory's statements current for the caller: those not retired, and with
+# %(kept)s (a caller who reads the memory as current, though a successor
+# hidden from them superseded it) those its supersede retired (_KEPT below).
+_STATING = "(retired_at IS NULL OR %(kept)s AND retired_by_supersede)"
+CARRIED_ENTITIES = f"""
+SELECT entity_id FROM attribute_claim WHERE memory_id = %(old)s AND {_STATING}
+UNION SELECT subject_id FROM relation_claim WHERE memory_id = %(old)s AND {_STATING}
+UNION SELECT object_id FROM relation_claim WHERE memory_id = %(old)s AND {_STATING}
+UNION SELECT entity_id FROM entity_alias WHERE memory_id = %(old)s AND {_STATING}
 """
 INSERT_ATTRIBUTE = """
 INSERT INTO attribute_claim
@@ -44,29 +48,29 @@ INSERT INTO entity_alias (id, memory_id, entity_id, alias, alias_key) VALUES (%s
 # the memory's supersede) decides for whom (migration 0068, _CURRENT below).
 RETIRE = tuple(
     f"UPDATE {table} SET retired_at = now(), retired_by_supersede = %(superseded)s"
-    " WHERE memory_id = %(memory)s AND retired_at IS NULL"
+    f" WHERE memory_id = %(memory)s AND {_STATING}"
     for table in ("attribute_claim", "relation_claim", "entity_alias")
 )
 # Supersede: the successor states the old memory's current claims again.
 CARRY = (
-    """
+    f"""
     INSERT INTO attribute_claim
         (id, memory_id, entity_id, attribute, value, valid_from, valid_until, confidence)
     SELECT gen_random_uuid(), %(new)s, entity_id, attribute, value, valid_from, valid_until,
            confidence
-    FROM attribute_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+    FROM attribute_claim WHERE memory_id = %(old)s AND {_STATING}
     """,
-    """
+    f"""
     INSERT INTO relation_claim
         (id, memory_id, subject_id, predicate, object_id, valid_from, valid_until, confidence)
     SELECT gen_random_uuid(), %(new)s, subject_id, predicate, object_id, valid_from,
            valid_until, confidence
-    FROM relation_claim WHERE memory_id = %(old)s AND retired_at IS NULL
+    FROM relation_claim WHERE memory_id = %(old)s AND {_STATING}
     """,
-    """
+    f"""
     INSERT INTO entity_alias (id, memory_id, entity_id, alias, alias_key)
     SELECT gen_random_uuid(), %(new)s, entity_id, alias, alias_key
-    FROM entity_alias WHERE memory_id = %(old)s AND retired_at IS NULL
+    FROM entity_alias WHERE memory_id = %(old)s AND {_STATING}
     """,
 )
 

@@ -43,7 +43,11 @@ VISIBLE_IDS = "SELECT id FROM memory WHERE id = ANY(%s::uuid[])"
 TRUST_OF = """
 SELECT id, audience_member_id, purposes::text[] FROM memory WHERE id = ANY(%s::uuid[])
 """
-STATE_OF = "SELECT revision, superseded_by_id FROM memory WHERE id = %s"
+# Superseded for the caller: a memory along its chain of successors is one
+# they may see (memory_reads_current, workspace migration 0068). One whose
+# successors are all hidden from them reads, and changes, as current.
+_SUPERSEDED_FOR_CALLER = "superseded_by_id IS NOT NULL AND NOT memory_reads_current(id)"
+STATE_OF = f"SELECT revision, {_SUPERSEDED_FOR_CALLER} FROM memory WHERE id = %s"
 # A derived memory's sources, which its successor keeps (MemoryRevisions.supersede).
 SOURCES_OF = """
 SELECT target_id FROM memory_link
@@ -66,9 +70,11 @@ WITH RECURSIVE later(id, hops) AS (
 SELECT 1 FROM later WHERE id = %(memory)s::uuid LIMIT 1
 """
 # Who may change it: its author, its audience (NULL: the workspace) and its
-# revision, for the rule in MemoryStore._may_change.
-CHANGE_SUBJECT = """
-SELECT created_by, audience_member_id, revision, superseded_by_id IS NOT NULL
+# revision, for the rule in MemoryStore._may_change; whether it is superseded
+# for the caller, and its successor (one hidden from the caller when it is
+# not), which a supersede links its new memory to (MemoryRevisions.supersede).
+CHANGE_SUBJECT = f"""
+SELECT created_by, audience_member_id, revision, {_SUPERSEDED_FOR_CALLER}, superseded_by_id
 FROM memory WHERE id = %s
 """
 # The same, the row made the caller's first: a forget records the revision it
@@ -93,17 +99,23 @@ ORDER BY memory_id, id
 """
 
 # Compare-and-set: one statement, so of racing callers with the same expected
-# revision exactly one matches; the others find the new revision.
-CORRECT = """
+# revision exactly one matches; the others find the new revision. A memory
+# the caller reads as current changes, whatever successors hidden from them
+# it has: refused, it would reveal one.
+CORRECT = f"""
 UPDATE memory SET title = coalesce(%s, title), body = coalesce(%s, body),
                   confidence = coalesce(%s, confidence),
                   revision = revision + 1, updated_at = now()
-WHERE id = %s AND revision = %s AND superseded_by_id IS NULL
+WHERE id = %s AND revision = %s AND NOT ({_SUPERSEDED_FOR_CALLER})
 """
-SUPERSEDE = """
+SUPERSEDE = f"""
 UPDATE memory SET superseded_by_id = %s, revision = revision + 1, updated_at = now()
-WHERE id = %s AND revision = %s AND superseded_by_id IS NULL
+WHERE id = %s AND revision = %s AND NOT ({_SUPERSEDED_FOR_CALLER})
 """
+# A supersede of a memory whose successor is hidden from the caller puts its
+# new memory where the caller's view of the chain ends: the old memory, the
+# new one, then that hidden successor (MemoryRevisions.supersede).
+CHAIN_BEFORE = "UPDATE memory SET superseded_by_id = %s WHERE id = %s"
 # Through the tombstone function (forget_memory, 0067_baseline/04_memory.sql):
 # NULL when not visible.
 FORGET = "SELECT forget_memory(%s, %s)"
@@ -134,8 +146,9 @@ ORDER BY memory_id, nth
 """
 # Both directions of the supersession chain, nearest first. Each steps over the
 # memories the caller may not see to the next they may (visible_successor,
-# visible_predecessors: 0067_baseline/12_chains.sql); a newer chain with none
-# further ends with an anonymous entry. Each direction is followed %(cap)s
+# visible_predecessors: 0067_baseline/12_chains.sql); one hidden from them all
+# the way on ends the chain unseen, as it reads current to them (no anonymous
+# entry, which would reveal that it exists). Each direction is followed %(cap)s
 # steps and one more: a step past the cap says the answer's list was cut
 # (MemoryReads._provenance drops and counts it); the rest of a longer chain is
 # not walked.
@@ -156,10 +169,6 @@ WITH RECURSIVE newer(root, depth, id, title, kind, next_id) AS (
     WHERE o.depth <= %(cap)s
 )
 SELECT root, 'newer' AS direction, depth, id, title, kind FROM newer WHERE depth > 0
-UNION ALL
-SELECT n.root, 'newer', n.depth + 1, NULL, NULL, NULL FROM newer n
-WHERE n.depth <= %(cap)s AND n.next_id IS NOT NULL
-  AND visible_successor(n.next_id) IS NULL
 UNION ALL
 SELECT root, 'older', depth, id, title, kind FROM older WHERE depth > 0
 ORDER BY 1, 2, 3
