@@ -12,7 +12,8 @@
 #   runtime  python slim + /opt/venv + the prepared models, non-root, no build
 #            tools, no torch. Pods never download anything.
 #
-# Build:  docker build -t recallatron:0.1.0 .   (where a registry is reachable)
+# Build:  docker build --build-arg TORCH_INDEX_URL=<a CPU-only torch index> \
+#           -t recallatron:0.1.0 .             (where a registry is reachable)
 #         make image                             (here: podman, a local base image
 #                                                 and torch from the local wheel)
 # See docs/kubernetes.md.
@@ -22,10 +23,12 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # ---------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS models
 
-# torch comes from the CPU-only wheel index: the CUDA build is gigabytes and
-# nothing here runs on a GPU. Override for a mirror with --build-arg; empty:
-# pip's configured index (a build whose wheels are mounted).
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# torch must come from a CPU-only wheel index: the CUDA build is gigabytes and
+# nothing here runs on a GPU. Pass that index (your mirror of it) with
+# --build-arg TORCH_INDEX_URL=...; empty: pip's configured index (a build
+# whose wheels are mounted, as scripts/image.sh makes it). The project names
+# no package host itself.
+ARG TORCH_INDEX_URL=
 ARG TORCH_VERSION=2.13.0
 # Build-time only (pip reads them from the environment; never in a layer):
 # a directory of wheels mounted into the RUN steps (`podman build --volume`)
