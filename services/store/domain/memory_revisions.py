@@ -60,7 +60,7 @@ class MemoryRevisions(MemoryWrites):
         the caller: a successor hidden from them never shows in the answer."""
         row = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
         if row is None:
-            raise errors.NotFound("memory not found")
+            raise errors.NotFound("id: memory not found")
         revision, superseded = row
         if superseded and (seen.superseded or revision == expected):
             raise errors.FailedPrecondition(
@@ -85,7 +85,7 @@ class MemoryRevisions(MemoryWrites):
         subject_of = mq.CHANGE_SUBJECT_LOCKED if lock else mq.CHANGE_SUBJECT
         row = conn.execute(subject_of, (memory_id,)).fetchone()
         if row is None:
-            raise errors.NotFound("memory not found")
+            raise errors.NotFound("id: memory not found")
         created_by, audience = str(row[0]), row[1]
         hidden = None if row[3] or row[4] is None else str(row[4])
         subject = Subject(int(row[2]), bool(row[3]), hidden)
@@ -211,7 +211,7 @@ class MemoryRevisions(MemoryWrites):
             seen = self._may_change(conn, caller, memory_id)
             found = self._read(conn, [memory_id], with_provenance=False)
             if not found:
-                raise errors.NotFound("memory not found")
+                raise errors.NotFound("id: memory not found")
             old = found[0]
             old_trust = Trust(old.audience, frozenset(old.purposes))
             carried: list[str] = []
@@ -333,7 +333,7 @@ class MemoryRevisions(MemoryWrites):
                 raise errors.RevisionMismatch(memory_id, expected_revision, revision)
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
             if row is None or row[0] is None:
-                raise errors.NotFound("memory not found")
+                raise errors.NotFound("id: memory not found")
             self._revision(conn, caller, memory_id, revision, "forget", reason)
             self._audit(conn, caller, "forget", memory_id, request_id, {"reason": reason})
             return memory_id

@@ -30,7 +30,7 @@ add(
         "Correct",
         lambda i: correct(i, id=i["foreign"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "correct forgotten",
@@ -38,7 +38,7 @@ add(
         "Correct",
         lambda i: correct(i, id=i["forgotten"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "correct superseded",
@@ -161,7 +161,7 @@ add(
         "Correct",
         lambda i: correct(i, id=i["ada_only"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
         who="bob",
     ),
     Case(
@@ -170,7 +170,7 @@ add(
         "Correct",
         lambda i: correct(i, purpose=cpb.PURPOSE_AUTOMATE),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
 )
 for label, value in BAD_UUIDS.items():
@@ -193,7 +193,7 @@ add(
         "Supersede",
         lambda i: supersede(i, id=i["foreign"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "supersede hidden",
@@ -201,7 +201,7 @@ add(
         "Supersede",
         lambda i: supersede(i, id=i["hidden"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "supersede forgotten",
@@ -209,7 +209,7 @@ add(
         "Supersede",
         lambda i: supersede(i, id=i["forgotten"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "supersede already superseded",
@@ -350,7 +350,7 @@ add(
         "Forget",
         lambda i: forget(i, id=i["foreign"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "forget hidden",
@@ -358,7 +358,7 @@ add(
         "Forget",
         lambda i: forget(i, id=i["hidden"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "forget forgotten again",
@@ -366,7 +366,7 @@ add(
         "Forget",
         lambda i: forget(i, id=i["forgotten"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
     ),
     Case(
         "forget reason NUL",
@@ -414,7 +414,7 @@ add(
         "Forget",
         lambda i: forget(i, id=i["ada_only"]),
         NOT_FOUND,
-        "memory",
+        "id: ",
         who="bob",
     ),
 )
