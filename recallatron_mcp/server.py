@@ -17,7 +17,6 @@ import argparse
 import contextvars
 import json
 import logging
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -48,6 +47,7 @@ from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
 from recallatron_mcp.arguments import ArgumentsAnObject
 from recallatron_mcp.gateway_tokens import MemberTokens
+from recallatron_mcp.http_settings import CannotStart, HttpSettings
 from recallatron_mcp.inflight import OneRequestPerId
 from recallatron_mcp.oauth import (
     READ,
@@ -58,7 +58,7 @@ from recallatron_mcp.oauth import (
     Verifier,
     token_shaped,
 )
-from recallatron_mcp.sessions import bounded_sessions, sessions_per_address
+from recallatron_mcp.sessions import bounded_sessions
 
 log = logging.getLogger("recallatron.mcp")
 
@@ -449,29 +449,6 @@ def _said_unauthorized(route: BaseRoute) -> BaseRoute:
 
 def _is_metadata(route: BaseRoute) -> bool:
     return isinstance(route, Route) and route.path.startswith(WELL_KNOWN)
-
-
-class CannotStart(ValueError):
-    """A setting the server cannot start with, named (not a traceback)."""
-
-
-@dataclass(frozen=True)
-class HttpSettings:
-    """What the streamable HTTP server is started with, all read before it
-    starts: a setting it cannot run with stops it at once, naming it."""
-
-    host: str
-    port: int
-    oauth: OAuthSettings | None
-    per_address: int
-
-    @classmethod
-    def read(cls, listen: str, gateway: str) -> HttpSettings:
-        try:
-            host, port = options.listen_address(listen)
-            return cls(host, port, OAuthSettings.from_env(gateway), sessions_per_address())
-        except ValueError as exc:
-            raise CannotStart(str(exc)) from None
 
 
 def serve_http(server: Server[Any], settings: HttpSettings, clients: Clients) -> None:

@@ -197,7 +197,7 @@ def test_a_slug_or_handle_is_checked_to_its_end_and_a_slug_is_no_uuid() -> None:
     """A trailing newline passed `$` and reached the database's own check (an
     INTERNAL error, after the workspace's database was made); a slug that is
     another workspace's id made commands that take either name both."""
-    from services.store.domain.control import HANDLE_RE, slug_ok
+    from services.store.domain.control_names import HANDLE_RE, slug_ok
 
     assert slug_ok("acme") and slug_ok("team-42")
     for bad in ("acme\n", "", "-acme", "Acme", "7a0d6c55-5b8e-4f3c-9d6b-0f1e2a3b4c5d"):
@@ -214,7 +214,7 @@ def test_a_slug_is_no_uuid_in_any_spelling() -> None:
     admin create-member --workspace` and `list-tokens --workspace`, which read
     a name that parses as a UUID as an id, answered NOT_FOUND for the
     workspace it names; such a slug is refused, as the rule says."""
-    from services.store.domain.control import slug_ok
+    from services.store.domain.control_names import slug_ok
 
     for bad in (
         "7a0d6c555b8e4f3c9d6b0f1e2a3b4c5d",

@@ -32,7 +32,8 @@ from psycopg import sql
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import archive_plan as plan
-from services.store.domain.control import SLUG_RULE, ControlPlane, slug_ok
+from services.store.domain.control import ControlPlane
+from services.store.domain.control_names import SLUG_RULE, slug_ok
 from services.store.domain.graph_rules import name_key
 from services.store.domain.import_claims import claim, remove_unfinished
 from services.store.infrastructure.db import Databases

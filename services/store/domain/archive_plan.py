@@ -34,7 +34,8 @@ from services.store.domain.archive_chains import check_chains, take_out_forgotte
 from services.store.domain.archive_history import history_name
 from services.store.domain.archive_reading import add_once
 from services.store.domain.archive_vectors import check_vectors
-from services.store.domain.control import HANDLE_RE, HANDLE_RULE, validate_settings
+from services.store.domain.control import validate_settings
+from services.store.domain.control_names import HANDLE_RE, HANDLE_RULE
 from services.store.domain.control_records import WorkspaceSettings
 from services.store.domain.graph_rules import identifier
 

@@ -4,7 +4,6 @@ hashed tokens, workspace settings."""
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 import uuid
@@ -23,6 +22,14 @@ from recallatron.vocabulary import (
     MODES,
 )
 from services.store.domain import page_tokens, validation
+from services.store.domain.control_names import (
+    HANDLE_RE,
+    HANDLE_RULE,
+    OPERATOR_HANDLE,
+    SLUG_RULE,
+    slug_ok,
+    spelled_id,
+)
 from services.store.domain.control_records import (
     ListedWorkspace,
     Member,
@@ -37,33 +44,6 @@ from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Caller, Databases, WorkspacePool
 from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import queries as q
-
-# \Z, not $: "$" lets a trailing newline through, which the database's own
-# check then refuses (an INTERNAL error, and a database made for nothing).
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
-HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
-HANDLE_RULE = "1-63 characters of letters, digits, '.', '_' and '-'"
-# The name the audit log gives the operator's changes (docs/api.md): no new
-# member takes it, in any case, so that an entry read by handle is never a
-# member's passing for the operator's.
-OPERATOR_HANDLE = "operator"
-SLUG_RULE = "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit, not a UUID"
-
-
-def spelled_id(given: str) -> str | None:
-    """The id ``given`` spells, in the canonical form, when it reads as a
-    UUID in any spelling an id field takes (32 hex digits, hyphens anywhere,
-    any case); None otherwise."""
-    try:
-        return str(uuid.UUID(given))
-    except ValueError:
-        return None
-
-
-def slug_ok(slug: str) -> bool:
-    """A slug names one workspace: never an id in any spelling (commands
-    take either, and read one that parses as a UUID as an id)."""
-    return bool(SLUG_RE.match(slug or "")) and spelled_id(slug) is None
 
 
 def validate_settings(s: WorkspaceSettings) -> None:

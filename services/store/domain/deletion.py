@@ -39,7 +39,7 @@ from datetime import datetime
 import psycopg
 
 from recallatron import errors
-from services.store.domain.control import spelled_id
+from services.store.domain.control_names import spelled_id
 from services.store.domain.control_records import Workspace
 from services.store.domain.kept_copies import KeptCopies
 from services.store.domain.moving import Mover

@@ -17,7 +17,7 @@ from recallatron.size_budget import Budget
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_MEMBER_PAGE
 from services.store.domain import page_tokens
 from services.store.domain.answer_budget import ITEM_BYTES
-from services.store.domain.control import HANDLE_RE
+from services.store.domain.control_names import HANDLE_RE
 from services.store.domain.control_records import Member
 from services.store.infrastructure.db import Databases
 from services.store.sql import queries as q

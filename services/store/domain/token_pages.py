@@ -23,7 +23,7 @@ from typing import Any
 from recallatron import errors
 from recallatron.vocabulary import MAX_TOKEN_PAGE
 from services.store.domain import page_tokens
-from services.store.domain.control import HANDLE_RE
+from services.store.domain.control_names import HANDLE_RE
 from services.store.domain.tokens import MAX_LISTED_TOKENS, TokenSummary
 from services.store.infrastructure.db import Databases
 from services.store.sql import queries as q
