@@ -5,6 +5,9 @@ does not exist."""
 
 from __future__ import annotations
 
+import functools
+
+import grpc
 import psycopg
 import pytest
 
@@ -14,6 +17,7 @@ from services.store.domain.graph import lookup_statement
 from services.store.infrastructure.db import APP_ROLE, SET_LOCALS
 from tests.conftest import Team
 from tests.dbutil import workspace_url
+from tests.listings import error
 
 pytestmark = pytest.mark.integration
 
@@ -110,3 +114,29 @@ def test_a_partial_lookup_reads_the_name_indexes_not_every_entity(stack: Stack, 
         assert found == names(ada, name, partial=partial), name
         assert found, name
         assert scans == {"entity": 0, "entity_alias": 0}, (name, scans)
+
+
+def test_a_name_that_folds_to_nothing_visible_is_refused_by_writes_and_lookups(
+    team: Team,
+) -> None:
+    """Accents are dropped by the fold and zero-width characters show nothing:
+    such a name was given yet names no entity, and both a lookup and a write
+    say so, naming the field (not "is required")."""
+    ada = team.clients["ada"]
+    for name in ("\u0301\u0301", "\u200b", " \u200d\ufeff ", "\u0301\u200b"):
+        for fuzzy in (False, True):
+            exc = error(functools.partial(ada.lookup, name, partial=fuzzy))
+            assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, exc.details())
+            assert str(exc.details()).startswith("name: has nothing visible"), exc.details()
+        exc = error(functools.partial(ada.remember, "About nobody", mention_names=[name]))
+        assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, exc.details())
+        assert "mentions[0].name: has nothing visible" in str(exc.details()), exc.details()
+        aliases = [{"entity": {"name": "Rob"}, "alias": name}]
+        exc = error(
+            functools.partial(ada.remember, "About Rob", mention_names=["Rob"], aliases=aliases)
+        )
+        assert "aliases[0].alias: has nothing visible" in str(exc.details()), exc.details()
+    # Nothing was written; a name with a letter beside the marks still works.
+    assert ada.list_memories().memories == []
+    entity(ada, "Zoe\u0301")
+    assert names(ada, "zoe", partial=False) == ["Zoe\u0301"]

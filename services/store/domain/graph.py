@@ -106,9 +106,7 @@ def lookup_statement(
 ) -> tuple[str, dict[str, Any]]:
     """The lookup's statement and its parameters for ``name``."""
     v.text(name, "name", MAX_ENTITY_NAME)
-    key = rules.name_key(name)
-    if not key:
-        raise errors.InvalidArgument("name", "is required")
+    key = rules.given_name_key(name, "name")
     params: dict[str, Any] = {
         "key": key,
         "prefix": _like_escaped(key) + "%",

@@ -140,8 +140,7 @@ def validate_entity(ref: EntityIn, where: str) -> None:
             raise errors.InvalidArgument(f"{where}.type", "only a new entity (a name) takes a type")
     else:
         name = v.text(ref.name or "", f"{where}.name", MAX_ENTITY_NAME)
-        if not rules.name_key(name):
-            raise errors.InvalidArgument(f"{where}.name", "is required")
+        rules.given_name_key(name, f"{where}.name")
         if ref.type:
             rules.identifier(ref.type, f"{where}.type")
 
@@ -170,8 +169,7 @@ def validate(graph: GraphIn) -> None:
         where = f"aliases[{i}]"
         validate_entity(a.entity, f"{where}.entity")
         alias = v.text(a.alias, f"{where}.alias", MAX_ENTITY_NAME)
-        if not rules.name_key(alias):
-            raise errors.InvalidArgument(f"{where}.alias", "is required")
+        rules.given_name_key(alias, f"{where}.alias")
     _once("claims", [(_key(c.entity), c.attribute, c.value, *_span(c)) for c in graph.claims])
     _once(
         "relations",

@@ -25,6 +25,25 @@ def name_key(name: str) -> str:
     return _SPACES.sub(" ", bare.casefold()).strip()
 
 
+# Characters that show nothing: controls and format characters (zero-width
+# spaces and joiners, the byte-order mark).
+_INVISIBLE = frozenset({"Cc", "Cf"})
+
+
+def given_name_key(name: str, field: str) -> str:
+    """:func:`name_key` of a name given to write or look up. A name that
+    folds to nothing visible (only accents, only zero-width characters) can
+    name no entity: refused alike by writes and lookups, naming ``field``."""
+    key = name_key(name)
+    if all(unicodedata.category(c) in _INVISIBLE for c in key):
+        raise errors.InvalidArgument(
+            field,
+            "has nothing visible once folded (accents and other combining marks are dropped;"
+            " zero-width characters show nothing)",
+        )
+    return key
+
+
 def identifier(value: str, field: str) -> str:
     if not value:
         raise errors.InvalidArgument(field, "is required")
