@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,12 +47,80 @@ def owner(stack: Stack, operator: Client) -> Iterator[Member]:
 def node(
     stack: Stack, example: Path, token: str, *args: str, **more: str
 ) -> tuple[int, dict[str, Any]]:
-    env = {**os.environ, "RECALLATRON_URL": stack.http_url, "RECALLATRON_TOKEN": token, **more}
+    return run(example, *args, RECALLATRON_URL=stack.http_url, RECALLATRON_TOKEN=token, **more)
+
+
+def run(example: Path, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
-        ["node", str(example), *args], env=env, capture_output=True, text=True, timeout=120
+        ["node", str(example), *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.stdout.strip(), done.stderr
     return done.returncode, json.loads(done.stdout)
+
+
+def nowhere() -> str:
+    """host:port that nothing listens on: a call that reaches the wire there
+    fails Unavailable, so any other answer came from the client itself."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        host, port = s.getsockname()
+    return f"{host}:{port}"
+
+
+def offline(example: Path, *args: str, **more: str) -> tuple[int, dict[str, Any]]:
+    """The example against `nowhere`, over the client's own transport or
+    (RECALLATRON_GRPC) one of the caller's, which takes no baseUrl."""
+    return run(example, *args, **{"RECALLATRON_URL": f"http://{nowhere()}", **more})
+
+
+def refused(printed: dict[str, Any]) -> tuple[str, list[str]]:
+    error = printed.get("error", {})
+    return error.get("code"), error.get("fields")
+
+
+def test_an_integer_the_wire_cannot_carry_is_refused_before_sending(example: Path) -> None:
+    """A limit of NaN or an infinity went as JSON null, so the server answered
+    with its default; over gRPC it failed naming no field."""
+    for transport in ({}, {"RECALLATRON_URL": "", "RECALLATRON_GRPC": nowhere()}):
+        for limit in ("NaN", "Infinity", "-Infinity", "2.5", "3000000000"):
+            code, printed = offline(example, "recall", QUERY, limit, **transport)
+            assert (code, refused(printed)) == (1, ("InvalidArgument", ["limit"])), printed
+            assert printed["error"]["message"].startswith("limit: "), printed
+        code, printed = offline(example, "recall", QUERY, "3", **transport)
+        assert refused(printed) == ("Unavailable", []), printed
+
+
+def test_a_timeout_of_0_sets_no_deadline_and_a_bad_one_is_refused(example: Path) -> None:
+    """timeoutMs 0 means no client deadline, so the call reaches the wire
+    (Unavailable here, not DeadlineExceeded). A negative timeout went without
+    any deadline, NaN and Infinity expired every call at once (a timer of
+    1 ms); each is now refused naming timeoutMs."""
+    for own in ("", "1"):
+        code, printed = offline(
+            example, "recall", QUERY, RECALLATRON_TIMEOUT_MS="0", RECALLATRON_OWN_TRANSPORT=own
+        )
+        assert refused(printed) == ("Unavailable", []), (own, printed)
+        for bad in ("-1", "NaN", "Infinity", "1.5"):
+            code, printed = offline(
+                example, "recall", QUERY, RECALLATRON_TIMEOUT_MS=bad, RECALLATRON_OWN_TRANSPORT=own
+            )
+            assert (code, refused(printed)) == (1, ("InvalidArgument", ["timeoutMs"])), printed
+
+
+def test_base_url_is_needed_only_without_a_transport(example: Path) -> None:
+    """The example gives no baseUrl with a transport of its own (which failed
+    to compile while baseUrl was required); without either the client names
+    baseUrl instead of failing on an empty address."""
+    code, printed = offline(example, "recall", QUERY, RECALLATRON_URL="")
+    assert (code, refused(printed)) == (1, ("InvalidArgument", ["baseUrl"])), printed
+    code, printed = offline(
+        example, "recall", QUERY, RECALLATRON_URL="", RECALLATRON_GRPC=nowhere()
+    )
+    assert refused(printed) == ("Unavailable", []), printed
 
 
 def test_recall_answers_alike_through_grpc_http_and_typescript(

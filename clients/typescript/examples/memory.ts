@@ -33,11 +33,11 @@ async function main(args: string[]): Promise<unknown> {
       ? createConnectTransport({ baseUrl, httpVersion: "1.1" })
       : undefined;
   const client = createRecallatron({
-    baseUrl,
     token: process.env.RECALLATRON_TOKEN ?? "",
-    // RECALLATRON_TIMEOUT_MS: each call's deadline (default 30 s).
+    // RECALLATRON_TIMEOUT_MS: each call's deadline (default 30 s; 0: none).
     timeoutMs: Number(process.env.RECALLATRON_TIMEOUT_MS ?? 30_000),
-    transport,
+    // A transport of the caller's own needs no baseUrl.
+    ...(transport ? { transport } : { baseUrl }),
   });
   const [command, ...rest] = args;
   if (command === "remember") {

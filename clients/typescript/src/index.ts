@@ -5,8 +5,9 @@
 // and `admin`, typed; `recall` and `remember` are the two calls most agents
 // need, with the defaults spelled out.
 
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { type MessageInitShape, ScalarType, create } from "@bufbuild/protobuf";
+import { type ReflectMessage, isReflectList, isReflectMessage, reflect } from "@bufbuild/protobuf/reflect";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import {
   type CallOptions,
   type Client,
@@ -42,11 +43,13 @@ export type RecallFields = Omit<
 >;
 
 export interface RecallatronOptions {
-  /** The gateway's HTTP/JSON address, e.g. "http://127.0.0.1:7420". */
-  baseUrl: string;
+  /** The gateway's HTTP/JSON address, e.g. "http://127.0.0.1:7420";
+   * required unless `transport` is given. */
+  baseUrl?: string;
   /** A member's token (or the operator's, for creating workspaces). */
   token: string;
-  /** Each call's deadline, sent as Connect-Timeout-Ms (default: none). */
+  /** Each call's deadline in whole milliseconds, sent as Connect-Timeout-Ms
+   * (default and 0: none). */
   timeoutMs?: number;
   /** Binary protobuf instead of JSON on the wire (default: JSON). */
   useBinaryFormat?: boolean;
@@ -84,9 +87,10 @@ export function bearer(token: string): Interceptor {
 }
 
 /** A transport that sends the token with every call it carries (one given
- * in the options may not; a header the caller sets itself still wins), and
- * gives a call without a deadline of its own the client's `timeoutMs`: the
- * client's own transport and one given in the options alike. */
+ * in the options may not; a header the caller sets itself still wins),
+ * gives a call without a deadline of its own the client's `timeoutMs`, and
+ * refuses a request whose integers the wire cannot carry: the client's own
+ * transport and one given in the options alike. */
 function withToken(inner: Transport, token: string, timeoutMs?: number): Transport {
   const headers = (header: HeadersInit | undefined): Headers => {
     const h = new Headers(header);
@@ -94,20 +98,84 @@ function withToken(inner: Transport, token: string, timeoutMs?: number): Transpo
     return h;
   };
   return {
-    unary: (method, signal, callTimeoutMs, header, input, contextValues) =>
-      inner.unary(method, signal, callTimeoutMs ?? timeoutMs, headers(header), input, contextValues),
+    unary: (method, signal, callTimeoutMs, header, input, contextValues) => {
+      const message = create(method.input, input);
+      checkIntegers(reflect(method.input, message));
+      return inner.unary(method, signal, callTimeoutMs ?? timeoutMs, headers(header), message, contextValues);
+    },
+    // The services have no streaming calls; a stream's messages go unchecked.
     stream: (method, signal, callTimeoutMs, header, input, contextValues) =>
       inner.stream(method, signal, callTimeoutMs ?? timeoutMs, headers(header), input, contextValues),
   };
 }
 
+/** An InvalidArgument naming `field` as the gateway's refusals do (a
+ * google.rpc.BadRequest detail, "field: why" as the message), so a caller
+ * handles the client's refusals and the server's alike. */
+function refusal(field: string, why: string): ConnectError {
+  const violation = new BinaryWriter().tag(1, WireType.LengthDelimited).string(field)
+    .tag(2, WireType.LengthDelimited).string(why).finish();
+  const detail = new BinaryWriter().tag(1, WireType.LengthDelimited).bytes(violation).finish();
+  const error = new ConnectError(`${field}: ${why}`, Code.InvalidArgument);
+  // As a detail read from the wire is, which fieldViolations decodes.
+  error.details.push({ type: "google.rpc.BadRequest", value: detail });
+  return error;
+}
+
+const INT_RANGES = new Map<ScalarType, [number, number]>([
+  [ScalarType.INT32, [-(2 ** 31), 2 ** 31 - 1]],
+  [ScalarType.SINT32, [-(2 ** 31), 2 ** 31 - 1]],
+  [ScalarType.SFIXED32, [-(2 ** 31), 2 ** 31 - 1]],
+  [ScalarType.UINT32, [0, 2 ** 32 - 1]],
+  [ScalarType.FIXED32, [0, 2 ** 32 - 1]],
+  [ScalarType.INT64, [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]],
+  [ScalarType.SINT64, [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]],
+  [ScalarType.SFIXED64, [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]],
+  [ScalarType.UINT64, [0, Number.MAX_SAFE_INTEGER]],
+  [ScalarType.FIXED64, [0, Number.MAX_SAFE_INTEGER]],
+]);
+
+/** Refuses an integer field holding NaN, an infinity, a fraction or a number
+ * past its type: JSON would send NaN and the infinities as null (the field's
+ * default, silently) and binary fails with no field named. Fields are named
+ * by their proto path, as the server names them ("limit", "settings.rerank_depth"). */
+function checkIntegers(message: ReflectMessage, prefix = ""): void {
+  for (const field of message.fields) {
+    if (!message.isSet(field)) continue;
+    const name = prefix + field.name;
+    const value: unknown = message.get(field);
+    const values = isReflectList(value) ? [...value] : [value];
+    for (const item of values) {
+      if (isReflectMessage(item)) checkIntegers(item, `${name}.`);
+      const range = field.scalar === undefined ? undefined : INT_RANGES.get(field.scalar);
+      if (range && typeof item === "number" && !(Number.isInteger(item) && item >= range[0] && item <= range[1])) {
+        throw refusal(name, `must be a whole number in [${range[0]}, ${range[1]}], not ${item}`);
+      }
+    }
+  }
+}
+
+/** The client's deadline: 0 and none mean none of the client's own (as
+ * Connect's transports read 0; said here for any transport, whose own
+ * default then applies). */
+function deadline(timeoutMs: number | undefined): number | undefined {
+  if (timeoutMs === undefined || timeoutMs === 0) return undefined;
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 0) {
+    throw refusal("timeoutMs", `must be a whole number of milliseconds, 0 (no deadline) or more, not ${timeoutMs}`);
+  }
+  return timeoutMs;
+}
+
 export function createRecallatron(options: RecallatronOptions): Recallatron {
+  if (!options.transport && !options.baseUrl) {
+    throw refusal("baseUrl", "the gateway's address is required when no transport is given");
+  }
   const inner = options.transport ?? createConnectTransport({
-    baseUrl: options.baseUrl,
+    baseUrl: options.baseUrl ?? "",
     httpVersion: "1.1",
     useBinaryFormat: options.useBinaryFormat ?? false,
   });
-  const transport = withToken(inner, options.token, options.timeoutMs);
+  const transport = withToken(inner, options.token, deadline(options.timeoutMs));
   const memory = createClient(MemoryService, transport);
   return {
     memory,
