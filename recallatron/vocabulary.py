@@ -211,6 +211,30 @@ MAX_TOKEN_PAGE = 1000
 # Actions named in one audit filter.
 MAX_AUDIT_ACTIONS = 20
 
+# The actions a workspace's audit log holds, each written by the store: the
+# memory writes, the owners' decisions on pairs and entities, a member's
+# removal, the control plane's changes to the workspace, and the legacy
+# import. An audit filter names only these (tests/unit/test_audit_actions.py
+# checks that every action the code writes is here).
+AUDIT_ACTIONS = (
+    "remember",
+    "derive",
+    "correct",
+    "supersede",
+    "forget",
+    "dismiss_pair",
+    "merge_entities",
+    "keep_entities_apart",
+    "undo_entity_merge",
+    "remove_member",
+    "create_member",
+    "create_token",
+    "rotate_token",
+    "revoke_token",
+    "update_settings",
+    "migrate",
+)
+
 
 def request_id_fault(value: str) -> str | None:
     """What is wrong with a client's request id, or None: the one rule the

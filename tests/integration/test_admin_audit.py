@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 from recallatron.client import Client
+from recallatron.vocabulary import AUDIT_ACTIONS, MAX_AUDIT_ACTIONS
 from services.store.domain.administration import ACTIONS
 from tests.conftest import Team
 
@@ -135,3 +136,25 @@ def test_no_member_takes_the_name_the_log_gives_the_operator(team: Team, operato
         assert str(refused.details()).startswith("handle: "), refused.details()
     assert len(events(ada)) == before
     assert ada.create_member(team.workspace_id, "operators").member.handle == "operators"
+
+
+def test_an_unknown_action_filter_is_refused_naming_the_known_ones(team: Team) -> None:
+    """An action the log never holds (a typo, a name of another system) would
+    answer an empty page, as if nobody had done it: it is refused, naming the
+    field and the actions there are; every known one is taken."""
+    ada = team.clients["ada"]
+    ada.remember("Something to audit")
+    for asked, field in (
+        (["remembered"], "actions[0]"),
+        (["forget", "Forget"], "actions[1]"),
+        (["remember", "delete_memory"], "actions[1]"),
+    ):
+        exc = error(partial(ada.audit_events, actions=asked))
+        assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (asked, exc.details())
+        details = str(exc.details())
+        assert details.startswith(f"{field}: not an audit action"), details
+        assert all(a in details for a in AUDIT_ACTIONS), details
+    known = list(AUDIT_ACTIONS)
+    newest = ada.audit_events(actions=known[:MAX_AUDIT_ACTIONS]).events[0]
+    assert newest.action == "remember"
+    assert ada.audit_events(actions=["migrate", "update_settings"]).events == []
