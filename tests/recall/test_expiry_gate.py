@@ -43,6 +43,11 @@ def in_every_mode(client: Client, query: str, memory_id: str) -> bool:
     return all(memory_id in found(client, query, mode) for mode in MODES)
 
 
+def not_embedded(client: Client, query: str) -> int:
+    """How many of the memories the caller may see wait for their vector."""
+    return client.recall(query, mode="dense", skip_rerank=True).outcome.not_embedded
+
+
 def in_no_mode(client: Client, query: str, memory_id: str) -> bool:
     return not any(memory_id in found(client, query, mode) for mode in MODES)
 
@@ -83,11 +88,13 @@ def test_a_hand_over_of_a_removed_members_memories_renews_none_of_them(
     tag = uuid.uuid4().hex[:8]
     old = bob.remember(f"Harbour office {tag}", f"zq{tag} We move to 22 Harbour Street.").memory
     new = bob.remember(f"Harbour parking {tag}", f"zq{tag} Harbour Street has 12 spaces.").memory
-    ada.wait_embedded()
+    query = f"zq{tag} Harbour Street"
+    # Bob's memories are his own: the owner's wait_embedded counts only what
+    # Ada may see, so wait for them as Bob's recall counts them.
+    wait_for(lambda: not_embedded(bob, query) == 0, "Bob's memories embedded", 600)
     backdate(stack, team, old.id, 40)
     was = bob.read([old.id]).memories[0].updated_at.ToDatetime()
     ada.update_settings(expiry_days=30)
-    query = f"zq{tag} Harbour Street"
     wait_for(lambda: in_no_mode(bob, query, old.id), "the gate", 30)
 
     done = ada.remove_member(team.members["bob"], "transfer", transfer_to=team.members["cy"])
