@@ -250,7 +250,9 @@ class MemoryReads(OnWorkspaces):
             if depth > MAX_PROVENANCE_ITEMS or len(chain) >= MAX_PROVENANCE_ITEMS:
                 view.omitted[part] = view.omitted.get(part, 0) + 1
                 continue
-            chain.append(Ref(str(ref_id), True, title, kind) if ref_id else Ref("", False))
+            # Every step is a memory the caller may see (SUPERSESSION_CHAINS
+            # joins each): where what they may see ends, the chain ends.
+            chain.append(Ref(str(ref_id), True, title, kind))
 
     def walk(
         self,
