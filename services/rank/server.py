@@ -129,6 +129,7 @@ def build_pipeline(settings: RankSettings) -> Pipeline[cpb.Memory]:
         walk_limit=settings.walk_limit,
         settings_cache_seconds=settings.settings_cache_seconds,
         episode_neighbours_of=settings.episode_neighbours_of,
+        cross_encoder_recheck_seconds=settings.cross_encoder_recheck_seconds,
     )
     executor = ContextExecutor(max_workers=settings.server_threads, thread_name_prefix="arm")
     return Pipeline(store, embed, config, executor)

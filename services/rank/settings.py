@@ -32,6 +32,9 @@ class RankSettings(StorePeer, EmbedPeer):
     # Hybrid recall lifts the episode neighbours of this many first fused
     # rows (docs/recall.md, "Episode neighbours"); 0 turns it off.
     episode_neighbours_of: int = Field(default=2, ge=0, le=MAX_EPISODE_SEEDS)
+    # After the embed service did not answer, or has no cross-encoder, recalls
+    # skip the cross-encoder for this long (docs/recall.md); 0 asks every time.
+    cross_encoder_recheck_seconds: float = Field(default=10.0, ge=0, le=3600)
 
     @model_validator(mode="after")
     def _walked_whole(self) -> Self:

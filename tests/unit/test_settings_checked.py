@@ -53,6 +53,10 @@ SERVICES = (CommonSettings, EmbedSettings, GatewaySettings, RankSettings, StoreS
         (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "nan"),
         (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "-1"),
         (RankSettings, "RECALLATRON_SETTINGS_CACHE_SECONDS", "86400"),
+        # A negative recheck reopens the gate at once; NaN never closes it.
+        (RankSettings, "RECALLATRON_CROSS_ENCODER_RECHECK_SECONDS", "-1"),
+        (RankSettings, "RECALLATRON_CROSS_ENCODER_RECHECK_SECONDS", "nan"),
+        (RankSettings, "RECALLATRON_CROSS_ENCODER_RECHECK_SECONDS", "7200"),
     ],
 )
 def test_a_service_refuses_a_setting_it_cannot_run_with(
