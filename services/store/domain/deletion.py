@@ -9,14 +9,15 @@ workspace"). Three steps, each safe to run again:
    kept of it (services/store/domain/kept_copies.py; one whose server does
    not answer is left recorded, and named in the log);
 3. its control-plane rows (tokens, members, settings, work marks, the move
-   record, the workspace) are deleted and a tombstone of its id and the time
-   is written, with a notification on which every store process and
+   record, the workspace) are deleted and a tombstone of its id, slug and
+   the time is written, with a notification on which every store process and
    embedding job closes its pools of that database and drops its record.
 
 An interrupted deletion is finished by deleting again: the workspace is
 found until step 3 commits, and the drop of a database already gone is a
 no-op. Two deletions of one workspace (a retried call) run one after the
-other: the second then finds the tombstone (NOT_FOUND, "deleted at ...").
+other: the second then finds the tombstone (NOT_FOUND, "deleted at ..."),
+by id or by a slug no live workspace holds (the latest deletion of it).
 
 A workspace an import is still making is deleted only once its importer is
 gone (the import's lock on the slug is free): what a killed import left is
@@ -176,7 +177,7 @@ class WorkspaceDeletion(OnWorkspaces):
                 q.DELETE_WORKSPACE,
             ):
                 conn.execute(statement, (ws.id,))
-            row = conn.execute(q.INSERT_TOMBSTONE, (ws.id,)).fetchone()
+            row = conn.execute(q.INSERT_TOMBSTONE, (ws.id, ws.slug)).fetchone()
             assert row is not None
             conn.execute(q.NOTIFY_DELETED, (deleted_payload(ws),))
         self.dbs.forget_pools(ws.server, ws.database_name)

@@ -338,7 +338,7 @@ DELETE_WORKSPACE_MEMBERS = "DELETE FROM member WHERE workspace_id = %s"
 DELETE_WORKSPACE_MOVE = "DELETE FROM workspace_move WHERE workspace_id = %s"
 DELETE_WORKSPACE = "DELETE FROM workspace WHERE id = %s"
 INSERT_TOMBSTONE = """
-INSERT INTO workspace_tombstone (id) VALUES (%s)
+INSERT INTO workspace_tombstone (id, slug) VALUES (%s, %s)
 ON CONFLICT (id) DO UPDATE SET deleted_at = workspace_tombstone.deleted_at
 RETURNING deleted_at
 """
@@ -387,7 +387,11 @@ LIVE_RECEIVER = """
 SELECT 1 FROM member WHERE id = %s AND workspace_id = %s AND removed_at IS NULL FOR SHARE
 """
 MARK_MEMBER_REMOVED = "UPDATE member SET removed_at = now() WHERE id = %s RETURNING removed_at"
-TOMBSTONE_BY_TEXT = "SELECT deleted_at FROM workspace_tombstone WHERE id::text = %(given)s"
+# By id, or by slug (the latest deletion of it: a slug may be used again).
+TOMBSTONE_BY_TEXT = """
+SELECT deleted_at FROM workspace_tombstone WHERE id::text = %(given)s OR slug = %(given)s
+ORDER BY deleted_at DESC LIMIT 1
+"""
 MOVE_PENDING = "SELECT 1 FROM workspace_move WHERE workspace_id = %s"
 # -- a workspace being imported (migrations/control/0008_workspace_import.sql) --
 # Held by the importing process's own session for the whole import
