@@ -36,6 +36,14 @@ def refused(stack: Stack, archive: Path, *more: str) -> str:
     return done.stderr
 
 
+def copied(archive: Path, to: Path) -> Path:
+    """A copy of ``archive`` at ``to``, to edit."""
+    to.mkdir()
+    for f in archive.iterdir():
+        (to / f.name).write_bytes(f.read_bytes())
+    return to
+
+
 def test_a_tombstone_given_its_text_back_is_refused_and_nothing_is_made(
     stack: Stack, team: Team, tmp_path: Path
 ) -> None:
@@ -57,15 +65,8 @@ def test_a_tombstone_given_its_text_back_is_refused_and_nothing_is_made(
 
         return change
 
-    def copy_of(name: str) -> Path:
-        edited = tmp_path / name
-        edited.mkdir()
-        for f in out.iterdir():
-            (edited / f.name).write_bytes(f.read_bytes())
-        return edited
-
     for field in ("title", "body"):
-        edited = copy_of(f"edited-{field}")
+        edited = copied(out, tmp_path / f"edited-{field}")
         rewrite(edited, "memories", put_back(field, f"the safe opens with {FORGOTTEN}"))
         error = refused(stack, edited)
         assert f"memories.jsonl line {line}: {field}" in error and "forgotten" in error, error
@@ -79,7 +80,7 @@ def test_a_tombstone_given_its_text_back_is_refused_and_nothing_is_made(
     def give_reason(rows: list[dict[str, Any]]) -> None:
         rows[forget - 1]["reason"] = f"it said the safe opens with {FORGOTTEN}"
 
-    edited = copy_of("edited-reason")
+    edited = copied(out, tmp_path / "edited-reason")
     rewrite(edited, "revisions", give_reason)
     error = refused(stack, edited)
     assert f"revisions.jsonl line {forget}: reason" in error and "forgotten" in error, error
@@ -106,10 +107,7 @@ def test_a_claim_about_an_entity_its_memory_does_not_mention_gets_that_mention(
     assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
     mentioned = "SELECT entity_id::text FROM mention WHERE memory_id = %s ORDER BY 1"
     for name in ("Apollo", "Robin Goodwin"):
-        edited = tmp_path / f"without-{name.split()[0]}"
-        edited.mkdir()
-        for f in out.iterdir():
-            (edited / f.name).write_bytes(f.read_bytes())
+        edited = copied(out, tmp_path / f"without-{name.split()[0]}")
 
         def drop(rows: list[dict[str, Any]], entity: str = ids[name]) -> None:
             rows[:] = [r for r in rows if r["entity_id"] != entity]
@@ -211,10 +209,7 @@ def test_text_past_every_writes_limits_is_refused_naming_the_record_and_field(
         ("attribute_claims", "value", "v" * (MAX_CLAIM_VALUE + 1)),
     ]
     for n, (kind, field, value) in enumerate(edits):
-        edited = tmp_path / f"edited-{n}"
-        edited.mkdir()
-        for f in out.iterdir():
-            (edited / f.name).write_bytes(f.read_bytes())
+        edited = copied(out, tmp_path / f"edited-{n}")
 
         def change(rows: list[dict[str, Any]], field: str = field, value: Any = value) -> None:
             rows[0][field] = value
@@ -237,10 +232,7 @@ def test_a_revision_given_twice_is_refused_naming_it(
     assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
     edits: list[tuple[str, Any]] = [("doubled", lambda rows: rows.append(dict(rows[-1])))]
     for name, change in edits:
-        edited = tmp_path / name
-        edited.mkdir()
-        for f in out.iterdir():
-            (edited / f.name).write_bytes(f.read_bytes())
+        edited = copied(out, tmp_path / name)
         rewrite(edited, "revisions", change)
         count = len((edited / "revisions.jsonl").read_text().splitlines())
         error = refused(stack, edited)
@@ -269,10 +261,7 @@ def test_a_supersede_chain_leading_back_to_a_memory_is_refused_naming_it(
         "three": {first.id: second.id, second.id: third.id, third.id: first.id},
     }
     for name, successors in shapes.items():
-        edited = tmp_path / name
-        edited.mkdir()
-        for f in out.iterdir():
-            (edited / f.name).write_bytes(f.read_bytes())
+        edited = copied(out, tmp_path / name)
 
         def change(rows: list[dict[str, Any]], successors: dict[str, str] = successors) -> None:
             for r in rows:
@@ -283,3 +272,31 @@ def test_a_supersede_chain_leading_back_to_a_memory_is_refused_naming_it(
         line = 1 + min(lines.index(m) for m in successors)
         assert f"memories.jsonl line {line}: superseded_by" in error, (name, error)
         assert FORGOTTEN not in error, (name, error)
+
+
+def test_a_name_that_folds_to_nothing_visible_is_refused_naming_the_record(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """Every write and lookup refuses an entity name or alias that folds to
+    nothing visible (only accents, only zero-width characters): such a name
+    names no entity. An archive edited to hold one was imported as it was,
+    the copy holding an entity no lookup could find by its name."""
+    ada = team.clients["ada"]
+    ada.remember(
+        "Apollo",
+        "The Apollo project.",
+        audience_to="workspace",
+        aliases=[{"entity": {"name": "Apollo"}, "alias": "Apollo project"}],
+    )
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    for n, name in enumerate(("\u0301\u0301", "\u200b", " \u200d\ufeff ")):
+        for kind, field in (("entities", "name"), ("aliases", "alias")):
+            edited = copied(out, tmp_path / f"edited-{kind}-{n}")
+
+            def change(rows: list[dict[str, Any]], field: str = field, name: str = name) -> None:
+                rows[0][field] = name
+
+            rewrite(edited, kind, change)
+            error = refused(stack, edited)
+            assert f"{kind}.jsonl line 1: {field}: has nothing visible" in error, (kind, error)
