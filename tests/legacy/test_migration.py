@@ -362,6 +362,8 @@ def test_refusals_name_the_argument(
     args = migrate_args(old_store, team)
     cases: list[tuple[list[str], str]] = [
         ([*args[:8], "bob", "--json"], "--owner: bob is not an owner"),
+        # A handle is one in any case: found so.
+        ([*args[:8], "BOB", "--json"], "--owner: bob is not an owner"),
         ([*args[:8], "nobody", "--json"], "--owner: no member 'nobody'"),
         ([*args[:6], "no-such-workspace", *args[7:]], "--workspace: no workspace"),
         ([args[0], "--sqlite", str(tmp_path / "x.sqlite"), *args[3:]], "--sqlite: no such file"),

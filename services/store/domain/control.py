@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg.errors import ForeignKeyViolation, UniqueViolation
+from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import deadline, errors
@@ -22,14 +22,8 @@ from recallatron.vocabulary import (
     MODES,
 )
 from services.store.domain import page_tokens, validation
-from services.store.domain.control_names import (
-    HANDLE_RE,
-    HANDLE_RULE,
-    OPERATOR_HANDLE,
-    SLUG_RULE,
-    slug_ok,
-    spelled_id,
-)
+from services.store.domain.control_members import MemberRecords, being_imported
+from services.store.domain.control_names import SLUG_RULE, slug_ok, spelled_id
 from services.store.domain.control_records import (
     ListedWorkspace,
     Member,
@@ -72,15 +66,6 @@ def _workspace(row: Any) -> Workspace:
     )
 
 
-def being_imported(ws: Workspace, field_name: str) -> errors.FailedPrecondition:
-    """The refusal of a call that would use a workspace an import is making."""
-    return errors.FailedPrecondition(
-        f"{field_name}: workspace {ws.slug!r} is being imported; it is served once its import "
-        "has ended (docs/export.md)",
-        field_name,
-    )
-
-
 # The longest id or slug a call may name a workspace by (a slug is at most 63).
 MAX_WORKSPACE_NAMED = 200
 
@@ -101,7 +86,7 @@ WORKSPACE_CACHE_ENTRIES = 10_000
 
 
 @dataclass
-class ControlPlane(TokenRecords):
+class ControlPlane(TokenRecords, MemberRecords):
     dbs: Databases
     # None: the store's settings_cache_seconds.
     cache_seconds: float | None = None
@@ -379,42 +364,6 @@ class ControlPlane(TokenRecords):
     def settings(self, workspace_id: str, fresh: bool = False) -> WorkspaceSettings:
         # A fresh read is not a drop: it must not keep other reads from caching.
         return self.workspace(workspace_id, fresh).settings
-
-    def create_member(
-        self, workspace_id: str, handle: str, role: str, importing: bool = False
-    ) -> Member:
-        """``importing``: the import making the workspace adds its members."""
-        workspace_id = validation.uuid_str(workspace_id, "workspace_id")
-        ws = self.workspace_in_field(workspace_id, "workspace_id")
-        if ws.importing and not importing:
-            raise being_imported(ws, "workspace_id")
-        if not HANDLE_RE.match(handle or ""):
-            raise errors.InvalidArgument("handle", HANDLE_RULE)
-        if handle.casefold() == OPERATOR_HANDLE and not importing:
-            # An archive's member keeps the handle it had (their id tells them apart).
-            raise errors.InvalidArgument(
-                "handle",
-                f"{handle!r} is how the audit log names the operator; choose another handle",
-            )
-        if role not in ("owner", "member"):
-            raise errors.InvalidArgument("role", "must be owner or member")
-        member_id = str(uuid.uuid4())
-        try:
-            with self.dbs.control_conn() as conn:
-                free = conn.execute(q.NO_DELETION_OF_WORKSPACE, (workspace_id,)).fetchone()
-                if free is not None and not free[0]:
-                    raise errors.FailedPrecondition(
-                        "workspace_id: the workspace is being deleted", "workspace_id"
-                    )
-                conn.execute(q.INSERT_MEMBER, (member_id, workspace_id, handle, role))
-        except UniqueViolation:
-            raise errors.AlreadyExists(f"handle: {handle!r} is taken in this workspace") from None
-        except ForeignKeyViolation:
-            # Deleted since it was looked up (or still cached here after a
-            # delete elsewhere): the workspace is gone, as the lookup says.
-            self.forget_workspace(workspace_id)
-            raise errors.NotFound("workspace_id: workspace not found") from None
-        return self.member(member_id)
 
     def member(self, member_id: str) -> Member:
         with self.dbs.control_conn() as conn:

@@ -55,9 +55,17 @@ def resolve_target(dbs: Databases, control: ControlPlane, workspace: str, owner:
     searched only for owners."""
     ws = control.workspace_named(workspace, "--workspace")
     with dbs.control_conn() as conn:
-        m_row = conn.execute(q.MEMBER_BY_HANDLE_OR_ID, {"ws": ws.id, "m": owner}).fetchone()
-    if m_row is None:
+        rows = conn.execute(q.MEMBER_BY_HANDLE_OR_ID, {"ws": ws.id, "m": owner}).fetchall()
+    if not rows:
         raise errors.NotFound(f"--owner: no member {owner!r} in workspace {ws.slug}")
+    m_row = rows[0]
+    if len(rows) > 1 and not m_row[3]:
+        handles = ", ".join(repr(r[1]) for r in rows)
+        raise errors.InvalidArgument(
+            "--owner",
+            f"{owner!r} names {handles} (handles that differ only in case): give the "
+            "member's id, or their handle as spelled",
+        )
     if m_row[2] != "owner":
         raise errors.InvalidArgument("--owner", f"{m_row[1]} is not an owner of {ws.slug}")
     return Target(ws.id, ws.slug, ws.server, ws.database_name, m_row[0], m_row[1])

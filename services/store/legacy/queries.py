@@ -3,10 +3,15 @@
 
 # -- control plane -------------------------------------------------------------
 
-# A removed member is no member (their history would be read by nobody).
+# A removed member is no member (their history would be read by nobody). A
+# handle in any case (one a workspace, docs/api.md); the member named exactly
+# first, so that of members an older database holds in two cases
+# (migrations/control/0015) the one spelled so is found.
 MEMBER_BY_HANDLE_OR_ID = """
-SELECT id::text, handle, role FROM member
-WHERE workspace_id = %(ws)s AND (handle = %(m)s OR id::text = %(m)s) AND removed_at IS NULL
+SELECT id::text, handle, role, id::text = %(m)s OR handle = %(m)s FROM member
+WHERE workspace_id = %(ws)s AND (lower(handle) = lower(%(m)s) OR id::text = %(m)s)
+  AND removed_at IS NULL
+ORDER BY id::text = %(m)s OR handle = %(m)s DESC, created_at, id
 """
 
 # -- workspace database ----------------------------------------------------------

@@ -46,7 +46,21 @@ WORKSPACE_SETTINGS_FOR_UPDATE = "SELECT settings FROM workspace WHERE id = %s FO
 UPDATE_WORKSPACE_SETTINGS = """
 UPDATE workspace SET settings = %s, updated_at = now() WHERE id = %s
 """
-INSERT_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, %s)"
+# An import's member whose handle another has in another case (an archive from
+# before handles were one in any case) is kept as a twin, as migration 0015
+# kept an older database's.
+INSERT_MEMBER = """
+INSERT INTO member (id, workspace_id, handle, role, handle_case_twin)
+VALUES (%(id)s, %(workspace_id)s, %(handle)s, %(role)s,
+        %(importing)s AND EXISTS (SELECT 1 FROM member WHERE workspace_id = %(workspace_id)s
+                                  AND lower(handle) = lower(%(handle)s)))
+"""
+# Who holds a handle in a workspace, in any case (the same spelling first).
+HANDLE_IN_ANY_CASE = """
+SELECT handle FROM member
+WHERE workspace_id = %(workspace_id)s AND lower(handle) = lower(%(handle)s)
+ORDER BY handle <> %(handle)s, created_at, id LIMIT 1
+"""
 MEMBER_BY_ID = "SELECT id, workspace_id, handle, role, created_at FROM member WHERE id = %s"
 MEMBER_IN_WORKSPACE = "SELECT 1 FROM member WHERE id = %s AND workspace_id = %s"
 # The workspace and member a token belongs to.

@@ -1,0 +1,99 @@
+"""A member's handle is one in any case within a workspace: "bob" and "Bob"
+cannot both be members (people and the audit log could not tell them apart);
+the second is refused ALREADY_EXISTS naming handle, nothing made. Members an
+older database already holds in both cases are left as they were by the
+migration (the later ones marked), and no new one joins them."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+import psycopg
+import pytest
+from psycopg import sql
+
+from recallatron.client import Client
+from recallatron_devkit.stack import Stack
+from services.store.infrastructure import migrate
+from services.store.infrastructure.db import with_database
+from tests.conftest import Team
+from tests.security.test_member_removal import error
+
+pytestmark = pytest.mark.integration
+
+# The migration that makes handles one in any case.
+FOLDING = "0015_member_handle_case"
+
+
+def test_a_handle_differing_only_in_case_is_refused(operator: Client, team: Team) -> None:
+    before = operator.list_members(team.workspace_id, include_removed=True).members
+    owner = team.clients["ada"]
+    for client, handle in ((operator, "Bob"), (operator, "BOB"), (owner, "bOb")):
+        exc = error(lambda c=client, h=handle: c.create_member(team.workspace_id, h))  # type: ignore[misc]
+        assert exc.code() == grpc.StatusCode.ALREADY_EXISTS, exc.details()
+        assert str(exc.details()).startswith("handle:"), exc.details()
+        assert "'bob'" in str(exc.details()), exc.details()
+    after = operator.list_members(team.workspace_id, include_removed=True).members
+    assert [m.id for m in after] == [m.id for m in before]
+    # A removed member's handle stays theirs, in any case.
+    operator.remove_member(team.members["cy"], "erase")
+    exc = error(lambda: operator.create_member(team.workspace_id, "Cy"))
+    assert exc.code() == grpc.StatusCode.ALREADY_EXISTS, exc.details()
+    # Another workspace's "Bob" is another member.
+    other = operator.create_workspace(f"t-{uuid.uuid4().hex[:12]}").workspace
+    assert operator.create_member(other.id, "Bob").member.handle == "Bob"
+
+
+NEW_MEMBER = "INSERT INTO member (id, workspace_id, handle, role) VALUES (%s, %s, %s, 'member')"
+
+
+def _add(conn: psycopg.Connection, workspace_id: str, handle: str) -> None:
+    conn.execute(NEW_MEMBER, (str(uuid.uuid4()), workspace_id, handle))
+
+
+def _new_database(stack: Stack) -> str:
+    name = f"ctl_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(stack.database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return with_database(stack.database_url, name)
+
+
+def test_the_migration_keeps_members_an_older_database_holds_in_both_cases(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _new_database(stack)
+    every = migrate.migration_files("control")
+    assert FOLDING in [v for v, _ in every]
+    monkeypatch.setattr(
+        migrate, "migration_files", lambda kind: [f for f in every if f[0] < FOLDING]
+    )
+    migrate.apply_migrations(url, "control")
+    ws, other = str(uuid.uuid4()), str(uuid.uuid4())
+    with psycopg.connect(url, autocommit=True) as conn:
+        for wid, slug in ((ws, "old"), (other, "other")):
+            conn.execute(
+                "INSERT INTO workspace (id, slug, server, database_name)"
+                " VALUES (%s, %s, 'default', %s)",
+                (wid, slug, f"ws_{slug}"),
+            )
+        for wid, handle in ((ws, "bob"), (ws, "Bob"), (ws, "BOB"), (ws, "ada"), (other, "Bob")):
+            _add(conn, wid, handle)
+    monkeypatch.setattr(migrate, "migration_files", lambda kind: every)
+    assert FOLDING in migrate.apply_migrations(url, "control")
+    with psycopg.connect(url, autocommit=True) as conn:
+        kept = conn.execute(
+            'SELECT handle FROM member WHERE workspace_id = %s ORDER BY handle COLLATE "C"',
+            (ws,),
+        ).fetchall()
+        assert [r[0] for r in kept] == ["BOB", "Bob", "ada", "bob"]
+        twins = conn.execute(
+            "SELECT handle FROM member WHERE handle_case_twin ORDER BY created_at"
+        ).fetchall()
+        assert [r[0] for r in twins] == ["Bob", "BOB"]  # the oldest, bob, keeps its place
+        # No new member joins them in another case; another handle is free.
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            _add(conn, ws, "bOB")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            _add(conn, ws, "ADA")
+        _add(conn, ws, "cy")
