@@ -312,3 +312,32 @@ def test_a_batch_is_bounded_by_bytes_as_well_as_rows(
     assert report["batches"] == 5, report
     texts = dbutil.query(stack, ada.database_name, "SELECT text FROM history_entry ORDER BY text")
     assert [t[0] for t in texts] == [t[3] for t in turns]
+
+
+def test_a_name_that_shows_nothing_once_folded_gives_way_to_the_records_id(
+    stack: Stack, ada: Team, tmp_path: Path
+) -> None:
+    """Every write and lookup refuses an entity name that folds to nothing
+    visible (only accents, only zero-width characters): it names no entity.
+    The migration made entities of such names, which no lookup could find.
+    Now such a name is taken as none, the record's id naming its entity as
+    for a record with no name; a record whose id shows nothing either is a
+    malformed line, counted and skipped."""
+    said = {"properties": {"role": "kept"}, "valid_from": AT}
+    graph = [
+        {"id": "accents", "name": "\u0301\u0301", "type": "person", **said},
+        {"id": "zero-width", "name": "\u200b", **said},
+        # Visible only past the length a name is cut to.
+        {"id": "cut-accents", "name": "\u0301" * 250 + "Zed", **said},
+        {"id": "\u200b\u200d", "name": " \ufeff ", "type": "place", **said},
+        {"id": "\u0301", "type": "place", **said},
+        {"id": "ok", "name": "Okay", **said},
+    ]
+    report = migrate(stack, ada, old_store(tmp_path, [], graph))
+    assert report["graph"]["malformed"] == 2, report["graph"]
+    assert report["entity_records"]["imported"] == 4, report["entity_records"]
+    names = dbutil.query(stack, ada.database_name, "SELECT name FROM entity ORDER BY name")
+    assert names == [("Okay",), ("accents",), ("cut-accents",), ("zero-width",)]
+    # A record's memory is titled by its name where that shows something whole.
+    titles = {t for (t,) in dbutil.query(stack, ada.database_name, "SELECT title FROM memory")}
+    assert titles == {"Okay", "accents (person)", "zero-width", graph[2]["name"]}

@@ -30,12 +30,22 @@ def name_key(name: str) -> str:
 _INVISIBLE = frozenset({"Cc", "Cf"})
 
 
+def shows_something(name: str) -> bool:
+    """Whether ``name`` keeps a visible character once folded: one that does
+    not (only accents, only zero-width characters) can name no entity."""
+    return _shows(name_key(name))
+
+
+def _shows(key: str) -> bool:
+    return not all(unicodedata.category(c) in _INVISIBLE for c in key)
+
+
 def given_name_key(name: str, field: str) -> str:
     """:func:`name_key` of a name given to write or look up. A name that
     folds to nothing visible (only accents, only zero-width characters) can
     name no entity: refused alike by writes and lookups, naming ``field``."""
     key = name_key(name)
-    if all(unicodedata.category(c) in _INVISIBLE for c in key):
+    if not _shows(key):
         raise errors.InvalidArgument(
             field,
             "has nothing visible once folded (accents and other combining marks are dropped;"

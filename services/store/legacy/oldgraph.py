@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recallatron.vocabulary import MAX_ENTITY_NAME
+from services.store.domain.graph_rules import shows_something
 from services.store.legacy.oldstore import OldStoreError, readable
 
 # A lone UTF-16 surrogate: valid in JSON's escapes, not text Postgres takes.
@@ -36,6 +38,14 @@ class Entity:
     # The time of the supersede patch that set superseded_by, as written.
     superseded_at: str | None = None
 
+    @property
+    def row_name(self) -> str:
+        """The name its entity row takes: its name, or its id when the name
+        shows nothing once folded (none given, or only accents or zero-width
+        characters, which name no entity); "" when neither does, a record
+        the fold takes for a malformed line."""
+        return _row_name(self.name) or _row_name(self.id)
+
     def relations(self) -> list[tuple[str, str]]:
         """(verb, entity id) pairs kept sparsely in properties.relations."""
         rel = self.properties.get("relations")
@@ -48,6 +58,17 @@ class Entity:
             if isinstance(targets, list):
                 out.extend((str(verb), str(t)) for t in targets if isinstance(t, str | int))
         return out
+
+
+def clean_text(text: str) -> str:
+    """``text`` without NUL characters, each run of spaces one, the ends stripped."""
+    return " ".join(text.replace("\x00", "").split())
+
+
+def _row_name(text: str) -> str:
+    # Cut first: what shows may lie past the cut.
+    name = clean_text(text)[:MAX_ENTITY_NAME]
+    return name if shows_something(name) else ""
 
 
 def _without_surrogates(value: Any) -> Any:
@@ -207,8 +228,11 @@ def fold_graph(path: Path) -> Graph:
             if not _record_shaped(obj):
                 stats.malformed += 1
                 continue
-            stats.records += 1
             entity = _entity(obj)
+            if not entity.row_name:
+                stats.malformed += 1
+                continue
+            stats.records += 1
             if entity.id in entities:
                 stats.restated += 1
             entities[entity.id] = entity

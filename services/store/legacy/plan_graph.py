@@ -15,12 +15,13 @@ from typing import Any
 from recallatron.vocabulary import (
     MAX_BODY,
     MAX_CLAIM_VALUE,
-    MAX_ENTITY_NAME,
     MAX_IDENTIFIER,
     MAX_TITLE,
 )
+from services.store.domain.graph_rules import shows_something
 from services.store.legacy.ids import Ids
 from services.store.legacy.oldgraph import Entity, Graph
+from services.store.legacy.oldgraph import clean_text as _clean
 from services.store.legacy.oldstore import parse_time
 from services.store.legacy.plan_items import MemoryRow, confidence_of
 
@@ -59,11 +60,10 @@ def entity_rows(
     out: dict[str, EntityRow] = {}
     for old_id in sorted(first):
         entity = graph.entities[old_id]
-        name = _clean(entity.name) or old_id
         out[old_id] = EntityRow(
             ids.entity(old_id),
             old_id,
-            name[:MAX_ENTITY_NAME],
+            entity.row_name,
             identifier_from(entity.type, "type_"),
             parse_time(entity.valid_from) or first[old_id],
         )
@@ -87,10 +87,6 @@ TYPE_PREFIX = "type_"
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NOT_IDENTIFIER = re.compile(r"[^a-z0-9]+")
-
-
-def _clean(text: str) -> str:
-    return " ".join(text.replace("\x00", "").split())
 
 
 def identifier_from(text: str, prefix: str) -> str | None:
@@ -239,7 +235,7 @@ def _shown(value: Any) -> str:
 
 def _record_text(entity: Entity, graph: Graph, confidence: float) -> tuple[str, str]:
     """Title and body: what the record was and where it came from."""
-    name = _clean(entity.name) or entity.id
+    name = _clean(entity.name) if shows_something(entity.name) else _clean(entity.id)
     kind = _clean(entity.type)
     title = f"{name} ({kind})" if kind else name
     if len(title) > MAX_TITLE:
