@@ -32,6 +32,7 @@ from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
 from services.store.domain.archive_chains import check_chains, take_out_forgotten
 from services.store.domain.archive_history import history_name
+from services.store.domain.archive_merges import check_merges
 from services.store.domain.archive_reading import add_once
 from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import validate_settings
@@ -117,6 +118,7 @@ def read_archive(
     _check_references(archive)
     _check_revisions(archive)
     check_chains(archive.records.get("memories", []))
+    check_merges(archive.records.get("merges", []))
     check_vectors(archive.records.get("vectors", []))
     _check_tombstones(archive)
     _mention_what_claims_name(archive)
