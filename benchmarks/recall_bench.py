@@ -292,7 +292,7 @@ class _Embed:
         # settings allow (services/embed/models.py, EmbedModels.embed).
         bi = self.p.bi
         vector = bi.embed_queries([text]) if self.p.query_graph else bi.embed([text])
-        return QueryVector(bi.model_id, [float(x) for x in vector[0]])
+        return QueryVector(bi.model_id, vector[0])
 
     def rerank(self, query: str, passages: Any, timeout: float | None = None) -> list[float]:
         assert self.p.cross is not None

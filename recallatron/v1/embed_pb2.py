@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arecallatron/v1/embed.proto\x12\x0erecallatron.v1\".\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x0f\n\x07queries\x18\x02 \x01(\x08\"\x18\n\x06Vector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"^\n\rEmbedResponse\x12\'\n\x07vectors\x18\x01 \x03(\x0b\x32\x16.recallatron.v1.Vector\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12\x12\n\ndimensions\x18\x03 \x01(\x05\"0\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08passages\x18\x02 \x03(\t\"2\n\x0eRerankResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x02\x12\x10\n\x08model_id\x18\x02 \x01(\t\"\x15\n\x13GetModelInfoRequest\"U\n\tModelInfo\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x12\n\nmax_length\x18\x03 \x01(\x05\x12\x12\n\ndimensions\x18\x04 \x01(\x05\"\xc3\x01\n\x14GetModelInfoResponse\x12+\n\x08\x65mbedder\x18\x01 \x01(\x0b\x32\x19.recallatron.v1.ModelInfo\x12\x30\n\rcross_encoder\x18\x02 \x01(\x0b\x32\x19.recallatron.v1.ModelInfo\x12\x1c\n\x14\x63ross_encoder_loaded\x18\x03 \x01(\x08\x12\x1b\n\x13\x65mbed_input_version\x18\x04 \x01(\t\x12\x11\n\tmax_batch\x18\x05 \x01(\x05\x32\xf8\x01\n\x0c\x45mbedService\x12\x44\n\x05\x45mbed\x12\x1c.recallatron.v1.EmbedRequest\x1a\x1d.recallatron.v1.EmbedResponse\x12G\n\x06Rerank\x12\x1d.recallatron.v1.RerankRequest\x1a\x1e.recallatron.v1.RerankResponse\x12Y\n\x0cGetModelInfo\x12#.recallatron.v1.GetModelInfoRequest\x1a$.recallatron.v1.GetModelInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arecallatron/v1/embed.proto\x12\x0erecallatron.v1\">\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x0f\n\x07queries\x18\x02 \x01(\x08\x12\x0e\n\x06packed\x18\x03 \x01(\x08\"(\n\x06Vector\x12\x0e\n\x06values\x18\x01 \x03(\x02\x12\x0e\n\x06packed\x18\x02 \x01(\x0c\"^\n\rEmbedResponse\x12\'\n\x07vectors\x18\x01 \x03(\x0b\x32\x16.recallatron.v1.Vector\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12\x12\n\ndimensions\x18\x03 \x01(\x05\"0\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08passages\x18\x02 \x03(\t\"2\n\x0eRerankResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x02\x12\x10\n\x08model_id\x18\x02 \x01(\t\"\x15\n\x13GetModelInfoRequest\"U\n\tModelInfo\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x12\n\nmax_length\x18\x03 \x01(\x05\x12\x12\n\ndimensions\x18\x04 \x01(\x05\"\xc3\x01\n\x14GetModelInfoResponse\x12+\n\x08\x65mbedder\x18\x01 \x01(\x0b\x32\x19.recallatron.v1.ModelInfo\x12\x30\n\rcross_encoder\x18\x02 \x01(\x0b\x32\x19.recallatron.v1.ModelInfo\x12\x1c\n\x14\x63ross_encoder_loaded\x18\x03 \x01(\x08\x12\x1b\n\x13\x65mbed_input_version\x18\x04 \x01(\t\x12\x11\n\tmax_batch\x18\x05 \x01(\x05\x32\xf8\x01\n\x0c\x45mbedService\x12\x44\n\x05\x45mbed\x12\x1c.recallatron.v1.EmbedRequest\x1a\x1d.recallatron.v1.EmbedResponse\x12G\n\x06Rerank\x12\x1d.recallatron.v1.RerankRequest\x1a\x1e.recallatron.v1.RerankResponse\x12Y\n\x0cGetModelInfo\x12#.recallatron.v1.GetModelInfoRequest\x1a$.recallatron.v1.GetModelInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,21 +32,21 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'recallatron.v1.embed_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_EMBEDREQUEST']._serialized_start=46
-  _globals['_EMBEDREQUEST']._serialized_end=92
-  _globals['_VECTOR']._serialized_start=94
-  _globals['_VECTOR']._serialized_end=118
-  _globals['_EMBEDRESPONSE']._serialized_start=120
-  _globals['_EMBEDRESPONSE']._serialized_end=214
-  _globals['_RERANKREQUEST']._serialized_start=216
-  _globals['_RERANKREQUEST']._serialized_end=264
-  _globals['_RERANKRESPONSE']._serialized_start=266
-  _globals['_RERANKRESPONSE']._serialized_end=316
-  _globals['_GETMODELINFOREQUEST']._serialized_start=318
-  _globals['_GETMODELINFOREQUEST']._serialized_end=339
-  _globals['_MODELINFO']._serialized_start=341
-  _globals['_MODELINFO']._serialized_end=426
-  _globals['_GETMODELINFORESPONSE']._serialized_start=429
-  _globals['_GETMODELINFORESPONSE']._serialized_end=624
-  _globals['_EMBEDSERVICE']._serialized_start=627
-  _globals['_EMBEDSERVICE']._serialized_end=875
+  _globals['_EMBEDREQUEST']._serialized_end=108
+  _globals['_VECTOR']._serialized_start=110
+  _globals['_VECTOR']._serialized_end=150
+  _globals['_EMBEDRESPONSE']._serialized_start=152
+  _globals['_EMBEDRESPONSE']._serialized_end=246
+  _globals['_RERANKREQUEST']._serialized_start=248
+  _globals['_RERANKREQUEST']._serialized_end=296
+  _globals['_RERANKRESPONSE']._serialized_start=298
+  _globals['_RERANKRESPONSE']._serialized_end=348
+  _globals['_GETMODELINFOREQUEST']._serialized_start=350
+  _globals['_GETMODELINFOREQUEST']._serialized_end=371
+  _globals['_MODELINFO']._serialized_start=373
+  _globals['_MODELINFO']._serialized_end=458
+  _globals['_GETMODELINFORESPONSE']._serialized_start=461
+  _globals['_GETMODELINFORESPONSE']._serialized_end=656
+  _globals['_EMBEDSERVICE']._serialized_start=659
+  _globals['_EMBEDSERVICE']._serialized_end=907
 # @@protoc_insertion_point(module_scope)

@@ -24,10 +24,15 @@ class EmbedRequest(_message.Message):
 
     TEXTS_FIELD_NUMBER: _builtins.int
     QUERIES_FIELD_NUMBER: _builtins.int
+    PACKED_FIELD_NUMBER: _builtins.int
     queries: _builtins.bool
     """The texts are recall queries: they may run on the model's query graph
     (8-bit products; its vectors keep a cosine of at least 0.9995 to the
     exact graph's, docs/embeddings.md). Unset, as for memories: the exact graph.
+    """
+    packed: _builtins.bool
+    """Answer each vector in Vector.packed, values left empty. Unset (a caller
+    of a version before it): in values only, which is all it reads.
     """
     @_builtins.property
     def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -36,10 +41,11 @@ class EmbedRequest(_message.Message):
         *,
         texts: _abc.Iterable[_builtins.str] | None = ...,
         queries: _builtins.bool = ...,
+        packed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["queries", b"queries", "texts", b"texts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["packed", b"packed", "queries", b"queries", "texts", b"texts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -50,16 +56,25 @@ class Vector(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VALUES_FIELD_NUMBER: _builtins.int
+    PACKED_FIELD_NUMBER: _builtins.int
+    packed: _builtins.bytes
+    """The same numbers as packed bytes: little-endian IEEE 754 float32, 4
+    bytes each, in order (4 x dimensions bytes; numpy dtype '<f4'). Filled
+    instead of values when the request asked packed.
+    """
     @_builtins.property
-    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The vector as numbers: what a caller that did not ask packed reads."""
+
     def __init__(
         self,
         *,
         values: _abc.Iterable[_builtins.float] | None = ...,
+        packed: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["packed", b"packed", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

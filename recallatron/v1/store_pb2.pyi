@@ -212,12 +212,23 @@ class DenseCandidatesRequest(_message.Message):
     MODEL_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
+    VECTOR_PACKED_FIELD_NUMBER: _builtins.int
     model_id: _builtins.str
     limit: _builtins.int
+    vector_packed: _builtins.bytes
+    """The query vector as packed bytes: little-endian IEEE 754 float32, 4 bytes
+    each, in order (4 x 384 bytes; numpy dtype '<f4'). Read in place of vector
+    when present; another length is refused (INVALID_ARGUMENT naming
+    vector_packed).
+    """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
     @_builtins.property
-    def vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    def vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The query vector as numbers: read when vector_packed is empty (a rank of
+        a version before vector_packed sends only this).
+        """
+
     @_builtins.property
     def filters(self) -> _common_pb2.RecallFilters: ...
     def __init__(
@@ -228,10 +239,11 @@ class DenseCandidatesRequest(_message.Message):
         model_id: _builtins.str = ...,
         limit: _builtins.int = ...,
         filters: _common_pb2.RecallFilters | None = ...,
+        vector_packed: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters", "limit", b"limit", "model_id", b"model_id", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters", "limit", b"limit", "model_id", b"model_id", "vector", b"vector", "vector_packed", b"vector_packed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

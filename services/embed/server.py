@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 
+from recallatron import packed_vectors
 from recallatron.grpcserver import Server
 from recallatron.logs import configure_logging
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
@@ -38,11 +39,18 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
         self, request: embed_pb2.EmbedRequest, context: grpc.ServicerContext
     ) -> embed_pb2.EmbedResponse:
         model, vectors = self.models.embed(list(request.texts), queries=request.queries)
-        return embed_pb2.EmbedResponse(
-            vectors=[embed_pb2.Vector(values=row) for row in vectors.tolist()],
-            model_id=model.model_id,
-            dimensions=model.dimensions,
-        )
+        response = embed_pb2.EmbedResponse(model_id=model.model_id, dimensions=model.dimensions)
+        for row in vectors:
+            if request.packed:
+                response.vectors.add(packed=packed_vectors.pack(row))
+            else:
+                # A caller that does not ask packed (a rank of the previous
+                # version, the embedding job) reads only the floats: parsed
+                # from the bytes in native code, never a list.
+                packed_vectors.fill_floats(
+                    response.vectors.add(), "values", packed_vectors.pack(row)
+                )
+        return response
 
     def Rerank(
         self, request: embed_pb2.RerankRequest, context: grpc.ServicerContext

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import grpc
 
-from recallatron import errors
+from recallatron import errors, packed_vectors
 from recallatron.peer import Method, Peer, Pending, Req, Resp, method
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import embed_pb2, store_pb2
@@ -151,13 +151,18 @@ class StoreClient:
         filters: cpb.RecallFilters,
         timeout: float | None = None,
     ) -> DenseArm:
+        packed = packed_vectors.pack(vector.values)
         request = store_pb2.DenseCandidatesRequest(
             caller=caller,
-            vector=vector.values,
+            vector_packed=packed,
             model_id=vector.model_id,
             limit=limit,
             filters=filters,
         )
+        # A store of a version before vector_packed reads only the floats,
+        # and in a rolling upgrade any store may answer: both forms go in this
+        # release; the next may send vector_packed alone.
+        packed_vectors.fill_floats(request, "vector", packed)
         resp = _degradable(self.peer, DENSE, request, timeout, "store")
         return DenseArm(
             _candidates(resp.candidates), resp.embeddings_available, resp.floor, resp.not_embedded
@@ -218,11 +223,17 @@ class EmbedClient:
         # delivered by the channel's thread, which answers sooner than a
         # blocking call's own wait when the peer works for milliseconds
         # (benchmarks/hop_bench.py --busy).
-        request = embed_pb2.EmbedRequest(texts=[text], queries=True)
+        request = embed_pb2.EmbedRequest(texts=[text], queries=True, packed=True)
         resp = _degradable(self.embedder, EMBED, request, timeout, "embed service")
         if len(resp.vectors) != 1:
             raise Degraded("failed", "the embed service returned no vector")
-        return QueryVector(resp.model_id, list(resp.vectors[0].values))
+        answered = resp.vectors[0]
+        try:
+            # A service of a version before `packed` answers the floats.
+            values = packed_vectors.unpack(answered.packed, answered.values, "vectors[0].packed")
+        except errors.InvalidArgument as exc:
+            raise Degraded("failed", f"the embed service answered a bad vector: {exc}") from None
+        return QueryVector(resp.model_id, values)
 
     def rerank(
         self, query: str, passages: Sequence[str], timeout: float | None = None

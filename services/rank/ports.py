@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+import numpy as np
+
 from recallatron.vocabulary import DEFAULT_MODE
 
 
@@ -40,7 +42,8 @@ class DenseArm:
 @dataclass(frozen=True)
 class QueryVector:
     model_id: str
-    values: list[float]
+    # Float32, as the embed service answered it: passed on, never a list.
+    values: np.ndarray
 
 
 @dataclass(frozen=True)

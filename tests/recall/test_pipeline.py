@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 
 from services.rank.pipeline import (
@@ -176,7 +177,7 @@ class FakeEmbed:
     def embed_query(self, text: str, timeout: float | None = None) -> QueryVector:
         if self.embed_error is not None:
             raise self.embed_error
-        return QueryVector("model", [0.0] * 384)
+        return QueryVector("model", np.zeros(384, dtype=np.float32))
 
     def rerank(
         self, query: str, passages: Sequence[str], timeout: float | None = None

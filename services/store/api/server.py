@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from recallatron import convert, embed_input, errors, internal_auth
+from recallatron import convert, embed_input, errors, internal_auth, packed_vectors
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import store_pb2 as pb
 from recallatron.vocabulary import (
@@ -379,7 +379,8 @@ class StoreServicer:
     ) -> pb.DenseCandidatesResponse:
         result = self.recall.dense(
             caller_of(request.caller),
-            list(request.vector),
+            # The floats: from a rank of a version before vector_packed.
+            packed_vectors.unpack(request.vector_packed, request.vector, "vector_packed"),
             request.model_id,
             embed_input.EMBED_INPUT_VERSION,
             request.limit,

@@ -413,7 +413,7 @@ class RecallQueries(InWorkspaces):
     def dense(
         self,
         caller: Caller,
-        vector: Sequence[float],
+        vector: np.ndarray | Sequence[float],
         model_id: str,
         input_version: str,
         limit: int,
