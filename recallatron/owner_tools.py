@@ -8,9 +8,10 @@ from typing import Any
 
 from recallatron.protojson import Arg
 from recallatron.protojson_answers import Shown
-from recallatron.tool_args import IDENTIFIER, PAGE_TOKEN, PURPOSE, UUID
+from recallatron.tool_args import PAGE_TOKEN, PURPOSE, UUID
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (
+    AUDIT_ACTIONS,
     DEFAULT_LIST_PAGE,
     KINDS,
     MAX_AUDIT_ACTIONS,
@@ -80,7 +81,7 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
         method="ListAuditEvents",
         args={
             "member_id": Arg({**UUID, "description": "Only what this member did."}),
-            "actions": Arg({"maxItems": MAX_AUDIT_ACTIONS}, items=IDENTIFIER),
+            "actions": Arg({"maxItems": MAX_AUDIT_ACTIONS}, items={"enum": list(AUDIT_ACTIONS)}),
             "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
             "to": Arg({"description": "Before this time (RFC 3339, exclusive)."}),
             **_paged(MAX_AUDIT_PAGE),

@@ -81,6 +81,10 @@ def test_tool_schemas_state_the_checked_limits() -> None:
     assert claim["entity"]["properties"]["name"]["maxLength"] == vocabulary.MAX_ENTITY_NAME
     assert tools["neighbors"]["hops"]["maximum"] == vocabulary.MAX_HOPS
     assert tools["lookup"]["name"]["maxLength"] == vocabulary.MAX_ENTITY_NAME
+    # The store refuses any other action: the schema lists those it takes.
+    audit = tools["audit_log"]["actions"]
+    assert audit["items"]["enum"] == list(vocabulary.AUDIT_ACTIONS)
+    assert audit["maxItems"] == vocabulary.MAX_AUDIT_ACTIONS
     for props in tools.values():
         assert props["purpose"]["enum"] == list(vocabulary.PURPOSES)
         assert props["purpose"]["default"] == vocabulary.DEFAULT_PURPOSE
