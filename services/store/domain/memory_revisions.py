@@ -39,12 +39,13 @@ class ForgetResult:
 
 class Subject(NamedTuple):
     """A memory as a change first reads it: superseded for the caller (a
-    memory along its chain of successors is one they may see), and a
-    successor it has all the same, hidden from them."""
+    memory along its chain of successors is one they may see), a successor
+    it has all the same, hidden from them, and its successor as stored."""
 
     revision: int
     superseded: bool
     hidden_successor: str | None
+    successor: str | None
 
 
 class MemoryRevisions(MemoryWrites):
@@ -87,8 +88,8 @@ class MemoryRevisions(MemoryWrites):
         if row is None:
             raise errors.NotFound("id: memory not found")
         created_by, audience = str(row[0]), row[1]
-        hidden = None if row[3] or row[4] is None else str(row[4])
-        subject = Subject(int(row[2]), bool(row[3]), hidden)
+        successor = None if row[4] is None else str(row[4])
+        subject = Subject(int(row[2]), bool(row[3]), None if row[3] else successor, successor)
         if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
             return subject
         # Read fresh, not from this replica's few seconds of cache: an owner
@@ -103,6 +104,23 @@ class MemoryRevisions(MemoryWrites):
             "id: only the memory's author or a workspace owner may change it"
             " (an owner can open workspace memories to every member: members_may_edit)"
         )
+
+    def _hold(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> Subject:
+        """:meth:`_may_change` with the memory locked, for a change of its
+        place in a chain (a supersede's, a forget's). Its successor is held
+        first: changes along a chain lock the later memory first, as a
+        forget of that successor does (it, then the memories it replaced),
+        so neither waits for the other while holding what the other needs;
+        and while held it is not forgotten, so nothing is linked to it or
+        past it meanwhile (migration 0070). A successor that changed before
+        the memory's lock (a supersede of it committed between) is held
+        then."""
+        row = conn.execute(mq.HOLD_SUCCESSOR, (memory_id,)).fetchone()
+        held = None if row is None or row[0] is None else str(row[0])
+        subject = self._may_change(conn, caller, memory_id, lock=True)
+        if subject.successor not in (None, held):
+            conn.execute(mq.HOLD_SUCCESSOR, (memory_id,))
+        return subject
 
     def _revision(
         self,
@@ -146,16 +164,19 @@ class MemoryRevisions(MemoryWrites):
 
         def write(conn: psycopg.Connection) -> str:
             seen = self._may_change(conn, caller, memory_id)
-            updated = conn.execute(
+            changed = conn.execute(
                 mq.CORRECT, (title, body, confidence, memory_id, expected_revision)
-            ).rowcount
-            if updated != 1:
+            ).fetchone()
+            if changed is None:
                 self._cas_failure(conn, memory_id, expected_revision, seen)
             if replace:
                 # After the update: the row is this transaction's, which the
                 # claim tables' policies ask of a change (0008_graph.sql).
                 writer = graph_claims.GraphWriter(conn)
-                kept = seen.hidden_successor is not None
+                # Its successor as the update found it (not ``seen``: a
+                # forget of it may have committed between), which a forget
+                # of it now waits for the end of this transaction to unlink.
+                kept = changed is not None and changed[0] is not None
                 writer.retire(memory_id, kept=kept)
                 writer.write(memory_id, (), graph)
                 if kept:
@@ -258,8 +279,8 @@ class MemoryRevisions(MemoryWrites):
             # Read locked, just before the compare-and-set: a successor hidden
             # from the caller becomes the new memory's (below), and a forget
             # along the chain may have moved it since ``seen``, which answers a
-            # lost race as it did.
-            hidden = self._may_change(conn, caller, memory_id, lock=True).hidden_successor
+            # lost race as it did. Held, it stays until this commits.
+            hidden = self._hold(conn, caller, memory_id).hidden_successor
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
             if updated != 1:
                 self._cas_failure(conn, memory_id, expected_revision, seen)
@@ -328,7 +349,7 @@ class MemoryRevisions(MemoryWrites):
             v.revision(expected_revision)
 
         def write(conn: psycopg.Connection) -> str:
-            revision = self._may_change(conn, caller, memory_id, lock=True).revision
+            revision = self._hold(conn, caller, memory_id).revision
             if expected_revision and revision != expected_revision:
                 raise errors.RevisionMismatch(memory_id, expected_revision, revision)
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()

@@ -81,6 +81,10 @@ FROM memory WHERE id = %s
 # forgot, which a correct committing while the forget waited has moved on
 # (correct and supersede check theirs by compare-and-set instead).
 CHANGE_SUBJECT_LOCKED = CHANGE_SUBJECT.rstrip() + " FOR UPDATE\n"
+# A memory's successor held (FOR SHARE) before the memory itself is locked:
+# changes along a chain lock the later memory first (hold_successor,
+# workspace migration 0070).
+HOLD_SUCCESSOR = "SELECT hold_successor(%s)"
 INSERT_REVISION = """
 INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason)
 VALUES (%s, %s, %s, %s, %s)
@@ -101,12 +105,15 @@ ORDER BY memory_id, id
 # Compare-and-set: one statement, so of racing callers with the same expected
 # revision exactly one matches; the others find the new revision. A memory
 # the caller reads as current changes, whatever successors hidden from them
-# it has: refused, it would reveal one.
+# it has: refused, it would reveal one. Correct's answers that successor
+# (hidden from the caller, so) as it stands under the row's lock: a forget of
+# it may have committed since the memory was first read.
 CORRECT = f"""
 UPDATE memory SET title = coalesce(%s, title), body = coalesce(%s, body),
                   confidence = coalesce(%s, confidence),
                   revision = revision + 1, updated_at = now()
 WHERE id = %s AND revision = %s AND NOT ({_SUPERSEDED_FOR_CALLER})
+RETURNING superseded_by_id
 """
 SUPERSEDE = f"""
 UPDATE memory SET superseded_by_id = %s, revision = revision + 1, updated_at = now()

@@ -1,0 +1,294 @@
+"""Two changes along one chain of successors at once, one held open just
+after its change while the other runs: every order ends in a chain with no
+link to a forgotten memory, and neither change fails for the other.
+
+Bob writes a workspace memory M; Ada supersedes it by S, which Bob may not
+see (only Ada, or only Cy, may). Bob reads M as current, and his supersede of
+it puts his S2 before S: M, S2, S. The calls held here run in this process
+(a store replica's code), and so does the other change where a refusal of it
+would matter: through the client, UNAVAILABLE is sent again and would hide a
+deadlock the database broke by failing one of them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+
+from recallatron_devkit.stack import Stack
+from services.store.domain import graph_claims
+from services.store.domain.memories import MemoryStore, NewMemory
+from services.store.infrastructure.db import Caller
+from services.store.sql import memory_queries as mq
+from tests import dbutil
+from tests.conftest import Team, remember_robin, wait_for
+from tests.integration.test_change_hidden_successor import _porto, _statements
+from tests.integration.test_claims_hidden_successor import Stated, _lookup
+from tests.integration.test_revision_races import _aborted_at, _held, _Race
+from tests.integration.test_successor_chain import _waiting
+
+pytestmark = pytest.mark.integration
+
+
+class _Other(_Race):
+    """The other change, on a thread; any failure kept, a domain refusal of
+    a call made in this process as well as a client's."""
+
+    def _run(self) -> None:
+        try:
+            self.result = self.call()
+        except Exception as exc:  # reported by outcome()
+            self.error = exc  # type: ignore[assignment]
+
+    def outcome(self) -> Any:
+        """Its answer, once done (a store it uses must still be open)."""
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+        error = self.error
+        assert error is None, f"the other change failed: {error!r}, {error.__cause__!r}"
+        return self.result
+
+
+def _caller(team: Team, handle: str) -> Caller:
+    role = "owner" if handle == "ada" else "member"
+    return Caller(team.workspace_id, team.members[handle], "assist", role)
+
+
+def _chain(team: Team, for_whom: str = "ada") -> tuple[Any, Any]:
+    """M (Bob's, the workspace's) as Bob reads it, and S, Ada's supersede of
+    it, which only ``for_whom`` may see."""
+    bob, ada = team.clients["bob"], team.clients["ada"]
+    m = remember_robin(bob, "From the kickoff.", audience_to="workspace").memory
+    s = ada.supersede(
+        m.id, m.revision, "Robin leads Apollo, says Ada", audience_to=team.members[for_whom]
+    ).memory
+    (seen,) = bob.read([m.id]).memories
+    assert seen.superseded_by_id == ""
+    return seen, s
+
+
+def _links(stack: Stack, team: Team, *ids: str) -> list[tuple[str, str | None]]:
+    """Each memory's successor as stored, whoever may see it."""
+    rows = dbutil.query(
+        stack, team.database_name,
+        "SELECT id::text, superseded_by_id::text FROM memory WHERE id = ANY(%s::uuid[])"
+        " ORDER BY array_position(%s::uuid[], id)",
+        (list(ids), list(ids)),
+    )  # fmt: skip
+    return [(str(r[0]), r[1] and str(r[1])) for r in rows]
+
+
+def _no_link_to_a_tombstone(stack: Stack, team: Team) -> None:
+    """No memory not forgotten has a forgotten successor (a tombstone keeps
+    its own link, which no chain follows)."""
+    rows = dbutil.query(
+        stack, team.database_name,
+        "SELECT m.id::text, s.id::text FROM memory m JOIN memory s ON s.id = m.superseded_by_id"
+        " WHERE m.invalidated_at IS NULL AND s.invalidated_at IS NOT NULL",
+    )  # fmt: skip
+    assert rows == []
+
+
+def _supersede_by_bob(store: list[MemoryStore], team: Team, m: Any) -> Callable[[], Any]:
+    return lambda: store[0].supersede(
+        _caller(team, "bob"), str(uuid.uuid4()), m.id, m.revision,
+        NewMemory("note", "Robin leads Apollo still", ""), "again",
+    )  # fmt: skip
+
+
+def _forget(store: list[MemoryStore], team: Team, handle: str, memory_id: str) -> Callable[[], Any]:
+    return lambda: store[0].forget(_caller(team, handle), str(uuid.uuid4()), memory_id, "wrong")
+
+
+def _superseding_while(
+    stack: Stack,
+    team: Team,
+    monkeypatch: pytest.MonkeyPatch,
+    m: Any,
+    other: Callable[[list[MemoryStore]], Callable[[], Any]],
+) -> tuple[Any, _Other]:
+    """Bob's supersede of M, held once it has made M's successor S2 (before
+    S), not committed, while ``other`` (given the store) runs: S2, and
+    ``other`` done."""
+    store: list[MemoryStore] = []
+    race = _Other(stack, team, other(store))
+    with _held(stack, monkeypatch, mq.SUPERSEDE, race) as held:
+        store.append(held)
+        s2 = _supersede_by_bob(store, team, m)().memory
+        race.thread.join(60)
+    return s2, race
+
+
+def _s2_current_for_everyone(stack: Stack, team: Team, m: Any, s2: str) -> None:
+    """S gone: M, then S2, current for all, stating what M did."""
+    assert _links(stack, team, m.id, s2) == [(m.id, s2), (s2, None)]
+    _no_link_to_a_tombstone(stack, team)
+    for handle in ("ada", "bob", "cy"):
+        reader = team.clients[handle]
+        m_read, s2_read = reader.read([m.id, s2]).memories
+        assert (m_read.superseded_by_id, s2_read.superseded_by_id) == (s2, ""), handle
+        assert _lookup(reader) == _statements(s2), handle
+
+
+def test_forgetting_the_hidden_successor_while_a_supersede_puts_one_before_it(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob's supersede has made M's successor S2 (S2 then S), not committed;
+    Ada forgets S meanwhile. Her forget waits for his supersede, then takes S
+    out of the chain: M, S2."""
+    m, s = _chain(team)
+    s2, race = _superseding_while(
+        stack, team, monkeypatch, m, lambda store: _forget(store, team, "ada", s.id)
+    )
+    race.outcome()
+    _s2_current_for_everyone(stack, team, m, s2.id)
+
+
+def test_a_supersede_while_the_hidden_successor_is_forgotten_ends_the_chain_at_its_own(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other order: Ada's forget of S has taken it out of the chain, not
+    committed; Bob's supersede waits for it, then finds M with no successor."""
+    m, s = _chain(team)
+    store: list[MemoryStore] = []
+    race = _Other(stack, team, _supersede_by_bob(store, team, m))
+    with _held(stack, monkeypatch, mq.FORGET, race) as held:
+        store.append(held)
+        _forget(store, team, "ada", s.id)()
+        s2 = race.outcome().memory
+    _s2_current_for_everyone(stack, team, m, s2.id)
+
+
+def test_erasing_a_removed_members_hidden_successor_while_a_supersede_puts_one_before_it(
+    stack: Stack, operator: Any, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S is Cy's alone, and Cy is removed with his memories erased while
+    Bob's supersede has made M's successor S2 (S2 then S), not committed: the
+    erase, as a forget, leaves M, S2, with nothing linked to S's tombstone."""
+    m, _ = _chain(team, for_whom="cy")
+    s2, race = _superseding_while(
+        stack, team, monkeypatch, m,
+        lambda _: lambda: operator.remove_member(team.members["cy"], "erase"),
+    )  # fmt: skip
+    race.outcome()
+    assert _links(stack, team, m.id, s2.id) == [(m.id, s2.id), (s2.id, None)]
+    _no_link_to_a_tombstone(stack, team)
+    for handle in ("ada", "bob"):
+        reader = team.clients[handle]
+        assert reader.read([s2.id]).memories[0].superseded_by_id == "", handle
+        assert _lookup(reader) == _statements(s2.id), handle
+
+
+def test_a_correct_while_the_hidden_successor_is_forgotten_states_its_claims_for_all(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob's correct of M has read it (superseded by S, hidden from him) and
+    Ada's forget of S commits before its change: what the correct states is
+    M's, current, and carried by M's next supersede like any current claim."""
+    ada, bob, cy = (team.clients[h] for h in ("ada", "bob", "cy"))
+    m, s = _chain(team)
+    store: list[MemoryStore] = []
+    race = _Other(stack, team, _forget(store, team, "ada", s.id))
+    with _held(stack, monkeypatch, mq.CHANGE_SUBJECT, race) as held:
+        store.append(held)
+        held.correct(
+            _caller(team, "bob"), str(uuid.uuid4()), m.id, m.revision, None, None, None,
+            "moved", graph=_graph_porto(m),
+        )  # fmt: skip
+        race.outcome()
+    assert _links(stack, team, m.id) == [(m.id, None)]
+    for reader in (ada, bob, cy):
+        assert _lookup(reader) == _stating_porto(m.id)
+    s2 = bob.supersede(m.id, m.revision + 1, "Robin leads Apollo from Porto").memory
+    for reader in (ada, bob, cy):
+        assert _lookup(reader) == _stating_porto(s2.id)
+
+
+def _stating_porto(memory_id: str) -> tuple[Stated, Stated, Stated, list[str]]:
+    """Robin's card when ``memory_id`` alone states his city, Porto."""
+    return ({("city=Porto", memory_id)}, set(), set(), [memory_id])
+
+
+def _graph_porto(m: Any) -> graph_claims.GraphIn:
+    """_porto's claim as the store takes it."""
+    robin = _porto(m)[0]["entity"]["entity_id"]
+    claim = graph_claims.ClaimIn(graph_claims.EntityIn(robin), "city", "Porto")
+    return graph_claims.GraphIn(claims=[claim])
+
+
+def test_two_supersedes_of_a_memory_read_as_current_past_a_hidden_successor(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob supersedes M twice at once: one new memory goes before S, the
+    other call loses the race as on any memory."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    m, s = _chain(team)
+    s2, race = _superseding_while(
+        stack, team, monkeypatch, m,
+        lambda _: lambda: bob.supersede(m.id, m.revision, "Robin leads Apollo, yes"),
+    )  # fmt: skip
+    assert isinstance(race.error, grpc.RpcError), race.result
+    _aborted_at(race.error, m.revision + 1)
+    assert _links(stack, team, m.id, s2.id) == [(m.id, s2.id), (s2.id, s.id)]
+    assert [x.id for x in ada.read([m.id]).memories[0].superseded_by] == [s2.id, s.id]
+
+
+def test_forgetting_the_memory_a_supersede_is_replacing_past_a_hidden_successor(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob forgets M while his supersede of it is not committed: the forget
+    waits, then forgets M; S2 stays before S. The other order: the supersede
+    finds M forgotten, and writes nothing."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    m, s = _chain(team)
+    s2, race = _superseding_while(
+        stack, team, monkeypatch, m, lambda store: _forget(store, team, "bob", m.id)
+    )
+    race.outcome()
+    assert _links(stack, team, s2.id) == [(s2.id, s.id)]
+    _no_link_to_a_tombstone(stack, team)
+    assert ada.read([s2.id]).memories[0].superseded_by_id == s.id
+    assert bob.read([s2.id]).memories[0].superseded_by_id == ""
+
+    m, s = _chain(team)
+    race = _Other(stack, team, lambda: bob.supersede(m.id, m.revision, "Robin leads Apollo, yes"))
+    with _held(stack, monkeypatch, mq.FORGET, race) as held:
+        held.forget(_caller(team, "bob"), str(uuid.uuid4()), m.id, "wrong")
+    race.thread.join(60)
+    assert isinstance(race.error, grpc.RpcError), race.result
+    assert race.error.code() == grpc.StatusCode.NOT_FOUND, race.error.details()
+    assert _links(stack, team, s.id) == [(s.id, None)]
+    _no_link_to_a_tombstone(stack, team)
+
+
+def test_two_forgets_along_a_chain_at_once_neither_fails(stack: Stack, team: Team) -> None:
+    """Lyon, Paris, Nice: Paris's forget stops at Lyon (held here), linking it
+    past Paris, while Nice's forget runs. Nice's waits for Paris's, which
+    holds Nice, its successor, and both go through: Lyon ends current."""
+    from services.store.domain.control import ControlPlane
+
+    ada = team.clients["ada"]
+    lyon = ada.remember("Office in Lyon", audience_to="workspace").memory
+    paris = ada.supersede(lyon.id, 1, "Office in Paris").memory
+    nice = ada.supersede(paris.id, 1, "Office in Nice").memory
+    with (
+        dbutil.store_databases(stack) as dbs,
+        psycopg.connect(dbutil.workspace_url(stack, team.database_name)) as holder,
+    ):
+        store = [MemoryStore(dbs, ControlPlane(dbs))]
+        holder.execute("SELECT 1 FROM memory WHERE id = %s FOR UPDATE", (lyon.id,))
+        first = _Other(stack, team, _forget(store, team, "ada", paris.id))
+        first.start_and_wait()
+        second = _Other(stack, team, _forget(store, team, "ada", nice.id))
+        second.thread.start()
+        wait_for(lambda: _waiting(stack, team.database_name) >= 2, "Nice's forget waiting")
+        holder.rollback()
+        first.outcome()
+        second.outcome()
+    assert _links(stack, team, lyon.id) == [(lyon.id, None)]
+    _no_link_to_a_tombstone(stack, team)
+    assert ada.read([lyon.id]).memories[0].superseded_by_id == ""
