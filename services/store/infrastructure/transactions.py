@@ -82,12 +82,23 @@ def translate_db_errors() -> Iterator[None]:
 def translate_race_errors() -> Iterator[None]:
     """In a workspace's database, a foreign key broken by a change committed
     beside the call (a forget deleting the entity a write names at the same
-    moment) is a race to retry, as a deadlock is, not a server fault."""
+    moment) is a race to retry, as a deadlock is, not a server fault. A
+    deadlock or serialization failure rolled the whole transaction back, so a
+    retry is safe; said so, not as a database that cannot be reached."""
     try:
         yield
     except psycopg.errors.ForeignKeyViolation as exc:
         raise errors.Unavailable(
             "a change made at the same moment removed what this call refers to; retry", 0.2
+        ) from exc
+    except (
+        psycopg.errors.DeadlockDetected,
+        psycopg.errors.SerializationFailure,
+        psycopg.errors.TransactionRollback,
+    ) as exc:
+        raise errors.Unavailable(
+            "a change made at the same moment collided with this call; nothing was written; retry",
+            0.2,
         ) from exc
 
 
