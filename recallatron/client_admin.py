@@ -5,6 +5,7 @@ owner."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, Self, TypeVar
@@ -136,25 +137,32 @@ class ReviewAndAdmin(Connection):
     # -- admin -------------------------------------------------------------
 
     def create_workspace(
-        self, slug: str, server: str = ""
+        self, slug: str, server: str = "", request_id: str | None = None
     ) -> pb.AdminServiceCreateWorkspaceResponse:
         """``server``: a configured server's name; empty lets the placement
-        policy pick (docs/servers.md)."""
-        return self.call(
-            self.admin.CreateWorkspace,
-            pb.AdminServiceCreateWorkspaceRequest(slug=slug, server=server),
+        policy pick (docs/servers.md). ``request_id``: a retry with it is
+        answered with the workspace its first attempt made; None, one is made
+        here, and the call is sent again with it after UNAVAILABLE; "", none
+        is sent (and the call is sent once)."""
+        request = pb.AdminServiceCreateWorkspaceRequest(
+            slug=slug, server=server, request_id=_new_id(request_id)
         )
+        return self.call_identified(self.admin.CreateWorkspace, request)
 
     def create_member(
-        self, workspace_id: str, handle: str, owner: bool = False
+        self, workspace_id: str, handle: str, owner: bool = False, request_id: str | None = None
     ) -> pb.AdminServiceCreateMemberResponse:
-        return self.ask(
-            self.admin.CreateMember,
+        """``request_id``: as create_workspace's (the member the first attempt made)."""
+        request = to_message(
             pb.AdminServiceCreateMemberRequest,
-            workspace_id=workspace_id,
-            handle=handle,
-            role="owner" if owner else "member",
+            {
+                "workspace_id": workspace_id,
+                "handle": handle,
+                "role": "owner" if owner else "member",
+                "request_id": _new_id(request_id),
+            },
         )
+        return self.call_identified(self.admin.CreateMember, request)
 
     def create_token(
         self,
@@ -350,6 +358,11 @@ class ReviewAndAdmin(Connection):
         return self.ask(
             self.memory.ListAuditEvents, pb.ListAuditEventsRequest, purpose=purpose, **filters
         )
+
+
+def _new_id(given: str | None) -> str:
+    """A request id: the caller's, or a new one when they gave None."""
+    return str(uuid.uuid4()) if given is None else given
 
 
 def _every_page(read: Callable[[str], _P]) -> _P:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 from typing import Any, Self, TypeVar
 
 import grpc
@@ -16,6 +17,11 @@ from recallatron.protojson import to_message
 from recallatron.v1 import gateway_pb2_grpc
 
 DEFAULT_GATEWAY = "127.0.0.1:7400"
+# A request with an id sent again after UNAVAILABLE (call_identified): the
+# attempts in all and the first pause, doubled each time, as the channels'
+# retry policy (recallatron/grpcclient.py).
+RESEND_ATTEMPTS = 3
+RESEND_BACKOFF_SECONDS = 0.05
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
@@ -68,6 +74,28 @@ class Connection:
         timeout: float | None = None,
     ) -> Resp:
         return stub_method(request, metadata=self._md(), timeout=timeout or self.timeout)
+
+    def call_identified(
+        self,
+        stub_method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        timeout: float | None = None,
+    ) -> Resp:
+        """:meth:`call`, sent again after UNAVAILABLE (as the channel resends
+        a read) when ``request`` carries a request id, whose resend is
+        answered as its first attempt was; without one, sent once. For the
+        methods with an optional id (grpcclient.Replay.FIRST_ANSWER_IF_GIVEN),
+        which the channel's policy, per method, sends once either way."""
+        identified = bool(getattr(request, "request_id", ""))
+        for attempt in range(1, RESEND_ATTEMPTS + 1):
+            try:
+                return self.call(stub_method, request, timeout)
+            except grpc.RpcError as exc:
+                last = attempt == RESEND_ATTEMPTS or not identified
+                if last or not is_status(exc, grpc.StatusCode.UNAVAILABLE):
+                    raise
+                time.sleep(RESEND_BACKOFF_SECONDS * 2 ** (attempt - 1))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def start(
         self,

@@ -71,6 +71,8 @@ IDENTIFIED_WRITES: Mapping[str, Replay] = {
     "CreateToken": Replay.ALREADY_EXISTS,
     "RotateToken": Replay.ALREADY_EXISTS,
     "CreateEpisode": Replay.FIRST_ANSWER_IF_GIVEN,
+    "CreateWorkspace": Replay.FIRST_ANSWER_IF_GIVEN,
+    "CreateMember": Replay.FIRST_ANSWER_IF_GIVEN,
 }
 
 # Calls that act again when sent again and carry no request id to tell a

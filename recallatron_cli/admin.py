@@ -22,7 +22,7 @@ from recallatron_cli.common import show
 def cmd_admin(args: argparse.Namespace) -> int:
     client = common.client(args, admin=True)
     if args.admin_cmd == "create-workspace":
-        made = client.create_workspace(args.slug, args.server or "")
+        made = client.create_workspace(args.slug, args.server or "", args.request_id)
         show(
             args,
             made,
@@ -31,7 +31,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
         )
     elif args.admin_cmd == "create-member":
         workspace_id = workspace_id_of(client, args.workspace)
-        member = client.create_member(workspace_id, args.handle, owner=args.owner)
+        member = client.create_member(
+            workspace_id, args.handle, owner=args.owner, request_id=args.request_id
+        )
         show(args, member, f"member {member.member.handle} {member.member.id}")
     elif args.admin_cmd == "create-token":
         purposes = [p for value in args.purposes or () for p in value.split(",") if p]

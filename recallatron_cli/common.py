@@ -281,6 +281,16 @@ def acting_purpose_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def creation_request_id(p: argparse.ArgumentParser, made: str) -> None:
+    """--request-id of a command that makes a workspace or a member."""
+    p.add_argument(
+        "--request-id",
+        help=f"your id of this request: a retry with it answers the {made} the first "
+        "attempt made (default: a new one, with which the call is sent again if the "
+        "gateway is unavailable)",
+    )
+
+
 def call_purpose(args: argparse.Namespace) -> str:
     """The purpose a write acts for: --as-purpose, else the first purpose the
     memory is given, else the default."""

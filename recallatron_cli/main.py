@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the configured Postgres server's name; default: the placement policy "
         "(fewest workspaces among servers not draining; docs/servers.md)",
     )
+    common.creation_request_id(cw, "workspace")
     json_option(cw)
     cm = admin_sub.add_parser(
         "create-member",
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cm.add_argument("handle")
     cm.add_argument("--owner", action="store_true")
+    common.creation_request_id(cm, "member")
     json_option(cm)
     ct = admin_sub.add_parser(
         "create-token",

@@ -57,20 +57,29 @@ class AdminServiceCreateWorkspaceRequest(_message.Message):
 
     SLUG_FIELD_NUMBER: _builtins.int
     SERVER_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     slug: _builtins.str
     server: _builtins.str
     """Optional: the name of a configured Postgres server; empty lets the
     placement policy pick (fewest workspaces among servers not draining).
+    """
+    request_id: _builtins.str
+    """Optional: the client's id of this request (at most 128 printable
+    characters, the caller's own). A retry with it answers the workspace the
+    first attempt made (OK) and makes none other; with another request,
+    INVALID_ARGUMENT naming request_id. Without one, a second call is
+    ALREADY_EXISTS naming slug.
     """
     def __init__(
         self,
         *,
         slug: _builtins.str = ...,
         server: _builtins.str = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["server", b"server", "slug", b"slug"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "server", b"server", "slug", b"slug"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -103,19 +112,25 @@ class AdminServiceCreateMemberRequest(_message.Message):
     WORKSPACE_ID_FIELD_NUMBER: _builtins.int
     HANDLE_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     workspace_id: _builtins.str
     handle: _builtins.str
     role: _common_pb2.Role.ValueType
+    request_id: _builtins.str
+    """Optional: as AdminServiceCreateWorkspaceRequest.request_id; a retry
+    answers the member the first attempt made.
+    """
     def __init__(
         self,
         *,
         workspace_id: _builtins.str = ...,
         handle: _builtins.str = ...,
         role: _common_pb2.Role.ValueType = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["handle", b"handle", "role", b"role", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["handle", b"handle", "request_id", b"request_id", "role", b"role", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -118,7 +118,7 @@ def _blocked_removal(conn: psycopg.Connection) -> bool:
     return row is not None and int(row[0]) > 0
 
 
-# services/store/sql/queries.py TOKEN_REQUEST_TURN: (7411, hashtext(request key)).
+# services/store/sql/queries.py REQUEST_TURN: (7411, hashtext(request key)).
 REQUEST_TURN_CLASS = 7411
 
 

@@ -7,12 +7,13 @@ was done and only its answer lost."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 
 import grpc
 import pytest
 
+from recallatron.client import Client
 from recallatron.grpcclient import IDENTIFIED_WRITES, Replay, make_channel, not_retried
 from recallatron.v1 import embed_pb2, gateway_pb2, gateway_pb2_grpc, rank_pb2, store_pb2, tools_pb2
 from recallatron.v1 import gateway_pb2 as pb
@@ -34,15 +35,20 @@ class _Everything(grpc.GenericRpcHandler):
 
 
 @pytest.fixture(scope="module")
-def channel() -> Iterator[grpc.Channel]:
+def address() -> Iterator[str]:
     server = grpc.server(futures.ThreadPoolExecutor(4))
     server.add_generic_rpc_handlers((_Everything(),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    ch = make_channel(f"127.0.0.1:{port}")
+    yield f"127.0.0.1:{port}"
+    server.stop(None)
+
+
+@pytest.fixture(scope="module")
+def channel(address: str) -> Iterator[grpc.Channel]:
+    ch = make_channel(address)
     yield ch
     ch.close()
-    server.stop(None)
 
 
 def _sent(call: grpc.UnaryUnaryMultiCallable, request: object, name: str) -> int:  # type: ignore[type-arg]
@@ -58,6 +64,35 @@ def test_a_write_without_a_request_id_is_sent_once(channel: grpc.Channel) -> Non
     admin = gateway_pb2_grpc.AdminServiceStub(channel)
     assert _sent(memory.CreateEpisode, pb.CreateEpisodeRequest(title="t"), "CreateEpisode") == 1
     assert _sent(admin.CreateToken, pb.AdminServiceCreateTokenRequest(), "CreateToken") == 1
+
+
+def test_a_creation_is_sent_again_by_the_client_only_with_a_request_id(
+    channel: grpc.Channel, address: str
+) -> None:
+    """CreateWorkspace and CreateMember take an optional id: the channel sends
+    each once, id or not (its policy is per method); the client, which gives
+    one unless told not to, sends it again with its id."""
+    admin = gateway_pb2_grpc.AdminServiceStub(channel)
+    for name, request in (
+        ("CreateWorkspace", pb.AdminServiceCreateWorkspaceRequest(request_id="r")),
+        ("CreateMember", pb.AdminServiceCreateMemberRequest(request_id="r")),
+    ):
+        assert _sent(getattr(admin, name), request, name) == 1
+    client = Client(address, "token")
+    try:
+        creations: dict[str, Callable[[str | None], object]] = {
+            "CreateWorkspace": lambda rid: client.create_workspace("x", request_id=rid),
+            "CreateMember": lambda rid: client.create_member("w", "x", request_id=rid),
+        }
+        for name, create in creations.items():
+            for request_id, sent in ((None, 3), ("mine", 3), ("", 1)):
+                SENT.clear()
+                with pytest.raises(grpc.RpcError) as caught:
+                    create(request_id)
+                assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+                assert SENT[name] == sent, (name, request_id)
+    finally:
+        client.close()
 
 
 def test_reads_and_writes_with_a_request_id_are_sent_again(channel: grpc.Channel) -> None:

@@ -113,7 +113,7 @@ class StoreServicer:
         context: grpc.ServicerContext,
     ) -> pb.CreateWorkspaceResponse:
         internal_auth.check_kind(internal_auth.OPERATOR)
-        ws = self.control.create_workspace(request.slug, request.server)
+        ws = self.admin.create_workspace(request.slug, request.server, request.request_id)
         return pb.CreateWorkspaceResponse(workspace=workspace_msg(ws))
 
     def CreateMember(
@@ -123,7 +123,9 @@ class StoreServicer:
     ) -> pb.CreateMemberResponse:
         by = _owner(internal_auth.check_admin(request.workspace_id))
         role = ROLE.parse(request.role, "role") or "member"
-        m = self.admin.create_member(by, request.workspace_id, request.handle, role)
+        m = self.admin.create_member(
+            by, request.workspace_id, request.handle, role, request.request_id
+        )
         return pb.CreateMemberResponse(member=member_msg(m))
 
     def CreateToken(

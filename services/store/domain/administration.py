@@ -18,10 +18,11 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from services.store.domain import validation as v
-from services.store.domain.control_records import Member, WorkspaceSettings
+from services.store.domain.admin_requests import AdminRequest
+from services.store.domain.control_records import Member, Workspace, WorkspaceSettings
 from services.store.domain.erasure import fingerprint, request_keys
 from services.store.domain.member_removal import OPERATOR_ID
-from services.store.domain.tokens import NewToken, TokenRequest
+from services.store.domain.tokens import NewToken
 from services.store.domain.workspace_services import OnWorkspaces
 from services.store.sql import owner_queries as oq
 from services.store.sql import queries as q
@@ -36,14 +37,15 @@ def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def token_request(by: str, request_id: str, call: str, *asked: Any) -> TokenRequest | None:
-    """``request_id`` of a ``call`` (create_token or rotate_token) made by
-    ``by`` (an owner's member id, or the operator's), or None when none was
-    given: such a call is made each time it is asked, as before."""
+def admin_request(by: str, request_id: str, call: str, *asked: Any) -> AdminRequest | None:
+    """``request_id`` of a ``call`` (create_workspace, create_member,
+    create_token or rotate_token) made by ``by`` (an owner's member id, or the
+    operator's), or None when none was given: such a call is made each time it
+    is asked, as before."""
     if not request_id:
         return None
     key, *spelled = request_keys(by, v.request_id(request_id))
-    return TokenRequest(key, call, fingerprint(call, *asked), spelled[0] if spelled else None)
+    return AdminRequest(key, call, fingerprint(call, *asked), spelled[0] if spelled else None)
 
 
 def _seconds(value: timedelta | None) -> float | None:
@@ -55,14 +57,30 @@ class Administration(OnWorkspaces):
     """Each call: the control plane's own, then its audit entry. ``by`` is the
     owner who asked, or None for the operator."""
 
-    def create_member(self, by: str | None, workspace_id: str, handle: str, role: str) -> Member:
-        member = self.control.create_member(workspace_id, handle, role)
-        self._record(
-            member.workspace_id,
-            by,
-            "create_member",
-            {"member_id": member.id, "handle": member.handle, "role": member.role},
-        )
+    def create_workspace(self, slug: str, server: str, request_id: str = "") -> Workspace:
+        """The operator's call (only theirs); ``request_id`` as create_member's."""
+        request = admin_request(OPERATOR_ID, request_id, "create_workspace", slug, server)
+        return self.control.create_workspace(slug, server, request=request)
+
+    def create_member(
+        self, by: str | None, workspace_id: str, handle: str, role: str, request_id: str = ""
+    ) -> Member:
+        """``request_id``: a retry with it is answered with the member its
+        first attempt made (one audit entry: that attempt's)."""
+        request = None
+        if request_id:
+            workspace_id = v.uuid_str(workspace_id, "workspace_id")
+            request = admin_request(
+                by or OPERATOR_ID, request_id, "create_member", workspace_id, handle, role
+            )
+        member, made = self.control.add_member(workspace_id, handle, role, request)
+        if made:
+            self._record(
+                member.workspace_id,
+                by,
+                "create_member",
+                {"member_id": member.id, "handle": member.handle, "role": member.role},
+            )
         return member
 
     def create_token(
@@ -77,7 +95,7 @@ class Administration(OnWorkspaces):
         request_id: str = "",
     ) -> NewToken:
         member_id = v.uuid_str(member_id, "member_id")
-        request = token_request(
+        request = admin_request(
             by or OPERATOR_ID, request_id, "create_token",
             member_id, label, sorted(set(purposes)), read_only, _seconds(expires_in),
         )  # fmt: skip
@@ -111,7 +129,7 @@ class Administration(OnWorkspaces):
         request_id: str = "",
     ) -> tuple[NewToken, datetime]:
         token_id = v.uuid_str(token_id, "token_id")
-        request = token_request(
+        request = admin_request(
             by or OPERATOR_ID, request_id, "rotate_token", token_id, _seconds(grace)
         )
         made, old_expires_at = self.control.rotate_token(token_id, workspace_id, grace, request)

@@ -3,14 +3,11 @@ hashed tokens, workspace settings."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from recallatron import deadline, errors
@@ -23,7 +20,7 @@ from recallatron.vocabulary import (
 )
 from services.store.domain import page_tokens, validation
 from services.store.domain.control_members import MemberRecords, being_imported
-from services.store.domain.control_names import SLUG_RULE, slug_ok, spelled_id
+from services.store.domain.control_names import spelled_id
 from services.store.domain.control_records import (
     ListedWorkspace,
     Member,
@@ -32,11 +29,11 @@ from services.store.domain.control_records import (
     WorkspacePage,
     WorkspaceSettings,
 )
-from services.store.domain.placement import DrainedMeanwhile, Placement, draining_refusal
+from services.store.domain.control_workspaces import WorkspaceCreation
+from services.store.domain.placement import Placement
 from services.store.domain.token_records import TokenRecords
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import Caller, Databases, WorkspacePool
-from services.store.infrastructure.transactions import translate_db_errors
 from services.store.sql import queries as q
 
 
@@ -86,7 +83,7 @@ WORKSPACE_CACHE_ENTRIES = 10_000
 
 
 @dataclass
-class ControlPlane(TokenRecords, MemberRecords):
+class ControlPlane(TokenRecords, MemberRecords, WorkspaceCreation):
     dbs: Databases
     # None: the store's settings_cache_seconds.
     cache_seconds: float | None = None
@@ -101,87 +98,6 @@ class ControlPlane(TokenRecords, MemberRecords):
         if seconds is None:
             seconds = self.dbs.settings.settings_cache_seconds
         self._workspaces = ExpiringCache(seconds, WORKSPACE_CACHE_ENTRIES)
-
-    def create_workspace(self, slug: str, server: str = "", importing: bool = False) -> Workspace:
-        """``importing``: marked as being imported (served to nobody) until
-        the import's last step clears the mark."""
-        if not slug_ok(slug):
-            raise errors.InvalidArgument("slug", SLUG_RULE)
-        with self.dbs.control_conn() as conn:
-            taken = conn.execute(q.WORKSPACE_ID_BY_SLUG, (slug,)).fetchone()
-        if taken and taken[1]:
-            raise errors.AlreadyExists(
-                f"slug: an import of {slug!r} holds it (under way, or killed: importing it "
-                "again or delete-workspace removes what it left; docs/export.md)"
-            )
-        if taken:
-            raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists")
-        placement = Placement(self.dbs)
-        named = server
-        # Placed afresh while the server chosen drains meanwhile: each turn
-        # skips the servers draining, so it ends once they all drain.
-        while True:
-            workspace_id = str(uuid.uuid4())
-            database = f"ws_{uuid.UUID(workspace_id).hex}"
-            server = placement.reserve(named, database)
-            try:
-                if self._make_and_record(
-                    placement, workspace_id, slug, server, database, importing
-                ):
-                    return self.workspace(workspace_id)
-            except BaseException:
-                # Unreleased, a placement stops counting after its hold.
-                with deadline.detached(), contextlib.suppress(errors.DomainError):
-                    placement.release(database)
-                raise
-            # Drained once placed: placed afresh (a server named is refused).
-            placement.release(database)
-            if named:
-                raise draining_refusal(named)
-
-    def _make_and_record(
-        self,
-        placement: Placement,
-        workspace_id: str,
-        slug: str,
-        server: str,
-        database: str,
-        importing: bool,
-    ) -> bool:
-        """The workspace's database made on ``server``, then the workspace
-        recorded there; False when the server was marked draining meanwhile
-        (the database made is dropped)."""
-        # A server that does not answer is UNAVAILABLE (retry), not a fault.
-        with translate_db_errors():
-            self.dbs.ensure_server(server)
-            # The database is made and migrated before the workspace is
-            # recorded, so a recorded workspace always has a usable database.
-            self.dbs.create_database(server, database)
-        try:
-            with placement.recording(server, database) as conn:
-                conn.execute(
-                    q.INSERT_WORKSPACE,
-                    (
-                        workspace_id,
-                        slug,
-                        server,
-                        database,
-                        Jsonb(WorkspaceSettings().to_json()),
-                        migrate.latest_version("workspace"),
-                        importing,
-                    ),
-                )
-        except UniqueViolation:
-            # Another creation of this slug got there first: the database
-            # made for this one is nobody's.
-            with translate_db_errors():
-                self.dbs.drop_database(server, database)
-            raise errors.AlreadyExists(f"slug: a workspace named {slug!r} exists") from None
-        except DrainedMeanwhile:
-            with translate_db_errors():
-                self.dbs.drop_database(server, database)
-            return False
-        return True
 
     # -- named servers (docs/servers.md) ------------------------------------
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+import psycopg
 from psycopg.errors import ForeignKeyViolation, UniqueViolation
 
 from recallatron import errors
-from services.store.domain import validation
+from services.store.domain import admin_requests, validation
+from services.store.domain.admin_requests import AdminRequest
 from services.store.domain.control_names import HANDLE_RE, HANDLE_RULE, OPERATOR_HANDLE
 from services.store.domain.control_records import Member, Workspace
 from services.store.infrastructure.db import Databases
@@ -46,6 +48,24 @@ class MemberRecords:
         """``importing``: the import making the workspace adds its members
         (one whose handle another has in another case, as an archive from
         before handles were one in any case may hold, is kept so)."""
+        return self.add_member(workspace_id, handle, role, importing=importing)[0]
+
+    def add_member(
+        self,
+        workspace_id: str,
+        handle: str,
+        role: str,
+        request: AdminRequest | None = None,
+        importing: bool = False,
+    ) -> tuple[Member, bool]:
+        """The member, and whether it was made now: not when ``request``,
+        the client's request id, made it in an earlier attempt (a retry is
+        answered with that member, whatever changed since)."""
+        if request is not None:
+            with self.dbs.control_conn() as conn:
+                made = admin_requests.replayed(conn, request)
+            if made is not None:
+                return self.member(made), False
         workspace_id = validation.uuid_str(workspace_id, "workspace_id")
         ws = self.workspace_in_field(workspace_id, "workspace_id")
         if ws.importing and not importing:
@@ -63,21 +83,11 @@ class MemberRecords:
         member_id = str(uuid.uuid4())
         try:
             with self.dbs.control_conn() as conn:
-                free = conn.execute(q.NO_DELETION_OF_WORKSPACE, (workspace_id,)).fetchone()
-                if free is not None and not free[0]:
-                    raise errors.FailedPrecondition(
-                        "workspace_id: the workspace is being deleted", "workspace_id"
-                    )
-                conn.execute(
-                    q.INSERT_MEMBER,
-                    {
-                        "id": member_id,
-                        "workspace_id": workspace_id,
-                        "handle": handle,
-                        "role": role,
-                        "importing": importing,
-                    },
-                )
+                # A concurrent attempt of the request made it meanwhile, or none did.
+                made = admin_requests.take_turn(conn, request)
+                if made is None:
+                    self._insert(conn, member_id, workspace_id, handle, role, importing)
+                    admin_requests.record(conn, request, workspace_id, member_id)
         except UniqueViolation:
             raise self._handle_taken(workspace_id, handle) from None
         except ForeignKeyViolation:
@@ -85,7 +95,32 @@ class MemberRecords:
             # delete elsewhere): the workspace is gone, as the lookup says.
             self.forget_workspace(workspace_id)
             raise errors.NotFound("workspace_id: workspace not found") from None
-        return self.member(member_id)
+        return self.member(made or member_id), made is None
+
+    @staticmethod
+    def _insert(
+        conn: psycopg.Connection,
+        member_id: str,
+        workspace_id: str,
+        handle: str,
+        role: str,
+        importing: bool,
+    ) -> None:
+        free = conn.execute(q.NO_DELETION_OF_WORKSPACE, (workspace_id,)).fetchone()
+        if free is not None and not free[0]:
+            raise errors.FailedPrecondition(
+                "workspace_id: the workspace is being deleted", "workspace_id"
+            )
+        conn.execute(
+            q.INSERT_MEMBER,
+            {
+                "id": member_id,
+                "workspace_id": workspace_id,
+                "handle": handle,
+                "role": role,
+                "importing": importing,
+            },
+        )
 
     def _handle_taken(self, workspace_id: str, handle: str) -> errors.AlreadyExists:
         """The refusal of ``handle``, naming the member's who holds it when

@@ -14,11 +14,11 @@ from psycopg.errors import ForeignKeyViolation
 
 from recallatron import errors
 from recallatron.vocabulary import PURPOSES, TOKEN_EXPIRED, TOKEN_REVOKED
+from services.store.domain.admin_requests import AdminRequest, earlier
 from services.store.domain.control_records import Identity, Member, Workspace
 from services.store.domain.tokens import (
     MAX_LIVE_TOKENS,
     NewToken,
-    TokenRequest,
     hash_token,
     replayed_request,
     rotation_grace,
@@ -56,7 +56,7 @@ class TokenRecords:
         purposes: tuple[str, ...] = (),
         read_only: bool = False,
         expires_in: timedelta | None = None,
-        request: TokenRequest | None = None,
+        request: AdminRequest | None = None,
     ) -> NewToken:
         """``request``: the client's request id, when given (a retry of it
         is refused with the token the first attempt made, never a second)."""
@@ -82,7 +82,7 @@ class TokenRecords:
         try:
             with self.dbs.control_conn() as conn:
                 if request is not None:
-                    conn.execute(q.TOKEN_REQUEST_TURN, (request.key,))
+                    conn.execute(q.REQUEST_TURN, (request.key,))
                     self._check_request(conn, request)
                 return self._insert_token(
                     conn, member_id, label, scope, read_only, lifetime, request
@@ -92,13 +92,11 @@ class TokenRecords:
             raise missing from None
 
     @staticmethod
-    def _check_request(conn: Any, request: TokenRequest) -> None:
-        """Refuses a request id that already made a token."""
-        row = conn.execute(q.TOKEN_OF_REQUEST, (request.key,)).fetchone()
-        if row is None and request.spelled_key is not None:
-            row = conn.execute(q.TOKEN_OF_REQUEST, (request.spelled_key,)).fetchone()
-        if row is not None:
-            raise replayed_request(request, str(row[0]), row[1], bytes(row[2]))
+    def _check_request(conn: Any, request: AdminRequest) -> None:
+        """Refuses a request id that already made a token (or anything else)."""
+        found = earlier(conn, request)
+        if found is not None:
+            raise replayed_request(request, *found)
 
     @staticmethod
     def _insert_token(
@@ -108,7 +106,7 @@ class TokenRecords:
         purposes: list[str],
         read_only: bool,
         lifetime: timedelta | None,
-        request: TokenRequest | None = None,
+        request: AdminRequest | None = None,
     ) -> NewToken:
         free = conn.execute(q.NO_DELETION_UNDER_WAY, (member_id,)).fetchone()
         if free is not None and not free[0]:
@@ -160,7 +158,7 @@ class TokenRecords:
         token_id: str,
         workspace_id: str | None = None,
         grace: timedelta | None = None,
-        request: TokenRequest | None = None,
+        request: AdminRequest | None = None,
     ) -> tuple[NewToken, datetime]:
         """A new token for the old one's member, scope and lifetime policy;
         the old one expires after ``grace``. Returns the new token and the old
@@ -173,7 +171,7 @@ class TokenRecords:
             if request is not None:
                 # Before the old token's checks: a retry after a rotation with
                 # grace 0 finds it expired, yet is answered as a retry.
-                conn.execute(q.TOKEN_REQUEST_TURN, (request.key,))
+                conn.execute(q.REQUEST_TURN, (request.key,))
                 self._check_request(conn, request)
             # The member first, then the token, as a removal takes them: the
             # other order deadlocked a rotation and a removal made together.

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from recallatron import errors
+from services.store.domain.admin_requests import AdminRequest, reused
 
 
 @dataclass(frozen=True)
@@ -38,34 +39,13 @@ class TokenSummary:
     revoked_at: datetime | None
 
 
-@dataclass(frozen=True)
-class TokenRequest:
-    """A token call's client request id, as the control plane keeps it: the
-    key (a hash of who asked and the id, as a write's request key) and a hash
-    of what was asked, so the same id with another request is told apart."""
-
-    key: str
-    call: str
-    asked: bytes
-    # The key of the id as spelled, when not ``key`` (erasure.request_keys):
-    # a token made before request ids were read in canonical form has it.
-    spelled_key: str | None = None
-
-
 def replayed_request(
-    request: TokenRequest, token_id: str, call: str, asked: bytes
+    request: AdminRequest, token_id: str, call: str, asked: bytes
 ) -> errors.DomainError:
     """The refusal of a request id already used: the same request is answered
     with the token it made (by id: its secret was shown once and is kept
     nowhere), another is refused as a write's reused id is."""
-    if call != request.call:
-        return errors.InvalidArgument("request_id", f"already used for a different call ({call})")
-    if asked != request.asked:
-        return errors.InvalidArgument(
-            "request_id",
-            f"already used for another {call} request; a retry repeats its request exactly",
-        )
-    return errors.AlreadyExists(
+    return reused(request, call, asked) or errors.AlreadyExists(
         f"request_id: this request already made token {token_id}; its secret was shown "
         "once and is not kept: if its answer was lost, revoke that token and ask again "
         "with a new request id"

@@ -107,14 +107,23 @@ VALUES (%(id)s, %(member_id)s, %(sha256)s, %(label)s, %(purposes)s, %(read_only)
         %(request_key)s, %(request_call)s, %(request_asked)s)
 RETURNING expires_at
 """
-# The token a client's request id made (migrations/control/0011_token_requests.sql).
-TOKEN_OF_REQUEST = """
-SELECT id, request_call, request_asked FROM access_token WHERE request_key = %s
+# What a request id's earlier attempt made, whichever admin call it was: a
+# token (CreateToken, RotateToken; migrations/control/0011) or a workspace or
+# member (create_request, 0016): (its id, the call, the hash of what was asked).
+REQUEST_MADE = """
+SELECT id, request_call, request_asked FROM access_token WHERE request_key = %(key)s
+UNION ALL
+SELECT made_id, request_call, request_asked FROM create_request WHERE request_key = %(key)s
+LIMIT 1
+"""
+INSERT_CREATE_REQUEST = """
+INSERT INTO create_request (request_key, request_call, request_asked, workspace_id, made_id)
+VALUES (%(key)s, %(call)s, %(asked)s, %(workspace_id)s, %(made_id)s)
 """
 # A request's own turn: concurrent attempts of one request id wait for each
-# other, so the second finds the first one's token rather than failing on the
+# other, so the second finds what the first one made rather than failing on a
 # unique index after its checks.
-TOKEN_REQUEST_TURN = "SELECT pg_advisory_xact_lock(7411, hashtext(%s::text))"
+REQUEST_TURN = "SELECT pg_advisory_xact_lock(7411, hashtext(%s::text))"
 # -- expiry and rotation (migrations/control/0005_token_expiry.sql) --
 # The token to rotate, locked: a live one of the workspace named (if any).
 # Its expiry is checked against the clock, not now(): a rotation that began
