@@ -75,8 +75,12 @@ def test_keep_both_while_one_is_forgotten_is_not_found(stack: Stack, team: Team)
     caller = Caller(team.workspace_id, team.members["ada"], "assist", "owner")
     with _stores(stack) as (pairs, _):
         forget = lambda: ada.forget(b, "a duplicate")  # noqa: E731
-        with _held_before(pairs, dedup.DISMISS, forget), pytest.raises(errors.NotFound):
+        with (
+            _held_before(pairs, dedup.DISMISS, forget),
+            pytest.raises(errors.NotFound) as refused,
+        ):
             pairs.dismiss(caller, a, b)
+    assert str(refused.value) == "second_id: memory not found"
     rows = dbutil.query(stack, team.database_name, "SELECT count(*) FROM dismissed_pair")
     assert rows == [(0,)]
 

@@ -7,7 +7,7 @@ newest memories."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 import grpc
@@ -75,14 +75,21 @@ def test_pairs_never_show_what_the_member_may_not_see(stack: Stack, team: Team) 
     assert pairs_of(cy, "audit") == pairs_of(ada, "audit") == {frozenset((audit1, audit2))}
 
     # Dismissing a pair with a memory one may not see reads exactly like
-    # dismissing ids that do not exist, and writes nothing.
-    ghost = refused(lambda: bob.dismiss_pair(str(uuid.uuid4()), str(uuid.uuid4())))
-    for first, second in ((ada1, ada2), (shared, ada3), (bob1, ada1)):
-        err = refused(lambda f=first, s=second: bob.dismiss_pair(f, s))
+    # dismissing an id that does not exist in its place, and writes nothing.
+    def alike(dismiss: Callable[..., object], pair: tuple[str, str], seen: set[str]) -> None:
+        err = refused(lambda: dismiss(*pair))
+        ghost = refused(lambda: dismiss(*(i if i in seen else str(uuid.uuid4()) for i in pair)))
         assert (err.code(), err.details()) == (ghost.code(), ghost.details())
         assert err.code() == grpc.StatusCode.NOT_FOUND
-    err = refused(lambda: ada.dismiss_pair(audit1, audit2))  # assist: not visible
-    assert (err.code(), err.details()) == (ghost.code(), ghost.details())
+
+    for pair in ((ada1, ada2), (shared, ada3), (bob1, ada1)):
+        alike(bob.dismiss_pair, pair, {bob1, bob2, shared})
+    alike(ada.dismiss_pair, (audit1, audit2), set())  # assist: not visible
+    # Each names the field whose memory is not found, the first when both are not.
+    assert refused(lambda: bob.dismiss_pair(shared, ada3)).details() == (
+        "second_id: memory not found"
+    )
+    assert refused(lambda: bob.dismiss_pair(ada1, ada2)).details() == "first_id: memory not found"
     assert dbutil.query(stack, team.database_name, "SELECT count(*) FROM dismissed_pair") == [(0,)]
 
     # Keep both: never proposed again, for anyone (a judgement on the two memories).

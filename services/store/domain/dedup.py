@@ -107,6 +107,18 @@ def seen_until_written(what: str) -> Iterator[None]:
         raise errors.NotFound(f"{what} not found") from exc
 
 
+def _pair_states(conn: psycopg.Connection, lo: str, hi: str) -> dict[str, tuple[int, bool]]:
+    """Each of the pair's memories the caller sees: its revision, and whether it is superseded."""
+    return {r[0]: (int(r[1]), bool(r[2])) for r in conn.execute(PAIR_STATES, ([lo, hi],))}
+
+
+def _all_seen(states: dict[str, tuple[int, bool]], expected: dict[str, tuple[str, int]]) -> None:
+    """NotFound naming the first field whose memory is not in ``states``."""
+    for field, (memory_id, _) in expected.items():
+        if memory_id not in states:
+            raise errors.NotFound(f"{field}: memory not found")
+
+
 def _min_cosine(value: float) -> float:
     if value == 0:
         return DEFAULT_MIN_COSINE
@@ -163,9 +175,8 @@ class DedupStore(InWorkspaces):
         _expected(first_revision, "first_expected_revision")
         _expected(second_revision, "second_expected_revision")
         with self.transaction(caller) as conn:
-            states = {r[0]: (int(r[1]), bool(r[2])) for r in conn.execute(PAIR_STATES, ([lo, hi],))}
-            if len(states) != 2:
-                raise errors.NotFound("memory not found")
+            states = _pair_states(conn, lo, hi)
+            _all_seen(states, expected)
             # Read without a lock: a change committing after this read orders
             # after the dismissal, which then was taken on the text it read.
             for field, (memory_id, revision) in expected.items():
@@ -179,7 +190,14 @@ class DedupStore(InWorkspaces):
                     )
                 if current != revision:
                     raise errors.RevisionMismatch(memory_id, revision, current)
-            with seen_until_written("memory"):
-                written = conn.execute(DISMISS, (lo, hi, caller.member_id)).rowcount
+            try:
+                # A savepoint: after row security's refusal the pair is read again.
+                with conn.transaction():
+                    written = conn.execute(DISMISS, (lo, hi, caller.member_id)).rowcount
+            except psycopg.errors.InsufficientPrivilege:
+                # A memory went out of sight since it was read (forgotten at
+                # that moment): not found, named as for one never there.
+                _all_seen(_pair_states(conn, lo, hi), expected)
+                raise errors.NotFound("first_id or second_id: memory not found") from None
             if written == 1:
                 conn.execute(AUDIT, (caller.member_id, lo, Jsonb({"second_id": hi})))

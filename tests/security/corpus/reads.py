@@ -278,7 +278,7 @@ add(
         "DismissDuplicatePair",
         lambda i: pb.DismissDuplicatePairRequest(first_id=i["memory"], second_id=i["hidden"]),
         NOT_FOUND,
-        "memory",
+        "second_id: memory not found",
     ),
     Case(
         "dismiss other workspace",
@@ -286,6 +286,6 @@ add(
         "DismissDuplicatePair",
         lambda i: pb.DismissDuplicatePairRequest(first_id=i["foreign"], second_id=i["memory"]),
         NOT_FOUND,
-        "memory",
+        "first_id: memory not found",
     ),
 )
