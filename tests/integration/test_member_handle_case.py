@@ -13,10 +13,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from recallatron import errors
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
+from services.store.domain.control import ControlPlane
 from services.store.infrastructure import migrate
-from services.store.infrastructure.db import with_database
+from services.store.infrastructure.db import CONTROL_DATABASE, with_database
+from services.store.legacy.importer import resolve_target
+from tests import dbutil
 from tests.conftest import Team
 from tests.security.test_member_removal import error
 
@@ -97,3 +101,28 @@ def test_the_migration_keeps_members_an_older_database_holds_in_both_cases(
         with pytest.raises(psycopg.errors.UniqueViolation):
             _add(conn, ws, "ADA")
         _add(conn, ws, "cy")
+
+
+def test_a_handle_named_in_any_case_finds_the_member_spelled_so_first(
+    stack: Stack, team: Team
+) -> None:
+    """The old store's migration names its owner by handle (--owner): any
+    case finds them; of members an older database holds in two cases (made
+    here as the migration marks them), the one spelled so, and a spelling
+    that is neither is refused as naming both."""
+    twin = str(uuid.uuid4())
+    dbutil.query(
+        stack,
+        CONTROL_DATABASE,
+        "INSERT INTO member (id, workspace_id, handle, role, handle_case_twin)"
+        " VALUES (%s, %s, 'Ada', 'owner', true) RETURNING id",
+        (twin, team.workspace_id),
+    )
+    with dbutil.store_databases(stack) as dbs:
+        control = ControlPlane(dbs)
+        assert resolve_target(dbs, control, team.slug, "ada").owner_id == team.members["ada"]
+        assert resolve_target(dbs, control, team.slug, "Ada").owner_id == twin
+        with pytest.raises(errors.InvalidArgument) as refused:
+            resolve_target(dbs, control, team.slug, "ADA")
+        assert refused.value.field == "--owner", refused.value
+        assert "'ada', 'Ada'" in str(refused.value)
