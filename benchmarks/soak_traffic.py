@@ -2,9 +2,9 @@
 several members of each, a ledger of every acknowledged write, and the audit
 of the ledger against the workspaces' databases.
 
-A write is retried with its own request id after UNAVAILABLE or
-DEADLINE_EXCEEDED, as an agent is told to, until it is acknowledged; a call
-without a request id (CreateEpisode) is not retried. A read that fails is
+A write (CreateEpisode too) is retried with its own request id after
+UNAVAILABLE or DEADLINE_EXCEEDED, as an agent is told to, until it is
+acknowledged. A read that fails is
 counted and not retried. Each worker corrects, supersedes, derives from and
 forgets only memories it wrote itself, so no call races another."""
 
@@ -259,12 +259,13 @@ class Worker:
         return None
 
     def episode(self, tenant: Tenant, client: Client, own: Own) -> None:
-        # No request id: sent once, as a careful agent would (a failure is
-        # counted, not retried).
         title = f"soak {uuid.uuid4().hex}"
-        resp = client.create_episode(title, "2026-01-01T00:00:00Z")
-        with self.ledger.lock:
-            self.ledger.episodes[(tenant.database, title)] = resp.episode_id
+        resp = self._write(
+            lambda rid: client.create_episode(title, "2026-01-01T00:00:00Z", request_id=rid)
+        )
+        if resp is not None:
+            with self.ledger.lock:
+                self.ledger.episodes[(tenant.database, title)] = resp.episode_id
 
     # -- reads --------------------------------------------------------------
 

@@ -34,12 +34,12 @@ class FlakyClient:
             if len(self.attempts) % 3:
                 raise Lost()
             memory = SimpleNamespace(id="m-new", revision=2)
-            return SimpleNamespace(memory=memory, replayed=True)
+            return SimpleNamespace(memory=memory, episode_id="e-new", replayed=True)
 
         return call
 
 
-@pytest.mark.parametrize("op", ["remember", "derive", "correct", "supersede", "forget"])
+@pytest.mark.parametrize("op", ["remember", "derive", "correct", "supersede", "forget", "episode"])
 def test_a_retried_write_repeats_its_request_whole(
     op: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -51,4 +51,7 @@ def test_a_retried_write_repeats_its_request_whole(
     worker.ops[op](tenant, client, own)  # type: ignore[arg-type]
     assert len(client.attempts) == 3
     assert client.attempts[0] == client.attempts[1] == client.attempts[2]
+    assert client.attempts[0][2]["request_id"]
     assert worker.ledger.errors[("warm-up", "UNAVAILABLE")] == 2
+    if op == "episode":  # acknowledged, so the audit looks for it
+        assert list(worker.ledger.episodes.values()) == ["e-new"]
