@@ -6,7 +6,9 @@ migration (the later ones marked), and no new one joins them."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import grpc
 import psycopg
@@ -16,12 +18,16 @@ from psycopg import sql
 from recallatron import errors
 from recallatron.client import Client
 from recallatron_devkit.stack import Stack
+from services.store.domain import archive_format as fmt
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure import migrate
 from services.store.infrastructure.db import CONTROL_DATABASE, with_database
 from services.store.legacy.importer import resolve_target
 from tests import dbutil
+from tests.clirun import cli
 from tests.conftest import Team
+from tests.integration.test_export_import import _replace
+from tests.integration.test_import_refusals import copied, refused
 from tests.security.test_member_removal import error
 
 pytestmark = pytest.mark.integration
@@ -126,3 +132,59 @@ def test_a_handle_named_in_any_case_finds_the_member_spelled_so_first(
             resolve_target(dbs, control, team.slug, "ADA")
         assert refused.value.field == "--owner", refused.value
         assert "'ada', 'Ada'" in str(refused.value)
+
+
+def _imported_members(stack: Stack, archive: Path, *more: str) -> list[tuple[str, bool]]:
+    """The copy's members, oldest first, each with its handle_case_twin mark."""
+    done = cli(
+        stack, "import", str(archive), "--as", f"copy-{uuid.uuid4().hex[:10]}", *more, "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    rows = dbutil.query(
+        stack, CONTROL_DATABASE,
+        "SELECT handle, handle_case_twin FROM member WHERE workspace_id = %s"
+        " ORDER BY created_at, id",
+        (json.loads(done.stdout)["workspace_id"],),
+    )  # fmt: skip
+    return [(str(r[0]), bool(r[1])) for r in rows]
+
+
+def test_an_import_gives_no_member_a_handle_another_has_in_another_case(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A members file giving a member of the copy a handle another one has in
+    another case was imported, the later marked a twin as if an older
+    database had held both: refused, naming the entry that gives it, nothing
+    made. An archive's own members in two cases (a store's that holds them
+    so) are kept as the migration keeps them: the oldest keeps the handle,
+    whatever order a members file lists them in."""
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    members = tmp_path / "members.json"
+    for listed, field in (
+        ([{"source": "ada"}, {"source": "bob", "handle": "Ada"}], "members[1].handle"),
+        ([{"source": "ada", "handle": "BOB"}, {"source": "bob"}], "members[0].handle"),
+        (
+            [{"source": "ada"}, {"source": "bob", "handle": "x"}, {"source": "cy", "handle": "X"}],
+            "members[2].handle",
+        ),
+    ):
+        members.write_text(json.dumps({"members": listed}))
+        error = refused(stack, out, "--members", str(members))
+        assert f"members file: {field}: " in error and "in any case" in error, error
+
+    # Cy as 'Bob', later than 'bob' (the archive lists its members oldest first).
+    twins = copied(out, tmp_path / "twins")
+    workspace = json.loads((twins / fmt.WORKSPACE).read_text())
+    assert [m["handle"] for m in workspace["members"]] == ["ada", "bob", "cy"]
+    workspace["members"][2]["handle"] = "Bob"
+    _replace(twins, fmt.WORKSPACE, json.dumps(workspace).encode())
+    kept = [("ada", False), ("bob", False), ("Bob", True)]
+    assert _imported_members(stack, twins) == kept
+    members.write_text(json.dumps({"members": [{"source": s} for s in ("Bob", "bob", "ada")]}))
+    assert _imported_members(stack, twins, "--members", str(members)) == kept
+    # Neither of them takes the handle in yet another case beside the other.
+    listed = [{"source": "ada"}, {"source": "bob"}, {"source": "Bob", "handle": "BOB"}]
+    members.write_text(json.dumps({"members": listed}))
+    error = refused(stack, twins, "--members", str(members))
+    assert "members file: members[2].handle: " in error and "in any case" in error, error

@@ -10,6 +10,7 @@ import pytest
 
 from recallatron import errors
 from services.store.domain import archive_plan as plan
+from services.store.domain.archive_members import MemberPlan, plan_members
 from tests.unit.archive_records import ADA, BOB, T, memory, uid, write_archive
 
 MEMBERS = [
@@ -19,9 +20,9 @@ MEMBERS = [
 
 
 def test_members_come_as_they_were_or_as_the_file_says_and_never_two_as_one() -> None:
-    assert [m.handle for m in plan.plan_members(MEMBERS, None)] == ["ada", "bob"]
+    assert [m.handle for m in plan_members(MEMBERS, None)] == ["ada", "bob"]
     given = {"members": [{"source": BOB, "handle": "robert", "role": "owner"}]}
-    assert plan.plan_members(MEMBERS, given) == [plan.MemberPlan(BOB, "robert", "owner")]
+    assert plan_members(MEMBERS, given) == [MemberPlan(BOB, "robert", "owner")]
     refusals = [
         ([{"source": "zed"}], "members file: members[0].source"),
         ([{"source": "ada"}, {"source": ADA}], "members file: members[1].source"),
@@ -33,8 +34,29 @@ def test_members_come_as_they_were_or_as_the_file_says_and_never_two_as_one() ->
     ]
     for members, field in refusals:
         with pytest.raises(errors.InvalidArgument) as err:
-            plan.plan_members(MEMBERS, {"members": members})
+            plan_members(MEMBERS, {"members": members})
         assert err.value.field == field
+
+
+def test_a_handle_is_one_in_any_case_but_for_the_archives_own_pairs() -> None:
+    """A handle the members file gives that another member of the copy has in
+    another case is refused at the entry giving it; members the archive holds
+    in two cases keep their handles, made oldest first as the archive lists
+    them, whatever the file's order."""
+    twins = [*MEMBERS, {"id": uid(3), "handle": "Bob", "role": "member"}]
+    for members, field in (
+        ([{"source": "ada"}, {"source": "bob", "handle": "ADA"}], "members[1].handle"),
+        ([{"source": "ada", "handle": "Bob"}, {"source": "bob"}], "members[0].handle"),
+        ([{"source": "ada", "handle": "x"}, {"source": "bob", "handle": "X"}], "members[1].handle"),
+        ([{"source": "bob"}, {"source": "Bob", "handle": "BOB"}], "members[1].handle"),
+    ):
+        with pytest.raises(errors.InvalidArgument) as err:
+            plan_members(twins, {"members": members})
+        assert err.value.field == f"members file: {field}"
+        assert "in any case" in err.value.description
+    listed = {"members": [{"source": "Bob"}, {"source": "bob"}, {"source": "ada"}]}
+    assert [m.handle for m in plan_members(twins, listed)] == ["ada", "bob", "Bob"]
+    assert [m.handle for m in plan_members(twins, None)] == ["ada", "bob", "Bob"]
 
 
 @pytest.mark.parametrize(
@@ -47,7 +69,7 @@ def test_a_members_file_that_gives_the_copy_no_owner_is_refused(
     """A workspace keeps an owner (its last one cannot be removed): a members
     file naming none would make a copy that no member of it can manage."""
     with pytest.raises(errors.InvalidArgument) as err:
-        plan.plan_members(MEMBERS, {"members": members})
+        plan_members(MEMBERS, {"members": members})
     assert err.value.field == "members file: members"
     assert "owner" in err.value.description
 

@@ -32,6 +32,7 @@ from psycopg import sql
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import archive_plan as plan
+from services.store.domain.archive_members import plan_members
 from services.store.domain.control import ControlPlane
 from services.store.domain.control_names import SLUG_RULE, slug_ok
 from services.store.domain.graph_rules import name_key
@@ -124,7 +125,7 @@ class Importer:
         wanted = plan.read_members_file(members_file) if members_file else None
         archive = plan.read_archive(directory, on_total, on_rows)
         steps = {"read": time.monotonic() - began}
-        members = plan.plan_members(archive.members, wanted)
+        members = plan_members(archive.members, wanted)
         selection = plan.select(archive, {m.source_id for m in members})
         on_total("importing", sum(len(v) for v in selection.records.values()))
         ws = self.control.create_workspace(slug, server, importing=True)

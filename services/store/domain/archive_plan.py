@@ -1,7 +1,7 @@
 """What an import brings over (docs/export.md, "What the copy holds"): the
-archive read and checked record by record, its references checked, the
-source's members mapped onto the members the import creates, and what no
-member of the copy may see left out.
+archive read and checked record by record, its references checked, and
+what no member of the copy may see left out (the source's members are mapped
+onto the members the import creates in archive_members.py).
 
 A memory whose audience is a member the copy does not have (left out of the
 members file, or gone from the source before the export) becomes a tombstone
@@ -45,13 +45,6 @@ NOT_MAPPED_REASON = "not imported: its audience member is not a member of the co
 Record = dict[str, Any]
 # A record and where it came from ("memories.jsonl line 12").
 Placed = tuple[str, Record]
-
-
-@dataclass(frozen=True)
-class MemberPlan:
-    source_id: str
-    handle: str
-    role: str
 
 
 @dataclass
@@ -139,6 +132,8 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
         raise errors.InvalidArgument(f"{fmt.WORKSPACE}: members", "name a member twice")
     # Checked with the archive, not when the import creates each member (the
     # workspace made by then): each becomes a member of the copy by this handle.
+    # Two in different cases pass: a store holding such members from before
+    # handles were one in any case exports them so (archive_members.py).
     handles: set[str] = set()
     for i, m in enumerate(workspace["members"]):
         where = f"{fmt.WORKSPACE}: members[{i}].handle"
@@ -365,53 +360,6 @@ def read_members_file(path: Path) -> Record:
     fmt.check("members_file", value, "members file")
     result: Record = value
     return result
-
-
-def plan_members(archive_members: list[Record], members_file: Record | None) -> list[MemberPlan]:
-    """Who the copy's members are: every source member as they were, or
-    those the members file lists (by handle or id), with the handle and
-    role it gives, at least one of them an owner. Two source members never
-    become one member of the copy: each would see the other's private
-    memories."""
-    if members_file is None:
-        return [MemberPlan(m["id"], m["handle"], m["role"]) for m in archive_members]
-    by_key: dict[str, Record] = {}
-    for m in archive_members:
-        by_key[m["id"]] = m
-        by_key.setdefault(m["handle"], m)
-    plans: list[MemberPlan] = []
-    sources: set[str] = set()
-    handles: set[str] = set()
-    for i, entry in enumerate(members_file["members"]):
-        where = f"members file: members[{i}]"
-        source = by_key.get(entry["source"])
-        if source is None:
-            raise errors.InvalidArgument(
-                f"{where}.source", f"the archive has no member {entry['source']!r}"
-            )
-        if source["id"] in sources:
-            raise errors.InvalidArgument(
-                f"{where}.source", f"member {entry['source']!r} is listed twice"
-            )
-        handle = entry.get("handle", source["handle"])
-        if not HANDLE_RE.match(handle):
-            raise errors.InvalidArgument(f"{where}.handle", HANDLE_RULE)
-        if handle in handles:
-            raise errors.InvalidArgument(
-                f"{where}.handle",
-                f"{handle!r} is given to two members; each source member becomes its own",
-            )
-        sources.add(source["id"])
-        handles.add(handle)
-        plans.append(MemberPlan(source["id"], handle, entry.get("role", source["role"])))
-    # A workspace keeps an owner (its last one cannot be removed): without
-    # one, no member of the copy could manage its members or settings.
-    if not any(p.role == "owner" for p in plans):
-        raise errors.InvalidArgument(
-            "members file: members",
-            'gives the copy no owner: list a source owner, or give a member "role": "owner"',
-        )
-    return plans
 
 
 # -- what the copy holds -----------------------------------------------------------
