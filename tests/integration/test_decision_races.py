@@ -111,7 +111,9 @@ def test_an_entity_decision_while_its_entity_goes_out_of_sight_is_not_found(
             pytest.raises(errors.NotFound) as refused,
         ):
             getattr(merges, decision)(caller, other, robin)
-    assert str(refused.value) == "entity not found"
+    # The hidden entity is the second given: merged_id, second_id.
+    named = {"merge": "merged_id", "keep_apart": "second_id"}[decision]
+    assert str(refused.value) == f"{named}: entity not found"
     for table in ("entity_merge", "entity_pair_apart"):
         rows = dbutil.query(stack, team.database_name, f"SELECT count(*) FROM {table}")
         assert rows == [(0,)], table

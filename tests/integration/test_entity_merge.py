@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import grpc
 import pytest
@@ -286,9 +287,21 @@ def test_nothing_reaches_an_entity_the_reviewer_cannot_see(
         ]
         assert len(olga_pairs) == 1 and "same_name" in olga_pairs[0].reasons
 
-        missing = rpc_error(lambda: ada.merge_entities(seen, str(uuid.uuid4())))
-        hidden_err = rpc_error(lambda: ada.merge_entities(seen, hidden))
-        assert (hidden_err.code(), hidden_err.details()) == (missing.code(), missing.details())
+        # Refused as an id nothing has, naming the field that holds it.
+        nowhere = str(uuid.uuid4())
+        for call, hiding, field in (
+            (ada.merge_entities, (seen, hidden), "merged_id"),
+            (ada.merge_entities, (hidden, seen), "kept_id"),
+            (ada.keep_entities_apart, (seen, hidden), "second_id"),
+            (ada.keep_entities_apart, (hidden, seen), "first_id"),
+        ):
+            missing = rpc_error(partial(call, *(nowhere if i == hidden else i for i in hiding)))
+            hidden_err = rpc_error(partial(call, *hiding))
+            assert (hidden_err.code(), hidden_err.details()) == (missing.code(), missing.details())
+            assert (missing.code(), missing.details()) == (
+                grpc.StatusCode.NOT_FOUND,
+                f"{field}: entity not found",
+            )
 
         merge = olga.merge_entities(seen, hidden).merge
         card = ada.lookup("Robin").entities

@@ -36,6 +36,7 @@ def world(stack: Stack, operator: Client) -> tuple[Team, Team, dict[str, str]]:
     )
     m = memory.memory
     hidden = bob.remember("bob only fixture").memory
+    hidden_entity = bob.remember("bob's entity fixture", mention_names=["bob's thing"]).memory
     ada_only = ada.remember("ada only fixture").memory
     bob_shared = bob.remember("bob for ada", audience_to=team.members["ada"]).memory
     audit_only = ada.remember("audit fixture", audience_to="workspace", purposes=["audit"]).memory
@@ -51,6 +52,7 @@ def world(stack: Stack, operator: Client) -> tuple[Team, Team, dict[str, str]]:
         "memory": m.id,
         "entity": m.mentions[0].entity_id,
         "hidden": hidden.id,
+        "hidden_entity": hidden_entity.mentions[0].entity_id,
         "ada_only": ada_only.id,
         "bob_shared": bob_shared.id,
         "audit_only": audit_only.id,
@@ -98,7 +100,7 @@ def test_bad_input_answers_as_documented_and_changes_nothing(
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             fields = field_violations(err.value)
             assert fields and case.field in fields[0], fields
-        for secret in ("hidden", "foreign", "ada_only", "bob_shared"):
+        for secret in ("hidden", "hidden_entity", "foreign", "ada_only", "bob_shared"):
             assert ids[secret] not in details or ids[secret] in str(case.build(ids)), details
     after = (
         dbutil.checksum(stack, team.database_name),

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -93,18 +91,6 @@ def canonical(first_id: str, second_id: str) -> tuple[str, str]:
     a, b = v.two_uuids(first_id, second_id, "first_id", "second_id")
     lo, hi = sorted((a, b), key=uuid.UUID)
     return lo, hi
-
-
-@contextmanager
-def seen_until_written(what: str) -> Iterator[None]:
-    """A decision's row is checked by row security as it is written: a row it
-    names that went out of the caller's sight since it was read (forgotten at
-    the same moment) refuses it, and the decision is not found, as for an id
-    that does not exist, rather than a server fault."""
-    try:
-        yield
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise errors.NotFound(f"{what} not found") from exc
 
 
 def _pair_states(conn: psycopg.Connection, lo: str, hi: str) -> dict[str, tuple[int, bool]]:

@@ -13,6 +13,8 @@ every piece of evidence shown with it, is made of what the caller may see."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,7 +27,7 @@ from recallatron.size_budget import Budget
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_ENTITY_GROUP
 from services.store.domain import answer_budget, entity_groups, graph, page_tokens
 from services.store.domain import validation as v
-from services.store.domain.dedup import CURRENT_MODEL, canonical, seen_until_written
+from services.store.domain.dedup import CURRENT_MODEL
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 from services.store.sql import graph_queries as gq
@@ -235,6 +237,28 @@ def _owner(caller: Caller) -> None:
         raise errors.PermissionDenied("only a workspace owner may decide on entity merges")
 
 
+def _all_seen(grouped: dict[str, entity_groups.Group], given: dict[str, str]) -> None:
+    """NotFound naming the first field (in the request's order) whose entity
+    the caller does not see: one hidden reads as one that does not exist."""
+    for field, entity_id in given.items():
+        if entity_id not in grouped:
+            raise errors.NotFound(f"{field}: entity not found")
+
+
+@contextmanager
+def _seen_until_written(conn: psycopg.Connection, given: dict[str, str]) -> Iterator[None]:
+    """Row security checks a decision's row as it is written: an entity that
+    went out of the caller's sight since it was read (its last visible
+    mention forgotten at that moment) refuses it. The write runs in a
+    savepoint, so the entities can be read again to name the one gone."""
+    try:
+        with conn.transaction():
+            yield
+    except psycopg.errors.InsufficientPrivilege:
+        _all_seen(entity_groups.groups(conn, list(given.values())), given)
+        raise errors.NotFound(f"{' or '.join(given)}: entity not found") from None
+
+
 class EntityMergeStore(InWorkspaces):
     def pairs(self, caller: Caller, limit: int = 0) -> tuple[list[EntityPair], bool]:
         """Proposed pairs, each as two cards of what the caller may see. Two
@@ -288,11 +312,11 @@ class EntityMergeStore(InWorkspaces):
         already answer as one are left as they are (False)."""
         _owner(caller)
         kept, merged = v.two_uuids(kept_id, merged_id, "kept_id", "merged_id")
+        given = {"kept_id": kept, "merged_id": merged}
         with self.transaction(caller) as conn:
             conn.execute(MERGE_TURN)
             grouped = entity_groups.groups(conn, [kept, merged])
-            if kept not in grouped or merged not in grouped:
-                raise errors.NotFound("entity not found")
+            _all_seen(grouped, given)
             if merged in grouped[kept].ids:
                 existing = self._merges(conn, 1, [kept, merged])
                 if existing:
@@ -313,7 +337,7 @@ class EntityMergeStore(InWorkspaces):
                     "merged_id",
                 )
             merge_id = str(uuid.uuid4())
-            with seen_until_written("entity"):
+            with _seen_until_written(conn, given):
                 row = conn.execute(
                     INSERT_MERGE, (merge_id, kept, merged, caller.member_id)
                 ).fetchone()
@@ -344,14 +368,15 @@ class EntityMergeStore(InWorkspaces):
         """The pair is never proposed again. Idempotent. Entities that
         answer as one must be undone first."""
         _owner(caller)
-        lo, hi = canonical(first_id, second_id)
+        first, second = v.two_uuids(first_id, second_id, "first_id", "second_id")
+        given = {"first_id": first, "second_id": second}
+        lo, hi = sorted((first, second), key=uuid.UUID)
         with self.transaction(caller) as conn:
             grouped = entity_groups.groups(conn, [lo, hi])
-            if lo not in grouped or hi not in grouped:
-                raise errors.NotFound("entity not found")
+            _all_seen(grouped, given)
             if hi in grouped[lo].ids:
                 raise errors.FailedPrecondition("the two entities are merged; undo the merge first")
-            with seen_until_written("entity"):
+            with _seen_until_written(conn, given):
                 written = conn.execute(KEEP_APART, (lo, hi, caller.member_id)).rowcount
             if written == 1:
                 conn.execute(

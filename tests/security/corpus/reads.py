@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
 from tests.security.corpus.base import (
@@ -287,5 +289,85 @@ add(
         lambda i: pb.DismissDuplicatePairRequest(first_id=i["foreign"], second_id=i["memory"]),
         NOT_FOUND,
         "first_id: memory not found",
+    ),
+)
+
+
+# -- entity merges: a hidden entity, another workspace's and one that does not
+# exist are refused alike, naming the field that holds it -------------------
+add(
+    Case(
+        "merge kept hidden",
+        "review",
+        "MergeEntities",
+        lambda i: pb.MergeEntitiesRequest(kept_id=i["hidden_entity"], merged_id=i["entity"]),
+        NOT_FOUND,
+        "kept_id: entity not found",
+    ),
+    Case(
+        "merge merged other workspace",
+        "review",
+        "MergeEntities",
+        lambda i: pb.MergeEntitiesRequest(kept_id=i["entity"], merged_id=i["foreign_entity"]),
+        NOT_FOUND,
+        "merged_id: entity not found",
+    ),
+    Case(
+        "merge merged unknown",
+        "review",
+        "MergeEntities",
+        lambda i: pb.MergeEntitiesRequest(kept_id=i["entity"], merged_id=str(uuid.uuid4())),
+        NOT_FOUND,
+        "merged_id: entity not found",
+    ),
+    Case(
+        "merge neither found",
+        "review",
+        "MergeEntities",
+        lambda i: pb.MergeEntitiesRequest(
+            kept_id=i["foreign_entity"], merged_id=i["hidden_entity"]
+        ),
+        NOT_FOUND,
+        "kept_id: entity not found",
+    ),
+    Case(
+        "apart first hidden",
+        "review",
+        "KeepEntitiesApart",
+        lambda i: pb.KeepEntitiesApartRequest(first_id=i["hidden_entity"], second_id=i["entity"]),
+        NOT_FOUND,
+        "first_id: entity not found",
+    ),
+    Case(
+        "apart second other workspace",
+        "review",
+        "KeepEntitiesApart",
+        lambda i: pb.KeepEntitiesApartRequest(first_id=i["entity"], second_id=i["foreign_entity"]),
+        NOT_FOUND,
+        "second_id: entity not found",
+    ),
+    Case(
+        "apart second unknown",
+        "review",
+        "KeepEntitiesApart",
+        lambda i: pb.KeepEntitiesApartRequest(first_id=i["entity"], second_id=str(uuid.uuid4())),
+        NOT_FOUND,
+        "second_id: entity not found",
+    ),
+    Case(
+        "undo unknown",
+        "review",
+        "UndoEntityMerge",
+        lambda i: pb.UndoEntityMergeRequest(merge_id=str(uuid.uuid4())),
+        NOT_FOUND,
+        "merge_id: no merge in force",
+    ),
+    Case(
+        "undo bad uuid",
+        "review",
+        "UndoEntityMerge",
+        lambda i: pb.UndoEntityMergeRequest(merge_id="x"),
+        INVALID,
+        "merge_id",
     ),
 )
