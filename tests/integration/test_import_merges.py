@@ -18,7 +18,7 @@ from recallatron.vocabulary import MAX_ENTITY_GROUP
 from recallatron_devkit.stack import Stack
 from tests.clirun import cli
 from tests.conftest import Team
-from tests.integration.test_export_import import rewrite
+from tests.integration.test_export_import import rewrite, slug_exists
 from tests.integration.test_import_refusals import copied, refused
 
 pytestmark = pytest.mark.integration
@@ -75,3 +75,53 @@ def test_merges_that_loop_or_join_too_many_are_refused_naming_the_record(
     done = cli(stack, "import", str(edited), "--as", f"copy-{uuid.uuid4().hex[:10]}", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["counts"]["merges"] == 3
+
+
+def test_a_merge_record_half_undone_or_out_of_time_is_refused_naming_its_field(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A merge record edited so that only one of undone_by and undone_at is
+    set, with a time no calendar has, or repeating another's id was refused
+    only by the database after the workspace was made, naming no record; one
+    undone before it was decided was imported as it was."""
+    ada = team.clients["ada"]
+    made = ada.remember("Two", "two entities", mention_names=["Ann", "Bea"])
+    a, b = (m.entity_id for m in made.memory.mentions)
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    who = team.members["ada"]
+
+    def merge(kept: str = a, merged: str = b, **fields: Any) -> dict[str, Any]:
+        return {
+            "id": str(uuid.uuid4()), "kept_id": kept, "merged_id": merged,
+            "decided_by": who, "decided_at": AT, "undone_by": who, "undone_at": LATER,
+            **fields,
+        }  # fmt: skip
+
+    twin = merge()
+    times = {
+        "decided_at no day": ("decided_at", "2026-02-30T10:00:00+00:00", "is no time"),
+        "undone_at no hour": ("undone_at", "2026-12-01T25:00:00+00:00", "is no time"),
+        "undone_at bad offset": ("undone_at", "2026-12-01T11:00:00+24:00", "is no time"),
+        "undone before decided": ("undone_at", "2026-12-01T09:59:59+00:00", "is before"),
+    }
+    shapes: dict[str, tuple[list[dict[str, Any]], str]] = {
+        "undone_by alone": ([merge(undone_at=None)], "line 1: undone_at: is null"),
+        "undone_at alone": ([merge(undone_by=None)], "line 1: undone_by: is null"),
+        "id twice": ([twin, merge(b, a, id=twin["id"])], "line 2: id: is not unique"),
+        **{
+            name: ([merge(**{key: value})], f"line 1: {key}: {said}")
+            for name, (key, value, said) in times.items()
+        },
+    }
+    wrong: dict[str, tuple[int, str]] = {}
+    for name, (merges, said) in shapes.items():
+        edited = copied(out, tmp_path / name.replace(" ", "-"))
+        rewrite(edited, "merges", lambda rows, merges=merges: rows.extend(merges))
+        slug = f"bad-{uuid.uuid4().hex[:10]}"
+        done = cli(stack, "import", str(edited), "--as", slug)
+        if done.returncode != 1 or f"merges.jsonl {said}" not in done.stderr:
+            wrong[name] = (done.returncode, done.stderr.strip()[-300:])
+        elif slug_exists(stack, slug):
+            wrong[name] = (done.returncode, "the workspace was made")
+    assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())
