@@ -38,7 +38,7 @@ from services.store.domain.archive_vectors import check_vectors
 from services.store.domain.control import validate_settings
 from services.store.domain.control_names import HANDLE_RE, HANDLE_RULE
 from services.store.domain.control_records import WorkspaceSettings
-from services.store.domain.graph_rules import given_name_key, identifier
+from services.store.domain.graph_rules import identifier
 
 NOT_MAPPED_REASON = "not imported: its audience member is not a member of the copy"
 
@@ -163,8 +163,6 @@ _LIMITS: dict[str, tuple[tuple[str, int | None], ...]] = {
         ("text", MAX_HISTORY_TEXT),
     ),
 }
-# Names an entity is looked up by: each shows something once folded.
-_NAMES = frozenset({("entities", "name"), ("aliases", "alias")})
 
 
 def _shorten_names(record: Record) -> None:
@@ -191,8 +189,6 @@ def _check_limits(archive: Archive) -> None:
                         v.memory_text(value, key, limit, required=False)
                     else:
                         v.text(value, key, limit, required=False)
-                    if (kind, key) in _NAMES:
-                        given_name_key(value, key)
                 except errors.InvalidArgument as exc:
                     raise errors.InvalidArgument(f"{place}: {key}", exc.description) from None
 
