@@ -16,6 +16,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 
+from recallatron.protojson import quoted
 from recallatron.wire import decode_refusal
 
 PROTO_TYPE = "application/proto"
@@ -31,6 +32,10 @@ _ESCAPED = re.compile("[\udc80-\udcff]")
 # A JSON object's opening, past a UTF-8 byte-order mark (some writers,
 # PowerShell and Windows editors, put one first) and white space.
 _OBJECT = re.compile(rb"(\xef\xbb\xbf)?\s*\{")
+# RFC 3339's date-time (section 5.6), in upper case, with its offset or without.
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?", re.ASCII)
+_OFFSET = re.compile(r"Z|[+-]\d\d:\d\d", re.ASCII)
+TIMESTAMP = "google.protobuf.Timestamp"
 
 
 def media_type(content_type: str) -> str | None:
@@ -228,8 +233,9 @@ def checked(descriptor: Descriptor, data: object, prefix: str = "") -> None:
     key given twice is refused), a oneof given two members (the parser named
     only the field holding it), and an enum given as a number with a
     fraction (proto3 JSON takes an enum's name or its number, and the parser
-    read 1.5 as 1: a remember with "kind": 1.5 stored a note), and a message
-    given something other than a JSON object."""
+    read 1.5 as 1: a remember with "kind": 1.5 stored a note), a message
+    given something other than a JSON object, and a time that is no RFC 3339
+    time (:func:`rfc3339`, which reads one in lower case)."""
     if not isinstance(data, dict):
         return
     keys = list(data)
@@ -258,12 +264,34 @@ def checked(descriptor: Descriptor, data: object, prefix: str = "") -> None:
                 raise Refused(400, "invalid_argument", "an enum's number is out of range", name)
             if any(not v.is_integer() for v in numbers):
                 raise Refused(400, "invalid_argument", "an enum's number is whole", name)
+        elif field.message_type is not None and field.message_type.full_name == TIMESTAMP:
+            if isinstance(value, str) and not field.is_repeated:
+                data[given[0]] = rfc3339(value, name)
         elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
             if not field.is_repeated:
                 _message(field.message_type, value, name)
             elif isinstance(value, list):
                 for index, item in enumerate(value):
                     _message(field.message_type, item, f"{name}[{index}]")
+
+
+def rfc3339(value: str, name: str) -> str:
+    """A Timestamp's JSON as the parser reads it: RFC 3339 lets "t" and "z" be
+    lower case, which the parser refused; a time without its offset, or no
+    RFC 3339 time at all, is refused saying so, where the parser said it
+    could not read the first seven characters ("2026-01")."""
+    upper = value.upper()
+    time = _TIME.match(upper)
+    if time is None:
+        raise Refused(400, "invalid_argument", f"not an RFC 3339 time: {quoted(value)}", name)
+    offset = upper[time.end() :]
+    if not offset:
+        raise Refused(
+            400, "invalid_argument", "an RFC 3339 time needs its offset (Z or +hh:mm)", name
+        )
+    if not _OFFSET.fullmatch(offset):
+        raise Refused(400, "invalid_argument", f"not an RFC 3339 time: {quoted(value)}", name)
+    return upper
 
 
 def _message(descriptor: Descriptor, value: object, name: str) -> None:
