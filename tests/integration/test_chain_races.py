@@ -20,9 +20,11 @@ import psycopg
 import pytest
 
 from recallatron_devkit.stack import Stack
-from services.store.domain import graph_claims
+from services.store.domain import graph_claims, member_removal
+from services.store.domain.control import ControlPlane
 from services.store.domain.memories import MemoryStore, NewMemory
 from services.store.infrastructure.db import Caller
+from services.store.sql import leaving_queries as lq
 from services.store.sql import memory_queries as mq
 from tests import dbutil
 from tests.conftest import Team, remember_robin, wait_for
@@ -269,8 +271,6 @@ def test_two_forgets_along_a_chain_at_once_neither_fails(stack: Stack, team: Tea
     """Lyon, Paris, Nice: Paris's forget stops at Lyon (held here), linking it
     past Paris, while Nice's forget runs. Nice's waits for Paris's, which
     holds Nice, its successor, and both go through: Lyon ends current."""
-    from services.store.domain.control import ControlPlane
-
     ada = team.clients["ada"]
     lyon = ada.remember("Office in Lyon", audience_to="workspace").memory
     paris = ada.supersede(lyon.id, 1, "Office in Paris").memory
@@ -292,3 +292,76 @@ def test_two_forgets_along_a_chain_at_once_neither_fails(stack: Stack, team: Tea
     assert _links(stack, team, lyon.id) == [(lyon.id, None)]
     _no_link_to_a_tombstone(stack, team)
     assert ada.read([lyon.id]).memories[0].superseded_by_id == ""
+
+
+@pytest.mark.parametrize("held_after", ["lock", "forget"])
+@pytest.mark.parametrize("mode", ["erase", "transfer"])
+def test_a_removed_members_memory_leaves_while_its_successor_is_forgotten(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch, mode: str, held_after: str
+) -> None:
+    """M, then S (Cy's alone), then T (Cy's supersede of S, the workspace's).
+    Ada's forget of T is held once it has locked T (or once it has forgotten
+    T and linked S past it) while Cy is removed, S erased or handed to Bob.
+    The erase changed S and then, linking M past S to T, waited for T, which
+    the forget held while it waited for S to link it past T: the database
+    failed one of them. The hand-over likewise: it changes S twice (its
+    audience, then its provenance's), and Postgres checks the second change's
+    key to T. Now the removal holds S's successor first, as the tools do: it
+    waits for the forget, and both go through."""
+    m, s = _chain(team, for_whom="cy")
+    t = team.clients["cy"].supersede(s.id, s.revision, "Robin leads Apollo, says Cy",
+                                     audience_to="workspace").memory  # fmt: skip
+    store: list[MemoryStore] = []
+    to = team.members["bob"] if mode == "transfer" else ""
+
+    def remove_cy() -> Any:
+        removal = member_removal.MemberRemoval(store[0].dbs, store[0].control)
+        return removal.remove(team.members["cy"], mode, to)
+
+    race = _Other(stack, team, remove_cy)
+    statement = mq.CHANGE_SUBJECT_LOCKED if held_after == "lock" else mq.FORGET
+    with _held(stack, monkeypatch, statement, race) as held:
+        store.append(held)
+        _forget(store, team, "ada", t.id)()
+        removal = race.outcome()
+    assert (removal.erased, removal.transferred) == ((1, 0) if mode == "erase" else (0, 1))
+    _no_link_to_a_tombstone(stack, team)
+    if mode == "erase":
+        # T and S gone: M current for everyone, stating what it did.
+        assert _links(stack, team, m.id) == [(m.id, None)]
+        for handle in ("ada", "bob"):
+            reader = team.clients[handle]
+            assert reader.read([m.id]).memories[0].superseded_by_id == "", handle
+            assert _lookup(reader) == _statements(m.id), handle
+    else:
+        # S is Bob's now, current: T gone, and M superseded by S for Bob only.
+        assert _links(stack, team, m.id, s.id) == [(m.id, s.id), (s.id, None)]
+        bob = team.clients["bob"]
+        assert bob.read([m.id]).memories[0].superseded_by_id == s.id
+        assert bob.read([s.id]).memories[0].superseded_by_id == ""
+        assert team.clients["ada"].read([m.id]).memories[0].superseded_by_id == ""
+
+
+def test_a_removed_members_chain_is_erased_later_memory_first(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cy's own chain X, Y, Z (and W alone): the removal reads them later
+    first (Z, Y, X), so a batch never changes a memory before its successor's
+    batch; erased one a batch, nothing is left linked to a tombstone."""
+    cy = team.clients["cy"]
+    alone: dict[str, Any] = {"audience_to": team.members["cy"]}
+    x = cy.remember("Office in Lyon", **alone).memory
+    y = cy.supersede(x.id, x.revision, "Office in Paris", **alone).memory
+    w = cy.remember("Lunch at noon", **alone).memory
+    z = cy.supersede(y.id, y.revision, "Office in Nice", **alone).memory
+    rows = dbutil.query(
+        stack, team.database_name,
+        lq.PRIVATE_LIVE.replace("%(member)s", "%s"), (team.members["cy"],),
+    )  # fmt: skip
+    order = [str(r[0]) for r in rows]
+    assert [i for i in order if i != w.id] == [z.id, y.id, x.id], order
+    monkeypatch.setattr(member_removal, "BATCH", 1)
+    with dbutil.store_databases(stack) as dbs:
+        removal = member_removal.MemberRemoval(dbs, ControlPlane(dbs))
+        assert removal.remove(team.members["cy"], "erase").erased == 4
+    _no_link_to_a_tombstone(stack, team)

@@ -53,14 +53,38 @@ BATCH = 100
 
 
 def _in_batches(
-    conn: psycopg.Connection[Any], ids: str, statement: str, params: dict[str, Any]
+    conn: psycopg.Connection[Any],
+    ids: str,
+    statement: str,
+    params: dict[str, Any],
+    memories: bool = False,
 ) -> Iterator[list[tuple[Any, ...]]]:
     """The rows ``statement`` returns (none when it returns none) for each
-    batch of the ids the query ``ids`` reads, in turn."""
+    batch of the ids the query ``ids`` reads, in turn. ``memories``: the
+    statement changes those memories, read later first along their chains,
+    each batch's successors held before it runs (leaving_queries)."""
     found = [r[0] for r in conn.execute(ids, params).fetchall()]
     for start in range(0, len(found), BATCH):
-        cur = conn.execute(statement, {**params, "ids": found[start : start + BATCH]})
+        batch = found[start : start + BATCH]
+        if memories:
+            _hold_successors(conn, batch)
+        cur = conn.execute(statement, {**params, "ids": batch})
         yield cur.fetchall() if cur.description is not None else []
+
+
+def _hold_successors(conn: psycopg.Connection[Any], batch: list[Any]) -> None:
+    """Holds (FOR SHARE) the successors of the memories of ``batch``, as
+    hold_successor does one memory's: a successor being forgotten is waited
+    for, and what replaced it then read and held in turn. Each round holds at
+    least one memory more, so it ends."""
+    held: set[Any] = set()
+    while True:
+        found = [r[0] for r in conn.execute(lq.SUCCESSORS, {"ids": batch}).fetchall()]
+        new = [s for s in dict.fromkeys(found) if s not in held]
+        if not new:
+            return
+        conn.execute(lq.HOLD_LIVE, {"held": new})
+        held.update(new)
 
 
 @dataclass(frozen=True)
@@ -154,7 +178,8 @@ class MemberRemoval(OnWorkspaces):
             found = conn.execute(lq.KEPT, params).fetchone()
             kept = int(found[0]) if found else 0
             if receiver is None:
-                for rows in _in_batches(conn, lq.PRIVATE_LIVE, lq.ERASE_PRIVATE, params):
+                erase = _in_batches(conn, lq.PRIVATE_LIVE, lq.ERASE_PRIVATE, params, memories=True)
+                for rows in erase:
                     erased += len(rows)
                     if rows:
                         conn.execute(
@@ -170,13 +195,14 @@ class MemberRemoval(OnWorkspaces):
             else:
                 # Each list is read before its statements run: a memory handed
                 # over no longer names the member.
-                for rows in _in_batches(conn, lq.PRIVATE_ALL, lq.TRANSFER_PRIVATE, params):
+                hand = _in_batches(conn, lq.PRIVATE_ALL, lq.TRANSFER_PRIVATE, params, memories=True)
+                for rows in hand:
                     transferred += sum(1 for r in rows if r[0])
-                for ids, statement in (
-                    (lq.PROVENANCE_OF, lq.TRANSFER_PROVENANCE),
-                    (lq.VECTORS_OF, lq.TRANSFER_VECTORS),
+                for ids, statement, memories in (
+                    (lq.PROVENANCE_OF, lq.TRANSFER_PROVENANCE, True),
+                    (lq.VECTORS_OF, lq.TRANSFER_VECTORS, False),
                 ):
-                    for _ in _in_batches(conn, ids, statement, params):
+                    for _ in _in_batches(conn, ids, statement, params, memories):
                         pass
                 for statement in (
                     lq.TRANSFER_TERM_STATS,

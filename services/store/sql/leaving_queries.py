@@ -26,11 +26,50 @@ INSERT INTO removed_member (member_id) VALUES (%(member)s) ON CONFLICT (member_i
 # was cancelled, and so was every retry. So the ids are read first (the
 # member's lock is held: no row of theirs is added meanwhile) and each
 # statement below changes one batch of them, named in %(ids)s.
-PRIVATE_LIVE = """
-SELECT id FROM memory WHERE audience_member_id = %(member)s AND invalidated_at IS NULL
+#
+# Changes along a chain of successors take its rows later memory first
+# (hold_successor, workspace migration 0070): a forget of a memory holds it,
+# then the memories it replaced. A batch changing memories holds their
+# successors first (SUCCESSORS, HOLD_LIVE), and the memories come later
+# first (the fewest hops to the end of their chain first), so a batch never
+# holds a memory while it waits for its successor: the erase's relinking of
+# what a memory replaced, and a memory's second change in the transaction
+# (Postgres checks its successor's key then), wait for that successor, which
+# a forget of it holds while it waits for the memory.
+
+
+def _later_first(rows: str) -> str:
+    """The ids of the memories ``rows`` selects, the later along a chain first."""
+    return f"""
+WITH RECURSIVE walk(id, step, hops) AS (
+    SELECT id, superseded_by_id, 0 FROM memory WHERE {rows}
+  UNION ALL
+    SELECT w.id, m.superseded_by_id, w.hops + 1 FROM walk w JOIN memory m ON m.id = w.step
+    WHERE w.hops < 100000
+)
+SELECT id FROM walk GROUP BY id ORDER BY max(hops), id
 """
-PRIVATE_ALL = "SELECT id FROM memory WHERE audience_member_id = %(member)s"
-PROVENANCE_OF = "SELECT id FROM memory WHERE provenance_audience = %(member)s"
+
+
+PRIVATE_LIVE = _later_first("audience_member_id = %(member)s AND invalidated_at IS NULL")
+PRIVATE_ALL = _later_first("audience_member_id = %(member)s")
+PROVENANCE_OF = _later_first("provenance_audience = %(member)s")
+# A batch's successors, in the batch's order.
+SUCCESSORS = """
+SELECT m.superseded_by_id FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS b(id, n)
+JOIN memory m ON m.id = b.id
+WHERE m.superseded_by_id IS NOT NULL
+ORDER BY b.n
+"""
+# Held in that order; one forgotten while waiting for it is passed over
+# (its forget has linked what it replaced past it: SUCCESSORS again).
+HOLD_LIVE = """
+SELECT m.id FROM unnest(%(held)s::uuid[]) WITH ORDINALITY AS h(id, n)
+JOIN memory m ON m.id = h.id
+WHERE m.invalidated_at IS NULL
+ORDER BY h.n
+FOR SHARE OF m
+"""
 VECTORS_OF = """
 SELECT DISTINCT memory_id FROM memory_embedding WHERE audience_member_id = %(member)s
 """
