@@ -16,6 +16,7 @@ from pathlib import Path
 
 from recallatron.client import Client
 from recallatron.secretfiles import write_private
+from recallatron.settings import GATEWAY_ADDRESS
 from recallatron_cli import common, graph
 from recallatron_cli.common import memory_text
 
@@ -161,5 +162,9 @@ def demo(gateway: str, admin_token: str, state: Path) -> None:
     card = client.lookup("Standup").entities[-1]
     print("the graph knows, stated by that memory:\n" + graph.card_text(card))
     run = f"RECALLATRON_TOKEN_FILE={shlex.quote(str(token_path))} {command_name()}"
+    if gateway != GATEWAY_ADDRESS:
+        # Another shell finds by itself only a stack at the default address
+        # or in the default state directory.
+        run = f"RECALLATRON_GATEWAY={shlex.quote(gateway)} {run}"
     print(f"try: {run} read {made.id}")
     print(f"     {run} lookup standup")

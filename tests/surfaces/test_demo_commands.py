@@ -23,7 +23,7 @@ VENV_BIN = str(Path(sys.executable).parent)
 def suggested(out: str) -> list[str]:
     """The demo's suggested command lines, without their 'try:' lead."""
     lines = [line.removeprefix("try:").strip() for line in out.splitlines()]
-    return [line for line in lines if line.startswith("RECALLATRON_TOKEN_FILE=")]
+    return [line for line in lines if line.startswith("RECALLATRON_")]
 
 
 @pytest.mark.parametrize(
@@ -43,10 +43,10 @@ def test_the_demo_suggests_commands_another_shell_can_run(
     cli.demo(stack.gateway, stack.admin_token, state)
     commands = suggested(capsys.readouterr().out)
     assert len(commands) == 2, commands
-    # Another shell, elsewhere, with the same PATH; the gateway is the test
-    # stack's (a local shell finds it in the state directory's port file).
+    # Another shell, elsewhere, with the same PATH and nothing else: the
+    # stack is not at the default address (its gateway's port is the test's),
+    # nor in the default state directory, so the line must say where it is.
     env = {"PATH": path, "HOME": os.environ.get("HOME", str(tmp_path))}
-    env["RECALLATRON_GATEWAY"] = stack.gateway
     elsewhere = private_dir(tmp_path / "elsewhere")
     for command in commands:
         done = subprocess.run(
