@@ -11,9 +11,11 @@ size, a line's length, a value's nesting) are in archive_reading.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +314,32 @@ _VALIDATORS = {
 }
 
 
+# A time's offset from UTC: Postgres keeps at most 15:59 in a timestamptz,
+# where the pattern admits 99:99.
+_OFFSET = re.compile(r"[+-](\d{2})(?::(\d{2}))?$")
+# Each schema's time fields (the pattern checks a time's shape, time_of that
+# it exists), found in the schemas so that a time field added is checked too.
+_TIME_FIELDS = {
+    name: tuple(k for k, s in v["properties"].items() if s is _TIME or s is _TIME_OR_NULL)
+    for name, v in {**RECORD_SCHEMAS, "manifest": MANIFEST_SCHEMA}.items()
+}
+
+
+def time_of(value: str, where: str) -> datetime:
+    """A time the schema's pattern admits, or InvalidArgument naming ``where``
+    when there is no such time (30 February, a 25th hour, an offset from UTC
+    past 15:59): Postgres would refuse it once the import had begun writing."""
+    offset = _OFFSET.search(value)
+    if offset and (int(offset[1]) > 15 or int(offset[2] or 0) > 59):
+        raise errors.InvalidArgument(
+            where, "is no time: an offset from UTC is at most 15:59 (Postgres')"
+        )
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise errors.InvalidArgument(where, f"is no time: {exc}") from None
+
+
 def _where(error: ValidationError) -> str:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return path.lstrip(".")
@@ -319,9 +347,12 @@ def _where(error: ValidationError) -> str:
 
 def check(kind: str, value: Any, place: str) -> None:
     """InvalidArgument naming ``place`` and the field when ``value`` is not a
-    valid record of ``kind``."""
+    valid record of ``kind``, or holds a time that does not exist."""
     error = next(iter(_VALIDATORS[kind].iter_errors(value)), None)
     if error is None:
+        for key in _TIME_FIELDS.get(kind, ()):
+            if value.get(key) is not None:
+                time_of(value[key], f"{place}: {key}")
         return
     field = _where(error)
     if error.validator == "required" or error.validator == "additionalProperties":

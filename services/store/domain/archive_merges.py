@@ -5,24 +5,21 @@ never loop, and a merged entity holds at most MAX_ENTITY_GROUP entities.
 Only an edited archive breaks either, and the copy would hold entities that
 answer as one in a way no owner's decisions could undo one by one. Each
 record is also checked for what the schema cannot see and the database would
-refuse only once the workspace is made: a unique id, times that exist, and
-an undo recorded whole (who and when) and after the merge it ends."""
+refuse only once the workspace is made: a unique id and an undo recorded
+whole (who and when) and after the merge it ends (that its times exist is
+checked as every record's are, archive_format.time_of)."""
 
 from __future__ import annotations
 
-import re
-from datetime import datetime
 from typing import Any
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_ENTITY_GROUP
+from services.store.domain.archive_format import time_of
 from services.store.domain.archive_reading import add_once
 
 # A record and where it came from ("merges.jsonl line 12").
 Placed = tuple[str, dict[str, Any]]
-# A time's offset from UTC: Postgres takes at most 15:59 in a timestamptz,
-# where the schema's pattern admits 99:99.
-_OFFSET = re.compile(r"[+-](\d{2})(?::(\d{2}))?$")
 
 
 def check_merges(merges: list[Placed]) -> None:
@@ -75,7 +72,7 @@ def check_merges(merges: list[Placed]) -> None:
 def _check_record(place: str, record: dict[str, Any]) -> None:
     """A merge's times exist and it was undone after it was decided, by
     someone and at a time: undone_by and undone_at are both set or both null."""
-    decided = _time(place, record, "decided_at")
+    decided = time_of(record["decided_at"], f"{place}: decided_at")
     by, at = record["undone_by"], record["undone_at"]
     if (by is None) != (at is None):
         absent, given = ("undone_at", "undone_by") if at is None else ("undone_by", "undone_at")
@@ -84,22 +81,9 @@ def _check_record(place: str, record: dict[str, Any]) -> None:
             f"is null while {given} is set: an undone merge records who undid it and when,"
             " one in force neither",
         )
-    if at is not None and _time(place, record, "undone_at") < decided:
+    if at is not None and time_of(at, f"{place}: undone_at") < decided:
         raise errors.InvalidArgument(
             f"{place}: undone_at",
             f"is before the merge's decided_at ({record['decided_at']}): a merge is undone"
             " only after it was decided",
         )
-
-
-def _time(place: str, record: dict[str, Any], key: str) -> datetime:
-    """The record's time ``key``; the schema checks its shape, not that it exists."""
-    offset = _OFFSET.search(record[key])
-    if offset and (int(offset[1]) > 15 or int(offset[2] or 0) > 59):
-        raise errors.InvalidArgument(
-            f"{place}: {key}", "is no time: an offset from UTC is at most 15:59 (Postgres')"
-        )
-    try:
-        return datetime.fromisoformat(record[key])
-    except ValueError as exc:
-        raise errors.InvalidArgument(f"{place}: {key}", f"is no time: {exc}") from None

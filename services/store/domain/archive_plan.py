@@ -319,11 +319,14 @@ def _mention_what_claims_name(archive: Archive) -> None:
     0067_baseline/02_memory_tables.sql)."""
     mentions = archive.records.setdefault("mentions", [])
     mentioned = {(r["memory_id"], r["entity_id"]) for _, r in mentions}
-    created = {r["id"]: _time(r["created_at"]) for _, r in archive.records.get("memories", [])}
+    created = {
+        r["id"]: fmt.time_of(r["created_at"], f"{place}: created_at")
+        for place, r in archive.records.get("memories", [])
+    }
     added: dict[tuple[str, str], tuple[str, datetime]] = {}
     for kind, keys in _NAMED_BY_CLAIMS:
         for place, record in archive.records.get(kind, []):
-            stated = _time(record["stated_at"])
+            stated = fmt.time_of(record["stated_at"], f"{place}: stated_at")
             for key in keys:
                 pair = (record["memory_id"], record[key])
                 if pair in mentioned or (pair in added and added[pair][1] <= stated):
@@ -334,11 +337,6 @@ def _mention_what_claims_name(archive: Archive) -> None:
         if stated > created[memory_id]:
             mention["mentioned_at"] = stated.isoformat()
         mentions.append((place, mention))
-
-
-def _time(value: str) -> datetime:
-    # The schema's times: ISO 8601 with an offset, which fromisoformat reads.
-    return datetime.fromisoformat(value)
 
 
 def _unique(archive: Archive, kind: str, key: str) -> set[str]:

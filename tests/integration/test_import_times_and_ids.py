@@ -1,0 +1,134 @@
+"""What an edited archive may not hold in its times and ids (docs/export.md,
+"The schema"), refused naming its file, line and field before anything is
+made, rather than by the database once the import has begun making the
+workspace: a time no calendar has in any record. And what it may: ids in
+any case, read as one id."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recallatron_devkit.stack import Stack
+from services.store.domain import archive_format as fmt
+from tests import dbutil
+from tests.clirun import cli
+from tests.conftest import Team, wait_for
+from tests.integration.test_export_import import build, rewrite, slug_exists
+from tests.integration.test_import_refusals import copied
+
+pytestmark = pytest.mark.integration
+
+AT = "2026-12-01T10:00:00+00:00"
+# Each passes the schema's pattern; Postgres refuses each.
+NO_TIMES = (
+    ("no such day", "2026-02-30T10:00:00+00:00"),
+    ("no such hour", "2026-12-01T25:00:00+00:00"),
+    ("no such offset", "2026-12-01T10:00:00+16:00"),
+)
+# Every time field of every record file but merges.jsonl (test_import_merges).
+TIME_FIELDS = (
+    ("memories", "created_at"),
+    ("memories", "updated_at"),
+    ("memories", "forgotten_at"),
+    ("revisions", "changed_at"),
+    ("entities", "created_at"),
+    ("mentions", "mentioned_at"),
+    ("aliases", "stated_at"),
+    ("aliases", "retired_at"),
+    ("attribute_claims", "valid_from"),
+    ("attribute_claims", "valid_until"),
+    ("attribute_claims", "stated_at"),
+    ("attribute_claims", "retired_at"),
+    ("relation_claims", "valid_from"),
+    ("relation_claims", "valid_until"),
+    ("relation_claims", "stated_at"),
+    ("relation_claims", "retired_at"),
+    ("episodes", "started_at"),
+    ("episodes", "ended_at"),
+    ("episodes", "created_at"),
+    ("pairs_apart", "decided_at"),
+    ("dismissed_pairs", "dismissed_at"),
+    ("history", "occurred_at"),
+    ("vectors", "created_at"),
+)
+
+
+def imported(stack: Stack, archive: Path) -> dict[str, Any]:
+    done = cli(stack, "import", str(archive), "--as", f"copy-{uuid.uuid4().hex[:10]}", "--json")
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def attempt(stack: Stack, archive: Path, said: str) -> str | None:
+    """None when the import is refused saying ``said`` and makes nothing;
+    else what it did."""
+    slug = f"bad-{uuid.uuid4().hex[:10]}"
+    done = cli(stack, "import", str(archive), "--as", slug)
+    if done.returncode != 1 or said not in done.stderr:
+        return f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+    if slug_exists(stack, slug):
+        return "the workspace was made"
+    return None
+
+
+def every_record(stack: Stack, team: Team, tmp_path: Path) -> Path:
+    """An archive holding a record of every file (a kept-apart pair and a
+    history turn added as an export writes them), which imports."""
+    build(team)
+    wait_for(
+        lambda: (
+            dbutil.query(stack, team.database_name, "SELECT count(*) FROM embedding_job") == [(0,)]
+        ),
+        "the embedding job",
+    )
+    out = tmp_path / "every"
+    done = cli(stack, "export", "--workspace", team.slug, "--out", str(out), "--vectors")
+    assert done.returncode == 0, done.stderr
+    entities = [json.loads(x)["id"] for x in (out / "entities.jsonl").read_text().splitlines()]
+    first, second = sorted(entities)[:2]
+    ada = team.members["ada"]
+    apart = {"first_id": first, "second_id": second, "decided_by": ada, "decided_at": AT}
+    turn = {"id": str(uuid.uuid4()), "owner_member": ada, "chat_id": "c1", "role": "user",
+            "text": "hello", "occurred_at": AT}  # fmt: skip
+    rewrite(out, "pairs_apart", lambda rows: rows.append(apart))
+    rewrite(out, "history", lambda rows: rows.append(turn))
+    return out
+
+
+def test_a_time_no_calendar_has_is_refused_in_every_file_naming_its_field(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """Only merges.jsonl's times were checked: 30 February, a 25th hour or an
+    offset from UTC past 15:59 elsewhere (a memory's, a revision's, a claim's
+    valid_from, a vector's, ...) was refused by the database after the
+    workspace was made, naming no record, or failed reading the archive with
+    a traceback (a claim's stated_at, a memory's created_at)."""
+    out = every_record(stack, team, tmp_path)
+    counts = imported(stack, out)["counts"]
+    assert all(counts[kind] for kind, _ in TIME_FIELDS), counts
+    wrong: dict[str, str] = {}
+    for n, (kind, field) in enumerate(TIME_FIELDS):
+        shape, value = NO_TIMES[n % len(NO_TIMES)]
+        edited = copied(out, tmp_path / f"{kind}-{field}")
+
+        def change(rows: list[dict[str, Any]], field: str = field, value: str = value) -> None:
+            rows[0][field] = value
+
+        rewrite(edited, kind, change)
+        said = attempt(stack, edited, f"{kind}.jsonl line 1: {field}: is no time")
+        if said is not None:
+            wrong[f"{kind}.{field} ({shape})"] = said
+    edited = copied(out, tmp_path / "manifest")
+    manifest = json.loads((edited / fmt.MANIFEST).read_text())
+    manifest["exported_at"] = NO_TIMES[0][1]
+    (edited / fmt.MANIFEST).write_text(json.dumps(manifest))
+    said = attempt(stack, edited, "manifest.json: exported_at: is no time")
+    if said is not None:
+        wrong["manifest.exported_at"] = said
+    assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())
