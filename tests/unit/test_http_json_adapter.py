@@ -56,6 +56,24 @@ def test_a_body_that_is_no_request_is_refused_naming_the_field(body: bytes, fiel
 
 
 @pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"claims": [{}, {"validUntil": 5}]}', "claims[1].validUntil"),
+        (b'{"claims": [{}, {"attribute": 5}]}', "claims[1].attribute"),
+        (b'{"claims": [{"confidence": "high"}]}', "claims[0].confidence"),
+        (b'{"claims": [{}, {"entity": {"name": 7}}]}', "claims[1].entity.name"),
+        (b'{"relations": [{}, {}, {"subject": {"type": []}}]}', "relations[2].subject.type"),
+        (b'{"mentions": [{"name": "x"}, {"name": 5}]}', "mentions[1].name"),
+        (b'{"aboutIds": ["a", 5]}', "aboutIds"),
+    ],
+)
+def test_a_value_in_a_list_of_messages_is_named_with_its_index(body: bytes, field: str) -> None:
+    """Which of a hundred claims is wrong: the refusal named "claims.attribute"
+    (or "claims.validUntil", though the parser said "claims[1]")."""
+    refused_json(pb.RememberRequest, body, field)
+
+
+@pytest.mark.parametrize(
     ("cls", "body", "field"),
     [
         (pb.RecallRequest, b'{"query": "a", "limit": 3, "query": "b"}', "query"),

@@ -15,6 +15,7 @@ from google.protobuf import any_pb2, json_format
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
+from google.protobuf.message_factory import GetMessageClass
 
 from recallatron.protojson import quoted
 from recallatron.wire import decode_refusal
@@ -91,8 +92,10 @@ def field_of(parse_error: str) -> str:
     else:
         at = _VALUE_AT.search(parse_error.split("\n", 1)[0])
         path = at.group(1) if at else ""
-        if path and path.count(".") >= len(names):
-            return path
+        # A path names as many fields as the parser's failures, and the items
+        # of lists of messages (a list of values is named as a whole, as before).
+        if path and path.count(".") + 1 >= len(names):
+            return re.sub(r"\[\d+\]$", "", path)
     return ".".join(names) or "request"
 
 
@@ -306,10 +309,39 @@ def _message(descriptor: Descriptor, value: object, name: str) -> None:
     checked(descriptor, value, name + ".")
 
 
+def _indexed(descriptor: Descriptor, data: object, field: str) -> str:
+    """``field`` ("claims.attribute") with the index of the item of each list
+    of messages along it that the parser fails on ("claims[1].attribute"),
+    where its failure named none."""
+    named: list[str] = []
+    for name in field.split("."):
+        found = descriptor.fields_by_camelcase_name.get(name) or descriptor.fields_by_name.get(name)
+        if found is None or not isinstance(data, dict) or found.message_type is None:
+            return ".".join([*named, name]) if found is not None else field
+        descriptor, data = found.message_type, data.get(name)
+        if found.is_repeated and isinstance(data, list):
+            item_class = GetMessageClass(descriptor)
+            index = next((i for i, item in enumerate(data) if not _parses(item, item_class)), -1)
+            if index < 0:
+                return field
+            name, data = f"{name}[{index}]", data[index]
+        named.append(name)
+    return ".".join(named)
+
+
+def _parses(data: Any, cls: type[ProtoMessage]) -> bool:
+    try:
+        json_format.ParseDict(data, cls())
+    except (json_format.ParseError, ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
 def decode(cls: type[ProtoMessage], body: bytes | bytearray, content_type: str) -> ProtoMessage:
     """``body`` as a ``cls``; raises :class:`Refused` naming the field when it
     is not one. Read where it is (an inflated body is a ``bytearray``), never
     copied whole."""
+    data: Any = None
     try:
         if content_type == PROTO_TYPE:
             # The runtime reads any buffer; the stubs name bytes only.
@@ -347,4 +379,7 @@ def decode(cls: type[ProtoMessage], body: bytes | bytearray, content_type: str) 
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         # The parser's first line; the next ones list every field the message has.
         said = str(exc).split("\n", 1)[0]
-        raise Refused(400, "invalid_argument", said, field_of(str(exc))) from None
+        field = field_of(str(exc))
+        if "[" not in field and "." in field:
+            field = _indexed(cast(Descriptor, cls.DESCRIPTOR), data, field)
+        raise Refused(400, "invalid_argument", said, field) from None
