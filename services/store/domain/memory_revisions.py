@@ -130,8 +130,11 @@ class MemoryRevisions(MemoryWrites):
         revision: int,
         action: str,
         reason: str,
+        successor: str | None = None,
     ) -> None:
-        conn.execute(mq.INSERT_REVISION, (memory_id, revision, action, caller.member_id, reason))
+        conn.execute(
+            mq.INSERT_REVISION, (memory_id, revision, action, caller.member_id, reason, successor)
+        )
 
     def correct(
         self,
@@ -298,7 +301,9 @@ class MemoryRevisions(MemoryWrites):
                 # (migration 0069).
                 conn.execute(mq.CHAIN_BEFORE, (hidden, new_id))
                 writer.retire(new_id, superseded=True)
-            self._revision(conn, caller, memory_id, expected_revision + 1, "supersede", reason)
+            self._revision(
+                conn, caller, memory_id, expected_revision + 1, "supersede", reason, new_id
+            )
             self._audit(
                 conn,
                 caller,

@@ -85,19 +85,23 @@ CHANGE_SUBJECT_LOCKED = CHANGE_SUBJECT.rstrip() + " FOR UPDATE\n"
 # changes along a chain lock the later memory first (hold_successor,
 # workspace migration 0070).
 HOLD_SUCCESSOR = "SELECT hold_successor(%s)"
+# A supersede names the memory it made (successor_id, workspace migration
+# 0072): its revision shows only to whoever sees the memory superseded.
 INSERT_REVISION = """
-INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason)
-VALUES (%s, %s, %s, %s, %s)
+INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason, successor_id)
+VALUES (%s, %s, %s, %s, %s, %s)
 """
 # The provenance lists below keep at most %(cap)s items per memory and give
 # each row its list's whole length (total), so the answer can say how many it
 # left out (vocabulary.MAX_PROVENANCE_ITEMS).
-# A memory's newest revisions, oldest first.
+# A memory's newest revisions, oldest first; a supersede only when the caller
+# sees the memory superseded through it (supersession_seen, migration 0072).
 REVISIONS_OF = """
 SELECT memory_id, revision, action, changed_by, reason, changed_at, total FROM (
     SELECT r.*, row_number() OVER (PARTITION BY memory_id ORDER BY id DESC) AS nth,
            count(*) OVER (PARTITION BY memory_id) AS total
     FROM memory_revision r WHERE memory_id = ANY(%(ids)s::uuid[])
+      AND (r.action <> 'supersede' OR supersession_seen(r.successor_id))
 ) r WHERE nth <= %(cap)s
 ORDER BY memory_id, id
 """

@@ -1,0 +1,135 @@
+"""A memory superseded by one the caller may not see reads to them as current
+(design §4): no answer may say that a successor exists. Its revision history
+(read's `revisions`) and the timelines (the workspace's, an
+entity's, an episode's) held the supersede, with who made it and the reason
+given, for every reader of the memory. A supersede shows only to a caller who
+sees the memory as superseded through it: its successor, or one after it, is
+one they may see (or was, when it has been forgotten since)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from recallatron.client import Client
+from recallatron.v1 import common_pb2 as cpb
+from tests.conftest import Team, remember_robin
+
+pytestmark = pytest.mark.integration
+
+SECRET = "reorg kept quiet until Friday"
+START = "2026-01-05T09:00:00Z"
+
+
+def _revisions(client: Client, memory_id: str) -> list[tuple[int, int, str]]:
+    (m,) = client.read([memory_id]).memories
+    return [(r.revision, r.action, r.reason) for r in m.revisions]
+
+
+def _supersedes(client: Client, memory_id: str) -> list[str]:
+    (m,) = client.read([memory_id]).memories
+    return [r.reason for r in m.revisions if r.action == cpb.REVISION_ACTION_SUPERSEDE]
+
+
+def _timelines(client: Client, entity: str, episode: str) -> dict[str, list[Any]]:
+    def events(**subject: str) -> list[Any]:
+        return [(e.kind, e.memory_id, e.summary) for e in client.timeline(**subject).events]
+
+    return {
+        "workspace": events(),
+        "entity": events(entity_id=entity),
+        "episode": events(episode_id=episode),
+    }
+
+
+def _memory_in_episode(team: Team) -> tuple[Any, str, str]:
+    """Bob's workspace memory M about Robin, in an episode everyone sees."""
+    bob = team.clients["bob"]
+    episode = bob.create_episode("Kickoff", START, audience_to="workspace").episode_id
+    m = remember_robin(bob, "From the kickoff.", audience_to="workspace", episode_id=episode)
+    robin = next(x.entity_id for x in m.memory.mentions if x.name == "Robin Goodwin")
+    return m.memory, robin, episode
+
+
+def test_a_supersede_by_a_successor_hidden_from_the_reader_is_in_no_answer(
+    team: Team,
+) -> None:
+    ada, bob, cy = (team.clients[h] for h in ("ada", "bob", "cy"))
+    m, robin, episode = _memory_in_episode(team)
+    before = {who: _timelines(team.clients[who], robin, episode) for who in ("bob", "cy")}
+    history = _revisions(bob, m.id)
+
+    s = ada.supersede(
+        m.id, m.revision, "Robin hands Apollo over", reason=SECRET,
+        audience_to=team.members["ada"],
+    ).memory  # fmt: skip
+
+    for who, client in (("bob", bob), ("cy", cy)):
+        # As before the supersede: only its revision number moved on.
+        assert _revisions(client, m.id) == history, who
+        (read,) = client.read([m.id]).memories
+        assert read.superseded_by_id == ""
+        assert _timelines(client, robin, episode) == before[who], who
+        found = client.recall("Robin leads Apollo", mode="lexical", skip_rerank=True).outcome
+        (row,) = [r.memory for r in found.results if r.memory.id == m.id]
+        assert SECRET not in [r.reason for r in row.revisions], who
+    # Ada sees her successor, and so the supersede, with its reason.
+    assert ada.read([m.id]).memories[0].superseded_by_id == s.id
+    assert _supersedes(ada, m.id) == [SECRET]
+    for kind, events in _timelines(ada, robin, episode).items():
+        assert ("supersession", m.id, f"superseded: {SECRET}") in events, kind
+
+    # Bob, who reads M as current, supersedes it in turn (M -> his -> Ada's):
+    # his own supersede shows to him and to cy, Ada's still to neither.
+    (current,) = bob.read([m.id]).memories
+    bob.supersede(
+        m.id, current.revision, "Robin leads Apollo and Hermes", reason="Hermes joined",
+        audience_to="workspace",
+    )  # fmt: skip
+    for who, client in (("bob", bob), ("cy", cy)):
+        assert _supersedes(client, m.id) == ["Hermes joined"], who
+        timelines = _timelines(client, robin, episode)
+        for kind, events in timelines.items():
+            summaries = [e[2] for e in events if e[0] == "supersession"]
+            assert summaries == ["superseded: Hermes joined"], (who, kind)
+    assert _supersedes(ada, m.id) == [SECRET, "Hermes joined"]
+
+
+def test_a_supersede_shows_to_whoever_sees_a_successor_along_its_chain(team: Team) -> None:
+    """M superseded by Ada's private draft, the draft by a workspace memory:
+    M reads to Bob as superseded by that memory, and so its supersede shows."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    m = bob.remember("The build server is in rack four", audience_to="workspace").memory
+    draft = ada.supersede(
+        m.id, m.revision, "Rack nine, maybe", reason="draft", audience_to=team.members["ada"]
+    ).memory
+    assert _supersedes(bob, m.id) == []
+    final = ada.supersede(
+        draft.id, draft.revision, "The build server is in rack nine", reason="moved",
+        audience_to="workspace",
+    ).memory  # fmt: skip
+    (read,) = bob.read([m.id]).memories
+    assert read.superseded_by_id == final.id
+    assert _supersedes(bob, m.id) == ["draft"]
+    assert "superseded: draft" in [e.summary for e in bob.timeline().events]
+
+
+def test_a_forgotten_successor_leaves_the_supersede_to_those_who_saw_it(team: Team) -> None:
+    """Its revision history keeps the supersede (the memory is current again):
+    for whoever might see the successor, never for whoever might not."""
+    ada, bob, cy = (team.clients[h] for h in ("ada", "bob", "cy"))
+    shared = bob.remember("Standup at nine", audience_to="workspace").memory
+    s = bob.supersede(shared.id, shared.revision, "Standup at ten", reason="later").memory
+    hidden = bob.remember("Retro on Friday", audience_to="workspace").memory
+    h = ada.supersede(
+        hidden.id, hidden.revision, "Retro on Monday", reason=SECRET,
+        audience_to=team.members["ada"],
+    ).memory  # fmt: skip
+    bob.forget(s.id, "wrong")
+    ada.forget(h.id, "wrong")
+    for client in (bob, cy):
+        assert _supersedes(client, shared.id) == ["later"]
+        assert _supersedes(client, hidden.id) == []
+        assert f"superseded: {SECRET}" not in [e.summary for e in client.timeline().events]
+    assert _supersedes(ada, hidden.id) == [SECRET]
