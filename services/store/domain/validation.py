@@ -30,14 +30,17 @@ def memory_text(value: str, field: str, max_len: int, required: bool = True) -> 
     """A memory's title or body: :func:`text`, its length counted as it is
     kept, in Unicode NFC (0067_baseline/04_memory.sql). NFC makes a few characters longer
     (U+FB2C becomes three code points, U+1D15E two), and a text kept past its
-    limit could not be written back as read, by a correct or a supersede."""
-    text(value, field, max_len, required)
-    if not unicodedata.is_normalized("NFC", value):
-        kept = len(unicodedata.normalize("NFC", value))
-        if kept > max_len:
-            raise errors.InvalidArgument(
-                field, f"at most {max_len} characters ({kept} in Unicode NFC, as it is kept)"
-            )
+    limit could not be written back as read, by a correct or a supersede; it
+    makes decomposed text shorter ("e" and a combining accent are one "é"),
+    which is not refused for the length it had as sent."""
+    if unicodedata.is_normalized("NFC", value):
+        return text(value, field, max_len, required)
+    kept = unicodedata.normalize("NFC", value)
+    if len(kept) > max_len:
+        raise errors.InvalidArgument(
+            field, f"at most {max_len} characters ({len(kept)} in Unicode NFC, as it is kept)"
+        )
+    text(kept, field, max_len, required)
     return value
 
 
