@@ -18,7 +18,7 @@ from services.store.domain import archive_format as fmt
 from tests import dbutil
 from tests.clirun import cli
 from tests.conftest import Team, wait_for
-from tests.integration.test_export_import import build, rewrite, slug_exists
+from tests.integration.test_export_import import build, made_database, rewrite, slug_exists
 from tests.integration.test_import_refusals import copied
 
 pytestmark = pytest.mark.integration
@@ -132,3 +132,88 @@ def test_a_time_no_calendar_has_is_refused_in_every_file_naming_its_field(
     if said is not None:
         wrong["manifest.exported_at"] = said
     assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())
+
+
+def _set_member_id(archive: Path, handle: str, spelled: str) -> None:
+    """workspace.json's member ``handle`` given the id ``spelled``, its
+    digest in the manifest fixed."""
+    path = archive / fmt.WORKSPACE
+    workspace = json.loads(path.read_text())
+    next(m for m in workspace["members"] if m["handle"] == handle)["id"] = spelled
+    path.write_text(json.dumps(workspace))
+    manifest = json.loads((archive / fmt.MANIFEST).read_text())
+    manifest["files"][fmt.WORKSPACE]["sha256"] = fmt.sha256_of(path)
+    (archive / fmt.MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_an_id_in_any_case_is_one_id_and_given_twice_so_is_refused(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """The schema takes a UUID in upper case, but the import compared ids as
+    written: a memory's or an entity's id in upper case, which the records
+    naming it spell in lower case, was refused as naming nothing ('names no
+    memory of the archive'); a member's id so spelt was not mapped, the copy
+    attributing the memory to nobody it has; one entity given twice, spelt
+    two ways, was refused only by the database once the workspace was made;
+    a merge of an entity into itself spelt two ways passed as two entities."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    mine = ada.remember(
+        "Apollo status", "Apollo is on.", audience_to="workspace",
+        claims=[{"entity": {"name": "Apollo"}, "attribute": "status", "value": "on"}],
+    ).memory  # fmt: skip
+    apollo = mine.mentions[0].entity_id
+    theirs = bob.remember("Bob's note", "About Apollo.", audience_to="workspace").memory
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    ada_id, bob_id = team.members["ada"], team.members["bob"]
+
+    def upper(kind: str, key: str, value: str, fields: tuple[str, ...]) -> Any:
+        def change(rows: list[dict[str, Any]]) -> None:
+            row = next(r for r in rows if r[key] == value)
+            for f in fields:
+                row[f] = row[f].upper()
+
+        return change
+
+    edited = copied(out, tmp_path / "spelt")
+    rewrite(edited, "memories", upper("memories", "id", mine.id, ("id", "created_by")))
+    rewrite(edited, "entities", upper("entities", "id", apollo, ("id",)))
+    _set_member_id(edited, "bob", bob_id.upper())
+    members = tmp_path / "members.json"
+    members.write_text(json.dumps({"members": [{"source": ada_id.upper()}, {"source": "bob"}]}))
+    done = cli(stack, "import", str(edited), "--as", f"copy-{uuid.uuid4().hex[:10]}",
+               "--members", str(members), "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    new = {m["handle"]: m["id"] for m in report["members"]}
+    database = made_database(stack, report["workspace_id"])
+    by = "SELECT id::text, created_by::text FROM memory WHERE id = ANY(%s) ORDER BY created_at"
+    assert dbutil.query(stack, database, by, ([mine.id, theirs.id],)) == [
+        (mine.id, new["ada"]),
+        (theirs.id, new["bob"]),
+    ]
+    joined = (
+        "SELECT (SELECT count(*) FROM memory_revision WHERE memory_id = %s)"
+        ", (SELECT count(*) FROM attribute_claim WHERE memory_id = %s AND entity_id = %s)"
+        ", (SELECT count(*) FROM mention WHERE memory_id = %s AND entity_id = %s)"
+    )
+    asked = (mine.id, mine.id, apollo, mine.id, apollo)
+    assert dbutil.query(stack, database, joined, asked) == [(1, 1, 1)]
+
+    entities = len((out / "entities.jsonl").read_text().splitlines())
+    twice = copied(out, tmp_path / "twice")
+
+    def again(rows: list[dict[str, Any]]) -> None:
+        rows.append({**next(r for r in rows if r["id"] == apollo), "id": apollo.upper()})
+
+    rewrite(twice, "entities", again)
+    said = attempt(stack, twice, f"entities.jsonl line {entities + 1}: id: is not unique")
+    assert said is None, said
+    itself = copied(out, tmp_path / "itself")
+    merge = {
+        "id": str(uuid.uuid4()), "kept_id": apollo, "merged_id": apollo.upper(),
+        "decided_by": ada_id, "decided_at": AT, "undone_by": None, "undone_at": None,
+    }  # fmt: skip
+    rewrite(itself, "merges", lambda rows: rows.append(merge))
+    said = attempt(stack, itself, "merges.jsonl line 1: merged_id: names the kept entity")
+    assert said is None, said

@@ -340,6 +340,29 @@ def time_of(value: str, where: str) -> datetime:
         raise errors.InvalidArgument(where, f"is no time: {exc}") from None
 
 
+# Each record's id fields, found in the schemas as the time fields are.
+_ID_FIELDS = {
+    name: tuple(k for k, s in v["properties"].items() if s is _UUID or s is _UUID_OR_NULL)
+    for name, v in RECORD_SCHEMAS.items()
+}
+
+
+def canonical_ids(kind: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A checked record of ``kind`` (or workspace.json) with each id in its
+    canonical form, lower case, as Postgres writes a UUID: the schema takes
+    either case, and every id an archive holds is compared and joined as
+    one id however it is spelt (the copy holds it so too)."""
+    for key in _ID_FIELDS.get(kind, ()):
+        if value[key] is not None:
+            value[key] = value[key].lower()
+    nested = {"episodes": "participants", "workspace": "members"}.get(kind)
+    for item in value[nested] if nested else ():
+        for key in ("id", "member_id", "entity_id"):
+            if item.get(key) is not None:
+                item[key] = item[key].lower()
+    return value
+
+
 def _where(error: ValidationError) -> str:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return path.lstrip(".")
@@ -407,8 +430,9 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 def records(
     directory: Path, kind: str, manifest: dict[str, Any]
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The records of one file, each checked, with where it is ("memories.jsonl
-    line 12"); the file's digest and count checked against the manifest first."""
+    """The records of one file, each checked and its ids made canonical, with
+    where it is ("memories.jsonl line 12"); the file's digest and count checked
+    against the manifest first."""
     listed = manifest["files"].get(kind)
     if listed is None:
         return
@@ -429,7 +453,7 @@ def records(
             value = load_json(raw, place)
             check(kind, value, place)
             count += 1
-            yield place, value
+            yield place, canonical_ids(kind, value)
     if count != listed["records"]:
         raise errors.InvalidArgument(
             name, f"holds {count} records, the manifest says {listed['records']}"

@@ -34,6 +34,7 @@ def plan_members(archive_members: list[Record], members_file: Record | None) -> 
     the one made first keeps the handle."""
     if members_file is None:
         return [MemberPlan(m["id"], m["handle"], m["role"]) for m in archive_members]
+    by_id = {m["id"]: m for m in archive_members}
     by_key: dict[str, Record] = {}
     for m in archive_members:
         by_key[m["id"]] = m
@@ -44,7 +45,9 @@ def plan_members(archive_members: list[Record], members_file: Record | None) -> 
     own: list[bool] = []
     for i, entry in enumerate(members_file["members"]):
         where = f"members file: members[{i}]"
-        source = by_key.get(entry["source"])
+        # An id in any case (the archive's are read in lower case, archive_format);
+        # a handle as it is spelt.
+        source = by_key.get(entry["source"]) or by_id.get(entry["source"].lower())
         if source is None:
             raise errors.InvalidArgument(
                 f"{where}.source", f"the archive has no member {entry['source']!r}"

@@ -127,6 +127,7 @@ def _read_workspace(directory: Path, manifest: dict[str, Any]) -> Record:
         raise errors.InvalidArgument(fmt.WORKSPACE, "does not match the manifest's digest")
     workspace = fmt.read_json_file(path, fmt.WORKSPACE)
     fmt.check("workspace", workspace, fmt.WORKSPACE)
+    fmt.canonical_ids("workspace", workspace)
     ids = [m["id"] for m in workspace["members"]]
     if len(set(ids)) != len(ids):
         raise errors.InvalidArgument(f"{fmt.WORKSPACE}: members", "name a member twice")
