@@ -217,3 +217,49 @@ def test_an_id_in_any_case_is_one_id_and_given_twice_so_is_refused(
     rewrite(itself, "merges", lambda rows: rows.append(merge))
     said = attempt(stack, itself, "merges.jsonl line 1: merged_id: names the kept entity")
     assert said is None, said
+
+
+def test_a_pair_out_of_order_of_itself_or_given_twice_is_refused_naming_it(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A kept-apart or dismissed pair is written with its lower id first, once
+    (the tables' check and key): one edited the other way round, pairing an
+    entity (or memory) with itself, or given twice in either order was refused
+    by the database after the workspace was made, naming no record."""
+    ada = team.clients["ada"]
+    first, second = sorted(
+        m.entity_id
+        for m in ada.remember("Two", "two entities", mention_names=["Ann", "Bea"]).memory.mentions
+    )
+    notes = sorted(
+        ada.remember(title, title, audience_to="workspace").memory.id for title in ("One", "Two")
+    )
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    who = team.members["ada"]
+    kinds = {
+        "pairs_apart": ((first, second), {"decided_by": who, "decided_at": AT}),
+        "dismissed_pairs": (tuple(notes), {"dismissed_by": who, "dismissed_at": AT}),
+    }
+    wrong: dict[str, str] = {}
+    for kind, ((low, high), by) in kinds.items():
+
+        def pair(a: str, b: str, by: dict[str, str] = by) -> dict[str, str]:
+            return {"first_id": a, "second_id": b, **by}
+
+        shapes = {
+            "reversed": ([pair(high, low)], "line 1: first_id: is after second_id"),
+            "itself": ([pair(low, low.upper())], "line 1: second_id: is first_id"),
+            "twice": ([pair(low, high), pair(low, high)], "line 2: second_id: the pair is"),
+            "twice reversed": ([pair(low, high), pair(high, low)], "line 2: first_id: is after"),
+        }
+        for shape, (pairs, said) in shapes.items():
+            edited = copied(out, tmp_path / f"{kind}-{shape.replace(' ', '-')}")
+            rewrite(edited, kind, lambda rows, pairs=pairs: rows.extend(pairs))
+            what = attempt(stack, edited, f"{kind}.jsonl {said}")
+            if what is not None:
+                wrong[f"{kind} {shape}"] = what
+        edited = copied(out, tmp_path / f"{kind}-once")
+        rewrite(edited, kind, lambda rows, low=low, high=high: rows.append(pair(low, high)))
+        assert imported(stack, edited)["counts"][kind] == 1
+    assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())

@@ -110,6 +110,7 @@ def read_archive(
     _check_limits(archive)
     _check_references(archive)
     _check_revisions(archive)
+    _check_pairs(archive)
     check_chains(archive.records.get("memories", []))
     check_merges(archive.records.get("merges", []))
     check_vectors(archive.records.get("vectors", []))
@@ -252,6 +253,36 @@ def _check_revisions(archive: Archive) -> None:
             f"the memory's {record['action']} of revision {record['revision']} "
             "is in the archive already",
         )
+
+
+# What each file of pairs pairs: entities kept apart, memories dismissed as
+# duplicates of each other.
+_PAIRS = (
+    ("pairs_apart", "entity", "kept apart from"),
+    ("dismissed_pairs", "memory", "dismissed as a duplicate of"),
+)
+
+
+def _check_pairs(archive: Archive) -> None:
+    """Each pair written as the service keeps it (the tables' check and key):
+    its lower id first (ids compare as Postgres compares UUIDs once in lower
+    case), of two, once."""
+    for kind, what, pairing in _PAIRS:
+        seen: set[tuple[str, str]] = set()
+        for place, record in archive.records.get(kind, []):
+            first, second = record["first_id"], record["second_id"]
+            if first == second:
+                raise errors.InvalidArgument(
+                    f"{place}: second_id", f"is first_id: no {what} is {pairing} itself"
+                )
+            if first > second:
+                raise errors.InvalidArgument(
+                    f"{place}: first_id",
+                    "is after second_id: a pair is written with its lower id first",
+                )
+            add_once(
+                seen, (first, second), f"{place}: second_id", "the pair is in the archive already"
+            )
 
 
 # What of a tombstone's the source never holds, and so no archive does: forget
