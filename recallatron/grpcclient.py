@@ -357,6 +357,14 @@ UNEXPECTED = "Unexpected failure; retry later, and report it if it persists."
 # RetryInfo): the one case where waiting does not help.
 _TOO_LARGE = "larger than max"
 TOO_LARGE = "The message is larger than the service accepts: send less; do not retry as is."
+# How the gateway refuses a call's purpose, or a write's purposes, outside a
+# token's scope (services/gateway/scopes.py): another purpose may be the caller's.
+_PURPOSE_SCOPE = ("purpose: token scope is ", "purposes: token scope is ")
+OTHER_PURPOSE = (
+    "This token acts only for the purposes its scope names: if one of them is why you ask, "
+    "call again with one of them as purpose (and, for a write, as its purposes); else ask "
+    "a workspace owner."
+)
 
 
 def advice(status: PeerStatus) -> str:
@@ -376,6 +384,8 @@ def advice(status: PeerStatus) -> str:
             return _BUSY.format(wait=f"{_seconds(status.retry_after)}, as the service asks,")
         if _TOO_LARGE in status.message:
             return TOO_LARGE
+    if code == grpc.StatusCode.PERMISSION_DENIED and status.message.startswith(_PURPOSE_SCOPE):
+        return OTHER_PURPOSE
     todo = HINTS.get(code, UNEXPECTED)
     if status.retry_after is not None:
         todo += f" The service asks you to wait {_seconds(status.retry_after)} before retrying."
