@@ -201,3 +201,10 @@ def _say_imported(report: ImportReport) -> None:
         ),
         file=sys.stderr,
     )
+    if report.times_ahead:
+        files = ", ".join(f"{n} {k}" for k, n in report.times_ahead.items())
+        print(
+            f"{sum(report.times_ahead.values())} records hold a time later than this host's "
+            f"clock ({files}): copied as the source held them (its clock ran ahead?)",
+            file=sys.stderr,
+        )

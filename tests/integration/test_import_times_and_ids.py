@@ -263,3 +263,62 @@ def test_a_pair_out_of_order_of_itself_or_given_twice_is_refused_naming_it(
         rewrite(edited, kind, lambda rows, low=low, high=high: rows.append(pair(low, high)))
         assert imported(stack, edited)["counts"][kind] == 1
     assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())
+
+
+def test_times_later_than_the_clock_are_copied_as_they_are_and_counted(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A source whose clock ran ahead wrote times later than the import's
+    clock (a memory's created_at, a revision's, a merge's decided_at): the
+    copy holds them as the source did, and the report counts the records
+    holding such a time the service writes as it happens, so the operator
+    knows; a claim's valid_until, which a caller gives, is no such time. The
+    import said nothing of them."""
+    ada = team.clients["ada"]
+    made = ada.remember(
+        "Apollo status", "Apollo is on.", audience_to="workspace",
+        mention_names=["Ann", "Bea"],
+        claims=[{"entity": {"name": "Apollo"}, "attribute": "status", "value": "on"}],
+    ).memory  # fmt: skip
+    ann, bea = sorted(m.entity_id for m in made.mentions if m.name in ("Ann", "Bea"))
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    ahead = "2099-01-01T10:00:00+00:00"
+
+    def later(key: str, value: str, fields: tuple[str, ...]) -> Any:
+        def change(rows: list[dict[str, Any]]) -> None:
+            for f in fields:
+                next(r for r in rows if r[key] == value)[f] = ahead
+
+        return change
+
+    rewrite(out, "memories", later("id", made.id, ("created_at", "updated_at")))
+    rewrite(out, "revisions", later("memory_id", made.id, ("changed_at",)))
+    rewrite(out, "attribute_claims", later("memory_id", made.id, ("valid_until",)))
+    merge = {
+        "id": str(uuid.uuid4()), "kept_id": ann, "merged_id": bea,
+        "decided_by": team.members["ada"], "decided_at": ahead,
+        "undone_by": None, "undone_at": None,
+    }  # fmt: skip
+    rewrite(out, "merges", lambda rows: rows.append(merge))
+    done = cli(stack, "import", str(out), "--as", f"copy-{uuid.uuid4().hex[:10]}", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["times_ahead"] == {"memories": 1, "revisions": 1, "merges": 1}
+    again = tmp_path / "again"
+    assert cli(stack, "export", "--workspace", report["slug"], "--out", str(again)).returncode == 0
+
+    def times(archive: Path, kind: str, *fields: str) -> list[tuple[str, ...]]:
+        rows = [json.loads(x) for x in (archive / f"{kind}.jsonl").read_text().splitlines()]
+        return sorted(tuple(r[f] for f in fields) for r in rows)
+
+    for kind, fields in (
+        ("memories", ("id", "created_at", "updated_at")),
+        ("revisions", ("memory_id", "changed_at")),
+        ("attribute_claims", ("id", "valid_until")),
+        ("merges", ("id", "decided_at")),
+    ):
+        assert times(again, kind, *fields) == times(out, kind, *fields), kind
+    said = cli(stack, "import", str(out), "--as", f"copy-{uuid.uuid4().hex[:10]}")
+    assert said.returncode == 0, said.stderr
+    assert "3 records hold a time later than this host's clock" in said.stderr, said.stderr

@@ -319,7 +319,7 @@ _VALIDATORS = {
 _OFFSET = re.compile(r"[+-](\d{2})(?::(\d{2}))?$")
 # Each schema's time fields (the pattern checks a time's shape, time_of that
 # it exists), found in the schemas so that a time field added is checked too.
-_TIME_FIELDS = {
+TIME_FIELDS = {
     name: tuple(k for k, s in v["properties"].items() if s is _TIME or s is _TIME_OR_NULL)
     for name, v in {**RECORD_SCHEMAS, "manifest": MANIFEST_SCHEMA}.items()
 }
@@ -373,7 +373,7 @@ def check(kind: str, value: Any, place: str) -> None:
     valid record of ``kind``, or holds a time that does not exist."""
     error = next(iter(_VALIDATORS[kind].iter_errors(value)), None)
     if error is None:
-        for key in _TIME_FIELDS.get(kind, ()):
+        for key in TIME_FIELDS.get(kind, ()):
             if value.get(key) is not None:
                 time_of(value[key], f"{place}: {key}")
         return

@@ -32,6 +32,7 @@ from psycopg import sql
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import archive_plan as plan
+from services.store.domain.archive_clock import times_ahead
 from services.store.domain.archive_members import plan_members
 from services.store.domain.control import ControlPlane
 from services.store.domain.control_names import SLUG_RULE, slug_ok
@@ -55,6 +56,9 @@ class ImportReport:
     members: list[dict[str, str]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)
+    # Per record file, the records holding a time the service writes as it
+    # happens later than this host's clock (archive_clock): copied as they are.
+    times_ahead: dict[str, int] = field(default_factory=dict)
     queued_for_embedding: int = 0
     seconds: float = 0.0
     # Where the time went: read (and check), rows (written), derived (state
@@ -120,7 +124,7 @@ class Importer:
         on_total: Callable[[str, int], None],
         on_rows: Progress,
     ) -> ImportReport:
-        began = time.monotonic()
+        began, now = time.monotonic(), datetime.now(UTC)
         server = self.check_target(slug, server)
         wanted = plan.read_members_file(members_file) if members_file else None
         archive = plan.read_archive(directory, on_total, on_rows)
@@ -166,6 +170,7 @@ class Importer:
             raise
         report.counts = {k: len(v) for k, v in selection.records.items()}
         report.left_out = selection.left_out
+        report.times_ahead = times_ahead(selection.records, now)
         report.seconds = time.monotonic() - began
         report.steps = steps
         return report
