@@ -133,3 +133,29 @@ def test_a_forgotten_successor_leaves_the_supersede_to_those_who_saw_it(team: Te
         assert _supersedes(client, hidden.id) == []
         assert f"superseded: {SECRET}" not in [e.summary for e in client.timeline().events]
     assert _supersedes(ada, hidden.id) == [SECRET]
+
+
+def test_the_owners_status_counts_a_memory_current_for_her_as_current(team: Team) -> None:
+    """GetStatus counts the memories the owner may see: one whose successors
+    are all hidden from her is current to her (listed, recalled), so it is
+    counted as before the supersede, and its vector with it; one superseded
+    for her is not."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    runbook = bob.remember("Restart the gateway first", audience_to="workspace").memory
+    bob.remember("Lunch is at noon", audience_to="workspace")
+    before = ada.wait_embedded(timeout=120)
+    assert (before.memories, before.embedded) == (2, 2)
+
+    bob.supersede(
+        runbook.id, runbook.revision, "Restart the store first", reason="drafting",
+        audience_to=team.members["bob"],
+    )  # fmt: skip
+    listed = [m.id for m in ada.list_memories().memories]
+    assert runbook.id in listed and len(listed) == 2
+    after = ada.wait_embedded(timeout=120)
+    assert (after.memories, after.embedded) == (before.memories, before.embedded)
+
+    # Superseded by one she sees, it is no longer counted; its successor is.
+    (current,) = ada.read([runbook.id]).memories
+    ada.supersede(current.id, current.revision, "Restart everything", audience_to="workspace")
+    assert ada.wait_embedded(timeout=120).memories == 2

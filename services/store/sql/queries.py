@@ -284,27 +284,49 @@ CLEAR_WORK = "DELETE FROM workspace_work WHERE workspace_id = %s AND seq = %s"
 # -- the embedding job's progress (services/store/domain/embedding_status.py) --
 
 # Counted among the memories the caller may see by audience and by the
-# token's purposes (empty: all); embedded, per memory, by the model of the
+# token's purposes (empty: all), current for them as read and the lists take
+# it: for one of those purposes no memory along its chain of successors is one
+# they may see (a successor hidden from them leaves it current, and counted:
+# a count that fell would reveal it); embedded, per memory, by the model of the
 # newest vector (the one a rebuild for a new model is writing), among the
-# live memories counted first (a superseded memory keeps its vector, its
-# successor copied onto it, 0067_baseline/08_embedding.sql; pending counts
-# its queue entry).
+# memories counted (a superseded memory keeps its vector,
+# 0067_baseline/08_embedding.sql; pending counts its queue entry). A chain's
+# successors are live: a forget hands its place in the chain on.
 EMBEDDING_STATUS = """
-WITH seen AS (
+WITH RECURSIVE seen AS (
     SELECT id FROM memory
     WHERE (%(member)s::uuid IS NULL OR audience_member_id IS NULL
            OR audience_member_id = %(member)s::uuid)
       AND (cardinality(%(purposes)s::purpose[]) = 0 OR purposes && %(purposes)s::purpose[])
+), later(origin, id, hops) AS (
+    SELECT m.id, m.superseded_by_id, 1 FROM memory m JOIN seen USING (id)
+    WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NOT NULL
+  UNION ALL
+    SELECT l.origin, s.superseded_by_id, l.hops + 1
+    FROM later l JOIN memory s ON s.id = l.id
+    WHERE s.superseded_by_id IS NOT NULL AND s.superseded_by_id <> l.origin AND l.hops < 100000
+), counted AS (
+    SELECT m.id FROM memory m JOIN seen USING (id)
+    WHERE m.invalidated_at IS NULL
+      AND EXISTS (
+          SELECT 1 FROM unnest(m.purposes) AS p(purpose)
+          WHERE (cardinality(%(purposes)s::purpose[]) = 0
+                 OR p.purpose = ANY (%(purposes)s::purpose[]))
+            AND NOT EXISTS (
+                SELECT 1 FROM later l JOIN memory s ON s.id = l.id
+                WHERE l.origin = m.id AND s.invalidated_at IS NULL
+                  AND (%(member)s::uuid IS NULL OR s.audience_member_id IS NULL
+                       OR s.audience_member_id = %(member)s::uuid)
+                  AND p.purpose = ANY (s.purposes)))
 ), newest AS (
     SELECT model_id FROM memory_embedding WHERE input_version = %(version)s
     ORDER BY created_at DESC LIMIT 1
 )
 SELECT
-  (SELECT count(*) FROM memory m JOIN seen USING (id)
-   WHERE m.invalidated_at IS NULL AND m.superseded_by_id IS NULL),
-  (SELECT count(DISTINCT e.memory_id) FROM memory_embedding e JOIN seen ON seen.id = e.memory_id
-   WHERE e.input_version = %(version)s AND e.model_id = (SELECT model_id FROM newest)
-     AND e.superseded_by_id IS NULL),
+  (SELECT count(*) FROM counted),
+  (SELECT count(DISTINCT e.memory_id)
+   FROM memory_embedding e JOIN counted ON counted.id = e.memory_id
+   WHERE e.input_version = %(version)s AND e.model_id = (SELECT model_id FROM newest)),
   (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
    WHERE j.next_attempt_at <> 'infinity'),
   (SELECT count(*) FROM embedding_job j JOIN seen ON seen.id = j.memory_id
