@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -330,14 +331,27 @@ def _named(path: str) -> Iterator[None]:
         raise ValueError(text if text.startswith(f"{path}:") else f"{path}: {text}") from None
 
 
+def audience(value: str, where: str) -> cpb.Audience:
+    """The audience a word names: the workspace, or a member by id. Another
+    word ("everyone") is refused as neither, not sent as a member id that the
+    gateway would refuse for not being a UUID."""
+    if value == WORKSPACE:
+        return cpb.Audience(workspace=True)
+    # Text that is no UTF-8 is refused as the encoder refuses any field's.
+    value.encode()
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ValueError(f"{where}: 'workspace' or a member id, not {quoted(value)}") from None
+    return cpb.Audience(member_id=value)
+
+
 def _set_message(message: Message, value: Any, table: ArgTable, where: str) -> None:
     name = message.DESCRIPTOR.full_name
     if name == TIMESTAMP and isinstance(value, str | datetime):
         message.CopyFrom(timestamp(value, where))
     elif name == AUDIENCE and isinstance(value, str):
-        message.CopyFrom(
-            cpb.Audience(workspace=True) if value == WORKSPACE else cpb.Audience(member_id=value)
-        )
+        message.CopyFrom(audience(value, where))
     elif isinstance(value, Mapping) and name not in (TIMESTAMP, AUDIENCE):
         # Given, even empty: the receiver sees the field as set.
         message.SetInParent()
