@@ -322,3 +322,39 @@ def test_times_later_than_the_clock_are_copied_as_they_are_and_counted(
     said = cli(stack, "import", str(out), "--as", f"copy-{uuid.uuid4().hex[:10]}")
     assert said.returncode == 0, said.stderr
     assert "3 records hold a time later than this host's clock" in said.stderr, said.stderr
+
+
+def test_a_span_that_ends_before_it_begins_is_refused_naming_its_end(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A claim's valid_until before its valid_from, or an episode's ended_at
+    before its started_at (each refused by every write, and by the tables'
+    checks) was refused by the database after the workspace was made,
+    naming no record."""
+    ada = team.clients["ada"]
+    ada.remember(
+        "Robin leads Apollo", "Robin leads Apollo.", audience_to="workspace",
+        claims=[{"entity": {"name": "Apollo"}, "attribute": "status", "value": "on"}],
+        relations=[{"subject": {"name": "Robin"}, "predicate": "leads",
+                    "object": {"name": "Apollo"}}],
+    )  # fmt: skip
+    ada.create_episode("Kickoff", "2025-03-01T09:00:00Z", "2025-03-01T11:00:00Z")
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    spans = (
+        ("attribute_claims", "valid_from", "valid_until"),
+        ("relation_claims", "valid_from", "valid_until"),
+        ("episodes", "started_at", "ended_at"),
+    )
+    wrong: dict[str, str] = {}
+    for kind, begins, ends in spans:
+        edited = copied(out, tmp_path / kind)
+
+        def change(rows: list[dict[str, Any]], begins: str = begins, ends: str = ends) -> None:
+            rows[0][begins], rows[0][ends] = "2025-03-01T11:00:00+00:00", "2025-03-01T10:00:00Z"
+
+        rewrite(edited, kind, change)
+        said = attempt(stack, edited, f"{kind}.jsonl line 1: {ends}: is before {begins}")
+        if said is not None:
+            wrong[kind] = said
+    assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())

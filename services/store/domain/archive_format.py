@@ -11,11 +11,9 @@ size, a line's length, a value's nesting) are in archive_reading.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from services.store.domain.archive_reading import file_name as file_name
 from services.store.domain.archive_reading import lines, load_json
 from services.store.domain.archive_reading import read_json_file as read_json_file
 from services.store.domain.archive_reading import sha256_of as sha256_of
+from services.store.domain.archive_times import time_of as time_of
 
 FORMAT_NAME = "recallatron-workspace-archive"
 FORMAT_VERSION = 2  # 2: a mention's mentioned_at (docs/export.md, "Versions")
@@ -314,30 +313,37 @@ _VALIDATORS = {
 }
 
 
-# A time's offset from UTC: Postgres keeps at most 15:59 in a timestamptz,
-# where the pattern admits 99:99.
-_OFFSET = re.compile(r"[+-](\d{2})(?::(\d{2}))?$")
 # Each schema's time fields (the pattern checks a time's shape, time_of that
-# it exists), found in the schemas so that a time field added is checked too.
+# it exists, archive_times), found in the schemas so that a time field added
+# is checked too.
 TIME_FIELDS = {
     name: tuple(k for k, s in v["properties"].items() if s is _TIME or s is _TIME_OR_NULL)
     for name, v in {**RECORD_SCHEMAS, "manifest": MANIFEST_SCHEMA}.items()
 }
 
 
-def time_of(value: str, where: str) -> datetime:
-    """A time the schema's pattern admits, or InvalidArgument naming ``where``
-    when there is no such time (30 February, a 25th hour, an offset from UTC
-    past 15:59): Postgres would refuse it once the import had begun writing."""
-    offset = _OFFSET.search(value)
-    if offset and (int(offset[1]) > 15 or int(offset[2] or 0) > 59):
+# Spans a record holds, from its begin to its end: every write refuses an end
+# before the begin, as the tables' checks do (a merge's undo, the service).
+_SPANS = {
+    "attribute_claims": ("valid_from", "valid_until", "a claim holds from before it holds until"),
+    "relation_claims": ("valid_from", "valid_until", "a claim holds from before it holds until"),
+    "episodes": ("started_at", "ended_at", "an episode starts before it ends"),
+    "merges": ("decided_at", "undone_at", "a merge is undone only after it was decided"),
+}
+
+
+def _check_times(kind: str, value: dict[str, Any], place: str) -> None:
+    """Each time of the record exists, and a span it holds does not end before it begins."""
+    times = {
+        key: time_of(value[key], f"{place}: {key}")
+        for key in TIME_FIELDS.get(kind, ())
+        if value.get(key) is not None
+    }
+    begins, ends, why = _SPANS.get(kind, ("", "", ""))
+    if begins in times and ends in times and times[ends] < times[begins]:
         raise errors.InvalidArgument(
-            where, "is no time: an offset from UTC is at most 15:59 (Postgres')"
+            f"{place}: {ends}", f"is before {begins} ({value[begins]}): {why}"
         )
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise errors.InvalidArgument(where, f"is no time: {exc}") from None
 
 
 # Each record's id fields, found in the schemas as the time fields are.
@@ -370,12 +376,11 @@ def _where(error: ValidationError) -> str:
 
 def check(kind: str, value: Any, place: str) -> None:
     """InvalidArgument naming ``place`` and the field when ``value`` is not a
-    valid record of ``kind``, or holds a time that does not exist."""
+    valid record of ``kind``, or holds a time that does not exist or a span
+    that ends before it begins."""
     error = next(iter(_VALIDATORS[kind].iter_errors(value)), None)
     if error is None:
-        for key in TIME_FIELDS.get(kind, ()):
-            if value.get(key) is not None:
-                time_of(value[key], f"{place}: {key}")
+        _check_times(kind, value, place)
         return
     field = _where(error)
     if error.validator == "required" or error.validator == "additionalProperties":

@@ -32,8 +32,9 @@ from psycopg import sql
 from recallatron import errors
 from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import archive_plan as plan
-from services.store.domain.archive_clock import times_ahead
+from services.store.domain.archive_format import TIME_FIELDS
 from services.store.domain.archive_members import plan_members
+from services.store.domain.archive_times import times_ahead
 from services.store.domain.control import ControlPlane
 from services.store.domain.control_names import SLUG_RULE, slug_ok
 from services.store.domain.graph_rules import name_key
@@ -57,7 +58,7 @@ class ImportReport:
     counts: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)
     # Per record file, the records holding a time the service writes as it
-    # happens later than this host's clock (archive_clock): copied as they are.
+    # happens later than this host's clock (archive_times): copied as they are.
     times_ahead: dict[str, int] = field(default_factory=dict)
     queued_for_embedding: int = 0
     seconds: float = 0.0
@@ -170,7 +171,7 @@ class Importer:
             raise
         report.counts = {k: len(v) for k, v in selection.records.items()}
         report.left_out = selection.left_out
-        report.times_ahead = times_ahead(selection.records, now)
+        report.times_ahead = times_ahead(selection.records, now, TIME_FIELDS)
         report.seconds = time.monotonic() - began
         report.steps = steps
         return report

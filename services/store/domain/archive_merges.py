@@ -6,8 +6,8 @@ Only an edited archive breaks either, and the copy would hold entities that
 answer as one in a way no owner's decisions could undo one by one. Each
 record is also checked for what the schema cannot see and the database would
 refuse only once the workspace is made: a unique id and an undo recorded
-whole (who and when) and after the merge it ends (that its times exist is
-checked as every record's are, archive_format.time_of)."""
+whole (who and when); that its times exist, and that it was undone after it
+was decided, is checked with every record's times (archive_format)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from typing import Any
 
 from recallatron import errors
 from recallatron.vocabulary import MAX_ENTITY_GROUP
-from services.store.domain.archive_format import time_of
 from services.store.domain.archive_reading import add_once
 
 # A record and where it came from ("merges.jsonl line 12").
@@ -70,9 +69,9 @@ def check_merges(merges: list[Placed]) -> None:
 
 
 def _check_record(place: str, record: dict[str, Any]) -> None:
-    """A merge's times exist and it was undone after it was decided, by
-    someone and at a time: undone_by and undone_at are both set or both null."""
-    decided = time_of(record["decided_at"], f"{place}: decided_at")
+    """A merge was undone by someone and at a time: undone_by and undone_at
+    are both set or both null (that it was undone after it was decided is
+    checked with its times, archive_format)."""
     by, at = record["undone_by"], record["undone_at"]
     if (by is None) != (at is None):
         absent, given = ("undone_at", "undone_by") if at is None else ("undone_by", "undone_at")
@@ -80,10 +79,4 @@ def _check_record(place: str, record: dict[str, Any]) -> None:
             f"{place}: {absent}",
             f"is null while {given} is set: an undone merge records who undid it and when,"
             " one in force neither",
-        )
-    if at is not None and time_of(at, f"{place}: undone_at") < decided:
-        raise errors.InvalidArgument(
-            f"{place}: undone_at",
-            f"is before the merge's decided_at ({record['decided_at']}): a merge is undone"
-            " only after it was decided",
         )
