@@ -8,13 +8,16 @@ one they may see (or was, when it has been forgotten since)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
-from tests.conftest import Team, remember_robin
+from recallatron_devkit.stack import Stack
+from tests.conftest import Team, remember_robin, wait_for
+from tests.recall.test_expiry_gate import MODES, backdate, found, in_no_mode
 
 pytestmark = pytest.mark.integration
 
@@ -159,3 +162,31 @@ def test_the_owners_status_counts_a_memory_current_for_her_as_current(team: Team
     (current,) = ada.read([runbook.id]).memories
     ada.supersede(current.id, current.revision, "Restart everything", audience_to="workspace")
     assert ada.wait_embedded(timeout=120).memories == 2
+
+
+def test_a_hidden_supersede_renews_nothing_for_whoever_reads_the_memory_current(
+    stack: Stack, team: Team
+) -> None:
+    """A supersede set the old memory's updated_at to its time: behind the
+    workspace's expiry gate, Bob's old memory came back into Cy's recall the
+    moment Ada superseded it by a draft only she may see, and Cy's read showed
+    it changed that day: both told of a successor hidden from Cy."""
+    ada, bob, cy = (team.clients[h] for h in ("ada", "bob", "cy"))
+    tag = uuid.uuid4().hex[:8]
+    old = bob.remember(f"Harbour office {tag}", f"zq{tag} We move to 22 Harbour Street.",
+                       audience_to="workspace").memory  # fmt: skip
+    new = bob.remember(f"Harbour parking {tag}", f"zq{tag} Harbour Street has 12 spaces.",
+                       audience_to="workspace").memory  # fmt: skip
+    query = f"zq{tag} Harbour Street"
+    ada.wait_embedded(timeout=120)
+    backdate(stack, team, old.id, 40)
+    was = cy.read([old.id]).memories[0].updated_at.ToDatetime()
+    ada.update_settings(expiry_days=30)
+    wait_for(lambda: in_no_mode(cy, query, old.id), "the gate", 30)
+
+    ada.supersede(old.id, old.revision, "Harbour office, draft", audience_to=team.members["ada"])
+    for mode in MODES:
+        got = found(cy, query, mode)
+        assert new.id in got, mode
+        assert old.id not in got, mode
+    assert cy.read([old.id]).memories[0].updated_at.ToDatetime() == was

@@ -119,8 +119,11 @@ UPDATE memory SET title = coalesce(%s, title), body = coalesce(%s, body),
 WHERE id = %s AND revision = %s AND NOT ({_SUPERSEDED_FOR_CALLER})
 RETURNING superseded_by_id
 """
+# It renews nothing (updated_at stays): whoever may not see the successor
+# reads the memory as current, and a renewal would bring it back inside the
+# expiry gate for them and date it to a change they may not see.
 SUPERSEDE = f"""
-UPDATE memory SET superseded_by_id = %s, revision = revision + 1, updated_at = now()
+UPDATE memory SET superseded_by_id = %s, revision = revision + 1
 WHERE id = %s AND revision = %s AND NOT ({_SUPERSEDED_FOR_CALLER})
 """
 # A supersede of a memory whose successor is hidden from the caller puts its
