@@ -358,3 +358,34 @@ def test_a_span_that_ends_before_it_begins_is_refused_naming_its_end(
         if said is not None:
             wrong[kind] = said
     assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())
+
+
+def test_a_link_mention_or_history_turn_given_twice_is_refused_naming_it(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A link or a mention line given twice (their tables' keys), or a
+    history turn repeating another's id (in another case, too), was refused
+    by the database after the workspace was made, naming no record."""
+    ada = team.clients["ada"]
+    source = ada.remember("Source", "about Apollo", audience_to="workspace",
+                          mention_names=["Apollo"]).memory  # fmt: skip
+    ada.derive([source.id], "Derived", "from the source")
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    turn = {"id": str(uuid.uuid4()), "owner_member": team.members["ada"], "chat_id": "c1",
+            "role": "user", "text": "hello", "occurred_at": AT}  # fmt: skip
+    again = {**turn, "id": turn["id"].upper(), "text": "hello again"}
+    shapes: dict[str, tuple[str, Any, str]] = {
+        "links": ("links", lambda rows: rows.append(dict(rows[0])), "target_id: the link is"),
+        "mentions": ("mentions", lambda rows: rows.append(dict(rows[0])), "entity_id: the"),
+        "history": ("history", lambda rows: rows.extend([turn, again]), "id: is not unique"),
+    }
+    wrong: dict[str, str] = {}
+    for name, (kind, change, said) in shapes.items():
+        edited = copied(out, tmp_path / name)
+        rewrite(edited, kind, change)
+        line = len((edited / f"{kind}.jsonl").read_text().splitlines())
+        what = attempt(stack, edited, f"{kind}.jsonl line {line}: {said}")
+        if what is not None:
+            wrong[name] = what
+    assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())

@@ -32,6 +32,7 @@ from services.store.domain import archive_format as fmt
 from services.store.domain import validation as v
 from services.store.domain.archive_chains import check_chains, take_out_forgotten
 from services.store.domain.archive_history import history_name
+from services.store.domain.archive_keys import check_keys
 from services.store.domain.archive_merges import check_merges
 from services.store.domain.archive_reading import add_once
 from services.store.domain.archive_vectors import check_vectors
@@ -109,8 +110,7 @@ def read_archive(
         archive.records[kind] = placed
     _check_limits(archive)
     _check_references(archive)
-    _check_revisions(archive)
-    _check_pairs(archive)
+    check_keys(archive.records)
     check_chains(archive.records.get("memories", []))
     check_merges(archive.records.get("merges", []))
     check_vectors(archive.records.get("vectors", []))
@@ -203,6 +203,7 @@ def _check_references(archive: Archive) -> None:
     _unique(archive, "aliases", "id")
     _unique(archive, "attribute_claims", "id")
     _unique(archive, "relation_claims", "id")
+    _unique(archive, "history", "id")
     refs = {
         "memories": (("superseded_by", memories, True), ("episode_id", episodes, True)),
         "revisions": (("memory_id", memories, False),),
@@ -237,52 +238,6 @@ def _check_references(archive: Archive) -> None:
                 raise errors.InvalidArgument(
                     f"{place}: participants[{i}].entity_id", "names no entity of the archive"
                 )
-
-
-def _check_revisions(archive: Archive) -> None:
-    """Each change recorded once, as every write records it: memory_revision
-    has no key of its own, so a line given twice would show its change twice
-    in the copy's history (a forget shares its revision with the change
-    before it, under another action)."""
-    seen: set[tuple[str, int, str]] = set()
-    for place, record in archive.records.get("revisions", []):
-        add_once(
-            seen,
-            (record["memory_id"], record["revision"], record["action"]),
-            f"{place}: revision",
-            f"the memory's {record['action']} of revision {record['revision']} "
-            "is in the archive already",
-        )
-
-
-# What each file of pairs pairs: entities kept apart, memories dismissed as
-# duplicates of each other.
-_PAIRS = (
-    ("pairs_apart", "entity", "kept apart from"),
-    ("dismissed_pairs", "memory", "dismissed as a duplicate of"),
-)
-
-
-def _check_pairs(archive: Archive) -> None:
-    """Each pair written as the service keeps it (the tables' check and key):
-    its lower id first (ids compare as Postgres compares UUIDs once in lower
-    case), of two, once."""
-    for kind, what, pairing in _PAIRS:
-        seen: set[tuple[str, str]] = set()
-        for place, record in archive.records.get(kind, []):
-            first, second = record["first_id"], record["second_id"]
-            if first == second:
-                raise errors.InvalidArgument(
-                    f"{place}: second_id", f"is first_id: no {what} is {pairing} itself"
-                )
-            if first > second:
-                raise errors.InvalidArgument(
-                    f"{place}: first_id",
-                    "is after second_id: a pair is written with its lower id first",
-                )
-            add_once(
-                seen, (first, second), f"{place}: second_id", "the pair is in the archive already"
-            )
 
 
 # What of a tombstone's the source never holds, and so no archive does: forget
