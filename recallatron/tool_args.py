@@ -44,7 +44,10 @@ PURPOSE = Arg(
         "description": "Why you are asking; only memories stored for this purpose are visible.",
     }
 )
-PAGE_TOKEN = Arg({"maxLength": 1000})
+# The longest page token a tool answers with, a lookup's: fewer than
+# MAX_LOOKUP_ENTITIES ids answered before, a digest of what was asked and a
+# time, as JSON in base64 (about 1,200 characters); twice that, to spare.
+PAGE_TOKEN = Arg({"maxLength": 2500})
 
 # -- the memory tools' arguments: what the descriptors cannot say -------------------
 

@@ -8,6 +8,8 @@ exactly when its memory is, and an entity only through a visible mention."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -141,6 +143,14 @@ class NamedCards:
     left_out: list[EntityRefView]
 
 
+def _asked(asked: dict[str, Any]) -> str:
+    """What a lookup asked, as its page token holds it: a digest, so that the
+    token stays short however long the name (JSON escapes a CJK character in
+    six characters, and folding makes some names longer), within the tools'
+    page_token limit (recallatron/tool_args.py)."""
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:32]
+
+
 def _page_of(token: str, asked: dict[str, Any]) -> tuple[list[str], datetime | None]:
     """The entities a lookup's page token says were answered before it and
     the time its first page answered as of; ([], None) without one."""
@@ -149,7 +159,10 @@ def _page_of(token: str, asked: dict[str, Any]) -> tuple[list[str], datetime | N
     try:
         data = page_tokens.decode(token)
         answered, at = data["seen"], datetime.fromisoformat(str(data["at"]))
-        same = data["w"] == "lookup" and all(data[k] == asked[k] for k in asked)
+        # A token of a store from before the digest holds what was asked itself.
+        same = data["w"] == "lookup" and (
+            data["q"] == _asked(asked) if "q" in data else all(data[k] == asked[k] for k in asked)
+        )
         if (
             not isinstance(answered, list)
             or not 0 < len(answered) < MAX_LOOKUP_ENTITIES
@@ -230,7 +243,7 @@ class GraphStore(InWorkspaces):
             # answered on this page or before.
             seen = [str(r[0]) for r in found if str(r[0]) in shown or str(r[0]) in answered]
             at = params["at"].isoformat()
-            token = page_tokens.encode({"w": "lookup", **asked, "at": at, "seen": seen})
+            token = page_tokens.encode({"w": "lookup", "q": _asked(asked), "at": at, "seen": seen})
         return CardPage(cards, token)
 
     def named_in(self, caller: Caller, text: str) -> list[EntityCard]:
