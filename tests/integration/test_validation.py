@@ -43,6 +43,23 @@ CASES: list[Case] = [
     ("no kind", "Remember", lambda ids: remember(kind=0), INVALID, "kind"),
     ("unknown kind", "Remember", lambda ids: remember(kind=9), INVALID, "kind"),
     ("empty title", "Remember", lambda ids: remember(title="  "), INVALID, "title"),
+    # Zero-width spaces, a byte-order mark, a control: a title that shows nothing.
+    (
+        "invisible title",
+        "Remember",
+        lambda ids: remember(title="\u200b\ufeff \u2060\x1b"),
+        INVALID,
+        "title",
+    ),
+    (
+        "correct to an invisible title",
+        "Correct",
+        lambda ids: pb.CorrectRequest(
+            request_id="c-zw", id=ids["memory"], expected_revision=1, title="\u200b", reason="r"
+        ),
+        INVALID,
+        "title",
+    ),
     ("long title", "Remember", lambda ids: remember(title="x" * 301), INVALID, "title"),
     ("NUL in title", "Remember", lambda ids: remember(title="a\x00b"), INVALID, "title"),
     ("long body", "Remember", lambda ids: remember(body="x" * 20001), INVALID, "body"),

@@ -33,15 +33,25 @@ def memory_text(value: str, field: str, max_len: int, required: bool = True) -> 
     limit could not be written back as read, by a correct or a supersede; it
     makes decomposed text shorter ("e" and a combining accent are one "é"),
     which is not refused for the length it had as sent."""
-    if unicodedata.is_normalized("NFC", value):
-        return text(value, field, max_len, required)
-    kept = unicodedata.normalize("NFC", value)
-    if len(kept) > max_len:
-        raise errors.InvalidArgument(
-            field, f"at most {max_len} characters ({len(kept)} in Unicode NFC, as it is kept)"
-        )
+    kept = value
+    if not unicodedata.is_normalized("NFC", value):
+        kept = unicodedata.normalize("NFC", value)
+        if len(kept) > max_len:
+            raise errors.InvalidArgument(
+                field, f"at most {max_len} characters ({len(kept)} in Unicode NFC, as it is kept)"
+            )
     text(kept, field, max_len, required)
+    if required and not any(_shows(c) for c in kept):
+        raise errors.InvalidArgument(
+            field, "is required: it shows nothing (only zero-width or control characters)"
+        )
     return value
+
+
+def _shows(c: str) -> bool:
+    """A character a reader sees: not space, a control or a format character
+    (a zero-width space, a byte-order mark)."""
+    return not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf")
 
 
 def request_id(value: str) -> str:
