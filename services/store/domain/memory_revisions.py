@@ -331,8 +331,7 @@ class MemoryRevisions(MemoryWrites):
         §4): the intersection of the sources' trust and the replaced memory's,
         narrowed as asked, never wider; an empty one is refused."""
         rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
-        if len(rows) != len(sources):
-            raise errors.NotFound("source_ids: a source memory was not found")
+        v.all_found("source_ids", sources, {str(r[0]) for r in rows})
         found = [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
         allowed = trust_rules.intersect([old, *found])
         return trust_rules.narrow(allowed, new.audience, v.purposes(new.purposes) or None)

@@ -267,8 +267,8 @@ class MemoryWrites(MemoryReads):
         about = v.uuid_list(list(new.about_ids), "about_ids", MAX_LINKS)
 
         def write(conn: psycopg.Connection) -> str:
-            if about and self._visible_ids(conn, about) != set(about):
-                raise errors.NotFound("about_ids: a memory was not found")
+            if about:
+                v.all_found("about_ids", about, self._visible_ids(conn, about))
             memory_id = str(uuid.uuid4())
             links = [("about", t) for t in about]
             episode = new.episode_id
@@ -297,8 +297,7 @@ class MemoryWrites(MemoryReads):
 
         def write(conn: psycopg.Connection) -> str:
             rows = conn.execute(mq.TRUST_OF, (sources,)).fetchall()
-            if len(rows) != len(sources):
-                raise errors.NotFound("source_ids: a source memory was not found")
+            v.all_found("source_ids", sources, {str(r[0]) for r in rows})
             allowed = trust_rules.intersect(
                 [Trust(str(r[1]) if r[1] else None, frozenset(r[2])) for r in rows]
             )

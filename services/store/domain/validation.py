@@ -54,6 +54,15 @@ def _shows(c: str) -> bool:
     return not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf")
 
 
+def all_found(field: str, asked: Sequence[str], found: set[str]) -> None:
+    """NotFound naming the first of ``asked`` (canonical ids) not ``found``
+    ("source_ids[1]: memory not found"): which one, as read names them; one
+    the caller may not see reads as one that does not exist."""
+    missing = next((i for i, memory_id in enumerate(asked) if memory_id not in found), None)
+    if missing is not None:
+        raise errors.NotFound(f"{field}[{missing}]: memory not found")
+
+
 def request_id(value: str) -> str:
     if not value:
         raise errors.InvalidArgument("request_id", "is required (any unique string per write)")
