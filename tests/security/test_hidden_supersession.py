@@ -8,16 +8,20 @@ one they may see (or was, when it has been forgotten since)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
+import grpc
 import pytest
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
 from recallatron_devkit.stack import Stack
+from services.gateway.review_web import ReviewApp, Session
 from tests.conftest import Team, remember_robin, wait_for
 from tests.recall.test_expiry_gate import MODES, backdate, found, in_no_mode
+from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
 
 pytestmark = pytest.mark.integration
 
@@ -190,3 +194,68 @@ def test_a_hidden_supersede_renews_nothing_for_whoever_reads_the_memory_current(
         assert new.id in got, mode
         assert old.id not in got, mode
     assert cy.read([old.id]).memories[0].updated_at.ToDatetime() == was
+
+
+def _pairs(client: Client) -> set[frozenset[str]]:
+    return {frozenset((p.first.id, p.second.id)) for p in client.duplicate_pairs().pairs}
+
+
+def _on_the_page(stack: Stack, client: Client, form: dict[str, str]) -> None:
+    """One decision of the review page, as a signed-in session sends it."""
+    now = time.monotonic()
+    session = Session(client, "csrf", now, now)
+    ReviewApp(stack.gateway).decide(session, form, "assist")
+    assert session.flash and session.flash[-1][0] == "ok", session.flash
+
+
+def test_duplicate_review_takes_a_memory_with_hidden_successors_as_current(
+    stack: Stack, team: Team
+) -> None:
+    """Cy's duplicate pairs left out a memory Ada superseded by a draft only
+    she may see, and keeping both on the revisions Cy read was refused as
+    superseded: both told Cy of the draft. For Cy the memory is current:
+    proposed as before, and each of the page's decisions on it is taken."""
+    ada, cy = team.clients["ada"], team.clients["cy"]
+    texts = NEAR_DUPLICATES[:3]
+    pairs = [
+        tuple(cy.remember(*side, audience_to="workspace").memory for side in pair) for pair in texts
+    ]
+    wait_embedded(stack, team, [m.id for pair in pairs for m in pair])
+    proposed = _pairs(cy)
+    assert {frozenset(m.id for m in pair) for pair in pairs} <= proposed
+
+    drafts = {}
+    for first, _ in pairs:
+        drafts[first.id] = ada.supersede(
+            first.id, first.revision, f"Draft {uuid.uuid4().hex}", reason=SECRET,
+            audience_to=team.members["ada"],
+        ).memory.id  # fmt: skip
+    assert _pairs(cy) == proposed
+    (kept, other), (retired, keep), (forgotten, _) = (
+        [cy.read([m.id]).memories[0] for m in pair] for pair in pairs
+    )
+
+    # Keep both, on the revisions Cy read.
+    _on_the_page(stack, cy, {
+        "action": "keep", "first_id": kept.id, "second_id": other.id,
+        "first_revision": str(kept.revision), "second_revision": str(other.revision),
+    })  # fmt: skip
+    assert frozenset((kept.id, other.id)) not in _pairs(cy)
+    # Supersede one by the other's text: Cy's successor goes where her view
+    # of the chain ends, before Ada's draft.
+    _on_the_page(stack, cy, {
+        "action": "supersede", "retire_id": retired.id, "keep_id": keep.id,
+        "retire_revision": str(retired.revision), "keep_revision": str(keep.revision),
+    })  # fmt: skip
+    successor = cy.read([retired.id]).memories[0].superseded_by_id
+    assert cy.read([successor]).memories[0].body == keep.body
+    assert ada.read([successor]).memories[0].superseded_by_id == drafts[retired.id]
+    # Forget one, on the revision Cy read.
+    _on_the_page(stack, cy, {
+        "action": "forget", "target_id": forgotten.id,
+        "target_revision": str(forgotten.revision), "reason": "a duplicate",
+    })  # fmt: skip
+    with pytest.raises(grpc.RpcError) as gone:
+        cy.read([forgotten.id])
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    assert not _pairs(cy) & {frozenset(m.id for m in pair) for pair in pairs}

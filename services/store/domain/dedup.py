@@ -18,6 +18,7 @@ from recallatron.embed_input import EMBED_INPUT_VERSION
 from services.store.domain import validation as v
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
+from services.store.sql import memory_queries as mq
 
 MAX_WINDOW = 500
 DEFAULT_WINDOW = 500
@@ -28,12 +29,18 @@ MAX_LIMIT = 500
 # The vectors compared must come from one model: the one the embedding job
 # wrote last with the current input stamp (after a model change, rebuild
 # replaces the older vectors; until then they are left out, not mixed in).
-# Superseded memories keep their vector (0067_baseline/08_embedding.sql: recall
-# may find them) but are left out of the window, and forgotten ones have none,
+# Memories superseded for the caller keep their vector (0067_baseline/08_embedding.sql:
+# recall may find them) but are left out of the window, and forgotten ones have none,
 # so neither ever forms a pair. The window is the newest current memories the
 # caller may see, taken before their vectors: one not embedded yet (or parked)
 # keeps its place rather than letting the window reach back to older ones
 # (design §8.1). 500 x 500 / 2 cosines is cheap in SQL.
+# Current for the caller: no memory along its chain of successors is one they
+# may see (visible_successor, 0067_baseline/12_chains.sql), as read, recall and
+# the lists take it; the walk only for a superseded memory. One superseded
+# only by successors hidden from them is theirs to review, and answers as
+# before the supersede, which it may not reveal.
+CURRENT_FOR_CALLER = "(m.superseded_by_id IS NULL OR visible_successor(m.superseded_by_id) IS NULL)"
 CURRENT_MODEL = """current_model AS (
     SELECT e.model_id FROM memory_embedding e
     WHERE e.input_version = %(input_version)s
@@ -43,7 +50,7 @@ CURRENT_MODEL = """current_model AS (
 PAIRS = f"""
 WITH {CURRENT_MODEL}, newest AS (
     SELECT m.id FROM memory m
-    WHERE m.superseded_by_id IS NULL
+    WHERE {CURRENT_FOR_CALLER}
     ORDER BY m.created_at DESC, m.id DESC
     LIMIT %(window)s
 ), recent AS (
@@ -65,10 +72,11 @@ LIMIT %(limit)s
 # reads every memory the caller may see and sorts them for the newest
 # (20,040 memory rows a page at 20,040 memories).
 WINDOW_ORDER = {"enable_sort": "off"}
-# The pair's memories the caller may see, as they stand: a dismissal given
-# the revisions read checks them against these, in its own transaction.
-PAIR_STATES = """
-SELECT id::text, revision, superseded_by_id IS NOT NULL FROM memory WHERE id = ANY(%s::uuid[])
+# The pair's memories the caller may see, as they stand (superseded for the
+# caller, as a change takes it): a dismissal given the revisions read checks
+# them against these, in its own transaction.
+PAIR_STATES = f"""
+SELECT id::text, revision, {mq.SUPERSEDED_FOR_CALLER} FROM memory WHERE id = ANY(%s::uuid[])
 """
 DISMISS = """
 INSERT INTO dismissed_pair (first_id, second_id, dismissed_by) VALUES (%s, %s, %s)

@@ -46,8 +46,8 @@ SELECT id, audience_member_id, purposes::text[] FROM memory WHERE id = ANY(%s::u
 # Superseded for the caller: a memory along its chain of successors is one
 # they may see (memory_reads_current, workspace migration 0068). One whose
 # successors are all hidden from them reads, and changes, as current.
-_SUPERSEDED_FOR_CALLER = "superseded_by_id IS NOT NULL AND NOT memory_reads_current(id)"
-STATE_OF = f"SELECT revision, {_SUPERSEDED_FOR_CALLER} FROM memory WHERE id = %s"
+SUPERSEDED_FOR_CALLER = "superseded_by_id IS NOT NULL AND NOT memory_reads_current(id)"
+STATE_OF = f"SELECT revision, {SUPERSEDED_FOR_CALLER} FROM memory WHERE id = %s"
 # A derived memory's sources, which its successor keeps (MemoryRevisions.supersede).
 SOURCES_OF = """
 SELECT target_id FROM memory_link
@@ -74,7 +74,7 @@ SELECT 1 FROM later WHERE id = %(memory)s::uuid LIMIT 1
 # for the caller, and its successor (one hidden from the caller when it is
 # not), which a supersede links its new memory to (MemoryRevisions.supersede).
 CHANGE_SUBJECT = f"""
-SELECT created_by, audience_member_id, revision, {_SUPERSEDED_FOR_CALLER}, superseded_by_id
+SELECT created_by, audience_member_id, revision, {SUPERSEDED_FOR_CALLER}, superseded_by_id
 FROM memory WHERE id = %s
 """
 # The same, the row made the caller's first: a forget records the revision it
@@ -116,7 +116,7 @@ CORRECT = f"""
 UPDATE memory SET title = coalesce(%s, title), body = coalesce(%s, body),
                   confidence = coalesce(%s, confidence),
                   revision = revision + 1, updated_at = now()
-WHERE id = %s AND revision = %s AND NOT ({_SUPERSEDED_FOR_CALLER})
+WHERE id = %s AND revision = %s AND NOT ({SUPERSEDED_FOR_CALLER})
 RETURNING superseded_by_id
 """
 # It renews nothing (updated_at stays): whoever may not see the successor
@@ -124,7 +124,7 @@ RETURNING superseded_by_id
 # expiry gate for them and date it to a change they may not see.
 SUPERSEDE = f"""
 UPDATE memory SET superseded_by_id = %s, revision = revision + 1
-WHERE id = %s AND revision = %s AND NOT ({_SUPERSEDED_FOR_CALLER})
+WHERE id = %s AND revision = %s AND NOT ({SUPERSEDED_FOR_CALLER})
 """
 # A supersede of a memory whose successor is hidden from the caller puts its
 # new memory where the caller's view of the chain ends: the old memory, the
