@@ -858,7 +858,7 @@ class NeighborsRequest(_message.Message):
     PURPOSE_FIELD_NUMBER: _builtins.int
     entity_id: _builtins.str
     hops: _builtins.int
-    """1..3."""
+    """1..3; 0 (not given) is 1."""
     purpose: _common_pb2.Purpose.ValueType
     @_builtins.property
     def predicates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

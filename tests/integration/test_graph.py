@@ -410,12 +410,30 @@ def test_bad_graph_input_is_refused_naming_the_field_and_changes_nothing(
     assert dbutil.checksum(stack, team.database_name) == before
 
 
-@pytest.mark.parametrize("hops", [0, 4, -1])
+@pytest.mark.parametrize("hops", [4, -1])
 def test_hops_out_of_range(team: Team, hops: int) -> None:
     ada = team.clients["ada"]
     memory = ada.remember("n", mention_names=["Node"])
     err = rpc_error(lambda: ada.neighbors(memory.memory.mentions[0].entity_id, hops=hops))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "hops" in (err.details() or "")
+
+
+def test_hops_not_given_is_one_hop(team: Team) -> None:
+    """A request leaving hops out (0 on the wire: a JSON body without it)
+    walks one hop, the default the tool schema and the clients state; it was
+    refused 'hops: must lie in [1, 3]'."""
+    ada = team.clients["ada"]
+    chain = ada.remember(
+        "Org chart",
+        relations=[
+            {"subject": {"name": "A"}, "predicate": "reports_to", "object": {"name": "B"}},
+            {"subject": {"name": "B"}, "predicate": "reports_to", "object": {"name": "C"}},
+        ],
+    ).memory
+    start = next(m.entity_id for m in chain.mentions if m.name == "A")
+    given = ada.neighbors(start, hops=0)
+    assert [(n.entity.name, n.depth) for n in given.nodes] == [("A", 0), ("B", 1)]
+    assert given == ada.neighbors(start, hops=1)
 
 
 def test_an_identifier_ending_in_a_newline_is_refused(stack, team: Team) -> None:  # type: ignore[no-untyped-def]

@@ -291,6 +291,9 @@ class GraphStore(InWorkspaces):
         at most MAX_NEIGHBOR_NODES nodes and MAX_NEIGHBOR_EDGES edges (the
         newest statements first at each hop), ``truncated`` when a cap cut."""
         start = v.uuid_str(entity_id, "entity_id")
+        # 0 is the wire's "not given" (a JSON body or a client leaving it
+        # out): one hop, the default every client and tool schema states.
+        hops = hops or 1
         if not 1 <= hops <= MAX_HOPS:
             raise errors.InvalidArgument("hops", f"must lie in [1, {MAX_HOPS}]")
         if len(predicates) > MAX_PREDICATES:
