@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from recallatron.client import Client
 from recallatron.v1 import common_pb2 as cpb
@@ -22,6 +23,7 @@ from services.gateway.review_web import ReviewApp, Session
 from tests.conftest import Team, remember_robin, wait_for
 from tests.recall.test_expiry_gate import MODES, backdate, found, in_no_mode
 from tests.surfaces.dedup_data import NEAR_DUPLICATES, wait_embedded
+from tests.surfaces.entity_data import write_robins
 
 pytestmark = pytest.mark.integration
 
@@ -259,3 +261,27 @@ def test_duplicate_review_takes_a_memory_with_hidden_successors_as_current(
         cy.read([forgotten.id])
     assert gone.value.code() == grpc.StatusCode.NOT_FOUND
     assert not _pairs(cy) & {frozenset(m.id for m in pair) for pair in pairs}
+
+
+def test_entity_pairs_are_drawn_from_memories_current_for_the_owner(
+    stack: Stack, team: Team
+) -> None:
+    """The entity pairs were drawn from the newest memories with no successor
+    at all: Bob superseding his workspace memory by a draft only he may see
+    took it out, and with it the pair Ada was proposed (Robin and Robin
+    Goodwin), though the memory reads to her as current."""
+    ada, bob = team.clients["ada"], team.clients["bob"]
+    robins = write_robins(bob, audience_to="workspace")
+    # Embedded first: the pair's context cosine reads the window's vectors.
+    wait_embedded(stack, team, [robins["first_memory"], robins["second_memory"]])
+    before = json_format.MessageToDict(ada.entity_pairs())
+    proposed = [{p["first"]["id"], p["second"]["id"]} for p in before.get("pairs", [])]
+    assert {robins["goodwin"], robins["robin"]} in proposed
+
+    (second,) = bob.read([robins["second_memory"]]).memories
+    draft = bob.supersede(
+        second.id, second.revision, "Robin on Apollo, draft", reason=SECRET,
+        audience_to=team.members["bob"],
+    ).memory  # fmt: skip
+    wait_embedded(stack, team, [draft.id])
+    assert json_format.MessageToDict(ada.entity_pairs()) == before

@@ -27,13 +27,15 @@ from recallatron.size_budget import Budget
 from recallatron.vocabulary import ANSWER_BUDGET_BYTES, MAX_ENTITY_GROUP
 from services.store.domain import answer_budget, entity_groups, graph, page_tokens
 from services.store.domain import validation as v
-from services.store.domain.dedup import CURRENT_MODEL
+from services.store.domain.dedup import CURRENT_FOR_CALLER, CURRENT_MODEL
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import Caller
 from services.store.sql import graph_queries as gq
 
 # The entities looked at: those mentioned by the caller's newest memories
-# (a bounded window, as dedup review's), at most this many.
+# current for them (a bounded window, as dedup review's: one whose successors
+# are all hidden from the caller is in it, as before its supersede), at most
+# this many.
 PAIR_MEMORIES = 1000
 PAIR_ENTITIES = 500
 # Mention contexts (the mean embedding of the memories mentioning each
@@ -64,7 +66,7 @@ MAX_MERGES = 200
 PAIRS = f"""
 WITH {CURRENT_MODEL}, recent_memory AS (
     SELECT m.id, m.created_at FROM memory m
-    WHERE m.superseded_by_id IS NULL
+    WHERE {CURRENT_FOR_CALLER}
     ORDER BY m.created_at DESC, m.id DESC
     LIMIT %(memories)s
 ), windowed AS (
