@@ -127,8 +127,15 @@ def server_refuses(
 ) -> bool:
     """Whether the gateway refuses the call INVALID_ARGUMENT naming ``argument``
     or the object holding it (an empty name of a mention is no choice of
-    entity: `mentions[0]: give an entity_id or a name`), saying ``saying``."""
-    request = tool.request_of(arguments)
+    entity: `mentions[0]: give an entity_id or a name`), saying ``saying``.
+    A value the arguments' conversion refuses before sending (an audience
+    that is neither 'workspace' nor a member id) is refused as an agent's
+    call is, by the same "argument: why"."""
+    try:
+        request = tool.request_of(arguments)
+    except ValueError as exc:
+        s, _, why = str(exc).partition(": ")
+        return (argument == s or argument.startswith((f"{s}.", f"{s}["))) and saying in why
     try:
         client.call(getattr(client.memory, tool.method), request)
     except grpc.RpcError as exc:
