@@ -8,6 +8,8 @@ from __future__ import annotations
 
 # The status argparse exits with for a bad argument.
 EXIT_USAGE = 2
+# The status of a command whose call was refused (any gRPC status but OK).
+EXIT_REFUSED = 1
 
 
 class Refused(Exception):

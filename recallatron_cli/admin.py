@@ -12,6 +12,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import grpc
+
 from recallatron.client import Client
 from recallatron.v1 import store_pb2
 from recallatron.vocabulary import PURPOSE, PURPOSES, ROLE
@@ -30,7 +32,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
             f"{made.workspace.server}",
         )
     elif args.admin_cmd == "create-member":
-        workspace_id = workspace_id_of(client, args.workspace)
+        workspace_id = workspace_id_of(client, args.workspace, "adds members to")
         member = client.create_member(
             workspace_id, args.handle, owner=args.owner, request_id=args.request_id
         )
@@ -85,7 +87,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
             ),
         )
     elif args.admin_cmd == "list-tokens":
-        listed = client.list_tokens(args.member or "", workspace_id_of(client, args.workspace))
+        workspace_id = workspace_id_of(client, args.workspace, "lists the tokens of")
+        listed = client.list_tokens(args.member or "", workspace_id)
         show(
             args,
             listed,
@@ -100,24 +103,38 @@ def cmd_admin(args: argparse.Namespace) -> int:
     return 0
 
 
-def workspace_id_of(client: Client, given: str | None) -> str:
+def workspace_id_of(client: Client, given: str | None, doing: str) -> str:
     """The id of the workspace ``given`` names by id or slug, for a request
     whose field takes an id. A slug is resolved by the gateway as list-members
     resolves one (with its refusals: NOT_FOUND, an owner naming another
-    workspace); a workspace no member ever joined, which only the operator
-    sees, is found in the list of workspaces."""
+    workspace, the latter in the words of what the command does: an owner
+    ``doing`` their own workspace only); a workspace no member ever joined,
+    which only the operator sees, is found in the list of workspaces."""
     if not given:
         return ""
     with contextlib.suppress(ValueError):
         return str(uuid.UUID(given))  # a slug is never a UUID
-    page = client.list_members_page(given, include_removed=True, page_size=1)
+    try:
+        page = client.list_members_page(given, include_removed=True, page_size=1)
+    except grpc.RpcError as exc:
+        # Refused the workspace named (not the caller): list-members' words
+        # would speak of listing members, which the user never asked for.
+        if exc.code() == grpc.StatusCode.PERMISSION_DENIED and str(exc.details()).startswith(
+            "workspace: "
+        ):
+            raise common.Refused(
+                f"PERMISSION_DENIED: workspace_id (--workspace): an owner {doing} their "
+                "own workspace only",
+                common.EXIT_REFUSED,
+            ) from None
+        raise
     if page.members:
         return str(page.members[0].workspace_id)
     for listed in client.all_workspaces().workspaces:
         if listed.workspace.slug == given:
             return str(listed.workspace.id)
     # Deleted between the two calls.
-    raise common.Refused(f"NOT_FOUND: workspace: no workspace {given!r}", 1)
+    raise common.Refused(f"NOT_FOUND: workspace: no workspace {given!r}", common.EXIT_REFUSED)
 
 
 def workspace_line(listed: store_pb2.ListedWorkspace) -> str:

@@ -24,6 +24,8 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from recallatron.client import Client, default_gateway
+from recallatron.refusal import EXIT_REFUSED as EXIT_REFUSED
+from recallatron.refusal import EXIT_USAGE
 from recallatron.refusal import Refused as Refused
 from recallatron.secretfiles import TOKEN_HELP, token_from
 from recallatron.settings import default_state_dir
@@ -79,9 +81,11 @@ def stopped(message: str) -> int:
     return 128 + _stopped_by[0]
 
 
-def invalid(field: str, flag: str, why: str) -> Refused:
-    """Bad input named as the gateway would name it: the request's field (and the flag)."""
-    return Refused(f"INVALID_ARGUMENT: {field} ({flag}): {why}")
+def invalid(field: str, flag: str, why: str, code: int = EXIT_USAGE) -> Refused:
+    """Bad input named as the gateway would name it: the request's field (and
+    the flag); refused here (``code`` a usage error's), or by the gateway
+    (EXIT_REFUSED, as any call it refuses)."""
+    return Refused(f"INVALID_ARGUMENT: {field} ({flag}): {why}", code)
 
 
 def renamed_fields(p: argparse.ArgumentParser, **flags: str | tuple[str, ...]) -> None:

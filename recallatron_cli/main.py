@@ -460,7 +460,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             operator.find_database()
         return int(args.func(args))
     except grpc.RpcError as exc:
-        return _failed(f"{exc.code().name}: {exc.details()}", 1)
+        return _failed(f"{exc.code().name}: {exc.details()}", common.EXIT_REFUSED)
     except common.Refused as exc:
         # The command's own refusal of its input or settings.
         return _failed(exc.message, exc.code)

@@ -161,5 +161,5 @@ def _named(exc: grpc.RpcError) -> Exception:
     if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and sep and path.startswith(FIELD_PREFIX):
         known = {f.name: f for f in SETTINGS.fields}
         if name in known:
-            return common.invalid(path, flag_of(known[name]), why)
+            return common.invalid(path, flag_of(known[name]), why, common.EXIT_REFUSED)
     return exc

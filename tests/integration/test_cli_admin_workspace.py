@@ -55,7 +55,19 @@ def test_an_owner_names_their_own_workspace_by_slug_and_no_other(
     other = f"s-{uuid.uuid4().hex[:12]}"
     elsewhere = operator.create_workspace(other).workspace
     assert main(_admin(stack, ada, "create-member", "--workspace", other, "hal")) == 1
-    assert capsys.readouterr().err.startswith("error: PERMISSION_DENIED")
+    # Refused naming what was tried and the field, not in list-members' words
+    # (the lookup of the slug it makes).
+    err = capsys.readouterr().err
+    assert err == (
+        "error: PERMISSION_DENIED: workspace_id (--workspace): an owner adds members "
+        "to their own workspace only\n"
+    ), err
+    assert main(_admin(stack, ada, "list-tokens", "--workspace", other)) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: PERMISSION_DENIED: workspace_id (--workspace): an owner lists the tokens "
+        "of their own workspace only\n"
+    ), err
     assert operator.list_members(elsewhere.id).members == []
     assert "gus" in {m.handle for m in operator.list_members(team.workspace_id).members}
 
