@@ -137,11 +137,6 @@ def _decode(token: str, what: str) -> dict[str, Any]:
     return data
 
 
-def _span(start: datetime | None, end: datetime | None) -> None:
-    if start is not None and end is not None and end <= start:
-        raise errors.InvalidArgument("to", "must be later than from")
-
-
 class OwnerView(InWorkspaces):
     def memories(
         self, caller: Caller, f: MemoryFilter, page_size: int = 0, page_token: str = ""
@@ -151,7 +146,7 @@ class OwnerView(InWorkspaces):
         for i, kind in enumerate(f.kinds):
             if kind not in KINDS:
                 raise errors.InvalidArgument(f"kinds[{i}]", "must be " + ", ".join(KINDS))
-        _span(f.start, f.end)
+        v.window(f.start, f.end)
         limit = v.count(page_size, "page_size", DEFAULT_LIST_PAGE, MAX_LIST_PAGE)
         after_at: datetime | None = None
         after_id: str | None = None
@@ -216,7 +211,7 @@ class OwnerView(InWorkspaces):
                 raise errors.InvalidArgument(
                     f"actions[{i}]", "not an audit action: one of " + ", ".join(AUDIT_ACTIONS)
                 )
-        _span(f.start, f.end)
+        v.window(f.start, f.end)
         limit = v.count(page_size, "page_size", DEFAULT_LIST_PAGE, MAX_AUDIT_PAGE)
         after_id: int | None = None
         if page_token:

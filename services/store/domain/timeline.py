@@ -126,8 +126,7 @@ class TimelineStore(InWorkspaces):
             )
         entity = v.uuid_str(entity_id, "entity_id") if entity_id else None
         episode = v.uuid_str(episode_id, "episode_id") if episode_id else None
-        if start is not None and end is not None and end < start:
-            raise errors.InvalidArgument("to", "must not lie before from")
+        v.window(start, end)
         subject = f"entity:{entity}" if entity else f"episode:{episode}" if episode else "all"
         after_at, after_kind, after_key = _after(page_token, subject)
         with self.transaction(caller) as conn:

@@ -1,4 +1,4 @@
-"""Input rules shared by every write. The names and limits are those of
+"""Input rules shared by the calls (writes and reads). The names and limits are those of
 recallatron.vocabulary, which the tool schemas state too; the id rules those
 of recallatron.ids, which the gateway checks with too (imported here under
 their names)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import unicodedata
 from collections.abc import Sequence
+from datetime import datetime
 
 from recallatron import errors
 from recallatron.ids import is_canonical_uuid as is_canonical_uuid
@@ -110,6 +111,14 @@ def count(value: int, field: str, default: int, most: int) -> int:
     if not 1 <= value <= most:
         raise errors.InvalidArgument(field, f"must lie in [0, {most}]; 0 is the default, {default}")
     return value
+
+
+def window(start: datetime | None, end: datetime | None) -> None:
+    """A window in time, ``start`` inclusive to ``end`` exclusive, either
+    open: one whose end is not later than its start holds no instant, and an
+    empty answer to it would read as nothing having happened."""
+    if start is not None and end is not None and end <= start:
+        raise errors.InvalidArgument("to", "must be later than from")
 
 
 def uuid_array(ids: Sequence[str]) -> str:
