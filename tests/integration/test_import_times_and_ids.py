@@ -330,13 +330,16 @@ def test_a_span_that_ends_before_it_begins_is_refused_naming_its_end(
     """A claim's valid_until before its valid_from, or an episode's ended_at
     before its started_at (each refused by every write, and by the tables'
     checks) was refused by the database after the workspace was made,
-    naming no record."""
+    naming no record. An alias's, a claim's or a relation's retired_at
+    before its stated_at (every write retires a statement after stating it)
+    was imported as it was."""
     ada = team.clients["ada"]
     ada.remember(
         "Robin leads Apollo", "Robin leads Apollo.", audience_to="workspace",
         claims=[{"entity": {"name": "Apollo"}, "attribute": "status", "value": "on"}],
         relations=[{"subject": {"name": "Robin"}, "predicate": "leads",
                     "object": {"name": "Apollo"}}],
+        aliases=[{"entity": {"name": "Apollo"}, "alias": "the moonshot"}],
     )  # fmt: skip
     ada.create_episode("Kickoff", "2025-03-01T09:00:00Z", "2025-03-01T11:00:00Z")
     out = tmp_path / "a"
@@ -345,10 +348,13 @@ def test_a_span_that_ends_before_it_begins_is_refused_naming_its_end(
         ("attribute_claims", "valid_from", "valid_until"),
         ("relation_claims", "valid_from", "valid_until"),
         ("episodes", "started_at", "ended_at"),
+        ("aliases", "stated_at", "retired_at"),
+        ("attribute_claims", "stated_at", "retired_at"),
+        ("relation_claims", "stated_at", "retired_at"),
     )
     wrong: dict[str, str] = {}
     for kind, begins, ends in spans:
-        edited = copied(out, tmp_path / kind)
+        edited = copied(out, tmp_path / f"{kind}-{ends}")
 
         def change(rows: list[dict[str, Any]], begins: str = begins, ends: str = ends) -> None:
             rows[0][begins], rows[0][ends] = "2025-03-01T11:00:00+00:00", "2025-03-01T10:00:00Z"
@@ -356,7 +362,7 @@ def test_a_span_that_ends_before_it_begins_is_refused_naming_its_end(
         rewrite(edited, kind, change)
         said = attempt(stack, edited, f"{kind}.jsonl line 1: {ends}: is before {begins}")
         if said is not None:
-            wrong[kind] = said
+            wrong[f"{kind}.{ends}"] = said
     assert not wrong, "\n".join(f"{name}: {said}" for name, said in wrong.items())
 
 

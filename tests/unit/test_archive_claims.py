@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from recallatron import errors
 from services.store.domain import archive_plan as plan
 from tests.unit.archive_records import T, memory, uid, write_archive
 
@@ -103,3 +104,26 @@ def test_a_mention_added_for_a_corrections_claim_counts_from_its_first_statement
         {"memory_id": uid(1), "entity_id": uid(10), "mentioned_at": later},
         {"memory_id": uid(2), "entity_id": uid(11)},
     ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "record"),
+    [("aliases", ALIAS), ("attribute_claims", CLAIM), ("relation_claims", RELATION)],
+)
+def test_a_statement_retired_before_it_was_stated_is_refused_naming_its_record(
+    tmp_path: Path, kind: str, record: dict[str, Any]
+) -> None:
+    """An alias's, a claim's or a relation's retired_at before its stated_at
+    was read as it was (every write retires a statement after it states it);
+    retired as it was stated, as a statement of a hidden chain is, reads."""
+    earlier = "2026-01-02T03:04:05.123455+00:00"  # a microsecond before T
+    base = {"memories": [memory(1)], "entities": ENTITIES, "mentions": mentions(*BOTH[:2])}
+    retired = [record, {**record, "id": uid(30), "retired_at": earlier}]
+    write_archive(tmp_path / "a", {**base, kind: retired})
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan.read_archive(tmp_path / "a")
+    assert err.value.field == f"{kind}.jsonl line 2: retired_at"
+    assert err.value.description.startswith(f"is before stated_at ({T})")
+
+    write_archive(tmp_path / "b", {**base, kind: [{**record, "retired_at": T}]})
+    assert plan.read_archive(tmp_path / "b").count(kind) == 1

@@ -323,27 +323,31 @@ TIME_FIELDS = {
 
 
 # Spans a record holds, from its begin to its end: every write refuses an end
-# before the begin, as the tables' checks do (a merge's undo, the service).
+# before the begin, as the tables' checks do (a merge's undo, the service),
+# and retires a statement (an alias, a claim, a relation) at or after stating it.
+_VALID = ("valid_from", "valid_until", "a claim holds from before it holds until")
+_STATED = ("stated_at", "retired_at", "a statement is retired only once it was stated")
 _SPANS = {
-    "attribute_claims": ("valid_from", "valid_until", "a claim holds from before it holds until"),
-    "relation_claims": ("valid_from", "valid_until", "a claim holds from before it holds until"),
-    "episodes": ("started_at", "ended_at", "an episode starts before it ends"),
-    "merges": ("decided_at", "undone_at", "a merge is undone only after it was decided"),
+    "aliases": (_STATED,),
+    "attribute_claims": (_VALID, _STATED),
+    "relation_claims": (_VALID, _STATED),
+    "episodes": (("started_at", "ended_at", "an episode starts before it ends"),),
+    "merges": (("decided_at", "undone_at", "a merge is undone only after it was decided"),),
 }
 
 
 def _check_times(kind: str, value: dict[str, Any], place: str) -> None:
-    """Each time of the record exists, and a span it holds does not end before it begins."""
+    """Each time of the record exists, and no span it holds ends before it begins."""
     times = {
         key: time_of(value[key], f"{place}: {key}")
         for key in TIME_FIELDS.get(kind, ())
         if value.get(key) is not None
     }
-    begins, ends, why = _SPANS.get(kind, ("", "", ""))
-    if begins in times and ends in times and times[ends] < times[begins]:
-        raise errors.InvalidArgument(
-            f"{place}: {ends}", f"is before {begins} ({value[begins]}): {why}"
-        )
+    for begins, ends, why in _SPANS.get(kind, ()):
+        if begins in times and ends in times and times[ends] < times[begins]:
+            raise errors.InvalidArgument(
+                f"{place}: {ends}", f"is before {begins} ({value[begins]}): {why}"
+            )
 
 
 # Each record's id fields, found in the schemas as the time fields are.
