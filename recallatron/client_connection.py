@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 from recallatron import forwarding
 from recallatron.grpcclient import make_channel
 from recallatron.protojson import to_message
+from recallatron.settings import state_dir
 from recallatron.v1 import gateway_pb2_grpc
 
 DEFAULT_GATEWAY = "127.0.0.1:7400"
@@ -30,6 +31,19 @@ Resp = TypeVar("Resp", bound=Message)
 def default_gateway() -> str:
     """The gateway address: RECALLATRON_GATEWAY, else the local stack's."""
     return os.environ.get("RECALLATRON_GATEWAY", DEFAULT_GATEWAY)
+
+
+def local_gateway() -> str:
+    """The gateway a command calls by default: RECALLATRON_GATEWAY, else the
+    local stack's, at the port its gateway wrote in the state directory (`up`
+    may have been given another port, or 0), else the default address."""
+    if os.environ.get("RECALLATRON_GATEWAY"):
+        return default_gateway()
+    try:
+        port = int((state_dir() / "run" / "gateway.port").read_text().strip())
+    except (OSError, ValueError):
+        return default_gateway()
+    return f"127.0.0.1:{port}"
 
 
 class Connection:

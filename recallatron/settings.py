@@ -5,6 +5,7 @@ for the services it calls); values come from the environment (prefix
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,11 @@ RANK_ADDRESS = "127.0.0.1:7403"
 def default_state_dir() -> Path:
     """Where the local stack keeps its data (Postgres, models, operator token)."""
     return REPO_ROOT / ".recallatron"
+
+
+def state_dir() -> Path:
+    """The local stack's state directory: RECALLATRON_STATE_DIR, else the default."""
+    return Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
 
 
 ENV_PREFIX = "RECALLATRON_"

@@ -16,19 +16,19 @@ import sys
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-from recallatron.client import Client, default_gateway
+from recallatron.client import Client
+from recallatron.client_connection import local_gateway as local_gateway
 from recallatron.refusal import EXIT_REFUSED as EXIT_REFUSED
 from recallatron.refusal import EXIT_USAGE
 from recallatron.refusal import Refused as Refused
 from recallatron.secretfiles import TOKEN_HELP, token_from
-from recallatron.settings import default_state_dir
+from recallatron.settings import state_dir as state_dir
 from recallatron.vocabulary import (
     DEFAULT_PURPOSE,
     KIND,
@@ -163,23 +163,6 @@ def naming_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, exc:
                 if isinstance(v, str) and bad in v:
                     return f"{_flag(a)}: not UTF-8 text: {v!r:.60}"
     return message
-
-
-def state_dir() -> Path:
-    return Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
-
-
-def local_gateway() -> str:
-    """The gateway a command calls by default: RECALLATRON_GATEWAY, else the
-    local stack's, at the port its gateway wrote in the state directory (`up`
-    may have been given another port, or 0), else the default address."""
-    if os.environ.get("RECALLATRON_GATEWAY"):
-        return default_gateway()
-    try:
-        port = int((state_dir() / "run" / "gateway.port").read_text().strip())
-    except (OSError, ValueError):
-        return default_gateway()
-    return f"127.0.0.1:{port}"
 
 
 def admin_token() -> str:

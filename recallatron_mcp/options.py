@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from recallatron.client import default_gateway
+from recallatron.client_connection import local_gateway
 
 # Beside the gateway's HTTP/JSON (7420) and review page (7410).
 DEFAULT_HTTP = "127.0.0.1:7421"
@@ -35,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--gateway",
-        default=default_gateway(),
+        default=local_gateway(),
         help="host:port of the gateway the tools call (default: RECALLATRON_GATEWAY, "
-        "else 127.0.0.1:7400)",
+        "else the local stack's in RECALLATRON_STATE_DIR, else 127.0.0.1:7400)",
     )
     parser.add_argument(
         "--listen",

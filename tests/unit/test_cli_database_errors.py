@@ -56,3 +56,41 @@ def test_commands_call_the_local_stack_s_gateway_where_it_listens(
     assert local_gateway() == "127.0.0.1:41234"
     monkeypatch.setenv("RECALLATRON_GATEWAY", "10.0.0.7:7400")
     assert local_gateway() == "10.0.0.7:7400"
+
+
+def test_every_command_calling_a_gateway_finds_the_local_stack_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recallatron mcp` (and `python -m recallatron_mcp`) called the default
+    address whatever RECALLATRON_STATE_DIR's stack listened on, where every
+    other command calling the gateway finds it there; the dev kit's eval and
+    load, which start a stack of their own unless given one, default to none."""
+    import argparse
+
+    from recallatron_cli.main import build_parser
+    from recallatron_mcp import options
+
+    monkeypatch.delenv("RECALLATRON_GATEWAY", raising=False)
+    monkeypatch.setenv("RECALLATRON_STATE_DIR", str(tmp_path))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "gateway.port").write_text("41234\n")
+    defaults: dict[str, object] = {}
+
+    def visit(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    visit(child, f"{path} {name}")
+            elif "--gateway" in action.option_strings and action.default not in (
+                "",
+                None,
+                argparse.SUPPRESS,  # `settings set`: the one given before `set`
+            ):
+                defaults[path] = action.default
+
+    visit(build_parser(), "recallatron")
+    standalone = argparse.ArgumentParser()
+    options.add_arguments(standalone)
+    visit(standalone, "python -m recallatron_mcp")
+    assert "recallatron mcp" in defaults and "recallatron admin" in defaults
+    assert {p: d for p, d in defaults.items() if d != "127.0.0.1:41234"} == {}
