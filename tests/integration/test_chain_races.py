@@ -365,3 +365,52 @@ def test_a_removed_members_chain_is_erased_later_memory_first(
         removal = member_removal.MemberRemoval(dbs, ControlPlane(dbs))
         assert removal.remove(team.members["cy"], "erase").erased == 4
     _no_link_to_a_tombstone(stack, team)
+
+
+def _alternating_chain(team: Team) -> list[str]:
+    """C1, B1, C2, B2 along one chain, each memory Cy's or Bob's alone in turn."""
+    bob, cy = team.clients["bob"], team.clients["cy"]
+    c1 = cy.remember("Office in Lyon").memory
+    b1 = cy.supersede(c1.id, c1.revision, "Office in Paris", audience_to=team.members["bob"])
+    c2 = bob.supersede(b1.memory.id, 1, "Office in Nice", audience_to=team.members["cy"])
+    b2 = cy.supersede(c2.memory.id, 1, "Office in Porto", audience_to=team.members["bob"])
+    return [c1.id, b1.memory.id, c2.memory.id, b2.memory.id]
+
+
+@pytest.mark.parametrize("mode", ["erase", "transfer"])
+def test_two_removals_whose_memories_alternate_along_a_chain_both_finish(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Cy and Bob removed at once, their memories C1, B1, C2, B2 along one
+    chain. Cy's removal is held once it has held its batch's successors (B2,
+    B1) while Bob's runs: Bob's held C2, Cy's memory's successor, then waited
+    for B2, while Cy's, going on, waited for C2: the database failed one of
+    them. Now removals of one workspace take turns: both finish."""
+    chain = _alternating_chain(team)
+    to = team.members["ada"] if mode == "transfer" else ""
+    real = member_removal._hold_successors
+    with dbutil.store_databases(stack) as dbs:
+        removal = member_removal.MemberRemoval(dbs, ControlPlane(dbs))
+        race = _Other(stack, team, lambda: removal.remove(team.members["bob"], mode, to))
+
+        def held_once(conn: psycopg.Connection[Any], batch: list[Any]) -> None:
+            real(conn, batch)
+            if not race.thread.ident:  # Cy's first batch; Bob's not yet started
+                race.start_and_wait()
+
+        monkeypatch.setattr(member_removal, "_hold_successors", held_once)
+        cys = removal.remove(team.members["cy"], mode, to)
+        bobs = race.outcome()
+    changed = [(r.erased, r.transferred) for r in (cys, bobs)]
+    assert changed == ([(2, 0)] * 2 if mode == "erase" else [(0, 2)] * 2)
+    _no_link_to_a_tombstone(stack, team)
+    rows = dbutil.query(
+        stack, team.database_name,
+        "SELECT invalidated_at IS NULL, audience_member_id::text FROM memory"
+        " WHERE id = ANY(%s::uuid[])",
+        (chain,),
+    )  # fmt: skip
+    if mode == "erase":
+        assert [r[0] for r in rows] == [False] * 4
+    else:
+        assert [(r[0], r[1]) for r in rows] == [(True, team.members["ada"])] * 4

@@ -25,9 +25,12 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from recallatron import errors
 from recallatron.client import Client
 from recallatron_cli.main import main
 from recallatron_devkit.stack import Stack
+from services.store.domain import member_removal
+from services.store.domain.control import ControlPlane
 from services.store.sql import leaving_queries as lq
 from tests import dbutil
 from tests.conftest import Team, wait_for
@@ -330,6 +333,15 @@ def waiting_for(watch: psycopg.Connection[Any], holder: psycopg.Connection[Any])
     return int(row[0]) if row else 0
 
 
+def lock_waits(watch: psycopg.Connection[Any]) -> int:
+    """How many sessions of ``watch``'s database wait for a lock."""
+    row = watch.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def bobs_private_memory_and_history(stack: Stack, team: Team, tag: str) -> str:
     import_history(stack, team, "bob", [f"zqturn{tag} for Bob alone"])
     return team.clients["bob"].remember(f"Private {tag}", f"zqprivate{tag}").memory.id
@@ -338,6 +350,20 @@ def bobs_private_memory_and_history(stack: Stack, team: Team, tag: str) -> str:
 def assert_refused_and_nothing_moved(
     stack: Stack, team: Team, outcome: list[Any], private: str, tag: str
 ) -> None:
+    cy = team.members["cy"]
+    assert len(outcome) == 1 and isinstance(outcome[0], grpc.RpcError), outcome
+    exc = outcome[0]
+    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc.details()
+    assert "transfer_to" in str(exc.details()) and cy in str(exc.details())
+    status = rpc_status.from_call(exc)
+    assert status is not None
+    failure = error_details_pb2.PreconditionFailure()
+    assert any(d.Unpack(failure) for d in status.details)
+    assert [v.type for v in failure.violations] == ["RECEIVER_REMOVED"]
+    assert_nothing_moved(stack, team, private, tag)
+
+
+def assert_nothing_moved(stack: Stack, team: Team, private: str, tag: str) -> None:
     bob, cy = team.members["bob"], team.members["cy"]
     # Nothing of bob's went to cy, who left.
     live_for_cy = dbutil.query(
@@ -348,15 +374,6 @@ def assert_refused_and_nothing_moved(
     )
     assert live_for_cy == []
     assert history_of(stack, team, cy) == []
-    assert len(outcome) == 1 and isinstance(outcome[0], grpc.RpcError), outcome
-    exc = outcome[0]
-    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc.details()
-    assert "transfer_to" in str(exc.details()) and cy in str(exc.details())
-    status = rpc_status.from_call(exc)
-    assert status is not None
-    failure = error_details_pb2.PreconditionFailure()
-    assert any(d.Unpack(failure) for d in status.details)
-    assert [v.type for v in failure.violations] == ["RECEIVER_REMOVED"]
     # Bob's private memory and history are as they were, still his; removing
     # him again (erase) finishes what was left.
     kept = dbutil.query(
@@ -415,16 +432,30 @@ def hand_over_waiting(stack: Stack, operator: Client, team: Team, held: str) -> 
 
 
 def test_a_hand_over_to_a_member_removed_after_its_check_is_refused_and_moves_nothing(
-    stack: Stack, operator: Client, team: Team
+    stack: Stack, operator: Client, team: Team, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The receiver is checked, then removed wholly (erase) by another call,
     then the hand-over reaches the workspace: it was handed to them after
-    their erase."""
-    # Bob's write lock: the hand-over has checked its receiver in the control
-    # plane and waits here.
-    with hand_over_waiting(stack, operator, team, "bob") as waiting:
+    their erase. Bob's removal runs in this process (a store replica's code),
+    stopped between its control plane's step and the workspace's (removals of
+    a workspace take turns there, so Cy's cannot run while Bob's waits within
+    it)."""
+    tag = uuid.uuid4().hex[:10]
+    private = bobs_private_memory_and_history(stack, team, tag)
+    real = member_removal.MemberRemoval._workspace_step
+
+    def after_cys_removal(removal: member_removal.MemberRemoval, *args: Any) -> Any:
         operator.remove_member(team.members["cy"], "erase")
-    assert_refused_and_nothing_moved(stack, team, waiting.outcome, waiting.private, waiting.tag)
+        return real(removal, *args)
+
+    monkeypatch.setattr(member_removal.MemberRemoval, "_workspace_step", after_cys_removal)
+    with dbutil.store_databases(stack) as dbs:
+        removal = member_removal.MemberRemoval(dbs, ControlPlane(dbs))
+        with pytest.raises(errors.FailedPrecondition) as refusal:
+            removal.remove(team.members["bob"], "transfer", team.members["cy"])
+    assert (refusal.value.subject, refusal.value.reason) == ("transfer_to", "RECEIVER_REMOVED")
+    assert team.members["cy"] in str(refusal.value)
+    assert_nothing_moved(stack, team, private, tag)
 
 
 def test_a_receiver_removed_while_a_hand_over_waits_for_them_refuses_it(
@@ -438,10 +469,9 @@ def test_a_receiver_removed_while_a_hand_over_waits_for_them_refuses_it(
             target=lambda: removed.append(operator.remove_member(team.members["cy"], "erase"))
         )
         leaving.start()
-        # Cy's removal has passed the control plane and waits for the workspace.
-        wait_for(
-            lambda: waiting_for(waiting.watch, waiting.holder) == 2, "cy's removal waiting too", 60
-        )
+        # Cy's removal has passed the control plane and waits for its turn in
+        # the workspace, which the hand-over holds.
+        wait_for(lambda: lock_waits(waiting.watch) == 2, "cy's removal waiting too", 60)
     leaving.join(timeout=120)
     assert not leaving.is_alive()
     assert len(removed) == 1

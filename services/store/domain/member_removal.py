@@ -169,6 +169,7 @@ class MemberRemoval(OnWorkspaces):
         }
         erased = transferred = history = 0
         with self.dbs.owner_pool(ws.server, ws.database_name).connection() as conn:
+            conn.execute(lq.REMOVAL_TURN)
             # A write for the member either committed before this or is
             # refused after it (0067_baseline/04_memory.sql).
             conn.execute(lq.HOLD_MEMBER_ALONE, params)

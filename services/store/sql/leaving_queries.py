@@ -2,6 +2,18 @@
 (services/store/domain/member_removal.py). Run on the owner pool: the rows
 changed are the member's, whoever may see them."""
 
+# -- removals take turns --------------------------------------------------------
+# One removal at a time in a workspace (its database; held to the commit),
+# taken before any other lock, so that one waiting for its turn holds nothing
+# (no member's lock) a removal under way or a write may wait for. Two at once
+# each held their own memories' successors, batch by batch, and then changed
+# their memories: along a chain whose memories were the two members' in turn,
+# each held a successor the other was changing, and the database failed one.
+# No order of rows across the two removals can be agreed (neither knows the
+# other's memories, and forget's triggers lock more along the chain), and
+# removals are rare: turns are the simple fix. 7417 names the lock's use.
+REMOVAL_TURN = "SELECT pg_advisory_xact_lock(7417, 0)"
+
 # -- the write lock of a member (0067_baseline/04_memory.sql) ----------------
 # Every memory or episode inserted for or by one member holds that member's
 # lock shared and then reads removed_member (the trigger refuse_removed_member);
