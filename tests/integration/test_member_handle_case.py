@@ -188,3 +188,35 @@ def test_an_import_gives_no_member_a_handle_another_has_in_another_case(
     members.write_text(json.dumps({"members": listed}))
     error = refused(stack, twins, "--members", str(members))
     assert "members file: members[2].handle: " in error and "in any case" in error, error
+
+
+def test_a_members_files_source_names_a_handle_in_any_case(
+    stack: Stack, team: Team, tmp_path: Path
+) -> None:
+    """A members file's source found a handle only as spelt ('ADA' was 'the
+    archive has no member'), though the control plane finds a handle in any
+    case: now the member spelt so, else the oldest holding it in another
+    case; an entry naming a member another entry names in another case is
+    refused as listing it twice, nothing made."""
+    out = tmp_path / "a"
+    assert cli(stack, "export", "--workspace", team.slug, "--out", str(out)).returncode == 0
+    members = tmp_path / "members.json"
+    members.write_text(json.dumps({"members": [{"source": "ADA"}, {"source": "Cy"}]}))
+    assert _imported_members(stack, out, "--members", str(members)) == [
+        ("ada", False),
+        ("cy", False),
+    ]
+    members.write_text(json.dumps({"members": [{"source": "ada"}, {"source": "Ada"}]}))
+    error = refused(stack, out, "--members", str(members))
+    assert "members file: members[1].source: member 'ada' is listed twice" in error, error
+
+    # Cy as 'Bob', later than 'bob': 'BOB' names bob, the oldest.
+    twins = copied(out, tmp_path / "twins")
+    workspace = json.loads((twins / fmt.WORKSPACE).read_text())
+    workspace["members"][2]["handle"] = "Bob"
+    _replace(twins, fmt.WORKSPACE, json.dumps(workspace).encode())
+    members.write_text(json.dumps({"members": [{"source": "ada"}, {"source": "BOB"}]}))
+    assert _imported_members(stack, twins, "--members", str(members)) == [
+        ("ada", False),
+        ("bob", False),
+    ]

@@ -59,6 +59,35 @@ def test_a_handle_is_one_in_any_case_but_for_the_archives_own_pairs() -> None:
     assert [m.handle for m in plan_members(twins, None)] == ["ada", "bob", "Bob"]
 
 
+def test_a_source_names_a_handle_in_any_case_as_the_control_plane_finds_it() -> None:
+    """A members file's source found a handle only as spelt: 'Bob' was 'the
+    archive has no member', though the control plane reads 'Bob' and 'bob'
+    as one handle. Now it finds the member spelt so, else the oldest holding
+    the handle in another case; two entries naming one member so are refused
+    as listing it twice; no other characters fold (the Kelvin sign is no k)."""
+    given = {"members": [{"source": "ADA"}, {"source": "Bob", "role": "owner"}]}
+    assert plan_members(MEMBERS, given) == [
+        MemberPlan(ADA, "ada", "owner"),
+        MemberPlan(BOB, "bob", "owner"),
+    ]
+    twins = [*MEMBERS, {"id": uid(3), "handle": "Bob", "role": "member"}]
+    oldest = {"members": [{"source": "BOB", "role": "owner"}]}
+    assert [m.source_id for m in plan_members(twins, oldest)] == [BOB]
+    for members, source in (
+        ([{"source": "bob"}, {"source": "BOB"}], MEMBERS),
+        ([{"source": "Ada"}, {"source": "aDa"}], MEMBERS),
+        ([{"source": "ada"}, {"source": "bob"}, {"source": "BOB"}], twins),
+    ):
+        with pytest.raises(errors.InvalidArgument) as err:
+            plan_members(source, {"members": members})
+        assert err.value.field == f"members file: members[{len(members) - 1}].source"
+        assert "listed twice: members[" in err.value.description
+    kelvin = [{"id": uid(4), "handle": "k", "role": "owner"}]
+    with pytest.raises(errors.InvalidArgument) as err:
+        plan_members(kelvin, {"members": [{"source": "\u212a"}]})
+    assert err.value.field == "members file: members[0].source"
+
+
 @pytest.mark.parametrize(
     "members",
     [[{"source": "bob"}], [{"source": "ada", "role": "member"}, {"source": "bob"}], []],

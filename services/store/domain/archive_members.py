@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recallatron import errors
-from services.store.domain.control_names import HANDLE_RE, HANDLE_RULE
+from services.store.domain.control_names import HANDLE_RE, HANDLE_RULE, handle_key
 
 Record = dict[str, Any]
 
@@ -36,30 +36,36 @@ def plan_members(archive_members: list[Record], members_file: Record | None) -> 
         return [MemberPlan(m["id"], m["handle"], m["role"]) for m in archive_members]
     by_id = {m["id"]: m for m in archive_members}
     by_key: dict[str, Record] = {}
+    # A handle in any case, as the control plane finds one: the member spelt
+    # so first, else the oldest holding it in another case (the archive's
+    # order, its oldest member first).
+    any_case: dict[str, Record] = {}
     for m in archive_members:
         by_key[m["id"]] = m
         by_key.setdefault(m["handle"], m)
+        any_case.setdefault(handle_key(m["handle"]), m)
     plans: list[MemberPlan] = []
-    sources: set[str] = set()
+    # Each source member's entry, by id.
+    sources: dict[str, int] = {}
     # Whether each plan keeps its source's own handle.
     own: list[bool] = []
     for i, entry in enumerate(members_file["members"]):
         where = f"members file: members[{i}]"
-        # An id in any case (the archive's are read in lower case, archive_format);
-        # a handle as it is spelt.
-        source = by_key.get(entry["source"]) or by_id.get(entry["source"].lower())
+        # An id in any case (the archive's are read in lower case, archive_format).
+        given = entry["source"]
+        source = by_key.get(given) or by_id.get(given.lower()) or any_case.get(handle_key(given))
         if source is None:
-            raise errors.InvalidArgument(
-                f"{where}.source", f"the archive has no member {entry['source']!r}"
-            )
+            raise errors.InvalidArgument(f"{where}.source", f"the archive has no member {given!r}")
         if source["id"] in sources:
             raise errors.InvalidArgument(
-                f"{where}.source", f"member {entry['source']!r} is listed twice"
+                f"{where}.source",
+                f"member {source['handle']!r} is listed twice: members[{sources[source['id']]}] "
+                "names them too (by their id, or their handle in any case)",
             )
         handle = entry.get("handle", source["handle"])
         if not HANDLE_RE.match(handle):
             raise errors.InvalidArgument(f"{where}.handle", HANDLE_RULE)
-        sources.add(source["id"])
+        sources[source["id"]] = i
         plans.append(MemberPlan(source["id"], handle, entry.get("role", source["role"])))
         own.append(handle == source["handle"])
     _one_in_any_case(plans, own)
@@ -80,11 +86,13 @@ def _one_in_any_case(plans: list[MemberPlan], own: list[bool]) -> None:
     members an archive holds in two cases keep their own handles only."""
     by_key: dict[str, list[int]] = {}
     for i, p in enumerate(plans):
-        by_key.setdefault(p.handle.lower(), []).append(i)
+        by_key.setdefault(handle_key(p.handle), []).append(i)
     for i, p in enumerate(plans):
         if own[i]:
             continue
-        other = next((j for j in by_key[p.handle.lower()] if j != i and (own[j] or j < i)), None)
+        other = next(
+            (j for j in by_key[handle_key(p.handle)] if j != i and (own[j] or j < i)), None
+        )
         if other is None:
             continue
         if plans[other].handle == p.handle:
