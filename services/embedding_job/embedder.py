@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
+import numpy as np
 
-from recallatron import errors, internal_channels
+from recallatron import errors, internal_channels, packed_vectors
 from recallatron.grpcclient import make_channel
 from recallatron.internal_auth import Signer
 from recallatron.v1 import embed_pb2, embed_pb2_grpc
@@ -29,6 +30,36 @@ class EmbedUnavailable(errors.Unavailable):
         self.code = code
 
 
+class BadAnswer(grpc.RpcError):
+    """An answer the embed service's protocol rules out (a packed vector of
+    the wrong length): failed as a call it refused, so the batch's rows are
+    tried alone and the one answered so fails, retried and parked."""
+
+    def __init__(self, details: str) -> None:
+        super().__init__(details)
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INTERNAL
+
+    def details(self) -> str:
+        return self._details
+
+
+def vectors_of(resp: embed_pb2.EmbedResponse) -> list[np.ndarray]:
+    """The answer's vectors, float32, pgvector's form: each read from its
+    packed bytes, or from its floats when a service of a version before
+    `packed` answered those. Raises :class:`BadAnswer` on packed bytes of
+    the wrong length."""
+    try:
+        return [
+            packed_vectors.unpack(vec.packed, vec.values, f"vectors[{i}].packed")
+            for i, vec in enumerate(resp.vectors)
+        ]
+    except errors.InvalidArgument as exc:
+        raise BadAnswer(f"the embed service answered a bad vector: {exc}") from None
+
+
 class Embedder:
     """The embed service, reached with a deadline."""
 
@@ -41,9 +72,10 @@ class Embedder:
         self.stub = embed_pb2_grpc.EmbedServiceStub(channel)
         self.timeout = timeout
 
-    def embed(self, texts: Sequence[str]) -> tuple[str, list[list[float]]]:
-        resp = self.stub.Embed(embed_pb2.EmbedRequest(texts=list(texts)), timeout=self.timeout)
-        return resp.model_id, [list(vec.values) for vec in resp.vectors]
+    def embed(self, texts: Sequence[str]) -> tuple[str, list[np.ndarray]]:
+        request = embed_pb2.EmbedRequest(texts=list(texts), packed=True)
+        resp = self.stub.Embed(request, timeout=self.timeout)
+        return resp.model_id, vectors_of(resp)
 
     def _info(self) -> embed_pb2.GetModelInfoResponse:
         try:

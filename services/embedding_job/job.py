@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 from prometheus_client import Counter, Gauge
 
 from recallatron import errors
@@ -322,7 +323,7 @@ class EmbeddingJob:
         workspace: str,
         rows: Sequence[tuple[str, int, str, str]],
         model_id: str,
-        vectors: Sequence[Sequence[float]],
+        vectors: Sequence[np.ndarray],
     ) -> int:
         if len(vectors) != len(rows):
             answered = f"{len(vectors)} vectors answered for {len(rows)} texts"

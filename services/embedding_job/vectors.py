@@ -3,18 +3,16 @@ stores them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from recallatron.vocabulary import VECTOR_DIMENSIONS
 
 
-def unfit(values: Sequence[float]) -> str:
+def unfit(values: np.ndarray) -> str:
     """Why a vector the embed service answered cannot be stored ("" when it
     can): not the model's dimensions, not finite, or all zero (whose cosine
     with anything is NaN, which passes any floor)."""
-    vector = np.asarray(values, dtype=np.float64)
+    vector = np.asarray(values)
     if vector.shape != (VECTOR_DIMENSIONS,):
         return f"{vector.size} numbers ({VECTOR_DIMENSIONS} expected)"
     if not np.isfinite(vector).all():
@@ -24,6 +22,7 @@ def unfit(values: Sequence[float]) -> str:
     return ""
 
 
-def binary(values: Sequence[float]) -> np.ndarray:
-    # Sent in pgvector's binary form (see services.store.infrastructure.db).
+def binary(values: np.ndarray) -> np.ndarray:
+    # Sent in pgvector's binary form (see services.store.infrastructure.db);
+    # no copy of a float32 vector, as the embedder reads them.
     return np.asarray(values, dtype=np.float32)

@@ -19,8 +19,11 @@ import psycopg
 import pytest
 
 from recallatron.embed_input import EMBED_INPUT_VERSION
+from recallatron.packed_vectors import pack
+from recallatron.v1 import embed_pb2
 from recallatron_devkit.stack import Stack
 from services.embed.models import BiEncoder
+from services.embedding_job.embedder import Embedder
 from services.embedding_job.job import Batch, EmbeddingJob, embed_input
 from services.store.domain.control import ControlPlane
 from services.store.infrastructure.db import CONTROL_DATABASE, Databases, with_database
@@ -365,6 +368,49 @@ def test_a_vector_no_model_gives_fails_its_row_alone(
         )
         assert [r[0] for r in failed] == [first]
         assert "vector" in failed[0][1]
+        # Nothing left for the stack's job (it would embed the row for real).
+        dbutil.query(stack, team.database_name, "DELETE FROM embedding_job RETURNING 1")
+
+
+class PacksBadly:
+    """The embed service's stub answering packed bytes, a value short for
+    the texts of ``bad`` in them."""
+
+    def __init__(self, bad: str) -> None:
+        self.bad = bad
+
+    def Embed(self, request: embed_pb2.EmbedRequest, timeout: float) -> embed_pb2.EmbedResponse:
+        good = pack(np.array([1.0] + [0.0] * 383))
+        return embed_pb2.EmbedResponse(
+            model_id=FixedEmbedder.model,
+            vectors=[
+                embed_pb2.Vector(packed=good[:-4] if self.bad in t else good) for t in request.texts
+            ],
+        )
+
+
+def test_packed_bytes_of_a_wrong_length_fail_their_row_alone(
+    stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes that are no vector fail the batch's call as a refused call
+    does: each row is tried alone, the others' vectors go in, and the one
+    answered so fails with the reason, storing nothing."""
+    ada = team.clients["ada"]
+    with job_alone(stack, monkeypatch) as (settings, dbs):
+        made = [
+            ada.remember(f"Packed rule {i}", f"body {i}", audience_to="workspace").memory
+            for i in range(3)
+        ]
+        embedder = Embedder("127.0.0.1:9", 1.0)
+        embedder.stub = PacksBadly("Packed rule 1")  # type: ignore[assignment]
+        job = EmbeddingJob(settings, dbs, ControlPlane(dbs), embedder=embedder)
+        assert job.process(job.claim(team.workspace_id)) == 2
+        assert vectors_of(stack, team, FixedEmbedder.model) == {made[0].id, made[2].id}
+        failed = dbutil.query(
+            stack, team.database_name, "SELECT memory_id::text, last_error FROM embedding_job"
+        )
+        assert [r[0] for r in failed] == [made[1].id]
+        assert "INTERNAL" in failed[0][1] and "vectors[0].packed: must hold 384" in failed[0][1]
         # Nothing left for the stack's job (it would embed the row for real).
         dbutil.query(stack, team.database_name, "DELETE FROM embedding_job RETURNING 1")
 
