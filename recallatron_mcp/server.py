@@ -47,6 +47,7 @@ from recallatron.tools import TOOLS
 from recallatron_mcp import options, tools
 from recallatron_mcp.arguments import ArgumentsAnObject
 from recallatron_mcp.gateway_tokens import MemberTokens
+from recallatron_mcp.http_authorization import OneAuthorization
 from recallatron_mcp.http_settings import CannotStart, HttpSettings
 from recallatron_mcp.inflight import OneRequestPerId
 from recallatron_mcp.oauth import (
@@ -459,7 +460,8 @@ def serve_http(server: Server[Any], settings: HttpSettings, clients: Clients) ->
     bounded = bounded_sessions(sdk_app, server.session_manager, settings.per_address)
     # A duplicate request id must not leave the first request hanging.
     limit = server.session_manager.max_request_body_size
-    app = RememberClient(OneRequestPerId(bounded, limit))
+    # Two Authorization headers are refused before anything reads either.
+    app = OneAuthorization(RememberClient(OneRequestPerId(bounded, limit)))
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
 
 

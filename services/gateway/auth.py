@@ -6,6 +6,7 @@ per client address."""
 from __future__ import annotations
 
 import hmac
+from collections.abc import Sequence
 from datetime import UTC
 
 import grpc
@@ -33,8 +34,25 @@ def bearer_of(authorization: str | None) -> str:
     raise errors.Unauthenticated("authorization: expected 'Bearer <token>'")
 
 
+def one_authorization(values: Sequence[str]) -> str | None:
+    """The one ``authorization`` value a call carries (None: none sent). Two
+    or more are refused, never one of them chosen: each may name another
+    member (a proxy's beside its client's), and the caller is not told which
+    one acted."""
+    if len(values) > 1:
+        raise errors.Unauthenticated("authorization: only one Authorization may be sent")
+    return values[0] if values else None
+
+
+def authorization_of(context: grpc.ServicerContext) -> str | None:
+    """The call's one ``authorization`` metadata value, if any."""
+    return one_authorization(
+        [str(v) for k, v in context.invocation_metadata() if k == "authorization"]
+    )
+
+
 def bearer_token(context: grpc.ServicerContext) -> str:
-    return bearer_of(metadata_value(context, "authorization"))
+    return bearer_of(authorization_of(context))
 
 
 def metadata_value(context: grpc.ServicerContext, name: str) -> str | None:

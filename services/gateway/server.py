@@ -33,7 +33,7 @@ from recallatron.vocabulary import (
 )
 from services.gateway import capture, scopes
 from services.gateway import peers as calls
-from services.gateway.auth import Auth
+from services.gateway.auth import Auth, authorization_of
 from services.gateway.authcache import Identity
 from services.gateway.leaving import Leaving
 from services.gateway.peers import Peers, relayed
@@ -275,6 +275,8 @@ class MemoryServicer(Forwarding):
         request: pb.DescribeToolsRequest,
         context: grpc.ServicerContext,
     ) -> pb.DescribeToolsResponse:
+        # Needs no token, but two are refused here too, as on every call.
+        authorization_of(context)
         return pb.DescribeToolsResponse(
             tools=[
                 pb.ToolDescription(

@@ -17,6 +17,18 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+# A client's first request, as a raw POST sends it.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @contextmanager

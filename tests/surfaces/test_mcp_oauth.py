@@ -41,21 +41,9 @@ from recallatron_devkit.oauth_server import AuthorizationServer, Running
 from recallatron_devkit.stack import Stack
 from recallatron_mcp.oauth import SCOPES
 from tests.conftest import Team, free_port
-from tests.surfaces.mcp_server import REPO, http_server
+from tests.surfaces.mcp_server import ACCEPT, INITIALIZE, REPO, http_server
 
 pytestmark = pytest.mark.integration
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "oauth-test", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @dataclass

@@ -23,18 +23,8 @@ from recallatron_devkit.stack import free_port
 from recallatron_mcp.gateway_tokens import Grant
 from recallatron_mcp.oauth import CannotCheckNow, OAuthSettings, Verifier
 from recallatron_mcp.server import Clients, build_server, http_app
+from tests.surfaces.mcp_server import ACCEPT, INITIALIZE
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "away-test", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 # A generous limit for a condition that holds at once when all is well.
 WAIT = 30.0
 # Generous beside the bound on one fetch of the issuer's keys (5 s).

@@ -42,6 +42,7 @@ from recallatron.grpcserver import RPC_STATUS
 from recallatron.grpcserver.status import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clip, status_for
 from recallatron.settings import CommonSettings
 from services.gateway import forwarded, scopes
+from services.gateway.auth import one_authorization
 from services.gateway.httpjson.abandon import stopped_when_gone
 from services.gateway.httpjson.body import PROTO_TYPE, Refused, decode, media_type
 from services.gateway.httpjson.budget import BodyBudget, Reservation
@@ -321,22 +322,21 @@ class HttpJsonApp:
         """The caller checked before the body is read (nothing of it is);
         what the relayed call carries for it (Admission)."""
         headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
-        authorization = next((v for k, v in headers if k == AUTHORIZATION), None)
-        # Every token the gateway issues is printable ASCII (all gRPC metadata holds).
-        if authorization is not None and not (
-            authorization.isascii() and authorization.isprintable()
-        ):
-            raise Refused(
-                401,
-                "unauthenticated",
-                "authorization: expected 'Bearer <token>'",
-                counted="UNAUTHENTICATED",
-            )
-        client = scope.get("client")
-        peer = forwarded.http_peer(headers, f"{client[0]}:{client[1]}" if client else None)
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(
+            authorization = one_authorization([v for k, v in headers if k == AUTHORIZATION])
+            # Every token the gateway issues is printable ASCII (all gRPC metadata holds).
+            if authorization is not None and not (
+                authorization.isascii() and authorization.isprintable()
+            ):
+                raise Refused(
+                    401,
+                    "unauthenticated",
+                    "authorization: expected 'Bearer <token>'",
+                    counted="UNAUTHENTICATED",
+                )
+            client = scope.get("client")
+            peer = forwarded.http_peer(headers, f"{client[0]}:{client[1]}" if client else None)
+            return await asyncio.get_running_loop().run_in_executor(
                 self.pool, self.auth.admit, scope["path"], authorization, peer
             )
         except errors.DomainError as error:
