@@ -125,6 +125,7 @@ class MemberRemoval(OnWorkspaces):
         elif transfer_to:
             raise errors.InvalidArgument("transfer_to", "only with transfer")
         with self.dbs.control_conn() as conn:
+            conn.execute(q.REMOVAL_TURN, (member_id,))
             row = conn.execute(q.MEMBER_TO_REMOVE, (member_id,)).fetchone()
             if row is None or (workspace_id and row[0] != workspace_id):
                 raise errors.NotFound("member_id: member not found")
@@ -134,7 +135,6 @@ class MemberRemoval(OnWorkspaces):
                     "transfer_to", "names no current member of the member's workspace"
                 )
             if removed_at is None and role == "owner":
-                conn.execute(q.OWNER_REMOVAL_LOCK, (ws_id,))
                 others = conn.execute(q.OTHER_OWNERS, (ws_id, member_id)).fetchone()
                 if others is None or int(others[0]) == 0:
                     raise errors.FailedPrecondition(

@@ -20,7 +20,7 @@ REMOVAL_TURN = "SELECT pg_advisory_xact_lock(7417, 0)"
 # the removal holds it alone while it marks the member removed and erases or
 # hands over their memories, so such a write commits wholly before that or is
 # refused after it. 7404 names the lock's use (the control plane's
-# owner-removal lock is 7403), as in the migration.
+# removal turn is 7403), as in the migration.
 HOLD_MEMBER_ALONE = "SELECT pg_advisory_xact_lock(7404, hashtext(%(member)s::text))"
 # A hand-over's receiver: their lock shared, as a write for them holds it, so
 # their own removal (which holds it alone) comes wholly before the hand-over,

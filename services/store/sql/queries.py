@@ -415,9 +415,14 @@ NOTIFY_DELETED = "SELECT pg_notify('recallatron_workspace_deleted', %s)"
 MEMBER_TO_REMOVE = """
 SELECT workspace_id::text, role, removed_at FROM member WHERE id = %s FOR UPDATE
 """
-# Removals of a workspace's owners take turns (held to the commit): two
-# owners removed at once each counted the other as the owner left.
-OWNER_REMOVAL_LOCK = "SELECT pg_advisory_xact_lock(7403, hashtext(%s::text))"
+# Removals of one workspace take turns in the control plane (held to the
+# commit), before any member row is locked: two owners removed at once each
+# counted the other as the owner left, and two members handing over to each
+# other each locked their own row and then waited for the other's, as its
+# receiver. Keyed by the member's workspace (no row: no such member).
+REMOVAL_TURN = """
+SELECT pg_advisory_xact_lock(7403, hashtext(workspace_id::text)) FROM member WHERE id = %s
+"""
 OTHER_OWNERS = """
 SELECT count(*) FROM member
 WHERE workspace_id = %s AND role = 'owner' AND id <> %s AND removed_at IS NULL
