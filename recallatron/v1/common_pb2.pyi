@@ -881,9 +881,6 @@ class Memory(_message.Message):
     confidence: _builtins.float
     origin: Global___Origin.ValueType
     revision: _builtins.int
-    """The version of its text: 1 when written, one more for each correct. A
-    supersede or a forget leaves it as it was.
-    """
     created_by: _builtins.str
     superseded_by_id: _builtins.str
     """Set when a newer memory replaced this one."""
@@ -1016,9 +1013,7 @@ Global___ProvenanceOmitted: _TypeAlias = ProvenanceOmitted  # noqa: Y015
 
 @_typing.final
 class Revision(_message.Message):
-    """One change of a memory: the revision it produced (a supersede's, a
-    forget's: the one it left as it was), who made it and why.
-    """
+    """One change of a memory: the revision it produced, who made it and why."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -30,7 +30,7 @@ from tests import dbutil
 from tests.conftest import Team, remember_robin, wait_for
 from tests.integration.test_change_hidden_successor import _porto, _statements
 from tests.integration.test_claims_hidden_successor import Stated, _lookup
-from tests.integration.test_revision_races import _held, _Race, _superseded
+from tests.integration.test_revision_races import _aborted_at, _held, _Race
 from tests.integration.test_successor_chain import _waiting
 
 pytestmark = pytest.mark.integration
@@ -226,7 +226,7 @@ def test_two_supersedes_of_a_memory_read_as_current_past_a_hidden_successor(
     stack: Stack, team: Team, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Bob supersedes M twice at once: one new memory goes before S, the
-    other call finds M superseded (by it) as on any memory."""
+    other call loses the race as on any memory."""
     ada, bob = team.clients["ada"], team.clients["bob"]
     m, s = _chain(team)
     s2, race = _superseding_while(
@@ -234,7 +234,7 @@ def test_two_supersedes_of_a_memory_read_as_current_past_a_hidden_successor(
         lambda _: lambda: bob.supersede(m.id, m.revision, "Robin leads Apollo, yes"),
     )  # fmt: skip
     assert isinstance(race.error, grpc.RpcError), race.result
-    _superseded(race.error)
+    _aborted_at(race.error, m.revision + 1)
     assert _links(stack, team, m.id, s2.id) == [(m.id, s2.id), (s2.id, s.id)]
     assert [x.id for x in ada.read([m.id]).memories[0].superseded_by] == [s2.id, s.id]
 

@@ -169,14 +169,14 @@ def _seed(stack: Stack, team: Team) -> None:
             " FROM named WHERE i % 5 = 0 AND i % 4 <> 0"
         )
         conn.execute(
-            "UPDATE memory m SET superseded_by_id = n.memory_id"
+            "UPDATE memory m SET superseded_by_id = n.memory_id, revision = 2"
             " FROM named o JOIN named n ON n.i = o.i + 1"
             " WHERE m.id = o.memory_id AND o.i % 11 = 0"
         )
         conn.execute(
             "INSERT INTO memory_revision (memory_id, revision, action, changed_by, reason,"
             " changed_at)"
-            " SELECT m.id, 1, 'supersede', m.created_by, 'replaced',"
+            " SELECT m.id, 2, 'supersede', m.created_by, 'replaced',"
             "  m.created_at + interval '2 hours'"
             " FROM memory m WHERE m.superseded_by_id IS NOT NULL"
         )

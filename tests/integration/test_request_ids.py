@@ -110,11 +110,10 @@ def test_a_retry_sent_while_the_first_commits_gets_its_answer(
     assert revisions == [(1,)]
 
 
-def test_the_loser_of_a_supersede_race_hears_superseded(stack: Stack, team: Team) -> None:
+def test_the_loser_of_a_supersede_race_hears_aborted(stack: Stack, team: Team) -> None:
     """Two supersedes of one revision under way at once: one wins, the other
-    finds the memory superseded (FAILED_PRECONDITION: a supersede moves no
-    revision, so there is none to read again), as one asked once the memory
-    is superseded is refused."""
+    lost a race (ABORTED, read again), as a correct's loser does; one asked
+    once the memory is superseded is refused as such (FAILED_PRECONDITION)."""
     ada = team.clients["ada"]
     memory = ada.remember("Office in Lyon", audience_to="workspace").memory
     answers = _released_together(
@@ -124,7 +123,7 @@ def test_the_loser_of_a_supersede_race_hears_superseded(stack: Stack, team: Team
         [lambda i=i: ada.supersede(memory.id, 1, f"Office moved {i}") for i in range(2)],
     )
     lost = [a for a in answers if isinstance(a, grpc.RpcError)]
-    assert len(lost) == 1 and lost[0].code() == grpc.StatusCode.FAILED_PRECONDITION, lost
+    assert len(lost) == 1 and lost[0].code() == grpc.StatusCode.ABORTED, lost
     late = _refused(lambda: ada.supersede(memory.id, 1, "Office moved again"))
     assert late.code() == grpc.StatusCode.FAILED_PRECONDITION, late.details()
 

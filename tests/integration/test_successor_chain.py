@@ -38,7 +38,7 @@ def test_forgetting_the_middle_of_a_chain_keeps_the_first_replaced(team: Team) -
     assert [(a.value, a.memory_id) for a in card.attributes] == [("Lisbon", nice.id)]
     # Lyon is still superseded: it cannot change.
     lyon_now = ada.read([lyon.id]).memories[0]
-    assert lyon_now.revision == 1
+    assert lyon_now.revision == 2
 
 
 def test_forgetting_the_last_of_a_chain_makes_the_one_before_current(team: Team) -> None:
@@ -104,7 +104,7 @@ def test_two_forgets_along_a_chain_at_once_leave_no_link_to_a_tombstone(
     )  # fmt: skip
     assert rows == [(None,)]
     assert ada.read([lyon.id]).memories[0].superseded_by_id == ""
-    assert ada.correct(lyon.id, 1, "still here", body="Rue de la Paix").memory.revision == 2
+    assert ada.correct(lyon.id, 2, "still here", body="Rue de la Paix").memory.revision == 3
 
 
 def test_a_chain_hidden_in_the_middle_is_superseded_for_who_sees_a_later_one(

@@ -159,10 +159,10 @@ def test_superseded_or_forgotten_cannot_change_again(team: Team) -> None:
     m = ada.remember("v1", audience_to="workspace").memory
     new = ada.supersede(m.id, 1, "v2", reason="newer")
     assert new.superseded.superseded_by_id == new.memory.id
-    assert new.superseded.revision == 1  # a supersede moves no revision
-    err = rpc_error(lambda: ada.correct(m.id, 1, "late", body="x"))
+    assert new.superseded.revision == 2
+    err = rpc_error(lambda: ada.correct(m.id, 2, "late", body="x"))
     assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
-    err = rpc_error(lambda: ada.supersede(m.id, 1, "v3"))
+    err = rpc_error(lambda: ada.supersede(m.id, 2, "v3"))
     assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
     f = ada.remember("to forget", audience_to="workspace").memory
     ada.forget(f.id, "asked to")
@@ -183,9 +183,9 @@ def test_a_memory_whose_successor_is_forgotten_is_current_again(stack, team: Tea
     new = ada.supersede(old.id, 1, "Office in Paris", reason="moved").memory
     ada.forget(new.id, "it never moved")
     current = ada.read([old.id]).memories[0]
-    assert current.superseded_by_id == "" and current.revision == 1
-    corrected = ada.correct(old.id, 1, "the street too", body="Rue de la Paix").memory
-    assert corrected.revision == 2 and corrected.body == "Rue de la Paix"
+    assert current.superseded_by_id == "" and current.revision == 2
+    corrected = ada.correct(old.id, 2, "the street too", body="Rue de la Paix").memory
+    assert corrected.revision == 3 and corrected.body == "Rue de la Paix"
     wait_for(
         lambda: dbutil.query(
             stack,
@@ -195,7 +195,7 @@ def test_a_memory_whose_successor_is_forgotten_is_current_again(stack, team: Tea
         )[0][0],
         "the memory embedded again",
     )
-    again = ada.supersede(old.id, 2, "Office in Lyon, Rue de la Paix").memory
+    again = ada.supersede(old.id, 3, "Office in Lyon, Rue de la Paix").memory
     assert ada.read([old.id]).memories[0].superseded_by_id == again.id
 
 

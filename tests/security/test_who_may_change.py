@@ -139,9 +139,8 @@ def test_read_shows_who_changed_it_when_and_why(team: Team, members_may_edit: No
     # The superseded memory's history names who replaced it, and why.
     resp = bob.supersede(made.id, 3, "Budget four", "$2M", "decision", "new quarter")
     old = ada.read([made.id]).memories[0]
-    # At the revision it superseded: a supersede moves none.
     assert [(r.revision, r.action, r.changed_by, r.reason) for r in old.revisions][-1] == (
-        3,
+        4,
         cpb.REVISION_ACTION_SUPERSEDE,
         team.members["bob"],
         "new quarter",

@@ -83,7 +83,7 @@ def test_review_page_end_to_end(stack: Stack, team: Team) -> None:
         target.get_by_role("button", name="Supersede A with B's text").click()
         expect(page.get_by_test_id("flash")).to_contain_text(f"Superseded {old_id}")
         old = ada.read([old_id]).memories[0]  # type: ignore[list-item]
-        assert old.superseded_by_id and old.revision == 1  # a supersede moves none
+        assert old.superseded_by_id and old.revision == 2
         successor = ada.read([old.superseded_by_id]).memories[0]
         assert (successor.title, successor.body, successor.kind) == (
             kept.title,

@@ -397,7 +397,6 @@ def _write(
     steps["rows"] = deriving - writing
     steps["vectors"] = deriving - vectors
     conn.execute(q.MARK_SUPERSEDE_RETIREMENTS)
-    conn.execute(q.RESTATE_SUPERSEDE_REVISIONS)
     conn.execute(q.FILL_TERM_STATS)
     conn.execute(q.FILL_CORPUS_STATS)
     _fold_provenance(conn)

@@ -48,15 +48,12 @@ def _check_revisions(records: dict[str, list[Placed]]) -> None:
     """Each change recorded once, as every write records it: memory_revision
     has no key of its own, so a line given twice would show its change twice
     in the copy's history (a forget shares its revision with the change
-    before it, under another action). A supersede moves no revision, so a
-    memory current again (its successor forgotten) and superseded again
-    before a correct has two of one revision, told apart by their time."""
-    seen: set[tuple[str, int, str, str]] = set()
+    before it, under another action)."""
+    seen: set[tuple[str, int, str]] = set()
     for place, record in records.get("revisions", []):
-        at = str(record.get("changed_at")) if record["action"] == "supersede" else ""
         add_once(
             seen,
-            (record["memory_id"], record["revision"], record["action"], at),
+            (record["memory_id"], record["revision"], record["action"]),
             f"{place}: revision",
             f"the memory's {record['action']} of revision {record['revision']} "
             "is in the archive already",

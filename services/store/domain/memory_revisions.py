@@ -29,9 +29,6 @@ _REPLACED_SOURCE = (
     "a successor is never derived from the memory it supersedes or an older version of it"
 )
 
-# A change of a memory superseded for the caller.
-_SUPERSEDED = "id: the memory was superseded and can no longer change"
-
 
 @dataclass(frozen=True)
 class ForgetResult:
@@ -58,17 +55,18 @@ class MemoryRevisions(MemoryWrites):
         self, conn: psycopg.Connection, memory_id: str, expected: int, seen: Subject
     ) -> None:
         """Why a change's compare-and-set matched nothing. ``seen``: the memory
-        as this call first read it. Superseded already then, or since at the
-        revision expected (a supersede that won moves no revision): it can no
-        longer change. Corrected by a call that committed meanwhile: a race
-        lost, read again. Superseded means for the caller: a successor hidden
-        from them never shows in the answer."""
+        as this call first read it. Superseded already then: it can no longer
+        change. Changed by a call that committed meanwhile (a correct, or a
+        supersede that won): a race lost, read again. Superseded means for
+        the caller: a successor hidden from them never shows in the answer."""
         row = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
         if row is None:
             raise errors.NotFound("id: memory not found")
         revision, superseded = row
         if superseded and (seen.superseded or revision == expected):
-            raise errors.FailedPrecondition(_SUPERSEDED, subject="id")
+            raise errors.FailedPrecondition(
+                "id: the memory was superseded and can no longer change", subject="id"
+            )
         raise errors.RevisionMismatch(memory_id, expected, revision)
 
     def _may_change(
@@ -174,12 +172,6 @@ class MemoryRevisions(MemoryWrites):
             ).fetchone()
             if changed is None:
                 self._cas_failure(conn, memory_id, expected_revision, seen)
-            # A supersede moves no revision, so the compare-and-set passes one
-            # that committed while it waited for the row (its superseded test
-            # reads the statement's snapshot); read again now the row is ours.
-            state = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
-            if state is not None and state[1]:
-                raise errors.FailedPrecondition(_SUPERSEDED, subject="id")
             if replace:
                 # After the update: the row is this transaction's, which the
                 # claim tables' policies ask of a change (0008_graph.sql).
@@ -309,9 +301,9 @@ class MemoryRevisions(MemoryWrites):
                 # (migration 0069).
                 conn.execute(mq.CHAIN_BEFORE, (hidden, new_id))
                 writer.retire(new_id, superseded=True)
-            # The revision it superseded, as a forget records the one it
-            # forgot: the memory's stays as it was.
-            self._revision(conn, caller, memory_id, expected_revision, "supersede", reason, new_id)
+            self._revision(
+                conn, caller, memory_id, expected_revision + 1, "supersede", reason, new_id
+            )
             self._audit(
                 conn,
                 caller,

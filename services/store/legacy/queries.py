@@ -118,11 +118,11 @@ INSERT_ATTRIBUTE_CLAIMS = _insert_claims(
 INSERT_RELATION_CLAIMS = _insert_claims(
     "relation_claim", "subject_id, predicate, object_id", "%s::uuid[], %s::text[], %s::uuid[]"
 )
-# Supersession as the supersede tool leaves it: the pointer, the revision
-# as it was (a supersede moves none), and a revision row of it at the old
-# store's time. Only memories this transaction wrote.
+# Supersession as the supersede tool leaves it: the pointer, the next
+# revision (the update trigger drops the memory's embedding job), and a
+# revision row at the old store's time. Only memories this transaction wrote.
 SUPERSEDE = """
-UPDATE memory m SET superseded_by_id = u.by_id
+UPDATE memory m SET superseded_by_id = u.by_id, revision = m.revision + 1
 FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, by_id)
 WHERE m.id = u.id AND m.superseded_by_id IS NULL AND created_in_this_transaction(m.id)
 RETURNING m.id, m.revision

@@ -245,10 +245,6 @@ INDEX_BUILD_MEMORY = "SET LOCAL maintenance_work_mem = '256MB'"
 # retired and the supersede revisions, from which migration 0068's function
 # tells them exactly, as it did for the rows before it.
 MARK_SUPERSEDE_RETIREMENTS = "SELECT mark_supersede_retirements()"
-# An archive from a release whose supersede moved its memory's revision on is
-# restated as a supersede now leaves it (migration 0074); later ones are so
-# already.
-RESTATE_SUPERSEDE_REVISIONS = "SELECT restate_supersede_revisions()"
 # The lexical arm's statistics, as migration 0006 computes them for existing rows.
 FILL_TERM_STATS = """
 INSERT INTO term_stat (lexeme, purpose, audience, shard, docs)

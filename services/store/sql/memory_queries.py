@@ -119,14 +119,11 @@ UPDATE memory SET title = coalesce(%s, title), body = coalesce(%s, body),
 WHERE id = %s AND revision = %s AND NOT ({SUPERSEDED_FOR_CALLER})
 RETURNING superseded_by_id
 """
-# It changes nothing else: whoever may not see the successor reads the
-# memory as current, and a renewal (updated_at) would bring it back inside the
-# expiry gate for them and date it to a change they may not see; a new
-# revision would tell them of that change, and refuse their correct of it.
-# The revision counts versions of the text, which a supersede leaves as it
-# was (a forget neither moves it).
+# It renews nothing (updated_at stays): whoever may not see the successor
+# reads the memory as current, and a renewal would bring it back inside the
+# expiry gate for them and date it to a change they may not see.
 SUPERSEDE = f"""
-UPDATE memory SET superseded_by_id = %s
+UPDATE memory SET superseded_by_id = %s, revision = revision + 1
 WHERE id = %s AND revision = %s AND NOT ({SUPERSEDED_FOR_CALLER})
 """
 # A supersede of a memory whose successor is hidden from the caller puts its
