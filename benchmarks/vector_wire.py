@@ -2,9 +2,12 @@
 (docs/benchmarks.md, "The query vector on the wire"): as `repeated float`
 (the services before the packed fields), as built (packed bytes, with the
 floats rank still sends for a store of the previous version), and as the next
-release may send it (the bytes alone).
+release may send it (the bytes alone). With --job, the embedding job's
+batch instead: embed's answer of 32 vectors, then the job's reading of it up
+to the arrays pgvector is given (docs/benchmarks.md, "The write path").
 
     python -m benchmarks.vector_wire [--rounds 20000] [--before 4b2940f]
+    python -m benchmarks.vector_wire --job [--rounds 2000] [--before 01e8d83]
 
 Each hop runs the services' own code where it can and counts each
 message's parsing and serialising: embed builds and serialises its answer
@@ -129,7 +132,56 @@ def hops(rounds: int, older_caller: bool = False) -> dict[str, Any]:
     return found
 
 
-def before(rev: str, rounds: int) -> dict[str, Any]:
+class _Stub:
+    """The embed stub as the job calls it: the answer embed's servicer
+    serialised for the request sent, parsed (the call's own cost left out)."""
+
+    def __init__(self, servicer: EmbedServicer) -> None:
+        self.servicer = servicer
+        self.answers: dict[bytes, bytes] = {}
+
+    def Embed(self, request: Any, timeout: Any = None) -> Any:
+        sent = request.SerializeToString()
+        if sent not in self.answers:
+            self.answers[sent] = self.servicer.Embed(request, None).SerializeToString()  # type: ignore[arg-type]
+        return embed_pb2.EmbedResponse.FromString(self.answers[sent])
+
+
+def job(rounds: int, batch: int = 32) -> dict[str, Any]:
+    """The embedding job's batch with the code importable here: embed's
+    answer built and serialised (as the job asks it), and the job's
+    Embedder reading it and each vector checked and made pgvector's form."""
+    from services.embedding_job.embedder import Embedder
+    from services.embedding_job.vectors import binary, unfit
+
+    rows = np.random.default_rng(1).random((batch, VECTOR_DIMENSIONS), dtype=np.float32)
+    models = _Models(rows[0])
+    models.rows = rows
+    servicer = EmbedServicer(models)  # type: ignore[arg-type]
+    embedder = Embedder.__new__(Embedder)
+    stub = _Stub(servicer)
+    embedder.stub = stub  # type: ignore[assignment]
+    embedder.timeout = 1.0
+    texts = [f"memory {i}" for i in range(batch)]
+
+    def read() -> None:
+        for vector in embedder.embed(texts)[1]:
+            unfit(vector)
+            binary(vector)
+
+    read()
+    (sent,) = stub.answers
+    request = embed_pb2.EmbedRequest.FromString(sent)
+    found: dict[str, Any] = {
+        "embed": _per_call(lambda: servicer.Embed(request, None).SerializeToString(), rounds),  # type: ignore[arg-type]
+        "job": _per_call(read, rounds),
+    }
+    found["sum"] = found["embed"] + found["job"]
+    found["bytes"] = {"embed answer": len(stub.answers[sent])}
+    return found
+
+
+def before(rev: str, rounds: int, mode: str = "") -> dict[str, Any]:
     """The hops with the code of ``rev``: this file run in a copy of its tree."""
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(
@@ -138,7 +190,11 @@ def before(rev: str, rounds: int) -> dict[str, Any]:
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         shutil.copy(Path(__file__), Path(tmp, "benchmarks", "vector_wire.py"))
         out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.vector_wire", "--rounds", str(rounds), "--here"],
+            [
+                sys.executable,
+                *("-m", "benchmarks.vector_wire", "--rounds", str(rounds), "--here"),
+                *((mode,) if mode else ()),
+            ],
             cwd=tmp,
             env={**os.environ, "PYTHONPATH": tmp},
             capture_output=True,
@@ -155,10 +211,24 @@ def _rounded(found: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=20000)
-    parser.add_argument("--before", default="4b2940f", help="the revision before the fields")
+    parser.add_argument("--rounds", type=int, default=0, help="20000; 2000 with --job")
+    parser.add_argument("--before", default="", help="the revision before (4b2940f; 01e8d83)")
     parser.add_argument("--here", action="store_true", help="only the code importable here")
+    parser.add_argument("--job", action="store_true", help="the embedding job's batch")
     args = parser.parse_args(argv)
+    if args.job:
+        rounds = args.rounds or 2000
+        if args.here:
+            print(json.dumps(_rounded(job(rounds))))
+            return 0
+        # 01e8d83: the job's last revision reading the floats as lists.
+        rev = args.before or "01e8d83"
+        found = {f"floats ({rev})": _rounded(before(rev, rounds, "--job"))}
+        found["as built (packed bytes)"] = _rounded(job(rounds))
+        print(json.dumps(found, indent=2))
+        return 0
+    args.rounds = args.rounds or 20000
+    args.before = args.before or "4b2940f"
     if args.here:
         print(json.dumps(_rounded(hops(args.rounds))))
         return 0
