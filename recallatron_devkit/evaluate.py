@@ -40,7 +40,7 @@ import grpc
 from recallatron.client import Client
 from recallatron.progress import Progress
 from recallatron.refusal import Refused
-from recallatron.settings import default_state_dir
+from recallatron.settings import default_state_dir, state_dir
 from recallatron.vocabulary import EPISODE_NEIGHBOUR_WEIGHT, MAX_QUERY_CHARS, MODES
 from recallatron_devkit.beir import Dataset, Document, Query, load_dataset, memory_text
 
@@ -384,8 +384,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.gateway:
         token = args.token or os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
         if not token:
-            state = Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir()))
-            path = state / "admin-token"
+            path = state_dir() / "admin-token"
             token = path.read_text().strip() if path.is_file() else ""
         if not token:
             raise Refused("no operator token: pass --token or set RECALLATRON_ADMIN_TOKEN")

@@ -104,11 +104,11 @@ def _gateway(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
 def operator_token() -> str:
     """The operator token for --gateway: RECALLATRON_ADMIN_TOKEN, else the
     local stack's (as `recallatron eval` finds it); '' when neither is."""
-    from recallatron.settings import default_state_dir
+    from recallatron.settings import state_dir
 
     token = os.environ.get("RECALLATRON_ADMIN_TOKEN", "")
     if not token:
-        path = Path(os.environ.get("RECALLATRON_STATE_DIR", default_state_dir())) / "admin-token"
+        path = state_dir() / "admin-token"
         token = path.read_text().strip() if path.is_file() else ""
     return token
 
