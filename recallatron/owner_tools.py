@@ -8,7 +8,7 @@ from typing import Any
 
 from recallatron.protojson import Arg
 from recallatron.protojson_answers import Shown
-from recallatron.tool_args import PAGE_TOKEN, PURPOSE, UUID
+from recallatron.tool_args import PAGE_TOKEN, PURPOSE, UUID, window_to
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.vocabulary import (
     AUDIT_ACTIONS,
@@ -60,7 +60,7 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
             "kinds": Arg({"maxItems": len(KINDS)}),
             "episode_id": Arg(UUID),
             "from": Arg({"description": "Created from this time (RFC 3339, inclusive)."}),
-            "to": Arg({"description": "Created before this time (RFC 3339, exclusive)."}),
+            "to": window_to("Created before"),
             "include_superseded": Arg({"default": False}),
             **_paged(MAX_LIST_PAGE),
         },
@@ -83,7 +83,7 @@ OWNER_TOOLS: tuple[dict[str, Any], ...] = (
             "member_id": Arg({**UUID, "description": "Only what this member did."}),
             "actions": Arg({"maxItems": MAX_AUDIT_ACTIONS}, items={"enum": list(AUDIT_ACTIONS)}),
             "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
-            "to": Arg({"description": "Before this time (RFC 3339, exclusive)."}),
+            "to": window_to("Before"),
             **_paged(MAX_AUDIT_PAGE),
         },
         read_only=True,

@@ -49,6 +49,15 @@ PURPOSE = Arg(
 # time, as JSON in base64 (about 1,200 characters); twice that, to spare.
 PAGE_TOKEN = Arg({"maxLength": 2500})
 
+
+def window_to(until: str) -> Arg:
+    """A window's `to`: the servers refuse one not later than its `from`
+    (an empty window), so the agent reads that before it is refused."""
+    return Arg(
+        {"description": f"{until} this time (RFC 3339, exclusive; must be later than from)."}
+    )
+
+
 # -- the memory tools' arguments: what the descriptors cannot say -------------------
 
 UNIT = {"minimum": 0, "maximum": 1}

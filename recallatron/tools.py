@@ -46,6 +46,7 @@ from recallatron.tool_args import (
     UNIT,
     UUID,
     new_memory,
+    window_to,
 )
 from recallatron.v1 import common_pb2 as cpb
 from recallatron.v1 import gateway_pb2 as pb
@@ -458,7 +459,7 @@ TOOLS: tuple[Tool, ...] = (
             "entity_id": Arg(UUID),
             "episode_id": Arg(UUID),
             "from": Arg({"description": "From this time (RFC 3339, inclusive)."}),
-            "to": Arg({"description": "Until this time (RFC 3339, exclusive)."}),
+            "to": window_to("Until"),
             "page_token": PAGE_TOKEN,
             "purpose": PURPOSE,
         },

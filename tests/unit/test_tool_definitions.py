@@ -235,6 +235,24 @@ def test_timeline_from_and_to_and_a_time_without_offset() -> None:
         )
 
 
+WINDOWS = sorted(
+    t.name for t in TOOLS if {"from", "to"} <= t.input_schema.get("properties", {}).keys()
+)
+
+
+def test_the_windows_are_the_timeline_list_and_audit_tools() -> None:
+    assert WINDOWS == ["audit_log", "list_memories", "timeline"]
+
+
+@pytest.mark.parametrize("name", WINDOWS)
+def test_each_window_s_to_says_it_must_be_later_than_from(name: str) -> None:
+    """The servers refuse a to not later than from (INVALID_ARGUMENT 'to: must
+    be later than from'); an agent learns it from the argument, not the refusal."""
+    description = BY_NAME[name].input_schema["properties"]["to"]["description"]
+    assert "exclusive" in description
+    assert "must be later than from" in description
+
+
 @pytest.mark.parametrize("written", ["2026-01-01t09:30:00z", "2026-01-01T10:30:00+01:00"])
 def test_a_time_in_any_spelling_rfc_3339_allows(written: str) -> None:
     """RFC 3339 (5.6) allows "t" and "z" in lowercase; both were refused as
