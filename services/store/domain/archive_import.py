@@ -368,6 +368,7 @@ def _write(
                 for r in rows[records]
             ),
         )
+    conn.execute(q.RESTORE_SUPERSEDED_UPDATED_AT)
     vectors = time.monotonic()
     # The vector indexes are built once over every row (far faster than a
     # graph insert per row), as the migrations define them.

@@ -245,6 +245,11 @@ INDEX_BUILD_MEMORY = "SET LOCAL maintenance_work_mem = '256MB'"
 # retired and the supersede revisions, from which migration 0068's function
 # tells them exactly, as it did for the rows before it.
 MARK_SUPERSEDE_RETIREMENTS = "SELECT mark_supersede_retirements()"
+# A memory an earlier release's supersede renewed (updated_at the supersede's
+# time) gets back its last create or correct's time, as migration 0074 gave
+# the rows before it. Run before the vectors are copied: the memory's
+# triggers are off, and a vector copies its memory's time when written.
+RESTORE_SUPERSEDED_UPDATED_AT = "SELECT restore_superseded_updated_at()"
 # The lexical arm's statistics, as migration 0006 computes them for existing rows.
 FILL_TERM_STATS = """
 INSERT INTO term_stat (lexeme, purpose, audience, shard, docs)
