@@ -73,13 +73,19 @@ def test_the_schema_says_request_ids_are_hashes(stack: Stack, team: Team) -> Non
 
 def _grep(directory: Path, needles: list[str]) -> list[str]:
     """``grep -F`` of every file under ``directory`` (binary files as text):
-    one line per file and needle found."""
+    one line per file and needle found. A file the running server removes
+    while grep walks the directory (a dropped database's relation cache, a
+    recycled WAL segment) is no file that keeps the text: grep says it
+    vanished and exits 2, which is taken as its other answers are; any other
+    error fails."""
     found = []
     for needle in needles:
         done = subprocess.run(
             ["grep", "-rlaF", "--", needle, str(directory)], capture_output=True, text=True
         )
-        assert done.returncode in (0, 1), done.stderr
+        errors = done.stderr.splitlines()
+        vanished = all(e.endswith(": No such file or directory") for e in errors)
+        assert done.returncode in (0, 1) or (done.returncode == 2 and vanished), done.stderr
         found += [f"{path}: {needle}" for path in done.stdout.split()]
     return found
 
