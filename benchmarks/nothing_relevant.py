@@ -61,11 +61,24 @@ def log(message: str) -> None:
 
 
 def _rows(outcome: Any) -> list[list[float]]:
-    """The returned rows' scores: [lexical_rank, lexical_score, dense_rank, dense_cosine]."""
+    """The returned rows' scores: [lexical_rank, lexical_score, dense_rank,
+    dense_cosine, matches_every_term (1 or 0)]."""
     return [
-        [r.scores.lexical_rank, r.scores.lexical_score, r.scores.dense_rank, r.scores.dense_cosine]
+        [
+            r.scores.lexical_rank,
+            r.scores.lexical_score,
+            r.scores.dense_rank,
+            r.scores.dense_cosine,
+            int(r.scores.matches_every_term),
+        ]
         for r in outcome.results
     ]
+
+
+def _scores(row: Sequence[float]) -> Scores:
+    """A recorded row's scores (a record made before matches_every_term has four)."""
+    every = len(row) > 4 and bool(row[4])
+    return Scores(int(row[0]), float(row[1]), int(row[2]), float(row[3]), matches_every_term=every)
 
 
 def collect(ws: Workspace, datasets: Sequence[Dataset]) -> list[dict[str, Any]]:
@@ -167,7 +180,7 @@ def floor_table(floors: dict[str, Any]) -> str:
 
 def flag(record: dict[str, Any], threshold: float = RELEVANT_COSINE) -> bool:
     """The service's rule (services/rank/relevance.py) on a recorded answer."""
-    rows = [Scores(int(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in record["rows"]]
+    rows = [_scores(r) for r in record["rows"]]
     return nothing_relevant(rows, bool(record["dense_available"]), threshold)
 
 
@@ -248,10 +261,7 @@ def leave_one_out(records: Sequence[dict[str, Any]], budget: float = OWN_BUDGET)
 def judge_cost(records: Sequence[dict[str, Any]], rounds: int = 20) -> dict[str, float]:
     """The rule's own time per recall (microseconds), over the recorded
     answers: all the signal adds to a recall (it reads scores in memory)."""
-    answers = [
-        ([Scores(int(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in rec["rows"]], True)
-        for rec in records
-    ]
+    answers = [([_scores(r) for r in rec["rows"]], True) for rec in records]
     times = []
     for _ in range(rounds):
         for rows, dense in answers:

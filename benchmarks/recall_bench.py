@@ -621,7 +621,7 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
 def _candidates(rows: Any) -> list[Any]:
     from services.rank.pipeline import Candidate
 
-    return [Candidate(c.id, c.rank, c.score) for c in rows]
+    return [Candidate(c.id, c.rank, c.score, c.matches_every_term) for c in rows]
 
 
 def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[str, float]:

@@ -1092,6 +1092,7 @@ class RecallScores(_message.Message):
     EPISODE_RANK_FIELD_NUMBER: _builtins.int
     EPISODE_LIFT_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
+    MATCHES_EVERY_TERM_FIELD_NUMBER: _builtins.int
     lexical_rank: _builtins.int
     """Rank in the lexical arm (from 1); 0 when the arm did not return the row."""
     lexical_score: _builtins.float
@@ -1127,6 +1128,11 @@ class RecallScores(_message.Message):
     """Whether the cross-encoder scored this row: in a re-ranked recall, the
     first rerank_depth rows; rerank_score means something only then.
     """
+    matches_every_term: _builtins.bool
+    """The lexical arm found every term of the query (stop words aside) in this
+    memory: a row so found is judged relevant whatever its cosine
+    (nothing_relevant).
+    """
     def __init__(
         self,
         *,
@@ -1140,10 +1146,11 @@ class RecallScores(_message.Message):
         episode_rank: _builtins.int = ...,
         episode_lift: _builtins.float = ...,
         reranked: _builtins.bool = ...,
+        matches_every_term: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "episode_lift", b"episode_lift", "episode_rank", b"episode_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "rerank_score", b"rerank_score", "reranked", b"reranked"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agreement_score", b"agreement_score", "dense_cosine", b"dense_cosine", "dense_rank", b"dense_rank", "episode_lift", b"episode_lift", "episode_rank", b"episode_rank", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "matches_every_term", b"matches_every_term", "rerank_score", b"rerank_score", "reranked", b"reranked"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

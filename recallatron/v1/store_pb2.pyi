@@ -123,21 +123,28 @@ class Candidate(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     RANK_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    MATCHES_EVERY_TERM_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     rank: _builtins.int
     """Rank within its arm, from 1."""
     score: _builtins.float
-    """ts_rank_cd for the lexical arm, cosine for the dense arm."""
+    """BM25 for the lexical arm, cosine for the dense arm."""
+    matches_every_term: _builtins.bool
+    """Lexical arm only: the memory holds every term of the query (its lexemes,
+    stop words aside, those the document-frequency rule dropped included).
+    A store of an earlier version never sets it.
+    """
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         rank: _builtins.int = ...,
         score: _builtins.float = ...,
+        matches_every_term: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "rank", b"rank", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "matches_every_term", b"matches_every_term", "rank", b"rank", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,6 +25,8 @@ class Scores:
     episode_lift: float = 0.0
     # The cross-encoder scored this row (rerank_score is its score).
     reranked: bool = False
+    # The lexical arm found every term of the query in the row's memory.
+    matches_every_term: bool = False
 
 
 @dataclass
@@ -45,6 +47,7 @@ def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -
     for c in lexical:
         s = by_id.setdefault(c.id, Scores())
         s.lexical_rank, s.lexical_score = c.rank, c.score
+        s.matches_every_term = c.matches_every_term
     for c in dense:
         s = by_id.setdefault(c.id, Scores())
         s.dense_rank, s.dense_cosine = c.rank, c.score

@@ -104,7 +104,7 @@ def _beside(pending: Pending[Resp], part: str, pick: Callable[[Resp], T]) -> Cal
 
 
 def _candidates(items: Sequence[store_pb2.Candidate]) -> list[Candidate]:
-    return [Candidate(c.id, c.rank, c.score) for c in items]
+    return [Candidate(c.id, c.rank, c.score, c.matches_every_term) for c in items]
 
 
 class StoreClient:

@@ -22,6 +22,8 @@ class Candidate:
     id: str
     rank: int
     score: float
+    # Lexical arm: the memory holds every term of the query.
+    matches_every_term: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,21 @@
 """Whether anything a recall returns is relevant (design §5.8): the
 ``nothing_relevant`` signal, judged from what the pipeline already has.
 
-The rule, one sentence: a returned memory is judged relevant when the dense
-arm found it at a cosine of at least :data:`RELEVANT_COSINE` to the bare query;
+The rule: a returned memory is judged relevant when the dense arm found it
+at a cosine of at least :data:`RELEVANT_COSINE` to the bare query, or when
+the lexical arm found every term of the query in it (``matches_every_term``);
 ``nothing_relevant`` is true when no returned memory is. Measured as a detector
 on conversations held out from the choice (docs/recall.md, "Nothing relevant";
 ``python -m benchmarks.nothing_relevant``), the cosine separated a
 conversation's own questions from another conversation's better than any
-other signal the pipeline holds: the lexical scores (``ts_rank_cd`` is not
-comparable across queries) and the arms' agreement (a row both arms found)
-only moved along the same trade-off, so the rule leaves them out.
+other signal the pipeline holds: the lexical scores (BM25 is not comparable
+across queries) and the arms' agreement (a row both arms found) only moved
+along the same trade-off, so the rule leaves them out. The cosine was chosen on
+questions; a query of a word or two lies far from the meaning of any memory,
+the one about it included ("standup" against the memory of the daily standup:
+0.45), so the rule also takes a row holding every word asked for. A question
+rarely has all its words in one memory unless it is about that memory (the
+detector's figures, docs/recall.md).
 
 What the rule cannot judge it does not claim:
 
@@ -49,10 +55,16 @@ RELEVANT_COSINE = 0.53
 
 class Judged(Protocol):
     """What the rule reads of one returned row (a row's scores): its dense
-    rank (0 when the dense arm did not return it) and cosine."""
+    rank (0 when the dense arm did not return it) and cosine, and whether the
+    lexical arm found every term of the query in it."""
 
     dense_rank: int
     dense_cosine: float
+    matches_every_term: bool
+
+
+def _relevant(row: Judged, threshold: float) -> bool:
+    return row.matches_every_term or (row.dense_rank > 0 and row.dense_cosine >= threshold)
 
 
 def nothing_relevant(
@@ -70,7 +82,7 @@ def nothing_relevant(
         return True
     if not dense_available:
         return False
-    if any(r.dense_rank > 0 and r.dense_cosine >= threshold for r in rows):
+    if any(_relevant(r, threshold) for r in rows):
         return False
     if not_embedded > 0 and any(r.dense_rank == 0 for r in rows):
         return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.rank.relevance import RELEVANT_COSINE
 from tests.conftest import Team, wait_for
 
 pytestmark = pytest.mark.integration
@@ -63,3 +64,45 @@ def test_a_floor_above_the_threshold_does_not_flag_the_rows_it_kept_out(team: Te
     assert outcome.dense_available and outcome.results
     assert outcome.results[0].memory.title == "Office move"
     assert not outcome.nothing_relevant
+
+
+KEYWORD_MEMORIES = [
+    ("Daily standup", "The daily standup moves to 10am from Monday."),
+    ("Postgres upgrade", "We decided to upgrade Postgres to version 18 in the spring."),
+    ("Budget review", "The quarterly budget review is on Thursday with the finance team."),
+    ("Cats", "Caroline adopted two cats named Oscar and Luna last spring."),
+]
+
+
+def test_a_query_of_words_one_memory_holds_is_not_flagged(team: Team) -> None:
+    """A query of a few words (as a person types into a search box) lies far
+    from any memory's meaning: a bare word's cosine to the memory about it is
+    under the threshold. A memory holding every word asked for is judged
+    relevant all the same; one holding only some of them is not."""
+    ada = team.clients["ada"]
+    for title, body in KEYWORD_MEMORIES:
+        ada.remember(title, body, audience_to="workspace")
+    ada.wait_embedded(timeout=120)
+
+    for query, title in [
+        ("standup", "Daily standup"),
+        ("postgres", "Postgres upgrade"),
+        ("Oscar", "Cats"),
+        ("finance team", "Budget review"),
+        ("the cats", "Cats"),
+    ]:
+        outcome = ada.recall(query).outcome
+        assert outcome.dense_available
+        top = outcome.results[0]
+        assert top.memory.title == title, query
+        # The cosine alone would have flagged the answer.
+        assert all(r.scores.dense_cosine < RELEVANT_COSINE for r in outcome.results), query
+        assert top.scores.matches_every_term, query
+        assert not outcome.nothing_relevant, query
+
+    # Some of the words, never all in one memory: flagged, still answered.
+    for query in ["budget cats", "standup chairs", "team spirit"]:
+        outcome = ada.recall(query).outcome
+        assert outcome.dense_available and outcome.results, query
+        assert not any(r.scores.matches_every_term for r in outcome.results), query
+        assert outcome.nothing_relevant, query

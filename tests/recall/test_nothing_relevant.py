@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.rank.fusion import Scores
+from services.rank.ports import Candidate
 from services.rank.relevance import RELEVANT_COSINE, nothing_relevant
 from tests.recall.test_pipeline import FakeEmbed, FakeStore, c, ids, pipeline, request
 
@@ -30,6 +31,22 @@ def test_the_threshold_is_inclusive() -> None:
     assert nothing_relevant([below], dense_available=True)
     # A cosine on a row the dense arm did not return is no evidence.
     assert nothing_relevant([Scores(lexical_rank=1, dense_cosine=0.9)], dense_available=True)
+
+
+def test_a_row_holding_every_term_of_the_query_is_relevant_at_any_cosine() -> None:
+    every = Candidate("a", 1, 2.0, matches_every_term=True)
+    store = FakeStore(lexical_rows=[every], dense_rows=[c("b", 1, FAR), c("a", 2, FAR - 0.01)])
+    outcome = pipeline(store).recall(request("hybrid"))
+    assert outcome.results[0].scores.matches_every_term and not outcome.nothing_relevant
+    # Found by some of the words only: the cosine alone judges.
+    store.lexical_rows = [c("a", 1, 2.0)]
+    outcome = pipeline(store).recall(request("hybrid"))
+    assert not outcome.results[0].scores.matches_every_term and outcome.nothing_relevant
+    # Every term, yet not among the rows returned: no evidence.
+    store.lexical_rows = [c("x", 1, 2.0), Candidate("a", 2, 1.0, matches_every_term=True)]
+    store.dense_rows = [c("b", 1, FAR), c("x", 2, FAR - 0.01)]
+    assert pipeline(store).recall(request("hybrid", limit=2)).nothing_relevant
+    assert not pipeline(store).recall(request("hybrid", limit=3)).nothing_relevant
 
 
 def test_a_row_the_walk_refused_does_not_count() -> None:

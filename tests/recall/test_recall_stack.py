@@ -78,6 +78,19 @@ def test_the_fifteen_percent_rule(recall_stack: RecallStack) -> None:
     # All three common: the rarest ("notes", in two) is kept.
     assert found("project team notes") == {m["notes"], m["retro"]}
 
+    def holding_every_term(query: str) -> set[str]:
+        outcome = c.recall(query, mode="lexical", limit=50).outcome
+        return {r.memory.id for r in outcome.results if r.scores.matches_every_term}
+
+    # Every term of the query, the dropped ones included, in any form.
+    assert holding_every_term("alpha kickoff project") == {m["kickoff"]}
+    assert holding_every_term("the Projects ALPHA kickoffs") == {m["kickoff"]}
+    # "team" is dropped (in three), and the kickoff memory does not hold it.
+    assert found("alpha kickoff team") == {m["kickoff"]}
+    assert holding_every_term("alpha kickoff team") == set()
+    assert holding_every_term("project alpha budget") == set()
+    assert holding_every_term("budget") == {m["budget"]}
+
 
 # -- the dense arm: the floor ---------------------------------------------------------
 

@@ -208,7 +208,10 @@ def filters_of(msg: cpb.RecallFilters) -> Filters:
 
 def candidates_answer(answer: type[M], result: LexicalResult | DenseResult) -> M:
     """A recall arm's answer: its candidates, and what else its result says."""
-    candidates = [pb.Candidate(id=c.id, rank=c.rank, score=c.score) for c in result.candidates]
+    candidates = [
+        pb.Candidate(id=c.id, rank=c.rank, score=c.score, matches_every_term=c.matches_every_term)
+        for c in result.candidates
+    ]
     return message_of(answer, result, candidates=candidates)
 
 

@@ -22,6 +22,7 @@ from recallatron.vocabulary import (
 from services.store.domain import entity_groups, expiry_gate
 from services.store.domain import validation as v
 from services.store.domain.control import ControlPlane
+from services.store.domain.every_term import matching_every_term, quoted
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, Caller, caller_transaction
 
@@ -187,6 +188,8 @@ class Candidate:
     id: str
     rank: int
     score: float
+    # Lexical arm: the memory holds every term of the query (every_term.py).
+    matches_every_term: bool = False
 
 
 @dataclass(frozen=True)
@@ -231,8 +234,7 @@ def idf(docs: int, corpus: int) -> float:
 def tsquery_text(terms: Sequence[str]) -> str:
     """An OR of already-normalised lexemes, each quoted (so tsquery operators
     in user text are only ever literal characters)."""
-    quoted = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
-    return " | ".join(quoted)
+    return " | ".join(quoted(t) for t in terms)
 
 
 def _check_limit(limit: int) -> int:
@@ -387,8 +389,9 @@ def lexical_arm(conn: psycopg.Connection, query: str, params: dict[str, object])
         params["by_index"] = terms.by_index and params.get("walks") is True
         params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
     rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
+    every = matching_every_term(conn, terms.kept + terms.dropped, [str(r[0]) for r in rows])
     return LexicalResult(
-        [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
+        [Candidate(str(r[0]), i + 1, float(r[1]), str(r[0]) in every) for i, r in enumerate(rows)],
         terms.kept,
         terms.dropped,
     )
