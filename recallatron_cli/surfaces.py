@@ -33,10 +33,13 @@ def cmd_capture(args: argparse.Namespace) -> int:
     resp = common.client(args).capture(
         text, occurred_at=occurred, purpose=args.purpose, request_id=args.request_id or ""
     )
+    # A stored capture's reason already begins "stored: "; a no-op's is the why alone.
     summary = (
-        resp.reason if not resp.stored else f"{resp.reason}\n{common.memory_text(resp.memory)}"
+        f"not stored: {resp.reason}"
+        if not resp.stored
+        else f"{resp.reason}\n{common.memory_text(resp.memory)}"
     )
-    common.show(args, resp, ("stored: " if resp.stored else "not stored: ") + summary)
+    common.show(args, resp, summary)
     return 0
 
 

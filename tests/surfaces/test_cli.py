@@ -24,6 +24,10 @@ def test_capture_pairs_and_keep_both(
 
     assert main(["capture", "Maybe remember that the bus is late.", *common]) == 0
     assert capsys.readouterr().out.startswith("not stored: hedged")
+    assert main(["capture", "Remember that the bus leaves at seven.", *common]) == 0
+    said = capsys.readouterr().out
+    # Said once: the reason of a stored capture already says it.
+    assert said.startswith("stored: an explicit request") and said.count("stored:") == 1, said
 
     (first, second), *_ = NEAR_DUPLICATES
     ids = []
