@@ -245,13 +245,19 @@ class _Store:
         return _candidates(self.p.recall_queries.lexical(caller, query, limit, filters).candidates)
 
     def dense(
-        self, caller: Any, vector: Any, limit: int, filters: Any, timeout: float | None = None
+        self,
+        caller: Any,
+        vector: Any,
+        limit: int,
+        filters: Any,
+        timeout: float | None = None,
+        words: str = "",
     ) -> Any:
         from recallatron.embed_input import EMBED_INPUT_VERSION
         from services.rank.pipeline import DenseArm
 
         res = self.p.recall_queries.dense(
-            caller, vector.values, vector.model_id, EMBED_INPUT_VERSION, limit, filters
+            caller, vector.values, vector.model_id, EMBED_INPUT_VERSION, limit, filters, words=words
         )
         return DenseArm(_candidates(res.candidates), res.embeddings_available, res.floor)
 

@@ -220,6 +220,7 @@ class DenseCandidatesRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
     VECTOR_PACKED_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
     model_id: _builtins.str
     limit: _builtins.int
     vector_packed: _builtins.bytes
@@ -227,6 +228,11 @@ class DenseCandidatesRequest(_message.Message):
     each, in order (4 x 384 bytes; numpy dtype '<f4'). Read in place of vector
     when present; another length is refused (INVALID_ARGUMENT naming
     vector_packed).
+    """
+    query: _builtins.str
+    """The recall's query, sent when the lexical arm does not run (mode dense):
+    each candidate's matches_every_term then says whether its memory holds
+    every term of it. Empty: not said.
     """
     @_builtins.property
     def caller(self) -> _common_pb2.Caller: ...
@@ -247,10 +253,11 @@ class DenseCandidatesRequest(_message.Message):
         limit: _builtins.int = ...,
         filters: _common_pb2.RecallFilters | None = ...,
         vector_packed: _builtins.bytes = ...,
+        query: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters", "limit", b"limit", "model_id", b"model_id", "vector", b"vector", "vector_packed", b"vector_packed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "filters", b"filters", "limit", b"limit", "model_id", b"model_id", "query", b"query", "vector", b"vector", "vector_packed", b"vector_packed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -51,6 +51,7 @@ def rrf(lexical: Sequence[Candidate], dense: Sequence[Candidate], k: int = 60) -
     for c in dense:
         s = by_id.setdefault(c.id, Scores())
         s.dense_rank, s.dense_cosine = c.rank, c.score
+        s.matches_every_term = s.matches_every_term or c.matches_every_term
     for s in by_id.values():
         s.fused_score = sum(1.0 / (k + r) for r in (s.lexical_rank, s.dense_rank) if r > 0)
 

@@ -150,6 +150,7 @@ class StoreClient:
         limit: int,
         filters: cpb.RecallFilters,
         timeout: float | None = None,
+        words: str = "",
     ) -> DenseArm:
         packed = packed_vectors.pack(vector.values)
         request = store_pb2.DenseCandidatesRequest(
@@ -158,6 +159,7 @@ class StoreClient:
             model_id=vector.model_id,
             limit=limit,
             filters=filters,
+            query=words,
         )
         # A store of a version before vector_packed reads only the floats,
         # and in a rolling upgrade any store may answer: both forms go in this

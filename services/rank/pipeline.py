@@ -283,8 +283,9 @@ class Pipeline(Generic[M]):
         # Not asked in mode lexical: said, so it does not read as a degrade.
         dense = DenseOutcome(None, "not asked: the recall's mode is lexical")
         if mode in ("dense", "hybrid"):
-            # The dense arm runs here while the lexical arm runs in its thread.
-            dense = self._dense(request)
+            # The dense arm runs here while the lexical arm runs in its thread;
+            # alone, it says which rows hold every term of the query.
+            dense = self._dense(request, "" if lexical_future is not None else request.query)
             if dense.arm is None:
                 metrics.DEGRADED.labels("dense", dense.kind).inc()
                 if lexical_future is None:
@@ -385,7 +386,7 @@ class Pipeline(Generic[M]):
             ),
         )
 
-    def _dense(self, request: Request) -> DenseOutcome:
+    def _dense(self, request: Request, words: str) -> DenseOutcome:
         try:
             vector = _timed(
                 "embed", lambda: self.embed.embed_query(request.query, timeout=self._left(request))
@@ -405,6 +406,7 @@ class Pipeline(Generic[M]):
                     self.config.arm_limit,
                     request.filters,
                     timeout=self._left(request),
+                    words=words,
                 ),
             )
         except Degraded as exc:

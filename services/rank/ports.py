@@ -122,7 +122,11 @@ class StorePort(Protocol[M_co]):
         limit: int,
         filters: Any,
         timeout: float | None = None,
-    ) -> DenseArm: ...
+        words: str = "",
+    ) -> DenseArm:
+        """The dense arm; ``words`` (the query, when the lexical arm does not
+        run) asks which rows hold every term of it."""
+        ...
 
     def walk(
         self,

@@ -84,6 +84,7 @@ def test_a_query_of_words_one_memory_holds_is_not_flagged(team: Team) -> None:
         ada.remember(title, body, audience_to="workspace")
     ada.wait_embedded(timeout=120)
 
+    dense_judged = 0
     for query, title in [
         ("standup", "Daily standup"),
         ("postgres", "Postgres upgrade"),
@@ -99,6 +100,18 @@ def test_a_query_of_words_one_memory_holds_is_not_flagged(team: Team) -> None:
         assert all(r.scores.dense_cosine < RELEVANT_COSINE for r in outcome.results), query
         assert top.scores.matches_every_term, query
         assert not outcome.nothing_relevant, query
+        # The dense arm alone says it too (no lexical arm to ask), of the rows
+        # above its floor ("Oscar" lies under it).
+        dense = ada.recall(query, mode="dense").outcome
+        if top.scores.dense_rank:
+            dense_judged += 1
+            assert dense.results[0].memory.title == title, query
+            assert dense.results[0].scores.lexical_rank == 0
+            assert dense.results[0].scores.matches_every_term, query
+            assert not dense.nothing_relevant, query
+        else:
+            assert not dense.results and dense.nothing_relevant, query
+    assert dense_judged >= 3
 
     # Some of the words, never all in one memory: flagged, still answered.
     for query in ["budget cats", "standup chairs", "team spirit"]:
@@ -106,3 +119,4 @@ def test_a_query_of_words_one_memory_holds_is_not_flagged(team: Team) -> None:
         assert outcome.dense_available and outcome.results, query
         assert not any(r.scores.matches_every_term for r in outcome.results), query
         assert outcome.nothing_relevant, query
+        assert ada.recall(query, mode="dense").outcome.nothing_relevant, query

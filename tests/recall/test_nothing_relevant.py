@@ -49,6 +49,18 @@ def test_a_row_holding_every_term_of_the_query_is_relevant_at_any_cosine() -> No
     assert not pipeline(store).recall(request("hybrid", limit=3)).nothing_relevant
 
 
+def test_the_dense_arm_alone_is_asked_which_rows_hold_every_term() -> None:
+    every = Candidate("b", 1, FAR, matches_every_term=True)
+    store = FakeStore(lexical_rows=[c("a", 1, 2.0)], dense_rows=[every])
+    outcome = pipeline(store).recall(request("dense"))
+    assert store.dense_words == ["where is the office"]
+    assert ids(outcome) == ["b"] and not outcome.nothing_relevant
+    # In hybrid the lexical arm says it: the dense arm is not asked again.
+    store.dense_words.clear()
+    pipeline(store).recall(request("hybrid"))
+    assert store.dense_words == [""]
+
+
 def test_a_row_the_walk_refused_does_not_count() -> None:
     store = FakeStore(
         lexical_rows=[c("a", 1)],

@@ -86,6 +86,8 @@ class FakeStore:
     episode: dict[str, list[str]] = field(default_factory=dict)
     calls: list[tuple[str, Any]] = field(default_factory=list)
     timeouts: list[float | None] = field(default_factory=list)
+    # The query text each dense call carried (words), "" for none.
+    dense_words: list[str] = field(default_factory=list)
 
     def settings(self, workspace_id: str, timeout: float | None = None) -> WorkspaceSettings:
         self.calls.append(("settings", workspace_id))
@@ -106,8 +108,10 @@ class FakeStore:
         limit: int,
         filters: Any,
         timeout: float | None = None,
+        words: str = "",
     ) -> DenseArm:
         self.calls.append(("dense", limit))
+        self.dense_words.append(words)
         self.timeouts.append(timeout)
         if self.dense_error is not None:
             raise self.dense_error

@@ -387,6 +387,7 @@ class StoreServicer:
             embed_input.EMBED_INPUT_VERSION,
             request.limit,
             filters_of(request.filters),
+            words=request.query,
         )
         return candidates_answer(pb.DenseCandidatesResponse, result)
 

@@ -4,6 +4,7 @@ bare word lies far from any memory's meaning (services/rank/relevance.py)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 import psycopg
@@ -13,6 +14,12 @@ import psycopg
 # AND of the query's lexemes) is tried on those rows alone.
 MATCHING_EVERY_TERM = """
 SELECT id::text FROM memory WHERE id = ANY(%(ids)s::uuid[]) AND search @@ %(every)s::tsquery
+"""
+# The same for a query's text (the dense arm, alone): plainto_tsquery is the
+# AND of the lexemes the lexical arm would search.
+MATCHING_EVERY_WORD = """
+SELECT id::text FROM memory
+WHERE id = ANY(%(ids)s::uuid[]) AND search @@ plainto_tsquery('english', %(words)s)
 """
 
 
@@ -39,3 +46,13 @@ def matching_every_term(
         return set()
     rows = conn.execute(MATCHING_EVERY_TERM, {"ids": list(ids), "every": tsquery_of_every(terms)})
     return {str(r[0]) for r in rows}
+
+
+def matching_every_word(conn: psycopg.Connection, words: str, ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` whose memory holds every term of the text ``words``
+    (none when it has no term, or is empty: not asked)."""
+    if not words.strip() or not ids:
+        return set()
+    # The form memories are kept in (0067_baseline/04_memory.sql).
+    params = {"ids": list(ids), "words": unicodedata.normalize("NFC", words)}
+    return {str(r[0]) for r in conn.execute(MATCHING_EVERY_WORD, params)}

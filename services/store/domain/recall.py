@@ -8,6 +8,7 @@ import math
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -22,7 +23,7 @@ from recallatron.vocabulary import (
 from services.store.domain import entity_groups, expiry_gate
 from services.store.domain import validation as v
 from services.store.domain.control import ControlPlane
-from services.store.domain.every_term import matching_every_term, quoted
+from services.store.domain.every_term import matching_every_term, matching_every_word, quoted
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, Caller, caller_transaction
 
@@ -237,6 +238,14 @@ def tsquery_text(terms: Sequence[str]) -> str:
     return " | ".join(quoted(t) for t in terms)
 
 
+def _ranked(rows: Sequence[tuple[Any, ...]], every: set[str]) -> list[Candidate]:
+    """An arm's rows (id, score) as candidates ranked from 1 in their order;
+    ``every``: the ids whose memory holds every term of the query."""
+    return [
+        Candidate(str(r[0]), i + 1, float(r[1]), str(r[0]) in every) for i, r in enumerate(rows)
+    ]
+
+
 def _check_limit(limit: int) -> int:
     if limit <= 0 or limit > MAX_LIMIT:
         raise errors.InvalidArgument("limit", f"must lie in [1, {MAX_LIMIT}]")
@@ -391,7 +400,7 @@ def lexical_arm(conn: psycopg.Connection, query: str, params: dict[str, object])
     rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
     every = matching_every_term(conn, terms.kept + terms.dropped, [str(r[0]) for r in rows])
     return LexicalResult(
-        [Candidate(str(r[0]), i + 1, float(r[1]), str(r[0]) in every) for i, r in enumerate(rows)],
+        _ranked(rows, every),
         terms.kept,
         terms.dropped,
     )
@@ -422,6 +431,7 @@ class RecallQueries(InWorkspaces):
         limit: int,
         filters: Filters,
         floor: float | None = None,
+        words: str = "",
     ) -> DenseResult:
         values = np.asarray(vector, dtype=np.float32)
         if values.shape != (VECTOR_DIMENSIONS,) or not np.isfinite(values).all():
@@ -467,6 +477,7 @@ class RecallQueries(InWorkspaces):
                 # near the query changes nothing in the answer.
                 rows = conn.execute(DENSE_EXACT, params).fetchall()
             rows = [r for r in rows if r[1] >= floor]
+            every = matching_every_word(conn, words, [str(r[0]) for r in rows])
             # Whatever the rows, tell "nothing near enough" from "not
             # embedded yet": the memories this arm cannot find.
             waiting = conn.execute(NOT_EMBEDDED, (MAX_NOT_EMBEDDED_COUNTED,)).fetchone()
@@ -477,7 +488,7 @@ class RecallQueries(InWorkspaces):
                 if not (available_row and available_row[0]):
                     return DenseResult([], False, floor, not_embedded)
         return DenseResult(
-            [Candidate(str(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)],
+            _ranked(rows, every),
             True,
             floor,
             not_embedded,
