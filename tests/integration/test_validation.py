@@ -461,3 +461,15 @@ def test_bad_input_is_refused_naming_the_field(stack, fixture_ids, case: Case) -
     # Hidden ids never appear in an answer.
     assert ids["hidden"] not in err.value.details()
     assert dbutil.checksum(stack, team.database_name) == before
+
+
+def test_a_memory_without_a_kind_is_told_the_kind_is_required(stack, fixture_ids) -> None:  # type: ignore[no-untyped-def]
+    """No kind sent (as from HTTP/JSON without "kind") is not an unknown one."""
+    team, _ = fixture_ids
+    client = team.clients["ada"]
+    with pytest.raises(grpc.RpcError) as err:
+        client.call(client.memory.Remember, remember(kind=0))
+    assert err.value.details() == "kind: is required: one of note, fact, decision or summary"
+    with pytest.raises(grpc.RpcError) as err:
+        client.call(client.memory.Remember, remember(kind=9))
+    assert err.value.details().startswith("kind: unknown value 9")

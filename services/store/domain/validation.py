@@ -73,6 +73,8 @@ def request_id(value: str) -> str:
 
 
 def kind(value: str | None) -> str:
+    if value is None:
+        raise errors.InvalidArgument("kind", f"is required: one of {KIND.one_of()}")
     if value not in KINDS:
         raise errors.InvalidArgument("kind", f"must be one of {KIND.one_of()}")
     return value
