@@ -243,3 +243,12 @@ def request_id_fault(value: str) -> str | None:
     if len(value) > MAX_REQUEST_ID or not value.isprintable():
         return f"at most {MAX_REQUEST_ID} printable characters"
     return None
+
+
+def handle_key(handle: str) -> str:
+    """What a handle is one by in a workspace, in any case: lower case, as the
+    control plane keys and finds it (``lower(handle)``, control migration
+    0015). A handle is ASCII, where that and Python's agree; a name with
+    other characters is no handle, and none of them folds (the Kelvin sign
+    stays no 'k')."""
+    return handle.lower() if handle.isascii() else handle

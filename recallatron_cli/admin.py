@@ -16,7 +16,7 @@ import grpc
 
 from recallatron.client import Client
 from recallatron.v1 import store_pb2
-from recallatron.vocabulary import PURPOSE, PURPOSES, ROLE
+from recallatron.vocabulary import PURPOSE, PURPOSES, ROLE, handle_key
 from recallatron_cli import common
 from recallatron_cli.common import show
 
@@ -46,7 +46,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
             )
         expires_in = duration(args.expires_in, "expires_in", "--expires-in")
         token = client.create_token(
-            args.member,
+            member_id_of(client, args.member, args.workspace, "member_id", "member"),
             args.label,
             purposes,
             args.read_only,
@@ -88,7 +88,12 @@ def cmd_admin(args: argparse.Namespace) -> int:
         )
     elif args.admin_cmd == "list-tokens":
         workspace_id = workspace_id_of(client, args.workspace, "lists the tokens of")
-        listed = client.list_tokens(args.member or "", workspace_id)
+        holder = (
+            member_id_of(client, args.member, args.workspace, "member_id", "--member")
+            if args.member
+            else ""
+        )
+        listed = client.list_tokens(holder, workspace_id)
         show(
             args,
             listed,
@@ -101,6 +106,22 @@ def cmd_admin(args: argparse.Namespace) -> int:
         every = client.all_workspaces(args.server or "")
         show(args, every, "\n".join(workspace_line(w) for w in every.workspaces) or "no workspaces")
     return 0
+
+
+def member_id_of(client: Client, given: str, workspace: str | None, field: str, flag: str) -> str:
+    """The id of the member ``given`` names by id or by handle (one in any
+    case, as the control plane finds it), for a request whose field takes an
+    id. A handle is found among the members of ``workspace`` (its id or slug;
+    none: the caller's own, which the operator must name)."""
+    with contextlib.suppress(ValueError):
+        return str(uuid.UUID(given))  # a handle is never a UUID
+    key = handle_key(given)
+    for member in client.list_members(workspace or "").members:
+        if handle_key(member.handle) == key:
+            return str(member.id)
+    raise common.invalid(
+        field, flag, f"no member has the handle {given!r} in the workspace", common.EXIT_REFUSED
+    )
 
 
 def workspace_id_of(client: Client, given: str | None, doing: str) -> str:

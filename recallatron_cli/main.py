@@ -157,7 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
         "create-token",
         help="a token for a member, its scope and lifetime; the secret is shown once",
     )
-    ct.add_argument("member")
+    ct.add_argument("member", help="the member's id or handle")
+    ct.add_argument(
+        "--workspace",
+        help="the member's workspace, its id or slug, to find a handle in (the operator; "
+        "an owner's is their own)",
+    )
     ct.add_argument("--label", default="")
     ct.add_argument(
         "--purposes",
@@ -211,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens with scope, expiry and last use, by member, oldest first; never a secret",
     )
     lt.add_argument(
-        "--member", help="the member's id (owners: default every member of the workspace)"
+        "--member",
+        help="the member's id or handle (owners: default every member of the workspace)",
     )
     lt.add_argument(
         "--workspace", help="every token of this workspace (its id or slug; the operator)"

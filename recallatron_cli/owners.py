@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from recallatron.client import Client
 from recallatron.vocabulary import KIND, KINDS, MAX_AUDIT_PAGE, MAX_LIST_PAGE
 from recallatron_cli import common
-from recallatron_cli.admin import stamp
+from recallatron_cli.admin import member_id_of, stamp
 from recallatron_cli.common import client_options, printable, show
 
 ERASE = "erase"
@@ -51,14 +51,19 @@ def add_admin_parsers(
         help="remove a member: tokens refused at once, private memories erased or handed "
         "over, shared memories kept with their attribution (operator or an owner)",
     )
-    rm.add_argument("member", help="the member's id")
+    rm.add_argument("member", help="the member's id or handle")
+    rm.add_argument(
+        "--workspace",
+        help="the member's workspace, its id or slug, to find a handle in (the operator; "
+        "an owner's is their own)",
+    )
     rm.add_argument(
         "--private-memories",
         required=True,
         nargs="+",
         metavar="erase|transfer-to",
         help="what becomes of the memories only they could see: 'erase' (as forget) or "
-        "'transfer-to MEMBER' (another member's id, e.g. an owner)",
+        "'transfer-to MEMBER' (another member's id or handle, e.g. an owner)",
     )
     json_option(rm)
     rm.set_defaults(func=cmd_remove_member)
@@ -90,7 +95,13 @@ def private_memories(values: list[str]) -> tuple[str, str]:
 
 def cmd_remove_member(args: argparse.Namespace) -> int:
     mode, receiver = private_memories(args.private_memories)
-    done = common.client(args, admin=True).remove_member(args.member, mode, receiver)
+    client = common.client(args, admin=True)
+    member = member_id_of(client, args.member, args.workspace, "member_id", "member")
+    if receiver:
+        receiver = member_id_of(
+            client, receiver, args.workspace, "transfer_to", "--private-memories transfer-to"
+        )
+    done = client.remove_member(member, mode, receiver)
     show(
         args,
         done,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from recallatron import errors
-from services.store.domain.control_names import HANDLE_RE, HANDLE_RULE, handle_key
+from recallatron.vocabulary import handle_key
+from services.store.domain.control_names import HANDLE_RE, HANDLE_RULE
 
 Record = dict[str, Any]
 

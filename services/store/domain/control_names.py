@@ -18,15 +18,6 @@ OPERATOR_HANDLE = "operator"
 SLUG_RULE = "1-63 characters of a-z, 0-9 and '-', starting with a letter or digit, not a UUID"
 
 
-def handle_key(handle: str) -> str:
-    """What a handle is one by in a workspace, in any case: lower case, as the
-    control plane keys and finds it (``lower(handle)``, control migration
-    0015). A handle is ASCII (HANDLE_RE), where that and Python's agree; a
-    name with other characters is no handle, and none of them folds (the
-    Kelvin sign stays no 'k')."""
-    return handle.lower() if handle.isascii() else handle
-
-
 def spelled_id(given: str) -> str | None:
     """The id ``given`` spells, in the canonical form, when it reads as a
     UUID in any spelling an id field takes (32 hex digits, hyphens anywhere,
