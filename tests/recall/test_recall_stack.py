@@ -77,6 +77,9 @@ def test_the_fifteen_percent_rule(recall_stack: RecallStack) -> None:
     assert found("project alpha") == {m["kickoff"], m["notes"], m["retro"], m["staffing"]}
     # All three common: the rarest ("notes", in two) is kept.
     assert found("project team notes") == {m["notes"], m["retro"]}
+    # "zebra", in none, is no stand-in for the rarest term some memory holds
+    # ("team", in three): searched alone it found nothing.
+    assert found("project team zebra") == {m["notes"], m["retro"], m["staffing"]}
 
     def holding_every_term(query: str) -> set[str]:
         outcome = c.recall(query, mode="lexical", limit=50).outcome

@@ -35,6 +35,20 @@ def test_all_common_keeps_the_rarest() -> None:
     assert kept == ["b"] and sorted(dropped) == ["a", "c"]
 
 
+def test_terms_no_memory_holds_never_stand_in_for_one_that_some_memory_does() -> None:
+    """A small workspace: a term one memory of eight holds is "common" (12.5%
+    would not be, 1 of 6 is); the query's other terms no memory holds are
+    rarer. Keeping them alone searched for nothing at all."""
+    terms = ["/ops", "wiki.example.com", "wiki.example.com/ops"]
+    kept, dropped = select_terms(terms, {"wiki.example.com": 1}, 6)
+    assert "wiki.example.com" in kept and dropped == []
+    # Of several such terms, the rarest that some memory holds is kept.
+    kept, dropped = select_terms(["x", "a", "b"], {"a": 3, "b": 2}, 6)
+    assert kept == ["x", "b"] and dropped == ["a"]
+    # No term any memory holds: nothing to keep instead.
+    assert select_terms(["x", "y", "z"], {}, 6) == (["x", "y", "z"], [])
+
+
 @given(
     st.lists(
         st.text(st.characters(exclude_characters=" "), min_size=1, max_size=12),

@@ -214,14 +214,18 @@ def select_terms(
     terms: Sequence[str], docs: dict[str, int], corpus: int
 ) -> tuple[list[str], list[str]]:
     """The 15% rule: from three terms up, drop every term found in 15% or more
-    of the memories; if all would go, keep the rarest."""
+    of the memories; if all would go, keep the rarest. "All" counts the terms
+    some memory holds: a term none holds matches nothing, and kept alone it
+    made a query that found nothing (in a small workspace, where one memory
+    of six is 15%, every other term of it went)."""
     if len(terms) < 3 or corpus <= 0:
         return list(terms), []
     cutoff = DF_CUTOFF * corpus
     kept = [t for t in terms if docs.get(t, 0) < cutoff]
-    if not kept:
-        rarest = min(terms, key=lambda t: (docs.get(t, 0), t))
-        kept = [rarest]
+    if not any(docs.get(t, 0) > 0 for t in kept):
+        held = [t for t in terms if docs.get(t, 0) > 0] or list(terms)
+        rarest = min(held, key=lambda t: (docs.get(t, 0), t))
+        kept = [t for t in terms if t in kept or t == rarest]
     return kept, [t for t in terms if t not in kept]
 
 
