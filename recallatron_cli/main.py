@@ -304,13 +304,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("title")
     s.add_argument("body", nargs="?", default="")
     s.add_argument("--kind", choices=KINDS, help="default: the old memory's kind")
+    s.add_argument(
+        "--audience",
+        help="narrow who may see the new memory: 'workspace' or a member id; default: the "
+        "old memory's audience (never wider)",
+    )
+    s.add_argument(
+        "--source",
+        dest="sources",
+        action="append",
+        help="a memory the new text comes from (repeatable): the new memory is derived from "
+        "them, their trust intersected with the old memory's",
+    )
     graph.graph_arguments(s)
     s.add_argument(
         "--replace-claims", action="store_true", help="do not carry the old memory's claims"
     )
     common.purpose_option(s, help="the purpose the call is made for")
     s.set_defaults(func=tools.cmd_supersede)
-    common.renamed_fields(s, expected_revision="--revision")
+    common.renamed_fields(s, expected_revision="--revision", source_ids="--source")
 
     d = client_options(
         sub.add_parser("derive", help="a new memory from sources, their trust intersected")

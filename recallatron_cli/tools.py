@@ -132,7 +132,9 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         args.body,
         kind,
         args.reason,
+        sources=args.sources or (),
         **revised(args),
+        **({"audience_to": args.audience} if args.audience else {}),
     )
     show(args, resp, memory_text(resp.memory))
     return 0

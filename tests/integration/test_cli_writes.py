@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,37 @@ def test_supersede_keeps_the_old_kind_and_episode_acts_for_its_purpose(
     assert main(["episode", *scoped, "Audit review", "--start", "2026-05-04T09:00:00Z",
                  "--purpose", "audit", "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["episode_id"]
+
+
+def test_supersede_narrows_the_audience_and_derives_from_sources(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API's supersede takes an audience (narrowing) and sources; the
+    command took neither, so a private successor or a derived one needed
+    another client."""
+    common = ["--gateway", stack.gateway, "--token", team.clients["ada"].token]
+    ada = team.members["ada"]
+
+    def made(*argv: str) -> dict[str, Any]:
+        assert main([*argv, *common, "--json"]) == 0
+        return dict(json.loads(capsys.readouterr().out)["memory"])
+
+    old = made("remember", "Coffee machine on floor 3", "--audience", "workspace")
+    mine = made("supersede", old["id"], "--revision", "1", "I bring my own", "--audience", ada)
+    assert mine["audience"] == {"member_id": ada}
+    source = made("remember", "The kitchen moved to floor 4", "--audience", "workspace")
+    tea = made("remember", "Tea in the kitchen", "--audience", "workspace")
+    moved = made(
+        "supersede", tea["id"], "--revision", "1", "Tea on floor 4", "--source", source["id"]
+    )
+    assert moved["origin"] == "ORIGIN_DERIVED"
+    assert [(link["kind"], link["target"]["id"]) for link in moved["links"]] == [
+        ("LINK_KIND_DERIVED_FROM", source["id"])
+    ]
+    # Derived from a private source, the new memory may not be wider than it.
+    assert main(["supersede", *common, moved["id"], "--revision", "1", "x", "--source",
+                 mine["id"], "--audience", "workspace"]) == 1  # fmt: skip
+    assert "INVALID_ARGUMENT: audience" in capsys.readouterr().err
 
 
 def test_derive_keeps_the_confidence_given(
