@@ -9,6 +9,7 @@ import json
 import re
 import unicodedata
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -242,3 +243,79 @@ def token_line(t: store_pb2.TokenSummary) -> str:
         f"scope {scope or 'all'}  created {when(t, 'created_at', '-')}  "
         f"{expiry(t)}  last used {when(t, 'last_used_at', 'never')}  {state}"
     )
+
+
+def add_token_parsers(
+    admin_sub: Any, json_option: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """`admin create-token`, `revoke-token`, `rotate-token` and `list-tokens`."""
+    ct = admin_sub.add_parser(
+        "create-token",
+        help="a token for a member, its scope and lifetime; the secret is shown once",
+    )
+    ct.add_argument("member", help="the member's id or handle")
+    ct.add_argument(
+        "--workspace",
+        help="the member's workspace, its id or slug, to find a handle in (the operator; "
+        "an owner's is their own)",
+    )
+    ct.add_argument("--label", default="")
+    ct.add_argument(
+        "--purposes",
+        action="append",
+        help="limit the token to these purposes (comma-separated or repeated): "
+        "assist, automate, personalize, audit; default all",
+    )
+    ct.add_argument(
+        "--read-only",
+        action="store_true",
+        help="limit the token to the calls that change nothing (recall, read, the graph, "
+        "list, audit, the review listings, settings, status)",
+    )
+    ct.add_argument(
+        "--expires-in",
+        metavar="DURATION",
+        help="the token is refused from then on: e.g. 90d, 12h, 30m (at most 3650d); "
+        "default: never expires",
+    )
+    ct.add_argument(
+        "--request-id",
+        default="",
+        help="your id of this request: a retry with it makes no second token (refused, "
+        "naming the token the first attempt made)",
+    )
+    json_option(ct)
+    rv = admin_sub.add_parser("revoke-token", help="a token refused from now on, by its id")
+    rv.add_argument("token_id")
+    json_option(rv)
+    rt = admin_sub.add_parser(
+        "rotate-token",
+        help="a new token for the same member, scope and lifetime; the old one stops "
+        "after the grace",
+    )
+    rt.add_argument("token_id")
+    rt.add_argument(
+        "--grace",
+        metavar="DURATION",
+        help="how long the old token keeps working: e.g. 1h, 0 (stops at once); "
+        "default 24h, at most 90d",
+    )
+    rt.add_argument(
+        "--request-id",
+        default="",
+        help="your id of this request: a retry with it makes no second token (refused, "
+        "naming the token the first attempt made)",
+    )
+    json_option(rt)
+    lt = admin_sub.add_parser(
+        "list-tokens",
+        help="tokens with scope, expiry and last use, by member, oldest first; never a secret",
+    )
+    lt.add_argument(
+        "--member",
+        help="the member's id or handle (owners: default every member of the workspace)",
+    )
+    lt.add_argument(
+        "--workspace", help="every token of this workspace (its id or slug; the operator)"
+    )
+    json_option(lt)

@@ -26,8 +26,9 @@ class BehindStore(FakeStore):
         limit: int,
         filters: Any,
         timeout: float | None = None,
+        words: str = "",
     ) -> DenseArm:
-        arm = super().dense(caller, vector, limit, filters, timeout)
+        arm = super().dense(caller, vector, limit, filters, timeout, words)
         return DenseArm(arm.candidates, arm.embeddings_available, arm.floor, self.not_embedded)
 
 
