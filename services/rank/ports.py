@@ -11,19 +11,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
+from recallatron.candidates import Candidate as Candidate
 from recallatron.vocabulary import DEFAULT_MODE
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One row an arm returned: its rank in that arm (from 1) and its score
-    (BM25 for the lexical arm, cosine for the dense arm)."""
-
-    id: str
-    rank: int
-    score: float
-    # Lexical arm: the memory holds every term of the query.
-    matches_every_term: bool = False
 
 
 @dataclass(frozen=True)

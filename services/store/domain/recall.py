@@ -14,6 +14,7 @@ import numpy as np
 import psycopg
 
 from recallatron import errors, recall_filters
+from recallatron.candidates import Candidate
 from recallatron.vocabulary import (
     MAX_NOT_EMBEDDED_COUNTED,
     MAX_QUERY_CHARS,
@@ -182,15 +183,6 @@ class Filters:
     kinds: Sequence[str] = ()
     mention_entity_ids: Sequence[str] = ()
     include_superseded: bool = False
-
-
-@dataclass(frozen=True)
-class Candidate:
-    id: str
-    rank: int
-    score: float
-    # Lexical arm: the memory holds every term of the query (every_term.py).
-    matches_every_term: bool = False
 
 
 @dataclass(frozen=True)
