@@ -109,17 +109,38 @@ def cmd_admin(args: argparse.Namespace) -> int:
     return 0
 
 
-def member_id_of(client: Client, given: str, workspace: str | None, field: str, flag: str) -> str:
+def member_id_of(
+    client: Client,
+    given: str,
+    workspace: str | None,
+    field: str,
+    flag: str,
+    removed: bool = False,
+) -> str:
     """The id of the member ``given`` names by id or by handle (one in any
     case, as the control plane finds it), for a request whose field takes an
     id. A handle is found among the members of ``workspace`` (its id or slug;
-    none: the caller's own, which the operator must name)."""
+    none: the caller's own, which the operator must name); with ``removed``
+    among those removed too, a current member first (a handle is free again
+    once its member is removed), else the one removed member who had it."""
     with contextlib.suppress(ValueError):
         return str(uuid.UUID(given))  # a handle is never a UUID
     key = handle_key(given)
-    for member in client.list_members(workspace or "").members:
-        if handle_key(member.handle) == key:
-            return str(member.id)
+    found = [
+        m
+        for m in client.list_members(workspace or "", include_removed=removed).members
+        if handle_key(m.handle) == key
+    ]
+    current = [m for m in found if not m.HasField("removed_at")]
+    if len(current or found) == 1:
+        return str((current or found)[0].id)
+    if found:
+        raise common.invalid(
+            field,
+            flag,
+            f"{len(found)} removed members had the handle {given!r}: give the id",
+            common.EXIT_REFUSED,
+        )
     raise common.invalid(
         field, flag, f"no member has the handle {given!r} in the workspace", common.EXIT_REFUSED
     )

@@ -136,7 +136,9 @@ def add_parsers(sub: Any) -> None:
             "(owners)",
         )
     )
-    au.add_argument("--member", help="only what this member did (id)")
+    au.add_argument(
+        "--member", help="only what this member did (id, or handle: a removed member's too)"
+    )
     au.add_argument(
         "--action", dest="actions", action="append", help="only this action (repeatable)"
     )
@@ -222,7 +224,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     client: Client = common.client(args)
-    filters = _filters(args, member_id=args.member, actions=args.actions or [])
+    member = args.member and member_id_of(
+        client, args.member, None, "member_id", "--member", removed=True
+    )
+    filters = _filters(args, member_id=member, actions=args.actions or [])
 
     def line(e: Any) -> str:
         detail = json.loads(e.detail_json or "{}")

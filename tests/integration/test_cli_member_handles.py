@@ -48,3 +48,9 @@ def test_members_are_named_by_handle_or_id(
     assert done["member_id"] == team.members["cy"]
     assert int(done["memories_transferred"]) == 1
     assert team.clients["ada"].read([kept.memory.id]).memories[0].title == "Cy's own"
+
+    # The audit log by a removed member's handle: what cy did.
+    assert main(["audit", *ada, "--member", "cy", "--json"]) == 0
+    events = json.loads(capsys.readouterr().out)["events"]
+    assert events and {e["member_id"] for e in events} == {team.members["cy"]}
+    assert "remember" in {e["action"] for e in events}
