@@ -242,7 +242,7 @@ class _Store:
     def lexical(
         self, caller: Any, query: str, limit: int, filters: Any, timeout: float | None = None
     ) -> Any:
-        return _candidates(self.p.recall_queries.lexical(caller, query, limit, filters).candidates)
+        return self.p.recall_queries.lexical(caller, query, limit, filters).candidates
 
     def dense(
         self,
@@ -259,7 +259,7 @@ class _Store:
         res = self.p.recall_queries.dense(
             caller, vector.values, vector.model_id, EMBED_INPUT_VERSION, limit, filters, words=words
         )
-        return DenseArm(_candidates(res.candidates), res.embeddings_available, res.floor)
+        return DenseArm(res.candidates, res.embeddings_available, res.floor)
 
     def walk(
         self,
@@ -584,7 +584,7 @@ def steps_alone(stack: Stack, client: Client, qs: list[str], models_dir: Path) -
                     caller, v, local.bi.model_id, EMBED_INPUT_VERSION, 100, Filters()
                 ),
             )
-            fused = rrf(_candidates(lexical.candidates), _candidates(dense.candidates))
+            fused = rrf(lexical.candidates, dense.candidates)
             timed(
                 "walk + hydration of 10 (store code + SQL)",
                 lambda f=fused: local.memories.walk(caller, [x.id for x in f], 10),
@@ -622,12 +622,6 @@ def _prefilter_agrees(local: InProcess, caller: Any, query: str) -> bool | None:
         exact = {row[0] for row in conn.execute(r.LEXICAL_CAPPED, params)}
     arm = local.recall_queries.lexical(caller, query, 100, r.Filters())
     return {c.id for c in arm.candidates} == exact
-
-
-def _candidates(rows: Any) -> list[Any]:
-    from services.rank.pipeline import Candidate
-
-    return [Candidate(c.id, c.rank, c.score, c.matches_every_term) for c in rows]
 
 
 def run_steps_alone(n: int, args: argparse.Namespace, models_dir: Path) -> dict[str, float]:

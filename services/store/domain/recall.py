@@ -24,7 +24,7 @@ from recallatron.vocabulary import (
 from services.store.domain import entity_groups, expiry_gate
 from services.store.domain import validation as v
 from services.store.domain.control import ControlPlane
-from services.store.domain.every_term import matching_every_term, matching_every_word, quoted
+from services.store.domain.every_term import matching_every_term
 from services.store.domain.workspace_services import InWorkspaces
 from services.store.infrastructure.db import GENERIC_PLANS, Caller, caller_transaction
 
@@ -231,7 +231,8 @@ def idf(docs: int, corpus: int) -> float:
 def tsquery_text(terms: Sequence[str]) -> str:
     """An OR of already-normalised lexemes, each quoted (so tsquery operators
     in user text are only ever literal characters)."""
-    return " | ".join(quoted(t) for t in terms)
+    quoted = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
+    return " | ".join(quoted)
 
 
 def _ranked(rows: Sequence[tuple[Any, ...]], every: set[str]) -> list[Candidate]:
@@ -394,7 +395,10 @@ def lexical_arm(conn: psycopg.Connection, query: str, params: dict[str, object])
         params["by_index"] = terms.by_index and params.get("walks") is True
         params["prefilter"] = PREFILTER_FACTOR * params["limit"]  # type: ignore[operator]
     rows = conn.execute(LEXICAL_CAPPED if terms.capped else LEXICAL, params).fetchall()
-    every = matching_every_term(conn, terms.kept + terms.dropped, [str(r[0]) for r in rows])
+    ids = [str(r[0]) for r in rows]
+    # One term: every match holds it, nothing to ask.
+    one = len(terms.kept) + len(terms.dropped) == 1
+    every = set(ids) if one else matching_every_term(conn, query, ids)
     return LexicalResult(
         _ranked(rows, every),
         terms.kept,
@@ -473,7 +477,7 @@ class RecallQueries(InWorkspaces):
                 # near the query changes nothing in the answer.
                 rows = conn.execute(DENSE_EXACT, params).fetchall()
             rows = [r for r in rows if r[1] >= floor]
-            every = matching_every_word(conn, words, [str(r[0]) for r in rows])
+            every = matching_every_term(conn, words, [str(r[0]) for r in rows])
             # Whatever the rows, tell "nothing near enough" from "not
             # embedded yet": the memories this arm cannot find.
             waiting = conn.execute(NOT_EMBEDDED, (MAX_NOT_EMBEDDED_COUNTED,)).fetchone()
