@@ -16,20 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
 
 from benchmarks.before_baseline import migration_files
+from benchmarks.own_server import empty_database
 from benchmarks.provenance_cost import random_vectors
-from recallatron_devkit.localpg import LocalPostgres
-from recallatron_devkit.ports import free_port
-from services.store.infrastructure.db import APP_ROLE, with_database
 
 BEFORE, MIGRATION = "0044", "0045"
 DATABASE = "upgrade_bench"
@@ -92,19 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors", type=int, default=100_000)
     parser.add_argument("--state-dir", default="")
     args = parser.parse_args(argv)
-    state = Path(args.state_dir or tempfile.mkdtemp(prefix="provenance-upgrade-"))
-    pg = LocalPostgres(state / "pgdata", free_port())
-    pg.start()
-    try:
-        with psycopg.connect(pg.url, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {DATABASE}".encode())
-            conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS".encode())
-        url = with_database(pg.url, DATABASE)
+    with empty_database(args.state_dir, DATABASE, "provenance-upgrade-") as url:
         started = time.perf_counter()
         build(url, args.vectors)
         report = {"build_seconds": round(time.perf_counter() - started, 1), **upgrade(url)}
-    finally:
-        pg.stop()
     print(json.dumps(report, indent=2))
     return 0
 
