@@ -252,7 +252,7 @@ def purpose_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
 def audience_options(p: argparse.ArgumentParser, default: str = "only you") -> None:
     """--audience and --purpose (repeatable): who may see what the command
     stores (``default``: who, when not given), and for which purposes."""
-    p.add_argument("--audience", help=f"'workspace' or a member id; default: {default}")
+    p.add_argument("--audience", help=f"'workspace', 'me' or a member id; default: {default}")
     p.add_argument("--purpose", dest="purposes", action="append", choices=PURPOSES)
 
 
@@ -292,8 +292,20 @@ class Audience(TypedDict):
     purposes: Sequence[str]
 
 
-def audience(args: argparse.Namespace) -> Audience:
-    return {"audience_to": args.audience, "purposes": args.purposes or ()}
+# Names the token's own member where an option takes a member id: a member
+# who is not an owner may not list members to learn their id.
+ME = "me"
+
+
+def own_member_or(client: Client, given: str | None) -> str | None:
+    """``given``, but "me" (any case): the token's own member id (WhoAmI)."""
+    if given is not None and given.strip().lower() == ME:
+        return str(client.who_am_i().member_id)
+    return given
+
+
+def audience(args: argparse.Namespace, client: Client) -> Audience:
+    return {"audience_to": own_member_or(client, args.audience), "purposes": args.purposes or ()}
 
 
 def client(args: argparse.Namespace, admin: bool = False) -> Client:

@@ -233,11 +233,12 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_episode(args: argparse.Namespace) -> int:
-    resp = common.client(args).create_episode(
+    client = common.client(args)
+    resp = client.create_episode(
         args.title,
         args.start,
         args.end,
-        **common.audience(args),
+        **common.audience(args, client),
         member_ids=args.member,
         entity_ids=args.entity,
         purpose=common.call_purpose(args),

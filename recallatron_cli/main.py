@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kind", choices=KINDS, help="default: the old memory's kind")
     s.add_argument(
         "--audience",
-        help="narrow who may see the new memory: 'workspace' or a member id; default: the "
+        help="narrow who may see the new memory: 'workspace', 'me' or a member id; default: the "
         "old memory's audience (never wider)",
     )
     s.add_argument(

@@ -1,7 +1,8 @@
 """A workspace's and a member's end, and an owner's view, from a shell:
 `recallatron admin delete-workspace`, `recallatron admin remove-member`,
-`recallatron list` and `recallatron audit` (docs/api.md). Each has --json;
-bad input is refused naming the request's field, before anything is sent."""
+`recallatron list` and `recallatron audit` (docs/api.md); and `recallatron
+whoami`, the token's own member and workspace. Each has --json; bad input is
+refused naming the request's field, before anything is sent."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 from google.protobuf.message import Message
 
 from recallatron.client import Client
-from recallatron.vocabulary import KIND, KINDS, MAX_AUDIT_PAGE, MAX_LIST_PAGE
+from recallatron.vocabulary import KIND, KINDS, MAX_AUDIT_PAGE, MAX_LIST_PAGE, ROLE
 from recallatron_cli import common
 from recallatron_cli.admin import member_id_of, stamp
 from recallatron_cli.common import client_options, printable, show
@@ -115,13 +116,30 @@ def cmd_remove_member(args: argparse.Namespace) -> int:
 # -- recallatron list / audit -------------------------------------------------------------
 
 
+def cmd_whoami(args: argparse.Namespace) -> int:
+    me = common.client(args).who_am_i()
+    show(
+        args,
+        me,
+        f"{printable(me.member_handle)} (member {me.member_id}, {ROLE.name(me.role)})"
+        f" in {printable(me.workspace_slug)} (workspace {me.workspace_id})",
+    )
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
+    who = client_options(
+        sub.add_parser(
+            "whoami", help="the token's member (handle, id, role) and workspace; 'me' names it"
+        )
+    )
+    who.set_defaults(func=cmd_whoami)
     ls = client_options(
         sub.add_parser(
             "list", help="the memories you may see, newest first, by author, kind, episode, time"
         )
     )
-    ls.add_argument("--author", help="only memories written by this member (id)")
+    ls.add_argument("--author", help="only memories written by this member (id, or 'me')")
     ls.add_argument("--kind", dest="kinds", action="append", choices=KINDS)
     ls.add_argument("--episode", help="only memories of this episode (id)")
     _span_and_pages(ls, MAX_LIST_PAGE)
@@ -206,7 +224,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     client: Client = common.client(args)
     filters = _filters(
         args,
-        created_by=args.author,
+        created_by=common.own_member_or(client, args.author),
         kinds=args.kinds or [],
         episode_id=args.episode,
         include_superseded=args.include_superseded,

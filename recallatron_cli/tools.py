@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from recallatron.client import Client
 from recallatron.vocabulary import KIND
 from recallatron_cli import common, graph
 from recallatron_cli.common import memory_text, show
@@ -28,12 +29,12 @@ class NewMemory(common.Audience, graph.GraphItems):
     purpose: str
 
 
-def new_memory(args: argparse.Namespace) -> NewMemory:
+def new_memory(args: argparse.Namespace, client: Client) -> NewMemory:
     return {
         "title": args.title,
         "body": args.body,
         "kind": args.kind,
-        **common.audience(args),
+        **common.audience(args, client),
         "confidence": args.confidence,
         "purpose": common.call_purpose(args),
         **graph.graph_items(args),
@@ -57,8 +58,9 @@ def revised(args: argparse.Namespace) -> Revised:
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
-    resp = common.client(args).remember(
-        **new_memory(args),
+    client = common.client(args)
+    resp = client.remember(
+        **new_memory(args, client),
         mention_names=args.mention or (),
         about=args.about or (),
         request_id=args.request_id,
@@ -134,14 +136,15 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         args.reason,
         sources=args.sources or (),
         **revised(args),
-        **({"audience_to": args.audience} if args.audience else {}),
+        audience_to=common.own_member_or(client, args.audience),
     )
     show(args, resp, memory_text(resp.memory))
     return 0
 
 
 def cmd_derive(args: argparse.Namespace) -> int:
-    resp = common.client(args).derive(args.sources, **new_memory(args))
+    client = common.client(args)
+    resp = client.derive(args.sources, **new_memory(args, client))
     show(args, resp, memory_text(resp.memory))
     return 0
 

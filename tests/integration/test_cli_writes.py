@@ -170,3 +170,40 @@ def test_a_bad_option_value_is_refused_naming_the_option(
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err, err
     assert err.startswith("error: ") and f" {named}: " in err, err
+
+
+def test_me_names_the_callers_own_member(
+    stack: Stack, team: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A member who is not an owner may not list members, so their own id,
+    which --audience (supersede's narrowing to themselves) and list --author
+    take, was nowhere to be read from the shell. `whoami` shows it, and "me"
+    (any case) names it wherever a member id is asked for."""
+    common = ["--gateway", stack.gateway, "--token", team.clients["bob"].token]
+    bob = team.members["bob"]
+
+    def out(*argv: str) -> dict[str, Any]:
+        assert main([*argv, *common, "--json"]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    me = out("whoami")
+    assert (me["member_id"], me["member_handle"], me["workspace_id"]) == (
+        bob,
+        "bob",
+        team.workspace_id,
+    )
+    assert main(["whoami", *common]) == 0
+    shown = capsys.readouterr().out
+    assert bob in shown and "bob" in shown and team.workspace_id in shown
+
+    old = out("remember", "Parking spots", "--audience", "workspace")["memory"]
+    mine = out("supersede", old["id"], "--revision", "1", "Mine is 12", "--audience", "Me")
+    assert mine["memory"]["audience"] == {"member_id": bob}
+    note = out("remember", "My desk is by the window", "--audience", "me")["memory"]
+    assert note["audience"] == {"member_id": bob}
+    adas = team.clients["ada"].remember("Ada's note", audience_to="workspace").memory.id
+    listed = out("list", "--author", "me")["memories"]
+    ids = {m["id"] for m in listed}
+    assert {mine["memory"]["id"], note["id"]} <= ids
+    assert adas not in ids and old["id"] not in ids  # old: superseded for bob
+    assert {m["created_by"] for m in listed} == {bob}
