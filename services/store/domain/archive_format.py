@@ -323,14 +323,15 @@ TIME_FIELDS = {
 
 
 # Spans a record holds, from its begin to its end: every write refuses an end
-# before the begin, as the tables' checks do (a merge's undo, the service),
-# and retires a statement (an alias, a claim, a relation) at or after stating it.
+# before the begin, as the tables' checks do (a merge's undo, the service).
+# Not a statement's record time (an alias's, a claim's, a relation's
+# stated_at and retired_at): both are the server's clock at two writes, and a
+# clock stepped back between them leaves the retirement first in a database
+# no write refused; its archive is copied as it stands.
 _VALID = ("valid_from", "valid_until", "a claim holds from before it holds until")
-_STATED = ("stated_at", "retired_at", "a statement is retired only once it was stated")
 _SPANS = {
-    "aliases": (_STATED,),
-    "attribute_claims": (_VALID, _STATED),
-    "relation_claims": (_VALID, _STATED),
+    "attribute_claims": (_VALID,),
+    "relation_claims": (_VALID,),
     "episodes": (("started_at", "ended_at", "an episode starts before it ends"),),
     "merges": (("decided_at", "undone_at", "a merge is undone only after it was decided"),),
 }
