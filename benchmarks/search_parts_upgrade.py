@@ -10,7 +10,8 @@ address, a URL and a path), timing the second batch; applies 0075 as migrate-db
 would (one transaction) and prints its wall time, the WAL it wrote, the
 growth of `memory` and `term_stat`; then writes `--memories` again and
 times that insert, for the ratio of a write's cost after to before, and
-the function alone over the texts holding such tokens (best of three)."""
+the function alone over the texts holding such tokens and over bodies of
+20,000 characters made only of them (best of three)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,28 @@ def _insert(conn: psycopg.Connection, start: int, n: int) -> float:
     return time.perf_counter() - started
 
 
+# Bodies at the size limit (20,000 characters) made only of such tokens: the
+# function's work must grow with the text, not with its square.
+WORST = {
+    "hosts": "a.b " * 5000,
+    "emails": " ".join(f"user{i}@host{i}.example.com" for i in range(800)),
+    "paths": " ".join(f"/srv/app{i}/conf{i}/file{i}.yaml" for i in range(800)),
+}
+
+
+def _worst_ms(conn: psycopg.Connection) -> dict[str, float]:
+    """Milliseconds of search_parts over each worst body (best of three)."""
+    out = {}
+    for name, text in WORST.items():
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            conn.execute("SELECT search_parts(%s)", (text[:20_000],)).fetchone()
+            best = min(best, time.perf_counter() - started)
+        out[name] = round(best * 1000, 1)
+    return out
+
+
 def _timed_parts(conn: psycopg.Connection) -> float:
     """Microseconds a text of search_parts over the texts holding its tokens."""
     started = time.perf_counter()
@@ -88,6 +111,7 @@ def run(url: str, memories: int) -> dict[str, Any]:
         assert wal
         insert_after = _insert(conn, 2 * memories, memories)
         parts_us = min(_timed_parts(conn) for _ in range(3))
+        worst = _worst_ms(conn)
     return {
         "memories": 2 * memories,
         "migration_seconds": round(seconds, 2),
@@ -98,6 +122,7 @@ def run(url: str, memories: int) -> dict[str, Any]:
         "insert_seconds": [round(insert_before, 2), round(insert_after, 2)],
         "insert_after_over_before": round(insert_after / insert_before, 2),
         "search_parts_us_per_text": round(parts_us, 1),
+        "search_parts_ms_20000_characters": worst,
     }
 
 

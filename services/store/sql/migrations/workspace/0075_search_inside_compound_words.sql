@@ -33,12 +33,15 @@ DECLARE
     tokens text[] := '{}';
     pieces text[] := '{}';
     token text;
+    piece text;
     segment text;
     labels text[];
 BEGIN
     IF doc !~ '[@/\\:]|[[:alnum:]]\.[[:alnum:]]|-[[:digit:]]|[[:lower:][:digit:]][[:upper:]]' THEN
         RETURN '';
     END IF;
+    -- array_append on a variable appends in place: the work grows with the
+    -- text, not with its square.
     FOR found IN
         SELECT t.tokid, t.token FROM ts_parse(3722::oid, doc) AS t
         WHERE t.tokid IN (4, 6, 18, 19, 21)
@@ -46,29 +49,39 @@ BEGIN
     LOOP
         IF found.tokid IN (1, 2, 3) THEN
             -- A word in camel case ("getUserName", "HTTPServer"): its words.
-            pieces := pieces || regexp_split_to_array(regexp_replace(
+            FOREACH piece IN ARRAY regexp_split_to_array(regexp_replace(
                 regexp_replace(found.token, '([[:lower:][:digit:]])([[:upper:]])', '\1 \2', 'g'),
-                '([[:upper:]])([[:upper:]][[:lower:]])', '\1 \2', 'g'), ' ');
+                '([[:upper:]])([[:upper:]][[:lower:]])', '\1 \2', 'g'), ' ') LOOP
+                IF char_length(piece) > 1 THEN
+                    pieces := array_append(pieces, lower(piece));
+                END IF;
+            END LOOP;
             CONTINUE;
         END IF;
         -- An address, a host, a path, or a number after a hyphen (a signed
         -- integer to the parser: "ISO-8601" is "iso" and "-8601").
         token := lower(found.token);
-        tokens := tokens || token;
-        pieces := pieces || regexp_split_to_array(token, '[^[:alnum:]]+');
+        tokens := array_append(tokens, token);
+        FOREACH piece IN ARRAY regexp_split_to_array(token, '[^[:alnum:]]+') LOOP
+            IF char_length(piece) > 1 THEN
+                pieces := array_append(pieces, piece);
+            END IF;
+        END LOOP;
         FOREACH segment IN ARRAY regexp_split_to_array(token, '[@/\\:]+') LOOP
-            pieces := pieces || segment;
+            IF segment <> token AND char_length(segment) > 1 THEN
+                pieces := array_append(pieces, segment);
+            END IF;
             labels := string_to_array(segment, '.');
             IF labels[cardinality(labels)] ~ '[[:alpha:]]' THEN
                 FOR i IN 2 .. cardinality(labels) - 1 LOOP
-                    pieces := pieces || array_to_string(labels[i:], '.');
+                    pieces := array_append(pieces, array_to_string(labels[i:], '.'));
                 END LOOP;
             END IF;
         END LOOP;
     END LOOP;
     RETURN array_to_string(ARRAY(
-        SELECT DISTINCT lower(p) FROM unnest(pieces) AS p
-        WHERE char_length(p) > 1 AND lower(p) <> ALL (tokens) ORDER BY 1), ' ');
+        SELECT p FROM (SELECT unnest(pieces) EXCEPT SELECT unnest(tokens)) AS d(p) ORDER BY 1
+    ), ' ');
 END $$;
 
 ALTER TABLE memory ALTER COLUMN search SET EXPRESSION AS (
