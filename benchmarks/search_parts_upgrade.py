@@ -49,7 +49,7 @@ SELECT pg_total_relation_size('memory'), pg_total_relation_size('term_stat'),
 """
 MB = 1024 * 1024
 # The function alone, over the texts holding an address, a URL and a path.
-PARTS = "SELECT count(*), sum(length(search_parts(body))) FROM memory WHERE body LIKE '%%@%%'"
+PARTS = "SELECT count(*), sum(length(search_parts(body))) FROM memory WHERE body LIKE '%@%'"
 
 
 def _insert(conn: psycopg.Connection, start: int, n: int) -> float:
