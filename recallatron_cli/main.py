@@ -27,6 +27,7 @@ with stopped_while_starting(__name__):
         floor,
         graph,
         operator,
+        options_before,
         owners,
         tools,
         up,
@@ -53,8 +54,8 @@ def json_option(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="recallatron", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    parser = options_before.Parser(prog="recallatron", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=argparse.ArgumentParser)
 
     stack = sub.add_parser("up", help="start Postgres and every service locally")
     stack.add_argument("--demo", action="store_true", help="show it working once ready")
