@@ -9,7 +9,6 @@ import json
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -266,9 +265,7 @@ def token_line(t: store_pb2.TokenSummary) -> str:
     )
 
 
-def add_token_parsers(
-    admin_sub: Any, json_option: Callable[[argparse.ArgumentParser], None]
-) -> None:
+def add_token_parsers(admin_sub: Any) -> None:
     """`admin create-token`, `revoke-token`, `rotate-token` and `list-tokens`."""
     ct = admin_sub.add_parser(
         "create-token",
@@ -305,10 +302,10 @@ def add_token_parsers(
         help="your id of this request: a retry with it makes no second token (refused, "
         "naming the token the first attempt made)",
     )
-    json_option(ct)
+    common.group_client_options(ct)
     rv = admin_sub.add_parser("revoke-token", help="a token refused from now on, by its id")
     rv.add_argument("token_id")
-    json_option(rv)
+    common.group_client_options(rv)
     rt = admin_sub.add_parser(
         "rotate-token",
         help="a new token for the same member, scope and lifetime; the old one stops "
@@ -327,7 +324,7 @@ def add_token_parsers(
         help="your id of this request: a retry with it makes no second token (refused, "
         "naming the token the first attempt made)",
     )
-    json_option(rt)
+    common.group_client_options(rt)
     lt = admin_sub.add_parser(
         "list-tokens",
         help="tokens with scope, expiry and last use, by member, oldest first; never a secret",
@@ -339,4 +336,4 @@ def add_token_parsers(
     lt.add_argument(
         "--workspace", help="every token of this workspace (its id or slug; the operator)"
     )
-    json_option(lt)
+    common.group_client_options(lt)

@@ -187,6 +187,17 @@ def add_token_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", default="", help=TOKEN_FILE_HELP)
 
 
+def group_client_options(p: argparse.ArgumentParser) -> None:
+    """--gateway, --token, --token-file and --json after a subcommand of a
+    group that takes them (`admin create-member ... --token-file F`, `settings
+    set ... --json`): left unset unless given there, so as not to undo the
+    same option given before it."""
+    p.add_argument("--gateway", default=argparse.SUPPRESS, help=GATEWAY_HELP)
+    p.add_argument("--token", default=argparse.SUPPRESS, help=f"the token itself: {TOKEN_HELP}")
+    p.add_argument("--token-file", default=argparse.SUPPRESS, help=TOKEN_FILE_HELP)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+
+
 def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """--gateway, --token / --token-file and --json, for a command that calls
     the gateway."""

@@ -47,12 +47,6 @@ __all__ = ["build_parser", "demo", "main"]
 # legacy groups declare their own.
 
 
-def json_option(p: argparse.ArgumentParser) -> None:
-    """--json after an admin subcommand too (it is also the admin parser's):
-    left unset unless given, so as not to undo the other."""
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=common.JSON_HELP)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = options_before.Parser(prog="recallatron", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True, parser_class=argparse.ArgumentParser)
@@ -141,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(fewest workspaces among servers not draining; docs/servers.md)",
     )
     common.creation_request_id(cw, "workspace")
-    json_option(cw)
+    common.group_client_options(cw)
     cm = admin_sub.add_parser(
         "create-member",
         help="a member of a workspace by handle, --owner to manage it; prints its id",
@@ -153,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("handle")
     cm.add_argument("--owner", action="store_true")
     common.creation_request_id(cm, "member")
-    json_option(cm)
-    admin.add_token_parsers(admin_sub, json_option)
+    common.group_client_options(cm)
+    admin.add_token_parsers(admin_sub)
     lm = admin_sub.add_parser(
         "list-members", help="a workspace's members, by handle: id, handle, role, since"
     )
@@ -162,14 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace", help="its id or slug (the operator token needs it; owners: their own)"
     )
     lm.add_argument("--removed", action="store_true", help="also the members who were removed")
-    json_option(lm)
+    common.group_client_options(lm)
     lw = admin_sub.add_parser(
         "list-workspaces",
         help="every workspace by slug: id, server, members, created (operator token)",
     )
     lw.add_argument("--server", help="only those on this Postgres server (its name)")
-    json_option(lw)
-    owners.add_admin_parsers(admin_sub, json_option)
+    common.group_client_options(lw)
+    owners.add_admin_parsers(admin_sub)
     ad.set_defaults(func=admin.cmd_admin)
 
     def new_memory_args(p: argparse.ArgumentParser, audience: str = "only you") -> None:

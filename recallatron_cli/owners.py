@@ -33,9 +33,7 @@ def _refuse(field: str, flag: str, why: str) -> NoReturn:
 # -- recallatron admin delete-workspace / remove-member ----------------------------------
 
 
-def add_admin_parsers(
-    admin_sub: Any, json_option: Callable[[argparse.ArgumentParser], None]
-) -> None:
+def add_admin_parsers(admin_sub: Any) -> None:
     dw = admin_sub.add_parser(
         "delete-workspace",
         help="delete a workspace: tokens refused at once, its database dropped, a tombstone "
@@ -45,7 +43,7 @@ def add_admin_parsers(
     dw.add_argument(
         "--confirm", required=True, metavar="WORKSPACE", help="the same slug or id again"
     )
-    json_option(dw)
+    common.group_client_options(dw)
     dw.set_defaults(func=cmd_delete_workspace)
     rm = admin_sub.add_parser(
         "remove-member",
@@ -66,7 +64,7 @@ def add_admin_parsers(
         help="what becomes of the memories only they could see: 'erase' (as forget) or "
         "'transfer-to MEMBER' (another member's id or handle, e.g. an owner)",
     )
-    json_option(rm)
+    common.group_client_options(rm)
     rm.set_defaults(func=cmd_remove_member)
 
 

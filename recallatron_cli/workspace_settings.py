@@ -16,7 +16,6 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from recallatron.client import Client
 from recallatron.protojson import enum_type, terms
-from recallatron.secretfiles import TOKEN_HELP
 from recallatron.v1 import gateway_pb2 as pb
 from recallatron.v1 import store_pb2
 from recallatron_cli import common
@@ -65,15 +64,6 @@ def _setting_option(p: argparse.ArgumentParser, f: FieldDescriptor) -> None:
         p.add_argument(flag_of(f), dest=f.name, type=_NUMBERS[f.type], help=help_)
 
 
-def _late_client_options(p: argparse.ArgumentParser) -> None:
-    """--gateway, --token, --token-file and --json after `set` too: left unset
-    unless given there, so as not to undo the same option given before it."""
-    p.add_argument("--gateway", default=argparse.SUPPRESS, help=common.GATEWAY_HELP)
-    p.add_argument("--token", default=argparse.SUPPRESS, help=f"the token itself: {TOKEN_HELP}")
-    p.add_argument("--token-file", default=argparse.SUPPRESS, help=common.TOKEN_FILE_HELP)
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=common.JSON_HELP)
-
-
 def add_parser(sub: Any) -> None:
     p = client_options(
         sub.add_parser(
@@ -89,7 +79,7 @@ def add_parser(sub: Any) -> None:
     )
     for f in SETTINGS.fields:
         _setting_option(s, f)
-    _late_client_options(s)
+    common.group_client_options(s)
     s.set_defaults(func=cmd_set)
 
 

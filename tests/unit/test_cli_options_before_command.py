@@ -50,3 +50,20 @@ def test_before_a_command_that_does_not_take_it(capsys: pytest.CaptureFixture[st
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "--token-file" in err and "`up`" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["admin", "create-member", "--workspace", "acme", "bob"],
+        ["admin", "create-token", "00000000-0000-0000-0000-000000000002"],
+        ["admin", "list-tokens"],
+        ["settings", "set", "--default-recall-mode", "lexical"],
+    ],
+)
+def test_options_after_a_subcommand_of_a_group(command: list[str]) -> None:
+    """After `admin create-member ...` as after `recall ...`: the group's
+    options are the subcommand's too."""
+    after = ["--gateway", "10.0.0.7:7400", "--token-file", "/tmp/ada.token", "--json"]
+    args = build_parser().parse_args([*command, *after])
+    assert (args.gateway, args.token_file, args.json) == ("10.0.0.7:7400", "/tmp/ada.token", True)
