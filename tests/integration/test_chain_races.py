@@ -319,7 +319,7 @@ def test_a_removed_members_memory_leaves_while_its_successor_is_forgotten(
         return removal.remove(team.members["cy"], mode, to)
 
     race = _Other(stack, team, remove_cy)
-    statement = mq.CHANGE_SUBJECT_LOCKED if held_after == "lock" else mq.FORGET
+    statement = mq.LOCK_MEMORY if held_after == "lock" else mq.FORGET
     with _held(stack, monkeypatch, statement, race) as held:
         store.append(held)
         _forget(store, team, "ada", t.id)()

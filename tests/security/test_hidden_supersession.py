@@ -75,7 +75,7 @@ def test_a_supersede_by_a_successor_hidden_from_the_reader_is_in_no_answer(
     ).memory  # fmt: skip
 
     for who, client in (("bob", bob), ("cy", cy)):
-        # As before the supersede: only its revision number moved on.
+        # As before the supersede, its revision number too.
         assert _revisions(client, m.id) == history, who
         (read,) = client.read([m.id]).memories
         assert read.superseded_by_id == ""
@@ -285,3 +285,48 @@ def test_entity_pairs_are_drawn_from_memories_current_for_the_owner(
     ).memory  # fmt: skip
     wait_embedded(stack, team, [draft.id])
     assert json_format.MessageToDict(ada.entity_pairs()) == before
+
+
+def test_the_revision_a_reader_sees_counts_only_the_changes_they_see(team: Team) -> None:
+    """A supersede moved the memory's revision on for every reader, so one
+    who may not see the successor read revision 2 beside a history of one
+    revision (a change they were not shown), and a correct after it as
+    revision 3: the number told of the hidden successor. Each reader now
+    reads the revision as the changes they see number it, everywhere a
+    revision shows (read, recall, its history, the timelines, a refused
+    compare-and-set), and gives that number back to change it."""
+    ada, bob, cy = (team.clients[h] for h in ("ada", "bob", "cy"))
+    m = bob.remember("The build server is in rack four", audience_to="workspace").memory
+    ada.supersede(
+        m.id, m.revision, "Rack nine, maybe", reason=SECRET, audience_to=team.members["ada"]
+    )
+
+    def seen(client: Client) -> tuple[int, list[tuple[int, int]]]:
+        (read,) = client.read([m.id]).memories
+        return read.revision, [(r.revision, r.action) for r in read.revisions]
+
+    create, correct = cpb.REVISION_ACTION_CREATE, cpb.REVISION_ACTION_CORRECT
+    for client in (bob, cy):
+        assert seen(client) == (1, [(1, create)])
+        hits = client.recall("build server rack", mode="lexical", skip_rerank=True).outcome
+        assert [r.memory.revision for r in hits.results if r.memory.id == m.id] == [1]
+
+    fixed = bob.correct(m.id, 1, "typo", body="It is in rack four, shelf two.").memory
+    assert fixed.revision == 2
+    for client in (bob, cy):
+        assert seen(client) == (2, [(1, create), (2, correct)])
+        summaries = [e.summary for e in client.timeline().events if e.kind == "correction"]
+        assert summaries == ["corrected to revision 2: typo"]
+    assert seen(ada) == (
+        3, [(1, create), (2, cpb.REVISION_ACTION_SUPERSEDE), (3, correct)],
+    )  # fmt: skip
+    assert [e.summary for e in ada.timeline().events if e.kind == "correction"] == [
+        "corrected to revision 3: typo"
+    ]
+
+    # A stale revision is refused with the reader's own current one.
+    with pytest.raises(grpc.RpcError) as refused:
+        bob.correct(m.id, 1, "again", body="Shelf three.")
+    assert refused.value.code() == grpc.StatusCode.ABORTED
+    assert "is at revision 2, not 1" in str(refused.value.details())
+    assert bob.forget(m.id, "moved", expected_revision=2).forgotten_at.seconds > 0

@@ -73,10 +73,12 @@ LIMIT %(limit)s
 # (20,040 memory rows a page at 20,040 memories).
 WINDOW_ORDER = {"enable_sort": "off"}
 # The pair's memories the caller may see, as they stand (superseded for the
-# caller, as a change takes it): a dismissal given the revisions read checks
-# them against these, in its own transaction.
+# caller, as a change takes it, and its revision as they number it): a
+# dismissal given the revisions read checks them against these, in its own
+# transaction.
 PAIR_STATES = f"""
-SELECT id::text, revision, {mq.SUPERSEDED_FOR_CALLER} FROM memory WHERE id = ANY(%s::uuid[])
+SELECT id::text, reader_revision(id, revision), {mq.SUPERSEDED_FOR_CALLER}
+FROM memory WHERE id = ANY(%s::uuid[])
 """
 DISMISS = """
 INSERT INTO dismissed_pair (first_id, second_id, dismissed_by) VALUES (%s, %s, %s)

@@ -38,36 +38,37 @@ class ForgetResult:
 
 
 class Subject(NamedTuple):
-    """A memory as a change first reads it: superseded for the caller (a
-    memory along its chain of successors is one they may see), a successor
-    it has all the same, hidden from them, and its successor as stored."""
+    """A memory as a change reads it: its revision as the caller numbers it
+    (the supersedes hidden from them left out, workspace migration 0076),
+    superseded for the caller (a memory along its chain of successors is one
+    they may see), a successor it has all the same, hidden from them, its
+    successor as stored, and its revision as stored."""
 
     revision: int
     superseded: bool
     hidden_successor: str | None
     successor: str | None
+    stored_revision: int
 
 
 class MemoryRevisions(MemoryWrites):
     """The tools that change an existing memory."""
 
-    def _cas_failure(
-        self, conn: psycopg.Connection, memory_id: str, expected: int, seen: Subject
-    ) -> None:
-        """Why a change's compare-and-set matched nothing. ``seen``: the memory
-        as this call first read it. Superseded already then: it can no longer
-        change. Changed by a call that committed meanwhile (a correct, or a
-        supersede that won): a race lost, read again. Superseded means for
-        the caller: a successor hidden from them never shows in the answer."""
-        row = conn.execute(mq.STATE_OF, (memory_id,)).fetchone()
-        if row is None:
-            raise errors.NotFound("id: memory not found")
-        revision, superseded = row
-        if superseded and (seen.superseded or revision == expected):
+    @staticmethod
+    def _check(memory_id: str, expected: int, seen: Subject, now: Subject) -> None:
+        """The compare-and-set of a change: ``now``, the memory as read under
+        its lock, still at the revision the caller read and current for them.
+        ``seen``: as this call first read it. Superseded already then: it can
+        no longer change. Changed by a call that committed meanwhile (a
+        correct, or a supersede that won): a race lost, read again.
+        Superseded and revisions both as the caller sees them: a successor
+        hidden from them never shows in the answer."""
+        if now.superseded and (seen.superseded or now.revision == expected):
             raise errors.FailedPrecondition(
                 "id: the memory was superseded and can no longer change", subject="id"
             )
-        raise errors.RevisionMismatch(memory_id, expected, revision)
+        if now.revision != expected:
+            raise errors.RevisionMismatch(memory_id, expected, now.revision)
 
     def _may_change(
         self, conn: psycopg.Connection, caller: Caller, memory_id: str, lock: bool = False
@@ -82,14 +83,16 @@ class MemoryRevisions(MemoryWrites):
         change is PERMISSION_DENIED, before anything is written. Returns its
         revision and whether it was superseded, as read. Author and audience
         never change, so the answer holds for the rest of the transaction;
-        with ``lock`` so does the revision."""
-        subject_of = mq.CHANGE_SUBJECT_LOCKED if lock else mq.CHANGE_SUBJECT
-        row = conn.execute(subject_of, (memory_id,)).fetchone()
+        with ``lock`` so does the rest."""
+        if lock and conn.execute(mq.LOCK_MEMORY, (memory_id,)).fetchone() is None:
+            raise errors.NotFound("id: memory not found")
+        row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
         if row is None:
             raise errors.NotFound("id: memory not found")
         created_by, audience = str(row[0]), row[1]
         successor = None if row[4] is None else str(row[4])
-        subject = Subject(int(row[2]), bool(row[3]), None if row[3] else successor, successor)
+        hidden = None if row[3] else successor
+        subject = Subject(int(row[2]), bool(row[3]), hidden, successor, int(row[5]))
         if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
             return subject
         # Read fresh, not from this replica's few seconds of cache: an owner
@@ -167,11 +170,13 @@ class MemoryRevisions(MemoryWrites):
 
         def write(conn: psycopg.Connection) -> str:
             seen = self._may_change(conn, caller, memory_id)
+            now = self._may_change(conn, caller, memory_id, lock=True)
+            self._check(memory_id, expected_revision, seen, now)
             changed = conn.execute(
-                mq.CORRECT, (title, body, confidence, memory_id, expected_revision)
+                mq.CORRECT, (title, body, confidence, memory_id, now.stored_revision)
             ).fetchone()
             if changed is None:
-                self._cas_failure(conn, memory_id, expected_revision, seen)
+                raise RuntimeError("correct: the memory changed under its lock")
             if replace:
                 # After the update: the row is this transaction's, which the
                 # claim tables' policies ask of a change (0008_graph.sql).
@@ -188,7 +193,8 @@ class MemoryRevisions(MemoryWrites):
                     # whoever reads it so, and retired by its supersede for
                     # whoever sees that successor (which states its own).
                     writer.retire(memory_id, superseded=True)
-            self._revision(conn, caller, memory_id, expected_revision + 1, "correct", reason)
+            revision = now.stored_revision + 1
+            self._revision(conn, caller, memory_id, revision, "correct", reason)
             self._audit(
                 conn,
                 caller,
@@ -283,10 +289,12 @@ class MemoryRevisions(MemoryWrites):
             # from the caller becomes the new memory's (below), and a forget
             # along the chain may have moved it since ``seen``, which answers a
             # lost race as it did. Held, it stays until this commits.
-            hidden = self._hold(conn, caller, memory_id).hidden_successor
-            updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, expected_revision)).rowcount
+            now = self._hold(conn, caller, memory_id)
+            self._check(memory_id, expected_revision, seen, now)
+            hidden = now.hidden_successor
+            updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, now.stored_revision)).rowcount
             if updated != 1:
-                self._cas_failure(conn, memory_id, expected_revision, seen)
+                raise RuntimeError("supersede: the memory changed under its lock")
             if not (replace_claims or new.graph):
                 writer.carry(memory_id, new_id, kept=hidden is not None)
             writer.retire(memory_id, superseded=True)
@@ -302,7 +310,7 @@ class MemoryRevisions(MemoryWrites):
                 conn.execute(mq.CHAIN_BEFORE, (hidden, new_id))
                 writer.retire(new_id, superseded=True)
             self._revision(
-                conn, caller, memory_id, expected_revision + 1, "supersede", reason, new_id
+                conn, caller, memory_id, now.stored_revision + 1, "supersede", reason, new_id
             )
             self._audit(
                 conn,
@@ -353,13 +361,13 @@ class MemoryRevisions(MemoryWrites):
             v.revision(expected_revision)
 
         def write(conn: psycopg.Connection) -> str:
-            revision = self._hold(conn, caller, memory_id).revision
-            if expected_revision and revision != expected_revision:
-                raise errors.RevisionMismatch(memory_id, expected_revision, revision)
+            held = self._hold(conn, caller, memory_id)
+            if expected_revision and held.revision != expected_revision:
+                raise errors.RevisionMismatch(memory_id, expected_revision, held.revision)
             row = conn.execute(mq.FORGET, (memory_id, reason)).fetchone()
             if row is None or row[0] is None:
                 raise errors.NotFound("id: memory not found")
-            self._revision(conn, caller, memory_id, revision, "forget", reason)
+            self._revision(conn, caller, memory_id, held.stored_revision, "forget", reason)
             self._audit(conn, caller, "forget", memory_id, request_id, {"reason": reason})
             return memory_id
 

@@ -6,9 +6,11 @@ embeddings) to what the caller may see."""
 # filters the subquery): an id one may not see is never shown (design §4). Past
 # one hidden from them, the nearest along the chain they may see
 # (0067_baseline/12_chains.sql): a later one they see supersedes it for them
-# too.
+# too. The revision as the caller numbers it: the supersedes hidden from them
+# left out (reader_revision, workspace migration 0076).
 MEMORY_COLUMNS = """
-m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text, m.revision,
+m.id, m.kind::text, m.title, m.body, m.confidence, m.origin::text,
+reader_revision(m.id, m.revision),
 coalesce((SELECT s.id FROM memory s WHERE s.id = m.superseded_by_id),
          visible_successor(m.superseded_by_id)), m.audience_member_id,
 m.purposes::text[], m.created_by, m.created_at, m.updated_at,
@@ -47,7 +49,6 @@ SELECT id, audience_member_id, purposes::text[] FROM memory WHERE id = ANY(%s::u
 # they may see (memory_reads_current, workspace migration 0068). One whose
 # successors are all hidden from them reads, and changes, as current.
 SUPERSEDED_FOR_CALLER = "superseded_by_id IS NOT NULL AND NOT memory_reads_current(id)"
-STATE_OF = f"SELECT revision, {SUPERSEDED_FOR_CALLER} FROM memory WHERE id = %s"
 # A derived memory's sources, which its successor keeps (MemoryRevisions.supersede).
 SOURCES_OF = """
 SELECT target_id FROM memory_link
@@ -72,15 +73,19 @@ SELECT 1 FROM later WHERE id = %(memory)s::uuid LIMIT 1
 # Who may change it: its author, its audience (NULL: the workspace) and its
 # revision, for the rule in MemoryStore._may_change; whether it is superseded
 # for the caller, and its successor (one hidden from the caller when it is
-# not), which a supersede links its new memory to (MemoryRevisions.supersede).
+# not), which a supersede links its new memory to (MemoryRevisions.supersede);
+# its revision as the caller numbers it, which a change is given, and as
+# stored, which the change writes on.
 CHANGE_SUBJECT = f"""
-SELECT created_by, audience_member_id, revision, {SUPERSEDED_FOR_CALLER}, superseded_by_id
+SELECT created_by, audience_member_id, reader_revision(id, revision),
+       {SUPERSEDED_FOR_CALLER}, superseded_by_id, revision
 FROM memory WHERE id = %s
 """
-# The same, the row made the caller's first: a forget records the revision it
-# forgot, which a correct committing while the forget waited has moved on
-# (correct and supersede check theirs by compare-and-set instead).
-CHANGE_SUBJECT_LOCKED = CHANGE_SUBJECT.rstrip() + " FOR UPDATE\n"
+# The row made the caller's own until the change commits, before CHANGE_SUBJECT
+# reads it in a statement of its own: one that waited here for a change of
+# another caller then sees all that change wrote (its revision's row too,
+# which a statement begun before that commit would not).
+LOCK_MEMORY = "SELECT 1 FROM memory WHERE id = %s FOR UPDATE"
 # A memory's successor held (FOR SHARE) before the memory itself is locked:
 # changes along a chain lock the later memory first (hold_successor,
 # workspace migration 0070).
@@ -95,9 +100,11 @@ VALUES (%s, %s, %s, %s, %s, %s)
 # each row its list's whole length (total), so the answer can say how many it
 # left out (vocabulary.MAX_PROVENANCE_ITEMS).
 # A memory's newest revisions, oldest first; a supersede only when the caller
-# sees the memory superseded through it (supersession_seen, migration 0072).
+# sees the memory superseded through it (supersession_seen, migration 0072),
+# each numbered as the caller numbers the memory's revisions.
 REVISIONS_OF = """
-SELECT memory_id, revision, action, changed_by, reason, changed_at, total FROM (
+SELECT memory_id, reader_revision(memory_id, revision), action, changed_by, reason, changed_at,
+       total FROM (
     SELECT r.*, row_number() OVER (PARTITION BY memory_id ORDER BY id DESC) AS nth,
            count(*) OVER (PARTITION BY memory_id) AS total
     FROM memory_revision r WHERE memory_id = ANY(%(ids)s::uuid[])
@@ -106,10 +113,11 @@ SELECT memory_id, revision, action, changed_by, reason, changed_at, total FROM (
 ORDER BY memory_id, id
 """
 
-# Compare-and-set: one statement, so of racing callers with the same expected
-# revision exactly one matches; the others find the new revision. A memory
-# the caller reads as current changes, whatever successors hidden from them
-# it has: refused, it would reveal one. Correct's answers that successor
+# The change of a memory the caller holds locked (LOCK_MEMORY), its revision
+# as the caller numbers it checked against the one they read
+# (MemoryRevisions._check): the stored revision read under the lock, which
+# always matches. A memory the caller reads as current changes, whatever
+# successors hidden from them it has: refused, it would reveal one. Correct's answers that successor
 # (hidden from the caller, so) as it stands under the row's lock: a forget of
 # it may have committed since the memory was first read.
 CORRECT = f"""
