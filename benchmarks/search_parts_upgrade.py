@@ -1,13 +1,17 @@
-"""What workspace migration 0075 (the parts of addresses and paths in the
-search vectors) costs at upgrade, and what its longer vectors cost a write
-(docs/benchmarks.md, "Migration 0075: the parts of addresses, paths and camel-case words").
+"""What a workspace migration that rewrites the search vectors costs at
+upgrade, and what its vectors cost a write: 0075 (the parts of addresses and
+paths; docs/benchmarks.md, "Migration 0075: the parts of addresses, paths and
+camel-case words") or, with `--migration 0077`, accents folded (docs/benchmarks.md,
+"Migration 0077: words found without their accents").
 
-    python -m benchmarks.search_parts_upgrade [--memories 10000] [--state-dir DIR]
+    python -m benchmarks.search_parts_upgrade [--memories 10000] [--migration 0075|0077]
+        [--state-dir DIR]
 
-On a Postgres server of its own it builds a workspace database at 0074 and
-writes twice `--memories` synthetic memories (one in five holding an email
-address, a URL and a path), timing the second batch; applies 0075 as migrate-db
-would (one transaction) and prints its wall time, the WAL it wrote, the
+On a Postgres server of its own it builds a workspace database at the level
+before the migration and writes twice `--memories` synthetic memories (one in
+five holding an email address, a URL and a path; for 0077, another one in five
+holding accented words), timing the second batch; applies the migration as
+migrate-db would (one transaction) and prints its wall time, the WAL it wrote, the
 growth of `memory` and `term_stat`; then writes `--memories` again and
 times that insert, for the ratio of a write's cost after to before, and
 the function alone over the texts holding such tokens and over bodies of
@@ -21,7 +25,6 @@ import sys
 import time
 import uuid
 from typing import Any
-from unittest import mock
 
 import psycopg
 
@@ -29,6 +32,7 @@ from benchmarks.own_server import empty_database
 from services.store.infrastructure import migrate
 
 MIGRATION = "0075_search_inside_compound_words"
+ACCENT_FOLD = "0077_words_found_without_accents"
 DATABASE = "search_parts_bench"
 MEMORIES = """
 INSERT INTO memory (id, kind, title, body, confidence, origin, purposes, created_by)
@@ -39,6 +43,9 @@ SELECT gen_random_uuid(), 'note', 'Note ' || (%(from)s + i),
                    THEN ' Ask ops' || (i %% 97) || '@example.com, see https://wiki.example.com/'
                         || 'runbooks/step' || (i %% 13)
                         || ' and /etc/app' || (i %% 7) || '/app.conf.'
+                   ELSE '' END
+           || CASE WHEN %(accented)s AND i %% 5 = 1
+                   THEN ' Zoë and José ' || (i %% 31) || ' met at the Café Nero in São Paulo.'
                    ELSE '' END,
        1, 'told', '{assist}', %(author)s
 FROM generate_series(1, %(n)s) AS i
@@ -52,9 +59,10 @@ MB = 1024 * 1024
 PARTS = "SELECT count(*), sum(length(search_parts(body))) FROM memory WHERE body LIKE '%@%'"
 
 
-def _insert(conn: psycopg.Connection, start: int, n: int) -> float:
+def _insert(conn: psycopg.Connection, start: int, n: int, accented: bool) -> float:
     started = time.perf_counter()
-    conn.execute(MEMORIES, {"from": start, "n": n, "author": str(uuid.uuid4())})
+    params = {"from": start, "n": n, "author": str(uuid.uuid4()), "accented": accented}
+    conn.execute(MEMORIES, params)
     return time.perf_counter() - started
 
 
@@ -65,54 +73,65 @@ WORST = {
     "emails": " ".join(f"user{i}@host{i}.example.com" for i in range(800)),
     "paths": " ".join(f"/srv/app{i}/conf{i}/file{i}.yaml" for i in range(800)),
 }
+# And for search_fold, a body of accented words only, composed and decomposed.
+WORST_FOLD = {
+    "composed": "Zoë café São " * 1700,
+    "decomposed": "Zoe\u0308 cafe\u0301 Sa\u0303o " * 1500,
+}
 
 
-def _worst_ms(conn: psycopg.Connection) -> dict[str, float]:
-    """Milliseconds of search_parts over each worst body (best of three)."""
+def _worst_ms(conn: psycopg.Connection, function: str) -> dict[str, float]:
+    """Milliseconds of ``function`` over each worst body (best of three)."""
     out = {}
-    for name, text in WORST.items():
+    bodies = WORST if function == "search_parts" else WORST_FOLD
+    for name, text in bodies.items():
         best = float("inf")
         for _ in range(3):
             started = time.perf_counter()
-            conn.execute("SELECT search_parts(%s)", (text[:20_000],)).fetchone()
+            conn.execute(f"SELECT {function}(%s)", (text[:20_000],)).fetchone()
             best = min(best, time.perf_counter() - started)
         out[name] = round(best * 1000, 1)
     return out
 
 
-def _timed_parts(conn: psycopg.Connection) -> float:
-    """Microseconds a text of search_parts over the texts holding its tokens."""
+# And search_fold over the texts holding accents.
+FOLD = "SELECT count(*), sum(length(search_fold(body))) FROM memory WHERE body LIKE '%ë%'"
+
+
+def _timed_parts(conn: psycopg.Connection, query: str) -> float:
+    """Microseconds a text of the function in ``query`` over the texts it works on."""
     started = time.perf_counter()
-    row = conn.execute(PARTS).fetchone()
+    row = conn.execute(query).fetchone()
     assert row and row[0]
-    return (time.perf_counter() - started) * 1e6 / row[0]
+    return float((time.perf_counter() - started) * 1e6 / row[0])
 
 
-def run(url: str, memories: int) -> dict[str, Any]:
-    every = migrate.migration_files("workspace")
-    before_it = [f for f in every if f[0] < MIGRATION]
-    with mock.patch.object(migrate, "migration_files", lambda kind: before_it):
-        migrate.apply_migrations(url, "workspace")
+def run(url: str, memories: int, migration: str = MIGRATION) -> dict[str, Any]:
+    every = [v for v, _ in migrate.migration_files("workspace")]
+    after_it = every[every.index(migration) + 1] if migration != every[-1] else None
+    accented = migration == ACCENT_FOLD
+    migrate.apply_migrations(url, "workspace", before=migration)
     with psycopg.connect(url, autocommit=True) as conn:
-        _insert(conn, 0, memories)
+        _insert(conn, 0, memories, accented)
         # Timed on a table already that full, as the insert after the migration is.
-        insert_before = _insert(conn, memories, memories)
+        insert_before = _insert(conn, memories, memories, accented)
         conn.execute("VACUUM ANALYZE")
         conn.execute("CHECKPOINT")
         before = conn.execute(SIZES).fetchone()
         started = time.perf_counter()
-        with mock.patch.object(migrate, "migration_files", lambda kind: every):
-            applied = migrate.apply_migrations(url, "workspace")
+        applied = migrate.apply_migrations(url, "workspace", before=after_it)
         seconds = time.perf_counter() - started
-        assert applied == [MIGRATION], applied
+        assert applied == [migration], applied
         after = conn.execute(SIZES).fetchone()
         assert before and after
         wal = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after[3], before[3])).fetchone()
         assert wal
-        insert_after = _insert(conn, 2 * memories, memories)
-        parts_us = min(_timed_parts(conn) for _ in range(3))
-        worst = _worst_ms(conn)
+        insert_after = _insert(conn, 2 * memories, memories, accented)
+        function, query = ("search_fold", FOLD) if accented else ("search_parts", PARTS)
+        parts_us = min(_timed_parts(conn, query) for _ in range(3))
+        worst = _worst_ms(conn, function)
     return {
+        "migration": migration,
         "memories": 2 * memories,
         "migration_seconds": round(seconds, 2),
         "wal_mb": round(float(wal[0]) / MB, 1),
@@ -121,18 +140,20 @@ def run(url: str, memories: int) -> dict[str, Any]:
         "term_stat_rows": [before[2], after[2]],
         "insert_seconds": [round(insert_before, 2), round(insert_after, 2)],
         "insert_after_over_before": round(insert_after / insert_before, 2),
-        "search_parts_us_per_text": round(parts_us, 1),
-        "search_parts_ms_20000_characters": worst,
+        f"{function}_us_per_text": round(parts_us, 1),
+        f"{function}_ms_20000_characters": worst,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--migration", choices=("0075", "0077"), default="0075")
     parser.add_argument("--state-dir", default="")
     args = parser.parse_args(argv)
+    migration = MIGRATION if args.migration == "0075" else ACCENT_FOLD
     with empty_database(args.state_dir, DATABASE, "search-parts-upgrade-") as url:
-        report = run(url, args.memories)
+        report = run(url, args.memories, migration)
     print(json.dumps(report, indent=2))
     return 0
 

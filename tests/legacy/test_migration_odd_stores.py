@@ -126,7 +126,9 @@ def test_history_written_with_combining_accents_is_found_by_either_form(
     stats = dbutil.query(
         stack, ada.database_name, "SELECT lexeme FROM history_term_stat ORDER BY lexeme"
     )
-    assert (unicodedata.normalize("NFC", "zébulon"),) in stats
+    # One form in the statistics: its accents folded (workspace migration 0077).
+    assert ("zebulon",) in stats
+    assert (unicodedata.normalize("NFD", "zébulon"),) not in stats
 
 
 def test_text_the_old_store_kept_as_bytes_is_carried_as_text(

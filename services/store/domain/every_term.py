@@ -11,10 +11,11 @@ import psycopg
 
 # The rows are the arm's own, each eligible for the caller, so the policy on
 # memory lets each through; the primary key finds them, and plainto_tsquery,
-# the AND of the lexemes the lexical arm searches, is tried on those rows alone.
+# the AND of the lexemes the lexical arm searches (accents folded, as it reads
+# them), is tried on those rows alone.
 MATCHING_EVERY_TERM = """
 SELECT id::text FROM memory
-WHERE id = ANY(%(ids)s::uuid[]) AND search @@ plainto_tsquery('english', %(words)s)
+WHERE id = ANY(%(ids)s::uuid[]) AND search @@ plainto_tsquery('english', search_fold(%(words)s))
 """
 
 

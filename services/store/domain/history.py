@@ -28,7 +28,9 @@ from services.store.infrastructure.db import Caller, caller_transaction
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 10
 
-LEXEMES = "SELECT tsvector_to_array(to_tsvector('english', %s))"
+# Accents folded, as the search vectors hold the words (search_fold,
+# workspace migration 0077).
+LEXEMES = "SELECT tsvector_to_array(to_tsvector('english', search_fold(%s)))"
 HISTORY_TERM_DOCS = "SELECT lexeme, docs FROM history_term_stat WHERE lexeme = ANY(%s)"
 HISTORY_CORPUS_DOCS = "SELECT docs FROM history_corpus_stat"
 # The caller's matches come from its index (history_matches,

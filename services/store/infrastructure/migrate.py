@@ -132,9 +132,11 @@ def _apply_baseline(conn: psycopg.Connection, kind: str, base: Baseline, done: s
     return True
 
 
-def apply_migrations(conninfo: str, kind: str) -> list[str]:
+def apply_migrations(conninfo: str, kind: str, before: str | None = None) -> list[str]:
     """Applies what is missing; returns the versions applied now (every
-    version a baseline replaces, when it was applied)."""
+    version a baseline replaces, when it was applied). ``before``: only the
+    versions before it, a database left at an earlier level (to test or time
+    the migration that follows)."""
     applied_now: list[str] = []
     # Closed only once the server ended its backend: the next admin connection
     # must not meet this one still on the server (the start-up check's count).
@@ -150,7 +152,7 @@ def apply_migrations(conninfo: str, kind: str) -> list[str]:
             if base is not None and _apply_baseline(conn, kind, base, done):
                 applied_now.extend(base.replaces)
             for version, sql in migration_files(kind):
-                if version in done:
+                if version in done or (before is not None and version >= before):
                     continue
                 with conn.transaction():
                     conn.execute(sql)  # trusted files
