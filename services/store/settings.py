@@ -97,12 +97,12 @@ class StoreSettings(EmbedPeer):
     embed_timeout_seconds: float = Field(default=30.0, gt=0)
     state_dir: Path = default_state_dir()
     # The embedding job. It learns which workspaces have work from the
-    # control plane's work marks (a notification each); it reads every mark
-    # again this often in case a notification was missed.
+    # control plane's work marks (a notification each).
     # Memories a claim takes; one above the embed service's max_batch is cut
     # to it once a claim is refused for it (said once in the log).
     job_batch_size: int = Field(default=32, ge=1)
     job_poll_seconds: float = Field(default=0.5, gt=0)
+    # It reads every mark again this often, in case a notification was missed.
     job_marks_refresh_seconds: float = Field(default=30.0, gt=0)
     # At start, the job looks once at every workspace, marked or not: rows
     # queued by writes that marked nothing (a store of a version before the

@@ -28,9 +28,8 @@ from services.store.infrastructure.db import Caller, caller_transaction
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 10
 
-# Accents folded, as the search vectors hold the words (search_fold,
-# workspace migration 0077).
-LEXEMES = "SELECT tsvector_to_array(to_tsvector('english', search_fold(%s)))"
+# As recall's lexical arm reads a query (query_lexemes, workspace migration 0077).
+LEXEMES = "SELECT query_lexemes(%s)"
 HISTORY_TERM_DOCS = "SELECT lexeme, docs FROM history_term_stat WHERE lexeme = ANY(%s)"
 HISTORY_CORPUS_DOCS = "SELECT docs FROM history_corpus_stat"
 # The caller's matches come from its index (history_matches,

@@ -41,9 +41,9 @@ EF_SEARCH = 100
 # from the trigger-maintained statistics (no corpus scan). Row security on the
 # statistics says the same; the explicit conditions let the primary key serve.
 # The last column, the planner's estimate of all memories, only chooses how the
-# capped path finds its rows (the same rows either way). The query's words
-# are read with their accents folded, as the search vectors hold them
-# (search_fold, workspace migration 0077).
+# capped path finds its rows (the same rows either way). The query's terms
+# are read as the search vectors hold words, accents folded, hyphenated words
+# joined besides (query_lexemes, workspace migration 0077).
 TERMS = """
 WITH visible(audience) AS (VALUES (stat_audience(NULL)), (caller_member()))
 SELECT t.lexeme,
@@ -53,7 +53,7 @@ SELECT t.lexeme,
        coalesce((SELECT sum(c.docs) FROM corpus_stat c, visible a
                  WHERE c.purpose = caller_purpose() AND c.audience = a.audience), 0),
        (SELECT reltuples FROM pg_class WHERE oid = 'memory'::regclass)
-FROM unnest(tsvector_to_array(to_tsvector('english', search_fold(%s)))) AS t(lexeme)
+FROM unnest(query_lexemes(%s)) AS t(lexeme)
 ORDER BY t.lexeme
 """
 
