@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import psycopg
 
@@ -69,6 +69,16 @@ class MemoryRevisions(MemoryWrites):
             )
         if now.revision != expected:
             raise errors.RevisionMismatch(memory_id, expected, now.revision)
+
+    def _unchanged(
+        self, conn: psycopg.Connection, caller: Caller, memory_id: str, expected: int, seen: Subject
+    ) -> NoReturn:
+        """A change's update matched nothing though the check under the lock
+        passed: what the caller sees of the memory moved meanwhile without
+        touching its row (its successor became one they see, say), so it is
+        read and checked again, refused as any change it no longer fits."""
+        self._check(memory_id, expected, seen, self._may_change(conn, caller, memory_id))
+        raise RuntimeError(f"the change of memory {memory_id} matched no row")
 
     def _may_change(
         self, conn: psycopg.Connection, caller: Caller, memory_id: str, lock: bool = False
@@ -176,7 +186,7 @@ class MemoryRevisions(MemoryWrites):
                 mq.CORRECT, (title, body, confidence, memory_id, now.stored_revision)
             ).fetchone()
             if changed is None:
-                raise RuntimeError("correct: the memory changed under its lock")
+                self._unchanged(conn, caller, memory_id, expected_revision, seen)
             if replace:
                 # After the update: the row is this transaction's, which the
                 # claim tables' policies ask of a change (0008_graph.sql).
@@ -294,7 +304,7 @@ class MemoryRevisions(MemoryWrites):
             hidden = now.hidden_successor
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, now.stored_revision)).rowcount
             if updated != 1:
-                raise RuntimeError("supersede: the memory changed under its lock")
+                self._unchanged(conn, caller, memory_id, expected_revision, seen)
             if not (replace_claims or new.graph):
                 writer.carry(memory_id, new_id, kept=hidden is not None)
             writer.retire(memory_id, superseded=True)
