@@ -49,6 +49,9 @@ class Subject(NamedTuple):
     hidden_successor: str | None
     successor: str | None
     stored_revision: int
+    # Who may change it (MemoryRevisions._may_change): these never change.
+    created_by: str
+    audience: str | None
 
 
 class MemoryRevisions(MemoryWrites):
@@ -71,13 +74,13 @@ class MemoryRevisions(MemoryWrites):
             raise errors.RevisionMismatch(memory_id, expected, now.revision)
 
     def _unchanged(
-        self, conn: psycopg.Connection, caller: Caller, memory_id: str, expected: int, seen: Subject
+        self, conn: psycopg.Connection, memory_id: str, expected: int, seen: Subject
     ) -> NoReturn:
         """A change's update matched nothing though the check under the lock
         passed: what the caller sees of the memory moved meanwhile without
         touching its row (its successor became one they see, say), so it is
         read and checked again, refused as any change it no longer fits."""
-        self._check(memory_id, expected, seen, self._may_change(conn, caller, memory_id))
+        self._check(memory_id, expected, seen, self._subject(conn, memory_id))
         raise RuntimeError(f"the change of memory {memory_id} matched no row")
 
     def _may_change(
@@ -94,28 +97,37 @@ class MemoryRevisions(MemoryWrites):
         revision and whether it was superseded, as read. Author and audience
         never change, so the answer holds for the rest of the transaction;
         with ``lock`` so does the rest."""
-        if lock and conn.execute(mq.LOCK_MEMORY, (memory_id,)).fetchone() is None:
-            raise errors.NotFound("id: memory not found")
-        row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
-        if row is None:
-            raise errors.NotFound("id: memory not found")
-        created_by, audience = str(row[0]), row[1]
-        successor = None if row[4] is None else str(row[4])
-        hidden = None if row[3] else successor
-        subject = Subject(int(row[2]), bool(row[3]), hidden, successor, int(row[5]))
-        if caller.member_id in (created_by, audience and str(audience)) or caller.role == "owner":
+        subject = self._subject(conn, memory_id, lock)
+        if caller.member_id in (subject.created_by, subject.audience) or caller.role == "owner":
             return subject
         # Read fresh, not from this replica's few seconds of cache: an owner
         # closing the setting closes it at once on every replica. Only this
         # rare case (a member changing another's workspace memory) pays it.
         if (
-            audience is None
+            subject.audience is None
             and self.control.settings(caller.workspace_id, fresh=True).members_may_edit
         ):
             return subject
         raise errors.PermissionDenied(
             "id: only the memory's author or a workspace owner may change it"
             " (an owner can open workspace memories to every member: members_may_edit)"
+        )
+
+    @staticmethod
+    def _subject(conn: psycopg.Connection, memory_id: str, lock: bool = False) -> Subject:
+        """The memory as the caller reads it, NotFound when they may not;
+        with ``lock`` locked first and then read in a statement of its own
+        (LOCK_MEMORY), so a change it waited for is seen whole."""
+        if lock and conn.execute(mq.LOCK_MEMORY, (memory_id,)).fetchone() is None:
+            raise errors.NotFound("id: memory not found")
+        row = conn.execute(mq.CHANGE_SUBJECT, (memory_id,)).fetchone()
+        if row is None:
+            raise errors.NotFound("id: memory not found")
+        successor = None if row[4] is None else str(row[4])
+        hidden = None if row[3] else successor
+        audience = None if row[1] is None else str(row[1])
+        return Subject(
+            int(row[2]), bool(row[3]), hidden, successor, int(row[5]), str(row[0]), audience
         )
 
     def _hold(self, conn: psycopg.Connection, caller: Caller, memory_id: str) -> Subject:
@@ -180,13 +192,14 @@ class MemoryRevisions(MemoryWrites):
 
         def write(conn: psycopg.Connection) -> str:
             seen = self._may_change(conn, caller, memory_id)
-            now = self._may_change(conn, caller, memory_id, lock=True)
+            # Allowed already: locked, then read again as it now stands.
+            now = self._subject(conn, memory_id, lock=True)
             self._check(memory_id, expected_revision, seen, now)
             changed = conn.execute(
                 mq.CORRECT, (title, body, confidence, memory_id, now.stored_revision)
             ).fetchone()
             if changed is None:
-                self._unchanged(conn, caller, memory_id, expected_revision, seen)
+                self._unchanged(conn, memory_id, expected_revision, seen)
             if replace:
                 # After the update: the row is this transaction's, which the
                 # claim tables' policies ask of a change (0008_graph.sql).
@@ -304,7 +317,7 @@ class MemoryRevisions(MemoryWrites):
             hidden = now.hidden_successor
             updated = conn.execute(mq.SUPERSEDE, (new_id, memory_id, now.stored_revision)).rowcount
             if updated != 1:
-                self._unchanged(conn, caller, memory_id, expected_revision, seen)
+                self._unchanged(conn, memory_id, expected_revision, seen)
             if not (replace_claims or new.graph):
                 writer.carry(memory_id, new_id, kept=hidden is not None)
             writer.retire(memory_id, superseded=True)

@@ -117,9 +117,10 @@ ORDER BY memory_id, id
 # as the caller numbers it checked against the one they read
 # (MemoryRevisions._check): the stored revision read under the lock, which
 # always matches. A memory the caller reads as current changes, whatever
-# successors hidden from them it has: refused, it would reveal one. Correct's answers that successor
-# (hidden from the caller, so) as it stands under the row's lock: a forget of
-# it may have committed since the memory was first read.
+# successors hidden from them it has: refused, it would reveal one.
+# Correct's answers that successor (hidden from the caller, so) as it stands
+# under the row's lock: a forget of it may have committed since the memory
+# was first read.
 CORRECT = f"""
 UPDATE memory SET title = coalesce(%s, title), body = coalesce(%s, body),
                   confidence = coalesce(%s, confidence),
