@@ -187,15 +187,27 @@ def add_token_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", default="", help=TOKEN_FILE_HELP)
 
 
+# The options of every command that calls the gateway: (flag, dest, help).
+GATEWAY_OPTIONS = (
+    ("--gateway", "gateway", GATEWAY_HELP),
+    ("--token", "token", f"the token itself: {TOKEN_HELP}"),
+    ("--token-file", "token_file", TOKEN_FILE_HELP),
+    ("--json", "json", JSON_HELP),
+)
+
+
+def option_kind(dest: str) -> dict[str, Any]:
+    """How argparse takes one of GATEWAY_OPTIONS: --json a switch, the others a value."""
+    return {"action": "store_true"} if dest == "json" else {}
+
+
 def group_client_options(p: argparse.ArgumentParser) -> None:
     """--gateway, --token, --token-file and --json after a subcommand of a
     group that takes them (`admin create-member ... --token-file F`, `settings
     set ... --json`): left unset unless given there, so as not to undo the
     same option given before it."""
-    p.add_argument("--gateway", default=argparse.SUPPRESS, help=GATEWAY_HELP)
-    p.add_argument("--token", default=argparse.SUPPRESS, help=f"the token itself: {TOKEN_HELP}")
-    p.add_argument("--token-file", default=argparse.SUPPRESS, help=TOKEN_FILE_HELP)
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+    for flag, dest, help_ in GATEWAY_OPTIONS:
+        p.add_argument(flag, default=argparse.SUPPRESS, help=help_, **option_kind(dest))
 
 
 def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

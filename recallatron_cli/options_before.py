@@ -13,14 +13,8 @@ from typing import Any
 
 from recallatron_cli import common
 
-# (flag, the command's own dest); the value given before the command is kept
-# under _BEFORE + dest until it is handed to the command.
-_OPTIONS = (
-    ("--gateway", "gateway"),
-    ("--token", "token"),
-    ("--token-file", "token_file"),
-    ("--json", "json"),
-)
+# The value given before the command is kept under _BEFORE + the command's
+# own dest until it is handed to the command.
 _BEFORE = "before_command_"
 
 
@@ -35,18 +29,10 @@ class Parser(argparse.ArgumentParser):
         group = self.add_argument_group(
             "before the command, for any command that calls the gateway (as after it)"
         )
-        helps = {
-            "gateway": common.GATEWAY_HELP,
-            "token": "the token itself",
-            "token_file": common.TOKEN_FILE_HELP,
-            "json": common.JSON_HELP,
-        }
-        for flag, dest in _OPTIONS:
-            extra: dict[str, Any] = (
-                {"action": "store_true"} if dest == "json" else {"metavar": dest.upper()}
-            )
+        for flag, dest, help_ in common.GATEWAY_OPTIONS:
+            kind: dict[str, Any] = common.option_kind(dest) or {"metavar": dest.upper()}
             group.add_argument(
-                flag, dest=_BEFORE + dest, default=argparse.SUPPRESS, help=helps[dest], **extra
+                flag, dest=_BEFORE + dest, default=argparse.SUPPRESS, help=help_, **kind
             )
 
     def parse_known_args(  # type: ignore[override]
@@ -56,7 +42,7 @@ class Parser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, rest = super().parse_known_args(args, namespace)
         command = self._command_parser(getattr(parsed, "cmd", None))
-        for flag, dest in _OPTIONS:
+        for flag, dest, _ in common.GATEWAY_OPTIONS:
             if not hasattr(parsed, _BEFORE + dest):
                 continue
             value = getattr(parsed, _BEFORE + dest)
