@@ -38,14 +38,10 @@ def _stats(conn: psycopg.Connection) -> dict[tuple[str, str], int]:
     return {(r[0], r[1]): int(r[2]) for r in rows}
 
 
-def test_the_migration_gives_existing_rows_their_parts(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_migration_gives_existing_rows_their_parts(stack: Stack) -> None:
     url = _new_database(stack)
-    every = migrate.migration_files("workspace")
-    assert PARTS in [v for v, _ in every]
-    monkeypatch.setattr(migrate, "migration_files", lambda kind: [f for f in every if f[0] < PARTS])
-    migrate.apply_migrations(url, "workspace")
+    assert PARTS in [v for v, _ in migrate.migration_files("workspace")]
+    migrate.apply_migrations(url, "workspace", before=PARTS)
     author = str(uuid.uuid4())
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(MEMORY, ("Proxy", "Its file is /etc/nginx/nginx.conf.", author))
@@ -56,7 +52,6 @@ def test_the_migration_gives_existing_rows_their_parts(
         assert ("op", "assist") not in before
         assert conn.execute(TERM_DOCS, ("nginx",)).fetchall() == [("assist", 1), ("audit", 1)]
 
-    monkeypatch.setattr(migrate, "migration_files", lambda kind: every)
     assert PARTS in migrate.apply_migrations(url, "workspace")
     with psycopg.connect(url, autocommit=True) as conn:
         after = _stats(conn)

@@ -15,6 +15,7 @@ from recallatron_devkit.stack import Stack
 from tests import dbutil
 from tests.conftest import Team
 from tests.recall.conftest import RecallStack
+from tests.recall.lexical_words import found, remember_others
 from tests.recall.test_recall_stack import ids, remember
 
 pytestmark = pytest.mark.integration
@@ -28,28 +29,19 @@ def test_a_word_is_found_with_or_without_its_accents(recall_stack: RecallStack) 
     sao = remember(c, "New office", "José opens the São Paulo office in March.")
     resume = remember(c, "Hiring", "Send the resume to the hiring channel.")
     decomposed = remember(c, "Naming", "The file is called nai\u0308ve-bayes.")
-    for title, body in [
-        ("Office plants", "Water the ferns on Fridays."),
-        ("Lunch order", "Soup and bread for the workshop."),
-        ("Parking", "Visitors park behind the north building."),
-        ("Holiday rota", "Two people stay on call over the holidays."),
-    ]:
-        remember(c, title, body)
+    remember_others(c)
 
-    def found(query: str) -> set[str]:
-        return set(ids(c.recall(query, mode="lexical", limit=20).outcome))
-
-    assert found("Zoe") == {zoe}
-    assert found("zoë") == {zoe}
-    assert found("cafe nero") == {cafe}
-    assert found("CAFÉ") == {cafe}
-    assert found("jose") == {sao}
-    assert found("sao paulo") == {sao}
-    assert found("résumé") == {resume}
-    assert found("naïve") == {decomposed}
-    assert found("naive") == {decomposed}
+    assert found(c, "Zoe") == {zoe}
+    assert found(c, "zoë") == {zoe}
+    assert found(c, "cafe nero") == {cafe}
+    assert found(c, "CAFÉ") == {cafe}
+    assert found(c, "jose") == {sao}
+    assert found(c, "sao paulo") == {sao}
+    assert found(c, "résumé") == {resume}
+    assert found(c, "naïve") == {decomposed}
+    assert found(c, "naive") == {decomposed}
     # Folding marks only: other letters stay themselves.
-    assert found("zoo") == set()
+    assert found(c, "zoo") == set()
     (hit,) = c.recall("Zoe", mode="lexical", limit=5).outcome.results
     assert hit.scores.matches_every_term
 

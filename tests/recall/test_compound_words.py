@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.recall.conftest import RecallStack
+from tests.recall.lexical_words import found, remember_others
 from tests.recall.test_recall_stack import ids, remember
 
 pytestmark = pytest.mark.integration
@@ -22,36 +23,27 @@ def test_a_word_inside_an_address_or_a_path_is_found(recall_stack: RecallStack) 
     runbook = remember(c, "The release runbook", "See https://wiki.example.com/runbooks/deploy.")
     code = remember(c, "A helper to reuse", "getUserName in the HTTPServer module.")
     dates = remember(c, "How dates are written", "Always ISO-8601, and COVID-19 leave is 5 days.")
-    for title, body in [
-        ("Office plants", "Water the ferns on Fridays."),
-        ("Lunch order", "Soup and bread for the workshop."),
-        ("Parking", "Visitors park behind the north building."),
-        ("Holiday rota", "Two people stay on call over the holidays."),
-    ]:
-        remember(c, title, body)
+    remember_others(c)
 
-    def found(query: str) -> set[str]:
-        return set(ids(c.recall(query, mode="lexical", limit=20).outcome))
-
-    assert found("ops") == {access}
-    assert found("nginx") == {proxy}
-    assert found("nginx.conf") == {proxy}
-    assert found("runbooks") == {runbook}
-    assert found("example.com") == {access, runbook}
-    assert found("wiki") == {runbook}
+    assert found(c, "ops") == {access}
+    assert found(c, "nginx") == {proxy}
+    assert found(c, "nginx.conf") == {proxy}
+    assert found(c, "runbooks") == {runbook}
+    assert found(c, "example.com") == {access, runbook}
+    assert found(c, "wiki") == {runbook}
     # The whole token as before, and only its memory.
-    assert found("ops@example.com") == {access}
-    assert found("/etc/nginx/nginx.conf") == {proxy}
-    assert found("wiki.example.com") == {runbook}
-    assert found("user name") == {code}
-    assert found("server") == {code}
-    assert found("getUserName") == {code}
-    assert found("8601") == {dates}
-    assert found("covid 19") == {dates}
+    assert found(c, "ops@example.com") == {access}
+    assert found(c, "/etc/nginx/nginx.conf") == {proxy}
+    assert found(c, "wiki.example.com") == {runbook}
+    assert found(c, "user name") == {code}
+    assert found(c, "server") == {code}
+    assert found(c, "getUserName") == {code}
+    assert found(c, "8601") == {dates}
+    assert found(c, "covid 19") == {dates}
     # A part is a term the memory holds, for the relevance judgement too.
     (hit,) = c.recall("nginx", mode="lexical", limit=5).outcome.results
     assert hit.scores.matches_every_term
-    assert found("zephyrine") == set()
+    assert found(c, "zephyrine") == set()
 
 
 def test_a_corrected_memory_is_found_by_its_new_parts_only(recall_stack: RecallStack) -> None:

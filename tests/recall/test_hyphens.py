@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tests.recall.conftest import RecallStack
-from tests.recall.test_recall_stack import ids, remember
+from tests.recall.lexical_words import found, remember_others
+from tests.recall.test_recall_stack import remember
 
 pytestmark = pytest.mark.integration
 
@@ -24,23 +25,14 @@ def test_a_hyphenated_word_is_found_written_whole_and_the_reverse(
     mail = remember(c, "Where to write", "Send an email to the finance desk for refunds.")
     follow = remember(c, "After the review", "The follow-up meeting is on Thursday.")
     model = remember(c, "Which model", "The summaries come from gpt-4o since May.")
-    for title, body in [
-        ("Office plants", "Water the ferns on Fridays."),
-        ("Lunch order", "Soup and bread for the workshop."),
-        ("Parking", "Visitors park behind the north building."),
-        ("Holiday rota", "Two people stay over the holidays."),
-    ]:
-        remember(c, title, body)
+    remember_others(c)
 
-    def found(query: str) -> set[str]:
-        return set(ids(c.recall(query, mode="lexical", limit=20).outcome))
-
-    assert found("oncall") == {rota}
-    assert found("on-call") == {rota}
-    assert found("e-mail") == {mail}
-    assert found("email") == {mail}
-    assert found("followup") == {follow}
-    assert found("gpt4o") == {model}
+    assert found(c, "oncall") == {rota}
+    assert found(c, "on-call") == {rota}
+    assert found(c, "e-mail") == {mail}
+    assert found(c, "email") == {mail}
+    assert found(c, "followup") == {follow}
+    assert found(c, "gpt4o") == {model}
     # Written whole in the query, the memory's own hyphenated form is a term it holds.
     (hit,) = c.recall("oncall", mode="lexical", limit=5).outcome.results
     assert hit.scores.matches_every_term
